@@ -1,0 +1,101 @@
+"""Saving tables, figures and run manifests under ``outputs/<profile>/``.
+
+Every table and figure carries a *label* naming the profile, models and data that produced it
+(``StageConfig.describe()``): tables get it as a Markdown caption line and a CSV comment-free
+sidecar column-less ``.label.txt``; figures get it as a footer text.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+from .cache import hash_file
+from .paths import REPO_ROOT, outputs_dir
+
+_TRACKED_PACKAGES = (
+    "torch", "transformers", "peft", "trl", "vllm", "ragas", "FlagEmbedding", "faiss-cpu",
+    "faiss-gpu", "papermill", "nupunkt", "bm25s", "langchain-text-splitters",
+    "langchain-experimental", "sentence-transformers", "numpy", "pandas", "matplotlib", "seaborn",
+)
+
+
+def save_table(df, name: str, profile: str, label: str, index: bool = False) -> dict[str, Path]:
+    """Write ``df`` as ``tables/<name>.csv`` and ``tables/<name>.md`` (with the label as caption)."""
+    root = outputs_dir(profile) / "tables"
+    csv_path, md_path = root / f"{name}.csv", root / f"{name}.md"
+    df.to_csv(csv_path, index=index)
+    try:
+        body = df.to_markdown(index=index, floatfmt=".4g")
+    except ImportError:  # tabulate missing
+        body = df.to_string(index=index)
+    md_path.write_text(f"**{name}** — {label}\n\n{body}\n", encoding="utf-8")
+    (root / f"{name}.label.txt").write_text(label + "\n", encoding="utf-8")
+    return {"csv": csv_path, "md": md_path}
+
+
+def save_figure(fig, name: str, profile: str, label: str) -> dict[str, Path]:
+    """Write ``figures/<name>.png`` and ``.pdf`` with the label as a footer; deterministic metadata."""
+    root = outputs_dir(profile) / "figures"
+    fig.text(0.01, 0.005, label, fontsize=7, color="0.35", ha="left", va="bottom")
+    png, pdf = root / f"{name}.png", root / f"{name}.pdf"
+    fig.savefig(png, dpi=150, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(pdf, bbox_inches="tight", metadata={"Creator": None, "Producer": None, "CreationDate": None})
+    return {"png": png, "pdf": pdf}
+
+
+def artifact_path(profile: str, *parts: str) -> Path:
+    p = outputs_dir(profile) / "artifacts" / Path(*parts)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in _TRACKED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def write_manifest(profile: str, notebook: str, parameters: dict[str, Any],
+                   data_files: Iterable[Path] = (), extra: dict[str, Any] | None = None) -> Path:
+    """``outputs/<profile>/manifests/<notebook>.json``: commit, parameters, data hashes, versions."""
+    root = outputs_dir(profile) / "manifests"
+    root.mkdir(parents=True, exist_ok=True)
+    from . import __version__
+
+    manifest = {
+        "notebook": notebook,
+        "profile": profile,
+        "parameters": parameters,
+        "git_commit": git_commit(),
+        "litseg_nb_version": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "data_files": {str(p): hash_file(Path(p)) for p in sorted(set(map(str, data_files)))},
+        "packages": package_versions(),
+        **(extra or {}),
+    }
+    path = root / f"{notebook}.json"
+    path.write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")
+    return path

@@ -1,0 +1,211 @@
+"""Explicit, typed configuration.
+
+Every stage (notebook) has one frozen dataclass config deriving from :class:`StageConfig`. A config
+is built from a *profile* (``test``, ``smoke``, ``full``) plus explicit overrides::
+
+    cfg = PreprocessConfig.for_profile("smoke", max_unit_words=1500)
+
+Unknown keys are an error that names the key (:class:`ConfigError`). Nested configs
+(:class:`LLMConfig`, :class:`EmbeddingConfig`, :class:`CorpusConfig`) accept plain dicts in
+overrides, so a papermill parameter such as ``llm={"batch_size": 4}`` works.
+
+The shared sub-configs have one set of per-profile defaults, in :data:`SHARED_PROFILE_DEFAULTS`;
+a stage adds its own per-profile values by overriding :meth:`StageConfig.profile_defaults`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Mapping
+
+PROFILES = ("test", "smoke", "full")
+
+
+class ConfigError(ValueError):
+    """Raised for an unknown profile, an unknown key or a value of the wrong shape."""
+
+
+def _check_profile(profile: str) -> None:
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
+
+
+def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
+    """Construct dataclass ``cls`` from ``values``, recursing into nested dataclass fields."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
+    known = {f.name: f for f in fields(cls) if f.init}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"known keys: {', '.join(sorted(known))}"
+        )
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for name, value in values.items():
+        ftype = hints.get(name)
+        if dataclasses.is_dataclass(ftype) and isinstance(value, Mapping):
+            value = _build(ftype, value, f"{where}.{name}")
+        elif isinstance(value, list) and typing.get_origin(ftype) is tuple:
+            value = tuple(value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``over`` into ``base`` (dicts merge, everything else replaces)."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out[key] = dataclasses.asdict(value)
+        else:
+            out[key] = value
+    return out
+
+
+class _Base:
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[arg-type]
+
+    def fingerprint(self) -> str:
+        """Stable hash of the config's values (part of every cache key)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def replace(self, **changes: Any):
+        merged = _merge(self.to_dict(), changes)
+        return _build(type(self), merged, type(self).__name__)
+
+
+@dataclass(frozen=True)
+class LLMConfig(_Base):
+    """Which LLM to use and how to call it (see :mod:`litseg_nb.llm`)."""
+
+    backend: str = "hf"  # hf | vllm | openai | scripted
+    model: str = "tiny-random"  # "tiny-random", "smollm2-135m-instruct", a local path or a hub id
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    device: str = "auto"  # auto | cpu | cuda
+    batch_size: int = 4
+    max_new_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_model_len: int = 8192
+    base_urls: tuple[str, ...] = ()
+    api_key: str = "EMPTY"
+    request_timeout_s: float = 120.0
+    max_concurrency: int = 8
+    max_retries: int = 3
+    structured_output: bool = False
+    use_cache: bool = True
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig(_Base):
+    """Dense embedding model (see :mod:`litseg_nb.rag`)."""
+
+    backend: str = "sentence-transformers"  # sentence-transformers | flagembedding
+    model: str = "all-MiniLM-L6-v2"  # packaged name, local path or hub id
+    batch_size: int = 64
+    device: str = "auto"
+    normalize: bool = True
+    use_instructions: bool = False
+    passage_instruction: str = "Represent the literature text chunk for literary question answering:"
+    query_instruction: str = (
+        "Given a literary question, retrieve relevant literature text chunks that answer the question."
+    )
+
+
+@dataclass(frozen=True)
+class CorpusConfig(_Base):
+    """Which data a stage runs on.
+
+    ``datasets`` names the sources: ``gutenqa`` (GutenQA, paragraphs per chapter), ``gutenberg``
+    (the raw Project Gutenberg books under ``<data>/gutenberg``) and ``literaryqa``.
+    ``books`` restricts to given book ids (empty = all available); ``max_books`` / ``max_units``
+    cap the amount (0 = no cap).
+    """
+
+    datasets: tuple[str, ...] = ("gutenqa",)
+    books: tuple[str, ...] = ()
+    max_books: int = 0
+    max_units_per_book: int = 0
+    literaryqa_split: str = "validation"
+    max_unit_words: int = 2000  # the paper's n: longer units are split recursively
+    sentence_splitter: str = "nupunkt"
+
+
+SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    "test": {
+        "llm": {"backend": "hf", "model": "tiny-random", "batch_size": 4, "max_new_tokens": 48,
+                "max_model_len": 2048},
+        "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 32},
+        "corpus": {"datasets": ("gutenqa", "gutenberg"), "max_books": 2, "max_units_per_book": 2,
+                   "max_unit_words": 300},
+    },
+    "smoke": {
+        "llm": {"backend": "hf", "model": "smollm2-135m-instruct", "batch_size": 8,
+                "max_new_tokens": 384, "max_model_len": 8192},
+        "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 64},
+        "corpus": {"datasets": ("gutenqa", "gutenberg", "literaryqa"), "max_unit_words": 900},
+    },
+    "full": {
+        "llm": {"backend": "vllm", "model": "Qwen/Qwen3-8B", "batch_size": 256, "max_new_tokens": 4096,
+                "max_model_len": 32768, "dtype": "bfloat16", "device": "cuda"},
+        "embedding": {"backend": "flagembedding", "model": "BAAI/bge-m3", "batch_size": 256,
+                      "device": "cuda", "use_instructions": True},
+        "corpus": {"datasets": ("gutenqa", "literaryqa"), "literaryqa_split": "test",
+                   "max_unit_words": 6000},
+    },
+}
+
+
+@dataclass(frozen=True)
+class StageConfig(_Base):
+    """Base of every notebook/stage config: profile, seed and the shared sub-configs.
+
+    Subclasses add their own fields (all with defaults) and may override
+    :meth:`profile_defaults` to give per-profile values for them.
+    """
+
+    profile: str = "test"
+    seed: int = 0
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+
+    STAGE: ClassVar[str] = "stage"
+
+    @classmethod
+    def profile_defaults(cls, profile: str) -> dict[str, Any]:
+        """Stage-specific per-profile values (merged over the shared defaults)."""
+        return {}
+
+    @classmethod
+    def for_profile(cls, profile: str, **overrides: Any):
+        """Build the config for ``profile`` with explicit ``overrides`` (unknown keys raise)."""
+        _check_profile(profile)
+        values: dict[str, Any] = _merge(SHARED_PROFILE_DEFAULTS[profile], cls.profile_defaults(profile))
+        values = _merge(values, overrides)
+        values["profile"] = profile
+        return _build(cls, values, f"{cls.__name__}[{profile}]")
+
+    def describe(self) -> str:
+        """One line naming profile, models and data, for table and figure captions."""
+        c = self.corpus
+        data = "+".join(c.datasets)
+        if c.books:
+            data += f" books={','.join(c.books)}"
+        if c.max_books:
+            data += f" max_books={c.max_books}"
+        if c.max_units_per_book:
+            data += f" max_units/book={c.max_units_per_book}"
+        return (
+            f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | "
+            f"embeddings={self.embedding.model} | data={data}"
+        )

@@ -1,0 +1,53 @@
+"""Filesystem locations, resolved from the package (never from the working directory).
+
+* ``PACKAGE_DIR`` – the installed ``litseg_nb`` package.
+* ``REPO_ROOT`` – the checkout that contains the package (notebooks/, outputs/, tests/).
+* ``data_dir()`` – the evaluation-data root, from ``LITSEG_DATA_DIR`` (default: ``<repo>/../shared/data``).
+* ``outputs_dir(profile)`` – ``<repo>/outputs/<profile>`` (override the root with ``LITSEG_OUTPUTS_DIR``).
+* ``cache_dir()`` – content-addressed cache and LLM request cache (``LITSEG_CACHE_DIR``).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+TEMPLATES_DIR = PACKAGE_DIR / "templates"
+
+
+class DataNotFoundError(FileNotFoundError):
+    """Raised when the evaluation data root or a file inside it is missing."""
+
+
+def data_dir() -> Path:
+    """Root of the evaluation data (GutenQA, Gutenberg, LiteraryQA copies)."""
+    env = os.environ.get("LITSEG_DATA_DIR")
+    root = Path(env).expanduser().resolve() if env else (REPO_ROOT.parent / "shared" / "data").resolve()
+    if not root.is_dir():
+        raise DataNotFoundError(
+            f"data root {root} does not exist; set LITSEG_DATA_DIR to the folder holding "
+            "gutenqa/, gutenberg/ and literaryqa/"
+        )
+    return root
+
+
+def outputs_root() -> Path:
+    env = os.environ.get("LITSEG_OUTPUTS_DIR")
+    return Path(env).expanduser().resolve() if env else REPO_ROOT / "outputs"
+
+
+def outputs_dir(profile: str) -> Path:
+    """``outputs/<profile>`` with its standard sub-folders created."""
+    root = outputs_root() / profile
+    for sub in ("tables", "figures", "executed", "artifacts"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("LITSEG_CACHE_DIR")
+    root = Path(env).expanduser().resolve() if env else REPO_ROOT / ".cache"
+    root.mkdir(parents=True, exist_ok=True)
+    return root

@@ -1,0 +1,293 @@
+"""The data model shared by every dataset, preprocessing step and segmenter.
+
+Offsets are *character offsets into the cleaned book text* (``Book.text``), half-open
+``[start, end)``: ``book.text[s.start:s.end]`` is the sentence, character for character.
+Sentence indices are 1-based *within a unit* (the LitSeg prompt numbers them ``[1] ...``).
+
+Every segmenter (LitSeg, LitSeg-Lite, all baselines) returns :class:`Chunk` records; the
+:func:`check_coverage` proof shows that every sentence of a unit lies in at least one main range.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Sentence:
+    index: int  # 1-based within its unit
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A top-level narrative unit (chapter, stave, letter, ...) or a recursive split of one."""
+
+    book_id: str
+    unit_id: str  # unique within the book, e.g. "u0003" or "u0003.2" for a recursive part
+    ordinal: int  # 0-based position in the book
+    title: str
+    start: int
+    end: int
+    sentences: tuple[Sentence, ...]
+    paragraphs: tuple[Span, ...] = ()
+    split: str = "structure"  # structure | recursive | whole | dataset
+
+    def text(self, book_text: str) -> str:
+        return book_text[self.start:self.end]
+
+    def sentence_text(self, book_text: str, index: int) -> str:
+        s = self.sentences[index - 1]
+        return book_text[s.start:s.end]
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self.sentences)
+
+    def indexed_text(self, book_text: str) -> str:
+        """The unit as the LitSeg prompt expects it: one ``[i] sentence`` per line."""
+        return "\n".join(f"[{s.index}] {book_text[s.start:s.end]}" for s in self.sentences)
+
+
+@dataclass(frozen=True)
+class Question:
+    qid: str
+    book_id: str
+    question: str
+    answers: tuple[str, ...]
+    evidence: str | None = None  # GutenQA's "Chunk Must Contain"; None for LiteraryQA
+    dataset: str = ""
+
+
+@dataclass
+class Book:
+    book_id: str
+    title: str
+    dataset: str  # gutenqa | gutenberg | literaryqa
+    text: str  # the cleaned text every offset points into
+    paragraphs: list[Span] = field(default_factory=list)
+    units: list[Unit] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list)
+    source: str = ""  # file or hub dataset the text came from
+    # cleaned paragraph i came from source lines [a, b) (raw Gutenberg books); empty otherwise
+    source_map: list[Span] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def unit(self, unit_id: str) -> Unit:
+        for u in self.units:
+            if u.unit_id == unit_id:
+                return u
+        raise KeyError(f"book {self.book_id!r} has no unit {unit_id!r}")
+
+
+@dataclass
+class Chunk:
+    """One chunk produced by a segmenter, in the shared result schema.
+
+    ``from_idx``/``to_idx`` is the main sentence range (1-based, inclusive, within the unit).
+    ``context_idx`` are extra sentence indices outside the main range (LitSeg's context list).
+    ``spans`` are the character spans of the main text in the book text (one span for
+    contiguous chunks); ``text`` is the reconstructed chunk (subtitle, context, main text) and
+    ``main_text`` the plain main text. For chunks that are not spans of the source (propositions),
+    ``is_source_span`` is False and ``spans`` hold the *source paragraph* spans instead.
+    """
+
+    book_id: str
+    unit_id: str
+    chunk_id: str
+    method: str
+    from_idx: int
+    to_idx: int
+    spans: list[Span]
+    text: str
+    main_text: str
+    context_idx: list[int] = field(default_factory=list)
+    subtitle: str | None = None
+    is_source_span: bool = True
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["spans"] = [list(s) for s in self.spans]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Chunk":
+        d = dict(d)
+        d["spans"] = [tuple(s) for s in d["spans"]]
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class CoverageReport:
+    unit_id: str
+    n_sentences: int
+    missing: tuple[int, ...]  # sentence indices in no main range
+    out_of_range: tuple[int, ...]  # indices referenced by a chunk that the unit does not have
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.out_of_range
+
+
+class CoverageError(AssertionError):
+    pass
+
+
+def check_coverage(unit: Unit, chunks: Sequence[Chunk]) -> CoverageReport:
+    """Which sentences of ``unit`` lie in no chunk's main range (and which indices are invalid)."""
+    n = unit.n_sentences
+    covered = [False] * (n + 1)
+    bad: set[int] = set()
+    for c in chunks:
+        if c.unit_id != unit.unit_id:
+            continue
+        for i in (c.from_idx, c.to_idx, *c.context_idx):
+            if not 1 <= i <= n:
+                bad.add(i)
+        for i in range(max(1, c.from_idx), min(n, c.to_idx) + 1):
+            covered[i] = True
+    missing = tuple(i for i in range(1, n + 1) if not covered[i])
+    return CoverageReport(unit.unit_id, n, missing, tuple(sorted(bad)))
+
+
+def assert_full_coverage(book: Book, chunks: Sequence[Chunk], method: str = "") -> None:
+    """Raise :class:`CoverageError` naming book, unit and sentences when anything is uncovered."""
+    by_unit: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        by_unit.setdefault(c.unit_id, []).append(c)
+    problems = []
+    for u in book.units:
+        rep = check_coverage(u, by_unit.get(u.unit_id, []))
+        if not rep.ok:
+            problems.append(
+                f"unit {u.unit_id}: missing sentences {list(rep.missing)[:20]}"
+                + (f", invalid indices {list(rep.out_of_range)[:20]}" if rep.out_of_range else "")
+            )
+    if problems:
+        raise CoverageError(f"{method or 'segmenter'} on book {book.book_id!r}: " + "; ".join(problems))
+
+
+def sentence_range_for_span(unit: Unit, start: int, end: int) -> tuple[int, int]:
+    """1-based inclusive range of the unit's sentences that overlap ``[start, end)``."""
+    idx = [s.index for s in unit.sentences if s.start < end and s.end > start]
+    if not idx:
+        raise ValueError(f"span [{start}, {end}) overlaps no sentence of unit {unit.unit_id}")
+    return idx[0], idx[-1]
+
+
+def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with Path(path).open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{lineno}: invalid JSON ({e})") from e
+
+
+def save_chunks(path: Path, chunks: Sequence[Chunk]) -> None:
+    """Write chunks as JSONL (and parquet next to it when the suffix is .parquet)."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        df = pd.DataFrame([c.to_json() for c in chunks])
+        for col in ("spans", "context_idx", "metadata"):
+            if col in df:
+                df[col] = df[col].map(json.dumps)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        df.to_parquet(path, index=False)
+    else:
+        write_jsonl(path, (c.to_json() for c in chunks))
+
+
+def load_chunks(path: Path) -> list[Chunk]:
+    path = Path(path)
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        out = []
+        for rec in pd.read_parquet(path).to_dict("records"):
+            for col in ("spans", "context_idx", "metadata"):
+                rec[col] = json.loads(rec[col])
+            out.append(Chunk.from_json(rec))
+        return out
+    return [Chunk.from_json(d) for d in read_jsonl(path)]
+
+
+def make_span_chunk(
+    book: Book,
+    unit: Unit,
+    method: str,
+    ordinal: int,
+    start: int,
+    end: int,
+    metadata: dict[str, Any] | None = None,
+) -> Chunk:
+    """A contiguous chunk ``book.text[start:end]`` inside ``unit`` with its sentence range."""
+    if not unit.start <= start < end <= unit.end:
+        raise ValueError(
+            f"{method}: span [{start}, {end}) is outside unit {unit.unit_id} "
+            f"[{unit.start}, {unit.end}) of book {book.book_id}"
+        )
+    lo, hi = sentence_range_for_span(unit, start, end)
+    text = book.text[start:end]
+    return Chunk(
+        book_id=book.book_id,
+        unit_id=unit.unit_id,
+        chunk_id=f"{unit.unit_id}.c{ordinal:04d}",
+        method=method,
+        from_idx=lo,
+        to_idx=hi,
+        spans=[(start, end)],
+        text=text,
+        main_text=text,
+        metadata=dict(metadata or {}),
+    )
+
+
+def make_sentence_chunk(
+    book: Book,
+    unit: Unit,
+    method: str,
+    ordinal: int,
+    from_idx: int,
+    to_idx: int,
+    metadata: dict[str, Any] | None = None,
+) -> Chunk:
+    """A chunk made of whole sentences ``from_idx..to_idx`` (1-based, inclusive) of ``unit``."""
+    if not 1 <= from_idx <= to_idx <= unit.n_sentences:
+        raise ValueError(
+            f"{method}: sentence range {from_idx}-{to_idx} invalid for unit {unit.unit_id} "
+            f"of book {book.book_id} ({unit.n_sentences} sentences)"
+        )
+    start = unit.sentences[from_idx - 1].start
+    end = unit.sentences[to_idx - 1].end
+    text = book.text[start:end]
+    return Chunk(
+        book_id=book.book_id,
+        unit_id=unit.unit_id,
+        chunk_id=f"{unit.unit_id}.c{ordinal:04d}",
+        method=method,
+        from_idx=from_idx,
+        to_idx=to_idx,
+        spans=[(start, end)],
+        text=text,
+        main_text=text,
+        metadata=dict(metadata or {}),
+    )
