@@ -1,0 +1,169 @@
+"""Headless execution of the numbered notebooks with papermill.
+
+``python -m litseg_nb run --profile smoke [--only 01,04] [-p key=value ...]`` executes
+``notebooks/NN_*.ipynb`` in order, each in a fresh kernel, injects the parameters (``profile`` and
+``seed`` always, plus any ``-p`` overrides the notebook declares), writes the executed copy to
+``outputs/<profile>/executed/``, prints per-notebook wall time and stops with a clear message at
+the first failing notebook (the executed copy of the failing notebook is kept for inspection).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .config import PROFILES, ConfigError
+from .paths import NOTEBOOKS_DIR, outputs_dir
+
+_NB_RE = re.compile(r"^(\d{2})_[\w\-]+\.ipynb$")
+
+
+class NotebookFailed(RuntimeError):
+    def __init__(self, notebook: Path, executed: Path, cause: BaseException):
+        self.notebook, self.executed, self.cause = notebook, executed, cause
+        super().__init__(
+            f"notebook {notebook.name} failed: {type(cause).__name__}: {str(cause).strip()[-2000:]}\n"
+            f"executed copy (with the traceback): {executed}"
+        )
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    notebook: str
+    executed: Path
+    seconds: float
+
+
+def discover_notebooks(only: Iterable[str] = (), notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """The numbered notebooks in order, optionally restricted to numbers like ``("01", "04")``."""
+    found = sorted(p for p in notebooks_dir.glob("*.ipynb") if _NB_RE.match(p.name))
+    wanted = [o.strip().zfill(2) for o in only if o.strip()]
+    if not wanted:
+        return found
+    by_num = {_NB_RE.match(p.name).group(1): p for p in found}
+    missing = [w for w in wanted if w not in by_num]
+    if missing:
+        raise ConfigError(f"no notebook numbered {', '.join(missing)} in {notebooks_dir} "
+                          f"(found: {', '.join(sorted(by_num)) or 'none'})")
+    return [by_num[w] for w in sorted(wanted)]
+
+
+def declared_parameters(notebook: Path) -> dict[str, Any]:
+    """Names and default values in the notebook's single ``parameters`` cell."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    cells = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(cells) != 1:
+        raise ConfigError(f"{notebook.name}: expected exactly one cell tagged 'parameters', found {len(cells)}")
+    src = "".join(cells[0]["source"])
+    out: dict[str, Any] = {}
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            out[node.target.id] = ast.literal_eval(node.value)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
+def run_notebooks(
+    profile: str,
+    only: Sequence[str] = (),
+    parameters: dict[str, Any] | None = None,
+    seed: int = 0,
+    kernel_name: str = "python3",
+    log_output: bool = False,
+    progress: bool = False,
+) -> list[NotebookRun]:
+    """Execute the notebooks for ``profile``; raises :class:`NotebookFailed` on the first failure.
+
+    ``parameters`` are injected into each notebook that declares them; a parameter that no selected
+    notebook declares is an error (a typo must not be ignored silently).
+    """
+    import papermill as pm
+
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
+    notebooks = discover_notebooks(only)
+    if not notebooks:
+        raise ConfigError(f"no numbered notebooks found in {NOTEBOOKS_DIR}")
+    extra = dict(parameters or {})
+    declared = {nb: declared_parameters(nb) for nb in notebooks}
+    unknown = set(extra) - set().union(*map(set, declared.values()))
+    if unknown:
+        raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
+
+    executed_dir = outputs_dir(profile) / "executed"
+    runs: list[NotebookRun] = []
+    for nb in notebooks:
+        params = {"profile": profile, "seed": seed}
+        params.update({k: v for k, v in extra.items() if k in declared[nb]})
+        params = {k: v for k, v in params.items() if k in declared[nb]}
+        out = executed_dir / nb.name
+        print(f"[litseg_nb] {nb.name} (profile={profile}) ...", flush=True)
+        t0 = time.perf_counter()
+        try:
+            pm.execute_notebook(
+                str(nb), str(out), parameters=params, kernel_name=kernel_name,
+                cwd=str(nb.parent), progress_bar=progress, log_output=log_output,
+            )
+        except Exception as exc:  # papermill raises PapermillExecutionError with the cell traceback
+            print(f"[litseg_nb] FAILED {nb.name} after {time.perf_counter() - t0:.1f}s", flush=True)
+            raise NotebookFailed(nb, out, exc) from exc
+        dt = time.perf_counter() - t0
+        runs.append(NotebookRun(nb.name, out, dt))
+        print(f"[litseg_nb] done {nb.name} in {dt:.1f}s", flush=True)
+    total = sum(r.seconds for r in runs)
+    print("[litseg_nb] wall time per notebook: " + ", ".join(f"{r.notebook} {r.seconds:.1f}s" for r in runs)
+          + f"; total {total:.1f}s", flush=True)
+    return runs
+
+
+def _parse_param(item: str) -> tuple[str, Any]:
+    if "=" not in item:
+        raise ConfigError(f"parameter {item!r} must look like key=value")
+    key, raw = item.split("=", 1)
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    return key.strip(), value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m litseg_nb", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="execute the numbered notebooks with papermill")
+    run.add_argument("--profile", choices=PROFILES, default="smoke")
+    run.add_argument("--only", default="", help="comma-separated notebook numbers, e.g. 01,04")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="extra parameter injected into notebooks that declare it")
+    run.add_argument("--log-output", action="store_true", help="stream notebook output")
+    sub.add_parser("list", help="list the numbered notebooks and their parameters")
+    args = parser.parse_args(argv)
+
+    if args.command == "list":
+        for nb in discover_notebooks():
+            print(f"{nb.name}: {declared_parameters(nb)}")
+        return 0
+    try:
+        params = dict(_parse_param(p) for p in args.param)
+        run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
+                      log_output=args.log_output)
+    except NotebookFailed as exc:
+        print(f"[litseg_nb] {exc}", file=sys.stderr)
+        return 1
+    except ConfigError as exc:
+        print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

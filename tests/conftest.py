@@ -1,0 +1,56 @@
+"""Shared pytest fixtures.
+
+* Every test session writes outputs and caches to a temporary folder (never into the repo's
+  ``outputs/``), via ``LITSEG_OUTPUTS_DIR`` and ``LITSEG_CACHE_DIR``; the test-profile notebook runs
+  share that folder so later notebooks see earlier notebooks' artifacts within one session.
+* ``LITSEG_DATA_DIR`` defaults to ``<repo>/../shared/data``; tests that need data use the
+  ``data_dir`` fixture, which skips with a clear reason when it is absent.
+* Hub access is disabled: HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE are set.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("LITSEG_DATA_DIR", str((REPO_ROOT.parent / "shared" / "data").resolve()))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_dirs(tmp_path_factory):
+    """Route outputs and caches of the whole session to a temp dir (shared by notebook tests)."""
+    root = tmp_path_factory.mktemp("litseg_session")
+    old = {k: os.environ.get(k) for k in ("LITSEG_OUTPUTS_DIR", "LITSEG_CACHE_DIR")}
+    os.environ["LITSEG_OUTPUTS_DIR"] = str(root / "outputs")
+    # the LLM request cache and model copies are reusable across sessions: keep a persistent
+    # cache unless the caller pinned one; step caches under it are keyed by content.
+    os.environ.setdefault("LITSEG_CACHE_DIR", str(root / "cache"))
+    yield root
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = Path(os.environ["LITSEG_DATA_DIR"])
+    if not path.is_dir():
+        pytest.skip(f"evaluation data not found at {path} (set LITSEG_DATA_DIR)")
+    return path
+
+
+@pytest.fixture
+def fresh_dirs(tmp_path, monkeypatch):
+    """Per-test outputs and cache folders (for tests that must not see other tests' artifacts)."""
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "outputs"))
+    monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path
