@@ -1,0 +1,93 @@
+"""Prompt templates: loading (header stripped) and exact placeholder filling.
+
+Templates live in ``litseg_nb/templates/<area>/<name>.txt`` and are addressed as
+``"<area>/<name>"``::
+
+    from litseg_nb.prompts import load_prompt, fill_prompt
+    system = load_prompt("litseg/system")
+    user = fill_prompt(load_prompt("litseg/stage1"), chapter_content=unit_text)
+
+Template file convention (every helper's templates follow it):
+
+* The FIRST line is a header comment that starts with ``# source:`` and names the source (paper +
+  appendix, and any formatting restored). :func:`load_prompt` requires and strips it.
+* The rest is the prompt text, verbatim; one trailing newline (if any) is stripped.
+* Placeholders are ``{name}`` with ``name`` a Python identifier. Templates also contain literal
+  JSON braces, so they are NEVER passed to ``str.format``: :func:`fill_prompt` replaces exactly the
+  named placeholders it is given, in a single pass (a value that itself contains ``{x}`` is not
+  re-scanned), and raises when a given placeholder does not occur in the template.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from .paths import TEMPLATES_DIR
+
+HEADER_PREFIX = "# source:"
+
+
+class PromptError(ValueError):
+    """A template is missing, has no source header, or a placeholder cannot be filled."""
+
+
+def prompt_path(name: str) -> Path:
+    """Path of template ``"<area>/<name>"`` (``.txt`` appended when missing)."""
+    rel = name if name.endswith(".txt") else f"{name}.txt"
+    path = (TEMPLATES_DIR / rel).resolve()
+    if TEMPLATES_DIR.resolve() not in path.parents:
+        raise PromptError(f"template name {name!r} points outside {TEMPLATES_DIR}")
+    return path
+
+
+@lru_cache(maxsize=None)
+def _read(path: Path) -> tuple[str, str]:
+    if not path.is_file():
+        raise PromptError(f"prompt template {path} does not exist")
+    raw = path.read_text(encoding="utf-8")
+    header, sep, body = raw.partition("\n")
+    if not header.startswith(HEADER_PREFIX):
+        raise PromptError(
+            f"prompt template {path}: first line must be a header starting with {HEADER_PREFIX!r} "
+            f"naming the prompt's source, got {header[:60]!r}"
+        )
+    if body.endswith("\n"):
+        body = body[:-1]
+    return header[len(HEADER_PREFIX):].strip(), body
+
+
+def load_prompt(name: str) -> str:
+    """The text of template ``name`` (e.g. ``"litseg/system"``) without its source header."""
+    return _read(prompt_path(name))[1]
+
+
+def prompt_source(name: str) -> str:
+    """The source description from the template's header line."""
+    return _read(prompt_path(name))[0]
+
+
+def placeholders(template: str, candidates: tuple[str, ...] | None = None) -> set[str]:
+    """Names of ``{identifier}`` placeholders in ``template`` (restricted to ``candidates``)."""
+    found = set(re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", template))
+    return found if candidates is None else found & set(candidates)
+
+
+def fill_prompt(template: str, **values: object) -> str:
+    """Replace exactly the placeholders ``{key}`` for the given keys (single pass, no format()).
+
+    Every given key must occur in the template (a typo raises :class:`PromptError`); other braces,
+    such as the JSON examples in the paper's prompts, are left untouched.
+    """
+    if not values:
+        return template
+    missing = [k for k in values if "{" + k + "}" not in template]
+    if missing:
+        raise PromptError(f"placeholder(s) {missing} not found in the template")
+    pattern = re.compile(r"\{(" + "|".join(re.escape(k) for k in values) + r")\}")
+    return pattern.sub(lambda m: str(values[m.group(1)]), template)
+
+
+def render_prompt(name: str, **values: object) -> str:
+    """``fill_prompt(load_prompt(name), **values)``."""
+    return fill_prompt(load_prompt(name), **values)
