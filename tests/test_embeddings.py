@@ -1,0 +1,54 @@
+"""The shared embedder: packaged model resolution, normalisation, instructions and the cache."""
+import numpy as np
+import pytest
+
+from litseg_nb.config import EmbeddingConfig
+from litseg_nb.embeddings import EmbeddingError, load_embedder, packaged_model_dir, resolve_model_path
+
+
+@pytest.fixture(autouse=True)
+def _tmp_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_packaged_name_resolves_to_package_dir():
+    d = packaged_model_dir("all-MiniLM-L6-v2")
+    assert d is not None and (d / "config.json").is_file()
+    assert resolve_model_path("sentence-transformers/all-MiniLM-L6-v2") == str(d)
+    assert resolve_model_path("BAAI/bge-m3") == "BAAI/bge-m3"
+
+
+def test_encode_normalised_cached_and_deterministic(tmp_path):
+    cfg = EmbeddingConfig(batch_size=2, device="cpu")
+    emb = load_embedder(cfg)
+    texts = ["The whale surfaced.", "Emma married Mr Knightley.", "The whale surfaced.", "Rain fell."]
+    a = emb.encode(texts)
+    assert a.dtype == np.float32 and a.shape == (4, 384)
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(a[0], a[2])
+    assert emb.n_encoded == 3  # duplicate encoded once
+    b = emb.encode(texts[::-1])
+    assert emb.n_encoded == 3  # all from the cache now
+    np.testing.assert_allclose(b[::-1], a, atol=1e-6)
+    # a fresh embedder reads the persistent cache
+    emb2 = load_embedder(cfg)
+    c = emb2.encode(texts)
+    assert emb2.n_encoded == 0
+    np.testing.assert_allclose(c, a, atol=1e-6)
+
+
+def test_instructions_change_the_encoded_string():
+    cfg = EmbeddingConfig(device="cpu", use_instructions=True)
+    emb = load_embedder(cfg, use_cache=False)
+    assert emb.prepare(["x"], "query") == [f"{cfg.query_instruction} x"]
+    assert emb.prepare(["x"], "passage") == [f"{cfg.passage_instruction} x"]
+    q = emb.encode(["Who is Emma?"], kind="query")
+    p = emb.encode(["Who is Emma?"], kind="passage")
+    assert not np.allclose(q, p)
+    with pytest.raises(ValueError):
+        emb.prepare(["x"], "document")
+
+
+def test_unknown_backend_is_a_clear_error():
+    with pytest.raises(EmbeddingError, match="unknown embedding backend"):
+        load_embedder(EmbeddingConfig(backend="nope"))
