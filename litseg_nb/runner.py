@@ -26,10 +26,11 @@ _NB_RE = re.compile(r"^(\d{2})_[\w\-]+\.ipynb$")
 class NotebookFailed(RuntimeError):
     def __init__(self, notebook: Path, executed: Path, cause: BaseException):
         self.notebook, self.executed, self.cause = notebook, executed, cause
-        super().__init__(
-            f"notebook {notebook.name} failed: {type(cause).__name__}: {str(cause).strip()[-2000:]}\n"
-            f"executed copy (with the traceback): {executed}"
-        )
+        if hasattr(cause, "ename"):  # papermill's PapermillExecutionError: name the cell and error
+            what = f"{cause.ename}: {cause.evalue} (cell {getattr(cause, 'exec_count', '?')})"
+        else:
+            what = f"{type(cause).__name__}: {str(cause).strip()[-2000:]}"
+        super().__init__(f"notebook {notebook.name} failed: {what}\nexecuted copy (with the traceback): {executed}")
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,9 @@ class NotebookRun:
     seconds: float
 
 
-def discover_notebooks(only: Iterable[str] = (), notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
+def discover_notebooks(only: Iterable[str] = (), notebooks_dir: Path | None = None) -> list[Path]:
     """The numbered notebooks in order, optionally restricted to numbers like ``("01", "04")``."""
+    notebooks_dir = notebooks_dir or NOTEBOOKS_DIR
     found = sorted(p for p in notebooks_dir.glob("*.ipynb") if _NB_RE.match(p.name))
     wanted = [o.strip().zfill(2) for o in only if o.strip()]
     if not wanted:
@@ -89,7 +91,7 @@ def run_notebooks(
         raise ConfigError(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
     notebooks = discover_notebooks(only)
     if not notebooks:
-        raise ConfigError(f"no numbered notebooks found in {NOTEBOOKS_DIR}")
+        raise ConfigError("no numbered notebooks found")
     extra = dict(parameters or {})
     declared = {nb: declared_parameters(nb) for nb in notebooks}
     unknown = set(extra) - set().union(*map(set, declared.values()))

@@ -225,6 +225,8 @@ def load_chunks(path: Path) -> list[Chunk]:
         for rec in pd.read_parquet(path).to_dict("records"):
             for col in ("spans", "context_idx", "metadata"):
                 rec[col] = json.loads(rec[col])
+            if not isinstance(rec.get("subtitle"), str):  # parquet stores None as null/NaN
+                rec["subtitle"] = None
             out.append(Chunk.from_json(rec))
         return out
     return [Chunk.from_json(d) for d in read_jsonl(path)]

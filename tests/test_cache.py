@@ -1,0 +1,27 @@
+from litseg_nb.cache import StepCache, hash_obj
+from litseg_nb.config import StageConfig
+
+
+def test_step_cache_skips_finished_work_and_tracks_inputs(tmp_path):
+    cfg = StageConfig.for_profile("test")
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"value": 42}
+
+    c1 = StepCache("demo", cfg, inputs={"text": "abc"}, root=tmp_path)
+    assert c1.get_or_compute(compute) == {"value": 42}
+    assert StepCache("demo", cfg, inputs={"text": "abc"}, root=tmp_path).get_or_compute(compute) == {"value": 42}
+    assert len(calls) == 1  # second call served from disk
+    StepCache("demo", cfg, inputs={"text": "abd"}, root=tmp_path).get_or_compute(compute)
+    StepCache("demo", cfg.replace(seed=1), inputs={"text": "abc"}, root=tmp_path).get_or_compute(compute)
+    assert len(calls) == 3  # changed input and changed config both recompute
+
+
+def test_hash_obj_hashes_file_contents(tmp_path):
+    p = tmp_path / "f.txt"
+    p.write_text("one")
+    h1 = hash_obj({"f": p})
+    p.write_text("two")
+    assert hash_obj({"f": p}) != h1
