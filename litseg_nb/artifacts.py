@@ -1,8 +1,8 @@
 """Saving tables, figures and run manifests under ``outputs/<profile>/``.
 
 Every table and figure carries a *label* naming the profile, models and data that produced it
-(``StageConfig.describe()``): tables get it as a Markdown caption line and a CSV comment-free
-sidecar column-less ``.label.txt``; figures get it as a footer text.
+(``StageConfig.describe()``): a table gets it as the caption line of its Markdown file and in a
+``<name>.label.txt`` sidecar next to the CSV; a figure gets it as a footer line.
 """
 from __future__ import annotations
 
