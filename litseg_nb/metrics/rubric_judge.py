@@ -1,0 +1,312 @@
+"""LLM judge applying the LitSeg paper's Appendix E.3 rubric (also LitSeg-Lite's reward judge).
+
+The rubric scores every chunk of a segmentation on three dimensions:
+
+1. **Event Validity** (``dimension1``, 1-5),
+2. **Event Phase & Unity of Action** (``dimension2``, 1-5),
+3. **Cut Point Logic and Overlapping Connectivity** (``dimension3``, 1-5, then the rubric's overlap
+   rule: -0.5 for an overlap buffer made only of sentences already inside the chunk, +0.5 for an
+   overlap that makes the chunk readable in isolation; so 0.5-5.5).
+
+The judge replies with JSON ``{"dimension1": [...], "dimension2": [...], "dimension3": [...]}``, one
+score per chunk. :func:`parse_rubric_reply` is robust to code fences, prose around the JSON, trailing
+commas, single quotes, key spellings (``"Dimension 1"``, ``dimension_1``) and numbers written as
+strings; it rejects (with a reason) lists of the wrong length and out-of-range scores.
+
+:func:`score_chunks_with_rubric` calls the judge with bounded retries; when every attempt fails it
+returns the *neutral* score (3.0 on every dimension of every chunk) with ``neutral=True`` so the caller
+counts it (the LitSeg-Lite reward and notebook 06 report the neutral rate).
+
+Independently of the judge, :func:`improper_overlap_flags` checks the rubric's penalty condition
+deterministically from the segment JSON (a ``context_idx`` entry inside the chunk's own main range).
+It is reported next to the judge's scores and never changes them.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from ..llm.base import LLMBackend, SamplingParams, UsageTag
+
+DIMENSIONS = ("event_validity", "unity_of_action", "cut_point_logic")
+DIMENSION_KEYS = ("dimension1", "dimension2", "dimension3")
+NEUTRAL_SCORE = 3.0
+# dims 1-2: 1..5 (the rubric's own example uses half points); dim 3: 1..5 +/- the 0.5 overlap rule
+SCORE_RANGES = ((1.0, 5.0), (1.0, 5.0), (0.5, 5.5))
+
+
+class RubricParseError(ValueError):
+    """The judge's reply could not be turned into valid per-chunk scores (message says why)."""
+
+
+@dataclass
+class RubricScores:
+    """Per-chunk scores on the three E.3 dimensions for one segmentation (one unit)."""
+
+    event_validity: list[float]
+    unity_of_action: list[float]
+    cut_point_logic: list[float]
+    attempts: int = 1  # judge calls made
+    neutral: bool = False  # True when every attempt failed and the neutral score was used
+    errors: list[str] = field(default_factory=list)  # parse/LLM errors of failed attempts
+    raw_replies: list[str] = field(default_factory=list)
+    improper_overlap: list[bool] = field(default_factory=list)  # deterministic rubric-penalty check
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.event_validity)
+
+    def per_chunk(self) -> list[float]:
+        """Mean of the three dimensions for every chunk (the paper averages dimensions first)."""
+        return [(a + b + c) / 3.0 for a, b, c in zip(self.event_validity, self.unity_of_action,
+                                                     self.cut_point_logic)]
+
+    @property
+    def mean(self) -> float:
+        """Average over dimensions, then over chunks (the narratological reward of Section 3.2)."""
+        pc = self.per_chunk()
+        return sum(pc) / len(pc) if pc else float("nan")
+
+    def dimension_means(self) -> dict[str, float]:
+        out = {}
+        for name in DIMENSIONS:
+            vals = getattr(self, name)
+            out[name] = sum(vals) / len(vals) if vals else float("nan")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- parsing
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+_KEY_RE = re.compile(r"""["']?\s*(?:dimension|dim|d)[\s_-]*([123])\s*["']?\s*:\s*\[([^\]]*)\]""", re.I)
+_NUM_RE = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _balanced_objects(text: str) -> list[str]:
+    """Every top-level ``{...}`` substring (brace-balanced, string-aware), in order."""
+    out, depth, start, in_str, esc, quote = [], 0, -1, False, False, ""
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == quote:
+                in_str = False
+            continue
+        if ch in "\"" and depth > 0:
+            in_str, quote = True, ch
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                out.append(text[start:i + 1])
+    return out
+
+
+def _loads_lenient(blob: str) -> Any:
+    try:
+        return json.loads(blob)
+    except json.JSONDecodeError:
+        pass
+    fixed = re.sub(r",\s*([\]}])", r"\1", blob)  # trailing commas
+    fixed = fixed.replace("'", '"')
+    return json.loads(fixed)
+
+
+def _norm_key(key: str) -> str | None:
+    m = re.fullmatch(r"\s*(?:dimension|dim|d)[\s_-]*([123])\s*", str(key), re.I)
+    if m:
+        return f"dimension{m.group(1)}"
+    low = str(key).lower()
+    if "validity" in low:
+        return "dimension1"
+    if "unity" in low or "phase" in low:
+        return "dimension2"
+    if "cut" in low:
+        return "dimension3"
+    return None
+
+
+def _to_float(v: Any) -> float:
+    if isinstance(v, bool):
+        raise RubricParseError(f"score {v!r} is not a number")
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        m = _NUM_RE.search(v)
+        if m:
+            return float(m.group())
+    if isinstance(v, dict):  # {"score": 4} style
+        for k in ("score", "value"):
+            if k in v:
+                return _to_float(v[k])
+    raise RubricParseError(f"score {v!r} is not a number")
+
+
+def _candidate_dicts(text: str) -> list[dict[str, list[Any]]]:
+    cands: list[dict[str, list[Any]]] = []
+    sources = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for src in sources:
+        for blob in _balanced_objects(src):
+            try:
+                obj = _loads_lenient(blob)
+            except (json.JSONDecodeError, ValueError):
+                continue
+            if isinstance(obj, dict):
+                found = {}
+                for k, v in obj.items():
+                    nk = _norm_key(k)
+                    if nk and isinstance(v, list):
+                        found[nk] = v
+                if found:
+                    cands.append(found)
+    # last resort: key: [numbers] pairs anywhere in the text (broken JSON)
+    loose = {}
+    for m in _KEY_RE.finditer(text):
+        loose.setdefault(f"dimension{m.group(1)}", _NUM_RE.findall(m.group(2)))
+    if loose:
+        cands.append(loose)
+    return cands
+
+
+def parse_rubric_reply(text: str, n_chunks: int) -> tuple[list[float], list[float], list[float]]:
+    """Per-chunk scores ``(dimension1, dimension2, dimension3)`` from a judge reply.
+
+    Raises :class:`RubricParseError` naming the problem when no candidate JSON in the reply has all
+    three dimensions with exactly ``n_chunks`` in-range numeric scores.
+    """
+    if n_chunks <= 0:
+        raise ValueError(f"n_chunks must be positive, got {n_chunks}")
+    if not text or not text.strip():
+        raise RubricParseError("empty judge reply")
+    problems: list[str] = []
+    for cand in _candidate_dicts(text):
+        missing = [k for k in DIMENSION_KEYS if k not in cand]
+        if missing:
+            problems.append(f"missing {', '.join(missing)}")
+            continue
+        try:
+            dims = []
+            for d, key in enumerate(DIMENSION_KEYS):
+                vals = [_to_float(v) for v in cand[key]]
+                if len(vals) != n_chunks:
+                    raise RubricParseError(f"{key} has {len(vals)} scores for {n_chunks} chunks")
+                lo, hi = SCORE_RANGES[d]
+                bad = [v for v in vals if not lo <= v <= hi]
+                if bad:
+                    raise RubricParseError(f"{key} scores {bad} outside [{lo}, {hi}]")
+                dims.append(vals)
+            return dims[0], dims[1], dims[2]
+        except RubricParseError as e:
+            problems.append(str(e))
+    if not problems:
+        problems.append("no JSON object with dimension scores found")
+    raise RubricParseError("; ".join(dict.fromkeys(problems)))
+
+
+# --------------------------------------------------------------------------- judge call
+def improper_overlap_flags(segments: Sequence[dict[str, Any]]) -> list[bool]:
+    """Per segment: does its ``context_idx`` contain a sentence inside its own main range?
+
+    That is the rubric's penalty condition ("the overlap buffer contains sentences entirely from
+    within the current chunk"), checked from the indices alone.
+    """
+    flags = []
+    for seg in segments:
+        lo, hi = int(seg.get("from_idx", 0)), int(seg.get("to_idx", -1))
+        ctx = [int(i) for i in (seg.get("context_idx") or [])]
+        flags.append(bool(ctx) and any(lo <= i <= hi for i in ctx))
+    return flags
+
+
+def build_rubric_conversation(original_passage: str, segment_pipeline_prompt: str,
+                              segment_pipeline_json: str) -> list[dict[str, str]]:
+    """System = E.3 rubric, user = E.3 user template filled with the three inputs."""
+    from ..prompts import fill_prompt, load_prompt
+
+    user = fill_prompt(load_prompt("judge/e3_rubric_user"),
+                       segment_pipeline_prompt=segment_pipeline_prompt,
+                       original_passage=original_passage,
+                       segment_pipeline=segment_pipeline_json)
+    return [{"role": "system", "content": load_prompt("judge/e3_rubric_system")},
+            {"role": "user", "content": user}]
+
+
+def _segments_from_json(segment_pipeline_json: str) -> list[dict[str, Any]]:
+    try:
+        obj = json.loads(segment_pipeline_json)
+    except (json.JSONDecodeError, TypeError):
+        return []
+    if isinstance(obj, dict):
+        for path in (("segments",), ("step3", "segments"), ("step2", "segments")):
+            cur: Any = obj
+            for p in path:
+                cur = cur.get(p) if isinstance(cur, dict) else None
+            if isinstance(cur, list):
+                return [s for s in cur if isinstance(s, dict)]
+    if isinstance(obj, list):
+        return [s for s in obj if isinstance(s, dict)]
+    return []
+
+
+def score_chunks_with_rubric(
+    backend: LLMBackend,
+    original_passage: str,
+    segment_pipeline_prompt: str,
+    segment_pipeline_json: str,
+    n_chunks: int,
+    retries: int = 2,
+    max_new_tokens: int | None = None,
+    tag: UsageTag = UsageTag(stage="rubric-judge"),
+    seed: int = 0,
+) -> RubricScores:
+    """Score ``n_chunks`` chunks with the E.3 rubric; at most ``1 + retries`` judge calls.
+
+    Attempt 0 is greedy; retries sample at temperature 0.7 with a new seed so a malformed reply is
+    not simply repeated. If all attempts fail the result is the neutral score with ``neutral=True``.
+    """
+    if n_chunks <= 0:
+        raise ValueError(f"n_chunks must be positive, got {n_chunks}")
+    conv = build_rubric_conversation(original_passage, segment_pipeline_prompt, segment_pipeline_json)
+    budget = max_new_tokens or (48 + 3 * 8 * n_chunks)
+    errors: list[str] = []
+    raws: list[str] = []
+    flags = improper_overlap_flags(_segments_from_json(segment_pipeline_json))
+    if len(flags) != n_chunks:
+        flags = []
+    for attempt in range(retries + 1):
+        params = SamplingParams(max_new_tokens=budget, temperature=0.0 if attempt == 0 else 0.7,
+                                seed=seed + attempt)
+        try:
+            reply = backend.chat([conv], params, tag)[0].text
+        except Exception as e:  # noqa: BLE001 - an LLM failure is one failed attempt, recorded
+            errors.append(f"attempt {attempt}: {type(e).__name__}: {e}")
+            continue
+        raws.append(reply)
+        try:
+            d1, d2, d3 = parse_rubric_reply(reply, n_chunks)
+        except RubricParseError as e:
+            errors.append(f"attempt {attempt}: {e}")
+            continue
+        return RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors, raw_replies=raws,
+                            improper_overlap=flags)
+    neutral = [NEUTRAL_SCORE] * n_chunks
+    return RubricScores(list(neutral), list(neutral), list(neutral), attempts=retries + 1,
+                        neutral=True, errors=errors, raw_replies=raws, improper_overlap=flags)
+
+
+def segments_json_for_chunks(chunks: Sequence[Any]) -> str:
+    """The ``Segment Pipeline`` JSON for shared-schema chunks of one unit (subtitle, indices)."""
+    segs = []
+    for c in chunks:
+        segs.append({"subtitle": c.subtitle or "", "from_idx": int(c.from_idx), "to_idx": int(c.to_idx),
+                     "context_idx": [int(i) for i in c.context_idx]})
+    return json.dumps({"segments": segs}, ensure_ascii=False)

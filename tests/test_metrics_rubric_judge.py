@@ -1,0 +1,75 @@
+"""The Appendix E.3 rubric judge: prompt assembly, robust reply parsing, bounded retries."""
+import json
+
+import pytest
+
+from litseg_nb.llm.base import LLMError, ScriptedBackend
+from litseg_nb.metrics.rubric_judge import (RubricParseError, improper_overlap_flags,
+                                            parse_rubric_reply, score_chunks_with_rubric)
+
+SEGS = json.dumps({"segments": [{"subtitle": "A", "from_idx": 1, "to_idx": 3, "context_idx": []},
+                                {"subtitle": "B", "from_idx": 4, "to_idx": 6, "context_idx": [5]}]})
+
+
+def test_parse_clean_json():
+    d1, d2, d3 = parse_rubric_reply('{"dimension1": [4, 5], "dimension2": [3.5, 4], "dimension3": [5.5, 0.5]}', 2)
+    assert d1 == [4.0, 5.0] and d2 == [3.5, 4.0] and d3 == [5.5, 0.5]
+
+
+@pytest.mark.parametrize("reply", [
+    'Here you go:\n```json\n{"dimension1": [4, 5], "dimension2": [3, 4], "dimension3": [5, 2]}\n```',
+    "{'dimension1': [4, 5], 'dimension2': [3, 4], 'dimension3': [5, 2],}",
+    '{"Dimension 1": ["4", "5"], "dimension_2": [3, 4], "dim3": [5, 2]} trailing words',
+    '{"event_validity": [4, 5], "unity_of_action": [3, 4], "cut_point_logic": [5, 2]}',
+    'broken {"dimension1": [4, 5], "dimension2": [3, 4], "dimension3": [5, 2]',
+    '{"a": 1} then {"dimension1": [4, 5], "dimension2": [3, 4], "dimension3": [5, 2]}',
+])
+def test_parse_malformed_but_recoverable(reply):
+    assert parse_rubric_reply(reply, 2) == ([4.0, 5.0], [3.0, 4.0], [5.0, 2.0])
+
+
+@pytest.mark.parametrize("reply, why", [
+    ("", "empty"),
+    ("I cannot evaluate this.", "no JSON"),
+    ('{"dimension1": [4], "dimension2": [3, 4], "dimension3": [5, 2]}', "1 scores for 2 chunks"),
+    ('{"dimension1": [4, 5], "dimension2": [3, 4]}', "missing dimension3"),
+    ('{"dimension1": [4, 9], "dimension2": [3, 4], "dimension3": [5, 2]}', "outside"),
+    ('{"dimension1": [4, 5], "dimension2": [0, 4], "dimension3": [5, 2]}', "outside"),
+    ('{"dimension1": [4, "x"], "dimension2": [3, 4], "dimension3": [5, 2]}', "not a number"),
+])
+def test_parse_rejects_with_reason(reply, why):
+    with pytest.raises(RubricParseError, match=why):
+        parse_rubric_reply(reply, 2)
+
+
+def test_overlap_flags_follow_rubric_condition():
+    segs = json.loads(SEGS)["segments"] + [{"from_idx": 7, "to_idx": 9, "context_idx": [2]}]
+    assert improper_overlap_flags(segs) == [False, True, False]
+
+
+def test_judge_prompt_and_scores():
+    be = ScriptedBackend(replies=['{"dimension1": [5, 4], "dimension2": [4, 4], "dimension3": [4.5, 3]}'])
+    r = score_chunks_with_rubric(be, "[1] a\n[2] b", "the E.2 prompt", SEGS, n_chunks=2, retries=2)
+    assert not r.neutral and r.attempts == 1
+    assert r.per_chunk() == pytest.approx([(5 + 4 + 4.5) / 3, (4 + 4 + 3) / 3])
+    assert r.mean == pytest.approx(((5 + 4 + 4.5) / 3 + (4 + 4 + 3) / 3) / 2)
+    assert r.improper_overlap == [False, True]
+    system, user = be.calls[0][0]["content"], be.calls[0][1]["content"]
+    assert system.startswith("# Role and Task You are a Senior Narratologist")
+    assert "**0.5-point penalty**" in system and "**additional 0.5 points**" in system
+    assert "Segment Pipeline Prompt: the E.2 prompt" in user
+    assert "Original Passage: [1] a\n[2] b" in user and user.endswith(SEGS)
+
+
+def test_retry_then_success_and_llm_error_counted():
+    be = ScriptedBackend(replies=["garbage", LLMError("boom"),
+                                  '{"dimension1": [3], "dimension2": [3], "dimension3": [3]}'])
+    r = score_chunks_with_rubric(be, "p", "x", "{}", n_chunks=1, retries=2)
+    assert not r.neutral and r.attempts == 3 and len(r.errors) == 2 and "boom" in r.errors[1]
+
+
+def test_bounded_retries_then_neutral_is_counted():
+    be = ScriptedBackend(reply_fn=lambda conv: "no json here")
+    r = score_chunks_with_rubric(be, "p", "x", SEGS, n_chunks=2, retries=1)
+    assert r.neutral and r.attempts == 2 and len(be.calls) == 2
+    assert r.event_validity == [3.0, 3.0] and r.mean == 3.0 and len(r.errors) == 2
