@@ -1,0 +1,56 @@
+import math
+
+import pandas as pd
+import pytest
+
+from litseg_nb import efficiency
+from litseg_nb.llm.base import Generation, UsageLedger, UsageTag
+from litseg_nb.paths import outputs_dir
+from litseg_nb.schema import Chunk, save_chunks
+
+
+def _chunk(unit, a, b, method):
+    return Chunk("bk", unit, f"{unit}.{a}", method, a, b, [(0, 1)], "x", "x")
+
+
+def test_efficiency_table_from_ledgers_and_chunks(fresh_dirs):
+    root = outputs_dir("test") / "artifacts"
+    led = UsageLedger()
+    for _ in range(3):  # litseg: 3 fresh calls of 2 s each, 100 prompt + 10 completion tokens
+        led.record(UsageTag("litseg", "bk", "stage1"), Generation("", 100, 10, 2.0))
+    led.record(UsageTag("litseg", "bk", "stage1"), Generation("", 100, 10, 0.0, cache_hit=True))
+    led.record(UsageTag("litseg-lite", "bk", "single"), Generation("", 50, 20, 1.0))
+    (root / "usage").mkdir(parents=True)
+    led.to_frame().to_csv(root / "usage" / "02.csv", index=False)
+    # litseg segmented two units with 10 and 30 sentences; lite one unit of 20
+    save_chunks(root / "chunks" / "litseg.jsonl",
+                [_chunk("u1", 1, 6, "litseg"), _chunk("u1", 5, 10, "litseg"), _chunk("u2", 1, 30, "litseg")])
+    save_chunks(root / "chunks" / "litseg-lite.jsonl", [_chunk("u1", 1, 20, "litseg-lite")])
+
+    usage = efficiency.load_usage("test")
+    sents = efficiency.sentences_per_method("test", usage["method"].unique())
+    assert sents == {"litseg": 40, "litseg-lite": 20}
+    eff = efficiency.efficiency_table(usage, sents).set_index("method")
+    assert eff.loc["litseg", "calls"] == 4 and eff.loc["litseg", "cache_hits"] == 1
+    assert eff.loc["litseg", "model_seconds"] == pytest.approx(6.0)
+    assert eff.loc["litseg", "prompt_tokens_per_1k_sent"] == pytest.approx(400 * 1000 / 40)
+    assert eff.loc["litseg", "seconds_per_1k_sent"] == pytest.approx(150.0)
+    assert eff.loc["litseg-lite", "seconds_per_1k_sent"] == pytest.approx(50.0)
+    sp = efficiency.speedup_table(eff.reset_index()).set_index("method")
+    assert sp.loc["litseg-lite", "speedup_vs_litseg"] == pytest.approx(3.0)
+
+
+def test_all_cached_method_has_no_timing():
+    usage = pd.DataFrame([{"method": "m", "book": "b", "stage": "s", "calls": 2, "prompt_tokens": 5,
+                           "cached_prompt_tokens": 0, "completion_tokens": 1, "latency_s": 0.0,
+                           "cache_hits": 2}])
+    eff = efficiency.efficiency_table(usage, {"m": 10})
+    assert math.isnan(eff["model_seconds"].iloc[0])
+
+
+def test_bad_ledger_names_the_file(fresh_dirs):
+    d = outputs_dir("test") / "artifacts" / "usage"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "04.csv").write_text("method,calls\nx,1\n")
+    with pytest.raises(ValueError, match="04.csv lacks columns"):
+        efficiency.load_usage("test")
