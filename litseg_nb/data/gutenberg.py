@@ -1,0 +1,235 @@
+"""Cleaning raw Project Gutenberg plain-text books.
+
+:func:`clean_gutenberg_text` turns the bytes of a raw ``<id>.txt`` file into a cleaned text made of
+paragraphs joined by ``"\\n\\n"``:
+
+* **Decoding** — UTF-8 (a BOM is dropped). If the bytes are not valid UTF-8 and the Gutenberg
+  header declares another charset (``Character set encoding: ISO-8859-1``), that declared charset
+  is used and recorded as ``decode="declared:<charset>"``. Otherwise :class:`GutenbergFormatError`
+  names the file and the byte offset: there is no silent lossy fallback.
+* **Line ends** — CRLF and lone CR become LF.
+* **Licence header and footer** — the text between the ``*** START OF THE/THIS PROJECT GUTENBERG
+  EBOOK ... ***`` and ``*** END OF ...`` markers is kept (a marker may wrap onto the next line, as in
+  eBook 43). A missing START marker is an error naming the file by default
+  (``missing_markers="error"``); with ``missing_markers="keep"`` the whole text is kept, a warning is
+  logged and ``report.markers_found`` is False. A missing END marker with a present START marker
+  keeps everything after START and is reported the same way. The producer credit paragraph right
+  after START ("Produced by ...") and the "End of (the) Project Gutenberg ..." line right before END
+  are not part of the book and are dropped (counted in the report).
+* **Paragraphs** — blocks separated by blank lines. Hard-wrapped prose blocks are unwrapped (lines
+  joined by one space). Blocks that look like verse, lists or tables of contents (most of their
+  non-final lines are much shorter than the book's wrap width) keep their line breaks, one ``\\n``
+  per line. Runs of spaces/tabs become one space and lines are stripped; no word is changed.
+* **Source map** — paragraph *i* came from raw lines ``[a, b)`` (0-based, after line-end
+  normalisation, counted in the whole file including the header).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+Span = tuple[int, int]
+
+
+class GutenbergFormatError(ValueError):
+    """A raw Gutenberg file that cannot be cleaned (empty, undecodable, no licence markers)."""
+
+
+_START_RE = re.compile(r"^\s*\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK", re.I)
+_END_RE = re.compile(r"^\s*\*{3}\s*END OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK", re.I)
+_CHARSET_RE = re.compile(rb"Character set encoding:\s*([A-Za-z0-9_\-]+)")
+_CREDIT_RE = re.compile(
+    r"^(?:Produced by|This e-?text was produced|E-?text prepared by|Transcribed (?:from|by))", re.I
+)
+_EPILOGUE_RE = re.compile(r"^End of (?:the )?Project Gutenberg", re.I)
+_WS_RE = re.compile(r"[ \t\f\v\u00a0]+")
+
+
+@dataclass
+class CleanReport:
+    """What :func:`clean_gutenberg_text` did to one file (kept in ``Book.meta``)."""
+
+    source: str
+    decode: str = "utf-8"
+    markers_found: bool = True
+    body_lines: Span = (0, 0)  # raw line range of the body between the markers
+    dropped_paragraphs: list[str] = field(default_factory=list)
+    n_paragraphs: int = 0
+    n_verse_blocks: int = 0
+    wrap_width: int = 0
+
+
+@dataclass
+class CleanedText:
+    text: str
+    paragraphs: list[Span]  # char spans of paragraphs in ``text``
+    source_map: list[Span]  # raw line ranges [a, b) of each paragraph
+    report: CleanReport
+
+
+def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
+    """Decode raw bytes (see module docstring); returns ``(text, how)``."""
+    if not data.strip():
+        raise GutenbergFormatError(f"{source}: file is empty")
+    try:
+        return data.decode("utf-8-sig"), "utf-8"
+    except UnicodeDecodeError as err:
+        m = _CHARSET_RE.search(data[:5000])
+        declared = m.group(1).decode("ascii").lower() if m else None
+        if declared and declared.replace("-", "").replace("_", "") not in ("utf8",):
+            try:
+                return data.decode(declared), f"declared:{declared}"
+            except (LookupError, UnicodeDecodeError):
+                pass
+        raise GutenbergFormatError(
+            f"{source}: not valid UTF-8 (byte {err.start}: {data[err.start:err.start + 1]!r}) and no "
+            f"usable 'Character set encoding' declared in the header (declared: {declared})"
+        ) from err
+
+
+def _find_markers(lines: list[str], source: str, missing_markers: str, report: CleanReport) -> Span:
+    start = next((i for i, ln in enumerate(lines) if _START_RE.match(ln)), None)
+    if start is None:
+        msg = f"{source}: no '*** START OF THE PROJECT GUTENBERG EBOOK' marker"
+        if missing_markers == "error":
+            raise GutenbergFormatError(msg + " (pass missing_markers='keep' to keep the whole text)")
+        log.warning("%s; keeping the whole text", msg)
+        report.markers_found = False
+        return 0, len(lines)
+    body_start = start + 1
+    # the marker may wrap: "*** START OF THIS PROJECT GUTENBERG EBOOK\nTHE STRANGE CASE ... ***"
+    if lines[start].rstrip().count("*") < 6:
+        for j in range(start + 1, min(start + 3, len(lines))):
+            if lines[j].rstrip().endswith("***"):
+                body_start = j + 1
+                break
+    end = next((i for i in range(body_start, len(lines)) if _END_RE.match(lines[i])), None)
+    if end is None:
+        msg = f"{source}: START marker found but no '*** END OF THE PROJECT GUTENBERG EBOOK' marker"
+        if missing_markers == "error":
+            raise GutenbergFormatError(msg + " (pass missing_markers='keep' to keep the rest)")
+        log.warning("%s; keeping everything after START", msg)
+        report.markers_found = False
+        end = len(lines)
+    return body_start, end
+
+
+def _wrap_width(lines: list[str]) -> int:
+    lengths = sorted(len(ln.strip()) for ln in lines if ln.strip())
+    if not lengths:
+        return 0
+    return lengths[int(0.9 * (len(lengths) - 1))]
+
+
+def _is_verse_block(block: list[str], width: int) -> bool:
+    """A multi-line block whose non-final lines are mostly far shorter than the wrap width."""
+    if len(block) < 2 or width <= 0:
+        return False
+    body = [ln.strip() for ln in block[:-1]]
+    short = sum(1 for ln in body if len(ln) < 0.6 * width)
+    return short * 2 >= len(body)
+
+
+def _norm(line: str) -> str:
+    return _WS_RE.sub(" ", line).strip()
+
+
+def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_markers: str = "error",
+                         decode: str | None = None) -> CleanedText:
+    """Clean a raw Gutenberg book (str or bytes) into paragraphs with a source-line map."""
+    if missing_markers not in ("error", "keep"):
+        raise ValueError(f"missing_markers must be 'error' or 'keep', got {missing_markers!r}")
+    report = CleanReport(source=source)
+    if isinstance(raw, bytes):
+        raw, report.decode = decode_gutenberg(raw, source)
+    elif decode:
+        report.decode = decode
+    if not raw.strip():
+        raise GutenbergFormatError(f"{source}: file is empty")
+    lines = raw.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    body_start, body_end = _find_markers(lines, source, missing_markers, report)
+    report.body_lines = (body_start, body_end)
+
+    blocks: list[tuple[int, int]] = []  # raw line ranges of non-blank blocks
+    i = body_start
+    while i < body_end:
+        if not lines[i].strip():
+            i += 1
+            continue
+        j = i
+        while j < body_end and lines[j].strip():
+            j += 1
+        blocks.append((i, j))
+        i = j
+
+    # drop the producer credit right after START and the "End of the Project Gutenberg" line
+    if report.markers_found:
+        while blocks and _CREDIT_RE.match(lines[blocks[0][0]].strip()) and len(blocks) > 1:
+            a, b = blocks.pop(0)
+            report.dropped_paragraphs.append(" ".join(_norm(x) for x in lines[a:b]))
+        while blocks and _EPILOGUE_RE.match(lines[blocks[-1][0]].strip()) and len(blocks) > 1:
+            a, b = blocks.pop()
+            report.dropped_paragraphs.append(" ".join(_norm(x) for x in lines[a:b]))
+    if not blocks:
+        raise GutenbergFormatError(f"{source}: no text between the Project Gutenberg markers")
+
+    width = _wrap_width(lines[body_start:body_end])
+    report.wrap_width = width
+    pieces: list[str] = []
+    source_map: list[Span] = []
+    for a, b in blocks:
+        block = lines[a:b]
+        if _is_verse_block(block, width):
+            report.n_verse_blocks += 1
+            para = "\n".join(_norm(x) for x in block)
+        else:
+            para = " ".join(_norm(x) for x in block)
+        pieces.append(para)
+        source_map.append((a, b))
+
+    text_parts, spans, pos = [], [], 0
+    for k, para in enumerate(pieces):
+        if k:
+            text_parts.append("\n\n")
+            pos += 2
+        spans.append((pos, pos + len(para)))
+        text_parts.append(para)
+        pos += len(para)
+    report.n_paragraphs = len(pieces)
+    return CleanedText("".join(text_parts), spans, source_map, report)
+
+
+def clean_gutenberg_file(path: Path | str, missing_markers: str = "error") -> CleanedText:
+    """Read and clean one raw Gutenberg ``.txt`` file; errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Gutenberg text {path} does not exist")
+    return clean_gutenberg_text(path.read_bytes(), source=str(path), missing_markers=missing_markers)
+
+
+def gutenberg_title(raw_header: str) -> str | None:
+    """The ``Title:`` field of a Gutenberg header (continuation lines joined), if any."""
+    m = re.search(r"^Title:[ \t]*(.+(?:\n[ \t]+\S.*)*)", raw_header, re.M)
+    return " ".join(x.strip() for x in m.group(1).split("\n")) if m else None
+
+
+def read_manifest(folder: Path) -> dict[str, str]:
+    """``<data>/gutenberg/MANIFEST.tsv``: Gutenberg id -> GutenQA book name."""
+    path = Path(folder) / "MANIFEST.tsv"
+    out: dict[str, str] = {}
+    if not path.is_file():
+        return out
+    rows = path.read_text(encoding="utf-8").splitlines()
+    header = rows[0].split("\t") if rows else []
+    if "pg_id" not in header or "gutenqa_book" not in header:
+        raise GutenbergFormatError(f"{path}: expected columns gutenqa_book and pg_id, got {header}")
+    ib, ip = header.index("gutenqa_book"), header.index("pg_id")
+    for row in rows[1:]:
+        if row.strip():
+            cols = row.split("\t")
+            out[cols[ip].strip()] = cols[ib].strip()
+    return out

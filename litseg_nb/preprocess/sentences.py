@@ -1,0 +1,206 @@
+"""Sentence splitting with exact character offsets.
+
+:func:`split_sentences` returns ``(start, end)`` spans into the text it is given: slicing the text
+by a span gives the sentence back character for character, and the whitespace between sentences
+belongs to no sentence. Paragraph breaks (``\\n\\n``) and line breaks kept inside verse/list
+paragraphs (a single ``\\n``, see :mod:`litseg_nb.data.gutenberg`) are hard sentence boundaries,
+so a poetry line without final punctuation never swallows the next line or the next paragraph.
+
+Splitters (``CorpusConfig.sentence_splitter``):
+
+* ``"nupunkt"`` (default) — the pre-trained nupunkt Punkt model, followed by a repair pass that
+  re-joins a split made right after a title abbreviation (Mr., Mrs., Dr., St., Capt., ...) or a
+  single-letter initial (``H. G. Wells``), or before a piece starting with a lower-case letter
+  (``oh! so happy``). The repair is needed: nupunkt alone splits
+  ``“Mrs. Weston ...`` after an opening quote.
+* ``"regex"`` — a small rule splitter (``[.!?…]`` plus closing quotes, then whitespace, then an
+  upper-case letter or opening quote), with the same abbreviation guard. Kept as the measured
+  alternative; nltk's punkt data is not available offline on these machines.
+
+Measurement (``python -m litseg_nb.preprocess.sentences``; :data:`HARD_CASES`, 19 texts with 47
+gold sentences: dialogue tags, abbreviations, initials, ellipses, quotes in quotes, verse lines
+without final punctuation; exact-span match):
+
+=================  ===========  ===========  ==========================================
+splitter           exact cases  boundary F1  failures
+=================  ===========  ===========  ==========================================
+nupunkt (raw)      17/19        0.979        splits ``“Mrs.|Weston``, ``oh!|so happy``
+nupunkt + repair   19/19        1.000        chosen
+regex              16/19        0.959        splits ``e.g.|Paris``, ``U.S.|Navy``,
+                                             ``Dec.|11th``
+=================  ===========  ===========  ==========================================
+
+Both are fast; nupunkt + repair indexes Emma (880k characters) in well under a second.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Callable, Sequence
+
+Span = tuple[int, int]
+
+#: title abbreviations after which a sentence never ends (lower-case, without the dot)
+TITLE_ABBREVIATIONS = frozenset(
+    "mr mrs ms messrs mme mlle dr st rev capt col gen lt lieut maj sgt prof hon gov".split()
+)
+_ABBREV_END_RE = re.compile(r"(?:^|[\s“‘\"'(\[—-])([A-Za-z]{1,6})\.$")
+_INITIAL_END_RE = re.compile(r"(?:^|[\s“‘\"'(\[])([A-HJ-Z])\.$")  # single capital initial, not "I."
+_BREAK_RE = re.compile(r"\n+")
+
+
+_LOWER_START_RE = re.compile(r"^[“‘\"'(\[]*[a-z]")
+
+
+def _ends_with_abbreviation(sentence: str) -> bool:
+    s = sentence.rstrip()
+    m = _ABBREV_END_RE.search(s)
+    if m and m.group(1)[0].isupper() and m.group(1).lower() in TITLE_ABBREVIATIONS:
+        return True
+    return bool(_INITIAL_END_RE.search(s))
+
+
+def _trim(text: str, spans: Sequence[Span], offset: int) -> list[Span]:
+    """Strip whitespace from each span; drop empty ones; shift by ``offset``."""
+    out = []
+    for a, b in spans:
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if b > a:
+            out.append((a + offset, b + offset))
+    return out
+
+
+def _repair(text: str, spans: list[Span], offset: int) -> list[Span]:
+    """Re-join a split made after a title abbreviation or an initial, or before a lower-case word."""
+    out: list[Span] = []
+    for span in spans:
+        if out and (_ends_with_abbreviation(text[out[-1][0] - offset:out[-1][1] - offset])
+                    or _LOWER_START_RE.match(text[span[0] - offset:span[1] - offset])):
+            out[-1] = (out[-1][0], span[1])
+        else:
+            out.append(span)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _nupunkt_spans() -> Callable[[str], list[Span]]:
+    import nupunkt
+
+    return nupunkt.sent_spans
+
+
+_REGEX_BOUNDARY = re.compile(r"(?:[.!?…]+|\.\s\.\s\.)[”’\"')\]]*(?=\s+[“‘\"'(\[]?[A-Z0-9])")
+
+
+def _regex_spans(text: str) -> list[Span]:
+    spans, start = [], 0
+    for m in _REGEX_BOUNDARY.finditer(text):
+        spans.append((start, m.end()))
+        start = m.end()
+    spans.append((start, len(text)))
+    return spans
+
+
+def _split_block(block: str, offset: int, splitter: str, repair: bool) -> list[Span]:
+    if splitter == "nupunkt":
+        raw = _nupunkt_spans()(block)
+    elif splitter == "regex":
+        raw = _regex_spans(block)
+    else:
+        raise ValueError(f"unknown sentence splitter {splitter!r}; expected 'nupunkt' or 'regex'")
+    spans = _trim(block, raw, offset)
+    return _repair(block, spans, offset) if repair else spans
+
+
+def split_sentences(text: str, splitter: str = "nupunkt", repair: bool = True,
+                    offset: int = 0) -> list[Span]:
+    """Sentence spans of ``text`` (shifted by ``offset``); line breaks are hard boundaries."""
+    spans: list[Span] = []
+    pos = 0
+    for m in list(_BREAK_RE.finditer(text)) + [None]:
+        end = m.start() if m else len(text)
+        block = text[pos:end]
+        if block.strip():
+            spans.extend(_split_block(block, offset + pos, splitter, repair))
+        if m:
+            pos = m.end()
+    return spans
+
+
+def split_paragraph_sentences(text: str, paragraphs: Sequence[Span], splitter: str = "nupunkt",
+                              repair: bool = True) -> list[Span]:
+    """Sentence spans of every paragraph ``text[a:b]``, in order, as offsets into ``text``."""
+    out: list[Span] = []
+    for a, b in paragraphs:
+        out.extend(split_sentences(text[a:b], splitter=splitter, repair=repair, offset=a))
+    return out
+
+
+#: hard cases with their gold sentences (used by the tests and the measurement above)
+HARD_CASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("“I shall go,” said Mr. Knightley. “Mrs. Weston will come too.”",
+     ("“I shall go,” said Mr. Knightley.", "“Mrs. Weston will come too.”")),
+    ("“Go!” cried he. “Now!” She ran.", ("“Go!” cried he.", "“Now!”", "She ran.")),
+    ("“Well, Mrs. Weston,” said Emma, “what do you think?” No answer came.",
+     ("“Well, Mrs. Weston,” said Emma, “what do you think?”", "No answer came.")),
+    ("Dr. Jekyll lived near St. Paul’s with Mrs. Poole. Mr. Utterson called.",
+     ("Dr. Jekyll lived near St. Paul’s with Mrs. Poole.", "Mr. Utterson called.")),
+    ("The Time Machine was written by H. G. Wells in 1895. It sold well.",
+     ("The Time Machine was written by H. G. Wells in 1895.", "It sold well.")),
+    ("She paused... then went on. He waited.", ("She paused... then went on.", "He waited.")),
+    ("I wonder... What could it be? Nobody knew.",
+     ("I wonder...", "What could it be?", "Nobody knew.")),
+    ("He waited . . . and waited. Then he left.", ("He waited . . . and waited.", "Then he left.")),
+    ("“He told me, ‘Never come back,’ and shut the door,” she said. I wept.",
+     ("“He told me, ‘Never come back,’ and shut the door,” she said.", "I wept.")),
+    ("“She cried, ‘Help!’ and fled.” He nodded.", ("“She cried, ‘Help!’ and fled.”", "He nodded.")),
+    ("‘What?’ asked Alice. ‘Why not?’ The end.", ("‘What?’ asked Alice.", "‘Why not?’", "The end.")),
+    ("Did I request thee, Maker, from my clay\nTo mould me man? Did I solicit thee\n"
+     "From darkness to promote me",
+     ("Did I request thee, Maker, from my clay", "To mould me man?", "Did I solicit thee",
+      "From darkness to promote me")),
+    ("Twinkle, twinkle, little star\nHow I wonder what you are\nUp above the world so high",
+     ("Twinkle, twinkle, little star", "How I wonder what you are", "Up above the world so high")),
+    ("“Is it you, Capt. Brown?” “It is,” he said. They shook hands.",
+     ("“Is it you, Capt. Brown?”", "“It is,” he said.", "They shook hands.")),
+    ("He saw e.g. Paris and i.e. London. Then home.",
+     ("He saw e.g. Paris and i.e. London.", "Then home.")),
+    ("The U.S. Navy came. It was late.", ("The U.S. Navy came.", "It was late.")),
+    ("St. Petersburgh, Dec. 11th, 17--. You will rejoice to hear it.",
+     ("St. Petersburgh, Dec. 11th, 17--.", "You will rejoice to hear it.")),
+    ("She was—oh! so happy. He said no. Then he went.",
+     ("She was—oh! so happy.", "He said no.", "Then he went.")),
+    ("“No.” He left. “Yes,” she said.", ("“No.”", "He left.", "“Yes,” she said.")),
+)
+
+
+def measure_splitters(cases=HARD_CASES) -> list[dict]:
+    """Exact-case accuracy and boundary F1 of each splitter variant on ``cases``."""
+    variants = {"nupunkt (raw)": ("nupunkt", False), "nupunkt + repair": ("nupunkt", True),
+                "regex": ("regex", True)}
+    rows = []
+    for name, (splitter, repair) in variants.items():
+        exact, tp, n_pred, n_gold = 0, 0, 0, 0
+        for text, gold in cases:
+            pred = [text[a:b] for a, b in split_sentences(text, splitter=splitter, repair=repair)]
+            exact += pred == list(gold)
+            gold_ends, pos = set(), 0
+            for g in gold:
+                pos = text.index(g, pos) + len(g)
+                gold_ends.add(pos)
+            pred_ends = {b for _, b in split_sentences(text, splitter=splitter, repair=repair)}
+            tp += len(gold_ends & pred_ends)
+            n_pred += len(pred_ends)
+            n_gold += len(gold_ends)
+        p, r = tp / max(n_pred, 1), tp / max(n_gold, 1)
+        rows.append({"splitter": name, "exact_cases": f"{exact}/{len(cases)}",
+                     "boundary_f1": round(2 * p * r / max(p + r, 1e-9), 3)})
+    return rows
+
+
+if __name__ == "__main__":  # pragma: no cover - measurement helper
+    for row in measure_splitters():
+        print(row)
