@@ -23,6 +23,9 @@ from .schema import load_chunks
 
 USAGE_COLUMNS = ["method", "book", "stage", "calls", "prompt_tokens", "cached_prompt_tokens",
                  "completion_tokens", "latency_s", "cache_hits"]
+COST_COLUMNS = ["method", "stages", "sentences", "calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens",
+                "completion_tokens", "model_seconds", "calls_per_1k_sent", "prompt_tokens_per_1k_sent",
+                "completion_tokens_per_1k_sent", "seconds_per_1k_sent"]
 
 
 def load_usage(profile: str, notebooks: Iterable[str] | None = None) -> pd.DataFrame:
@@ -62,8 +65,7 @@ def sentences_per_method(profile: str, methods: Iterable[str]) -> dict[str, int]
 def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataFrame:
     """Per method: calls, tokens and model seconds, in total and per 1,000 sentences."""
     if usage.empty:
-        return pd.DataFrame(columns=["method", "sentences", "calls", "cache_hits", "prompt_tokens",
-                                     "completion_tokens", "model_seconds"])
+        return pd.DataFrame(columns=COST_COLUMNS)
     g = usage.groupby("method", sort=True).agg(
         calls=("calls", "sum"), cache_hits=("cache_hits", "sum"), prompt_tokens=("prompt_tokens", "sum"),
         cached_prompt_tokens=("cached_prompt_tokens", "sum"), completion_tokens=("completion_tokens", "sum"),
@@ -77,10 +79,7 @@ def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataF
     g["prompt_tokens_per_1k_sent"] = g["prompt_tokens"] * per_k
     g["completion_tokens_per_1k_sent"] = g["completion_tokens"] * per_k
     g["seconds_per_1k_sent"] = g["model_seconds"] * per_k
-    cols = ["method", "stages", "sentences", "calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens",
-            "completion_tokens", "model_seconds", "calls_per_1k_sent", "prompt_tokens_per_1k_sent",
-            "completion_tokens_per_1k_sent", "seconds_per_1k_sent"]
-    return g[cols]
+    return g[COST_COLUMNS]
 
 
 def speedup_table(eff: pd.DataFrame, reference: str = "litseg",

