@@ -1,0 +1,406 @@
+"""The LitSeg annotation pipeline (paper section 3.1.2, prompts of Appendix E.1).
+
+For every unit (a sentence-indexed chapter or recursive part of one) three stages run, each
+seeing the previous stages' outputs:
+
+1. ``stage1`` – valid events (``{"step_1_events": str}``);
+2. ``stage2`` – narrative threads (``{"step_2_threads": str}``), given the stage-1 result;
+3. ``stage3`` – turning points and segments, given both results.
+
+Stages are BATCHED across units: for a group of units (``cfg.unit_group_size``, default all),
+all units' stage 1 runs, then stage 2, then stage 3; one ``backend.chat`` call per book and
+attempt (the backend batches internally).
+
+Retries. A reply that fails validation (see :mod:`.validate`) is retried up to
+``max_retries`` times, batched over the still-invalid units. Retries use the same prompt with
+sampling at ``retry_temperature`` and seed ``cfg.seed + attempt`` (greedy decoding would repeat
+the same reply). A backend error (:class:`~litseg_nb.llm.base.LLMError`, raised after the
+backend's own bounded connection retries) counts as a failed attempt of every unit in that call.
+
+Fallbacks (all counted in the annotation record):
+
+* stage 1/2 still invalid after the retries → the last non-empty raw reply is passed on verbatim
+  as ``{step_k_result}`` (``fallback = "raw_passthrough"``); with no reply at all (only backend
+  errors) an empty string is passed on (``"empty"``). The pipeline continues: stage 3 is what
+  produces segments, and it is validated on its own.
+* stage 3 after the retries → :func:`.validate.finalize_segments` on the last attempt that had
+  readable segments (else the last attempt): index sanitising, the paper's left-adjacent coverage
+  repair, or the whole unit as one chunk when nothing is usable.
+
+Annotations. One JSON record per unit is appended to the annotations file as soon as the unit is
+finished (all three raw stage replies of every attempt, validation errors, the segments used, the
+fallback, token counts). A rerun skips units whose record has the same key (config, prompts,
+model, unit text) and ``status == "done"``; units that ended with backend errors
+(``status == "backend_error"``) are redone. At the end the file is rewritten in unit order with
+exactly this run's records. LLM calls also go through the backend's request cache.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..llm.base import LLMError, SamplingParams, UsageTag
+from ..schema import Book, Chunk, Unit, assert_full_coverage, write_jsonl
+from .config import LitSegConfig
+from .prompting import (PAPER_LENGTH_REFERENCE, STAGE_JSON_SCHEMAS, STAGES, stage_conversation,
+                        stage_result_text, system_prompt)
+from .reconstruct import reconstruct_unit
+from .validate import (FinalSegmentation, Segment, ValidationResult, finalize_segments, parse_json_reply,
+                       validate_segments, validate_stage1, validate_stage2)
+
+log = logging.getLogger(__name__)
+
+ANNOTATION_VERSION = 1
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class AnnotationRun:
+    """Result of :func:`annotate_units`: one record per unit (input order) plus run statistics."""
+
+    records: list[dict[str, Any]]
+    wall_s: float
+    llm_calls: int  # backend.chat calls made by this run (not counting resumed units)
+    resumed: int  # units taken from the annotations file without any LLM call
+    path: Path | None
+    length_reference: int | None
+    structured_output: bool
+    method: str
+
+    def by_unit(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(r["book_id"], r["unit_id"]): r for r in self.records}
+
+
+@dataclass
+class _Job:
+    book: Book
+    unit: Unit
+    key: str
+    content: str
+    record: dict[str, Any]
+    passed: dict[str, str] = field(default_factory=dict)  # step_1_result / step_2_result
+    conv: list[dict[str, str]] | None = None
+    last_validation: ValidationResult | None = None
+    usable_validation: ValidationResult | None = None
+    usable_text: str = ""  # stage-3 reply whose validation is used for the final segments
+
+
+def run_key(cfg: LitSegConfig, backend: Any, system: str, structured: bool, max_retries: int) -> str:
+    """Hash of everything that determines a unit's annotation except the unit itself."""
+    from ..prompts import load_prompt
+
+    blob = {
+        "v": ANNOTATION_VERSION,
+        "backend": getattr(backend, "name", ""),
+        "model": getattr(backend, "model_id", ""),
+        "system": system,
+        "templates": [load_prompt(f"litseg/{s}") for s in STAGES],
+        "temperature": cfg.llm.temperature,
+        "top_p": cfg.llm.top_p,
+        "seed": cfg.seed,
+        "max_new_tokens": [cfg.stage_max_new_tokens(s) for s in STAGES],
+        "max_retries": max_retries,
+        "retry_temperature": cfg.retry_temperature,
+        "structured": structured,
+    }
+    return _sha(json.dumps(blob, sort_keys=True))[:20]
+
+
+def unit_key(rkey: str, book: Book, unit: Unit, content: str) -> str:
+    return _sha(f"{rkey}|{book.book_id}|{unit.unit_id}|{_sha(content)}")[:24]
+
+
+def read_annotations(path: Path) -> list[dict[str, Any]]:
+    """Records of an annotations file; a truncated last line (a crash mid-write) is skipped."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if lineno == len(lines):
+                log.warning("%s: ignoring truncated last line %d (interrupted write)", path, lineno)
+                continue
+            raise ValueError(f"{path}:{lineno}: invalid JSON in LitSeg annotations ({e})") from e
+    return out
+
+
+def _append(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        fh.flush()
+
+
+def _validate_stage(stage: str, text: str, n: int) -> tuple[Any, list[str], ValidationResult | None]:
+    obj = parse_json_reply(text)
+    if stage == "stage1":
+        return obj, ([] if obj is not None else ["reply is not parsable JSON"]) or validate_stage1(obj), None
+    if stage == "stage2":
+        return obj, ([] if obj is not None else ["reply is not parsable JSON"]) or validate_stage2(obj), None
+    res = validate_segments(obj, n)
+    return obj, res.errors, res
+
+
+def annotate_units(
+    items: Sequence[tuple[Book, Unit]],
+    backend: Any,
+    cfg: LitSegConfig,
+    *,
+    length_reference: int | None = PAPER_LENGTH_REFERENCE,
+    annotations_path: Path | None = None,
+    method: str = "litseg",
+    structured_output: bool | None = None,
+    max_retries: int | None = None,
+    progress: bool = True,
+) -> AnnotationRun:
+    """Run LitSeg on ``items`` (``(book, unit)`` pairs) and return one record per unit.
+
+    ``length_reference=None`` uses the no-length-constraint prompt (calibration).
+    ``structured_output`` / ``max_retries`` default to ``cfg.llm.structured_output`` /
+    ``cfg.max_retries``. With ``annotations_path`` the run is incremental and resumable.
+    """
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    structured = cfg.llm.structured_output if structured_output is None else bool(structured_output)
+    retries = cfg.max_retries if max_retries is None else int(max_retries)
+    if retries < 0:
+        raise ValueError(f"max_retries must be >= 0, got {retries}")
+    system = system_prompt(length_reference)
+    rkey = run_key(cfg, backend, system, structured, retries)
+
+    jobs: list[_Job] = []
+    seen: set[tuple[str, str]] = set()
+    for book, unit in items:
+        if (book.book_id, unit.unit_id) in seen:
+            raise ValueError(f"unit {unit.unit_id} of book {book.book_id} given twice")
+        seen.add((book.book_id, unit.unit_id))
+        if unit.n_sentences < 1:
+            raise ValueError(f"unit {unit.unit_id} of book {book.book_id} has no sentences")
+        content = unit.indexed_text(book.text)
+        key = unit_key(rkey, book, unit, content)
+        jobs.append(_Job(book, unit, key, content, _new_record(book, unit, key, rkey, content, method, backend,
+                                                                structured, length_reference, retries)))
+
+    done: dict[str, dict[str, Any]] = {}
+    if annotations_path is not None:
+        for rec in read_annotations(annotations_path):
+            if rec.get("status") == "done" and rec.get("key") in {j.key for j in jobs}:
+                done[rec["key"]] = rec
+    todo = [j for j in jobs if j.key not in done]
+    group = cfg.unit_group_size or len(todo) or 1
+    calls = 0
+    bar = tqdm(total=len(todo) * 3, desc=f"{method} stages", disable=not progress or not todo)
+    for g in range(0, len(todo), group):
+        batch = todo[g:g + group]
+        g0 = time.perf_counter()
+        for stage in STAGES:
+            calls += _run_stage(stage, batch, backend, cfg, system, structured, retries, method)
+            bar.update(len(batch))
+        group_wall = time.perf_counter() - g0
+        for job in batch:
+            _finish(job, group_wall / len(batch))
+            done[job.key] = job.record
+            if annotations_path is not None:
+                _append(annotations_path, job.record)
+    bar.close()
+    records = [done[j.key] for j in jobs]
+    if annotations_path is not None:
+        write_jsonl(Path(annotations_path), records)
+    return AnnotationRun(records, time.perf_counter() - t0, calls, len(jobs) - len(todo),
+                         Path(annotations_path) if annotations_path is not None else None,
+                         length_reference, structured, method)
+
+
+def _new_record(book: Book, unit: Unit, key: str, rkey: str, content: str, method: str, backend: Any,
+                structured: bool, length_reference: int | None, retries: int) -> dict[str, Any]:
+    return {
+        "version": ANNOTATION_VERSION,
+        "key": key,
+        "run_key": rkey,
+        "method": method,
+        "book_id": book.book_id,
+        "unit_id": unit.unit_id,
+        "unit_title": unit.title,
+        "unit_ordinal": unit.ordinal,
+        "n_sentences": unit.n_sentences,
+        "chapter_content": content,
+        "model": getattr(backend, "model_id", ""),
+        "backend": getattr(backend, "name", ""),
+        "structured_output": structured,
+        "length_reference": length_reference,
+        "max_retries": retries,
+        "status": "running",
+        "stages": {s: {"attempts": []} for s in STAGES},
+    }
+
+
+def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig, system: str,
+               structured: bool, retries: int, method: str) -> int:
+    """Run one stage for all ``jobs`` with batched retries; returns the number of chat calls."""
+    calls = 0
+    for job in jobs:
+        job.conv = stage_conversation(system, stage, job.content, job.unit.n_sentences,
+                                      job.passed.get("step_1_result", ""), job.passed.get("step_2_result", ""))
+        job.last_validation = job.usable_validation = None
+        job.usable_text = ""
+    pending = list(jobs)
+    for attempt in range(retries + 1):
+        if not pending:
+            break
+        temperature = cfg.llm.temperature if attempt == 0 else max(cfg.llm.temperature, cfg.retry_temperature)
+        params = SamplingParams(
+            max_new_tokens=cfg.stage_max_new_tokens(stage),
+            temperature=temperature,
+            top_p=cfg.llm.top_p,
+            seed=cfg.seed + attempt,
+            json_schema=STAGE_JSON_SCHEMAS[stage] if structured else None,
+        )
+        by_book: dict[str, list[_Job]] = {}
+        for job in pending:
+            by_book.setdefault(job.book.book_id, []).append(job)
+        still: list[_Job] = []
+        for book_id, bjobs in by_book.items():
+            calls += 1
+            try:
+                gens = backend.chat([j.conv for j in bjobs], params, UsageTag(method, book_id, stage))
+                if len(gens) != len(bjobs):
+                    raise LLMError(f"backend returned {len(gens)} generations for {len(bjobs)} prompts")
+                error = None
+            except LLMError as e:
+                log.warning("LitSeg %s attempt %d for book %s: backend error: %s", stage, attempt, book_id, e)
+                gens, error = [None] * len(bjobs), f"{type(e).__name__}: {e}"
+            for job, gen in zip(bjobs, gens):
+                if gen is None:
+                    entry = {"attempt": attempt, "text": None, "error": error, "valid": False,
+                             "errors": ["backend error"], "prompt_tokens": 0, "completion_tokens": 0,
+                             "cached_prompt_tokens": 0, "latency_s": 0.0, "cache_hit": False,
+                             "finish_reason": "", "temperature": temperature, "seed": params.seed}
+                    valid = False
+                else:
+                    obj, errors, vres = _validate_stage(stage, gen.text, job.unit.n_sentences)
+                    valid = not errors
+                    entry = {"attempt": attempt, "text": gen.text, "error": None, "valid": valid,
+                             "errors": errors, "prompt_tokens": gen.prompt_tokens,
+                             "completion_tokens": gen.completion_tokens,
+                             "cached_prompt_tokens": gen.cached_prompt_tokens or 0,
+                             "latency_s": gen.latency_s, "cache_hit": bool(gen.cache_hit),
+                             "finish_reason": gen.finish_reason, "temperature": temperature,
+                             "seed": params.seed}
+                    if stage != "stage3":
+                        entry["parsed"] = obj if valid else None
+                    else:
+                        job.last_validation = vres
+                        if vres is not None and (vres.segments or valid):
+                            job.usable_validation, job.usable_text = vres, gen.text
+                job.record["stages"][stage]["attempts"].append(entry)
+                if not valid:
+                    still.append(job)
+        pending = [j for j in pending if j in still]
+    for job in jobs:
+        _close_stage(stage, job)
+    return calls
+
+
+def _close_stage(stage: str, job: _Job) -> None:
+    st = job.record["stages"][stage]
+    attempts = st["attempts"]
+    valid = [a for a in attempts if a["valid"]]
+    st["valid"] = bool(valid)
+    st["first_try_valid"] = bool(attempts) and attempts[0]["valid"]
+    st["retries"] = max(0, len(attempts) - 1)
+    st["backend_errors"] = sum(a["error"] is not None for a in attempts)
+    if stage == "stage3":
+        return
+    if valid:
+        st["fallback"] = "none"
+        passed = stage_result_text(valid[-1]["parsed"], valid[-1]["text"])
+    else:
+        texts = [a["text"] for a in attempts if a["text"] and a["text"].strip()]
+        st["fallback"] = "raw_passthrough" if texts else "empty"
+        passed = texts[-1].strip() if texts else ""
+    st["passed_on"] = passed
+    job.passed["step_1_result" if stage == "stage1" else "step_2_result"] = passed
+
+
+def _finish(job: _Job, wall_share: float) -> None:
+    rec = job.record
+    n = job.unit.n_sentences
+    st3 = rec["stages"]["stage3"]
+    used = job.usable_validation or job.last_validation
+    final: FinalSegmentation = finalize_segments(used, n)
+    st3["validation"] = used.to_json() if used is not None else None
+    rec["segments"] = [s.to_json() for s in final.segments]
+    rec["fallback"] = final.fallback
+    rec["fallback_types"] = final.fallback_types
+    rec["repair_actions"] = final.actions
+    rec["repaired_indices"] = final.repaired_indices
+    parsed3 = parse_json_reply(job.usable_text or (_last_text(st3) or ""))
+    rec["chapter_title"] = parsed3.get("chapter_title") if isinstance(parsed3, dict) else None
+    tps = parsed3.get("step_3_turning_points") if isinstance(parsed3, dict) else None
+    rec["turning_points"] = tps if isinstance(tps, list) else None
+    rec["raw_outputs"] = {s: _last_text(rec["stages"][s]) for s in STAGES}
+    all_attempts = [a for s in STAGES for a in rec["stages"][s]["attempts"]]
+    rec["tokens"] = {
+        "calls": len(all_attempts),
+        "prompt": sum(a["prompt_tokens"] for a in all_attempts),
+        "completion": sum(a["completion_tokens"] for a in all_attempts),
+        "cached_prompt": sum(a["cached_prompt_tokens"] for a in all_attempts),
+        "cache_hits": sum(a["cache_hit"] for a in all_attempts),
+        "latency_s": round(sum(a["latency_s"] for a in all_attempts), 4),
+    }
+    rec["first_try_valid"] = {s: rec["stages"][s]["first_try_valid"] for s in STAGES}
+    rec["retries"] = sum(rec["stages"][s]["retries"] for s in STAGES)
+    rec["stage_fallbacks"] = {s: rec["stages"][s]["fallback"] for s in ("stage1", "stage2")}
+    any_reply = any(a["text"] is not None for a in st3["attempts"])
+    rec["status"] = "done" if any_reply else "backend_error"
+    rec["group_wall_share_s"] = round(wall_share, 4)
+
+
+def _last_text(st: dict[str, Any]) -> str | None:
+    texts = [a["text"] for a in st["attempts"] if a["text"] is not None]
+    return texts[-1] if texts else None
+
+
+# ----------------------------------------------------------------------------------- chunks
+def record_segments(record: dict[str, Any]) -> list[Segment]:
+    return [Segment.from_json(s) for s in record["segments"]]
+
+
+def records_to_chunks(books: Iterable[Book], records: Sequence[dict[str, Any]],
+                      method: str = "litseg") -> list[Chunk]:
+    """Reconstruct the chunk set of annotated units; checks full coverage per book."""
+    by_id = {b.book_id: b for b in books}
+    chunks: list[Chunk] = []
+    per_book: dict[str, list[Chunk]] = {}
+    for rec in records:
+        book = by_id.get(rec["book_id"])
+        if book is None:
+            raise KeyError(f"annotation for unknown book {rec['book_id']!r}")
+        unit = book.unit(rec["unit_id"])
+        meta = {"fallback": rec["fallback"], "fallback_types": rec["fallback_types"],
+                "model": rec["model"], "structured_output": rec["structured_output"]}
+        cs = reconstruct_unit(book, unit, record_segments(rec), method, meta)
+        chunks.extend(cs)
+        per_book.setdefault(book.book_id, []).extend(cs)
+    for book_id, cs in per_book.items():
+        book = by_id[book_id]
+        units = {c.unit_id for c in cs}
+        partial = Book(book.book_id, book.title, book.dataset, book.text,
+                       units=[u for u in book.units if u.unit_id in units])
+        assert_full_coverage(partial, cs, method)
+    return chunks

@@ -1,0 +1,130 @@
+"""Building LitSeg's conversations from the verbatim Appendix E.1 templates.
+
+* :func:`system_prompt` – the unified system prompt with the soft length reference set to the
+  calibrated value, or the *no length constraint* variant used for calibration.
+* :func:`stage_conversation` – system + user message for stage 1, 2 or 3 of one unit.
+
+The length reference. The verbatim prompt contains, in constraint 2 ("Narrative-Driven
+Granularity"), the sentence ``The recommended maximum length for any single segment is 100
+sentences.`` The calibrated prompt replaces exactly the number in that sentence. The *no length
+constraint* variant removes exactly the three sentences of constraint 2 that state the length
+limit (:data:`LENGTH_SENTENCES`: the recommendation, "This is a guidance threshold ...", "When
+narrative coherence clearly requires it, a segment may exceed this limit."), keeping the rest of
+constraint 2 ("NEVER unnaturally merge distinct narrative blocks ... Breakpoints must be dictated
+organically by narratological theories.") and everything else byte for byte. Both edits are exact
+string operations that fail loudly if the template text ever changes.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..prompts import PromptError, fill_prompt, load_prompt
+
+LENGTH_SENTENCE = "The recommended maximum length for any single segment is {n} sentences."
+PAPER_LENGTH_REFERENCE = 100
+LENGTH_SENTENCES = (
+    "The recommended maximum length for any single segment is 100 sentences. "
+    "This is a guidance threshold rather than an absolute hard cap. "
+    "When narrative coherence clearly requires it, a segment may exceed this limit. "
+)
+STAGES = ("stage1", "stage2", "stage3")
+
+
+def _replace_once(text: str, old: str, new: str) -> str:
+    if text.count(old) != 1:
+        raise PromptError(f"expected exactly one occurrence of {old[:70]!r} in the LitSeg system prompt, "
+                          f"found {text.count(old)}")
+    return text.replace(old, new)
+
+
+def system_prompt(length_reference: int | None = PAPER_LENGTH_REFERENCE) -> str:
+    """The unified system prompt; ``None`` gives the no-length-constraint variant (calibration)."""
+    text = load_prompt("litseg/system")
+    if length_reference is None:
+        return _replace_once(text, LENGTH_SENTENCES, "")
+    n = int(length_reference)
+    if n < 1:
+        raise ValueError(f"length_reference must be >= 1 (or None), got {length_reference}")
+    return _replace_once(text, LENGTH_SENTENCE.format(n=PAPER_LENGTH_REFERENCE), LENGTH_SENTENCE.format(n=n))
+
+
+def stage_result_text(parsed: Any, raw: str) -> str:
+    """What the next stage sees as ``{step_k_result}``: the canonical JSON of a valid reply,
+    otherwise the raw reply text (stripped)."""
+    if parsed is not None:
+        return json.dumps(parsed, ensure_ascii=False)
+    return raw.strip()
+
+
+def stage_user_prompt(stage: str, chapter_content: str, n_sentences: int,
+                      step_1_result: str = "", step_2_result: str = "") -> str:
+    """The filled user prompt of ``stage`` (``stage1``/``stage2``/``stage3``)."""
+    template = load_prompt(f"litseg/{stage}")
+    if stage == "stage1":
+        return fill_prompt(template, chapter_content=chapter_content)
+    if stage == "stage2":
+        return fill_prompt(template, chapter_content=chapter_content, step_1_result=step_1_result)
+    if stage == "stage3":
+        return fill_prompt(template, chapter_content=chapter_content, step_1_result=step_1_result,
+                           step_2_result=step_2_result, last_index=n_sentences)
+    raise ValueError(f"unknown LitSeg stage {stage!r}; expected one of {STAGES}")
+
+
+def stage_conversation(system: str, stage: str, chapter_content: str, n_sentences: int,
+                       step_1_result: str = "", step_2_result: str = "") -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": stage_user_prompt(stage, chapter_content, n_sentences,
+                                                      step_1_result, step_2_result)},
+    ]
+
+
+# JSON schemas for constrained decoding (one per stage, independent of the unit so a whole batch
+# shares one grammar; index ranges are checked by the validator, not the grammar).
+STAGE_JSON_SCHEMAS: dict[str, dict[str, Any]] = {
+    "stage1": {
+        "type": "object",
+        "properties": {"step_1_events": {"type": "string"}},
+        "required": ["step_1_events"],
+        "additionalProperties": False,
+    },
+    "stage2": {
+        "type": "object",
+        "properties": {"step_2_threads": {"type": "string"}},
+        "required": ["step_2_threads"],
+        "additionalProperties": False,
+    },
+    "stage3": {
+        "type": "object",
+        "properties": {
+            "chapter_title": {"type": "string"},
+            "step_3_turning_points": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"type": {"type": "string"}, "description": {"type": "string"}},
+                    "required": ["type", "description"],
+                    "additionalProperties": False,
+                },
+            },
+            "segments": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "subtitle": {"type": "string"},
+                        "from_idx": {"type": "integer"},
+                        "to_idx": {"type": "integer"},
+                        "context_idx": {"type": "array", "items": {"type": "integer"}},
+                    },
+                    "required": ["subtitle", "from_idx", "to_idx", "context_idx"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["chapter_title", "step_3_turning_points", "segments"],
+        "additionalProperties": False,
+    },
+}
