@@ -1,0 +1,50 @@
+"""``make_backend``: the one way stages get an LLM (see :mod:`litseg_nb.llm`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import LLMConfig
+from .base import LLMBackend, LLMError, UsageLedger
+
+BACKENDS = ("hf", "vllm", "openai")
+
+
+def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
+                 cache_path: str | Path | None = None) -> LLMBackend:
+    """Build the backend ``llm_cfg`` names, wrapped in the persistent request cache when
+    ``llm_cfg.use_cache`` (database ``cache_path``, default ``cache_dir()/llm_requests.sqlite``).
+
+    ``ledger`` collects usage (a new :class:`UsageLedger` when omitted; read it as
+    ``backend.ledger``).
+    """
+    ledger = ledger if ledger is not None else UsageLedger()
+    kind = llm_cfg.backend
+    if kind == "hf":
+        from .hf import HFBackend
+
+        backend = HFBackend(llm_cfg.model, dtype=llm_cfg.dtype, device=llm_cfg.device,
+                            batch_size=llm_cfg.batch_size, max_model_len=llm_cfg.max_model_len,
+                            structured_output=llm_cfg.structured_output, ledger=ledger)
+    elif kind == "vllm":
+        from .vllm_backend import VLLMBackend
+
+        backend = VLLMBackend(llm_cfg.model, dtype=llm_cfg.dtype, max_model_len=llm_cfg.max_model_len,
+                              structured_output=llm_cfg.structured_output, ledger=ledger)
+    elif kind == "openai":
+        from .openai_backend import OpenAIBackend
+
+        backend = OpenAIBackend(llm_cfg.model, base_urls=llm_cfg.base_urls, api_key=llm_cfg.api_key,
+                                timeout_s=llm_cfg.request_timeout_s,
+                                max_concurrency=llm_cfg.max_concurrency,
+                                max_retries=llm_cfg.max_retries,
+                                structured_output=llm_cfg.structured_output, ledger=ledger)
+    else:
+        raise LLMError(f"unknown LLM backend {kind!r}; expected one of {', '.join(BACKENDS)} "
+                       "(tests use litseg_nb.llm.ScriptedBackend directly)")
+    if llm_cfg.use_cache:
+        from .request_cache import CachedBackend, RequestCache
+
+        chunk = llm_cfg.batch_size if kind != "openai" else max(llm_cfg.batch_size,
+                                                                llm_cfg.max_concurrency)
+        return CachedBackend(backend, RequestCache(cache_path), chunk_size=chunk)  # type: ignore[return-value]
+    return backend

