@@ -1,0 +1,174 @@
+"""Answer-quality metrics of the LitSeg paper's Appendix F: Exact Match, token F1, ROUGE-L, METEOR.
+
+* EM and F1 follow the SQuAD convention: answers are normalised (lower case, punctuation and the
+  articles a/an/the removed, whitespace collapsed); with several references the best one counts.
+  An empty prediction scores 1 only against an empty reference.
+* ROUGE-L is the F-measure of ``rouge_score``'s ``rougeL`` (with stemming), best reference.
+* METEOR is NLTK's ``meteor_score`` (Banerjee & Lavie 2005 as implemented by NLTK: exact, stem and
+  WordNet-synonym matching). WordNet comes from NLTK's data path if installed there, else from the
+  Debian package ``wordnet-base`` (``/usr/share/wordnet``; its missing ``lexnames`` file is rebuilt
+  from the package's own ``lexnames(5WN)`` man page). Without either, METEOR is computed with exact
+  and stem matches only, and :func:`meteor_variant` says so — the tables print it.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import re
+import string
+import warnings
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = set(string.punctuation) | {"\u2018", "\u2019", "\u201c", "\u201d", "\u2014", "\u2013"}
+DEBIAN_WORDNET = Path("/usr/share/wordnet")
+DEBIAN_LEXNAMES_MAN = Path("/usr/share/man/man5/lexnames.5WN.gz")
+
+
+def normalize_answer(text: str) -> str:
+    t = (text or "").lower()
+    t = "".join(ch for ch in t if ch not in _PUNCT)
+    t = _ARTICLES.sub(" ", t)
+    return " ".join(t.split())
+
+
+def _refs(references: str | Sequence[str]) -> list[str]:
+    refs = [references] if isinstance(references, str) else list(references)
+    if not refs:
+        raise ValueError("at least one reference answer is needed")
+    return refs
+
+
+def exact_match(prediction: str, references: str | Sequence[str]) -> float:
+    p = normalize_answer(prediction)
+    return float(any(p == normalize_answer(r) for r in _refs(references)))
+
+
+def _f1(pred: str, ref: str) -> float:
+    pt, rt = normalize_answer(pred).split(), normalize_answer(ref).split()
+    if not pt or not rt:
+        return float(pt == rt)
+    common = Counter(pt) & Counter(rt)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pt), same / len(rt)
+    return 2 * precision * recall / (precision + recall)
+
+
+def token_f1(prediction: str, references: str | Sequence[str]) -> float:
+    return max(_f1(prediction, r) for r in _refs(references))
+
+
+@lru_cache(maxsize=1)
+def _rouge():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+
+
+def rouge_l(prediction: str, references: str | Sequence[str]) -> float:
+    if not (prediction or "").strip():
+        return 0.0
+    return max(_rouge().score(r, prediction)["rougeL"].fmeasure for r in _refs(references))
+
+
+# --------------------------------------------------------------------------- WordNet / METEOR
+def _build_debian_wordnet_dir(target: Path) -> Path:
+    """A folder NLTK's reader accepts: copies of the Debian files + a rebuilt ``lexnames``."""
+    target.mkdir(parents=True, exist_ok=True)
+    for f in DEBIAN_WORDNET.iterdir():
+        dst = target / f.name
+        if f.is_file() and not dst.exists():
+            # NLTK's path sandbox refuses symlinks and hard links: copy (28 MB, once)
+            tmp = dst.with_suffix(dst.suffix + f".tmp{os.getpid()}")
+            shutil.copyfile(f, tmp)
+            tmp.replace(dst)
+    lex = target / "lexnames"
+    if not lex.exists():
+        pos_num = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
+        rows = []
+        man = gzip.open(DEBIAN_LEXNAMES_MAN, "rt", encoding="utf-8", errors="replace").read()
+        for m in re.finditer(r"^(\d\d)\s+((noun|verb|adj|adv)\.\w+)", man, re.M):
+            rows.append(f"{m.group(1)}\t{m.group(2)}\t{pos_num[m.group(3)]}")
+        if len(rows) != 45:
+            raise RuntimeError(f"expected 45 lexicographer files in {DEBIAN_LEXNAMES_MAN}, found {len(rows)}")
+        lex.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return target
+
+
+@lru_cache(maxsize=1)
+def load_wordnet() -> tuple[Any, str]:
+    """``(wordnet_reader_or_None, description)`` — see the module docstring for the search order."""
+    import nltk
+
+    try:
+        from nltk.corpus import wordnet
+
+        wordnet.ensure_loaded()
+        return wordnet, f"WordNet {wordnet.get_version()} (NLTK data)"
+    except LookupError:
+        pass
+    if (DEBIAN_WORDNET / "data.noun").is_file() and DEBIAN_LEXNAMES_MAN.is_file():
+        from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+        from ..paths import cache_dir
+
+        root = _build_debian_wordnet_dir(cache_dir() / "wordnet-debian")
+        for p in (str(root), str(DEBIAN_WORDNET)):
+            if p not in nltk.data.path:
+                nltk.data.path.append(p)  # NLTK only reads corpora under its data path
+        class _Debian30Reader(WordNetCorpusReader):
+            # Debian ships WordNet 3.0, the version NLTK calls "wordnet": the cross-version synset
+            # map is the identity, and building it would look up NLTK's own (absent) copy.
+            def map_wn(self, version="wordnet"):
+                if self.get_version() != "3.0":
+                    return super().map_wn(version)
+                return None
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "multilingual functions are not available"
+            reader = _Debian30Reader(str(root), None)
+        return reader, f"WordNet {reader.get_version()} (Debian wordnet-base)"
+    return None, "no WordNet found: METEOR with exact and stem matches only (no synonyms)"
+
+
+class _NoSynonyms:
+    """Stands in for WordNet so NLTK's METEOR skips the synonym stage."""
+
+    @staticmethod
+    def synsets(*_a, **_k):
+        return []
+
+
+def meteor_variant() -> str:
+    wn, desc = load_wordnet()
+    return "METEOR (NLTK, exact+stem+synonym; " + desc + ")" if wn is not None else "METEOR (NLTK; " + desc + ")"
+
+
+_TOKEN = re.compile(r"\w+(?:'\w+)?")
+
+
+def _tok(text: str) -> list[str]:
+    return _TOKEN.findall((text or "").lower())
+
+
+def meteor(prediction: str, references: str | Sequence[str]) -> float:
+    from nltk.translate.meteor_score import meteor_score
+
+    hyp = _tok(prediction)
+    refs = [_tok(r) for r in _refs(references)]
+    if not hyp or not any(refs):
+        return 0.0
+    wn, _ = load_wordnet()
+    return float(meteor_score([r for r in refs if r] or [[""]], hyp, wordnet=wn or _NoSynonyms()))
+
+
+def generation_scores(prediction: str, references: str | Sequence[str]) -> dict[str, float]:
+    """All four lexical metrics for one answer."""
+    return {"EM": exact_match(prediction, references), "F1": token_f1(prediction, references),
+            "ROUGE-L": rouge_l(prediction, references), "METEOR": meteor(prediction, references)}

@@ -1,0 +1,113 @@
+"""Retrieval metrics on GutenQA: relevance by ``Chunk Must Contain`` containment, MRR, Hit@k,
+and LumberChunker's DCG@k and Recall@k.
+
+Relevance (LumberChunker's evaluation notebook, ``find_index_of_match``): a retrieved chunk is
+relevant when it contains the question's ``Chunk Must Contain`` string; the published code
+lower-cases both sides. Some GutenQA evidence strings differ from the book text by quote characters
+or non-breaking spaces, so here both sides get the same :func:`normalize_for_match` (Unicode NFKC,
+curly quotes/apostrophes to straight ones, dashes to ``-``, whitespace runs to one space, lower case).
+
+Only the *first* relevant chunk in the ranking counts (LumberChunker marks it 1 and every later
+position 0), so with ``r`` the 1-based rank of the first relevant chunk:
+
+* ``DCG@k = (2^1 - 1) / log2(r + 1)`` if ``r <= k`` else 0 (the published ``compute_DCG``),
+* ``Recall@k = 1[r <= k]`` (LumberChunker's Recall@k; identical to Hit@k of the LitSeg paper),
+* ``MRR = mean(1 / r)`` over questions, 0 when nothing relevant is retrieved at the evaluated depth.
+
+Questions whose evidence occurs in *no chunk at all* of a chunk set cannot be hit by any retriever;
+:func:`summarize_retrieval` scores them 0 (as the published numbers do) and reports how many there
+are (``n_no_relevant_chunk``) plus MRR over the answerable questions.
+"""
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from typing import Iterable, Sequence
+
+KS = (1, 2, 5, 10, 20)
+
+_QUOTE_MAP = str.maketrans({
+    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u0060": "'",
+    "\u00b4": "'", "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
+    "\u00ab": '"', "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u2015": "-", "\u2212": "-",
+    "\u00ad": None,  # soft hyphen
+})
+_WS = re.compile(r"\s+")
+
+
+def normalize_for_match(text: str) -> str:
+    """Case-, quote- and whitespace-insensitive form used on both sides of the containment test."""
+    t = unicodedata.normalize("NFKC", text or "")
+    t = t.translate(_QUOTE_MAP)
+    t = _WS.sub(" ", t).strip()
+    return t.lower()
+
+
+def is_relevant(chunk_text: str, evidence: str) -> bool:
+    """True when the normalised chunk contains the normalised ``Chunk Must Contain`` string."""
+    ev = normalize_for_match(evidence)
+    if not ev:
+        raise ValueError("empty evidence string: relevance is undefined")
+    return ev in normalize_for_match(chunk_text)
+
+
+def first_relevant_rank(ranked_texts: Sequence[str], evidence: str) -> int | None:
+    """1-based rank of the first relevant text in ``ranked_texts`` (None when there is none)."""
+    ev = normalize_for_match(evidence)
+    if not ev:
+        raise ValueError("empty evidence string: relevance is undefined")
+    for i, t in enumerate(ranked_texts, 1):
+        if ev in normalize_for_match(t):
+            return i
+    return None
+
+
+def reciprocal_rank(rank: int | None) -> float:
+    return 0.0 if rank is None else 1.0 / rank
+
+
+def hit_at_k(rank: int | None, k: int) -> float:
+    return float(rank is not None and rank <= k)
+
+
+recall_at_k = hit_at_k  # LumberChunker's Recall@k with one gold string per question
+
+
+def dcg_at_k(rank: int | None, k: int) -> float:
+    """LumberChunker's DCG@k with binary relevance on the first relevant position only."""
+    if rank is None or rank > k:
+        return 0.0
+    return (2.0 ** 1 - 1.0) / math.log2(rank + 1)
+
+
+def summarize_retrieval(ranks: Sequence[int | None], answerable: Sequence[bool] | None = None,
+                        ks: Iterable[int] = KS) -> dict[str, float]:
+    """Mean MRR, Hit@k, DCG@k, Recall@k over questions (+ counts and answerable-only MRR).
+
+    ``ranks[i]`` is the first relevant rank for question i (None = no relevant chunk retrieved);
+    ``answerable[i]`` says whether any chunk of the chunk set is relevant to question i.
+    """
+    ks = tuple(ks)
+    n = len(ranks)
+    if answerable is None:
+        answerable = [True] * n
+    if len(answerable) != n:
+        raise ValueError(f"{len(answerable)} answerable flags for {n} questions")
+    bad = [r for r, a in zip(ranks, answerable) if r is not None and not a]
+    if bad:
+        raise ValueError("a question marked unanswerable has a relevant retrieved chunk")
+    out: dict[str, float] = {"n_questions": float(n),
+                             "n_no_relevant_chunk": float(sum(1 for a in answerable if not a))}
+    if n == 0:
+        return out
+    out["MRR"] = sum(reciprocal_rank(r) for r in ranks) / n
+    for k in ks:
+        out[f"Hit@{k}"] = sum(hit_at_k(r, k) for r in ranks) / n
+    for k in ks:
+        out[f"DCG@{k}"] = sum(dcg_at_k(r, k) for r in ranks) / n
+    for k in ks:
+        out[f"Recall@{k}"] = sum(recall_at_k(r, k) for r in ranks) / n
+    ans = [r for r, a in zip(ranks, answerable) if a]
+    out["MRR_answerable"] = sum(reciprocal_rank(r) for r in ans) / len(ans) if ans else float("nan")
+    return out
