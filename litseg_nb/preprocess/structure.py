@@ -336,11 +336,14 @@ def _greedy_pieces(atoms: list[tuple[int, int, int]], n: int) -> list[Span]:
 def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_words: int,
                 sentence_splitter: str = "nupunkt", sentences: Sequence[Span] | None = None,
                 use_structure: bool = True, whole_title: str = "Whole text",
-                report: StructureReport | None = None) -> list[Unit]:
+                report: StructureReport | None = None,
+                sections: Sequence[tuple[int, str]] | None = None) -> list[Unit]:
     """Split a cleaned book into indexed units (see module docstring).
 
     ``sentences`` (spans into ``text``) are computed with ``sentence_splitter`` when not given.
     ``use_structure=False`` skips heading detection (the whole text is one section).
+    ``sections`` — ``(first_paragraph, title)`` pairs given by the dataset (GutenQA chapters) —
+    replace heading detection; their units get ``split="dataset"``.
     """
     if max_unit_words <= 0:
         raise ValueError(f"book {book_id!r}: max_unit_words must be positive, got {max_unit_words}")
@@ -362,11 +365,19 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
     sent_starts = [a for a, _ in sents]
     para_words = [_words(text[a:b]) for a, b in paragraphs]
 
-    heads = detect_headings(text, paragraphs, report) if use_structure else []
-    sections = _sections(text, paragraphs, heads, para_words)
+    given = sections is not None
+    if given:
+        sections = [_Section(p, t) for p, t in sections]
+        if not sections or sections[0].first_para != 0:
+            raise ValueError(f"book {book_id!r}: given sections must start at paragraph 0")
+    else:
+        heads = detect_headings(text, paragraphs, report) if use_structure else []
+        sections = _sections(text, paragraphs, heads, para_words)
     if not sections:
         sections = [_Section(0, whole_title)]
         whole = True
+    elif given:
+        whole = False
     else:
         whole = False
         if sections[0].first_para > 0:
@@ -392,7 +403,7 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
         uid = f"u{k:04d}"
         words = sum(para_words[p0:p1])
         if words <= n:
-            add_unit(uid, sec.title, start, end, "whole" if whole else "structure")
+            add_unit(uid, sec.title, start, end, "dataset" if given else "whole" if whole else "structure")
             report.structure_units += 1
             continue
         atoms: list[tuple[int, int, int]] = []

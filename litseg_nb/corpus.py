@@ -1,0 +1,315 @@
+"""Assembling the evaluation corpus: datasets → cleaned books → narrative units → indexed sentences.
+
+``load_corpus(corpus_cfg)`` is what every notebook calls::
+
+    books = load_corpus(cfg.corpus)          # list[Book], units and sentences filled in
+
+Datasets (``CorpusConfig.datasets``), read from the data root (:func:`litseg_nb.paths.data_dir`):
+
+* ``gutenqa`` — ``<data>/gutenqa`` (or the hub when that folder is absent): units are GutenQA's
+  chapters (``split="dataset"``); ids ``gutenqa:<Book Name>``.
+* ``gutenberg`` — the raw books ``<data>/gutenberg/<pg_id>.txt`` (``MANIFEST.tsv`` names them),
+  cleaned and split by headings (:mod:`litseg_nb.preprocess.structure`); ids ``gutenberg:<pg_id>``.
+* ``literaryqa`` — ``<data>/literaryqa`` annotations + texts of ``literaryqa_split``; books without
+  a text are skipped and reported; ids ``literaryqa:<gutenberg_id>``.
+
+Then ``books`` (ids, or bare names/numbers matched against ids), ``max_books`` (per dataset, in
+dataset order), ``max_unit_words`` (the paper's *n*: longer units are split recursively) and
+``max_units_per_book`` (keep the first *k* narrative units; front matter is kept only when the book
+has nothing else) are applied. The result is cached with :class:`~litseg_nb.cache.StepCache`
+(key: corpus config + hashes of the data files read + package version).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from tqdm.auto import tqdm
+
+from .cache import StepCache
+from .config import CorpusConfig
+from .data.gutenberg import clean_gutenberg_file, gutenberg_title, read_manifest
+from .data.gutenqa import load_gutenqa
+from .data.literaryqa import LoadReport, load_literaryqa
+from .paths import data_dir
+from .preprocess.structure import FRONT_MATTER, StructureReport, build_units
+from .schema import Book, Question, Sentence, Unit
+
+log = logging.getLogger(__name__)
+
+DATASETS = ("gutenqa", "gutenberg", "literaryqa")
+CORPUS_CACHE_VERSION = "corpus-v1"
+
+
+class CorpusError(ValueError):
+    """A corpus request that cannot be served (unknown dataset or book, missing data)."""
+
+
+@dataclass
+class CorpusReport:
+    """What :func:`load_corpus` did: per-dataset load reports and timing."""
+
+    loads: dict[str, LoadReport] = field(default_factory=dict)
+    seconds: float = 0.0
+    from_cache: bool = False
+
+    def summary(self) -> str:
+        parts = [r.summary() for r in self.loads.values()]
+        return "; ".join(parts) + f" ({self.seconds:.1f}s{', cached' if self.from_cache else ''})"
+
+
+#: the report of the last :func:`load_corpus` call in this process (for notebooks)
+LAST_REPORT = CorpusReport()
+
+
+# ---------------------------------------------------------------- data files
+def data_files(corpus_cfg: CorpusConfig, root: Path | None = None) -> list[Path]:
+    """The data files a corpus config reads (for cache keys and run manifests)."""
+    root = root or data_dir()
+    files: list[Path] = []
+    for ds in corpus_cfg.datasets:
+        if ds == "gutenqa":
+            folder = root / "gutenqa"
+            files += [p for p in (folder / "GutenQA_paragraphs.parquet", folder / "questions.parquet")
+                      if p.is_file()]
+        elif ds == "gutenberg":
+            folder = root / "gutenberg"
+            files += sorted(folder.glob("*.txt")) + [p for p in [folder / "MANIFEST.tsv"] if p.is_file()]
+        elif ds == "literaryqa":
+            folder = root / "literaryqa"
+            split = corpus_cfg.literaryqa_split
+            ann = folder / "annotations" / f"{split}.jsonl"
+            files += ([ann] if ann.is_file() else []) + sorted((folder / "texts" / split).glob("*.txt"))
+        else:
+            raise CorpusError(f"unknown dataset {ds!r}; expected one of {', '.join(DATASETS)}")
+    return files
+
+
+# ---------------------------------------------------------------- per dataset
+def _wanted(book_id: str, books: Sequence[str]) -> bool:
+    """Whether ``book_id`` is named in ``books`` (full id, or the part after the colon)."""
+    return book_id in books or book_id.split(":", 1)[1] in books
+
+
+def _load_gutenberg(root: Path, cfg: CorpusConfig, wanted: Sequence[str]) -> tuple[list[Book], LoadReport]:
+    folder = root / "gutenberg"
+    if not folder.is_dir():
+        raise CorpusError(f"Gutenberg folder {folder} does not exist (data root {root})")
+    names = read_manifest(folder)
+    files = sorted(folder.glob("*.txt"), key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.stem))
+    ids = [f"gutenberg:{p.stem}" for p in files]
+    report = LoadReport("gutenberg")
+    books = []
+    for path, bid in zip(files, ids):
+        if wanted and not _wanted(bid, wanted):
+            continue
+        cleaned = clean_gutenberg_file(path)
+        head = path.read_bytes()[:4000].decode("utf-8", errors="replace").replace("\r\n", "\n")
+        title = gutenberg_title(head) or names.get(path.stem, path.stem)
+        books.append(Book(book_id=bid, title=title, dataset="gutenberg", text=cleaned.text,
+                          paragraphs=cleaned.paragraphs, source=str(path),
+                          source_map=cleaned.source_map,
+                          meta={"gutenqa_name": names.get(path.stem), "clean": asdict(cleaned.report)}))
+        report.loaded.append(bid)
+    return books, report
+
+
+def _load_dataset(ds: str, root: Path, cfg: CorpusConfig) -> tuple[list[Book], LoadReport]:
+    if ds == "gutenqa":
+        folder = root / "gutenqa"
+        if folder.is_dir():
+            books = load_gutenqa(folder)
+        else:
+            log.info("no local GutenQA folder %s; downloading from the hub", folder)
+            books = load_gutenqa(source="hub")
+        report = LoadReport("gutenqa", loaded=[b.book_id for b in books])
+        return books, report
+    if ds == "gutenberg":
+        return _load_gutenberg(root, cfg, cfg.books)
+    if ds == "literaryqa":
+        folder = root / "literaryqa"
+        if folder.is_dir():
+            return load_literaryqa(folder, split=cfg.literaryqa_split)
+        log.info("no local LiteraryQA folder %s; downloading from the hub", folder)
+        return load_literaryqa(split=cfg.literaryqa_split, source="hub")
+    raise CorpusError(f"unknown dataset {ds!r}; expected one of {', '.join(DATASETS)}")
+
+
+# ---------------------------------------------------------------- units
+def index_book(book: Book, max_unit_words: int, sentence_splitter: str = "nupunkt") -> Book:
+    """Fill ``book.units`` (structure or dataset chapters, recursive splits, sentence indices)."""
+    report = StructureReport()
+    sections = None
+    if book.dataset == "gutenqa" and book.meta.get("chapters"):
+        sections = [(c[3], c[0]) for c in book.meta["chapters"]]
+    try:
+        book.units = build_units(book.book_id, book.text, book.paragraphs, max_unit_words,
+                                 sentence_splitter=sentence_splitter, report=report,
+                                 sections=sections, whole_title=book.title)
+    except ValueError as err:
+        raise CorpusError(f"book {book.book_id} ({book.source}): {err}") from err
+    book.meta["structure"] = asdict(report)
+    return book
+
+
+def cap_units(book: Book, max_units: int) -> Book:
+    """Keep the first ``max_units`` narrative units (front matter only if nothing else)."""
+    if max_units and len(book.units) > max_units:
+        narrative = [u for u in book.units if u.title != FRONT_MATTER] or book.units
+        book.meta["units_total"] = len(book.units)
+        book.units = narrative[:max_units]
+    return book
+
+
+# ---------------------------------------------------------------- (de)serialisation
+def book_to_json(book: Book) -> dict[str, Any]:
+    d = {k: v for k, v in book.__dict__.items() if k not in ("units", "questions")}
+    d["paragraphs"] = [list(p) for p in book.paragraphs]
+    d["source_map"] = [list(p) for p in book.source_map]
+    d["units"] = [{**{k: v for k, v in u.__dict__.items() if k not in ("sentences", "paragraphs")},
+                   "sentences": [[s.index, s.start, s.end] for s in u.sentences],
+                   "paragraphs": [list(p) for p in u.paragraphs]} for u in book.units]
+    d["questions"] = [asdict(q) for q in book.questions]
+    return d
+
+
+def book_from_json(d: dict[str, Any]) -> Book:
+    d = dict(d)
+    units = [Unit(**{**u, "sentences": tuple(Sentence(*s) for s in u["sentences"]),
+                     "paragraphs": tuple(tuple(p) for p in u["paragraphs"])}) for u in d.pop("units")]
+    questions = [Question(**{**q, "answers": tuple(q["answers"])}) for q in d.pop("questions")]
+    d["paragraphs"] = [tuple(p) for p in d["paragraphs"]]
+    d["source_map"] = [tuple(p) for p in d["source_map"]]
+    return Book(**d, units=units, questions=questions)
+
+
+# ---------------------------------------------------------------- entry point
+def _build(cfg: CorpusConfig, root: Path, progress: bool) -> tuple[list[Book], CorpusReport]:
+    report = CorpusReport()
+    out: list[Book] = []
+    for ds in cfg.datasets:
+        books, load_report = _load_dataset(ds, root, cfg)
+        report.loads[ds] = load_report
+        if cfg.books:
+            books = [b for b in books if _wanted(b.book_id, cfg.books)]
+        if cfg.max_books:
+            books = books[:cfg.max_books]
+        for book in tqdm(books, desc=f"indexing {ds}", disable=not progress):
+            index_book(book, cfg.max_unit_words, cfg.sentence_splitter)
+            cap_units(book, cfg.max_units_per_book)
+            out.append(book)
+    if cfg.books:
+        found = {b.book_id for b in out}
+        keys = {b.book_id.split(":", 1)[1] for b in out}
+        missing = [w for w in cfg.books if w not in found and w not in keys]
+        if missing:
+            raise CorpusError(f"book(s) {missing} not found in datasets {list(cfg.datasets)}")
+    return out, report
+
+
+def load_corpus(corpus_cfg: CorpusConfig, use_cache: bool = True, progress: bool = False,
+                root: Path | None = None) -> list[Book]:
+    """Cleaned, unit-split, sentence-indexed books for ``corpus_cfg`` (cached; see module doc)."""
+    global LAST_REPORT
+    t0 = time.perf_counter()
+    for ds in corpus_cfg.datasets:
+        if ds not in DATASETS:
+            raise CorpusError(f"unknown dataset {ds!r}; expected one of {', '.join(DATASETS)}")
+    root = root or data_dir()
+    cache = StepCache("corpus", config=corpus_cfg,
+                      inputs={"files": data_files(corpus_cfg, root), "version": CORPUS_CACHE_VERSION})
+    if use_cache and cache.exists():
+        stored = cache.load()
+        books = [book_from_json(b) for b in stored["books"]]
+        report = CorpusReport(loads={k: LoadReport(**v) for k, v in stored["loads"].items()},
+                              from_cache=True)
+    else:
+        books, report = _build(corpus_cfg, root, progress)
+        if use_cache:
+            cache.save({"books": [book_to_json(b) for b in books],
+                        "loads": {k: asdict(v) for k, v in report.loads.items()}})
+    report.seconds = time.perf_counter() - t0
+    LAST_REPORT = report
+    for ds, r in report.loads.items():
+        if r.skipped:
+            log.warning(r.summary())
+    return books
+
+
+# ---------------------------------------------------------------- statistics
+def _token_counter(tokenizer: Any) -> Callable[[list[str]], list[int]] | None:
+    if tokenizer is None:
+        return None
+    if hasattr(tokenizer, "encode") and callable(tokenizer):  # HF tokenizer: batch call
+        def count(texts: list[str]) -> list[int]:
+            enc = tokenizer(texts, add_special_tokens=False)["input_ids"]
+            return [len(x) for x in enc]
+        return count
+    if hasattr(tokenizer, "count_tokens"):
+        return lambda texts: [tokenizer.count_tokens(t) for t in texts]
+    if callable(tokenizer):
+        return lambda texts: [int(tokenizer(t)) for t in texts]
+    raise TypeError(f"tokenizer must be a HF tokenizer, an object with count_tokens, or a callable; "
+                    f"got {type(tokenizer).__name__}")
+
+
+def unit_table(books: Sequence[Book], tokenizer: Any = None):
+    """One row per unit: dataset, book, unit id, title, split, paragraphs, sentences, words, tokens."""
+    import pandas as pd
+
+    count = _token_counter(tokenizer)
+    rows = []
+    for b in books:
+        texts = [u.text(b.text) for u in b.units]
+        toks = count(texts) if count else [None] * len(texts)
+        for u, t, k in zip(b.units, texts, toks):
+            rows.append({"dataset": b.dataset, "book_id": b.book_id, "unit_id": u.unit_id,
+                         "title": u.title, "split": u.split, "paragraphs": len(u.paragraphs),
+                         "sentences": u.n_sentences, "words": len(t.split()), "tokens": k})
+    return pd.DataFrame(rows, columns=["dataset", "book_id", "unit_id", "title", "split", "paragraphs",
+                                       "sentences", "words", "tokens"])
+
+
+def corpus_statistics(books: Sequence[Book], tokenizer: Any = None):
+    """Per dataset and book: units, paragraphs, sentences, words, tokens and split-method counts.
+
+    ``narrative_units`` counts top-level units (chapters, staves, ... and front matter) before
+    recursive splitting; ``units`` counts the final units after it.
+
+    ``tokens`` needs a tokenizer (HF tokenizer, an LLM backend with ``count_tokens`` or a callable);
+    without one the column is empty. A ``TOTAL <dataset>`` row follows each dataset's books.
+    """
+    import pandas as pd
+
+    units = unit_table(books, tokenizer)
+    cols = ["dataset", "book_id", "title", "narrative_units", "units", "paragraphs", "sentences", "words", "tokens",
+            "units_structure", "units_dataset", "units_recursive", "units_whole", "split_method",
+            "questions"]
+    rows = []
+    for ds in dict.fromkeys(b.dataset for b in books):
+        ds_books = [b for b in books if b.dataset == ds]
+        for b in ds_books:
+            u = units[units.book_id == b.book_id]
+            counts = u["split"].value_counts().to_dict()
+            methods = [m for m in ("structure", "dataset", "whole") if counts.get(m)]
+            method = "+".join(methods) if methods else ""
+            if counts.get("recursive"):
+                method = f"{method}+recursive" if method else "recursive"
+            rows.append({"dataset": ds, "book_id": b.book_id, "title": b.title,
+                         "narrative_units": u["unit_id"].str.split(".").str[0].nunique(),
+                         "units": len(u),
+                         "paragraphs": int(u["paragraphs"].sum()), "sentences": int(u["sentences"].sum()),
+                         "words": int(u["words"].sum()),
+                         "tokens": int(u["tokens"].sum()) if tokenizer is not None else None,
+                         **{f"units_{m}": int(counts.get(m, 0))
+                            for m in ("structure", "dataset", "recursive", "whole")},
+                         "split_method": method, "questions": len(b.questions)})
+        tot = pd.DataFrame(rows[-len(ds_books):])
+        rows.append({"dataset": ds, "book_id": f"TOTAL {ds}", "title": f"{len(ds_books)} books",
+                     **{c: (int(tot[c].sum()) if tot[c].notna().all() else None)
+                        for c in cols if c not in ("dataset", "book_id", "title", "split_method")},
+                     "split_method": ""})
+    return pd.DataFrame(rows, columns=cols)

@@ -1,0 +1,137 @@
+"""GutenQA (Duarte et al., 2024): books as paragraphs grouped by chapter, with evidence questions.
+
+Sources (same files either way):
+
+* the hub datasets ``LumberChunker/GutenQA_Paragraphs`` (``GutenQA_paragraphs.parquet``) and
+  ``LumberChunker/GutenQA`` (``questions.parquet``), downloaded with
+  :func:`huggingface_hub.hf_hub_download`;
+* a local folder ``<data>/gutenqa`` holding the two parquet files.
+
+A book is its paragraphs in ``Chunk ID`` order, grouped into chapters by consecutive runs of the
+``Chapter`` column; ``Book.text`` is the paragraphs joined by ``"\\n\\n"`` and each chapter is one
+unit (``split="dataset"``) with exact offsets. Questions keep ``Chunk Must Contain`` as
+``Question.evidence``. Book ids are ``gutenqa:<Book Name>``.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterable
+
+from ..schema import Book, Question
+
+log = logging.getLogger(__name__)
+
+PARAGRAPHS_REPO = "LumberChunker/GutenQA_Paragraphs"
+PARAGRAPHS_FILE = "GutenQA_paragraphs.parquet"
+QUESTIONS_REPO = "LumberChunker/GutenQA"
+QUESTIONS_FILE = "questions.parquet"
+PARAGRAPH_COLUMNS = ("Book Name", "Chunk ID", "Chapter", "Chunk")
+QUESTION_COLUMNS = ("Book Name", "Question", "Answer", "Chunk Must Contain")
+
+
+class GutenQAError(ValueError):
+    """Malformed GutenQA files (missing columns, empty book)."""
+
+
+def hub_files(cache_dir: str | None = None) -> tuple[Path, Path]:
+    """Download (or find in the hub cache) the two GutenQA parquet files."""
+    from huggingface_hub import hf_hub_download
+
+    paragraphs = hf_hub_download(PARAGRAPHS_REPO, PARAGRAPHS_FILE, repo_type="dataset",
+                                 cache_dir=cache_dir)
+    questions = hf_hub_download(QUESTIONS_REPO, QUESTIONS_FILE, repo_type="dataset",
+                                cache_dir=cache_dir)
+    return Path(paragraphs), Path(questions)
+
+
+def local_files(folder: Path | str) -> tuple[Path, Path]:
+    folder = Path(folder)
+    paragraphs, questions = folder / PARAGRAPHS_FILE, folder / QUESTIONS_FILE
+    for p in (paragraphs, questions):
+        if not p.is_file():
+            raise FileNotFoundError(f"GutenQA file {p} is missing (expected {PARAGRAPHS_FILE} and "
+                                    f"{QUESTIONS_FILE} in {folder})")
+    return paragraphs, questions
+
+
+def _check_columns(df, needed: Iterable[str], path: Path) -> None:
+    missing = [c for c in needed if c not in df.columns]
+    if missing:
+        raise GutenQAError(f"{path}: missing column(s) {missing}; found {list(df.columns)}")
+
+
+def book_id(name: str) -> str:
+    return f"gutenqa:{name}"
+
+
+def load_gutenqa(folder: Path | str | None = None, books: Iterable[str] = (), source: str = "local",
+                 cache_dir: str | None = None) -> list[Book]:
+    """Load GutenQA books (``source="local"``: from ``folder``; ``"hub"``: via the hub).
+
+    ``books`` restricts to given book names or ids (``Emma_-_Jane_Austen`` or
+    ``gutenqa:Emma_-_Jane_Austen``); an unknown name is an error naming it.
+    Returns books with ``text``, ``paragraphs``, ``questions`` and ``meta['chapters']`` — a list of
+    ``(title, start, end, first_paragraph, last_paragraph_exclusive)``; units are built by
+    :mod:`litseg_nb.corpus`.
+    """
+    import pandas as pd
+
+    if source == "hub":
+        para_path, q_path = hub_files(cache_dir)
+    elif source == "local":
+        if folder is None:
+            raise ValueError("load_gutenqa(source='local') needs a folder")
+        para_path, q_path = local_files(folder)
+    else:
+        raise ValueError(f"source must be 'local' or 'hub', got {source!r}")
+    paras = pd.read_parquet(para_path)
+    _check_columns(paras, PARAGRAPH_COLUMNS, para_path)
+    qs = pd.read_parquet(q_path)
+    _check_columns(qs, QUESTION_COLUMNS, q_path)
+
+    wanted = {b.split(":", 1)[1] if b.startswith("gutenqa:") else b for b in books}
+    names = list(dict.fromkeys(paras["Book Name"]))
+    unknown = sorted(wanted - set(names))
+    if unknown:
+        raise GutenQAError(f"{para_path}: unknown GutenQA book(s) {unknown}; available: {names[:10]}...")
+    out = []
+    for name in names:
+        if wanted and name not in wanted:
+            continue
+        rows = paras[paras["Book Name"] == name].sort_values("Chunk ID", kind="stable")
+        chunks = [str(c) for c in rows["Chunk"]]
+        chapters_col = [str(c) for c in rows["Chapter"]]
+        if not chunks:
+            raise GutenQAError(f"{para_path}: book {name!r} has no paragraphs")
+        text_parts, spans, pos = [], [], 0
+        for k, c in enumerate(chunks):
+            if k:
+                text_parts.append("\n\n")
+                pos += 2
+            spans.append((pos, pos + len(c)))
+            text_parts.append(c)
+            pos += len(c)
+        text = "".join(text_parts)
+        chapters = []
+        k = 0
+        while k < len(chunks):
+            j = k
+            while j < len(chunks) and chapters_col[j] == chapters_col[k]:
+                j += 1
+            chapters.append((chapters_col[k], spans[k][0], spans[j - 1][1], k, j))
+            k = j
+        titles = [c[0] for c in chapters]
+        if len(set(titles)) != len(titles):
+            log.warning("GutenQA book %s: chapter labels recur non-contiguously; each run is a unit", name)
+        bid = book_id(name)
+        questions = []
+        for qi, d in enumerate(qs[qs["Book Name"] == name].to_dict("records")):
+            questions.append(Question(qid=f"{bid}#q{qi:03d}", book_id=bid, question=str(d["Question"]),
+                                      answers=(str(d["Answer"]),), evidence=str(d["Chunk Must Contain"]),
+                                      dataset="gutenqa"))
+        title = name.split("_-_")[0].replace("_", " ")
+        out.append(Book(book_id=bid, title=title, dataset="gutenqa", text=text, paragraphs=spans,
+                        questions=questions, source=str(para_path),
+                        meta={"chapters": chapters, "author": name.split("_-_")[-1].replace("_", " ")}))
+    return out

@@ -1,0 +1,142 @@
+"""LiteraryQA (Bonomo et al., EMNLP 2025): books with question/answer pairs, no evidence spans.
+
+Layout read (local folder ``<data>/literaryqa`` or a snapshot of the hub dataset
+``sapienzanlp/LiteraryQA``):
+
+* ``annotations/<split>.jsonl`` — one book per line: ``document_id``, ``gutenberg_id``, ``title``,
+  ``summary``, ``qas`` (``question``, ``answers``), ``metadata``;
+* ``texts/<split>/<gutenberg_id>.txt`` — the raw Project Gutenberg text, cleaned here with
+  :func:`litseg_nb.data.gutenberg.clean_gutenberg_text`. A record that carries a ``text`` field
+  (already cleaned by the dataset's own script) is used as is, split into paragraphs at blank lines.
+
+Books whose text is missing are skipped — logged with their count and ids and returned in the
+:class:`LoadReport` — never silently. Book ids are ``literaryqa:<gutenberg_id>``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from ..schema import Book, Question
+from .gutenberg import clean_gutenberg_file
+
+log = logging.getLogger(__name__)
+
+HUB_REPO = "sapienzanlp/LiteraryQA"
+
+
+@dataclass
+class LoadReport:
+    """What a loader found: books loaded and books skipped (with the reason)."""
+
+    dataset: str
+    loaded: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # book id -> reason
+
+    @property
+    def n_skipped(self) -> int:
+        return len(self.skipped)
+
+    def summary(self) -> str:
+        s = f"{self.dataset}: loaded {len(self.loaded)} book(s), skipped {self.n_skipped}"
+        if self.skipped:
+            s += ": " + ", ".join(f"{k} ({v})" for k, v in sorted(self.skipped.items()))
+        return s
+
+
+def book_id(gutenberg_id: str) -> str:
+    return f"literaryqa:{gutenberg_id}"
+
+
+def hub_folder(split: str, cache_dir: str | None = None) -> Path:
+    """Download the split's annotation (and any text) files of the hub dataset; returns the folder."""
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(HUB_REPO, repo_type="dataset", cache_dir=cache_dir,
+                                  allow_patterns=[f"*{split}*", "*.md"]))
+
+
+def _paragraphs_of(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """Normalise an already-cleaned text to paragraphs joined by blank lines."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    parts = [re.sub(r"[ \t]+", " ", p.strip()) for p in re.split(r"\n\s*\n", text) if p.strip()]
+    out, spans, pos = [], [], 0
+    for k, p in enumerate(parts):
+        if k:
+            out.append("\n\n")
+            pos += 2
+        spans.append((pos, pos + len(p)))
+        out.append(p)
+        pos += len(p)
+    return "".join(out), spans
+
+
+def load_literaryqa(folder: Path | str | None = None, split: str = "validation",
+                    books: Iterable[str] = (), source: str = "local", missing_markers: str = "error",
+                    cache_dir: str | None = None) -> tuple[list[Book], LoadReport]:
+    """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``."""
+    if source == "hub":
+        folder = hub_folder(split, cache_dir)
+    elif source != "local":
+        raise ValueError(f"source must be 'local' or 'hub', got {source!r}")
+    if folder is None:
+        raise ValueError("load_literaryqa(source='local') needs a folder")
+    folder = Path(folder)
+    ann = folder / "annotations" / f"{split}.jsonl"
+    if not ann.is_file():
+        raise FileNotFoundError(f"LiteraryQA annotations {ann} are missing")
+    wanted = {b.split(":", 1)[1] if b.startswith("literaryqa:") else b for b in books}
+    report = LoadReport("literaryqa")
+    out: list[Book] = []
+    seen: set[str] = set()
+    with ann.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{ann}:{lineno}: invalid JSON ({err})") from err
+            gid = str(rec.get("gutenberg_id", "")).strip()
+            if not gid:
+                raise ValueError(f"{ann}:{lineno}: record without gutenberg_id")
+            if wanted and gid not in wanted:
+                continue
+            seen.add(gid)
+            bid = book_id(gid)
+            meta = {"document_id": rec.get("document_id"), "summary": rec.get("summary", ""),
+                    **(rec.get("metadata") or {})}
+            path = folder / "texts" / split / f"{gid}.txt"
+            if rec.get("text"):
+                text, paragraphs = _paragraphs_of(rec["text"])
+                source_map: list[tuple[int, int]] = []
+                src = f"{ann}:{lineno}"
+            elif path.is_file():
+                cleaned = clean_gutenberg_file(path, missing_markers=missing_markers)
+                text, paragraphs, source_map = cleaned.text, cleaned.paragraphs, cleaned.source_map
+                meta["clean"] = cleaned.report.__dict__
+                src = str(path)
+            else:
+                report.skipped[bid] = f"no text file {path.relative_to(folder)}"
+                continue
+            questions = []
+            for qi, qa in enumerate(rec.get("qas") or []):
+                questions.append(Question(qid=f"{bid}#q{qi:03d}", book_id=bid,
+                                          question=str(qa["question"]),
+                                          answers=tuple(str(a) for a in qa.get("answers", [])),
+                                          evidence=None, dataset="literaryqa"))
+            out.append(Book(book_id=bid, title=str(rec.get("title") or gid), dataset="literaryqa",
+                            text=text, paragraphs=paragraphs, questions=questions, source=src,
+                            source_map=source_map, meta=meta))
+            report.loaded.append(bid)
+    unknown = sorted(wanted - seen)
+    if unknown:
+        raise ValueError(f"{ann}: unknown LiteraryQA gutenberg id(s) {unknown}")
+    if report.skipped:
+        log.warning("LiteraryQA %s: skipped %d book(s) without text: %s", split, report.n_skipped,
+                    ", ".join(sorted(report.skipped)))
+    return out, report
