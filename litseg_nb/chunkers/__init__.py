@@ -1,0 +1,14 @@
+"""Baseline chunkers (notebook 04): token, recursive, semantic, paragraph, perplexity, margin
+sampling, LumberChunker, dynamic merge (+Merge variants), propositions, length matching.
+
+Entry points: :func:`get_chunker`, :func:`run_chunker`, :class:`BaselinesConfig`,
+:func:`chunk_statistics`, :func:`length_matched_runs`.
+"""
+from .base import ChunkerError, Tokenizer, load_tokenizer
+from .config import ALL_METHODS, LLM_METHODS, BaselinesConfig
+from .registry import REGISTRY, BookRun, RunReport, get_chunker, run_chunker, select_llm_units
+
+__all__ = [
+    "ALL_METHODS", "LLM_METHODS", "BaselinesConfig", "BookRun", "ChunkerError", "REGISTRY", "RunReport",
+    "Tokenizer", "get_chunker", "load_tokenizer", "run_chunker", "select_llm_units",
+]

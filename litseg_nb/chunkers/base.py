@@ -1,0 +1,165 @@
+"""Shared helpers of the baseline chunkers: unit paragraphs, tokenizers and chunk assembly.
+
+Every chunker works on one :class:`~litseg_nb.schema.Unit` at a time and returns
+:class:`~litseg_nb.schema.Chunk` records whose ``spans`` are exact character spans into
+``Book.text`` and whose ``from_idx``/``to_idx`` are the unit's (1-based) sentences they overlap.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any, Callable, Sequence
+
+from ..schema import Book, Chunk, Span, Unit, make_sentence_chunk, make_span_chunk
+
+
+class ChunkerError(RuntimeError):
+    """A chunker failed on a unit (the message names method, book and unit)."""
+
+
+def where(book: Book, unit: Unit) -> str:
+    return f"book {book.book_id!r} unit {unit.unit_id!r}"
+
+
+# --------------------------------------------------------------------------- tokenizers
+class Tokenizer:
+    """A Hugging Face fast tokenizer with the two things chunkers need: counts and offsets."""
+
+    def __init__(self, hf_tokenizer: Any, name: str):
+        self.hf = hf_tokenizer
+        self.name = name
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self.hf(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        enc = self.hf(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+        return [len(x) for x in enc]
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character offsets ``(start, end)`` of each token of ``text`` (no special tokens)."""
+        enc = self.hf(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        return [tuple(o) for o in enc["offset_mapping"]]
+
+
+@lru_cache(maxsize=8)
+def _load_hf_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    if not getattr(tok, "is_fast", False):
+        raise ChunkerError(f"tokenizer {path!r} is not a fast tokenizer (character offsets are needed)")
+    return tok
+
+
+def load_tokenizer(name: str, backend: Any = None) -> Tokenizer:
+    """Tokenizer by name: a packaged model name, a local path, or ``"llm"`` (the backend's)."""
+    if name == "llm":
+        tok = getattr(backend, "tokenizer", None)
+        if tok is None:
+            raise ChunkerError("tokenizer='llm' needs an LLM backend that exposes a Hugging Face tokenizer")
+        return Tokenizer(tok, f"llm:{getattr(backend, 'model_id', '?')}")
+    from ..embeddings import resolve_model_path
+
+    return Tokenizer(_load_hf_tokenizer(resolve_model_path(name)), name)
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+# --------------------------------------------------------------------------- unit structure
+_BLANK_LINES = re.compile(r"\n[ \t]*\n")
+
+
+def trim_span(text: str, start: int, end: int) -> Span | None:
+    """``[start, end)`` without leading/trailing whitespace; None when only whitespace remains."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if start < end else None
+
+
+def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
+    """Paragraph spans of ``unit`` (clipped to it, whitespace-trimmed, in order, non-empty).
+
+    Uses ``unit.paragraphs``; else the book's paragraphs overlapping the unit; else blank lines.
+    """
+    spans: list[Span] = list(unit.paragraphs)
+    if not spans and book.paragraphs:
+        spans = [(max(a, unit.start), min(b, unit.end)) for a, b in book.paragraphs
+                 if a < unit.end and b > unit.start]
+    if not spans:
+        pos = unit.start
+        for m in _BLANK_LINES.finditer(book.text, unit.start, unit.end):
+            spans.append((pos, m.start()))
+            pos = m.end()
+        spans.append((pos, unit.end))
+    out = []
+    for a, b in sorted(spans):
+        t = trim_span(book.text, max(a, unit.start), min(b, unit.end))
+        if t is not None:
+            out.append(t)
+    # paragraphs with no sentence (stray punctuation, headings the splitter dropped) are kept
+    return out
+
+
+# --------------------------------------------------------------------------- chunk assembly
+def chunks_from_spans(book: Book, unit: Unit, method: str, spans: Sequence[Span],
+                      metadata: Sequence[dict[str, Any]] | None = None) -> list[Chunk]:
+    """Chunks for character spans of the unit, in order.
+
+    Spans are whitespace-trimmed; a span that overlaps no sentence (e.g. a stray quote mark the
+    sentence splitter left between sentences) is joined to the previous span (or the next one when
+    it comes first), so no character is lost and every chunk has a sentence range.
+    """
+    sents = unit.sentences
+    items: list[list[Any]] = []  # [start, end, metadata]
+    pending_start: int | None = None
+    for i, (a, b) in enumerate(spans):
+        t = trim_span(book.text, a, b)
+        if t is None:
+            continue
+        a, b = t
+        md = dict(metadata[i]) if metadata else {}
+        if pending_start is not None:
+            a, pending_start = min(a, pending_start), None
+        if not any(s.start < b and s.end > a for s in sents):
+            if items:
+                items[-1][1] = max(items[-1][1], b)
+            else:
+                pending_start = a
+            continue
+        items.append([a, b, md])
+    if pending_start is not None:
+        raise ChunkerError(f"{method}: {where(book, unit)} has text but no sentence overlaps it")
+    return [make_span_chunk(book, unit, method, k, a, b, md) for k, (a, b, md) in enumerate(items)]
+
+
+def chunks_from_boundaries(book: Book, unit: Unit, method: str, starts: Sequence[int],
+                           metadata: dict[str, Any] | None = None,
+                           overlap_prev: Sequence[bool] = ()) -> list[Chunk]:
+    """Sentence chunks for 1-based chunk start indices ``starts`` (must begin with 1).
+
+    ``overlap_prev[k]`` True makes chunk k also include the last sentence of chunk k-1
+    (Meta-Chunking's dynamic overlap).
+    """
+    n = unit.n_sentences
+    starts = sorted(set(starts))
+    if not starts or starts[0] != 1 or starts[-1] > n:
+        raise ChunkerError(f"{method}: invalid chunk starts {starts[:10]} for {unit.unit_id} ({n} sentences)")
+    ends = [s - 1 for s in starts[1:]] + [n]
+    out = []
+    for k, (s, e) in enumerate(zip(starts, ends)):
+        lo = s - 1 if (k > 0 and k < len(overlap_prev) and overlap_prev[k]) else s
+        out.append(make_sentence_chunk(book, unit, method, k, lo, e, metadata))
+    return out
+
+
+def unit_chunk_sort_key(c: Chunk) -> tuple[int, int]:
+    return (c.spans[0][0] if c.spans else 0, c.to_idx)

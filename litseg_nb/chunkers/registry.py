@@ -1,0 +1,279 @@
+"""Registry of the baselines: ``get_chunker(name)`` and ``run_chunker(name, books, cfg, ...)``.
+
+``run_chunker`` runs one method over every unit of the books (LLM-based methods only over the
+units :func:`select_llm_units` picks), checks coverage, caches the result per (method, book) with
+:class:`~litseg_nb.cache.StepCache` (so an interrupted run resumes book by book) and, when a
+:class:`RunReport` is given, records seconds, chunks, LLM calls/tokens and fallbacks per book.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..cache import StepCache
+from ..schema import Book, Chunk, Unit, assert_full_coverage, check_coverage
+from .base import ChunkerError, load_tokenizer, word_count
+from .config import ALL_METHODS, LLM_METHODS, BaselinesConfig
+from .lumber import lumber_chunks_batch
+from .margin import margin_chunks_batch
+from .merge import merge_unit_chunks
+from .paragraph import paragraph_chunks
+from .perplexity import perplexity_chunks
+from .proposition import proposition_chunks_batch
+from .recursive import make_recursive_splitter, recursive_chunks
+from .semantic import semantic_chunks
+from .token import token_chunks
+
+STAGE = "04"
+
+
+@dataclass
+class BookRun:
+    method: str
+    book_id: str
+    units: int
+    sentences: int
+    chunks: int
+    seconds: float
+    cached: bool
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    fallbacks: int = 0
+    invalid_replies: int = 0
+
+
+@dataclass
+class RunReport:
+    """Per (method, book) run records, for the throughput and LLM-cost tables."""
+
+    rows: list[BookRun] = field(default_factory=list)
+
+    def to_frame(self):
+        import pandas as pd
+
+        cols = [f.name for f in dataclasses.fields(BookRun)]
+        return pd.DataFrame([dataclasses.asdict(r) for r in self.rows], columns=cols)
+
+
+@dataclass(frozen=True)
+class ChunkerSpec:
+    name: str
+    needs_llm: bool
+    needs_embedder: bool
+    # (items of one book, cfg, backend, embedder) -> (chunks per unit, extra counters)
+    run: Callable[..., tuple[list[list[Chunk]], dict[str, int]]]
+    params: tuple[str, ...]  # config fields that change the result (cache key)
+    base: str | None = None  # for "+merge": the method whose chunks are merged
+
+
+def _per_unit(fn: Callable[[Book, Unit], list[Chunk]]):
+    def run(items, cfg, backend, embedder):
+        return [fn(b, u) for b, u in items], {}
+    return run
+
+
+def _token(items, cfg, backend, embedder):
+    tok = load_tokenizer(cfg.tokenizer, backend)
+    return [token_chunks(b, u, tok, cfg.token_chunk_size, cfg.token_chunk_overlap) for b, u in items], {}
+
+
+def _recursive(items, cfg, backend, embedder):
+    sp = make_recursive_splitter(cfg.recursive_chunk_size, cfg.recursive_chunk_overlap, cfg.recursive_separators)
+    return [recursive_chunks(b, u, sp, cfg.recursive_chunk_overlap) for b, u in items], {}
+
+
+def _semantic(items, cfg, backend, embedder):
+    if embedder is None:
+        raise ChunkerError("semantic chunker needs an embedder (litseg_nb.embeddings.load_embedder)")
+    return [semantic_chunks(b, u, embedder, cfg.semantic_breakpoint_percentile, cfg.semantic_buffer_size)
+            for b, u in items], {}
+
+
+def _paragraph(items, cfg, backend, embedder):
+    return [paragraph_chunks(b, u) for b, u in items], {}
+
+
+def _max_context(cfg: BaselinesConfig) -> int:
+    return cfg.perplexity_max_context or cfg.llm.max_model_len
+
+
+def _perplexity_at(threshold_field: str, method: str):
+    def run(items, cfg, backend, embedder):
+        from ..llm.base import UsageTag
+
+        thr = getattr(cfg, threshold_field)
+        return [perplexity_chunks(b, u, thr, cfg.perplexity_dynamic_overlap, backend, _max_context(cfg),
+                                  cfg.perplexity_block_tokens, UsageTag(method, b.book_id, STAGE), method=method)
+                for b, u in items], {}
+    return run
+
+
+def _margin(items, cfg, backend, embedder):
+    return margin_chunks_batch(items, backend, cfg.margin_threshold_window, cfg.margin_max_left_tokens,
+                               STAGE), {}
+
+
+def _lumber(items, cfg, backend, embedder):
+    chunks, stats = lumber_chunks_batch(items, backend, cfg.lumber_budget_tokens, cfg.lumber_max_retries,
+                                        cfg.lumber_retry_temperature, cfg.lumber_max_new_tokens,
+                                        cfg.lumber_reference_mode, STAGE)
+    return chunks, {"fallbacks": sum(s.fallbacks for s in stats),
+                    "invalid_replies": sum(sum(s.invalid.values()) for s in stats)}
+
+
+def _proposition(items, cfg, backend, embedder):
+    chunks, fallbacks = proposition_chunks_batch(items, backend, cfg.proposition_max_new_tokens,
+                                                 cfg.proposition_max_retries, STAGE)
+    return chunks, {"fallbacks": fallbacks}
+
+
+_PPL = ("perplexity_dynamic_overlap", "perplexity_max_context", "perplexity_block_tokens")
+_LUMBER = ("lumber_budget_tokens", "lumber_max_retries", "lumber_retry_temperature", "lumber_max_new_tokens",
+           "lumber_reference_mode")
+REGISTRY: dict[str, ChunkerSpec] = {
+    "token": ChunkerSpec("token", False, False, _token, ("tokenizer", "token_chunk_size", "token_chunk_overlap")),
+    "recursive": ChunkerSpec("recursive", False, False, _recursive,
+                             ("recursive_chunk_size", "recursive_chunk_overlap", "recursive_separators")),
+    "semantic": ChunkerSpec("semantic", False, True, _semantic,
+                            ("semantic_breakpoint_percentile", "semantic_buffer_size")),
+    "paragraph": ChunkerSpec("paragraph", False, False, _paragraph, ()),
+    "perplexity": ChunkerSpec("perplexity", True, False, _perplexity_at("perplexity_threshold", "perplexity"),
+                              ("perplexity_threshold", *_PPL)),
+    "perplexity@merge-base": ChunkerSpec(
+        "perplexity@merge-base", True, False, _perplexity_at("perplexity_merge_threshold", "perplexity"),
+        ("perplexity_merge_threshold", *_PPL)),
+    "margin": ChunkerSpec("margin", True, False, _margin, ("margin_threshold_window", "margin_max_left_tokens")),
+    "lumber": ChunkerSpec("lumber", True, False, _lumber, _LUMBER),
+    "proposition": ChunkerSpec("proposition", True, False, _proposition,
+                               ("proposition_max_new_tokens", "proposition_max_retries")),
+}
+for _m, _base in (("perplexity+merge", "perplexity@merge-base"), ("margin+merge", "margin"),
+                  ("lumber+merge", "lumber")):
+    REGISTRY[_m] = ChunkerSpec(_m, True, False, REGISTRY[_base].run, REGISTRY[_base].params, base=_base)
+
+
+def get_chunker(name: str) -> ChunkerSpec:
+    """The registered baseline ``name`` (one of :data:`~litseg_nb.chunkers.config.ALL_METHODS`)."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ChunkerError(f"unknown chunker {name!r}; known: {', '.join(ALL_METHODS)}") from None
+
+
+def _matches(book: Book, wanted: Sequence[str]) -> bool:
+    keys = (book.book_id.lower(), book.title.lower())
+    return any(w.lower() == keys[0] or w.lower() in keys[1] for w in wanted)
+
+
+def select_llm_units(books: Sequence[Book], cfg: BaselinesConfig) -> list[tuple[Book, Unit]]:
+    """Units the LLM-based methods run on: ``llm_books`` (id or title substring), units of at most
+    ``llm_max_unit_words`` words, the first ``llm_max_units`` of them in book order (0 = no limit)."""
+    picked = []
+    for b in books:
+        if cfg.llm_books and not _matches(b, cfg.llm_books):
+            continue
+        for u in b.units:
+            if not u.n_sentences:
+                continue
+            if cfg.llm_max_unit_words and word_count(u.text(b.text)) > cfg.llm_max_unit_words:
+                continue
+            picked.append((b, u))
+            if cfg.llm_max_units and len(picked) >= cfg.llm_max_units:
+                return picked
+    if cfg.llm_books and not picked:
+        raise ChunkerError(f"llm_books={cfg.llm_books} selects no unit of books "
+                           f"{[b.book_id for b in books]} (check ids/titles and llm_max_unit_words)")
+    return picked
+
+
+def _unit_fingerprint(book: Book, unit: Unit) -> str:
+    h = hashlib.sha256(unit.text(book.text).encode("utf-8"))
+    h.update(repr((unit.start, [(s.start, s.end) for s in unit.sentences], list(unit.paragraphs))).encode())
+    return h.hexdigest()
+
+
+def _usage(backend: Any, method: str, book_id: str) -> tuple[int, int, int]:
+    ledger = getattr(backend, "ledger", None)
+    if ledger is None:
+        return 0, 0, 0
+    for r in ledger.rows():
+        if r["method"] == method and r["book"] == book_id and r["stage"] == STAGE:
+            return r["calls"], r["prompt_tokens"], r["completion_tokens"]
+    return 0, 0, 0
+
+
+def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: BaselinesConfig, backend: Any,
+              embedder: Any, report: RunReport | None, report_as: str) -> list[Chunk]:
+    """Run ``spec`` on the units of one book with the (method, book) cache."""
+    model_ids: dict[str, Any] = {}
+    if spec.needs_llm:
+        model_ids["llm"] = getattr(backend, "model_id", None) or cfg.llm.model
+    if spec.needs_embedder:
+        model_ids["embedding"] = getattr(embedder, "model_id", cfg.embedding.model)
+    cache = StepCache(
+        f"chunks-{spec.name}",
+        config={"params": {p: getattr(cfg, p) for p in spec.params}, "models": model_ids},
+        inputs={"book": book.book_id, "units": [(u.unit_id, _unit_fingerprint(book, u)) for u in units]},
+    )
+    if cache.exists():
+        stored = cache.load()
+        chunks = [Chunk.from_json(d) for d in stored["chunks"]]
+        run = BookRun(**{**stored["run"], "method": report_as, "cached": True})
+    else:
+        if spec.needs_llm and backend is None:
+            raise ChunkerError(f"{spec.name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
+        tag_method = spec.name.split("@")[0]
+        before = _usage(backend, tag_method, book.book_id)
+        t0 = time.perf_counter()
+        per_unit, extra = spec.run([(book, u) for u in units], cfg, backend, embedder)
+        secs = time.perf_counter() - t0
+        after = _usage(backend, tag_method, book.book_id)
+        chunks = [c for cs in per_unit for c in cs]
+        run = BookRun(report_as, book.book_id, len(units), sum(u.n_sentences for u in units), len(chunks),
+                      secs, False, after[0] - before[0], after[1] - before[1], after[2] - before[2],
+                      extra.get("fallbacks", 0), extra.get("invalid_replies", 0))
+        for u in units:
+            rep = check_coverage(u, [c for c in chunks if c.unit_id == u.unit_id])
+            if not rep.ok:
+                raise ChunkerError(f"{spec.name} on book {book.book_id!r} unit {u.unit_id}: missing sentences "
+                                   f"{list(rep.missing)[:20]} invalid {list(rep.out_of_range)[:20]}")
+        cache.save({"chunks": [c.to_json() for c in chunks], "run": dataclasses.asdict(run)})
+    if report is not None:
+        report.rows.append(run)
+    return chunks
+
+
+def run_chunker(name: str, books: Sequence[Book], cfg: BaselinesConfig, backend: Any = None,
+                embedder: Any = None, report: RunReport | None = None,
+                tokenizer: Any = None) -> list[Chunk]:
+    """Chunks of method ``name`` for ``books`` (all units; LLM methods: the selected units)."""
+    spec = get_chunker(name)
+    if spec.needs_llm:
+        selected = select_llm_units(books, cfg)
+        by_book: dict[str, list[Unit]] = {}
+        for b, u in selected:
+            by_book.setdefault(b.book_id, []).append(u)
+    else:
+        by_book = {b.book_id: [u for u in b.units if u.n_sentences] for b in books}
+    out: list[Chunk] = []
+    for book in books:
+        units = by_book.get(book.book_id)
+        if not units:
+            continue
+        if spec.base is None:
+            chunks = _run_base(spec, book, units, cfg, backend, embedder, report, name)
+        else:
+            base = _run_base(REGISTRY[spec.base], book, units, cfg, backend, embedder, report, name)
+            tok = tokenizer or load_tokenizer(cfg.tokenizer, backend)
+            chunks = []
+            for u in units:
+                chunks.extend(merge_unit_chunks(book, u, [c for c in base if c.unit_id == u.unit_id],
+                                                cfg.merge_target_tokens, tok.count, name))
+        if not spec.needs_llm:
+            assert_full_coverage(book, chunks, name)
+        out.extend(chunks)
+    return out

@@ -1,0 +1,52 @@
+"""Semantic chunker: LangChain experimental ``SemanticChunker`` behaviour on the unit's sentences.
+
+As in LangChain (``breakpoint_threshold_type="percentile"``): each sentence is combined with
+``buffer_size`` neighbours on each side (joined by a space), the combined texts are embedded, the
+cosine distance between consecutive combined embeddings is computed, and a chunk ends after
+sentence *i* when ``distance[i]`` is strictly greater than the given percentile of all distances
+of the unit. Units with one sentence are one chunk. Differences from LangChain, on purpose: the
+unit's own sentence segmentation is used (LangChain splits on ``(?<=[.?!])\\s+``) so chunks carry
+sentence indices; embeddings come from the shared cached :class:`~litseg_nb.embeddings.Embedder`.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..schema import Book, Chunk, Unit
+from .base import chunks_from_boundaries
+
+
+def combined_sentences(sentences: Sequence[str], buffer_size: int) -> list[str]:
+    n = len(sentences)
+    return [" ".join(sentences[max(0, i - buffer_size):min(n, i + buffer_size + 1)]) for i in range(n)]
+
+
+def cosine_distances(emb: np.ndarray) -> np.ndarray:
+    """``1 - cos(e_i, e_{i+1})`` for consecutive rows."""
+    if len(emb) < 2:
+        return np.zeros(0, dtype=np.float64)
+    a, b = emb[:-1].astype(np.float64), emb[1:].astype(np.float64)
+    na = np.linalg.norm(a, axis=1)
+    nb = np.linalg.norm(b, axis=1)
+    return 1.0 - (a * b).sum(axis=1) / np.maximum(na * nb, 1e-12)
+
+
+def percentile_breakpoints(distances: np.ndarray, percentile: float) -> list[int]:
+    """0-based indices *i* (chunk ends after sentence i) with distance above the percentile."""
+    if len(distances) == 0:
+        return []
+    thr = float(np.percentile(distances, percentile))
+    return [i for i, d in enumerate(distances) if d > thr]
+
+
+def semantic_chunks(book: Book, unit: Unit, embedder, percentile: float, buffer_size: int,
+                    method: str = "semantic") -> list[Chunk]:
+    texts = [unit.sentence_text(book.text, s.index) for s in unit.sentences]
+    if len(texts) <= 1:
+        return chunks_from_boundaries(book, unit, method, [1]) if texts else []
+    emb = embedder.encode(combined_sentences(texts, buffer_size), kind="passage")
+    d = cosine_distances(emb)
+    starts = [1] + [i + 2 for i in percentile_breakpoints(d, percentile)]
+    return chunks_from_boundaries(book, unit, method, starts)
