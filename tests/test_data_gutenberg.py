@@ -1,0 +1,156 @@
+"""Cleaning and heading detection on the eleven raw Gutenberg books, and bad raw input.
+
+The expected unit counts and titles were verified by reading the texts (grep of the headings):
+e.g. Emma has VOLUME I-III with 18+18+19 chapters, Frankenstein (1818 edition) a preface, four
+letters and 7+9+7 chapters in three volumes, Dubliners 15 stories listed in its contents, Grimm 62
+tales listed in its contents (two of them with two sub-stories), Heart of Darkness parts I-III,
+The Time Machine sixteen bare roman numerals (the first followed by "Introduction") and an
+epilogue.
+"""
+from __future__ import annotations
+
+import pytest
+
+from litseg_nb.data.gutenberg import GutenbergFormatError, clean_gutenberg_file, clean_gutenberg_text
+from litseg_nb.preprocess.structure import FRONT_MATTER, build_units, check_unit_coverage
+
+BIG = 10**7  # no recursive splitting: test the structure itself
+
+# pg id -> (number of units incl. front matter, first titles after front matter, last title)
+EXPECTED = {
+    "46": (7, ["PREFACE", "STAVE I: MARLEY'S GHOST", "STAVE II: THE FIRST OF THE THREE SPIRITS"],
+           "STAVE V: THE END OF IT"),
+    "11": (13, ["CHAPTER I. Down the Rabbit-Hole", "CHAPTER II. The Pool of Tears"],
+           "CHAPTER XII. Alice’s Evidence"),
+    "2814": (16, ["THE SISTERS", "AN ENCOUNTER", "ARABY"], "THE DEAD"),
+    "158": (56, ["VOLUME I / CHAPTER I", "VOLUME I / CHAPTER II"], "VOLUME III / CHAPTER XIX"),
+    "41445": (29, ["VOL. I. / PREFACE.", "VOL. I. / LETTER I.", "VOL. I. / LETTER II."],
+              "VOL. III. / CHAPTER VII."),
+    "2591": (65, ["THE GOLDEN BIRD", "HANS IN LUCK", "JORINDA AND JORINDEL"], "SNOW-WHITE AND ROSE-RED"),
+    "219": (4, ["I", "II", "III"], "III"),
+    "105": (25, ["Chapter 1", "Chapter 2"], "Chapter 24"),
+    "215": (8, ["Chapter I. Into the Primitive", "Chapter II. The Law of Club and Fang"],
+            "Chapter VII. The Sounding of the Call"),
+    "43": (11, ["STORY OF THE DOOR", "SEARCH FOR MR. HYDE"], "HENRY JEKYLL’S FULL STATEMENT OF THE CASE"),
+    "35": (18, ["I / Introduction", "II", "III"], "Epilogue"),
+}
+
+
+@pytest.fixture(scope="module")
+def gutenberg_dir(data_dir):
+    folder = data_dir / "gutenberg"
+    if not folder.is_dir():
+        pytest.skip(f"raw Gutenberg books not found at {folder}")
+    return folder
+
+
+@pytest.mark.parametrize("pg_id", sorted(EXPECTED))
+def test_units_of_raw_books(gutenberg_dir, pg_id):
+    cleaned = clean_gutenberg_file(gutenberg_dir / f"{pg_id}.txt")
+    units = build_units(f"gutenberg:{pg_id}", cleaned.text, cleaned.paragraphs, BIG)
+    n, first, last = EXPECTED[pg_id]
+    titles = [u.title for u in units]
+    assert titles[0] == FRONT_MATTER
+    assert titles[1:1 + len(first)] == first
+    assert titles[-1] == last
+    assert len(units) == n, titles
+    check_unit_coverage(cleaned.text, cleaned.paragraphs, units)
+    for u in units:  # every unit starts with its heading paragraph and has text
+        assert u.sentences and u.text(cleaned.text).strip()
+
+
+def test_cleaning_strips_licence_and_keeps_source_map(gutenberg_dir):
+    path = gutenberg_dir / "46.txt"
+    cleaned = clean_gutenberg_file(path)
+    text = cleaned.text
+    assert "PROJECT GUTENBERG" not in text.upper()
+    assert "Produced by" not in text
+    assert "\r" not in text and "\n\n\n" not in text
+    assert text.endswith("God bless Us, Every One!")
+    assert "MARLEY was dead: to begin with. There is no doubt whatever about that." in text
+    raw_lines = path.read_bytes().decode("utf-8").replace("\r\n", "\n").split("\n")
+    assert len(cleaned.source_map) == len(cleaned.paragraphs)
+    for (a, b), (la, lb) in zip(cleaned.paragraphs, cleaned.source_map):
+        para_words = text[a:b].split()
+        raw_words = " ".join(raw_lines[la:lb]).split()
+        assert para_words == raw_words  # unwrapping changed no word
+
+
+def test_marker_wrapped_over_two_lines(gutenberg_dir):
+    cleaned = clean_gutenberg_file(gutenberg_dir / "43.txt")
+    assert cleaned.text.startswith("The Strange Case Of Dr. Jekyll And Mr. Hyde")
+    assert "***" not in cleaned.text[:200]
+
+
+# ---------------------------------------------------------------- bad input
+def _book(body: str, header: str = "Title: X\n\n") -> str:
+    return (f"{header}*** START OF THIS PROJECT GUTENBERG EBOOK X ***\n\n{body}\n\n"
+            "*** END OF THIS PROJECT GUTENBERG EBOOK X ***\nlicence text\n")
+
+
+def test_empty_file_names_the_file(tmp_path):
+    path = tmp_path / "999.txt"
+    path.write_bytes(b"")
+    with pytest.raises(GutenbergFormatError, match="999.txt.*empty"):
+        clean_gutenberg_file(path)
+    path.write_bytes(b"  \r\n\r\n")
+    with pytest.raises(GutenbergFormatError, match="999.txt"):
+        clean_gutenberg_file(path)
+
+
+def test_only_licence_is_an_error(tmp_path):
+    path = tmp_path / "998.txt"
+    path.write_text(_book(""), encoding="utf-8")
+    with pytest.raises(GutenbergFormatError, match="998.txt.*no text"):
+        clean_gutenberg_file(path)
+
+
+def test_non_utf8_bytes_name_the_file(tmp_path):
+    path = tmp_path / "997.txt"
+    path.write_bytes(_book("Caf\xe9 au lait.").encode("latin-1"))
+    with pytest.raises(GutenbergFormatError, match=r"997.txt: not valid UTF-8 \(byte \d+"):
+        clean_gutenberg_file(path)
+
+
+def test_declared_latin1_is_decoded(tmp_path):
+    path = tmp_path / "996.txt"
+    path.write_bytes(_book("Caf\xe9 au lait.", header="Character set encoding: ISO-8859-1\n\n")
+                     .encode("latin-1"))
+    cleaned = clean_gutenberg_file(path)
+    assert cleaned.text == "Café au lait."
+    assert cleaned.report.decode == "declared:iso-8859-1"
+
+
+def test_crlf_and_cr_line_ends(tmp_path):
+    body = ("CHAPTER I\n\nIt was a dark and stormy night; the rain fell in\ntorrents, except at "
+            "occasional intervals.\n\nCHAPTER II\n\nThe end came soon, when the wind swept up\r"
+            "the streets and rattled along the housetops.")
+    path = tmp_path / "995.txt"
+    path.write_bytes(_book(body).replace("\n", "\r\n").encode("utf-8"))
+    cleaned = clean_gutenberg_file(path)
+    assert cleaned.text == ("CHAPTER I\n\nIt was a dark and stormy night; the rain fell in torrents, "
+                            "except at occasional intervals.\n\nCHAPTER II\n\nThe end came soon, when "
+                            "the wind swept up the streets and rattled along the housetops.")
+    units = build_units("x", cleaned.text, cleaned.paragraphs, 100)
+    assert [u.title for u in units] == ["CHAPTER I", "CHAPTER II"]
+
+
+def test_missing_markers_error_or_keep(tmp_path):
+    path = tmp_path / "994.txt"
+    path.write_text("Just some text\nwithout markers.\n", encoding="utf-8")
+    with pytest.raises(GutenbergFormatError, match="994.txt.*START"):
+        clean_gutenberg_file(path)
+    cleaned = clean_gutenberg_text(path.read_bytes(), source=str(path), missing_markers="keep")
+    assert cleaned.text == "Just some text without markers."
+    assert cleaned.report.markers_found is False
+
+
+def test_verse_keeps_line_breaks():
+    prose = ("It was the best of times, it was the worst of times, it was the age of\n"
+             "wisdom, it was the age of foolishness, it was the epoch of belief, it\n"
+             "was the epoch of incredulity.")
+    verse = "Twinkle, twinkle, little star\nHow I wonder what you are\nUp above the world so high"
+    cleaned = clean_gutenberg_text(_book(prose + "\n\n" + verse))
+    paras = [cleaned.text[a:b] for a, b in cleaned.paragraphs]
+    assert paras[0] == " ".join(prose.split("\n"))
+    assert paras[1] == verse

@@ -1,0 +1,71 @@
+"""Sentence splitting: hard cases and exact offsets (hypothesis property test)."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from litseg_nb.preprocess.sentences import HARD_CASES, measure_splitters, split_sentences
+
+
+@pytest.mark.parametrize("text,gold", HARD_CASES, ids=[c[0][:30] for c in HARD_CASES])
+def test_hard_cases(text, gold):
+    spans = split_sentences(text)
+    assert [text[a:b] for a, b in spans] == list(gold)
+
+
+def test_raw_nupunkt_needs_the_repair():
+    # the measured reason for the repair pass: raw nupunkt splits “Mrs.|Weston
+    text = "“I shall go,” said Mr. Knightley. “Mrs. Weston will come too.”"
+    assert len(split_sentences(text, repair=False)) == 3
+    assert len(split_sentences(text)) == 2
+
+
+def test_measurement_prefers_the_chosen_splitter():
+    rows = {r["splitter"]: r for r in measure_splitters()}
+    assert rows["nupunkt + repair"]["boundary_f1"] >= rows["regex"]["boundary_f1"]
+    assert rows["nupunkt + repair"]["boundary_f1"] >= rows["nupunkt (raw)"]["boundary_f1"]
+
+
+def test_unknown_splitter_is_an_error():
+    with pytest.raises(ValueError, match="unknown sentence splitter 'spacy'"):
+        split_sentences("A b. C d.", splitter="spacy")
+
+
+def test_paragraph_break_is_a_boundary():
+    text = "He said nothing\n\nThen he left. She stayed"
+    assert [text[a:b] for a, b in split_sentences(text)] == ["He said nothing", "Then he left.",
+                                                             "She stayed"]
+
+
+_words = st.sampled_from(["Mr.", "Mrs.", "Dr.", "St.", "said", "she", "“Go!”", "‘no’", "...", "I",
+                          "the", "Emma", "H.", "G.", "wonder", "—", "e.g.", "well,", "yes?", "“Oh!”"])
+_sentence = st.lists(_words, min_size=1, max_size=12).map(lambda ws: " ".join(ws))
+_ends = st.sampled_from([".", "!", "?", "", "...", "”", "’"])
+_sep = st.sampled_from([" ", "  ", "\n", "\n\n", " \t ", "\n \n"])
+
+
+@st.composite
+def _texts(draw):
+    parts = draw(st.lists(st.tuples(_sentence, _ends, _sep), min_size=1, max_size=15))
+    lead = draw(st.sampled_from(["", " ", "\n"]))
+    return lead + "".join(s + e + sep for s, e, sep in parts)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_texts(), st.sampled_from(["nupunkt", "regex"]))
+def test_offsets_round_trip(text, splitter):
+    spans = split_sentences(text, splitter=splitter)
+    prev_end = 0
+    for a, b in spans:
+        s = text[a:b]
+        assert s and s == s.strip(), "a sentence never starts or ends with whitespace"
+        assert "\n" not in s, "line breaks are hard sentence boundaries"
+        assert a >= prev_end, "sentences are ordered and disjoint"
+        assert not text[prev_end:a].strip(), "only whitespace lies between sentences"
+        prev_end = b
+    assert not text[prev_end:].strip()
+    # with an offset, spans shift and still slice the same text out of a larger string
+    shifted = split_sentences(text, splitter=splitter, offset=7)
+    big = "x" * 7 + text
+    assert [big[a:b] for a, b in shifted] == [text[a:b] for a, b in spans]
