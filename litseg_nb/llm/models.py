@@ -95,6 +95,7 @@ def _build_once(target: Path, build) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
             build(tmp)
+            os.chmod(tmp, 0o755)
             if target.exists():
                 shutil.rmtree(target)
             os.replace(tmp, target)

@@ -1,0 +1,270 @@
+"""The OpenAI-compatible HTTP backend (``backend="openai"``): vLLM's ``vllm serve``, SGLang,
+llama.cpp's server, ...
+
+* Requests go out concurrently, at most ``max_concurrency`` at a time (a thread pool), each with a
+  per-request timeout (``timeout_s``, applied to connect, read and write).
+* Several ``base_urls`` (e.g. one per vLLM replica) are used round robin; a retried request moves
+  on to the next URL.
+* Connection errors, timeouts, 5xx answers and malformed response bodies are retried at most
+  ``max_retries`` times with exponential backoff (``backoff_s * 2**attempt``, capped at
+  ``max_backoff_s``). 4xx answers are not retried. After the last attempt :class:`LLMError` names
+  the URL(s) and the cause.
+* Structured output: with ``structured_output`` on and ``SamplingParams.json_schema`` set, the
+  request carries ``response_format = {"type": "json_schema", ...}`` (vLLM turns it into guided
+  decoding).
+* ``next_token_logprobs`` asks for one token with ``logprobs``/``top_logprobs`` (``top_k``) and
+  matches candidates against the returned top tokens by exact token text (after stripping nothing):
+  a candidate absent from the top-k gets ``-inf`` (its log-prob is below the k-th one).
+* ``text_logprobs`` uses the completions endpoint with ``echo=True`` and ``logprobs`` (vLLM returns
+  the prompt tokens' log-probs; the first prompt token has none and is left out).
+* Usage: ``usage.prompt_tokens``, ``usage.completion_tokens`` and
+  ``usage.prompt_tokens_details.cached_tokens`` (vLLM with prefix caching reports it).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
+
+from .base import Conversation, Generation, LLMError, SamplingParams, UsageLedger, UsageTag
+
+RETRYABLE_STATUS_MIN = 500
+
+
+class _Retryable(Exception):
+    """An attempt failed in a way worth retrying (connection, timeout, 5xx, malformed body)."""
+
+
+class OpenAIBackend:
+    """Client of one or more OpenAI-compatible servers."""
+
+    name = "openai"
+
+    def __init__(self, model: str, *, base_urls: Sequence[str], api_key: str = "EMPTY",
+                 timeout_s: float = 120.0, max_concurrency: int = 8, max_retries: int = 3,
+                 backoff_s: float = 0.5, max_backoff_s: float = 8.0, structured_output: bool = False,
+                 top_k_logprobs: int = 20, ledger: UsageLedger | None = None,
+                 tokenizer: Any = None) -> None:
+        import httpx
+
+        if not base_urls:
+            raise LLMError("openai backend: no base_urls given (e.g. 'http://127.0.0.1:8000/v1')")
+        if max_concurrency < 1 or max_retries < 0:
+            raise LLMError("openai backend: max_concurrency must be >= 1 and max_retries >= 0")
+        self.model_id = model
+        self.revision = model
+        self.base_urls = tuple(u.rstrip("/") for u in base_urls)
+        self.timeout_s = timeout_s
+        self.max_concurrency = max_concurrency
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.structured_output = structured_output
+        self.top_k_logprobs = top_k_logprobs
+        self.ledger = ledger if ledger is not None else UsageLedger()
+        self._rr = itertools.count()
+        self._rr_lock = threading.Lock()
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout_s),
+            limits=httpx.Limits(max_connections=max_concurrency * len(self.base_urls)),
+            headers={"Authorization": f"Bearer {api_key}"})
+        self._tokenizer = tokenizer
+        self.attempts = 0  # HTTP attempts made (for tests and diagnostics)
+
+    # ------------------------------------------------------------------ plumbing
+    def _next_url_index(self) -> int:
+        with self._rr_lock:
+            return next(self._rr) % len(self.base_urls)
+
+    def _post(self, route: str, body: dict[str, Any],
+              urls: Sequence[str] | None = None) -> dict[str, Any]:
+        """POST ``body`` to ``<base_url><route>`` with retries; the parsed JSON answer."""
+        import httpx
+
+        urls = tuple(urls) if urls else self.base_urls
+        start = self._next_url_index()
+        causes: list[str] = []
+        for attempt in range(self.max_retries + 1):
+            url = urls[(start + attempt) % len(urls)] + route
+            try:
+                with self._rr_lock:
+                    self.attempts += 1
+                try:
+                    resp = self._client.post(url, json=body)
+                except httpx.TimeoutException as exc:
+                    raise _Retryable(f"timeout after {self.timeout_s}s ({type(exc).__name__})")
+                except httpx.TransportError as exc:
+                    raise _Retryable(f"connection error: {type(exc).__name__}: {exc}")
+                if resp.status_code >= RETRYABLE_STATUS_MIN:
+                    raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:200]}")
+                if resp.status_code >= 400:
+                    raise LLMError(f"openai backend: {url} answered HTTP {resp.status_code} "
+                                   f"(not retried): {resp.text[:500]}")
+                try:
+                    data = resp.json()
+                except (json.JSONDecodeError, ValueError) as exc:
+                    raise _Retryable(f"malformed JSON body ({exc}): {resp.text[:200]!r}")
+                if not isinstance(data, dict):
+                    raise _Retryable(f"unexpected JSON body (not an object): {resp.text[:200]!r}")
+                return data
+            except _Retryable as exc:
+                causes.append(f"{url}: {exc}")
+                if attempt < self.max_retries:
+                    delay = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
+                    time.sleep(delay * (0.5 + random.random() / 2))
+        raise LLMError(f"openai backend ({self.model_id}): request failed after "
+                       f"{self.max_retries + 1} attempts; last cause: {causes[-1]}"
+                       + (f"; earlier: {'; '.join(causes[:-1])}" if len(causes) > 1 else ""))
+
+    def _map(self, fn, items: Sequence[Any]) -> list[Any]:
+        """``fn`` over ``items`` with bounded concurrency, results in order (first error raised)."""
+        if len(items) <= 1 or self.max_concurrency == 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    @staticmethod
+    def _field(data: dict[str, Any], *path: Any) -> Any:
+        cur: Any = data
+        for p in path:
+            try:
+                cur = cur[p]
+            except (KeyError, IndexError, TypeError):
+                raise LLMError(f"openai backend: response lacks {'.'.join(map(str, path))}: "
+                               f"{json.dumps(data)[:300]}") from None
+        return cur
+
+    @staticmethod
+    def _usage(data: dict[str, Any]) -> tuple[int, int, int | None]:
+        usage = data.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), (
+            int(cached) if cached is not None else None)
+
+    # ---------------------------------------------------------------------- chat
+    def _chat_body(self, conv: Conversation, params: SamplingParams) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model_id, "messages": list(conv),
+                                "max_tokens": params.max_new_tokens,
+                                "temperature": params.temperature, "top_p": params.top_p,
+                                "seed": params.seed}
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.json_schema is not None and self.structured_output:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "output", "schema": params.json_schema, "strict": True}}
+        return body
+
+    def _chat_one(self, item: tuple[Conversation, SamplingParams]) -> Generation:
+        conv, params = item
+        t0 = time.perf_counter()
+        data = self._post("/chat/completions", self._chat_body(conv, params))
+        latency = time.perf_counter() - t0
+        choice = self._field(data, "choices", 0)
+        text = self._field(choice, "message", "content")
+        if not isinstance(text, str):
+            raise LLMError(f"openai backend: message content is not text: {text!r}")
+        p, c, cached = self._usage(data)
+        return Generation(text=text, prompt_tokens=p, completion_tokens=c, latency_s=latency,
+                          cached_prompt_tokens=cached, finish_reason=str(choice.get("finish_reason") or ""))
+
+    def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
+             tag: UsageTag = UsageTag()) -> list[Generation]:
+        """One reply per conversation; requests run concurrently (bounded)."""
+        gens = self._map(self._chat_one, [(c, params) for c in conversations])
+        for g in gens:
+            self.ledger.record(tag, g)
+        return gens
+
+    # ------------------------------------------------------------------ logprobs
+    def _logprobs_one(self, item: tuple[Conversation, tuple[str, ...]]) -> tuple[dict[str, float], Generation]:
+        conv, candidates = item
+        body = {"model": self.model_id, "messages": list(conv), "max_tokens": 1, "temperature": 0.0,
+                "logprobs": True, "top_logprobs": self.top_k_logprobs}
+        t0 = time.perf_counter()
+        data = self._post("/chat/completions", body)
+        latency = time.perf_counter() - t0
+        top = self._field(data, "choices", 0, "logprobs", "content", 0, "top_logprobs")
+        table: dict[str, float] = {}
+        for entry in top:
+            tok, lp = entry.get("token"), entry.get("logprob")
+            if isinstance(tok, str) and isinstance(lp, (int, float)):
+                table.setdefault(tok, float(lp))
+        p, c, cached = self._usage(data)
+        gen = Generation("", prompt_tokens=p, completion_tokens=c, latency_s=latency,
+                         cached_prompt_tokens=cached)
+        return {cand: table.get(cand, -math.inf) for cand in candidates}, gen
+
+    def next_token_logprobs_ex(self, conversations: Sequence[Conversation], candidates: Sequence[str],
+                               tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
+        out = self._map(self._logprobs_one, [(c, tuple(candidates)) for c in conversations])
+        for _, g in out:
+            self.ledger.record(tag, g)
+        return out
+
+    def next_token_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str],
+                            tag: UsageTag = UsageTag()) -> list[dict[str, float]]:
+        """Log-prob of each candidate (exact token text) among the top-k first tokens, else -inf."""
+        return [r for r, _ in self.next_token_logprobs_ex(conversations, candidates, tag)]
+
+    def _text_one(self, text: str) -> tuple[list[float], Generation]:
+        body = {"model": self.model_id, "prompt": text, "max_tokens": 1, "temperature": 0.0,
+                "echo": True, "logprobs": 0}
+        t0 = time.perf_counter()
+        data = self._post("/completions", body)
+        latency = time.perf_counter() - t0
+        lps = self._field(data, "choices", 0, "logprobs", "token_logprobs")
+        p, c, cached = self._usage(data)
+        # echo returns the prompt tokens then the generated one; drop the generated token and the
+        # prompt's first token (no log-prob)
+        prompt_lps = list(lps[:p]) if p else list(lps[:-1])
+        vals = [float(v) for v in prompt_lps if v is not None]
+        return vals, Generation("", prompt_tokens=p, completion_tokens=0, latency_s=latency,
+                                cached_prompt_tokens=cached)
+
+    def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
+                         max_length: int | None = None) -> list[tuple[list[float], Generation]]:
+        if max_length is not None:
+            raise LLMError("openai backend: text_logprobs does not support max_length "
+                           "(window the text on the caller's side)")
+        out = self._map(self._text_one, list(texts))
+        for _, g in out:
+            self.ledger.record(tag, g)
+        return out
+
+    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
+                      max_length: int | None = None) -> list[list[float]]:
+        """Per-token log-probs of each text's tokens after the first (server-side echo)."""
+        return [r for r, _ in self.text_logprobs_ex(texts, tag, max_length=max_length)]
+
+    # -------------------------------------------------------------------- tokens
+    @property
+    def tokenizer(self):
+        """A local tokenizer for the served model, when one can be found (else ``None``)."""
+        if self._tokenizer is None:
+            from .models import load_tokenizer
+
+            try:
+                self._tokenizer = load_tokenizer(self.model_id)
+            except Exception:
+                self._tokenizer = False
+        return self._tokenizer or None
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text``: local tokenizer if available, else the server's ``/tokenize``."""
+        tok = self.tokenizer
+        if tok is not None:
+            return len(tok(text, add_special_tokens=False).input_ids)
+        root = self.base_urls[0]
+        root = root[:-3] if root.endswith("/v1") else root
+        data = self._post("/tokenize", {"model": self.model_id, "prompt": text,
+                                        "add_special_tokens": False}, urls=(root,))
+        return int(self._field(data, "count"))
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,179 @@
+"""The transformers backend on the tiny random model: log-probs against a hand-made
+teacher-forced computation, batched vs unbatched greedy generation, structured output."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from litseg_nb.config import LLMConfig
+from litseg_nb.llm import LLMError, SamplingParams, UsageTag, make_backend
+from litseg_nb.llm.hf import HFBackend
+
+CONVS = [
+    [{"role": "user", "content": "Summarise the chapter in one line."}],
+    [{"role": "system", "content": "You segment novels."},
+     {"role": "user", "content": "Chapter I. Emma Woodhouse, handsome, clever, and rich, with a "
+                                 "comfortable home and happy disposition, seemed to unite some of the "
+                                 "best blessings of existence."}],
+    [{"role": "user", "content": "Hi"}],
+]
+
+
+@pytest.fixture(scope="module")
+def backend() -> HFBackend:
+    b = make_backend(LLMConfig(backend="hf", model="tiny-random", batch_size=3, use_cache=False,
+                               device="cpu"))
+    assert isinstance(b, HFBackend)
+    return b
+
+
+def _manual_logprobs(b: HFBackend, ids: list[int]) -> list[float]:
+    """log p(ids[t] | ids[:t]) for t >= 1, from one unpadded forward pass."""
+    with torch.no_grad():
+        logits = b.model(input_ids=torch.tensor([ids])).logits[0].double()
+    logp = torch.log_softmax(logits, dim=-1)
+    return [float(logp[t - 1, ids[t]]) for t in range(1, len(ids))]
+
+
+def test_text_logprobs_equal_teacher_forced(backend):
+    texts = ["It is a truth universally acknowledged.", "Call me Ishmael. Some years ago",
+             "x"]
+    got = backend.text_logprobs(texts)  # batched: different lengths, left padding
+    for text, lps in zip(texts, got):
+        ids = [backend.tokenizer.bos_token_id] + backend.tokenizer(
+            text, add_special_tokens=False).input_ids
+        want = _manual_logprobs(backend, ids)
+        assert len(lps) == backend.count_tokens(text) == len(want)
+        assert lps == pytest.approx(want, abs=2e-4)
+
+
+def test_text_logprobs_windowed_matches_full_when_it_fits_and_is_bounded_otherwise(backend):
+    text = " ".join(f"w{i}" for i in range(40))
+    full = backend.text_logprobs([text])[0]
+    assert backend.text_logprobs([text], max_length=4096)[0] == pytest.approx(full, abs=1e-5)
+    win = backend.text_logprobs([text], max_length=16)[0]
+    assert len(win) == len(full)
+    # the first window (tokens 1..15) sees the same context as the full pass
+    assert win[:15] == pytest.approx(full[:15], abs=2e-4)
+    # a later token is scored with the truncated context: compute it by hand
+    ids = [backend.tokenizer.bos_token_id] + backend.tokenizer(text, add_special_tokens=False).input_ids
+    n = len(ids)
+    # windows begin at 0, 8, 16, ...; the last window is ids[begin:n] with begin = the last start
+    begin = 0
+    while begin + 16 < n:
+        begin += 8
+    want_last = _manual_logprobs(backend, ids[begin:n])[-1]
+    assert win[-1] == pytest.approx(want_last, abs=2e-4)
+    with pytest.raises(LLMError):
+        backend.text_logprobs([text], max_length=1)
+
+
+def test_next_token_logprobs_equal_teacher_forced(backend):
+    cands = ["yes", "no", "1"]
+    got = backend.next_token_logprobs(CONVS, cands)
+    for conv, scores in zip(CONVS, got):
+        prompt = backend.tokenizer(backend.render_prompt(conv), add_special_tokens=False).input_ids
+        with torch.no_grad():
+            logits = backend.model(input_ids=torch.tensor([prompt])).logits[0, -1].double()
+        logp = torch.log_softmax(logits, dim=-1)
+        for c in cands:
+            first = backend.tokenizer(c, add_special_tokens=False).input_ids[0]
+            assert scores[c] == pytest.approx(float(logp[first]), abs=2e-4)
+
+
+def test_batched_and_unbatched_greedy_generation_agree(backend):
+    params = SamplingParams(max_new_tokens=12, temperature=0.0)
+    batched = backend.chat(CONVS, params)
+    single = [backend.chat([c], params)[0] for c in CONVS]
+    for b, s in zip(batched, single):
+        assert b.text == s.text
+        assert b.completion_tokens == s.completion_tokens and b.prompt_tokens == s.prompt_tokens
+        assert 0 < b.completion_tokens <= 12
+
+
+def test_greedy_generation_equals_manual_argmax_decoding(backend):
+    """Greedy generation reproduces a hand-rolled argmax loop (so left padding is not just
+    self-consistent but right)."""
+    conv = CONVS[1]
+    gen = backend.chat([conv, CONVS[2]], SamplingParams(max_new_tokens=6))[0]
+    ids = backend.tokenizer(backend.render_prompt(conv), add_special_tokens=False).input_ids
+    out = []
+    for _ in range(6):
+        with torch.no_grad():
+            nxt = int(backend.model(input_ids=torch.tensor([ids + out])).logits[0, -1].argmax())
+        out.append(nxt)
+        if nxt in backend.eos_token_ids:
+            break
+    body = out[:-1] if out[-1] in backend.eos_token_ids else out
+    assert gen.text == backend.tokenizer.decode(body, skip_special_tokens=True)
+    assert gen.completion_tokens == len(out)
+
+
+def test_sampling_is_seeded(backend):
+    p = SamplingParams(max_new_tokens=8, temperature=1.0, seed=7)
+    a = backend.chat(CONVS[:1], p)[0].text
+    assert backend.chat(CONVS[:1], p)[0].text == a
+
+
+def test_usage_recorded_per_tag(backend):
+    backend.ledger.reset()
+    tag = UsageTag(method="litseg", book="emma", stage="stage1")
+    gens = backend.chat(CONVS[:2], SamplingParams(max_new_tokens=4), tag)
+    backend.next_token_logprobs(CONVS[:1], ["a"], UsageTag(method="margin"))
+    rows = {r["method"]: r for r in backend.ledger.rows()}
+    assert rows["litseg"]["calls"] == 2 and rows["litseg"]["book"] == "emma"
+    assert rows["litseg"]["prompt_tokens"] == sum(g.prompt_tokens for g in gens)
+    assert rows["litseg"]["completion_tokens"] == sum(g.completion_tokens for g in gens)
+    assert rows["litseg"]["latency_s"] > 0
+    assert rows["margin"]["calls"] == 1
+
+
+def test_too_long_prompt_is_a_clear_error():
+    b = HFBackend("tiny-random", batch_size=2, max_model_len=32, device="cpu")
+    with pytest.raises(LLMError, match="max_model_len=32"):
+        b.chat(CONVS[1:2], SamplingParams(max_new_tokens=4))
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string", "enum": ["event", "thread", "turning point"]},
+        "ok": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "maxItems": 2},
+    },
+    "required": ["label", "ok", "tags"],
+    "additionalProperties": False,
+}
+
+
+def test_structured_output_parses_as_schema_json():
+    b = make_backend(LLMConfig(backend="hf", model="tiny-random", batch_size=3, use_cache=False,
+                               structured_output=True, device="cpu"))
+    gens = b.chat(CONVS, SamplingParams(max_new_tokens=40, json_schema=SCHEMA))
+    for g in gens:
+        obj = json.loads(g.text)
+        assert set(obj) == {"label", "ok", "tags"}
+        assert obj["label"] in SCHEMA["properties"]["label"]["enum"]
+        assert isinstance(obj["ok"], bool)
+        assert isinstance(obj["tags"], list) and len(obj["tags"]) <= 2
+        assert all(t in ("a", "b") for t in obj["tags"])
+        assert g.finish_reason == "stop"
+    # the same random model without the constraint does not produce JSON (the constraint matters)
+    free = b.chat(CONVS[:1], SamplingParams(max_new_tokens=40))[0]
+    with pytest.raises(ValueError):
+        json.loads(free.text)
+
+
+def test_schema_ignored_when_structured_output_off(backend):
+    params = SamplingParams(max_new_tokens=8, json_schema=SCHEMA)
+    assert backend.chat(CONVS[:1], params)[0].text == backend.chat(
+        CONVS[:1], SamplingParams(max_new_tokens=8))[0].text
+
+
+def test_unknown_model_is_a_clear_error(tmp_path):
+    with pytest.raises(LLMError, match="no-such-model"):
+        make_backend(LLMConfig(backend="hf", model=str(tmp_path / "no-such-model"), use_cache=False))
+    with pytest.raises(LLMError, match="unknown LLM backend"):
+        make_backend(LLMConfig(backend="nope", use_cache=False))
