@@ -54,3 +54,22 @@ def fresh_dirs(tmp_path, monkeypatch):
     monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "outputs"))
     monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path
+
+
+# --- LLM layer (vLLM integration opt-in) -------------------------------------------------------
+# `pytest --run-vllm` enables tests marked @pytest.mark.vllm (they start `vllm serve` from the
+# separate .venv-vllm created by scripts/setup_vllm_cpu.sh); without it they are skipped.
+def pytest_addoption(parser):
+    parser.addoption("--run-vllm", action="store_true", default=False,
+                     help="run the vLLM integration tests (needs .venv-vllm, ~2-4 min on CPU)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-vllm"):
+        return
+    skip = pytest.mark.skip(reason="vLLM integration test: opt in with --run-vllm "
+                                   "(after bash scripts/setup_vllm_cpu.sh)")
+    for item in items:
+        if "vllm" in item.keywords:
+            item.add_marker(skip)
+# --- end LLM layer block ------------------------------------------------------------------------
