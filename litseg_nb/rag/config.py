@@ -1,0 +1,75 @@
+"""Configuration of the RAG evaluation (notebook 05): retrieval, fusion, reranking, generation, judges."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..config import StageConfig
+
+
+@dataclass(frozen=True)
+class RagConfig(StageConfig):
+    """All stages of Appendix I.1's pipeline are shared and fixed across chunkers.
+
+    Sizes of the LLM-heavy parts (HyDE, reranking, generation, RAGAS, pairwise judge) are capped per
+    profile; retrieval metrics always cover every question.
+    """
+
+    STAGE: ClassVar[str] = "rag"
+
+    chunkers: tuple[str, ...] = ()  # empty = every chunk artifact found
+    question_scope: str = "common-units"  # common-units | all (see rag.pipeline.questions_in_scope)
+    # retrieval
+    dense_top_k: int = 50
+    sparse_top_k: int = 50
+    retrieve_top_k: int = 20  # depth of the final ranking (metrics go to k = 20)
+    fusion: str = "rrf"  # rrf | weighted
+    rrf_k: int = 60
+    dense_weight: float = 0.5  # weighted fusion: w * dense + (1 - w) * sparse (min-max normalised)
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    # reranking
+    reranker: str = "llm-pointwise"  # none | llm-pointwise | flagembedding
+    reranker_model: str = "BAAI/bge-reranker-v2-m3"
+    rerank_candidates: int = 10  # top fused candidates that are rescored
+    rerank_max_questions: int = 0  # 0 = all questions
+    rerank_chunkers: tuple[str, ...] = ()  # empty = all evaluated chunkers
+    # HyDE (LumberChunker's row): hypothetical answer replaces the question for dense retrieval
+    hyde: bool = True
+    hyde_max_questions: int = 0
+    hyde_max_new_tokens: int = 96
+    # generation
+    context_top_k: int = 3  # chunks handed to the generator
+    answer_max_new_tokens: int = 64
+    generation_max_questions: int = 0  # per dataset; 0 = all
+    generation_chunkers: tuple[str, ...] = ()  # empty = all evaluated chunkers
+    max_context_chars_per_chunk: int = 0  # 0 = whole chunk
+    literaryqa_max_questions: int = 0  # questions per LiteraryQA book (0 = all)
+    # judges
+    ragas: bool = True
+    ragas_max_questions: int = 0
+    ragas_max_new_tokens: int = 8
+    pairwise: bool = True
+    pairwise_target: str = "litseg-lite"  # the system whose win rate is reported (paper: LitSeg-Lite)
+    pairwise_max_questions: int = 0
+    pairwise_max_new_tokens: int = 96
+    pairwise_context_chars: int = 500  # GutenQA: +/-500 characters around the evidence (Section 4.2)
+
+    @classmethod
+    def profile_defaults(cls, profile: str) -> dict[str, Any]:
+        if profile == "test":
+            return {"dense_top_k": 10, "sparse_top_k": 10, "rerank_candidates": 3, "rerank_max_questions": 3,
+                    "hyde_max_questions": 3, "hyde_max_new_tokens": 16, "context_top_k": 2,
+                    "answer_max_new_tokens": 12, "generation_max_questions": 3, "ragas_max_questions": 2,
+                    "ragas_max_new_tokens": 4, "pairwise_max_questions": 2, "pairwise_max_new_tokens": 12,
+                    "literaryqa_max_questions": 2, "max_context_chars_per_chunk": 600,
+                    "llm": {"max_model_len": 2048}}
+        if profile == "smoke":
+            # SmolLM2-135M on 2 CPU cores: generation/judges on a subset (notebook 05 ~ 6 min)
+            return {"rerank_candidates": 5, "rerank_max_questions": 6, "hyde_max_questions": 10,
+                    "hyde_max_new_tokens": 48, "context_top_k": 2, "answer_max_new_tokens": 40,
+                    "generation_max_questions": 6, "ragas_max_questions": 3, "pairwise_max_questions": 4,
+                    "pairwise_max_new_tokens": 48, "literaryqa_max_questions": 3,
+                    "max_context_chars_per_chunk": 1500,
+                    "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
+        return {"reranker": "flagembedding", "context_top_k": 5, "answer_max_new_tokens": 256}

@@ -1,0 +1,139 @@
+"""Per-book retrieval indices: dense (FAISS inner product over normalised embeddings) + sparse (BM25).
+
+A question only ever searches its own book's index (the book-level metadata filter of Appendix
+I.1 is enforced by construction: :class:`LibraryIndex` holds one :class:`BookIndex` per book and
+raises for an unknown book). Indices are saved with the artifacts and load back bit-identically.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")
+
+
+def bm25_tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens (2+ chars) without English stopwords — same for chunks and queries."""
+    from bm25s.stopwords import STOPWORDS_EN
+
+    stop = set(STOPWORDS_EN)
+    return [t for t in _TOKEN.findall(text.lower()) if t not in stop]
+
+
+@dataclass
+class BookIndex:
+    """Dense + BM25 index over one book's chunks of one chunker."""
+
+    book_id: str
+    chunk_ids: list[str]
+    texts: list[str]
+    embeddings: np.ndarray  # (n, dim) float32, L2-normalised
+    bm25: Any = None
+    dense: Any = None  # faiss.IndexFlatIP
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, book_id: str, chunk_ids: Sequence[str], texts: Sequence[str], embeddings: np.ndarray,
+              k1: float = 1.5, b: float = 0.75) -> "BookIndex":
+        import bm25s
+        import faiss
+
+        if not texts:
+            raise ValueError(f"book {book_id!r}: no chunks to index")
+        emb = np.ascontiguousarray(np.asarray(embeddings, dtype=np.float32))
+        if emb.shape[0] != len(texts):
+            raise ValueError(f"book {book_id!r}: {emb.shape[0]} embeddings for {len(texts)} chunks")
+        dense = faiss.IndexFlatIP(emb.shape[1])
+        dense.add(emb)
+        bm25 = bm25s.BM25(k1=k1, b=b)
+        bm25.index([bm25_tokenize(t) or ["<empty>"] for t in texts], show_progress=False)
+        return cls(book_id, list(chunk_ids), list(texts), emb, bm25, dense, {"k1": k1, "b": b})
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def dense_search(self, query_emb: np.ndarray, k: int) -> list[tuple[int, float]]:
+        q = np.ascontiguousarray(np.asarray(query_emb, dtype=np.float32).reshape(1, -1))
+        scores, idx = self.dense.search(q, min(k, len(self)))
+        return [(int(i), float(s)) for i, s in zip(idx[0], scores[0]) if i >= 0]
+
+    def sparse_search(self, query: str, k: int) -> list[tuple[int, float]]:
+        toks = bm25_tokenize(query)
+        if not toks:
+            return []
+        docs, scores = self.bm25.retrieve([toks], k=min(k, len(self)), show_progress=False)
+        return [(int(i), float(s)) for i, s in zip(docs[0], scores[0]) if s > 0]  # score 0 = no term match
+
+    def save(self, folder: Path) -> None:
+        import faiss
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        faiss.write_index(self.dense, str(folder / "dense.faiss"))
+        self.bm25.save(str(folder / "bm25"))
+        np.save(folder / "embeddings.npy", self.embeddings)
+        with (folder / "chunks.jsonl").open("w", encoding="utf-8") as fh:
+            for cid, t in zip(self.chunk_ids, self.texts):
+                fh.write(json.dumps({"chunk_id": cid, "text": t}, ensure_ascii=False) + "\n")
+        (folder / "meta.json").write_text(json.dumps({"book_id": self.book_id, **self.meta}), encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: Path) -> "BookIndex":
+        import bm25s
+        import faiss
+
+        folder = Path(folder)
+        if not (folder / "dense.faiss").is_file():
+            raise FileNotFoundError(f"no saved index under {folder}")
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        rows = [json.loads(l) for l in (folder / "chunks.jsonl").read_text(encoding="utf-8").splitlines() if l]
+        return cls(meta.pop("book_id"), [r["chunk_id"] for r in rows], [r["text"] for r in rows],
+                   np.load(folder / "embeddings.npy"), bm25s.BM25.load(str(folder / "bm25")),
+                   faiss.read_index(str(folder / "dense.faiss")), meta)
+
+
+class LibraryIndex:
+    """One :class:`BookIndex` per book for one chunker; lookups are always per book."""
+
+    def __init__(self, books: Mapping[str, BookIndex]):
+        self.books = dict(books)
+
+    def book(self, book_id: str) -> BookIndex:
+        try:
+            return self.books[book_id]
+        except KeyError:
+            raise KeyError(f"no index for book {book_id!r} (indexed: {sorted(self.books)})") from None
+
+    @classmethod
+    def build(cls, chunks: Sequence[Any], embedder: Any, k1: float = 1.5, b: float = 0.75) -> "LibraryIndex":
+        """Index shared-schema chunks (grouped by ``book_id``); embeddings use ``kind="passage"``."""
+        by_book: dict[str, list[Any]] = {}
+        for c in chunks:
+            by_book.setdefault(c.book_id, []).append(c)
+        out = {}
+        for bid, cs in by_book.items():
+            texts = [c.text for c in cs]
+            emb = embedder.encode(texts, kind="passage")
+            out[bid] = BookIndex.build(bid, [c.chunk_id for c in cs], texts, emb, k1=k1, b=b)
+        return cls(out)
+
+    def save(self, folder: Path) -> None:
+        for bid, idx in self.books.items():
+            idx.save(Path(folder) / _safe(bid))
+
+    @classmethod
+    def load(cls, folder: Path) -> "LibraryIndex":
+        books = {}
+        for sub in sorted(p for p in Path(folder).iterdir() if (p / "dense.faiss").is_file()):
+            idx = BookIndex.load(sub)
+            books[idx.book_id] = idx
+        return cls(books)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)

@@ -1,0 +1,87 @@
+"""Reranking stage: ``none``, the embedded LLM as a pointwise yes/no scorer, or FlagEmbedding's reranker.
+
+Offline there is no packaged cross-encoder, so the ``test``/``smoke`` profiles rerank with the LLM:
+``score = log P("yes") - log P("no")`` for the next token after the ``rag/rerank_*`` prompt (own
+prompt, not the paper's). ``full`` uses FlagEmbedding's ``FlagReranker`` (a BGE cross-encoder, as in
+the paper's Table 12). :func:`reranker_label` names the reranker for table captions.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..llm.base import UsageTag
+
+RERANKERS = ("none", "llm-pointwise", "flagembedding")
+
+
+def reranker_label(kind: str, llm_model: str = "", flag_model: str = "") -> str:
+    if kind == "none":
+        return "no reranker"
+    if kind == "llm-pointwise":
+        return f"LLM pointwise yes/no reranker ({llm_model}; stand-in for a cross-encoder)"
+    if kind == "flagembedding":
+        return f"FlagEmbedding reranker ({flag_model})"
+    raise ValueError(f"unknown reranker {kind!r}; expected one of {RERANKERS}")
+
+
+class LLMPointwiseReranker:
+    """Scores (question, chunk) pairs with ``next_token_logprobs`` on the candidates yes/no."""
+
+    def __init__(self, backend: Any, max_chars: int = 0):
+        self.backend = backend
+        self.max_chars = max_chars
+
+    def conversation(self, title: str, query: str, doc: str) -> list[dict[str, str]]:
+        from ..prompts import load_prompt, render_prompt
+
+        if self.max_chars:
+            doc = doc[: self.max_chars]
+        return [{"role": "system", "content": load_prompt("rag/rerank_system")},
+                {"role": "user", "content": render_prompt("rag/rerank_user", title=title, query=query, doc=doc)}]
+
+    def score(self, title: str, query: str, docs: Sequence[str], tag: UsageTag = UsageTag(stage="rerank")) -> list[float]:
+        if not docs:
+            return []
+        convs = [self.conversation(title, query, d) for d in docs]
+        out = self.backend.next_token_logprobs(convs, ["yes", "no"], tag)
+        return [float(lp["yes"] - lp["no"]) for lp in out]
+
+
+class FlagReranker:
+    """FlagEmbedding's cross-encoder reranker (``full`` profile; needs the model locally or the hub)."""
+
+    def __init__(self, model: str, device: str = "auto", max_chars: int = 0):
+        from FlagEmbedding import FlagReranker as _FR
+
+        kwargs = {} if device == "auto" else {"devices": device}
+        self.model = _FR(model, use_fp16=device != "cpu", **kwargs)
+        self.max_chars = max_chars
+
+    def score(self, title: str, query: str, docs: Sequence[str], tag: UsageTag = UsageTag()) -> list[float]:
+        if not docs:
+            return []
+        pairs = [[query, d[: self.max_chars] if self.max_chars else d] for d in docs]
+        s = self.model.compute_score(pairs)
+        return [float(x) for x in (s if isinstance(s, list) else [s])]
+
+
+def make_reranker(kind: str, backend: Any = None, flag_model: str = "", device: str = "auto", max_chars: int = 0):
+    """``None`` for ``none``; otherwise an object with ``score(title, query, docs) -> list[float]``."""
+    if kind == "none":
+        return None
+    if kind == "llm-pointwise":
+        if backend is None:
+            raise ValueError("the llm-pointwise reranker needs an LLM backend")
+        return LLMPointwiseReranker(backend, max_chars=max_chars)
+    if kind == "flagembedding":
+        return FlagReranker(flag_model, device=device, max_chars=max_chars)
+    raise ValueError(f"unknown reranker {kind!r}; expected one of {RERANKERS}")
+
+
+def rerank(candidates: Sequence[tuple[int, float]], texts: Sequence[str], scorer: Any, title: str, query: str,
+           n: int) -> list[tuple[int, float]]:
+    """Rescore the top ``n`` candidates; the rest keep their order below them."""
+    head, tail = list(candidates[:n]), list(candidates[n:])
+    scores = scorer.score(title, query, [texts[i] for i, _ in head])
+    order = sorted(range(len(head)), key=lambda j: (-scores[j], j))  # stable for equal scores
+    return [(head[j][0], scores[j]) for j in order] + tail
