@@ -1,0 +1,136 @@
+"""Configuration of LitSeg-Lite distillation (notebook 03): data, LoRA, SFT, GRPO, reward, inference.
+
+The paper's training tables (Appendix I.3.2, Tables 16-19) are empty in the text we have, so the
+``full`` defaults below are our own choices, picked to be defensible for a Qwen3-8B-class student
+on one GPU:
+
+* LoRA r=16, alpha=32, dropout 0.05 on every attention and MLP projection (the common QLoRA/LoRA
+  recipe for task adaptation of 7-8B models);
+* SFT: lr 1e-4 (cosine, 3 % warm-up), 3 epochs, effective batch 16, sequences up to 16k tokens
+  (system prompt ~2.1k tokens + a 6000-word unit + the target);
+* GRPO with the DAPO loss: lr 1e-6, 8 rollouts per prompt, clip range [0.2, 0.28] (DAPO's
+  "clip-higher"), overlong completions masked (DAPO), temperature 1.0, KL coefficient 0.001 (DAPO
+  drops the KL term; we keep a tiny one so that drift from the SFT policy is measured and shown);
+* reward = 0.5 x rule-based format reward + 0.5 x narratological (E.3 rubric) reward.
+
+``smoke`` and ``test`` shrink everything to CPU size. Every value can be overridden from the
+notebook's parameters (``lite={...}`` style overrides go through :meth:`StageConfig.for_profile`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..config import LLMConfig, StageConfig
+
+_ATTN_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class LiteConfig(StageConfig):
+    """LitSeg-Lite: a single-pass student distilled from LitSeg annotations (LoRA SFT, then GRPO)."""
+
+    STAGE: ClassVar[str] = "lite"
+
+    # ---- training data (from notebook 02's annotations artifact)
+    annotations_profile: str = ""  # whose annotations to train on; "" = this profile's
+    eval_fraction: float = 0.34  # share of BOOKS held out (the split is by book, never by unit)
+    heldout_books: tuple[str, ...] = ()  # explicit held-out book ids (overrides eval_fraction)
+    max_train_units: int = 0  # 0 = all
+    max_eval_units: int = 0
+    max_seq_tokens: int = 16384  # prompt + target; longer examples are dropped and counted
+    # "exclude" = the paper (units that needed a LitSeg fallback are not trained on);
+    # "include_if_needed" = CPU demos with a tiny teacher: top up to min_train_units with them, labelled
+    fallback_units: str = "exclude"
+    min_train_units: int = 0
+
+    # ---- LoRA
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_target_modules: tuple[str, ...] = _ATTN_MLP
+
+    # ---- stage 1: SFT (trl SFTTrainer, prompt/completion, loss on the completion only)
+    sft_learning_rate: float = 1e-4
+    sft_epochs: float = 3.0
+    sft_max_steps: int = -1  # > 0 overrides epochs
+    sft_batch_size: int = 1
+    sft_grad_accum: int = 16
+    sft_warmup_ratio: float = 0.03
+    sft_lr_scheduler: str = "cosine"
+
+    # ---- stage 2: GRPO with the DAPO loss (trl GRPOTrainer)
+    grpo_learning_rate: float = 1e-6
+    grpo_max_steps: int = 200
+    grpo_num_generations: int = 8
+    grpo_prompts_per_step: int = 2  # prompts per optimizer step (each with num_generations rollouts)
+    grpo_max_completion_length: int = 2048
+    grpo_temperature: float = 1.0
+    grpo_beta: float = 0.001  # KL coefficient (DAPO uses 0; see module docstring)
+    grpo_epsilon: float = 0.2
+    grpo_epsilon_high: float = 0.28  # DAPO clip-higher
+    grpo_loss_type: str = "dapo"
+    grpo_mask_truncated_completions: bool = True  # DAPO overlong filtering
+    grpo_filter_zero_std_groups: bool = True  # DAPO dynamic sampling, filter-only (no refill)
+
+    # ---- reward
+    format_reward_weight: float = 0.5
+    judge_reward_weight: float = 0.5
+    judge_llm: LLMConfig = field(default_factory=lambda: LLMConfig(
+        backend="openai", model="Qwen/Qwen3-32B", max_new_tokens=1024, temperature=0.0))
+    judge_retries: int = 2  # bounded retries of a malformed judge reply, then the neutral score
+
+    # ---- inference (the Lite segmenter)
+    infer_max_new_tokens: int = 4096
+    infer_retries: int = 2  # same N as LitSeg: invalid output is retried, then the paper's fallback
+    merge_adapters: bool = True  # merge SFT+GRPO adapters into one saved model for inference
+    examples_to_show: int = 2
+
+    @classmethod
+    def profile_defaults(cls, profile: str) -> dict[str, Any]:
+        if profile == "test":
+            return {
+                "fallback_units": "include_if_needed", "min_train_units": 2,
+                "corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
+                           "max_units_per_book": 2, "max_unit_words": 300},
+                "eval_fraction": 0.5, "max_train_units": 4, "max_eval_units": 2, "max_seq_tokens": 4096,
+                "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.0,
+                "sft_learning_rate": 5e-3, "sft_max_steps": 2, "sft_grad_accum": 1, "sft_warmup_ratio": 0.0,
+                "sft_lr_scheduler": "constant",
+                "grpo_learning_rate": 5e-3, "grpo_max_steps": 2, "grpo_num_generations": 2,
+                "grpo_prompts_per_step": 1, "grpo_max_completion_length": 24, "grpo_temperature": 1.0,
+                # a random model never stops within the cap: masking truncated rollouts would mask all
+                "grpo_mask_truncated_completions": False,
+                "judge_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
+                              "max_model_len": 8192},
+                "judge_retries": 1, "infer_max_new_tokens": 32, "infer_retries": 1,
+            }
+        if profile == "smoke":
+            return {
+                "fallback_units": "include_if_needed", "min_train_units": 3,
+                "corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
+                           "max_units_per_book": 2, "max_unit_words": 600},
+                "eval_fraction": 0.34, "max_train_units": 6, "max_eval_units": 2, "max_seq_tokens": 6144,
+                "lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.0,
+                "sft_learning_rate": 2e-4, "sft_max_steps": -1, "sft_epochs": 2.0, "sft_grad_accum": 2,
+                "sft_warmup_ratio": 0.0, "sft_lr_scheduler": "constant",
+                "grpo_learning_rate": 2e-5, "grpo_max_steps": 2, "grpo_num_generations": 2,
+                "grpo_prompts_per_step": 1, "grpo_max_completion_length": 192, "grpo_temperature": 1.0,
+                # targets are longer than the CPU-sized cap: masking truncated rollouts would mask all
+                "grpo_mask_truncated_completions": False,
+                "judge_llm": {"backend": "hf", "model": "smollm2-135m-instruct", "max_new_tokens": 96,
+                              "max_model_len": 8192},
+                "judge_retries": 1, "infer_max_new_tokens": 384, "infer_retries": 1,
+            }
+        if profile == "full":
+            return {"llm": {"model": "Qwen/Qwen3-8B"}}
+        return {}
+
+    @property
+    def reward_weights(self) -> tuple[float, float]:
+        return (self.format_reward_weight, self.judge_reward_weight)
+
+    def describe(self) -> str:  # noqa: D401 - extends the base label with the judge
+        src = self.annotations_profile or self.profile
+        return (super().describe().replace(" | data=", " | extra held-out data=")
+                + f" | teacher data=LitSeg annotations ({src}) | judge={self.judge_llm.model} ({self.judge_llm.backend})")

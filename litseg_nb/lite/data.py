@@ -1,0 +1,373 @@
+"""LitSeg-Lite training data: LitSeg annotations reformatted into the single-pass schema of E.2.
+
+For every unit that LitSeg annotated *without* a fallback, the three stage outputs are merged into
+one JSON object, exactly the shape the Appendix E.2 prompt asks for::
+
+    {"step1": {"step_1_events": ...},
+     "step2": {"step_2_threads": ...},
+     "step3": {"chapter_title": ..., "step_3_turning_points": [...], "segments": [...]}}
+
+paired with the Lite system prompt (``{last_index}`` filled) and the same sentence-indexed unit as
+user input. Units whose annotation needed a fallback (coverage repair or whole-unit) are excluded
+and counted; every target is checked with the shared LitSeg validator before it is used. Splits are
+by BOOK (:func:`split_by_book`), so no book is on both sides.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..artifacts import artifact_path
+from ..prompts import fill_prompt, load_prompt
+from ..schema import Book, Unit, read_jsonl
+
+LITE_SYSTEM_TEMPLATE = "lite/system"
+LITE_USER_TEMPLATE = "lite/user"
+
+
+class AnnotationsMissingError(FileNotFoundError):
+    """Notebook 02's LitSeg annotations artifact is not there (run notebook 02 first)."""
+
+
+def annotations_path(profile: str) -> Path:
+    """``outputs/<profile>/artifacts/litseg/annotations.jsonl`` (notebook 02's artifact)."""
+    return artifact_path(profile, "litseg", "annotations.jsonl")
+
+
+def load_annotations(profile: str) -> list[dict[str, Any]]:
+    """The LitSeg annotation records of ``profile``; a clear error names the missing file."""
+    path = annotations_path(profile)
+    if not path.is_file():
+        raise AnnotationsMissingError(
+            f"LitSeg annotations not found: {path}. Notebook 03 trains on notebook 02's output; "
+            f"run `python -m litseg_nb run --profile {profile} --only 02` first."
+        )
+    return list(read_jsonl(path))
+
+
+# --------------------------------------------------------------------------- prompts
+def lite_system_prompt(n_sentences: int) -> str:
+    """The Appendix E.2 system prompt with ``{last_index}`` = the unit's last sentence index."""
+    return fill_prompt(load_prompt(LITE_SYSTEM_TEMPLATE), last_index=n_sentences)
+
+
+def lite_user_prompt(indexed_text: str) -> str:
+    return fill_prompt(load_prompt(LITE_USER_TEMPLATE), chapter_content=indexed_text)
+
+
+def lite_conversation(book: Book, unit: Unit) -> list[dict[str, str]]:
+    """System + user messages of one Lite call for ``unit`` (the student's whole input)."""
+    return [{"role": "system", "content": lite_system_prompt(unit.n_sentences)},
+            {"role": "user", "content": lite_user_prompt(unit.indexed_text(book.text))}]
+
+
+# --------------------------------------------------------------------------- annotation records
+@dataclass
+class AnnotationView:
+    """The parts of one LitSeg annotation record that distillation needs (normalised)."""
+
+    book_id: str
+    unit_id: str
+    n_sentences: int
+    step1: dict[str, Any]
+    step2: dict[str, Any]
+    step3: dict[str, Any]
+    segments: list[dict[str, Any]]
+    fallback: str | None  # None when LitSeg needed no fallback
+
+
+def _parse(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        return obj
+    if isinstance(obj, str):
+        from ..litseg.validate import parse_json_reply
+
+        parsed = parse_json_reply(obj)
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
+def _valid_stage_output(stage: Mapping[str, Any]) -> dict[str, Any]:
+    """The last valid reply of a LitSeg stage (what the pipeline passed on), parsed."""
+    for att in reversed(stage.get("attempts") or []):
+        if att.get("valid"):
+            got = _parse(att.get("parsed")) or _parse(att.get("text"))
+            if got:
+                return got
+    return _parse(stage.get("passed_on"))
+
+
+def view_annotation(rec: Mapping[str, Any]) -> AnnotationView:
+    """Normalise one record of ``annotations.jsonl`` (written by :mod:`litseg_nb.litseg.pipeline`).
+
+    The unit needed a fallback when stage 3 needed one (``fallback != "none"``: index/coverage
+    repair or whole unit) or when stage 1 or 2 was still invalid after the retries
+    (``stage_fallbacks``: raw passthrough / empty). Raises ``ValueError`` naming book and unit
+    when a field distillation needs is absent.
+    """
+    where = f"annotation of book {rec.get('book_id')!r} unit {rec.get('unit_id')!r}"
+    try:
+        book_id, unit_id = str(rec["book_id"]), str(rec["unit_id"])
+        n = int(rec["n_sentences"])
+        segs = [dict(x) for x in rec["segments"]]
+        stages = rec["stages"]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{where}: missing field {e} (is this a LitSeg annotations file?)") from e
+    reasons = []
+    if rec.get("status", "done") != "done":
+        reasons.append(f"status {rec.get('status')}")
+    for st, fb in sorted((rec.get("stage_fallbacks") or {}).items()):
+        if fb not in (None, "none"):
+            reasons.append(f"{st} {fb}")
+    if rec.get("fallback") not in (None, "none"):
+        reasons.append(f"stage3 {rec.get('fallback')}")
+    step3 = {"chapter_title": rec.get("chapter_title"), "step_3_turning_points": rec.get("turning_points")}
+    return AnnotationView(book_id, unit_id, n, _valid_stage_output(stages.get("stage1") or {}),
+                          _valid_stage_output(stages.get("stage2") or {}), step3, segs,
+                          "; ".join(reasons) or None)
+
+
+# --------------------------------------------------------------------------- single-pass target
+def _clean_segment(seg: Mapping[str, Any]) -> dict[str, Any]:
+    return {"subtitle": str(seg.get("subtitle") or ""),
+            "from_idx": int(seg["from_idx"]), "to_idx": int(seg["to_idx"]),
+            "context_idx": [int(i) for i in (seg.get("context_idx") or [])]}
+
+
+def single_pass_target(view: AnnotationView, unit_title: str = "") -> dict[str, Any]:
+    """Merge LitSeg's three stage outputs into the one JSON object of the E.2 schema."""
+    s3 = view.step3
+    tps = s3.get("step_3_turning_points")
+    tps = [{"type": str(t.get("type", "")), "description": str(t.get("description", ""))}
+           for t in tps if isinstance(t, Mapping)] if isinstance(tps, list) else []
+    return {
+        "step1": {"step_1_events": str(view.step1.get("step_1_events", "") or "")},
+        "step2": {"step_2_threads": str(view.step2.get("step_2_threads", "") or "")},
+        "step3": {
+            "chapter_title": str(s3.get("chapter_title") or unit_title or ""),
+            "step_3_turning_points": tps,
+            "segments": [_clean_segment(s) for s in view.segments],
+        },
+    }
+
+
+def target_text(obj: Mapping[str, Any]) -> str:
+    """The completion string the student learns to emit (compact, strict JSON)."""
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def segments_of_reply(text: str) -> list[dict[str, Any]] | None:
+    """The ``step3.segments`` (or top-level ``segments``) list of a single-pass reply, else None."""
+    from ..litseg.validate import parse_json_reply
+
+    obj = parse_json_reply(text)
+    if not isinstance(obj, dict):
+        return None
+    s3 = obj.get("step3")
+    segs = s3.get("segments") if isinstance(s3, dict) else obj.get("segments")
+    return segs if isinstance(segs, list) else None
+
+
+@dataclass
+class LiteExample:
+    """One training/eval example: the Lite conversation and its single-pass target."""
+
+    book_id: str
+    unit_id: str
+    n_sentences: int
+    system: str
+    user: str
+    target: str
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    target_source: str = "validated"  # or "fallback: <type>" (CPU demonstrations only, labelled)
+    n_tokens: int = 0  # prompt + target tokens (0 = not counted)
+
+    def prompt_messages(self) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
+
+    def sft_record(self) -> dict[str, Any]:
+        """trl conversational prompt/completion record (loss on the completion only)."""
+        return {"prompt": self.prompt_messages(),
+                "completion": [{"role": "assistant", "content": self.target}]}
+
+    def grpo_record(self) -> dict[str, Any]:
+        """trl GRPO record: the prompt plus the columns the reward functions read."""
+        return {"prompt": self.prompt_messages(), "book_id": self.book_id, "unit_id": self.unit_id,
+                "n_sentences": self.n_sentences, "passage": self.user.split("\n", 1)[-1],
+                "system_prompt": self.system}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class DataReport:
+    """What happened to every annotation record (for the notebook's data table)."""
+
+    n_records: int = 0
+    used: int = 0
+    included_fallback: int = 0  # fallback units used anyway (fallback_units="include_if_needed")
+    excluded: Counter = field(default_factory=Counter)  # reason -> count
+    excluded_units: list[tuple[str, str, str]] = field(default_factory=list)  # (book, unit, reason)
+
+    def exclude(self, book: str, unit: str, reason: str) -> None:
+        self.excluded[reason] += 1
+        self.excluded_units.append((book, unit, reason))
+
+    def as_rows(self) -> list[dict[str, Any]]:
+        rows = [{"outcome": "used: validated LitSeg annotation (paper recipe)",
+                 "units": self.used - self.included_fallback}]
+        if self.included_fallback:
+            rows.append({"outcome": "used: needed a LitSeg fallback (NOT the paper's recipe; CPU demo only)",
+                         "units": self.included_fallback})
+        rows += [{"outcome": f"excluded: {k}", "units": v} for k, v in sorted(self.excluded.items())]
+        rows.append({"outcome": "total annotation records", "units": self.n_records})
+        return rows
+
+
+def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
+                   count_tokens=None, max_seq_tokens: int = 0, fallback_units: str = "exclude",
+                   min_units: int = 0) -> tuple[list[LiteExample], DataReport]:
+    """Reformat every validated, fallback-free annotation into a :class:`LiteExample`.
+
+    Excluded (and counted by reason): records needing a fallback, units not in ``books``,
+    sentence-count mismatches, targets the shared validator rejects, and examples longer than
+    ``max_seq_tokens`` (when ``count_tokens`` is given).
+
+    ``fallback_units``: ``"exclude"`` (the paper's recipe) or ``"include_if_needed"`` — only for
+    CPU demonstrations with a tiny teacher: when fewer than ``min_units`` validated examples exist,
+    units whose annotation needed a fallback are added with their *post-fallback* segments as the
+    target, labelled ``target_source="fallback: ..."`` and counted separately.
+    """
+    from ..litseg.validate import validate_segments
+
+    if fallback_units not in ("exclude", "include_if_needed"):
+        raise ValueError(f"fallback_units must be 'exclude' or 'include_if_needed', got {fallback_units!r}")
+    by_id = {b.book_id: b for b in books}
+    report = DataReport()
+    out: list[LiteExample] = []
+    reserve: list[tuple[LiteExample, str]] = []
+    for rec in records:
+        report.n_records += 1
+        view = view_annotation(rec)
+        book = by_id.get(view.book_id)
+        if book is None:
+            report.exclude(view.book_id, view.unit_id, "book not in corpus")
+            continue
+        try:
+            unit = book.unit(view.unit_id)
+        except KeyError:
+            report.exclude(view.book_id, view.unit_id, "unit not in corpus")
+            continue
+        if unit.n_sentences != view.n_sentences:
+            report.exclude(view.book_id, view.unit_id, "sentence count differs from corpus")
+            continue
+        try:
+            target = single_pass_target(view, unit.title)
+        except (KeyError, TypeError, ValueError):
+            report.exclude(view.book_id, view.unit_id, "malformed segments")
+            continue
+        res = validate_segments({"segments": target["step3"]["segments"]}, unit.n_sentences)
+        if not res.ok:
+            report.exclude(view.book_id, view.unit_id, "target fails shared validator")
+            continue
+        conv = lite_conversation(book, unit)
+        ex = LiteExample(book.book_id, unit.unit_id, unit.n_sentences, conv[0]["content"],
+                         conv[1]["content"], target_text(target), target["step3"]["segments"],
+                         target_source="validated" if not view.fallback else f"fallback: {view.fallback}")
+        if count_tokens is not None:
+            ex.n_tokens = count_tokens(ex.system) + count_tokens(ex.user) + count_tokens(ex.target)
+            if max_seq_tokens and ex.n_tokens > max_seq_tokens:
+                report.exclude(view.book_id, view.unit_id, f"longer than max_seq_tokens={max_seq_tokens}")
+                continue
+        if view.fallback:
+            reserve.append((ex, view.fallback))
+            continue
+        out.append(ex)
+    need = max(0, min_units - len(out)) if fallback_units == "include_if_needed" else 0
+    for k, (ex, why) in enumerate(reserve):
+        if k < need:
+            out.append(ex)
+            report.included_fallback += 1
+        else:
+            report.exclude(ex.book_id, ex.unit_id, f"LitSeg fallback ({why})")
+    report.used = len(out)
+    return out, report
+
+
+def split_by_book(examples: Sequence[LiteExample], eval_fraction: float, seed: int = 0,
+                  heldout_books: Sequence[str] = ()) -> tuple[list[LiteExample], list[LiteExample]]:
+    """Train/held-out split by BOOK: no book contributes to both sides.
+
+    ``heldout_books`` names the held-out books explicitly; otherwise ``ceil(eval_fraction * books)``
+    books (at least one, and at most all but one) are drawn with ``seed``. With a single annotated
+    book nothing is held out here (the held-out side would have to share the book); the caller
+    then evaluates on units of books without annotations (:func:`heldout_units`).
+    """
+    books = sorted({e.book_id for e in examples})
+    if heldout_books:
+        unknown = sorted(set(heldout_books) - set(books))
+        if unknown:
+            raise ValueError(f"held-out book(s) {unknown} have no usable examples (have: {books})")
+        held = set(heldout_books)
+    elif len(books) < 2:
+        held = set()  # one book: everything trains; evaluate on units of OTHER books (heldout_units)
+    else:
+        k = min(len(books) - 1, max(1, math.ceil(eval_fraction * len(books))))
+        held = set(random.Random(seed).sample(books, k))
+    train = [e for e in examples if e.book_id not in held]
+    heldout = [e for e in examples if e.book_id in held]
+    return train, heldout
+
+
+def data_statistics(examples: Sequence[LiteExample], split: str) -> dict[str, Any]:
+    """One row of the training-data table for ``split``."""
+    import statistics as st
+
+    segs = [len(e.segments) for e in examples]
+    sents = [e.n_sentences for e in examples]
+    ctx = [sum(1 for s in e.segments if s["context_idx"]) for e in examples]
+    overl = []
+    for e in examples:
+        ss = e.segments
+        overl.append(sum(1 for a, b in zip(ss, ss[1:]) if b["from_idx"] <= a["to_idx"]))
+    toks = [e.n_tokens for e in examples if e.n_tokens]
+    mean = lambda xs: round(st.fmean(xs), 2) if xs else float("nan")  # noqa: E731
+    return {
+        "split": split, "books": len({e.book_id for e in examples}), "units": len(examples),
+        "book_ids": ",".join(sorted({e.book_id for e in examples})),
+        "sentences/unit": mean(sents), "segments/unit": mean(segs),
+        "sentences/segment": round(sum(sents) / sum(segs), 2) if segs and sum(segs) else float("nan"),
+        "segments with context": sum(ctx), "overlapping boundaries": sum(overl),
+        "tokens/example": mean(toks), "max tokens": max(toks) if toks else 0,
+    }
+
+
+def heldout_units(books: Sequence[Book], heldout: Sequence[LiteExample], train: Sequence[LiteExample],
+                  max_units: int = 0) -> tuple[list[tuple[Book, Unit]], str]:
+    """Units to evaluate the student on, and a note saying where they come from.
+
+    The held-out annotated units when there are any (teacher segmentations exist for them);
+    otherwise units of corpus books that have no training example at all (no teacher available:
+    the teacher columns of the before/after table are then empty). Never a unit of a training book.
+    """
+    by_id = {b.book_id: b for b in books}
+    if heldout:
+        pairs = [(by_id[e.book_id], by_id[e.book_id].unit(e.unit_id)) for e in heldout]
+        note = "held-out annotated books " + ",".join(sorted({e.book_id for e in heldout}))
+    else:
+        train_books = {e.book_id for e in train}
+        pairs = [(b, u) for b in books if b.book_id not in train_books for u in b.units]
+        note = ("only one annotated book: evaluating on units of unannotated books "
+                + ",".join(sorted({b.book_id for b, _ in pairs})) + " (no teacher segmentation there)")
+    if max_units:
+        pairs = pairs[:max_units]
+    if not pairs:
+        raise ValueError("no held-out units: every corpus book is used for training; "
+                         "add a book to the corpus or pass heldout_books")
+    return pairs, note

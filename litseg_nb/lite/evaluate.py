@@ -1,0 +1,182 @@
+"""Notebook 03's evaluation helpers: corpus for Lite, before/after table, curves, teacher vs student.
+
+* :func:`load_lite_books` – the annotated books exactly as notebook 02 indexed them (LitSeg's corpus
+  config) plus, when needed, the Lite config's corpus for held-out books without annotations.
+* :func:`evaluate_segmenter` – runs a :class:`~litseg_nb.lite.segmenter.LiteSegmenter` on held-out
+  units and scores its first replies with the GRPO reward (format + narratological).
+* :func:`teacher_rows` – the same metrics for the teacher (LitSeg annotations) on the same units.
+* :func:`before_after_table` – one row per system: first-try validity, fallback rate, rewards,
+  segments per unit.
+* :func:`plot_training_curves` – SFT loss; GRPO loss, reward components, KL.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Mapping, Sequence
+
+from ..schema import Book, Unit
+from .config import LiteConfig
+from .data import single_pass_target, target_text, view_annotation
+from .rewards import NarratologicalReward, format_reward_breakdown
+from .segmenter import LiteSegmenter, LiteUnitResult
+
+
+def load_lite_books(cfg: LiteConfig, need_extra: bool = True) -> tuple[list[Book], list[Book]]:
+    """``(annotated_books, extra_books)``.
+
+    Annotated books are loaded with the LitSeg stage's corpus config of the annotations' profile
+    (so units and sentence indices match notebook 02). ``extra_books`` come from ``cfg.corpus``
+    (held-out evaluation when the annotations cover a single book); books already annotated, and
+    other editions of them (same GutenQA name), are left out.
+    """
+    from ..corpus import load_corpus
+    from ..litseg.config import LitSegConfig
+
+    lit = LitSegConfig.for_profile(cfg.annotations_profile or cfg.profile)
+    annotated = load_corpus(lit.corpus)
+    if not need_extra:
+        return annotated, []
+    names = {b.book_id.split(":", 1)[-1] for b in annotated} | {
+        str(b.meta.get("gutenqa_name")) for b in annotated if b.meta.get("gutenqa_name")}
+    ids = {b.book_id for b in annotated}
+    extra = [b for b in load_corpus(cfg.corpus) if b.book_id not in ids
+             and str(b.meta.get("gutenqa_name") or "") not in names and b.title not in {a.title for a in annotated}]
+    return annotated, extra
+
+
+def score_reply(text: str, n: int, passage: str, system_prompt: str,
+                judge: NarratologicalReward | None, weights: Sequence[float]) -> dict[str, float]:
+    """Format reward, narratological reward (nan without a judge) and their weighted sum."""
+    fmt = format_reward_breakdown(text, n)["total"]
+    narr = judge.score_one(text, passage, system_prompt, n) if judge is not None else float("nan")
+    total = weights[0] * fmt + (weights[1] * narr if judge is not None else 0.0)
+    return {"format_reward": fmt, "narratological_reward": narr,
+            "reward": total if judge is not None else float("nan")}
+
+
+def evaluate_segmenter(system: str, segmenter: LiteSegmenter, pairs: Sequence[tuple[Book, Unit]],
+                       judge: NarratologicalReward | None, weights: Sequence[float]):
+    """Segment ``pairs``; per-unit rows (first reply scored with the GRPO reward), chunks, results."""
+    from .data import lite_conversation
+
+    chunks, results = segmenter.segment_units(pairs)
+    rows = []
+    for (book, unit), r in zip(pairs, results):
+        conv = lite_conversation(book, unit)
+        sc = score_reply(r.replies[0], unit.n_sentences, conv[1]["content"].split("\n", 1)[-1],
+                         conv[0]["content"], judge, weights)
+        rows.append({"system": system, "book_id": book.book_id, "unit_id": unit.unit_id,
+                     "first_try_valid": r.first_try_valid, "fallback": r.fallback,
+                     "segments": r.n_segments, "attempts": r.attempts,
+                     "completion_tokens": r.completion_tokens, **sc})
+    return rows, chunks, results
+
+
+def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Book, Unit]],
+                 judge: NarratologicalReward | None, weights: Sequence[float]) -> list[dict[str, Any]]:
+    """The teacher (LitSeg, 3 calls/unit) on the same units, from its annotation records.
+
+    First-try validity = every stage valid at its first attempt; the reward is computed on the
+    teacher's final segments reformatted into the single-pass schema (so it is comparable).
+    Units without an annotation are skipped.
+    """
+    from .data import lite_conversation
+
+    by_key = {(r["book_id"], r["unit_id"]): r for r in records}
+    rows = []
+    for book, unit in pairs:
+        rec = by_key.get((book.book_id, unit.unit_id))
+        if rec is None:
+            continue
+        view = view_annotation(rec)
+        text = target_text(single_pass_target(view, unit.title))
+        conv = lite_conversation(book, unit)
+        sc = score_reply(text, unit.n_sentences, conv[1]["content"].split("\n", 1)[-1],
+                         conv[0]["content"], judge, weights)
+        ftv = rec.get("first_try_valid") or {}
+        rows.append({"system": "teacher (LitSeg)", "book_id": book.book_id, "unit_id": unit.unit_id,
+                     "first_try_valid": bool(ftv) and all(ftv.values()), "fallback": rec.get("fallback"),
+                     "segments": len(rec["segments"]), "attempts": (rec.get("tokens") or {}).get("calls"),
+                     "completion_tokens": (rec.get("tokens") or {}).get("completion"), **sc})
+    return rows
+
+
+def before_after_table(rows: Sequence[Mapping[str, Any]]):
+    """One row per system: units, first-try validity, fallback rate, rewards, segments/unit."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    g = df.groupby("system", sort=False)
+    out = pd.DataFrame({
+        "units": g.size(),
+        "first-try validity": g["first_try_valid"].mean(),
+        "fallback rate": g["fallback"].apply(lambda s: float((s != "none").mean())),
+        "format reward": g["format_reward"].mean(),
+        "narratological reward": g["narratological_reward"].mean(),
+        "mean reward": g["reward"].mean(),
+        "segments/unit": g["segments"].mean(),
+        "completion tokens/unit": g["completion_tokens"].mean(),
+    }).reset_index()
+    return out
+
+
+def segmentation_view(book: Book, unit: Unit, segments: Sequence[Mapping[str, Any]], who: str,
+                      max_chars: int = 160):
+    """A small table of one segmentation: subtitle, range, context, first words of the main text."""
+    import pandas as pd
+
+    rows = []
+    for s in segments:
+        lo, hi = int(s["from_idx"]), int(s["to_idx"])
+        start, end = unit.sentences[lo - 1].start, unit.sentences[hi - 1].end
+        txt = book.text[start:end].replace("\n", " ")
+        rows.append({"by": who, "subtitle": s.get("subtitle") or "", "from_idx": lo, "to_idx": hi,
+                     "context_idx": list(s.get("context_idx") or []),
+                     "main text": txt[:max_chars] + ("…" if len(txt) > max_chars else "")})
+    return pd.DataFrame(rows)
+
+
+def plot_training_curves(sft_log, grpo_log):
+    """Figure: SFT loss | GRPO loss | GRPO reward components | GRPO KL (per step)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
+    ax = axes[0]
+    if sft_log is not None and "loss" in sft_log:
+        ax.plot(sft_log["step"], sft_log["loss"], marker="o")
+    ax.set(title="SFT loss (completion tokens)", xlabel="step")
+    ax = axes[1]
+    if grpo_log is not None and "loss" in grpo_log:
+        ax.plot(grpo_log["step"], grpo_log["loss"], marker="o")
+    ax.set(title="GRPO (DAPO) loss", xlabel="step")
+    ax = axes[2]
+    if grpo_log is not None:
+        for col, label in (("rewards/format_reward/mean", "format"),
+                           ("rewards/narratological_reward/mean", "narratological"),
+                           ("reward", "weighted sum")):
+            if col in grpo_log:
+                ax.plot(grpo_log["step"], grpo_log[col], marker="o", label=label)
+        ax.legend(fontsize=8)
+    ax.set(title="GRPO rewards (mean over rollouts)", xlabel="step")
+    ax = axes[3]
+    if grpo_log is not None and "kl" in grpo_log:
+        ax.plot(grpo_log["step"], grpo_log["kl"], marker="o")
+    ax.set(title="GRPO KL to the SFT policy", xlabel="step")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def json_preview(text: str, limit: int = 600) -> str:
+    """A reply shortened for display (valid JSON is re-dumped compactly)."""
+    try:
+        text = json.dumps(json.loads(text), ensure_ascii=False)
+    except (ValueError, TypeError):
+        pass
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
+
+
+def nan_to_none(x: Any) -> Any:
+    return None if isinstance(x, float) and math.isnan(x) else x

@@ -1,0 +1,229 @@
+"""GRPO rewards for LitSeg-Lite: a rule-based format reward and the narratological (E.3) reward.
+
+The final reward is the weighted sum ``w_format * format_reward + w_judge * narratological_reward``
+(Section 3.2); trl's ``GRPOTrainer`` applies the weights (``reward_weights``) and logs every
+component separately (``rewards/format_reward/mean``, ``rewards/narratological_reward/mean``).
+
+**Format reward** — partial credit by rule (:data:`FORMAT_RULES`, shown as a table in notebook 03).
+Each rule scores in [0, 1]; the reward is the weighted sum (weights sum to 1). An unparsable reply
+scores 0 on every rule. Overlapping main ranges are *allowed* by LitSeg (shared boundary sentences),
+so they cost nothing.
+
+**Narratological reward** — the Appendix E.3 rubric judge (:mod:`litseg_nb.metrics.rubric_judge`)
+scores every predicted chunk on Event Validity, Unity of Action and Cut Point Logic (the latter with
+the rubric's +/-0.5 overlap rule); scores are averaged over dimensions, then over chunks, and mapped
+from the rubric's 1-5 scale to ``(mean - 1) / 4`` (so 0 = all ones, 1 = all fives; the overlap bonus
+can reach 1.125). A reply without any usable segment cannot be judged and gets 0 (counted as
+``unscorable``). Malformed judge output gets bounded retries, then the neutral 3.0 (reward 0.5),
+counted as ``neutral``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..litseg.validate import parse_json_reply
+from ..llm.base import LLMBackend, UsageTag
+
+
+def completion_text(completion: Any) -> str:
+    """The assistant text of a trl completion (plain string or conversational message list)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    if isinstance(completion, dict):
+        return str(completion.get("content", ""))
+    return str(completion)
+
+
+# --------------------------------------------------------------------------- format reward
+@dataclass(frozen=True)
+class FormatRule:
+    name: str
+    weight: float
+    credit: str  # how partial credit is given
+
+
+FORMAT_RULES: tuple[FormatRule, ...] = (
+    FormatRule("parses", 0.15, "1 if the reply contains a JSON object, else 0 (and 0 for every rule)"),
+    FormatRule("schema", 0.15, "share of the 5 required fields present with the right type: "
+               "step1.step_1_events (str), step2.step_2_threads (str), step3.chapter_title (str), "
+               "step3.step_3_turning_points (list), step3.segments (non-empty list of objects)"),
+    FormatRule("indices_valid", 0.20, "share of segments whose from_idx/to_idx are integers with "
+               "1 <= from_idx <= to_idx <= n and whose context_idx are integers in 1..n"),
+    FormatRule("full_coverage", 0.30, "share of the unit's n sentences inside some valid main range "
+               "(overlaps allowed, context-only sentences do not count)"),
+    FormatRule("first_last", 0.20, "0.5 if the first segment starts at 1, plus 0.5 if the last "
+               "segment ends at n"),
+)
+assert abs(sum(r.weight for r in FORMAT_RULES) - 1.0) < 1e-9
+
+
+def format_rules_table():
+    """The rule table as a DataFrame (for notebook 03)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"rule": r.name, "weight": r.weight, "partial credit": r.credit}
+                         for r in FORMAT_RULES])
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _as_int(v: Any) -> int | None:
+    """Integers, and strings/floats that are exactly integers (the schema text says 'Integer')."""
+    if _is_int(v):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v.strip())
+    return None
+
+
+def format_reward_breakdown(text: str, n_sentences: int) -> dict[str, float]:
+    """Per-rule credit in [0, 1] for one reply, plus ``total`` (the weighted sum)."""
+    zero = {r.name: 0.0 for r in FORMAT_RULES}
+    obj = parse_json_reply(text) if text else None
+    if not isinstance(obj, dict):
+        return {**zero, "total": 0.0}
+    credit = dict(zero, parses=1.0)
+    s1, s2, s3 = obj.get("step1"), obj.get("step2"), obj.get("step3")
+    s3 = s3 if isinstance(s3, dict) else {}
+    segs = s3.get("segments") if "segments" in s3 else obj.get("segments")
+    segs_ok = isinstance(segs, list) and bool(segs) and all(isinstance(s, dict) for s in segs)
+    checks = [
+        isinstance(s1, dict) and isinstance(s1.get("step_1_events"), str),
+        isinstance(s2, dict) and isinstance(s2.get("step_2_threads"), str),
+        isinstance(s3.get("chapter_title"), str),
+        isinstance(s3.get("step_3_turning_points"), list),
+        segs_ok,
+    ]
+    credit["schema"] = sum(checks) / len(checks)
+    if isinstance(segs, list):
+        segs = [s for s in segs if isinstance(s, dict)]
+    else:
+        segs = []
+    n = n_sentences
+    covered = [False] * (n + 1)
+    valid = 0
+    for s in segs:
+        lo, hi = _as_int(s.get("from_idx")), _as_int(s.get("to_idx"))
+        ctx = s.get("context_idx", [])
+        ctx_ok = isinstance(ctx, list) and all((c := _as_int(i)) is not None and 1 <= c <= n for i in ctx)
+        if lo is not None and hi is not None and 1 <= lo <= hi <= n:
+            for i in range(lo, hi + 1):
+                covered[i] = True
+            valid += ctx_ok
+    if segs:
+        credit["indices_valid"] = valid / len(segs)
+        credit["full_coverage"] = sum(covered[1:]) / n if n else 0.0
+        credit["first_last"] = 0.5 * (_as_int(segs[0].get("from_idx")) == 1) + \
+            0.5 * (_as_int(segs[-1].get("to_idx")) == n)
+    credit["total"] = sum(r.weight * credit[r.name] for r in FORMAT_RULES)
+    return credit
+
+
+def format_reward(completions: Sequence[Any], n_sentences: Sequence[int], **_: Any) -> list[float]:
+    """trl reward function: the rule-based format reward of every completion."""
+    return [format_reward_breakdown(completion_text(c), int(n))["total"]
+            for c, n in zip(completions, n_sentences)]
+
+
+# --------------------------------------------------------------------------- narratological reward
+def judgeable_segments(text: str, n_sentences: int) -> list[dict[str, Any]]:
+    """Segments of a reply with valid main ranges (context indices outside 1..n dropped)."""
+    obj = parse_json_reply(text) if text else None
+    if not isinstance(obj, dict):
+        return []
+    s3 = obj.get("step3") if isinstance(obj.get("step3"), dict) else {}
+    segs = s3.get("segments") if "segments" in s3 else obj.get("segments")
+    out = []
+    for s in segs if isinstance(segs, list) else []:
+        if not isinstance(s, dict):
+            continue
+        lo, hi = _as_int(s.get("from_idx")), _as_int(s.get("to_idx"))
+        if lo is None or hi is None or not 1 <= lo <= hi <= n_sentences:
+            continue
+        ctx = s.get("context_idx") if isinstance(s.get("context_idx"), list) else []
+        ctx = [c for c in (_as_int(i) for i in ctx) if c is not None and 1 <= c <= n_sentences]
+        out.append({"subtitle": str(s.get("subtitle") or ""), "from_idx": lo, "to_idx": hi,
+                    "context_idx": ctx})
+    return out
+
+
+def rubric_to_reward(mean_score: float) -> float:
+    """Map a rubric mean on the 1-5 scale to the reward scale (1 -> 0, 5 -> 1)."""
+    return (mean_score - 1.0) / 4.0
+
+
+@dataclass
+class JudgeStats:
+    completions: int = 0
+    unscorable: int = 0  # no usable segment: reward 0, judge not called
+    judged: int = 0
+    neutral: int = 0  # judge failed after bounded retries: neutral score used
+    judge_calls: int = 0
+    dimension_sums: dict[str, float] = field(default_factory=lambda: {
+        "event_validity": 0.0, "unity_of_action": 0.0, "cut_point_logic": 0.0})
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "dimension_sums"}
+        for k, v in self.dimension_sums.items():
+            d[f"mean_{k}"] = v / self.judged if self.judged else float("nan")
+        d["neutral_rate"] = self.neutral / self.judged if self.judged else float("nan")
+        return d
+
+
+class NarratologicalReward:
+    """trl reward function backed by the E.3 rubric judge (any backend of the LLM layer).
+
+    Reads the dataset columns ``passage`` (the sentence-indexed unit), ``system_prompt`` (the Lite
+    prompt the student saw, given to the judge as the "Segment Pipeline Prompt") and ``n_sentences``.
+    """
+
+    __name__ = "narratological_reward"
+
+    def __init__(self, judge: LLMBackend, retries: int = 2, max_new_tokens: int | None = None,
+                 seed: int = 0):
+        self.judge, self.retries, self.max_new_tokens, self.seed = judge, retries, max_new_tokens, seed
+        self.stats = JudgeStats()
+        self.log: list[dict[str, Any]] = []  # one row per completion
+
+    def score_one(self, text: str, passage: str, system_prompt: str, n_sentences: int) -> float:
+        from ..metrics.rubric_judge import score_chunks_with_rubric
+
+        self.stats.completions += 1
+        segs = judgeable_segments(text, n_sentences)
+        if not segs:
+            self.stats.unscorable += 1
+            self.log.append({"judged": False, "neutral": False, "reward": 0.0, "n_chunks": 0})
+            return 0.0
+        res = score_chunks_with_rubric(
+            self.judge, passage, system_prompt, json.dumps({"segments": segs}, ensure_ascii=False),
+            n_chunks=len(segs), retries=self.retries, max_new_tokens=self.max_new_tokens,
+            tag=UsageTag(method="litseg-lite", stage="grpo-judge"), seed=self.seed)
+        self.stats.judged += 1
+        self.stats.judge_calls += res.attempts
+        self.stats.neutral += int(res.neutral)
+        for k, v in res.dimension_means().items():
+            self.stats.dimension_sums[k] += v
+        reward = rubric_to_reward(res.mean)
+        self.log.append({"judged": True, "neutral": res.neutral, "reward": reward,
+                         "n_chunks": len(segs), "attempts": res.attempts, **res.dimension_means()})
+        return reward
+
+    def __call__(self, completions: Sequence[Any], passage: Sequence[str], system_prompt: Sequence[str],
+                 n_sentences: Sequence[int], **_: Any) -> list[float]:
+        return [self.score_one(completion_text(c), p, sp, int(n))
+                for c, p, sp, n in zip(completions, passage, system_prompt, n_sentences)]
+
+
+def build_reward_funcs(judge: LLMBackend, retries: int = 2, max_new_tokens: int | None = None,
+                       seed: int = 0) -> tuple[list[Callable[..., list[float]]], NarratologicalReward]:
+    """``[format_reward, narratological_reward]`` in the order of ``LiteConfig.reward_weights``."""
+    narr = NarratologicalReward(judge, retries=retries, max_new_tokens=max_new_tokens, seed=seed)
+    return [format_reward, narr], narr

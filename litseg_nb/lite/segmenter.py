@@ -1,0 +1,140 @@
+"""The LitSeg-Lite chunker: ONE model call per unit, then LitSeg's validation, fallback, reconstruction.
+
+:class:`LiteSegmenter` takes any backend of the LLM layer (normally an ``hf``/``vllm`` backend on the
+merged Lite model folder written by :func:`litseg_nb.lite.train.save_merged_model`), sends the
+Appendix E.2 system prompt plus the sentence-indexed unit, and reads ``step3.segments`` from the
+reply. Everything after the call is shared with LitSeg: :func:`~litseg_nb.litseg.validate.validate_segments`
+(dual-level validation), up to ``infer_retries`` retries of an invalid reply (sampled, new seed),
+:func:`~litseg_nb.litseg.validate.finalize_segments` (the paper's fallback chain, counted by type)
+and :func:`~litseg_nb.litseg.reconstruct.reconstruct_unit`. The chunks are in the shared result
+schema with ``method="litseg-lite"``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from tqdm.auto import tqdm
+
+from ..artifacts import artifact_path
+from ..litseg.reconstruct import reconstruct_unit
+from ..litseg.validate import ValidationResult, finalize_segments, parse_json_reply, validate_segments
+from ..llm.base import LLMBackend, SamplingParams, UsageTag
+from ..schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
+from .data import lite_conversation
+from .rewards import format_reward_breakdown
+
+METHOD = "litseg-lite"
+
+
+def validate_single_pass(text: str, n_sentences: int) -> ValidationResult:
+    """Validate a single-pass (E.2) reply with the shared validator (on its ``step3`` object)."""
+    obj = parse_json_reply(text)
+    if isinstance(obj, dict) and isinstance(obj.get("step3"), dict):
+        obj = obj["step3"]
+    return validate_segments(obj, n_sentences)
+
+
+@dataclass
+class LiteUnitResult:
+    """Per-unit record of one Lite run (validation/retry history and the fallback used)."""
+
+    book_id: str
+    unit_id: str
+    n_sentences: int
+    replies: list[str] = field(default_factory=list)
+    errors: list[list[str]] = field(default_factory=list)
+    first_try_valid: bool = False
+    attempts: int = 0
+    fallback: str = "none"
+    fallback_types: list[str] = field(default_factory=list)
+    n_segments: int = 0
+    format_reward_first: float = 0.0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class LiteSegmenter:
+    """Single-pass Lite segmentation with LitSeg's validation, retry, fallback and reconstruction."""
+
+    def __init__(self, backend: LLMBackend, max_new_tokens: int = 4096, retries: int = 2,
+                 retry_temperature: float = 0.7, seed: int = 0, method: str = METHOD):
+        self.backend, self.max_new_tokens, self.retries = backend, max_new_tokens, retries
+        self.retry_temperature, self.seed, self.method = retry_temperature, seed, method
+
+    def segment_units(self, pairs: Sequence[tuple[Book, Unit]], progress: bool = False
+                      ) -> tuple[list[Chunk], list[LiteUnitResult]]:
+        """Segment every ``(book, unit)``; attempts are batched across the units still invalid."""
+        results = [LiteUnitResult(b.book_id, u.unit_id, u.n_sentences) for b, u in pairs]
+        last: list[ValidationResult | None] = [None] * len(pairs)
+        todo = list(range(len(pairs)))
+        for attempt in tqdm(range(self.retries + 1), desc="litseg-lite attempts", disable=not progress):
+            if not todo:
+                break
+            params = SamplingParams(max_new_tokens=self.max_new_tokens,
+                                    temperature=0.0 if attempt == 0 else self.retry_temperature,
+                                    seed=self.seed + attempt)
+            t0 = time.perf_counter()
+            by_book: dict[str, list[int]] = {}
+            for i in todo:  # one call per unit, batched per book (usage tags carry the book)
+                by_book.setdefault(pairs[i][0].book_id, []).append(i)
+            got: dict[int, Any] = {}
+            for book_id, idx in by_book.items():
+                tag = UsageTag(method=self.method, book=book_id, stage="single-pass")
+                gens_b = self.backend.chat([lite_conversation(*pairs[i]) for i in idx], params, tag)
+                got.update(zip(idx, gens_b))
+            gens = [got[i] for i in todo]
+            dt = (time.perf_counter() - t0) / max(1, len(todo))
+            still = []
+            for i, gen in zip(todo, gens):
+                r = results[i]
+                res = validate_single_pass(gen.text, r.n_sentences)
+                r.replies.append(gen.text)
+                r.errors.append(list(res.errors))
+                r.attempts += 1
+                r.completion_tokens += gen.completion_tokens
+                r.seconds += dt
+                if attempt == 0:
+                    r.first_try_valid = res.ok
+                    r.format_reward_first = format_reward_breakdown(gen.text, r.n_sentences)["total"]
+                if last[i] is None or res.syntax_ok or not last[i].syntax_ok:
+                    last[i] = res
+                if not res.ok:
+                    still.append(i)
+            todo = still
+        chunks: list[Chunk] = []
+        for (book, unit), r, res in zip(pairs, results, last):
+            final = finalize_segments(res, unit.n_sentences)
+            r.fallback, r.fallback_types, r.n_segments = final.fallback, list(final.fallback_types), len(final.segments)
+            chunks.extend(reconstruct_unit(book, unit, final.segments, self.method,
+                                           {"fallback": final.fallback, "attempts": r.attempts}))
+        return chunks, results
+
+
+def check_and_save_chunks(profile: str, books: Sequence[Book], chunks: Sequence[Chunk],
+                          name: str = METHOD):
+    """Coverage proof for every segmented unit, then ``artifacts/chunks/<name>.jsonl``."""
+    by_book: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        by_book.setdefault(c.book_id, []).append(c)
+    for book in books:
+        if book.book_id not in by_book:
+            continue
+        units = {c.unit_id for c in by_book[book.book_id]}
+        sub = Book(book.book_id, book.title, book.dataset, book.text,
+                   units=[u for u in book.units if u.unit_id in units])
+        assert_full_coverage(sub, by_book[book.book_id], name)
+    path = artifact_path(profile, "chunks", f"{name}.jsonl")
+    save_chunks(path, list(chunks))
+    return path
+
+
+def results_frame(results: Sequence[LiteUnitResult]):
+    import pandas as pd
+
+    return pd.DataFrame([{k: v for k, v in r.to_json().items() if k not in ("replies", "errors")}
+                         for r in results])

@@ -1,0 +1,308 @@
+"""LitSeg-Lite training: stage 1 LoRA SFT (trl ``SFTTrainer``), stage 2 GRPO/DAPO (trl ``GRPOTrainer``).
+
+The same functions run on CPU (fp32; ``test``/``smoke``) and CUDA (bf16; ``full`` and
+``scripts/gpu_lite_check.py``): the precision follows the model's device.
+
+SFT uses trl's conversational *prompt/completion* format, so the loss covers the completion (the
+single-pass JSON) only. After SFT the adapter is saved, then merged into the base weights; GRPO
+trains a fresh LoRA adapter on top of that SFT-merged model, so its reference policy (adapter
+disabled, used for the KL term) is the SFT policy, not the untuned base.
+
+What trl 1.16 offers for DAPO (checked in its source) and what we use:
+
+* ``loss_type="dapo"`` – token-level loss normalised by the active tokens of the global batch: used.
+* ``epsilon`` / ``epsilon_high`` – asymmetric ("clip-higher") clipping: used (0.2 / 0.28 in ``full``).
+* ``mask_truncated_completions`` – DAPO's overlong filtering: used.
+* **Dynamic sampling** (drop prompt groups whose rollouts all get the same reward and re-sample
+  until the batch is full) – *not in trl 1.16*. :class:`DynamicSamplingGRPOTrainer` implements the
+  filtering half: zero-variance groups are masked out of the loss (and counted); the batch is not
+  re-filled, so a step can have fewer effective groups (or none: then it is a no-op step).
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .config import LiteConfig
+from .data import LiteExample
+
+
+# --------------------------------------------------------------------------- helpers
+def make_lora_config(cfg: LiteConfig):
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=list(cfg.lora_target_modules), bias="none", task_type="CAUSAL_LM")
+
+
+def lora_state(model) -> dict[str, Any]:
+    """Detached copies of every LoRA parameter (to show that training changed them)."""
+    return {n: p.detach().float().cpu().clone() for n, p in model.named_parameters() if "lora_" in n}
+
+
+def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
+    """L2 norm of the change of all LoRA weights, and how many tensors changed.
+
+    Parameter names are compared after dropping the adapter name (``.default``), so states taken
+    from differently wrapped copies of the same adapter compare.
+    """
+    import torch
+
+    def norm(d):
+        return {k.replace(".default", ""): v for k, v in d.items()}
+
+    b, a = norm(before), norm(after)
+    common = sorted(set(b) & set(a))
+    if not common:
+        raise ValueError("no common LoRA parameters to compare")
+    diff = [torch.linalg.vector_norm(a[k] - b[k]).item() for k in common]
+    return {"l2_change": math.sqrt(sum(d * d for d in diff)), "tensors": len(common),
+            "tensors_changed": sum(d > 0 for d in diff)}
+
+
+def _precision_kwargs(model) -> dict[str, Any]:
+    dev = next(model.parameters()).device
+    if dev.type == "cuda":
+        import torch
+
+        bf16 = torch.cuda.is_bf16_supported()
+        return {"bf16": bf16, "fp16": not bf16, "use_cpu": False}
+    return {"bf16": False, "fp16": False, "use_cpu": True}
+
+
+def _peak_memory_gib(model) -> float | None:
+    import torch
+
+    if next(model.parameters()).device.type == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**30
+    return None
+
+
+@dataclass
+class TrainResult:
+    """What a training stage produced (adapter folder, per-step log, timing)."""
+
+    stage: str
+    adapter_dir: Path
+    log: list[dict[str, Any]]  # trainer.state.log_history (one dict per logged step)
+    seconds: float
+    steps: int
+    tokens: int  # tokens processed (SFT: prompt+completion per example pass; GRPO: prompt+completion)
+    peak_memory_gib: float | None = None
+    lora_change: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    def log_frame(self):
+        import pandas as pd
+
+        rows = [r for r in self.log if "train_runtime" not in r]
+        return pd.DataFrame(rows)
+
+    def summary(self) -> dict[str, Any]:
+        return {"stage": self.stage, "steps": self.steps, "seconds": round(self.seconds, 1),
+                "tokens": self.tokens, "tokens/s": round(self.tokens_per_s, 1),
+                "peak GPU memory (GiB)": None if self.peak_memory_gib is None else round(self.peak_memory_gib, 2),
+                "LoRA L2 change": round(self.lora_change.get("l2_change", float("nan")), 6),
+                **self.extra}
+
+
+def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, extra: dict | None = None) -> Path:
+    """Save the LoRA adapter (+ tokenizer) and a ``lite_config.json`` describing how it was made."""
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    model.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    meta = {"stage": stage, "base_model": cfg.llm.model, "lite_config": cfg.to_dict(), **(extra or {})}
+    (out_dir / "lite_config.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    return out_dir
+
+
+# --------------------------------------------------------------------------- stage 1: SFT
+def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, out_dir: Path,
+              work_dir: Path | None = None):
+    """LoRA SFT on the single-pass targets. Returns ``(peft_model, TrainResult)``.
+
+    ``model`` is a plain causal LM (it is wrapped with a fresh LoRA adapter from ``cfg``).
+    """
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    if not train:
+        raise ValueError("train_sft: no training examples")
+    work_dir = Path(work_dir or Path(out_dir).parent / "sft_work")
+    args = SFTConfig(
+        output_dir=str(work_dir), per_device_train_batch_size=cfg.sft_batch_size,
+        gradient_accumulation_steps=cfg.sft_grad_accum, learning_rate=cfg.sft_learning_rate,
+        num_train_epochs=cfg.sft_epochs, max_steps=cfg.sft_max_steps,
+        lr_scheduler_type=cfg.sft_lr_scheduler, warmup_steps=cfg.sft_warmup_ratio,
+        logging_steps=1, save_strategy="no", report_to=[], seed=cfg.seed, data_seed=cfg.seed,
+        max_length=cfg.max_seq_tokens, completion_only_loss=True, packing=False,
+        dataloader_num_workers=0, disable_tqdm=True, **_precision_kwargs(model))
+    ds = Dataset.from_list([e.sft_record() for e in train])
+    trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer,
+                         peft_config=make_lora_config(cfg))
+    before = lora_state(trainer.model)
+    t0 = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - t0
+    peft_model = trainer.model
+    change = lora_change(before, lora_state(peft_model))
+    steps = trainer.state.global_step
+    per_pass = sum(len(x) for x in trainer.train_dataset["input_ids"])
+    n_pass = steps * cfg.sft_batch_size * cfg.sft_grad_accum / max(1, len(ds))
+    tokens = int(per_pass * n_pass)
+    adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "sft",
+                           {"train_units": [f"{e.book_id}/{e.unit_id}" for e in train]})
+    res = TrainResult("sft", adapter, list(trainer.state.log_history), seconds, steps, tokens,
+                      _peak_memory_gib(peft_model), change)
+    shutil.rmtree(work_dir, ignore_errors=True)
+    return peft_model, res
+
+
+# --------------------------------------------------------------------------- stage 2: GRPO
+def _dynamic_sampling_trainer_class():
+    from trl import GRPOTrainer
+
+    class DynamicSamplingGRPOTrainer(GRPOTrainer):
+        """``GRPOTrainer`` + DAPO's dynamic-sampling *filter*: zero-variance groups leave the loss."""
+
+        def __init__(self, *args, filter_zero_std_groups: bool = True, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.filter_zero_std_groups = filter_zero_std_groups
+            self.groups_seen = 0
+            self.groups_filtered = 0
+
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            if not self.filter_zero_std_groups:
+                return out
+            g = self.num_generations
+            adv = out["advantages"]
+            if adv.numel() % g:
+                return out  # local slice not group-aligned (multi-process); leave untouched
+            keep = (adv.view(-1, g).abs().amax(dim=1) > 1e-8)
+            self.groups_seen += keep.numel()
+            self.groups_filtered += int((~keep).sum())
+            mask = out["completion_mask"] * keep.repeat_interleave(g).unsqueeze(1).to(out["completion_mask"].dtype)
+            out["completion_mask"] = mask
+            out["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
+            mode = "train" if self.model.training else "eval"
+            self._metrics[mode]["dynamic_sampling/filtered_group_frac"].append(float((~keep).float().mean()))
+            return out
+
+    return DynamicSamplingGRPOTrainer
+
+
+def merge_adapter(peft_model):
+    """The base model with the adapter's weights merged in (a plain causal LM again)."""
+    return peft_model.merge_and_unload()
+
+
+def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig,
+               reward_funcs: Sequence[Callable[..., list[float]]], out_dir: Path,
+               reward_weights: Sequence[float] | None = None, work_dir: Path | None = None):
+    """GRPO with the DAPO loss on the Lite prompts. Returns ``(peft_model, TrainResult)``.
+
+    ``model`` is a plain causal LM (normally the SFT-merged model); a fresh LoRA adapter is
+    trained on it. ``reward_funcs`` follow trl's reward-function protocol; the dataset passes the
+    columns ``n_sentences``, ``passage``, ``system_prompt``, ``book_id`` and ``unit_id``.
+    """
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    if not prompts:
+        raise ValueError("train_grpo: no prompts")
+    weights = list(reward_weights) if reward_weights is not None else None
+    if weights is not None and len(weights) != len(reward_funcs):
+        raise ValueError(f"{len(reward_funcs)} reward functions but {len(weights)} weights")
+    work_dir = Path(work_dir or Path(out_dir).parent / "grpo_work")
+    g = cfg.grpo_num_generations
+    args = GRPOConfig(
+        output_dir=str(work_dir), per_device_train_batch_size=g,
+        gradient_accumulation_steps=cfg.grpo_prompts_per_step, num_generations=g,
+        max_steps=cfg.grpo_max_steps, learning_rate=cfg.grpo_learning_rate, lr_scheduler_type="constant",
+        max_completion_length=cfg.grpo_max_completion_length, temperature=cfg.grpo_temperature,
+        beta=cfg.grpo_beta, epsilon=cfg.grpo_epsilon, epsilon_high=cfg.grpo_epsilon_high,
+        loss_type=cfg.grpo_loss_type, mask_truncated_completions=cfg.grpo_mask_truncated_completions,
+        reward_weights=weights, scale_rewards="group", logging_steps=1, save_strategy="no",
+        report_to=[], seed=cfg.seed, data_seed=cfg.seed, dataloader_num_workers=0, disable_tqdm=True,
+        log_completions=False, **_precision_kwargs(model))
+    ds = Dataset.from_list([e.grpo_record() for e in prompts])
+    cls = _dynamic_sampling_trainer_class()
+    trainer = cls(model=model, reward_funcs=list(reward_funcs), args=args, train_dataset=ds,
+                  processing_class=tokenizer, peft_config=make_lora_config(cfg),
+                  filter_zero_std_groups=cfg.grpo_filter_zero_std_groups)
+    before = lora_state(trainer.model)
+    t0 = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - t0
+    peft_model = trainer.model
+    change = lora_change(before, lora_state(peft_model))
+    log = list(trainer.state.log_history)
+    tokens = int(sum(r.get("completions/mean_length", 0) for r in log if "loss" in r) * g
+                 * cfg.grpo_prompts_per_step)
+    prompt_tokens = sum(len(tokenizer.apply_chat_template(e.prompt_messages(), tokenize=True,
+                                                          add_generation_prompt=True)) for e in prompts[:8])
+    tokens += int(prompt_tokens / min(8, len(prompts)) * g * cfg.grpo_prompts_per_step * trainer.state.global_step)
+    adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "grpo",
+                           {"train_units": [f"{e.book_id}/{e.unit_id}" for e in prompts],
+                            "reward_weights": weights})
+    extra = {"groups seen": trainer.groups_seen, "groups filtered (zero reward variance)": trainer.groups_filtered}
+    res = TrainResult("grpo", adapter, log, seconds, trainer.state.global_step, tokens,
+                      _peak_memory_gib(peft_model), change, extra)
+    shutil.rmtree(work_dir, ignore_errors=True)
+    return peft_model, res
+
+
+# --------------------------------------------------------------------------- loading for inference
+def adapter_fingerprint(*adapter_dirs: Path) -> str:
+    """Hash of the adapters' weight files (names the merged model, so caches never go stale)."""
+    from ..cache import hash_file, hash_obj
+
+    files = []
+    for d in adapter_dirs:
+        for p in sorted(Path(d).glob("adapter_model.*")):
+            files.append(hash_file(p))
+    if not files:
+        raise FileNotFoundError(f"no adapter_model.* in {', '.join(map(str, adapter_dirs))}")
+    return hash_obj(files)[:12]
+
+
+def load_lite_model(base_model: str, adapter_dirs: Sequence[Path], dtype: str = "auto", device: str = "auto"):
+    """Base model with the given adapters applied in order and merged. Returns ``(model, tokenizer)``."""
+    from peft import PeftModel
+
+    from ..llm.models import load_model_and_tokenizer
+
+    model, tok, _ = load_model_and_tokenizer(base_model, dtype, device)
+    for d in adapter_dirs:
+        model = PeftModel.from_pretrained(model, str(d)).merge_and_unload()
+    model.eval()
+    return model, tok
+
+
+def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
+    """Merge base + adapters once into ``root/merged-<hash>`` (a plain model folder any backend loads)."""
+    target = Path(root) / f"merged-{adapter_fingerprint(*adapter_dirs)}"
+    if (target / "config.json").is_file():
+        return target
+    model, tok = load_lite_model(base_model, adapter_dirs, dtype="float32", device="cpu")
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp), safe_serialization=True)
+    tok.save_pretrained(str(tmp))
+    (tmp / "lite_adapters.json").write_text(json.dumps(
+        {"base_model": base_model, "adapters": [str(d) for d in adapter_dirs]}, indent=2), encoding="utf-8")
+    tmp.replace(target)
+    return target

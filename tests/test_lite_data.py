@@ -1,0 +1,138 @@
+"""LitSeg-Lite training data: reformatting round trip, fallback exclusion, split by book."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from litseg_nb.litseg.validate import validate_segments
+from litseg_nb.lite.data import (build_examples, heldout_units, lite_system_prompt, segments_of_reply,
+                                 split_by_book, view_annotation)
+from litseg_nb.schema import Book, Sentence, Unit
+
+
+def make_book(book_id: str, n_units: int = 2, n_sent: int = 6) -> Book:
+    text, units = "", []
+    for u in range(n_units):
+        sents, start = [], len(text)
+        for i in range(1, n_sent + 1):
+            s = f"Sentence {i} of unit {u} in {book_id}. "
+            sents.append(Sentence(i, len(text), len(text) + len(s) - 1))
+            text += s
+        units.append(Unit(book_id, f"u{u:04d}", u, f"Chapter {u + 1}", start, len(text), tuple(sents)))
+    return Book(book_id, f"Title {book_id}", "gutenberg", text, units=units)
+
+
+def make_record(book: Book, unit: Unit, segments, fallback="none", stage_fallbacks=None) -> dict:
+    s1 = {"step_1_events": f"events of {unit.unit_id}"}
+    s2 = {"step_2_threads": f"threads of {unit.unit_id}"}
+    return {
+        "book_id": book.book_id, "unit_id": unit.unit_id, "n_sentences": unit.n_sentences,
+        "unit_title": unit.title, "status": "done",
+        "stages": {
+            "stage1": {"attempts": [{"text": json.dumps(s1), "parsed": s1, "valid": True}]},
+            "stage2": {"attempts": [{"text": "garbage", "parsed": None, "valid": False},
+                                    {"text": json.dumps(s2), "parsed": s2, "valid": True}]},
+            "stage3": {"attempts": []},
+        },
+        "segments": segments, "fallback": fallback, "fallback_types": [fallback],
+        "stage_fallbacks": stage_fallbacks or {"stage1": "none", "stage2": "none"},
+        "chapter_title": unit.title,
+        "turning_points": [{"type": "Opportunity", "description": "it starts"}],
+        "first_try_valid": {"stage1": True, "stage2": False, "stage3": True},
+    }
+
+
+SEGS = [{"subtitle": "A", "from_idx": 1, "to_idx": 3, "context_idx": []},
+        {"subtitle": "B \"quoted\"", "from_idx": 3, "to_idx": 6, "context_idx": [1]}]
+
+
+def test_round_trip_targets_parse_back_into_their_segments():
+    books = [make_book("gutenberg:1"), make_book("gutenberg:2")]
+    recs = [make_record(b, u, SEGS) for b in books for u in b.units]
+    examples, report = build_examples(recs, books)
+    assert report.used == 4 and not report.excluded
+    for ex, rec in zip(examples, recs):
+        obj = json.loads(ex.target)
+        assert set(obj) == {"step1", "step2", "step3"}
+        assert set(obj["step3"]) == {"chapter_title", "step_3_turning_points", "segments"}
+        assert obj["step1"]["step_1_events"] == f"events of {rec['unit_id']}"
+        assert obj["step2"]["step_2_threads"] == f"threads of {rec['unit_id']}"  # last VALID attempt
+        assert segments_of_reply(ex.target) == rec["segments"]
+        assert validate_segments(obj["step3"], ex.n_sentences).ok
+        assert "The last segment must end with index 6." in ex.system
+        assert ex.user.splitlines()[1].startswith("[1] Sentence 1 of unit")
+        rec_sft = ex.sft_record()
+        assert rec_sft["completion"][0]["content"] == ex.target
+        assert [m["role"] for m in rec_sft["prompt"]] == ["system", "user"]
+
+
+def test_fallback_units_are_excluded_and_counted():
+    book = make_book("gutenberg:1", n_units=4)
+    u = book.units
+    recs = [make_record(book, u[0], SEGS),
+            make_record(book, u[1], SEGS, fallback="coverage_repair"),
+            make_record(book, u[2], SEGS, stage_fallbacks={"stage1": "raw_passthrough", "stage2": "none"}),
+            make_record(book, u[3], SEGS, fallback="whole_unit")]
+    examples, report = build_examples(recs, [book])
+    assert [e.unit_id for e in examples] == ["u0000"]
+    assert sum(report.excluded.values()) == 3
+    assert report.excluded["LitSeg fallback (stage3 coverage_repair)"] == 1
+    assert report.excluded["LitSeg fallback (stage1 raw_passthrough)"] == 1
+    # CPU demo mode tops up with fallback units, labelled
+    examples, report = build_examples(recs, [book], fallback_units="include_if_needed", min_units=2)
+    assert len(examples) == 2 and report.included_fallback == 1
+    assert examples[1].target_source.startswith("fallback:")
+    assert any("NOT the paper" in r["outcome"] for r in report.as_rows())
+
+
+def test_invalid_target_and_mismatch_are_excluded():
+    book = make_book("gutenberg:1", n_units=2)
+    gap = [{"subtitle": "A", "from_idx": 1, "to_idx": 2, "context_idx": []},
+           {"subtitle": "B", "from_idx": 4, "to_idx": 6, "context_idx": []}]
+    bad = make_record(book, book.units[1], SEGS)
+    bad["n_sentences"] = 7
+    _, report = build_examples([make_record(book, book.units[0], gap), bad], [book])
+    assert report.used == 0
+    assert report.excluded["target fails shared validator"] == 1
+    assert report.excluded["sentence count differs from corpus"] == 1
+
+
+def test_view_annotation_names_unit_on_missing_fields():
+    with pytest.raises(ValueError, match="u0007"):
+        view_annotation({"book_id": "b", "unit_id": "u0007", "n_sentences": 3})
+
+
+def test_split_is_by_book():
+    books = [make_book(f"gutenberg:{i}", n_units=3) for i in range(5)]
+    recs = [make_record(b, u, SEGS) for b in books for u in b.units]
+    examples, _ = build_examples(recs, books)
+    train, held = split_by_book(examples, eval_fraction=0.4, seed=3)
+    assert train and held
+    assert not {e.book_id for e in train} & {e.book_id for e in held}
+    assert len({e.book_id for e in held}) == 2
+    train, held = split_by_book(examples, 0.4, heldout_books=["gutenberg:4"])
+    assert {e.book_id for e in held} == {"gutenberg:4"}
+    # one annotated book: nothing held out; evaluation uses units of other books only
+    one = [e for e in examples if e.book_id == "gutenberg:0"]
+    train, held = split_by_book(one, 0.5)
+    assert len(train) == 3 and not held
+    pairs, note = heldout_units(books[:2], held, train, max_units=2)
+    assert {b.book_id for b, _ in pairs} == {"gutenberg:1"} and "unannotated" in note
+    with pytest.raises(ValueError, match="no held-out units"):
+        heldout_units(books[:1], [], train)
+
+
+def test_lite_prompt_is_the_verbatim_e2_text():
+    import re
+    from pathlib import Path
+
+    seed = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "000_52d52c48502729e3.txt"
+    if not seed.is_file():
+        pytest.skip("paper text not available")
+    line = seed.read_text(encoding="utf-8").split("\n")[224]
+    assert line.startswith("⬇ # Role")
+    from litseg_nb.prompts import load_prompt
+
+    assert load_prompt("lite/system").replace("\n", " ") == line[2:]
+    assert re.search(r"must end with index 9\.", lite_system_prompt(9))
