@@ -1,0 +1,149 @@
+"""Non-LLM baselines: coverage, exact spans, determinism; recursive spans with repeated text;
+dynamic merge properties (hypothesis)."""
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from litseg_nb.chunkers import BaselinesConfig, ChunkerError, get_chunker, load_tokenizer, run_chunker
+from litseg_nb.chunkers.merge import merge_groups, merge_unit_chunks
+from litseg_nb.chunkers.recursive import locate_chunks, make_recursive_splitter
+from litseg_nb.chunkers.semantic import percentile_breakpoints
+from litseg_nb.chunkers.token import token_windows
+from litseg_nb.chunkers.toy import toy_book
+from litseg_nb.schema import assert_full_coverage, make_sentence_chunk
+
+TEXT = (
+    "It was a dark night. The wind howled! Emma sat by the fire.\n\nShe thought of Mr Knightley. "
+    "He was kind, and he was wise; she knew it.\nThe clock struck ten.\n###\nMorning came. "
+    "\"Good day,\" said Harriet.\n\nThey walked to Highbury. The sun shone brightly on the road. "
+    "A cart passed them, loaded with hay.\n\nAt the vicarage Mr Elton waited. He bowed."
+)
+REPEAT = ("The rain fell. " * 40 + "\n\n" + "Ha ha ha. " * 30).strip()
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return BaselinesConfig.for_profile("test", token_chunk_size=12, token_chunk_overlap=3,
+                                       recursive_chunk_size=60, recursive_chunk_overlap=20)
+
+
+@pytest.fixture(scope="module")
+def embedder(cfg):
+    from litseg_nb.embeddings import load_embedder
+
+    return load_embedder(cfg.embedding)
+
+
+def _check_exact(book, chunks):
+    for c in chunks:
+        assert c.is_source_span
+        (a, b), = c.spans
+        assert book.text[a:b] == c.text == c.main_text
+        assert c.text and c.text == c.text.strip()
+        u = book.unit(c.unit_id)
+        sent = [s.index for s in u.sentences if s.start < b and s.end > a]
+        assert (c.from_idx, c.to_idx) == (sent[0], sent[-1])
+
+
+@pytest.mark.parametrize("method", ["token", "recursive", "semantic", "paragraph"])
+@pytest.mark.parametrize("text", [TEXT, REPEAT], ids=["story", "repeated"])
+def test_non_llm_methods_cover_exactly_and_deterministically(method, text, cfg, embedder, fresh_dirs):
+    book = toy_book(text)
+    a = run_chunker(method, [book], cfg, embedder=embedder)
+    assert a and all(c.method == method for c in a)
+    assert_full_coverage(book, a, method)
+    _check_exact(book, a)
+    # every non-whitespace character of each unit lies in some chunk
+    for u in book.units:
+        covered = set()
+        for c in a:
+            if c.unit_id == u.unit_id:
+                covered.update(range(*c.spans[0]))
+        assert all(i in covered for i in range(u.start, u.end) if not book.text[i].isspace())
+    b = run_chunker(method, [book], cfg, embedder=embedder)  # from the cache
+    assert [c.to_json() for c in a] == [c.to_json() for c in b]
+
+
+def test_token_windows_overlap_and_size(cfg):
+    assert token_windows(10, 4, 1) == [(0, 4), (3, 7), (6, 10)]
+    assert token_windows(3, 4, 1) == [(0, 3)]
+    with pytest.raises(ChunkerError):
+        token_windows(5, 4, 4)
+    book = toy_book(TEXT)
+    tok = load_tokenizer(cfg.tokenizer)
+    chunks = run_chunker("token", [book], cfg)
+    assert max(tok.count(c.text) for c in chunks) <= cfg.token_chunk_size + 1
+
+
+def test_recursive_matches_langchain_texts_and_handles_repeats(cfg):
+    sp = make_recursive_splitter(60, 20, cfg.recursive_separators)
+    pieces = sp.split_text(REPEAT)
+    spans = locate_chunks(REPEAT, pieces, 20)
+    assert [REPEAT[a:b] for a, b in spans] == pieces
+    starts = [a for a, _ in spans]
+    assert starts == sorted(starts) and len(set(starts)) == len(starts)
+    # no gap: each chunk starts at or before the previous end (+ whitespace)
+    for (a0, b0), (a1, _) in zip(spans, spans[1:]):
+        assert not REPEAT[b0:a1].strip()
+    with pytest.raises(ChunkerError):
+        locate_chunks("abc def", ["abc", "xyz"], 0)
+
+
+def test_semantic_breakpoints_strictly_above_percentile():
+    import numpy as np
+
+    d = np.array([0.1, 0.5, 0.2, 0.9, 0.3])
+    assert percentile_breakpoints(d, 95) == [3]
+    assert percentile_breakpoints(d, 50) == [1, 3]
+    assert percentile_breakpoints(np.array([0.4]), 95) == []
+
+
+def test_unknown_method_and_missing_embedder(cfg):
+    with pytest.raises(ChunkerError, match="unknown chunker"):
+        get_chunker("nope")
+    with pytest.raises(ChunkerError, match="embedder"):
+        run_chunker("semantic", [toy_book(TEXT, book_id="x2")], cfg)
+
+
+# ------------------------------------------------------------------ dynamic merge
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 30), min_size=1, max_size=25), st.integers(1, 60))
+def test_merge_groups_properties(lengths, target):
+    def length_of(i, j):
+        return sum(lengths[i:j])
+
+    groups = merge_groups(length_of, len(lengths), target)
+    assert groups[0][0] == 0 and groups[-1][1] == len(lengths)
+    for (a, b), (c, _) in zip(groups, groups[1:]):
+        assert b == c  # contiguous, nothing lost
+    for a, b in groups:
+        assert b > a  # never empty
+        assert length_of(a, b) <= target or b - a == 1  # only single oversize inputs exceed
+    # greedy: a group could not have absorbed the next input
+    for (a, b), _ in zip(groups, groups[1:]):
+        assert length_of(a, b + 1) > target
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=8), st.integers(3, 40))
+def test_merge_unit_chunks_covers_and_respects_target(sizes, target):
+    book = toy_book(TEXT)
+    unit = book.units[1]
+    n = unit.n_sentences
+    starts, s = [], 1
+    for k in sizes:
+        if s > n:
+            break
+        starts.append(s)
+        s += k
+    ends = [x - 1 for x in starts[1:]] + [n]
+    base = [make_sentence_chunk(book, unit, "x", i, a, b) for i, (a, b) in enumerate(zip(starts, ends))]
+    tok = load_tokenizer("all-MiniLM-L6-v2")
+    merged = merge_unit_chunks(book, unit, base, target, tok.count, "x+merge")
+    covered = sorted(i for c in merged for i in range(c.from_idx, c.to_idx + 1))
+    assert covered == list(range(1, n + 1))
+    for c in merged:
+        assert c.text.strip()
+        assert book.text[c.spans[0][0]:c.spans[0][1]] == c.text
+        if tok.count(c.text) > target:
+            assert len(c.metadata["merged_from"]) == 1
