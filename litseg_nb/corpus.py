@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 from tqdm.auto import tqdm
 
 from .cache import StepCache
-from .config import CorpusConfig
+from .config import CorpusConfig, StageConfig
 from .data.gutenberg import clean_gutenberg_file, gutenberg_title, read_manifest
 from .data.gutenqa import load_gutenqa
 from .data.literaryqa import LoadReport, load_literaryqa
@@ -63,6 +63,29 @@ class CorpusReport:
 
 #: the report of the last :func:`load_corpus` call in this process (for notebooks)
 LAST_REPORT = CorpusReport()
+
+
+@dataclass(frozen=True)
+class PreprocessConfig(StageConfig):
+    """Notebook 01: which corpus to load (``corpus``) and how much of a unit to render."""
+
+    render_sentences: int = 60  # sentences of the example chapter shown as HTML
+    benchmark: bool = True  # run the preprocessing benchmark (fresh interpreter, ~10 s)
+
+    STAGE = "01_preprocessing"
+
+    @classmethod
+    def from_notebook(cls, profile: str, seed: int = 0, max_books: int = 0,
+                      max_unit_words: int = 0, **overrides: Any) -> "PreprocessConfig":
+        """Config from the notebook parameters (0 = the profile's default)."""
+        corpus: dict[str, Any] = {}
+        if max_books:
+            corpus["max_books"] = max_books
+        if max_unit_words:
+            corpus["max_unit_words"] = max_unit_words
+        if corpus:
+            overrides["corpus"] = {**overrides.get("corpus", {}), **corpus}
+        return cls.for_profile(profile, seed=seed, **overrides)
 
 
 # ---------------------------------------------------------------- data files

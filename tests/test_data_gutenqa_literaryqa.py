@@ -1,0 +1,104 @@
+"""GutenQA and LiteraryQA loaders (local folders; the hub path pointed at the local copy)."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from litseg_nb.data import gutenqa, literaryqa
+from litseg_nb.data.gutenqa import load_gutenqa
+from litseg_nb.data.literaryqa import load_literaryqa
+
+
+@pytest.fixture(scope="module")
+def gutenqa_dir(data_dir):
+    folder = data_dir / "gutenqa"
+    if not folder.is_dir():
+        pytest.skip(f"GutenQA copy not found at {folder}")
+    return folder
+
+
+def _check_emma(book):
+    assert book.book_id == "gutenqa:Emma_-_Jane_Austen"
+    assert book.title == "Emma"
+    chapters = book.meta["chapters"]
+    assert len(chapters) == 55 and chapters[0][0] == "VOLUME I. CHAPTER I"
+    assert len(book.paragraphs) == 2287
+    assert book.text.startswith("Emma Woodhouse, handsome, clever, and rich")
+    for title, start, end, p0, p1 in chapters:  # chapters tile the text exactly
+        assert book.text[start:end] == "\n\n".join(book.text[a:b] for a, b in book.paragraphs[p0:p1])
+    assert len(book.questions) == 30
+    q = book.questions[0]
+    assert q.evidence and q.dataset == "gutenqa" and q.answers
+
+
+def test_gutenqa_local(gutenqa_dir):
+    books = load_gutenqa(gutenqa_dir)
+    assert len(books) == 1
+    _check_emma(books[0])
+
+
+def test_gutenqa_hub_path_uses_hf_hub_download(gutenqa_dir, monkeypatch):
+    calls = []
+
+    def fake_download(repo_id, filename, repo_type=None, cache_dir=None):
+        calls.append((repo_id, filename, repo_type))
+        return str(gutenqa_dir / filename)
+
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    books = load_gutenqa(source="hub", books=["Emma_-_Jane_Austen"])
+    _check_emma(books[0])
+    assert calls == [(gutenqa.PARAGRAPHS_REPO, gutenqa.PARAGRAPHS_FILE, "dataset"),
+                     (gutenqa.QUESTIONS_REPO, gutenqa.QUESTIONS_FILE, "dataset")]
+
+
+def test_gutenqa_errors(gutenqa_dir, tmp_path):
+    with pytest.raises(FileNotFoundError, match="questions.parquet"):
+        shutil.copy(gutenqa_dir / gutenqa.PARAGRAPHS_FILE, tmp_path / gutenqa.PARAGRAPHS_FILE)
+        load_gutenqa(tmp_path)
+    with pytest.raises(gutenqa.GutenQAError, match="unknown GutenQA book.*Nope"):
+        load_gutenqa(gutenqa_dir, books=["Nope"])
+
+
+@pytest.fixture(scope="module")
+def literaryqa_dir(data_dir):
+    folder = data_dir / "literaryqa"
+    if not folder.is_dir():
+        pytest.skip(f"LiteraryQA copy not found at {folder}")
+    return folder
+
+
+def test_literaryqa_skips_missing_texts_loudly(literaryqa_dir, caplog):
+    wanted = ["literaryqa:2349", "1710", "174"]  # 174 has no text in the local copy
+    with caplog.at_level("WARNING"):
+        books, report = load_literaryqa(literaryqa_dir, books=wanted)
+    assert [b.book_id for b in books] == ["literaryqa:1710", "literaryqa:2349"] or \
+        sorted(b.book_id for b in books) == ["literaryqa:1710", "literaryqa:2349"]
+    assert report.skipped == {"literaryqa:174": "no text file texts/validation/174.txt"}
+    assert "skipped 1 book(s) without text: literaryqa:174" in caplog.text
+    b = next(b for b in books if b.book_id == "literaryqa:2349")
+    assert b.questions and all(q.evidence is None and q.answers for q in b.questions)
+    assert "PROJECT GUTENBERG" not in b.text.upper()
+    assert len(b.source_map) == len(b.paragraphs)
+
+
+def test_literaryqa_full_split_counts(literaryqa_dir):
+    books, report = load_literaryqa(literaryqa_dir)
+    assert len(books) == 18 and report.n_skipped == 29
+    assert sum(len(b.questions) for b in books) == 530
+
+
+def test_literaryqa_record_with_text_and_hub_path(tmp_path, monkeypatch):
+    (tmp_path / "annotations").mkdir()
+    rec = {"gutenberg_id": "1", "title": "T", "qas": [{"question": "Q?", "answers": ["A"]}],
+           "text": "First para\r\nline two.\r\n\r\nSecond   para."}
+    (tmp_path / "annotations" / "test.jsonl").write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: str(tmp_path))
+    books, report = load_literaryqa(split="test", source="hub")
+    assert books[0].text == "First para\nline two.\n\nSecond para."
+    assert report.loaded == ["literaryqa:1"]
