@@ -31,4 +31,4 @@ $PIP uninstall -y torchvision torchaudio torchcodec || true
 
 "$VENV_DIR/bin/python" -c "import vllm, torch, transformers.processing_utils; \
 import vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__, 'torch', torch.__version__)"
-echo "vLLM CPU environment ready: $VENV_DIR/bin/vllm"
+echo "vLLM CPU environment ready: $VENV_DIR/bin/python scripts/vllm_cpu_cli.py serve <model dir> ..."
