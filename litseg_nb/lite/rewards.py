@@ -47,7 +47,9 @@ class FormatRule:
 
 
 FORMAT_RULES: tuple[FormatRule, ...] = (
-    FormatRule("parses", 0.15, "1 if the reply contains a JSON object, else 0 (and 0 for every rule)"),
+    FormatRule("parses", 0.15, "1 if the reply contains a JSON object with a top-level step1/step2/"
+               "step3/segments key, else 0 (and 0 for every rule; a truncated reply whose only "
+               "complete object is a nested one does not count)"),
     FormatRule("schema", 0.15, "share of the 5 required fields present with the right type: "
                "step1.step_1_events (str), step2.step_2_threads (str), step3.chapter_title (str), "
                "step3.step_3_turning_points (list), step3.segments (non-empty list of objects)"),
@@ -59,6 +61,7 @@ FORMAT_RULES: tuple[FormatRule, ...] = (
                "segment ends at n"),
 )
 assert abs(sum(r.weight for r in FORMAT_RULES) - 1.0) < 1e-9
+TOP_KEYS = {"step1", "step2", "step3", "segments"}
 
 
 def format_rules_table():
@@ -88,7 +91,7 @@ def format_reward_breakdown(text: str, n_sentences: int) -> dict[str, float]:
     """Per-rule credit in [0, 1] for one reply, plus ``total`` (the weighted sum)."""
     zero = {r.name: 0.0 for r in FORMAT_RULES}
     obj = parse_json_reply(text) if text else None
-    if not isinstance(obj, dict):
+    if not isinstance(obj, dict) or not TOP_KEYS & set(obj):
         return {**zero, "total": 0.0}
     credit = dict(zero, parses=1.0)
     s1, s2, s3 = obj.get("step1"), obj.get("step2"), obj.get("step3")
