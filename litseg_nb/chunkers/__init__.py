@@ -6,9 +6,11 @@ Entry points: :func:`get_chunker`, :func:`run_chunker`, :class:`BaselinesConfig`
 """
 from .base import ChunkerError, Tokenizer, load_tokenizer
 from .config import ALL_METHODS, LLM_METHODS, BaselinesConfig
+from .stats import PUBLISHED_LUMBERCHUNKER, chunk_statistics
+from .length_match import MatchResult, length_matched_runs
 from .registry import REGISTRY, BookRun, RunReport, get_chunker, run_chunker, select_llm_units
 
 __all__ = [
-    "ALL_METHODS", "LLM_METHODS", "BaselinesConfig", "BookRun", "ChunkerError", "REGISTRY", "RunReport",
+    "ALL_METHODS", "MatchResult", "PUBLISHED_LUMBERCHUNKER", "chunk_statistics", "length_matched_runs", "LLM_METHODS", "BaselinesConfig", "BookRun", "ChunkerError", "REGISTRY", "RunReport",
     "Tokenizer", "get_chunker", "load_tokenizer", "run_chunker", "select_llm_units",
 ]

@@ -89,8 +89,12 @@ class BaselinesConfig(StageConfig):
             return {"lumber_max_new_tokens": 16, "proposition_max_new_tokens": 48,
                     "llm_max_units": 2, "length_match_max_iter": 6, "perplexity_block_tokens": 256}
         if profile == "smoke":
-            return {"llm_books": ("emma",), "llm_max_units": 2, "llm_max_unit_words": 1200,
-                    "margin_max_left_tokens": 256, "proposition_max_new_tokens": 256}
+            # non-LLM methods: the eleven raw Gutenberg books + GutenQA's Emma; LLM methods: two
+            # short units of GutenQA's Emma (SmolLM2-135M on CPU; see notebook 04's budget notes)
+            return {"corpus": {"datasets": ("gutenqa", "gutenberg")},
+                    "llm_books": ("gutenqa:Emma_-_Jane_Austen",), "llm_max_units": 2,
+                    "llm_max_unit_words": 450, "margin_max_left_tokens": 128,
+                    "proposition_max_new_tokens": 192}
         return {}
 
     def describe(self) -> str:  # noqa: D102

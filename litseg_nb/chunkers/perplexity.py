@@ -150,15 +150,26 @@ def unit_segments(book: Book, unit: Unit) -> list[str]:
 def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int, block_tokens: int,
                           tag: UsageTag = UsageTag()) -> list[float]:
     """Per-sentence mean NLL given all preceding text of the unit (KV-cache windowed)."""
+    from ..cache import StepCache
+
     model, tok = hf_parts(backend)
-    ids, bounds = segment_token_ids(tok, unit_segments(book, unit))
+    segments = unit_segments(book, unit)
+    cache = StepCache("ppl-sentence-scores",
+                      config={"model": getattr(backend, "model_id", "?"), "max_context": max_context,
+                              "block_tokens": block_tokens},
+                      inputs={"segments": segments})
+    if cache.exists():  # e.g. Perplexity+Merge reuses the scores of the Perplexity run
+        return [float("nan") if v is None else v for v in cache.load()]
+    ids, bounds = segment_token_ids(tok, segments)
     t0 = time.perf_counter()
     lp = KVWindowScorer(model, max_context, block_tokens).token_logprobs(ids)
     ledger = getattr(backend, "ledger", None)
     if ledger is not None:
         ledger.record(tag, Generation("", prompt_tokens=len(ids), completion_tokens=0,
                                       latency_s=time.perf_counter() - t0))
-    return segment_nll(lp, bounds)
+    scores = segment_nll(lp, bounds)
+    cache.save([None if math.isnan(v) else v for v in scores])
+    return scores
 
 
 def perplexity_chunks(book: Book, unit: Unit, threshold: float, dynamic_overlap: bool = False,
