@@ -1,0 +1,71 @@
+"""Pairwise preference between two systems' answers by an LLM judge applying Appendix B.2.
+
+The judge sees the B.2 guideline as system prompt and our ``judge/pairwise_user`` template (context,
+question, reference answer, responses A and B, a fixed ``Verdict: A|B|Tie`` line). To cancel
+position bias, which system is shown as A alternates with a seeded coin per question. Unparseable
+verdicts are retried a bounded number of times, then counted as ``invalid`` and left out of the win
+rate (reported). Win rate follows the paper: win 1, tie 0.5, loss 0 (see :mod:`litseg_nb.human_eval`).
+"""
+from __future__ import annotations
+
+import random
+import re
+from typing import Any, Sequence
+
+from ..llm.base import SamplingParams, UsageTag
+
+_VERDICT = re.compile(r"verdict\s*[:\-]?\s*\**\s*(tie|a|b)\b", re.I)
+
+
+def parse_verdict(text: str) -> str | None:
+    """``"A"``, ``"B"``, ``"Tie"`` from the last ``Verdict:`` line, else None."""
+    found = _VERDICT.findall(text or "")
+    if not found:
+        return None
+    v = found[-1].lower()
+    return "Tie" if v == "tie" else v.upper()
+
+
+def pairwise_conversation(context: str, question: str, reference: str, answer_a: str, answer_b: str):
+    from ..prompts import load_prompt, render_prompt
+
+    return [{"role": "system", "content": load_prompt("judge/pairwise_b2_guideline")},
+            {"role": "user", "content": render_prompt("judge/pairwise_user", context=context, question=question,
+                                                      reference=reference, answer_a=answer_a or "(empty)",
+                                                      answer_b=answer_b or "(empty)")}]
+
+
+def judge_pairs(backend: Any, items: Sequence[dict[str, Any]], max_new_tokens: int = 96, retries: int = 1,
+                seed: int = 0, tag: UsageTag = UsageTag(stage="pairwise-judge")) -> list[dict[str, Any]]:
+    """``items``: dicts with context, question, reference, target_answer, other_answer, qid.
+
+    Returns per item ``{"qid", "verdict": win|tie|loss|invalid, "target_shown_as", "raw"}`` (for the
+    target system).
+    """
+    rng = random.Random(seed)
+    shown = ["A" if rng.random() < 0.5 else "B" for _ in items]
+    convs = []
+    for it, pos in zip(items, shown):
+        a, b = (it["target_answer"], it["other_answer"]) if pos == "A" else (it["other_answer"], it["target_answer"])
+        convs.append(pairwise_conversation(it["context"], it["question"], it["reference"], a, b))
+    results: list[dict[str, Any]] = [{"qid": it.get("qid"), "verdict": "invalid", "target_shown_as": pos, "raw": ""}
+                                     for it, pos in zip(items, shown)]
+    todo = list(range(len(items)))
+    for attempt in range(retries + 1):
+        if not todo:
+            break
+        params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0 if attempt == 0 else 0.7,
+                                seed=seed + attempt)
+        gens = backend.chat([convs[i] for i in todo], params, tag)
+        left = []
+        for i, g in zip(todo, gens):
+            v = parse_verdict(g.text)
+            results[i]["raw"] = g.text
+            if v is None:
+                left.append(i)
+            elif v == "Tie":
+                results[i]["verdict"] = "tie"
+            else:
+                results[i]["verdict"] = "win" if v == shown[i] else "loss"
+        todo = left
+    return results

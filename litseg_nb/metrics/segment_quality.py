@@ -1,0 +1,100 @@
+"""Automatic segment-quality measures (LitSeg paper, Section 4.1 and Table 2) and chunk statistics.
+
+* :func:`boundary_similarities` – for every predicted boundary *inside a unit* (between consecutive
+  chunks' main ranges), the cosine similarity of the last sentence before and the first sentence
+  after it, embedded with the profile's embedding model (lower = cleaner narrative transition).
+  Unit ends are not boundaries a chunker chose, so they are excluded. Overlapping chunks (LitSeg's
+  optional overlap) use the sentence pair at the next chunk's start (``from_idx - 1``, ``from_idx``).
+  Chunks that are not source spans (propositions) have no sentence boundaries and are skipped.
+* :func:`chunk_statistics` – per method: chunks, mean/median/std/min/max length in tokens (the
+  LLM tokenizer or whitespace words) and characters, mean sentences per chunk.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from ..config import StageConfig
+
+
+@dataclass(frozen=True)
+class SegmentQualityConfig(StageConfig):
+    """Notebook 06: which chunkers, how many units the E.3 judge scores, how many chunks to export."""
+
+    STAGE: ClassVar[str] = "segment_quality"
+    chunkers: tuple[str, ...] = ()
+    judge_max_units: int = 0  # per method; 0 = all units
+    judge_max_chunks_per_unit: int = 12  # units with more chunks are skipped by the judge (reported)
+    judge_max_passage_chars: int = 0  # units longer than this are skipped by the judge (0 = no cap)
+    judge_retries: int = 2
+    judge_methods: tuple[str, ...] = ()  # empty = all
+    human_sheet_chunks: int = 100  # per method (Appendix A.1: n = 100)
+    human_raters: tuple[str, ...] = ("rater1", "rater2")
+
+    @classmethod
+    def profile_defaults(cls, profile: str) -> dict[str, Any]:
+        if profile == "test":
+            return {"judge_max_units": 1, "judge_max_chunks_per_unit": 6, "judge_retries": 1,
+                    "judge_max_passage_chars": 3000, "human_sheet_chunks": 3, "llm": {"max_new_tokens": 48}}
+        if profile == "smoke":
+            return {"judge_max_units": 1, "judge_max_chunks_per_unit": 8, "judge_retries": 1,
+                    "judge_max_passage_chars": 6000, "human_sheet_chunks": 20,
+                    "judge_methods": ("litseg", "litseg-lite", "recursive", "lumber"),
+                    "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
+        return {}
+
+
+def boundary_pairs(chunks: Sequence[Any], units: Mapping[tuple[str, str], Any], book_texts: Mapping[str, str]):
+    """``(method, book_id, unit_id, left_sentence, right_sentence)`` for every inner boundary."""
+    by_unit: dict[tuple[str, str, str], list[Any]] = {}
+    for c in chunks:
+        if c.is_source_span:
+            by_unit.setdefault((c.method, c.book_id, c.unit_id), []).append(c)
+    out = []
+    for (m, bid, uid), cs in by_unit.items():
+        unit = units.get((bid, uid))
+        if unit is None:
+            raise KeyError(f"{m}: chunk refers to unit {uid!r} of book {bid!r}, which the corpus does not have")
+        text = book_texts[bid]
+        starts = sorted({c.from_idx for c in cs})
+        for s in starts:
+            if s <= 1 or s > unit.n_sentences:
+                continue
+            out.append((m, bid, uid, unit.sentence_text(text, s - 1), unit.sentence_text(text, s)))
+    return out
+
+
+def boundary_similarities(pairs: Sequence[tuple], embedder: Any):
+    """DataFrame of pairs with their cosine similarity (embeddings L2-normalised → dot product)."""
+    import pandas as pd
+
+    if not pairs:
+        return pd.DataFrame(columns=["method", "book_id", "unit_id", "similarity"])
+    left = embedder.encode([p[3] for p in pairs], kind="passage")
+    right = embedder.encode([p[4] for p in pairs], kind="passage")
+    ln = left / np.linalg.norm(left, axis=1, keepdims=True)
+    rn = right / np.linalg.norm(right, axis=1, keepdims=True)
+    sims = (ln * rn).sum(axis=1)
+    return pd.DataFrame({"method": [p[0] for p in pairs], "book_id": [p[1] for p in pairs],
+                         "unit_id": [p[2] for p in pairs], "similarity": sims.astype(float)})
+
+
+def chunk_statistics(chunk_sets: Mapping[str, Sequence[Any]], count_tokens: Callable[[str], int] | None = None):
+    """Per-method length statistics of chunk texts (see module docstring)."""
+    import pandas as pd
+
+    count = count_tokens or (lambda t: len(t.split()))
+    rows = []
+    for m, cs in chunk_sets.items():
+        toks = np.array([count(c.text) for c in cs], dtype=float)
+        chars = np.array([len(c.text) for c in cs], dtype=float)
+        sents = np.array([c.to_idx - c.from_idx + 1 for c in cs], dtype=float)
+        rows.append({"method": m, "n_chunks": len(cs), "n_books": len({c.book_id for c in cs}),
+                     "n_units": len({(c.book_id, c.unit_id) for c in cs}),
+                     "tokens_mean": toks.mean(), "tokens_median": float(np.median(toks)), "tokens_std": toks.std(),
+                     "tokens_min": toks.min(), "tokens_max": toks.max(), "chars_mean": chars.mean(),
+                     "sentences_mean": sents.mean(),
+                     "with_context_idx": int(sum(1 for c in cs if c.context_idx))})
+    return pd.DataFrame(rows)
