@@ -1,0 +1,94 @@
+"""LitSeg-Lite training on the tiny random model: SFT and GRPO change the LoRA weights; the saved
+adapters reload and the Lite segmenter runs on them (validation, fallback, reconstruction).
+
+The examples use a SHORT system prompt to keep these mechanics tests fast; notebook 03's test
+(``tests/test_notebook_03.py``) runs the same code with the verbatim Appendix E.2 prompt.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from litseg_nb.llm.base import ScriptedBackend
+from litseg_nb.lite.config import LiteConfig
+from litseg_nb.lite.data import LiteExample, target_text
+from litseg_nb.lite.rewards import build_reward_funcs, completion_text
+from litseg_nb.schema import check_coverage
+
+pytestmark = pytest.mark.slow
+
+
+def _examples(book):
+    out = []
+    for u in book.units:
+        segs = [{"subtitle": "all", "from_idx": 1, "to_idx": u.n_sentences, "context_idx": []}]
+        target = {"step1": {"step_1_events": "e"}, "step2": {"step_2_threads": "t"},
+                  "step3": {"chapter_title": u.title, "step_3_turning_points": [], "segments": segs}}
+        out.append(LiteExample(book.book_id, u.unit_id, u.n_sentences, "Segment the chapter as JSON.",
+                               "[Chapter Text Content]\n" + u.indexed_text(book.text), target_text(target), segs))
+    return out
+
+
+def _distinct_chars_reward(completions, **_):
+    """Test-only reward with variance across rollouts of a random model (which never emits JSON,
+    so the real rewards are all 0 and every GRPO group would be filtered as zero-variance)."""
+    return [len(set(completion_text(c))) / 100.0 for c in completions]
+
+
+def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_path, monkeypatch):
+    from peft import PeftModel
+
+    from litseg_nb.llm.hf import HFBackend
+    from litseg_nb.llm.models import load_model_and_tokenizer
+    from litseg_nb.lite import train as T
+    from litseg_nb.lite.segmenter import LiteSegmenter
+    from test_lite_data import make_book
+
+    cfg = LiteConfig.for_profile("test", grpo_beta=0.001)
+    book = make_book("gutenberg:9", n_units=2, n_sent=5)
+    examples = _examples(book)
+    model, tok, _ = load_model_and_tokenizer("tiny-random")
+
+    sft_model, sft = T.train_sft(model, tok, examples, cfg, tmp_path / "sft")
+    assert sft.steps == 2 and sft.lora_change["tensors_changed"] == sft.lora_change["tensors"] > 0
+    assert sft.lora_change["l2_change"] > 0
+    log = sft.log_frame()
+    assert {"loss", "step"} <= set(log.columns) and log["loss"].notna().all()
+    meta = json.loads((sft.adapter_dir / "lite_config.json").read_text())
+    assert meta["stage"] == "sft" and meta["lite_config"]["lora_r"] == cfg.lora_r
+    trained = T.lora_state(sft_model)
+
+    # the saved SFT adapter reloads with exactly the trained weights
+    base, _, _ = load_model_and_tokenizer("tiny-random")
+    reloaded = PeftModel.from_pretrained(base, str(sft.adapter_dir))
+    again = T.lora_state(reloaded)
+    assert T.lora_change(trained, again)["l2_change"] == pytest.approx(0.0, abs=1e-7)
+
+    judge = ScriptedBackend(reply_fn=lambda conv: '{"dimension1": [4], "dimension2": [4], "dimension3": [4]}')
+    funcs, narr = build_reward_funcs(judge, retries=0)
+    merged = T.merge_adapter(sft_model)
+    grpo_model, grpo = T.train_grpo(merged, tok, examples, cfg, funcs + [_distinct_chars_reward],
+                                    tmp_path / "grpo", reward_weights=[0.5, 0.5, 1.0])
+    assert grpo.steps == 2
+    assert grpo.lora_change["l2_change"] > 0 and grpo.lora_change["tensors_changed"] > 0
+    glog = grpo.log_frame()
+    for col in ("loss", "kl", "rewards/format_reward/mean", "rewards/narratological_reward/mean",
+                "dynamic_sampling/filtered_group_frac"):
+        assert col in glog.columns, col
+    assert narr.stats.completions == 2 * cfg.grpo_num_generations  # every rollout was scored
+    assert grpo.extra["groups seen"] == 2
+
+    # merged base + SFT + GRPO model: a plain folder any backend loads; the segmenter runs on it
+    folder = T.save_merged_model("tiny-random", [sft.adapter_dir, grpo.adapter_dir], tmp_path / "merged")
+    assert (folder / "config.json").is_file()
+    assert T.save_merged_model("tiny-random", [sft.adapter_dir, grpo.adapter_dir], tmp_path / "merged") == folder
+    backend = HFBackend(str(folder), batch_size=2)
+    seg = LiteSegmenter(backend, max_new_tokens=16, retries=1)
+    pairs = [(book, u) for u in book.units]
+    chunks, results = seg.segment_units(pairs)
+    assert all(r.attempts == 2 for r in results)  # noise is invalid: one retry each
+    assert all(r.fallback == "whole_unit" for r in results)  # ... then the paper's last resort
+    for u in book.units:
+        assert check_coverage(u, [c for c in chunks if c.unit_id == u.unit_id]).ok
+    assert {c.method for c in chunks} == {"litseg-lite"}
