@@ -277,3 +277,21 @@ def run_chunker(name: str, books: Sequence[Book], cfg: BaselinesConfig, backend:
             assert_full_coverage(book, chunks, name)
         out.extend(chunks)
     return out
+
+
+def run_methods(books: Sequence[Book], cfg: BaselinesConfig, backend: Any = None, embedder: Any = None,
+                methods: Sequence[str] | None = None, report: RunReport | None = None,
+                save_profile: str | None = None) -> dict[str, list[Chunk]]:
+    """Run several methods (default ``cfg.methods``); save each set to
+    ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` when ``save_profile`` is given."""
+    from tqdm.auto import tqdm
+
+    from ..artifacts import artifact_path
+    from ..schema import save_chunks
+
+    out: dict[str, list[Chunk]] = {}
+    for m in tqdm(list(methods or cfg.methods), desc="baselines"):
+        out[m] = run_chunker(m, books, cfg, backend=backend, embedder=embedder, report=report)
+        if save_profile:
+            save_chunks(artifact_path(save_profile, "chunks", f"{m}.jsonl"), out[m])
+    return out

@@ -1,0 +1,47 @@
+"""Notebook 04 (baselines) end to end in the test profile through the runner."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from litseg_nb.chunkers import ALL_METHODS, BaselinesConfig, select_llm_units
+from litseg_nb.corpus import load_corpus
+from litseg_nb.paths import outputs_dir
+from litseg_nb.runner import run_notebooks
+from litseg_nb.schema import check_coverage, load_chunks
+
+
+@pytest.mark.slow
+def test_notebook_04_runs_in_test_profile(data_dir):
+    run_notebooks("test", only=("04",))
+    out = outputs_dir("test")
+    tables = out / "tables"
+    stats = pd.read_csv(tables / "04_chunk_statistics.csv")
+    assert set(stats["method"]) == set(ALL_METHODS)
+    assert {"total_chunks", "mean_tokens", "median_tokens", "std_tokens", "published_mean_tokens", "llm_calls",
+            "prompt_tokens", "completion_tokens", "calls_per_1k_sentences", "seconds_per_book"} <= set(stats.columns)
+    assert (stats["total_chunks"] > 0).all()
+    llm = stats[stats["method"].isin(["margin", "lumber", "proposition", "perplexity"])]
+    assert (llm["llm_calls"] > 0).all()
+    assert (tables / "04_chunk_statistics.md").read_text().startswith("**04_chunk_statistics** — profile=test")
+    matched = pd.read_csv(tables / "04_length_matched.csv")
+    assert {"token", "recursive", "semantic", "paragraph"} <= set(matched["method"])
+    assert (tables / "04_runs.csv").is_file()
+    for fig in ("04_chunk_lengths", "04_boundaries"):
+        assert (out / "figures" / f"{fig}.png").is_file()
+    usage = pd.read_csv(out / "artifacts" / "usage" / "04.csv")
+    assert {"margin", "lumber", "proposition", "perplexity"} <= set(usage["method"])
+
+    cfg = BaselinesConfig.for_profile("test")
+    books = load_corpus(cfg.corpus)
+    llm_units = {(b.book_id, u.unit_id) for b, u in select_llm_units(books, cfg)}
+    for method in ALL_METHODS:
+        chunks = load_chunks(out / "artifacts" / "chunks" / f"{method}.jsonl")
+        for b in books:
+            for u in b.units:
+                if method in ("token", "recursive", "semantic", "paragraph") or (b.book_id, u.unit_id) in llm_units:
+                    rep = check_coverage(u, [c for c in chunks if c.book_id == b.book_id and c.unit_id == u.unit_id])
+                    assert rep.ok, (method, b.book_id, u.unit_id, rep)
+        for c in chunks:
+            if c.is_source_span:
+                assert "".join(b.text[a:z] for b in books if b.book_id == c.book_id for a, z in c.spans) == c.main_text
