@@ -46,13 +46,14 @@ class LitSegConfig(StageConfig):
             return {
                 "corpus": {"datasets": ("gutenqa",), "max_books": 1, "max_units_per_book": 2,
                            "max_unit_words": 300},
-                "llm": {"max_new_tokens": 48},
+                "llm": {"max_new_tokens": 48, "max_model_len": 4096},
                 "max_retries": 1,
-                "stage1_max_new_tokens": 24,
-                "stage2_max_new_tokens": 24,
-                "stage3_max_new_tokens": 48,
+                "stage1_max_new_tokens": 8,
+                "stage2_max_new_tokens": 8,
+                "stage3_max_new_tokens": 24,
                 "calibration_units": 1,
                 "calibration_max_retries": 0,
+                "compare_units": 1,
             }
         if profile == "smoke":
             return {

@@ -180,6 +180,11 @@ def annotate_units(
     retries = cfg.max_retries if max_retries is None else int(max_retries)
     if retries < 0:
         raise ValueError(f"max_retries must be >= 0, got {retries}")
+    if structured and getattr(backend, "structured_output", True) is False:
+        raise ValueError(
+            f"structured output requested but backend {getattr(backend, 'name', '?')} "
+            f"({getattr(backend, 'model_id', '?')}) was built without it; build it with "
+            "make_backend(cfg.llm.replace(structured_output=True))")
     system = system_prompt(length_reference)
     rkey = run_key(cfg, backend, system, structured, retries)
 

@@ -1,0 +1,80 @@
+"""Dataset-calibrated soft length reference (paper section 3.1.2).
+
+LitSeg is run on a calibration subset (the first ``cfg.calibration_units`` selected units) with
+the *no length constraint* system prompt (:func:`.prompting.system_prompt` with ``None``). The
+``cfg.calibration_quantile`` quantile of the resulting segment lengths (in sentences, main range
+only) – rounded up to an integer – becomes the "recommended maximum length" of the real run.
+
+Which segments count: those of units whose output was usable (fallback ``none``,
+``schema_repair``, ``index_repair`` or ``coverage_repair``); units that fell back to the whole
+unit are excluded, because their one "segment" is the preprocessing unit, not a LitSeg segment.
+When no segment remains, the configured ``cfg.length_reference`` (the paper's 100) is used and
+the artifact says so (``source = "default"``, with the reason) – never silently.
+
+The artifact ``outputs/<profile>/artifacts/litseg/calibration.json`` records the value, the
+quantile, the subset (book/unit ids), the lengths, the excluded units and the model.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..artifacts import artifact_path
+from ..schema import Book, Unit
+from .config import LitSegConfig
+from .pipeline import annotate_units
+
+
+def calibrate_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any, cfg: LitSegConfig,
+                               progress: bool = True) -> dict[str, Any]:
+    """Run the calibration and write ``artifacts/litseg/calibration.json``; returns its content."""
+    q = float(cfg.calibration_quantile)
+    if not 0.0 < q <= 1.0:
+        raise ValueError(f"calibration_quantile must be in (0, 1], got {q}")
+    subset = list(items[:cfg.calibration_units]) if cfg.calibration_units else list(items)
+    if not subset:
+        raise ValueError("calibration subset is empty (no units selected)")
+    retries = cfg.max_retries if cfg.calibration_max_retries < 0 else cfg.calibration_max_retries
+    run = annotate_units(subset, backend, cfg, length_reference=None, method="litseg-calibration",
+                         annotations_path=artifact_path(cfg.profile, "litseg", "calibration_annotations.jsonl"),
+                         max_retries=retries, progress=progress)
+    lengths: list[int] = []
+    excluded: list[str] = []
+    for rec in run.records:
+        if rec["fallback"] == "whole_unit":
+            excluded.append(f"{rec['book_id']}/{rec['unit_id']}")
+            continue
+        lengths.extend(s["to_idx"] - s["from_idx"] + 1 for s in rec["segments"])
+    if lengths:
+        value = max(1, int(math.ceil(float(np.quantile(lengths, q)))))
+        source, reason = "calibrated", ""
+    else:
+        value = int(cfg.length_reference)
+        source = "default"
+        reason = "no usable segments on the calibration subset (all units fell back to the whole unit)"
+    result = {
+        "length_reference": value,
+        "source": source,
+        "reason": reason,
+        "quantile": q,
+        "n_segments": len(lengths),
+        "segment_lengths": lengths,
+        "subset": [f"{b.book_id}/{u.unit_id}" for b, u in subset],
+        "excluded_units": excluded,
+        "fallbacks": {f"{r['book_id']}/{r['unit_id']}": r["fallback"] for r in run.records},
+        "max_retries": retries,
+        "model": getattr(backend, "model_id", ""),
+        "backend": getattr(backend, "name", ""),
+        "structured_output": run.structured_output,
+        "llm_calls": run.llm_calls,
+        "wall_s": round(run.wall_s, 3),
+        "paper_default": 100,
+        "label": cfg.describe(),
+    }
+    path = artifact_path(cfg.profile, "litseg", "calibration.json")
+    Path(path).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return result
