@@ -50,7 +50,7 @@ def vllm_server(tmp_path_factory):
     cmd = [str(VLLM_PYTHON), str(VLLM_CLI), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", SMOLLM2, "--enforce-eager", "--max-model-len", "2048",
            "--dtype", "float32", "--max-num-seqs", "8", "--max-logprobs", "20",
-           "--enable-prefix-caching"]
+           "--enable-prefix-caching", "--enable-prompt-tokens-details"]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     print("starting:", " ".join(cmd))
@@ -128,6 +128,7 @@ def test_openai_backend_against_vllm_serve(vllm_server, tmp_path):
     second = backend.chat(pre[1:], SamplingParams(max_new_tokens=4), tag)[0]
     print(f"prefix caching: first cached={first.cached_prompt_tokens}, "
           f"second cached={second.cached_prompt_tokens} of {second.prompt_tokens}")
+    assert second.cached_prompt_tokens is not None and second.cached_prompt_tokens > 0
 
     # next-token log-probs over candidates
     lp_conv = [[{"role": "user", "content": "Is Paris in France? Answer Yes or No."}]]
@@ -142,7 +143,7 @@ def test_openai_backend_against_vllm_serve(vllm_server, tmp_path):
     text = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
     tl = backend.text_logprobs([text])[0]
     print(f"text_logprobs: {len(tl)} values, mean {sum(tl) / len(tl):.3f}")
-    assert len(tl) >= backend.count_tokens(text) - 1 and all(v <= 0.0 for v in tl)
+    assert len(tl) == backend.count_tokens(text) and all(v <= 0.0 for v in tl)
 
     # guided JSON (structured output) through response_format
     s_backend = make_backend(cfg.replace(structured_output=True), cache_path=tmp_path / "s.sqlite")
@@ -153,3 +154,50 @@ def test_openai_backend_against_vllm_serve(vllm_server, tmp_path):
     print(f"guided JSON: {sg.text!r}")
     assert json.loads(sg.text)["answer"] in ("yes", "no")
     print(backend.ledger.to_frame().to_string())
+
+
+OFFLINE_SNIPPET = r'''
+import json, math, sys
+from litseg_nb.llm import SamplingParams
+from litseg_nb.llm.vllm_backend import VLLMBackend
+
+b = VLLMBackend("smollm2-135m-instruct", dtype="float32", max_model_len=1024, enforce_eager=True,
+                max_num_seqs=4)
+convs = [[{"role": "user", "content": "What is the capital of France? Answer in one word."}],
+         [{"role": "user", "content": "Name a colour."}]]
+gens = b.chat(convs, SamplingParams(max_new_tokens=12))
+schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+          "required": ["answer"], "additionalProperties": False}
+b.structured_output = True
+guided = b.chat([[{"role": "user", "content": "Is Paris in France? Reply in JSON."}]],
+                SamplingParams(max_new_tokens=20, json_schema=schema))[0]
+lps = b.next_token_logprobs(convs[:1], ["Paris", "London"])
+text = "It is a truth universally acknowledged"
+tl = b.text_logprobs([text])[0]
+print("RESULT " + json.dumps({"texts": [g.text for g in gens], "usage": [[g.prompt_tokens,
+      g.completion_tokens, g.cached_prompt_tokens] for g in gens], "guided": guided.text,
+      "lps": lps, "n_text_lps": len(tl), "n_text_tokens": b.count_tokens(text), "tl": tl}))
+'''
+
+
+def test_vllm_offline_backend_in_vllm_env():
+    """The ``vllm`` backend (offline ``vllm.LLM``) run inside .venv-vllm on SmolLM2."""
+    if not VLLM_PYTHON.exists():
+        pytest.fail(f"{VLLM_PYTHON} not found: run `bash scripts/setup_vllm_cpu.sh` first")
+    smollm2_dir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "VLLM_CPU_KVCACHE_SPACE": "1",
+           "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"}
+    code = ("import runpy, sys; sys.argv = ['vllm']; "
+            f"runpy.run_path({str(VLLM_CLI)!r}, run_name='vllm_cpu_cli'); " + "exec(" +
+            repr(OFFLINE_SNIPPET) + ")")
+    proc = subprocess.run([str(VLLM_PYTHON), "-c", code], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=str(REPO_ROOT))
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-4000:]
+    res = json.loads(lines[-1][len("RESULT "):])
+    print(json.dumps(res, indent=1)[:2000])
+    assert "paris" in res["texts"][0].lower()
+    assert all(p > 0 and 0 < c <= 12 for p, c, _ in res["usage"])
+    assert json.loads(res["guided"])["answer"] in ("yes", "no")
+    assert res["lps"][0]["Paris"] > res["lps"][0]["London"] and res["lps"][0]["Paris"] <= 0
+    assert res["n_text_lps"] == res["n_text_tokens"] and all(v <= 0 for v in res["tl"])

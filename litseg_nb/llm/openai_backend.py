@@ -16,7 +16,10 @@ llama.cpp's server, ...
   matches candidates against the returned top tokens by exact token text (after stripping nothing):
   a candidate absent from the top-k gets ``-inf`` (its log-prob is below the k-th one).
 * ``text_logprobs`` uses the completions endpoint with ``echo=True`` and ``logprobs`` (vLLM returns
-  the prompt tokens' log-probs; the first prompt token has none and is left out).
+  the prompt tokens' log-probs; the first prompt token has none and is left out). When a local
+  tokenizer for the model is known (``tiny-random``, ``smollm2-135m-instruct``, a local path), the
+  prompt is sent as BOS + text token ids, so -- as in the hf backend -- every text token gets a
+  value; otherwise the text is sent as is and its first token gets none.
 * Usage: ``usage.prompt_tokens``, ``usage.completion_tokens`` and
   ``usage.prompt_tokens_details.cached_tokens`` (vLLM with prefix caching reports it).
 """
@@ -213,7 +216,12 @@ class OpenAIBackend:
         return [r for r, _ in self.next_token_logprobs_ex(conversations, candidates, tag)]
 
     def _text_one(self, text: str) -> tuple[list[float], Generation]:
-        body = {"model": self.model_id, "prompt": text, "max_tokens": 1, "temperature": 0.0,
+        prompt: Any = text
+        tok = self.tokenizer
+        if tok is not None and tok.bos_token_id is not None:
+            # BOS + text token ids, so every text token gets a log-prob (as in the hf backend)
+            prompt = [tok.bos_token_id] + tok(text, add_special_tokens=False).input_ids
+        body = {"model": self.model_id, "prompt": prompt, "max_tokens": 1, "temperature": 0.0,
                 "echo": True, "logprobs": 0}
         t0 = time.perf_counter()
         data = self._post("/completions", body)
@@ -223,7 +231,10 @@ class OpenAIBackend:
         # echo returns the prompt tokens then the generated one; drop the generated token and the
         # prompt's first token (no log-prob)
         prompt_lps = list(lps[:p]) if p else list(lps[:-1])
-        vals = [float(v) for v in prompt_lps if v is not None]
+        if any(not isinstance(v, (int, float)) for v in prompt_lps[1:]):
+            raise LLMError(f"openai backend: completions echo returned non-numeric prompt "
+                           f"log-probs: {prompt_lps[:10]!r}")
+        vals = [float(v) for v in prompt_lps[1:]]
         return vals, Generation("", prompt_tokens=p, completion_tokens=0, latency_s=latency,
                                 cached_prompt_tokens=cached)
 
@@ -239,7 +250,7 @@ class OpenAIBackend:
 
     def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
                       max_length: int | None = None) -> list[list[float]]:
-        """Per-token log-probs of each text's tokens after the first (server-side echo)."""
+        """Per-token log-probs of each text's tokens (server-side echo; see the module docstring)."""
         return [r for r, _ in self.text_logprobs_ex(texts, tag, max_length=max_length)]
 
     # -------------------------------------------------------------------- tokens
