@@ -86,8 +86,8 @@ class BaselinesConfig(StageConfig):
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
         if profile == "test":
-            return {"lumber_max_new_tokens": 16, "proposition_max_new_tokens": 48,
-                    "llm_max_units": 2, "length_match_max_iter": 6, "perplexity_block_tokens": 256}
+            return {"lumber_max_new_tokens": 16, "lumber_max_retries": 1, "proposition_max_new_tokens": 24,
+                    "llm_max_units": 1, "length_match_max_iter": 6, "perplexity_block_tokens": 256}
         if profile == "smoke":
             # non-LLM methods: the eleven raw Gutenberg books + GutenQA's Emma; LLM methods: two
             # short units of GutenQA's Emma (SmolLM2-135M on CPU; see notebook 04's budget notes)
