@@ -244,3 +244,72 @@ def test_bad_input_is_named(cfg):
     empty = Unit("b1", "u9", 9, "Empty", 0, 0, ())
     with pytest.raises(ValueError, match="u9 of book b1 has no sentences"):
         annotate_units([(b, empty)], ScriptedBackend(reply_fn=good), cfg, progress=False)
+
+
+# ------------------------------------------------------------------ full chain, calibration, report
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from litseg_nb.litseg import report  # noqa: E402
+from litseg_nb.litseg.calibrate import calibrate_length_reference  # noqa: E402
+from litseg_nb.schema import check_coverage  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(replies=st.lists(st.one_of(
+    st.text(max_size=80),
+    st.builds(lambda segs: json.dumps({"segments": segs}),
+              st.lists(st.fixed_dictionaries({"subtitle": st.text(max_size=4), "from_idx": st.integers(-2, 9),
+                                              "to_idx": st.integers(-2, 9),
+                                              "context_idx": st.lists(st.integers(-2, 9), max_size=3)}),
+                       max_size=4)),
+), min_size=9, max_size=9))
+def test_pipeline_always_ends_in_full_coverage(replies):
+    cfg = LitSegConfig.for_profile("test", max_retries=2)
+    b = make_book(units=1)
+    script = list(replies)
+    run = annotate_units(items(b), ScriptedBackend(replies=script), cfg, progress=False)
+    (rec,) = run.records
+    assert rec["status"] == "done"
+    chunks = records_to_chunks([b], run.records)
+    assert check_coverage(b.units[0], chunks).ok
+    again = records_to_chunks([b], run.records)
+    assert [c.to_json() for c in again] == [c.to_json() for c in chunks]
+
+
+def test_calibration_uses_quantile_of_usable_units(fresh_dirs):
+    cfg = LitSegConfig.for_profile("test", calibration_units=2, calibration_quantile=0.5, max_retries=0)
+    b = make_book(units=3, n=10)
+
+    def reply(conv):
+        if stage_of(conv) != 3:
+            return good(conv)
+        assert "recommended maximum length" not in conv[0]["content"]
+        if "unit 0 in" in conv[-1]["content"]:
+            return json.dumps({"segments": [{"subtitle": "a", "from_idx": 1, "to_idx": 2},
+                                            {"subtitle": "b", "from_idx": 3, "to_idx": 10}]})
+        return "garbage"  # unit 1 → whole-unit fallback, excluded from the lengths
+
+    cal = calibrate_length_reference(items(b), ScriptedBackend(reply_fn=reply), cfg, progress=False)
+    assert cal["subset"] == ["b1/u0000", "b1/u0001"] and cal["excluded_units"] == ["b1/u0001"]
+    assert cal["segment_lengths"] == [2, 8] and cal["length_reference"] == 5 and cal["source"] == "calibrated"
+    cal = calibrate_length_reference(items(b)[1:], ScriptedBackend(reply_fn=reply), cfg, progress=False)
+    assert cal["source"] == "default" and cal["length_reference"] == 100 and "no usable" in cal["reason"]
+
+
+def test_report_tables_and_html(cfg):
+    b = make_book(units=2)
+    run = annotate_units(items(b), ScriptedBackend(reply_fn=good), cfg, progress=False)
+    chunks = records_to_chunks([b], run.records)
+    seg = report.segment_frame(run.records, chunks, lambda t: len(t.split()))
+    assert list(seg.overlap) == [True, True] * 2 and list(seg.has_context) == [True, False] * 2
+    assert list(seg.len_sentences) == [3, 4] * 2
+    table = report.summary_table(run.records, seg, "scripted")
+    row = table.iloc[0]
+    assert row.units == 2 and row.segments == 4 and row.share_overlap == 1.0 and row.share_context == 0.5
+    assert row.fallback_none == 2 and row.first_try_valid_stage3 == 1.0 and row.model == "scripted"
+    page = report.render_unit_html(b, run.records[0], "label")
+    assert "§1 A" in page and "context:" in page and "[1–3]" in page
+    assert report.select_units([b], cfg.replace(units=("b1/u0001",))) == [(b, b.units[1])]
+    with pytest.raises(ValueError, match="b1/u9"):
+        report.select_units([b], cfg.replace(units=("b1/u9",)))

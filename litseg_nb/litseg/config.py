@@ -56,16 +56,18 @@ class LitSegConfig(StageConfig):
                 "compare_units": 1,
             }
         if profile == "smoke":
+            # sized for ~8-9 min on 2 idle cores with SmolLM2-135M (see the helper report): the
+            # ~1,800-token system prompt makes every call a ~2,650-token prefill
             return {
                 "corpus": {"datasets": ("gutenqa",), "max_books": 1, "max_units_per_book": 3,
                            "max_unit_words": 600},
                 "max_retries": 1,
-                "stage1_max_new_tokens": 96,
-                "stage2_max_new_tokens": 96,
-                "stage3_max_new_tokens": 320,
+                "stage1_max_new_tokens": 48,
+                "stage2_max_new_tokens": 48,
+                "stage3_max_new_tokens": 256,
                 "calibration_units": 1,
                 "calibration_max_retries": 0,
-                "compare_units": 2,
+                "compare_units": 1,
             }
         return {"max_retries": 3, "calibration_units": 50}
 
