@@ -10,20 +10,22 @@ from litseg_nb.prompts import PromptError, fill_prompt, load_prompt, placeholder
 SEED = Path("/work/shared/seeds/000_52d52c48502729e3.txt")
 # (template, line number of the "⬇ ..." line in the seed text)
 E1 = {"litseg/system": 215, "litseg/stage1": 217, "litseg/stage2": 219, "litseg/stage3": 221}
+E4 = {"ablation/wo_theory": 235, "ablation/wo_theo_s1": 237, "ablation/wo_theo_s2": 239,
+      "ablation/wo_theo_s3": 241}
 
 
 def _norm(s: str) -> str:
     return " ".join(s.split())
 
 
-@pytest.mark.parametrize("name", sorted(E1))
+@pytest.mark.parametrize("name", sorted(E1) + sorted(E4))
 def test_templates_are_verbatim(name):
     text = load_prompt(name)
     assert not text.startswith("# source:")
-    assert "Appendix E.1" in prompt_source(name)
+    assert ("Appendix E.1" if name in E1 else "Appendix E.4") in prompt_source(name)
     if not SEED.is_file():
         pytest.skip("paper seed text not available")
-    line = SEED.read_text(encoding="utf-8").split("\n")[E1[name] - 1]
+    line = SEED.read_text(encoding="utf-8").split("\n")[{**E1, **E4}[name] - 1]
     assert line.startswith("⬇ ")
     # only whitespace (restored line breaks) may differ from the seed
     assert _norm(text) == _norm(line[2:])
@@ -52,3 +54,21 @@ def test_fill_is_exact_and_single_pass():
 def test_missing_template_and_header(tmp_path, monkeypatch):
     with pytest.raises(PromptError, match="does not exist"):
         load_prompt("litseg/nope")
+    with pytest.raises(PromptError, match="outside"):
+        load_prompt("../prompts.py")
+
+
+def test_length_reference_variants():
+    from litseg_nb.litseg.prompting import system_prompt
+
+    base = load_prompt("litseg/system")
+    assert system_prompt(100) == base
+    assert system_prompt(23) == base.replace("segment is 100 sentences.", "segment is 23 sentences.")
+    free = system_prompt(None)
+    removed = ("The recommended maximum length for any single segment is 100 sentences. This is a guidance "
+               "threshold rather than an absolute hard cap. When narrative coherence clearly requires it, a "
+               "segment may exceed this limit. ")
+    assert free == base.replace(removed, "") and len(free) == len(base) - len(removed)
+    assert "2. Narrative-Driven Granularity: NEVER unnaturally merge" in free
+    with pytest.raises(ValueError):
+        system_prompt(0)
