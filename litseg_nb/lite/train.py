@@ -65,6 +65,12 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, floa
             "tensors_changed": sum(d > 0 for d in diff)}
 
 
+def _common_kwargs(model, cfg: LiteConfig) -> dict[str, Any]:
+    return {**_precision_kwargs(model), "gradient_checkpointing": cfg.gradient_checkpointing,
+            "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
+            "data_seed": cfg.seed, "dataloader_num_workers": 0, "disable_tqdm": True}
+
+
 def _precision_kwargs(model) -> dict[str, Any]:
     dev = next(model.parameters()).device
     if dev.type == "cuda":
@@ -146,9 +152,8 @@ def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, o
         gradient_accumulation_steps=cfg.sft_grad_accum, learning_rate=cfg.sft_learning_rate,
         num_train_epochs=cfg.sft_epochs, max_steps=cfg.sft_max_steps,
         lr_scheduler_type=cfg.sft_lr_scheduler, warmup_steps=cfg.sft_warmup_ratio,
-        logging_steps=1, save_strategy="no", report_to=[], seed=cfg.seed, data_seed=cfg.seed,
         max_length=cfg.max_seq_tokens, completion_only_loss=True, packing=False,
-        dataloader_num_workers=0, disable_tqdm=True, **_precision_kwargs(model))
+        **_common_kwargs(model, cfg))
     ds = Dataset.from_list([e.sft_record() for e in train])
     trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer,
                          peft_config=make_lora_config(cfg))
@@ -235,9 +240,8 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
         max_completion_length=cfg.grpo_max_completion_length, temperature=cfg.grpo_temperature,
         beta=cfg.grpo_beta, epsilon=cfg.grpo_epsilon, epsilon_high=cfg.grpo_epsilon_high,
         loss_type=cfg.grpo_loss_type, mask_truncated_completions=cfg.grpo_mask_truncated_completions,
-        reward_weights=weights, scale_rewards="group", logging_steps=1, save_strategy="no",
-        report_to=[], seed=cfg.seed, data_seed=cfg.seed, dataloader_num_workers=0, disable_tqdm=True,
-        log_completions=False, **_precision_kwargs(model))
+        reward_weights=weights, scale_rewards="group", log_completions=False,
+        **_common_kwargs(model, cfg))
     ds = Dataset.from_list([e.grpo_record() for e in prompts])
     cls = _dynamic_sampling_trainer_class()
     trainer = cls(model=model, reward_funcs=list(reward_funcs), args=args, train_dataset=ds,
@@ -252,8 +256,9 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
     log = list(trainer.state.log_history)
     tokens = int(sum(r.get("completions/mean_length", 0) for r in log if "loss" in r) * g
                  * cfg.grpo_prompts_per_step)
-    prompt_tokens = sum(len(tokenizer.apply_chat_template(e.prompt_messages(), tokenize=True,
-                                                          add_generation_prompt=True)) for e in prompts[:8])
+    prompt_tokens = sum(len(tokenizer(tokenizer.apply_chat_template(e.prompt_messages(), tokenize=False,
+                                                                    add_generation_prompt=True),
+                                      add_special_tokens=False).input_ids) for e in prompts[:8])
     tokens += int(prompt_tokens / min(8, len(prompts)) * g * cfg.grpo_prompts_per_step * trainer.state.global_step)
     adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "grpo",
                            {"train_units": [f"{e.book_id}/{e.unit_id}" for e in prompts],
