@@ -56,7 +56,8 @@ def make_ragas_llm(backend: Any, max_new_tokens: int = 8, tag: UsageTag = UsageT
     return BackendRagasLLM()
 
 
-def ragas_scores(backend: Any, samples: Sequence[dict[str, Any]], max_new_tokens: int = 8) -> list[dict[str, float]]:
+def ragas_scores(backend: Any, samples: Sequence[dict[str, Any]], max_new_tokens: int = 8,
+                 retries: int = 5) -> list[dict[str, float]]:
     """Per sample ``{"context_relevance", "answer_accuracy"}`` (NaN when the judge gave no rating).
 
     ``samples``: dicts with ``question``, ``contexts`` (list of str), ``answer``, ``reference``.
@@ -64,6 +65,7 @@ def ragas_scores(backend: Any, samples: Sequence[dict[str, Any]], max_new_tokens
     _, _, SingleTurnSample, _, AnswerAccuracy, ContextRelevance, _ = _import_ragas()
     llm = make_ragas_llm(backend, max_new_tokens)
     cr, aa = ContextRelevance(llm=llm), AnswerAccuracy(llm=llm)
+    cr.retry = aa.retry = max(1, int(retries))  # attempts per judge template
     out = []
     for s in samples:
         sample = SingleTurnSample(user_input=s["question"], retrieved_contexts=list(s["contexts"]),

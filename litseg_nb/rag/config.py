@@ -43,12 +43,14 @@ class RagConfig(StageConfig):
     answer_max_new_tokens: int = 64
     generation_max_questions: int = 0  # per dataset; 0 = all
     generation_chunkers: tuple[str, ...] = ()  # empty = all evaluated chunkers
+    generation_max_chunkers: int = 0  # 0 = all; else the pairwise target + the first others
     max_context_chars_per_chunk: int = 0  # 0 = whole chunk
     literaryqa_max_questions: int = 0  # questions per LiteraryQA book (0 = all)
     # judges
     ragas: bool = True
     ragas_max_questions: int = 0
     ragas_max_new_tokens: int = 8
+    ragas_retries: int = 5  # ragas' NV metrics retry a reply without a rating (ragas default 5)
     pairwise: bool = True
     pairwise_target: str = "litseg-lite"  # the system whose win rate is reported (paper: LitSeg-Lite)
     pairwise_max_questions: int = 0
@@ -60,15 +62,17 @@ class RagConfig(StageConfig):
         if profile == "test":
             return {"dense_top_k": 10, "sparse_top_k": 10, "rerank_candidates": 3, "rerank_max_questions": 3,
                     "hyde_max_questions": 3, "hyde_max_new_tokens": 16, "context_top_k": 2,
-                    "answer_max_new_tokens": 12, "generation_max_questions": 3, "ragas_max_questions": 2,
-                    "ragas_max_new_tokens": 4, "pairwise_max_questions": 2, "pairwise_max_new_tokens": 12,
+                    "answer_max_new_tokens": 12, "generation_max_questions": 3,
+                    "ragas_max_new_tokens": 4, "ragas_retries": 1, "pairwise_max_questions": 2,
+                    "generation_max_chunkers": 2, "ragas_max_questions": 1, "pairwise_max_new_tokens": 12,
                     "literaryqa_max_questions": 2, "max_context_chars_per_chunk": 600,
                     "llm": {"max_model_len": 2048}}
         if profile == "smoke":
             # SmolLM2-135M on 2 CPU cores: generation/judges on a subset (notebook 05 ~ 6 min)
-            return {"rerank_candidates": 5, "rerank_max_questions": 6, "hyde_max_questions": 10,
+            return {"rerank_candidates": 4, "rerank_max_questions": 3, "hyde_max_questions": 10,
                     "hyde_max_new_tokens": 48, "context_top_k": 2, "answer_max_new_tokens": 40,
-                    "generation_max_questions": 6, "ragas_max_questions": 3, "pairwise_max_questions": 4,
+                    "generation_max_questions": 3, "generation_max_chunkers": 3, "ragas_max_questions": 1,
+                    "ragas_retries": 2, "pairwise_max_questions": 2,
                     "pairwise_max_new_tokens": 48, "literaryqa_max_questions": 3,
                     "max_context_chars_per_chunk": 1500,
                     "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}

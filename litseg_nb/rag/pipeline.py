@@ -123,7 +123,8 @@ def questions_in_scope(questions: Sequence[EvalQuestion], chunk_sets: Mapping[st
             ok = q.book_id in books_everywhere
         (kept if ok else dropped).append(q)
     return kept, {"scope": scope, "n_questions": len(kept), "n_dropped": len(dropped),
-                  "n_common_units": len(common), "dropped_qids": [q.qid for q in dropped]}
+                  "n_common_units": len(common), "common_units": sorted(common),
+                  "dropped_qids": [q.qid for q in dropped]}
 
 
 @dataclass
