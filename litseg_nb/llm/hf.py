@@ -17,12 +17,17 @@
   decoding is constrained to the schema by xgrammar's transformers logits processor (compact JSON,
   no free whitespace). With the flag off the schema is ignored, as in the paper.
 
+CPU threads: ``$LITSEG_TORCH_THREADS`` (when set) is passed to ``torch.set_num_threads`` when a
+backend is created. On a machine whose cores are shared with other jobs, 1 thread is several
+times faster than torch's default (measured 6.4 vs 1.2 tok/s for SmolLM2 on 2 oversubscribed cores).
+
 Every call records prompt/completion tokens and latency in :attr:`ledger`. Latency of a batch is
 split evenly over its items, so the ledger's total latency equals the wall time spent.
 """
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from typing import Any, Sequence
@@ -47,6 +52,11 @@ class HFBackend:
         self.max_model_len = max_model_len
         self.structured_output = structured_output
         self.ledger = ledger if ledger is not None else UsageLedger()
+        threads = os.environ.get("LITSEG_TORCH_THREADS")
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
         self.model, self.tokenizer, self.device = load_model_and_tokenizer(model, dtype, device)
         self._lock = threading.Lock()
         self._grammar_compiler = None

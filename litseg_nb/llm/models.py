@@ -200,7 +200,8 @@ def load_tokenizer(name: str):
     """Tokenizer of model ``name`` (left padding, pad token set)."""
     from transformers import AutoTokenizer
 
-    path = resolve_model_path(name)
+    # both packaged names use SmolLM2's tokenizer: load it without building/converting the model
+    path = str(smollm2_tokenizer_dir()) if name in (TINY_RANDOM, SMOLLM2) else resolve_model_path(name)
     try:
         tok = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:
