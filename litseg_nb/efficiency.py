@@ -6,16 +6,16 @@ ledgers with the chunk artifacts (to know how many sentences each method segment
 calls, tokens and seconds per 1,000 sentences — hardware-independent token counts next to the
 wall-clock seconds of this machine.
 
-Requests served from the persistent request cache cost no model time; their count is reported
-(``cache_hits``) and their latency is excluded, so a partly cached rerun never looks faster than
-the model is. A method whose calls were *all* cache hits has no timing on this run (NaN).
+Requests served from the persistent request cache carry the token counts and latency recorded
+when they were first computed (see :mod:`litseg_nb.llm.request_cache`), so the table reports the
+model's cost whether or not this run recomputed it; ``cache_hits`` says how many calls this run
+actually served from the cache.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Iterable
 
-import numpy as np
 import pandas as pd
 
 from .paths import outputs_dir
@@ -71,8 +71,7 @@ def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataF
         cached_prompt_tokens=("cached_prompt_tokens", "sum"), completion_tokens=("completion_tokens", "sum"),
         latency_s=("latency_s", "sum"), stages=("stage", lambda s: ",".join(sorted(set(map(str, s))))),
     ).reset_index()
-    fresh = g["calls"] - g["cache_hits"]
-    g["model_seconds"] = np.where(fresh > 0, g["latency_s"], np.nan)
+    g["model_seconds"] = g["latency_s"]
     g["sentences"] = g["method"].map(sentences).astype("float")
     per_k = 1000.0 / g["sentences"]
     g["calls_per_1k_sent"] = g["calls"] * per_k
