@@ -1,8 +1,10 @@
 """Content-addressed cache for heavy steps.
 
 A step's key hashes its name, its config fingerprint, its inputs (strings, file contents or
-anything JSON-serialisable) and the package version, so a rerun with the same inputs skips the
-finished work and any change to config, data or code version recomputes::
+anything JSON-serialisable), the package version and the *code version* — a hash of the source of
+the package (``.py`` files and prompt templates) — so a rerun with the same inputs skips the
+finished work and any change to config, data or code recomputes. LLM requests and embeddings have
+their own persistent caches, so recomputing a step after a code change repeats no model call::
 
     cache = StepCache("chunk-token", cfg, inputs={"book": book.text})
     chunks = cache.get_or_compute(lambda: run_token_splitter(...), serialize=..., deserialize=...)
@@ -14,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -49,10 +52,22 @@ def hash_obj(obj: Any) -> str:
     return hash_bytes(blob.encode("utf-8"))
 
 
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """Hash of the package's source files and templates (computed once per process)."""
+    pkg = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(p for p in pkg.rglob("*") if p.suffix in (".py", ".txt") and p.is_file()):
+        h.update(str(path.relative_to(pkg)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 class StepCache:
     def __init__(self, name: str, config: Any = None, inputs: Any = None, root: Path | None = None):
         self.name = name
-        self.key = hash_obj({"step": name, "config": config, "inputs": inputs, "version": __version__})[:24]
+        self.key = hash_obj({"step": name, "config": config, "inputs": inputs, "version": __version__,
+                             "code": code_version()})[:24]
         self.dir = (root or cache_dir()) / "steps" / name
         self.path = self.dir / f"{self.key}.json"
 

@@ -25,3 +25,11 @@ def test_hash_obj_hashes_file_contents(tmp_path):
     h1 = hash_obj({"f": p})
     p.write_text("two")
     assert hash_obj({"f": p}) != h1
+
+
+def test_code_version_is_part_of_the_key(tmp_path, monkeypatch):
+    from litseg_nb import cache
+
+    a = StepCache("demo", None, inputs=1, root=tmp_path).key
+    monkeypatch.setattr(cache, "code_version", lambda: "other-code")
+    assert StepCache("demo", None, inputs=1, root=tmp_path).key != a
