@@ -56,15 +56,17 @@ class LitSegConfig(StageConfig):
                 "compare_units": 1,
             }
         if profile == "smoke":
-            # sized for ~8-9 min on 2 idle cores with SmolLM2-135M (see the helper report): the
-            # ~1,800-token system prompt makes every call a ~2,650-token prefill
+            # Sized for ~7 min of notebook 02 on 2 idle cores with SmolLM2-135M: every call is a
+            # ~2,650-3,000-token prefill (the system prompt alone is ~1,800 tokens; ~10 s each) and
+            # long-context decoding runs at ~4 tok/s, so retries (which double the cost) are off
+            # here; they are exercised by the tests and the test profile.
             return {
                 "corpus": {"datasets": ("gutenqa",), "max_books": 1, "max_units_per_book": 3,
                            "max_unit_words": 600},
-                "max_retries": 1,
+                "max_retries": 0,
                 "stage1_max_new_tokens": 48,
                 "stage2_max_new_tokens": 48,
-                "stage3_max_new_tokens": 256,
+                "stage3_max_new_tokens": 192,
                 "calibration_units": 1,
                 "calibration_max_retries": 0,
                 "compare_units": 1,
