@@ -71,7 +71,7 @@ class LitSegConfig(StageConfig):
                 "calibration_max_retries": 0,
                 "compare_units": 1,
             }
-        return {"max_retries": 3, "calibration_units": 50}
+        return {"max_retries": 3, "calibration_units": 50, "compare_units": 50, "unit_group_size": 512}
 
     def stage_max_new_tokens(self, stage: str) -> int:
         value = {"stage1": self.stage1_max_new_tokens, "stage2": self.stage2_max_new_tokens,
