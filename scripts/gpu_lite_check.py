@@ -151,7 +151,13 @@ def main() -> int:
                              **SIZES[args.size])
         dtype = torch.bfloat16 if cuda else torch.float32
         t0 = time.perf_counter()
-        model = Qwen2ForCausalLM(config).to(dtype=dtype, device="cuda" if cuda else "cpu")
+        prev = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:  # initialise directly on the device in the training precision
+            with torch.device("cuda" if cuda else "cpu"):
+                model = Qwen2ForCausalLM(config)
+        finally:
+            torch.set_default_dtype(prev)
         report["model"] = {"shape": "Qwen2", **SIZES[args.size], "vocab": len(tok),
                            "parameters": sum(p.numel() for p in model.parameters()), "dtype": str(dtype),
                            "init_s": round(time.perf_counter() - t0, 1)}

@@ -101,13 +101,13 @@ class LiteConfig(StageConfig):
                 "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "gradient_checkpointing": False,
                 "sft_learning_rate": 5e-3, "sft_max_steps": 2, "sft_grad_accum": 1, "sft_warmup_ratio": 0.0,
                 "sft_lr_scheduler": "constant",
-                "grpo_learning_rate": 5e-3, "grpo_max_steps": 2, "grpo_num_generations": 2,
+                "grpo_learning_rate": 5e-3, "grpo_max_steps": 1, "grpo_num_generations": 2, "grpo_beta": 0.0,
                 "grpo_prompts_per_step": 1, "grpo_max_completion_length": 24, "grpo_temperature": 1.0,
                 # a random model never stops within the cap: masking truncated rollouts would mask all
                 "grpo_mask_truncated_completions": False,
                 "judge_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
                               "max_model_len": 8192},
-                "judge_retries": 1, "infer_max_new_tokens": 32, "infer_retries": 1,
+                "judge_retries": 1, "infer_max_new_tokens": 16, "infer_retries": 1,
             }
         if profile == "smoke":
             return {

@@ -55,12 +55,11 @@ def score_reply(text: str, n: int, passage: str, system_prompt: str,
             "reward": total if judge is not None else float("nan")}
 
 
-def evaluate_segmenter(system: str, segmenter: LiteSegmenter, pairs: Sequence[tuple[Book, Unit]],
-                       judge: NarratologicalReward | None, weights: Sequence[float]):
-    """Segment ``pairs``; per-unit rows (first reply scored with the GRPO reward), chunks, results."""
+def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: Sequence[LiteUnitResult],
+                      judge: NarratologicalReward | None, weights: Sequence[float]) -> list[dict[str, Any]]:
+    """Per-unit rows of a finished Lite run; the FIRST reply is scored with the GRPO reward."""
     from .data import lite_conversation
 
-    chunks, results = segmenter.segment_units(pairs)
     rows = []
     for (book, unit), r in zip(pairs, results):
         conv = lite_conversation(book, unit)
@@ -70,7 +69,14 @@ def evaluate_segmenter(system: str, segmenter: LiteSegmenter, pairs: Sequence[tu
                      "first_try_valid": r.first_try_valid, "fallback": r.fallback,
                      "segments": r.n_segments, "attempts": r.attempts,
                      "completion_tokens": r.completion_tokens, **sc})
-    return rows, chunks, results
+    return rows
+
+
+def evaluate_segmenter(system: str, segmenter: LiteSegmenter, pairs: Sequence[tuple[Book, Unit]],
+                       judge: NarratologicalReward | None, weights: Sequence[float]):
+    """Segment ``pairs``; per-unit rows (first reply scored with the GRPO reward), chunks, results."""
+    chunks, results = segmenter.segment_units(pairs)
+    return rows_from_results(system, pairs, results, judge, weights), chunks, results
 
 
 def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Book, Unit]],

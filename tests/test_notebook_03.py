@@ -1,0 +1,69 @@
+"""Notebook 03 (LitSeg-Lite distillation) end to end in the test profile through the runner."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from litseg_nb.paths import outputs_dir
+from litseg_nb.runner import NotebookFailed, run_notebooks
+from litseg_nb.schema import check_coverage, load_chunks
+
+pytestmark = pytest.mark.slow
+
+
+def test_notebook_03_runs_after_02_in_test_profile(data_dir):
+    run_notebooks("test", only=("02", "03"))
+    out = outputs_dir("test")
+    tables, figures, art = out / "tables", out / "figures", out / "artifacts"
+
+    outcomes = pd.read_csv(tables / "03_data_outcomes.csv")
+    assert list(outcomes.columns) == ["outcome", "units"]
+    records = [json.loads(x) for x in (art / "litseg" / "annotations.jsonl").open()]
+    assert outcomes.loc[outcomes["outcome"] == "total annotation records", "units"].item() == len(records)
+
+    stats = pd.read_csv(tables / "03_data_stats.csv")
+    assert {"split", "books", "units", "segments/unit", "tokens/example", "target sources"} <= set(stats.columns)
+    assert "evaluation units" in (tables / "03_data_stats.md").read_text()
+
+    rules = pd.read_csv(tables / "03_format_reward_rules.csv")
+    assert rules["weight"].sum() == pytest.approx(1.0)
+
+    training = pd.read_csv(tables / "03_training.csv")
+    assert list(training["stage"]) == ["sft", "grpo"]
+    assert {"steps", "seconds", "tokens/s", "LoRA L2 change"} <= set(training.columns)
+    assert training.loc[training["stage"] == "sft", "LoRA L2 change"].item() > 0  # SFT really trained
+    assert (tables / "03_judge_stats.csv").is_file()
+
+    ba = pd.read_csv(tables / "03_before_after.csv")
+    assert {"system", "units", "first-try validity", "fallback rate", "format reward",
+            "narratological reward", "mean reward", "segments/unit"} <= set(ba.columns)
+    assert {"student before training", "student after SFT+GRPO"} <= set(ba["system"])
+    assert (figures / "03_training_curves.png").is_file() and (figures / "03_training_curves.pdf").is_file()
+
+    for stage in ("sft", "grpo"):
+        d = art / "lite" / "adapters" / stage
+        assert (d / "adapter_config.json").is_file()
+        assert json.loads((d / "lite_config.json").read_text())["stage"] == stage
+
+    # the Lite chunk set covers exactly LitSeg's annotated units, in the shared schema
+    chunks = load_chunks(art / "chunks" / "litseg-lite.jsonl")
+    assert {c.method for c in chunks} == {"litseg-lite"}
+    assert {(c.book_id, c.unit_id) for c in chunks} == {(r["book_id"], r["unit_id"]) for r in records}
+    from litseg_nb.corpus import load_corpus
+    from litseg_nb.litseg.config import LitSegConfig
+
+    books = {b.book_id: b for b in load_corpus(LitSegConfig.for_profile("test").corpus)}
+    for r in records:
+        unit = books[r["book_id"]].unit(r["unit_id"])
+        assert check_coverage(unit, [c for c in chunks if c.unit_id == r["unit_id"]]).ok
+    usage = pd.read_csv(art / "usage" / "03.csv")
+    assert "litseg-lite" in set(usage["method"])
+    manifest = json.loads((out / "manifests" / "03_lite_distillation.json").read_text())
+    assert manifest["merged_model"] and manifest["training"][0]["stage"] == "sft"
+
+
+def test_notebook_03_without_02_stops_naming_the_missing_file(fresh_dirs):
+    with pytest.raises(NotebookFailed, match=r"annotations\.jsonl"):
+        run_notebooks("test", only=("03",))
