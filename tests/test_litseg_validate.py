@@ -208,3 +208,12 @@ def test_reconstruction_places_context_by_position():
     s = unit.sentences
     assert chunk.spans == [(s[0].start, s[1].end), (s[3].start, s[4].end), (s[6].start, s[6].end)]
     assert chunk.context_idx == [1, 2, 7] and chunk.subtitle == "Title"
+
+
+def test_parse_truncated_outer_object_does_not_yield_inner_fragment():
+    # constrained decoding cut off by max_new_tokens: the complete inner segment is NOT the reply
+    text = ('{"chapter_title": "t", "segments": [{"context_idx": [1], "from_idx": 1, "subtitle": "a", '
+            '"to_idx": 19}, {"context_idx": [2], "from_idx": 2, "subtit')
+    assert parse_json_reply(text) is None
+    assert parse_json_reply('He said "{no}" and {"a": "}{"} end') == {"a": "}{"}
+    assert parse_json_reply('a list [ of "things: {"a": [1, {"b": 2}]} ok') == {"a": [1, {"b": 2}]}

@@ -112,18 +112,45 @@ def parse_json_reply(text: Any) -> dict | None:
                 return obj
         except (ValueError, RecursionError):
             pass
-        start = s.find("{")
-        tries = 0
-        while start != -1 and tries < 200:
-            tries += 1
+        for start in _top_level_braces(s)[:200]:
             try:
                 obj, _ = decoder.raw_decode(s, start)
                 if isinstance(obj, dict):
                     return obj
             except (ValueError, RecursionError):
                 pass
-            start = s.find("{", start + 1)
     return None
+
+
+def _top_level_braces(s: str) -> list[int]:
+    """Positions of ``{`` that open an object at nesting depth 0 (outside JSON strings).
+
+    Objects nested inside an unfinished (truncated) outer object are therefore never taken for
+    the reply: a truncated ``{"segments": [{...}, {...`` yields no candidate but its first brace.
+    """
+    out: list[int] = []
+    depth, in_str, esc = 0, False, False
+    for i, ch in enumerate(s):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if depth == 0:  # prose: only an opening brace matters (quotes/brackets may be unbalanced)
+            if ch == "{":
+                out.append(i)
+                depth = 1
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+    return out
 
 
 # ------------------------------------------------------------------------------ stage 1 and 2
