@@ -1,0 +1,135 @@
+"""LitSeg against a misbehaving OpenAI-compatible server: bounded retries, the paper's fallback,
+no hang. The server is a local ``http.server`` that answers 5xx, times out, returns a broken body
+or returns malformed model output, depending on its mode."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from litseg_nb.litseg.config import LitSegConfig
+from litseg_nb.litseg.pipeline import annotate_units, records_to_chunks
+from litseg_nb.llm.openai_backend import OpenAIBackend
+from litseg_nb.schema import Book, Sentence, Unit, check_coverage
+
+
+def make_book(units=2, n=5) -> Book:
+    text, us = "", []
+    for u in range(units):
+        start, sents = len(text), []
+        for i in range(1, n + 1):
+            s = f"Line {i} of part {u}."
+            a = len(text)
+            text += s
+            sents.append(Sentence(i, a, len(text)))
+            text += " "
+        us.append(Unit("bk", f"u{u}", u, f"Part {u}", start, len(text) - 1, tuple(sents)))
+        text += "\n"
+    return Book("bk", "Book", "synthetic", text, units=us)
+
+
+class FakeServer:
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.requests = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                server.requests += 1
+                mode = server.mode
+                if mode == "5xx":
+                    return self._send(503, b'{"error": "overloaded"}')
+                if mode == "timeout":
+                    time.sleep(1.5)
+                    return self._send(200, b"{}")
+                if mode == "broken_body":
+                    return self._send(200, b"<html>not json")
+                user = body["messages"][-1]["content"]
+                content = "Sure! Here is the analysis: {'segments': [1, 2" if mode == "malformed" else (
+                    '{"step_1_events": "e"}' if "ONLY Step 1" in user else
+                    '{"step_2_threads": "t"}' if "ONLY Step 2" in user else
+                    json.dumps({"chapter_title": "c", "step_3_turning_points": [],
+                                "segments": [{"subtitle": "s", "from_idx": 1, "to_idx": 5, "context_idx": []}]}))
+                reply = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+                return self._send(200, json.dumps(reply).encode())
+
+            def _send(self, code, payload):
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server(request):
+    s = FakeServer(request.param)
+    yield s
+    s.close()
+
+
+def backend(url):
+    return OpenAIBackend("fake-model", base_urls=[url], timeout_s=0.5, max_retries=1, backoff_s=0.01,
+                         max_backoff_s=0.02, max_concurrency=2)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("server", ["5xx", "timeout", "broken_body"], indirect=True)
+def test_server_faults_end_in_whole_unit_after_bounded_retries(server):
+    cfg = LitSegConfig.for_profile("test", max_retries=1)
+    book = make_book()
+    t0 = time.perf_counter()
+    run = annotate_units([(book, u) for u in book.units], backend(server.url), cfg, progress=False)
+    assert time.perf_counter() - t0 < 45
+    # 3 stages x (1 + 1 LitSeg retry) x 2 units x (1 + 1 HTTP retry) requests, no more
+    assert server.requests == 3 * 2 * 2 * 2
+    for r in run.records:
+        assert r["status"] == "backend_error" and r["fallback"] == "whole_unit"
+        assert all(a["error"] and "LLMError" in a["error"] for s in r["stages"].values() for a in s["attempts"])
+    chunks = records_to_chunks([book], run.records)
+    assert all(check_coverage(u, chunks).ok for u in book.units)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("server", ["malformed"], indirect=True)
+def test_malformed_model_output_retried_then_whole_unit(server):
+    cfg = LitSegConfig.for_profile("test", max_retries=2)
+    book = make_book()
+    run = annotate_units([(book, u) for u in book.units], backend(server.url), cfg, progress=False)
+    assert server.requests == 3 * 3 * 2  # every stage: 1 try + 2 retries, both units
+    for r in run.records:
+        assert r["status"] == "done" and r["fallback"] == "whole_unit" and r["retries"] == 6
+        assert r["stage_fallbacks"] == {"stage1": "raw_passthrough", "stage2": "raw_passthrough"}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("server", ["ok"], indirect=True)
+def test_well_behaved_server(server):
+    cfg = LitSegConfig.for_profile("test")
+    book = make_book()
+    run = annotate_units([(book, u) for u in book.units], backend(server.url), cfg, progress=False)
+    assert server.requests == 3 * 2
+    assert all(r["fallback"] == "none" and r["tokens"]["prompt"] == 30 for r in run.records)
