@@ -313,3 +313,37 @@ def test_report_tables_and_html(cfg):
     assert report.select_units([b], cfg.replace(units=("b1/u0001",))) == [(b, b.units[1])]
     with pytest.raises(ValueError, match="b1/u9"):
         report.select_units([b], cfg.replace(units=("b1/u9",)))
+
+
+def test_interrupted_mid_stage_resumes_through_request_cache(tmp_path):
+    """With the persistent request cache, even calls of unfinished units are not repeated."""
+    from litseg_nb.llm.request_cache import CachedBackend, RequestCache
+
+    cfg = LitSegConfig.for_profile("test", max_retries=1)  # one group: nothing is finished before stage 3
+    b = make_book(units=4)
+    ref = annotate_units(items(b), ScriptedBackend(reply_fn=good), cfg, progress=False)
+
+    class Interrupt(Exception):
+        pass
+
+    n = {"calls": 0}
+
+    def dying(conv):
+        n["calls"] += 1
+        if n["calls"] == 6:  # stage 2 of the second unit
+            raise Interrupt()
+        return good(conv)
+
+    db = tmp_path / "requests.sqlite"
+    path = tmp_path / "a.jsonl"
+    with pytest.raises(Interrupt):
+        annotate_units(items(b), CachedBackend(ScriptedBackend(reply_fn=dying), RequestCache(db), chunk_size=1),
+                       cfg, annotations_path=path, progress=False)
+    inner = ScriptedBackend(reply_fn=good)
+    cached = CachedBackend(inner, RequestCache(db), chunk_size=1)
+    run = annotate_units(items(b), cached, cfg, annotations_path=path, progress=False)
+    assert len(inner.calls) == 3 + 4  # stage 2 of units 2-4, stage 3 of all four
+    assert cached.hits == 4 + 1
+    strip = lambda recs: [{k: v for k, v in r.items() if k not in ("group_wall_share_s", "tokens", "stages")}  # noqa: E731
+                          for r in recs]
+    assert strip(run.records) == strip(ref.records)
