@@ -81,29 +81,36 @@ def stage_conversation(system: str, stage: str, chapter_content: str, n_sentence
 
 
 # JSON schemas for constrained decoding (one per stage, independent of the unit so a whole batch
-# shares one grammar; index ranges are checked by the validator, not the grammar).
+# shares one grammar; index ranges are checked by the validator, not the grammar). The paper does
+# not use constrained decoding; the length and count bounds below are ours. They only bound the
+# *decoding* (a small model otherwise loops on one field until the token cap and the reply is cut
+# off); the validator still applies the paper's rules to whatever comes out.
+_TEXT = {"type": "string", "maxLength": 600}
+_SHORT = {"type": "string", "maxLength": 120}
+_INDEX = {"type": "integer", "minimum": 1}
 STAGE_JSON_SCHEMAS: dict[str, dict[str, Any]] = {
     "stage1": {
         "type": "object",
-        "properties": {"step_1_events": {"type": "string"}},
+        "properties": {"step_1_events": _TEXT},
         "required": ["step_1_events"],
         "additionalProperties": False,
     },
     "stage2": {
         "type": "object",
-        "properties": {"step_2_threads": {"type": "string"}},
+        "properties": {"step_2_threads": _TEXT},
         "required": ["step_2_threads"],
         "additionalProperties": False,
     },
     "stage3": {
         "type": "object",
         "properties": {
-            "chapter_title": {"type": "string"},
+            "chapter_title": _SHORT,
             "step_3_turning_points": {
                 "type": "array",
+                "maxItems": 6,
                 "items": {
                     "type": "object",
-                    "properties": {"type": {"type": "string"}, "description": {"type": "string"}},
+                    "properties": {"type": _SHORT, "description": _SHORT},
                     "required": ["type", "description"],
                     "additionalProperties": False,
                 },
@@ -111,13 +118,14 @@ STAGE_JSON_SCHEMAS: dict[str, dict[str, Any]] = {
             "segments": {
                 "type": "array",
                 "minItems": 1,
+                "maxItems": 16,
                 "items": {
                     "type": "object",
                     "properties": {
-                        "subtitle": {"type": "string"},
-                        "from_idx": {"type": "integer"},
-                        "to_idx": {"type": "integer"},
-                        "context_idx": {"type": "array", "items": {"type": "integer"}},
+                        "subtitle": _SHORT,
+                        "from_idx": _INDEX,
+                        "to_idx": _INDEX,
+                        "context_idx": {"type": "array", "maxItems": 8, "items": _INDEX},
                     },
                     "required": ["subtitle", "from_idx", "to_idx", "context_idx"],
                     "additionalProperties": False,

@@ -122,7 +122,9 @@ class HFBackend:
                 self.tokenizer, vocab_size=self.model.config.vocab_size,
                 stop_token_ids=self.eos_token_ids)
             self._grammar_compiler = xgr.GrammarCompiler(info)
-        key = json.dumps(schema, sort_keys=True)
+        # property order matters: xgrammar emits properties in the schema's order, so the schema
+        # is compiled as given (never key-sorted) and the unsorted text is the memo key
+        key = json.dumps(schema)
         if key not in self._grammars:
             try:
                 self._grammars[key] = self._grammar_compiler.compile_json_schema(
