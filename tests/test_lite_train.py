@@ -45,7 +45,7 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
     from litseg_nb.lite.segmenter import LiteSegmenter
     from test_lite_data import make_book
 
-    cfg = LiteConfig.for_profile("test", grpo_beta=0.001)
+    cfg = LiteConfig.for_profile("test", grpo_beta=0.001, grpo_max_steps=2)
     book = make_book("gutenberg:9", n_units=2, n_sent=5)
     examples = _examples(book)
     model, tok, _ = load_model_and_tokenizer("tiny-random")

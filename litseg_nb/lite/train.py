@@ -16,7 +16,8 @@ What trl 1.16 offers for DAPO (checked in its source) and what we use:
 * **Dynamic sampling** (drop prompt groups whose rollouts all get the same reward and re-sample
   until the batch is full) – *not in trl 1.16*. :class:`DynamicSamplingGRPOTrainer` implements the
   filtering half: zero-variance groups are masked out of the loss (and counted); the batch is not
-  re-filled, so a step can have fewer effective groups (or none: then it is a no-op step).
+  re-filled, so a step can have fewer effective groups (or none: then it is a no-op step whose
+  forward/backward pass is skipped).
 """
 from __future__ import annotations
 
@@ -187,6 +188,7 @@ def _dynamic_sampling_trainer_class():
             self.filter_zero_std_groups = filter_zero_std_groups
             self.groups_seen = 0
             self.groups_filtered = 0
+            self.skipped_micro_batches = 0
 
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
@@ -205,6 +207,15 @@ def _dynamic_sampling_trainer_class():
             mode = "train" if self.model.training else "eval"
             self._metrics[mode]["dynamic_sampling/filtered_group_frac"].append(float((~keep).float().mean()))
             return out
+
+        def _compute_loss(self, model, inputs):
+            # a micro-batch whose groups were all filtered carries no signal: skip its forward pass
+            # (single process only, so no other rank waits for this one's gradients)
+            if (self.filter_zero_std_groups and self.accelerator.num_processes == 1
+                    and not bool(inputs["completion_mask"].any())):
+                self.skipped_micro_batches += 1
+                return sum((p * 0.0).sum() for p in model.parameters() if p.requires_grad)
+            return super()._compute_loss(model, inputs)
 
     return DynamicSamplingGRPOTrainer
 
@@ -263,7 +274,8 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
     adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "grpo",
                            {"train_units": [f"{e.book_id}/{e.unit_id}" for e in prompts],
                             "reward_weights": weights})
-    extra = {"groups seen": trainer.groups_seen, "groups filtered (zero reward variance)": trainer.groups_filtered}
+    extra = {"groups seen": trainer.groups_seen, "groups filtered (zero reward variance)": trainer.groups_filtered,
+             "micro-batches skipped (all filtered)": trainer.skipped_micro_batches}
     res = TrainResult("grpo", adapter, log, seconds, trainer.state.global_step, tokens,
                       _peak_memory_gib(peft_model), change, extra)
     shutil.rmtree(work_dir, ignore_errors=True)
