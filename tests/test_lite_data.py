@@ -136,3 +136,19 @@ def test_lite_prompt_is_the_verbatim_e2_text():
 
     assert load_prompt("lite/system").replace("\n", " ") == line[2:]
     assert re.search(r"must end with index 9\.", lite_system_prompt(9))
+
+
+def test_text_mismatch_and_overlong_examples_are_excluded():
+    book = make_book("gutenberg:1", n_units=2)
+    stale = make_record(book, book.units[0], SEGS)
+    stale["chapter_content"] = "[1] something else"
+    fresh = make_record(book, book.units[1], SEGS)
+    fresh["chapter_content"] = book.units[1].indexed_text(book.text)
+    examples, report = build_examples([stale, fresh], [book])
+    assert [e.unit_id for e in examples] == ["u0001"]
+    assert report.excluded["unit text differs from the annotated text"] == 1
+    words = lambda t: len(t.split())  # noqa: E731
+    examples, report = build_examples([fresh], [book], count_tokens=words, max_seq_tokens=50)
+    assert not examples and sum(report.excluded.values()) == 1
+    examples, _ = build_examples([fresh], [book], count_tokens=words, max_seq_tokens=100_000)
+    assert examples[0].n_tokens > 1000  # the E.2 system prompt alone is long

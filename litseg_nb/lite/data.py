@@ -28,6 +28,7 @@ from ..schema import Book, Unit, read_jsonl
 
 LITE_SYSTEM_TEMPLATE = "lite/system"
 LITE_USER_TEMPLATE = "lite/user"
+CHAT_TEMPLATE_MARGIN = 32  # tokens the chat template adds around the three messages (upper bound)
 
 
 class AnnotationsMissingError(FileNotFoundError):
@@ -267,6 +268,10 @@ def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
         if unit.n_sentences != view.n_sentences:
             report.exclude(view.book_id, view.unit_id, "sentence count differs from corpus")
             continue
+        content = rec.get("chapter_content")
+        if content is not None and content != unit.indexed_text(book.text):
+            report.exclude(view.book_id, view.unit_id, "unit text differs from the annotated text")
+            continue
         try:
             target = single_pass_target(view, unit.title)
         except (KeyError, TypeError, ValueError):
@@ -282,7 +287,7 @@ def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
                          target_source="validated" if not view.fallback else f"fallback: {view.fallback}")
         if count_tokens is not None:
             ex.n_tokens = count_tokens(ex.system) + count_tokens(ex.user) + count_tokens(ex.target)
-            if max_seq_tokens and ex.n_tokens > max_seq_tokens:
+            if max_seq_tokens and ex.n_tokens + CHAT_TEMPLATE_MARGIN > max_seq_tokens:
                 report.exclude(view.book_id, view.unit_id, f"longer than max_seq_tokens={max_seq_tokens}")
                 continue
         if view.fallback:
