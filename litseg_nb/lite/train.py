@@ -323,3 +323,15 @@ def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path)
         {"base_model": base_model, "adapters": [str(d) for d in adapter_dirs]}, indent=2), encoding="utf-8")
     tmp.replace(target)
     return target
+
+
+def free_memory() -> None:
+    """Collect garbage and empty the CUDA cache (call after deleting the training models, before an
+    inference engine such as vLLM claims the GPU)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
