@@ -168,8 +168,11 @@ def plot_training_curves(sft_log, grpo_log):
         ax.legend(fontsize=8)
     ax.set(title="GRPO rewards (mean over rollouts)", xlabel="step")
     ax = axes[3]
-    if grpo_log is not None and "kl" in grpo_log:
+    if grpo_log is not None and "kl" in grpo_log and grpo_log["kl"].notna().any():
         ax.plot(grpo_log["step"], grpo_log["kl"], marker="o")
+    else:
+        ax.text(0.5, 0.5, "KL not logged\n(beta = 0, or every step skipped:\nall groups had zero reward variance)",
+                ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4")
     ax.set(title="GRPO KL to the SFT policy", xlabel="step")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
