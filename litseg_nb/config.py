@@ -135,6 +135,10 @@ class CorpusConfig(_Base):
     books: tuple[str, ...] = ()
     max_books: int = 0
     max_units_per_book: int = 0
+    # which units the max_units_per_book cap keeps: "first" (book order) or "questions" (units that
+    # hold a question's evidence first, in book order, then the first others) — so small profiles
+    # still have answerable GutenQA questions and every LLM method sees the same units
+    unit_selection: str = "first"
     literaryqa_split: str = "validation"
     max_unit_words: int = 2000  # the paper's n: longer units are split recursively
     sentence_splitter: str = "nupunkt"
@@ -146,6 +150,7 @@ SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
                 "max_model_len": 2048},
         "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 32},
         "corpus": {"datasets": ("gutenqa", "gutenberg"), "max_books": 2, "max_units_per_book": 2,
+                   "unit_selection": "questions",
                    "max_unit_words": 300},
     },
     "smoke": {
@@ -205,6 +210,8 @@ class StageConfig(_Base):
             data += f" max_books={c.max_books}"
         if c.max_units_per_book:
             data += f" max_units/book={c.max_units_per_book}"
+            if c.unit_selection != "first":
+                data += f" ({c.unit_selection})"
         return (
             f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | "
             f"embeddings={self.embedding.model} | data={data}"

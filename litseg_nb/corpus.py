@@ -41,7 +41,7 @@ from .schema import Book, Question, Sentence, Unit
 log = logging.getLogger(__name__)
 
 DATASETS = ("gutenqa", "gutenberg", "literaryqa")
-CORPUS_CACHE_VERSION = "corpus-v1"
+CORPUS_CACHE_VERSION = "corpus-v2"
 
 
 class CorpusError(ValueError):
@@ -178,12 +178,31 @@ def index_book(book: Book, max_unit_words: int, sentence_splitter: str = "nupunk
     return book
 
 
-def cap_units(book: Book, max_units: int) -> Book:
-    """Keep the first ``max_units`` narrative units (front matter only if nothing else)."""
+def units_with_evidence(book: Book) -> list[Unit]:
+    """The book's units (in order) whose text holds at least one question's evidence string."""
+    from .metrics.retrieval import is_relevant
+
+    evidence = [q.evidence for q in book.questions if q.evidence]
+    return [u for u in book.units if any(is_relevant(u.text(book.text), e) for e in evidence)]
+
+
+def cap_units(book: Book, max_units: int, selection: str = "first") -> Book:
+    """Keep ``max_units`` narrative units (front matter only if nothing else).
+
+    ``selection="first"`` keeps the first ones; ``"questions"`` keeps units that hold a question's
+    evidence first (GutenQA), then fills up with the first other units; kept units stay in book order.
+    """
+    if selection not in ("first", "questions"):
+        raise CorpusError(f"unknown unit_selection {selection!r} (first | questions) for book {book.book_id}")
     if max_units and len(book.units) > max_units:
         narrative = [u for u in book.units if u.title != FRONT_MATTER] or book.units
+        chosen = narrative[:max_units]
+        if selection == "questions":
+            preferred = [u for u in units_with_evidence(book) if u in narrative][:max_units]
+            rest = [u for u in narrative if u not in preferred][:max_units - len(preferred)]
+            chosen = sorted(preferred + rest, key=lambda u: u.ordinal)
         book.meta["units_total"] = len(book.units)
-        book.units = narrative[:max_units]
+        book.units = chosen
     return book
 
 
@@ -222,7 +241,7 @@ def _build(cfg: CorpusConfig, root: Path, progress: bool) -> tuple[list[Book], C
             books = books[:cfg.max_books]
         for book in tqdm(books, desc=f"indexing {ds}", disable=not progress):
             index_book(book, cfg.max_unit_words, cfg.sentence_splitter)
-            cap_units(book, cfg.max_units_per_book)
+            cap_units(book, cfg.max_units_per_book, cfg.unit_selection)
             out.append(book)
     if cfg.books:
         found = {b.book_id for b in out}

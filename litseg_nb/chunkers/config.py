@@ -76,6 +76,9 @@ class BaselinesConfig(StageConfig):
     llm_books: tuple[str, ...] = ()
     llm_max_units: int = 0
     llm_max_unit_words: int = 0  # skip longer units for LLM methods (0 = no limit)
+    # "questions": units holding a GutenQA question's evidence first (the same units LitSeg and
+    # LitSeg-Lite segment in the small profiles), then book order; "first": book order
+    llm_unit_selection: str = "questions"
 
     length_match: bool = True
     length_match_target_tokens: int = 0  # 0 = the native mean of length_match_reference
@@ -93,7 +96,7 @@ class BaselinesConfig(StageConfig):
             # short units of GutenQA's Emma (SmolLM2-135M on CPU; see notebook 04's budget notes)
             return {"corpus": {"datasets": ("gutenqa", "gutenberg")},
                     "llm_books": ("gutenqa:Emma_-_Jane_Austen",), "llm_max_units": 2,
-                    "llm_max_unit_words": 450, "margin_max_left_tokens": 128,
+                    "margin_max_left_tokens": 128,
                     "proposition_max_new_tokens": 192}
         return {}
 

@@ -171,12 +171,22 @@ def _matches(book: Book, wanted: Sequence[str]) -> bool:
 
 def select_llm_units(books: Sequence[Book], cfg: BaselinesConfig) -> list[tuple[Book, Unit]]:
     """Units the LLM-based methods run on: ``llm_books`` (id or title substring), units of at most
-    ``llm_max_unit_words`` words, the first ``llm_max_units`` of them in book order (0 = no limit)."""
+    ``llm_max_unit_words`` words, the first ``llm_max_units`` of them (0 = no limit) — with
+    ``llm_unit_selection="questions"`` units holding a question's evidence come first, as in
+    :func:`litseg_nb.corpus.cap_units`, so every LLM-based method segments the same units."""
+    from ..corpus import units_with_evidence
+
+    if cfg.llm_unit_selection not in ("first", "questions"):
+        raise ChunkerError(f"unknown llm_unit_selection {cfg.llm_unit_selection!r} (first | questions)")
     picked = []
     for b in books:
         if cfg.llm_books and not _matches(b, cfg.llm_books):
             continue
-        for u in b.units:
+        units = list(b.units)
+        if cfg.llm_unit_selection == "questions":
+            preferred = units_with_evidence(b)
+            units = preferred + [u for u in units if u not in preferred]
+        for u in units:
             if not u.n_sentences:
                 continue
             if cfg.llm_max_unit_words and word_count(u.text(b.text)) > cfg.llm_max_unit_words:

@@ -61,8 +61,10 @@ class LitSegConfig(StageConfig):
             # long-context decoding runs at ~4 tok/s, so retries (which double the cost) are off
             # here; they are exercised by the tests and the test profile.
             return {
+                # the profile's shared unit size (900 words), units holding GutenQA evidence first,
+                # so notebook 05 can score LitSeg's chunks on real questions
                 "corpus": {"datasets": ("gutenqa",), "max_books": 1, "max_units_per_book": 3,
-                           "max_unit_words": 600},
+                           "unit_selection": "questions"},
                 "max_retries": 0,
                 "stage1_max_new_tokens": 48,
                 "stage2_max_new_tokens": 48,
