@@ -152,3 +152,16 @@ def test_text_mismatch_and_overlong_examples_are_excluded():
     assert not examples and sum(report.excluded.values()) == 1
     examples, _ = build_examples([fresh], [book], count_tokens=words, max_seq_tokens=100_000)
     assert examples[0].n_tokens > 1000  # the E.2 system prompt alone is long
+
+
+def test_single_pass_validation_finds_segments_wherever_the_prompt_puts_them():
+    import json
+
+    from litseg_nb.lite.segmenter import validate_single_pass
+
+    seg = {"subtitle": "s", "from_idx": 1, "to_idx": 3, "context_idx": []}
+    for reply in ({"step1": {}, "step2": {}, "step3": {"chapter_title": "t", "segments": [seg]}},  # E.2
+                  {"step1": {}, "step2": {"chapter_title": "t", "segments": [seg]}},  # E.4 w/o one stage
+                  {"chapter_title": "t", "segments": [seg]}):  # E.4 generic prompt
+        assert validate_single_pass(json.dumps(reply), 3).ok, reply
+    assert not validate_single_pass(json.dumps({"step2": {"segments": [seg]}}), 4).ok  # gap at 4

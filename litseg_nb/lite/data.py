@@ -52,18 +52,19 @@ def load_annotations(profile: str) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- prompts
-def lite_system_prompt(n_sentences: int) -> str:
-    """The Appendix E.2 system prompt with ``{last_index}`` = the unit's last sentence index."""
-    return fill_prompt(load_prompt(LITE_SYSTEM_TEMPLATE), last_index=n_sentences)
+def lite_system_prompt(n_sentences: int, template: str = LITE_SYSTEM_TEMPLATE) -> str:
+    """The Appendix E.2 system prompt (or an E.4 ablation prompt, ``template="ablation/..."``)
+    with ``{last_index}`` = the unit's last sentence index."""
+    return fill_prompt(load_prompt(template), last_index=n_sentences)
 
 
 def lite_user_prompt(indexed_text: str) -> str:
     return fill_prompt(load_prompt(LITE_USER_TEMPLATE), chapter_content=indexed_text)
 
 
-def lite_conversation(book: Book, unit: Unit) -> list[dict[str, str]]:
+def lite_conversation(book: Book, unit: Unit, template: str = LITE_SYSTEM_TEMPLATE) -> list[dict[str, str]]:
     """System + user messages of one Lite call for ``unit`` (the student's whole input)."""
-    return [{"role": "system", "content": lite_system_prompt(unit.n_sentences)},
+    return [{"role": "system", "content": lite_system_prompt(unit.n_sentences, template)},
             {"role": "user", "content": lite_user_prompt(unit.indexed_text(book.text))}]
 
 

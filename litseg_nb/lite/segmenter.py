@@ -22,18 +22,30 @@ from ..litseg.reconstruct import reconstruct_unit
 from ..litseg.validate import ValidationResult, finalize_segments, parse_json_reply, validate_segments
 from ..llm.base import LLMBackend, SamplingParams, UsageTag
 from ..schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
-from .data import lite_conversation
+from .data import LITE_SYSTEM_TEMPLATE, lite_conversation
 from .rewards import format_reward_breakdown
 
 METHOD = "litseg-lite"
 
 
+def segmentation_object(obj: Any) -> Any:
+    """The object holding ``segments`` in a single-pass reply.
+
+    E.2 puts it under ``step3``; the E.4 ablation prompts that drop a stage put it under the last
+    remaining step (``step2``), and the generic prompt at the top level.
+    """
+    if isinstance(obj, dict) and "segments" not in obj:
+        for key in ("step3", "step2", "step1"):
+            if isinstance(obj.get(key), dict) and "segments" in obj[key]:
+                return obj[key]
+        if isinstance(obj.get("step3"), dict):
+            return obj["step3"]
+    return obj
+
+
 def validate_single_pass(text: str, n_sentences: int) -> ValidationResult:
-    """Validate a single-pass (E.2) reply with the shared validator (on its ``step3`` object)."""
-    obj = parse_json_reply(text)
-    if isinstance(obj, dict) and isinstance(obj.get("step3"), dict):
-        obj = obj["step3"]
-    return validate_segments(obj, n_sentences)
+    """Validate a single-pass (E.2 or E.4) reply with the shared validator."""
+    return validate_segments(segmentation_object(parse_json_reply(text)), n_sentences)
 
 
 @dataclass
@@ -62,9 +74,11 @@ class LiteSegmenter:
     """Single-pass Lite segmentation with LitSeg's validation, retry, fallback and reconstruction."""
 
     def __init__(self, backend: LLMBackend, max_new_tokens: int = 4096, retries: int = 2,
-                 retry_temperature: float = 0.7, seed: int = 0, method: str = METHOD):
+                 retry_temperature: float = 0.7, seed: int = 0, method: str = METHOD,
+                 system_template: str = LITE_SYSTEM_TEMPLATE):
         self.backend, self.max_new_tokens, self.retries = backend, max_new_tokens, retries
         self.retry_temperature, self.seed, self.method = retry_temperature, seed, method
+        self.system_template = system_template  # E.2 by default; the E.4 prompts for ablations
 
     def segment_units(self, pairs: Sequence[tuple[Book, Unit]], progress: bool = False
                       ) -> tuple[list[Chunk], list[LiteUnitResult]]:
@@ -85,7 +99,7 @@ class LiteSegmenter:
             got: dict[int, Any] = {}
             for book_id, idx in by_book.items():
                 tag = UsageTag(method=self.method, book=book_id, stage="single-pass")
-                gens_b = self.backend.chat([lite_conversation(*pairs[i]) for i in idx], params, tag)
+                gens_b = self.backend.chat([lite_conversation(*pairs[i], self.system_template) for i in idx], params, tag)
                 got.update(zip(idx, gens_b))
             gens = [got[i] for i in todo]
             dt = (time.perf_counter() - t0) / max(1, len(todo))
