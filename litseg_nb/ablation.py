@@ -1,0 +1,203 @@
+"""LitSeg-Lite ablations (paper §4.3, Tables 5-8).
+
+The paper ablates LitSeg-Lite into six variants, each a single-pass segmenter over the same units:
+
+* **w/o GRPO** — the SFT adapter only (no RL stage);
+* **w/o FT** — the base model with the Lite prompt (Appendix E.2), no fine-tuning;
+* **+w/o Theo.S.1/2/3** — the base model with an Appendix E.4 prompt that drops one theory stage;
+* **+w/o Theory** — the base model with E.4's generic semantic-segmentation prompt.
+
+Every variant goes through :class:`~litseg_nb.lite.segmenter.LiteSegmenter` (LitSeg's validation,
+retry, fallback and reconstruction), so validity and fallbacks are comparable, and writes chunks in
+the shared schema that the segment-quality and retrieval code scores like any other chunker.
+Adapters come from notebook 03 (``artifacts/lite/adapters/{sft,grpo}``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from .artifacts import artifact_path
+from .lite.config import LiteConfig
+from .lite.segmenter import LiteSegmenter, results_frame
+from .schema import Book, Chunk, Unit, assert_full_coverage, load_chunks
+
+
+class AblationError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class AblationVariant:
+    key: str  # file-safe id, also the chunk ``method``
+    name: str  # the paper's row label
+    model: str  # "lite" (SFT+GRPO), "sft" or "base"
+    template: str  # system prompt template
+    removes: str
+
+
+VARIANTS: tuple[AblationVariant, ...] = (
+    AblationVariant("lite", "LitSeg-Lite", "lite", "lite/system", "nothing (SFT + GRPO adapters, E.2 prompt)"),
+    AblationVariant("wo-grpo", "w/o GRPO", "sft", "lite/system", "the GRPO stage (SFT adapter only)"),
+    AblationVariant("wo-ft", "w/o FT", "base", "lite/system", "fine-tuning (base model, E.2 prompt)"),
+    AblationVariant("wo-theo-s1", "+w/o Theo.S.1", "base", "ablation/wo_theo_s1", "fine-tuning and theory stage 1"),
+    AblationVariant("wo-theo-s2", "+w/o Theo.S.2", "base", "ablation/wo_theo_s2", "fine-tuning and theory stage 2"),
+    AblationVariant("wo-theo-s3", "+w/o Theo.S.3", "base", "ablation/wo_theo_s3", "fine-tuning and theory stage 3"),
+    AblationVariant("wo-theory", "+w/o Theory", "base", "ablation/wo_theory",
+                    "fine-tuning and the whole narratological pipeline (generic prompt)"),
+)
+
+
+def variants_table() -> pd.DataFrame:
+    return pd.DataFrame([{"variant": v.name, "model": v.model, "prompt": v.template, "removes": v.removes}
+                         for v in VARIANTS])
+
+
+def select_variants(keys: Sequence[str]) -> list[AblationVariant]:
+    """Variants by key (all when ``keys`` is empty); unknown keys raise, naming them."""
+    if not keys:
+        return list(VARIANTS)
+    by_key = {v.key: v for v in VARIANTS}
+    unknown = [k for k in keys if k not in by_key]
+    if unknown:
+        raise AblationError(f"unknown ablation variant(s) {unknown}; known: {list(by_key)}")
+    return [by_key[k] for k in keys]
+
+
+def adapter_dirs(profile: str) -> dict[str, Path]:
+    """The SFT and GRPO adapters notebook 03 saved for ``profile`` (clear error when missing)."""
+    root = artifact_path(profile, "lite", "adapters", "x").parent
+    dirs = {"sft": root / "sft", "grpo": root / "grpo"}
+    missing = [str(p) for p in dirs.values() if not p.is_dir()]
+    if missing:
+        raise AblationError(f"LitSeg-Lite adapters not found: {missing}; run notebook 03 for profile {profile!r} first")
+    return dirs
+
+
+def variant_model(cfg: LiteConfig, variant: AblationVariant, profile: str) -> str:
+    """The model a variant runs: the base model, or base + adapters merged once (cached folder)."""
+    if variant.model == "base":
+        return cfg.llm.model
+    from .lite.train import save_merged_model
+
+    dirs = adapter_dirs(profile)
+    adapters = [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
+    root = artifact_path(profile, "lite", "merged", "x").parent
+    return str(save_merged_model(cfg.llm.model, adapters, root))
+
+
+def litseg_units(profile: str, books: Sequence[Book], max_units: int = 0) -> list[tuple[Book, Unit]]:
+    """The units LitSeg segmented in notebook 02 (``chunks/litseg.jsonl``), in corpus order."""
+    path = artifact_path(profile, "chunks", "litseg.jsonl")
+    if not path.is_file():
+        raise AblationError(f"{path} not found; run notebook 02 for profile {profile!r} first")
+    keys = {(c.book_id, c.unit_id) for c in load_chunks(path)}
+    pairs = [(b, u) for b in books for u in b.units if (b.book_id, u.unit_id) in keys]
+    if not pairs:
+        raise AblationError(f"the units in {path} are not in this corpus (different unit settings?)")
+    return pairs[:max_units] if max_units else pairs
+
+
+def run_ablations(cfg: LiteConfig, profile: str, pairs: Sequence[tuple[Book, Unit]],
+                  variants: Sequence[AblationVariant], ledger: Any = None,
+                  backend_factory: Any = None) -> tuple[dict[str, list[Chunk]], pd.DataFrame]:
+    """Segment ``pairs`` with every variant; returns chunk sets by variant key and per-unit results.
+
+    ``backend_factory(llm_cfg)`` builds the backend (default :func:`litseg_nb.llm.make_backend`);
+    each variant's backend is released before the next one loads.
+    """
+    from .llm import make_backend
+    from .llm.base import UsageLedger
+
+    ledger = ledger if ledger is not None else UsageLedger()
+    factory = backend_factory or (lambda llm_cfg: make_backend(llm_cfg, ledger))
+    chunk_sets: dict[str, list[Chunk]] = {}
+    frames = []
+    for v in variants:
+        backend = factory(cfg.llm.replace(model=variant_model(cfg, v, profile)))
+        seg = LiteSegmenter(backend, cfg.infer_max_new_tokens, cfg.infer_retries, seed=cfg.seed,
+                            method=v.key, system_template=v.template)
+        chunks, results = seg.segment_units(pairs)
+        for book in {b.book_id: b for b, _ in pairs}.values():
+            units = [u for b, u in pairs if b.book_id == book.book_id]
+            sub = Book(book.book_id, book.title, book.dataset, book.text, units=units)
+            assert_full_coverage(sub, [c for c in chunks if c.book_id == book.book_id], v.key)
+        chunk_sets[v.key] = chunks
+        df = results_frame(results)
+        df.insert(0, "variant", v.name)
+        frames.append(df)
+        del backend, seg
+    return chunk_sets, pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def validity_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Per variant: units, first-try validity, mean attempts, fallbacks by type, segments per unit."""
+    if results.empty:
+        return pd.DataFrame(columns=["variant", "units", "first_try_valid", "mean_attempts", "fallback_units",
+                                     "segments_per_unit", "completion_tokens"])
+    rows = []
+    for name, g in results.groupby("variant", sort=False):
+        types: dict[str, int] = {}
+        for ft in g["fallback_types"]:
+            for t in ft:
+                types[t] = types.get(t, 0) + 1
+        rows.append({"variant": name, "units": len(g), "first_try_valid": float(g["first_try_valid"].mean()),
+                     "mean_attempts": float(g["attempts"].mean()),
+                     "fallback_units": int((g["fallback"] != "none").sum()),
+                     "fallback_types": ", ".join(f"{k}={v}" for k, v in sorted(types.items())) or "-",
+                     "segments_per_unit": float(g["n_segments"].mean()),
+                     "completion_tokens": int(g["completion_tokens"].sum())})
+    return pd.DataFrame(rows)
+
+
+def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[Book],
+                              embedder: Any, names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Paper Table 6: mean cosine similarity of the sentences adjacent to each inner boundary."""
+    from .metrics import segment_quality as sq
+
+    units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
+    texts = {b.book_id: b.text for b in books}
+    pairs = [p for cs in chunk_sets.values() for p in sq.boundary_pairs(cs, units, texts)]
+    sims = sq.boundary_similarities(pairs, embedder)
+    out = pd.DataFrame({"method": list(chunk_sets)})
+    agg = sims.groupby("method").similarity.agg(["mean", "count"]).rename(
+        columns={"mean": "boundary_similarity", "count": "n_boundaries"})
+    out = out.join(agg, on="method")
+    out["n_boundaries"] = out["n_boundaries"].fillna(0).astype(int)
+    if names:
+        out.insert(0, "variant", out["method"].map(names))
+    return out
+
+
+def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame):
+    """Two panels: boundary similarity (lower is better) and hybrid-retrieval MRR per variant."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.45 * max(len(boundary), 3) + 1.6))
+    b = boundary.set_index("variant")["boundary_similarity"]
+    axes[0].barh(b.index[::-1], b.values[::-1], color="#4C72B0")
+    axes[0].set_xlabel("boundary similarity (lower = cleaner cuts)")
+    axes[0].set_title("Table 6 shape")
+    if not retrieval.empty:
+        r = retrieval.set_index("variant")["MRR"].reindex(b.index)
+        axes[1].barh(r.index[::-1], r.values[::-1], color="#55A868")
+    axes[1].set_xlabel("MRR, hybrid retrieval (higher is better)")
+    axes[1].set_title("Table 7 shape")
+    axes[1].set_yticklabels([])
+    fig.tight_layout()
+    return fig
+
+
+def save_ablation_chunks(profile: str, chunk_sets: Mapping[str, Sequence[Chunk]]) -> list[Path]:
+    """``artifacts/ablation/chunks/<variant>.jsonl`` (kept apart from notebook 05's chunk sets)."""
+    from .schema import save_chunks
+
+    paths = []
+    for key, cs in chunk_sets.items():
+        path = artifact_path(profile, "ablation", "chunks", f"{key}.jsonl")
+        save_chunks(path, list(cs))
+        paths.append(path)
+    return paths

@@ -1,0 +1,33 @@
+import pandas as pd
+import pytest
+
+from litseg_nb import ablation
+from litseg_nb.paths import outputs_dir
+from litseg_nb.runner import run_notebooks
+
+
+def test_variant_selection_names_unknown_keys():
+    assert [v.key for v in ablation.select_variants([])] == [v.key for v in ablation.VARIANTS]
+    with pytest.raises(ablation.AblationError, match="wo-gpro"):
+        ablation.select_variants(["wo-gpro"])
+
+
+def test_missing_adapters_are_named(fresh_dirs):
+    with pytest.raises(ablation.AblationError, match="adapters not found.*notebook 03"):
+        ablation.adapter_dirs("test")
+
+
+@pytest.mark.slow
+def test_notebook_07_runs_after_02_and_03():
+    run_notebooks("test", only=("02", "03", "07"))
+    tables = outputs_dir("test") / "tables"
+    validity = pd.read_csv(tables / "07_validity.csv")
+    assert list(validity["variant"]) == [v.name for v in ablation.VARIANTS]
+    assert (validity["units"] > 0).all()
+    t6 = pd.read_csv(tables / "07_table6_boundary_similarity.csv")
+    assert {"variant", "boundary_similarity", "n_boundaries"} <= set(t6.columns)
+    t7 = pd.read_csv(tables / "07_table7_retrieval.csv")
+    assert len(t7) == len(ablation.VARIANTS) and (t7["n_questions"] > 0).all()
+    assert (outputs_dir("test") / "figures" / "07_ablation.png").is_file()
+    chunks = outputs_dir("test") / "artifacts" / "ablation" / "chunks"
+    assert sorted(p.stem for p in chunks.glob("*.jsonl")) == sorted(v.key for v in ablation.VARIANTS)
