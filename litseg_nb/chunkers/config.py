@@ -79,6 +79,10 @@ class BaselinesConfig(StageConfig):
     # "questions": units holding a GutenQA question's evidence first (the same units LitSeg and
     # LitSeg-Lite segment in the small profiles), then book order; "first": book order
     llm_unit_selection: str = "questions"
+    # books (ids or title substrings) the embedding-based semantic chunker runs on; empty = all.
+    # On 2 CPU cores MiniLM embeds ~30 three-sentence groups per second, so the smoke profile
+    # limits it to the evaluation book instead of spending ~25 minutes on the eleven raw books.
+    semantic_books: tuple[str, ...] = ()
 
     length_match: bool = True
     length_match_target_tokens: int = 0  # 0 = the native mean of length_match_reference
@@ -96,9 +100,13 @@ class BaselinesConfig(StageConfig):
             # short units of GutenQA's Emma (SmolLM2-135M on CPU; see notebook 04's budget notes)
             return {"corpus": {"datasets": ("gutenqa", "gutenberg")},
                     "llm_books": ("gutenqa:Emma_-_Jane_Austen",), "llm_max_units": 2,
+                    "semantic_books": ("gutenqa:Emma_-_Jane_Austen",),
                     "margin_max_left_tokens": 128,
                     "proposition_max_new_tokens": 192}
         return {}
 
     def describe(self) -> str:  # noqa: D102
-        return super().describe() + f" | tokenizer={self.tokenizer}"
+        out = super().describe() + f" | tokenizer={self.tokenizer}"
+        if self.semantic_books:
+            out += f" | semantic chunker on {','.join(self.semantic_books)} only"
+        return out

@@ -268,7 +268,8 @@ def run_chunker(name: str, books: Sequence[Book], cfg: BaselinesConfig, backend:
         for b, u in selected:
             by_book.setdefault(b.book_id, []).append(u)
     else:
-        by_book = {b.book_id: [u for u in b.units if u.n_sentences] for b in books}
+        by_book = {b.book_id: [u for u in b.units if u.n_sentences] for b in books
+                   if not (cfg.semantic_books and "semantic" in (name, spec.base)) or _matches(b, cfg.semantic_books)}
     out: list[Chunk] = []
     for book in books:
         units = by_book.get(book.book_id)

@@ -47,7 +47,7 @@ from typing import Any, Iterable, Sequence
 from ..llm.base import LLMError, SamplingParams, UsageTag
 from ..schema import Book, Chunk, Unit, assert_full_coverage, write_jsonl
 from .config import LitSegConfig
-from .prompting import (PAPER_LENGTH_REFERENCE, STAGE_JSON_SCHEMAS, STAGES, stage_conversation,
+from .prompting import (PAPER_LENGTH_REFERENCE, STAGES, stage_conversation, stage_json_schema,
                         stage_result_text, system_prompt)
 from .reconstruct import reconstruct_unit
 from .validate import (FinalSegmentation, Segment, ValidationResult, finalize_segments, parse_json_reply,
@@ -273,7 +273,7 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig, sy
             temperature=temperature,
             top_p=cfg.llm.top_p,
             seed=cfg.seed + attempt,
-            json_schema=STAGE_JSON_SCHEMAS[stage] if structured else None,
+            json_schema=stage_json_schema(stage, cfg.stage_max_new_tokens(stage)) if structured else None,
         )
         by_book: dict[str, list[_Job]] = {}
         for job in pending:

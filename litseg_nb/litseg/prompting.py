@@ -80,59 +80,49 @@ def stage_conversation(system: str, stage: str, chapter_content: str, n_sentence
     ]
 
 
-# JSON schemas for constrained decoding (one per stage, independent of the unit so a whole batch
-# shares one grammar; index ranges are checked by the validator, not the grammar). The paper does
-# not use constrained decoding; the length and count bounds below are ours. They only bound the
-# *decoding* (a small model otherwise loops on one field until the token cap and the reply is cut
-# off); the validator still applies the paper's rules to whatever comes out.
-_TEXT = {"type": "string", "maxLength": 600}
-_SHORT = {"type": "string", "maxLength": 120}
-_INDEX = {"type": "integer", "minimum": 1}
-STAGE_JSON_SCHEMAS: dict[str, dict[str, Any]] = {
-    "stage1": {
-        "type": "object",
-        "properties": {"step_1_events": _TEXT},
-        "required": ["step_1_events"],
-        "additionalProperties": False,
-    },
-    "stage2": {
-        "type": "object",
-        "properties": {"step_2_threads": _TEXT},
-        "required": ["step_2_threads"],
-        "additionalProperties": False,
-    },
-    "stage3": {
+# JSON schemas for constrained decoding. The paper does not use constrained decoding; the bounds
+# below are ours. They only bound the *decoding* so that a complete reply fits the stage's token
+# budget (otherwise a small model loops on one field until the cap and the reply is cut off, which
+# no grammar can repair); the validator still applies the paper's rules to whatever comes out.
+# One schema per stage and budget, independent of the unit, so a whole batch shares one grammar.
+_CHARS_PER_TOKEN = 2.5  # conservative for English text inside JSON strings
+_SEGMENT_TOKENS = 48  # one segment object with a 40-character subtitle and a short context list (measured)
+_TURNING_POINT_TOKENS = 50
+
+
+def stage_json_schema(stage: str, max_new_tokens: int) -> dict[str, Any]:
+    """The JSON schema of ``stage`` sized so that a complete reply fits ``max_new_tokens``."""
+    if stage in ("stage1", "stage2"):
+        key = "step_1_events" if stage == "stage1" else "step_2_threads"
+        text = {"type": "string", "maxLength": max(16, int((max_new_tokens - 12) * _CHARS_PER_TOKEN))}
+        return {"type": "object", "properties": {key: text}, "required": [key], "additionalProperties": False}
+    if stage != "stage3":
+        raise ValueError(f"unknown LitSeg stage {stage!r}; expected one of {STAGES}")
+    budget = max_new_tokens - 30  # braces, keys and the chapter title
+    n_tp = max(1, min(6, budget // (4 * _TURNING_POINT_TOKENS)))
+    n_seg = max(1, min(32, (budget - n_tp * _TURNING_POINT_TOKENS) // _SEGMENT_TOKENS))
+    short = {"type": "string", "maxLength": 40}
+    index = {"type": "integer", "minimum": 1}
+    return {
         "type": "object",
         "properties": {
-            "chapter_title": _SHORT,
+            "chapter_title": short,
             "step_3_turning_points": {
-                "type": "array",
-                "maxItems": 6,
-                "items": {
-                    "type": "object",
-                    "properties": {"type": _SHORT, "description": _SHORT},
-                    "required": ["type", "description"],
-                    "additionalProperties": False,
-                },
+                "type": "array", "maxItems": n_tp,
+                "items": {"type": "object",
+                          "properties": {"type": {"type": "string", "maxLength": 30},
+                                         "description": {"type": "string", "maxLength": 80}},
+                          "required": ["type", "description"], "additionalProperties": False},
             },
             "segments": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": 16,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "subtitle": _SHORT,
-                        "from_idx": _INDEX,
-                        "to_idx": _INDEX,
-                        "context_idx": {"type": "array", "maxItems": 8, "items": _INDEX},
-                    },
-                    "required": ["subtitle", "from_idx", "to_idx", "context_idx"],
-                    "additionalProperties": False,
-                },
+                "type": "array", "minItems": 1, "maxItems": n_seg,
+                "items": {"type": "object",
+                          "properties": {"subtitle": short, "from_idx": index, "to_idx": index,
+                                         "context_idx": {"type": "array", "maxItems": 3, "items": index}},
+                          "required": ["subtitle", "from_idx", "to_idx", "context_idx"],
+                          "additionalProperties": False},
             },
         },
         "required": ["chapter_title", "step_3_turning_points", "segments"],
         "additionalProperties": False,
-    },
-}
+    }
