@@ -98,3 +98,61 @@ def chunk_statistics(chunk_sets: Mapping[str, Sequence[Any]], count_tokens: Call
                      "sentences_mean": sents.mean(),
                      "with_context_idx": int(sum(1 for c in cs if c.context_idx))})
     return pd.DataFrame(rows)
+
+
+def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], embedder: Any):
+    """Paper Table 2: per dataset and method, mean/sd/count of boundary similarities."""
+    units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
+    dataset = {b.book_id: b.dataset for b in books}
+    pairs = [p for cs in chunk_sets.values() for p in boundary_pairs(cs, units, {b.book_id: b.text for b in books})]
+    sims = boundary_similarities(pairs, embedder)
+    sims["dataset"] = sims.book_id.map(dataset)
+    t2 = sims.groupby(["dataset", "method"]).similarity.agg(["mean", "std", "count"]).reset_index()
+    return t2.rename(columns={"mean": "boundary_similarity", "std": "sd", "count": "n_boundaries"})
+
+
+def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], backend: Any,
+                     cfg: SegmentQualityConfig, seed: int = 0):
+    """The Appendix E.3 rubric judge over each method's units, within the config's caps.
+
+    Returns ``(per_unit, per_method)`` frames; units skipped for size are counted per method.
+    """
+    import pandas as pd
+
+    from . import rubric_judge
+
+    book_by_id = {b.book_id: b for b in books}
+    units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
+    rows, skipped = [], {}
+    for m, cs in chunk_sets.items():
+        if cfg.judge_methods and m not in cfg.judge_methods:
+            continue
+        by_unit: dict[tuple[str, str], list[Any]] = {}
+        for c in cs:
+            by_unit.setdefault((c.book_id, c.unit_id), []).append(c)
+        done = 0
+        for (bid, uid), ucs in sorted(by_unit.items()):
+            if cfg.judge_max_units and done >= cfg.judge_max_units:
+                break
+            passage = units[(bid, uid)].indexed_text(book_by_id[bid].text)
+            if len(ucs) > cfg.judge_max_chunks_per_unit or (
+                    cfg.judge_max_passage_chars and len(passage) > cfg.judge_max_passage_chars):
+                skipped[m] = skipped.get(m, 0) + 1
+                continue
+            seg_prompt = f"Chunker '{m}' (see the project's notebooks 02-04 for its prompt or algorithm)"
+            r = rubric_judge.score_chunks_with_rubric(backend, passage, seg_prompt,
+                                                      rubric_judge.segments_json_for_chunks(ucs), len(ucs),
+                                                      retries=cfg.judge_retries, seed=seed)
+            done += 1
+            rows.append({"dataset": book_by_id[bid].dataset, "method": m, "book_id": bid, "unit_id": uid,
+                         "n_chunks": len(ucs), **r.dimension_means(), "overall": r.mean, "neutral": r.neutral,
+                         "attempts": r.attempts, "improper_overlap": sum(r.improper_overlap)})
+    per_unit = pd.DataFrame(rows)
+    if per_unit.empty:
+        return per_unit, pd.DataFrame(columns=["dataset", "method", "n_units", "overall", "n_neutral", "n_skipped"])
+    per_method = per_unit.groupby(["dataset", "method"]).agg(
+        n_units=("unit_id", "count"), event_validity=("event_validity", "mean"),
+        unity_of_action=("unity_of_action", "mean"), cut_point_logic=("cut_point_logic", "mean"),
+        overall=("overall", "mean"), n_neutral=("neutral", "sum"), mean_attempts=("attempts", "mean")).reset_index()
+    per_method["n_skipped"] = per_method["method"].map(skipped).fillna(0).astype(int)
+    return per_unit, per_method
