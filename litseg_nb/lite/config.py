@@ -86,6 +86,7 @@ class LiteConfig(StageConfig):
     infer_max_new_tokens: int = 4096
     infer_retries: int = 2  # same N as LitSeg: invalid output is retried, then the paper's fallback
     eval_with_judge: bool = True  # score before/after/teacher replies with the judge too
+    ablation_max_units: int = 0  # notebook 07: LitSeg-annotated units per variant (0 = all)
     examples_to_show: int = 2
 
     @classmethod
@@ -128,6 +129,7 @@ class LiteConfig(StageConfig):
                 "judge_llm": {"backend": "hf", "model": "smollm2-135m-instruct", "max_new_tokens": 64,
                               "max_model_len": 8192},
                 "judge_retries": 1, "infer_max_new_tokens": 192, "infer_retries": 0,
+                "ablation_max_units": 1,  # 7 variants x ~1 min per unit on the CPU
                 # a judge call is a ~5.5k-token prompt (~1 min on the CPU): GRPO keeps the judge, the
                 # before/after tables report the format reward only (labelled)
                 "eval_with_judge": False,
