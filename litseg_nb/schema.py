@@ -232,6 +232,23 @@ def load_chunks(path: Path) -> list[Chunk]:
     return [Chunk.from_json(d) for d in read_jsonl(path)]
 
 
+def _contiguous_chunk(book: Book, unit: Unit, method: str, ordinal: int, from_idx: int, to_idx: int,
+                      start: int, end: int, metadata: dict[str, Any] | None) -> Chunk:
+    text = book.text[start:end]
+    return Chunk(
+        book_id=book.book_id,
+        unit_id=unit.unit_id,
+        chunk_id=f"{unit.unit_id}.c{ordinal:04d}",
+        method=method,
+        from_idx=from_idx,
+        to_idx=to_idx,
+        spans=[(start, end)],
+        text=text,
+        main_text=text,
+        metadata=dict(metadata or {}),
+    )
+
+
 def make_span_chunk(
     book: Book,
     unit: Unit,
@@ -248,19 +265,7 @@ def make_span_chunk(
             f"[{unit.start}, {unit.end}) of book {book.book_id}"
         )
     lo, hi = sentence_range_for_span(unit, start, end)
-    text = book.text[start:end]
-    return Chunk(
-        book_id=book.book_id,
-        unit_id=unit.unit_id,
-        chunk_id=f"{unit.unit_id}.c{ordinal:04d}",
-        method=method,
-        from_idx=lo,
-        to_idx=hi,
-        spans=[(start, end)],
-        text=text,
-        main_text=text,
-        metadata=dict(metadata or {}),
-    )
+    return _contiguous_chunk(book, unit, method, ordinal, lo, hi, start, end, metadata)
 
 
 def make_sentence_chunk(
@@ -280,16 +285,4 @@ def make_sentence_chunk(
         )
     start = unit.sentences[from_idx - 1].start
     end = unit.sentences[to_idx - 1].end
-    text = book.text[start:end]
-    return Chunk(
-        book_id=book.book_id,
-        unit_id=unit.unit_id,
-        chunk_id=f"{unit.unit_id}.c{ordinal:04d}",
-        method=method,
-        from_idx=from_idx,
-        to_idx=to_idx,
-        spans=[(start, end)],
-        text=text,
-        main_text=text,
-        metadata=dict(metadata or {}),
-    )
+    return _contiguous_chunk(book, unit, method, ordinal, from_idx, to_idx, start, end, metadata)
