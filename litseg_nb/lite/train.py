@@ -136,6 +136,15 @@ def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, e
 
 
 # --------------------------------------------------------------------------- stage 1: SFT
+def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
+    """Run ``trainer.train()``; return the trained PEFT model, seconds and the LoRA weight change."""
+    before = lora_state(trainer.model)
+    t0 = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - t0
+    return trainer.model, seconds, lora_change(before, lora_state(trainer.model))
+
+
 def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, out_dir: Path,
               work_dir: Path | None = None):
     """LoRA SFT on the single-pass targets. Returns ``(peft_model, TrainResult)``.
@@ -158,12 +167,7 @@ def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, o
     ds = Dataset.from_list([e.sft_record() for e in train])
     trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer,
                          peft_config=make_lora_config(cfg))
-    before = lora_state(trainer.model)
-    t0 = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - t0
-    peft_model = trainer.model
-    change = lora_change(before, lora_state(peft_model))
+    peft_model, seconds, change = _train_measured(trainer)
     steps = trainer.state.global_step
     per_pass = sum(len(x) for x in trainer.train_dataset["input_ids"])
     n_pass = steps * cfg.sft_batch_size * cfg.sft_grad_accum / max(1, len(ds))
@@ -258,12 +262,7 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
     trainer = cls(model=model, reward_funcs=list(reward_funcs), args=args, train_dataset=ds,
                   processing_class=tokenizer, peft_config=make_lora_config(cfg),
                   filter_zero_std_groups=cfg.grpo_filter_zero_std_groups)
-    before = lora_state(trainer.model)
-    t0 = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - t0
-    peft_model = trainer.model
-    change = lora_change(before, lora_state(peft_model))
+    peft_model, seconds, change = _train_measured(trainer)
     log = list(trainer.state.log_history)
     tokens = int(sum(r.get("completions/mean_length", 0) for r in log if "loss" in r) * g
                  * cfg.grpo_prompts_per_step)
