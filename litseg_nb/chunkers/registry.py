@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..cache import StepCache
+from ..llm.base import UsageTag
 from ..schema import Book, Chunk, Unit, assert_full_coverage, check_coverage
 from .base import ChunkerError, load_tokenizer, word_count
 from .config import ALL_METHODS, LLM_METHODS, BaselinesConfig
@@ -216,6 +218,29 @@ def _usage(backend: Any, method: str, book_id: str) -> tuple[int, int, int]:
     return 0, 0, 0
 
 
+def _ledger_rows(backend: Any, method: str, book_id: str) -> dict[str, dict[str, Any]]:
+    ledger = getattr(backend, "ledger", None)
+    if ledger is None:
+        return {}
+    return {r["stage"]: r for r in ledger.rows() if r["method"] == method and r["book"] == book_id}
+
+
+def _usage_delta(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ledger rows (per stage) this computation added: stored with the cached chunks."""
+    out = []
+    for stage, row in after.items():
+        old = before.get(stage, {})
+        d = {k: v - old.get(k, 0) for k, v in row.items() if isinstance(v, (int, float)) and k != "cache_hits"}
+        if d.get("calls"):
+            out.append({"stage": stage, **d})
+    return out
+
+
+# (ledger -> step-cache keys whose usage the ledger already holds): a "+merge" variant reuses its base's
+# cached chunks in the same run, and that work must be counted once
+_ACCOUNTED: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+
+
 def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: BaselinesConfig, backend: Any,
               embedder: Any, report: RunReport | None, report_as: str) -> list[Chunk]:
     """Run ``spec`` on the units of one book with the (method, book) cache."""
@@ -229,19 +254,29 @@ def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: BaselinesCo
         config={"params": {p: getattr(cfg, p) for p in spec.params}, "models": model_ids},
         inputs={"book": book.book_id, "units": [(u.unit_id, _unit_fingerprint(book, u)) for u in units]},
     )
+    ledger = getattr(backend, "ledger", None)
+    accounted = _ACCOUNTED.setdefault(ledger, set()) if ledger is not None else set()
     if cache.exists():
         stored = cache.load()
         chunks = [Chunk.from_json(d) for d in stored["chunks"]]
         run = BookRun(**{**stored["run"], "method": report_as, "cached": True})
+        tag_method = spec.name.split("@")[0]
+        if ledger is not None and (cache.key not in accounted or not _ledger_rows(backend, tag_method, book.book_id)):
+            # a warm rerun keeps the cost recorded when the chunks were computed, flagged as cached
+            for row in stored.get("usage") or []:
+                ledger.replay(UsageTag(tag_method, book.book_id, row["stage"]), row)
+            accounted.add(cache.key)
     else:
         if spec.needs_llm and backend is None:
             raise ChunkerError(f"{spec.name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
         tag_method = spec.name.split("@")[0]
         before = _usage(backend, tag_method, book.book_id)
+        rows_before = _ledger_rows(backend, tag_method, book.book_id)
         t0 = time.perf_counter()
         per_unit, extra = spec.run([(book, u) for u in units], cfg, backend, embedder)
         secs = time.perf_counter() - t0
         after = _usage(backend, tag_method, book.book_id)
+        usage = _usage_delta(rows_before, _ledger_rows(backend, tag_method, book.book_id))
         chunks = [c for cs in per_unit for c in cs]
         run = BookRun(report_as, book.book_id, len(units), sum(u.n_sentences for u in units), len(chunks),
                       secs, False, after[0] - before[0], after[1] - before[1], after[2] - before[2],
@@ -251,7 +286,8 @@ def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: BaselinesCo
             if not rep.ok:
                 raise ChunkerError(f"{spec.name} on book {book.book_id!r} unit {u.unit_id}: missing sentences "
                                    f"{list(rep.missing)[:20]} invalid {list(rep.out_of_range)[:20]}")
-        cache.save({"chunks": [c.to_json() for c in chunks], "run": dataclasses.asdict(run)})
+        cache.save({"chunks": [c.to_json() for c in chunks], "run": dataclasses.asdict(run), "usage": usage})
+        accounted.add(cache.key)
     if report is not None:
         report.rows.append(run)
     return chunks

@@ -207,6 +207,11 @@ def annotate_units(
             if rec.get("status") == "done" and rec.get("key") in {j.key for j in jobs}:
                 done[rec["key"]] = rec
     todo = [j for j in jobs if j.key not in done]
+    ledger = getattr(backend, "ledger", None)
+    if ledger is not None:  # resumed units keep the cost recorded when they were annotated (as cached)
+        for job in jobs:
+            if job.key in done:
+                replay_record_usage(ledger, done[job.key], method)
     group = cfg.unit_group_size or len(todo) or 1
     calls = 0
     bar = tqdm(total=len(todo) * 3, desc=f"{method} stages", disable=not progress or not todo)
@@ -229,6 +234,28 @@ def annotate_units(
     return AnnotationRun(records, time.perf_counter() - t0, calls, len(jobs) - len(todo),
                          Path(annotations_path) if annotations_path is not None else None,
                          length_reference, structured, method)
+
+
+def record_usage_rows(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per stage, the usage a finished annotation record cost when it was computed (attempts that
+    got a reply; backend errors recorded nothing)."""
+    out: dict[str, dict[str, Any]] = {}
+    for stage in STAGES:
+        atts = [a for a in record["stages"][stage]["attempts"] if a.get("text") is not None]
+        if atts:
+            out[stage] = {"calls": len(atts),
+                          "prompt_tokens": sum(int(a.get("prompt_tokens") or 0) for a in atts),
+                          "cached_prompt_tokens": sum(int(a.get("cached_prompt_tokens") or 0) for a in atts),
+                          "completion_tokens": sum(int(a.get("completion_tokens") or 0) for a in atts),
+                          "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)}
+    return out
+
+
+def replay_record_usage(ledger: Any, record: dict[str, Any], method: str) -> None:
+    """Put a resumed unit's recorded cost into ``ledger`` (flagged as cache hits), so a resumed
+    run's usage table equals the cold run's."""
+    for stage, row in record_usage_rows(record).items():
+        ledger.replay(UsageTag(method, record["book_id"], stage), row)
 
 
 def _new_record(book: Book, unit: Unit, key: str, rkey: str, content: str, method: str, backend: Any,

@@ -78,6 +78,16 @@ class UsageLedger:
             u.latency_s += gen.latency_s
             u.cache_hits += int(gen.cache_hit)
 
+    def replay(self, tag: UsageTag, row: dict[str, Any]) -> None:
+        """Add usage recorded when the work was done to a run that did not redo it (a step-cache hit,
+        a resumed unit): the cost is kept as recorded, and every replayed call counts as a cache hit."""
+        with self._lock:
+            u = self._by_tag[tag]
+            for name, f in Usage.__dataclass_fields__.items():
+                if name != "cache_hits" and row.get(name) is not None:
+                    setattr(u, name, getattr(u, name) + (float if f.type in (float, "float") else int)(row[name]))
+            u.cache_hits += int(row.get("calls") or 0)
+
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:
             return [{**asdict(t), **asdict(u)} for t, u in sorted(self._by_tag.items(), key=lambda kv: (
