@@ -148,7 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="extra parameter injected into notebooks that declare it")
     run.add_argument("--log-output", action="store_true", help="stream notebook output")
     sub.add_parser("list", help="list the numbered notebooks and their parameters")
+    from .chunk_import import add_subparser as _add_import_chunks
+
+    _add_import_chunks(sub)  # import-chunks (handler in litseg_nb/chunk_import.py)
     args = parser.parse_args(argv)
+    if args.command == "import-chunks":
+        return args.handler(args)
 
     if args.command == "list":
         for nb in discover_notebooks():
