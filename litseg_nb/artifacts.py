@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .cache import hash_file
+from .figures import save_figure_files
 from .paths import REPO_ROOT, outputs_dir
+from .safe_io import atomic_path, write_text_atomic
 
 _TRACKED_PACKAGES = (
     "torch", "transformers", "peft", "trl", "vllm", "ragas", "FlagEmbedding", "faiss-cpu",
@@ -29,24 +31,21 @@ def save_table(df, name: str, profile: str, label: str, index: bool = False) -> 
     """Write ``df`` as ``tables/<name>.csv`` and ``tables/<name>.md`` (with the label as caption)."""
     root = outputs_dir(profile) / "tables"
     csv_path, md_path = root / f"{name}.csv", root / f"{name}.md"
-    df.to_csv(csv_path, index=index)
+    with atomic_path(csv_path) as tmp:  # temp file + rename: a stopped run leaves no partial table
+        df.to_csv(tmp, index=index)
     try:
         body = df.to_markdown(index=index, floatfmt=".4g")
     except ImportError:  # tabulate missing
         body = df.to_string(index=index)
-    md_path.write_text(f"**{name}** — {label}\n\n{body}\n", encoding="utf-8")
-    (root / f"{name}.label.txt").write_text(label + "\n", encoding="utf-8")
+    write_text_atomic(md_path, f"**{name}** — {label}\n\n{body}\n")
+    write_text_atomic(root / f"{name}.label.txt", label + "\n")
     return {"csv": csv_path, "md": md_path}
 
 
 def save_figure(fig, name: str, profile: str, label: str) -> dict[str, Path]:
     """Write ``figures/<name>.png`` and ``.pdf`` with the label as a footer; deterministic metadata."""
-    root = outputs_dir(profile) / "figures"
-    fig.text(0.01, 0.005, label, fontsize=7, color="0.35", ha="left", va="bottom")
-    png, pdf = root / f"{name}.png", root / f"{name}.pdf"
-    fig.savefig(png, dpi=150, bbox_inches="tight", metadata={"Software": None})
-    fig.savefig(pdf, bbox_inches="tight", metadata={"Creator": None, "Producer": None, "CreationDate": None})
-    return {"png": png, "pdf": pdf}
+    # footer laid out below all drawn text, atomic writes (see litseg_nb.figures)
+    return save_figure_files(fig, outputs_dir(profile) / "figures" / name, label)
 
 
 def artifact_path(profile: str, *parts: str) -> Path:
@@ -97,5 +96,5 @@ def write_manifest(profile: str, notebook: str, parameters: dict[str, Any],
         **(extra or {}),
     }
     path = root / f"{notebook}.json"
-    path.write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")
+    write_text_atomic(path, json.dumps(manifest, indent=2, default=str))
     return path

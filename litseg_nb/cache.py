@@ -16,12 +16,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
 from .paths import cache_dir
+
+
+class CacheWarning(UserWarning):
+    """A cache entry or file was unreadable and is being replaced (the run continues)."""
+
+
+class CorruptCacheEntry(ValueError):
+    """A step-cache file that is not valid JSON (truncated, overwritten)."""
 
 
 def hash_bytes(data: bytes) -> str:
@@ -72,18 +81,52 @@ class StepCache:
         self.path = self.dir / f"{self.key}.json"
 
     def exists(self) -> bool:
-        return self.path.is_file()
+        """Whether a *readable* entry is stored (a corrupt one counts as absent, with a warning).
+
+        The value read here is kept for the :meth:`load` that follows, so it is parsed once.
+        """
+        found, value = self._load_or_none()
+        if found:
+            self._loaded = (value,)
+        return found
 
     def load(self) -> Any:
-        with self.path.open(encoding="utf-8") as fh:
-            return json.load(fh)
+        """The stored value; :class:`CorruptCacheEntry` (naming the file) if it cannot be read."""
+        kept = self.__dict__.pop("_loaded", None)
+        if kept is not None:
+            return kept[0]
+        try:
+            with self.path.open(encoding="utf-8") as fh:
+                return json.load(fh)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CorruptCacheEntry(f"step cache entry {self.path} is corrupt ({exc})") from exc
 
     def save(self, value: Any) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        with tmp.open("w", encoding="utf-8") as fh:
-            json.dump(value, fh, ensure_ascii=False)
-        tmp.replace(self.path)
+        try:
+            with tmp.open("w", encoding="utf-8") as fh:
+                json.dump(value, fh, ensure_ascii=False)
+            tmp.replace(self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def _load_or_none(self) -> tuple[bool, Any]:
+        """``(True, value)`` for a readable entry; a corrupt one is a miss, with a warning."""
+        if not self.path.is_file():
+            return False, None
+        try:
+            with self.path.open(encoding="utf-8") as fh:
+                return True, json.load(fh)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            exc = CorruptCacheEntry(f"step cache entry {self.path} is corrupt ({exc})")
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
+            warnings.warn(str(exc) + "; recomputing and replacing it", CacheWarning, stacklevel=3)
+            return False, None
 
     def get_or_compute(
         self,
@@ -91,8 +134,9 @@ class StepCache:
         serialize: Callable[[Any], Any] = lambda v: v,
         deserialize: Callable[[Any], Any] = lambda v: v,
     ) -> Any:
-        if self.exists():
-            return deserialize(self.load())
+        found, stored = self._load_or_none()
+        if found:
+            return deserialize(stored)
         value = compute()
         self.save(serialize(value))
         return value

@@ -17,12 +17,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..cache import CacheWarning
 from ..paths import cache_dir
 from .base import Conversation, Generation, SamplingParams, UsageLedger, UsageTag
 
@@ -41,13 +44,41 @@ class RequestCache:
         self.path = Path(path) if path is not None else default_cache_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS requests (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
-            "model TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)")
-        self._conn.commit()
+        self.moved_aside: Path | None = None
+        try:
+            self._conn = self._open()
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+            self.moved_aside = self._move_aside(exc)
+            self._conn = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS requests (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+                "model TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)")
+            conn.execute("SELECT key, value FROM requests LIMIT 1").fetchall()
+            conn.commit()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _move_aside(self, exc: Exception) -> Path:
+        """Rename an unreadable database (and its WAL/SHM files) and warn naming both paths."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{os.getpid()}")
+        os.replace(self.path, aside)
+        for suffix in ("-wal", "-shm"):
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                os.replace(side, aside.with_name(aside.name + suffix))
+        msg = (f"LLM request cache {self.path} is not a readable SQLite database ({exc}); moved it "
+               f"to {aside} and started an empty cache (cached requests will be recomputed)")
+        warnings.warn(msg, CacheWarning, stacklevel=3)
+        return aside
 
     @staticmethod
     def make_key(payload: dict[str, Any]) -> str:
@@ -65,7 +96,12 @@ class RequestCache:
                 rows = self._conn.execute(
                     f"SELECT key, value FROM requests WHERE key IN ({','.join('?' * len(part))})",
                     part).fetchall()
-                found.update((k, json.loads(v)) for k, v in rows)
+                for k, v in rows:
+                    try:
+                        found[k] = json.loads(v)
+                    except json.JSONDecodeError:  # an unreadable row is a miss (recomputed, replaced)
+                        warnings.warn(f"LLM request cache {self.path}: unreadable entry {k[:16]}...; "
+                                      "recomputing it", CacheWarning, stacklevel=2)
         return found
 
     def put_many(self, items: Sequence[tuple[str, str, str, Any]]) -> None:

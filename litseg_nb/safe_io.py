@@ -1,0 +1,99 @@
+"""Writing output files so that a stopped run never leaves a file that looks finished.
+
+Every table, figure, artifact and manifest is written to a temporary file next to its target
+(``.<name>.tmp-<pid>-<n><suffix>``, same folder, so the final step is an atomic ``os.replace``) and
+renamed only once it is complete. A run stopped by a full disk, an exception, Ctrl-C or a kill
+leaves either the previous complete file or none, plus at most a hidden temporary file::
+
+    with atomic_path(folder / "table.csv") as tmp:   # a Path: hand it to any writer
+        df.to_csv(tmp, index=False)
+    write_text_atomic(folder / "label.txt", label)
+
+:func:`ensure_writable` turns an unwritable outputs folder into one :class:`OutputsNotWritable`
+line naming the folder, before any work starts.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from .config import ConfigError
+
+_counter = itertools.count()
+
+
+class OutputsNotWritable(ConfigError):
+    """An outputs folder cannot be created or written."""
+
+
+def _tmp_name(path: Path) -> Path:
+    # keep the suffix: writers such as matplotlib and pandas pick the format from it
+    return path.with_name(f".{path.stem}.tmp-{os.getpid()}-{next(_counter)}{path.suffix}")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success it replaces ``path`` atomically.
+
+    On any exception (including KeyboardInterrupt) the temporary file is removed and ``path`` is
+    left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_name(path)
+    try:
+        yield tmp
+        if not tmp.exists():
+            raise FileNotFoundError(f"nothing was written to the temporary file for {path}")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding=encoding) as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return path
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return path
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any, **dumps_kwargs: Any) -> Path:
+    return write_text_atomic(path, json.dumps(obj, **dumps_kwargs))
+
+
+def ensure_writable(folder: str | os.PathLike) -> Path:
+    """Create ``folder`` if needed and check a file can be written in it.
+
+    Raises :class:`OutputsNotWritable` (one line, naming the folder) otherwise.
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-", delete=True):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise OutputsNotWritable(
+            f"outputs folder {folder} is not writable ({reason}); make it writable or point "
+            "LITSEG_OUTPUTS_DIR at a writable folder") from None
+    return folder
