@@ -1,0 +1,177 @@
+"""Scoring narrative-unit detection against hand-read gold headings (issue #9).
+
+The gold file (``tests/structure_gold.jsonl``) has one raw book per line:
+
+* ``file`` — path under the data root (``gutenberg/46.txt``, ``gutenberg_dev/844.txt``, ...);
+* ``units`` — the expected narrative units in order, as the book prints their headings. A nested
+  unit names its parent first (``BOOK ONE / Chapter 3``); ``@front`` is narrative that starts before
+  any heading (a frame story, a single tale without a heading);
+* ``first_text`` — the first words of the narrative (after the title page, contents, editor's
+  introduction ...): narrative that starts there must not end up outside the units;
+* ``kind``, ``note`` — what the book is and what counts as front/back matter.
+
+The gold was decided by reading each book's contents and body headings (grep/sed on the raw
+files), not by running the detector.
+
+Scores per book (:func:`score_book`) and over the file (:func:`summarise`):
+
+* ``count_exact`` — the detector's number of narrative units (top-level units before recursive
+  splitting, non-narrative front/back matter excluded) equals the gold number;
+* heading precision / recall / F1 — predicted and gold headings aligned in order (longest common
+  subsequence); two headings match when the words of one start the words of the other after
+  normalisation (case, accents, punctuation, ``_``/``*``/brackets), compared on the leaf heading
+  (the part after the last `` / ``) or on the whole title; ``@front`` matches a first unit that
+  starts at or before the narrative start;
+* ``words_lost`` — narrative words from ``first_text`` up to the start of the first narrative unit
+  (narrative swallowed by front matter or dropped).
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+FRONT = "@front"
+
+#: what a detector returns for a cleaned book: ``(title, start_char)`` of each narrative unit
+Detector = Callable[[str, list, str], list]
+
+
+def _norm(s: str) -> list[str]:
+    s = unicodedata.normalize("NFKD", s)
+    s = "".join(ch for ch in s if not unicodedata.combining(ch)).casefold()
+    s = re.sub(r"[_*\[\]]", " ", s)
+    s = re.sub(r"[^\w\s]", " ", s)
+    return s.split()
+
+
+def _prefix_match(a: list[str], b: list[str]) -> bool:
+    if not a or not b:
+        return False
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def _keys(title: str) -> list[list[str]]:
+    parts = [p for p in title.split(" / ") if p.strip()]
+    keys = [_norm(parts[-1]) if parts else []]
+    keys.append(_norm(" ".join(parts)))
+    for k in range(1, len(parts)):
+        keys.append(_norm(" ".join(parts[k:])))
+    return [k for k in keys if k]
+
+
+def headings_match(gold: str, pred: str) -> bool:
+    g = _keys(gold)
+    p = _keys(pred)
+    return any(_prefix_match(x, y) for x in g for y in p)
+
+
+def _lcs_pairs(gold: Sequence[str], pred: Sequence[str], match) -> int:
+    n, m = len(gold), len(pred)
+    prev = [0] * (m + 1)
+    for i in range(1, n + 1):
+        cur = [0] * (m + 1)
+        for j in range(1, m + 1):
+            if match(i - 1, j - 1):
+                cur[j] = prev[j - 1] + 1
+            else:
+                cur[j] = max(prev[j], cur[j - 1])
+        prev = cur
+    return prev[m]
+
+
+@dataclass
+class GoldEntry:
+    file: str
+    units: list[str]
+    first_text: str | None
+    kind: str = ""
+    note: str = ""
+
+
+def load_gold(path: Path | str) -> list[GoldEntry]:
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    out.append(GoldEntry(**json.loads(line)))
+                except (TypeError, json.JSONDecodeError) as err:
+                    raise ValueError(f"{path}:{lineno}: bad gold entry ({err})") from err
+    return out
+
+
+def score_book(entry: GoldEntry, text: str, predicted: Sequence[tuple[str, int]]) -> dict:
+    """Scores of one book; ``predicted`` = ``(title, start)`` of its narrative units in order."""
+    pos = text.find(entry.first_text) if entry.first_text else 0
+    if entry.first_text and pos < 0:
+        raise ValueError(f"{entry.file}: gold first_text {entry.first_text!r} not in the cleaned text")
+    titles = [t for t, _ in predicted]
+
+    def match(i: int, j: int) -> bool:
+        g = entry.units[i]
+        if g == FRONT:
+            return j == 0 and predicted[0][1] <= pos
+        return headings_match(g, titles[j])
+
+    tp = _lcs_pairs(entry.units, titles, match)
+    first = predicted[0][1] if predicted else len(text)
+    lost = len(text[pos:first].split()) if first > pos else 0
+    p = tp / len(titles) if titles else 0.0
+    r = tp / len(entry.units) if entry.units else 0.0
+    return {"file": entry.file, "kind": entry.kind, "gold_units": len(entry.units), "units": len(titles),
+            "count_exact": len(titles) == len(entry.units), "matched": tp,
+            "precision": round(p, 4), "recall": round(r, 4),
+            "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0, "words_lost": lost}
+
+
+def summarise(rows: Sequence[dict]) -> dict:
+    """Micro-averaged heading P/R/F1, share of books with the exact unit count, words lost."""
+    tp = sum(r["matched"] for r in rows)
+    npred = sum(r["units"] for r in rows)
+    ngold = sum(r["gold_units"] for r in rows)
+    p = tp / npred if npred else 0.0
+    rc = tp / ngold if ngold else 0.0
+    return {"books": len(rows), "count_exact": sum(r["count_exact"] for r in rows),
+            "count_exact_pct": round(100 * sum(r["count_exact"] for r in rows) / max(len(rows), 1), 1),
+            "precision": round(p, 4), "recall": round(rc, 4),
+            "f1": round(2 * p * rc / (p + rc), 4) if p + rc else 0.0,
+            "words_lost": sum(r["words_lost"] for r in rows),
+            "books_losing_words": sum(1 for r in rows if r["words_lost"])}
+
+
+def detect_units(text: str, paragraphs: list, title: str = FRONT) -> list[tuple[str, int]]:
+    """``(title, start)`` of the narrative units :mod:`litseg_nb.preprocess.structure` finds."""
+    from .structure import FRONT_MATTER, build_units
+
+    units = build_units("gold", text, paragraphs, max_unit_words=10**9,
+                        sentences=[tuple(p) for p in paragraphs], whole_title=title)
+    return [(u.title, u.start) for u in units if not u.title.startswith(FRONT_MATTER)]
+
+
+def score_gold(gold: Sequence[GoldEntry], root: Path, detector: Detector | None = None) -> tuple[list[dict], dict]:
+    """Clean and detect every gold book under the data ``root``; returns ``(rows, summary)``."""
+    from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
+
+    detector = detector or detect_units
+    rows = []
+    for entry in gold:
+        t0 = time.perf_counter()
+        try:
+            cleaned = clean_gutenberg_file(Path(root) / entry.file)
+        except GutenbergFormatError as err:  # a book that cannot be cleaned loses everything
+            raw = (Path(root) / entry.file).read_bytes().decode("utf-8", errors="replace")
+            raw = " ".join(raw.split())
+            row = score_book(GoldEntry(entry.file, entry.units, None, entry.kind), raw, [])
+            row["error"] = str(err)[:200]
+        else:
+            predicted = detector(cleaned.text, cleaned.paragraphs, FRONT)
+            row = score_book(entry, cleaned.text, predicted)
+        row["seconds"] = round(time.perf_counter() - t0, 3)
+        rows.append(row)
+    return rows, summarise(rows)
