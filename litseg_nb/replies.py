@@ -1,0 +1,390 @@
+"""Reading LLM replies: reasoning blocks, size caps, unpaired surrogates and JSON extraction.
+
+This is the ONE module that turns a model's reply text into something a stage can check. LitSeg's
+stage validation (:mod:`litseg_nb.litseg.validate`), LitSeg-Lite's segmenter and GRPO rewards
+(:mod:`litseg_nb.lite`), the E.3 rubric judge (:mod:`litseg_nb.metrics.rubric_judge`), the LLM
+baselines (LumberChunker, proposition chunks, Meta-Chunking rewriting) and the pairwise judge all
+read replies through it, so a reply shape handled here is handled everywhere.
+
+What reading a reply does, in order (:func:`read_reply`):
+
+1. **Size cap.** A reply longer than its token budget allows (``max_new_tokens`` ×
+   :data:`MAX_CHARS_PER_TOKEN` characters; see :func:`reply_char_limit`) cannot have been produced
+   within that budget: it is *not* parsed and the reason is reported (``oversize``). This bounds the
+   cost of every later step.
+2. **Unpaired surrogates** (a lone ``\\ud83d`` — either in the text itself or as a JSON escape) are
+   replaced by U+FFFD, in the text and in every decoded string, so the result can always be
+   written as UTF-8.
+3. **Reasoning blocks** (Qwen3/DeepSeek-style ``<think>...</think>``, also ``<thinking>``) are
+   removed before anything is extracted: every closed block; a leading reply part that ends in a
+   ``</think>`` without an opening tag (the chat template opened the block); and an *unclosed
+   leading* block, which means the reply was cut off inside its reasoning
+   (``truncated_in_reasoning``) and has no answer.
+
+JSON extraction (:func:`extract_json`, :func:`parse_json_reply`): a reply that is one JSON object is
+taken as it is. Otherwise the answer part is searched for complete JSON objects: first inside
+markdown code fences, then in the whole answer. A fence counts only at the start of a line (JSON
+strings cannot span lines, so triple backticks *inside* a string value never open a fence).
+Truncated or broken JSON gives no object (no guessed repairs); a truncated outer object never
+yields one of its nested objects.
+
+Cost: every step is linear in the reply length (one pass with C-level regex/JSON scanning, each
+character decoded at most twice); ``benchmarks/bench_replies.py`` measures it.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+__all__ = [
+    "MAX_CHARS_PER_TOKEN", "Reply", "JsonReply", "JsonCandidate", "reply_char_limit",
+    "replace_lone_surrogates", "clean_strings", "read_reply", "answer_text", "json_candidates",
+    "extract_json", "parse_json_reply", "read_int",
+]
+
+# The longest token of the SmolLM2 vocabulary is 81 characters (a newline plus 80 spaces); BPE
+# vocabularies of the Qwen/Llama class are of the same order. A reply with more characters than
+# ``max_new_tokens * MAX_CHARS_PER_TOKEN`` can therefore not come from a model that stopped within
+# its budget: it is rejected unparsed (and says so) instead of being scanned.
+MAX_CHARS_PER_TOKEN = 128
+
+REASONING_TAGS = ("think", "thinking")
+_OPEN = re.compile(r"<(think|thinking)>", re.I)
+_CLOSE = re.compile(r"</(think|thinking)>", re.I)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_FENCE_LINE = re.compile(r"^[ \t]*```[A-Za-z0-9_+.-]*", re.M)
+_STRUCT = re.compile(r'[{}\[\]"]')
+_STRING_REST = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+"', re.S)  # after an opening quote
+_INT = re.compile(r"[+-]?[0-9]{1,12}", re.ASCII)
+_DECODER = json.JSONDecoder(strict=False)  # control characters inside strings are tolerated
+
+
+def reply_char_limit(max_new_tokens: int | None) -> int | None:
+    """The most characters a reply of at most ``max_new_tokens`` tokens can have (None = no cap)."""
+    if max_new_tokens is None or max_new_tokens <= 0:
+        return None
+    return int(max_new_tokens) * MAX_CHARS_PER_TOKEN
+
+
+def replace_lone_surrogates(text: str) -> tuple[str, int]:
+    """``text`` with every surrogate code point replaced by U+FFFD, and how many were replaced.
+
+    A well-formed Python string never holds a surrogate *pair* (that is one code point), so every
+    surrogate left in a ``str`` is unpaired and cannot be encoded as UTF-8.
+    """
+    if not _SURROGATE.search(text):
+        return text, 0
+    return _SURROGATE.subn("\ufffd", text)
+
+
+def clean_strings(value: Any) -> tuple[Any, int]:
+    """``value`` (decoded JSON) with unpaired surrogates replaced in every string and key.
+
+    Iterative (no recursion limit); returns the cleaned value (the same object when nothing had
+    to change) and the number of replacements.
+    """
+    if isinstance(value, str):
+        return replace_lone_surrogates(value)
+    if not isinstance(value, (dict, list)):
+        return value, 0
+    total = 0
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (parent, key, node)
+    while stack:
+        parent, key, node = stack.pop()
+        if isinstance(node, dict):
+            new: dict[Any, Any] = {}
+            for k, v in node.items():
+                if isinstance(k, str):
+                    k, c = replace_lone_surrogates(k)
+                    total += c
+                new[k] = v
+            parent[key] = new
+            for k, v in new.items():
+                if isinstance(v, (dict, list, str)):
+                    stack.append((new, k, v))
+        elif isinstance(node, list):
+            new_l = list(node)
+            parent[key] = new_l
+            for i, v in enumerate(new_l):
+                if isinstance(v, (dict, list, str)):
+                    stack.append((new_l, i, v))
+        else:  # str
+            s, c = replace_lone_surrogates(node)
+            total += c
+            parent[key] = s
+    return (root[0], total) if total else (value, 0)
+
+
+def _may_hold_surrogates(text: str) -> bool:
+    return bool(_ESCAPED_SURROGATE.search(text)) or bool(_SURROGATE.search(text))
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A reply split into its answer and its reasoning, with everything done to it named."""
+
+    raw_chars: int  # length of the reply as received
+    answer: str  # the reply without reasoning blocks ('' when oversize or cut inside reasoning)
+    reasoning_blocks: int = 0  # reasoning blocks removed (closed, template-opened or unclosed)
+    reasoning_chars: int = 0
+    truncated_in_reasoning: bool = False  # an unclosed leading block: the reply has no answer
+    oversize: bool = False  # longer than its token budget allows; not parsed
+    char_limit: int | None = None
+    surrogates: int = 0  # unpaired surrogates replaced in the text
+    notes: tuple[str, ...] = ()  # human-readable, one per thing done ('' when nothing)
+
+    @property
+    def error(self) -> str | None:
+        """Why the reply has no answer to read (None when it has one, possibly empty)."""
+        if self.oversize:
+            return (f"reply of {self.raw_chars:,} characters exceeds the {self.char_limit:,} a reply "
+                    f"within its token budget can have; not parsed")
+        if self.truncated_in_reasoning:
+            return "reply ended inside its reasoning block (unclosed <think>): no answer"
+        return None
+
+
+def read_reply(text: Any, *, max_new_tokens: int | None = None, max_chars: int | None = None) -> Reply:
+    """Split ``text`` into answer and reasoning (see the module docstring). Never raises.
+
+    ``max_chars`` caps the reply directly; otherwise ``max_new_tokens`` gives the cap through
+    :func:`reply_char_limit`; with neither the reply is not capped.
+    """
+    if not isinstance(text, str):
+        return Reply(0, "", notes=(f"reply is {type(text).__name__}, not text",) if text is not None else ())
+    limit = max_chars if max_chars is not None else reply_char_limit(max_new_tokens)
+    if limit is not None and len(text) > limit:
+        bare = Reply(len(text), "", oversize=True, char_limit=limit)
+        return Reply(len(text), "", oversize=True, char_limit=limit, notes=(bare.error or "",))
+    notes: list[str] = []
+    s, n_sur = replace_lone_surrogates(text)
+    if n_sur:
+        notes.append(f"replaced {n_sur} unpaired surrogate(s) by U+FFFD")
+    answer, blocks, rchars, truncated = _strip_reasoning(s)
+    if blocks:
+        what = "an unclosed leading reasoning block (reply cut inside it)" if truncated and blocks == 1 else \
+            f"{blocks} reasoning block(s)"
+        notes.append(f"removed {what}, {rchars:,} characters")
+    return Reply(len(text), answer, blocks, rchars, truncated, False, limit, n_sur, tuple(notes))
+
+
+def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
+    """(answer, blocks removed, reasoning characters, truncated inside reasoning). Linear."""
+    if "<" not in s:
+        return s, 0, 0, False
+    parts: list[str] = []
+    blocks = rchars = 0
+    pos = 0
+    first_open = _OPEN.search(s)
+    first_close = _CLOSE.search(s)
+    # the chat template opened the block: the reply starts with reasoning and only closes it
+    if first_close and (first_open is None or first_close.start() < first_open.start()):
+        blocks, rchars, pos = 1, first_close.start(), first_close.end()
+    while True:
+        m = _OPEN.search(s, pos)
+        if m is None:
+            parts.append(s[pos:])
+            break
+        c = _CLOSE.search(s, m.end())
+        if c is None:
+            before = "".join(parts) + s[pos:m.start()]
+            if before.strip():  # an unclosed block after some answer text: not reasoning we can delimit
+                parts.append(s[pos:])
+                break
+            blocks += 1
+            rchars += len(s) - m.end()
+            return before, blocks, rchars, True
+        parts.append(s[pos:m.start()])
+        blocks += 1
+        rchars += c.start() - m.end()
+        pos = c.end()
+    return "".join(parts), blocks, rchars, False
+
+
+def answer_text(text: Any, *, max_new_tokens: int | None = None) -> str:
+    """The answer part of a reply (reasoning removed, surrogates replaced; '' when unreadable)."""
+    return read_reply(text, max_new_tokens=max_new_tokens).answer
+
+
+# --------------------------------------------------------------------------- JSON extraction
+@dataclass(frozen=True)
+class JsonCandidate:
+    """One complete JSON value found in an answer: where, whether inside a fence, the value."""
+
+    start: int
+    end: int
+    in_fence: bool
+    value: Any
+
+
+def _balanced_end(s: str, start: int) -> int:
+    """Index just after the bracket closing the one at ``start`` (JSON-string aware), or -1.
+
+    Linear in the distance covered: regex jumps between structural characters, strings skipped in
+    one C-level match.
+    """
+    depth = 0
+    pos = start
+    search, string_rest = _STRUCT.search, _STRING_REST.match
+    while True:
+        m = search(s, pos)
+        if m is None:
+            return -1
+        ch, i = m.group(), m.start()
+        if ch == '"':
+            r = string_rest(s, i + 1)
+            if r is None:
+                return -1
+            pos = r.end()
+            continue
+        if ch in "{[":
+            depth += 1
+        else:
+            depth -= 1
+            if depth <= 0:
+                return i + 1
+        pos = i + 1
+
+
+def _objects_in(s: str, offset: int, in_fence: bool) -> Iterator[JsonCandidate]:
+    """Complete top-level JSON objects of ``s`` in order; stops at an object left open (truncated).
+
+    A ``{`` that does not start a decodable object is skipped together with everything up to its
+    balanced close, so each character is scanned and decoded at most once.
+    """
+    pos = 0
+    while True:
+        start = s.find("{", pos)
+        if start < 0:
+            return
+        try:
+            value, end = _DECODER.raw_decode(s, start)
+        except (ValueError, RecursionError):
+            end = _balanced_end(s, start)
+            if end < 0:
+                return  # left open until the end: nothing complete starts inside it
+            pos = end
+            continue
+        yield JsonCandidate(offset + start, offset + end, in_fence, value)
+        pos = end
+
+
+def _fenced_blocks(s: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of the contents of markdown code fences whose markers start a line."""
+    marks = list(_FENCE_LINE.finditer(s))
+    for k in range(0, len(marks), 2):
+        a = marks[k].end()
+        b = marks[k + 1].start() if k + 1 < len(marks) else len(s)
+        yield a, b
+
+
+def json_candidates(answer: str) -> Iterator[JsonCandidate]:
+    """Every complete JSON object of ``answer``: fenced ones first, then those of the whole text.
+
+    The same object can be yielded twice (once from its fence, once from the whole text). Linear:
+    the fences partition the text, so the text is scanned at most twice.
+    """
+    if "```" in answer:
+        for a, b in _fenced_blocks(answer):
+            yield from _objects_in(answer[a:b], a, True)
+    yield from _objects_in(answer, 0, False)
+
+
+@dataclass(frozen=True)
+class JsonReply:
+    """The outcome of extracting one JSON object from a reply."""
+
+    obj: dict | None
+    reply: Reply
+    source: str = ""  # "whole" (the reply is the object), "fence", "prose"; '' when none
+    surrogates: int = 0  # unpaired surrogates replaced inside decoded strings (JSON escapes)
+
+    @property
+    def error(self) -> str | None:
+        """Why no object was read (None when one was)."""
+        if self.obj is not None:
+            return None
+        if self.reply.error:
+            return self.reply.error
+        if not self.reply.answer.strip():
+            return "empty reply" if not self.reply.reasoning_blocks else "no answer after the reasoning block"
+        return "reply is not parsable JSON"
+
+    @property
+    def notes(self) -> list[str]:
+        out = list(self.reply.notes)
+        if self.surrogates:
+            out.append(f"replaced {self.surrogates} unpaired surrogate escape(s) in JSON strings by U+FFFD")
+        return out
+
+
+def extract_json(text: Any, *, max_new_tokens: int | None = None, max_chars: int | None = None,
+                 accept: Callable[[dict], bool] | None = None) -> JsonReply:
+    """The first JSON object of a reply (``accept``-ed when given), with how it was found.
+
+    A reply that *is* one JSON object is taken unchanged (``source="whole"``). Otherwise reasoning
+    is removed and the first object inside a line-start code fence, else the first object of the
+    answer, is taken. Never raises.
+    """
+    reply = read_reply(text, max_new_tokens=max_new_tokens, max_chars=max_chars)
+    if reply.oversize or not isinstance(text, str):
+        return JsonReply(None, reply)
+    ok = accept or (lambda _obj: True)
+    whole = text.strip()
+    if whole.startswith("{") and whole.endswith("}"):
+        try:
+            value = _DECODER.decode(whole)
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, dict) and ok(value):
+            return _finish(value, reply, "whole", text)
+    if reply.truncated_in_reasoning:
+        return JsonReply(None, reply)
+    for cand in json_candidates(reply.answer):
+        if isinstance(cand.value, dict) and ok(cand.value):
+            return _finish(cand.value, reply, "fence" if cand.in_fence else "prose", text)
+    return JsonReply(None, reply)
+
+
+def _finish(value: dict, reply: Reply, source: str, text: str) -> JsonReply:
+    n = 0
+    if _may_hold_surrogates(text):  # a surrogate in the text, or a \\udXXX escape that decodes to one
+        value, n = clean_strings(value)
+    return JsonReply(value, reply, source, n)
+
+
+def parse_json_reply(text: Any, *, max_new_tokens: int | None = None, max_chars: int | None = None) -> dict | None:
+    """The JSON object in an LLM reply, or ``None`` (see :func:`extract_json`). Never raises."""
+    return extract_json(text, max_new_tokens=max_new_tokens, max_chars=max_chars).obj
+
+
+# --------------------------------------------------------------------------- values
+def read_int(value: Any) -> int | None:
+    """``value`` as an integer when it unambiguously is one, else None. Never raises.
+
+    JSON integers (not booleans); floats that are exactly integral and below 1e12; strings of
+    1-12 ASCII digits with an optional sign and surrounding whitespace. Everything else (``"²"``,
+    ``"①"``, ``"--1"``, a 4,300-digit string, ``"1e3"``, NaN) is not an integer.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if value != value or abs(value) >= 1e12 or not value.is_integer():
+            return None
+        return int(value)
+    if isinstance(value, str) and len(value) <= 64:
+        s = value.strip()
+        if _INT.fullmatch(s):
+            return int(s)
+    return None
+
+
+def is_json_int(value: Any) -> bool:
+    """A JSON integer proper (Python ``int``, not ``bool``)."""
+    return isinstance(value, int) and not isinstance(value, bool)
