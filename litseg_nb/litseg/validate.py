@@ -3,13 +3,17 @@
 This module is THE shared validator: LitSeg (:mod:`litseg_nb.litseg.pipeline`) and LitSeg-Lite
 both use it.
 
-* :func:`parse_json_reply` – tolerant JSON extraction (markdown fences, leading/trailing prose).
+* :func:`parse_json_reply` – JSON extraction, re-exported from :mod:`litseg_nb.replies` (the one
+  reply reader: reasoning blocks removed, size capped, unpaired surrogates replaced, line-start
+  fences, leading/trailing prose).
 * :func:`validate_stage1` / :func:`validate_stage2` – schema checks of the stage-1/2 replies.
 * :func:`validate_segments` – *syntax* (the stage-3 schema: a ``segments`` list of objects with
   ``subtitle``, ``from_idx``, ``to_idx`` and optional ``context_idx``) and *semantics* (integer
   indices in ``1..n``, ``from_idx <= to_idx``, segments in source order, first segment starts at 1,
   last ends at ``n``, main ranges jointly cover every sentence, context indices valid, no sentence
-  only in context).
+  only in context, no main range inside another one – exact duplicates included). The
+  per-segment part is :func:`read_segments`, the ONE definition of a valid segment entry that
+  LitSeg-Lite's format and judge rewards use too (``context_idx`` may be absent or ``null``).
 * :func:`repair_coverage` – the paper's gap fallback: every maximal run of uncovered sentences is
   appended to its left-adjacent segment in source order (the right-adjacent one when there is no
   segment to the left).
@@ -17,23 +21,28 @@ both use it.
   segments that always cover the unit plus the fallback type:
 
   ``none``          output valid, used as is;
-  ``schema_repair`` some segment entries were malformed and skipped, the rest covered the unit;
-  ``index_repair``  indices had to be sanitised (non-integer → coerced, reversed → swapped,
-                    out of range → clamped / dropped, context indices cleaned) – the paper does not
-                    spell this case out, so it is counted separately;
+  ``schema_repair`` some segment entries were malformed (skipped, subtitle read as text, a
+                    non-list ``context_idx`` ignored);
+  ``index_repair``  indices had to be sanitised (digit strings / integral floats read as integers,
+                    reversed → swapped, out of range → clamped / dropped, context indices cleaned,
+                    duplicate or nested ranges dropped) – the paper does not spell this case out,
+                    so it is counted separately;
   ``coverage_repair`` gaps were filled by the left-adjacent rule (the paper's fallback);
   ``whole_unit``    output unparsable / without any usable segment → the whole unit as one chunk
                     (the paper's last-resort fallback).
 
+  Every type is backed by the actions actually taken (``FinalSegmentation.actions``).
   A unit can need both index and coverage repair; ``fallback_types`` lists all of them and the
   primary ``fallback`` is the most severe one (whole_unit > coverage_repair > index_repair > schema_repair > none).
 """
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
+
+from .. import replies as _replies
+from ..replies import is_json_int, read_int
 
 FALLBACK_ORDER = ("none", "schema_repair", "index_repair", "coverage_repair", "whole_unit")
 
@@ -74,6 +83,9 @@ class ValidationResult:
     errors: list[str] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    item_ok: list[bool] = field(default_factory=list)  # per entry of 'segments' (see SegmentReading)
+    schema_fixes: list[str] = field(default_factory=list)  # what reading did to malformed entries
+    index_fixes: list[str] = field(default_factory=list)  # what reading did to non-integer indices
 
     @property
     def ok(self) -> bool:
@@ -86,71 +98,15 @@ class ValidationResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"syntax_ok": self.syntax_ok, "semantic_ok": self.semantic_ok, "errors": list(self.errors),
-                "warnings": list(self.warnings), "segments": [s.to_json() for s in self.segments]}
+                "warnings": list(self.warnings), "segments": [s.to_json() for s in self.segments],
+                "schema_fixes": list(self.schema_fixes), "index_fixes": list(self.index_fixes)}
 
 
 # ----------------------------------------------------------------------------------- parsing
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
-
-
-def parse_json_reply(text: Any) -> dict | None:
-    """The JSON object in an LLM reply, or ``None``.
-
-    Accepts a bare object, an object inside a markdown code fence, or an object surrounded by
-    prose; the first position from which a complete JSON *object* decodes wins. Truncated or
-    otherwise broken JSON gives ``None`` (no guessing repairs). Never raises.
-    """
-    if not isinstance(text, str):
-        return None
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    decoder = json.JSONDecoder()
-    for cand in candidates:
-        s = cand.strip()
-        try:
-            obj = json.loads(s)
-            if isinstance(obj, dict):
-                return obj
-        except (ValueError, RecursionError):
-            pass
-        for start in _top_level_braces(s)[:200]:
-            try:
-                obj, _ = decoder.raw_decode(s, start)
-                if isinstance(obj, dict):
-                    return obj
-            except (ValueError, RecursionError):
-                pass
-    return None
-
-
-def _top_level_braces(s: str) -> list[int]:
-    """Positions of ``{`` that open an object at nesting depth 0 (outside JSON strings).
-
-    Objects nested inside an unfinished (truncated) outer object are therefore never taken for
-    the reply: a truncated ``{"segments": [{...}, {...`` yields no candidate but its first brace.
-    """
-    out: list[int] = []
-    depth, in_str, esc = 0, False, False
-    for i, ch in enumerate(s):
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if depth == 0:  # prose: only an opening brace matters (quotes/brackets may be unbalanced)
-            if ch == "{":
-                out.append(i)
-                depth = 1
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-    return out
+# Reply reading (reasoning blocks, size caps, surrogates, JSON extraction) lives in ONE module,
+# :mod:`litseg_nb.replies`; it is re-exported here because LitSeg and Lite import it from here.
+parse_json_reply = _replies.parse_json_reply
+extract_json = _replies.extract_json
 
 
 # ------------------------------------------------------------------------------ stage 1 and 2
@@ -177,17 +133,163 @@ def validate_stage2(obj: Any) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ stage 3
-def _as_int(value: Any) -> int | None:
-    """``value`` as an int when it unambiguously is one (int, integral float, digit string)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e12:
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d{1,12}\s*", value):
-        return int(value)
-    return None
+def segmentation_object(obj: Any) -> Any:
+    """The object holding ``segments`` in a reply.
+
+    A LitSeg stage-3 reply holds it at the top level; LitSeg-Lite's E.2 reply under ``step3``; the
+    E.4 ablation prompts that drop a stage under the last remaining step (``step2``).
+    """
+    if isinstance(obj, dict) and "segments" not in obj:
+        for key in ("step3", "step2", "step1"):
+            if isinstance(obj.get(key), dict) and "segments" in obj[key]:
+                return obj[key]
+        if isinstance(obj.get("step3"), dict):
+            return obj["step3"]
+    return obj
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """``repr`` for error messages, bounded (a 4,300-digit string must not flood a record)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, ensure_ascii=False)[:200]
+    except (ValueError, RecursionError, TypeError):
+        return ""
+
+
+@dataclass
+class SegmentReading:
+    """What the shared per-segment checks read from a ``segments`` list.
+
+    This is THE definition of a valid segment entry, used by :func:`validate_segments` (LitSeg and
+    LitSeg-Lite validation), Lite's format reward and the segments Lite's judge reward scores:
+    an object with a string ``subtitle``, JSON-integer ``from_idx <= to_idx`` inside ``1..n``, and
+    ``context_idx`` absent, ``null`` (no context) or a list of JSON integers inside ``1..n``, whose
+    main range is not inside another entry's main range (a duplicate or nested segment repeats text).
+    """
+
+    segments: list[Segment]  # every entry whose indices could be read (possibly invalid)
+    item_ok: list[bool]  # per entry of the list: valid by the definition above
+    syntax: list[str]
+    semantic: list[str]
+    schema_fixes: list[str]  # what reading had to do to malformed entries (skip / coerce to text)
+    index_fixes: list[str]  # what reading had to do to non-integer indices (coerce / skip / drop)
+
+    def in_range(self, n: int) -> list[Segment]:
+        """The read segments whose main range is a valid range inside ``1..n``."""
+        return [s for s in self.segments if 1 <= s.from_idx <= s.to_idx <= n]
+
+
+def read_segments(raw: Sequence[Any], n: int) -> SegmentReading:
+    """Apply the per-segment checks to a reply's ``segments`` list (linear in its size)."""
+    syntax: list[str] = []
+    semantic: list[str] = []
+    schema_fixes: list[str] = []
+    index_fixes: list[str] = []
+    segments: list[Segment] = []
+    seg_item: list[int] = []
+    item_ok: list[bool] = []
+    for k, item in enumerate(raw, 1):
+        if not isinstance(item, dict):
+            syntax.append(f"segment {k}: not an object")
+            schema_fixes.append(f"segment {k}: skipped (not an object)")
+            item_ok.append(False)
+            continue
+        missing = [key for key in ("subtitle", "from_idx", "to_idx") if key not in item]
+        if missing:
+            syntax.append(f"segment {k}: missing {', '.join(missing)}")
+            schema_fixes.append(f"segment {k}: skipped (missing {', '.join(missing)})")
+            item_ok.append(False)
+            continue
+        ok = True
+        subtitle = item["subtitle"]
+        if not isinstance(subtitle, str):
+            syntax.append(f"segment {k}: subtitle is not a string")
+            subtitle = _as_text(subtitle)
+            schema_fixes.append(f"segment {k}: subtitle {_short(item['subtitle'])} read as text")
+            ok = False
+        lo, hi = read_int(item["from_idx"]), read_int(item["to_idx"])
+        for name, val, conv in (("from_idx", item["from_idx"], lo), ("to_idx", item["to_idx"], hi)):
+            if conv is None:
+                semantic.append(f"segment {k}: {name} {_short(val)} is not an integer")
+                ok = False
+            elif not is_json_int(val):
+                semantic.append(f"segment {k}: {name} {_short(val)} is not a JSON integer")
+                index_fixes.append(f"segment {k}: {name} {_short(val)} read as {conv}")
+                ok = False
+        ctx_raw = item.get("context_idx")
+        if ctx_raw is None:  # absent or null: no context
+            ctx_raw = []
+        if not isinstance(ctx_raw, list):
+            syntax.append(f"segment {k}: context_idx is not a list")
+            schema_fixes.append(f"segment {k}: context_idx {_short(ctx_raw)} ignored (not a list)")
+            ctx_raw = []
+            ok = False
+        ctx: list[int] = []
+        for c in ctx_raw:
+            ci = read_int(c)
+            if ci is None:
+                semantic.append(f"segment {k}: context index {_short(c)} is not an integer")
+                index_fixes.append(f"segment {k}: dropped context index {_short(c)} (not an integer)")
+                ok = False
+                continue
+            if not is_json_int(c):
+                semantic.append(f"segment {k}: context index {_short(c)} is not an integer")
+                index_fixes.append(f"segment {k}: context index {_short(c)} read as {ci}")
+                ok = False
+            ctx.append(ci)
+        if lo is None or hi is None:
+            index_fixes.append(f"segment {k}: skipped (an index is not an integer)")
+            item_ok.append(False)
+            continue
+        if not (1 <= lo <= n and 1 <= hi <= n):
+            semantic.append(f"segment {k}: range {lo}-{hi} outside 1..{n}")
+            ok = False
+        if lo > hi:
+            semantic.append(f"segment {k}: from_idx {lo} > to_idx {hi}")
+            ok = False
+        bad_ctx = [c for c in ctx if not 1 <= c <= n]
+        if bad_ctx:
+            semantic.append(f"segment {k}: context indices {bad_ctx[:10]} outside 1..{n}")
+            ok = False
+        segments.append(Segment(subtitle, lo, hi, tuple(ctx)))
+        seg_item.append(len(item_ok))
+        item_ok.append(ok)
+    # a main range inside another one (exact duplicates included) repeats text: the later one is invalid
+    valid_range = [i for i, s in enumerate(segments) if 1 <= s.from_idx <= s.to_idx <= n]
+    for i, j in _contained(segments, valid_range):
+        s, t = segments[i], segments[j]
+        what = "duplicates the range of" if (s.from_idx, s.to_idx) == (t.from_idx, t.to_idx) else "lies inside"
+        semantic.append(f"segment {seg_item[i] + 1}: range {s.from_idx}-{s.to_idx} {what} "
+                        f"segment {seg_item[j] + 1} ({t.from_idx}-{t.to_idx})")
+        item_ok[seg_item[i]] = False
+    return SegmentReading(segments, item_ok, syntax, semantic, schema_fixes, index_fixes)
+
+
+def _contained(segments: Sequence[Segment], which: Sequence[int]) -> list[tuple[int, int]]:
+    """``(i, j)`` for every segment ``i`` (of ``which``) whose main range lies inside segment ``j``'s.
+
+    Sorted by start, longest first, then list position: a segment is contained exactly when an
+    earlier one in that order reaches at least as far. O(m log m).
+    """
+    order = sorted(which, key=lambda i: (segments[i].from_idx, -segments[i].to_idx, i))
+    out: list[tuple[int, int]] = []
+    best = -1
+    for i in order:
+        if best >= 0 and segments[best].to_idx >= segments[i].to_idx:
+            out.append((i, best))
+        else:
+            best = i
+    return out
 
 
 def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
@@ -201,79 +303,49 @@ def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
     raw = obj.get("segments")
     if not isinstance(raw, list):
         return ValidationResult(False, False, ["'segments' missing or not a list"], warnings=warnings)
-
-    syntax: list[str] = []
-    semantic: list[str] = []
-    segments: list[Segment] = []
-    for k, item in enumerate(raw, 1):
-        if not isinstance(item, dict):
-            syntax.append(f"segment {k}: not an object")
-            continue
-        missing = [key for key in ("subtitle", "from_idx", "to_idx") if key not in item]
-        if missing:
-            syntax.append(f"segment {k}: missing {', '.join(missing)}")
-            continue
-        subtitle = item["subtitle"]
-        if not isinstance(subtitle, str):
-            syntax.append(f"segment {k}: subtitle is not a string")
-            subtitle = "" if subtitle is None else str(subtitle)
-        lo, hi = _as_int(item["from_idx"]), _as_int(item["to_idx"])
-        for name, val, conv in (("from_idx", item["from_idx"], lo), ("to_idx", item["to_idx"], hi)):
-            if conv is None:
-                semantic.append(f"segment {k}: {name} {val!r} is not an integer")
-            elif not isinstance(val, int) or isinstance(val, bool):
-                semantic.append(f"segment {k}: {name} {val!r} is not a JSON integer")
-        ctx_raw = item.get("context_idx", [])
-        if ctx_raw is None:
-            ctx_raw = []
-        if not isinstance(ctx_raw, list):
-            syntax.append(f"segment {k}: context_idx is not a list")
-            ctx_raw = []
-        ctx: list[int] = []
-        for c in ctx_raw:
-            ci = _as_int(c)
-            if ci is None or not isinstance(c, int) or isinstance(c, bool):
-                semantic.append(f"segment {k}: context index {c!r} is not an integer")
-            if ci is not None:
-                ctx.append(ci)
-        if lo is None or hi is None:
-            continue
-        segments.append(Segment(subtitle, lo, hi, tuple(ctx)))
-
+    reading = read_segments(raw, n)
+    syntax, semantic, segments = reading.syntax, list(reading.semantic), reading.segments
     if not raw:
         semantic.append("no segments")
-    for k, s in enumerate(segments, 1):
-        if not (1 <= s.from_idx <= n and 1 <= s.to_idx <= n):
-            semantic.append(f"segment {k}: range {s.from_idx}-{s.to_idx} outside 1..{n}")
-        if s.from_idx > s.to_idx:
-            semantic.append(f"segment {k}: from_idx {s.from_idx} > to_idx {s.to_idx}")
-        bad_ctx = [c for c in s.context_idx if not 1 <= c <= n]
-        if bad_ctx:
-            semantic.append(f"segment {k}: context indices {bad_ctx[:10]} outside 1..{n}")
     if segments:
         if segments[0].from_idx != 1:
             semantic.append(f"first segment starts at {segments[0].from_idx}, not 1")
         if segments[-1].to_idx != n:
             semantic.append(f"last segment ends at {segments[-1].to_idx}, not {n}")
-        starts = [s.from_idx for s in segments]
-        if starts != sorted(starts):
+        if any(a.from_idx > b.from_idx for a, b in zip(segments, segments[1:])):
             semantic.append("segments are not in source order")
-        covered = _covered(segments, n)
+        covered = _covered(reading.in_range(n), n)
         missing = [i for i in range(1, n + 1) if not covered[i]]
         if missing:
             semantic.append(f"sentences in no main range: {_runs(missing)}")
         ctx_only = sorted({c for s in segments for c in s.context_idx if 1 <= c <= n and not covered[c]})
         if ctx_only:
             semantic.append(f"sentences only in context_idx: {_runs(ctx_only)}")
-    return ValidationResult(not syntax, not syntax and not semantic, syntax + semantic, segments, warnings)
+    return ValidationResult(not syntax, not syntax and not semantic, syntax + semantic, segments, warnings,
+                            item_ok=reading.item_ok, schema_fixes=reading.schema_fixes,
+                            index_fixes=reading.index_fixes)
 
 
-def _covered(segments: Sequence[Segment], n: int) -> list[bool]:
-    covered = [False] * (n + 2)
+def coverage_mask(segments: Sequence[Segment], n: int) -> list[bool]:
+    """``mask[i]`` (1-based, ``len = n + 2``): sentence ``i`` lies in some main range (clamped to 1..n).
+
+    A difference array: O(m + n) however long the ranges are.
+    """
+    diff = [0] * (n + 2)
     for s in segments:
-        for i in range(max(1, s.from_idx), min(n, s.to_idx) + 1):
-            covered[i] = True
+        a, b = max(1, s.from_idx), min(n, s.to_idx)
+        if a <= b:
+            diff[a] += 1
+            diff[b + 1] -= 1
+    covered = [False] * (n + 2)
+    run = 0
+    for i in range(1, n + 1):
+        run += diff[i]
+        covered[i] = run > 0
     return covered
+
+
+_covered = coverage_mask
 
 
 def _runs(indices: Sequence[int]) -> str:
@@ -286,6 +358,8 @@ def _runs(indices: Sequence[int]) -> str:
             j += 1
         out.append(str(idx[i]) if i == j else f"{idx[i]}-{idx[j]}")
         i = j + 1
+        if len(out) > 20:
+            break
     return ", ".join(out[:20]) + (" ..." if len(out) > 20 else "")
 
 
@@ -295,16 +369,18 @@ def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment
 
     Reversed ranges are swapped, ranges partly outside ``1..n`` are clamped, ranges entirely
     outside are dropped; context indices outside ``1..n``, inside the segment's own main range or
-    duplicated are removed. The result is sorted in source order (stable). Returns the segments
-    and a list of the actions taken (empty when nothing had to change).
+    duplicated are removed; a segment whose main range lies inside another's (an exact duplicate
+    or a nested range) is dropped, the first/longer one kept. The result is sorted in source
+    order (stable). Returns the segments and a list of the actions taken (empty when nothing had
+    to change).
     """
     actions: list[str] = []
-    out: list[tuple[int, int, int, Segment]] = []
+    out: list[tuple[int, Segment]] = []
     for k, s in enumerate(segments, 1):
         lo, hi = s.from_idx, s.to_idx
         if lo > hi:
             lo, hi = hi, lo
-            actions.append(f"segment {k}: swapped reversed range")
+            actions.append(f"segment {k}: swapped reversed range {s.from_idx}-{s.to_idx}")
         if hi < 1 or lo > n:
             actions.append(f"segment {k}: dropped range {s.from_idx}-{s.to_idx} outside 1..{n}")
             continue
@@ -312,14 +388,25 @@ def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment
             actions.append(f"segment {k}: clamped range {lo}-{hi} to 1..{n}")
             lo, hi = max(1, lo), min(n, hi)
         ctx: list[int] = []
+        seen: set[int] = set()
         for c in s.context_idx:
-            if 1 <= c <= n and not lo <= c <= hi and c not in ctx:
+            if 1 <= c <= n and not lo <= c <= hi and c not in seen:
                 ctx.append(c)
+                seen.add(c)
         if len(ctx) != len(s.context_idx):
             actions.append(f"segment {k}: removed {len(s.context_idx) - len(ctx)} invalid/redundant context indices")
-        out.append((lo, hi, k, Segment(s.subtitle, lo, hi, tuple(sorted(ctx)))))
-    ordered = [t[3] for t in sorted(out, key=lambda t: (t[0], t[1], t[2]))]
-    if [t[3] for t in out] != ordered:
+        out.append((k, Segment(s.subtitle, lo, hi, tuple(sorted(ctx)))))
+    segs = [t[1] for t in out]
+    drop = set()
+    for i, j in _contained(segs, range(len(segs))):
+        s, t = segs[i], segs[j]
+        what = "duplicate of" if (s.from_idx, s.to_idx) == (t.from_idx, t.to_idx) else "inside"
+        actions.append(f"segment {out[i][0]}: dropped range {s.from_idx}-{s.to_idx} ({what} segment "
+                       f"{out[j][0]}, {t.from_idx}-{t.to_idx})")
+        drop.add(i)
+    kept = [(s.from_idx, s.to_idx, i, s) for i, s in enumerate(segs) if i not in drop]
+    ordered = [t[3] for t in sorted(kept, key=lambda t: (t[0], t[1], t[2]))]
+    if [t[3] for t in kept] != ordered:
         actions.append("reordered segments into source order")
     return ordered, actions
 
@@ -334,6 +421,10 @@ def repair_coverage(segments: Sequence[Segment], n: int) -> tuple[list[Segment],
     up inside the extended main range are dropped (they are no longer context). Returns the
     repaired segments in source order and the sentence indices that were added.
 
+    O(m log m + n): the segments ending/starting at each index are looked up in a table built
+    once (a segment extended over a gap can never border a later gap, whose left neighbour
+    ends after the covered sentence that follows this gap).
+
     ``segments`` must be non-empty and every range inside ``1..n``; raises ``ValueError`` otherwise.
     """
     segs = list(segments)
@@ -346,7 +437,12 @@ def repair_coverage(segments: Sequence[Segment], n: int) -> tuple[list[Segment],
     segs = [segs[i] for i in order]
     lo = [s.from_idx for s in segs]
     hi = [s.to_idx for s in segs]
-    covered = _covered(segs, n)
+    last_ending: dict[int, int] = {}
+    first_starting: dict[int, int] = {}
+    for k in range(len(segs)):
+        last_ending[hi[k]] = k  # later in source order overwrites: the last one ending there
+        first_starting.setdefault(lo[k], k)
+    covered = coverage_mask(segs, n)
     repaired: list[int] = []
     i = 1
     while i <= n:
@@ -358,16 +454,12 @@ def repair_coverage(segments: Sequence[Segment], n: int) -> tuple[list[Segment],
             i += 1
         b = i
         repaired.extend(range(a, b + 1))
-        left = [k for k in range(len(segs)) if hi[k] == a - 1]
-        if left:
-            k = left[-1]  # last in source order among the segments ending right before the gap
+        k = last_ending.get(a - 1)
+        if k is not None:
             hi[k] = b
-        else:
-            right = [k for k in range(len(segs)) if lo[k] == b + 1]
-            k = right[0]  # a gap with no segment to its left starts at 1: extend the first one after it
+        else:  # a gap with no segment to its left starts at 1: extend the first one after it
+            k = first_starting[b + 1]
             lo[k] = a
-        for j in range(a, b + 1):
-            covered[j] = True
         i = b + 1
     out = []
     for k, s in enumerate(segs):
@@ -401,31 +493,42 @@ def finalize_segments(result: ValidationResult | None, n: int) -> FinalSegmentat
 
     valid → used as is; usable segments → sanitise indices, then left-adjacent gap repair;
     nothing usable (unparsable, schema broken without any readable segment, all ranges outside the
-    unit) → the whole unit as one segment.
+    unit) → the whole unit as one segment. Every fallback type is backed by the actions that
+    were actually taken (``actions``): ``schema_repair`` by the malformed entries skipped or
+    coerced, ``index_repair`` by indices read from non-integers, swapped, clamped, dropped or
+    deduplicated, ``coverage_repair`` by the sentences appended.
     """
     if n < 1:
         raise ValueError(f"a unit needs at least one sentence, got n={n}")
     if result is not None and result.ok:
         return FinalSegmentation(list(result.segments), "none", ["none"], [], [])
     segs = list(result.segments) if result is not None else []
-    actions: list[str] = []
+    schema_actions = list(result.schema_fixes) if result is not None else []
+    index_actions = list(result.index_fixes) if result is not None else []
     if segs:
-        segs, actions = sanitize_segments(segs, n)
+        segs, sanitized = sanitize_segments(segs, n)
+        index_actions += sanitized
     if not segs:
-        why = "no usable segment" if result is not None and result.syntax_ok else "unparsable output"
+        if result is None or not result.errors:
+            why = "unparsable output"
+        elif result.errors[0] in ("reply is not parsable JSON", "reply is not a JSON object"):
+            why = result.errors[0]
+        else:
+            why = "no usable segment: " + "; ".join(result.errors[:3])
         return FinalSegmentation([whole_unit_segment(n)], "whole_unit", ["whole_unit"], [why], [])
-    types = ["index_repair"] if actions else []
+    types = []
+    if schema_actions:
+        types.append("schema_repair")
+    if index_actions:
+        types.append("index_repair")
     segs, repaired = repair_coverage(segs, n)
+    actions = schema_actions + index_actions
     if repaired:
         types.append("coverage_repair")
         actions.append(f"appended uncovered sentences {_runs(repaired)} to adjacent segments")
-    if not types:
-        assert result is not None
-        if not result.syntax_ok:  # malformed entries were skipped; the readable ones cover the unit
-            types = ["schema_repair"]
-            actions.append("skipped malformed segment entries")
-        else:  # e.g. indices given as digit strings, read as integers
-            types = ["index_repair"]
-            actions.append("coerced non-integer indices")
+    if not types:  # not expected: every validation error above maps to an action; say so if not
+        types = ["index_repair"]
+        actions.append("used the segments as read although validation failed: "
+                       + "; ".join(result.errors[:3] if result is not None else []))
     primary = max(types, key=FALLBACK_ORDER.index)
     return FinalSegmentation(segs, primary, types, actions, repaired)
