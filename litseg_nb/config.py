@@ -103,6 +103,12 @@ class LLMConfig(_Base):
     max_retries: int = 3
     structured_output: bool = False
     use_cache: bool = True
+    # hf backend: compute a prompt prefix shared by many requests once and reuse its KV cache
+    # (vLLM: its own prefix caching, always on; openai: the server's)
+    prefix_reuse: bool = True
+    # chat template's thinking switch (Qwen3-style `enable_thinking`); off for segmentation,
+    # judging and rewriting, a notebook turns it on where it wants a reasoning model to reason
+    enable_thinking: bool = False
 
 
 @dataclass(frozen=True)

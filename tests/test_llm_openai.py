@@ -1,5 +1,5 @@
 """The openai backend against fake OpenAI-compatible servers on 127.0.0.1: success path, usage,
-round robin, bounded concurrency, and faults (timeouts, 5xx, malformed JSON, 4xx, refused
+routing over several URLs, bounded concurrency, and faults (timeouts, 5xx, malformed JSON, 4xx, refused
 connections) → bounded retries, then LLMError; nothing hangs."""
 from __future__ import annotations
 
@@ -160,13 +160,15 @@ def test_logprobs_and_text_logprobs(server):
     assert s.requests[-1]["echo"] is True
 
 
-def test_round_robin_over_base_urls(server):
+def test_distinct_prefixes_spread_over_base_urls(server):
+    # prefix-affine routing (tests/test_llm_routing.py): unrelated requests hash over the replicas
     a, c = server(), server()
     b = client(a.url, c.url, max_concurrency=3)
     convs = [[{"role": "user", "content": str(i)}] for i in range(12)]
     gens = b.chat(convs)
     assert [g.text for g in gens] == [f"echo: {i}" for i in range(12)]  # order kept
-    assert len(a.requests) == len(c.requests) == 6
+    assert len(a.requests) + len(c.requests) == 12 and a.requests and c.requests
+    assert b.routed == [len(a.requests), len(c.requests)]
 
 
 def test_concurrency_is_bounded(server):

@@ -5,12 +5,18 @@ A backend implements :class:`LLMBackend`:
 * ``chat(conversations, params, tag)`` – batched chat generation → :class:`Generation` per item;
 * ``next_token_logprobs(conversations, candidates, tag)`` – log-probabilities of chosen candidate
   tokens as the next token after the chat prompt (margin sampling, yes/no scoring);
-* ``text_logprobs(texts, tag)`` – teacher-forced per-token log-probabilities of raw texts
-  (perplexity chunking);
+* ``text_logprobs(texts, tag)`` – teacher-forced per-token log-probabilities of raw texts;
+* ``token_logprobs(seqs, tag)`` – the same for token-id sequences (perplexity chunking on any
+  backend: :mod:`litseg_nb.chunkers.perplexity` windows the text itself);
 * ``count_tokens(text)`` and ``tokenizer``.
 
-Every call records prompt, cached-prompt and completion tokens and latency in a
-:class:`UsageLedger`, keyed by :class:`UsageTag` (method, book, stage), for notebook 08.
+Each log-prob method has an ``*_ex`` twin returning ``(result, Generation)`` pairs (the usage
+record of each request, which the request cache stores); :class:`BackendBase` derives the plain
+methods from the ``*_ex`` ones.
+
+Every call records prompt, cached-prompt (served from a prefix cache, not recomputed), completion
+and reasoning tokens and latency in a :class:`UsageLedger`, keyed by :class:`UsageTag` (method,
+book, stage), for notebook 08.
 """
 from __future__ import annotations
 
@@ -46,9 +52,10 @@ class Generation:
     prompt_tokens: int
     completion_tokens: int
     latency_s: float
-    cached_prompt_tokens: int | None = None
+    cached_prompt_tokens: int | None = None  # prompt tokens served from a prefix cache
     cache_hit: bool = False  # served from the persistent request cache
     finish_reason: str = ""
+    reasoning_tokens: int = 0  # completion tokens spent in a <think> block (reasoning models)
 
 
 @dataclass
@@ -59,6 +66,7 @@ class Usage:
     completion_tokens: int = 0
     latency_s: float = 0.0
     cache_hits: int = 0
+    reasoning_tokens: int = 0
 
 
 class UsageLedger:
@@ -77,6 +85,7 @@ class UsageLedger:
             u.completion_tokens += gen.completion_tokens
             u.latency_s += gen.latency_s
             u.cache_hits += int(gen.cache_hit)
+            u.reasoning_tokens += int(gen.reasoning_tokens or 0)
 
     def replay(self, tag: UsageTag, row: dict[str, Any]) -> None:
         """Add usage recorded when the work was done to a run that did not redo it (a step-cache hit,
@@ -118,7 +127,89 @@ class LLMBackend(Protocol):
 
     def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag()) -> list[list[float]]: ...
 
+    def token_logprobs(self, seqs: Sequence[Sequence[int]],
+                       tag: UsageTag = UsageTag()) -> list[list[float]]: ...
+
+    def next_token_logprobs_ex(self, conversations: Sequence[Conversation], candidates: Sequence[str],
+                               tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]: ...
+
+    def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
+                         max_length: int | None = None) -> list[tuple[list[float], Generation]]: ...
+
+    def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
+                          tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]: ...
+
     def count_tokens(self, text: str) -> int: ...
+
+
+class BackendBase:
+    """Shared part of the backends: the plain log-prob methods are the ``*_ex`` ones without the
+    usage records. A backend implements ``chat``, the three ``*_ex`` methods and ``count_tokens``."""
+
+    def next_token_logprobs_ex(self, conversations, candidates, tag=UsageTag()):
+        raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score "
+                       "next tokens")
+
+    def text_logprobs_ex(self, texts, tag=UsageTag(), max_length=None):
+        raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score texts")
+
+    def token_logprobs_ex(self, seqs, tag=UsageTag()):
+        raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score "
+                       "token sequences")
+
+    def next_token_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str],
+                            tag: UsageTag = UsageTag()) -> list[dict[str, float]]:
+        """Log-probability of each candidate's first token as the reply's first token."""
+        return [r for r, _ in self.next_token_logprobs_ex(conversations, candidates, tag)]
+
+    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
+                      max_length: int | None = None) -> list[list[float]]:
+        """Teacher-forced log-probability of every token of each text."""
+        kwargs = {} if max_length is None else {"max_length": max_length}
+        return [r for r, _ in self.text_logprobs_ex(texts, tag, **kwargs)]
+
+    def token_logprobs(self, seqs: Sequence[Sequence[int]],
+                       tag: UsageTag = UsageTag()) -> list[list[float]]:
+        """``out[i][k-1] = log p(seqs[i][k] | seqs[i][:k])`` for ``k >= 1`` (the first token of a
+        sequence is not scored)."""
+        return [r for r, _ in self.token_logprobs_ex(seqs, tag)]
+
+
+def think_token_ids(tokenizer: Any) -> tuple[int | None, int | None]:
+    """Ids of ``<think>`` and ``</think>`` when the tokenizer has them as single tokens."""
+    out: list[int | None] = []
+    for t in ("<think>", "</think>"):
+        try:
+            i = tokenizer.convert_tokens_to_ids(t)
+            ok = isinstance(i, int) and i != tokenizer.unk_token_id and \
+                tokenizer.convert_ids_to_tokens(i) == t
+        except Exception:  # a tokenizer without these helpers
+            i, ok = None, False
+        out.append(i if ok else None)
+    return out[0], out[1]
+
+
+def reasoning_token_count(completion_ids: Sequence[int], think_ids: tuple[int | None, int | None]) -> int:
+    """Completion tokens of the reasoning block: everything up to and including ``</think>``; a
+    reply that opened ``<think>`` and never closed it (cut by ``max_new_tokens``) is all reasoning."""
+    start, end = think_ids
+    ids = list(completion_ids)
+    if end is not None and end in ids:
+        return ids.index(end) + 1
+    if start is not None and start in ids[:2]:
+        return len(ids)
+    return 0
+
+
+def reasoning_text_split(text: str) -> tuple[str, str]:
+    """``(reasoning, rest)`` of a reply text holding a ``<think>...</think>`` block (by text; for
+    servers that return token counts nowhere). No block: ``("", text)``."""
+    end = text.find("</think>")
+    if end >= 0:
+        return text[:end + len("</think>")], text[end + len("</think>"):]
+    if text.lstrip().startswith("<think>"):
+        return text, ""
+    return "", text
 
 
 class LLMError(RuntimeError):
@@ -126,7 +217,7 @@ class LLMError(RuntimeError):
 
 
 @dataclass
-class ScriptedBackend:
+class ScriptedBackend(BackendBase):
     """A deterministic stand-in backend for tests: replies come from a script.
 
     ``replies`` is consumed in order by ``chat`` (a callable ``reply(conversation) -> str`` may be
@@ -169,18 +260,19 @@ class ScriptedBackend:
             out.append(gen)
         return out
 
-    def next_token_logprobs(self, conversations, candidates, tag=UsageTag()):
+    def next_token_logprobs_ex(self, conversations, candidates, tag=UsageTag()):
         if self.logprob_fn is None:
             raise LLMError("ScriptedBackend: no logprob_fn scripted")
         out = []
         for conv in conversations:
             self.calls.append(list(conv))
-            out.append(self.logprob_fn(conv, list(candidates)))
             prompt = " ".join(m["content"] for m in conv)
-            self.ledger.record(tag, Generation("", self.count_tokens(prompt), 1, 0.0))
+            gen = Generation("", self.count_tokens(prompt), 1, 0.0)
+            self.ledger.record(tag, gen)
+            out.append((self.logprob_fn(conv, list(candidates)), gen))
         return out
 
-    def text_logprobs(self, texts, tag=UsageTag()):
+    def text_logprobs_ex(self, texts, tag=UsageTag(), max_length=None):
         if self.text_logprob_fn is None:
             raise LLMError("ScriptedBackend: no text_logprob_fn scripted")
-        return [self.text_logprob_fn(t) for t in texts]
+        return [(self.text_logprob_fn(t), Generation("", self.count_tokens(t), 0, 0.0)) for t in texts]

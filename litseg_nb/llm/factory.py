@@ -24,12 +24,14 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
 
         backend = HFBackend(llm_cfg.model, dtype=llm_cfg.dtype, device=llm_cfg.device,
                             batch_size=llm_cfg.batch_size, max_model_len=llm_cfg.max_model_len,
-                            structured_output=llm_cfg.structured_output, ledger=ledger)
+                            structured_output=llm_cfg.structured_output, ledger=ledger,
+                            prefix_reuse=llm_cfg.prefix_reuse, enable_thinking=llm_cfg.enable_thinking)
     elif kind == "vllm":
         from .vllm_backend import VLLMBackend
 
         backend = VLLMBackend(llm_cfg.model, dtype=llm_cfg.dtype, max_model_len=llm_cfg.max_model_len,
-                              structured_output=llm_cfg.structured_output, ledger=ledger)
+                              structured_output=llm_cfg.structured_output, ledger=ledger,
+                              enable_thinking=llm_cfg.enable_thinking)
     elif kind == "openai":
         from .openai_backend import OpenAIBackend
 
@@ -37,7 +39,8 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
                                 timeout_s=llm_cfg.request_timeout_s,
                                 max_concurrency=llm_cfg.max_concurrency,
                                 max_retries=llm_cfg.max_retries,
-                                structured_output=llm_cfg.structured_output, ledger=ledger)
+                                structured_output=llm_cfg.structured_output, ledger=ledger,
+                                enable_thinking=llm_cfg.enable_thinking)
     else:
         raise LLMError(f"unknown LLM backend {kind!r}; expected one of {', '.join(BACKENDS)} "
                        "(tests use litseg_nb.llm.ScriptedBackend directly)")

@@ -3,8 +3,16 @@ llama.cpp's server, ...
 
 * Requests go out concurrently, at most ``max_concurrency`` at a time (a thread pool), each with a
   per-request timeout (``timeout_s``, applied to connect, read and write).
-* Several ``base_urls`` (e.g. one per vLLM replica) are used round robin; a retried request moves
-  on to the next URL.
+* Several ``base_urls`` (e.g. one per vLLM replica): **prefix-affine routing**. Each request has a
+  stable key, the hash of the first ``route_prefix_chars`` characters of its conversation (roles
+  and contents), so requests that share a long prefix (a system prompt, a unit's text) prefer the
+  same replica and find it in that replica's prefix cache. Each key ranks the replicas by
+  rendezvous hashing (adding or removing a replica moves only its own keys). A request goes to the
+  first replica in its ranking whose requests in flight stay within
+  ``ceil((in flight + 1) * (1 + load_slack) / replicas)`` (consistent hashing with bounded loads),
+  so one hot prefix cannot pile every request onto one replica. A retried request moves on to the
+  next replica of its ranking: requests change replica only when one fails. ``routed`` counts the
+  attempts each replica received.
 * Connection errors, timeouts, 5xx answers and malformed response bodies are retried at most
   ``max_retries`` times with exponential backoff (``backoff_s * 2**attempt``, capped at
   ``max_backoff_s``). 4xx answers are not retried. After the last attempt :class:`LLMError` names
@@ -20,12 +28,18 @@ llama.cpp's server, ...
   tokenizer for the model is known (``tiny-random``, ``smollm2-135m-instruct``, a local path), the
   prompt is sent as BOS + text token ids, so -- as in the hf backend -- every text token gets a
   value; otherwise the text is sent as is and its first token gets none.
+* ``token_logprobs`` sends token ids to the same echo path (perplexity chunking on a server).
 * Usage: ``usage.prompt_tokens``, ``usage.completion_tokens`` and
-  ``usage.prompt_tokens_details.cached_tokens`` (vLLM with prefix caching reports it).
+  ``usage.prompt_tokens_details.cached_tokens`` (vLLM with ``--enable-prefix-caching`` reports it;
+  a server that does not is recorded as ``None`` = unknown, counted as 0 cached).
+* Reasoning models: ``chat_template_kwargs = {"enable_thinking": ...}`` goes with every chat
+  request (vLLM and SGLang pass it to the chat template). Reasoning tokens are taken from
+  ``usage.completion_tokens_details.reasoning_tokens`` when the server reports them, else counted
+  from the message's ``reasoning_content``/``reasoning`` field or a ``<think>...</think>`` block.
 """
 from __future__ import annotations
 
-import itertools
+import hashlib
 import json
 import math
 import random
@@ -34,7 +48,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from .base import Conversation, Generation, LLMError, SamplingParams, UsageLedger, UsageTag
+from .base import (BackendBase, Conversation, Generation, LLMError, SamplingParams, UsageLedger,
+                   UsageTag, reasoning_text_split)
 
 RETRYABLE_STATUS_MIN = 500
 
@@ -43,7 +58,11 @@ class _Retryable(Exception):
     """An attempt failed in a way worth retrying (connection, timeout, 5xx, malformed body)."""
 
 
-class OpenAIBackend:
+def _hash64(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+class OpenAIBackend(BackendBase):
     """Client of one or more OpenAI-compatible servers."""
 
     name = "openai"
@@ -52,7 +71,8 @@ class OpenAIBackend:
                  timeout_s: float = 120.0, max_concurrency: int = 8, max_retries: int = 3,
                  backoff_s: float = 0.5, max_backoff_s: float = 8.0, structured_output: bool = False,
                  top_k_logprobs: int = 20, ledger: UsageLedger | None = None,
-                 tokenizer: Any = None) -> None:
+                 tokenizer: Any = None, enable_thinking: bool = False,
+                 route_prefix_chars: int = 1024, load_slack: float = 0.25) -> None:
         import httpx
 
         if not base_urls:
@@ -70,8 +90,12 @@ class OpenAIBackend:
         self.structured_output = structured_output
         self.top_k_logprobs = top_k_logprobs
         self.ledger = ledger if ledger is not None else UsageLedger()
-        self._rr = itertools.count()
+        self.enable_thinking = bool(enable_thinking)
+        self.route_prefix_chars = max(1, int(route_prefix_chars))
+        self.load_slack = max(0.0, float(load_slack))
         self._rr_lock = threading.Lock()
+        self._in_flight = [0] * len(self.base_urls)
+        self.routed = [0] * len(self.base_urls)  # attempts sent to each replica
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout_s),
             limits=httpx.Limits(max_connections=max_concurrency * len(self.base_urls)),
@@ -80,23 +104,54 @@ class OpenAIBackend:
         self.attempts = 0  # HTTP attempts made (for tests and diagnostics)
 
     # ------------------------------------------------------------------ plumbing
-    def _next_url_index(self) -> int:
-        with self._rr_lock:
-            return next(self._rr) % len(self.base_urls)
+    def route_key(self, body: dict[str, Any]) -> str:
+        """The routing key of a request: its first ``route_prefix_chars`` characters of content."""
+        if "messages" in body:
+            text = "".join(f"\x1e{m.get('role', '')}\x1f{m.get('content', '')}" for m in body["messages"])
+        else:
+            text = json.dumps(body.get("prompt"))
+        return text[:self.route_prefix_chars]
+
+    def replica_ranking(self, key: str) -> list[int]:
+        """Replica indices in ``key``'s order of preference (rendezvous hashing)."""
+        return sorted(range(len(self.base_urls)),
+                      key=lambda i: (-_hash64(f"{self.base_urls[i]}\x00{key}"), i))
+
+    def _pick_first(self, ranking: Sequence[int]) -> int:
+        """Position in ``ranking`` of the first replica under the bounded-load cap (under lock)."""
+        n = len(ranking)
+        cap = math.ceil((sum(self._in_flight) + 1) * (1.0 + self.load_slack) / n)
+        for pos, i in enumerate(ranking):
+            if self._in_flight[i] < cap:
+                return pos
+        return 0
 
     def _post(self, route: str, body: dict[str, Any],
               urls: Sequence[str] | None = None) -> dict[str, Any]:
-        """POST ``body`` to ``<base_url><route>`` with retries; the parsed JSON answer."""
+        """POST ``body`` to ``<base_url><route>`` with retries; the parsed JSON answer.
+
+        Without ``urls`` the replica follows the prefix-affine routing (module docstring).
+        """
         import httpx
 
+        routed = not urls
         urls = tuple(urls) if urls else self.base_urls
-        start = self._next_url_index()
+        if routed:
+            ranking = self.replica_ranking(self.route_key(body))
+            with self._rr_lock:
+                start = self._pick_first(ranking)
+        else:
+            ranking, start = list(range(len(urls))), 0
         causes: list[str] = []
         for attempt in range(self.max_retries + 1):
-            url = urls[(start + attempt) % len(urls)] + route
+            idx = ranking[(start + attempt) % len(ranking)]
+            url = urls[idx] + route
+            with self._rr_lock:
+                self.attempts += 1
+                if routed:
+                    self._in_flight[idx] += 1
+                    self.routed[idx] += 1
             try:
-                with self._rr_lock:
-                    self.attempts += 1
                 try:
                     resp = self._client.post(url, json=body)
                 except httpx.TimeoutException as exc:
@@ -117,9 +172,13 @@ class OpenAIBackend:
                 return data
             except _Retryable as exc:
                 causes.append(f"{url}: {exc}")
-                if attempt < self.max_retries:
-                    delay = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
-                    time.sleep(delay * (0.5 + random.random() / 2))
+            finally:
+                if routed:
+                    with self._rr_lock:
+                        self._in_flight[idx] -= 1
+            if attempt < self.max_retries:  # (not in flight while backing off)
+                delay = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
+                time.sleep(delay * (0.5 + random.random() / 2))
         raise LLMError(f"openai backend ({self.model_id}): request failed after "
                        f"{self.max_retries + 1} attempts; last cause: {causes[-1]}"
                        + (f"; earlier: {'; '.join(causes[:-1])}" if len(causes) > 1 else ""))
@@ -155,7 +214,8 @@ class OpenAIBackend:
         body: dict[str, Any] = {"model": self.model_id, "messages": list(conv),
                                 "max_tokens": params.max_new_tokens,
                                 "temperature": params.temperature, "top_p": params.top_p,
-                                "seed": params.seed}
+                                "seed": params.seed,
+                                "chat_template_kwargs": {"enable_thinking": self.enable_thinking}}
         if params.stop:
             body["stop"] = list(params.stop)
         if params.json_schema is not None and self.structured_output:
@@ -174,7 +234,24 @@ class OpenAIBackend:
             raise LLMError(f"openai backend: message content is not text: {text!r}")
         p, c, cached = self._usage(data)
         return Generation(text=text, prompt_tokens=p, completion_tokens=c, latency_s=latency,
-                          cached_prompt_tokens=cached, finish_reason=str(choice.get("finish_reason") or ""))
+                          cached_prompt_tokens=cached, finish_reason=str(choice.get("finish_reason") or ""),
+                          reasoning_tokens=self._reasoning_tokens(data, choice, text, c))
+
+    def _reasoning_tokens(self, data: dict[str, Any], choice: dict[str, Any], text: str,
+                          completion_tokens: int) -> int:
+        """Reasoning tokens of a reply (see the module docstring for the sources, in order)."""
+        details = (data.get("usage") or {}).get("completion_tokens_details") or {}
+        n = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        if isinstance(n, int) and n > 0:
+            return n
+        msg = choice.get("message") or {}
+        reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
+        if not (isinstance(reasoning, str) and reasoning):
+            reasoning = reasoning_text_split(text)[0]
+        if not reasoning:
+            return 0
+        return min(self.count_tokens(reasoning), completion_tokens) if completion_tokens else \
+            self.count_tokens(reasoning)
 
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
              tag: UsageTag = UsageTag()) -> list[Generation]:
@@ -188,7 +265,8 @@ class OpenAIBackend:
     def _logprobs_one(self, item: tuple[Conversation, tuple[str, ...]]) -> tuple[dict[str, float], Generation]:
         conv, candidates = item
         body = {"model": self.model_id, "messages": list(conv), "max_tokens": 1, "temperature": 0.0,
-                "logprobs": True, "top_logprobs": self.top_k_logprobs}
+                "logprobs": True, "top_logprobs": self.top_k_logprobs,
+                "chat_template_kwargs": {"enable_thinking": self.enable_thinking}}
         t0 = time.perf_counter()
         data = self._post("/chat/completions", body)
         latency = time.perf_counter() - t0
@@ -221,6 +299,10 @@ class OpenAIBackend:
         if tok is not None and tok.bos_token_id is not None:
             # BOS + text token ids, so every text token gets a log-prob (as in the hf backend)
             prompt = [tok.bos_token_id] + tok(text, add_special_tokens=False).input_ids
+        return self._echo_one(prompt)
+
+    def _echo_one(self, prompt: Any) -> tuple[list[float], Generation]:
+        """Log-probs of the prompt's tokens after its first (completions endpoint, ``echo``)."""
         body = {"model": self.model_id, "prompt": prompt, "max_tokens": 1, "temperature": 0.0,
                 "echo": True, "logprobs": 0}
         t0 = time.perf_counter()
@@ -252,6 +334,20 @@ class OpenAIBackend:
                       max_length: int | None = None) -> list[list[float]]:
         """Per-token log-probs of each text's tokens (server-side echo; see the module docstring)."""
         return [r for r, _ in self.text_logprobs_ex(texts, tag, max_length=max_length)]
+
+    def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
+                          tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]:
+        """Log-probs of token-id sequences after their first token (echo path)."""
+        seqs = [[int(t) for t in s] for s in seqs]
+        if any(len(s) < 1 for s in seqs):
+            raise LLMError("openai backend: token_logprobs needs non-empty sequences")
+        out = self._map(self._echo_one, seqs)
+        for s, (vals, g) in zip(seqs, out):
+            if len(vals) != len(s) - 1:
+                raise LLMError(f"openai backend: echo returned {len(vals)} prompt log-probs for a "
+                               f"{len(s)}-token sequence")
+            self.ledger.record(tag, g)
+        return out
 
     # -------------------------------------------------------------------- tokens
     @property

@@ -158,9 +158,12 @@ class CachedBackend:
         return self.inner.count_tokens(text)
 
     def _base_payload(self, kind: str) -> dict[str, Any]:
-        return {"kind": kind, "backend": self.inner.name,
-                "model": getattr(self.inner, "revision", self.inner.model_id),
-                "structured": bool(getattr(self.inner, "structured_output", False))}
+        payload = {"kind": kind, "backend": self.inner.name,
+                   "model": getattr(self.inner, "revision", self.inner.model_id),
+                   "structured": bool(getattr(self.inner, "structured_output", False))}
+        if getattr(self.inner, "enable_thinking", False):  # keys of non-thinking runs unchanged
+            payload["thinking"] = True
+        return payload
 
     def _serve(self, kind: str, payloads: list[dict[str, Any]],
                compute: Callable[[list[int]], list[tuple[Any, Generation]]],
@@ -222,11 +225,7 @@ class CachedBackend:
                     for c in convs]
 
         def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
-            sub = [convs[i] for i in idx]
-            if hasattr(self.inner, "next_token_logprobs_ex"):
-                return self.inner.next_token_logprobs_ex(sub, cands, tag)
-            return [(r, Generation("", 0, 0, 0.0))
-                    for r in self.inner.next_token_logprobs(sub, cands, tag)]
+            return self.inner.next_token_logprobs_ex([convs[i] for i in idx], cands, tag)
 
         return [dict(v) for v, _ in self._serve("next_token_logprobs", payloads, compute, tag)]
 
@@ -238,9 +237,16 @@ class CachedBackend:
         kwargs = {} if max_length is None else {"max_length": max_length}
 
         def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
-            sub = [texts[i] for i in idx]
-            if hasattr(self.inner, "text_logprobs_ex"):
-                return self.inner.text_logprobs_ex(sub, tag, **kwargs)
-            return [(r, Generation("", 0, 0, 0.0)) for r in self.inner.text_logprobs(sub, tag, **kwargs)]
+            return self.inner.text_logprobs_ex([texts[i] for i in idx], tag, **kwargs)
 
         return [list(v) for v, _ in self._serve("text_logprobs", payloads, compute, tag)]
+
+    def token_logprobs(self, seqs: Sequence[Sequence[int]],
+                       tag: UsageTag = UsageTag()) -> list[list[float]]:
+        seqs = [[int(t) for t in s] for s in seqs]
+        payloads = [{**self._base_payload("token_logprobs"), "ids": s} for s in seqs]
+
+        def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
+            return self.inner.token_logprobs_ex([seqs[i] for i in idx], tag)
+
+        return [list(v) for v, _ in self._serve("token_logprobs", payloads, compute, tag)]

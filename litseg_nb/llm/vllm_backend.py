@@ -11,14 +11,18 @@ computed once per batch; ``Generation.cached_prompt_tokens`` reports vLLM's
 * ``next_token_logprobs``: exact log-probs of each candidate's **first token** after the chat prompt:
   the prompt + candidate token is scored with ``prompt_logprobs`` (one sequence per candidate; the
   prompt prefix is served from the prefix cache).
-* ``text_logprobs``: ``prompt_logprobs`` of BOS + text, one value per text token.
+* ``text_logprobs``: ``prompt_logprobs`` of BOS + text, one value per text token;
+  ``token_logprobs``: ``prompt_logprobs`` of given token-id sequences (perplexity chunking).
+* ``enable_thinking`` goes to the chat template (Qwen3-style thinking switch); the tokens of a
+  ``<think>...</think>`` block in a reply are counted in ``Generation.reasoning_tokens``.
 """
 from __future__ import annotations
 
 import time
 from typing import Any, Sequence
 
-from .base import Conversation, Generation, LLMError, SamplingParams, UsageLedger, UsageTag
+from .base import (BackendBase, Conversation, Generation, LLMError, SamplingParams, UsageLedger,
+                   UsageTag, reasoning_token_count, think_token_ids)
 from .models import model_revision, resolve_model_path
 
 
@@ -32,29 +36,36 @@ def _import_vllm():
     return vllm
 
 
-class VLLMBackend:
+class VLLMBackend(BackendBase):
     """Batched generation and log-probs with ``vllm.LLM``."""
 
     name = "vllm"
 
     def __init__(self, model: str, *, dtype: str = "auto", max_model_len: int = 8192,
                  structured_output: bool = False, ledger: UsageLedger | None = None,
-                 seed: int = 0, **engine_kwargs: Any) -> None:
-        vllm = _import_vllm()
+                 seed: int = 0, enable_thinking: bool = False, engine: Any = None,
+                 **engine_kwargs: Any) -> None:
         self.model_id = model
         self.revision = model_revision(model)
         self.structured_output = structured_output
+        self.enable_thinking = bool(enable_thinking)
         self.ledger = ledger if ledger is not None else UsageLedger()
-        self.llm = vllm.LLM(model=resolve_model_path(model), dtype=dtype, max_model_len=max_model_len,
-                            enable_prefix_caching=True, seed=seed, **engine_kwargs)
+        if engine is None:  # ``engine``: an already built ``vllm.LLM`` (or a stand-in in tests)
+            vllm = _import_vllm()
+            engine = vllm.LLM(model=resolve_model_path(model), dtype=dtype,
+                              max_model_len=max_model_len, enable_prefix_caching=True, seed=seed,
+                              **engine_kwargs)
+        self.llm = engine
         self.tokenizer = self.llm.get_tokenizer()
+        self.think_ids = think_token_ids(self.tokenizer)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)
 
     def render_prompt(self, conversation: Conversation) -> str:
         return self.tokenizer.apply_chat_template(list(conversation), tokenize=False,
-                                                  add_generation_prompt=True)
+                                                  add_generation_prompt=True,
+                                                  enable_thinking=self.enable_thinking)
 
     def _prompt_ids(self, conversation: Conversation) -> list[int]:
         return self.tokenizer(self.render_prompt(conversation), add_special_tokens=False).input_ids
@@ -63,6 +74,25 @@ class VLLMBackend:
         from vllm import SamplingParams as VSP
 
         return VSP(**kw)
+
+    def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
+                          tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]:
+        """``prompt_logprobs`` of each token-id sequence (its first token is not scored)."""
+        seqs = [list(s) for s in seqs]
+        if not seqs:
+            return []
+        if any(len(s) < 1 for s in seqs):
+            raise LLMError("vllm backend: token_logprobs needs non-empty sequences")
+        outs, latency = self._run(seqs, self._sampling(max_tokens=1, temperature=0.0,
+                                                       prompt_logprobs=0))
+        results = []
+        for s, o in zip(seqs, outs):
+            vals = [self._prompt_logprob(e, t) for e, t in zip(o.prompt_logprobs[1:], s[1:])]
+            gen = Generation("", prompt_tokens=len(s), completion_tokens=0, latency_s=latency,
+                             cached_prompt_tokens=getattr(o, "num_cached_tokens", None))
+            self.ledger.record(tag, gen)
+            results.append((vals, gen))
+        return results
 
     def _guided(self, schema: dict[str, Any]) -> dict[str, Any]:
         """The SamplingParams keyword for guided JSON (API differs between vLLM versions)."""
@@ -92,7 +122,8 @@ class VLLMBackend:
             gen = Generation(text=comp.text, prompt_tokens=len(o.prompt_token_ids),
                              completion_tokens=len(comp.token_ids), latency_s=latency,
                              cached_prompt_tokens=getattr(o, "num_cached_tokens", None),
-                             finish_reason=str(comp.finish_reason or ""))
+                             finish_reason=str(comp.finish_reason or ""),
+                             reasoning_tokens=reasoning_token_count(comp.token_ids, self.think_ids))
             self.ledger.record(tag, gen)
             gens.append(gen)
         return gens
