@@ -1,4 +1,4 @@
-"""LitSeg-Lite training data: reformatting round trip, fallback exclusion, split by book."""
+"""LitSeg-Lite training data: reformatting round trip, fallback exclusion (held-out rules: test_lite_heldout.py)."""
 from __future__ import annotations
 
 import json
@@ -6,8 +6,7 @@ import json
 import pytest
 
 from litseg_nb.litseg.validate import validate_segments
-from litseg_nb.lite.data import (build_examples, heldout_units, lite_system_prompt, segments_of_reply,
-                                 split_by_book, view_annotation)
+from litseg_nb.lite.data import build_examples, lite_system_prompt, segments_of_reply, view_annotation
 from litseg_nb.schema import Book, Sentence, Unit
 
 
@@ -37,7 +36,7 @@ def make_record(book: Book, unit: Unit, segments, fallback="none", stage_fallbac
         },
         "segments": segments, "fallback": fallback, "fallback_types": [fallback],
         "stage_fallbacks": stage_fallbacks or {"stage1": "none", "stage2": "none"},
-        "chapter_title": unit.title,
+        "chapter_title": unit.title, "length_reference": 100,
         "turning_points": [{"type": "Opportunity", "description": "it starts"}],
         "first_try_valid": {"stage1": True, "stage2": False, "stage3": True},
     }
@@ -101,26 +100,6 @@ def test_invalid_target_and_mismatch_are_excluded():
 def test_view_annotation_names_unit_on_missing_fields():
     with pytest.raises(ValueError, match="u0007"):
         view_annotation({"book_id": "b", "unit_id": "u0007", "n_sentences": 3})
-
-
-def test_split_is_by_book():
-    books = [make_book(f"gutenberg:{i}", n_units=3) for i in range(5)]
-    recs = [make_record(b, u, SEGS) for b in books for u in b.units]
-    examples, _ = build_examples(recs, books)
-    train, held = split_by_book(examples, eval_fraction=0.4, seed=3)
-    assert train and held
-    assert not {e.book_id for e in train} & {e.book_id for e in held}
-    assert len({e.book_id for e in held}) == 2
-    train, held = split_by_book(examples, 0.4, heldout_books=["gutenberg:4"])
-    assert {e.book_id for e in held} == {"gutenberg:4"}
-    # one annotated book: nothing held out; evaluation uses units of other books only
-    one = [e for e in examples if e.book_id == "gutenberg:0"]
-    train, held = split_by_book(one, 0.5)
-    assert len(train) == 3 and not held
-    pairs, note = heldout_units(books[:2], held, train, max_units=2)
-    assert {b.book_id for b, _ in pairs} == {"gutenberg:1"} and "unannotated" in note
-    with pytest.raises(ValueError, match="no held-out units"):
-        heldout_units(books[:1], [], train)
 
 
 def test_lite_prompt_is_the_verbatim_e2_text():

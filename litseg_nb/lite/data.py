@@ -9,14 +9,19 @@ one JSON object, exactly the shape the Appendix E.2 prompt asks for::
 
 paired with the Lite system prompt (``{last_index}`` filled) and the same sentence-indexed unit as
 user input. Units whose annotation needed a fallback (coverage repair or whole-unit) are excluded
-and counted; every target is checked with the shared LitSeg validator before it is used. Splits are
-by BOOK (:func:`split_by_book`), so no book is on both sides.
+and counted; every target is checked with the shared LitSeg validator before it is used.
+
+Training units are notebook 02's ``train_annotations.jsonl`` (``LitSegConfig.train_corpus``: the
+LiteraryQA train split in ``full``, another book in ``test``/``smoke``); the student is evaluated on
+the units of ``annotations.jsonl`` and never on a trained unit (:mod:`litseg_nb.lite.heldout`).
+
+One length reference. The teacher's system prompt carried a calibrated "recommended maximum length"
+(notebook 02, recorded in every annotation record as ``length_reference``); the student's E.2
+prompt gets the same value (:func:`annotation_length_reference`), in training and at inference.
 """
 from __future__ import annotations
 
 import json
-import math
-import random
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +32,7 @@ from ..prompts import fill_prompt, load_prompt
 from ..schema import Book, Unit, read_jsonl
 
 LITE_SYSTEM_TEMPLATE = "lite/system"
+PAPER_LENGTH_REFERENCE = 100
 LITE_USER_TEMPLATE = "lite/user"
 CHAT_TEMPLATE_MARGIN = 32  # tokens the chat template adds around the three messages (upper bound)
 
@@ -35,14 +41,17 @@ class AnnotationsMissingError(FileNotFoundError):
     """Notebook 02's LitSeg annotations artifact is not there (run notebook 02 first)."""
 
 
-def annotations_path(profile: str) -> Path:
-    """``outputs/<profile>/artifacts/litseg/annotations.jsonl`` (notebook 02's artifact)."""
-    return artifact_path(profile, "litseg", "annotations.jsonl")
+def annotations_path(profile: str, split: str = "eval") -> Path:
+    """Notebook 02's LitSeg annotations of ``profile``: ``split="eval"`` → ``annotations.jsonl`` (the
+    evaluated units), ``"train"`` → ``train_annotations.jsonl`` (Lite's training units)."""
+    if split not in ("eval", "train"):
+        raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
+    return artifact_path(profile, "litseg", "annotations.jsonl" if split == "eval" else "train_annotations.jsonl")
 
 
-def load_annotations(profile: str) -> list[dict[str, Any]]:
+def load_annotations(profile: str, split: str = "eval") -> list[dict[str, Any]]:
     """The LitSeg annotation records of ``profile``; a clear error names the missing file."""
-    path = annotations_path(profile)
+    path = annotations_path(profile, split)
     if not path.is_file():
         raise AnnotationsMissingError(
             f"LitSeg annotations not found: {path}. Notebook 03 trains on notebook 02's output; "
@@ -52,19 +61,24 @@ def load_annotations(profile: str) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- prompts
-def lite_system_prompt(n_sentences: int, template: str = LITE_SYSTEM_TEMPLATE) -> str:
+def lite_system_prompt(n_sentences: int, template: str = LITE_SYSTEM_TEMPLATE,
+                       length_reference: int = PAPER_LENGTH_REFERENCE) -> str:
     """The Appendix E.2 system prompt (or an E.4 ablation prompt, ``template="ablation/..."``)
-    with ``{last_index}`` = the unit's last sentence index."""
-    return fill_prompt(load_prompt(template), last_index=n_sentences)
+    with ``{last_index}`` = the unit's last sentence index and the recommended maximum segment
+    length = ``length_reference`` (the teacher's calibrated value; the paper's text says 100)."""
+    from ..litseg.prompting import with_length_reference
+
+    return fill_prompt(with_length_reference(load_prompt(template), length_reference), last_index=n_sentences)
 
 
 def lite_user_prompt(indexed_text: str) -> str:
     return fill_prompt(load_prompt(LITE_USER_TEMPLATE), chapter_content=indexed_text)
 
 
-def lite_conversation(book: Book, unit: Unit, template: str = LITE_SYSTEM_TEMPLATE) -> list[dict[str, str]]:
+def lite_conversation(book: Book, unit: Unit, template: str = LITE_SYSTEM_TEMPLATE,
+                      length_reference: int = PAPER_LENGTH_REFERENCE) -> list[dict[str, str]]:
     """System + user messages of one Lite call for ``unit`` (the student's whole input)."""
-    return [{"role": "system", "content": lite_system_prompt(unit.n_sentences, template)},
+    return [{"role": "system", "content": lite_system_prompt(unit.n_sentences, template, length_reference)},
             {"role": "user", "content": lite_user_prompt(unit.indexed_text(book.text))}]
 
 
@@ -188,6 +202,8 @@ class LiteExample:
     segments: list[dict[str, Any]] = field(default_factory=list)
     target_source: str = "validated"  # or "fallback: <type>" (CPU demonstrations only, labelled)
     n_tokens: int = 0  # prompt + target tokens (0 = not counted)
+    fingerprint: str = ""  # of the sentence-indexed unit (litseg_nb.lite.heldout.unit_fingerprint)
+    length_reference: int = PAPER_LENGTH_REFERENCE  # the teacher's value, in the system prompt
 
     def prompt_messages(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
@@ -247,6 +263,7 @@ def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
     target, labelled ``target_source="fallback: ..."`` and counted separately.
     """
     from ..litseg.validate import validate_segments
+    from .heldout import unit_fingerprint
 
     if fallback_units not in ("exclude", "include_if_needed"):
         raise ValueError(f"fallback_units must be 'exclude' or 'include_if_needed', got {fallback_units!r}")
@@ -282,10 +299,12 @@ def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
         if not res.ok:
             report.exclude(view.book_id, view.unit_id, "target fails shared validator")
             continue
-        conv = lite_conversation(book, unit)
+        ref = record_length_reference(rec)
+        conv = lite_conversation(book, unit, length_reference=ref)
         ex = LiteExample(book.book_id, unit.unit_id, unit.n_sentences, conv[0]["content"],
                          conv[1]["content"], target_text(target), target["step3"]["segments"],
-                         target_source="validated" if not view.fallback else f"fallback: {view.fallback}")
+                         target_source="validated" if not view.fallback else f"fallback: {view.fallback}",
+                         fingerprint=unit_fingerprint(book, unit), length_reference=ref)
         if count_tokens is not None:
             ex.n_tokens = count_tokens(ex.system) + count_tokens(ex.user) + count_tokens(ex.target)
             if max_seq_tokens and ex.n_tokens + CHAT_TEMPLATE_MARGIN > max_seq_tokens:
@@ -304,31 +323,6 @@ def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
             report.exclude(ex.book_id, ex.unit_id, f"LitSeg fallback ({why})")
     report.used = len(out)
     return out, report
-
-
-def split_by_book(examples: Sequence[LiteExample], eval_fraction: float, seed: int = 0,
-                  heldout_books: Sequence[str] = ()) -> tuple[list[LiteExample], list[LiteExample]]:
-    """Train/held-out split by BOOK: no book contributes to both sides.
-
-    ``heldout_books`` names the held-out books explicitly; otherwise ``ceil(eval_fraction * books)``
-    books (at least one, and at most all but one) are drawn with ``seed``. With a single annotated
-    book nothing is held out here (the held-out side would have to share the book); the caller
-    then evaluates on units of books without annotations (:func:`heldout_units`).
-    """
-    books = sorted({e.book_id for e in examples})
-    if heldout_books:
-        unknown = sorted(set(heldout_books) - set(books))
-        if unknown:
-            raise ValueError(f"held-out book(s) {unknown} have no usable examples (have: {books})")
-        held = set(heldout_books)
-    elif len(books) < 2:
-        held = set()  # one book: everything trains; evaluate on units of OTHER books (heldout_units)
-    else:
-        k = min(len(books) - 1, max(1, math.ceil(eval_fraction * len(books))))
-        held = set(random.Random(seed).sample(books, k))
-    train = [e for e in examples if e.book_id not in held]
-    heldout = [e for e in examples if e.book_id in held]
-    return train, heldout
 
 
 def data_statistics(examples: Sequence[LiteExample], split: str) -> dict[str, Any]:
@@ -354,26 +348,24 @@ def data_statistics(examples: Sequence[LiteExample], split: str) -> dict[str, An
     }
 
 
-def heldout_units(books: Sequence[Book], heldout: Sequence[LiteExample], train: Sequence[LiteExample],
-                  max_units: int = 0) -> tuple[list[tuple[Book, Unit]], str]:
-    """Units to evaluate the student on, and a note saying where they come from.
+def record_length_reference(rec: Mapping[str, Any]) -> int:
+    """The length reference the teacher's prompt carried for this annotation record."""
+    ref = rec.get("length_reference")
+    if ref is None:
+        raise ValueError(f"annotation of book {rec.get('book_id')!r} unit {rec.get('unit_id')!r} was made "
+                         "without a length reference (a calibration record?): not a training annotation")
+    return int(ref)
 
-    The held-out annotated units when there are any (teacher segmentations exist for them);
-    otherwise units of corpus books that have no training example at all (no teacher available:
-    the teacher columns of the before/after table are then empty). Never a unit of a training book.
-    """
-    by_id = {b.book_id: b for b in books}
-    if heldout:
-        pairs = [(by_id[e.book_id], by_id[e.book_id].unit(e.unit_id)) for e in heldout]
-        note = "held-out annotated books " + ",".join(sorted({e.book_id for e in heldout}))
-    else:
-        train_books = {e.book_id for e in train}
-        pairs = [(b, u) for b in books if b.book_id not in train_books for u in b.units]
-        note = ("only one annotated book: evaluating on units of unannotated books "
-                + ",".join(sorted({b.book_id for b, _ in pairs})) + " (no teacher segmentation there)")
-    if max_units:
-        pairs = pairs[:max_units]
-    if not pairs:
-        raise ValueError("no held-out units: every corpus book is used for training; "
-                         "add a book to the corpus or pass heldout_books")
-    return pairs, note
+
+def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int:
+    """The ONE length reference of a set of annotation records (teacher and student share it).
+
+    Raises ``ValueError`` when the records carry different values (annotations from different
+    calibrations cannot train one student with one prompt)."""
+    refs = sorted({record_length_reference(r) for r in records})
+    if not refs:
+        raise ValueError("no annotation records: no length reference")
+    if len(refs) > 1:
+        raise ValueError(f"annotation records carry different length references {refs}; rerun notebook 02 "
+                         "so that all annotations use the same calibrated value")
+    return refs[0]

@@ -1,7 +1,9 @@
 """Notebook 03's evaluation helpers: corpus for Lite, before/after table, curves, teacher vs student.
 
-* :func:`load_lite_books` – the annotated books exactly as notebook 02 indexed them (LitSeg's corpus
-  config) plus, when needed, the Lite config's corpus for held-out books without annotations.
+* :func:`load_lite_books` – the evaluated and the training books exactly as notebook 02 indexed them
+  (``LitSegConfig.corpus`` and ``LitSegConfig.train_corpus``); they never share a book.
+* :func:`evaluation_pairs` – the units the student is evaluated on: LitSeg's annotated units (the
+  teacher's segmentation exists for each), never a trained unit.
 * :func:`evaluate_segmenter` – runs a :class:`~litseg_nb.lite.segmenter.LiteSegmenter` on held-out
   units and scores its first replies with the GRPO reward (format + narratological).
 * :func:`teacher_rows` – the same metrics for the teacher (LitSeg annotations) on the same units.
@@ -22,27 +24,44 @@ from .rewards import NarratologicalReward, format_reward_breakdown
 from .segmenter import LiteSegmenter, LiteUnitResult
 
 
-def load_lite_books(cfg: LiteConfig, need_extra: bool = True) -> tuple[list[Book], list[Book]]:
-    """``(annotated_books, extra_books)``.
+def _book_names(b: Book) -> set[str]:
+    return {b.book_id, b.book_id.split(":", 1)[-1].lower(), b.title.strip().lower(),
+            str(b.meta.get("gutenqa_name") or b.title).strip().lower()}
 
-    Annotated books are loaded with the LitSeg stage's corpus config of the annotations' profile
-    (so units and sentence indices match notebook 02). ``extra_books`` come from ``cfg.corpus``
-    (held-out evaluation when the annotations cover a single book); books already annotated, and
-    other editions of them (same GutenQA name), are left out.
+
+def load_lite_books(cfg: LiteConfig, need_extra: bool = True) -> tuple[list[Book], list[Book]]:
+    """``(evaluation_books, training_books)`` as notebook 02 indexed them (same units and sentence
+    indices): LitSeg's corpus and its ``train_corpus`` of the annotations' profile
+    (``need_extra=False``: the evaluation books only).
+
+    The split is by book: a training book that is also an evaluation book (same id or title, e.g.
+    another edition) is an error naming it.
     """
     from ..corpus import load_corpus
-    from ..litseg.config import LitSegConfig
 
-    lit = LitSegConfig.for_profile(cfg.annotations_profile or cfg.profile)
-    annotated = load_corpus(lit.corpus)
+    lit = cfg.teacher()
+    evaluated = load_corpus(lit.corpus)
     if not need_extra:
-        return annotated, []
-    names = {b.book_id.split(":", 1)[-1] for b in annotated} | {
-        str(b.meta.get("gutenqa_name")) for b in annotated if b.meta.get("gutenqa_name")}
-    ids = {b.book_id for b in annotated}
-    extra = [b for b in load_corpus(cfg.corpus) if b.book_id not in ids
-             and str(b.meta.get("gutenqa_name") or "") not in names and b.title not in {a.title for a in annotated}]
-    return annotated, extra
+        return evaluated, []
+    training = load_corpus(lit.train_corpus)
+    names = set().union(*(_book_names(b) for b in evaluated)) if evaluated else set()
+    shared = [b.book_id for b in training if _book_names(b) & names]
+    if shared:
+        raise ValueError(f"Lite training book(s) {shared} are also evaluated (LitSegConfig.corpus); "
+                         "the training corpus must hold other books")
+    return evaluated, training
+
+
+def evaluation_pairs(records: Sequence[Mapping[str, Any]], books: Sequence[Book],
+                     max_units: int = 0) -> list[tuple[Book, Unit]]:
+    """The annotated (``annotations.jsonl``) units, in record order, first ``max_units`` (0 = all)."""
+    by_id = {b.book_id: b for b in books}
+    pairs = []
+    for r in records:
+        if r["book_id"] not in by_id:
+            raise ValueError(f"annotation of unknown book {r['book_id']!r} (corpus settings changed since notebook 02?)")
+        pairs.append((by_id[r["book_id"]], by_id[r["book_id"]].unit(r["unit_id"])))
+    return pairs[:max_units] if max_units else pairs
 
 
 def score_reply(text: str, n: int, passage: str, system_prompt: str,
@@ -56,13 +75,14 @@ def score_reply(text: str, n: int, passage: str, system_prompt: str,
 
 
 def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: Sequence[LiteUnitResult],
-                      judge: NarratologicalReward | None, weights: Sequence[float]) -> list[dict[str, Any]]:
+                      judge: NarratologicalReward | None, weights: Sequence[float],
+                      length_reference: int = 100) -> list[dict[str, Any]]:
     """Per-unit rows of a finished Lite run; the FIRST reply is scored with the GRPO reward."""
     from .data import lite_conversation
 
     rows = []
     for (book, unit), r in zip(pairs, results):
-        conv = lite_conversation(book, unit)
+        conv = lite_conversation(book, unit, length_reference=length_reference)
         sc = score_reply(r.replies[0], unit.n_sentences, conv[1]["content"].split("\n", 1)[-1],
                          conv[0]["content"], judge, weights)
         rows.append({"system": system, "book_id": book.book_id, "unit_id": unit.unit_id,
@@ -74,13 +94,16 @@ def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: 
 
 def evaluate_segmenter(system: str, segmenter: LiteSegmenter, pairs: Sequence[tuple[Book, Unit]],
                        judge: NarratologicalReward | None, weights: Sequence[float]):
-    """Segment ``pairs``; per-unit rows (first reply scored with the GRPO reward), chunks, results."""
+    """Segment ``pairs``; per-unit rows (first reply scored with the GRPO reward), chunks, results.
+    (A trained segmenter refuses its training units: :mod:`litseg_nb.lite.heldout`.)"""
     chunks, results = segmenter.segment_units(pairs)
-    return rows_from_results(system, pairs, results, judge, weights), chunks, results
+    return (rows_from_results(system, pairs, results, judge, weights, segmenter.length_reference),
+            chunks, results)
 
 
 def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Book, Unit]],
-                 judge: NarratologicalReward | None, weights: Sequence[float]) -> list[dict[str, Any]]:
+                 judge: NarratologicalReward | None, weights: Sequence[float],
+                 length_reference: int = 100) -> list[dict[str, Any]]:
     """The teacher (LitSeg, 3 calls/unit) on the same units, from its annotation records.
 
     First-try validity = every stage valid at its first attempt; the reward is computed on the
@@ -97,7 +120,7 @@ def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Boo
             continue
         view = view_annotation(rec)
         text = target_text(single_pass_target(view, unit.title))
-        conv = lite_conversation(book, unit)
+        conv = lite_conversation(book, unit, length_reference=length_reference)
         sc = score_reply(text, unit.n_sentences, conv[1]["content"].split("\n", 1)[-1],
                          conv[0]["content"], judge, weights)
         ftv = rec.get("first_try_valid") or {}

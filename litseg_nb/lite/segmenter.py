@@ -8,6 +8,10 @@ reply. Everything after the call is shared with LitSeg: :func:`~litseg_nb.litseg
 :func:`~litseg_nb.litseg.validate.finalize_segments` (the paper's fallback chain, counted by type)
 and :func:`~litseg_nb.litseg.reconstruct.reconstruct_unit`. The chunks are in the shared result
 schema with ``method="litseg-lite"``.
+
+The system prompt carries the teacher's length reference (``length_reference``, read from the
+annotations with :func:`~litseg_nb.lite.data.annotation_length_reference`). A segmenter on a trained
+Lite model folder refuses the units that model was trained on (:mod:`litseg_nb.lite.heldout`).
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ from ..litseg.reconstruct import reconstruct_unit
 from ..litseg.validate import ValidationResult, finalize_segments, parse_json_reply, validate_segments
 from ..llm.base import LLMBackend, SamplingParams, UsageTag
 from ..schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
-from .data import LITE_SYSTEM_TEMPLATE, lite_conversation
+from .data import LITE_SYSTEM_TEMPLATE, PAPER_LENGTH_REFERENCE, lite_conversation
+from .heldout import TrainedUnits, assert_not_trained, model_record, refuse_trained_chunks
 from .rewards import format_reward_breakdown
 
 METHOD = "litseg-lite"
@@ -64,7 +69,11 @@ class LiteUnitResult:
     n_segments: int = 0
     format_reward_first: float = 0.0
     completion_tokens: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall-clock share of this run (a request-cache hit takes ~0 s)
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    model_seconds: float = 0.0  # model latency recorded when each reply was computed
+    cache_hits: int = 0  # replies served from the persistent request cache
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,16 +82,25 @@ class LiteUnitResult:
 class LiteSegmenter:
     """Single-pass Lite segmentation with LitSeg's validation, retry, fallback and reconstruction."""
 
-    def __init__(self, backend: LLMBackend, max_new_tokens: int = 4096, retries: int = 2,
+    def __init__(self, backend: LLMBackend, max_new_tokens: int = 4096, retries: int = 3,
                  retry_temperature: float = 0.7, seed: int = 0, method: str = METHOD,
-                 system_template: str = LITE_SYSTEM_TEMPLATE):
+                 system_template: str = LITE_SYSTEM_TEMPLATE,
+                 length_reference: int = PAPER_LENGTH_REFERENCE, trained: TrainedUnits | None = None,
+                 stage: str = "single-pass"):
         self.backend, self.max_new_tokens, self.retries = backend, max_new_tokens, retries
         self.retry_temperature, self.seed, self.method = retry_temperature, seed, method
         self.system_template = system_template  # E.2 by default; the E.4 prompts for ablations
+        self.length_reference = int(length_reference)
+        # usage-ledger stage: "single-pass" for the chunk set that §4.4 times; evaluation runs use
+        # their own stage name so notebook 08 never mixes them in
+        self.stage = stage
+        # the units the model was trained on: from its folder (a merged Lite model) plus any given
+        self.trained = (model_record(getattr(backend, "model_id", "")) or TrainedUnits()).union(trained)
 
     def segment_units(self, pairs: Sequence[tuple[Book, Unit]], progress: bool = False
                       ) -> tuple[list[Chunk], list[LiteUnitResult]]:
         """Segment every ``(book, unit)``; attempts are batched across the units still invalid."""
+        assert_not_trained(pairs, self.trained, f"{self.method} on {getattr(self.backend, 'model_id', '?')}")
         results = [LiteUnitResult(b.book_id, u.unit_id, u.n_sentences) for b, u in pairs]
         last: list[ValidationResult | None] = [None] * len(pairs)
         todo = list(range(len(pairs)))
@@ -98,8 +116,9 @@ class LiteSegmenter:
                 by_book.setdefault(pairs[i][0].book_id, []).append(i)
             got: dict[int, Any] = {}
             for book_id, idx in by_book.items():
-                tag = UsageTag(method=self.method, book=book_id, stage="single-pass")
-                gens_b = self.backend.chat([lite_conversation(*pairs[i], self.system_template) for i in idx], params, tag)
+                tag = UsageTag(method=self.method, book=book_id, stage=self.stage)
+                convs = [lite_conversation(*pairs[i], self.system_template, self.length_reference) for i in idx]
+                gens_b = self.backend.chat(convs, params, tag)
                 got.update(zip(idx, gens_b))
             gens = [got[i] for i in todo]
             dt = (time.perf_counter() - t0) / max(1, len(todo))
@@ -111,6 +130,10 @@ class LiteSegmenter:
                 r.errors.append(list(res.errors))
                 r.attempts += 1
                 r.completion_tokens += gen.completion_tokens
+                r.prompt_tokens += gen.prompt_tokens
+                r.cached_prompt_tokens += gen.cached_prompt_tokens or 0
+                r.model_seconds += gen.latency_s
+                r.cache_hits += int(gen.cache_hit)
                 r.seconds += dt
                 if attempt == 0:
                     r.first_try_valid = res.ok
@@ -131,7 +154,11 @@ class LiteSegmenter:
 
 def check_and_save_chunks(profile: str, books: Sequence[Book], chunks: Sequence[Chunk],
                           name: str = METHOD):
-    """Coverage proof for every segmented unit, then ``artifacts/chunks/<name>.jsonl``."""
+    """Coverage proof for every segmented unit, then ``artifacts/chunks/<name>.jsonl``.
+
+    Refuses (:class:`~litseg_nb.lite.heldout.TrainedUnitError`) a chunk set holding a unit any
+    student of ``profile`` was trained on: the evaluated Lite chunk sets never contain one."""
+    refuse_trained_chunks(name, chunks, profile, books)
     by_book: dict[str, list[Chunk]] = {}
     for c in chunks:
         by_book.setdefault(c.book_id, []).append(c)

@@ -135,6 +135,16 @@ def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, e
     return out_dir
 
 
+def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg: LiteConfig) -> None:
+    """The units this adapter learned from, in the adapter folder and the profile's record
+    (:mod:`litseg_nb.lite.heldout`: the student is never evaluated on them)."""
+    from .heldout import TRAINED_UNITS_FILE, save_profile_record, trained_units_of
+
+    trained = trained_units_of(examples)
+    trained.save(Path(adapter_dir) / TRAINED_UNITS_FILE)
+    save_profile_record(cfg.profile, trained)
+
+
 # --------------------------------------------------------------------------- stage 1: SFT
 def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
     """Run ``trainer.train()``; return the trained PEFT model, seconds and the LoRA weight change."""
@@ -174,6 +184,7 @@ def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, o
     tokens = int(per_pass * n_pass)
     adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "sft",
                            {"train_units": [f"{e.book_id}/{e.unit_id}" for e in train]})
+    record_trained_units(adapter, train, cfg)
     res = TrainResult("sft", adapter, list(trainer.state.log_history), seconds, steps, tokens,
                       _peak_memory_gib(peft_model), change)
     shutil.rmtree(work_dir, ignore_errors=True)
@@ -273,6 +284,7 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
     adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "grpo",
                            {"train_units": [f"{e.book_id}/{e.unit_id}" for e in prompts],
                             "reward_weights": weights})
+    record_trained_units(adapter, prompts, cfg)
     extra = {"groups seen": trainer.groups_seen, "groups filtered (zero reward variance)": trainer.groups_filtered,
              "micro-batches skipped (all filtered)": trainer.skipped_micro_batches}
     res = TrainResult("grpo", adapter, log, seconds, trainer.state.global_step, tokens,
@@ -310,14 +322,21 @@ def load_lite_model(base_model: str, adapter_dirs: Sequence[Path], dtype: str = 
 
 def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
     """Merge base + adapters once into ``root/merged-<hash>`` (a plain model folder any backend loads)."""
+    from .heldout import TRAINED_UNITS_FILE, TrainedUnits, model_record
+
     target = Path(root) / f"merged-{adapter_fingerprint(*adapter_dirs)}"
+    trained = TrainedUnits()
+    for d in adapter_dirs:  # the merged model carries every unit its adapters were trained on
+        trained = trained.union(model_record(d))
     if (target / "config.json").is_file():
+        trained.union(model_record(target)).save(target / TRAINED_UNITS_FILE)
         return target
     model, tok = load_lite_model(base_model, adapter_dirs, dtype="float32", device="cpu")
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp), safe_serialization=True)
     tok.save_pretrained(str(tmp))
+    trained.save(tmp / TRAINED_UNITS_FILE)
     (tmp / "lite_adapters.json").write_text(json.dumps(
         {"base_model": base_model, "adapters": [str(d) for d in adapter_dirs]}, indent=2), encoding="utf-8")
     tmp.replace(target)

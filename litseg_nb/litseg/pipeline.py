@@ -408,6 +408,27 @@ def _last_text(st: dict[str, Any]) -> str | None:
     return texts[-1] if texts else None
 
 
+# ----------------------------------------------------------------------------------- Lite's training units
+TRAIN_METHOD = "litseg-train"  # usage tag of the training annotations (not part of the §4.4 timing)
+
+
+def training_items(cfg: LitSegConfig) -> tuple[list[Book], list[tuple[Book, Unit]]]:
+    """LitSeg-Lite's training units: every unit of ``cfg.train_corpus`` (first ``cfg.max_train_units``).
+
+    In ``full`` that is the LiteraryQA train split (``<data>/literaryqa/annotations/train.jsonl`` and
+    ``texts/train/``); the CPU profiles use another book than the evaluated ones (a book-level split).
+    """
+    from ..corpus import load_corpus
+
+    books = load_corpus(cfg.train_corpus)
+    items = [(b, u) for b in books for u in b.units if u.n_sentences]
+    if cfg.max_train_units:
+        items = items[:cfg.max_train_units]
+    if not items:
+        raise ValueError(f"LitSeg-Lite's training corpus ({cfg.train_data()}) has no units")
+    return books, items
+
+
 # ----------------------------------------------------------------------------------- chunks
 def record_segments(record: dict[str, Any]) -> list[Segment]:
     return [Segment.from_json(s) for s in record["segments"]]

@@ -38,15 +38,21 @@ def _replace_once(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
-def system_prompt(length_reference: int | None = PAPER_LENGTH_REFERENCE) -> str:
-    """The unified system prompt; ``None`` gives the no-length-constraint variant (calibration)."""
-    text = load_prompt("litseg/system")
+def with_length_reference(text: str, length_reference: int | None) -> str:
+    """``text`` (a prompt carrying the paper's length sentence: LitSeg's, Lite's E.2 or an E.4
+    ablation prompt) with the recommended maximum set to ``length_reference``; ``None`` removes the
+    three length sentences (no length constraint)."""
     if length_reference is None:
         return _replace_once(text, LENGTH_SENTENCES, "")
     n = int(length_reference)
     if n < 1:
         raise ValueError(f"length_reference must be >= 1 (or None), got {length_reference}")
     return _replace_once(text, LENGTH_SENTENCE.format(n=PAPER_LENGTH_REFERENCE), LENGTH_SENTENCE.format(n=n))
+
+
+def system_prompt(length_reference: int | None = PAPER_LENGTH_REFERENCE) -> str:
+    """The unified system prompt; ``None`` gives the no-length-constraint variant (calibration)."""
+    return with_length_reference(load_prompt("litseg/system"), length_reference)
 
 
 def stage_result_text(parsed: Any, raw: str) -> str:
