@@ -23,8 +23,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..litseg.validate import parse_json_reply
+from ..litseg.validate import (coverage_mask, nested_ranges, parse_json_reply, segmentation_object,
+                               validate_segments)
 from ..llm.base import LLMBackend, UsageTag
+from ..replies import read_reply
 
 
 def completion_text(completion: Any) -> str:
@@ -53,12 +55,14 @@ FORMAT_RULES: tuple[FormatRule, ...] = (
     FormatRule("schema", 0.15, "share of the 5 required fields present with the right type: "
                "step1.step_1_events (str), step2.step_2_threads (str), step3.chapter_title (str), "
                "step3.step_3_turning_points (list), step3.segments (non-empty list of objects)"),
-    FormatRule("indices_valid", 0.20, "share of segments whose from_idx/to_idx are integers with "
-               "1 <= from_idx <= to_idx <= n and whose context_idx are integers in 1..n"),
+    FormatRule("indices_valid", 0.20, "share of segment entries valid by the shared validator's "
+               "per-segment checks: an object with a string subtitle, JSON integers "
+               "1 <= from_idx <= to_idx <= n, context_idx absent/null or JSON integers in 1..n, "
+               "main range not inside another entry's (no duplicates)"),
     FormatRule("full_coverage", 0.30, "share of the unit's n sentences inside some valid main range "
                "(overlaps allowed, context-only sentences do not count)"),
-    FormatRule("first_last", 0.20, "0.5 if the first segment starts at 1, plus 0.5 if the last "
-               "segment ends at n"),
+    FormatRule("first_last", 0.20, "0.5 if the first readable segment starts at 1, plus 0.5 if the "
+               "last one ends at n"),
 )
 assert abs(sum(r.weight for r in FORMAT_RULES) - 1.0) < 1e-9
 TOP_KEYS = {"step1", "step2", "step3", "segments"}
@@ -72,31 +76,24 @@ def format_rules_table():
                          for r in FORMAT_RULES])
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def format_reward_breakdown(text: str, n_sentences: int, max_new_tokens: int | None = None) -> dict[str, float]:
+    """Per-rule credit in [0, 1] for one reply, plus ``total`` (the weighted sum) and ``valid``.
 
-
-def _as_int(v: Any) -> int | None:
-    """Integers, and strings/floats that are exactly integers (the schema text says 'Integer')."""
-    if _is_int(v):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v.strip())
-    return None
-
-
-def format_reward_breakdown(text: str, n_sentences: int) -> dict[str, float]:
-    """Per-rule credit in [0, 1] for one reply, plus ``total`` (the weighted sum)."""
+    The reply is read by :mod:`litseg_nb.replies` (reasoning blocks removed; with ``max_new_tokens``
+    a reply longer than that budget allows scores 0) and its segments by the shared validator's
+    per-segment checks (:func:`~litseg_nb.litseg.validate.read_segments`), so the reward and
+    LitSeg-Lite's validation agree on what a valid segment is. ``valid`` (1.0/0.0, not weighted)
+    is the shared validator's verdict on the whole segmentation. Never raises.
+    """
     zero = {r.name: 0.0 for r in FORMAT_RULES}
-    obj = parse_json_reply(text) if text else None
+    obj = parse_json_reply(text, max_new_tokens=max_new_tokens) if isinstance(text, str) and text else None
     if not isinstance(obj, dict) or not TOP_KEYS & set(obj):
-        return {**zero, "total": 0.0}
+        return {**zero, "total": 0.0, "valid": 0.0}
     credit = dict(zero, parses=1.0)
     s1, s2, s3 = obj.get("step1"), obj.get("step2"), obj.get("step3")
     s3 = s3 if isinstance(s3, dict) else {}
-    segs = s3.get("segments") if "segments" in s3 else obj.get("segments")
+    holder = segmentation_object(obj)
+    segs = holder.get("segments") if isinstance(holder, dict) else None
     segs_ok = isinstance(segs, list) and bool(segs) and all(isinstance(s, dict) for s in segs)
     checks = [
         isinstance(s1, dict) and isinstance(s1.get("step_1_events"), str),
@@ -106,27 +103,16 @@ def format_reward_breakdown(text: str, n_sentences: int) -> dict[str, float]:
         segs_ok,
     ]
     credit["schema"] = sum(checks) / len(checks)
-    if isinstance(segs, list):
-        segs = [s for s in segs if isinstance(s, dict)]
-    else:
-        segs = []
-    n = n_sentences
-    covered = [False] * (n + 1)
-    valid = 0
-    for s in segs:
-        lo, hi = _as_int(s.get("from_idx")), _as_int(s.get("to_idx"))
-        ctx = s.get("context_idx", [])
-        ctx_ok = isinstance(ctx, list) and all((c := _as_int(i)) is not None and 1 <= c <= n for i in ctx)
-        if lo is not None and hi is not None and 1 <= lo <= hi <= n:
-            for i in range(lo, hi + 1):
-                covered[i] = True
-            valid += ctx_ok
-    if segs:
-        credit["indices_valid"] = valid / len(segs)
-        credit["full_coverage"] = sum(covered[1:]) / n if n else 0.0
-        credit["first_last"] = 0.5 * (_as_int(segs[0].get("from_idx")) == 1) + \
-            0.5 * (_as_int(segs[-1].get("to_idx")) == n)
+    n = int(n_sentences)
+    res = validate_segments(holder, n) if n >= 1 else None
+    if res is not None and isinstance(segs, list) and segs:
+        credit["indices_valid"] = sum(res.item_ok) / len(segs)
+        covered = coverage_mask([s for s in res.segments if 1 <= s.from_idx <= s.to_idx <= n], n)
+        credit["full_coverage"] = sum(covered[1:n + 1]) / n
+        if res.segments:
+            credit["first_last"] = 0.5 * (res.segments[0].from_idx == 1) + 0.5 * (res.segments[-1].to_idx == n)
     credit["total"] = sum(r.weight * credit[r.name] for r in FORMAT_RULES)
+    credit["valid"] = float(res is not None and res.ok)
     return credit
 
 
@@ -137,24 +123,28 @@ def format_reward(completions: Sequence[Any], n_sentences: Sequence[int], **_: A
 
 
 # --------------------------------------------------------------------------- narratological reward
-def judgeable_segments(text: str, n_sentences: int) -> list[dict[str, Any]]:
-    """Segments of a reply with valid main ranges (context indices outside 1..n dropped)."""
-    obj = parse_json_reply(text) if text else None
-    if not isinstance(obj, dict):
+def judgeable_segments(text: str, n_sentences: int, max_new_tokens: int | None = None) -> list[dict[str, Any]]:
+    """The segments of a reply the judge scores, as the shared validator reads them.
+
+    Every read segment with a valid main range inside ``1..n`` that is not inside another one's
+    range (duplicates and nested ranges are judged once), context indices outside ``1..n``
+    dropped (context inside its own range is kept: the rubric penalises it). For a reply the
+    validator accepts this is exactly its segments. Never raises.
+    """
+    obj = parse_json_reply(text, max_new_tokens=max_new_tokens) if isinstance(text, str) and text else None
+    if not isinstance(obj, dict) or n_sentences < 1:
         return []
-    s3 = obj.get("step3") if isinstance(obj.get("step3"), dict) else {}
-    segs = s3.get("segments") if "segments" in s3 else obj.get("segments")
+    res = validate_segments(segmentation_object(obj), n_sentences)
+    n = n_sentences
+    keep = [i for i, s in enumerate(res.segments) if 1 <= s.from_idx <= s.to_idx <= n]
+    nested = {i for i, _ in nested_ranges(res.segments, keep)}
     out = []
-    for s in segs if isinstance(segs, list) else []:
-        if not isinstance(s, dict):
+    for i in keep:
+        if i in nested:
             continue
-        lo, hi = _as_int(s.get("from_idx")), _as_int(s.get("to_idx"))
-        if lo is None or hi is None or not 1 <= lo <= hi <= n_sentences:
-            continue
-        ctx = s.get("context_idx") if isinstance(s.get("context_idx"), list) else []
-        ctx = [c for c in (_as_int(i) for i in ctx) if c is not None and 1 <= c <= n_sentences]
-        out.append({"subtitle": str(s.get("subtitle") or ""), "from_idx": lo, "to_idx": hi,
-                    "context_idx": ctx})
+        s = res.segments[i]
+        out.append({"subtitle": s.subtitle, "from_idx": s.from_idx, "to_idx": s.to_idx,
+                    "context_idx": [c for c in s.context_idx if 1 <= c <= n]})
     return out
 
 
@@ -167,6 +157,7 @@ def rubric_to_reward(mean_score: float) -> float:
 class JudgeStats:
     completions: int = 0
     unscorable: int = 0  # no usable segment: reward 0, judge not called
+    truncated_in_reasoning: int = 0  # of the unscorable: cut off inside a <think> block (no answer)
     judged: int = 0
     neutral: int = 0  # judge failed after bounded retries: neutral score used
     judge_calls: int = 0
@@ -203,6 +194,7 @@ class NarratologicalReward:
         segs = judgeable_segments(text, n_sentences)
         if not segs:
             self.stats.unscorable += 1
+            self.stats.truncated_in_reasoning += int(read_reply(text).truncated_in_reasoning)
             self.log.append({"judged": False, "neutral": False, "reward": 0.0, "n_chunks": 0})
             return 0.0
         res = score_chunks_with_rubric(

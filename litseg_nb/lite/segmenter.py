@@ -23,7 +23,8 @@ from tqdm.auto import tqdm
 
 from ..artifacts import artifact_path
 from ..litseg.reconstruct import reconstruct_unit
-from ..litseg.validate import ValidationResult, finalize_segments, parse_json_reply, validate_segments
+from ..litseg.validate import (ValidationResult, finalize_segments, parse_json_reply, segmentation_object,
+                               validate_segments)
 from ..llm.base import LLMBackend, SamplingParams, UsageTag
 from ..schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
 from .data import LITE_SYSTEM_TEMPLATE, PAPER_LENGTH_REFERENCE, lite_conversation
@@ -33,24 +34,12 @@ from .rewards import format_reward_breakdown
 METHOD = "litseg-lite"
 
 
-def segmentation_object(obj: Any) -> Any:
-    """The object holding ``segments`` in a single-pass reply.
-
-    E.2 puts it under ``step3``; the E.4 ablation prompts that drop a stage put it under the last
-    remaining step (``step2``), and the generic prompt at the top level.
-    """
-    if isinstance(obj, dict) and "segments" not in obj:
-        for key in ("step3", "step2", "step1"):
-            if isinstance(obj.get(key), dict) and "segments" in obj[key]:
-                return obj[key]
-        if isinstance(obj.get("step3"), dict):
-            return obj["step3"]
-    return obj
-
-
-def validate_single_pass(text: str, n_sentences: int) -> ValidationResult:
-    """Validate a single-pass (E.2 or E.4) reply with the shared validator."""
-    return validate_segments(segmentation_object(parse_json_reply(text)), n_sentences)
+def validate_single_pass(text: str, n_sentences: int, max_new_tokens: int | None = None) -> ValidationResult:
+    """Validate a single-pass (E.2 or E.4) reply with the shared validator (``segmentation_object``
+    finds the segments under any step). With ``max_new_tokens`` a reply longer than that budget
+    allows is not parsed (see :mod:`litseg_nb.replies`)."""
+    return validate_segments(segmentation_object(parse_json_reply(text, max_new_tokens=max_new_tokens)),
+                             n_sentences)
 
 
 @dataclass
@@ -125,7 +114,7 @@ class LiteSegmenter:
             still = []
             for i, gen in zip(todo, gens):
                 r = results[i]
-                res = validate_single_pass(gen.text, r.n_sentences)
+                res = validate_single_pass(gen.text, r.n_sentences, self.max_new_tokens)
                 r.replies.append(gen.text)
                 r.errors.append(list(res.errors))
                 r.attempts += 1
@@ -137,7 +126,8 @@ class LiteSegmenter:
                 r.seconds += dt
                 if attempt == 0:
                     r.first_try_valid = res.ok
-                    r.format_reward_first = format_reward_breakdown(gen.text, r.n_sentences)["total"]
+                    r.format_reward_first = format_reward_breakdown(gen.text, r.n_sentences,
+                                                                    self.max_new_tokens)["total"]
                 if last[i] is None or res.syntax_ok or not last[i].syntax_ok:
                     last[i] = res
                 if not res.ok:

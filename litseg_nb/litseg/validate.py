@@ -266,7 +266,7 @@ def read_segments(raw: Sequence[Any], n: int) -> SegmentReading:
         item_ok.append(ok)
     # a main range inside another one (exact duplicates included) repeats text: the later one is invalid
     valid_range = [i for i, s in enumerate(segments) if 1 <= s.from_idx <= s.to_idx <= n]
-    for i, j in _contained(segments, valid_range):
+    for i, j in nested_ranges(segments, valid_range):
         s, t = segments[i], segments[j]
         what = "duplicates the range of" if (s.from_idx, s.to_idx) == (t.from_idx, t.to_idx) else "lies inside"
         semantic.append(f"segment {seg_item[i] + 1}: range {s.from_idx}-{s.to_idx} {what} "
@@ -275,7 +275,7 @@ def read_segments(raw: Sequence[Any], n: int) -> SegmentReading:
     return SegmentReading(segments, item_ok, syntax, semantic, schema_fixes, index_fixes)
 
 
-def _contained(segments: Sequence[Segment], which: Sequence[int]) -> list[tuple[int, int]]:
+def nested_ranges(segments: Sequence[Segment], which: Sequence[int]) -> list[tuple[int, int]]:
     """``(i, j)`` for every segment ``i`` (of ``which``) whose main range lies inside segment ``j``'s.
 
     Sorted by start, longest first, then list position: a segment is contained exactly when an
@@ -398,7 +398,7 @@ def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment
         out.append((k, Segment(s.subtitle, lo, hi, tuple(sorted(ctx)))))
     segs = [t[1] for t in out]
     drop = set()
-    for i, j in _contained(segs, range(len(segs))):
+    for i, j in nested_ranges(segs, range(len(segs))):
         s, t = segs[i], segs[j]
         what = "duplicate of" if (s.from_idx, s.to_idx) == (t.from_idx, t.to_idx) else "inside"
         actions.append(f"segment {out[i][0]}: dropped range {s.from_idx}-{s.to_idx} ({what} segment "
