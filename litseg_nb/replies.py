@@ -250,11 +250,21 @@ def _balanced_end(s: str, start: int) -> int:
         pos = i + 1
 
 
-def _objects_in(s: str, offset: int, in_fence: bool) -> Iterator[JsonCandidate]:
+_TRAILING_COMMA = re.compile(r",\s*+([\]}])")
+
+
+def _lenient_decode(blob: str) -> Any:
+    """``blob`` decoded after the two commonest slips: trailing commas and single quotes."""
+    fixed = _TRAILING_COMMA.sub(r"\1", blob).replace("'", '"')
+    return _DECODER.decode(fixed)
+
+
+def _objects_in(s: str, offset: int, in_fence: bool, lenient: bool) -> Iterator[JsonCandidate]:
     """Complete top-level JSON objects of ``s`` in order; stops at an object left open (truncated).
 
     A ``{`` that does not start a decodable object is skipped together with everything up to its
-    balanced close, so each character is scanned and decoded at most once.
+    balanced close, so each character is scanned and decoded at most a fixed number of times
+    (``lenient``: the skipped block is decoded once more with :func:`_lenient_decode`).
     """
     pos = 0
     while True:
@@ -268,6 +278,11 @@ def _objects_in(s: str, offset: int, in_fence: bool) -> Iterator[JsonCandidate]:
             if end < 0:
                 return  # left open until the end: nothing complete starts inside it
             pos = end
+            if lenient:
+                try:
+                    yield JsonCandidate(offset + start, offset + end, in_fence, _lenient_decode(s[start:end]))
+                except (ValueError, RecursionError):
+                    pass
             continue
         yield JsonCandidate(offset + start, offset + end, in_fence, value)
         pos = end
@@ -282,16 +297,17 @@ def _fenced_blocks(s: str) -> Iterator[tuple[int, int]]:
         yield a, b
 
 
-def json_candidates(answer: str) -> Iterator[JsonCandidate]:
+def json_candidates(answer: str, lenient: bool = False) -> Iterator[JsonCandidate]:
     """Every complete JSON object of ``answer``: fenced ones first, then those of the whole text.
 
-    The same object can be yielded twice (once from its fence, once from the whole text). Linear:
-    the fences partition the text, so the text is scanned at most twice.
+    The same object can be yielded twice (once from its fence, once from the whole text; same
+    ``start``). ``lenient`` also decodes brace-balanced blocks with trailing commas or single
+    quotes. Linear: the fences partition the text, so the text is scanned at most twice.
     """
     if "```" in answer:
         for a, b in _fenced_blocks(answer):
-            yield from _objects_in(answer[a:b], a, True)
-    yield from _objects_in(answer, 0, False)
+            yield from _objects_in(answer[a:b], a, True, lenient)
+    yield from _objects_in(answer, 0, False, lenient)
 
 
 @dataclass(frozen=True)

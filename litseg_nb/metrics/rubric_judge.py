@@ -9,9 +9,12 @@ The rubric scores every chunk of a segmentation on three dimensions:
    overlap that makes the chunk readable in isolation; so 0.5-5.5).
 
 The judge replies with JSON ``{"dimension1": [...], "dimension2": [...], "dimension3": [...]}``, one
-score per chunk. :func:`parse_rubric_reply` is robust to code fences, prose around the JSON, trailing
-commas, single quotes, key spellings (``"Dimension 1"``, ``dimension_1``) and numbers written as
-strings; it rejects (with a reason) lists of the wrong length and out-of-range scores.
+score per chunk. :func:`parse_rubric_reply` reads the reply through :mod:`litseg_nb.replies`
+(reasoning blocks removed, reply size capped by the judge's token budget, linear extraction) and is
+robust to code fences, prose around the JSON, trailing commas, single quotes, key spellings
+(``"Dimension 1"``, ``dimension_1``) and numbers written as strings; it rejects (with a reason) lists
+of the wrong length, out-of-range, infinite or huge scores, and a reply that only repeats the
+rubric's own worked example. Of several qualifying objects the last one is the judgement.
 
 :func:`score_chunks_with_rubric` calls the judge with bounded retries; when every attempt fails it
 returns the *neutral* score (3.0 on every dimension of every chunk) with ``neutral=True`` so the caller
@@ -29,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from ..llm.base import LLMBackend, SamplingParams, UsageTag
+from ..replies import json_candidates, read_int, read_reply
 
 DIMENSIONS = ("event_validity", "unity_of_action", "cut_point_logic")
 DIMENSION_KEYS = ("dimension1", "dimension2", "dimension3")
@@ -81,51 +85,22 @@ class RubricScores:
 
 
 # --------------------------------------------------------------------------- parsing
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
-_KEY_RE = re.compile(r"""["']?\s*(?:dimension|dim|d)[\s_-]*([123])\s*["']?\s*:\s*\[([^\]]*)\]""", re.I)
-_NUM_RE = re.compile(r"-?\d+(?:\.\d+)?")
+# fallback for broken JSON: "dimension1": [numbers] pairs. Possessive quantifiers and a bracket-free
+# list body keep it linear (each attempt stops at the next bracket; no backtracking).
+_KEY_RE = re.compile(r"""(?:dimension|dim|d)[\s_-]*+([123])\s*+["']?\s*+:\s*+\[([^\[\]]*+)\]""", re.I)
+_NUM_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?", re.ASCII)
+_KEY_NORM = re.compile(r"(?:dimension|dim|d)[\s_-]*+([123])", re.I)
+_MAX_SCORE_MAGNITUDE = 1e6  # anything larger is out of every range; avoids int->float overflow
 
 
-def _balanced_objects(text: str) -> list[str]:
-    """Every top-level ``{...}`` substring (brace-balanced, string-aware), in order."""
-    out, depth, start, in_str, esc, quote = [], 0, -1, False, False, ""
-    for i, ch in enumerate(text):
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == quote:
-                in_str = False
-            continue
-        if ch in "\"" and depth > 0:
-            in_str, quote = True, ch
-        elif ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth > 0:
-            depth -= 1
-            if depth == 0:
-                out.append(text[start:i + 1])
-    return out
-
-
-def _loads_lenient(blob: str) -> Any:
-    try:
-        return json.loads(blob)
-    except json.JSONDecodeError:
-        pass
-    fixed = re.sub(r",\s*([\]}])", r"\1", blob)  # trailing commas
-    fixed = fixed.replace("'", '"')
-    return json.loads(fixed)
-
-
-def _norm_key(key: str) -> str | None:
-    m = re.fullmatch(r"\s*(?:dimension|dim|d)[\s_-]*([123])\s*", str(key), re.I)
+def _norm_key(key: Any) -> str | None:
+    k = str(key).strip()
+    if len(k) > 200:
+        return None
+    m = _KEY_NORM.fullmatch(k)
     if m:
         return f"dimension{m.group(1)}"
-    low = str(key).lower()
+    low = k.lower()
     if "validity" in low:
         return "dimension1"
     if "unity" in low or "phase" in low:
@@ -136,59 +111,113 @@ def _norm_key(key: str) -> str | None:
 
 
 def _to_float(v: Any) -> float:
+    """A score as a float; :class:`RubricParseError` for anything else (never another exception)."""
+    for _ in range(8):  # {"score": 4} style, a few levels at most
+        if isinstance(v, dict):
+            inner = next((v[k] for k in ("score", "value") if k in v), None)
+            if inner is None:
+                break
+            v = inner
+            continue
+        break
     if isinstance(v, bool):
-        raise RubricParseError(f"score {v!r} is not a number")
-    if isinstance(v, (int, float)):
+        raise RubricParseError(f"score {_short(v)} is not a number")
+    if isinstance(v, int):
+        if abs(v) > _MAX_SCORE_MAGNITUDE:
+            raise RubricParseError(f"score {_short(v)} is out of range")
         return float(v)
+    if isinstance(v, float):
+        return v
     if isinstance(v, str):
-        m = _NUM_RE.search(v)
+        m = _NUM_RE.search(v[:200])
         if m:
-            return float(m.group())
-    if isinstance(v, dict):  # {"score": 4} style
-        for k in ("score", "value"):
-            if k in v:
-                return _to_float(v[k])
-    raise RubricParseError(f"score {v!r} is not a number")
-
-
-def _candidate_dicts(text: str) -> list[dict[str, list[Any]]]:
-    cands: list[dict[str, list[Any]]] = []
-    sources = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    for src in sources:
-        for blob in _balanced_objects(src):
             try:
-                obj = _loads_lenient(blob)
-            except (json.JSONDecodeError, ValueError):
-                continue
-            if isinstance(obj, dict):
-                found = {}
-                for k, v in obj.items():
-                    nk = _norm_key(k)
-                    if nk and isinstance(v, list):
-                        found[nk] = v
-                if found:
-                    cands.append(found)
-    # last resort: key: [numbers] pairs anywhere in the text (broken JSON)
-    loose = {}
-    for m in _KEY_RE.finditer(text):
+                return float(m.group())
+            except (ValueError, OverflowError):
+                pass
+    raise RubricParseError(f"score {_short(v)} is not a number")
+
+
+def _short(v: Any, limit: int = 40) -> str:
+    try:
+        text = repr(v)
+    except (ValueError, RecursionError):
+        text = f"<{type(v).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _dims_of(obj: Any) -> dict[str, list[Any]]:
+    found: dict[str, list[Any]] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            nk = _norm_key(k)
+            if nk and isinstance(v, list) and nk not in found:
+                found[nk] = v
+    return found
+
+
+def _candidate_dicts(answer: str) -> tuple[list[dict[str, list[Any]]], list[dict[str, list[Any]]]]:
+    """Dimension dicts of the answer's JSON objects in text order (fenced duplicates removed),
+    and the loose ``key: [numbers]`` reading of broken JSON (used only when no object qualifies)."""
+    by_start: dict[int, dict[str, list[Any]]] = {}
+    for cand in json_candidates(answer, lenient=True):
+        found = _dims_of(cand.value)
+        if found and cand.start not in by_start:
+            by_start[cand.start] = found
+    cands = [by_start[k] for k in sorted(by_start)]
+    loose: dict[str, list[Any]] = {}
+    for m in _KEY_RE.finditer(answer):
         loose.setdefault(f"dimension{m.group(1)}", _NUM_RE.findall(m.group(2)))
-    if loose:
-        cands.append(loose)
-    return cands
+    return cands, ([loose] if loose else [])
 
 
-def parse_rubric_reply(text: str, n_chunks: int) -> tuple[list[float], list[float], list[float]]:
+_WORKED_EXAMPLE: tuple[tuple[float, ...], ...] | None = None
+
+
+def rubric_worked_example() -> tuple[tuple[float, ...], ...]:
+    """The scores of the E.3 rubric's own output example (read from the template, cached)."""
+    global _WORKED_EXAMPLE
+    if _WORKED_EXAMPLE is None:
+        from ..prompts import load_prompt
+
+        system = load_prompt("judge/e3_rubric_system")
+        example: tuple[tuple[float, ...], ...] = ()
+        for cand in json_candidates(system[system.rfind("Example"):]):
+            dims = _dims_of(cand.value)
+            if all(k in dims for k in DIMENSION_KEYS):
+                example = tuple(tuple(float(x) for x in dims[k]) for k in DIMENSION_KEYS)
+                break
+        _WORKED_EXAMPLE = example
+    return _WORKED_EXAMPLE
+
+
+def parse_rubric_reply(text: str, n_chunks: int, max_new_tokens: int | None = None
+                       ) -> tuple[list[float], list[float], list[float]]:
     """Per-chunk scores ``(dimension1, dimension2, dimension3)`` from a judge reply.
 
-    Raises :class:`RubricParseError` naming the problem when no candidate JSON in the reply has all
-    three dimensions with exactly ``n_chunks`` in-range numeric scores.
+    The reply is read by :mod:`litseg_nb.replies` (reasoning blocks removed; a reply longer than
+    ``max_new_tokens`` allows is rejected). Of the candidate JSON objects with all three dimensions
+    holding exactly ``n_chunks`` in-range numeric scores, the LAST one is taken (a judge that
+    drafts and then corrects itself means its final object); a candidate that repeats the rubric's
+    worked example verbatim is not a judgement and is skipped. Raises :class:`RubricParseError`
+    naming the problem when no candidate qualifies; never raises anything else for a string reply.
     """
     if n_chunks <= 0:
         raise ValueError(f"n_chunks must be positive, got {n_chunks}")
-    if not text or not text.strip():
+    if not isinstance(text, str) or not text.strip():
         raise RubricParseError("empty judge reply")
+    reply = read_reply(text, max_new_tokens=max_new_tokens)
+    if reply.error:
+        raise RubricParseError(reply.error)
+    if not reply.answer.strip():
+        raise RubricParseError("empty judge reply after its reasoning block")
     problems: list[str] = []
-    for cand in _candidate_dicts(text):
+    example = rubric_worked_example()
+    chosen: tuple[list[float], list[float], list[float]] | None = None
+    objects, loose = _candidate_dicts(reply.answer)
+    for is_loose, cand in [(False, c) for c in objects] + [(True, c) for c in loose]:
+        if is_loose and chosen is not None:  # a JSON object qualified: the loose reading is not needed
+            break
         missing = [k for k in DIMENSION_KEYS if k not in cand]
         if missing:
             problems.append(f"missing {', '.join(missing)}")
@@ -196,20 +225,26 @@ def parse_rubric_reply(text: str, n_chunks: int) -> tuple[list[float], list[floa
         try:
             dims = []
             for d, key in enumerate(DIMENSION_KEYS):
+                if len(cand[key]) != n_chunks:
+                    raise RubricParseError(f"{key} has {len(cand[key])} scores for {n_chunks} chunks")
                 vals = [_to_float(v) for v in cand[key]]
-                if len(vals) != n_chunks:
-                    raise RubricParseError(f"{key} has {len(vals)} scores for {n_chunks} chunks")
                 lo, hi = SCORE_RANGES[d]
                 bad = [v for v in vals if not lo <= v <= hi]
                 if bad:
-                    raise RubricParseError(f"{key} scores {bad} outside [{lo}, {hi}]")
+                    raise RubricParseError(f"{key} scores {bad[:5]} outside [{lo}, {hi}]")
                 dims.append(vals)
-            return dims[0], dims[1], dims[2]
         except RubricParseError as e:
             problems.append(str(e))
+            continue
+        if example and tuple(tuple(v) for v in dims) == example:
+            problems.append("scores repeat the rubric's worked example verbatim (not a judgement)")
+            continue
+        chosen = (dims[0], dims[1], dims[2])  # the last qualifying object wins
+    if chosen is not None:
+        return chosen
     if not problems:
         problems.append("no JSON object with dimension scores found")
-    raise RubricParseError("; ".join(dict.fromkeys(problems)))
+    raise RubricParseError("; ".join(list(dict.fromkeys(problems))[:10]))
 
 
 # --------------------------------------------------------------------------- judge call
@@ -221,9 +256,10 @@ def improper_overlap_flags(segments: Sequence[dict[str, Any]]) -> list[bool]:
     """
     flags = []
     for seg in segments:
-        lo, hi = int(seg.get("from_idx", 0)), int(seg.get("to_idx", -1))
-        ctx = [int(i) for i in (seg.get("context_idx") or [])]
-        flags.append(bool(ctx) and any(lo <= i <= hi for i in ctx))
+        lo, hi = read_int(seg.get("from_idx")), read_int(seg.get("to_idx"))
+        raw = seg.get("context_idx")
+        ctx = [c for c in (read_int(i) for i in (raw if isinstance(raw, list) else [])) if c is not None]
+        flags.append(lo is not None and hi is not None and any(lo <= i <= hi for i in ctx))
     return flags
 
 
@@ -243,7 +279,7 @@ def build_rubric_conversation(original_passage: str, segment_pipeline_prompt: st
 def _segments_from_json(segment_pipeline_json: str) -> list[dict[str, Any]]:
     try:
         obj = json.loads(segment_pipeline_json)
-    except (json.JSONDecodeError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return []
     if isinstance(obj, dict):
         for path in (("segments",), ("step3", "segments"), ("step2", "segments")):
@@ -292,7 +328,7 @@ def score_chunks_with_rubric(
             continue
         raws.append(reply)
         try:
-            d1, d2, d3 = parse_rubric_reply(reply, n_chunks)
+            d1, d2, d3 = parse_rubric_reply(reply, n_chunks, max_new_tokens=budget)
         except RubricParseError as e:
             errors.append(f"attempt {attempt}: {e}")
             continue
