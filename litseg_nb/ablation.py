@@ -112,14 +112,17 @@ def run_ablations(cfg: LiteConfig, profile: str, pairs: Sequence[tuple[Book, Uni
     from .llm import make_backend
     from .llm.base import UsageLedger
 
+    from .lite.data import student_length_reference
+
     ledger = ledger if ledger is not None else UsageLedger()
+    length_reference = student_length_reference(cfg.annotations_profile or profile)  # the teacher's value
     factory = backend_factory or (lambda llm_cfg: make_backend(llm_cfg, ledger))
     chunk_sets: dict[str, list[Chunk]] = {}
     frames = []
     for v in variants:
         backend = factory(cfg.llm.replace(model=variant_model(cfg, v, profile)))
         seg = LiteSegmenter(backend, cfg.infer_max_new_tokens, cfg.infer_retries, seed=cfg.seed,
-                            method=v.key, system_template=v.template)
+                            method=v.key, system_template=v.template, length_reference=length_reference)
         chunks, results = seg.segment_units(pairs)
         for book in {b.book_id: b for b, _ in pairs}.values():
             units = [u for b, u in pairs if b.book_id == book.book_id]

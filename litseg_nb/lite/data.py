@@ -369,3 +369,8 @@ def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int:
         raise ValueError(f"annotation records carry different length references {refs}; rerun notebook 02 "
                          "so that all annotations use the same calibrated value")
     return refs[0]
+
+
+def student_length_reference(profile: str) -> int:
+    """The length reference of ``profile``'s Lite student: the one its training annotations carry."""
+    return annotation_length_reference(load_annotations(profile, "train"))

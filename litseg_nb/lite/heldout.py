@@ -154,3 +154,11 @@ def refuse_trained_chunks(method: str, chunks: Sequence[Any], profile_or_record:
         raise TrainedUnitError(
             f"chunk set {method!r} contains {len(bad)} unit(s) the student was trained on "
             f"({', '.join(bad[:10])}); Lite is never evaluated on its training units")
+
+
+def refuse_trained_chunk_file(method: str, path: Path, chunks: Sequence[Any]) -> None:
+    """:func:`refuse_trained_chunks` for a chunk artifact ``<artifacts>/chunks/<method>.jsonl``,
+    against the trained-units record of the same ``<artifacts>`` folder."""
+    record = Path(path).resolve().parent.parent / "lite" / "trained_units.json"
+    if str(method).startswith("litseg-lite") and record.is_file():
+        refuse_trained_chunks(method, chunks, TrainedUnits.load(record))
