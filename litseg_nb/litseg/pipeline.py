@@ -27,6 +27,12 @@ Fallbacks (all counted in the annotation record):
   readable segments (else the last attempt): index sanitising, the paper's left-adjacent coverage
   repair, or the whole unit as one chunk when nothing is usable.
 
+Reading replies. Every reply goes through :mod:`litseg_nb.replies`: reasoning blocks
+(``<think>...</think>``) are removed before extraction and only the answer is ever passed on; a reply
+cut off inside its reasoning is an invalid attempt, counted (``truncated_in_reasoning`` per attempt,
+stage and record); a reply longer than the stage's token budget allows is not parsed, is stored
+cropped and says so; unpaired surrogates are replaced so every record can be written.
+
 Annotations. One JSON record per unit is appended to the annotations file as soon as the unit is
 finished (all three raw stage replies of every attempt, validation errors, the segments used, the
 fallback, token counts). A rerun skips units whose record has the same key (config, prompts,
@@ -45,13 +51,14 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..llm.base import LLMError, SamplingParams, UsageTag
+from ..replies import answer_text, replace_lone_surrogates
 from ..schema import Book, Chunk, Unit, assert_full_coverage, write_jsonl
 from .config import LitSegConfig
 from .prompting import (PAPER_LENGTH_REFERENCE, STAGES, stage_conversation, stage_json_schema,
                         stage_result_text, system_prompt)
 from .reconstruct import reconstruct_unit
-from .validate import (FinalSegmentation, Segment, ValidationResult, finalize_segments, parse_json_reply,
-                       validate_segments, validate_stage1, validate_stage2)
+from .validate import (FinalSegmentation, Segment, ValidationResult, extract_json, finalize_segments,
+                       parse_json_reply, validate_segments, validate_stage1, validate_stage2)
 
 log = logging.getLogger(__name__)
 
@@ -145,14 +152,24 @@ def _append(path: Path, record: dict[str, Any]) -> None:
         fh.flush()
 
 
-def _validate_stage(stage: str, text: str, n: int) -> tuple[Any, list[str], ValidationResult | None]:
-    obj = parse_json_reply(text)
+def _validate_stage(stage: str, text: str, n: int, max_new_tokens: int | None = None
+                    ) -> tuple[Any, list[str], ValidationResult | None, dict[str, Any]]:
+    """Parse (:mod:`litseg_nb.replies`: reasoning removed, size capped by the stage's token budget,
+    surrogates replaced) and validate one stage reply; ``info`` is what the record says about the
+    reading (notes, cut inside reasoning, the text to store)."""
+    got = extract_json(text, max_new_tokens=max_new_tokens)
+    obj = got.obj
+    info = {"reply_notes": got.notes, "truncated_in_reasoning": got.reply.truncated_in_reasoning,
+            "oversize": got.reply.oversize, "text": stored_reply_text(text, got.reply.char_limit if got.reply.oversize else None)}
+    unread = [got.error or "reply is not parsable JSON"] if obj is None else []
     if stage == "stage1":
-        return obj, ([] if obj is not None else ["reply is not parsable JSON"]) or validate_stage1(obj), None
+        return obj, unread or validate_stage1(obj), None, info
     if stage == "stage2":
-        return obj, ([] if obj is not None else ["reply is not parsable JSON"]) or validate_stage2(obj), None
+        return obj, unread or validate_stage2(obj), None, info
     res = validate_segments(obj, n)
-    return obj, res.errors, res
+    if unread:
+        res.errors = unread
+    return obj, res.errors, res, info
 
 
 def annotate_units(
@@ -324,21 +341,24 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig, sy
                              "finish_reason": "", "temperature": temperature, "seed": params.seed}
                     valid = False
                 else:
-                    obj, errors, vres = _validate_stage(stage, gen.text, job.unit.n_sentences)
+                    obj, errors, vres, info = _validate_stage(stage, gen.text, job.unit.n_sentences,
+                                                              params.max_new_tokens)
                     valid = not errors
-                    entry = {"attempt": attempt, "text": gen.text, "error": None, "valid": valid,
+                    entry = {"attempt": attempt, "text": info["text"], "error": None, "valid": valid,
                              "errors": errors, "prompt_tokens": gen.prompt_tokens,
                              "completion_tokens": gen.completion_tokens,
                              "cached_prompt_tokens": gen.cached_prompt_tokens or 0,
                              "latency_s": gen.latency_s, "cache_hit": bool(gen.cache_hit),
                              "finish_reason": gen.finish_reason, "temperature": temperature,
-                             "seed": params.seed}
+                             "seed": params.seed, "reply_notes": info["reply_notes"],
+                             "truncated_in_reasoning": info["truncated_in_reasoning"],
+                             "oversize": info["oversize"]}
                     if stage != "stage3":
                         entry["parsed"] = obj if valid else None
                     else:
                         job.last_validation = vres
                         if vres is not None and (vres.segments or valid):
-                            job.usable_validation, job.usable_text = vres, gen.text
+                            job.usable_validation, job.usable_text = vres, info["text"]
                 job.record["stages"][stage]["attempts"].append(entry)
                 if not valid:
                     still.append(job)
@@ -356,13 +376,16 @@ def _close_stage(stage: str, job: _Job) -> None:
     st["first_try_valid"] = bool(attempts) and attempts[0]["valid"]
     st["retries"] = max(0, len(attempts) - 1)
     st["backend_errors"] = sum(a["error"] is not None for a in attempts)
+    st["truncated_in_reasoning"] = sum(bool(a.get("truncated_in_reasoning")) for a in attempts)
     if stage == "stage3":
         return
     if valid:
         st["fallback"] = "none"
         passed = stage_result_text(valid[-1]["parsed"], valid[-1]["text"])
     else:
-        texts = [a["text"] for a in attempts if a["text"] and a["text"].strip()]
+        # the reply's answer is passed on, never its reasoning block (nor an oversize reply)
+        texts = [answer_text(a["text"]) for a in attempts if a["text"] and not _oversize(a)]
+        texts = [t for t in texts if t.strip()]
         st["fallback"] = "raw_passthrough" if texts else "empty"
         passed = texts[-1].strip() if texts else ""
     st["passed_on"] = passed
@@ -397,10 +420,24 @@ def _finish(job: _Job, wall_share: float) -> None:
     }
     rec["first_try_valid"] = {s: rec["stages"][s]["first_try_valid"] for s in STAGES}
     rec["retries"] = sum(rec["stages"][s]["retries"] for s in STAGES)
+    rec["truncated_in_reasoning"] = sum(rec["stages"][s]["truncated_in_reasoning"] for s in STAGES)
     rec["stage_fallbacks"] = {s: rec["stages"][s]["fallback"] for s in ("stage1", "stage2")}
     any_reply = any(a["text"] is not None for a in st3["attempts"])
     rec["status"] = "done" if any_reply else "backend_error"
     rec["group_wall_share_s"] = round(wall_share, 4)
+
+
+def _oversize(attempt: dict[str, Any]) -> bool:
+    return bool(attempt.get("oversize"))
+
+
+def stored_reply_text(text: str, crop_at: int | None = None) -> str:
+    """A reply as the annotation record stores it: unpaired surrogates replaced (the record must be
+    UTF-8), an oversize reply cropped to ``crop_at`` characters with a marker saying so."""
+    clean, _ = replace_lone_surrogates(text)
+    if crop_at is not None and len(clean) > crop_at:
+        return clean[:crop_at] + f"\n[... cropped: the reply had {len(clean):,} characters]"
+    return clean
 
 
 def _last_text(st: dict[str, Any]) -> str | None:
