@@ -5,7 +5,9 @@ is built from a *profile* (``test``, ``smoke``, ``full``) plus explicit override
 
     cfg = PreprocessConfig.for_profile("smoke", max_unit_words=1500)
 
-Unknown keys are an error that names the key (:class:`ConfigError`). Nested configs
+Unknown keys are an error that names the key (:class:`ConfigError`); so is a value of the wrong type
+(``max_units=1.5``) or outside a field's closed set of values or range (declared with
+:func:`one_of` / :func:`at_least` and checked whenever a config is built). Nested configs
 (:class:`LLMConfig`, :class:`EmbeddingConfig`, :class:`CorpusConfig`) accept plain dicts in
 overrides, so a papermill parameter such as ``llm={"batch_size": 4}`` works.
 
@@ -17,15 +19,88 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import types
 import typing
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Mapping
+from typing import Any, Mapping, Union
 
 PROFILES = ("test", "smoke", "full")
 
 
 class ConfigError(ValueError):
     """Raised for an unknown profile, an unknown key or a value of the wrong shape."""
+
+
+def one_of(default: Any, *choices: Any) -> Any:
+    """A field whose value (or, for a tuple field, every element) must be one of ``choices``."""
+    return field(default=default, metadata={"choices": tuple(choices)})
+
+
+def at_least(default: Any, minimum: float) -> Any:
+    """A numeric field that must be ``>= minimum``."""
+    return field(default=default, metadata={"ge": minimum})
+
+
+def field_constraint(cls: type, name: str) -> dict[str, Any]:
+    """The declared ``choices`` / ``ge`` of field ``name`` of dataclass ``cls`` (empty when none)."""
+    for f in fields(cls):
+        if f.name == name:
+            return dict(f.metadata)
+    return {}
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin in (Union, types.UnionType):
+        return any(_type_ok(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_type_ok(v, args[0]) for v in value)
+        return len(args) == len(value) and all(_type_ok(v, a) for v, a in zip(value, args))
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def validate_fields(obj: Any) -> None:
+    """Check every field of dataclass ``obj``: type, declared choices and minimum (:class:`ConfigError`)."""
+    cls = type(obj)
+    hints = typing.get_type_hints(cls)
+    for f in fields(cls):
+        value = getattr(obj, f.name)
+        hint = hints.get(f.name)
+        where = f"{cls.__name__}.{f.name}"
+        if hint is not None and not _type_ok(value, hint):
+            raise ConfigError(f"{where}: expected {_type_name(hint)}, got {value!r} ({type(value).__name__})")
+        choices = f.metadata.get("choices")
+        if choices is not None:
+            items = value if isinstance(value, tuple) else (value,)
+            bad = [v for v in items if v not in choices]
+            if bad:
+                raise ConfigError(f"{where}: {', '.join(map(repr, bad))} is not accepted; "
+                                  f"accepted values: {', '.join(map(str, choices))}")
+        minimum = f.metadata.get("ge")
+        if minimum is not None and value is not None and value < minimum:
+            raise ConfigError(f"{where}: {value!r} is below the minimum {minimum}")
 
 
 def _check_profile(profile: str) -> None:
@@ -70,6 +145,9 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Base:
+    def __post_init__(self) -> None:
+        validate_fields(self)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[arg-type]
 
@@ -83,24 +161,34 @@ class _Base:
         return _build(type(self), merged, type(self).__name__)
 
 
+LLM_BACKENDS = ("hf", "vllm", "openai")  # litseg_nb.llm.factory.BACKENDS
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+DEVICES = ("auto", "cpu", "cuda")
+EMBEDDING_BACKENDS = ("sentence-transformers", "flagembedding")
+DATASETS = ("gutenqa", "gutenberg", "literaryqa")
+UNIT_SELECTIONS = ("first", "questions")
+SENTENCE_SPLITTERS = ("nupunkt", "regex")
+LITERARYQA_SPLITS = ("train", "validation", "test")
+
+
 @dataclass(frozen=True)
 class LLMConfig(_Base):
     """Which LLM to use and how to call it (see :mod:`litseg_nb.llm`)."""
 
-    backend: str = "hf"  # hf | vllm | openai | scripted
+    backend: str = one_of("hf", *LLM_BACKENDS)
     model: str = "tiny-random"  # "tiny-random", "smollm2-135m-instruct", a local path or a hub id
-    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
-    device: str = "auto"  # auto | cpu | cuda
-    batch_size: int = 4
-    max_new_tokens: int = 512
-    temperature: float = 0.0
+    dtype: str = one_of("auto", *DTYPES)
+    device: str = one_of("auto", *DEVICES)
+    batch_size: int = at_least(4, 1)
+    max_new_tokens: int = at_least(512, 1)
+    temperature: float = at_least(0.0, 0.0)
     top_p: float = 1.0
-    max_model_len: int = 8192
+    max_model_len: int = at_least(8192, 1)
     base_urls: tuple[str, ...] = ()
     api_key: str = "EMPTY"
     request_timeout_s: float = 120.0
-    max_concurrency: int = 8
-    max_retries: int = 3
+    max_concurrency: int = at_least(8, 1)
+    max_retries: int = at_least(3, 0)
     structured_output: bool = False
     use_cache: bool = True
     # hf backend: compute a prompt prefix shared by many requests once and reuse its KV cache
@@ -115,10 +203,10 @@ class LLMConfig(_Base):
 class EmbeddingConfig(_Base):
     """Dense embedding model (see :mod:`litseg_nb.rag`)."""
 
-    backend: str = "sentence-transformers"  # sentence-transformers | flagembedding
+    backend: str = one_of("sentence-transformers", *EMBEDDING_BACKENDS)
     model: str = "all-MiniLM-L6-v2"  # packaged name, local path or hub id
-    batch_size: int = 64
-    device: str = "auto"
+    batch_size: int = at_least(64, 1)
+    device: str = one_of("auto", *DEVICES)
     normalize: bool = True
     use_instructions: bool = False
     passage_instruction: str = "Represent the literature text chunk for literary question answering:"
@@ -137,17 +225,17 @@ class CorpusConfig(_Base):
     cap the amount (0 = no cap).
     """
 
-    datasets: tuple[str, ...] = ("gutenqa",)
+    datasets: tuple[str, ...] = one_of(("gutenqa",), *DATASETS)
     books: tuple[str, ...] = ()
-    max_books: int = 0
-    max_units_per_book: int = 0
+    max_books: int = at_least(0, 0)
+    max_units_per_book: int = at_least(0, 0)
     # which units the max_units_per_book cap keeps: "first" (book order) or "questions" (units that
     # hold a question's evidence first, in book order, then the first others) — so small profiles
     # still have answerable GutenQA questions and every LLM method sees the same units
-    unit_selection: str = "first"
-    literaryqa_split: str = "validation"
-    max_unit_words: int = 2000  # the paper's n: longer units are split recursively
-    sentence_splitter: str = "nupunkt"
+    unit_selection: str = one_of("first", *UNIT_SELECTIONS)
+    literaryqa_split: str = one_of("validation", *LITERARYQA_SPLITS)
+    max_unit_words: int = at_least(2000, 1)  # the paper's n: longer units are split recursively
+    sentence_splitter: str = one_of("nupunkt", *SENTENCE_SPLITTERS)
 
 
 SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
@@ -180,17 +268,16 @@ SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
 class StageConfig(_Base):
     """Base of every notebook/stage config: profile, seed and the shared sub-configs.
 
-    Subclasses add their own fields (all with defaults) and may override
-    :meth:`profile_defaults` to give per-profile values for them.
+    Subclasses add their own fields (all with defaults) and override :meth:`profile_defaults` to
+    give per-profile values for them, with an explicit entry for every profile (``full`` included,
+    even when it is empty: the dataclass defaults are the ``full`` values).
     """
 
-    profile: str = "test"
+    profile: str = one_of("test", *PROFILES)
     seed: int = 0
     llm: LLMConfig = field(default_factory=LLMConfig)
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
-
-    STAGE: ClassVar[str] = "stage"
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:

@@ -72,20 +72,9 @@ class PreprocessConfig(StageConfig):
     render_sentences: int = 60  # sentences of the example chapter shown as HTML
     benchmark: bool = True  # run the preprocessing benchmark (fresh interpreter, ~10 s)
 
-    STAGE = "01_preprocessing"
-
     @classmethod
-    def from_notebook(cls, profile: str, seed: int = 0, max_books: int = 0,
-                      max_unit_words: int = 0, **overrides: Any) -> "PreprocessConfig":
-        """Config from the notebook parameters (0 = the profile's default)."""
-        corpus: dict[str, Any] = {}
-        if max_books:
-            corpus["max_books"] = max_books
-        if max_unit_words:
-            corpus["max_unit_words"] = max_unit_words
-        if corpus:
-            overrides["corpus"] = {**overrides.get("corpus", {}), **corpus}
-        return cls.for_profile(profile, seed=seed, **overrides)
+    def profile_defaults(cls, profile: str) -> dict[str, Any]:
+        return {"test": {}, "smoke": {}, "full": {}}[profile]  # the shared corpus defaults, per profile
 
 
 # ---------------------------------------------------------------- data files

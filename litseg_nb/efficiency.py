@@ -13,13 +13,27 @@ actually served from the cache.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import pandas as pd
 
+from .chunkers.config import METHOD_NAMES
+from .config import StageConfig, one_of
 from .paths import outputs_dir
 from .schema import load_chunks
+
+
+@dataclass(frozen=True)
+class EfficiencyConfig(StageConfig):
+    """Notebook 08: the method every speed-up is measured against."""
+
+    reference: str = one_of("litseg", *METHOD_NAMES)
+
+    @classmethod
+    def profile_defaults(cls, profile: str) -> dict[str, Any]:
+        return {"test": {}, "smoke": {}, "full": {}}[profile]
 
 USAGE_COLUMNS = ["method", "book", "stage", "calls", "prompt_tokens", "cached_prompt_tokens",
                  "completion_tokens", "latency_s", "cache_hits"]

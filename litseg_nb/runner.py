@@ -97,13 +97,16 @@ def run_notebooks(
     unknown = set(extra) - set().union(*map(set, declared.values()))
     if unknown:
         raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
+    # convert each value by the notebook's annotation and build its config, before any kernel starts
+    from .params import check_parameters
+
+    checked = {nb: check_parameters(nb, {k: v for k, v in {"profile": profile, "seed": seed, **extra}.items()
+                                         if k in declared[nb]}) for nb in notebooks}
 
     executed_dir = outputs_dir(profile) / "executed"
     runs: list[NotebookRun] = []
     for nb in notebooks:
-        params = {"profile": profile, "seed": seed}
-        params.update({k: v for k, v in extra.items() if k in declared[nb]})
-        params = {k: v for k, v in params.items() if k in declared[nb]}
+        params = checked[nb]
         out = executed_dir / nb.name
         print(f"[litseg_nb] {nb.name} (profile={profile}) ...", flush=True)
         t0 = time.perf_counter()

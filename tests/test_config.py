@@ -58,3 +58,39 @@ def test_configs_are_frozen_and_fingerprints_track_values():
 def test_lists_become_tuples():
     cfg = _DemoConfig.for_profile("test", corpus={"books": ["a", "b"]})
     assert cfg.corpus.books == ("a", "b")
+
+
+def test_closed_value_sets_and_types_are_checked_when_built():
+    from litseg_nb.chunkers.config import BaselinesConfig
+    from litseg_nb.config import EmbeddingConfig
+    from litseg_nb.rag.config import RagConfig
+
+    cases = [
+        (lambda: _DemoConfig.for_profile("test", corpus={"unit_selection": "random"}),
+         r"CorpusConfig.unit_selection: 'random' .*first, questions"),
+        (lambda: _DemoConfig.for_profile("test", llm={"backend": "nope"}), r"LLMConfig.backend.*hf, vllm, openai"),
+        (lambda: _DemoConfig.for_profile("test", llm={"dtype": "fp8"}), r"LLMConfig.dtype"),
+        (lambda: _DemoConfig.for_profile("test", llm={"device": "gpu"}), r"LLMConfig.device"),
+        (lambda: EmbeddingConfig(backend="nope"), r"EmbeddingConfig.backend"),
+        (lambda: _DemoConfig.for_profile("test", corpus={"datasets": ("gutenqa", "imdb")}), r"'imdb'"),
+        (lambda: _DemoConfig.for_profile("test", corpus={"max_books": -1}), r"max_books: -1 is below the minimum 0"),
+        (lambda: _DemoConfig.for_profile("test", llm={"batch_size": 1.5}), r"batch_size: expected int, got 1.5"),
+        (lambda: _DemoConfig.for_profile("test", window="3"), r"window: expected int"),
+        (lambda: RagConfig.for_profile("test", fusion="rff"), r"RagConfig.fusion.*rrf, weighted"),
+        (lambda: RagConfig.for_profile("test", question_scope="x"), r"question_scope"),
+        (lambda: BaselinesConfig.for_profile("test", methods=("token", "nosuch")), r"'nosuch'"),
+    ]
+    for build, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            build()
+    assert _DemoConfig.for_profile("test", llm={"temperature": 1}).llm.temperature == 1  # int for float is fine
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_stage_config_builds_in_every_profile(profile):
+    from litseg_nb.params import NOTEBOOK_CONFIGS
+
+    for spec in NOTEBOOK_CONFIGS.values():
+        cls = spec.config_class()
+        assert cls.for_profile(profile).profile == profile
+        assert not hasattr(cls, "STAGE")

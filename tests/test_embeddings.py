@@ -50,5 +50,7 @@ def test_instructions_change_the_encoded_string():
 
 
 def test_unknown_backend_is_a_clear_error():
-    with pytest.raises(EmbeddingError, match="unknown embedding backend"):
-        load_embedder(EmbeddingConfig(backend="nope"))
+    from litseg_nb.config import ConfigError
+
+    with pytest.raises(ConfigError, match="EmbeddingConfig.backend: 'nope'"):  # rejected when the config is built
+        EmbeddingConfig(backend="nope")

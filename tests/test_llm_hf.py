@@ -175,5 +175,7 @@ def test_schema_ignored_when_structured_output_off(backend):
 def test_unknown_model_is_a_clear_error(tmp_path):
     with pytest.raises(LLMError, match="no-such-model"):
         make_backend(LLMConfig(backend="hf", model=str(tmp_path / "no-such-model"), use_cache=False))
-    with pytest.raises(LLMError, match="unknown LLM backend"):
-        make_backend(LLMConfig(backend="nope", use_cache=False))
+    from litseg_nb.config import ConfigError
+
+    with pytest.raises(ConfigError, match="LLMConfig.backend: 'nope'"):  # rejected when the config is built
+        LLMConfig(backend="nope", use_cache=False)

@@ -16,9 +16,9 @@ Defaults follow the papers where they give a value:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from ..config import StageConfig
+from ..config import UNIT_SELECTIONS, ConfigError, StageConfig, at_least, one_of
 
 ALL_METHODS = (
     "token", "recursive", "semantic", "paragraph",
@@ -28,15 +28,15 @@ ALL_METHODS = (
 )
 LLM_METHODS = ("perplexity", "margin", "lumber", "perplexity+merge", "margin+merge", "lumber+merge",
                "proposition")
+SEGMENTERS = ("litseg", "litseg-lite")  # notebooks 02 and 03
+METHOD_NAMES = ALL_METHODS + SEGMENTERS  # every chunk-set name the notebooks write
 
 
 @dataclass(frozen=True)
 class BaselinesConfig(StageConfig):
     """Every size knob, threshold and budget of the baselines (papers' values as defaults)."""
 
-    STAGE: ClassVar[str] = "04"
-
-    methods: tuple[str, ...] = ALL_METHODS
+    methods: tuple[str, ...] = one_of(ALL_METHODS, *ALL_METHODS)
     # tokenizer for the token splitter, dynamic-merge lengths and chunk statistics: a packaged
     # name ("all-MiniLM-L6-v2"), a local path, or "llm" (the LLM backend's own tokenizer)
     tokenizer: str = "all-MiniLM-L6-v2"
@@ -74,11 +74,11 @@ class BaselinesConfig(StageConfig):
 
     # which units the LLM-based methods run on (0 / empty = all)
     llm_books: tuple[str, ...] = ()
-    llm_max_units: int = 0
+    llm_max_units: int = at_least(0, 0)
     llm_max_unit_words: int = 0  # skip longer units for LLM methods (0 = no limit)
     # "questions": units holding a GutenQA question's evidence first (the same units LitSeg and
     # LitSeg-Lite segment in the small profiles), then book order; "first": book order
-    llm_unit_selection: str = "questions"
+    llm_unit_selection: str = one_of("questions", *UNIT_SELECTIONS)
     # books (ids or title substrings) the embedding-based semantic chunker runs on; empty = all.
     # On 2 CPU cores MiniLM embeds ~30 three-sentence groups per second, so the smoke profile
     # limits it to the evaluation book instead of spending ~25 minutes on the eleven raw books.
@@ -86,7 +86,7 @@ class BaselinesConfig(StageConfig):
 
     length_match: bool = True
     length_match_target_tokens: int = 0  # 0 = the native mean of length_match_reference
-    length_match_reference: str = "lumber"
+    length_match_reference: str = one_of("lumber", *ALL_METHODS)
     length_match_tolerance: float = 0.05
     length_match_max_iter: int = 12
 
@@ -103,7 +103,9 @@ class BaselinesConfig(StageConfig):
                     "semantic_books": ("gutenqa:Emma_-_Jane_Austen",),
                     "margin_max_left_tokens": 128,
                     "proposition_max_new_tokens": 192}
-        return {}
+        if profile == "full":
+            return {}
+        raise ConfigError(f"unknown profile {profile!r}")
 
     def describe(self) -> str:  # noqa: D102
         out = super().describe() + f" | tokenizer={self.tokenizer}"

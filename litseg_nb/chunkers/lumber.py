@@ -27,17 +27,20 @@ from typing import Any, Sequence
 
 from ..llm.base import SamplingParams, UsageTag
 from ..prompts import fill_prompt, load_prompt
+from ..replies import answer_text
 from ..schema import Book, Chunk, Unit
 from .base import chunks_from_boundaries, word_count
 from .lockstep import chat_call, run_lockstep
 
-ANSWER_RE = re.compile(r"Answer\s*:?\s*ID\s*:?\s*(\d+)", re.IGNORECASE)
+# possessive quantifiers: linear however much whitespace a reply holds
+ANSWER_RE = re.compile(r"Answer\s*+:?\s*+ID\s*+:?\s*+([0-9]+)", re.IGNORECASE)
 
 
 def parse_answer(reply: str) -> int | None:
-    """The ID in the first ``Answer: ID n`` of ``reply`` (None when absent)."""
-    m = ANSWER_RE.search(reply or "")
-    return int(m.group(1)) if m else None
+    """The ID in the first ``Answer: ID n`` of the reply's answer (reasoning blocks removed by
+    :func:`litseg_nb.replies.answer_text`); None when absent or longer than 9 digits."""
+    m = ANSWER_RE.search(answer_text(reply))
+    return int(m.group(1)) if m and len(m.group(1)) <= 9 else None
 
 
 def classify_reply(reply: str, first: int, last: int) -> tuple[str, int | None]:

@@ -19,10 +19,11 @@ notebook's parameters (``lite={...}`` style overrides go through :meth:`StageCon
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
-from ..config import LLMConfig, StageConfig
+from ..config import PROFILES, LLMConfig, StageConfig, at_least, one_of
 
+ABLATION_VARIANTS = ("lite", "wo-grpo", "wo-ft", "wo-theo-s1", "wo-theo-s2", "wo-theo-s3", "wo-theory")
 _ATTN_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -30,10 +31,8 @@ _ATTN_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "do
 class LiteConfig(StageConfig):
     """LitSeg-Lite: a single-pass student distilled from LitSeg annotations (LoRA SFT, then GRPO)."""
 
-    STAGE: ClassVar[str] = "lite"
-
     # ---- training data (from notebook 02's annotations artifact)
-    annotations_profile: str = ""  # whose annotations to train on; "" = this profile's
+    annotations_profile: str = one_of("", "", *PROFILES)  # whose annotations to train on; "" = this profile's
     eval_fraction: float = 0.34  # share of BOOKS held out (the split is by book, never by unit)
     heldout_books: tuple[str, ...] = ()  # explicit held-out book ids (overrides eval_fraction)
     max_train_units: int = 0  # 0 = all
@@ -41,7 +40,7 @@ class LiteConfig(StageConfig):
     max_seq_tokens: int = 16384  # prompt + target; longer examples are dropped and counted
     # "exclude" = the paper (units that needed a LitSeg fallback are not trained on);
     # "include_if_needed" = CPU demos with a tiny teacher: top up to min_train_units with them, labelled
-    fallback_units: str = "exclude"
+    fallback_units: str = one_of("exclude", "exclude", "include_if_needed")
     min_train_units: int = 0
 
     # ---- LoRA
@@ -86,7 +85,9 @@ class LiteConfig(StageConfig):
     infer_max_new_tokens: int = 4096
     infer_retries: int = 2  # same N as LitSeg: invalid output is retried, then the paper's fallback
     eval_with_judge: bool = True  # score before/after/teacher replies with the judge too
-    ablation_max_units: int = 0  # notebook 07: LitSeg-annotated units per variant (0 = all)
+    ablation_max_units: int = at_least(0, 0)  # notebook 07: LitSeg-annotated units per variant (0 = all)
+    # notebook 07: which variants (keys of litseg_nb.ablation.VARIANTS); empty = all seven
+    ablation_variants: tuple[str, ...] = one_of((), *ABLATION_VARIANTS)
     examples_to_show: int = 2
 
     @classmethod
@@ -136,7 +137,7 @@ class LiteConfig(StageConfig):
             }
         if profile == "full":
             return {"llm": {"model": "Qwen/Qwen3-8B"}}
-        return {}
+        raise ValueError(f"unknown profile {profile!r}")
 
     @property
     def reward_weights(self) -> tuple[float, float]:

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from ..config import StageConfig
+from ..config import ConfigError, StageConfig, at_least
 
 
 @dataclass(frozen=True)
@@ -16,10 +16,8 @@ class LitSegConfig(StageConfig):
     ``compare_structured`` is set.
     """
 
-    STAGE: ClassVar[str] = "litseg"
-
     # retry / fallback (section 3.1.2): invalid outputs are retried up to N times
-    max_retries: int = 3
+    max_retries: int = at_least(3, 0)
     retry_temperature: float = 0.7  # retries sample (seed + attempt) so they can differ from a greedy miss
     # per-stage generation caps; 0 = llm.max_new_tokens
     stage1_max_new_tokens: int = 0
@@ -29,15 +27,15 @@ class LitSegConfig(StageConfig):
     length_reference: int = 100
     calibrate: bool = True
     calibration_quantile: float = 0.9
-    calibration_units: int = 4  # the first K selected units form the calibration subset
+    calibration_units: int = at_least(4, 1)  # the first K selected units form the calibration subset
     calibration_max_retries: int = -1  # -1 = max_retries
     # which units: corpus.books / corpus.max_units_per_book select first; then these
     units: tuple[str, ...] = ()  # "book_id/unit_id" entries; empty = all selected units
-    max_units: int = 0  # overall cap after selection (0 = none)
-    unit_group_size: int = 0  # units per batched group (stage 1 → 2 → 3 per group); 0 = all at once
+    max_units: int = at_least(0, 0)  # overall cap after selection (0 = none)
+    unit_group_size: int = at_least(0, 0)  # units per batched group (stage 1 → 2 → 3 per group); 0 = all at once
     # notebook 02
     compare_structured: bool = True  # also run with constrained decoding on the same units
-    compare_units: int = 0  # units in that comparison (0 = all)
+    compare_units: int = at_least(0, 0)  # units in that comparison (0 = all)
     render_unit: str = ""  # "book_id/unit_id" to render as HTML; "" = the first unit with >1 segment
 
     @classmethod
@@ -73,7 +71,9 @@ class LitSegConfig(StageConfig):
                 "calibration_max_retries": 0,
                 "compare_units": 1,
             }
-        return {"max_retries": 3, "calibration_units": 50, "compare_units": 50, "unit_group_size": 512}
+        if profile == "full":
+            return {"max_retries": 3, "calibration_units": 50, "compare_units": 50, "unit_group_size": 512}
+        raise ConfigError(f"unknown profile {profile!r}")
 
     def stage_max_new_tokens(self, stage: str) -> int:
         value = {"stage1": self.stage1_max_new_tokens, "stage2": self.stage2_max_new_tokens,

@@ -13,13 +13,15 @@ import re
 from typing import Any, Sequence
 
 from ..llm.base import SamplingParams, UsageTag
+from ..replies import answer_text
 
-_VERDICT = re.compile(r"verdict\s*[:\-]?\s*\**\s*(tie|a|b)\b", re.I)
+_VERDICT = re.compile(r"verdict\s*+[:\-]?\s*+\**+\s*+(tie|a|b)\b", re.I)  # possessive: linear
 
 
 def parse_verdict(text: str) -> str | None:
-    """``"A"``, ``"B"``, ``"Tie"`` from the last ``Verdict:`` line, else None."""
-    found = _VERDICT.findall(text or "")
+    """``"A"``, ``"B"``, ``"Tie"`` from the last ``Verdict:`` line of the reply's answer (reasoning
+    blocks removed by :func:`litseg_nb.replies.answer_text`), else None."""
+    found = _VERDICT.findall(answer_text(text))
     if not found:
         return None
     v = found[-1].lower()

@@ -12,18 +12,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..config import StageConfig
+from ..config import ConfigError, StageConfig
 
 
 @dataclass(frozen=True)
 class SegmentQualityConfig(StageConfig):
     """Notebook 06: which chunkers, how many units the E.3 judge scores, how many chunks to export."""
 
-    STAGE: ClassVar[str] = "segment_quality"
     chunkers: tuple[str, ...] = ()
     judge_max_units: int = 0  # per method; 0 = all units
     judge_max_chunks_per_unit: int = 12  # units with more chunks are skipped by the judge (reported)
@@ -45,7 +44,9 @@ class SegmentQualityConfig(StageConfig):
                     "judge_max_passage_chars": 6000, "human_sheet_chunks": 20,
                     "judge_methods": ("litseg", "litseg-lite"),
                     "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
-        return {}
+        if profile == "full":
+            return {}
+        raise ConfigError(f"unknown profile {profile!r}")
 
 
 def boundary_pairs(chunks: Sequence[Any], units: Mapping[tuple[str, str], Any], book_texts: Mapping[str, str]):

@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from ..config import StageConfig
+from ..config import StageConfig, one_of
+from .rerank import RERANKERS
+
+QUESTION_SCOPES = ("common-units", "all")  # see rag.pipeline.questions_in_scope
+FUSIONS = ("rrf", "weighted")
 
 
 @dataclass(frozen=True)
@@ -15,21 +19,19 @@ class RagConfig(StageConfig):
     profile; retrieval metrics always cover every question.
     """
 
-    STAGE: ClassVar[str] = "rag"
-
     chunkers: tuple[str, ...] = ()  # empty = every chunk artifact found
-    question_scope: str = "common-units"  # common-units | all (see rag.pipeline.questions_in_scope)
+    question_scope: str = one_of("common-units", *QUESTION_SCOPES)  # common-units | all (see rag.pipeline.questions_in_scope)
     # retrieval
     dense_top_k: int = 50
     sparse_top_k: int = 50
     retrieve_top_k: int = 20  # depth of the final ranking (metrics go to k = 20)
-    fusion: str = "rrf"  # rrf | weighted
+    fusion: str = one_of("rrf", *FUSIONS)  # rrf | weighted
     rrf_k: int = 60
     dense_weight: float = 0.5  # weighted fusion: w * dense + (1 - w) * sparse (min-max normalised)
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     # reranking
-    reranker: str = "llm-pointwise"  # none | llm-pointwise | flagembedding
+    reranker: str = one_of("llm-pointwise", *RERANKERS)  # none | llm-pointwise | flagembedding
     reranker_model: str = "BAAI/bge-reranker-v2-m3"
     rerank_candidates: int = 10  # top fused candidates that are rescored
     rerank_max_questions: int = 0  # 0 = all questions
@@ -76,4 +78,6 @@ class RagConfig(StageConfig):
                     "pairwise_max_new_tokens": 48, "literaryqa_max_questions": 3,
                     "max_context_chars_per_chunk": 1500,
                     "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
-        return {"reranker": "flagembedding", "context_top_k": 5, "answer_max_new_tokens": 256}
+        if profile == "full":
+            return {"reranker": "flagembedding", "context_top_k": 5, "answer_max_new_tokens": 256}
+        raise ValueError(f"unknown profile {profile!r}")

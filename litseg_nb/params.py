@@ -1,0 +1,298 @@
+"""Notebook parameters: one way to declare, convert, check and apply them.
+
+Every numbered notebook has ONE cell tagged ``parameters`` of typed literals::
+
+    profile: str = "test"
+    seed: int = 0
+    max_books: int | None = None          # None = the profile's value
+    chunkers: tuple[str, ...] | None = None
+
+``None`` always means "the profile's value". Every other parameter is a field of the notebook's
+stage config (:data:`NOTEBOOK_CONFIGS` names the config class and the few parameters whose field
+has another name), so a notebook turns its parameters into its config with one call::
+
+    cfg = notebook_config("01_preprocessing", profile=profile, seed=seed, max_books=max_books)
+
+The runner (``python -m litseg_nb run -p key=value``) calls :func:`check_parameters` for every
+selected notebook *before any kernel starts*: each value is converted by the annotation in the
+parameters cell (``bool`` accepts true/false/1/0/yes/no, ``int`` rejects ``1.5`` and ``abc``,
+``X | None`` accepts none/null, ``tuple[str, ...]`` accepts ``a,b,c``), checked against the
+field's declared choices and minimum, and the config is built; anything wrong is a
+:class:`~litseg_nb.config.ConfigError` naming the parameter and the accepted values.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from .config import PROFILES, ConfigError, StageConfig, field_constraint
+
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+_NONE = ("none", "null")
+_INT_RE = re.compile(r"^[+-]?\d+$")
+
+
+@dataclass(frozen=True)
+class NotebookConfig:
+    """Which stage config a notebook's parameters build, and the parameters named differently.
+
+    ``fields`` maps a parameter to its config field path (``"ablation_max_units"``,
+    ``"corpus.max_books"``); a parameter not listed maps to the top-level field of the same name, or
+    else the ``corpus`` field of that name. ``minimum`` tightens a field's minimum for the notebook
+    parameter (``max_books=0`` means "no cap" in the config; a notebook asks for at least one book).
+    """
+
+    config: str  # "module:Class"
+    fields: Mapping[str, str] = field(default_factory=dict)
+    minimum: Mapping[str, float] = field(default_factory=dict)
+
+    def config_class(self) -> type[StageConfig]:
+        module, name = self.config.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+#: notebook file stem -> the config its parameters build
+NOTEBOOK_CONFIGS: dict[str, NotebookConfig] = {
+    "01_preprocessing": NotebookConfig("litseg_nb.corpus:PreprocessConfig", minimum={"max_books": 1}),
+    "02_litseg_annotation": NotebookConfig("litseg_nb.litseg.config:LitSegConfig"),
+    "03_lite_distillation": NotebookConfig("litseg_nb.lite.config:LiteConfig"),
+    "04_baselines": NotebookConfig("litseg_nb.chunkers.config:BaselinesConfig"),
+    "05_rag_evaluation": NotebookConfig("litseg_nb.rag.config:RagConfig"),
+    "06_segment_quality": NotebookConfig("litseg_nb.metrics.segment_quality:SegmentQualityConfig"),
+    "07_ablations": NotebookConfig("litseg_nb.lite.config:LiteConfig",
+                                   fields={"variants": "ablation_variants", "max_units": "ablation_max_units"}),
+    "08_efficiency": NotebookConfig("litseg_nb.efficiency:EfficiencyConfig"),
+}
+
+
+# ---------------------------------------------------------------- the parameters cell
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    annotation: str  # as written, e.g. "int | None"
+    default: Any
+
+    @property
+    def optional(self) -> bool:
+        return _parse_annotation(self.annotation, self.name)[1]
+
+
+def parameters_cell(notebook: Path) -> dict[str, Parameter]:
+    """The typed parameters declared in ``notebook``'s single ``parameters`` cell, in order."""
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    cells = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(cells) != 1:
+        raise ConfigError(f"{Path(notebook).name}: expected exactly one cell tagged 'parameters', found {len(cells)}")
+    return parse_parameters("".join(cells[0]["source"]), Path(notebook).name)
+
+
+def parse_parameters(source: str, where: str = "parameters cell") -> dict[str, Parameter]:
+    """``name: type = literal`` lines of a parameters cell (anything else is an error naming it)."""
+    out: dict[str, Parameter] = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None):
+            raise ConfigError(f"{where}: line {node.lineno} is not a typed parameter `name: type = literal`")
+        name, annotation = node.target.id, ast.unparse(node.annotation)
+        try:
+            default = ast.literal_eval(node.value)
+        except ValueError:
+            raise ConfigError(f"{where}: parameter {name!r} must default to a literal") from None
+        _parse_annotation(annotation, name)  # unsupported annotations fail here
+        out[name] = Parameter(name, annotation, convert(name, default, annotation))
+    return out
+
+
+_BASES = {"bool": bool, "int": int, "float": float, "str": str}
+
+
+def _parse_annotation(annotation: str, name: str) -> tuple[Any, bool]:
+    """``(base, optional)``: base is bool/int/float/str or ``("tuple", element type)``."""
+    parts = [p.strip() for p in annotation.split("|")]
+    optional = "None" in parts
+    parts = [p for p in parts if p != "None"]
+    if len(parts) == 1:
+        p = parts[0]
+        if p in _BASES:
+            return _BASES[p], optional
+        m = re.fullmatch(r"tuple\[(\w+), \.\.\.\]", p)
+        if m and m.group(1) in _BASES:
+            return ("tuple", _BASES[m.group(1)]), optional
+    raise ConfigError(f"parameter {name!r}: unsupported annotation {annotation!r} (use bool, int, float, str "
+                      f"or tuple[str, ...], optionally `| None`)")
+
+
+def _describe(base: Any, optional: bool) -> str:
+    if isinstance(base, tuple):
+        text = f"a comma-separated list of {base[1].__name__}"
+    else:
+        text = {bool: "true/false (also 1/0, yes/no)", int: "an integer", float: "a number",
+                str: "a string"}[base]
+    return text + (" or none (the profile's value)" if optional else "")
+
+
+def _scalar(value: Any, base: type) -> Any:
+    """``value`` as ``base``, or raise ValueError."""
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+            return value.strip().lower() in _TRUE
+    elif base is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and _INT_RE.match(value.strip()):
+            return int(value.strip())
+    elif base is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            return float(value.strip())  # ValueError for "abc"
+    elif base is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # e.g. -p books=46 (the runner reads 46 as a number)
+    raise ValueError(value)
+
+
+def convert(name: str, value: Any, annotation: str) -> Any:
+    """``value`` (a literal or a ``-p`` string) converted to the parameter's annotated type."""
+    base, optional = _parse_annotation(annotation, name)
+    if value is None or (isinstance(value, str) and value.strip().lower() in _NONE):
+        if optional:
+            return None
+        raise ConfigError(f"parameter {name!r}: None is not accepted; expected {_describe(base, optional)}")
+    try:
+        if isinstance(base, tuple):
+            items = value.split(",") if isinstance(value, str) else value
+            if not isinstance(items, (list, tuple)):
+                raise ValueError(value)
+            items = [i.strip() if isinstance(i, str) else i for i in items]
+            return tuple(_scalar(i, base[1]) for i in items if i != "")
+        return _scalar(value, base)
+    except ValueError:
+        raise ConfigError(f"parameter {name!r}: {value!r} is not accepted; expected "
+                          f"{_describe(base, optional)}") from None
+
+
+# ---------------------------------------------------------------- parameters -> config
+def _target(cls: type, name: str, spec: NotebookConfig) -> str:
+    if name in spec.fields:
+        return spec.fields[name]
+    top = {f.name for f in fields(cls)}
+    if name in top:
+        return name
+    corpus = {f.name for f in fields(_corpus_cls())}
+    if name in corpus:
+        return f"corpus.{name}"
+    raise ConfigError(f"parameter {name!r} is not a field of {cls.__name__} (nor of its corpus config); "
+                      f"map it in litseg_nb.params.NOTEBOOK_CONFIGS")
+
+
+def _corpus_cls() -> type:
+    from .config import CorpusConfig
+
+    return CorpusConfig
+
+
+def _check_value(name: str, value: Any, cls: type, path: str, spec: NotebookConfig) -> None:
+    owner = _corpus_cls() if path.startswith("corpus.") else cls
+    rule = field_constraint(owner, path.split(".")[-1])
+    choices = rule.get("choices")
+    if choices is not None:
+        items = value if isinstance(value, tuple) else (value,)
+        bad = [v for v in items if v not in choices]
+        if bad:
+            raise ConfigError(f"parameter {name!r}: {', '.join(map(repr, bad))} is not accepted; accepted values: "
+                              f"{', '.join(map(str, choices))} (or none for the profile's value)")
+    minimum = spec.minimum.get(name, rule.get("ge"))
+    if minimum is not None and not isinstance(value, tuple) and value < minimum:
+        raise ConfigError(f"parameter {name!r}: {value!r} is not accepted; expected a value >= {minimum:g} "
+                          f"(or none for the profile's value)")
+
+
+def config_overrides(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Nested config overrides from already-converted parameter values (``None`` values are dropped)."""
+    spec = NOTEBOOK_CONFIGS[notebook]
+    cls = spec.config_class()
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if name == "profile" or value is None:
+            continue
+        path = "seed" if name == "seed" else _target(cls, name, spec)
+        if name != "seed":
+            _check_value(name, value, cls, path, spec)
+        node = out
+        *parents, leaf = path.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def _declared(notebook: str) -> dict[str, Parameter]:
+    from .paths import NOTEBOOKS_DIR
+
+    path = NOTEBOOKS_DIR / f"{notebook}.ipynb"
+    if not path.is_file():
+        raise ConfigError(f"no notebook {path}")
+    return parameters_cell(path)
+
+
+def notebook_config(notebook: str, **values: Any) -> StageConfig:
+    """The config of ``notebook`` (file stem, e.g. ``"05_rag_evaluation"``) from its parameter values.
+
+    Every declared parameter must be passed (a parameter left out would be silently ignored); values
+    are converted and checked as the runner does, ``None`` keeps the profile's value.
+    """
+    declared = _declared(notebook)
+    missing = sorted(set(declared) - set(values))
+    unknown = sorted(set(values) - set(declared))
+    if missing or unknown:
+        raise ConfigError(f"{notebook}: notebook_config() must get exactly the declared parameters; "
+                          f"missing {missing}, undeclared {unknown}")
+    converted = {n: convert(n, v, declared[n].annotation) for n, v in values.items()}
+    return _build(notebook, converted)
+
+
+def _build(notebook: str, converted: Mapping[str, Any]) -> StageConfig:
+    profile = converted.get("profile")
+    if profile not in PROFILES:
+        raise ConfigError(f"parameter 'profile': {profile!r} is not accepted; accepted values: {', '.join(PROFILES)}")
+    spec = NOTEBOOK_CONFIGS[notebook]
+    overrides = config_overrides(notebook, converted)
+    try:
+        return spec.config_class().for_profile(profile, **overrides)
+    except ConfigError as exc:
+        raise ConfigError(f"{notebook}: parameters {dict(converted)} give an invalid config: {exc}") from None
+
+
+def check_parameters(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert and check ``values`` for ``notebook`` before it runs; returns them ready to inject.
+
+    Used by the runner for every selected notebook before any kernel starts. Values are converted by
+    the parameters cell's annotations; for the package's notebooks (:data:`NOTEBOOK_CONFIGS`) the
+    notebook's config is also built, so closed value sets and ranges are checked too. Tuples are
+    returned as lists (papermill injects lists).
+    """
+    notebook = Path(notebook)
+    declared = parameters_cell(notebook)
+    unknown = sorted(set(values) - set(declared))
+    if unknown:
+        raise ConfigError(f"{notebook.name}: parameter(s) {', '.join(unknown)} not declared "
+                          f"(declared: {', '.join(declared)})")
+    try:
+        converted = {n: convert(n, v, declared[n].annotation) for n, v in values.items()}
+        if notebook.stem in NOTEBOOK_CONFIGS:
+            _build(notebook.stem, {**{n: p.default for n, p in declared.items()}, **converted})
+    except ConfigError as exc:
+        raise ConfigError(f"{notebook.name}: {exc}") from None
+    return {n: list(v) if isinstance(v, tuple) else v for n, v in converted.items()}
