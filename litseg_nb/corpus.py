@@ -6,7 +6,8 @@
 
 Datasets (``CorpusConfig.datasets``), read from the data root (:func:`litseg_nb.paths.data_dir`):
 
-* ``gutenqa`` — ``<data>/gutenqa`` (or the hub when that folder is absent): units are GutenQA's
+* ``gutenqa`` — ``<data>/gutenqa`` (a missing folder is an error; ``python -m litseg_nb
+  download-data`` fetches it, see :mod:`litseg_nb.download`): units are GutenQA's
   chapters (``split="dataset"``); ids ``gutenqa:<Book Name>``.
 * ``gutenberg`` — the raw books ``<data>/gutenberg/<pg_id>.txt`` (``MANIFEST.tsv`` names them),
   cleaned and split by headings (:mod:`litseg_nb.preprocess.structure`); ids ``gutenberg:<pg_id>``.
@@ -34,6 +35,7 @@ from .config import CorpusConfig, StageConfig
 from .data.gutenberg import clean_gutenberg_file, gutenberg_title, read_manifest
 from .data.gutenqa import load_gutenqa
 from .data.literaryqa import LoadReport, load_literaryqa
+from .download import require_dataset_folder
 from .paths import data_dir
 from .preprocess.structure import FRONT_MATTER, StructureReport, build_units
 from .schema import Book, Question, Sentence, Unit
@@ -131,22 +133,15 @@ def _load_gutenberg(root: Path, cfg: CorpusConfig, wanted: Sequence[str]) -> tup
 
 def _load_dataset(ds: str, root: Path, cfg: CorpusConfig) -> tuple[list[Book], LoadReport]:
     if ds == "gutenqa":
-        folder = root / "gutenqa"
-        if folder.is_dir():
-            books = load_gutenqa(folder)
-        else:
-            log.info("no local GutenQA folder %s; downloading from the hub", folder)
-            books = load_gutenqa(source="hub")
+        # never a hub download at run time: a missing folder says what to fetch and how (#10.3)
+        books = load_gutenqa(require_dataset_folder("gutenqa", root / "gutenqa"))
         report = LoadReport("gutenqa", loaded=[b.book_id for b in books])
         return books, report
     if ds == "gutenberg":
         return _load_gutenberg(root, cfg, cfg.books)
     if ds == "literaryqa":
-        folder = root / "literaryqa"
-        if folder.is_dir():
-            return load_literaryqa(folder, split=cfg.literaryqa_split)
-        log.info("no local LiteraryQA folder %s; downloading from the hub", folder)
-        return load_literaryqa(split=cfg.literaryqa_split, source="hub")
+        return load_literaryqa(require_dataset_folder("literaryqa", root / "literaryqa"),
+                               split=cfg.literaryqa_split)
     raise CorpusError(f"unknown dataset {ds!r}; expected one of {', '.join(DATASETS)}")
 
 

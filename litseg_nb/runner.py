@@ -18,7 +18,23 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .config import PROFILES, ConfigError
-from .paths import NOTEBOOKS_DIR, outputs_dir
+from .execution import HEARTBEAT_S, execute, executed_paths
+from .paths import NOTEBOOKS_DIR, outputs_dir, outputs_root
+from .safe_io import OutputsNotWritable, ensure_writable
+
+_SMOKE_DURATION = "about 40 min on 2 CPU cores"
+_TEST_DURATION = "tiny random model, a few minutes"
+_HELP = f"""Run and inspect the LitSeg notebooks.
+
+  python -m litseg_nb run                      every notebook, smoke profile ({_SMOKE_DURATION})
+  python -m litseg_nb run --profile test       the CI profile ({_TEST_DURATION})
+  python -m litseg_nb run --only 01,04 -p max_books=2
+  python -m litseg_nb config --profile smoke --notebook 05   resolved configuration of a stage
+  python -m litseg_nb lab                      JupyterLab on notebooks/ (works as root)
+  python -m litseg_nb download-data            opt-in: fetch GutenQA/LiteraryQA (needs internet)
+
+`run` prints each notebook's sections as they start and a heartbeat at least every 30 s; the
+executed copies go to outputs/<profile>/executed/ (NN_name.FAILED.ipynb when a notebook failed)."""
 
 _NB_RE = re.compile(r"^(\d{2})_[\w\-]+\.ipynb$")
 
@@ -31,6 +47,15 @@ class NotebookFailed(RuntimeError):
         else:
             what = f"{type(cause).__name__}: {str(cause).strip()[-2000:]}"
         super().__init__(f"notebook {notebook.name} failed: {what}\nexecuted copy (with the traceback): {executed}")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a notebook: the partial executed copy is kept as ``NN_name.FAILED.ipynb``."""
+
+    def __init__(self, notebook: Path, executed: Path, seconds: float):
+        self.notebook, self.executed, self.seconds = notebook, executed, seconds
+        super().__init__(f"interrupted {notebook.name} after {seconds:.0f}s; partial executed copy: "
+                         f"{executed}; finished steps are cached, rerun to resume")
 
 
 @dataclass(frozen=True)
@@ -78,15 +103,13 @@ def run_notebooks(
     seed: int = 0,
     kernel_name: str = "python3",
     log_output: bool = False,
-    progress: bool = False,
+    heartbeat_s: float = HEARTBEAT_S,
 ) -> list[NotebookRun]:
     """Execute the notebooks for ``profile``; raises :class:`NotebookFailed` on the first failure.
 
     ``parameters`` are injected into each notebook that declares them; a parameter that no selected
     notebook declares is an error (a typo must not be ignored silently).
     """
-    import papermill as pm
-
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
     notebooks = discover_notebooks(only)
@@ -103,21 +126,23 @@ def run_notebooks(
     checked = {nb: check_parameters(nb, {k: v for k, v in {"profile": profile, "seed": seed, **extra}.items()
                                          if k in declared[nb]}) for nb in notebooks}
 
-    executed_dir = outputs_dir(profile) / "executed"
+    # an unwritable outputs folder is one line naming it, before any kernel starts
+    executed_dir = ensure_writable(outputs_root() / profile / "executed")
+    outputs_dir(profile)
     runs: list[NotebookRun] = []
     for nb in notebooks:
         params = checked[nb]
-        out = executed_dir / nb.name
+        failed = executed_paths(executed_dir, nb)["failed"]
         print(f"[litseg_nb] {nb.name} (profile={profile}) ...", flush=True)
         t0 = time.perf_counter()
-        try:
-            pm.execute_notebook(
-                str(nb), str(out), parameters=params, kernel_name=kernel_name,
-                cwd=str(nb.parent), progress_bar=progress, log_output=log_output,
-            )
+        try:  # section/cell progress and heartbeats on the console (litseg_nb.execution)
+            out = execute(nb, executed_dir, params, kernel_name=kernel_name, log_output=log_output,
+                          heartbeat_s=heartbeat_s)
+        except KeyboardInterrupt:
+            raise Interrupted(nb, failed, time.perf_counter() - t0) from None
         except Exception as exc:  # papermill raises PapermillExecutionError with the cell traceback
             print(f"[litseg_nb] FAILED {nb.name} after {time.perf_counter() - t0:.1f}s", flush=True)
-            raise NotebookFailed(nb, out, exc) from exc
+            raise NotebookFailed(nb, failed, exc) from exc
         dt = time.perf_counter() - t0
         runs.append(NotebookRun(nb.name, out, dt))
         print(f"[litseg_nb] done {nb.name} in {dt:.1f}s", flush=True)
@@ -141,10 +166,14 @@ def _parse_param(item: str) -> tuple[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m litseg_nb", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m litseg_nb", description=_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute the numbered notebooks with papermill")
-    run.add_argument("--profile", choices=PROFILES, default="smoke")
+    run = sub.add_parser("run", help="execute the numbered notebooks with papermill (default profile: smoke, "
+                                     f"{_SMOKE_DURATION})", description=_HELP,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("--profile", choices=PROFILES, default="smoke",
+                     help=f"default: smoke ({_SMOKE_DURATION}); test: {_TEST_DURATION}; full: GPU")
     run.add_argument("--only", default="", help="comma-separated notebook numbers, e.g. 01,04")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
@@ -154,8 +183,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .chunk_import import add_subparser as _add_import_chunks
 
     _add_import_chunks(sub)  # import-chunks (handler in litseg_nb/chunk_import.py)
+    from .cli_tools import add_subparsers as _add_config_lab
+    from .download import add_subparser as _add_download
+
+    _add_config_lab(sub)  # config, lab (handlers in litseg_nb/cli_tools.py)
+    _add_download(sub)  # download-data (opt-in; litseg_nb/download.py)
     args = parser.parse_args(argv)
-    if args.command == "import-chunks":
+    if args.command in ("import-chunks", "config", "lab", "download-data"):
         return args.handler(args)
 
     if args.command == "list":
@@ -169,6 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotebookFailed as exc:
         print(f"[litseg_nb] {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as exc:  # one line, no traceback; the partial copy is marked FAILED
+        print(f"\n[litseg_nb] {exc if isinstance(exc, Interrupted) else 'interrupted'}", file=sys.stderr)
+        return 130
+    except OutputsNotWritable as exc:
+        print(f"[litseg_nb] {exc}", file=sys.stderr)
+        return 2
     except ConfigError as exc:
         print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
         return 2

@@ -4,7 +4,8 @@ Sources (same files either way):
 
 * the hub datasets ``LumberChunker/GutenQA_Paragraphs`` (``GutenQA_paragraphs.parquet``) and
   ``LumberChunker/GutenQA`` (``questions.parquet``), downloaded with
-  :func:`huggingface_hub.hf_hub_download`;
+  :func:`huggingface_hub.hf_hub_download` only when asked (``source="hub"``, or once with
+  ``python -m litseg_nb download-data``; the corpus loader never downloads);
 * a local folder ``<data>/gutenqa`` holding the two parquet files.
 
 A book is its paragraphs in ``Chunk ID`` order, grouped into chapters by consecutive runs of the
@@ -50,8 +51,11 @@ def local_files(folder: Path | str) -> tuple[Path, Path]:
     paragraphs, questions = folder / PARAGRAPHS_FILE, folder / QUESTIONS_FILE
     for p in (paragraphs, questions):
         if not p.is_file():
-            raise FileNotFoundError(f"GutenQA file {p} is missing (expected {PARAGRAPHS_FILE} and "
-                                    f"{QUESTIONS_FILE} in {folder})")
+            from ..download import missing_dataset_message
+            from ..paths import DataNotFoundError
+
+            raise DataNotFoundError(f"GutenQA file {p} is missing; "
+                                    + missing_dataset_message("gutenqa", folder))
     return paragraphs, questions
 
 

@@ -1,0 +1,105 @@
+"""``config`` and ``lab`` subcommands of ``python -m litseg_nb``.
+
+* ``python -m litseg_nb config --profile smoke [--notebook 05] [-p key=value ...]`` prints each
+  stage's fully resolved configuration (models, data, sizes), built exactly as the notebook builds
+  it from its parameters (:func:`litseg_nb.params.notebook_config`).
+* ``python -m litseg_nb lab [-- extra jupyter args]`` starts JupyterLab on ``notebooks/``; as root it
+  adds ``--allow-root`` (JupyterLab refuses to start as root otherwise), and kernels use IPC sockets
+  and print text progress bars without the IProgress warning, as in ``run``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Iterator
+
+from .config import PROFILES, ConfigError
+
+
+def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield from _flatten(v, f"{prefix}{k}.")
+    else:
+        yield prefix[:-1], d
+
+
+def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | None = None) -> list[tuple[str, Any]]:
+    """``(notebook stem, config)`` for each selected notebook, from its parameters' defaults."""
+    from .params import NOTEBOOK_CONFIGS, notebook_config, parameters_cell
+    from .runner import discover_notebooks
+
+    extra = dict(parameters or {})
+    out = []
+    for nb in discover_notebooks([o for o in only.split(",") if o.strip()]):
+        if nb.stem not in NOTEBOOK_CONFIGS:
+            continue
+        declared = parameters_cell(nb)
+        values = {n: p.default for n, p in declared.items()}
+        values.update({k: v for k, v in extra.items() if k in declared})
+        values["profile"] = profile
+        out.append((nb.stem, notebook_config(nb.stem, **values)))
+    unknown = set(extra) - {k for stem, _ in out for k in parameters_cell(_nb_path(stem))}
+    if unknown:
+        raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
+    return out
+
+
+def _nb_path(stem: str):
+    from .paths import NOTEBOOKS_DIR
+
+    return NOTEBOOKS_DIR / f"{stem}.ipynb"
+
+
+def format_config(stem: str, cfg: Any) -> str:
+    lines = [f"== {stem}: {type(cfg).__name__}  ({cfg.describe()})"]
+    for key, value in _flatten(cfg.to_dict()):
+        lines.append(f"   {key} = {value!r}")
+    return "\n".join(lines)
+
+
+def _config_main(args) -> int:
+    from .runner import _parse_param
+
+    try:
+        params = dict(_parse_param(p) for p in args.param)
+        configs = resolved_configs(args.profile, args.notebook, params)
+    except ConfigError as exc:
+        print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
+        return 2
+    print("\n\n".join(format_config(stem, cfg) for stem, cfg in configs))
+    return 0
+
+
+def lab_command(extra: list[str]) -> list[str]:
+    from .paths import NOTEBOOKS_DIR
+
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS_DIR}",
+           "--KernelManager.transport=ipc"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    return cmd + [a for a in extra if a != "--"]
+
+
+def _lab_main(args) -> int:
+    from .execution import kernel_env_for_lab
+
+    cmd = lab_command(args.jupyter_args)
+    print("[litseg_nb] " + " ".join(cmd), flush=True)
+    os.execve(sys.executable, cmd, kernel_env_for_lab())
+    return 0  # pragma: no cover  (execve does not return)
+
+
+def add_subparsers(sub) -> None:
+    cfg = sub.add_parser("config", help="print each stage's resolved configuration for a profile")
+    cfg.add_argument("--profile", choices=PROFILES, default="smoke")
+    cfg.add_argument("--notebook", default="", help="comma-separated notebook numbers, e.g. 05 (default: all)")
+    cfg.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="a notebook parameter, as for `run`")
+    cfg.set_defaults(handler=_config_main)
+    lab = sub.add_parser("lab", help="start JupyterLab on notebooks/ (works as root too)",
+                         description="Start JupyterLab on notebooks/. Extra arguments after `--` go to "
+                                     "jupyter lab, e.g. `python -m litseg_nb lab -- --no-browser --port 8890`.")
+    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="extra arguments for jupyter lab")
+    lab.set_defaults(handler=_lab_main)

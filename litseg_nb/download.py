@@ -1,0 +1,118 @@
+"""Getting the evaluation data onto a machine with internet access (opt-in, never at run time).
+
+Loading a dataset never downloads: a missing folder is an immediate :class:`DataNotFoundError`
+whose message (:func:`missing_dataset_message`) names the expected files and how to obtain them.
+Downloading is one explicit command::
+
+    python -m litseg_nb download-data [--datasets gutenqa,literaryqa] [--dest DIR]
+
+which fetches the Hugging Face hub datasets into the layout the loaders read (``DIR`` defaults to
+``LITSEG_DATA_DIR``, else ``<repo>/../shared/data``):
+
+* ``gutenqa/GutenQA_paragraphs.parquet`` (hub dataset ``LumberChunker/GutenQA_Paragraphs``) and
+  ``gutenqa/questions.parquet`` (``LumberChunker/GutenQA``);
+* ``literaryqa/`` — a snapshot of ``sapienzanlp/LiteraryQA`` for one split
+  (``annotations/<split>.jsonl``); the book texts are not on the hub: put Project Gutenberg's plain
+  texts at ``literaryqa/texts/<split>/<gutenberg_id>.txt`` (books without a text are skipped and
+  reported by the loader);
+* ``gutenberg/`` — raw Project Gutenberg books ``<ebook number>.txt`` plus ``MANIFEST.tsv``
+  (GutenQA book name -> file); they are not on the hub: download the plain-text files from
+  gutenberg.org.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+from .paths import REPO_ROOT, DataNotFoundError
+
+DOWNLOADABLE = ("gutenqa", "literaryqa")
+_COMMAND = "python -m litseg_nb download-data"
+
+
+def missing_dataset_message(dataset: str, folder: Path) -> str:
+    """Why ``dataset`` cannot be loaded from ``folder`` and how to get it (one paragraph)."""
+    root = folder.parent
+    if dataset == "gutenqa":
+        what = (f"expected {folder / 'GutenQA_paragraphs.parquet'} (hub dataset "
+                f"LumberChunker/GutenQA_Paragraphs) and {folder / 'questions.parquet'} (hub dataset "
+                "LumberChunker/GutenQA)")
+        how = f"on a machine with internet run `{_COMMAND} --datasets gutenqa --dest {root}`"
+    elif dataset == "literaryqa":
+        what = (f"expected {folder / 'annotations'}/<split>.jsonl (hub dataset sapienzanlp/LiteraryQA) "
+                f"and the books' Project Gutenberg texts in {folder / 'texts'}/<split>/<gutenberg_id>.txt")
+        how = f"on a machine with internet run `{_COMMAND} --datasets literaryqa --dest {root}`"
+    else:
+        what = f"expected the dataset folder {folder}"
+        how = "see the README's data section"
+    return (f"{dataset} data not found: {what}. Nothing is downloaded at run time: {how}, or set "
+            f"LITSEG_DATA_DIR to the folder that holds {dataset}/ (see the README, 'Data').")
+
+
+def require_dataset_folder(dataset: str, folder: Path) -> Path:
+    if not folder.is_dir():
+        raise DataNotFoundError(missing_dataset_message(dataset, folder))
+    return folder
+
+
+def default_dest() -> Path:
+    env = os.environ.get("LITSEG_DATA_DIR")
+    return Path(env).expanduser().resolve() if env else (REPO_ROOT.parent / "shared" / "data").resolve()
+
+
+def download(datasets: Sequence[str], dest: Path, literaryqa_split: str = "validation") -> list[Path]:
+    """Fetch ``datasets`` from the hub into ``dest`` (the layout the loaders read); the files written."""
+    from .data import gutenqa as gq
+    from .data import literaryqa as lq
+
+    unknown = sorted(set(datasets) - set(DOWNLOADABLE))
+    if unknown:
+        raise ValueError(f"cannot download {unknown}; downloadable: {', '.join(DOWNLOADABLE)} "
+                         "(raw Gutenberg books come from gutenberg.org)")
+    dest.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if "gutenqa" in datasets:
+        from huggingface_hub import hf_hub_download
+
+        folder = dest / "gutenqa"
+        for repo, name in ((gq.PARAGRAPHS_REPO, gq.PARAGRAPHS_FILE), (gq.QUESTIONS_REPO, gq.QUESTIONS_FILE)):
+            written.append(Path(hf_hub_download(repo, name, repo_type="dataset", local_dir=folder)))
+    if "literaryqa" in datasets:
+        from huggingface_hub import snapshot_download
+
+        folder = dest / "literaryqa"
+        snapshot_download(lq.HUB_REPO, repo_type="dataset", local_dir=folder,
+                          allow_patterns=[f"*{literaryqa_split}*", "*.md"])
+        written += sorted(p for p in folder.rglob("*") if p.is_file() and ".cache" not in p.parts)
+    return written
+
+
+def add_subparser(sub) -> None:
+    p = sub.add_parser("download-data", help="opt-in: fetch GutenQA / LiteraryQA from the Hugging Face hub "
+                                             "into the data folder (needs internet)")
+    p.add_argument("--datasets", default="gutenqa,literaryqa", help="comma-separated: gutenqa,literaryqa")
+    p.add_argument("--dest", default=None, help="data folder (default: LITSEG_DATA_DIR or ../shared/data)")
+    p.add_argument("--literaryqa-split", default="validation")
+    p.set_defaults(handler=_main)
+
+
+def _main(args) -> int:
+    import sys
+
+    dest = Path(args.dest).expanduser().resolve() if args.dest else default_dest()
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    try:
+        files = download(datasets, dest, args.literaryqa_split)
+    except ValueError as exc:
+        print(f"[litseg_nb] {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # no network, hub refused: one line naming the cause
+        print(f"[litseg_nb] download failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
+              file=sys.stderr)
+        return 1
+    for f in files:
+        print(f)
+    print(f"[litseg_nb] downloaded {', '.join(datasets)} into {dest}; set LITSEG_DATA_DIR={dest} if that "
+          "is not the default data folder")
+    return 0
