@@ -45,7 +45,10 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
     from litseg_nb.lite.segmenter import LiteSegmenter
     from test_lite_data import make_book
 
-    cfg = LiteConfig.for_profile("test", grpo_beta=0.001, grpo_max_steps=2)
+    from litseg_nb.lite.heldout import TRAINED_UNITS_FILE, TrainedUnitError, model_record
+
+    # grpo_soft_overlong_cache: DAPO's soft overlong punishment is added as a reward (issue #15.7)
+    cfg = LiteConfig.for_profile("test", grpo_beta=0.001, grpo_max_steps=2, grpo_soft_overlong_cache=8)
     book = make_book("gutenberg:9", n_units=2, n_sent=5)
     examples = _examples(book)
     model, tok, _ = load_model_and_tokenizer("tiny-random")
@@ -78,13 +81,20 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
         assert col in glog.columns, col
     assert narr.stats.completions == 2 * cfg.grpo_num_generations  # every rollout was scored
     assert grpo.extra["groups seen"] == 2
+    assert any("overlong" in c.lower() for c in glog.columns), list(glog.columns)
+    for d in (sft.adapter_dir, grpo.adapter_dir):  # each adapter records the units it learned from
+        assert model_record(d).keys == {(book.book_id, u.unit_id) for u in book.units}
 
     # merged base + SFT + GRPO model: a plain folder any backend loads; the segmenter runs on it
     folder = T.save_merged_model("tiny-random", [sft.adapter_dir, grpo.adapter_dir], tmp_path / "merged")
     assert (folder / "config.json").is_file()
     assert T.save_merged_model("tiny-random", [sft.adapter_dir, grpo.adapter_dir], tmp_path / "merged") == folder
+    assert (folder / TRAINED_UNITS_FILE).is_file()
     backend = HFBackend(str(folder), batch_size=2)
     seg = LiteSegmenter(backend, max_new_tokens=16, retries=1)
+    with pytest.raises(TrainedUnitError):  # the trained student is never run on its training units
+        seg.segment_units([(book, u) for u in book.units])
+    book = make_book("gutenberg:10", n_units=2, n_sent=5)  # held-out book
     pairs = [(book, u) for u in book.units]
     chunks, results = seg.segment_units(pairs)
     assert all(r.attempts == 2 for r in results)  # noise is invalid: one retry each

@@ -257,6 +257,12 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
     weights = list(reward_weights) if reward_weights is not None else None
     if weights is not None and len(weights) != len(reward_funcs):
         raise ValueError(f"{len(reward_funcs)} reward functions but {len(weights)} weights")
+    reward_funcs = list(reward_funcs)
+    if cfg.grpo_soft_overlong_cache > 0:  # DAPO's soft overlong punishment (Eq. 13), added with weight 1
+        from trl.rewards import get_soft_overlong_punishment
+
+        reward_funcs.append(get_soft_overlong_punishment(cfg.grpo_max_completion_length, cfg.grpo_soft_overlong_cache))
+        weights = (weights if weights is not None else [1.0] * (len(reward_funcs) - 1)) + [1.0]
     work_dir = Path(work_dir or Path(out_dir).parent / "grpo_work")
     g = cfg.grpo_num_generations
     args = GRPOConfig(
