@@ -195,10 +195,11 @@ class HFBackend(BackendBase):
 
     # ----------------------------------------------------------- shared prefixes
     def clear_prefixes(self) -> None:
-        """Drop every stored prefix (and the memory of recent prompts)."""
+        """Drop every stored prefix and the memory of recent prompts; zero the build counters."""
         with self._lock:
             self._prefixes.clear()
             self._recent.clear()
+            self.prefix_builds = self.prefix_computed_tokens = 0
 
     def _prefix_cache(self, prefix: _Prefix, batch: int):
         """A fresh ``DynamicCache`` holding ``prefix`` for ``batch`` rows (views, no copy: the
@@ -222,30 +223,42 @@ class HFBackend(BackendBase):
         return best
 
     def _build_prefix(self, ids: Sequence[int]) -> tuple[_Prefix, int]:
-        """Compute and store the key/value cache of ``ids`` (extending the longest stored prefix of
-        it); returns the prefix and the number of tokens that were already stored."""
+        """Compute and store the key/value cache of ``ids``; returns the prefix and the number of its
+        tokens that were not computed now.
+
+        The stored prefix sharing the most leading tokens with ``ids`` is reused: keys and values
+        of a causal model at position ``t`` depend on tokens ``<= t`` only, so its first ``m``
+        positions are exactly those of ``ids[:m]``; only ``ids[m:]`` is computed.
+        """
         import torch
         from transformers import DynamicCache
 
         ids = tuple(ids)
-        base = self._stored_prefix(ids, len(ids) - 1)
-        b = len(base) if base is not None else 0
-        cache = self._prefix_cache(base, 1) if base is not None else DynamicCache(config=self.model.config)
-        inp = torch.tensor([ids[b:]], dtype=torch.long, device=self.device)
-        pos = torch.arange(b, len(ids), device=self.device)[None]
-        mask = torch.ones((1, len(ids)), dtype=torch.long, device=self.device)
-        with torch.inference_mode():
-            out = self.model(input_ids=inp, attention_mask=mask, position_ids=pos,
-                             past_key_values=cache, use_cache=True, logits_to_keep=1)
-        kv = [(layer.keys.detach().clone(), layer.values.detach().clone())
-              for layer in out.past_key_values.layers]
-        pre = _Prefix(ids, kv)
+        base, m = None, 0
+        for pre in self._prefixes.values():
+            n = common_prefix_len(pre.ids, ids)
+            if n > m:
+                base, m = pre, n
+        if base is not None:
+            self._prefixes.move_to_end(base.ids)
+            kv = [(k[..., :m, :], v[..., :m, :]) for k, v in base.kv]
+        if m < len(ids):
+            cache = (self._prefix_cache(_Prefix(ids[:m], kv), 1) if base is not None
+                     else DynamicCache(config=self.model.config))
+            inp = torch.tensor([ids[m:]], dtype=torch.long, device=self.device)
+            pos = torch.arange(m, len(ids), device=self.device)[None]
+            mask = torch.ones((1, len(ids)), dtype=torch.long, device=self.device)
+            with torch.inference_mode():
+                out = self.model(input_ids=inp, attention_mask=mask, position_ids=pos,
+                                 past_key_values=cache, use_cache=True, logits_to_keep=1)
+            kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        pre = _Prefix(ids, [(k.detach().clone(), v.detach().clone()) for k, v in kv])
         self._prefixes[ids] = pre
         while len(self._prefixes) > self.max_prefixes:
             self._prefixes.popitem(last=False)
         self.prefix_builds += 1
-        self.prefix_computed_tokens += len(ids) - b
-        return pre, b
+        self.prefix_computed_tokens += len(ids) - m
+        return pre, m
 
     def _plan_prefixes(self, prompts: Sequence[Sequence[int]]) -> tuple[list[_Prefix | None], dict[tuple[int, ...], int]]:
         """Which stored prefix each prompt uses, building the call's shared prefix when worth it.
