@@ -185,7 +185,9 @@ class LLMConfig(_Base):
     top_p: float = 1.0
     max_model_len: int = at_least(8192, 1)
     base_urls: tuple[str, ...] = ()
-    api_key: str = "EMPTY"
+    # openai backend: the NAME of the environment variable holding the API key. The key itself is
+    # never a config value, so it cannot reach manifests, labels, cache keys or notebooks (#10.7)
+    api_key_env: str = "OPENAI_API_KEY"
     request_timeout_s: float = 120.0
     max_concurrency: int = at_least(8, 1)
     max_retries: int = at_least(3, 0)

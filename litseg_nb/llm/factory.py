@@ -1,6 +1,7 @@
 """``make_backend``: the one way stages get an LLM (see :mod:`litseg_nb.llm`)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..config import LLMConfig
@@ -35,7 +36,9 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
     elif kind == "openai":
         from .openai_backend import OpenAIBackend
 
-        backend = OpenAIBackend(llm_cfg.model, base_urls=llm_cfg.base_urls, api_key=llm_cfg.api_key,
+        # the key comes only from the environment variable the config names (never from the config)
+        api_key = os.environ.get(llm_cfg.api_key_env, "") or "EMPTY"
+        backend = OpenAIBackend(llm_cfg.model, base_urls=llm_cfg.base_urls, api_key=api_key,
                                 timeout_s=llm_cfg.request_timeout_s,
                                 max_concurrency=llm_cfg.max_concurrency,
                                 max_retries=llm_cfg.max_retries,
