@@ -28,6 +28,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .safe_io import atomic_path, write_text_atomic
+
 DIMENSIONS = ("content_completeness", "topical_coherence", "boundary_placement")
 DIMENSION_TEXT = {  # Appendix A.2, verbatim definitions
     "content_completeness": (
@@ -216,15 +218,15 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
         order = list(items)
         random.Random(seed + 100 + r_i).shuffle(order)
         csv_path = out_dir / f"{rater}.csv"
-        with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        with atomic_path(csv_path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=SHEET_COLUMNS)
             w.writeheader()
             w.writerows(order)
         html_path = out_dir / f"{rater}.html"
-        html_path.write_text(_sheet_html(order, rater), encoding="utf-8")
+        write_text_atomic(html_path, _sheet_html(order, rater))
         paths["sheets"][rater], paths["html"][rater] = csv_path, html_path
     key_path = out_dir / "key.csv"
-    with key_path.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_path(key_path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=KEY_COLUMNS)
         w.writeheader()
         w.writerows(sorted(key_rows, key=lambda r: r["item_id"]))
