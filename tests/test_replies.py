@@ -104,6 +104,18 @@ def test_lone_surrogate_replies_do_not_crash_annotation(tmp_path):
     assert chunks[0].subtitle == "\ufffd"
 
 
+def test_line_separator_characters_in_a_reply_survive_the_annotations_file(tmp_path):
+    """U+0085 / U+2028 in a subtitle are written raw (ensure_ascii=False); reading must not split there."""
+    book = make_book()
+    replies = {1: '{"step_1_events": "a\u2028b"}', 2: '{"step_2_threads": "t\u0085"}',
+               3: stage3(seg(1, 3, sub="x\x85y\u2029z"), seg(4, 6))}
+    path = tmp_path / "a.jsonl"
+    cfg = LitSegConfig.for_profile("test", max_retries=0)
+    (r,) = annotate_units([(book, book.units[0])], ScriptedBackend(reply_fn=lambda c: replies[stage_of(c)]),
+                          cfg, annotations_path=path, progress=False).records
+    assert read_annotations(path)[0]["segments"][0]["subtitle"] == "x\x85y\u2029z"
+
+
 # ============================================================================ 2. Lite's integer reading
 BAD_INTS = ["²", "①", "--1", "1" * 4300]
 

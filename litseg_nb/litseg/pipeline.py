@@ -130,7 +130,11 @@ def read_annotations(path: Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         return []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    # split on "\n" only: str.splitlines() also splits on U+0085/U+2028 inside JSON strings, which
+    # json.dumps(ensure_ascii=False) writes raw (a model's subtitle may hold them)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
     out = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
