@@ -2,5 +2,16 @@
 
 The notebooks in ``notebooks/`` are thin; every piece of logic lives in this package, one module
 per concern. See README.md for the profiles (``test``, ``smoke``, ``full``) and the runner.
+
+Use any segmenter on your own book::
+
+    import litseg_nb
+    chunks = litseg_nb.segment("my_book.txt", method="litseg", profile="smoke")
+
+(:func:`litseg_nb.api.segment`; ``python -m litseg_nb segment my_book.txt`` on the command line).
 """
+from . import schema  # noqa: F401  (Chunk, Book: the types segment returns)
+from .api import load_text, segment
+
 __version__ = "0.1.0"
+__all__ = ["load_text", "segment", "__version__"]

@@ -188,8 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _add_config_lab(sub)  # config, lab (handlers in litseg_nb/cli_tools.py)
     _add_download(sub)  # download-data (opt-in; litseg_nb/download.py)
+    from .api import add_segment_parser
+
+    add_segment_parser(sub)  # segment (handler in litseg_nb/api.py)
     args = parser.parse_args(argv)
-    if args.command in ("import-chunks", "config", "lab", "download-data"):
+    if args.command in ("import-chunks", "config", "lab", "download-data", "segment"):
         return args.handler(args)
 
     if args.command == "list":

@@ -20,16 +20,8 @@ from typing import Any
 
 from ..config import UNIT_SELECTIONS, ConfigError, StageConfig, at_least, one_of
 
-ALL_METHODS = (
-    "token", "recursive", "semantic", "paragraph",
-    "perplexity", "margin", "lumber",
-    "perplexity+merge", "margin+merge", "lumber+merge",
-    "proposition",
-)
-LLM_METHODS = ("perplexity", "margin", "lumber", "perplexity+merge", "margin+merge", "lumber+merge",
-               "proposition")
-SEGMENTERS = ("litseg", "litseg-lite")  # notebooks 02 and 03
-METHOD_NAMES = ALL_METHODS + SEGMENTERS  # every chunk-set name the notebooks write
+# the method names come from the one registry of segmenters
+from .registry import ALL_METHODS, LLM_METHODS, METHOD_NAMES, SEGMENTERS  # noqa: F401
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,10 @@
-"""Registry of the baselines: ``get_chunker(name)`` and ``run_chunker(name, books, cfg, ...)``.
+"""The one registry of segmenters: ``get_chunker(name)``, ``chunk_units`` and ``run_chunker``.
+
+Every segmenter — the baselines of notebook 04, LitSeg (notebook 02) and LitSeg-Lite (notebook 03)
+— is a :class:`ChunkerSpec`: what it needs (rules only, an embedder or an LLM), which config holds
+its options, how it runs on ``(book, unit)`` pairs and which config fields change its result.
+:data:`ALL_METHODS` (the baselines), :data:`LLM_METHODS` and :data:`SEGMENTERS` are derived from it.
+:func:`chunk_units` runs any of them (the public :func:`litseg_nb.segment` uses it);
 
 ``run_chunker`` runs one method over every unit of the books (LLM-based methods only over the
 units :func:`select_llm_units` picks), checks coverage, caches the result per (method, book) with
@@ -12,13 +18,12 @@ import hashlib
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..cache import StepCache
 from ..llm.base import UsageTag
 from ..schema import Book, Chunk, Unit, assert_full_coverage, check_coverage
 from .base import ChunkerError, load_tokenizer, word_count
-from .config import ALL_METHODS, LLM_METHODS, BaselinesConfig
 from .lumber import lumber_chunks_batch
 from .margin import margin_chunks_batch
 from .merge import merge_unit_chunks
@@ -29,7 +34,12 @@ from .recursive import make_recursive_splitter, recursive_chunks
 from .semantic import semantic_chunks
 from .token import token_chunks
 
+if TYPE_CHECKING:
+    from .config import BaselinesConfig
+
 STAGE = "04"
+NEEDS = ("text", "embedder", "llm")
+BASELINES_CONFIG = "litseg_nb.chunkers.config:BaselinesConfig"
 
 
 @dataclass
@@ -61,15 +71,42 @@ class RunReport:
         return pd.DataFrame([dataclasses.asdict(r) for r in self.rows], columns=cols)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChunkerSpec:
+    """One segmenter of the registry (keyword-only: every field is named where it is declared)."""
+
     name: str
-    needs_llm: bool
-    needs_embedder: bool
-    # (items of one book, cfg, backend, embedder) -> (chunks per unit, extra counters)
-    run: Callable[..., tuple[list[list[Chunk]], dict[str, int]]]
-    params: tuple[str, ...]  # config fields that change the result (cache key)
-    base: str | None = None  # for "+merge": the method whose chunks are merged
+    needs: str  # "text" (rules only) | "embedder" | "llm"
+    # (items, cfg, backend, embedder) -> (chunks per unit, extra counters); None for a "+merge" variant
+    run: Callable[..., tuple[list[list[Chunk]], dict[str, int]]] | None
+    params: tuple[str, ...] = ()  # config fields that change the result (cache key)
+    base: str | None = None  # for "+merge": the method whose chunks are merged (dynamic merge)
+    config: str = BASELINES_CONFIG  # "module:Class" of the config holding its options
+    internal: bool = False  # a building block of another method, not a method of its own
+
+    def __post_init__(self) -> None:
+        if self.needs not in NEEDS:
+            raise ValueError(f"{self.name}: needs must be one of {NEEDS}, got {self.needs!r}")
+        if (self.run is None) == (self.base is None):
+            raise ValueError(f"{self.name}: give exactly one of run and base")
+
+    @property
+    def needs_llm(self) -> bool:
+        return self.needs == "llm"
+
+    @property
+    def needs_embedder(self) -> bool:
+        return self.needs == "embedder"
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.config == BASELINES_CONFIG
+
+    def config_class(self) -> type:
+        import importlib
+
+        module, name = self.config.split(":")
+        return getattr(importlib.import_module(module), name)
 
 
 def _per_unit(fn: Callable[[Book, Unit], list[Chunk]]):
@@ -99,7 +136,7 @@ def _paragraph(items, cfg, backend, embedder):
     return [paragraph_chunks(b, u) for b, u in items], {}
 
 
-def _max_context(cfg: BaselinesConfig) -> int:
+def _max_context(cfg: "BaselinesConfig") -> int:
     return cfg.perplexity_max_context or cfg.llm.max_model_len
 
 
@@ -133,37 +170,108 @@ def _proposition(items, cfg, backend, embedder):
     return chunks, {"fallbacks": fallbacks}
 
 
+def _per_unit_lists(items: Sequence[tuple[Book, Unit]], chunks: Sequence[Chunk]) -> list[list[Chunk]]:
+    by_unit: dict[tuple[str, str], list[Chunk]] = {}
+    for c in chunks:
+        by_unit.setdefault((c.book_id, c.unit_id), []).append(c)
+    return [by_unit.get((b.book_id, u.unit_id), []) for b, u in items]
+
+
+def _litseg(items, cfg, backend, embedder):
+    """LitSeg (notebook 02's method): optional length calibration on the first units, then 3 stages."""
+    from ..litseg.calibrate import measure_length_reference
+    from ..litseg.pipeline import annotate_units, records_to_chunks
+
+    reference = cfg.length_reference
+    if cfg.calibrate:
+        reference = measure_length_reference(items, backend, cfg, progress=False)["length_reference"]
+    run = annotate_units(items, backend, cfg, length_reference=reference, progress=False)
+    books = list({id(b): b for b, _ in items}.values())
+    chunks = records_to_chunks(books, run.records)
+    return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in run.records if r["fallback"]),
+                                            "length_reference": reference}
+
+
+def _lite(items, cfg, backend, embedder):
+    """LitSeg-Lite (notebook 03's student): one pass with LitSeg's validation, retries and fallback."""
+    from ..lite.segmenter import LiteSegmenter
+
+    seg = LiteSegmenter(backend, max_new_tokens=cfg.infer_max_new_tokens, retries=cfg.infer_retries, seed=cfg.seed)
+    chunks, results = seg.segment_units(items)
+    return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in results if r.fallback)}
+
+
 _PPL = ("perplexity_dynamic_overlap", "perplexity_max_context", "perplexity_block_tokens")
 _LUMBER = ("lumber_budget_tokens", "lumber_max_retries", "lumber_retry_temperature", "lumber_max_new_tokens",
            "lumber_reference_mode")
-REGISTRY: dict[str, ChunkerSpec] = {
-    "token": ChunkerSpec("token", False, False, _token, ("tokenizer", "token_chunk_size", "token_chunk_overlap")),
-    "recursive": ChunkerSpec("recursive", False, False, _recursive,
-                             ("recursive_chunk_size", "recursive_chunk_overlap", "recursive_separators")),
-    "semantic": ChunkerSpec("semantic", False, True, _semantic,
-                            ("semantic_breakpoint_percentile", "semantic_buffer_size")),
-    "paragraph": ChunkerSpec("paragraph", False, False, _paragraph, ()),
-    "perplexity": ChunkerSpec("perplexity", True, False, _perplexity_at("perplexity_threshold", "perplexity"),
-                              ("perplexity_threshold", *_PPL)),
-    "perplexity@merge-base": ChunkerSpec(
-        "perplexity@merge-base", True, False, _perplexity_at("perplexity_merge_threshold", "perplexity"),
-        ("perplexity_merge_threshold", *_PPL)),
-    "margin": ChunkerSpec("margin", True, False, _margin, ("margin_threshold_window", "margin_max_left_tokens")),
-    "lumber": ChunkerSpec("lumber", True, False, _lumber, _LUMBER),
-    "proposition": ChunkerSpec("proposition", True, False, _proposition,
-                               ("proposition_max_new_tokens", "proposition_max_retries")),
-}
-for _m, _base in (("perplexity+merge", "perplexity@merge-base"), ("margin+merge", "margin"),
-                  ("lumber+merge", "lumber")):
-    REGISTRY[_m] = ChunkerSpec(_m, True, False, REGISTRY[_base].run, REGISTRY[_base].params, base=_base)
+_SPECS = (
+    ChunkerSpec(name="token", needs="text", run=_token, params=("tokenizer", "token_chunk_size", "token_chunk_overlap")),
+    ChunkerSpec(name="recursive", needs="text", run=_recursive,
+                params=("recursive_chunk_size", "recursive_chunk_overlap", "recursive_separators")),
+    ChunkerSpec(name="semantic", needs="embedder", run=_semantic,
+                params=("semantic_breakpoint_percentile", "semantic_buffer_size")),
+    ChunkerSpec(name="paragraph", needs="text", run=_paragraph),
+    ChunkerSpec(name="perplexity", needs="llm", run=_perplexity_at("perplexity_threshold", "perplexity"),
+                params=("perplexity_threshold", *_PPL)),
+    ChunkerSpec(name="margin", needs="llm", run=_margin, params=("margin_threshold_window", "margin_max_left_tokens")),
+    ChunkerSpec(name="lumber", needs="llm", run=_lumber, params=_LUMBER),
+    ChunkerSpec(name="perplexity+merge", needs="llm", run=None, base="perplexity@merge-base"),
+    ChunkerSpec(name="margin+merge", needs="llm", run=None, base="margin"),
+    ChunkerSpec(name="lumber+merge", needs="llm", run=None, base="lumber"),
+    ChunkerSpec(name="proposition", needs="llm", run=_proposition,
+                params=("proposition_max_new_tokens", "proposition_max_retries")),
+    # Meta-Chunking App. F: perplexity chunking at θ = 0 before the dynamic merge
+    ChunkerSpec(name="perplexity@merge-base", needs="llm", internal=True,
+                run=_perplexity_at("perplexity_merge_threshold", "perplexity"),
+                params=("perplexity_merge_threshold", *_PPL)),
+    ChunkerSpec(name="litseg", needs="llm", run=_litseg, config="litseg_nb.litseg.config:LitSegConfig"),
+    ChunkerSpec(name="litseg-lite", needs="llm", run=_lite, config="litseg_nb.lite.config:LiteConfig"),
+)
+REGISTRY: dict[str, ChunkerSpec] = {s.name: s for s in _SPECS}
+#: notebook 04's baselines, in table order
+ALL_METHODS: tuple[str, ...] = tuple(s.name for s in _SPECS if s.is_baseline and not s.internal)
+LLM_METHODS: tuple[str, ...] = tuple(m for m in ALL_METHODS if REGISTRY[m].needs_llm)
+#: the paper's segmenters (notebooks 02 and 03)
+SEGMENTERS: tuple[str, ...] = tuple(s.name for s in _SPECS if not s.is_baseline)
+#: every method name a chunk set can carry
+METHOD_NAMES: tuple[str, ...] = ALL_METHODS + SEGMENTERS
 
 
 def get_chunker(name: str) -> ChunkerSpec:
-    """The registered baseline ``name`` (one of :data:`~litseg_nb.chunkers.config.ALL_METHODS`)."""
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ChunkerError(f"unknown chunker {name!r}; known: {', '.join(ALL_METHODS)}") from None
+    """The registered segmenter ``name`` (one of :data:`METHOD_NAMES`)."""
+    spec = REGISTRY.get(name)
+    if spec is None or spec.internal:
+        raise ChunkerError(f"unknown chunker {name!r}; known: {', '.join(METHOD_NAMES)}")
+    return spec
+
+
+def chunk_units(name: str, items: Sequence[tuple[Book, Unit]], cfg: Any, backend: Any = None,
+                embedder: Any = None, tokenizer: Any = None) -> tuple[list[Chunk], dict[str, Any]]:
+    """Run segmenter ``name`` on ``(book, unit)`` pairs with ``cfg`` (its spec's config class); no cache.
+
+    Returns the chunks (coverage of every unit checked) and the method's counters (fallbacks, ...).
+    """
+    spec = get_chunker(name)
+    if not isinstance(cfg, spec.config_class()):
+        raise ChunkerError(f"{name} takes a {spec.config.split(':')[1]}, got {type(cfg).__name__}")
+    runner = REGISTRY[spec.base] if spec.base else spec
+    if runner.needs_llm and backend is None:
+        raise ChunkerError(f"{name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
+    if runner.needs_embedder and embedder is None:
+        raise ChunkerError(f"{name} needs an embedder (litseg_nb.embeddings.load_embedder(cfg.embedding))")
+    per_unit, extra = runner.run(list(items), cfg, backend, embedder)
+    if spec.base:
+        tok = tokenizer or load_tokenizer(cfg.tokenizer, backend)
+        per_unit = [merge_unit_chunks(b, u, cs, cfg.merge_target_tokens, tok.count, name)
+                    for (b, u), cs in zip(items, per_unit)]
+    chunks = []
+    for (b, u), cs in zip(items, per_unit):
+        rep = check_coverage(u, cs)
+        if not rep.ok:
+            raise ChunkerError(f"{name} on book {b.book_id!r} unit {u.unit_id}: missing sentences "
+                               f"{list(rep.missing)[:20]} invalid {list(rep.out_of_range)[:20]}")
+        chunks.extend(cs)
+    return chunks, extra
 
 
 def _matches(book: Book, wanted: Sequence[str]) -> bool:
@@ -171,7 +279,7 @@ def _matches(book: Book, wanted: Sequence[str]) -> bool:
     return any(w.lower() == keys[0] or w.lower() in keys[1] for w in wanted)
 
 
-def select_llm_units(books: Sequence[Book], cfg: BaselinesConfig) -> list[tuple[Book, Unit]]:
+def select_llm_units(books: Sequence[Book], cfg: "BaselinesConfig") -> list[tuple[Book, Unit]]:
     """Units the LLM-based methods run on: ``llm_books`` (id or title substring), units of at most
     ``llm_max_unit_words`` words, the first ``llm_max_units`` of them (0 = no limit) — with
     ``llm_unit_selection="questions"`` units holding a question's evidence come first, as in
@@ -241,7 +349,7 @@ def _usage_delta(before: dict[str, dict[str, Any]], after: dict[str, dict[str, A
 _ACCOUNTED: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
 
 
-def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: BaselinesConfig, backend: Any,
+def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: "BaselinesConfig", backend: Any,
               embedder: Any, report: RunReport | None, report_as: str) -> list[Chunk]:
     """Run ``spec`` on the units of one book with the (method, book) cache."""
     model_ids: dict[str, Any] = {}
@@ -293,11 +401,14 @@ def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: BaselinesCo
     return chunks
 
 
-def run_chunker(name: str, books: Sequence[Book], cfg: BaselinesConfig, backend: Any = None,
+def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = None,
                 embedder: Any = None, report: RunReport | None = None,
                 tokenizer: Any = None) -> list[Chunk]:
-    """Chunks of method ``name`` for ``books`` (all units; LLM methods: the selected units)."""
+    """Chunks of baseline ``name`` for ``books`` (all units; LLM methods: the selected units), cached
+    per (method, book) so an interrupted notebook 04 resumes book by book."""
     spec = get_chunker(name)
+    if not spec.is_baseline:
+        raise ChunkerError(f"{name} is not a notebook-04 baseline (use chunk_units or litseg_nb.segment)")
     if spec.needs_llm:
         selected = select_llm_units(books, cfg)
         by_book: dict[str, list[Unit]] = {}
@@ -326,7 +437,7 @@ def run_chunker(name: str, books: Sequence[Book], cfg: BaselinesConfig, backend:
     return out
 
 
-def run_methods(books: Sequence[Book], cfg: BaselinesConfig, backend: Any = None, embedder: Any = None,
+def run_methods(books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = None, embedder: Any = None,
                 methods: Sequence[str] | None = None, report: RunReport | None = None,
                 save_profile: str | None = None) -> dict[str, list[Chunk]]:
     """Run several methods (default ``cfg.methods``); save each set to

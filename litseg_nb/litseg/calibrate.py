@@ -32,6 +32,17 @@ from .pipeline import annotate_units
 def calibrate_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any, cfg: LitSegConfig,
                                progress: bool = True) -> dict[str, Any]:
     """Run the calibration and write ``artifacts/litseg/calibration.json``; returns its content."""
+    result = measure_length_reference(
+        items, backend, cfg, progress=progress,
+        annotations_path=artifact_path(cfg.profile, "litseg", "calibration_annotations.jsonl"))
+    path = artifact_path(cfg.profile, "litseg", "calibration.json")
+    Path(path).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return result
+
+
+def measure_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any, cfg: LitSegConfig,
+                             progress: bool = True, annotations_path: Path | None = None) -> dict[str, Any]:
+    """The calibration itself (no file written unless ``annotations_path`` is given, for resuming)."""
     q = float(cfg.calibration_quantile)
     if not 0.0 < q <= 1.0:
         raise ValueError(f"calibration_quantile must be in (0, 1], got {q}")
@@ -40,8 +51,7 @@ def calibrate_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any,
         raise ValueError("calibration subset is empty (no units selected)")
     retries = cfg.max_retries if cfg.calibration_max_retries < 0 else cfg.calibration_max_retries
     run = annotate_units(subset, backend, cfg, length_reference=None, method="litseg-calibration",
-                         annotations_path=artifact_path(cfg.profile, "litseg", "calibration_annotations.jsonl"),
-                         max_retries=retries, progress=progress)
+                         annotations_path=annotations_path, max_retries=retries, progress=progress)
     lengths: list[int] = []
     excluded: list[str] = []
     for rec in run.records:
@@ -75,6 +85,4 @@ def calibrate_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any,
         "paper_default": 100,
         "label": cfg.describe(),
     }
-    path = artifact_path(cfg.profile, "litseg", "calibration.json")
-    Path(path).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result
