@@ -203,6 +203,25 @@ class BookAligner:
         if not blocks:
             return None
         a0, a1 = lo + blocks[0].b, lo + blocks[-1].b + blocks[-1].size
+        # the chunk's first/last few characters outside the solid blocks (a dropped or changed letter
+        # near an edge): walk outwards matching them in order, skipping at most 8 book characters
+        head, tail = blocks[0].a, blocks[-1].a + blocks[-1].size
+        if 0 < head <= 8:
+            j, pos, skips = head - 1, a0 - 1, 0
+            while j >= 0 and pos >= lo and skips <= 8:
+                if self.norm[pos] == nchunk[j]:
+                    a0, j = pos, j - 1
+                else:
+                    skips += 1
+                pos -= 1
+        if 0 < L - tail <= 8:
+            j, pos, skips = tail, a1, 0
+            while j < L and pos < hi and skips <= 8:
+                if self.norm[pos] == nchunk[j]:
+                    a1, j = pos + 1, j + 1
+                else:
+                    skips += 1
+                pos += 1
         score = difflib.SequenceMatcher(None, nchunk, self.norm[a0:a1], autojunk=False).ratio()
         return a0, a1, score
 
@@ -358,10 +377,12 @@ def load_book(book_id: str, profile: str) -> Book:
     from .rag.config import RagConfig
 
     cfg = RagConfig.for_profile(profile)
-    ds = book_id.split(":", 1)[0]
-    datasets = cfg.corpus.datasets if ds in cfg.corpus.datasets else (*cfg.corpus.datasets, ds)
+    datasets = (book_id.split(":", 1)[0],)
     corpus = cfg.corpus.replace(datasets=datasets, books=(book_id,), max_books=0, max_units_per_book=0)
-    books = [b for b in load_corpus(corpus) if b.book_id == book_id]
+    try:
+        books = [b for b in load_corpus(corpus) if b.book_id == book_id]
+    except ValueError as e:  # CorpusError / GutenQAError: unknown book or dataset
+        raise ChunkImportError(f"cannot load book {book_id!r}: {e}") from e
     if not books:
         raise ChunkImportError(f"book {book_id!r} not found in datasets {datasets} (ids look like "
                                f"'gutenqa:Emma_-_Jane_Austen', 'gutenberg:158', 'literaryqa:<id>')")

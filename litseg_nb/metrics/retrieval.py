@@ -17,6 +17,12 @@ position 0), so with ``r`` the 1-based rank of the first relevant chunk:
 Questions whose evidence occurs in *no chunk at all* of a chunk set cannot be hit by any retriever;
 :func:`summarize_retrieval` scores them 0 (as the published numbers do) and reports how many there
 are (``n_no_relevant_chunk``) plus MRR over the answerable questions.
+
+:func:`summarize_scopes` is what every table of notebook 05 uses: both scopes side by side —
+over *all* questions in scope (unanswerable ones count as misses: LumberChunker's convention) and
+over the *answerable* ones (suffix ``_answerable``) — with ``n_questions``, ``n_no_relevant_chunk``
+and ``n_answerable``; and MRR both as ``MRR@k`` (rank within the evaluated top-k, 0 beyond) and
+``MRR_full`` (rank in the complete ranking of the chunk set, as LumberChunker's evaluation computes it).
 """
 from __future__ import annotations
 
@@ -110,4 +116,46 @@ def summarize_retrieval(ranks: Sequence[int | None], answerable: Sequence[bool] 
         out[f"Recall@{k}"] = sum(recall_at_k(r, k) for r in ranks) / n
     ans = [r for r, a in zip(ranks, answerable) if a]
     out["MRR_answerable"] = sum(reciprocal_rank(r) for r in ans) / len(ans) if ans else float("nan")
+    return out
+
+
+def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
+                     full_ranks: Sequence[int | None] | None = None, k: int = 20,
+                     ks: Iterable[int] = KS) -> dict[str, float]:
+    """Both question scopes in one flat record (see the module docstring).
+
+    ``ranks``: first relevant rank within the top-``k`` ranking (None beyond it); ``full_ranks``:
+    first relevant rank in the full ranking (None only when no relevant chunk is ranked at all).
+    Raises for zero questions (an empty evaluation must not look like a score).
+    """
+    n = len(ranks)
+    if n == 0:
+        raise ValueError("no questions to score (an empty evaluation has no MRR)")
+    ks = tuple(kk for kk in ks if kk <= k)
+    if any(r is not None and r > k for r in ranks):
+        raise ValueError(f"a top-{k} rank is larger than {k}")
+    full = list(full_ranks) if full_ranks is not None else None
+    if full is not None and len(full) != n:
+        raise ValueError(f"{len(full)} full ranks for {n} questions")
+    base = summarize_retrieval(ranks, answerable, ks)
+    out: dict[str, float] = {"n_questions": base["n_questions"], "n_no_relevant_chunk": base["n_no_relevant_chunk"],
+                             "n_answerable": float(sum(1 for a in answerable if a)), f"MRR@{k}": base["MRR"]}
+    if full is not None:
+        out["MRR_full"] = sum(reciprocal_rank(r) for r in full) / n
+    for key in base:
+        if key.startswith(("Hit@", "DCG@", "Recall@")):
+            out[key] = base[key]
+    idx = [i for i, a in enumerate(answerable) if a]
+    if idx:
+        sub = summarize_retrieval([ranks[i] for i in idx], None, ks)
+        out[f"MRR@{k}_answerable"] = sub["MRR"]
+        if full is not None:
+            out["MRR_full_answerable"] = sum(reciprocal_rank(full[i]) for i in idx) / len(idx)
+        for key in sub:
+            if key.startswith(("Hit@", "DCG@", "Recall@")):
+                out[f"{key}_answerable"] = sub[key]
+    else:
+        for key in [f"MRR@{k}", *(["MRR_full"] if full is not None else []),
+                    *(f"{m}@{kk}" for m in ("Hit", "DCG", "Recall") for kk in ks)]:
+            out[f"{key}_answerable"] = float("nan")
     return out

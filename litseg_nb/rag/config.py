@@ -28,6 +28,11 @@ class RagConfig(StageConfig):
     fusion: str = one_of("rrf", *FUSIONS)  # rrf | weighted
     rrf_k: int = 60
     dense_weight: float = 0.5  # weighted fusion: w * dense + (1 - w) * sparse (min-max normalised)
+    # extra fusion modes reported beside the paper's RRF hybrid (rag.pipeline): RRF with per-retriever
+    # weights and score-normalised linear fusion; the dense weight w is picked from this grid on a
+    # development fold of the GutenQA questions and scored on the other fold (never on its own fold)
+    fusion_weight_grid: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    fusion_dev_folds: int = 2
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     # reranking

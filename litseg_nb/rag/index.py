@@ -57,6 +57,18 @@ class BookIndex:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def relevant(self, evidence: str) -> set[int]:
+        """Indices of the chunks that contain ``evidence`` (normalised containment, cached texts)."""
+        from ..metrics.retrieval import normalize_for_match
+
+        norm = self.meta.get("_norm_texts")
+        if norm is None:
+            norm = self.meta["_norm_texts"] = [normalize_for_match(t) for t in self.texts]
+        ev = normalize_for_match(evidence)
+        if not ev:
+            raise ValueError("empty evidence string: relevance is undefined")
+        return {i for i, t in enumerate(norm) if ev in t}
+
     def dense_search(self, query_emb: np.ndarray, k: int) -> list[tuple[int, float]]:
         q = np.ascontiguousarray(np.asarray(query_emb, dtype=np.float32).reshape(1, -1))
         scores, idx = self.dense.search(q, min(k, len(self)))
@@ -80,7 +92,8 @@ class BookIndex:
         with (folder / "chunks.jsonl").open("w", encoding="utf-8") as fh:
             for cid, t in zip(self.chunk_ids, self.texts):
                 fh.write(json.dumps({"chunk_id": cid, "text": t}, ensure_ascii=False) + "\n")
-        (folder / "meta.json").write_text(json.dumps({"book_id": self.book_id, **self.meta}), encoding="utf-8")
+        meta = {k: v for k, v in self.meta.items() if not k.startswith("_")}
+        (folder / "meta.json").write_text(json.dumps({"book_id": self.book_id, **meta}), encoding="utf-8")
 
     @classmethod
     def load(cls, folder: Path) -> "BookIndex":

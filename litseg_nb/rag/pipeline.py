@@ -6,11 +6,23 @@ Notebook 05 calls, in order:
    (and which expected ones are missing);
 2. :func:`evaluation_questions` – GutenQA questions (with ``Chunk Must Contain``) and LiteraryQA
    questions (capped per book) of the loaded books;
-3. :func:`questions_in_scope` – with ``question_scope="common-units"`` only questions whose evidence
+3. :func:`questions_in_scope` – with ``question_scope="common-units"`` the questions whose evidence
    lies inside units that *every* evaluated chunker covered (LLM chunkers may cover only a few
-   chapters in the small profiles; comparing them on different question sets would be unfair);
-4. :class:`RagEvaluator` – builds/saves the per-book indices, retrieves (dense, BM25, hybrid, dense
-   with HyDE, hybrid + reranker), records per-stage latency, generates answers.
+   chapters in the small profiles; comparing them on different question sets would be unfair),
+   plus the questions whose evidence occurs nowhere in the book text (they stay in scope and count
+   as misses, as in LumberChunker's evaluation); zero questions left is an error saying why;
+4. :class:`RagEvaluator` – builds/saves the per-book indices, retrieves (dense, BM25, the paper's RRF
+   hybrid, the weighted fusions, dense with HyDE, hybrid + reranker), records per-stage latency;
+5. :func:`retrieval_table` – per (dataset, method, mode) both question scopes (all questions in
+   scope, misses count; answerable ones) with ``n_questions``/``n_no_relevant_chunk``, and MRR
+   both as ``MRR@k`` and full-rank ``MRR_full``.
+
+Fusion modes: ``hybrid`` is the paper's reference (unweighted RRF of the dense and BM25 top lists,
+or the configured ``fusion``); ``hybrid-wrrf`` (RRF with dense weight ``2w`` and sparse weight
+``2(1-w)``) and ``hybrid-linear`` (``w * minmax(dense) + (1-w) * minmax(bm25)``) pick ``w`` from
+``fusion_weight_grid`` by cross-fitting: the GutenQA questions are split into
+``fusion_dev_folds`` seeded folds and each fold is scored with the weight that maximised MRR@k on
+the other folds (never on itself). The chosen weights are in :attr:`RagEvaluator.fusion_weights`.
 """
 from __future__ import annotations
 
@@ -27,13 +39,14 @@ import numpy as np
 from ..metrics.retrieval import first_relevant_rank, is_relevant, normalize_for_match
 from ..schema import Chunk, load_chunks
 from .config import RagConfig
-from .fusion import rrf_fuse, weighted_fuse
+from .fusion import rrf_fuse, weighted_fuse, weighted_rrf_fuse
 from .index import LibraryIndex
 from .rerank import rerank
 
 METHOD_ORDER = ("token", "recursive", "semantic", "paragraph", "perplexity", "margin", "lumber", "lumber+merge",
                 "perplexity+merge", "margin+merge", "proposition", "litseg", "litseg-lite")
-MODES = ("dense", "bm25", "hybrid", "dense+hyde", "hybrid+rerank")
+MODES = ("dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear", "dense+hyde", "hybrid+rerank")
+TUNED_MODES = ("hybrid-wrrf", "hybrid-linear")
 
 
 def discover_chunk_sets(profile: str, methods: Sequence[str] = ()) -> tuple[dict[str, Path], list[str]]:
@@ -57,6 +70,9 @@ def load_chunk_sets(paths: Mapping[str, Path], book_ids: Iterable[str]) -> dict[
     out = {}
     for m, p in paths.items():
         cs = [c for c in load_chunks(p) if c.book_id in wanted]
+        from ..lite.heldout import refuse_trained_chunk_file
+
+        refuse_trained_chunk_file(m, p, cs)  # Lite is never evaluated on its training units
         if not cs:
             raise ValueError(f"chunk set {p} has no chunks for the evaluated books {sorted(wanted)}")
         out[m] = cs
@@ -90,10 +106,16 @@ def evaluation_questions(books: Sequence[Any], literaryqa_max_questions: int = 0
 def _covered_ranges(chunks: Sequence[Chunk]) -> dict[tuple[str, str], tuple[int, int]]:
     rng: dict[tuple[str, str], list[int]] = {}
     for c in chunks:
+        if not c.spans or not c.unit_id:  # imported chunks that could not be aligned to the book
+            continue
         lo, hi = min(s[0] for s in c.spans), max(s[1] for s in c.spans)
         r = rng.setdefault((c.book_id, c.unit_id), [lo, hi])
         r[0], r[1] = min(r[0], lo), max(r[1], hi)
     return {k: (v[0], v[1]) for k, v in rng.items()}
+
+
+class EvaluationError(ValueError):
+    """An evaluation that would score nothing (no question in scope, an empty chunk set)."""
 
 
 def questions_in_scope(questions: Sequence[EvalQuestion], chunk_sets: Mapping[str, Sequence[Chunk]],
@@ -101,30 +123,60 @@ def questions_in_scope(questions: Sequence[EvalQuestion], chunk_sets: Mapping[st
     """Questions every chunker can be fairly evaluated on, and a report of what was left out.
 
     ``common-units``: the book-text range of a unit counts when every chunk set has chunks in it; a
-    GutenQA question is kept when its evidence occurs in one such unit; a LiteraryQA question (no
-    evidence) is kept when every chunk set covers its book. ``all``: every question.
+    GutenQA question is kept when its evidence occurs in one such unit, or when its evidence occurs
+    nowhere in the book text (it stays in scope as a miss for every chunker, LumberChunker's
+    convention); a LiteraryQA question (no evidence) is kept when every chunk set covers its book.
+    ``all``: every question of the books the chunk sets cover. Raises :class:`EvaluationError`
+    when no question is left, naming the reason.
     """
-    if scope == "all":
-        return list(questions), {"scope": "all", "n_questions": len(questions), "n_dropped": 0}
-    if scope != "common-units":
+    if not chunk_sets:
+        raise EvaluationError("no chunk set to evaluate")
+    empty = [m for m, cs in chunk_sets.items() if not cs]
+    if empty:
+        raise EvaluationError(f"chunk set(s) {empty} have no chunks for the evaluated books {sorted(books)}")
+    if not questions:
+        raise EvaluationError(f"the evaluated books {sorted(books)} have no questions")
+    if scope not in ("all", "common-units"):
         raise ValueError(f"unknown question_scope {scope!r} (common-units | all)")
+    books_everywhere = set.intersection(*({c.book_id for c in cs} for cs in chunk_sets.values()))
+    norm_books = {bid: normalize_for_match(books[bid].text) for bid in {q.book_id for q in questions if q.evidence}
+                  if bid in books}
+    not_in_text = [q for q in questions if q.evidence and q.book_id in norm_books
+                   and normalize_for_match(q.evidence) not in norm_books[q.book_id]]
+    if scope == "all":
+        kept = [q for q in questions if q.book_id in books_everywhere]
+        dropped = [q for q in questions if q.book_id not in books_everywhere]
+        rep = {"scope": "all", "n_questions": len(kept), "n_dropped": len(dropped),
+               "n_evidence_not_in_text": len(not_in_text), "dropped_qids": [q.qid for q in dropped]}
+        if not kept:
+            raise EvaluationError(f"question_scope=all: no chunk set covers every book with questions "
+                                  f"(books covered by all sets: {sorted(books_everywhere)})")
+        return kept, rep
     ranges = [_covered_ranges(cs) for cs in chunk_sets.values()]
-    common = set.intersection(*(set(r) for r in ranges)) if ranges else set()
+    common = set.intersection(*(set(r) for r in ranges))
     unit_texts: dict[str, list[str]] = defaultdict(list)
     for key in common:
         lo, hi = ranges[0][key]
         unit_texts[key[0]].append(books[key[0]].text[lo:hi])
-    books_everywhere = set.intersection(*({c.book_id for c in cs} for cs in chunk_sets.values())) if chunk_sets else set()
+    missing_ev = {q.qid for q in not_in_text}
     kept, dropped = [], []
     for q in questions:
         if q.evidence:
-            ok = any(is_relevant(t, q.evidence) for t in unit_texts.get(q.book_id, []))
+            ok = q.book_id in books_everywhere and (
+                q.qid in missing_ev or any(is_relevant(t, q.evidence) for t in unit_texts.get(q.book_id, [])))
         else:
             ok = q.book_id in books_everywhere
         (kept if ok else dropped).append(q)
-    return kept, {"scope": scope, "n_questions": len(kept), "n_dropped": len(dropped),
-                  "n_common_units": len(common), "common_units": sorted(common),
-                  "dropped_qids": [q.qid for q in dropped]}
+    rep = {"scope": scope, "n_questions": len(kept), "n_dropped": len(dropped),
+           "n_evidence_not_in_text": len(not_in_text), "n_common_units": len(common),
+           "common_units": sorted(common), "dropped_qids": [q.qid for q in dropped]}
+    if not kept:
+        per = {m: len(r) for m, r in zip(chunk_sets, ranges)}
+        raise EvaluationError(
+            f"question_scope=common-units keeps 0 of {len(questions)} questions: {len(common)} unit(s) are "
+            f"covered by every chunk set (units per set: {per}); no question's evidence lies in them. "
+            f"Use question_scope='all' or evaluate chunk sets that cover the same units.")
+    return kept, rep
 
 
 @dataclass
@@ -213,9 +265,17 @@ class RagEvaluator:
             return weighted_fuse(dense, sparse, c.dense_weight)
         raise ValueError(f"unknown fusion {c.fusion!r} (rrf | weighted)")
 
+    def _tuned_fuse(self, mode: str, dense, sparse, w: float):
+        if mode == "hybrid-wrrf":
+            return weighted_rrf_fuse(dense, sparse, w, k=self.cfg.rrf_k)
+        if mode == "hybrid-linear":
+            return weighted_fuse(dense, sparse, w)
+        raise ValueError(f"unknown tuned fusion mode {mode!r}")
+
     def retrieve(self, questions: Sequence[EvalQuestion], rerank_qids: set[str] = frozenset(),
                  rerank_methods: set[str] | None = None) -> list[dict[str, Any]]:
-        """One row per (method, question, mode) with the ranked chunk indices and the first relevant rank."""
+        """One row per (method, question, mode): ranked chunk indices (top ``retrieve_top_k``), the first
+        relevant rank within them (``rank``) and in the full ranking of the chunk set (``rank_full``)."""
         from tqdm.auto import tqdm
 
         c = self.cfg
@@ -232,38 +292,112 @@ class RagEvaluator:
             self.latency.add("embed HyDE passage", time.perf_counter() - t0, len(hyde_q))
             h_emb = {q.qid: arr[i] for i, q in enumerate(hyde_q)}
         rows = []
+        self._lists: dict[tuple[str, str], tuple[list, list, set[int]]] = {}
         for m, lib in tqdm(self.indices.items(), desc="retrieve"):
             for qi, q in enumerate(questions):
                 if q.book_id not in lib.books:
                     continue
                 idx = lib.book(q.book_id)  # the book-level filter
+                n = len(idx)
+                # single-retriever modes are ranked retrieve_top_k deep; fusion takes the configured
+                # candidate depths (dense_top_k, sparse_top_k) of each list
+                depth_d, depth_s = max(c.dense_top_k, c.retrieve_top_k), max(c.sparse_top_k, c.retrieve_top_k)
                 t0 = time.perf_counter()
-                dense = idx.dense_search(q_emb[qi], c.dense_top_k)
+                dense = idx.dense_search(q_emb[qi], depth_d)
                 t1 = time.perf_counter()
-                sparse = idx.sparse_search(q.question, c.sparse_top_k)
+                sparse = idx.sparse_search(q.question, depth_s)
                 t2 = time.perf_counter()
-                hybrid = self._fuse(dense, sparse)
+                hybrid = self._fuse(dense[: c.dense_top_k], sparse[: c.sparse_top_k])
                 t3 = time.perf_counter()
                 self.latency.add("dense search", t1 - t0)
                 self.latency.add("sparse search (BM25)", t2 - t1)
                 self.latency.add("fusion", t3 - t2)
                 ranked = {"dense": dense, "bm25": sparse, "hybrid": hybrid}
+                full: dict[str, list] = {}
+                rel: set[int] | None = None
+                if q.evidence:  # full rankings (every chunk) for full-rank MRR; not timed
+                    rel = idx.relevant(q.evidence)
+                    d_full, s_full = idx.dense_search(q_emb[qi], n), idx.sparse_search(q.question, n)
+                    full = {"dense": d_full, "bm25": s_full, "hybrid": self._fuse(d_full, s_full)}
+                    self._lists[(m, q.qid)] = (d_full, s_full, rel)
                 if q.qid in h_emb:
-                    ranked["dense+hyde"] = idx.dense_search(h_emb[q.qid], c.dense_top_k)
+                    ranked["dense+hyde"] = idx.dense_search(h_emb[q.qid], depth_d)
+                    if q.evidence:
+                        full["dense+hyde"] = idx.dense_search(h_emb[q.qid], n)
                 if self.reranker is not None and q.qid in rerank_qids and (rerank_methods is None or m in rerank_methods):
                     t4 = time.perf_counter()
                     ranked["hybrid+rerank"] = rerank(hybrid, idx.texts, self.reranker, q.title, q.question,
                                                      c.rerank_candidates)
                     self.latency.add("rerank", time.perf_counter() - t4)
-                answerable = None
-                if q.evidence:
-                    answerable = any(is_relevant(t, q.evidence) for t in idx.texts)
+                    if q.evidence:
+                        head = ranked["hybrid+rerank"][: c.rerank_candidates]
+                        seen = {d for d, _ in head}
+                        full["hybrid+rerank"] = head + [x for x in full["hybrid"] if x[0] not in seen]
                 for mode, lst in ranked.items():
                     top = [i for i, _ in lst[: c.retrieve_top_k]]
-                    rank = first_relevant_rank([idx.texts[i] for i in top], q.evidence) if q.evidence else None
-                    rows.append({"dataset": q.dataset, "method": m, "mode": mode, "qid": q.qid, "book_id": q.book_id,
-                                 "rank": rank, "answerable": answerable, "top": top,
-                                 "top_chunk_ids": [idx.chunk_ids[i] for i in top]})
+                    rows.append(self._row(q, m, mode, idx, top, rel, full.get(mode)))
+        return rows
+
+    def _row(self, q: EvalQuestion, method: str, mode: str, idx: Any, top: Sequence[int], rel: set[int] | None,
+             full: Sequence[tuple[int, float]] | None) -> dict[str, Any]:
+        rank = rank_full = None
+        if rel is not None:
+            rank = next((r for r, d in enumerate(top, 1) if d in rel), None)
+            rank_full = next((r for r, (d, _) in enumerate(full or (), 1) if d in rel), None)
+        return {"dataset": q.dataset, "method": method, "mode": mode, "qid": q.qid, "book_id": q.book_id,
+                "rank": rank, "rank_full": rank_full, "answerable": None if rel is None else bool(rel),
+                "top": list(top), "top_chunk_ids": [idx.chunk_ids[i] for i in top]}
+
+    def tuned_fusion_rows(self, questions: Sequence[EvalQuestion]) -> list[dict[str, Any]]:
+        """Rows of the weighted fusion modes, each fold scored with the weight chosen on the other folds.
+
+        Needs :meth:`retrieve` first (it keeps each question's full dense and BM25 lists). The
+        chosen weights are stored in :attr:`fusion_weights` (method, mode, fold, weight, dev MRR).
+        """
+        c = self.cfg
+        qs = [q for q in questions if q.evidence]
+        if c.fusion_dev_folds < 2:
+            raise ValueError("fusion_dev_folds must be >= 2 (a weight is never chosen on the questions it scores)")
+        order = sorted(qs, key=lambda q: q.qid)
+        random.Random(f"{c.seed}-fusion-folds").shuffle(order)
+        fold = {q.qid: i % c.fusion_dev_folds for i, q in enumerate(order)}
+        qmap = {q.qid: q for q in qs}
+        rows: list[dict[str, Any]] = []
+        self.fusion_weights = getattr(self, "fusion_weights", [])
+        for m, lib in self.indices.items():
+            keys = [q.qid for q in order if (m, q.qid) in self._lists]
+            for mode in TUNED_MODES:
+                cache: dict[tuple[str, float], float] = {}
+
+                def rr(qid: str, w: float) -> float:
+                    if (qid, w) not in cache:
+                        d, s_, rel = self._lists[(m, qid)]
+                        fused = self._tuned_fuse(mode, d[: c.dense_top_k], s_[: c.sparse_top_k], w)[: c.retrieve_top_k]
+                        r = next((i for i, (doc, _) in enumerate(fused, 1) if doc in rel), None)
+                        cache[(qid, w)] = 0.0 if r is None else 1.0 / r
+                    return cache[(qid, w)]
+
+                for f in range(c.fusion_dev_folds):
+                    dev = [k for k in keys if fold[k] != f]
+                    test = [k for k in keys if fold[k] == f]
+                    if not test:
+                        continue
+                    if not dev:
+                        raise EvaluationError(f"{m}: no development questions for fold {f} of {mode}")
+                    scores = {w: sum(rr(k, w) for k in dev) / len(dev) for w in c.fusion_weight_grid}
+                    w = max(c.fusion_weight_grid, key=lambda w: (round(scores[w], 12), -abs(w - 0.5), -w))
+                    self.fusion_weights.append({"method": m, "mode": mode, "fold": f, "dense_weight": w,
+                                                "dev_questions": len(dev), "dev_MRR@k": scores[w],
+                                                "scored_questions": len(test)})
+                    for k in test:
+                        q = qmap[k]
+                        d, s_, rel = self._lists[(m, k)]
+                        idx = lib.book(q.book_id)
+                        top = [i for i, _ in self._tuned_fuse(mode, d[: c.dense_top_k], s_[: c.sparse_top_k], w)
+                               [: c.retrieve_top_k]]
+                        row = self._row(q, m, mode, idx, top, rel, self._tuned_fuse(mode, d, s_, w))
+                        row["dense_weight"] = w
+                        rows.append(row)
         return rows
 
     def contexts(self, method: str, book_id: str, top: Sequence[int]) -> list[str]:
@@ -272,19 +406,32 @@ class RagEvaluator:
         return [idx.texts[i][:cap] if cap else idx.texts[i] for i in top[:k]]
 
 
-def retrieval_table(rows: Sequence[Mapping[str, Any]]):
-    """Per (dataset, method, mode): MRR, Hit@k, DCG@k, Recall@k, counts (GutenQA rows only)."""
+def retrieval_table(rows: Sequence[Mapping[str, Any]], qids: set[str] | None = None, k: int = 20):
+    """Per (dataset, method, mode): both question scopes (see
+    :func:`litseg_nb.metrics.retrieval.summarize_scopes`) — ``n_questions``, ``n_no_relevant_chunk``,
+    ``n_answerable``, ``MRR@k``, ``MRR_full``, Hit@k, DCG@k, Recall@k over all questions in scope
+    (misses count) and the same with suffix ``_answerable`` — GutenQA rows only (LiteraryQA has no
+    evidence). ``qids`` restricts to those questions. ``MRR`` is kept as an alias of ``MRR@k`` for
+    callers that read it (notebook 07)."""
     import pandas as pd
 
-    from ..metrics.retrieval import summarize_retrieval
+    from ..metrics.retrieval import summarize_scopes
 
-    df = pd.DataFrame([r for r in rows if r["answerable"] is not None])
+    df = pd.DataFrame([r for r in rows if r["answerable"] is not None and (qids is None or r["qid"] in qids)])
     out = []
     if df.empty:
         return pd.DataFrame()
+
+    def _r(v):
+        return None if v is None or pd.isna(v) else int(v)
+
     for (ds, m, mode), g in df.groupby(["dataset", "method", "mode"], sort=False):
-        s = summarize_retrieval([None if pd.isna(r) else int(r) for r in g["rank"]], list(g["answerable"]))
-        out.append({"dataset": ds, "method": m, "mode": mode, **s})
+        s = summarize_scopes([_r(r) for r in g["rank"]], [bool(a) for a in g["answerable"]],
+                             [_r(r) for r in g["rank_full"]], k=k)
+        rec = {"dataset": ds, "method": m, "mode": mode, **s, "MRR": s[f"MRR@{k}"]}
+        if "dense_weight" in g and g["dense_weight"].notna().any():
+            rec["dense_weights"] = ",".join(f"{w:g}" for w in sorted(set(g["dense_weight"].dropna())))
+        out.append(rec)
     return pd.DataFrame(out)
 
 

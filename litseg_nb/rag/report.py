@@ -114,16 +114,59 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
     return pd.DataFrame(rows)
 
 
+T3_COLS = ["n_questions", "n_no_relevant_chunk", "n_answerable", "MRR@20", "MRR_full", "Hit@1", "Hit@5", "Hit@10",
+           "MRR@20_answerable", "MRR_full_answerable", "Hit@1_answerable", "Hit@5_answerable", "Hit@10_answerable"]
+RERANK_LABEL = "hybrid+rerank (paper configuration, App. I.1)"
+PRE_RERANK_LABEL = "hybrid before reranking"
+
+
 def table3(retrieval: pd.DataFrame, gen: pd.DataFrame, mode: str) -> pd.DataFrame:
-    """Paper Table 3 shape: dataset, method, CR, MRR, H@1, H@5, H@10 (+ counts) for one ranking mode."""
+    """Paper Table 3 shape for one ranking mode: dataset, method, CR, MRR@20 and full-rank MRR, H@1/5/10,
+    both question scopes and their counts."""
     r = retrieval[retrieval["mode"] == mode].copy() if not retrieval.empty else pd.DataFrame(columns=["dataset", "method"])
-    cols = ["dataset", "method", "n_questions", "n_no_relevant_chunk", "MRR", "Hit@1", "Hit@5", "Hit@10"]
-    r = r[[c for c in cols if c in r.columns]]
+    r = r[[c for c in ["dataset", "method", *T3_COLS] if c in r.columns]]
     if not gen.empty:
         cr = gen[gen.ragas_scored].groupby(["dataset", "method"]).agg(
             CR=("context_relevance", "mean"), n_ragas=("ragas_scored", "sum")).reset_index()
         r = cr.merge(r, on=["dataset", "method"], how="outer") if not r.empty else cr
     return r
+
+
+def table3_reranked(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int = 20) -> pd.DataFrame:
+    """Table 3 as the paper computes it (App. I.1: the reranked ranking) with the pre-rerank hybrid
+    ranking of the *same questions* beside it; column ``ranking`` labels each row. Empty when no
+    question was reranked."""
+    from .pipeline import retrieval_table
+
+    rr_q = {r["qid"] for r in rows if r["mode"] == "hybrid+rerank"}
+    if not rr_q:
+        return pd.DataFrame()
+    ret = retrieval_table(rows, qids=rr_q, k=k)
+    if ret.empty:
+        return ret
+    parts = []
+    for mode, label in (("hybrid+rerank", RERANK_LABEL), ("hybrid", PRE_RERANK_LABEL)):
+        t = table3(ret, gen, mode)
+        rer = {(r["method"]) for r in rows if r["mode"] == "hybrid+rerank"}
+        t = t[t["method"].isin(rer)] if "method" in t else t
+        t.insert(2, "ranking", label)
+        parts.append(t)
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values(["dataset", "method", "ranking"], kind="stable", ignore_index=True)
+
+
+def fusion_comparison(retrieval: pd.DataFrame, fusion_weights: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
+    """Every fusion mode side by side (dense, BM25, the paper's RRF hybrid, weighted RRF, linear), with
+    the cross-fitted dense weights of the tuned modes."""
+    modes = ["dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear"]
+    if retrieval.empty:
+        return pd.DataFrame()
+    cols = ["dataset", "method", "mode", "n_questions", "n_no_relevant_chunk", "MRR@20", "MRR_full", "Hit@1",
+            "Hit@10", "Recall@20", "DCG@20", "MRR@20_answerable", "MRR_full_answerable", "dense_weights"]
+    r = retrieval[retrieval["mode"].isin(modes)]
+    r = r[[c for c in cols if c in r.columns]].copy()
+    r["mode"] = pd.Categorical(r["mode"], modes, ordered=True)
+    return r.sort_values(["dataset", "method", "mode"], ignore_index=True)
 
 
 def table4(gen: pd.DataFrame, pairwise: pd.DataFrame) -> pd.DataFrame:
@@ -170,5 +213,14 @@ def choose_generation_methods(methods: Sequence[str], wanted: Sequence[str], max
 
 
 def restrict_to_units(chunk_sets: Mapping[str, Sequence[Chunk]], keys: set) -> dict[str, list[Chunk]]:
-    """Only the chunks of the given ``(book_id, unit_id)`` units (the common-units comparison)."""
-    return {m: [c for c in cs if (c.book_id, c.unit_id) in keys] for m, cs in chunk_sets.items()}
+    """Only the chunks of the given ``(book_id, unit_id)`` units (the common-units comparison).
+
+    Imported chunks that could not be aligned to the book (no spans) stay: retrievers still index
+    them. A chunk set left with no chunk is an error naming it."""
+    out = {m: [c for c in cs if (c.book_id, c.unit_id) in keys or not c.spans] for m, cs in chunk_sets.items()}
+    empty = [m for m, cs in out.items() if not cs]
+    if empty:
+        from .pipeline import EvaluationError
+
+        raise EvaluationError(f"restricting to the {len(keys)} common unit(s) leaves no chunk in {empty}")
+    return out
