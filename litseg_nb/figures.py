@@ -49,25 +49,38 @@ def add_label_footer(fig, label: str, fontsize: float = FOOTER_FONTSIZE):
     return footer
 
 
+def _drawn_tick_labels(fig) -> tuple[set[int], list[Any]]:
+    """(ids of all tick-label texts, the tick labels actually drawn: inside the view limits)."""
+    from matplotlib.axis import Tick
+
+    all_ids = set()
+    for tick in fig.findobj(Tick):
+        all_ids.update((id(tick.label1), id(tick.label2)))
+    drawn = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            eps = 1e-9 * max(1.0, abs(hi - lo))
+            for ticks in (axis.get_major_ticks(len(axis.get_majorticklocs())),
+                          axis.get_minor_ticks(len(axis.get_minorticklocs()))):
+                for tick in ticks:
+                    if lo - eps <= tick.get_loc() <= hi + eps:
+                        drawn += [t for t in (tick.label1, tick.label2) if t.get_visible()]
+    return all_ids, drawn
+
+
 def _visible_texts(fig, renderer) -> list[tuple[str, Any]]:
-    """(description, bbox) of every visible, non-empty text artist of ``fig``."""
+    """(description, bbox) of every drawn, non-empty text artist of ``fig``."""
     from matplotlib.text import Text
 
+    tick_ids, drawn_ticks = _drawn_tick_labels(fig)
+    artists = [a for a in fig.findobj(Text) if id(a) not in tick_ids] + drawn_ticks
     out = []
     seen = set()
-    for artist in fig.findobj(Text):
+    for artist in artists:
         if id(artist) in seen or not artist.get_visible() or not artist.get_text().strip():
             continue
         seen.add(id(artist))
-        ax = artist.axes
-        if ax is not None and artist in ax.xaxis.get_ticklabels(which="both") + ax.yaxis.get_ticklabels(which="both"):
-            # tick labels outside the view limits are not drawn
-            pos = artist.get_position()
-            axis = ax.xaxis if artist in ax.xaxis.get_ticklabels(which="both") else ax.yaxis
-            lo, hi = sorted(axis.get_view_interval())
-            v = pos[0] if axis is ax.xaxis else pos[1]
-            if not (lo - 1e-9 * max(1.0, abs(hi - lo)) <= v <= hi + 1e-9 * max(1.0, abs(hi - lo))):
-                continue
         try:
             bb = artist.get_window_extent(renderer)
         except (RuntimeError, ValueError):

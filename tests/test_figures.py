@@ -1,0 +1,118 @@
+"""Saved figures: the label footer sits below every other text, no text overlaps, atomic files."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from litseg_nb.artifacts import save_figure  # noqa: E402
+from litseg_nb.figures import FOOTER_GID, text_overlaps  # noqa: E402
+
+LABEL = ("profile=test | LLM=tiny-random (hf) | embeddings=all-MiniLM-L6-v2 | data=gutenqa+gutenberg "
+         "max_books=2 max_units/book=2 (questions) | n=300 words | extra words to make it long enough to wrap")
+METHODS = ["litseg", "litseg-lite", "lumberchunker", "meta-chunking-margin", "meta-chunking-perplexity",
+           "proposition", "litseg-calibration", "semantic", "recursive", "token"]
+
+
+def unit_lengths_figure():  # notebook 01's figure, as the notebook draws it
+    rng = np.random.default_rng(0)
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for ds in ("gutenqa", "gutenberg"):
+        ax.hist(rng.integers(200, 300, 12), bins=30, alpha=0.55, label=f"{ds} (12 units)")
+    ax.axvline(300, ls="--", color="k", lw=1, label="n = 300 words")
+    ax.set_xlabel("words per unit"); ax.set_ylabel("units"); ax.legend(fontsize=8)
+    ax.set_title("Unit lengths after structure + recursive splitting")
+    return fig
+
+
+def llm_cost_figure():  # notebook 08's figure
+    from litseg_nb import efficiency
+
+    eff = pd.DataFrame({"method": METHODS[:7], "prompt_tokens_per_1k_sent": np.linspace(1e3, 9e6, 7),
+                        "completion_tokens_per_1k_sent": np.linspace(1e2, 9e5, 7)})
+    fig, ax = plt.subplots(figsize=(7, 0.5 * len(eff) + 1.5))
+    efficiency.plot_cost(eff, ax=ax)
+    return fig
+
+
+def ablation_figure():
+    from litseg_nb.ablation import plot_ablation
+
+    variants = ["full", "no-context", "no-subtitle", "no-format-reward", "sft-only", "grpo-only", "base"]
+    b = pd.DataFrame({"variant": variants, "boundary_similarity": np.linspace(0.2, 0.5, 7)})
+    r = pd.DataFrame({"variant": variants, "MRR": np.linspace(0.1, 0.9, 7)})
+    return plot_ablation(b, r)
+
+
+def dcg_figure():
+    from litseg_nb.rag.report import plot_dcg_recall
+
+    rows = []
+    for m in METHODS:
+        row = {"method": m, "mode": "hybrid"}
+        for k in (1, 2, 5, 10, 20):
+            row[f"DCG@{k}"], row[f"Recall@{k}"] = 0.1 * np.log1p(k), min(1.0, 0.05 * k)
+        rows.append(row)
+    return plot_dcg_recall(pd.DataFrame(rows), "hybrid")
+
+
+def segment_length_figure():
+    from litseg_nb.litseg.report import length_figure
+
+    rng = np.random.default_rng(1)
+    seg = pd.DataFrame({"len_sentences": rng.integers(1, 30, 80), "len_tokens": rng.integers(20, 900, 80),
+                        "structured_output": [True, False] * 40})
+    return length_figure(seg, "LitSeg segment lengths — tiny-random (hf), test profile")
+
+
+def training_figure():
+    from litseg_nb.lite.evaluate import plot_training_curves
+
+    sft = pd.DataFrame({"step": [1, 2, 3], "loss": [2.0, 1.5, 1.2]})
+    grpo = pd.DataFrame({"step": [1, 2], "loss": [0.1, 0.05], "reward": [0.2, 0.4], "kl": [0.0, 0.01],
+                         "rewards/format_reward/mean": [0.5, 0.6], "rewards/narratological_reward/mean": [0.1, 0.2]})
+    return plot_training_curves(sft, grpo)
+
+
+FIGURES = {"01_unit_lengths": unit_lengths_figure, "08_llm_cost": llm_cost_figure, "07_ablation": ablation_figure,
+           "05_dcg_recall_hybrid": dcg_figure, "02_segment_lengths": segment_length_figure,
+           "03_training_curves": training_figure}
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_saved_figure_has_no_overlapping_text(name, fresh_dirs):
+    fig = FIGURES[name]()
+    paths = save_figure(fig, name, "test", LABEL)
+    assert text_overlaps(fig) == []
+    footer = [t for t in fig.texts if t.get_gid() == FOOTER_GID]
+    assert len(footer) == 1
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    fb = footer[0].get_window_extent(r)
+    lowest = min(t.get_window_extent(r).y0 for ax in fig.axes for t in
+                 [ax.xaxis.label, *ax.get_xticklabels()] if t.get_text())
+    assert fb.y1 <= lowest  # the footer is below every x label and tick label
+    for p in paths.values():
+        assert p.stat().st_size > 0
+    assert not [p for p in paths["png"].parent.iterdir() if ".tmp-" in p.name]
+    plt.close(fig)
+
+
+def test_overlap_check_sees_the_old_footer_placement():
+    """The old footer (fig.text at y=0.005) covered the x-axis label of notebook 01's figure."""
+    fig = unit_lengths_figure()
+    fig.text(0.01, 0.005, LABEL, fontsize=7, ha="left", va="bottom")
+    assert any("words per unit" in pair for pair in text_overlaps(fig))
+    plt.close(fig)
+
+
+def test_saving_twice_keeps_one_footer(fresh_dirs):
+    fig = unit_lengths_figure()
+    save_figure(fig, "x", "test", LABEL)
+    save_figure(fig, "x", "test", LABEL)
+    assert len([t for t in fig.texts if t.get_gid() == FOOTER_GID]) == 1
+    plt.close(fig)
