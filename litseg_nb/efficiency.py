@@ -7,9 +7,17 @@ calls, tokens and seconds per 1,000 sentences — hardware-independent token cou
 wall-clock seconds of this machine.
 
 Requests served from the persistent request cache carry the token counts and latency recorded
-when they were first computed (see :mod:`litseg_nb.llm.request_cache`), so the table reports the
+when they were first computed (see :mod:`litseg_nb.llm.request_cache`), and so do step-cache hits
+and resumed LitSeg units (:meth:`~litseg_nb.llm.base.UsageLedger.replay`), so the table reports the
 model's cost whether or not this run recomputed it; ``cache_hits`` says how many calls this run
-actually served from the cache.
+actually served from a cache. Warm reruns therefore give the same table.
+
+§4.4 as the paper measures it (:func:`paper_efficiency_table`): LitSeg, LitSeg-Lite and LumberChunker,
+each measured once on the SAME units (the units all three segmented: LiteraryQA test in ``full``,
+the shared units elsewhere), only their segmentation work (LitSeg's three stages of notebook 02 —
+not calibration, constrained-decoding comparison or Lite's training annotations; Lite's
+``single-pass`` chunk-set run of notebook 03 — not its held-out evaluation runs; LumberChunker of
+notebook 04), with model time and recorded wall time; cached work is shown as cached.
 """
 from __future__ import annotations
 
@@ -37,8 +45,10 @@ class EfficiencyConfig(StageConfig):
 
 USAGE_COLUMNS = ["method", "book", "stage", "calls", "prompt_tokens", "cached_prompt_tokens",
                  "completion_tokens", "latency_s", "cache_hits"]
+OPTIONAL_USAGE_COLUMNS = ["reasoning_tokens"]  # ledgers written before the LLM layer counted them: 0
 COST_COLUMNS = ["method", "stages", "sentences", "calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens",
-                "completion_tokens", "model_seconds", "calls_per_1k_sent", "prompt_tokens_per_1k_sent",
+                "computed_prefill_tokens", "completion_tokens", "reasoning_tokens", "model_seconds",
+                "calls_per_1k_sent", "prompt_tokens_per_1k_sent", "computed_prefill_tokens_per_1k_sent",
                 "completion_tokens_per_1k_sent", "seconds_per_1k_sent"]
 
 
@@ -53,10 +63,13 @@ def load_usage(profile: str, notebooks: Iterable[str] | None = None) -> pd.DataF
         missing = set(USAGE_COLUMNS) - set(df.columns)
         if missing:
             raise ValueError(f"usage ledger {path} lacks columns {sorted(missing)}")
+        for col in OPTIONAL_USAGE_COLUMNS:
+            if col not in df.columns:
+                df[col] = 0
         df["notebook"] = path.stem
         frames.append(df)
     if not frames:
-        return pd.DataFrame(columns=[*USAGE_COLUMNS, "notebook"])
+        return pd.DataFrame(columns=[*USAGE_COLUMNS, *OPTIONAL_USAGE_COLUMNS, "notebook"])
     return pd.concat(frames, ignore_index=True)
 
 
@@ -83,16 +96,23 @@ def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataF
     """Per method: calls, tokens and model seconds, in total and per 1,000 sentences."""
     if usage.empty:
         return pd.DataFrame(columns=COST_COLUMNS)
+    usage = usage.copy()
+    for col in OPTIONAL_USAGE_COLUMNS:
+        if col not in usage.columns:
+            usage[col] = 0
     g = usage.groupby("method", sort=True).agg(
         calls=("calls", "sum"), cache_hits=("cache_hits", "sum"), prompt_tokens=("prompt_tokens", "sum"),
         cached_prompt_tokens=("cached_prompt_tokens", "sum"), completion_tokens=("completion_tokens", "sum"),
+        reasoning_tokens=("reasoning_tokens", "sum"),
         latency_s=("latency_s", "sum"), stages=("stage", lambda s: ",".join(sorted(set(map(str, s))))),
     ).reset_index()
     g["model_seconds"] = g["latency_s"]
+    g["computed_prefill_tokens"] = g["prompt_tokens"] - g["cached_prompt_tokens"]
     g["sentences"] = g["method"].map(sentences).astype("float")
     per_k = 1000.0 / g["sentences"]
     g["calls_per_1k_sent"] = g["calls"] * per_k
     g["prompt_tokens_per_1k_sent"] = g["prompt_tokens"] * per_k
+    g["computed_prefill_tokens_per_1k_sent"] = g["computed_prefill_tokens"] * per_k
     g["completion_tokens_per_1k_sent"] = g["completion_tokens"] * per_k
     g["seconds_per_1k_sent"] = g["model_seconds"] * per_k
     return g[COST_COLUMNS]
@@ -134,8 +154,173 @@ def notebook_wall_times(profile: str) -> pd.DataFrame:
 
     rows = []
     for path in sorted((outputs_dir(profile) / "executed").glob("*.ipynb")):
+        if path.name.endswith(".RUNNING.ipynb"):  # still running (or killed): not a finished run
+            continue
         meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("papermill", {})
+        failed = path.name.endswith(".FAILED.ipynb") or bool(meta.get("exception"))
         rows.append({"notebook": path.name, "seconds": meta.get("duration"),
-                     "status": "failed" if meta.get("exception") else "ok",
-                     "finished": meta.get("end_time")})
+                     "status": "failed" if failed else "ok", "finished": meta.get("end_time")})
     return pd.DataFrame(rows, columns=["notebook", "seconds", "status", "finished"])
+
+
+# ----------------------------------------------------------------------------------- §4.4 as the paper measures it
+PAPER_SECONDS = {"litseg": 25362.0, "litseg-lite": 9442.0, "lumber": 13514.0}
+PAPER_RATIOS = {"litseg-lite / litseg": 0.37, "litseg-lite / lumber": 0.70}
+PAPER_SETUP = "paper: LiteraryQA test, vLLM, one RTX 6000 Ada GPU"
+# method -> (usage tag method, stages counted (None = all), notebook whose ledger holds the work)
+MEASURED: dict[str, tuple[str, tuple[str, ...] | None, str]] = {
+    "litseg": ("litseg", ("stage1", "stage2", "stage3"), "02"),
+    "litseg-lite": ("litseg-lite", ("single-pass",), "03"),
+    "lumber": ("lumber", None, "04"),
+}
+PAPER_COLUMNS = ["method", "model", "books", "units", "sentences", "same_units", "calls", "cache_hits",
+                 "prompt_tokens", "computed_prefill_tokens", "completion_tokens", "reasoning_tokens",
+                 "model_seconds", "wall_seconds", "wall_note", "calls_per_1k_sent", "prompt_tokens_per_1k_sent",
+                 "computed_prefill_tokens_per_1k_sent", "completion_tokens_per_1k_sent",
+                 "model_seconds_per_1k_sent", "wall_seconds_per_1k_sent", "paper_seconds"]
+
+
+def _unit_sets(profile: str, methods: Iterable[str]) -> dict[str, dict[tuple[str, str], int]]:
+    """Per method: {(book, unit): sentences} of its chunk artifact."""
+    art = outputs_dir(profile) / "artifacts" / "chunks"
+    out: dict[str, dict[tuple[str, str], int]] = {}
+    for m in methods:
+        path = art / f"{m}.jsonl"
+        if not path.is_file():
+            continue
+        units: dict[tuple[str, str], int] = {}
+        for c in load_chunks(path):
+            units[(c.book_id, c.unit_id)] = max(units.get((c.book_id, c.unit_id), 0), c.to_idx)
+        out[m] = units
+    return out
+
+
+def _wall_seconds(profile: str, method: str, books: set[str]) -> tuple[float, str]:
+    """Wall time recorded when the work was done, on ``books`` (nan + why when not available)."""
+    import json
+
+    art = outputs_dir(profile) / "artifacts"
+    nan = float("nan")
+    if method == "litseg":
+        path = art / "litseg" / "annotations.jsonl"
+        if not path.is_file():
+            return nan, "no annotations.jsonl"
+        recs = [json.loads(x) for x in path.read_text(encoding="utf-8").split("\n") if x.strip()]
+        return (float(sum(r.get("group_wall_share_s") or 0.0 for r in recs if r["book_id"] in books)),
+                "recorded per unit when annotated (kept on resume)")
+    if method == "litseg-lite":
+        path = art / "lite" / "chunk_run.jsonl"
+        if not path.is_file():
+            return nan, "no lite/chunk_run.jsonl"
+        rows = [json.loads(x) for x in path.read_text(encoding="utf-8").split("\n") if x.strip()]
+        rows = [r for r in rows if r["book_id"] in books]
+        if any(r.get("cache_hits") for r in rows):
+            return nan, "replies served from the request cache: this run's wall time is not the model's"
+        return float(sum(r.get("seconds") or 0.0 for r in rows)), "measured in notebook 03's chunk-set run"
+    if method == "lumber":
+        path = outputs_dir(profile) / "tables" / "04_runs.csv"
+        if not path.is_file():
+            return nan, "no tables/04_runs.csv"
+        runs = pd.read_csv(path)
+        runs = runs[(runs["method"] == "lumber") & runs["book_id"].isin(books)]
+        return float(runs["seconds"].sum()), "recorded per book when computed (kept on step-cache hits)"
+    return nan, "not recorded"
+
+
+def paper_efficiency_table(profile: str, usage: pd.DataFrame | None = None,
+                           models: dict[str, str] | None = None) -> tuple[pd.DataFrame, str]:
+    """§4.4: LitSeg, LitSeg-Lite and LumberChunker on the same units, each unit's work counted once.
+
+    Units: those all three chunk sets hold (the books they share); ``same_units`` says whether the
+    three sets are identical there. Returns ``(table, note)``; the note names the units measured.
+    """
+    usage = load_usage(profile) if usage is None else usage
+    units = _unit_sets(profile, MEASURED)
+    present = [m for m in MEASURED if m in units]
+    if not present:
+        return pd.DataFrame(columns=PAPER_COLUMNS), "no LitSeg, LitSeg-Lite or LumberChunker chunk set yet"
+    common = set.intersection(*(set(units[m]) for m in present))
+    books = {b for b, _ in common}
+    rows = []
+    for m in present:
+        tag, stages, nb = MEASURED[m]
+        u = usage[(usage["method"] == tag) & (usage["notebook"] == nb) & usage["book"].isin(books)]
+        if stages is not None:
+            u = u[u["stage"].isin(stages)]
+        mine = {k: v for k, v in units[m].items() if k[0] in books}
+        sents = float(sum(mine.values()))
+        wall, why = _wall_seconds(profile, m, books)
+        per_k = 1000.0 / sents if sents else float("nan")
+        tot = {c: float(u[c].sum()) if c in u else 0.0 for c in
+               ("calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens",
+                "reasoning_tokens", "latency_s")}
+        prefill = tot["prompt_tokens"] - tot["cached_prompt_tokens"]
+        rows.append({
+            "method": m, "model": (models or {}).get(m, ""), "books": len(books), "units": len(mine),
+            "sentences": int(sents), "same_units": set(mine) == common,
+            "calls": int(tot["calls"]), "cache_hits": int(tot["cache_hits"]),
+            "prompt_tokens": int(tot["prompt_tokens"]), "computed_prefill_tokens": int(prefill),
+            "completion_tokens": int(tot["completion_tokens"]), "reasoning_tokens": int(tot["reasoning_tokens"]),
+            "model_seconds": tot["latency_s"], "wall_seconds": wall, "wall_note": why,
+            "calls_per_1k_sent": tot["calls"] * per_k, "prompt_tokens_per_1k_sent": tot["prompt_tokens"] * per_k,
+            "computed_prefill_tokens_per_1k_sent": prefill * per_k,
+            "completion_tokens_per_1k_sent": tot["completion_tokens"] * per_k,
+            "model_seconds_per_1k_sent": tot["latency_s"] * per_k, "wall_seconds_per_1k_sent": wall * per_k,
+            "paper_seconds": PAPER_SECONDS[m],
+        })
+    note = (f"{len(common)} unit(s) of {len(books)} book(s) segmented by all of {', '.join(present)}"
+            + ("" if len(present) == len(MEASURED) else f" (missing: {', '.join(sorted(set(MEASURED) - set(present)))})"))
+    return pd.DataFrame(rows, columns=PAPER_COLUMNS), note
+
+
+def paper_ratio_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Lite/LitSeg and Lite/LumberChunker cost ratios (ours, per 1,000 sentences) beside the paper's."""
+    metrics = ("model_seconds_per_1k_sent", "wall_seconds_per_1k_sent", "computed_prefill_tokens_per_1k_sent",
+               "prompt_tokens_per_1k_sent", "completion_tokens_per_1k_sent", "calls_per_1k_sent")
+    by = table.set_index("method") if not table.empty else None
+    rows = []
+    for name, paper in PAPER_RATIOS.items():
+        num, den = (x.strip() for x in name.split("/"))
+        row: dict[str, Any] = {"ratio": name, "paper (end-to-end seconds)": paper}
+        for k in metrics:
+            ok = by is not None and num in by.index and den in by.index and by.loc[den, k]
+            row[k] = float(by.loc[num, k] / by.loc[den, k]) if ok else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def hardware_label() -> str:
+    """The machine the recorded model seconds come from (GPU name, else CPU model and cores)."""
+    import os
+    import platform
+
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"GPU {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+    except ImportError:
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"CPU {cpu}, {os.cpu_count()} cores"
+
+
+def save_chunk_run(profile: str, results: Iterable[Any]) -> Path:
+    """Notebook 03: per-unit record of Lite's chunk-set run (the §4.4 measurement of Lite)."""
+    import json
+
+    from .artifacts import artifact_path
+
+    path = artifact_path(profile, "lite", "chunk_run.jsonl")
+    rows = [{k: v for k, v in r.to_json().items() if k not in ("replies", "errors")} for r in results]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    tmp.replace(path)
+    return path

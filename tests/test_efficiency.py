@@ -52,3 +52,48 @@ def test_bad_ledger_names_the_file(fresh_dirs):
     (d / "04.csv").write_text("method,calls\nx,1\n")
     with pytest.raises(ValueError, match="04.csv lacks columns"):
         efficiency.load_usage("test")
+
+
+def _c(book, unit, a, b, method):
+    return Chunk(book, unit, f"{book}.{unit}.{a}", method, a, b, [(0, 1)], "x", "x")
+
+
+def test_paper_efficiency_counts_each_methods_segmentation_once_on_the_same_units(fresh_dirs):
+    """§4.4 (issue #15.6): only each method's segmentation work, only the units all three segmented;
+    Lite's evaluation runs, LitSeg's calibration/training annotations and other books are left out."""
+    root = outputs_dir("test") / "artifacts"
+    (root / "usage").mkdir(parents=True)
+    g = lambda p, c, s, hit=False: Generation("", p, c, s, cached_prompt_tokens=p // 2, cache_hit=hit)  # noqa: E731
+    l02, l03, l04 = UsageLedger(), UsageLedger(), UsageLedger()
+    for st in ("stage1", "stage2", "stage3"):
+        l02.record(UsageTag("litseg", "A", st), g(1000, 100, 3.0))
+        l02.record(UsageTag("litseg", "B", st), g(1000, 100, 3.0))  # B: not segmented by lumber
+    l02.record(UsageTag("litseg-calibration", "A", "stage3"), g(999, 99, 9.0))
+    l02.record(UsageTag("litseg-train", "T", "stage3"), g(999, 99, 9.0))
+    l03.record(UsageTag("litseg-lite", "A", "single-pass"), g(1200, 300, 3.0, hit=True))
+    l03.record(UsageTag("litseg-lite", "A", "heldout-eval"), g(1200, 300, 3.0))  # evaluation: not timed
+    l03.record(UsageTag("litseg-lite-base", "A", "heldout-eval"), g(1200, 300, 3.0))
+    l04.record(UsageTag("lumber", "A", "04"), g(400, 10, 2.0))
+    l04.record(UsageTag("lumber", "A", "04"), g(400, 10, 2.0))
+    for nb, led in (("02", l02), ("03", l03), ("04", l04)):
+        led.to_frame().to_csv(root / "usage" / f"{nb}.csv", index=False)
+    save_chunks(root / "chunks" / "litseg.jsonl", [_c("A", "u1", 1, 50, "litseg"), _c("B", "u1", 1, 50, "litseg")])
+    save_chunks(root / "chunks" / "litseg-lite.jsonl", [_c("A", "u1", 1, 50, "litseg-lite"),
+                                                        _c("B", "u1", 1, 50, "litseg-lite")])
+    save_chunks(root / "chunks" / "lumber.jsonl", [_c("A", "u1", 1, 50, "lumber")])
+    table, note = efficiency.paper_efficiency_table("test", models={"litseg": "T-32B"})
+    t = table.set_index("method")
+    assert "1 unit(s) of 1 book(s)" in note
+    assert t.loc["litseg", "calls"] == 3 and t.loc["litseg", "model_seconds"] == pytest.approx(9.0)
+    assert t.loc["litseg", "computed_prefill_tokens"] == 1500 and t.loc["litseg", "model"] == "T-32B"
+    assert t.loc["litseg-lite", "calls"] == 1 and t.loc["litseg-lite", "cache_hits"] == 1
+    assert t.loc["litseg-lite", "model_seconds"] == pytest.approx(3.0)  # cached: cost as recorded
+    assert t.loc["lumber", "calls"] == 2 and t.loc["lumber", "model_seconds_per_1k_sent"] == pytest.approx(80.0)
+    assert set(t["sentences"]) == {50} and t["same_units"].all()
+    ratios = efficiency.paper_ratio_table(table).set_index("ratio")
+    assert ratios.loc["litseg-lite / litseg", "model_seconds_per_1k_sent"] == pytest.approx(3.0 / 9.0)
+    assert ratios.loc["litseg-lite / lumber", "model_seconds_per_1k_sent"] == pytest.approx(3.0 / 4.0)
+    assert ratios.loc["litseg-lite / litseg", "paper (end-to-end seconds)"] == 0.37
+    # a warm rerun (every call now a cache hit, cost replayed) gives the same numbers
+    warm = table.copy()
+    assert efficiency.paper_efficiency_table("test", models={"litseg": "T-32B"})[0].equals(warm)

@@ -33,10 +33,13 @@ class LiteConfig(StageConfig):
 
     # ---- training data (from notebook 02's annotations artifact)
     annotations_profile: str = one_of("", "", *PROFILES)  # whose annotations to train on; "" = this profile's
-    eval_fraction: float = 0.34  # share of BOOKS held out (the split is by book, never by unit)
-    heldout_books: tuple[str, ...] = ()  # explicit held-out book ids (overrides eval_fraction)
+    # Training units = notebook 02's train_annotations.jsonl (LitSegConfig.train_corpus: the LiteraryQA
+    # train split in full; another book in test/smoke). Evaluation units = notebook 02's annotations.jsonl
+    # (LitSeg's evaluated units, with the teacher's segmentation). The two never share a unit: enforced
+    # by litseg_nb.lite.heldout (a trained student refuses its training units), whatever the profile.
+    # ``corpus`` is set to LitSeg's evaluation corpus (for labels and the held-out evaluation).
     max_train_units: int = 0  # 0 = all
-    max_eval_units: int = 0
+    max_eval_units: int = 0  # units of the before/after evaluation (0 = all evaluation units)
     max_seq_tokens: int = 16384  # prompt + target; longer examples are dropped and counted
     # "exclude" = the paper (units that needed a LitSeg fallback are not trained on);
     # "include_if_needed" = CPU demos with a tiny teacher: top up to min_train_units with them, labelled
@@ -73,6 +76,10 @@ class LiteConfig(StageConfig):
     grpo_loss_type: str = "dapo"
     grpo_mask_truncated_completions: bool = True  # DAPO overlong filtering
     grpo_filter_zero_std_groups: bool = True  # DAPO dynamic sampling, filter-only (no refill)
+    # DAPO's soft overlong punishment (trl.rewards.get_soft_overlong_punishment, weight 1): length penalty
+    # over the last N tokens below grpo_max_completion_length; 0 = off (default: the cap is sized to hold a
+    # complete reply and truncated rollouts are masked, DAPO's overlong filtering)
+    grpo_soft_overlong_cache: int = 0
 
     # ---- reward
     format_reward_weight: float = 0.5
@@ -83,7 +90,7 @@ class LiteConfig(StageConfig):
 
     # ---- inference (the Lite segmenter)
     infer_max_new_tokens: int = 4096
-    infer_retries: int = 2  # same N as LitSeg: invalid output is retried, then the paper's fallback
+    infer_retries: int = 3  # same N as LitSeg (max_retries=3): invalid output is retried, then the paper's fallback
     eval_with_judge: bool = True  # score before/after/teacher replies with the judge too
     ablation_max_units: int = at_least(0, 0)  # notebook 07: LitSeg-annotated units per variant (0 = all)
     # notebook 07: which variants (keys of litseg_nb.ablation.VARIANTS); empty = all seven
@@ -97,9 +104,7 @@ class LiteConfig(StageConfig):
                 # the E.2 prompt alone is ~2.1k tokens: the shared test context of 2048 is too short
                 "llm": {"max_model_len": 8192},
                 "fallback_units": "include_if_needed", "min_train_units": 2,
-                "corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
-                           "max_units_per_book": 2, "max_unit_words": 300},
-                "eval_fraction": 0.5, "max_train_units": 4, "max_eval_units": 2, "max_seq_tokens": 4096,
+                "max_train_units": 4, "max_eval_units": 2, "max_seq_tokens": 4096,
                 "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "gradient_checkpointing": False,
                 "sft_learning_rate": 5e-3, "sft_max_steps": 2, "sft_grad_accum": 1, "sft_warmup_ratio": 0.0,
                 "sft_lr_scheduler": "constant",
@@ -116,10 +121,8 @@ class LiteConfig(StageConfig):
             # SmolLM2-135M example is ~3.3k tokens; one SFT step on it took ~98 s and generating 96
             # tokens ~31 s. So: 2 SFT steps, 1 GRPO step, 1 held-out unit, short generations.
             return {
-                "fallback_units": "include_if_needed", "min_train_units": 3,
-                "corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
-                           "max_units_per_book": 1, "max_unit_words": 600},
-                "eval_fraction": 0.34, "max_train_units": 3, "max_eval_units": 1, "max_seq_tokens": 6144,
+                "fallback_units": "include_if_needed", "min_train_units": 2,
+                "max_train_units": 2, "max_eval_units": 1, "max_seq_tokens": 6144,
                 "lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "gradient_checkpointing": False,
                 "sft_learning_rate": 2e-4, "sft_max_steps": 2, "sft_grad_accum": 1,
                 "sft_warmup_ratio": 0.0, "sft_lr_scheduler": "constant",
@@ -129,6 +132,7 @@ class LiteConfig(StageConfig):
                 "grpo_mask_truncated_completions": False,
                 "judge_llm": {"backend": "hf", "model": "smollm2-135m-instruct", "max_new_tokens": 64,
                               "max_model_len": 8192},
+                # retries off on the CPU (each costs a ~3k-token prefill); full uses 3 like LitSeg
                 "judge_retries": 1, "infer_max_new_tokens": 192, "infer_retries": 0,
                 "ablation_max_units": 1,  # 7 variants x ~1 min per unit on the CPU
                 # a judge call is a ~5.5k-token prompt (~1 min on the CPU): GRPO keeps the judge, the
@@ -139,11 +143,28 @@ class LiteConfig(StageConfig):
             return {"llm": {"model": "Qwen/Qwen3-8B"}}
         raise ValueError(f"unknown profile {profile!r}")
 
+    @classmethod
+    def for_profile(cls, profile: str, **overrides: Any):
+        from ..litseg.config import LitSegConfig
+
+        # Lite is evaluated on LitSeg's units: its corpus is LitSeg's (unless overridden)
+        lit = LitSegConfig.for_profile(profile).corpus.to_dict()
+        over = overrides.pop("corpus", None) or {}
+        corpus = {**lit, **(over.to_dict() if hasattr(over, "to_dict") else dict(over))}
+        return super().for_profile(profile, corpus=corpus, **overrides)
+
     @property
     def reward_weights(self) -> tuple[float, float]:
         return (self.format_reward_weight, self.judge_reward_weight)
 
-    def describe(self) -> str:  # noqa: D401 - extends the base label with the judge
-        src = self.annotations_profile or self.profile
-        return (super().describe().replace(" | data=", " | extra held-out data=")
-                + f" | teacher data=LitSeg annotations ({src}) | judge={self.judge_llm.model} ({self.judge_llm.backend})")
+    def teacher(self):
+        """The LitSeg (teacher) config whose annotations this student learns from."""
+        from ..litseg.config import LitSegConfig
+
+        return LitSegConfig.for_profile(self.annotations_profile or self.profile)
+
+    def describe(self) -> str:  # noqa: D401 - names student, teacher, training and evaluation data
+        t = self.teacher()
+        return (super().describe().replace(" | LLM=", " | student LLM=").replace(" | data=", " | evaluation units=")
+                + f" | teacher LLM={t.llm.model} ({t.llm.backend}) | training units=LitSeg annotations of "
+                f"{t.train_data()} ({t.profile}) | judge={self.judge_llm.model} ({self.judge_llm.backend})")

@@ -1,10 +1,18 @@
 """Configuration of the LitSeg annotation stage (notebook 02)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ConfigError, StageConfig, at_least
+from ..config import ConfigError, CorpusConfig, StageConfig, at_least
+
+# The teacher (LitSeg, this config's ``llm``) and the student (LitSeg-Lite, ``LiteConfig.llm``) are
+# separate settings. The paper distils a large teacher into a compact student and names neither in
+# the text we have (its Tables 14-15 are empty); in ``full`` we use Qwen3-32B as the teacher (the
+# largest dense Qwen3; fits one 80 GB GPU in bf16) and Qwen3-8B as the student, which is also the
+# model of the LLM baselines (§4.4: "LitSeg-Lite and LumberChunker using the same inference
+# configuration"). The CPU profiles use one small model for both (labelled: teacher = student).
+FULL_TEACHER_MODEL = "Qwen/Qwen3-32B"
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,13 @@ class LitSegConfig(StageConfig):
     compare_structured: bool = True  # also run with constrained decoding on the same units
     compare_units: int = at_least(0, 0)  # units in that comparison (0 = all)
     render_unit: str = ""  # "book_id/unit_id" to render as HTML; "" = the first unit with >1 segment
+    # LitSeg-Lite's training units, annotated by this (teacher) stage into
+    # artifacts/litseg/train_annotations.jsonl. The paper trains on "LitSeg annotations of the
+    # LiteraryQA training set" (full: literaryqa_split="train"); only validation texts exist locally,
+    # so test/smoke train on another BOOK (Gutenberg 46), a book-level split from the evaluated units.
+    train_corpus: CorpusConfig = field(default_factory=lambda: CorpusConfig(
+        datasets=("literaryqa",), literaryqa_split="train", max_unit_words=6000))
+    max_train_units: int = at_least(0, 0)  # cap on annotated training units (0 = all of train_corpus)
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
@@ -52,6 +67,8 @@ class LitSegConfig(StageConfig):
                 "calibration_units": 1,
                 "calibration_max_retries": 0,
                 "compare_units": 1,
+                "train_corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
+                                 "max_units_per_book": 2, "max_unit_words": 300},
             }
         if profile == "smoke":
             # Sized for ~7 min of notebook 02 on 2 idle cores with SmolLM2-135M: every call is a
@@ -70,9 +87,15 @@ class LitSegConfig(StageConfig):
                 "calibration_units": 1,
                 "calibration_max_retries": 0,
                 "compare_units": 1,
+                # Lite's training data: 2 units of another book (~3 min of annotation on the CPU)
+                "train_corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
+                                 "max_units_per_book": 2, "max_unit_words": 600},
             }
         if profile == "full":
-            return {"max_retries": 3, "calibration_units": 50, "compare_units": 50, "unit_group_size": 512}
+            return {"llm": {"model": FULL_TEACHER_MODEL},
+                    "max_retries": 3, "calibration_units": 50, "compare_units": 50, "unit_group_size": 512,
+                    "train_corpus": {"datasets": ("literaryqa",), "literaryqa_split": "train",
+                                     "max_unit_words": 6000}}
         raise ConfigError(f"unknown profile {profile!r}")
 
     def stage_max_new_tokens(self, stage: str) -> int:
@@ -80,7 +103,28 @@ class LitSegConfig(StageConfig):
                  "stage3": self.stage3_max_new_tokens}[stage]
         return value or self.llm.max_new_tokens
 
+    def student_model(self) -> str:
+        """The LitSeg-Lite student of this profile (notebook 03's ``LiteConfig.llm.model``), for labels."""
+        from ..lite.config import LiteConfig
+
+        return LiteConfig.for_profile(self.profile).llm.model
+
+    def train_data(self) -> str:
+        """One line naming Lite's training units (dataset, split, books)."""
+        c = self.train_corpus
+        out = "+".join(c.datasets)
+        if "literaryqa" in c.datasets:
+            out += f" ({c.literaryqa_split} split)"
+        if c.books:
+            out += f" books={','.join(c.books)}"
+        if c.max_units_per_book:
+            out += f" max_units/book={c.max_units_per_book}"
+        if self.max_train_units:
+            out += f" max_units={self.max_train_units}"
+        return out
+
     def describe(self) -> str:
-        base = super().describe()
+        base = super().describe().replace(" | LLM=", " | teacher LLM=")
         so = "on" if self.llm.structured_output else "off"
-        return f"{base} | LitSeg retries={self.max_retries} structured={so}"
+        return (f"{base} | student (Lite)={self.student_model()} | Lite training units={self.train_data()}"
+                f" | LitSeg retries={self.max_retries} structured={so}")
