@@ -4,7 +4,11 @@
 ``notebooks/NN_*.ipynb`` in order, each in a fresh kernel, injects the parameters (``profile`` and
 ``seed`` always, plus any ``-p`` overrides the notebook declares), writes the executed copy to
 ``outputs/<profile>/executed/``, prints per-notebook wall time and stops with a clear message at
-the first failing notebook (the executed copy of the failing notebook is kept for inspection).
+the first failing notebook. While a notebook runs, the console shows each section as it starts and
+a heartbeat at least every 30 s, plus the package's tqdm progress bars (:mod:`litseg_nb.execution`).
+The executed copy is ``NN_name.RUNNING.ipynb`` while running, ``NN_name.ipynb`` once finished and
+``NN_name.FAILED.ipynb`` (kept for inspection) after a failure or Ctrl-C (one line, exit code 130).
+An unwritable outputs folder is one line naming it, before any kernel starts.
 """
 from __future__ import annotations
 
