@@ -41,8 +41,15 @@ def outputs_root() -> Path:
 def outputs_dir(profile: str) -> Path:
     """``outputs/<profile>`` with its standard sub-folders created."""
     root = outputs_root() / profile
-    for sub in ("tables", "figures", "executed", "artifacts"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
+    try:
+        for sub in ("tables", "figures", "executed", "artifacts"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from .safe_io import OutputsNotWritable
+
+        raise OutputsNotWritable(
+            f"outputs folder {root} is not writable ({exc.strerror or type(exc).__name__}); make it "
+            "writable or point LITSEG_OUTPUTS_DIR at a writable folder") from None
     return root
 
 

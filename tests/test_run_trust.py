@@ -214,3 +214,14 @@ def test_lab_starts_as_this_user(tmp_path):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_outputs_dir_that_cannot_be_created_is_one_clear_error(tmp_path, monkeypatch):
+    from litseg_nb.paths import outputs_dir
+    from litseg_nb.safe_io import OutputsNotWritable
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(blocker / "outputs"))
+    with pytest.raises(OutputsNotWritable, match=str(blocker / "outputs" / "test")):
+        outputs_dir("test")
