@@ -1,0 +1,199 @@
+"""Meta-Chunking's semantic completion (Zhao et al., 2025, §3.2 and Appendix C) on top of a chunk set.
+
+After chunking (by default Meta-Chunking's own perplexity chunking + dynamic merge), every chunk goes
+through:
+
+0. **context** (the paper's optional preprocessing): the ``k`` most similar other chunks of the same
+   book by embedding cosine similarity, or — without an embedder or with ``k = 0`` — the previous and
+   next chunk; each cut to ``context_chars`` characters (``metadata['completion']['context']`` says which);
+1. **discriminator**: the LLM decides whether the chunk lacks context, read as
+   ``log P("yes") > log P("no")`` for the next token after ``baselines/completion_discriminator``
+   (a decision, not a parsed reply);
+2. for chunks that lack context, the three rewriting stages of §3.2.1:
+   *missing reflection* (list of missing items, ``- `` lines, at most ``max_items``),
+   *missing refinement* (each item scored 1-5; items scoring at least ``min_score`` are kept),
+   *missing completion* (the chunk rewritten with the kept items);
+3. for every chunk, the two-level summary of §3.2.2: a supplementary summary from the book context,
+   a local summary of the chunk, and their fusion into one enhanced summary sentence.
+
+Replies are read with :mod:`litseg_nb.replies` (``answer_text``: reasoning blocks removed; item
+lines and the score digit by regex over that text, ``read_int`` for the number). The paper prints no
+prompts for these steps: the seven ``baselines/completion_*`` templates are our own, labelled so in
+their source headers.
+
+Result: each chunk keeps its original ``spans``, ``from_idx``/``to_idx`` and ``main_text`` (the book
+text, so coverage and notebook 06 see the original segmentation); ``text`` — what retrievers index —
+is the enhanced summary followed by the rewritten chunk (or the original chunk when it was judged
+complete or no rewrite was accepted; ``index_summary=False`` leaves the summary out). Everything the
+stages produced is stored in ``metadata['completion']``. Counted, never hidden: replies without a
+usable item list, unparseable scores, rejected rewrites (empty, or shorter than half the original —
+a rewrite must keep the passage) and empty summaries; each keeps the original text in its place.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..llm.base import SamplingParams, UsageTag
+from ..prompts import render_prompt
+from ..replies import answer_text, read_int
+from ..schema import Book, Chunk
+
+_ITEM = re.compile(r"(?:[-*\u2022]|\d{1,2}[.)])\s")
+_DIGIT = re.compile(r"(?<!\d)([1-5])(?!\d)")
+
+
+@dataclass
+class CompletionStats:
+    chunks: int = 0
+    lacking: int = 0
+    rewritten: int = 0
+    no_items: int = 0  # lacking, but the reflection reply had no item line
+    invalid_scores: int = 0
+    no_kept_items: int = 0
+    rejected_rewrites: int = 0
+    empty_summaries: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: v for k, v in self.__dict__.items() if k != "counters"}
+
+
+def parse_items(reply: str, max_items: int) -> list[str]:
+    """``- `` / ``* `` / ``1.`` lines of the reply's answer text, stripped, at most ``max_items``."""
+    out = []
+    for line in answer_text(reply).splitlines():
+        s = line.strip()
+        m = _ITEM.match(s)
+        if m and s[m.end():].strip():
+            out.append(s[m.end():].strip())
+    return out[:max_items]
+
+
+def parse_score(reply: str) -> int | None:
+    """The first standalone digit 1-5 of the reply's answer text (None when there is none)."""
+    m = _DIGIT.search(answer_text(reply))
+    return read_int(m.group(1)) if m else None
+
+
+def _one_line(reply: str) -> str:
+    return " ".join(answer_text(reply).split())
+
+
+def _contexts(chunks: Sequence[Chunk], embedder: Any, k: int, chars: int) -> tuple[list[str], str]:
+    texts = [c.main_text or c.text for c in chunks]
+    n = len(texts)
+    if embedder is not None and k > 0 and n > 1:
+        emb = np.asarray(embedder.encode(texts, kind="passage"), dtype=np.float64)
+        emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+        sim = emb @ emb.T
+        np.fill_diagonal(sim, -np.inf)
+        picks = [sorted(np.argsort(-sim[i], kind="stable")[: min(k, n - 1)].tolist()) for i in range(n)]
+        source = f"top-{k} similar chunks (embedding cosine)"
+    else:
+        picks = [[j for j in (i - 1, i + 1) if 0 <= j < n] for i in range(n)]
+        source = "neighbouring chunks"
+    out = []
+    for i in range(n):
+        parts = [texts[j][:chars] for j in picks[i]]
+        out.append("\n\n".join(f"[{t + 1}] {p}" for t, p in enumerate(parts)) or "(none)")
+    return out, source
+
+
+def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, method: str, embedder: Any = None,
+                         max_new_tokens: int = 256, max_items: int = 5, min_score: int = 4,
+                         related_chunks: int = 2, context_chars: int = 600, index_summary: bool = True,
+                         stage: str = "04", seed: int = 0) -> tuple[list[Chunk], CompletionStats]:
+    """Semantic completion of one book's chunks (in book order); see the module docstring."""
+    st = CompletionStats(chunks=len(chunks))
+    if not chunks:
+        return [], st
+    tag = UsageTag(method, book.book_id, stage)
+    sp = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed)
+    title = book.title
+    orig = [c.main_text or c.text for c in chunks]
+    ctx, ctx_source = _contexts(chunks, embedder, related_chunks, context_chars)
+
+    def chat(prompts: list[str]) -> list[str]:
+        if not prompts:
+            return []
+        gens = backend.chat([[{"role": "user", "content": p}] for p in prompts], sp, tag)
+        return [g.text for g in gens]
+
+    # 1. discriminator
+    convs = [[{"role": "user", "content": render_prompt("baselines/completion_discriminator", title=title,
+                                                         context=ctx[i], chunk=orig[i])}] for i in range(len(chunks))]
+    lps = backend.next_token_logprobs(convs, ["yes", "no"], tag)
+    margin = [float(lp["yes"] - lp["no"]) for lp in lps]
+    lacking = [m > 0 for m in margin]
+    st.lacking = sum(lacking)
+    lack_idx = [i for i, x in enumerate(lacking) if x]
+
+    # 2a. missing reflection
+    refl = chat([render_prompt("baselines/completion_reflection", title=title, context=ctx[i], chunk=orig[i])
+                 for i in lack_idx])
+    items = {i: parse_items(r, max_items) for i, r in zip(lack_idx, refl)}
+    st.no_items = sum(1 for i in lack_idx if not items[i])
+    # 2b. missing refinement (one scoring call per item)
+    pairs = [(i, it) for i in lack_idx for it in items[i]]
+    scores_raw = chat([render_prompt("baselines/completion_refinement", title=title, context=ctx[i], chunk=orig[i],
+                                     item=it) for i, it in pairs])
+    scores: dict[int, list[int | None]] = {i: [] for i in lack_idx}
+    kept: dict[int, list[str]] = {i: [] for i in lack_idx}
+    for (i, it), r in zip(pairs, scores_raw):
+        s = parse_score(r)
+        scores[i].append(s)
+        if s is None:
+            st.invalid_scores += 1
+        elif s >= min_score:
+            kept[i].append(it)
+    st.no_kept_items = sum(1 for i in lack_idx if items[i] and not kept[i])
+    # 2c. missing completion
+    rw_idx = [i for i in lack_idx if kept[i]]
+    rewrites_raw = chat([render_prompt("baselines/completion_rewrite", title=title, context=ctx[i], chunk=orig[i],
+                                       items="\n".join(f"- {x}" for x in kept[i])) for i in rw_idx])
+    rewritten: dict[int, str | None] = {}
+    rejected: dict[int, str] = {}
+    for i, r in zip(rw_idx, rewrites_raw):
+        t = answer_text(r).strip()
+        if not t or len(t) < 0.5 * len(orig[i]):
+            st.rejected_rewrites += 1
+            rejected[i] = "empty" if not t else f"shorter than half the original ({len(t)} < {len(orig[i])} chars)"
+            rewritten[i] = None
+        else:
+            rewritten[i] = t
+    st.rewritten = sum(1 for v in rewritten.values() if v)
+
+    # 3. two-level summary
+    glob = chat([render_prompt("baselines/completion_summary_global", title=title, context=ctx[i], chunk=orig[i])
+                 for i in range(len(chunks))])
+    loc = chat([render_prompt("baselines/completion_summary_local", chunk=orig[i]) for i in range(len(chunks))])
+    glob = [_one_line(x) for x in glob]
+    loc = [_one_line(x) for x in loc]
+    fuse_idx = [i for i in range(len(chunks)) if glob[i] or loc[i]]
+    fused_raw = chat([render_prompt("baselines/completion_summary_fuse", global_summary=glob[i] or "(none)",
+                                    local_summary=loc[i] or "(none)") for i in fuse_idx])
+    fused = {i: _one_line(r) for i, r in zip(fuse_idx, fused_raw)}
+    st.empty_summaries = sum(1 for i in range(len(chunks)) if not fused.get(i))
+
+    out = []
+    for i, c in enumerate(chunks):
+        body = rewritten.get(i) or orig[i]
+        summary = fused.get(i, "")
+        text = f"{summary}\n\n{body}" if (index_summary and summary) else body
+        md = dict(c.metadata)
+        md["base_method"] = c.method
+        md["completion"] = {
+            "context": ctx_source, "lacks_context": lacking[i], "discriminator_margin": margin[i],
+            "missing_items": items.get(i, []), "item_scores": scores.get(i, []), "kept_items": kept.get(i, []),
+            "rewritten": rewritten.get(i), "rewrite_rejected": rejected.get(i),
+            "summary_global": glob[i], "summary_local": loc[i], "summary": summary,
+            "indexed": "summary + " + ("rewrite" if rewritten.get(i) else "original") if (index_summary and summary)
+            else ("rewrite" if rewritten.get(i) else "original"),
+        }
+        out.append(Chunk(c.book_id, c.unit_id, c.chunk_id, method, c.from_idx, c.to_idx, list(c.spans), text,
+                         c.main_text, list(c.context_idx), c.subtitle, c.is_source_span, md))
+    return out, st
