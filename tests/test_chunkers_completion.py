@@ -115,3 +115,32 @@ def test_runs_with_the_tiny_model(data_dir):
     assert len(out) == 2 and st.chunks == 2
     assert all(c.spans == o.spans for c, o in zip(out, chunks))
     assert sum(r["calls"] for r in be.ledger.rows()) >= 2 + 2 * 3
+
+
+@pytest.mark.slow
+def test_registered_method_runs_in_test_profile_with_usage(data_dir, fresh_dirs):
+    from litseg_nb.chunkers import BaselinesConfig, RunReport, run_chunker
+    from litseg_nb.chunkers.registry import ALL_METHODS, LLM_METHODS
+    from litseg_nb.corpus import load_corpus
+    from litseg_nb.embeddings import load_embedder
+    from litseg_nb.llm import make_backend
+    from litseg_nb.schema import check_coverage
+
+    assert "perplexity+merge+completion" in ALL_METHODS and "perplexity+merge+completion" in LLM_METHODS
+    cfg = BaselinesConfig.for_profile("test")
+    books = load_corpus(cfg.corpus)
+    be, emb = make_backend(cfg.llm), load_embedder(cfg.embedding)
+    rep = RunReport()
+    chunks = run_chunker("perplexity+merge+completion", books, cfg, backend=be, embedder=emb, report=rep)
+    assert chunks and all("completion" in c.metadata for c in chunks)
+    assert all(c.metadata["completion"]["context"].startswith("top-2 similar") for c in chunks)
+    base = run_chunker("perplexity+merge", books, cfg, backend=be, embedder=emb)
+    assert [(c.chunk_id, c.spans, c.from_idx, c.to_idx) for c in chunks] == \
+        [(c.chunk_id, c.spans, c.from_idx, c.to_idx) for c in base]
+    by_book = {b.book_id: b for b in books}
+    for key in {(c.book_id, c.unit_id) for c in chunks}:
+        unit = by_book[key[0]].unit(key[1])
+        assert check_coverage(unit, [c for c in chunks if (c.book_id, c.unit_id) == key]).ok
+    runs = rep.to_frame()
+    assert (runs["llm_calls"] > 0).all()
+    assert any(r["method"] == "perplexity+merge+completion" and r["calls"] > 0 for r in be.ledger.rows())

@@ -104,7 +104,7 @@ class BookIndex:
         if not (folder / "dense.faiss").is_file():
             raise FileNotFoundError(f"no saved index under {folder}")
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        rows = [json.loads(l) for l in (folder / "chunks.jsonl").read_text(encoding="utf-8").splitlines() if l]
+        rows = [json.loads(l) for l in (folder / "chunks.jsonl").read_text(encoding="utf-8").split("\n") if l.strip()]
         return cls(meta.pop("book_id"), [r["chunk_id"] for r in rows], [r["text"] for r in rows],
                    np.load(folder / "embeddings.npy"), bm25s.BM25.load(str(folder / "bm25")),
                    faiss.read_index(str(folder / "dense.faiss")), meta)

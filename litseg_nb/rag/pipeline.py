@@ -44,7 +44,7 @@ from .index import LibraryIndex
 from .rerank import rerank
 
 METHOD_ORDER = ("token", "recursive", "semantic", "paragraph", "perplexity", "margin", "lumber", "lumber+merge",
-                "perplexity+merge", "margin+merge", "proposition", "litseg", "litseg-lite")
+                "perplexity+merge", "perplexity+merge+completion", "margin+merge", "proposition", "litseg", "litseg-lite")
 MODES = ("dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear", "dense+hyde", "hybrid+rerank")
 TUNED_MODES = ("hybrid-wrrf", "hybrid-linear")
 
