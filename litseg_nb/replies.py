@@ -19,7 +19,8 @@ What reading a reply does, in order (:func:`read_reply`):
    removed before anything is extracted: every closed block; a leading reply part that ends in a
    ``</think>`` without an opening tag (the chat template opened the block); and an *unclosed
    leading* block, which means the reply was cut off inside its reasoning
-   (``truncated_in_reasoning``) and has no answer.
+   (``truncated_in_reasoning``) and has no answer. A tag inside a complete JSON object of the
+   reply (e.g. a subtitle ``"</think>"``) is text, not a tag.
 
 JSON extraction (:func:`extract_json`, :func:`parse_json_reply`): a reply that is one JSON object is
 taken as it is. Otherwise the answer part is searched for complete JSON objects: first inside
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -51,8 +53,7 @@ __all__ = [
 MAX_CHARS_PER_TOKEN = 128
 
 REASONING_TAGS = ("think", "thinking")
-_OPEN = re.compile(r"<(think|thinking)>", re.I)
-_CLOSE = re.compile(r"</(think|thinking)>", re.I)
+_TAG = re.compile(r"<(/?)(?:think|thinking)>", re.I)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _FENCE_LINE = re.compile(r"^[ \t]*```[A-Za-z0-9_+.-]*", re.M)
@@ -173,35 +174,49 @@ def read_reply(text: Any, *, max_new_tokens: int | None = None, max_chars: int |
 
 
 def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
-    """(answer, blocks removed, reasoning characters, truncated inside reasoning). Linear."""
-    if "<" not in s:
+    """(answer, blocks removed, reasoning characters, truncated inside reasoning). Linear.
+
+    A tag inside a complete JSON object of the reply (a subtitle ``"</think>"``) is text, not a
+    reasoning tag: tags are looked up only outside the spans of the reply's JSON objects.
+    """
+    found = list(_TAG.finditer(s))
+    if not found:
         return s, 0, 0, False
+    spans = sorted((c.start, c.end) for c in json_candidates(s))
+    starts = [a for a, _ in spans]
+    reach, best = [], 0  # reach[k]: furthest end among spans[0..k] (spans may nest/overlap)
+    for _, e in spans:
+        best = max(best, e)
+        reach.append(best)
+
+    def inside(i: int) -> bool:
+        k = bisect_right(starts, i) - 1
+        return k >= 0 and reach[k] > i
+
+    tags = [(m.start(), m.end(), not m.group(1)) for m in found if not inside(m.start())]
     parts: list[str] = []
-    blocks = rchars = 0
-    pos = 0
-    first_open = _OPEN.search(s)
-    first_close = _CLOSE.search(s)
-    # the chat template opened the block: the reply starts with reasoning and only closes it
-    if first_close and (first_open is None or first_close.start() < first_open.start()):
-        blocks, rchars, pos = 1, first_close.start(), first_close.end()
-    while True:
-        m = _OPEN.search(s, pos)
-        if m is None:
-            parts.append(s[pos:])
-            break
-        c = _CLOSE.search(s, m.end())
-        if c is None:
-            before = "".join(parts) + s[pos:m.start()]
-            if before.strip():  # an unclosed block after some answer text: not reasoning we can delimit
-                parts.append(s[pos:])
+    blocks = rchars = pos = i = 0
+    if tags and not tags[0][2]:  # the chat template opened the block: only its end is in the reply
+        blocks, rchars, pos, i = 1, tags[0][0], tags[0][1], 1
+    while i < len(tags):
+        start, end, is_open = tags[i]
+        if not is_open:  # a stray closing tag after the answer began: left as text
+            i += 1
+            continue
+        j = i + 1
+        while j < len(tags) and tags[j][2]:  # an opening tag inside reasoning is reasoning text
+            j += 1
+        if j == len(tags):  # never closed
+            before = "".join(parts) + s[pos:start]
+            if before.strip():  # after some answer text: not a block we can delimit, left as text
                 break
-            blocks += 1
-            rchars += len(s) - m.end()
-            return before, blocks, rchars, True
-        parts.append(s[pos:m.start()])
+            return before, blocks + 1, rchars + len(s) - end, True
+        parts.append(s[pos:start])
         blocks += 1
-        rchars += c.start() - m.end()
-        pos = c.end()
+        rchars += tags[j][0] - end
+        pos = tags[j][1]
+        i = j + 1
+    parts.append(s[pos:])
     return "".join(parts), blocks, rchars, False
 
 
