@@ -89,16 +89,23 @@ def variant_model(cfg: LiteConfig, variant: AblationVariant, profile: str) -> st
     return str(save_merged_model(cfg.llm.model, adapters, root))
 
 
-def litseg_units(profile: str, books: Sequence[Book], max_units: int = 0) -> list[tuple[Book, Unit]]:
-    """The units LitSeg segmented in notebook 02 (``chunks/litseg.jsonl``), in corpus order."""
-    path = artifact_path(profile, "chunks", "litseg.jsonl")
+def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, Unit]]:
+    """The shared unit selection (``cfg.selection``, the units LitSeg segmented in notebook 02), the
+    first ``cfg.ablation_max_units`` of them (0 = all); every one must be in ``chunks/litseg.jsonl``."""
+    from .selection import select_units
+
+    path = artifact_path(cfg.profile, "chunks", "litseg.jsonl")
     if not path.is_file():
-        raise AblationError(f"{path} not found; run notebook 02 for profile {profile!r} first")
-    keys = {(c.book_id, c.unit_id) for c in load_chunks(path)}
-    pairs = [(b, u) for b in books for u in b.units if (b.book_id, u.unit_id) in keys]
-    if not pairs:
-        raise AblationError(f"the units in {path} are not in this corpus (different unit settings?)")
-    return pairs[:max_units] if max_units else pairs
+        raise AblationError(f"{path} not found; run notebook 02 for profile {cfg.profile!r} first")
+    pairs = select_units(books, cfg.selection)
+    if cfg.ablation_max_units:
+        pairs = pairs[:cfg.ablation_max_units]
+    done = {(c.book_id, c.unit_id) for c in load_chunks(path)}
+    missing = [f"{b.book_id}/{u.unit_id}" for b, u in pairs if (b.book_id, u.unit_id) not in done]
+    if missing or not pairs:
+        raise AblationError(f"LitSeg did not segment the selected unit(s) {missing} ({path}); rerun notebook 02 "
+                            "with the same profile")
+    return pairs
 
 
 def run_ablations(cfg: LiteConfig, profile: str, pairs: Sequence[tuple[Book, Unit]],

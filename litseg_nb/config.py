@@ -240,6 +240,28 @@ class CorpusConfig(_Base):
     sentence_splitter: str = one_of("nupunkt", *SENTENCE_SPLITTERS)
 
 
+@dataclass(frozen=True)
+class UnitSelection(_Base):
+    """Which units the LLM-based methods segment — LitSeg, LitSeg-Lite, the LLM baselines and the
+    ablations all take :func:`litseg_nb.selection.select_units` of this, so they see the same units.
+
+    From the loaded corpus: units of ``books`` (ids or title substrings; empty = every book) of at
+    most ``max_unit_words`` words (0 = any length), ordered by ``strategy`` — ``"first"`` (book
+    order) or ``"questions"`` (units holding a GutenQA question's evidence first). ``units`` names
+    units explicitly (``"book_id/unit_id"``). ``min_questions`` keeps the fewest evidence units that
+    together hold the evidence of at least that many questions (greedy cover, shortest first), so a
+    small run still has answerable questions. ``max_units`` caps the result (0 = no cap). The
+    selected units are returned in corpus order.
+    """
+
+    strategy: str = one_of("first", *UNIT_SELECTIONS)
+    books: tuple[str, ...] = ()
+    units: tuple[str, ...] = ()
+    min_questions: int = at_least(0, 0)
+    max_units: int = at_least(0, 0)
+    max_unit_words: int = at_least(0, 0)
+
+
 SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "test": {
         "llm": {"backend": "hf", "model": "tiny-random", "batch_size": 4, "max_new_tokens": 48,
@@ -248,12 +270,17 @@ SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
         "corpus": {"datasets": ("gutenqa", "gutenberg"), "max_books": 2, "max_units_per_book": 2,
                    "unit_selection": "questions",
                    "max_unit_words": 300},
+        # the LLM methods: Emma's first two units holding a question's evidence (tiny random model)
+        "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "max_units": 2},
     },
     "smoke": {
         "llm": {"backend": "hf", "model": "smollm2-135m-instruct", "batch_size": 8,
                 "max_new_tokens": 384, "max_model_len": 8192},
         "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 64},
         "corpus": {"datasets": ("gutenqa", "gutenberg", "literaryqa"), "max_unit_words": 900},
+        # the LLM methods: the fewest Emma units holding the evidence of >= 8 GutenQA questions
+        # (8 units, 147 sentences at 900 words/unit), so notebook 05 compares every method on 8 questions
+        "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "min_questions": 8},
     },
     "full": {
         "llm": {"backend": "vllm", "model": "Qwen/Qwen3-8B", "batch_size": 256, "max_new_tokens": 4096,
@@ -262,6 +289,7 @@ SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
                       "device": "cuda", "use_instructions": True},
         "corpus": {"datasets": ("gutenqa", "literaryqa"), "literaryqa_split": "test",
                    "max_unit_words": 6000},
+        "selection": {"strategy": "first"},  # every unit of the evaluation corpus
     },
 }
 
@@ -280,6 +308,7 @@ class StageConfig(_Base):
     llm: LLMConfig = field(default_factory=LLMConfig)
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    selection: UnitSelection = field(default_factory=UnitSelection)
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:

@@ -60,9 +60,11 @@ class NotebookConfig:
 #: notebook file stem -> the config its parameters build
 NOTEBOOK_CONFIGS: dict[str, NotebookConfig] = {
     "01_preprocessing": NotebookConfig("litseg_nb.corpus:PreprocessConfig", minimum={"max_books": 1}),
-    "02_litseg_annotation": NotebookConfig("litseg_nb.litseg.config:LitSegConfig"),
+    "02_litseg_annotation": NotebookConfig("litseg_nb.litseg.config:LitSegConfig",
+                                           fields={"max_units": "selection.max_units"}),
     "03_lite_distillation": NotebookConfig("litseg_nb.lite.config:LiteConfig"),
-    "04_baselines": NotebookConfig("litseg_nb.chunkers.config:BaselinesConfig"),
+    "04_baselines": NotebookConfig("litseg_nb.chunkers.config:BaselinesConfig",
+                                   fields={"llm_max_units": "selection.max_units"}),
     "05_rag_evaluation": NotebookConfig("litseg_nb.rag.config:RagConfig"),
     "06_segment_quality": NotebookConfig("litseg_nb.metrics.segment_quality:SegmentQualityConfig"),
     "07_ablations": NotebookConfig("litseg_nb.lite.config:LiteConfig",
@@ -190,22 +192,24 @@ def _target(cls: type, name: str, spec: NotebookConfig) -> str:
     top = {f.name for f in fields(cls)}
     if name in top:
         return name
-    corpus = {f.name for f in fields(_corpus_cls())}
-    if name in corpus:
+    if name in {f.name for f in fields(field_owner(cls, "corpus.x"))}:
         return f"corpus.{name}"
     raise ConfigError(f"parameter {name!r} is not a field of {cls.__name__} (nor of its corpus config); "
                       f"map it in litseg_nb.params.NOTEBOOK_CONFIGS")
 
 
-def _corpus_cls() -> type:
-    from .config import CorpusConfig
+def field_owner(cls: type, path: str) -> type:
+    """The dataclass holding the last field of ``path`` (``"selection.max_units"`` -> UnitSelection)."""
+    import typing
 
-    return CorpusConfig
+    owner = cls
+    for part in path.split(".")[:-1]:
+        owner = typing.get_type_hints(owner)[part]
+    return owner
 
 
 def _check_value(name: str, value: Any, cls: type, path: str, spec: NotebookConfig) -> None:
-    owner = _corpus_cls() if path.startswith("corpus.") else cls
-    rule = field_constraint(owner, path.split(".")[-1])
+    rule = field_constraint(field_owner(cls, path), path.split(".")[-1])
     choices = rule.get("choices")
     if choices is not None:
         items = value if isinstance(value, tuple) else (value,)

@@ -227,7 +227,7 @@ def test_propositions_record_source_paragraph_spans():
 
 # ------------------------------------------------------------------ registry with scripted LLMs
 def test_registry_llm_methods_with_scripted_backend(fresh_dirs):
-    cfg = BaselinesConfig.for_profile("test", llm_max_units=0, lumber_budget_tokens=20, merge_target_tokens=30)
+    cfg = BaselinesConfig.for_profile("test", selection={"books": (), "max_units": 0}, lumber_budget_tokens=20, merge_target_tokens=30)
 
     def lp(conv, cands):
         return {"1": math.log(0.3), "2": math.log(0.6)}

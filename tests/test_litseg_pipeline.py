@@ -310,9 +310,11 @@ def test_report_tables_and_html(cfg):
     assert row.fallback_none == 2 and row.first_try_valid_stage3 == 1.0 and row.model == "scripted"
     page = report.render_unit_html(b, run.records[0], "label")
     assert "§1 A" in page and "context:" in page and "[1–3]" in page
-    assert report.select_units([b], cfg.replace(units=("b1/u0001",))) == [(b, b.units[1])]
+    from litseg_nb.selection import select_units
+
+    assert select_units([b], cfg.selection.replace(books=(), units=("b1/u0001",))) == [(b, b.units[1])]
     with pytest.raises(ValueError, match="b1/u9"):
-        report.select_units([b], cfg.replace(units=("b1/u9",)))
+        select_units([b], cfg.selection.replace(books=(), units=("b1/u9",)))
 
 
 def test_interrupted_mid_stage_resumes_through_request_cache(tmp_path):

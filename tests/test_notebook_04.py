@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from litseg_nb.chunkers import ALL_METHODS, BaselinesConfig, select_llm_units
+from litseg_nb.chunkers import ALL_METHODS, BaselinesConfig
+from litseg_nb.selection import select_units
 from litseg_nb.corpus import load_corpus
 from litseg_nb.paths import outputs_dir
 from litseg_nb.runner import run_notebooks
@@ -34,7 +35,7 @@ def test_notebook_04_runs_in_test_profile(data_dir):
 
     cfg = BaselinesConfig.for_profile("test")
     books = load_corpus(cfg.corpus)
-    llm_units = {(b.book_id, u.unit_id) for b, u in select_llm_units(books, cfg)}
+    llm_units = {(b.book_id, u.unit_id) for b, u in select_units(books, cfg.selection)}
     for method in ALL_METHODS:
         chunks = load_chunks(out / "artifacts" / "chunks" / f"{method}.jsonl")
         for b in books:

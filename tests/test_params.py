@@ -32,15 +32,13 @@ def test_parameter_annotations_match_their_config_fields(nb):
     """A parameter is typed like the config field it overrides (so conversion and config agree)."""
     import typing
 
-    from litseg_nb.config import CorpusConfig
-
     spec = params.NOTEBOOK_CONFIGS[nb.stem]
     cls = spec.config_class()
     for name, p in params.parameters_cell(nb).items():
         if name == "profile":
             continue
         path = "seed" if name == "seed" else params._target(cls, name, spec)
-        owner = CorpusConfig if path.startswith("corpus.") else cls
+        owner = params.field_owner(cls, path)
         hint = typing.get_type_hints(owner)[path.split(".")[-1]]
         base = p.annotation.replace(" | None", "")
         assert base == (hint.__name__ if isinstance(hint, type) else str(hint)), (name, p.annotation, hint)
@@ -88,6 +86,7 @@ def test_int_float_none_and_lists():
     ("07_ablations", {"variants": "lite,wo-x"}, r"'variants': 'wo-x' .*wo-grpo"),
     ("03_lite_distillation", {"annotations_profile": "huge"}, r"'annotations_profile'.*smoke"),
     ("04_baselines", {"llm_max_units": -2}, r"'llm_max_units': -2 .*>= 0"),
+    ("02_litseg_annotation", {"max_units": "1.0"}, r"'max_units': '1.0' .*integer"),
 ])
 def test_bad_values_are_named_before_any_kernel_starts(stem, values, message, monkeypatch):
     import papermill

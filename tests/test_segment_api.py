@@ -35,8 +35,9 @@ def _check(chunks, book, method):
 
 
 def test_registry_is_typed_and_names_are_derived():
-    assert registry.ALL_METHODS == ("token", "recursive", "semantic", "paragraph", "perplexity", "margin", "lumber",
-                                    "perplexity+merge", "margin+merge", "lumber+merge", "proposition")
+    assert {"token", "recursive", "semantic", "paragraph", "perplexity", "margin", "lumber", "perplexity+merge",
+            "margin+merge", "lumber+merge", "proposition"} <= set(registry.ALL_METHODS)
+    assert registry.ALL_METHODS == tuple(n for n, s in registry.REGISTRY.items() if s.is_baseline and not s.internal)
     assert registry.SEGMENTERS == ("litseg", "litseg-lite")
     assert set(registry.LLM_METHODS) == {m for m in registry.ALL_METHODS if registry.REGISTRY[m].needs == "llm"}
     with pytest.raises(TypeError):  # no positional booleans

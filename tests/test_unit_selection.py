@@ -28,3 +28,60 @@ def test_test_profile_emma_units_hold_evidence(data_dir):
     emma = [b for b in load_corpus(CorpusConfig(**{**cfg.to_dict(), "datasets": ("gutenqa",)})) if "Emma" in b.book_id][0]
     assert len(emma.units) == 2
     assert units_with_evidence(emma) == emma.units  # both kept units answer some question
+
+
+# ---------------------------------------------------------------- one selection for every LLM method
+from litseg_nb.config import PROFILES, UnitSelection  # noqa: E402
+from litseg_nb.selection import SelectionError, question_cover, select_units  # noqa: E402
+
+
+def _toy_books():
+    b = _toy_book()
+    qs = [Question("q3", "b", "?", ("z",), evidence="alpha one"), Question("q4", "b", "?", ("w",), evidence="Beta")]
+    b.questions = b.questions + qs
+    return [b]
+
+
+def test_select_units_strategies_caps_and_cover():
+    books = _toy_books()
+    ids = lambda pairs: [u.unit_id for _, u in pairs]  # noqa: E731
+    assert ids(select_units(books, UnitSelection())) == ["u0", "u1", "u2", "u3"]
+    assert ids(select_units(books, UnitSelection(max_units=2))) == ["u0", "u1"]
+    # evidence units first (u0, u1, u2 hold q3, q4, q1), then corpus order in the result
+    assert ids(select_units(books, UnitSelection(strategy="questions", max_units=2))) == ["u0", "u1"]
+    assert ids(select_units(books, UnitSelection(strategy="questions", max_units=3))) == ["u0", "u1", "u2"]
+    assert ids(select_units(books, UnitSelection(min_questions=2))) == ["u0", "u1"]
+    assert ids(select_units(books, UnitSelection(units=("b/u3", "b/u1")))) == ["u1", "u3"]
+    assert question_cover(books[0], books[0].units[2]) == {"q1"}
+    with pytest.raises(SelectionError, match="only 3 question"):
+        select_units(books, UnitSelection(min_questions=4))
+    with pytest.raises(SelectionError, match="b/u9"):
+        select_units(books, UnitSelection(units=("b/u9",)))
+    with pytest.raises(SelectionError, match="matches no unit"):
+        select_units(books, UnitSelection(books=("nosuch",)))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_llm_stage_shares_one_selection(profile):
+    from litseg_nb.chunkers.config import BaselinesConfig
+    from litseg_nb.lite.config import LiteConfig
+    from litseg_nb.litseg.config import LitSegConfig
+    from litseg_nb.rag.config import RagConfig
+
+    sels = {c.__name__: c.for_profile(profile).selection for c in (LitSegConfig, LiteConfig, BaselinesConfig, RagConfig)}
+    assert len(set(sels.values())) == 1, sels
+
+
+def test_smoke_selection_covers_eight_questions_with_the_fewest_emma_units(data_dir):
+    from litseg_nb.chunkers.config import BaselinesConfig
+    from litseg_nb.litseg.config import LitSegConfig
+
+    lit = LitSegConfig.for_profile("smoke")
+    pairs = select_units(load_corpus(lit.corpus), lit.selection)
+    covered = set().union(*(question_cover(b, u) for b, u in pairs))
+    assert len(covered) >= 8 and {b.book_id for b, _ in pairs} == {"gutenqa:Emma_-_Jane_Austen"}
+    assert all(question_cover(b, u) for b, u in pairs)  # no unit without evidence
+    assert len(pairs) == 8 and sum(u.n_sentences for _, u in pairs) < 200  # affordable on the CPU
+    base = BaselinesConfig.for_profile("smoke")  # the LLM baselines pick the very same units
+    same = select_units(load_corpus(base.corpus), base.selection)
+    assert [(b.book_id, u.unit_id) for b, u in same] == [(b.book_id, u.unit_id) for b, u in pairs]

@@ -49,7 +49,7 @@ def test_ledger_replay_counts_cost_and_flags_cache_hits():
 
 def test_warm_rerun_of_baselines_keeps_the_ledger(fresh_dirs):
     """`run --only 04` twice: the second run's ledger equals the first (the bug: it was empty)."""
-    cfg = BaselinesConfig.for_profile("test", llm_max_units=0, lumber_budget_tokens=20, merge_target_tokens=30)
+    cfg = BaselinesConfig.for_profile("test", selection={"books": (), "max_units": 0}, lumber_budget_tokens=20, merge_target_tokens=30)
     methods = ("margin", "lumber", "lumber+merge", "margin+merge", "proposition")
     ledgers = []
     for run in range(3):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import UNIT_SELECTIONS, ConfigError, StageConfig, at_least, one_of
+from ..config import ConfigError, StageConfig, one_of
 
 # the method names come from the one registry of segmenters
 from .registry import ALL_METHODS, LLM_METHODS, METHOD_NAMES, SEGMENTERS  # noqa: F401
@@ -64,13 +64,8 @@ class BaselinesConfig(StageConfig):
     proposition_max_new_tokens: int = 512
     proposition_max_retries: int = 1
 
-    # which units the LLM-based methods run on (0 / empty = all)
-    llm_books: tuple[str, ...] = ()
-    llm_max_units: int = at_least(0, 0)
-    llm_max_unit_words: int = 0  # skip longer units for LLM methods (0 = no limit)
-    # "questions": units holding a GutenQA question's evidence first (the same units LitSeg and
-    # LitSeg-Lite segment in the small profiles), then book order; "first": book order
-    llm_unit_selection: str = one_of("questions", *UNIT_SELECTIONS)
+    # the LLM-based methods run on the shared ``selection`` (litseg_nb.selection.select_units), the
+    # units LitSeg and LitSeg-Lite segment; the other methods run on every unit of the corpus
     # books (ids or title substrings) the embedding-based semantic chunker runs on; empty = all.
     # On 2 CPU cores MiniLM embeds ~30 three-sentence groups per second, so the smoke profile
     # limits it to the evaluation book instead of spending ~25 minutes on the eleven raw books.
@@ -86,12 +81,11 @@ class BaselinesConfig(StageConfig):
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
         if profile == "test":
             return {"lumber_max_new_tokens": 16, "lumber_max_retries": 1, "proposition_max_new_tokens": 24,
-                    "llm_max_units": 1, "length_match_max_iter": 6, "perplexity_block_tokens": 256}
+                    "length_match_max_iter": 6, "perplexity_block_tokens": 256}
         if profile == "smoke":
-            # non-LLM methods: the eleven raw Gutenberg books + GutenQA's Emma; LLM methods: two
-            # short units of GutenQA's Emma (SmolLM2-135M on CPU; see notebook 04's budget notes)
+            # non-LLM methods: the eleven raw Gutenberg books + GutenQA's Emma; LLM methods: the
+            # shared selection of Emma units (SmolLM2-135M on CPU; see notebook 04's budget notes)
             return {"corpus": {"datasets": ("gutenqa", "gutenberg")},
-                    "llm_books": ("gutenqa:Emma_-_Jane_Austen",), "llm_max_units": 2,
                     "semantic_books": ("gutenqa:Emma_-_Jane_Austen",),
                     "margin_max_left_tokens": 128,
                     "proposition_max_new_tokens": 192}

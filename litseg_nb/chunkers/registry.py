@@ -7,7 +7,7 @@ its options, how it runs on ``(book, unit)`` pairs and which config fields chang
 :func:`chunk_units` runs any of them (the public :func:`litseg_nb.segment` uses it);
 
 ``run_chunker`` runs one method over every unit of the books (LLM-based methods only over the
-units :func:`select_llm_units` picks), checks coverage, caches the result per (method, book) with
+units :func:`litseg_nb.selection.select_units` picks — the units LitSeg segments), checks coverage, caches the result per (method, book) with
 :class:`~litseg_nb.cache.StepCache` (so an interrupted run resumes book by book) and, when a
 :class:`RunReport` is given, records seconds, chunks, LLM calls/tokens and fallbacks per book.
 """
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ..cache import StepCache
 from ..llm.base import UsageTag
 from ..schema import Book, Chunk, Unit, assert_full_coverage, check_coverage
-from .base import ChunkerError, load_tokenizer, word_count
+from .base import ChunkerError, load_tokenizer
 from .lumber import lumber_chunks_batch
 from .margin import margin_chunks_batch
 from .merge import merge_unit_chunks
@@ -275,39 +275,16 @@ def chunk_units(name: str, items: Sequence[tuple[Book, Unit]], cfg: Any, backend
 
 
 def _matches(book: Book, wanted: Sequence[str]) -> bool:
-    keys = (book.book_id.lower(), book.title.lower())
-    return any(w.lower() == keys[0] or w.lower() in keys[1] for w in wanted)
+    from ..selection import book_matches
+
+    return book_matches(book, wanted)
 
 
-def select_llm_units(books: Sequence[Book], cfg: "BaselinesConfig") -> list[tuple[Book, Unit]]:
-    """Units the LLM-based methods run on: ``llm_books`` (id or title substring), units of at most
-    ``llm_max_unit_words`` words, the first ``llm_max_units`` of them (0 = no limit) — with
-    ``llm_unit_selection="questions"`` units holding a question's evidence come first, as in
-    :func:`litseg_nb.corpus.cap_units`, so every LLM-based method segments the same units."""
-    from ..corpus import units_with_evidence
+def select_llm_units(books: Sequence[Book], cfg: Any) -> list[tuple[Book, Unit]]:
+    """Deprecated name of ``litseg_nb.selection.select_units(books, cfg.selection)``."""
+    from ..selection import select_units
 
-    if cfg.llm_unit_selection not in ("first", "questions"):
-        raise ChunkerError(f"unknown llm_unit_selection {cfg.llm_unit_selection!r} (first | questions)")
-    picked = []
-    for b in books:
-        if cfg.llm_books and not _matches(b, cfg.llm_books):
-            continue
-        units = list(b.units)
-        if cfg.llm_unit_selection == "questions":
-            preferred = units_with_evidence(b)
-            units = preferred + [u for u in units if u not in preferred]
-        for u in units:
-            if not u.n_sentences:
-                continue
-            if cfg.llm_max_unit_words and word_count(u.text(b.text)) > cfg.llm_max_unit_words:
-                continue
-            picked.append((b, u))
-            if cfg.llm_max_units and len(picked) >= cfg.llm_max_units:
-                return picked
-    if cfg.llm_books and not picked:
-        raise ChunkerError(f"llm_books={cfg.llm_books} selects no unit of books "
-                           f"{[b.book_id for b in books]} (check ids/titles and llm_max_unit_words)")
-    return picked
+    return select_units(books, cfg.selection)
 
 
 def _unit_fingerprint(book: Book, unit: Unit) -> str:
@@ -410,7 +387,9 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
     if not spec.is_baseline:
         raise ChunkerError(f"{name} is not a notebook-04 baseline (use chunk_units or litseg_nb.segment)")
     if spec.needs_llm:
-        selected = select_llm_units(books, cfg)
+        from ..selection import select_units
+
+        selected = select_units(books, cfg.selection)
         by_book: dict[str, list[Unit]] = {}
         for b, u in selected:
             by_book.setdefault(b.book_id, []).append(u)

@@ -37,9 +37,7 @@ class LitSegConfig(StageConfig):
     calibration_quantile: float = 0.9
     calibration_units: int = at_least(4, 1)  # the first K selected units form the calibration subset
     calibration_max_retries: int = -1  # -1 = max_retries
-    # which units: corpus.books / corpus.max_units_per_book select first; then these
-    units: tuple[str, ...] = ()  # "book_id/unit_id" entries; empty = all selected units
-    max_units: int = at_least(0, 0)  # overall cap after selection (0 = none)
+    # which units: the shared ``selection`` (litseg_nb.selection.select_units), as every LLM method
     unit_group_size: int = at_least(0, 0)  # units per batched group (stage 1 → 2 → 3 per group); 0 = all at once
     # notebook 02
     compare_structured: bool = True  # also run with constrained decoding on the same units
@@ -71,15 +69,12 @@ class LitSegConfig(StageConfig):
                                  "max_units_per_book": 2, "max_unit_words": 300},
             }
         if profile == "smoke":
-            # Sized for ~7 min of notebook 02 on 2 idle cores with SmolLM2-135M: every call is a
-            # ~2,650-3,000-token prefill (the system prompt alone is ~1,800 tokens; ~10 s each) and
-            # long-context decoding runs at ~4 tok/s, so retries (which double the cost) are off
-            # here; they are exercised by the tests and the test profile.
+            # Every call is a ~2,650-3,000-token prefill with SmolLM2-135M on 2 CPU cores (the system
+            # prompt alone is ~1,800 tokens; ~10 s each) and long-context decoding runs at ~4 tok/s,
+            # so retries (which double the cost) are off here; they are exercised by the tests and
+            # the test profile. The units are the shared selection (8 Emma units, 147 sentences).
             return {
-                # the profile's shared unit size (900 words), units holding GutenQA evidence first,
-                # so notebook 05 can score LitSeg's chunks on real questions
-                "corpus": {"datasets": ("gutenqa",), "max_books": 1, "max_units_per_book": 3,
-                           "unit_selection": "questions"},
+                "corpus": {"datasets": ("gutenqa",), "max_books": 1},
                 "max_retries": 0,
                 "stage1_max_new_tokens": 48,
                 "stage2_max_new_tokens": 48,

@@ -15,20 +15,10 @@ STAGE_FALLBACKS = ("raw_passthrough", "empty")
 
 
 def select_units(books: Sequence[Book], cfg: LitSegConfig) -> list[tuple[Book, Any]]:
-    """``(book, unit)`` pairs in corpus order, restricted by ``cfg.units`` and ``cfg.max_units``."""
-    items = [(b, u) for b in books for u in b.units]
-    if cfg.units:
-        wanted = set(cfg.units)
-        items = [(b, u) for b, u in items if f"{b.book_id}/{u.unit_id}" in wanted]
-        found = {f"{b.book_id}/{u.unit_id}" for b, u in items}
-        missing = sorted(wanted - found)
-        if missing:
-            raise ValueError(f"LitSeg units not in the corpus: {missing}")
-    if cfg.max_units:
-        items = items[:cfg.max_units]
-    if not items:
-        raise ValueError("no units selected for LitSeg (check corpus.books / units / max_units)")
-    return items
+    """Deprecated name of ``litseg_nb.selection.select_units(books, cfg.selection)`` (notebook 02)."""
+    from ..selection import select_units as _select
+
+    return _select(books, cfg.selection)
 
 
 def _overlaps(segs: list[dict[str, Any]]) -> list[bool]:

@@ -1,0 +1,88 @@
+"""Which units the LLM-based methods segment: one rule, one function.
+
+Every stage that runs an LLM segmenter — LitSeg (notebook 02), LitSeg-Lite's chunk set (03), the
+LLM baselines (04) and the ablations (07) — calls :func:`select_units` with its config's
+:class:`~litseg_nb.config.UnitSelection` (the ``selection`` sub-config, set once per profile in
+:data:`~litseg_nb.config.SHARED_PROFILE_DEFAULTS`), so they all see the same units and the RAG
+evaluation (05) compares them on the same questions.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from .config import UnitSelection
+from .schema import Book, Unit
+
+
+class SelectionError(ValueError):
+    """A unit selection that matches nothing or names units the corpus does not have."""
+
+
+def book_matches(book: Book, wanted: Sequence[str]) -> bool:
+    """Whether ``book`` is named in ``wanted`` (its id, or a substring of its title; case-insensitive)."""
+    bid, title = book.book_id.lower(), book.title.lower()
+    return any(w.lower() == bid or w.lower() in title for w in wanted)
+
+
+def question_cover(book: Book, unit: Unit) -> set[str]:
+    """Ids of the book's questions whose evidence string lies in ``unit`` (GutenQA)."""
+    from .metrics.retrieval import is_relevant
+
+    text = unit.text(book.text)
+    return {q.qid for q in book.questions if q.evidence and is_relevant(text, q.evidence)}
+
+
+def _fewest_covering(pairs: list[tuple[Book, Unit]], need: int) -> list[tuple[Book, Unit]]:
+    """Greedy set cover: repeatedly the unit answering the most uncovered questions (fewer sentences
+    first on ties, then corpus order) until ``need`` questions are covered."""
+    cover = {i: {(b.book_id, q) for q in question_cover(b, u)} for i, (b, u) in enumerate(pairs)}
+    cover = {i: c for i, c in cover.items() if c}
+    got: set[tuple[str, str]] = set()
+    chosen: list[int] = []
+    while len(got) < need:
+        gain = {i: len(c - got) for i, c in cover.items() if i not in chosen}
+        if not gain or max(gain.values()) == 0:
+            raise SelectionError(f"the selected units hold the evidence of only {len(got)} question(s); "
+                                 f"min_questions={need}")
+        best = min(gain, key=lambda i: (-gain[i], pairs[i][1].n_sentences, i))
+        chosen.append(best)
+        got |= cover[best]
+    return [pairs[i] for i in sorted(chosen)]
+
+
+def select_units(books: Sequence[Book], sel: UnitSelection) -> list[tuple[Book, Unit]]:
+    """The ``(book, unit)`` pairs ``sel`` picks from ``books``, in corpus order (see :class:`UnitSelection`)."""
+    from .chunkers.base import word_count
+
+    candidates: list[tuple[Book, Unit]] = []
+    for b in books:
+        if sel.books and not book_matches(b, sel.books):
+            continue
+        units = [u for u in b.units if u.n_sentences
+                 and not (sel.max_unit_words and word_count(u.text(b.text)) > sel.max_unit_words)]
+        if sel.strategy == "questions":
+            holding = [u for u in units if question_cover(b, u)]
+            units = holding + [u for u in units if u not in holding]
+        candidates.extend((b, u) for u in units)
+    if sel.books and not candidates:
+        raise SelectionError(f"selection.books={list(sel.books)} matches no unit of the books "
+                             f"{[b.book_id for b in books]} (ids or title substrings; check max_unit_words)")
+    if sel.units:
+        named = {f"{b.book_id}/{u.unit_id}": (b, u) for b, u in candidates}
+        missing = [k for k in sel.units if k not in named]
+        if missing:
+            raise SelectionError(f"selection.units not in the corpus: {missing}")
+        candidates = [named[k] for k in sel.units]
+    if sel.min_questions:
+        candidates = _fewest_covering(candidates, sel.min_questions)
+    if sel.max_units:
+        candidates = candidates[:sel.max_units]
+    order = {(b.book_id, u.unit_id): i for i, (b, u) in enumerate((b, u) for b in books for u in b.units)}
+    return sorted(candidates, key=lambda p: order[(p[0].book_id, p[1].unit_id)])
+
+
+def describe_selection(pairs: Sequence[tuple[Book, Unit]]) -> str:
+    """``"8 unit(s), 147 sentences of gutenqa:Emma_-_Jane_Austen"`` for labels."""
+    books = sorted({b.book_id for b, _ in pairs})
+    return (f"{len(pairs)} unit(s), {sum(u.n_sentences for _, u in pairs)} sentences of "
+            f"{', '.join(books) or 'no book'}")
