@@ -7,6 +7,7 @@ up to 5 times and return NaN when none is found; :func:`ragas_scores` counts tho
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 from typing import Any, Sequence
@@ -67,11 +68,19 @@ def ragas_scores(backend: Any, samples: Sequence[dict[str, Any]], max_new_tokens
     cr, aa = ContextRelevance(llm=llm), AnswerAccuracy(llm=llm)
     cr.retry = aa.retry = max(1, int(retries))  # attempts per judge template
     out = []
-    for s in samples:
-        sample = SingleTurnSample(user_input=s["question"], retrieved_contexts=list(s["contexts"]),
-                                  response=s["answer"] or " ", reference=s["reference"])
-        out.append({"context_relevance": float(cr.single_turn_score(sample)),
-                    "answer_accuracy": float(aa.single_turn_score(sample))})
+    # ragas logs a warning per retry of a reply without a rating; only the outcome matters (NaN after
+    # the last retry, in the returned scores; nan_count() counts them), so the per-retry lines are noise
+    nv_log = logging.getLogger("ragas.metrics._nv_metrics")
+    level = nv_log.level
+    nv_log.setLevel(logging.ERROR)
+    try:
+        for s in samples:
+            sample = SingleTurnSample(user_input=s["question"], retrieved_contexts=list(s["contexts"]),
+                                      response=s["answer"] or " ", reference=s["reference"])
+            out.append({"context_relevance": float(cr.single_turn_score(sample)),
+                        "answer_accuracy": float(aa.single_turn_score(sample))})
+    finally:
+        nv_log.setLevel(level)
     return out
 
 
