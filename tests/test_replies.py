@@ -225,6 +225,9 @@ def test_non_json_parsers_read_the_answer_only():
     assert parse_propositions("<think>- draft claim</think>\n- Emma is clever.\n-   \n2) Harriet") == \
         ["Emma is clever.", "Harriet"]
     assert answer_text("<think>unfinished") == ""
+    from litseg_nb.rag.generate import clean_answer
+
+    assert clean_answer("<think>Maybe Harriet?\n\nNo.</think>\n\nMr. Knightley.\n\nExtra.") == "Mr. Knightley."
 
 
 # ============================================================================ 5. backticks in JSON strings

@@ -28,8 +28,11 @@ def answer_conversation(dataset: str, title: str, question: str, chunks: Sequenc
 
 
 def clean_answer(text: str) -> str:
-    """First non-empty paragraph of the reply, stripped (the prompt asks for one sentence)."""
-    for part in (text or "").strip().split("\n\n"):
+    """First non-empty paragraph of the reply's answer, stripped (the prompt asks for one sentence);
+    reasoning blocks are removed first (:func:`litseg_nb.replies.answer_text`)."""
+    from ..replies import answer_text
+
+    for part in answer_text(text).strip().split("\n\n"):
         if part.strip():
             return part.strip()
     return ""
@@ -58,4 +61,6 @@ def hyde_passages(backend: Any, titles: Sequence[str], questions: Sequence[str],
     if not convs:
         return []
     gens = backend.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed), tag)
-    return [g.text.strip() for g in gens]
+    from ..replies import answer_text
+
+    return [answer_text(g.text).strip() for g in gens]  # reasoning blocks removed
