@@ -36,9 +36,9 @@ def test_books_filter_and_full_coverage(data_dir, fresh_dirs):
     assert [b.book_id for b in books] == ["gutenberg:46", "gutenberg:219"]
     carol = books[0]
     assert carol.title.startswith("A Christmas Carol")
-    check_unit_coverage(carol.text, carol.paragraphs, carol.units)
-    assert carol.units[0].title == "Front matter"
-    assert [u.unit_id for u in carol.units[:4]] == ["u0000", "u0001", "u0002.1", "u0002.2"]
+    check_unit_coverage(carol.text, carol.paragraphs, carol.units, carol.meta["structure"]["dropped"])
+    assert carol.units[0].title == "PREFACE"  # the title page and contents are dropped, not units
+    assert [u.unit_id for u in carol.units[:3]] == ["u0000", "u0001.1", "u0001.2"]
     with pytest.raises(corpus.CorpusError, match="not found"):
         corpus.load_corpus(CorpusConfig(datasets=("gutenberg",), books=("nope",)), use_cache=False)
     from litseg_nb.config import ConfigError
@@ -53,7 +53,7 @@ def test_statistics_columns_and_totals(data_dir, fresh_dirs):
     stats = corpus.corpus_statistics(books, tokenizer=lambda t: len(t) // 4)
     assert list(stats["book_id"]) == ["gutenberg:46", "TOTAL gutenberg"]
     row = stats.iloc[0]
-    assert row["narrative_units"] == 7 and row["units"] == len(books[0].units)
+    assert row["narrative_units"] == 6 and row["units"] == len(books[0].units)
     assert row["units_structure"] + row["units_recursive"] == row["units"]
     assert row["split_method"] == "structure+recursive"
     assert row["tokens"] > row["words"] > 25_000

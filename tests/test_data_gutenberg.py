@@ -12,27 +12,27 @@ from __future__ import annotations
 import pytest
 
 from litseg_nb.data.gutenberg import GutenbergFormatError, clean_gutenberg_file, clean_gutenberg_text
-from litseg_nb.preprocess.structure import FRONT_MATTER, build_units, check_unit_coverage
+from litseg_nb.preprocess.structure import FRONT_MATTER, StructureReport, build_units, check_unit_coverage
 
 BIG = 10**7  # no recursive splitting: test the structure itself
 
-# pg id -> (number of units incl. front matter, first titles after front matter, last title)
+# pg id -> (number of narrative units, first titles, last title); title pages and contents are dropped
 EXPECTED = {
-    "46": (7, ["PREFACE", "STAVE I: MARLEY'S GHOST", "STAVE II: THE FIRST OF THE THREE SPIRITS"],
+    "46": (6, ["PREFACE", "STAVE I: MARLEY'S GHOST", "STAVE II: THE FIRST OF THE THREE SPIRITS"],
            "STAVE V: THE END OF IT"),
-    "11": (13, ["CHAPTER I. Down the Rabbit-Hole", "CHAPTER II. The Pool of Tears"],
+    "11": (12, ["CHAPTER I. Down the Rabbit-Hole", "CHAPTER II. The Pool of Tears"],
            "CHAPTER XII. Alice’s Evidence"),
-    "2814": (16, ["THE SISTERS", "AN ENCOUNTER", "ARABY"], "THE DEAD"),
-    "158": (56, ["VOLUME I / CHAPTER I", "VOLUME I / CHAPTER II"], "VOLUME III / CHAPTER XIX"),
-    "41445": (29, ["VOL. I. / PREFACE.", "VOL. I. / LETTER I.", "VOL. I. / LETTER II."],
+    "2814": (15, ["THE SISTERS", "AN ENCOUNTER", "ARABY"], "THE DEAD"),
+    "158": (55, ["VOLUME I / CHAPTER I", "VOLUME I / CHAPTER II"], "VOLUME III / CHAPTER XIX"),
+    "41445": (28, ["VOL. I. / PREFACE.", "LETTER I. To Mrs. SAVILLE, England.", "LETTER II. To Mrs. SAVILLE, England."],
               "VOL. III. / CHAPTER VII."),
     "2591": (65, ["THE GOLDEN BIRD", "HANS IN LUCK", "JORINDA AND JORINDEL"], "SNOW-WHITE AND ROSE-RED"),
-    "219": (4, ["I", "II", "III"], "III"),
-    "105": (25, ["Chapter 1", "Chapter 2"], "Chapter 24"),
-    "215": (8, ["Chapter I. Into the Primitive", "Chapter II. The Law of Club and Fang"],
+    "219": (3, ["I", "II", "III"], "III"),
+    "105": (24, ["Chapter 1", "Chapter 2"], "Chapter 24"),
+    "215": (7, ["Chapter I. Into the Primitive", "Chapter II. The Law of Club and Fang"],
             "Chapter VII. The Sounding of the Call"),
-    "43": (11, ["STORY OF THE DOOR", "SEARCH FOR MR. HYDE"], "HENRY JEKYLL’S FULL STATEMENT OF THE CASE"),
-    "35": (18, ["I / Introduction", "II", "III"], "Epilogue"),
+    "43": (10, ["STORY OF THE DOOR", "SEARCH FOR MR. HYDE"], "HENRY JEKYLL’S FULL STATEMENT OF THE CASE"),
+    "35": (17, ["I / Introduction", "II The Machine", "III The Time Traveller Returns"], "Epilogue"),
 }
 
 
@@ -47,14 +47,17 @@ def gutenberg_dir(data_dir):
 @pytest.mark.parametrize("pg_id", sorted(EXPECTED))
 def test_units_of_raw_books(gutenberg_dir, pg_id):
     cleaned = clean_gutenberg_file(gutenberg_dir / f"{pg_id}.txt")
-    units = build_units(f"gutenberg:{pg_id}", cleaned.text, cleaned.paragraphs, BIG)
+    report = StructureReport()
+    units = build_units(f"gutenberg:{pg_id}", cleaned.text, cleaned.paragraphs, BIG, report=report,
+                        author=cleaned.report.author)
     n, first, last = EXPECTED[pg_id]
     titles = [u.title for u in units]
-    assert titles[0] == FRONT_MATTER
-    assert titles[1:1 + len(first)] == first
+    assert FRONT_MATTER not in titles
+    assert titles[:len(first)] == first
     assert titles[-1] == last
     assert len(units) == n, titles
-    check_unit_coverage(cleaned.text, cleaned.paragraphs, units)
+    check_unit_coverage(cleaned.text, cleaned.paragraphs, units, report.dropped)
+    assert report.dropped and report.dropped[0][0] == 0  # the title page is dropped, not a unit
     for u in units:  # every unit starts with its heading paragraph and has text
         assert u.sentences and u.text(cleaned.text).strip()
 

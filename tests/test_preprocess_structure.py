@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from litseg_nb.corpus import index_book
 from litseg_nb.data.gutenberg import clean_gutenberg_text
-from litseg_nb.preprocess.structure import (FRONT_MATTER, build_units, check_unit_coverage,
-                                            detect_headings)
+from litseg_nb.preprocess.structure import (FRONT_MATTER, StructureReport, build_units,
+                                            check_unit_coverage, detect_headings)
 from litseg_nb.schema import Book
 
 
@@ -29,17 +29,23 @@ def _prose(n_words: int, tag: str = "w") -> str:
 def test_toc_entries_do_not_become_units():
     text, spans = _paras("MY BOOK", "CONTENTS", "Chapter 1", "Chapter 2", "Chapter 1",
                          _prose(40, "a"), "Chapter 2", _prose(30, "b"))
-    units = build_units("b", text, spans, 1000)
-    assert [u.title for u in units] == [FRONT_MATTER, "Chapter 1", "Chapter 2"]
-    assert "CONTENTS" in units[0].text(text) and "a0" in units[1].text(text)
-    check_unit_coverage(text, spans, units)
+    report = StructureReport()
+    units = build_units("b", text, spans, 1000, report=report)
+    assert [u.title for u in units] == ["Chapter 1", "Chapter 2"]
+    assert "a0" in units[0].text(text) and not any("CONTENTS" in u.text(text) for u in units)
+    assert [d[2] for d in report.dropped] == ["front matter", "CONTENTS"]
+    check_unit_coverage(text, spans, units, report.dropped)
+    with pytest.raises(AssertionError, match="in no unit"):  # the dropped spans are the only gaps
+        check_unit_coverage(text, spans, units)
 
 
 def test_title_toc_is_matched_after_the_list():
     text, spans = _paras("Contents", "The Sisters\nAn Encounter", "THE SISTERS", _prose(20, "s"),
                          "AN ENCOUNTER", _prose(20, "e"))
-    units = build_units("b", text, spans, 1000)
-    assert [u.title for u in units] == [FRONT_MATTER, "THE SISTERS", "AN ENCOUNTER"]
+    report = StructureReport()
+    units = build_units("b", text, spans, 1000, report=report)
+    assert [u.title for u in units] == ["THE SISTERS", "AN ENCOUNTER"]
+    assert (report.toc_entries, report.toc_matched) == (2, 2)
 
 
 def test_volume_glued_to_chapter_and_prefixed():
@@ -56,6 +62,7 @@ def test_prose_starting_with_a_keyword_is_not_a_heading():
                          "Chapter the First", _prose(20))
     heads = detect_headings(text, spans)
     assert [h.title for h in heads] == ["Chapter the First"]
+    assert heads[0].value == 1
 
 
 def test_book_without_headings_is_whole_or_recursive():
@@ -116,8 +123,9 @@ _para = st.one_of(
 @given(st.lists(_para, min_size=1, max_size=25), st.integers(min_value=3, max_value=60))
 def test_units_cover_the_text_and_sentences_round_trip(paras, n):
     text, spans = _paras(*paras)
-    units = build_units("b", text, spans, n)
-    check_unit_coverage(text, spans, units)
+    report = StructureReport()
+    units = build_units("b", text, spans, n, report=report)
+    check_unit_coverage(text, spans, units, report.dropped)
     for u in units:
         assert [s.index for s in u.sentences] == list(range(1, u.n_sentences + 1))
         covered = " ".join(text[s.start:s.end] for s in u.sentences)

@@ -41,11 +41,21 @@ class GutenbergFormatError(ValueError):
 
 _START_RE = re.compile(r"^\s*\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK", re.I)
 _END_RE = re.compile(r"^\s*\*{3}\s*END OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK", re.I)
+# the old licence format (about 3% of a public mirror): the body starts after the small print ends
+_OLD_START_RE = re.compile(r"^\s*\*+\s*(?:END\s*\**\s*THE\s+SMALL\s+PRINT|SMALL\s+PRINT!\s+FOR\s+_*\s*COMPLETE)", re.I)
+_OLD_END_RE = re.compile(r"^\s*End of (?:this |the )?(?:Project Gutenberg'?s? )?E-?text\b", re.I)
+#: paragraphs that are Gutenberg or transcriber notes, never the book (dropped, counted)
+_NOTE_RE = re.compile(
+    r"^(?:\*{2,}\s*THIS EBOOK WAS ONE OF PROJECT GUTENBERG'?S EARLY FILES|<<THIS ELECTRONIC VERSION|"
+    r"\[?\s*Note:\s*Project Gutenberg also has an HTML version|Project Gutenberg also has an HTML version|"
+    r"\[\s*Transcriber[’']?s?\s+Notes?\b|HTML version (?:by|produced)|"
+    r"\*+\s*This file should be named|This etext was prepared by)", re.I)
 _CHARSET_RE = re.compile(rb"Character set encoding:\s*([A-Za-z0-9_\-]+)")
 _CREDIT_RE = re.compile(
     r"^(?:Produced by|This e-?text was produced|E-?text prepared by|Transcribed (?:from|by))", re.I
 )
 _EPILOGUE_RE = re.compile(r"^End of (?:the )?Project Gutenberg", re.I)
+_LISTED_RE = re.compile(r"\S(?:\s{3,}|\s*(?:\.\s?){3,}\s*)(?:\d+|[ivxlc]+)\s*$|^\s*page\s*$", re.I)
 _WS_RE = re.compile(r"[ \t\f\v\u00a0]+")
 
 
@@ -61,6 +71,11 @@ class CleanReport:
     n_paragraphs: int = 0
     n_verse_blocks: int = 0
     wrap_width: int = 0
+    licence: str = "modern"  # modern | old (``*END*THE SMALL PRINT!``)
+    title: str | None = None  # the header's ``Title:`` and ``Author:`` fields
+    author: str | None = None
+    dropped_notes: list[str] = field(default_factory=list)  # Gutenberg/transcriber notes (first 80 chars)
+    dropped_chars: int = 0  # characters of dropped credits, epilogue lines and notes
 
 
 @dataclass
@@ -72,9 +87,21 @@ class CleanedText:
 
 
 def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
-    """Decode raw bytes (see module docstring); returns ``(text, how)``."""
+    """Decode raw bytes (see module docstring); returns ``(text, how)``.
+
+    UTF-16 with a byte-order mark is decoded (``how="utf-16"``); UTF-16 without one is an error that
+    says so.
+    """
     if not data.strip():
         raise GutenbergFormatError(f"{source}: file is empty")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            return data.decode("utf-16"), "utf-16"
+        except UnicodeDecodeError as err:
+            raise GutenbergFormatError(f"{source}: UTF-16 byte-order mark but undecodable ({err})") from err
+    if data[:4000].count(b"\x00") > len(data[:4000]) // 4:
+        raise GutenbergFormatError(f"{source}: looks like UTF-16 without a byte-order mark (NUL bytes); "
+                                   "re-save it as UTF-8")
     try:
         return data.decode("utf-8-sig"), "utf-8"
     except UnicodeDecodeError as err:
@@ -92,9 +119,23 @@ def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
 
 
 def _find_markers(lines: list[str], source: str, missing_markers: str, report: CleanReport) -> Span:
-    start = next((i for i, ln in enumerate(lines) if _START_RE.match(ln)), None)
+    starts = [i for i, ln in enumerate(lines) if _START_RE.match(ln)]
+    ends = [i for i, ln in enumerate(lines) if _END_RE.match(ln)]
+    if len(starts) > 1 or len(ends) > 1:
+        raise GutenbergFormatError(
+            f"{source}: several books in one file: START markers at lines {[i + 1 for i in starts]}, END "
+            f"markers at lines {[i + 1 for i in ends]}; split the file into one book per file")
+    start = starts[0] if starts else None
+    old = False
     if start is None:
-        msg = f"{source}: no '*** START OF THE PROJECT GUTENBERG EBOOK' marker"
+        # old licence format: "*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver...*END*"
+        head = lines[:max(400, len(lines) * 2 // 5)]
+        olds = [i for i, ln in enumerate(head) if _OLD_START_RE.match(ln)]
+        if olds:
+            start, old = olds[-1], True
+            report.licence = "old"
+    if start is None:
+        msg = f"{source}: no '*** START OF THE PROJECT GUTENBERG EBOOK' marker (nor the old '*END*THE SMALL PRINT!')"
         if missing_markers == "error":
             raise GutenbergFormatError(msg + " (pass missing_markers='keep' to keep the whole text)")
         log.warning("%s; keeping the whole text", msg)
@@ -102,12 +143,16 @@ def _find_markers(lines: list[str], source: str, missing_markers: str, report: C
         return 0, len(lines)
     body_start = start + 1
     # the marker may wrap: "*** START OF THIS PROJECT GUTENBERG EBOOK\nTHE STRANGE CASE ... ***"
-    if lines[start].rstrip().count("*") < 6:
+    if not old and lines[start].rstrip().count("*") < 6:
         for j in range(start + 1, min(start + 3, len(lines))):
             if lines[j].rstrip().endswith("***"):
                 body_start = j + 1
                 break
-    end = next((i for i in range(body_start, len(lines)) if _END_RE.match(lines[i])), None)
+    if old:
+        end = next((i for i in range(len(lines) - 1, body_start - 1, -1) if _OLD_END_RE.match(lines[i])
+                    or _EPILOGUE_RE.match(lines[i].strip())), None)
+    else:
+        end = next((i for i in range(body_start, len(lines)) if _END_RE.match(lines[i])), None)
     if end is None:
         msg = f"{source}: START marker found but no '*** END OF THE PROJECT GUTENBERG EBOOK' marker"
         if missing_markers == "error":
@@ -129,6 +174,10 @@ def _is_verse_block(block: list[str], width: int) -> bool:
     """A multi-line block whose non-final lines are mostly far shorter than the wrap width."""
     if len(block) < 2 or width <= 0:
         return False
+    # a contents list typed with page numbers at the right margin ("The Happy Prince      25")
+    listed = sum(1 for ln in block if _LISTED_RE.search(ln))
+    if listed * 2 >= len(block):
+        return True
     body = [ln.strip() for ln in block[:-1]]
     short = sum(1 for ln in body if len(ln) < 0.6 * width)
     return short * 2 >= len(body)
@@ -153,6 +202,8 @@ def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_marke
     lines = raw.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     body_start, body_end = _find_markers(lines, source, missing_markers, report)
     report.body_lines = (body_start, body_end)
+    header = "\n".join(lines[:min(body_start, 400)])
+    report.title, report.author = gutenberg_title(header), gutenberg_author(header)
 
     blocks: list[tuple[int, int]] = []  # raw line ranges of non-blank blocks
     i = body_start
@@ -174,6 +225,18 @@ def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_marke
         while blocks and _EPILOGUE_RE.match(lines[blocks[-1][0]].strip()) and len(blocks) > 1:
             a, b = blocks.pop()
             report.dropped_paragraphs.append(" ".join(_norm(x) for x in lines[a:b]))
+    # Gutenberg banners and notes anywhere in the body ("<<THIS ELECTRONIC VERSION ...>>")
+    kept = []
+    for a, b in blocks:
+        first = lines[a].strip()
+        if _NOTE_RE.match(first) and len(blocks) > 1:
+            para = " ".join(_norm(x) for x in lines[a:b])
+            report.dropped_notes.append(para[:80])
+            report.dropped_chars += len(para)
+        else:
+            kept.append((a, b))
+    blocks = kept
+    report.dropped_chars += sum(len(p) for p in report.dropped_paragraphs)
     if not blocks:
         raise GutenbergFormatError(f"{source}: no text between the Project Gutenberg markers")
 
@@ -215,6 +278,12 @@ def gutenberg_title(raw_header: str) -> str | None:
     """The ``Title:`` field of a Gutenberg header (continuation lines joined), if any."""
     m = re.search(r"^Title:[ \t]*(.+(?:\n[ \t]+\S.*)*)", raw_header, re.M)
     return " ".join(x.strip() for x in m.group(1).split("\n")) if m else None
+
+
+def gutenberg_author(raw_header: str) -> str | None:
+    """The ``Author:`` field of a Gutenberg header, if any."""
+    m = re.search(r"^Author:[ \t]*(.+)$", raw_header, re.M)
+    return m.group(1).strip() if m else None
 
 
 def read_manifest(folder: Path) -> dict[str, str]:

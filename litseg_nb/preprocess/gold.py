@@ -37,8 +37,8 @@ from typing import Callable, Sequence
 
 FRONT = "@front"
 
-#: what a detector returns for a cleaned book: ``(title, start_char)`` of each narrative unit
-Detector = Callable[[str, list, str], list]
+#: ``detector(text, paragraphs, title, author)`` -> ``(title, start_char)`` of each narrative unit
+Detector = Callable[..., list]
 
 
 def _norm(s: str) -> list[str]:
@@ -145,12 +145,13 @@ def summarise(rows: Sequence[dict]) -> dict:
             "books_losing_words": sum(1 for r in rows if r["words_lost"])}
 
 
-def detect_units(text: str, paragraphs: list, title: str = FRONT) -> list[tuple[str, int]]:
+def detect_units(text: str, paragraphs: list, title: str = FRONT, author: str | None = None
+                 ) -> list[tuple[str, int]]:
     """``(title, start)`` of the narrative units :mod:`litseg_nb.preprocess.structure` finds."""
     from .structure import FRONT_MATTER, build_units
 
     units = build_units("gold", text, paragraphs, max_unit_words=10**9,
-                        sentences=[tuple(p) for p in paragraphs], whole_title=title)
+                        sentences=[tuple(p) for p in paragraphs], whole_title=title, author=author)
     return [(u.title, u.start) for u in units if not u.title.startswith(FRONT_MATTER)]
 
 
@@ -170,7 +171,7 @@ def score_gold(gold: Sequence[GoldEntry], root: Path, detector: Detector | None 
             row = score_book(GoldEntry(entry.file, entry.units, None, entry.kind), raw, [])
             row["error"] = str(err)[:200]
         else:
-            predicted = detector(cleaned.text, cleaned.paragraphs, FRONT)
+            predicted = detector(cleaned.text, cleaned.paragraphs, FRONT, getattr(cleaned.report, "author", None))
             row = score_book(entry, cleaned.text, predicted)
         row["seconds"] = round(time.perf_counter() - t0, 3)
         rows.append(row)
