@@ -15,6 +15,19 @@
    carried; before a block would push the cache past ``max_context`` tokens the *oldest* cached
    key/value pairs are dropped (§3.1.1). Positions keep counting (rotary keys stay consistent),
    so when the text fits, the result equals a single full pass (tested).
+
+Backends: with the hf backend (it exposes the model) the KV cache is carried as above
+(:class:`KVWindowScorer`). Any other backend (vLLM, an OpenAI-compatible server) scores the same
+token ids through ``backend.token_logprobs`` (vLLM ``prompt_logprobs``, the server's completions
+``echo``): :func:`window_plan` replays the cache trimming above and gives each block the context the
+hf path would hold (at most ``max_context`` tokens), recomputed from the ids in one request per
+window (windows of a unit go out as one batch; blocks whose context starts at the text's first
+token share one window; as in the hf path a block's first token is predicted by the previous
+block's last position). When the unit fits in ``max_context`` -- always with the profiles'
+defaults, 8,192 tokens against units of at most 2,000 words -- both paths compute the same
+values (tested against each other on the tiny model). When it does not, the hf path's older cached
+keys were computed while now-dropped tokens were still visible, the windows recompute them
+without those tokens, so the values differ slightly (the windows are the cleaner definition).
 """
 from __future__ import annotations
 
@@ -124,17 +137,56 @@ def segment_nll(token_lp: Sequence[float], bounds: Sequence[tuple[int, int]]) ->
     return out
 
 
-def hf_parts(backend: Any) -> tuple[Any, Any]:
-    """The causal LM and tokenizer behind an LLM backend (the hf backend exposes both)."""
+def hf_parts(backend: Any) -> tuple[Any, Any] | None:
+    """The causal LM and tokenizer behind an hf backend; ``None`` for other backends."""
     model = getattr(backend, "model", None)
     tok = getattr(backend, "tokenizer", None)
     if model is None or tok is None or not callable(model):
-        raise ChunkerError(
-            f"perplexity chunking needs token-level access to a causal LM: backend "
-            f"{getattr(backend, 'name', type(backend).__name__)!r} exposes no `model`/`tokenizer` "
-            "(use the hf backend, or pass sentence_scores= directly)"
-        )
+        return None
     return model, tok
+
+
+def window_plan(n_tokens: int, max_context: int, block_tokens: int) -> list[tuple[int, int, int]]:
+    """``(context_start, block_start, block_end)`` per block of :class:`KVWindowScorer`'s schedule:
+    block ``[block_start, block_end)`` is scored with the tokens from ``context_start`` in view."""
+    if block_tokens <= 0 or max_context <= 0:
+        raise ValueError("max_context and block_tokens must be positive")
+    block = min(block_tokens, max_context)
+    plan, pos, cached = [], 0, 0
+    while pos < n_tokens:
+        size = min(block, n_tokens - pos)
+        cached = min(cached, max_context - size)  # the oldest cached tokens are dropped
+        plan.append((pos - cached, pos, pos + size))
+        cached += size
+        pos += size
+    return plan
+
+
+def windowed_token_logprobs(backend: Any, ids: Sequence[int], max_context: int, block_tokens: int,
+                            tag: UsageTag = UsageTag()) -> list[float]:
+    """``lp[k] = log p(ids[k] | context)`` through ``backend.token_logprobs`` (``lp[0]`` is NaN),
+    with the context of :func:`window_plan` (see the module docstring)."""
+    plan = window_plan(len(ids), max_context, block_tokens)
+    # merge blocks that see the text from its start into one window (no trimming yet)
+    windows: list[tuple[int, int, int]] = []
+    for ctx, a, b in plan:
+        if windows and ctx == 0 and windows[-1][0] == 0:
+            windows[-1] = (0, windows[-1][1], b)
+        else:
+            windows.append((ctx, a, b))
+    # as in the hf path, the first token of a block is predicted by the last position of the
+    # previous block (with that block's context): every window but the last takes one token more
+    seqs = [list(ids[ctx:b + 1 if i + 1 < len(windows) else b])
+            for i, (ctx, _, b) in enumerate(windows)]
+    out = backend.token_logprobs(seqs, tag)
+    lp = [float("nan")] * len(ids)
+    for i, ((ctx, a, _), seq, vals) in enumerate(zip(windows, seqs, out)):
+        if len(vals) != len(seq) - 1:
+            raise ChunkerError(f"perplexity: backend returned {len(vals)} log-probs for a "
+                               f"{len(seq)}-token window")
+        for k in range(a + 1 if i else ctx + 1, ctx + len(seq)):
+            lp[k] = float(vals[k - ctx - 1])
+    return lp
 
 
 def unit_segments(book: Book, unit: Unit) -> list[str]:
@@ -152,21 +204,32 @@ def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int
     """Per-sentence mean NLL given all preceding text of the unit (KV-cache windowed)."""
     from ..cache import StepCache
 
-    model, tok = hf_parts(backend)
+    parts = hf_parts(backend)
+    tok = parts[1] if parts is not None else getattr(backend, "tokenizer", None)
+    if tok is None:
+        raise ChunkerError(
+            f"perplexity chunking needs the model's tokenizer locally: backend "
+            f"{getattr(backend, 'name', type(backend).__name__)!r} ({getattr(backend, 'model_id', '?')}) "
+            "has none (give a model name or local path the tokenizer loads from, or pass "
+            "sentence_scores= directly)")
     segments = unit_segments(book, unit)
-    cache = StepCache("ppl-sentence-scores",
-                      config={"model": getattr(backend, "model_id", "?"), "max_context": max_context,
-                              "block_tokens": block_tokens},
-                      inputs={"segments": segments})
+    config = {"model": getattr(backend, "model_id", "?"), "max_context": max_context,
+              "block_tokens": block_tokens}
+    if parts is None:
+        config["scorer"] = "windows"  # recomputed windows (module docstring), not the carried cache
+    cache = StepCache("ppl-sentence-scores", config=config, inputs={"segments": segments})
     if cache.exists():  # e.g. Perplexity+Merge reuses the scores of the Perplexity run
         return [float("nan") if v is None else v for v in cache.load()]
     ids, bounds = segment_token_ids(tok, segments)
-    t0 = time.perf_counter()
-    lp = KVWindowScorer(model, max_context, block_tokens).token_logprobs(ids)
-    ledger = getattr(backend, "ledger", None)
-    if ledger is not None:
-        ledger.record(tag, Generation("", prompt_tokens=len(ids), completion_tokens=0,
-                                      latency_s=time.perf_counter() - t0))
+    if parts is None:  # vLLM / OpenAI-compatible: the backend records its own usage
+        lp = windowed_token_logprobs(backend, ids, max_context, block_tokens, tag)
+    else:
+        t0 = time.perf_counter()
+        lp = KVWindowScorer(parts[0], max_context, block_tokens).token_logprobs(ids)
+        ledger = getattr(backend, "ledger", None)
+        if ledger is not None:
+            ledger.record(tag, Generation("", prompt_tokens=len(ids), completion_tokens=0,
+                                          latency_s=time.perf_counter() - t0, cached_prompt_tokens=0))
     scores = segment_nll(lp, bounds)
     cache.save([None if math.isnan(v) else v for v in scores])
     return scores
