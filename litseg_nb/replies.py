@@ -305,11 +305,10 @@ def _objects_in(s: str, offset: int, in_fence: bool, lenient: bool) -> Iterator[
 
 def _fenced_blocks(s: str) -> Iterator[tuple[int, int]]:
     """(start, end) of the contents of markdown code fences whose markers start a line."""
-    marks = list(_FENCE_LINE.finditer(s))
-    for k in range(0, len(marks), 2):
-        a = marks[k].end()
-        b = marks[k + 1].start() if k + 1 < len(marks) else len(s)
-        yield a, b
+    marks = _FENCE_LINE.finditer(s)
+    for opening in marks:
+        closing = next(marks, None)
+        yield opening.end(), (closing.start() if closing is not None else len(s))
 
 
 def json_candidates(answer: str, lenient: bool = False) -> Iterator[JsonCandidate]:
@@ -321,7 +320,8 @@ def json_candidates(answer: str, lenient: bool = False) -> Iterator[JsonCandidat
     """
     if "```" in answer:
         for a, b in _fenced_blocks(answer):
-            yield from _objects_in(answer[a:b], a, True, lenient)
+            if answer.find("{", a, b) >= 0:
+                yield from _objects_in(answer[a:b], a, True, lenient)
     yield from _objects_in(answer, 0, False, lenient)
 
 
