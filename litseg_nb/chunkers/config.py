@@ -64,12 +64,27 @@ class BaselinesConfig(StageConfig):
     proposition_max_new_tokens: int = 512
     proposition_max_retries: int = 1
 
+    # Meta-Chunking semantic completion (§3.2, App. C) on perplexity+merge chunks: method
+    # "perplexity+merge+completion" (chunkers/completion.py; own prompts, labelled)
+    completion_max_new_tokens: int = 256
+    completion_max_items: int = 5  # missing items kept from the reflection stage
+    completion_min_score: int = 4  # refinement: items scored >= this (1-5) are added
+    completion_related_chunks: int = 2  # context: most similar chunks by embedding (0 = neighbours)
+    completion_context_chars: int = 600  # characters of each context chunk in the prompts
+    completion_index_summary: bool = True  # retriever text = enhanced summary + (rewritten) chunk
+
     # the LLM-based methods run on the shared ``selection`` (litseg_nb.selection.select_units), the
     # units LitSeg and LitSeg-Lite segment; the other methods run on every unit of the corpus
     # books (ids or title substrings) the embedding-based semantic chunker runs on; empty = all.
     # On 2 CPU cores MiniLM embeds ~30 three-sentence groups per second, so the smoke profile
     # limits it to the evaluation book instead of spending ~25 minutes on the eleven raw books.
     semantic_books: tuple[str, ...] = ()
+
+    # notebook 04 also runs the `published` presets (chunkers/presets.py: knobs calibrated to
+    # LumberChunker's published GutenQA tokens/chunk) and measures how the unit cap
+    # (corpus.max_unit_words) changes the statistics of these methods against whole chapters
+    published_presets: bool = True
+    unit_cap_methods: tuple[str, ...] = ("token", "recursive", "paragraph")
 
     length_match: bool = True
     length_match_target_tokens: int = 0  # 0 = the native mean of length_match_reference
@@ -81,14 +96,16 @@ class BaselinesConfig(StageConfig):
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
         if profile == "test":
             return {"lumber_max_new_tokens": 16, "lumber_max_retries": 1, "proposition_max_new_tokens": 24,
-                    "length_match_max_iter": 6, "perplexity_block_tokens": 256}
+                    "length_match_max_iter": 6, "perplexity_block_tokens": 256,
+                    "completion_max_new_tokens": 12, "completion_max_items": 2, "completion_context_chars": 200}
         if profile == "smoke":
             # non-LLM methods: the eleven raw Gutenberg books + GutenQA's Emma; LLM methods: the
             # shared selection of Emma units (SmolLM2-135M on CPU; see notebook 04's budget notes)
             return {"corpus": {"datasets": ("gutenqa", "gutenberg")},
                     "semantic_books": ("gutenqa:Emma_-_Jane_Austen",),
                     "margin_max_left_tokens": 128,
-                    "proposition_max_new_tokens": 192}
+                    "proposition_max_new_tokens": 192,
+                    "completion_max_new_tokens": 64, "completion_max_items": 3, "completion_context_chars": 400}
         if profile == "full":
             return {}
         raise ConfigError(f"unknown profile {profile!r}")

@@ -164,6 +164,26 @@ def _lumber(items, cfg, backend, embedder):
                     "invalid_replies": sum(sum(s.invalid.values()) for s in stats)}
 
 
+def _completion(items, cfg, backend, embedder):
+    """Meta-Chunking's semantic completion (chunkers/completion.py) of perplexity+merge chunks."""
+    from .completion import complete_book_chunks
+
+    if cfg.completion_related_chunks and embedder is None:
+        raise ChunkerError("perplexity+merge+completion picks related chunks by embedding: give an embedder "
+                           "or set completion_related_chunks=0 (neighbouring chunks)")
+    base, _ = chunk_units("perplexity+merge", items, cfg, backend, embedder)
+    out, fallbacks, invalid = [], 0, 0
+    for book in {id(b): b for b, _ in items}.values():
+        done, st = complete_book_chunks(
+            book, [c for c in base if c.book_id == book.book_id], backend, "perplexity+merge+completion", embedder,
+            cfg.completion_max_new_tokens, cfg.completion_max_items, cfg.completion_min_score,
+            cfg.completion_related_chunks, cfg.completion_context_chars, cfg.completion_index_summary, STAGE, cfg.seed)
+        out.extend(done)
+        fallbacks += st.rejected_rewrites + st.empty_summaries
+        invalid += st.no_items + st.invalid_scores
+    return _per_unit_lists(items, out), {"fallbacks": fallbacks, "invalid_replies": invalid}
+
+
 def _proposition(items, cfg, backend, embedder):
     chunks, fallbacks = proposition_chunks_batch(items, backend, cfg.proposition_max_new_tokens,
                                                  cfg.proposition_max_retries, STAGE)
@@ -220,6 +240,11 @@ _SPECS = (
     ChunkerSpec(name="lumber+merge", needs="llm", run=None, base="lumber"),
     ChunkerSpec(name="proposition", needs="llm", run=_proposition,
                 params=("proposition_max_new_tokens", "proposition_max_retries")),
+    # Meta-Chunking §3.2 / App. C: semantic completion of the perplexity+merge chunks
+    ChunkerSpec(name="perplexity+merge+completion", needs="llm", run=_completion,
+                params=("perplexity_merge_threshold", *_PPL, "merge_target_tokens", "tokenizer", "seed",
+                        "completion_max_new_tokens", "completion_max_items", "completion_min_score",
+                        "completion_related_chunks", "completion_context_chars", "completion_index_summary")),
     # Meta-Chunking App. F: perplexity chunking at θ = 0 before the dynamic merge
     ChunkerSpec(name="perplexity@merge-base", needs="llm", internal=True,
                 run=_perplexity_at("perplexity_merge_threshold", "perplexity"),

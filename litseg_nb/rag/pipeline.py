@@ -64,6 +64,27 @@ def discover_chunk_sets(profile: str, methods: Sequence[str] = ()) -> tuple[dict
     return dict(sorted(present.items(), key=lambda kv: (order.get(kv[0], 99), kv[0]))), missing
 
 
+def load_evaluable_chunk_sets(paths: Mapping[str, Path], book_ids: Iterable[str],
+                              required: Iterable[str] = ()) -> tuple[dict[str, list[Chunk]], list[str]]:
+    """``(chunk sets with chunks of the books, names of sets without any)``. A set named in ``required``
+    (chunk sets asked for explicitly) without chunks of these books is an error; Lite sets holding a
+    trained unit are refused (:func:`litseg_nb.lite.heldout.refuse_trained_chunk_file`)."""
+    from ..lite.heldout import refuse_trained_chunk_file
+
+    wanted, req = set(book_ids), set(required)
+    out, none = {}, []
+    for m, p in paths.items():
+        cs = [c for c in load_chunks(p) if c.book_id in wanted]
+        refuse_trained_chunk_file(m, p, cs)
+        if cs:
+            out[m] = cs
+        elif m in req:
+            raise EvaluationError(f"chunk set {m!r} ({p}) has no chunks for the evaluated books {sorted(wanted)}")
+        else:
+            none.append(m)
+    return out, none
+
+
 def load_chunk_sets(paths: Mapping[str, Path], book_ids: Iterable[str]) -> dict[str, list[Chunk]]:
     """Chunks of the given books per method; a method with no chunk for a book is an error."""
     wanted = set(book_ids)
