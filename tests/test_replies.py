@@ -217,6 +217,16 @@ def test_placeholder_in_reasoning_is_not_passed_to_the_next_stage():
     assert r["fallback"] == "none"
 
 
+def test_lite_segmenter_counts_replies_cut_inside_reasoning():
+    from litseg_nb.lite.segmenter import LiteSegmenter
+
+    book = make_book()
+    be = ScriptedBackend(replies=["<think>Let me see {", f"<think>ok</think>{lite(seg(1, 3), seg(4, 6))}"])
+    chunks, (r,) = LiteSegmenter(be, retries=1).segment_units([(book, book.units[0])])
+    assert r.truncated_in_reasoning == 1 and r.attempts == 2 and r.fallback == "none"
+    assert "inside its reasoning" in r.errors[0][0] and len(chunks) == 2
+
+
 def test_non_json_parsers_read_the_answer_only():
     assert parse_answer("<think>Answer: ID 3? no.</think>\nAnswer: ID 7") == 7
     assert parse_answer("Answer: ID " + "9" * 5000) is None

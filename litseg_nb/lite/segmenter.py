@@ -23,9 +23,10 @@ from tqdm.auto import tqdm
 
 from ..artifacts import artifact_path
 from ..litseg.reconstruct import reconstruct_unit
-from ..litseg.validate import (ValidationResult, finalize_segments, parse_json_reply, segmentation_object,
+from ..litseg.validate import (ValidationResult, extract_json, finalize_segments, segmentation_object,
                                validate_segments)
 from ..llm.base import LLMBackend, SamplingParams, UsageTag
+from ..replies import read_reply
 from ..schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
 from .data import LITE_SYSTEM_TEMPLATE, PAPER_LENGTH_REFERENCE, lite_conversation
 from .heldout import TrainedUnits, assert_not_trained, model_record, refuse_trained_chunks
@@ -38,8 +39,11 @@ def validate_single_pass(text: str, n_sentences: int, max_new_tokens: int | None
     """Validate a single-pass (E.2 or E.4) reply with the shared validator (``segmentation_object``
     finds the segments under any step). With ``max_new_tokens`` a reply longer than that budget
     allows is not parsed (see :mod:`litseg_nb.replies`)."""
-    return validate_segments(segmentation_object(parse_json_reply(text, max_new_tokens=max_new_tokens)),
-                             n_sentences)
+    got = extract_json(text, max_new_tokens=max_new_tokens)
+    res = validate_segments(segmentation_object(got.obj), n_sentences)
+    if got.obj is None and got.error:  # say why: cut inside reasoning, oversize, empty, not JSON
+        res.errors = [got.error]
+    return res
 
 
 @dataclass
@@ -63,6 +67,7 @@ class LiteUnitResult:
     cached_prompt_tokens: int = 0
     model_seconds: float = 0.0  # model latency recorded when each reply was computed
     cache_hits: int = 0  # replies served from the persistent request cache
+    truncated_in_reasoning: int = 0  # replies cut off inside their <think> block (no answer)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,6 +128,7 @@ class LiteSegmenter:
                 r.cached_prompt_tokens += gen.cached_prompt_tokens or 0
                 r.model_seconds += gen.latency_s
                 r.cache_hits += int(gen.cache_hit)
+                r.truncated_in_reasoning += int(read_reply(gen.text).truncated_in_reasoning)
                 r.seconds += dt
                 if attempt == 0:
                     r.first_try_valid = res.ok
