@@ -117,3 +117,24 @@ def test_unjudgeable_completion_gets_zero_without_a_judge_call():
     narr = NarratologicalReward(judge, retries=2)
     assert narr(["not json", reply([seg(11, 12)])], **_cols(2)) == [0.0, 0.0]
     assert narr.stats.unscorable == 2 and not judge.calls
+
+
+def test_reward_and_validator_share_one_definition_of_a_valid_segment():
+    from litseg_nb.lite.rewards import judgeable_segments
+    from litseg_nb.lite.segmenter import validate_single_pass
+
+    cases = {  # reply -> (validator ok, indices_valid)
+        reply([seg(1, 4), {"subtitle": "s", "from_idx": "5", "to_idx": 10}]): (False, 0.5),  # a digit string
+        reply([seg(1, 4, [2]), seg(5, 10)]): (True, 1.0),  # context inside its own range: the judge's business
+        reply([seg(1, 4), {"subtitle": "s", "from_idx": 5, "to_idx": 10, "context_idx": None}]): (True, 1.0),
+        reply([seg(1, 4), seg(5, 10), seg(6, 8)]): (False, 2 / 3),  # a nested range repeats text
+        reply([seg(1, 4), seg(5, 10), 7]): (False, 2 / 3),  # not an object
+    }
+    for text, (ok, share) in cases.items():
+        b = format_reward_breakdown(text, N)
+        assert validate_single_pass(text, N).ok is ok and b["valid"] == float(ok), text
+        assert b["indices_valid"] == pytest.approx(share), text
+        assert b["full_coverage"] == 1.0
+        if ok:
+            assert judgeable_segments(text, N) == [
+                {**s, "context_idx": s.get("context_idx") or []} for s in json.loads(text)["step3"]["segments"]]

@@ -73,3 +73,13 @@ def test_bounded_retries_then_neutral_is_counted():
     r = score_chunks_with_rubric(be, "p", "x", SEGS, n_chunks=2, retries=1)
     assert r.neutral and r.attempts == 2 and len(be.calls) == 2
     assert r.event_validity == [3.0, 3.0] and r.mean == 3.0 and len(r.errors) == 2
+
+
+def test_reasoning_and_budget_are_applied_by_the_judge_call():
+    long_think = "<think>" + "weighing {" * 50 + "</think>"
+    be = ScriptedBackend(replies=[long_think + '{"dimension1": [4], "dimension2": [4], "dimension3": [4]}'])
+    r = score_chunks_with_rubric(be, "p", "x", "{}", n_chunks=1, retries=0, max_new_tokens=400)
+    assert not r.neutral and r.event_validity == [4.0]
+    be = ScriptedBackend(replies=["x" * 10_000 + '{"dimension1": [4], "dimension2": [4], "dimension3": [4]}'])
+    r = score_chunks_with_rubric(be, "p", "x", "{}", n_chunks=1, retries=0, max_new_tokens=8)
+    assert r.neutral and "exceeds" in r.errors[0]
