@@ -31,6 +31,7 @@ from typing import Any, Iterable, Literal, Sequence
 import numpy as np
 
 from .config import EmbeddingConfig
+from .llm.models import resolve_model_path  # the package's one resolver (packaged names, paths)
 from .paths import cache_dir
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
@@ -59,15 +60,6 @@ def packaged_model_dir(name: str) -> Path | None:
     if not (root / "config.json").is_file():
         raise EmbeddingError(f"packaged embedding model {name!r}: no model files under {root}")
     return root
-
-
-def resolve_model_path(name: str) -> str:
-    """Packaged name → package dir; existing local path → that path; otherwise the hub id as given."""
-    packaged = packaged_model_dir(name)
-    if packaged is not None:
-        return str(packaged)
-    p = Path(name).expanduser()
-    return str(p.resolve()) if p.exists() else name
 
 
 def _resolve_device(device: str) -> str:

@@ -47,12 +47,12 @@ class Tokenizer:
 
 
 @lru_cache(maxsize=8)
-def _load_hf_tokenizer(path: str):
-    from transformers import AutoTokenizer
+def _load_hf_tokenizer(name: str):
+    from ..llm.models import load_tokenizer as load_hf_tokenizer  # the package's one loader
 
-    tok = AutoTokenizer.from_pretrained(path)
+    tok = load_hf_tokenizer(name)
     if not getattr(tok, "is_fast", False):
-        raise ChunkerError(f"tokenizer {path!r} is not a fast tokenizer (character offsets are needed)")
+        raise ChunkerError(f"tokenizer {name!r} is not a fast tokenizer (character offsets are needed)")
     return tok
 
 
@@ -63,9 +63,7 @@ def load_tokenizer(name: str, backend: Any = None) -> Tokenizer:
         if tok is None:
             raise ChunkerError("tokenizer='llm' needs an LLM backend that exposes a Hugging Face tokenizer")
         return Tokenizer(tok, f"llm:{getattr(backend, 'model_id', '?')}")
-    from ..embeddings import resolve_model_path
-
-    return Tokenizer(_load_hf_tokenizer(resolve_model_path(name)), name)
+    return Tokenizer(_load_hf_tokenizer(name), name)
 
 
 def word_count(text: str) -> int:

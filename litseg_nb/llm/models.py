@@ -170,12 +170,23 @@ def smollm2_dir() -> Path:
 
 
 def resolve_model_path(name: str) -> str:
-    """Local folder (or hub id) that ``from_pretrained`` should read for model ``name``."""
+    """Local folder (or hub id) that ``from_pretrained`` should read for model ``name``.
+
+    The one resolver of the package (LLMs, embedding models, tokenizers): the packaged LLM names
+    above, a packaged embedding model (:func:`litseg_nb.embeddings.packaged_model_dir`), an existing
+    local path (made absolute), otherwise the name as given (a hub id).
+    """
     if name == TINY_RANDOM:
         return str(tiny_random_dir())
     if name == SMOLLM2:
         return str(smollm2_dir())
-    return name
+    from ..embeddings import packaged_model_dir
+
+    packaged = packaged_model_dir(name)
+    if packaged is not None:
+        return str(packaged)
+    p = Path(name).expanduser()
+    return str(p.resolve()) if p.exists() else name
 
 
 def model_revision(name: str) -> str:
@@ -197,7 +208,9 @@ def _offline_hint(name: str, exc: Exception) -> ModelNotAvailableError:
 
 
 def load_tokenizer(name: str):
-    """Tokenizer of model ``name`` (left padding, pad token set)."""
+    """Tokenizer of model ``name`` (left padding, pad token set); the one tokenizer loader of the
+    package (the chunkers wrap it, :func:`litseg_nb.chunkers.base.load_tokenizer`). A new object
+    per call (callers may change it)."""
     from transformers import AutoTokenizer
 
     # both packaged names use SmolLM2's tokenizer: load it without building/converting the model
