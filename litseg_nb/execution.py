@@ -21,9 +21,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
@@ -188,15 +190,45 @@ def _engine():
     return "litseg"
 
 
+_LIVE_KERNELS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_KM_CLASS: list[type] = []
+
+
 def _ipc_kernel_manager():
-    """AsyncKernelManager whose kernels talk over IPC sockets (local only; no TCP warning)."""
+    """AsyncKernelManager whose kernels talk over IPC sockets (local only; no TCP warning).
+
+    Started kernels are remembered so that an interrupted run can stop them at once
+    (:func:`_kill_live_kernels`).
+    """
+    if _KM_CLASS:
+        return _KM_CLASS[0]
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import CaselessStrEnum
 
     class IPCKernelManager(AsyncKernelManager):
         transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
 
+        async def _async_start_kernel(self, **kw):
+            _LIVE_KERNELS.add(self)  # before the launch: an interrupt during start-up finds it too
+            await super()._async_start_kernel(**kw)
+
+        start_kernel = _async_start_kernel
+
+    _KM_CLASS.append(IPCKernelManager)
     return IPCKernelManager
+
+
+def _kill_live_kernels() -> None:
+    """SIGKILL the process group of every kernel still running (after Ctrl-C)."""
+    for km in list(_LIVE_KERNELS):
+        pid = getattr(getattr(km, "provisioner", None), "pid", None)
+        if not pid:
+            continue
+        with contextlib.suppress(OSError):
+            if hasattr(os, "killpg"):
+                os.killpg(pid, signal.SIGKILL)  # kernels lead their own process group
+            else:  # pragma: no cover
+                os.kill(pid, signal.SIGKILL)
 
 
 class _VerifiedParameterFilter(logging.Filter):
@@ -281,7 +313,9 @@ def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, k
             pm.execute_notebook(
                 str(notebook), str(paths["running"]), parameters=parameters, kernel_name=kernel_name,
                 engine_name=_engine(), cwd=str(notebook.parent), progress_bar=False,
-                log_output=log_output, stderr_file=relay, litseg_progress=progress,
+                # the kernel's stderr (progress bars, warnings) always, its stdout with --log-output
+                log_output=False, stderr_file=relay, stdout_file=ConsoleRelay(out) if log_output else None,
+                litseg_progress=progress,
                 kernel_manager_class=_ipc_kernel_manager(),
                 # stop the kernel process at once when done or interrupted: a graceful shutdown of a
                 # kernel that is still executing prints a ZMQ traceback on the console
@@ -289,6 +323,10 @@ def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, k
         nbformat.validate(nbformat.read(paths["running"], as_version=4))  # complete, readable
         os.replace(paths["running"], paths["done"])
         return paths["done"]
+    except KeyboardInterrupt:
+        _kill_live_kernels()  # no kernel left behind to print "parent appears to have exited"
+        _finish_failed(paths)
+        raise
     except BaseException:
         _finish_failed(paths)
         raise

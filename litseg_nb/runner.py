@@ -182,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                      help="extra parameter injected into notebooks that declare it")
-    run.add_argument("--log-output", action="store_true", help="stream notebook output")
+    run.add_argument("--log-output", action="store_true",
+                     help="also stream the notebooks' printed output (progress bars and warnings always show)")
     sub.add_parser("list", help="list the numbered notebooks and their parameters")
     from .chunk_import import add_subparser as _add_import_chunks
 

@@ -225,3 +225,13 @@ def test_outputs_dir_that_cannot_be_created_is_one_clear_error(tmp_path, monkeyp
     monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(blocker / "outputs"))
     with pytest.raises(OutputsNotWritable, match=str(blocker / "outputs" / "test")):
         outputs_dir("test")
+
+
+def test_log_output_streams_printed_output(nbdir, fresh_dirs, capfd):
+    _write_nb(nbdir / "01_p.ipynb", PARAMS, ("code", "print('hello from the kernel')"))
+    runner.run_notebooks("test", log_output=True)
+    out, err = capfd.readouterr()
+    assert "hello from the kernel" in out
+    runner.run_notebooks("test")
+    out, err = capfd.readouterr()
+    assert "hello from the kernel" not in out + err
