@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .artifacts import artifact_path
+from .artifacts import artifact_dir, artifact_path
 from .lite.config import LiteConfig
 from .lite.segmenter import LiteSegmenter, results_frame
 from .schema import Book, Chunk, Unit, assert_full_coverage, load_chunks
@@ -69,7 +69,7 @@ def select_variants(keys: Sequence[str]) -> list[AblationVariant]:
 
 def adapter_dirs(profile: str) -> dict[str, Path]:
     """The SFT and GRPO adapters notebook 03 saved for ``profile`` (clear error when missing)."""
-    root = artifact_path(profile, "lite", "adapters", "x").parent
+    root = artifact_dir(profile, "lite", "adapters")
     dirs = {"sft": root / "sft", "grpo": root / "grpo"}
     missing = [str(p) for p in dirs.values() if not p.is_dir()]
     if missing:
@@ -85,7 +85,7 @@ def variant_model(cfg: LiteConfig, variant: AblationVariant, profile: str) -> st
 
     dirs = adapter_dirs(profile)
     adapters = [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
-    root = artifact_path(profile, "lite", "merged", "x").parent
+    root = artifact_dir(profile, "lite", "merged")
     return str(save_merged_model(cfg.llm.model, adapters, root))
 
 
@@ -161,25 +161,6 @@ def validity_table(results: pd.DataFrame) -> pd.DataFrame:
                      "segments_per_unit": float(g["n_segments"].mean()),
                      "completion_tokens": int(g["completion_tokens"].sum())})
     return pd.DataFrame(rows)
-
-
-def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[Book],
-                              embedder: Any, names: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """Paper Table 6: mean cosine similarity of the sentences adjacent to each inner boundary."""
-    from .metrics import segment_quality as sq
-
-    units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
-    texts = {b.book_id: b.text for b in books}
-    pairs = [p for cs in chunk_sets.values() for p in sq.boundary_pairs(cs, units, texts)]
-    sims = sq.boundary_similarities(pairs, embedder)
-    out = pd.DataFrame({"method": list(chunk_sets)})
-    agg = sims.groupby("method").similarity.agg(["mean", "count"]).rename(
-        columns={"mean": "boundary_similarity", "count": "n_boundaries"})
-    out = out.join(agg, on="method")
-    out["n_boundaries"] = out["n_boundaries"].fillna(0).astype(int)
-    if names:
-        out.insert(0, "variant", out["method"].map(names))
-    return out
 
 
 def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame):

@@ -24,7 +24,7 @@ import ast
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .config import ConfigError
 from .schema import Book, Chunk
@@ -190,13 +190,3 @@ def segment_main(args: Any) -> int:
     print(f"[litseg_nb] {args.method} ({args.profile}): {len(chunks)} chunks over {units} unit(s), "
           f"{sentences} sentences covered{note} -> {out}")
     return 0
-
-
-def segment_cli(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry point (the same as ``python -m litseg_nb segment``)."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m litseg_nb")
-    add_segment_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["segment", *(argv or [])])
-    return args.handler(args)

@@ -49,8 +49,16 @@ def save_figure(fig, name: str, profile: str, label: str) -> dict[str, Path]:
 
 
 def artifact_path(profile: str, *parts: str) -> Path:
+    """``outputs/<profile>/artifacts/<parts...>`` (a file; its folder is created)."""
     p = outputs_dir(profile) / "artifacts" / Path(*parts)
     p.parent.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def artifact_dir(profile: str, *parts: str) -> Path:
+    """``outputs/<profile>/artifacts/<parts...>`` (a folder, created)."""
+    p = outputs_dir(profile) / "artifacts" / Path(*parts)
+    p.mkdir(parents=True, exist_ok=True)
     return p
 
 

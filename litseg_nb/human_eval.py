@@ -8,7 +8,8 @@ Coherence, Boundary Placement; 1-5). The un-blinding key is written separately.
 row) and :func:`summarize_ratings` gives per-method per-dimension and overall means (Overall = mean
 of the three dimensions, averaged over raters) and ICC(2,1) per dimension.
 
-Pairwise preference (Appendix B): :func:`pairwise_win_rate` scores Win/Tie/Loss verdicts as in
+Pairwise preference (Appendix B): :func:`litseg_nb.metrics.pairwise.pairwise_win_rate` scores
+Win/Tie/Loss verdicts as in
 B.2's zero-sum rule (win 1, tie 0.5, loss 0), averaged over annotators per instance, then over
 instances. Agreement: :func:`cohen_kappa`, :func:`raw_agreement`, :func:`pairwise_agreement_table`
 (every annotator pair) and :func:`fleiss_kappa`.
@@ -24,7 +25,7 @@ import html
 import itertools
 import random
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -139,35 +140,6 @@ def pairwise_agreement_table(labels_by_annotator: Mapping[str, Sequence[Any]]):
         rows.append({"annotator_a": na, "annotator_b": nb, "cohen_kappa": cohen_kappa(a, b),
                      "raw_agreement": raw_agreement(a, b), "n_items": len(a)})
     return pd.DataFrame(rows, columns=["annotator_a", "annotator_b", "cohen_kappa", "raw_agreement", "n_items"])
-
-
-VERDICT_POINTS = {"win": 1.0, "tie": 0.5, "loss": 0.0}
-
-
-def pairwise_win_rate(verdicts: Sequence[Sequence[str]]) -> dict[str, float]:
-    """Win rate of system X over Y from per-instance, per-annotator verdicts ``win``/``tie``/``loss``.
-
-    B.2: a win gives 1 point, a tie 0.5 to each side; B.1: per instance the annotators' points are
-    averaged, then instances are averaged. Also returns the win/tie/loss frequencies.
-    """
-    if not verdicts:
-        raise ValueError("no verdicts")
-    per_instance, counts = [], {"win": 0, "tie": 0, "loss": 0}
-    for i, inst in enumerate(verdicts):
-        inst = [inst] if isinstance(inst, str) else list(inst)
-        if not inst:
-            raise ValueError(f"instance {i} has no verdicts")
-        pts = []
-        for v in inst:
-            key = str(v).strip().lower()
-            if key not in VERDICT_POINTS:
-                raise ValueError(f"instance {i}: verdict {v!r} is not win/tie/loss")
-            counts[key] += 1
-            pts.append(VERDICT_POINTS[key])
-        per_instance.append(sum(pts) / len(pts))
-    total = sum(counts.values())
-    return {"win_rate": float(np.mean(per_instance)), "n_instances": float(len(verdicts)),
-            **{f"{k}_frac": v / total for k, v in counts.items()}}
 
 
 # --------------------------------------------------------------------------- rating sheets
@@ -311,8 +283,3 @@ def summarize_ratings(long_df):
     return means.reset_index(), pd.DataFrame(rows)
 
 
-def iter_dimension_labels(long_df, dimension: str) -> Iterable[tuple[str, list[float]]]:
-    """(rater, scores in item order) for one dimension — input for kappa/agreement on 1-5 scores."""
-    sub = long_df[long_df.dimension == dimension].pivot_table(index="item_id", columns="rater", values="score")
-    for rater in sub.columns:
-        yield rater, sub[rater].tolist()

@@ -232,13 +232,18 @@ def load_chunks(path: Path) -> list[Chunk]:
     return [Chunk.from_json(d) for d in read_jsonl(path)]
 
 
+def chunk_id(unit_id: str, ordinal: int) -> str:
+    """The id of the ``ordinal``-th chunk (0-based) of a unit: ``"u0003.c0012"`` (every segmenter)."""
+    return f"{unit_id}.c{ordinal:04d}"
+
+
 def _contiguous_chunk(book: Book, unit: Unit, method: str, ordinal: int, from_idx: int, to_idx: int,
                       start: int, end: int, metadata: dict[str, Any] | None) -> Chunk:
     text = book.text[start:end]
     return Chunk(
         book_id=book.book_id,
         unit_id=unit.unit_id,
-        chunk_id=f"{unit.unit_id}.c{ordinal:04d}",
+        chunk_id=chunk_id(unit.unit_id, ordinal),
         method=method,
         from_idx=from_idx,
         to_idx=to_idx,

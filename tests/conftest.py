@@ -73,3 +73,64 @@ def pytest_collection_modifyitems(config, items):
         if "vllm" in item.keywords:
             item.add_marker(skip)
 # --- end LLM layer block ------------------------------------------------------------------------
+
+
+# --- shared factories and the session's notebook pipeline ---------------------------------------
+def make_book(book_id: str = "b1", units: int = 3, n: int = 6, *,
+              sentence: str = "Sentence {i} of unit {u} in {book}.", unit_id: str = "u{u:04d}",
+              title: str | None = None, unit_title: str = "Chapter {u}", dataset: str = "synthetic",
+              unit_sep: str = "\n\n"):
+    """A synthetic :class:`~litseg_nb.schema.Book`: ``units`` units of ``n`` sentences each, sentence
+    ``i`` of unit ``u`` being ``sentence.format(i=i, u=u, book=book_id)`` (one space between
+    sentences, ``unit_sep`` between units). The one book factory of the test suite."""
+    from litseg_nb.schema import Book, Sentence, Unit
+
+    text, us = "", []
+    for u in range(units):
+        start, sents = len(text), []
+        for i in range(1, n + 1):
+            a = len(text)
+            text += sentence.format(i=i, u=u, book=book_id)
+            sents.append(Sentence(i, a, len(text)))
+            text += " "
+        us.append(Unit(book_id, unit_id.format(u=u), u, unit_title.format(u=u), start, len(text) - 1, tuple(sents)))
+        text += unit_sep
+    return Book(book_id, title or f"Book {book_id}", dataset, text, units=us)
+
+
+#: notebooks whose artifacts a notebook reads (run first, once per session)
+NOTEBOOK_NEEDS = {"03": ("02",), "05": ("02", "03", "04"), "06": ("02", "03", "04"), "07": ("02", "03"),
+                  "08": ("02", "03", "04")}
+
+
+@pytest.fixture(scope="session")
+def notebook_pipeline(data_dir, _session_dirs):
+    """``ensure("06")`` runs notebook 06 in the test profile, after the notebooks it reads, each at most
+    once per session, into the session's outputs folder; returns ``outputs/test``. A notebook that
+    failed fails every later request for it (with the original error) instead of running again."""
+    from litseg_nb.paths import outputs_dir
+    from litseg_nb.runner import run_notebooks
+
+    done: set[str] = set()
+    failed: dict[str, BaseException] = {}
+
+    def ensure(*numbers: str):
+        wanted: list[str] = []
+        for nb in numbers:
+            for dep in (*NOTEBOOK_NEEDS.get(nb, ()), nb):
+                if dep not in wanted:
+                    wanted.append(dep)
+        for nb in sorted(wanted):
+            if nb in failed:
+                raise RuntimeError(f"notebook {nb} failed earlier in this session") from failed[nb]
+            if nb in done:
+                continue
+            try:
+                run_notebooks("test", only=(nb,))
+            except BaseException as exc:
+                failed[nb] = exc
+                raise
+            done.add(nb)
+        return outputs_dir("test")
+
+    return ensure

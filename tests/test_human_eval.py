@@ -6,8 +6,8 @@ import pytest
 
 from litseg_nb.human_eval import (DIMENSIONS, RatingSheetError, cohen_kappa, export_rating_sheets,
                                   fleiss_kappa, icc_2_1, import_ratings, labels_to_counts,
-                                  pairwise_agreement_table, pairwise_win_rate, raw_agreement,
-                                  summarize_ratings)
+                                  pairwise_agreement_table, raw_agreement, summarize_ratings)
+from litseg_nb.metrics.pairwise import pairwise_win_rate
 from litseg_nb.schema import Book, Chunk
 
 # Shrout & Fleiss (1979), Table 2: 6 targets rated by 4 judges; published ICC(2,1) = .29

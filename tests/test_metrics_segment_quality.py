@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-from litseg_nb.metrics.segment_quality import boundary_pairs, boundary_similarities, chunk_statistics
+from litseg_nb.chunkers.stats import chunk_statistics
+from litseg_nb.metrics.segment_quality import boundary_pairs, boundary_similarities, boundary_similarity_table
+from litseg_nb.schema import Book
 from litseg_nb.schema import Chunk, Sentence, Unit
 
 TEXT = "Aa one. Bb two. Cc three. Dd four."
@@ -33,6 +35,19 @@ def test_boundaries_inside_unit_only_and_cosine():
 
 
 def test_chunk_statistics():
-    st = chunk_statistics({"m": [_c("m", 0, 1, 2), _c("m", 1, 3, 4, ctx=[1])]}).iloc[0]
-    assert st.n_chunks == 2 and st.tokens_mean == 4 and st.tokens_max == 4 and st.chars_mean == (15 + 18) / 2
-    assert st.sentences_mean == 2 and st.with_context_idx == 1
+    """One table for notebooks 04 and 06 (whitespace words, a callable, or a Tokenizer)."""
+    sets = {"m": [_c("m", 0, 1, 2), _c("m", 1, 3, 4, ctx=[1])]}
+    st = chunk_statistics(sets).iloc[0]
+    assert st.total_chunks == 2 and st.mean_tokens == 4 and st.max_tokens == 4 and st.mean_chars == (15 + 18) / 2
+    assert st.mean_sentences == 2 and st.chunks_with_context == 1 and st.units == 1
+    assert chunk_statistics(sets, lambda t: len(t)).iloc[0].max_tokens == 18
+
+
+def test_boundary_similarity_table_per_dataset_and_per_method():
+    book = Book("b", "B", "gutenqa", TEXT, units=[UNIT])
+    sets = {"m": [_c("m", 0, 1, 2), _c("m", 1, 3, 4)], "whole": [_c("whole", 0, 1, 4)]}
+    t2 = boundary_similarity_table(sets, [book], FakeEmbedder())
+    assert list(t2.columns) == ["dataset", "method", "boundary_similarity", "sd", "n_boundaries"]
+    assert t2.method.tolist() == ["m"] and t2.boundary_similarity.iloc[0] == pytest.approx(1 / np.sqrt(2))
+    t6 = boundary_similarity_table(sets, [book], FakeEmbedder(), by=("method",), names={"m": "M", "whole": "W"})
+    assert t6.variant.tolist() == ["M", "W"] and t6.n_boundaries.tolist() == [1, 0]

@@ -2,8 +2,6 @@ import pandas as pd
 import pytest
 
 from litseg_nb import ablation
-from litseg_nb.paths import outputs_dir
-from litseg_nb.runner import run_notebooks
 
 
 def test_variant_selection_names_unknown_keys():
@@ -18,9 +16,9 @@ def test_missing_adapters_are_named(fresh_dirs):
 
 
 @pytest.mark.slow
-def test_notebook_07_runs_after_02_and_03():
-    run_notebooks("test", only=("02", "03", "07"))
-    tables = outputs_dir("test") / "tables"
+def test_notebook_07_runs_after_02_and_03(notebook_pipeline):
+    out = notebook_pipeline("07")
+    tables = out / "tables"
     validity = pd.read_csv(tables / "07_validity.csv")
     assert list(validity["variant"]) == [v.name for v in ablation.VARIANTS]
     assert (validity["units"] > 0).all()
@@ -28,6 +26,6 @@ def test_notebook_07_runs_after_02_and_03():
     assert {"variant", "boundary_similarity", "n_boundaries"} <= set(t6.columns)
     t7 = pd.read_csv(tables / "07_table7_retrieval.csv")
     assert len(t7) == len(ablation.VARIANTS) and (t7["n_questions"] > 0).all()
-    assert (outputs_dir("test") / "figures" / "07_ablation.png").is_file()
-    chunks = outputs_dir("test") / "artifacts" / "ablation" / "chunks"
+    assert (out / "figures" / "07_ablation.png").is_file()
+    chunks = out / "artifacts" / "ablation" / "chunks"
     assert sorted(p.stem for p in chunks.glob("*.jsonl")) == sorted(v.key for v in ablation.VARIANTS)

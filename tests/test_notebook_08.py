@@ -2,18 +2,18 @@ import pandas as pd
 import pytest
 
 from litseg_nb.efficiency import load_usage
-from litseg_nb.paths import outputs_dir
-from litseg_nb.runner import run_notebooks
 
 
 @pytest.mark.slow
-def test_notebook_08_runs_in_test_profile():
-    run_notebooks("test", only=("08",))
-    tables = outputs_dir("test") / "tables"
+def test_notebook_08_runs_in_test_profile(notebook_pipeline):
+    tables = notebook_pipeline("08") / "tables"  # after 02-04: LitSeg, LitSeg-Lite and the baselines ran
     cost = pd.read_csv(tables / "08_llm_cost.csv")
     assert {"method", "calls", "prompt_tokens_per_1k_sent", "seconds_per_1k_sent"} <= set(cost.columns)
+    usage = load_usage("test")
+    assert {"litseg", "litseg-lite", "lumber", "margin"} <= set(usage["method"])  # never an empty ledger
+    assert (cost["calls"] > 0).all() and len(cost)
     # every method that recorded usage earlier in this session appears in the cost table
-    assert set(load_usage("test")["method"]) == set(cost["method"])
+    assert set(usage["method"]) == set(cost["method"])
     walls = pd.read_csv(tables / "08_notebook_wall_times.csv")
     assert list(walls.columns) == ["notebook", "seconds", "status", "finished"]
     assert (tables / "08_llm_cost.md").read_text().startswith("**08_llm_cost** — profile=test")

@@ -157,7 +157,3 @@ def chunks_from_boundaries(book: Book, unit: Unit, method: str, starts: Sequence
         lo = s - 1 if (k > 0 and k < len(overlap_prev) and overlap_prev[k]) else s
         out.append(make_sentence_chunk(book, unit, method, k, lo, e, metadata))
     return out
-
-
-def unit_chunk_sort_key(c: Chunk) -> tuple[int, int]:
-    return (c.spans[0][0] if c.spans else 0, c.to_idx)

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from ..llm.base import SamplingParams, UsageTag
 from ..prompts import fill_prompt, load_prompt
 from ..replies import answer_text
-from ..schema import Book, Chunk, Unit
+from ..schema import Book, Chunk, Unit, chunk_id
 from .base import chunks_from_spans, unit_paragraphs
 
 _ITEM = re.compile(r"(?:[-*\u2022]|\d++[.)])\s")  # matched on a stripped line: linear
@@ -68,7 +68,7 @@ def proposition_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, m
         texts = props if props else [p.text]
         for t in texts:
             out[k].append(Chunk(
-                book_id=b.book_id, unit_id=u.unit_id, chunk_id=f"{u.unit_id}.c{len(out[k]):04d}", method=method,
+                book_id=b.book_id, unit_id=u.unit_id, chunk_id=chunk_id(u.unit_id, len(out[k])), method=method,
                 from_idx=p.from_idx, to_idx=p.to_idx, spans=list(p.spans), text=t, main_text=t,
                 is_source_span=not props,
                 metadata={"paragraph": p.chunk_id, "fallback": not props},

@@ -1,13 +1,14 @@
-"""Chunk statistics in the shape of LumberChunker's "Avg. #Tokens / Chunk, Total #Chunks" table,
-plus LLM cost (calls and tokens, also per 1,000 sentences) and throughput (seconds per book)."""
+"""The one chunk-statistics table (notebooks 04 and 06): per method, chunk counts and the length
+distribution in tokens, characters and sentences, beside LumberChunker's published GutenQA averages
+("Avg. #Tokens / Chunk, Total #Chunks"); with a :class:`~litseg_nb.chunkers.registry.RunReport`
+frame also LLM cost (calls and tokens, also per 1,000 sentences) and throughput (seconds per book)."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..schema import Chunk
-from .base import Tokenizer
 
 # LumberChunker's published GutenQA averages (tokens per chunk, total chunks; Duarte et al. 2024)
 PUBLISHED_LUMBERCHUNKER = {
@@ -16,30 +17,54 @@ PUBLISHED_LUMBERCHUNKER = {
 }
 
 
-def chunk_token_lengths(chunks: Sequence[Chunk], tokenizer: Tokenizer) -> np.ndarray:
-    return np.asarray(tokenizer.count_many([c.text for c in chunks]), dtype=np.int64)
+def chunk_token_lengths(chunks: Sequence[Chunk], tokenizer: Any = None) -> np.ndarray:
+    """Token length of each chunk's text: ``tokenizer`` is a :class:`~litseg_nb.chunkers.base.Tokenizer`,
+    a ``text -> int`` callable (e.g. an LLM backend's ``count_tokens``) or None (whitespace words)."""
+    texts = [c.text for c in chunks]
+    if tokenizer is None:
+        counts = [len(t.split()) for t in texts]
+    elif hasattr(tokenizer, "count_many"):
+        counts = tokenizer.count_many(texts)
+    else:
+        counts = [tokenizer(t) for t in texts]
+    return np.asarray(counts, dtype=np.int64)
 
 
-def chunk_statistics(chunk_sets: Mapping[str, Sequence[Chunk]], tokenizer: Tokenizer, runs=None):
-    """One row per method: chunk counts, token-length distribution, LLM cost and throughput.
+def _stat(fn: Callable[[np.ndarray], Any], values: np.ndarray) -> float:
+    return float(fn(values)) if len(values) else float("nan")
 
-    ``runs`` is :meth:`RunReport.to_frame` (optional) for calls/tokens/seconds per book.
+
+def chunk_statistics(chunk_sets: Mapping[str, Sequence[Chunk]], tokenizer: Any = None, runs=None):
+    """One row per method (columns below); ``runs`` is :meth:`RunReport.to_frame` (optional).
+
+    ``method, books, units, total_chunks, mean/median/std/min/p10/p90/max_tokens, mean_chars,
+    mean_sentences, chunks_with_context, published_mean_tokens`` (+ with ``runs``: ``sentences,
+    llm_calls, prompt_tokens, completion_tokens, calls_per_1k_sentences, tokens_per_1k_sentences,
+    fallbacks, seconds_per_book, from_cache``). Tokens are counted with ``tokenizer`` (see
+    :func:`chunk_token_lengths`); sentences per chunk are the main range ``to_idx - from_idx + 1``.
     """
     import pandas as pd
 
     rows = []
     for method, chunks in chunk_sets.items():
         lens = chunk_token_lengths(chunks, tokenizer) if chunks else np.zeros(0)
+        chars = np.asarray([len(c.text) for c in chunks], dtype=float)
+        sents = np.asarray([c.to_idx - c.from_idx + 1 for c in chunks], dtype=float)
         row = {
             "method": method,
             "books": len({c.book_id for c in chunks}),
             "units": len({(c.book_id, c.unit_id) for c in chunks}),
             "total_chunks": len(chunks),
-            "mean_tokens": float(lens.mean()) if len(lens) else float("nan"),
-            "median_tokens": float(np.median(lens)) if len(lens) else float("nan"),
-            "std_tokens": float(lens.std()) if len(lens) else float("nan"),
-            "p10_tokens": float(np.percentile(lens, 10)) if len(lens) else float("nan"),
-            "p90_tokens": float(np.percentile(lens, 90)) if len(lens) else float("nan"),
+            "mean_tokens": _stat(np.mean, lens),
+            "median_tokens": _stat(np.median, lens),
+            "std_tokens": _stat(np.std, lens),
+            "min_tokens": _stat(np.min, lens),
+            "p10_tokens": _stat(lambda v: np.percentile(v, 10), lens),
+            "p90_tokens": _stat(lambda v: np.percentile(v, 90), lens),
+            "max_tokens": _stat(np.max, lens),
+            "mean_chars": _stat(np.mean, chars),
+            "mean_sentences": _stat(np.mean, sents),
+            "chunks_with_context": sum(1 for c in chunks if c.context_idx),
             "published_mean_tokens": PUBLISHED_LUMBERCHUNKER.get(method, (np.nan,))[0],
         }
         if runs is not None and len(runs):

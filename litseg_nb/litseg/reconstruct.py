@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..schema import Book, Chunk, Span, Unit
+from ..schema import Book, Chunk, Span, Unit, chunk_id
 from .validate import Segment
 
 METHOD = "litseg"
@@ -64,7 +64,7 @@ def reconstruct_segment(book: Book, unit: Unit, seg: Segment, ordinal: int, meth
     return Chunk(
         book_id=book.book_id,
         unit_id=unit.unit_id,
-        chunk_id=f"{unit.unit_id}.c{ordinal:04d}",
+        chunk_id=chunk_id(unit.unit_id, ordinal),
         method=method,
         from_idx=seg.from_idx,
         to_idx=seg.to_idx,

@@ -4,7 +4,8 @@ The judge sees the B.2 guideline as system prompt and our ``judge/pairwise_user`
 question, reference answer, responses A and B, a fixed ``Verdict: A|B|Tie`` line). To cancel
 position bias, which system is shown as A alternates with a seeded coin per question. Unparseable
 verdicts are retried a bounded number of times, then counted as ``invalid`` and left out of the win
-rate (reported). Win rate follows the paper: win 1, tie 0.5, loss 0 (see :mod:`litseg_nb.human_eval`).
+rate (reported). :func:`pairwise_win_rate` follows the paper (B.2): win 1, tie 0.5, loss 0, averaged
+over annotators per instance, then over instances — for LLM and human verdicts alike.
 """
 from __future__ import annotations
 
@@ -71,3 +72,32 @@ def judge_pairs(backend: Any, items: Sequence[dict[str, Any]], max_new_tokens: i
                 results[i]["verdict"] = "win" if v == shown[i] else "loss"
         todo = left
     return results
+
+
+VERDICT_POINTS = {"win": 1.0, "tie": 0.5, "loss": 0.0}
+
+
+def pairwise_win_rate(verdicts: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Win rate of system X over Y from per-instance, per-annotator verdicts ``win``/``tie``/``loss``.
+
+    B.2: a win gives 1 point, a tie 0.5 to each side; B.1: per instance the annotators' points are
+    averaged, then instances are averaged. Also returns the win/tie/loss frequencies.
+    """
+    if not verdicts:
+        raise ValueError("no verdicts")
+    per_instance, counts = [], {"win": 0, "tie": 0, "loss": 0}
+    for i, inst in enumerate(verdicts):
+        inst = [inst] if isinstance(inst, str) else list(inst)
+        if not inst:
+            raise ValueError(f"instance {i} has no verdicts")
+        pts = []
+        for v in inst:
+            key = str(v).strip().lower()
+            if key not in VERDICT_POINTS:
+                raise ValueError(f"instance {i}: verdict {v!r} is not win/tie/loss")
+            counts[key] += 1
+            pts.append(VERDICT_POINTS[key])
+        per_instance.append(sum(pts) / len(pts))
+    total = sum(counts.values())
+    return {"win_rate": sum(per_instance) / len(per_instance), "n_instances": float(len(verdicts)),
+            **{f"{k}_frac": v / total for k, v in counts.items()}}

@@ -1,4 +1,4 @@
-"""Automatic segment-quality measures (LitSeg paper, Section 4.1 and Table 2) and chunk statistics.
+"""Automatic segment-quality measures (LitSeg paper, Section 4.1 and Table 2; the ablations' Table 6).
 
 * :func:`boundary_similarities` – for every predicted boundary *inside a unit* (between consecutive
   chunks' main ranges), the cosine similarity of the last sentence before and the first sentence
@@ -6,13 +6,15 @@
   Unit ends are not boundaries a chunker chose, so they are excluded. Overlapping chunks (LitSeg's
   optional overlap) use the sentence pair at the next chunk's start (``from_idx - 1``, ``from_idx``).
   Chunks that are not source spans (propositions) have no sentence boundaries and are skipped.
-* :func:`chunk_statistics` – per method: chunks, mean/median/std/min/max length in tokens (the
-  LLM tokenizer or whitespace words) and characters, mean sentences per chunk.
+* :func:`boundary_similarity_table` – the mean, sd and count of those similarities per method (and
+  dataset): Table 2 in notebook 06, Table 6 in notebook 07.
+
+Chunk length statistics are :func:`litseg_nb.chunkers.stats.chunk_statistics` (one table for 04 and 06).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -84,34 +86,27 @@ def boundary_similarities(pairs: Sequence[tuple], embedder: Any):
                          "unit_id": [p[2] for p in pairs], "similarity": sims.astype(float)})
 
 
-def chunk_statistics(chunk_sets: Mapping[str, Sequence[Any]], count_tokens: Callable[[str], int] | None = None):
-    """Per-method length statistics of chunk texts (see module docstring)."""
+def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], embedder: Any,
+                              by: Sequence[str] = ("dataset", "method"),
+                              names: Mapping[str, str] | None = None):
+    """Per ``by`` group (default: dataset and method, the paper's Table 2), the mean, sd and count of
+    boundary similarities; ``by=("method",)`` with ``names`` (method -> row label) is Table 6. A method
+    without inner boundaries keeps its row (``n_boundaries`` 0, similarity NaN)."""
     import pandas as pd
 
-    count = count_tokens or (lambda t: len(t.split()))
-    rows = []
-    for m, cs in chunk_sets.items():
-        toks = np.array([count(c.text) for c in cs], dtype=float)
-        chars = np.array([len(c.text) for c in cs], dtype=float)
-        sents = np.array([c.to_idx - c.from_idx + 1 for c in cs], dtype=float)
-        rows.append({"method": m, "n_chunks": len(cs), "n_books": len({c.book_id for c in cs}),
-                     "n_units": len({(c.book_id, c.unit_id) for c in cs}),
-                     "tokens_mean": toks.mean(), "tokens_median": float(np.median(toks)), "tokens_std": toks.std(),
-                     "tokens_min": toks.min(), "tokens_max": toks.max(), "chars_mean": chars.mean(),
-                     "sentences_mean": sents.mean(),
-                     "with_context_idx": int(sum(1 for c in cs if c.context_idx))})
-    return pd.DataFrame(rows)
-
-
-def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], embedder: Any):
-    """Paper Table 2: per dataset and method, mean/sd/count of boundary similarities."""
     units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
     dataset = {b.book_id: b.dataset for b in books}
     pairs = [p for cs in chunk_sets.values() for p in boundary_pairs(cs, units, {b.book_id: b.text for b in books})]
     sims = boundary_similarities(pairs, embedder)
     sims["dataset"] = sims.book_id.map(dataset)
-    t2 = sims.groupby(["dataset", "method"]).similarity.agg(["mean", "std", "count"]).reset_index()
-    return t2.rename(columns={"mean": "boundary_similarity", "std": "sd", "count": "n_boundaries"})
+    agg = sims.groupby(list(by)).similarity.agg(["mean", "std", "count"]).reset_index()
+    agg = agg.rename(columns={"mean": "boundary_similarity", "std": "sd", "count": "n_boundaries"})
+    if list(by) == ["method"]:  # every method gets a row, in the given order
+        agg = pd.DataFrame({"method": list(chunk_sets)}).merge(agg, on="method", how="left")
+        agg["n_boundaries"] = agg["n_boundaries"].fillna(0).astype(int)
+    if names:
+        agg.insert(0, "variant", agg["method"].map(names))
+    return agg
 
 
 def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], backend: Any,
@@ -159,3 +154,79 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
         overall=("overall", "mean"), n_neutral=("neutral", "sum"), mean_attempts=("attempts", "mean")).reset_index()
     per_method["n_skipped"] = per_method["method"].map(skipped).fillna(0).astype(int)
     return per_unit, per_method
+
+
+# ---------------------------------------------------------------- notebook 06: inputs and the boundary figure
+def load_evaluated_chunk_sets(profile: str, methods: Sequence[str], books: Sequence[Any]):
+    """The chunk artifacts of ``profile`` (``methods``; empty = every one found) restricted to ``books``.
+
+    Returns ``(chunk_sets, info)``: ``info`` names the artifact paths, the methods without an artifact
+    (``missing``) and the artifacts with no chunk in these books (``no_chunks_here``), so nothing is
+    dropped silently. With no usable artifact at all, the chunk set is ``fallback-sent5`` (5-sentence
+    windows computed here) and ``info["note"]`` says so for the labels.
+    """
+    from ..rag import pipeline, report
+
+    paths, missing = pipeline.discover_chunk_sets(profile, methods)
+    ids = {b.book_id for b in books}
+    present = {m: p for m, p in paths.items() if any(c.book_id in ids for c in pipeline.load_chunks(p))}
+    info: dict[str, Any] = {"paths": present, "missing": missing,
+                            "no_chunks_here": sorted(set(paths) - set(present)), "note": ""}
+    chunk_sets = pipeline.load_chunk_sets(present, ids)  # refuses a Lite set holding a trained unit
+    if not chunk_sets:
+        chunk_sets = {"fallback-sent5": report.fallback_chunk_set(books)}
+        info["note"] = " | NO chunk artifacts found: 'fallback-sent5' (5-sentence windows) computed here"
+    return chunk_sets, info
+
+
+def boundary_positions(chunks: Sequence[Any], book_id: str, unit_id: str) -> list[int]:
+    """Sentence indices where a chunk of the unit starts, except the unit's first sentence."""
+    return sorted({c.from_idx for c in chunks if c.book_id == book_id and c.unit_id == unit_id
+                   and c.is_source_span and c.from_idx > 1})
+
+
+def comparison_unit(chunk_sets: Mapping[str, Sequence[Any]], reference: str = "litseg") -> tuple[str, str]:
+    """The unit covered by the most methods (the reference among them when it has chunks), ties to the
+    one where the reference has the most boundaries, then corpus order of first appearance."""
+    ref = chunk_sets.get(reference, [])
+    keys: dict[tuple[str, str], set[str]] = {}
+    for m, cs in chunk_sets.items():
+        for c in cs:
+            keys.setdefault((c.book_id, c.unit_id), set()).add(m)
+    if not keys:
+        raise ValueError("no chunks to compare")
+    order = list(keys)
+    return max(order, key=lambda k: (reference in keys[k], len(keys[k]),
+                                     len(boundary_positions(ref, *k)), -order.index(k)))
+
+
+def plot_boundary_positions(book: Any, unit_id: str, chunk_sets: Mapping[str, Sequence[Any]],
+                            reference: str = "litseg", tolerance: int = 1):
+    """One row per method: a tick at every boundary on one unit; the reference's boundaries are grey
+    bands across all rows, and each row says how many of its boundaries lie within ``tolerance``
+    sentences of one of the reference's."""
+    import matplotlib.pyplot as plt
+
+    unit = book.unit(unit_id)
+    rows = [(m, boundary_positions(cs, book.book_id, unit_id)) for m, cs in chunk_sets.items()
+            if any(c.book_id == book.book_id and c.unit_id == unit_id for c in cs)]
+    ref = dict(rows).get(reference, [])
+    fig, ax = plt.subplots(figsize=(9, 0.42 * len(rows) + 1.9))
+    for r in ref:
+        ax.axvspan(r - 0.5 - tolerance, r - 0.5 + tolerance, color="0.88", zorder=0)
+    for y, (m, pos) in enumerate(rows):
+        ax.scatter([p - 0.5 for p in pos], [y] * len(pos), marker="|", s=160,
+                   color="C3" if m == reference else "C0", zorder=2)
+        if m != reference and ref:
+            near = sum(1 for p in pos if any(abs(p - r) <= tolerance for r in ref))
+            ax.text(1.01, y, f"{near}/{len(pos)}", transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)), [m for m, _ in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(0.5, unit.n_sentences + 0.5)
+    ax.set_xlabel(f"boundary position (between sentences) in {book.title[:40]} / {unit_id}, "
+                  f"{unit.n_sentences} sentences")
+    what = (f"grey = {reference}'s boundaries ±{tolerance}; right: boundaries near one of them"
+            if ref else f"{reference} has no boundary on this unit")
+    ax.set_title(f"Where each method cuts one unit ({what})", fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -51,9 +51,9 @@ TUNED_MODES = ("hybrid-wrrf", "hybrid-linear")
 
 def discover_chunk_sets(profile: str, methods: Sequence[str] = ()) -> tuple[dict[str, Path], list[str]]:
     """``({method: path}, missing)`` for the chunk artifacts of ``profile`` (all known methods if empty)."""
-    from ..artifacts import artifact_path
+    from ..artifacts import artifact_dir
 
-    folder = artifact_path(profile, "chunks", "x").parent
+    folder = artifact_dir(profile, "chunks")
     found = {p.stem: p for p in sorted(folder.glob("*.jsonl"))}
     wanted = list(methods) or list(METHOD_ORDER)
     present = {m: found[m] for m in wanted if m in found}

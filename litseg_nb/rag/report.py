@@ -80,7 +80,7 @@ def add_ragas(backend: Any, gen: pd.DataFrame, n_per_dataset: int, seed: int, ma
 def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
                        target: str, n_per_dataset: int, context_chars: int, max_new_tokens: int, seed: int) -> pd.DataFrame:
     """Win rate of ``target`` against every other method by the B.2 LLM judge (per dataset)."""
-    from ..human_eval import pairwise_win_rate
+    from ..metrics.pairwise import pairwise_win_rate
     from ..metrics.pairwise import judge_pairs
 
     if gen.empty or target not in set(gen.method):
@@ -125,7 +125,7 @@ def table3(retrieval: pd.DataFrame, gen: pd.DataFrame, mode: str) -> pd.DataFram
     both question scopes and their counts."""
     r = retrieval[retrieval["mode"] == mode].copy() if not retrieval.empty else pd.DataFrame(columns=["dataset", "method"])
     r = r[[c for c in ["dataset", "method", *T3_COLS] if c in r.columns]]
-    if not gen.empty:
+    if not gen.empty and "ragas_scored" in gen:
         cr = gen[gen.ragas_scored].groupby(["dataset", "method"]).agg(
             CR=("context_relevance", "mean"), n_ragas=("ragas_scored", "sum")).reset_index()
         r = cr.merge(r, on=["dataset", "method"], how="outer") if not r.empty else cr
