@@ -64,7 +64,7 @@ NOTEBOOK_CONFIGS: dict[str, NotebookConfig] = {
                                            fields={"max_units": "selection.max_units"}),
     "03_lite_distillation": NotebookConfig("litseg_nb.lite.config:LiteConfig"),
     "04_baselines": NotebookConfig("litseg_nb.chunkers.config:BaselinesConfig",
-                                   fields={"llm_max_units": "selection.max_units"}),
+                                   fields={"llm_max_units": "selection.max_units", "chunkers": "methods"}),
     "05_rag_evaluation": NotebookConfig("litseg_nb.rag.config:RagConfig"),
     "06_segment_quality": NotebookConfig("litseg_nb.metrics.segment_quality:SegmentQualityConfig"),
     "07_ablations": NotebookConfig("litseg_nb.lite.config:LiteConfig",

@@ -16,10 +16,26 @@ def test_notebook_05_test_profile(tmp_path, monkeypatch):
     run_notebooks("test", only=only)
     tables = tmp_path / "outputs" / "test" / "tables"
     retr = pd.read_csv(tables / "05_retrieval_all_modes.csv")
-    assert {"dataset", "method", "mode", "MRR", "Hit@1", "DCG@20", "Recall@20", "n_no_relevant_chunk"} <= set(retr.columns)
-    assert {"dense", "bm25", "hybrid"} <= set(retr["mode"])
+    assert {"dataset", "method", "mode", "n_questions", "n_no_relevant_chunk", "n_answerable", "MRR@20", "MRR_full",
+            "MRR@20_answerable", "MRR_full_answerable", "Hit@1", "Hit@1_answerable", "DCG@20", "Recall@20"} <= set(retr.columns)
+    assert "MRR" not in retr.columns  # every MRR column says whether it is MRR@k or full-rank
+    assert {"dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear", "hybrid+rerank"} <= set(retr["mode"])
+    assert (retr["MRR@20"] <= retr["MRR_full"] + 1e-12).all()
+    assert (retr["n_questions"] > 0).all()
+    label = (tables / "05_retrieval_all_modes.md").read_text()
+    assert "_answerable = answerable ones" in label and "MRR_full = full ranking" in label
+    fusion = pd.read_csv(tables / "05_fusion_modes.csv")
+    assert {"hybrid", "hybrid-wrrf", "hybrid-linear"} <= set(fusion["mode"]) and "dense_weights" in fusion
+    weights = pd.read_csv(tables / "05_fusion_weights.csv")
+    assert {"method", "mode", "fold", "dense_weight", "dev_questions", "scored_questions"} <= set(weights.columns)
     t3 = pd.read_csv(tables / "05_table3_retrieval.csv")
-    assert {"dataset", "method", "CR", "MRR", "Hit@1", "Hit@5", "Hit@10"} <= set(t3.columns)
+    assert {"dataset", "method", "ranking", "n_questions", "n_no_relevant_chunk", "MRR@20", "MRR_full", "Hit@1",
+            "Hit@5", "Hit@10", "MRR@20_answerable"} <= set(t3.columns)
+    assert set(t3["ranking"]) == {"hybrid+rerank (paper configuration, App. I.1)", "hybrid before reranking"}
+    for _, g in t3.groupby(["dataset", "method"]):
+        assert g["n_questions"].nunique() == 1  # both rankings over the same questions
+    t3h = pd.read_csv(tables / "05_table3_hybrid_all_questions.csv")
+    assert {"CR", "MRR@20", "MRR_full", "n_questions", "n_no_relevant_chunk"} <= set(t3h.columns)
     t4 = pd.read_csv(tables / "05_table4_generation.csv")
     assert {"dataset", "method", "EM", "F1", "ROUGE_L", "METEOR", "AA"} <= set(t4.columns)
     lat = pd.read_csv(tables / "05_latency.csv")
