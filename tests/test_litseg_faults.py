@@ -8,27 +8,18 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import conftest
 import pytest
 
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, records_to_chunks
 from litseg_nb.llm.openai_backend import OpenAIBackend
-from litseg_nb.schema import Book, Sentence, Unit, check_coverage
+from litseg_nb.schema import Book, check_coverage
 
 
 def make_book(units=2, n=5) -> Book:
-    text, us = "", []
-    for u in range(units):
-        start, sents = len(text), []
-        for i in range(1, n + 1):
-            s = f"Line {i} of part {u}."
-            a = len(text)
-            text += s
-            sents.append(Sentence(i, a, len(text)))
-            text += " "
-        us.append(Unit("bk", f"u{u}", u, f"Part {u}", start, len(text) - 1, tuple(sents)))
-        text += "\n"
-    return Book("bk", "Book", "synthetic", text, units=us)
+    return conftest.make_book("bk", units, n, sentence="Line {i} of part {u}.", unit_id="u{u}",
+                              unit_title="Part {u}", title="Book", unit_sep="\n")
 
 
 class FakeServer:

@@ -9,22 +9,9 @@ import pytest
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, read_annotations, records_to_chunks
 from litseg_nb.llm.base import LLMError, ScriptedBackend
-from litseg_nb.schema import Book, Sentence, Unit
+from litseg_nb.schema import Unit
 
-
-def make_book(book_id="b1", units=3, n=6) -> Book:
-    text, us = "", []
-    for u in range(units):
-        start, sents = len(text), []
-        for i in range(1, n + 1):
-            s = f"Sentence {i} of unit {u} in {book_id}."
-            a = len(text)
-            text += s
-            sents.append(Sentence(i, a, len(text)))
-            text += " "
-        us.append(Unit(book_id, f"u{u:04d}", u, f"Chapter {u}", start, len(text) - 1, tuple(sents)))
-        text += "\n\n"
-    return Book(book_id, f"Book {book_id}", "synthetic", text, units=us)
+from conftest import make_book  # the suite's one Book factory (re-exported for other tests)
 
 
 def stage_of(conv) -> int:
