@@ -21,7 +21,8 @@ def test_notebook_03_runs_after_02_in_test_profile(data_dir):
     outcomes = pd.read_csv(tables / "03_data_outcomes.csv")
     assert list(outcomes.columns) == ["outcome", "units"]
     records = [json.loads(x) for x in (art / "litseg" / "annotations.jsonl").open()]
-    assert outcomes.loc[outcomes["outcome"] == "total annotation records", "units"].item() == len(records)
+    train = [json.loads(x) for x in (art / "litseg" / "train_annotations.jsonl").open()]
+    assert outcomes.loc[outcomes["outcome"] == "total annotation records", "units"].item() == len(train)
 
     stats = pd.read_csv(tables / "03_data_stats.csv")
     assert {"split", "books", "units", "segments/unit", "tokens/example", "target sources"} <= set(stats.columns)
@@ -39,7 +40,9 @@ def test_notebook_03_runs_after_02_in_test_profile(data_dir):
     ba = pd.read_csv(tables / "03_before_after.csv")
     assert {"system", "units", "first-try validity", "fallback rate", "format reward",
             "narratological reward", "mean reward", "segments/unit"} <= set(ba.columns)
-    assert {"student before training", "student after SFT+GRPO"} <= set(ba["system"])
+    assert {"student before training", "student after SFT+GRPO", "teacher (LitSeg)"} <= set(ba["system"])
+    ba_label = (tables / "03_before_after.md").read_text()
+    assert "student LLM=" in ba_label and "teacher LLM=" in ba_label and "length reference=" in ba_label
     assert (figures / "03_training_curves.png").is_file() and (figures / "03_training_curves.pdf").is_file()
 
     for stage in ("sft", "grpo"):
@@ -58,8 +61,16 @@ def test_notebook_03_runs_after_02_in_test_profile(data_dir):
     for r in records:
         unit = books[r["book_id"]].unit(r["unit_id"])
         assert check_coverage(unit, [c for c in chunks if c.unit_id == r["unit_id"]]).ok
+    # never evaluated on a trained unit: the trained units are recorded and disjoint from every evaluated unit
+    trained = json.loads((art / "lite" / "trained_units.json").read_text())["units"]
+    trained_keys = {(u["book_id"], u["unit_id"]) for u in trained}
+    assert trained_keys and trained_keys.isdisjoint({(c.book_id, c.unit_id) for c in chunks})
+    assert trained_keys <= {(r["book_id"], r["unit_id"]) for r in train}
     usage = pd.read_csv(art / "usage" / "03.csv")
-    assert "litseg-lite" in set(usage["method"])
+    lite_rows = usage[usage["method"] == "litseg-lite"]
+    assert {"single-pass", "heldout-eval"} <= set(lite_rows["stage"])  # §4.4 run apart from evaluation runs
+    run_rows = [json.loads(x) for x in (art / "lite" / "chunk_run.jsonl").open()]
+    assert {(r["book_id"], r["unit_id"]) for r in run_rows} == {(r["book_id"], r["unit_id"]) for r in records}
     manifest = json.loads((out / "manifests" / "03_lite_distillation.json").read_text())
     assert manifest["merged_model"] and manifest["training"][0]["stage"] == "sft"
 

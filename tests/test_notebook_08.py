@@ -17,3 +17,13 @@ def test_notebook_08_runs_in_test_profile(notebook_pipeline):
     walls = pd.read_csv(tables / "08_notebook_wall_times.csv")
     assert list(walls.columns) == ["notebook", "seconds", "status", "finished"]
     assert (tables / "08_llm_cost.md").read_text().startswith("**08_llm_cost** — profile=test")
+    # §4.4 as the paper measures it: same units, ratios beside the paper's, hardware and models named
+    from litseg_nb.efficiency import PAPER_COLUMNS
+
+    paper = pd.read_csv(tables / "08_paper_efficiency.csv")
+    assert list(paper.columns) == PAPER_COLUMNS
+    assert set(paper["method"]) <= {"litseg", "litseg-lite", "lumber"}
+    ratios = pd.read_csv(tables / "08_paper_ratios.csv")
+    assert list(ratios["paper (end-to-end seconds)"]) == [0.37, 0.70]
+    md = (tables / "08_paper_ratios.md").read_text()
+    assert "hardware: " in md and "LitSeg (teacher)=" in md and "LitSeg-Lite (student)=" in md
