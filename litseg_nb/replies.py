@@ -43,13 +43,14 @@ from typing import Any, Callable, Iterator
 __all__ = [
     "MAX_CHARS_PER_TOKEN", "Reply", "JsonReply", "JsonCandidate", "reply_char_limit",
     "replace_lone_surrogates", "clean_strings", "read_reply", "answer_text", "json_candidates",
-    "extract_json", "parse_json_reply", "read_int",
+    "extract_json", "parse_json_reply", "read_int", "is_json_int",
 ]
 
-# The longest token of the SmolLM2 vocabulary is 81 characters (a newline plus 80 spaces); BPE
-# vocabularies of the Qwen/Llama class are of the same order. A reply with more characters than
-# ``max_new_tokens * MAX_CHARS_PER_TOKEN`` can therefore not come from a model that stopped within
-# its budget: it is rejected unparsed (and says so) instead of being scanned.
+# The longest token of the SmolLM2 vocabulary is 81 characters (a newline plus 80 spaces; measured
+# from the packaged tokenizer.json; other vocabularies were not measured here), so 128 characters per
+# token leaves a margin. A reply with more characters than ``max_new_tokens * MAX_CHARS_PER_TOKEN``
+# cannot come from a model that stopped within its budget: it is rejected unparsed (and says so)
+# instead of being scanned.
 MAX_CHARS_PER_TOKEN = 128
 
 REASONING_TAGS = ("think", "thinking")
