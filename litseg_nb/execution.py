@@ -21,8 +21,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -203,10 +205,24 @@ def _ipc_kernel_manager():
     if _KM_CLASS:
         return _KM_CLASS[0]
     from jupyter_client.manager import AsyncKernelManager
-    from traitlets import CaselessStrEnum
+    from traitlets import CaselessStrEnum, default
 
     class IPCKernelManager(AsyncKernelManager):
         transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+        @default("ip")
+        def _ip_default(self):
+            # the sockets live in a private temp folder (jupyter_client's default is the relative
+            # "kernel-ipc", i.e. files in the notebooks folder); short path: AF_UNIX allows ~107 bytes
+            self._ipc_dir = tempfile.mkdtemp(prefix="litseg-kernel-")
+            return os.path.join(self._ipc_dir, "k")
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            await super()._async_cleanup_resources(restart=restart)
+            if not restart and getattr(self, "_ipc_dir", None):
+                shutil.rmtree(self._ipc_dir, ignore_errors=True)
+
+        cleanup_resources = _async_cleanup_resources
 
         async def _async_start_kernel(self, **kw):
             _LIVE_KERNELS.add(self)  # before the launch: an interrupt during start-up finds it too
@@ -229,6 +245,8 @@ def _kill_live_kernels() -> None:
                 os.killpg(pid, signal.SIGKILL)  # kernels lead their own process group
             else:  # pragma: no cover
                 os.kill(pid, signal.SIGKILL)
+        if getattr(km, "_ipc_dir", None):
+            shutil.rmtree(km._ipc_dir, ignore_errors=True)
 
 
 class _VerifiedParameterFilter(logging.Filter):

@@ -235,3 +235,14 @@ def test_log_output_streams_printed_output(nbdir, fresh_dirs, capfd):
     runner.run_notebooks("test")
     out, err = capfd.readouterr()
     assert "hello from the kernel" not in out + err
+
+
+def test_kernel_sockets_stay_out_of_the_notebooks_folder(nbdir, fresh_dirs):
+    _write_nb(nbdir / "01_s.ipynb", PARAMS,
+              ("code", "import json, os, sys\nfrom ipykernel.kernelapp import IPKernelApp\n"
+                       "app = IPKernelApp.instance()\nprint(json.dumps([app.transport, app.ip]))"))
+    runs = runner.run_notebooks("test")
+    transport, ip = json.loads(_all_output_text(runs[0].executed).splitlines()[0])
+    assert transport == "ipc" and os.path.isabs(ip) and not ip.startswith(str(nbdir))
+    assert sorted(p.name for p in nbdir.iterdir()) == ["01_s.ipynb"]
+    assert not os.path.exists(os.path.dirname(ip))  # the private socket folder is removed afterwards
