@@ -77,8 +77,9 @@ def boundary_similarities(pairs: Sequence[tuple], embedder: Any):
 
     if not pairs:
         return pd.DataFrame(columns=["method", "book_id", "unit_id", "similarity"])
-    left = embedder.encode([p[3] for p in pairs], kind="passage")
-    right = embedder.encode([p[4] for p in pairs], kind="passage")
+    # plain sentences, never the retrieval instruction prefix (the paper embeds the sentences)
+    left = embedder.encode([p[3] for p in pairs], kind="sentence")
+    right = embedder.encode([p[4] for p in pairs], kind="sentence")
     ln = left / np.linalg.norm(left, axis=1, keepdims=True)
     rn = right / np.linalg.norm(right, axis=1, keepdims=True)
     sims = (ln * rn).sum(axis=1)
