@@ -22,8 +22,14 @@ def test_notebook_04_runs_in_test_profile(data_dir):
     assert {"total_chunks", "mean_tokens", "median_tokens", "std_tokens", "published_mean_tokens", "llm_calls",
             "prompt_tokens", "completion_tokens", "calls_per_1k_sentences", "seconds_per_book"} <= set(stats.columns)
     assert (stats["total_chunks"] > 0).all()
-    llm = stats[stats["method"].isin(["margin", "lumber", "proposition", "perplexity"])]
+    llm = stats[stats["method"].isin(["margin", "lumber", "proposition", "perplexity", "perplexity+merge+completion"])]
     assert (llm["llm_calls"] > 0).all()
+    pub = pd.read_csv(tables / "04_published_presets.csv")
+    assert {"recursive@published", "semantic@published", "recursive", "semantic", "paragraph"} <= set(pub["chunk_set"])
+    assert {"mean_tokens", "median_tokens", "p10_tokens", "p90_tokens", "published_mean_tokens",
+            "mean_vs_published_pct"} <= set(pub.columns)
+    cap = pd.read_csv(tables / "04_unit_cap_effect.csv")
+    assert set(cap["units"]) == {"capped units", "whole chapters"} and "mean_change_vs_whole_pct" in cap
     assert (tables / "04_chunk_statistics.md").read_text().startswith("**04_chunk_statistics** — profile=test")
     matched = pd.read_csv(tables / "04_length_matched.csv")
     assert {"token", "recursive", "semantic", "paragraph"} <= set(matched["method"])
