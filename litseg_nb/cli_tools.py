@@ -4,8 +4,8 @@
   stage's fully resolved configuration (models, data, sizes), built exactly as the notebook builds
   it from its parameters (:func:`litseg_nb.params.notebook_config`).
 * ``python -m litseg_nb lab [-- extra jupyter args]`` starts JupyterLab on ``notebooks/``; as root it
-  adds ``--allow-root`` (JupyterLab refuses to start as root otherwise), and kernels use IPC sockets
-  and print text progress bars without the IProgress warning, as in ``run``.
+  adds ``--allow-root`` (JupyterLab refuses to start as root otherwise), and kernels print text
+  progress bars without the IProgress warning, as in ``run``.
 """
 from __future__ import annotations
 
@@ -75,8 +75,7 @@ def _config_main(args) -> int:
 def lab_command(extra: list[str]) -> list[str]:
     from .paths import NOTEBOOKS_DIR
 
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS_DIR}",
-           "--KernelManager.transport=ipc"]
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS_DIR}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     return cmd + [a for a in extra if a != "--"]
