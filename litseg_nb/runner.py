@@ -13,7 +13,6 @@ An unwritable outputs folder is one line naming it, before any kernel starts.
 from __future__ import annotations
 
 import ast
-import json
 import re
 import sys
 import time
@@ -85,19 +84,10 @@ def discover_notebooks(only: Iterable[str] = (), notebooks_dir: Path | None = No
 
 
 def declared_parameters(notebook: Path) -> dict[str, Any]:
-    """Names and default values in the notebook's single ``parameters`` cell."""
-    nb = json.loads(notebook.read_text(encoding="utf-8"))
-    cells = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
-    if len(cells) != 1:
-        raise ConfigError(f"{notebook.name}: expected exactly one cell tagged 'parameters', found {len(cells)}")
-    src = "".join(cells[0]["source"])
-    out: dict[str, Any] = {}
-    for node in ast.parse(src).body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            out[node.target.id] = ast.literal_eval(node.value)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            out[node.targets[0].id] = ast.literal_eval(node.value)
-    return out
+    """Names and default values in the notebook's single ``parameters`` cell (:mod:`litseg_nb.params`)."""
+    from .params import parameters_cell
+
+    return {name: p.default for name, p in parameters_cell(notebook).items()}
 
 
 def run_notebooks(

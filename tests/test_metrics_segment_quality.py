@@ -51,3 +51,19 @@ def test_boundary_similarity_table_per_dataset_and_per_method():
     assert t2.method.tolist() == ["m"] and t2.boundary_similarity.iloc[0] == pytest.approx(1 / np.sqrt(2))
     t6 = boundary_similarity_table(sets, [book], FakeEmbedder(), by=("method",), names={"m": "M", "whole": "W"})
     assert t6.variant.tolist() == ["M", "W"] and t6.n_boundaries.tolist() == [1, 0]
+
+
+def test_load_evaluated_chunk_sets_names_what_it_leaves_out(fresh_dirs):
+    from litseg_nb.artifacts import artifact_path
+    from litseg_nb.metrics.segment_quality import load_evaluated_chunk_sets
+    from litseg_nb.schema import save_chunks
+
+    book = Book("b", "B", "gutenqa", TEXT, units=[UNIT])
+    unaligned = Chunk("b", "", "import.c00000", "imported", 0, 0, [], "lost text", "", metadata={"alignment": "not_found"})
+    save_chunks(artifact_path("test", "chunks", "imported.jsonl"), [_c("imported", 0, 1, 4), unaligned])
+    save_chunks(artifact_path("test", "chunks", "other.jsonl"), [Chunk("z", "u0", "u0.c0000", "other", 1, 1, [(0, 3)],
+                                                                        "Aa ", "Aa ")])
+    sets, info = load_evaluated_chunk_sets("test", (), [book])
+    assert list(sets) == ["imported"] and len(sets["imported"]) == 1
+    assert info["unaligned"] == {"imported": 1} and "imported 1 chunk(s)" in info["note"]
+    assert info["no_chunks_here"] == ["other"]
