@@ -238,6 +238,9 @@ class CorpusConfig(_Base):
     literaryqa_split: str = one_of("validation", *LITERARYQA_SPLITS)
     max_unit_words: int = at_least(2000, 1)  # the paper's n: longer units are split recursively
     sentence_splitter: str = one_of("nupunkt", *SENTENCE_SPLITTERS)
+    # a raw book that cannot be read (empty, undecodable, several books in one file) is skipped and
+    # listed in the load report; strict=True makes it an error instead
+    strict: bool = False
 
 
 @dataclass(frozen=True)

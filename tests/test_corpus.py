@@ -25,7 +25,7 @@ def test_test_profile_corpus(cfg):
                 assert b.text[s.start:s.end] == b.text[s.start:s.end].strip() != ""
     assert books[0].units[0].split == "recursive"  # Emma's chapter I is longer than n=300
     again = corpus.load_corpus(cfg)
-    assert corpus.LAST_REPORT.from_cache
+    assert again.report.from_cache and not books.report.from_cache
     assert [b.units for b in again] == [b.units for b in books]
     assert [b.questions for b in again] == [b.questions for b in books]
 

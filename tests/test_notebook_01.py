@@ -20,8 +20,12 @@ def test_notebook_01_runs_in_test_profile(data_dir):
     assert set(stats["dataset"]) == {"gutenqa", "gutenberg"}
     assert (stats.loc[~stats["book_id"].str.startswith("TOTAL"), "units"] == 2).all()
     bench = pd.read_csv(root / "tables" / "01_benchmark.csv")
-    assert {"seconds", "seconds_per_mb", "peak_rss_mb", "books"} <= set(bench.columns)
-    assert bench.loc[0, "books"] == 12
+    assert {"seconds", "seconds_per_mb", "peak_rss_mb", "books", "big_book_seconds"} <= set(bench.columns)
+    assert bench.loc[0, "books"] + bench.loc[0, "skipped"] >= 60  # every local raw book
+    structure = pd.read_csv(root / "tables" / "01_structure_report.csv")
+    assert {"levels", "contents_matched", "dropped", "dropped_chars"} <= set(structure.columns)
+    gold = pd.read_csv(root / "tables" / "01_structure_gold.csv")
+    assert list(gold["detector"].str.split(" ").str[0]) == ["before", "now"]
     for ext in ("png", "pdf"):
         assert (root / "figures" / f"01_unit_lengths.{ext}").stat().st_size > 0
     pages = list((root / "artifacts").glob("01_unit_*.html"))

@@ -69,3 +69,27 @@ def test_offsets_round_trip(text, splitter):
     shifted = split_sentences(text, splitter=splitter, offset=7)
     big = "x" * 7 + text
     assert [big[a:b] for a, b in shifted] == [text[a:b] for a, b in spans]
+
+
+def test_dialogue_tag_after_question_or_exclamation_continues_the_sentence():
+    """#9.13: ``“But why?” Taylor asked, dazed.`` is one sentence; a new sentence after ``?”`` is not."""
+    from litseg_nb.preprocess.sentences import split_sentences
+
+    text = "“But why?” Taylor asked, dazed. “Run!” cried Mr. Clayton. “Go!” Nobody moved."
+    got = [text[a:b] for a, b in split_sentences(text)]
+    assert got == ["“But why?” Taylor asked, dazed.", "“Run!” cried Mr. Clayton.", "“Go!”", "Nobody moved."]
+
+
+def test_prose_paragraph_ending_in_a_signature_is_not_verse():
+    """#9.13: a hard-wrapped letter ending in a signature stays prose (``Mr. Clayton`` is not cut)."""
+    from litseg_nb.data.gutenberg import clean_gutenberg_text
+
+    long = "word " * 13
+    letter = "\n".join([f"I write to you, dear friend, {long}about the house that", f"we saw with {long}when we met Mr.",
+                        f"Clayton at the station, {long}and I remain yours,", "Very truly,", "Mr. Clayton"])
+    filler = "\n\n".join("\n".join(f"Line {i} {long}of an ordinary prose paragraph here." for i in range(4))
+                         for _ in range(5))
+    cleaned = clean_gutenberg_text("*** START OF THE PROJECT GUTENBERG EBOOK X ***\n" + filler + "\n\n" + letter
+                                   + "\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\n")
+    last = cleaned.text[cleaned.paragraphs[-1][0]:cleaned.paragraphs[-1][1]]
+    assert "\n" not in last and "met Mr. Clayton at the station" in last

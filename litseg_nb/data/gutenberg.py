@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .text import join_paragraphs
+
 log = logging.getLogger(__name__)
 
 Span = tuple[int, int]
@@ -55,7 +57,15 @@ _CREDIT_RE = re.compile(
     r"^(?:Produced by|This e-?text was produced|E-?text prepared by|Transcribed (?:from|by))", re.I
 )
 _EPILOGUE_RE = re.compile(r"^End of (?:the )?Project Gutenberg", re.I)
-_LISTED_RE = re.compile(r"\S(?:\s{3,}|\s*(?:\.\s?){3,}\s*)(?:\d+|[ivxlc]+)\s*$|^\s*page\s*$", re.I)
+
+
+def _is_listed(line: str) -> bool:
+    """A contents line with its page number at the margin (``Title      25``, ``Title . . . 25``)."""
+    s = line.rstrip()
+    if not s or not (s[-1].isdigit() or s[-1] in "ivxlcIVXLC"):
+        return s.strip().lower() == "page"
+    return "   " in s.strip() or ". ." in s or "..." in s
+
 _WS_RE = re.compile(r"[ \t\f\v\u00a0]+")
 
 
@@ -174,17 +184,26 @@ def _is_verse_block(block: list[str], width: int) -> bool:
     """A multi-line block whose non-final lines are mostly far shorter than the wrap width."""
     if len(block) < 2 or width <= 0:
         return False
-    # a contents list typed with page numbers at the right margin ("The Happy Prince      25")
-    listed = sum(1 for ln in block if _LISTED_RE.search(ln))
-    if listed * 2 >= len(block):
-        return True
-    body = [ln.strip() for ln in block[:-1]]
+    lines = [ln.strip() for ln in block]
+    # a prose paragraph that ends in a letter's signature ("Yours truly," / "Mr. Clayton") is prose
+    k = len(lines)
+    while k > 0 and len(lines) - k < 3 and len(lines[k - 1]) < 0.6 * width:
+        k -= 1
+    if k >= 2 and k < len(lines) and all(len(ln) >= 0.6 * width for ln in lines[:k - 1]):
+        return False
+    body = lines[:-1]
     short = sum(1 for ln in body if len(ln) < 0.6 * width)
-    return short * 2 >= len(body)
+    if short * 2 >= len(body):
+        return True
+    # a contents list typed with page numbers at the right margin ("The Happy Prince      25")
+    return sum(1 for ln in block if _is_listed(ln)) * 2 >= len(block)
 
 
 def _norm(line: str) -> str:
-    return _WS_RE.sub(" ", line).strip()
+    s = line.strip()
+    if "  " in s or "\t" in s or "\u00a0" in s or "\f" in s or "\v" in s:
+        s = _WS_RE.sub(" ", s)
+    return s
 
 
 def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_markers: str = "error",
@@ -254,16 +273,9 @@ def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_marke
         pieces.append(para)
         source_map.append((a, b))
 
-    text_parts, spans, pos = [], [], 0
-    for k, para in enumerate(pieces):
-        if k:
-            text_parts.append("\n\n")
-            pos += 2
-        spans.append((pos, pos + len(para)))
-        text_parts.append(para)
-        pos += len(para)
+    text, spans = join_paragraphs(pieces)
     report.n_paragraphs = len(pieces)
-    return CleanedText("".join(text_parts), spans, source_map, report)
+    return CleanedText(text, spans, source_map, report)
 
 
 def clean_gutenberg_file(path: Path | str, missing_markers: str = "error") -> CleanedText:

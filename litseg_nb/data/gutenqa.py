@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..schema import Book, Question
+from .text import join_paragraphs
 
 log = logging.getLogger(__name__)
 
@@ -108,15 +109,7 @@ def load_gutenqa(folder: Path | str | None = None, books: Iterable[str] = (), so
         chapters_col = [str(c) for c in rows["Chapter"]]
         if not chunks:
             raise GutenQAError(f"{para_path}: book {name!r} has no paragraphs")
-        text_parts, spans, pos = [], [], 0
-        for k, c in enumerate(chunks):
-            if k:
-                text_parts.append("\n\n")
-                pos += 2
-            spans.append((pos, pos + len(c)))
-            text_parts.append(c)
-            pos += len(c)
-        text = "".join(text_parts)
+        text, spans = join_paragraphs(chunks)
         chapters = []
         k = 0
         while k < len(chunks):

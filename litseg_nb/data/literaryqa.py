@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Iterable
 
 from ..schema import Book, Question
-from .gutenberg import clean_gutenberg_file
+from .gutenberg import GutenbergFormatError, clean_gutenberg_file
+from .text import join_paragraphs
 
 log = logging.getLogger(__name__)
 
@@ -64,21 +65,19 @@ def _paragraphs_of(text: str) -> tuple[str, list[tuple[int, int]]]:
     """Normalise an already-cleaned text to paragraphs joined by blank lines."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     parts = [re.sub(r"[ \t]+", " ", p.strip()) for p in re.split(r"\n\s*\n", text) if p.strip()]
-    out, spans, pos = [], [], 0
-    for k, p in enumerate(parts):
-        if k:
-            out.append("\n\n")
-            pos += 2
-        spans.append((pos, pos + len(p)))
-        out.append(p)
-        pos += len(p)
-    return "".join(out), spans
+    return join_paragraphs(parts)
 
 
 def load_literaryqa(folder: Path | str | None = None, split: str = "validation",
                     books: Iterable[str] = (), source: str = "local", missing_markers: str = "error",
-                    cache_dir: str | None = None) -> tuple[list[Book], LoadReport]:
-    """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``."""
+                    cache_dir: str | None = None, strict: bool = False, require_all: bool = True
+                    ) -> tuple[list[Book], LoadReport]:
+    """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``.
+
+    ``books`` restricts to given ids (only those texts are cleaned); with ``require_all`` an id that
+    is not in the split is an error. A text that cannot be cleaned (empty, undecodable, several
+    books in one file) is skipped and listed in the report, or raises with ``strict=True``.
+    """
     if source == "hub":
         folder = hub_folder(split, cache_dir)
     elif source != "local":
@@ -116,7 +115,14 @@ def load_literaryqa(folder: Path | str | None = None, split: str = "validation",
                 source_map: list[tuple[int, int]] = []
                 src = f"{ann}:{lineno}"
             elif path.is_file():
-                cleaned = clean_gutenberg_file(path, missing_markers=missing_markers)
+                try:
+                    cleaned = clean_gutenberg_file(path, missing_markers=missing_markers)
+                except GutenbergFormatError as err:
+                    if strict:
+                        raise
+                    log.warning("LiteraryQA: skipping %s: %s", bid, err)
+                    report.skipped[bid] = str(err)
+                    continue
                 text, paragraphs, source_map = cleaned.text, cleaned.paragraphs, cleaned.source_map
                 meta["clean"] = cleaned.report.__dict__
                 src = str(path)
@@ -134,7 +140,7 @@ def load_literaryqa(folder: Path | str | None = None, split: str = "validation",
                             source_map=source_map, meta=meta))
             report.loaded.append(bid)
     unknown = sorted(wanted - seen)
-    if unknown:
+    if unknown and require_all:
         raise ValueError(f"{ann}: unknown LiteraryQA gutenberg id(s) {unknown}")
     if report.skipped:
         log.warning("LiteraryQA %s: skipped %d book(s) without text: %s", split, report.n_skipped,

@@ -176,3 +176,19 @@ def score_gold(gold: Sequence[GoldEntry], root: Path, detector: Detector | None 
         row["seconds"] = round(time.perf_counter() - t0, 3)
         rows.append(row)
     return rows, summarise(rows)
+
+
+#: the gold file and the numbers of the detector before issue #9 (measured on the same gold)
+GOLD_FILE = Path(__file__).resolve().parents[2] / "tests" / "structure_gold.jsonl"
+BEFORE_FILE = GOLD_FILE.with_name("structure_gold_before.json")
+
+
+def before_after(root: Path, gold_file: Path = GOLD_FILE, before_file: Path = BEFORE_FILE):
+    """``(per-book rows now, summary table before/after)`` on the gold (pandas DataFrames)."""
+    import pandas as pd
+
+    rows, now = score_gold(load_gold(gold_file), root)
+    before = json.loads(Path(before_file).read_text(encoding="utf-8"))
+    table = pd.DataFrame([{"detector": "before #9 (" + before.get("measured_with", "") + ")", **before["summary"]},
+                          {"detector": "now", **now}])
+    return pd.DataFrame(rows), table

@@ -362,7 +362,7 @@ def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
             if len(lines) == 1 and re.match(r"^(?:list\s+of|illustrations|plates)\b", first_line, re.I):
                 break  # "ILLUSTRATIONS" list follows
             keys = _body_keys(paras[j])
-            if entries and (any(k in seen for k in keys) or "\n" not in paras[j] and keys[0] in prefixes):
+            if entries and keys and (any(k in seen for k in keys) or "\n" not in paras[j] and keys[0] in prefixes):
                 # the first body heading repeats an entry; a numeral/keyword line just before it
                 # ("I" over "Introduction") is that heading's first line, not an entry
                 # ("CHAPTER I." over "MR. JOHN HARSTON ..." matched by its title only)
@@ -418,7 +418,9 @@ def _match_contents(paras: list[str], shaped: list[bool], blocks, report: Struct
                     hit = cands[j]
             if hit is None:  # "THE BOX TUNNEL BY CHARLES READE" -> "THE BOX TUNNEL"
                 words = entry.split()
-                for n in range(len(words) - 1, 2, -1):
+                for n in range(len(words) - 1, 1, -1):
+                    if n < 3 and words[n] not in ("from", "by"):  # "KINDNESS REWARDED, from ..."
+                        continue
                     cands = index.get(" ".join(words[:n]), [])
                     j = bisect.bisect_left(cands, pos)
                     if j < len(cands):
@@ -843,6 +845,12 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
         seen_narrative = seen_narrative or s.narrative
         merged.append(s)
     secs = merged or secs
+    # one section per start paragraph (a narrative one wins), in order
+    by_start: dict[int, _Section] = {}
+    for s in sorted(secs, key=lambda x: x.first_para):
+        if s.first_para not in by_start or s.narrative:
+            by_start[s.first_para] = s
+    secs = [by_start[k] for k in sorted(by_start)]
     dropped: list[tuple[int, int, str]] = []
     if secs[0].first_para > 0:
         dropped.append((0, secs[0].first_para, "front matter"))
@@ -932,7 +940,7 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
     # cut sentences longer than n words (they could not fit any unit otherwise)
     sents: list[Span] = []
     for a, b in sentences:
-        if _words(text[a:b]) > n:
+        if b - a > n and _words(text[a:b]) > n:  # n characters cannot hold more than n words
             pieces = _cut_long_sentence(text, a, b, n)
             report.split_sentences += len(pieces) - 1
             sents.extend(pieces)
@@ -941,6 +949,7 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
     sent_starts = [a for a, _ in sents]
 
     units: list[Unit] = []
+    para_starts = [a for a, _ in paragraphs]
 
     def add_unit(uid: str, title: str, start: int, end: int, split: str) -> None:
         lo = bisect.bisect_left(sent_starts, start)
@@ -948,7 +957,9 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
         ss = tuple(Sentence(i + 1, a, b) for i, (a, b) in enumerate(sents[lo:hi]))
         if ss and ss[-1].end > end:
             raise AssertionError(f"book {book_id!r}: sentence crosses the end of unit {uid}")
-        pspans = tuple((max(a, start), min(b, end)) for a, b in paragraphs if a < end and b > start)
+        p_lo = max(bisect.bisect_right(para_starts, start) - 1, 0)
+        p_hi = bisect.bisect_left(para_starts, end)
+        pspans = tuple((max(a, start), min(b, end)) for a, b in paragraphs[p_lo:p_hi] if a < end and b > start)
         units.append(Unit(book_id=book_id, unit_id=uid, ordinal=len(units), title=title, start=start,
                           end=end, sentences=ss, paragraphs=pspans, split=split))
 
@@ -1009,3 +1020,25 @@ def check_unit_coverage(text: str, paragraphs: Sequence[Span], units: Sequence[U
     rest = outside(pos, len(text))
     if rest.strip():
         raise AssertionError(f"text after the last unit is in no unit: {rest.strip()[:60]!r}")
+
+
+def structure_table(books) -> "pd.DataFrame":  # noqa: F821 - pandas imported lazily
+    """Per book: how its units were found (heading kinds and nesting levels, contents entries matched
+    in the body) and what was dropped as non-narrative (labels with character counts)."""
+    import pandas as pd
+
+    rows = []
+    for b in books:
+        st = b.meta.get("structure") or {}
+        dropped = st.get("dropped") or []
+        rows.append({
+            "book_id": b.book_id, "title": b.title, "units": len({u.unit_id.split(".")[0] for u in b.units}),
+            "levels": " > ".join(st.get("levels") or []) or ("dataset chapters" if b.dataset == "gutenqa" else "none"),
+            "heading_kinds": ", ".join(f"{k}:{v}" for k, v in sorted((st.get("heading_kinds") or {}).items())),
+            "contents_matched": f"{st.get('toc_matched', 0)}/{st.get('toc_entries', 0)}",
+            "narrative_before_first_heading": bool(st.get("front_matter")),
+            "dropped": "; ".join(f"{d[2][:40]} ({int(d[1]) - int(d[0])} chars)" for d in dropped),
+            "dropped_chars": sum(int(d[1]) - int(d[0]) for d in dropped),
+            "licence_notes_dropped_chars": (b.meta.get("clean") or {}).get("dropped_chars", 0),
+        })
+    return pd.DataFrame(rows)
