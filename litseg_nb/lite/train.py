@@ -67,7 +67,8 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, floa
 
 
 def _common_kwargs(model, cfg: LiteConfig) -> dict[str, Any]:
-    return {**_precision_kwargs(model), "gradient_checkpointing": cfg.gradient_checkpointing,
+    # transformers 5.x: `activation_checkpointing` (the old name `gradient_checkpointing` warns)
+    return {**_precision_kwargs(model), "activation_checkpointing": cfg.gradient_checkpointing,
             "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
             "data_seed": cfg.seed, "dataloader_num_workers": 0, "disable_tqdm": True}
 
