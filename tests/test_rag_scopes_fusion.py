@@ -178,3 +178,9 @@ def test_table3_reports_reranked_and_pre_rerank_rankings_on_the_same_questions(t
     assert {"MRR_full", "MRR@20_answerable", "n_no_relevant_chunk"} <= set(t3.columns)
     full = retrieval_table(rows)
     assert set(full[full["mode"] == "hybrid"]["n_questions"]) == {3}
+
+
+def test_tuned_fusion_is_skipped_not_faked_with_too_few_questions():
+    ev, qs = _evaluator(n_q=1)
+    assert ev.tuned_fusion_rows(qs) == []
+    assert all(w["skipped"] and w["dense_weight"] is None for w in ev.fusion_weights)

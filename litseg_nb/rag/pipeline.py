@@ -387,6 +387,13 @@ class RagEvaluator:
         self.fusion_weights = getattr(self, "fusion_weights", [])
         for m, lib in self.indices.items():
             keys = [q.qid for q in order if (m, q.qid) in self._lists]
+            if len(keys) < c.fusion_dev_folds or len({fold[k] for k in keys}) < c.fusion_dev_folds:
+                # too few questions to choose a weight on other questions than the scored ones
+                self.fusion_weights.extend({"method": m, "mode": mode, "fold": None, "dense_weight": None,
+                                            "dev_questions": 0, "scored_questions": 0,
+                                            "skipped": f"{len(keys)} question(s): fewer than the "
+                                                       f"{c.fusion_dev_folds} folds"} for mode in TUNED_MODES)
+                continue
             for mode in TUNED_MODES:
                 cache: dict[tuple[str, float], float] = {}
 
