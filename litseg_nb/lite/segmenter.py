@@ -65,6 +65,7 @@ class LiteUnitResult:
     seconds: float = 0.0  # wall-clock share of this run (a request-cache hit takes ~0 s)
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
+    reasoning_tokens: int = 0  # completion tokens spent in a <think> block
     model_seconds: float = 0.0  # model latency recorded when each reply was computed
     cache_hits: int = 0  # replies served from the persistent request cache
     truncated_in_reasoning: int = 0  # replies cut off inside their <think> block (no answer)
@@ -126,6 +127,7 @@ class LiteSegmenter:
                 r.completion_tokens += gen.completion_tokens
                 r.prompt_tokens += gen.prompt_tokens
                 r.cached_prompt_tokens += gen.cached_prompt_tokens or 0
+                r.reasoning_tokens += gen.reasoning_tokens
                 r.model_seconds += gen.latency_s
                 r.cache_hits += int(gen.cache_hit)
                 r.truncated_in_reasoning += int(read_reply(gen.text).truncated_in_reasoning)

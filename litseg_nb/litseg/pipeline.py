@@ -268,6 +268,7 @@ def record_usage_rows(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
                           "prompt_tokens": sum(int(a.get("prompt_tokens") or 0) for a in atts),
                           "cached_prompt_tokens": sum(int(a.get("cached_prompt_tokens") or 0) for a in atts),
                           "completion_tokens": sum(int(a.get("completion_tokens") or 0) for a in atts),
+                          "reasoning_tokens": sum(int(a.get("reasoning_tokens") or 0) for a in atts),
                           "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)}
     return out
 
@@ -352,6 +353,7 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig, sy
                              "errors": errors, "prompt_tokens": gen.prompt_tokens,
                              "completion_tokens": gen.completion_tokens,
                              "cached_prompt_tokens": gen.cached_prompt_tokens or 0,
+                             "reasoning_tokens": gen.reasoning_tokens,
                              "latency_s": gen.latency_s, "cache_hit": bool(gen.cache_hit),
                              "finish_reason": gen.finish_reason, "temperature": temperature,
                              "seed": params.seed, "reply_notes": info["reply_notes"],
