@@ -48,7 +48,8 @@ def test_boundary_similarity_table_per_dataset_and_per_method():
     sets = {"m": [_c("m", 0, 1, 2), _c("m", 1, 3, 4)], "whole": [_c("whole", 0, 1, 4)]}
     t2 = boundary_similarity_table(sets, [book], FakeEmbedder())
     assert list(t2.columns) == ["dataset", "method", "boundary_similarity", "sd", "n_boundaries"]
-    assert t2.method.tolist() == ["m"] and t2.boundary_similarity.iloc[0] == pytest.approx(1 / np.sqrt(2))
+    assert t2.method.tolist() == ["m", "whole"] and t2.boundary_similarity.iloc[0] == pytest.approx(1 / np.sqrt(2))
+    assert t2.n_boundaries.tolist() == [1, 0] and np.isnan(t2.boundary_similarity.iloc[1])  # kept, not dropped
     t6 = boundary_similarity_table(sets, [book], FakeEmbedder(), by=("method",), names={"m": "M", "whole": "W"})
     assert t6.variant.tolist() == ["M", "W"] and t6.n_boundaries.tolist() == [1, 0]
 

@@ -91,8 +91,9 @@ def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Any]], books: Se
                               by: Sequence[str] = ("dataset", "method"),
                               names: Mapping[str, str] | None = None):
     """Per ``by`` group (default: dataset and method, the paper's Table 2), the mean, sd and count of
-    boundary similarities; ``by=("method",)`` with ``names`` (method -> row label) is Table 6. A method
-    without inner boundaries keeps its row (``n_boundaries`` 0, similarity NaN)."""
+    boundary similarities; ``by=("method",)`` with ``names`` (method -> row label) is Table 6. A group
+    with chunks but no inner boundary (e.g. a method that fell back to whole units) keeps its row with
+    ``n_boundaries`` 0 and similarity NaN: no method silently disappears from the table."""
     import pandas as pd
 
     units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
@@ -102,9 +103,11 @@ def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Any]], books: Se
     sims["dataset"] = sims.book_id.map(dataset)
     agg = sims.groupby(list(by)).similarity.agg(["mean", "std", "count"]).reset_index()
     agg = agg.rename(columns={"mean": "boundary_similarity", "std": "sd", "count": "n_boundaries"})
-    if list(by) == ["method"]:  # every method gets a row, in the given order
-        agg = pd.DataFrame({"method": list(chunk_sets)}).merge(agg, on="method", how="left")
-        agg["n_boundaries"] = agg["n_boundaries"].fillna(0).astype(int)
+    present = pd.DataFrame([{"method": m, "dataset": dataset.get(c.book_id), "book_id": c.book_id}
+                            for m, cs in chunk_sets.items() for c in cs], columns=["method", "dataset", "book_id"])
+    groups = present[list(by)].drop_duplicates()  # every group that has chunks, in chunk-set order
+    agg = groups.merge(agg, on=list(by), how="left") if len(groups) else agg
+    agg["n_boundaries"] = agg["n_boundaries"].fillna(0).astype(int)
     if names:
         agg.insert(0, "variant", agg["method"].map(names))
     return agg
@@ -118,6 +121,7 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
     """
     import pandas as pd
 
+    from ..llm.base import UsageTag
     from . import rubric_judge
 
     book_by_id = {b.book_id: b for b in books}
@@ -141,7 +145,8 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
             seg_prompt = f"Chunker '{m}' (see the project's notebooks 02-04 for its prompt or algorithm)"
             r = rubric_judge.score_chunks_with_rubric(backend, passage, seg_prompt,
                                                       rubric_judge.segments_json_for_chunks(ucs), len(ucs),
-                                                      retries=cfg.judge_retries, seed=seed)
+                                                      retries=cfg.judge_retries, seed=seed,
+                                                      tag=UsageTag("rubric-judge", bid, "rubric-judge"))
             done += 1
             rows.append({"dataset": book_by_id[bid].dataset, "method": m, "book_id": bid, "unit_id": uid,
                          "n_chunks": len(ucs), **r.dimension_means(), "overall": r.mean, "neutral": r.neutral,
