@@ -169,15 +169,29 @@ def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame):
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 0.45 * max(len(boundary), 3) + 1.6))
     b = boundary.set_index("variant")["boundary_similarity"]
-    axes[0].barh(b.index[::-1], b.values[::-1], color="#4C72B0")
+    # numeric y positions + explicit labels: every variant is named even when its value is NaN
+    # (a categorical barh drops the labels of all-NaN bars); NaN bars are said to be n/a
+    names, ys = list(b.index[::-1]), list(range(len(b)))
+    vals = pd.to_numeric(b.iloc[::-1], errors="coerce")
+    axes[0].barh(ys, vals.fillna(0.0).to_numpy(), color="#4C72B0")
+    for y, v in zip(ys, vals):
+        if pd.isna(v):
+            axes[0].text(0.02, y, "n/a (no inner boundary)", transform=axes[0].get_yaxis_transform(),
+                         va="center", fontsize=7, color="0.4")
+    axes[0].set_yticks(ys, names)
     axes[0].set_xlabel("boundary similarity (lower = cleaner cuts)")
     axes[0].set_title("Table 6 shape")
     if not retrieval.empty:
-        r = retrieval.set_index("variant")["MRR"].reindex(b.index)
-        axes[1].barh(r.index[::-1], r.values[::-1], color="#55A868")
+        r = pd.to_numeric(retrieval.set_index("variant")["MRR"].reindex(b.index).iloc[::-1], errors="coerce")
+        axes[1].barh(ys, r.fillna(0.0).to_numpy(), color="#55A868")
+        for y, v in zip(ys, r):
+            if pd.isna(v):
+                axes[1].text(0.02, y, "n/a", transform=axes[1].get_yaxis_transform(), va="center",
+                             fontsize=7, color="0.4")
+    axes[1].set_ylim(axes[0].get_ylim())
+    axes[1].set_yticks(ys, [""] * len(ys))
     axes[1].set_xlabel("MRR, hybrid retrieval (higher is better)")
     axes[1].set_title("Table 7 shape")
-    axes[1].set_yticklabels([])
     fig.tight_layout()
     return fig
 

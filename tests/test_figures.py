@@ -48,6 +48,15 @@ def ablation_figure():
     return plot_ablation(b, r)
 
 
+def ablation_figure_without_boundaries():  # the test profile: no inner boundary, NaN similarity
+    from litseg_nb.ablation import plot_ablation
+
+    variants = ["LitSeg-Lite", "w/o GRPO", "w/o FT", "+w/o Theo.S.1", "+w/o Theory"]
+    b = pd.DataFrame({"variant": variants, "boundary_similarity": [float("nan")] * 5})
+    r = pd.DataFrame({"variant": variants, "MRR": [0.3, 0.3, float("nan"), 0.2, 0.1]})
+    return plot_ablation(b, r)
+
+
 def dcg_figure():
     from litseg_nb.rag.report import plot_dcg_recall
 
@@ -79,6 +88,7 @@ def training_figure():
 
 
 FIGURES = {"01_unit_lengths": unit_lengths_figure, "08_llm_cost": llm_cost_figure, "07_ablation": ablation_figure,
+           "07_ablation_nan": ablation_figure_without_boundaries,
            "05_dcg_recall_hybrid": dcg_figure, "02_segment_lengths": segment_length_figure,
            "03_training_curves": training_figure}
 
@@ -115,4 +125,14 @@ def test_saving_twice_keeps_one_footer(fresh_dirs):
     save_figure(fig, "x", "test", LABEL)
     save_figure(fig, "x", "test", LABEL)
     assert len([t for t in fig.texts if t.get_gid() == FOOTER_GID]) == 1
+    plt.close(fig)
+
+
+def test_ablation_figure_names_every_variant_even_without_values(fresh_dirs):
+    fig = ablation_figure_without_boundaries()
+    fig.canvas.draw()
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert sorted(labels) == sorted(["LitSeg-Lite", "w/o GRPO", "w/o FT", "+w/o Theo.S.1", "+w/o Theory"])
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert texts.count("n/a (no inner boundary)") == 5 and texts.count("n/a") == 1
     plt.close(fig)
