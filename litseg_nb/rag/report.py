@@ -189,9 +189,13 @@ def plot_dcg_recall(retrieval: pd.DataFrame, mode: str, ks: Sequence[int] = (1, 
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     sub = retrieval[(retrieval["mode"] == mode)] if not retrieval.empty else retrieval
-    for _, r in sub.iterrows():
+    # more methods than the default 10 colours: tab20 colours and varied markers keep lines apart
+    colors = plt.get_cmap("tab20").colors
+    markers = "os^vDP*Xph<>"
+    for i, (_, r) in enumerate(sub.iterrows()):
         for ax, metric in zip(axes, ("DCG", "Recall")):
-            ax.plot(ks, [100 * r[f"{metric}@{k}"] for k in ks], marker="o", label=f"{r['method']}")
+            ax.plot(ks, [100 * r[f"{metric}@{k}"] for k in ks], marker=markers[i % len(markers)],
+                    color=colors[i % len(colors)], label=f"{r['method']}")
     for ax, metric in zip(axes, ("DCG", "Recall")):
         ax.set_xscale("log")
         ax.set_xticks(list(ks), [str(k) for k in ks])
