@@ -9,7 +9,9 @@ their own persistent caches, so recomputing a step after a code change repeats n
     cache = StepCache("chunk-token", cfg, inputs={"book": book.text})
     chunks = cache.get_or_compute(lambda: run_token_splitter(...), serialize=..., deserialize=...)
 
-Values are stored as JSON under ``<cache_dir>/steps/<name>/<key>.json``, written atomically.
+Values are stored as JSON under ``<cache_dir>/steps/<name>/<key>.json``, written atomically. An
+entry that cannot be read (truncated or overwritten JSON) is a miss: it is removed and recomputed,
+with a :class:`CacheWarning` naming the file.
 """
 from __future__ import annotations
 

@@ -7,7 +7,10 @@ sends only the misses to the backend, in slices of ``chunk_size`` requests, comm
 as soon as it returns. So a run interrupted midway loses at most the slice in flight, and a rerun
 repeats no finished request.
 
-The database uses WAL journaling and one transaction per slice; several processes may share it.
+The database uses WAL journaling and one transaction per slice; several processes may share it. A
+file that is not a readable SQLite database is moved aside (``<name>.corrupt-<time>-<pid>``) with a
+:class:`~litseg_nb.cache.CacheWarning` naming both paths, and an empty cache takes its place; an
+unreadable row is a miss.
 Hits and misses are counted on the wrapper (``hits``, ``misses``) and each served reply carries
 ``Generation.cache_hit``. A hit returns the stored reply *with its original token counts and
 latency* (so a rerun reproduces the efficiency tables); the ledger counts it under ``cache_hits``.
