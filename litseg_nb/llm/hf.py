@@ -28,7 +28,8 @@ position ids follow the mask, so every row sees exactly the positions of an unpa
 is unchanged (same batches, same seed). ``Generation.cached_prompt_tokens`` is the number of prompt
 tokens served from a stored prefix; the first request that needs a freshly built prefix is charged
 for computing it, so ``prompt_tokens - cached_prompt_tokens`` summed over a run is exactly the
-number of prompt tokens the model computed.
+number of prompt tokens the model computed. Models with sliding-window attention layers keep
+prefix reuse off (a stored prefix longer than the window would be cut).
 
 Reasoning models: ``enable_thinking`` is passed to the chat template (Qwen3-style templates switch
 their ``<think>`` block with it; other templates ignore it). When a reply holds a ``<think>...</think>``
@@ -112,7 +113,7 @@ class HFBackend(BackendBase):
         self.eos_token_ids = sorted(i for i in eos if i is not None)
         self.enable_thinking = bool(enable_thinking)
         self.think_ids = think_token_ids(self.tokenizer)
-        self.prefix_reuse = bool(prefix_reuse)
+        self.prefix_reuse = bool(prefix_reuse) and not self._has_sliding_window()
         self.min_prefix_tokens = max(1, int(min_prefix_tokens))
         self.max_prefixes = max(1, int(max_prefixes))
         self._prefixes: OrderedDict[tuple[int, ...], _Prefix] = OrderedDict()
@@ -194,6 +195,14 @@ class HFBackend(BackendBase):
         return out.logits.float(), mask
 
     # ----------------------------------------------------------- shared prefixes
+    def _has_sliding_window(self) -> bool:
+        """Whether some attention layer keeps only a sliding window of keys (a stored prefix longer
+        than the window would be cut): prefix reuse is then left off."""
+        cfg = self.model.config
+        if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
+            return True
+        return bool(getattr(cfg, "sliding_window", None)) and getattr(cfg, "use_sliding_window", True) is not False
+
     def clear_prefixes(self) -> None:
         """Drop every stored prefix and the memory of recent prompts; zero the build counters."""
         with self._lock:
