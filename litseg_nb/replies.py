@@ -177,8 +177,10 @@ def read_reply(text: Any, *, max_new_tokens: int | None = None, max_chars: int |
 def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
     """(answer, blocks removed, reasoning characters, truncated inside reasoning). Linear.
 
-    A tag inside a complete JSON object of the reply (a subtitle ``"</think>"``) is text, not a
-    reasoning tag: tags are looked up only outside the spans of the reply's JSON objects.
+    A tag inside a JSON string is text, not a reasoning tag (a subtitle ``"</think>"``): a tag
+    counts only outside the spans of the reply's complete JSON objects and outside a double-quoted
+    string on its own line (JSON strings cannot span lines), which also holds when garbage before
+    the answer keeps the JSON scan from finding the object.
     """
     found = list(_TAG.finditer(s))
     if not found:
@@ -190,11 +192,13 @@ def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
         best = max(best, e)
         reach.append(best)
 
-    def inside(i: int) -> bool:
+    def in_object(i: int) -> bool:
         k = bisect_right(starts, i) - 1
         return k >= 0 and reach[k] > i
 
-    tags = [(m.start(), m.end(), not m.group(1)) for m in found if not inside(m.start())]
+    in_string = _tags_in_line_strings(s, found)
+    tags = [(m.start(), m.end(), not m.group(1)) for m, quoted in zip(found, in_string)
+            if not quoted and not in_object(m.start())]
     parts: list[str] = []
     blocks = rchars = pos = i = 0
     if tags and not tags[0][2]:  # the chat template opened the block: only its end is in the reply
@@ -219,6 +223,27 @@ def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
         i = j + 1
     parts.append(s[pos:])
     return "".join(parts), blocks, rchars, False
+
+
+def _tags_in_line_strings(s: str, found: list[re.Match]) -> list[bool]:
+    """Per tag: does it sit inside a double-quoted string of its line? Linear (each line's text is
+    looked at a bounded number of times, however many tags it holds)."""
+    out = []
+    line_end = -1
+    parity = scanned = last_quote = 0
+    for m in found:
+        start, end = m.start(), m.end()
+        if start >= line_end:  # a new line: reset the quote count
+            line_start = s.rfind("\n", 0, start) + 1
+            line_end = s.find("\n", start)
+            line_end = len(s) if line_end < 0 else line_end
+            last_quote = s.rfind('"', line_start, line_end)
+            parity, scanned = 0, line_start
+        chunk = s[scanned:start]
+        parity += chunk.count('"') - chunk.count('\\"')
+        scanned = start
+        out.append(parity % 2 == 1 and last_quote >= end)
+    return out
 
 
 def answer_text(text: Any, *, max_new_tokens: int | None = None) -> str:

@@ -189,6 +189,15 @@ def test_reasoning_is_removed_before_extraction(reply):
     assert res.ok and finalize_segments(res, N).fallback == "none"
 
 
+def test_reasoning_tags_inside_json_strings_are_text():
+    """Found by the fuzz test: tags in subtitles, also when garbage before the answer keeps the JSON
+    scan from finding the object."""
+    obj = json.loads(stage3(seg(1, 1, sub="<think>"), seg(2, 2, sub="</think>")))
+    for text in (json.dumps(obj), f"```json\n{json.dumps(obj)}\n```", f"{{</think>\n\n{json.dumps(obj)}",
+                 f"<think>{{ draft</think>\n{json.dumps(obj, indent=2)}"):
+        assert parse_json_reply(text) == obj, text
+
+
 def test_reply_cut_inside_reasoning_is_rejected_and_counted():
     cut = f"<think>I will answer {DRAFT} after checking the {{events"
     got = extract_json(cut)
