@@ -193,7 +193,8 @@ def cap_units(book: Book, max_units: int, selection: str = "first") -> Book:
     if selection not in ("first", "questions"):
         raise CorpusError(f"unknown unit_selection {selection!r} (first | questions) for book {book.book_id}")
     if max_units and len(book.units) > max_units:
-        narrative = [u for u in book.units if u.title != FRONT_MATTER] or book.units
+        # never front matter, nor its recursive pieces ("Front matter [1/2]")
+        narrative = [u for u in book.units if not u.title.startswith(FRONT_MATTER)] or book.units
         chosen = narrative[:max_units]
         if selection == "questions":
             preferred = [u for u in units_with_evidence(book) if u in narrative][:max_units]

@@ -157,3 +157,93 @@ def test_verse_keeps_line_breaks():
     paras = [cleaned.text[a:b] for a, b in cleaned.paragraphs]
     assert paras[0] == " ".join(prose.split("\n"))
     assert paras[1] == verse
+
+
+# ---------------------------------------------------------------- issue #9 regressions (cleaning)
+OLD_HEADER = ("The Project Gutenberg Etext of X\n\n*****This file should be named x10.txt or x10.zip*****\n\n"
+              "***START**THE SMALL PRINT!**FOR PUBLIC DOMAIN ETEXTS**START***\nWhy is this \"Small Print!\" "
+              "statement here?\n\n*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*\n\n")
+
+
+def test_old_licence_format_is_cleaned():
+    """#9.8: ``*END*THE SMALL PRINT!`` starts the body; ``End of ... Etext`` ends it."""
+    body = ("CHAPTER I\n\nIt was a fine morning in the little town where we lived long ago\n"
+            "and the birds sang in the trees.\n\nCHAPTER II\n\nThen came the evening, and all was still.")
+    raw = OLD_HEADER + body + "\n\nEnd of The Project Gutenberg Etext of X\n\nmore licence\n"
+    cleaned = clean_gutenberg_text(raw, source="x10.txt")
+    assert cleaned.report.licence == "old"
+    assert cleaned.text.startswith("CHAPTER I\n\nIt was a fine morning") and cleaned.text.endswith("all was still.")
+    assert "SMALL PRINT" not in cleaned.text and "Etext" not in cleaned.text
+
+
+def test_early_file_banner_html_note_and_copyright_blocks_are_dropped():
+    """#9.7: Gutenberg banners/notes inside the body are dropped and counted."""
+    body = ("****THIS EBOOK WAS ONE OF PROJECT GUTENBERG'S EARLY FILES PRODUCED AT A\nTIME WHEN ...****\n\n"
+            "Note: Project Gutenberg also has an HTML version of this\nfile which includes the illustrations.\n\n"
+            "CHAPTER I\n\nThe story begins here and goes on for a while.\n\n"
+            "<<THIS ELECTRONIC VERSION OF THE COMPLETE WORKS OF WILLIAM\nSHAKESPEARE IS COPYRIGHT 1990-1993.>>\n\n"
+            "And it ends here.")
+    cleaned = clean_gutenberg_text(_book(body))
+    assert cleaned.text == "CHAPTER I\n\nThe story begins here and goes on for a while.\n\nAnd it ends here."
+    assert len(cleaned.report.dropped_notes) == 3 and cleaned.report.dropped_chars > 150
+
+
+def test_several_books_in_one_file_is_an_error_naming_file_and_markers(tmp_path):
+    """#9.9: never load the first book of several silently."""
+    path = tmp_path / "993.txt"
+    path.write_text(_book("First book text.") + _book("Second book text."), encoding="utf-8")
+    with pytest.raises(GutenbergFormatError, match=r"993.txt: several books in one file: START markers at "
+                                                   r"lines \[3, 11\], END markers at lines \[7, 15\]"):
+        clean_gutenberg_file(path)
+
+
+def test_utf16_is_decoded_or_named(tmp_path):
+    """#9.10: UTF-16 with a BOM is decoded; without a BOM the error says UTF-16."""
+    path = tmp_path / "992.txt"
+    path.write_bytes(_book("Caf\xe9 au lait.").encode("utf-16"))
+    cleaned = clean_gutenberg_file(path)
+    assert cleaned.text == "Café au lait." and cleaned.report.decode == "utf-16"
+    path.write_bytes(_book("Cafe au lait.").encode("utf-16-le"))
+    with pytest.raises(GutenbergFormatError, match="992.txt: looks like UTF-16"):
+        clean_gutenberg_file(path)
+
+
+def _data_root(tmp_path, files: dict[str, bytes]):
+    folder = tmp_path / "data" / "gutenberg"
+    folder.mkdir(parents=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return tmp_path / "data"
+
+
+def test_one_bad_file_is_skipped_logged_and_listed(tmp_path, fresh_dirs):
+    """#9.10: an empty/undecodable/multi-book file does not abort the dataset; strict=True raises."""
+    from litseg_nb import corpus
+    from litseg_nb.config import CorpusConfig
+
+    good = _book("CHAPTER I\n\nA short story about a dog who ran away and came back home.").encode("utf-8")
+    root = _data_root(tmp_path, {"1.txt": good, "2.txt": b"", "3.txt": _book("Caf\xe9").encode("latin-1")})
+    cfg = CorpusConfig(datasets=("gutenberg",), max_unit_words=100)
+    books = corpus.load_corpus(cfg, use_cache=False, root=root)
+    assert [b.book_id for b in books] == ["gutenberg:1"]
+    skipped = books.report.loads["gutenberg"].skipped
+    assert set(skipped) == {"gutenberg:2", "gutenberg:3"} and "empty" in skipped["gutenberg:2"]
+    assert "skipped 2" in books.report.summary()
+    with pytest.raises(corpus.CorpusError, match="2.txt: file is empty.*strict"):
+        corpus.load_corpus(CorpusConfig(datasets=("gutenberg",), max_unit_words=100, strict=True),
+                           use_cache=False, root=root)
+
+
+def test_books_filter_cleans_only_the_named_books(tmp_path, fresh_dirs, monkeypatch):
+    """#9.11: ``books=`` must not clean every book."""
+    from litseg_nb import corpus
+    from litseg_nb.config import CorpusConfig
+
+    good = _book("CHAPTER I\n\nA short story about a dog who ran away and came back home.").encode("utf-8")
+    root = _data_root(tmp_path, {f"{i}.txt": good for i in range(1, 6)})
+    seen = []
+    real = corpus.clean_gutenberg_file
+    monkeypatch.setattr(corpus, "clean_gutenberg_file", lambda p, *a, **k: seen.append(p.name) or real(p, *a, **k))
+    books = corpus.load_corpus(CorpusConfig(datasets=("gutenberg",), books=("3",), max_unit_words=100),
+                               use_cache=False, root=root)
+    assert [b.book_id for b in books] == ["gutenberg:3"] and seen == ["3.txt"]

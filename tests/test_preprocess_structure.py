@@ -133,3 +133,103 @@ def test_units_cover_the_text_and_sentences_round_trip(paras, n):
         assert text[u.start:u.end] == u.text(text) and u.text(text) == u.text(text).strip()
         if u.split == "recursive":
             assert len(u.text(text).split()) <= n
+
+
+# ---------------------------------------------------------------- issue #9 regressions (structure)
+def _units(*paras: str, n: int = 10_000, **kw):
+    text, spans = _paras(*paras)
+    report = StructureReport()
+    units = build_units("b", text, spans, n, report=report, **kw)
+    check_unit_coverage(text, spans, units, report.dropped)
+    return text, units, report
+
+
+def test_nested_book_with_bare_numeral_chapters_and_part_with_chapters():
+    """#9.1: chapters inside BOOK/PART are the units; the parent is in the title."""
+    _, units, report = _units("BOOK I", "I", _prose(300, "a"), "II.", _prose(300, "b"), "BOOK II", "I",
+                              _prose(300, "c"), "II", _prose(300, "d"))
+    assert [u.title for u in units] == ["BOOK I / I", "BOOK I / II.", "BOOK II / I", "BOOK II / II"]
+    assert report.levels == ["book", "numeral"]
+    _, units, _ = _units("PART I", "CHAPTER I", _prose(200, "a"), "CHAPTER II", _prose(200, "b"),
+                         "PART II", "CHAPTER I", _prose(200, "c"))
+    assert [u.title for u in units] == ["PART I / CHAPTER I", "PART I / CHAPTER II", "PART II / CHAPTER I"]
+
+
+def test_titled_chapters_found_from_contents_despite_case_and_spacing():
+    """#9.2: contents ``I. THE OLD PYNCHEON FAMILY``, body ``I The Old Pyncheon Family``."""
+    _, units, report = _units("CONTENTS", "I. THE OLD PYNCHEON FAMILY\nII. THE LITTLE SHOP-WINDOW\n"
+                              "III. THE FIRST CUSTOMER", "PREFACE", _prose(100, "p"),
+                              "I The Old Pyncheon Family", _prose(200, "a"), "II The Little Shop-window",
+                              _prose(200, "b"), "III The First Customer", _prose(200, "c"))
+    assert [u.title for u in units] == ["PREFACE", "I The Old Pyncheon Family", "II The Little Shop-window",
+                                        "III The First Customer"]
+    assert (report.toc_entries, report.toc_matched) == (3, 3)
+
+
+def test_contents_typed_as_headings_never_yields_units():
+    """#9.3: a contents list of headings (every chapter twice) gives each chapter once."""
+    _, units, report = _units("MY NOVEL", "CHAPTER I. The Start", "CHAPTER II. The Middle", "CHAPTER III. The End",
+                              "CHAPTER I. The Start", _prose(200, "a"), "CHAPTER II. The Middle", _prose(200, "b"),
+                              "CHAPTER III. The End", _prose(200, "c"))
+    assert [u.title for u in units] == ["CHAPTER I. The Start", "CHAPTER II. The Middle", "CHAPTER III. The End"]
+    assert all(len(u.text(_paras("x")[0]).split()) >= 0 for u in units) and report.demoted_toc_headings >= 2
+
+
+def test_letters_with_lower_case_words_are_headings():
+    """#9.4: ``I. LOUISE DE CHAULIEU TO RENEE DE MAUCOMBE. PARIS, September.``"""
+    _, units, _ = _units("I. LOUISE DE CHAULIEU TO RENEE DE MAUCOMBE. PARIS, September.", _prose(150, "a"),
+                         "II. RENEE DE MAUCOMBE TO LOUISE DE CHAULIEU. La Crampade, October.", _prose(150, "b"),
+                         "III. THE SAME TO THE SAME. Paris, November.", _prose(150, "c"))
+    assert [u.title.split(".")[0] for u in units] == ["I", "II", "III"]
+
+
+def test_dialogue_equal_to_a_contents_entry_and_author_initial_are_not_headings():
+    """#9.5: ``“Amanda!”`` in dialogue is no heading; ``L. FRANK BAUM`` is not chapter L."""
+    _, units, _ = _units("CONTENTS", "AMANDA\nTHE RETURN", "AMANDA", _prose(100, "a"), "“Amanda!”",
+                         _prose(100, "b"), "THE RETURN", _prose(100, "c"), "L. FRANK BAUM")
+    assert [u.title for u in units] == ["AMANDA", "THE RETURN"]
+    assert "“Amanda!”" in units[0].text(_paras("CONTENTS", "AMANDA\nTHE RETURN", "AMANDA", _prose(100, "a"),
+                                                "“Amanda!”")[0])
+
+
+def test_narrative_before_the_first_heading_is_a_unit_titled_by_the_book():
+    """#9.6: a tale followed by POSTSCRIPT, and a long narrative before numbered maxims."""
+    _, units, report = _units("THE TALE", "by Somebody", _prose(400, "t"), "POSTSCRIPT", _prose(60, "p"),
+                              whole_title="The Tale")
+    assert [u.title for u in units] == ["The Tale", "POSTSCRIPT"] and report.front_matter
+    assert [d[2] for d in report.dropped] == ["front matter"]  # only the title lines
+    text, units, _ = _units("MAXIMS", _prose(500, "n"), "1. Be Kind", _prose(200, "m"), "2. Be Brave",
+                            _prose(200, "k"), whole_title="Maxims")
+    assert units[0].title == "Maxims" and "n0" in units[0].text(text)
+
+
+def test_non_narrative_matter_is_dropped_but_the_author_preface_is_a_unit():
+    """#9.7: editor's introduction, transcriber's notes, ADDENDUM dropped (with spans); PREFACE kept."""
+    text, units, report = _units(
+        "A NOVEL", "Introduction by John Editor", _prose(300, "e"), "PREFACE", _prose(80, "p"),
+        "CHAPTER I", _prose(200, "a"), "CHAPTER II", _prose(200, "b"), "ADDENDUM",
+        "The following personages appear in other stories:\nMr. A, Book One\nMrs. B, Book Two",
+        "TRANSCRIBER'S NOTES", "Typographical errors corrected.")
+    assert [u.title for u in units] == ["PREFACE", "CHAPTER I", "CHAPTER II"]
+    labels = [d[2] for d in report.dropped]
+    assert labels == ["front matter", "Introduction by John Editor", "ADDENDUM", "TRANSCRIBER'S NOTES"]
+    assert report.dropped_chars == sum(e - s for s, e, _ in report.dropped)
+    # a preface signed by someone other than the author is an editor's
+    _, units, _ = _units("PREFACE", _prose(80, "p"), "E. A. V.", "I", _prose(200, "a"), "II", _prose(200, "b"),
+                         author="Émile Zola")
+    assert [u.title for u in units] == ["I", "II"]
+
+
+def test_capping_never_keeps_front_matter_pieces():
+    """#9.12: max_units_per_book keeps narrative units, not "Front matter [1/2]" pieces."""
+    from litseg_nb.corpus import cap_units
+
+    text, spans = _paras(_prose(60, "f"), _prose(60, "g"), "CHAPTER I", _prose(40, "a"), "CHAPTER II",
+                         _prose(40, "b"))
+    units = build_units("b", text, spans, 1000, sections=[(0, FRONT_MATTER), (2, "CHAPTER I"), (4, "CHAPTER II")])
+    pieces = build_units("b", text, spans, 70, sections=[(0, FRONT_MATTER), (2, "CHAPTER I"), (4, "CHAPTER II")])
+    assert [u.title for u in pieces][:2] == [f"{FRONT_MATTER} [1/2]", f"{FRONT_MATTER} [2/2]"]
+    book = Book("b", "B", "gutenberg", text, paragraphs=spans, units=pieces)
+    cap_units(book, 2)
+    assert [u.title for u in book.units] == ["CHAPTER I", "CHAPTER II"]
+    assert units[0].title == FRONT_MATTER

@@ -123,7 +123,7 @@ _NON_NARRATIVE_RE = re.compile(
 _CONTENTS_RE = re.compile(r"^(?:(?:table\s+of\s+)?contents?|list\s+of\s+(?:chapters|stories|poems))[.:]?$", re.I)
 _NUMBERED_TITLE_RE = re.compile(rf"^(?P<num>{_ROMAN}|\d{{1,3}})(?:\.|:|\s*[—–-]+)?\s+(?P<rest>\S.{{1,110}})$")
 _TITLE_PART_RE = re.compile(rf"^(?P<base>.*?\w.*?)[.,]?\s*[—–-]+\s*(?P<num>{_ROMAN}|\d{{1,3}})\.?$")
-_BARE_NUM_RE = re.compile(rf"^(?P<num>{_ROMAN}|\d{{1,3}})\.?$")
+_BARE_NUM_RE = re.compile(rf"^(?P<num>{_ROMAN}|[1-9]\d{{0,2}})\.?$")  # not "01" (a figure label)
 _QUOTE_START = "“‘\"'«„"
 _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000}
 _NN = frozenset({"nonnarrative", "resume"})
@@ -362,12 +362,18 @@ def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
             if len(lines) == 1 and re.match(r"^(?:list\s+of|illustrations|plates)\b", first_line, re.I):
                 break  # "ILLUSTRATIONS" list follows
             keys = _body_keys(paras[j])
-            if entries and keys and (any(k in seen for k in keys) or "\n" not in paras[j] and keys[0] in prefixes):
+            nxt_words = _words(paras[j + 1]) if j + 1 < len(paras) else 0
+            starts_body = (len(lines) == 1 and nxt_words >= 50 and "\n" not in paras[j + 1]
+                           and bool(_classify(paras[j])))  # a heading followed by prose ("PREFACE")
+            if entries and keys and (starts_body or any(k in seen for k in keys)
+                                     or "\n" not in paras[j] and keys[0] in prefixes):
                 # the first body heading repeats an entry; a numeral/keyword line just before it
                 # ("I" over "Introduction") is that heading's first line, not an entry
                 # ("CHAPTER I." over "MR. JOHN HARSTON ..." matched by its title only)
                 prev = _classify(paras[j - 1]) if j - 1 > i and "\n" not in paras[j - 1] else []
-                if prev and prev[0].kind not in _NN and keys[0] not in entries:
+                prev_key = _norm_title(_strip_decor(paras[j - 1]))
+                if prev and prev[0].kind not in _NN and keys[0] not in entries and (
+                        not starts_body or prev[0].kind == "numeral" or prev_key not in entries):
                     j -= 1
                 break
             add(lines)
@@ -505,7 +511,10 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
         if k - 1 in by_para and by_para[k - 1][0].kind not in _NN and k not in by_para:
             continue  # the title line under a "CHAPTER IV" heading: part of that heading
         if k not in by_para or by_para[k][0].kind in ("numeral",):
-            by_para[k] = [Heading(k, "title", " ".join(_strip_decor(paras[k]).split()))]
+            title = " ".join(_strip_decor(paras[k]).split())
+            m = _NUMBERED_TITLE_RE.match(title)  # "I The Old Pyncheon Family": a numbered title
+            v = _numeral_value(m.group("num")) if m else None
+            by_para[k] = [Heading(k, "numbered", title, v) if v else Heading(k, "title", title)]
     for h, e, _ in blocks:  # the contents list itself; what follows it is decided afresh
         for k in range(h + 1, e):
             by_para.pop(k, None)
@@ -585,7 +594,7 @@ def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
     out: list[Heading] = []
     for k, h in enumerate(heads):
         if h.value is None or h.kind in ("title",):
-            if h.kind not in _NN:
+            if h.kind not in _NN and h.kind != "special":
                 # an outer heading restarts the series below it
                 for key in [key for key in last if key[1] > h.rank]:
                     del last[key]
@@ -604,7 +613,7 @@ def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
         if not ok:
             # tolerate a gap (a heading missing in the source) when the next one continues from here
             nxt = next((g for g in heads[k + 1:] if (g.kind, g.rank) == key), None)
-            ok = nxt is not None and nxt.value == h.value + 1 and (prev is None or h.value > prev)
+            ok = nxt is not None and nxt.value == h.value + 1 and prev is not None and h.value > prev
         if ok:
             last[key] = h.value
             for key2 in [key2 for key2 in last if key2[1] > h.rank]:
@@ -672,6 +681,7 @@ class _Section:
     title: str
     end_para: int = -1  # exclusive; -1: up to the next section
     narrative: bool = True
+    headed: bool = True  # starts with a heading paragraph (not: narrative before the first heading)
 
 
 def _sections(text: str, paragraphs: Sequence[Span], heads: list[Heading], para_words: list[int],
@@ -782,8 +792,10 @@ def _sections(text: str, paragraphs: Sequence[Span], heads: list[Heading], para_
     scan_from = max([b for a, b in nonnarr_spans if b <= first_narr]
                     + [x.first_para for x in sections if not x.narrative and x.first_para < first_narr] + [0])
     first_sec = next((x for x in sections if x.narrative), None)
-    if first_sec is not None and _SPECIAL_RE.match(first_sec.title.split(" / ")[-1]):
-        scan_from = first_narr
+    m = _SPECIAL_RE.match(first_sec.title.split(" / ")[-1]) if first_sec is not None else None
+    if m and m.group("kw").lower() in ("preface", "introduction", "foreword", "prologue", "proem", "prelude",
+                                       "introductory", "epistle"):
+        scan_from = first_narr  # what precedes a preface is not the story (a POSTSCRIPT follows one)
     front_start, front_words = None, 0
     for k in range(scan_from, first_narr):
         if k in in_nn:
@@ -794,7 +806,7 @@ def _sections(text: str, paragraphs: Sequence[Span], heads: list[Heading], para_
                 front_start = k
             front_words += w
     if front_start is not None and front_words >= FRONT_NARRATIVE_WORDS:
-        sections.insert(0, _Section(front_start, whole_title))
+        sections.insert(0, _Section(front_start, whole_title, headed=False))
         report.front_matter = True
     sections.sort(key=lambda s: s.first_para)
     # non-narrative specials: an introduction/preface signed by someone else than the author
@@ -823,7 +835,7 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
         if sum(para_words[start:]) < FRONT_NARRATIVE_WORDS:
             start = 0
         keep = [s for s in secs if not s.narrative and s.first_para > start and s.title != FRONT_MATTER]
-        secs = [_Section(start, whole_title)] + keep
+        secs = [_Section(start, whole_title, headed=False)] + keep
     # a heading with no text under it ("Volume II." on a title page, a repeated book title) is not
     # a unit: before the narrative it is front matter, later it joins the next unit
     ends = [secs[i + 1].first_para if i + 1 < len(secs) else n for i in range(len(secs))]
@@ -834,8 +846,8 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
         if carry is not None and s.narrative:
             s = _Section(carry.first_para, f"{carry.title} / {s.title}")
             carry = None
-        body = sum(w for p, w in zip(paras[s.first_para + 1:e], para_words[s.first_para + 1:e])
-                   if w >= 8 or p.count("\n") >= 2)
+        b0 = s.first_para + (1 if s.headed else 0)
+        body = sum(w for p, w in zip(paras[b0:e], para_words[b0:e]) if w >= 8 or p.count("\n") >= 2)
         if s.narrative and body == 0 and e < n:
             if seen_narrative:
                 carry = s
@@ -867,7 +879,8 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
     for h in heads:
         kinds[h.kind] = kinds.get(h.kind, 0) + 1
     report.heading_kinds = kinds
-    order = sorted({h.kind for h in heads if h.kind not in _NN and h.kind != "special"}, key=lambda k: RANKS[k])
+    first_seen = list(dict.fromkeys(h.kind for h in heads if h.kind not in _NN and h.kind != "special"))
+    order = sorted(first_seen, key=lambda k: (RANKS[k], first_seen.index(k)))
     report.levels = order
     return narrative, sorted(dropped)
 
