@@ -292,6 +292,9 @@ class HFBackend(BackendBase):
             if have is None or shared - len(have) >= self.min_prefix_tokens:
                 pre, already = self._build_prefix(prompts[0][:shared])
                 built[pre.ids] = already
+                # every prompt of the call starts with it: one prefix for all, and its cost is
+                # charged to the first of them
+                return [pre] * n, built
         return [self._stored_prefix(p, len(p) - 1) for p in prompts], built
 
     def _cached_counts(self, batch: Sequence[int], plan: Sequence[_Prefix | None],
