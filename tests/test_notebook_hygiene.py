@@ -29,3 +29,9 @@ def test_notebook_is_clean(path):
     src = "\n".join(c.source for c in code)
     assert "class " not in src, f"{path.name} defines a class; logic belongs in litseg_nb"
     assert json.loads(path.read_text())["metadata"]["kernelspec"]["name"] == "python3"
+    # headings are real text: no escaped newline left over from an editing script (the runner's
+    # progress lines quote the section headings)
+    for c in nb.cells:
+        if c.cell_type == "markdown":
+            for line in c.source.splitlines():
+                assert not (line.startswith("#") and "\\n" in line), f"{path.name}: literal \\n in {line[:60]!r}"
