@@ -85,6 +85,12 @@ def segment(book_or_text: Book | str | Path, method: str = "litseg", *, profile:
     ``lumber_budget_tokens=400``; unknown keys raise :class:`~litseg_nb.config.ConfigError`.
     ``max_units`` segments only the first units (0 = all). ``backend`` / ``embedder`` reuse
     already-built models. Returns the chunks, coverage checked for every segmented unit.
+
+    ``litseg`` calibrates its soft length reference on the first ``calibration_units`` units when the
+    profile says so (``calibrate=False`` keeps ``length_reference``). ``litseg-lite`` runs the profile's
+    student model with the Lite prompt; for the distilled segmenter point ``llm={"model": ...}`` at a
+    Lite model with notebook 03's adapters merged in (:func:`litseg_nb.ablation.variant_model`). Fallbacks (the paper's whole-unit
+    fallback, LumberChunker's retries, ...) are recorded in each chunk's ``metadata``.
     """
     from .chunkers.registry import chunk_units, get_chunker
 

@@ -204,8 +204,8 @@ def _litseg(items, cfg, backend, embedder):
 
     reference = cfg.length_reference
     if cfg.calibrate:
-        reference = measure_length_reference(items, backend, cfg, progress=False)["length_reference"]
-    run = annotate_units(items, backend, cfg, length_reference=reference, progress=False)
+        reference = measure_length_reference(items, backend, cfg, progress=True)["length_reference"]
+    run = annotate_units(items, backend, cfg, length_reference=reference, progress=True)
     books = list({id(b): b for b, _ in items}.values())
     chunks = records_to_chunks(books, run.records)
     return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in run.records if r["fallback"]),
@@ -217,7 +217,7 @@ def _lite(items, cfg, backend, embedder):
     from ..lite.segmenter import LiteSegmenter
 
     seg = LiteSegmenter(backend, max_new_tokens=cfg.infer_max_new_tokens, retries=cfg.infer_retries, seed=cfg.seed)
-    chunks, results = seg.segment_units(items)
+    chunks, results = seg.segment_units(items, progress=True)
     return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in results if r.fallback)}
 
 
