@@ -210,3 +210,15 @@ def test_smollm2_greedy_and_logprobs_identical_with_reuse():
     diff = max(abs(w[k] - g[k]) for w, g in zip(lw, lg) for k in w)
     print(f"SmolLM2 max |log-prob difference| with vs without reuse: {diff:.2e}")
     assert diff < 3e-5  # float32 round-off of a different summation order; observed ~1e-5
+
+
+def test_config_switches_reuse():
+    from litseg_nb.config import LLMConfig
+    from litseg_nb.llm import make_backend
+
+    assert LLMConfig().prefix_reuse is True
+    b = make_backend(LLMConfig(backend="hf", model="tiny-random", device="cpu", use_cache=False,
+                               prefix_reuse=False))
+    assert b.prefix_reuse is False
+    gens = b.chat(convs(), SamplingParams(max_new_tokens=2))
+    assert b.prefix_builds == 0 and all(g.cached_prompt_tokens == 0 for g in gens)
