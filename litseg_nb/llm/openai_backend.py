@@ -30,8 +30,9 @@ llama.cpp's server, ...
   value; otherwise the text is sent as is and its first token gets none.
 * ``token_logprobs`` sends token ids to the same echo path (perplexity chunking on a server).
 * Usage: ``usage.prompt_tokens``, ``usage.completion_tokens`` and
-  ``usage.prompt_tokens_details.cached_tokens`` (vLLM with ``--enable-prefix-caching`` reports it;
-  a server that does not is recorded as ``None`` = unknown, counted as 0 cached).
+  ``usage.prompt_tokens_details.cached_tokens`` (``vllm serve --enable-prefix-caching
+  --enable-prompt-tokens-details`` reports it; a server that does not is recorded as ``None`` =
+  unknown, counted as 0 cached).
 * Reasoning models: ``chat_template_kwargs = {"enable_thinking": ...}`` goes with every chat
   request (vLLM and SGLang pass it to the chat template). Reasoning tokens are taken from
   ``usage.completion_tokens_details.reasoning_tokens`` when the server reports them, else counted
