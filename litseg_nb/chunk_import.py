@@ -281,6 +281,7 @@ class ImportReport:
     n_exact: int
     n_fuzzy: int
     n_not_found: int
+    n_normalised: int  # fuzzy matches that are exact after whitespace/quote/dash normalisation (score 1.0)
     n_out_of_order: int
     n_outside_units: int  # aligned, but the span overlaps no sentence of any unit
     coverage: float  # share of the book's non-whitespace characters inside some aligned span
@@ -290,7 +291,8 @@ class ImportReport:
     not_found_indices: list[int] = field(default_factory=list)
 
     def summary(self) -> str:
-        fz = f" (lowest score {self.min_fuzzy_score:.3f})" if self.min_fuzzy_score is not None else ""
+        fz = (f" ({self.n_normalised} exact after whitespace/quote/dash normalisation; lowest score "
+              f"{self.min_fuzzy_score:.3f})" if self.min_fuzzy_score is not None else "")
         return (f"{self.name} -> {self.book_id}: {self.n_chunks} chunks | aligned exact {self.n_exact}, "
                 f"fuzzy {self.n_fuzzy}{fz}, not found {self.n_not_found} ({self.not_found_chars} chars; kept "
                 f"for retrieval, flagged) | book coverage {100 * self.coverage:.2f}% | overlap "
@@ -365,6 +367,7 @@ def import_chunks(book: Book, texts: Sequence[str], name: str, source: str = "",
     nf = [al for al in als if al.quality == "not_found"]
     rep = ImportReport(book.book_id, name, source, len(texts), n_empty_rows,
                        sum(al.quality == "exact" for al in als), len(fuzzy), len(nf),
+                       sum(al.method == "normalised" for al in als),
                        sum(al.out_of_order for al in als), outside, cov, ovl,
                        sum(len(texts[al.index]) for al in nf), min(fuzzy) if fuzzy else None,
                        [al.index for al in nf])
