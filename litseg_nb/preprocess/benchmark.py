@@ -9,6 +9,9 @@ indexed in < 15 s, < 1 GiB; reported, never asserted).
   under ``CHAPTER n`` headings with a contents list, indexed the same way (one body: the size that
   made the old contents lookup quadratic).
 
+Wall-clock and CPU seconds are both reported, with the 1-minute load average: on a shared machine
+this process's CPU time is the work's own cost; the ``meets_*`` flags are given for both.
+
 :func:`run_benchmark_subprocess` runs it in a fresh interpreter so the peak resident memory
 (``VmHWM``) belongs to this work alone (it includes the interpreter and imports, ~100 MB). This
 module imports only the cleaning and structure modules (no :mod:`litseg_nb.corpus`).
@@ -16,6 +19,7 @@ module imports only the cleaning and structure modules (no :mod:`litseg_nb.corpu
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -82,7 +86,7 @@ def run_benchmark(root: Path | None = None, max_unit_words: int = 2000, big_mb: 
     root = Path(root) if root else data_dir()
     files = raw_files(root)
     mb = sum(p.stat().st_size for p in files) / 1e6
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     books = skipped = units = 0
     for p in files:
         try:
@@ -92,18 +96,24 @@ def run_benchmark(root: Path | None = None, max_unit_words: int = 2000, big_mb: 
             continue
         units += _index(p.stem, c.text, c.paragraphs, max_unit_words, c.report.author)
         books += 1
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    # wall time and this process's CPU time: on a shared machine the CPU time is the work's own cost
     out = {"books": books, "skipped": skipped, "input_mb": round(mb, 2), "seconds": round(seconds, 2),
-           "seconds_per_mb": round(seconds / mb, 3) if mb else None, "units": units,
+           "seconds_per_mb": round(seconds / mb, 3) if mb else None,
+           "cpu_seconds_per_mb": round(cpu / mb, 3) if mb else None, "units": units,
            "max_unit_words": max_unit_words,
-           "meets_time_target": bool(mb) and seconds / mb < TARGET_SECONDS_PER_MB}
+           "meets_time_target": bool(mb) and seconds / mb < TARGET_SECONDS_PER_MB,
+           "meets_time_target_cpu": bool(mb) and cpu / mb < TARGET_SECONDS_PER_MB,
+           "load_average_1min": round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else None}
     if big_mb:
         text, paragraphs = big_book(root, big_mb)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         n_units = _index("big", text, paragraphs, max_unit_words)
-        big_s = time.perf_counter() - t1
+        big_s, big_cpu = time.perf_counter() - t1, time.process_time() - c1
         out.update({"big_book_mb": round(len(text.encode("utf-8")) / 1e6, 1), "big_book_seconds": round(big_s, 2),
-                    "big_book_units": n_units, "meets_big_book_target": big_s < TARGET_BIG_SECONDS})
+                    "big_book_cpu_seconds": round(big_cpu, 2),
+                    "big_book_units": n_units, "meets_big_book_target": big_s < TARGET_BIG_SECONDS,
+                    "meets_big_book_target_cpu": big_cpu < TARGET_BIG_SECONDS})
     peak = _peak_rss_bytes()
     out.update({"peak_rss_mb": round(peak / 2**20, 1), "meets_memory_target": peak < TARGET_BYTES})
     return out
