@@ -50,7 +50,7 @@ _OLD_END_RE = re.compile(r"^\s*End of (?:this |the )?(?:Project Gutenberg'?s? )?
 _NOTE_RE = re.compile(
     r"^(?:\*{2,}\s*THIS EBOOK WAS ONE OF PROJECT GUTENBERG'?S EARLY FILES|<<THIS ELECTRONIC VERSION|"
     r"\[?\s*Note:\s*Project Gutenberg also has an HTML version|Project Gutenberg also has an HTML version|"
-    r"\[\s*Transcriber[’']?s?\s+Notes?\b|HTML version (?:by|produced)|"
+    r"\[\s*Transcriber[’']?s?\s+Notes?\b|Transcriber[’']?s?\s+Notes?\s*:\s*\S|HTML version (?:by|produced)|"
     r"\*+\s*This file should be named|This etext was prepared by)", re.I)
 _CHARSET_RE = re.compile(rb"Character set encoding:\s*([A-Za-z0-9_\-]+)")
 _CREDIT_RE = re.compile(

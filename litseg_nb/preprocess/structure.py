@@ -115,6 +115,8 @@ _NON_NARRATIVE_RE = re.compile(
     r"^(?:(?:table\s+of\s+)?contents?|list\s+of\s+(?:chapters|illustrations|plates|stories|poems)|"
     r"illustrations|index|glossary(?:\s+of.*)?|addend(?:um|a)|footnotes?|end\s*notes|notes?(?:\s+to\s+.*)?|"
     r"errata|corrigenda|appendix(?:\s+.*)?|bibliography|dedication(?:\s+.*)?|"
+    r"(?:list\s+of\s+)?corrections(?:\s+made)?|typographical\s+errors(?:\s+corrected)?|"
+    r"advertisements?|(?:other\s+)?books\s+by\s+.*|"
     r"transcriber[’']?s?\s+notes?|(?:translator|editor|preparer|publisher|producer)[’']?s?\s+"
     r"(?:preface|note|notes|introduction|foreword)|editorial\s+note|critical\s+introduction|"
     r"biographical\s+(?:note|sketch|introduction)|credits|dramatis\s+person(?:ae|æ)|"
