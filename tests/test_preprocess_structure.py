@@ -212,7 +212,8 @@ def test_non_narrative_matter_is_dropped_but_the_author_preface_is_a_unit():
         "TRANSCRIBER'S NOTES", "Typographical errors corrected.")
     assert [u.title for u in units] == ["PREFACE", "CHAPTER I", "CHAPTER II"]
     labels = [d[2] for d in report.dropped]
-    assert labels == ["front matter", "Introduction by John Editor", "ADDENDUM", "TRANSCRIBER'S NOTES"]
+    assert labels == ["front matter", "Introduction by John Editor", "ADDENDUM", "TRANSCRIBER'S NOTES",
+                      "Typographical errors corrected."]
     assert report.dropped_chars == sum(e - s for s, e, _ in report.dropped)
     # a preface signed by someone other than the author is an editor's
     _, units, _ = _units("PREFACE", _prose(80, "p"), "E. A. V.", "I", _prose(200, "a"), "II", _prose(200, "b"),
