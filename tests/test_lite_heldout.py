@@ -136,3 +136,17 @@ def test_student_prompt_carries_the_teachers_length_reference():
     with pytest.raises(ValueError, match="without a length reference"):
         build_examples([{**records[0], "length_reference": None}], [book])
     assert records_to_chunks([book], records)
+
+
+def test_literaryqa_loader_reads_the_train_split(tmp_path):
+    """full trains Lite on the LiteraryQA train split: the loader reads annotations/train.jsonl."""
+    from litseg_nb.data.literaryqa import load_literaryqa
+
+    (tmp_path / "annotations").mkdir()
+    rec = {"document_id": "d1", "gutenberg_id": "77", "title": "A Train Book",
+           "text": "First paragraph of the book.\n\nSecond paragraph.", "qas": [{"question": "Q?", "answers": ["A"]}]}
+    (tmp_path / "annotations" / "train.jsonl").write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    books, report = load_literaryqa(tmp_path, split="train")
+    assert [b.book_id for b in books] == ["literaryqa:77"] and report.loaded == ["literaryqa:77"]
+    with pytest.raises(FileNotFoundError, match="test.jsonl"):
+        load_literaryqa(tmp_path, split="test")
