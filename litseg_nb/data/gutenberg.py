@@ -59,6 +59,9 @@ _CREDIT_RE = re.compile(
 _EPILOGUE_RE = re.compile(r"^End of (?:the )?Project Gutenberg", re.I)
 
 
+_ITEM_RE = re.compile(r"^(?:[IVXLC]{1,7}|\d{1,3})\.\s+\S")
+
+
 def _is_listed(line: str) -> bool:
     """A contents line with its page number at the margin (``Title      25``, ``Title . . . 25``)."""
     s = line.rstrip()
@@ -194,6 +197,9 @@ def _is_verse_block(block: list[str], width: int) -> bool:
     body = lines[:-1]
     short = sum(1 for ln in body if len(ln) < 0.6 * width)
     if short * 2 >= len(body):
+        return True
+    # an enumerated list ("I. THE CLOACA ...", "II. EXPLANATION") keeps one item per line
+    if sum(1 for ln in lines if _ITEM_RE.match(ln)) * 3 >= len(lines) * 2:
         return True
     # a contents list typed with page numbers at the right margin ("The Happy Prince      25")
     return sum(1 for ln in block if _is_listed(ln)) * 2 >= len(block)
