@@ -108,6 +108,7 @@ def chat_server():
         ({"content": "B", "reasoning_content": "one two three"}, {}),
         ({"content": "<think>x y</think>C"}, {}),
         ({"content": "D"}, {}),
+        ({"content": None, "reasoning_content": "still thinking"}, {}),
     ]
 
     class Handler(BaseHTTPRequestHandler):
@@ -143,11 +144,14 @@ def test_openai_backend_sends_the_switch_and_reads_reasoning(chat_server):
                           max_concurrency=1, max_retries=0)
         gens = b.chat([[{"role": "user", "content": str(i)}] for i in range(4)])
         assert all(x["chat_template_kwargs"] == {"enable_thinking": thinking} for x in bodies[-4:])
-    assert [g.text for g in gens] == ["A", "B", "<think>x y</think>C", "D"]  # text left to parsers
+    # text left to the reply parsers; a separate reasoning field is put back as a think block
+    assert [g.text for g in gens] == ["A", "<think>one two three</think>B", "<think>x y</think>C", "D"]
     want = [7, len(tok("one two three", add_special_tokens=False).input_ids),
             len(tok("<think>x y</think>", add_special_tokens=False).input_ids), 0]
     assert [g.reasoning_tokens for g in gens] == want
     assert b.ledger.rows()[0]["reasoning_tokens"] == sum(want)
+    cut = b.chat([[{"role": "user", "content": "4"}]])[0]  # cut off inside its reasoning
+    assert cut.text == "<think>still thinking" and cut.reasoning_tokens > 0
 
 
 def test_request_cache_key_depends_on_the_switch(tmp_path):

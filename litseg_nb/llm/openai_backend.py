@@ -37,6 +37,8 @@ llama.cpp's server, ...
   request (vLLM and SGLang pass it to the chat template). Reasoning tokens are taken from
   ``usage.completion_tokens_details.reasoning_tokens`` when the server reports them, else counted
   from the message's ``reasoning_content``/``reasoning`` field or a ``<think>...</think>`` block.
+  A reasoning field is put back in front of the answer as ``<think>...</think>`` (unclosed when the
+  reply was cut inside it), so a reply's text has the same shape from every backend.
 """
 from __future__ import annotations
 
@@ -230,13 +232,23 @@ class OpenAIBackend(BackendBase):
         data = self._post("/chat/completions", self._chat_body(conv, params))
         latency = time.perf_counter() - t0
         choice = self._field(data, "choices", 0)
-        text = self._field(choice, "message", "content")
+        msg = self._field(choice, "message")
+        text = msg.get("content") if isinstance(msg, dict) else None
+        reasoning = (msg.get("reasoning_content") or msg.get("reasoning")) if isinstance(msg, dict) else None
+        answered = text is not None  # a reasoning parser leaves content null when </think> never came
+        if text is None and isinstance(reasoning, str):
+            text = ""  # cut off inside the reasoning: no answer
         if not isinstance(text, str):
             raise LLMError(f"openai backend: message content is not text: {text!r}")
         p, c, cached = self._usage(data)
+        n_reasoning = self._reasoning_tokens(data, choice, text, c)
+        if isinstance(reasoning, str) and reasoning:
+            # a server-side reasoning parser split the reply: put the block back, so a reply reads
+            # the same from every backend (the reply parsers remove it; an unclosed block = cut)
+            text = f"<think>{reasoning}" + (f"</think>{text}" if answered else "")
         return Generation(text=text, prompt_tokens=p, completion_tokens=c, latency_s=latency,
                           cached_prompt_tokens=cached, finish_reason=str(choice.get("finish_reason") or ""),
-                          reasoning_tokens=self._reasoning_tokens(data, choice, text, c))
+                          reasoning_tokens=n_reasoning)
 
     def _reasoning_tokens(self, data: dict[str, Any], choice: dict[str, Any], text: str,
                           completion_tokens: int) -> int:
