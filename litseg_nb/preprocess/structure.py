@@ -726,6 +726,7 @@ def _sections(text: str, paragraphs: Sequence[Span], heads: list[Heading], para_
             is_parent[i] = True
             break
     pending: list[tuple[int, list[Heading]]] = []
+    item_paras = {it[0] for it in items}
     for i, (p, group) in enumerate(items):
         h = group[0]
         if h.kind == "nonnarrative":
@@ -768,7 +769,7 @@ def _sections(text: str, paragraphs: Sequence[Span], heads: list[Heading], para_
                                                         if g not in stack] + [g.title for g in group])
         # a short subtitle paragraph right after the heading joins its title
         q = p + 1
-        if (q < n and q not in {it[0] for it in items} and _is_heading_shaped(paras[q]) and "\n" not in paras[q]
+        if (q < n and q not in item_paras and _is_heading_shaped(paras[q]) and "\n" not in paras[q]
                 and para_words[q] <= 12 and _title_like(paras[q]) and not re.search(r"[,;:]$", paras[q].strip())
                 and group[-1].kind not in ("title", "numbered", "special")):
             title = f"{title} {_strip_decor(paras[q])}"
