@@ -235,3 +235,12 @@ def test_capping_never_keeps_front_matter_pieces():
     cap_units(book, 2)
     assert [u.title for u in book.units] == ["CHAPTER I", "CHAPTER II"]
     assert units[0].title == FRONT_MATTER
+
+
+def test_chapters_numbered_on_across_books_are_kept():
+    """Nesting: BOOK II may go on with CHAPTER III (continuous numbering), not only restart at I."""
+    _, units, _ = _units("BOOK I", "CHAPTER I", _prose(200, "a"), "CHAPTER II", _prose(200, "b"),
+                         "BOOK II", "CHAPTER III", _prose(200, "c"), "CHAPTER IV", _prose(200, "d"), "EPILOGUE",
+                         _prose(100, "e"))
+    assert [u.title for u in units] == ["BOOK I / CHAPTER I", "BOOK I / CHAPTER II", "BOOK II / CHAPTER III",
+                                        "BOOK II / CHAPTER IV", "EPILOGUE"]

@@ -593,6 +593,7 @@ def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureRepo
 def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
     """Numbered headings must continue their series (restart at 1 under a new parent)."""
     last: dict[tuple[str, int], int] = {}
+    history: dict[tuple[str, int], int] = {}  # never reset: chapters numbered on across books
     out: list[Heading] = []
     for k, h in enumerate(heads):
         if h.value is None or h.kind in ("title",):
@@ -610,14 +611,15 @@ def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
             if chap is not None and chap.rank == 3 and chap.value == h.value - 1:
                 h = Heading(h.para, chap.kind, h.title, h.value)
                 key, prev = (h.kind, h.rank), last.get((h.kind, h.rank))
-        first_ok = h.value == 1 or (h.value == 2 and h.kind != "numeral")
+        first_ok = (h.value == 1 or (h.value == 2 and h.kind != "numeral")
+                    or history.get(key) is not None and h.value == history[key] + 1)
         ok = prev is None and first_ok or prev is not None and h.value in (prev, prev + 1, 1)
         if not ok:
             # tolerate a gap (a heading missing in the source) when the next one continues from here
             nxt = next((g for g in heads[k + 1:] if (g.kind, g.rank) == key), None)
             ok = nxt is not None and nxt.value == h.value + 1 and prev is not None and h.value > prev
         if ok:
-            last[key] = h.value
+            last[key] = history[key] = h.value
             for key2 in [key2 for key2 in last if key2[1] > h.rank]:
                 del last[key2]
             out.append(h)
