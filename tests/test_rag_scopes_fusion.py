@@ -118,6 +118,9 @@ def test_tuned_fusion_weights_are_chosen_on_the_other_folds_only():
     rows = ev.tuned_fusion_rows(qs)
     assert {r["mode"] for r in rows} == {"hybrid-wrrf", "hybrid-linear"}
     assert len(rows) == 2 * len(qs)  # every question scored once per mode
+    # the full ranking starts with the mode's top-k: a hit within k has the same full rank
+    assert all(r["rank_full"] == r["rank"] for r in rows if r["rank"] is not None)
+    assert all(r["rank_full"] is not None for r in rows)  # every chunk is ranked in the full ranking
     grid = ev.cfg.fusion_weight_grid
     assert all(w["dev_questions"] + w["scored_questions"] == len(qs) for w in ev.fusion_weights)
     by_mode: dict = {}

@@ -15,7 +15,9 @@ Notebook 05 calls, in order:
    hybrid, the weighted fusions, dense with HyDE, hybrid + reranker), records per-stage latency;
 5. :func:`retrieval_table` – per (dataset, method, mode) both question scopes (all questions in
    scope, misses count; answerable ones) with ``n_questions``/``n_no_relevant_chunk``, and MRR
-   both as ``MRR@k`` and full-rank ``MRR_full``.
+   both as ``MRR@k`` and full-rank ``MRR_full``. A mode's full ranking is its configured ranking
+   (top lists fused at the configured candidate depths, reranked where it applies) followed by every
+   other chunk in the order of the same fusion over the complete dense and BM25 rankings.
 
 Fusion modes: ``hybrid`` is the paper's reference (unweighted RRF of the dense and BM25 top lists,
 or the configured ``fusion``); ``hybrid-wrrf`` (RRF with dense weight ``2w`` and sparse weight
@@ -339,7 +341,8 @@ class RagEvaluator:
                 if q.evidence:  # full rankings (every chunk) for full-rank MRR; not timed
                     rel = idx.relevant(q.evidence)
                     d_full, s_full = idx.dense_search(q_emb[qi], n), idx.sparse_search(q.question, n)
-                    full = {"dense": d_full, "bm25": s_full, "hybrid": self._fuse(d_full, s_full)}
+                    full = {"dense": d_full, "bm25": s_full,
+                            "hybrid": _extend(hybrid, self._fuse(d_full, s_full))}
                     self._lists[(m, q.qid)] = (d_full, s_full, rel)
                 if q.qid in h_emb:
                     ranked["dense+hyde"] = idx.dense_search(h_emb[q.qid], depth_d)
@@ -351,9 +354,7 @@ class RagEvaluator:
                                                      c.rerank_candidates)
                     self.latency.add("rerank", time.perf_counter() - t4)
                     if q.evidence:
-                        head = ranked["hybrid+rerank"][: c.rerank_candidates]
-                        seen = {d for d, _ in head}
-                        full["hybrid+rerank"] = head + [x for x in full["hybrid"] if x[0] not in seen]
+                        full["hybrid+rerank"] = _extend(ranked["hybrid+rerank"], full["hybrid"])
                 for mode, lst in ranked.items():
                     top = [i for i, _ in lst[: c.retrieve_top_k]]
                     rows.append(self._row(q, m, mode, idx, top, rel, full.get(mode)))
@@ -421,9 +422,9 @@ class RagEvaluator:
                         q = qmap[k]
                         d, s_, rel = self._lists[(m, k)]
                         idx = lib.book(q.book_id)
-                        top = [i for i, _ in self._tuned_fuse(mode, d[: c.dense_top_k], s_[: c.sparse_top_k], w)
-                               [: c.retrieve_top_k]]
-                        row = self._row(q, m, mode, idx, top, rel, self._tuned_fuse(mode, d, s_, w))
+                        cand = self._tuned_fuse(mode, d[: c.dense_top_k], s_[: c.sparse_top_k], w)
+                        top = [i for i, _ in cand[: c.retrieve_top_k]]
+                        row = self._row(q, m, mode, idx, top, rel, _extend(cand, self._tuned_fuse(mode, d, s_, w)))
                         row["dense_weight"] = w
                         rows.append(row)
         return rows
@@ -432,6 +433,14 @@ class RagEvaluator:
         idx = self.indices[method].book(book_id)
         k, cap = self.cfg.context_top_k, self.cfg.max_context_chars_per_chunk
         return [idx.texts[i][:cap] if cap else idx.texts[i] for i in top[:k]]
+
+
+def _extend(head: Sequence[tuple[int, float]], full: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The full ranking of a mode: its configured ranking (candidate lists fused, reranked), then every
+    other chunk in the order of the same fusion over the complete lists. Its top-k is the mode's top-k,
+    so MRR@k <= MRR_full always holds."""
+    seen = {d for d, _ in head}
+    return list(head) + [x for x in full if x[0] not in seen]
 
 
 def retrieval_table(rows: Sequence[Mapping[str, Any]], qids: set[str] | None = None, k: int = 20):
