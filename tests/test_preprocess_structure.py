@@ -244,3 +244,12 @@ def test_chapters_numbered_on_across_books_are_kept():
                          _prose(100, "e"))
     assert [u.title for u in units] == ["BOOK I / CHAPTER I", "BOOK I / CHAPTER II", "BOOK II / CHAPTER III",
                                         "BOOK II / CHAPTER IV", "EPILOGUE"]
+
+
+def test_poetry_book_without_contents_has_one_unit_per_poem():
+    """Poetry collections: each poem is a unit (capitalised title over verse, no contents list)."""
+    verse = "\n".join(["The wind was in the willow tree", "And softly sang the rain", "Of all the things that"
+                       " used to be", "And will not come again"] * 3)
+    text, units, _ = _units("POEMS", "by A. Poet", "THE WILLOW", verse, verse, "TO A FRIEND", verse, "EVENING",
+                            verse, verse)
+    assert [u.title for u in units] == ["THE WILLOW", "TO A FRIEND", "EVENING"]

@@ -662,8 +662,17 @@ def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int]) ->
 
 
 def _capital_titles(heads: list[Heading], paras: list[str], words: list[int], shaped: list[bool]) -> list[Heading]:
-    """Inside parts/books that have no child headings, capitalised short lines are the chapters."""
+    """Inside parts/books that have no child headings, capitalised short lines are the chapters; in a
+    poetry book without headings, a capitalised short line over a verse paragraph is a poem's title."""
+    def caps(j: int) -> bool:
+        return (shaped[j] and "\n" not in paras[j] and paras[j].isupper() and 1 <= words[j] <= 10
+                and not re.search(r"[,:;!?]$", paras[j].strip()))
+
     parents = [k for k, h in enumerate(heads) if h.kind in ("part", "book", "volume")]
+    if sum(1 for h in heads if h.kind not in _NN) < 2 and _verse_share(paras, words) > 0.5:
+        poems = [j for j in range(len(paras) - 1) if caps(j) and paras[j + 1].count("\n") >= 2]
+        if len(poems) >= 3:
+            return sorted(heads + [Heading(j, "title", paras[j].strip()) for j in poems], key=lambda h: (h.para, h.rank))
     if not parents:
         return heads
     extra: list[Heading] = []
@@ -672,8 +681,7 @@ def _capital_titles(heads: list[Heading], paras: list[str], words: list[int], sh
         b = heads[parents[n + 1]].para if n + 1 < len(parents) else len(paras)
         if any(a < h.para < b and h.kind not in _NN for h in heads):
             continue
-        cands = [j for j in range(a + 1, b) if shaped[j] and "\n" not in paras[j]
-                 and paras[j].isupper() and 1 <= words[j] <= 10 and not re.search(r"[,:;!?]$", paras[j].strip())]
+        cands = [j for j in range(a + 1, b) if caps(j)]
         if len(cands) >= 2:
             extra += [Heading(j, "title", paras[j].strip()) for j in cands]
     return sorted(heads + extra, key=lambda h: (h.para, h.rank)) if extra else heads
