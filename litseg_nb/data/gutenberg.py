@@ -176,6 +176,9 @@ def _find_markers(lines: list[str], source: str, missing_markers: str, report: C
     return body_start, end
 
 
+MIN_WRAP_WIDTH = 66
+
+
 def _wrap_width(lines: list[str]) -> int:
     lengths = sorted(len(ln.strip()) for ln in lines if ln.strip())
     if not lengths:
@@ -265,7 +268,10 @@ def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_marke
     if not blocks:
         raise GutenbergFormatError(f"{source}: no text between the Project Gutenberg markers")
 
+    # a book of verse has only short lines: its 90th percentile is no wrap width (prose wraps at ~70)
     width = _wrap_width(lines[body_start:body_end])
+    if body_end - body_start >= 200:  # a whole book, not a snippet
+        width = max(width, MIN_WRAP_WIDTH)
     report.wrap_width = width
     pieces: list[str] = []
     source_map: list[Span] = []

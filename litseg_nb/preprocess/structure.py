@@ -566,19 +566,22 @@ def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureRepo
     # a numbered run whose sections are tiny next to the run that restarts the same numbering
     # (a contents list with summaries under each "CHAPTER II.") is a table of contents
     runs: dict[str, list[list[int]]] = {}
+    parent_between: set[int] = set()  # runs (by first index) that start under a new parent
     for k, h in enumerate(heads):
         if h.value is None or k in drop or h.kind in ("title", "nonnarrative", "special", "resume"):
             continue
         rs = runs.setdefault(h.kind, [])
-        if rs and heads[rs[-1][-1]].value is not None and h.value > heads[rs[-1][-1]].value and not any(
-                g.rank < h.rank and g.kind not in ("special", "nonnarrative", "resume")
-                for g in heads[rs[-1][-1] + 1:k]):
+        parent = bool(rs) and any(g.rank < h.rank and g.kind not in ("special", "nonnarrative", "resume")
+                                  for g in heads[rs[-1][-1] + 1:k])
+        if rs and heads[rs[-1][-1]].value is not None and h.value > heads[rs[-1][-1]].value and not parent:
             rs[-1].append(k)
         else:
             rs.append([k])
+            if parent:
+                parent_between.add(k)
     for rs in runs.values():
         for a, b in zip(rs, rs[1:]):
-            if len(a) < 2:
+            if len(a) < 2 or b[0] in parent_between:
                 continue
             size_a = sorted(_gap(heads, k, words) for k in a)[len(a) // 2]
             size_b = sorted(_gap(heads, k, words) for k in b)[len(b) // 2]
