@@ -37,7 +37,8 @@ time): a match makes that paragraph a heading (kind ``title`` unless it already 
 and matches.
 
 **Numbering continuity.** Numbered headings of one kind and rank form series that count up (a
-series restarts at one under a new parent; a repeated number is kept). A numbered heading that
+series restarts at one under a new parent or goes on from its last number, as chapters numbered
+across books do; a repeated number is kept). A numbered heading that
 breaks its series is not a heading (``L. FRANK BAUM`` after nothing numbered). A run of headings
 that is followed by a restart of the same numbering without a parent between them, and has almost
 no text between its members, is a table of contents typed as headings and is dropped.
@@ -48,7 +49,10 @@ parents (``BOOK I / CHAPTER III``); the text between a parent heading and its fi
 to the first child unless it is longer than :data:`CONTAINER_GAP_WORDS` (then the parent's
 introduction is a unit of its own). A heading immediately followed by a short title paragraph
 takes it into its title. In verse-dominated books (poetry) bare numerals under a title are
-sections of one poem, not units.
+sections of one poem, not units; a poetry book without headings gets one unit per capitalised
+title over verse. Inside a PART/BOOK without child headings, capitalised short lines are its
+chapters. A heading with no text under it (a repeated title, ``Volume II.`` on a title page) is not
+a unit.
 
 **Front matter.** Before the first heading, narrative prose (at least :data:`FRONT_NARRATIVE_WORDS`
 words in paragraphs that read as prose, outside contents and non-narrative sections) is a unit
