@@ -253,3 +253,10 @@ def test_poetry_book_without_contents_has_one_unit_per_poem():
     text, units, _ = _units("POEMS", "by A. Poet", "THE WILLOW", verse, verse, "TO A FRIEND", verse, "EVENING",
                             verse, verse)
     assert [u.title for u in units] == ["THE WILLOW", "TO A FRIEND", "EVENING"]
+
+
+def test_numbered_list_items_inside_chapters_are_not_units():
+    """Short ``1. First Point`` items between keyword chapters are list items, not units."""
+    text, units, _ = _units("CHAPTER I", _prose(200, "a"), "1. The First Point", _prose(30, "p"),
+                            "2. The Second Point", _prose(30, "q"), "CHAPTER II", _prose(200, "b"))
+    assert [u.title for u in units] == ["CHAPTER I", "CHAPTER II"] and "q0" in units[0].text(text)

@@ -636,7 +636,15 @@ def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
 
 
 def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int]) -> list[Heading]:
-    """Bare numerals: units unless they number the sections of a poem in a poetry book."""
+    """Bare numerals: units unless they number the sections of a poem in a poetry book or short list
+    items; numbered titles (``1. The First Point``) between keyword chapters: list items unless
+    chapter-sized."""
+    if any(h.kind == "numbered" for h in heads) and any(h.rank == 3 and h.kind != "numbered" for h in heads):
+        para_of = sorted({h.para for h in heads})
+        sizes = sorted(sum(words[h.para + 1:(para_of[j] if j < len(para_of) else len(paras))])
+                       for h in heads if h.kind == "numbered" for j in [bisect.bisect_right(para_of, h.para)])
+        if sizes[len(sizes) // 2] < 150:
+            heads = [h for h in heads if h.kind != "numbered"]
     if not any(h.kind == "numeral" for h in heads):
         return heads
     verse = _verse_share(paras, words) > 0.5
