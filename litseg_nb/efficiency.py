@@ -45,6 +45,7 @@ class EfficiencyConfig(StageConfig):
 
 USAGE_COLUMNS = ["method", "book", "stage", "calls", "prompt_tokens", "cached_prompt_tokens",
                  "completion_tokens", "latency_s", "cache_hits"]
+UNTAGGED = "(no method tag)"
 OPTIONAL_USAGE_COLUMNS = ["reasoning_tokens"]  # ledgers written before the LLM layer counted them: 0
 COST_COLUMNS = ["method", "stages", "sentences", "calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens",
                 "computed_prefill_tokens", "completion_tokens", "reasoning_tokens", "model_seconds",
@@ -66,6 +67,9 @@ def load_usage(profile: str, notebooks: Iterable[str] | None = None) -> pd.DataF
         for col in OPTIONAL_USAGE_COLUMNS:
             if col not in df.columns:
                 df[col] = 0
+        # a call recorded without a method tag (an empty cell reads as NaN) stays visible, never dropped
+        df["method"] = df["method"].fillna("").astype(str).replace("", UNTAGGED)
+        df[["book", "stage"]] = df[["book", "stage"]].fillna("").astype(str)
         df["notebook"] = path.stem
         frames.append(df)
     if not frames:

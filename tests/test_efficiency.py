@@ -97,3 +97,16 @@ def test_paper_efficiency_counts_each_methods_segmentation_once_on_the_same_unit
     # a warm rerun (every call now a cache hit, cost replayed) gives the same numbers
     warm = table.copy()
     assert efficiency.paper_efficiency_table("test", models={"litseg": "T-32B"})[0].equals(warm)
+
+
+def test_untagged_usage_rows_stay_visible(fresh_dirs):
+    root = outputs_dir("test") / "artifacts" / "usage"
+    root.mkdir(parents=True)
+    led = UsageLedger()
+    led.record(UsageTag(stage="generate"), Generation("", 10, 2, 0.5))  # no method tag
+    led.record(UsageTag("lumber", "bk", "04"), Generation("", 10, 2, 0.5))
+    led.to_frame().to_csv(root / "05.csv", index=False)
+    usage = efficiency.load_usage("test")
+    assert set(usage["method"]) == {"lumber", efficiency.UNTAGGED}
+    eff = efficiency.efficiency_table(usage, {})
+    assert set(eff["method"]) == {"lumber", efficiency.UNTAGGED} and eff["calls"].sum() == 2
