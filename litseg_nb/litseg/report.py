@@ -8,17 +8,9 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Book, Chunk
-from .config import LitSegConfig
 from .validate import FALLBACK_ORDER
 
 STAGE_FALLBACKS = ("raw_passthrough", "empty")
-
-
-def select_units(books: Sequence[Book], cfg: LitSegConfig) -> list[tuple[Book, Any]]:
-    """Deprecated name of ``litseg_nb.selection.select_units(books, cfg.selection)`` (notebook 02)."""
-    from ..selection import select_units as _select
-
-    return _select(books, cfg.selection)
 
 
 def _overlaps(segs: list[dict[str, Any]]) -> list[bool]:
