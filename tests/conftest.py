@@ -106,10 +106,11 @@ NOTEBOOK_NEEDS = {"03": ("02",), "05": ("02", "03", "04"), "06": ("02", "03", "0
 @pytest.fixture(scope="session")
 def notebook_pipeline(data_dir, _session_dirs):
     """``ensure("06")`` runs notebook 06 in the test profile, after the notebooks it reads, each at most
-    once per session, into the session's outputs folder; returns ``outputs/test``. A notebook that
-    failed fails every later request for it (with the original error) instead of running again."""
+    once per session, into the session's outputs folder; returns ``outputs/test``. A notebook that a
+    test already ran in this session (its successful executed copy is in the session's folder) is not
+    run again. A notebook that failed fails every later request for it (with the original error)."""
     from litseg_nb.paths import outputs_dir
-    from litseg_nb.runner import run_notebooks
+    from litseg_nb.runner import discover_notebooks, run_notebooks
 
     done: set[str] = set()
     failed: dict[str, BaseException] = {}
@@ -123,7 +124,7 @@ def notebook_pipeline(data_dir, _session_dirs):
         for nb in sorted(wanted):
             if nb in failed:
                 raise RuntimeError(f"notebook {nb} failed earlier in this session") from failed[nb]
-            if nb in done:
+            if nb in done or (outputs_dir("test") / "executed" / discover_notebooks((nb,))[0].name).is_file():
                 continue
             try:
                 run_notebooks("test", only=(nb,))
