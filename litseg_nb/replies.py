@@ -226,23 +226,45 @@ def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
 
 
 def _tags_in_line_strings(s: str, found: list[re.Match]) -> list[bool]:
-    """Per tag: does it sit inside a double-quoted string of its line? Linear (each line's text is
-    looked at a bounded number of times, however many tags it holds)."""
+    """Per tag: does it sit inside a JSON string value of its line? Linear.
+
+    Inside means: an odd number of double quotes before it on its line, the quote opening that
+    string follows JSON punctuation (``:``, ``[``, ``,``, ``{``) and the quote closing it is
+    followed by JSON punctuation (``,``, ``]``, ``}``, ``:``) or the line end. Prose with a stray
+    quote before a tag (``...the "events</think>{"step_1_events": ...``) is not a JSON string.
+    """
     out = []
     line_end = -1
-    parity = scanned = last_quote = 0
+    parity = scanned = 0
+    last_quote = next_quote = -1
     for m in found:
         start, end = m.start(), m.end()
         if start >= line_end:  # a new line: reset the quote count
             line_start = s.rfind("\n", 0, start) + 1
             line_end = s.find("\n", start)
             line_end = len(s) if line_end < 0 else line_end
-            last_quote = s.rfind('"', line_start, line_end)
-            parity, scanned = 0, line_start
+            parity, scanned, last_quote, next_quote = 0, line_start, -1, -1
         chunk = s[scanned:start]
         parity += chunk.count('"') - chunk.count('\\"')
+        q = s.rfind('"', scanned, start)
+        if q >= 0:
+            last_quote = q
         scanned = start
-        out.append(parity % 2 == 1 and last_quote >= end)
+        if parity % 2 == 0 or last_quote < 0:
+            out.append(False)
+            continue
+        if next_quote < end:
+            next_quote = s.find('"', end, line_end)
+        if next_quote < 0:
+            out.append(False)
+            next_quote = line_end  # no quote left on this line
+            continue
+        if next_quote >= line_end:
+            out.append(False)
+            continue
+        before = s[max(line_start, last_quote - 64):last_quote].rstrip()[-1:]  # bounded look-around
+        after = s[next_quote + 1:min(line_end, next_quote + 64)].lstrip()[:1]
+        out.append(before in (":", "[", ",", "{") and (after in (",", "]", "}", ":") or after == ""))
     return out
 
 

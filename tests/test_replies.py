@@ -198,6 +198,15 @@ def test_reasoning_tags_inside_json_strings_are_text():
         assert parse_json_reply(text) == obj, text
 
 
+def test_stray_quote_in_reasoning_does_not_hide_its_closing_tag():
+    """The openai backend rebuilds server-side reasoning as '<think>{r}</think>{content}' (no newline):
+    a quote left open in the reasoning must not make the closing tag look like string content."""
+    for text in ('<think>The user wants "events</think>{"step_1_events": "x"}',
+                 '<think>He said "no.\nSo "events</think>{"step_1_events": "x"}'):
+        got = extract_json(text)
+        assert got.obj == {"step_1_events": "x"} and got.reply.reasoning_blocks == 1, text
+
+
 def test_reply_cut_inside_reasoning_is_rejected_and_counted():
     cut = f"<think>I will answer {DRAFT} after checking the {{events"
     got = extract_json(cut)
