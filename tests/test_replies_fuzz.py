@@ -101,7 +101,8 @@ def lite_obj(segs):
 def wrapped(draw, obj):
     """``obj`` serialised and wrapped the ways a model may wrap a valid answer."""
     text = json.dumps(obj, ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, None, 2])))
-    kind = draw(st.sampled_from(["bare", "fence", "prose", "think", "template_think", "think_fence"]))
+    kind = draw(st.sampled_from(["bare", "fence", "prose", "think", "template_think", "think_fence",
+                                 "think_inline", "template_inline"]))
     if kind == "fence":
         text = f"{draw(prose)}\n```{draw(st.sampled_from(['', 'json', 'JSON']))}\n{text}\n```\n{draw(prose)}"
     elif kind == "prose":
@@ -112,6 +113,10 @@ def wrapped(draw, obj):
         text = f"{draw(reasoning)}</think>\n\n{text}"
     elif kind == "think_fence":
         text = f"<think>{draw(reasoning)}</think>\n```json\n{text}\n```"
+    elif kind == "think_inline":  # how the openai backend rebuilds server-side reasoning
+        text = f"<think>{draw(reasoning)}</think>{text}"
+    elif kind == "template_inline":
+        text = f"{draw(reasoning)}</think>{text}"
     return text
 
 
