@@ -59,6 +59,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _FENCE_LINE = re.compile(r"^[ \t]*```[A-Za-z0-9_+.-]*", re.M)
 _STRUCT = re.compile(r'[{}\[\]"]')
+_QUOTE_OR_ESCAPE = re.compile(r'\\.|"', re.S)
 _STRING_REST = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+"', re.S)  # after an opening quote
 _INT = re.compile(r"[+-]?[0-9]{1,12}", re.ASCII)
 _DECODER = json.JSONDecoder(strict=False)  # control characters inside strings are tolerated
@@ -228,13 +229,13 @@ def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
 def _tags_in_line_strings(s: str, found: list[re.Match]) -> list[bool]:
     """Per tag: does it sit inside a JSON string value of its line? Linear.
 
-    Inside means: an odd number of double quotes before it on its line, the quote opening that
-    string follows JSON punctuation (``:``, ``[``, ``,``, ``{``) and the quote closing it is
-    followed by JSON punctuation (``,``, ``]``, ``}``, ``:``) or the line end. Prose with a stray
-    quote before a tag (``...the "events</think>{"step_1_events": ...``) is not a JSON string.
+    Inside means: an odd number of (unescaped) double quotes before it on its line, the quote
+    opening that string follows JSON punctuation (``:``, ``[``, ``,``, ``{``) and the quote closing
+    it is followed by JSON punctuation (``,``, ``]``, ``}``, ``:``) or the line end. Prose with a
+    stray quote before a tag (``...the "events</think>{"step_1_events": ...``) is not a JSON string.
     """
     out = []
-    line_end = -1
+    line_end = line_start = -1
     parity = scanned = 0
     last_quote = next_quote = -1
     for m in found:
@@ -244,21 +245,20 @@ def _tags_in_line_strings(s: str, found: list[re.Match]) -> list[bool]:
             line_end = s.find("\n", start)
             line_end = len(s) if line_end < 0 else line_end
             parity, scanned, last_quote, next_quote = 0, line_start, -1, -1
-        chunk = s[scanned:start]
-        parity += chunk.count('"') - chunk.count('\\"')
-        q = s.rfind('"', scanned, start)
-        if q >= 0:
-            last_quote = q
+        for q in _QUOTE_OR_ESCAPE.finditer(s, scanned, start):
+            if q.group() == '"':
+                parity += 1
+                last_quote = q.start()
         scanned = start
         if parity % 2 == 0 or last_quote < 0:
             out.append(False)
             continue
-        if next_quote < end:
-            next_quote = s.find('"', end, line_end)
-        if next_quote < 0:
-            out.append(False)
-            next_quote = line_end  # no quote left on this line
-            continue
+        if next_quote < end:  # the first unescaped quote after the tag on this line (cached)
+            next_quote = line_end
+            for q in _QUOTE_OR_ESCAPE.finditer(s, end, line_end):
+                if q.group() == '"':
+                    next_quote = q.start()
+                    break
         if next_quote >= line_end:
             out.append(False)
             continue

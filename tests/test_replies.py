@@ -192,7 +192,8 @@ def test_reasoning_is_removed_before_extraction(reply):
 def test_reasoning_tags_inside_json_strings_are_text():
     """Found by the fuzz test: tags in subtitles, also when garbage before the answer keeps the JSON
     scan from finding the object."""
-    obj = json.loads(stage3(seg(1, 1, sub="<think>"), seg(2, 2, sub="</think>")))
+    obj = json.loads(stage3(seg(1, 1, sub="\\"), seg(2, 2, sub="<think>"), seg(3, 3, sub='a"</think>"b'),
+                            seg(4, 4, sub="</think>")))
     for text in (json.dumps(obj), f"```json\n{json.dumps(obj)}\n```", f"{{</think>\n\n{json.dumps(obj)}",
                  f"<think>{{ draft</think>\n{json.dumps(obj, indent=2)}"):
         assert parse_json_reply(text) == obj, text
