@@ -43,6 +43,8 @@ def main() -> None:
     ap.add_argument("--units", type=int, default=0, help="first N of the smoke units (0 = all)")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("LITSEG_TORCH_THREADS") or 1))
     ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("--reuse-first", action="store_true",
+                    help="run with reuse first (to counterbalance load drift on a shared machine)")
     args = ap.parse_args()
     import torch
 
@@ -59,9 +61,15 @@ def main() -> None:
     load0 = os.getloadavg()
     print(f"LitSeg smoke annotation: {len(items)} units, {n_sent} sentences, model {cfg.llm.model} "
           f"(hf, {cfg.llm.device}), batch {cfg.llm.batch_size}, {args.threads} torch thread(s); "
-          f"load average at start {load0[0]:.2f}")
-    results = [run(False, items, cfg), run(True, items, cfg)]
-    off, on = results
+          f"load average at start {load0[0]:.2f}", flush=True)
+    order = (True, False) if args.reuse_first else (False, True)
+    results = []
+    for reuse in order:
+        results.append(run(reuse, items, cfg))
+        r = results[-1]
+        print(f"  done: prefix_reuse={reuse} wall {r['wall_s']:.1f}s, load average "
+              f"{os.getloadavg()[0]:.2f}", flush=True)
+    off, on = sorted(results, key=lambda r: r["prefix_reuse"])
     same = off["replies"] == on["replies"]
     print(f"{'prefix_reuse':>12} {'wall_s':>8} {'calls':>6} {'prompt':>8} {'cached':>8} "
           f"{'computed':>9} {'completion':>10}")
