@@ -23,7 +23,8 @@ their source headers.
 
 Result: each chunk keeps its original ``spans``, ``from_idx``/``to_idx`` and ``main_text`` (the book
 text, so coverage and notebook 06 see the original segmentation); ``text`` — what retrievers index —
-is the enhanced summary followed by the rewritten chunk (or the original chunk when it was judged
+is the enhanced summary followed by the rewritten chunk (the rewrite's token budget is the chunk's
+length plus ``max_new_tokens``, since it repeats the chunk) (or the original chunk when it was judged
 complete or no rewrite was accepted; ``index_summary=False`` leaves the summary out). Everything the
 stages produced is stored in ``metadata['completion']``. Counted, never hidden: replies without a
 usable item list, unparseable scores, rejected rewrites (empty, or shorter than half the original —
@@ -117,10 +118,10 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
     orig = [c.main_text or c.text for c in chunks]
     ctx, ctx_source = _contexts(chunks, embedder, related_chunks, context_chars)
 
-    def chat(prompts: list[str]) -> list[str]:
+    def chat(prompts: list[str], params: SamplingParams = sp) -> list[str]:
         if not prompts:
             return []
-        gens = backend.chat([[{"role": "user", "content": p}] for p in prompts], sp, tag)
+        gens = backend.chat([[{"role": "user", "content": p}] for p in prompts], params, tag)
         return [g.text for g in gens]
 
     # 1. discriminator
@@ -153,8 +154,11 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
     st.no_kept_items = sum(1 for i in lack_idx if items[i] and not kept[i])
     # 2c. missing completion
     rw_idx = [i for i in lack_idx if kept[i]]
+    # a rewrite repeats the chunk and adds to it: its budget is the chunk's length plus max_new_tokens
+    rw_tokens = max_new_tokens + max((backend.count_tokens(orig[i]) for i in rw_idx), default=0)
     rewrites_raw = chat([render_prompt("baselines/completion_rewrite", title=title, context=ctx[i], chunk=orig[i],
-                                       items="\n".join(f"- {x}" for x in kept[i])) for i in rw_idx])
+                                       items="\n".join(f"- {x}" for x in kept[i])) for i in rw_idx],
+                        SamplingParams(max_new_tokens=rw_tokens, temperature=0.0, seed=seed))
     rewritten: dict[int, str | None] = {}
     rejected: dict[int, str] = {}
     for i, r in zip(rw_idx, rewrites_raw):
