@@ -60,10 +60,17 @@ def test_notebook_03_runs_after_02_in_test_profile(notebook_pipeline):
         unit = books[r["book_id"]].unit(r["unit_id"])
         assert check_coverage(unit, [c for c in chunks if c.unit_id == r["unit_id"]]).ok
     # never evaluated on a trained unit: the trained units are recorded and disjoint from every evaluated unit
+    # (the profile-wide record accumulates every student trained in this outputs folder, other tests' too)
     trained = json.loads((art / "lite" / "trained_units.json").read_text())["units"]
     trained_keys = {(u["book_id"], u["unit_id"]) for u in trained}
     assert trained_keys and trained_keys.isdisjoint({(c.book_id, c.unit_id) for c in chunks})
-    assert trained_keys <= {(r["book_id"], r["unit_id"]) for r in train}
+    # the adapters notebook 03 trained record exactly the units of its training annotations
+    from litseg_nb.lite.heldout import model_record
+
+    for stage in ("sft", "grpo"):
+        record = model_record(art / "lite" / "adapters" / stage)
+        assert record is not None and record.keys
+        assert record.keys <= {(r["book_id"], r["unit_id"]) for r in train}
     usage = pd.read_csv(art / "usage" / "03.csv")
     # the trained student segments each evaluated unit once (stage single-pass, Lite's §4.4 run); the
     # untuned student's evaluation run is apart from it
