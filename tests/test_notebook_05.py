@@ -1,20 +1,13 @@
-"""Notebook 05 end to end in the test profile (after notebook 04 when it exists, for real chunk sets)."""
+"""Notebook 05 end to end in the test profile, after the notebooks whose chunk sets it evaluates."""
 import pandas as pd
 import pytest
 
-from litseg_nb.paths import NOTEBOOKS_DIR
 
 
 @pytest.mark.slow
-def test_notebook_05_test_profile(tmp_path, monkeypatch):
-    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "outputs"))
-    monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
-    from litseg_nb.runner import run_notebooks
-
-    only = ("04", "05") if list(NOTEBOOKS_DIR.glob("04_*.ipynb")) else ("05",)
-    run_notebooks("test", only=only)
-    tables = tmp_path / "outputs" / "test" / "tables"
+def test_notebook_05_test_profile(notebook_pipeline):
+    out = notebook_pipeline("05")  # after 02, 03, 04 (each once per session)
+    tables = out / "tables"
     retr = pd.read_csv(tables / "05_retrieval_all_modes.csv")
     assert {"dataset", "method", "mode", "n_questions", "n_no_relevant_chunk", "n_answerable", "MRR@20", "MRR_full",
             "MRR@20_answerable", "MRR_full_answerable", "Hit@1", "Hit@1_answerable", "DCG@20", "Recall@20"} <= set(retr.columns)
@@ -40,5 +33,7 @@ def test_notebook_05_test_profile(tmp_path, monkeypatch):
     assert {"dataset", "method", "EM", "F1", "ROUGE_L", "METEOR", "AA"} <= set(t4.columns)
     lat = pd.read_csv(tables / "05_latency.csv")
     assert {"embed query", "dense search", "sparse search (BM25)", "fusion", "generate"} <= set(lat["stage"])
-    assert (tmp_path / "outputs" / "test" / "figures" / "05_dcg_recall_hybrid.png").is_file()
-    assert list((tmp_path / "outputs" / "test" / "artifacts" / "rag" / "index").rglob("dense.faiss"))
+    assert (out / "figures" / "05_dcg_recall_hybrid.png").is_file()
+    assert list((out / "artifacts" / "rag" / "index").rglob("dense.faiss"))
+    usage = pd.read_csv(out / "artifacts" / "usage" / "05.csv")
+    assert usage["method"].notna().all() and {"rag-generate", "rag-rerank"} <= set(usage["method"])

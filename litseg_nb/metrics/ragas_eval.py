@@ -27,7 +27,7 @@ def _import_ragas():
     return LCGeneration, LLMResult, SingleTurnSample, BaseRagasLLM, AnswerAccuracy, ContextRelevance, RunConfig
 
 
-def make_ragas_llm(backend: Any, max_new_tokens: int = 8, tag: UsageTag = UsageTag(stage="ragas")):
+def make_ragas_llm(backend: Any, max_new_tokens: int = 8, tag: UsageTag = UsageTag("rag-ragas-judge", stage="ragas")):
     """A ragas ``BaseRagasLLM`` that sends every prompt as one user turn to ``backend.chat``."""
     LCGeneration, LLMResult, _, BaseRagasLLM, _, _, RunConfig = _import_ragas()
 

@@ -39,7 +39,7 @@ def clean_answer(text: str) -> str:
 
 
 def generate_answers(backend: Any, items: Sequence[dict[str, Any]], max_new_tokens: int, seed: int = 0,
-                     tag: UsageTag = UsageTag(stage="generate")) -> list[str]:
+                     tag: UsageTag = UsageTag("rag-generate", stage="generate")) -> list[str]:
     """``items``: dicts with dataset, title, question, chunks → one cleaned answer each (batched)."""
     convs = [answer_conversation(it["dataset"], it["title"], it["question"], it["chunks"]) for it in items]
     if not convs:
@@ -49,7 +49,7 @@ def generate_answers(backend: Any, items: Sequence[dict[str, Any]], max_new_toke
 
 
 def hyde_passages(backend: Any, titles: Sequence[str], questions: Sequence[str], max_new_tokens: int,
-                  seed: int = 0, tag: UsageTag = UsageTag(stage="hyde")) -> list[str]:
+                  seed: int = 0, tag: UsageTag = UsageTag("rag-hyde", stage="hyde")) -> list[str]:
     """Hypothetical passages answering each question (HyDE, Gao et al. 2023) for dense retrieval.
 
     An empty generation falls back to the question itself; the caller counts those.

@@ -40,7 +40,7 @@ def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], row
             meta.append((m, q, ctx, r["mode"]))
     t0 = time.perf_counter()
     answers = generate_answers(ev.backend, items, ev.cfg.answer_max_new_tokens, ev.cfg.seed,
-                               tag=UsageTag(stage="generate"))
+                               tag=UsageTag("rag-generate", stage="generate"))
     ev.latency.add("generate", time.perf_counter() - t0, len(items))
     out = []
     for (m, q, ctx, mode), a in zip(meta, answers):
@@ -57,6 +57,7 @@ def add_ragas(backend: Any, gen: pd.DataFrame, n_per_dataset: int, seed: int, ma
 
     gen = gen.copy()
     gen["context_relevance"], gen["answer_accuracy"], gen["ragas_scored"] = float("nan"), float("nan"), False
+    gen["ragas_unrated_CR"], gen["ragas_unrated_AA"] = False, False
     if gen.empty:
         return gen
     keep = set()
@@ -74,6 +75,9 @@ def add_ragas(backend: Any, gen: pd.DataFrame, n_per_dataset: int, seed: int, ma
     for i, s in zip(idx, scores):
         gen.at[i, "context_relevance"], gen.at[i, "answer_accuracy"] = s["context_relevance"], s["answer_accuracy"]
         gen.at[i, "ragas_scored"] = True
+        # no rating after ragas' retries: NaN, left out of the means and counted (n_ragas_unrated_*)
+        gen.at[i, "ragas_unrated_CR"] = s["context_relevance"] != s["context_relevance"]
+        gen.at[i, "ragas_unrated_AA"] = s["answer_accuracy"] != s["answer_accuracy"]
     return gen
 
 
@@ -104,7 +108,8 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
             dsets.append(q.dataset)
         if not items:
             continue
-        res = judge_pairs(backend, items, max_new_tokens=max_new_tokens, seed=seed)
+        res = judge_pairs(backend, items, max_new_tokens=max_new_tokens, seed=seed,
+                          tag=UsageTag("rag-pairwise-judge", stage="pairwise-judge"))
         for ds in sorted(set(dsets)):
             vs = [r["verdict"] for r, d in zip(res, dsets) if d == ds]
             valid = [[v] for v in vs if v != "invalid"]
@@ -126,8 +131,11 @@ def table3(retrieval: pd.DataFrame, gen: pd.DataFrame, mode: str) -> pd.DataFram
     r = retrieval[retrieval["mode"] == mode].copy() if not retrieval.empty else pd.DataFrame(columns=["dataset", "method"])
     r = r[[c for c in ["dataset", "method", *T3_COLS] if c in r.columns]]
     if not gen.empty and "ragas_scored" in gen:
-        cr = gen[gen.ragas_scored].groupby(["dataset", "method"]).agg(
-            CR=("context_relevance", "mean"), n_ragas=("ragas_scored", "sum")).reset_index()
+        g = gen[gen.ragas_scored]
+        agg = {"CR": ("context_relevance", "mean"), "n_ragas": ("ragas_scored", "sum")}
+        if "ragas_unrated_CR" in g:
+            agg["n_ragas_unrated_CR"] = ("ragas_unrated_CR", "sum")
+        cr = g.groupby(["dataset", "method"]).agg(**agg).reset_index()
         r = cr.merge(r, on=["dataset", "method"], how="outer") if not r.empty else cr
     return r
 
@@ -177,6 +185,10 @@ def table4(gen: pd.DataFrame, pairwise: pd.DataFrame) -> pd.DataFrame:
                                                  ROUGE_L=("ROUGE-L", "mean"), METEOR=("METEOR", "mean"),
                                                  AA=("answer_accuracy", "mean"),
                                                  n_empty_answers=("empty_answer", "sum")).reset_index()
+    if "ragas_scored" in gen and "ragas_unrated_AA" in gen:  # AA is averaged over rated answers only
+        n = gen.groupby(["dataset", "method"]).agg(n_ragas=("ragas_scored", "sum"),
+                                                   n_ragas_unrated_AA=("ragas_unrated_AA", "sum")).reset_index()
+        t = t.merge(n, on=["dataset", "method"], how="left")
     if not pairwise.empty:
         wr = pairwise.rename(columns={"opponent": "method", "win_rate": "WR_target_vs_method"})
         t = t.merge(wr[["dataset", "method", "WR_target_vs_method", "n_invalid"]], on=["dataset", "method"], how="left")

@@ -39,7 +39,7 @@ class LLMPointwiseReranker:
         return [{"role": "system", "content": load_prompt("rag/rerank_system")},
                 {"role": "user", "content": render_prompt("rag/rerank_user", title=title, query=query, doc=doc)}]
 
-    def score(self, title: str, query: str, docs: Sequence[str], tag: UsageTag = UsageTag(stage="rerank")) -> list[float]:
+    def score(self, title: str, query: str, docs: Sequence[str], tag: UsageTag = UsageTag("rag-rerank", stage="rerank")) -> list[float]:
         if not docs:
             return []
         convs = [self.conversation(title, query, d) for d in docs]
