@@ -159,3 +159,26 @@ def test_make_backend_wraps_hf_in_cache(tmp_path):
     assert row["cache_hits"] == 3 and row["prompt_tokens"] > 0
     assert b2.count_tokens("hello world") == 2 and b2.tokenizer is not None
     assert isinstance(g1[0], Generation)
+
+
+def test_reply_and_prompt_with_lone_surrogate_are_cached_and_read_back(tmp_path):
+    """Issue #14.1 at the cache: a reply holding an unpaired surrogate (an OpenAI body's "\\ud83d"
+    escape decodes to one) must not crash the SQLite request cache, and must read back identical."""
+    db = tmp_path / "req.sqlite"
+    odd = "e \ud83d and \udc00"
+    first = CachedBackend(ScriptedBackend(reply_fn=lambda c: odd), RequestCache(db))
+    prompt = [{"role": "user", "content": "again: " + odd}]  # a reply fed back into a prompt
+    assert first.chat([prompt], SamplingParams(max_new_tokens=5))[0].text == odd
+    inner = ScriptedBackend(reply_fn=lambda c: "recomputed")
+    second = CachedBackend(inner, RequestCache(db))
+    hit = second.chat([prompt], SamplingParams(max_new_tokens=5))[0]
+    assert hit.cache_hit and hit.text == odd and inner.calls == []
+    # a valid non-ASCII prompt keeps the key it had before (plain UTF-8 bytes)
+    import hashlib
+    import json
+
+    from litseg_nb.llm.request_cache import CACHE_FORMAT
+
+    payload = {"messages": "“Emma” — Hartfield"}
+    blob = json.dumps({"format": CACHE_FORMAT, **payload}, sort_keys=True, ensure_ascii=False, default=str)
+    assert RequestCache.make_key(payload) == hashlib.sha256(blob.encode("utf-8")).hexdigest()

@@ -87,7 +87,9 @@ class RequestCache:
     def make_key(payload: dict[str, Any]) -> str:
         blob = json.dumps({"format": CACHE_FORMAT, **payload}, sort_keys=True, ensure_ascii=False,
                           default=str)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        # "surrogatepass": a prompt holding an unpaired surrogate (a model's reply fed back) still has a
+        # key; every valid string encodes exactly as plain UTF-8, so existing keys are unchanged
+        return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """Stored values of those ``keys`` that are present."""
@@ -114,7 +116,9 @@ class RequestCache:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO requests (key, kind, model, value, created) "
                 "VALUES (?, ?, ?, ?, ?)",
-                [(k, kind, model, json.dumps(v, ensure_ascii=False), now)
+                # ASCII JSON: a reply holding an unpaired surrogate (e.g. an OpenAI body's "\\ud83d"
+                # escape) is stored as its escape and reads back identical; SQLite cannot store it raw
+                [(k, kind, model, json.dumps(v, ensure_ascii=True), now)
                  for k, kind, model, v in items])
 
     def __len__(self) -> int:
