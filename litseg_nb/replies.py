@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator
 __all__ = [
     "MAX_CHARS_PER_TOKEN", "Reply", "JsonReply", "JsonCandidate", "reply_char_limit",
     "replace_lone_surrogates", "clean_strings", "read_reply", "answer_text", "json_candidates",
-    "extract_json", "parse_json_reply", "read_int", "is_json_int",
+    "extract_json", "parse_json_reply", "read_int", "is_json_int", "list_items",
 ]
 
 # The longest token of the SmolLM2 vocabulary is 81 characters (a newline plus 80 spaces; measured
@@ -271,6 +271,24 @@ def _tags_in_line_strings(s: str, found: list[re.Match]) -> list[bool]:
 def answer_text(text: Any, *, max_new_tokens: int | None = None) -> str:
     """The answer part of a reply (reasoning removed, surrogates replaced; '' when unreadable)."""
     return read_reply(text, max_new_tokens=max_new_tokens).answer
+
+
+_LIST_ITEM = re.compile(r"(?:[-*\u2022]|\d++[.)])\s")  # matched on a stripped line: linear
+
+
+def list_items(text: Any, max_items: int | None = None) -> list[str]:
+    """The ``- ``/``* ``/``• ``/``1.``/``2)`` items of a reply's answer (reasoning removed), stripped,
+    empty items skipped, at most ``max_items`` (for list-shaped replies: propositions, the
+    missing-context items of Meta-Chunking's completion)."""
+    out: list[str] = []
+    for line in answer_text(text).splitlines():
+        s = line.strip()
+        m = _LIST_ITEM.match(s)
+        if m and s[m.end():].strip():
+            out.append(s[m.end():].strip())
+            if max_items is not None and len(out) >= max_items:
+                break
+    return out
 
 
 # --------------------------------------------------------------------------- JSON extraction

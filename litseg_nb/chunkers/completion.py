@@ -40,10 +40,9 @@ import numpy as np
 
 from ..llm.base import SamplingParams, UsageTag
 from ..prompts import render_prompt
-from ..replies import answer_text, read_int
+from ..replies import answer_text, list_items, read_int
 from ..schema import Book, Chunk
 
-_ITEM = re.compile(r"(?:[-*\u2022]|\d{1,2}[.)])\s")
 _DIGIT = re.compile(r"(?<!\d)([1-5])(?!\d)")
 
 
@@ -64,14 +63,8 @@ class CompletionStats:
 
 
 def parse_items(reply: str, max_items: int) -> list[str]:
-    """``- `` / ``* `` / ``1.`` lines of the reply's answer text, stripped, at most ``max_items``."""
-    out = []
-    for line in answer_text(reply).splitlines():
-        s = line.strip()
-        m = _ITEM.match(s)
-        if m and s[m.end():].strip():
-            out.append(s[m.end():].strip())
-    return out[:max_items]
+    """The missing-context items of a reflection reply (its list items), at most ``max_items``."""
+    return list_items(reply, max_items)
 
 
 def parse_score(reply: str) -> int | None:

@@ -10,28 +10,17 @@ line is retried (sampling, bounded); after that the paragraph itself is kept as 
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Sequence
 
 from ..llm.base import SamplingParams, UsageTag
 from ..prompts import fill_prompt, load_prompt
-from ..replies import answer_text
+from ..replies import list_items
 from ..schema import Book, Chunk, Unit, chunk_id
 from .base import chunks_from_spans, unit_paragraphs
 
-_ITEM = re.compile(r"(?:[-*\u2022]|\d++[.)])\s")  # matched on a stripped line: linear
-
-
 def parse_propositions(reply: str) -> list[str]:
-    """Lines that start with ``- `` (or ``* ``, ``1.``) in the reply's answer (reasoning blocks
-    removed by :func:`litseg_nb.replies.answer_text`), stripped."""
-    out = []
-    for line in answer_text(reply).splitlines():
-        s = line.strip()
-        m = _ITEM.match(s)
-        if m and s[m.end():].strip():
-            out.append(s[m.end():].strip())
-    return out
+    """The proposition lines of a reply (``- ``/``* ``/``1.`` items of its answer, reasoning removed)."""
+    return list_items(reply)
 
 
 def proposition_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, max_new_tokens: int = 512,

@@ -177,16 +177,7 @@ class VLLMBackend(BackendBase):
         for t in texts:
             ids = self.tokenizer(t, add_special_tokens=False).input_ids
             seqs.append(([bos] if bos is not None else []) + ids)
-        outs, latency = self._run(seqs, self._sampling(max_tokens=1, temperature=0.0,
-                                                       prompt_logprobs=0))
-        results = []
-        for s, o in zip(seqs, outs):
-            vals = [self._prompt_logprob(e, t) for e, t in zip(o.prompt_logprobs[1:], s[1:])]
-            gen = Generation("", prompt_tokens=len(s), completion_tokens=0, latency_s=latency,
-                             cached_prompt_tokens=getattr(o, "num_cached_tokens", None))
-            self.ledger.record(tag, gen)
-            results.append((vals, gen))
-        return results
+        return self.token_logprobs_ex(seqs, tag)
 
     def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
                       max_length: int | None = None) -> list[list[float]]:
