@@ -27,5 +27,11 @@ def test_notebook_07_runs_after_02_and_03(notebook_pipeline):
     t7 = pd.read_csv(tables / "07_table7_retrieval.csv")
     assert len(t7) == len(ablation.VARIANTS) and (t7["n_questions"] > 0).all()
     assert (out / "figures" / "07_ablation.png").is_file()
+    # Table 7's CR column and Table 8 through notebook 05's generation code (issue #15.7)
+    t7cr = pd.read_csv(tables / "07_table7_generation_cr.csv")
+    t8 = pd.read_csv(tables / "07_table8_generation.csv")
+    assert set(t7cr["variant"]) == set(t8["variant"]) == {v.name for v in ablation.VARIANTS}
+    assert "CR" in t7cr and {"EM", "F1", "ROUGE_L", "METEOR"} <= set(t8.columns) and (t8["n_answers"] > 0).all()
+    assert "rag-generate" in set(pd.read_csv(out / "artifacts" / "usage" / "07.csv")["method"])
     chunks = out / "artifacts" / "ablation" / "chunks"
     assert sorted(p.stem for p in chunks.glob("*.jsonl")) == sorted(v.key for v in ablation.VARIANTS)
