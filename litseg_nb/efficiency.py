@@ -60,7 +60,8 @@ def load_usage(profile: str, notebooks: Iterable[str] | None = None) -> pd.DataF
     for path in sorted(root.glob("*.csv")):
         if notebooks is not None and path.stem not in set(notebooks):
             continue
-        df = pd.read_csv(path)
+        # text columns read as text (an all-empty column would otherwise be float NaN)
+        df = pd.read_csv(path, dtype={"method": str, "book": str, "stage": str})
         missing = set(USAGE_COLUMNS) - set(df.columns)
         if missing:
             raise ValueError(f"usage ledger {path} lacks columns {sorted(missing)}")
