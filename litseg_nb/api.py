@@ -20,13 +20,13 @@ into the cleaned text, its sentence range, LitSeg's subtitle and context sentenc
 """
 from __future__ import annotations
 
-import ast
 import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 from .config import ConfigError
+from .params import parse_key_value
 from .schema import Book, Chunk
 
 DEFAULT_PROFILE = "smoke"
@@ -149,13 +149,7 @@ def add_segment_parser(sub: Any) -> None:
 def _overrides(args: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in args.set:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r} must look like key=value")
-        key, raw = item.split("=", 1)
-        try:
-            value = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            value = raw
+        key, value = parse_key_value(item, "--set")
         node = out
         *parents, leaf = key.strip().split(".")
         for part in parents:

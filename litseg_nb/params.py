@@ -38,6 +38,20 @@ _NONE = ("none", "null")
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
+
+def parse_key_value(item: str, option: str = "parameter") -> tuple[str, Any]:
+    """``key=value`` from the command line: the value as a Python literal when it is one, else the
+    string (typed later by the notebook's annotation or the config field). ``option`` names the flag
+    in the error."""
+    if "=" not in item:
+        raise ConfigError(f"{option} {item!r} must look like key=value")
+    key, raw = item.split("=", 1)
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    return key.strip(), value
+
 @dataclass(frozen=True)
 class NotebookConfig:
     """Which stage config a notebook's parameters build, and the parameters named differently.

@@ -12,7 +12,6 @@ An unwritable outputs folder is one line naming it, before any kernel starts.
 """
 from __future__ import annotations
 
-import ast
 import re
 import sys
 import time
@@ -147,14 +146,9 @@ def run_notebooks(
 
 
 def _parse_param(item: str) -> tuple[str, Any]:
-    if "=" not in item:
-        raise ConfigError(f"parameter {item!r} must look like key=value")
-    key, raw = item.split("=", 1)
-    try:
-        value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        value = raw
-    return key.strip(), value
+    from .params import parse_key_value
+
+    return parse_key_value(item, "parameter")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
