@@ -8,9 +8,9 @@ from .base import ChunkerError, Tokenizer, load_tokenizer
 from .config import ALL_METHODS, LLM_METHODS, BaselinesConfig
 from .stats import PUBLISHED_LUMBERCHUNKER, chunk_statistics
 from .length_match import MatchResult, length_matched_runs
-from .registry import REGISTRY, BookRun, RunReport, get_chunker, run_chunker, run_methods, select_llm_units
+from .registry import REGISTRY, BookRun, RunReport, get_chunker, run_chunker, run_methods
 
 __all__ = [
     "ALL_METHODS", "MatchResult", "PUBLISHED_LUMBERCHUNKER", "chunk_statistics", "length_matched_runs", "LLM_METHODS", "BaselinesConfig", "BookRun", "ChunkerError", "REGISTRY", "RunReport",
-    "Tokenizer", "get_chunker", "load_tokenizer", "run_chunker", "run_methods", "select_llm_units",
+    "Tokenizer", "get_chunker", "load_tokenizer", "run_chunker", "run_methods",
 ]

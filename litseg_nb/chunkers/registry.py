@@ -305,13 +305,6 @@ def _matches(book: Book, wanted: Sequence[str]) -> bool:
     return book_matches(book, wanted)
 
 
-def select_llm_units(books: Sequence[Book], cfg: Any) -> list[tuple[Book, Unit]]:
-    """Deprecated name of ``litseg_nb.selection.select_units(books, cfg.selection)``."""
-    from ..selection import select_units
-
-    return select_units(books, cfg.selection)
-
-
 def _unit_fingerprint(book: Book, unit: Unit) -> str:
     h = hashlib.sha256(unit.text(book.text).encode("utf-8"))
     h.update(repr((unit.start, [(s.start, s.end) for s in unit.sentences], list(unit.paragraphs))).encode())
