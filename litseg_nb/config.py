@@ -81,6 +81,12 @@ def _type_name(hint: Any) -> str:
     return getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
+def rejected_choices(value: Any, choices: Any) -> list[Any]:
+    """The items of ``value`` (one value or a tuple of them) outside ``choices``."""
+    items = value if isinstance(value, tuple) else (value,)
+    return [v for v in items if v not in choices]
+
+
 def validate_fields(obj: Any) -> None:
     """Check every field of dataclass ``obj``: type, declared choices and minimum (:class:`ConfigError`)."""
     cls = type(obj)
@@ -92,12 +98,10 @@ def validate_fields(obj: Any) -> None:
         if hint is not None and not _type_ok(value, hint):
             raise ConfigError(f"{where}: expected {_type_name(hint)}, got {value!r} ({type(value).__name__})")
         choices = f.metadata.get("choices")
-        if choices is not None:
-            items = value if isinstance(value, tuple) else (value,)
-            bad = [v for v in items if v not in choices]
-            if bad:
-                raise ConfigError(f"{where}: {', '.join(map(repr, bad))} is not accepted; "
-                                  f"accepted values: {', '.join(map(str, choices))}")
+        bad = rejected_choices(value, choices) if choices is not None else []
+        if bad:
+            raise ConfigError(f"{where}: {', '.join(map(repr, bad))} is not accepted; "
+                              f"accepted values: {', '.join(map(str, choices))}")
         minimum = f.metadata.get("ge")
         if minimum is not None and value is not None and value < minimum:
             raise ConfigError(f"{where}: {value!r} is below the minimum {minimum}")

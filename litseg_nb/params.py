@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import PROFILES, ConfigError, StageConfig, field_constraint
+from .config import PROFILES, ConfigError, StageConfig, field_constraint, rejected_choices
 
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -225,12 +225,10 @@ def field_owner(cls: type, path: str) -> type:
 def _check_value(name: str, value: Any, cls: type, path: str, spec: NotebookConfig) -> None:
     rule = field_constraint(field_owner(cls, path), path.split(".")[-1])
     choices = rule.get("choices")
-    if choices is not None:
-        items = value if isinstance(value, tuple) else (value,)
-        bad = [v for v in items if v not in choices]
-        if bad:
-            raise ConfigError(f"parameter {name!r}: {', '.join(map(repr, bad))} is not accepted; accepted values: "
-                              f"{', '.join(map(str, choices))} (or none for the profile's value)")
+    bad = rejected_choices(value, choices) if choices is not None else []
+    if bad:
+        raise ConfigError(f"parameter {name!r}: {', '.join(map(repr, bad))} is not accepted; accepted values: "
+                          f"{', '.join(map(str, choices))} (or none for the profile's value)")
     minimum = spec.minimum.get(name, rule.get("ge"))
     if minimum is not None and not isinstance(value, tuple) and value < minimum:
         raise ConfigError(f"parameter {name!r}: {value!r} is not accepted; expected a value >= {minimum:g} "
