@@ -5,7 +5,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from litseg_nb.preprocess.sentences import HARD_CASES, measure_splitters, split_sentences
+from litseg_nb.preprocess.sentences import (HARD_CASES, measure_splitters, split_paragraph_sentences,
+                                             split_sentences)
 
 
 @pytest.mark.parametrize("text,gold", HARD_CASES, ids=[c[0][:30] for c in HARD_CASES])
@@ -93,3 +94,52 @@ def test_prose_paragraph_ending_in_a_signature_is_not_verse():
                                    + "\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\n")
     last = cleaned.text[cleaned.paragraphs[-1][0]:cleaned.paragraphs[-1][1]]
     assert "\n" not in last and "met Mr. Clayton at the station" in last
+
+
+# --- #9.11 speed: nupunkt runs on batches of lines; the spans must equal one call per line ---------
+_ADVERSARIAL_LINES = [
+    "Can the old lady?”...", "Purpura buxea (Murex, Brod.).", "Buccinum (not spec.?).",
+    "as a question not yet solved.” . . .", " x.", "The U.S.", "“Yes!”", "(?)", "and so on, etc.)",
+    "”... and then", ") Next he went.", "’Tis true. He left.", "    Indented verse line,",
+    "1. First item.", "said Mr.", "‘machines.’--ED.", "“But why?” Taylor asked, dazed.", "p.m.",
+    "He paused . . .", ". . . and went on.", "“Is it?” he asked.", "Oh! so happy!", "A. B. C.",
+    "* Footnote.", "“Go!”—", "I wonder... What?", "» Quoted «", "‘No,’ said she.", "end?!",
+]
+_line_words = st.sampled_from(["Mr.", "Mrs.", "Dr.", "said", "she", "“Go!”", "‘no’", "...", ". . .", "I",
+                               "the", "Emma", "H.", "U.S.", "e.g.", "well,", "yes?", "“Oh!”", "(?)",
+                               "spec.?)", "Brod.).", "lady?”...", "’Tis", ")", "”", "—", "1.", "etc.)"])
+
+
+@st.composite
+def _line_lists(draw):
+    lines = draw(st.lists(st.one_of(st.sampled_from(_ADVERSARIAL_LINES),
+                                    st.lists(_line_words, min_size=1, max_size=10).map(" ".join)),
+                          min_size=2, max_size=25))
+    return [ln for ln in lines if ln.strip()]
+
+
+def _one_call_per_line(lines, text, paragraphs):
+    out = []
+    for a, b in paragraphs:
+        out.extend(split_sentences(text[a:b], offset=a))  # one line per paragraph: one nupunkt call
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_line_lists())
+def test_batched_nupunkt_equals_one_call_per_line(lines):
+    text = "\n\n".join(lines)
+    paragraphs, pos = [], 0
+    for ln in lines:
+        paragraphs.append((pos, pos + len(ln)))
+        pos += len(ln) + 2
+    assert split_paragraph_sentences(text, paragraphs) == _one_call_per_line(lines, text, paragraphs)
+
+
+def test_batched_nupunkt_equals_one_call_per_line_on_adversarial_endings():
+    """Every adversarial line followed by every other (ordered pairs), in one batch."""
+    lines = [ln for a in _ADVERSARIAL_LINES for ln in (a, "Then he left. She stayed.")] + _ADVERSARIAL_LINES[::-1]
+    text = "\n".join(lines)  # verse-like paragraph: every line a hard boundary
+    want = [s for k, ln in enumerate(lines) for s in split_sentences(ln, offset=sum(len(x) + 1 for x in lines[:k]))]
+    assert split_paragraph_sentences(text, [(0, len(text))]) == want
+    assert split_sentences(text) == want
