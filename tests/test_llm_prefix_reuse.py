@@ -24,7 +24,8 @@ def convs(users=USERS, system=SYSTEM):
 
 @pytest.fixture(scope="module")
 def pair() -> tuple[HFBackend, HFBackend]:
-    off = HFBackend("tiny-random", device="cpu", batch_size=3, prefix_reuse=False)
+    # the reference is transformers' own path: no prefix, a plain DynamicCache
+    off = HFBackend("tiny-random", device="cpu", batch_size=3, prefix_reuse=False, growing_cache=False)
     on = HFBackend("tiny-random", device="cpu", batch_size=3, prefix_reuse=True)
     on.model = off.model  # the very same weights
     return off, on
@@ -191,13 +192,15 @@ def test_structured_output_identical_with_reuse(pair):
 
 @pytest.mark.smollm2
 def test_smollm2_greedy_and_logprobs_identical_with_reuse():
-    """SmolLM2-135M-Instruct (packaged GGUF, de-quantised) with LitSeg's real system prompt."""
+    """SmolLM2-135M-Instruct (packaged GGUF, de-quantised) with LitSeg's real system prompt: shared
+    prefix + growing decoding cache against transformers' plain path."""
     from litseg_nb.litseg.prompting import system_prompt
 
     system = system_prompt(100)
     users = ["You are executing ONLY Step 1. [Chapter Text Content]\n[1] Emma was happy.",
              "You are executing ONLY Step 2."]
-    off = HFBackend("smollm2-135m-instruct", device="cpu", batch_size=2, prefix_reuse=False)
+    off = HFBackend("smollm2-135m-instruct", device="cpu", batch_size=2, prefix_reuse=False,
+                    growing_cache=False)
     on = HFBackend("smollm2-135m-instruct", device="cpu", batch_size=2, prefix_reuse=True)
     on.model = off.model
     params = SamplingParams(max_new_tokens=10)
@@ -222,3 +225,42 @@ def test_config_switches_reuse():
     assert b.prefix_reuse is False
     gens = b.chat(convs(), SamplingParams(max_new_tokens=2))
     assert b.prefix_builds == 0 and all(g.cached_prompt_tokens == 0 for g in gens)
+
+
+# --- the growing decoding cache (buffer instead of torch.cat per token) ----------------------------
+def test_growing_cache_greedy_sampled_and_scores_identical_to_plain_dynamic_cache(pair):
+    off, _ = pair
+    grow = HFBackend("tiny-random", device="cpu", batch_size=3, prefix_reuse=False)
+    grow.model = off.model
+    assert grow.growing_cache and not off.growing_cache
+    for params in (SamplingParams(max_new_tokens=20), SamplingParams(max_new_tokens=20, temperature=0.9, seed=3)):
+        assert [g.text for g in grow.chat(convs(), params)] == [g.text for g in off.chat(convs(), params)]
+    prompts = grow._encode_prompts(convs()[:3])
+    ids, mask = grow._left_pad(prompts)
+    kw = dict(max_new_tokens=10, do_sample=False, output_scores=True, return_dict_in_generate=True,
+              pad_token_id=grow.tokenizer.pad_token_id, eos_token_id=None)
+    with torch.inference_mode():
+        a = off.model.generate(input_ids=ids, attention_mask=mask, **kw)
+        b = grow.model.generate(input_ids=ids, attention_mask=mask,
+                                past_key_values=grow._new_cache(ids.shape[1] + 10), **kw)
+    assert a.sequences.tolist() == b.sequences.tolist()
+    assert max(float((sa - sb).abs().max()) for sa, sb in zip(a.scores, b.scores)) == 0.0
+
+
+def test_growing_layer_writes_in_place_grows_past_its_reserve_and_survives_crop():
+    from litseg_nb.llm.hf import _growing_layer_class
+
+    layer = _growing_layer_class()(reserve=4)
+    k = torch.arange(2 * 3 * 3 * 2, dtype=torch.float32).reshape(2, 3, 3, 2)
+    keys, _ = layer.update(k, k + 1)
+    buf = layer._kbuf
+    assert buf.shape[-2] == 4 and torch.equal(keys, k)
+    step = torch.full((2, 3, 1, 2), -1.0)
+    keys, values = layer.update(step, step)  # fits the reserve: written in place, no new buffer
+    assert layer._kbuf is buf and keys.data_ptr() == buf.data_ptr() and keys.shape[-2] == 4
+    keys, _ = layer.update(step * 2, step * 2)  # past the reserve: a bigger buffer, contents kept
+    assert layer._kbuf is not buf and layer._kbuf.shape[-2] >= 8
+    assert torch.equal(keys, torch.cat([k, step, step * 2], dim=-2))
+    layer.crop(-2)  # transformers replaces the view: the next update rebuilds from it
+    keys, _ = layer.update(step * 3, step * 3)
+    assert torch.equal(keys, torch.cat([k, step * 3], dim=-2)) and layer.get_seq_length() == 4

@@ -31,6 +31,13 @@ for computing it, so ``prompt_tokens - cached_prompt_tokens`` summed over a run 
 number of prompt tokens the model computed. Models with sliding-window attention layers keep
 prefix reuse off (a stored prefix longer than the window would be cut).
 
+Decoding cache (``growing_cache=True``, the default): transformers' ``DynamicCache`` appends each
+generated token's keys and values with ``torch.cat``, copying the whole cache of every layer at
+every step; with ~3,000-token prompts in batches of 8 that copy was most of a decoding step on the
+CPU (0.49 s of about 0.6 s for SmolLM2-135M). :class:`_GrowingLayer` writes into a buffer reserved
+for the prompt plus ``max_new_tokens`` (grown geometrically if ever exceeded) and hands attention a
+view of its filled part: the same values, so outputs are identical (tested), without the copies.
+
 Reasoning models: ``enable_thinking`` is passed to the chat template (Qwen3-style templates switch
 their ``<think>`` block with it; other templates ignore it). When a reply holds a ``<think>...</think>``
 block its tokens are counted in ``Generation.reasoning_tokens`` (the text is returned unchanged).
@@ -77,6 +84,46 @@ class _Prefix:
         return len(self.ids)
 
 
+def _growing_layer_class():
+    from transformers.cache_utils import DynamicLayer
+
+    class _GrowingLayer(DynamicLayer):
+        """A ``DynamicLayer`` that writes new keys/values into a reserved buffer instead of
+        concatenating (see the module docstring); ``keys``/``values`` are views of its filled part."""
+
+        def __init__(self, reserve: int = 0) -> None:
+            super().__init__()
+            self._reserve = int(reserve)
+            self._kbuf = self._vbuf = None
+            self._view = None  # the keys view last handed out (anything else: rebuild the buffer)
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            import torch
+
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n, add = self.get_seq_length(), key_states.shape[-2]
+            kb = self._kbuf
+            if (kb is None or self.keys is not self._view or n + add > kb.shape[-2]
+                    or kb.shape[0] != key_states.shape[0]):
+                cap = max(n + add, self._reserve, 2 * n)
+                shape = (key_states.shape[0], key_states.shape[1], cap, key_states.shape[-1])
+                kb = torch.empty(shape, dtype=key_states.dtype, device=key_states.device)
+                vb = torch.empty(shape[:-1] + (value_states.shape[-1],), dtype=value_states.dtype,
+                                 device=value_states.device)
+                if n:
+                    kb[..., :n, :] = self.keys
+                    vb[..., :n, :] = self.values
+                self._kbuf, self._vbuf = kb, vb
+            self._kbuf[..., n:n + add, :] = key_states
+            self._vbuf[..., n:n + add, :] = value_states
+            self.keys, self.values = self._kbuf[..., :n + add, :], self._vbuf[..., :n + add, :]
+            self._view = self.keys
+            return self.keys, self.values
+
+    return _GrowingLayer
+
+
 class HFBackend(BackendBase):
     """Batched chat generation and log-probs with a transformers causal LM."""
 
@@ -86,7 +133,7 @@ class HFBackend(BackendBase):
                  batch_size: int = 4, max_model_len: int = 8192, structured_output: bool = False,
                  ledger: UsageLedger | None = None, prefix_reuse: bool = True,
                  min_prefix_tokens: int = 32, max_prefixes: int = 4,
-                 enable_thinking: bool = False) -> None:
+                 enable_thinking: bool = False, growing_cache: bool = True) -> None:
         if batch_size < 1:
             raise LLMError(f"hf backend: batch_size must be >= 1, got {batch_size}")
         self.model_id = model
@@ -113,6 +160,7 @@ class HFBackend(BackendBase):
         self.eos_token_ids = sorted(i for i in eos if i is not None)
         self.enable_thinking = bool(enable_thinking)
         self.think_ids = think_token_ids(self.tokenizer)
+        self.growing_cache = bool(growing_cache)
         self.prefix_reuse = bool(prefix_reuse) and not self._has_sliding_window()
         self.min_prefix_tokens = max(1, int(min_prefix_tokens))
         self.max_prefixes = max(1, int(max_prefixes))
@@ -210,12 +258,23 @@ class HFBackend(BackendBase):
             self._recent.clear()
             self.prefix_builds = self.prefix_computed_tokens = 0
 
-    def _prefix_cache(self, prefix: _Prefix, batch: int):
-        """A fresh ``DynamicCache`` holding ``prefix`` for ``batch`` rows (views, no copy: the
-        cache concatenates new keys onto them, never writes into them)."""
+    def _new_cache(self, reserve: int = 0):
+        """An empty ``DynamicCache`` for this model; with ``growing_cache`` its full-attention layers
+        write into a buffer reserved for ``reserve`` tokens (see the module docstring)."""
         from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
 
         cache = DynamicCache(config=self.model.config)
+        if self.growing_cache and reserve:
+            growing = _growing_layer_class()
+            cache.layers = [growing(reserve) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+        return cache
+
+    def _prefix_cache(self, prefix: _Prefix, batch: int, reserve: int = 0):
+        """A fresh cache holding ``prefix`` for ``batch`` rows. The stored tensors are never written:
+        a plain ``DynamicCache`` concatenates onto the expanded views, a growing one copies them
+        into its buffer."""
+        cache = self._new_cache(reserve)
         for layer, (k, v) in enumerate(prefix.kv):
             cache.update(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1), layer)
         return cache
@@ -381,8 +440,11 @@ class HFBackend(BackendBase):
             kwargs["tokenizer"] = self.tokenizer
         if params.json_schema is not None and self.structured_output:
             kwargs["logits_processor"] = [self._json_logits_processor(params.json_schema)]
+        reserve = ids.shape[1] + params.max_new_tokens
         if prefix is not None:
-            kwargs["past_key_values"] = self._prefix_cache(prefix, len(prompts))
+            kwargs["past_key_values"] = self._prefix_cache(prefix, len(prompts), reserve)
+        elif self.growing_cache:
+            kwargs["past_key_values"] = self._new_cache(reserve)
         with torch.inference_mode(), torch.random.fork_rng(devices=[] if self.device == "cpu"
                                                            else [torch.device(self.device)]):
             torch.manual_seed(params.seed)
