@@ -193,6 +193,16 @@ def test_dialogue_equal_to_a_contents_entry_and_author_initial_are_not_headings(
                                                 "“Amanda!”")[0])
 
 
+def test_quoted_story_title_in_capitals_is_a_heading_but_quoted_dialogue_is_not():
+    """A collection's story title printed in quotes (``“POLIKUSHKA;”``) heads its chapters; a
+    shouted or quoted line of dialogue (``“AMANDA!”``, ``“Come in,” said he.``) does not."""
+    _, units, _ = _units("CONTENTS", "THE FOOL\nPOLIKUSHKA", "THE FOOL", "CHAPTER I", _prose(100, "a"),
+                         "“AMANDA!”", "“Come in,” said he.", "CHAPTER II", _prose(100, "b"),
+                         "“POLIKUSHKA;”", "CHAPTER I", _prose(100, "c"), "CHAPTER II", _prose(100, "d"))
+    assert [u.title for u in units] == ["THE FOOL / CHAPTER I", "THE FOOL / CHAPTER II",
+                                        "“POLIKUSHKA;” / CHAPTER I", "“POLIKUSHKA;” / CHAPTER II"]
+
+
 def test_narrative_before_the_first_heading_is_a_unit_titled_by_the_book():
     """#9.6: a tale followed by POSTSCRIPT, and a long narrative before numbered maxims."""
     _, units, report = _units("THE TALE", "by Somebody", _prose(400, "t"), "POSTSCRIPT", _prose(60, "p"),

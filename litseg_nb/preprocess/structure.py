@@ -243,10 +243,23 @@ def _strip_number(key: str) -> str:
     return key
 
 
+_QUOTED_CAPS_RE = re.compile(r"^[“‘\"'«„]+([^“”‘’\"'«»„!?]+?)[”’\"'»]+[.;:,]?$")
+
+
+def _quoted_title(para: str) -> bool:
+    """A whole short line in quotes, in capitals, without ``!``/``?`` (``“POLIKUSHKA;”``): a quoted
+    story title, not dialogue (``“Amanda!”``, ``“Come in,” said he.``)."""
+    m = _QUOTED_CAPS_RE.match(para.strip())
+    if not m:
+        return False
+    letters = [c for c in m.group(1) if c.isalpha()]
+    return len(letters) >= 3 and all(c.isupper() for c in letters)
+
+
 def _is_heading_shaped(para: str) -> bool:
     lines = para.split("\n")
     return (len(lines) <= 3 and len(para) <= 120 and _words(para) <= 18
-            and para.lstrip()[:1] not in _QUOTE_START)
+            and (para.lstrip()[:1] not in _QUOTE_START or (len(lines) == 1 and _quoted_title(para))))
 
 
 def _title_like(s: str) -> bool:
