@@ -10,7 +10,10 @@ Not a test: the numbers depend on the machine and on what else runs on it (on a 
 report the load average printed at start and end). Threads: ``--threads`` (default
 ``$LITSEG_TORCH_THREADS`` or 1).
 
-    .venv/bin/python benchmarks/llm_prefix_reuse.py [--units 8] [--threads 1] [--json out.json]
+    .venv/bin/python benchmarks/llm_prefix_reuse.py [--units 8] [--threads 1] [--growing-cache off] [--json out.json]
+
+``--growing-cache off`` decodes with transformers' concatenating ``DynamicCache`` (the backend's
+default is an in-place buffer, see :mod:`litseg_nb.llm.hf`): run once with each to see what it saves.
 """
 from __future__ import annotations
 
@@ -20,11 +23,12 @@ import os
 import time
 
 
-def run(reuse: bool, items, cfg) -> dict:
+def run(reuse: bool, items, cfg, growing_cache: bool = True) -> dict:
     from litseg_nb.litseg.pipeline import annotate_units
     from litseg_nb.llm import make_backend
 
     backend = make_backend(cfg.llm.replace(prefix_reuse=reuse, use_cache=False))
+    backend.growing_cache = growing_cache  # the hf backend's decoding cache (module docstring)
     t0 = time.perf_counter()
     res = annotate_units(items, backend, cfg, progress=False)
     wall = time.perf_counter() - t0
@@ -33,7 +37,7 @@ def run(reuse: bool, items, cfg) -> dict:
                                                 "completion_tokens", "latency_s")}
     replies = [[a["text"] for s in ("stage1", "stage2", "stage3") for a in r["stages"][s]["attempts"]]
                for r in res.records]
-    return {"prefix_reuse": reuse, "wall_s": round(wall, 1), **tot,
+    return {"prefix_reuse": reuse, "growing_cache": growing_cache, "wall_s": round(wall, 1), **tot,
             "computed_prefill_tokens": tot["prompt_tokens"] - tot["cached_prompt_tokens"],
             "prefix_builds": getattr(backend, "prefix_builds", 0), "replies": replies}
 
@@ -43,6 +47,9 @@ def main() -> None:
     ap.add_argument("--units", type=int, default=0, help="first N of the smoke units (0 = all)")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("LITSEG_TORCH_THREADS") or 1))
     ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("--growing-cache", choices=("on", "off"), default="on",
+                    help="the hf backend's decoding cache: in-place buffer (on, the default) or "
+                         "transformers' concatenating DynamicCache (off), for both runs")
     ap.add_argument("--reuse-first", action="store_true",
                     help="run with reuse first (to counterbalance load drift on a shared machine)")
     args = ap.parse_args()
@@ -60,12 +67,13 @@ def main() -> None:
     n_sent = sum(u.n_sentences for _, u in items)
     load0 = os.getloadavg()
     print(f"LitSeg smoke annotation: {len(items)} units, {n_sent} sentences, model {cfg.llm.model} "
-          f"(hf, {cfg.llm.device}), batch {cfg.llm.batch_size}, {args.threads} torch thread(s); "
+          f"(hf, {cfg.llm.device}), batch {cfg.llm.batch_size}, {args.threads} torch thread(s), "
+          f"growing decoding cache {args.growing_cache}; "
           f"load average at start {load0[0]:.2f}", flush=True)
     order = (True, False) if args.reuse_first else (False, True)
     results = []
     for reuse in order:
-        results.append(run(reuse, items, cfg))
+        results.append(run(reuse, items, cfg, growing_cache=args.growing_cache == "on"))
         r = results[-1]
         print(f"  done: prefix_reuse={reuse} wall {r['wall_s']:.1f}s, load average "
               f"{os.getloadavg()[0]:.2f}", flush=True)
