@@ -54,3 +54,22 @@ def test_unknown_backend_is_a_clear_error():
 
     with pytest.raises(ConfigError, match="EmbeddingConfig.backend: 'nope'"):  # rejected when the config is built
         EmbeddingConfig(backend="nope")
+
+
+def test_batches_are_length_sorted_and_vectors_return_in_input_order():
+    """Texts are batched longest first (less padding); each vector still lands on its own text."""
+    from litseg_nb.embeddings import Embedder
+
+    seen: list[list[str]] = []
+
+    def fake_encode(batch):
+        seen.append(list(batch))
+        return np.array([[len(t), sum(map(ord, t)) % 97, 1.0] for t in batch], dtype=np.float32)
+
+    emb = Embedder(EmbeddingConfig(batch_size=2, device="cpu", normalize=False), None, fake_encode, "fake",
+                   use_cache=False)
+    texts = ["a", "a much longer text here", "mid length", "bb", "the longest text of all of them"]
+    out = emb.encode(texts)
+    assert [len(t) for b in seen for t in b] == sorted(map(len, texts), reverse=True)
+    want = np.array([[len(t), sum(map(ord, t)) % 97, 1.0] for t in texts], dtype=np.float32)
+    np.testing.assert_array_equal(out, want)
