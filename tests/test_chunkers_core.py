@@ -147,3 +147,16 @@ def test_merge_unit_chunks_covers_and_respects_target(sizes, target):
         assert book.text[c.spans[0][0]:c.spans[0][1]] == c.text
         if tok.count(c.text) > target:
             assert len(c.metadata["merged_from"]) == 1
+
+
+def test_semantic_units_embedded_together_equal_one_call_per_unit(cfg, embedder):
+    """The registry embeds every unit's windows in one call; the chunks equal per-unit calls."""
+    from litseg_nb.chunkers.semantic import semantic_chunks, semantic_chunks_many
+
+    book = toy_book(TEXT, book_id="sem-many")
+    items = [(book, u) for u in book.units]
+    many = semantic_chunks_many(items, embedder, 50, 1)
+    one = [semantic_chunks(b, u, embedder, 50, 1) for b, u in items]
+    assert [[(c.from_idx, c.to_idx) for c in cs] for cs in many] == \
+        [[(c.from_idx, c.to_idx) for c in cs] for cs in one]
+    assert sum(len(cs) for cs in many) > len(items)  # some unit really was split

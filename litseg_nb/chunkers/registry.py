@@ -31,7 +31,7 @@ from .paragraph import paragraph_chunks
 from .perplexity import perplexity_chunks
 from .proposition import proposition_chunks_batch
 from .recursive import make_recursive_splitter, recursive_chunks
-from .semantic import semantic_chunks
+from .semantic import semantic_chunks, semantic_chunks_many
 from .token import token_chunks
 
 if TYPE_CHECKING:
@@ -128,8 +128,7 @@ def _recursive(items, cfg, backend, embedder):
 def _semantic(items, cfg, backend, embedder):
     if embedder is None:
         raise ChunkerError("semantic chunker needs an embedder (litseg_nb.embeddings.load_embedder)")
-    return [semantic_chunks(b, u, embedder, cfg.semantic_breakpoint_percentile, cfg.semantic_buffer_size)
-            for b, u in items], {}
+    return semantic_chunks_many(items, embedder, cfg.semantic_breakpoint_percentile, cfg.semantic_buffer_size), {}
 
 
 def _paragraph(items, cfg, backend, embedder):

@@ -41,12 +41,38 @@ def percentile_breakpoints(distances: np.ndarray, percentile: float) -> list[int
     return [i for i, d in enumerate(distances) if d > thr]
 
 
-def semantic_chunks(book: Book, unit: Unit, embedder, percentile: float, buffer_size: int,
-                    method: str = "semantic") -> list[Chunk]:
-    texts = [unit.sentence_text(book.text, s.index) for s in unit.sentences]
-    if len(texts) <= 1:
-        return chunks_from_boundaries(book, unit, method, [1]) if texts else []
-    emb = embedder.encode(combined_sentences(texts, buffer_size), kind="passage")
+def _windows(book: Book, unit: Unit, buffer_size: int) -> list[str]:
+    return combined_sentences([unit.sentence_text(book.text, s.index) for s in unit.sentences], buffer_size)
+
+
+def _chunks_from_embeddings(book: Book, unit: Unit, emb: np.ndarray | None, percentile: float,
+                            method: str) -> list[Chunk]:
+    if len(unit.sentences) <= 1:
+        return chunks_from_boundaries(book, unit, method, [1]) if unit.sentences else []
     d = cosine_distances(emb)
     starts = [1] + [i + 2 for i in percentile_breakpoints(d, percentile)]
     return chunks_from_boundaries(book, unit, method, starts)
+
+
+def semantic_chunks(book: Book, unit: Unit, embedder, percentile: float, buffer_size: int,
+                    method: str = "semantic") -> list[Chunk]:
+    windows = _windows(book, unit, buffer_size)
+    emb = embedder.encode(windows, kind="passage") if len(windows) > 1 else None
+    return _chunks_from_embeddings(book, unit, emb, percentile, method)
+
+
+def semantic_chunks_many(items: Sequence[tuple[Book, Unit]], embedder, percentile: float, buffer_size: int,
+                         method: str = "semantic") -> list[list[Chunk]]:
+    """:func:`semantic_chunks` of every ``(book, unit)``, the windows of all units embedded in one
+    call (the embedder batches them longest first across units: much less padding than one call per
+    unit; the same vectors up to round-off)."""
+    windows = [_windows(b, u, buffer_size) for b, u in items]
+    flat = [w for ws in windows if len(ws) > 1 for w in ws]
+    emb = embedder.encode(flat, kind="passage") if flat else np.zeros((0, 0), dtype=np.float32)
+    out, pos = [], 0
+    for (b, u), ws in zip(items, windows):
+        part = None
+        if len(ws) > 1:
+            part, pos = emb[pos:pos + len(ws)], pos + len(ws)
+        out.append(_chunks_from_embeddings(b, u, part, percentile, method))
+    return out
