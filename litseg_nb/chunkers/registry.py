@@ -31,7 +31,7 @@ from .paragraph import paragraph_chunks
 from .perplexity import perplexity_chunks
 from .proposition import proposition_chunks_batch
 from .recursive import make_recursive_splitter, recursive_chunks
-from .semantic import semantic_chunks, semantic_chunks_many
+from .semantic import semantic_chunks_many
 from .token import token_chunks
 
 if TYPE_CHECKING:

@@ -51,6 +51,7 @@ split evenly over its items, so the ledger's total latency equals the wall time 
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -84,6 +85,7 @@ class _Prefix:
         return len(self.ids)
 
 
+@functools.lru_cache(maxsize=1)
 def _growing_layer_class():
     from transformers.cache_utils import DynamicLayer
 
