@@ -160,3 +160,50 @@ def test_semantic_units_embedded_together_equal_one_call_per_unit(cfg, embedder)
     assert [[(c.from_idx, c.to_idx) for c in cs] for cs in many] == \
         [[(c.from_idx, c.to_idx) for c in cs] for cs in one]
     assert sum(len(cs) for cs in many) > len(items)  # some unit really was split
+
+
+class _RecordingTokenizer:
+    """Counts whitespace words and records every text it was asked to count."""
+
+    name = "recording"
+
+    def __init__(self):
+        self.seen: list[str] = []
+
+    def count(self, text):
+        self.seen.append(text)
+        return len(text.split())
+
+    def count_many(self, texts):
+        self.seen.extend(texts)
+        return [len(t.split()) for t in texts]
+
+
+def test_memo_tokenizer_counts_each_text_once_and_returns_the_inner_counts():
+    from litseg_nb.chunkers.base import MemoTokenizer
+
+    inner = _RecordingTokenizer()
+    memo = MemoTokenizer(inner)
+    texts = ["a b c", "Émma — “d”", "a b c", "", "x\ud800y z", "a b c d"]  # repeats, unicode, a lone surrogate
+    assert memo.count_many(texts) == [len(t.split()) for t in texts]
+    assert sorted(inner.seen) == sorted(set(texts))  # each distinct text counted once
+    assert [memo.count(t) for t in texts] == [len(t.split()) for t in texts]
+    assert memo.count("new words here") == 3
+    assert sorted(inner.seen) == sorted(set(texts) | {"new words here"})
+    assert (memo.misses, memo.hits) == (6, 7)
+
+
+def test_length_matched_means_are_the_real_tokenizers_means(cfg, embedder, fresh_dirs):
+    """Length matching counts through a memo; every reported mean equals a fresh count."""
+    from litseg_nb.chunkers import length_matched_runs
+    from litseg_nb.chunkers.stats import chunk_token_lengths
+
+    book = toy_book(TEXT + "\n\n" + REPEAT, book_id="lm-memo")
+    tok = load_tokenizer(cfg.tokenizer)
+    native = {m: run_chunker(m, [book], cfg, embedder=embedder) for m in ("token", "paragraph")}
+    target = 1.5 * float(chunk_token_lengths(native["paragraph"], tok).mean())
+    results = length_matched_runs([book], native, cfg, target, tok, run_chunker, embedder=embedder)
+    assert {r.method for r in results} == {"token", "paragraph"}
+    for r in results:
+        assert r.evaluations >= 1 and r.chunks
+        assert r.mean_tokens == pytest.approx(float(chunk_token_lengths(r.chunks, tok).mean()))

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..schema import Book, Chunk
-from .base import Tokenizer
+from .base import MemoTokenizer, Tokenizer
 from .merge import merge_unit_chunks
 from .stats import chunk_token_lengths
 
@@ -73,8 +73,12 @@ def merged(books: Sequence[Book], chunks: Sequence[Chunk], target: int, tok: Tok
 
 def length_matched_runs(books: Sequence[Book], native: Mapping[str, Sequence[Chunk]], cfg: Any, target: float,
                         tok: Tokenizer, run: Callable[..., list[Chunk]], embedder: Any = None) -> list[MatchResult]:
-    """Length-matched chunk sets for the methods in ``native`` (``run`` = :func:`run_chunker`)."""
+    """Length-matched chunk sets for the methods in ``native`` (``run`` = :func:`run_chunker`).
+
+    Token counts go through one :class:`~litseg_nb.chunkers.base.MemoTokenizer` for the whole run:
+    the bisection re-counts the same merged texts at every step (the counts are unchanged)."""
     out = []
+    tok = MemoTokenizer(tok)
     tol, it = cfg.length_match_tolerance, cfg.length_match_max_iter
     for method, chunks in native.items():
         if method == "proposition" or "+merge" in method or not chunks:
