@@ -76,8 +76,8 @@ class BaselinesConfig(StageConfig):
     # the LLM-based methods run on the shared ``selection`` (litseg_nb.selection.select_units), the
     # units LitSeg and LitSeg-Lite segment; the other methods run on every unit of the corpus
     # books (ids or title substrings) the embedding-based semantic chunker runs on; empty = all.
-    # On 2 CPU cores MiniLM embeds ~30 three-sentence groups per second, so the smoke profile
-    # limits it to the evaluation book instead of spending ~25 minutes on the eleven raw books.
+    # On 2 CPU cores MiniLM embeds ~65 three-sentence groups per second, so the smoke profile
+    # limits it to the evaluation book instead of spending ~10 minutes on the eleven raw books.
     semantic_books: tuple[str, ...] = ()
 
     # notebook 04 also runs the `published` presets (chunkers/presets.py: knobs calibrated to
@@ -103,8 +103,13 @@ class BaselinesConfig(StageConfig):
             # shared selection of Emma units (SmolLM2-135M on CPU; see notebook 04's budget notes)
             return {"corpus": {"datasets": ("gutenqa", "gutenberg")},
                     "semantic_books": ("gutenqa:Emma_-_Jane_Austen",),
-                    "margin_max_left_tokens": 128,
-                    "proposition_max_new_tokens": 192,
+                    # the two biggest LLM baselines, bounded to keep the collection within ~30 min:
+                    # margin sampling is prefill-bound (~140 calls; left context 64 tokens, ~2-3
+                    # sentences, instead of the whole current chunk); proposition is decode-bound and
+                    # SmolLM2-135M loops on a repeated line in about half its replies, which then run
+                    # to the cap (192 tokens took ~4 of the 30 minutes; 128 keeps ~10 propositions)
+                    "margin_max_left_tokens": 64,
+                    "proposition_max_new_tokens": 128,
                     # completion: 28 chunks x ~7 calls; measured 212 calls / 23 min at 64 tokens, 3 items,
                     # 400 context chars on a loaded 2-core machine, hence the smaller sizes
                     "completion_max_new_tokens": 32, "completion_max_items": 1, "completion_context_chars": 200,
