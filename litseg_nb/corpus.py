@@ -154,7 +154,7 @@ def _load_dataset(ds: str, root: Path, cfg: CorpusConfig) -> tuple[list[Book], L
     if ds == "literaryqa":
         return load_literaryqa(require_dataset_folder("literaryqa", root / "literaryqa"),
                                split=cfg.literaryqa_split, books=cfg.books, strict=cfg.strict,
-                               require_all=False)
+                               require_all=False, log_summary=False)  # load_corpus logs the report
     raise CorpusError(f"unknown dataset {ds!r}; expected one of {', '.join(DATASETS)}")
 
 

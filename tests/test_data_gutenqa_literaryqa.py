@@ -102,3 +102,15 @@ def test_literaryqa_record_with_text_and_hub_path(tmp_path, monkeypatch):
     books, report = load_literaryqa(split="test", source="hub")
     assert books[0].text == "First para\nline two.\n\nSecond para."
     assert report.loaded == ["literaryqa:1"]
+
+
+def test_load_corpus_reports_skipped_literaryqa_books_once(literaryqa_dir, data_dir, caplog):
+    """load_corpus prints its report; the loader's own summary is not repeated beside it."""
+    from litseg_nb.config import CorpusConfig
+    from litseg_nb.corpus import load_corpus
+
+    cfg = CorpusConfig(datasets=("literaryqa",))  # 29 validation books have no local text
+    with caplog.at_level("WARNING"):
+        load_corpus(cfg, use_cache=False, root=data_dir)
+    lines = [r.getMessage() for r in caplog.records if "literaryqa:174" in r.getMessage()]
+    assert len(lines) == 1 and "skipped 29" in lines[0] and "no text file" in lines[0]

@@ -70,13 +70,15 @@ def _paragraphs_of(text: str) -> tuple[str, list[tuple[int, int]]]:
 
 def load_literaryqa(folder: Path | str | None = None, split: str = "validation",
                     books: Iterable[str] = (), source: str = "local", missing_markers: str = "error",
-                    cache_dir: str | None = None, strict: bool = False, require_all: bool = True
-                    ) -> tuple[list[Book], LoadReport]:
+                    cache_dir: str | None = None, strict: bool = False, require_all: bool = True,
+                    log_summary: bool = True) -> tuple[list[Book], LoadReport]:
     """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``.
 
     ``books`` restricts to given ids (only those texts are cleaned); with ``require_all`` an id that
     is not in the split is an error. A text that cannot be cleaned (empty, undecodable, several
     books in one file) is skipped and listed in the report, or raises with ``strict=True``.
+    The skipped books are logged as one warning (``log_summary=False``: only in the report, for a
+    caller that prints the report itself, as :func:`litseg_nb.corpus.load_corpus` does).
     """
     if source == "hub":
         folder = hub_folder(split, cache_dir)
@@ -142,7 +144,7 @@ def load_literaryqa(folder: Path | str | None = None, split: str = "validation",
     unknown = sorted(wanted - seen)
     if unknown and require_all:
         raise ValueError(f"{ann}: unknown LiteraryQA gutenberg id(s) {unknown}")
-    if report.skipped:
+    if report.skipped and log_summary:
         log.warning("LiteraryQA %s: skipped %d book(s) without text: %s", split, report.n_skipped,
                     ", ".join(sorted(report.skipped)))
     return out, report
