@@ -103,12 +103,13 @@ class BaselinesConfig(StageConfig):
             # shared selection of Emma units (SmolLM2-135M on CPU; see notebook 04's budget notes)
             return {"corpus": {"datasets": ("gutenqa", "gutenberg")},
                     "semantic_books": ("gutenqa:Emma_-_Jane_Austen",),
-                    # the two biggest LLM baselines, bounded to keep the collection within ~30 min:
-                    # margin sampling is prefill-bound (~140 calls; left context 64 tokens, ~2-3
-                    # sentences, instead of the whole current chunk); proposition is decode-bound and
-                    # SmolLM2-135M loops on a repeated line in about half its replies, which then run
-                    # to the cap (192 tokens took ~4 of the 30 minutes; 128 keeps ~10 propositions)
-                    "margin_max_left_tokens": 64,
+                    # margin sampling's left text (the current chunk, three times in the prompt) capped
+                    # at 128 tokens; it rarely binds (SmolLM2 splits often: 64 saved 4% of the prompt
+                    # tokens and no measurable time, so it stays at 128)
+                    "margin_max_left_tokens": 128,
+                    # proposition chunking is decode-bound and SmolLM2-135M loops on a repeated line in
+                    # about half its replies, which then run to the cap: 192 tokens took ~4.3 min of
+                    # the smoke run, 128 (room for ~10 propositions of ~12 tokens) ~2.9 min
                     "proposition_max_new_tokens": 128,
                     # completion: 28 chunks x ~7 calls; measured 212 calls / 23 min at 64 tokens, 3 items,
                     # 400 context chars on a loaded 2-core machine, hence the smaller sizes
