@@ -3,12 +3,9 @@ routing over several URLs, bounded concurrency, and faults (timeouts, 5xx, malfo
 connections) → bounded retries, then LLMError; nothing hangs."""
 from __future__ import annotations
 
-import json
 import math
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -17,52 +14,18 @@ from litseg_nb.llm import LLMError, SamplingParams, UsageTag, make_backend
 from litseg_nb.llm.openai_backend import OpenAIBackend
 from litseg_nb.llm.request_cache import CachedBackend
 
+from fakes import LoopbackServer
+
 pytestmark = pytest.mark.timeout(60)  # pytest-timeout (dev extra): a hang fails, never blocks
 
 
-class FakeServer:
+class FakeServer(LoopbackServer):
     """An OpenAI-compatible server in a thread. ``mode`` picks its behaviour per request."""
 
     def __init__(self, mode: str = "ok", delay_s: float = 0.0) -> None:
         self.mode = mode
         self.delay_s = delay_s
-        self.requests: list[dict] = []
-        self.active = 0
-        self.max_active = 0
-        self._lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with outer._lock:
-                    outer.requests.append({"path": self.path, **body})
-                    outer.active += 1
-                    outer.max_active = max(outer.max_active, outer.active)
-                try:
-                    outer.respond(self, body)
-                finally:
-                    with outer._lock:
-                        outer.active -= 1
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def send(self, h, status: int, payload: bytes) -> None:
-        h.send_response(status)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(payload)))
-        h.end_headers()
-        try:
-            h.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        super().__init__()
 
     def respond(self, h, body: dict) -> None:
         if self.delay_s:
@@ -98,11 +61,7 @@ class FakeServer:
                 "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
         else:
             return self.send(h, 404, b'{"error": "not found"}')
-        self.send(h, 200, json.dumps(payload).encode())
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.send(h, 200, payload)
 
 
 @pytest.fixture

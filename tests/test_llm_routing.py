@@ -3,68 +3,39 @@ loopback servers that record what each received: related requests stay on one re
 changes only on failure, and one hot prefix is spread within the bounded-load cap."""
 from __future__ import annotations
 
-import json
 import math
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from litseg_nb.llm import SamplingParams
 from litseg_nb.llm.openai_backend import OpenAIBackend
 
+from fakes import LoopbackServer, chat_reply
+
 pytestmark = pytest.mark.timeout(60)
 
 
-class Replica:
+class Replica(LoopbackServer):
     """A fake server recording each request; ``down`` answers 503, ``delay_s`` slows replies."""
 
     def __init__(self, delay_s: float = 0.0, down: bool = False) -> None:
         self.delay_s, self.down = delay_s, down
-        self.received: list[dict] = []
-        self.active = self.max_active = 0
-        lock = threading.Lock()
-        outer = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    @property
+    def received(self) -> list[dict]:
+        return self.requests
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with lock:
-                    outer.received.append(body)
-                    outer.active += 1
-                    outer.max_active = max(outer.max_active, outer.active)
-                try:
-                    time.sleep(outer.delay_s)
-                    if outer.down:
-                        status, payload = 503, b'{"error": "down"}'
-                    else:
-                        status, payload = 200, json.dumps({
-                            "choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],
-                            "usage": {"prompt_tokens": 5, "completion_tokens": 1}}).encode()
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                finally:
-                    with lock:
-                        outer.active -= 1
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+    def respond(self, handler, body: dict) -> None:
+        time.sleep(self.delay_s)
+        if self.down:
+            self.send(handler, 503, {"error": "down"})
+        else:
+            self.send(handler, 200, chat_reply("ok"))
 
     def systems(self) -> set[str]:
         return {b["messages"][0]["content"] for b in self.received}
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

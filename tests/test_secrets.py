@@ -7,9 +7,6 @@ console output are searched for the key.
 """
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import nbformat
 import pytest
@@ -17,40 +14,21 @@ import pytest
 from litseg_nb import runner
 from litseg_nb.config import ConfigError, LLMConfig, StageConfig
 
+from fakes import LoopbackServer, chat_reply
+
 SECRET = "sk-litseg-test-7f3a9c1e5b2d4f60a8e1"
 
 
-class KeyServer:
-    """Minimal OpenAI-compatible chat server that records the Authorization headers it gets."""
+class KeyServer(LoopbackServer):
+    """Minimal OpenAI-compatible chat server; ``auth`` lists the Authorization headers it got."""
 
-    def __init__(self) -> None:
-        self.auth: list[str] = []
-        outer = self
+    @property
+    def auth(self) -> list[str]:
+        return [next((v for k, v in r["_headers"].items() if k.lower() == "authorization"), "")
+                for r in self.requests]
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.auth.append(self.headers.get("Authorization", ""))
-                text = "reply to: " + body["messages"][-1]["content"]
-                payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": text},
-                                                   "finish_reason": "stop"}],
-                                      "usage": {"prompt_tokens": 5, "completion_tokens": 3}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, handler, body: dict) -> None:
+        self.send(handler, 200, chat_reply("reply to: " + body["messages"][-1]["content"], completion_tokens=3))
 
 
 NOTEBOOK_CODE = [
