@@ -41,6 +41,11 @@ def at_least(default: Any, minimum: float) -> Any:
     return field(default=default, metadata={"ge": minimum})
 
 
+def between(default: Any, minimum: float, maximum: float) -> Any:
+    """A numeric field that must lie in ``[minimum, maximum]``."""
+    return field(default=default, metadata={"ge": minimum, "le": maximum})
+
+
 def field_constraint(cls: type, name: str) -> dict[str, Any]:
     """The declared ``choices`` / ``ge`` of field ``name`` of dataclass ``cls`` (empty when none)."""
     for f in fields(cls):
@@ -105,6 +110,9 @@ def validate_fields(obj: Any) -> None:
         minimum = f.metadata.get("ge")
         if minimum is not None and value is not None and value < minimum:
             raise ConfigError(f"{where}: {value!r} is below the minimum {minimum}")
+        maximum = f.metadata.get("le")
+        if maximum is not None and value is not None and value > maximum:
+            raise ConfigError(f"{where}: {value!r} is above the maximum {maximum}")
 
 
 def _check_profile(profile: str) -> None:
@@ -203,6 +211,9 @@ class LLMConfig(_Base):
     # chat template's thinking switch (Qwen3-style `enable_thinking`); off for segmentation,
     # judging and rewriting, a notebook turns it on where it wants a reasoning model to reason
     enable_thinking: bool = False
+    # hf backend, forward-only calls (log-probs: margin sampling, perplexity, scoring): a batch is cut
+    # before more than this fraction of its tokens would be padding (1 = batches of batch_size only)
+    max_padding: float = between(0.25, 0.0, 1.0)
 
 
 @dataclass(frozen=True)

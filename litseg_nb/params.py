@@ -233,6 +233,10 @@ def _check_value(name: str, value: Any, cls: type, path: str, spec: NotebookConf
     if minimum is not None and not isinstance(value, tuple) and value < minimum:
         raise ConfigError(f"parameter {name!r}: {value!r} is not accepted; expected a value >= {minimum:g} "
                           f"(or none for the profile's value)")
+    maximum = rule.get("le")
+    if maximum is not None and not isinstance(value, tuple) and value > maximum:
+        raise ConfigError(f"parameter {name!r}: {value!r} is not accepted; expected a value <= {maximum:g} "
+                          f"(or none for the profile's value)")
 
 
 def config_overrides(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,10 +6,12 @@ import json
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from litseg_nb.config import LLMConfig
 from litseg_nb.llm import LLMError, SamplingParams, UsageTag, make_backend
-from litseg_nb.llm.hf import HFBackend
+from litseg_nb.llm.hf import HFBackend, padded_batches
 
 CONVS = [
     [{"role": "user", "content": "Summarise the chapter in one line."}],
@@ -179,3 +181,55 @@ def test_unknown_model_is_a_clear_error(tmp_path):
 
     with pytest.raises(ConfigError, match="LLMConfig.backend: 'nope'"):  # rejected when the config is built
         LLMConfig(backend="nope", use_cache=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 60), min_size=0, max_size=30), st.integers(1, 8),
+       st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0]))
+def test_padded_batches_cut_only_where_padding_would_exceed_the_cap(lengths, batch_size, cap):
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches = padded_batches(order, lengths, batch_size, cap)
+    assert [i for b in batches for i in b] == order  # every item once, in order
+    for k, b in enumerate(batches):
+        assert 1 <= len(b) <= batch_size
+        waste = 1 - sum(lengths[i] for i in b) / (lengths[b[0]] * len(b))
+        assert waste <= cap + 1e-12
+        if k + 1 < len(batches) and len(b) < batch_size:  # cut early: the next item would break the cap
+            nxt = b + [batches[k + 1][0]]
+            assert 1 - sum(lengths[i] for i in nxt) / (lengths[b[0]] * len(nxt)) > cap
+    if cap == 1.0:
+        assert [len(b) for b in batches] == [len(order[i:i + batch_size]) for i in range(0, len(order), batch_size)]
+
+
+def test_padding_cap_splits_forward_batches_and_keeps_the_scores(backend, monkeypatch):
+    convs = [[{"role": "user", "content": "word " * n}] for n in (1, 40, 3, 25, 2)]
+    cands = ["yes", "no"]
+    calls = []
+    forward = HFBackend._forward_logits
+
+    def spy(self, seqs, prefix=None):
+        calls.append(len(seqs))
+        return forward(self, seqs, prefix)
+
+    monkeypatch.setattr(HFBackend, "_forward_logits", spy)
+    got = {}
+    for cap in (1.0, 0.0):
+        monkeypatch.setattr(backend, "max_padding", cap)
+        calls.clear()
+        got[cap] = backend.next_token_logprobs(convs, cands)
+        got[cap, "texts"] = backend.text_logprobs([c[0]["content"] for c in convs])
+        got[cap, "passes"] = list(calls)
+    assert len(got[0.0, "passes"]) > len(got[1.0, "passes"])  # the cap really split batches
+    for a, b in zip(got[1.0], got[0.0]):
+        assert [a[c] for c in cands] == pytest.approx([b[c] for c in cands], abs=1e-5)
+    for a, b in zip(got[1.0, "texts"], got[0.0, "texts"]):
+        assert a == pytest.approx(b, abs=1e-5)
+
+
+def test_max_padding_is_checked():
+    from litseg_nb.config import ConfigError
+
+    with pytest.raises(ConfigError, match="max_padding: 1.5 is above the maximum 1.0"):
+        LLMConfig(max_padding=1.5)
+    with pytest.raises(LLMError, match="max_padding"):
+        HFBackend("tiny-random", max_padding=-0.1)

@@ -26,7 +26,8 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
         backend = HFBackend(llm_cfg.model, dtype=llm_cfg.dtype, device=llm_cfg.device,
                             batch_size=llm_cfg.batch_size, max_model_len=llm_cfg.max_model_len,
                             structured_output=llm_cfg.structured_output, ledger=ledger,
-                            prefix_reuse=llm_cfg.prefix_reuse, enable_thinking=llm_cfg.enable_thinking)
+                            prefix_reuse=llm_cfg.prefix_reuse, enable_thinking=llm_cfg.enable_thinking,
+                            max_padding=llm_cfg.max_padding)
     elif kind == "vllm":
         from .vllm_backend import VLLMBackend
 
