@@ -47,7 +47,7 @@ def between(default: Any, minimum: float, maximum: float) -> Any:
 
 
 def field_constraint(cls: type, name: str) -> dict[str, Any]:
-    """The declared ``choices`` / ``ge`` of field ``name`` of dataclass ``cls`` (empty when none)."""
+    """The declared ``choices`` / ``ge`` / ``le`` of field ``name`` of dataclass ``cls`` (empty when none)."""
     for f in fields(cls):
         if f.name == name:
             return dict(f.metadata)
