@@ -94,3 +94,10 @@ def test_every_stage_config_builds_in_every_profile(profile):
         cls = spec.config_class()
         assert cls.for_profile(profile).profile == profile
         assert not hasattr(cls, "STAGE")
+
+
+def test_baselines_label_names_a_shortened_proposition_cap():
+    from litseg_nb.chunkers import BaselinesConfig
+
+    assert "proposition replies capped at 128 tokens" in BaselinesConfig.for_profile("smoke").describe()
+    assert "proposition replies capped" not in BaselinesConfig.for_profile("full").describe()

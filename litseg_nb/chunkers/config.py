@@ -123,4 +123,6 @@ class BaselinesConfig(StageConfig):
         out = super().describe() + f" | tokenizer={self.tokenizer}"
         if self.semantic_books:
             out += f" | semantic chunker on {','.join(self.semantic_books)} only"
+        if self.proposition_max_new_tokens < BaselinesConfig.proposition_max_new_tokens:
+            out += f" | proposition replies capped at {self.proposition_max_new_tokens} tokens"
         return out
