@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import socket
+import threading
 import time
 
 import pytest
@@ -187,7 +188,15 @@ def test_transient_5xx_recovers_and_failover_to_other_url(server):
 def test_retry_backoff_is_exponential(server, monkeypatch):
     s = server("500")
     sleeps: list[float] = []
-    monkeypatch.setattr("litseg_nb.llm.openai_backend.time.sleep", sleeps.append)
+    caller, real_sleep = threading.current_thread(), time.sleep
+
+    def record(d: float) -> None:  # time.sleep is global: other threads (servers, earlier tests) pass through
+        if threading.current_thread() is caller:
+            sleeps.append(d)
+        else:
+            real_sleep(d)
+
+    monkeypatch.setattr("litseg_nb.llm.openai_backend.time.sleep", record)
     b = client(s.url, max_retries=4, backoff_s=1.0, max_backoff_s=5.0)
     with pytest.raises(LLMError):
         b.chat([CONV])
