@@ -201,6 +201,11 @@ class LLMConfig(_Base):
     # never a config value, so it cannot reach manifests, labels, cache keys or notebooks (#10.7)
     api_key_env: str = "OPENAI_API_KEY"
     request_timeout_s: float = 120.0
+    # openai backend: the most one request may wait in all, over its attempts and backoffs; after it
+    # the run stops with BackendUnavailableError naming the server. While requests wait, a console
+    # line every wait_report_s says how many and how long the oldest has waited (a hung server)
+    max_wait_s: float = at_least(300.0, 1.0)
+    wait_report_s: float = at_least(30.0, 1.0)
     max_concurrency: int = at_least(8, 1)
     max_retries: int = at_least(3, 0)
     structured_output: bool = False

@@ -12,7 +12,8 @@ import conftest
 import pytest
 
 from litseg_nb.litseg.config import LitSegConfig
-from litseg_nb.litseg.pipeline import annotate_units, records_to_chunks
+from litseg_nb.litseg.pipeline import annotate_units, read_annotations, records_to_chunks
+from litseg_nb.llm import BackendUnavailableError
 from litseg_nb.llm.openai_backend import OpenAIBackend
 from litseg_nb.schema import Book, check_coverage
 
@@ -89,19 +90,38 @@ def backend(url):
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("server", ["5xx", "timeout", "broken_body"], indirect=True)
-def test_server_faults_end_in_whole_unit_after_bounded_retries(server):
-    cfg = LitSegConfig.for_profile("test", max_retries=1)
+def test_server_faults_stop_the_run_after_bounded_retries(server, tmp_path):
+    # #25.1: a failing server used to end in "every unit the whole-unit fallback" (a silent result);
+    # the paper's fallbacks are for invalid replies, a server fault stops the run naming the server
+    cfg = LitSegConfig.for_profile("test", max_retries=1, unit_group_size=1)
     book = make_book()
     t0 = time.perf_counter()
-    run = annotate_units([(book, u) for u in book.units], backend(server.url), cfg, progress=False)
+    ann = tmp_path / "ann.jsonl"
+    with pytest.raises(BackendUnavailableError) as err:
+        annotate_units([(book, u) for u in book.units], backend(server.url), cfg, progress=False,
+                       annotations_path=ann)
     assert time.perf_counter() - t0 < 45
-    # 3 stages x (1 + 1 LitSeg retry) x 2 units x (1 + 1 HTTP retry) requests, no more
-    assert server.requests == 3 * 2 * 2 * 2
-    for r in run.records:
-        assert r["status"] == "backend_error" and r["fallback"] == "whole_unit"
-        assert all(a["error"] and "LLMError" in a["error"] for s in r["stages"].values() for a in s["attempts"])
-    chunks = records_to_chunks([book], run.records)
-    assert all(check_coverage(u, chunks).ok for u in book.units)
+    assert server.url in str(err.value) and "\n" not in str(err.value)
+    # one request and its one HTTP retry, no LitSeg retry of a dead server, nothing written
+    assert server.requests == 2
+    assert not ann.exists() or read_annotations(ann) == []
+
+
+@pytest.mark.timeout(60)
+def test_backend_error_in_a_later_group_keeps_the_finished_units(tmp_path):
+    from litseg_nb.llm import ScriptedBackend
+
+    good = iter(['{"step_1_events": "e"}', '{"step_2_threads": "t"}', json.dumps(
+        {"chapter_title": "c", "step_3_turning_points": [],
+         "segments": [{"subtitle": "s", "from_idx": 1, "to_idx": 5, "context_idx": []}]})])
+    be = ScriptedBackend(reply_fn=lambda conv: next(good, None) or BackendUnavailableError("down"))
+    cfg = LitSegConfig.for_profile("test", max_retries=1, unit_group_size=1)
+    book = make_book()
+    ann = tmp_path / "ann.jsonl"
+    with pytest.raises(BackendUnavailableError):
+        annotate_units([(book, u) for u in book.units], be, cfg, progress=False, annotations_path=ann)
+    recs = read_annotations(ann)
+    assert [r["unit_id"] for r in recs] == ["u0"] and recs[0]["fallback"] == "none"
 
 
 @pytest.mark.timeout(60)

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from litseg_nb.llm.base import LLMError, ScriptedBackend
+from litseg_nb.llm.base import BackendUnavailableError, LLMError, ScriptedBackend
 from litseg_nb.metrics.rubric_judge import (RubricParseError, improper_overlap_flags,
                                             parse_rubric_reply, score_chunks_with_rubric)
 
@@ -61,11 +61,21 @@ def test_judge_prompt_and_scores():
     assert "Original Passage: [1] a\n[2] b" in user and user.endswith(SEGS)
 
 
-def test_retry_then_success_and_llm_error_counted():
-    be = ScriptedBackend(replies=["garbage", LLMError("boom"),
+def test_retry_then_success_is_counted():
+    be = ScriptedBackend(replies=["garbage", "still no json",
                                   '{"dimension1": [3], "dimension2": [3], "dimension3": [3]}'])
     r = score_chunks_with_rubric(be, "p", "x", "{}", n_chunks=1, retries=2)
-    assert not r.neutral and r.attempts == 3 and len(r.errors) == 2 and "boom" in r.errors[1]
+    assert not r.neutral and r.attempts == 3 and len(r.errors) == 2
+
+
+def test_backend_error_propagates_never_a_neutral_score():
+    # #25.1: a dead judge server used to be "one failed attempt" and ended in the neutral 3.0 score
+    be = ScriptedBackend(replies=["garbage", BackendUnavailableError("server http://127.0.0.1:9/v1 down"),
+                                  '{"dimension1": [3], "dimension2": [3], "dimension3": [3]}'])
+    with pytest.raises(BackendUnavailableError, match="127.0.0.1:9"):
+        score_chunks_with_rubric(be, "p", "x", "{}", n_chunks=1, retries=2)
+    with pytest.raises(LLMError, match="boom"):
+        score_chunks_with_rubric(ScriptedBackend(replies=[LLMError("boom")]), "p", "x", "{}", n_chunks=1)
 
 
 def test_bounded_retries_then_neutral_is_counted():

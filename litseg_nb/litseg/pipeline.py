@@ -14,14 +14,16 @@ attempt (the backend batches internally).
 Retries. A reply that fails validation (see :mod:`.validate`) is retried up to
 ``max_retries`` times, batched over the still-invalid units. Retries use the same prompt with
 sampling at ``retry_temperature`` and seed ``cfg.seed + attempt`` (greedy decoding would repeat
-the same reply). A backend error (:class:`~litseg_nb.llm.base.LLMError`, raised after the
-backend's own bounded connection retries) counts as a failed attempt of every unit in that call.
+the same reply). A backend error (:class:`~litseg_nb.llm.base.LLMError`, e.g.
+:class:`~litseg_nb.llm.base.BackendUnavailableError` after the backend's own bounded connection
+retries) is not a reply: it is never answered by a fallback, it stops the run (units finished in
+earlier unit groups are already in the annotations file; a rerun resumes after them).
 
 Fallbacks (all counted in the annotation record):
 
 * stage 1/2 still invalid after the retries → the last non-empty raw reply is passed on verbatim
-  as ``{step_k_result}`` (``fallback = "raw_passthrough"``); with no reply at all (only backend
-  errors) an empty string is passed on (``"empty"``). The pipeline continues: stage 3 is what
+  as ``{step_k_result}`` (``fallback = "raw_passthrough"``); with no non-empty reply an empty
+  string is passed on (``"empty"``). The pipeline continues: stage 3 is what
   produces segments, and it is validated on its own.
 * stage 3 after the retries → :func:`.validate.finalize_segments` on the last attempt that had
   readable segments (else the last attempt): index sanitising, the paper's left-adjacent coverage
@@ -36,8 +38,8 @@ cropped and says so; unpaired surrogates are replaced so every record can be wri
 Annotations. One JSON record per unit is appended to the annotations file as soon as the unit is
 finished (all three raw stage replies of every attempt, validation errors, the segments used, the
 fallback, token counts). A rerun skips units whose record has the same key (config, prompts,
-model, unit text) and ``status == "done"``; units that ended with backend errors
-(``status == "backend_error"``) are redone. At the end the file is rewritten in unit order with
+model, unit text) and ``status == "done"``; records of older versions that ended with backend
+errors (``status == "backend_error"``) are redone. At the end the file is rewritten in unit order with
 exactly this run's records. LLM calls also go through the backend's request cache.
 """
 from __future__ import annotations
@@ -234,8 +236,26 @@ def annotate_units(
             if job.key in done:
                 replay_record_usage(ledger, done[job.key], method)
     group = cfg.unit_group_size or len(todo) or 1
-    calls = 0
     bar = tqdm(total=len(todo) * 3, desc=f"{method} stages", disable=not progress or not todo)
+    try:
+        calls = _run_groups(todo, group, backend, cfg, system, structured, retries, method, bar, done,
+                            annotations_path)
+    finally:
+        bar.close()
+    records = [done[j.key] for j in jobs]
+    if annotations_path is not None:
+        write_jsonl(Path(annotations_path), records)
+    return AnnotationRun(records, time.perf_counter() - t0, calls, len(jobs) - len(todo),
+                         Path(annotations_path) if annotations_path is not None else None,
+                         length_reference, structured, method)
+
+
+def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, system: str, structured: bool,
+                retries: int, method: str, bar: Any, done: dict[str, dict[str, Any]],
+                annotations_path: Path | None) -> int:
+    """The three stages per group of units; each finished unit's record is appended at once (so a
+    backend error in a later group loses nothing finished). Returns the chat calls made."""
+    calls = 0
     for g in range(0, len(todo), group):
         batch = todo[g:g + group]
         g0 = time.perf_counter()
@@ -248,13 +268,7 @@ def annotate_units(
             done[job.key] = job.record
             if annotations_path is not None:
                 _append(annotations_path, job.record)
-    bar.close()
-    records = [done[j.key] for j in jobs]
-    if annotations_path is not None:
-        write_jsonl(Path(annotations_path), records)
-    return AnnotationRun(records, time.perf_counter() - t0, calls, len(jobs) - len(todo),
-                         Path(annotations_path) if annotations_path is not None else None,
-                         length_reference, structured, method)
+    return calls
 
 
 def record_usage_rows(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -330,41 +344,31 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig, sy
         still: list[_Job] = []
         for book_id, bjobs in by_book.items():
             calls += 1
-            try:
-                gens = backend.chat([j.conv for j in bjobs], params, UsageTag(method, book_id, stage))
-                if len(gens) != len(bjobs):
-                    raise LLMError(f"backend returned {len(gens)} generations for {len(bjobs)} prompts")
-                error = None
-            except LLMError as e:
-                log.warning("LitSeg %s attempt %d for book %s: backend error: %s", stage, attempt, book_id, e)
-                gens, error = [None] * len(bjobs), f"{type(e).__name__}: {e}"
+            # a backend error (LLMError: a dead or failing server, an over-long prompt) is not a
+            # reply: it propagates and stops the run, never a fallback
+            gens = backend.chat([j.conv for j in bjobs], params, UsageTag(method, book_id, stage))
+            if len(gens) != len(bjobs):
+                raise LLMError(f"backend returned {len(gens)} generations for {len(bjobs)} prompts")
             for job, gen in zip(bjobs, gens):
-                if gen is None:
-                    entry = {"attempt": attempt, "text": None, "error": error, "valid": False,
-                             "errors": ["backend error"], "prompt_tokens": 0, "completion_tokens": 0,
-                             "cached_prompt_tokens": 0, "latency_s": 0.0, "cache_hit": False,
-                             "finish_reason": "", "temperature": temperature, "seed": params.seed}
-                    valid = False
+                obj, errors, vres, info = _validate_stage(stage, gen.text, job.unit.n_sentences,
+                                                          params.max_new_tokens)
+                valid = not errors
+                entry = {"attempt": attempt, "text": info["text"], "error": None, "valid": valid,
+                         "errors": errors, "prompt_tokens": gen.prompt_tokens,
+                         "completion_tokens": gen.completion_tokens,
+                         "cached_prompt_tokens": gen.cached_prompt_tokens or 0,
+                         "reasoning_tokens": gen.reasoning_tokens,
+                         "latency_s": gen.latency_s, "cache_hit": bool(gen.cache_hit),
+                         "finish_reason": gen.finish_reason, "temperature": temperature,
+                         "seed": params.seed, "reply_notes": info["reply_notes"],
+                         "truncated_in_reasoning": info["truncated_in_reasoning"],
+                         "oversize": info["oversize"]}
+                if stage != "stage3":
+                    entry["parsed"] = obj if valid else None
                 else:
-                    obj, errors, vres, info = _validate_stage(stage, gen.text, job.unit.n_sentences,
-                                                              params.max_new_tokens)
-                    valid = not errors
-                    entry = {"attempt": attempt, "text": info["text"], "error": None, "valid": valid,
-                             "errors": errors, "prompt_tokens": gen.prompt_tokens,
-                             "completion_tokens": gen.completion_tokens,
-                             "cached_prompt_tokens": gen.cached_prompt_tokens or 0,
-                             "reasoning_tokens": gen.reasoning_tokens,
-                             "latency_s": gen.latency_s, "cache_hit": bool(gen.cache_hit),
-                             "finish_reason": gen.finish_reason, "temperature": temperature,
-                             "seed": params.seed, "reply_notes": info["reply_notes"],
-                             "truncated_in_reasoning": info["truncated_in_reasoning"],
-                             "oversize": info["oversize"]}
-                    if stage != "stage3":
-                        entry["parsed"] = obj if valid else None
-                    else:
-                        job.last_validation = vres
-                        if vres is not None and (vres.segments or valid):
-                            job.usable_validation, job.usable_text = vres, info["text"]
+                    job.last_validation = vres
+                    if vres is not None and (vres.segments or valid):
+                        job.usable_validation, job.usable_text = vres, info["text"]
                 job.record["stages"][stage]["attempts"].append(entry)
                 if not valid:
                     still.append(job)

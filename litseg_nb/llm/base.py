@@ -20,6 +20,7 @@ book, stage), for notebook 08.
 """
 from __future__ import annotations
 
+import re
 import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -214,6 +215,30 @@ def reasoning_text_split(text: str) -> tuple[str, str]:
 
 class LLMError(RuntimeError):
     """A backend failed after its bounded retries (names backend, model and the cause)."""
+
+
+class BackendUnavailableError(LLMError):
+    """The model server gave no reply: connection refused, timeouts or HTTP errors after the bounded
+    retries, a body that is not an OpenAI response. Never answered by a fallback (the paper's
+    retries, repairs and whole-unit fallback are for invalid *replies*): it stops the run, and
+    nothing of it is cached. The message is one line naming the server (credentials redacted) and
+    the cause."""
+
+
+_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+_URL_SECRET_QUERY = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access_token|auth)=)[^&#\s]+")
+
+
+def redact_url(url: str) -> str:
+    """``url`` without credentials: ``user:token@`` becomes ``***@``, a ``key=``/``token=`` query value
+    ``***`` (for messages, labels and cache keys)."""
+    return _URL_SECRET_QUERY.sub(r"\1***", _URL_USERINFO.sub("***@", str(url)))
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[:limit] + "..."
 
 
 @dataclass

@@ -42,7 +42,8 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
         backend = OpenAIBackend(llm_cfg.model, base_urls=llm_cfg.base_urls, api_key=api_key,
                                 timeout_s=llm_cfg.request_timeout_s,
                                 max_concurrency=llm_cfg.max_concurrency,
-                                max_retries=llm_cfg.max_retries,
+                                max_retries=llm_cfg.max_retries, max_wait_s=llm_cfg.max_wait_s,
+                                wait_report_s=llm_cfg.wait_report_s,
                                 structured_output=llm_cfg.structured_output, ledger=ledger,
                                 enable_thinking=llm_cfg.enable_thinking)
     else:

@@ -190,11 +190,31 @@ def resolve_model_path(name: str) -> str:
 
 
 def model_revision(name: str) -> str:
-    """A string that changes when the weights behind ``name`` change (used in cache keys)."""
+    """A string that changes when the weights behind ``name`` change (used in request-cache keys):
+    a packaged name's recipe version; a local folder's absolute path and a stamp of its files'
+    names, sizes and modification times; a hub id's snapshot commit in the local hub cache (looked
+    up locally, the hub is not contacted); else the name itself."""
     if name == TINY_RANDOM:
         return f"{TINY_RANDOM}@{TINY_RANDOM_REVISION}"
     if name == SMOLLM2:
         return f"{SMOLLM2}@{SMOLLM2_REVISION}"
+    p = Path(name).expanduser()
+    if p.is_dir():
+        import hashlib
+
+        h = hashlib.sha256()
+        for f in sorted(x for x in p.iterdir() if x.is_file()):
+            st = f.stat()
+            h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        return f"{p.resolve()}@files-{h.hexdigest()[:12]}"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(name, "config.json")
+    except (ValueError, OSError):  # not a valid repo id (HFValidationError): the name is all we know
+        hit = None
+    if isinstance(hit, str):  # .../snapshots/<commit>/config.json
+        return f"{name}@{Path(hit).parent.name}"
     return name
 
 
@@ -207,16 +227,17 @@ def _offline_hint(name: str, exc: Exception) -> ModelNotAvailableError:
            "the local hub cache or a local path can be used" if offline else ""))
 
 
-def load_tokenizer(name: str):
+def load_tokenizer(name: str, local_only: bool = False):
     """Tokenizer of model ``name`` (left padding, pad token set); the one tokenizer loader of the
     package (the chunkers wrap it, :func:`litseg_nb.chunkers.base.load_tokenizer`). A new object
-    per call (callers may change it)."""
+    per call (callers may change it). ``local_only``: never contact the hub (a packaged name, a
+    local path or the local hub cache only; anything else fails at once)."""
     from transformers import AutoTokenizer
 
     # both packaged names use SmolLM2's tokenizer: load it without building/converting the model
     path = str(smollm2_tokenizer_dir()) if name in (TINY_RANDOM, SMOLLM2) else resolve_model_path(name)
     try:
-        tok = AutoTokenizer.from_pretrained(path)
+        tok = AutoTokenizer.from_pretrained(path, **({"local_files_only": True} if local_only else {}))
     except (OSError, ValueError) as exc:
         raise _offline_hint(name, exc) from exc
     tok.padding_side = "left"

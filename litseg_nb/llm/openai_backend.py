@@ -15,8 +15,18 @@ llama.cpp's server, ...
   attempts each replica received.
 * Connection errors, timeouts, 5xx answers and malformed response bodies are retried at most
   ``max_retries`` times with exponential backoff (``backoff_s * 2**attempt``, capped at
-  ``max_backoff_s``). 4xx answers are not retried. After the last attempt :class:`LLMError` names
-  the URL(s) and the cause.
+  ``max_backoff_s``), within ``max_wait_s`` seconds in all per request (the per-attempt timeout is
+  cut to what is left). 4xx answers are not retried. Then
+  :class:`~litseg_nb.llm.base.BackendUnavailableError` (one line: the server, credentials
+  redacted, and the cause) stops the caller: a dead server is never answered by a fallback. A
+  reply whose message content is ``null`` is an empty reply (the caller's reply checks count it).
+* A hung server is visible: while requests wait, one console line every ``wait_report_s`` seconds
+  gives the server, how many requests wait and how long the oldest has waited.
+* Secrets: the API key goes only into the ``Authorization: Bearer`` header; any message that
+  could carry it (an error body echoing it) has it replaced by ``***``. A base URL with
+  credentials (``http://user:token@host``) is refused: they would replace the Bearer key
+  silently (httpx sends them as Basic auth); put the key in the environment variable
+  ``LLMConfig.api_key_env`` names.
 * Structured output: with ``structured_output`` on and ``SamplingParams.json_schema`` set, the
   request carries ``response_format = {"type": "json_schema", ...}`` (vLLM turns it into guided
   decoding).
@@ -28,6 +38,10 @@ llama.cpp's server, ...
   tokenizer for the model is known (``tiny-random``, ``smollm2-135m-instruct``, a local path), the
   prompt is sent as BOS + text token ids, so -- as in the hf backend -- every text token gets a
   value; otherwise the text is sent as is and its first token gets none.
+* Tokens: a local tokenizer of the served model is used when one exists locally (a packaged name,
+  a local path, a model already in the local hub cache) -- the hub is never contacted; otherwise
+  tokens are counted by the server's ``/tokenize`` (vLLM, SGLang), and a server without it is a
+  clear error at the first count.
 * ``token_logprobs`` sends token ids to the same echo path (perplexity chunking on a server).
 * Usage: ``usage.prompt_tokens``, ``usage.completion_tokens`` and
   ``usage.prompt_tokens_details.cached_tokens`` (``vllm serve --enable-prefix-caching
@@ -51,8 +65,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from .base import (BackendBase, Conversation, Generation, LLMError, SamplingParams, UsageLedger,
-                   UsageTag, reasoning_text_split)
+from .base import (BackendBase, BackendUnavailableError, Conversation, Generation, LLMError,
+                   SamplingParams, UsageLedger, UsageTag, one_line, reasoning_text_split, redact_url)
 
 RETRYABLE_STATUS_MIN = 500
 
@@ -75,17 +89,30 @@ class OpenAIBackend(BackendBase):
                  backoff_s: float = 0.5, max_backoff_s: float = 8.0, structured_output: bool = False,
                  top_k_logprobs: int = 20, ledger: UsageLedger | None = None,
                  tokenizer: Any = None, enable_thinking: bool = False,
-                 route_prefix_chars: int = 1024, load_slack: float = 0.25) -> None:
+                 route_prefix_chars: int = 1024, load_slack: float = 0.25,
+                 max_wait_s: float | None = None, wait_report_s: float = 30.0) -> None:
         import httpx
 
         if not base_urls:
             raise LLMError("openai backend: no base_urls given (e.g. 'http://127.0.0.1:8000/v1')")
         if max_concurrency < 1 or max_retries < 0:
             raise LLMError("openai backend: max_concurrency must be >= 1 and max_retries >= 0")
+        self._secret = api_key if api_key and api_key != "EMPTY" else ""
+        for u in base_urls:
+            if httpx.URL(str(u)).userinfo:
+                raise LLMError(
+                    f"openai backend: base URL {redact_url(u)} carries credentials; they are not used "
+                    "(they would replace the API key silently): remove them and put the key in the "
+                    "environment variable llm.api_key_env names (sent as 'Authorization: Bearer')")
         self.model_id = model
-        self.revision = model
         self.base_urls = tuple(u.rstrip("/") for u in base_urls)
+        # what identifies the answering model in cache keys: the endpoints and the served model id
+        self.revision = f"{model}@{','.join(sorted(redact_url(u) for u in self.base_urls))}"
+        self.server = ", ".join(redact_url(u) for u in self.base_urls)  # for messages
         self.timeout_s = timeout_s
+        self.max_wait_s = float(max_wait_s) if max_wait_s is not None else \
+            (max_retries + 1) * timeout_s + max_retries * max_backoff_s
+        self.wait_report_s = max(0.01, float(wait_report_s))
         self.max_concurrency = max_concurrency
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -105,6 +132,64 @@ class OpenAIBackend(BackendBase):
             headers={"Authorization": f"Bearer {api_key}"})
         self._tokenizer = tokenizer
         self.attempts = 0  # HTTP attempts made (for tests and diagnostics)
+        self._waiting: dict[int, float] = {}  # request id -> start time (requests not yet answered)
+        self._next_id = 0
+        self._monitor: threading.Thread | None = None
+        self.wait_reports = 0  # "still waiting" console lines printed
+
+    # ------------------------------------------------------------------ secrets and hangs
+    def redact(self, text: str) -> str:
+        """``text`` with the API key and URL credentials replaced by ``***``."""
+        out = redact_url(str(text))
+        return out.replace(self._secret, "***") if len(self._secret) >= 4 else out
+
+    def waiting(self) -> tuple[int, float]:
+        """``(requests waiting for an answer, seconds the oldest has waited)``."""
+        now = time.monotonic()
+        with self._rr_lock:
+            starts = list(self._waiting.values())
+        return len(starts), (now - min(starts)) if starts else 0.0
+
+    def _watch(self) -> None:
+        """Print one line every ``wait_report_s`` while a request has waited that long (a hang)."""
+        import sys
+
+        last = time.monotonic()
+        while True:
+            time.sleep(min(1.0, self.wait_report_s / 4))
+            with self._rr_lock:
+                if not self._waiting:
+                    self._monitor = None
+                    return
+            n, oldest = self.waiting()
+            now = time.monotonic()
+            if oldest >= self.wait_report_s and now - last >= self.wait_report_s:
+                last = now
+                self.wait_reports += 1
+                line = (f"[litseg_nb] waiting for {self.server} ({self.model_id}): {n} request(s) "
+                        f"unanswered, oldest {oldest:.0f}s (gives up after llm.max_wait_s="
+                        f"{self.max_wait_s:.0f}s)")
+                try:
+                    from tqdm.auto import tqdm
+
+                    tqdm.write(line, file=sys.stderr)
+                except Exception:  # noqa: BLE001 - a console line must never break a request
+                    print(line, file=sys.stderr, flush=True)
+
+    def _wait_begin(self) -> int:
+        with self._rr_lock:
+            rid = self._next_id
+            self._next_id += 1
+            self._waiting[rid] = time.monotonic()
+            if self._monitor is None:
+                self._monitor = threading.Thread(target=self._watch, name="litseg-openai-wait",
+                                                 daemon=True)
+                self._monitor.start()
+        return rid
+
+    def _wait_end(self, rid: int) -> None:
+        with self._rr_lock:
+            self._waiting.pop(rid, None)
 
     # ------------------------------------------------------------------ plumbing
     def route_key(self, body: dict[str, Any]) -> str:
@@ -133,8 +218,17 @@ class OpenAIBackend(BackendBase):
               urls: Sequence[str] | None = None) -> dict[str, Any]:
         """POST ``body`` to ``<base_url><route>`` with retries; the parsed JSON answer.
 
-        Without ``urls`` the replica follows the prefix-affine routing (module docstring).
+        Without ``urls`` the replica follows the prefix-affine routing (module docstring). Every
+        failure is a :class:`BackendUnavailableError` (redacted, one line).
         """
+        rid = self._wait_begin()
+        try:
+            return self._post_attempts(route, body, urls)
+        finally:
+            self._wait_end(rid)
+
+    def _post_attempts(self, route: str, body: dict[str, Any],
+                       urls: Sequence[str] | None) -> dict[str, Any]:
         import httpx
 
         routed = not urls
@@ -146,9 +240,17 @@ class OpenAIBackend(BackendBase):
         else:
             ranking, start = list(range(len(urls))), 0
         causes: list[str] = []
+        deadline = time.monotonic() + self.max_wait_s
+        attempts = 0
         for attempt in range(self.max_retries + 1):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                causes.append(f"gave up after llm.max_wait_s={self.max_wait_s:g}s in all")
+                break
             idx = ranking[(start + attempt) % len(ranking)]
             url = urls[idx] + route
+            timeout = min(self.timeout_s, left)
+            attempts += 1
             with self._rr_lock:
                 self.attempts += 1
                 if routed:
@@ -156,22 +258,24 @@ class OpenAIBackend(BackendBase):
                     self.routed[idx] += 1
             try:
                 try:
-                    resp = self._client.post(url, json=body)
+                    resp = self._client.post(url, json=body, timeout=httpx.Timeout(timeout))
                 except httpx.TimeoutException as exc:
-                    raise _Retryable(f"timeout after {self.timeout_s}s ({type(exc).__name__})")
+                    raise _Retryable(f"no answer within {timeout:g}s ({type(exc).__name__})")
                 except httpx.TransportError as exc:
                     raise _Retryable(f"connection error: {type(exc).__name__}: {exc}")
                 if resp.status_code >= RETRYABLE_STATUS_MIN:
-                    raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:200]}")
+                    raise _Retryable(f"HTTP {resp.status_code}: {one_line(resp.text, 200)}")
                 if resp.status_code >= 400:
-                    raise LLMError(f"openai backend: {url} answered HTTP {resp.status_code} "
-                                   f"(not retried): {resp.text[:500]}")
+                    raise BackendUnavailableError(self.redact(
+                        f"openai server {url} answered HTTP {resp.status_code} (not retried): "
+                        f"{one_line(resp.text, 300)}"))
                 try:
                     data = resp.json()
                 except (json.JSONDecodeError, ValueError) as exc:
-                    raise _Retryable(f"malformed JSON body ({exc}): {resp.text[:200]!r}")
+                    raise _Retryable(f"malformed JSON body ({one_line(exc, 80)}): "
+                                     f"{one_line(repr(resp.text), 120)}")
                 if not isinstance(data, dict):
-                    raise _Retryable(f"unexpected JSON body (not an object): {resp.text[:200]!r}")
+                    raise _Retryable(f"unexpected JSON body (not an object): {one_line(repr(resp.text), 120)}")
                 return data
             except _Retryable as exc:
                 causes.append(f"{url}: {exc}")
@@ -181,10 +285,10 @@ class OpenAIBackend(BackendBase):
                         self._in_flight[idx] -= 1
             if attempt < self.max_retries:  # (not in flight while backing off)
                 delay = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
-                time.sleep(delay * (0.5 + random.random() / 2))
-        raise LLMError(f"openai backend ({self.model_id}): request failed after "
-                       f"{self.max_retries + 1} attempts; last cause: {causes[-1]}"
-                       + (f"; earlier: {'; '.join(causes[:-1])}" if len(causes) > 1 else ""))
+                time.sleep(max(0.0, min(delay * (0.5 + random.random() / 2), deadline - time.monotonic())))
+        raise BackendUnavailableError(self.redact(
+            f"openai server {self.server} ({self.model_id}) unavailable after {attempts} attempt(s): "
+            f"{causes[-1]}" + (f"; earlier: {'; '.join(causes[:-1])}" if len(causes) > 1 else "")))
 
     def _map(self, fn, items: Sequence[Any]) -> list[Any]:
         """``fn`` over ``items`` with bounded concurrency, results in order (first error raised)."""
@@ -193,15 +297,16 @@ class OpenAIBackend(BackendBase):
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items))) as pool:
             return list(pool.map(fn, items))
 
-    @staticmethod
-    def _field(data: dict[str, Any], *path: Any) -> Any:
+    def _field(self, data: dict[str, Any], *path: Any) -> Any:
+        """``data[path...]``; a body without it is not an OpenAI response (a server fault)."""
         cur: Any = data
         for p in path:
             try:
                 cur = cur[p]
             except (KeyError, IndexError, TypeError):
-                raise LLMError(f"openai backend: response lacks {'.'.join(map(str, path))}: "
-                               f"{json.dumps(data)[:300]}") from None
+                raise BackendUnavailableError(self.redact(
+                    f"openai server {self.server} ({self.model_id}) answered a body without "
+                    f"{'.'.join(map(str, path))}: {one_line(json.dumps(data), 200)}")) from None
         return cur
 
     @staticmethod
@@ -236,10 +341,14 @@ class OpenAIBackend(BackendBase):
         text = msg.get("content") if isinstance(msg, dict) else None
         reasoning = (msg.get("reasoning_content") or msg.get("reasoning")) if isinstance(msg, dict) else None
         answered = text is not None  # a reasoning parser leaves content null when </think> never came
-        if text is None and isinstance(reasoning, str):
-            text = ""  # cut off inside the reasoning: no answer
+        if text is None:
+            # cut off inside the reasoning, or a server that answered `content: null`: an empty
+            # reply, which the caller's reply checks treat as invalid (retried, counted)
+            text = ""
         if not isinstance(text, str):
-            raise LLMError(f"openai backend: message content is not text: {text!r}")
+            raise BackendUnavailableError(self.redact(
+                f"openai server {self.server} ({self.model_id}) answered a message whose content "
+                f"is not text: {one_line(repr(text), 120)}"))
         p, c, cached = self._usage(data)
         n_reasoning = self._reasoning_tokens(data, choice, text, c)
         if isinstance(reasoning, str) and reasoning:
@@ -327,8 +436,9 @@ class OpenAIBackend(BackendBase):
         # prompt's first token (no log-prob)
         prompt_lps = list(lps[:p]) if p else list(lps[:-1])
         if any(not isinstance(v, (int, float)) for v in prompt_lps[1:]):
-            raise LLMError(f"openai backend: completions echo returned non-numeric prompt "
-                           f"log-probs: {prompt_lps[:10]!r}")
+            raise BackendUnavailableError(
+                f"openai server {self.server} ({self.model_id}): completions echo returned "
+                f"non-numeric prompt log-probs: {one_line(repr(prompt_lps[:10]), 120)}")
         vals = [float(v) for v in prompt_lps[1:]]
         return vals, Generation("", prompt_tokens=p, completion_tokens=0, latency_s=latency,
                                 cached_prompt_tokens=cached)
@@ -365,13 +475,15 @@ class OpenAIBackend(BackendBase):
     # -------------------------------------------------------------------- tokens
     @property
     def tokenizer(self):
-        """A local tokenizer for the served model, when one can be found (else ``None``)."""
+        """A local tokenizer for the served model, when one exists locally (else ``None``): a
+        packaged name, a local path or a model already in the local hub cache. The hub is never
+        contacted (a served model's name is often no hub id at all)."""
         if self._tokenizer is None:
-            from .models import load_tokenizer
+            from .models import ModelNotAvailableError, load_tokenizer
 
             try:
-                self._tokenizer = load_tokenizer(self.model_id)
-            except Exception:
+                self._tokenizer = load_tokenizer(self.model_id, local_only=True)
+            except (ModelNotAvailableError, OSError, ValueError):
                 self._tokenizer = False
         return self._tokenizer or None
 
@@ -382,9 +494,22 @@ class OpenAIBackend(BackendBase):
             return len(tok(text, add_special_tokens=False).input_ids)
         root = self.base_urls[0]
         root = root[:-3] if root.endswith("/v1") else root
-        data = self._post("/tokenize", {"model": self.model_id, "prompt": text,
-                                        "add_special_tokens": False}, urls=(root,))
-        return int(self._field(data, "count"))
+        try:
+            data = self._post("/tokenize", {"model": self.model_id, "prompt": text,
+                                            "add_special_tokens": False}, urls=(root,))
+        except BackendUnavailableError as exc:
+            if " answered HTTP 4" not in str(exc):
+                raise
+            raise LLMError(self.redact(
+                f"openai backend: cannot count tokens for served model {self.model_id!r}: no local "
+                f"tokenizer (not a packaged name, a local path or in the local hub cache; the hub is "
+                f"never contacted) and {redact_url(root)}/tokenize is not available ({exc}). Serve "
+                "it with vLLM/SGLang (they have /tokenize) or name the model by a local path")) from None
+        count = self._field(data, "count")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise BackendUnavailableError(self.redact(
+                f"openai server {redact_url(root)}/tokenize answered count={count!r}"))
+        return count
 
     def close(self) -> None:
         self._client.close()

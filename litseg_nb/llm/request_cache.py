@@ -1,8 +1,16 @@
 """Persistent request cache (SQLite) in front of any backend.
 
 :class:`RequestCache` stores one row per request, keyed by the SHA-256 of a canonical JSON of
-(kind, backend, model revision, constrained-decoding flag, messages or text, sampling parameters,
-candidates). :class:`CachedBackend` wraps a backend: it answers what it can from the cache and
+(kind, backend, what identifies the answering model, constrained-decoding flag, messages or text,
+sampling parameters, candidates). The model part is the backend's ``revision``: for ``openai`` the
+served model id *and* the endpoint(s) (credentials redacted), so another server under the same
+``--llm-model`` is asked, not served this one's replies; for ``hf``/``vllm`` the model's revision
+(packaged recipe version, the hub snapshot commit, or a local folder's path and file stamp).
+
+Only replies that were received and read are stored: a backend error stores nothing (the exception
+leaves before the slice is written), and an empty chat reply or a log-prob result holding NaN is
+not stored either (nor served, if an older cache holds one), so fixing a server and rerunning asks
+it again. :class:`CachedBackend` wraps a backend: it answers what it can from the cache and
 sends only the misses to the backend, in slices of ``chunk_size`` requests, committing each slice
 as soon as it returns. So a run interrupted midway loses at most the slice in flight, and a rerun
 repeats no finished request.
@@ -12,7 +20,7 @@ file that is not a readable SQLite database is moved aside (``<name>.corrupt-<ti
 :class:`~litseg_nb.cache.CacheWarning` naming both paths, and an empty cache takes its place; an
 unreadable row is a miss.
 Hits and misses are counted on the wrapper (``hits``, ``misses``) and each served reply carries
-``Generation.cache_hit``. A hit returns the stored reply *with its original token counts and
+``Generation.cache_hit``; :func:`cache_report` says it in one line at the end of a run. A hit returns the stored reply *with its original token counts and
 latency* (so a rerun reproduces the efficiency tables); the ledger counts it under ``cache_hits``.
 """
 from __future__ import annotations
@@ -30,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 from ..cache import CacheWarning
 from ..paths import cache_dir
-from .base import Conversation, Generation, SamplingParams, UsageLedger, UsageTag
+from .base import Conversation, Generation, LLMError, SamplingParams, UsageLedger, UsageTag
 
 CACHE_FORMAT = 1
 
@@ -71,17 +79,7 @@ class RequestCache:
 
     def _move_aside(self, exc: Exception) -> Path:
         """Rename an unreadable database (and its WAL/SHM files) and warn naming both paths."""
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{os.getpid()}")
-        os.replace(self.path, aside)
-        for suffix in ("-wal", "-shm"):
-            side = self.path.with_name(self.path.name + suffix)
-            if side.exists():
-                os.replace(side, aside.with_name(aside.name + suffix))
-        msg = (f"LLM request cache {self.path} is not a readable SQLite database ({exc}); moved it "
-               f"to {aside} and started an empty cache (cached requests will be recomputed)")
-        warnings.warn(msg, CacheWarning, stacklevel=3)
-        return aside
+        return _move_aside_file(self.path, "LLM request cache", exc, stacklevel=3)
 
     @staticmethod
     def make_key(payload: dict[str, Any]) -> str:
@@ -128,6 +126,45 @@ class RequestCache:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _move_aside_file(path: Path, what: str, exc: Exception, stacklevel: int = 3) -> Path:
+    """Rename an unreadable SQLite database ``path`` (and its WAL/SHM files) to
+    ``<name>.corrupt-<time>-<pid>`` and warn in one line naming both paths (LLM and embedding caches)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}-{os.getpid()}")
+    os.replace(path, aside)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.replace(side, aside.with_name(aside.name + suffix))
+    msg = (f"{what} {path} is not a readable SQLite database ({exc}); moved it "
+           f"to {aside} and started an empty cache (cached entries will be recomputed)")
+    warnings.warn(msg, CacheWarning, stacklevel=stacklevel + 1)
+    return aside
+
+
+def is_failed_reply(kind: str, value: Any) -> bool:
+    """A result the cache never stores or serves: an empty chat reply, a log-prob result with NaN."""
+    if kind == "chat":
+        return not isinstance(value, str) or not value.strip()
+    vals = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+    if vals is None:
+        return True
+    return any(isinstance(v, float) and v != v for v in vals)
+
+
+def cache_report(backend: Any) -> str:
+    """One line on how many LLM replies of this run came from the request cache (for run summaries:
+    the ``segment`` command, notebooks); ``""`` for no backend. Counts are those of the
+    :class:`CachedBackend` (hits include identical requests answered once in a call)."""
+    if backend is None:
+        return ""
+    if not isinstance(backend, CachedBackend):
+        return f"LLM request cache: off ({getattr(backend, 'name', '?')} backend, every reply computed)"
+    total = backend.hits + backend.misses
+    return (f"LLM request cache: {backend.hits} of {total} repl{'y' if total == 1 else 'ies'} from the "
+            f"cache, {backend.misses} computed ({backend.cache.path})")
 
 
 def _gen_to_json(gen: Generation) -> dict[str, Any]:
@@ -183,6 +220,8 @@ class CachedBackend:
         first_of_key: dict[str, int] = {}
         dupes: dict[int, int] = {}
         for i, k in enumerate(keys):
+            if k in stored and is_failed_reply(kind, stored[k].get("value")):
+                stored.pop(k)  # an older cache's stored failure: asked again
             if k in stored:
                 value, gen = stored[k]["value"], _gen_from_json(stored[k]["usage"])
                 out[i] = (value, gen)
@@ -199,8 +238,11 @@ class CachedBackend:
         for start in range(0, len(todo), self.chunk_size):
             part = todo[start:start + self.chunk_size]
             results = compute(part)
+            if len(results) != len(part):
+                raise LLMError(f"{self.inner.name} backend answered {len(results)} of {len(part)} "
+                               "requests")
             self.cache.put_many([(keys[i], kind, model, {"value": v, "usage": _gen_to_json(g)})
-                                 for i, (v, g) in zip(part, results)])
+                                 for i, (v, g) in zip(part, results) if not is_failed_reply(kind, v)])
             for i, r in zip(part, results):
                 out[i] = r
         for i, j in dupes.items():

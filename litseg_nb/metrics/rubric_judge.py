@@ -16,9 +16,10 @@ robust to code fences, prose around the JSON, trailing commas, single quotes, ke
 of the wrong length, out-of-range, infinite or huge scores, and a reply that only repeats the
 rubric's own worked example. Of several qualifying objects the last one is the judgement.
 
-:func:`score_chunks_with_rubric` calls the judge with bounded retries; when every attempt fails it
-returns the *neutral* score (3.0 on every dimension of every chunk) with ``neutral=True`` so the caller
-counts it (the LitSeg-Lite reward and notebook 06 report the neutral rate).
+:func:`score_chunks_with_rubric` calls the judge with bounded retries; when no attempt's reply can be
+read it returns the *neutral* score (3.0 on every dimension of every chunk) with ``neutral=True`` so the caller
+counts it (the LitSeg-Lite reward and notebook 06 report the neutral rate). A backend error
+(:class:`~litseg_nb.llm.base.LLMError`, e.g. a dead judge server) is no reply: it propagates.
 
 Independently of the judge, :func:`improper_overlap_flags` checks the rubric's penalty condition
 deterministically from the segment JSON (a ``context_idx`` entry inside the chunk's own main range).
@@ -321,11 +322,8 @@ def score_chunks_with_rubric(
     for attempt in range(retries + 1):
         params = SamplingParams(max_new_tokens=budget, temperature=0.0 if attempt == 0 else 0.7,
                                 seed=seed + attempt)
-        try:
-            reply = backend.chat([conv], params, tag)[0].text
-        except Exception as e:  # noqa: BLE001 - an LLM failure is one failed attempt, recorded
-            errors.append(f"attempt {attempt}: {type(e).__name__}: {e}")
-            continue
+        # a backend error (LLMError) is no reply: it propagates, never a neutral score
+        reply = backend.chat([conv], params, tag)[0].text
         raws.append(reply)
         try:
             d1, d2, d3 = parse_rubric_reply(reply, n_chunks, max_new_tokens=budget)
