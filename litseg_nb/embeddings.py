@@ -17,7 +17,11 @@ here, not inside the backend, so the cache key covers exactly the string that wa
 
 Cache: one SQLite file per model under ``<cache_dir>/embeddings/``, keyed by the SHA-256 of the
 encoded string (model id, normalisation and backend are part of the file name). Only missing
-texts are sent to the model, in batches of ``EmbeddingConfig.batch_size``.
+texts are sent to the model, in batches of ``EmbeddingConfig.batch_size``. A cache file that is not
+a readable SQLite database (``sqlite3.DatabaseError``, at open or later) is moved aside like the LLM
+request cache (``<name>.corrupt-<time>-<pid>``, one :class:`~litseg_nb.cache.CacheWarning` line
+naming both paths) and an empty one takes its place; a full one (disk or database full) is reported
+in one warning line and the run continues without storing new vectors (they are still computed).
 """
 from __future__ import annotations
 
@@ -74,17 +78,49 @@ def _resolve_device(device: str) -> str:
 
 
 class EmbeddingCache:
-    """Persistent ``sha256(text) -> float32 vector`` store in one SQLite file (thread-safe)."""
+    """Persistent ``sha256(text) -> float32 vector`` store in one SQLite file (thread-safe); corrupt
+    and full files are handled as the module docstring says."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
-        with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
-            self._conn.commit()
+        self.moved_aside: Path | None = None
+        self.full = False  # set when a write failed for lack of space (new vectors are not stored)
+        try:
+            self._conn = self._open()
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "disk image is malformed"
+            self._conn = self._replace_corrupt(exc)
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+            conn.execute("SELECT key, vec FROM emb LIMIT 1").fetchall()
+            conn.commit()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _replace_corrupt(self, exc: Exception) -> sqlite3.Connection:
+        """Move the unreadable file aside (the LLM cache's code) and open an empty cache."""
+        from .llm.request_cache import _move_aside_file
+
+        self.moved_aside = _move_aside_file(self.path, "embeddings cache", exc, stacklevel=4)
+        return self._open()
+
+    @staticmethod
+    def _is_full(exc: Exception) -> bool:
+        return "full" in str(exc).lower()  # SQLITE_FULL: "database or disk is full"
+
+    def _reopen_after(self, exc: sqlite3.DatabaseError) -> None:
+        try:
+            self._conn.close()
+        except sqlite3.Error:
+            pass
+        self._conn = self._replace_corrupt(exc)
 
     @staticmethod
     def key(text: str) -> str:
@@ -94,18 +130,44 @@ class EmbeddingCache:
         out: dict[str, np.ndarray] = {}
         uniq = list(dict.fromkeys(keys))
         with self._lock:
-            for i in range(0, len(uniq), 500):
-                part = uniq[i:i + 500]
-                q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
-                for k, blob in self._conn.execute(q, part):
-                    out[k] = np.frombuffer(blob, dtype=np.float32)
+            try:
+                for i in range(0, len(uniq), 500):
+                    part = uniq[i:i + 500]
+                    q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
+                    for k, blob in self._conn.execute(q, part):
+                        out[k] = np.frombuffer(blob, dtype=np.float32)
+            except sqlite3.DatabaseError as exc:  # corrupted under a running process: all misses
+                self._reopen_after(exc)
+                return {}
         return out
 
     def put_many(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
         rows = [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items]
         with self._lock:
-            self._conn.executemany("INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)", rows)
-            self._conn.commit()
+            if self.full:
+                return
+            for retry in (False, True):
+                try:
+                    self._conn.executemany("INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)", rows)
+                    self._conn.commit()
+                    return
+                except sqlite3.DatabaseError as exc:
+                    try:
+                        self._conn.rollback()
+                    except sqlite3.Error:
+                        pass
+                    if self._is_full(exc) or retry:
+                        import warnings
+
+                        from .cache import CacheWarning
+
+                        self.full = True
+                        warnings.warn(f"embeddings cache {self.path} cannot store vectors ({exc}); "
+                                      "continuing without storing new ones (they are computed each "
+                                      "run): free disk space or set LITSEG_CACHE_DIR", CacheWarning,
+                                      stacklevel=3)
+                        return
+                    self._reopen_after(exc)
 
     def __len__(self) -> int:
         with self._lock:

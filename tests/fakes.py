@@ -3,11 +3,19 @@
 :class:`LoopbackServer` runs an HTTP server in a daemon thread and records every POST it gets (path,
 headers, JSON body) and how many were in flight at once; a subclass answers through
 :meth:`LoopbackServer.respond`. Use one as a context manager or call :meth:`close`.
+
+:class:`FakeOpenAI` is one with switchable ``mode`` (healthy, failing, hanging, broken bodies,
+``content: null``, a 401 that echoes the key) and a ``/tokenize`` route; its default replies are
+valid LitSeg stage replies and LumberChunker answers. :func:`free_port` gives a loopback port
+nobody listens on (a DOWN server), which a :class:`FakeOpenAI` can later be started on.
 """
 from __future__ import annotations
 
 import json
+import re
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -22,7 +30,7 @@ def chat_reply(content: str, prompt_tokens: int = 5, completion_tokens: int = 1,
 class LoopbackServer:
     """An HTTP server on a free loopback port; ``url`` is its ``.../v1`` base URL."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.requests: list[dict] = []  # {"path", "_headers", **body} in arrival order
         self.active = 0
         self.max_active = 0
@@ -45,7 +53,7 @@ class LoopbackServer:
                     with outer._lock:
                         outer.active -= 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -75,3 +83,70 @@ class LoopbackServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def free_port() -> int:
+    """A loopback port with nobody listening (connections to it are refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+_INDEX = re.compile(r"(?m)^\[(\d+)\] ")
+_LUMBER_IDS = re.compile(r"(?m)^ID (\d+): ")
+
+
+def model_reply(body: dict) -> str:
+    """A valid reply for the package's prompts: LitSeg stage 1/2/3 (the whole unit as one segment),
+    LumberChunker (the window's second ID), else an echo of the last message."""
+    user = body["messages"][-1]["content"]
+    if "ONLY Step 1" in user:
+        return '{"step_1_events": "events"}'
+    if "ONLY Step 2" in user:
+        return '{"step_2_threads": "threads"}'
+    if "ONLY Step 3" in user:
+        n = max((int(m) for m in _INDEX.findall(user)), default=1)
+        return json.dumps({"chapter_title": "c", "step_3_turning_points": [],
+                           "segments": [{"subtitle": "s", "from_idx": 1, "to_idx": n, "context_idx": []}]})
+    ids = [int(m) for m in _LUMBER_IDS.findall(user)]
+    if len(ids) >= 2:
+        return f"Answer: ID {ids[1]}"
+    return "echo: " + user
+
+
+class FakeOpenAI(LoopbackServer):
+    """An OpenAI-compatible server whose behaviour is ``mode`` (switchable while it runs):
+
+    ``ok`` (:func:`model_reply`), ``500`` (HTTP 500), ``hang`` (answers after ``hang_s``),
+    ``malformed`` (a body that is not JSON), ``null_content`` (``"content": null``), ``401_echo``
+    (HTTP 401 whose body repeats the Authorization header it got). ``/tokenize`` counts words
+    (HTTP 404 when ``tokenize=False``)."""
+
+    def __init__(self, mode: str = "ok", port: int = 0, hang_s: float = 3.0, tokenize: bool = True) -> None:
+        self.mode, self.hang_s, self.tokenize = mode, hang_s, tokenize
+        super().__init__(port)
+
+    def respond(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
+        if handler.path.endswith("/tokenize"):
+            if not self.tokenize:
+                return self.send(handler, 404, {"detail": "Not Found"})
+            return self.send(handler, 200, {"count": len(str(body.get("prompt", "")).split())})
+        mode = self.mode
+        if mode == "500":
+            return self.send(handler, 500, {"error": {"message": "internal server error"}})
+        if mode == "hang":
+            time.sleep(self.hang_s)
+        if mode == "malformed":
+            return self.send(handler, 200, b'{"choices": [{"message": ')
+        if mode == "401_echo":
+            got = handler.headers.get("Authorization", "")
+            return self.send(handler, 401, {"error": f"invalid API key: {got}"})
+        if mode == "null_content":
+            return self.send(handler, 200, {"choices": [{"message": {"role": "assistant", "content": None},
+                                                         "finish_reason": "stop"}],
+                                            "usage": {"prompt_tokens": 5, "completion_tokens": 0}})
+        self.send(handler, 200, chat_reply(model_reply(body), completion_tokens=4))
+
+    @property
+    def chat_requests(self) -> list[dict]:
+        return [r for r in self.requests if r["path"].endswith("/chat/completions")]

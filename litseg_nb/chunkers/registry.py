@@ -207,7 +207,7 @@ def _litseg(items, cfg, backend, embedder):
     run = annotate_units(items, backend, cfg, length_reference=reference, progress=True)
     books = list({id(b): b for b, _ in items}.values())
     chunks = records_to_chunks(books, run.records)
-    return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in run.records if r["fallback"]),
+    return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in run.records if r["fallback"] != "none"),
                                             "length_reference": reference}
 
 
@@ -217,7 +217,7 @@ def _lite(items, cfg, backend, embedder):
 
     seg = LiteSegmenter(backend, max_new_tokens=cfg.infer_max_new_tokens, retries=cfg.infer_retries, seed=cfg.seed)
     chunks, results = seg.segment_units(items, progress=True)
-    return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in results if r.fallback)}
+    return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in results if r.fallback != "none")}
 
 
 _PPL = ("perplexity_dynamic_overlap", "perplexity_max_context", "perplexity_block_tokens")

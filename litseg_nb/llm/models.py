@@ -218,6 +218,25 @@ def model_revision(name: str) -> str:
     return name
 
 
+def local_tokenizer_source(name: str) -> str | None:
+    """Where a tokenizer for ``name`` exists on this machine without any network access: the name of
+    a packaged model, an existing local path, or the snapshot folder of a hub id already in the
+    local hub cache; ``None`` when there is none (nothing is contacted to find out)."""
+    if name in (TINY_RANDOM, SMOLLM2) or Path(name).expanduser().exists():
+        return name
+    from ..embeddings import PACKAGED_MODELS
+
+    if name.lower() in PACKAGED_MODELS:
+        return name
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(name, "tokenizer_config.json")
+    except (ValueError, OSError):  # not a valid repo id (HFValidationError)
+        return None
+    return str(Path(hit).parent) if isinstance(hit, str) else None
+
+
 def _offline_hint(name: str, exc: Exception) -> ModelNotAvailableError:
     offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("TRANSFORMERS_OFFLINE") == "1"
     where = "a local directory" if Path(name).exists() else "a hub id"

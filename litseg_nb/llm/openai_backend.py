@@ -286,9 +286,10 @@ class OpenAIBackend(BackendBase):
             if attempt < self.max_retries:  # (not in flight while backing off)
                 delay = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
                 time.sleep(max(0.0, min(delay * (0.5 + random.random() / 2), deadline - time.monotonic())))
+        earlier = [c for c in dict.fromkeys(causes[:-1]) if c != causes[-1]]
         raise BackendUnavailableError(self.redact(
             f"openai server {self.server} ({self.model_id}) unavailable after {attempts} attempt(s): "
-            f"{causes[-1]}" + (f"; earlier: {'; '.join(causes[:-1])}" if len(causes) > 1 else "")))
+            f"{causes[-1]}" + (f"; earlier: {'; '.join(earlier)}" if earlier else "")))
 
     def _map(self, fn, items: Sequence[Any]) -> list[Any]:
         """``fn`` over ``items`` with bounded concurrency, results in order (first error raised)."""
@@ -479,10 +480,11 @@ class OpenAIBackend(BackendBase):
         packaged name, a local path or a model already in the local hub cache. The hub is never
         contacted (a served model's name is often no hub id at all)."""
         if self._tokenizer is None:
-            from .models import ModelNotAvailableError, load_tokenizer
+            from .models import ModelNotAvailableError, load_tokenizer, local_tokenizer_source
 
+            source = local_tokenizer_source(self.model_id)
             try:
-                self._tokenizer = load_tokenizer(self.model_id, local_only=True)
+                self._tokenizer = load_tokenizer(source, local_only=True) if source else False
             except (ModelNotAvailableError, OSError, ValueError):
                 self._tokenizer = False
         return self._tokenizer or None
