@@ -98,12 +98,16 @@ def test_narratological_reward_averages_dimensions_then_chunks():
 def test_judge_parser_survives_malformed_replies_then_neutral_is_counted():
     bad_replies = ["I think they are fine.", '{"dimension1": [4, 4], "dimension2": [4]',
                    '{"dimension1": [9, 9], "dimension2": [4, 4], "dimension3": [4, 4]}',
-                   LLMError("server down")]
+                   ""]
     judge = ScriptedBackend(replies=list(bad_replies))
     narr = NarratologicalReward(judge, retries=3)
     out = narr([reply([seg(1, 4), seg(5, 10)])], **_cols(1))
     assert out == [pytest.approx(0.5)]  # neutral 3.0 -> 0.5
     assert narr.stats.neutral == 1 and narr.stats.judge_calls == 4
+    # a dead judge server is no malformed reply: it propagates, never the neutral reward (#25.1)
+    with pytest.raises(LLMError, match="server down"):
+        NarratologicalReward(ScriptedBackend(replies=[LLMError("server down")]), retries=3)(
+            [reply([seg(1, 4), seg(5, 10)])], **_cols(1))
     # lenient parsing: fenced, trailing comma, string numbers, prose around
     ok = ScriptedBackend(replies=['Sure!\n```json\n{"Dimension 1": ["4", 4], "dimension_2": [4, 4,], '
                                   '"dimension3": [4, 4]}\n``` done'])

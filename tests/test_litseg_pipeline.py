@@ -126,7 +126,9 @@ def test_malformed_json_ends_in_whole_unit(cfg):
     assert [c.main_text for c in chunks] == [u.text(b.text) for u in b.units]
 
 
-def test_backend_errors_are_bounded_and_not_marked_done(cfg, tmp_path):
+def test_backend_errors_stop_the_run_and_are_not_marked_done(cfg, tmp_path):
+    # #25.1: a backend error is no reply: it used to become 9 failed "attempts" and the whole-unit
+    # fallback (status backend_error); now it propagates at once and nothing is recorded as done
     b = make_book(units=2)
     calls = {"n": 0}
 
@@ -135,13 +137,11 @@ def test_backend_errors_are_bounded_and_not_marked_done(cfg, tmp_path):
         raise LLMError("server returned 503 after 3 retries")
 
     path = tmp_path / "a.jsonl"
-    run = annotate_units(items(b), ScriptedBackend(reply_fn=reply), cfg, annotations_path=path, progress=False)
-    assert calls["n"] == 3 * 3  # 3 stages x (1 + 2 retries), first item of each batch raises
-    for r in run.records:
-        assert r["status"] == "backend_error" and r["fallback"] == "whole_unit"
-        assert r["stages"]["stage1"]["fallback"] == "empty"
-        assert all(a["error"].startswith("LLMError") for a in r["stages"]["stage3"]["attempts"])
-    # a rerun with a working backend redoes those units
+    with pytest.raises(LLMError, match="503"):
+        annotate_units(items(b), ScriptedBackend(reply_fn=reply), cfg, annotations_path=path, progress=False)
+    assert calls["n"] == 1
+    assert not path.exists() or read_annotations(path) == []
+    # a rerun with a working backend does those units
     be = ScriptedBackend(reply_fn=good)
     run2 = annotate_units(items(b), be, cfg, annotations_path=path, progress=False)
     assert run2.resumed == 0 and all(r["status"] == "done" and r["fallback"] == "none" for r in run2.records)
