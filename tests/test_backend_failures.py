@@ -28,7 +28,6 @@ from fakes import FakeOpenAI, free_port
 pytestmark = pytest.mark.timeout(120)
 
 REPO = Path(__file__).resolve().parents[1]
-SECRET = "sk-litseg-echo-5e1d7a90c3b24f68"
 CONV = [{"role": "user", "content": "hello"}]
 
 
@@ -202,27 +201,6 @@ def test_hung_server_is_reported_while_waiting_and_bounded_by_max_wait(capfd):
     assert cfg.wait_report_s <= 60 and cfg.max_wait_s == 300.0
     assert make_backend(LLMConfig(backend="openai", base_urls=(srv.url,), max_wait_s=7, use_cache=False)
                         ).max_wait_s == 7
-
-
-# ------------------------------------------------------------------ item 15: secrets
-def test_key_echoed_in_a_401_body_is_redacted():
-    with FakeOpenAI("401_echo") as srv:
-        b = client(srv.url, api_key=SECRET)
-        with pytest.raises(BackendUnavailableError) as err:
-            b.chat([CONV])
-    assert "HTTP 401" in str(err.value) and "Bearer ***" in str(err.value)
-    assert SECRET not in str(err.value) and len(srv.requests) == 1  # a 4xx is not retried
-
-
-def test_credentials_in_the_base_url_are_refused_and_redacted():
-    with FakeOpenAI("ok") as srv:
-        url = srv.url.replace("http://", "http://alice:tok-9f8e7d6c@")
-        with pytest.raises(LLMError) as err:
-            OpenAIBackend("fake-model", base_urls=[url], api_key=SECRET)
-        assert srv.requests == []
-    msg = str(err.value)
-    assert "tok-9f8e7d6c" not in msg and "alice" not in msg and "http://***@127.0.0.1" in msg
-    assert "api_key_env" in msg
 
 
 # ------------------------------------------------------------------ item 11: the embeddings cache

@@ -11,12 +11,16 @@ from __future__ import annotations
 import nbformat
 import pytest
 
+from litseg_nb.llm import BackendUnavailableError, LLMError
+from litseg_nb.llm.openai_backend import OpenAIBackend
+
 from litseg_nb import runner
 from litseg_nb.config import ConfigError, LLMConfig, StageConfig
 
-from fakes import LoopbackServer, chat_reply
+from fakes import FakeOpenAI, LoopbackServer, chat_reply
 
 SECRET = "sk-litseg-test-7f3a9c1e5b2d4f60a8e1"
+CONV = [{"role": "user", "content": "hello"}]
 
 
 class KeyServer(LoopbackServer):
@@ -92,3 +96,33 @@ def test_key_from_environment_reaches_the_server_and_no_output(tmp_path, fresh_d
     leaked = [str(p) for p in written if SECRET.encode() in p.read_bytes()]
     assert not leaked, f"API key written to {leaked}"  # ... and written nowhere
     assert SECRET not in console
+
+
+# ------------------------------------------------------------------ #25.15: echoed keys, URL credentials
+def test_key_echoed_in_a_401_body_is_redacted():
+    with FakeOpenAI("401_echo") as srv:
+        b = OpenAIBackend("fake-model", base_urls=[srv.url], api_key=SECRET, max_retries=2, tokenizer=False)
+        with pytest.raises(BackendUnavailableError) as err:
+            b.chat([CONV])
+    assert "HTTP 401" in str(err.value) and "Bearer ***" in str(err.value)
+    assert SECRET not in str(err.value) and len(srv.requests) == 1  # a 4xx is not retried
+
+
+def test_credentials_in_the_base_url_are_refused_and_redacted():
+    with FakeOpenAI("ok") as srv:
+        url = srv.url.replace("http://", "http://alice:tok-9f8e7d6c@")
+        with pytest.raises(LLMError) as err:
+            OpenAIBackend("fake-model", base_urls=[url], api_key=SECRET)
+        assert srv.requests == []
+    msg = str(err.value)
+    assert "tok-9f8e7d6c" not in msg and "alice" not in msg and "http://***@127.0.0.1" in msg
+    assert "api_key_env" in msg
+
+
+def test_url_credentials_never_reach_the_segment_api_error():
+    import litseg_nb
+
+    with pytest.raises(LLMError) as err:
+        litseg_nb.segment("One sentence here. And another one there.", method="lumber", profile="test",
+                          llm={"backend": "openai", "model": "m", "base_urls": ("https://bob:tok-1a2b3c4d@127.0.0.1:9/v1",)})
+    assert "tok-1a2b3c4d" not in str(err.value) and "bob" not in str(err.value)
