@@ -291,3 +291,11 @@ def test_down_failing_healthy_summaries(three_runs):
         assert "Traceback" not in failed.stderr and url in failed.stderr
     assert "fell back" not in healthy.stdout  # every unit's fallback is "none"
     assert "LLM request cache: 0 of 9 replies from the cache" in healthy.stdout + healthy.stderr
+
+
+def test_a_dead_server_is_reported_after_one_round_not_one_per_queued_request():
+    with FakeOpenAI("500") as srv:
+        b = client(srv.url, max_concurrency=2, max_retries=1)
+        with pytest.raises(BackendUnavailableError):
+            b.chat([[{"role": "user", "content": f"q{i}"}] for i in range(40)])
+    assert len(srv.chat_requests) <= 2 * 2 * 2  # at most the two in flight (and the next two), x 2 attempts

@@ -62,7 +62,7 @@ import math
 import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Sequence
 
 from .base import (BackendBase, BackendUnavailableError, Conversation, Generation, LLMError,
@@ -292,11 +292,21 @@ class OpenAIBackend(BackendBase):
             f"{causes[-1]}" + (f"; earlier: {'; '.join(earlier)}" if earlier else "")))
 
     def _map(self, fn, items: Sequence[Any]) -> list[Any]:
-        """``fn`` over ``items`` with bounded concurrency, results in order (first error raised)."""
+        """``fn`` over ``items`` with bounded concurrency, results in order. The first error is
+        raised as soon as the requests in flight end: requests not yet sent are cancelled (a dead
+        server costs one round of attempts, not one per queued request)."""
         if len(items) <= 1 or self.max_concurrency == 1:
             return [fn(x) for x in items]
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items))) as pool:
-            return list(pool.map(fn, items))
+        pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items)))
+        try:
+            futures = [pool.submit(fn, x) for x in items]
+            for f in as_completed(futures):
+                if f.exception() is not None:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise f.exception()
+            return [f.result() for f in futures]
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _field(self, data: dict[str, Any], *path: Any) -> Any:
         """``data[path...]``; a body without it is not an OpenAI response (a server fault)."""
