@@ -136,6 +136,7 @@ class OpenAIBackend(BackendBase):
         self._next_id = 0
         self._monitor: threading.Thread | None = None
         self.wait_reports = 0  # "still waiting" console lines printed
+        self._counts: dict[str, int] = {}  # /tokenize answers (a text is counted once per backend)
 
     # ------------------------------------------------------------------ secrets and hangs
     def redact(self, text: str) -> str:
@@ -504,6 +505,9 @@ class OpenAIBackend(BackendBase):
         tok = self.tokenizer
         if tok is not None:
             return len(tok(text, add_special_tokens=False).input_ids)
+        known = self._counts.get(text)
+        if known is not None:
+            return known
         root = self.base_urls[0]
         root = root[:-3] if root.endswith("/v1") else root
         try:
@@ -521,6 +525,8 @@ class OpenAIBackend(BackendBase):
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise BackendUnavailableError(self.redact(
                 f"openai server {redact_url(root)}/tokenize answered count={count!r}"))
+        if len(self._counts) < 100_000:
+            self._counts[text] = count
         return count
 
     def close(self) -> None:
