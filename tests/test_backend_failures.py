@@ -193,7 +193,7 @@ def test_hung_server_is_reported_while_waiting_and_bounded_by_max_wait(capfd):
         t0 = time.perf_counter()
         with pytest.raises(BackendUnavailableError, match=r"max_wait_s=1\.2s|no answer within"):
             b.chat([CONV, CONV])
-        assert time.perf_counter() - t0 < 2.4  # 1.2 s in all, not 4 x 10 s
+        assert time.perf_counter() - t0 < 5  # 1.2 s in all (slack for a loaded CI), not 4 x 10 s
     err = capfd.readouterr().err
     assert f"waiting for {srv.url} (fake-model): 2 request(s) unanswered, oldest" in err
     assert b.wait_reports >= 1
