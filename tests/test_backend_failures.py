@@ -299,3 +299,19 @@ def test_a_dead_server_is_reported_after_one_round_not_one_per_queued_request():
         with pytest.raises(BackendUnavailableError):
             b.chat([[{"role": "user", "content": f"q{i}"}] for i in range(40)])
     assert len(srv.chat_requests) <= 2 * 2 * 2  # at most the two in flight (and the next two), x 2 attempts
+
+
+def test_healthy_litseg_run_reports_no_fallbacks():
+    # #25.1: the run's fallback count tested the fallback *string* ("none" is truthy), so a healthy
+    # run and a dead one reported the same count
+    from litseg_nb.chunkers.registry import chunk_units
+    from litseg_nb.litseg.config import LitSegConfig
+    from litseg_nb.llm import ScriptedBackend
+
+    from fakes import model_reply
+
+    book = conftest.make_book("bk", 2, 4, unit_id="u{u}")
+    be = ScriptedBackend(reply_fn=lambda conv: model_reply({"messages": conv}))
+    chunks, extra = chunk_units("litseg", [(book, u) for u in book.units], LitSegConfig.for_profile("test"),
+                                backend=be)
+    assert extra["fallbacks"] == 0 and {c.metadata["fallback"] for c in chunks} == {"none"}
