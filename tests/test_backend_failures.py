@@ -315,3 +315,26 @@ def test_healthy_litseg_run_reports_no_fallbacks():
     chunks, extra = chunk_units("litseg", [(book, u) for u in book.units], LitSegConfig.for_profile("test"),
                                 backend=be)
     assert extra["fallbacks"] == 0 and {c.metadata["fallback"] for c in chunks} == {"none"}
+
+
+@pytest.mark.parametrize("what", ["perplexity", "completion", "pairwise"])
+def test_dead_server_stops_perplexity_completion_and_the_pairwise_judge(what, fresh_dirs):
+    from litseg_nb.chunkers.paragraph import paragraph_chunks
+
+    port = free_port()
+    b = OpenAIBackend("tiny-random", base_urls=[f"http://127.0.0.1:{port}/v1"], max_retries=0)  # local tokenizer
+    book = conftest.make_book("bk", 1, 4, unit_id="u{u}")
+    with pytest.raises(BackendUnavailableError, match=rf"127\.0\.0\.1:{port}"):
+        if what == "perplexity":
+            from litseg_nb.chunkers.perplexity import sentence_perplexities
+
+            sentence_perplexities(book, book.units[0], b, max_context=256, block_tokens=64)
+        elif what == "completion":
+            from litseg_nb.chunkers.completion import complete_book_chunks
+
+            complete_book_chunks(book, paragraph_chunks(book, book.units[0]), b, "paragraph+completion")
+        else:
+            from litseg_nb.metrics.pairwise import judge_pairs
+
+            judge_pairs(b, [{"context": "c", "question": "q", "reference": "r", "target_answer": "a",
+                             "other_answer": "b", "qid": "q1"}])
