@@ -7,13 +7,15 @@ import re
 from typing import Sequence
 
 from .contents import _contents_blocks, _implicit_contents, _match_contents
+from .levels import chapter_level
 from .headings import (_CONTENTS_RE, _NN, _NUMBERED_TITLE_RE, Heading, Span, StructureReport, _classify,
                        _is_heading_shaped, _numeral_value, _strip_decor, _verse_share, _words)
 
 
 def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureReport | None = None,
-                    author: str | None = None) -> list[Heading]:
-    """All accepted headings (narrative and non-narrative), in order, ToC entries removed."""
+                    author: str | None = None, sections_out: list[Heading] | None = None) -> list[Heading]:
+    """All accepted unit-level and parent headings (narrative and non-narrative), in order, ToC
+    entries removed; the section headings inside units (:mod:`.levels`) go to ``sections_out``."""
     report = report if report is not None else StructureReport()
     paras = [text[a:b] for a, b in paragraphs]
     shaped = [_is_heading_shaped(p) for p in paras]
@@ -40,8 +42,10 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
     matched = {k: v for k, v in matched.items() if not (blocks and blocks[0][0] == 0 and k < 0)}
     if blocks and len(matched) < 2:
         matched = {}
+    toc_paras = set(matched)
     for k in matched:
         if k - 1 in by_para and by_para[k - 1][0].kind not in _NN and k not in by_para:
+            toc_paras.add(k - 1)
             continue  # the title line under a "CHAPTER IV" heading: part of that heading
         if k not in by_para or by_para[k][0].kind in ("numeral",):
             title = " ".join(_strip_decor(paras[k]).split())
@@ -59,6 +63,13 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
     heads = _continuity(heads, report)
     heads = _numeral_policy(heads, paras, words)
     heads = _capital_titles(heads, paras, words, shaped)
+    heads, subs, decision = chapter_level(heads, toc_paras)
+    if sections_out is not None:
+        sections_out.extend(subs)
+    report.unit_level = decision.unit_kinds
+    report.section_kinds = decision.section_kinds
+    report.sections = decision.sections
+    report.level_notes = decision.notes
     report.headings = sum(1 for h in heads if h.kind not in _NN)
     return heads
 
@@ -124,10 +135,17 @@ def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureRepo
     return out
 
 
+def _series(h: Heading) -> tuple[str, int, str]:
+    """A numbering series: kind, rank and, for numbered titles, the numeral style (``I. TITLE`` and
+    ``1. Section`` are two series: Roman chapters holding Arabic sections)."""
+    style = ("arabic" if h.title.lstrip("[(_* ")[:1].isdigit() else "roman") if h.kind == "numbered" else ""
+    return h.kind, h.rank, style
+
+
 def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
     """Numbered headings must continue their series (restart at 1 under a new parent)."""
-    last: dict[tuple[str, int], int] = {}
-    history: dict[tuple[str, int], int] = {}  # never reset: chapters numbered on across books
+    last: dict[tuple[str, int, str], int] = {}
+    history: dict[tuple[str, int, str], int] = {}  # never reset: chapters numbered on across books
     out: list[Heading] = []
     for k, h in enumerate(heads):
         if h.value is None or h.kind in ("title",):
@@ -137,20 +155,21 @@ def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
                     del last[key]
             out.append(h)
             continue
-        key = (h.kind, h.rank)
+        key = _series(h)
         prev = last.get(key)
         if h.kind == "numeral" and prev is None:
             # "XLI" after "Chapter XL": the chapter series goes on without its keyword
             chap = next((g for g in reversed(out) if g.value is not None and g.kind != "numeral"), None)
             if chap is not None and chap.rank == 3 and chap.value == h.value - 1:
                 h = Heading(h.para, chap.kind, h.title, h.value)
-                key, prev = (h.kind, h.rank), last.get((h.kind, h.rank))
+                key = _series(h)
+                prev = last.get(key)
         first_ok = (h.value == 1 or (h.value == 2 and h.kind != "numeral")
                     or history.get(key) is not None and h.value == history[key] + 1)
         ok = prev is None and first_ok or prev is not None and h.value in (prev, prev + 1, 1)
         if not ok:
             # tolerate a gap (a heading missing in the source) when the next one continues from here
-            nxt = next((g for g in heads[k + 1:] if (g.kind, g.rank) == key), None)
+            nxt = next((g for g in heads[k + 1:] if _series(g) == key), None)
             ok = nxt is not None and nxt.value == h.value + 1 and prev is not None and h.value > prev
         if ok:
             last[key] = history[key] = h.value

@@ -63,6 +63,7 @@ _BARE_NUM_RE = re.compile(rf"^(?P<num>{_ROMAN}|[1-9]\d{{0,2}})\.?$")  # not "01"
 _QUOTE_START = "“‘\"'«„"
 _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000}
 _NN = frozenset({"nonnarrative", "resume"})
+_ANCHOR_RE = re.compile(r"^\S*\|\S*$")
 _DECOR_RE = re.compile(r"[_*\[\]{}]")
 _SMALL_WORDS = frozenset("a an and as at by for from in into of on or the to with de la le du des el von van".split())
 
@@ -119,6 +120,10 @@ class StructureReport:
     headings: int = 0
     heading_kinds: dict[str, int] = field(default_factory=dict)  # kind -> headings used
     levels: list[str] = field(default_factory=list)  # kinds from outer to inner, e.g. [book, numeral]
+    unit_level: list[str] = field(default_factory=list)  # kinds of the unit and parent headings
+    section_kinds: list[str] = field(default_factory=list)  # kinds recorded as sections inside units
+    sections: int = 0  # section headings recorded on units (not units)
+    level_notes: list[str] = field(default_factory=list)  # why each level was chosen or rejected
     toc_entries: int = 0
     toc_matched: int = 0
     demoted_toc_headings: int = 0
@@ -223,7 +228,8 @@ def _keyword(line: str) -> Heading | None:
 
 def _classify(para: str) -> list[Heading]:
     """The heading(s) a short paragraph is (empty when it is none); ``para`` index left at -1."""
-    lines = [_strip_decor(ln) for ln in para.split("\n")]
+    # an anchor tag line ("ACT_3|SC_1") is markup, not text
+    lines = [_strip_decor(ln) for ln in para.split("\n") if not _ANCHOR_RE.match(ln.strip())]
     lines = [ln for ln in lines if ln]
     if not lines:
         return []

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import bisect
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from .detect import detect_headings
@@ -18,6 +19,7 @@ class _Section:
     end_para: int = -1  # exclusive; -1: up to the next section
     narrative: bool = True
     headed: bool = True  # starts with a heading paragraph (not: narrative before the first heading)
+    subs: list[tuple[int, str]] = field(default_factory=list)  # (paragraph, title) of sections inside
 
 
 def _sections(text: str, paragraphs: Sequence[Span], heads: list[Heading], para_words: list[int],
@@ -163,7 +165,8 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
     report = report if report is not None else StructureReport()
     para_words = [_words(text[a:b]) for a, b in paragraphs]
     paras = [text[a:b] for a, b in paragraphs]
-    heads = detect_headings(text, paragraphs, report, author) if use_structure else []
+    sub_heads: list[Heading] = []
+    heads = detect_headings(text, paragraphs, report, author, sub_heads) if use_structure else []
     secs = _sections(text, paragraphs, heads, para_words, report, whole_title, author) if heads else []
     n = len(paragraphs)
     if not any(s.narrative for s in secs):
@@ -219,4 +222,14 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
     first_seen = list(dict.fromkeys(h.kind for h in heads if h.kind not in _NN and h.kind != "special"))
     order = sorted(first_seen, key=lambda k: (RANKS[k], first_seen.index(k)))
     report.levels = order
+    _attach_subsections(narrative, sub_heads, paras)
     return narrative, sorted(dropped)
+
+
+def _attach_subsections(narrative: list[_Section], sub_heads: list[Heading], paras: list[str]) -> None:
+    """Record each section heading on the narrative section (unit) that holds its paragraph."""
+    starts = [s.first_para for s in narrative]
+    for h in sub_heads:
+        i = bisect.bisect_right(starts, h.para) - 1
+        if i >= 0 and h.para < narrative[i].end_para:
+            narrative[i].subs.append((h.para, " ".join(_strip_decor(h.title).split())))

@@ -34,6 +34,30 @@ def _greedy_pieces(atoms: list[tuple[int, int, int]], n: int) -> list[Span]:
     return pieces
 
 
+def _pack_blocks(blocks: list[list[tuple[int, int, int]]], n: int) -> list[Span]:
+    """Pack blocks (a unit's sections) of atoms into pieces of at most ``n`` words, cutting between
+    blocks when a block does not fit; a block longer than ``n`` is packed atom by atom."""
+    pieces: list[Span] = []
+    cur: list[tuple[int, int, int]] = []
+    for atoms in blocks:
+        w = sum(x[2] for x in atoms)
+        if not atoms:
+            continue
+        if w > n:
+            if cur:
+                pieces.append((cur[0][0], cur[-1][1]))
+                cur = []
+            pieces.extend(_greedy_pieces(atoms, n))
+            continue
+        if cur and sum(x[2] for x in cur) + w > n:
+            pieces.append((cur[0][0], cur[-1][1]))
+            cur = []
+        cur.extend(atoms)
+    if cur:
+        pieces.append((cur[0][0], cur[-1][1]))
+    return pieces
+
+
 def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_words: int,
                 sentence_splitter: str = "nupunkt", sentences: Sequence[Span] | None = None,
                 use_structure: bool = True, whole_title: str = "Whole text",
@@ -90,7 +114,7 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
     units: list[Unit] = []
     para_starts = [a for a, _ in paragraphs]
 
-    def add_unit(uid: str, title: str, start: int, end: int, split: str) -> None:
+    def add_unit(uid: str, title: str, start: int, end: int, split: str, subs=()) -> None:
         lo = bisect.bisect_left(sent_starts, start)
         hi = bisect.bisect_left(sent_starts, end)
         ss = tuple(Sentence(i + 1, a, b) for i, (a, b) in enumerate(sents[lo:hi]))
@@ -99,8 +123,9 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
         p_lo = max(bisect.bisect_right(para_starts, start) - 1, 0)
         p_hi = bisect.bisect_left(para_starts, end)
         pspans = tuple((max(a, start), min(b, end)) for a, b in paragraphs[p_lo:p_hi] if a < end and b > start)
+        inside = tuple((paragraphs[q][0], t) for q, t in subs if start <= paragraphs[q][0] < end)
         units.append(Unit(book_id=book_id, unit_id=uid, ordinal=len(units), title=title, start=start,
-                          end=end, sentences=ss, paragraphs=pspans, split=split))
+                          end=end, sentences=ss, paragraphs=pspans, split=split, sections=inside))
 
     for k, sec in enumerate(secs):
         p0, p1 = sec.first_para, sec.end_para
@@ -108,20 +133,27 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
         uid = f"u{k:04d}"
         words = sum(para_words[p0:p1])
         if words <= n:
-            add_unit(uid, sec.title, start, end, "dataset" if given else "whole" if whole else "structure")
+            add_unit(uid, sec.title, start, end, "dataset" if given else "whole" if whole else "structure",
+                     sec.subs)
             report.structure_units += 1
             continue
-        atoms: list[tuple[int, int, int]] = []
-        for p in range(p0, p1):
-            a, b = paragraphs[p]
-            if para_words[p] <= n:
-                atoms.append((a, b, para_words[p]))
-            else:
-                lo, hi = bisect.bisect_left(sent_starts, a), bisect.bisect_left(sent_starts, b)
-                atoms.extend((sa, sb, _words(text[sa:sb])) for sa, sb in sents[lo:hi])
-        pieces = _greedy_pieces(atoms, n)
+        # the unit's sections are the preferred cut points: whole sections are packed while they
+        # fit; a section longer than n is packed by paragraphs, then sentences
+        cuts = sorted({q for q, _ in sec.subs if p0 < q < p1})
+        blocks: list[list[tuple[int, int, int]]] = []
+        for q0, q1 in zip([p0] + cuts, cuts + [p1]):
+            atoms: list[tuple[int, int, int]] = []
+            for p in range(q0, q1):
+                a, b = paragraphs[p]
+                if para_words[p] <= n:
+                    atoms.append((a, b, para_words[p]))
+                else:
+                    lo, hi = bisect.bisect_left(sent_starts, a), bisect.bisect_left(sent_starts, b)
+                    atoms.extend((sa, sb, _words(text[sa:sb])) for sa, sb in sents[lo:hi])
+            blocks.append(atoms)
+        pieces = _pack_blocks(blocks, n)
         for j, (a, b) in enumerate(pieces, 1):
-            add_unit(f"{uid}.{j}", f"{sec.title} [{j}/{len(pieces)}]", a, b, "recursive")
+            add_unit(f"{uid}.{j}", f"{sec.title} [{j}/{len(pieces)}]", a, b, "recursive", sec.subs)
         report.recursive_units += len(pieces)
     return units
 
