@@ -129,6 +129,9 @@ class StructureReport:
     demoted_toc_headings: int = 0
     rejected_numbering: int = 0  # numbered headings that broke their series
     front_matter: bool = False  # narrative before the first heading became a unit
+    front_prose_words: int = 0  # prose words before the first narrative heading
+    front_decision: str = ""  # what was decided about them, and why
+    preface_decision: str = ""  # where an opening preface that held the whole book was ended (kind 4)
     dropped: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, why): not narrative
     dropped_chars: int = 0
     structure_units: int = 0
@@ -255,7 +258,9 @@ def _classify(para: str) -> list[Heading]:
         if kw and kw.kind in CONTAINER_KINDS and len(lines) <= 3:
             return [Heading(-1, kw.kind, line, kw.value)]  # "IN THREE VOLUMES." / "VOL. II."
     m = _SPECIAL_RE.match(first)
-    if m and first[0].isupper() and (not m.group("rest").strip(" .:") or _words(m.group("rest")) <= 6):
+    # "Conclusion, general" (an index entry: a word, a comma, a sub-entry) is not a heading
+    if m and first[0].isupper() and (not m.group("rest").strip(" .:") or _words(m.group("rest")) <= 6) and not (
+            m.group("rest").lstrip().startswith(",")):
         return [Heading(-1, "special", full)]
     if len(lines) == 1:
         m = _BARE_NUM_RE.match(first)
