@@ -92,7 +92,7 @@ def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureRepo
         j = k + 1
         while j < n and heads[j].para == h.para:
             j += 1
-        if j < n and heads[j].kind == h.kind and heads[j].para == h.para + 1 and h.kind not in ("title",):
+        if j < n and _series(heads[j]) == _series(h) and heads[j].para == h.para + 1 and h.kind not in ("title",):
             drop.add(k)
             continue
         # a short-gapped run whose numbering restarts later without a parent between
@@ -101,7 +101,7 @@ def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureRepo
                 g = heads[j2]
                 if g.rank < h.rank and g.kind not in ("special", "nonnarrative", "resume"):
                     break
-                if g.kind == h.kind and g.value is not None and g.value <= h.value:
+                if _series(g) == _series(h) and g.value is not None and g.value <= h.value:
                     if _gap(heads, j2, words) >= 25 or j2 == n - 1:
                         drop.add(k)
                     break

@@ -43,7 +43,7 @@ _KEYWORD_RE = re.compile(
 _ORDINAL_KW_RE = re.compile(rf"^(?P<num>(?:the\s+)?(?:{_WORDNUM}))\s+(?P<kw>part|book|volume|act|canto|story)\.?$", re.I)
 _SPECIAL_RE = re.compile(
     r"^(?:the\s+)?(?:author[’']?s\s+)?(?P<kw>preface|prologue|epilogue|introduction|conclusion|afterword|"
-    r"postscript|foreword|proem|envoi|l[’']envoi|prelude|finale|interlude|introductory|(?:dedicatory\s+)?epistle)"
+    r"postscript|foreword|proem|envoi|l[’']envoi|prelude|finale|interlude|introductory|prefatory|(?:dedicatory\s+)?epistle)"
     r"\b(?P<rest>.*)$", re.I)
 _NON_NARRATIVE_RE = re.compile(
     r"^(?:(?:table\s+of\s+)?contents?|list\s+of\s+(?:chapters|illustrations|plates|stories|poems)|"

@@ -152,6 +152,7 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
         return (ks[0] if ks else None), sum(_prose_words(paras[k]) for k in ks)
 
     front_start, front_words = prose(scan_from, first_narr)
+    inserted: set[int] = set()
     early_start, early_words = prose(0, scan_from)
     report.front_prose_words = front_words + early_words
     if front_start is not None and front_words >= FRONT_NARRATIVE_WORDS:
@@ -180,6 +181,7 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
                 title = " ".join(_strip_decor(paras[k]).split())
                 break
         sections.insert(0, _Section(start, title, headed=title != whole_title))
+        inserted.add(start)
         early_words = after
         report.front_matter = True
         report.front_decision = (f"{early_words} prose words before the contents/preface: long prose "
@@ -187,6 +189,8 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
     elif early_words and not report.front_decision:
         report.front_decision = (f"{early_words} prose words before the contents/preface: front matter "
                                  f"(under {LONG_FRONT_WORDS})")
+    # a "Front matter" marker (the end of a contents list) where the long-prose unit starts is void
+    sections = [s for s in sections if not (s.title == FRONT_MATTER and not s.narrative and s.first_para in inserted)]
     sections.sort(key=lambda s: s.first_para)
     return sections
 
