@@ -24,7 +24,12 @@ _ORDINALS = {
         "zeroth first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
         "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth".split())
 }
-_WORDNUM = "|".join(sorted(set(_NUMBER_WORDS) | set(_ORDINALS) | {"last", "final"}, key=len, reverse=True))
+_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+_TENS.update({w: 10 * i for i, w in enumerate(
+    "twentieth thirtieth fortieth fiftieth sixtieth seventieth eightieth ninetieth".split(), 2)})
+_TENS.update({"hundred": 100, "hundredth": 100})
+_WORDNUM = "|".join(sorted(set(_NUMBER_WORDS) | set(_ORDINALS) | set(_TENS) | {"last", "final"}, key=len,
+                           reverse=True))
 _ROMAN = r"[IVXLCDM]+|[ivxlcdm]+"
 _NUM = rf"(?:{_ROMAN}|\d{{1,3}}|(?:the\s+)?(?:{_WORDNUM})(?:[\s-](?:{_WORDNUM}))?)"
 _KEYWORDS = {
@@ -40,7 +45,9 @@ RANKS = {"volume": 0, "book": 1, "part": 1, "act": 2, "title": 2, "chapter": 3, 
 _KW = "|".join(sorted(_KEYWORDS, key=len, reverse=True))
 _KEYWORD_RE = re.compile(
     rf"^(?:[\w'’ ]{{1,30}}:\s+)?(?P<kw>{_KW})\.?\s+(?P<num>{_NUM})\b\.?(?P<rest>(?:[\s:.—–-].*)?)$", re.I)
-_ORDINAL_KW_RE = re.compile(rf"^(?P<num>(?:the\s+)?(?:{_WORDNUM}))\s+(?P<kw>part|book|volume|act|canto|story)\.?$", re.I)
+_ORDINAL_KW_RE = re.compile(
+    rf"^(?P<num>(?:the\s+)?(?:{_WORDNUM})(?:[\s-](?:{_WORDNUM}))?)\s+"
+    rf"(?P<kw>part|book|volume|act|canto|story|chapter|letter|stave|lecture|tale)\.?$", re.I)  # THE FIRST CHAPTER
 _SPECIAL_RE = re.compile(
     r"^(?:the\s+)?(?:author[’']?s\s+)?(?P<kw>preface|prologue|epilogue|introduction|conclusion|afterword|"
     r"postscript|foreword|proem|envoi|l[’']envoi|prelude|finale|interlude|introductory|prefatory|(?:dedicatory\s+)?epistle)"
@@ -89,9 +96,12 @@ def _numeral_value(num: str) -> int | None:
         return _NUMBER_WORDS[num]
     if num in _ORDINALS:
         return _ORDINALS[num]
-    parts = re.split(r"[\s-]+", num)
-    if len(parts) == 2 and parts[0] in ("twenty", "twentieth") and (parts[1] in _NUMBER_WORDS or parts[1] in _ORDINALS):
-        return 20 + _NUMBER_WORDS.get(parts[1], _ORDINALS.get(parts[1], 0))
+    if num in _TENS:
+        return _TENS[num]
+    parts = re.split(r"[\s-]+", num)  # "twenty-third", "forty two"
+    unit = _NUMBER_WORDS.get(parts[-1], _ORDINALS.get(parts[-1])) if len(parts) == 2 else None
+    if unit is not None and 1 <= unit <= 9 and parts[0] in _TENS and _TENS[parts[0]] < 100:
+        return _TENS[parts[0]] + unit
     if num in ("last", "final"):
         return None
     return roman_to_int(num)
