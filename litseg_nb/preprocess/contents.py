@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from .headings import (_CONTENTS_RE, StructureReport, _classify, _keyword, _norm_title, _NN,
+from .headings import (CONTAINER_KINDS, _CONTENTS_RE, StructureReport, _classify, _keyword, _norm_title, _NN,
                        _strip_decor, _strip_leader, _strip_number, _words)
 
 
@@ -27,17 +27,20 @@ def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
 
         prefixes: set[str] = set()
 
-        def add(lines: list[str]) -> None:
+        entry_para: list[int] = []  # the paragraph of each entry
+
+        def add(lines: list[str], at: int) -> None:
             for ln in lines:
                 key = _norm_title(_strip_decor(ln))
                 if key and key not in ("page", "chapter", "chap") and not key.isdigit() and key not in seen:
                     entries.append(key)
+                    entry_para.append(at)
                     seen.add(key)
                     seen.add(_strip_number(key))
                     ws = key.split()
                     prefixes.update(" ".join(ws[:m]) for m in range(3, len(ws)))
 
-        add([ln for ln in paras[i].split("\n")[1:] if ln.strip()])  # entries in the header block
+        add([ln for ln in paras[i].split("\n")[1:] if ln.strip()], i)  # entries in the header block
         j = i + 1
         while j < len(paras):
             lines = [_strip_leader(ln).strip() for ln in paras[j].split("\n") if ln.strip()]
@@ -63,8 +66,16 @@ def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
                 if prev and prev[0].kind not in _NN and keys[0] not in entries and (
                         not starts_body or prev[0].kind == "numeral" or prev_key not in entries):
                     j -= 1
+                # a one-line PART/BOOK/VOLUME heading right before that body heading opens the body
+                # (the contents listed only the chapters): it is not an entry
+                while j - 1 > i and "\n" not in paras[j - 1] and any(
+                        h.kind in CONTAINER_KINDS - {"act"} for h in _classify(paras[j - 1])):
+                    j -= 1
+                    while entry_para and entry_para[-1] >= j:
+                        entry_para.pop()
+                        entries.pop()
                 break
-            add(lines)
+            add(lines, j)
             j += 1
         out.append((i, j, entries))
         i = max(j, i + 1)
