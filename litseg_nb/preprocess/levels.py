@@ -84,6 +84,8 @@ def chapter_level(heads: list[Heading], toc_paras: set[int]) -> tuple[list[Headi
             reason = None
             if h.rank > open_unit.rank:
                 reason = f"inner to {open_unit.kind}"
+            elif h.rank == open_unit.rank and open_unit.kind not in SECTION_KINDS:
+                reason = f"numbered inside a {open_unit.kind} heading (the keyword level is the chapter level)"
             elif open_unit.para in toc_paras and h.para not in toc_paras:
                 reason = f"not in the contents, which lists the {open_unit.kind} level"
             elif (h.kind == open_unit.kind and first_style.get(h.kind)

@@ -12,6 +12,7 @@ from .headings import (_NN, _SPECIAL_RE, CONTAINER_GAP_WORDS, FRONT_MATTER, FRON
                        _norm_title, _strip_decor, _title_like, _words)
 
 
+_CREDIT_LINE_RE = re.compile(r"^(?:by|with|illustrat|translat|edit|dedicat|this\s+is\s+dedicat|author)\w*\b", re.I)
 LONG_FRONT_WORDS = 500  # prose before a contents list or preface this long is a unit, not front matter
 _OPENING_SPECIALS = ("preface", "introduction", "foreword", "prologue", "proem", "prelude", "introductory",
                      "epistle", "prefatory")
@@ -51,7 +52,8 @@ def _parents(items: list[tuple[int, list[Heading]]]) -> list[bool]:
     return is_parent
 
 
-def _walk(items, is_parent: list[bool], paras: list[str], para_words: list[int]) -> list[_Section]:
+def _walk(items, is_parent: list[bool], paras: list[str], para_words: list[int],
+          sub_paras: frozenset[int] = frozenset()) -> list[_Section]:
     """Sections in heading order: parents open (a parent with a long introduction is a unit of its
     own), headings glued to the next one wait for it, titles carry their open parents."""
     n = len(paras)
@@ -97,7 +99,7 @@ def _walk(items, is_parent: list[bool], paras: list[str], para_words: list[int])
                                                         if g not in stack] + [g.title for g in group])
         # a short subtitle paragraph right after the heading joins its title
         q = p + 1
-        if (q < n and q not in item_paras and _is_heading_shaped(paras[q]) and "\n" not in paras[q]
+        if (q < n and q not in item_paras and q not in sub_paras and _is_heading_shaped(paras[q]) and "\n" not in paras[q]
                 and para_words[q] <= 12 and _title_like(paras[q]) and not re.search(r"[,;:]$", paras[q].strip())
                 and group[-1].kind not in ("title", "numbered", "special")):
             title = f"{title} {_strip_decor(paras[q])}"
@@ -109,11 +111,12 @@ def _walk(items, is_parent: list[bool], paras: list[str], para_words: list[int])
 
 
 def _sections(text: str, paragraphs: Sequence[Span], heads: list[Heading], para_words: list[int],
-              report: StructureReport, whole_title: str, author: str | None = None) -> list[_Section]:
+              report: StructureReport, whole_title: str, author: str | None = None,
+              sub_paras: frozenset[int] = frozenset()) -> list[_Section]:
     """Narrative and non-narrative sections from the accepted headings (see module docstring)."""
     paras = [text[a:b] for a, b in paragraphs]
     items = _group_items(heads)
-    sections = _walk(items, _parents(items), paras, para_words)
+    sections = _walk(items, _parents(items), paras, para_words, sub_paras)
     sections = _front_matter(sections, paras, whole_title, report)
     _foreign_prefaces(sections, paras, author)
     return _preface_end(sections, paras, para_words, whole_title, report)
@@ -161,25 +164,29 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
         report.front_decision = (f"{front_words} prose words before the first heading: a unit "
                                  f"(at least {FRONT_NARRATIVE_WORDS})")
     if early_start is not None and early_words >= LONG_FRONT_WORDS:
-        # the unit starts at the first heading-shaped title over a run of long prose (epigraphs and
-        # title-page lines above it stay front matter); without one, at the first prose paragraph
+        # the unit starts at the first run of long prose, under the (up to two) title-like lines
+        # right above it; epigraphs and title-page lines before them stay front matter
         start, title, after = early_start, whole_title, early_words
-        for k in range(early_start, scan_from - 1):
-            if k in in_nn or _prose_words(paras[k]) or not _is_heading_shaped(paras[k]):
+        k = early_start
+        while k < scan_from:
+            if k in in_nn or not _prose_words(paras[k]):
+                k += 1
                 continue
-            if not (_title_like(paras[k]) or paras[k].isupper()):
-                continue
-            j = k + 1
-            while j < scan_from and not _prose_words(paras[j]) and j - k <= 2:
-                j += 1  # a subtitle line under the title
-            run = 0
+            j, run = k, 0
             while j < scan_from and j not in in_nn and (_prose_words(paras[j]) or not _is_heading_shaped(paras[j])):
                 run += _prose_words(paras[j])
                 j += 1
             if run >= LONG_FRONT_WORDS:
-                start, after = k, run
-                title = " ".join(_strip_decor(paras[k]).split())
+                top = k
+                while top > 0 and k - top < 2 and top - 1 not in in_nn and not _prose_words(paras[top - 1]) and (
+                        _is_heading_shaped(paras[top - 1]) and not _CREDIT_LINE_RE.match(paras[top - 1])
+                        and (paras[top - 1].isupper() or _title_like(paras[top - 1]))):
+                    top -= 1
+                start, after = top, run
+                if top < k:
+                    title = " ".join(_strip_decor(" ".join(paras[top:k])).split())
                 break
+            k = j + 1
         sections.insert(0, _Section(start, title, headed=title != whole_title))
         inserted.add(start)
         early_words = after
@@ -340,7 +347,8 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
     paras = [text[a:b] for a, b in paragraphs]
     sub_heads: list[Heading] = []
     heads = detect_headings(text, paragraphs, report, author, sub_heads) if use_structure else []
-    secs = _sections(text, paragraphs, heads, para_words, report, whole_title, author) if heads else []
+    secs = (_sections(text, paragraphs, heads, para_words, report, whole_title, author,
+                      frozenset(h.para for h in sub_heads)) if heads else [])
     secs = _whole_when_headless(secs, paras, para_words, whole_title)
     secs = _merge_empty(secs, paras, para_words)
     narrative, dropped = _ranges(secs, len(paragraphs))
