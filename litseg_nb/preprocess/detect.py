@@ -64,7 +64,8 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
     heads = [h for k in sorted(by_para) for h in by_para[k]]
     heads = _drop_toc_runs(heads, words, report)
     heads = _continuity(heads, report)
-    heads = _numeral_policy(heads, paras, words)
+    notes: list[str] = []
+    heads = _numeral_policy(heads, paras, words, notes)
     heads = _capital_titles(heads, paras, words, shaped)
     heads, subs, decision = chapter_level(heads, toc_paras)
     if sections_out is not None:
@@ -72,7 +73,13 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
     report.unit_level = decision.unit_kinds
     report.section_kinds = decision.section_kinds
     report.sections = decision.sections
-    report.level_notes = decision.notes
+    report.level_notes = notes + decision.notes
+    if report.demoted_toc_headings:
+        report.level_notes.append(f"{report.demoted_toc_headings} headings rejected: a contents list typed as "
+                                  "headings (no text between them, or their numbering restarts later)")
+    if report.rejected_numbering:
+        report.level_notes.append(f"{report.rejected_numbering} numbered headings rejected: they break their "
+                                  "series (numbers must count up, restarting at 1 under a new parent)")
     report.headings = sum(1 for h in heads if h.kind not in _NN)
     return heads
 
@@ -184,7 +191,8 @@ def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
     return out
 
 
-def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int]) -> list[Heading]:
+def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int],
+                    notes: list[str] | None = None) -> list[Heading]:
     """Bare numerals: units unless they number the sections of a poem in a poetry book or short list
     items; numbered titles (``1. The First Point``) between keyword chapters: list items unless
     chapter-sized."""
@@ -194,6 +202,8 @@ def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int]) ->
                        for h in heads if h.kind == "numbered" for j in [bisect.bisect_right(para_of, h.para)])
         if sizes[len(sizes) // 2] < 150:
             heads = [h for h in heads if h.kind != "numbered"]
+            _note(notes, f"numbered titles rejected as a level: list items between keyword chapters "
+                         f"(median {sizes[len(sizes) // 2]} words under them, under 150)")
     if not any(h.kind == "numeral" for h in heads):
         return heads
     verse = _verse_share(paras, words) > 0.5
@@ -210,6 +220,8 @@ def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int]) ->
     small = {id(h) for h, n in zip(nums, sizes) if n < 150}
     if nums and len(small) * 2 > len(nums):
         heads = [h for h in heads if h.kind != "numeral"]
+        _note(notes, f"bare numerals rejected as a level: {len(small)} of {len(nums)} have under 150 words "
+                     "under them (stanzas or list items)")
     else:
         # runs of small numbered sections inside a bigger unit
         heads = [h for h in heads if id(h) not in small or h.kind != "numeral"]
@@ -218,6 +230,7 @@ def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int]) ->
     for h in heads:
         if h.kind == "numeral":
             if verse and parent is not None and parent.kind in ("title", "numbered"):
+                _note(notes, "numerals under a poem's title in a verse book are sections of the poem")
                 continue
         elif h.kind not in _NN:
             parent = h
@@ -275,3 +288,8 @@ def _capital_story_titles(heads: list[Heading], paras: list[str], words: list[in
     if sizes[len(sizes) // 2] < STORY_WORDS or sizes[0] < 100:
         return []
     return [Heading(j, "title", paras[j].strip()) for j in cands]
+
+
+def _note(notes: list[str] | None, note: str) -> None:
+    if notes is not None and note not in notes:
+        notes.append(note)

@@ -113,6 +113,9 @@ def chapter_level(heads: list[Heading], toc_paras: set[int]) -> tuple[list[Headi
 
 def _describe(keep: list[Heading], subs: list[Heading], d: LevelDecision, why: dict[str, str]) -> LevelDecision:
     d.unit_kinds = list(dict.fromkeys(h.kind for h in keep if h.kind not in _NN and h.kind != "special"))
+    if d.unit_kinds:
+        d.notes.insert(0, f"unit level: {' > '.join(d.unit_kinds)} (containers are parents; a special such as "
+                          "a preface is a unit of its own, never a parent)")
     d.section_kinds = list(dict.fromkeys(h.kind for h in subs))
     d.sections = len(subs)
     for kind in d.section_kinds:
