@@ -43,28 +43,51 @@ breaks its series is not a heading (``L. FRANK BAUM`` after nothing numbered). A
 that is followed by a restart of the same numbering without a parent between them, and has almost
 no text between its members, is a table of contents typed as headings and is dropped.
 
-**Nesting.** The units are the innermost headings: a heading is a parent when headings of a higher
-rank follow it before the next heading of its own or a lower rank. A unit's title carries its
-parents (``BOOK I / CHAPTER III``); the text between a parent heading and its first child belongs
-to the first child unless it is longer than :data:`CONTAINER_GAP_WORDS` (then the parent's
-introduction is a unit of its own). A heading immediately followed by a short title paragraph
-takes it into its title. In verse-dominated books (poetry) bare numerals under a title are
-sections of one poem, not units; a poetry book without headings gets one unit per capitalised
-title over verse. Inside a PART/BOOK without child headings, capitalised short lines are its
-chapters. A heading with no text under it (a repeated title, ``Volume II.`` on a title page) is not
-a unit.
+**Unit level (issue #22).** The unit is the *chapter-like* level (the paper's "top-level narrative
+units", its prompts' ``[Chapter Text Content]``): a chapter inside a BOOK/PART, a story in a
+collection, an act of a play. Numbered sections inside a unit (bare numerals, ``1. THE FIRST WEEK``,
+scenes under an act, numerals under a story's title, Arabic sections inside Roman ``I. TITLE``
+chapters, sections not listed by a contents list that lists the chapters) are not units: they are
+recorded on the unit (:attr:`~litseg_nb.schema.Unit.sections`, start offset and title) and are the
+preferred cut points of a recursive split. A preface/note/introduction is never a parent. A title
+heading that would hold every section of the book is the book's title repeated: a parent. The
+rules and the report's ``level_notes`` (chosen level, rejected levels and why) are in
+:mod:`.levels` and :mod:`.detect`.
+
+**Nesting.** A heading is a parent when the next narrative heading is inner to it (a higher rank).
+A unit's title carries its parents (``BOOK I / CHAPTER III``); the text between a parent heading
+and its first child belongs to the first child unless it is longer than
+:data:`CONTAINER_GAP_WORDS` (then the parent's introduction is a unit of its own). A heading
+immediately followed by a short title paragraph takes it into its title. In verse-dominated books
+(poetry) bare numerals under a title are sections of one poem; a poetry book without headings
+gets one unit per capitalised title over verse, a prose book without headings divided by capital
+lines over story-sized prose one unit per story. Inside a PART/BOOK without child headings,
+capitalised short lines are its chapters. A PART/BOOK line between a chapters-only contents list
+and the first chapter opens the body (PART I keeps its chapters). A heading with no text under it
+(a repeated title, ``Volume II.`` on a title page) is not a unit.
 
 **Front matter.** Before the first heading, narrative prose (at least :data:`FRONT_NARRATIVE_WORDS`
 words in paragraphs that read as prose, outside contents and non-narrative sections) is a unit
-titled by the book (``whole_title``), starting at its first prose paragraph; everything else there
-is dropped as front matter. A book without headings is one unit (``split="whole"``) over the same
-narrative span.
+titled by the book (``whole_title``), starting at its first prose paragraph. Prose before a
+contents list or a preface is front matter unless it is long (``LONG_FRONT_WORDS`` = 500 prose
+words: an author's sketch before the contents, a first chapter whose heading was missed): then it
+is a unit, titled by the title lines right above it. An opening preface that is the only heading
+and holds most of the book ends at a paragraph-level cue (its signature or a dated line, a rule,
+the book's title); the narrative after it is a unit. ``front_decision`` and ``preface_decision`` in
+the report say what was decided. A book without headings is one unit (``split="whole"``) over the
+same narrative span.
 
 **Recursive splitting.** A unit longer than ``max_unit_words`` (the paper's *n*) is split greedily:
-atoms are whole paragraphs, or — for a paragraph longer than *n* — its sentences; atoms are packed
-in order while the piece stays within *n* words (``split="recursive"``, ids ``<unit>.<k>``). A
-single sentence longer than *n* words is cut at whitespace into pieces of at most *n* words, and the
-pieces are indexed as sentences (counted in the unit's sentence list; nothing is lost).
+its sections are packed whole while the piece stays within *n* words; a section longer than *n* is
+packed by atoms — whole paragraphs, or, for a paragraph longer than *n*, its sentences
+(``split="recursive"``, ids ``<unit>.<k>``). A single sentence longer than *n* words is cut at
+whitespace into pieces of at most *n* words, and the pieces are indexed as sentences (counted in the
+unit's sentence list; nothing is lost).
+
+Modules: :mod:`.headings` (lexicon, classification, report), :mod:`.contents` (contents lists and
+matching), :mod:`.detect` (heading filters), :mod:`.levels` (the unit level), :mod:`.sections`
+(section planning in phases), :mod:`.units` (unit building, coverage, structure table); this module
+re-exports the public names.
 """
 from __future__ import annotations
 
