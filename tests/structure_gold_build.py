@@ -133,8 +133,9 @@ add(lq + '2083.txt', nested(lq + '2083.txt', r'^(SOUTH AMERICA|AUSTRALIA|NEW ZEA
 add('gutenberg_dev/56686.txt', [l.strip() for l in lines('gutenberg_dev/56686.txt') if re.match(r'^ *CHAPTER [IVXL]+\.?$', l.rstrip())][-43:], 0, 'novel')
 G[-1]['first_text'] = 'ON THE main street, in the town'
 add(lq + '863.txt', [l.strip() for l in lines(lq + '863.txt') if re.match(r'^CHAPTER [IVX]+\.', l)][-13:], 0, 'novel')
-G[-1]['first_text'] = None
+G[-1]['first_text'] = 'The intense interest aroused in the public'  # corrected: None counted the title page
 add('gutenberg_dev/3620.txt', [l.strip() for l in lines('gutenberg_dev/3620.txt')[800:] if re.match(r'^CHAPTER [IVX]+\. ', l)], 872, 'non-fiction, chapters')
+G[-1]['first_text'] = 'In the following Volume, which treats'  # corrected: the summary line also stands in the contents
 add('gutenberg_dev/2009.txt', ['AN HISTORICAL SKETCH', 'INTRODUCTION.'] + rng('CHAPTER {}.', 1, 15), 72, 'non-fiction', 'the author\'s historical sketch precedes the contents: long prose before the first detected heading is a unit; glossary and index are back matter')
 add(lq + '1710.txt', ['@front'], 0, 'single tale', 'ADDENDUM is back matter')
 G[-1]['first_text'] = '“Ah! madame,” replied the doctor,'
