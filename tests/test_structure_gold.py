@@ -55,3 +55,4 @@ def test_detection_meets_issue_targets_on_gold(data_dir):
     assert tuning["f1"] >= 0.97, detail
     assert tuning["words_lost"] == 0, detail
     assert abs(parts["held_out"]["f1"] - tuning["f1"]) <= 0.02, detail
+    assert parts["held_out"]["words_lost"] == 0, detail
