@@ -163,43 +163,48 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
         report.front_matter = True
         report.front_decision = (f"{front_words} prose words before the first heading: a unit "
                                  f"(at least {FRONT_NARRATIVE_WORDS})")
-    if early_start is not None and early_words >= LONG_FRONT_WORDS:
-        # the unit starts at the first run of long prose, under the (up to two) title-like lines
-        # right above it; epigraphs and title-page lines before them stay front matter
-        start, title, after = early_start, whole_title, early_words
-        k = early_start
-        while k < scan_from:
-            if k in in_nn or not _prose_words(paras[k]):
-                k += 1
-                continue
-            j, run = k, 0
-            while j < scan_from and j not in in_nn and (_prose_words(paras[j]) or not _is_heading_shaped(paras[j])):
-                run += _prose_words(paras[j])
-                j += 1
-            if run >= LONG_FRONT_WORDS:
-                top = k
-                while top > 0 and k - top < 2 and top - 1 not in in_nn and not _prose_words(paras[top - 1]) and (
-                        _is_heading_shaped(paras[top - 1]) and not _CREDIT_LINE_RE.match(paras[top - 1])
-                        and (paras[top - 1].isupper() or _title_like(paras[top - 1]))):
-                    top -= 1
-                start, after = top, run
-                if top < k:
-                    title = " ".join(_strip_decor(" ".join(paras[top:k])).split())
-                break
-            k = j + 1
+    long_run = _long_run(paras, in_nn, early_start, scan_from, whole_title) if early_start is not None else None
+    if long_run is not None:
+        start, title, run = long_run
         sections.insert(0, _Section(start, title, headed=title != whole_title))
         inserted.add(start)
-        early_words = after
         report.front_matter = True
-        report.front_decision = (f"{early_words} prose words before the contents/preface: long prose "
-                                 f"(at least {LONG_FRONT_WORDS}) is kept as a unit ({title[:40]!r})")
+        report.front_decision = (f"{run} prose words before the contents/preface: long prose "
+                                 f"(at least {LONG_FRONT_WORDS} in one run) is kept as a unit ({title[:40]!r})")
     elif early_words and not report.front_decision:
         report.front_decision = (f"{early_words} prose words before the contents/preface: front matter "
-                                 f"(under {LONG_FRONT_WORDS})")
+                                 f"(no run of {LONG_FRONT_WORDS})")
     # a "Front matter" marker (the end of a contents list) where the long-prose unit starts is void
     sections = [s for s in sections if not (s.title == FRONT_MATTER and not s.narrative and s.first_para in inserted)]
     sections.sort(key=lambda s: s.first_para)
     return sections
+
+
+def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: str
+              ) -> tuple[int, str, int] | None:
+    """The first run of at least :data:`LONG_FRONT_WORDS` prose words in paragraphs ``[lo, hi)``
+    (prose and other non-heading paragraphs, outside non-narrative sections): ``(start, title,
+    words)``, starting at the (up to two) title-like lines right above it, which are its title
+    (epigraphs, title-page and credit lines above them stay front matter)."""
+    k = lo
+    while k < hi:
+        if k in in_nn or not _prose_words(paras[k]):
+            k += 1
+            continue
+        j, run = k, 0
+        while j < hi and j not in in_nn and (_prose_words(paras[j]) or not _is_heading_shaped(paras[j])):
+            run += _prose_words(paras[j])
+            j += 1
+        if run >= LONG_FRONT_WORDS:
+            top = k
+            while top > 0 and k - top < 2 and top - 1 not in in_nn and not _prose_words(paras[top - 1]) and (
+                    _is_heading_shaped(paras[top - 1]) and not _CREDIT_LINE_RE.match(paras[top - 1])
+                    and (paras[top - 1].isupper() or _title_like(paras[top - 1]))):
+                top -= 1
+            title = " ".join(_strip_decor(" ".join(paras[top:k])).split()) if top < k else whole_title
+            return top, title, run
+        k = j + 1
+    return None
 
 
 def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | None) -> None:
