@@ -124,6 +124,24 @@ def test_kind6_book_title_repeated_as_a_heading_and_stories_titled_by_capital_li
     assert [u.title.split(" / ")[-1] for u in units] == ["PREFACE", "I", "II", "III"]
     assert any("book's title" in note for note in report.level_notes)
     # a collection without contents or CHAPTER words: one unit per capital-line title
-    _, units, _ = _units("STORIES", "by A. Writer", "THE FIRST TALE", _prose(700, "a"), "THE SECOND TALE",
-                         _prose(700, "b"), "THE THIRD TALE", _prose(700, "c"))
-    assert [u.title for u in units] == ["THE FIRST TALE", "THE SECOND TALE", "THE THIRD TALE"]
+    _, units, _ = _units("STORIES", "by A. Writer", "THE RED DOOR", _prose(700, "a"), "THE BLUE WINDOW",
+                         _prose(700, "b"), "THE GREEN GATE", _prose(700, "c"))
+    assert [u.title for u in units] == ["THE RED DOOR", "THE BLUE WINDOW", "THE GREEN GATE"]
+
+
+def test_kind6_a_collection_with_one_story_in_numbered_sections_keeps_every_story():
+    _, units, _ = _units("STORIES", "by A. Writer", "THE RED DOOR", _prose(700, "a"), "THE BLUE WINDOW", "I",
+                         _prose(400, "b"), "II", _prose(400, "c"), "THE GREEN GATE", _prose(700, "d"))
+    assert [u.title for u in units] == ["THE RED DOOR", "THE BLUE WINDOW", "THE GREEN GATE"]
+    assert [t for _, t in units[1].sections] == ["I", "II"]
+    # a novel whose numeral chapters run through the book: capital lines in it are not story titles
+    _, units, _ = _units("MY NOVEL", "I", _prose(700, "a"), "DEAR SIR", _prose(700, "b"), "II", _prose(400, "c"),
+                         "THE LETTER", _prose(700, "d"), "III", _prose(600, "e"), "THE END OF IT", _prose(600, "f"))
+    assert [u.title for u in units] == ["I", "II", "III"]
+
+
+def test_kind1_paragraph_sign_sections_inside_a_chapter():
+    _, units, report = _units("CHAPTER I", "§ 1", _prose(300, "a"), "§ 2", _prose(300, "b"), "CHAPTER II",
+                              _prose(300, "c"))
+    assert [u.title for u in units] == ["CHAPTER I", "CHAPTER II"]
+    assert [t for _, t in units[0].sections] == ["§ 1", "§ 2"]

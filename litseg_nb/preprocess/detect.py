@@ -250,7 +250,8 @@ def _capital_titles(heads: list[Heading], paras: list[str], words: list[int], sh
         poems = [j for j in range(len(paras) - 1) if caps(j) and paras[j + 1].count("\n") >= 2]
         if len(poems) >= 3:
             return sorted(heads + [Heading(j, "title", paras[j].strip()) for j in poems], key=lambda h: (h.para, h.rank))
-    if sum(1 for h in heads if h.kind not in _NN and h.kind != "special") == 0:
+    if all(h.kind in _NN or h.kind in ("special", "numeral") for h in heads):
+        # no headings, or only numerals (a story's numbered sections): capital-line story titles
         stories = _capital_story_titles(heads, paras, words, caps)
         if stories:
             return sorted(heads + stories, key=lambda h: (h.para, h.rank))
@@ -272,18 +273,26 @@ STORY_WORDS = 500  # median words under a capital-line title for it to be a stor
 
 
 def _capital_story_titles(heads: list[Heading], paras: list[str], words: list[int], caps) -> list[Heading]:
-    """A prose book without any heading whose text is divided by capital lines over prose (a story
-    collection without contents or ``CHAPTER`` words): the lines are the stories' titles when at
+    """A prose book without any heading but numerals whose text is divided by capital lines over prose
+    or over a numeral (a story collection without contents or ``CHAPTER`` words, some stories in
+    numbered sections): the lines are the stories' titles when at
     least three divide it into story-sized parts (median >= :data:`STORY_WORDS`, none under 100
     words); lines before the first prose paragraph are its title page."""
     first_prose = next((k for k, p in enumerate(paras) if "\n" not in p and words[k] >= 12 and not p.isupper()),
                        len(paras))
     nn = {h.para for h in heads}
+    numerals = {h.para for h in heads if h.kind == "numeral"}  # a story's first numbered section
     cands = [j for j in range(max(first_prose - 1, 0), len(paras) - 1)
-             if j not in nn and caps(j) and "\n" not in paras[j + 1] and words[j + 1] >= 12]
+             if j not in nn and caps(j) and ("\n" not in paras[j + 1] and words[j + 1] >= 12 or j + 1 in numerals)]
     if len(cands) < 3:
         return []
     bounds = cands + [len(paras)]
+    # numerals are a story's sections only if they restart at 1 under every title that has them
+    # (one series running through the book is its chapters: the capital lines are not titles)
+    first_values = [next((h.value for h in heads if h.kind == "numeral" and a < h.para < b), None)
+                    for a, b in zip(bounds, bounds[1:])]
+    if any(v not in (None, 1) for v in first_values) or numerals and min(numerals) < cands[0]:
+        return []
     sizes = sorted(sum(words[a + 1:b]) for a, b in zip(bounds, bounds[1:]))
     if sizes[len(sizes) // 2] < STORY_WORDS or sizes[0] < 100:
         return []
