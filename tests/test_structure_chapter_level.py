@@ -145,3 +145,18 @@ def test_kind1_paragraph_sign_sections_inside_a_chapter():
                               _prose(300, "c"))
     assert [u.title for u in units] == ["CHAPTER I", "CHAPTER II"]
     assert [t for _, t in units[0].sections] == ["§ 1", "§ 2"]
+
+
+def test_kind3_a_fictional_editors_framing_introduction_is_a_unit_a_real_editors_is_not():
+    def book(intro_words: str):
+        text, spans = _paras("THE TALE", "INTRODUCTION", intro_words + " " + _prose(200, "i"), "J. BROWN.",
+                             "CHAPTER I", _prose(300, "a"), "CHAPTER II", _prose(300, "b"))
+        report = StructureReport()
+        units = build_units("b", text, spans, 100_000, report=report, author="Mary Smith")
+        return [u.title for u in units], report
+
+    titles, report = book("These papers came to me from a drowned sailor's chest, and I print them as I found them.")
+    assert titles == ["INTRODUCTION", "CHAPTER I", "CHAPTER II"]
+    assert any("framing introduction" in note for note in report.level_notes)
+    titles, _ = book("Mary Smith wrote this tale in 1850, and Smith's readers have loved it since then.")
+    assert titles == ["CHAPTER I", "CHAPTER II"]

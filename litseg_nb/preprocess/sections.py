@@ -118,7 +118,7 @@ def _sections(text: str, paragraphs: Sequence[Span], heads: list[Heading], para_
     items = _group_items(heads)
     sections = _walk(items, _parents(items), paras, para_words, sub_paras)
     sections = _front_matter(sections, paras, whole_title, report)
-    _foreign_prefaces(sections, paras, author)
+    _foreign_prefaces(sections, paras, author, report)
     return _preface_end(sections, paras, para_words, whole_title, report)
 
 
@@ -207,14 +207,25 @@ def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: 
     return None
 
 
-def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | None) -> None:
-    """An introduction/preface signed by someone else than the author is not narrative."""
+def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | None,
+                      report: StructureReport | None = None) -> None:
+    """An introduction/preface signed by someone else than the author is not narrative — unless it
+    never names the author: a real editor writes about the author; a fictional editor's or
+    narrator's framing introduction does not (it is a unit, and the report says so)."""
     n = len(paras)
+    surname = re.findall(r"[A-Za-z][\w'’-]+", author)[-1] if author and re.search(r"[A-Za-z]{2}", author) else None
     for i, s in enumerate(sections):
         if s.narrative and re.match(r"^(?:introduction|preface|foreword)\b", s.title.split(" / ")[-1], re.I):
             e = sections[i + 1].first_para if i + 1 < len(sections) else n
             tail = [ln for p in paras[max(s.first_para, e - 3):e] for ln in p.split("\n")]
             if _signature_author(author, tail) is False:
+                body = " ".join(paras[s.first_para + 1:e])
+                if surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I):
+                    if report is not None:
+                        report.level_notes.append(
+                            f"{s.title!r} is signed by someone else than the author but never names "
+                            f"{surname}: a framing introduction, kept as a unit")
+                    continue
                 s.narrative = False
 
 
