@@ -39,20 +39,19 @@ def _pack_blocks(blocks: list[list[tuple[int, int, int]]], n: int) -> list[Span]
     blocks when a block does not fit; a block longer than ``n`` is packed atom by atom."""
     pieces: list[Span] = []
     cur: list[tuple[int, int, int]] = []
+    cur_words = 0
     for atoms in blocks:
-        w = sum(x[2] for x in atoms)
         if not atoms:
             continue
+        w = sum(x[2] for x in atoms)
+        if cur and (w > n or cur_words + w > n):
+            pieces.append((cur[0][0], cur[-1][1]))
+            cur, cur_words = [], 0
         if w > n:
-            if cur:
-                pieces.append((cur[0][0], cur[-1][1]))
-                cur = []
             pieces.extend(_greedy_pieces(atoms, n))
             continue
-        if cur and sum(x[2] for x in cur) + w > n:
-            pieces.append((cur[0][0], cur[-1][1]))
-            cur = []
         cur.extend(atoms)
+        cur_words += w
     if cur:
         pieces.append((cur[0][0], cur[-1][1]))
     return pieces
