@@ -209,9 +209,10 @@ def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: 
 
 def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | None,
                       report: StructureReport | None = None) -> None:
-    """An introduction/preface signed by someone else than the author is not narrative — unless it
-    never names the author: a real editor writes about the author; a fictional editor's or
-    narrator's framing introduction does not (it is a unit, and the report says so)."""
+    """An introduction/preface signed by someone else than the author is not narrative — unless an
+    introduction never names the author: a real editor writes about the author; a fictional
+    editor's or narrator's framing introduction does not (it is a unit, and the report says so).
+    A preface/foreword signed by someone else stays an editor's or translator's."""
     n = len(paras)
     surname = re.findall(r"[A-Za-z][\w'’-]+", author)[-1] if author and re.search(r"[A-Za-z]{2}", author) else None
     for i, s in enumerate(sections):
@@ -220,7 +221,8 @@ def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | 
             tail = [ln for p in paras[max(s.first_para, e - 3):e] for ln in p.split("\n")]
             if _signature_author(author, tail) is False:
                 body = " ".join(paras[s.first_para + 1:e])
-                if surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I):
+                intro = re.match(r"^introduction\b", s.title.split(" / ")[-1], re.I)
+                if intro and surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I):
                     if report is not None:
                         report.level_notes.append(
                             f"{s.title!r} is signed by someone else than the author but never names "
