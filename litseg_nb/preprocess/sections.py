@@ -196,12 +196,21 @@ def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: 
             run += _prose_words(paras[j])
             j += 1
         if run >= LONG_FRONT_WORDS:
-            top = k
-            while top > 0 and k - top < 2 and top - 1 not in in_nn and not _prose_words(paras[top - 1]) and (
-                    _is_heading_shaped(paras[top - 1]) and not _CREDIT_LINE_RE.match(paras[top - 1])
-                    and (paras[top - 1].isupper() or _title_like(paras[top - 1]))):
-                top -= 1
-            title = " ".join(_strip_decor(" ".join(paras[top:k])).split()) if top < k else whole_title
+            # walk up over the title lines (at most two) and the credit lines between them and the
+            # text ("DERELICT" / "By A. Writer" / "Illustrated by ..."); a credit above the title ends it
+            top, titles, q = k, [], k - 1
+            while q >= 0 and k - q <= 4 and q not in in_nn and not _prose_words(paras[q]) \
+                    and _is_heading_shaped(paras[q]) and len(titles) < 2:
+                if _CREDIT_LINE_RE.match(paras[q]):
+                    if titles:
+                        break
+                elif paras[q].isupper() or _title_like(paras[q]):
+                    titles.insert(0, paras[q])
+                    top = q
+                else:
+                    break
+                q -= 1
+            title = " ".join(_strip_decor(" ".join(titles)).split()) if titles else whole_title
             return top, title, run
         k = j + 1
     return None
