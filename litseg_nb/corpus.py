@@ -220,7 +220,8 @@ def book_to_json(book: Book) -> dict[str, Any]:
 def book_from_json(d: dict[str, Any]) -> Book:
     d = dict(d)
     units = [Unit(**{**u, "sentences": tuple(Sentence(*s) for s in u["sentences"]),
-                     "paragraphs": tuple(tuple(p) for p in u["paragraphs"])}) for u in d.pop("units")]
+                     "paragraphs": tuple(tuple(p) for p in u["paragraphs"]),
+                     "sections": tuple(tuple(x) for x in u.get("sections", ()))}) for u in d.pop("units")]
     questions = [Question(**{**q, "answers": tuple(q["answers"])}) for q in d.pop("questions")]
     d["paragraphs"] = [tuple(p) for p in d["paragraphs"]]
     d["source_map"] = [tuple(p) for p in d["source_map"]]

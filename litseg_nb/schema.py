@@ -37,6 +37,7 @@ class Unit:
     sentences: tuple[Sentence, ...]
     paragraphs: tuple[Span, ...] = ()
     split: str = "structure"  # structure | recursive | whole | dataset
+    sections: tuple[tuple[int, str], ...] = ()  # (start offset, title) of numbered sections inside the unit
 
     def text(self, book_text: str) -> str:
         return book_text[self.start:self.end]

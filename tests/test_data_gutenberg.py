@@ -3,7 +3,8 @@
 The expected unit counts and titles were verified by reading the texts (grep of the headings):
 e.g. Emma has VOLUME I-III with 18+18+19 chapters, Frankenstein (1818 edition) a preface, four
 letters and 7+9+7 chapters in three volumes, Dubliners 15 stories listed in its contents, Grimm 62
-tales listed in its contents (two of them with two sub-stories), Heart of Darkness parts I-III,
+tales listed in its contents (Mrs Fox's two FIRST/SECOND STORY units; Chanticleer's three numbered
+sub-stories are sections of that tale, the chapter level of issue #22), Heart of Darkness parts I-III,
 The Time Machine sixteen bare roman numerals (the first followed by "Introduction") and an
 epilogue.
 """
@@ -26,7 +27,7 @@ EXPECTED = {
     "158": (55, ["VOLUME I / CHAPTER I", "VOLUME I / CHAPTER II"], "VOLUME III / CHAPTER XIX"),
     "41445": (28, ["VOL. I. / PREFACE.", "LETTER I. To Mrs. SAVILLE, England.", "LETTER II. To Mrs. SAVILLE, England."],
               "VOL. III. / CHAPTER VII."),
-    "2591": (65, ["THE GOLDEN BIRD", "HANS IN LUCK", "JORINDA AND JORINDEL"], "SNOW-WHITE AND ROSE-RED"),
+    "2591": (63, ["THE GOLDEN BIRD", "HANS IN LUCK", "JORINDA AND JORINDEL"], "SNOW-WHITE AND ROSE-RED"),
     "219": (3, ["I", "II", "III"], "III"),
     "105": (24, ["Chapter 1", "Chapter 2"], "Chapter 24"),
     "215": (7, ["Chapter I. Into the Primitive", "Chapter II. The Law of Club and Fang"],

@@ -25,7 +25,9 @@ def test_notebook_01_runs_in_test_profile(data_dir):
     structure = pd.read_csv(root / "tables" / "01_structure_report.csv")
     assert {"levels", "contents_matched", "dropped", "dropped_chars"} <= set(structure.columns)
     gold = pd.read_csv(root / "tables" / "01_structure_gold.csv")
-    assert list(gold["detector"].str.split(" ").str[0]) == ["before", "now"]
+    assert list(gold["detector"].str.split(" ").str[0]) == ["before"] * 4 + ["now"] * 3
+    assert list(gold["books_in"].iloc[-3:]) == ["all", "tuning", "held-out quarter"]
+    assert {"sections_in_units", "level_notes", "front_decision"} <= set(structure.columns)
     for ext in ("png", "pdf"):
         assert (root / "figures" / f"01_unit_lengths.{ext}").stat().st_size > 0
     pages = list((root / "artifacts").glob("01_unit_*.html"))

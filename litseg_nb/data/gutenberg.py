@@ -62,6 +62,9 @@ _EPILOGUE_RE = re.compile(r"^End of (?:the )?Project Gutenberg", re.I)
 _ITEM_RE = re.compile(r"^(?:[IVXLC]{1,7}|\d{1,3})\.\s+\S")
 
 
+_ANCHOR_LINE_RE = re.compile(r"^[A-Z]+_\d+\|[A-Z]+_\d+$")
+
+
 def _is_listed(line: str) -> bool:
     """A contents line with its page number at the margin (``Title      25``, ``Title . . . 25``)."""
     s = line.rstrip()
@@ -239,8 +242,10 @@ def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_marke
         if not lines[i].strip():
             i += 1
             continue
-        j = i
-        while j < body_end and lines[j].strip():
+        j = i + 1
+        # an anchor tag line ("ACT_3|SC_1", markup of some play e-texts) starts a new paragraph: the
+        # heading under it is not glued to the speech above it
+        while j < body_end and lines[j].strip() and not _ANCHOR_LINE_RE.match(lines[j].strip()):
             j += 1
         blocks.append((i, j))
         i = j

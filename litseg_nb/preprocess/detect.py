@@ -1,0 +1,304 @@
+"""Heading detection: classified paragraphs plus contents matches, then the filters (typed contents
+lists, numbering continuity, numerals, capital titles)."""
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Sequence
+
+from .contents import _contents_blocks, _implicit_contents, _match_contents
+from .levels import chapter_level
+from .headings import (_CONTENTS_RE, _NN, _NUMBERED_TITLE_RE, Heading, Span, StructureReport, _classify,
+                       _is_heading_shaped, _numeral_value, _strip_decor, _verse_share, _words)
+
+
+def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureReport | None = None,
+                    author: str | None = None, sections_out: list[Heading] | None = None) -> list[Heading]:
+    """All accepted unit-level and parent headings (narrative and non-narrative), in order, ToC
+    entries removed; the section headings inside units (:mod:`.levels`) go to ``sections_out``."""
+    report = report if report is not None else StructureReport()
+    paras = [text[a:b] for a, b in paragraphs]
+    shaped = [_is_heading_shaped(p) for p in paras]
+    words = [_words(p) for p in paras]
+    blocks = _contents_blocks(paras)
+    in_block = {k for h, e, _ in blocks for k in range(h + 1, e)}
+    if not blocks:  # a list of titles without a CONTENTS header counts if its lines recur as headings
+        for blk in _implicit_contents(paras, shaped, 60):
+            probe = StructureReport()
+            if len(_match_contents(paras, shaped, [blk], probe, set(range(blk[0], blk[1])))) >= 3:
+                blocks = [(blk[0] - 1, blk[1], blk[2])]
+                in_block = set(range(blk[0], blk[1]))
+                break
+    by_para: dict[int, list[Heading]] = {}
+    for k, p in enumerate(paras):
+        if shaped[k] and k not in in_block:
+            hs = _classify(p)
+            if hs:
+                by_para[k] = [Heading(k, h.kind, h.title, h.value) for h in hs]
+    for h, _, _ in blocks:
+        if h not in in_block and h not in by_para and _CONTENTS_RE.match(_strip_decor(paras[h].split("\n")[0])):
+            by_para[h] = [Heading(h, "nonnarrative", paras[h].split("\n")[0].strip())]
+    matched = _match_contents(paras, shaped, blocks, report, in_block | {h for h, _, _ in blocks})
+    matched = {k: v for k, v in matched.items() if not (blocks and blocks[0][0] == 0 and k < 0)}
+    if blocks and len(matched) < 2:
+        matched = {}
+    toc_paras = set(matched)
+    for k in matched:
+        if (k - 1 in by_para and by_para[k - 1][0].kind not in _NN and k not in by_para
+                and not (by_para[k - 1][0].is_container and k - 1 not in matched)):
+            # the title line under a "CHAPTER IV" heading: part of that heading (but a listed title
+            # under an unlisted PART/BOOK heading is that part's first chapter)
+            toc_paras.add(k - 1)
+            continue
+        if k not in by_para or by_para[k][0].kind in ("numeral",):
+            title = " ".join(_strip_decor(paras[k]).split())
+            m = _NUMBERED_TITLE_RE.match(title)  # "I The Old Pyncheon Family": a numbered title
+            v = _numeral_value(m.group("num")) if m else None
+            by_para[k] = [Heading(k, "numbered", title, v) if v else Heading(k, "title", title)]
+    for h, e, _ in blocks:  # the contents list itself; what follows it is decided afresh
+        for k in range(h + 1, e):
+            by_para.pop(k, None)
+        if e < len(paras) and e not in by_para:
+            by_para[e] = [Heading(e, "resume", "")]
+
+    heads = [h for k in sorted(by_para) for h in by_para[k]]
+    heads = _drop_toc_runs(heads, words, report)
+    heads = _continuity(heads, report)
+    notes: list[str] = []
+    heads = _numeral_policy(heads, paras, words, notes)
+    heads = _capital_titles(heads, paras, words, shaped)
+    heads, subs, decision = chapter_level(heads, toc_paras)
+    if sections_out is not None:
+        sections_out.extend(subs)
+    report.unit_level = decision.unit_kinds
+    report.section_kinds = decision.section_kinds
+    report.sections = decision.sections
+    report.level_notes = notes + decision.notes
+    if report.demoted_toc_headings:
+        report.level_notes.append(f"{report.demoted_toc_headings} headings rejected: a contents list typed as "
+                                  "headings (no text between them, or their numbering restarts later)")
+    if report.rejected_numbering:
+        report.level_notes.append(f"{report.rejected_numbering} numbered headings rejected: they break their "
+                                  "series (numbers must count up, restarting at 1 under a new parent)")
+    report.headings = sum(1 for h in heads if h.kind not in _NN)
+    return heads
+
+
+def _gap(heads: list[Heading], k: int, words: list[int]) -> int:
+    """Words between heading ``k`` and the next heading at another paragraph."""
+    a = heads[k].para
+    nxt = next((h.para for h in heads[k + 1:] if h.para != a), len(words))
+    return sum(words[a + 1:nxt])
+
+
+def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureReport) -> list[Heading]:
+    """Headings typed as a list (almost no text between them) before the same numbering restarts."""
+    drop: set[int] = set()
+    n = len(heads)
+    for k, h in enumerate(heads):
+        if h.kind in ("nonnarrative", "special", "resume"):
+            continue
+        # adjacent same-kind headings with nothing between: a typed contents list
+        j = k + 1
+        while j < n and heads[j].para == h.para:
+            j += 1
+        if j < n and _series(heads[j]) == _series(h) and heads[j].para == h.para + 1 and h.kind not in ("title",):
+            drop.add(k)
+            continue
+        # a short-gapped run whose numbering restarts later without a parent between
+        if h.value is not None and _gap(heads, k, words) < 25:
+            for j2 in range(k + 1, n):
+                g = heads[j2]
+                if g.rank < h.rank and g.kind not in ("special", "nonnarrative", "resume"):
+                    break
+                if _series(g) == _series(h) and g.value is not None and g.value <= h.value:
+                    if _gap(heads, j2, words) >= 25 or j2 == n - 1:
+                        drop.add(k)
+                    break
+    # a numbered run whose sections are tiny next to the run that restarts the same numbering
+    # (a contents list with summaries under each "CHAPTER II.") is a table of contents
+    runs: dict[str, list[list[int]]] = {}
+    parent_between: set[int] = set()  # runs (by first index) that start under a new parent
+    for k, h in enumerate(heads):
+        if h.value is None or k in drop or h.kind in ("title", "nonnarrative", "special", "resume"):
+            continue
+        rs = runs.setdefault(h.kind, [])
+        parent = bool(rs) and any(g.rank < h.rank and g.kind not in ("special", "nonnarrative", "resume")
+                                  for g in heads[rs[-1][-1] + 1:k])
+        if rs and heads[rs[-1][-1]].value is not None and h.value > heads[rs[-1][-1]].value and not parent:
+            rs[-1].append(k)
+        else:
+            rs.append([k])
+            if parent:
+                parent_between.add(k)
+    for rs in runs.values():
+        for a, b in zip(rs, rs[1:]):
+            if len(a) < 2 or b[0] in parent_between:
+                continue
+            size_a = sorted(_gap(heads, k, words) for k in a)[len(a) // 2]
+            size_b = sorted(_gap(heads, k, words) for k in b)[len(b) // 2]
+            if size_a * 4 < size_b and heads[b[0]].value <= heads[a[0]].value:
+                drop.update(a)
+    report.demoted_toc_headings += len(drop)
+    out = [h for k, h in enumerate(heads) if k not in drop]
+    # a dropped ACT that had a SCENE on the same line: keep the pair consistent
+    return out
+
+
+def _series(h: Heading) -> tuple[str, int, str]:
+    """A numbering series: kind, rank and, for numbered titles, the numeral style (``I. TITLE`` and
+    ``1. Section`` are two series: Roman chapters holding Arabic sections)."""
+    style = ("arabic" if h.title.lstrip("[(_* ")[:1].isdigit() else "roman") if h.kind == "numbered" else ""
+    return h.kind, h.rank, style
+
+
+def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
+    """Numbered headings must continue their series (restart at 1 under a new parent)."""
+    last: dict[tuple[str, int, str], int] = {}
+    history: dict[tuple[str, int, str], int] = {}  # never reset: chapters numbered on across books
+    out: list[Heading] = []
+    for k, h in enumerate(heads):
+        if h.value is None or h.kind in ("title",):
+            if h.kind not in _NN and h.kind != "special":
+                # an outer heading restarts the series below it
+                for key in [key for key in last if key[1] > h.rank]:
+                    del last[key]
+            out.append(h)
+            continue
+        key = _series(h)
+        prev = last.get(key)
+        if h.kind == "numeral" and prev is None:
+            # "XLI" after "Chapter XL": the chapter series goes on without its keyword
+            chap = next((g for g in reversed(out) if g.value is not None and g.kind != "numeral"), None)
+            if chap is not None and chap.rank == 3 and chap.value == h.value - 1:
+                h = Heading(h.para, chap.kind, h.title, h.value)
+                key = _series(h)
+                prev = last.get(key)
+        first_ok = (h.value == 1 or (h.value == 2 and h.kind != "numeral")
+                    or history.get(key) is not None and h.value == history[key] + 1)
+        ok = prev is None and first_ok or prev is not None and h.value in (prev, prev + 1, 1)
+        if not ok:
+            # tolerate a gap (a heading missing in the source) when the next one continues from here
+            nxt = next((g for g in heads[k + 1:] if _series(g) == key), None)
+            ok = nxt is not None and nxt.value == h.value + 1 and prev is not None and h.value > prev
+        if ok:
+            last[key] = history[key] = h.value
+            for key2 in [key2 for key2 in last if key2[1] > h.rank]:
+                del last[key2]
+            out.append(h)
+        else:
+            report.rejected_numbering += 1
+    return out
+
+
+def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int],
+                    notes: list[str] | None = None) -> list[Heading]:
+    """Bare numerals: units unless they number the sections of a poem in a poetry book or short list
+    items; numbered titles (``1. The First Point``) between keyword chapters: list items unless
+    chapter-sized."""
+    if any(h.kind == "numbered" for h in heads) and any(h.rank == 3 and h.kind != "numbered" for h in heads):
+        para_of = sorted({h.para for h in heads})
+        sizes = sorted(sum(words[h.para + 1:(para_of[j] if j < len(para_of) else len(paras))])
+                       for h in heads if h.kind == "numbered" for j in [bisect.bisect_right(para_of, h.para)])
+        if sizes[len(sizes) // 2] < 150:
+            heads = [h for h in heads if h.kind != "numbered"]
+            _note(notes, f"numbered titles rejected as a level: list items between keyword chapters "
+                         f"(median {sizes[len(sizes) // 2]} words under them, under 150)")
+    if not any(h.kind == "numeral" for h in heads):
+        return heads
+    verse = _verse_share(paras, words) > 0.5
+    # numbered stanzas or list items ("1.", "2." a few lines apart) are not units
+    nums = [h for h in heads if h.kind == "numeral"]
+    sizes = []
+    para_of = sorted({h.para for h in heads})
+    for h in nums:
+        j = bisect.bisect_right(para_of, h.para)
+        if j < len(para_of) and para_of[j] == h.para + 1:  # "I" over "Introduction"
+            j += 1
+        nxt = para_of[j] if j < len(para_of) else len(paras)
+        sizes.append(sum(words[h.para + 1:nxt]))
+    small = {id(h) for h, n in zip(nums, sizes) if n < 150}
+    if nums and len(small) * 2 > len(nums):
+        heads = [h for h in heads if h.kind != "numeral"]
+        _note(notes, f"bare numerals rejected as a level: {len(small)} of {len(nums)} have under 150 words "
+                     "under them (stanzas or list items)")
+    else:
+        # runs of small numbered sections inside a bigger unit
+        heads = [h for h in heads if id(h) not in small or h.kind != "numeral"]
+    out = []
+    parent: Heading | None = None
+    for h in heads:
+        if h.kind == "numeral":
+            if verse and parent is not None and parent.kind in ("title", "numbered"):
+                _note(notes, "numerals under a poem's title in a verse book are sections of the poem")
+                continue
+        elif h.kind not in _NN:
+            parent = h
+        out.append(h)
+    return out
+
+
+def _capital_titles(heads: list[Heading], paras: list[str], words: list[int], shaped: list[bool]) -> list[Heading]:
+    """Inside parts/books that have no child headings, capitalised short lines are the chapters; in a
+    poetry book without headings, a capitalised short line over a verse paragraph is a poem's title."""
+    def caps(j: int) -> bool:
+        return (shaped[j] and "\n" not in paras[j] and paras[j].isupper() and 1 <= words[j] <= 10
+                and not re.search(r"[,:;!?]$", paras[j].strip()))
+
+    parents = [k for k, h in enumerate(heads) if h.kind in ("part", "book", "volume")]
+    if sum(1 for h in heads if h.kind not in _NN) < 2 and _verse_share(paras, words) > 0.5:
+        poems = [j for j in range(len(paras) - 1) if caps(j) and paras[j + 1].count("\n") >= 2]
+        if len(poems) >= 3:
+            return sorted(heads + [Heading(j, "title", paras[j].strip()) for j in poems], key=lambda h: (h.para, h.rank))
+    if all(h.kind in _NN or h.kind in ("special", "numeral") for h in heads):
+        # no headings, or only numerals (a story's numbered sections): capital-line story titles
+        stories = _capital_story_titles(heads, paras, words, caps)
+        if stories:
+            return sorted(heads + stories, key=lambda h: (h.para, h.rank))
+    if not parents:
+        return heads
+    extra: list[Heading] = []
+    for n, k in enumerate(parents):
+        a = heads[k].para
+        b = heads[parents[n + 1]].para if n + 1 < len(parents) else len(paras)
+        if any(a < h.para < b and h.kind not in _NN for h in heads):
+            continue
+        cands = [j for j in range(a + 1, b) if caps(j)]
+        if len(cands) >= 2:
+            extra += [Heading(j, "title", paras[j].strip()) for j in cands]
+    return sorted(heads + extra, key=lambda h: (h.para, h.rank)) if extra else heads
+
+
+STORY_WORDS = 500  # median words under a capital-line title for it to be a story title
+
+
+def _capital_story_titles(heads: list[Heading], paras: list[str], words: list[int], caps) -> list[Heading]:
+    """A prose book without any heading but numerals whose text is divided by capital lines over prose
+    or over a numeral (a story collection without contents or ``CHAPTER`` words, some stories in
+    numbered sections): the lines are the stories' titles when at
+    least three divide it into story-sized parts (median >= :data:`STORY_WORDS`, none under 100
+    words); lines before the first prose paragraph are its title page."""
+    first_prose = next((k for k, p in enumerate(paras) if "\n" not in p and words[k] >= 12 and not p.isupper()),
+                       len(paras))
+    nn = {h.para for h in heads}
+    numerals = {h.para for h in heads if h.kind == "numeral"}  # a story's first numbered section
+    cands = [j for j in range(max(first_prose - 1, 0), len(paras) - 1)
+             if j not in nn and caps(j) and ("\n" not in paras[j + 1] and words[j + 1] >= 12 or j + 1 in numerals)]
+    if len(cands) < 3:
+        return []
+    bounds = cands + [len(paras)]
+    # numerals are a story's sections only if they restart at 1 under every title that has them
+    # (one series running through the book is its chapters: the capital lines are not titles)
+    first_values = [next((h.value for h in heads if h.kind == "numeral" and a < h.para < b), None)
+                    for a, b in zip(bounds, bounds[1:])]
+    if any(v not in (None, 1) for v in first_values) or numerals and min(numerals) < cands[0]:
+        return []
+    sizes = sorted(sum(words[a + 1:b]) for a, b in zip(bounds, bounds[1:]))
+    if sizes[len(sizes) // 2] < STORY_WORDS or sizes[0] < 100:
+        return []
+    return [Heading(j, "title", paras[j].strip()) for j in cands]
+
+
+def _note(notes: list[str] | None, note: str) -> None:
+    if notes is not None and note not in notes:
+        notes.append(note)
