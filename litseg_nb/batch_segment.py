@@ -182,6 +182,8 @@ def _write_book(base: Path, book: Any, chunks: list[Any], meta: dict[str, Any]) 
     from .schema import save_chunks
 
     p = paths_of(base)
+    # a claim first: a run killed while writing leaves "complete": false, redone on the rerun
+    write_json_atomic(p["meta"], {**meta, "complete": False}, indent=1, ensure_ascii=False)
     save_chunks(p["chunks"], chunks)  # atomic (safe_io)
     write_text_atomic(p["text"], book.text)
     meta["files"] = {"chunks": _sha256(p["chunks"]), "text": _sha256(p["text"])}
@@ -259,6 +261,8 @@ def _segment_main(args: Any) -> int:
         raise SegmentUsageError(f"no such file, folder or matching .txt file: {', '.join(missing)}")
     single = len(args.inputs) == 1 and len(files) == 1 and Path(args.inputs[0]).is_file()
     default_dir = outputs_dir(args.profile) / "segment"
+    if args.output is not None and args.output.resolve() in {f.resolve() for f in files}:
+        raise SegmentUsageError(f"-o {args.output} is an input book; refusing to write over it")
     bases = output_bases(files, args.method, args.output, default_dir, single)
     check_outputs(files, bases, args.force)
     try:
