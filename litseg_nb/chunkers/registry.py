@@ -355,6 +355,7 @@ def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: "BaselinesC
         f"chunks-{spec.name}",
         config={"params": {p: getattr(cfg, p) for p in spec.params}, "models": model_ids},
         inputs={"book": book.book_id, "units": [(u.unit_id, _unit_fingerprint(book, u)) for u in units]},
+        required=("chunks", "run"),
     )
     ledger = getattr(backend, "ledger", None)
     accounted = _ACCOUNTED.setdefault(ledger, set()) if ledger is not None else set()
