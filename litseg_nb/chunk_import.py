@@ -423,6 +423,8 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+@-]*", name):
         raise ChunkImportError(f"chunk set name {name!r}: use letters, digits and _ . + @ - only")
+    if not 0.0 < min_score <= 1.0:
+        raise ChunkImportError(f"--min-score {min_score}: a similarity in (0, 1]")
     if save:  # an unwritable destination fails before any work, naming the folder
         from .artifacts import artifact_dir
         from .safe_io import OutputsNotWritable, ensure_writable

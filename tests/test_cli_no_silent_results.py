@@ -3,6 +3,7 @@ are errors naming what is wrong, never a stand-in result with exit code 0. Each 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +62,9 @@ def test_import_cannot_replace_a_method_set_and_is_labelled(tmp_path, fresh_dirs
     chunks, rep = import_chunk_file("x", "tool-set", src, book=book, profile="test")
     assert all(c.metadata["imported"] for c in chunks) and rep.summary().startswith("imported tool-set")
     import_chunk_file("x", "tool-set", src, book=book, profile="test")  # re-importing one's own set is fine
+    for bad in (-1.0, 0.0, 1.5):  # before: -1 accepted any text as a "fuzzy" match
+        with pytest.raises(ChunkImportError, match="min-score"):
+            import_chunk_file("x", "tool-set", src, book=book, profile="test", min_score=bad)
 
 
 # ------------------------------------------------------------------ item 10 (import-chunks)
@@ -116,3 +120,51 @@ def test_only_duplicates_and_blank_are_errors(only, error, capsys):
     assert main(["run", "--profile", "test", "--only", only]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and error in err[0] and "--only" in err[0]
+
+
+# ------------------------------------------------------------------ item 16: download-data cleans up
+def test_failed_download_leaves_no_cache_folder(tmp_path, monkeypatch):
+    # before: dest/gutenqa/.cache/huggingface stayed behind after a failed download
+    import huggingface_hub
+
+    from litseg_nb.download import download
+
+    def failing(repo, name, repo_type=None, local_dir=None):
+        (Path(local_dir) / ".cache" / "huggingface" / "download").mkdir(parents=True)
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", failing)
+    dest = tmp_path / "data"
+    (dest / "keep").mkdir(parents=True)
+    with pytest.raises(OSError, match="unreachable"):
+        download(["gutenqa"], dest)
+    assert sorted(p.name for p in dest.rglob("*")) == ["keep"]
+    with pytest.raises(ValueError, match="no dataset"):
+        download([], dest)
+
+
+# ------------------------------------------------------------------ item 16: semantic chunker progress
+def test_semantic_chunker_on_a_book_shows_progress():
+    # before: encode() was called without show_progress: a 170 s silent wait on a 488 KB book
+    import numpy as np
+
+    from litseg_nb.chunkers.semantic import PROGRESS_MIN_TEXTS, semantic_chunks_many
+
+    n = PROGRESS_MIN_TEXTS + 10
+    text = " ".join(f"Sentence number {i} is here." for i in range(n))
+    sents, pos = [], 0
+    for i in range(n):
+        s = f"Sentence number {i} is here."
+        sents.append(Sentence(i + 1, pos, pos + len(s)))
+        pos += len(s) + 1
+    unit = Unit("b", "u0", 0, "I", 0, len(text), tuple(sents), ((0, len(text)),))
+    book = Book("b", "B", "text", text, [(0, len(text))], [unit])
+    seen = []
+
+    class Emb:
+        def encode(self, texts, kind="passage", show_progress=False):
+            seen.append(show_progress)
+            return np.random.default_rng(0).normal(size=(len(texts), 4)).astype(np.float32)
+
+    chunks = semantic_chunks_many([(book, unit)], Emb(), 95.0, 1)
+    assert seen == [True] and chunks[0]
