@@ -4,7 +4,7 @@
 
     import litseg_nb
     chunks = litseg_nb.segment("my_book.txt", method="litseg", profile="smoke")
-    chunks = litseg_nb.segment(text, method="lumber", llm={"backend": "openai", "base_urls": ["http://host:8000/v1"]})
+    chunks = litseg_nb.segment(text=text, method="lumber", llm={"backend": "openai", "base_urls": ["http://host:8000/v1"]})
 
 and on the command line::
 
@@ -16,7 +16,11 @@ its units (headings, else the whole text; units longer than the profile's ``max_
 split recursively) and indexes sentences. :func:`segment` then runs the method through
 :func:`litseg_nb.chunkers.registry.chunk_units` with the profile's models (or the given endpoint)
 and checks that every sentence of every unit is covered. Each chunk carries exact character spans
-into the cleaned text, its sentence range, LitSeg's subtitle and context sentences.
+into the cleaned text (``book.text``), its sentence range, LitSeg's subtitle and context sentences
+and ``metadata["unit_title"]``; :func:`raw_offsets` / :func:`raw_span` map cleaned offsets back to
+the decoded input file (the ``segment`` command writes them as ``metadata["raw_spans"]``, see
+:mod:`litseg_nb.batch_segment`). A path is a :class:`~pathlib.Path` or a str naming a file; pass a
+text as ``text=...`` (a str that looks like a path but names no file is an error, not a text).
 """
 from __future__ import annotations
 

@@ -489,7 +489,8 @@ def _raw_formatter():
 def verify_outputs(base: Path) -> dict[str, Any]:
     """Re-read one book's outputs and check every span: ``text[span]`` is the chunk's main text and
     the raw span of the input file holds the same words (line breaks may differ: the cleaning
-    unwraps lines). Returns counts; ``ok`` is True when every span slices exactly."""
+    unwraps lines), and every sentence of every unit lies in a chunk. Returns counts; ``ok`` is True
+    when every span slices exactly and every unit is covered."""
     from .schema import load_chunks
 
     p = paths_of(base)
@@ -508,5 +509,11 @@ def verify_outputs(base: Path) -> dict[str, Any]:
             raw_none += 1
             continue
         raw_ok += " ".join(" ".join(raw[a:b] for a, b in rs).split()) == " ".join(c.main_text.split())
+    covered: dict[str, set[int]] = {}
+    for c in chunks:
+        covered.setdefault(c.unit_id, set()).update(range(c.from_idx, c.to_idx + 1))
+    uncovered = [u["unit_id"] for u in meta["units"]
+                 if not covered.get(u["unit_id"], set()) >= set(range(1, u["sentences"] + 1))]
     return {"chunks": n, "spans_exact": span_ok, "raw_spans_exact": raw_ok, "raw_spans_missing": raw_none,
-            "units": meta["n_units"], "ok": n == span_ok == raw_ok and not raw_none}
+            "units": meta["n_units"], "units_not_covered": uncovered,
+            "ok": n == span_ok == raw_ok and not raw_none and not uncovered}
