@@ -313,3 +313,18 @@ def test_library_run_lists_failures_and_resumes_after_interruption(data_dir, tmp
     for n in ("11", "43", "46"):
         assert verify_outputs(out / f"{n}.paragraph")["ok"]
     assert not [p for p in out.iterdir() if ".tmp" in p.name]
+
+
+def test_registry_litseg_counter_ignores_fallback_none(monkeypatch):
+    # before: sum(1 for r in records if r["fallback"]) counted the string "none" as a fallback
+    import types
+
+    from litseg_nb.litseg import pipeline
+    from litseg_nb.litseg.config import LitSegConfig
+
+    records = [{"fallback": "none"}, {"fallback": "whole_unit"}, {"fallback": "none"}]
+    monkeypatch.setattr(pipeline, "annotate_units", lambda *a, **k: types.SimpleNamespace(records=records))
+    monkeypatch.setattr(pipeline, "records_to_chunks", lambda books, recs: [])
+    cfg = LitSegConfig.for_profile("test", calibrate=False)
+    _, extra = registry._litseg([], cfg, None, None)
+    assert extra["fallbacks"] == 1

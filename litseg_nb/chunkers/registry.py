@@ -207,7 +207,7 @@ def _litseg(items, cfg, backend, embedder):
     run = annotate_units(items, backend, cfg, length_reference=reference, progress=True)
     books = list({id(b): b for b, _ in items}.values())
     chunks = records_to_chunks(books, run.records)
-    return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in run.records if r["fallback"]),
+    return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in run.records if r["fallback"] not in (None, "none")),
                                             "length_reference": reference}
 
 
