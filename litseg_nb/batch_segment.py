@@ -233,12 +233,17 @@ def segment_main(args: Any) -> int:
     except SegmentUsageError as exc:
         print(f"[litseg_nb] segment: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\n[litseg_nb] segment interrupted; finished books are complete, rerun the same command to "
+              "resume", file=sys.stderr)
+        return 130
 
 
 def _segment_main(args: Any) -> int:
     from .api import build_models, check_count, count_fallbacks, prepare_book, segment_config, segment_items
     from .chunkers.base import ChunkerError
     from .chunkers.registry import get_chunker
+    from .embeddings import EmbeddingError
     from .llm.base import LLMError
     from .paths import outputs_dir
     from .safe_io import OutputsNotWritable, ensure_writable
@@ -311,8 +316,8 @@ def _segment_main(args: Any) -> int:
                     n = len({c.unit_id for c in batch})
                     done_units += n
                     ubar.update(n)
-            except LLMError as exc:
-                stopped = f"{_server_name(cfg)}: {exc}"
+            except (LLMError, EmbeddingError) as exc:
+                stopped = f"{_server_name(cfg) if isinstance(exc, LLMError) else 'embedding model'}: {exc}"
                 res.status, res.reason = "stopped", f"LLM error: {exc}"
                 if chunks:
                     _finish(res, base, book, chunks, cfg, args, input_sha, fingerprint, complete=False,
@@ -325,8 +330,8 @@ def _segment_main(args: Any) -> int:
                     calls=_ledger_calls(backend) - calls0)
         except SegmentUsageError:
             raise
-        except LLMError as exc:  # building the backend or the calibration: nothing of this book done
-            stopped = f"{_server_name(cfg)}: {exc}"
+        except (LLMError, EmbeddingError) as exc:  # building the models or the calibration: nothing of this book done
+            stopped = f"{_server_name(cfg) if isinstance(exc, LLMError) else 'embedding model'}: {exc}"
             res.status, res.reason = "stopped", f"LLM error: {exc}"
             break
         except (ValueError, OSError, ChunkerError, UnicodeError, AssertionError) as exc:
@@ -419,7 +424,7 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
         wrote = (f"; the {cur.units} finished unit(s) of {cur.source.name} written to "
                  f"{paths_of(cur.output)['chunks']} (marked incomplete)" if cur.chunks else "")
         left = len(files) - len(results)
-        print(f"[litseg_nb] segment stopped: LLM backend failed, {stopped}{wrote}"
+        print(f"[litseg_nb] segment stopped: the model backend failed, {stopped}{wrote}"
               + (f"; {left} book(s) not started" if left else "")
               + "; every next book would fail too, so the run stops; rerun to resume", file=err)
         return 1

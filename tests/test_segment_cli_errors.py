@@ -300,8 +300,8 @@ def test_library_run_lists_failures_and_resumes_after_interruption(data_dir, tmp
         return real(path, chunks)
 
     monkeypatch.setattr(schema, "save_chunks", killed)
-    with pytest.raises(KeyboardInterrupt):
-        main(["segment", str(lib), "--method", "paragraph", "--profile", "test", "-o", str(out)])
+    assert main(["segment", str(lib), "--method", "paragraph", "--profile", "test", "-o", str(out)]) == 130
+    assert "rerun the same command to resume" in capsys.readouterr().err
     monkeypatch.setattr(schema, "save_chunks", real)
     assert json.loads((out / "46.paragraph.meta.json").read_text())["complete"] is False
     capsys.readouterr()
