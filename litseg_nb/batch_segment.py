@@ -73,11 +73,12 @@ def expand_inputs(inputs: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
     for item in inputs:
         p = Path(item).expanduser()
         if p.is_dir():
-            found = sorted(x for x in p.glob("*.txt") if x.is_file())
+            found = sorted(x for x in p.glob("*.txt") if x.is_file() and not _is_our_output(x))
         elif p.is_file():
             found = [p]
         elif any(ch in str(item) for ch in "*?["):
-            found = sorted(Path(x) for x in _glob.glob(str(p), recursive=True) if Path(x).is_file())
+            found = sorted(Path(x) for x in _glob.glob(str(p), recursive=True)
+                           if Path(x).is_file() and not _is_our_output(Path(x)))
         else:
             found = []
         if not found:
@@ -93,6 +94,11 @@ def expand_inputs(inputs: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
     return out, missing
 
 
+def _is_our_output(p: Path) -> bool:
+    """A cleaned text this command wrote (``<base>.text.txt`` beside ``<base>.meta.json``): not a book."""
+    return p.name.endswith(SUFFIXES["text"]) and p.with_name(p.name[:-len(SUFFIXES["text"])] + SUFFIXES["meta"]).is_file()
+
+
 def _path_hash(p: Path) -> str:
     return hashlib.sha256(str(p.resolve()).encode("utf-8")).hexdigest()[:8]
 
@@ -100,7 +106,7 @@ def _path_hash(p: Path) -> str:
 def output_bases(files: Sequence[Path], method: str, output: Path | None, default_dir: Path,
                  single_file: bool) -> list[Path]:
     """Each book's output base path (``.jsonl`` / ``.text.txt`` / ``.meta.json`` are added)."""
-    if output is not None and single_file and output.suffix:
+    if output is not None and single_file and output.suffix and not output.is_dir():
         if output.suffix.lower() != ".jsonl":
             raise SegmentUsageError(f"-o {output}: the chunks file is JSON lines; name it *.jsonl "
                                     "(or give a folder)")
@@ -133,21 +139,24 @@ def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_unit
 
 
 def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
-    """The outputs at ``base`` are a finished run of this input with these settings."""
+    """The outputs at ``base`` are a finished run of this input with these settings and this code
+    (an output of an older version of the package is redone, without ``--force``)."""
+    from .cache import code_version
+
     p = paths_of(base)
     try:
         meta = json.loads(p["meta"].read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     if not (meta.get("format") == FORMAT and meta.get("complete") is True and meta.get("input_sha256") == input_sha
-            and meta.get("settings") == fingerprint):
+            and meta.get("settings") == fingerprint and meta.get("code") == code_version()):
         return False
     return all(p[k].is_file() and _sha256(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text"))
 
 
-def check_outputs(files: Sequence[Path], bases: Sequence[Path], force: bool) -> None:
-    """Refuse an output that is an input; refuse to replace an existing output without ``force``
-    (a complete output of the same input and settings is skipped, see :func:`is_complete`)."""
+def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
+    """Refuse an output that is an input, and two inputs writing the same output (existing outputs:
+    :func:`is_complete`, :func:`_existing_foreign`)."""
     inputs = {f.resolve() for f in files}
     for base in bases:
         for path in paths_of(base).values():
@@ -240,7 +249,7 @@ def segment_main(args: Any) -> int:
 
 
 def _segment_main(args: Any) -> int:
-    from .api import build_models, check_count, count_fallbacks, prepare_book, segment_config, segment_items
+    from .api import build_models, check_count, prepare_book, segment_config, segment_items
     from .chunkers.base import ChunkerError
     from .chunkers.registry import get_chunker
     from .embeddings import EmbeddingError
@@ -248,7 +257,6 @@ def _segment_main(args: Any) -> int:
     from .paths import outputs_dir
     from .safe_io import OutputsNotWritable, ensure_writable
 
-    err = sys.stderr
     # ---- options: every usage error before any work
     try:
         check_count(args.max_units, "--max-units")
@@ -265,11 +273,14 @@ def _segment_main(args: Any) -> int:
     if missing:
         raise SegmentUsageError(f"no such file, folder or matching .txt file: {', '.join(missing)}")
     single = len(args.inputs) == 1 and len(files) == 1 and Path(args.inputs[0]).is_file()
-    default_dir = outputs_dir(args.profile) / "segment"
+    try:
+        default_dir = outputs_dir(args.profile) / "segment" if args.output is None else Path(".")
+    except OutputsNotWritable as exc:
+        raise SegmentUsageError(str(exc)) from None
     if args.output is not None and args.output.resolve() in {f.resolve() for f in files}:
         raise SegmentUsageError(f"-o {args.output} is an input book; refusing to write over it")
     bases = output_bases(files, args.method, args.output, default_dir, single)
-    check_outputs(files, bases, args.force)
+    check_outputs(files, bases)
     try:
         for folder in sorted({b.parent for b in bases}):
             ensure_writable(folder)
@@ -338,7 +349,7 @@ def _segment_main(args: Any) -> int:
             # GutenbergFormatError, CorpusError, CoverageError, ...: this book fails, the run goes on
             res.status, res.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
             if single:
-                print(f"[litseg_nb] segment: {f}: {_one_line(exc)}", file=err)
+                print(f"[litseg_nb] segment: {f}: {_one_line(exc)}", file=sys.stderr)
                 return 2
         finally:
             res.seconds = time.perf_counter() - t0
@@ -362,7 +373,9 @@ def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any,
     units = [{"unit_id": u.unit_id, "title": u.title, "sentences": u.n_sentences, "start": u.start, "end": u.end,
               "chunks": per_unit[u.unit_id]} for u in book.units if u.unit_id in per_unit]
     clean = book.meta.get("clean", {})
-    meta = {"format": FORMAT, "complete": complete, "input": str(res.source), "input_sha256": input_sha,
+    from .cache import code_version
+
+    meta = {"format": FORMAT, "complete": complete, "code": code_version(), "input": str(res.source), "input_sha256": input_sha,
             "settings": fingerprint, "method": args.method, "profile": args.profile, "options": _overrides(args),
             "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
             "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,

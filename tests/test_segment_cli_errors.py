@@ -313,14 +313,17 @@ def test_library_run_lists_failures_and_resumes_after_interruption(data_dir, tmp
     for n in ("11", "43", "46"):
         assert verify_outputs(out / f"{n}.paragraph")["ok"]
     assert not [p for p in out.iterdir() if ".tmp" in p.name]
+    # outputs written into the input folder are not taken for books on the next run
+    assert main(["segment", str(out), "--method", "token", "--profile", "test", "-o", str(tmp_path / "o2")]) == 2
+    assert "no such file, folder or matching .txt file" in capsys.readouterr().err
 
 
 def test_registry_litseg_counter_ignores_fallback_none(monkeypatch):
     # before: sum(1 for r in records if r["fallback"]) counted the string "none" as a fallback
     import types
 
-    from litseg_nb.litseg import pipeline
-    from litseg_nb.litseg.config import LitSegConfig
+    from litseg_nb.litseg import calibrate, pipeline  # noqa: F401  (imported before the patch: it binds
+    from litseg_nb.litseg.config import LitSegConfig  # annotate_units by name at import time)
 
     records = [{"fallback": "none"}, {"fallback": "whole_unit"}, {"fallback": "none"}]
     monkeypatch.setattr(pipeline, "annotate_units", lambda *a, **k: types.SimpleNamespace(records=records))
