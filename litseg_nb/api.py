@@ -184,6 +184,28 @@ def raw_span(offsets: Sequence[int], text: str, start: int, end: int) -> tuple[i
     return offsets[a], offsets[b - 1] + 1
 
 
+def raw_spans(book: Book, offsets: Sequence[int], start: int, end: int,
+              para_starts: Sequence[int] | None = None) -> list[tuple[int, int]] | None:
+    """The raw-file spans of cleaned span ``[start, end)``, one per paragraph it touches (between two
+    paragraphs the raw file may hold matter the cleaning dropped: notes, credits), so each raw span
+    holds exactly the words of its piece; None if a piece cannot be mapped."""
+    from bisect import bisect_right
+
+    paras = book.paragraphs or [(0, len(book.text))]
+    starts = para_starts if para_starts is not None else [p[0] for p in paras]
+    i = max(0, bisect_right(starts, start) - 1)
+    out = []
+    while i < len(paras) and paras[i][0] < end:
+        a, b = max(start, paras[i][0]), min(end, paras[i][1])
+        if a < b and book.text[a:b].strip():
+            span = raw_span(offsets, book.text, a, b)
+            if span is None:
+                return None
+            out.append(span)
+        i += 1
+    return out or None
+
+
 def fallback_kind(metadata: dict[str, Any]) -> str | None:
     """The fallback a chunk's metadata records (``whole_unit``, ``raw_passthrough``, ``retry``...), or
     None when it records none: LitSeg writes ``fallback: "none"`` (a truthy string) for a clean unit."""
