@@ -257,11 +257,9 @@ def segment_main(args: Any) -> int:
 
 
 def _segment_main(args: Any) -> int:
-    from .api import build_models, check_count, prepare_book, segment_config, segment_items
+    from .api import check_count, segment_config
     from .chunkers.base import ChunkerError
     from .chunkers.registry import get_chunker
-    from .embeddings import EmbeddingError
-    from .llm.base import LLMError
     from .paths import outputs_dir
     from .safe_io import OutputsNotWritable, ensure_writable
 
@@ -296,74 +294,192 @@ def _segment_main(args: Any) -> int:
         raise SegmentUsageError(str(exc).replace("outputs folder", "output folder")) from None
 
     fingerprint = run_fingerprint(args.method, args.profile, options, args.max_units)
-    results: list[BookResult] = []
-    backend = embedder = None
-    stopped: str | None = None
-    from tqdm.auto import tqdm
+    run = _Run(args, cfg, spec, files, bases, fingerprint, single)
+    try:
+        run.go()
+    finally:
+        run.close_bars()
+    return _report(run.results, files, run.stopped, args, single)
 
-    bar = tqdm(total=len(files), desc=f"segment {args.method}", unit="book", disable=len(files) < 2)
-    for f, base in zip(files, bases):
+
+@dataclass
+class _Book:
+    """A book being segmented: its units go to the backend in the shared batches."""
+
+    res: BookResult
+    book: Any
+    input_sha: str
+    items: list[Any]
+    t0: float
+    calls0: int = 0
+    chunks: list[Any] = field(default_factory=list)
+    left: int = 0
+
+
+class _Run:
+    """The library run: books are opened lazily and their units pooled into batches of
+    :func:`litseg_nb.api.checkpoint_units` (units of several books in flight at once); LitSeg with
+    length calibration segments one book at a time (each book calibrates on its own first units)."""
+
+    def __init__(self, args: Any, cfg: Any, spec: Any, files: Sequence[Path], bases: Sequence[Path],
+                 fingerprint: str, single: bool):
+        from tqdm.auto import tqdm
+
+        from .api import checkpoint_units
+
+        self.args, self.cfg, self.spec, self.fingerprint, self.single = args, cfg, spec, fingerprint, single
+        self.todo = list(zip(files, bases))
+        self.results: list[BookResult] = []
+        self.stopped: str | None = None
+        self.backend = self.embedder = None
+        self.pooled = not (args.method == "litseg" and getattr(cfg, "calibrate", False))
+        self.size = checkpoint_units(cfg, spec.needs_llm)
+        self.queue: list[tuple[_Book, Any]] = []
+        self.active: list[_Book] = []
+        self.bar = tqdm(total=len(files), desc=f"segment {args.method}", unit="book", disable=len(files) < 2, delay=1)
+        self.ubar = tqdm(total=0, desc="units", unit="unit", leave=False, delay=1)
+
+    def close_bars(self) -> None:
+        self.ubar.close()
+        self.bar.close()
+
+    # ---- opening a book: skip, refuse, fail or queue its units
+    def _open_next(self) -> None:
+        from .api import build_models, prepare_book, segment_items
+        from .chunkers.base import ChunkerError
+
+        f, base = self.todo.pop(0)
         res = BookResult(f, base)
-        results.append(res)
+        self.results.append(res)
         t0 = time.perf_counter()
         try:
             input_sha = _sha256(f)
-            if not args.force and is_complete(base, input_sha, fingerprint):
+            if not self.args.force and is_complete(base, input_sha, self.fingerprint):
                 meta = json.loads(paths_of(base)["meta"].read_text(encoding="utf-8"))
                 res.status, res.reason = "skipped", "already complete (use --force to redo)"
                 res.units, res.chunks = meta["n_units"], meta["n_chunks"]
                 res.fallbacks = meta.get("fallbacks", {})
-                continue
-            foreign = _existing_foreign(base, input_sha, fingerprint)
-            if foreign is not None and not args.force:
+                self.bar.update(1)
+                return
+            foreign = _existing_foreign(base, input_sha, self.fingerprint)
+            if foreign is not None and not self.args.force:
                 raise SegmentUsageError(f"output {foreign} exists (from another input or other settings); "
                                         "pass --force to replace it, or choose another -o")
-            book = prepare_book(f, cfg)
-            items = segment_items(book, args.max_units)
-            if backend is None and embedder is None:
-                backend, embedder = build_models(args.method, cfg)
-            res.units = len(items)
-            calls0 = _ledger_calls(backend)
-            chunks: list[Any] = []
-            done_units = 0
-            ubar = tqdm(total=len(items), desc=f.name[:40], unit="unit", leave=False)
-            try:
-                from .api import iter_segment
-
-                for batch in iter_segment(args.method, items, cfg, backend, embedder):
-                    chunks.extend(batch)
-                    n = len({c.unit_id for c in batch})
-                    done_units += n
-                    ubar.update(n)
-            except (LLMError, EmbeddingError) as exc:
-                stopped = f"{_server_name(cfg) if isinstance(exc, LLMError) else 'embedding model'}: {exc}"
-                res.status, res.reason = "stopped", f"LLM error: {exc}"
-                if chunks:
-                    _finish(res, base, book, chunks, cfg, args, input_sha, fingerprint, complete=False,
-                            calls=_ledger_calls(backend) - calls0, stop_reason=stopped)
-                    res.status = "stopped"
-                break
-            finally:
-                ubar.close()
-            _finish(res, base, book, chunks, cfg, args, input_sha, fingerprint, complete=True,
-                    calls=_ledger_calls(backend) - calls0)
+            book = prepare_book(f, self.cfg)
+            items = segment_items(book, self.args.max_units)
         except SegmentUsageError:
             raise
-        except (LLMError, EmbeddingError) as exc:  # building the models or the calibration: nothing of this book done
-            stopped = f"{_server_name(cfg) if isinstance(exc, LLMError) else 'embedding model'}: {exc}"
-            res.status, res.reason = "stopped", f"LLM error: {exc}"
-            break
         except (ValueError, OSError, ChunkerError, UnicodeError, AssertionError) as exc:
-            # GutenbergFormatError, CorpusError, CoverageError, ...: this book fails, the run goes on
-            res.status, res.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
-            if single:
-                print(f"[litseg_nb] segment: {f}: {_one_line(exc)}", file=sys.stderr)
-                return 2
-        finally:
-            res.seconds = time.perf_counter() - t0
-            bar.update(1)
-    bar.close()
-    return _report(results, files, stopped, args, single)
+            self._fail(res, exc, t0)
+            return
+        if self.backend is None and self.embedder is None:
+            self.backend, self.embedder = build_models(self.args.method, self.cfg)  # LLMError: stops the run
+        res.units = len(items)
+        b = _Book(res, book, input_sha, items, t0, _book_calls(self.backend, book.book_id), left=len(items))
+        self.active.append(b)
+        self.queue.extend((b, it) for it in items)
+        self.ubar.total += len(items)
+
+    def _fail(self, res: BookResult, exc: BaseException, t0: float) -> None:
+        # GutenbergFormatError, CorpusError, CoverageError, ChunkerError ...: this book fails, the run goes on
+        res.status, res.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
+        res.seconds = time.perf_counter() - t0
+        self.bar.update(1)
+
+    def _take(self) -> list[tuple[_Book, Any]]:
+        """The next batch: at most ``size`` units, never two books with the same book id."""
+        batch: list[tuple[_Book, Any]] = []
+        owner: dict[str, _Book] = {}
+        while self.queue and len(batch) < self.size:
+            b, _ = self.queue[0]
+            if owner.setdefault(b.book.book_id, b) is not b:
+                break
+            batch.append(self.queue.pop(0))
+        return batch
+
+    def _run_batch(self, batch: list[tuple[_Book, Any]], whole_book: bool = False) -> None:
+        """Segment ``batch``; a book whose units are all done is written. ``whole_book``: one book,
+        checkpointed in :func:`~litseg_nb.api.iter_segment`'s batches (its finished units survive an
+        LLM error)."""
+        from .api import iter_segment
+        from .chunkers.base import ChunkerError
+
+        books = list({id(b): b for b, _ in batch}.values())
+        by_id = {b.book.book_id: b for b in books}
+        try:
+            for part in iter_segment(self.args.method, [it for _, it in batch], self.cfg, self.backend,
+                                     self.embedder, batch_units=None if whole_book else len(batch)):
+                done: dict[str, set[str]] = {}
+                for c in part:
+                    by_id[c.book_id].chunks.append(c)
+                    done.setdefault(c.book_id, set()).add(c.unit_id)
+                for book_id, units in done.items():
+                    by_id[book_id].left -= len(units)
+                    self.ubar.update(len(units))
+        except (ValueError, ChunkerError, AssertionError) as exc:
+            if len(books) == 1:
+                self._drop(books[0], exc)
+                return
+            for b in books:  # which book failed: run each book's share alone
+                self._run_batch([x for x in batch if x[0] is b])
+            return
+        for b in books:
+            if b.left == 0:
+                self._write(b, complete=True)
+
+    def _drop(self, b: _Book, exc: BaseException) -> None:
+        self.queue = [x for x in self.queue if x[0] is not b]
+        self.active.remove(b)
+        self.ubar.update(b.left)
+        self._fail(b.res, exc, b.t0)
+
+    def _write(self, b: _Book, complete: bool) -> None:
+        calls = _book_calls(self.backend, b.book.book_id) - b.calls0
+        _finish(b.res, b.res.output, b.book, b.chunks, self.cfg, self.args, b.input_sha, self.fingerprint,
+                complete=complete, calls=calls, stop_reason="" if complete else (self.stopped or ""))
+        b.res.seconds = time.perf_counter() - b.t0
+        self.active.remove(b)
+        if complete:
+            self.bar.update(1)
+
+    def go(self) -> None:
+        from .embeddings import EmbeddingError
+        from .llm.base import LLMError
+
+        try:
+            while True:
+                while self.todo and (len(self.queue) < self.size if self.pooled else not self.queue):
+                    self._open_next()
+                if not self.queue:
+                    return
+                if self.pooled:
+                    self._run_batch(self._take())
+                else:
+                    self._run_batch(self._whole_book(), whole_book=True)
+        except (LLMError, EmbeddingError) as exc:
+            what = _server_name(self.cfg) if isinstance(exc, LLMError) else "embedding model"
+            self.stopped = f"{what}: {_one_line(exc)}"
+            for b in list(self.active):  # the finished units of the books in flight, marked incomplete
+                b.res.status, b.res.reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
+                if b.chunks:
+                    self._write(b, complete=False)
+                    b.res.status, b.res.reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
+            if not self.active and self.results and self.results[-1].status == "pending":
+                self.results[-1].status, self.results[-1].reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
+
+    def _whole_book(self) -> list[tuple[_Book, Any]]:
+        """LitSeg with calibration: one book's units (iter_segment calibrates on its first units and
+        checkpoints in batches)."""
+        b = self.queue[0][0]
+        batch = [x for x in self.queue if x[0] is b]
+        self.queue = [x for x in self.queue if x[0] is not b]
+        return batch
+
+
+def _book_calls(backend: Any, book_id: str) -> int:
+    """LLM calls the backend's ledger recorded for ``book_id`` (all methods and stages)."""
+    ledger = getattr(backend, "ledger", None)
+    return sum(r.get("calls", 0) for r in ledger.rows() if r.get("book") == book_id) if ledger is not None else 0
 
 
 def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any, args: Any, input_sha: str,
@@ -406,6 +522,11 @@ def _fb(fallbacks: dict[str, int]) -> str:
 
 def _report(results: list[BookResult], files: Sequence[Path], stopped: str | None, args: Any, single: bool) -> int:
     out, err = sys.stdout, sys.stderr
+    if single and results and results[0].status == "failed":
+        r = results[0]
+        why = r.reason.split(": ", 1)[-1]
+        print(f"[litseg_nb] segment: {why if str(r.source) in why else f'{r.source}: {why}'}", file=err)
+        return 2
     done = [r for r in results if r.status in ("done", "skipped")]
     failed = [r for r in results if r.status == "failed"]
     if single and results and results[0].status in ("done", "skipped"):
@@ -441,12 +562,12 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
             for r in failed:
                 print(f"  {r.source}: {r.reason}", file=err)
     if stopped:
-        cur = results[-1]
-        wrote = (f"; the {cur.units} finished unit(s) of {cur.source.name} written to "
-                 f"{paths_of(cur.output)['chunks']} (marked incomplete)" if cur.chunks else "")
-        left = len(files) - len(results)
+        partial = [r for r in results if r.status == "stopped" and r.chunks]
+        wrote = "".join(f"; the {r.units} finished unit(s) of {r.source.name} written to "
+                        f"{paths_of(r.output)['chunks']} (marked incomplete)" for r in partial)
+        left = len(files) - len(results) + sum(1 for r in results if r.status == "stopped" and not r.chunks)
         print(f"[litseg_nb] segment stopped: the model backend failed, {stopped}{wrote}"
-              + (f"; {left} book(s) not started" if left else "")
+              + (f"; {left} book(s) not segmented" if left else "")
               + "; every next book would fail too, so the run stops; rerun to resume", file=err)
         return 1
     if failed:

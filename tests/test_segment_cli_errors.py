@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -46,7 +47,7 @@ def _story(folder: Path, name: str = "story.txt", text: str = PLAIN) -> Path:
 
 def _err_lines(capsys) -> list[str]:
     return [ln for ln in capsys.readouterr().err.replace("\r", "\n").splitlines()
-            if ln.strip() and "|" not in ln]  # tqdm bars aside
+            if ln.strip() and not re.search(r"\||unit/s|book/s|it/s", ln)]  # tqdm bars aside
 
 
 # ------------------------------------------------------------------ item 1: fallbacks, dead server
@@ -331,3 +332,22 @@ def test_registry_litseg_counter_ignores_fallback_none(monkeypatch):
     cfg = LitSegConfig.for_profile("test", calibrate=False)
     _, extra = registry._litseg([], cfg, None, None)
     assert extra["fallbacks"] == 1
+
+
+def test_library_units_of_several_books_share_a_batch(tmp_path, fresh_dirs, monkeypatch):
+    # #24 item 3: requests of several books in flight (bounded by the batch size), one file per book
+    real = registry.chunk_units
+    calls = []
+
+    def spy(name, items, cfg, **kw):
+        calls.append(sorted({b.source for b, _ in items}))
+        return real(name, items, cfg, **kw)
+
+    monkeypatch.setattr(registry, "chunk_units", spy)
+    lib = tmp_path / "lib"
+    for i in range(3):
+        _story(lib, f"s{i}.txt", text=f"Story {i}. It was short.\n\nThe end came soon. Nobody minded.\n")
+    assert main(["segment", str(lib), "--method", "paragraph", "--profile", "test", "-o", str(tmp_path / "o")]) == 0
+    assert len(calls) == 1 and len(calls[0]) == 3
+    for i in range(3):
+        assert verify_outputs(tmp_path / "o" / f"s{i}.paragraph")["ok"]
