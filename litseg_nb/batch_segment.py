@@ -21,9 +21,12 @@
   goes on; a dead LLM server (:class:`~litseg_nb.llm.base.LLMError`) stops the whole run, since
   every next book would fail too: the finished units of the current book are written (``complete:
   false``, redone on the rerun) and one line names the server and the cause.
-* **Concurrency** — books are segmented one after another; inside a book units go to the backend in
-  batches (:func:`litseg_nb.api.checkpoint_units`), so an OpenAI-compatible backend keeps
-  ``llm.max_concurrency`` requests in flight on each ``--base-url``.
+* **Concurrency** — books are opened one after another and their units pooled into batches of
+  :func:`litseg_nb.api.checkpoint_units` units (twice ``llm.max_concurrency`` per ``--base-url`` for
+  an OpenAI-compatible backend, twice ``llm.batch_size`` otherwise), so requests of several books
+  are in flight at once and every replica stays busy; a book is written as soon as all its units
+  are done. LitSeg with length calibration (the profile default) calibrates on each book's own first
+  units, so it segments one book at a time (still in batches of that size).
 
 Exit codes: 0 all books segmented (or already complete); 1 some books failed, or the run stopped on
 an LLM error; 2 a usage error (bad option, no input, unwritable destination) or every book failed.

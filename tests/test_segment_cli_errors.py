@@ -351,3 +351,33 @@ def test_library_units_of_several_books_share_a_batch(tmp_path, fresh_dirs, monk
     assert len(calls) == 1 and len(calls[0]) == 3
     for i in range(3):
         assert verify_outputs(tmp_path / "o" / f"s{i}.paragraph")["ok"]
+
+
+@pytest.mark.slow
+def test_library_resumes_after_kill_9(data_dir, tmp_path, fresh_dirs):
+    # #24 item 3: a real kill -9 of the command while it writes books; the rerun skips finished books
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    lib = data_dir / "gutenberg"
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(Path(litseg_nb.__file__).resolve().parents[1])}
+    cmd = [sys.executable, "-m", "litseg_nb", "segment", str(lib), "--method", "paragraph", "--profile", "test",
+           "-o", str(out)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if any(json.loads(m.read_text()).get("complete") for m in out.glob("*.meta.json")
+               if m.stat().st_size):
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    proc.wait(timeout=60)
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert int(re.search(r"(\d+) already complete", res.stdout).group(1)) >= 1 and "11 book(s)" in res.stdout
+    assert not [p for p in out.iterdir() if ".tmp" in p.name]
+    for b in sorted(lib.glob("*.txt")):
+        assert verify_outputs(out / f"{b.stem}.paragraph")["ok"]
