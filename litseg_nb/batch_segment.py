@@ -138,9 +138,14 @@ def _sha256(path: Path) -> str:
 
 
 def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_units: int) -> str:
+    """What makes two runs' outputs the same: method, profile, overrides and ``max_units`` (the
+    endpoints ``llm.base_urls`` are left out: adding a replica changes no result)."""
     from .cache import hash_obj
 
-    return hash_obj({"method": method, "profile": profile, "options": options, "max_units": max_units})[:16]
+    opts = {**options, "llm": {k: v for k, v in options.get("llm", {}).items() if k != "base_urls"}}
+    if not opts["llm"]:
+        opts.pop("llm")
+    return hash_obj({"method": method, "profile": profile, "options": opts, "max_units": max_units})[:16]
 
 
 def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
@@ -224,11 +229,6 @@ def _add_raw_spans(book: Any, chunks: list[Any]) -> int:
         else:
             c.metadata["raw_spans"] = [list(s) for p in pieces for s in p]
     return missing
-
-
-def _ledger_calls(backend: Any) -> int:
-    ledger = getattr(backend, "ledger", None)
-    return sum(r.get("calls", 0) for r in ledger.rows()) if ledger is not None else 0
 
 
 # ------------------------------------------------------------------ the run
