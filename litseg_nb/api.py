@@ -46,7 +46,7 @@ def looks_like_path(source: str) -> bool:
     s = source.strip()
     if not s or "\n" in s or len(s) > 4096:
         return False
-    return bool(_FILE_SUFFIX_RE.search(s)) or (("/" in s or os.sep in s) and not re.search(r"\s", s))
+    return bool(_FILE_SUFFIX_RE.search(s)) or (("/" in s or "\\" in s or os.sep in s) and not re.search(r"\s", s))
 
 
 def _resolve_source(source: str | Path | None, text: str | None) -> tuple[Path | None, str | None]:
