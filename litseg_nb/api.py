@@ -4,7 +4,7 @@
 
     import litseg_nb
     chunks = litseg_nb.segment("my_book.txt", method="litseg", profile="smoke")
-    chunks = litseg_nb.segment(text, method="lumber", llm={"backend": "openai", "base_urls": ["http://host:8000/v1"]})
+    chunks = litseg_nb.segment(text=text, method="lumber", llm={"backend": "openai", "base_urls": ["http://host:8000/v1"]})
 
 and on the command line::
 
@@ -16,100 +16,332 @@ its units (headings, else the whole text; units longer than the profile's ``max_
 split recursively) and indexes sentences. :func:`segment` then runs the method through
 :func:`litseg_nb.chunkers.registry.chunk_units` with the profile's models (or the given endpoint)
 and checks that every sentence of every unit is covered. Each chunk carries exact character spans
-into the cleaned text, its sentence range, LitSeg's subtitle and context sentences.
+into the cleaned text (``book.text``), its sentence range, LitSeg's subtitle and context sentences
+and ``metadata["unit_title"]``; :func:`raw_offsets` / :func:`raw_span` map cleaned offsets back to
+the decoded input file (the ``segment`` command writes them as ``metadata["raw_spans"]``, see
+:mod:`litseg_nb.batch_segment`). A path is a :class:`~pathlib.Path` or a str naming a file; pass a
+text as ``text=...`` (a str that looks like a path but names no file is an error, not a text).
 """
 from __future__ import annotations
 
 import logging
+import os
+import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 from .config import ConfigError
-from .params import parse_key_value
 from .schema import Book, Chunk
 
 DEFAULT_PROFILE = "smoke"
 
 
-def load_text(source: str | Path, book_id: str | None = None, title: str | None = None,
-              max_unit_words: int = 2000, sentence_splitter: str = "nupunkt") -> Book:
-    """A cleaned, unit-split, sentence-indexed :class:`Book` from a ``.txt`` file or a string.
+_FILE_SUFFIX_RE = re.compile(r"\.(?:txt|text|md|rst)$", re.I)
 
-    A string naming an existing file is read as that file; any other string is the text itself.
+
+def looks_like_path(source: str) -> bool:
+    """A one-line string that names a file rather than holding a text: it ends in ``.txt``/``.md``/...
+    or contains a path separator and no whitespace (``data/my_book.txt``, ``~/books/emma``)."""
+    s = source.strip()
+    if not s or "\n" in s or len(s) > 4096:
+        return False
+    return bool(_FILE_SUFFIX_RE.search(s)) or (("/" in s or "\\" in s or os.sep in s) and not re.search(r"\s", s))
+
+
+def _resolve_source(source: str | Path | None, text: str | None) -> tuple[Path | None, str | None]:
+    """``(path, text)``: exactly one of them is set (see :func:`load_text`)."""
+    if text is not None:
+        if source is not None:
+            raise TypeError("give either a source (a path) or text=..., not both")
+        if not isinstance(text, str):
+            raise TypeError(f"text= takes a str, got {type(text).__name__}")
+        return None, text
+    if source is None:
+        raise TypeError("nothing to segment: give a path or text=...")
+    if isinstance(source, os.PathLike):
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"text file {path} does not exist")
+        return path, None
+    if not isinstance(source, str):
+        raise TypeError(f"expected a path or a str, got {type(source).__name__}")
+    if "\n" not in source and len(source) < 4096 and Path(source).expanduser().is_file():
+        return Path(source).expanduser(), None
+    if looks_like_path(source):
+        raise FileNotFoundError(f"text file {source} does not exist (to segment a string itself, pass text=...)")
+    return None, source
+
+
+#: Python codec that reads a file the way :func:`decode_gutenberg` decoded it (``raw_spans`` index that text)
+_CODECS = {"utf-8": "utf-8-sig", "utf-16": "utf-16"}
+
+
+def source_codec(decode: str) -> str:
+    """The ``encoding=`` for ``Path(file).read_text`` that gives the text ``raw_spans`` index."""
+    how = decode.split(" ", 1)[0]  # "cp1252 (declared:iso-8859-1; ...)" -> "cp1252"
+    return _CODECS.get(how, how.split(":", 1)[-1])
+
+
+def load_text(source: str | Path | None = None, book_id: str | None = None, title: str | None = None,
+              max_unit_words: int = 2000, sentence_splitter: str = "nupunkt", *, text: str | None = None) -> Book:
+    """A cleaned, unit-split, sentence-indexed :class:`Book` from a ``.txt`` file or a text.
+
+    ``source`` is a path (a :class:`~pathlib.Path`, or a str naming an existing file); ``text=`` is
+    the text itself. A str that looks like a path (ends in ``.txt``, or has a path separator and no
+    whitespace) but names no file is a :class:`FileNotFoundError`, never segmented as text; any
+    other str is the text itself (prefer ``text=`` to say so).
+
+    For a file, ``book.meta["source_text"]`` holds the file as decoded (``encoding`` in
+    ``book.meta["clean"]``, universal newlines): the text :func:`raw_offsets` maps into.
     """
     from .corpus import index_book
-    from .data.gutenberg import GutenbergFormatError, clean_gutenberg_text, gutenberg_title
+    from .data.gutenberg import GutenbergFormatError, clean_gutenberg_text, decode_gutenberg, gutenberg_title
 
-    path = Path(source) if isinstance(source, Path) or (len(str(source)) < 4096 and "\n" not in str(source)
-                                                         and Path(str(source)).is_file()) else None
-    if isinstance(source, Path) and not source.is_file():
-        raise FileNotFoundError(f"text file {source} does not exist")
-    raw: str | bytes = path.read_bytes() if path is not None else str(source)
+    path, given = _resolve_source(source, text)
     where = str(path) if path is not None else "<text>"
+    if path is not None:
+        decoded, how = decode_gutenberg(path.read_bytes(), where)
+    else:
+        decoded, how = given, "str"
+    raw = decoded.replace("\r\n", "\n").replace("\r", "\n")
     try:
-        cleaned = clean_gutenberg_text(raw, source=where)
+        cleaned = clean_gutenberg_text(raw, source=where, decode=how)
     except GutenbergFormatError as err:
         if "no '*** START" not in str(err):  # a Gutenberg book missing its END marker: keep it, warn
-            cleaned = clean_gutenberg_text(raw, source=where, missing_markers="keep")
+            cleaned = clean_gutenberg_text(raw, source=where, missing_markers="keep", decode=how)
         else:  # plain text: no licence to strip, so no warning
             log = logging.getLogger(clean_gutenberg_text.__module__)
             level = log.level
             log.setLevel(logging.ERROR)
             try:
-                cleaned = clean_gutenberg_text(raw, source=where, missing_markers="keep")
+                cleaned = clean_gutenberg_text(raw, source=where, missing_markers="keep", decode=how)
             finally:
                 log.setLevel(level)
-    head = (raw[:4000].decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw[:4000])
+    head = raw[:4000]
     is_gutenberg = cleaned.report.markers_found
     name = path.stem if path is not None else "text"
-    title = title or (gutenberg_title(head.replace("\r\n", "\n")) if is_gutenberg else None) or name
+    title = title or (gutenberg_title(head) if is_gutenberg else None) or name
     book = Book(book_id=book_id or f"{'gutenberg' if is_gutenberg else 'text'}:{name}", title=title,
                 dataset="gutenberg" if is_gutenberg else "text", text=cleaned.text,
                 paragraphs=cleaned.paragraphs, source=where, source_map=cleaned.source_map,
                 meta={"clean": {"markers_found": is_gutenberg, "decode": cleaned.report.decode,
+                                "encoding": source_codec(cleaned.report.decode) if path is not None else None,
                                 "dropped_chars": cleaned.report.dropped_chars}})
+    if path is not None:
+        book.meta["source_text"] = raw
     return index_book(book, max_unit_words, sentence_splitter)
 
 
-def segment(book_or_text: Book | str | Path, method: str = "litseg", *, profile: str = DEFAULT_PROFILE,
-            max_units: int = 0, backend: Any = None, embedder: Any = None, **options: Any) -> list[Chunk]:
-    """Segment a book (a :class:`Book`, a ``.txt`` path or a text) with ``method``.
+def raw_offsets(book: Book, raw: str) -> list[int]:
+    """For each character of ``book.text``, its offset in ``raw`` (the decoded source file; -1 for the
+    separators :func:`~litseg_nb.data.text.join_paragraphs` inserted, or where it cannot be mapped).
+
+    Paragraph *i* came from raw lines ``book.source_map[i]``; inside it the cleaning only joins
+    lines and collapses whitespace (and may drop characters), so every non-space character is
+    matched, in order, to the same character of those lines.
+    """
+    out = [-1] * len(book.text)
+    if not book.source_map or len(book.source_map) != len(book.paragraphs):
+        return out
+    starts = [0]
+    for line in raw.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    text = book.text
+    for (ps, pe), (la, lb) in zip(book.paragraphs, book.source_map):
+        r, r_end = starts[la], starts[lb] - 1
+        mapped = []
+        ok = True
+        for c in range(ps, pe):
+            ch = text[c]
+            if ch.isspace():
+                mapped.append(r)
+                continue
+            while r < r_end and raw[r].isspace():
+                r += 1
+            if r >= r_end or raw[r] != ch:
+                j = raw.find(ch, r, r_end)  # characters the cleaning dropped: skip them
+                if j < 0:
+                    ok = False
+                    break
+                r = j
+            mapped.append(r)
+            r += 1
+        if ok:
+            out[ps:pe] = mapped
+    return out
+
+
+def raw_span(offsets: Sequence[int], text: str, start: int, end: int) -> tuple[int, int] | None:
+    """The raw-file span of cleaned span ``[start, end)`` (its first and last non-space character)."""
+    a, b = start, end
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    if a >= b or offsets[a] < 0 or offsets[b - 1] < 0:
+        return None
+    return offsets[a], offsets[b - 1] + 1
+
+
+def raw_spans(book: Book, offsets: Sequence[int], start: int, end: int,
+              para_starts: Sequence[int] | None = None) -> list[tuple[int, int]] | None:
+    """The raw-file spans of cleaned span ``[start, end)``, one per paragraph it touches (between two
+    paragraphs the raw file may hold matter the cleaning dropped: notes, credits), so each raw span
+    holds exactly the words of its piece; None if a piece cannot be mapped."""
+    from bisect import bisect_right
+
+    paras = book.paragraphs or [(0, len(book.text))]
+    starts = para_starts if para_starts is not None else [p[0] for p in paras]
+    i = max(0, bisect_right(starts, start) - 1)
+    out = []
+    while i < len(paras) and paras[i][0] < end:
+        a, b = max(start, paras[i][0]), min(end, paras[i][1])
+        if a < b and book.text[a:b].strip():
+            span = raw_span(offsets, book.text, a, b)
+            if span is None:
+                return None
+            out.append(span)
+        i += 1
+    return out or None
+
+
+def fallback_kind(metadata: dict[str, Any]) -> str | None:
+    """The fallback a chunk's metadata records (``whole_unit``, ``raw_passthrough``, ``retry``...), or
+    None when it records none: LitSeg writes ``fallback: "none"`` (a truthy string) for a clean unit."""
+    value = metadata.get("fallback")
+    if value in (None, False, 0, "", "none"):
+        return None
+    return "fallback" if value is True else str(value)
+
+
+def count_fallbacks(chunks: Sequence[Chunk]) -> dict[str, int]:
+    """Units with a fallback, by kind (a unit counts once per kind)."""
+    seen: dict[str, set[tuple[str, str]]] = {}
+    for c in chunks:
+        kind = fallback_kind(c.metadata)
+        if kind:
+            seen.setdefault(kind, set()).add((c.book_id, c.unit_id))
+    return {k: len(v) for k, v in sorted(seen.items())}
+
+
+def check_count(value: Any, name: str) -> int:
+    """A count option (``max_units`` ...): an int >= 0 (0 = all); negative counts are errors."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be a whole number >= 0 (0 = all), got {value!r}")
+    if value < 0:
+        raise ConfigError(f"{name} must be >= 0 (0 = all), got {value}")
+    return value
+
+
+def segment_config(method: str, profile: str = DEFAULT_PROFILE, **options: Any) -> Any:
+    """The method's config for ``profile`` with ``options`` (unknown keys raise :class:`ConfigError`)."""
+    from .chunkers.registry import get_chunker
+
+    return get_chunker(method).config_class().for_profile(profile, **options)
+
+
+def checkpoint_units(cfg: Any, needs_llm: bool) -> int:
+    """Units segmented per call of ``chunk_units``: finished batches survive a failing server.
+
+    Large enough to keep the backend's batches (hf/vllm ``batch_size``) or every replica's
+    ``max_concurrency`` requests (openai) full."""
+    if not needs_llm:
+        return 64
+    llm = cfg.llm
+    per = llm.max_concurrency * max(1, len(llm.base_urls)) if llm.backend == "openai" else llm.batch_size
+    return max(8, 2 * per)
+
+
+def iter_segment(method: str, items: Sequence[tuple[Book, Any]], cfg: Any, backend: Any = None,
+                 embedder: Any = None, batch_units: int | None = None) -> Iterator[list[Chunk]]:
+    """Segment ``(book, unit)`` pairs in batches and yield each batch's chunks (coverage checked).
+
+    LitSeg's length calibration runs once, on the first units (as in a single call), so the batches
+    give the same chunks as one :func:`~litseg_nb.chunkers.registry.chunk_units` call; an
+    :class:`~litseg_nb.llm.base.LLMError` raised in a batch leaves the earlier batches yielded.
+    """
+    from .chunkers.registry import chunk_units, get_chunker
+
+    spec = get_chunker(method)
+    if method == "litseg" and getattr(cfg, "calibrate", False) and items:
+        from .litseg.calibrate import measure_length_reference
+
+        ref = measure_length_reference(list(items), backend, cfg, progress=True)["length_reference"]
+        cfg = cfg.replace(calibrate=False, length_reference=ref)
+    size = batch_units or checkpoint_units(cfg, spec.needs_llm)
+    titles = {(b.book_id, u.unit_id): u.title for b, u in items}
+    for i in range(0, len(items), size):
+        chunks, _ = chunk_units(method, items[i:i + size], cfg, backend=backend, embedder=embedder)
+        for c in chunks:
+            c.metadata.setdefault("unit_title", titles.get((c.book_id, c.unit_id)))
+        yield chunks
+
+
+def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg", *, text: str | None = None,
+            profile: str = DEFAULT_PROFILE, max_units: int = 0, backend: Any = None, embedder: Any = None,
+            **options: Any) -> list[Chunk]:
+    """Segment a book (a :class:`Book`, a ``.txt`` path, or ``text=`` a string) with ``method``.
 
     ``method`` is any name of :data:`litseg_nb.chunkers.registry.METHOD_NAMES` (``litseg``,
-    ``litseg-lite``, ``lumber``, ``token``, ...). ``options`` are overrides of the method's config
+    ``litseg-lite``, ``lumber``, ``token``, ...). A path is a :class:`~pathlib.Path` or a str naming
+    a file; a str that looks like a path but names no file is a :class:`FileNotFoundError` (see
+    :func:`load_text`); pass a text as ``text=...``. ``options`` are overrides of the method's config
     for ``profile`` (:class:`~litseg_nb.litseg.config.LitSegConfig` for LitSeg,
     :class:`~litseg_nb.lite.config.LiteConfig` for LitSeg-Lite, else
     :class:`~litseg_nb.chunkers.config.BaselinesConfig`), e.g. ``llm={"backend": "openai",
     "base_urls": ["http://localhost:8000/v1"], "model": "Qwen/Qwen3-8B"}`` or
     ``lumber_budget_tokens=400``; unknown keys raise :class:`~litseg_nb.config.ConfigError`.
-    ``max_units`` segments only the first units (0 = all). ``backend`` / ``embedder`` reuse
-    already-built models. Returns the chunks, coverage checked for every segmented unit.
+    ``max_units`` segments only the first units (0 = all; negative is a ConfigError). ``backend`` /
+    ``embedder`` reuse already-built models. Returns the chunks, coverage checked for every segmented
+    unit; each chunk's ``metadata["unit_title"]`` names its unit.
 
     ``litseg`` calibrates its soft length reference on the first ``calibration_units`` units when the
     profile says so (``calibrate=False`` keeps ``length_reference``). ``litseg-lite`` runs the profile's
     student model with the Lite prompt; for the distilled segmenter point ``llm={"model": ...}`` at a
     Lite model with notebook 03's adapters merged in (:func:`litseg_nb.ablation.variant_model`). Fallbacks (the paper's whole-unit
-    fallback, LumberChunker's retries, ...) are recorded in each chunk's ``metadata``.
+    fallback, LumberChunker's retries, ...) are recorded in each chunk's ``metadata`` (count them
+    with :func:`count_fallbacks`). A backend that cannot answer (server down, errors after its
+    retries) raises :class:`~litseg_nb.llm.base.LLMError`: it is never turned into fallbacks.
     """
-    from .chunkers.registry import chunk_units, get_chunker
+    check_count(max_units, "max_units")
+    cfg = segment_config(method, profile, **options)
+    book = prepare_book(book_or_text, cfg, text=text)
+    items = segment_items(book, max_units)
+    backend, embedder = build_models(method, cfg, backend, embedder)
+    return [c for batch in iter_segment(method, items, cfg, backend, embedder, batch_units=len(items))
+            for c in batch]
 
-    spec = get_chunker(method)
-    cfg = spec.config_class().for_profile(profile, **options)
+
+def prepare_book(book_or_text: Book | str | Path | None, cfg: Any, text: str | None = None) -> Book:
     if isinstance(book_or_text, Book):
+        if text is not None:
+            raise TypeError("give either a Book or text=..., not both")
         book = book_or_text
         if not book.units:
             from .corpus import index_book
 
             book = index_book(book, cfg.corpus.max_unit_words, cfg.corpus.sentence_splitter)
-    else:
-        book = load_text(book_or_text, max_unit_words=cfg.corpus.max_unit_words,
-                         sentence_splitter=cfg.corpus.sentence_splitter)
+        return book
+    return load_text(book_or_text, max_unit_words=cfg.corpus.max_unit_words,
+                     sentence_splitter=cfg.corpus.sentence_splitter, text=text)
+
+
+def segment_items(book: Book, max_units: int = 0) -> list[tuple[Book, Any]]:
+    """The ``(book, unit)`` pairs to segment: units with sentences, the first ``max_units`` (0 = all)."""
     items = [(book, u) for u in book.units if u.n_sentences]
-    if max_units:
+    if check_count(max_units, "max_units"):
         items = items[:max_units]
     if not items:
         raise ValueError(f"{book.source or book.book_id}: no text to segment")
+    return items
+
+
+def build_models(method: str, cfg: Any, backend: Any = None, embedder: Any = None) -> tuple[Any, Any]:
+    """The LLM backend / embedder ``method`` needs (reusing the given ones)."""
+    from .chunkers.registry import get_chunker
+
+    spec = get_chunker(method)
     if backend is None and spec.needs_llm:
         from .llm import make_backend
 
@@ -118,75 +350,12 @@ def segment(book_or_text: Book | str | Path, method: str = "litseg", *, profile:
         from .embeddings import load_embedder
 
         embedder = load_embedder(cfg.embedding)
-    chunks, _ = chunk_units(method, items, cfg, backend=backend, embedder=embedder)
-    return chunks
+    return backend, embedder
 
 
 # ---------------------------------------------------------------- command line
 def add_segment_parser(sub: Any) -> None:
-    """Add the ``segment`` subcommand to the CLI's subparsers (handler: :func:`segment_main`)."""
-    from .config import PROFILES
+    """Add the ``segment`` subcommand (one book or a library: :mod:`litseg_nb.batch_segment`)."""
+    from .batch_segment import add_segment_parser as add
 
-    p = sub.add_parser("segment", help="segment a .txt file (Gutenberg or plain text) with any method",
-                       description="Clean a .txt file, detect its units, segment it with METHOD and write the "
-                                   "chunks (spans, sentence indices, subtitles, context) as JSON lines.")
-    p.add_argument("file", type=Path, help="a Project Gutenberg .txt book or any plain text file")
-    p.add_argument("--method", default="litseg", help="litseg, litseg-lite or a baseline (default: litseg)")
-    p.add_argument("--profile", choices=PROFILES, default=DEFAULT_PROFILE,
-                   help=f"models and sizes (default: {DEFAULT_PROFILE}; test = a tiny random model)")
-    p.add_argument("--llm-backend", choices=("hf", "vllm", "openai"), help="override the profile's LLM backend")
-    p.add_argument("--llm-model", help="model name or path (with --llm-backend openai: the served model)")
-    p.add_argument("--base-url", action="append", default=[], metavar="URL",
-                   help="OpenAI-compatible endpoint(s), e.g. http://localhost:8000/v1 (repeatable)")
-    p.add_argument("--max-units", type=int, default=0, help="segment only the first N units (0 = all)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override of the method, e.g. lumber_budget_tokens=400 (repeatable)")
-    p.add_argument("-o", "--output", type=Path, help="chunks file (default: <file stem>.<method>.jsonl "
-                                                     "under outputs/<profile>/segment/)")
-    p.set_defaults(handler=segment_main)
-
-
-def _overrides(args: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in args.set:
-        key, value = parse_key_value(item, "--set")
-        node = out
-        *parents, leaf = key.strip().split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    llm = out.setdefault("llm", {})
-    if args.llm_backend:
-        llm["backend"] = args.llm_backend
-    if args.llm_model:
-        llm["model"] = args.llm_model
-    if args.base_url:
-        llm["base_urls"] = tuple(args.base_url)
-        llm.setdefault("backend", "openai")
-    if not llm:
-        out.pop("llm")
-    return out
-
-
-def segment_main(args: Any) -> int:
-    """``python -m litseg_nb segment FILE ...``: write the chunks and print a one-line summary."""
-    from .paths import outputs_dir
-    from .schema import save_chunks
-
-    if not args.file.is_file():
-        print(f"[litseg_nb] no such file: {args.file}", file=sys.stderr)
-        return 2
-    try:
-        chunks = segment(args.file, args.method, profile=args.profile, max_units=args.max_units, **_overrides(args))
-    except ConfigError as exc:
-        print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
-        return 2
-    out = args.output or outputs_dir(args.profile) / "segment" / f"{args.file.stem}.{args.method}.jsonl"
-    save_chunks(Path(out), chunks)
-    units = len({c.unit_id for c in chunks})
-    sentences = len({(c.unit_id, i) for c in chunks if c.is_source_span for i in range(c.from_idx, c.to_idx + 1)})
-    fell_back = sorted({c.unit_id for c in chunks if c.metadata.get("fallback")})
-    note = f"; {len(fell_back)} unit(s) fell back to the paper's fallback (see each chunk's metadata)" if fell_back else ""
-    print(f"[litseg_nb] {args.method} ({args.profile}): {len(chunks)} chunks over {units} unit(s), "
-          f"{sentences} sentences covered{note} -> {out}")
-    return 0
+    add(sub, DEFAULT_PROFILE)

@@ -10,8 +10,8 @@ their own persistent caches, so recomputing a step after a code change repeats n
     chunks = cache.get_or_compute(lambda: run_token_splitter(...), serialize=..., deserialize=...)
 
 Values are stored as JSON under ``<cache_dir>/steps/<name>/<key>.json``, written atomically. An
-entry that cannot be read (truncated or overwritten JSON) is a miss: it is removed and recomputed,
-with a :class:`CacheWarning` naming the file.
+entry that cannot be read (truncated or overwritten JSON, or a dict without the step's ``required``
+keys) is a miss: it is removed and recomputed, with a :class:`CacheWarning` naming the file.
 """
 from __future__ import annotations
 
@@ -75,8 +75,13 @@ def code_version() -> str:
 
 
 class StepCache:
-    def __init__(self, name: str, config: Any = None, inputs: Any = None, root: Path | None = None):
+    """One step's cache entry; ``required`` names the keys a stored dict must have (an entry without
+    them — written by an older version, edited by hand — is a miss like a corrupt one)."""
+
+    def __init__(self, name: str, config: Any = None, inputs: Any = None, root: Path | None = None,
+                 required: tuple[str, ...] = ()):
         self.name = name
+        self.required = tuple(required)
         self.key = hash_obj({"step": name, "config": config, "inputs": inputs, "version": __version__,
                              "code": code_version()})[:24]
         self.dir = (root or cache_dir()) / "steps" / name
@@ -99,9 +104,18 @@ class StepCache:
             return kept[0]
         try:
             with self.path.open(encoding="utf-8") as fh:
-                return json.load(fh)
+                value = json.load(fh)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise CorruptCacheEntry(f"step cache entry {self.path} is corrupt ({exc})") from exc
+        self._check_keys(value)
+        return value
+
+    def _check_keys(self, value: Any) -> None:
+        if not self.required:
+            return
+        missing = [k for k in self.required if not isinstance(value, dict) or k not in value]
+        if missing:
+            raise CorruptCacheEntry(f"step cache entry {self.path} is incomplete (missing key(s) {', '.join(missing)})")
 
     def save(self, value: Any) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -120,9 +134,12 @@ class StepCache:
             return False, None
         try:
             with self.path.open(encoding="utf-8") as fh:
-                return True, json.load(fh)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            exc = CorruptCacheEntry(f"step cache entry {self.path} is corrupt ({exc})")
+                value = json.load(fh)
+            self._check_keys(value)
+            return True, value
+        except (json.JSONDecodeError, UnicodeDecodeError, CorruptCacheEntry) as exc:
+            if not isinstance(exc, CorruptCacheEntry):
+                exc = CorruptCacheEntry(f"step cache entry {self.path} is corrupt ({exc})")
             try:
                 self.path.unlink()
             except OSError:

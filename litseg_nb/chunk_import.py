@@ -10,7 +10,10 @@ From Python::
 
 From the shell: ``python -m litseg_nb import-chunks --book <book_id> --name <name> --from <file>
 [--text-column Chunk] [--profile smoke]``. Either way the result is written to
-``outputs/<profile>/artifacts/chunks/<name>.jsonl`` in the shared chunk schema.
+``outputs/<profile>/artifacts/chunks/<name>.jsonl`` in the shared chunk schema, every chunk with
+``metadata["imported"] = True``, next to ``<name>.import.json`` (the alignment report, which also
+marks the set as imported). ``<name>`` may not be one of this project's methods (``token``,
+``litseg``, ...) nor a set a notebook wrote: an import never replaces notebook 04's own chunks.
 
 Reading: JSONL (one object per line), CSV, parquet or xlsx; the chunk texts are the ``text_column``
 values in file order (rows with an empty text are skipped and counted).
@@ -293,7 +296,7 @@ class ImportReport:
     def summary(self) -> str:
         fz = (f" ({self.n_normalised} exact after whitespace/quote/dash normalisation; lowest score "
               f"{self.min_fuzzy_score:.3f})" if self.min_fuzzy_score is not None else "")
-        return (f"{self.name} -> {self.book_id}: {self.n_chunks} chunks | aligned exact {self.n_exact}, "
+        return (f"imported {self.name} -> {self.book_id}: {self.n_chunks} chunks | aligned exact {self.n_exact}, "
                 f"fuzzy {self.n_fuzzy}{fz}, not found {self.n_not_found} ({self.not_found_chars} chars; kept "
                 f"for retrieval, flagged) | book coverage {100 * self.coverage:.2f}% | overlap "
                 f"{100 * self.overlap:.2f}% | out of order {self.n_out_of_order} | outside units "
@@ -331,7 +334,7 @@ def import_chunks(book: Book, texts: Sequence[str], name: str, source: str = "",
     outside = 0
     per_unit: dict[str, int] = {}
     for al, raw in zip(als, texts):
-        md: dict[str, Any] = {"source": source, "source_index": al.index, "alignment": al.quality,
+        md: dict[str, Any] = {"imported": True, "source": source, "source_index": al.index, "alignment": al.quality,
                               "alignment_method": al.method, "alignment_score": al.score}
         if al.quality == "not_found":
             chunks.append(Chunk(book.book_id, "", f"import.c{al.index:05d}", name, 0, 0, [], raw, "",
@@ -392,6 +395,22 @@ def load_book(book_id: str, profile: str) -> Book:
     return books[0]
 
 
+def check_import_name(name: str, profile: str) -> None:
+    """An imported set may not take the name of one of this project's methods (``token``, ``litseg``...)
+    nor replace a chunk set a notebook wrote: :class:`ChunkImportError` naming the clash."""
+    from .artifacts import artifact_path
+    from .chunkers.registry import METHOD_NAMES
+    from .rag.pipeline import METHOD_ORDER
+
+    base = name.split("@")[0]
+    if name in METHOD_NAMES or name in METHOD_ORDER or base in METHOD_NAMES:
+        raise ChunkImportError(f"chunk set name {name!r} is one of this project's methods; imported sets need "
+                               f"their own name (e.g. {name}-imported or <tool>-{name})")
+    out = artifact_path(profile, "chunks", f"{name}.jsonl")
+    if out.is_file() and not out.with_suffix(".import.json").is_file():
+        raise ChunkImportError(f"{out} exists and was not imported (a notebook wrote it); choose another --name")
+
+
 def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: str = "Chunk",
                       profile: str = "smoke", min_score: float = 0.8, book: Book | None = None,
                       save: bool = True) -> tuple[list[Chunk], ImportReport]:
@@ -404,6 +423,17 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+@-]*", name):
         raise ChunkImportError(f"chunk set name {name!r}: use letters, digits and _ . + @ - only")
+    if not 0.0 < min_score <= 1.0:
+        raise ChunkImportError(f"--min-score {min_score}: a similarity in (0, 1]")
+    if save:  # an unwritable destination fails before any work, naming the folder
+        from .artifacts import artifact_dir
+        from .safe_io import OutputsNotWritable, ensure_writable
+
+        try:
+            ensure_writable(artifact_dir(profile, "chunks"))
+        except OutputsNotWritable as exc:
+            raise ChunkImportError(str(exc)) from None
+    check_import_name(name, profile)
     texts, empty = read_chunk_texts(path, text_column)
     if book is None:
         book = load_book(book_id, profile)
@@ -420,8 +450,10 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
             chunks_all = others + chunks
         else:
             chunks_all = chunks
+        from .safe_io import write_json_atomic
+
+        write_json_atomic(out.with_suffix(".import.json"), rep.to_dict(), indent=1)  # first: marks the set imported
         save_chunks(out, chunks_all)
-        out.with_suffix(".import.json").write_text(json.dumps(rep.to_dict(), indent=1), encoding="utf-8")
     return chunks, rep
 
 
@@ -432,7 +464,7 @@ def cli(args: Any) -> int:
     try:
         _, rep = import_chunk_file(args.book, args.name, args.from_file, args.text_column, args.profile,
                                    args.min_score)
-    except (ChunkImportError, FileNotFoundError) as e:
+    except (ChunkImportError, FileNotFoundError, OSError) as e:
         print(f"[litseg_nb] import-chunks: {e}", file=sys.stderr)
         return 2
     from .artifacts import artifact_path

@@ -264,7 +264,8 @@ def load_corpus(corpus_cfg: CorpusConfig, use_cache: bool = True, progress: bool
             raise CorpusError(f"unknown dataset {ds!r}; expected one of {', '.join(DATASETS)}")
     root = root or data_dir()
     cache = StepCache("corpus", config=corpus_cfg,
-                      inputs={"files": data_files(corpus_cfg, root), "version": CORPUS_CACHE_VERSION})
+                      inputs={"files": data_files(corpus_cfg, root), "version": CORPUS_CACHE_VERSION},
+                      required=("books", "loads"))
     if use_cache and cache.exists():
         stored = cache.load()
         books = [book_from_json(b) for b in stored["books"]]

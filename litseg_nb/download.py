@@ -62,15 +62,37 @@ def default_dest() -> Path:
 
 
 def download(datasets: Sequence[str], dest: Path, literaryqa_split: str = "validation") -> list[Path]:
-    """Fetch ``datasets`` from the hub into ``dest`` (the layout the loaders read); the files written."""
-    from .data import gutenqa as gq
-    from .data import literaryqa as lq
+    """Fetch ``datasets`` from the hub into ``dest`` (the layout the loaders read); the files written.
 
+    A failed download removes the hub's ``.cache/huggingface`` bookkeeping and the folders it created."""
     unknown = sorted(set(datasets) - set(DOWNLOADABLE))
     if unknown:
         raise ValueError(f"cannot download {unknown}; downloadable: {', '.join(DOWNLOADABLE)} "
                          "(raw Gutenberg books come from gutenberg.org)")
+    if not datasets:
+        raise ValueError(f"no dataset named; downloadable: {', '.join(DOWNLOADABLE)}")
+    created = [d for d in (dest, *(dest / ds for ds in datasets)) if not d.exists()]
+    caches = [dest / ds / ".cache" for ds in datasets if not (dest / ds / ".cache").exists()]
     dest.mkdir(parents=True, exist_ok=True)
+    try:
+        return _download(datasets, dest, literaryqa_split)
+    except BaseException:  # a failed download leaves the destination as it was (no .cache/huggingface)
+        import shutil
+
+        for folder in caches:
+            shutil.rmtree(folder, ignore_errors=True)
+        for folder in reversed(created):  # only folders this call created, and only if left empty
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        raise
+
+
+def _download(datasets: Sequence[str], dest: Path, literaryqa_split: str) -> list[Path]:
+    from .data import gutenqa as gq
+    from .data import literaryqa as lq
+
     written: list[Path] = []
     if "gutenqa" in datasets:
         from huggingface_hub import hf_hub_download

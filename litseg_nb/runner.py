@@ -71,9 +71,15 @@ def discover_notebooks(only: Iterable[str] = (), notebooks_dir: Path | None = No
     """The numbered notebooks in order, optionally restricted to numbers like ``("01", "04")``."""
     notebooks_dir = notebooks_dir or NOTEBOOKS_DIR
     found = sorted(p for p in notebooks_dir.glob("*.ipynb") if _NB_RE.match(p.name))
+    only = list(only)
     wanted = [o.strip().zfill(2) for o in only if o.strip()]
     if not wanted:
+        if only and only != [""]:  # "--only ' '" or "--only ,": a typo, not "every notebook"
+            raise ConfigError(f"--only {','.join(only)!r}: no notebook number given (e.g. --only 01,04)")
         return found
+    dup = sorted({w for w in wanted if wanted.count(w) > 1})
+    if dup:
+        raise ConfigError(f"--only {','.join(only)}: notebook {', '.join(dup)} named twice")
     by_num = {_NB_RE.match(p.name).group(1): p for p in found}
     missing = [w for w in wanted if w not in by_num]
     if missing:

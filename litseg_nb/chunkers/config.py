@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import ConfigError, StageConfig, one_of
+from ..config import ConfigError, StageConfig, at_least, between, one_of
 
 # the method names come from the one registry of segmenters
 from .registry import ALL_METHODS, LLM_METHODS, METHOD_NAMES, SEGMENTERS  # noqa: F401
@@ -33,16 +33,16 @@ class BaselinesConfig(StageConfig):
     # name ("all-MiniLM-L6-v2"), a local path, or "llm" (the LLM backend's own tokenizer)
     tokenizer: str = "all-MiniLM-L6-v2"
 
-    token_chunk_size: int = 400  # tokens per window
-    token_chunk_overlap: int = 40
+    token_chunk_size: int = at_least(400, 1)  # tokens per window
+    token_chunk_overlap: int = at_least(40, 0)  # < token_chunk_size
 
-    recursive_chunk_size: int = 1800  # characters (LangChain measures len())
-    recursive_chunk_overlap: int = 200
+    recursive_chunk_size: int = at_least(1800, 1)  # characters (LangChain measures len())
+    recursive_chunk_overlap: int = at_least(200, 0)  # < recursive_chunk_size
     # LitSeg App. H: "paragraph breaks, newlines, punctuation, and whitespace"
     recursive_separators: tuple[str, ...] = ("\n\n", "\n", ". ", "! ", "? ", "; ", ", ", " ", "")
 
-    semantic_breakpoint_percentile: float = 95.0
-    semantic_buffer_size: int = 1
+    semantic_breakpoint_percentile: float = between(95.0, 0.0, 100.0)
+    semantic_buffer_size: int = at_least(1, 0)
 
     perplexity_threshold: float = 0.4  # Meta-Chunking App. G (NarrativeQA)
     perplexity_merge_threshold: float = 0.0  # App. F: θ = 0 before dynamic combination
@@ -91,6 +91,14 @@ class BaselinesConfig(StageConfig):
     length_match_reference: str = one_of("lumber", *ALL_METHODS)
     length_match_tolerance: float = 0.05
     length_match_max_iter: int = 12
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for size, overlap in (("token_chunk_size", "token_chunk_overlap"),
+                              ("recursive_chunk_size", "recursive_chunk_overlap")):
+            if getattr(self, overlap) >= getattr(self, size):
+                raise ConfigError(f"BaselinesConfig.{overlap}: {getattr(self, overlap)} must be below "
+                                  f"{size} ({getattr(self, size)})")
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:

@@ -207,7 +207,7 @@ def _litseg(items, cfg, backend, embedder):
     run = annotate_units(items, backend, cfg, length_reference=reference, progress=True)
     books = list({id(b): b for b, _ in items}.values())
     chunks = records_to_chunks(books, run.records)
-    return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in run.records if r["fallback"] != "none"),
+    return _per_unit_lists(items, chunks), {"fallbacks": sum(1 for r in run.records if r["fallback"] not in (None, "none")),
                                             "length_reference": reference}
 
 
@@ -355,6 +355,7 @@ def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: "BaselinesC
         f"chunks-{spec.name}",
         config={"params": {p: getattr(cfg, p) for p in spec.params}, "models": model_ids},
         inputs={"book": book.book_id, "units": [(u.unit_id, _unit_fingerprint(book, u)) for u in units]},
+        required=("chunks", "run"),
     )
     ledger = getattr(backend, "ledger", None)
     accounted = _ACCOUNTED.setdefault(ledger, set()) if ledger is not None else set()

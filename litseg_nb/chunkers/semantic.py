@@ -10,12 +10,16 @@ sentence indices; embeddings come from the shared cached :class:`~litseg_nb.embe
 """
 from __future__ import annotations
 
+import inspect
 from typing import Sequence
 
 import numpy as np
 
 from ..schema import Book, Chunk, Unit
 from .base import chunks_from_boundaries
+
+
+PROGRESS_MIN_TEXTS = 256  # sentence windows from which embedding them shows a tqdm bar
 
 
 def combined_sentences(sentences: Sequence[str], buffer_size: int) -> list[str]:
@@ -68,7 +72,10 @@ def semantic_chunks_many(items: Sequence[tuple[Book, Unit]], embedder, percentil
     unit; the same vectors up to round-off)."""
     windows = [_windows(b, u, buffer_size) for b, u in items]
     flat = [w for ws in windows if len(ws) > 1 for w in ws]
-    emb = embedder.encode(flat, kind="passage") if flat else np.zeros((0, 0), dtype=np.float32)
+    # a whole book is minutes of embedding on a CPU (488 KB: ~170 s with MiniLM): show a progress bar
+    show = len(flat) >= PROGRESS_MIN_TEXTS and "show_progress" in inspect.signature(embedder.encode).parameters
+    emb = (embedder.encode(flat, kind="passage", **({"show_progress": True} if show else {})) if flat
+           else np.zeros((0, 0), dtype=np.float32))
     out, pos = [], 0
     for (b, u), ws in zip(items, windows):
         part = None

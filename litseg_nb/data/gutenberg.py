@@ -102,11 +102,23 @@ class CleanedText:
     report: CleanReport
 
 
+_BINARY_MAGIC = ((b"PK\x03\x04", "zip (xlsx, docx, epub or zip)"), (b"\x1f\x8b", "gzip-compressed"),
+                 (b"%PDF", "PDF"), (b"\xd0\xcf\x11\xe0", "MS Office (xls, doc)"),
+                 (b"\xfd7zXZ", "xz-compressed"))
+_C1_RE = re.compile("[\u0080-\u009f]")
+
+
+def _is_latin1(charset: str) -> bool:
+    return charset.replace("_", "-") in ("iso-8859-1", "iso8859-1", "latin-1", "latin1", "l1", "iso-latin-1")
+
+
 def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
     """Decode raw bytes (see module docstring); returns ``(text, how)``.
 
     UTF-16 with a byte-order mark is decoded (``how="utf-16"``); UTF-16 without one is an error that
-    says so.
+    says so, as are zip/xlsx, gzip, PDF and other binary files. A file declaring ISO-8859-1 whose
+    Latin-1 decoding holds C1 control characters (U+0080-U+009F: Windows-1252 curly quotes and dashes)
+    is decoded as cp1252, recorded as ``how="cp1252 (declared:iso-8859-1, ...)"``.
     """
     if not data.strip():
         raise GutenbergFormatError(f"{source}: file is empty")
@@ -118,6 +130,10 @@ def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
     if data[:4000].count(b"\x00") > len(data[:4000]) // 4:
         raise GutenbergFormatError(f"{source}: looks like UTF-16 without a byte-order mark (NUL bytes); "
                                    "re-save it as UTF-8")
+    for magic, kind in _BINARY_MAGIC:
+        if data.startswith(magic):
+            raise GutenbergFormatError(f"{source}: this is a {kind} file, not a plain text (.txt) file; "
+                                       "extract or export the text first")
     try:
         return data.decode("utf-8-sig"), "utf-8"
     except UnicodeDecodeError as err:
@@ -125,12 +141,25 @@ def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
         declared = m.group(1).decode("ascii").lower() if m else None
         if declared and declared.replace("-", "").replace("_", "") not in ("utf8",):
             try:
-                return data.decode(declared), f"declared:{declared}"
+                text = data.decode(declared)
             except (LookupError, UnicodeDecodeError):
                 pass
+            else:
+                # Windows-1252 bytes (curly quotes, dashes: 0x80-0x9F) in a file declaring Latin-1 decode
+                # to C1 control characters, which no Latin-1 text contains: the file is cp1252
+                if _is_latin1(declared) and _C1_RE.search(text):
+                    try:
+                        return data.decode("cp1252"), f"cp1252 (declared:{declared}; its bytes 0x80-0x9f are cp1252)"
+                    except UnicodeDecodeError:  # 0x81/0x8d/0x8f/0x90/0x9d are undefined in cp1252
+                        pass
+                return text, f"declared:{declared}"
+        nul = data[:4000].count(b"\x00")
+        if nul or sum(b < 9 or 13 < b < 32 for b in data[:4000]) > len(data[:4000]) // 100 + 1:
+            raise GutenbergFormatError(f"{source}: binary data (control bytes), not a text file")
         raise GutenbergFormatError(
             f"{source}: not valid UTF-8 (byte {err.start}: {data[err.start:err.start + 1]!r}) and no "
-            f"usable 'Character set encoding' declared in the header (declared: {declared})"
+            f"usable 'Character set encoding' declared in the header (declared: {declared}); "
+            "re-save it as UTF-8 (e.g. `iconv -f cp1252 -t utf-8`)"
         ) from err
 
 

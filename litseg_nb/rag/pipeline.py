@@ -52,7 +52,10 @@ TUNED_MODES = ("hybrid-wrrf", "hybrid-linear")
 
 
 def discover_chunk_sets(profile: str, methods: Sequence[str] = ()) -> tuple[dict[str, Path], list[str]]:
-    """``({method: path}, missing)`` for the chunk artifacts of ``profile`` (all known methods if empty)."""
+    """``({method: path}, missing)`` for the chunk artifacts of ``profile`` (all known methods if empty).
+
+    ``missing`` lists the expected methods without an artifact; a set named in ``methods`` that does
+    not exist is an :class:`EvaluationError` listing the sets that do."""
     from ..artifacts import artifact_dir
 
     folder = artifact_dir(profile, "chunks")
@@ -62,6 +65,10 @@ def discover_chunk_sets(profile: str, methods: Sequence[str] = ()) -> tuple[dict
     if not methods:  # also evaluate unexpected method names that exist
         present.update({m: p for m, p in found.items() if m not in present})
     missing = [m for m in wanted if m not in found]
+    if methods and missing:  # an explicitly requested set must exist (a typo must not evaluate a stand-in)
+        raise EvaluationError(f"requested chunk set(s) {', '.join(missing)} not found in {folder}; chunk sets "
+                              f"there: {', '.join(sorted(found)) or 'none'} (run notebooks 02-04 or "
+                              "import-chunks first, or fix the name in chunkers=...)")
     order = {m: i for i, m in enumerate(METHOD_ORDER)}
     return dict(sorted(present.items(), key=lambda kv: (order.get(kv[0], 99), kv[0]))), missing
 

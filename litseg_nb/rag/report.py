@@ -238,5 +238,10 @@ def restrict_to_units(chunk_sets: Mapping[str, Sequence[Chunk]], keys: set) -> d
     if empty:
         from .pipeline import EvaluationError
 
-        raise EvaluationError(f"restricting to the {len(keys)} common unit(s) leaves no chunk in {empty}")
+        units = {m: len({(c.book_id, c.unit_id) for c in cs if c.spans}) for m, cs in chunk_sets.items()}
+        raise EvaluationError(
+            f"question_scope=common-units: restricting to the {len(keys)} unit(s) every chunk set covers leaves no "
+            f"chunk in {', '.join(empty)} (units per set: {units}; an imported set or an LLM set may cover other "
+            "units than the rest); use question_scope=all (-p question_scope=all) to score every set on all "
+            "questions, or evaluate sets that cover the same units (-p chunkers=...)")
     return out

@@ -1,0 +1,669 @@
+"""``python -m litseg_nb segment FILE|DIR|GLOB ... [-o OUT]``: segment one book or a whole library.
+
+* **Inputs** — files, folders (their ``*.txt`` files, sorted) and glob patterns (``'books/*.txt'``).
+  One input file: ``-o`` is the chunks file (``.jsonl``) or a folder. Several: ``-o`` is a folder.
+  Default: ``outputs/<profile>/segment/``.
+* **Per book, three files** (``<stem>.<method>`` unless two inputs share a stem, then
+  ``<stem>-<hash of the input path>.<method>``; the default folder always adds the hash):
+  ``.jsonl`` the chunks, ``.text.txt`` the cleaned text, ``.meta.json`` the record of the run.
+  Each chunk's ``spans`` index the cleaned text (``.text.txt``, read as UTF-8);
+  ``metadata["raw_spans"]`` index the input file as ``Path(file).read_text(encoding=meta["encoding"])``
+  reads it (universal newlines), one span per paragraph the chunk touches (between paragraphs the
+  file may hold matter the cleaning dropped), the same words with the file's line breaks;
+  ``metadata["unit_title"]`` names the unit. The meta file lists the
+  units (id, title, sentences, chunks) and the fallbacks by kind.
+* **Atomic, resumable** — each file is written to a temporary file and renamed; the meta file comes
+  last and says ``"complete": true`` with the input's hash and the run's settings. A book whose
+  complete outputs match is skipped on a rerun (resume after a kill); an existing output from
+  other settings or another input is replaced only with ``--force``. An output path equal to an
+  input is refused. The destination is checked for writing before any work.
+* **Failures** — a book that cannot be read or segmented is listed (file and reason) and the run
+  goes on; a dead LLM server (:class:`~litseg_nb.llm.base.LLMError`) stops the whole run, since
+  every next book would fail too: the finished units of the current book are written (``complete:
+  false``, redone on the rerun) and one line names the server and the cause.
+* **Concurrency** — books are opened one after another and their units pooled into batches of
+  :func:`litseg_nb.api.checkpoint_units` units (twice ``llm.max_concurrency`` per ``--base-url`` for
+  an OpenAI-compatible backend, twice ``llm.batch_size`` otherwise), so requests of several books
+  are in flight at once and every replica stays busy; a book is written as soon as all its units
+  are done. LitSeg with length calibration (the profile default) calibrates on each book's own first
+  units, so it segments one book at a time (still in batches of that size).
+
+Exit codes: 0 all books segmented (or already complete); 1 some books failed, or the run stopped on
+an LLM error; 2 a usage error (bad option, no input, unwritable destination) or every book failed.
+"""
+from __future__ import annotations
+
+import glob as _glob
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from .config import ConfigError
+
+SUFFIXES = {"chunks": ".jsonl", "text": ".text.txt", "meta": ".meta.json"}
+FORMAT = "litseg_nb.segment/1"
+SPANS_DOC = ("spans index the cleaned text (<name>.text.txt, UTF-8); metadata.raw_spans index the input file "
+             "read with the encoding below and universal newlines, one span per paragraph of the chunk")
+
+
+class SegmentUsageError(ConfigError):
+    """A bad command line: no input, a bad output path, an existing output without --force."""
+
+
+@dataclass
+class BookResult:
+    source: Path
+    output: Path | None = None
+    status: str = "pending"  # done | skipped | failed | stopped
+    units: int = 0
+    chunks: int = 0
+    sentences: int = 0
+    fallbacks: dict[str, int] = field(default_factory=dict)
+    llm_calls: int = 0
+    seconds: float = 0.0
+    reason: str = ""
+
+
+# ------------------------------------------------------------------ inputs and outputs
+def expand_inputs(inputs: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
+    """Files named by ``inputs`` (files, folders' ``*.txt``, glob patterns), deduplicated in order,
+    and the inputs that matched nothing."""
+    files: list[Path] = []
+    missing: list[str] = []
+    for item in inputs:
+        p = Path(item).expanduser()
+        if p.is_dir():
+            found = sorted(x for x in p.glob("*.txt") if x.is_file() and not _is_our_output(x))
+        elif p.is_file():
+            found = [p]
+        elif any(ch in str(item) for ch in "*?["):
+            found = sorted(Path(x) for x in _glob.glob(str(p), recursive=True)
+                           if Path(x).is_file() and not _is_our_output(Path(x)))
+        else:
+            found = []
+        if not found:
+            missing.append(str(item))
+        files.extend(found)
+    seen: set[Path] = set()
+    out = []
+    for f in files:
+        r = f.resolve()
+        if r not in seen:
+            seen.add(r)
+            out.append(f)
+    return out, missing
+
+
+def _is_our_output(p: Path) -> bool:
+    """A cleaned text this command wrote (``<base>.text.txt`` beside ``<base>.meta.json``): not a book."""
+    return p.name.endswith(SUFFIXES["text"]) and p.with_name(p.name[:-len(SUFFIXES["text"])] + SUFFIXES["meta"]).is_file()
+
+
+def _path_hash(p: Path) -> str:
+    return hashlib.sha256(str(p.resolve()).encode("utf-8")).hexdigest()[:8]
+
+
+def output_bases(files: Sequence[Path], method: str, output: Path | None, default_dir: Path,
+                 single_file: bool) -> list[Path]:
+    """Each book's output base path (``.jsonl`` / ``.text.txt`` / ``.meta.json`` are added)."""
+    if output is not None and single_file and output.suffix and not output.is_dir():
+        if output.suffix.lower() != ".jsonl":
+            raise SegmentUsageError(f"-o {output}: the chunks file is JSON lines; name it *.jsonl "
+                                    "(or give a folder)")
+        return [output.with_suffix("")]
+    folder = output if output is not None else default_dir
+    if folder.exists() and not folder.is_dir():
+        raise SegmentUsageError(f"-o {folder}: with several inputs -o must be a folder")
+    stems: dict[str, int] = {}
+    for f in files:
+        stems[f.stem] = stems.get(f.stem, 0) + 1
+    always_hash = output is None  # the shared default folder: inputs of other runs must not collide
+    names = [f"{f.stem}-{_path_hash(f)}" if always_hash or stems[f.stem] > 1 else f.stem for f in files]
+    return [folder / f"{n}.{method}" for n in names]
+
+
+def paths_of(base: Path) -> dict[str, Path]:
+    return {k: base.with_name(base.name + s) for k, s in SUFFIXES.items()}
+
+
+def _sha256(path: Path) -> str:
+    from .cache import hash_file
+
+    return hash_file(path)
+
+
+def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_units: int) -> str:
+    """What makes two runs' outputs the same: method, profile, overrides and ``max_units`` (the
+    endpoints ``llm.base_urls`` are left out: adding a replica changes no result)."""
+    from .cache import hash_obj
+
+    opts = {**options, "llm": {k: v for k, v in options.get("llm", {}).items() if k != "base_urls"}}
+    if not opts["llm"]:
+        opts.pop("llm")
+    return hash_obj({"method": method, "profile": profile, "options": opts, "max_units": max_units})[:16]
+
+
+def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
+    """The outputs at ``base`` are a finished run of this input with these settings and this code
+    (an output of an older version of the package is redone, without ``--force``)."""
+    from .cache import code_version
+
+    p = paths_of(base)
+    try:
+        meta = json.loads(p["meta"].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not (meta.get("format") == FORMAT and meta.get("complete") is True and meta.get("input_sha256") == input_sha
+            and meta.get("settings") == fingerprint and meta.get("code") == code_version()):
+        return False
+    return all(p[k].is_file() and _sha256(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text"))
+
+
+def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
+    """Refuse an output that is an input, and two inputs writing the same output (existing outputs:
+    :func:`is_complete`, :func:`_existing_foreign`)."""
+    inputs = {f.resolve() for f in files}
+    for base in bases:
+        for path in paths_of(base).values():
+            if path.resolve() in inputs:
+                raise SegmentUsageError(f"output {path} is an input book; choose another -o")
+    seen: dict[Path, Path] = {}
+    for f, base in zip(files, bases):
+        if base.resolve() in seen:
+            raise SegmentUsageError(f"inputs {seen[base.resolve()]} and {f} would write the same output {base}")
+        seen[base.resolve()] = f
+
+
+def _existing_foreign(base: Path, input_sha: str, fingerprint: str) -> Path | None:
+    """An existing output file at ``base`` that is not a (complete or partial) run of this input and settings."""
+    p = paths_of(base)
+    present = [x for x in p.values() if x.exists()]
+    if not present:
+        return None
+    try:
+        meta = json.loads(p["meta"].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return present[0]
+    if meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint:
+        return None  # an earlier (maybe interrupted) run of the same book: redo it
+    return present[0]
+
+
+# ------------------------------------------------------------------ one book
+def _write_book(base: Path, book: Any, chunks: list[Any], meta: dict[str, Any]) -> None:
+    """Chunks, cleaned text, then the meta file (last, so a complete meta means complete outputs)."""
+    from .safe_io import write_json_atomic, write_text_atomic
+    from .schema import save_chunks
+
+    p = paths_of(base)
+    # a claim first: a run killed while writing leaves "complete": false, redone on the rerun
+    write_json_atomic(p["meta"], {**meta, "complete": False}, indent=1, ensure_ascii=False)
+    save_chunks(p["chunks"], chunks)  # atomic (safe_io)
+    write_text_atomic(p["text"], book.text)
+    meta["files"] = {"chunks": _sha256(p["chunks"]), "text": _sha256(p["text"])}
+    write_json_atomic(p["meta"], meta, indent=1, ensure_ascii=False)
+
+
+def _add_raw_spans(book: Any, chunks: list[Any]) -> int:
+    """``metadata["raw_spans"]`` of each chunk (see the module docstring); the number left unmapped."""
+    from .api import raw_offsets, raw_spans
+
+    raw = book.meta.get("source_text")
+    if raw is None:
+        return 0
+    offsets = raw_offsets(book, raw)
+    starts = [p[0] for p in book.paragraphs] if book.paragraphs else None
+    missing = 0
+    for c in chunks:
+        if not c.is_source_span:
+            continue
+        pieces = [raw_spans(book, offsets, a, b, starts) for a, b in c.spans]
+        if any(p is None for p in pieces):
+            missing += 1
+            c.metadata["raw_spans"] = None
+        else:
+            c.metadata["raw_spans"] = [list(s) for p in pieces for s in p]
+    return missing
+
+
+# ------------------------------------------------------------------ the run
+def _server_name(cfg: Any) -> str:
+    llm = cfg.llm
+    if llm.backend == "openai":
+        from urllib.parse import urlsplit
+
+        urls = []
+        for u in llm.base_urls:
+            s = urlsplit(u)
+            host = s.hostname or ""
+            urls.append(f"{s.scheme}://{host}{':' + str(s.port) if s.port else ''}{s.path}")
+        return f"openai server {', '.join(urls)} (model {llm.model})"
+    return f"{llm.backend} backend (model {llm.model})"
+
+
+def segment_main(args: Any) -> int:
+    """Handler of ``python -m litseg_nb segment``."""
+    try:
+        return _segment_main(args)
+    except SegmentUsageError as exc:
+        print(f"[litseg_nb] segment: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\n[litseg_nb] segment interrupted; finished books are complete, rerun the same command to "
+              "resume", file=sys.stderr)
+        return 130
+
+
+def _segment_main(args: Any) -> int:
+    from .api import check_count, segment_config
+    from .chunkers.base import ChunkerError
+    from .chunkers.registry import get_chunker
+    from .paths import outputs_dir
+    from .safe_io import OutputsNotWritable, ensure_writable
+
+    # ---- options: every usage error before any work
+    try:
+        check_count(args.max_units, "--max-units")
+        spec = get_chunker(args.method)
+        options = _overrides(args)
+        cfg = segment_config(args.method, args.profile, **options)
+    except ChunkerError as exc:
+        raise SegmentUsageError(f"--method {args.method}: {exc}") from None
+    except ConfigError as exc:
+        raise SegmentUsageError(f"configuration error: {exc}") from None
+    if spec.needs_llm and cfg.llm.backend == "openai" and not cfg.llm.base_urls:
+        raise SegmentUsageError("--llm-backend openai needs --base-url URL (e.g. http://127.0.0.1:8000/v1)")
+    files, missing = expand_inputs(args.inputs)
+    if missing:
+        raise SegmentUsageError(f"no such file, folder or matching .txt file: {', '.join(missing)}")
+    single = len(args.inputs) == 1 and len(files) == 1 and Path(args.inputs[0]).is_file()
+    try:
+        default_dir = outputs_dir(args.profile) / "segment" if args.output is None else Path(".")
+    except OutputsNotWritable as exc:
+        raise SegmentUsageError(str(exc)) from None
+    if args.output is not None and args.output.resolve() in {f.resolve() for f in files}:
+        raise SegmentUsageError(f"-o {args.output} is an input book; refusing to write over it")
+    bases = output_bases(files, args.method, args.output, default_dir, single)
+    check_outputs(files, bases)
+    try:
+        for folder in sorted({b.parent for b in bases}):
+            ensure_writable(folder)
+    except OutputsNotWritable as exc:
+        raise SegmentUsageError(str(exc).replace("outputs folder", "output folder")) from None
+
+    fingerprint = run_fingerprint(args.method, args.profile, options, args.max_units)
+    run = _Run(args, cfg, spec, files, bases, fingerprint, single)
+    try:
+        run.go()
+    finally:
+        run.close_bars()
+    return _report(run.results, files, run.stopped, args, single)
+
+
+@dataclass
+class _Book:
+    """A book being segmented: its units go to the backend in the shared batches."""
+
+    res: BookResult
+    book: Any
+    input_sha: str
+    items: list[Any]
+    t0: float
+    calls0: int = 0
+    chunks: list[Any] = field(default_factory=list)
+    left: int = 0
+
+
+class _Run:
+    """The library run: books are opened lazily and their units pooled into batches of
+    :func:`litseg_nb.api.checkpoint_units` (units of several books in flight at once); LitSeg with
+    length calibration segments one book at a time (each book calibrates on its own first units)."""
+
+    def __init__(self, args: Any, cfg: Any, spec: Any, files: Sequence[Path], bases: Sequence[Path],
+                 fingerprint: str, single: bool):
+        from tqdm.auto import tqdm
+
+        from .api import checkpoint_units
+
+        self.args, self.cfg, self.spec, self.fingerprint, self.single = args, cfg, spec, fingerprint, single
+        self.todo = list(zip(files, bases))
+        self.results: list[BookResult] = []
+        self.stopped: str | None = None
+        self.backend = self.embedder = None
+        self.pooled = not (args.method == "litseg" and getattr(cfg, "calibrate", False))
+        self.size = checkpoint_units(cfg, spec.needs_llm)
+        self.queue: list[tuple[_Book, Any]] = []
+        self.active: list[_Book] = []
+        self.bar = tqdm(total=len(files), desc=f"segment {args.method}", unit="book", disable=len(files) < 2, delay=1)
+        self.ubar = tqdm(total=0, desc="units", unit="unit", leave=False, delay=1)
+
+    def close_bars(self) -> None:
+        self.ubar.close()
+        self.bar.close()
+
+    # ---- opening a book: skip, refuse, fail or queue its units
+    def _open_next(self) -> None:
+        from .api import build_models, prepare_book, segment_items
+        from .chunkers.base import ChunkerError
+
+        f, base = self.todo.pop(0)
+        res = BookResult(f, base)
+        self.results.append(res)
+        t0 = time.perf_counter()
+        try:
+            input_sha = _sha256(f)
+            if not self.args.force and is_complete(base, input_sha, self.fingerprint):
+                meta = json.loads(paths_of(base)["meta"].read_text(encoding="utf-8"))
+                res.status, res.reason = "skipped", "already complete (use --force to redo)"
+                res.units, res.chunks = meta["n_units"], meta["n_chunks"]
+                res.fallbacks = meta.get("fallbacks", {})
+                self.bar.update(1)
+                return
+            foreign = _existing_foreign(base, input_sha, self.fingerprint)
+            if foreign is not None and not self.args.force:
+                raise SegmentUsageError(f"output {foreign} exists (from another input or other settings); "
+                                        "pass --force to replace it, or choose another -o")
+            book = prepare_book(f, self.cfg)
+            items = segment_items(book, self.args.max_units)
+        except SegmentUsageError:
+            raise
+        except (ValueError, OSError, ChunkerError, UnicodeError, AssertionError) as exc:
+            self._fail(res, exc, t0)
+            return
+        if self.backend is None and self.embedder is None:
+            self.backend, self.embedder = build_models(self.args.method, self.cfg)  # LLMError: stops the run
+        res.units = len(items)
+        b = _Book(res, book, input_sha, items, t0, _book_calls(self.backend, book.book_id), left=len(items))
+        self.active.append(b)
+        self.queue.extend((b, it) for it in items)
+        self.ubar.total += len(items)
+
+    def _fail(self, res: BookResult, exc: BaseException, t0: float) -> None:
+        # GutenbergFormatError, CorpusError, CoverageError, ChunkerError ...: this book fails, the run goes on
+        res.status, res.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
+        res.seconds = time.perf_counter() - t0
+        self.bar.update(1)
+
+    def _take(self) -> list[tuple[_Book, Any]]:
+        """The next batch: at most ``size`` units, never two books with the same book id."""
+        batch: list[tuple[_Book, Any]] = []
+        owner: dict[str, _Book] = {}
+        while self.queue and len(batch) < self.size:
+            b, _ = self.queue[0]
+            if owner.setdefault(b.book.book_id, b) is not b:
+                break
+            batch.append(self.queue.pop(0))
+        return batch
+
+    def _run_batch(self, batch: list[tuple[_Book, Any]], whole_book: bool = False) -> None:
+        """Segment ``batch``; a book whose units are all done is written. ``whole_book``: one book,
+        checkpointed in :func:`~litseg_nb.api.iter_segment`'s batches (its finished units survive an
+        LLM error)."""
+        from .api import iter_segment
+        from .chunkers.base import ChunkerError
+
+        books = list({id(b): b for b, _ in batch}.values())
+        by_id = {b.book.book_id: b for b in books}
+        try:
+            for part in iter_segment(self.args.method, [it for _, it in batch], self.cfg, self.backend,
+                                     self.embedder, batch_units=None if whole_book else len(batch)):
+                done: dict[str, set[str]] = {}
+                for c in part:
+                    by_id[c.book_id].chunks.append(c)
+                    done.setdefault(c.book_id, set()).add(c.unit_id)
+                for book_id, units in done.items():
+                    by_id[book_id].left -= len(units)
+                    self.ubar.update(len(units))
+        except (ValueError, ChunkerError, AssertionError) as exc:
+            if len(books) == 1:
+                self._drop(books[0], exc)
+                return
+            for b in books:  # which book failed: run each book's share alone
+                self._run_batch([x for x in batch if x[0] is b])
+            return
+        for b in books:
+            if b.left == 0:
+                self._write(b, complete=True)
+
+    def _drop(self, b: _Book, exc: BaseException) -> None:
+        self.queue = [x for x in self.queue if x[0] is not b]
+        self.active.remove(b)
+        self.ubar.update(b.left)
+        self._fail(b.res, exc, b.t0)
+
+    def _write(self, b: _Book, complete: bool) -> None:
+        calls = _book_calls(self.backend, b.book.book_id) - b.calls0
+        _finish(b.res, b.res.output, b.book, b.chunks, self.cfg, self.args, b.input_sha, self.fingerprint,
+                complete=complete, calls=calls, stop_reason="" if complete else (self.stopped or ""))
+        b.res.seconds = time.perf_counter() - b.t0
+        self.active.remove(b)
+        if complete:
+            self.bar.update(1)
+
+    def go(self) -> None:
+        from .embeddings import EmbeddingError
+        from .llm.base import LLMError
+
+        try:
+            while True:
+                while self.todo and (len(self.queue) < self.size if self.pooled else not self.queue):
+                    self._open_next()
+                if not self.queue:
+                    return
+                if self.pooled:
+                    self._run_batch(self._take())
+                else:
+                    self._run_batch(self._whole_book(), whole_book=True)
+        except (LLMError, EmbeddingError) as exc:
+            what = _server_name(self.cfg) if isinstance(exc, LLMError) else "embedding model"
+            self.stopped = f"{what}: {_one_line(exc)}"
+            for b in list(self.active):  # the finished units of the books in flight, marked incomplete
+                b.res.status, b.res.reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
+                if b.chunks:
+                    self._write(b, complete=False)
+                    b.res.status, b.res.reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
+            if not self.active and self.results and self.results[-1].status == "pending":
+                self.results[-1].status, self.results[-1].reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
+
+    def _whole_book(self) -> list[tuple[_Book, Any]]:
+        """LitSeg with calibration: one book's units (iter_segment calibrates on its first units and
+        checkpoints in batches)."""
+        b = self.queue[0][0]
+        batch = [x for x in self.queue if x[0] is b]
+        self.queue = [x for x in self.queue if x[0] is not b]
+        return batch
+
+
+def _book_calls(backend: Any, book_id: str) -> int:
+    """LLM calls the backend's ledger recorded for ``book_id`` (all methods and stages)."""
+    ledger = getattr(backend, "ledger", None)
+    return sum(r.get("calls", 0) for r in ledger.rows() if r.get("book") == book_id) if ledger is not None else 0
+
+
+def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any, args: Any, input_sha: str,
+            fingerprint: str, complete: bool, calls: int, stop_reason: str = "") -> None:
+    from .api import count_fallbacks
+
+    unmapped = _add_raw_spans(book, chunks)
+    res.fallbacks = count_fallbacks(chunks)
+    res.chunks = len(chunks)
+    res.llm_calls = calls
+    res.sentences = len({(c.unit_id, i) for c in chunks if c.is_source_span for i in range(c.from_idx, c.to_idx + 1)})
+    per_unit: dict[str, int] = {}
+    for c in chunks:
+        per_unit[c.unit_id] = per_unit.get(c.unit_id, 0) + 1
+    units = [{"unit_id": u.unit_id, "title": u.title, "sentences": u.n_sentences, "start": u.start, "end": u.end,
+              "chunks": per_unit[u.unit_id]} for u in book.units if u.unit_id in per_unit]
+    clean = book.meta.get("clean", {})
+    from .cache import code_version
+
+    meta = {"format": FORMAT, "complete": complete, "code": code_version(), "input": str(res.source), "input_sha256": input_sha,
+            "settings": fingerprint, "method": args.method, "profile": args.profile, "options": _overrides(args),
+            "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
+            "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
+            "raw_spans_unmapped": unmapped, "n_units": len(units), "n_units_total": len(book.units),
+            "n_chunks": len(chunks), "fallbacks": res.fallbacks, "llm_calls": calls,
+            "model": cfg.llm.model if hasattr(cfg, "llm") else None, "units": units,
+            "stopped": stop_reason or None}
+    _write_book(base, book, chunks, meta)
+    res.units = len(units)
+    res.status = "done" if complete else "stopped"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:400] or type(exc).__name__
+
+
+def _fb(fallbacks: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in fallbacks.items()) or "0"
+
+
+def _report(results: list[BookResult], files: Sequence[Path], stopped: str | None, args: Any, single: bool) -> int:
+    out, err = sys.stdout, sys.stderr
+    if single and results and results[0].status == "failed":
+        r = results[0]
+        why = r.reason.split(": ", 1)[-1]
+        print(f"[litseg_nb] segment: {why if str(r.source) in why else f'{r.source}: {why}'}", file=err)
+        return 2
+    done = [r for r in results if r.status in ("done", "skipped")]
+    failed = [r for r in results if r.status == "failed"]
+    if single and results and results[0].status in ("done", "skipped"):
+        r = results[0]
+        fb = (f"; {sum(r.fallbacks.values())} unit(s) fell back ({_fb(r.fallbacks)}; see each chunk's metadata)"
+              if r.fallbacks else "; no fallbacks")
+        verb = "already complete, skipped (use --force to redo)" if r.status == "skipped" else ""
+        print(f"[litseg_nb] {args.method} ({args.profile}): {r.chunks} chunks over {r.units} unit(s)"
+              + (f", {r.sentences} sentences covered" if r.status == "done" else "") + fb
+              + (f", {r.llm_calls} LLM call(s)" if r.llm_calls else "")
+              + f" -> {paths_of(r.output)['chunks']}" + (f" ({verb})" if verb else ""),
+              file=out)
+    elif not single:
+        rows = [("book", "status", "units", "chunks", "fallbacks", "LLM calls", "seconds", "output / reason")]
+        for r in results:
+            rows.append((r.source.name, r.status, str(r.units), str(r.chunks), _fb(r.fallbacks), str(r.llm_calls),
+                         f"{r.seconds:.1f}", r.reason if r.status in ("failed", "stopped")
+                         else str(paths_of(r.output)["chunks"])))
+        widths = [max(len(row[i]) for row in rows) for i in range(7)]
+        for row in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[7], file=out)
+        tot_fb: dict[str, int] = {}
+        for r in results:
+            for k, v in r.fallbacks.items():
+                tot_fb[k] = tot_fb.get(k, 0) + v
+        print(f"[litseg_nb] {len(files)} book(s): {sum(r.status == 'done' for r in results)} segmented, "
+              f"{sum(r.status == 'skipped' for r in results)} already complete, {len(failed)} failed"
+              + (f", {len(files) - len(results)} not started" if len(results) < len(files) else "")
+              + f"; {sum(r.units for r in done)} units, {sum(r.chunks for r in done)} chunks, "
+              f"fallbacks: {_fb(tot_fb)}, {sum(r.llm_calls for r in results)} LLM call(s)", file=out)
+        if failed:
+            print(f"[litseg_nb] {len(failed)} book(s) failed:", file=err)
+            for r in failed:
+                print(f"  {r.source}: {r.reason}", file=err)
+    if stopped:
+        partial = [r for r in results if r.status == "stopped" and r.chunks]
+        wrote = "".join(f"; the {r.units} finished unit(s) of {r.source.name} written to "
+                        f"{paths_of(r.output)['chunks']} (marked incomplete)" for r in partial)
+        left = len(files) - len(results) + sum(1 for r in results if r.status == "stopped" and not r.chunks)
+        print(f"[litseg_nb] segment stopped: the model backend failed, {stopped}{wrote}"
+              + (f"; {left} book(s) not segmented" if left else "")
+              + "; every next book would fail too, so the run stops; rerun to resume", file=err)
+        return 1
+    if failed:
+        return 2 if not done else 1
+    return 0
+
+
+# ------------------------------------------------------------------ argparse
+def _overrides(args: Any) -> dict[str, Any]:
+    from .params import parse_key_value
+
+    out: dict[str, Any] = {}
+    for item in args.set:
+        key, value = parse_key_value(item, "--set")
+        node = out
+        *parents, leaf = key.strip().split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    llm = out.setdefault("llm", {})
+    if args.llm_backend:
+        llm["backend"] = args.llm_backend
+    if args.llm_model:
+        llm["model"] = args.llm_model
+    if args.base_url:
+        llm["base_urls"] = tuple(args.base_url)
+        llm.setdefault("backend", "openai")
+    if not llm:
+        out.pop("llm")
+    return out
+
+
+def add_segment_parser(sub: Any, default_profile: str) -> None:
+    """Add the ``segment`` subcommand to the CLI's subparsers."""
+    from .config import PROFILES
+
+    p = sub.add_parser("segment", help="segment .txt books (a file, a folder or a glob) with any method",
+                       description=__doc__.split("\n\n", 1)[1].split("\n\nExit codes")[0]
+                       + "\n\nExit codes" + __doc__.split("Exit codes", 1)[1],
+                       formatter_class=_raw_formatter())
+    p.add_argument("inputs", nargs="+", metavar="FILE|DIR|GLOB",
+                   help="Project Gutenberg .txt books or plain text files; a folder means its *.txt files")
+    p.add_argument("--method", default="litseg", help="litseg, litseg-lite or a baseline (default: litseg)")
+    p.add_argument("--profile", choices=PROFILES, default=default_profile,
+                   help=f"models and sizes (default: {default_profile}; test = a tiny random model)")
+    p.add_argument("--llm-backend", choices=("hf", "vllm", "openai"), help="override the profile's LLM backend")
+    p.add_argument("--llm-model", help="model name or path (with --llm-backend openai: the served model)")
+    p.add_argument("--base-url", action="append", default=[], metavar="URL",
+                   help="OpenAI-compatible endpoint(s), e.g. http://localhost:8000/v1 (repeatable)")
+    p.add_argument("--max-units", type=int, default=0, help="segment only the first N units per book (0 = all)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override of the method, e.g. lumber_budget_tokens=400 (repeatable)")
+    p.add_argument("-o", "--output", type=Path,
+                   help="chunks file (*.jsonl, one input) or folder (default: outputs/<profile>/segment/)")
+    p.add_argument("--force", action="store_true", help="replace existing outputs (and redo complete books)")
+    p.set_defaults(handler=segment_main)
+
+
+def _raw_formatter():
+    import argparse
+
+    return argparse.RawDescriptionHelpFormatter
+
+
+# ------------------------------------------------------------------ checking written outputs
+def verify_outputs(base: Path) -> dict[str, Any]:
+    """Re-read one book's outputs and check every span: ``text[span]`` is the chunk's main text and
+    the raw span of the input file holds the same words (line breaks may differ: the cleaning
+    unwraps lines), and every sentence of every unit lies in a chunk. Returns counts; ``ok`` is True
+    when every span slices exactly and every unit is covered."""
+    from .schema import load_chunks
+
+    p = paths_of(base)
+    meta = json.loads(p["meta"].read_text(encoding="utf-8"))
+    text = p["text"].read_text(encoding="utf-8")
+    raw = Path(meta["input"]).read_text(encoding=meta["encoding"]) if meta.get("encoding") else None
+    chunks = load_chunks(p["chunks"])
+    n = span_ok = raw_ok = raw_none = 0
+    for c in chunks:
+        if not c.is_source_span:
+            continue
+        n += 1
+        span_ok += "".join(text[a:b] for a, b in c.spans).strip() == c.main_text.strip()
+        rs = c.metadata.get("raw_spans")
+        if raw is None or not rs:
+            raw_none += 1
+            continue
+        raw_ok += " ".join(" ".join(raw[a:b] for a, b in rs).split()) == " ".join(c.main_text.split())
+    covered: dict[str, set[int]] = {}
+    for c in chunks:
+        covered.setdefault(c.unit_id, set()).update(range(c.from_idx, c.to_idx + 1))
+    uncovered = [u["unit_id"] for u in meta["units"]
+                 if not covered.get(u["unit_id"], set()) >= set(range(1, u["sentences"] + 1))]
+    return {"chunks": n, "spans_exact": span_ok, "raw_spans_exact": raw_ok, "raw_spans_missing": raw_none,
+            "units": meta["n_units"], "units_not_covered": uncovered,
+            "ok": n == span_ok == raw_ok and not raw_none and not uncovered}
