@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .config import ConfigError
+from .llm.request_cache import cache_report
 
 SUFFIXES = {"chunks": ".jsonl", "text": ".text.txt", "meta": ".meta.json"}
 FORMAT = "litseg_nb.segment/1"
@@ -302,7 +303,10 @@ def _segment_main(args: Any) -> int:
         run.go()
     finally:
         run.close_bars()
-    return _report(run.results, files, run.stopped, args, single)
+    code = _report(run.results, files, run.stopped, args, single)
+    if run.backend is not None:  # how many replies the request cache served (a warm cache is never silent)
+        print(f"[litseg_nb] {cache_report(run.backend)}", file=sys.stdout if code == 0 else sys.stderr)
+    return code
 
 
 @dataclass

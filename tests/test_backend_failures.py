@@ -284,7 +284,6 @@ def test_down_failing_healthy_exit_codes_and_cache(three_runs):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs issue-25b segment handling")
 def test_down_failing_healthy_summaries(three_runs):
     _, url, (down, failing, healthy), _ = three_runs
     for failed in (down, failing):  # one line naming the server, no traceback
