@@ -163,6 +163,55 @@ def table3_reranked(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int
     return out.sort_values(["dataset", "method", "ranking"], kind="stable", ignore_index=True)
 
 
+def table3_scope(cfg: Any, books: Sequence[Any], chunk_sets: Mapping[str, Sequence[Chunk]], seed: int = 0
+                 ) -> tuple[list[EvalQuestion], dict[str, Any], dict[str, list[Chunk]]]:
+    """Table 3's questions and haystack, as notebook 05 builds them and notebook 07 reuses them.
+
+    The questions of ``books`` (LiteraryQA capped per book by ``cfg.literaryqa_max_questions``), kept
+    by ``cfg.question_scope``; with ``common-units`` every chunk set is restricted to the units all
+    of them cover (the same haystack for all). Returns ``(questions, scope report, chunk sets)``.
+    """
+    from .pipeline import evaluation_questions, questions_in_scope
+
+    book_by_id = {b.book_id: b for b in books}
+    questions = evaluation_questions(books, cfg.literaryqa_max_questions, seed)
+    questions, scope = questions_in_scope(questions, chunk_sets, book_by_id, cfg.question_scope)
+    sets = {m: list(cs) for m, cs in chunk_sets.items()}
+    if cfg.question_scope == "common-units":
+        sets = restrict_to_units(sets, set(scope["common_units"]))
+    return questions, scope, sets
+
+
+def table3_evaluator(cfg: Any, embedder: Any, backend: Any, index_root: Any = None, scorer: Any = None) -> RagEvaluator:
+    """The evaluator of Table 3 (App. I.1): ``cfg``'s fusion and its reranker (``cfg.reranker``; a
+    ``scorer`` given here replaces it, for tests)."""
+    from .rerank import make_reranker
+
+    if scorer is None:
+        scorer = make_reranker(cfg.reranker, backend, cfg.reranker_model, cfg.embedding.device,
+                               cfg.max_context_chars_per_chunk)
+    return RagEvaluator(cfg, embedder, backend, scorer, index_root=index_root)
+
+
+def rerank_subset(cfg: Any, questions: Sequence[EvalQuestion], seed: int = 0) -> list[EvalQuestion]:
+    """The questions Table 3 reranks (``cfg.rerank_max_questions`` per dataset, seeded; 0 = all)."""
+    return select_subset(questions, cfg.rerank_max_questions, seed)
+
+
+def table3_final(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int = 20) -> pd.DataFrame:
+    """Table 3 as reported: the reranked ranking where questions were reranked (App. I.1), else the
+    hybrid ranking over every question in scope; column ``ranking`` says which."""
+    from .pipeline import retrieval_table
+
+    t = table3_reranked(rows, gen, k=k)
+    if not t.empty:
+        return t[t["ranking"] == RERANK_LABEL].reset_index(drop=True)
+    t = table3(retrieval_table(rows, k=k), gen, "hybrid")
+    if not t.empty:
+        t.insert(2, "ranking", PRE_RERANK_LABEL + " (no reranker)")
+    return t
+
+
 def fusion_comparison(retrieval: pd.DataFrame, fusion_weights: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
     """Every fusion mode side by side (dense, BM25, the paper's RRF hybrid, weighted RRF, linear), with
     the cross-fitted dense weights of the tuned modes."""
