@@ -37,3 +37,14 @@ def test_notebook_05_test_profile(notebook_pipeline):
     assert list((out / "artifacts" / "rag" / "index").rglob("dense.faiss"))
     usage = pd.read_csv(out / "artifacts" / "usage" / "05.csv")
     assert usage["method"].notna().all() and {"rag-generate", "rag-rerank"} <= set(usage["method"])
+
+
+@pytest.mark.slow
+def test_notebook_05_reports_span_relevance_beside_containment(notebook_pipeline):
+    """Issue #21.9: both relevance rules on the same rankings; they agree on the verbatim chunk sets."""
+    t = pd.read_csv(notebook_pipeline("05") / "tables" / "05_relevance_containment_vs_span.csv")
+    assert {"MRR@20", "MRR@20_span", "Hit@1_span", "n_relevance_differs", "verbatim"} <= set(t.columns)
+    assert {"hybrid", "hybrid+rerank"} <= set(t["mode"])
+    verbatim = t[t["verbatim"] & (t["method"] != "litseg")]  # LitSeg: see its context-junction caveat
+    assert len(verbatim) and (verbatim["n_relevance_differs"] == 0).all()
+    assert (verbatim["MRR@20"] == verbatim["MRR@20_span"]).all()

@@ -212,6 +212,60 @@ def table3_final(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int = 
     return t
 
 
+SPAN_MODES = ("hybrid", "hybrid+rerank")
+
+
+def span_relevance_table(rows: Sequence[Mapping[str, Any]], chunk_sets: Mapping[str, Sequence[Chunk]],
+                         books: Mapping[str, Any], k: int = 20, modes: Sequence[str] = SPAN_MODES) -> pd.DataFrame:
+    """Containment relevance (the reference, LumberChunker's rule) beside span-based relevance (a
+    chunk is relevant when its source spans cover the evidence in the cleaned book text;
+    :func:`litseg_nb.metrics.retrieval.span_relevant`), per (dataset, method, mode), on the same
+    rankings: MRR@k, Hit@1/5/10 and answerable questions under each, and ``n_relevance_differs``
+    (questions whose relevant chunk sets differ). ``verbatim`` says whether every chunk of the set is a
+    span of the source (there the two agree, up to LitSeg's non-adjacent context junctions)."""
+    from ..metrics.retrieval import span_relevant
+
+    per_book: dict[tuple[str, str], list[Chunk]] = {}
+    for m, cs in chunk_sets.items():
+        for c in cs:  # the index order of LibraryIndex.build: chunks of a book in chunk-set order
+            per_book.setdefault((m, c.book_id), []).append(c)
+    cache: dict = {}
+    rel_span: dict[tuple[str, str], set[int]] = {}
+    recs = []
+    for r in rows:
+        if r["mode"] not in modes or r["answerable"] is None or r["method"] not in chunk_sets:
+            continue
+        key = (r["method"], r["qid"])
+        chunks = per_book[(r["method"], r["book_id"])]
+        if key not in rel_span:
+            rel_span[key] = span_relevant(chunks, books[r["book_id"]], r["evidence"], cache)
+        span = rel_span[key]
+        rank_span = next((i for i, d in enumerate(r["top"][:k], 1) if d in span), None)
+        recs.append({"dataset": r["dataset"], "method": r["method"], "mode": r["mode"], "qid": r["qid"],
+                     "rank": r["rank"], "rank_span": rank_span, "answerable": bool(r["answerable"]),
+                     "answerable_span": bool(span), "differs": set(r["relevant"]) != span,
+                     "verbatim": all(c.is_source_span for c in chunks)})
+    cols = ["dataset", "method", "mode", "verbatim", "n_questions", "n_relevance_differs",
+            "n_answerable", "n_answerable_span", f"MRR@{k}", f"MRR@{k}_span",
+            *(f"Hit@{h}{sfx}" for h in (1, 5, 10) for sfx in ("", "_span"))]
+    if not recs:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(recs)
+    out = []
+    rr = lambda x: 0.0 if x is None or pd.isna(x) else 1.0 / x  # noqa: E731
+    hit = lambda x, h: float(x is not None and not pd.isna(x) and x <= h)  # noqa: E731
+    for (ds, m, mode), g in df.groupby(["dataset", "method", "mode"], sort=False):
+        rec = {"dataset": ds, "method": m, "mode": mode, "verbatim": bool(g["verbatim"].all()),
+               "n_questions": len(g), "n_relevance_differs": int(g["differs"].sum()),
+               "n_answerable": int(g["answerable"].sum()), "n_answerable_span": int(g["answerable_span"].sum()),
+               f"MRR@{k}": float(g["rank"].map(rr).mean()), f"MRR@{k}_span": float(g["rank_span"].map(rr).mean())}
+        for h in (1, 5, 10):
+            rec[f"Hit@{h}"] = float(g["rank"].map(lambda x: hit(x, h)).mean())
+            rec[f"Hit@{h}_span"] = float(g["rank_span"].map(lambda x: hit(x, h)).mean())
+        out.append(rec)
+    return pd.DataFrame(out, columns=cols)
+
+
 def fusion_comparison(retrieval: pd.DataFrame, fusion_weights: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
     """Every fusion mode side by side (dense, BM25, the paper's RRF hybrid, weighted RRF, linear), with
     the cross-fitted dense weights of the tuned modes."""
