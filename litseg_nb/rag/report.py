@@ -37,15 +37,16 @@ def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], row
                 continue
             ctx = ev.contexts(m, q.book_id, r["top"])
             items.append({"dataset": q.dataset, "title": q.title, "question": q.question, "chunks": ctx})
-            meta.append((m, q, ctx, r["mode"]))
+            meta.append((m, q, ctx, r["mode"], list(r["top_chunk_ids"][:len(ctx)])))
     t0 = time.perf_counter()
     answers = generate_answers(ev.backend, items, ev.cfg.answer_max_new_tokens, ev.cfg.seed,
                                tag=UsageTag("rag-generate", stage="generate"))
     ev.latency.add("generate", time.perf_counter() - t0, len(items))
     out = []
-    for (m, q, ctx, mode), a in zip(meta, answers):
+    for (m, q, ctx, mode, ids), a in zip(meta, answers):
         out.append({"dataset": q.dataset, "method": m, "qid": q.qid, "book_id": q.book_id, "question": q.question,
                     "reference": q.answers[0] if q.answers else "", "answer": a, "contexts": ctx,
+                    "context_chunk_ids": ids,
                     "ranking": mode, "empty_answer": not a.strip(), **generation_scores(a, list(q.answers) or [""])})
     return pd.DataFrame(out)
 
@@ -81,11 +82,26 @@ def add_ragas(backend: Any, gen: pd.DataFrame, n_per_dataset: int, seed: int, ma
     return gen
 
 
+PAIRWISE_CONTEXT_NOTE = ("judge context: GutenQA +/-500 chars around the evidence; LiteraryQA the whole book, "
+                         "else the chapters holding either system's chunks (n_context_* in 05_pairwise)")
+
+
 def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
-                       target: str, n_per_dataset: int, context_chars: int, max_new_tokens: int, seed: int) -> pd.DataFrame:
-    """Win rate of ``target`` against every other method by the B.2 LLM judge (per dataset)."""
+                       target: str, n_per_dataset: int, context_chars: int, max_new_tokens: int, seed: int,
+                       chunk_sets: Mapping[str, Sequence[Chunk]] | None = None,
+                       max_model_len: int = 0) -> pd.DataFrame:
+    """Win rate of ``target`` against every other method by the B.2 LLM judge (per dataset).
+
+    Original Context: GutenQA ``+/-context_chars`` around the evidence; LiteraryQA the entire source
+    book, or where it exceeds the judge's context (``max_model_len``, minus the rest of the prompt and
+    the reply) the deterministic excerpt of :func:`litseg_nb.metrics.pairwise.book_judge_context` (the
+    chapters holding either system's chunks; ``chunk_sets`` maps the retrieved chunks to their
+    chapters). ``n_context_<policy>`` columns count the pairs per policy.
+    """
+    from ..metrics.pairwise import BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs
     from ..metrics.pairwise import pairwise_win_rate
-    from ..metrics.pairwise import judge_pairs
+
+    unit_of = {(m, c.book_id, c.chunk_id): c.unit_id for m, cs in (chunk_sets or {}).items() for c in cs}
 
     if gen.empty or target not in set(gen.method):
         return pd.DataFrame()
@@ -101,10 +117,20 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
                 continue
             q = qmap[qid]
             ctx = evidence_window(books[q.book_id].text, q.evidence, context_chars) if q.evidence else None
-            if ctx is None:  # LiteraryQA (paper: the whole book) — here both systems' retrieved chunks
-                ctx = "\n".join(dict.fromkeys(list(a.contexts) + list(b.contexts)))
+            policy = f"+/-{context_chars} characters around the evidence"
+            if ctx is None:  # LiteraryQA (no evidence span): the source book, or the stated excerpt
+                if not max_model_len:
+                    raise ValueError("pairwise_vs_target: max_model_len (the judge's context) is needed for a "
+                                     f"question without evidence ({qid})")
+                budget = judge_context_budget(backend.count_tokens, max_model_len, max_new_tokens, q.question,
+                                              a.reference, a.answer, b.answer)
+                units = [[unit_of.get((m, q.book_id, cid)) for cid in getattr(r, "context_chunk_ids", ())]
+                         for m, r in ((target, a), (other, b))]
+                ctx, policy = book_judge_context(books[q.book_id], [u for u in units[0] if u],
+                                                 [u for u in units[1] if u], list(a.contexts), list(b.contexts),
+                                                 backend.count_tokens, budget)
             items.append({"qid": qid, "context": ctx, "question": q.question, "reference": a.reference,
-                          "target_answer": a.answer, "other_answer": b.answer})
+                          "target_answer": a.answer, "other_answer": b.answer, "policy": policy})
             dsets.append(q.dataset)
         if not items:
             continue
@@ -112,10 +138,13 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
                           tag=UsageTag("rag-pairwise-judge", stage="pairwise-judge"))
         for ds in sorted(set(dsets)):
             vs = [r["verdict"] for r, d in zip(res, dsets) if d == ds]
+            pol = [it["policy"] for it, d in zip(items, dsets) if d == ds]
             valid = [[v] for v in vs if v != "invalid"]
             wr = pairwise_win_rate(valid) if valid else {"win_rate": float("nan")}
+            counts = ({f"n_context_{p}": pol.count(p) for p in BOOK_POLICIES} if ds == "literaryqa"
+                      else {"context": pol[0] if pol else ""})
             rows.append({"dataset": ds, "target": target, "opponent": other, "n_pairs": len(vs),
-                         "n_invalid": len(vs) - len(valid), **wr})
+                         "n_invalid": len(vs) - len(valid), **wr, **counts})
     return pd.DataFrame(rows)
 
 
