@@ -138,3 +138,20 @@ def test_reward_and_validator_share_one_definition_of_a_valid_segment():
         if ok:
             assert judgeable_segments(text, N) == [
                 {**s, "context_idx": s.get("context_idx") or []} for s in json.loads(text)["step3"]["segments"]]
+
+
+def test_judge_gets_the_students_output_with_segment_texts():
+    """Issue #21.8: E.3's Segment Pipeline is the student's output (analysis + segments with their text),
+    not a bare {"segments": ...}; the Segment Pipeline Prompt is the prompt the student saw."""
+    judge = ScriptedBackend(replies=['{"dimension1": [4, 4], "dimension2": [4, 4], "dimension3": [4, 4]}'])
+    narr = NarratologicalReward(judge, retries=0)
+    passage = "\n".join(f"[{i}] Sentence number {i}." for i in range(1, N + 1))
+    narr([reply([seg(1, 4), seg(5, 10, [2])])], passage=[passage], system_prompt=["THE LITE PROMPT"],
+         n_sentences=[N])
+    user = judge.calls[0][1]["content"]
+    pipeline = json.loads(user.split("Segment Pipeline: ", 1)[1])
+    assert "Segment Pipeline Prompt: THE LITE PROMPT" in user
+    assert pipeline["step1"] == {"step_1_events": "e"} and pipeline["step2"] == {"step_2_threads": "t"}
+    assert pipeline["step3"]["chapter_title"] == "I" and "segments" not in pipeline["step3"]
+    assert pipeline["segments"][0]["text"] == " ".join(f"Sentence number {i}." for i in range(1, 5))
+    assert pipeline["segments"][1]["text"].startswith("Sentence number 2.\nSentence number 5.")

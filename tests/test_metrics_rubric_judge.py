@@ -83,3 +83,36 @@ def test_reasoning_and_budget_are_applied_by_the_judge_call():
     be = ScriptedBackend(replies=["x" * 10_000 + '{"dimension1": [4], "dimension2": [4], "dimension3": [4]}'])
     r = score_chunks_with_rubric(be, "p", "x", "{}", n_chunks=1, retries=0, max_new_tokens=8)
     assert r.neutral and "exceeds" in r.errors[0]
+
+
+def test_notebook06_judge_gets_the_real_prompt_and_segments_and_windows_long_units():
+    """Issue #21.8: {segment_pipeline_prompt} is the method's prompt (not a placeholder), {segment_pipeline}
+    its segments with text; a unit with more chunks than one call scores is judged in windows, counted."""
+    from conftest import make_book
+    from litseg_nb.metrics.segment_quality import SegmentQualityConfig, judge_chunk_sets
+    from litseg_nb.prompts import load_prompt
+    from litseg_nb.schema import make_sentence_chunk
+
+    book = make_book("gutenqa:B", units=1, n=5)
+    u = book.units[0]
+    sets = {"lumber": [make_sentence_chunk(book, u, "lumber", i, i + 1, i + 1) for i in range(5)]}
+    seen = []
+
+    def reply(conv):
+        seen.append(conv[1]["content"])
+        n = len(json.loads(conv[1]["content"].split("Segment Pipeline: ", 1)[1])["segments"])
+        return json.dumps({f"dimension{d}": [4] * n for d in (1, 2, 3)})
+
+    cfg = SegmentQualityConfig.for_profile("test", judge_max_chunks_per_unit=2, judge_max_passage_chars=0)
+    per_unit, per_method = judge_chunk_sets(sets, [book], ScriptedBackend(reply_fn=reply), cfg)
+    assert len(seen) == 3  # windows of 2, 2 and 1 chunks, each with the whole passage
+    assert all(load_prompt("baselines/lumberchunker") in s and u.indexed_text(book.text) in s for s in seen)
+    segs = json.loads(seen[0].split("Segment Pipeline: ", 1)[1])["segments"]
+    assert [s["text"] for s in segs] == [c.text for c in sets["lumber"][:2]]
+    row = per_method.iloc[0]
+    assert row["n_windowed"] == 1 and row["n_windows"] == 3 and row["n_units"] == 1 and row["overall"] == 4.0
+    skip = SegmentQualityConfig.for_profile("test", judge_max_chunks_per_unit=2, judge_windows=False)
+    _, pm = judge_chunk_sets(sets, [book], ScriptedBackend(reply_fn=reply), skip)
+    assert pm.iloc[0]["n_units"] == 0 and pm.iloc[0]["n_skipped_chunks"] == 1  # skipped, and counted
+    assert SegmentQualityConfig.for_profile("smoke").judge_pipeline_prompt == "name"
+    assert SegmentQualityConfig.for_profile("full").judge_pipeline_prompt == "full"

@@ -339,10 +339,120 @@ def score_chunks_with_rubric(
                         neutral=True, errors=errors, raw_replies=raws, improper_overlap=flags)
 
 
-def segments_json_for_chunks(chunks: Sequence[Any]) -> str:
-    """The ``Segment Pipeline`` JSON for shared-schema chunks of one unit (subtitle, indices)."""
+# --------------------------------------------------------------------------- the E.3 judge's inputs
+# E.3's user turn gives the judge the "Segment Pipeline Prompt" (the prompt the segmenter ran with) and
+# the "Segment Pipeline" (what it produced). Both are filled with the real thing: the method's prompt
+# templates (or, for a rule-based chunker, its algorithm and settings) and its segments with their text.
+RULE_BASED_PIPELINES = {
+    "token": "Rule-based, no prompt: fixed token windows with overlap (token splitter, App. H).",
+    "recursive": "Rule-based, no prompt: recursive character splitter (paragraph, newline, sentence, word "
+                 "separators) to a target length with overlap (App. H).",
+    "semantic": "Embedding-based, no prompt: LangChain-style SemanticChunker; a boundary where the cosine "
+                "distance of adjacent sentence-group embeddings exceeds a percentile threshold (App. H).",
+    "paragraph": "Rule-based, no prompt: one chunk per paragraph of the source text.",
+    "perplexity": "LLM-based, no prompt: Meta-Chunking's perplexity chunker; boundaries at local minima of "
+                  "the sentence-level perplexity curve (App. H).",
+}
+PIPELINE_TEMPLATES = {
+    "litseg": ("litseg/system", "litseg/stage1", "litseg/stage2", "litseg/stage3"),
+    "litseg-lite": ("lite/system",), "lite": ("lite/system",), "wo-grpo": ("lite/system",), "wo-ft": ("lite/system",),
+    "wo-theo-s1": ("ablation/wo_theo_s1",), "wo-theo-s2": ("ablation/wo_theo_s2",),
+    "wo-theo-s3": ("ablation/wo_theo_s3",), "wo-theory": ("ablation/wo_theory",),
+    "lumber": ("baselines/lumberchunker",), "margin": ("baselines/margin_sampling",),
+    "proposition": ("baselines/proposition",),
+}
+PIPELINE_STEPS = {
+    "merge": "then dynamic merge: adjacent chunks merged up to a target length (App. H).",
+    "completion": "then Meta-Chunking's semantic completion (the package's completion prompts, our own).",
+}
+
+
+def segment_pipeline_prompt(method: str, length_reference: int | None = None, detail: str = "full",
+                            last_index: int | None = None) -> str:
+    """The E.3 ``{segment_pipeline_prompt}`` for ``method`` (a chunk-set name such as ``lumber+merge``).
+
+    ``detail="full"``: the verbatim prompt templates the method ran with (LitSeg: system prompt and its
+    three stage prompts; Lite and the ablation variants: their single-pass prompt, with the
+    recommended maximum length set to ``length_reference`` when given), or, for a chunker without a
+    prompt, its algorithm; each post-processing step (``+merge``, ``+completion``) is described after
+    it; ``{last_index}`` is filled with ``last_index`` when given. ``detail="name"``: one line naming
+    the method (a judge with a short context).
+    """
+    from ..prompts import load_prompt
+
+    base, *steps = method.split("@")[0].split("+")
+    if detail == "name":
+        return f"Chunker {method!r} (prompt not shown: judge context too short)"
+    if detail != "full":
+        raise ValueError(f"detail must be 'full' or 'name', got {detail!r}")
+    if base in PIPELINE_TEMPLATES:
+        from ..litseg.prompting import with_length_reference
+
+        parts = []
+        for name in PIPELINE_TEMPLATES[base]:
+            text = load_prompt(name)
+            if length_reference is not None and (name.endswith("system") or name.startswith("ablation/")):
+                text = with_length_reference(text, length_reference)  # every such prompt carries the sentence
+            if last_index is not None and "{last_index}" in text:
+                text = text.replace("{last_index}", str(last_index))
+            parts.append(text)
+        out = "\n\n".join(parts)
+    elif base in RULE_BASED_PIPELINES:
+        out = RULE_BASED_PIPELINES[base]
+    else:
+        out = f"Imported or unknown chunk set {method!r}: its prompt is not known to this package."
+    for s in steps:
+        out += "\n\n" + PIPELINE_STEPS.get(s, f"then step {s!r}.")
+    return out
+
+
+def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None = None,
+                          analysis: Any = None) -> str:
+    """The E.3 ``{segment_pipeline}``: the pipeline's output — its analysis when it wrote one (Lite's
+    ``step1``/``step2``) and its segments, each with subtitle, main range, context indices and, when
+    ``texts`` are given, the segment's text (what a reader of the chunk gets)."""
     segs = []
-    for c in chunks:
-        segs.append({"subtitle": c.subtitle or "", "from_idx": int(c.from_idx), "to_idx": int(c.to_idx),
-                     "context_idx": [int(i) for i in c.context_idx]})
-    return json.dumps({"segments": segs}, ensure_ascii=False)
+    for i, s in enumerate(segments):
+        get = s.get if isinstance(s, dict) else (lambda k, _s=s: getattr(_s, k))
+        seg = {"subtitle": get("subtitle") or "", "from_idx": int(get("from_idx")), "to_idx": int(get("to_idx")),
+               "context_idx": [int(c) for c in (get("context_idx") or [])]}
+        if texts is not None:
+            seg["text"] = texts[i]
+        segs.append(seg)
+    out: dict[str, Any] = {}
+    if isinstance(analysis, dict):
+        out.update({k: v for k, v in analysis.items() if k != "segments"})
+    out["segments"] = segs
+    return json.dumps(out, ensure_ascii=False)
+
+
+def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]]) -> list[str]:
+    """Each segment's text from a sentence-indexed passage (``[i] sentence`` lines): context sentences
+    before the main range, the main range, context after (LitSeg's reconstruction order)."""
+    sent: dict[int, str] = {}
+    for line in passage.split("\n"):
+        m = re.match(r"\[(\d+)\]\s?(.*)", line)
+        if m:
+            sent[int(m.group(1))] = m.group(2)
+    out = []
+    for s in segments:
+        lo, hi = int(s["from_idx"]), int(s["to_idx"])
+        ctx = sorted({int(c) for c in s.get("context_idx") or [] if not lo <= int(c) <= hi})
+        parts = [" ".join(sent.get(i, "") for i in ctx if i < lo),
+                 " ".join(sent.get(i, "") for i in range(lo, hi + 1)),
+                 " ".join(sent.get(i, "") for i in ctx if i > hi)]
+        out.append("\n".join(p for p in parts if p))
+    return out
+
+
+def pipeline_analysis(obj: Any) -> dict[str, Any]:
+    """The analysis part of a single-pass reply object (Lite's ``step1``, ``step2`` and ``step3`` without
+    its segments), for :func:`segment_pipeline_json`; empty for anything else."""
+    if not isinstance(obj, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        if k == "segments":
+            continue
+        out[k] = {kk: vv for kk, vv in v.items() if kk != "segments"} if isinstance(v, dict) else v
+    return out
