@@ -303,11 +303,12 @@ def score_chunks_with_rubric(
     max_new_tokens: int | None = None,
     tag: UsageTag = UsageTag(stage="rubric-judge"),
     seed: int = 0,
+    first_temperature: float = 0.0,
 ) -> RubricScores:
     """Score ``n_chunks`` chunks with the E.3 rubric; at most ``1 + retries`` judge calls.
 
-    Attempt 0 is greedy; retries sample at temperature 0.7 with a new seed so a malformed reply is
-    not simply repeated. If all attempts fail the result is the neutral score with ``neutral=True``.
+    Attempt 0 is greedy (or samples at ``first_temperature``: a second LLM rater); retries sample at
+    temperature 0.7 with a new seed so a malformed reply is not simply repeated. If all attempts fail the result is the neutral score with ``neutral=True``.
     """
     if n_chunks <= 0:
         raise ValueError(f"n_chunks must be positive, got {n_chunks}")
@@ -319,7 +320,7 @@ def score_chunks_with_rubric(
     if len(flags) != n_chunks:
         flags = []
     for attempt in range(retries + 1):
-        params = SamplingParams(max_new_tokens=budget, temperature=0.0 if attempt == 0 else 0.7,
+        params = SamplingParams(max_new_tokens=budget, temperature=first_temperature if attempt == 0 else 0.7,
                                 seed=seed + attempt)
         try:
             reply = backend.chat([conv], params, tag)[0].text

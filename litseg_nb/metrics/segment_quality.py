@@ -36,20 +36,25 @@ class SegmentQualityConfig(StageConfig):
     judge_methods: tuple[str, ...] = ()  # empty = all
     #: E.3's "Segment Pipeline Prompt": the method's real prompt ("full"), or one line naming it ("name")
     judge_pipeline_prompt: str = one_of("full", "full", "name")
-    human_sheet_chunks: int = 100  # per method (Appendix A.1: n = 100)
+    human_sheet_chunks: int = 100  # per method on each dataset (Appendix A.1: n = 100); also the ablation sheets
     human_raters: tuple[str, ...] = ("rater1", "rater2")
+    #: without filled human sheets, the E.3 / B.2 judge fills a copy ("LLM ratings, not human"): this many
+    #: items per sheet set (0 = all)
+    llm_rating_items: int = 0
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
         if profile == "test":
             return {"judge_max_units": 1, "judge_max_chunks_per_unit": 6, "judge_retries": 1,
-                    "judge_max_passage_chars": 3000, "human_sheet_chunks": 3, "llm": {"max_new_tokens": 48}}
+                    "judge_max_passage_chars": 3000, "human_sheet_chunks": 3, "llm_rating_items": 4,
+                    "llm": {"max_new_tokens": 48}}
         if profile == "smoke":
             # a judge call is a ~5.5k-token prompt (~1 min on 2 CPU cores), and SmolLM2 rarely
             # returns a parsable rubric: judge the two LitSeg methods only, without retries
             # SmolLM2's 8k context holds the rubric and the passage, not also Lite's ~2.4k-token prompt
             return {"judge_max_units": 1, "judge_max_chunks_per_unit": 8, "judge_retries": 0,
                     "judge_max_passage_chars": 6000, "human_sheet_chunks": 20, "judge_pipeline_prompt": "name",
+                    "llm_rating_items": 4,
                     "judge_methods": ("litseg", "litseg-lite"),
                     "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
         if profile == "full":

@@ -89,14 +89,16 @@ PAIRWISE_CONTEXT_NOTE = ("judge context: GutenQA +/-500 chars around the evidenc
 def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
                        target: str, n_per_dataset: int, context_chars: int, max_new_tokens: int, seed: int,
                        chunk_sets: Mapping[str, Sequence[Chunk]] | None = None,
-                       max_model_len: int = 0) -> pd.DataFrame:
+                       max_model_len: int = 0, collect: list | None = None) -> pd.DataFrame:
     """Win rate of ``target`` against every other method by the B.2 LLM judge (per dataset).
 
     Original Context: GutenQA ``+/-context_chars`` around the evidence; LiteraryQA the entire source
     book, or where it exceeds the judge's context (``max_model_len``, minus the rest of the prompt and
     the reply) the deterministic excerpt of :func:`litseg_nb.metrics.pairwise.book_judge_context` (the
     chapters holding either system's chunks; ``chunk_sets`` maps the retrieved chunks to their
-    chapters). ``n_context_<policy>`` columns count the pairs per policy.
+    chapters). ``n_context_<policy>`` columns count the pairs per policy. ``collect`` (a list) receives
+    every judged pair (dataset, qid, target, opponent, context, question, reference, both answers):
+    notebook 05 exports them as Appendix B's human sheets.
     """
     from ..metrics.pairwise import BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs
     from ..metrics.pairwise import pairwise_win_rate
@@ -134,6 +136,8 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
             dsets.append(q.dataset)
         if not items:
             continue
+        if collect is not None:
+            collect.extend({**it, "dataset": d, "target": target, "opponent": other} for it, d in zip(items, dsets))
         res = judge_pairs(backend, items, max_new_tokens=max_new_tokens, seed=seed,
                           tag=UsageTag("rag-pairwise-judge", stage="pairwise-judge"))
         for ds in sorted(set(dsets)):
