@@ -48,3 +48,14 @@ def test_notebook_05_reports_span_relevance_beside_containment(notebook_pipeline
     verbatim = t[t["verbatim"] & (t["method"] != "litseg")]  # LitSeg: see its context-junction caveat
     assert len(verbatim) and (verbatim["n_relevance_differs"] == 0).all()
     assert (verbatim["MRR@20"] == verbatim["MRR@20_span"]).all()
+
+
+@pytest.mark.slow
+def test_notebook_05_sweeps_lumberchunkers_theta(notebook_pipeline):
+    """Issue #21.12: LumberChunker's θ sweep, profile-sized (test: θ = 450 and 550 on one unit)."""
+    out = notebook_pipeline("05")
+    t = pd.read_csv(out / "tables" / "05_lumber_theta_sweep.csv")
+    assert sorted(set(t["theta"])) == [450, 550] and set(t["mode"]) == {"dense", "hybrid"}
+    assert {"DCG@1", "DCG@10", "Recall@5", "n_chunks", "mean_chunk_tokens"} <= set(t.columns)
+    assert (t["n_questions"] > 0).all() and t["DCG@20"].between(0, 1).all()
+    assert (out / "figures" / "05_lumber_theta_sweep.png").is_file()

@@ -299,6 +299,79 @@ def span_relevance_table(rows: Sequence[Mapping[str, Any]], chunk_sets: Mapping[
     return pd.DataFrame(out, columns=cols)
 
 
+def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[tuple[str, str]],
+                       questions: Sequence[EvalQuestion], embedder: Any, backend: Any, seed: int = 0,
+                       ks: Sequence[int] = (1, 2, 5, 10, 20)) -> tuple[pd.DataFrame, dict[str, list[Chunk]]]:
+    """LumberChunker's θ sweep (its Figure: θ ∈ [450, 1000] tokens, DCG@k per θ; θ ≈ 550 best).
+
+    LumberChunker (notebook 04's implementation and settings, ``BaselinesConfig``) segments the first
+    ``cfg.lumber_theta_max_units`` of ``unit_keys`` (0 = all) once per budget in ``cfg.lumber_thetas``;
+    each chunk set is indexed alone and scored on the GutenQA questions of ``questions`` whose evidence
+    lies in those units, by dense and by the paper's hybrid retrieval (no reranker: LumberChunker's
+    sweep ranks by embedding similarity). Returns ``(table, chunk sets by θ)``; the table has one row
+    per θ and mode with DCG@k, Recall@k, MRR, the chunk count and mean chunk tokens. Calls are tagged
+    ``lumber-theta`` (stage ``05-theta``); θ = 550 repeats notebook 04's requests (request cache).
+    """
+    from ..chunkers.config import BaselinesConfig
+    from ..chunkers.lumber import lumber_chunks_batch
+    from .pipeline import questions_in_scope, retrieval_table
+
+    bcfg = BaselinesConfig.for_profile(cfg.profile, seed=seed)
+    if bcfg.llm.model != cfg.llm.model:
+        from ..llm import make_backend
+
+        backend = make_backend(bcfg.llm)
+    from ..metrics.retrieval import is_relevant
+
+    def n_evidence(key: tuple[str, str]) -> int:
+        text = books[key[0]].unit(key[1]).text(books[key[0]].text)
+        return sum(1 for q in questions if q.evidence and q.book_id == key[0] and is_relevant(text, q.evidence))
+
+    # the units holding the most question evidence first (ties: unit order), so a capped sweep is scored
+    keys = sorted(unit_keys, key=lambda k: -n_evidence(k))[: cfg.lumber_theta_max_units or None]
+    if not keys:
+        raise ValueError("LumberChunker θ sweep: no unit to segment (the common-unit scope is empty)")
+    pairs = [(books[b], books[b].unit(u)) for b, u in keys]
+    sets: dict[str, list[Chunk]] = {}
+    for theta in cfg.lumber_thetas:
+        name = f"lumber@theta={theta}"
+        chunks, _ = lumber_chunks_batch(pairs, backend, int(theta), bcfg.lumber_max_retries,
+                                        bcfg.lumber_retry_temperature, bcfg.lumber_max_new_tokens,
+                                        bcfg.lumber_reference_mode, stage="05-theta", method="lumber-theta")
+        sets[name] = [c for cs in chunks for c in cs]
+    qs = [q for q in questions if q.evidence and q.book_id in {b for b, _ in keys}]
+    qs, _ = questions_in_scope(qs, sets, books, "common-units")
+    ev = RagEvaluator(cfg, embedder, backend, None)
+    ev.build_indices(sets)
+    ret = retrieval_table(ev.retrieve(qs), k=cfg.retrieve_top_k)
+    ret = ret[ret["mode"].isin(["dense", "hybrid"])].copy()
+    ret.insert(1, "theta", ret["method"].map(lambda m: int(m.split("=")[1])))
+    size = {m: (len(cs), sum(backend.count_tokens(c.text) for c in cs) / max(1, len(cs))) for m, cs in sets.items()}
+    ret["n_chunks"] = ret["method"].map(lambda m: size[m][0])
+    ret["mean_chunk_tokens"] = ret["method"].map(lambda m: size[m][1])
+    cols = ["dataset", "theta", "mode", "n_questions", "n_chunks", "mean_chunk_tokens",
+            *(f"DCG@{k}" for k in ks), *(f"Recall@{k}" for k in ks), f"MRR@{cfg.retrieve_top_k}"]
+    return ret[[c for c in cols if c in ret.columns]].sort_values(["mode", "theta"], ignore_index=True), sets
+
+
+def plot_theta_sweep(sweep: pd.DataFrame, mode: str = "hybrid", ks: Sequence[int] = (1, 2, 5, 10, 20)):
+    """LumberChunker's θ figure: DCG@k (%) against θ, one line per k."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    sub = sweep[sweep["mode"] == mode].sort_values("theta")
+    for k in ks:
+        if f"DCG@{k}" in sub:
+            ax.plot(sub["theta"], 100 * sub[f"DCG@{k}"], marker="o", label=f"DCG@{k}")
+    ax.set_xlabel("θ (token budget of the window G_i)")
+    ax.set_ylabel("DCG@k (%)")
+    ax.set_xticks(list(sub["theta"]))
+    ax.set_title(f"LumberChunker θ sweep ({mode} retrieval)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def fusion_comparison(retrieval: pd.DataFrame, fusion_weights: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
     """Every fusion mode side by side (dense, BM25, the paper's RRF hybrid, weighted RRF, linear), with
     the cross-fitted dense weights of the tuned modes."""
