@@ -59,3 +59,5 @@ def test_notebook_05_sweeps_lumberchunkers_theta(notebook_pipeline):
     assert {"DCG@1", "DCG@10", "Recall@5", "n_chunks", "mean_chunk_tokens"} <= set(t.columns)
     assert (t["n_questions"] > 0).all() and t["DCG@20"].between(0, 1).all()
     assert (out / "figures" / "05_lumber_theta_sweep.png").is_file()
+    assert (out / "figures" / "05_case_study.png").is_file()  # issue #21.11: the case study (Figures 4-5)
+    assert "chosen by: among" in (out / "artifacts" / "rag" / "case_study.html").read_text()  # the stated rule

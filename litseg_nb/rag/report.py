@@ -372,6 +372,152 @@ def plot_theta_sweep(sweep: pd.DataFrame, mode: str = "hybrid", ks: Sequence[int
     return fig
 
 
+PAPER_CASE_BOOKS = ("Barchester Towers", "The Vampyre", "The House of the Seven Gables")  # App. C, Figures 4-5
+
+
+def _evidence_cut(chunks: Sequence[Chunk], book: Any, evidence: str) -> tuple[int, int] | None:
+    """The book-text span of the chunk holding ``evidence`` (a chunk that contains it; else, where the
+    evidence is split, the chunk holding its first character), or None when it is not in the book."""
+    from ..metrics.retrieval import chunk_source_spans, evidence_char_spans, spans_cover
+
+    occ = evidence_char_spans(book.text, evidence)
+    if not occ:
+        return None
+    s, e = occ[0]
+    best = None
+    for c in chunks:
+        if not c.spans:
+            continue
+        src = chunk_source_spans(c, book)
+        if spans_cover(src, s, e, book.text):
+            return (min(a for a, _ in src), max(b for _, b in src))
+        if best is None and any(a <= s < b for a, b in src):
+            best = (min(a for a, _ in src), max(b for _, b in src))
+    return best
+
+
+def choose_case_question(gen: pd.DataFrame, chunk_sets: Mapping[str, Sequence[Chunk]], books: Mapping[str, Any],
+                         questions: Sequence[EvalQuestion],
+                         prefer_titles: Sequence[str] = PAPER_CASE_BOOKS) -> tuple[str, str]:
+    """The case-study question (Figures 4-5) and the rule that chose it.
+
+    Candidates: questions every generating method answered. If some are from the paper's case-study
+    books (``prefer_titles``: Barchester Towers, The Vampyre, The House of the Seven Gables — the last
+    is in LiteraryQA test), only those. Rule: the question whose evidence the methods split most
+    differently — the most distinct book-text spans among the chunks holding the evidence (one per
+    method); then the most methods whose handed chunks miss the evidence; then the question id. A
+    question without evidence (LiteraryQA) counts the distinct top-1 chunks handed to the generator.
+    """
+    methods = sorted(set(gen["method"]))
+    by_q = gen.groupby("qid")["method"].nunique()
+    cands = [q for q in questions if by_q.get(q.qid, 0) == len(methods)]
+    if not cands:
+        raise ValueError("no question was answered by every generating method: no case study")
+    preferred = [q for q in cands if any(t.lower() in q.title.lower() for t in prefer_titles)]
+    pool = preferred or cands
+    per_book: dict[tuple[str, str], list[Chunk]] = {}
+    for m, cs in chunk_sets.items():
+        for c in cs:
+            per_book.setdefault((m, c.book_id), []).append(c)
+    from ..metrics.retrieval import is_relevant
+
+    def score(q: EvalQuestion) -> tuple[int, int, str]:
+        rows = gen[gen["qid"] == q.qid]
+        if q.evidence:
+            cuts = {_evidence_cut(per_book.get((m, q.book_id), []), books[q.book_id], q.evidence) for m in methods}
+            missed = sum(not any(is_relevant(t, q.evidence) for t in r.contexts) for r in rows.itertuples())
+            return (-len(cuts), -missed, q.qid)
+        return (-len({r.contexts[0] if len(r.contexts) else "" for r in rows.itertuples()}), 0, q.qid)
+
+    best = min(pool, key=score)
+    n_cuts = -score(best)[0]
+    where = "the paper's case-study books" if preferred else "all answered questions"
+    rule = (f"among {len(pool)} question(s) answered by all {len(methods)} methods ({where}): the one whose evidence "
+            f"the methods split most differently ({n_cuts} distinct chunk spans holding the evidence), then the most "
+            "methods missing it, then question id")
+    return best.qid, rule
+
+
+def case_study(gen: pd.DataFrame, qid: str, questions: Sequence[EvalQuestion]) -> list[dict[str, Any]]:
+    """Per method: the top chunk it handed the generator (and how many it handed), whether any handed
+    chunk holds the evidence, the evidence's position in the shown chunk, and the method's answer."""
+    from ..metrics.retrieval import _normalized_with_offsets, is_relevant, normalize_for_match
+
+    q = next(x for x in questions if x.qid == qid)
+    out = []
+    for r in gen[gen["qid"] == qid].sort_values("method").itertuples():
+        ctx = list(r.contexts)
+        shown = next((t for t in ctx if q.evidence and is_relevant(t, q.evidence)), ctx[0] if ctx else "")
+        mark = None
+        target = q.evidence or (q.answers[0] if q.answers else "")
+        if target:
+            norm, pos = _normalized_with_offsets(shown)
+            at = norm.find(normalize_for_match(target))
+            if at >= 0:
+                mark = (pos[at], pos[at + len(normalize_for_match(target)) - 1] + 1)
+        out.append({"method": r.method, "chunk": shown, "n_handed": len(ctx), "rank_shown": ctx.index(shown) + 1 if ctx else None,
+                    "evidence_handed": bool(q.evidence) and any(is_relevant(t, q.evidence) for t in ctx),
+                    "mark": mark, "answer": r.answer, "question": q.question, "reference": r.reference,
+                    "marked": "evidence" if q.evidence else "reference answer"})
+    return out
+
+
+def case_study_html(case: Sequence[Mapping[str, Any]], title: str, rule: str) -> str:
+    """The case study as HTML (JupyterLab): one row per method, its chunk with the evidence highlighted,
+    its answer beside it."""
+    import html as _h
+
+    rows = []
+    for c in case:
+        t = c["chunk"]
+        if c["mark"]:
+            a, b = c["mark"]
+            body = (_h.escape(t[:a]) + "<mark>" + _h.escape(t[a:b]) + "</mark>" + _h.escape(t[b:]))
+        else:
+            body = _h.escape(t)
+        body = body.replace("\n", "<br>")
+        flag = "evidence handed" if c["evidence_handed"] else "evidence NOT handed"
+        rows.append(f"<tr><td style='vertical-align:top'><b>{_h.escape(c['method'])}</b><br><small>{flag}; chunk "
+                    f"{c['rank_shown']} of {c['n_handed']} handed</small></td><td style='max-width:48em;"
+                    f"vertical-align:top;text-align:left'>{body}</td><td style='vertical-align:top;max-width:18em'>"
+                    f"{_h.escape(c['answer'])}</td></tr>")
+    q = case[0] if case else {"question": "", "reference": "", "marked": ""}
+    return (f"<h4>{_h.escape(title)}</h4><p><b>Question:</b> {_h.escape(q['question'])}<br><b>Reference:</b> "
+            f"{_h.escape(q['reference'])}<br><small>highlighted: {_h.escape(q['marked'])}; chosen by: "
+            f"{_h.escape(rule)}</small></p><table><tr><th>method</th><th>chunk handed to the generator</th>"
+            f"<th>answer</th></tr>" + "".join(rows) + "</table>")
+
+
+def plot_case_study(case: Sequence[Mapping[str, Any]], title: str, width: int = 90, max_lines: int = 14):
+    """Figures 4-5 shape as a figure: per method its handed chunk (evidence between ⟦ ⟧ and in a box) and
+    its answer."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+
+    n = max(1, len(case))
+    fig, axes = plt.subplots(n, 1, figsize=(9.5, 2.3 * n), squeeze=False)
+    for ax, c in zip(axes[:, 0], case):
+        t = c["chunk"]
+        if c["mark"]:
+            a, b = c["mark"]
+            t = t[:a] + "⟦" + t[a:b] + "⟧" + t[b:]
+        lines = textwrap.wrap(" ".join(t.split()), width)
+        if len(lines) > max_lines:  # centre the shown lines on the evidence
+            at = next((i for i, ln in enumerate(lines) if "⟦" in ln), 0)
+            lo = max(0, min(at - max_lines // 2, len(lines) - max_lines))
+            lines = (["…"] if lo else []) + lines[lo:lo + max_lines] + (["…"] if lo + max_lines < len(lines) else [])
+        ax.axis("off")
+        ax.text(0.0, 1.0, f"{c['method']} — {'evidence handed' if c['evidence_handed'] else 'evidence NOT handed'}",
+                fontsize=8, fontweight="bold", va="top", transform=ax.transAxes)
+        ax.text(0.0, 0.86, "\n".join(lines), fontsize=6.5, va="top", family="monospace", transform=ax.transAxes)
+        ax.text(0.0, -0.02, "answer: " + textwrap.shorten(c["answer"] or "(empty)", 140), fontsize=7, va="top",
+                color="#1f4e79", transform=ax.transAxes)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def fusion_comparison(retrieval: pd.DataFrame, fusion_weights: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
     """Every fusion mode side by side (dense, BM25, the paper's RRF hybrid, weighted RRF, linear), with
     the cross-fitted dense weights of the tuned modes."""
