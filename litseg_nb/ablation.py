@@ -231,7 +231,8 @@ def generation_tables(ev: Any, questions: Sequence[Any], rows: Sequence[Mapping[
                                rag_cfg.ragas_retries)
     pair = (report.pairwise_vs_target(backend, gen, books, questions, target, rag_cfg.pairwise_max_questions,
                                       rag_cfg.pairwise_context_chars, rag_cfg.pairwise_max_new_tokens, seed,
-                                      chunk_sets=chunk_sets, max_model_len=rag_cfg.llm.max_model_len)
+                                      chunk_sets=chunk_sets, max_model_len=rag_cfg.llm.max_model_len,
+                                      book_max_tokens=rag_cfg.pairwise_book_max_tokens)
             if rag_cfg.pairwise and target in names and len(names) > 1 else pd.DataFrame())
     t7 = report.table3_final(rows, gen, k=rag_cfg.retrieve_top_k)  # Table 3's ranking: reranked where reranked
     t8 = report.table4(gen, pair)

@@ -46,3 +46,15 @@ def test_literaryqa_judge_reads_the_book_not_the_retrieved_chunks():
     assert small.iloc[0]["n_context_chapters holding either system's chunks"] == 1
     assert book.units[1].text(book.text) in seen[0] and book.units[2].text(book.text) in seen[0]
     assert book.units[0].text(book.text) not in seen[0]
+
+
+def test_profile_cap_on_the_book_context_is_applied_and_counted():
+    book = make_book("literaryqa:7", units=3, n=6)
+    q = EvalQuestion("q1", "literaryqa", book.book_id, book.title, "Who?", ("Emma",), None)
+    gen = pd.DataFrame([{"dataset": "literaryqa", "method": m, "qid": "q1", "reference": "Emma", "answer": "a",
+                         "contexts": [f"{m} chunk"], "context_chunk_ids": ["x"]} for m in ("t", "o")])
+    sets = {m: [Chunk(book.book_id, "u0001", "x", m, 1, 6, [(0, 1)], "c", "c")] for m in ("t", "o")}
+    be = ScriptedBackend(reply_fn=lambda conv: "Verdict: Tie")
+    capped = pairwise_vs_target(be, gen, {book.book_id: book}, [q], "t", 0, 500, 8, 0, chunk_sets=sets,
+                                max_model_len=100_000, book_max_tokens=words(book.text) - 1)
+    assert capped.iloc[0]["n_context_chapters holding either system's chunks"] == 1

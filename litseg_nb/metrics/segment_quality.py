@@ -54,7 +54,7 @@ class SegmentQualityConfig(StageConfig):
             # SmolLM2's 8k context holds the rubric and the passage, not also Lite's ~2.4k-token prompt
             return {"judge_max_units": 1, "judge_max_chunks_per_unit": 8, "judge_retries": 0,
                     "judge_max_passage_chars": 6000, "human_sheet_chunks": 20, "judge_pipeline_prompt": "name",
-                    "llm_rating_items": 4,
+                    "llm_rating_items": 2,
                     "judge_methods": ("litseg", "litseg-lite"),
                     "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
         if profile == "full":

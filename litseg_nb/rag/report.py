@@ -89,14 +89,15 @@ PAIRWISE_CONTEXT_NOTE = ("judge context: GutenQA +/-500 chars around the evidenc
 def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
                        target: str, n_per_dataset: int, context_chars: int, max_new_tokens: int, seed: int,
                        chunk_sets: Mapping[str, Sequence[Chunk]] | None = None,
-                       max_model_len: int = 0, collect: list | None = None) -> pd.DataFrame:
+                       max_model_len: int = 0, collect: list | None = None,
+                       book_max_tokens: int = 0) -> pd.DataFrame:
     """Win rate of ``target`` against every other method by the B.2 LLM judge (per dataset).
 
     Original Context: GutenQA ``+/-context_chars`` around the evidence; LiteraryQA the entire source
     book, or where it exceeds the judge's context (``max_model_len``, minus the rest of the prompt and
     the reply) the deterministic excerpt of :func:`litseg_nb.metrics.pairwise.book_judge_context` (the
     chapters holding either system's chunks; ``chunk_sets`` maps the retrieved chunks to their
-    chapters). ``n_context_<policy>`` columns count the pairs per policy. ``collect`` (a list) receives
+    chapters; ``book_max_tokens`` > 0 caps that budget). ``n_context_<policy>`` columns count the pairs per policy. ``collect`` (a list) receives
     every judged pair (dataset, qid, target, opponent, context, question, reference, both answers):
     notebook 05 exports them as Appendix B's human sheets.
     """
@@ -126,6 +127,8 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
                                      f"question without evidence ({qid})")
                 budget = judge_context_budget(backend.count_tokens, max_model_len, max_new_tokens, q.question,
                                               a.reference, a.answer, b.answer)
+                if book_max_tokens:  # a profile's cap below the judge's context (RagConfig.pairwise_book_max_tokens)
+                    budget = min(budget, book_max_tokens)
                 units = [[unit_of.get((m, q.book_id, cid)) for cid in getattr(r, "context_chunk_ids", ())]
                          for m, r in ((target, a), (other, b))]
                 ctx, policy = book_judge_context(books[q.book_id], [u for u in units[0] if u],
