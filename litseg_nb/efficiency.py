@@ -100,13 +100,14 @@ def load_usage(profile: str, notebooks: Iterable[str] | None = None) -> pd.DataF
 
 def sentences_per_method(profile: str, methods: Iterable[str]) -> dict[str, int]:
     """Number of unit sentences each method's chunk artifact covers (max ``to_idx`` per unit; chunk
-    sets of notebooks 02-04 and the ablation variants of notebook 07)."""
+    sets of notebooks 02-04, the ablation variants of notebook 07 and LitSeg on the student's model of
+    notebook 08)."""
     out: dict[str, int] = {}
     art = outputs_dir(profile) / "artifacts"
     for method in methods:
         # notebook 07 keeps its ablation variants' chunks apart from the evaluated chunk sets
-        path = next((p for p in (art / "chunks" / f"{method}.jsonl", art / "ablation" / "chunks" / f"{method}.jsonl")
-                     if p.is_file()), None)
+        path = next((p for p in (art / "chunks" / f"{method}.jsonl", art / "ablation" / "chunks" / f"{method}.jsonl",
+                                 art / "efficiency" / "chunks" / f"{method}.jsonl") if p.is_file()), None)
         if path is None:
             continue
         last: dict[tuple[str, str], int] = {}

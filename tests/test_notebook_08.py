@@ -14,6 +14,7 @@ def test_notebook_08_runs_in_test_profile(notebook_pipeline):
     assert (cost["calls"] > 0).all() and len(cost)
     # every method that recorded usage earlier in this session appears in the cost table
     assert set(usage["method"]) == set(cost["method"])
+    assert cost.set_index("method").loc["litseg-student", "sentences"] > 0  # notebook 08's own chunk set
     walls = pd.read_csv(tables / "08_notebook_wall_times.csv")
     assert list(walls.columns) == ["notebook", "seconds", "status", "finished"]
     assert (tables / "08_llm_cost.md").read_text().startswith("**08_llm_cost** — profile=test")
