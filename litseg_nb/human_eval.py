@@ -355,7 +355,7 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
     ``SOURCE.txt`` to ``out_dir``; returns ``(sheets, key, info)``.
     """
     from .llm.base import UsageTag
-    from .metrics.rubric_judge import score_chunks_with_rubric, segment_pipeline_json
+    from .metrics.rubric_judge import score_many_with_rubric, segment_pipeline_json
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -365,14 +365,14 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
     neutral = 0
     for k, (rater, path) in enumerate(sheets.items()):
         rows = [r for r in _read_rows(path) if r["item_id"] in keep]
-        for row in rows:
-            passage = "\n".join(p for p in (row["text_before"], row["chunk_text"], row["text_after"]) if p)
-            seg = [{"subtitle": "", "from_idx": 1, "to_idx": 1, "context_idx": []}]
-            res = score_chunks_with_rubric(backend, passage, "(blinded: the rater is not told the method)",
-                                           segment_pipeline_json(seg, texts=[row["chunk_text"]]), 1,
-                                           retries=retries, max_new_tokens=max_new_tokens,
-                                           tag=UsageTag("llm-rater", stage="llm-rating"), seed=seed + k,
-                                           first_temperature=0.0 if k == 0 else 0.7)
+        seg = [{"subtitle": "", "from_idx": 1, "to_idx": 1, "context_idx": []}]
+        jobs = [("\n".join(p for p in (row["text_before"], row["chunk_text"], row["text_after"]) if p),
+                 "(blinded: the rater is not told the method)", segment_pipeline_json(seg, texts=[row["chunk_text"]]), 1)
+                for row in rows]
+        results = score_many_with_rubric(backend, jobs, retries=retries, max_new_tokens=max_new_tokens,
+                                         tag=UsageTag("llm-rater", stage="llm-rating"), seed=seed + k,
+                                         first_temperature=0.0 if k == 0 else 0.7)
+        for row, res in zip(rows, results):
             neutral += int(res.neutral)
             for d in DIMENSIONS:
                 row[d] = f"{min(5.0, max(1.0, getattr(res, LLM_DIMENSION_MAP[d])[0])):g}"

@@ -308,36 +308,76 @@ def score_chunks_with_rubric(
     """Score ``n_chunks`` chunks with the E.3 rubric; at most ``1 + retries`` judge calls.
 
     Attempt 0 is greedy (or samples at ``first_temperature``: a second LLM rater); retries sample at
-    temperature 0.7 with a new seed so a malformed reply is not simply repeated. If all attempts fail the result is the neutral score with ``neutral=True``.
+    temperature 0.7 with a new seed so a malformed reply is not simply repeated. If all attempts fail
+    the result is the neutral score with ``neutral=True``.
     """
-    if n_chunks <= 0:
-        raise ValueError(f"n_chunks must be positive, got {n_chunks}")
-    conv = build_rubric_conversation(original_passage, segment_pipeline_prompt, segment_pipeline_json)
-    budget = max_new_tokens or (48 + 3 * 8 * n_chunks)
-    errors: list[str] = []
-    raws: list[str] = []
-    flags = improper_overlap_flags(_segments_from_json(segment_pipeline_json))
-    if len(flags) != n_chunks:
-        flags = []
+    return score_many_with_rubric(backend, [(original_passage, segment_pipeline_prompt, segment_pipeline_json,
+                                             n_chunks)], retries, max_new_tokens, tag, seed, first_temperature)[0]
+
+
+def score_many_with_rubric(
+    backend: LLMBackend,
+    jobs: Sequence[tuple[str, str, str, int]],
+    retries: int = 2,
+    max_new_tokens: int | None = None,
+    tag: UsageTag = UsageTag(stage="rubric-judge"),
+    seed: int = 0,
+    first_temperature: float = 0.0,
+) -> list[RubricScores]:
+    """:func:`score_chunks_with_rubric` for many ``(passage, prompt, pipeline_json, n_chunks)`` jobs, each
+    attempt batched over the jobs still unscored (one backend call per attempt and reply budget). A
+    batch the backend refuses as a whole is retried job by job, so one oversized job fails alone."""
+    if any(n <= 0 for *_, n in jobs):
+        raise ValueError(f"n_chunks must be positive, got {[n for *_, n in jobs]}")
+    convs = [build_rubric_conversation(p, sp, js) for p, sp, js, _ in jobs]
+    budgets = [max_new_tokens or (48 + 3 * 8 * n) for *_, n in jobs]
+    errors: list[list[str]] = [[] for _ in jobs]
+    raws: list[list[str]] = [[] for _ in jobs]
+    flags = []
+    for _, _, js, n in jobs:
+        f = improper_overlap_flags(_segments_from_json(js))
+        flags.append(f if len(f) == n else [])
+    done: dict[int, RubricScores] = {}
+    todo = list(range(len(jobs)))
     for attempt in range(retries + 1):
-        params = SamplingParams(max_new_tokens=budget, temperature=first_temperature if attempt == 0 else 0.7,
-                                seed=seed + attempt)
-        try:
-            reply = backend.chat([conv], params, tag)[0].text
-        except Exception as e:  # noqa: BLE001 - an LLM failure is one failed attempt, recorded
-            errors.append(f"attempt {attempt}: {type(e).__name__}: {e}")
-            continue
-        raws.append(reply)
-        try:
-            d1, d2, d3 = parse_rubric_reply(reply, n_chunks, max_new_tokens=budget)
-        except RubricParseError as e:
-            errors.append(f"attempt {attempt}: {e}")
-            continue
-        return RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors, raw_replies=raws,
-                            improper_overlap=flags)
-    neutral = [NEUTRAL_SCORE] * n_chunks
-    return RubricScores(list(neutral), list(neutral), list(neutral), attempts=retries + 1,
-                        neutral=True, errors=errors, raw_replies=raws, improper_overlap=flags)
+        if not todo:
+            break
+        temp = first_temperature if attempt == 0 else 0.7
+        replies: dict[int, str] = {}
+        for budget in sorted({budgets[i] for i in todo}):
+            group = [i for i in todo if budgets[i] == budget]
+            params = SamplingParams(max_new_tokens=budget, temperature=temp, seed=seed + attempt)
+            batches = [group]
+            while batches:
+                part = batches.pop(0)
+                try:
+                    for i, g in zip(part, backend.chat([convs[i] for i in part], params, tag)):
+                        replies[i] = g.text
+                except Exception as e:  # noqa: BLE001 - an LLM failure is one failed attempt, recorded
+                    if len(part) == 1:
+                        errors[part[0]].append(f"attempt {attempt}: {type(e).__name__}: {e}")
+                    else:  # a refused batch: each job on its own, so one oversized job fails alone
+                        batches.extend([i] for i in part)
+        left = []
+        for i in todo:
+            if i not in replies:
+                left.append(i)
+                continue
+            raws[i].append(replies[i])
+            try:
+                d1, d2, d3 = parse_rubric_reply(replies[i], jobs[i][3], max_new_tokens=budgets[i])
+            except RubricParseError as e:
+                errors[i].append(f"attempt {attempt}: {e}")
+                left.append(i)
+                continue
+            done[i] = RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors[i], raw_replies=raws[i],
+                                   improper_overlap=flags[i])
+        todo = left
+    for i in todo:
+        neutral = [NEUTRAL_SCORE] * jobs[i][3]
+        done[i] = RubricScores(list(neutral), list(neutral), list(neutral), attempts=retries + 1, neutral=True,
+                               errors=errors[i], raw_replies=raws[i], improper_overlap=flags[i])
+    return [done[i] for i in range(len(jobs))]
 
 
 # --------------------------------------------------------------------------- the E.3 judge's inputs

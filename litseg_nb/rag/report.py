@@ -308,7 +308,8 @@ def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[t
     """LumberChunker's θ sweep (its Figure: θ ∈ [450, 1000] tokens, DCG@k per θ; θ ≈ 550 best).
 
     LumberChunker (notebook 04's implementation and settings, ``BaselinesConfig``) segments the first
-    ``cfg.lumber_theta_max_units`` of ``unit_keys`` (0 = all) once per budget in ``cfg.lumber_thetas``;
+    ``cfg.lumber_theta_max_units`` of ``unit_keys`` holding GutenQA evidence (0 = all of them, most
+    evidence first) once per budget in ``cfg.lumber_thetas``;
     each chunk set is indexed alone and scored on the GutenQA questions of ``questions`` whose evidence
     lies in those units, by dense and by the paper's hybrid retrieval (no reranker: LumberChunker's
     sweep ranks by embedding similarity). Returns ``(table, chunk sets by θ)``; the table has one row
@@ -331,7 +332,8 @@ def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[t
         return sum(1 for q in questions if q.evidence and q.book_id == key[0] and is_relevant(text, q.evidence))
 
     # the units holding the most question evidence first (ties: unit order), so a capped sweep is scored
-    keys = sorted(unit_keys, key=lambda k: -n_evidence(k))[: cfg.lumber_theta_max_units or None]
+    counts = {k: n_evidence(k) for k in unit_keys}  # units without GutenQA evidence cannot score a θ
+    keys = sorted((k for k in unit_keys if counts[k]), key=lambda k: -counts[k])[: cfg.lumber_theta_max_units or None]
     if not keys:
         raise ValueError("LumberChunker θ sweep: no unit to segment (the common-unit scope is empty)")
     pairs = [(books[b], books[b].unit(u)) for b, u in keys]
