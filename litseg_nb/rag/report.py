@@ -407,8 +407,8 @@ def choose_case_question(gen: pd.DataFrame, chunk_sets: Mapping[str, Sequence[Ch
     """The case-study question (Figures 4-5) and the rule that chose it.
 
     Candidates: questions every generating method answered. If some are from the paper's case-study
-    books (``prefer_titles``: Barchester Towers, The Vampyre, The House of the Seven Gables — the last
-    is in LiteraryQA test), only those. Rule: the question whose evidence the methods split most
+    books (``prefer_titles``: Barchester Towers, The Vampyre, The House of the Seven Gables, matched by
+    title), only those. Rule: the question whose evidence the methods split most
     differently — the most distinct book-text spans among the chunks holding the evidence (one per
     method); then the most methods whose handed chunks miss the evidence; then the question id. A
     question without evidence (LiteraryQA) counts the distinct top-1 chunks handed to the generator.
