@@ -190,7 +190,7 @@ def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame):
                              fontsize=7, color="0.4")
     axes[1].set_ylim(axes[0].get_ylim())
     axes[1].set_yticks(ys, [""] * len(ys))
-    axes[1].set_xlabel("MRR, hybrid retrieval (higher is better)")
+    axes[1].set_xlabel("MRR, Table 3 ranking (higher is better)")
     axes[1].set_title("Table 7 shape")
     fig.tight_layout()
     return fig
@@ -210,12 +210,15 @@ def save_ablation_chunks(profile: str, chunk_sets: Mapping[str, Sequence[Chunk]]
 
 def generation_tables(ev: Any, questions: Sequence[Any], rows: Sequence[Mapping[str, Any]], retrieval: pd.DataFrame,
                       backend: Any, rag_cfg: Any, books: Mapping[str, Book], names: Mapping[str, str],
-                      seed: int = 0, target: str = "lite") -> tuple[pd.DataFrame, pd.DataFrame]:
+                      seed: int = 0, target: str = "lite",
+                      chunk_sets: Mapping[str, Sequence[Chunk]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Table 7's CR column (RAGAS Context Relevance, the paper's LiteraryQA retrieval measure) and
     Table 8 (generation: EM, F1, ROUGE-L, METEOR, AA and the pairwise win rate of LitSeg-Lite
     against each variant) for the ablation variants — notebook 05's generation, RAGAS and pairwise
-    code unchanged, with ``rag_cfg``'s subset sizes. ``ev`` must have been built with ``backend``.
+    code unchanged, with ``rag_cfg``'s subset sizes, on Table 3's ranking (reranked where reranked). ``ev`` must have been built with ``backend``.
 
+    ``chunk_sets`` (the indexed variants' chunks) lets the LiteraryQA judge read the chapters holding
+    either system's chunks where a book exceeds its context (:func:`litseg_nb.rag.report.pairwise_vs_target`).
     Returns ``(table7_with_cr, table8)``, with a ``variant`` column of the paper's row labels.
     """
     from .rag import report
@@ -227,9 +230,11 @@ def generation_tables(ev: Any, questions: Sequence[Any], rows: Sequence[Mapping[
         gen = report.add_ragas(backend, gen, rag_cfg.ragas_max_questions, seed, rag_cfg.ragas_max_new_tokens,
                                rag_cfg.ragas_retries)
     pair = (report.pairwise_vs_target(backend, gen, books, questions, target, rag_cfg.pairwise_max_questions,
-                                      rag_cfg.pairwise_context_chars, rag_cfg.pairwise_max_new_tokens, seed)
+                                      rag_cfg.pairwise_context_chars, rag_cfg.pairwise_max_new_tokens, seed,
+                                      chunk_sets=chunk_sets, max_model_len=rag_cfg.llm.max_model_len,
+                                      book_max_tokens=rag_cfg.pairwise_book_max_tokens)
             if rag_cfg.pairwise and target in names and len(names) > 1 else pd.DataFrame())
-    t7 = report.table3(retrieval, gen, "hybrid")
+    t7 = report.table3_final(rows, gen, k=rag_cfg.retrieve_top_k)  # Table 3's ranking: reranked where reranked
     t8 = report.table4(gen, pair)
     for t in (t7, t8):
         if not t.empty:

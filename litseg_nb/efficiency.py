@@ -13,11 +13,22 @@ model's cost whether or not this run recomputed it; ``cache_hits`` says how many
 actually served from a cache. Warm reruns therefore give the same table.
 
 §4.4 as the paper measures it (:func:`paper_efficiency_table`): LitSeg, LitSeg-Lite and LumberChunker,
-each measured once on the SAME units (the units all three segmented: LiteraryQA test in ``full``,
-the shared units elsewhere), only their segmentation work (LitSeg's three stages of notebook 02 —
+each measured once on the SAME units (the units all three segmented, restricted to
+``EfficiencyConfig.timing_dataset``: the LiteraryQA test units in ``full`` as in the paper, the
+profile's evaluation units — every unit all three segmented — in ``test``/``smoke``), only their segmentation work (LitSeg's three stages of notebook 02 —
 not calibration, constrained-decoding comparison or Lite's training annotations; Lite's
 ``single-pass`` chunk-set run of notebook 03 — not its held-out evaluation runs; LumberChunker of
 notebook 04), with model time and recorded wall time; cached work is shown as cached.
+
+Teacher size. The paper's Lite/LitSeg ratio compares one model run three times (LitSeg) with one pass
+(Lite) on one RTX 6000 Ada (48 GB). The ``full`` teacher (Qwen3-32B, bf16) is 4x the student, so the
+ratio with the configured teacher also measures the model-size gap. With
+``EfficiencyConfig.litseg_on_student`` notebook 08 also runs LitSeg's three stages with the *student's*
+model and inference configuration on the same units (:func:`run_litseg_on_student`, usage tag
+``litseg-student``), and :func:`paper_ratio_table` reports Lite/LitSeg twice: against the configured
+teacher and against LitSeg on the student's model (same weights: 3 stages vs 1 pass). Where teacher and
+student are the same model (``test``, ``smoke``) that run is served from the request cache and
+replays the recorded cost of notebook 02's run.
 """
 from __future__ import annotations
 
@@ -33,15 +44,24 @@ from .paths import outputs_dir
 from .schema import load_chunks
 
 
+TIMING_DATASETS = ("all", "gutenqa", "literaryqa")
+
+
 @dataclass(frozen=True)
 class EfficiencyConfig(StageConfig):
     """Notebook 08: the method every speed-up is measured against."""
 
     reference: str = one_of("litseg", *METHOD_NAMES)
+    #: §4.4's unit set: the units all three methods segmented, of this dataset ("all": every one;
+    #: the paper times "the LiteraryQA test set")
+    timing_dataset: str = one_of("literaryqa", *TIMING_DATASETS)
+    #: also time LitSeg's three stages with the student's model on the §4.4 units (teacher-size control)
+    litseg_on_student: bool = True
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        return {"test": {}, "smoke": {}, "full": {}}[profile]
+        # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit
+        return {"test": {"timing_dataset": "all"}, "smoke": {"timing_dataset": "all"}, "full": {}}[profile]
 
 USAGE_COLUMNS = ["method", "book", "stage", "calls", "prompt_tokens", "cached_prompt_tokens",
                  "completion_tokens", "latency_s", "cache_hits"]
@@ -80,13 +100,14 @@ def load_usage(profile: str, notebooks: Iterable[str] | None = None) -> pd.DataF
 
 def sentences_per_method(profile: str, methods: Iterable[str]) -> dict[str, int]:
     """Number of unit sentences each method's chunk artifact covers (max ``to_idx`` per unit; chunk
-    sets of notebooks 02-04 and the ablation variants of notebook 07)."""
+    sets of notebooks 02-04, the ablation variants of notebook 07 and LitSeg on the student's model of
+    notebook 08)."""
     out: dict[str, int] = {}
     art = outputs_dir(profile) / "artifacts"
     for method in methods:
         # notebook 07 keeps its ablation variants' chunks apart from the evaluated chunk sets
-        path = next((p for p in (art / "chunks" / f"{method}.jsonl", art / "ablation" / "chunks" / f"{method}.jsonl")
-                     if p.is_file()), None)
+        path = next((p for p in (art / "chunks" / f"{method}.jsonl", art / "ablation" / "chunks" / f"{method}.jsonl",
+                                 art / "efficiency" / "chunks" / f"{method}.jsonl") if p.is_file()), None)
         if path is None:
             continue
         last: dict[tuple[str, str], int] = {}
@@ -172,11 +193,23 @@ def notebook_wall_times(profile: str) -> pd.DataFrame:
 PAPER_SECONDS = {"litseg": 25362.0, "litseg-lite": 9442.0, "lumber": 13514.0}
 PAPER_RATIOS = {"litseg-lite / litseg": 0.37, "litseg-lite / lumber": 0.70}
 PAPER_SETUP = "paper: LiteraryQA test, vLLM, one RTX 6000 Ada GPU"
+STUDENT_METHOD = "litseg-student"  # LitSeg's three stages run with the student's model (notebook 08)
 # method -> (usage tag method, stages counted (None = all), notebook whose ledger holds the work)
 MEASURED: dict[str, tuple[str, tuple[str, ...] | None, str]] = {
     "litseg": ("litseg", ("stage1", "stage2", "stage3"), "02"),
     "litseg-lite": ("litseg-lite", ("single-pass",), "03"),
     "lumber": ("lumber", None, "04"),
+}
+# measured beside the three, on their units, never part of the unit intersection
+CONTROLS: dict[str, tuple[str, tuple[str, ...] | None, str]] = {
+    STUDENT_METHOD: (STUDENT_METHOD, ("stage1", "stage2", "stage3"), "08"),
+}
+# ratio -> (numerator, denominator, the paper's value, what the LitSeg side runs on)
+RATIOS: dict[str, tuple[str, str, float, str]] = {
+    "litseg-lite / litseg": ("litseg-lite", "litseg", 0.37, "LitSeg on the configured teacher"),
+    f"litseg-lite / {STUDENT_METHOD}": ("litseg-lite", STUDENT_METHOD, 0.37,
+                                        "LitSeg on the student's model (same weights: 3 stages vs 1 pass)"),
+    "litseg-lite / lumber": ("litseg-lite", "lumber", 0.70, "LumberChunker on the shared inference configuration"),
 }
 PAPER_COLUMNS = ["method", "model", "books", "units", "sentences", "same_units", "calls", "cache_hits",
                  "prompt_tokens", "computed_prefill_tokens", "completion_tokens", "reasoning_tokens",
@@ -185,12 +218,18 @@ PAPER_COLUMNS = ["method", "model", "books", "units", "sentences", "same_units",
                  "model_seconds_per_1k_sent", "wall_seconds_per_1k_sent", "paper_seconds"]
 
 
+def _chunk_file(profile: str, method: str) -> Path:
+    art = outputs_dir(profile) / "artifacts"
+    if method in CONTROLS:  # kept apart from the evaluated chunk sets of notebook 05
+        return art / "efficiency" / "chunks" / f"{method}.jsonl"
+    return art / "chunks" / f"{method}.jsonl"
+
+
 def _unit_sets(profile: str, methods: Iterable[str]) -> dict[str, dict[tuple[str, str], int]]:
     """Per method: {(book, unit): sentences} of its chunk artifact."""
-    art = outputs_dir(profile) / "artifacts" / "chunks"
     out: dict[str, dict[tuple[str, str], int]] = {}
     for m in methods:
-        path = art / f"{m}.jsonl"
+        path = _chunk_file(profile, m)
         if not path.is_file():
             continue
         units: dict[tuple[str, str], int] = {}
@@ -200,25 +239,55 @@ def _unit_sets(profile: str, methods: Iterable[str]) -> dict[str, dict[tuple[str
     return out
 
 
-def _wall_seconds(profile: str, method: str, books: set[str]) -> tuple[float, str]:
-    """Wall time recorded when the work was done, on ``books`` (nan + why when not available)."""
+def book_dataset(book_id: str) -> str:
+    """The dataset a book id belongs to (its ``<dataset>:`` prefix)."""
+    return book_id.split(":", 1)[0] if ":" in book_id else ""
+
+
+def timing_units(profile: str, timing_dataset: str = "all") -> tuple[set[tuple[str, str]], list[str]]:
+    """§4.4's units: those all present methods of :data:`MEASURED` segmented, of ``timing_dataset``
+    (``"all"``: every one). Returns ``(units, methods present)``."""
+    if timing_dataset not in TIMING_DATASETS:
+        raise ValueError(f"timing_dataset {timing_dataset!r} is not one of {TIMING_DATASETS}")
+    units = _unit_sets(profile, MEASURED)
+    present = [m for m in MEASURED if m in units]
+    if not present:
+        return set(), present
+    common = set.intersection(*(set(units[m]) for m in present))
+    if timing_dataset != "all":
+        common = {k for k in common if book_dataset(k[0]) == timing_dataset}
+    return common, present
+
+
+def describe_timing_set(timing_dataset: str) -> str:
+    return ("every unit all three methods segmented (the profile's evaluation set)" if timing_dataset == "all"
+            else f"the {timing_dataset} units all three methods segmented")
+
+
+def _wall_seconds(profile: str, method: str, units: set[tuple[str, str]]) -> tuple[float, str]:
+    """Wall time recorded when the work was done, on ``units`` (nan + why when not available)."""
     import json
 
     art = outputs_dir(profile) / "artifacts"
     nan = float("nan")
-    if method == "litseg":
-        path = art / "litseg" / "annotations.jsonl"
+    if method in ("litseg", STUDENT_METHOD):
+        path = (art / "litseg" / "annotations.jsonl" if method == "litseg"
+                else art / "efficiency" / "litseg_student_annotations.jsonl")
         if not path.is_file():
-            return nan, "no annotations.jsonl"
+            return nan, f"no {path.name}"
         recs = [json.loads(x) for x in path.read_text(encoding="utf-8").split("\n") if x.strip()]
-        return (float(sum(r.get("group_wall_share_s") or 0.0 for r in recs if r["book_id"] in books)),
+        recs = [r for r in recs if (r["book_id"], r["unit_id"]) in units]
+        if method == STUDENT_METHOD and any((r.get("tokens") or {}).get("cache_hits") for r in recs):
+            return nan, "replies served from the request cache: this run's wall time is not the model's"
+        return (float(sum(r.get("group_wall_share_s") or 0.0 for r in recs)),
                 "recorded per unit when annotated (kept on resume)")
+    books = {b for b, _ in units}
     if method == "litseg-lite":
         path = art / "lite" / "chunk_run.jsonl"
         if not path.is_file():
             return nan, "no lite/chunk_run.jsonl"
         rows = [json.loads(x) for x in path.read_text(encoding="utf-8").split("\n") if x.strip()]
-        rows = [r for r in rows if r["book_id"] in books]
+        rows = [r for r in rows if (r["book_id"], r["unit_id"]) in units]
         if any(r.get("cache_hits") for r in rows):
             return nan, "replies served from the request cache: this run's wall time is not the model's"
         return float(sum(r.get("seconds") or 0.0 for r in rows)), "measured in notebook 03's chunk-set run"
@@ -233,28 +302,31 @@ def _wall_seconds(profile: str, method: str, books: set[str]) -> tuple[float, st
 
 
 def paper_efficiency_table(profile: str, usage: pd.DataFrame | None = None,
-                           models: dict[str, str] | None = None) -> tuple[pd.DataFrame, str]:
+                           models: dict[str, str] | None = None,
+                           timing_dataset: str = "all", controls: bool = True) -> tuple[pd.DataFrame, str]:
     """§4.4: LitSeg, LitSeg-Lite and LumberChunker on the same units, each unit's work counted once.
 
-    Units: those all three chunk sets hold (the books they share); ``same_units`` says whether the
-    three sets are identical there. Returns ``(table, note)``; the note names the units measured.
+    Units: those all three chunk sets hold, of ``timing_dataset`` (``"all"``: every one; ``full``:
+    ``"literaryqa"``, the paper's LiteraryQA test set); ``same_units`` says whether a method's units
+    are exactly that set. LitSeg on the student's model (:data:`STUDENT_METHOD`, notebook 08) gets a
+    row when it ran and ``controls`` is on. Usage counts only the books of those units (ledgers are per book). Returns
+    ``(table, note)``; the note names the unit set measured.
     """
     usage = load_usage(profile) if usage is None else usage
-    units = _unit_sets(profile, MEASURED)
-    present = [m for m in MEASURED if m in units]
+    common, present = timing_units(profile, timing_dataset)
     if not present:
         return pd.DataFrame(columns=PAPER_COLUMNS), "no LitSeg, LitSeg-Lite or LumberChunker chunk set yet"
-    common = set.intersection(*(set(units[m]) for m in present))
+    units = _unit_sets(profile, [*present, *(CONTROLS if controls else ())])
     books = {b for b, _ in common}
     rows = []
-    for m in present:
-        tag, stages, nb = MEASURED[m]
+    for m in [*present, *(c for c in CONTROLS if c in units)]:
+        tag, stages, nb = {**MEASURED, **CONTROLS}[m]
         u = usage[(usage["method"] == tag) & (usage["notebook"] == nb) & usage["book"].isin(books)]
         if stages is not None:
             u = u[u["stage"].isin(stages)]
         mine = {k: v for k, v in units[m].items() if k[0] in books}
         sents = float(sum(mine.values()))
-        wall, why = _wall_seconds(profile, m, books)
+        wall, why = _wall_seconds(profile, m, set(mine))
         per_k = 1000.0 / sents if sents else float("nan")
         tot = {c: float(u[c].sum()) if c in u else 0.0 for c in
                ("calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens",
@@ -271,27 +343,73 @@ def paper_efficiency_table(profile: str, usage: pd.DataFrame | None = None,
             "computed_prefill_tokens_per_1k_sent": prefill * per_k,
             "completion_tokens_per_1k_sent": tot["completion_tokens"] * per_k,
             "model_seconds_per_1k_sent": tot["latency_s"] * per_k, "wall_seconds_per_1k_sent": wall * per_k,
-            "paper_seconds": PAPER_SECONDS[m],
+            "paper_seconds": PAPER_SECONDS.get(m, PAPER_SECONDS["litseg"] if m == STUDENT_METHOD else float("nan")),
         })
-    note = (f"{len(common)} unit(s) of {len(books)} book(s) segmented by all of {', '.join(present)}"
+    note = (f"{describe_timing_set(timing_dataset)}: {len(common)} unit(s) of {len(books)} book(s) segmented by all "
+            f"of {', '.join(present)}"
             + ("" if len(present) == len(MEASURED) else f" (missing: {', '.join(sorted(set(MEASURED) - set(present)))})"))
+    if not common:
+        note += f" — NO unit to time: no {timing_dataset} unit was segmented by all of them"
     return pd.DataFrame(rows, columns=PAPER_COLUMNS), note
 
 
-def paper_ratio_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Lite/LitSeg and Lite/LumberChunker cost ratios (ours, per 1,000 sentences) beside the paper's."""
+def paper_ratio_table(table: pd.DataFrame, models: dict[str, str] | None = None) -> pd.DataFrame:
+    """Lite/LitSeg (twice: configured teacher, and LitSeg on the student's model) and Lite/LumberChunker
+    cost ratios (ours, per 1,000 sentences) beside the paper's; ``litseg_side`` says what each compares."""
     metrics = ("model_seconds_per_1k_sent", "wall_seconds_per_1k_sent", "computed_prefill_tokens_per_1k_sent",
                "prompt_tokens_per_1k_sent", "completion_tokens_per_1k_sent", "calls_per_1k_sent")
     by = table.set_index("method") if not table.empty else None
     rows = []
-    for name, paper in PAPER_RATIOS.items():
-        num, den = (x.strip() for x in name.split("/"))
-        row: dict[str, Any] = {"ratio": name, "paper (end-to-end seconds)": paper}
+    for name, (num, den, paper, side) in RATIOS.items():
+        model = (models or {}).get(den, "")
+        row: dict[str, Any] = {"ratio": name, "denominator": side + (f" ({model})" if model else ""),
+                               "paper (end-to-end seconds)": paper}
         for k in metrics:
             ok = by is not None and num in by.index and den in by.index and by.loc[den, k]
             row[k] = float(by.loc[num, k] / by.loc[den, k]) if ok else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any, seed: int = 0,
+                          backend_factory: Any = None) -> tuple[Any, Path]:
+    """LitSeg's three stages (notebook 02's pipeline, prompts and length reference) with the student's
+    model and inference configuration (``LiteConfig.llm``) on ``units``, tagged :data:`STUDENT_METHOD`.
+
+    Annotations go to ``artifacts/efficiency/litseg_student_annotations.jsonl`` (resumable) and chunks
+    to ``artifacts/efficiency/chunks/litseg-student.jsonl`` (never evaluated by notebook 05). Returns
+    ``(AnnotationRun, chunk path)``. A unit that is not in the profile's corpus is an error naming it.
+    """
+    from .artifacts import artifact_path
+    from .corpus import load_corpus
+    from .lite.config import LiteConfig
+    from .lite.data import annotation_length_reference, load_annotations
+    from .litseg.config import LitSegConfig
+    from .litseg.pipeline import annotate_units, records_to_chunks
+    from .llm import make_backend
+    from .schema import save_chunks
+
+    lcfg = LitSegConfig.for_profile(profile, seed=seed)
+    student = LiteConfig.for_profile(profile, seed=seed).llm
+    cfg = lcfg.replace(llm=student.to_dict())
+    recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in units]
+    ref = annotation_length_reference(recs)  # the teacher's run's value on these units
+    books = {b.book_id: b for b in load_corpus(cfg.corpus) if b.book_id in {k[0] for k in units}}
+    pairs, missing = [], []
+    for bid, uid in sorted(units):
+        unit = next((u for u in books[bid].units if u.unit_id == uid), None) if bid in books else None
+        if unit is None:
+            missing.append(f"{bid}/{uid}")
+        else:
+            pairs.append((books[bid], unit))
+    if missing:
+        raise ValueError(f"§4.4 unit(s) {missing} are not in profile {profile!r}'s corpus; rerun notebooks 01-04")
+    backend = (backend_factory or (lambda c: make_backend(c, ledger)))(student)
+    run = annotate_units(pairs, backend, cfg, length_reference=ref, method=STUDENT_METHOD,
+                         annotations_path=artifact_path(profile, "efficiency", "litseg_student_annotations.jsonl"))
+    path = artifact_path(profile, "efficiency", "chunks", f"{STUDENT_METHOD}.jsonl")
+    save_chunks(path, records_to_chunks(list(books.values()), run.records, method=STUDENT_METHOD))
+    return run, path
 
 
 def hardware_label() -> str:

@@ -44,7 +44,7 @@ DIMENSION_TEXT = {  # Appendix A.2, verbatim definitions
         "or speakers) rather than in the middle of a concept or argument."),
 }
 SHEET_COLUMNS = ("item_id", "book", "text_before", "chunk_text", "text_after", *DIMENSIONS, "comment")
-KEY_COLUMNS = ("item_id", "method", "book_id", "unit_id", "chunk_id")
+KEY_COLUMNS = ("item_id", "method", "book_id", "unit_id", "chunk_id", "dataset")
 
 
 class RatingSheetError(ValueError):
@@ -150,14 +150,21 @@ def _context(book_text: str, start: int, end: int, width: int) -> tuple[str, str
 
 
 def sample_chunks_for_rating(chunks_by_method: Mapping[str, Sequence[Any]], n: int, seed: int = 0,
-                             only_source_spans: bool = True) -> list[tuple[str, Any]]:
-    """``n`` chunks per method (fewer when a method has fewer), sampled reproducibly."""
+                             only_source_spans: bool = True, books: Mapping[str, Any] | None = None
+                             ) -> list[tuple[str, Any]]:
+    """``n`` chunks per method (fewer when a method has fewer), sampled reproducibly; with ``books``,
+    ``n`` per method **on each dataset** (Appendix A.1: n = 100 per strategy on each of GutenQA and
+    LiteraryQA)."""
     rng = random.Random(seed)
     picked = []
     for method in sorted(chunks_by_method):
         pool = [c for c in chunks_by_method[method] if c.is_source_span or not only_source_spans]
-        take = rng.sample(pool, min(n, len(pool))) if pool else []
-        picked.extend((method, c) for c in take)
+        groups: dict[str, list[Any]] = {}
+        for c in pool:
+            groups.setdefault(getattr(books.get(c.book_id), "dataset", "") if books is not None else "", []).append(c)
+        for ds in sorted(groups):
+            take = rng.sample(groups[ds], min(n, len(groups[ds])))
+            picked.extend((method, c) for c in take)
     return picked
 
 
@@ -166,11 +173,12 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
                          seed: int = 0, context_chars: int = 300) -> dict[str, Any]:
     """Blinded, shuffled rating sheets: ``<rater>.csv`` + ``<rater>.html`` per rater, and ``key.csv``.
 
-    Each rater gets the same items in their own random order. Returns the written paths.
+    ``n_per_method`` chunks per method on each dataset (Appendix A.1). Each rater gets the same items
+    in their own random order. Returns the written paths.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    picked = sample_chunks_for_rating(chunks_by_method, n_per_method, seed)
+    picked = sample_chunks_for_rating(chunks_by_method, n_per_method, seed, books=books)
     if not picked:
         raise ValueError("no chunks to export for rating")
     rng = random.Random(seed + 1)
@@ -184,7 +192,7 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
         items.append({"item_id": item_id, "book": getattr(book, "title", c.book_id), "text_before": before,
                       "chunk_text": c.text, "text_after": after, **{d: "" for d in DIMENSIONS}, "comment": ""})
         key_rows.append({"item_id": item_id, "method": method, "book_id": c.book_id, "unit_id": c.unit_id,
-                         "chunk_id": c.chunk_id})
+                         "chunk_id": c.chunk_id, "dataset": getattr(book, "dataset", "")})
     paths: dict[str, Any] = {"sheets": {}, "html": {}}
     for r_i, rater in enumerate(raters):
         order = list(items)
@@ -260,10 +268,10 @@ def import_ratings(sheet_paths: Mapping[str, Path], key_path: Path):
                     if not 1 <= score <= 5:
                         raise RatingSheetError(f"{path}:{line_no}: {d} = {score} outside 1-5")
                     records.append({"rater": rater, "item_id": item, "method": key[item]["method"],
-                                    "dimension": d, "score": score})
+                                    "dataset": key[item].get("dataset", ""), "dimension": d, "score": score})
             if seen != set(key):
                 raise RatingSheetError(f"{path}: {len(set(key) - seen)} item(s) not rated")
-    return pd.DataFrame(records, columns=["rater", "item_id", "method", "dimension", "score"])
+    return pd.DataFrame(records, columns=["rater", "item_id", "method", "dataset", "dimension", "score"])
 
 
 def summarize_ratings(long_df):
@@ -283,3 +291,392 @@ def summarize_ratings(long_df):
     return means.reset_index(), pd.DataFrame(rows)
 
 
+
+
+# --------------------------------------------------------------------------- filled sheets: human or LLM
+HUMAN_RATINGS_DIR = "human_ratings"  # outputs/<profile>/human_ratings/<sheet set>/<rater>.csv
+LLM_SOURCE = "LLM ratings, not human"
+HUMAN_SOURCE = "human ratings"
+#: E.3 rubric dimension -> the Appendix A.2 dimension it stands in for when an LLM fills a sheet
+LLM_DIMENSION_MAP = {"content_completeness": "unity_of_action", "topical_coherence": "event_validity",
+                     "boundary_placement": "cut_point_logic"}
+
+
+def filled_sheets_dir(profile: str, sheet_set: str) -> Path:
+    """Where filled sheets of ``sheet_set`` go: ``outputs/<profile>/human_ratings/<sheet_set>/``, one
+    ``<rater>.csv`` per rater (the exported sheet with its score columns filled)."""
+    from .paths import outputs_dir
+
+    return outputs_dir(profile) / HUMAN_RATINGS_DIR / sheet_set
+
+
+def find_filled_sheets(profile: str, sheet_set: str, raters: Sequence[str]) -> dict[str, Path] | None:
+    """The filled sheets of every rater, or None when the folder holds none; some but not all is an
+    error naming the missing files (never a silent partial evaluation)."""
+    folder = filled_sheets_dir(profile, sheet_set)
+    paths = {r: folder / f"{r}.csv" for r in raters}
+    present = [r for r, p in paths.items() if p.is_file()]
+    if not present:
+        return None
+    if len(present) < len(paths):
+        raise RatingSheetError(f"{folder}: filled sheets of {sorted(set(paths) - set(present))} missing "
+                               f"(found {sorted(present)}); every rater's sheet is needed")
+    return paths
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    with Path(path).open(encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _write_rows(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(columns))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _llm_subset(item_ids: Sequence[str], max_items: int, seed: int) -> list[str]:
+    ids = sorted(item_ids)
+    return ids if not max_items or max_items >= len(ids) else sorted(random.Random(f"{seed}-llm-fill").sample(ids, max_items))
+
+
+def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
+                           max_items: int = 0, seed: int = 0, retries: int = 1,
+                           max_new_tokens: int | None = None) -> tuple[dict[str, Path], Path, dict[str, Any]]:
+    """A copy of the rating sheets filled by the E.3 judge — **LLM ratings, not human** — so that every
+    statistic of Appendix A can be computed where no human has rated (``test``, ``smoke``).
+
+    Rater ``k`` is the judge decoding greedily (``k = 0``) or sampling at T=0.7 with seed ``seed + k``;
+    it reads what a human rater reads (the chunk between its grey context) and its E.3 scores stand in
+    for the A.2 dimensions (:data:`LLM_DIMENSION_MAP`; Cut Point Logic clipped to 1-5). ``max_items``
+    (0 = all) items, a seeded sample, are rated; an item the judge could not score after its retries
+    (neutral) keeps the neutral 3 and is counted. Writes ``<rater>.csv``, ``key.csv`` and
+    ``SOURCE.txt`` to ``out_dir``; returns ``(sheets, key, info)``.
+    """
+    from .llm.base import UsageTag
+    from .metrics.rubric_judge import score_many_with_rubric, segment_pipeline_json
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key_rows = _read_rows(key_path)
+    keep = set(_llm_subset([r["item_id"] for r in key_rows], max_items, seed))
+    filled: dict[str, Path] = {}
+    neutral = 0
+    for k, (rater, path) in enumerate(sheets.items()):
+        rows = [r for r in _read_rows(path) if r["item_id"] in keep]
+        seg = [{"subtitle": "", "from_idx": 1, "to_idx": 1, "context_idx": []}]
+        jobs = [("\n".join(p for p in (row["text_before"], row["chunk_text"], row["text_after"]) if p),
+                 "(blinded: the rater is not told the method)", segment_pipeline_json(seg, texts=[row["chunk_text"]]), 1)
+                for row in rows]
+        results = score_many_with_rubric(backend, jobs, retries=retries, max_new_tokens=max_new_tokens,
+                                         tag=UsageTag("llm-rater", stage="llm-rating"), seed=seed + k,
+                                         first_temperature=0.0 if k == 0 else 0.7)
+        for row, res in zip(rows, results):
+            neutral += int(res.neutral)
+            for d in DIMENSIONS:
+                row[d] = f"{min(5.0, max(1.0, getattr(res, LLM_DIMENSION_MAP[d])[0])):g}"
+            row["comment"] = LLM_SOURCE
+        filled[rater] = out_dir / f"{rater}.csv"
+        _write_rows(filled[rater], rows, SHEET_COLUMNS)
+    key_out = out_dir / "key.csv"
+    _write_rows(key_out, [r for r in key_rows if r["item_id"] in keep], KEY_COLUMNS)
+    info = {"source": LLM_SOURCE, "model": getattr(backend, "model_id", ""), "n_items": len(keep),
+            "n_items_exported": len(key_rows), "n_neutral": neutral, "raters": list(sheets)}
+    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: E.3 judge {info['model']}; {json_dumps(info)}\n")
+    return filled, key_out, info
+
+
+def json_dumps(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, ensure_ascii=False, default=str)
+
+
+def ratings_by_dataset(long_df):
+    """Appendix A's tables per dataset from :func:`import_ratings` output: ``(table1, table9, agreement)``.
+
+    * ``table1`` (Tables 1 / 5): per dataset and method the mean of each dimension over items (each
+      item's score averaged over raters) and Overall = the mean of the three dimensions;
+    * ``table9``: ICC(2,1) per dataset and dimension (A.3);
+    * ``agreement``: per dataset and dimension, Cohen's kappa and raw agreement of every rater pair on
+      the scores rounded to whole points, and Fleiss' kappa over all raters.
+    """
+    import pandas as pd
+
+    t1, t9, ag = [], [], []
+    for ds, g in long_df.groupby("dataset", sort=True):
+        means, icc = summarize_ratings(g)
+        means.insert(0, "dataset", ds)
+        icc.insert(0, "dataset", ds)
+        t1.append(means)
+        t9.append(icc)
+        for d in DIMENSIONS:
+            mat = g[g.dimension == d].pivot_table(index="item_id", columns="rater", values="score")
+            labels = {r: [int(round(v)) for v in mat[r]] for r in mat.columns}
+            pairs = pairwise_agreement_table(labels)
+            fk = fleiss_kappa(labels_to_counts(list(labels.values()), categories=[1, 2, 3, 4, 5])) \
+                if len(labels) >= 2 and len(mat) else float("nan")
+            for rec in pairs.to_dict("records"):
+                ag.append({"dataset": ds, "dimension": d, **rec, "fleiss_kappa": fk})
+    cat = lambda xs: pd.concat(xs, ignore_index=True) if xs else pd.DataFrame(columns=["dataset"])  # noqa: E731
+    return cat(t1), cat(t9), pd.DataFrame(ag, columns=["dataset", "dimension", "annotator_a", "annotator_b",
+                                                       "cohen_kappa", "raw_agreement", "n_items", "fleiss_kappa"])
+
+
+def evaluate_rating_sheets(profile: str, sheet_set: str, sheets: Mapping[str, Any], backend: Any = None,
+                           llm_max_items: int = 0, seed: int = 0, retries: int = 1) -> dict[str, Any]:
+    """Notebooks 06/07: Tables 1/5 and 9 and the rater agreement from the filled sheets of
+    ``sheet_set`` in :func:`filled_sheets_dir` (human ratings), or else from a copy filled by the E.3
+    judge on ``backend`` (:func:`llm_fill_rating_sheets`, labelled :data:`LLM_SOURCE`). ``sheets`` is
+    the return value of :func:`export_rating_sheets`. Returns the tables and ``source``."""
+    raters = list(sheets["sheets"])
+    filled = find_filled_sheets(profile, sheet_set, raters)
+    info: dict[str, Any] = {"source": HUMAN_SOURCE, "folder": str(filled_sheets_dir(profile, sheet_set))}
+    key = sheets["key"]
+    if filled is None:
+        if backend is None:
+            return {"source": "none", "note": f"no filled sheets in {filled_sheets_dir(profile, sheet_set)}"}
+        out = Path(sheets["key"]).parent / "llm_filled"
+        filled, key, info = llm_fill_rating_sheets(sheets["sheets"], sheets["key"], out, backend,
+                                                   llm_max_items, seed, retries)
+        info["folder"] = str(out)
+    long_df = import_ratings(filled, key)
+    t1, t9, ag = ratings_by_dataset(long_df)
+    return {"source": info["source"], "info": info, "table1": t1, "table9": t9, "agreement": ag, "ratings": long_df}
+
+
+# --------------------------------------------------------------------------- pairwise sheets (Appendix B)
+PAIRWISE_ANNOTATORS = {"gutenqa": ("A1", "A2", "A3", "A4", "A5"), "literaryqa": ("A1", "A2", "A3")}  # B.1
+PAIRWISE_COLUMNS = ("item_id", "dataset", "question", "original_context", "reference_answer", "response_a",
+                    "response_b", "verdict", "comment")
+PAIRWISE_KEY_COLUMNS = ("item_id", "dataset", "qid", "target", "opponent", "target_shown_as")
+VERDICTS = ("A", "B", "Tie")
+
+
+def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, seed: int = 0,
+                           annotators: Mapping[str, Sequence[str]] = PAIRWISE_ANNOTATORS) -> dict[str, Any]:
+    """Blinded pairwise sheets of Appendix B: per annotator ``<annotator>.csv`` holding the items of the
+    datasets they annotate (B.1: five annotators on GutenQA, three on LiteraryQA) in their own order,
+    each with the Original Context, question, reference and two responses (which system is A is a
+    seeded coin), and ``key.csv``. ``items``: dicts with dataset, qid, target, opponent, question,
+    context, reference, target_answer, other_answer (:func:`litseg_nb.rag.report.pairwise_vs_target`)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    rows, keys = [], []
+    for n, it in enumerate(items):
+        shown = "A" if rng.random() < 0.5 else "B"
+        a, b = (it["target_answer"], it["other_answer"]) if shown == "A" else (it["other_answer"], it["target_answer"])
+        item_id = f"pair-{n:05d}"
+        rows.append({"item_id": item_id, "dataset": it["dataset"], "question": it["question"],
+                     "original_context": it["context"], "reference_answer": it["reference"], "response_a": a,
+                     "response_b": b, "verdict": "", "comment": ""})
+        keys.append({"item_id": item_id, "dataset": it["dataset"], "qid": it["qid"], "target": it["target"],
+                     "opponent": it["opponent"], "target_shown_as": shown})
+    by_annotator: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        for a in annotators.get(r["dataset"], ()):
+            by_annotator.setdefault(a, []).append(r)
+    paths: dict[str, Any] = {"sheets": {}}
+    for i, (a, rs) in enumerate(sorted(by_annotator.items())):
+        order = list(rs)
+        random.Random(seed + 200 + i).shuffle(order)
+        paths["sheets"][a] = out_dir / f"{a}.csv"
+        _write_rows(paths["sheets"][a], order, PAIRWISE_COLUMNS)
+    paths["key"] = out_dir / "key.csv"
+    _write_rows(paths["key"], keys, PAIRWISE_KEY_COLUMNS)
+    paths["n_items"] = len(rows)
+    return paths
+
+
+def import_pairwise_verdicts(sheet_paths: Mapping[str, Path], key_path: Path):
+    """Filled pairwise sheets → long DataFrame (annotator, item_id, dataset, opponent, verdict of the
+    target: win/tie/loss); a verdict other than A, B or Tie is an error naming file and row."""
+    import pandas as pd
+
+    key = {r["item_id"]: r for r in _read_rows(key_path)}
+    out = []
+    for a, path in sheet_paths.items():
+        for line_no, row in enumerate(_read_rows(path), 2):
+            k = key.get(row["item_id"])
+            if k is None:
+                raise RatingSheetError(f"{path}:{line_no}: unknown item_id {row['item_id']!r}")
+            v = (row.get("verdict") or "").strip()
+            norm = {x.lower(): x for x in VERDICTS}.get(v.lower())
+            if norm is None:
+                raise RatingSheetError(f"{path}:{line_no}: verdict {v!r} is not one of {VERDICTS}")
+            res = "tie" if norm == "Tie" else ("win" if norm == k["target_shown_as"] else "loss")
+            out.append({"annotator": a, "item_id": row["item_id"], "dataset": k["dataset"], "target": k["target"],
+                        "opponent": k["opponent"], "verdict": res})
+    return pd.DataFrame(out, columns=["annotator", "item_id", "dataset", "target", "opponent", "verdict"])
+
+
+def pairwise_agreement(long_df):
+    """Appendix B.3 from :func:`import_pairwise_verdicts` output, per dataset: win rates per opponent
+    (B.1: points averaged over annotators per item, then over items), Cohen's kappa and raw agreement
+    of every annotator pair, Fleiss' kappa over all annotators. Only items every annotator of the
+    dataset judged count. Returns ``(win_rates, pairs, fleiss)``."""
+    import pandas as pd
+
+    from .metrics.pairwise import pairwise_win_rate
+
+    wins, pairs, fl = [], [], []
+    for ds, g in long_df.groupby("dataset", sort=True):
+        mat = g.pivot_table(index="item_id", columns="annotator", values="verdict", aggfunc="first").dropna()
+        if mat.empty:
+            continue
+        opp = g.drop_duplicates("item_id").set_index("item_id")["opponent"]
+        for o, ids in mat.groupby(opp.reindex(mat.index)).groups.items():
+            wr = pairwise_win_rate([list(mat.loc[i]) for i in ids])
+            wins.append({"dataset": ds, "opponent": o, "n_items": len(ids), **wr})
+        labels = {a: list(mat[a]) for a in mat.columns}
+        for rec in pairwise_agreement_table(labels).to_dict("records"):
+            pairs.append({"dataset": ds, **rec})
+        fk = fleiss_kappa(labels_to_counts(list(labels.values()), categories=["win", "tie", "loss"])) \
+            if len(labels) >= 2 else float("nan")
+        fl.append({"dataset": ds, "fleiss_kappa": fk, "n_items": len(mat), "n_annotators": len(labels)})
+    return (pd.DataFrame(wins, columns=["dataset", "opponent", "n_items", "win_rate", "n_instances", "win_frac",
+                                        "tie_frac", "loss_frac"]),
+            pd.DataFrame(pairs, columns=["dataset", "annotator_a", "annotator_b", "cohen_kappa", "raw_agreement",
+                                         "n_items"]),
+            pd.DataFrame(fl, columns=["dataset", "fleiss_kappa", "n_items", "n_annotators"]))
+
+
+def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
+                             max_items: int = 0, seed: int = 0, max_new_tokens: int = 96,
+                             retries: int = 1) -> tuple[dict[str, Path], Path, dict[str, Any]]:
+    """A copy of the pairwise sheets filled by the B.2 judge — **LLM ratings, not human**. Annotator
+    ``k`` (in sorted order) decodes greedily (``k = 0``) or samples at T=0.7 with seed ``seed + k``;
+    ``max_items`` (0 = all) items, a seeded sample, are judged; an item some annotator left without a
+    readable verdict after its retries is dropped from every copy and counted (``n_dropped``)."""
+    from .llm.base import LLMError, SamplingParams, UsageTag
+    from .metrics.pairwise import pairwise_conversation, parse_verdict
+
+    errors: list[str] = []
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key_rows = _read_rows(key_path)
+    keep = set(_llm_subset([r["item_id"] for r in key_rows], max_items, seed))
+    verdicts: dict[str, dict[str, str]] = {}
+    rows_of: dict[str, list[dict[str, str]]] = {}
+    for k, (a, path) in enumerate(sorted(sheets.items())):
+        rows = [r for r in _read_rows(path) if r["item_id"] in keep]
+        rows_of[a] = rows
+        todo = list(range(len(rows)))
+        got: dict[str, str] = {}
+        for attempt in range(retries + 1):
+            if not todo:
+                break
+            temp = (0.0 if k == 0 else 0.7) if attempt == 0 else 0.7
+            convs = [pairwise_conversation(rows[i]["original_context"], rows[i]["question"],
+                                           rows[i]["reference_answer"], rows[i]["response_a"], rows[i]["response_b"])
+                     for i in todo]
+            try:
+                gens = backend.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=temp,
+                                                          seed=seed + k + 100 * attempt),
+                                    UsageTag("llm-annotator", stage="llm-pairwise"))
+            except LLMError as exc:  # one failed attempt for the batch, counted; the next may succeed
+                errors.append(f"{a} attempt {attempt}: {exc}")
+                continue
+            left = []
+            for i, g in zip(todo, gens):
+                v = parse_verdict(g.text)
+                if v is None:
+                    left.append(i)
+                else:
+                    got[rows[i]["item_id"]] = v
+            todo = left
+        verdicts[a] = got
+    complete = {i for i in keep if all(i in verdicts[a] for a in verdicts if any(r["item_id"] == i for r in rows_of[a]))}
+    filled: dict[str, Path] = {}
+    for a, rows in rows_of.items():
+        out = [{**r, "verdict": verdicts[a][r["item_id"]], "comment": LLM_SOURCE} for r in rows if r["item_id"] in complete]
+        filled[a] = out_dir / f"{a}.csv"
+        _write_rows(filled[a], out, PAIRWISE_COLUMNS)
+    key_out = out_dir / "key.csv"
+    _write_rows(key_out, [r for r in key_rows if r["item_id"] in complete], PAIRWISE_KEY_COLUMNS)
+    info = {"source": LLM_SOURCE, "model": getattr(backend, "model_id", ""), "n_items": len(complete),
+            "n_dropped": len(keep) - len(complete), "n_items_exported": len(key_rows), "annotators": sorted(sheets),
+            "llm_errors": errors[:5], "n_llm_errors": len(errors)}
+    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: B.2 judge {info['model']}; {json_dumps(info)}\n")
+    return filled, key_out, info
+
+
+def evaluate_pairwise_sheets(profile: str, sheets: Mapping[str, Any], backend: Any = None, llm_max_items: int = 0,
+                             seed: int = 0, max_new_tokens: int = 96) -> dict[str, Any]:
+    """Appendix B.3 (Figures 2-3): from filled pairwise sheets in ``filled_sheets_dir(profile,
+    "pairwise")`` (human), or else from a copy the B.2 judge on ``backend`` filled (labelled
+    :data:`LLM_SOURCE`). ``sheets``: :func:`export_pairwise_sheets`' return value (or the same dict
+    read back by :func:`read_pairwise_export`)."""
+    annotators = list(sheets["sheets"])
+    filled = find_filled_sheets(profile, "pairwise", annotators)
+    info: dict[str, Any] = {"source": HUMAN_SOURCE, "folder": str(filled_sheets_dir(profile, "pairwise"))}
+    key = sheets["key"]
+    if filled is None:
+        if backend is None:
+            return {"source": "none", "note": f"no filled sheets in {filled_sheets_dir(profile, 'pairwise')}"}
+        out = Path(sheets["key"]).parent / "llm_filled"
+        filled, key, info = llm_fill_pairwise_sheets(sheets["sheets"], sheets["key"], out, backend, llm_max_items,
+                                                     seed, max_new_tokens)
+        info["folder"] = str(out)
+    long_df = import_pairwise_verdicts(filled, key)
+    wins, pairs, fl = pairwise_agreement(long_df)
+    return {"source": info["source"], "info": info, "win_rates": wins, "pairs": pairs, "fleiss": fl,
+            "verdicts": long_df}
+
+
+def read_pairwise_export(folder: Path) -> dict[str, Any] | None:
+    """The pairwise sheets notebook 05 exported to ``folder`` (None when there are none)."""
+    folder = Path(folder)
+    if not (folder / "key.csv").is_file():
+        return None
+    sheets = {p.stem: p for p in sorted(folder.glob("A*.csv"))}
+    return {"sheets": sheets, "key": folder / "key.csv"} if sheets else None
+
+
+def plot_agreement_heatmap(pairs, fleiss, dataset: str, title: str = ""):
+    """Figures 2-3 shape: annotator x annotator matrix, Cohen's kappa above the diagonal and raw agreement
+    (Ag) below it, for one dataset's pairwise evaluation; Fleiss' kappa in the title."""
+    import matplotlib.pyplot as plt
+
+    p = pairs[pairs["dataset"] == dataset]
+    names = sorted(set(p["annotator_a"]) | set(p["annotator_b"]))
+    n = len(names)
+    kap = np.full((n, n), np.nan)
+    for r in p.itertuples():
+        i, j = names.index(r.annotator_a), names.index(r.annotator_b)
+        i, j = min(i, j), max(i, j)
+        kap[i, j], kap[j, i] = r.cohen_kappa, r.raw_agreement
+    fig, ax = plt.subplots(figsize=(1.1 * n + 2.2, 1.0 * n + 1.4))
+    ax.imshow(np.nan_to_num(kap, nan=0.0), cmap="Blues", vmin=0.0, vmax=1.0)
+    for i in range(n):
+        for j in range(n):
+            if i != j and not np.isnan(kap[i, j]):
+                ax.text(j, i, f"{'κ' if i < j else 'Ag'}={kap[i, j]:.2f}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(n), names)
+    ax.set_yticks(range(n), names)
+    fk = fleiss[fleiss["dataset"] == dataset]["fleiss_kappa"]
+    fk_text = f"Fleiss' κ = {float(fk.iloc[0]):.4f}" if len(fk) else "Fleiss' κ n/a"
+    ax.set_title((title + "\n" if title else "") + f"{dataset}: κ above, Ag below the diagonal; {fk_text}", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def ablation_table5(profile: str, chunk_sets: Mapping[str, Sequence[Any]], books: Mapping[str, Any], backend: Any,
+                    names: Mapping[str, str], seed: int = 0) -> dict[str, Any]:
+    """Notebook 07's Table 5: the ablation variants' rating sheets, sized like notebook 06's (its
+    ``SegmentQualityConfig``: ``human_sheet_chunks`` per variant on each dataset, ``human_raters``),
+    scored from filled sheets in ``filled_sheets_dir(profile, "ablation")`` or else by the E.3 judge
+    (:func:`evaluate_rating_sheets`). ``table5`` carries the paper's variant labels."""
+    from .artifacts import artifact_dir
+    from .metrics.segment_quality import SegmentQualityConfig
+
+    sq = SegmentQualityConfig.for_profile(profile, seed=seed)
+    sheets = export_rating_sheets(chunk_sets, books, artifact_dir(profile, "ablation", "human_eval"),
+                                  sq.human_sheet_chunks, sq.human_raters, seed)
+    res = evaluate_rating_sheets(profile, "ablation", sheets, backend, sq.llm_rating_items, seed, sq.judge_retries)
+    t5 = res["table1"].copy()
+    t5.insert(1, "variant", t5["method"].map(dict(names)))
+    res["table5"], res["sheets"] = t5, sheets
+    return res

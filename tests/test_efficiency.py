@@ -110,3 +110,65 @@ def test_untagged_usage_rows_stay_visible(fresh_dirs):
     assert set(usage["method"]) == {"lumber", efficiency.UNTAGGED}
     eff = efficiency.efficiency_table(usage, {})
     assert set(eff["method"]) == {"lumber", efficiency.UNTAGGED} and eff["calls"].sum() == 2
+
+
+def _three_methods_on(root, units, usage_nb=("02", "03", "04")):
+    """LitSeg, Lite and LumberChunker ledgers and chunk sets on ``units`` [(book, unit, sentences)]."""
+    g = lambda s: Generation("", 100, 10, s)  # noqa: E731
+    l02, l03, l04 = UsageLedger(), UsageLedger(), UsageLedger()
+    for book, _, _ in units:
+        for st in ("stage1", "stage2", "stage3"):
+            l02.record(UsageTag("litseg", book, st), g(4.0))
+        l03.record(UsageTag("litseg-lite", book, "single-pass"), g(2.0))
+        l04.record(UsageTag("lumber", book, "04"), g(1.0))
+    (root / "usage").mkdir(parents=True, exist_ok=True)
+    for nb, led in zip(usage_nb, (l02, l03, l04)):
+        led.to_frame().to_csv(root / "usage" / f"{nb}.csv", index=False)
+    for m in ("litseg", "litseg-lite", "lumber"):
+        save_chunks(root / "chunks" / f"{m}.jsonl", [_c(b, u, 1, n, m) for b, u, n in units])
+
+
+def test_paper_efficiency_times_the_literaryqa_test_units_in_full(fresh_dirs):
+    """§4.4 (issue #21.1): the paper times the LiteraryQA test set; GutenQA units that all three
+    segmented are left out of the timing in ``full`` (timing_dataset="literaryqa")."""
+    root = outputs_dir("test") / "artifacts"
+    _three_methods_on(root, [("gutenqa:G", "u1", 40), ("literaryqa:L", "u1", 10)])
+    assert efficiency.EfficiencyConfig.for_profile("full").timing_dataset == "literaryqa"
+    assert efficiency.EfficiencyConfig.for_profile("test").timing_dataset == "all"
+    lit, note = efficiency.paper_efficiency_table("test", timing_dataset="literaryqa")
+    assert set(lit["sentences"]) == {10} and set(lit["books"]) == {1} and lit["same_units"].all()
+    assert lit.set_index("method").loc["litseg", "calls"] == 3  # only the LiteraryQA book's ledger rows
+    assert note.startswith("the literaryqa units all three methods segmented: 1 unit(s)")
+    every, note_all = efficiency.paper_efficiency_table("test", timing_dataset="all")
+    assert set(every["sentences"]) == {50} and "the profile's evaluation set" in note_all
+    none, note_none = efficiency.paper_efficiency_table("test", timing_dataset="gutenqa")
+    assert set(none["sentences"]) == {40}
+    with pytest.raises(ValueError, match="timing_dataset"):
+        efficiency.paper_efficiency_table("test", timing_dataset="narrativeqa")
+
+
+def test_lite_litseg_ratio_is_reported_against_teacher_and_against_litseg_on_the_students_model(fresh_dirs):
+    """§4.4 (issue #21.2): Lite/LitSeg twice — the configured teacher, and LitSeg's three stages on
+    the student's model (notebook 08's ``litseg-student`` run), each labelled."""
+    root = outputs_dir("test") / "artifacts"
+    _three_methods_on(root, [("literaryqa:L", "u1", 10)])
+    led = UsageLedger()
+    for st in ("stage1", "stage2", "stage3"):  # the student's model is 4x faster than the teacher here
+        led.record(UsageTag(efficiency.STUDENT_METHOD, "literaryqa:L", st), Generation("", 100, 10, 1.0))
+    led.to_frame().to_csv(root / "usage" / "08.csv", index=False)
+    save_chunks(root / "efficiency" / "chunks" / f"{efficiency.STUDENT_METHOD}.jsonl",
+                [_c("literaryqa:L", "u1", 1, 10, efficiency.STUDENT_METHOD)])
+    models = {"litseg": "Q-32B", "litseg-lite": "Q-8B", "lumber": "Q-8B", efficiency.STUDENT_METHOD: "Q-8B"}
+    table, _ = efficiency.paper_efficiency_table("test", models=models, timing_dataset="literaryqa")
+    t = table.set_index("method")
+    assert t.loc[efficiency.STUDENT_METHOD, "model_seconds"] == pytest.approx(3.0)
+    assert t.loc[efficiency.STUDENT_METHOD, "same_units"]
+    r = efficiency.paper_ratio_table(table, models).set_index("ratio")
+    assert r.loc["litseg-lite / litseg", "model_seconds_per_1k_sent"] == pytest.approx(2.0 / 12.0)
+    assert r.loc[f"litseg-lite / {efficiency.STUDENT_METHOD}", "model_seconds_per_1k_sent"] == pytest.approx(2.0 / 3.0)
+    assert "configured teacher (Q-32B)" in r.loc["litseg-lite / litseg", "denominator"]
+    assert "student's model" in r.loc[f"litseg-lite / {efficiency.STUDENT_METHOD}", "denominator"]
+    assert list(r["paper (end-to-end seconds)"]) == [0.37, 0.37, 0.70]
+    # switched off: no control row (a stale chunk file of an earlier run is not read)
+    off, _ = efficiency.paper_efficiency_table("test", timing_dataset="literaryqa", controls=False)
+    assert efficiency.STUDENT_METHOD not in set(off["method"])

@@ -112,3 +112,132 @@ def test_import_rejects_bad_scores(tmp_path):
         w.writerows(rows)
     with pytest.raises(RatingSheetError, match=r"r1.csv:2: content_completeness = 7.0 outside 1-5"):
         import_ratings(paths["sheets"], paths["key"])
+
+
+def _two_dataset_chunks():
+    from conftest import make_book
+    from litseg_nb.schema import make_sentence_chunk
+
+    g, lq = make_book("gutenqa:G", units=1, n=8, dataset="gutenqa"), make_book("literaryqa:L", units=1, n=8, dataset="literaryqa")
+    sets = {m: [make_sentence_chunk(b, b.units[0], m, i, i + 1, i + 1) for b in (g, lq) for i in range(8)]
+            for m in ("alpha", "beta")}
+    return {g.book_id: g, lq.book_id: lq}, sets
+
+
+def test_sheets_sample_n_chunks_per_method_on_each_dataset(tmp_path):
+    """Issue #21.7 (A.1): n = 100 chunks per strategy on EACH of GutenQA and LiteraryQA."""
+    books, sets = _two_dataset_chunks()
+    paths = export_rating_sheets(sets, books, tmp_path, n_per_method=3, raters=("r1", "r2"))
+    key = list(csv.DictReader(paths["key"].open()))
+    counts = {}
+    for r in key:
+        counts[(r["method"], r["dataset"])] = counts.get((r["method"], r["dataset"]), 0) + 1
+    assert counts == {(m, ds): 3 for m in ("alpha", "beta") for ds in ("gutenqa", "literaryqa")}
+
+
+def test_filled_human_sheets_give_tables_1_and_9_and_agreement(fresh_dirs):
+    from litseg_nb.human_eval import evaluate_rating_sheets, filled_sheets_dir
+
+    books, sets = _two_dataset_chunks()
+    from litseg_nb.paths import outputs_dir
+
+    paths = export_rating_sheets(sets, books, outputs_dir("test") / "artifacts" / "he", n_per_method=3)
+    assert evaluate_rating_sheets("test", "segment_quality", paths)["source"] == "none"  # nothing filled, no judge
+    key = {r["item_id"]: r for r in csv.DictReader(paths["key"].open())}
+    folder = filled_sheets_dir("test", "segment_quality")
+    folder.mkdir(parents=True)
+    for k, rater in enumerate(("rater1", "rater2")):
+        rows = list(csv.DictReader(paths["sheets"][rater].open()))
+        for row in rows:
+            base = 4 if key[row["item_id"]]["method"] == "alpha" else 2
+            for d in DIMENSIONS:
+                row[d] = base + (k if d == "boundary_placement" else 0)
+        with (folder / f"{rater}.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    res = evaluate_rating_sheets("test", "segment_quality", paths, backend=None)
+    assert res["source"] == "human ratings"
+    t1 = res["table1"].set_index(["dataset", "method"])
+    assert t1.loc[("literaryqa", "alpha"), "content_completeness"] == 4
+    assert t1.loc[("gutenqa", "beta"), "boundary_placement"] == pytest.approx(2.5)
+    assert t1.loc[("gutenqa", "beta"), "overall"] == pytest.approx((2 + 2 + 2.5) / 3)
+    t9 = res["table9"].set_index(["dataset", "dimension"])
+    assert t9.loc[("gutenqa", "content_completeness"), "icc_2_1"] == pytest.approx(1.0)
+    ag = res["agreement"].set_index(["dataset", "dimension"])
+    assert ag.loc[("gutenqa", "content_completeness"), "cohen_kappa"] == pytest.approx(1.0)
+    assert ag.loc[("gutenqa", "boundary_placement"), "raw_agreement"] == 0.0
+    (folder / "rater2.csv").unlink()  # one rater's sheet missing: an error, never a partial table
+    with pytest.raises(RatingSheetError, match="rater2"):
+        evaluate_rating_sheets("test", "segment_quality", paths)
+
+
+def test_llm_filled_copy_is_labelled_and_scored_by_the_judge(fresh_dirs):
+    from litseg_nb.human_eval import LLM_SOURCE, evaluate_rating_sheets
+    from litseg_nb.llm.base import ScriptedBackend
+    from litseg_nb.paths import outputs_dir
+
+    books, sets = _two_dataset_chunks()
+    paths = export_rating_sheets(sets, books, outputs_dir("test") / "artifacts" / "he", n_per_method=2)
+    temps = []
+
+    def judge(conv):
+        return '{"dimension1": [4], "dimension2": [5], "dimension3": [5.5]}'
+
+    be = ScriptedBackend(reply_fn=judge)
+    orig = be.chat
+    be.chat = lambda convs, params, tag: temps.append(params.temperature) or orig(convs, params, tag)
+    res = evaluate_rating_sheets("test", "segment_quality", paths, backend=be, llm_max_items=4)
+    assert res["source"] == LLM_SOURCE and res["info"]["n_items"] == 4
+    t1 = res["table1"]
+    assert (t1["content_completeness"] == 5).all() and (t1["topical_coherence"] == 4).all()
+    assert (t1["boundary_placement"] == 5).all()  # Cut Point Logic 5.5 clipped to the 1-5 scale
+    assert sorted(set(temps)) == [0.0, 0.7]  # rater 1 greedy, rater 2 sampled
+    filled = next(iter(res["info"]["raters"]))
+    assert LLM_SOURCE in (outputs_dir("test") / "artifacts" / "he" / "llm_filled" / f"{filled}.csv").read_text()
+
+
+def test_pairwise_sheets_round_trip_to_kappa_fleiss_and_heatmap(tmp_path):
+    from litseg_nb.human_eval import (export_pairwise_sheets, import_pairwise_verdicts, pairwise_agreement,
+                                      plot_agreement_heatmap)
+
+    items = [{"dataset": ds, "qid": f"{ds}{i}", "target": "TGT", "opponent": "OPP", "context": "ctx",
+              "question": "q?", "reference": "r", "target_answer": "good", "other_answer": "bad"}
+             for ds in ("gutenqa", "literaryqa") for i in range(6)]
+    paths = export_pairwise_sheets(items, tmp_path)
+    assert sorted(paths["sheets"]) == ["A1", "A2", "A3", "A4", "A5"]  # B.1: 5 on GutenQA, 3 on LiteraryQA
+    assert "good" in paths["sheets"]["A1"].read_text() and "TGT" not in paths["sheets"]["A1"].read_text()
+    for a, p in paths["sheets"].items():
+        rows = list(csv.DictReader(p.open()))
+        for r in rows:  # every annotator prefers the target's answer, except A5 who calls everything a tie
+            r["verdict"] = "Tie" if a == "A5" else ("A" if r["response_a"] == "good" else "B")
+        with p.open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    long = import_pairwise_verdicts(paths["sheets"], paths["key"])
+    assert len(long) == 6 * 5 + 6 * 3
+    wins, pairs, fleiss = pairwise_agreement(long)
+    w = wins.set_index("dataset")
+    assert w.loc["literaryqa", "win_rate"] == 1.0 and w.loc["gutenqa", "win_rate"] == pytest.approx(0.9)
+    lq = pairs[pairs.dataset == "literaryqa"]
+    assert len(lq) == 3 and (lq["raw_agreement"] == 1.0).all()
+    assert len(pairs[pairs.dataset == "gutenqa"]) == 10
+    assert (pairs[(pairs.dataset == "gutenqa") & (pairs.annotator_b == "A5")]["raw_agreement"] == 0).all()
+    fig = plot_agreement_heatmap(pairs, fleiss, "gutenqa", "test")
+    assert "Fleiss" in fig.axes[0].get_title()
+
+
+def test_llm_filled_pairwise_copy_drops_items_without_a_verdict(fresh_dirs, tmp_path):
+    from litseg_nb.human_eval import LLM_SOURCE, evaluate_pairwise_sheets, export_pairwise_sheets
+    from litseg_nb.llm.base import ScriptedBackend
+
+    items = [{"dataset": "literaryqa", "qid": f"q{i}", "target": "T", "opponent": "O", "context": f"ctx{i}",
+              "question": "q?", "reference": "r", "target_answer": "good", "other_answer": "bad"} for i in range(4)]
+    paths = export_pairwise_sheets(items, tmp_path)
+    # the judge never answers item ctx3 readably; otherwise it prefers "good"
+    be = ScriptedBackend(reply_fn=lambda conv: "no idea" if "ctx3" in conv[1]["content"] else
+                         ("Verdict: A" if conv[1]["content"].index("good") < conv[1]["content"].index("bad") else "Verdict: B"))
+    res = evaluate_pairwise_sheets("test", paths, be, llm_max_items=0)
+    assert res["source"] == LLM_SOURCE and res["info"]["n_items"] == 3 and res["info"]["n_dropped"] == 1
+    assert res["win_rates"].iloc[0]["win_rate"] == 1.0 and (res["pairs"]["cohen_kappa"].notna()).all()

@@ -8,7 +8,7 @@ import pytest
 from litseg_nb.litseg.validate import validate_segments
 from litseg_nb.lite.rewards import (FORMAT_RULES, NarratologicalReward, build_reward_funcs,
                                     format_reward, format_reward_breakdown, format_rules_table)
-from litseg_nb.llm.base import LLMError, ScriptedBackend
+from litseg_nb.llm.base import BackendUnavailableError, ScriptedBackend
 
 N = 10
 W = {r.name: r.weight for r in FORMAT_RULES}
@@ -105,8 +105,8 @@ def test_judge_parser_survives_malformed_replies_then_neutral_is_counted():
     assert out == [pytest.approx(0.5)]  # neutral 3.0 -> 0.5
     assert narr.stats.neutral == 1 and narr.stats.judge_calls == 4
     # a dead judge server is no malformed reply: it propagates, never the neutral reward (#25.1)
-    with pytest.raises(LLMError, match="server down"):
-        NarratologicalReward(ScriptedBackend(replies=[LLMError("server down")]), retries=3)(
+    with pytest.raises(BackendUnavailableError, match="server down"):
+        NarratologicalReward(ScriptedBackend(replies=[BackendUnavailableError("server down")]), retries=3)(
             [reply([seg(1, 4), seg(5, 10)])], **_cols(1))
     # lenient parsing: fenced, trailing comma, string numbers, prose around
     ok = ScriptedBackend(replies=['Sure!\n```json\n{"Dimension 1": ["4", 4], "dimension_2": [4, 4,], '
@@ -142,3 +142,20 @@ def test_reward_and_validator_share_one_definition_of_a_valid_segment():
         if ok:
             assert judgeable_segments(text, N) == [
                 {**s, "context_idx": s.get("context_idx") or []} for s in json.loads(text)["step3"]["segments"]]
+
+
+def test_judge_gets_the_students_output_with_segment_texts():
+    """Issue #21.8: E.3's Segment Pipeline is the student's output (analysis + segments with their text),
+    not a bare {"segments": ...}; the Segment Pipeline Prompt is the prompt the student saw."""
+    judge = ScriptedBackend(replies=['{"dimension1": [4, 4], "dimension2": [4, 4], "dimension3": [4, 4]}'])
+    narr = NarratologicalReward(judge, retries=0)
+    passage = "\n".join(f"[{i}] Sentence number {i}." for i in range(1, N + 1))
+    narr([reply([seg(1, 4), seg(5, 10, [2])])], passage=[passage], system_prompt=["THE LITE PROMPT"],
+         n_sentences=[N])
+    user = judge.calls[0][1]["content"]
+    pipeline = json.loads(user.split("Segment Pipeline: ", 1)[1])
+    assert "Segment Pipeline Prompt: THE LITE PROMPT" in user
+    assert pipeline["step1"] == {"step_1_events": "e"} and pipeline["step2"] == {"step_2_threads": "t"}
+    assert pipeline["step3"]["chapter_title"] == "I" and "segments" not in pipeline["step3"]
+    assert pipeline["segments"][0]["text"] == " ".join(f"Sentence number {i}." for i in range(1, 5))
+    assert pipeline["segments"][1]["text"].startswith("Sentence number 2.\nSentence number 5.")

@@ -266,7 +266,7 @@ def test_pipeline_always_ends_in_full_coverage(replies):
 
 def test_calibration_uses_quantile_of_usable_units(fresh_dirs):
     cfg = LitSegConfig.for_profile("test", calibration_units=2, calibration_quantile=0.5, max_retries=0)
-    b = make_book(units=3, n=10)
+    b = make_book(units=2, n=10)
 
     def reply(conv):
         if stage_of(conv) != 3:
@@ -280,6 +280,7 @@ def test_calibration_uses_quantile_of_usable_units(fresh_dirs):
     cal = calibrate_length_reference(items(b), ScriptedBackend(reply_fn=reply), cfg, progress=False)
     assert cal["subset"] == ["b1/u0000", "b1/u0001"] and cal["excluded_units"] == ["b1/u0001"]
     assert cal["segment_lengths"] == [2, 8] and cal["length_reference"] == 5 and cal["source"] == "calibrated"
+    assert cal["by_dataset"] == {"synthetic": {"n_segments": 2, "quantile_value": 5}}
     cal = calibrate_length_reference(items(b)[1:], ScriptedBackend(reply_fn=reply), cfg, progress=False)
     assert cal["source"] == "default" and cal["length_reference"] == 100 and "no usable" in cal["reason"]
 
@@ -336,3 +337,21 @@ def test_interrupted_mid_stage_resumes_through_request_cache(tmp_path):
     strip = lambda recs: [{k: v for k, v in r.items() if k not in ("group_wall_share_s", "tokens", "stages")}  # noqa: E731
                           for r in recs]
     assert strip(run.records) == strip(ref.records)
+
+
+def test_calibration_subset_is_a_seeded_sample_stratified_by_dataset():
+    """Issue #21.6: corpus order (GutenQA's 100 books first) made the first 50 units GutenQA-only; the
+    subset now shares the units out over the datasets, each share a seeded random sample."""
+    from litseg_nb.litseg.calibrate import calibration_subset
+
+    g, lq = make_book("gutenqa:G", units=60, n=2), make_book("literaryqa:L", units=40, n=2)
+    g.dataset, lq.dataset = "gutenqa", "literaryqa"
+    pool = [(g, u) for u in g.units] + [(lq, u) for u in lq.units]
+    sub = calibration_subset(pool, 50, seed=0)
+    assert len(sub) == 50 and sum(b is lq for b, _ in sub) == 25  # not the first 50 (all GutenQA)
+    assert sub == sorted(sub, key=pool.index)  # corpus order kept
+    assert calibration_subset(pool, 50, seed=0) == sub and calibration_subset(pool, 50, seed=1) != sub
+    assert [u for _, u in sub[:25]] != g.units[:25]  # a random sample, not the first units of each dataset
+    small = [(g, u) for u in g.units] + [(lq, u) for u in lq.units[:3]]  # a dataset with too few units
+    assert sum(b is lq for b, _ in calibration_subset(small, 20)) == 3
+    assert calibration_subset(pool, 0) == pool and calibration_subset(pool, 200) == pool

@@ -74,8 +74,10 @@ def test_backend_error_propagates_never_a_neutral_score():
                                   '{"dimension1": [3], "dimension2": [3], "dimension3": [3]}'])
     with pytest.raises(BackendUnavailableError, match="127.0.0.1:9"):
         score_chunks_with_rubric(be, "p", "x", "{}", n_chunks=1, retries=2)
-    with pytest.raises(LLMError, match="boom"):
-        score_chunks_with_rubric(ScriptedBackend(replies=[LLMError("boom")]), "p", "x", "{}", n_chunks=1)
+    # a request the backend refuses for this job alone (not a dead server) is a failed attempt, recorded
+    r = score_chunks_with_rubric(ScriptedBackend(replies=[LLMError("prompt too long")]), "p", "x", "{}",
+                                 n_chunks=1, retries=0)
+    assert r.neutral and "prompt too long" in r.errors[0]
 
 
 def test_bounded_retries_then_neutral_is_counted():
@@ -93,3 +95,55 @@ def test_reasoning_and_budget_are_applied_by_the_judge_call():
     be = ScriptedBackend(replies=["x" * 10_000 + '{"dimension1": [4], "dimension2": [4], "dimension3": [4]}'])
     r = score_chunks_with_rubric(be, "p", "x", "{}", n_chunks=1, retries=0, max_new_tokens=8)
     assert r.neutral and "exceeds" in r.errors[0]
+
+
+def test_notebook06_judge_gets_the_real_prompt_and_segments_and_windows_long_units():
+    """Issue #21.8: {segment_pipeline_prompt} is the method's prompt (not a placeholder), {segment_pipeline}
+    its segments with text; a unit with more chunks than one call scores is judged in windows, counted."""
+    from conftest import make_book
+    from litseg_nb.metrics.segment_quality import SegmentQualityConfig, judge_chunk_sets
+    from litseg_nb.prompts import load_prompt
+    from litseg_nb.schema import make_sentence_chunk
+
+    book = make_book("gutenqa:B", units=1, n=5)
+    u = book.units[0]
+    sets = {"lumber": [make_sentence_chunk(book, u, "lumber", i, i + 1, i + 1) for i in range(5)]}
+    seen = []
+
+    def reply(conv):
+        seen.append(conv[1]["content"])
+        n = len(json.loads(conv[1]["content"].split("Segment Pipeline: ", 1)[1])["segments"])
+        return json.dumps({f"dimension{d}": [4] * n for d in (1, 2, 3)})
+
+    cfg = SegmentQualityConfig.for_profile("test", judge_max_chunks_per_unit=2, judge_max_passage_chars=0)
+    per_unit, per_method = judge_chunk_sets(sets, [book], ScriptedBackend(reply_fn=reply), cfg)
+    assert len(seen) == 3  # windows of 2, 2 and 1 chunks, each with the whole passage
+    assert all(load_prompt("baselines/lumberchunker") in s and u.indexed_text(book.text) in s for s in seen)
+    segs = json.loads(seen[0].split("Segment Pipeline: ", 1)[1])["segments"]
+    assert [s["text"] for s in segs] == [c.text for c in sets["lumber"][:2]]
+    row = per_method.iloc[0]
+    assert row["n_windowed"] == 1 and row["n_windows"] == 3 and row["n_units"] == 1 and row["overall"] == 4.0
+    skip = SegmentQualityConfig.for_profile("test", judge_max_chunks_per_unit=2, judge_windows=False)
+    _, pm = judge_chunk_sets(sets, [book], ScriptedBackend(reply_fn=reply), skip)
+    assert pm.iloc[0]["n_units"] == 0 and pm.iloc[0]["n_skipped_chunks"] == 1  # skipped, and counted
+    assert SegmentQualityConfig.for_profile("smoke").judge_pipeline_prompt == "name"
+    assert SegmentQualityConfig.for_profile("full").judge_pipeline_prompt == "full"
+
+
+def test_batched_judge_scores_many_and_one_refused_job_fails_alone():
+    from litseg_nb.metrics.rubric_judge import score_many_with_rubric
+
+    calls = []
+
+    class Picky(ScriptedBackend):
+        def chat(self, conversations, params=None, tag=None):
+            calls.append(len(conversations))
+            if any("TOO LONG" in c[1]["content"] for c in conversations):
+                raise LLMError("prompt exceeds max_model_len")
+            return super().chat(conversations, params, tag)
+
+    be = Picky(reply_fn=lambda conv: '{"dimension1": [4], "dimension2": [4], "dimension3": [4]}')
+    jobs = [(f"passage {i}" + (" TOO LONG" if i == 1 else ""), "p", '{"segments": []}', 1) for i in range(3)]
+    res = score_many_with_rubric(be, jobs, retries=0)
+    assert [r.neutral for r in res] == [False, True, False] and "max_model_len" in res[1].errors[0]
+    assert calls[0] == 3 and calls[1:] == [1, 1, 1]  # one batch, refused, then job by job

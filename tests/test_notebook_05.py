@@ -37,3 +37,27 @@ def test_notebook_05_test_profile(notebook_pipeline):
     assert list((out / "artifacts" / "rag" / "index").rglob("dense.faiss"))
     usage = pd.read_csv(out / "artifacts" / "usage" / "05.csv")
     assert usage["method"].notna().all() and {"rag-generate", "rag-rerank"} <= set(usage["method"])
+
+
+@pytest.mark.slow
+def test_notebook_05_reports_span_relevance_beside_containment(notebook_pipeline):
+    """Issue #21.9: both relevance rules on the same rankings; they agree on the verbatim chunk sets."""
+    t = pd.read_csv(notebook_pipeline("05") / "tables" / "05_relevance_containment_vs_span.csv")
+    assert {"MRR@20", "MRR@20_span", "Hit@1_span", "n_relevance_differs", "verbatim"} <= set(t.columns)
+    assert {"hybrid", "hybrid+rerank"} <= set(t["mode"])
+    verbatim = t[t["verbatim"] & (t["method"] != "litseg")]  # LitSeg: see its context-junction caveat
+    assert len(verbatim) and (verbatim["n_relevance_differs"] == 0).all()
+    assert (verbatim["MRR@20"] == verbatim["MRR@20_span"]).all()
+
+
+@pytest.mark.slow
+def test_notebook_05_sweeps_lumberchunkers_theta(notebook_pipeline):
+    """Issue #21.12: LumberChunker's θ sweep, profile-sized (test: θ = 450 and 550 on one unit)."""
+    out = notebook_pipeline("05")
+    t = pd.read_csv(out / "tables" / "05_lumber_theta_sweep.csv")
+    assert sorted(set(t["theta"])) == [450, 550] and set(t["mode"]) == {"dense", "hybrid"}
+    assert {"DCG@1", "DCG@10", "Recall@5", "n_chunks", "mean_chunk_tokens"} <= set(t.columns)
+    assert (t["n_questions"] > 0).all() and t["DCG@20"].between(0, 1).all()
+    assert (out / "figures" / "05_lumber_theta_sweep.png").is_file()
+    assert (out / "figures" / "05_case_study.png").is_file()  # issue #21.11: the case study (Figures 4-5)
+    assert "chosen by: among" in (out / "artifacts" / "rag" / "case_study.html").read_text()  # the stated rule

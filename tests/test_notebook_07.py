@@ -35,3 +35,20 @@ def test_notebook_07_runs_after_02_and_03(notebook_pipeline):
     assert "rag-generate" in set(pd.read_csv(out / "artifacts" / "usage" / "07.csv")["method"])
     chunks = out / "artifacts" / "ablation" / "chunks"
     assert sorted(p.stem for p in chunks.glob("*.jsonl")) == sorted(v.key for v in ablation.VARIANTS)
+
+
+@pytest.mark.slow
+def test_lite_row_of_table7_is_its_table3_row(notebook_pipeline):
+    """Issue #21.3: the ablations run through exactly notebook 05's Table 3 pipeline (same scope, fusion,
+    reranker and reranked questions), so on the same units LitSeg-Lite's Table 7 row is its Table 3 row."""
+    out = notebook_pipeline("05", "07")
+    t3 = pd.read_csv(out / "tables" / "05_table3_retrieval.csv")
+    t7 = pd.read_csv(out / "tables" / "07_table7_retrieval.csv")
+    from litseg_nb.rag.report import RERANK_LABEL
+
+    lite3 = t3[(t3["method"] == "litseg-lite") & (t3["ranking"] == RERANK_LABEL)].iloc[0]
+    lite7 = t7[t7["variant"] == "LitSeg-Lite"].iloc[0]
+    assert lite7["ranking"] == RERANK_LABEL
+    for col in ("n_questions", "n_no_relevant_chunk", "MRR_full", "Hit@1", "Hit@5", "Hit@10"):
+        assert lite7[col] == pytest.approx(lite3[col]), col
+    assert lite7["MRR"] == pytest.approx(lite3["MRR@20"])

@@ -19,7 +19,6 @@ counted as ``neutral``.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -188,7 +187,8 @@ class NarratologicalReward:
         self.log: list[dict[str, Any]] = []  # one row per completion
 
     def score_one(self, text: str, passage: str, system_prompt: str, n_sentences: int) -> float:
-        from ..metrics.rubric_judge import score_chunks_with_rubric
+        from ..metrics.rubric_judge import (pipeline_analysis, score_chunks_with_rubric, segment_pipeline_json,
+                                            segment_texts_from_passage)
 
         self.stats.completions += 1
         segs = judgeable_segments(text, n_sentences)
@@ -197,8 +197,11 @@ class NarratologicalReward:
             self.stats.truncated_in_reasoning += int(read_reply(text).truncated_in_reasoning)
             self.log.append({"judged": False, "neutral": False, "reward": 0.0, "n_chunks": 0})
             return 0.0
+        # E.3's Segment Pipeline: the student's output (its analysis and segments, each with its text)
+        pipeline = segment_pipeline_json(segs, texts=segment_texts_from_passage(passage, segs),
+                                         analysis=pipeline_analysis(parse_json_reply(text)))
         res = score_chunks_with_rubric(
-            self.judge, passage, system_prompt, json.dumps({"segments": segs}, ensure_ascii=False),
+            self.judge, passage, system_prompt, pipeline,
             n_chunks=len(segs), retries=self.retries, max_new_tokens=self.max_new_tokens,
             tag=UsageTag(method="litseg-lite", stage="grpo-judge"), seed=self.seed)
         self.stats.judged += 1

@@ -35,7 +35,7 @@ class LitSegConfig(StageConfig):
     length_reference: int = 100
     calibrate: bool = True
     calibration_quantile: float = 0.9
-    calibration_units: int = at_least(4, 1)  # the first K selected units form the calibration subset
+    calibration_units: int = at_least(4, 1)  # K selected units, stratified by dataset and seeded (calibrate.calibration_subset)
     calibration_max_retries: int = -1  # -1 = max_retries
     # which units: the shared ``selection`` (litseg_nb.selection.select_units), as every LLM method
     unit_group_size: int = at_least(0, 0)  # units per batched group (stage 1 → 2 → 3 per group); 0 = all at once

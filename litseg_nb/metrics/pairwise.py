@@ -6,11 +6,17 @@ position bias, which system is shown as A alternates with a seeded coin per ques
 verdicts are retried a bounded number of times, then counted as ``invalid`` and left out of the win
 rate (reported). :func:`pairwise_win_rate` follows the paper (B.2): win 1, tie 0.5, loss 0, averaged
 over annotators per instance, then over instances — for LLM and human verdicts alike.
+
+Context. GutenQA: +/-500 characters of book text around the evidence (§4.2). LiteraryQA: the entire
+source book (§4.2, B.1), or, where it exceeds the judge's context, the stated deterministic excerpt
+of :func:`book_judge_context` (the chapters holding either system's chunks); each pair records its
+policy and the tables count them.
 """
 from __future__ import annotations
 
 import random
 import re
+from itertools import zip_longest
 from typing import Any, Sequence
 
 from ..llm.base import SamplingParams, UsageTag
@@ -101,3 +107,54 @@ def pairwise_win_rate(verdicts: Sequence[Sequence[str]]) -> dict[str, float]:
     total = sum(counts.values())
     return {"win_rate": sum(per_instance) / len(per_instance), "n_instances": float(len(verdicts)),
             **{f"{k}_frac": v / total for k, v in counts.items()}}
+
+
+# ------------------------------------------------------------------- LiteraryQA: the source book as context
+BOOK_POLICIES = ("whole book", "chapters holding either system's chunks", "either system's chunks")
+CHAT_MARGIN_TOKENS = 64  # chat-template tokens around the two messages (upper bound)
+
+
+def judge_context_budget(count_tokens: Any, max_model_len: int, max_new_tokens: int, question: str,
+                         reference: str, answer_a: str, answer_b: str) -> int:
+    """Tokens left for the Original Context: the judge's context length minus the guideline, the
+    question, the reference, both answers, the reply and a chat-template margin."""
+    conv = pairwise_conversation("", question, reference, answer_a, answer_b)
+    used = sum(count_tokens(m["content"]) for m in conv) + CHAT_MARGIN_TOKENS + max_new_tokens
+    return max(0, int(max_model_len) - used)
+
+
+def book_judge_context(book: Any, units_a: Sequence[str], units_b: Sequence[str], chunks_a: Sequence[str],
+                       chunks_b: Sequence[str], count_tokens: Any, budget: int) -> tuple[str, str]:
+    """The Original Context of a LiteraryQA pair (§4.2, B.1: "the entire source book") and its policy.
+
+    Deterministic excerpt policy where the book exceeds ``budget`` tokens (the judge's context):
+
+    1. ``whole book`` — the cleaned book text, when it fits;
+    2. ``chapters holding either system's chunks`` — the units (chapters) that hold a chunk retrieved by
+       either system, taken in the order of the systems' rankings interleaved (A1, B1, A2, B2, ...) while
+       they fit, then printed in book order with their titles;
+    3. ``either system's chunks`` — when not even the first such chapter fits: both systems' retrieved
+       chunks (the context of an ordinary RAG judge).
+    """
+    if count_tokens(book.text) <= budget:
+        return book.text, BOOK_POLICIES[0]
+    order: list[str] = []
+    for pair in zip_longest(units_a, units_b):
+        for u in pair:
+            if u and u not in order:
+                order.append(u)
+    by_id = {u.unit_id: u for u in book.units}
+    keep, used = [], 0
+    for uid in order:
+        if uid not in by_id:
+            continue
+        u = by_id[uid]
+        n = count_tokens(f"[{u.title}]\n{u.text(book.text)}\n\n")
+        if used + n > budget:
+            continue  # a later (shorter) chapter may still fit; the order stays deterministic
+        keep.append(u)
+        used += n
+    if keep:
+        keep.sort(key=lambda u: u.start)
+        return "".join(f"[{u.title}]\n{u.text(book.text)}\n\n" for u in keep).rstrip(), BOOK_POLICIES[1]
+    return "\n".join(dict.fromkeys([*chunks_a, *chunks_b])), BOOK_POLICIES[2]

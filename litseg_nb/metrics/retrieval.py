@@ -159,3 +159,114 @@ def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
                     *(f"{m}@{kk}" for m in ("Hit", "DCG", "Recall") for kk in ks)]:
             out[f"{key}_answerable"] = float("nan")
     return out
+
+
+# ----------------------------------------------------------------------------- span-based relevance
+# Containment (above) is the reference: LumberChunker's rule. A chunk that rewrites its source
+# (propositions, semantic completion) almost never contains the evidence string verbatim although its
+# source text holds it, so beside containment the tables report *span-based* relevance: a chunk is
+# relevant when its source character spans in the cleaned book text cover an occurrence of the
+# evidence there. On verbatim chunk sets the two agree (tested); they differ only where a chunk's text
+# is not its source text.
+
+
+def _normalized_with_offsets(text: str) -> tuple[str, list[int]]:
+    """``normalize_for_match(text)`` together with, for every character of it, the offset in ``text``
+    of the character it came from (a collapsed whitespace run maps to its first character)."""
+    out: list[str] = []
+    pos: list[int] = []
+    prev_space = True  # leading whitespace is dropped (strip)
+    for i, ch in enumerate(text):
+        if ch.isspace():
+            if not prev_space:
+                out.append(" ")
+                pos.append(i)
+            prev_space = True
+            continue
+        piece = unicodedata.normalize("NFKC", ch).translate(_QUOTE_MAP)
+        piece = _WS.sub(" ", piece).lower()
+        if not piece:  # a character the normalisation removes (soft hyphen)
+            continue
+        if prev_space and piece[0] == " ":
+            piece = piece[1:]
+        for p in piece:
+            out.append(p)
+            pos.append(i)
+        prev_space = piece[-1:] == " " if piece else prev_space
+    while out and out[-1] == " ":  # trailing whitespace (strip)
+        out.pop()
+        pos.pop()
+    return "".join(out), pos
+
+
+def evidence_char_spans(book_text: str, evidence: str, _cache: dict | None = None) -> list[tuple[int, int]]:
+    """Every occurrence of ``evidence`` in ``book_text`` under :func:`normalize_for_match`, as
+    half-open character spans of ``book_text`` (empty when it occurs nowhere)."""
+    ev = normalize_for_match(evidence)
+    if not ev:
+        raise ValueError("empty evidence string: relevance is undefined")
+    key = id(book_text)
+    if _cache is not None and key in _cache:
+        norm, pos = _cache[key]
+    else:
+        norm, pos = _normalized_with_offsets(book_text)
+        if _cache is not None:
+            _cache[key] = (norm, pos)
+    spans, start = [], norm.find(ev)
+    while start >= 0:
+        end = start + len(ev) - 1
+        spans.append((pos[start], pos[end] + 1))
+        start = norm.find(ev, start + 1)
+    return spans
+
+
+def chunk_source_spans(chunk, book) -> list[tuple[int, int]]:
+    """The character spans of ``book.text`` a chunk's text comes from: its main spans (for a rewritten
+    chunk, ``is_source_span=False``, the source paragraphs it was written from) and the spans of its
+    context sentences (``context_idx``)."""
+    spans = [tuple(s) for s in chunk.spans]
+    if chunk.context_idx and chunk.unit_id:
+        unit = book.unit(chunk.unit_id)
+        spans += [(unit.sentences[i - 1].start, unit.sentences[i - 1].end) for i in chunk.context_idx
+                  if 1 <= i <= unit.n_sentences]
+    return sorted(spans)
+
+
+def spans_cover(spans: Sequence[tuple[int, int]], start: int, end: int, text: str) -> bool:
+    """True when every non-whitespace character of ``text[start:end]`` lies inside one of ``spans``
+    (the whitespace between two adjacent sentences belongs to neither)."""
+    i = start
+    for a, b in sorted(spans):
+        if b <= i:
+            continue
+        if a >= end:
+            break
+        if a > i and text[i:a].strip():
+            return False
+        i = max(i, b)
+        if i >= end:
+            return True
+    return not text[i:end].strip()
+
+
+def span_relevant(chunks: Sequence, book, evidence: str, _cache: dict | None = None) -> set[int]:
+    """Indices of ``chunks`` (of one book) whose source spans cover an occurrence of ``evidence`` in
+    the cleaned book text (span-based relevance; see above)."""
+    occ = evidence_char_spans(book.text, evidence, _cache)
+    out = set()
+    for i, c in enumerate(chunks):
+        if not c.spans:  # an imported chunk that could not be aligned has no source spans
+            continue
+        src = chunk_source_spans(c, book)
+        lo, hi = src[0][0], max(b for _, b in src)
+        if any(lo <= s and e <= hi and spans_cover(src, s, e, book.text) for s, e in occ):
+            out.add(i)
+    return out
+
+
+def containment_relevant(chunks: Sequence, evidence: str) -> set[int]:
+    """Indices of ``chunks`` whose text contains ``evidence`` (:func:`is_relevant`, the reference)."""
+    ev = normalize_for_match(evidence)
+    if not ev:
+        raise ValueError("empty evidence string: relevance is undefined")
+    return {i for i, c in enumerate(chunks) if ev in normalize_for_match(c.text)}

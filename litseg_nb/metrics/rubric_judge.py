@@ -32,7 +32,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from ..llm.base import LLMBackend, SamplingParams, UsageTag
+from ..llm.base import BackendUnavailableError, LLMBackend, SamplingParams, UsageTag
 from ..replies import json_candidates, read_int, read_reply
 
 DIMENSIONS = ("event_validity", "unity_of_action", "cut_point_logic")
@@ -304,43 +304,201 @@ def score_chunks_with_rubric(
     max_new_tokens: int | None = None,
     tag: UsageTag = UsageTag(stage="rubric-judge"),
     seed: int = 0,
+    first_temperature: float = 0.0,
 ) -> RubricScores:
     """Score ``n_chunks`` chunks with the E.3 rubric; at most ``1 + retries`` judge calls.
 
-    Attempt 0 is greedy; retries sample at temperature 0.7 with a new seed so a malformed reply is
-    not simply repeated. If all attempts fail the result is the neutral score with ``neutral=True``.
+    Attempt 0 is greedy (or samples at ``first_temperature``: a second LLM rater); retries sample at
+    temperature 0.7 with a new seed so a malformed reply is not simply repeated. If all attempts fail
+    the result is the neutral score with ``neutral=True``.
     """
-    if n_chunks <= 0:
-        raise ValueError(f"n_chunks must be positive, got {n_chunks}")
-    conv = build_rubric_conversation(original_passage, segment_pipeline_prompt, segment_pipeline_json)
-    budget = max_new_tokens or (48 + 3 * 8 * n_chunks)
-    errors: list[str] = []
-    raws: list[str] = []
-    flags = improper_overlap_flags(_segments_from_json(segment_pipeline_json))
-    if len(flags) != n_chunks:
-        flags = []
+    return score_many_with_rubric(backend, [(original_passage, segment_pipeline_prompt, segment_pipeline_json,
+                                             n_chunks)], retries, max_new_tokens, tag, seed, first_temperature)[0]
+
+
+def score_many_with_rubric(
+    backend: LLMBackend,
+    jobs: Sequence[tuple[str, str, str, int]],
+    retries: int = 2,
+    max_new_tokens: int | None = None,
+    tag: UsageTag = UsageTag(stage="rubric-judge"),
+    seed: int = 0,
+    first_temperature: float = 0.0,
+) -> list[RubricScores]:
+    """:func:`score_chunks_with_rubric` for many ``(passage, prompt, pipeline_json, n_chunks)`` jobs, each
+    attempt batched over the jobs still unscored (one backend call per attempt and reply budget). A
+    batch the backend refuses as a whole is retried job by job, so one oversized job fails alone."""
+    if any(n <= 0 for *_, n in jobs):
+        raise ValueError(f"n_chunks must be positive, got {[n for *_, n in jobs]}")
+    convs = [build_rubric_conversation(p, sp, js) for p, sp, js, _ in jobs]
+    budgets = [max_new_tokens or (48 + 3 * 8 * n) for *_, n in jobs]
+    errors: list[list[str]] = [[] for _ in jobs]
+    raws: list[list[str]] = [[] for _ in jobs]
+    flags = []
+    for _, _, js, n in jobs:
+        f = improper_overlap_flags(_segments_from_json(js))
+        flags.append(f if len(f) == n else [])
+    done: dict[int, RubricScores] = {}
+    todo = list(range(len(jobs)))
     for attempt in range(retries + 1):
-        params = SamplingParams(max_new_tokens=budget, temperature=0.0 if attempt == 0 else 0.7,
-                                seed=seed + attempt)
-        # a backend error (LLMError) is no reply: it propagates, never a neutral score
-        reply = backend.chat([conv], params, tag)[0].text
-        raws.append(reply)
-        try:
-            d1, d2, d3 = parse_rubric_reply(reply, n_chunks, max_new_tokens=budget)
-        except RubricParseError as e:
-            errors.append(f"attempt {attempt}: {e}")
-            continue
-        return RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors, raw_replies=raws,
-                            improper_overlap=flags)
-    neutral = [NEUTRAL_SCORE] * n_chunks
-    return RubricScores(list(neutral), list(neutral), list(neutral), attempts=retries + 1,
-                        neutral=True, errors=errors, raw_replies=raws, improper_overlap=flags)
+        if not todo:
+            break
+        temp = first_temperature if attempt == 0 else 0.7
+        replies: dict[int, str] = {}
+        for budget in sorted({budgets[i] for i in todo}):
+            group = [i for i in todo if budgets[i] == budget]
+            params = SamplingParams(max_new_tokens=budget, temperature=temp, seed=seed + attempt)
+            batches = [group]
+            while batches:
+                part = batches.pop(0)
+                try:
+                    for i, g in zip(part, backend.chat([convs[i] for i in part], params, tag)):
+                        replies[i] = g.text
+                except BackendUnavailableError:
+                    raise  # a dead or failing server is no reply: it stops the run, never a neutral score
+                except Exception as e:  # noqa: BLE001 - a refused request: each job alone, so one oversized job fails alone
+                    # (e.g. a prompt over the judge's context): a failed attempt of that job, recorded
+                    # in its errors and, after the last attempt, a neutral score flagged ``neutral``
+                    if len(part) > 1:
+                        batches.extend([i] for i in part)
+                    else:
+                        errors[part[0]].append(f"attempt {attempt}: {type(e).__name__}: {e}")
+        left = []
+        for i in todo:
+            if i not in replies:
+                left.append(i)
+                continue
+            raws[i].append(replies[i])
+            try:
+                d1, d2, d3 = parse_rubric_reply(replies[i], jobs[i][3], max_new_tokens=budgets[i])
+            except RubricParseError as e:
+                errors[i].append(f"attempt {attempt}: {e}")
+                left.append(i)
+                continue
+            done[i] = RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors[i], raw_replies=raws[i],
+                                   improper_overlap=flags[i])
+        todo = left
+    for i in todo:
+        neutral = [NEUTRAL_SCORE] * jobs[i][3]
+        done[i] = RubricScores(list(neutral), list(neutral), list(neutral), attempts=retries + 1, neutral=True,
+                               errors=errors[i], raw_replies=raws[i], improper_overlap=flags[i])
+    return [done[i] for i in range(len(jobs))]
 
 
-def segments_json_for_chunks(chunks: Sequence[Any]) -> str:
-    """The ``Segment Pipeline`` JSON for shared-schema chunks of one unit (subtitle, indices)."""
+# --------------------------------------------------------------------------- the E.3 judge's inputs
+# E.3's user turn gives the judge the "Segment Pipeline Prompt" (the prompt the segmenter ran with) and
+# the "Segment Pipeline" (what it produced). Both are filled with the real thing: the method's prompt
+# templates (or, for a rule-based chunker, its algorithm and settings) and its segments with their text.
+RULE_BASED_PIPELINES = {
+    "token": "Rule-based, no prompt: fixed token windows with overlap (token splitter, App. H).",
+    "recursive": "Rule-based, no prompt: recursive character splitter (paragraph, newline, sentence, word "
+                 "separators) to a target length with overlap (App. H).",
+    "semantic": "Embedding-based, no prompt: LangChain-style SemanticChunker; a boundary where the cosine "
+                "distance of adjacent sentence-group embeddings exceeds a percentile threshold (App. H).",
+    "paragraph": "Rule-based, no prompt: one chunk per paragraph of the source text.",
+    "perplexity": "LLM-based, no prompt: Meta-Chunking's perplexity chunker; boundaries at local minima of "
+                  "the sentence-level perplexity curve (App. H).",
+}
+PIPELINE_TEMPLATES = {
+    "litseg": ("litseg/system", "litseg/stage1", "litseg/stage2", "litseg/stage3"),
+    "litseg-lite": ("lite/system",), "lite": ("lite/system",), "wo-grpo": ("lite/system",), "wo-ft": ("lite/system",),
+    "wo-theo-s1": ("ablation/wo_theo_s1",), "wo-theo-s2": ("ablation/wo_theo_s2",),
+    "wo-theo-s3": ("ablation/wo_theo_s3",), "wo-theory": ("ablation/wo_theory",),
+    "lumber": ("baselines/lumberchunker",), "margin": ("baselines/margin_sampling",),
+    "proposition": ("baselines/proposition",),
+}
+PIPELINE_STEPS = {
+    "merge": "then dynamic merge: adjacent chunks merged up to a target length (App. H).",
+    "completion": "then Meta-Chunking's semantic completion (the package's completion prompts, our own).",
+}
+
+
+def segment_pipeline_prompt(method: str, length_reference: int | None = None, detail: str = "full",
+                            last_index: int | None = None) -> str:
+    """The E.3 ``{segment_pipeline_prompt}`` for ``method`` (a chunk-set name such as ``lumber+merge``).
+
+    ``detail="full"``: the verbatim prompt templates the method ran with (LitSeg: system prompt and its
+    three stage prompts; Lite and the ablation variants: their single-pass prompt, with the
+    recommended maximum length set to ``length_reference`` when given), or, for a chunker without a
+    prompt, its algorithm; each post-processing step (``+merge``, ``+completion``) is described after
+    it; ``{last_index}`` is filled with ``last_index`` when given. ``detail="name"``: one line naming
+    the method (a judge with a short context).
+    """
+    from ..prompts import load_prompt
+
+    base, *steps = method.split("@")[0].split("+")
+    if detail == "name":
+        return f"Chunker {method!r} (prompt not shown: judge context too short)"
+    if detail != "full":
+        raise ValueError(f"detail must be 'full' or 'name', got {detail!r}")
+    if base in PIPELINE_TEMPLATES:
+        from ..litseg.prompting import with_length_reference
+
+        parts = []
+        for name in PIPELINE_TEMPLATES[base]:
+            text = load_prompt(name)
+            if length_reference is not None and (name.endswith("system") or name.startswith("ablation/")):
+                text = with_length_reference(text, length_reference)  # every such prompt carries the sentence
+            if last_index is not None and "{last_index}" in text:
+                text = text.replace("{last_index}", str(last_index))
+            parts.append(text)
+        out = "\n\n".join(parts)
+    elif base in RULE_BASED_PIPELINES:
+        out = RULE_BASED_PIPELINES[base]
+    else:
+        out = f"Imported or unknown chunk set {method!r}: its prompt is not known to this package."
+    for s in steps:
+        out += "\n\n" + PIPELINE_STEPS.get(s, f"then step {s!r}.")
+    return out
+
+
+def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None = None,
+                          analysis: Any = None) -> str:
+    """The E.3 ``{segment_pipeline}``: the pipeline's output — its analysis when it wrote one (Lite's
+    ``step1``/``step2``) and its segments, each with subtitle, main range, context indices and, when
+    ``texts`` are given, the segment's text (what a reader of the chunk gets)."""
     segs = []
-    for c in chunks:
-        segs.append({"subtitle": c.subtitle or "", "from_idx": int(c.from_idx), "to_idx": int(c.to_idx),
-                     "context_idx": [int(i) for i in c.context_idx]})
-    return json.dumps({"segments": segs}, ensure_ascii=False)
+    for i, s in enumerate(segments):
+        get = s.get if isinstance(s, dict) else (lambda k, _s=s: getattr(_s, k))
+        seg = {"subtitle": get("subtitle") or "", "from_idx": int(get("from_idx")), "to_idx": int(get("to_idx")),
+               "context_idx": [int(c) for c in (get("context_idx") or [])]}
+        if texts is not None:
+            seg["text"] = texts[i]
+        segs.append(seg)
+    out: dict[str, Any] = {}
+    if isinstance(analysis, dict):
+        out.update({k: v for k, v in analysis.items() if k != "segments"})
+    out["segments"] = segs
+    return json.dumps(out, ensure_ascii=False)
+
+
+def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]]) -> list[str]:
+    """Each segment's text from a sentence-indexed passage (``[i] sentence`` lines): context sentences
+    before the main range, the main range, context after (LitSeg's reconstruction order)."""
+    sent: dict[int, str] = {}
+    for line in passage.split("\n"):
+        m = re.match(r"\[(\d+)\]\s?(.*)", line)
+        if m:
+            sent[int(m.group(1))] = m.group(2)
+    out = []
+    for s in segments:
+        lo, hi = int(s["from_idx"]), int(s["to_idx"])
+        ctx = sorted({int(c) for c in s.get("context_idx") or [] if not lo <= int(c) <= hi})
+        parts = [" ".join(sent.get(i, "") for i in ctx if i < lo),
+                 " ".join(sent.get(i, "") for i in range(lo, hi + 1)),
+                 " ".join(sent.get(i, "") for i in ctx if i > hi)]
+        out.append("\n".join(p for p in parts if p))
+    return out
+
+
+def pipeline_analysis(obj: Any) -> dict[str, Any]:
+    """The analysis part of a single-pass reply object (Lite's ``step1``, ``step2`` and ``step3`` without
+    its segments), for :func:`segment_pipeline_json`; empty for anything else."""
+    if not isinstance(obj, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        if k == "segments":
+            continue
+        out[k] = {kk: vv for kk, vv in v.items() if kk != "segments"} if isinstance(v, dict) else v
+    return out

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..config import ConfigError, StageConfig
+from ..config import ConfigError, StageConfig, one_of
 
 
 @dataclass(frozen=True)
@@ -27,23 +27,34 @@ class SegmentQualityConfig(StageConfig):
 
     chunkers: tuple[str, ...] = ()
     judge_max_units: int = 0  # per method; 0 = all units
-    judge_max_chunks_per_unit: int = 12  # units with more chunks are skipped by the judge (reported)
+    judge_max_chunks_per_unit: int = 12  # the most chunks one judge call scores (E.3's rubric is per chunk)
+    #: a unit with more chunks: judged in consecutive windows of that many chunks, each with the whole
+    #: passage (True), or skipped and counted (False); notebook 06 reports both counts
+    judge_windows: bool = True
     judge_max_passage_chars: int = 0  # units longer than this are skipped by the judge (0 = no cap)
     judge_retries: int = 2
     judge_methods: tuple[str, ...] = ()  # empty = all
-    human_sheet_chunks: int = 100  # per method (Appendix A.1: n = 100)
+    #: E.3's "Segment Pipeline Prompt": the method's real prompt ("full"), or one line naming it ("name")
+    judge_pipeline_prompt: str = one_of("full", "full", "name")
+    human_sheet_chunks: int = 100  # per method on each dataset (Appendix A.1: n = 100); also the ablation sheets
     human_raters: tuple[str, ...] = ("rater1", "rater2")
+    #: without filled human sheets, the E.3 / B.2 judge fills a copy ("LLM ratings, not human"): this many
+    #: items per sheet set (0 = all)
+    llm_rating_items: int = 0
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
         if profile == "test":
             return {"judge_max_units": 1, "judge_max_chunks_per_unit": 6, "judge_retries": 1,
-                    "judge_max_passage_chars": 3000, "human_sheet_chunks": 3, "llm": {"max_new_tokens": 48}}
+                    "judge_max_passage_chars": 3000, "human_sheet_chunks": 3, "llm_rating_items": 4,
+                    "llm": {"max_new_tokens": 48}}
         if profile == "smoke":
             # a judge call is a ~5.5k-token prompt (~1 min on 2 CPU cores), and SmolLM2 rarely
             # returns a parsable rubric: judge the two LitSeg methods only, without retries
+            # SmolLM2's 8k context holds the rubric and the passage, not also Lite's ~2.4k-token prompt
             return {"judge_max_units": 1, "judge_max_chunks_per_unit": 8, "judge_retries": 0,
-                    "judge_max_passage_chars": 6000, "human_sheet_chunks": 20,
+                    "judge_max_passage_chars": 6000, "human_sheet_chunks": 20, "judge_pipeline_prompt": "name",
+                    "llm_rating_items": 2,
                     "judge_methods": ("litseg", "litseg-lite"),
                     "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
         if profile == "full":
@@ -113,11 +124,28 @@ def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Any]], books: Se
     return agg
 
 
+def annotated_length_reference(profile: str) -> int | None:
+    """The length reference LitSeg's annotations of ``profile`` carry (notebook 02), or None when there
+    are none (the prompts then show the paper's 100)."""
+    from ..lite.data import annotation_length_reference, annotations_path, load_annotations
+
+    if not annotations_path(profile, "eval").is_file():
+        return None
+    return annotation_length_reference(load_annotations(profile, "eval"))
+
+
 def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], backend: Any,
-                     cfg: SegmentQualityConfig, seed: int = 0):
+                     cfg: SegmentQualityConfig, seed: int = 0, length_reference: int | None = None):
     """The Appendix E.3 rubric judge over each method's units, within the config's caps.
 
-    Returns ``(per_unit, per_method)`` frames; units skipped for size are counted per method.
+    The judge gets E.3's three inputs for real: the Original Passage (the sentence-indexed unit), the
+    Segment Pipeline Prompt (:func:`~litseg_nb.metrics.rubric_judge.segment_pipeline_prompt`: the method's
+    prompt templates, ``length_reference`` filled in, or its algorithm; ``cfg.judge_pipeline_prompt``)
+    and the Segment Pipeline (its segments with subtitles, ranges, context and text). A unit with more
+    than ``cfg.judge_max_chunks_per_unit`` chunks is judged in consecutive windows of that many chunks,
+    each with the whole passage (``cfg.judge_windows``), or skipped. Returns ``(per_unit, per_method)``;
+    ``n_windowed`` / ``n_windows`` count the windowed units and their judge calls, ``n_skipped_chunks``
+    and ``n_skipped_passage`` the units left out for their chunk count or passage length.
     """
     import pandas as pd
 
@@ -126,7 +154,9 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
 
     book_by_id = {b.book_id: b for b in books}
     units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
-    rows, skipped = [], {}
+    rows: list[dict[str, Any]] = []
+    skipped: dict[tuple[str, str], dict[str, int]] = {}
+    win = max(1, int(cfg.judge_max_chunks_per_unit))
     for m, cs in chunk_sets.items():
         if cfg.judge_methods and m not in cfg.judge_methods:
             continue
@@ -137,29 +167,53 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
         for (bid, uid), ucs in sorted(by_unit.items()):
             if cfg.judge_max_units and done >= cfg.judge_max_units:
                 break
-            passage = units[(bid, uid)].indexed_text(book_by_id[bid].text)
-            if len(ucs) > cfg.judge_max_chunks_per_unit or (
-                    cfg.judge_max_passage_chars and len(passage) > cfg.judge_max_passage_chars):
-                skipped[m] = skipped.get(m, 0) + 1
+            unit = units[(bid, uid)]
+            passage = unit.indexed_text(book_by_id[bid].text)
+            counts = skipped.setdefault((book_by_id[bid].dataset, m), {"n_skipped_chunks": 0, "n_skipped_passage": 0})
+            if cfg.judge_max_passage_chars and len(passage) > cfg.judge_max_passage_chars:
+                counts["n_skipped_passage"] += 1
                 continue
-            seg_prompt = f"Chunker '{m}' (see the project's notebooks 02-04 for its prompt or algorithm)"
-            r = rubric_judge.score_chunks_with_rubric(backend, passage, seg_prompt,
-                                                      rubric_judge.segments_json_for_chunks(ucs), len(ucs),
-                                                      retries=cfg.judge_retries, seed=seed,
-                                                      tag=UsageTag("rubric-judge", bid, "rubric-judge"))
+            if len(ucs) > win and not cfg.judge_windows:
+                counts["n_skipped_chunks"] += 1
+                continue
+            seg_prompt = rubric_judge.segment_pipeline_prompt(m, length_reference, cfg.judge_pipeline_prompt,
+                                                              last_index=unit.n_sentences)
+            results = []
+            for w0 in range(0, len(ucs), win):
+                part = ucs[w0:w0 + win]
+                results.append(rubric_judge.score_chunks_with_rubric(
+                    backend, passage, seg_prompt,
+                    rubric_judge.segment_pipeline_json(part, texts=[c.text for c in part]), len(part),
+                    retries=cfg.judge_retries, seed=seed, tag=UsageTag("rubric-judge", bid, "rubric-judge")))
             done += 1
+            dims = {d: [v for r in results for v in getattr(r, d)] for d in rubric_judge.DIMENSIONS}
+            per_chunk = [x for r in results for x in r.per_chunk()]
             rows.append({"dataset": book_by_id[bid].dataset, "method": m, "book_id": bid, "unit_id": uid,
-                         "n_chunks": len(ucs), **r.dimension_means(), "overall": r.mean, "neutral": r.neutral,
-                         "attempts": r.attempts, "improper_overlap": sum(r.improper_overlap)})
+                         "n_chunks": len(ucs), **{d: sum(v) / len(v) for d, v in dims.items()},
+                         "overall": sum(per_chunk) / len(per_chunk), "neutral": any(r.neutral for r in results),
+                         "n_neutral_windows": sum(r.neutral for r in results), "windows": len(results),
+                         "attempts": sum(r.attempts for r in results) / len(results),
+                         "improper_overlap": sum(sum(r.improper_overlap) for r in results)})
     per_unit = pd.DataFrame(rows)
+    cols = ["dataset", "method", "n_units", "overall", "n_neutral", "n_windowed", "n_windows",
+            "n_skipped_chunks", "n_skipped_passage"]
     if per_unit.empty:
-        return per_unit, pd.DataFrame(columns=["dataset", "method", "n_units", "overall", "n_neutral", "n_skipped"])
-    per_method = per_unit.groupby(["dataset", "method"]).agg(
-        n_units=("unit_id", "count"), event_validity=("event_validity", "mean"),
-        unity_of_action=("unity_of_action", "mean"), cut_point_logic=("cut_point_logic", "mean"),
-        overall=("overall", "mean"), n_neutral=("neutral", "sum"), mean_attempts=("attempts", "mean")).reset_index()
-    per_method["n_skipped"] = per_method["method"].map(skipped).fillna(0).astype(int)
-    return per_unit, per_method
+        per_method = pd.DataFrame(columns=["dataset", "method", "n_units"])
+    else:
+        per_method = per_unit.groupby(["dataset", "method"]).agg(
+            n_units=("unit_id", "count"), event_validity=("event_validity", "mean"),
+            unity_of_action=("unity_of_action", "mean"), cut_point_logic=("cut_point_logic", "mean"),
+            overall=("overall", "mean"), n_neutral=("neutral", "sum"), mean_attempts=("attempts", "mean"),
+            n_windowed=("windows", lambda w: int((w > 1).sum())), n_windows=("windows", "sum")).reset_index()
+    # a method whose every unit was skipped still gets its row (the counts are never lost)
+    extra = [{"dataset": ds, "method": m, "n_units": 0} for ds, m in skipped
+             if not ((per_method["dataset"] == ds) & (per_method["method"] == m)).any()]
+    if extra:
+        per_method = pd.concat([per_method, pd.DataFrame(extra)], ignore_index=True)
+    for k in ("n_skipped_chunks", "n_skipped_passage"):
+        per_method[k] = [skipped.get((ds, m), {}).get(k, 0) for ds, m in zip(per_method["dataset"], per_method["method"])]
+    per_method["n_skipped"] = per_method["n_skipped_chunks"] + per_method["n_skipped_passage"]
+    return per_unit, per_method.reindex(columns=list(dict.fromkeys([*per_method.columns, *cols])))
 
 
 # ---------------------------------------------------------------- notebook 06: inputs and the boundary figure

@@ -63,6 +63,13 @@ class RagConfig(StageConfig):
     pairwise_max_questions: int = 0
     pairwise_max_new_tokens: int = 96
     pairwise_context_chars: int = 500  # GutenQA: +/-500 characters around the evidence (Section 4.2)
+    # LiteraryQA: the whole book, else the chapters holding either system's chunks, within the judge's
+    # context; a cap below it (0 = none) keeps small-profile judge prompts short
+    pairwise_book_max_tokens: int = 0
+    # LumberChunker's θ sweep (its figure: θ ∈ [450, 1000], DCG@k per θ): LumberChunker with each token
+    # budget on the first units of the common-unit scope (0 = all of them), scored by hybrid retrieval
+    lumber_thetas: tuple[int, ...] = (450, 550, 650, 1000)
+    lumber_theta_max_units: int = 0
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
@@ -73,6 +80,7 @@ class RagConfig(StageConfig):
                     "ragas_max_new_tokens": 4, "ragas_retries": 1, "pairwise_max_questions": 2,
                     "generation_max_chunkers": 2, "ragas_max_questions": 1, "pairwise_max_new_tokens": 12,
                     "literaryqa_max_questions": 2, "max_context_chars_per_chunk": 600,
+                    "lumber_thetas": (450, 550), "lumber_theta_max_units": 1,
                     "llm": {"max_model_len": 2048}}
         if profile == "smoke":
             # SmolLM2-135M on 2 CPU cores: generation/judges on a subset (notebook 05 ~ 6 min)
@@ -81,7 +89,8 @@ class RagConfig(StageConfig):
                     "generation_max_questions": 3, "generation_max_chunkers": 3, "ragas_max_questions": 1,
                     "ragas_retries": 2, "pairwise_max_questions": 2,
                     "pairwise_max_new_tokens": 48, "literaryqa_max_questions": 3,
-                    "max_context_chars_per_chunk": 1500,
+                    "max_context_chars_per_chunk": 1500, "lumber_theta_max_units": 1,
+                    "pairwise_book_max_tokens": 1500,
                     "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
         if profile == "full":
             return {"reranker": "flagembedding", "context_top_k": 5, "answer_max_new_tokens": 256}

@@ -375,7 +375,8 @@ class RagEvaluator:
             rank_full = next((r for r, (d, _) in enumerate(full or (), 1) if d in rel), None)
         return {"dataset": q.dataset, "method": method, "mode": mode, "qid": q.qid, "book_id": q.book_id,
                 "rank": rank, "rank_full": rank_full, "answerable": None if rel is None else bool(rel),
-                "top": list(top), "top_chunk_ids": [idx.chunk_ids[i] for i in top]}
+                "top": list(top), "top_chunk_ids": [idx.chunk_ids[i] for i in top],
+                "evidence": q.evidence, "relevant": sorted(rel) if rel is not None else None}
 
     def tuned_fusion_rows(self, questions: Sequence[EvalQuestion]) -> list[dict[str, Any]]:
         """Rows of the weighted fusion modes, each fold scored with the weight chosen on the other folds.

@@ -37,15 +37,16 @@ def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], row
                 continue
             ctx = ev.contexts(m, q.book_id, r["top"])
             items.append({"dataset": q.dataset, "title": q.title, "question": q.question, "chunks": ctx})
-            meta.append((m, q, ctx, r["mode"]))
+            meta.append((m, q, ctx, r["mode"], list(r["top_chunk_ids"][:len(ctx)])))
     t0 = time.perf_counter()
     answers = generate_answers(ev.backend, items, ev.cfg.answer_max_new_tokens, ev.cfg.seed,
                                tag=UsageTag("rag-generate", stage="generate"))
     ev.latency.add("generate", time.perf_counter() - t0, len(items))
     out = []
-    for (m, q, ctx, mode), a in zip(meta, answers):
+    for (m, q, ctx, mode, ids), a in zip(meta, answers):
         out.append({"dataset": q.dataset, "method": m, "qid": q.qid, "book_id": q.book_id, "question": q.question,
                     "reference": q.answers[0] if q.answers else "", "answer": a, "contexts": ctx,
+                    "context_chunk_ids": ids,
                     "ranking": mode, "empty_answer": not a.strip(), **generation_scores(a, list(q.answers) or [""])})
     return pd.DataFrame(out)
 
@@ -81,11 +82,29 @@ def add_ragas(backend: Any, gen: pd.DataFrame, n_per_dataset: int, seed: int, ma
     return gen
 
 
+PAIRWISE_CONTEXT_NOTE = ("judge context: GutenQA +/-500 chars around the evidence; LiteraryQA the whole book, "
+                         "else the chapters holding either system's chunks (n_context_* in 05_pairwise)")
+
+
 def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
-                       target: str, n_per_dataset: int, context_chars: int, max_new_tokens: int, seed: int) -> pd.DataFrame:
-    """Win rate of ``target`` against every other method by the B.2 LLM judge (per dataset)."""
+                       target: str, n_per_dataset: int, context_chars: int, max_new_tokens: int, seed: int,
+                       chunk_sets: Mapping[str, Sequence[Chunk]] | None = None,
+                       max_model_len: int = 0, collect: list | None = None,
+                       book_max_tokens: int = 0) -> pd.DataFrame:
+    """Win rate of ``target`` against every other method by the B.2 LLM judge (per dataset).
+
+    Original Context: GutenQA ``+/-context_chars`` around the evidence; LiteraryQA the entire source
+    book, or where it exceeds the judge's context (``max_model_len``, minus the rest of the prompt and
+    the reply) the deterministic excerpt of :func:`litseg_nb.metrics.pairwise.book_judge_context` (the
+    chapters holding either system's chunks; ``chunk_sets`` maps the retrieved chunks to their
+    chapters; ``book_max_tokens`` > 0 caps that budget). ``n_context_<policy>`` columns count the pairs per policy. ``collect`` (a list) receives
+    every judged pair (dataset, qid, target, opponent, context, question, reference, both answers):
+    notebook 05 exports them as Appendix B's human sheets.
+    """
+    from ..metrics.pairwise import BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs
     from ..metrics.pairwise import pairwise_win_rate
-    from ..metrics.pairwise import judge_pairs
+
+    unit_of = {(m, c.book_id, c.chunk_id): c.unit_id for m, cs in (chunk_sets or {}).items() for c in cs}
 
     if gen.empty or target not in set(gen.method):
         return pd.DataFrame()
@@ -101,21 +120,38 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
                 continue
             q = qmap[qid]
             ctx = evidence_window(books[q.book_id].text, q.evidence, context_chars) if q.evidence else None
-            if ctx is None:  # LiteraryQA (paper: the whole book) — here both systems' retrieved chunks
-                ctx = "\n".join(dict.fromkeys(list(a.contexts) + list(b.contexts)))
+            policy = f"+/-{context_chars} characters around the evidence"
+            if ctx is None:  # LiteraryQA (no evidence span): the source book, or the stated excerpt
+                if not max_model_len:
+                    raise ValueError("pairwise_vs_target: max_model_len (the judge's context) is needed for a "
+                                     f"question without evidence ({qid})")
+                budget = judge_context_budget(backend.count_tokens, max_model_len, max_new_tokens, q.question,
+                                              a.reference, a.answer, b.answer)
+                if book_max_tokens:  # a profile's cap below the judge's context (RagConfig.pairwise_book_max_tokens)
+                    budget = min(budget, book_max_tokens)
+                units = [[unit_of.get((m, q.book_id, cid)) for cid in getattr(r, "context_chunk_ids", ())]
+                         for m, r in ((target, a), (other, b))]
+                ctx, policy = book_judge_context(books[q.book_id], [u for u in units[0] if u],
+                                                 [u for u in units[1] if u], list(a.contexts), list(b.contexts),
+                                                 backend.count_tokens, budget)
             items.append({"qid": qid, "context": ctx, "question": q.question, "reference": a.reference,
-                          "target_answer": a.answer, "other_answer": b.answer})
+                          "target_answer": a.answer, "other_answer": b.answer, "policy": policy})
             dsets.append(q.dataset)
         if not items:
             continue
+        if collect is not None:
+            collect.extend({**it, "dataset": d, "target": target, "opponent": other} for it, d in zip(items, dsets))
         res = judge_pairs(backend, items, max_new_tokens=max_new_tokens, seed=seed,
                           tag=UsageTag("rag-pairwise-judge", stage="pairwise-judge"))
         for ds in sorted(set(dsets)):
             vs = [r["verdict"] for r, d in zip(res, dsets) if d == ds]
+            pol = [it["policy"] for it, d in zip(items, dsets) if d == ds]
             valid = [[v] for v in vs if v != "invalid"]
             wr = pairwise_win_rate(valid) if valid else {"win_rate": float("nan")}
+            counts = ({f"n_context_{p}": pol.count(p) for p in BOOK_POLICIES} if ds == "literaryqa"
+                      else {"context": pol[0] if pol else ""})
             rows.append({"dataset": ds, "target": target, "opponent": other, "n_pairs": len(vs),
-                         "n_invalid": len(vs) - len(valid), **wr})
+                         "n_invalid": len(vs) - len(valid), **wr, **counts})
     return pd.DataFrame(rows)
 
 
@@ -161,6 +197,330 @@ def table3_reranked(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int
         parts.append(t)
     out = pd.concat(parts, ignore_index=True)
     return out.sort_values(["dataset", "method", "ranking"], kind="stable", ignore_index=True)
+
+
+def table3_scope(cfg: Any, books: Sequence[Any], chunk_sets: Mapping[str, Sequence[Chunk]], seed: int = 0
+                 ) -> tuple[list[EvalQuestion], dict[str, Any], dict[str, list[Chunk]]]:
+    """Table 3's questions and haystack, as notebook 05 builds them and notebook 07 reuses them.
+
+    The questions of ``books`` (LiteraryQA capped per book by ``cfg.literaryqa_max_questions``), kept
+    by ``cfg.question_scope``; with ``common-units`` every chunk set is restricted to the units all
+    of them cover (the same haystack for all). Returns ``(questions, scope report, chunk sets)``.
+    """
+    from .pipeline import evaluation_questions, questions_in_scope
+
+    book_by_id = {b.book_id: b for b in books}
+    questions = evaluation_questions(books, cfg.literaryqa_max_questions, seed)
+    questions, scope = questions_in_scope(questions, chunk_sets, book_by_id, cfg.question_scope)
+    sets = {m: list(cs) for m, cs in chunk_sets.items()}
+    if cfg.question_scope == "common-units":
+        sets = restrict_to_units(sets, set(scope["common_units"]))
+    return questions, scope, sets
+
+
+def table3_evaluator(cfg: Any, embedder: Any, backend: Any, index_root: Any = None, scorer: Any = None) -> RagEvaluator:
+    """The evaluator of Table 3 (App. I.1): ``cfg``'s fusion and its reranker (``cfg.reranker``; a
+    ``scorer`` given here replaces it, for tests)."""
+    from .rerank import make_reranker
+
+    if scorer is None:
+        scorer = make_reranker(cfg.reranker, backend, cfg.reranker_model, cfg.embedding.device,
+                               cfg.max_context_chars_per_chunk)
+    return RagEvaluator(cfg, embedder, backend, scorer, index_root=index_root)
+
+
+def rerank_subset(cfg: Any, questions: Sequence[EvalQuestion], seed: int = 0) -> list[EvalQuestion]:
+    """The questions Table 3 reranks (``cfg.rerank_max_questions`` per dataset, seeded; 0 = all)."""
+    return select_subset(questions, cfg.rerank_max_questions, seed)
+
+
+def table3_final(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int = 20) -> pd.DataFrame:
+    """Table 3 as reported: the reranked ranking where questions were reranked (App. I.1), else the
+    hybrid ranking over every question in scope; column ``ranking`` says which."""
+    from .pipeline import retrieval_table
+
+    t = table3_reranked(rows, gen, k=k)
+    if not t.empty:
+        return t[t["ranking"] == RERANK_LABEL].reset_index(drop=True)
+    t = table3(retrieval_table(rows, k=k), gen, "hybrid")
+    if not t.empty:
+        t.insert(2, "ranking", PRE_RERANK_LABEL + " (no reranker)")
+    return t
+
+
+SPAN_MODES = ("hybrid", "hybrid+rerank")
+
+
+def span_relevance_table(rows: Sequence[Mapping[str, Any]], chunk_sets: Mapping[str, Sequence[Chunk]],
+                         books: Mapping[str, Any], k: int = 20, modes: Sequence[str] = SPAN_MODES) -> pd.DataFrame:
+    """Containment relevance (the reference, LumberChunker's rule) beside span-based relevance (a
+    chunk is relevant when its source spans cover the evidence in the cleaned book text;
+    :func:`litseg_nb.metrics.retrieval.span_relevant`), per (dataset, method, mode), on the same
+    rankings: MRR@k, Hit@1/5/10 and answerable questions under each, and ``n_relevance_differs``
+    (questions whose relevant chunk sets differ). ``verbatim`` says whether every chunk of the set is a
+    span of the source (there the two agree, up to LitSeg's non-adjacent context junctions)."""
+    from ..metrics.retrieval import span_relevant
+
+    per_book: dict[tuple[str, str], list[Chunk]] = {}
+    for m, cs in chunk_sets.items():
+        for c in cs:  # the index order of LibraryIndex.build: chunks of a book in chunk-set order
+            per_book.setdefault((m, c.book_id), []).append(c)
+    cache: dict = {}
+    rel_span: dict[tuple[str, str], set[int]] = {}
+    recs = []
+    for r in rows:
+        if r["mode"] not in modes or r["answerable"] is None or r["method"] not in chunk_sets:
+            continue
+        key = (r["method"], r["qid"])
+        chunks = per_book[(r["method"], r["book_id"])]
+        if key not in rel_span:
+            rel_span[key] = span_relevant(chunks, books[r["book_id"]], r["evidence"], cache)
+        span = rel_span[key]
+        rank_span = next((i for i, d in enumerate(r["top"][:k], 1) if d in span), None)
+        recs.append({"dataset": r["dataset"], "method": r["method"], "mode": r["mode"], "qid": r["qid"],
+                     "rank": r["rank"], "rank_span": rank_span, "answerable": bool(r["answerable"]),
+                     "answerable_span": bool(span), "differs": set(r["relevant"]) != span,
+                     "verbatim": all(c.is_source_span for c in chunks)})
+    cols = ["dataset", "method", "mode", "verbatim", "n_questions", "n_relevance_differs",
+            "n_answerable", "n_answerable_span", f"MRR@{k}", f"MRR@{k}_span",
+            *(f"Hit@{h}{sfx}" for h in (1, 5, 10) for sfx in ("", "_span"))]
+    if not recs:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(recs)
+    out = []
+    rr = lambda x: 0.0 if x is None or pd.isna(x) else 1.0 / x  # noqa: E731
+    hit = lambda x, h: float(x is not None and not pd.isna(x) and x <= h)  # noqa: E731
+    for (ds, m, mode), g in df.groupby(["dataset", "method", "mode"], sort=False):
+        rec = {"dataset": ds, "method": m, "mode": mode, "verbatim": bool(g["verbatim"].all()),
+               "n_questions": len(g), "n_relevance_differs": int(g["differs"].sum()),
+               "n_answerable": int(g["answerable"].sum()), "n_answerable_span": int(g["answerable_span"].sum()),
+               f"MRR@{k}": float(g["rank"].map(rr).mean()), f"MRR@{k}_span": float(g["rank_span"].map(rr).mean())}
+        for h in (1, 5, 10):
+            rec[f"Hit@{h}"] = float(g["rank"].map(lambda x: hit(x, h)).mean())
+            rec[f"Hit@{h}_span"] = float(g["rank_span"].map(lambda x: hit(x, h)).mean())
+        out.append(rec)
+    return pd.DataFrame(out, columns=cols)
+
+
+def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[tuple[str, str]],
+                       questions: Sequence[EvalQuestion], embedder: Any, backend: Any, seed: int = 0,
+                       ks: Sequence[int] = (1, 2, 5, 10, 20)) -> tuple[pd.DataFrame, dict[str, list[Chunk]]]:
+    """LumberChunker's θ sweep (its Figure: θ ∈ [450, 1000] tokens, DCG@k per θ; θ ≈ 550 best).
+
+    LumberChunker (notebook 04's implementation and settings, ``BaselinesConfig``) segments the first
+    ``cfg.lumber_theta_max_units`` of ``unit_keys`` holding GutenQA evidence (0 = all of them, most
+    evidence first) once per budget in ``cfg.lumber_thetas``;
+    each chunk set is indexed alone and scored on the GutenQA questions of ``questions`` whose evidence
+    lies in those units, by dense and by the paper's hybrid retrieval (no reranker: LumberChunker's
+    sweep ranks by embedding similarity). Returns ``(table, chunk sets by θ)``; the table has one row
+    per θ and mode with DCG@k, Recall@k, MRR, the chunk count and mean chunk tokens. Calls are tagged
+    ``lumber-theta`` (stage ``05-theta``); θ = 550 repeats notebook 04's requests (request cache).
+    """
+    from ..chunkers.config import BaselinesConfig
+    from ..chunkers.lumber import lumber_chunks_batch
+    from .pipeline import questions_in_scope, retrieval_table
+
+    bcfg = BaselinesConfig.for_profile(cfg.profile, seed=seed)
+    if bcfg.llm.model != cfg.llm.model:
+        from ..llm import make_backend
+
+        backend = make_backend(bcfg.llm)
+    from ..metrics.retrieval import is_relevant
+
+    def n_evidence(key: tuple[str, str]) -> int:
+        text = books[key[0]].unit(key[1]).text(books[key[0]].text)
+        return sum(1 for q in questions if q.evidence and q.book_id == key[0] and is_relevant(text, q.evidence))
+
+    # the units holding the most question evidence first (ties: unit order), so a capped sweep is scored
+    counts = {k: n_evidence(k) for k in unit_keys}  # units without GutenQA evidence cannot score a θ
+    keys = sorted((k for k in unit_keys if counts[k]), key=lambda k: -counts[k])[: cfg.lumber_theta_max_units or None]
+    if not keys:
+        raise ValueError("LumberChunker θ sweep: no unit to segment (the common-unit scope is empty)")
+    pairs = [(books[b], books[b].unit(u)) for b, u in keys]
+    sets: dict[str, list[Chunk]] = {}
+    for theta in cfg.lumber_thetas:
+        name = f"lumber@theta={theta}"
+        chunks, _ = lumber_chunks_batch(pairs, backend, int(theta), bcfg.lumber_max_retries,
+                                        bcfg.lumber_retry_temperature, bcfg.lumber_max_new_tokens,
+                                        bcfg.lumber_reference_mode, stage="05-theta", method="lumber-theta")
+        sets[name] = [c for cs in chunks for c in cs]
+    qs = [q for q in questions if q.evidence and q.book_id in {b for b, _ in keys}]
+    qs, _ = questions_in_scope(qs, sets, books, "common-units")
+    ev = RagEvaluator(cfg, embedder, backend, None)
+    ev.build_indices(sets)
+    ret = retrieval_table(ev.retrieve(qs), k=cfg.retrieve_top_k)
+    ret = ret[ret["mode"].isin(["dense", "hybrid"])].copy()
+    ret.insert(1, "theta", ret["method"].map(lambda m: int(m.split("=")[1])))
+    size = {m: (len(cs), sum(backend.count_tokens(c.text) for c in cs) / max(1, len(cs))) for m, cs in sets.items()}
+    ret["n_chunks"] = ret["method"].map(lambda m: size[m][0])
+    ret["mean_chunk_tokens"] = ret["method"].map(lambda m: size[m][1])
+    cols = ["dataset", "theta", "mode", "n_questions", "n_chunks", "mean_chunk_tokens",
+            *(f"DCG@{k}" for k in ks), *(f"Recall@{k}" for k in ks), f"MRR@{cfg.retrieve_top_k}"]
+    return ret[[c for c in cols if c in ret.columns]].sort_values(["mode", "theta"], ignore_index=True), sets
+
+
+def plot_theta_sweep(sweep: pd.DataFrame, mode: str = "hybrid", ks: Sequence[int] = (1, 2, 5, 10, 20)):
+    """LumberChunker's θ figure: DCG@k (%) against θ, one line per k."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    sub = sweep[sweep["mode"] == mode].sort_values("theta")
+    for k in ks:
+        if f"DCG@{k}" in sub:
+            ax.plot(sub["theta"], 100 * sub[f"DCG@{k}"], marker="o", label=f"DCG@{k}")
+    ax.set_xlabel("θ (token budget of the window G_i)")
+    ax.set_ylabel("DCG@k (%)")
+    ax.set_xticks(list(sub["theta"]))
+    ax.set_title(f"LumberChunker θ sweep ({mode} retrieval)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+PAPER_CASE_BOOKS = ("Barchester Towers", "The Vampyre", "The House of the Seven Gables")  # App. C, Figures 4-5
+
+
+def _evidence_cut(chunks: Sequence[Chunk], book: Any, evidence: str) -> tuple[int, int] | None:
+    """The book-text span of the chunk holding ``evidence`` (a chunk that contains it; else, where the
+    evidence is split, the chunk holding its first character), or None when it is not in the book."""
+    from ..metrics.retrieval import chunk_source_spans, evidence_char_spans, spans_cover
+
+    occ = evidence_char_spans(book.text, evidence)
+    if not occ:
+        return None
+    s, e = occ[0]
+    best = None
+    for c in chunks:
+        if not c.spans:
+            continue
+        src = chunk_source_spans(c, book)
+        if spans_cover(src, s, e, book.text):
+            return (min(a for a, _ in src), max(b for _, b in src))
+        if best is None and any(a <= s < b for a, b in src):
+            best = (min(a for a, _ in src), max(b for _, b in src))
+    return best
+
+
+def choose_case_question(gen: pd.DataFrame, chunk_sets: Mapping[str, Sequence[Chunk]], books: Mapping[str, Any],
+                         questions: Sequence[EvalQuestion],
+                         prefer_titles: Sequence[str] = PAPER_CASE_BOOKS) -> tuple[str, str]:
+    """The case-study question (Figures 4-5) and the rule that chose it.
+
+    Candidates: questions every generating method answered. If some are from the paper's case-study
+    books (``prefer_titles``: Barchester Towers, The Vampyre, The House of the Seven Gables, matched by
+    title), only those. Rule: the question whose evidence the methods split most
+    differently — the most distinct book-text spans among the chunks holding the evidence (one per
+    method); then the most methods whose handed chunks miss the evidence; then the question id. A
+    question without evidence (LiteraryQA) counts the distinct top-1 chunks handed to the generator.
+    """
+    methods = sorted(set(gen["method"]))
+    by_q = gen.groupby("qid")["method"].nunique()
+    cands = [q for q in questions if by_q.get(q.qid, 0) == len(methods)]
+    if not cands:
+        raise ValueError("no question was answered by every generating method: no case study")
+    preferred = [q for q in cands if any(t.lower() in q.title.lower() for t in prefer_titles)]
+    pool = preferred or cands
+    per_book: dict[tuple[str, str], list[Chunk]] = {}
+    for m, cs in chunk_sets.items():
+        for c in cs:
+            per_book.setdefault((m, c.book_id), []).append(c)
+    from ..metrics.retrieval import is_relevant
+
+    def score(q: EvalQuestion) -> tuple[int, int, str]:
+        rows = gen[gen["qid"] == q.qid]
+        if q.evidence:
+            cuts = {_evidence_cut(per_book.get((m, q.book_id), []), books[q.book_id], q.evidence) for m in methods}
+            missed = sum(not any(is_relevant(t, q.evidence) for t in r.contexts) for r in rows.itertuples())
+            return (-len(cuts), -missed, q.qid)
+        return (-len({r.contexts[0] if len(r.contexts) else "" for r in rows.itertuples()}), 0, q.qid)
+
+    best = min(pool, key=score)
+    n_cuts = -score(best)[0]
+    where = "the paper's case-study books" if preferred else "all answered questions"
+    rule = (f"among {len(pool)} question(s) answered by all {len(methods)} methods ({where}): the one whose evidence "
+            f"the methods split most differently ({n_cuts} distinct chunk spans holding the evidence), then the most "
+            "methods missing it, then question id")
+    return best.qid, rule
+
+
+def case_study(gen: pd.DataFrame, qid: str, questions: Sequence[EvalQuestion]) -> list[dict[str, Any]]:
+    """Per method: the top chunk it handed the generator (and how many it handed), whether any handed
+    chunk holds the evidence, the evidence's position in the shown chunk, and the method's answer."""
+    from ..metrics.retrieval import _normalized_with_offsets, is_relevant, normalize_for_match
+
+    q = next(x for x in questions if x.qid == qid)
+    out = []
+    for r in gen[gen["qid"] == qid].sort_values("method").itertuples():
+        ctx = list(r.contexts)
+        shown = next((t for t in ctx if q.evidence and is_relevant(t, q.evidence)), ctx[0] if ctx else "")
+        mark = None
+        target = q.evidence or (q.answers[0] if q.answers else "")
+        if target:
+            norm, pos = _normalized_with_offsets(shown)
+            at = norm.find(normalize_for_match(target))
+            if at >= 0:
+                mark = (pos[at], pos[at + len(normalize_for_match(target)) - 1] + 1)
+        out.append({"method": r.method, "chunk": shown, "n_handed": len(ctx), "rank_shown": ctx.index(shown) + 1 if ctx else None,
+                    "evidence_handed": bool(q.evidence) and any(is_relevant(t, q.evidence) for t in ctx),
+                    "mark": mark, "answer": r.answer, "question": q.question, "reference": r.reference,
+                    "marked": "evidence" if q.evidence else "reference answer"})
+    return out
+
+
+def case_study_html(case: Sequence[Mapping[str, Any]], title: str, rule: str) -> str:
+    """The case study as HTML (JupyterLab): one row per method, its chunk with the evidence highlighted,
+    its answer beside it."""
+    import html as _h
+
+    rows = []
+    for c in case:
+        t = c["chunk"]
+        if c["mark"]:
+            a, b = c["mark"]
+            body = (_h.escape(t[:a]) + "<mark>" + _h.escape(t[a:b]) + "</mark>" + _h.escape(t[b:]))
+        else:
+            body = _h.escape(t)
+        body = body.replace("\n", "<br>")
+        flag = "evidence handed" if c["evidence_handed"] else "evidence NOT handed"
+        rows.append(f"<tr><td style='vertical-align:top'><b>{_h.escape(c['method'])}</b><br><small>{flag}; chunk "
+                    f"{c['rank_shown']} of {c['n_handed']} handed</small></td><td style='max-width:48em;"
+                    f"vertical-align:top;text-align:left'>{body}</td><td style='vertical-align:top;max-width:18em'>"
+                    f"{_h.escape(c['answer'])}</td></tr>")
+    q = case[0] if case else {"question": "", "reference": "", "marked": ""}
+    return (f"<h4>{_h.escape(title)}</h4><p><b>Question:</b> {_h.escape(q['question'])}<br><b>Reference:</b> "
+            f"{_h.escape(q['reference'])}<br><small>highlighted: {_h.escape(q['marked'])}; chosen by: "
+            f"{_h.escape(rule)}</small></p><table><tr><th>method</th><th>chunk handed to the generator</th>"
+            f"<th>answer</th></tr>" + "".join(rows) + "</table>")
+
+
+def plot_case_study(case: Sequence[Mapping[str, Any]], title: str, width: int = 90, max_lines: int = 14):
+    """Figures 4-5 shape as a figure: per method its handed chunk (evidence between ⟦ ⟧ and in a box) and
+    its answer."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+
+    n = max(1, len(case))
+    fig, axes = plt.subplots(n, 1, figsize=(9.5, 2.3 * n), squeeze=False)
+    for ax, c in zip(axes[:, 0], case):
+        t = c["chunk"]
+        if c["mark"]:
+            a, b = c["mark"]
+            t = t[:a] + "⟦" + t[a:b] + "⟧" + t[b:]
+        lines = textwrap.wrap(" ".join(t.split()), width)
+        if len(lines) > max_lines:  # centre the shown lines on the evidence
+            at = next((i for i, ln in enumerate(lines) if "⟦" in ln), 0)
+            lo = max(0, min(at - max_lines // 2, len(lines) - max_lines))
+            lines = (["…"] if lo else []) + lines[lo:lo + max_lines] + (["…"] if lo + max_lines < len(lines) else [])
+        ax.axis("off")
+        ax.text(0.0, 1.0, f"{c['method']} — {'evidence handed' if c['evidence_handed'] else 'evidence NOT handed'}",
+                fontsize=8, fontweight="bold", va="top", transform=ax.transAxes)
+        ax.text(0.0, 0.86, "\n".join(lines), fontsize=6.5, va="top", family="monospace", transform=ax.transAxes)
+        ax.text(0.0, -0.02, "answer: " + textwrap.shorten(c["answer"] or "(empty)", 140), fontsize=7, va="top",
+                color="#1f4e79", transform=ax.transAxes)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
 
 
 def fusion_comparison(retrieval: pd.DataFrame, fusion_weights: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:

@@ -1,0 +1,37 @@
+"""Case studies (issue #21.11, Figures 4-5): the question whose evidence the methods split most
+differently, by a stated rule; per method its handed chunk with the evidence marked and its answer."""
+import pandas as pd
+
+from litseg_nb.rag.pipeline import EvalQuestion
+from litseg_nb.rag.report import case_study, case_study_html, choose_case_question, plot_case_study
+from litseg_nb.schema import make_sentence_chunk
+
+from conftest import make_book
+
+
+def test_case_question_is_the_one_the_methods_split_most_differently():
+    book = make_book("gutenqa:E", units=1, n=8, dataset="gutenqa")
+    u, t = book.units[0], book.text
+    sent = lambda i: t[u.sentences[i - 1].start:u.sentences[i - 1].end]  # noqa: E731
+    # a: windows 1-4 / 5-8; b: 1-2 / 3-8; c: every sentence alone
+    sets = {"a": [make_sentence_chunk(book, u, "a", 0, 1, 4), make_sentence_chunk(book, u, "a", 1, 5, 8)],
+            "b": [make_sentence_chunk(book, u, "b", 0, 1, 2), make_sentence_chunk(book, u, "b", 1, 3, 8)],
+            "c": [make_sentence_chunk(book, u, "c", i, i + 1, i + 1) for i in range(8)]}
+    q_same = EvalQuestion("q1", "gutenqa", book.book_id, book.title, "?", ("x",), sent(1))  # a, b: 1-x ... c: 1
+    q_diff = EvalQuestion("q2", "gutenqa", book.book_id, book.title, "?", ("x",), sent(3))  # a 1-4, b 3-8, c 3
+    q_none = EvalQuestion("q3", "gutenqa", book.book_id, book.title, "?", ("x",), sent(6))  # a 5-8, b 3-8, c 6
+    gen = pd.DataFrame([{"method": m, "qid": q.qid, "answer": f"{m} says", "reference": "x",
+                         "contexts": [c.text for c in sets[m][:1]]} for m in sets for q in (q_same, q_diff, q_none)])
+    qid, rule = choose_case_question(gen, sets, {book.book_id: book}, [q_same, q_diff, q_none])
+    # q1: spans (1-4), (1-2), (1) -> 3 distinct; q2: (1-4), (3-8), (3) -> 3, but more methods miss it; q3: 3, all miss
+    assert qid == "q3" and "split most differently (3 distinct" in rule
+    case = case_study(gen, qid, [q_same, q_diff, q_none])
+    assert [c["method"] for c in case] == ["a", "b", "c"] and not any(c["evidence_handed"] for c in case)
+    page = case_study_html(case, "title", rule)
+    assert "a says" in page and "<table>" in page
+    case1 = case_study(gen, "q1", [q_same, q_diff, q_none])
+    a, b = case1[0]["mark"]
+    assert case1[0]["evidence_handed"] and case1[0]["chunk"][a:b] == sent(1)
+    assert "<mark>" + sent(1) in case_study_html(case1, "t", rule)
+    fig = plot_case_study(case1, "t")
+    assert len(fig.axes) == 3
