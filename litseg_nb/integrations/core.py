@@ -8,6 +8,7 @@ all the documents it sees.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any, Mapping
 
 from ..schema import Book, Chunk
@@ -52,7 +53,8 @@ class Segmenter:
         from ..corpus import index_book
 
         doc_id = doc_id or "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-        book = Book(book_id=doc_id, title=title or doc_id, dataset="text", text=text, source=doc_id)
+        book = Book(book_id=doc_id, title=title or doc_id, dataset="text", text=text,
+                    paragraphs=text_paragraphs(text), source=doc_id)
         return index_book(book, self.cfg.corpus.max_unit_words, self.cfg.corpus.sentence_splitter)
 
     def segment(self, text: str, doc_id: str | None = None, title: str | None = None) -> tuple[Book, list[Chunk]]:
@@ -67,6 +69,20 @@ class Segmenter:
         chunks = segment(book, self.method, profile=self.profile, backend=self.backend, embedder=self.embedder,
                          **self.options)
         return book, chunks
+
+
+def text_paragraphs(text: str) -> list[tuple[int, int]]:
+    """Spans of the blank-line separated paragraphs of ``text`` (whitespace-trimmed; text unchanged)."""
+    from ..chunkers.base import trim_span
+
+    out, pos = [], 0
+    for m in [*re.finditer(r"\n[ \t]*\n", text), None]:
+        end = m.start() if m else len(text)
+        span = trim_span(text, pos, end)
+        if span:
+            out.append(span)
+        pos = m.end() if m else pos
+    return out
 
 
 def chunk_metadata(c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
