@@ -40,7 +40,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from ..config import ConfigError, StageConfig, _build, _check_profile, _merge, between, SHARED_PROFILE_DEFAULTS
+from ..config import (SHARED_PROFILE_DEFAULTS, ConfigError, StageConfig, _build, _check_profile, _merge, between,
+                      one_of)
 from ..schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, chunks_from_spans, load_tokenizer, where
 
@@ -113,6 +114,14 @@ def is_library_method(name: str) -> bool:
     return isinstance(name, str) and name.startswith(PREFIX)
 
 
+TEST_PRESETS = ("lib:chonkie-token", "lib:llamaindex-sentence", "lib:langchain-recursive", "lib:semchunk")
+
+
+def cheap_presets() -> tuple[str, ...]:
+    """The presets that need no embedder and no LLM."""
+    return tuple(PREFIX + n for n, p in PRESETS.items() if p.cheap)
+
+
 # --------------------------------------------------------------------------- config
 @dataclass(frozen=True)
 class LibraryConfig(StageConfig):
@@ -125,6 +134,22 @@ class LibraryConfig(StageConfig):
     fill_gaps: bool = True  # sentences no piece covers become flagged gap chunks (False: error)
     options: tuple[tuple[str, Any], ...] = ()  # the library's keyword arguments (over the preset's)
     genie_max_new_tokens: int = 16  # chonkie-slumber: reply cap of the LLM (an index is asked for)
+    # notebook 04: the presets it runs (test: one cheap splitter of each library, no embedder or LLM: CI budget)
+    presets: tuple[str, ...] = one_of(PRESET_NAMES, *PRESET_NAMES)
+
+    @classmethod
+    def profile_defaults(cls, profile: str) -> dict[str, Any]:
+        if profile == "test":
+            return {"presets": TEST_PRESETS}
+        return {}
+
+    @classmethod
+    def like(cls, cfg: Any, **overrides: Any) -> "LibraryConfig":
+        """The config of notebook 04's ``cfg`` (a BaselinesConfig): same profile, seed, models, corpus,
+        unit selection and statistics tokenizer."""
+        return cls.for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(), embedding=cfg.embedding.to_dict(),
+                               corpus=cfg.corpus.to_dict(), selection=cfg.selection.to_dict(),
+                               tokenizer=cfg.tokenizer, **overrides)
 
     @classmethod
     def for_profile(cls, profile: str, **overrides: Any):
@@ -692,9 +717,3 @@ def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Ma
                      "precision": f0["precision"], "recall": f0["recall"],
                      "note": preset.note if preset else ""})
     return pd.DataFrame(rows)
-
-
-def cheap_presets() -> tuple[str, ...]:
-    """The presets notebook 04 runs in the ``test`` profile (no embedder, no LLM: CI budget)."""
-    return tuple(PREFIX + n for n, p in PRESETS.items() if p.cheap)
-
