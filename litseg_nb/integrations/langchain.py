@@ -24,6 +24,15 @@ from langchain_text_splitters import TextSplitter
 from .core import Segmenter, chunk_metadata
 
 
+def profile_embeddings(profile: str = "smoke") -> Any:
+    """The profile's embedding model (offline MiniLM in test/smoke) as LangChain ``Embeddings``."""
+    from ..chunkers.library import langchain_embeddings
+    from ..config import StageConfig
+    from ..embeddings import load_embedder
+
+    return langchain_embeddings(load_embedder(StageConfig.for_profile(profile).embedding))
+
+
 class LitSegTextSplitter(TextSplitter):
     """Any registered method (``litseg``, ``litseg-lite``, a baseline, ``lib:<preset>``) as a
     LangChain text splitter. ``options`` are overrides of the method's config (see

@@ -25,6 +25,15 @@ from .core import Segmenter, chunk_metadata
 _SPAN_KEY = "_litseg_span"
 
 
+def profile_embedding(profile: str = "smoke") -> Any:
+    """The profile's embedding model (offline MiniLM in test/smoke) as a LlamaIndex ``BaseEmbedding``."""
+    from ..chunkers.library import llamaindex_embedding
+    from ..config import StageConfig
+    from ..embeddings import load_embedder
+
+    return llamaindex_embedding(load_embedder(StageConfig.for_profile(profile).embedding))
+
+
 class LitSegNodeParser(NodeParser):
     """Any registered method as a LlamaIndex node parser (``options``: overrides of its config)."""
 
