@@ -105,3 +105,27 @@ def test_cli_segment_raw_book_with_a_preset(data_dir, tmp_path, capsys):
     assert chunks and {c.method for c in chunks} == {"lib:semchunk"}
     book = litseg_nb.load_text(data_dir / BOOK, max_unit_words=LibraryConfig.for_profile("test").corpus.max_unit_words)
     _check(book, chunks, 2)
+
+
+def test_token_counting_presets_use_the_configured_local_tokenizer_not_tiktoken():
+    """No preset falls back to a library default tokenizer (tiktoken's cl100k/gpt2, which LlamaIndex
+    ships and LangChain downloads): every token count is the config's tokenizer (MiniLM here)."""
+    import functools
+
+    from litseg_nb.chunkers.library import build_splitter
+
+    def tiktoken_inside(obj, depth=0):
+        if depth > 3:
+            return False
+        if "tiktoken" in type(obj).__module__:
+            return True
+        if isinstance(obj, functools.partial):
+            return tiktoken_inside(getattr(obj.func, "__self__", obj.func), depth + 1)
+        vals = vars(obj).values() if hasattr(obj, "__dict__") else ()
+        extra = getattr(obj, "__pydantic_private__", None) or {}
+        return any(tiktoken_inside(v, depth + 1) for v in [*vals, *extra.values()])
+
+    cfg = LibraryConfig.for_profile("test")
+    for name in cheap_presets():
+        sp = build_splitter(name, cfg)
+        assert not tiktoken_inside(sp.obj), name

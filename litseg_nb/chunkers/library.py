@@ -210,7 +210,10 @@ def accepted_params(obj: Any) -> set[str] | None:
     """Keyword arguments ``obj`` (a class or function) accepts; None when it takes any."""
     fields = getattr(obj, "model_fields", None)  # pydantic (LlamaIndex node parsers)
     if isinstance(fields, Mapping):
-        return set(fields)
+        # fields, plus what an explicit __init__ takes (SentenceSplitter's tokenizer is a private attribute)
+        init = inspect.signature(obj.__init__).parameters.values()
+        return set(fields) | {p.name for p in init if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                                                       p.KEYWORD_ONLY)}
     names: set[str] = set()
     classes = [c for c in getattr(obj, "__mro__", ()) if "__init__" in vars(c) and c is not object] or [obj]
     for c in classes:
