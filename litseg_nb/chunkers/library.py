@@ -136,11 +136,19 @@ class LibraryConfig(StageConfig):
     genie_max_new_tokens: int = 16  # chonkie-slumber: reply cap of the LLM (an index is asked for)
     # notebook 04: the presets it runs (test: one cheap splitter of each library, no embedder or LLM: CI budget)
     presets: tuple[str, ...] = one_of(PRESET_NAMES, *PRESET_NAMES)
+    # notebook 04: the units the embedding presets run on: "selection" = the shared unit selection
+    # the LLM methods segment (smoke: chonkie's semantic chunker embeds ~3 texts per sentence, about
+    # 10 s per 900-word unit with MiniLM on a loaded 2-core machine, so all of Emma would take
+    # ~30 min), "all" = every unit of BaselinesConfig.semantic_books. The LLM preset always runs on
+    # the selection. Notebook 05 compares chunkers on the units they all cover, so it loses nothing.
+    embedding_units: str = one_of("all", "selection", "all")
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
         if profile == "test":
             return {"presets": TEST_PRESETS}
+        if profile == "smoke":
+            return {"embedding_units": "selection"}
         return {}
 
     @classmethod
@@ -622,8 +630,9 @@ def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequ
                         embed_books: Sequence[str] = (), save_profile: str | None = None):
     """Run the ``lib:`` presets over ``books`` the way notebook 04 runs the baselines: text-only
     presets on every unit, embedding presets on the books ``embed_books`` (ids or title substrings;
-    empty = all, as ``BaselinesConfig.semantic_books``), the LLM preset on ``llm_items`` (the shared
-    unit selection). Returns ``(chunk sets, run table)``; saves each set to
+    empty = all, as ``BaselinesConfig.semantic_books``) or, with ``cfg.embedding_units == "selection"``,
+    on ``llm_items`` (the shared unit selection), the LLM preset on ``llm_items``. Returns ``(chunk sets,
+    run table)``; saves each set to
     ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` for notebooks 05/06."""
     import time
 
@@ -637,12 +646,14 @@ def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequ
     for name in tqdm(list(presets), desc="library presets"):
         name = name if is_library_method(name) else PREFIX + name
         need = needs_of(name)
-        if need == "llm":
+        if need == "llm" or (need == "embedder" and cfg.embedding_units == "selection"):
             items = list(llm_items)
         else:
             items = [(b, u) for b in books if need != "embedder" or not embed_books or book_matches(b, embed_books)
                      for u in b.units if u.n_sentences]
-        if not items:
+        if not items:  # e.g. a chunkers subset without LLM methods: no unit selection was made
+            rows.append({"method": name, "library": resolve(name)[0], "needs": need, "units": 0, "chunks": 0,
+                         "note": "not run: no units (the LLM unit selection is empty)"})
             continue
         t0 = time.perf_counter()
         chunks, extra = chunk_units(name, items, cfg, backend=backend, embedder=embedder)
@@ -654,7 +665,8 @@ def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequ
                      "fuzzy": al.get("anchored"), "not_found": al.get("not_found"),
                      "gap_chunks": al.get("gap_chunks"), "library_coverage": al.get("coverage"),
                      "overlap": al.get("overlap"), "llm_calls": extra.get("genie_calls", 0),
-                     "invalid_replies": extra.get("invalid_replies", 0), "seconds": time.perf_counter() - t0})
+                     "invalid_replies": extra.get("invalid_replies", 0), "seconds": time.perf_counter() - t0,
+                     "note": "unit selection" if len(items) == len(llm_items) and need != "text" else ""})
         if save_profile:
             from ..artifacts import artifact_path
             from ..schema import save_chunks
