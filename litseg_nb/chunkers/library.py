@@ -136,11 +136,15 @@ class LibraryConfig(StageConfig):
     genie_max_new_tokens: int = 16  # chonkie-slumber: reply cap of the LLM (an index is asked for)
     # notebook 04: the presets it runs (test: one cheap splitter of each library, no embedder or LLM: CI budget)
     presets: tuple[str, ...] = one_of(PRESET_NAMES, *PRESET_NAMES)
-    # notebook 04: the units the embedding presets run on: "selection" = the shared unit selection
-    # the LLM methods segment (smoke: chonkie's semantic chunker embeds ~3 texts per sentence, about
-    # 10 s per 900-word unit with MiniLM on a loaded 2-core machine, so all of Emma would take
-    # ~30 min), "all" = every unit of BaselinesConfig.semantic_books. The LLM preset always runs on
-    # the selection. Notebook 05 compares chunkers on the units they all cover, so it loses nothing.
+    # notebook 04: the books the presets run on (ids or title substrings; empty = every corpus book).
+    # smoke: the evaluation book only, as BaselinesConfig.semantic_books (CPU budget: notebooks 05/06
+    # would also index and score each set on every book)
+    books: tuple[str, ...] = ()
+    # ... and the units the embedding presets run on: "selection" = the shared unit selection the LLM
+    # methods segment (smoke: chonkie's semantic chunker embeds ~3 texts per sentence, about 10 s per
+    # 900-word unit with MiniLM on a loaded 2-core machine, so all of Emma would take ~30 min), "all" =
+    # every unit of ``books``. The LLM preset always runs on the selection. Notebook 05 compares
+    # chunkers on the units they all cover (the selection), so it loses nothing.
     embedding_units: str = one_of("all", "selection", "all")
 
     @classmethod
@@ -148,7 +152,7 @@ class LibraryConfig(StageConfig):
         if profile == "test":
             return {"presets": TEST_PRESETS}
         if profile == "smoke":
-            return {"embedding_units": "selection"}
+            return {"books": ("gutenqa:Emma_-_Jane_Austen",), "embedding_units": "selection"}
         return {}
 
     @classmethod
@@ -176,6 +180,12 @@ class LibraryConfig(StageConfig):
 
     def describe(self) -> str:  # noqa: D102
         return super().describe() + f" | tokenizer={self.tokenizer}"
+
+    def presets_note(self) -> str:
+        """Where notebook 04 ran the presets and with which library versions (for table captions)."""
+        versions = ", ".join(f"{k}=={v}" for k, v in preset_versions().items() if v)
+        return (f"library presets on {','.join(self.books) or 'every book'}; embedding presets on "
+                f"{self.embedding_units} units; LLM preset on the unit selection | {versions}")
 
 
 # --------------------------------------------------------------------------- resolution
@@ -627,12 +637,11 @@ def preset_versions() -> dict[str, str]:
 
 def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequence[str], backend: Any = None,
                         embedder: Any = None, llm_items: Sequence[tuple[Book, Unit]] = (),
-                        embed_books: Sequence[str] = (), save_profile: str | None = None):
-    """Run the ``lib:`` presets over ``books`` the way notebook 04 runs the baselines: text-only
-    presets on every unit, embedding presets on the books ``embed_books`` (ids or title substrings;
-    empty = all, as ``BaselinesConfig.semantic_books``) or, with ``cfg.embedding_units == "selection"``,
-    on ``llm_items`` (the shared unit selection), the LLM preset on ``llm_items``. Returns ``(chunk sets,
-    run table)``; saves each set to
+                        save_profile: str | None = None):
+    """Run the ``lib:`` presets the way notebook 04 runs the baselines: on every unit of the books
+    ``cfg.books`` names (empty = all of ``books``); the embedding presets, with
+    ``cfg.embedding_units == "selection"``, and the LLM preset on ``llm_items`` (the shared unit
+    selection). Returns ``(chunk sets, run table)``; saves each set to
     ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` for notebooks 05/06."""
     import time
 
@@ -649,7 +658,7 @@ def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequ
         if need == "llm" or (need == "embedder" and cfg.embedding_units == "selection"):
             items = list(llm_items)
         else:
-            items = [(b, u) for b in books if need != "embedder" or not embed_books or book_matches(b, embed_books)
+            items = [(b, u) for b in books if not cfg.books or book_matches(b, cfg.books)
                      for u in b.units if u.n_sentences]
         if not items:  # e.g. a chunkers subset without LLM methods: no unit selection was made
             rows.append({"method": name, "library": resolve(name)[0], "needs": need, "units": 0, "chunks": 0,
