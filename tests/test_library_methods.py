@@ -129,3 +129,25 @@ def test_token_counting_presets_use_the_configured_local_tokenizer_not_tiktoken(
     for name in cheap_presets():
         sp = build_splitter(name, cfg)
         assert not tiktoken_inside(sp.obj), name
+
+
+@pytest.mark.slow
+def test_chonkie_slumber_runs_on_our_llm_backend_and_counts_its_silent_fallbacks(book):
+    """chonkie's LumberChunker-style SlumberChunker with the test profile's tiny random model as its
+    genie (through the request cache and usage ledger): chunks cover every sentence, every call is
+    recorded, and windows chonkie kept together after invalid replies are counted as fallbacks."""
+    from litseg_nb.chunkers.registry import chunk_units
+    from litseg_nb.llm import make_backend
+
+    cfg = LibraryConfig.for_profile("test", chunk_size=120)
+    backend = make_backend(cfg.llm)
+    items = [(book, u) for u in book.units if u.n_sentences][:1]
+    chunks, extra = chunk_units("lib:chonkie-slumber", items, cfg, backend=backend)
+    _check(book, chunks, 1)
+    assert extra["genie_calls"] > 0
+    usage = backend.ledger.to_frame()
+    assert int(usage[usage.method == "lib:chonkie-slumber"]["calls"].sum()) == extra["genie_calls"]
+    # the random model never answers with a valid index (greedy, deterministic): every window is a
+    # fallback, asked 3 times (chonkie's max_retries), and counted as such
+    assert extra["genie_fallbacks"] > 0 and extra["fallbacks"] >= extra["genie_fallbacks"]
+    assert extra["invalid_replies"] == 3 * extra["genie_fallbacks"]

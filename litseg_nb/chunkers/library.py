@@ -384,8 +384,18 @@ def chonkie_embeddings(embedder: Any, tok: Any) -> Any:
 
 @dataclass
 class GenieStats:
+    """What chonkie's SlumberChunker asked the LLM. chonkie retries a prompt only after an invalid
+    reply (no integer, or an index past the window) and, after ``max_retries``, silently keeps the
+    window's passages together; greedy decoding through the request cache repeats the reply, so a
+    prompt asked more than once is one such fallback (``repeated_prompts``)."""
+
     calls: int = 0
-    no_integer: int = 0  # replies without an integer: chonkie keeps the passages together (its fallback)
+    no_integer: int = 0  # replies without any integer
+    prompts: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def repeated_prompts(self) -> int:
+        return sum(1 for n in self.prompts.values() if n > 1)
 
 
 def chonkie_genie(backend: Any, method: str, max_new_tokens: int, stats: GenieStats, book_id: Callable[[], str]) -> Any:
@@ -401,6 +411,7 @@ def chonkie_genie(backend: Any, method: str, max_new_tokens: int, stats: GenieSt
             gen = backend.chat([[{"role": "user", "content": prompt}]], SamplingParams(max_new_tokens=max_new_tokens),
                                tag=UsageTag(method, book_id(), STAGE))[0]
             stats.calls += 1
+            stats.prompts[prompt] = stats.prompts.get(prompt, 0) + 1
             if not re.search(r"\d+", gen.text or ""):
                 stats.no_integer += 1
             return gen.text
@@ -614,8 +625,10 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryCo
         out.append(align_unit(b, u, name, pieces, counts, cfg.min_score, cfg.fill_gaps, sp.target))
     extra: dict[str, Any] = {"fallbacks": counts.gap_chunks + counts.not_found, "alignment": counts.to_dict()}
     if sp.genie is not None:
-        extra["invalid_replies"] = sp.genie.no_integer
+        extra["invalid_replies"] = sp.genie.calls - len(sp.genie.prompts) + sp.genie.repeated_prompts
         extra["genie_calls"] = sp.genie.calls
+        extra["genie_fallbacks"] = sp.genie.repeated_prompts  # windows chonkie kept together after failures
+        extra["fallbacks"] += sp.genie.repeated_prompts
     msg = f"[litseg_nb] {name}: {counts.summary()}"
     (log.warning if counts.not_found or counts.gap_chunks else log.info)(msg)
     return out, extra
@@ -674,6 +687,7 @@ def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequ
                      "fuzzy": al.get("anchored"), "not_found": al.get("not_found"),
                      "gap_chunks": al.get("gap_chunks"), "library_coverage": al.get("coverage"),
                      "overlap": al.get("overlap"), "llm_calls": extra.get("genie_calls", 0),
+                     "llm_fallbacks": extra.get("genie_fallbacks", 0),
                      "invalid_replies": extra.get("invalid_replies", 0), "seconds": time.perf_counter() - t0,
                      "note": "unit selection" if len(items) == len(llm_items) and need != "text" else ""})
         if save_profile:
