@@ -44,8 +44,8 @@ def test_semantic_presets_use_the_profile_embedder(book):
 
     emb = load_embedder(LibraryConfig.for_profile("test").embedding)
     for preset in ("chonkie-semantic", "llamaindex-semantic", "langchain-semantic"):
-        chunks = litseg_nb.segment(book, f"lib:{preset}", profile="test", max_units=2, embedder=emb)
-        _check(book, chunks, 2)
+        chunks = litseg_nb.segment(book, f"lib:{preset}", profile="test", max_units=1, embedder=emb)
+        _check(book, chunks, 1)
 
 
 def test_generic_class_with_library_options(book):

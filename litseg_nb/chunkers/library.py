@@ -630,7 +630,9 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryCo
         extra["genie_fallbacks"] = sp.genie.repeated_prompts  # windows chonkie kept together after failures
         extra["fallbacks"] += sp.genie.repeated_prompts
     msg = f"[litseg_nb] {name}: {counts.summary()}"
-    (log.warning if counts.not_found or counts.gap_chunks else log.info)(msg)
+    if sp.genie is not None:
+        msg += f" | LLM calls {sp.genie.calls}, windows kept together after invalid replies {sp.genie.repeated_prompts}"
+    (log.warning if extra["fallbacks"] else log.info)(msg)
     return out, extra
 
 
