@@ -102,3 +102,34 @@ def test_litseg_itself_through_the_langchain_splitter_on_the_tiny_model(text):
         if md["is_source_span"]:
             _slices(short, md["start_index"], md["end_index"], md["spans"], md["main_text"])
             assert d.page_content.endswith(md["main_text"]) or md["subtitle"] or md["context_idx"]
+
+
+def test_an_openai_compatible_server_drives_the_llm_method_inside_llamaindex(text):
+    """Any backend: the node parser's LLM method (chonkie's SlumberChunker as ``lib:chonkie-slumber``)
+    talks to an OpenAI-compatible server (a loopback fake answering split index 2)."""
+    import sys
+    from pathlib import Path
+
+    from llama_index.core import Document
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fakes import LoopbackServer, chat_reply
+
+    from litseg_nb.integrations.llamaindex import LitSegNodeParser
+
+    class Splits(LoopbackServer):
+        def respond(self, handler, body):
+            self.send(handler, 200, chat_reply("2"))
+
+    short = text[:text.index("\n\n", 1500)]
+    with Splits() as srv:
+        parser = LitSegNodeParser(method="lib:chonkie-slumber", profile="test",
+                                  options={"llm": {"backend": "openai", "base_urls": (srv.url,), "model": "fake",
+                                                   "use_cache": False}, "chunk_size": 60})
+        nodes = parser.get_nodes_from_documents([Document(text=short)])
+        assert srv.requests and all(r["path"].endswith("/chat/completions") for r in srv.requests)
+    assert len(nodes) >= 2
+    for n in nodes:
+        _slices(short, n.start_char_idx, n.end_char_idx, n.metadata["spans"], n.metadata["main_text"])
+    ledger = parser._segmenter.backend.ledger.to_frame()
+    assert int(ledger[ledger.method == "lib:chonkie-slumber"]["calls"].sum()) == len(srv.requests)
