@@ -40,8 +40,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from ..config import (SHARED_PROFILE_DEFAULTS, ConfigError, StageConfig, _build, _check_profile, _merge, between,
-                      one_of)
+from ..config import ConfigError, StageConfig, between, one_of
 from ..schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, chunks_from_spans, load_tokenizer, where
 
@@ -165,18 +164,12 @@ class LibraryConfig(StageConfig):
 
     @classmethod
     def for_profile(cls, profile: str, **overrides: Any):
-        _check_profile(profile)
         known = {f.name for f in dataclasses.fields(cls) if f.init}
-        lib = {k: v for k, v in overrides.items() if k not in known}
         ours = {k: v for k, v in overrides.items() if k in known}
+        lib = {k: v for k, v in overrides.items() if k not in known}
         if lib:
-            ours["options"] = tuple(dict(ours.get("options", ())) .items()) + tuple(sorted(lib.items()))
-        values = _merge(SHARED_PROFILE_DEFAULTS[profile], cls.profile_defaults(profile))
-        values = _merge(values, ours)
-        values["profile"] = profile
-        if isinstance(values.get("options"), list):
-            values["options"] = tuple(tuple(x) for x in values["options"])
-        return _build(cls, values, f"{cls.__name__}[{profile}]")
+            ours["options"] = tuple(tuple(kv) for kv in ours.get("options", ())) + tuple(sorted(lib.items()))
+        return super().for_profile(profile, **ours)
 
     def describe(self) -> str:  # noqa: D102
         return super().describe() + f" | tokenizer={self.tokenizer}"
@@ -457,8 +450,10 @@ def build_splitter(name: str, cfg: LibraryConfig, backend: Any = None, embedder:
     if params is not None:
         bad = sorted(set(kwargs) - params)
         if bad:
+            ours = sorted(f.name for f in dataclasses.fields(cfg) if f.init)
             raise ConfigError(f"{name}: {target} takes no option(s) {', '.join(map(repr, bad))}; it takes: "
-                              f"{', '.join(sorted(p for p in params if not p.startswith('_')))}")
+                              f"{', '.join(sorted(p for p in params if not p.startswith('_')))} "
+                              f"(LibraryConfig's own keys: {', '.join(ours)})")
     params = params or set()
     tok = load_tokenizer(cfg.tokenizer, backend)
     current = [""]
