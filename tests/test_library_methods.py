@@ -105,6 +105,10 @@ def test_cli_segment_raw_book_with_a_preset(data_dir, tmp_path, capsys):
     assert chunks and {c.method for c in chunks} == {"lib:semchunk"}
     book = litseg_nb.load_text(data_dir / BOOK, max_unit_words=LibraryConfig.for_profile("test").corpus.max_unit_words)
     _check(book, chunks, 2)
+    capsys.readouterr()
+    for method, err in (("lib:nosuch", "unknown library preset 'nosuch'"), ("lib:chonkie.Nope", "chonkie has no 'Nope'")):
+        assert main(["segment", str(data_dir / BOOK), "--method", method, "--profile", "test"]) == 2
+        assert err in capsys.readouterr().err  # one line, no traceback
 
 
 def test_token_counting_presets_use_the_configured_local_tokenizer_not_tiktoken():

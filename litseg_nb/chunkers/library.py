@@ -45,6 +45,12 @@ from ..schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, chunks_from_spans, load_tokenizer, where
 
 log = logging.getLogger(__name__)
+
+
+class LibraryMethodError(ConfigError, ChunkerError):
+    """A ``lib:`` method that cannot be resolved or built (unknown preset, library not installed, not
+    a splitter): a configuration error (the CLI prints one line) and a chunker error."""
+
 PREFIX = "lib:"
 STAGE = "04"
 
@@ -186,7 +192,7 @@ def _import_target(target: str) -> Any:
     """The class or function ``target`` names ("<alias or module>.<Name>")."""
     module, _, attr = target.rpartition(".")
     if not module or not attr:
-        raise ChunkerError(f"lib:{target}: give <library>.<Class>, e.g. lib:chonkie.TokenChunker, or a preset "
+        raise LibraryMethodError(f"lib:{target}: give <library>.<Class>, e.g. lib:chonkie.TokenChunker, or a preset "
                            f"({', '.join(PRESETS)})")
     candidates = ALIASES.get(module, (module,))
     errors = []
@@ -199,20 +205,20 @@ def _import_target(target: str) -> Any:
         if hasattr(m, attr):
             return getattr(m, attr)
         errors.append(f"{mod} has no {attr!r}")
-    raise ChunkerError(f"lib:{target}: cannot load ({'; '.join(errors)}); install the library "
+    raise LibraryMethodError(f"lib:{target}: cannot load ({'; '.join(errors)}); install the library "
                        f"(see the README's library presets)")
 
 
 def resolve(name: str) -> tuple[str, dict[str, Any], LibraryPreset | None]:
     """``(target, preset keyword arguments, preset)`` of method ``name`` (``lib:...``)."""
     if not is_library_method(name):
-        raise ChunkerError(f"{name!r} is not a library method (lib:<preset> or lib:<library>.<Class>)")
+        raise LibraryMethodError(f"{name!r} is not a library method (lib:<preset> or lib:<library>.<Class>)")
     key = name[len(PREFIX):]
     preset = PRESETS.get(key)
     if preset is not None:
         return preset.target, dict(preset.kwargs), preset
     if "." not in key:
-        raise ChunkerError(f"unknown library preset {key!r}; presets: {', '.join(PRESETS)}; or give "
+        raise LibraryMethodError(f"unknown library preset {key!r}; presets: {', '.join(PRESETS)}; or give "
                            f"lib:<library>.<Class> (libraries: {', '.join(ALIASES)})")
     return key, {}, None
 
@@ -502,7 +508,7 @@ def build_splitter(name: str, cfg: LibraryConfig, backend: Any = None, embedder:
         def split(text: str) -> list[str]:
             return list(built(text))
     else:
-        raise ChunkerError(f"{name}: {target} is neither a LangChain TextSplitter, a LlamaIndex NodeParser, a "
+        raise LibraryMethodError(f"{name}: {target} is neither a LangChain TextSplitter, a LlamaIndex NodeParser, a "
                            f"chonkie chunker nor a text -> list[str] callable")
     return Splitter(name, target, built, split, genie_stats, current)
 
