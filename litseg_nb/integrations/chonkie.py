@@ -32,7 +32,7 @@ class LitSegChunker(BaseChunker):
     def __init__(self, method: str = "litseg", profile: str = "smoke", options: dict[str, Any] | None = None,
                  tokenizer: str = "all-MiniLM-L6-v2", backend: Any = None, embedder: Any = None):
         from ..chunkers.base import load_tokenizer
-        from ..chunkers.library import chonkie_tokenizer
+        from ..chunkers.library_adapters import chonkie_tokenizer
 
         self._tok = load_tokenizer(tokenizer)
         super().__init__(tokenizer=chonkie_tokenizer(self._tok))

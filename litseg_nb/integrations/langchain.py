@@ -26,7 +26,7 @@ from .core import Segmenter, chunk_metadata
 
 def profile_embeddings(profile: str = "smoke") -> Any:
     """The profile's embedding model (offline MiniLM in test/smoke) as LangChain ``Embeddings``."""
-    from ..chunkers.library import langchain_embeddings
+    from ..chunkers.library_adapters import langchain_embeddings
     from ..config import StageConfig
     from ..embeddings import load_embedder
 

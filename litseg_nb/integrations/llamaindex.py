@@ -27,7 +27,7 @@ _SPAN_KEY = "_litseg_span"
 
 def profile_embedding(profile: str = "smoke") -> Any:
     """The profile's embedding model (offline MiniLM in test/smoke) as a LlamaIndex ``BaseEmbedding``."""
-    from ..chunkers.library import llamaindex_embedding
+    from ..chunkers.library_adapters import llamaindex_embedding
     from ..config import StageConfig
     from ..embeddings import load_embedder
 
