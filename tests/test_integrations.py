@@ -133,3 +133,30 @@ def test_an_openai_compatible_server_drives_the_llm_method_inside_llamaindex(tex
         _slices(short, n.start_char_idx, n.end_char_idx, n.metadata["spans"], n.metadata["main_text"])
     ledger = parser._segmenter.backend.ledger.to_frame()
     assert int(ledger[ledger.method == "lib:chonkie-slumber"]["calls"].sum()) == len(srv.requests)
+
+
+def test_the_package_imports_and_segments_without_any_host_library(data_dir):
+    """Host libraries are imported lazily: with chonkie, LlamaIndex and the LangChain splitters made
+    unimportable, the package, its registry and litseg_nb.integrations still import and segment, and a
+    lib: method says which library is missing (a configuration error, not an ImportError)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "for m in ('chonkie', 'llama_index', 'semchunk'): sys.modules[m] = None\n"
+        "import litseg_nb, litseg_nb.integrations\n"
+        "from litseg_nb.config import ConfigError\n"
+        f"book = litseg_nb.load_text({str(data_dir / BOOK)!r}, max_unit_words=300)\n"
+        "assert litseg_nb.segment(book, 'paragraph', profile='test', max_units=1)\n"
+        "try:\n"
+        "    litseg_nb.segment(book, 'lib:chonkie-token', profile='test', max_units=1)\n"
+        "except ConfigError as e:\n"
+        "    assert 'cannot load' in str(e) and 'chonkie' in str(e), e\n"
+        "else:\n"
+        "    raise SystemExit('no error')\n"
+        "assert not any(k.split('.')[0] in ('chonkie', 'llama_index') and v is not None for k, v in sys.modules.items())\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
