@@ -136,7 +136,7 @@ def test_an_openai_compatible_server_drives_the_llm_method_inside_llamaindex(tex
 
 
 def test_the_package_imports_and_segments_without_any_host_library(data_dir):
-    """Host libraries are imported lazily: with chonkie, LlamaIndex and the LangChain splitters made
+    """Host libraries are imported lazily: with chonkie, LlamaIndex and semchunk made
     unimportable, the package, its registry and litseg_nb.integrations still import and segment, and a
     lib: method says which library is missing (a configuration error, not an ImportError)."""
     import os
