@@ -94,8 +94,9 @@ PRESETS: dict[str, LibraryPreset] = {
                                          needs="embedder", cheap=False, note="95th-percentile breakpoints, buffer 1, profile embedder"),
     "langchain-recursive": LibraryPreset("langchain.RecursiveCharacterTextSplitter",
                                          (("chunk_size", 1800), ("chunk_overlap", 200),
-                                          ("separators", list(_RECURSIVE_SEPARATORS))), "recursive",
-                                         note="our recursive settings (1,800 chars, 200 overlap)"),
+                                          ("separators", list(_RECURSIVE_SEPARATORS)), ("keep_separator", "end")),
+                                         "recursive", note="our recursive settings (1,800 chars, 200 overlap, "
+                                                           "separators kept at the end of a piece)"),
     "langchain-semantic": LibraryPreset("langchain.SemanticChunker",
                                         (("breakpoint_threshold_type", "percentile"),
                                          ("breakpoint_threshold_amount", 95.0), ("buffer_size", 1)), "semantic",
