@@ -480,6 +480,13 @@ def preset_versions() -> dict[str, str]:
     return out
 
 
+RUN_COLUMNS = ("method", "library", "needs", "books", "units", "chunks", "pieces", "exact", "normalised", "fuzzy",
+               "not_found", "gap_chunks", "library_coverage", "overlap", "llm_calls", "llm_fallbacks",
+               "invalid_replies", "seconds", "note")
+COMPARISON_COLUMNS = ("library_method", "ours", "units", "chunks_library", "chunks_ours", "mean_tokens_library",
+                      "mean_tokens_ours", "boundary_f1", "boundary_f1_pm1", "precision", "recall", "note")
+
+
 def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequence[str], backend: Any = None,
                         embedder: Any = None, llm_items: Sequence[tuple[Book, Unit]] = (),
                         save_profile: str | None = None):
@@ -527,7 +534,7 @@ def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequ
             from ..schema import save_chunks
 
             save_chunks(artifact_path(save_profile, "chunks", f"{name}.jsonl"), chunks)
-    return sets, pd.DataFrame(rows)
+    return sets, pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
 def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int = 0) -> dict[str, float]:
@@ -586,4 +593,4 @@ def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Ma
                      "boundary_f1_pm1": f1["f1"] if keys else float("nan"),
                      "precision": f0["precision"], "recall": f0["recall"],
                      "note": preset.note if preset else ""})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
