@@ -34,6 +34,18 @@ def test_notebook_04_runs_in_test_profile(data_dir):
     matched = pd.read_csv(tables / "04_length_matched.csv")
     assert {"token", "recursive", "semantic", "paragraph"} <= set(matched["method"])
     assert (tables / "04_runs.csv").is_file()
+    # the library splitters (lib: presets), run by the libraries, next to our re-implementations
+    from litseg_nb.chunkers.library import TEST_PRESETS
+
+    lib = pd.read_csv(tables / "04_library_splitters.csv")
+    assert set(lib["method"]) == set(TEST_PRESETS)
+    assert (lib["gap_chunks"] == 0).all() and (lib["not_found"] == 0).all() and (lib["library_coverage"] > 0.99).all()
+    vs = pd.read_csv(tables / "04_library_vs_ours.csv").set_index("library_method")
+    assert vs.loc["lib:langchain-recursive", "ours"] == "recursive"
+    assert vs.loc["lib:langchain-recursive", "boundary_f1"] == 1.0  # our recursive is LangChain's, exact spans
+    assert vs.loc["lib:chonkie-token", "chunks_ours"] > 0
+    for m in TEST_PRESETS:
+        assert (out / "artifacts" / "chunks" / f"{m}.jsonl").is_file()  # notebooks 05/06 evaluate these too
     for fig in ("04_chunk_lengths", "04_boundaries"):
         assert (out / "figures" / f"{fig}.png").is_file()
     usage = pd.read_csv(out / "artifacts" / "usage" / "04.csv")

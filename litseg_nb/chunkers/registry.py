@@ -261,11 +261,28 @@ SEGMENTERS: tuple[str, ...] = tuple(s.name for s in _SPECS if not s.is_baseline)
 METHOD_NAMES: tuple[str, ...] = ALL_METHODS + SEGMENTERS
 
 
+LIBRARY_CONFIG = "litseg_nb.chunkers.library:LibraryConfig"
+
+
+def _library_spec(name: str) -> ChunkerSpec:
+    """``lib:<preset>`` / ``lib:<library>.<Class>``: a third-party splitter (chunkers/library.py)."""
+    from .library import library_chunks, needs_of
+
+    def run(items, cfg, backend, embedder):
+        return library_chunks(name, items, cfg, backend, embedder)
+
+    return ChunkerSpec(name=name, needs=needs_of(name), run=run, config=LIBRARY_CONFIG)
+
+
 def get_chunker(name: str) -> ChunkerSpec:
-    """The registered segmenter ``name`` (one of :data:`METHOD_NAMES`)."""
+    """The registered segmenter ``name`` (one of :data:`METHOD_NAMES`, or a library splitter
+    ``lib:<preset>`` / ``lib:<library>.<Class>``: :mod:`litseg_nb.chunkers.library`)."""
+    if isinstance(name, str) and name.startswith("lib:"):
+        return _library_spec(name)
     spec = REGISTRY.get(name)
     if spec is None or spec.internal:
-        raise ChunkerError(f"unknown chunker {name!r}; known: {', '.join(METHOD_NAMES)}")
+        raise ChunkerError(f"unknown chunker {name!r}; known: {', '.join(METHOD_NAMES)}, or lib:<preset> / "
+                           f"lib:<library>.<Class> (python -m litseg_nb segment --help)")
     return spec
 
 

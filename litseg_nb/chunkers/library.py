@@ -1,0 +1,596 @@
+"""Any library's chunker as a method: ``--method lib:<preset>`` or ``--method lib:<module>.<Class>``.
+
+::
+
+    python -m litseg_nb segment book.txt --method lib:chonkie-semantic --profile smoke
+    python -m litseg_nb segment book.txt --method lib:chonkie.SemanticChunker --set chunk_size=400
+
+The third-party splitter runs *itself* (its own code, its own options) on the text of each
+narrative unit; its output pieces are then aligned back to the unit with the ``import-chunks``
+aligner (:class:`litseg_nb.chunk_import.BookAligner`: exact, normalised, anchored-fuzzy), so every
+chunk gets exact character spans into the book text and its sentence range. Nothing is dropped or
+hidden:
+
+* a piece that cannot be aligned is kept (its text, ``spans=[]``, ``is_source_span=False``,
+  ``metadata['alignment']='not_found'``) and counted;
+* sentences of the unit that no aligned piece covers (a library that dropped text) become *gap*
+  chunks flagged ``metadata['alignment']='gap'`` and counted (``fill_gaps=False`` makes them an
+  error instead), so the coverage check of every method holds;
+* the run's counters give pieces, exact/normalised/anchored/not-found alignments, gap chunks and the
+  library's own character coverage and overlap of the units (the share of non-whitespace characters
+  inside some aligned piece, and inside more than one).
+
+Chunk ``text`` is the book text of the aligned span (what the library returned, up to whitespace
+and quote normalisation; ``metadata['alignment_method']`` says which). The splitter gets the
+profile's models, never a download: the statistics tokenizer (``tokenizer``, MiniLM's by default)
+for token counting, the profile's embedder wrapped in the library's embedding interface for the
+semantic splitters, and the profile's LLM backend (through the request cache) as chonkie's
+"genie" for its LumberChunker-style ``SlumberChunker`` (those interfaces: chunkers/library_adapters.py).
+Library options are ``--set key=value``
+overrides (``options``), checked against the class's constructor before anything runs.
+
+:data:`PRESETS` names the splitters users reach for, each with this project's re-implementation of
+the same idea (``ours``) for notebook 04's faithfulness table (:func:`library_comparison`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from ..config import ConfigError, StageConfig, between, one_of
+from ..schema import Book, Chunk, Unit, check_coverage
+from .base import ChunkerError, chunks_from_spans, load_tokenizer, where
+from .library_adapters import (GenieStats, _langchain_token_splitter, chonkie_embeddings, chonkie_genie,
+                               chonkie_tokenizer, langchain_embeddings, llamaindex_embedding)
+
+log = logging.getLogger(__name__)
+
+
+class LibraryMethodError(ConfigError, ChunkerError):
+    """A ``lib:`` method that cannot be resolved or built (unknown preset, library not installed, not
+    a splitter): a configuration error (the CLI prints one line) and a chunker error."""
+
+
+PREFIX = "lib:"
+
+
+# --------------------------------------------------------------------------- presets
+@dataclass(frozen=True)
+class LibraryPreset:
+    """A named library splitter: ``target`` ("<module>.<Class>", library aliases allowed) with
+    keyword arguments, and the method of this project that re-implements the same idea."""
+
+    target: str
+    kwargs: tuple[tuple[str, Any], ...] = ()
+    ours: str | None = None  # this project's counterpart (faithfulness table), None = no counterpart
+    needs: str = "text"  # "text" | "embedder" | "llm" (what the registry's spec needs)
+    cheap: bool = True  # runs in notebook 04's test profile
+    note: str = ""
+
+
+# sizes chosen to match ours: 400 MiniLM tokens (our token windows), 1,800 characters (our recursive
+# splitter), 95th-percentile breakpoints with buffer 1 (our semantic chunker = LangChain's defaults)
+_RECURSIVE_SEPARATORS = ("\n\n", "\n", ". ", "! ", "? ", "; ", ", ", " ", "")
+PRESETS: dict[str, LibraryPreset] = {
+    "chonkie-token": LibraryPreset("chonkie.TokenChunker", (("chunk_size", 400), ("chunk_overlap", 40)), "token",
+                                   note="400-token windows, 40 overlap (MiniLM tokens)"),
+    "chonkie-sentence": LibraryPreset("chonkie.SentenceChunker", (("chunk_size", 400), ("chunk_overlap", 0)),
+                                      "recursive", note="sentences packed to 400 tokens"),
+    "chonkie-recursive": LibraryPreset("chonkie.RecursiveChunker", (("chunk_size", 400),), "recursive",
+                                       note="chonkie's default rules, 400 tokens"),
+    "chonkie-semantic": LibraryPreset("chonkie.SemanticChunker", (("chunk_size", 400),), "semantic", needs="embedder",
+                                      cheap=False, note="chonkie's similarity threshold 0.8, window 3, profile embedder"),
+    "chonkie-slumber": LibraryPreset("chonkie.SlumberChunker", (("chunk_size", 550), ("extract_mode", "text"),
+                                                                ("verbose", False)), "lumber", needs="llm", cheap=False,
+                                     note="LumberChunker-style: the profile's LLM picks the split (budget 550 tokens)"),
+    "llamaindex-sentence": LibraryPreset("llama_index.SentenceSplitter", (("chunk_size", 400), ("chunk_overlap", 40)),
+                                         "token", note="LlamaIndex SentenceSplitter, 400 tokens, 40 overlap"),
+    "llamaindex-semantic": LibraryPreset("llama_index.SemanticSplitterNodeParser",
+                                         (("buffer_size", 1), ("breakpoint_percentile_threshold", 95)), "semantic",
+                                         needs="embedder", cheap=False, note="95th-percentile breakpoints, buffer 1, profile embedder"),
+    "langchain-recursive": LibraryPreset("langchain.RecursiveCharacterTextSplitter",
+                                         (("chunk_size", 1800), ("chunk_overlap", 200),
+                                          ("separators", list(_RECURSIVE_SEPARATORS)), ("keep_separator", "end")),
+                                         "recursive", note="our recursive settings (1,800 chars, 200 overlap, "
+                                                           "separators kept at the end of a piece)"),
+    "langchain-semantic": LibraryPreset("langchain.SemanticChunker",
+                                        (("breakpoint_threshold_type", "percentile"),
+                                         ("breakpoint_threshold_amount", 95.0), ("buffer_size", 1)), "semantic",
+                                        needs="embedder", cheap=False, note="langchain-experimental, 95th percentile, profile embedder"),
+    "langchain-token": LibraryPreset("langchain.TokenTextSplitter", (("chunk_size", 400), ("chunk_overlap", 40)),
+                                     "token", note="LangChain's token windows on MiniLM tokens (tiktoken needs a "
+                                                   "download, see the README)"),
+    "semchunk": LibraryPreset("semchunk.chunkerify", (("chunk_size", 400),), "recursive",
+                              note="semchunk, 400 MiniLM tokens"),
+}
+# library aliases of ``lib:<alias>.<Class>``: the modules searched, in order
+ALIASES: dict[str, tuple[str, ...]] = {
+    "chonkie": ("chonkie",),
+    "langchain": ("langchain_text_splitters", "langchain_experimental.text_splitter"),
+    "llama_index": ("llama_index.core.node_parser",),
+    "llamaindex": ("llama_index.core.node_parser",),
+    "semchunk": ("semchunk",),
+}
+PRESET_NAMES: tuple[str, ...] = tuple(PREFIX + p for p in PRESETS)
+EMBED_PARAMS = {"embeddings", "embed_model", "embedding_model"}
+
+
+def is_library_method(name: str) -> bool:
+    return isinstance(name, str) and name.startswith(PREFIX)
+
+
+TEST_PRESETS = ("lib:chonkie-token", "lib:llamaindex-sentence", "lib:langchain-recursive", "lib:semchunk")
+
+
+def cheap_presets() -> tuple[str, ...]:
+    """The presets that need no embedder and no LLM."""
+    return tuple(PREFIX + n for n, p in PRESETS.items() if p.cheap)
+
+
+# --------------------------------------------------------------------------- config
+@dataclass(frozen=True)
+class LibraryConfig(StageConfig):
+    """Options of a ``lib:`` method. Keys that are not fields are the library's own keyword
+    arguments (``--set chunk_size=400``): they land in ``options`` and are checked against the
+    splitter's constructor when it is built (an unknown one is a :class:`ConfigError`)."""
+
+    tokenizer: str = "all-MiniLM-L6-v2"  # token counting of the splitters (a packaged name, a path, "llm")
+    min_score: float = between(0.8, 0.0, 1.0)  # lowest similarity accepted as a fuzzy alignment
+    fill_gaps: bool = True  # sentences no piece covers become flagged gap chunks (False: error)
+    options: tuple[tuple[str, Any], ...] = ()  # the library's keyword arguments (over the preset's)
+    genie_max_new_tokens: int = 16  # chonkie-slumber: reply cap of the LLM (an index is asked for)
+    # notebook 04: the presets it runs (test: one cheap splitter of each library, no embedder or LLM: CI budget)
+    presets: tuple[str, ...] = one_of(PRESET_NAMES, *PRESET_NAMES)
+    # notebook 04: the books the presets run on (ids or title substrings; empty = every corpus book).
+    # smoke: the evaluation book only, as BaselinesConfig.semantic_books (CPU budget: notebooks 05/06
+    # would also index and score each set on every book)
+    books: tuple[str, ...] = ()
+    # ... and the units the embedding presets run on: "selection" = the shared unit selection the LLM
+    # methods segment (smoke: chonkie's semantic chunker embeds ~3 texts per sentence, about 10 s per
+    # 900-word unit with MiniLM on a loaded 2-core machine, so all of Emma would take ~30 min), "all" =
+    # every unit of ``books``. The LLM preset always runs on the selection. Notebook 05 compares
+    # chunkers on the units they all cover (the selection), so it loses nothing.
+    embedding_units: str = one_of("all", "selection", "all")
+
+    @classmethod
+    def profile_defaults(cls, profile: str) -> dict[str, Any]:
+        if profile == "test":
+            return {"presets": TEST_PRESETS}
+        if profile == "smoke":
+            return {"books": ("gutenqa:Emma_-_Jane_Austen",), "embedding_units": "selection"}
+        return {}
+
+    @classmethod
+    def like(cls, cfg: Any, **overrides: Any) -> "LibraryConfig":
+        """The config of notebook 04's ``cfg`` (a BaselinesConfig): same profile, seed, models, corpus,
+        unit selection and statistics tokenizer."""
+        return cls.for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(), embedding=cfg.embedding.to_dict(),
+                               corpus=cfg.corpus.to_dict(), selection=cfg.selection.to_dict(),
+                               tokenizer=cfg.tokenizer, **overrides)
+
+    @classmethod
+    def for_profile(cls, profile: str, **overrides: Any):
+        known = {f.name for f in dataclasses.fields(cls) if f.init}
+        ours = {k: v for k, v in overrides.items() if k in known}
+        lib = {k: v for k, v in overrides.items() if k not in known}
+        if lib:
+            ours["options"] = tuple(tuple(kv) for kv in ours.get("options", ())) + tuple(sorted(lib.items()))
+        return super().for_profile(profile, **ours)
+
+    def describe(self) -> str:  # noqa: D102
+        return super().describe() + f" | tokenizer={self.tokenizer}"
+
+    def presets_note(self) -> str:
+        """Where notebook 04 ran the presets and with which library versions (for table captions)."""
+        versions = ", ".join(f"{k}=={v}" for k, v in preset_versions().items() if v)
+        return (f"library presets on {','.join(self.books) or 'every book'}; embedding presets on "
+                f"{self.embedding_units} units; LLM preset on the unit selection | {versions}")
+
+
+# --------------------------------------------------------------------------- resolution
+def _import_target(target: str) -> Any:
+    """The class or function ``target`` names ("<alias or module>.<Name>")."""
+    module, _, attr = target.rpartition(".")
+    if not module or not attr:
+        raise LibraryMethodError(f"lib:{target}: give <library>.<Class>, e.g. lib:chonkie.TokenChunker, or a preset "
+                           f"({', '.join(PRESETS)})")
+    candidates = ALIASES.get(module, (module,))
+    errors = []
+    for mod in candidates:
+        try:
+            m = importlib.import_module(mod)
+        except ImportError as e:
+            errors.append(f"{mod}: {e}")
+            continue
+        if hasattr(m, attr):
+            return getattr(m, attr)
+        errors.append(f"{mod} has no {attr!r}")
+    raise LibraryMethodError(f"lib:{target}: cannot load ({'; '.join(errors)}); install the library "
+                       f"(see the README's library presets)")
+
+
+def resolve(name: str) -> tuple[str, dict[str, Any], LibraryPreset | None]:
+    """``(target, preset keyword arguments, preset)`` of method ``name`` (``lib:...``)."""
+    if not is_library_method(name):
+        raise LibraryMethodError(f"{name!r} is not a library method (lib:<preset> or lib:<library>.<Class>)")
+    key = name[len(PREFIX):]
+    preset = PRESETS.get(key)
+    if preset is not None:
+        return preset.target, dict(preset.kwargs), preset
+    if "." not in key:
+        raise LibraryMethodError(f"unknown library preset {key!r}; presets: {', '.join(PRESETS)}; or give "
+                           f"lib:<library>.<Class> (libraries: {', '.join(ALIASES)})")
+    return key, {}, None
+
+
+def accepted_params(obj: Any) -> set[str] | None:
+    """Keyword arguments ``obj`` (a class or function) accepts; None when it takes any."""
+    fields = getattr(obj, "model_fields", None)  # pydantic (LlamaIndex node parsers)
+    if isinstance(fields, Mapping):
+        # fields, plus what an explicit __init__ takes (SentenceSplitter's tokenizer is a private attribute)
+        init = inspect.signature(obj.__init__).parameters.values()
+        return set(fields) | {p.name for p in init if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                                                       p.KEYWORD_ONLY)}
+    names: set[str] = set()
+    classes = [c for c in getattr(obj, "__mro__", ()) if "__init__" in vars(c) and c is not object] or [obj]
+    for c in classes:
+        try:
+            sig = inspect.signature(c.__init__ if isinstance(c, type) else c)
+        except (TypeError, ValueError):
+            return None
+        params = [p for p in sig.parameters.values() if p.name != "self"]
+        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return names
+    return names if len(classes) > 1 or not isinstance(obj, type) else None
+
+
+def needs_of(name: str) -> str:
+    """"text", "embedder" or "llm": what the splitter of ``name`` needs (without importing it when
+    it is a preset)."""
+    target, kwargs, preset = resolve(name)
+    if preset is not None:
+        return preset.needs
+    params = accepted_params(_import_target(target)) or set()
+    if "genie" in params:
+        return "llm"
+    return "embedder" if params & EMBED_PARAMS else "text"
+
+
+# --------------------------------------------------------------------------- building
+@dataclass
+class Splitter:
+    """A built library splitter: ``split(text) -> list[str]``."""
+
+    name: str
+    target: str
+    obj: Any
+    split: Callable[[str], list[str]]
+    genie: GenieStats | None = None
+    current_book: list[str] = dataclasses.field(default_factory=lambda: [""])
+
+
+def build_splitter(name: str, cfg: LibraryConfig, backend: Any = None, embedder: Any = None) -> Splitter:
+    """Build the splitter of method ``name`` with the preset's and ``cfg.options``' keyword arguments
+    and the profile's models injected; unknown keyword arguments raise :class:`ConfigError`."""
+    target, kwargs, _ = resolve(name)
+    kwargs.update(dict(cfg.options))
+    obj = _import_target(target)
+    root = target.split(".")[0]
+    params = accepted_params(obj)
+    if params is not None:
+        bad = sorted(set(kwargs) - params)
+        if bad:
+            ours = sorted(f.name for f in dataclasses.fields(cfg) if f.init)
+            raise ConfigError(f"{name}: {target} takes no option(s) {', '.join(map(repr, bad))}; it takes: "
+                              f"{', '.join(sorted(p for p in params if not p.startswith('_')))} "
+                              f"(LibraryConfig's own keys: {', '.join(ours)})")
+    params = params or set()
+    tok = load_tokenizer(cfg.tokenizer, backend)
+    current = [""]
+    genie_stats = None
+    if params & EMBED_PARAMS and not (params & EMBED_PARAMS & set(kwargs)):
+        if embedder is None:
+            raise ChunkerError(f"{name} needs an embedder (litseg_nb.embeddings.load_embedder(cfg.embedding))")
+        if "embeddings" in params:
+            kwargs["embeddings"] = langchain_embeddings(embedder)
+        elif "embed_model" in params:
+            kwargs["embed_model"] = llamaindex_embedding(embedder)
+        else:
+            kwargs["embedding_model"] = chonkie_embeddings(embedder, tok)
+    if "genie" in params and "genie" not in kwargs:
+        if backend is None:
+            raise ChunkerError(f"{name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
+        genie_stats = GenieStats()
+        kwargs["genie"] = chonkie_genie(backend, name, cfg.genie_max_new_tokens, genie_stats, lambda: current[0])
+    if root == "chonkie" and "tokenizer" in params and "tokenizer" not in kwargs:
+        kwargs["tokenizer"] = chonkie_tokenizer(tok)
+    elif root in ("llama_index", "llamaindex") and "tokenizer" in params and "tokenizer" not in kwargs:
+        kwargs["tokenizer"] = lambda text: tok.hf(text, add_special_tokens=False, verbose=False)["input_ids"]
+    try:
+        if getattr(obj, "__name__", "") == "TokenTextSplitter" and root == "langchain":
+            built = _langchain_token_splitter(tok, **{k: v for k, v in kwargs.items()
+                                                      if k not in ("encoding_name", "model_name")})
+        elif target == "semchunk.chunkerify":
+            kwargs.setdefault("tokenizer_or_token_counter", tok.count)
+            built = obj(**kwargs)
+        else:
+            built = obj(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{name}: {target}({', '.join(f'{k}=...' for k in kwargs)}) failed: {e}") from e
+
+    if hasattr(built, "split_text"):  # LangChain TextSplitter
+        split = built.split_text
+    elif hasattr(built, "get_nodes_from_documents"):  # LlamaIndex NodeParser
+        from llama_index.core import Document
+
+        def split(text: str) -> list[str]:
+            return [n.get_content() for n in built.get_nodes_from_documents([Document(text=text)])]
+    elif hasattr(built, "chunk") and root == "chonkie":
+        def split(text: str) -> list[str]:
+            return [c.text for c in built.chunk(text)]
+    elif callable(built):  # semchunk's Chunker, any text -> list[str] callable
+        def split(text: str) -> list[str]:
+            return list(built(text))
+    else:
+        raise LibraryMethodError(f"{name}: {target} is neither a LangChain TextSplitter, a LlamaIndex NodeParser, a "
+                           f"chonkie chunker nor a text -> list[str] callable")
+    return Splitter(name, target, built, split, genie_stats, current)
+
+
+# --------------------------------------------------------------------------- alignment
+@dataclass
+class AlignmentCounts:
+    pieces: int = 0
+    exact: int = 0
+    normalised: int = 0
+    anchored: int = 0
+    not_found: int = 0
+    out_of_order: int = 0
+    gap_chunks: int = 0
+    gap_sentences: int = 0
+    chars: int = 0  # non-whitespace characters of the units
+    covered_chars: int = 0  # ... inside some aligned piece
+    multi_chars: int = 0  # ... inside more than one aligned piece
+
+    @property
+    def coverage(self) -> float:
+        return self.covered_chars / self.chars if self.chars else 0.0
+
+    @property
+    def overlap(self) -> float:
+        return self.multi_chars / self.covered_chars if self.covered_chars else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "coverage": self.coverage, "overlap": self.overlap}
+
+    def summary(self) -> str:
+        return (f"{self.pieces} pieces: exact {self.exact}, normalised {self.normalised}, fuzzy {self.anchored}, "
+                f"not found {self.not_found} (kept, flagged) | library coverage {100 * self.coverage:.2f}% of "
+                f"non-whitespace characters, overlap {100 * self.overlap:.2f}% | gap chunks {self.gap_chunks} "
+                f"({self.gap_sentences} sentences no piece covered)")
+
+
+def _nonws_counts(text: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int, int]:
+    from ..chunk_import import _coverage  # the import-chunks coverage measure
+
+    total = sum(1 for ch in text if not ch.isspace())
+    if not spans:
+        return total, 0, 0
+    cov, ovl = _coverage(text, spans)
+    covered = round(cov * total)
+    return total, covered, round(ovl * covered)
+
+
+def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], counts: AlignmentCounts,
+               min_score: float = 0.8, fill_gaps: bool = True, source: str = "") -> list[Chunk]:
+    """Chunks of ``unit`` from a library's output ``pieces`` (in order), aligned to the unit text."""
+    from ..chunk_import import BookAligner
+
+    text = book.text[unit.start:unit.end]
+    pieces = [p for p in pieces if p and p.strip()]
+    als = BookAligner(text, min_score=min_score).align(pieces) if pieces else []
+    spans, mds, lost = [], [], []
+    for al, piece in zip(als, pieces):
+        counts.pieces += 1
+        md = {"library": source, "piece": al.index, "alignment": al.quality, "alignment_method": al.method,
+              "alignment_score": al.score}
+        if al.quality == "not_found":
+            counts.not_found += 1
+            lost.append(Chunk(book.book_id, "", f"{unit.unit_id}.lib{al.index:05d}", method, 0, 0, [], piece, "",
+                              is_source_span=False, metadata={**md, "unit": unit.unit_id}))
+            continue
+        counts.exact += al.method == "exact"
+        counts.normalised += al.method == "normalised"
+        counts.anchored += al.method == "anchored"
+        counts.out_of_order += al.out_of_order
+        md["out_of_order"] = al.out_of_order
+        spans.append((unit.start + al.start, unit.start + al.end))
+        mds.append(md)
+    total, covered, multi = _nonws_counts(text, [(a - unit.start, b - unit.start) for a, b in spans])
+    counts.chars += total
+    counts.covered_chars += covered
+    counts.multi_chars += multi
+    first = chunks_from_spans(book, unit, method, spans, mds) if spans else []
+    missing = list(check_coverage(unit, first).missing)
+    if missing:
+        if not fill_gaps:
+            raise ChunkerError(f"{method}: {where(book, unit)}: the library's pieces cover no part of sentences "
+                               f"{missing[:20]} (fill_gaps=False)")
+        runs: list[list[int]] = []
+        for i in missing:
+            if runs and runs[-1][-1] == i - 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        for r in runs:
+            s0, s1 = unit.sentences[r[0] - 1], unit.sentences[r[-1] - 1]
+            spans.append((s0.start, s1.end))
+            mds.append({"library": source, "alignment": "gap", "gap": True, "gap_sentences": [r[0], r[-1]]})
+            counts.gap_chunks += 1
+            counts.gap_sentences += len(r)
+        order = sorted(range(len(spans)), key=lambda k: spans[k])
+        first = chunks_from_spans(book, unit, method, [spans[k] for k in order], [mds[k] for k in order])
+    return first + lost
+
+
+def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryConfig, backend: Any = None,
+                   embedder: Any = None, progress: bool = True) -> tuple[list[list[Chunk]], dict[str, Any]]:
+    """Run library method ``name`` on each ``(book, unit)``: chunks per unit and the counters."""
+    from tqdm.auto import tqdm
+
+    sp = build_splitter(name, cfg, backend, embedder)
+    counts = AlignmentCounts()
+    out = []
+    for b, u in tqdm(items, desc=name, disable=not progress, leave=False):
+        sp.current_book[0] = b.book_id
+        try:
+            pieces = sp.split(b.text[u.start:u.end])
+        except Exception as e:  # the library's own failure: name the method and unit
+            raise ChunkerError(f"{name} ({sp.target}) failed on {where(b, u)}: {type(e).__name__}: {e}") from e
+        out.append(align_unit(b, u, name, pieces, counts, cfg.min_score, cfg.fill_gaps, sp.target))
+    extra: dict[str, Any] = {"fallbacks": counts.gap_chunks + counts.not_found, "alignment": counts.to_dict()}
+    if sp.genie is not None:
+        extra["invalid_replies"] = sp.genie.calls - len(sp.genie.prompts) + sp.genie.repeated_prompts
+        extra["genie_calls"] = sp.genie.calls
+        extra["genie_fallbacks"] = sp.genie.repeated_prompts  # windows chonkie kept together after failures
+        extra["fallbacks"] += sp.genie.repeated_prompts
+    msg = f"[litseg_nb] {name}: {counts.summary()}"
+    if sp.genie is not None:
+        msg += f" | LLM calls {sp.genie.calls}, windows kept together after invalid replies {sp.genie.repeated_prompts}"
+    (log.warning if extra["fallbacks"] else log.info)(msg)
+    return out, extra
+
+
+# --------------------------------------------------------------------------- notebook 04
+def preset_versions() -> dict[str, str]:
+    """Installed version of each library the presets use ("" when not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for dist in ("chonkie", "llama-index-core", "langchain-text-splitters", "langchain-experimental", "semchunk"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = ""
+    return out
+
+
+RUN_COLUMNS = ("method", "library", "needs", "books", "units", "chunks", "pieces", "exact", "normalised", "fuzzy",
+               "not_found", "gap_chunks", "library_coverage", "overlap", "llm_calls", "llm_fallbacks",
+               "invalid_replies", "seconds", "note")
+COMPARISON_COLUMNS = ("library_method", "ours", "units", "chunks_library", "chunks_ours", "mean_tokens_library",
+                      "mean_tokens_ours", "boundary_f1", "boundary_f1_pm1", "precision", "recall", "note")
+
+
+def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequence[str], backend: Any = None,
+                        embedder: Any = None, llm_items: Sequence[tuple[Book, Unit]] = (),
+                        save_profile: str | None = None):
+    """Run the ``lib:`` presets the way notebook 04 runs the baselines: on every unit of the books
+    ``cfg.books`` names (empty = all of ``books``); the embedding presets, with
+    ``cfg.embedding_units == "selection"``, and the LLM preset on ``llm_items`` (the shared unit
+    selection). Returns ``(chunk sets, run table)``; saves each set to
+    ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` for notebooks 05/06."""
+    import time
+
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from ..selection import book_matches
+    from .registry import chunk_units
+
+    sets, rows = {}, []
+    for name in tqdm(list(presets), desc="library presets"):
+        name = name if is_library_method(name) else PREFIX + name
+        need = needs_of(name)
+        if need == "llm" or (need == "embedder" and cfg.embedding_units == "selection"):
+            items = list(llm_items)
+        else:
+            items = [(b, u) for b in books if not cfg.books or book_matches(b, cfg.books)
+                     for u in b.units if u.n_sentences]
+        if not items:  # e.g. a chunkers subset without LLM methods: no unit selection was made
+            rows.append({"method": name, "library": resolve(name)[0], "needs": need, "units": 0, "chunks": 0,
+                         "note": "not run: no units (the LLM unit selection is empty)"})
+            continue
+        t0 = time.perf_counter()
+        chunks, extra = chunk_units(name, items, cfg, backend=backend, embedder=embedder)
+        sets[name] = chunks
+        al = extra.get("alignment", {})
+        rows.append({"method": name, "library": resolve(name)[0], "needs": need,
+                     "books": len({b.book_id for b, _ in items}), "units": len(items), "chunks": len(chunks),
+                     "pieces": al.get("pieces"), "exact": al.get("exact"), "normalised": al.get("normalised"),
+                     "fuzzy": al.get("anchored"), "not_found": al.get("not_found"),
+                     "gap_chunks": al.get("gap_chunks"), "library_coverage": al.get("coverage"),
+                     "overlap": al.get("overlap"), "llm_calls": extra.get("genie_calls", 0),
+                     "llm_fallbacks": extra.get("genie_fallbacks", 0),
+                     "invalid_replies": extra.get("invalid_replies", 0), "seconds": time.perf_counter() - t0,
+                     "note": "unit selection" if len(items) == len(llm_items) and need != "text" else ""})
+        if save_profile:
+            from ..artifacts import artifact_path
+            from ..schema import save_chunks
+
+            save_chunks(artifact_path(save_profile, "chunks", f"{name}.jsonl"), chunks)
+    return sets, pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int = 0) -> dict[str, float]:
+    """Boundary agreement on the units both sets cover: precision, recall and F1 of the library's
+    inner chunk starts (sentence indices) against ours, a start within ``tolerance`` sentences
+    counting as a match (each of ours matched once)."""
+    from ..metrics.segment_quality import boundary_positions
+
+    units = ({(c.book_id, c.unit_id) for c in ours if c.is_source_span}
+             & {(c.book_id, c.unit_id) for c in theirs if c.is_source_span})
+    tp = n_ours = n_theirs = 0
+    for key in sorted(units):
+        a = boundary_positions(ours, *key)
+        b = boundary_positions(theirs, *key)
+        n_ours += len(a)
+        n_theirs += len(b)
+        free = list(a)
+        for x in b:
+            hit = next((y for y in free if abs(x - y) <= tolerance), None)
+            if hit is not None:
+                free.remove(hit)
+                tp += 1
+    p = tp / n_theirs if n_theirs else float("nan")
+    r = tp / n_ours if n_ours else float("nan")
+    f1 = 2 * p * r / (p + r) if n_theirs and n_ours and (p + r) else (1.0 if not n_theirs and not n_ours else 0.0)
+    return {"units_compared": len(units), "boundaries_ours": n_ours, "boundaries_library": n_theirs,
+            "precision": p, "recall": r, "f1": f1}
+
+
+def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Mapping[str, Sequence[Chunk]],
+                       tok: Any) -> Any:
+    """Each library splitter next to this project's re-implementation of the same idea (its preset's
+    ``ours``): chunks and mean tokens of both on the units both cover, boundary F1 (exact and within
+    one sentence) of the library's chunk starts against ours."""
+    import numpy as np
+    import pandas as pd
+
+    from .stats import chunk_token_lengths
+
+    rows = []
+    for name, theirs in library_sets.items():
+        preset = PRESETS.get(name[len(PREFIX):])
+        ours_name = preset.ours if preset else None
+        ours = list(our_sets.get(ours_name, ())) if ours_name else []
+        keys = ({(c.book_id, c.unit_id) for c in theirs if c.is_source_span}
+                & {(c.book_id, c.unit_id) for c in ours if c.is_source_span})
+        t = [c for c in theirs if (c.book_id, c.unit_id) in keys]
+        o = [c for c in ours if (c.book_id, c.unit_id) in keys]
+        lt, lo = chunk_token_lengths(t, tok), chunk_token_lengths(o, tok)
+        f0, f1 = boundary_f1(o, t, 0), boundary_f1(o, t, 1)
+        rows.append({"library_method": name, "ours": ours_name or "(none)", "units": len(keys),
+                     "chunks_library": len(t), "chunks_ours": len(o),
+                     "mean_tokens_library": float(lt.mean()) if len(lt) else float("nan"),
+                     "mean_tokens_ours": float(lo.mean()) if len(lo) else float("nan"),
+                     "boundary_f1": f0["f1"] if keys else float("nan"),
+                     "boundary_f1_pm1": f1["f1"] if keys else float("nan"),
+                     "precision": f0["precision"], "recall": f0["recall"],
+                     "note": preset.note if preset else ""})
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

@@ -1,0 +1,63 @@
+"""LitSeg as a LangChain ``TextSplitter``::
+
+    from langchain_core.documents import Document
+    from litseg_nb.integrations.langchain import LitSegTextSplitter
+
+    splitter = LitSegTextSplitter(method="litseg", profile="smoke",
+                                  llm={"backend": "openai", "base_urls": ("http://localhost:8000/v1",)})
+    docs = splitter.split_documents([Document(page_content=text, metadata={"source": "emma.txt"})])
+
+``split_text`` returns the chunk texts (LitSeg's subtitle + context + main text; for the baselines
+the main text); ``create_documents`` / ``split_documents`` keep each input document's metadata and
+add the chunk's: ``method, chunk_id, unit_id, from_idx, to_idx, context_idx, subtitle, spans,
+start_index, end_index, main_text`` (``text[start_index:end_index] == main_text`` for a contiguous
+chunk, ``"".join(text[a:b] for a, b in spans) == main_text`` always).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterable
+
+from langchain_core.documents import Document
+from langchain_text_splitters import TextSplitter
+
+from .core import Segmenter, chunk_metadata
+
+
+def profile_embeddings(profile: str = "smoke") -> Any:
+    """The profile's embedding model (offline MiniLM in test/smoke) as LangChain ``Embeddings``."""
+    from ..chunkers.library_adapters import langchain_embeddings
+    from ..config import StageConfig
+    from ..embeddings import load_embedder
+
+    return langchain_embeddings(load_embedder(StageConfig.for_profile(profile).embedding))
+
+
+class LitSegTextSplitter(TextSplitter):
+    """Any registered method (``litseg``, ``litseg-lite``, a baseline, ``lib:<preset>``) as a
+    LangChain text splitter. ``options`` are overrides of the method's config (see
+    :class:`~litseg_nb.integrations.core.Segmenter`)."""
+
+    def __init__(self, method: str = "litseg", profile: str = "smoke", *, backend: Any = None,
+                 embedder: Any = None, **options: Any):
+        # LangChain's size knobs do not apply: the method decides the chunks
+        super().__init__(chunk_size=10**9, chunk_overlap=0, strip_whitespace=False)
+        self.segmenter = Segmenter(method, profile, backend=backend, embedder=embedder, **options)
+
+    def split_text(self, text: str) -> list[str]:
+        return [c.text for c in self.segmenter.segment(text)[1]]
+
+    def create_documents(self, texts: list[str], metadatas: list[dict[Any, Any]] | None = None) -> list[Document]:
+        metadatas = metadatas or [{}] * len(texts)
+        out = []
+        for i, text in enumerate(texts):
+            doc_id = (metadatas[i] or {}).get("source") or None
+            _, chunks = self.segmenter.segment(text, doc_id=str(doc_id) if doc_id else None)
+            for c in chunks:
+                md = chunk_metadata(c, copy.deepcopy(metadatas[i]))
+                out.append(Document(page_content=c.text, metadata=md))
+        return out
+
+    def split_documents(self, documents: Iterable[Document]) -> list[Document]:
+        docs = list(documents)
+        return self.create_documents([d.page_content for d in docs], [d.metadata for d in docs])
