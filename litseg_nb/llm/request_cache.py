@@ -233,7 +233,6 @@ class CachedBackend:
                 todo.append(i)
         with self._count_lock:
             self.hits += len(keys) - len(todo) - len(dupes)
-            self.misses += len(todo)
         model = getattr(self.inner, "revision", self.inner.model_id)
         for start in range(0, len(todo), self.chunk_size):
             part = todo[start:start + self.chunk_size]
@@ -245,6 +244,8 @@ class CachedBackend:
                                  for i, (v, g) in zip(part, results) if not is_failed_reply(kind, v)])
             for i, r in zip(part, results):
                 out[i] = r
+            with self._count_lock:  # computed = answered by the model (a failed request is not counted)
+                self.misses += len(part)
         for i, j in dupes.items():
             value, gen = out[j]
             hit = dataclasses.replace(gen, cache_hit=True)
