@@ -22,6 +22,10 @@ sentence of every chunk but the first; positions 2..n):
   within ±t is missed by all |H| draws out of *N* candidates with probability C(N−a,|H|)/C(N,|H|)),
   else the mean of the seeded draws.
 * **Lift** = TP / E[TP_random] (equal for recall and precision, since |H| is held fixed); 1 is chance.
+  ``lift@t`` uses the baseline of the method's kind of positions; ``lift_vs_sentence@t`` and
+  ``lift_vs_paragraph@t`` give both (a method that mostly, but not always, cuts at paragraph ends —
+  the recursive splitter — is judged against sentence positions by ``lift@t``; its lift over
+  paragraph positions says how much of that is more than respecting paragraphs).
   95% bootstrap intervals resample *books* (windows of one book are not independent); the
   permutation p-value is the share of ``random_draws`` seeded random segmentations (same |H| per
   window, same kind of positions) whose total TP reaches the method's, (1 + #) / (1 + draws).
@@ -233,6 +237,7 @@ class WindowScore:
     gold: list[int]
     hyp: list[int]
     paragraph_positions: bool  # every method boundary is a paragraph start
+    paragraph_starts: list[int]
     tp: dict[int, int]
     pk: float
     wd: float
@@ -265,7 +270,7 @@ def score_window(method: str, book: Book, unit_id: str, chunks: Sequence[Chunk],
     para = [p for p in g["paragraph_starts"] if p > 1]
     hyp = method_boundaries(chunks, n)
     k = pk_k(n, len(gold))
-    ws = WindowScore(method, book.book_id, unit_id, g["kind"], n, gold, hyp, set(hyp) <= set(para),
+    ws = WindowScore(method, book.book_id, unit_id, g["kind"], n, gold, hyp, set(hyp) <= set(para), para,
                      {t: match_count(gold, hyp, t) for t in tolerances}, pk(n, gold, hyp, k),
                      windowdiff(n, gold, hyp, k), source_book=book.meta.get("source_book", book.book_id))
     for kind, cand in (("sentence", list(range(2, n + 1))), ("paragraph", para)):
@@ -329,7 +334,9 @@ def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFra
         n_gold = sum(len(s.gold) for s in ws)
         n_hyp = sum(len(s.hyp) for s in ws)
         row: dict[str, Any] = {"method": method, "kind": kind, "n_windows": len(ws), "n_books": len({s.source_book for s in ws}),
-                               "n_gold": n_gold, "n_boundaries": n_hyp, "random_positions": base}
+                               "n_gold": n_gold, "n_boundaries": n_hyp, "random_positions": base,
+                               "share_at_paragraph_starts": (sum(len(set(s.hyp) & set(s.paragraph_starts)) for s in ws)
+                                                             / n_hyp if n_hyp else float("nan"))}
         for t in cfg.tolerances:
             tp = sum(s.tp[t] for s in ws)
             p, r, f = prf(tp, n_hyp, n_gold)
@@ -338,6 +345,9 @@ def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFra
                 row[f"R_random_{kind_c}@{t}"] = sum(s.exp_tp[kind_c][t] for s in ws) / n_gold if n_gold else 0.0
             e = sum(s.exp_tp[base][t] for s in ws)
             row[f"lift@{t}"] = tp / e if e else float("nan")
+            for kind_c in ("sentence", "paragraph"):  # both, whatever the method's positions
+                e_c = sum(s.exp_tp[kind_c][t] for s in ws)
+                row[f"lift_vs_{kind_c}@{t}"] = tp / e_c if e_c else float("nan")
         row["Pk"] = float(np.mean([s.pk for s in ws]))
         row["WindowDiff"] = float(np.mean([s.wd for s in ws]))
         row["Pk_random"] = float(np.mean([s.rand_pk[base] for s in ws]))
