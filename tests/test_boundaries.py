@@ -274,3 +274,51 @@ def test_local_books_gold_counts_and_ornament_census(data_dir):
     accepted = census[census.scene_break]
     assert {"* * * * *", "*****"} <= set(accepted["shape"])
     assert not census[census["shape"].isin(["XX", "XXX", "...", "]", "|"])]["scene_break"].any()
+
+
+# ------------------------------------------------------------------ benchmark path (test profile, 2 books)
+def test_windows_segment_through_the_registry_cached_and_an_exported_chunker_scores(data_dir, tmp_path):
+    """Windows are units like any other: run_chunker segments them (cached per method and book), and a
+    user's chunk texts for the exported windows score through `boundaries --chunks`."""
+    import json
+
+    from litseg_nb.schema import Chunk, load_chunks, save_chunks
+
+    cfg = B.BoundaryConfig.for_profile("test", methods=("paragraph",), llm_methods=())
+    gold = B.load_gold(cfg)
+    assert gold.books and all(b.book_id.startswith("windows:") for b in gold.books)
+    sets = B.segment_windows(gold.books, cfg)
+    assert {(c.book_id, c.unit_id) for c in sets["paragraph"]} == {(b.book_id, u.unit_id) for b in gold.books
+                                                                  for u in b.units}
+    from litseg_nb.chunkers.registry import RunReport
+
+    rep = RunReport()
+    again = B.segment_windows(gold.books, cfg, report=rep)
+    assert rep.rows and all(r.cached for r in rep.rows) and again["paragraph"] == sets["paragraph"]
+    # exported windows chunked "by someone else" (two halves per paragraph list) come back and score
+    out = tmp_path / "windows.jsonl"
+    n = B.export_windows(out, cfg)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert n == len(rows) == sum(len(b.units) for b in gold.books)
+    mine = tmp_path / "mine.jsonl"
+    with mine.open("w") as fh:
+        for r in rows:
+            paras = r["text"].split("\n\n")
+            for part in (paras[: len(paras) // 2], paras[len(paras) // 2:]):
+                if part:
+                    fh.write(json.dumps({"book_id": r["book_id"], "text": "\n\n".join(part)}) + "\n")
+    t = B.score_chunk_file(mine, cfg, name="halves")
+    assert set(t["method"]) == {"halves"} and t["n_windows"].sum() == n
+    ours = tmp_path / "ours.jsonl"
+    save_chunks(ours, sets["paragraph"])
+    t2 = B.score_chunk_file(ours, cfg)
+    assert (t2["lift@1"] == 1.0).all()
+    assert isinstance(load_chunks(ours)[0], Chunk)
+
+
+def test_boundaries_command_errors_in_one_line(tmp_path, capsys):
+    from litseg_nb.runner import main
+
+    assert main(["boundaries", "--profile", "test", "--chunks", str(tmp_path / "none.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "none.jsonl" in err and err.count("\n") == 1
