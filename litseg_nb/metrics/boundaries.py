@@ -62,6 +62,11 @@ class BoundaryConfig(StageConfig):
     methods: tuple[str, ...] = one_of(NON_LLM, *NON_LLM)  # rules/embedder methods: every window
     llm_methods: tuple[str, ...] = one_of(("perplexity", "margin", "lumber"), *_llm_baselines())
     llm_max_windows: int = at_least(0, 0)  # windows the LLM methods segment (0 = all), chapter and scene alternating
+    # the paper's segmenter (LitSegConfig of this profile: its model, caps and calibration) on the first
+    # ``segmenter_max_windows`` of the same windows; LitSeg-Lite needs notebook 03's trained student and
+    # is scored from its chunk set with --chunks
+    segmenters: tuple[str, ...] = one_of(("litseg",), "litseg")
+    segmenter_max_windows: int = at_least(8, 0)
     source: str = one_of("corpus", *SOURCES)  # hand-checked: tests/structure_gold.jsonl books; corpus: cfg.corpus
     max_books: int = at_least(0, 0)  # source books (0 = all)
     max_windows_per_book: int = at_least(0, 0)  # per kind (0 = all)
@@ -86,14 +91,14 @@ class BoundaryConfig(StageConfig):
             # the rule-based methods and the tiny model's perplexity chunker on two windows
             return {"source": "hand-checked", "max_books": 2, "max_windows_per_book": 2, "window_sentences": 40,
                     "methods": ("token", "recursive", "paragraph"), "llm_methods": ("perplexity",),
-                    "llm_max_windows": 2}
+                    "llm_max_windows": 2, "segmenter_max_windows": 1}
         if profile == "smoke":
             # every hand-checked book; SmolLM2-135M's forward-only chunkers (perplexity, margin) on
             # 16 windows (about 1,000 sentences, ~2 min on 2 cores)
             return {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
-                    "llm_methods": ("perplexity", "margin"), "llm_max_windows": 16}
+                    "llm_methods": ("perplexity", "margin"), "llm_max_windows": 16, "segmenter_max_windows": 4}
         if profile == "full":
-            return {"source": "corpus", "llm_methods": _llm_baselines()}
+            return {"source": "corpus", "llm_methods": _llm_baselines(), "segmenter_max_windows": 0}
         raise ConfigError(f"unknown profile {profile!r}")
 
     def describe(self) -> str:  # noqa: D102
@@ -104,7 +109,9 @@ class BoundaryConfig(StageConfig):
                 f"embeddings={self.embedding.model} | gold: {src}, windows of <= {self.window_sentences} sentences"
                 + (f", <= {self.max_windows_per_book}/kind/book" if self.max_windows_per_book else "")
                 + (f" | LLM methods on {self.llm_max_windows} windows" if self.llm_methods and self.llm_max_windows
-                   else ""))
+                   else "")
+                + (f" | {','.join(self.segmenters)} on {self.segmenter_max_windows} windows (LitSegConfig's model)"
+                   if self.segmenters and self.segmenter_max_windows else ""))
 
 
 # ============================================================ primitives
@@ -501,7 +508,38 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
     out = {}
     for m in tqdm(names, desc="methods on boundary windows"):
         out[m] = run_chunker(m, books, bcfg, backend=backend, embedder=embedder, report=report)
+    for m in (cfg.segmenters if methods is None else [x for x in methods if x in ("litseg",)]):
+        out[m] = segmenter_chunks(m, books, cfg)
     return out
+
+
+def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None) -> list[Chunk]:
+    """LitSeg on the first ``segmenter_max_windows`` windows through the registry's
+    :func:`~litseg_nb.chunkers.registry.chunk_units` (its profile config: model, caps, calibration on
+    these windows), cached per window set like every other method's chunks."""
+    import hashlib
+
+    from ..cache import StepCache
+    from ..chunkers.registry import chunk_units, get_chunker
+
+    spec = get_chunker(name)
+    wanted = set(llm_windows(books, cfg.segmenter_max_windows))
+    items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
+    if not items:
+        return []
+    scfg = spec.config_class().for_profile(cfg.profile, seed=cfg.seed)
+    fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
+           [(x.start, x.end) for x in u.sentences]) for b, u in items]
+    cache = StepCache(f"boundary-chunks-{name}", config=scfg, inputs={"units": fp})
+    if cache.exists():
+        return [Chunk.from_json(d) for d in cache.load()]
+    if backend is None:
+        from ..llm import make_backend
+
+        backend = make_backend(scfg.llm)
+    chunks, _ = chunk_units(name, items, scfg, backend)
+    cache.save([c.to_json() for c in chunks])
+    return chunks
 
 
 def counts_table(gold) -> "pd.DataFrame":  # noqa: F821
@@ -578,7 +616,8 @@ def cli(args: argparse.Namespace) -> int:
         if args.method:
             ms = [m.strip() for x in args.method for m in x.split(",") if m.strip()]
             over["methods"] = tuple(m for m in ms if m in NON_LLM)
-            over["llm_methods"] = tuple(m for m in ms if m not in NON_LLM)
+            over["llm_methods"] = tuple(m for m in ms if m not in NON_LLM and m != "litseg")
+            over["segmenters"] = tuple(m for m in ms if m == "litseg")
         if args.llm_windows is not None:
             over["llm_max_windows"] = args.llm_windows
         cfg = BoundaryConfig.for_profile(args.profile, **over)
