@@ -550,6 +550,14 @@ def counts_table(gold) -> "pd.DataFrame":  # noqa: F821
     return df
 
 
+def census_table() -> "pd.DataFrame":  # noqa: F821
+    """:func:`litseg_nb.boundary_gold.ornament_census` over every local book (the rule's test set)."""
+    from ..boundary_gold import local_book_texts, ornament_census
+    from ..paths import data_dir
+
+    return ornament_census(local_book_texts(data_dir()))
+
+
 def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
     import pandas as pd
 
