@@ -255,6 +255,7 @@ def test_partial_chunk_set_is_an_error_naming_the_window():
 
 
 # ------------------------------------------------------------------ local books
+@pytest.mark.slow
 def test_local_books_gold_counts_and_ornament_census(data_dir):
     """Counts on all hand-checked local books (>= 300 gold boundaries at the smoke window size) and the
     census of letterless lines in every local book: every accepted shape is one the rule names."""
@@ -277,6 +278,7 @@ def test_local_books_gold_counts_and_ornament_census(data_dir):
 
 
 # ------------------------------------------------------------------ benchmark path (test profile, 2 books)
+@pytest.mark.slow
 def test_windows_segment_through_the_registry_cached_and_an_exported_chunker_scores(data_dir, tmp_path):
     """Windows are units like any other: run_chunker segments them (cached per method and book), and a
     user's chunk texts for the exported windows score through `boundaries --chunks`."""
