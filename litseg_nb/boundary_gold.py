@@ -10,7 +10,8 @@ first sentence after every mark inside it.
 
 * **Narrative stream.** A book's narrative units (whole chapters, never recursive splits) are read
   in order; a unit's leading heading paragraphs (those whose words are a run of the unit's title,
-  ``VOLUME II`` / ``CHAPTER I.`` / a subtitle) are dropped, and so is every ornament paragraph
+  ``VOLUME II`` / ``CHAPTER I.`` / a subtitle, then up to three short capitalised lines: a byline, a
+  dedication, a letter's heading) are dropped, and so is every ornament paragraph
   (:func:`is_ornament`). What is left is a list of paragraphs; the first paragraph of every unit
   after the first carries a *chapter* mark, the first paragraph after an ornament inside a unit a
   *scene* mark (an ornament at a unit's start or end marks nothing). An ornament line inside a
@@ -112,7 +113,20 @@ def heading_paragraphs(text: str, unit: Unit) -> int:
         if not _is_run(w, title):
             break
         k += 1
+    # then up to three short capitalised lines the title does not hold: a byline ("BY THOMAS HARDY"),
+    # a dedication ("TO" / "MRS. WILLIAM H. GRENFELL"), a letter's heading, a subtitle in capitals
+    for a, b in unit.paragraphs[k:k + 3]:
+        if not _caps_line(text[a:b]):
+            break
+        k += 1
     return k
+
+
+def _caps_line(p: str) -> bool:
+    p = p.strip()
+    letters = [c for c in p if c.isalpha()]
+    return ("\n" not in p and len(p) <= 120 and len(p.split()) <= 16 and len(letters) >= 2
+            and sum(c.isupper() for c in letters) >= 0.8 * len(letters))
 
 
 # ------------------------------------------------------------------ narrative stream

@@ -324,3 +324,20 @@ def test_boundaries_command_errors_in_one_line(tmp_path, capsys):
     assert main(["boundaries", "--profile", "test", "--chunks", str(tmp_path / "none.jsonl")]) == 2
     err = capsys.readouterr().err
     assert "none.jsonl" in err and err.count("\n") == 1
+
+
+def test_byline_and_dedication_under_a_heading_are_removed_with_it():
+    text = ("CHAPTER I.\n\nBY THOMAS HARDY\n\nIt was a day like any other day in the year. Another sentence here.\n\n"
+            "More text follows now, and it goes on for a good while longer.\n\n"
+            "CHAPTER II.\n\nTO\n\nMRS. WILLIAM H. GRENFELL\n\nShe came home through the rain that evening. It rained on and on.\n\n"
+            "The end of the story came a long while after that evening.")
+    spans, pos = [], 0
+    for p in text.split("\n\n"):
+        spans.append((pos, pos + len(p)))
+        pos += len(p) + 2
+    units = build_units("h", text, spans, 10**9)
+    rep = bg.StreamReport()
+    stream = bg.narrative_stream(text, units, rep)
+    kept = [text[p.span[0]:p.span[1]] for p in stream]
+    assert rep.heading_paragraphs == 5
+    assert kept[0].startswith("It was") and stream[2].mark == "chapter" and kept[2].startswith("She came")
