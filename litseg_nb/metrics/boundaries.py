@@ -33,6 +33,7 @@ sentence of every chunk but the first; positions 2..n):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import zlib
@@ -62,6 +63,9 @@ class BoundaryConfig(StageConfig):
     methods: tuple[str, ...] = one_of(NON_LLM, *NON_LLM)  # rules/embedder methods: every window
     llm_methods: tuple[str, ...] = one_of(("perplexity", "margin", "lumber"), *_llm_baselines())
     llm_max_windows: int = at_least(0, 0)  # windows the LLM methods segment (0 = all), chapter and scene alternating
+    # windows the embedding-based semantic chunker segments (0 = all; MiniLM on 2 CPU cores embeds ~60
+    # three-sentence groups a second, so all ~400 smoke windows would take ~6 min)
+    embedder_max_windows: int = at_least(0, 0)
     # the paper's segmenter (LitSegConfig of this profile: its model, caps and calibration) on the first
     # ``segmenter_max_windows`` of the same windows; LitSeg-Lite needs notebook 03's trained student and
     # is scored from its chunk set with --chunks
@@ -93,10 +97,12 @@ class BoundaryConfig(StageConfig):
                     "methods": ("token", "recursive", "paragraph"), "llm_methods": ("perplexity",),
                     "llm_max_windows": 2, "segmenter_max_windows": 1}
         if profile == "smoke":
-            # every hand-checked book; SmolLM2-135M's forward-only chunkers (perplexity, margin) on
-            # 16 windows (about 1,000 sentences, ~2 min on 2 cores)
+            # every hand-checked book (token, recursive, paragraph: every window, ~400); the semantic
+            # chunker on 96 windows; SmolLM2-135M's forward-only chunkers (perplexity, margin) on 16
+            # windows and LitSeg (its smoke config) on 4
             return {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
-                    "llm_methods": ("perplexity", "margin"), "llm_max_windows": 16, "segmenter_max_windows": 4}
+                    "llm_methods": ("perplexity", "margin"), "llm_max_windows": 16, "segmenter_max_windows": 4,
+                    "embedder_max_windows": 96}
         if profile == "full":
             return {"source": "corpus", "llm_methods": _llm_baselines(), "segmenter_max_windows": 0}
         raise ConfigError(f"unknown profile {profile!r}")
@@ -110,6 +116,8 @@ class BoundaryConfig(StageConfig):
                 + (f", <= {self.max_windows_per_book}/kind/book" if self.max_windows_per_book else "")
                 + (f" | LLM methods on {self.llm_max_windows} windows" if self.llm_methods and self.llm_max_windows
                    else "")
+                + (f" | semantic on {self.embedder_max_windows} windows" if "semantic" in self.methods
+                   and self.embedder_max_windows else "")
                 + (f" | {','.join(self.segmenters)} on {self.segmenter_max_windows} windows (LitSegConfig's model)"
                    if self.segmenters and self.segmenter_max_windows else ""))
 
@@ -507,7 +515,12 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
         embedder = load_embedder(cfg.embedding)
     out = {}
     for m in tqdm(names, desc="methods on boundary windows"):
-        out[m] = run_chunker(m, books, bcfg, backend=backend, embedder=embedder, report=report)
+        subset = books
+        if m == "semantic" and cfg.embedder_max_windows:
+            keep = set(llm_windows(books, cfg.embedder_max_windows))
+            subset = [b for b in (dataclasses.replace(b, units=[u for u in b.units if f"{b.book_id}/{u.unit_id}" in keep])
+                                  for b in books) if b.units]
+        out[m] = run_chunker(m, subset, bcfg, backend=backend, embedder=embedder, report=report)
     for m in (cfg.segmenters if methods is None else [x for x in methods if x in ("litseg",)]):
         out[m] = segmenter_chunks(m, books, cfg)
     return out
