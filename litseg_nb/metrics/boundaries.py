@@ -20,7 +20,9 @@ sentence of every chunk but the first; positions 2..n):
   nothing by itself), else *sentence* starts; both are reported. E[TP] is exact where the gold
   boundaries' ±t neighbourhoods are disjoint (hypergeometric: a gold boundary with *a* candidates
   within ±t is missed by all |H| draws out of *N* candidates with probability C(N−a,|H|)/C(N,|H|)),
-  else the mean of the seeded draws.
+  else the mean of the seeded draws. (A window with fewer paragraph starts than |H| draws all of them
+  for the paragraph baseline; that baseline is then only the reported one, never the one ``lift@t``
+  uses, since such a method has boundaries off paragraph starts.)
 * **Lift** = TP / E[TP_random] (equal for recall and precision, since |H| is held fixed); 1 is chance.
   ``lift@t`` uses the baseline of the method's kind of positions; ``lift_vs_sentence@t`` and
   ``lift_vs_paragraph@t`` give both (a method that mostly, but not always, cuts at paragraph ends —
