@@ -651,6 +651,13 @@ def cli(args: argparse.Namespace) -> int:
             print(f"[litseg_nb] wrote {n} windows to {args.export_windows}")
             return 0
         gold = load_gold(cfg)
+        if args.counts:
+            import pandas as pd
+
+            with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 500):
+                print(counts_table(gold).drop(columns=["shapes"], errors="ignore").to_string(index=False))
+                print(census_table().to_string(index=False))
+            return 0
         sets: dict[str, list[Chunk]] = {}
         if args.chunks:
             for f in args.chunks:
@@ -688,6 +695,8 @@ def add_boundaries_parser(sub: Any) -> None:
                         "{'book_id', 'text'} in order from your own chunker (see --export-windows)")
     p.add_argument("--export-windows", default="", metavar="FILE",
                    help="write the windows (book_id, unit_id, kind, text, sentences) as JSONL and stop")
+    p.add_argument("--counts", action="store_true",
+                   help="print the gold found per source book and the ornament census of all local books, and stop")
     p.add_argument("--llm-windows", type=int, default=None, help="windows the LLM methods segment (0 = all)")
     p.add_argument("--name", default="", help="table name under outputs/<profile>/tables (default: boundaries)")
     p.set_defaults(handler=cli)
