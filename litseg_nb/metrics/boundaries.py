@@ -122,8 +122,13 @@ class BoundaryConfig(StageConfig):
                    else "")
                 + (f" | semantic on {self.embedder_max_windows} windows" if "semantic" in self.methods
                    and self.embedder_max_windows else "")
-                + (f" | {','.join(self.segmenters)} on {self.segmenter_max_windows} windows (LitSegConfig's model)"
-                   if self.segmenters and self.segmenter_max_windows else ""))
+                + (f" | {','.join(self.segmenters)} on {self.segmenter_max_windows or 'all'} windows "
+                   f"(LLM={self._segmenter_model()})" if self.segmenters else ""))
+
+    def _segmenter_model(self) -> str:
+        from ..litseg.config import LitSegConfig
+
+        return LitSegConfig.for_profile(self.profile).llm.model
 
 
 # ============================================================ primitives
