@@ -424,6 +424,9 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
         ax.bar(x, y, width=width, label=f"{kind} breaks", alpha=0.8)
         ax.errorbar(x, y, yerr=np.vstack([np.nan_to_num(lo), np.nan_to_num(hi)]), fmt="none", ecolor="black",
                     capsize=3, lw=1)
+        for xi, yi in zip(x, y):
+            if not np.isfinite(yi):  # no inner boundary at all: nothing to compare with chance
+                ax.text(xi, 0.05, "no cut", rotation=90, ha="center", va="bottom", fontsize=7)
     ax.axhline(1.0, color="grey", ls="--", lw=1)
     ax.set_xticks(np.arange(len(methods)))
     ax.set_xticklabels(methods, rotation=30, ha="right")
