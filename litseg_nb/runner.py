@@ -186,8 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .api import add_segment_parser
 
     add_segment_parser(sub)  # segment (handler in litseg_nb/api.py)
+    __import__("litseg_nb.metrics.boundaries", fromlist=["_"]).add_boundaries_parser(sub)  # boundaries (#26)
     args = parser.parse_args(argv)
-    if args.command in ("import-chunks", "config", "lab", "download-data", "segment"):
+    if args.command in ("import-chunks", "config", "lab", "download-data", "segment", "boundaries"):
         return args.handler(args)
 
     if args.command == "list":

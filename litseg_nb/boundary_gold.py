@@ -1,0 +1,485 @@
+"""Gold narrative boundaries from the books themselves (issue #26): chapter breaks and scene breaks.
+
+Authors mark narrative boundaries: every chapter break (a heading) and, inside chapters, scene
+breaks printed as an ornament line (``* * *``, ``*****``, ``—————``, ``§``, a centred ``x x x``).
+This module removes those marks and cuts the remaining text into **windows**: units of their own
+(``Unit`` records with ids, exact character spans and 1-based sentence indices into a derived
+``Book``), which every segmenter then segments through its normal code path
+(:func:`litseg_nb.chunkers.registry.run_chunker`). The gold of a window is the 1-based index of the
+first sentence after every mark inside it.
+
+* **Narrative stream.** A book's narrative units (whole chapters, never recursive splits) are read
+  in order; a unit's leading heading paragraphs (those whose words are a run of the unit's title,
+  ``VOLUME II`` / ``CHAPTER I.`` / a subtitle, then up to three short capitalised lines: a byline, a
+  dedication, a letter's heading) are dropped, and so is every ornament paragraph
+  (:func:`is_ornament`). What is left is a list of paragraphs; the first paragraph of every unit
+  after the first carries a *chapter* mark, the first paragraph after an ornament inside a unit a
+  *scene* mark (an ornament at a unit's start or end marks nothing). An ornament line inside a
+  longer paragraph (an elision in quoted verse, a rule in an account table) is not a scene break.
+* **Windows** (:func:`make_windows`). Whole paragraphs, at most ``window_sentences`` sentences (one
+  paragraph more when a single paragraph is longer), holding at least one mark of the window's kind
+  and none of the other kind (a *chapter* window never crosses a scene break, a *scene* window
+  stays inside one chapter), with at least ``min_side_sentences`` sentences before its first and
+  after its last mark. Where the first mark falls in the window is drawn with a seeded RNG, so no
+  fixed-size chunker can line up with it by construction. Windows do not overlap.
+* **Hand-checked units only** (``source="hand-checked"``): the books of ``tests/structure_gold.jsonl``
+  (:mod:`litseg_nb.preprocess.gold`) whose detected units match the hand-read headings exactly
+  (every heading matched, same count): a detection error cannot become a gold chapter break. The
+  ``full`` profile's ``source="corpus"`` uses the evaluation corpus instead (GutenQA's chapters from
+  the dataset; LiteraryQA's detected units, *not* hand-checked — labelled so).
+
+:func:`ornament_census` lists every letterless short line of all local books with whether the rule
+accepts it: the rule's test set.
+"""
+from __future__ import annotations
+
+import bisect
+import random
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .schema import Book, Sentence, Span, Unit
+
+KINDS = ("chapter", "scene")
+#: unit title of the derived window books' units
+WINDOW_SPLIT = "window"
+
+# ornament glyphs: stars, dashes/rules, section signs, asterisms, fleurons, bullets
+_ORNAMENT_CHARS = "*∗✱✲✳⁎⁑-‐‑‒–—―_=~+#•·∙⋅◦○●◆◇❖§⁂❦❧✠✿❀☙"
+_ORNAMENT_RE = re.compile(rf"^[{re.escape(_ORNAMENT_CHARS)}]+$")
+_SINGLE_GLYPHS = frozenset("§⁂❦❧✠☙❖")
+_XXX_RE = re.compile(r"^(?:[xX]\s+){2,}[xX]$")  # "x x x" (never the numeral "XXX": spaces required)
+
+
+def is_ornament(paragraph: str) -> bool:
+    """Whether a whole paragraph is a scene-break ornament line (see module docstring).
+
+    Accepted: three or more ornament glyphs (``* * *``, ``*****``, ``-------``, ``—————``,
+    ``• • •``, ``~~~``), one section sign or asterism or fleuron (``§``, ``⁂``, ``❦``), a spaced
+    ``x x x``. Never: letters or digits (``XXX`` is a chapter numeral), dots (``. . .`` is an
+    ellipsis), brackets or quotes, a lone dash, two glyphs.
+    """
+    s = " ".join(paragraph.split())
+    if not s or "\n" in paragraph.strip():
+        return False
+    if _XXX_RE.match(s):
+        return True
+    compact = s.replace(" ", "")
+    if not _ORNAMENT_RE.match(compact):
+        return False
+    return len(compact) >= 3 or (len(set(compact)) == 1 and compact[0] in _SINGLE_GLYPHS)
+
+
+def ornament_shape(line: str) -> str:
+    """The shape of a candidate line: whitespace runs collapsed to one space."""
+    return " ".join(line.split())
+
+
+_CANDIDATE_RE = re.compile(r"[^\W\d_]|\d")  # a letter or a digit
+
+
+def _candidate(line: str) -> bool:
+    s = line.strip()
+    return bool(s) and len(s) <= 60 and (not _CANDIDATE_RE.search(s) or bool(_XXX_RE.match(" ".join(s.split()))))
+
+
+# ------------------------------------------------------------------ headings
+def _words(s: str) -> list[str]:
+    s = unicodedata.normalize("NFKD", s)
+    s = "".join(ch for ch in s if not unicodedata.combining(ch)).casefold()
+    return re.sub(r"[\W_]+", " ", s).split()
+
+
+def _is_run(part: list[str], whole: list[str]) -> bool:
+    n = len(part)
+    return n > 0 and any(whole[i:i + n] == part for i in range(len(whole) - n + 1))
+
+
+def heading_paragraphs(text: str, unit: Unit) -> int:
+    """How many leading paragraphs of ``unit`` are its heading (their words are a run of its title)."""
+    title = _words(unit.title)
+    k = 0
+    for a, b in unit.paragraphs:
+        p = text[a:b]
+        if len(p.strip()) > 160 or p.strip().count("\n") > 2:
+            break
+        w = _words(p)
+        if not w:  # a letterless line before the text (a rule under the heading): part of it
+            k += 1
+            continue
+        if not _is_run(w, title):
+            break
+        k += 1
+    # then up to three short capitalised lines the title does not hold: a byline ("BY THOMAS HARDY"),
+    # a dedication ("TO" / "MRS. WILLIAM H. GRENFELL"), a letter's heading, a subtitle in capitals
+    for a, b in unit.paragraphs[k:k + 3]:
+        if not _caps_line(text[a:b]):
+            break
+        k += 1
+    return k
+
+
+def _caps_line(p: str) -> bool:
+    p = p.strip()
+    letters = [c for c in p if c.isalpha()]
+    return ("\n" not in p and len(p) <= 120 and len(p.split()) <= 16 and len(letters) >= 2
+            and sum(c.isupper() for c in letters) >= 0.8 * len(letters))
+
+
+# ------------------------------------------------------------------ narrative stream
+@dataclass(frozen=True)
+class StreamParagraph:
+    """A kept paragraph of the narrative stream: its span in the source text and its sentences."""
+
+    span: Span
+    sentences: tuple[Span, ...]
+    unit: int  # index of the source unit
+    mark: str | None = None  # "chapter" | "scene": an author's boundary right before this paragraph
+
+
+@dataclass
+class StreamReport:
+    """What :func:`narrative_stream` removed and marked in one book."""
+
+    units: int = 0
+    heading_paragraphs: int = 0
+    ornaments: int = 0  # ornament paragraphs removed
+    ornaments_at_edges: int = 0  # at a unit's start or end: removed, no mark
+    inline_ornaments: int = 0  # ornament lines inside a longer paragraph: removed, no mark
+    chapter_marks: int = 0
+    scene_marks: int = 0
+    shapes: dict[str, int] = field(default_factory=dict)  # removed ornament shapes
+
+
+def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | None = None) -> list[StreamParagraph]:
+    """The units' paragraphs without headings and ornaments, with chapter/scene marks (module doc)."""
+    rep = report if report is not None else StreamReport()
+    out: list[StreamParagraph] = []
+    for ui, u in enumerate(units):
+        rep.units += 1
+        skip = heading_paragraphs(text, u)
+        rep.heading_paragraphs += skip
+        starts = [s.start for s in u.sentences]
+        kept: list[tuple[Span, tuple[Span, ...], bool]] = []  # (span, sentences, after an ornament)
+        pending_scene = False
+        for a, b, inline in _split_inline_ornaments(text, u.paragraphs[skip:], rep):
+            if inline is None and is_ornament(text[a:b]):
+                rep.ornaments += 1
+                shape = ornament_shape(text[a:b])
+                rep.shapes[shape] = rep.shapes.get(shape, 0) + 1
+                if kept:
+                    pending_scene = True
+                else:
+                    rep.ornaments_at_edges += 1
+                continue
+            lo, hi = max(bisect.bisect_right(starts, a) - 1, 0), bisect.bisect_left(starts, b)
+            sents = tuple(t for s in u.sentences[lo:hi] if s.end > a and s.start < b
+                          for t in [_trim(text, max(s.start, a), min(s.end, b))] if t)
+            if not sents:
+                continue  # a paragraph without a sentence (stray punctuation): nothing to segment
+            kept.append(((a, b), sents, pending_scene))
+            pending_scene = False
+        if pending_scene:
+            rep.ornaments_at_edges += 1
+        for j, (span, sents, scene) in enumerate(kept):
+            mark = None
+            if j == 0 and out:
+                mark = "chapter"
+                rep.chapter_marks += 1
+            elif scene:
+                mark = "scene"
+                rep.scene_marks += 1
+            out.append(StreamParagraph(span, sents, ui, mark))
+    return out
+
+
+def _trim(text: str, a: int, b: int) -> Span | None:
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    return (a, b) if a < b else None
+
+
+def _split_inline_ornaments(text: str, paragraphs: Sequence[Span], rep: StreamReport):
+    """``(start, end, inline)`` per paragraph; a paragraph holding an ornament *line* among other lines
+    (an elision in quoted verse) is cut around that line, which is removed and marks nothing."""
+    for a, b in paragraphs:
+        para = text[a:b]
+        if "\n" not in para.strip() or not any(is_ornament(ln) for ln in para.split("\n")):
+            yield a, b, None
+            continue
+        pos, start = a, a
+        for ln in para.split("\n"):
+            if is_ornament(ln):
+                rep.inline_ornaments += 1
+                if (t := _trim(text, start, pos)):
+                    yield t[0], t[1], True
+                start = pos + len(ln)
+            pos += len(ln) + 1
+        if (t := _trim(text, start, b)):
+            yield t[0], t[1], True
+
+
+# ------------------------------------------------------------------ windows
+@dataclass(frozen=True)
+class Window:
+    """Paragraphs ``[first, end)`` of a stream, of one kind, with its marks (stream paragraph indices)."""
+
+    kind: str
+    first: int
+    end: int
+    marks: tuple[int, ...]
+
+
+def make_windows(stream: Sequence[StreamParagraph], kind: str, window_sentences: int, min_side_sentences: int,
+                 rng: random.Random, max_windows: int = 0) -> tuple[list[Window], int]:
+    """Non-overlapping windows of ``kind`` over ``stream`` (module doc); returns (windows, marks skipped)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown boundary kind {kind!r}; expected one of {KINDS}")
+    other = [i for i, p in enumerate(stream) if p.mark and p.mark != kind]
+    mine = [i for i, p in enumerate(stream) if p.mark == kind]
+    n_sent = [len(p.sentences) for p in stream]
+    windows: list[Window] = []
+    skipped = 0
+    prev_end = 0
+    for j in mine:
+        if j < prev_end:
+            continue  # inside the previous window (counted as its gold)
+        if max_windows and len(windows) >= max_windows:
+            break
+        k = bisect.bisect_right(other, j)
+        lo = max(prev_end, other[k - 1] if k else 0)  # a window may start at another kind's mark
+        hi = other[k] if k < len(other) else len(stream)  # ... but never cross one
+        left_target = rng.randint(min_side_sentences, max(min_side_sentences, window_sentences - min_side_sentences))
+        first, left = j, 0
+        while first > lo and (left == 0 or left + n_sent[first - 1] <= left_target):
+            first -= 1
+            left += n_sent[first]
+        end, total = j, left
+        while end < hi and (end == j or total + n_sent[end] <= window_sentences):
+            total += n_sent[end]
+            end += 1
+        marks = tuple(i for i in range(first + 1, end) if stream[i].mark == kind)
+        if left < min_side_sentences or not marks or sum(n_sent[marks[-1]:end]) < min_side_sentences:
+            skipped += 1
+            continue
+        windows.append(Window(kind, first, end, marks))
+        prev_end = end
+    return windows, skipped
+
+
+def window_book(source: Book, stream: Sequence[StreamParagraph], windows: Sequence[Window],
+                hand_checked: bool) -> Book:
+    """A derived :class:`Book` whose units are the windows (their text: the kept paragraphs joined by
+    a blank line), with each window's gold in ``book.meta["boundary_gold"][unit_id]``."""
+    book_id = f"windows:{source.book_id}"
+    pieces: list[str] = []
+    pos = 0
+    paragraphs: list[Span] = []
+    units: list[Unit] = []
+    gold: dict[str, dict[str, Any]] = {}
+    counters = {k: 0 for k in KINDS}
+    for w in windows:
+        counters[w.kind] += 1
+        uid = f"{w.kind[0]}{counters[w.kind]:04d}"
+        if pieces:
+            pieces.append("\n\n")
+            pos += 2
+        u_start = pos
+        sents: list[Sentence] = []
+        uparas: list[Span] = []
+        first_sentence: dict[int, int] = {}
+        for i in range(w.first, w.end):
+            p = stream[i]
+            a, b = p.span
+            if i > w.first:
+                pieces.append("\n\n")
+                pos += 2
+            pieces.append(source.text[a:b])
+            uparas.append((pos, pos + (b - a)))
+            first_sentence[i] = len(sents) + 1
+            for sa, sb in p.sentences:
+                sents.append(Sentence(len(sents) + 1, pos + sa - a, pos + sb - a))
+            pos += b - a
+        paragraphs.extend(uparas)
+        title = (f"{w.kind} window {counters[w.kind]}: paragraphs {w.first}-{w.end - 1} of the stream, "
+                 f"{len(w.marks)} {w.kind} break(s)")
+        units.append(Unit(book_id=book_id, unit_id=uid, ordinal=len(units), title=title, start=u_start, end=pos,
+                          sentences=tuple(sents), paragraphs=tuple(uparas), split=WINDOW_SPLIT))
+        gold[uid] = {"kind": w.kind, "gold": [first_sentence[m] for m in w.marks],
+                     "source_spans": [list(stream[i].span) for i in range(w.first, w.end)],
+                     "paragraph_starts": [first_sentence[i] for i in range(w.first, w.end)]}
+    return Book(book_id=book_id, title=f"{source.title} (boundary windows)", dataset="windows",
+                text="".join(pieces), paragraphs=paragraphs, units=units, source=source.source,
+                meta={"boundary_gold": gold, "source_book": source.book_id, "hand_checked": hand_checked})
+
+
+# ------------------------------------------------------------------ sources
+def _source_id(file: str) -> str:
+    folder, name = file.split("/")[0], Path(file).stem
+    return f"{folder}:{name}"
+
+
+def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt", max_books: int = 0,
+                       gold_file: Path | None = None) -> tuple[list[tuple[Book, list[Unit]]], list[dict]]:
+    """``[(book, narrative units)]`` of the hand-read gold books whose detected units match the gold
+    exactly, and one row per gold book saying whether it was used and why not."""
+    from .data.gutenberg import GutenbergFormatError, clean_gutenberg_file
+    from .preprocess.gold import GOLD_FILE, load_gold, score_book
+    from .preprocess.structure import FRONT_MATTER, build_units
+
+    out, rows = [], []
+    for entry in load_gold(gold_file or GOLD_FILE):
+        if max_books and len(out) >= max_books:
+            break
+        bid = _source_id(entry.file)
+        try:
+            cleaned = clean_gutenberg_file(Path(root) / entry.file)
+        except (GutenbergFormatError, OSError) as err:
+            rows.append({"book_id": bid, "file": entry.file, "used": False, "why": f"unreadable: {err}"})
+            continue
+        author = getattr(cleaned.report, "author", None)
+        units = build_units(bid, cleaned.text, cleaned.paragraphs, max_unit_words=10**9,
+                            sentence_splitter=sentence_splitter, whole_title="@front", author=author)
+        units = [u for u in units if not u.title.startswith(FRONT_MATTER)]
+        score = score_book(entry, cleaned.text, [(u.title, u.start) for u in units])
+        exact = score["matched"] == score["gold_units"] == score["units"]
+        why = "" if exact else (f"detected units differ from the hand-read gold (gold {score['gold_units']}, "
+                                f"detected {score['units']}, matched {score['matched']})")
+        rows.append({"book_id": bid, "file": entry.file, "used": exact, "why": why})
+        if exact:
+            book = Book(book_id=bid, title=cleaned.report.title or bid, dataset=entry.file.split("/")[0],
+                        text=cleaned.text, paragraphs=cleaned.paragraphs, source=str(Path(root) / entry.file))
+            out.append((book, units))
+    return out, rows
+
+
+def corpus_books(corpus_cfg: Any) -> list[tuple[Book, list[Unit]]]:
+    """``[(book, whole narrative units)]`` of a corpus config (units never split recursively)."""
+    from .corpus import load_corpus
+    from .preprocess.structure import FRONT_MATTER
+
+    whole = corpus_cfg.replace(max_unit_words=10**7, max_units_per_book=0)
+    return [(b, [u for u in b.units if not u.title.startswith(FRONT_MATTER)]) for b in load_corpus(whole)]
+
+
+@dataclass
+class GoldSet:
+    """The window books and what was found per source book."""
+
+    books: list[Book]
+    counts: list[dict[str, Any]]  # one row per source book
+    shapes: dict[str, int]  # ornament shapes removed (cleaned text), over the used books
+
+
+def build_gold(sources: Iterable[tuple[Book, list[Unit]]], window_sentences: int, min_side_sentences: int,
+               seed: int, max_windows_per_book: int = 0, hand_checked: bool = True,
+               skipped_rows: Sequence[dict] = ()) -> GoldSet:
+    """Windows of both kinds for every source book (see module doc)."""
+    books, counts, shapes = [], [], {}
+    for book, units in sources:
+        rep = StreamReport()
+        stream = narrative_stream(book.text, units, rep)
+        rng = random.Random(f"{seed}:{book.book_id}")
+        row: dict[str, Any] = {"book_id": book.book_id, "used": True, "hand_checked": hand_checked,
+                               "units": rep.units, "heading_paragraphs_removed": rep.heading_paragraphs,
+                               "ornaments_removed": rep.ornaments, "ornaments_at_unit_edges": rep.ornaments_at_edges,
+                               "inline_ornament_lines_removed": rep.inline_ornaments,
+                               "chapter_breaks": rep.chapter_marks, "scene_breaks": rep.scene_marks}
+        wins: list[Window] = []
+        for kind in KINDS:
+            w, skipped = make_windows(stream, kind, window_sentences, min_side_sentences, rng, max_windows_per_book)
+            wins.extend(w)
+            row[f"{kind}_windows"] = len(w)
+            row[f"{kind}_gold"] = sum(len(x.marks) for x in w)
+            row[f"{kind}_breaks_skipped_short"] = skipped
+        for s, n in rep.shapes.items():
+            shapes[s] = shapes.get(s, 0) + n
+        row["shapes"] = ", ".join(f"{s!r}×{n}" for s, n in sorted(rep.shapes.items()))
+        counts.append(row)
+        if wins:
+            wins.sort(key=lambda w: w.first)
+            books.append(window_book(book, stream, wins, hand_checked))
+    for r in skipped_rows:
+        if not r["used"]:
+            counts.append({"book_id": r["book_id"], "used": False, "why": r["why"]})
+    return GoldSet(books, counts, shapes)
+
+
+def window_gold(book: Book, unit_id: str) -> dict[str, Any]:
+    """The gold of one window unit (``kind``, ``gold`` sentence indices, ``paragraph_starts``)."""
+    try:
+        return book.meta["boundary_gold"][unit_id]
+    except KeyError:
+        raise KeyError(f"book {book.book_id!r} unit {unit_id!r} is not a boundary window") from None
+
+
+def check_window_book(book: Book) -> None:
+    """Raise ``AssertionError`` if a window's text keeps an ornament line or a sentence is off."""
+    for u in book.units:
+        for ln in u.text(book.text).split("\n"):
+            if is_ornament(ln):
+                raise AssertionError(f"{book.book_id}/{u.unit_id}: ornament line {ln!r} left")
+        for a, b in u.paragraphs:
+            if is_ornament(book.text[a:b]):
+                raise AssertionError(f"{book.book_id}/{u.unit_id}: ornament paragraph {book.text[a:b]!r} left")
+        for s in u.sentences:
+            if not u.start <= s.start < s.end <= u.end or is_ornament(book.text[s.start:s.end]):
+                raise AssertionError(f"{book.book_id}/{u.unit_id}: sentence {s.index} off or an ornament")
+        g = window_gold(book, u.unit_id)
+        if not all(1 < i <= u.n_sentences for i in g["gold"]) or not set(g["gold"]) <= set(g["paragraph_starts"]):
+            raise AssertionError(f"{book.book_id}/{u.unit_id}: gold {g['gold']} not at paragraph starts")
+
+
+# ------------------------------------------------------------------ census
+def local_book_texts(root: Path) -> Iterable[tuple[str, str, list[Span]]]:
+    """``(book id, cleaned text, paragraphs)`` of every local book: raw Gutenberg books
+    (``gutenberg``, ``gutenberg_dev``), LiteraryQA texts (all splits present) and GutenQA's books."""
+    from .data.gutenberg import GutenbergFormatError, clean_gutenberg_file
+
+    root = Path(root)
+    files = sorted((root / "gutenberg").glob("*.txt")) + sorted((root / "gutenberg_dev").glob("*.txt")) \
+        + sorted((root / "literaryqa" / "texts").glob("*/*.txt"))
+    for f in files:
+        try:
+            c = clean_gutenberg_file(f)
+        except GutenbergFormatError:
+            continue
+        yield f"{f.relative_to(root).parts[0]}:{f.stem}", c.text, list(c.paragraphs)
+    if (root / "gutenqa" / "GutenQA_paragraphs.parquet").is_file():
+        from .data.gutenqa import load_gutenqa
+
+        for b in load_gutenqa(root / "gutenqa"):
+            yield b.book_id, b.text, list(b.paragraphs)
+
+
+def ornament_census(texts: Iterable[tuple[str, str, list[Span]]]):
+    """Every letterless short line of the given books: shape, where it stands (a paragraph of its own
+    or a line inside a longer one), whether :func:`is_ornament` accepts it, count and books."""
+    import pandas as pd
+
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for bid, text, paragraphs in texts:
+        for a, b in paragraphs:
+            p = text[a:b]
+            lines = [ln for ln in p.split("\n") if ln.strip()]
+            alone = len(lines) == 1
+            for ln in lines:
+                if not _candidate(ln):
+                    continue
+                shape = ornament_shape(ln)
+                where = "paragraph" if alone else "line in a paragraph"
+                r = rows.setdefault((shape, where), {"shape": shape, "where": where,
+                                                     "scene_break": alone and is_ornament(p), "count": 0,
+                                                     "books": set()})
+                r["count"] += 1
+                r["books"].add(bid)
+    out = [{**r, "n_books": len(r["books"]), "books": ", ".join(sorted(r["books"])[:6])
+            + (" ..." if len(r["books"]) > 6 else "")} for r in rows.values()]
+    cols = ["shape", "where", "scene_break", "count", "n_books", "books"]
+    return pd.DataFrame(out, columns=cols).sort_values(["scene_break", "count"], ascending=False,
+                                                      ignore_index=True)

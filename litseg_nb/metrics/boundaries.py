@@ -1,0 +1,710 @@
+"""Do the methods find the boundaries the authors marked? (issue #26; notebook 06, ``boundaries`` command)
+
+The gold comes from the books (:mod:`litseg_nb.boundary_gold`): windows of text with their chapter
+headings or scene-break ornaments removed, gold = the first sentence after each removed mark. Every
+method segments the windows through its normal code path (:func:`segment_windows`); a chunk set made
+elsewhere is scored the same way (:func:`score_chunk_file`, ``python -m litseg_nb boundaries``).
+
+Per window of *n* sentences, with gold boundaries *G* and a method's boundaries *H* (the first
+sentence of every chunk but the first; positions 2..n):
+
+* **P/R/F1 @ t** — a gold boundary is found when a method boundary lies within ±t sentences, each
+  method boundary finding at most one gold boundary (greedy in order, which is a maximum matching on
+  a line); TP summed over windows, P = TP/|H|, R = TP/|G| (micro), F1 their harmonic mean.
+* **Pk, WindowDiff** — NLTK's definitions (:mod:`nltk.metrics.segmentation`) on the gap string of
+  the window (n-1 characters, ``1`` where a boundary falls), k = half the mean gold segment length,
+  ``round(n / (2(|G|+1)))`` (at least 1); the mean over windows. Lower is better.
+* **Random baseline** — the same number of boundaries |H| in each window, drawn uniformly from the
+  kind of position the method's boundaries fall on: *paragraph* starts if all of the method's
+  boundaries are paragraph starts (every gold boundary is one, so respecting paragraphs earns
+  nothing by itself), else *sentence* starts; both are reported. E[TP] is exact where the gold
+  boundaries' ±t neighbourhoods are disjoint (hypergeometric: a gold boundary with *a* candidates
+  within ±t is missed by all |H| draws out of *N* candidates with probability C(N−a,|H|)/C(N,|H|)),
+  else the mean of the seeded draws. (A window with fewer paragraph starts than |H| draws all of them
+  for the paragraph baseline; that baseline is then only the reported one, never the one ``lift@t``
+  uses, since such a method has boundaries off paragraph starts.)
+* **Lift** = TP / E[TP_random] (equal for recall and precision, since |H| is held fixed); 1 is chance.
+  ``lift@t`` uses the baseline of the method's kind of positions; ``lift_vs_sentence@t`` and
+  ``lift_vs_paragraph@t`` give both (a method that mostly, but not always, cuts at paragraph ends —
+  the recursive splitter — is judged against sentence positions by ``lift@t``; its lift over
+  paragraph positions says how much of that is more than respecting paragraphs).
+  95% bootstrap intervals resample *books* (windows of one book are not independent); the
+  permutation p-value is the share of ``random_draws`` seeded random segmentations (same |H| per
+  window, same kind of positions) whose total TP reaches the method's, (1 + #) / (1 + draws).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..config import ConfigError, StageConfig, at_least, between, one_of
+from ..schema import Book, Chunk, check_coverage
+
+SOURCES = ("hand-checked", "corpus")
+NON_LLM = ("token", "recursive", "semantic", "paragraph")
+
+
+def _llm_baselines() -> tuple[str, ...]:
+    from ..chunkers.registry import LLM_METHODS
+
+    return LLM_METHODS
+
+
+@dataclass(frozen=True)
+class BoundaryConfig(StageConfig):
+    """The boundary benchmark: where the gold comes from, window sizes, methods, statistics."""
+
+    methods: tuple[str, ...] = one_of(NON_LLM, *NON_LLM)  # rules/embedder methods: every window
+    llm_methods: tuple[str, ...] = one_of(("perplexity", "margin", "lumber"), *_llm_baselines())
+    llm_max_windows: int = at_least(0, 0)  # windows the LLM methods segment (0 = all), chapter and scene alternating
+    # windows the embedding-based semantic chunker segments (0 = all; MiniLM on 2 CPU cores embeds ~60
+    # three-sentence groups a second, so all ~400 smoke windows would take ~6 min)
+    embedder_max_windows: int = at_least(0, 0)
+    # the paper's segmenter (LitSegConfig of this profile: its model, caps and calibration) on the first
+    # ``segmenter_max_windows`` of the same windows; LitSeg-Lite needs notebook 03's trained student and
+    # is scored from its chunk set with --chunks
+    segmenters: tuple[str, ...] = one_of(("litseg",), "litseg")
+    segmenter_max_windows: int = at_least(8, 0)
+    source: str = one_of("corpus", *SOURCES)  # hand-checked: tests/structure_gold.jsonl books; corpus: cfg.corpus
+    max_books: int = at_least(0, 0)  # source books (0 = all)
+    max_windows_per_book: int = at_least(0, 0)  # per kind (0 = all)
+    window_sentences: int = at_least(120, 4)
+    min_side_sentences: int = at_least(5, 1)
+    tolerances: tuple[int, ...] = (0, 1, 2)
+    headline_tolerance: int = at_least(1, 0)  # t of the lift interval, the p-value and the figure
+    random_draws: int = at_least(1000, 1000)
+    bootstrap: int = at_least(1000, 100)
+    ci_level: float = between(0.95, 0.5, 0.999)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.headline_tolerance not in self.tolerances:
+            raise ConfigError(f"BoundaryConfig.headline_tolerance: {self.headline_tolerance} is not one of "
+                              f"tolerances {self.tolerances}")
+
+    @classmethod
+    def profile_defaults(cls, profile: str) -> dict[str, Any]:
+        if profile == "test":
+            # two hand-checked books (Persuasion, Alice: both kinds), two windows of each kind per book,
+            # the rule-based methods and the tiny model's perplexity chunker on two windows
+            return {"source": "hand-checked", "max_books": 2, "max_windows_per_book": 2, "window_sentences": 40,
+                    "methods": ("token", "recursive", "paragraph"), "llm_methods": ("perplexity",),
+                    "llm_max_windows": 2, "segmenter_max_windows": 1}
+        if profile == "smoke":
+            # every hand-checked book (token, recursive, paragraph: every window, ~400); the semantic
+            # chunker on 96 windows (~1.5 min on 2 idle cores); SmolLM2-135M's perplexity chunker on 16
+            # windows (8 chapter, 8 scene; ~1.5 min) and LitSeg (its smoke config) on 4. Margin sampling
+            # (one forward pass per sentence) took > 13 min on the same 16 windows of a loaded machine:
+            # run it with `boundaries --method margin --llm-windows N`
+            return {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
+                    "llm_methods": ("perplexity",), "llm_max_windows": 16, "segmenter_max_windows": 4,
+                    "embedder_max_windows": 96}
+        if profile == "full":
+            return {"source": "corpus", "llm_methods": _llm_baselines(), "segmenter_max_windows": 0}
+        raise ConfigError(f"unknown profile {profile!r}")
+
+    def describe(self) -> str:  # noqa: D102
+        src = ("hand-checked books of tests/structure_gold.jsonl" if self.source == "hand-checked"
+               else "corpus " + "+".join(self.corpus.datasets) + " (GutenQA chapters from the dataset, "
+               "other books' detected units: not hand-checked)")
+        return (f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | "
+                f"embeddings={self.embedding.model} | gold: {src}, windows of <= {self.window_sentences} sentences"
+                + (f", <= {self.max_windows_per_book}/kind/book" if self.max_windows_per_book else "")
+                + (f" | LLM methods on {self.llm_max_windows} windows" if self.llm_methods and self.llm_max_windows
+                   else "")
+                + (f" | semantic on {self.embedder_max_windows} windows" if "semantic" in self.methods
+                   and self.embedder_max_windows else "")
+                + (f" | {','.join(self.segmenters)} on {self.segmenter_max_windows or 'all'} windows "
+                   f"(LLM={self._segmenter_model()})" if self.segmenters else ""))
+
+    def _segmenter_model(self) -> str:
+        from ..litseg.config import LitSegConfig
+
+        return LitSegConfig.for_profile(self.profile).llm.model
+
+
+# ============================================================ primitives
+def gap_string(n: int, boundaries: Sequence[int]) -> str:
+    """The window's gaps as NLTK reads a segmentation: ``n-1`` characters, ``"1"`` at gap ``b-2`` for
+    each boundary ``b`` (the 1-based first sentence of a segment, 2..n)."""
+    s = ["0"] * max(n - 1, 0)
+    for b in boundaries:
+        if not 2 <= b <= n:
+            raise ValueError(f"boundary {b} outside 2..{n}")
+        s[b - 2] = "1"
+    return "".join(s)
+
+
+def pk_k(n: int, n_gold: int) -> int:
+    """Half the mean gold segment length in sentences (at least 1, at most n-1)."""
+    return int(min(max(1, round(n / (2 * (n_gold + 1)))), max(n - 1, 1)))
+
+
+def pk(n: int, gold: Sequence[int], hyp: Sequence[int], k: int | None = None) -> float:
+    """Pk of one window with NLTK's implementation."""
+    from nltk.metrics.segmentation import pk as nltk_pk
+
+    return float(nltk_pk(gap_string(n, gold), gap_string(n, hyp), k=k or pk_k(n, len(gold))))
+
+
+def windowdiff(n: int, gold: Sequence[int], hyp: Sequence[int], k: int | None = None) -> float:
+    """WindowDiff of one window with NLTK's implementation."""
+    from nltk.metrics.segmentation import windowdiff as nltk_wd
+
+    return float(nltk_wd(gap_string(n, gold), gap_string(n, hyp), k or pk_k(n, len(gold))))
+
+
+def _window_counts(ind: np.ndarray, k: int) -> np.ndarray:
+    """Boundaries inside every window of k gaps, per row of a (draws x gaps) 0/1 matrix."""
+    c = np.concatenate([np.zeros((ind.shape[0], 1), dtype=np.int64), np.cumsum(ind, axis=1)], axis=1)
+    return c[:, k:] - c[:, :-k]
+
+
+def pk_wd_many(n: int, gold: Sequence[int], hyps: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pk and WindowDiff of many hypotheses at once (rows of a draws x (n-1) 0/1 matrix); equals NLTK."""
+    ref = np.zeros((1, n - 1), dtype=np.int64)
+    for b in gold:
+        ref[0, b - 2] = 1
+    rc, hc = _window_counts(ref, k), _window_counts(hyps.astype(np.int64), k)
+    return ((rc > 0) != (hc > 0)).mean(axis=1), (rc != hc).mean(axis=1)
+
+
+def match_count(gold: Sequence[int], hyp: Sequence[int], t: int) -> int:
+    """Gold boundaries found within ±t, each hypothesis boundary used once (greedy = maximum matching)."""
+    hs = sorted(set(hyp))
+    used = [False] * len(hs)
+    j0, tp = 0, 0
+    for g in sorted(set(gold)):
+        while j0 < len(hs) and (hs[j0] < g - t or used[j0]):
+            j0 += 1
+        j = j0
+        while j < len(hs) and hs[j] <= g + t:
+            if not used[j] and abs(hs[j] - g) <= t:
+                used[j] = True
+                tp += 1
+                break
+            j += 1
+    return tp
+
+
+def prf(tp: float, n_hyp: float, n_gold: float) -> tuple[float, float, float]:
+    p = tp / n_hyp if n_hyp else 0.0
+    r = tp / n_gold if n_gold else 0.0
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def expected_tp(gold: Sequence[int], candidates: Sequence[int], k: int, t: int) -> float | None:
+    """Exact E[TP] of k boundaries drawn uniformly without replacement from ``candidates``, or None
+    when two gold boundaries' ±t neighbourhoods share a candidate (then only draws give it)."""
+    cand = sorted(set(candidates))
+    n = len(cand)
+    if k > n:
+        raise ValueError(f"{k} boundaries cannot be drawn from {n} candidate positions")
+    near = [{c for c in cand if abs(c - g) <= t} for g in sorted(set(gold))]
+    seen: set[int] = set()
+    for s in near:
+        if s & seen:
+            return None
+        seen |= s
+    if k == 0:
+        return 0.0
+    out = 0.0
+    for s in near:
+        a = len(s)
+        miss = 0.0 if n - a < k else math.exp(_log_comb(n - a, k) - _log_comb(n, k))
+        out += 1.0 - miss
+    return out
+
+
+def random_draws(candidates: Sequence[int], k: int, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """``draws`` x ``k`` boundary positions, each row k distinct candidates drawn uniformly."""
+    cand = np.asarray(sorted(set(candidates)), dtype=np.int64)
+    if k == 0:
+        return np.zeros((draws, 0), dtype=np.int64)
+    if k > len(cand):
+        raise ValueError(f"{k} boundaries cannot be drawn from {len(cand)} candidate positions")
+    idx = np.argpartition(rng.random((draws, len(cand))), k - 1, axis=1)[:, :k]
+    return np.sort(cand[idx], axis=1)
+
+
+def draws_tp(gold: Sequence[int], drawn: np.ndarray, t: int) -> np.ndarray:
+    """TP of each row of ``drawn`` (vectorised where the gold neighbourhoods are disjoint)."""
+    g = np.asarray(sorted(set(gold)), dtype=np.int64)
+    if drawn.shape[1] == 0 or len(g) == 0:
+        return np.zeros(drawn.shape[0], dtype=np.int64)
+    if len(g) < 2 or np.min(np.diff(g)) > 2 * t:
+        near = np.abs(drawn[:, :, None] - g[None, None, :]) <= t  # draws x k x gold
+        return near.any(axis=1).sum(axis=1)
+    return np.array([match_count(g.tolist(), row.tolist(), t) for row in drawn], dtype=np.int64)
+
+
+# ============================================================ scoring
+@dataclass
+class WindowScore:
+    method: str
+    book_id: str
+    unit_id: str
+    kind: str
+    n: int
+    gold: list[int]
+    hyp: list[int]
+    paragraph_positions: bool  # every method boundary is a paragraph start
+    paragraph_starts: list[int]
+    tp: dict[int, int]
+    pk: float
+    wd: float
+    # per candidate kind ("sentence", "paragraph"): exact-or-draws E[TP] per t, draws' TP per t, mean Pk/WD
+    exp_tp: dict[str, dict[int, float]] = field(default_factory=dict)
+    draw_tp: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
+    rand_pk: dict[str, float] = field(default_factory=dict)
+    rand_wd: dict[str, float] = field(default_factory=dict)
+    source_book: str = ""
+
+
+def method_boundaries(chunks: Sequence[Chunk], n: int) -> list[int]:
+    """The chunk starts inside a window (2..n): its boundaries."""
+    return sorted({c.from_idx for c in chunks if 1 < c.from_idx <= n})
+
+
+def score_window(method: str, book: Book, unit_id: str, chunks: Sequence[Chunk], tolerances: Sequence[int],
+                 draws: int, seed: int) -> WindowScore:
+    """Every statistic of one method on one window (see module doc)."""
+    from ..boundary_gold import window_gold
+
+    unit = book.unit(unit_id)
+    rep = check_coverage(unit, chunks)
+    if not rep.ok:
+        raise ValueError(f"{method}: chunks of window {book.book_id}/{unit_id} leave sentences "
+                         f"{list(rep.missing)[:10]} uncovered (invalid {list(rep.out_of_range)[:10]}): a chunk "
+                         f"set must cover every sentence of a window it segments")
+    g = window_gold(book, unit_id)
+    n, gold = unit.n_sentences, list(g["gold"])
+    para = [p for p in g["paragraph_starts"] if p > 1]
+    hyp = method_boundaries(chunks, n)
+    k = pk_k(n, len(gold))
+    ws = WindowScore(method, book.book_id, unit_id, g["kind"], n, gold, hyp, set(hyp) <= set(para), para,
+                     {t: match_count(gold, hyp, t) for t in tolerances}, pk(n, gold, hyp, k),
+                     windowdiff(n, gold, hyp, k), source_book=book.meta.get("source_book", book.book_id))
+    for kind, cand in (("sentence", list(range(2, n + 1))), ("paragraph", para)):
+        kk = min(len(hyp), len(cand))
+        rng = np.random.default_rng([seed, kk, len(cand), n, zlib.crc32(f"{book.book_id}/{unit_id}".encode())])
+        drawn = random_draws(cand, kk, draws, rng)
+        ws.draw_tp[kind] = {t: draws_tp(gold, drawn, t) for t in tolerances}
+        ws.exp_tp[kind] = {}
+        for t in tolerances:
+            e = expected_tp(gold, cand, kk, t)
+            ws.exp_tp[kind][t] = float(ws.draw_tp[kind][t].mean()) if e is None else e
+        ind = np.zeros((draws, n - 1), dtype=np.int64)
+        if kk:
+            np.put_along_axis(ind, drawn - 2, 1, axis=1)
+        p_, w_ = pk_wd_many(n, gold, ind, k)
+        ws.rand_pk[kind], ws.rand_wd[kind] = float(p_.mean()), float(w_.mean())
+    return ws
+
+
+def score_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[Book], cfg: BoundaryConfig,
+                     progress: bool = False) -> list[WindowScore]:
+    """Score every method on every window it segmented (windows without its chunks are left out)."""
+    from tqdm.auto import tqdm
+
+    by_book = {b.book_id: b for b in books}
+    out = []
+    for method, chunks in chunk_sets.items():
+        per: dict[tuple[str, str], list[Chunk]] = {}
+        for c in chunks:
+            if c.book_id not in by_book:
+                continue
+            per.setdefault((c.book_id, c.unit_id), []).append(c)
+        if not per:
+            raise ValueError(f"{method}: none of its chunks belongs to a boundary window (book ids "
+                             f"'windows:<source>'; run `python -m litseg_nb boundaries --export-windows` to get them)")
+        for (bid, uid), cs in tqdm(sorted(per.items()), desc=f"scoring {method}", disable=not progress):
+            out.append(score_window(method, by_book[bid], uid, cs, cfg.tolerances, cfg.random_draws, cfg.seed))
+    return out
+
+
+def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    a = (1 - level) / 2
+    v = values[np.isfinite(values)]
+    if not len(v):
+        return float("nan"), float("nan")
+    return float(np.quantile(v, a)), float(np.quantile(v, 1 - a))
+
+
+def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFrame":  # noqa: F821
+    """The table: one row per (method, kind) — P/R/F1@t, Pk, WindowDiff, random expectations (both
+    kinds of positions), lift@t with the interval at ``headline_tolerance``, p-value, counts."""
+    import pandas as pd
+
+    rows = []
+    th = cfg.headline_tolerance
+    keys = list(dict.fromkeys((s.method, s.kind) for s in scores))
+    for method, kind in keys:
+        ws = [s for s in scores if s.method == method and s.kind == kind]
+        allm = [s for s in scores if s.method == method]
+        base = "paragraph" if all(s.paragraph_positions for s in allm) else "sentence"
+        n_gold = sum(len(s.gold) for s in ws)
+        n_hyp = sum(len(s.hyp) for s in ws)
+        row: dict[str, Any] = {"method": method, "kind": kind, "n_windows": len(ws), "n_books": len({s.source_book for s in ws}),
+                               "n_gold": n_gold, "n_boundaries": n_hyp, "random_positions": base,
+                               "share_at_paragraph_starts": (sum(len(set(s.hyp) & set(s.paragraph_starts)) for s in ws)
+                                                             / n_hyp if n_hyp else float("nan"))}
+        for t in cfg.tolerances:
+            tp = sum(s.tp[t] for s in ws)
+            p, r, f = prf(tp, n_hyp, n_gold)
+            row.update({f"P@{t}": p, f"R@{t}": r, f"F1@{t}": f})
+            for kind_c in ("sentence", "paragraph"):
+                row[f"R_random_{kind_c}@{t}"] = sum(s.exp_tp[kind_c][t] for s in ws) / n_gold if n_gold else 0.0
+            e = sum(s.exp_tp[base][t] for s in ws)
+            row[f"lift@{t}"] = tp / e if e else float("nan")
+            for kind_c in ("sentence", "paragraph"):  # both, whatever the method's positions
+                e_c = sum(s.exp_tp[kind_c][t] for s in ws)
+                row[f"lift_vs_{kind_c}@{t}"] = tp / e_c if e_c else float("nan")
+        row["Pk"] = float(np.mean([s.pk for s in ws]))
+        row["WindowDiff"] = float(np.mean([s.wd for s in ws]))
+        row["Pk_random"] = float(np.mean([s.rand_pk[base] for s in ws]))
+        row["WindowDiff_random"] = float(np.mean([s.rand_wd[base] for s in ws]))
+        # bootstrap over books of the lift and F1 at the headline tolerance
+        books = sorted({s.source_book for s in ws})
+        bi = {b: i for i, b in enumerate(books)}
+        tp_b, e_b, g_b, h_b = (np.zeros(len(books)) for _ in range(4))
+        for s in ws:
+            i = bi[s.source_book]
+            tp_b[i] += s.tp[th]
+            e_b[i] += s.exp_tp[base][th]
+            g_b[i] += len(s.gold)
+            h_b[i] += len(s.hyp)
+        rng = np.random.default_rng([cfg.seed, 26])
+        idx = rng.integers(0, len(books), size=(cfg.bootstrap, len(books)))
+        tps, es, gs, hs = tp_b[idx].sum(1), e_b[idx].sum(1), g_b[idx].sum(1), h_b[idx].sum(1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lifts = tps / es
+            p_, r_ = tps / hs, tps / gs
+            f1s = np.where(p_ + r_ > 0, 2 * p_ * r_ / (p_ + r_), 0.0)
+        row[f"lift@{th}_lo"], row[f"lift@{th}_hi"] = _interval(lifts, cfg.ci_level)
+        row[f"F1@{th}_lo"], row[f"F1@{th}_hi"] = _interval(f1s, cfg.ci_level)
+        # permutation p-value: random segmentations (same count per window, same positions) reaching the TP
+        tot = np.zeros(cfg.random_draws)
+        for s in ws:
+            tot = tot + s.draw_tp[base][th]
+        obs = sum(s.tp[th] for s in ws)
+        row[f"p_value@{th}"] = float((1 + np.sum(tot >= obs)) / (1 + cfg.random_draws))
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    return df.round(4) if len(df) else df
+
+
+def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
+    """Lift at the headline tolerance per method and kind, with the bootstrap interval; 1 = chance."""
+    import matplotlib.pyplot as plt
+
+    th = cfg.headline_tolerance
+    kinds = [k for k in ("chapter", "scene") if k in set(table["kind"])]
+    methods = list(dict.fromkeys(table["method"]))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(methods) + 2), 3.8))
+    width = 0.8 / max(len(kinds), 1)
+    for j, kind in enumerate(kinds):
+        sub = table[table["kind"] == kind].set_index("method").reindex(methods)
+        x = np.arange(len(methods)) + (j - (len(kinds) - 1) / 2) * width
+        y = sub[f"lift@{th}"].to_numpy(float)
+        lo = y - sub[f"lift@{th}_lo"].to_numpy(float)
+        hi = sub[f"lift@{th}_hi"].to_numpy(float) - y
+        ax.bar(x, y, width=width, label=f"{kind} breaks", alpha=0.8)
+        ax.errorbar(x, y, yerr=np.vstack([np.nan_to_num(lo), np.nan_to_num(hi)]), fmt="none", ecolor="black",
+                    capsize=3, lw=1)
+        for xi, yi in zip(x, y):
+            if not np.isfinite(yi):  # no inner boundary at all: nothing to compare with chance
+                ax.text(xi, 0.05, "no cut", rotation=90, ha="center", va="bottom", fontsize=7)
+    ax.axhline(1.0, color="grey", ls="--", lw=1)
+    ax.set_xticks(np.arange(len(methods)))
+    ax.set_xticklabels(methods, rotation=30, ha="right")
+    ax.set_ylabel(f"lift over random @±{th} (TP / E[TP])")
+    ax.set_title("Recovering the authors' boundaries: lift over chance, 95% bootstrap CI over books")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# ============================================================ gold + segmentation
+def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
+    """The window books and per-book counts for ``cfg`` (cached like every heavy step)."""
+    from ..boundary_gold import GoldSet, build_gold, corpus_books, hand_checked_books
+    from ..cache import StepCache
+    from ..corpus import book_from_json, book_to_json, data_files
+    from ..paths import data_dir
+    from ..preprocess.gold import GOLD_FILE
+
+    root = data_dir()
+    keys = ("source", "max_books", "max_windows_per_book", "window_sentences", "min_side_sentences", "seed")
+    params = {k: getattr(cfg, k) for k in keys}
+    if cfg.source == "hand-checked":
+        files = [GOLD_FILE] + sorted(p for d in ("gutenberg", "gutenberg_dev") for p in (root / d).glob("*.txt")) \
+            + sorted((root / "literaryqa" / "texts").glob("*/*.txt"))
+    else:
+        files = data_files(cfg.corpus, root)
+        params["corpus"] = cfg.corpus.to_dict()
+    cache = StepCache("boundary-gold", config=params, inputs={"files": files, "splitter": cfg.corpus.sentence_splitter})
+    if use_cache and cache.exists():
+        d = cache.load()
+        return GoldSet([book_from_json(b) for b in d["books"]], d["counts"], d["shapes"])
+    if cfg.source == "hand-checked":
+        sources, rows = hand_checked_books(root, cfg.corpus.sentence_splitter, cfg.max_books)
+        gs = build_gold(sources, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book,
+                        True, rows)
+    else:
+        sources = corpus_books(cfg.corpus)
+        if cfg.max_books:
+            sources = sources[:cfg.max_books]
+        gs = build_gold(sources, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book,
+                        False)
+    if use_cache:
+        cache.save({"books": [book_to_json(b) for b in gs.books], "counts": gs.counts, "shapes": gs.shapes})
+    return gs
+
+
+def llm_windows(books: Sequence[Book], n: int) -> tuple[str, ...]:
+    """``book_id/unit_id`` of the first ``n`` windows, alternating chapter and scene windows, spread over books."""
+    queues: dict[str, list[str]] = {"chapter": [], "scene": []}
+    per_book = [[u for u in b.units] for b in books]
+    depth = 0
+    while any(depth < len(us) for us in per_book):
+        for b, us in zip(books, per_book):
+            if depth < len(us):
+                u = us[depth]
+                queues[b.meta["boundary_gold"][u.unit_id]["kind"]].append(f"{b.book_id}/{u.unit_id}")
+        depth += 1
+    out: list[str] = []
+    ch, sc = queues["chapter"], queues["scene"]
+    while (ch or sc) and (not n or len(out) < n):
+        for q in (sc, ch):
+            if q and (not n or len(out) < n):
+                out.append(q.pop(0))
+    return tuple(out)
+
+
+def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
+    """The notebook-04 config the methods run with here (same knobs; the LLM methods on the chosen windows)."""
+    from ..chunkers.config import BaselinesConfig
+
+    units = llm_windows(books, cfg.llm_max_windows) if cfg.llm_methods else ()
+    order = {f"{b.book_id}/{u.unit_id}": i for i, (b, u) in enumerate((b, u) for b in books for u in b.units)}
+    return BaselinesConfig.for_profile(
+        cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(), embedding=cfg.embedding.to_dict(),
+        methods=tuple(cfg.methods) + tuple(cfg.llm_methods), semantic_books=(),
+        selection={"strategy": "first", "books": (), "units": tuple(sorted(units, key=order.get)),
+                   "min_questions": 0, "max_units": 0, "max_unit_words": 0})
+
+
+def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequence[str] | None = None,
+                    backend: Any = None, embedder: Any = None, report: Any = None) -> dict[str, list[Chunk]]:
+    """Every method's chunks of the windows, through :func:`~litseg_nb.chunkers.registry.run_chunker`
+    (cached per method and window book, like every other unit)."""
+    from tqdm.auto import tqdm
+
+    from ..chunkers.registry import run_chunker
+
+    bcfg = baselines_config(cfg, books)
+    names = list(methods) if methods is not None else list(cfg.methods) + list(cfg.llm_methods)
+    if any(m in _llm_baselines() for m in names) and backend is None:
+        from ..llm import make_backend
+
+        backend = make_backend(cfg.llm)
+    if embedder is None and "semantic" in names:
+        from ..embeddings import load_embedder
+
+        embedder = load_embedder(cfg.embedding)
+    out = {}
+    for m in tqdm(names, desc="methods on boundary windows"):
+        subset = books
+        if m == "semantic" and cfg.embedder_max_windows:
+            keep = set(llm_windows(books, cfg.embedder_max_windows))
+            subset = [b for b in (dataclasses.replace(b, units=[u for u in b.units if f"{b.book_id}/{u.unit_id}" in keep])
+                                  for b in books) if b.units]
+        out[m] = run_chunker(m, subset, bcfg, backend=backend, embedder=embedder, report=report)
+    for m in (cfg.segmenters if methods is None else [x for x in methods if x in ("litseg",)]):
+        out[m] = segmenter_chunks(m, books, cfg)
+    return out
+
+
+def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None) -> list[Chunk]:
+    """LitSeg on the first ``segmenter_max_windows`` windows through the registry's
+    :func:`~litseg_nb.chunkers.registry.chunk_units` (its profile config: model, caps, calibration on
+    these windows), cached per window set like every other method's chunks."""
+    import hashlib
+
+    from ..cache import StepCache
+    from ..chunkers.registry import chunk_units, get_chunker
+
+    spec = get_chunker(name)
+    wanted = set(llm_windows(books, cfg.segmenter_max_windows))
+    items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
+    if not items:
+        return []
+    scfg = spec.config_class().for_profile(cfg.profile, seed=cfg.seed)
+    fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
+           [(x.start, x.end) for x in u.sentences]) for b, u in items]
+    cache = StepCache(f"boundary-chunks-{name}", config=scfg, inputs={"units": fp})
+    if cache.exists():
+        return [Chunk.from_json(d) for d in cache.load()]
+    if backend is None:
+        from ..llm import make_backend
+
+        backend = make_backend(scfg.llm)
+    chunks, _ = chunk_units(name, items, scfg, backend)
+    cache.save([c.to_json() for c in chunks])
+    return chunks
+
+
+def counts_table(gold) -> "pd.DataFrame":  # noqa: F821
+    """Per source book: units, marks found and removed, windows and gold boundaries of each kind."""
+    import pandas as pd
+
+    df = pd.DataFrame(gold.counts)
+    return df
+
+
+def census_table() -> "pd.DataFrame":  # noqa: F821
+    """:func:`litseg_nb.boundary_gold.ornament_census` over every local book (the rule's test set)."""
+    from ..boundary_gold import local_book_texts, ornament_census
+    from ..paths import data_dir
+
+    return ornament_census(local_book_texts(data_dir()))
+
+
+def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
+    import pandas as pd
+
+    return pd.DataFrame(sorted(gold.shapes.items(), key=lambda x: -x[1]), columns=["shape", "removed"])
+
+
+# ============================================================ command line
+def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
+    """A chunk set file: our chunk schema (``chunk_id``, ``from_idx`` ...) as written by the package, or
+    rows ``{"book_id", "unit_id"?, "text"}`` in window order, aligned to the window books."""
+    from ..chunk_import import import_chunks
+    from ..schema import load_chunks, read_jsonl
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--chunks {path}: no such file")
+    first = next(iter(read_jsonl(path)), None) if path.suffix == ".jsonl" else None
+    if first is not None and "from_idx" in first:
+        return load_chunks(path)
+    if first is None or "text" not in first or "book_id" not in first:
+        raise ValueError(f"--chunks {path}: expected the package's chunk JSONL or rows with 'book_id' and 'text'")
+    by_book: dict[str, list[str]] = {}
+    for r in read_jsonl(path):
+        by_book.setdefault(r["book_id"], []).append(r["text"])
+    index = {b.book_id: b for b in books}
+    out = []
+    for bid, texts in by_book.items():
+        if bid not in index:
+            raise ValueError(f"--chunks {path}: book {bid!r} is not a boundary window book of this profile")
+        chunks, rep = import_chunks(index[bid], texts, name, source=str(path))
+        print(rep.summary(), file=sys.stderr)
+        out.extend(c for c in chunks if c.unit_id)
+    return out
+
+
+def score_chunk_file(path: Path | str, cfg: BoundaryConfig, name: str | None = None):
+    """Score one chunk file against the gold of ``cfg``; returns the summary table."""
+    gold = load_gold(cfg)
+    chunks = _read_external(Path(path), gold.books, name or Path(path).stem)
+    sets: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        sets.setdefault(name or c.method, []).append(c)
+    return summarize(score_chunk_sets(sets, gold.books, cfg), cfg)
+
+
+def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
+    """Write the windows (``book_id``, ``unit_id``, ``kind``, ``text``, ``sentences``) as JSONL for an
+    external chunker; its output rows ``{"book_id", "text"}`` in order come back through ``--chunks``."""
+    from ..schema import write_jsonl
+
+    gold = load_gold(cfg)
+    rows = [{"book_id": b.book_id, "unit_id": u.unit_id, "kind": b.meta["boundary_gold"][u.unit_id]["kind"],
+             "text": u.text(b.text), "sentences": [b.text[s.start:s.end] for s in u.sentences]}
+            for b in gold.books for u in b.units]
+    write_jsonl(Path(path), rows)
+    return len(rows)
+
+
+def cli(args: argparse.Namespace) -> int:
+    from ..artifacts import save_table
+
+    try:
+        over: dict[str, Any] = {"seed": args.seed}
+        if args.method:
+            ms = [m.strip() for x in args.method for m in x.split(",") if m.strip()]
+            over["methods"] = tuple(m for m in ms if m in NON_LLM)
+            over["llm_methods"] = tuple(m for m in ms if m not in NON_LLM and m != "litseg")
+            over["segmenters"] = tuple(m for m in ms if m == "litseg")
+        if args.llm_windows is not None:
+            over["llm_max_windows"] = args.llm_windows
+        cfg = BoundaryConfig.for_profile(args.profile, **over)
+        if args.export_windows:
+            n = export_windows(args.export_windows, cfg)
+            print(f"[litseg_nb] wrote {n} windows to {args.export_windows}")
+            return 0
+        gold = load_gold(cfg)
+        if args.counts:
+            import pandas as pd
+
+            with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 500):
+                print(counts_table(gold).drop(columns=["shapes"], errors="ignore").to_string(index=False))
+                print(census_table().to_string(index=False))
+            return 0
+        sets: dict[str, list[Chunk]] = {}
+        if args.chunks:
+            for f in args.chunks:
+                name = Path(f).stem
+                for c in _read_external(Path(f), gold.books, name):
+                    sets.setdefault(name, []).append(c)
+        if args.method or not args.chunks:
+            sets.update(segment_windows(gold.books, cfg))
+        table = summarize(score_chunk_sets(sets, gold.books, cfg, progress=True), cfg)
+    except (ConfigError, ValueError, FileNotFoundError, KeyError) as exc:
+        print(f"[litseg_nb] boundaries: {exc}", file=sys.stderr)
+        return 2
+    n_gold = {k: int(sum(r.get(f"{k}_gold", 0) or 0 for r in gold.counts)) for k in ("chapter", "scene")}
+    label = cfg.describe() + f" | {len(gold.books)} books, gold chapter {n_gold['chapter']}, scene {n_gold['scene']}"
+    paths = save_table(table, args.name or "boundaries", cfg.profile, label)
+    cols = ["method", "kind", "n_windows", "n_gold", "n_boundaries", f"F1@{cfg.headline_tolerance}",
+            "Pk", "WindowDiff", f"lift@{cfg.headline_tolerance}", f"lift@{cfg.headline_tolerance}_lo",
+            f"lift@{cfg.headline_tolerance}_hi", f"p_value@{cfg.headline_tolerance}"]
+    print(label)
+    print(table[cols].to_string(index=False))
+    print(f"[litseg_nb] full table: {paths['csv']}")
+    return 0
+
+
+def add_boundaries_parser(sub: Any) -> None:
+    """Register ``boundaries`` on the runner's argparse subparsers."""
+    p = sub.add_parser("boundaries", help="score chunkers against the authors' chapter and scene breaks "
+                                          "(issue #26): ours (--method) or any chunk set (--chunks)")
+    p.add_argument("--profile", default="smoke", choices=("test", "smoke", "full"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--method", action="append", default=[],
+                   help="registered method(s) to run on the windows, comma-separated (default: the profile's)")
+    p.add_argument("--chunks", action="append", default=[],
+                   help="a chunk set to score: the package's chunk JSONL on the windows, or JSONL rows "
+                        "{'book_id', 'text'} in order from your own chunker (see --export-windows)")
+    p.add_argument("--export-windows", default="", metavar="FILE",
+                   help="write the windows (book_id, unit_id, kind, text, sentences) as JSONL and stop")
+    p.add_argument("--counts", action="store_true",
+                   help="print the gold found per source book and the ornament census of all local books, and stop")
+    p.add_argument("--llm-windows", type=int, default=None, help="windows the LLM methods segment (0 = all)")
+    p.add_argument("--name", default="", help="table name under outputs/<profile>/tables (default: boundaries)")
+    p.set_defaults(handler=cli)
