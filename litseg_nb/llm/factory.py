@@ -33,7 +33,7 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
 
         backend = VLLMBackend(llm_cfg.model, dtype=llm_cfg.dtype, max_model_len=llm_cfg.max_model_len,
                               structured_output=llm_cfg.structured_output, ledger=ledger,
-                              enable_thinking=llm_cfg.enable_thinking)
+                              enable_thinking=llm_cfg.enable_thinking, **llm_cfg.engine)
     elif kind == "openai":
         from .openai_backend import OpenAIBackend
 
