@@ -260,6 +260,9 @@ class LLMConfig(_Base):
     # tensor_parallel_size, gpu_memory_utilization, enforce_eager, max_num_seqs, quantization);
     # recorded with the config in every manifest
     engine: dict[str, Any] = field(default_factory=dict)
+    # vllm backend: a LoRA adapter folder served on ``model``'s engine (needs engine enable_lora);
+    # "" = the plain model. See litseg_nb.lite.train.student_backend.
+    lora_adapter: str = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -353,8 +356,11 @@ SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "full": {
         "llm": {"backend": "vllm", "model": "Qwen/Qwen3-8B", "batch_size": 256, "max_new_tokens": 4096,
                 "max_model_len": 32768, "dtype": "bfloat16", "device": "cuda",
-                # vLLM's own defaults, stated; one GPU (tensor_parallel_size > 1 for a teacher that does not fit)
-                "engine": {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9}},
+                # vLLM's defaults for one GPU, stated (tensor_parallel_size > 1 for a teacher that does
+                # not fit); LoRA on, so Lite's adapters are requests on the base model's engine (03, 07)
+                # and every role of one model shares one engine (same settings everywhere)
+                "engine": {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "enable_lora": True,
+                           "max_lora_rank": 32}},
         "embedding": {"backend": "flagembedding", "model": "BAAI/bge-m3", "batch_size": 256,
                       "device": "cuda", "use_instructions": True},
         "corpus": {"datasets": ("gutenqa", "literaryqa"), "literaryqa_split": "test",

@@ -103,11 +103,12 @@ def test_engine_settings_reach_vllm_and_the_manifest(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", fake)
     cfg = LiteConfig.for_profile("full", llm={"engine": {"enforce_eager": True, "max_num_seqs": 8,
                                                          "quantization": "fp8"}})
-    assert cfg.llm.engine == {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "enforce_eager": True,
-                              "max_num_seqs": 8, "quantization": "fp8"}
+    assert cfg.llm.engine == {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "enable_lora": True,
+                              "max_lora_rank": 32, "enforce_eager": True, "max_num_seqs": 8, "quantization": "fp8"}
     from litseg_nb.llm import make_backend
 
     backend = make_backend(cfg.llm.replace(model="tiny-random", use_cache=False))
+    backend.close()
     kw = built[-1]
     assert {k: kw[k] for k in cfg.llm.engine} == cfg.llm.engine and kw["dtype"] == "bfloat16"
     assert backend.engine_settings["quantization"] == "fp8"

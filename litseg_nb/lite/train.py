@@ -350,6 +350,74 @@ def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path)
     return target
 
 
+def save_combined_adapter(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
+    """ONE LoRA adapter equal to applying ``adapter_dirs`` in order, in ``root/lora-<hash>``.
+
+    Adapter i adds ``s_i * B_i @ A_i`` (``s_i = lora_alpha_i / r_i``) to a weight; the sum over i is
+    exactly one LoRA of rank ``sum(r_i)`` with ``A = [A_1; A_2; ...]`` (rows) and
+    ``B = [s_1 B_1, s_2 B_2, ...]`` (columns), scaling 1 (``lora_alpha = r``). So the SFT adapter
+    and the GRPO adapter trained on the SFT-merged model are served as one ``LoRARequest`` on the base
+    model's vLLM engine, with no merged copy of the model. The folder carries every unit the
+    adapters were trained on (:mod:`litseg_nb.lite.heldout`).
+    """
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from .heldout import TRAINED_UNITS_FILE, TrainedUnits, model_record
+
+    dirs = [Path(d) for d in adapter_dirs]
+    if not dirs:
+        raise ValueError("save_combined_adapter: no adapters")
+    target = Path(root) / f"lora-{adapter_fingerprint(*dirs)}"
+    trained = TrainedUnits()
+    for d in dirs:
+        trained = trained.union(model_record(d))
+    if (target / "adapter_model.safetensors").is_file():
+        return target
+    configs = [json.loads((d / "adapter_config.json").read_text(encoding="utf-8")) for d in dirs]
+    weights = [load_file(str(d / "adapter_model.safetensors")) for d in dirs]
+    keys = [sorted(k[:-len(".lora_A.weight")] for k in w if k.endswith(".lora_A.weight")) for w in weights]
+    if any(k != keys[0] for k in keys[1:]):
+        raise ValueError(f"adapters {', '.join(map(str, dirs))} adapt different modules; they cannot be combined")
+    for d, c in zip(dirs, configs):
+        if c.get("use_rslora") or c.get("use_dora") or c.get("bias", "none") != "none":
+            raise ValueError(f"{d}: only plain LoRA adapters (no rsLoRA, DoRA or bias) can be combined")
+    combined: dict[str, Any] = {}
+    for module in keys[0]:
+        a = [w[f"{module}.lora_A.weight"].float() for w in weights]
+        b = [w[f"{module}.lora_B.weight"].float() * (c["lora_alpha"] / c["r"]) for w, c in zip(weights, configs)]
+        combined[f"{module}.lora_A.weight"] = torch.cat(a, dim=0).contiguous()
+        combined[f"{module}.lora_B.weight"] = torch.cat(b, dim=1).contiguous()
+    rank = sum(int(c["r"]) for c in configs)
+    config = {**configs[0], "r": rank, "lora_alpha": rank, "lora_dropout": 0.0,
+              "base_model_name_or_path": base_model, "rank_pattern": {}, "alpha_pattern": {}}
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(combined, str(tmp / "adapter_model.safetensors"))
+    (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    trained.save(tmp / TRAINED_UNITS_FILE)
+    (tmp / "lite_adapters.json").write_text(json.dumps(
+        {"base_model": base_model, "adapters": [str(d) for d in dirs], "rank": rank}, indent=2), encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
+def student_backend(llm_cfg: Any, adapter_dirs: Sequence[Path], root: Path, ledger: Any = None):
+    """The backend of base ``llm_cfg.model`` + ``adapter_dirs``, and the folder it serves.
+
+    vLLM: one combined LoRA adapter (:func:`save_combined_adapter`) served on the base model's engine
+    (the engine notebook 03's untuned student and notebook 07's base variants already use: one engine
+    per model per process). hf/openai: the merged model folder (:func:`save_merged_model`)."""
+    from ..llm import make_backend
+
+    if llm_cfg.backend == "vllm":
+        path = save_combined_adapter(llm_cfg.model, adapter_dirs, root)
+        return make_backend(llm_cfg.replace(lora_adapter=str(path)), ledger), path
+    path = save_merged_model(llm_cfg.model, adapter_dirs, root)
+    return make_backend(llm_cfg.replace(model=str(path)), ledger), path
+
+
 def free_memory() -> None:
     """Collect garbage and empty the CUDA cache (call after deleting the training models, before an
     inference engine such as vLLM claims the GPU)."""
