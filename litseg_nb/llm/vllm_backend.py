@@ -62,6 +62,7 @@ class _Engine:
     engine: Any
     users: int = 0
     lora_ids: dict[str, int] = field(default_factory=dict)  # adapter folder -> LoRARequest id
+    backends: Any = field(default_factory=weakref.WeakSet)  # the VLLMBackends using it
 
 
 #: the engines alive in this process, by model (at most one on one GPU: see acquire_engine)
@@ -103,6 +104,8 @@ def acquire_engine(model: str, settings: dict[str, Any]) -> _Engine:
 def _release(entry: _Engine) -> None:
     """Shut ``entry``'s engine down, drop every reference, and check the memory was released."""
     _ENGINES.pop(entry.model, None)
+    for b in list(entry.backends):  # a backend of a shut-down engine says so when used
+        b.llm, b._entry = None, None
     engine = entry.engine
     entry.engine = None
     shutdown = getattr(engine, "shutdown", None)
@@ -112,6 +115,8 @@ def _release(entry: _Engine) -> None:
         core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
         if core is not None and callable(getattr(core, "shutdown", None)):
             core.shutdown()
+        del core
+    del shutdown  # a bound method holds the engine
     try:
         ref = weakref.ref(engine)
     except TypeError:
@@ -165,6 +170,7 @@ class VLLMBackend(BackendBase):
         if engine is None:  # ``engine``: an already built ``vllm.LLM`` (or a stand-in in tests)
             self._entry = acquire_engine(self.engine_settings["model"], self.engine_settings)
             self._entry.users += 1
+            self._entry.backends.add(self)
             engine = self._entry.engine
         self.llm = engine
         if lora_adapter:
