@@ -279,6 +279,10 @@ class EmbeddingConfig(_Base):
     device: str = one_of("auto", *DEVICES)
     normalize: bool = True
     use_instructions: bool = False
+    # flagembedding backend: tokens read per passage / query (FlagEmbedding's own default is 512, which
+    # silently truncates a long chunk); 0 = the model's own maximum. full: BGE-M3 reads 8192.
+    max_passage_tokens: int = at_least(0, 0)
+    max_query_tokens: int = at_least(512, 0)
     passage_instruction: str = "Represent the literature text chunk for literary question answering:"
     query_instruction: str = (
         "Given a literary question, retrieve relevant literature text chunks that answer the question."
@@ -362,7 +366,7 @@ SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
                 "engine": {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "enable_lora": True,
                            "max_lora_rank": 32}},
         "embedding": {"backend": "flagembedding", "model": "BAAI/bge-m3", "batch_size": 256,
-                      "device": "cuda", "use_instructions": True},
+                      "device": "cuda", "use_instructions": True, "max_passage_tokens": 8192},
         "corpus": {"datasets": ("gutenqa", "literaryqa"), "literaryqa_split": "test",
                    "max_unit_words": 6000},
         "selection": {"strategy": "first"},  # every unit of the evaluation corpus
