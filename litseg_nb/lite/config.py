@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import PROFILES, LLMConfig, StageConfig, at_least, one_of
+from ..config import PROFILES, LLMConfig, StageConfig, at_least, between, one_of
 
 ABLATION_VARIANTS = ("lite", "wo-grpo", "wo-ft", "wo-theo-s1", "wo-theo-s2", "wo-theo-s3", "wo-theory")
 _ATTN_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -68,7 +68,15 @@ class LiteConfig(StageConfig):
     grpo_max_steps: int = 200
     grpo_num_generations: int = 8
     grpo_prompts_per_step: int = 2  # prompts per optimizer step (each with num_generations rollouts)
-    grpo_max_completion_length: int = 2048
+    # rollout cap in tokens; 0 = sized from the teacher's replies on the training units
+    # (lite.train.rollout_cap: the grpo_cap_quantile of their token lengths, plus grpo_cap_margin), so a
+    # complete reply fits and truncated (masked) rollouts are the exception (notebook 03 reports the share)
+    grpo_max_completion_length: int = at_least(0, 0)
+    grpo_cap_quantile: float = between(1.0, 0.5, 1.0)  # 1.0 = the longest teacher reply
+    grpo_cap_margin: float = at_least(0.1, 0.0)  # headroom over that length (a sampled reply may be longer)
+    # a GRPO run whose every step trained on nothing (all rollouts masked or all groups filtered) is an
+    # error (GRPONoSignalError); True only where that is the expected outcome (CPU demos), and labelled
+    grpo_allow_no_signal: bool = False
     grpo_temperature: float = 1.0
     grpo_beta: float = 0.001  # KL coefficient (DAPO uses 0; see module docstring)
     grpo_epsilon: float = 0.2
@@ -112,6 +120,8 @@ class LiteConfig(StageConfig):
                 "grpo_prompts_per_step": 1, "grpo_max_completion_length": 24, "grpo_temperature": 1.0,
                 # a random model never stops within the cap: masking truncated rollouts would mask all
                 "grpo_mask_truncated_completions": False,
+                # ... and its rollouts all get the same reward: every group is filtered (a no-op step)
+                "grpo_allow_no_signal": True,
                 "judge_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
                               "max_model_len": 8192},
                 "judge_retries": 1, "infer_max_new_tokens": 16, "infer_retries": 1,
@@ -130,6 +140,8 @@ class LiteConfig(StageConfig):
                 "grpo_prompts_per_step": 1, "grpo_max_completion_length": 64, "grpo_temperature": 1.0,
                 # targets are longer than the CPU-sized cap: masking truncated rollouts would mask all
                 "grpo_mask_truncated_completions": False,
+                # 2 rollouts of a 135M model cut at 64 tokens often score alike: the step may be a no-op
+                "grpo_allow_no_signal": True,
                 "judge_llm": {"backend": "hf", "model": "smollm2-135m-instruct", "max_new_tokens": 64,
                               "max_model_len": 8192},
                 # retries off on the CPU (each costs a ~3k-token prefill); full uses 3 like LitSeg

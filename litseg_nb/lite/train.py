@@ -104,6 +104,7 @@ class TrainResult:
     peak_memory_gib: float | None = None
     lora_change: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    steps_table: Any = None  # GRPO: per-step truncated / masked / filtered counts (step_table)
 
     @property
     def tokens_per_s(self) -> float:
@@ -193,6 +194,43 @@ def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, o
 
 
 # --------------------------------------------------------------------------- stage 2: GRPO
+class GRPONoSignalError(RuntimeError):
+    """A whole GRPO run trained on nothing: every rollout masked or every group filtered
+    (``.steps``: the per-step table, :func:`step_table`)."""
+
+    def __init__(self, steps: Any, message: str):
+        super().__init__(message)
+        self.steps = steps
+
+
+def rollout_cap(examples: Sequence[LiteExample], count_tokens: Callable[[str], int], cfg: LiteConfig) -> dict[str, Any]:
+    """The GRPO rollout cap and where it comes from.
+
+    ``cfg.grpo_max_completion_length > 0``: that value. 0: sized from the teacher's replies (the SFT
+    targets) on the training units: the ``grpo_cap_quantile`` of their token lengths (1.0 = the
+    longest) times ``1 + grpo_cap_margin``, so a complete reply fits (DAPO masks truncated
+    rollouts: a cap below the replies' lengths would leave groups without signal). Returns the cap,
+    the teacher reply lengths (max, p99) and the share of teacher replies longer than the cap.
+    """
+    import math
+
+    lengths = sorted(count_tokens(e.target) + 1 for e in examples)  # + the end-of-turn token
+    if not lengths:
+        raise ValueError("rollout_cap: no training examples")
+    q = lengths[min(len(lengths) - 1, max(0, math.ceil(cfg.grpo_cap_quantile * len(lengths)) - 1))]
+    if cfg.grpo_max_completion_length > 0:
+        cap, source = cfg.grpo_max_completion_length, "config (grpo_max_completion_length)"
+    else:
+        cap = int(math.ceil(q * (1.0 + cfg.grpo_cap_margin)))
+        source = (f"teacher replies: {'max' if cfg.grpo_cap_quantile >= 1.0 else f'q{cfg.grpo_cap_quantile:g}'}"
+                  f" x {1.0 + cfg.grpo_cap_margin:g}")
+    over = sum(n > cap for n in lengths)
+    p99 = lengths[min(len(lengths) - 1, max(0, math.ceil(0.99 * len(lengths)) - 1))]
+    return {"cap": cap, "source": source, "teacher replies": len(lengths), "teacher reply tokens max": lengths[-1],
+            "teacher reply tokens p99": p99, "teacher replies over the cap": over,
+            "share of teacher replies over the cap": over / len(lengths)}
+
+
 def _dynamic_sampling_trainer_class():
     from trl import GRPOTrainer
 
@@ -205,15 +243,31 @@ def _dynamic_sampling_trainer_class():
             self.groups_seen = 0
             self.groups_filtered = 0
             self.skipped_micro_batches = 0
+            self.rollout_log: list[dict[str, Any]] = []  # one row per generation batch (see step_table)
+
+        def _log_rollouts(self, out, keep) -> None:
+            ids = out["completion_ids"]
+            tok = self.processing_class
+            stop = {t for t in (getattr(tok, "eos_token_id", None), getattr(tok, "pad_token_id", None)) if t is not None}
+            # as trl decides truncation: the (padded) completion does not end on EOS/padding
+            ended = ids.new_tensor([int(row[-1]) in stop for row in ids.tolist()], dtype=bool) if len(ids) else ids.bool()
+            g = self.num_generations
+            self.rollout_log.append({
+                "step": int(self.state.global_step) + 1, "rollouts": int(len(ids)),
+                "truncated": int((~ended).sum()),
+                "masked (no token trained)": int((out["completion_mask"].sum(dim=1) == 0).sum()),
+                "groups": int(len(ids) // g) if g else 0,
+                "groups filtered": int((~keep).sum()) if keep is not None else 0,
+                "trained tokens": int(out["completion_mask"].sum())})
 
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
-            if not self.filter_zero_std_groups:
-                return out
             g = self.num_generations
             adv = out["advantages"]
-            if adv.numel() % g:
-                return out  # local slice not group-aligned (multi-process); leave untouched
+            if not self.filter_zero_std_groups or adv.numel() % g:
+                # (a local slice not group-aligned, multi-process: left untouched)
+                self._log_rollouts(out, None)
+                return out
             keep = (adv.view(-1, g).abs().amax(dim=1) > 1e-8)
             self.groups_seen += keep.numel()
             self.groups_filtered += int((~keep).sum())
@@ -222,6 +276,7 @@ def _dynamic_sampling_trainer_class():
             out["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
             mode = "train" if self.model.training else "eval"
             self._metrics[mode]["dynamic_sampling/filtered_group_frac"].append(float((~keep).float().mean()))
+            self._log_rollouts(out, keep)
             return out
 
         def _compute_loss(self, model, inputs):
@@ -241,20 +296,45 @@ def merge_adapter(peft_model):
     return peft_model.merge_and_unload()
 
 
+def step_table(rollout_log: Sequence[dict[str, Any]]):
+    """Per GRPO step: rollouts, truncated and masked rollouts (counts and shares), groups filtered
+    (zero reward variance) and the completion tokens that carried a gradient."""
+    import pandas as pd
+
+    cols = ["step", "rollouts", "truncated", "masked (no token trained)", "groups", "groups filtered",
+            "trained tokens"]
+    if not rollout_log:
+        return pd.DataFrame(columns=cols + ["truncated share", "masked share", "filtered group share"])
+    df = pd.DataFrame(rollout_log)[cols].groupby("step", as_index=False).sum()
+    df["truncated share"] = df["truncated"] / df["rollouts"]
+    df["masked share"] = df["masked (no token trained)"] / df["rollouts"]
+    df["filtered group share"] = (df["groups filtered"] / df["groups"]).where(df["groups"] > 0)
+    return df
+
+
 def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig,
                reward_funcs: Sequence[Callable[..., list[float]]], out_dir: Path,
-               reward_weights: Sequence[float] | None = None, work_dir: Path | None = None):
+               reward_weights: Sequence[float] | None = None, work_dir: Path | None = None,
+               completion_cap: int | None = None):
     """GRPO with the DAPO loss on the Lite prompts. Returns ``(peft_model, TrainResult)``.
 
     ``model`` is a plain causal LM (normally the SFT-merged model); a fresh LoRA adapter is
     trained on it. ``reward_funcs`` follow trl's reward-function protocol; the dataset passes the
     columns ``n_sentences``, ``passage``, ``system_prompt``, ``book_id`` and ``unit_id``.
+    ``completion_cap``: the rollout cap (:func:`rollout_cap`; default ``cfg.grpo_max_completion_length``).
+    The per-step truncated / masked / filtered counts are in ``TrainResult.extra["steps"]``
+    (:func:`step_table`); a run in which no step trained on any token raises
+    :class:`GRPONoSignalError` unless ``cfg.grpo_allow_no_signal``.
     """
     from datasets import Dataset
     from trl import GRPOConfig
 
     if not prompts:
         raise ValueError("train_grpo: no prompts")
+    cap = int(completion_cap or cfg.grpo_max_completion_length)
+    if cap <= 0:
+        raise ValueError("train_grpo: grpo_max_completion_length=0 means 'sized from the teacher's replies': "
+                         "pass completion_cap=rollout_cap(examples, count_tokens, cfg)['cap']")
     weights = list(reward_weights) if reward_weights is not None else None
     if weights is not None and len(weights) != len(reward_funcs):
         raise ValueError(f"{len(reward_funcs)} reward functions but {len(weights)} weights")
@@ -262,7 +342,7 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
     if cfg.grpo_soft_overlong_cache > 0:  # DAPO's soft overlong punishment (Eq. 13), added with weight 1
         from trl.rewards import get_soft_overlong_punishment
 
-        reward_funcs.append(get_soft_overlong_punishment(cfg.grpo_max_completion_length, cfg.grpo_soft_overlong_cache))
+        reward_funcs.append(get_soft_overlong_punishment(cap, cfg.grpo_soft_overlong_cache))
         weights = (weights if weights is not None else [1.0] * (len(reward_funcs) - 1)) + [1.0]
     work_dir = Path(work_dir or Path(out_dir).parent / "grpo_work")
     g = cfg.grpo_num_generations
@@ -270,7 +350,7 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
         output_dir=str(work_dir), per_device_train_batch_size=g,
         gradient_accumulation_steps=cfg.grpo_prompts_per_step, num_generations=g,
         max_steps=cfg.grpo_max_steps, learning_rate=cfg.grpo_learning_rate, lr_scheduler_type="constant",
-        max_completion_length=cfg.grpo_max_completion_length, temperature=cfg.grpo_temperature,
+        max_completion_length=cap, temperature=cfg.grpo_temperature,
         beta=cfg.grpo_beta, epsilon=cfg.grpo_epsilon, epsilon_high=cfg.grpo_epsilon_high,
         loss_type=cfg.grpo_loss_type, mask_truncated_completions=cfg.grpo_mask_truncated_completions,
         reward_weights=weights, scale_rewards="group", log_completions=False,
@@ -281,6 +361,15 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
                   processing_class=tokenizer, peft_config=make_lora_config(cfg),
                   filter_zero_std_groups=cfg.grpo_filter_zero_std_groups)
     peft_model, seconds, change = _train_measured(trainer)
+    steps = step_table(trainer.rollout_log)
+    if not cfg.grpo_allow_no_signal and int(steps["trained tokens"].sum()) == 0:
+        raise GRPONoSignalError(steps,
+            f"GRPO trained on nothing in {trainer.state.global_step} step(s): {int(steps['truncated'].sum())} of "
+            f"{int(steps['rollouts'].sum())} rollouts truncated at {cap} tokens (masked: "
+            f"{int(steps['masked (no token trained)'].sum())}), {int(steps['groups filtered'].sum())} of "
+            f"{int(steps['groups'].sum())} groups filtered (zero reward variance). Raise the rollout cap "
+            f"(grpo_max_completion_length, or 0 to size it from the teacher's replies), check the rewards, "
+            f"or set grpo_allow_no_signal=True to accept a no-op GRPO stage")
     log = list(trainer.state.log_history)
     tokens = int(sum(r.get("completions/mean_length", 0) for r in log if "loss" in r) * g
                  * cfg.grpo_prompts_per_step)
@@ -293,9 +382,12 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
                             "reward_weights": weights})
     record_trained_units(adapter, prompts, cfg)
     extra = {"groups seen": trainer.groups_seen, "groups filtered (zero reward variance)": trainer.groups_filtered,
-             "micro-batches skipped (all filtered)": trainer.skipped_micro_batches}
+             "micro-batches skipped (all filtered)": trainer.skipped_micro_batches, "rollout cap": cap,
+             "truncated rollouts": int(steps["truncated"].sum()),
+             "masked rollouts": int(steps["masked (no token trained)"].sum()),
+             "trained completion tokens": int(steps["trained tokens"].sum())}
     res = TrainResult("grpo", adapter, log, seconds, trainer.state.global_step, tokens,
-                      _peak_memory_gib(peft_model), change, extra)
+                      _peak_memory_gib(peft_model), change, extra, steps)
     shutil.rmtree(work_dir, ignore_errors=True)
     return peft_model, res
 
