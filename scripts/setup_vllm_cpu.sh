@@ -17,7 +17,12 @@ WITH_PROJECT=0
 ARGS=()
 for a in "$@"; do if [ "$a" = "--with-project" ]; then WITH_PROJECT=1; else ARGS+=("$a"); fi; done
 VENV_DIR="${ARGS[0]:-$REPO_ROOT/.venv-vllm}"
-CONSTRAINTS=(-c "$REPO_ROOT/scripts/gpu-constraints.txt")
+# the GPU pins less torchaudio/torchvision: vLLM text models need neither, and their CPU builds for
+# torch 2.13.0 fail to import here (they are uninstalled below)
+CPU_PINS="$(mktemp)"
+trap 'rm -f "$CPU_PINS"' EXIT
+grep -v -E '^(torchaudio|torchvision)==' "$REPO_ROOT/scripts/gpu-constraints.txt" > "$CPU_PINS"
+CONSTRAINTS=(-c "$CPU_PINS")
 PYTHON="${PYTHON:-python3.11}"
 if ! command -v "$PYTHON" >/dev/null 2>&1; then PYTHON=python3; fi
 

@@ -115,3 +115,28 @@ def test_engine_settings_reach_vllm_and_the_manifest(monkeypatch):
     assert json.loads(json.dumps(cfg.to_dict()))["llm"]["engine"]["max_num_seqs"] == 8  # manifests: cfg.to_dict()
     with pytest.raises(ConfigError, match="unknown engine setting"):
         LLMConfig(engine={"tensor_parallel": 2})
+
+
+def test_rehearsal_sets_build_every_notebooks_full_config(monkeypatch, capsys):
+    """The rehearsal's overrides (full's code paths, tiny models and sizes) are valid --set keys for
+    every notebook and keep full's backends; the judge address comes from LITSEG_JUDGE_URLS."""
+    from litseg_nb.cli_tools import resolved_configs
+    from litseg_nb.params import check_set_keys
+    from litseg_nb.rehearse import CPU_ENGINE, NOTEBOOK_ENGINES, notebook_sets
+    from litseg_nb.runner import discover_notebooks
+
+    monkeypatch.setenv("LITSEG_JUDGE_URLS", "http://127.0.0.1:9/v1")
+    for n in NOTEBOOK_ENGINES:
+        sets = notebook_sets(n, "/m/tiny-bge-m3", "/m/tiny-reranker")
+        check_set_keys(sets, discover_notebooks([n]))
+        with config_sets(sets):  # (a kernel has them for its whole life: LiteConfig.teacher() reads them)
+            (stem, cfg), = resolved_configs("full", n)
+            teacher = cfg.teacher() if stem == "03_lite_distillation" else None
+        assert cfg.profile == "full" and cfg.llm.backend == "vllm" and cfg.llm.model == "smollm2-135m-instruct"
+        assert cfg.llm.engine == CPU_ENGINE and cfg.embedding.backend == "flagembedding"
+        if stem == "03_lite_distillation":
+            assert cfg.grpo_max_completion_length == 0 and cfg.grpo_mask_truncated_completions  # full's paths
+            assert teacher.llm.model == "smollm2-135m-instruct" and cfg.judge_llm.backend == "openai"
+            assert cfg.sft_max_steps == 2 and teacher.train_corpus.datasets == ("gutenberg",)
+        if stem == "05_rag_evaluation":
+            assert cfg.reranker == "flagembedding" and cfg.reranker_model == "/m/tiny-reranker"
