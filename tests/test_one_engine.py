@@ -155,3 +155,37 @@ def test_combined_adapter_equals_the_merged_model(tmp_path):
         want = merged(ids).logits
     assert (want - plain).abs().max() > 1e-2  # the adapters change the model
     assert torch.allclose(one, want, atol=1e-4)
+
+
+def test_full_grpo_config_asks_trl_for_colocated_vllm_rollouts(tmp_path):
+    from trl import GRPOConfig
+
+    from litseg_nb.lite.config import LiteConfig
+    from litseg_nb.lite.train import grpo_rollout_kwargs
+
+    full = LiteConfig.for_profile("full")
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, **grpo_rollout_kwargs(full, 1000))
+    assert (args.use_vllm, args.vllm_mode, args.vllm_gpu_memory_utilization) == (True, "colocate", 0.3)
+    assert args.vllm_max_model_length == full.max_seq_tokens + 1000
+
+
+def test_grpo_rollouts_use_trls_vllm_in_full_and_its_engine_is_released(standin_vllm):
+    """Issue #20 item 8: full's GRPO rollouts come from trl's colocated vLLM engine (CPU profiles keep
+    transformers' generate); it is refused while another engine is alive and shut down afterwards."""
+    from litseg_nb.llm.base import LLMError
+    from litseg_nb.lite.config import LiteConfig
+    from litseg_nb.lite.train import grpo_rollout_kwargs, release_rollout_engine
+
+    full = LiteConfig.for_profile("full")
+    assert grpo_rollout_kwargs(LiteConfig.for_profile("test"), 24) == {"use_vllm": False}
+    assert grpo_rollout_kwargs(LiteConfig.for_profile("smoke"), 64) == {"use_vllm": False}
+    b = make_backend(full.llm)
+    with pytest.raises(LLMError, match="alive"):
+        grpo_rollout_kwargs(full, 1000)
+    from litseg_nb.llm.factory import release_backend
+
+    release_backend(b)
+    trainer = types.SimpleNamespace(vllm_generation=types.SimpleNamespace(llm=StandInLLM(model="trl")))
+    assert len(standin_vllm.alive) == 1
+    release_rollout_engine(trainer)
+    assert standin_vllm.alive == [] and trainer.vllm_generation.llm is None

@@ -296,6 +296,34 @@ def merge_adapter(peft_model):
     return peft_model.merge_and_unload()
 
 
+def grpo_rollout_kwargs(cfg: LiteConfig, cap: int) -> dict[str, Any]:
+    """``GRPOConfig`` arguments for the rollouts: trl's colocated vLLM engine (``grpo_use_vllm``,
+    ``full``) or transformers' ``generate`` (CPU profiles)."""
+    if not cfg.grpo_use_vllm:
+        return {"use_vllm": False}
+    from ..llm.vllm_backend import live_engines
+
+    alive = live_engines()
+    if alive:  # trl's engine would be a second one on the GPU
+        from ..llm.base import LLMError
+
+        raise LLMError(f"GRPO with vLLM rollouts: a vLLM engine for {', '.join(alive)} is alive; close its "
+                       "backends (litseg_nb.llm.factory.release_backend) before training")
+    return {"use_vllm": True, "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": cfg.grpo_vllm_gpu_memory_utilization,
+            "vllm_max_model_length": cfg.max_seq_tokens + cap}
+
+
+def release_rollout_engine(trainer: Any) -> None:
+    """Shut trl's colocated rollout engine down (its GPU memory goes back before inference starts)."""
+    gen = getattr(trainer, "vllm_generation", None)
+    if getattr(gen, "llm", None) is None:
+        return
+    from ..llm.vllm_backend import release_engine
+
+    release_engine(gen, "llm", "trl's GRPO rollouts")
+
+
 def step_table(rollout_log: Sequence[dict[str, Any]]):
     """Per GRPO step: rollouts, truncated and masked rollouts (counts and shares), groups filtered
     (zero reward variance) and the completion tokens that carried a gradient."""
@@ -346,7 +374,7 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
         weights = (weights if weights is not None else [1.0] * (len(reward_funcs) - 1)) + [1.0]
     work_dir = Path(work_dir or Path(out_dir).parent / "grpo_work")
     g = cfg.grpo_num_generations
-    args = GRPOConfig(
+    args = GRPOConfig(**grpo_rollout_kwargs(cfg, cap),
         output_dir=str(work_dir), per_device_train_batch_size=g,
         gradient_accumulation_steps=cfg.grpo_prompts_per_step, num_generations=g,
         max_steps=cfg.grpo_max_steps, learning_rate=cfg.grpo_learning_rate, lr_scheduler_type="constant",
@@ -360,7 +388,10 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
     trainer = cls(model=model, reward_funcs=list(reward_funcs), args=args, train_dataset=ds,
                   processing_class=tokenizer, peft_config=make_lora_config(cfg),
                   filter_zero_std_groups=cfg.grpo_filter_zero_std_groups)
-    peft_model, seconds, change = _train_measured(trainer)
+    try:
+        peft_model, seconds, change = _train_measured(trainer)
+    finally:
+        release_rollout_engine(trainer)
     steps = step_table(trainer.rollout_log)
     if not cfg.grpo_allow_no_signal and int(steps["trained tokens"].sum()) == 0:
         raise GRPONoSignalError(steps,

@@ -106,8 +106,17 @@ def _release(entry: _Engine) -> None:
     _ENGINES.pop(entry.model, None)
     for b in list(entry.backends):  # a backend of a shut-down engine says so when used
         b.llm, b._entry = None, None
-    engine = entry.engine
-    entry.engine = None
+    release_engine(entry, "engine", entry.model)
+
+
+def release_engine(holder: Any, attr: str, what: str) -> None:
+    """Shut down the ``vllm.LLM`` at ``holder.<attr>`` (also one this package did not build, e.g.
+    trl's colocated rollout engine) and set the attribute to None; :class:`LLMError` when something
+    else still references the engine (its memory would not be released)."""
+    engine = getattr(holder, attr)
+    setattr(holder, attr, None)
+    if engine is None:
+        return
     shutdown = getattr(engine, "shutdown", None)
     if callable(shutdown):
         shutdown()
@@ -131,7 +140,7 @@ def _release(entry: _Engine) -> None:
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
     if ref is not None and ref() is not None:
-        raise LLMError(f"vllm backend: the engine for {entry.model} is still referenced after shutdown "
+        raise LLMError(f"vllm backend: the engine for {what} is still referenced after shutdown "
                        "(its memory is not released): drop every object holding it before loading another model")
 
 
