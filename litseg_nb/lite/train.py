@@ -390,10 +390,14 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
                   filter_zero_std_groups=cfg.grpo_filter_zero_std_groups)
     try:
         peft_model, seconds, change = _train_measured(trainer)
-    finally:
-        release_rollout_engine(trainer)
+    except BaseException:
+        try:
+            release_rollout_engine(trainer)
+        finally:
+            raise
     steps = step_table(trainer.rollout_log)
     if not cfg.grpo_allow_no_signal and int(steps["trained tokens"].sum()) == 0:
+        release_rollout_engine(trainer)
         raise GRPONoSignalError(steps,
             f"GRPO trained on nothing in {trainer.state.global_step} step(s): {int(steps['truncated'].sum())} of "
             f"{int(steps['rollouts'].sum())} rollouts truncated at {cap} tokens (masked: "
@@ -412,6 +416,7 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
                            {"train_units": [f"{e.book_id}/{e.unit_id}" for e in prompts],
                             "reward_weights": weights})
     record_trained_units(adapter, prompts, cfg)
+    release_rollout_engine(trainer)  # after the adapter is saved: a failed release loses no training
     extra = {"groups seen": trainer.groups_seen, "groups filtered (zero reward variance)": trainer.groups_filtered,
              "micro-batches skipped (all filtered)": trainer.skipped_micro_batches, "rollout cap": cap,
              "truncated rollouts": int(steps["truncated"].sum()),

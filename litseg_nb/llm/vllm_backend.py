@@ -63,6 +63,16 @@ class _Engine:
     users: int = 0
     lora_ids: dict[str, int] = field(default_factory=dict)  # adapter folder -> LoRARequest id
     backends: Any = field(default_factory=weakref.WeakSet)  # the VLLMBackends using it
+    workers: tuple[int, ...] = ()  # child processes the engine started (vLLM's engine core holds the memory)
+
+
+def _children() -> set[int]:
+    try:
+        import psutil
+
+        return {c.pid for c in psutil.Process().children(recursive=True)}
+    except ImportError:  # pragma: no cover - psutil comes with vLLM
+        return set()
 
 
 #: the engines alive in this process, by model (at most one on one GPU: see acquire_engine)
@@ -96,7 +106,9 @@ def acquire_engine(model: str, settings: dict[str, Any]) -> _Engine:
                        "would be a second engine on the GPU: close the first model's backends (backend.close() / "
                        "litseg_nb.llm.vllm_backend.shutdown_engines()) before loading another model")
     vllm = _import_vllm()
+    before = _children()
     entry = _Engine(model, dict(settings), vllm.LLM(**settings))
+    entry.workers = tuple(sorted(_children() - before))
     _ENGINES[model] = entry
     return entry
 
@@ -106,13 +118,15 @@ def _release(entry: _Engine) -> None:
     _ENGINES.pop(entry.model, None)
     for b in list(entry.backends):  # a backend of a shut-down engine says so when used
         b.llm, b._entry = None, None
-    release_engine(entry, "engine", entry.model)
+    release_engine(entry, "engine", entry.model, entry.workers)
 
 
-def release_engine(holder: Any, attr: str, what: str) -> None:
+def release_engine(holder: Any, attr: str, what: str, workers: Sequence[int] = (), wait_s: float = 60.0) -> None:
     """Shut down the ``vllm.LLM`` at ``holder.<attr>`` (also one this package did not build, e.g.
-    trl's colocated rollout engine) and set the attribute to None; :class:`LLMError` when something
-    else still references the engine (its memory would not be released)."""
+    trl's colocated rollout engine), set the attribute to None and check the memory was released:
+    the engine's worker processes (``workers``, vLLM's engine core holding weights and KV cache) have
+    exited, or, for an engine without its own processes, no reference to it is left. Otherwise an
+    :class:`LLMError` naming what is still alive."""
     engine = getattr(holder, attr)
     setattr(holder, attr, None)
     if engine is None:
@@ -139,7 +153,14 @@ def release_engine(holder: Any, attr: str, what: str) -> None:
             torch.cuda.empty_cache()
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
-    if ref is not None and ref() is not None:
+    if workers:  # the processes holding the weights and the KV cache must be gone
+        deadline = time.time() + wait_s
+        while (alive := sorted(set(workers) & _children())) and time.time() < deadline:
+            time.sleep(0.5)
+        if alive:
+            raise LLMError(f"vllm backend: the engine for {what} was shut down but its worker process(es) "
+                           f"{alive} still run (their memory is not released)")
+    elif ref is not None and ref() is not None:
         raise LLMError(f"vllm backend: the engine for {what} is still referenced after shutdown "
                        "(its memory is not released): drop every object holding it before loading another model")
 
