@@ -67,12 +67,19 @@ class _Engine:
 
 
 def _children() -> set[int]:
+    """Live child processes (not zombies, not multiprocessing's resource tracker, which stays)."""
     try:
         import psutil
-
-        return {c.pid for c in psutil.Process().children(recursive=True)}
     except ImportError:  # pragma: no cover - psutil comes with vLLM
         return set()
+    out = set()
+    for c in psutil.Process().children(recursive=True):
+        try:
+            if c.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(c.cmdline()):
+                out.add(c.pid)
+        except psutil.Error:  # exited meanwhile
+            continue
+    return out
 
 
 #: the engines alive in this process, by model (at most one on one GPU: see acquire_engine)
