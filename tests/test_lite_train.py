@@ -141,3 +141,16 @@ def test_rollout_cap_is_sized_from_the_teacher_replies():
     assert fixed["cap"] == 5 and fixed["share of teacher replies over the cap"] == 1.0
     with pytest.raises(ValueError, match="sized from the teacher"):
         T.train_grpo(None, None, examples, full, [], "/nonexistent")
+
+
+def test_rollout_time_estimate_counts_decode_steps_both_ways():
+    from litseg_nb.lite import train as T
+
+    full = LiteConfig.for_profile("full")
+    est = T.rollout_time_estimate(full, 1500, {"hf generate": 30.0, "vLLM (trl colocate)": 8.0}).set_index("rollouts by")
+    # hf: 2 groups decoded one after the other (2 x 1500 steps); vLLM: all 16 rollouts in one batch (1500 steps)
+    assert est.loc["hf generate", "decode steps per GRPO step"] == 3000
+    assert est.loc["vLLM (trl colocate)", "decode steps per GRPO step"] == 1500
+    assert est.loc["hf generate", "est. rollout s per GRPO step (upper bound)"] == 90.0
+    assert est.loc["vLLM (trl colocate)", "est. rollout s per GRPO step (upper bound)"] == 12.0
+    assert bool(est.loc["vLLM (trl colocate)", "used in this profile"]) and est["rollouts per step"].eq(16).all()

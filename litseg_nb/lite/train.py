@@ -314,6 +314,35 @@ def grpo_rollout_kwargs(cfg: LiteConfig, cap: int) -> dict[str, Any]:
             "vllm_max_model_length": cfg.max_seq_tokens + cap}
 
 
+#: assumed decode latency per generated token position (one forward over the batch) for an 8B model
+#: in bf16 on one 80 GB GPU: transformers' eager ``generate`` vs vLLM (CUDA graphs, paged KV cache).
+#: Assumptions for the estimate below, not measurements of this project.
+ASSUMED_DECODE_MS = {"hf generate": 30.0, "vLLM (trl colocate)": 8.0}
+
+
+def rollout_time_estimate(cfg: LiteConfig, cap: int, decode_ms: dict[str, float] | None = None):
+    """Rollout time per GRPO step both ways, from token counts: ``prompts_per_step`` groups of
+    ``num_generations`` rollouts of up to ``cap`` tokens. transformers' ``generate`` decodes one
+    group (micro-batch) at a time: ``prompts_per_step x cap`` decode steps; vLLM batches every
+    group's rollouts at once: ``cap`` decode steps (continuous batching). Seconds = decode steps x
+    the per-step latency (``decode_ms``, default :data:`ASSUMED_DECODE_MS`), an upper bound since a
+    rollout may stop before the cap; prefill and the training pass are not included."""
+    import pandas as pd
+
+    ms = dict(decode_ms or ASSUMED_DECODE_MS)
+    g, p = cfg.grpo_num_generations, cfg.grpo_prompts_per_step
+    rows = []
+    for path, lat in ms.items():
+        steps = p * cap if path.startswith("hf") else cap
+        sec = steps * lat / 1000.0
+        rows.append({"rollouts by": path, "rollouts per step": g * p, "max tokens per rollout": cap,
+                     "decode steps per GRPO step": steps, "assumed ms per decode step": lat,
+                     "est. rollout s per GRPO step (upper bound)": round(sec, 1),
+                     f"est. rollout h for {cfg.grpo_max_steps} steps": round(sec * cfg.grpo_max_steps / 3600, 2),
+                     "used in this profile": (path.startswith("vLLM") == cfg.grpo_use_vllm)})
+    return pd.DataFrame(rows)
+
+
 def release_rollout_engine(trainer: Any) -> None:
     """Shut trl's colocated rollout engine down (its GPU memory goes back before inference starts)."""
     gen = getattr(trainer, "vllm_generation", None)
