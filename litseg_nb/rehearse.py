@@ -154,6 +154,9 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
         out["gradient_checkpointing"] = False  # (full: on; a 135M model on the CPU needs no memory saving)
         # a 135M student's 2 rollouts often score alike: a no-op GRPO step is expected here (full: an error)
         out["grpo_allow_no_signal"] = True
+        # a 135M teacher at test-sized reply caps falls back on every unit: train on those (labelled),
+        # as the CPU profiles do (full: fallback units are excluded, the paper)
+        out["fallback_units"] = "include_if_needed"
     name = cls.__name__
     return [(f"{name}.{k}", list(v) if isinstance(v, tuple) else v) for k, v in out.items()]
 
