@@ -154,3 +154,14 @@ def test_rollout_time_estimate_counts_decode_steps_both_ways():
     assert est.loc["hf generate", "est. rollout s per GRPO step (upper bound)"] == 90.0
     assert est.loc["vLLM (trl colocate)", "est. rollout s per GRPO step (upper bound)"] == 12.0
     assert bool(est.loc["vLLM (trl colocate)", "used in this profile"]) and est["rollouts per step"].eq(16).all()
+
+
+def test_checkpointing_argument_matches_the_installed_transformers():
+    """transformers 5.19 (the GPU pins) has no `activation_checkpointing`: the rehearsal's SFT failed."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    from litseg_nb.lite import train as T
+
+    assert T._checkpointing_arg() in {f.name for f in dataclasses.fields(TrainingArguments)}

@@ -66,9 +66,20 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, floa
             "tensors_changed": sum(d > 0 for d in diff)}
 
 
+def _checkpointing_arg() -> str:
+    """``TrainingArguments``' name for gradient checkpointing: ``activation_checkpointing`` in recent
+    transformers (the old name warns), ``gradient_checkpointing`` before it (e.g. transformers 5.19,
+    the GPU stack's pin: vLLM 0.32 needs < 5.20; found by the CPU rehearsal)."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+
+
 def _common_kwargs(model, cfg: LiteConfig) -> dict[str, Any]:
-    # transformers 5.x: `activation_checkpointing` (the old name `gradient_checkpointing` warns)
-    return {**_precision_kwargs(model), "activation_checkpointing": cfg.gradient_checkpointing,
+    return {**_precision_kwargs(model), _checkpointing_arg(): cfg.gradient_checkpointing,
             "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
             "data_seed": cfg.seed, "dataloader_num_workers": 0, "disable_tqdm": True}
 
