@@ -156,12 +156,21 @@ def test_rollout_time_estimate_counts_decode_steps_both_ways():
     assert bool(est.loc["vLLM (trl colocate)", "used in this profile"]) and est["rollouts per step"].eq(16).all()
 
 
-def test_checkpointing_argument_matches_the_installed_transformers():
-    """transformers 5.19 (the GPU pins) has no `activation_checkpointing`: the rehearsal's SFT failed."""
+def test_checkpointing_argument_matches_the_installed_transformers(monkeypatch):
+    """transformers 5.19 (the GPU pins) has no `activation_checkpointing`: the rehearsal's SFT failed
+    with `SFTConfig.__init__() got an unexpected keyword argument 'activation_checkpointing'`."""
     import dataclasses
 
-    from transformers import TrainingArguments
+    import transformers
 
     from litseg_nb.lite import train as T
 
-    assert T._checkpointing_arg() in {f.name for f in dataclasses.fields(TrainingArguments)}
+    assert T._checkpointing_arg() in {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
+
+    @dataclasses.dataclass
+    class Old:  # TrainingArguments of transformers 5.19
+        output_dir: str = ""
+        gradient_checkpointing: bool = False
+
+    monkeypatch.setattr(transformers, "TrainingArguments", Old)
+    assert T._checkpointing_arg() == "gradient_checkpointing"
