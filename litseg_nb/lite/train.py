@@ -66,15 +66,16 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, floa
             "tensors_changed": sum(d > 0 for d in diff)}
 
 
-def _checkpointing_arg() -> str:
+def _checkpointing_arg(args_cls: Any = None) -> str:
     """``TrainingArguments``' name for gradient checkpointing: ``activation_checkpointing`` in recent
     transformers (the old name warns), ``gradient_checkpointing`` before it (e.g. transformers 5.19,
     the GPU stack's pin: vLLM 0.32 needs < 5.20; found by the CPU rehearsal)."""
     import dataclasses
 
-    from transformers import TrainingArguments
+    if args_cls is None:
+        from transformers import TrainingArguments as args_cls
 
-    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    names = {f.name for f in dataclasses.fields(args_cls)}
     return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
 
 
