@@ -100,7 +100,7 @@ def tiny_reranker_dir() -> Path:
 NOTEBOOK_ENGINES = {
     "01": "preprocessing (no LLM)",
     "02": "vLLM offline (teacher; constrained decoding on the same engine)",
-    "03": "trl SFT + GRPO (rollouts: trl colocated vLLM) + judge via vllm serve + vLLM offline (student, LoRA request)",
+    "03": "trl SFT + GRPO (hf rollouts, full's default) + judge via vllm serve + vLLM offline (student, LoRA request)",
     "04": "vLLM offline (LLM baselines) + FlagEmbedding BGE-M3 (semantic)",
     "05": "vLLM offline (generator, judges) + FlagEmbedding BGE-M3 + reranker + FAISS",
     "06": "vLLM offline (E.3 judge) + FlagEmbedding BGE-M3",

@@ -153,7 +153,7 @@ def test_rollout_time_estimate_counts_decode_steps_both_ways():
     assert est.loc["vLLM (trl colocate)", "decode steps per GRPO step"] == 1500
     assert est.loc["hf generate", "est. rollout s per GRPO step (upper bound)"] == 90.0
     assert est.loc["vLLM (trl colocate)", "est. rollout s per GRPO step (upper bound)"] == 12.0
-    assert bool(est.loc["vLLM (trl colocate)", "used in this profile"]) and est["rollouts per step"].eq(16).all()
+    assert bool(est.loc["hf generate", "used in this profile"]) and est["rollouts per step"].eq(16).all()
 
 
 def test_checkpointing_argument_matches_the_installed_transformers():

@@ -163,7 +163,7 @@ def test_full_grpo_config_asks_trl_for_colocated_vllm_rollouts(tmp_path):
     from litseg_nb.lite.config import LiteConfig
     from litseg_nb.lite.train import grpo_rollout_kwargs
 
-    full = LiteConfig.for_profile("full")
+    full = LiteConfig.for_profile("full", grpo_use_vllm=True)  # off by default: trl 1.16 vs vLLM 0.32
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, **grpo_rollout_kwargs(full, 1000))
     assert (args.use_vllm, args.vllm_mode, args.vllm_gpu_memory_utilization) == (True, "colocate", 0.3)
     assert args.vllm_max_model_length == full.max_seq_tokens + 1000
@@ -176,7 +176,8 @@ def test_grpo_rollouts_use_trls_vllm_in_full_and_its_engine_is_released(standin_
     from litseg_nb.lite.config import LiteConfig
     from litseg_nb.lite.train import grpo_rollout_kwargs, release_rollout_engine
 
-    full = LiteConfig.for_profile("full")
+    full = LiteConfig.for_profile("full", grpo_use_vllm=True)
+    assert LiteConfig.for_profile("full").grpo_use_vllm is False  # see LiteConfig.grpo_use_vllm
     assert grpo_rollout_kwargs(LiteConfig.for_profile("test"), 24) == {"use_vllm": False}
     assert grpo_rollout_kwargs(LiteConfig.for_profile("smoke"), 64) == {"use_vllm": False}
     b = make_backend(full.llm)
