@@ -89,6 +89,22 @@ def variant_model(cfg: LiteConfig, variant: AblationVariant, profile: str) -> st
     return str(save_merged_model(cfg.llm.model, adapters, root))
 
 
+def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, ledger: Any = None):
+    """The backend a variant runs on: ``cfg.llm`` for the base variants; base + the variant's
+    adapters otherwise (:func:`litseg_nb.lite.train.student_backend`: a LoRA request on the base
+    model's one vLLM engine, or a merged folder for hf)."""
+    from .llm import make_backend
+
+    if variant.model == "base":
+        return make_backend(cfg.llm, ledger)
+    from .lite.train import student_backend
+
+    dirs = adapter_dirs(profile)
+    adapters = [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
+    root = artifact_dir(profile, "lite", "merged")
+    return student_backend(cfg.llm, adapters, root, ledger)[0]
+
+
 def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, Unit]]:
     """The shared unit selection (``cfg.selection``, the units LitSeg segmented in notebook 02), the
     first ``cfg.ablation_max_units`` of them (0 = all); every one must be in ``chunks/litseg.jsonl``."""
@@ -113,21 +129,24 @@ def run_ablations(cfg: LiteConfig, profile: str, pairs: Sequence[tuple[Book, Uni
                   backend_factory: Any = None) -> tuple[dict[str, list[Chunk]], pd.DataFrame]:
     """Segment ``pairs`` with every variant; returns chunk sets by variant key and per-unit results.
 
-    ``backend_factory(llm_cfg)`` builds the backend (default :func:`litseg_nb.llm.make_backend`);
-    each variant's backend is released before the next one loads.
+    ``backend_factory(llm_cfg)``, when given, builds each variant's backend from its model
+    (:func:`variant_model`); by default :func:`variant_backend` (on vLLM every variant shares the base
+    model's engine: the base variants directly, the trained ones through a LoRA request, so the
+    engine starts once for all variants and notebook 07's generator of the same model reuses it).
     """
-    from .llm import make_backend
     from .llm.base import UsageLedger
 
     from .lite.data import student_length_reference
 
     ledger = ledger if ledger is not None else UsageLedger()
     length_reference = student_length_reference(cfg.annotations_profile or profile)  # the teacher's value
-    factory = backend_factory or (lambda llm_cfg: make_backend(llm_cfg, ledger))
     chunk_sets: dict[str, list[Chunk]] = {}
     frames = []
     for v in variants:
-        backend = factory(cfg.llm.replace(model=variant_model(cfg, v, profile)))
+        if backend_factory is not None:
+            backend = backend_factory(cfg.llm.replace(model=variant_model(cfg, v, profile)))
+        else:
+            backend = variant_backend(cfg, v, profile, ledger)
         seg = LiteSegmenter(backend, cfg.infer_max_new_tokens, cfg.infer_retries, seed=cfg.seed,
                             method=v.key, system_template=v.template, length_reference=length_reference)
         chunks, results = seg.segment_units(pairs)

@@ -25,9 +25,11 @@ def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
         yield prefix[:-1], d
 
 
-def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | None = None) -> list[tuple[str, Any]]:
-    """``(notebook stem, config)`` for each selected notebook, from its parameters' defaults."""
-    from .params import NOTEBOOK_CONFIGS, notebook_config, parameters_cell
+def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | None = None,
+                     check: bool = True) -> list[tuple[str, Any]]:
+    """``(notebook stem, config)`` for each selected notebook, from its parameters' defaults
+    (``check=False``: also a config that misses a required setting, see ``params.missing_for``)."""
+    from .params import NOTEBOOK_CONFIGS, _build, convert, notebook_config, parameters_cell
     from .runner import discover_notebooks
 
     extra = dict(parameters or {})
@@ -39,7 +41,10 @@ def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | 
         values = {n: p.default for n, p in declared.items()}
         values.update({k: v for k, v in extra.items() if k in declared})
         values["profile"] = profile
-        out.append((nb.stem, notebook_config(nb.stem, **values)))
+        if check:
+            out.append((nb.stem, notebook_config(nb.stem, **values)))
+        else:
+            out.append((nb.stem, _build(nb.stem, {n: convert(n, v, declared[n].annotation) for n, v in values.items()})))
     unknown = set(extra) - {k for stem, _ in out for k in parameters_cell(_nb_path(stem))}
     if unknown:
         raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
@@ -60,16 +65,24 @@ def format_config(stem: str, cfg: Any) -> str:
 
 
 def _config_main(args) -> int:
-    from .runner import _parse_param
+    from .config import config_sets
+    from .params import check_set_keys, missing_for, parse_key_value
+    from .runner import _parse_param, discover_notebooks
 
     try:
         params = dict(_parse_param(p) for p in args.param)
-        configs = resolved_configs(args.profile, args.notebook, params)
+        sets = [parse_key_value(item, "--set") for item in args.sets]
+        check_set_keys(sets, discover_notebooks([o for o in args.notebook.split(",") if o.strip()]))
+        with config_sets(sets):  # labels (describe) build related configs too: keep the sets active
+            configs = resolved_configs(args.profile, args.notebook, params, check=False)
+            print("\n\n".join(format_config(stem, cfg) for stem, cfg in configs))
     except ConfigError as exc:
         print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
         return 2
-    print("\n\n".join(format_config(stem, cfg) for stem, cfg in configs))
-    return 0
+    missing = [f"{stem}: {m}" for stem, cfg in configs for m in missing_for(stem, cfg)]
+    for line in missing:  # what `run` refuses to start without (an unset server address)
+        print(f"[litseg_nb] configuration error: {line}", file=sys.stderr)
+    return 2 if missing else 0
 
 
 def lab_command(extra: list[str]) -> list[str]:
@@ -96,6 +109,8 @@ def add_subparsers(sub) -> None:
     cfg.add_argument("--notebook", default="", help="comma-separated notebook numbers, e.g. 05 (default: all)")
     cfg.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                      help="a notebook parameter, as for `run`")
+    cfg.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="sets",
+                     help="a config field, as for `run --set` (e.g. judge_llm.base_urls=http://host:8000/v1)")
     cfg.set_defaults(handler=_config_main)
     lab = sub.add_parser("lab", help="start JupyterLab on notebooks/ (works as root too)",
                          description="Start JupyterLab on notebooks/. Extra arguments after `--` go to "

@@ -16,9 +16,12 @@ a stage adds its own per-profile values by overriding :meth:`StageConfig.profile
 """
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import hashlib
 import json
+import os
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -70,6 +73,8 @@ def _type_ok(value: Any, hint: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if hint is str:
         return isinstance(value, str)
+    if origin is dict or hint is dict:
+        return isinstance(value, dict)
     if origin is tuple:
         args = typing.get_args(hint)
         if not isinstance(value, tuple):
@@ -136,11 +141,24 @@ def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     for name, value in values.items():
         ftype = hints.get(name)
         if dataclasses.is_dataclass(ftype) and isinstance(value, Mapping):
-            value = _build(ftype, value, f"{where}.{name}")
+            # a partial mapping overrides the field's own default (e.g. LiteConfig.judge_llm's openai
+            # judge), not the nested class's defaults
+            value = _build(ftype, _merge(_field_default(known[name]), value), f"{where}.{name}")
         elif isinstance(value, list) and typing.get_origin(ftype) is tuple:
             value = tuple(value)
         kwargs[name] = value
     return cls(**kwargs)
+
+
+def _field_default(f: dataclasses.Field) -> dict[str, Any]:
+    """A nested dataclass field's default as a dict (empty when it has none)."""
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        default = f.default_factory()  # type: ignore[misc]
+    elif f.default is not dataclasses.MISSING:
+        default = f.default
+    else:
+        return {}
+    return dataclasses.asdict(default) if dataclasses.is_dataclass(default) else {}
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -183,6 +201,30 @@ SENTENCE_SPLITTERS = ("nupunkt", "regex")
 LITERARYQA_SPLITS = ("train", "validation", "test")
 
 
+#: ``LLMConfig.engine``: the ``vllm.LLM`` engine arguments a config may set, with their types (any other
+#: key is an error naming it; vLLM's own defaults apply to keys left out). The backend passes them
+#: through unchanged; ``enable_lora``/``max_lora_rank`` serve LoRA adapters from one engine (notebooks
+#: 03, 07).
+ENGINE_SETTINGS: dict[str, Any] = {
+    "tensor_parallel_size": int, "pipeline_parallel_size": int, "gpu_memory_utilization": float,
+    "enforce_eager": bool, "max_num_seqs": int, "max_num_batched_tokens": int, "quantization": str,
+    "kv_cache_dtype": str, "swap_space": float, "cpu_offload_gb": float, "enable_lora": bool,
+    "max_lora_rank": int, "max_loras": int, "trust_remote_code": bool, "max_logprobs": int,
+    "enable_chunked_prefill": bool,
+}
+
+
+def check_engine(engine: Mapping[str, Any], where: str = "LLMConfig.engine") -> None:
+    """Unknown keys and values of the wrong type in an ``engine`` mapping (:class:`ConfigError`)."""
+    unknown = sorted(set(engine) - set(ENGINE_SETTINGS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown engine setting(s) {', '.join(map(repr, unknown))}; "
+                          f"known: {', '.join(sorted(ENGINE_SETTINGS))}")
+    for key, value in engine.items():
+        if value is not None and not _type_ok(value, ENGINE_SETTINGS[key]):
+            raise ConfigError(f"{where}.{key}: expected {_type_name(ENGINE_SETTINGS[key])}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class LLMConfig(_Base):
     """Which LLM to use and how to call it (see :mod:`litseg_nb.llm`)."""
@@ -219,6 +261,17 @@ class LLMConfig(_Base):
     # hf backend, forward-only calls (log-probs: margin sampling, perplexity, scoring): a batch is cut
     # before more than this fraction of its tokens would be padding (1 = batches of batch_size only)
     max_padding: float = between(0.25, 0.0, 1.0)
+    # vllm backend: engine arguments passed to ``vllm.LLM`` (keys of :data:`ENGINE_SETTINGS`, e.g.
+    # tensor_parallel_size, gpu_memory_utilization, enforce_eager, max_num_seqs, quantization);
+    # recorded with the config in every manifest
+    engine: dict[str, Any] = field(default_factory=dict)
+    # vllm backend: a LoRA adapter folder served on ``model``'s engine (needs engine enable_lora);
+    # "" = the plain model. See litseg_nb.lite.train.student_backend.
+    lora_adapter: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_engine(self.engine)
 
 
 @dataclass(frozen=True)
@@ -231,6 +284,10 @@ class EmbeddingConfig(_Base):
     device: str = one_of("auto", *DEVICES)
     normalize: bool = True
     use_instructions: bool = False
+    # flagembedding backend: tokens read per passage / query (FlagEmbedding's own default is 512, which
+    # silently truncates a long chunk); 0 = the model's own maximum. full: BGE-M3 reads 8192.
+    max_passage_tokens: int = at_least(0, 0)
+    max_query_tokens: int = at_least(512, 0)
     passage_instruction: str = "Represent the literature text chunk for literary question answering:"
     query_instruction: str = (
         "Given a literary question, retrieve relevant literature text chunks that answer the question."
@@ -307,9 +364,14 @@ SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "full": {
         "llm": {"backend": "vllm", "model": "Qwen/Qwen3-8B", "batch_size": 256, "max_new_tokens": 4096,
-                "max_model_len": 32768, "dtype": "bfloat16", "device": "cuda"},
+                "max_model_len": 32768, "dtype": "bfloat16", "device": "cuda",
+                # vLLM's defaults for one GPU, stated (tensor_parallel_size > 1 for a teacher that does
+                # not fit); LoRA on, so Lite's adapters are requests on the base model's engine (03, 07)
+                # and every role of one model shares one engine (same settings everywhere)
+                "engine": {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "enable_lora": True,
+                           "max_lora_rank": 32}},
         "embedding": {"backend": "flagembedding", "model": "BAAI/bge-m3", "batch_size": 256,
-                      "device": "cuda", "use_instructions": True},
+                      "device": "cuda", "use_instructions": True, "max_passage_tokens": 8192},
         "corpus": {"datasets": ("gutenqa", "literaryqa"), "literaryqa_split": "test",
                    "max_unit_words": 6000},
         "selection": {"strategy": "first"},  # every unit of the evaluation corpus
@@ -343,6 +405,8 @@ class StageConfig(_Base):
         """Build the config for ``profile`` with explicit ``overrides`` (unknown keys raise)."""
         _check_profile(profile)
         values: dict[str, Any] = _merge(SHARED_PROFILE_DEFAULTS[profile], cls.profile_defaults(profile))
+        values = apply_sets(cls, values, active_sets())  # `run --set` / `config --set` ($LITSEG_SET)
+        values = apply_server_env(cls, values)  # $LITSEG_JUDGE_URLS, ... (see SERVER_ENV)
         values = _merge(values, overrides)
         values["profile"] = profile
         return _build(cls, values, f"{cls.__name__}[{profile}]")
@@ -363,3 +427,176 @@ class StageConfig(_Base):
             f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | "
             f"embeddings={self.embedding.model} | data={data}"
         )
+
+
+# ---------------------------------------------------------------- --set and server addresses
+#: ``python -m litseg_nb run|config --set KEY=VALUE`` reaches every stage config (the runner's own
+#: process and the notebooks' kernels) through this environment variable: a JSON list of
+#: ``[key, value]`` pairs, applied by :meth:`StageConfig.for_profile` over the profile's values and
+#: under a notebook's explicit parameters.
+SET_ENV = "LITSEG_SET"
+
+#: Environment variables holding OpenAI-compatible server addresses (comma- or space-separated
+#: ``http://host:port/v1``), ``(variable, config class or None = any, LLM field)``. They fill
+#: ``base_urls`` of that LLM role when its backend is ``openai`` and no ``--set`` gave addresses;
+#: the first matching variable wins (so the teacher's own variable beats ``LITSEG_LLM_URLS``).
+SERVER_ENV: tuple[tuple[str, str | None, str], ...] = (
+    ("LITSEG_TEACHER_URLS", "LitSegConfig", "llm"),  # notebook 02's teacher
+    ("LITSEG_JUDGE_URLS", None, "judge_llm"),  # notebook 03's GRPO / evaluation judge
+    ("LITSEG_LLM_URLS", None, "llm"),  # every stage's main LLM (student, baselines, generator)
+)
+
+
+def active_sets() -> list[tuple[str, Any]]:
+    """The ``--set`` overrides in force (``$LITSEG_SET``), in order."""
+    raw = os.environ.get(SET_ENV, "").strip()
+    if not raw:
+        return []
+    try:
+        items = json.loads(raw)
+        return [(str(k), v) for k, v in items]
+    except (ValueError, TypeError):
+        raise ConfigError(f"${SET_ENV} must be a JSON list of [key, value] pairs, got {raw[:200]!r}") from None
+
+
+@contextlib.contextmanager
+def config_sets(sets: typing.Sequence[tuple[str, Any]]):
+    """Make ``sets`` the active ``--set`` overrides (also for child processes such as kernels)."""
+    old = os.environ.get(SET_ENV)
+    merged = active_sets() + [(k, v) for k, v in sets]
+    if merged:
+        os.environ[SET_ENV] = json.dumps([[k, v] for k, v in merged], default=list)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(SET_ENV, None)
+        else:
+            os.environ[SET_ENV] = old
+
+
+def _split_key(key: str) -> tuple[str | None, list[str]]:
+    """``"LiteConfig.judge_llm.model"`` -> ``("LiteConfig", [...])``; unqualified keys -> ``(None, [...])``."""
+    parts = [p.strip() for p in key.strip().split(".")]
+    if not all(parts):
+        raise ConfigError(f"--set {key!r}: expected section.field=value (e.g. judge_llm.base_urls=http://host:8000/v1)")
+    if parts[0][:1].isupper():
+        return parts[0], parts[1:]
+    return None, parts
+
+
+def field_hint(cls: type, parts: typing.Sequence[str]) -> Any:
+    """The type of field path ``parts`` of dataclass ``cls`` (``_MISSING`` when it has no such field).
+    Inside ``LLMConfig.engine`` the key's type comes from :data:`ENGINE_SETTINGS`."""
+    owner: Any = cls
+    hint: Any = cls
+    for i, part in enumerate(parts):
+        if owner is LLMConfig and part == "engine" and i == len(parts) - 2:
+            return ENGINE_SETTINGS.get(parts[-1], Any)  # an unknown key fails in check_engine
+        if not dataclasses.is_dataclass(owner) or part not in {f.name for f in fields(owner) if f.init}:
+            return _MISSING
+        hint = typing.get_type_hints(owner)[part]
+        owner = hint
+    return hint
+
+
+_MISSING = object()
+
+
+def coerce(value: Any, hint: Any, where: str) -> Any:
+    """A command-line value (a literal or a string) as the field type ``hint`` (:class:`ConfigError` if not)."""
+    from .params import _scalar
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        if type(None) in args and (value is None or (isinstance(value, str) and value.lower() in ("none", "null"))):
+            return None
+        for a in args:
+            if a is not type(None):
+                try:
+                    return coerce(value, a, where)
+                except ConfigError:
+                    continue
+        raise ConfigError(f"{where}: {value!r} is not accepted; expected {_type_name(hint)}")
+    if origin is tuple:
+        items = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)):
+            raise ConfigError(f"{where}: {value!r} is not accepted; expected a comma-separated list")
+        elem = args[0] if args else Any
+        return tuple(coerce(v, elem, where) for v in items)
+    if hint in (bool, int, float, str):
+        try:
+            return _scalar(value, hint)
+        except ValueError:
+            raise ConfigError(f"{where}: {value!r} is not accepted; expected {hint.__name__}") from None
+    if (origin is dict or hint is dict) and not isinstance(value, dict):
+        raise ConfigError(f"{where}: {value!r} is not accepted; expected a mapping such as {{'key': 1}}")
+    return value
+
+
+def apply_sets(cls: type, values: dict[str, Any], sets: typing.Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """``values`` with every ``--set`` whose field path exists in ``cls`` applied (a qualified key,
+    ``ClassName.path``, only to that class; a qualified path the class lacks is an error)."""
+    if not sets:
+        return values
+    values = copy.deepcopy(values)  # never write into SHARED_PROFILE_DEFAULTS' nested dicts
+    for key, value in sets:
+        qual, parts = _split_key(key)
+        if qual is not None and qual != cls.__name__:
+            continue
+        if parts[0] == "profile":
+            raise ConfigError(f"--set {key}: the profile is chosen with --profile")
+        hint = field_hint(cls, parts)
+        if hint is _MISSING:
+            if qual is not None:
+                raise ConfigError(f"--set {key}: {cls.__name__} has no field {'.'.join(parts)}")
+            continue
+        node = values
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {key}: {p} is not a section")
+        node[parts[-1]] = coerce(value, hint, f"--set {key}")
+    return values
+
+
+def llm_roles(cls: type) -> list[str]:
+    """The fields of stage config ``cls`` that are :class:`LLMConfig` (``llm``, ``judge_llm``, ...)."""
+    hints = typing.get_type_hints(cls)
+    return [f.name for f in fields(cls) if hints.get(f.name) is LLMConfig]
+
+
+def apply_server_env(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """``base_urls`` from :data:`SERVER_ENV` for the ``openai`` roles of ``cls`` that have none."""
+    roles = {f.name: f for f in fields(cls)}
+    for env, qual, role in SERVER_ENV:
+        raw = os.environ.get(env, "").strip()
+        if not raw or (qual is not None and qual != cls.__name__) or role not in llm_roles(cls):
+            continue
+        node = values.get(role) or {}
+        backend = node.get("backend", _field_default(roles[role]).get("backend"))
+        if backend != "openai" or node.get("base_urls"):
+            continue
+        urls = tuple(u for u in raw.replace(",", " ").split() if u)
+        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+        if bad:
+            raise ConfigError(f"${env}: {', '.join(bad)} is not an http(s):// address")
+        values = _merge(values, {role: {"base_urls": urls}})
+    return values
+
+
+def missing_settings(cfg: Any, roles: typing.Sequence[str] | None = None) -> list[str]:
+    """What ``cfg`` cannot run without, one line each (empty = runnable): an ``openai`` LLM role with
+    no server address. ``roles`` restricts the check to the LLM roles a notebook uses."""
+    out = []
+    name = type(cfg).__name__
+    for role in llm_roles(type(cfg)):
+        if roles is not None and role not in roles:
+            continue
+        llm = getattr(cfg, role)
+        if llm.backend == "openai" and not llm.base_urls:
+            env = next(e for e, q, r in SERVER_ENV if r == role and q in (None, name))
+            out.append(f"{name}.{role}.base_urls is unset: the {role} ({llm.model}) uses the openai backend and "
+                       f"needs a server; set {env}=http://HOST:PORT/v1 (comma-separated for replicas) or "
+                       f"--set {role}.base_urls=http://HOST:PORT/v1")
+    return out

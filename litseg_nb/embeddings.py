@@ -266,6 +266,23 @@ def _load_sentence_transformers(cfg: EmbeddingConfig):
     return model, encode
 
 
+def model_max_tokens(path: str) -> int:
+    """The longest input (in tokens) an encoder model folder / hub id reads: its position embeddings
+    (less RoBERTa-style models' padding offset), capped by its tokenizer's ``model_max_length``."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    conf = AutoConfig.from_pretrained(path)
+    limit = int(getattr(conf, "max_position_embeddings", 0) or 0)
+    if getattr(conf, "model_type", "") in ("xlm-roberta", "roberta", "camembert"):
+        limit -= int(getattr(conf, "pad_token_id", 1) or 0) + 1  # positions start after padding_idx
+    tok_max = int(getattr(AutoTokenizer.from_pretrained(path), "model_max_length", 0) or 0)
+    if 0 < tok_max < 10**6:
+        limit = min(limit, tok_max) if limit > 0 else tok_max
+    if limit <= 0:
+        raise EmbeddingError(f"{path}: cannot tell the model's maximum input length; set it in the config")
+    return limit
+
+
 def _load_flagembedding(cfg: EmbeddingConfig):
     try:
         from FlagEmbedding import BGEM3FlagModel, FlagModel
@@ -275,16 +292,19 @@ def _load_flagembedding(cfg: EmbeddingConfig):
     device = _resolve_device(cfg.device)
     fp16 = device.startswith("cuda")
     try:
+        # explicit lengths: FlagEmbedding's default (512) would cut every longer chunk silently
+        lengths = {"passage_max_length": cfg.max_passage_tokens or model_max_tokens(path),
+                   "query_max_length": cfg.max_query_tokens or model_max_tokens(path)}
         if "m3" in cfg.model.lower():
             model = BGEM3FlagModel(path, normalize_embeddings=False, use_fp16=fp16, devices=device,
-                                   batch_size=cfg.batch_size)
+                                   batch_size=cfg.batch_size, **lengths)
 
             def encode(batch: list[str]) -> np.ndarray:
                 return model.encode(batch, batch_size=len(batch), return_dense=True, return_sparse=False,
                                     return_colbert_vecs=False)["dense_vecs"]
         else:
             model = FlagModel(path, normalize_embeddings=False, use_fp16=fp16, devices=device,
-                              batch_size=cfg.batch_size)
+                              batch_size=cfg.batch_size, **lengths)
 
             def encode(batch: list[str]) -> np.ndarray:
                 return model.encode(batch, batch_size=len(batch))
@@ -292,7 +312,51 @@ def _load_flagembedding(cfg: EmbeddingConfig):
         raise
     except Exception as e:  # noqa: BLE001
         raise EmbeddingError(f"could not load FlagEmbedding model {cfg.model!r} from {path}: {e}") from e
+    model.litseg_max_tokens = lengths["passage_max_length"]  # for limit_report
     return model, encode
+
+
+def passage_token_limit(embedder: Embedder) -> tuple[Any, int]:
+    """``(tokenizer, tokens read per passage)`` of an embedder's model (FlagEmbedding: the configured
+    ``passage_max_length``; sentence-transformers: ``max_seq_length``)."""
+    model = embedder.model
+    limit = getattr(model, "litseg_max_tokens", None) or getattr(model, "max_seq_length", None)
+    tok = getattr(model, "tokenizer", None)
+    if tok is None or not limit:
+        raise EmbeddingError(f"{embedder.model_id}: no tokenizer / input limit to check chunk lengths against")
+    return tok, int(limit)
+
+
+def limit_report(chunk_sets: Any, embedder: Embedder, reranker: Any = None):
+    """Per method: how many chunks exceed what the embedder reads (its passage limit, instruction
+    included, special tokens counted) and what the reranker reads (its ``max_length``, the chunk alone:
+    the query takes more). A chunk over a limit is embedded / reranked on its first tokens only.
+
+    ``chunk_sets``: ``{method: [Chunk, ...]}``; ``reranker``: a
+    :class:`~litseg_nb.rag.rerank.FlagReranker` (others have no token limit of their own: n/a).
+    Returns a DataFrame with one row per method.
+    """
+    import pandas as pd
+
+    tok, limit = passage_token_limit(embedder)
+    r_tok = getattr(getattr(reranker, "model", None), "tokenizer", None)
+    r_limit = getattr(reranker, "max_length", None)
+    rows = []
+    for method, chunks in chunk_sets.items():
+        texts = [c.text for c in chunks]
+        emb_n = [len(ids) for ids in tok(embedder.prepare(texts, "passage"), add_special_tokens=True,
+                                         truncation=False).input_ids] if texts else []
+        row = {"method": method, "chunks": len(texts), "embedder": embedder.model_id, "embedder limit": limit,
+               "over embedder limit": sum(n > limit for n in emb_n),
+               "max chunk tokens (embedder)": max(emb_n, default=0)}
+        if r_tok is not None and r_limit:
+            r_n = [len(ids) for ids in r_tok(texts, add_special_tokens=True, truncation=False).input_ids] if texts else []
+            row.update({"reranker limit": int(r_limit), "over reranker limit": sum(n > r_limit for n in r_n)})
+        else:
+            row.update({"reranker limit": None, "over reranker limit": None})
+        row["share over embedder limit"] = row["over embedder limit"] / len(texts) if texts else 0.0
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def load_embedder(emb_cfg: EmbeddingConfig, use_cache: bool = True, cache_root: Path | None = None) -> Embedder:

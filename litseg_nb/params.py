@@ -65,6 +65,8 @@ class NotebookConfig:
     config: str  # "module:Class"
     fields: Mapping[str, str] = field(default_factory=dict)
     minimum: Mapping[str, float] = field(default_factory=dict)
+    # the config's LLM roles the notebook calls (None = all): only those must be reachable
+    llm_roles: tuple[str, ...] | None = None
 
     def config_class(self) -> type[StageConfig]:
         module, name = self.config.split(":")
@@ -82,7 +84,8 @@ NOTEBOOK_CONFIGS: dict[str, NotebookConfig] = {
     "05_rag_evaluation": NotebookConfig("litseg_nb.rag.config:RagConfig"),
     "06_segment_quality": NotebookConfig("litseg_nb.metrics.segment_quality:SegmentQualityConfig"),
     "07_ablations": NotebookConfig("litseg_nb.lite.config:LiteConfig",
-                                   fields={"variants": "ablation_variants", "max_units": "ablation_max_units"}),
+                                   fields={"variants": "ablation_variants", "max_units": "ablation_max_units"},
+                                   llm_roles=("llm",)),
     "08_efficiency": NotebookConfig("litseg_nb.efficiency:EfficiencyConfig"),
 }
 
@@ -280,7 +283,47 @@ def notebook_config(notebook: str, **values: Any) -> StageConfig:
         raise ConfigError(f"{notebook}: notebook_config() must get exactly the declared parameters; "
                           f"missing {missing}, undeclared {unknown}")
     converted = {n: convert(n, v, declared[n].annotation) for n, v in values.items()}
-    return _build(notebook, converted)
+    cfg = _build(notebook, converted)
+    assert_runnable(notebook, cfg)
+    return cfg
+
+
+def missing_for(notebook: str, cfg: StageConfig) -> list[str]:
+    """What ``notebook``'s config cannot run without (:func:`litseg_nb.config.missing_settings`)."""
+    from .config import missing_settings
+
+    return missing_settings(cfg, NOTEBOOK_CONFIGS[notebook].llm_roles)
+
+
+def assert_runnable(notebook: str, cfg: StageConfig) -> None:
+    """:class:`ConfigError` listing every setting ``notebook`` cannot run without (an unset server)."""
+    missing = missing_for(notebook, cfg)
+    if missing:
+        raise ConfigError(f"{notebook} (profile {cfg.profile}) cannot run: " + "; ".join(missing))
+
+
+def check_set_keys(sets: Any, notebooks: Any) -> None:
+    """Every ``--set`` key must name a field of at least one selected notebook's config (a typo is
+    an error naming the key, as for ``-p``)."""
+    from .config import _MISSING, _split_key, field_hint
+
+    classes = {NOTEBOOK_CONFIGS[Path(nb).stem].config_class() for nb in notebooks
+               if Path(nb).stem in NOTEBOOK_CONFIGS}
+    if sets and not classes:
+        raise ConfigError("--set given, but no selected notebook has a stage config")
+    for key, _ in sets:
+        qual, parts = _split_key(key)
+        pool = [c for c in classes if qual is None or c.__name__ == qual]
+        # a qualified key may name a config a selected notebook builds inside (LiteConfig's teacher)
+        if qual is not None and not pool:
+            from .litseg.config import LitSegConfig
+            from .rag.config import RagConfig
+
+            pool = [c for c in (LitSegConfig, RagConfig) if c.__name__ == qual]
+        if not any(field_hint(c, parts) is not _MISSING for c in pool):
+            names = ", ".join(sorted(c.__name__ for c in (pool or classes)))
+            raise ConfigError(f"--set {key}: no field {'.'.join(parts)!r} in {names} (the selected notebooks' "
+                              f"configs); see `python -m litseg_nb config --profile PROFILE` for the field names")
 
 
 def _build(notebook: str, converted: Mapping[str, Any]) -> StageConfig:
@@ -312,7 +355,8 @@ def check_parameters(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any
     try:
         converted = {n: convert(n, v, declared[n].annotation) for n, v in values.items()}
         if notebook.stem in NOTEBOOK_CONFIGS:
-            _build(notebook.stem, {**{n: p.default for n, p in declared.items()}, **converted})
+            cfg = _build(notebook.stem, {**{n: p.default for n, p in declared.items()}, **converted})
+            assert_runnable(notebook.stem, cfg)
     except ConfigError as exc:
         raise ConfigError(f"{notebook.name}: {exc}") from None
     return {n: list(v) if isinstance(v, tuple) else v for n, v in converted.items()}

@@ -31,6 +31,8 @@ _HELP = f"""Run and inspect the LitSeg notebooks.
   python -m litseg_nb run                      every notebook, smoke profile ({_SMOKE_DURATION})
   python -m litseg_nb run --profile test       the CI profile ({_TEST_DURATION})
   python -m litseg_nb run --only 01,04 -p max_books=2
+  python -m litseg_nb run --profile full --set judge_llm.base_urls=http://host:8000/v1   (or LITSEG_JUDGE_URLS)
+  python -m litseg_nb rehearse                 the `full` code paths on CPU with tiny models (before renting a GPU)
   python -m litseg_nb config --profile smoke --notebook 05   resolved configuration of a stage
   python -m litseg_nb lab                      JupyterLab on notebooks/ (works as root)
   python -m litseg_nb download-data            opt-in: fetch GutenQA/LiteraryQA (needs internet)
@@ -172,6 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                      help="extra parameter injected into notebooks that declare it")
+    run.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="sets",
+                     help="any config field of the selected notebooks' stage configs, e.g. "
+                          "judge_llm.base_urls=http://host:8000/v1, llm.model=/models/Qwen3-8B, "
+                          "llm.engine.tensor_parallel_size=2, LitSegConfig.llm.model=... (one config only); "
+                          "checked before any kernel starts (`config --set` shows the result)")
     run.add_argument("--log-output", action="store_true",
                      help="also stream the notebooks' printed output (progress bars and warnings always show)")
     sub.add_parser("list", help="list the numbered notebooks and their parameters")
@@ -186,9 +193,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .api import add_segment_parser
 
     add_segment_parser(sub)  # segment (handler in litseg_nb/api.py)
-    __import__("litseg_nb.metrics.boundaries", fromlist=["_"]).add_boundaries_parser(sub)  # boundaries (#26)
+    from .metrics.boundaries import add_boundaries_parser
+    from .rehearse import add_subparser as _add_rehearse
+
+    add_boundaries_parser(sub)  # boundaries (handler in litseg_nb/metrics/boundaries.py)
+    _add_rehearse(sub)  # rehearse (handler in litseg_nb/rehearse.py)
     args = parser.parse_args(argv)
-    if args.command in ("import-chunks", "config", "lab", "download-data", "segment", "boundaries"):
+    if args.command in ("import-chunks", "config", "lab", "download-data", "segment", "boundaries", "rehearse"):
         return args.handler(args)
 
     if args.command == "list":
@@ -197,8 +208,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         params = dict(_parse_param(p) for p in args.param)
-        run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
-                      log_output=args.log_output)
+        from .config import config_sets
+        from .params import check_set_keys, parse_key_value
+
+        sets = [parse_key_value(item, "--set") for item in args.sets]
+        check_set_keys(sets, discover_notebooks(args.only.split(",")))
+        with config_sets(sets):  # the runner's checks and every kernel see them ($LITSEG_SET)
+            run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
+                          log_output=args.log_output)
     except NotebookFailed as exc:
         print(f"[litseg_nb] {exc}", file=sys.stderr)
         return 1

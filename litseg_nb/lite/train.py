@@ -66,9 +66,21 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, floa
             "tensors_changed": sum(d > 0 for d in diff)}
 
 
+def _checkpointing_arg(args_cls: Any = None) -> str:
+    """``TrainingArguments``' name for gradient checkpointing: ``activation_checkpointing`` in recent
+    transformers (the old name warns), ``gradient_checkpointing`` before it (e.g. transformers 5.19,
+    the GPU stack's pin: vLLM 0.32 needs < 5.20; found by the CPU rehearsal)."""
+    import dataclasses
+
+    if args_cls is None:
+        from transformers import TrainingArguments as args_cls
+
+    names = {f.name for f in dataclasses.fields(args_cls)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+
+
 def _common_kwargs(model, cfg: LiteConfig) -> dict[str, Any]:
-    # transformers 5.x: `activation_checkpointing` (the old name `gradient_checkpointing` warns)
-    return {**_precision_kwargs(model), "activation_checkpointing": cfg.gradient_checkpointing,
+    return {**_precision_kwargs(model), _checkpointing_arg(): cfg.gradient_checkpointing,
             "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
             "data_seed": cfg.seed, "dataloader_num_workers": 0, "disable_tqdm": True}
 
@@ -104,6 +116,7 @@ class TrainResult:
     peak_memory_gib: float | None = None
     lora_change: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    steps_table: Any = None  # GRPO: per-step truncated / masked / filtered counts (step_table)
 
     @property
     def tokens_per_s(self) -> float:
@@ -193,6 +206,43 @@ def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, o
 
 
 # --------------------------------------------------------------------------- stage 2: GRPO
+class GRPONoSignalError(RuntimeError):
+    """A whole GRPO run trained on nothing: every rollout masked or every group filtered
+    (``.steps``: the per-step table, :func:`step_table`)."""
+
+    def __init__(self, steps: Any, message: str):
+        super().__init__(message)
+        self.steps = steps
+
+
+def rollout_cap(examples: Sequence[LiteExample], count_tokens: Callable[[str], int], cfg: LiteConfig) -> dict[str, Any]:
+    """The GRPO rollout cap and where it comes from.
+
+    ``cfg.grpo_max_completion_length > 0``: that value. 0: sized from the teacher's replies (the SFT
+    targets) on the training units: the ``grpo_cap_quantile`` of their token lengths (1.0 = the
+    longest) times ``1 + grpo_cap_margin``, so a complete reply fits (DAPO masks truncated
+    rollouts: a cap below the replies' lengths would leave groups without signal). Returns the cap,
+    the teacher reply lengths (max, p99) and the share of teacher replies longer than the cap.
+    """
+    import math
+
+    lengths = sorted(count_tokens(e.target) + 1 for e in examples)  # + the end-of-turn token
+    if not lengths:
+        raise ValueError("rollout_cap: no training examples")
+    q = lengths[min(len(lengths) - 1, max(0, math.ceil(cfg.grpo_cap_quantile * len(lengths)) - 1))]
+    if cfg.grpo_max_completion_length > 0:
+        cap, source = cfg.grpo_max_completion_length, "config (grpo_max_completion_length)"
+    else:
+        cap = int(math.ceil(q * (1.0 + cfg.grpo_cap_margin)))
+        source = (f"teacher replies: {'max' if cfg.grpo_cap_quantile >= 1.0 else f'q{cfg.grpo_cap_quantile:g}'}"
+                  f" x {1.0 + cfg.grpo_cap_margin:g}")
+    over = sum(n > cap for n in lengths)
+    p99 = lengths[min(len(lengths) - 1, max(0, math.ceil(0.99 * len(lengths)) - 1))]
+    return {"cap": cap, "source": source, "teacher replies": len(lengths), "teacher reply tokens max": lengths[-1],
+            "teacher reply tokens p99": p99, "teacher replies over the cap": over,
+            "share of teacher replies over the cap": over / len(lengths)}
+
+
 def _dynamic_sampling_trainer_class():
     from trl import GRPOTrainer
 
@@ -205,15 +255,31 @@ def _dynamic_sampling_trainer_class():
             self.groups_seen = 0
             self.groups_filtered = 0
             self.skipped_micro_batches = 0
+            self.rollout_log: list[dict[str, Any]] = []  # one row per generation batch (see step_table)
+
+        def _log_rollouts(self, out, keep) -> None:
+            ids = out["completion_ids"]
+            tok = self.processing_class
+            stop = {t for t in (getattr(tok, "eos_token_id", None), getattr(tok, "pad_token_id", None)) if t is not None}
+            # as trl decides truncation: the (padded) completion does not end on EOS/padding
+            ended = ids.new_tensor([int(row[-1]) in stop for row in ids.tolist()], dtype=bool) if len(ids) else ids.bool()
+            g = self.num_generations
+            self.rollout_log.append({
+                "step": int(self.state.global_step) + 1, "rollouts": int(len(ids)),
+                "truncated": int((~ended).sum()),
+                "masked (no token trained)": int((out["completion_mask"].sum(dim=1) == 0).sum()),
+                "groups": int(len(ids) // g) if g else 0,
+                "groups filtered": int((~keep).sum()) if keep is not None else 0,
+                "trained tokens": int(out["completion_mask"].sum())})
 
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
-            if not self.filter_zero_std_groups:
-                return out
             g = self.num_generations
             adv = out["advantages"]
-            if adv.numel() % g:
-                return out  # local slice not group-aligned (multi-process); leave untouched
+            if not self.filter_zero_std_groups or adv.numel() % g:
+                # (a local slice not group-aligned, multi-process: left untouched)
+                self._log_rollouts(out, None)
+                return out
             keep = (adv.view(-1, g).abs().amax(dim=1) > 1e-8)
             self.groups_seen += keep.numel()
             self.groups_filtered += int((~keep).sum())
@@ -222,6 +288,7 @@ def _dynamic_sampling_trainer_class():
             out["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
             mode = "train" if self.model.training else "eval"
             self._metrics[mode]["dynamic_sampling/filtered_group_frac"].append(float((~keep).float().mean()))
+            self._log_rollouts(out, keep)
             return out
 
         def _compute_loss(self, model, inputs):
@@ -241,20 +308,102 @@ def merge_adapter(peft_model):
     return peft_model.merge_and_unload()
 
 
+def grpo_rollout_kwargs(cfg: LiteConfig, cap: int) -> dict[str, Any]:
+    """``GRPOConfig`` arguments for the rollouts: trl's colocated vLLM engine (``grpo_use_vllm``,
+    ``full``) or transformers' ``generate`` (CPU profiles)."""
+    if not cfg.grpo_use_vllm:
+        return {"use_vllm": False}
+    from ..llm.vllm_backend import live_engines
+
+    alive = live_engines()
+    if alive:  # trl's engine would be a second one on the GPU
+        from ..llm.base import LLMError
+
+        raise LLMError(f"GRPO with vLLM rollouts: a vLLM engine for {', '.join(alive)} is alive; close its "
+                       "backends (litseg_nb.llm.factory.release_backend) before training")
+    return {"use_vllm": True, "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": cfg.grpo_vllm_gpu_memory_utilization,
+            "vllm_max_model_length": cfg.max_seq_tokens + cap}
+
+
+#: assumed decode latency per generated token position (one forward over the batch) for an 8B model
+#: in bf16 on one 80 GB GPU: transformers' eager ``generate`` vs vLLM (CUDA graphs, paged KV cache).
+#: Assumptions for the estimate below, not measurements of this project.
+ASSUMED_DECODE_MS = {"hf generate": 30.0, "vLLM (trl colocate)": 8.0}
+
+
+def rollout_time_estimate(cfg: LiteConfig, cap: int, decode_ms: dict[str, float] | None = None):
+    """Rollout time per GRPO step both ways, from token counts: ``prompts_per_step`` groups of
+    ``num_generations`` rollouts of up to ``cap`` tokens. transformers' ``generate`` decodes one
+    group (micro-batch) at a time: ``prompts_per_step x cap`` decode steps; vLLM batches every
+    group's rollouts at once: ``cap`` decode steps (continuous batching). Seconds = decode steps x
+    the per-step latency (``decode_ms``, default :data:`ASSUMED_DECODE_MS`), an upper bound since a
+    rollout may stop before the cap; prefill and the training pass are not included."""
+    import pandas as pd
+
+    ms = dict(decode_ms or ASSUMED_DECODE_MS)
+    g, p = cfg.grpo_num_generations, cfg.grpo_prompts_per_step
+    rows = []
+    for path, lat in ms.items():
+        steps = p * cap if path.startswith("hf") else cap
+        sec = steps * lat / 1000.0
+        rows.append({"rollouts by": path, "rollouts per step": g * p, "max tokens per rollout": cap,
+                     "decode steps per GRPO step": steps, "assumed ms per decode step": lat,
+                     "est. rollout s per GRPO step (upper bound)": round(sec, 1),
+                     f"est. rollout h for {cfg.grpo_max_steps} steps": round(sec * cfg.grpo_max_steps / 3600, 2),
+                     "used in this profile": (path.startswith("vLLM") == cfg.grpo_use_vllm)})
+    return pd.DataFrame(rows)
+
+
+def release_rollout_engine(trainer: Any) -> None:
+    """Shut trl's colocated rollout engine down (its GPU memory goes back before inference starts)."""
+    gen = getattr(trainer, "vllm_generation", None)
+    if getattr(gen, "llm", None) is None:
+        return
+    from ..llm.vllm_backend import release_engine
+
+    release_engine(gen, "llm", "trl's GRPO rollouts")
+
+
+def step_table(rollout_log: Sequence[dict[str, Any]]):
+    """Per GRPO step: rollouts, truncated and masked rollouts (counts and shares), groups filtered
+    (zero reward variance) and the completion tokens that carried a gradient."""
+    import pandas as pd
+
+    cols = ["step", "rollouts", "truncated", "masked (no token trained)", "groups", "groups filtered",
+            "trained tokens"]
+    if not rollout_log:
+        return pd.DataFrame(columns=cols + ["truncated share", "masked share", "filtered group share"])
+    df = pd.DataFrame(rollout_log)[cols].groupby("step", as_index=False).sum()
+    df["truncated share"] = df["truncated"] / df["rollouts"]
+    df["masked share"] = df["masked (no token trained)"] / df["rollouts"]
+    df["filtered group share"] = (df["groups filtered"] / df["groups"]).where(df["groups"] > 0)
+    return df
+
+
 def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig,
                reward_funcs: Sequence[Callable[..., list[float]]], out_dir: Path,
-               reward_weights: Sequence[float] | None = None, work_dir: Path | None = None):
+               reward_weights: Sequence[float] | None = None, work_dir: Path | None = None,
+               completion_cap: int | None = None):
     """GRPO with the DAPO loss on the Lite prompts. Returns ``(peft_model, TrainResult)``.
 
     ``model`` is a plain causal LM (normally the SFT-merged model); a fresh LoRA adapter is
     trained on it. ``reward_funcs`` follow trl's reward-function protocol; the dataset passes the
     columns ``n_sentences``, ``passage``, ``system_prompt``, ``book_id`` and ``unit_id``.
+    ``completion_cap``: the rollout cap (:func:`rollout_cap`; default ``cfg.grpo_max_completion_length``).
+    The per-step truncated / masked / filtered counts are in ``TrainResult.extra["steps"]``
+    (:func:`step_table`); a run in which no step trained on any token raises
+    :class:`GRPONoSignalError` unless ``cfg.grpo_allow_no_signal``.
     """
     from datasets import Dataset
     from trl import GRPOConfig
 
     if not prompts:
         raise ValueError("train_grpo: no prompts")
+    cap = int(completion_cap or cfg.grpo_max_completion_length)
+    if cap <= 0:
+        raise ValueError("train_grpo: grpo_max_completion_length=0 means 'sized from the teacher's replies': "
+                         "pass completion_cap=rollout_cap(examples, count_tokens, cfg)['cap']")
     weights = list(reward_weights) if reward_weights is not None else None
     if weights is not None and len(weights) != len(reward_funcs):
         raise ValueError(f"{len(reward_funcs)} reward functions but {len(weights)} weights")
@@ -262,15 +411,15 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
     if cfg.grpo_soft_overlong_cache > 0:  # DAPO's soft overlong punishment (Eq. 13), added with weight 1
         from trl.rewards import get_soft_overlong_punishment
 
-        reward_funcs.append(get_soft_overlong_punishment(cfg.grpo_max_completion_length, cfg.grpo_soft_overlong_cache))
+        reward_funcs.append(get_soft_overlong_punishment(cap, cfg.grpo_soft_overlong_cache))
         weights = (weights if weights is not None else [1.0] * (len(reward_funcs) - 1)) + [1.0]
     work_dir = Path(work_dir or Path(out_dir).parent / "grpo_work")
     g = cfg.grpo_num_generations
-    args = GRPOConfig(
+    args = GRPOConfig(**grpo_rollout_kwargs(cfg, cap),
         output_dir=str(work_dir), per_device_train_batch_size=g,
         gradient_accumulation_steps=cfg.grpo_prompts_per_step, num_generations=g,
         max_steps=cfg.grpo_max_steps, learning_rate=cfg.grpo_learning_rate, lr_scheduler_type="constant",
-        max_completion_length=cfg.grpo_max_completion_length, temperature=cfg.grpo_temperature,
+        max_completion_length=cap, temperature=cfg.grpo_temperature,
         beta=cfg.grpo_beta, epsilon=cfg.grpo_epsilon, epsilon_high=cfg.grpo_epsilon_high,
         loss_type=cfg.grpo_loss_type, mask_truncated_completions=cfg.grpo_mask_truncated_completions,
         reward_weights=weights, scale_rewards="group", log_completions=False,
@@ -280,7 +429,23 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
     trainer = cls(model=model, reward_funcs=list(reward_funcs), args=args, train_dataset=ds,
                   processing_class=tokenizer, peft_config=make_lora_config(cfg),
                   filter_zero_std_groups=cfg.grpo_filter_zero_std_groups)
-    peft_model, seconds, change = _train_measured(trainer)
+    try:
+        peft_model, seconds, change = _train_measured(trainer)
+    except BaseException:
+        try:
+            release_rollout_engine(trainer)
+        finally:
+            raise
+    steps = step_table(trainer.rollout_log)
+    if not cfg.grpo_allow_no_signal and int(steps["trained tokens"].sum()) == 0:
+        release_rollout_engine(trainer)
+        raise GRPONoSignalError(steps,
+            f"GRPO trained on nothing in {trainer.state.global_step} step(s): {int(steps['truncated'].sum())} of "
+            f"{int(steps['rollouts'].sum())} rollouts truncated at {cap} tokens (masked: "
+            f"{int(steps['masked (no token trained)'].sum())}), {int(steps['groups filtered'].sum())} of "
+            f"{int(steps['groups'].sum())} groups filtered (zero reward variance). Raise the rollout cap "
+            f"(grpo_max_completion_length, or 0 to size it from the teacher's replies), check the rewards, "
+            f"or set grpo_allow_no_signal=True to accept a no-op GRPO stage")
     log = list(trainer.state.log_history)
     tokens = int(sum(r.get("completions/mean_length", 0) for r in log if "loss" in r) * g
                  * cfg.grpo_prompts_per_step)
@@ -292,10 +457,14 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
                            {"train_units": [f"{e.book_id}/{e.unit_id}" for e in prompts],
                             "reward_weights": weights})
     record_trained_units(adapter, prompts, cfg)
+    release_rollout_engine(trainer)  # after the adapter is saved: a failed release loses no training
     extra = {"groups seen": trainer.groups_seen, "groups filtered (zero reward variance)": trainer.groups_filtered,
-             "micro-batches skipped (all filtered)": trainer.skipped_micro_batches}
+             "micro-batches skipped (all filtered)": trainer.skipped_micro_batches, "rollout cap": cap,
+             "truncated rollouts": int(steps["truncated"].sum()),
+             "masked rollouts": int(steps["masked (no token trained)"].sum()),
+             "trained completion tokens": int(steps["trained tokens"].sum())}
     res = TrainResult("grpo", adapter, log, seconds, trainer.state.global_step, tokens,
-                      _peak_memory_gib(peft_model), change, extra)
+                      _peak_memory_gib(peft_model), change, extra, steps)
     shutil.rmtree(work_dir, ignore_errors=True)
     return peft_model, res
 
@@ -348,6 +517,74 @@ def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path)
         {"base_model": base_model, "adapters": [str(d) for d in adapter_dirs]}, indent=2), encoding="utf-8")
     tmp.replace(target)
     return target
+
+
+def save_combined_adapter(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
+    """ONE LoRA adapter equal to applying ``adapter_dirs`` in order, in ``root/lora-<hash>``.
+
+    Adapter i adds ``s_i * B_i @ A_i`` (``s_i = lora_alpha_i / r_i``) to a weight; the sum over i is
+    exactly one LoRA of rank ``sum(r_i)`` with ``A = [A_1; A_2; ...]`` (rows) and
+    ``B = [s_1 B_1, s_2 B_2, ...]`` (columns), scaling 1 (``lora_alpha = r``). So the SFT adapter
+    and the GRPO adapter trained on the SFT-merged model are served as one ``LoRARequest`` on the base
+    model's vLLM engine, with no merged copy of the model. The folder carries every unit the
+    adapters were trained on (:mod:`litseg_nb.lite.heldout`).
+    """
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from .heldout import TRAINED_UNITS_FILE, TrainedUnits, model_record
+
+    dirs = [Path(d) for d in adapter_dirs]
+    if not dirs:
+        raise ValueError("save_combined_adapter: no adapters")
+    target = Path(root) / f"lora-{adapter_fingerprint(*dirs)}"
+    trained = TrainedUnits()
+    for d in dirs:
+        trained = trained.union(model_record(d))
+    if (target / "adapter_model.safetensors").is_file():
+        return target
+    configs = [json.loads((d / "adapter_config.json").read_text(encoding="utf-8")) for d in dirs]
+    weights = [load_file(str(d / "adapter_model.safetensors")) for d in dirs]
+    keys = [sorted(k[:-len(".lora_A.weight")] for k in w if k.endswith(".lora_A.weight")) for w in weights]
+    if any(k != keys[0] for k in keys[1:]):
+        raise ValueError(f"adapters {', '.join(map(str, dirs))} adapt different modules; they cannot be combined")
+    for d, c in zip(dirs, configs):
+        if c.get("use_rslora") or c.get("use_dora") or c.get("bias", "none") != "none":
+            raise ValueError(f"{d}: only plain LoRA adapters (no rsLoRA, DoRA or bias) can be combined")
+    combined: dict[str, Any] = {}
+    for module in keys[0]:
+        a = [w[f"{module}.lora_A.weight"].float() for w in weights]
+        b = [w[f"{module}.lora_B.weight"].float() * (c["lora_alpha"] / c["r"]) for w, c in zip(weights, configs)]
+        combined[f"{module}.lora_A.weight"] = torch.cat(a, dim=0).contiguous()
+        combined[f"{module}.lora_B.weight"] = torch.cat(b, dim=1).contiguous()
+    rank = sum(int(c["r"]) for c in configs)
+    config = {**configs[0], "r": rank, "lora_alpha": rank, "lora_dropout": 0.0,
+              "base_model_name_or_path": base_model, "rank_pattern": {}, "alpha_pattern": {}}
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(combined, str(tmp / "adapter_model.safetensors"))
+    (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    trained.save(tmp / TRAINED_UNITS_FILE)
+    (tmp / "lite_adapters.json").write_text(json.dumps(
+        {"base_model": base_model, "adapters": [str(d) for d in dirs], "rank": rank}, indent=2), encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
+def student_backend(llm_cfg: Any, adapter_dirs: Sequence[Path], root: Path, ledger: Any = None):
+    """The backend of base ``llm_cfg.model`` + ``adapter_dirs``, and the folder it serves.
+
+    vLLM: one combined LoRA adapter (:func:`save_combined_adapter`) served on the base model's engine
+    (the engine notebook 03's untuned student and notebook 07's base variants already use: one engine
+    per model per process). hf/openai: the merged model folder (:func:`save_merged_model`)."""
+    from ..llm import make_backend
+
+    if llm_cfg.backend == "vllm":
+        path = save_combined_adapter(llm_cfg.model, adapter_dirs, root)
+        return make_backend(llm_cfg.replace(lora_adapter=str(path)), ledger), path
+    path = save_merged_model(llm_cfg.model, adapter_dirs, root)
+    return make_backend(llm_cfg.replace(model=str(path)), ledger), path
 
 
 def free_memory() -> None:

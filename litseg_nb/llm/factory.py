@@ -20,6 +20,9 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
     """
     ledger = ledger if ledger is not None else UsageLedger()
     kind = llm_cfg.backend
+    if llm_cfg.lora_adapter and kind != "vllm":
+        raise LLMError(f"LLMConfig.lora_adapter ({llm_cfg.lora_adapter}) is served by the vllm backend only; with "
+                       f"{kind!r} load a merged model folder (litseg_nb.lite.train.student_backend does either)")
     if kind == "hf":
         from .hf import HFBackend
 
@@ -33,7 +36,8 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
 
         backend = VLLMBackend(llm_cfg.model, dtype=llm_cfg.dtype, max_model_len=llm_cfg.max_model_len,
                               structured_output=llm_cfg.structured_output, ledger=ledger,
-                              enable_thinking=llm_cfg.enable_thinking)
+                              enable_thinking=llm_cfg.enable_thinking,
+                              lora_adapter=llm_cfg.lora_adapter, **llm_cfg.engine)
     elif kind == "openai":
         from .openai_backend import OpenAIBackend
 
@@ -56,3 +60,13 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
                                                                 llm_cfg.max_concurrency)
         return CachedBackend(backend, RequestCache(cache_path), chunk_size=chunk)  # type: ignore[return-value]
     return backend
+
+
+def release_backend(backend: LLMBackend | None) -> None:
+    """Close ``backend`` (through the request cache): a vLLM engine is shut down, and its memory
+    released, when its last backend closes (:mod:`litseg_nb.llm.vllm_backend`); other backends hold
+    nothing that needs closing."""
+    inner = getattr(backend, "inner", backend)
+    close = getattr(inner, "close", None)
+    if callable(close) and getattr(inner, "name", "") == "vllm":
+        close()

@@ -8,9 +8,20 @@ computed once per batch; ``Generation.cached_prompt_tokens`` reports vLLM's
 * ``chat``: conversations are rendered with the tokenizer's chat template and submitted as token
   ids in one ``LLM.generate`` call (vLLM schedules the batch itself). Guided JSON decoding when
   ``structured_output`` is on and ``SamplingParams.json_schema`` is set.
-* ``next_token_logprobs``: exact log-probs of each candidate's **first token** after the chat prompt:
-  the prompt + candidate token is scored with ``prompt_logprobs`` (one sequence per candidate; the
-  prompt prefix is served from the prefix cache).
+* ``next_token_logprobs``: exact log-probs of each candidate's **first token** after the chat prompt.
+  ONE request per conversation: the prompt itself, one generated token with the top
+  :data:`CANDIDATE_TOPK` raw log-probs of that position (``SamplingParams.logprobs``; vLLM's default
+  ``logprobs_mode="raw_logprobs"`` is the model's log-softmax, before sampling). Such a request can
+  read the prefix cache (a ``prompt_logprobs`` request cannot: vLLM skips the cache for it). Only a
+  candidate outside the top-k costs one more request, prompt + candidate scored with
+  ``prompt_logprobs``. The ledger records every token computed (``prompt_tokens`` summed over the
+  requests sent), so a fallback request is never hidden.
+* One engine per model per process (:func:`acquire_engine`): backends of the same model share it,
+  whatever their ``structured_output`` (guided decoding is a per-request setting); a LoRA adapter
+  (``lora_adapter``) is a per-request ``LoRARequest`` on the base model's engine
+  (``engine={"enable_lora": True, ...}``); creating an engine for another model while one is alive
+  is an error naming both. :meth:`VLLMBackend.close` (or :func:`shutdown_engines`) shuts an engine
+  down when its last backend closes and checks that its memory was released.
 * ``text_logprobs``: ``prompt_logprobs`` of BOS + text, one value per text token;
   ``token_logprobs``: ``prompt_logprobs`` of given token-id sequences (perplexity chunking).
 * ``enable_thinking`` goes to the chat template (Qwen3-style thinking switch); the tokens of a
@@ -18,7 +29,11 @@ computed once per batch; ``Generation.cached_prompt_tokens`` reports vLLM's
 """
 from __future__ import annotations
 
+import gc
 import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from .base import (BackendBase, Conversation, Generation, LLMError, SamplingParams, UsageLedger,
@@ -36,28 +51,196 @@ def _import_vllm():
     return vllm
 
 
+#: top log-probs returned for the first generated token (vLLM's default ``max_logprobs`` is 20)
+CANDIDATE_TOPK = 20
+
+
+@dataclass
+class _Engine:
+    model: str  # the resolved model path / hub id the engine serves
+    settings: dict[str, Any]  # every argument given to vllm.LLM
+    engine: Any
+    users: int = 0
+    lora_ids: dict[str, int] = field(default_factory=dict)  # adapter folder -> LoRARequest id
+    backends: Any = field(default_factory=weakref.WeakSet)  # the VLLMBackends using it
+    workers: tuple[int, ...] = ()  # child processes the engine started (vLLM's engine core holds the memory)
+
+
+def _children() -> set[int]:
+    """Live child processes (not zombies, not multiprocessing's resource tracker, which stays)."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil comes with vLLM
+        return set()
+    out = set()
+    for c in psutil.Process().children(recursive=True):
+        try:
+            if c.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(c.cmdline()):
+                out.add(c.pid)
+        except psutil.Error:  # exited meanwhile
+            continue
+    return out
+
+
+#: the engines alive in this process, by model (at most one on one GPU: see acquire_engine)
+_ENGINES: dict[str, _Engine] = {}
+
+
+def live_engines() -> dict[str, dict[str, Any]]:
+    """``{model: settings}`` of the vLLM engines alive in this process."""
+    return {m: dict(e.settings) for m, e in _ENGINES.items()}
+
+
+def acquire_engine(model: str, settings: dict[str, Any]) -> _Engine:
+    """The engine serving ``model`` with ``settings``: the live one, or a new ``vllm.LLM``.
+
+    A second engine would claim ``gpu_memory_utilization`` of the GPU again and fail (or starve the
+    first), so an engine for another model, or for the same model with other engine settings, while
+    one is alive is an :class:`LLMError` naming both; close the backends of the first
+    (:meth:`VLLMBackend.close`) or call :func:`shutdown_engines`.
+    """
+    entry = _ENGINES.get(model)
+    if entry is not None:
+        if entry.settings != settings:
+            raise LLMError(f"vllm backend: an engine for {model} is alive with settings {entry.settings}; "
+                           f"another with {settings} would be a second engine in this process (one GPU holds "
+                           "one): use the same LLMConfig.engine for every role of this model, or close the "
+                           "first backend (backend.close())")
+        return entry
+    if _ENGINES:
+        other = ", ".join(_ENGINES)
+        raise LLMError(f"vllm backend: an engine for {other} is alive in this process; starting one for {model} "
+                       "would be a second engine on the GPU: close the first model's backends (backend.close() / "
+                       "litseg_nb.llm.vllm_backend.shutdown_engines()) before loading another model")
+    vllm = _import_vllm()
+    before = _children()
+    entry = _Engine(model, dict(settings), vllm.LLM(**settings))
+    entry.workers = tuple(sorted(_children() - before))
+    _ENGINES[model] = entry
+    return entry
+
+
+def _release(entry: _Engine) -> None:
+    """Shut ``entry``'s engine down, drop every reference, and check the memory was released."""
+    _ENGINES.pop(entry.model, None)
+    for b in list(entry.backends):  # a backend of a shut-down engine says so when used
+        b.llm, b._entry = None, None
+    release_engine(entry, "engine", entry.model, entry.workers)
+
+
+def release_engine(holder: Any, attr: str, what: str, workers: Sequence[int] = (), wait_s: float = 60.0) -> None:
+    """Shut down the ``vllm.LLM`` at ``holder.<attr>`` (also one this package did not build, e.g.
+    trl's colocated rollout engine), set the attribute to None and check the memory was released:
+    the engine's worker processes (``workers``, vLLM's engine core holding weights and KV cache) have
+    exited, or, for an engine without its own processes, no reference to it is left. Otherwise an
+    :class:`LLMError` naming what is still alive."""
+    engine = getattr(holder, attr)
+    setattr(holder, attr, None)
+    if engine is None:
+        return
+    shutdown = getattr(engine, "shutdown", None)
+    if callable(shutdown):
+        shutdown()
+    else:  # vLLM <= 0.32: the engine core owns the worker processes and the GPU memory
+        core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
+        if core is not None and callable(getattr(core, "shutdown", None)):
+            core.shutdown()
+        del core
+    del shutdown  # a bound method holds the engine
+    try:
+        ref = weakref.ref(engine)
+    except TypeError:
+        ref = None
+    del engine
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    if workers:  # the processes holding the weights and the KV cache must be gone
+        deadline = time.time() + wait_s
+        while (alive := sorted(set(workers) & _children())) and time.time() < deadline:
+            time.sleep(0.5)
+        if alive:
+            raise LLMError(f"vllm backend: the engine for {what} was shut down but its worker process(es) "
+                           f"{alive} still run (their memory is not released)")
+    elif ref is not None and ref() is not None:
+        raise LLMError(f"vllm backend: the engine for {what} is still referenced after shutdown "
+                       "(its memory is not released): drop every object holding it before loading another model")
+
+
+def shutdown_engines() -> list[str]:
+    """Shut every live engine down (whatever its users); returns the models that were served."""
+    models = list(_ENGINES)
+    for m in models:
+        _release(_ENGINES[m])
+    return models
+
+
 class VLLMBackend(BackendBase):
-    """Batched generation and log-probs with ``vllm.LLM``."""
+    """Batched generation and log-probs with ``vllm.LLM`` (one shared engine per model)."""
 
     name = "vllm"
 
     def __init__(self, model: str, *, dtype: str = "auto", max_model_len: int = 8192,
                  structured_output: bool = False, ledger: UsageLedger | None = None,
                  seed: int = 0, enable_thinking: bool = False, engine: Any = None,
-                 **engine_kwargs: Any) -> None:
-        self.model_id = model
+                 lora_adapter: str = "", **engine_kwargs: Any) -> None:
+        self.model_id = lora_adapter or model
+        self.base_model = model
         self.revision = model_revision(model)
+        if engine_kwargs.get("quantization"):  # other weights: other replies (part of cache keys)
+            self.revision += f"|quantization={engine_kwargs['quantization']}"
         self.structured_output = structured_output
         self.enable_thinking = bool(enable_thinking)
         self.ledger = ledger if ledger is not None else UsageLedger()
+        self.lora_request = None
+        self.extra_logprob_requests = 0  # next_token_logprobs: candidates scored outside the top-k
+        self._entry: _Engine | None = None
+        #: every argument of the engine (``vllm.LLM``), for manifests
+        self.engine_settings: dict[str, Any] = dict(
+            model=resolve_model_path(model), dtype=dtype, max_model_len=max_model_len,
+            enable_prefix_caching=True, seed=seed, **engine_kwargs)
         if engine is None:  # ``engine``: an already built ``vllm.LLM`` (or a stand-in in tests)
-            vllm = _import_vllm()
-            engine = vllm.LLM(model=resolve_model_path(model), dtype=dtype,
-                              max_model_len=max_model_len, enable_prefix_caching=True, seed=seed,
-                              **engine_kwargs)
+            self._entry = acquire_engine(self.engine_settings["model"], self.engine_settings)
+            self._entry.users += 1
+            self._entry.backends.add(self)
+            engine = self._entry.engine
         self.llm = engine
+        if lora_adapter:
+            self._set_lora(lora_adapter)
         self.tokenizer = self.llm.get_tokenizer()
         self.think_ids = think_token_ids(self.tokenizer)
+
+    def _set_lora(self, adapter: str) -> None:
+        """Serve LoRA adapter folder ``adapter`` on the base engine (a ``LoRARequest`` per call)."""
+        from ..cache import hash_file
+
+        path = Path(adapter)
+        weights = sorted(path.glob("adapter_model.*"))
+        if not weights:
+            raise LLMError(f"vllm backend: no adapter_model.* in LoRA adapter folder {path}")
+        if not self.engine_settings.get("enable_lora"):
+            raise LLMError(f"vllm backend: LoRA adapter {path} needs an engine with enable_lora "
+                           "(LLMConfig.engine={'enable_lora': True, 'max_lora_rank': ...})")
+        ids = self._entry.lora_ids if self._entry is not None else {}
+        lora_id = ids.setdefault(str(path.resolve()), len(ids) + 1)
+        from vllm.lora.request import LoRARequest
+
+        self.lora_request = LoRARequest(path.name or "adapter", lora_id, str(path.resolve()))
+        self.revision += f"+lora:{hash_file(weights[0])[:12]}"
+
+    def close(self) -> None:
+        """Release this backend's share of the engine; the last user's close shuts it down."""
+        entry, self._entry = self._entry, None
+        self.llm = None
+        if entry is not None and entry.model in _ENGINES:
+            entry.users -= 1
+            if entry.users <= 0:
+                _release(entry)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)
@@ -103,8 +286,11 @@ class VLLMBackend(BackendBase):
         return {"guided_decoding": sp.GuidedDecodingParams(json=schema)}  # vLLM < 0.11
 
     def _run(self, prompts: list[list[int]], sampling) -> tuple[list[Any], float]:
+        if self.llm is None:
+            raise LLMError(f"vllm backend for {self.model_id} was closed")
         t0 = time.perf_counter()
-        outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], sampling, use_tqdm=False)
+        kw = {"lora_request": self.lora_request} if self.lora_request is not None else {}
+        outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], sampling, use_tqdm=False, **kw)
         return outs, (time.perf_counter() - t0) / max(1, len(prompts))
 
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
@@ -136,6 +322,8 @@ class VLLMBackend(BackendBase):
 
     def next_token_logprobs_ex(self, conversations: Sequence[Conversation], candidates: Sequence[str],
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
+        """One request per conversation (the prompt, top-k log-probs of the next token); a
+        candidate outside the top-k is scored by one more request (prompt + candidate)."""
         if not conversations:
             return []
         cand_ids = []
@@ -145,18 +333,34 @@ class VLLMBackend(BackendBase):
                 raise LLMError(f"vllm backend: candidate {c!r} tokenizes to nothing")
             cand_ids.append(toks[0])
         prompts = [self._prompt_ids(c) for c in conversations]
-        seqs = [p + [t] for p in prompts for t in cand_ids]
-        outs, latency = self._run(seqs, self._sampling(max_tokens=1, temperature=0.0,
-                                                       prompt_logprobs=0))
+        k = max(len(set(cand_ids)), CANDIDATE_TOPK)
+        k = min(k, self.engine_settings.get("max_logprobs") or CANDIDATE_TOPK)
+        outs, latency = self._run(prompts, self._sampling(max_tokens=1, temperature=0.0, logprobs=k))
+        found: list[dict[int, float]] = []
+        missing: list[tuple[int, int]] = []  # (conversation, candidate token) outside the top-k
+        for i, o in enumerate(outs):
+            entry = o.outputs[0].logprobs[0] if o.outputs and o.outputs[0].logprobs else None
+            if entry is None:
+                raise LLMError("vllm backend: no log-probs returned for the next token")
+            found.append({t: float(lp.logprob) for t, lp in entry.items()})
+            missing.extend((i, t) for t in dict.fromkeys(cand_ids) if t not in found[-1])
+        computed = [len(p) for p in prompts]
+        cached = [getattr(o, "num_cached_tokens", None) or 0 for o in outs]
+        extra_latency = [0.0] * len(prompts)
+        if missing:  # exact value of a candidate the model ranks below the top-k
+            seqs = [prompts[i] + [t] for i, t in missing]
+            more, lat2 = self._run(seqs, self._sampling(max_tokens=1, temperature=0.0, prompt_logprobs=0))
+            for (i, t), seq, o in zip(missing, seqs, more):
+                found[i][t] = self._prompt_logprob(o.prompt_logprobs[-1], t)
+                computed[i] += len(seq)
+                cached[i] += getattr(o, "num_cached_tokens", None) or 0
+                extra_latency[i] += lat2
+        self.extra_logprob_requests += len(missing)
         results = []
-        for i, p in enumerate(prompts):
-            row = outs[i * len(cand_ids):(i + 1) * len(cand_ids)]
-            scores = {c: self._prompt_logprob(o.prompt_logprobs[-1], t)
-                      for c, t, o in zip(candidates, cand_ids, row)}
-            cached = [getattr(o, "num_cached_tokens", None) for o in row]
-            gen = Generation("", prompt_tokens=len(p), completion_tokens=0,
-                             latency_s=latency * len(cand_ids),
-                             cached_prompt_tokens=cached[0])
+        for i in range(len(prompts)):
+            scores = {c: found[i][t] for c, t in zip(candidates, cand_ids)}
+            gen = Generation("", prompt_tokens=computed[i], completion_tokens=0,
+                             latency_s=latency + extra_latency[i], cached_prompt_tokens=cached[i])
             self.ledger.record(tag, gen)
             results.append((scores, gen))
         return results

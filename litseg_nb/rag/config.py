@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import StageConfig, one_of
+from ..config import StageConfig, at_least, one_of
 from .rerank import RERANKERS
 
 QUESTION_SCOPES = ("common-units", "all")  # see rag.pipeline.questions_in_scope
@@ -38,6 +38,9 @@ class RagConfig(StageConfig):
     # reranking
     reranker: str = one_of("llm-pointwise", *RERANKERS)  # none | llm-pointwise | flagembedding
     reranker_model: str = "BAAI/bge-reranker-v2-m3"
+    # flagembedding reranker: tokens of query + chunk it reads (0 = the model's own maximum, 8192 for
+    # bge-reranker-v2-m3; FlagEmbedding's default 512 would cut long chunks): make_reranker(max_length=...)
+    reranker_max_length: int = at_least(0, 0)
     rerank_candidates: int = 10  # top fused candidates that are rescored
     rerank_max_questions: int = 0  # 0 = all questions
     rerank_chunkers: tuple[str, ...] = ()  # empty = all evaluated chunkers
@@ -93,5 +96,6 @@ class RagConfig(StageConfig):
                     "pairwise_book_max_tokens": 1500,
                     "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
         if profile == "full":
-            return {"reranker": "flagembedding", "context_top_k": 5, "answer_max_new_tokens": 256}
+            return {"reranker": "flagembedding", "reranker_max_length": 8192,  # bge-reranker-v2-m3's maximum
+                    "context_top_k": 5, "answer_max_new_tokens": 256}
         raise ValueError(f"unknown profile {profile!r}")

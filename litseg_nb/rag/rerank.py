@@ -48,25 +48,44 @@ class LLMPointwiseReranker:
 
 
 class FlagReranker:
-    """FlagEmbedding's cross-encoder reranker (``full`` profile; needs the model locally or the hub)."""
+    """FlagEmbedding's cross-encoder reranker (``full`` profile; needs the model locally or the hub).
 
-    def __init__(self, model: str, device: str = "auto", max_chars: int = 0):
+    ``max_length`` (tokens of query + passage) is passed explicitly: FlagEmbedding's default of 512
+    would cut a long chunk silently; 0 = the model's own maximum (8192 for bge-reranker-v2-m3)."""
+
+    def __init__(self, model: str, device: str = "auto", max_chars: int = 0, max_length: int = 0):
         from FlagEmbedding import FlagReranker as _FR
 
+        from ..embeddings import model_max_tokens
+        from ..llm.models import resolve_model_path
+
+        path = resolve_model_path(model)
+        self.max_length = int(max_length or model_max_tokens(path))
         kwargs = {} if device == "auto" else {"devices": device}
-        self.model = _FR(model, use_fp16=device != "cpu", **kwargs)
+        self.model = _FR(path, use_fp16=_cuda(device), max_length=self.max_length,
+                         **kwargs)
         self.max_chars = max_chars
 
     def score(self, title: str, query: str, docs: Sequence[str], tag: UsageTag = UsageTag()) -> list[float]:
         if not docs:
             return []
         pairs = [[query, d[: self.max_chars] if self.max_chars else d] for d in docs]
-        s = self.model.compute_score(pairs)
+        s = self.model.compute_score(pairs, max_length=self.max_length)
         return [float(x) for x in (s if isinstance(s, list) else [s])]
 
 
-def make_reranker(kind: str, backend: Any = None, flag_model: str = "", device: str = "auto", max_chars: int = 0):
-    """``None`` for ``none``; otherwise an object with ``score(title, query, docs) -> list[float]``."""
+def _cuda(device: str) -> bool:
+    if device != "auto":
+        return device.startswith("cuda")
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def make_reranker(kind: str, backend: Any = None, flag_model: str = "", device: str = "auto", max_chars: int = 0,
+                  max_length: int = 0):
+    """``None`` for ``none``; otherwise an object with ``score(title, query, docs) -> list[float]``
+    (``max_length``: the FlagEmbedding reranker's token limit, 0 = the model's own maximum)."""
     if kind == "none":
         return None
     if kind == "llm-pointwise":
@@ -74,7 +93,7 @@ def make_reranker(kind: str, backend: Any = None, flag_model: str = "", device: 
             raise ValueError("the llm-pointwise reranker needs an LLM backend")
         return LLMPointwiseReranker(backend, max_chars=max_chars)
     if kind == "flagembedding":
-        return FlagReranker(flag_model, device=device, max_chars=max_chars)
+        return FlagReranker(flag_model, device=device, max_chars=max_chars, max_length=max_length)
     raise ValueError(f"unknown reranker {kind!r}; expected one of {RERANKERS}")
 
 

@@ -1,0 +1,142 @@
+"""The `full` profile is runnable the first time it meets a GPU (issue #20): every server, model
+path and engine setting can be set from `run --set` / environment variables, and what `full` cannot
+run without is an error before any notebook starts."""
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+
+from litseg_nb.config import ConfigError, LLMConfig, active_sets, config_sets
+from litseg_nb.lite.config import LiteConfig
+from litseg_nb.litseg.config import LitSegConfig
+from litseg_nb.params import check_set_keys, notebook_config
+from litseg_nb.paths import NOTEBOOKS_DIR
+from litseg_nb.runner import main
+
+
+@pytest.fixture(autouse=True)
+def _no_server_env(monkeypatch):
+    for name in ("LITSEG_SET", "LITSEG_JUDGE_URLS", "LITSEG_LLM_URLS", "LITSEG_TEACHER_URLS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_partial_override_keeps_the_fields_own_default():
+    # before: judge_llm={"base_urls": ...} rebuilt the judge from LLMConfig's class defaults (an hf judge)
+    judge = LiteConfig.for_profile("full", judge_llm={"base_urls": ("http://j:8000/v1",)}).judge_llm
+    assert (judge.backend, judge.model, judge.base_urls) == ("openai", "Qwen/Qwen3-32B", ("http://j:8000/v1",))
+
+
+def test_full_judge_without_a_server_is_an_error_before_any_notebook(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "out"))
+    assert main(["run", "--profile", "full", "--only", "03"]) == 2
+    err = capsys.readouterr().err
+    assert "LiteConfig.judge_llm.base_urls is unset" in err and "LITSEG_JUDGE_URLS" in err
+    assert not (tmp_path / "out").exists()  # refused before any kernel (or outputs folder)
+    assert main(["config", "--profile", "full", "--notebook", "03"]) == 2
+    out = capsys.readouterr()
+    assert "judge_llm.backend = 'openai'" in out.out and "judge_llm.base_urls is unset" in out.err
+    # 07 builds a LiteConfig too but never calls its judge: not required there
+    assert main(["config", "--profile", "full", "--notebook", "07"]) == 0
+
+
+def test_servers_from_env_and_set(monkeypatch, capsys):
+    monkeypatch.setenv("LITSEG_JUDGE_URLS", "http://a:8000/v1, http://b:8000/v1")
+    cfg = notebook_config("03_lite_distillation", profile="full", seed=0, annotations_profile=None,
+                          sft_max_steps=None, grpo_max_steps=None, max_train_units=None, max_eval_units=None,
+                          grpo_max_completion_length=None)
+    assert cfg.judge_llm.base_urls == ("http://a:8000/v1", "http://b:8000/v1")
+    assert cfg.llm.base_urls == ()  # the student is a vllm engine: no address needed, none added
+    monkeypatch.setenv("LITSEG_JUDGE_URLS", "a:8000")
+    with pytest.raises(ConfigError, match="LITSEG_JUDGE_URLS.*http"):
+        LiteConfig.for_profile("full")
+    monkeypatch.delenv("LITSEG_JUDGE_URLS")
+    sets = [("judge_llm.base_urls", "http://c:1/v1,http://d:1/v1"), ("LitSegConfig.llm.model", "/models/q32"),
+            ("llm.engine.tensor_parallel_size", 2), ("grpo_max_steps", "7"), ("llm.backend", "openai")]
+    monkeypatch.setenv("LITSEG_TEACHER_URLS", "http://teacher:9/v1")
+    monkeypatch.setenv("LITSEG_LLM_URLS", "http://student:9/v1")
+    with config_sets(sets):
+        assert active_sets() == [(k, v) for k, v in sets]
+        lite = LiteConfig.for_profile("full")
+        teacher = lite.teacher()
+    assert active_sets() == []
+    assert lite.judge_llm.base_urls == ("http://c:1/v1", "http://d:1/v1") and lite.grpo_max_steps == 7
+    assert lite.llm.engine["tensor_parallel_size"] == 2 and lite.llm.model == "Qwen/Qwen3-8B"
+    assert lite.llm.base_urls == ("http://student:9/v1",)
+    assert teacher.llm.model == "/models/q32" and teacher.llm.base_urls == ("http://teacher:9/v1",)
+    assert LitSegConfig.for_profile("full").llm.model == "Qwen/Qwen3-32B"  # nothing left behind
+
+
+def test_set_keys_are_checked_like_parameters(capsys):
+    nbs = [NOTEBOOKS_DIR / "03_lite_distillation.ipynb"]
+    check_set_keys([("judge_llm.model", "x"), ("LitSegConfig.max_retries", 1)], nbs)
+    for key, match in [("judge_llm.base_url", "no field 'judge_llm.base_url'"),
+                       ("NoSuchConfig.llm.model", "no field")]:
+        with pytest.raises(ConfigError, match=match):
+            check_set_keys([(key, "x")], nbs)
+    with config_sets([("grpo_max_steps", "abc")]), pytest.raises(ConfigError, match="grpo_max_steps.*int"):
+        LiteConfig.for_profile("full")
+    with config_sets([("llm.engine.nonsense", 1)]), pytest.raises(ConfigError, match="unknown engine setting"):
+        LiteConfig.for_profile("full")
+    with config_sets([("llm.engine.gpu_memory_utilization", "high")]), pytest.raises(ConfigError, match="float"):
+        LiteConfig.for_profile("full")
+    assert main(["run", "--profile", "full", "--only", "03", "--set", "judge_llm.base_url=http://x/v1"]) == 2
+    assert "no field 'judge_llm.base_url'" in capsys.readouterr().err
+
+
+def test_engine_settings_reach_vllm_and_the_manifest(monkeypatch):
+    built = []
+
+    class Engine:
+        def __init__(self, **kw):
+            built.append(kw)
+
+        def get_tokenizer(self):
+            from litseg_nb.llm.models import load_tokenizer
+
+            return load_tokenizer("tiny-random")
+
+    fake = types.ModuleType("vllm")
+    fake.LLM = Engine
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    cfg = LiteConfig.for_profile("full", llm={"engine": {"enforce_eager": True, "max_num_seqs": 8,
+                                                         "quantization": "fp8"}})
+    assert cfg.llm.engine == {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "enable_lora": True,
+                              "max_lora_rank": 32, "enforce_eager": True, "max_num_seqs": 8, "quantization": "fp8"}
+    from litseg_nb.llm import make_backend
+
+    backend = make_backend(cfg.llm.replace(model="tiny-random", use_cache=False))
+    backend.close()
+    kw = built[-1]
+    assert {k: kw[k] for k in cfg.llm.engine} == cfg.llm.engine and kw["dtype"] == "bfloat16"
+    assert backend.engine_settings["quantization"] == "fp8"
+    assert json.loads(json.dumps(cfg.to_dict()))["llm"]["engine"]["max_num_seqs"] == 8  # manifests: cfg.to_dict()
+    with pytest.raises(ConfigError, match="unknown engine setting"):
+        LLMConfig(engine={"tensor_parallel": 2})
+
+
+def test_rehearsal_sets_build_every_notebooks_full_config(monkeypatch, capsys):
+    """The rehearsal's overrides (full's code paths, tiny models and sizes) are valid --set keys for
+    every notebook and keep full's backends; the judge address comes from LITSEG_JUDGE_URLS."""
+    from litseg_nb.cli_tools import resolved_configs
+    from litseg_nb.params import check_set_keys
+    from litseg_nb.rehearse import CPU_ENGINE, NOTEBOOK_ENGINES, notebook_sets
+    from litseg_nb.runner import discover_notebooks
+
+    monkeypatch.setenv("LITSEG_JUDGE_URLS", "http://127.0.0.1:9/v1")
+    for n in NOTEBOOK_ENGINES:
+        sets = notebook_sets(n, "/m/tiny-bge-m3", "/m/tiny-reranker")
+        check_set_keys(sets, discover_notebooks([n]))
+        with config_sets(sets):  # (a kernel has them for its whole life: LiteConfig.teacher() reads them)
+            (stem, cfg), = resolved_configs("full", n)
+            teacher = cfg.teacher() if stem == "03_lite_distillation" else None
+        assert cfg.profile == "full" and cfg.llm.backend == "vllm" and cfg.llm.model == "smollm2-135m-instruct"
+        assert cfg.llm.engine == CPU_ENGINE and cfg.embedding.backend == "flagembedding"
+        if stem == "03_lite_distillation":
+            assert cfg.grpo_max_completion_length == 0 and cfg.grpo_mask_truncated_completions  # full's paths
+            assert teacher.llm.model == "smollm2-135m-instruct" and cfg.judge_llm.backend == "openai"
+            assert cfg.sft_max_steps == 2 and teacher.train_corpus.datasets == ("gutenberg",)
+        if stem == "05_rag_evaluation":
+            assert cfg.reranker == "flagembedding" and cfg.reranker_model == "/m/tiny-reranker"
