@@ -64,3 +64,13 @@ def test_notebook_05_sweeps_lumberchunkers_theta(notebook_pipeline):
     assert (out / "figures" / "05_lumber_theta_sweep.png").is_file()
     assert (out / "figures" / "05_case_study.png").is_file()  # issue #21.11: the case study (Figures 4-5)
     assert "chosen by: among" in (out / "artifacts" / "rag" / "case_study.html").read_text()  # the stated rule
+
+
+@pytest.mark.slow
+def test_notebook_05_counts_chunks_over_the_embedder_and_reranker_limits(notebook_pipeline):
+    """Issue #20.3: per method, how many chunks the embedder and the reranker read only in part."""
+    t = pd.read_csv(notebook_pipeline("05") / "tables" / "05_chunks_over_limits.csv")
+    assert {"method", "chunks", "embedder limit", "over embedder limit", "max chunk tokens (embedder)",
+            "reranker limit", "over reranker limit"} <= set(t.columns)
+    assert (t["chunks"] > 0).all() and (t["over embedder limit"] <= t["chunks"]).all()
+    assert ((t["max chunk tokens (embedder)"] > t["embedder limit"]) == (t["over embedder limit"] > 0)).all()

@@ -187,3 +187,17 @@ def test_tuned_fusion_is_skipped_not_faked_with_too_few_questions():
     ev, qs = _evaluator(n_q=1)
     assert ev.tuned_fusion_rows(qs) == []
     assert all(w["skipped"] and w["dense_weight"] is None for w in ev.fusion_weights)
+
+
+def test_table3_evaluator_passes_the_configured_reranker_length(monkeypatch):
+    """Issue #20.3: Table 3's FlagEmbedding reranker reads RagConfig.reranker_max_length tokens (full: 8192),
+    not FlagEmbedding's default 512."""
+    from litseg_nb.rag import rerank, report
+    from litseg_nb.rag.config import RagConfig
+
+    seen = {}
+    monkeypatch.setattr(rerank, "make_reranker", lambda *a, **kw: seen.update(kw) or "scorer")
+    monkeypatch.setattr(report, "RagEvaluator", lambda cfg, emb, be, scorer, index_root=None: scorer)
+    cfg = RagConfig.for_profile("full")
+    assert report.table3_evaluator(cfg, None, None) == "scorer"
+    assert seen["max_length"] == cfg.reranker_max_length == 8192

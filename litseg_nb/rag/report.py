@@ -225,7 +225,7 @@ def table3_evaluator(cfg: Any, embedder: Any, backend: Any, index_root: Any = No
 
     if scorer is None:
         scorer = make_reranker(cfg.reranker, backend, cfg.reranker_model, cfg.embedding.device,
-                               cfg.max_context_chars_per_chunk)
+                               cfg.max_context_chars_per_chunk, max_length=cfg.reranker_max_length)
     return RagEvaluator(cfg, embedder, backend, scorer, index_root=index_root)
 
 
