@@ -3,20 +3,7 @@ from __future__ import annotations
 
 from litseg_nb.preprocess.headings import _classify
 from litseg_nb.preprocess.structure import StructureReport, build_units, check_unit_coverage
-
-
-def _paras(*paras: str):
-    text = "\n\n".join(paras)
-    spans, pos = [], 0
-    for p in paras:
-        spans.append((pos, pos + len(p)))
-        pos += len(p) + 2
-    return text, spans
-
-
-def _prose(n_words: int, tag: str = "w") -> str:
-    words = [f"{tag}{i}" for i in range(n_words)]
-    return " ".join(" ".join(words[i:i + 10]) + "." for i in range(0, n_words, 10))
+from test_preprocess_structure import _paras, _prose  # the same synthetic-book helpers
 
 
 def _units(*paras: str, n: int = 100_000, title: str = "My Book"):
