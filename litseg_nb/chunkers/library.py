@@ -44,6 +44,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..config import ConfigError, StageConfig, between, one_of
 from ..schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, chunks_from_spans, load_tokenizer, where
+from ..llm.base import LLMError
 from .library_adapters import (GenieStats, _langchain_token_splitter, chonkie_embeddings, chonkie_genie,
                                chonkie_tokenizer, langchain_embeddings, llamaindex_embedding)
 
@@ -450,8 +451,12 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryCo
         sp.current_book[0] = b.book_id
         try:
             pieces = sp.split(b.text[u.start:u.end])
+        except LLMError:  # a dead or failing server is the run's error, not the library's
+            raise
         except Exception as e:  # the library's own failure: name the method and unit
             raise ChunkerError(f"{name} ({sp.target}) failed on {where(b, u)}: {type(e).__name__}: {e}") from e
+        if sp.genie is not None and sp.genie.error is not None:  # swallowed by the library: never a result
+            raise sp.genie.error
         out.append(align_unit(b, u, name, pieces, counts, cfg.min_score, cfg.fill_gaps, sp.target))
     extra: dict[str, Any] = {"fallbacks": counts.gap_chunks + counts.not_found, "alignment": counts.to_dict()}
     if sp.genie is not None:

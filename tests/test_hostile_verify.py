@@ -1,0 +1,39 @@
+"""Hostile probes of the newer entry points (segment, API, lib: methods, adapters, import-chunks):
+each case returned a wrong result with exit code 0 (or lost data) before its fix."""
+from __future__ import annotations
+
+import pytest
+
+import litseg_nb
+from litseg_nb.llm.base import BackendUnavailableError
+
+
+class _DeadBackend:
+    """A backend whose server is gone: every request raises, as the openai backend does after its retries."""
+    model_id = "dead"
+
+    def __init__(self):
+        self.calls = 0
+
+    def chat(self, *args, **kwargs):
+        self.calls += 1
+        raise BackendUnavailableError("openai server http://127.0.0.1:9/v1 (dead) unavailable: connection refused")
+
+
+@pytest.fixture(scope="module")
+def alice(data_dir):
+    return litseg_nb.load_text(data_dir / "gutenberg/11.txt", max_unit_words=300)
+
+
+def test_chonkie_slumber_with_a_dead_server_raises_not_whole_windows(alice):
+    """chonkie's SlumberChunker catches every exception of its genie and keeps the window together:
+    a dead server gave full-coverage chunks, 'no fallbacks' and exit 0."""
+    from litseg_nb.chunkers.library import LibraryConfig
+    from litseg_nb.chunkers.registry import chunk_units
+
+    cfg = LibraryConfig.for_profile("test", chunk_size=60)
+    dead = _DeadBackend()
+    items = [(alice, u) for u in alice.units if u.n_sentences][:1]
+    with pytest.raises(BackendUnavailableError, match="127.0.0.1:9"):
+        chunk_units("lib:chonkie-slumber", items, cfg, backend=dead)
+    assert dead.calls == 1  # the failed server is not asked again for every window and retry
