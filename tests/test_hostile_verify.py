@@ -37,3 +37,17 @@ def test_chonkie_slumber_with_a_dead_server_raises_not_whole_windows(alice):
     with pytest.raises(BackendUnavailableError, match="127.0.0.1:9"):
         chunk_units("lib:chonkie-slumber", items, cfg, backend=dead)
     assert dead.calls == 1  # the failed server is not asked again for every window and retry
+
+
+@pytest.mark.parametrize("missing", ["my_bok.epub", "my_book", "Moby Dick.epub"])
+def test_a_missing_file_name_without_txt_suffix_is_an_error_not_a_text(missing):
+    # before: segment("my_bok.epub") / segment("my_book") returned one chunk whose text was the name
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        litseg_nb.segment(missing, "paragraph", profile="test")
+
+
+def test_a_folder_is_named_as_a_folder(tmp_path):
+    # before: "text file DIR does not exist" for a folder that exists
+    for src in (str(tmp_path), tmp_path):
+        with pytest.raises(IsADirectoryError, match="is a folder"):
+            litseg_nb.load_text(src)
