@@ -51,3 +51,31 @@ def test_a_folder_is_named_as_a_folder(tmp_path):
     for src in (str(tmp_path), tmp_path):
         with pytest.raises(IsADirectoryError, match="is a folder"):
             litseg_nb.load_text(src)
+
+
+class _NoIndexBackend:
+    """A live server whose replies never hold a passage index (as the test profile's random model)."""
+    model_id = "noindex"
+
+    def chat(self, convs, *args, **kwargs):
+        from litseg_nb.llm.base import Generation
+
+        return [Generation("I cannot tell.", 5, 4, 0.0) for _ in convs]
+
+
+def test_library_fallbacks_reach_the_chunks_and_the_segment_summary(alice):
+    """The library counted gap chunks, lost pieces and chonkie's kept-together windows as fallbacks,
+    but no chunk said so: count_fallbacks (the segment summary and meta file) reported 'no fallbacks'."""
+    from litseg_nb.api import count_fallbacks
+    from litseg_nb.chunkers.library import AlignmentCounts, LibraryConfig, align_unit
+    from litseg_nb.chunkers.registry import chunk_units
+
+    cfg = LibraryConfig.for_profile("test", chunk_size=60)
+    items = [(alice, u) for u in alice.units if u.n_sentences][:1]
+    chunks, extra = chunk_units("lib:chonkie-slumber", items, cfg, backend=_NoIndexBackend())
+    assert extra["genie_fallbacks"] > 0
+    assert count_fallbacks(chunks) == {"genie_kept_together": 1}
+    u = items[0][1]
+    piece = alice.text[u.sentences[0].start:u.sentences[0].end]
+    got = align_unit(alice, u, "lib:x", [piece, "words that are nowhere in this book at all"], AlignmentCounts())
+    assert set(count_fallbacks(got)) == {"gap", "not_found"}
