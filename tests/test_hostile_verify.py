@@ -79,3 +79,26 @@ def test_library_fallbacks_reach_the_chunks_and_the_segment_summary(alice):
     piece = alice.text[u.sentences[0].start:u.sentences[0].end]
     got = align_unit(alice, u, "lib:x", [piece, "words that are nowhere in this book at all"], AlignmentCounts())
     assert set(count_fallbacks(got)) == {"gap", "not_found"}
+
+
+def test_import_of_a_second_book_keeps_the_first_books_report_and_an_empty_file_is_named(tmp_path, fresh_dirs):
+    # before: <name>.import.json held only the last book's report; an empty file said "no column 'Chunk'"
+    import json
+
+    from litseg_nb.artifacts import artifact_path
+    from litseg_nb.chunk_import import ChunkImportError, import_chunk_file
+
+    books = {bid: litseg_nb.load_text(text=t, book_id=bid) for bid, t in
+             (("b1", "Emma smiled at her father. He was pleased.\n\nThe end came soon."),
+              ("b2", "Harriet had never seen such a fine house. She stared.\n\nThen she left."))}
+    for bid, book in books.items():
+        src = tmp_path / f"{bid}.jsonl"
+        src.write_text(json.dumps({"Chunk": book.text.split("\n\n")[0]}) + "\n")
+        import_chunk_file(bid, "tool-set", src, book=book, profile="test")
+    rep = json.loads(artifact_path("test", "chunks", "tool-set.import.json").read_text())
+    assert rep["book_id"] == "b2" and set(rep["books"]) == {"b1", "b2"}
+    assert rep["books"]["b1"]["n_chunks"] == 1
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(ChunkImportError, match="no rows"):
+        import_chunk_file("b1", "tool-set", empty, book=books["b1"], profile="test")
