@@ -102,3 +102,19 @@ def test_import_of_a_second_book_keeps_the_first_books_report_and_an_empty_file_
     empty.write_text("")
     with pytest.raises(ChunkImportError, match="no rows"):
         import_chunk_file("b1", "tool-set", empty, book=books["b1"], profile="test")
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_adapters_see_the_structure_of_a_windows_text(newline):
+    # before: a CRLF (or CR) document passed to the adapters was one paragraph: no chapter found
+    from litseg_nb.integrations.core import Segmenter
+
+    body = " ".join(f"Body sentence number {i} goes on." for i in range(20))
+    lf = "CHAPTER I\n\n" + body + "\n\nCHAPTER II\n\n" + body + "\n\nA last paragraph here."
+    seg = Segmenter("paragraph", "test")
+    want = [u.title for u in seg.book(lf).units]
+    assert want == ["CHAPTER I", "CHAPTER II"]
+    win = lf.replace("\n", newline)
+    book = seg.book(win)
+    assert [u.title for u in book.units] == want
+    assert len(book.paragraphs) == len(seg.book(lf).paragraphs)
