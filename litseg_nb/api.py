@@ -37,16 +37,18 @@ from .schema import Book, Chunk
 DEFAULT_PROFILE = "smoke"
 
 
-_FILE_SUFFIX_RE = re.compile(r"\.(?:txt|text|md|rst)$", re.I)
+_FILE_SUFFIX_RE = re.compile(r"\.(?:txt|text|md|rst|epub|html?|xhtml|pdf|rtf|docx?|odt|xml|jsonl?|csv|gz|bz2|xz|zip)$",
+                             re.I)
 
 
 def looks_like_path(source: str) -> bool:
-    """A one-line string that names a file rather than holding a text: it ends in ``.txt``/``.md``/...
-    or contains a path separator and no whitespace (``data/my_book.txt``, ``~/books/emma``)."""
+    """A one-line string that names a file rather than holding a text: one word without whitespace
+    (``my_book``, ``emma.epub``, ``data/my_book.txt``, ``~/books/emma``; no text of a book is one word)
+    or a line ending in a file suffix (``my book.txt``, ``Moby Dick.epub``)."""
     s = source.strip()
     if not s or "\n" in s or len(s) > 4096:
         return False
-    return bool(_FILE_SUFFIX_RE.search(s)) or (("/" in s or "\\" in s or os.sep in s) and not re.search(r"\s", s))
+    return bool(_FILE_SUFFIX_RE.search(s)) or not re.search(r"\s", s)
 
 
 def _resolve_source(source: str | Path | None, text: str | None) -> tuple[Path | None, str | None]:
@@ -61,6 +63,8 @@ def _resolve_source(source: str | Path | None, text: str | None) -> tuple[Path |
         raise TypeError("nothing to segment: give a path or text=...")
     if isinstance(source, os.PathLike):
         path = Path(source)
+        if path.is_dir():
+            raise IsADirectoryError(f"{path} is a folder, not a text file (the segment command takes folders)")
         if not path.is_file():
             raise FileNotFoundError(f"text file {path} does not exist")
         return path, None
@@ -68,6 +72,8 @@ def _resolve_source(source: str | Path | None, text: str | None) -> tuple[Path |
         raise TypeError(f"expected a path or a str, got {type(source).__name__}")
     if "\n" not in source and len(source) < 4096 and Path(source).expanduser().is_file():
         return Path(source).expanduser(), None
+    if "\n" not in source and len(source) < 4096 and source.strip() and Path(source).expanduser().is_dir():
+        raise IsADirectoryError(f"{source} is a folder, not a text file (the segment command takes folders)")
     if looks_like_path(source):
         raise FileNotFoundError(f"text file {source} does not exist (to segment a string itself, pass text=...)")
     return None, source

@@ -91,6 +91,8 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
         raise
     except Exception as e:  # pandas/openpyxl parse errors: name the file
         raise ChunkImportError(f"{path}: cannot read as {suf} ({type(e).__name__}: {e})") from e
+    if df.empty and not len(df.columns):
+        raise ChunkImportError(f"{path}: the file holds no rows (an empty chunk file)")
     if text_column not in df.columns:
         raise ChunkImportError(f"{path}: no column {text_column!r}; columns are {list(df.columns)} "
                                f"(choose one with --text-column)")
@@ -452,7 +454,21 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
             chunks_all = chunks
         from .safe_io import write_json_atomic
 
-        write_json_atomic(out.with_suffix(".import.json"), rep.to_dict(), indent=1)  # first: marks the set imported
+        # the report of the latest import, and every book's report under "books" (a second book
+        # imported under the same name no longer drops the first book's report)
+        report_path = out.with_suffix(".import.json")
+        books: dict[str, Any] = {}
+        if report_path.is_file():
+            import json
+
+            try:
+                old = json.loads(report_path.read_text(encoding="utf-8"))
+                books = dict(old.get("books") or {old["book_id"]: {k: v for k, v in old.items() if k != "books"}})
+            except (ValueError, KeyError, TypeError, AttributeError):
+                books = {}
+        books = {k: v for k, v in books.items() if k != book_id}
+        books[book_id] = rep.to_dict()
+        write_json_atomic(report_path, {**rep.to_dict(), "books": books}, indent=1)  # first: marks the set imported
         save_chunks(out, chunks_all)
     return chunks, rep
 

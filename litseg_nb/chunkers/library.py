@@ -44,6 +44,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..config import ConfigError, StageConfig, between, one_of
 from ..schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, chunks_from_spans, load_tokenizer, where
+from ..llm.base import LLMError
 from .library_adapters import (GenieStats, _langchain_token_splitter, chonkie_embeddings, chonkie_genie,
                                chonkie_tokenizer, langchain_embeddings, llamaindex_embedding)
 
@@ -402,7 +403,7 @@ def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], count
         if al.quality == "not_found":
             counts.not_found += 1
             lost.append(Chunk(book.book_id, "", f"{unit.unit_id}.lib{al.index:05d}", method, 0, 0, [], piece, "",
-                              is_source_span=False, metadata={**md, "unit": unit.unit_id}))
+                              is_source_span=False, metadata={**md, "unit": unit.unit_id, "fallback": "not_found"}))
             continue
         counts.exact += al.method == "exact"
         counts.normalised += al.method == "normalised"
@@ -430,7 +431,8 @@ def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], count
         for r in runs:
             s0, s1 = unit.sentences[r[0] - 1], unit.sentences[r[-1] - 1]
             spans.append((s0.start, s1.end))
-            mds.append({"library": source, "alignment": "gap", "gap": True, "gap_sentences": [r[0], r[-1]]})
+            mds.append({"library": source, "alignment": "gap", "gap": True, "gap_sentences": [r[0], r[-1]],
+                        "fallback": "gap"})
             counts.gap_chunks += 1
             counts.gap_sentences += len(r)
         order = sorted(range(len(spans)), key=lambda k: spans[k])
@@ -448,11 +450,21 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryCo
     out = []
     for b, u in tqdm(items, desc=name, disable=not progress, leave=False):
         sp.current_book[0] = b.book_id
+        kept_before = sp.genie.repeated_prompts if sp.genie is not None else 0
         try:
             pieces = sp.split(b.text[u.start:u.end])
+        except LLMError:  # a dead or failing server is the run's error, not the library's
+            raise
         except Exception as e:  # the library's own failure: name the method and unit
             raise ChunkerError(f"{name} ({sp.target}) failed on {where(b, u)}: {type(e).__name__}: {e}") from e
-        out.append(align_unit(b, u, name, pieces, counts, cfg.min_score, cfg.fill_gaps, sp.target))
+        if sp.genie is not None and sp.genie.error is not None:  # swallowed by the library: never a result
+            raise sp.genie.error
+        unit_chunks = align_unit(b, u, name, pieces, counts, cfg.min_score, cfg.fill_gaps, sp.target)
+        if sp.genie is not None and sp.genie.repeated_prompts > kept_before:
+            # chonkie kept windows of this unit together after invalid LLM replies: the unit fell back
+            for c in unit_chunks:
+                c.metadata.setdefault("fallback", "genie_kept_together")
+        out.append(unit_chunks)
     extra: dict[str, Any] = {"fallbacks": counts.gap_chunks + counts.not_found, "alignment": counts.to_dict()}
     if sp.genie is not None:
         extra["invalid_replies"] = sp.genie.calls - len(sp.genie.prompts) + sp.genie.repeated_prompts

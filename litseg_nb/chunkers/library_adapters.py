@@ -147,6 +147,9 @@ class GenieStats:
     calls: int = 0
     no_integer: int = 0  # replies without any integer
     prompts: dict[str, int] = dataclasses.field(default_factory=dict)
+    # a backend failure (dead server, 5xx, timeout): chonkie catches every exception of ``generate``
+    # and keeps the window together, so the error is kept here and re-raised after the unit
+    error: BaseException | None = None
 
     @property
     def repeated_prompts(self) -> int:
@@ -159,12 +162,19 @@ def chonkie_genie(backend: Any, method: str, max_new_tokens: int, stats: GenieSt
 
     from chonkie.genie import BaseGenie
 
-    from ..llm.base import SamplingParams, UsageTag
+    from ..llm.base import LLMError, SamplingParams, UsageTag
 
     class LitSegGenie(BaseGenie):
         def generate(self, prompt: str) -> str:
-            gen = backend.chat([[{"role": "user", "content": prompt}]], SamplingParams(max_new_tokens=max_new_tokens),
-                               tag=UsageTag(method, book_id(), STAGE))[0]
+            if stats.error is not None:  # the server already failed: ask it nothing more
+                raise stats.error
+            try:
+                gen = backend.chat([[{"role": "user", "content": prompt}]],
+                                   SamplingParams(max_new_tokens=max_new_tokens),
+                                   tag=UsageTag(method, book_id(), STAGE))[0]
+            except LLMError as e:
+                stats.error = e
+                raise
             stats.calls += 1
             stats.prompts[prompt] = stats.prompts.get(prompt, 0) + 1
             if not re.search(r"\d+", gen.text or ""):

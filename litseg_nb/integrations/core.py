@@ -76,7 +76,7 @@ def text_paragraphs(text: str) -> list[tuple[int, int]]:
     from ..chunkers.base import trim_span
 
     out, pos = [], 0
-    for m in [*re.finditer(r"\n[ \t]*\n", text), None]:
+    for m in [*re.finditer(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)", text), None]:  # LF, CRLF or CR files
         end = m.start() if m else len(text)
         span = trim_span(text, pos, end)
         if span:
