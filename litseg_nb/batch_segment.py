@@ -68,6 +68,7 @@ class BookResult:
     llm_calls: int = 0
     seconds: float = 0.0
     reason: str = ""
+    outside_words: int = 0  # words of the cleaned text in no narrative unit (front/back matter: not chunked)
 
 
 # ------------------------------------------------------------------ inputs and outputs
@@ -489,6 +490,19 @@ def _book_calls(backend: Any, book_id: str) -> int:
     return sum(r.get("calls", 0) for r in ledger.rows() if r.get("book") == book_id) if ledger is not None else 0
 
 
+def outside_units(book: Any) -> list[tuple[int, int, int]]:
+    """``(start, end, words)`` of each stretch of the cleaned text that no unit of ``book`` holds and that has
+    words in it (front matter, back matter, matter between units): the text no chunk can cover."""
+    out, pos = [], 0
+    for start, end in sorted((u.start, u.end) for u in book.units) + [(len(book.text), len(book.text))]:
+        if start > pos:
+            words = len(book.text[pos:start].split())
+            if words:
+                out.append((pos, start, words))
+        pos = max(pos, end)
+    return out
+
+
 def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any, args: Any, input_sha: str,
             fingerprint: str, complete: bool, calls: int, stop_reason: str = "") -> None:
     from .api import count_fallbacks
@@ -504,6 +518,8 @@ def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any,
     units = [{"unit_id": u.unit_id, "title": u.title, "sentences": u.n_sentences, "start": u.start, "end": u.end,
               "chunks": per_unit[u.unit_id]} for u in book.units if u.unit_id in per_unit]
     clean = book.meta.get("clean", {})
+    outside = outside_units(book)
+    res.outside_words = sum(w for *_, w in outside)
     from .cache import code_version
 
     meta = {"format": FORMAT, "complete": complete, "code": code_version(), "input": str(res.source), "input_sha256": input_sha,
@@ -513,6 +529,9 @@ def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any,
             "raw_spans_unmapped": unmapped, "n_units": len(units), "n_units_total": len(book.units),
             "n_chunks": len(chunks), "fallbacks": res.fallbacks, "llm_calls": calls,
             "model": cfg.llm.model if hasattr(cfg, "llm") else None, "units": units,
+            "outside_units": {"words": res.outside_words, "spans": [[a, b] for a, b, _ in outside],
+                              "why": "front matter, back matter or matter between units (not narrative "
+                                     "by the structure rules): in the cleaned text, in no unit and no chunk"},
             "stopped": stop_reason or None}
     _write_book(base, book, chunks, meta)
     res.units = len(units)
@@ -544,6 +563,8 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
         print(f"[litseg_nb] {args.method} ({args.profile}): {r.chunks} chunks over {r.units} unit(s)"
               + (f", {r.sentences} sentences covered" if r.status == "done" else "") + fb
               + (f", {r.llm_calls} LLM call(s)" if r.llm_calls else "")
+              + (f"; {r.outside_words} word(s) of the cleaned text are outside the narrative units (front/back "
+                 "matter, not chunked: meta outside_units)" if r.outside_words else "")
               + f" -> {paths_of(r.output)['chunks']}" + (f" ({verb})" if verb else ""),
               file=out)
     elif not single:
@@ -563,7 +584,10 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
               f"{sum(r.status == 'skipped' for r in results)} already complete, {len(failed)} failed"
               + (f", {len(files) - len(results)} not started" if len(results) < len(files) else "")
               + f"; {sum(r.units for r in done)} units, {sum(r.chunks for r in done)} chunks, "
-              f"fallbacks: {_fb(tot_fb)}, {sum(r.llm_calls for r in results)} LLM call(s)", file=out)
+              f"fallbacks: {_fb(tot_fb)}, {sum(r.llm_calls for r in results)} LLM call(s)"
+              + (f"; {sum(r.outside_words for r in done)} word(s) outside the narrative units (front/back matter, "
+                 "not chunked: each book's meta outside_units)" if any(r.outside_words for r in done) else ""),
+              file=out)
         if failed:
             print(f"[litseg_nb] {len(failed)} book(s) failed:", file=err)
             for r in failed:

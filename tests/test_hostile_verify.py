@@ -118,3 +118,27 @@ def test_adapters_see_the_structure_of_a_windows_text(newline):
     book = seg.book(win)
     assert [u.title for u in book.units] == want
     assert len(book.paragraphs) == len(seg.book(lf).paragraphs)
+
+
+def test_text_outside_every_unit_is_reported_not_silently_unchunked(tmp_path):
+    """Words before the first heading that the structure rules call front matter are in no chunk: the
+    summary says how many and the meta lists their spans (they were silently absent before)."""
+    import json
+    import subprocess
+    import sys
+
+    body = " ".join(f"Body {i} goes on." for i in range(60))
+    book = tmp_path / "fm.txt"
+    book.write_text(f"The treasure is under the oak. Remember it well, my son.\n\nCHAPTER I\n\n{body}\n\n"
+                    f"CHAPTER II\n\n{body}\n", encoding="utf-8")
+    out = tmp_path / "out" / "fm.jsonl"
+    r = subprocess.run([sys.executable, "-m", "litseg_nb", "segment", str(book), "--method", "paragraph",
+                        "--profile", "test", "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "11 word(s) of the cleaned text are outside the narrative units" in r.stdout
+    meta = json.loads(out.with_name("fm.meta.json").read_text())
+    text = out.with_name("fm.text.txt").read_text(encoding="utf-8")
+    (a, b), = meta["outside_units"]["spans"]
+    assert meta["outside_units"]["words"] == 11 and "treasure" in text[a:b]
+    chunks = [json.loads(line)["text"] for line in out.read_text().splitlines()]
+    assert not any("treasure" in c for c in chunks)  # still not chunked: reported, not hidden
