@@ -24,7 +24,7 @@ from .execution import HEARTBEAT_S, execute, executed_paths
 from .paths import NOTEBOOKS_DIR, outputs_dir, outputs_root
 from .safe_io import OutputsNotWritable, ensure_writable
 
-_SMOKE_DURATION = "about 25 min on 2 idle CPU cores (README: measured times)"
+_SMOKE_DURATION = "25-45 min on 2 CPU cores (README: measured times)"
 _TEST_DURATION = "tiny random model, about 10 min"
 _HELP = f"""Run and inspect the LitSeg notebooks.
 
