@@ -1,0 +1,40 @@
+"""scripts/compare_runs.py: the before/after check of a restructuring finds a changed number."""
+import importlib.util
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("compare_runs", ROOT / "scripts" / "compare_runs.py")
+compare_runs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(compare_runs)
+
+
+def _run(tmp: Path, name: str, dcg: float, seconds: float, extra_row: bool = False) -> Path:
+    d = tmp / name
+    (d / "tables").mkdir(parents=True)
+    (d / "figures").mkdir()
+    rows = [{"method": "litseg", "dcg@10": dcg, "model_seconds": seconds}]
+    if extra_row:
+        rows.append({"method": "token", "dcg@10": 0.1, "model_seconds": 1.0})
+    pd.DataFrame(rows).to_csv(d / "tables" / "05_table3.csv", index=False)
+    return d
+
+
+def test_timing_columns_are_not_compared_but_numbers_are(tmp_path, capsys):
+    a = _run(tmp_path, "a", 0.5, 10.0)
+    assert compare_runs.main([str(a), str(_run(tmp_path, "b", 0.5, 99.0))]) == 0
+    assert "same (timing differs)" in capsys.readouterr().out
+    assert compare_runs.main([str(a), str(_run(tmp_path, "c", 0.5000001, 10.0))]) == 1
+    assert "DIFFERS" in capsys.readouterr().out
+    assert compare_runs.main([str(a), str(_run(tmp_path, "d", 0.5, 10.0, extra_row=True))]) == 1
+    assert "1 rows vs 2" in capsys.readouterr().out
+
+
+def test_a_missing_table_is_reported(tmp_path, capsys):
+    a = _run(tmp_path, "a", 0.5, 10.0)
+    b = _run(tmp_path, "b", 0.5, 10.0)
+    pd.DataFrame([{"x": 1}]).to_csv(b / "tables" / "06_new.csv", index=False)
+    assert compare_runs.main([str(a), str(b)]) == 1
+    assert "MISSING" in capsys.readouterr().out
+    assert compare_runs.main([str(tmp_path / "nope"), str(b)]) == 2
