@@ -68,6 +68,7 @@ from typing import Any, Sequence
 
 from .base import (BackendBase, Conversation, Generation, LLMError, SamplingParams, UsageLedger,
                    UsageTag, reasoning_token_count, think_token_ids)
+from .local_tokenizer import LocalTokenizerMixin
 from .models import load_model_and_tokenizer, model_revision
 
 
@@ -157,7 +158,7 @@ def padded_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int
     return out
 
 
-class HFBackend(BackendBase):
+class HFBackend(LocalTokenizerMixin, BackendBase):
     """Batched chat generation and log-probs with a transformers causal LM."""
 
     name = "hf"
@@ -207,19 +208,9 @@ class HFBackend(BackendBase):
         self.prefix_computed_tokens = 0  # tokens computed while building them
 
     # ------------------------------------------------------------------ tokens
-    def count_tokens(self, text: str) -> int:
-        """Number of tokens of ``text`` (no special tokens added)."""
-        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
-
-    def render_prompt(self, conversation: Conversation) -> str:
-        """The chat-template rendering of ``conversation`` with the assistant turn opened."""
-        return self.tokenizer.apply_chat_template(list(conversation), tokenize=False,
-                                                  add_generation_prompt=True,
-                                                  enable_thinking=self.enable_thinking)
-
+    # count_tokens, render_prompt, prompt_ids, candidate_token_ids: LocalTokenizerMixin
     def _encode_prompts(self, conversations: Sequence[Conversation]) -> list[list[int]]:
-        return [self.tokenizer(self.render_prompt(c), add_special_tokens=False).input_ids
-                for c in conversations]
+        return [self.prompt_ids(c) for c in conversations]
 
     def _batches(self, lengths: Sequence[int], groups: Sequence[Any] | None = None,
                  max_padding: float = 1.0) -> list[list[int]]:
@@ -512,16 +503,6 @@ class HFBackend(BackendBase):
         return gens
 
     # ----------------------------------------------------------------- logprobs
-    def candidate_token_ids(self, candidates: Sequence[str]) -> list[int]:
-        """First token id of each candidate (see the module docstring)."""
-        ids = []
-        for c in candidates:
-            toks = self.tokenizer(c, add_special_tokens=False).input_ids
-            if not toks:
-                raise LLMError(f"hf backend: candidate {c!r} tokenizes to nothing")
-            ids.append(toks[0])
-        return ids
-
     def next_token_logprobs_ex(self, conversations: Sequence[Conversation],
                                candidates: Sequence[str],
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
