@@ -116,8 +116,7 @@ class BoundaryConfig(StageConfig):
         src = ("hand-checked books of tests/structure_gold.jsonl" if self.source == "hand-checked"
                else "corpus " + "+".join(self.corpus.datasets) + " (GutenQA chapters from the dataset, "
                "other books' detected units: not hand-checked)")
-        return (f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | "
-                f"embeddings={self.embedding.model} | gold: {src}, windows of <= {self.window_sentences} sentences"
+        return (f"{self.describe_models()} | gold: {src}, windows of <= {self.window_sentences} sentences"
                 + (f", <= {self.max_windows_per_book}/kind/book" if self.max_windows_per_book else "")
                 + (f" | LLM methods on {self.llm_max_windows} windows" if self.llm_methods and self.llm_max_windows
                    else "")
