@@ -509,11 +509,11 @@ def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
 
 def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequence[str] | None = None,
                     backend: Any = None, embedder: Any = None, report: Any = None) -> dict[str, list[Chunk]]:
-    """Every method's chunks of the windows, through :func:`~litseg_nb.chunkers.registry.run_chunker`
+    """Every method's chunks of the windows, through :func:`~litseg_nb.chunkers.book_runs.run_chunker`
     (cached per method and window book, like every other unit)."""
     from tqdm.auto import tqdm
 
-    from ..chunkers.registry import run_chunker
+    from ..chunkers.book_runs import run_chunker
 
     bcfg = baselines_config(cfg, books)
     names = list(methods) if methods is not None else list(cfg.methods) + list(cfg.llm_methods)
