@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .schema import Book, Chunk, Unit
+from .text_offsets import normalize_with_offsets
 
 _QUOTE_MAP = {
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u0060": "'",
@@ -107,36 +108,19 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
 
 
 # --------------------------------------------------------------------------- normalisation
+def _align_form(ch: str) -> str:
+    """The aligner's form of one character: quotes, dashes and hyphens (also ``\u2010``/``\u2011``)
+    mapped before and after NFKC, lower-cased, soft hyphen dropped."""
+    rep = _QUOTE_MAP.get(ch)
+    if rep is None:
+        rep = unicodedata.normalize("NFKC", ch).lower()
+        rep = "".join(_QUOTE_MAP.get(c, c) for c in rep)
+    return rep
+
+
 def normalize_with_map(text: str) -> tuple[str, list[int]]:
     """Normalised ``text`` and, per normalised character, the index of the source character."""
-    out: list[str] = []
-    pos: list[int] = []
-    prev_space = True  # drops leading whitespace
-    for i, ch in enumerate(text):
-        if ch.isspace():
-            if not prev_space:
-                out.append(" ")
-                pos.append(i)
-                prev_space = True
-            continue
-        rep = _QUOTE_MAP.get(ch)
-        if rep is None:
-            rep = unicodedata.normalize("NFKC", ch).lower()
-            rep = "".join(_QUOTE_MAP.get(c, c) for c in rep)
-        for c in rep:
-            if c.isspace():
-                if not prev_space:
-                    out.append(" ")
-                    pos.append(i)
-                    prev_space = True
-            else:
-                out.append(c)
-                pos.append(i)
-                prev_space = False
-    if out and out[-1] == " ":
-        out.pop()
-        pos.pop()
-    return "".join(out), pos
+    return normalize_with_offsets(text, _align_form)
 
 
 def normalize_text(text: str) -> str:

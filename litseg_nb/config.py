@@ -319,6 +319,23 @@ class CorpusConfig(_Base):
     # listed in the load report; strict=True makes it an error instead
     strict: bool = False
 
+    def summary(self, training: bool = False) -> str:
+        """The data in one phrase, for labels: datasets, books and caps. ``training`` (a training
+        corpus: :meth:`litseg_nb.litseg.config.LitSegConfig.train_data`) names the LiteraryQA split
+        and leaves out ``max_books`` and the unit-selection rule."""
+        out = "+".join(self.datasets)
+        if training and "literaryqa" in self.datasets:
+            out += f" ({self.literaryqa_split} split)"
+        if self.books:
+            out += f" books={','.join(self.books)}"
+        if self.max_books and not training:
+            out += f" max_books={self.max_books}"
+        if self.max_units_per_book:
+            out += f" max_units/book={self.max_units_per_book}"
+            if self.unit_selection != "first" and not training:
+                out += f" ({self.unit_selection})"
+        return out
+
 
 @dataclass(frozen=True)
 class UnitSelection(_Base):
@@ -413,20 +430,11 @@ class StageConfig(_Base):
 
     def describe(self) -> str:
         """One line naming profile, models and data, for table and figure captions."""
-        c = self.corpus
-        data = "+".join(c.datasets)
-        if c.books:
-            data += f" books={','.join(c.books)}"
-        if c.max_books:
-            data += f" max_books={c.max_books}"
-        if c.max_units_per_book:
-            data += f" max_units/book={c.max_units_per_book}"
-            if c.unit_selection != "first":
-                data += f" ({c.unit_selection})"
-        return (
-            f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | "
-            f"embeddings={self.embedding.model} | data={data}"
-        )
+        return f"{self.describe_models()} | data={self.corpus.summary()}"
+
+    def describe_models(self) -> str:
+        """The head of :meth:`describe`: profile, LLM (backend) and embedding model."""
+        return f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | embeddings={self.embedding.model}"
 
 
 # ---------------------------------------------------------------- --set and server addresses

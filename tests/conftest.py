@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -77,12 +78,15 @@ def pytest_collection_modifyitems(config, items):
 
 # --- shared factories and the session's notebook pipeline ---------------------------------------
 def make_book(book_id: str = "b1", units: int = 3, n: int = 6, *,
-              sentence: str = "Sentence {i} of unit {u} in {book}.", unit_id: str = "u{u:04d}",
-              title: str | None = None, unit_title: str = "Chapter {u}", dataset: str = "synthetic",
-              unit_sep: str = "\n\n"):
+              sentence: str | Callable[[int, int, str], str] = "Sentence {i} of unit {u} in {book}.",
+              unit_id: str = "u{u:04d}", title: str | None = None, unit_title: str = "Chapter {u}",
+              dataset: str = "synthetic", unit_sep: str = "\n\n", sentence_sep: str | Callable[[], str] = " "):
     """A synthetic :class:`~litseg_nb.schema.Book`: ``units`` units of ``n`` sentences each, sentence
-    ``i`` of unit ``u`` being ``sentence.format(i=i, u=u, book=book_id)`` (one space between
-    sentences, ``unit_sep`` between units). The one book factory of the test suite."""
+    ``i`` of unit ``u`` being ``sentence.format(i=i, u=u, book=book_id)`` (or ``sentence(i, u,
+    book_id)``), ``sentence_sep`` (a string, or a function called after each sentence) after every
+    sentence, ``unit_sep`` after every unit; a unit ends one character before the next unit separator.
+    ``unit_id`` and ``unit_title`` are formatted with ``u`` (0-based) and ``n`` (1-based). The one
+    book factory of the test suite."""
     from litseg_nb.schema import Book, Sentence, Unit
 
     text, us = "", []
@@ -90,10 +94,11 @@ def make_book(book_id: str = "b1", units: int = 3, n: int = 6, *,
         start, sents = len(text), []
         for i in range(1, n + 1):
             a = len(text)
-            text += sentence.format(i=i, u=u, book=book_id)
+            text += sentence(i, u, book_id) if callable(sentence) else sentence.format(i=i, u=u, book=book_id)
             sents.append(Sentence(i, a, len(text)))
-            text += " "
-        us.append(Unit(book_id, unit_id.format(u=u), u, unit_title.format(u=u), start, len(text) - 1, tuple(sents)))
+            text += sentence_sep() if callable(sentence_sep) else sentence_sep
+        us.append(Unit(book_id, unit_id.format(u=u, n=u + 1), u, unit_title.format(u=u, n=u + 1), start,
+                       len(text) - 1, tuple(sents)))
         text += unit_sep
     return Book(book_id, title or f"Book {book_id}", dataset, text, units=us)
 

@@ -87,7 +87,7 @@ def test_import_into_unwritable_outputs_is_one_line(tmp_path, monkeypatch, capsy
 
 # ------------------------------------------------------------------ item 11: a step-cache entry with missing keys
 def test_step_cache_entry_missing_keys_is_a_miss(fresh_dirs):
-    # before: KeyError 'run' traceback from registry._run_base on a hand-edited / older entry
+    # before: KeyError 'run' traceback from book_runs._run_base on a hand-edited / older entry
     from litseg_nb.cache import CacheWarning, StepCache
 
     c = StepCache("chunks-x", config={"a": 1}, inputs={"b": 2}, required=("chunks", "run"))

@@ -5,21 +5,15 @@ import json
 
 import pytest
 
+import conftest
 from litseg_nb.litseg.validate import validate_segments
 from litseg_nb.lite.data import build_examples, lite_system_prompt, segments_of_reply, view_annotation
-from litseg_nb.schema import Book, Sentence, Unit
+from litseg_nb.schema import Book, Unit
 
 
 def make_book(book_id: str, n_units: int = 2, n_sent: int = 6) -> Book:
-    text, units = "", []
-    for u in range(n_units):
-        sents, start = [], len(text)
-        for i in range(1, n_sent + 1):
-            s = f"Sentence {i} of unit {u} in {book_id}. "
-            sents.append(Sentence(i, len(text), len(text) + len(s) - 1))
-            text += s
-        units.append(Unit(book_id, f"u{u:04d}", u, f"Chapter {u + 1}", start, len(text), tuple(sents)))
-    return Book(book_id, f"Title {book_id}", "gutenberg", text, units=units)
+    return conftest.make_book(book_id, n_units, n_sent, title=f"Title {book_id}", unit_title="Chapter {n}",
+                              dataset="gutenberg", unit_sep="")
 
 
 def make_record(book: Book, unit: Unit, segments, fallback="none", stage_fallbacks=None) -> dict:

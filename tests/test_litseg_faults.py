@@ -4,12 +4,11 @@ or returns malformed model output, depending on its mode."""
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import conftest
 import pytest
+from fakes import LoopbackServer, chat_reply, model_reply
 
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, read_annotations, records_to_chunks
@@ -23,62 +22,31 @@ def make_book(units=2, n=5) -> Book:
                               unit_title="Part {u}", title="Book", unit_sep="\n")
 
 
-class FakeServer:
+class FaultyServer(LoopbackServer):
+    """LitSeg stage replies (:func:`fakes.model_reply`) or, by ``mode``, a server fault: ``5xx`` (HTTP
+    503), ``timeout`` (answers after 1.5 s), ``broken_body`` (not JSON); ``malformed`` answers 200 with
+    a reply that is no JSON object."""
+
     def __init__(self, mode: str):
         self.mode = mode
-        self.requests = 0
-        server = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                server.requests += 1
-                mode = server.mode
-                if mode == "5xx":
-                    return self._send(503, b'{"error": "overloaded"}')
-                if mode == "timeout":
-                    time.sleep(1.5)
-                    return self._send(200, b"{}")
-                if mode == "broken_body":
-                    return self._send(200, b"<html>not json")
-                user = body["messages"][-1]["content"]
-                content = "Sure! Here is the analysis: {'segments': [1, 2" if mode == "malformed" else (
-                    '{"step_1_events": "e"}' if "ONLY Step 1" in user else
-                    '{"step_2_threads": "t"}' if "ONLY Step 2" in user else
-                    json.dumps({"chapter_title": "c", "step_3_turning_points": [],
-                                "segments": [{"subtitle": "s", "from_idx": 1, "to_idx": 5, "context_idx": []}]}))
-                reply = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
-                return self._send(200, json.dumps(reply).encode())
-
-            def _send(self, code, payload):
-                try:
-                    self.send_response(code)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, handler, body):
+        if self.mode == "5xx":
+            return self.send(handler, 503, b'{"error": "overloaded"}')
+        if self.mode == "timeout":
+            time.sleep(1.5)
+            return self.send(handler, 200, b"{}")
+        if self.mode == "broken_body":
+            return self.send(handler, 200, b"<html>not json")
+        content = ("Sure! Here is the analysis: {'segments': [1, 2" if self.mode == "malformed"
+                   else model_reply(body))
+        self.send(handler, 200, chat_reply(content, prompt_tokens=10, completion_tokens=5))
 
 
 @pytest.fixture
 def server(request):
-    s = FakeServer(request.param)
+    s = FaultyServer(request.param)
     yield s
     s.close()
 
@@ -103,7 +71,7 @@ def test_server_faults_stop_the_run_after_bounded_retries(server, tmp_path):
     assert time.perf_counter() - t0 < 45
     assert server.url in str(err.value) and "\n" not in str(err.value)
     # one request and its one HTTP retry, no LitSeg retry of a dead server, nothing written
-    assert server.requests == 2
+    assert len(server.requests) == 2
     assert not ann.exists() or read_annotations(ann) == []
 
 
@@ -130,7 +98,7 @@ def test_malformed_model_output_retried_then_whole_unit(server):
     cfg = LitSegConfig.for_profile("test", max_retries=2)
     book = make_book()
     run = annotate_units([(book, u) for u in book.units], backend(server.url), cfg, progress=False)
-    assert server.requests == 3 * 3 * 2  # every stage: 1 try + 2 retries, both units
+    assert len(server.requests) == 3 * 3 * 2  # every stage: 1 try + 2 retries, both units
     for r in run.records:
         assert r["status"] == "done" and r["fallback"] == "whole_unit" and r["retries"] == 6
         assert r["stage_fallbacks"] == {"stage1": "raw_passthrough", "stage2": "raw_passthrough"}
@@ -142,5 +110,5 @@ def test_well_behaved_server(server):
     cfg = LitSegConfig.for_profile("test")
     book = make_book()
     run = annotate_units([(book, u) for u in book.units], backend(server.url), cfg, progress=False)
-    assert server.requests == 3 * 2
+    assert len(server.requests) == 3 * 2
     assert all(r["fallback"] == "none" and r["tokens"]["prompt"] == 30 for r in run.records)

@@ -296,7 +296,7 @@ def test_report_tables_and_html(cfg):
     row = table.iloc[0]
     assert row.units == 2 and row.segments == 4 and row.share_overlap == 1.0 and row.share_context == 0.5
     assert row.fallback_none == 2 and row.first_try_valid_stage3 == 1.0 and row.model == "scripted"
-    page = report.render_unit_html(b, run.records[0], "label")
+    page = report.render_segments_html(b, run.records[0], "label")
     assert "§1 A" in page and "context:" in page and "[1–3]" in page
     from litseg_nb.selection import select_units
 

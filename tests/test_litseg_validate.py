@@ -6,23 +6,18 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import conftest
 from litseg_nb.litseg.reconstruct import reconstruct_unit
 from litseg_nb.litseg.validate import (Segment, finalize_segments, parse_json_reply, repair_coverage,
                                        sanitize_segments, validate_segments, validate_stage1,
                                        validate_stage2)
-from litseg_nb.schema import Book, Sentence, Unit, check_coverage
+from litseg_nb.schema import Book, Unit, check_coverage
 
 
 def make_unit(n: int) -> tuple[Book, Unit]:
-    text, sents = "", []
-    for i in range(1, n + 1):
-        s = f"S{i} says {'x' * (i % 3)}."
-        a = len(text)
-        text += s
-        sents.append(Sentence(i, a, len(text)))
-        text += " "
-    unit = Unit("b", "u0000", 0, "Chapter", 0, len(text) - 1, tuple(sents))
-    return Book("b", "Book", "synthetic", text, units=[unit]), unit
+    book = conftest.make_book("b", 1, n, sentence=lambda i, u, b: f"S{i} says {'x' * (i % 3)}.", title="Book",
+                              unit_title="Chapter", unit_sep="")
+    return book, book.units[0]
 
 
 def seg_json(lo, hi, ctx=(), sub="t"):

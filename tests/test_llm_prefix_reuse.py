@@ -52,7 +52,7 @@ def test_greedy_chat_identical_and_ledger_counts_the_reuse(pair):
     assert [g.completion_tokens for g in got] == [g.completion_tokens for g in want]
     prompts = on._encode_prompts(convs())
     shared = min(len(p) for p in prompts)
-    from litseg_nb.llm.hf import common_prefix_len
+    from litseg_nb.llm.prefix_cache import common_prefix_len
 
     lcp = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
     assert lcp > 32 and on.prefix_builds == 1 and on.prefix_computed_tokens == lcp < shared
@@ -78,7 +78,7 @@ def test_cached_tokens_are_exactly_the_tokens_not_computed(pair):
         handle.remove()
     prompts = on._encode_prompts(convs())
     # prefill widths: batches of 3 and 2 rows, padded to the longest suffix of each batch
-    from litseg_nb.llm.hf import common_prefix_len
+    from litseg_nb.llm.prefix_cache import common_prefix_len
 
     lcp = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
     order = sorted(range(5), key=lambda i: -len(prompts[i]))
@@ -114,7 +114,7 @@ def test_generation_scores_equal_within_1e5(pair):
     with torch.inference_mode():
         a = off.model.generate(input_ids=ids_a, attention_mask=mask_a, **kw)
         b = on.model.generate(input_ids=ids_b, attention_mask=mask_b,
-                              past_key_values=on._prefix_cache(pre, len(rows)), **kw)
+                              past_key_values=on.prefixes.cache_for(pre, len(rows)), **kw)
     assert a.sequences[:, ids_a.shape[1]:].tolist() == b.sequences[:, ids_b.shape[1]:].tolist()
     for sa, sb in zip(a.scores, b.scores):
         diff = (torch.log_softmax(sa.float(), -1) - torch.log_softmax(sb.float(), -1)).abs().max()
@@ -160,19 +160,21 @@ def test_longer_prefix_extends_a_stored_one_and_store_is_bounded(pair):
     assert 32 <= ext < base
     assert sorted(g.cached_prompt_tokens for g in gens)[0] == base  # first user paid the extension
     assert [g.text for g in gens] == [g.text for g in off.chat(convs(long_users), params)]
-    small = HFBackend.__new__(HFBackend)  # the LRU bound on its own
-    small.__dict__.update(on.__dict__)
+    from litseg_nb.llm.prefix_cache import PrefixStore
+
+    small = PrefixStore.__new__(PrefixStore)  # the LRU bound on its own
+    small.__dict__.update(on.prefixes.__dict__)
     small.max_prefixes = 1
-    small._prefixes = type(on._prefixes)(on._prefixes)
-    small._prefixes.popitem(last=False)
-    assert len(small._prefixes) == 1
-    on.max_prefixes, kept = 1, on.max_prefixes
+    small.entries = type(on.prefixes.entries)(on.prefixes.entries)
+    small.entries.popitem(last=False)
+    assert len(small.entries) == 1
+    on.prefixes.max_prefixes, kept = 1, on.prefixes.max_prefixes
     try:
         on.chat(convs(["Completely different. " * 10 + "a", "Completely different. " * 10 + "b"],
                       system="Another system prompt entirely, for the judge. " * 6), params)
-        assert len(on._prefixes) == 1
+        assert len(on.prefixes.entries) == 1
     finally:
-        on.max_prefixes = kept
+        on.prefixes.max_prefixes = kept
 
 
 def test_structured_output_identical_with_reuse(pair):

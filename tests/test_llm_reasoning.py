@@ -2,13 +2,11 @@
 the hf, vLLM and openai backends (off by default), and reasoning tokens are counted apart."""
 from __future__ import annotations
 
-import json
 import sys
-import threading
 import types
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fakes import LoopbackServer
 
 from litseg_nb.config import LLMConfig
 from litseg_nb.llm import SamplingParams, UsageLedger, UsageTag, make_backend
@@ -111,28 +109,15 @@ def chat_server():
         ({"content": None, "reasoning_content": "still thinking"}, {}),
     ]
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    class Replies(LoopbackServer):
+        def respond(self, handler, body):
             bodies.append(body)
             msg, usage = replies[int(body["messages"][-1]["content"])]
-            payload = json.dumps({"choices": [{"message": msg, "finish_reason": "stop"}],
-                                  "usage": {"prompt_tokens": 4, "completion_tokens": 20, **usage}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.send(handler, 200, {"choices": [{"message": msg, "finish_reason": "stop"}],
+                                     "usage": {"prompt_tokens": 4, "completion_tokens": 20, **usage}})
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", bodies
-    httpd.shutdown()
-    httpd.server_close()
+    with Replies() as srv:
+        yield srv.url, bodies
 
 
 @pytest.mark.timeout(60)

@@ -71,7 +71,7 @@ def vllm_pair(hf, monkeypatch):
 
 def test_shared_prompt_is_computed_once_and_values_equal_hf(hf, vllm_pair):
     backend, eng = vllm_pair
-    logp = eng._logp(backend._prompt_ids(CONVS[0]))[-1]
+    logp = eng._logp(backend.prompt_ids(CONVS[0]))[-1]
     ranked = torch.argsort(logp, descending=True).tolist()
     tok = hf.tokenizer
     inside = [tok.decode([ranked[0]]), tok.decode([ranked[3]])]  # in the top-20
@@ -81,7 +81,7 @@ def test_shared_prompt_is_computed_once_and_values_equal_hf(hf, vllm_pair):
     want = hf.next_token_logprobs(CONVS[:1], inside)
     got = backend.next_token_logprobs(CONVS[:1], inside)
     assert got[0] == pytest.approx(want[0], abs=1e-4)
-    prompt = backend._prompt_ids(CONVS[0])
+    prompt = backend.prompt_ids(CONVS[0])
     assert [ids for ids, _ in eng.requests] == [prompt]  # before: one prompt+candidate sequence per candidate
     assert "prompt_logprobs" not in eng.requests[0][1]  # a prompt_logprobs request skips vLLM's prefix cache
     row = backend.ledger.rows()[-1]
@@ -94,7 +94,7 @@ def test_shared_prompt_is_computed_once_and_values_equal_hf(hf, vllm_pair):
     got, gens = [r for r, _ in ex], [g for _, g in ex]
     for g, w in zip(got, want):
         assert g == pytest.approx(w, abs=1e-4)
-    p0, p1 = (backend._prompt_ids(c) for c in CONVS)
+    p0, p1 = (backend.prompt_ids(c) for c in CONVS)
     sent = [ids for ids, _ in eng.requests]
     assert sent[:2] == [p0, p1] and len(sent) >= 3  # one per conversation, then the out-of-top-k ones
     assert [ranked[500]] == [s[-1] for s in sent[2:] if s[:-1] == p0]

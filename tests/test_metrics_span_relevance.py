@@ -3,11 +3,12 @@ text cover the evidence; it agrees with containment (the reference) on every ver
 credits rewritten chunks (propositions, completions) whose source holds the evidence."""
 import random
 
+import conftest
 from litseg_nb.litseg.reconstruct import reconstruct_unit
 from litseg_nb.litseg.validate import Segment
 from litseg_nb.metrics.retrieval import (containment_relevant, evidence_char_spans, span_relevant,
                                          spans_cover)
-from litseg_nb.schema import Book, Chunk, Sentence, Unit, make_sentence_chunk
+from litseg_nb.schema import Book, Chunk, make_sentence_chunk
 
 WORDS = ("Emma", "Harriet", "Knightley", "orchard", "letter", "carriage", "Mr.", "walked", "said", "never",
          "quite", "rain", "ball", "Highbury", "supper", "dance", "smiled", "away")
@@ -16,18 +17,13 @@ PUNCT = ("\u201cWell,\u201d", "\u2014", "it\u2019s", "Mrs.\u00a0Weston", "--", "
 
 def _book(seed=0, units=3, n=9):
     rng = random.Random(seed)
-    text, us = "", []
-    for u in range(units):
-        start, sents = len(text), []
-        for i in range(1, n + 1):
-            words = [rng.choice(WORDS + PUNCT) for _ in range(rng.randint(4, 10))] + [f"w{u}x{i}"]
-            a = len(text)
-            text += " ".join(words).capitalize() + rng.choice((".", "!", "?"))
-            sents.append(Sentence(i, a, len(text)))
-            text += rng.choice((" ", "  ", "\n", " \n"))
-        us.append(Unit("b", f"u{u}", u, f"Chapter {u}", start, len(text) - 1, tuple(sents)))
-        text += "\n\n"
-    return Book("b", "Book b", "gutenqa", text, units=us)
+
+    def sentence(i: int, u: int, _book_id: str) -> str:
+        words = [rng.choice(WORDS + PUNCT) for _ in range(rng.randint(4, 10))] + [f"w{u}x{i}"]
+        return " ".join(words).capitalize() + rng.choice((".", "!", "?"))
+
+    return conftest.make_book("b", units, n, sentence=sentence, sentence_sep=lambda: rng.choice((" ", "  ", "\n", " \n")),
+                              unit_id="u{u}", title="Book b", dataset="gutenqa")
 
 
 def _verbatim_sets(book):

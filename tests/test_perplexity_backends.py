@@ -3,15 +3,13 @@ stand-in engine, and the openai backend against a loopback server, both computin
 log-probs with the tiny model, give the hf path's sentence scores and chunks."""
 from __future__ import annotations
 
-import json
 import math
 import sys
-import threading
 import types
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import torch
+from fakes import LoopbackServer
 
 from litseg_nb.chunkers.perplexity import (KVWindowScorer, perplexity_chunks, segment_token_ids,
                                            sentence_perplexities, unit_segments, window_plan,
@@ -82,32 +80,19 @@ def echo_server(hf):
     """An OpenAI-compatible /v1/completions with echo, computing log-probs with the tiny model."""
     received: list[list[int]] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    class Echo(LoopbackServer):
+        def respond(self, handler, body):
             ids = list(body["prompt"])
             received.append(ids)
-            assert body["echo"] is True and self.path.endswith("/completions")
+            assert body["echo"] is True and handler.path.endswith("/completions")
             lps = prompt_logprobs(hf.model, ids)
-            payload = json.dumps({"choices": [{"text": "", "logprobs": {
+            self.send(handler, 200, {"choices": [{"text": "", "logprobs": {
                 "tokens": [str(t) for t in ids] + ["x"],
                 "token_logprobs": [None] + lps + [-1.0]}}],
-                "usage": {"prompt_tokens": len(ids), "completion_tokens": 1}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+                "usage": {"prompt_tokens": len(ids), "completion_tokens": 1}})
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", received
-    httpd.shutdown()
-    httpd.server_close()
+    with Echo() as srv:
+        yield srv.url, received
 
 
 def test_window_plan_replays_the_kv_cache_schedule(hf):

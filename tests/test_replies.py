@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+import conftest
 from litseg_nb.chunkers.lumber import parse_answer
 from litseg_nb.chunkers.proposition import parse_propositions
 from litseg_nb.lite.rewards import (NarratologicalReward, format_reward, format_reward_breakdown,
@@ -28,7 +29,7 @@ from litseg_nb.metrics.rubric_judge import (RubricParseError, parse_rubric_reply
                                             score_chunks_with_rubric)
 from litseg_nb.replies import (MAX_CHARS_PER_TOKEN, answer_text, extract_json, read_int, read_reply,
                                reply_char_limit)
-from litseg_nb.schema import Book, Sentence, Unit
+from litseg_nb.schema import Book
 
 N = 10
 
@@ -48,18 +49,7 @@ def lite(*segs) -> str:
 
 # ============================================================================ 1. lone surrogates
 def make_book(units=1, n=6) -> Book:
-    text, us = "", []
-    for u in range(units):
-        start, sents = len(text), []
-        for i in range(1, n + 1):
-            s = f"Sentence {i} of unit {u}."
-            a = len(text)
-            text += s
-            sents.append(Sentence(i, a, len(text)))
-            text += " "
-        us.append(Unit("b", f"u{u:04d}", u, f"Chapter {u}", start, len(text) - 1, tuple(sents)))
-        text += "\n\n"
-    return Book("b", "Book", "synthetic", text, units=us)
+    return conftest.make_book("b", units, n, sentence="Sentence {i} of unit {u}.", title="Book")
 
 
 def stage_of(conv) -> int:

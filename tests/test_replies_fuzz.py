@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import conftest
 from litseg_nb.chunkers.lumber import parse_answer
 from litseg_nb.chunkers.proposition import parse_propositions
 from litseg_nb.lite.rewards import format_reward_breakdown, judgeable_segments
@@ -31,7 +32,7 @@ from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.metrics.pairwise import parse_verdict
 from litseg_nb.metrics.rubric_judge import RubricParseError, parse_rubric_reply, rubric_worked_example
 from litseg_nb.replies import extract_json, parse_json_reply, read_reply
-from litseg_nb.schema import Book, Sentence, Unit, check_coverage
+from litseg_nb.schema import Book, Unit, check_coverage
 
 SCALE = float(os.environ.get("LITSEG_FUZZ_SCALE", "1"))
 
@@ -195,15 +196,8 @@ def wrapped_text(draw, text):
 
 # ----------------------------------------------------------------------------- checks
 def make_unit(n: int) -> tuple[Book, Unit]:
-    text, sents = "", []
-    for i in range(1, n + 1):
-        s = f"S{i}."
-        a = len(text)
-        text += s
-        sents.append(Sentence(i, a, len(text)))
-        text += " "
-    unit = Unit("b", "u0000", 0, "Chapter", 0, len(text) - 1, tuple(sents))
-    return Book("b", "Book", "synthetic", text, units=[unit]), unit
+    book = conftest.make_book("b", 1, n, sentence="S{i}.", title="Book", unit_title="Chapter", unit_sep="")
+    return book, book.units[0]
 
 
 def check_reply(text: str, n: int) -> None:

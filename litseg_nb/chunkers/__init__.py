@@ -8,7 +8,8 @@ from .base import ChunkerError, Tokenizer, load_tokenizer
 from .config import ALL_METHODS, LLM_METHODS, BaselinesConfig
 from .stats import PUBLISHED_LUMBERCHUNKER, chunk_statistics
 from .length_match import MatchResult, length_matched_runs
-from .registry import REGISTRY, BookRun, RunReport, get_chunker, run_chunker, run_methods
+from .book_runs import BookRun, RunReport, run_chunker, run_methods
+from .registry import REGISTRY, get_chunker
 
 __all__ = [
     "ALL_METHODS", "MatchResult", "PUBLISHED_LUMBERCHUNKER", "chunk_statistics", "length_matched_runs", "LLM_METHODS", "BaselinesConfig", "BookRun", "ChunkerError", "REGISTRY", "RunReport",

@@ -106,14 +106,7 @@ class LitSegConfig(StageConfig):
 
     def train_data(self) -> str:
         """One line naming Lite's training units (dataset, split, books)."""
-        c = self.train_corpus
-        out = "+".join(c.datasets)
-        if "literaryqa" in c.datasets:
-            out += f" ({c.literaryqa_split} split)"
-        if c.books:
-            out += f" books={','.join(c.books)}"
-        if c.max_units_per_book:
-            out += f" max_units/book={c.max_units_per_book}"
+        out = self.train_corpus.summary(training=True)
         if self.max_train_units:
             out += f" max_units={self.max_train_units}"
         return out

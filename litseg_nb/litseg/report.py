@@ -89,8 +89,10 @@ FALLBACK_COLOURS = {"none": "#2e7d32", "schema_repair": "#6d4c41", "index_repair
 _SEG_BG = ("#e3f2fd", "#fce4ec", "#e8f5e9", "#fff3e0", "#ede7f6", "#e0f7fa")
 
 
-def render_unit_html(book: Book, record: dict[str, Any], label: str) -> str:
-    """A unit's sentences with segment boundaries, subtitles, overlaps and context sentences.
+def render_segments_html(book: Book, record: dict[str, Any], label: str) -> str:
+    """A unit's LitSeg segmentation (an annotation record): its sentences with segment boundaries,
+    subtitles, overlaps and context sentences. (The unit before segmentation, sentence indices only,
+    is :func:`litseg_nb.preprocess.render.render_unit_html`.)
 
     Each segment is a coloured block headed by its subtitle and range; sentences that are also in
     another segment's main range are underlined (overlap), and sentences referenced as context of
@@ -136,6 +138,11 @@ def render_unit_html(book: Book, record: dict[str, Any], label: str) -> str:
     parts.append("<p style='font-size:80%;color:#555'>underlined: sentence in more than one main range "
                  "(overlap); purple italics: context sentences; dashed: added by the coverage fallback.</p></div>")
     return "\n".join(parts)
+
+
+#: the former name, still called by notebook 02 (``report.render_unit_html``); new code calls
+#: :func:`render_segments_html`
+render_unit_html = render_segments_html
 
 
 def length_figure(segments: pd.DataFrame, title: str):

@@ -17,19 +17,9 @@
   decoding is constrained to the schema by xgrammar's transformers logits processor (compact JSON,
   no free whitespace). With the flag off the schema is ignored, as in the paper.
 
-Shared-prefix reuse (``prefix_reuse=True``, the default): prompts of one call that share a long
-token prefix (the LitSeg/Lite/LumberChunker/judge system prompts, up to the first differing token)
-have that prefix's key/value cache computed once and kept (at most ``max_prefixes`` entries, least
-recently used dropped); every later batch whose prompts start with a stored prefix feeds only the
-rest. A prefix is created when the prompts of a call (or a single prompt and a recent one) agree on
-at least ``min_prefix_tokens`` tokens; a longer prefix is built on top of a stored shorter one. The
-batch is laid out ``[prefix][left padding][suffix]``: the attention mask hides the padding and
-position ids follow the mask, so every row sees exactly the positions of an unpadded run; sampling
-is unchanged (same batches, same seed). ``Generation.cached_prompt_tokens`` is the number of prompt
-tokens served from a stored prefix; the first request that needs a freshly built prefix is charged
-for computing it, so ``prompt_tokens - cached_prompt_tokens`` summed over a run is exactly the
-number of prompt tokens the model computed. Models with sliding-window attention layers keep
-prefix reuse off (a stored prefix longer than the window would be cut).
+Shared-prefix reuse (``prefix_reuse=True``, the default): a prompt prefix shared by many requests
+(the system prompts) has its key/value cache computed once and reused; the store, its rules and how
+``Generation.cached_prompt_tokens`` is charged are :mod:`litseg_nb.llm.prefix_cache`.
 
 Decoding cache (``growing_cache=True``, the default): transformers' ``DynamicCache`` appends each
 generated token's keys and values with ``torch.cat``, copying the whole cache of every layer at
@@ -63,33 +53,13 @@ import json
 import os
 import threading
 import time
-from collections import OrderedDict, deque
 from typing import Any, Sequence
 
 from .base import (BackendBase, Conversation, Generation, LLMError, SamplingParams, UsageLedger,
                    UsageTag, reasoning_token_count, think_token_ids)
+from .local_tokenizer import LocalTokenizerMixin
 from .models import load_model_and_tokenizer, model_revision
-
-
-def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    """Number of leading tokens ``a`` and ``b`` share."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-class _Prefix:
-    """A stored prompt prefix: its token ids and per-layer key/value tensors (batch size 1)."""
-
-    __slots__ = ("ids", "kv")
-
-    def __init__(self, ids: tuple[int, ...], kv: list[tuple[Any, Any]]) -> None:
-        self.ids, self.kv = ids, kv
-
-    def __len__(self) -> int:
-        return len(self.ids)
+from .prefix_cache import Prefix, PrefixStore, has_sliding_window
 
 
 @functools.lru_cache(maxsize=1)
@@ -157,7 +127,7 @@ def padded_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int
     return out
 
 
-class HFBackend(BackendBase):
+class HFBackend(LocalTokenizerMixin, BackendBase):
     """Batched chat generation and log-probs with a transformers causal LM."""
 
     name = "hf"
@@ -198,28 +168,13 @@ class HFBackend(BackendBase):
         self.enable_thinking = bool(enable_thinking)
         self.think_ids = think_token_ids(self.tokenizer)
         self.growing_cache = bool(growing_cache)
-        self.prefix_reuse = bool(prefix_reuse) and not self._has_sliding_window()
-        self.min_prefix_tokens = max(1, int(min_prefix_tokens))
-        self.max_prefixes = max(1, int(max_prefixes))
-        self._prefixes: OrderedDict[tuple[int, ...], _Prefix] = OrderedDict()
-        self._recent: deque[list[int]] = deque(maxlen=16)
-        self.prefix_builds = 0  # prefixes computed (diagnostics, tests)
-        self.prefix_computed_tokens = 0  # tokens computed while building them
+        self.prefix_reuse = bool(prefix_reuse) and not has_sliding_window(self.model.config)
+        self.prefixes = PrefixStore(self, min_prefix_tokens, max_prefixes)
 
     # ------------------------------------------------------------------ tokens
-    def count_tokens(self, text: str) -> int:
-        """Number of tokens of ``text`` (no special tokens added)."""
-        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
-
-    def render_prompt(self, conversation: Conversation) -> str:
-        """The chat-template rendering of ``conversation`` with the assistant turn opened."""
-        return self.tokenizer.apply_chat_template(list(conversation), tokenize=False,
-                                                  add_generation_prompt=True,
-                                                  enable_thinking=self.enable_thinking)
-
+    # count_tokens, render_prompt, prompt_ids, candidate_token_ids: LocalTokenizerMixin
     def _encode_prompts(self, conversations: Sequence[Conversation]) -> list[list[int]]:
-        return [self.tokenizer(self.render_prompt(c), add_special_tokens=False).input_ids
-                for c in conversations]
+        return [self.prompt_ids(c) for c in conversations]
 
     def _batches(self, lengths: Sequence[int], groups: Sequence[Any] | None = None,
                  max_padding: float = 1.0) -> list[list[int]]:
@@ -238,7 +193,7 @@ class HFBackend(BackendBase):
             out.extend(padded_batches(members, tails, self.batch_size, max_padding))
         return out
 
-    def _left_pad(self, seqs: Sequence[Sequence[int]], prefix: _Prefix | None = None):
+    def _left_pad(self, seqs: Sequence[Sequence[int]], prefix: Prefix | None = None):
         """``(ids, mask)``: rows ``[prefix][left padding][suffix]`` (no prefix: plain left padding).
 
         With a prefix, ``seqs`` are the full prompts and all start with it.
@@ -260,7 +215,7 @@ class HFBackend(BackendBase):
                 mask[row, p + width - len(t):] = 1
         return ids.to(self.device), mask.to(self.device)
 
-    def _forward_logits(self, seqs: Sequence[Sequence[int]], prefix: _Prefix | None = None):
+    def _forward_logits(self, seqs: Sequence[Sequence[int]], prefix: Prefix | None = None):
         """Logits of a left-padded batch (position ids follow the attention mask).
 
         With ``prefix`` only the suffix positions are computed (and returned); the prefix comes
@@ -274,7 +229,7 @@ class HFBackend(BackendBase):
         if prefix is not None:
             p = len(prefix)
             ids, position_ids = ids[:, p:], position_ids[:, p:]
-            kwargs = {"past_key_values": self._prefix_cache(prefix, ids.shape[0]), "use_cache": True}
+            kwargs = {"past_key_values": self.prefixes.cache_for(prefix, ids.shape[0]), "use_cache": True}
         else:
             kwargs = {"use_cache": False}
         with torch.inference_mode():
@@ -282,20 +237,26 @@ class HFBackend(BackendBase):
         return out.logits.float(), mask
 
     # ----------------------------------------------------------- shared prefixes
-    def _has_sliding_window(self) -> bool:
-        """Whether some attention layer keeps only a sliding window of keys (a stored prefix longer
-        than the window would be cut): prefix reuse is then left off."""
-        cfg = self.model.config
-        if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
-            return True
-        return bool(getattr(cfg, "sliding_window", None)) and getattr(cfg, "use_sliding_window", True) is not False
+    @property
+    def prefix_builds(self) -> int:
+        """Prefixes computed since the last :meth:`clear_prefixes` (diagnostics, tests)."""
+        return self.prefixes.builds
+
+    @property
+    def prefix_computed_tokens(self) -> int:
+        """Tokens computed while building those prefixes."""
+        return self.prefixes.computed_tokens
 
     def clear_prefixes(self) -> None:
         """Drop every stored prefix and the memory of recent prompts; zero the build counters."""
         with self._lock:
-            self._prefixes.clear()
-            self._recent.clear()
-            self.prefix_builds = self.prefix_computed_tokens = 0
+            self.prefixes.clear()
+
+    def _plan_prefixes(self, prompts: Sequence[Sequence[int]]) -> tuple[list[Prefix | None], dict[tuple[int, ...], int]]:
+        """:meth:`PrefixStore.plan` when prefix reuse is on, else no prefix for any prompt."""
+        if not self.prefix_reuse or not prompts:
+            return [None] * len(prompts), {}
+        return self.prefixes.plan(prompts)
 
     def _new_cache(self, reserve: int = 0):
         """An empty ``DynamicCache`` for this model; with ``growing_cache`` its full-attention layers
@@ -308,106 +269,6 @@ class HFBackend(BackendBase):
             growing = _growing_layer_class()
             cache.layers = [growing(reserve) if type(layer) is DynamicLayer else layer for layer in cache.layers]
         return cache
-
-    def _prefix_cache(self, prefix: _Prefix, batch: int, reserve: int = 0):
-        """A fresh cache holding ``prefix`` for ``batch`` rows. The stored tensors are never written:
-        a plain ``DynamicCache`` concatenates onto the expanded views, a growing one copies them
-        into its buffer."""
-        cache = self._new_cache(reserve)
-        for layer, (k, v) in enumerate(prefix.kv):
-            cache.update(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1), layer)
-        return cache
-
-    def _stored_prefix(self, ids: Sequence[int], max_len: int) -> _Prefix | None:
-        """The longest stored prefix of ``ids`` with at most ``max_len`` tokens."""
-        best = None
-        for pre in self._prefixes.values():
-            if len(pre) <= max_len and (best is None or len(pre) > len(best)) \
-                    and tuple(ids[:len(pre)]) == pre.ids:
-                best = pre
-        if best is not None:
-            self._prefixes.move_to_end(best.ids)
-        return best
-
-    def _build_prefix(self, ids: Sequence[int]) -> tuple[_Prefix, int]:
-        """Compute and store the key/value cache of ``ids``; returns the prefix and the number of its
-        tokens that were not computed now.
-
-        The stored prefix sharing the most leading tokens with ``ids`` is reused: keys and values
-        of a causal model at position ``t`` depend on tokens ``<= t`` only, so its first ``m``
-        positions are exactly those of ``ids[:m]``; only ``ids[m:]`` is computed.
-        """
-        import torch
-        from transformers import DynamicCache
-
-        ids = tuple(ids)
-        base, m = None, 0
-        for pre in self._prefixes.values():
-            n = common_prefix_len(pre.ids, ids)
-            if n > m:
-                base, m = pre, n
-        if base is not None:
-            self._prefixes.move_to_end(base.ids)
-            kv = [(k[..., :m, :], v[..., :m, :]) for k, v in base.kv]
-        if m < len(ids):
-            cache = (self._prefix_cache(_Prefix(ids[:m], kv), 1) if base is not None
-                     else DynamicCache(config=self.model.config))
-            inp = torch.tensor([ids[m:]], dtype=torch.long, device=self.device)
-            pos = torch.arange(m, len(ids), device=self.device)[None]
-            mask = torch.ones((1, len(ids)), dtype=torch.long, device=self.device)
-            with torch.inference_mode():
-                out = self.model(input_ids=inp, attention_mask=mask, position_ids=pos,
-                                 past_key_values=cache, use_cache=True, logits_to_keep=1)
-            kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
-        pre = _Prefix(ids, [(k.detach().clone(), v.detach().clone()) for k, v in kv])
-        self._prefixes[ids] = pre
-        while len(self._prefixes) > self.max_prefixes:
-            self._prefixes.popitem(last=False)
-        self.prefix_builds += 1
-        self.prefix_computed_tokens += len(ids) - m
-        return pre, m
-
-    def _plan_prefixes(self, prompts: Sequence[Sequence[int]]) -> tuple[list[_Prefix | None], dict[tuple[int, ...], int]]:
-        """Which stored prefix each prompt uses, building the call's shared prefix when worth it.
-
-        Returns the per-prompt prefixes and, for a prefix built in this call, the number of its
-        tokens that were already stored (the first prompt using it pays for the rest).
-        """
-        n = len(prompts)
-        if not self.prefix_reuse or n == 0:
-            return [None] * n, {}
-        # the call's shared prefix: common to all its prompts, or (one prompt) to a recent one;
-        # at least one token of each prompt is left to compute (its logits are needed)
-        if n > 1:
-            shared = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
-        else:
-            shared = max((common_prefix_len(prompts[0], r) for r in self._recent), default=0)
-        shared = min(shared, min(len(p) for p in prompts) - 1)
-        self._recent.extend(list(p) for p in prompts)
-        built: dict[tuple[int, ...], int] = {}
-        if shared >= self.min_prefix_tokens:
-            have = self._stored_prefix(prompts[0], shared)
-            if have is None or shared - len(have) >= self.min_prefix_tokens:
-                pre, already = self._build_prefix(prompts[0][:shared])
-                built[pre.ids] = already
-                # every prompt of the call starts with it: one prefix for all, and its cost is
-                # charged to the first of them
-                return [pre] * n, built
-        return [self._stored_prefix(p, len(p) - 1) for p in prompts], built
-
-    def _cached_counts(self, batch: Sequence[int], plan: Sequence[_Prefix | None],
-                       built: dict[tuple[int, ...], int]) -> list[int]:
-        """Prompt tokens served from a stored prefix, per item of ``batch`` (see module docstring)."""
-        out = []
-        for i in batch:
-            pre = plan[i]
-            if pre is None:
-                out.append(0)
-            elif pre.ids in built:  # first user of a prefix built in this call pays for it
-                out.append(built.pop(pre.ids))
-            else:
-                out.append(len(pre))
-        return out
 
     # --------------------------------------------------------------- structured
     def _json_logits_processor(self, schema: dict[str, Any]):
@@ -452,7 +313,7 @@ class HFBackend(BackendBase):
             share = (time.perf_counter() - t0) / len(prompts)  # prefix building, spread evenly
             for batch in self._batches([len(p) for p in prompts], [pr.ids if pr else None for pr in plan]):
                 gens = self._generate_batch([prompts[i] for i in batch], params, plan[batch[0]])
-                for i, gen, cached in zip(batch, gens, self._cached_counts(batch, plan, built)):
+                for i, gen, cached in zip(batch, gens, self.prefixes.cached_counts(batch, plan, built)):
                     gen.cached_prompt_tokens = cached
                     gen.latency_s += share
                     results[i] = gen
@@ -460,7 +321,7 @@ class HFBackend(BackendBase):
         return results  # type: ignore[return-value]
 
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
-                        prefix: _Prefix | None = None) -> list[Generation]:
+                        prefix: Prefix | None = None) -> list[Generation]:
         import torch
         from transformers import GenerationConfig
 
@@ -481,7 +342,7 @@ class HFBackend(BackendBase):
             kwargs["logits_processor"] = [self._json_logits_processor(params.json_schema)]
         reserve = ids.shape[1] + params.max_new_tokens
         if prefix is not None:
-            kwargs["past_key_values"] = self._prefix_cache(prefix, len(prompts), reserve)
+            kwargs["past_key_values"] = self.prefixes.cache_for(prefix, len(prompts), reserve)
         elif self.growing_cache:
             kwargs["past_key_values"] = self._new_cache(reserve)
         with torch.inference_mode(), torch.random.fork_rng(devices=[] if self.device == "cpu"
@@ -512,16 +373,6 @@ class HFBackend(BackendBase):
         return gens
 
     # ----------------------------------------------------------------- logprobs
-    def candidate_token_ids(self, candidates: Sequence[str]) -> list[int]:
-        """First token id of each candidate (see the module docstring)."""
-        ids = []
-        for c in candidates:
-            toks = self.tokenizer(c, add_special_tokens=False).input_ids
-            if not toks:
-                raise LLMError(f"hf backend: candidate {c!r} tokenizes to nothing")
-            ids.append(toks[0])
-        return ids
-
     def next_token_logprobs_ex(self, conversations: Sequence[Conversation],
                                candidates: Sequence[str],
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
@@ -543,7 +394,7 @@ class HFBackend(BackendBase):
                 logits, _ = self._forward_logits([prompts[i] for i in batch], plan[batch[0]])
                 logp = torch.log_softmax(logits[:, -1, :], dim=-1)[:, cand_ids].tolist()
                 latency = (time.perf_counter() - t0) / len(batch) + share
-                for row, (i, cached) in enumerate(zip(batch, self._cached_counts(batch, plan, built))):
+                for row, (i, cached) in enumerate(zip(batch, self.prefixes.cached_counts(batch, plan, built))):
                     gen = Generation("", prompt_tokens=len(prompts[i]), completion_tokens=0,
                                      latency_s=latency, cached_prompt_tokens=cached)
                     self.ledger.record(tag, gen)

@@ -38,6 +38,7 @@ from typing import Any, Sequence
 
 from .base import (BackendBase, Conversation, Generation, LLMError, SamplingParams, UsageLedger,
                    UsageTag, reasoning_token_count, think_token_ids)
+from .local_tokenizer import LocalTokenizerMixin
 from .models import model_revision, resolve_model_path
 
 
@@ -180,7 +181,7 @@ def shutdown_engines() -> list[str]:
     return models
 
 
-class VLLMBackend(BackendBase):
+class VLLMBackend(LocalTokenizerMixin, BackendBase):
     """Batched generation and log-probs with ``vllm.LLM`` (one shared engine per model)."""
 
     name = "vllm"
@@ -242,17 +243,6 @@ class VLLMBackend(BackendBase):
             if entry.users <= 0:
                 _release(entry)
 
-    def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
-
-    def render_prompt(self, conversation: Conversation) -> str:
-        return self.tokenizer.apply_chat_template(list(conversation), tokenize=False,
-                                                  add_generation_prompt=True,
-                                                  enable_thinking=self.enable_thinking)
-
-    def _prompt_ids(self, conversation: Conversation) -> list[int]:
-        return self.tokenizer(self.render_prompt(conversation), add_special_tokens=False).input_ids
-
     def _sampling(self, **kw: Any):
         from vllm import SamplingParams as VSP
 
@@ -301,7 +291,7 @@ class VLLMBackend(BackendBase):
                                   top_p=params.top_p, seed=params.seed, stop=list(params.stop) or None)
         if params.json_schema is not None and self.structured_output:
             kw.update(self._guided(params.json_schema))
-        outs, latency = self._run([self._prompt_ids(c) for c in conversations], self._sampling(**kw))
+        outs, latency = self._run([self.prompt_ids(c) for c in conversations], self._sampling(**kw))
         gens = []
         for o in outs:
             comp = o.outputs[0]
@@ -326,13 +316,8 @@ class VLLMBackend(BackendBase):
         candidate outside the top-k is scored by one more request (prompt + candidate)."""
         if not conversations:
             return []
-        cand_ids = []
-        for c in candidates:
-            toks = self.tokenizer(c, add_special_tokens=False).input_ids
-            if not toks:
-                raise LLMError(f"vllm backend: candidate {c!r} tokenizes to nothing")
-            cand_ids.append(toks[0])
-        prompts = [self._prompt_ids(c) for c in conversations]
+        cand_ids = self.candidate_token_ids(candidates)
+        prompts = [self.prompt_ids(c) for c in conversations]
         k = max(len(set(cand_ids)), CANDIDATE_TOPK)
         k = min(k, self.engine_settings.get("max_logprobs") or CANDIDATE_TOPK)
         outs, latency = self._run(prompts, self._sampling(max_tokens=1, temperature=0.0, logprobs=k))

@@ -116,8 +116,7 @@ class BoundaryConfig(StageConfig):
         src = ("hand-checked books of tests/structure_gold.jsonl" if self.source == "hand-checked"
                else "corpus " + "+".join(self.corpus.datasets) + " (GutenQA chapters from the dataset, "
                "other books' detected units: not hand-checked)")
-        return (f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | "
-                f"embeddings={self.embedding.model} | gold: {src}, windows of <= {self.window_sentences} sentences"
+        return (f"{self.describe_models()} | gold: {src}, windows of <= {self.window_sentences} sentences"
                 + (f", <= {self.max_windows_per_book}/kind/book" if self.max_windows_per_book else "")
                 + (f" | LLM methods on {self.llm_max_windows} windows" if self.llm_methods and self.llm_max_windows
                    else "")
@@ -510,11 +509,11 @@ def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
 
 def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequence[str] | None = None,
                     backend: Any = None, embedder: Any = None, report: Any = None) -> dict[str, list[Chunk]]:
-    """Every method's chunks of the windows, through :func:`~litseg_nb.chunkers.registry.run_chunker`
+    """Every method's chunks of the windows, through :func:`~litseg_nb.chunkers.book_runs.run_chunker`
     (cached per method and window book, like every other unit)."""
     from tqdm.auto import tqdm
 
-    from ..chunkers.registry import run_chunker
+    from ..chunkers.book_runs import run_chunker
 
     bcfg = baselines_config(cfg, books)
     names = list(methods) if methods is not None else list(cfg.methods) + list(cfg.llm_methods)

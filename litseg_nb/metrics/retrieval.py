@@ -31,6 +31,8 @@ import re
 import unicodedata
 from typing import Iterable, Sequence
 
+from ..text_offsets import normalize_with_offsets
+
 KS = (1, 2, 5, 10, 20)
 
 _QUOTE_MAP = str.maketrans({
@@ -173,30 +175,13 @@ def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
 def _normalized_with_offsets(text: str) -> tuple[str, list[int]]:
     """``normalize_for_match(text)`` together with, for every character of it, the offset in ``text``
     of the character it came from (a collapsed whitespace run maps to its first character)."""
-    out: list[str] = []
-    pos: list[int] = []
-    prev_space = True  # leading whitespace is dropped (strip)
-    for i, ch in enumerate(text):
-        if ch.isspace():
-            if not prev_space:
-                out.append(" ")
-                pos.append(i)
-            prev_space = True
-            continue
-        piece = unicodedata.normalize("NFKC", ch).translate(_QUOTE_MAP)
-        piece = _WS.sub(" ", piece).lower()
-        if not piece:  # a character the normalisation removes (soft hyphen)
-            continue
-        if prev_space and piece[0] == " ":
-            piece = piece[1:]
-        for p in piece:
-            out.append(p)
-            pos.append(i)
-        prev_space = piece[-1:] == " " if piece else prev_space
-    while out and out[-1] == " ":  # trailing whitespace (strip)
-        out.pop()
-        pos.pop()
-    return "".join(out), pos
+    return normalize_with_offsets(text, _match_form)
+
+
+def _match_form(ch: str) -> str:
+    """:func:`normalize_for_match` of one character: NFKC, quotes and dashes mapped (after NFKC; the
+    soft hyphen dropped), lower-cased."""
+    return unicodedata.normalize("NFKC", ch).translate(_QUOTE_MAP).lower()
 
 
 def evidence_char_spans(book_text: str, evidence: str, _cache: dict | None = None) -> list[tuple[int, int]]:

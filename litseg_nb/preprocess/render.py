@@ -24,7 +24,9 @@ _STYLE = """
 
 
 def render_unit_html(book: Book, unit: Unit, max_sentences: int | None = None) -> str:
-    """A self-contained HTML fragment showing ``unit`` with numbered sentences per paragraph."""
+    """A self-contained HTML fragment showing ``unit`` with numbered sentences per paragraph (the
+    unit before segmentation; a LitSeg annotation of it is
+    :func:`litseg_nb.litseg.report.render_segments_html`)."""
     sentences = unit.sentences[:max_sentences] if max_sentences else unit.sentences
     parts = [_STYLE, '<div class="litseg-unit">',
              f"<h3>{html.escape(book.title)} — {html.escape(unit.title)}</h3>",

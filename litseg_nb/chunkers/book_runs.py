@@ -1,0 +1,210 @@
+"""The cached per-book runner of the registry's baselines (notebook 04, the boundary benchmark):
+``run_chunker``, ``run_methods`` and their per-book records.
+
+``run_chunker`` runs one method over every unit of the books (LLM-based methods only over the
+units :func:`litseg_nb.selection.select_units` picks — the units LitSeg segments), checks coverage, caches the result per (method, book) with
+:class:`~litseg_nb.cache.StepCache` (so an interrupted run resumes book by book) and, when a
+:class:`RunReport` is given, records seconds, chunks, LLM calls/tokens and fallbacks per book.
+The methods themselves are :data:`litseg_nb.chunkers.registry.REGISTRY`'s.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..cache import StepCache
+from ..llm.base import UsageTag
+from ..schema import Book, Chunk, Unit, assert_full_coverage, check_coverage
+from .base import ChunkerError, load_tokenizer
+from .merge import merge_unit_chunks
+from .registry import REGISTRY, STAGE, ChunkerSpec, get_chunker
+
+if TYPE_CHECKING:
+    from .config import BaselinesConfig
+
+
+@dataclass
+class BookRun:
+    method: str
+    book_id: str
+    units: int
+    sentences: int
+    chunks: int
+    seconds: float
+    cached: bool
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    fallbacks: int = 0
+    invalid_replies: int = 0
+
+
+@dataclass
+class RunReport:
+    """Per (method, book) run records, for the throughput and LLM-cost tables."""
+
+    rows: list[BookRun] = field(default_factory=list)
+
+    def to_frame(self):
+        import pandas as pd
+
+        cols = [f.name for f in dataclasses.fields(BookRun)]
+        return pd.DataFrame([dataclasses.asdict(r) for r in self.rows], columns=cols)
+
+
+def _matches(book: Book, wanted: Sequence[str]) -> bool:
+    from ..selection import book_matches
+
+    return book_matches(book, wanted)
+
+
+def _unit_fingerprint(book: Book, unit: Unit) -> str:
+    h = hashlib.sha256(unit.text(book.text).encode("utf-8"))
+    h.update(repr((unit.start, [(s.start, s.end) for s in unit.sentences], list(unit.paragraphs))).encode())
+    return h.hexdigest()
+
+
+def _usage(backend: Any, method: str, book_id: str) -> tuple[int, int, int]:
+    ledger = getattr(backend, "ledger", None)
+    if ledger is None:
+        return 0, 0, 0
+    for r in ledger.rows():
+        if r["method"] == method and r["book"] == book_id and r["stage"] == STAGE:
+            return r["calls"], r["prompt_tokens"], r["completion_tokens"]
+    return 0, 0, 0
+
+
+def _ledger_rows(backend: Any, method: str, book_id: str) -> dict[str, dict[str, Any]]:
+    ledger = getattr(backend, "ledger", None)
+    if ledger is None:
+        return {}
+    return {r["stage"]: r for r in ledger.rows() if r["method"] == method and r["book"] == book_id}
+
+
+def _usage_delta(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ledger rows (per stage) this computation added: stored with the cached chunks."""
+    out = []
+    for stage, row in after.items():
+        old = before.get(stage, {})
+        d = {k: v - old.get(k, 0) for k, v in row.items() if isinstance(v, (int, float)) and k != "cache_hits"}
+        if d.get("calls"):
+            out.append({"stage": stage, **d})
+    return out
+
+
+# (ledger -> step-cache keys whose usage the ledger already holds): a "+merge" variant reuses its base's
+# cached chunks in the same run, and that work must be counted once
+_ACCOUNTED: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+
+
+def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: "BaselinesConfig", backend: Any,
+              embedder: Any, report: RunReport | None, report_as: str) -> list[Chunk]:
+    """Run ``spec`` on the units of one book with the (method, book) cache."""
+    model_ids: dict[str, Any] = {}
+    if spec.needs_llm:
+        model_ids["llm"] = getattr(backend, "model_id", None) or cfg.llm.model
+    if spec.needs_embedder:
+        model_ids["embedding"] = getattr(embedder, "model_id", cfg.embedding.model)
+    cache = StepCache(
+        f"chunks-{spec.name}",
+        config={"params": {p: getattr(cfg, p) for p in spec.params}, "models": model_ids},
+        inputs={"book": book.book_id, "units": [(u.unit_id, _unit_fingerprint(book, u)) for u in units]},
+        required=("chunks", "run"),
+    )
+    ledger = getattr(backend, "ledger", None)
+    accounted = _ACCOUNTED.setdefault(ledger, set()) if ledger is not None else set()
+    if cache.exists():
+        stored = cache.load()
+        chunks = [Chunk.from_json(d) for d in stored["chunks"]]
+        run = BookRun(**{**stored["run"], "method": report_as, "cached": True})
+        tag_method = spec.name.split("@")[0]
+        if ledger is not None and (cache.key not in accounted or not _ledger_rows(backend, tag_method, book.book_id)):
+            # a warm rerun keeps the cost recorded when the chunks were computed, flagged as cached
+            for row in stored.get("usage") or []:
+                ledger.replay(UsageTag(tag_method, book.book_id, row["stage"]), row)
+            accounted.add(cache.key)
+    else:
+        if spec.needs_llm and backend is None:
+            raise ChunkerError(f"{spec.name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
+        tag_method = spec.name.split("@")[0]
+        before = _usage(backend, tag_method, book.book_id)
+        rows_before = _ledger_rows(backend, tag_method, book.book_id)
+        t0 = time.perf_counter()
+        per_unit, extra = spec.run([(book, u) for u in units], cfg, backend, embedder)
+        secs = time.perf_counter() - t0
+        after = _usage(backend, tag_method, book.book_id)
+        usage = _usage_delta(rows_before, _ledger_rows(backend, tag_method, book.book_id))
+        chunks = [c for cs in per_unit for c in cs]
+        run = BookRun(report_as, book.book_id, len(units), sum(u.n_sentences for u in units), len(chunks),
+                      secs, False, after[0] - before[0], after[1] - before[1], after[2] - before[2],
+                      extra.get("fallbacks", 0), extra.get("invalid_replies", 0))
+        for u in units:
+            rep = check_coverage(u, [c for c in chunks if c.unit_id == u.unit_id])
+            if not rep.ok:
+                raise ChunkerError(f"{spec.name} on book {book.book_id!r} unit {u.unit_id}: missing sentences "
+                                   f"{list(rep.missing)[:20]} invalid {list(rep.out_of_range)[:20]}")
+        cache.save({"chunks": [c.to_json() for c in chunks], "run": dataclasses.asdict(run), "usage": usage})
+        accounted.add(cache.key)
+    if report is not None:
+        report.rows.append(run)
+    return chunks
+
+
+def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = None,
+                embedder: Any = None, report: RunReport | None = None,
+                tokenizer: Any = None) -> list[Chunk]:
+    """Chunks of baseline ``name`` for ``books`` (all units; LLM methods: the selected units), cached
+    per (method, book) so an interrupted notebook 04 resumes book by book."""
+    spec = get_chunker(name)
+    if not spec.is_baseline:
+        raise ChunkerError(f"{name} is not a notebook-04 baseline (use chunk_units or litseg_nb.segment)")
+    if spec.needs_llm:
+        from ..selection import select_units
+
+        selected = select_units(books, cfg.selection)
+        by_book: dict[str, list[Unit]] = {}
+        for b, u in selected:
+            by_book.setdefault(b.book_id, []).append(u)
+    else:
+        by_book = {b.book_id: [u for u in b.units if u.n_sentences] for b in books
+                   if not (cfg.semantic_books and "semantic" in (name, spec.base)) or _matches(b, cfg.semantic_books)}
+    out: list[Chunk] = []
+    for book in books:
+        units = by_book.get(book.book_id)
+        if not units:
+            continue
+        if spec.base is None:
+            chunks = _run_base(spec, book, units, cfg, backend, embedder, report, name)
+        else:
+            base = _run_base(REGISTRY[spec.base], book, units, cfg, backend, embedder, report, name)
+            tok = tokenizer or load_tokenizer(cfg.tokenizer, backend)
+            chunks = []
+            for u in units:
+                chunks.extend(merge_unit_chunks(book, u, [c for c in base if c.unit_id == u.unit_id],
+                                                cfg.merge_target_tokens, tok.count, name))
+        if not spec.needs_llm:
+            assert_full_coverage(book, chunks, name)
+        out.extend(chunks)
+    return out
+
+
+def run_methods(books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = None, embedder: Any = None,
+                methods: Sequence[str] | None = None, report: RunReport | None = None,
+                save_profile: str | None = None) -> dict[str, list[Chunk]]:
+    """Run several methods (default ``cfg.methods``); save each set to
+    ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` when ``save_profile`` is given."""
+    from tqdm.auto import tqdm
+
+    from ..artifacts import artifact_path
+    from ..schema import save_chunks
+
+    out: dict[str, list[Chunk]] = {}
+    for m in tqdm(list(methods or cfg.methods), desc="baselines"):
+        out[m] = run_chunker(m, books, cfg, backend=backend, embedder=embedder, report=report)
+        if save_profile:
+            save_chunks(artifact_path(save_profile, "chunks", f"{m}.jsonl"), out[m])
+    return out
