@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .schema import Book, Chunk, Unit
+from .errors import UsageError
 
 _QUOTE_MAP = {
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u0060": "'",
@@ -63,7 +64,7 @@ _QUOTE_MAP = {
 READERS = (".jsonl", ".json", ".csv", ".parquet", ".xlsx")
 
 
-class ChunkImportError(ValueError):
+class ChunkImportError(UsageError, ValueError):
     """The chunk file cannot be read, or the chunk set covers nothing of the book."""
 
 

@@ -37,6 +37,7 @@ import numpy as np
 from .config import EmbeddingConfig
 from .llm.models import resolve_model_path  # the package's one resolver (packaged names, paths)
 from .paths import cache_dir
+from .errors import LitsegError
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
 
@@ -46,7 +47,7 @@ PACKAGED_MODELS = {
 }
 
 
-class EmbeddingError(RuntimeError):
+class EmbeddingError(LitsegError, RuntimeError):
     """The embedding model could not be loaded or failed to encode (names model and cause)."""
 
 

@@ -23,6 +23,7 @@ from .config import PROFILES, ConfigError
 from .execution import HEARTBEAT_S, execute, executed_paths
 from .paths import NOTEBOOKS_DIR, outputs_dir, outputs_root
 from .safe_io import OutputsNotWritable, ensure_writable
+from .errors import LitsegError
 
 _SMOKE_DURATION = "25-45 min on 2 CPU cores (README: measured times)"
 _TEST_DURATION = "tiny random model, about 10 min"
@@ -43,7 +44,7 @@ executed copies go to outputs/<profile>/executed/ (NN_name.FAILED.ipynb when a n
 _NB_RE = re.compile(r"^(\d{2})_[\w\-]+\.ipynb$")
 
 
-class NotebookFailed(RuntimeError):
+class NotebookFailed(LitsegError, RuntimeError):
     def __init__(self, notebook: Path, executed: Path, cause: BaseException):
         self.notebook, self.executed, self.cause = notebook, executed, cause
         if hasattr(cause, "ename"):  # papermill's PapermillExecutionError: name the cell and error

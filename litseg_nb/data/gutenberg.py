@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .text import join_paragraphs
+from ..errors import UsageError
 
 log = logging.getLogger(__name__)
 
 Span = tuple[int, int]
 
 
-class GutenbergFormatError(ValueError):
+class GutenbergFormatError(UsageError, ValueError):
     """A raw Gutenberg file that cannot be cleaned (empty, undecodable, no licence markers)."""
 
 

@@ -67,11 +67,12 @@ from typing import Any, Sequence
 
 from .base import (BackendBase, BackendUnavailableError, Conversation, Generation, LLMError,
                    SamplingParams, UsageLedger, UsageTag, one_line, reasoning_text_split, redact_url)
+from ..errors import LitsegError
 
 RETRYABLE_STATUS_MIN = 500
 
 
-class _Retryable(Exception):
+class _Retryable(LitsegError):
     """An attempt failed in a way worth retrying (connection, timeout, 5xx, malformed body)."""
 
 
