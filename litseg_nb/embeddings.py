@@ -114,7 +114,7 @@ class EmbeddingCache:
 
     @staticmethod
     def _is_full(exc: Exception) -> bool:
-        return "full" in str(exc).lower()  # SQLITE_FULL: "database or disk is full"
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL  # "database or disk is full"
 
     def _reopen_after(self, exc: sqlite3.DatabaseError) -> None:
         try:

@@ -42,6 +42,10 @@ class GutenbergFormatError(UsageError, ValueError):
     """A raw Gutenberg file that cannot be cleaned (empty, undecodable, no licence markers)."""
 
 
+class NoStartMarker(GutenbergFormatError):
+    """No licence START marker (new or old format): plain text rather than a Gutenberg file."""
+
+
 _START_RE = re.compile(r"^\s*\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK", re.I)
 _END_RE = re.compile(r"^\s*\*{3}\s*END OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK", re.I)
 # the old licence format (about 3% of a public mirror): the body starts after the small print ends
@@ -183,7 +187,7 @@ def _find_markers(lines: list[str], source: str, missing_markers: str, report: C
     if start is None:
         msg = f"{source}: no '*** START OF THE PROJECT GUTENBERG EBOOK' marker (nor the old '*END*THE SMALL PRINT!')"
         if missing_markers == "error":
-            raise GutenbergFormatError(msg + " (pass missing_markers='keep' to keep the whole text)")
+            raise NoStartMarker(msg + " (pass missing_markers='keep' to keep the whole text)")
         log.warning("%s; keeping the whole text", msg)
         report.markers_found = False
         return 0, len(lines)
