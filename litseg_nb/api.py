@@ -357,11 +357,3 @@ def build_models(method: str, cfg: Any, backend: Any = None, embedder: Any = Non
 
         embedder = load_embedder(cfg.embedding)
     return backend, embedder
-
-
-# ---------------------------------------------------------------- command line
-def add_segment_parser(sub: Any) -> None:
-    """Add the ``segment`` subcommand (one book or a library: :mod:`litseg_nb.batch_segment`)."""
-    from .batch_segment import add_segment_parser as add
-
-    add(sub, DEFAULT_PROFILE)

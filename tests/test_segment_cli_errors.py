@@ -20,7 +20,7 @@ from litseg_nb.chunkers import registry
 from litseg_nb.config import ConfigError
 from litseg_nb.data.gutenberg import decode_gutenberg
 from litseg_nb.llm.base import LLMError
-from litseg_nb.runner import main
+from litseg_nb.cli import main
 
 PLAIN = "The Lighthouse\n\nIt was a cold morning. The wind pushed against the glass. She had not slept.\n\n" \
         "Below, the harbour was waking. Fishermen shouted to each other. A dog barked twice.\n"
