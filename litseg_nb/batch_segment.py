@@ -305,8 +305,9 @@ def _segment_main(args: Any) -> int:
     finally:
         run.close_bars()
     code = _report(run.results, files, run.stopped, args, single)
-    if run.backend is not None:  # how many replies the request cache served (a warm cache is never silent)
-        print(f"[litseg_nb] {cache_report(run.backend)}", file=sys.stdout if code == 0 else sys.stderr)
+    if run.backend is not None:  # how many replies the request cache served (a warm cache is never silent);
+        # a report, not an error: stdout, so that a failed run's stderr is its one error line
+        print(f"[litseg_nb] {cache_report(run.backend)}")
     return code
 
 
