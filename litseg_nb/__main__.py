@@ -1,7 +1,7 @@
-"""``python -m litseg_nb run --profile smoke`` — see :mod:`litseg_nb.runner`."""
+"""``python -m litseg_nb run --profile smoke`` — see :mod:`litseg_nb.cli`."""
 import sys
 
-from .runner import main
+from .cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

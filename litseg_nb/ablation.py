@@ -24,9 +24,10 @@ from .artifacts import artifact_dir, artifact_path
 from .lite.config import LiteConfig
 from .lite.segmenter import LiteSegmenter, results_frame
 from .schema import Book, Chunk, Unit, assert_full_coverage, load_chunks
+from .errors import LitsegError
 
 
-class AblationError(RuntimeError):
+class AblationError(LitsegError, RuntimeError):
     pass
 
 

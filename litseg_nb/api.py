@@ -102,7 +102,8 @@ def load_text(source: str | Path | None = None, book_id: str | None = None, titl
     ``book.meta["clean"]``, universal newlines): the text :func:`raw_offsets` maps into.
     """
     from .corpus import index_book
-    from .data.gutenberg import GutenbergFormatError, clean_gutenberg_text, decode_gutenberg, gutenberg_title
+    from .data.gutenberg import (GutenbergFormatError, NoStartMarker, clean_gutenberg_text, decode_gutenberg,
+                                 gutenberg_title)
 
     path, given = _resolve_source(source, text)
     where = str(path) if path is not None else "<text>"
@@ -113,17 +114,16 @@ def load_text(source: str | Path | None = None, book_id: str | None = None, titl
     raw = decoded.replace("\r\n", "\n").replace("\r", "\n")
     try:
         cleaned = clean_gutenberg_text(raw, source=where, decode=how)
-    except GutenbergFormatError as err:
-        if "no '*** START" not in str(err):  # a Gutenberg book missing its END marker: keep it, warn
+    except NoStartMarker:  # plain text: no licence to strip, so no warning
+        log = logging.getLogger(clean_gutenberg_text.__module__)
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
             cleaned = clean_gutenberg_text(raw, source=where, missing_markers="keep", decode=how)
-        else:  # plain text: no licence to strip, so no warning
-            log = logging.getLogger(clean_gutenberg_text.__module__)
-            level = log.level
-            log.setLevel(logging.ERROR)
-            try:
-                cleaned = clean_gutenberg_text(raw, source=where, missing_markers="keep", decode=how)
-            finally:
-                log.setLevel(level)
+        finally:
+            log.setLevel(level)
+    except GutenbergFormatError:  # a Gutenberg book missing its END marker: keep it, warn
+        cleaned = clean_gutenberg_text(raw, source=where, missing_markers="keep", decode=how)
     head = raw[:4000]
     is_gutenberg = cleaned.report.markers_found
     name = path.stem if path is not None else "text"
@@ -357,11 +357,3 @@ def build_models(method: str, cfg: Any, backend: Any = None, embedder: Any = Non
 
         embedder = load_embedder(cfg.embedding)
     return backend, embedder
-
-
-# ---------------------------------------------------------------- command line
-def add_segment_parser(sub: Any) -> None:
-    """Add the ``segment`` subcommand (one book or a library: :mod:`litseg_nb.batch_segment`)."""
-    from .batch_segment import add_segment_parser as add
-
-    add(sub, DEFAULT_PROFILE)

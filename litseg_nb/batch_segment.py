@@ -305,8 +305,9 @@ def _segment_main(args: Any) -> int:
     finally:
         run.close_bars()
     code = _report(run.results, files, run.stopped, args, single)
-    if run.backend is not None:  # how many replies the request cache served (a warm cache is never silent)
-        print(f"[litseg_nb] {cache_report(run.backend)}", file=sys.stdout if code == 0 else sys.stderr)
+    if run.backend is not None:  # how many replies the request cache served (a warm cache is never silent);
+        # a report, not an error: stdout, so that a failed run's stderr is its one error line
+        print(f"[litseg_nb] {cache_report(run.backend)}")
     return code
 
 
@@ -606,7 +607,7 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
     return 0
 
 
-# ------------------------------------------------------------------ argparse
+# ------------------------------------------------------------------ command-line options
 def _overrides(args: Any) -> dict[str, Any]:
     from .params import parse_key_value
 
@@ -629,38 +630,6 @@ def _overrides(args: Any) -> dict[str, Any]:
     if not llm:
         out.pop("llm")
     return out
-
-
-def add_segment_parser(sub: Any, default_profile: str) -> None:
-    """Add the ``segment`` subcommand to the CLI's subparsers."""
-    from .config import PROFILES
-
-    p = sub.add_parser("segment", help="segment .txt books (a file, a folder or a glob) with any method",
-                       description=__doc__.split("\n\n", 1)[1].split("\n\nExit codes")[0]
-                       + "\n\nExit codes" + __doc__.split("Exit codes", 1)[1],
-                       formatter_class=_raw_formatter())
-    p.add_argument("inputs", nargs="+", metavar="FILE|DIR|GLOB",
-                   help="Project Gutenberg .txt books or plain text files; a folder means its *.txt files")
-    p.add_argument("--method", default="litseg", help="litseg, litseg-lite or a baseline (default: litseg)")
-    p.add_argument("--profile", choices=PROFILES, default=default_profile,
-                   help=f"models and sizes (default: {default_profile}; test = a tiny random model)")
-    p.add_argument("--llm-backend", choices=("hf", "vllm", "openai"), help="override the profile's LLM backend")
-    p.add_argument("--llm-model", help="model name or path (with --llm-backend openai: the served model)")
-    p.add_argument("--base-url", action="append", default=[], metavar="URL",
-                   help="OpenAI-compatible endpoint(s), e.g. http://localhost:8000/v1 (repeatable)")
-    p.add_argument("--max-units", type=int, default=0, help="segment only the first N units per book (0 = all)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override of the method, e.g. lumber_budget_tokens=400 (repeatable)")
-    p.add_argument("-o", "--output", type=Path,
-                   help="chunks file (*.jsonl, one input) or folder (default: outputs/<profile>/segment/)")
-    p.add_argument("--force", action="store_true", help="replace existing outputs (and redo complete books)")
-    p.set_defaults(handler=segment_main)
-
-
-def _raw_formatter():
-    import argparse
-
-    return argparse.RawDescriptionHelpFormatter
 
 
 # ------------------------------------------------------------------ checking written outputs

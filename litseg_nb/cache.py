@@ -25,13 +25,14 @@ from typing import Any, Callable
 
 from . import __version__
 from .paths import cache_dir
+from .errors import LitsegError
 
 
 class CacheWarning(UserWarning):
     """A cache entry or file was unreadable and is being replaced (the run continues)."""
 
 
-class CorruptCacheEntry(ValueError):
+class CorruptCacheEntry(LitsegError, ValueError):
     """A step-cache file that is not valid JSON (truncated, overwritten)."""
 
 

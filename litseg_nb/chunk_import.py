@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .schema import Book, Chunk, Unit
+from .errors import UsageError
 from .text_offsets import normalize_with_offsets
 
 _QUOTE_MAP = {
@@ -64,7 +65,7 @@ _QUOTE_MAP = {
 READERS = (".jsonl", ".json", ".csv", ".parquet", ".xlsx")
 
 
-class ChunkImportError(ValueError):
+class ChunkImportError(UsageError, ValueError):
     """The chunk file cannot be read, or the chunk set covers nothing of the book."""
 
 
@@ -472,16 +473,3 @@ def cli(args: Any) -> int:
     print(rep.summary())
     print(f"written: {artifact_path(args.profile, 'chunks', args.name + '.jsonl')}")
     return 0
-
-
-def add_subparser(sub: Any) -> None:
-    """Register ``import-chunks`` on the runner's argparse subparsers."""
-    p = sub.add_parser("import-chunks", help="import an external chunk set (jsonl/csv/parquet/xlsx) and "
-                                             "align it to a book, for notebooks 05/06")
-    p.add_argument("--book", required=True, help="book id, e.g. gutenqa:Emma_-_Jane_Austen")
-    p.add_argument("--name", required=True, help="chunk set name (artifacts/chunks/<name>.jsonl)")
-    p.add_argument("--from", dest="from_file", required=True, help="chunk file: .jsonl .csv .parquet .xlsx")
-    p.add_argument("--text-column", default="Chunk", help="column holding the chunk text (default: Chunk)")
-    p.add_argument("--profile", default="smoke", choices=("test", "smoke", "full"))
-    p.add_argument("--min-score", type=float, default=0.8, help="lowest similarity accepted as a fuzzy match")
-    p.set_defaults(handler=cli)

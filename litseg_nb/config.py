@@ -26,11 +26,12 @@ import types
 import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Union
+from .errors import UsageError
 
 PROFILES = ("test", "smoke", "full")
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError, ValueError):
     """Raised for an unknown profile, an unknown key or a value of the wrong shape."""
 
 

@@ -39,6 +39,7 @@ from .download import require_dataset_folder
 from .paths import data_dir
 from .preprocess.structure import FRONT_MATTER, StructureReport, build_units
 from .schema import Book, Question, Sentence, Unit
+from .errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ DATASETS = ("gutenqa", "gutenberg", "literaryqa")
 CORPUS_CACHE_VERSION = "corpus-v3"
 
 
-class CorpusError(ValueError):
+class CorpusError(UsageError, ValueError):
     """A corpus request that cannot be served (unknown dataset or book, missing data)."""
 
 

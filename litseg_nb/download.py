@@ -110,16 +110,8 @@ def _download(datasets: Sequence[str], dest: Path, literaryqa_split: str) -> lis
     return written
 
 
-def add_subparser(sub) -> None:
-    p = sub.add_parser("download-data", help="opt-in: fetch GutenQA / LiteraryQA from the Hugging Face hub "
-                                             "into the data folder (needs internet)")
-    p.add_argument("--datasets", default="gutenqa,literaryqa", help="comma-separated: gutenqa,literaryqa")
-    p.add_argument("--dest", default=None, help="data folder (default: LITSEG_DATA_DIR or ../shared/data)")
-    p.add_argument("--literaryqa-split", default="validation")
-    p.set_defaults(handler=_main)
-
-
-def _main(args) -> int:
+def cli(args) -> int:
+    """Handler of ``python -m litseg_nb download-data`` (arguments: datasets, dest, literaryqa_split)."""
     import sys
 
     dest = Path(args.dest).expanduser().resolve() if args.dest else default_dest()

@@ -37,6 +37,7 @@ import numpy as np
 from .config import EmbeddingConfig
 from .llm.models import resolve_model_path  # the package's one resolver (packaged names, paths)
 from .paths import cache_dir
+from .errors import LitsegError
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
 
@@ -46,7 +47,7 @@ PACKAGED_MODELS = {
 }
 
 
-class EmbeddingError(RuntimeError):
+class EmbeddingError(LitsegError, RuntimeError):
     """The embedding model could not be loaded or failed to encode (names model and cause)."""
 
 
@@ -113,7 +114,7 @@ class EmbeddingCache:
 
     @staticmethod
     def _is_full(exc: Exception) -> bool:
-        return "full" in str(exc).lower()  # SQLITE_FULL: "database or disk is full"
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL  # "database or disk is full"
 
     def _reopen_after(self, exc: sqlite3.DatabaseError) -> None:
         try:

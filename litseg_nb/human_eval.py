@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .safe_io import atomic_path, write_text_atomic
+from .errors import UsageError
 
 DIMENSIONS = ("content_completeness", "topical_coherence", "boundary_placement")
 DIMENSION_TEXT = {  # Appendix A.2, verbatim definitions
@@ -47,7 +48,7 @@ SHEET_COLUMNS = ("item_id", "book", "text_before", "chunk_text", "text_after", *
 KEY_COLUMNS = ("item_id", "method", "book_id", "unit_id", "chunk_id", "dataset")
 
 
-class RatingSheetError(ValueError):
+class RatingSheetError(UsageError, ValueError):
     """A filled rating sheet is malformed (the message names file, row and column)."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from .errors import UsageError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
@@ -17,7 +18,7 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
 
 
-class DataNotFoundError(FileNotFoundError):
+class DataNotFoundError(UsageError, FileNotFoundError):
     """Raised when the evaluation data root or a file inside it is missing."""
 
 

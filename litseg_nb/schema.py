@@ -13,6 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
+from .errors import LitsegError
 
 Span = tuple[int, int]
 
@@ -136,7 +137,7 @@ class CoverageReport:
         return not self.missing and not self.out_of_range
 
 
-class CoverageError(AssertionError):
+class CoverageError(LitsegError, AssertionError):
     pass
 
 

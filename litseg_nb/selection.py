@@ -12,9 +12,10 @@ from typing import Sequence
 
 from .config import UnitSelection
 from .schema import Book, Unit
+from .errors import UsageError
 
 
-class SelectionError(ValueError):
+class SelectionError(UsageError, ValueError):
     """A unit selection that matches nothing or names units the corpus does not have."""
 
 

@@ -150,3 +150,9 @@ class FakeOpenAI(LoopbackServer):
     @property
     def chat_requests(self) -> list[dict]:
         return [r for r in self.requests if r["path"].endswith("/chat/completions")]
+
+
+def stderr_lines(err: str) -> list[str]:
+    """The non-empty lines of a command's stderr, tqdm progress bars aside (they redraw with ``\\r``)."""
+    return [ln for ln in err.replace("\r", "\n").splitlines()
+            if ln.strip() and not re.search(r"\||unit/s|book/s|it/s", ln)]

@@ -319,7 +319,7 @@ def test_windows_segment_through_the_registry_cached_and_an_exported_chunker_sco
 
 
 def test_boundaries_command_errors_in_one_line(tmp_path, capsys):
-    from litseg_nb.runner import main
+    from litseg_nb.cli import main
 
     assert main(["boundaries", "--profile", "test", "--chunks", str(tmp_path / "none.jsonl")]) == 2
     err = capsys.readouterr().err

@@ -125,7 +125,7 @@ def _emma_paragraph_windows(data_dir, size: int) -> list[str]:
 
 def test_import_on_emma_aligns_everything_and_cli_writes_artifact(data_dir, fresh_dirs, capsys):
     from litseg_nb.paths import outputs_dir
-    from litseg_nb.runner import main
+    from litseg_nb.cli import main
     from litseg_nb.schema import load_chunks
 
     texts = _emma_paragraph_windows(data_dir, 6)

@@ -70,7 +70,7 @@ def test_import_cannot_replace_a_method_set_and_is_labelled(tmp_path, fresh_dirs
 # ------------------------------------------------------------------ item 10 (import-chunks)
 def test_import_into_unwritable_outputs_is_one_line(tmp_path, monkeypatch, capsys):
     # before: the alignment ran, then a PermissionError traceback at the end (and a .tmp file)
-    from litseg_nb.runner import main
+    from litseg_nb.cli import main
 
     blocker = tmp_path / "afile"
     blocker.write_text("x")  # outputs below a file: not creatable, even by root
@@ -115,7 +115,7 @@ def test_common_units_restriction_names_the_set_and_the_fix():
 @pytest.mark.parametrize("only,error", [("1,01", "twice"), (" ", "no notebook number"), (",", "no notebook number")])
 def test_only_duplicates_and_blank_are_errors(only, error, capsys):
     # before: "1,01" ran 01 twice; " " ran every notebook
-    from litseg_nb.runner import main
+    from litseg_nb.cli import main
 
     assert main(["run", "--profile", "test", "--only", only]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]

@@ -55,7 +55,7 @@ def test_download_data_writes_the_layout_the_loaders_read(tmp_path, monkeypatch,
 
     import huggingface_hub
 
-    from litseg_nb.runner import main
+    from litseg_nb.cli import main
 
     calls = []
 
@@ -77,7 +77,7 @@ def test_download_data_writes_the_layout_the_loaders_read(tmp_path, monkeypatch,
 def test_download_data_without_network_is_one_line(tmp_path, capsys, monkeypatch):
     import huggingface_hub
 
-    from litseg_nb.runner import main
+    from litseg_nb.cli import main
 
     def offline(*a, **k):
         raise OSError("We couldn't connect to 'https://huggingface.co'\nmore detail")

@@ -14,7 +14,7 @@ from litseg_nb.lite.config import LiteConfig
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.params import check_set_keys, notebook_config
 from litseg_nb.paths import NOTEBOOKS_DIR
-from litseg_nb.runner import main
+from litseg_nb.cli import main
 
 
 @pytest.fixture(autouse=True)
@@ -120,7 +120,7 @@ def test_engine_settings_reach_vllm_and_the_manifest(monkeypatch):
 def test_rehearsal_sets_build_every_notebooks_full_config(monkeypatch, capsys):
     """The rehearsal's overrides (full's code paths, tiny models and sizes) are valid --set keys for
     every notebook and keep full's backends; the judge address comes from LITSEG_JUDGE_URLS."""
-    from litseg_nb.cli_tools import resolved_configs
+    from litseg_nb.cli import resolved_configs
     from litseg_nb.params import check_set_keys
     from litseg_nb.rehearse import CPU_ENGINE, NOTEBOOK_ENGINES, notebook_sets
     from litseg_nb.runner import discover_notebooks

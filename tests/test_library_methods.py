@@ -95,7 +95,7 @@ def test_comparison_table_puts_ours_next_to_the_library(book):
 
 
 def test_cli_segment_raw_book_with_a_preset(data_dir, tmp_path, capsys):
-    from litseg_nb.runner import main
+    from litseg_nb.cli import main
 
     out = tmp_path / "alice.jsonl"
     rc = main(["segment", str(data_dir / BOOK), "--method", "lib:semchunk", "--profile", "test", "--max-units", "2",

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from litseg_nb import runner
+from litseg_nb import cli, runner
 
 REPO = Path(__file__).resolve().parents[1]
 NOISE = ("Unable to parse line", "Passed unknown parameter", "without encryption", "IProgress",
@@ -102,7 +102,7 @@ def test_outputs_folder_not_writable_is_one_line(nbdir, tmp_path, monkeypatch, c
         except OSError:
             pass
         monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(ro))
-        assert runner.main(["run", "--profile", "test"]) == 2
+        assert cli.main(["run", "--profile", "test"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and str(ro) in err[0] and "not writable" in err[0], err
     finally:
@@ -115,9 +115,9 @@ DRIVER = """
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell may ignore SIGINT
 from pathlib import Path
-from litseg_nb import runner
+from litseg_nb import cli, runner
 runner.NOTEBOOKS_DIR = Path(sys.argv[1])
-sys.exit(runner.main(sys.argv[2:]))
+sys.exit(cli.main(sys.argv[2:]))
 """
 
 
@@ -153,24 +153,24 @@ def test_ctrl_c_prints_one_line_and_leaves_nothing_half_written(nbdir, fresh_dir
 
 def test_help_states_default_profile_and_duration(capsys):
     with pytest.raises(SystemExit):
-        runner.main(["run", "--help"])
+        cli.main(["run", "--help"])
     text = capsys.readouterr().out
     assert "default: smoke" in text and "min" in text
 
 
 def test_config_prints_every_resolved_field(capsys):
-    assert runner.main(["config", "--profile", "smoke", "--notebook", "05"]) == 0
+    assert cli.main(["config", "--profile", "smoke", "--notebook", "05"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("== 05_rag_evaluation: RagConfig")
     assert "llm.model = 'smollm2-135m-instruct'" in text and "embedding.model = " in text
     assert "corpus.datasets = " in text
-    assert runner.main(["config", "--profile", "test"]) == 0
+    assert cli.main(["config", "--profile", "test"]) == 0
     text = capsys.readouterr().out
     assert text.count("\n== ") == len(runner.discover_notebooks()) - 1
 
 
 def test_lab_command_works_as_root():
-    from litseg_nb.cli_tools import lab_command
+    from litseg_nb.cli import lab_command
     from litseg_nb.paths import NOTEBOOKS_DIR
 
     cmd = lab_command(["--", "--no-browser"])

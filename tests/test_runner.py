@@ -3,7 +3,7 @@ import json
 import nbformat
 import pytest
 
-from litseg_nb import runner
+from litseg_nb import cli, runner
 from litseg_nb.config import ConfigError
 
 
@@ -45,4 +45,4 @@ def test_run_injects_parameters_and_stops_on_failure(tmp_path, monkeypatch, fres
     assert not (fresh_dirs / "outputs" / "test" / "executed" / "03_never.ipynb").exists()
     with pytest.raises(ConfigError, match="not declared"):
         runner.run_notebooks("test", only=("01",), parameters={"kk": 5})
-    assert runner.main(["run", "--profile", "test", "--only", "02"]) == 1
+    assert cli.main(["run", "--profile", "test", "--only", "02"]) == 1

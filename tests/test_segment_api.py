@@ -9,7 +9,7 @@ import litseg_nb
 from litseg_nb.chunkers import registry
 from litseg_nb.chunkers.base import ChunkerError
 from litseg_nb.config import ConfigError
-from litseg_nb.runner import main
+from litseg_nb.cli import main
 
 PLAIN = """The Lighthouse
 

@@ -20,7 +20,9 @@ from litseg_nb.chunkers import registry
 from litseg_nb.config import ConfigError
 from litseg_nb.data.gutenberg import decode_gutenberg
 from litseg_nb.llm.base import LLMError
-from litseg_nb.runner import main
+from litseg_nb.cli import main
+
+from fakes import stderr_lines
 
 PLAIN = "The Lighthouse\n\nIt was a cold morning. The wind pushed against the glass. She had not slept.\n\n" \
         "Below, the harbour was waking. Fishermen shouted to each other. A dog barked twice.\n"
@@ -46,8 +48,7 @@ def _story(folder: Path, name: str = "story.txt", text: str = PLAIN) -> Path:
 
 
 def _err_lines(capsys) -> list[str]:
-    return [ln for ln in capsys.readouterr().err.replace("\r", "\n").splitlines()
-            if ln.strip() and not re.search(r"\||unit/s|book/s|it/s", ln)]  # tqdm bars aside
+    return stderr_lines(capsys.readouterr().err)
 
 
 # ------------------------------------------------------------------ item 1: fallbacks, dead server

@@ -12,9 +12,10 @@ from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 from ..schema import Book, Chunk, Span, Unit, make_sentence_chunk, make_span_chunk
+from ..errors import LitsegError
 
 
-class ChunkerError(RuntimeError):
+class ChunkerError(LitsegError, RuntimeError):
     """A chunker failed on a unit (the message names method, book and unit)."""
 
 

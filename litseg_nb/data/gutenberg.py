@@ -31,14 +31,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .text import join_paragraphs
+from ..errors import UsageError
 
 log = logging.getLogger(__name__)
 
 Span = tuple[int, int]
 
 
-class GutenbergFormatError(ValueError):
+class GutenbergFormatError(UsageError, ValueError):
     """A raw Gutenberg file that cannot be cleaned (empty, undecodable, no licence markers)."""
+
+
+class NoStartMarker(GutenbergFormatError):
+    """No licence START marker (new or old format): plain text rather than a Gutenberg file."""
 
 
 _START_RE = re.compile(r"^\s*\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK", re.I)
@@ -182,7 +187,7 @@ def _find_markers(lines: list[str], source: str, missing_markers: str, report: C
     if start is None:
         msg = f"{source}: no '*** START OF THE PROJECT GUTENBERG EBOOK' marker (nor the old '*END*THE SMALL PRINT!')"
         if missing_markers == "error":
-            raise GutenbergFormatError(msg + " (pass missing_markers='keep' to keep the whole text)")
+            raise NoStartMarker(msg + " (pass missing_markers='keep' to keep the whole text)")
         log.warning("%s; keeping the whole text", msg)
         report.markers_found = False
         return 0, len(lines)

@@ -21,6 +21,7 @@ from typing import Iterable
 
 from ..schema import Book, Question
 from .text import join_paragraphs
+from ..errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ PARAGRAPH_COLUMNS = ("Book Name", "Chunk ID", "Chapter", "Chunk")
 QUESTION_COLUMNS = ("Book Name", "Question", "Answer", "Chunk Must Contain")
 
 
-class GutenQAError(ValueError):
+class GutenQAError(UsageError, ValueError):
     """Malformed GutenQA files (missing columns, empty book)."""
 
 

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..artifacts import artifact_path
 from ..prompts import fill_prompt, load_prompt
 from ..schema import Book, Unit, read_jsonl
+from ..errors import UsageError
 
 LITE_SYSTEM_TEMPLATE = "lite/system"
 PAPER_LENGTH_REFERENCE = 100
@@ -37,7 +38,7 @@ LITE_USER_TEMPLATE = "lite/user"
 CHAT_TEMPLATE_MARGIN = 32  # tokens the chat template adds around the three messages (upper bound)
 
 
-class AnnotationsMissingError(FileNotFoundError):
+class AnnotationsMissingError(UsageError, FileNotFoundError):
     """Notebook 02's LitSeg annotations artifact is not there (run notebook 02 first)."""
 
 

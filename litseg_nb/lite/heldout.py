@@ -26,11 +26,12 @@ from typing import Any, Iterable, Sequence
 
 from ..artifacts import artifact_path
 from ..schema import Book, Unit
+from ..errors import UsageError
 
 TRAINED_UNITS_FILE = "lite_trained_units.json"
 
 
-class TrainedUnitError(ValueError):
+class TrainedUnitError(UsageError, ValueError):
     """A Lite evaluation would include a unit the student was trained on."""
 
 

@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 from .config import LiteConfig
 from .data import LiteExample
+from ..errors import LitsegError
 
 
 # --------------------------------------------------------------------------- helpers
@@ -206,7 +207,7 @@ def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, o
 
 
 # --------------------------------------------------------------------------- stage 2: GRPO
-class GRPONoSignalError(RuntimeError):
+class GRPONoSignalError(LitsegError, RuntimeError):
     """A whole GRPO run trained on nothing: every rollout masked or every group filtered
     (``.steps``: the per-step table, :func:`step_table`)."""
 

@@ -25,6 +25,7 @@ import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
+from ..errors import LitsegError
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 Conversation = list[Message]
@@ -213,7 +214,7 @@ def reasoning_text_split(text: str) -> tuple[str, str]:
     return "", text
 
 
-class LLMError(RuntimeError):
+class LLMError(LitsegError, RuntimeError):
     """A backend failed after its bounded retries (names backend, model and the cause)."""
 
 

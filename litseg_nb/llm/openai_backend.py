@@ -67,12 +67,21 @@ from typing import Any, Sequence
 
 from .base import (BackendBase, BackendUnavailableError, Conversation, Generation, LLMError,
                    SamplingParams, UsageLedger, UsageTag, one_line, reasoning_text_split, redact_url)
+from ..errors import LitsegError
 
 RETRYABLE_STATUS_MIN = 500
 
 
-class _Retryable(Exception):
+class _Retryable(LitsegError):
     """An attempt failed in a way worth retrying (connection, timeout, 5xx, malformed body)."""
+
+
+class ServerRejected(BackendUnavailableError):
+    """The server answered an HTTP 4xx status (not retried); ``status`` is the code."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 def _hash64(text: str) -> int:
@@ -267,9 +276,9 @@ class OpenAIBackend(BackendBase):
                 if resp.status_code >= RETRYABLE_STATUS_MIN:
                     raise _Retryable(f"HTTP {resp.status_code}: {one_line(resp.text, 200)}")
                 if resp.status_code >= 400:
-                    raise BackendUnavailableError(self.redact(
+                    raise ServerRejected(self.redact(
                         f"openai server {url} answered HTTP {resp.status_code} (not retried): "
-                        f"{one_line(resp.text, 300)}"))
+                        f"{one_line(resp.text, 300)}"), resp.status_code)
                 try:
                     data = resp.json()
                 except (json.JSONDecodeError, ValueError) as exc:
@@ -513,9 +522,7 @@ class OpenAIBackend(BackendBase):
         try:
             data = self._post("/tokenize", {"model": self.model_id, "prompt": text,
                                             "add_special_tokens": False}, urls=(root,))
-        except BackendUnavailableError as exc:
-            if " answered HTTP 4" not in str(exc):
-                raise
+        except ServerRejected as exc:  # no /tokenize on this server (another failure propagates)
             raise LLMError(self.redact(
                 f"openai backend: cannot count tokens for served model {self.model_id!r}: no local "
                 f"tokenizer (not a packaged name, a local path or in the local hub cache; the hub is "

@@ -688,23 +688,3 @@ def cli(args: argparse.Namespace) -> int:
     print(table[cols].to_string(index=False))
     print(f"[litseg_nb] full table: {paths['csv']}")
     return 0
-
-
-def add_boundaries_parser(sub: Any) -> None:
-    """Register ``boundaries`` on the runner's argparse subparsers."""
-    p = sub.add_parser("boundaries", help="score chunkers against the authors' chapter and scene breaks "
-                                          "(issue #26): ours (--method) or any chunk set (--chunks)")
-    p.add_argument("--profile", default="smoke", choices=("test", "smoke", "full"))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--method", action="append", default=[],
-                   help="registered method(s) to run on the windows, comma-separated (default: the profile's)")
-    p.add_argument("--chunks", action="append", default=[],
-                   help="a chunk set to score: the package's chunk JSONL on the windows, or JSONL rows "
-                        "{'book_id', 'text'} in order from your own chunker (see --export-windows)")
-    p.add_argument("--export-windows", default="", metavar="FILE",
-                   help="write the windows (book_id, unit_id, kind, text, sentences) as JSONL and stop")
-    p.add_argument("--counts", action="store_true",
-                   help="print the gold found per source book and the ornament census of all local books, and stop")
-    p.add_argument("--llm-windows", type=int, default=None, help="windows the LLM methods segment (0 = all)")
-    p.add_argument("--name", default="", help="table name under outputs/<profile>/tables (default: boundaries)")
-    p.set_defaults(handler=cli)

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 from ..llm.base import BackendUnavailableError, LLMBackend, SamplingParams, UsageTag
 from ..replies import json_candidates, read_int, read_reply
+from ..errors import LitsegError
 
 DIMENSIONS = ("event_validity", "unity_of_action", "cut_point_logic")
 DIMENSION_KEYS = ("dimension1", "dimension2", "dimension3")
@@ -42,7 +43,7 @@ NEUTRAL_SCORE = 3.0
 SCORE_RANGES = ((1.0, 5.0), (1.0, 5.0), (0.5, 5.5))
 
 
-class RubricParseError(ValueError):
+class RubricParseError(LitsegError, ValueError):
     """The judge's reply could not be turned into valid per-chunk scores (message says why)."""
 
 

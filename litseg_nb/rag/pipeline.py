@@ -44,6 +44,7 @@ from .config import RagConfig
 from .fusion import rrf_fuse, weighted_fuse, weighted_rrf_fuse
 from .index import LibraryIndex
 from .rerank import rerank
+from ..errors import LitsegError
 
 METHOD_ORDER = ("token", "recursive", "semantic", "paragraph", "perplexity", "margin", "lumber", "lumber+merge",
                 "perplexity+merge", "perplexity+merge+completion", "margin+merge", "proposition", "litseg", "litseg-lite")
@@ -144,7 +145,7 @@ def _covered_ranges(chunks: Sequence[Chunk]) -> dict[tuple[str, str], tuple[int,
     return {k: (v[0], v[1]) for k, v in rng.items()}
 
 
-class EvaluationError(ValueError):
+class EvaluationError(LitsegError, ValueError):
     """An evaluation that would score nothing (no question in scope, an empty chunk set)."""
 
 

@@ -1,0 +1,356 @@
+"""The command line, ``python -m litseg_nb <command>`` (also the ``litseg-nb`` console script).
+
+This module owns :func:`main` and every subcommand's argument parser. The work itself is done by
+library functions: notebooks by :mod:`litseg_nb.runner`, ``segment`` by
+:mod:`litseg_nb.batch_segment`, ``import-chunks`` by :mod:`litseg_nb.chunk_import`, ``download-data``
+by :mod:`litseg_nb.download`, ``boundaries`` by :mod:`litseg_nb.metrics.boundaries`, ``rehearse`` by
+:mod:`litseg_nb.rehearse`; ``run``, ``list``, ``config`` and ``lab`` are small handlers here.
+
+* ``run --profile smoke [--only 01,04] [-p key=value ...] [--set section.field=value ...]`` executes
+  the numbered notebooks (:func:`litseg_nb.runner.run_notebooks`).
+* ``config --profile smoke [--notebook 05] [-p key=value ...]`` prints each stage's fully resolved
+  configuration (models, data, sizes), built exactly as the notebook builds it from its parameters
+  (:func:`litseg_nb.params.notebook_config`).
+* ``lab [-- extra jupyter args]`` starts JupyterLab on ``notebooks/``; as root it adds
+  ``--allow-root`` (JupyterLab refuses to start as root otherwise), and kernels print text progress
+  bars without the IProgress warning, as in ``run``.
+
+Errors: a handler returns the exit status (0 success, 1 a runtime failure, 2 a usage or
+configuration error). A :class:`~litseg_nb.errors.LitsegError` that a handler does not report itself
+becomes one line on stderr, ``[litseg_nb] <command>: <message>``, with the error's ``exit_code``
+(2 for a :class:`~litseg_nb.errors.UsageError`, else 1) and no traceback; any other exception is a
+bug and keeps its traceback.
+
+Adding a subcommand is one entry in :data:`COMMANDS`: ``"name": (build, handler)``, where
+``build(sub, name)`` calls ``sub.add_parser(name, help=...)``, adds the arguments and returns the
+parser, and ``handler(args) -> int`` does the work (a library function in its own module). The
+order of :data:`COMMANDS` is the order of ``--help``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Callable, Iterator, Sequence
+
+from . import rehearse
+from .batch_segment import __doc__ as _SEGMENT_DOC
+from .batch_segment import segment_main
+from .chunk_import import cli as import_chunks_main
+from .config import PROFILES, ConfigError
+from .download import cli as download_main
+from .errors import LitsegError
+from .metrics.boundaries import cli as boundaries_main
+from .paths import REPO_ROOT
+from .runner import Interrupted, NotebookFailed, declared_parameters, discover_notebooks, run_notebooks
+from .safe_io import OutputsNotWritable
+
+_SMOKE_DURATION = "25-45 min on 2 CPU cores (README: measured times)"
+_TEST_DURATION = "tiny random model, about 10 min"
+_HELP = f"""Run and inspect the LitSeg notebooks.
+
+  python -m litseg_nb run                      every notebook, smoke profile ({_SMOKE_DURATION})
+  python -m litseg_nb run --profile test       the CI profile ({_TEST_DURATION})
+  python -m litseg_nb run --only 01,04 -p max_books=2
+  python -m litseg_nb run --profile full --set judge_llm.base_urls=http://host:8000/v1   (or LITSEG_JUDGE_URLS)
+  python -m litseg_nb rehearse                 the `full` code paths on CPU with tiny models (before renting a GPU)
+  python -m litseg_nb config --profile smoke --notebook 05   resolved configuration of a stage
+  python -m litseg_nb lab                      JupyterLab on notebooks/ (works as root)
+  python -m litseg_nb download-data            opt-in: fetch GutenQA/LiteraryQA (needs internet)
+
+`run` prints each notebook's sections as they start and a heartbeat at least every 30 s; the
+executed copies go to outputs/<profile>/executed/ (NN_name.FAILED.ipynb when a notebook failed)."""
+
+
+def _parse_param(item: str) -> tuple[str, Any]:
+    from .params import parse_key_value
+
+    return parse_key_value(item, "parameter")
+
+
+# ------------------------------------------------------------------ run, list
+def _run_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="execute the numbered notebooks with papermill (default profile: smoke, "
+                                  f"{_SMOKE_DURATION})", description=_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", choices=PROFILES, default="smoke",
+                   help=f"default: smoke ({_SMOKE_DURATION}); test: {_TEST_DURATION}; full: GPU")
+    p.add_argument("--only", default="", help="comma-separated notebook numbers, e.g. 01,04")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra parameter injected into notebooks that declare it")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="sets",
+                   help="any config field of the selected notebooks' stage configs, e.g. "
+                        "judge_llm.base_urls=http://host:8000/v1, llm.model=/models/Qwen3-8B, "
+                        "llm.engine.tensor_parallel_size=2, LitSegConfig.llm.model=... (one config only); "
+                        "checked before any kernel starts (`config --set` shows the result)")
+    p.add_argument("--log-output", action="store_true",
+                   help="also stream the notebooks' printed output (progress bars and warnings always show)")
+    return p
+
+
+def run_main(args: argparse.Namespace) -> int:
+    """Handler of ``run``: :func:`litseg_nb.runner.run_notebooks` with the ``-p``/``--set`` values."""
+    try:
+        params = dict(_parse_param(p) for p in args.param)
+        from .config import config_sets
+        from .params import check_set_keys, parse_key_value
+
+        sets = [parse_key_value(item, "--set") for item in args.sets]
+        check_set_keys(sets, discover_notebooks(args.only.split(",")))
+        with config_sets(sets):  # the runner's checks and every kernel see them ($LITSEG_SET)
+            run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
+                          log_output=args.log_output)
+    except NotebookFailed as exc:
+        print(f"[litseg_nb] {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as exc:  # one line, no traceback; the partial copy is marked FAILED
+        print(f"\n[litseg_nb] {exc if isinstance(exc, Interrupted) else 'interrupted'}", file=sys.stderr)
+        return 130
+    except OutputsNotWritable as exc:
+        print(f"[litseg_nb] {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _list_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help="list the numbered notebooks and their parameters")
+
+
+def list_main(args: argparse.Namespace) -> int:
+    for nb in discover_notebooks():
+        print(f"{nb.name}: {declared_parameters(nb)}")
+    return 0
+
+
+# ------------------------------------------------------------------ config
+def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield from _flatten(v, f"{prefix}{k}.")
+    else:
+        yield prefix[:-1], d
+
+
+def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | None = None,
+                     check: bool = True) -> list[tuple[str, Any]]:
+    """``(notebook stem, config)`` for each selected notebook, from its parameters' defaults
+    (``check=False``: also a config that misses a required setting, see ``params.missing_for``)."""
+    from .params import NOTEBOOK_CONFIGS, _build, convert, notebook_config, parameters_cell
+
+    extra = dict(parameters or {})
+    out = []
+    for nb in discover_notebooks([o for o in only.split(",") if o.strip()]):
+        if nb.stem not in NOTEBOOK_CONFIGS:
+            continue
+        declared = parameters_cell(nb)
+        values = {n: p.default for n, p in declared.items()}
+        values.update({k: v for k, v in extra.items() if k in declared})
+        values["profile"] = profile
+        if check:
+            out.append((nb.stem, notebook_config(nb.stem, **values)))
+        else:
+            out.append((nb.stem, _build(nb.stem, {n: convert(n, v, declared[n].annotation) for n, v in values.items()})))
+    unknown = set(extra) - {k for stem, _ in out for k in parameters_cell(_nb_path(stem))}
+    if unknown:
+        raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
+    return out
+
+
+def _nb_path(stem: str):
+    from .paths import NOTEBOOKS_DIR
+
+    return NOTEBOOKS_DIR / f"{stem}.ipynb"
+
+
+def format_config(stem: str, cfg: Any) -> str:
+    lines = [f"== {stem}: {type(cfg).__name__}  ({cfg.describe()})"]
+    for key, value in _flatten(cfg.to_dict()):
+        lines.append(f"   {key} = {value!r}")
+    return "\n".join(lines)
+
+
+def _config_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="print each stage's resolved configuration for a profile")
+    p.add_argument("--profile", choices=PROFILES, default="smoke")
+    p.add_argument("--notebook", default="", help="comma-separated notebook numbers, e.g. 05 (default: all)")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a notebook parameter, as for `run`")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="sets",
+                   help="a config field, as for `run --set` (e.g. judge_llm.base_urls=http://host:8000/v1)")
+    return p
+
+
+def config_main(args: argparse.Namespace) -> int:
+    """Handler of ``config``: each selected stage's resolved configuration, then what ``run`` misses."""
+    from .config import config_sets
+    from .params import check_set_keys, missing_for, parse_key_value
+
+    try:
+        params = dict(_parse_param(p) for p in args.param)
+        sets = [parse_key_value(item, "--set") for item in args.sets]
+        check_set_keys(sets, discover_notebooks([o for o in args.notebook.split(",") if o.strip()]))
+        with config_sets(sets):  # labels (describe) build related configs too: keep the sets active
+            configs = resolved_configs(args.profile, args.notebook, params, check=False)
+            print("\n\n".join(format_config(stem, cfg) for stem, cfg in configs))
+    except ConfigError as exc:
+        print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
+        return 2
+    missing = [f"{stem}: {m}" for stem, cfg in configs for m in missing_for(stem, cfg)]
+    for line in missing:  # what `run` refuses to start without (an unset server address)
+        print(f"[litseg_nb] configuration error: {line}", file=sys.stderr)
+    return 2 if missing else 0
+
+
+# ------------------------------------------------------------------ lab
+def lab_command(extra: list[str]) -> list[str]:
+    from .paths import NOTEBOOKS_DIR
+
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS_DIR}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    return cmd + [a for a in extra if a != "--"]
+
+
+def _lab_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="start JupyterLab on notebooks/ (works as root too)",
+                       description="Start JupyterLab on notebooks/. Extra arguments after `--` go to "
+                                   "jupyter lab, e.g. `python -m litseg_nb lab -- --no-browser --port 8890`.")
+    p.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="extra arguments for jupyter lab")
+    return p
+
+
+def lab_main(args: argparse.Namespace) -> int:
+    from .execution import kernel_env_for_lab
+
+    cmd = lab_command(args.jupyter_args)
+    print("[litseg_nb] " + " ".join(cmd), flush=True)
+    os.execve(sys.executable, cmd, kernel_env_for_lab())
+    return 0  # pragma: no cover  (execve does not return)
+
+
+# ------------------------------------------------------------------ the library commands' parsers
+def _import_chunks_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="import an external chunk set (jsonl/csv/parquet/xlsx) and "
+                                  "align it to a book, for notebooks 05/06")
+    p.add_argument("--book", required=True, help="book id, e.g. gutenqa:Emma_-_Jane_Austen")
+    p.add_argument("--name", required=True, help="chunk set name (artifacts/chunks/<name>.jsonl)")
+    p.add_argument("--from", dest="from_file", required=True, help="chunk file: .jsonl .csv .parquet .xlsx")
+    p.add_argument("--text-column", default="Chunk", help="column holding the chunk text (default: Chunk)")
+    p.add_argument("--profile", default="smoke", choices=("test", "smoke", "full"))
+    p.add_argument("--min-score", type=float, default=0.8, help="lowest similarity accepted as a fuzzy match")
+    return p
+
+
+def _download_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="opt-in: fetch GutenQA / LiteraryQA from the Hugging Face hub "
+                                  "into the data folder (needs internet)")
+    p.add_argument("--datasets", default="gutenqa,literaryqa", help="comma-separated: gutenqa,literaryqa")
+    p.add_argument("--dest", default=None, help="data folder (default: LITSEG_DATA_DIR or ../shared/data)")
+    p.add_argument("--literaryqa-split", default="validation")
+    return p
+
+
+def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    from pathlib import Path
+
+    from .api import DEFAULT_PROFILE
+
+    p = sub.add_parser(name, help="segment .txt books (a file, a folder or a glob) with any method",
+                       description=_SEGMENT_DOC.split("\n\n", 1)[1].split("\n\nExit codes")[0]
+                       + "\n\nExit codes" + _SEGMENT_DOC.split("Exit codes", 1)[1],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inputs", nargs="+", metavar="FILE|DIR|GLOB",
+                   help="Project Gutenberg .txt books or plain text files; a folder means its *.txt files")
+    p.add_argument("--method", default="litseg", help="litseg, litseg-lite or a baseline (default: litseg)")
+    p.add_argument("--profile", choices=PROFILES, default=DEFAULT_PROFILE,
+                   help=f"models and sizes (default: {DEFAULT_PROFILE}; test = a tiny random model)")
+    p.add_argument("--llm-backend", choices=("hf", "vllm", "openai"), help="override the profile's LLM backend")
+    p.add_argument("--llm-model", help="model name or path (with --llm-backend openai: the served model)")
+    p.add_argument("--base-url", action="append", default=[], metavar="URL",
+                   help="OpenAI-compatible endpoint(s), e.g. http://localhost:8000/v1 (repeatable)")
+    p.add_argument("--max-units", type=int, default=0, help="segment only the first N units per book (0 = all)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override of the method, e.g. lumber_budget_tokens=400 (repeatable)")
+    p.add_argument("-o", "--output", type=Path,
+                   help="chunks file (*.jsonl, one input) or folder (default: outputs/<profile>/segment/)")
+    p.add_argument("--force", action="store_true", help="replace existing outputs (and redo complete books)")
+    return p
+
+
+def _boundaries_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="score chunkers against the authors' chapter and scene breaks "
+                                  "(issue #26): ours (--method) or any chunk set (--chunks)")
+    p.add_argument("--profile", default="smoke", choices=("test", "smoke", "full"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--method", action="append", default=[],
+                   help="registered method(s) to run on the windows, comma-separated (default: the profile's)")
+    p.add_argument("--chunks", action="append", default=[],
+                   help="a chunk set to score: the package's chunk JSONL on the windows, or JSONL rows "
+                        "{'book_id', 'text'} in order from your own chunker (see --export-windows)")
+    p.add_argument("--export-windows", default="", metavar="FILE",
+                   help="write the windows (book_id, unit_id, kind, text, sentences) as JSONL and stop")
+    p.add_argument("--counts", action="store_true",
+                   help="print the gold found per source book and the ornament census of all local books, and stop")
+    p.add_argument("--llm-windows", type=int, default=None, help="windows the LLM methods segment (0 = all)")
+    p.add_argument("--name", default="", help="table name under outputs/<profile>/tables (default: boundaries)")
+    return p
+
+
+def _rehearse_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="the full profile's engines and code paths on the CPU with tiny local models "
+                                  "(the step before renting a GPU)",
+                       description=rehearse.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--python", default=str(REPO_ROOT / ".venv-vllm" / "bin" / "python"),
+                   help="the rehearsal environment's python (bash scripts/setup_vllm_cpu.sh .venv-vllm --with-project)")
+    p.add_argument("--only", default="01,02,03,04,05,06,07,08", help="notebooks to run (default: all)")
+    p.add_argument("--pieces-only", action="store_true", help="only the engine pieces (a few minutes)")
+    p.add_argument("--no-pieces", action="store_true", help="skip the engine pieces")
+    p.add_argument("--timeout", type=float, default=7200, help="seconds per notebook (default 7200)")
+    p.add_argument("--work", default=str(REPO_ROOT / "outputs" / "rehearsal"),
+                   help="outputs, caches and logs of the rehearsal (never the real full outputs)")
+    return p
+
+
+# ------------------------------------------------------------------ the table and main
+Builder = Callable[[Any, str], argparse.ArgumentParser]
+Handler = Callable[[argparse.Namespace], int]
+
+#: subcommand -> (parser builder, handler), in the order ``--help`` lists them
+COMMANDS: dict[str, tuple[Builder, Handler]] = {
+    "run": (_run_parser, run_main),
+    "list": (_list_parser, list_main),
+    "import-chunks": (_import_chunks_parser, import_chunks_main),
+    "config": (_config_parser, config_main),
+    "lab": (_lab_parser, lab_main),
+    "download-data": (_download_parser, download_main),
+    "segment": (_segment_parser, segment_main),
+    "boundaries": (_boundaries_parser, boundaries_main),
+    "rehearse": (_rehearse_parser, rehearse.main),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m litseg_nb", description=_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (build, handler) in COMMANDS.items():
+        build(sub, name).set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``), run the subcommand's handler, return the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except LitsegError as exc:  # a domain error the handler did not report: one line, no traceback
+        print(f"[litseg_nb] {args.command}: {' '.join(str(exc).split()) or type(exc).__name__}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
