@@ -2,7 +2,8 @@
 
 :func:`best_per_metric` reads a results table (one row per method, or per method and dataset, ...)
 and gives, per metric, the best row, the runner-up and the margin between them; ``"max"`` metrics
-are better high (MRR, F1), ``"min"`` ones better low (boundary similarity, seconds). Rows with no
+are better high (MRR, F1), ``"min"`` ones better low (boundary similarity, seconds); ``"largest"`` and
+``"smallest"`` rank a quantity that is neither good nor bad (mean tokens per chunk). Rows with no
 value for a metric are left out of that metric and counted. :func:`format_takeaways` turns the
 result into a few printed lines under the run's label (profile, models, data), which is how every
 notebook closes (``RunContext.takeaways``).
@@ -17,7 +18,9 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-_DIRECTIONS = {"max": "higher is better", "min": "lower is better"}
+# direction -> (sort ascending, what the direction means, the word for the top row)
+_DIRECTIONS = {"max": (False, "higher is better", "best"), "min": (True, "lower is better", "best"),
+               "largest": (False, "largest first", "largest"), "smallest": (True, "smallest first", "smallest")}
 COLUMNS = ["metric", "direction", "best", "value", "runner_up", "runner_up_value", "margin", "n_compared",
            "n_missing"]
 
@@ -45,7 +48,7 @@ def best_per_metric(table: pd.DataFrame, metrics: Mapping[str, str], by: str | S
         raise ValueError("best_per_metric: 'by' names no column")
     bad = {m: d for m, d in metrics.items() if d not in _DIRECTIONS}
     if bad:
-        raise ValueError(f"best_per_metric: direction must be 'max' or 'min', got {bad}")
+        raise ValueError(f"best_per_metric: direction must be one of {', '.join(_DIRECTIONS)}, got {bad}")
     missing = [c for c in [*by_c, *group_c, *metrics] if c not in table.columns]
     if missing:
         raise KeyError(f"best_per_metric: table has no column {missing}; it has {list(table.columns)}")
@@ -56,11 +59,12 @@ def best_per_metric(table: pd.DataFrame, metrics: Mapping[str, str], by: str | S
         for metric, direction in metrics.items():
             values = pd.to_numeric(part[metric], errors="coerce")
             ok = part[values.notna()].assign(_v=values[values.notna()])
-            row = {**dict(zip(group_c, key)), "metric": metric, "direction": _DIRECTIONS[direction],
+            ascending, meaning, _ = _DIRECTIONS[direction]
+            row = {**dict(zip(group_c, key)), "metric": metric, "direction": meaning,
                    "best": None, "value": math.nan, "runner_up": None, "runner_up_value": math.nan,
                    "margin": math.nan, "n_compared": int(len(ok)), "n_missing": int(len(part) - len(ok))}
             if len(ok):
-                ordered = ok.sort_values("_v", ascending=direction == "min", kind="stable")
+                ordered = ok.sort_values("_v", ascending=ascending, kind="stable")
                 top = ordered["_v"].iloc[0]
                 tied = ordered[ordered["_v"] == top]
                 rest = ordered[ordered["_v"] != top]
@@ -88,7 +92,8 @@ def takeaway_lines(best: pd.DataFrame) -> list[str]:
         if pd.isna(r["best"]):
             lines.append(f"{head}{r['metric']}: no value in any row ({r['n_missing']} row(s) empty)")
             continue
-        text = f"{head}{r['metric']} ({r['direction']}): best {r['best']} = {_fmt(r['value'])}"
+        word = "best" if r["direction"].endswith("is better") else r["direction"].split()[0]
+        text = f"{head}{r['metric']} ({r['direction']}): {word} {r['best']} = {_fmt(r['value'])}"
         if not pd.isna(r["runner_up"]):
             text += f", next {r['runner_up']} = {_fmt(r['runner_up_value'])} (margin {_fmt(r['margin'])})"
         elif r["n_compared"] > 1:

@@ -209,3 +209,10 @@ def one_question_stages(ev: Any, question: Any, method: str, depth: int = 5) -> 
     return pd.DataFrame(rows)
 
 
+
+
+def demo_question(rows: Sequence[dict[str, Any]], questions: Sequence[Any], method: str) -> Any:
+    """The first question some chunk of ``method`` can answer (its evidence is in a chunk), else the first
+    question: the one :func:`one_question_stages` shows."""
+    answerable = {r["qid"] for r in rows if r["method"] == method and r.get("answerable")}
+    return next((q for q in questions if q.qid in answerable), questions[0])
