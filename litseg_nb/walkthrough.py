@@ -193,16 +193,14 @@ def retrieval_examples(k: int = 60) -> dict[str, Any]:
 
 def one_question_stages(ev: Any, question: Any, method: str, depth: int = 5) -> pd.DataFrame:
     """Dense, BM25 and the fused ranking of one question on one chunk set, side by side (top ``depth``),
-    with the evaluator's own index and fusion (``ev``: a built :class:`~litseg_nb.rag.pipeline.RagEvaluator`)."""
+    by the evaluator's own first stage (``ev``: a built :class:`~litseg_nb.rag.pipeline.RagEvaluator`,
+    :meth:`~litseg_nb.rag.pipeline.RagEvaluator.first_stage`; not timed)."""
     idx = ev.indices[method].book(question.book_id)
     q_emb = ev.embedder.encode([question.question], kind="query")[0]
-    c = ev.cfg
-    dense = idx.dense_search(q_emb, max(c.dense_top_k, depth))
-    sparse = idx.sparse_search(question.question, max(c.sparse_top_k, depth))
-    fused = ev._fuse(dense[: c.dense_top_k], sparse[: c.sparse_top_k])
+    dense, sparse, fused = ev.first_stage(idx, q_emb, question.question, record=False)
     rel = idx.relevant(question.evidence) if question.evidence else set()
     rows = []
-    for name, lst in (("dense", dense), ("BM25", sparse), (f"hybrid ({c.fusion})", fused)):
+    for name, lst in (("dense", dense), ("BM25", sparse), (f"hybrid ({ev.cfg.fusion})", fused)):
         for r, (d, s) in enumerate(lst[:depth], 1):
             rows.append({"ranking": name, "rank": r, "chunk": idx.chunk_ids[d], "score": round(float(s), 4),
                          "relevant": d in rel, "text": idx.texts[d][:90].replace("\n", " ")})
