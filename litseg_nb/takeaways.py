@@ -93,7 +93,9 @@ def takeaway_lines(best: pd.DataFrame) -> list[str]:
             lines.append(f"{head}{r['metric']}: no value in any row ({r['n_missing']} row(s) empty)")
             continue
         word = "best" if r["direction"].endswith("is better") else r["direction"].split()[0]
-        text = f"{head}{r['metric']} ({r['direction']}): {word} {r['best']} = {_fmt(r['value'])}"
+        names = str(r["best"]).split(", ")
+        best = ", ".join(names) if len(names) <= 4 else ", ".join(names[:3]) + f" and {len(names) - 3} more"
+        text = f"{head}{r['metric']} ({r['direction']}): {word} {best} = {_fmt(r['value'])}"
         if not pd.isna(r["runner_up"]):
             text += f", next {r['runner_up']} = {_fmt(r['runner_up_value'])} (margin {_fmt(r['margin'])})"
         elif r["n_compared"] > 1:

@@ -107,6 +107,8 @@ def test_takeaways_from_the_table(capsys):
     assert "(profile=test | LLM=tiny)" in out and "[l] MRR (higher is better): best b = 0.3" in out
     sizes = takeaway_lines(best_per_metric(t, {"sim": "smallest"}, group="dataset"))
     assert sizes[0] == "[g] sim (smallest first): smallest b = 0.2, next c = 0.3 (margin 0.1); 3 compared"
+    many = pd.DataFrame({"method": list("abcdef"), "x": [1.0] * 6})
+    assert takeaway_lines(best_per_metric(many, {"x": "max"}))[0].startswith("x (higher is better): best a, b, c and 3 more = 1 (all rows tie)")
     with pytest.raises(KeyError, match="no column \\['MRR@20'\\]"):
         best_per_metric(t, {"MRR@20": "max"})
     with pytest.raises(ValueError, match="direction"):
