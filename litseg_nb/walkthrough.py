@@ -140,14 +140,15 @@ def stage_table(record: dict[str, Any], reply_chars: int = 300) -> pd.DataFrame:
     """One row per stage and attempt: the raw reply (cropped to ``reply_chars``), valid, the validator's errors."""
     rows = []
     for stage, st in record["stages"].items():
-        for a in st["attempts"]:
+        attempts = st["attempts"]
+        for a in attempts:
             text = a["text"] or ""
             rows.append({"stage": stage, "attempt": a["attempt"], "valid": a["valid"],
                          "errors": "; ".join(a["errors"][:3]) or "-",
                          "reply": text[:reply_chars] + (" [...]" if len(text) > reply_chars else ""),
-                         "tokens in/out": f"{a['prompt_tokens']}/{a['completion_tokens']}"})
-        if stage != "stage3":
-            rows[-1]["passed on"] = st.get("fallback", "")
+                         "tokens in/out": f"{a['prompt_tokens']}/{a['completion_tokens']}",
+                         # what the stage handed on: the valid reply ("none") or a fallback
+                         "passed on": (st.get("fallback", "") if stage != "stage3" else "") if a is attempts[-1] else ""})
     return pd.DataFrame(rows)
 
 
@@ -159,7 +160,7 @@ def verdict_table(record: dict[str, Any]) -> pd.DataFrame:
     return segs
 
 
-def signature(prompt: str, width: int = 1200) -> str:
+def crop_middle(prompt: str, width: int = 1200) -> str:
     """A long prompt cropped in the middle for display (its start and its end, which hold the unit)."""
     if len(prompt) <= width:
         return prompt
