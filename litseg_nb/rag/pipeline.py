@@ -303,6 +303,35 @@ class RagEvaluator:
             return weighted_fuse(dense, sparse, w)
         raise ValueError(f"unknown tuned fusion mode {mode!r}")
 
+    def first_stage(self, idx: Any, query_emb: Any, query: str, record: bool = True):
+        """``(dense, bm25, hybrid)`` rankings of one query over one book's index ``idx``.
+
+        Single-retriever modes are ranked ``retrieve_top_k`` deep (at least); the fusion takes the
+        configured candidate depths (``dense_top_k``, ``sparse_top_k``) of each list. ``record``: add the
+        stages' seconds to :attr:`latency` (off for a walk-through outside the timed run).
+        """
+        c = self.cfg
+        depth_d, depth_s = max(c.dense_top_k, c.retrieve_top_k), max(c.sparse_top_k, c.retrieve_top_k)
+        t0 = time.perf_counter()
+        dense = idx.dense_search(query_emb, depth_d)
+        t1 = time.perf_counter()
+        sparse = idx.sparse_search(query, depth_s)
+        t2 = time.perf_counter()
+        hybrid = self._fuse(dense[: c.dense_top_k], sparse[: c.sparse_top_k])
+        t3 = time.perf_counter()
+        if record:
+            self.latency.add("dense search", t1 - t0)
+            self.latency.add("sparse search (BM25)", t2 - t1)
+            self.latency.add("fusion", t3 - t2)
+        return dense, sparse, hybrid
+
+    def rerank_stage(self, idx: Any, q: EvalQuestion, hybrid: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+        """The reranker's rescoring of the top ``rerank_candidates`` of ``hybrid`` (the rest keeps its order)."""
+        t0 = time.perf_counter()
+        out = rerank(hybrid, idx.texts, self.reranker, q.title, q.question, self.cfg.rerank_candidates)
+        self.latency.add("rerank", time.perf_counter() - t0)
+        return out
+
     def retrieve(self, questions: Sequence[EvalQuestion], rerank_qids: set[str] = frozenset(),
                  rerank_methods: set[str] | None = None) -> list[dict[str, Any]]:
         """One row per (method, question, mode): ranked chunk indices (top ``retrieve_top_k``), the first
@@ -323,6 +352,7 @@ class RagEvaluator:
             self.latency.add("embed HyDE passage", time.perf_counter() - t0, len(hyde_q))
             h_emb = {q.qid: arr[i] for i, q in enumerate(hyde_q)}
         rows = []
+        depth_d = max(c.dense_top_k, c.retrieve_top_k)  # HyDE's dense ranking: as deep as first_stage's
         self._lists: dict[tuple[str, str], tuple[list, list, set[int]]] = {}
         for m, lib in tqdm(self.indices.items(), desc="retrieve"):
             for qi, q in enumerate(questions):
@@ -330,19 +360,7 @@ class RagEvaluator:
                     continue
                 idx = lib.book(q.book_id)  # the book-level filter
                 n = len(idx)
-                # single-retriever modes are ranked retrieve_top_k deep; fusion takes the configured
-                # candidate depths (dense_top_k, sparse_top_k) of each list
-                depth_d, depth_s = max(c.dense_top_k, c.retrieve_top_k), max(c.sparse_top_k, c.retrieve_top_k)
-                t0 = time.perf_counter()
-                dense = idx.dense_search(q_emb[qi], depth_d)
-                t1 = time.perf_counter()
-                sparse = idx.sparse_search(q.question, depth_s)
-                t2 = time.perf_counter()
-                hybrid = self._fuse(dense[: c.dense_top_k], sparse[: c.sparse_top_k])
-                t3 = time.perf_counter()
-                self.latency.add("dense search", t1 - t0)
-                self.latency.add("sparse search (BM25)", t2 - t1)
-                self.latency.add("fusion", t3 - t2)
+                dense, sparse, hybrid = self.first_stage(idx, q_emb[qi], q.question)
                 ranked = {"dense": dense, "bm25": sparse, "hybrid": hybrid}
                 full: dict[str, list] = {}
                 rel: set[int] | None = None
@@ -357,10 +375,7 @@ class RagEvaluator:
                     if q.evidence:
                         full["dense+hyde"] = idx.dense_search(h_emb[q.qid], n)
                 if self.reranker is not None and q.qid in rerank_qids and (rerank_methods is None or m in rerank_methods):
-                    t4 = time.perf_counter()
-                    ranked["hybrid+rerank"] = rerank(hybrid, idx.texts, self.reranker, q.title, q.question,
-                                                     c.rerank_candidates)
-                    self.latency.add("rerank", time.perf_counter() - t4)
+                    ranked["hybrid+rerank"] = self.rerank_stage(idx, q, hybrid)
                     if q.evidence:
                         full["hybrid+rerank"] = _extend(ranked["hybrid+rerank"], full["hybrid"])
                 for mode, lst in ranked.items():

@@ -1,0 +1,217 @@
+"""One small example through each step, for the notebooks' walk-throughs (before their batch runs).
+
+* :data:`TOY_BOOK` – a short Project Gutenberg-style file written for this project: header, a
+  contents list, two chapter headings over hard-wrapped paragraphs, the end marker and licence.
+  :func:`toy_book` puts it through the corpus's own cleaning and unit detection
+  (:func:`litseg_nb.api.load_text`), and :func:`preprocessing_steps` says what each step did.
+* :func:`litseg_walkthrough` runs LitSeg's real pipeline (:func:`litseg_nb.litseg.pipeline.annotate_units`)
+  on one unit and :func:`stage_table` / :func:`prompt_text` show, per stage, the rendered prompt,
+  the raw reply of every attempt and the validator's verdict; the record's final segments and
+  :func:`litseg_nb.litseg.pipeline.records_to_chunks` give the reconstruction.
+* :func:`retrieval_examples` computes the retrieval formulas of notebook 05 (RRF, MRR, DCG@k,
+  Recall@k) on a tiny hand-made ranking with the package's own metric functions.
+
+Nothing here re-implements a step: every number comes from the functions the batch runs use.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pandas as pd
+
+TOY_TITLE = "The Lighthouse Keeper"
+TOY_BOOK_ID = "toy:lighthouse"
+
+# Written for this project (not a real book): a Gutenberg header and licence, a contents list and
+# two chapters, hard-wrapped at 60 columns as Gutenberg texts are.
+TOY_BOOK = """\
+The Project Gutenberg eBook of The Lighthouse Keeper
+
+This ebook is for the use of anyone anywhere in the United States and
+most other parts of the world at no cost and with almost no restrictions
+whatsoever.
+
+Title: The Lighthouse Keeper
+
+Author: A. N. Example
+
+Release date: January 1, 2026 [eBook #99999]
+
+Language: English
+
+*** START OF THE PROJECT GUTENBERG EBOOK THE LIGHTHOUSE KEEPER ***
+
+THE LIGHTHOUSE KEEPER
+
+By A. N. Example
+
+CONTENTS
+
+CHAPTER I. The Storm
+CHAPTER II. The Letter
+
+CHAPTER I. The Storm
+
+Martha Lowe had kept the light on Gull Point for eleven
+years. Every evening she climbed the ninety steps, trimmed
+the wick and wound the clockwork that turned the lens.
+
+On the night of the great storm the glass rattled in its
+frame. She heard a ship's bell somewhere below the cliff.
+She lit a second lamp and carried it to the gallery.
+
+At dawn the sea was quiet again. A rowing boat lay on the
+shingle, and beside it a boy who would not say his name.
+
+CHAPTER II. The Letter
+
+Three weeks later the boy was still at the lighthouse. He
+swept the stairs without being asked and learned to read
+the barometer.
+
+In March a letter came from the harbour master. A family
+in the town had lost a son at sea, it said, and they had
+seen a boy at the Point.
+
+Martha read the letter twice. Then she folded it, put it
+in her apron pocket and went up to light the lamp.
+
+*** END OF THE PROJECT GUTENBERG EBOOK THE LIGHTHOUSE KEEPER ***
+
+Updated editions will replace the previous one. Creating the works from
+print editions not protected by U.S. copyright law means that no one
+owns a United States copyright in these works.
+"""
+
+
+def toy_book(max_unit_words: int = 2000, sentence_splitter: str = "nupunkt"):
+    """``(raw, book)``: :data:`TOY_BOOK` and the cleaned, unit-split, sentence-indexed book."""
+    from .api import load_text
+
+    book = load_text(text=TOY_BOOK, book_id=TOY_BOOK_ID, title=TOY_TITLE, max_unit_words=max_unit_words,
+                     sentence_splitter=sentence_splitter)
+    return TOY_BOOK, book
+
+
+def preprocessing_steps(raw: str, book: Any) -> pd.DataFrame:
+    """What cleaning and unit detection did to ``raw`` (one row per step), from their own reports."""
+    from .data.gutenberg import clean_gutenberg_text
+
+    report = clean_gutenberg_text(raw, source="<toy book>").report  # the report load_text does not keep
+    structure = book.meta["structure"]
+    lines = raw.splitlines()
+    a, b = report.body_lines
+    dropped = [book.text[s:e].split("\n")[0][:40] + f" ({why})" for s, e, why in structure["dropped"]]
+    rows = [
+        ("1. licence stripped", f"raw lines 1-{a} (header, licence) and {b + 1}-{len(lines)} (end marker, licence) "
+                                f"removed; title {report.title!r}, author {report.author!r} read from the header"),
+        ("2. paragraphs unwrapped", f"{b - a} body lines -> {report.n_paragraphs} paragraphs "
+                                    f"(hard wraps at {report.wrap_width} columns joined)"),
+        ("3. headings found", f"{structure['headings']} heading(s) of kind(s) {structure['heading_kinds']}; "
+                              f"levels {structure['levels']}; unit level {structure['unit_level']}"),
+        ("4. contents list", f"{structure['toc_entries']} entries, {structure['toc_matched']} found again in the body"),
+        ("5. not narrative", "; ".join(dropped) or "nothing dropped"),
+        ("6. units", f"{len(book.units)} unit(s): " + "; ".join(
+            f"{u.title!r} ({u.n_sentences} sentences, {len(u.text(book.text).split())} words)" for u in book.units)),
+    ]
+    return pd.DataFrame(rows, columns=["step", "what it did"])
+
+
+# ----------------------------------------------------------------------------------------- LitSeg
+def litseg_walkthrough(book: Any, unit: Any, backend: Any, cfg: Any, length_reference: int | None) -> dict[str, Any]:
+    """LitSeg's pipeline on one unit (no annotations file): the unit's annotation record."""
+    from .litseg import pipeline
+
+    run = pipeline.annotate_units([(book, unit)], backend, cfg, length_reference=length_reference,
+                                  method="litseg-walkthrough", progress=False)
+    return run.records[0]
+
+
+def prompt_text(record: dict[str, Any], stage: str) -> str:
+    """The user prompt of ``stage`` as the model received it (earlier stages' results filled in)."""
+    from .litseg.prompting import stage_user_prompt
+
+    st = record["stages"]
+    return stage_user_prompt(stage, record["chapter_content"], record["n_sentences"],
+                             st["stage1"].get("passed_on", ""), st["stage2"].get("passed_on", ""))
+
+
+def stage_table(record: dict[str, Any], reply_chars: int = 300) -> pd.DataFrame:
+    """One row per stage and attempt: the raw reply (cropped to ``reply_chars``), valid, the validator's errors."""
+    rows = []
+    for stage, st in record["stages"].items():
+        attempts = st["attempts"]
+        for a in attempts:
+            text = a["text"] or ""
+            rows.append({"stage": stage, "attempt": a["attempt"], "valid": a["valid"],
+                         "errors": "; ".join(a["errors"][:3]) or "-",
+                         "reply": text[:reply_chars] + (" [...]" if len(text) > reply_chars else ""),
+                         "tokens in/out": f"{a['prompt_tokens']}/{a['completion_tokens']}",
+                         # what the stage handed on: the valid reply ("none") or a fallback
+                         "passed on": (st.get("fallback", "") if stage != "stage3" else "") if a is attempts[-1] else ""})
+    return pd.DataFrame(rows)
+
+
+def verdict_table(record: dict[str, Any]) -> pd.DataFrame:
+    """The final segments and how they were obtained (fallback, repairs)."""
+    segs = pd.DataFrame(record["segments"])
+    segs.insert(0, "fallback", record["fallback"])
+    segs["repair_actions"] = "; ".join(record.get("repair_actions") or []) or "-"
+    return segs
+
+
+def crop_middle(prompt: str, width: int = 1200) -> str:
+    """A long prompt cropped in the middle for display (its start and its end, which hold the unit)."""
+    if len(prompt) <= width:
+        return prompt
+    half = width // 2
+    return prompt[:half] + f"\n[... {len(prompt) - width:,} characters of the verbatim prompt ...]\n" + prompt[-half:]
+
+
+# ----------------------------------------------------------------------------------------- retrieval
+def retrieval_examples(k: int = 60) -> dict[str, Any]:
+    """The retrieval formulas on a tiny example, computed by the package's functions.
+
+    Four chunks (0-3); dense ranks them 2, 0, 3, 1 and BM25 ranks them 0, 1, 2, 3; the relevant
+    chunk is 1. Three questions have their first relevant chunk at ranks 1, 3 and none.
+    """
+    from .metrics.retrieval import dcg_at_k, hit_at_k, recall_at_k, reciprocal_rank
+    from .rag.fusion import rrf_fuse
+
+    dense = [(2, 0.9), (0, 0.8), (3, 0.5), (1, 0.4)]
+    bm25 = [(0, 7.0), (1, 5.0), (2, 1.0), (3, 0.5)]
+    fused = rrf_fuse([dense, bm25], k=k)
+    rrf = pd.DataFrame([{"chunk": d, "dense rank": [x for x, _ in dense].index(d) + 1,
+                         "BM25 rank": [x for x, _ in bm25].index(d) + 1, "RRF score": s,
+                         "fused rank": i} for i, (d, s) in enumerate(fused, 1)])
+    ranks = [1, 3, None]
+    per_q = pd.DataFrame([{"question": f"q{i + 1}", "first relevant rank": r if r is not None else "none",
+                           "RR": reciprocal_rank(r), "DCG@2": dcg_at_k(r, 2), "DCG@5": dcg_at_k(r, 5),
+                           "Recall@2": recall_at_k(r, 2), "Hit@5": hit_at_k(r, 5)} for i, r in enumerate(ranks)])
+    means = per_q[["RR", "DCG@2", "DCG@5", "Recall@2", "Hit@5"]].mean().rename({"RR": "MRR"})
+    return {"rrf": rrf, "per_question": per_q, "means": means}
+
+
+def one_question_stages(ev: Any, question: Any, method: str, depth: int = 5) -> pd.DataFrame:
+    """Dense, BM25 and the fused ranking of one question on one chunk set, side by side (top ``depth``),
+    by the evaluator's own first stage (``ev``: a built :class:`~litseg_nb.rag.pipeline.RagEvaluator`,
+    :meth:`~litseg_nb.rag.pipeline.RagEvaluator.first_stage`; not timed)."""
+    idx = ev.indices[method].book(question.book_id)
+    q_emb = ev.embedder.encode([question.question], kind="query")[0]
+    dense, sparse, fused = ev.first_stage(idx, q_emb, question.question, record=False)
+    rel = idx.relevant(question.evidence) if question.evidence else set()
+    rows = []
+    for name, lst in (("dense", dense), ("BM25", sparse), (f"hybrid ({ev.cfg.fusion})", fused)):
+        for r, (d, s) in enumerate(lst[:depth], 1):
+            rows.append({"ranking": name, "rank": r, "chunk": idx.chunk_ids[d], "score": round(float(s), 4),
+                         "relevant": d in rel, "text": idx.texts[d][:90].replace("\n", " ")})
+    return pd.DataFrame(rows)
+
+
+
+
+def demo_question(rows: Sequence[dict[str, Any]], questions: Sequence[Any], method: str) -> Any:
+    """The first question some chunk of ``method`` can answer (its evidence is in a chunk), else the first
+    question: the one :func:`one_question_stages` shows."""
+    answerable = {r["qid"] for r in rows if r["method"] == method and r.get("answerable")}
+    return next((q for q in questions if q.qid in answerable), questions[0])

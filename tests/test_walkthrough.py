@@ -1,0 +1,60 @@
+"""The notebooks' walk-throughs show what the real functions did (cheap: a toy book, a scripted LLM)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from litseg_nb import walkthrough
+from litseg_nb.litseg.config import LitSegConfig
+from litseg_nb.litseg.pipeline import records_to_chunks
+from litseg_nb.llm import ScriptedBackend
+
+
+def test_toy_book_through_cleaning_and_heading_detection():
+    raw, book = walkthrough.toy_book(300)
+    assert "*** START OF THE PROJECT GUTENBERG EBOOK" in raw and "Project Gutenberg" not in book.text
+    assert [u.title for u in book.units] == ["CHAPTER I. The Storm", "CHAPTER II. The Letter"]
+    steps = dict(walkthrough.preprocessing_steps(raw, book).itertuples(index=False))
+    assert steps["4. contents list"] == "2 entries, 2 found again in the body"
+    assert "CONTENTS" in steps["5. not narrative"] and "2 unit(s)" in steps["6. units"]
+    assert "title 'The Lighthouse Keeper', author 'A. N. Example'" in steps["1. licence stripped"]
+
+
+def _reply(conv):
+    user = conv[-1]["content"]
+    if "ONLY Step 1" in user:
+        return json.dumps({"step_1_events": "the storm; the boy"})
+    if "ONLY Step 2" in user:
+        return "not json"  # invalid: retried, then passed on verbatim
+    return json.dumps({"chapter_title": "T", "step_3_turning_points": [],
+                       "segments": [{"subtitle": "Storm", "from_idx": 1, "to_idx": 6, "context_idx": []},
+                                    {"subtitle": "Dawn", "from_idx": 7, "to_idx": 8, "context_idx": [5]}]})
+
+
+def test_one_unit_through_the_three_prompts():
+    _, book = walkthrough.toy_book(300)
+    unit = book.units[0]
+    cfg = LitSegConfig.for_profile("test", max_retries=1)
+    record = walkthrough.litseg_walkthrough(book, unit, ScriptedBackend(reply_fn=_reply), cfg, 100)
+    stages = walkthrough.stage_table(record)
+    assert list(stages["stage"]) == ["stage1", "stage2", "stage2", "stage3"]  # stage 2 retried once
+    assert list(stages["valid"]) == [True, False, False, True]
+    assert list(stages["passed on"]) == ["none", "", "raw_passthrough", ""]
+    assert "not parsable JSON" in stages["errors"].iloc[1]
+    # the stage-3 prompt holds the earlier stages' results as they were passed on
+    p3 = walkthrough.prompt_text(record, "stage3")
+    assert "the storm; the boy" in p3 and "not json" in p3 and "[8] A rowing boat" in p3
+    verdict = walkthrough.verdict_table(record)
+    assert list(verdict["fallback"]) == ["none", "none"] and list(verdict["to_idx"]) == [6, 8]
+    chunks = records_to_chunks([book], [record], method="litseg-walkthrough")
+    assert [c.subtitle for c in chunks] == ["Storm", "Dawn"] and chunks[1].context_idx == [5]
+    assert walkthrough.crop_middle("x" * 50, 20).count("characters of the verbatim prompt") == 1
+
+
+def test_retrieval_examples_are_the_package_formulas():
+    ex = walkthrough.retrieval_examples(k=60)
+    assert list(ex["rrf"]["chunk"]) == [0, 2, 1, 3]  # both retrievers' agreement beats one first place
+    assert ex["rrf"]["RRF score"].iloc[0] == pytest.approx(1 / 62 + 1 / 61)
+    assert ex["means"]["MRR"] == pytest.approx(4 / 9) and ex["means"]["DCG@5"] == pytest.approx(0.5)
+    assert ex["means"]["Recall@2"] == pytest.approx(1 / 3)
