@@ -140,9 +140,6 @@ def render_segments_html(book: Book, record: dict[str, Any], label: str) -> str:
     return "\n".join(parts)
 
 
-#: the former name, still called by notebook 02 (``report.render_unit_html``); new code calls
-#: :func:`render_segments_html`
-render_unit_html = render_segments_html
 
 
 def length_figure(segments: pd.DataFrame, title: str):
