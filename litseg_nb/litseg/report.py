@@ -140,8 +140,6 @@ def render_segments_html(book: Book, record: dict[str, Any], label: str) -> str:
     return "\n".join(parts)
 
 
-
-
 def length_figure(segments: pd.DataFrame, title: str):
     """Histogram of segment lengths (sentences and tokens), split by structured output."""
     import matplotlib.pyplot as plt
