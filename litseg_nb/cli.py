@@ -4,7 +4,7 @@ This module owns :func:`main` and every subcommand's argument parser. The work i
 library functions: notebooks by :mod:`litseg_nb.runner`, ``segment`` by
 :mod:`litseg_nb.batch_segment`, ``import-chunks`` by :mod:`litseg_nb.chunk_import`, ``download-data``
 by :mod:`litseg_nb.download`, ``boundaries`` by :mod:`litseg_nb.metrics.boundaries`, ``rehearse`` by
-:mod:`litseg_nb.rehearse`; ``run``, ``list``, ``config`` and ``lab`` are small handlers here.
+:mod:`litseg_nb.rehearse`, ``gallery`` by :mod:`litseg_nb.gallery`; ``run``, ``list``, ``config`` and ``lab`` are small handlers here.
 
 * ``run --profile smoke [--only 01,04] [-p key=value ...] [--set section.field=value ...]`` executes
   the numbered notebooks (:func:`litseg_nb.runner.run_notebooks`).
@@ -33,7 +33,7 @@ import os
 import sys
 from typing import Any, Callable, Iterator, Sequence
 
-from . import rehearse
+from . import gallery, rehearse
 from .batch_segment import __doc__ as _SEGMENT_DOC
 from .batch_segment import segment_main
 from .chunk_import import cli as import_chunks_main
@@ -315,6 +315,16 @@ def _rehearse_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     return p
 
 
+def _gallery_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="a gallery page of outputs/<profile>/ (tables and figures) in docs/gallery/<profile>/",
+                       description=gallery.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", default="smoke", choices=PROFILES,
+                   help="whose outputs/<profile>/ to show (default: smoke)")
+    p.add_argument("--out", default=None,
+                   help="folder of the page (default: docs/gallery/<profile>/ in the checkout)")
+    return p
+
+
 # ------------------------------------------------------------------ the table and main
 Builder = Callable[[Any, str], argparse.ArgumentParser]
 Handler = Callable[[argparse.Namespace], int]
@@ -330,6 +340,7 @@ COMMANDS: dict[str, tuple[Builder, Handler]] = {
     "segment": (_segment_parser, segment_main),
     "boundaries": (_boundaries_parser, boundaries_main),
     "rehearse": (_rehearse_parser, rehearse.main),
+    "gallery": (_gallery_parser, gallery.run),
 }
 
 

@@ -17,19 +17,16 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .config import PROFILES
+from .config import PROFILES, ConfigError
+from .errors import UsageError
 from .paths import NOTEBOOKS_DIR, REPO_ROOT, outputs_root
 from .safe_io import atomic_path, write_text_atomic
 
+class GalleryError(UsageError, FileNotFoundError):
+    """The profile's outputs folder holds nothing to show (run the notebooks first)."""
+
+
 _NN = re.compile(r"^(\d{2})_")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``gallery`` subcommand's options."""
-    parser.add_argument("--profile", default="smoke", choices=PROFILES,
-                        help="whose outputs/<profile>/ to show (default: smoke)")
-    parser.add_argument("--out", default=None,
-                        help="folder of the page (default: docs/gallery/<profile>/ in the checkout)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,12 +88,12 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
     """Write the gallery of ``profile`` (from ``outputs``, default ``outputs/<profile>``) into ``dest``
     (default ``docs/gallery/<profile>``); returns the page's path."""
     if profile not in PROFILES:
-        raise ValueError(f"gallery: unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
+        raise ConfigError(f"gallery: unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
     src = Path(outputs) if outputs is not None else outputs_root() / profile
     table_files = sorted((src / "tables").glob("*.md"))
     png_files = sorted((src / "figures").glob("*.png"))
     if not table_files and not png_files:
-        raise FileNotFoundError(f"gallery: no tables or figures under {src}; run "
+        raise GalleryError(f"gallery: no tables or figures under {src}; run "
                                 f"`python -m litseg_nb run --profile {profile}` first")
     dest = Path(dest) if dest is not None else default_dest(profile)
     fig_dir = dest / "figures"
@@ -117,13 +114,3 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
     write_text_atomic(page, gallery_markdown(profile, _group(table_files, set(titles)),
                                              _group(png_files, set(titles)), titles, source))
     return page
-
-
-def main(argv: Any = None) -> int:  # for `python -m litseg_nb.gallery` until the CLI registers it
-    parser = argparse.ArgumentParser(prog="python -m litseg_nb.gallery", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -35,7 +35,8 @@ class NotebookFailed(LitsegError, RuntimeError):
             what = f"{cause.ename}: {cause.evalue} (cell {getattr(cause, 'exec_count', '?')})"
         else:
             what = f"{type(cause).__name__}: {str(cause).strip()[-2000:]}"
-        super().__init__(f"notebook {notebook.name} failed: {what}\nexecuted copy (with the traceback): {executed}")
+        what = " ".join(what.split())  # one console line, however many lines the error had
+        super().__init__(f"notebook {notebook.name} failed: {what}; executed copy (with the traceback): {executed}")
 
 
 class Interrupted(KeyboardInterrupt):

@@ -1,11 +1,11 @@
 """The gallery page is built from an outputs folder: tables' Markdown, figures copied, stale ones removed."""
 from __future__ import annotations
 
-import argparse
 
 import pytest
 
-from litseg_nb import gallery
+from litseg_nb import cli, gallery
+from litseg_nb.config import ConfigError
 
 
 def _fake_outputs(root):
@@ -42,16 +42,17 @@ def test_gallery_page_from_a_fake_outputs_folder(tmp_path):
 
 
 def test_gallery_errors_and_cli_hooks(tmp_path, capsys, monkeypatch):
-    with pytest.raises(FileNotFoundError, match="no tables or figures under .*run --profile test"):
+    with pytest.raises(gallery.GalleryError, match="no tables or figures under .*run --profile test"):
         gallery.write_gallery("test", outputs=tmp_path / "nothing", dest=tmp_path / "g")
-    with pytest.raises(ValueError, match="unknown profile"):
+    with pytest.raises(ConfigError, match="unknown profile"):
         gallery.write_gallery("tset", outputs=tmp_path)
-    parser = argparse.ArgumentParser()
-    gallery.add_arguments(parser)
-    args = parser.parse_args(["--profile", "test", "--out", str(tmp_path / "g")])
     src = _fake_outputs(tmp_path / "outputs" / "test")
     monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "outputs"))
-    assert gallery.run(args) == 0
+    assert cli.main(["gallery", "--profile", "test", "--out", str(tmp_path / "g")]) == 0
     assert "1 figure(s) copied" in capsys.readouterr().out
     assert (tmp_path / "g" / "README.md").read_text().count("## ") >= 2
+    # nothing to show: one line from the CLI, usage exit code
+    assert cli.main(["gallery", "--profile", "full", "--out", str(tmp_path / "g2")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no tables or figures" in err[0]
     assert src.is_dir()

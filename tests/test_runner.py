@@ -40,8 +40,9 @@ def test_run_injects_parameters_and_stops_on_failure(tmp_path, monkeypatch, fres
     runs = runner.run_notebooks("test", only=("01",), parameters={"k": 5})
     assert json.loads((fresh_dirs / "outputs" / "k.json").read_text()) == ["test", 5]
     assert runs[0].executed.is_file()
-    with pytest.raises(runner.NotebookFailed, match="02_boom.ipynb failed.*boom in book X"):
+    with pytest.raises(runner.NotebookFailed, match="02_boom.ipynb failed.*boom in book X") as failed:
         runner.run_notebooks("test")
+    assert "\n" not in str(failed.value) and "02_boom.FAILED.ipynb" in str(failed.value)  # one console line
     assert not (fresh_dirs / "outputs" / "test" / "executed" / "03_never.ipynb").exists()
     with pytest.raises(ConfigError, match="not declared"):
         runner.run_notebooks("test", only=("01",), parameters={"kk": 5})
