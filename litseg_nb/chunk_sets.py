@@ -10,8 +10,9 @@ marked by its ``<name>.import.json``); notebook 07 keeps its ablation variants a
 This module owns
 
 * :data:`METHOD_ORDER` — the order sets are evaluated and tabled in: the registry's method names
-  (:data:`litseg_nb.chunkers.registry.METHOD_NAMES`: notebook 04's baselines in table order, then
-  LitSeg and LitSeg-Lite), other names (imported sets, ``lib:`` presets) after them by name;
+  (:data:`litseg_nb.methods.METHOD_NAMES`, checked against the registry's specs: notebook 04's
+  baselines in table order, then LitSeg and LitSeg-Lite), other names (imported sets, ``lib:``
+  presets) after them by name;
 * :func:`discover` — which sets exist (and which expected ones are missing; a set asked for by name
   that does not exist is an :class:`EvaluationError`);
 * :func:`load` / :func:`load_evaluable` — the chunks of the evaluated books, refusing a LitSeg-Lite
@@ -27,11 +28,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .artifacts import artifact_dir, artifact_path
-from .chunkers.registry import METHOD_NAMES
 from .lite.heldout import refuse_trained_chunk_file
+from .methods import METHOD_NAMES
 from .schema import Chunk, load_chunks, make_sentence_chunk
 
-#: evaluation and table order of the chunk sets: the registry's methods (derived, not listed again)
+#: evaluation and table order of the chunk sets: the registry's methods (not listed again)
 METHOD_ORDER: tuple[str, ...] = METHOD_NAMES
 FALLBACK_NAME = "fallback-sent5"
 FALLBACK_NOTE = f" | NO chunk artifacts found: '{FALLBACK_NAME}' (5-sentence windows) computed here"

@@ -79,11 +79,6 @@ class PreprocessConfig(StageConfig):
     benchmark: bool = True  # run the preprocessing benchmark over all local raw books (fresh interpreter)
     benchmark_big_mb: float = 20.0  # size of the one-body book the benchmark indexes (issue #9: 20 MB < 15 s)
 
-    @classmethod
-    def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        # the shared corpus defaults, per profile; the test profile times a small big book
-        return {"test": {"benchmark_big_mb": 1.0}, "smoke": {}, "full": {}}[profile]
-
 
 # ---------------------------------------------------------------- data files
 def data_files(corpus_cfg: CorpusConfig, root: Path | None = None) -> list[Path]:

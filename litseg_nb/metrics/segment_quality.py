@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..config import ConfigError, StageConfig, one_of
+from ..config import StageConfig, one_of
 
 
 @dataclass(frozen=True)
@@ -41,25 +41,6 @@ class SegmentQualityConfig(StageConfig):
     #: without filled human sheets, the E.3 / B.2 judge fills a copy ("LLM ratings, not human"): this many
     #: items per sheet set (0 = all)
     llm_rating_items: int = 0
-
-    @classmethod
-    def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        if profile == "test":
-            return {"judge_max_units": 1, "judge_max_chunks_per_unit": 6, "judge_retries": 1,
-                    "judge_max_passage_chars": 3000, "human_sheet_chunks": 3, "llm_rating_items": 4,
-                    "llm": {"max_new_tokens": 48}}
-        if profile == "smoke":
-            # a judge call is a ~5.5k-token prompt (~1 min on 2 CPU cores), and SmolLM2 rarely
-            # returns a parsable rubric: judge the two LitSeg methods only, without retries
-            # SmolLM2's 8k context holds the rubric and the passage, not also Lite's ~2.4k-token prompt
-            return {"judge_max_units": 1, "judge_max_chunks_per_unit": 8, "judge_retries": 0,
-                    "judge_max_passage_chars": 6000, "human_sheet_chunks": 20, "judge_pipeline_prompt": "name",
-                    "llm_rating_items": 2,
-                    "judge_methods": ("litseg", "litseg-lite"),
-                    "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
-        if profile == "full":
-            return {}
-        raise ConfigError(f"unknown profile {profile!r}")
 
 
 def boundary_pairs(chunks: Sequence[Any], units: Mapping[tuple[str, str], Any], book_texts: Mapping[str, str]):
