@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -478,10 +479,40 @@ def field_hint(cls: type, parts: typing.Sequence[str]) -> Any:
 _MISSING = object()
 
 
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+_INT_RE = re.compile(r"^[+-]?\d+$")
+
+
+def _scalar(value: Any, base: type) -> Any:
+    """``value`` as ``base``, or raise ValueError."""
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+            return value.strip().lower() in _TRUE
+    elif base is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and _INT_RE.match(value.strip()):
+            return int(value.strip())
+    elif base is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            return float(value.strip())  # ValueError for "abc"
+    elif base is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # e.g. -p books=46 (the runner reads 46 as a number)
+    raise ValueError(value)
+
+
 def coerce(value: Any, hint: Any, where: str) -> Any:
     """A command-line value (a literal or a string) as the field type ``hint`` (:class:`ConfigError` if not)."""
-    from .params import _scalar
-
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (Union, types.UnionType):
         if type(None) in args and (value is None or (isinstance(value, str) and value.lower() in ("none", "null"))):

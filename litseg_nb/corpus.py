@@ -35,7 +35,7 @@ from .config import CorpusConfig, StageConfig
 from .data.gutenberg import GutenbergFormatError, clean_gutenberg_file, read_manifest
 from .data.gutenqa import load_gutenqa
 from .data.literaryqa import LoadReport, load_literaryqa
-from .download import require_dataset_folder
+from .data.missing import require_dataset_folder
 from .paths import data_dir
 from .preprocess.structure import FRONT_MATTER, StructureReport, build_units
 from .schema import Book, Question, Sentence, Unit

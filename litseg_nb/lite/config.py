@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import PROFILES, LLMConfig, StageConfig, at_least, between, one_of
+from ..litseg.config import LitSegConfig
 
 ABLATION_VARIANTS = ("lite", "wo-grpo", "wo-ft", "wo-theo-s1", "wo-theo-s2", "wo-theo-s3", "wo-theory")
 _ATTN_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -114,8 +115,6 @@ class LiteConfig(StageConfig):
 
     @classmethod
     def for_profile(cls, profile: str, **overrides: Any):
-        from ..litseg.config import LitSegConfig
-
         # Lite is evaluated on LitSeg's units: its corpus is LitSeg's (unless overridden)
         lit = LitSegConfig.for_profile(profile).corpus.to_dict()
         over = overrides.pop("corpus", None) or {}
@@ -128,8 +127,6 @@ class LiteConfig(StageConfig):
 
     def teacher(self):
         """The LitSeg (teacher) config whose annotations this student learns from."""
-        from ..litseg.config import LitSegConfig
-
         return LitSegConfig.for_profile(self.annotations_profile or self.profile)
 
     def describe(self) -> str:  # noqa: D401 - names student, teacher, training and evaluation data

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import CorpusConfig, StageConfig, at_least
+from ..config import (SHARED_PROFILE_DEFAULTS, CorpusConfig, LLMConfig, StageConfig, _merge, _split_key, active_sets,
+                      at_least, coerce)
 # the teacher of ``full`` (Qwen3-32B) and why: litseg_nb.profiles, next to the profile table
-from ..profiles import FULL_TEACHER_MODEL  # noqa: F401
+from ..profiles import FULL_TEACHER_MODEL, stage_values  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,21 @@ class LitSegConfig(StageConfig):
         return value or self.llm.max_new_tokens
 
     def student_model(self) -> str:
-        """The LitSeg-Lite student of this profile (notebook 03's ``LiteConfig.llm.model``), for labels."""
-        from ..lite.config import LiteConfig
-
-        return LiteConfig.for_profile(self.profile).llm.model
+        """The LitSeg-Lite student of this profile (notebook 03's ``LiteConfig.llm.model``), for labels:
+        the profile table's ``LiteConfig`` row over the shared one, with the ``--set`` overrides of
+        ``llm.model`` (unqualified or ``LiteConfig.``) in force, as ``LiteConfig.for_profile`` applies them
+        (the student's config sits above this one: Lite is evaluated on LitSeg's units)."""
+        model = _merge(SHARED_PROFILE_DEFAULTS[self.profile]["llm"],
+                       stage_values(self.profile, "LiteConfig").get("llm", {})).get("model", LLMConfig().model)
+        for key, value in active_sets():
+            qual, parts = _split_key(key)
+            if qual not in (None, "LiteConfig") or parts[0] != "llm":
+                continue
+            if parts == ["llm", "model"]:
+                model = coerce(value, str, f"--set {key}")
+            elif parts == ["llm"] and isinstance(value, dict) and "model" in value:
+                model = value["model"]
+        return model
 
     def train_data(self) -> str:
         """One line naming Lite's training units (dataset, split, books)."""
