@@ -47,3 +47,17 @@ def test_building_configs_never_writes_into_the_table():
     for cls in _stage_classes().values():
         cls.for_profile("test", llm={"batch_size": 3}).replace(corpus={"max_books": 1})
     assert PROFILES_TABLE == before
+
+
+@pytest.mark.parametrize("sets", [[], [("LiteConfig.llm.model", "student-x")], [("llm.model", "any-y")],
+                                  [("LitSegConfig.llm.model", "teacher-z")]])
+def test_litseg_names_the_student_lite_builds(sets):
+    # LitSegConfig.student_model reads the profile table (litseg.config no longer imports lite.config):
+    # it must name the model LiteConfig.for_profile builds, --set overrides included
+    from litseg_nb.config import config_sets
+    from litseg_nb.lite.config import LiteConfig
+    from litseg_nb.litseg.config import LitSegConfig
+
+    with config_sets(sets):
+        for profile in PROFILES:
+            assert LitSegConfig.for_profile(profile).student_model() == LiteConfig.for_profile(profile).llm.model
