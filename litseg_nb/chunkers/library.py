@@ -41,6 +41,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from ..chunk_sets import chunk_set_path
 from ..config import ConfigError, StageConfig, between, one_of
 from ..profiles import PROFILES_TABLE
 from ..schema import Book, Chunk, Unit, check_coverage
@@ -535,10 +536,9 @@ def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequ
                      "invalid_replies": extra.get("invalid_replies", 0), "seconds": time.perf_counter() - t0,
                      "note": "unit selection" if len(items) == len(llm_items) and need != "text" else ""})
         if save_profile:
-            from ..artifacts import artifact_path
             from ..schema import save_chunks
 
-            save_chunks(artifact_path(save_profile, "chunks", f"{name}.jsonl"), chunks)
+            save_chunks(chunk_set_path(save_profile, name), chunks)
     return sets, pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
