@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .. import methods as _methods
 from ..cache import StepCache
-from ..methods import ALL_METHODS, LLM_METHODS, METHOD_NAMES, SEGMENTERS  # noqa: F401
 from ..llm.base import UsageTag
+from ..methods import ALL_METHODS, LLM_METHODS, METHOD_NAMES, SEGMENTERS  # noqa: F401
 from ..schema import Book, Chunk, Unit, assert_full_coverage, check_coverage
 from .base import ChunkerError, load_tokenizer
 from .lumber import lumber_chunks_batch
