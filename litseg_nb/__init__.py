@@ -13,7 +13,7 @@ Use any segmenter on your own book::
 from . import schema  # noqa: F401  (Chunk, Book: the types segment returns)
 from .api import load_text, segment
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 import warnings as _warnings  # noqa: E402
 

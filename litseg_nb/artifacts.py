@@ -88,7 +88,7 @@ def write_manifest(profile: str, notebook: str, parameters: dict[str, Any],
     """``outputs/<profile>/manifests/<notebook>.json``: commit, parameters, data hashes, versions."""
     root = outputs_dir(profile) / "manifests"
     root.mkdir(parents=True, exist_ok=True)
-    from . import __version__
+    from ._version import __version__
 
     manifest = {
         "notebook": notebook,

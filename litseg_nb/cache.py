@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__
+from ._version import __version__
 from .paths import cache_dir
 from .errors import LitsegError
 

@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from .chunk_sets import METHOD_ORDER, chunk_set_path
 from .schema import Book, Chunk, Unit
 from .errors import UsageError
 from .text_offsets import normalize_with_offsets
@@ -385,15 +386,11 @@ def load_book(book_id: str, profile: str) -> Book:
 def check_import_name(name: str, profile: str) -> None:
     """An imported set may not take the name of one of this project's methods (``token``, ``litseg``...)
     nor replace a chunk set a notebook wrote: :class:`ChunkImportError` naming the clash."""
-    from .artifacts import artifact_path
-    from .chunkers.registry import METHOD_NAMES
-    from .rag.pipeline import METHOD_ORDER
-
     base = name.split("@")[0]
-    if name in METHOD_NAMES or name in METHOD_ORDER or base in METHOD_NAMES:
+    if name in METHOD_ORDER or base in METHOD_ORDER:
         raise ChunkImportError(f"chunk set name {name!r} is one of this project's methods; imported sets need "
                                f"their own name (e.g. {name}-imported or <tool>-{name})")
-    out = artifact_path(profile, "chunks", f"{name}.jsonl")
+    out = chunk_set_path(profile, name)
     if out.is_file() and not out.with_suffix(".import.json").is_file():
         raise ChunkImportError(f"{out} exists and was not imported (a notebook wrote it); choose another --name")
 
@@ -405,7 +402,6 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
 
     Also writes ``<name>.import.json`` (the report) next to it. ``book`` skips loading the corpus.
     """
-    from .artifacts import artifact_path
     from .schema import save_chunks
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+@-]*", name):
@@ -428,7 +424,7 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
         raise ChunkImportError(f"book {book.book_id!r} given for book_id {book_id!r}")
     chunks, rep = import_chunks(book, texts, name, source=str(path), min_score=min_score, n_empty_rows=empty)
     if save:
-        out = artifact_path(profile, "chunks", f"{name}.jsonl")
+        out = chunk_set_path(profile, name)
         # merge with chunks of other books already imported under the same name
         if out.is_file():
             from .schema import load_chunks
@@ -468,8 +464,6 @@ def cli(args: Any) -> int:
     except (ChunkImportError, FileNotFoundError, OSError) as e:
         print(f"[litseg_nb] import-chunks: {e}", file=sys.stderr)
         return 2
-    from .artifacts import artifact_path
-
     print(rep.summary())
-    print(f"written: {artifact_path(args.profile, 'chunks', args.name + '.jsonl')}")
+    print(f"written: {chunk_set_path(args.profile, args.name)}")
     return 0

@@ -11,8 +11,9 @@ Unknown keys are an error that names the key (:class:`ConfigError`); so is a val
 (:class:`LLMConfig`, :class:`EmbeddingConfig`, :class:`CorpusConfig`) accept plain dicts in
 overrides, so a papermill parameter such as ``llm={"batch_size": 4}`` works.
 
-The shared sub-configs have one set of per-profile defaults, in :data:`SHARED_PROFILE_DEFAULTS`;
-a stage adds its own per-profile values by overriding :meth:`StageConfig.profile_defaults`.
+Every profile's values — the shared sub-configs' and each stage's own — are in one table,
+:data:`litseg_nb.profiles.PROFILES_TABLE` (``[profile]["shared"]`` and ``[profile][StageClassName]``),
+read by :meth:`StageConfig.for_profile`.
 """
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Union
 from .errors import UsageError
 
-PROFILES = ("test", "smoke", "full")
+from .profiles import PROFILES, PROFILES_TABLE, stage_values
 
 
 class ConfigError(UsageError, ValueError):
@@ -360,50 +362,17 @@ class UnitSelection(_Base):
     max_unit_words: int = at_least(0, 0)
 
 
-SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
-    "test": {
-        "llm": {"backend": "hf", "model": "tiny-random", "batch_size": 4, "max_new_tokens": 48,
-                "max_model_len": 2048},
-        "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 32},
-        "corpus": {"datasets": ("gutenqa", "gutenberg"), "max_books": 2, "max_units_per_book": 2,
-                   "unit_selection": "questions",
-                   "max_unit_words": 300},
-        # the LLM methods: Emma's first two units holding a question's evidence (tiny random model)
-        "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "max_units": 2},
-    },
-    "smoke": {
-        "llm": {"backend": "hf", "model": "smollm2-135m-instruct", "batch_size": 8,
-                "max_new_tokens": 384, "max_model_len": 8192},
-        "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 64},
-        "corpus": {"datasets": ("gutenqa", "gutenberg", "literaryqa"), "max_unit_words": 900},
-        # the LLM methods: the fewest Emma units holding the evidence of >= 8 GutenQA questions
-        # (8 units, 147 sentences at 900 words/unit), so notebook 05 compares every method on 8 questions
-        "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "min_questions": 8},
-    },
-    "full": {
-        "llm": {"backend": "vllm", "model": "Qwen/Qwen3-8B", "batch_size": 256, "max_new_tokens": 4096,
-                "max_model_len": 32768, "dtype": "bfloat16", "device": "cuda",
-                # vLLM's defaults for one GPU, stated (tensor_parallel_size > 1 for a teacher that does
-                # not fit); LoRA on, so Lite's adapters are requests on the base model's engine (03, 07)
-                # and every role of one model shares one engine (same settings everywhere)
-                "engine": {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "enable_lora": True,
-                           "max_lora_rank": 32}},
-        "embedding": {"backend": "flagembedding", "model": "BAAI/bge-m3", "batch_size": 256,
-                      "device": "cuda", "use_instructions": True, "max_passage_tokens": 8192},
-        "corpus": {"datasets": ("gutenqa", "literaryqa"), "literaryqa_split": "test",
-                   "max_unit_words": 6000},
-        "selection": {"strategy": "first"},  # every unit of the evaluation corpus
-    },
-}
+#: the shared sub-configs' values per profile: the ``"shared"`` rows of :data:`litseg_nb.profiles.PROFILES_TABLE`
+SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {p: PROFILES_TABLE[p]["shared"] for p in PROFILES}
 
 
 @dataclass(frozen=True)
 class StageConfig(_Base):
     """Base of every notebook/stage config: profile, seed and the shared sub-configs.
 
-    Subclasses add their own fields (all with defaults) and override :meth:`profile_defaults` to
-    give per-profile values for them, with an explicit entry for every profile (``full`` included,
-    even when it is empty: the dataclass defaults are the ``full`` values).
+    Subclasses add their own fields (all with defaults); their per-profile values are the rows of
+    :data:`litseg_nb.profiles.PROFILES_TABLE` under the class's name, with an explicit entry for every
+    profile (``full`` included, even when it is empty: the dataclass defaults are the ``full`` values).
     """
 
     profile: str = one_of("test", *PROFILES)
@@ -415,14 +384,21 @@ class StageConfig(_Base):
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        """Stage-specific per-profile values (merged over the shared defaults)."""
+        """Stage-specific per-profile values (merged over the shared defaults): the profile table's row
+        of the nearest class (this one, else a base) that has one."""
+        _check_profile(profile)
+        for klass in cls.__mro__:
+            if klass is StageConfig:
+                break
+            if klass.__name__ in PROFILES_TABLE[profile]:
+                return copy.deepcopy(stage_values(profile, klass.__name__))
         return {}
 
     @classmethod
     def for_profile(cls, profile: str, **overrides: Any):
         """Build the config for ``profile`` with explicit ``overrides`` (unknown keys raise)."""
         _check_profile(profile)
-        values: dict[str, Any] = _merge(SHARED_PROFILE_DEFAULTS[profile], cls.profile_defaults(profile))
+        values: dict[str, Any] = _merge(copy.deepcopy(SHARED_PROFILE_DEFAULTS[profile]), cls.profile_defaults(profile))
         values = apply_sets(cls, values, active_sets())  # `run --set` / `config --set` ($LITSEG_SET)
         values = apply_server_env(cls, values)  # $LITSEG_JUDGE_URLS, ... (see SERVER_ENV)
         values = _merge(values, overrides)
@@ -512,10 +488,40 @@ def field_hint(cls: type, parts: typing.Sequence[str]) -> Any:
 _MISSING = object()
 
 
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+_INT_RE = re.compile(r"^[+-]?\d+$")
+
+
+def _scalar(value: Any, base: type) -> Any:
+    """``value`` as ``base``, or raise ValueError."""
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+            return value.strip().lower() in _TRUE
+    elif base is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and _INT_RE.match(value.strip()):
+            return int(value.strip())
+    elif base is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            return float(value.strip())  # ValueError for "abc"
+    elif base is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # e.g. -p books=46 (the runner reads 46 as a number)
+    raise ValueError(value)
+
+
 def coerce(value: Any, hint: Any, where: str) -> Any:
     """A command-line value (a literal or a string) as the field type ``hint`` (:class:`ConfigError` if not)."""
-    from .params import _scalar
-
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (Union, types.UnionType):
         if type(None) in args and (value is None or (isinstance(value, str) and value.lower() in ("none", "null"))):
@@ -548,7 +554,7 @@ def apply_sets(cls: type, values: dict[str, Any], sets: typing.Sequence[tuple[st
     ``ClassName.path``, only to that class; a qualified path the class lacks is an error)."""
     if not sets:
         return values
-    values = copy.deepcopy(values)  # never write into SHARED_PROFILE_DEFAULTS' nested dicts
+    values = copy.deepcopy(values)  # never write into the profile table's nested dicts
     for key, value in sets:
         qual, parts = _split_key(key)
         if qual is not None and qual != cls.__name__:

@@ -35,7 +35,7 @@ from .config import CorpusConfig, StageConfig
 from .data.gutenberg import GutenbergFormatError, clean_gutenberg_file, read_manifest
 from .data.gutenqa import load_gutenqa
 from .data.literaryqa import LoadReport, load_literaryqa
-from .download import require_dataset_folder
+from .data.missing import require_dataset_folder
 from .paths import data_dir
 from .preprocess.structure import FRONT_MATTER, StructureReport, build_units
 from .schema import Book, Question, Sentence, Unit
@@ -79,11 +79,6 @@ class PreprocessConfig(StageConfig):
     render_sentences: int = 60  # sentences of the example chapter shown as HTML
     benchmark: bool = True  # run the preprocessing benchmark over all local raw books (fresh interpreter)
     benchmark_big_mb: float = 20.0  # size of the one-body book the benchmark indexes (issue #9: 20 MB < 15 s)
-
-    @classmethod
-    def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        # the shared corpus defaults, per profile; the test profile times a small big book
-        return {"test": {"benchmark_big_mb": 1.0}, "smoke": {}, "full": {}}[profile]
 
 
 # ---------------------------------------------------------------- data files

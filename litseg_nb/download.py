@@ -1,7 +1,7 @@
 """Getting the evaluation data onto a machine with internet access (opt-in, never at run time).
 
 Loading a dataset never downloads: a missing folder is an immediate :class:`DataNotFoundError`
-whose message (:func:`missing_dataset_message`) names the expected files and how to obtain them.
+whose message (:func:`litseg_nb.data.missing.missing_dataset_message`) names the expected files and how to obtain them.
 Downloading is one explicit command::
 
     python -m litseg_nb download-data [--datasets gutenqa,literaryqa] [--dest DIR]
@@ -25,35 +25,9 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from .paths import REPO_ROOT, DataNotFoundError
+from .paths import REPO_ROOT
 
 DOWNLOADABLE = ("gutenqa", "literaryqa")
-_COMMAND = "python -m litseg_nb download-data"
-
-
-def missing_dataset_message(dataset: str, folder: Path) -> str:
-    """Why ``dataset`` cannot be loaded from ``folder`` and how to get it (one paragraph)."""
-    root = folder.parent
-    if dataset == "gutenqa":
-        what = (f"expected {folder / 'GutenQA_paragraphs.parquet'} (hub dataset "
-                f"LumberChunker/GutenQA_Paragraphs) and {folder / 'questions.parquet'} (hub dataset "
-                "LumberChunker/GutenQA)")
-        how = f"on a machine with internet run `{_COMMAND} --datasets gutenqa --dest {root}`"
-    elif dataset == "literaryqa":
-        what = (f"expected {folder / 'annotations'}/<split>.jsonl (hub dataset sapienzanlp/LiteraryQA) "
-                f"and the books' Project Gutenberg texts in {folder / 'texts'}/<split>/<gutenberg_id>.txt")
-        how = f"on a machine with internet run `{_COMMAND} --datasets literaryqa --dest {root}`"
-    else:
-        what = f"expected the dataset folder {folder}"
-        how = "see the README's data section"
-    return (f"{dataset} data not found: {what}. Nothing is downloaded at run time: {how}, or set "
-            f"LITSEG_DATA_DIR to the folder that holds {dataset}/ (see the README, 'Data').")
-
-
-def require_dataset_folder(dataset: str, folder: Path) -> Path:
-    if not folder.is_dir():
-        raise DataNotFoundError(missing_dataset_message(dataset, folder))
-    return folder
 
 
 def default_dest() -> Path:

@@ -58,10 +58,6 @@ class EfficiencyConfig(StageConfig):
     #: also time LitSeg's three stages with the student's model on the §4.4 units (teacher-size control)
     litseg_on_student: bool = True
 
-    @classmethod
-    def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit
-        return {"test": {"timing_dataset": "all"}, "smoke": {"timing_dataset": "all"}, "full": {}}[profile]
 
 USAGE_COLUMNS = ["method", "book", "stage", "calls", "prompt_tokens", "cached_prompt_tokens",
                  "completion_tokens", "latency_s", "cache_hits"]

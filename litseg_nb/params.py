@@ -30,12 +30,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import PROFILES, ConfigError, StageConfig, field_constraint, rejected_choices
+from .config import PROFILES, ConfigError, StageConfig, _scalar, field_constraint, rejected_choices
 
-_TRUE = ("true", "1", "yes")
-_FALSE = ("false", "0", "no")
 _NONE = ("none", "null")
-_INT_RE = re.compile(r"^[+-]?\d+$")
 
 
 
@@ -153,33 +150,6 @@ def _describe(base: Any, optional: bool) -> str:
         text = {bool: "true/false (also 1/0, yes/no)", int: "an integer", float: "a number",
                 str: "a string"}[base]
     return text + (" or none (the profile's value)" if optional else "")
-
-
-def _scalar(value: Any, base: type) -> Any:
-    """``value`` as ``base``, or raise ValueError."""
-    if base is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
-            return value.strip().lower() in _TRUE
-    elif base is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str) and _INT_RE.match(value.strip()):
-            return int(value.strip())
-    elif base is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            return float(value.strip())  # ValueError for "abc"
-    elif base is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)  # e.g. -p books=46 (the runner reads 46 as a number)
-    raise ValueError(value)
 
 
 def convert(name: str, value: Any, annotation: str) -> Any:

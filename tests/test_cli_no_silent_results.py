@@ -34,7 +34,8 @@ def _chunk_file(tmp_path, texts):
 def test_requested_chunk_set_that_does_not_exist_is_an_error(fresh_dirs):
     # before: discover_chunk_sets returned {} + missing and notebook 05 evaluated 'fallback-sent5' (rc 0)
     from litseg_nb.artifacts import artifact_path
-    from litseg_nb.rag.pipeline import EvaluationError, discover_chunk_sets
+    from litseg_nb.chunk_sets import EvaluationError
+    from litseg_nb.chunk_sets import discover as discover_chunk_sets
 
     book = _book()
     save_chunks(artifact_path("test", "chunks", "token.jsonl"),

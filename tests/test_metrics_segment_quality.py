@@ -56,7 +56,7 @@ def test_boundary_similarity_table_per_dataset_and_per_method():
 
 def test_load_evaluated_chunk_sets_names_what_it_leaves_out(fresh_dirs):
     from litseg_nb.artifacts import artifact_path
-    from litseg_nb.metrics.segment_quality import load_evaluated_chunk_sets
+    from litseg_nb.chunk_sets import for_segment_quality as load_evaluated_chunk_sets
     from litseg_nb.schema import save_chunks
 
     book = Book("b", "B", "gutenqa", TEXT, units=[UNIT])

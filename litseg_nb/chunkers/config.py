@@ -16,12 +16,11 @@ Defaults follow the papers where they give a value:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..config import ConfigError, StageConfig, at_least, between, one_of
 
-# the method names come from the one registry of segmenters
-from .registry import ALL_METHODS, LLM_METHODS, METHOD_NAMES, SEGMENTERS  # noqa: F401
+# the method names (checked against the one registry of segmenters by the registry itself)
+from ..methods import ALL_METHODS, LLM_METHODS, METHOD_NAMES, SEGMENTERS  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -99,33 +98,6 @@ class BaselinesConfig(StageConfig):
             if getattr(self, overlap) >= getattr(self, size):
                 raise ConfigError(f"BaselinesConfig.{overlap}: {getattr(self, overlap)} must be below "
                                   f"{size} ({getattr(self, size)})")
-
-    @classmethod
-    def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        if profile == "test":
-            return {"lumber_max_new_tokens": 16, "lumber_max_retries": 1, "proposition_max_new_tokens": 24,
-                    "length_match_max_iter": 6, "perplexity_block_tokens": 256,
-                    "completion_max_new_tokens": 12, "completion_max_items": 2, "completion_context_chars": 200}
-        if profile == "smoke":
-            # non-LLM methods: the eleven raw Gutenberg books + GutenQA's Emma; LLM methods: the
-            # shared selection of Emma units (SmolLM2-135M on CPU; see notebook 04's budget notes)
-            return {"corpus": {"datasets": ("gutenqa", "gutenberg")},
-                    "semantic_books": ("gutenqa:Emma_-_Jane_Austen",),
-                    # margin sampling's left text (the current chunk, three times in the prompt) capped
-                    # at 128 tokens; it rarely binds (SmolLM2 splits often: 64 saved 4% of the prompt
-                    # tokens and no measurable time, so it stays at 128)
-                    "margin_max_left_tokens": 128,
-                    # proposition chunking is decode-bound and SmolLM2-135M loops on a repeated line in
-                    # about half its replies, which then run to the cap: 192 tokens took ~4.3 min of
-                    # the smoke run, 128 (room for ~10 propositions of ~12 tokens) ~2.9 min
-                    "proposition_max_new_tokens": 128,
-                    # completion: 28 chunks x ~7 calls; measured 212 calls / 23 min at 64 tokens, 3 items,
-                    # 400 context chars on a loaded 2-core machine, hence the smaller sizes
-                    "completion_max_new_tokens": 32, "completion_max_items": 1, "completion_context_chars": 200,
-                    "completion_related_chunks": 1}
-        if profile == "full":
-            return {}
-        raise ConfigError(f"unknown profile {profile!r}")
 
     def describe(self) -> str:  # noqa: D102
         out = super().describe() + f" | tokenizer={self.tokenizer}"

@@ -41,7 +41,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from ..chunk_sets import chunk_set_path
 from ..config import ConfigError, StageConfig, between, one_of
+from ..profiles import PROFILES_TABLE
 from ..schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, chunks_from_spans, load_tokenizer, where
 from ..llm.base import LLMError
@@ -124,7 +126,7 @@ def is_library_method(name: str) -> bool:
     return isinstance(name, str) and name.startswith(PREFIX)
 
 
-TEST_PRESETS = ("lib:chonkie-token", "lib:llamaindex-sentence", "lib:langchain-recursive", "lib:semchunk")
+TEST_PRESETS: tuple[str, ...] = PROFILES_TABLE["test"]["LibraryConfig"]["presets"]  # notebook 04 in the test profile
 
 
 def cheap_presets() -> tuple[str, ...]:
@@ -156,14 +158,6 @@ class LibraryConfig(StageConfig):
     # every unit of ``books``. The LLM preset always runs on the selection. Notebook 05 compares
     # chunkers on the units they all cover (the selection), so it loses nothing.
     embedding_units: str = one_of("all", "selection", "all")
-
-    @classmethod
-    def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        if profile == "test":
-            return {"presets": TEST_PRESETS}
-        if profile == "smoke":
-            return {"books": ("gutenqa:Emma_-_Jane_Austen",), "embedding_units": "selection"}
-        return {}
 
     @classmethod
     def like(cls, cfg: Any, **overrides: Any) -> "LibraryConfig":
@@ -542,10 +536,9 @@ def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequ
                      "invalid_replies": extra.get("invalid_replies", 0), "seconds": time.perf_counter() - t0,
                      "note": "unit selection" if len(items) == len(llm_items) and need != "text" else ""})
         if save_profile:
-            from ..artifacts import artifact_path
             from ..schema import save_chunks
 
-            save_chunks(artifact_path(save_profile, "chunks", f"{name}.jsonl"), chunks)
+            save_chunks(chunk_set_path(save_profile, name), chunks)
     return sets, pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 

@@ -3,9 +3,9 @@
 Every segmenter — the baselines of notebook 04, LitSeg (notebook 02) and LitSeg-Lite (notebook 03)
 — is a :class:`ChunkerSpec`: what it needs (rules only, an embedder or an LLM), which config holds
 its options, how it runs on ``(book, unit)`` pairs and which config fields change its result.
-:data:`ALL_METHODS` (the baselines), :data:`LLM_METHODS` and :data:`SEGMENTERS` are derived from it.
-:func:`chunk_units` runs any of them (the public :func:`litseg_nb.segment` uses it); the cached
-per-book runner of the baselines (``run_chunker``, ``run_methods``, ``RunReport``) is
+:data:`ALL_METHODS` (the baselines), :data:`LLM_METHODS` and :data:`SEGMENTERS` (:mod:`litseg_nb.methods`)
+are checked against it. :func:`chunk_units` runs any of them (the public :func:`litseg_nb.segment` uses it); the
+cached per-book runner of the baselines (``run_chunker``, ``run_methods``, ``RunReport``) is
 :mod:`litseg_nb.chunkers.book_runs`.
 """
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .. import methods as _methods
+from ..methods import ALL_METHODS, LLM_METHODS, METHOD_NAMES, SEGMENTERS  # noqa: F401
 from ..schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, load_tokenizer
 from .lumber import lumber_chunks_batch
@@ -214,13 +216,15 @@ _SPECS = (
     ChunkerSpec(name="litseg-lite", needs="llm", run=_lite, config="litseg_nb.lite.config:LiteConfig"),
 )
 REGISTRY: dict[str, ChunkerSpec] = {s.name: s for s in _SPECS}
-#: notebook 04's baselines, in table order
-ALL_METHODS: tuple[str, ...] = tuple(s.name for s in _SPECS if s.is_baseline and not s.internal)
-LLM_METHODS: tuple[str, ...] = tuple(m for m in ALL_METHODS if REGISTRY[m].needs_llm)
-#: the paper's segmenters (notebooks 02 and 03)
-SEGMENTERS: tuple[str, ...] = tuple(s.name for s in _SPECS if not s.is_baseline)
-#: every method name a chunk set can carry
-METHOD_NAMES: tuple[str, ...] = ALL_METHODS + SEGMENTERS
+# the names (ALL_METHODS: notebook 04's baselines in table order, LLM_METHODS, SEGMENTERS: the paper's
+# segmenters, METHOD_NAMES) live in litseg_nb.methods, below the configs; they must be what the specs give
+_DERIVED = {"ALL_METHODS": tuple(s.name for s in _SPECS if s.is_baseline and not s.internal),
+            "SEGMENTERS": tuple(s.name for s in _SPECS if not s.is_baseline)}
+_DERIVED["LLM_METHODS"] = tuple(m for m in _DERIVED["ALL_METHODS"] if REGISTRY[m].needs_llm)
+for _name, _names in _DERIVED.items():
+    if getattr(_methods, _name) != _names:
+        raise ImportError(f"litseg_nb.methods.{_name} {getattr(_methods, _name)} differs from the registry's "
+                          f"specs {_names}: update litseg_nb/methods.py")
 
 
 LIBRARY_CONFIG = "litseg_nb.chunkers.library:LibraryConfig"

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Iterable
 
 from ..schema import Book, Question
+from ..paths import DataNotFoundError
+from .missing import missing_dataset_message
 from .text import join_paragraphs
 from ..errors import UsageError
 
@@ -53,9 +55,6 @@ def local_files(folder: Path | str) -> tuple[Path, Path]:
     paragraphs, questions = folder / PARAGRAPHS_FILE, folder / QUESTIONS_FILE
     for p in (paragraphs, questions):
         if not p.is_file():
-            from ..download import missing_dataset_message
-            from ..paths import DataNotFoundError
-
             raise DataNotFoundError(f"GutenQA file {p} is missing; "
                                     + missing_dataset_message("gutenqa", folder))
     return paragraphs, questions

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import PROFILES, LLMConfig, StageConfig, at_least, between, one_of
+from ..litseg.config import LitSegConfig
 
 ABLATION_VARIANTS = ("lite", "wo-grpo", "wo-ft", "wo-theo-s1", "wo-theo-s2", "wo-theo-s3", "wo-theory")
 _ATTN_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -113,59 +114,7 @@ class LiteConfig(StageConfig):
     examples_to_show: int = 2
 
     @classmethod
-    def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        if profile == "test":
-            return {
-                # the E.2 prompt alone is ~2.1k tokens: the shared test context of 2048 is too short
-                "llm": {"max_model_len": 8192},
-                "fallback_units": "include_if_needed", "min_train_units": 2,
-                "max_train_units": 4, "max_eval_units": 2, "max_seq_tokens": 4096,
-                "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "gradient_checkpointing": False,
-                "sft_learning_rate": 5e-3, "sft_max_steps": 2, "sft_grad_accum": 1, "sft_warmup_ratio": 0.0,
-                "sft_lr_scheduler": "constant",
-                "grpo_learning_rate": 5e-3, "grpo_max_steps": 1, "grpo_num_generations": 2, "grpo_beta": 0.0,
-                "grpo_prompts_per_step": 1, "grpo_max_completion_length": 24, "grpo_temperature": 1.0,
-                # a random model never stops within the cap: masking truncated rollouts would mask all
-                "grpo_mask_truncated_completions": False,
-                # ... and its rollouts all get the same reward: every group is filtered (a no-op step)
-                "grpo_allow_no_signal": True,
-                "judge_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
-                              "max_model_len": 8192},
-                "judge_retries": 1, "infer_max_new_tokens": 16, "infer_retries": 1,
-            }
-        if profile == "smoke":
-            # Sized from measurements on the 2-core CPU: with the verbatim E.2 prompt (~2.1k tokens) a
-            # SmolLM2-135M example is ~3.3k tokens; one SFT step on it took ~98 s and generating 96
-            # tokens ~31 s. So: 2 SFT steps, 1 GRPO step, 1 held-out unit, short generations.
-            return {
-                "fallback_units": "include_if_needed", "min_train_units": 2,
-                "max_train_units": 2, "max_eval_units": 1, "max_seq_tokens": 6144,
-                "lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "gradient_checkpointing": False,
-                "sft_learning_rate": 2e-4, "sft_max_steps": 2, "sft_grad_accum": 1,
-                "sft_warmup_ratio": 0.0, "sft_lr_scheduler": "constant",
-                "grpo_learning_rate": 2e-5, "grpo_max_steps": 1, "grpo_num_generations": 2,
-                "grpo_prompts_per_step": 1, "grpo_max_completion_length": 64, "grpo_temperature": 1.0,
-                # targets are longer than the CPU-sized cap: masking truncated rollouts would mask all
-                "grpo_mask_truncated_completions": False,
-                # 2 rollouts of a 135M model cut at 64 tokens often score alike: the step may be a no-op
-                "grpo_allow_no_signal": True,
-                "judge_llm": {"backend": "hf", "model": "smollm2-135m-instruct", "max_new_tokens": 64,
-                              "max_model_len": 8192},
-                # retries off on the CPU (each costs a ~3k-token prefill); full uses 3 like LitSeg
-                "judge_retries": 1, "infer_max_new_tokens": 192, "infer_retries": 0,
-                "ablation_max_units": 1,  # 7 variants x ~1 min per unit on the CPU
-                # a judge call is a ~5.5k-token prompt (~1 min on the CPU): GRPO keeps the judge, the
-                # before/after tables report the format reward only (labelled)
-                "eval_with_judge": False,
-            }
-        if profile == "full":
-            return {"llm": {"model": "Qwen/Qwen3-8B"}}
-        raise ValueError(f"unknown profile {profile!r}")
-
-    @classmethod
     def for_profile(cls, profile: str, **overrides: Any):
-        from ..litseg.config import LitSegConfig
-
         # Lite is evaluated on LitSeg's units: its corpus is LitSeg's (unless overridden)
         lit = LitSegConfig.for_profile(profile).corpus.to_dict()
         over = overrides.pop("corpus", None) or {}
@@ -178,8 +127,6 @@ class LiteConfig(StageConfig):
 
     def teacher(self):
         """The LitSeg (teacher) config whose annotations this student learns from."""
-        from ..litseg.config import LitSegConfig
-
         return LitSegConfig.for_profile(self.annotations_profile or self.profile)
 
     def describe(self) -> str:  # noqa: D401 - names student, teacher, training and evaluation data

@@ -2,17 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..config import ConfigError, CorpusConfig, StageConfig, at_least
-
-# The teacher (LitSeg, this config's ``llm``) and the student (LitSeg-Lite, ``LiteConfig.llm``) are
-# separate settings. The paper distils a large teacher into a compact student and names neither in
-# the text we have (its Tables 14-15 are empty); in ``full`` we use Qwen3-32B as the teacher (the
-# largest dense Qwen3; fits one 80 GB GPU in bf16) and Qwen3-8B as the student, which is also the
-# model of the LLM baselines (§4.4: "LitSeg-Lite and LumberChunker using the same inference
-# configuration"). The CPU profiles use one small model for both (labelled: teacher = student).
-FULL_TEACHER_MODEL = "Qwen/Qwen3-32B"
+from ..config import (SHARED_PROFILE_DEFAULTS, CorpusConfig, LLMConfig, StageConfig, _merge, _split_key, active_sets,
+                      at_least, coerce)
+# the teacher of ``full`` (Qwen3-32B) and why: litseg_nb.profiles, next to the profile table
+from ..profiles import FULL_TEACHER_MODEL, stage_values  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -51,58 +45,27 @@ class LitSegConfig(StageConfig):
         datasets=("literaryqa",), literaryqa_split="train", max_unit_words=6000))
     max_train_units: int = at_least(0, 0)  # cap on annotated training units (0 = all of train_corpus)
 
-    @classmethod
-    def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        if profile == "test":
-            return {
-                "corpus": {"datasets": ("gutenqa",), "max_books": 1, "max_units_per_book": 2,
-                           "max_unit_words": 300},
-                "llm": {"max_new_tokens": 48, "max_model_len": 4096},
-                "max_retries": 1,
-                "stage1_max_new_tokens": 8,
-                "stage2_max_new_tokens": 8,
-                "stage3_max_new_tokens": 24,
-                "calibration_units": 1,
-                "calibration_max_retries": 0,
-                "compare_units": 1,
-                "train_corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
-                                 "max_units_per_book": 2, "max_unit_words": 300},
-            }
-        if profile == "smoke":
-            # Every call is a ~2,650-3,000-token prefill with SmolLM2-135M on 2 CPU cores (the system
-            # prompt alone is ~1,800 tokens; ~10 s each) and long-context decoding runs at ~4 tok/s,
-            # so retries (which double the cost) are off here; they are exercised by the tests and
-            # the test profile. The units are the shared selection (8 Emma units, 147 sentences).
-            return {
-                "corpus": {"datasets": ("gutenqa",), "max_books": 1},
-                "max_retries": 0,
-                "stage1_max_new_tokens": 48,
-                "stage2_max_new_tokens": 48,
-                "stage3_max_new_tokens": 192,
-                "calibration_units": 1,
-                "calibration_max_retries": 0,
-                "compare_units": 1,
-                # Lite's training data: 2 units of another book (~3 min of annotation on the CPU)
-                "train_corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
-                                 "max_units_per_book": 2, "max_unit_words": 600},
-            }
-        if profile == "full":
-            return {"llm": {"model": FULL_TEACHER_MODEL},
-                    "max_retries": 3, "calibration_units": 50, "compare_units": 50, "unit_group_size": 512,
-                    "train_corpus": {"datasets": ("literaryqa",), "literaryqa_split": "train",
-                                     "max_unit_words": 6000}}
-        raise ConfigError(f"unknown profile {profile!r}")
-
     def stage_max_new_tokens(self, stage: str) -> int:
         value = {"stage1": self.stage1_max_new_tokens, "stage2": self.stage2_max_new_tokens,
                  "stage3": self.stage3_max_new_tokens}[stage]
         return value or self.llm.max_new_tokens
 
     def student_model(self) -> str:
-        """The LitSeg-Lite student of this profile (notebook 03's ``LiteConfig.llm.model``), for labels."""
-        from ..lite.config import LiteConfig
-
-        return LiteConfig.for_profile(self.profile).llm.model
+        """The LitSeg-Lite student of this profile (notebook 03's ``LiteConfig.llm.model``), for labels:
+        the profile table's ``LiteConfig`` row over the shared one, with the ``--set`` overrides of
+        ``llm.model`` (unqualified or ``LiteConfig.``) in force, as ``LiteConfig.for_profile`` applies them
+        (the student's config sits above this one: Lite is evaluated on LitSeg's units)."""
+        model = _merge(SHARED_PROFILE_DEFAULTS[self.profile]["llm"],
+                       stage_values(self.profile, "LiteConfig").get("llm", {})).get("model", LLMConfig().model)
+        for key, value in active_sets():
+            qual, parts = _split_key(key)
+            if qual not in (None, "LiteConfig") or parts[0] != "llm":
+                continue
+            if parts == ["llm", "model"]:
+                model = coerce(value, str, f"--set {key}")
+            elif parts == ["llm"] and isinstance(value, dict) and "model" in value:
+                model = value["model"]
+        return model
 
     def train_data(self) -> str:
         """One line naming Lite's training units (dataset, split, books)."""

@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..packaged_models import PACKAGED_MODELS, packaged_model_dir
 from ..paths import REPO_ROOT
 from .base import LLMError
 
@@ -173,15 +174,13 @@ def resolve_model_path(name: str) -> str:
     """Local folder (or hub id) that ``from_pretrained`` should read for model ``name``.
 
     The one resolver of the package (LLMs, embedding models, tokenizers): the packaged LLM names
-    above, a packaged embedding model (:func:`litseg_nb.embeddings.packaged_model_dir`), an existing
+    above, a packaged embedding model (:func:`litseg_nb.packaged_models.packaged_model_dir`), an existing
     local path (made absolute), otherwise the name as given (a hub id).
     """
     if name == TINY_RANDOM:
         return str(tiny_random_dir())
     if name == SMOLLM2:
         return str(smollm2_dir())
-    from ..embeddings import packaged_model_dir
-
     packaged = packaged_model_dir(name)
     if packaged is not None:
         return str(packaged)
@@ -224,8 +223,6 @@ def local_tokenizer_source(name: str) -> str | None:
     local hub cache; ``None`` when there is none (nothing is contacted to find out)."""
     if name in (TINY_RANDOM, SMOLLM2) or Path(name).expanduser().exists():
         return name
-    from ..embeddings import PACKAGED_MODELS
-
     if name.lower() in PACKAGED_MODELS:
         return name
     try:

@@ -46,6 +46,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..config import ConfigError, StageConfig, at_least, between, one_of
+from ..methods import LLM_METHODS
 from ..schema import Book, Chunk, check_coverage
 
 SOURCES = ("hand-checked", "corpus")
@@ -53,8 +54,6 @@ NON_LLM = ("token", "recursive", "semantic", "paragraph")
 
 
 def _llm_baselines() -> tuple[str, ...]:
-    from ..chunkers.registry import LLM_METHODS
-
     return LLM_METHODS
 
 
@@ -89,28 +88,6 @@ class BoundaryConfig(StageConfig):
         if self.headline_tolerance not in self.tolerances:
             raise ConfigError(f"BoundaryConfig.headline_tolerance: {self.headline_tolerance} is not one of "
                               f"tolerances {self.tolerances}")
-
-    @classmethod
-    def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        if profile == "test":
-            # two hand-checked books (Persuasion, Alice: both kinds), two windows of each kind per book,
-            # the rule-based methods and the tiny model's perplexity chunker on two windows
-            return {"source": "hand-checked", "max_books": 2, "max_windows_per_book": 2, "window_sentences": 40,
-                    "methods": ("token", "recursive", "paragraph"), "llm_methods": ("perplexity",),
-                    "llm_max_windows": 2, "segmenter_max_windows": 1}
-        if profile == "smoke":
-            # every hand-checked book (token, recursive, paragraph: every window, ~400); the semantic
-            # chunker on 96 windows (~1.5 min on 2 idle cores); SmolLM2-135M's perplexity chunker on 16
-            # windows (8 chapter, 8 scene; ~1.5 min) and LitSeg (its smoke config, three prompts per
-            # window: the costliest method here) on 2 (smoke's 30-minute budget). Margin sampling
-            # (one forward pass per sentence) took > 13 min on the same 16 windows of a loaded machine:
-            # run it with `boundaries --method margin --llm-windows N`
-            return {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
-                    "llm_methods": ("perplexity",), "llm_max_windows": 16, "segmenter_max_windows": 2,
-                    "embedder_max_windows": 96}
-        if profile == "full":
-            return {"source": "corpus", "llm_methods": _llm_baselines(), "segmenter_max_windows": 0}
-        raise ConfigError(f"unknown profile {profile!r}")
 
     def describe(self) -> str:  # noqa: D102
         src = ("hand-checked books of tests/structure_gold.jsonl" if self.source == "hand-checked"

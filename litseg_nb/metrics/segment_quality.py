@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..config import ConfigError, StageConfig, one_of
+from ..config import StageConfig, one_of
 
 
 @dataclass(frozen=True)
@@ -41,25 +41,6 @@ class SegmentQualityConfig(StageConfig):
     #: without filled human sheets, the E.3 / B.2 judge fills a copy ("LLM ratings, not human"): this many
     #: items per sheet set (0 = all)
     llm_rating_items: int = 0
-
-    @classmethod
-    def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        if profile == "test":
-            return {"judge_max_units": 1, "judge_max_chunks_per_unit": 6, "judge_retries": 1,
-                    "judge_max_passage_chars": 3000, "human_sheet_chunks": 3, "llm_rating_items": 4,
-                    "llm": {"max_new_tokens": 48}}
-        if profile == "smoke":
-            # a judge call is a ~5.5k-token prompt (~1 min on 2 CPU cores), and SmolLM2 rarely
-            # returns a parsable rubric: judge the two LitSeg methods only, without retries
-            # SmolLM2's 8k context holds the rubric and the passage, not also Lite's ~2.4k-token prompt
-            return {"judge_max_units": 1, "judge_max_chunks_per_unit": 8, "judge_retries": 0,
-                    "judge_max_passage_chars": 6000, "human_sheet_chunks": 20, "judge_pipeline_prompt": "name",
-                    "llm_rating_items": 2,
-                    "judge_methods": ("litseg", "litseg-lite"),
-                    "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
-        if profile == "full":
-            return {}
-        raise ConfigError(f"unknown profile {profile!r}")
 
 
 def boundary_pairs(chunks: Sequence[Any], units: Mapping[tuple[str, str], Any], book_texts: Mapping[str, str]):
@@ -216,39 +197,7 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
     return per_unit, per_method.reindex(columns=list(dict.fromkeys([*per_method.columns, *cols])))
 
 
-# ---------------------------------------------------------------- notebook 06: inputs and the boundary figure
-def load_evaluated_chunk_sets(profile: str, methods: Sequence[str], books: Sequence[Any]):
-    """The chunk artifacts of ``profile`` (``methods``; empty = every one found) restricted to ``books``.
-
-    Returns ``(chunk_sets, info)``: ``info`` names the artifact paths, the methods without an artifact
-    (``missing``), the artifacts with no chunk in these books (``no_chunks_here``) and, per method, the
-    imported chunks that could not be aligned to the text (``unaligned``; left out), so nothing is
-    dropped silently. With no usable artifact at all, the chunk set is ``fallback-sent5`` (5-sentence
-    windows computed here) and ``info["note"]`` says so for the labels.
-    """
-    from ..rag import pipeline, report
-
-    paths, missing = pipeline.discover_chunk_sets(profile, methods)
-    ids = {b.book_id for b in books}
-    present = {m: p for m, p in paths.items() if any(c.book_id in ids for c in pipeline.load_chunks(p))}
-    info: dict[str, Any] = {"paths": present, "missing": missing,
-                            "no_chunks_here": sorted(set(paths) - set(present)), "note": "", "unaligned": {}}
-    chunk_sets = pipeline.load_chunk_sets(present, ids)  # refuses a Lite set holding a trained unit
-    for m, cs in list(chunk_sets.items()):  # imported chunks that could not be aligned to the text
-        aligned = [c for c in cs if c.unit_id and c.spans]
-        if len(aligned) < len(cs):
-            info["unaligned"][m] = len(cs) - len(aligned)
-            chunk_sets[m] = aligned
-    chunk_sets = {m: cs for m, cs in chunk_sets.items() if cs}
-    if info["unaligned"]:
-        info["note"] += " | not aligned to the text, left out: " + ", ".join(
-            f"{m} {n} chunk(s)" for m, n in info["unaligned"].items())
-    if not chunk_sets:
-        chunk_sets = {"fallback-sent5": report.fallback_chunk_set(books)}
-        info["note"] = " | NO chunk artifacts found: 'fallback-sent5' (5-sentence windows) computed here"
-    return chunk_sets, info
-
-
+# ---------------------------------------------------------------- notebook 06: the boundary figure
 def boundary_positions(chunks: Sequence[Any], book_id: str, unit_id: str) -> list[int]:
     """Sentence indices where a chunk of the unit starts, except the unit's first sentence."""
     return sorted({c.from_idx for c in chunks if c.book_id == book_id and c.unit_id == unit_id

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 from ..config import StageConfig, at_least, one_of
 from .rerank import RERANKERS
 
@@ -73,29 +71,3 @@ class RagConfig(StageConfig):
     # budget on the first units of the common-unit scope (0 = all of them), scored by hybrid retrieval
     lumber_thetas: tuple[int, ...] = (450, 550, 650, 1000)
     lumber_theta_max_units: int = 0
-
-    @classmethod
-    def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        if profile == "test":
-            return {"dense_top_k": 10, "sparse_top_k": 10, "rerank_candidates": 3, "rerank_max_questions": 3,
-                    "hyde_max_questions": 3, "hyde_max_new_tokens": 16, "context_top_k": 2,
-                    "answer_max_new_tokens": 12, "generation_max_questions": 3,
-                    "ragas_max_new_tokens": 4, "ragas_retries": 1, "pairwise_max_questions": 2,
-                    "generation_max_chunkers": 2, "ragas_max_questions": 1, "pairwise_max_new_tokens": 12,
-                    "literaryqa_max_questions": 2, "max_context_chars_per_chunk": 600,
-                    "lumber_thetas": (450, 550), "lumber_theta_max_units": 1,
-                    "llm": {"max_model_len": 2048}}
-        if profile == "smoke":
-            # SmolLM2-135M on 2 CPU cores: generation/judges on a subset (notebook 05 ~ 6 min)
-            return {"rerank_candidates": 4, "rerank_max_questions": 3, "hyde_max_questions": 10,
-                    "hyde_max_new_tokens": 48, "context_top_k": 2, "answer_max_new_tokens": 40,
-                    "generation_max_questions": 3, "generation_max_chunkers": 3, "ragas_max_questions": 1,
-                    "ragas_retries": 2, "pairwise_max_questions": 2,
-                    "pairwise_max_new_tokens": 48, "literaryqa_max_questions": 3,
-                    "max_context_chars_per_chunk": 1500, "lumber_theta_max_units": 1,
-                    "pairwise_book_max_tokens": 1500,
-                    "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}}
-        if profile == "full":
-            return {"reranker": "flagembedding", "reranker_max_length": 8192,  # bge-reranker-v2-m3's maximum
-                    "context_top_k": 5, "answer_max_new_tokens": 256}
-        raise ValueError(f"unknown profile {profile!r}")

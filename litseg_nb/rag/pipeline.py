@@ -2,8 +2,8 @@
 
 Notebook 05 calls, in order:
 
-1. :func:`discover_chunk_sets` – which ``outputs/<profile>/artifacts/chunks/<method>.jsonl`` exist
-   (and which expected ones are missing);
+1. :func:`litseg_nb.chunk_sets.for_retrieval` – which ``outputs/<profile>/artifacts/chunks/<method>.jsonl``
+   exist (and which expected ones are missing), with their chunks of the loaded books;
 2. :func:`evaluation_questions` – GutenQA questions (with ``Chunk Must Contain``) and LiteraryQA
    questions (capped per book) of the loaded books;
 3. :func:`questions_in_scope` – with ``question_scope="common-units"`` the questions whose evidence
@@ -38,76 +38,16 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..chunk_sets import EvaluationError
 from ..metrics.retrieval import first_relevant_rank, is_relevant, normalize_for_match
-from ..schema import Chunk, load_chunks
+from ..schema import Chunk
 from .config import RagConfig
 from .fusion import rrf_fuse, weighted_fuse, weighted_rrf_fuse
 from .index import LibraryIndex
 from .rerank import rerank
-from ..errors import LitsegError
 
-METHOD_ORDER = ("token", "recursive", "semantic", "paragraph", "perplexity", "margin", "lumber", "lumber+merge",
-                "perplexity+merge", "perplexity+merge+completion", "margin+merge", "proposition", "litseg", "litseg-lite")
 MODES = ("dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear", "dense+hyde", "hybrid+rerank")
 TUNED_MODES = ("hybrid-wrrf", "hybrid-linear")
-
-
-def discover_chunk_sets(profile: str, methods: Sequence[str] = ()) -> tuple[dict[str, Path], list[str]]:
-    """``({method: path}, missing)`` for the chunk artifacts of ``profile`` (all known methods if empty).
-
-    ``missing`` lists the expected methods without an artifact; a set named in ``methods`` that does
-    not exist is an :class:`EvaluationError` listing the sets that do."""
-    from ..artifacts import artifact_dir
-
-    folder = artifact_dir(profile, "chunks")
-    found = {p.stem: p for p in sorted(folder.glob("*.jsonl"))}
-    wanted = list(methods) or list(METHOD_ORDER)
-    present = {m: found[m] for m in wanted if m in found}
-    if not methods:  # also evaluate unexpected method names that exist
-        present.update({m: p for m, p in found.items() if m not in present})
-    missing = [m for m in wanted if m not in found]
-    if methods and missing:  # an explicitly requested set must exist (a typo must not evaluate a stand-in)
-        raise EvaluationError(f"requested chunk set(s) {', '.join(missing)} not found in {folder}; chunk sets "
-                              f"there: {', '.join(sorted(found)) or 'none'} (run notebooks 02-04 or "
-                              "import-chunks first, or fix the name in chunkers=...)")
-    order = {m: i for i, m in enumerate(METHOD_ORDER)}
-    return dict(sorted(present.items(), key=lambda kv: (order.get(kv[0], 99), kv[0]))), missing
-
-
-def load_evaluable_chunk_sets(paths: Mapping[str, Path], book_ids: Iterable[str],
-                              required: Iterable[str] = ()) -> tuple[dict[str, list[Chunk]], list[str]]:
-    """``(chunk sets with chunks of the books, names of sets without any)``. A set named in ``required``
-    (chunk sets asked for explicitly) without chunks of these books is an error; Lite sets holding a
-    trained unit are refused (:func:`litseg_nb.lite.heldout.refuse_trained_chunk_file`)."""
-    from ..lite.heldout import refuse_trained_chunk_file
-
-    wanted, req = set(book_ids), set(required)
-    out, none = {}, []
-    for m, p in paths.items():
-        cs = [c for c in load_chunks(p) if c.book_id in wanted]
-        refuse_trained_chunk_file(m, p, cs)
-        if cs:
-            out[m] = cs
-        elif m in req:
-            raise EvaluationError(f"chunk set {m!r} ({p}) has no chunks for the evaluated books {sorted(wanted)}")
-        else:
-            none.append(m)
-    return out, none
-
-
-def load_chunk_sets(paths: Mapping[str, Path], book_ids: Iterable[str]) -> dict[str, list[Chunk]]:
-    """Chunks of the given books per method; a method with no chunk for a book is an error."""
-    wanted = set(book_ids)
-    out = {}
-    for m, p in paths.items():
-        cs = [c for c in load_chunks(p) if c.book_id in wanted]
-        from ..lite.heldout import refuse_trained_chunk_file
-
-        refuse_trained_chunk_file(m, p, cs)  # Lite is never evaluated on its training units
-        if not cs:
-            raise ValueError(f"chunk set {p} has no chunks for the evaluated books {sorted(wanted)}")
-        out[m] = cs
-    return out
 
 
 @dataclass
@@ -143,10 +83,6 @@ def _covered_ranges(chunks: Sequence[Chunk]) -> dict[tuple[str, str], tuple[int,
         r = rng.setdefault((c.book_id, c.unit_id), [lo, hi])
         r[0], r[1] = min(r[0], lo), max(r[1], hi)
     return {k: (v[0], v[1]) for k, v in rng.items()}
-
-
-class EvaluationError(LitsegError, ValueError):
-    """An evaluation that would score nothing (no question in scope, an empty chunk set)."""
 
 
 def questions_in_scope(questions: Sequence[EvalQuestion], chunk_sets: Mapping[str, Sequence[Chunk]],

@@ -7,19 +7,9 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from ..llm.base import UsageTag
-from ..schema import Chunk, make_sentence_chunk
+from ..chunk_sets import EvaluationError
+from ..schema import Chunk
 from .pipeline import EvalQuestion, RagEvaluator, evidence_window, final_ranking, select_subset
-
-
-def fallback_chunk_set(books: Sequence[Any], n_sentences: int = 5, method: str = "fallback-sent5") -> list[Chunk]:
-    """Fixed windows of ``n_sentences`` sentences per unit — used ONLY when no chunk artifact exists,
-    so the notebook still runs; tables label it as computed here."""
-    out = []
-    for b in books:
-        for u in b.units:
-            for i, lo in enumerate(range(1, u.n_sentences + 1, n_sentences)):
-                out.append(make_sentence_chunk(b, u, method, i, lo, min(u.n_sentences, lo + n_sentences - 1)))
-    return out
 
 
 def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], rows: Sequence[Mapping[str, Any]],
@@ -596,8 +586,6 @@ def restrict_to_units(chunk_sets: Mapping[str, Sequence[Chunk]], keys: set) -> d
     out = {m: [c for c in cs if (c.book_id, c.unit_id) in keys or not c.spans] for m, cs in chunk_sets.items()}
     empty = [m for m, cs in out.items() if not cs]
     if empty:
-        from .pipeline import EvaluationError
-
         units = {m: len({(c.book_id, c.unit_id) for c in cs if c.spans}) for m, cs in chunk_sets.items()}
         raise EvaluationError(
             f"question_scope=common-units: restricting to the {len(keys)} unit(s) every chunk set covers leaves no "
