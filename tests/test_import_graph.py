@@ -30,12 +30,6 @@ PACKAGE = "litseg_nb"
 
 # Known exceptions: both edges of each pair are left out of both graphs. Nothing else is exempt.
 KNOWN_PAIRS = {
-    # removed by the CLI module (issue-23b): runner.main dispatches to cli_tools, cli_tools uses runner's helpers
-    frozenset({"litseg_nb.runner", "litseg_nb.cli_tools"}),
-    # also for the CLI module (issue-23b): runner.main registers rehearse's subcommand, rehearse uses
-    # runner.discover_notebooks; and api.add_segment_parser is a CLI shim over batch_segment, which uses api
-    frozenset({"litseg_nb.runner", "litseg_nb.rehearse"}),
-    frozenset({"litseg_nb.api", "litseg_nb.batch_segment"}),
     # the registry dispatches lib: methods to chunkers.library, whose run_library_presets (notebook 04's
     # preset runs) calls registry.chunk_units: that runner leaves library.py when notebook 04's call can change
     frozenset({"litseg_nb.chunkers.registry", "litseg_nb.chunkers.library"}),
