@@ -3,9 +3,9 @@
     python scripts/compare_runs.py BEFORE/outputs/smoke AFTER/outputs/smoke [--md report.md]
 
 For every ``tables/*.csv`` in either run: same file present, same columns, same rows, and the same
-values, where numbers are compared with a relative tolerance (``--rtol``, default 1e-9) and
-columns that measure time (their name says seconds, wall, time, finished, per second, or a ratio
-of those) are listed but not compared. Figures are compared by file name only (their pixels carry
+values, where numbers are compared with a relative tolerance (``--rtol``, default 1e-9); a table
+whose rows match only in another order is reported as such. Columns that measure time (their name
+says seconds, wall, time, finished, per second, or a ratio of those) are listed but not compared. Figures are compared by file name only (their pixels carry
 timing axes in 08). Prints one line per table and exits 1 when any table differs, 0 otherwise.
 """
 from __future__ import annotations
@@ -35,8 +35,18 @@ def _same_value(a, b, rtol: float) -> bool:
     return a == b
 
 
+def _same_rows_any_order(a: pd.DataFrame, b: pd.DataFrame, cols: list[str], rtol: float) -> bool:
+    """Whether the two tables hold the same rows (over ``cols``) in another order."""
+    def key(df):
+        return df[cols].astype(str).apply(lambda r: "\x1f".join(r), axis=1)
+    sa = a.assign(_k=key(a)).sort_values("_k", kind="stable").reset_index(drop=True)
+    sb = b.assign(_k=key(b)).sort_values("_k", kind="stable").reset_index(drop=True)
+    return all(_same_value(x, y, rtol) for c in cols for x, y in zip(sa[c].tolist(), sb[c].tolist()))
+
+
 def compare_table(before: Path, after: Path, rtol: float = 1e-9) -> tuple[str, str]:
-    """(verdict, detail) for one CSV table: "same", "same (timing differs)" or "DIFFERS"."""
+    """(verdict, detail) for one CSV table: "same", "same (timing differs)",
+    "same rows (order differs)" or "DIFFERS"."""
     a, b = pd.read_csv(before), pd.read_csv(after)
     if list(a.columns) != list(b.columns):
         return "DIFFERS", f"columns {list(a.columns)} vs {list(b.columns)}"
@@ -52,6 +62,8 @@ def compare_table(before: Path, after: Path, rtol: float = 1e-9) -> tuple[str, s
             if not _same_value(x, y, rtol):
                 diffs.append(f"row {i} {col}: {x!r} vs {y!r}")
     if diffs:
+        if _same_rows_any_order(a, b, [c for c in a.columns if c not in timing], rtol):
+            return "same rows (order differs)", f"{len(diffs)} cell(s) differ in place; sorted, every row matches"
         return "DIFFERS", "; ".join(diffs[:5]) + (f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else "")
     timing_changed = [c for c in sorted(timing) if not all(_same_value(x, y, rtol) for x, y in
                                                              zip(a[c].tolist(), b[c].tolist()))]

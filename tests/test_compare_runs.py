@@ -38,3 +38,13 @@ def test_a_missing_table_is_reported(tmp_path, capsys):
     assert compare_runs.main([str(a), str(b)]) == 1
     assert "MISSING" in capsys.readouterr().out
     assert compare_runs.main([str(tmp_path / "nope"), str(b)]) == 2
+
+
+def test_rows_in_another_order_are_reported_as_such(tmp_path, capsys):
+    a = _run(tmp_path, "a", 0.5, 10.0, extra_row=True)
+    b = tmp_path / "b"
+    (b / "tables").mkdir(parents=True)
+    (b / "figures").mkdir()
+    pd.read_csv(a / "tables" / "05_table3.csv").iloc[::-1].to_csv(b / "tables" / "05_table3.csv", index=False)
+    assert compare_runs.main([str(a), str(b)]) == 0
+    assert "same rows (order differs)" in capsys.readouterr().out
