@@ -101,7 +101,7 @@ def test_notebook06_judge_gets_the_real_prompt_and_segments_and_windows_long_uni
     """Issue #21.8: {segment_pipeline_prompt} is the method's prompt (not a placeholder), {segment_pipeline}
     its segments with text; a unit with more chunks than one call scores is judged in windows, counted."""
     from conftest import make_book
-    from litseg_nb.metrics.segment_quality import SegmentQualityConfig, judge_chunk_sets
+    from litseg_nb.evaluation.segment_quality import SegmentQualityConfig, judge_chunk_sets
     from litseg_nb.prompts import load_prompt
     from litseg_nb.schema import make_sentence_chunk
 

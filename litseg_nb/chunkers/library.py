@@ -45,7 +45,7 @@ from ..chunk_sets import chunk_set_path
 from ..config import ConfigError, StageConfig, between, one_of
 from ..profiles import PROFILES_TABLE
 from ..schema import Book, Chunk, Unit, check_coverage
-from .base import ChunkerError, chunks_from_spans, load_tokenizer, where
+from .base import ChunkerError, boundary_positions, chunks_from_spans, load_tokenizer, where
 from ..llm.base import LLMError
 from .library_adapters import (GenieStats, _langchain_token_splitter, chonkie_embeddings, chonkie_genie,
                                chonkie_tokenizer, langchain_embeddings, llamaindex_embedding)
@@ -546,8 +546,6 @@ def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int =
     """Boundary agreement on the units both sets cover: precision, recall and F1 of the library's
     inner chunk starts (sentence indices) against ours, a start within ``tolerance`` sentences
     counting as a match (each of ours matched once)."""
-    from ..metrics.segment_quality import boundary_positions
-
     units = ({(c.book_id, c.unit_id) for c in ours if c.is_source_span}
              & {(c.book_id, c.unit_id) for c in theirs if c.is_source_span})
     tp = n_ours = n_theirs = 0
