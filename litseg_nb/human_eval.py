@@ -356,7 +356,7 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
     ``SOURCE.txt`` to ``out_dir``; returns ``(sheets, key, info)``.
     """
     from .llm.base import UsageTag
-    from .metrics.rubric_judge import score_many_with_rubric, segment_pipeline_json
+    from .litseg.rubric_judge import score_many_with_rubric, segment_pipeline_json
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

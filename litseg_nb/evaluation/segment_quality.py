@@ -121,7 +121,7 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
     """The Appendix E.3 rubric judge over each method's units, within the config's caps.
 
     The judge gets E.3's three inputs for real: the Original Passage (the sentence-indexed unit), the
-    Segment Pipeline Prompt (:func:`~litseg_nb.metrics.rubric_judge.segment_pipeline_prompt`: the method's
+    Segment Pipeline Prompt (:func:`~litseg_nb.litseg.rubric_judge.segment_pipeline_prompt`: the method's
     prompt templates, ``length_reference`` filled in, or its algorithm; ``cfg.judge_pipeline_prompt``)
     and the Segment Pipeline (its segments with subtitles, ranges, context and text). A unit with more
     than ``cfg.judge_max_chunks_per_unit`` chunks is judged in consecutive windows of that many chunks,
@@ -132,7 +132,7 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
     import pandas as pd
 
     from ..llm.base import UsageTag
-    from ..metrics import rubric_judge
+    from ..litseg import rubric_judge
 
     book_by_id = {b.book_id: b for b in books}
     units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
