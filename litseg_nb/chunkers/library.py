@@ -41,7 +41,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from ..chunk_sets import chunk_set_path
 from ..config import ConfigError, StageConfig, between, one_of
 from ..profiles import PROFILES_TABLE
 from ..schema import Book, Chunk, Unit, check_coverage
@@ -486,60 +485,8 @@ def preset_versions() -> dict[str, str]:
     return out
 
 
-RUN_COLUMNS = ("method", "library", "needs", "books", "units", "chunks", "pieces", "exact", "normalised", "fuzzy",
-               "not_found", "gap_chunks", "library_coverage", "overlap", "llm_calls", "llm_fallbacks",
-               "invalid_replies", "seconds", "note")
 COMPARISON_COLUMNS = ("library_method", "ours", "units", "chunks_library", "chunks_ours", "mean_tokens_library",
                       "mean_tokens_ours", "boundary_f1", "boundary_f1_pm1", "precision", "recall", "note")
-
-
-def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequence[str], backend: Any = None,
-                        embedder: Any = None, llm_items: Sequence[tuple[Book, Unit]] = (),
-                        save_profile: str | None = None):
-    """Run the ``lib:`` presets the way notebook 04 runs the baselines: on every unit of the books
-    ``cfg.books`` names (empty = all of ``books``); the embedding presets, with
-    ``cfg.embedding_units == "selection"``, and the LLM preset on ``llm_items`` (the shared unit
-    selection). Returns ``(chunk sets, run table)``; saves each set to
-    ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` for notebooks 05/06."""
-    import time
-
-    import pandas as pd
-    from tqdm.auto import tqdm
-
-    from ..selection import book_matches
-    from .registry import chunk_units
-
-    sets, rows = {}, []
-    for name in tqdm(list(presets), desc="library presets"):
-        name = name if is_library_method(name) else PREFIX + name
-        need = needs_of(name)
-        if need == "llm" or (need == "embedder" and cfg.embedding_units == "selection"):
-            items = list(llm_items)
-        else:
-            items = [(b, u) for b in books if not cfg.books or book_matches(b, cfg.books)
-                     for u in b.units if u.n_sentences]
-        if not items:  # e.g. a chunkers subset without LLM methods: no unit selection was made
-            rows.append({"method": name, "library": resolve(name)[0], "needs": need, "units": 0, "chunks": 0,
-                         "note": "not run: no units (the LLM unit selection is empty)"})
-            continue
-        t0 = time.perf_counter()
-        chunks, extra = chunk_units(name, items, cfg, backend=backend, embedder=embedder)
-        sets[name] = chunks
-        al = extra.get("alignment", {})
-        rows.append({"method": name, "library": resolve(name)[0], "needs": need,
-                     "books": len({b.book_id for b, _ in items}), "units": len(items), "chunks": len(chunks),
-                     "pieces": al.get("pieces"), "exact": al.get("exact"), "normalised": al.get("normalised"),
-                     "fuzzy": al.get("anchored"), "not_found": al.get("not_found"),
-                     "gap_chunks": al.get("gap_chunks"), "library_coverage": al.get("coverage"),
-                     "overlap": al.get("overlap"), "llm_calls": extra.get("genie_calls", 0),
-                     "llm_fallbacks": extra.get("genie_fallbacks", 0),
-                     "invalid_replies": extra.get("invalid_replies", 0), "seconds": time.perf_counter() - t0,
-                     "note": "unit selection" if len(items) == len(llm_items) and need != "text" else ""})
-        if save_profile:
-            from ..schema import save_chunks
-
-            save_chunks(chunk_set_path(save_profile, name), chunks)
-    return sets, pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
 def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int = 0) -> dict[str, float]:
