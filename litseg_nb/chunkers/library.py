@@ -7,7 +7,7 @@
 
 The third-party splitter runs *itself* (its own code, its own options) on the text of each
 narrative unit; its output pieces are then aligned back to the unit with the ``import-chunks``
-aligner (:class:`litseg_nb.chunk_import.BookAligner`: exact, normalised, anchored-fuzzy), so every
+aligner (:class:`litseg_nb.chunk_align.BookAligner`: exact, normalised, anchored-fuzzy), so every
 chunk gets exact character spans into the book text and its sentence range. Nothing is dropped or
 hidden:
 
@@ -370,7 +370,7 @@ class AlignmentCounts:
 
 
 def _nonws_counts(text: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int, int]:
-    from ..chunk_import import _coverage  # the import-chunks coverage measure
+    from ..chunk_align import _coverage  # the import-chunks coverage measure
 
     total = sum(1 for ch in text if not ch.isspace())
     if not spans:
@@ -383,7 +383,7 @@ def _nonws_counts(text: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int
 def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], counts: AlignmentCounts,
                min_score: float = 0.8, fill_gaps: bool = True, source: str = "") -> list[Chunk]:
     """Chunks of ``unit`` from a library's output ``pieces`` (in order), aligned to the unit text."""
-    from ..chunk_import import BookAligner
+    from ..chunk_align import BookAligner
 
     text = book.text[unit.start:unit.end]
     pieces = [p for p in pieces if p and p.strip()]
