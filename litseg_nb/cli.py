@@ -3,7 +3,7 @@
 This module owns :func:`main` and every subcommand's argument parser. The work itself is done by
 library functions: notebooks by :mod:`litseg_nb.runner`, ``segment`` by
 :mod:`litseg_nb.batch_segment`, ``import-chunks`` by :mod:`litseg_nb.chunk_import`, ``download-data``
-by :mod:`litseg_nb.download`, ``boundaries`` by :mod:`litseg_nb.metrics.boundaries`, ``rehearse`` by
+by :mod:`litseg_nb.download`, ``boundaries`` by :mod:`litseg_nb.evaluation.boundaries`, ``rehearse`` by
 :mod:`litseg_nb.rehearse`, ``gallery`` by :mod:`litseg_nb.gallery`; ``run``, ``list``, ``config`` and ``lab`` are small handlers here.
 
 * ``run --profile smoke [--only 01,04] [-p key=value ...] [--set section.field=value ...]`` executes
@@ -40,7 +40,7 @@ from .chunk_import import cli as import_chunks_main
 from .config import PROFILES, ConfigError
 from .download import cli as download_main
 from .errors import LitsegError
-from .metrics.boundaries import cli as boundaries_main
+from .evaluation.boundaries import cli as boundaries_main
 from .paths import REPO_ROOT
 from .runner import Interrupted, NotebookFailed, declared_parameters, discover_notebooks, run_notebooks
 from .safe_io import OutputsNotWritable

@@ -356,7 +356,7 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
     ``SOURCE.txt`` to ``out_dir``; returns ``(sheets, key, info)``.
     """
     from .llm.base import UsageTag
-    from .metrics.rubric_judge import score_many_with_rubric, segment_pipeline_json
+    from .litseg.rubric_judge import score_many_with_rubric, segment_pipeline_json
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -671,7 +671,7 @@ def ablation_table5(profile: str, chunk_sets: Mapping[str, Sequence[Any]], books
     scored from filled sheets in ``filled_sheets_dir(profile, "ablation")`` or else by the E.3 judge
     (:func:`evaluate_rating_sheets`). ``table5`` carries the paper's variant labels."""
     from .artifacts import artifact_dir
-    from .metrics.segment_quality import SegmentQualityConfig
+    from .evaluation.segment_quality import SegmentQualityConfig
 
     sq = SegmentQualityConfig.for_profile(profile, seed=seed)
     sheets = export_rating_sheets(chunk_sets, books, artifact_dir(profile, "ablation", "human_eval"),

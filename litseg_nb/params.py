@@ -79,7 +79,7 @@ NOTEBOOK_CONFIGS: dict[str, NotebookConfig] = {
     "04_baselines": NotebookConfig("litseg_nb.chunkers.config:BaselinesConfig",
                                    fields={"llm_max_units": "selection.max_units", "chunkers": "methods"}),
     "05_rag_evaluation": NotebookConfig("litseg_nb.rag.config:RagConfig"),
-    "06_segment_quality": NotebookConfig("litseg_nb.metrics.segment_quality:SegmentQualityConfig"),
+    "06_segment_quality": NotebookConfig("litseg_nb.evaluation.segment_quality:SegmentQualityConfig"),
     "07_ablations": NotebookConfig("litseg_nb.lite.config:LiteConfig",
                                    fields={"variants": "ablation_variants", "max_units": "ablation_max_units"},
                                    llm_roles=("llm",)),

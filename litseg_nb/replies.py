@@ -2,7 +2,7 @@
 
 This is the ONE module that turns a model's reply text into something a stage can check. LitSeg's
 stage validation (:mod:`litseg_nb.litseg.validate`), LitSeg-Lite's segmenter and GRPO rewards
-(:mod:`litseg_nb.lite`), the E.3 rubric judge (:mod:`litseg_nb.metrics.rubric_judge`), the LLM
+(:mod:`litseg_nb.lite`), the E.3 rubric judge (:mod:`litseg_nb.litseg.rubric_judge`), the LLM
 baselines (LumberChunker, proposition chunks, Meta-Chunking rewriting) and the pairwise judge all
 read replies through it, so a reply shape handled here is handled everywhere.
 

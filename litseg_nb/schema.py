@@ -175,6 +175,11 @@ def assert_full_coverage(book: Book, chunks: Sequence[Chunk], method: str = "") 
         raise CoverageError(f"{method or 'segmenter'} on book {book.book_id!r}: " + "; ".join(problems))
 
 
+def word_count(text: str) -> int:
+    """Whitespace-separated words of ``text`` (unit-size caps of the selection, LumberChunker's token estimate)."""
+    return len(text.split())
+
+
 def sentence_range_for_span(unit: Unit, start: int, end: int) -> tuple[int, int]:
     """1-based inclusive range of the unit's sentences that overlap ``[start, end)``."""
     idx = [s.index for s in unit.sentences if s.start < end and s.end > start]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .config import UnitSelection
-from .schema import Book, Unit
+from .schema import Book, Unit, word_count
 from .errors import UsageError
 
 
@@ -53,8 +53,6 @@ def _fewest_covering(pairs: list[tuple[Book, Unit]], need: int) -> list[tuple[Bo
 
 def select_units(books: Sequence[Book], sel: UnitSelection) -> list[tuple[Book, Unit]]:
     """The ``(book, unit)`` pairs ``sel`` picks from ``books``, in corpus order (see :class:`UnitSelection`)."""
-    from .chunkers.base import word_count
-
     candidates: list[tuple[Book, Unit]] = []
     for b in books:
         if sel.books and not book_matches(b, sel.books):

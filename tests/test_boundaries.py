@@ -6,7 +6,7 @@ import pytest
 
 from litseg_nb import boundary_gold as bg
 from litseg_nb.config import ConfigError
-from litseg_nb.metrics import boundaries as B
+from litseg_nb.evaluation import boundaries as B
 from litseg_nb.preprocess.structure import build_units
 from litseg_nb.schema import Book, make_sentence_chunk
 

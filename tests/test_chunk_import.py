@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from litseg_nb.chunk_import import (BookAligner, ChunkImportError, import_chunk_file, import_chunks, load_book,
-                                    normalize_with_map, read_chunk_texts)
+from litseg_nb.chunk_align import ChunkImportError, import_chunks, normalize_with_map
+from litseg_nb.chunk_import import import_chunk_file, load_book, read_chunk_texts
 from litseg_nb.schema import Book, Sentence, Unit
 
 EMMA = "gutenqa:Emma_-_Jane_Austen"

@@ -8,7 +8,7 @@ from litseg_nb.config import EmbeddingConfig
 from litseg_nb.embeddings import Embedder
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.litseg.config import LitSegConfig
-from litseg_nb.metrics import segment_quality as sq
+from litseg_nb.evaluation import segment_quality as sq
 
 
 def test_boundary_similarity_embeds_sentences_without_instruction():

@@ -15,7 +15,8 @@ Two graphs are checked:
   of another.
 
 A failure names every cycle it finds (one per strongly connected component), e.g.
-``litseg_nb.a -> litseg_nb.b -> litseg_nb.a``.
+``litseg_nb.a -> litseg_nb.b -> litseg_nb.a``. Nothing is exempt: a cycle is broken by moving the
+shared name down (or the high-level user up), not by a function-level import.
 """
 from __future__ import annotations
 
@@ -27,22 +28,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "litseg_nb"
 PACKAGE = "litseg_nb"
-
-# Known exceptions: both edges of each pair are left out of both graphs. Nothing else is exempt.
-KNOWN_PAIRS = {
-    # the registry dispatches lib: methods to chunkers.library, whose run_library_presets (notebook 04's
-    # preset runs) calls registry.chunk_units: that runner leaves library.py when notebook 04's call can change
-    frozenset({"litseg_nb.chunkers.registry", "litseg_nb.chunkers.library"}),
-}
-
-# Known package cycle (issue #23 leaves the package structure to the structure issue): ``metrics`` holds
-# both low measures (metrics.retrieval, read by corpus, selection and rag) and high benchmarks
-# (metrics.boundaries, over chunkers, litseg and corpus; segment_quality over lite.data), and the registry
-# (chunkers) runs the paper's segmenters (litseg, lite). A package cycle outside these packages, or one
-# that joins another package to them, fails.
-KNOWN_PACKAGE_CYCLE = frozenset({"boundary_gold", "chunk_import", "chunk_sets", "chunkers", "corpus", "lite",
-                                 "litseg", "metrics", "rag", "selection"})
-
 
 def module_name(path: Path, root: Path = ROOT) -> str:
     rel = path.relative_to(root.parent).with_suffix("")
@@ -116,10 +101,6 @@ def module_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
                 owner = _owning_module(t, modules)
                 if owner is not None and owner != mod:
                     graph[mod].add(owner)
-    for pair in KNOWN_PAIRS:
-        a, b = sorted(pair)
-        graph.get(a, set()).discard(b)
-        graph.get(b, set()).discard(a)
     return graph
 
 
@@ -240,7 +221,7 @@ def test_no_module_cycle(graph):
 def test_no_package_cycle(graph):
     pg = package_graph(graph)
     found = [" -> ".join(_shortest_cycle(pg, comp)) + f"  (packages {', '.join(comp)})"
-             for comp in _sccs(pg) if not set(comp) <= KNOWN_PACKAGE_CYCLE]
+             for comp in _sccs(pg)]
     assert not found, "import cycle(s) between packages of litseg_nb:\n" + "\n".join(found)
 
 

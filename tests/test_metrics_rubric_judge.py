@@ -4,7 +4,7 @@ import json
 import pytest
 
 from litseg_nb.llm.base import BackendUnavailableError, LLMError, ScriptedBackend
-from litseg_nb.metrics.rubric_judge import (RubricParseError, improper_overlap_flags,
+from litseg_nb.litseg.rubric_judge import (RubricParseError, improper_overlap_flags,
                                             parse_rubric_reply, score_chunks_with_rubric)
 
 SEGS = json.dumps({"segments": [{"subtitle": "A", "from_idx": 1, "to_idx": 3, "context_idx": []},
@@ -101,7 +101,7 @@ def test_notebook06_judge_gets_the_real_prompt_and_segments_and_windows_long_uni
     """Issue #21.8: {segment_pipeline_prompt} is the method's prompt (not a placeholder), {segment_pipeline}
     its segments with text; a unit with more chunks than one call scores is judged in windows, counted."""
     from conftest import make_book
-    from litseg_nb.metrics.segment_quality import SegmentQualityConfig, judge_chunk_sets
+    from litseg_nb.evaluation.segment_quality import SegmentQualityConfig, judge_chunk_sets
     from litseg_nb.prompts import load_prompt
     from litseg_nb.schema import make_sentence_chunk
 
@@ -131,7 +131,7 @@ def test_notebook06_judge_gets_the_real_prompt_and_segments_and_windows_long_uni
 
 
 def test_batched_judge_scores_many_and_one_refused_job_fails_alone():
-    from litseg_nb.metrics.rubric_judge import score_many_with_rubric
+    from litseg_nb.litseg.rubric_judge import score_many_with_rubric
 
     calls = []
 

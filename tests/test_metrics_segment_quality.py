@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from litseg_nb.chunkers.stats import chunk_statistics
-from litseg_nb.metrics.segment_quality import boundary_pairs, boundary_similarities, boundary_similarity_table
+from litseg_nb.evaluation.segment_quality import boundary_pairs, boundary_similarities, boundary_similarity_table
 from litseg_nb.schema import Book
 from litseg_nb.schema import Chunk, Sentence, Unit
 

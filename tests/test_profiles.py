@@ -7,8 +7,8 @@ import pytest
 from litseg_nb.config import PROFILES, ConfigError, StageConfig
 from litseg_nb.profiles import PROFILES_TABLE
 
-STAGE_MODULES = ("litseg_nb.corpus", "litseg_nb.efficiency", "litseg_nb.rag.config", "litseg_nb.metrics.segment_quality",
-                 "litseg_nb.metrics.boundaries", "litseg_nb.lite.config", "litseg_nb.litseg.config",
+STAGE_MODULES = ("litseg_nb.corpus", "litseg_nb.efficiency", "litseg_nb.rag.config", "litseg_nb.evaluation.segment_quality",
+                 "litseg_nb.evaluation.boundaries", "litseg_nb.lite.config", "litseg_nb.litseg.config",
                  "litseg_nb.chunkers.config", "litseg_nb.chunkers.library")
 
 

@@ -25,7 +25,7 @@ from litseg_nb.litseg.validate import (Segment, finalize_segments, parse_json_re
                                        validate_segments)
 from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.metrics.pairwise import parse_verdict
-from litseg_nb.metrics.rubric_judge import (RubricParseError, parse_rubric_reply, rubric_worked_example,
+from litseg_nb.litseg.rubric_judge import (RubricParseError, parse_rubric_reply, rubric_worked_example,
                                             score_chunks_with_rubric)
 from litseg_nb.replies import (MAX_CHARS_PER_TOKEN, answer_text, extract_json, read_int, read_reply,
                                reply_char_limit)

@@ -30,7 +30,7 @@ from litseg_nb.litseg.validate import (finalize_segments, segmentation_object, v
                                        validate_stage1, validate_stage2)
 from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.metrics.pairwise import parse_verdict
-from litseg_nb.metrics.rubric_judge import RubricParseError, parse_rubric_reply, rubric_worked_example
+from litseg_nb.litseg.rubric_judge import RubricParseError, parse_rubric_reply, rubric_worked_example
 from litseg_nb.replies import extract_json, parse_json_reply, read_reply
 from litseg_nb.schema import Book, Unit, check_coverage
 

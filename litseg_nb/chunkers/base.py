@@ -114,8 +114,10 @@ def load_tokenizer(name: str, backend: Any = None) -> Tokenizer:
     return Tokenizer(_load_hf_tokenizer(name), name)
 
 
-def word_count(text: str) -> int:
-    return len(text.split())
+def boundary_positions(chunks: Sequence[Any], book_id: str, unit_id: str) -> list[int]:
+    """Sentence indices where a chunk of the unit starts, except the unit's first sentence."""
+    return sorted({c.from_idx for c in chunks if c.book_id == book_id and c.unit_id == unit_id
+                   and c.is_source_span and c.from_idx > 1})
 
 
 # --------------------------------------------------------------------------- unit structure

@@ -1,5 +1,6 @@
 """The cached per-book runner of the registry's baselines (notebook 04, the boundary benchmark):
-``run_chunker``, ``run_methods`` and their per-book records.
+``run_chunker``, ``run_methods`` and their per-book records; ``run_library_presets``, notebook 04's
+runs of the ``lib:`` presets (:mod:`litseg_nb.chunkers.library`) through the registry.
 
 ``run_chunker`` runs one method over every unit of the books (LLM-based methods only over the
 units :func:`litseg_nb.selection.select_units` picks — the units LitSeg segments), checks coverage, caches the result per (method, book) with
@@ -17,11 +18,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..cache import StepCache
+from ..chunk_sets import chunk_set_path
 from ..llm.base import UsageTag
-from ..schema import Book, Chunk, Unit, assert_full_coverage, check_coverage
+from ..schema import Book, Chunk, Unit, assert_full_coverage, check_coverage, save_chunks
 from .base import ChunkerError, load_tokenizer
 from .merge import merge_unit_chunks
-from .registry import REGISTRY, STAGE, ChunkerSpec, get_chunker
+from .library import PREFIX, LibraryConfig, is_library_method, needs_of, resolve
+from .registry import REGISTRY, STAGE, ChunkerSpec, chunk_units, get_chunker
 
 if TYPE_CHECKING:
     from .config import BaselinesConfig
@@ -208,3 +211,53 @@ def run_methods(books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = No
         if save_profile:
             save_chunks(artifact_path(save_profile, "chunks", f"{m}.jsonl"), out[m])
     return out
+
+
+# --------------------------------------------------------------------------- notebook 04: the lib: presets
+RUN_COLUMNS = ("method", "library", "needs", "books", "units", "chunks", "pieces", "exact", "normalised", "fuzzy",
+               "not_found", "gap_chunks", "library_coverage", "overlap", "llm_calls", "llm_fallbacks",
+               "invalid_replies", "seconds", "note")
+
+
+def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequence[str], backend: Any = None,
+                        embedder: Any = None, llm_items: Sequence[tuple[Book, Unit]] = (),
+                        save_profile: str | None = None):
+    """Run the ``lib:`` presets the way notebook 04 runs the baselines: on every unit of the books
+    ``cfg.books`` names (empty = all of ``books``); the embedding presets, with
+    ``cfg.embedding_units == "selection"``, and the LLM preset on ``llm_items`` (the shared unit
+    selection). Returns ``(chunk sets, run table)``; saves each set to
+    ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` for notebooks 05/06."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from ..selection import book_matches
+
+    sets, rows = {}, []
+    for name in tqdm(list(presets), desc="library presets"):
+        name = name if is_library_method(name) else PREFIX + name
+        need = needs_of(name)
+        if need == "llm" or (need == "embedder" and cfg.embedding_units == "selection"):
+            items = list(llm_items)
+        else:
+            items = [(b, u) for b in books if not cfg.books or book_matches(b, cfg.books)
+                     for u in b.units if u.n_sentences]
+        if not items:  # e.g. a chunkers subset without LLM methods: no unit selection was made
+            rows.append({"method": name, "library": resolve(name)[0], "needs": need, "units": 0, "chunks": 0,
+                         "note": "not run: no units (the LLM unit selection is empty)"})
+            continue
+        t0 = time.perf_counter()
+        chunks, extra = chunk_units(name, items, cfg, backend=backend, embedder=embedder)
+        sets[name] = chunks
+        al = extra.get("alignment", {})
+        rows.append({"method": name, "library": resolve(name)[0], "needs": need,
+                     "books": len({b.book_id for b, _ in items}), "units": len(items), "chunks": len(chunks),
+                     "pieces": al.get("pieces"), "exact": al.get("exact"), "normalised": al.get("normalised"),
+                     "fuzzy": al.get("anchored"), "not_found": al.get("not_found"),
+                     "gap_chunks": al.get("gap_chunks"), "library_coverage": al.get("coverage"),
+                     "overlap": al.get("overlap"), "llm_calls": extra.get("genie_calls", 0),
+                     "llm_fallbacks": extra.get("genie_fallbacks", 0),
+                     "invalid_replies": extra.get("invalid_replies", 0), "seconds": time.perf_counter() - t0,
+                     "note": "unit selection" if len(items) == len(llm_items) and need != "text" else ""})
+        if save_profile:
+            save_chunks(chunk_set_path(save_profile, name), chunks)
+    return sets, pd.DataFrame(rows, columns=RUN_COLUMNS)

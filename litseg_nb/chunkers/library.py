@@ -7,7 +7,7 @@
 
 The third-party splitter runs *itself* (its own code, its own options) on the text of each
 narrative unit; its output pieces are then aligned back to the unit with the ``import-chunks``
-aligner (:class:`litseg_nb.chunk_import.BookAligner`: exact, normalised, anchored-fuzzy), so every
+aligner (:class:`litseg_nb.chunk_align.BookAligner`: exact, normalised, anchored-fuzzy), so every
 chunk gets exact character spans into the book text and its sentence range. Nothing is dropped or
 hidden:
 
@@ -41,11 +41,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from ..chunk_sets import chunk_set_path
 from ..config import ConfigError, StageConfig, between, one_of
 from ..profiles import PROFILES_TABLE
 from ..schema import Book, Chunk, Unit, check_coverage
-from .base import ChunkerError, chunks_from_spans, load_tokenizer, where
+from .base import ChunkerError, boundary_positions, chunks_from_spans, load_tokenizer, where
 from ..llm.base import LLMError
 from .library_adapters import (GenieStats, _langchain_token_splitter, chonkie_embeddings, chonkie_genie,
                                chonkie_tokenizer, langchain_embeddings, llamaindex_embedding)
@@ -371,7 +370,7 @@ class AlignmentCounts:
 
 
 def _nonws_counts(text: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int, int]:
-    from ..chunk_import import _coverage  # the import-chunks coverage measure
+    from ..chunk_align import _coverage  # the import-chunks coverage measure
 
     total = sum(1 for ch in text if not ch.isspace())
     if not spans:
@@ -384,7 +383,7 @@ def _nonws_counts(text: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int
 def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], counts: AlignmentCounts,
                min_score: float = 0.8, fill_gaps: bool = True, source: str = "") -> list[Chunk]:
     """Chunks of ``unit`` from a library's output ``pieces`` (in order), aligned to the unit text."""
-    from ..chunk_import import BookAligner
+    from ..chunk_align import BookAligner
 
     text = book.text[unit.start:unit.end]
     pieces = [p for p in pieces if p and p.strip()]
@@ -486,68 +485,14 @@ def preset_versions() -> dict[str, str]:
     return out
 
 
-RUN_COLUMNS = ("method", "library", "needs", "books", "units", "chunks", "pieces", "exact", "normalised", "fuzzy",
-               "not_found", "gap_chunks", "library_coverage", "overlap", "llm_calls", "llm_fallbacks",
-               "invalid_replies", "seconds", "note")
 COMPARISON_COLUMNS = ("library_method", "ours", "units", "chunks_library", "chunks_ours", "mean_tokens_library",
                       "mean_tokens_ours", "boundary_f1", "boundary_f1_pm1", "precision", "recall", "note")
-
-
-def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequence[str], backend: Any = None,
-                        embedder: Any = None, llm_items: Sequence[tuple[Book, Unit]] = (),
-                        save_profile: str | None = None):
-    """Run the ``lib:`` presets the way notebook 04 runs the baselines: on every unit of the books
-    ``cfg.books`` names (empty = all of ``books``); the embedding presets, with
-    ``cfg.embedding_units == "selection"``, and the LLM preset on ``llm_items`` (the shared unit
-    selection). Returns ``(chunk sets, run table)``; saves each set to
-    ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` for notebooks 05/06."""
-    import time
-
-    import pandas as pd
-    from tqdm.auto import tqdm
-
-    from ..selection import book_matches
-    from .registry import chunk_units
-
-    sets, rows = {}, []
-    for name in tqdm(list(presets), desc="library presets"):
-        name = name if is_library_method(name) else PREFIX + name
-        need = needs_of(name)
-        if need == "llm" or (need == "embedder" and cfg.embedding_units == "selection"):
-            items = list(llm_items)
-        else:
-            items = [(b, u) for b in books if not cfg.books or book_matches(b, cfg.books)
-                     for u in b.units if u.n_sentences]
-        if not items:  # e.g. a chunkers subset without LLM methods: no unit selection was made
-            rows.append({"method": name, "library": resolve(name)[0], "needs": need, "units": 0, "chunks": 0,
-                         "note": "not run: no units (the LLM unit selection is empty)"})
-            continue
-        t0 = time.perf_counter()
-        chunks, extra = chunk_units(name, items, cfg, backend=backend, embedder=embedder)
-        sets[name] = chunks
-        al = extra.get("alignment", {})
-        rows.append({"method": name, "library": resolve(name)[0], "needs": need,
-                     "books": len({b.book_id for b, _ in items}), "units": len(items), "chunks": len(chunks),
-                     "pieces": al.get("pieces"), "exact": al.get("exact"), "normalised": al.get("normalised"),
-                     "fuzzy": al.get("anchored"), "not_found": al.get("not_found"),
-                     "gap_chunks": al.get("gap_chunks"), "library_coverage": al.get("coverage"),
-                     "overlap": al.get("overlap"), "llm_calls": extra.get("genie_calls", 0),
-                     "llm_fallbacks": extra.get("genie_fallbacks", 0),
-                     "invalid_replies": extra.get("invalid_replies", 0), "seconds": time.perf_counter() - t0,
-                     "note": "unit selection" if len(items) == len(llm_items) and need != "text" else ""})
-        if save_profile:
-            from ..schema import save_chunks
-
-            save_chunks(chunk_set_path(save_profile, name), chunks)
-    return sets, pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
 def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int = 0) -> dict[str, float]:
     """Boundary agreement on the units both sets cover: precision, recall and F1 of the library's
     inner chunk starts (sentence indices) against ours, a start within ``tolerance`` sentences
     counting as a match (each of ours matched once)."""
-    from ..metrics.segment_quality import boundary_positions
-
     units = ({(c.book_id, c.unit_id) for c in ours if c.is_source_span}
              & {(c.book_id, c.unit_id) for c in theirs if c.is_source_span})
     tp = n_ours = n_theirs = 0

@@ -28,8 +28,8 @@ from typing import Any, Sequence
 from ..llm.base import SamplingParams, UsageTag
 from ..prompts import fill_prompt, load_prompt
 from ..replies import answer_text
-from ..schema import Book, Chunk, Unit
-from .base import chunks_from_boundaries, word_count
+from ..schema import Book, Chunk, Unit, word_count
+from .base import chunks_from_boundaries
 from .lockstep import chat_call, run_lockstep
 
 # possessive quantifiers: linear however much whitespace a reply holds

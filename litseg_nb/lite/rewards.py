@@ -9,7 +9,7 @@ Each rule scores in [0, 1]; the reward is the weighted sum (weights sum to 1). A
 scores 0 on every rule. Overlapping main ranges are *allowed* by LitSeg (shared boundary sentences),
 so they cost nothing.
 
-**Narratological reward** — the Appendix E.3 rubric judge (:mod:`litseg_nb.metrics.rubric_judge`)
+**Narratological reward** — the Appendix E.3 rubric judge (:mod:`litseg_nb.litseg.rubric_judge`)
 scores every predicted chunk on Event Validity, Unity of Action and Cut Point Logic (the latter with
 the rubric's +/-0.5 overlap rule); scores are averaged over dimensions, then over chunks, and mapped
 from the rubric's 1-5 scale to ``(mean - 1) / 4`` (so 0 = all ones, 1 = all fives; the overlap bonus
@@ -187,7 +187,7 @@ class NarratologicalReward:
         self.log: list[dict[str, Any]] = []  # one row per completion
 
     def score_one(self, text: str, passage: str, system_prompt: str, n_sentences: int) -> float:
-        from ..metrics.rubric_judge import (pipeline_analysis, score_chunks_with_rubric, segment_pipeline_json,
+        from ..litseg.rubric_judge import (pipeline_analysis, score_chunks_with_rubric, segment_pipeline_json,
                                             segment_texts_from_passage)
 
         self.stats.completions += 1

@@ -8,6 +8,7 @@
 * :mod:`.reconstruct` – segments → :class:`~litseg_nb.schema.Chunk` (subtitle, context, spans).
 * :mod:`.calibrate` – dataset-calibrated length reference.
 * :mod:`.report` – notebook 02's tables, figure and HTML rendering.
+* :mod:`.rubric_judge` – the Appendix E.3 rubric judge (notebook 06's judge, LitSeg-Lite's reward).
 * :mod:`.config` – :class:`LitSegConfig`.
 """
 from .config import LitSegConfig

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 from ..llm.base import BackendUnavailableError, LLMBackend, SamplingParams, UsageTag
 from ..replies import json_candidates, read_int, read_reply
 from ..errors import LitsegError
+from .prompting import with_length_reference
 
 DIMENSIONS = ("event_validity", "unity_of_action", "cut_point_logic")
 DIMENSION_KEYS = ("dimension1", "dimension2", "dimension3")
@@ -433,8 +434,6 @@ def segment_pipeline_prompt(method: str, length_reference: int | None = None, de
     if detail != "full":
         raise ValueError(f"detail must be 'full' or 'name', got {detail!r}")
     if base in PIPELINE_TEMPLATES:
-        from ..litseg.prompting import with_length_reference
-
         parts = []
         for name in PIPELINE_TEMPLATES[base]:
             text = load_prompt(name)

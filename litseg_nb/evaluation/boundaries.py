@@ -570,7 +570,7 @@ def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
 def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
     """A chunk set file: our chunk schema (``chunk_id``, ``from_idx`` ...) as written by the package, or
     rows ``{"book_id", "unit_id"?, "text"}`` in window order, aligned to the window books."""
-    from ..chunk_import import import_chunks
+    from ..chunk_align import import_chunks
     from ..schema import load_chunks, read_jsonl
 
     path = Path(path)

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..chunkers.base import boundary_positions
 from ..config import StageConfig, one_of
 
 
@@ -120,7 +121,7 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
     """The Appendix E.3 rubric judge over each method's units, within the config's caps.
 
     The judge gets E.3's three inputs for real: the Original Passage (the sentence-indexed unit), the
-    Segment Pipeline Prompt (:func:`~litseg_nb.metrics.rubric_judge.segment_pipeline_prompt`: the method's
+    Segment Pipeline Prompt (:func:`~litseg_nb.litseg.rubric_judge.segment_pipeline_prompt`: the method's
     prompt templates, ``length_reference`` filled in, or its algorithm; ``cfg.judge_pipeline_prompt``)
     and the Segment Pipeline (its segments with subtitles, ranges, context and text). A unit with more
     than ``cfg.judge_max_chunks_per_unit`` chunks is judged in consecutive windows of that many chunks,
@@ -131,7 +132,7 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
     import pandas as pd
 
     from ..llm.base import UsageTag
-    from . import rubric_judge
+    from ..litseg import rubric_judge
 
     book_by_id = {b.book_id: b for b in books}
     units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
@@ -198,12 +199,6 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
 
 
 # ---------------------------------------------------------------- notebook 06: the boundary figure
-def boundary_positions(chunks: Sequence[Any], book_id: str, unit_id: str) -> list[int]:
-    """Sentence indices where a chunk of the unit starts, except the unit's first sentence."""
-    return sorted({c.from_idx for c in chunks if c.book_id == book_id and c.unit_id == unit_id
-                   and c.is_source_span and c.from_idx > 1})
-
-
 def comparison_unit(chunk_sets: Mapping[str, Sequence[Any]], reference: str = "litseg") -> tuple[str, str]:
     """The unit covered by the most methods (the reference among them when it has chunks), ties to the
     one where the reference has the most boundaries, then corpus order of first appearance."""

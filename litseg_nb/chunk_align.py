@@ -1,0 +1,306 @@
+"""Aligning external chunk texts back to the cleaned book text: the aligner of ``import-chunks``
+(:mod:`litseg_nb.chunk_import`, which reads the chunk file and loads the book) and of the ``lib:``
+methods (:mod:`litseg_nb.chunkers.library`). :class:`BookAligner` locates the texts in the book,
+:func:`import_chunks` turns them into shared-schema chunks with an :class:`ImportReport`.
+
+Alignment (one pass through the book, in chunk order):
+
+1. **exact** – the whitespace-stripped chunk occurs verbatim in the book text, searched forward from
+   just after the previous aligned chunk's start (so overlapping chunk sets align too);
+2. **normalised** – the same search on a normalised copy of both texts (Unicode NFKC, curly quotes
+   and apostrophes to straight ones, dashes to ``-``, soft hyphens removed, whitespace runs to one
+   space, lower case), mapped back to exact book offsets — what a tool that re-joins paragraphs
+   with spaces or straightens quotes needs; recorded as ``fuzzy`` with score 1.0;
+3. **anchored** – for text the tool changed more (dropped or replaced characters): short probes of
+   the normalised chunk are located in the book, the densest agreement gives the region, a
+   ``difflib`` alignment trims it to the first and last matching block and the similarity ratio
+   between chunk and region is the score; accepted as ``fuzzy`` when score >= ``min_score``;
+4. otherwise **not found**.
+
+Each search first looks forward from the cursor; when that fails it looks at the whole book
+(``metadata['out_of_order'] = True``). An aligned chunk gets exact character ``spans`` into the book
+text, ``main_text`` = the book text of that span, and the sentence indices of the unit holding most
+of it (``from_idx``/``to_idx``; every unit it touches is listed in ``metadata['unit_ranges']``).
+Its ``text`` stays the external text — that is what a retriever indexes, exactly as in the
+source. A chunk that cannot be aligned is kept (retrievers still index its text) with
+``spans=[]``, ``is_source_span=False``, ``unit_id=""`` and ``metadata['alignment']='not_found'``;
+it is never dropped. A chunk set that aligns to nothing of the book is an error.
+"""
+from __future__ import annotations
+
+import difflib
+import unicodedata
+from bisect import bisect_left, bisect_right
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from .schema import Book, Chunk, Unit
+from .errors import UsageError
+from .text_offsets import normalize_with_offsets
+
+_QUOTE_MAP = {
+    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u0060": "'",
+    "\u00b4": "'", "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
+    "\u00ab": '"', "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u2015": "-", "\u2212": "-",
+    "\u2010": "-", "\u2011": "-", "\u00ad": "",
+}
+
+
+class ChunkImportError(UsageError, ValueError):
+    """The chunk file cannot be read, or the chunk set covers nothing of the book."""
+
+
+# --------------------------------------------------------------------------- normalisation
+def _align_form(ch: str) -> str:
+    """The aligner's form of one character: quotes, dashes and hyphens (also ``\u2010``/``\u2011``)
+    mapped before and after NFKC, lower-cased, soft hyphen dropped."""
+    rep = _QUOTE_MAP.get(ch)
+    if rep is None:
+        rep = unicodedata.normalize("NFKC", ch).lower()
+        rep = "".join(_QUOTE_MAP.get(c, c) for c in rep)
+    return rep
+
+
+def normalize_with_map(text: str) -> tuple[str, list[int]]:
+    """Normalised ``text`` and, per normalised character, the index of the source character."""
+    return normalize_with_offsets(text, _align_form)
+
+
+def normalize_text(text: str) -> str:
+    return normalize_with_map(text)[0]
+
+
+# --------------------------------------------------------------------------- alignment
+@dataclass
+class Alignment:
+    index: int  # 0-based position in the chunk file
+    quality: str  # exact | fuzzy | not_found
+    method: str  # exact | normalised | anchored | none
+    score: float
+    start: int = -1
+    end: int = -1
+    out_of_order: bool = False
+
+
+class BookAligner:
+    """Locates chunk texts in one book's text (see the module docstring)."""
+
+    def __init__(self, text: str, min_score: float = 0.8, probe_chars: int = 32, n_probes: int = 8):
+        self.text = text
+        self.norm, self.nmap = normalize_with_map(text)
+        self.min_score = min_score
+        self.probe_chars = probe_chars
+        self.n_probes = n_probes
+
+    def _n2o(self, nstart: int, nend: int) -> tuple[int, int]:
+        """Normalised ``[nstart, nend)`` → source ``[start, end)`` (end after the last source char)."""
+        return self.nmap[nstart], self.nmap[nend - 1] + 1
+
+    def _o2n(self, opos: int) -> int:
+        return bisect_left(self.nmap, opos)
+
+    def _exact(self, chunk: str, cursor: int) -> tuple[int, int] | None:
+        p = self.text.find(chunk, cursor)
+        return (p, p + len(chunk)) if p >= 0 else None
+
+    def _normalised(self, nchunk: str, ncursor: int) -> tuple[int, int] | None:
+        p = self.norm.find(nchunk, ncursor)
+        return (p, p + len(nchunk)) if p >= 0 else None
+
+    def _anchored(self, nchunk: str, ncursor: int) -> tuple[int, int, float] | None:
+        L = len(nchunk)
+        k = min(self.probe_chars, L)
+        if k < 8:
+            return None
+        offsets = sorted({round(j * (L - k) / max(1, self.n_probes - 1)) for j in range(self.n_probes)})
+        votes: list[int] = []
+        for off in offsets:
+            p = self.norm.find(nchunk[off:off + k], ncursor)
+            if p >= 0:
+                votes.append(p - off)
+        if not votes:
+            return None
+        votes.sort()
+        tol = max(16, L // 5)
+        best, best_n = votes[0], 0
+        for v in votes:  # the estimate most other probes agree with
+            n = bisect_right(votes, v + tol) - bisect_left(votes, v - tol)
+            if n > best_n:
+                best, best_n = v, n
+        slack = max(32, L // 4)
+        lo, hi = max(0, best - slack), min(len(self.norm), best + L + slack)
+        region = self.norm[lo:hi]
+        sm = difflib.SequenceMatcher(None, nchunk, region, autojunk=False)
+        blocks = [b for b in sm.get_matching_blocks() if b.size >= 3]
+        if not blocks:
+            return None
+        a0, a1 = lo + blocks[0].b, lo + blocks[-1].b + blocks[-1].size
+        # the chunk's first/last few characters outside the solid blocks (a dropped or changed letter
+        # near an edge): walk outwards matching them in order, skipping at most 8 book characters
+        head, tail = blocks[0].a, blocks[-1].a + blocks[-1].size
+        if 0 < head <= 8:
+            j, pos, skips = head - 1, a0 - 1, 0
+            while j >= 0 and pos >= lo and skips <= 8:
+                if self.norm[pos] == nchunk[j]:
+                    a0, j = pos, j - 1
+                else:
+                    skips += 1
+                pos -= 1
+        if 0 < L - tail <= 8:
+            j, pos, skips = tail, a1, 0
+            while j < L and pos < hi and skips <= 8:
+                if self.norm[pos] == nchunk[j]:
+                    a1, j = pos + 1, j + 1
+                else:
+                    skips += 1
+                pos += 1
+        score = difflib.SequenceMatcher(None, nchunk, self.norm[a0:a1], autojunk=False).ratio()
+        return a0, a1, score
+
+    def align(self, chunks: Sequence[str]) -> list[Alignment]:
+        out: list[Alignment] = []
+        cursor = 0  # source offset from which the next chunk is searched
+        for i, raw in enumerate(chunks):
+            chunk = raw.strip()
+            nchunk = normalize_text(chunk)
+            al = None
+            for forward in (True, False):
+                start_o = cursor if forward else 0
+                hit = self._exact(chunk, start_o) if chunk else None
+                if hit:
+                    al = Alignment(i, "exact", "exact", 1.0, *hit)
+                elif nchunk:
+                    ncur = self._o2n(start_o)
+                    nh = self._normalised(nchunk, ncur)
+                    if nh:
+                        al = Alignment(i, "fuzzy", "normalised", 1.0, *self._n2o(*nh))
+                    else:
+                        ah = self._anchored(nchunk, ncur)
+                        if ah and ah[2] >= self.min_score:
+                            al = Alignment(i, "fuzzy", "anchored", round(ah[2], 4), *self._n2o(ah[0], ah[1]))
+                if al is not None:
+                    al.out_of_order = not forward
+                    break
+            if al is None:
+                out.append(Alignment(i, "not_found", "none", 0.0))
+                continue
+            out.append(al)
+            if not al.out_of_order:
+                cursor = al.start + 1
+        return out
+
+
+# --------------------------------------------------------------------------- chunks
+def _unit_ranges(units: Sequence[Unit], start: int, end: int) -> list[tuple[Unit, int, int, int]]:
+    """``(unit, from_idx, to_idx, overlap_chars)`` for every unit whose sentences overlap the span."""
+    out = []
+    for u in units:
+        if u.end <= start or u.start >= end:
+            continue
+        idx = [s.index for s in u.sentences if s.start < end and s.end > start]
+        if idx:
+            out.append((u, idx[0], idx[-1], min(end, u.end) - max(start, u.start)))
+    return out
+
+
+@dataclass
+class ImportReport:
+    book_id: str
+    name: str
+    source: str
+    n_chunks: int
+    n_empty_rows_skipped: int
+    n_exact: int
+    n_fuzzy: int
+    n_not_found: int
+    n_normalised: int  # fuzzy matches that are exact after whitespace/quote/dash normalisation (score 1.0)
+    n_out_of_order: int
+    n_outside_units: int  # aligned, but the span overlaps no sentence of any unit
+    coverage: float  # share of the book's non-whitespace characters inside some aligned span
+    overlap: float  # share of covered non-whitespace characters inside more than one span
+    not_found_chars: int
+    min_fuzzy_score: float | None
+    not_found_indices: list[int] = field(default_factory=list)
+
+    def summary(self) -> str:
+        fz = (f" ({self.n_normalised} exact after whitespace/quote/dash normalisation; lowest score "
+              f"{self.min_fuzzy_score:.3f})" if self.min_fuzzy_score is not None else "")
+        return (f"imported {self.name} -> {self.book_id}: {self.n_chunks} chunks | aligned exact {self.n_exact}, "
+                f"fuzzy {self.n_fuzzy}{fz}, not found {self.n_not_found} ({self.not_found_chars} chars; kept "
+                f"for retrieval, flagged) | book coverage {100 * self.coverage:.2f}% | overlap "
+                f"{100 * self.overlap:.2f}% | out of order {self.n_out_of_order} | outside units "
+                f"{self.n_outside_units} | empty rows skipped {self.n_empty_rows_skipped}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _coverage(text: str, spans: Sequence[tuple[int, int]]) -> tuple[float, float]:
+    import numpy as np
+
+    depth = np.zeros(len(text) + 1, dtype=np.int32)
+    for a, b in spans:
+        depth[a] += 1
+        depth[b] -= 1
+    depth = np.cumsum(depth[:-1])
+    solid = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    ws = np.isin(solid, [ord(c) for c in " \t\n\r\f\v\u00a0\u2028\u2029"])
+    nonws = ~ws
+    total = int(nonws.sum())
+    covered = int((nonws & (depth > 0)).sum())
+    multi = int((nonws & (depth > 1)).sum())
+    return (covered / total if total else 0.0), (multi / covered if covered else 0.0)
+
+
+def import_chunks(book: Book, texts: Sequence[str], name: str, source: str = "", min_score: float = 0.8,
+                  n_empty_rows: int = 0) -> tuple[list[Chunk], ImportReport]:
+    """Align ``texts`` (in order) to ``book`` and return shared-schema chunks plus a report."""
+    if not texts:
+        raise ChunkImportError(f"{source or name}: no chunk texts to import")
+    aligner = BookAligner(book.text, min_score=min_score)
+    als = aligner.align(texts)
+    chunks: list[Chunk] = []
+    outside = 0
+    per_unit: dict[str, int] = {}
+    for al, raw in zip(als, texts):
+        md: dict[str, Any] = {"imported": True, "source": source, "source_index": al.index, "alignment": al.quality,
+                              "alignment_method": al.method, "alignment_score": al.score}
+        if al.quality == "not_found":
+            chunks.append(Chunk(book.book_id, "", f"import.c{al.index:05d}", name, 0, 0, [], raw, "",
+                                is_source_span=False, metadata=md))
+            continue
+        # trim whitespace the source span may carry at its ends (never text)
+        a, b = al.start, al.end
+        while a < b and book.text[a].isspace():
+            a += 1
+        while b > a and book.text[b - 1].isspace():
+            b -= 1
+        md["out_of_order"] = al.out_of_order
+        ranges = _unit_ranges(book.units, a, b)
+        if ranges:
+            main = max(ranges, key=lambda r: r[3])
+            unit_id, lo, hi = main[0].unit_id, main[1], main[2]
+            md["unit_ranges"] = [[u.unit_id, f, t] for u, f, t, _ in ranges]
+        else:
+            outside += 1
+            unit_id, lo, hi = "", 0, 0
+            md["unit_ranges"] = []
+            md["outside_units"] = True
+        k = per_unit.get(unit_id, 0)
+        per_unit[unit_id] = k + 1
+        chunks.append(Chunk(book.book_id, unit_id, f"{unit_id or 'nounit'}.i{al.index:05d}", name, lo, hi,
+                            [(a, b)], raw, book.text[a:b], metadata=md))
+    spans = [s for c in chunks for s in c.spans]
+    if not spans:
+        raise ChunkImportError(f"{source or name}: none of the {len(texts)} chunks could be aligned to book "
+                               f"{book.book_id!r} (is it the right book? the text column?)")
+    cov, ovl = _coverage(book.text, spans)
+    fuzzy = [al.score for al in als if al.quality == "fuzzy"]
+    nf = [al for al in als if al.quality == "not_found"]
+    rep = ImportReport(book.book_id, name, source, len(texts), n_empty_rows,
+                       sum(al.quality == "exact" for al in als), len(fuzzy), len(nf),
+                       sum(al.method == "normalised" for al in als),
+                       sum(al.out_of_order for al in als), outside, cov, ovl,
+                       sum(len(texts[al.index]) for al in nf), min(fuzzy) if fuzzy else None,
+                       [al.index for al in nf])
+    return chunks, rep
