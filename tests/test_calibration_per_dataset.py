@@ -133,3 +133,28 @@ def test_lite_uses_the_units_datasets_reference_in_training_and_at_inference():
     one = annotate_units(items(g), ScriptedBackend(reply_fn=good), cfg, length_reference=7, progress=False).records
     with pytest.raises(ValueError, match="mix one length reference"):
         annotation_length_reference(train + one)
+
+
+def test_e3_judge_shows_each_units_datasets_reference_and_rule_based_chunkers_need_none():
+    from litseg_nb.metrics.segment_quality import SegmentQualityConfig, judge_chunk_sets
+    from litseg_nb.schema import make_sentence_chunk
+
+    g, lq = _books()
+    other = make_book("gutenberg:46", units=1, dataset="gutenberg")  # no calibration for this dataset
+    one = lambda b, u, m: [make_sentence_chunk(b, u, m, 0, 1, u.n_sentences)]  # noqa: E731
+    sets = {"litseg-lite": one(g, g.units[0], "litseg-lite") + one(lq, lq.units[0], "litseg-lite"),
+            "token": one(other, other.units[0], "token")}
+    seen = []
+
+    def reply(conv):
+        seen.append(conv[1]["content"])
+        return json.dumps({f"dimension{d}": [4] for d in (1, 2, 3)})
+
+    cfg = SegmentQualityConfig.for_profile("test", judge_max_units=0, judge_max_passage_chars=0)
+    per_unit, _ = judge_chunk_sets(sets, [g, lq, other], ScriptedBackend(reply_fn=reply), cfg, length_reference=REFS)
+    stated = {r.book_id: re.search(r"single segment is (\d+) sentences", s) for r, s in zip(per_unit.itertuples(), seen)}
+    assert int(stated["gutenqa:G"].group(1)) == 7 and int(stated["literaryqa:L"].group(1)) == 13
+    assert stated["gutenberg:46"] is None  # the token splitter's algorithm: no length reference needed
+    with pytest.raises(ValueError, match=r"gutenberg:46/u0000.*'gutenberg'"):
+        judge_chunk_sets({"litseg-lite": one(other, other.units[0], "litseg-lite")}, [other],
+                         ScriptedBackend(reply_fn=reply), cfg, length_reference=REFS)

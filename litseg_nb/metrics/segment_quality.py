@@ -180,8 +180,9 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
             if len(ucs) > win and not cfg.judge_windows:
                 counts["n_skipped_chunks"] += 1
                 continue
-            seg_prompt = rubric_judge.segment_pipeline_prompt(m, reference_for(length_reference, book_by_id[bid], unit),
-                                                              cfg.judge_pipeline_prompt,
+            ref = (reference_for(length_reference, book_by_id[bid], unit)  # the unit's dataset's value
+                   if rubric_judge.uses_length_reference(m, cfg.judge_pipeline_prompt) else None)
+            seg_prompt = rubric_judge.segment_pipeline_prompt(m, ref, cfg.judge_pipeline_prompt,
                                                               last_index=unit.n_sentences)
             results = []
             for w0 in range(0, len(ucs), win):
