@@ -28,7 +28,8 @@ import pandas as pd
 from ..llm.base import UsageTag
 from .pipeline import EvalQuestion
 
-MEASURES = ("AA", "EM", "F1", "ROUGE-L", "METEOR")
+MEASURES = ("AA", "EM", "F1", "ROUGE_L", "METEOR")  # Table 4's names (answers' columns: SOURCE)
+SOURCE = {"AA": "answer_accuracy", "EM": "EM", "F1": "F1", "ROUGE_L": "ROUGE-L", "METEOR": "METEOR"}
 LONG_CONTEXT = "no retrieval, whole book in context"
 MANUAL = "RAG-Manual (hand-segmented chunks)"
 PROMPT_MARGIN = 32  # tokens the chat template adds around the messages (upper bound)
@@ -47,7 +48,7 @@ def _row(system: str, method: str, frame: pd.DataFrame | None, status: str) -> d
         elif m == "AA":
             row[m] = float(scored["answer_accuracy"].mean()) if scored is not None and len(scored) else float("nan")
         else:
-            row[m] = float(frame[m].mean()) if len(frame) else float("nan")
+            row[m] = float(frame[SOURCE[m]].mean()) if len(frame) else float("nan")
     row["n_ragas"] = 0 if scored is None else int(len(scored))
     return row
 
@@ -58,9 +59,13 @@ def long_context_fit(backend: Any, books: Mapping[str, Any], questions: Sequence
     from .generate import answer_conversation
 
     worst: tuple[int, str] | None = None
+    book_tokens: dict[str, int] = {}  # each book tokenised once (a GutenQA book is ~1 MB of text)
     for q in questions:
-        conv = answer_conversation(q.dataset, q.title, q.question, [books[q.book_id].text])
-        need = sum(backend.count_tokens(m["content"]) for m in conv) + PROMPT_MARGIN + answer_max_new_tokens
+        if q.book_id not in book_tokens:
+            book_tokens[q.book_id] = backend.count_tokens(books[q.book_id].text)
+        conv = answer_conversation(q.dataset, q.title, q.question, ["-"])  # the prompt around the book
+        need = (sum(backend.count_tokens(m["content"]) for m in conv) + book_tokens[q.book_id]
+                + PROMPT_MARGIN + answer_max_new_tokens)
         if need > max_model_len and (worst is None or need > worst[0]):
             worst = (need, q.title)
     if worst is None:
