@@ -78,7 +78,8 @@ def long_context_fit(backend: Any, books: Mapping[str, Any], questions: Sequence
 def lumber_qa_comparison(gen: pd.DataFrame, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
                          backend: Any, cfg: Any, seed: int = 0, dataset: str = "gutenqa") -> pd.DataFrame:
     """One row per system of LumberChunker's QA comparison on ``dataset``'s questions in ``gen``
-    (notebook 05's answers, RAGAS columns where computed). ``cfg`` is the :class:`~litseg_nb.rag.config.RagConfig`
+    (notebook 05's answers, RAGAS columns where computed); ``questions``: the evaluation questions (any
+    superset of those in ``gen``: their answers are the references). ``cfg`` is the :class:`~litseg_nb.rag.config.RagConfig`
     (generator context ``llm.max_model_len``, ``answer_max_new_tokens``, RAGAS settings). The long-context
     row is generated here when it fits (same generator, prompt and RAGAS subset rule), else stated."""
     from ..metrics.generation import generation_scores
