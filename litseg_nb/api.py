@@ -263,7 +263,8 @@ def iter_segment(method: str, items: Sequence[tuple[Book, Any]], cfg: Any, backe
                  embedder: Any = None, batch_units: int | None = None) -> Iterator[list[Chunk]]:
     """Segment ``(book, unit)`` pairs in batches and yield each batch's chunks (coverage checked).
 
-    LitSeg's length calibration runs once, on the first units (as in a single call), so the batches
+    LitSeg's length calibration runs once, on a seeded sample of the units (as in a single call; one
+    dataset per call, since the calibration is per dataset), so the batches
     give the same chunks as one :func:`~litseg_nb.chunkers.registry.chunk_units` call; an
     :class:`~litseg_nb.llm.base.LLMError` raised in a batch leaves the earlier batches yielded.
     """
@@ -273,8 +274,11 @@ def iter_segment(method: str, items: Sequence[tuple[Book, Any]], cfg: Any, backe
     if method == "litseg" and getattr(cfg, "calibrate", False) and items:
         from .litseg.calibrate import measure_length_reference
 
-        ref = measure_length_reference(list(items), backend, cfg, progress=True)["length_reference"]
-        cfg = cfg.replace(calibrate=False, length_reference=ref)
+        refs = measure_length_reference(list(items), backend, cfg, progress=True)["length_reference"]
+        if len(refs) != 1:  # cfg holds one value; each dataset needs its own (no pooled value)
+            raise ValueError(f"LitSeg's length calibration is per dataset, and these units come from "
+                             f"{len(refs)} datasets ({', '.join(refs)}): segment each dataset separately")
+        cfg = cfg.replace(calibrate=False, length_reference=next(iter(refs.values())))
     size = batch_units or checkpoint_units(cfg, spec.needs_llm)
     titles = {(b.book_id, u.unit_id): u.title for b, u in items}
     for i in range(0, len(items), size):
@@ -302,7 +306,7 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
     ``embedder`` reuse already-built models. Returns the chunks, coverage checked for every segmented
     unit; each chunk's ``metadata["unit_title"]`` names its unit.
 
-    ``litseg`` calibrates its soft length reference on the first ``calibration_units`` units when the
+    ``litseg`` calibrates its soft length reference on a seeded sample of ``calibration_units`` units when the
     profile says so (``calibrate=False`` keeps ``length_reference``). ``litseg-lite`` runs the profile's
     student model with the Lite prompt; for the distilled segmenter point ``llm={"model": ...}`` at a
     Lite model with notebook 03's adapters merged in (:func:`litseg_nb.ablation.variant_model`). Fallbacks (the paper's whole-unit

@@ -277,12 +277,14 @@ def test_calibration_uses_quantile_of_usable_units(fresh_dirs):
                                             {"subtitle": "b", "from_idx": 3, "to_idx": 10}]})
         return "garbage"  # unit 1 → whole-unit fallback, excluded from the lengths
 
-    cal = calibrate_length_reference(items(b), ScriptedBackend(reply_fn=reply), cfg, progress=False)
+    cal = calibrate_length_reference(items(b), ScriptedBackend(reply_fn=reply), cfg, progress=False, train_items=())
     assert cal["subset"] == ["b1/u0000", "b1/u0001"] and cal["excluded_units"] == ["b1/u0001"]
-    assert cal["segment_lengths"] == [2, 8] and cal["length_reference"] == 5 and cal["source"] == "calibrated"
-    assert cal["by_dataset"] == {"synthetic": {"n_segments": 2, "quantile_value": 5}}
-    cal = calibrate_length_reference(items(b)[1:], ScriptedBackend(reply_fn=reply), cfg, progress=False)
-    assert cal["source"] == "default" and cal["length_reference"] == 100 and "no usable" in cal["reason"]
+    assert cal["segment_lengths"] == [2, 8] and cal["length_reference"] == {"synthetic": 5}
+    assert cal["source"] == "calibrated" and cal["by_dataset"]["synthetic"]["n_segments"] == 2
+    cal = calibrate_length_reference(items(b)[1:], ScriptedBackend(reply_fn=reply), cfg, progress=False,
+                                     train_items=())
+    assert cal["source"] == "default" and cal["length_reference"] == {"synthetic": 100}
+    assert "no usable" in cal["by_dataset"]["synthetic"]["reason"]
 
 
 def test_report_tables_and_html(cfg):

@@ -46,10 +46,16 @@ def test_notebook_02_runs_in_test_profile(data_dir):
         assert_full_coverage(b, [c for c in chunks if c.book_id == b.book_id], "litseg")
     calib = json.loads((out / "artifacts" / "litseg" / "calibration.json").read_text())
     assert calib["quantile"] == cfg.calibration_quantile and calib["subset"]
-    # Lite's training units: annotated by the same teacher with the same length reference, other books
+    # Lite's training units: annotated by the same teacher, other books; the length reference is
+    # calibrated per dataset (the selection's GutenQA and the training units' Gutenberg), each unit
+    # carrying its own dataset's value (issue #21.6)
     train = [json.loads(line) for line in (out / "artifacts" / "litseg" / "train_annotations.jsonl").open()]
     assert train and {r["book_id"] for r in train}.isdisjoint({r["book_id"] for r in records})
-    assert {r["length_reference"] for r in records + train} == {calib["length_reference"]}
+    refs = calib["length_reference"]
+    assert set(refs) == {"gutenqa", "gutenberg"} and calib["training_datasets"] == ["gutenberg"]
+    for r in records + train:
+        assert r["length_reference"] == refs[r["dataset"]] and r["length_reference_dataset"] == r["dataset"]
+        assert r["length_references"] == refs
     assert {r["method"] for r in train} == {"litseg-train"} and "litseg-train" in set(usage["method"])
     label = (tables / "02_lite_training_units.md").read_text()
     assert "teacher LLM=tiny-random" in label and "student (Lite)=tiny-random" in label and "books=46" in label

@@ -16,7 +16,10 @@ def test_fidelity_rows_name_the_fields_and_functions_of_issue_21():
     for name in ("timing_dataset", "litseg_on_student", "run_litseg_on_student", "Qwen3-32B-AWQ",
                  "table3_scope", "book_judge_context", "calibration_subset", "segment_pipeline_prompt",
                  "judge_windows", "MarginThreshold", "bm25_tokenize", "FlagReranker.score", "clean_answer",
-                 "BaselinesConfig.tokenizer", "chunkers/semantic.py"):
+                 "BaselinesConfig.tokenizer", "chunkers/semantic.py",
+                 # per-dataset calibration (#21.6) and LumberChunker's QA comparison (#21.12)
+                 "calibration_table", "length_reference_dataset", "annotation_length_reference",
+                 "lumber_qa_comparison", "05_lumber_qa"):
         assert name in README, name
 
 
@@ -25,3 +28,9 @@ def test_figure1_overview_in_readme_and_notebook_02():
     cells = json.loads((NOTEBOOKS_DIR / "02_litseg_annotation.ipynb").read_text(encoding="utf-8"))["cells"]
     md = ["".join(c["source"]) for c in cells[:3] if c["cell_type"] == "markdown"]
     assert any("Figure 1" in m and "Stage 1" in m and "Stage 3" in m and "LitSeg-Lite" in m for m in md)
+
+
+def test_readme_says_the_calibration_is_per_dataset():
+    """Issue #21.6: the README no longer claims one pooled value for every unit."""
+    assert "one value for every unit, recorded in each annotation" not in README
+    assert "**per dataset**" in README and "no pooled value is used" in README

@@ -161,7 +161,7 @@ def _per_unit_lists(items: Sequence[tuple[Book, Unit]], chunks: Sequence[Chunk])
 
 
 def _litseg(items, cfg, backend, embedder):
-    """LitSeg (notebook 02's method): optional length calibration on the first units, then 3 stages."""
+    """LitSeg (notebook 02's method): optional length calibration (per dataset, on a seeded sample), then 3 stages."""
     from ..litseg.calibrate import measure_length_reference
     from ..litseg.pipeline import annotate_units, records_to_chunks
 

@@ -106,9 +106,10 @@ def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Any]], books: Se
     return agg
 
 
-def annotated_length_reference(profile: str) -> int | None:
-    """The length reference LitSeg's annotations of ``profile`` carry (notebook 02), or None when there
-    are none (the prompts then show the paper's 100)."""
+def annotated_length_reference(profile: str) -> int | dict[str, int] | None:
+    """The length references LitSeg's annotations of ``profile`` carry (notebook 02: dataset -> value,
+    or one value when calibration was off), or None when there are none (the prompts then show the
+    paper's 100)."""
     from ..lite.data import annotation_length_reference, annotations_path, load_annotations
 
     if not annotations_path(profile, "eval").is_file():
@@ -117,12 +118,14 @@ def annotated_length_reference(profile: str) -> int | None:
 
 
 def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], backend: Any,
-                     cfg: SegmentQualityConfig, seed: int = 0, length_reference: int | None = None):
+                     cfg: SegmentQualityConfig, seed: int = 0,
+                     length_reference: int | Mapping[str, int] | None = None):
     """The Appendix E.3 rubric judge over each method's units, within the config's caps.
 
     The judge gets E.3's three inputs for real: the Original Passage (the sentence-indexed unit), the
     Segment Pipeline Prompt (:func:`~litseg_nb.litseg.rubric_judge.segment_pipeline_prompt`: the method's
-    prompt templates, ``length_reference`` filled in, or its algorithm; ``cfg.judge_pipeline_prompt``)
+    prompt templates, ``length_reference`` filled in – one value, or the unit's dataset's value of a
+    per-dataset mapping – or its algorithm; ``cfg.judge_pipeline_prompt``)
     and the Segment Pipeline (its segments with subtitles, ranges, context and text). A unit with more
     than ``cfg.judge_max_chunks_per_unit`` chunks is judged in consecutive windows of that many chunks,
     each with the whole passage (``cfg.judge_windows``), or skipped. Returns ``(per_unit, per_method)``;
@@ -131,6 +134,7 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
     """
     import pandas as pd
 
+    from ..litseg.prompting import reference_for
     from ..llm.base import UsageTag
     from ..litseg import rubric_judge
 
@@ -158,7 +162,9 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
             if len(ucs) > win and not cfg.judge_windows:
                 counts["n_skipped_chunks"] += 1
                 continue
-            seg_prompt = rubric_judge.segment_pipeline_prompt(m, length_reference, cfg.judge_pipeline_prompt,
+            ref = (reference_for(length_reference, book_by_id[bid], unit)  # the unit's dataset's value
+                   if rubric_judge.uses_length_reference(m, cfg.judge_pipeline_prompt) else None)
+            seg_prompt = rubric_judge.segment_pipeline_prompt(m, ref, cfg.judge_pipeline_prompt,
                                                               last_index=unit.n_sentences)
             results = []
             for w0 in range(0, len(ucs), win):

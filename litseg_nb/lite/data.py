@@ -15,9 +15,13 @@ Training units are notebook 02's ``train_annotations.jsonl`` (``LitSegConfig.tra
 LiteraryQA train split in ``full``, another book in ``test``/``smoke``); the student is evaluated on
 the units of ``annotations.jsonl`` and never on a trained unit (:mod:`litseg_nb.lite.heldout`).
 
-One length reference. The teacher's system prompt carried a calibrated "recommended maximum length"
-(notebook 02, recorded in every annotation record as ``length_reference``); the student's E.2
-prompt gets the same value (:func:`annotation_length_reference`), in training and at inference.
+The teacher's length references. The teacher's system prompt carried a "recommended maximum length"
+calibrated per dataset (notebook 02; every annotation record says its value, ``length_reference``,
+whose it is, ``length_reference_dataset``, and the run's mapping dataset -> value,
+``length_references``). The student's E.2 prompt gets the value of the unit's dataset from the same
+mapping (:func:`annotation_length_reference`), in training (LiteraryQA train units: LiteraryQA's
+value) and at inference (a GutenQA unit: GutenQA's value); a unit of a dataset the mapping lacks is an
+error naming it.
 """
 from __future__ import annotations
 
@@ -63,7 +67,7 @@ def load_annotations(profile: str, split: str = "eval") -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- prompts
 def lite_system_prompt(n_sentences: int, template: str = LITE_SYSTEM_TEMPLATE,
-                       length_reference: int = PAPER_LENGTH_REFERENCE) -> str:
+                       length_reference: int | None = PAPER_LENGTH_REFERENCE) -> str:
     """The Appendix E.2 system prompt (or an E.4 ablation prompt, ``template="ablation/..."``)
     with ``{last_index}`` = the unit's last sentence index and the recommended maximum segment
     length = ``length_reference`` (the teacher's calibrated value; the paper's text says 100)."""
@@ -77,9 +81,14 @@ def lite_user_prompt(indexed_text: str) -> str:
 
 
 def lite_conversation(book: Book, unit: Unit, template: str = LITE_SYSTEM_TEMPLATE,
-                      length_reference: int = PAPER_LENGTH_REFERENCE) -> list[dict[str, str]]:
-    """System + user messages of one Lite call for ``unit`` (the student's whole input)."""
-    return [{"role": "system", "content": lite_system_prompt(unit.n_sentences, template, length_reference)},
+                      length_reference: int | Mapping[str, int] = PAPER_LENGTH_REFERENCE) -> list[dict[str, str]]:
+    """System + user messages of one Lite call for ``unit`` (the student's whole input);
+    ``length_reference`` is one value or the teacher's mapping dataset -> value (the unit's book's
+    dataset's value is used; a dataset it lacks raises ``ValueError`` naming the unit)."""
+    from ..litseg.prompting import reference_for
+
+    ref = reference_for(length_reference, book, unit)
+    return [{"role": "system", "content": lite_system_prompt(unit.n_sentences, template, ref)},
             {"role": "user", "content": lite_user_prompt(unit.indexed_text(book.text))}]
 
 
@@ -204,7 +213,7 @@ class LiteExample:
     target_source: str = "validated"  # or "fallback: <type>" (CPU demonstrations only, labelled)
     n_tokens: int = 0  # prompt + target tokens (0 = not counted)
     fingerprint: str = ""  # of the sentence-indexed unit (litseg_nb.lite.heldout.unit_fingerprint)
-    length_reference: int = PAPER_LENGTH_REFERENCE  # the teacher's value, in the system prompt
+    length_reference: int = PAPER_LENGTH_REFERENCE  # the teacher's value for this unit, in the system prompt
 
     def prompt_messages(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
@@ -358,20 +367,44 @@ def record_length_reference(rec: Mapping[str, Any]) -> int:
     return int(ref)
 
 
-def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int:
-    """The ONE length reference of a set of annotation records (teacher and student share it).
+def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int | dict[str, int]:
+    """The teacher's length references of a set of annotation records (teacher and student share them).
 
-    Raises ``ValueError`` when the records carry different values (annotations from different
-    calibrations cannot train one student with one prompt)."""
-    refs = sorted({record_length_reference(r) for r in records})
-    if not refs:
+    Records made with the per-dataset calibration (:mod:`litseg_nb.litseg.calibrate`) give the mapping
+    dataset -> value of their run (``length_references``; :func:`lite_conversation` and the segmenters
+    take it and use each unit's dataset's value); records made with one value for every unit (no
+    calibration) give that value. Raises ``ValueError`` when the records come from different
+    calibrations (different values for one dataset, or mixed kinds), or when a record's own value
+    is not its dataset's value in the mapping."""
+    if not records:
         raise ValueError("no annotation records: no length reference")
-    if len(refs) > 1:
-        raise ValueError(f"annotation records carry different length references {refs}; rerun notebook 02 "
-                         "so that all annotations use the same calibrated value")
-    return refs[0]
+    single: set[int] = set()
+    mapping: dict[str, int] = {}
+    where = lambda r: f"book {r.get('book_id')!r} unit {r.get('unit_id')!r}"  # noqa: E731
+    for r in records:
+        ref = record_length_reference(r)
+        refs = r.get("length_references")
+        if refs is None:
+            single.add(ref)
+            continue
+        ds = r.get("length_reference_dataset")
+        if ds not in refs or int(refs[ds]) != ref:
+            raise ValueError(f"annotation of {where(r)}: its length reference {ref} is not dataset {ds!r}'s "
+                             f"value in its run's calibration {dict(refs)}")
+        for k, v in refs.items():
+            if mapping.setdefault(str(k), int(v)) != int(v):
+                raise ValueError(f"annotation records carry different length references for dataset {k!r} "
+                                 f"({mapping[str(k)]} and {v}); rerun notebook 02 so that all annotations "
+                                 "use the same calibration")
+    if single and mapping:
+        raise ValueError("annotation records mix one length reference for every unit with a per-dataset "
+                         "calibration; rerun notebook 02 so that all annotations use the same calibration")
+    if len(single) > 1:
+        raise ValueError(f"annotation records carry different length references {sorted(single)}; rerun "
+                         "notebook 02 so that all annotations use the same calibrated value")
+    return mapping if mapping else single.pop()
 
 
-def student_length_reference(profile: str) -> int:
-    """The length reference of ``profile``'s Lite student: the one its training annotations carry."""
+def student_length_reference(profile: str) -> int | dict[str, int]:
+    """The length references of ``profile``'s Lite student: the calibration its training annotations carry."""
     return annotation_length_reference(load_annotations(profile, "train"))

@@ -76,7 +76,7 @@ def score_reply(text: str, n: int, passage: str, system_prompt: str,
 
 def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: Sequence[LiteUnitResult],
                       judge: NarratologicalReward | None, weights: Sequence[float],
-                      length_reference: int = 100) -> list[dict[str, Any]]:
+                      length_reference: int | Mapping[str, int] = 100) -> list[dict[str, Any]]:
     """Per-unit rows of a finished Lite run; the FIRST reply is scored with the GRPO reward."""
     from .data import lite_conversation
 
@@ -103,7 +103,7 @@ def evaluate_segmenter(system: str, segmenter: LiteSegmenter, pairs: Sequence[tu
 
 def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Book, Unit]],
                  judge: NarratologicalReward | None, weights: Sequence[float],
-                 length_reference: int = 100) -> list[dict[str, Any]]:
+                 length_reference: int | Mapping[str, int] = 100) -> list[dict[str, Any]]:
     """The teacher (LitSeg, 3 calls/unit) on the same units, from its annotation records.
 
     First-try validity = every stage valid at its first attempt; the reward is computed on the

@@ -9,19 +9,22 @@ reply. Everything after the call is shared with LitSeg: :func:`~litseg_nb.litseg
 and :func:`~litseg_nb.litseg.reconstruct.reconstruct_unit`. The chunks are in the shared result
 schema with ``method="litseg-lite"``.
 
-The system prompt carries the teacher's length reference (``length_reference``, read from the
-annotations with :func:`~litseg_nb.lite.data.annotation_length_reference`). A segmenter on a trained
+The system prompt carries the teacher's length reference of the unit's dataset (``length_reference``:
+one value, or the teacher's per-dataset calibration read from the annotations with
+:func:`~litseg_nb.lite.data.annotation_length_reference`; a unit of a dataset it lacks is refused,
+naming the unit, before any model call). A segmenter on a trained
 Lite model folder refuses the units that model was trained on (:mod:`litseg_nb.lite.heldout`).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
 from ..artifacts import artifact_path
+from ..litseg.prompting import reference_for
 from ..litseg.reconstruct import reconstruct_unit
 from ..litseg.validate import (ValidationResult, extract_json, finalize_segments, segmentation_object,
                                validate_segments)
@@ -80,12 +83,13 @@ class LiteSegmenter:
     def __init__(self, backend: LLMBackend, max_new_tokens: int = 4096, retries: int = 3,
                  retry_temperature: float = 0.7, seed: int = 0, method: str = METHOD,
                  system_template: str = LITE_SYSTEM_TEMPLATE,
-                 length_reference: int = PAPER_LENGTH_REFERENCE, trained: TrainedUnits | None = None,
+                 length_reference: int | Mapping[str, int] = PAPER_LENGTH_REFERENCE, trained: TrainedUnits | None = None,
                  stage: str = "single-pass"):
         self.backend, self.max_new_tokens, self.retries = backend, max_new_tokens, retries
         self.retry_temperature, self.seed, self.method = retry_temperature, seed, method
         self.system_template = system_template  # E.2 by default; the E.4 prompts for ablations
-        self.length_reference = int(length_reference)
+        self.length_reference = (dict(length_reference) if isinstance(length_reference, Mapping)
+                                 else int(length_reference))  # one value, or dataset -> value
         # usage-ledger stage: "single-pass" for the chunk set that §4.4 times; evaluation runs use
         # their own stage name so notebook 08 never mixes them in
         self.stage = stage
@@ -96,6 +100,8 @@ class LiteSegmenter:
                       ) -> tuple[list[Chunk], list[LiteUnitResult]]:
         """Segment every ``(book, unit)``; attempts are batched across the units still invalid."""
         assert_not_trained(pairs, self.trained, f"{self.method} on {getattr(self.backend, 'model_id', '?')}")
+        for book, unit in pairs:  # every unit's dataset has a length reference (else: an error naming it)
+            reference_for(self.length_reference, book, unit)
         results = [LiteUnitResult(b.book_id, u.unit_id, u.n_sentences) for b, u in pairs]
         last: list[ValidationResult | None] = [None] * len(pairs)
         todo = list(range(len(pairs)))

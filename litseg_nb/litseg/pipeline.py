@@ -41,6 +41,14 @@ fallback, token counts). A rerun skips units whose record has the same key (conf
 model, unit text) and ``status == "done"``; records of older versions that ended with backend
 errors (``status == "backend_error"``) are redone. At the end the file is rewritten in unit order with
 exactly this run's records. LLM calls also go through the backend's request cache.
+
+Length reference. ``length_reference`` is one value for every unit, ``None`` (calibration: no length
+constraint) or the per-dataset calibration (dataset -> value, :mod:`.calibrate`): each unit's system
+prompt then carries its book's dataset's value (a dataset without one is an error naming the unit),
+the units are run grouped by their system prompt, and every record says which value it used
+(``length_reference``), whose it is (``length_reference_dataset``: the dataset, or ``None`` for one
+value given for every unit) and the run's whole mapping (``length_references``), so that Lite reads
+the teacher's calibration from its training records (:func:`litseg_nb.lite.data.annotation_length_reference`).
 """
 from __future__ import annotations
 
@@ -50,14 +58,14 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..llm.base import LLMError, SamplingParams, UsageTag
 from ..replies import answer_text, replace_lone_surrogates
 from ..schema import Book, Chunk, Unit, assert_full_coverage, write_jsonl
 from .config import LitSegConfig
-from .prompting import (PAPER_LENGTH_REFERENCE, STAGES, stage_conversation, stage_json_schema,
-                        stage_result_text, system_prompt)
+from .prompting import (PAPER_LENGTH_REFERENCE, STAGES, LengthReference, reference_for, stage_conversation,
+                        stage_json_schema, stage_result_text, system_prompt)
 from .reconstruct import reconstruct_unit
 from .validate import (FinalSegmentation, Segment, ValidationResult, extract_json, finalize_segments,
                        parse_json_reply, validate_segments, validate_stage1, validate_stage2)
@@ -80,7 +88,7 @@ class AnnotationRun:
     llm_calls: int  # backend.chat calls made by this run (not counting resumed units)
     resumed: int  # units taken from the annotations file without any LLM call
     path: Path | None
-    length_reference: int | None
+    length_reference: LengthReference  # as given: one value, None, or dataset -> value
     structured_output: bool
     method: str
 
@@ -95,6 +103,7 @@ class _Job:
     key: str
     content: str
     record: dict[str, Any]
+    system: str = ""  # the system prompt (carries the unit's length reference)
     passed: dict[str, str] = field(default_factory=dict)  # step_1_result / step_2_result
     conv: list[dict[str, str]] | None = None
     last_validation: ValidationResult | None = None
@@ -183,7 +192,7 @@ def annotate_units(
     backend: Any,
     cfg: LitSegConfig,
     *,
-    length_reference: int | None = PAPER_LENGTH_REFERENCE,
+    length_reference: LengthReference = PAPER_LENGTH_REFERENCE,
     annotations_path: Path | None = None,
     method: str = "litseg",
     structured_output: bool | None = None,
@@ -192,7 +201,8 @@ def annotate_units(
 ) -> AnnotationRun:
     """Run LitSeg on ``items`` (``(book, unit)`` pairs) and return one record per unit.
 
-    ``length_reference=None`` uses the no-length-constraint prompt (calibration).
+    ``length_reference=None`` uses the no-length-constraint prompt (calibration); a mapping
+    dataset -> value gives each unit its dataset's value (see the module docstring).
     ``structured_output`` / ``max_retries`` default to ``cfg.llm.structured_output`` /
     ``cfg.max_retries``. With ``annotations_path`` the run is incremental and resumable.
     """
@@ -208,8 +218,9 @@ def annotate_units(
             f"structured output requested but backend {getattr(backend, 'name', '?')} "
             f"({getattr(backend, 'model_id', '?')}) was built without it; build it with "
             "make_backend(cfg.llm.replace(structured_output=True))")
-    system = system_prompt(length_reference)
-    rkey = run_key(cfg, backend, system, structured, retries)
+    per_dataset = isinstance(length_reference, Mapping)
+    references = ({str(k): int(v) for k, v in sorted(length_reference.items())} if per_dataset else None)
+    prompts: dict[int | None, tuple[str, str]] = {}  # reference -> (system prompt, run key)
 
     jobs: list[_Job] = []
     seen: set[tuple[str, str]] = set()
@@ -219,16 +230,25 @@ def annotate_units(
         seen.add((book.book_id, unit.unit_id))
         if unit.n_sentences < 1:
             raise ValueError(f"unit {unit.unit_id} of book {book.book_id} has no sentences")
+        ref = reference_for(length_reference, book, unit)  # a dataset without a reference raises here
+        if ref not in prompts:
+            system = system_prompt(ref)
+            prompts[ref] = (system, run_key(cfg, backend, system, structured, retries))
+        system, rkey = prompts[ref]
         content = unit.indexed_text(book.text)
         key = unit_key(rkey, book, unit, content)
-        jobs.append(_Job(book, unit, key, content, _new_record(book, unit, key, rkey, content, method, backend,
-                                                                structured, length_reference, retries)))
+        record = _new_record(book, unit, key, rkey, content, method, backend, structured, ref, retries)
+        record.update(_reference_fields(book, per_dataset, references))
+        jobs.append(_Job(book, unit, key, content, record, system))
 
     done: dict[str, dict[str, Any]] = {}
     if annotations_path is not None:
+        fields = {j.key: _reference_fields(j.book, per_dataset, references) for j in jobs}
         for rec in read_annotations(annotations_path):
-            if rec.get("status") == "done" and rec.get("key") in {j.key for j in jobs}:
-                done[rec["key"]] = rec
+            if rec.get("status") == "done" and rec.get("key") in fields:
+                # the key fixes the prompt (its value) and the unit; the fields say whose value it is
+                # in THIS run (records of older versions lack them)
+                done[rec["key"]] = {**rec, **fields[rec["key"]]}
     todo = [j for j in jobs if j.key not in done]
     ledger = getattr(backend, "ledger", None)
     if ledger is not None:  # resumed units keep the cost recorded when they were annotated (as cached)
@@ -237,9 +257,14 @@ def annotate_units(
                 replay_record_usage(ledger, done[job.key], method)
     group = cfg.unit_group_size or len(todo) or 1
     bar = tqdm(total=len(todo) * 3, desc=f"{method} stages", disable=not progress or not todo)
+    by_system: dict[str, list[_Job]] = {}  # units grouped by their system prompt (length reference)
+    for job in todo:
+        by_system.setdefault(job.system, []).append(job)
+    calls = 0
     try:
-        calls = _run_groups(todo, group, backend, cfg, system, structured, retries, method, bar, done,
-                            annotations_path)
+        for sjobs in by_system.values():
+            calls += _run_groups(sjobs, group, backend, cfg, structured, retries, method, bar, done,
+                                 annotations_path)
     finally:
         bar.close()
     records = [done[j.key] for j in jobs]
@@ -250,7 +275,7 @@ def annotate_units(
                          length_reference, structured, method)
 
 
-def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, system: str, structured: bool,
+def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, structured: bool,
                 retries: int, method: str, bar: Any, done: dict[str, dict[str, Any]],
                 annotations_path: Path | None) -> int:
     """The three stages per group of units; each finished unit's record is appended at once (so a
@@ -260,7 +285,7 @@ def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, s
         batch = todo[g:g + group]
         g0 = time.perf_counter()
         for stage in STAGES:
-            calls += _run_stage(stage, batch, backend, cfg, system, structured, retries, method)
+            calls += _run_stage(stage, batch, backend, cfg, structured, retries, method)
             bar.update(len(batch))
         group_wall = time.perf_counter() - g0
         for job in batch:
@@ -294,6 +319,13 @@ def replay_record_usage(ledger: Any, record: dict[str, Any], method: str) -> Non
         ledger.replay(UsageTag(method, record["book_id"], stage), row)
 
 
+def _reference_fields(book: Book, per_dataset: bool, references: dict[str, int] | None) -> dict[str, Any]:
+    """Whose length reference a unit's record carries: its dataset's (per-dataset calibration) or one
+    value given for every unit (``length_reference_dataset = None``), and the run's whole mapping."""
+    return {"dataset": book.dataset, "length_reference_dataset": book.dataset if per_dataset else None,
+            "length_references": references}
+
+
 def _new_record(book: Book, unit: Unit, key: str, rkey: str, content: str, method: str, backend: Any,
                 structured: bool, length_reference: int | None, retries: int) -> dict[str, Any]:
     return {
@@ -317,12 +349,12 @@ def _new_record(book: Book, unit: Unit, key: str, rkey: str, content: str, metho
     }
 
 
-def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig, system: str,
+def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
                structured: bool, retries: int, method: str) -> int:
     """Run one stage for all ``jobs`` with batched retries; returns the number of chat calls."""
     calls = 0
     for job in jobs:
-        job.conv = stage_conversation(system, stage, job.content, job.unit.n_sentences,
+        job.conv = stage_conversation(job.system, stage, job.content, job.unit.n_sentences,
                                       job.passed.get("step_1_result", ""), job.passed.get("step_2_result", ""))
         job.last_validation = job.usable_validation = None
         job.usable_text = ""

@@ -17,8 +17,9 @@ string operations that fail loudly if the template text ever changes.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping, Union
 
+from ..errors import UsageError
 from ..prompts import PromptError, fill_prompt, load_prompt
 
 LENGTH_SENTENCE = "The recommended maximum length for any single segment is {n} sentences."
@@ -48,6 +49,30 @@ def with_length_reference(text: str, length_reference: int | None) -> str:
     if n < 1:
         raise ValueError(f"length_reference must be >= 1 (or None), got {length_reference}")
     return _replace_once(text, LENGTH_SENTENCE.format(n=PAPER_LENGTH_REFERENCE), LENGTH_SENTENCE.format(n=n))
+
+
+#: a length reference as the pipelines take it: one value for every unit (``int``), the per-dataset
+#: calibration (dataset -> value, :mod:`.calibrate`), or ``None`` (no length constraint)
+LengthReference = Union[int, Mapping[str, int], None]
+
+
+class CalibrationMissing(UsageError, ValueError):
+    """A unit whose dataset has no calibrated length reference (names the unit and the dataset)."""
+
+
+def reference_for(length_reference: LengthReference, book: Any, unit: Any = None) -> int | None:
+    """The length reference of ``unit`` of ``book``: ``length_reference`` itself when it is one value
+    (or ``None``), else the value of the book's dataset. A dataset the mapping does not hold is a
+    :class:`CalibrationMissing` naming the unit and the dataset (never a silent fallback to another value)."""
+    if length_reference is None or not isinstance(length_reference, Mapping):
+        return None if length_reference is None else int(length_reference)
+    ds = getattr(book, "dataset", "")
+    if ds not in length_reference:
+        where = f"{book.book_id}/{unit.unit_id}" if unit is not None else f"book {book.book_id}"
+        raise CalibrationMissing(f"unit {where}: dataset {ds!r} has no calibrated length reference (calibrated: "
+                         f"{sorted(length_reference) or 'none'}); calibrate it (notebook 02: "
+                         "litseg.calibrate.calibrate_length_reference) or give one value for every unit")
+    return int(length_reference[ds])
 
 
 def system_prompt(length_reference: int | None = PAPER_LENGTH_REFERENCE) -> str:

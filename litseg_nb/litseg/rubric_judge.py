@@ -415,6 +415,17 @@ PIPELINE_STEPS = {
 }
 
 
+def _carries_length_sentence(template: str) -> bool:
+    return template.endswith("system") or template.startswith("ablation/")
+
+
+def uses_length_reference(method: str, detail: str = "full") -> bool:
+    """Whether :func:`segment_pipeline_prompt` of ``method`` shows a length reference (LitSeg's, Lite's
+    and the ablation variants' prompts, quoted in full)."""
+    base = method.split("@")[0].split("+")[0]
+    return detail == "full" and any(_carries_length_sentence(t) for t in PIPELINE_TEMPLATES.get(base, ()))
+
+
 def segment_pipeline_prompt(method: str, length_reference: int | None = None, detail: str = "full",
                             last_index: int | None = None) -> str:
     """The E.3 ``{segment_pipeline_prompt}`` for ``method`` (a chunk-set name such as ``lumber+merge``).
@@ -437,7 +448,7 @@ def segment_pipeline_prompt(method: str, length_reference: int | None = None, de
         parts = []
         for name in PIPELINE_TEMPLATES[base]:
             text = load_prompt(name)
-            if length_reference is not None and (name.endswith("system") or name.startswith("ablation/")):
+            if length_reference is not None and _carries_length_sentence(name):
                 text = with_length_reference(text, length_reference)  # every such prompt carries the sentence
             if last_index is not None and "{last_index}" in text:
                 text = text.replace("{last_index}", str(last_index))

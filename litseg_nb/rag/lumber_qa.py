@@ -1,0 +1,114 @@
+"""LumberChunker's downstream QA comparison, as far as the local data allows (notebook 05).
+
+LumberChunker (Duarte et al., 2024; its "Downstream QA" experiment) plugs each chunker into one
+standard RAG pipeline on a GutenQA subset and compares the answers of RAG-<chunker> with two
+references: RAG-Manual (the same pipeline on hand-segmented ground-truth chunks; LumberChunker is
+second only to it) and a non-retrieval setup with a very large context window (Gemini 1.5 Pro, the
+whole book in context), which does worse than RAG.
+
+Here (:func:`lumber_qa_comparison`), on the GutenQA questions notebook 05 answered:
+
+* **RAG-<chunker>**: every evaluated chunk set through Table 4's pipeline (the same final ranking,
+  generator and prompts: :func:`litseg_nb.rag.report.generate_for_subset`), scored with Table 4's
+  measures (RAGAS answer accuracy where RAGAS rated the question, EM, F1, ROUGE-L, METEOR). The seed
+  text of LumberChunker does not say how its QA accuracy is scored, so the measures are ours.
+* **no retrieval, whole book in context**: the same generator and I.1.2 prompt with the whole cleaned
+  book as the one reference, run only when every book's prompt plus the answer fits the generator's
+  context (``llm.max_model_len``); otherwise the row says which book needs how many tokens (GutenQA's
+  Emma has ~157k words, ~200k tokens; the generator reads 32k in ``full``) and is not run. No book is cut.
+* **RAG-Manual**: not available: the local data has no hand-segmented chunks (the local GutenQA copy
+  holds Emma's paragraph segmentation only); the row says so.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from ..llm.base import UsageTag
+from .pipeline import EvalQuestion
+
+MEASURES = ("AA", "EM", "F1", "ROUGE_L", "METEOR")  # Table 4's names (answers' columns: SOURCE)
+SOURCE = {"AA": "answer_accuracy", "EM": "EM", "F1": "F1", "ROUGE_L": "ROUGE-L", "METEOR": "METEOR"}
+LONG_CONTEXT = "no retrieval, whole book in context"
+MANUAL = "RAG-Manual (hand-segmented chunks)"
+PROMPT_MARGIN = 32  # tokens the chat template adds around the messages (upper bound)
+NOTE = ("LumberChunker's downstream QA comparison on the GutenQA questions answered here: RAG-<chunker> "
+        "(Table 4's pipeline and measures; AA = RAGAS answer accuracy on its subset), the whole book in the "
+        "generator's context where it fits, RAG-Manual not available locally (status column)")
+
+
+def _row(system: str, method: str, frame: pd.DataFrame | None, status: str) -> dict[str, Any]:
+    row: dict[str, Any] = {"system": system, "method": method, "status": status,
+                           "n_questions": 0 if frame is None else int(frame["qid"].nunique())}
+    scored = frame[frame["ragas_scored"].astype(bool)] if frame is not None and "ragas_scored" in frame else None
+    for m in MEASURES:
+        if frame is None:
+            row[m] = float("nan")
+        elif m == "AA":
+            row[m] = float(scored["answer_accuracy"].mean()) if scored is not None and len(scored) else float("nan")
+        else:
+            row[m] = float(frame[SOURCE[m]].mean()) if len(frame) else float("nan")
+    row["n_ragas"] = 0 if scored is None else int(len(scored))
+    return row
+
+
+def long_context_fit(backend: Any, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
+                     max_model_len: int, answer_max_new_tokens: int) -> tuple[bool, str]:
+    """Whether every question's prompt with its whole book fits the generator's context; the reason if not."""
+    from .generate import answer_conversation
+
+    worst: tuple[int, str] | None = None
+    book_tokens: dict[str, int] = {}  # each book tokenised once (a GutenQA book is ~1 MB of text)
+    for q in questions:
+        if q.book_id not in book_tokens:
+            book_tokens[q.book_id] = backend.count_tokens(books[q.book_id].text)
+        conv = answer_conversation(q.dataset, q.title, q.question, ["-"])  # the prompt around the book
+        need = (sum(backend.count_tokens(m["content"]) for m in conv) + book_tokens[q.book_id]
+                + PROMPT_MARGIN + answer_max_new_tokens)
+        if need > max_model_len and (worst is None or need > worst[0]):
+            worst = (need, q.title)
+    if worst is None:
+        return True, ""
+    return False, (f"not run: {worst[1]!r} with the prompt and answer needs {worst[0]:,} tokens, the generator "
+                   f"({getattr(backend, 'model_id', '?')}) reads {max_model_len:,} (LumberChunker gave Gemini 1.5 "
+                   "Pro the whole book); no book is cut")
+
+
+def lumber_qa_comparison(gen: pd.DataFrame, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
+                         backend: Any, cfg: Any, seed: int = 0, dataset: str = "gutenqa") -> pd.DataFrame:
+    """One row per system of LumberChunker's QA comparison on ``dataset``'s questions in ``gen``
+    (notebook 05's answers, RAGAS columns where computed); ``questions``: the evaluation questions (any
+    superset of those in ``gen``: their answers are the references). ``cfg`` is the :class:`~litseg_nb.rag.config.RagConfig`
+    (generator context ``llm.max_model_len``, ``answer_max_new_tokens``, RAGAS settings). The long-context
+    row is generated here when it fits (same generator, prompt and RAGAS subset rule), else stated."""
+    from ..metrics.generation import generation_scores
+    from .generate import generate_answers
+    from .report import add_ragas
+
+    g = gen[gen["dataset"] == dataset] if len(gen) else gen
+    rows = [_row(f"RAG-{m}", m, part, "run") for m, part in g.groupby("method", sort=False)] if len(g) else []
+    qids = set(g["qid"]) if len(g) else set()
+    qs = [q for q in questions if q.qid in qids and q.dataset == dataset]
+    if not qs:
+        rows.append(_row(LONG_CONTEXT, "", None, f"not run: no {dataset} question was answered"))
+    else:
+        fits, why = long_context_fit(backend, books, qs, cfg.llm.max_model_len, cfg.answer_max_new_tokens)
+        if not fits:
+            rows.append(_row(LONG_CONTEXT, "", None, why))
+        else:
+            items = [{"dataset": q.dataset, "title": q.title, "question": q.question,
+                      "chunks": [books[q.book_id].text]} for q in qs]
+            answers = generate_answers(backend, items, cfg.answer_max_new_tokens, cfg.seed,
+                                       tag=UsageTag("rag-long-context", stage="generate"))
+            lc = pd.DataFrame([{"dataset": q.dataset, "method": "", "qid": q.qid, "book_id": q.book_id,
+                                "question": q.question, "reference": q.answers[0] if q.answers else "",
+                                "answer": a, "contexts": [books[q.book_id].text],
+                                **generation_scores(a, list(q.answers) or [""])} for q, a in zip(qs, answers)])
+            if cfg.ragas:
+                lc = add_ragas(backend, lc, cfg.ragas_max_questions, seed, cfg.ragas_max_new_tokens, cfg.ragas_retries)
+            rows.append(_row(LONG_CONTEXT, "", lc, "run"))
+    rows.append(_row(MANUAL, "", None, "not available: no hand-segmented chunks in the local data (the GutenQA copy "
+                                         "holds paragraphs only)"))
+    cols = ["system", "method", "n_questions", *MEASURES, "n_ragas", "status"]
+    return pd.DataFrame(rows)[cols]
