@@ -34,6 +34,9 @@ def test_notebook_05_test_profile(notebook_pipeline):
     assert {"CR", "MRR@20", "MRR_full", "n_questions", "n_no_relevant_chunk"} <= set(t3h.columns)
     t4 = pd.read_csv(tables / "05_table4_generation.csv")
     assert {"dataset", "method", "EM", "F1", "ROUGE_L", "METEOR", "AA"} <= set(t4.columns)
+    from litseg_nb.rag import lumber_qa
+    lqa = pd.read_csv(tables / "05_lumber_qa.csv")  # LumberChunker's QA comparison: its stated rows are there
+    assert {lumber_qa.LONG_CONTEXT, lumber_qa.MANUAL} <= set(lqa["system"])
     lat = pd.read_csv(tables / "05_latency.csv")
     assert {"embed query", "dense search", "sparse search (BM25)", "fusion", "generate"} <= set(lat["stage"])
     assert (out / "figures" / "05_dcg_recall_hybrid.png").is_file()
