@@ -3,7 +3,7 @@ LiteraryQA texts), then one synthetic single-body book (default 20 MB).
 
     LITSEG_DATA_DIR=../shared/data .venv/bin/python benchmarks/bench_preprocess.py [max_unit_words] [big_mb]
 
-Prints seconds, seconds per MB, the big book's seconds and peak memory against the issue #9 targets
+Prints seconds, seconds per MB, the big book's seconds and peak memory against targets
 (< 0.4 s/MB, 20 MB book < 15 s, < 1 GiB); a report, not an assertion. Notebook 01 shows the same numbers.
 """
 import sys

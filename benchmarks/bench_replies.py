@@ -1,9 +1,9 @@
-"""Benchmark: reply parsing time against reply size (issue #14), and a long fuzz run.
+"""Benchmark: reply parsing time against reply size, and a long fuzz run.
 
     .venv/bin/python benchmarks/bench_replies.py            # timings, sizes 16 KB .. 4 MB
     .venv/bin/python benchmarks/bench_replies.py --fuzz 10  # also tests/test_replies_fuzz.py x10 examples
 
-For every reply shape (a realistic valid reply and the pathological shapes of issue #14) and size,
+For every reply shape (a realistic valid reply and the pathological shapes seen in replies) and size,
 the median time of the full reading path of each consumer — LitSeg stage-3 validation + fallback,
 Lite's format reward, the rubric judge's parser — and the coverage repair on many segments/gaps.
 ``us/KB`` staying flat as the size grows 256-fold is the linearity claim; a quadratic parser shows a

@@ -1,4 +1,4 @@
-"""Benchmark: LitSeg annotation with and without shared-prefix KV reuse (hf backend, issue #12 §1).
+"""Benchmark: LitSeg annotation with and without shared-prefix KV reuse (hf backend).
 
 Runs the real LitSeg pipeline (three stages per unit, the smoke profile's sizes and model,
 SmolLM2-135M-Instruct) on the smoke profile's units twice -- ``prefix_reuse`` off, then on -- with

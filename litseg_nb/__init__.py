@@ -19,6 +19,6 @@ import warnings as _warnings  # noqa: E402
 
 # transformers 5.x deprecates reading `model.is_gradient_checkpointing`; trl and peft still read it
 # internally on every training and generation step (our code does not). Third-party noise, hidden
-# by its exact message only (#10 "quiet normal runs").
+# by its exact message only.
 _warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 __all__ = ["load_text", "segment", "__version__"]

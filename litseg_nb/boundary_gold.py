@@ -1,4 +1,4 @@
-"""Gold narrative boundaries from the books themselves (issue #26): chapter breaks and scene breaks.
+"""Gold narrative boundaries from the books themselves: chapter breaks and scene breaks.
 
 Authors mark narrative boundaries: every chapter break (a heading) and, inside chapters, scene
 breaks printed as an ornament line (``* * *``, ``*****``, ``—————``, ``§``, a centred ``x x x``).

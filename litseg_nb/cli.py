@@ -282,8 +282,8 @@ def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def _boundaries_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="score chunkers against the authors' chapter and scene breaks "
-                                  "(issue #26): ours (--method) or any chunk set (--chunks)")
+    p = sub.add_parser(name, help="score chunkers against the authors' chapter and scene breaks: "
+                                  "ours (--method) or any chunk set (--chunks)")
     p.add_argument("--profile", default="smoke", choices=("test", "smoke", "full"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--method", action="append", default=[],

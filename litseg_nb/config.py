@@ -243,7 +243,7 @@ class LLMConfig(_Base):
     max_model_len: int = at_least(8192, 1)
     base_urls: tuple[str, ...] = ()
     # openai backend: the NAME of the environment variable holding the API key. The key itself is
-    # never a config value, so it cannot reach manifests, labels, cache keys or notebooks (#10.7)
+    # never a config value, so it cannot reach manifests, labels, cache keys or notebooks
     api_key_env: str = "OPENAI_API_KEY"
     request_timeout_s: float = 120.0
     # openai backend: the most one request may wait in all, over its attempts and backoffs; after it

@@ -78,7 +78,7 @@ class PreprocessConfig(StageConfig):
 
     render_sentences: int = 60  # sentences of the example chapter shown as HTML
     benchmark: bool = True  # run the preprocessing benchmark over all local raw books (fresh interpreter)
-    benchmark_big_mb: float = 20.0  # size of the one-body book the benchmark indexes (issue #9: 20 MB < 15 s)
+    benchmark_big_mb: float = 20.0  # size of the one-body book the benchmark indexes (20 MB < 15 s)
 
 
 # ---------------------------------------------------------------- data files
@@ -124,7 +124,7 @@ def _load_gutenberg(root: Path, cfg: CorpusConfig, wanted: Sequence[str]) -> tup
             continue  # a books= filter never cleans the other books
         try:
             cleaned = clean_gutenberg_file(path)
-        except GutenbergFormatError as err:  # one bad file never aborts the dataset (#9.10)
+        except GutenbergFormatError as err:  # one bad file never aborts the dataset
             if cfg.strict:
                 raise CorpusError(f"{err} (strict=True)") from err
             log.warning("skipping %s: %s", bid, err)
@@ -141,7 +141,7 @@ def _load_gutenberg(root: Path, cfg: CorpusConfig, wanted: Sequence[str]) -> tup
 
 def _load_dataset(ds: str, root: Path, cfg: CorpusConfig) -> tuple[list[Book], LoadReport]:
     if ds == "gutenqa":
-        # never a hub download at run time: a missing folder says what to fetch and how (#10.3)
+        # never a hub download at run time: a missing folder says what to fetch and how
         books = load_gutenqa(require_dataset_folder("gutenqa", root / "gutenqa"))
         report = LoadReport("gutenqa", loaded=[b.book_id for b in books])
         return books, report

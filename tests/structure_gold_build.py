@@ -41,7 +41,7 @@ add('gutenberg/158.txt', rng('VOLUME I / CHAPTER {}', 1, 18) + rng('VOLUME II / 
 add('gutenberg/215.txt', rng('Chapter {}.', 1, 7), 0, 'novel'); G[-1]['first_text'] = None
 add('gutenberg/219.txt', ['I', 'II', 'III'], 0, 'novel'); G[-1]['first_text'] = None
 grimm = blank_heads('gutenberg/2591.txt', r'^[A-Z][A-Z ,’\'\-\[\]]+$|^\d\. [A-Z]', 126, 9212)
-# chapter level (#22): Chanticleer's numbered sub-stories "1. HOW ..." are sections of that tale; Mrs Fox's
+# chapter level: Chanticleer's numbered sub-stories "1. HOW ..." are sections of that tale; Mrs Fox's
 # FIRST STORY / SECOND STORY are keyword (story) headings: the chapter level under the tale's title
 grimm = [g for g in grimm if g != 'THE WEDDING OF MRS FOX' and not re.match(r'^\d\. ', g)]
 add('gutenberg/2591.txt', grimm, 126, 'tales', 'Chanticleer has numbered sub-stories (sections of the tale, chapter level #22); Mrs Fox has FIRST/SECOND STORY (the chapter level under its title); the closing editor note is back matter')
@@ -56,12 +56,12 @@ add('gutenberg_dev/844.txt', ['FIRST ACT', 'SECOND ACT', 'THIRD ACT'], 101, 'pla
 add('gutenberg_dev/885.txt', ['FIRST ACT', 'SECOND ACT', 'THIRD ACT', 'FOURTH ACT'], 153, 'play')
 r2 = ['ACT I / SCENE I'] + rng('ACT I / SCENE {}', 2, 4) + ['ACT II / SCENE I'] + rng('ACT II / SCENE {}', 2, 4) + ['ACT III / SCENE I'] + rng('ACT III / SCENE {}', 2, 4) + ['ACT IV / SCENE I', 'ACT V / SCENE I'] + rng('ACT V / SCENE {}', 2, 6)
 r2 = [h.replace('ACT I. SCENE I.', 'ACT I / SCENE I.') for h in [l.strip() for l in lines('gutenberg_dev/1111.txt')[200:3487] if re.match(r'^(ACT [IVX]+\. )?SCENE \w+\.$', l.strip())]]
-# chapter level (#22): the act is the unit of a play, its scenes are sections
+# chapter level: the act is the unit of a play, its scenes are sections
 add('gutenberg_dev/1111.txt', rng('ACT {}', 1, 5), 272, 'play, old licence', 'acts are the units (chapter level, #22); scenes (ACT I. SCENE I. / SCENE 2.) are sections')
 add('gutenberg_dev/1002.txt', rng('Purgatorio: Canto {}', 1, 33), 387, 'poetry (cantos), old licence')
 wh = []
 for story, n in [('THE BOLTED DOOR', 7), ("HIS FATHER’S SON", 3), ('THE DAUNT DIANA', 2), ('THE DEBT', 3), ('FULL CIRCLE', 4), ('THE LEGEND', 6), ('THE EYES', 4), ('THE BLOND BEAST', 5), ('AFTERWARD', 5), ('THE LETTERS', 7)]:
-    wh += [story]  # chapter level (#22): the story is the unit; its n numbered sections are sections
+    wh += [story]  # chapter level: the story is the unit; its n numbered sections are sections
 add('gutenberg_dev/4514.txt', wh, 66, 'stories with numbered sections (sections, chapter level #22)')
 germ = []
 for part, n in [('ONE', 6), ('TWO', 5), ('THREE', 5), ('FOUR', 7), ('FIVE', 6), ('SIX', 5), ('SEVEN', 6)]:
@@ -109,7 +109,7 @@ add(lq + '51.txt', rng('Chapter {}', 1, 40) + ['XLI'], 109, 'novel')
 add(lq + '13152.txt', ['PREFACE'] + rng('CHAPTER {}.', 1, 50), 52, 'novel, contents with numbered titles')
 add(lq + '1023.txt', ['PREFACE'] + rng('CHAPTER {}', 1, 67), 118, 'novel')
 
-# ---- issue #22: more books (hand-read with grep/sed on the raw files), one per failure kind seen locally
+# ---- more books (hand-read with grep/sed on the raw files), one per failure kind seen locally
 add('gutenberg_dev/100.txt', rng('ACT {}', 1, 5), 289, 'play', 'acts are the units, scenes sections; an ACT_3|SC_1 anchor line sits in the paragraph before some headings')
 G[-1]['first_text'] = 'Alexandria. CLEOPATRA\'S palace'
 add(lq + '1661.txt', [l.strip() for l in lines(lq + '1661.txt')[50:11000] if re.match(r'^\s*[IVX]+\. [A-Z]', l)][-12:], 59, 'stories with numbered sections', 'each story has bare-numeral sections I., II., III. (sections, not units)')
@@ -148,7 +148,7 @@ for g in G:
     if g['file'] in FT: g['first_text'] = FT[g['file']]
 import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from litseg_nb.preprocess.gold import is_held_out  # the seeded quarter, chosen before any rule was tuned (#22)
+from litseg_nb.preprocess.gold import is_held_out  # the seeded quarter, chosen before any rule was tuned
 for g in G:
     g['held_out'] = is_held_out(g['file'])
 with open(pathlib.Path(__file__).with_name('structure_gold.jsonl'), 'w', encoding='utf-8') as fh:

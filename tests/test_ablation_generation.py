@@ -1,4 +1,4 @@
-"""Issue #15.7: notebook 07's Table 7 CR column and Table 8 come from notebook 05's generation code,
+"""Notebook 07's Table 7 CR column and Table 8 come from notebook 05's generation code,
 run on the ablation variants' chunk sets (ablation.generation_tables)."""
 from __future__ import annotations
 

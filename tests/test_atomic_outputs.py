@@ -1,4 +1,4 @@
-"""A write that fails midway (full disk, kill) leaves the previous complete file or none (#10.5)."""
+"""A write that fails midway (full disk, kill) leaves the previous complete file or none."""
 from __future__ import annotations
 
 import errno

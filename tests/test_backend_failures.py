@@ -1,4 +1,4 @@
-"""Issue #25, server / LLM / cache half: a dead, failing or hung OpenAI-compatible server is an
+"""A dead, failing or hung OpenAI-compatible server is an
 error naming the server, never "every unit the fallback, rc 0"; the request cache never stores a
 failure and is keyed by the answering endpoint; served models never send us to the hub; secrets
 are redacted. Every server here is a loopback fake (:class:`fakes.FakeOpenAI`) on 127.0.0.1."""
@@ -184,7 +184,7 @@ def test_served_model_never_contacts_the_hub(tmp_path):
         hub.shutdown()
         hub.server_close()
     assert "TOKENIZER True" in out.stdout, out.stderr[-2000:]
-    assert _Hub.hits == []  # before #25.14: HEAD/GET .../served-model/resolve/main/tokenizer_config.json
+    assert _Hub.hits == []  # before the fix: HEAD/GET .../served-model/resolve/main/tokenizer_config.json
 
 
 # ------------------------------------------------------------------ item 13: a hung server
@@ -302,7 +302,7 @@ def test_a_dead_server_is_reported_after_one_round_not_one_per_queued_request():
 
 
 def test_healthy_litseg_run_reports_no_fallbacks():
-    # #25.1: the run's fallback count tested the fallback *string* ("none" is truthy), so a healthy
+    # the run's fallback count tested the fallback *string* ("none" is truthy), so a healthy
     # run and a dead one reported the same count
     from litseg_nb.chunkers.registry import chunk_units
     from litseg_nb.litseg.config import LitSegConfig

@@ -1,4 +1,4 @@
-"""Issue #26: gold narrative boundaries from the books (chapter and scene breaks) and their scorer."""
+"""Gold narrative boundaries from the books (chapter and scene breaks) and their scorer."""
 import random
 
 import numpy as np

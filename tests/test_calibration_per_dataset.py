@@ -1,4 +1,4 @@
-"""Issue #21.6: the soft length reference is calibrated PER DATASET ("dataset-calibrated", §3.1.2).
+"""The soft length reference is calibrated PER DATASET ("dataset-calibrated", §3.1.2).
 
 Each unit's prompt carries its own dataset's value (LitSeg's three stages, Lite's training prompt and
 the Lite segmenter), every annotation record says which value and whose it is, and a unit of a

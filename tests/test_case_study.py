@@ -1,4 +1,4 @@
-"""Case studies (issue #21.11, Figures 4-5): the question whose evidence the methods split most
+"""Case studies (Figures 4-5): the question whose evidence the methods split most
 differently, by a stated rule; per method its handed chunk with the evidence marked and its answer."""
 import pandas as pd
 

@@ -1,4 +1,4 @@
-"""#25 items 3, 9, 10 (import-chunks), 11 (step cache), 12 and 16: typos, clashes and small CLI traps
+"""Typos, clashes and small CLI traps
 are errors naming what is wrong, never a stand-in result with exit code 0. Each failed before its fix."""
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The expected unit counts and titles were verified by reading the texts (grep of 
 e.g. Emma has VOLUME I-III with 18+18+19 chapters, Frankenstein (1818 edition) a preface, four
 letters and 7+9+7 chapters in three volumes, Dubliners 15 stories listed in its contents, Grimm 62
 tales listed in its contents (Mrs Fox's two FIRST/SECOND STORY units; Chanticleer's three numbered
-sub-stories are sections of that tale, the chapter level of issue #22), Heart of Darkness parts I-III,
+sub-stories are sections of that tale, the chapter level), Heart of Darkness parts I-III,
 The Time Machine sixteen bare roman numerals (the first followed by "Introduction") and an
 epilogue.
 """
@@ -160,14 +160,14 @@ def test_verse_keeps_line_breaks():
     assert paras[1] == verse
 
 
-# ---------------------------------------------------------------- issue #9 regressions (cleaning)
+# ---------------------------------------------------------------- regressions (cleaning)
 OLD_HEADER = ("The Project Gutenberg Etext of X\n\n*****This file should be named x10.txt or x10.zip*****\n\n"
               "***START**THE SMALL PRINT!**FOR PUBLIC DOMAIN ETEXTS**START***\nWhy is this \"Small Print!\" "
               "statement here?\n\n*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*\n\n")
 
 
 def test_old_licence_format_is_cleaned():
-    """#9.8: ``*END*THE SMALL PRINT!`` starts the body; ``End of ... Etext`` ends it."""
+    """``*END*THE SMALL PRINT!`` starts the body; ``End of ... Etext`` ends it."""
     body = ("CHAPTER I\n\nIt was a fine morning in the little town where we lived long ago\n"
             "and the birds sang in the trees.\n\nCHAPTER II\n\nThen came the evening, and all was still.")
     raw = OLD_HEADER + body + "\n\nEnd of The Project Gutenberg Etext of X\n\nmore licence\n"
@@ -178,7 +178,7 @@ def test_old_licence_format_is_cleaned():
 
 
 def test_early_file_banner_html_note_and_copyright_blocks_are_dropped():
-    """#9.7: Gutenberg banners/notes inside the body are dropped and counted."""
+    """Gutenberg banners/notes inside the body are dropped and counted."""
     body = ("****THIS EBOOK WAS ONE OF PROJECT GUTENBERG'S EARLY FILES PRODUCED AT A\nTIME WHEN ...****\n\n"
             "Note: Project Gutenberg also has an HTML version of this\nfile which includes the illustrations.\n\n"
             "CHAPTER I\n\nThe story begins here and goes on for a while.\n\n"
@@ -190,7 +190,7 @@ def test_early_file_banner_html_note_and_copyright_blocks_are_dropped():
 
 
 def test_several_books_in_one_file_is_an_error_naming_file_and_markers(tmp_path):
-    """#9.9: never load the first book of several silently."""
+    """Never load the first book of several silently."""
     path = tmp_path / "993.txt"
     path.write_text(_book("First book text.") + _book("Second book text."), encoding="utf-8")
     with pytest.raises(GutenbergFormatError, match=r"993.txt: several books in one file: START markers at "
@@ -199,7 +199,7 @@ def test_several_books_in_one_file_is_an_error_naming_file_and_markers(tmp_path)
 
 
 def test_utf16_is_decoded_or_named(tmp_path):
-    """#9.10: UTF-16 with a BOM is decoded; without a BOM the error says UTF-16."""
+    """UTF-16 with a BOM is decoded; without a BOM the error says UTF-16."""
     path = tmp_path / "992.txt"
     path.write_bytes(_book("Caf\xe9 au lait.").encode("utf-16"))
     cleaned = clean_gutenberg_file(path)
@@ -218,7 +218,7 @@ def _data_root(tmp_path, files: dict[str, bytes]):
 
 
 def test_one_bad_file_is_skipped_logged_and_listed(tmp_path, fresh_dirs):
-    """#9.10: an empty/undecodable/multi-book file does not abort the dataset; strict=True raises."""
+    """An empty/undecodable/multi-book file does not abort the dataset; strict=True raises."""
     from litseg_nb import corpus
     from litseg_nb.config import CorpusConfig
 
@@ -236,7 +236,7 @@ def test_one_bad_file_is_skipped_logged_and_listed(tmp_path, fresh_dirs):
 
 
 def test_books_filter_cleans_only_the_named_books(tmp_path, fresh_dirs, monkeypatch):
-    """#9.11: ``books=`` must not clean every book."""
+    """``books=`` must not clean every book."""
     from litseg_nb import corpus
     from litseg_nb.config import CorpusConfig
 

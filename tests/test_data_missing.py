@@ -1,5 +1,5 @@
 """A missing dataset is an immediate error naming the files and how to get them; downloading is
-opt-in (`python -m litseg_nb download-data`), never a silent fallback at run time (#10.3)."""
+opt-in (`python -m litseg_nb download-data`), never a silent fallback at run time."""
 from __future__ import annotations
 
 import time

@@ -59,7 +59,7 @@ def _c(book, unit, a, b, method):
 
 
 def test_paper_efficiency_counts_each_methods_segmentation_once_on_the_same_units(fresh_dirs):
-    """§4.4 (issue #15.6): only each method's segmentation work, only the units all three segmented;
+    """§4.4: only each method's segmentation work, only the units all three segmented;
     Lite's evaluation runs, LitSeg's calibration/training annotations and other books are left out."""
     root = outputs_dir("test") / "artifacts"
     (root / "usage").mkdir(parents=True)
@@ -129,7 +129,7 @@ def _three_methods_on(root, units, usage_nb=("02", "03", "04")):
 
 
 def test_paper_efficiency_times_the_literaryqa_test_units_in_full(fresh_dirs):
-    """§4.4 (issue #21.1): the paper times the LiteraryQA test set; GutenQA units that all three
+    """§4.4: the paper times the LiteraryQA test set; GutenQA units that all three
     segmented are left out of the timing in ``full`` (timing_dataset="literaryqa")."""
     root = outputs_dir("test") / "artifacts"
     _three_methods_on(root, [("gutenqa:G", "u1", 40), ("literaryqa:L", "u1", 10)])
@@ -148,7 +148,7 @@ def test_paper_efficiency_times_the_literaryqa_test_units_in_full(fresh_dirs):
 
 
 def test_lite_litseg_ratio_is_reported_against_teacher_and_against_litseg_on_the_students_model(fresh_dirs):
-    """§4.4 (issue #21.2): Lite/LitSeg twice — the configured teacher, and LitSeg's three stages on
+    """§4.4: Lite/LitSeg twice — the configured teacher, and LitSeg's three stages on
     the student's model (notebook 08's ``litseg-student`` run), each labelled."""
     root = outputs_dir("test") / "artifacts"
     _three_methods_on(root, [("literaryqa:L", "u1", 10)])

@@ -75,7 +75,7 @@ def test_batches_are_length_sorted_and_vectors_return_in_input_order():
     np.testing.assert_array_equal(out, want)
 
 
-# --- issue #20 item 3: FlagEmbedding reads past 512 tokens when told to -------------------------
+# --- FlagEmbedding reads past 512 tokens when told to -------------------------
 def _long_passages():
     words = [f"word{i % 97}" for i in range(1400)]  # ~2.8k WordPiece tokens
     # the same first 300 words (~600 tokens, past 512), then another text

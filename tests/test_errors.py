@@ -1,4 +1,4 @@
-"""One error base (#23 item 3): every domain error is a :class:`LitsegError`, the CLI turns any of
+"""One error base: every domain error is a :class:`LitsegError`, the CLI turns any of
 them into one line on stderr and a non-zero exit, and no code branches on an error message's text.
 
 Before the change: the package had no ``litseg_nb.errors`` (every test here failed on import);

@@ -1,4 +1,4 @@
-"""Issue #15.7 small items: boundary similarity embeds plain sentences (no retrieval instruction, even
+"""Small fidelity items: boundary similarity embeds plain sentences (no retrieval instruction, even
 when the profile's embedder uses instructions); Lite retries as LitSeg's in full."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `full` profile is runnable the first time it meets a GPU (issue #20): every server, model
+"""The `full` profile is runnable the first time it meets a GPU: every server, model
 path and engine setting can be set from `run --set` / environment variables, and what `full` cannot
 run without is an error before any notebook starts."""
 from __future__ import annotations

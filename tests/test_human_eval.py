@@ -125,7 +125,7 @@ def _two_dataset_chunks():
 
 
 def test_sheets_sample_n_chunks_per_method_on_each_dataset(tmp_path):
-    """Issue #21.7 (A.1): n = 100 chunks per strategy on EACH of GutenQA and LiteraryQA."""
+    """A.1: n = 100 chunks per strategy on EACH of GutenQA and LiteraryQA."""
     books, sets = _two_dataset_chunks()
     paths = export_rating_sheets(sets, books, tmp_path, n_per_method=3, raters=("r1", "r2"))
     key = list(csv.DictReader(paths["key"].open()))

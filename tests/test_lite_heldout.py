@@ -1,4 +1,4 @@
-"""Issue #15 items 1-3: Lite is never evaluated on a unit it was trained on (in any profile), the
+"""Lite is never evaluated on a unit it was trained on (in any profile), the
 teacher and the student are distinct settings (a larger teacher in full), and the student's prompt
 carries the same calibrated length reference its teacher's annotations were made with."""
 from __future__ import annotations

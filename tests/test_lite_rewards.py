@@ -104,7 +104,7 @@ def test_judge_parser_survives_malformed_replies_then_neutral_is_counted():
     out = narr([reply([seg(1, 4), seg(5, 10)])], **_cols(1))
     assert out == [pytest.approx(0.5)]  # neutral 3.0 -> 0.5
     assert narr.stats.neutral == 1 and narr.stats.judge_calls == 4
-    # a dead judge server is no malformed reply: it propagates, never the neutral reward (#25.1)
+    # a dead judge server is no malformed reply: it propagates, never the neutral reward
     with pytest.raises(BackendUnavailableError, match="server down"):
         NarratologicalReward(ScriptedBackend(replies=[BackendUnavailableError("server down")]), retries=3)(
             [reply([seg(1, 4), seg(5, 10)])], **_cols(1))
@@ -145,7 +145,7 @@ def test_reward_and_validator_share_one_definition_of_a_valid_segment():
 
 
 def test_judge_gets_the_students_output_with_segment_texts():
-    """Issue #21.8: E.3's Segment Pipeline is the student's output (analysis + segments with their text),
+    """E.3's Segment Pipeline is the student's output (analysis + segments with their text),
     not a bare {"segments": ...}; the Segment Pipeline Prompt is the prompt the student saw."""
     judge = ScriptedBackend(replies=['{"dimension1": [4, 4], "dimension2": [4, 4], "dimension3": [4, 4]}'])
     narr = NarratologicalReward(judge, retries=0)

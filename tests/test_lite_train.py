@@ -47,7 +47,7 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
 
     from litseg_nb.lite.heldout import TRAINED_UNITS_FILE, TrainedUnitError, model_record
 
-    # grpo_soft_overlong_cache: DAPO's soft overlong punishment is added as a reward (issue #15.7)
+    # grpo_soft_overlong_cache: DAPO's soft overlong punishment is added as a reward
     cfg = LiteConfig.for_profile("test", grpo_beta=0.001, grpo_max_steps=2, grpo_soft_overlong_cache=8)
     book = make_book("gutenberg:9", n_units=2, n_sent=5)
     examples = _examples(book)
@@ -82,7 +82,7 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
     assert narr.stats.completions == 2 * cfg.grpo_num_generations  # every rollout was scored
     assert grpo.extra["groups seen"] == 2
     assert any("overlong" in c.lower() for c in glog.columns), list(glog.columns)
-    steps = grpo.steps_table  # per step: truncated / masked rollouts, filtered groups (issue #20 item 7)
+    steps = grpo.steps_table  # per step: truncated / masked rollouts, filtered groups
     assert list(steps["step"]) == [1, 2] and (steps["rollouts"] == cfg.grpo_num_generations).all()
     assert grpo.extra["trained completion tokens"] == int(steps["trained tokens"].sum()) > 0
     for d in (sft.adapter_dir, grpo.adapter_dir):  # each adapter records the units it learned from
@@ -108,7 +108,7 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
 
 
 def test_grpo_that_trains_on_nothing_stops_with_the_counts(tmp_path):
-    """Issue #20 item 7: with full's masking and a model that never closes its reply, every rollout
+    """With full's masking and a model that never closes its reply, every rollout
     is masked; the per-step table shows it and the run stops with a clear error (not a silent no-op)."""
     from litseg_nb.llm.models import load_model_and_tokenizer
     from litseg_nb.lite import train as T

@@ -59,7 +59,7 @@ def backend(url):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("server", ["5xx", "timeout", "broken_body"], indirect=True)
 def test_server_faults_stop_the_run_after_bounded_retries(server, tmp_path):
-    # #25.1: a failing server used to end in "every unit the whole-unit fallback" (a silent result);
+    # a failing server used to end in "every unit the whole-unit fallback" (a silent result);
     # the paper's fallbacks are for invalid replies, a server fault stops the run naming the server
     cfg = LitSegConfig.for_profile("test", max_retries=1, unit_group_size=1)
     book = make_book()

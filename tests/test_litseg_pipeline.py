@@ -127,7 +127,7 @@ def test_malformed_json_ends_in_whole_unit(cfg):
 
 
 def test_backend_errors_stop_the_run_and_are_not_marked_done(cfg, tmp_path):
-    # #25.1: a backend error is no reply: it used to become 9 failed "attempts" and the whole-unit
+    # a backend error is no reply: it used to become 9 failed "attempts" and the whole-unit
     # fallback (status backend_error); now it propagates at once and nothing is recorded as done
     b = make_book(units=2)
     calls = {"n": 0}
@@ -342,7 +342,7 @@ def test_interrupted_mid_stage_resumes_through_request_cache(tmp_path):
 
 
 def test_calibration_subset_is_a_seeded_sample_stratified_by_dataset():
-    """Issue #21.6: corpus order (GutenQA's 100 books first) made the first 50 units GutenQA-only; the
+    """Corpus order (GutenQA's 100 books first) made the first 50 units GutenQA-only; the
     subset now shares the units out over the datasets, each share a seeded random sample."""
     from litseg_nb.litseg.calibrate import calibration_subset
 

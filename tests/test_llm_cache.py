@@ -162,7 +162,7 @@ def test_make_backend_wraps_hf_in_cache(tmp_path):
 
 
 def test_reply_and_prompt_with_lone_surrogate_are_cached_and_read_back(tmp_path):
-    """Issue #14.1 at the cache: a reply holding an unpaired surrogate (an OpenAI body's "\\ud83d"
+    """At the cache: a reply holding an unpaired surrogate (an OpenAI body's "\\ud83d"
     escape decodes to one) must not crash the SQLite request cache, and must read back identical."""
     db = tmp_path / "req.sqlite"
     odd = "e \ud83d and \udc00"

@@ -1,4 +1,4 @@
-"""Shared-prefix KV reuse in the hf backend (issue #12 §1): outputs with reuse equal outputs
+"""Shared-prefix KV reuse in the hf backend: outputs with reuse equal outputs
 without it (greedy tokens identical, log-probs within 1e-5), sampling unchanged, and the ledger's
 cached prompt tokens equal the prompt tokens that were really not recomputed."""
 from __future__ import annotations

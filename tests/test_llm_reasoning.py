@@ -1,4 +1,4 @@
-"""Reasoning models (issue #12 §3): the chat template's thinking switch reaches the template in
+"""Reasoning models: the chat template's thinking switch reaches the template in
 the hf, vLLM and openai backends (off by default), and reasoning tokens are counted apart."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prefix-affine routing over several OpenAI-compatible replicas (issue #12 §2), against fake
+"""Prefix-affine routing over several OpenAI-compatible replicas, against fake
 loopback servers that record what each received: related requests stay on one replica, a replica
 changes only on failure, and one hot prefix is spread within the bounded-load cap."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""vLLM next-token log-probs (issue #20 item 5): one prefix-cacheable request per conversation, an
+"""vLLM next-token log-probs: one prefix-cacheable request per conversation, an
 extra request only for a candidate outside the top-k, every computed token in the ledger, and the
 same values as the hf backend (stand-in engine computing with the tiny model)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #21.12: LumberChunker's downstream QA comparison where the local data allows it
+"""LumberChunker's downstream QA comparison where the local data allows it
 (RAG-<chunker> rows from notebook 05's answers; the whole book in context only where it fits; RAG-Manual
 stated as unavailable)."""
 from __future__ import annotations

@@ -69,7 +69,7 @@ def test_retry_then_success_is_counted():
 
 
 def test_backend_error_propagates_never_a_neutral_score():
-    # #25.1: a dead judge server used to be "one failed attempt" and ended in the neutral 3.0 score
+    # a dead judge server used to be "one failed attempt" and ended in the neutral 3.0 score
     be = ScriptedBackend(replies=["garbage", BackendUnavailableError("server http://127.0.0.1:9/v1 down"),
                                   '{"dimension1": [3], "dimension2": [3], "dimension3": [3]}'])
     with pytest.raises(BackendUnavailableError, match="127.0.0.1:9"):
@@ -98,7 +98,7 @@ def test_reasoning_and_budget_are_applied_by_the_judge_call():
 
 
 def test_notebook06_judge_gets_the_real_prompt_and_segments_and_windows_long_units():
-    """Issue #21.8: {segment_pipeline_prompt} is the method's prompt (not a placeholder), {segment_pipeline}
+    """{segment_pipeline_prompt} is the method's prompt (not a placeholder), {segment_pipeline}
     its segments with text; a unit with more chunks than one call scores is judged in windows, counted."""
     from conftest import make_book
     from litseg_nb.evaluation.segment_quality import SegmentQualityConfig, judge_chunk_sets

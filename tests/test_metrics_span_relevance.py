@@ -1,4 +1,4 @@
-"""Span-based relevance (issue #21.9): a chunk is relevant when its source spans in the cleaned book
+"""Span-based relevance: a chunk is relevant when its source spans in the cleaned book
 text cover the evidence; it agrees with containment (the reference) on every verbatim chunk set and
 credits rewritten chunks (propositions, completions) whose source holds the evidence."""
 import random

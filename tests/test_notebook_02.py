@@ -48,7 +48,7 @@ def test_notebook_02_runs_in_test_profile(data_dir):
     assert calib["quantile"] == cfg.calibration_quantile and calib["subset"]
     # Lite's training units: annotated by the same teacher, other books; the length reference is
     # calibrated per dataset (the selection's GutenQA and the training units' Gutenberg), each unit
-    # carrying its own dataset's value (issue #21.6)
+    # carrying its own dataset's value
     train = [json.loads(line) for line in (out / "artifacts" / "litseg" / "train_annotations.jsonl").open()]
     assert train and {r["book_id"] for r in train}.isdisjoint({r["book_id"] for r in records})
     refs = calib["length_reference"]

@@ -47,7 +47,7 @@ def test_notebook_05_test_profile(notebook_pipeline):
 
 @pytest.mark.slow
 def test_notebook_05_reports_span_relevance_beside_containment(notebook_pipeline):
-    """Issue #21.9: both relevance rules on the same rankings; they agree on the verbatim chunk sets."""
+    """Both relevance rules on the same rankings; they agree on the verbatim chunk sets."""
     t = pd.read_csv(notebook_pipeline("05") / "tables" / "05_relevance_containment_vs_span.csv")
     assert {"MRR@20", "MRR@20_span", "Hit@1_span", "n_relevance_differs", "verbatim"} <= set(t.columns)
     assert {"hybrid", "hybrid+rerank"} <= set(t["mode"])
@@ -58,20 +58,20 @@ def test_notebook_05_reports_span_relevance_beside_containment(notebook_pipeline
 
 @pytest.mark.slow
 def test_notebook_05_sweeps_lumberchunkers_theta(notebook_pipeline):
-    """Issue #21.12: LumberChunker's θ sweep, profile-sized (test: θ = 450 and 550 on one unit)."""
+    """LumberChunker's θ sweep, profile-sized (test: θ = 450 and 550 on one unit)."""
     out = notebook_pipeline("05")
     t = pd.read_csv(out / "tables" / "05_lumber_theta_sweep.csv")
     assert sorted(set(t["theta"])) == [450, 550] and set(t["mode"]) == {"dense", "hybrid"}
     assert {"DCG@1", "DCG@10", "Recall@5", "n_chunks", "mean_chunk_tokens"} <= set(t.columns)
     assert (t["n_questions"] > 0).all() and t["DCG@20"].between(0, 1).all()
     assert (out / "figures" / "05_lumber_theta_sweep.png").is_file()
-    assert (out / "figures" / "05_case_study.png").is_file()  # issue #21.11: the case study (Figures 4-5)
+    assert (out / "figures" / "05_case_study.png").is_file()  # the case study (Figures 4-5)
     assert "chosen by: among" in (out / "artifacts" / "rag" / "case_study.html").read_text()  # the stated rule
 
 
 @pytest.mark.slow
 def test_notebook_05_counts_chunks_over_the_embedder_and_reranker_limits(notebook_pipeline):
-    """Issue #20.3: per method, how many chunks the embedder and the reranker read only in part."""
+    """Per method, how many chunks the embedder and the reranker read only in part."""
     t = pd.read_csv(notebook_pipeline("05") / "tables" / "05_chunks_over_limits.csv")
     assert {"method", "chunks", "embedder limit", "over embedder limit", "max chunk tokens (embedder)",
             "reranker limit", "over reranker limit"} <= set(t.columns)

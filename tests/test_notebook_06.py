@@ -26,7 +26,7 @@ def test_notebook_06_test_profile(notebook_pipeline):
 
 @pytest.mark.slow
 def test_notebook_06_computes_appendix_a_and_b_statistics_from_llm_filled_sheets(notebook_pipeline):
-    """Issue #21.7: without human sheets, the judges fill a copy, every table says so, and Tables 1 and 9
+    """Without human sheets, the judges fill a copy, every table says so, and Tables 1 and 9
     and the agreement statistics are computed from it (pairwise sheets come from notebook 05)."""
     out = notebook_pipeline("05", "06")
     for name in ("06_table1_human_quality", "06_table9_icc", "06_rating_agreement", "06_pairwise_fleiss"):

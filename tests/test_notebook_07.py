@@ -27,7 +27,7 @@ def test_notebook_07_runs_after_02_and_03(notebook_pipeline):
     t7 = pd.read_csv(tables / "07_table7_retrieval.csv")
     assert len(t7) == len(ablation.VARIANTS) and (t7["n_questions"] > 0).all()
     assert (out / "figures" / "07_ablation.png").is_file()
-    # Table 7's CR column and Table 8 through notebook 05's generation code (issue #15.7)
+    # Table 7's CR column and Table 8 through notebook 05's generation code
     t7cr = pd.read_csv(tables / "07_table7_generation_cr.csv")
     t8 = pd.read_csv(tables / "07_table8_generation.csv")
     assert set(t7cr["variant"]) == set(t8["variant"]) == {v.name for v in ablation.VARIANTS}
@@ -39,7 +39,7 @@ def test_notebook_07_runs_after_02_and_03(notebook_pipeline):
 
 @pytest.mark.slow
 def test_lite_row_of_table7_is_its_table3_row(notebook_pipeline):
-    """Issue #21.3: the ablations run through exactly notebook 05's Table 3 pipeline (same scope, fusion,
+    """The ablations run through exactly notebook 05's Table 3 pipeline (same scope, fusion,
     reranker and reranked questions), so on the same units LitSeg-Lite's Table 7 row is its Table 3 row."""
     out = notebook_pipeline("05", "07")
     t3 = pd.read_csv(out / "tables" / "05_table3_retrieval.csv")

@@ -1,4 +1,4 @@
-"""One vLLM engine per model per process (issue #20 item 1): notebooks 02, 03 and 07's engine code
+"""One vLLM engine per model per process: notebooks 02, 03 and 07's engine code
 paths with the `full` configuration, on a stand-in ``vllm`` whose engine refuses to be created while
 another is alive (vLLM claims gpu_memory_utilization of the GPU per engine: a second start fails)."""
 from __future__ import annotations
@@ -170,7 +170,7 @@ def test_full_grpo_config_asks_trl_for_colocated_vllm_rollouts(tmp_path):
 
 
 def test_grpo_rollouts_use_trls_vllm_in_full_and_its_engine_is_released(standin_vllm):
-    """Issue #20 item 8: full's GRPO rollouts come from trl's colocated vLLM engine (CPU profiles keep
+    """`full`'s GRPO rollouts come from trl's colocated vLLM engine (CPU profiles keep
     transformers' generate); it is refused while another engine is alive and shut down afterwards."""
     from litseg_nb.llm.base import LLMError
     from litseg_nb.lite.config import LiteConfig

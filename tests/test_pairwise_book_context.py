@@ -1,4 +1,4 @@
-"""LiteraryQA pairwise judge context (issue #21.4): the entire source book (§4.2, B.1), or a stated,
+"""LiteraryQA pairwise judge context: the entire source book (§4.2, B.1), or a stated,
 deterministic excerpt (the chapters holding either system's chunks) where the book exceeds the judge's context."""
 import pandas as pd
 

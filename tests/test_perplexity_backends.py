@@ -1,4 +1,4 @@
-"""Perplexity chunking through a non-hf backend (issue #15 item 4): the vLLM backend class over a
+"""Perplexity chunking through a non-hf backend: the vLLM backend class over a
 stand-in engine, and the openai backend against a loopback server, both computing prompt
 log-probs with the tiny model, give the hf path's sentence scores and chunks."""
 from __future__ import annotations

@@ -73,7 +73,7 @@ def test_offsets_round_trip(text, splitter):
 
 
 def test_dialogue_tag_after_question_or_exclamation_continues_the_sentence():
-    """#9.13: ``“But why?” Taylor asked, dazed.`` is one sentence; a new sentence after ``?”`` is not."""
+    """``“But why?” Taylor asked, dazed.`` is one sentence; a new sentence after ``?”`` is not."""
     from litseg_nb.preprocess.sentences import split_sentences
 
     text = "“But why?” Taylor asked, dazed. “Run!” cried Mr. Clayton. “Go!” Nobody moved."
@@ -82,7 +82,7 @@ def test_dialogue_tag_after_question_or_exclamation_continues_the_sentence():
 
 
 def test_prose_paragraph_ending_in_a_signature_is_not_verse():
-    """#9.13: a hard-wrapped letter ending in a signature stays prose (``Mr. Clayton`` is not cut)."""
+    """A hard-wrapped letter ending in a signature stays prose (``Mr. Clayton`` is not cut)."""
     from litseg_nb.data.gutenberg import clean_gutenberg_text
 
     long = "word " * 13
@@ -96,7 +96,7 @@ def test_prose_paragraph_ending_in_a_signature_is_not_verse():
     assert "\n" not in last and "met Mr. Clayton at the station" in last
 
 
-# --- #9.11 speed: nupunkt runs on batches of lines; the spans must equal one call per line ---------
+# --- speed: nupunkt runs on batches of lines; the spans must equal one call per line ---------
 _ADVERSARIAL_LINES = [
     "Can the old lady?”...", "Purpura buxea (Murex, Brod.).", "Buccinum (not spec.?).",
     "as a question not yet solved.” . . .", " x.", "The U.S.", "“Yes!”", "(?)", "and so on, etc.)",

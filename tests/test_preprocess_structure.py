@@ -135,7 +135,7 @@ def test_units_cover_the_text_and_sentences_round_trip(paras, n):
             assert len(u.text(text).split()) <= n
 
 
-# ---------------------------------------------------------------- issue #9 regressions (structure)
+# ---------------------------------------------------------------- regressions (structure)
 def _units(*paras: str, n: int = 10_000, **kw):
     text, spans = _paras(*paras)
     report = StructureReport()
@@ -145,7 +145,7 @@ def _units(*paras: str, n: int = 10_000, **kw):
 
 
 def test_nested_book_with_bare_numeral_chapters_and_part_with_chapters():
-    """#9.1: chapters inside BOOK/PART are the units; the parent is in the title."""
+    """Chapters inside BOOK/PART are the units; the parent is in the title."""
     _, units, report = _units("BOOK I", "I", _prose(300, "a"), "II.", _prose(300, "b"), "BOOK II", "I",
                               _prose(300, "c"), "II", _prose(300, "d"))
     assert [u.title for u in units] == ["BOOK I / I", "BOOK I / II.", "BOOK II / I", "BOOK II / II"]
@@ -156,7 +156,7 @@ def test_nested_book_with_bare_numeral_chapters_and_part_with_chapters():
 
 
 def test_titled_chapters_found_from_contents_despite_case_and_spacing():
-    """#9.2: contents ``I. THE OLD PYNCHEON FAMILY``, body ``I The Old Pyncheon Family``."""
+    """Contents ``I. THE OLD PYNCHEON FAMILY``, body ``I The Old Pyncheon Family``."""
     _, units, report = _units("CONTENTS", "I. THE OLD PYNCHEON FAMILY\nII. THE LITTLE SHOP-WINDOW\n"
                               "III. THE FIRST CUSTOMER", "PREFACE", _prose(100, "p"),
                               "I The Old Pyncheon Family", _prose(200, "a"), "II The Little Shop-window",
@@ -167,7 +167,7 @@ def test_titled_chapters_found_from_contents_despite_case_and_spacing():
 
 
 def test_contents_typed_as_headings_never_yields_units():
-    """#9.3: a contents list of headings (every chapter twice) gives each chapter once."""
+    """A contents list of headings (every chapter twice) gives each chapter once."""
     text, units, report = _units("MY NOVEL", "CHAPTER I. The Start", "CHAPTER II. The Middle",
                                  "CHAPTER III. The End", "CHAPTER I. The Start", _prose(200, "a"),
                                  "CHAPTER II. The Middle", _prose(200, "b"), "CHAPTER III. The End", _prose(200, "c"))
@@ -177,7 +177,7 @@ def test_contents_typed_as_headings_never_yields_units():
 
 
 def test_letters_with_lower_case_words_are_headings():
-    """#9.4: ``I. LOUISE DE CHAULIEU TO RENEE DE MAUCOMBE. PARIS, September.``"""
+    """``I. LOUISE DE CHAULIEU TO RENEE DE MAUCOMBE. PARIS, September.``"""
     _, units, _ = _units("I. LOUISE DE CHAULIEU TO RENEE DE MAUCOMBE. PARIS, September.", _prose(150, "a"),
                          "II. RENEE DE MAUCOMBE TO LOUISE DE CHAULIEU. La Crampade, October.", _prose(150, "b"),
                          "III. THE SAME TO THE SAME. Paris, November.", _prose(150, "c"))
@@ -185,7 +185,7 @@ def test_letters_with_lower_case_words_are_headings():
 
 
 def test_dialogue_equal_to_a_contents_entry_and_author_initial_are_not_headings():
-    """#9.5: ``“Amanda!”`` in dialogue is no heading; ``L. FRANK BAUM`` is not chapter L."""
+    """``“Amanda!”`` in dialogue is no heading; ``L. FRANK BAUM`` is not chapter L."""
     _, units, _ = _units("CONTENTS", "AMANDA\nTHE RETURN", "AMANDA", _prose(100, "a"), "“Amanda!”",
                          _prose(100, "b"), "THE RETURN", _prose(100, "c"), "L. FRANK BAUM")
     assert [u.title for u in units] == ["AMANDA", "THE RETURN"]
@@ -204,7 +204,7 @@ def test_quoted_story_title_in_capitals_is_a_heading_but_quoted_dialogue_is_not(
 
 
 def test_narrative_before_the_first_heading_is_a_unit_titled_by_the_book():
-    """#9.6: a tale followed by POSTSCRIPT, and a long narrative before numbered maxims."""
+    """A tale followed by POSTSCRIPT, and a long narrative before numbered maxims."""
     _, units, report = _units("THE TALE", "by Somebody", _prose(400, "t"), "POSTSCRIPT", _prose(60, "p"),
                               whole_title="The Tale")
     assert [u.title for u in units] == ["The Tale", "POSTSCRIPT"] and report.front_matter
@@ -215,7 +215,7 @@ def test_narrative_before_the_first_heading_is_a_unit_titled_by_the_book():
 
 
 def test_non_narrative_matter_is_dropped_but_the_author_preface_is_a_unit():
-    """#9.7: editor's introduction, transcriber's notes, ADDENDUM dropped (with spans); PREFACE kept."""
+    """Editor's introduction, transcriber's notes, ADDENDUM dropped (with spans); PREFACE kept."""
     text, units, report = _units(
         "A NOVEL", "Introduction by John Editor", _prose(300, "e"), "PREFACE", _prose(80, "p"),
         "CHAPTER I", _prose(200, "a"), "CHAPTER II", _prose(200, "b"), "ADDENDUM",
@@ -233,7 +233,7 @@ def test_non_narrative_matter_is_dropped_but_the_author_preface_is_a_unit():
 
 
 def test_capping_never_keeps_front_matter_pieces():
-    """#9.12: max_units_per_book keeps narrative units, not "Front matter [1/2]" pieces."""
+    """``max_units_per_book`` keeps narrative units, not "Front matter [1/2]" pieces."""
     from litseg_nb.corpus import cap_units
 
     text, spans = _paras(_prose(60, "f"), _prose(60, "g"), "CHAPTER I", _prose(40, "a"), "CHAPTER II",

@@ -190,7 +190,7 @@ def test_tuned_fusion_is_skipped_not_faked_with_too_few_questions():
 
 
 def test_table3_evaluator_passes_the_configured_reranker_length(monkeypatch):
-    """Issue #20.3: Table 3's FlagEmbedding reranker reads RagConfig.reranker_max_length tokens (full: 8192),
+    """Table 3's FlagEmbedding reranker reads RagConfig.reranker_max_length tokens (full: 8192),
     not FlagEmbedding's default 512."""
     from litseg_nb.rag import rerank, report
     from litseg_nb.rag.config import RagConfig

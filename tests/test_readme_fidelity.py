@@ -1,5 +1,5 @@
 """The README's fidelity table names what implements each choice, and no longer claims what the code
-does not do (issue #21)."""
+does not do."""
 import json
 
 from litseg_nb.paths import NOTEBOOKS_DIR, PACKAGE_DIR
@@ -17,7 +17,7 @@ def test_fidelity_rows_name_the_fields_and_functions_of_issue_21():
                  "table3_scope", "book_judge_context", "calibration_subset", "segment_pipeline_prompt",
                  "judge_windows", "MarginThreshold", "bm25_tokenize", "FlagReranker.score", "clean_answer",
                  "BaselinesConfig.tokenizer", "chunkers/semantic.py",
-                 # per-dataset calibration (#21.6) and LumberChunker's QA comparison (#21.12)
+                 # per-dataset calibration and LumberChunker's QA comparison
                  "calibration_table", "length_reference_dataset", "annotation_length_reference",
                  "lumber_qa_comparison", "05_lumber_qa"):
         assert name in README, name
@@ -31,6 +31,6 @@ def test_figure1_overview_in_readme_and_notebook_02():
 
 
 def test_readme_says_the_calibration_is_per_dataset():
-    """Issue #21.6: the README no longer claims one pooled value for every unit."""
+    """The README no longer claims one pooled value for every unit."""
     assert "one value for every unit, recorded in each annotation" not in README
     assert "**per dataset**" in README and "no pooled value is used" in README

@@ -1,4 +1,4 @@
-"""Issue #14 regressions: LLM replies that never crash a run and are never misread.
+"""Regressions: LLM replies that never crash a run and are never misread.
 
 Every item of the issue is pinned here with the exact inputs the issue gives: crashes (lone
 surrogates, Lite's integer reading, the rubric judge's Overflow/RecursionError), misreadings

@@ -1,5 +1,5 @@
 """Fuzz test (hypothesis) over every reply parser: LitSeg stages, LitSeg-Lite rewards, the rubric
-judge, the LLM baselines' and pairwise judge's parsers (issue #14).
+judge, the LLM baselines' and pairwise judge's parsers.
 
 Asserted for every generated reply: no exception escapes (the rubric parser raises only its own
 :class:`RubricParseError`); the fallback chain always ends in full coverage; a valid reply is

@@ -1,4 +1,4 @@
-"""Runs a user can trust (#10): progress, quiet output, honest executed copies, clear stops."""
+"""Runs a user can trust: progress, quiet output, honest executed copies, clear stops."""
 from __future__ import annotations
 
 import json

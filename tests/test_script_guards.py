@@ -1,5 +1,5 @@
 """Entry points under scripts/ and benchmarks/ do their work under ``if __name__ == "__main__"``
-(issue #20 item 9): vLLM (and torch DataLoader workers, FlagEmbedding's multi-device pool) spawn
+: vLLM (and torch DataLoader workers, FlagEmbedding's multi-device pool) spawn
 processes that re-import the main module; work at import time would run again in each of them."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""API keys come only from the environment and never reach any output file or the console (#10.7).
+"""API keys come only from the environment and never reach any output file or the console.
 
 A notebook run (test profile, through the runner and papermill) calls a fake OpenAI-compatible server
 on 127.0.0.1 with the key from the environment variable the config names; afterwards every file the
@@ -98,7 +98,7 @@ def test_key_from_environment_reaches_the_server_and_no_output(tmp_path, fresh_d
     assert SECRET not in console
 
 
-# ------------------------------------------------------------------ #25.15: echoed keys, URL credentials
+# ------------------------------------------------------------------ echoed keys, URL credentials
 def test_key_echoed_in_a_401_body_is_redacted():
     with FakeOpenAI("401_echo") as srv:
         b = OpenAIBackend("fake-model", base_urls=[srv.url], api_key=SECRET, max_retries=2, tokenizer=False)

@@ -1,4 +1,4 @@
-"""#25 (CLI/API half) and #24 item 3: `segment` never gives a silent wrong result.
+"""`segment` never gives a silent wrong result.
 
 Each test here failed before its fix (stated per test). All run `main()` in-process on the test
 profile with rule-based methods (no model), except where a stand-in LLM error is injected.
@@ -28,7 +28,7 @@ PLAIN = "The Lighthouse\n\nIt was a cold morning. The wind pushed against the gl
         "Below, the harbour was waking. Fishermen shouted to each other. A dog barked twice.\n"
 
 
-def paths_of(base):  # imported here: the module is new (#24), the tests must fail on their own before it
+def paths_of(base):  # imported here: the module is new, the tests must fail on their own before it
     from litseg_nb.batch_segment import paths_of as p
 
     return p(base)
@@ -278,7 +278,7 @@ def test_bad_option_is_one_line_rc2(argv, name, tmp_path, fresh_dirs, capsys):
     assert len(lines) == 1 and name in lines[0], lines
 
 
-# ------------------------------------------------------------------ #24 item 3: a library
+# ------------------------------------------------------------------ a library
 def test_library_run_lists_failures_and_resumes_after_interruption(data_dir, tmp_path, fresh_dirs, capsys,
                                                                    monkeypatch):
     lib = tmp_path / "lib"
@@ -336,7 +336,7 @@ def test_registry_litseg_counter_ignores_fallback_none(monkeypatch):
 
 
 def test_library_units_of_several_books_share_a_batch(tmp_path, fresh_dirs, monkeypatch):
-    # #24 item 3: requests of several books in flight (bounded by the batch size), one file per book
+    # requests of several books in flight (bounded by the batch size), one file per book
     real = registry.chunk_units
     calls = []
 
@@ -356,7 +356,7 @@ def test_library_units_of_several_books_share_a_batch(tmp_path, fresh_dirs, monk
 
 @pytest.mark.slow
 def test_library_resumes_after_kill_9(data_dir, tmp_path, fresh_dirs):
-    # #24 item 3: a real kill -9 of the command while it writes books; the rerun skips finished books
+    # a real kill -9 of the command while it writes books; the rerun skips finished books
     import signal
     import subprocess
     import sys

@@ -1,4 +1,4 @@
-"""Issue #22: chapters, not the numbered sections inside them; one synthetic test per failure kind."""
+"""Chapters, not the numbered sections inside them; one synthetic test per failure kind."""
 from __future__ import annotations
 
 from litseg_nb.preprocess.headings import _classify

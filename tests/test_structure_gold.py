@@ -1,4 +1,4 @@
-"""Narrative-unit detection against the hand-read gold (issues #9, #22): scorer and targets."""
+"""Narrative-unit detection against the hand-read gold: scorer and targets."""
 from pathlib import Path
 
 import pytest
@@ -41,7 +41,7 @@ def test_gold_file_is_well_formed_and_its_held_out_quarter_is_the_seeded_one():
 
 
 def test_detection_meets_issue_targets_on_gold(data_dir):
-    """#22 targets on the tuning books: exact unit count on >= 95% of books, heading F1 >= 0.97, no
+    """Targets on the tuning books: exact unit count on >= 95% of books, heading F1 >= 0.97, no
     narrative lost; the held-out quarter within 0.02 F1 of them (only its summary is shown)."""
     gold = load_gold(GOLD)
     rows, _ = score_gold(gold, data_dir)

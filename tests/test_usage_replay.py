@@ -1,4 +1,4 @@
-"""Warm reruns keep the cost ledger (issue #10.2): step-cache hits and resumed LitSeg units put the
+"""Warm reruns keep the cost ledger: step-cache hits and resumed LitSeg units put the
 cost recorded when the work was done back into the ledger, flagged as cached, so notebook 08's
 table is the same after any number of reruns."""
 from __future__ import annotations

@@ -5,7 +5,7 @@ Paragraph 79, Recursive 399, Proposition 12, LumberChunker 334 (:data:`~.stats.P
 The tokenizer behind these numbers is not stated; our statistics use the configured statistics
 tokenizer (MiniLM's WordPiece by default), so the presets match the published *means in that
 tokenizer*. For comparison: the published LangChain recursive chunk set of Emma measures 516 MiniLM
-tokens per chunk (issue #11), so the published table's tokenizer counts fewer tokens than MiniLM.
+tokens per chunk, so the published table's tokenizer counts fewer tokens than MiniLM.
 
 Presets (our choice, values found by bisection with :func:`~.length_match.length_matched_runs` on
 GutenQA's Emma, whole chapters, MiniLM tokens, to 1 % of the published mean; rerun

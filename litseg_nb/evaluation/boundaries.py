@@ -1,4 +1,4 @@
-"""Do the methods find the boundaries the authors marked? (issue #26; notebook 06, ``boundaries`` command)
+"""Do the methods find the boundaries the authors marked? (notebook 06, ``boundaries`` command)
 
 The gold comes from the books (:mod:`litseg_nb.boundary_gold`): windows of text with their chapter
 headings or scene-break ornaments removed, gold = the first sentence after each removed mark. Every

@@ -1,4 +1,4 @@
-"""Preprocessing benchmark (issue #9 targets: < 0.4 s per MB over all local raw books, a 20 MB book
+"""Preprocessing benchmark (targets: < 0.4 s per MB over all local raw books, a 20 MB book
 indexed in < 15 s, < 1 GiB; reported, never asserted).
 
 * ``raw books`` — every raw Project Gutenberg file under ``<data>/gutenberg``, ``<data>/gutenberg_dev``

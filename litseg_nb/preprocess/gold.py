@@ -1,4 +1,4 @@
-"""Scoring narrative-unit detection against hand-read gold headings (issue #9).
+"""Scoring narrative-unit detection against hand-read gold headings.
 
 The gold file (``tests/structure_gold.jsonl``) has one raw book per line:
 
@@ -40,7 +40,7 @@ HELD_OUT_SEED = "litseg-22"
 
 
 def is_held_out(file: str) -> bool:
-    """The held-out quarter of the gold (issue #22): a seeded hash of the book's path, so a book
+    """The held-out quarter of the gold: a seeded hash of the book's path, so a book
     added later is assigned by the same rule, before any score of it is seen."""
     import hashlib
 

@@ -1,4 +1,4 @@
-"""The unit level (issue #22): chapters, not the numbered sections inside them.
+"""The unit level: chapters, not the numbered sections inside them.
 
 The paper isolates "top-level narrative units (e.g., chapters, acts, scenes, sections, cantos, or
 titled episodes)" (§3.1.2) and its prompts read ``[Chapter Text Content]``: the unit is the

@@ -1,4 +1,4 @@
-"""Structure-driven splitting of a cleaned book into narrative units (paper §3.1.2, issue #9).
+"""Structure-driven splitting of a cleaned book into narrative units (paper §3.1.2).
 
 Input: the cleaned text and its paragraph spans (see :mod:`litseg_nb.data.gutenberg`). Output:
 :class:`~litseg_nb.schema.Unit` records over the book's *narrative* paragraphs, with sentences
@@ -43,7 +43,7 @@ breaks its series is not a heading (``L. FRANK BAUM`` after nothing numbered). A
 that is followed by a restart of the same numbering without a parent between them, and has almost
 no text between its members, is a table of contents typed as headings and is dropped.
 
-**Unit level (issue #22).** The unit is the *chapter-like* level (the paper's "top-level narrative
+**Unit level.** The unit is the *chapter-like* level (the paper's "top-level narrative
 units", its prompts' ``[Chapter Text Content]``): a chapter inside a BOOK/PART, a story in a
 collection, an act of a play. Numbered sections inside a unit (bare numerals, ``1. THE FIRST WEEK``,
 scenes under an act, numerals under a story's title, Arabic sections inside Roman ``I. TITLE``
