@@ -9,7 +9,8 @@
 # CUDA: torch 2.13.0 and vllm 0.31.0 come as PyPI's default CUDA builds (vLLM's wheel is compiled
 # against PyPI's torch build, so the two must come from the same place); PyPI's torch 2.13.0 brings
 # the CUDA 13.0 runtime (cuda-toolkit 13.0.3; resolved with `pip install --dry-run` against PyPI,
-# 2026-12-01), so the NVIDIA driver must support CUDA 13.0 (`torch.version.cuda` is printed at the end). Set LITSEG_TORCH_INDEX only
+# 2026-12-01), so the NVIDIA driver must support CUDA 13.0 (`torch.version.cuda` is printed at the
+# end). Set LITSEG_TORCH_INDEX only
 # if vLLM's release notes name another torch index for your CUDA. One GPU with >= 80 GB runs the
 # `full` teacher (Qwen3-32B, bf16); set `--set LitSegConfig.llm.engine.tensor_parallel_size=2` on two.
 # The script stops if torch does not see a GPU (the CPU set-up is scripts/setup.sh).
