@@ -257,6 +257,15 @@ print("RESULT " + json.dumps(out))
 """
 
 
+def grpo_vllm_ok(res: dict[str, Any]) -> bool:
+    """``scripts/grpo_vllm_check.py`` passed: one GRPO step trained, vLLM's rollout log-probs are the
+    policy's (gap under a tenth of the gap between the policy and the checkpoint trl's engine loaded,
+    which must be large: only the weight sync closes it) and trl's engine was released."""
+    gap, ref = res.get("policy vs vLLM logp gap"), res.get("policy vs disk logp gap") or 0.0
+    return (res.get("steps") == 1 and gap is not None and ref > 0.05 and gap < 0.1 * ref
+            and res.get("lora l2 change", 0) > 0 and res.get("engines after") == 0)
+
+
 def tiny_smollm2_adapter() -> Path:
     """A random LoRA adapter (r=8) of SmolLM2 for the engine check's LoRA request."""
     from .llm.models import _build_once, models_dir, smollm2_dir

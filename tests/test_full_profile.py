@@ -172,3 +172,19 @@ def test_gpu_pins_are_one_vllm_release_that_the_pinned_trl_supports():
     (spec,) = [Requirement(r).specifier for r in md.requires("trl") if Requirement(r).name == "vllm"]
     assert Version(vllm) in spec, f"vllm {vllm} outside trl {pins['trl']}'s range {spec}"
 
+
+
+def test_grpo_vllm_check_needs_the_synced_policy():
+    """scripts/grpo_vllm_check.py (one GRPO step with trl's colocated vLLM rollouts) passes only when
+    vLLM's rollout log-probs are the trained policy's (the weight sync reached the engine), the step
+    trained, and trl's engine was released."""
+    from litseg_nb.rehearse import grpo_vllm_ok
+
+    good = {"steps": 1, "policy vs disk logp gap": 0.9, "policy vs vLLM logp gap": 0.001,
+            "lora l2 change": 0.01, "engines after": 0}
+    assert grpo_vllm_ok(good)
+    assert not grpo_vllm_ok({**good, "policy vs vLLM logp gap": 0.85})  # the engine kept the disk weights
+    assert not grpo_vllm_ok({**good, "policy vs vLLM logp gap": None})  # no vLLM rollouts were logged
+    assert not grpo_vllm_ok({**good, "policy vs disk logp gap": 0.0})  # the check could not tell
+    assert not grpo_vllm_ok({**good, "lora l2 change": 0.0})
+    assert not grpo_vllm_ok({**good, "engines after": 1})
