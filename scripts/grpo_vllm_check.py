@@ -40,7 +40,8 @@ def run(device: str) -> dict:
 
     test = LiteConfig.for_profile("test")
     sizes = {k: getattr(test, k) for k in ("grpo_max_steps", "grpo_num_generations", "grpo_prompts_per_step",
-                                           "lora_r", "lora_alpha", "lora_dropout", "grpo_learning_rate")}
+                                           "lora_r", "lora_alpha", "lora_dropout", "grpo_learning_rate",
+                                           "max_seq_tokens")}
     # every completion token scored (full masks truncated rollouts; at a 24-token cap all would be)
     cfg = LiteConfig.for_profile("full", grpo_use_vllm=True, grpo_mask_truncated_completions=False,
                                  gradient_checkpointing=False, grpo_allow_no_signal=True, **sizes)
