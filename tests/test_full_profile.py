@@ -188,3 +188,14 @@ def test_grpo_vllm_check_needs_the_synced_policy():
     assert not grpo_vllm_ok({**good, "policy vs disk logp gap": 0.0})  # the check could not tell
     assert not grpo_vllm_ok({**good, "lora l2 change": 0.0})
     assert not grpo_vllm_ok({**good, "engines after": 1})
+
+
+def test_rehearsal_sets_reach_notebook_05s_lumberchunker_sweep():
+    """The rehearsal's notebook 05 failed: its LumberChunker θ sweep builds BaselinesConfig, whose
+    full LLM (Qwen/Qwen3-8B) the sets did not replace, so a second engine was refused."""
+    from litseg_nb.rehearse import notebook_sets
+    from litseg_nb.runner import discover_notebooks
+
+    sets = notebook_sets("05", "/m/tiny-bge-m3", "/m/tiny-reranker")
+    assert ("BaselinesConfig.llm.model", "smollm2-135m-instruct") in sets
+    check_set_keys(sets, discover_notebooks(["05"]))  # a key for a config 05 builds inside is valid
