@@ -163,6 +163,7 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
 
 def notebook_sets(number: str, m3: str, reranker: str) -> list[tuple[str, Any]]:
     """The sets for notebook ``number``: its own config's and those of the configs it builds inside."""
+    from .chunkers.config import BaselinesConfig
     from .litseg.config import LitSegConfig
     from .params import NOTEBOOK_CONFIGS
     from .rag.config import RagConfig
@@ -170,7 +171,8 @@ def notebook_sets(number: str, m3: str, reranker: str) -> list[tuple[str, Any]]:
 
     (nb,) = discover_notebooks([number])
     classes = [NOTEBOOK_CONFIGS[nb.stem].config_class()] if nb.stem in NOTEBOOK_CONFIGS else []
-    for extra in (LitSegConfig, RagConfig):  # LiteConfig.teacher(), notebook 07's RagConfig
+    # LiteConfig.teacher(), notebook 07's RagConfig, notebook 05's LumberChunker θ sweep (BaselinesConfig)
+    for extra in (LitSegConfig, RagConfig, BaselinesConfig):
         if extra not in classes:
             classes.append(extra)
     return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker)]
@@ -255,6 +257,15 @@ for x in (b, so, lora):
 out["engines after close"] = len(vllm_backend.live_engines())
 print("RESULT " + json.dumps(out))
 """
+
+
+def grpo_vllm_ok(res: dict[str, Any]) -> bool:
+    """``scripts/grpo_vllm_check.py`` passed: one GRPO step trained, vLLM's rollout log-probs are the
+    policy's (gap under a tenth of the gap between the policy and the checkpoint trl's engine loaded,
+    which must be large: only the weight sync closes it) and trl's engine was released."""
+    gap, ref = res.get("policy vs vLLM logp gap"), res.get("policy vs disk logp gap") or 0.0
+    return (res.get("steps") == 1 and gap is not None and ref > 0.05 and gap < 0.1 * ref
+            and res.get("lora l2 change", 0) > 0 and res.get("engines after") == 0)
 
 
 def tiny_smollm2_adapter() -> Path:

