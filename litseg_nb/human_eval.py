@@ -287,7 +287,10 @@ def summarize_ratings(long_df):
     rows = []
     for d in DIMENSIONS:
         mat = long_df[long_df.dimension == d].pivot_table(index="item_id", columns="rater", values="score")
-        rows.append({"dimension": d, "icc_2_1": icc_2_1(mat.to_numpy()) if mat.shape[1] >= 2 else float("nan"),
+        # ICC needs >= 2 items and >= 2 raters: fewer (a tiny profile's dataset with one rated item) is NaN,
+        # and n_items / n_raters beside it say why
+        computable = mat.shape[0] >= 2 and mat.shape[1] >= 2
+        rows.append({"dimension": d, "icc_2_1": icc_2_1(mat.to_numpy()) if computable else float("nan"),
                      "n_items": len(mat), "n_raters": mat.shape[1]})
     return means.reset_index(), pd.DataFrame(rows)
 

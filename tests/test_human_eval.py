@@ -241,3 +241,15 @@ def test_llm_filled_pairwise_copy_drops_items_without_a_verdict(fresh_dirs, tmp_
     res = evaluate_pairwise_sheets("test", paths, be, llm_max_items=0)
     assert res["source"] == LLM_SOURCE and res["info"]["n_items"] == 3 and res["info"]["n_dropped"] == 1
     assert res["win_rates"].iloc[0]["win_rate"] == 1.0 and (res["pairs"]["cohen_kappa"].notna()).all()
+
+
+def test_icc_of_a_single_rated_item_is_nan_with_its_counts_not_an_error():
+    """A tiny profile can leave one rated item in a dataset: Table 9's ICC is NaN there (n_items says
+    why), the Table 1 means are still computed, and the notebook does not stop."""
+    import pandas as pd
+
+    long = pd.DataFrame([{"item_id": "i1", "rater": r, "method": "alpha", "dimension": d, "score": s}
+                         for r, s in (("r1", 4), ("r2", 5)) for d in DIMENSIONS])
+    means, icc = summarize_ratings(long)
+    assert icc["icc_2_1"].isna().all() and (icc.n_items == 1).all() and (icc.n_raters == 2).all()
+    assert means.set_index("method").loc["alpha", DIMENSIONS[0]] == pytest.approx(4.5)
