@@ -89,15 +89,23 @@ def _run_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     return p
 
 
+def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[str, Any], list[Any]]:
+    """The ``-p`` parameters and ``--set`` values of ``run``/``config``, the sets checked against the
+    configs the notebooks ``only`` selects build (a ConfigError names a bad one)."""
+    from .params import check_set_keys, parse_key_value
+
+    params = dict(_parse_param(p) for p in args.param)
+    sets = [parse_key_value(item, "--set") for item in args.sets]
+    check_set_keys(sets, discover_notebooks(only))
+    return params, sets
+
+
 def run_main(args: argparse.Namespace) -> int:
     """Handler of ``run``: :func:`litseg_nb.runner.run_notebooks` with the ``-p``/``--set`` values."""
-    try:
-        params = dict(_parse_param(p) for p in args.param)
-        from .config import config_sets
-        from .params import check_set_keys, parse_key_value
+    from .config import config_sets
 
-        sets = [parse_key_value(item, "--set") for item in args.sets]
-        check_set_keys(sets, discover_notebooks(args.only.split(",")))
+    try:
+        params, sets = _params_and_sets(args, args.only.split(","))
         with config_sets(sets):  # the runner's checks and every kernel see them ($LITSEG_SET)
             run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
                           log_output=args.log_output)
@@ -187,12 +195,10 @@ def _config_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 def config_main(args: argparse.Namespace) -> int:
     """Handler of ``config``: each selected stage's resolved configuration, then what ``run`` misses."""
     from .config import config_sets
-    from .params import check_set_keys, missing_for, parse_key_value
+    from .params import missing_for
 
     try:
-        params = dict(_parse_param(p) for p in args.param)
-        sets = [parse_key_value(item, "--set") for item in args.sets]
-        check_set_keys(sets, discover_notebooks([o for o in args.notebook.split(",") if o.strip()]))
+        params, sets = _params_and_sets(args, [o for o in args.notebook.split(",") if o.strip()])
         with config_sets(sets):  # labels (describe) build related configs too: keep the sets active
             configs = resolved_configs(args.profile, args.notebook, params, check=False)
             print("\n\n".join(format_config(stem, cfg) for stem, cfg in configs))
