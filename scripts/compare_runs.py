@@ -4,8 +4,9 @@
 
 For every ``tables/*.csv`` in either run: same file present, same columns, same rows, and the same
 values, where numbers are compared with a relative tolerance (``--rtol``, default 1e-9); a table
-whose rows match only in another order is reported as such. Columns that measure time (their name
-says seconds, wall, time, finished, per second, or a ratio of those) are listed but not compared. Figures are compared by file name only (their pixels carry
+whose rows match only in another order is reported as such. Columns that measure the machine rather than
+the method (seconds, wall, time, finished, per second, tokens/s, latency, ms, load average, RSS, or a
+ratio of those) are listed but not compared. Figures are compared by file name only (their pixels carry
 timing axes in 08). Prints one line per table and exits 1 when any table differs, 0 otherwise.
 """
 from __future__ import annotations
@@ -18,7 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-TIMING = re.compile(r"(second|wall|time|finished|_s$|per_s|speedup|ratio|duration|elapsed)", re.I)
+# columns that measure the machine, not the method: time, throughput, load and memory
+TIMING = re.compile(r"(second|wall|time|finished|_s$|per_s|speedup|ratio|duration|elapsed|tokens/s|latency"
+                    r"|(^|_)ms($|_)|load_average|rss)", re.I)
 
 
 def _timing_columns(df: pd.DataFrame) -> list[str]:
@@ -38,7 +41,7 @@ def _same_value(a, b, rtol: float) -> bool:
 def _same_rows_any_order(a: pd.DataFrame, b: pd.DataFrame, cols: list[str], rtol: float) -> bool:
     """Whether the two tables hold the same rows (over ``cols``) in another order."""
     def key(df):
-        return df[cols].astype(str).apply(lambda r: "\x1f".join(r), axis=1)
+        return [("\x1f".join(map(str, row))) for row in df[cols].itertuples(index=False)]
     sa = a.assign(_k=key(a)).sort_values("_k", kind="stable").reset_index(drop=True)
     sb = b.assign(_k=key(b)).sort_values("_k", kind="stable").reset_index(drop=True)
     return all(_same_value(x, y, rtol) for c in cols for x, y in zip(sa[c].tolist(), sb[c].tolist()))

@@ -48,3 +48,14 @@ def test_rows_in_another_order_are_reported_as_such(tmp_path, capsys):
     pd.read_csv(a / "tables" / "05_table3.csv").iloc[::-1].to_csv(b / "tables" / "05_table3.csv", index=False)
     assert compare_runs.main([str(a), str(b)]) == 0
     assert "same rows (order differs)" in capsys.readouterr().out
+
+
+def test_missing_values_in_rows_of_another_order(tmp_path, capsys):
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    for d, rows in ((a, [{"m": "x", "v": None}, {"m": "y", "v": 1.0}]), (b, [{"m": "y", "v": 1.0}, {"m": "x", "v": None}])):
+        (d / "tables").mkdir(parents=True)
+        (d / "figures").mkdir()
+        pd.DataFrame(rows).to_csv(d / "tables" / "t.csv", index=False)
+    assert compare_runs.main([str(a), str(b)]) == 0
+    assert "same rows (order differs)" in capsys.readouterr().out
