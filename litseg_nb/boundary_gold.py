@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from .chunkers.base import trim_span
 from .schema import Book, Sentence, Span, Unit
 
 KINDS = ("chapter", "scene")
@@ -177,7 +178,7 @@ def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | No
                 continue
             lo, hi = max(bisect.bisect_right(starts, a) - 1, 0), bisect.bisect_left(starts, b)
             sents = tuple(t for s in u.sentences[lo:hi] if s.end > a and s.start < b
-                          for t in [_trim(text, max(s.start, a), min(s.end, b))] if t)
+                          for t in [trim_span(text, max(s.start, a), min(s.end, b))] if t)
             if not sents:
                 continue  # a paragraph without a sentence (stray punctuation): nothing to segment
             kept.append(((a, b), sents, pending_scene))
@@ -196,14 +197,6 @@ def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | No
     return out
 
 
-def _trim(text: str, a: int, b: int) -> Span | None:
-    while a < b and text[a].isspace():
-        a += 1
-    while b > a and text[b - 1].isspace():
-        b -= 1
-    return (a, b) if a < b else None
-
-
 def _split_inline_ornaments(text: str, paragraphs: Sequence[Span], rep: StreamReport):
     """``(start, end, inline)`` per paragraph; a paragraph holding an ornament *line* among other lines
     (an elision in quoted verse) is cut around that line, which is removed and marks nothing."""
@@ -216,11 +209,11 @@ def _split_inline_ornaments(text: str, paragraphs: Sequence[Span], rep: StreamRe
         for ln in para.split("\n"):
             if is_ornament(ln):
                 rep.inline_ornaments += 1
-                if (t := _trim(text, start, pos)):
+                if (t := trim_span(text, start, pos)):
                     yield t[0], t[1], True
                 start = pos + len(ln)
             pos += len(ln) + 1
-        if (t := _trim(text, start, b)):
+        if (t := trim_span(text, start, b)):
             yield t[0], t[1], True
 
 
