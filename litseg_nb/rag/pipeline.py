@@ -85,6 +85,13 @@ def _covered_ranges(chunks: Sequence[Chunk]) -> dict[tuple[str, str], tuple[int,
     return {k: (v[0], v[1]) for k, v in rng.items()}
 
 
+def common_units(chunk_sets: Mapping[str, Sequence[Chunk]]) -> list[tuple[str, str]]:
+    """The ``(book_id, unit_id)`` units in which every chunk set has chunks (aligned chunks only), sorted."""
+    if not chunk_sets:
+        return []
+    return sorted(set.intersection(*(set(_covered_ranges(cs)) for cs in chunk_sets.values())))
+
+
 def questions_in_scope(questions: Sequence[EvalQuestion], chunk_sets: Mapping[str, Sequence[Chunk]],
                        books: Mapping[str, Any], scope: str = "common-units") -> tuple[list[EvalQuestion], dict[str, Any]]:
     """Questions every chunker can be fairly evaluated on, and a report of what was left out.

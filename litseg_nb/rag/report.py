@@ -292,6 +292,49 @@ def span_relevance_table(rows: Sequence[Mapping[str, Any]], chunk_sets: Mapping[
     return pd.DataFrame(out, columns=cols)
 
 
+def theta_sweep_for_scope(cfg: Any, books: Mapping[str, Any], scope: Mapping[str, Any],
+                          chunk_sets: Mapping[str, Sequence[Chunk]], questions: Sequence[EvalQuestion],
+                          embedder: Any, backend: Any, seed: int = 0) -> tuple[pd.DataFrame, str]:
+    """Notebook 05's θ sweep under either question scope: ``(table, note)``.
+
+    With ``common-units`` the sweep segments the scope's common units; with ``all`` (whose scope report
+    has no common units) the units every evaluated chunk set covers. When none of those units holds
+    GutenQA evidence the sweep is skipped: the table is empty (its columns kept) and ``note`` says why.
+    """
+    if "common_units" in scope:
+        units, where = list(scope["common_units"]), "of the common scope"
+    else:
+        from .pipeline import common_units
+
+        units, where = common_units(chunk_sets), f"covered by every chunk set (question_scope={scope.get('scope')})"
+    keys = theta_sweep_units(books, units, questions, cfg.lumber_theta_max_units)
+    head = f"thetas={list(cfg.lumber_thetas)} | "
+    if not keys:
+        note = (f"{head}skipped: none of the {len(units)} unit(s) {where} holds GutenQA question evidence, "
+                f"so no θ can be scored")
+        return pd.DataFrame(columns=THETA_SWEEP_COLUMNS), note
+    table, _ = lumber_theta_sweep(cfg, books, keys, questions, embedder, backend, seed)
+    note = f"{head}{cfg.lumber_theta_max_units or 'all'} unit(s) {where} | no reranker (LumberChunker's sweep)"
+    return table, note
+
+
+THETA_SWEEP_COLUMNS = ("dataset", "theta", "mode", "n_questions", "n_chunks", "mean_chunk_tokens")
+
+
+def theta_sweep_units(books: Mapping[str, Any], unit_keys: Sequence[tuple[str, str]],
+                      questions: Sequence[EvalQuestion], max_units: int = 0) -> list[tuple[str, str]]:
+    """The units the θ sweep segments: those of ``unit_keys`` holding GutenQA evidence, the most
+    evidence first (ties: the given order), at most ``max_units`` (0 = all)."""
+    from ..metrics.retrieval import is_relevant
+
+    def n_evidence(key: tuple[str, str]) -> int:
+        text = books[key[0]].unit(key[1]).text(books[key[0]].text)
+        return sum(1 for q in questions if q.evidence and q.book_id == key[0] and is_relevant(text, q.evidence))
+
+    counts = {k: n_evidence(k) for k in unit_keys}  # units without GutenQA evidence cannot score a θ
+    return sorted((k for k in unit_keys if counts[k]), key=lambda k: -counts[k])[: max_units or None]
+
+
 def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[tuple[str, str]],
                        questions: Sequence[EvalQuestion], embedder: Any, backend: Any, seed: int = 0,
                        ks: Sequence[int] = (1, 2, 5, 10, 20)) -> tuple[pd.DataFrame, dict[str, list[Chunk]]]:
@@ -315,17 +358,10 @@ def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[t
         from ..llm import make_backend
 
         backend = make_backend(bcfg.llm)
-    from ..metrics.retrieval import is_relevant
-
-    def n_evidence(key: tuple[str, str]) -> int:
-        text = books[key[0]].unit(key[1]).text(books[key[0]].text)
-        return sum(1 for q in questions if q.evidence and q.book_id == key[0] and is_relevant(text, q.evidence))
-
     # the units holding the most question evidence first (ties: unit order), so a capped sweep is scored
-    counts = {k: n_evidence(k) for k in unit_keys}  # units without GutenQA evidence cannot score a θ
-    keys = sorted((k for k in unit_keys if counts[k]), key=lambda k: -counts[k])[: cfg.lumber_theta_max_units or None]
+    keys = theta_sweep_units(books, unit_keys, questions, cfg.lumber_theta_max_units)
     if not keys:
-        raise ValueError("LumberChunker θ sweep: no unit to segment (the common-unit scope is empty)")
+        raise EvaluationError("LumberChunker θ sweep: none of the given units holds GutenQA question evidence")
     pairs = [(books[b], books[b].unit(u)) for b, u in keys]
     sets: dict[str, list[Chunk]] = {}
     for theta in cfg.lumber_thetas:
