@@ -32,7 +32,7 @@ DOCUMENTED: dict[str, dict[str, tuple[str, ...]]] = {
     "02": {"max_units": ("0",), "max_retries": ("0",), "calibrate": ("false",), "compare_structured": ("false",)},
     "03": {"annotations_profile": ("test",), "sft_max_steps": ("1",), "grpo_max_steps": ("0",),
            "max_train_units": ("0",), "max_eval_units": ("0",), "grpo_max_completion_length": ("0",)},
-    "04": {"chunkers": ("token,lumber,lib:langchain-recursive",), "llm_max_units": ("0",),
+    "04": {"chunkers": ("token,lumber",), "llm_max_units": ("0",),
            "length_match": ("false",)},
     "05": {"reranker": ("none", "flagembedding"), "fusion": ("weighted",), "question_scope": ("all",),
            "chunkers": ("token,recursive",)},
