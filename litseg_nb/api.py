@@ -14,7 +14,7 @@ and on the command line::
 removed, wrapped lines joined; a plain text: blank-line paragraphs, wrapped lines joined), detects
 its units (headings, else the whole text; units longer than the profile's ``max_unit_words`` are
 split recursively) and indexes sentences. :func:`segment` then runs the method through
-:func:`litseg_nb.chunkers.registry.chunk_units` with the profile's models (or the given endpoint)
+:func:`litseg_nb.segmenters.registry.segment_units` with the profile's models (or the given endpoint)
 and checks that every sentence of every unit is covered. Each chunk carries exact character spans
 into the cleaned text (``book.text``), its sentence range, LitSeg's subtitle and context sentences
 and ``metadata["unit_title"]``; :func:`raw_offsets` / :func:`raw_span` map cleaned offsets back to
@@ -242,9 +242,9 @@ def check_count(value: Any, name: str) -> int:
 
 def segment_config(method: str, profile: str = DEFAULT_PROFILE, **options: Any) -> Any:
     """The method's config for ``profile`` with ``options`` (unknown keys raise :class:`ConfigError`)."""
-    from .chunkers.registry import get_chunker
+    from .segmenters.registry import get_method
 
-    return get_chunker(method).config_class().for_profile(profile, **options)
+    return get_method(method).config_class().for_profile(profile, **options)
 
 
 def checkpoint_units(cfg: Any, needs_llm: bool) -> int:
@@ -263,26 +263,21 @@ def iter_segment(method: str, items: Sequence[tuple[Book, Any]], cfg: Any, backe
                  embedder: Any = None, batch_units: int | None = None) -> Iterator[list[Chunk]]:
     """Segment ``(book, unit)`` pairs in batches and yield each batch's chunks (coverage checked).
 
-    LitSeg's length calibration runs once, on a seeded sample of the units (as in a single call; one
-    dataset per call, since the calibration is per dataset), so the batches
-    give the same chunks as one :func:`~litseg_nb.chunkers.registry.chunk_units` call; an
+    The method's options are prepared once, on all the units (LitSeg: its length calibration on a
+    seeded sample of them, per dataset), so the batches give the same chunks as one
+    :func:`~litseg_nb.segmenters.registry.segment_units` call; an
     :class:`~litseg_nb.llm.base.LLMError` raised in a batch leaves the earlier batches yielded.
     """
-    from .chunkers.registry import chunk_units, get_chunker
+    from .segmenters.contract import Models
+    from .segmenters.registry import get_method, prepare, segment_units
 
-    spec = get_chunker(method)
-    if method == "litseg" and getattr(cfg, "calibrate", False) and items:
-        from .litseg.calibrate import measure_length_reference
-
-        refs = measure_length_reference(list(items), backend, cfg, progress=True)["length_reference"]
-        if len(refs) != 1:  # cfg holds one value; each dataset needs its own (no pooled value)
-            raise ValueError(f"LitSeg's length calibration is per dataset, and these units come from "
-                             f"{len(refs)} datasets ({', '.join(refs)}): segment each dataset separately")
-        cfg = cfg.replace(calibrate=False, length_reference=next(iter(refs.values())))
+    spec = get_method(method)
+    models = Models(backend, embedder)
+    options = prepare(spec, list(items), cfg, models) if items else None
     size = batch_units or checkpoint_units(cfg, spec.needs_llm)
     titles = {(b.book_id, u.unit_id): u.title for b, u in items}
     for i in range(0, len(items), size):
-        chunks, _ = chunk_units(method, items[i:i + size], cfg, backend=backend, embedder=embedder)
+        chunks = segment_units(spec, items[i:i + size], cfg, models, options=options).chunks
         for c in chunks:
             c.metadata.setdefault("unit_title", titles.get((c.book_id, c.unit_id)))
         yield chunks
@@ -293,7 +288,7 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
             **options: Any) -> list[Chunk]:
     """Segment a book (a :class:`Book`, a ``.txt`` path, or ``text=`` a string) with ``method``.
 
-    ``method`` is any name of :data:`litseg_nb.chunkers.registry.METHOD_NAMES` (``litseg``,
+    ``method`` is any name of :data:`litseg_nb.segmenters.registry.METHOD_NAMES` (``litseg``,
     ``litseg-lite``, ``lumber``, ``token``, ...). A path is a :class:`~pathlib.Path` or a str naming
     a file; a str that looks like a path but names no file is a :class:`FileNotFoundError` (see
     :func:`load_text`); pass a text as ``text=...``. ``options`` are overrides of the method's config
@@ -349,9 +344,9 @@ def segment_items(book: Book, max_units: int = 0) -> list[tuple[Book, Any]]:
 
 def build_models(method: str, cfg: Any, backend: Any = None, embedder: Any = None) -> tuple[Any, Any]:
     """The LLM backend / embedder ``method`` needs (reusing the given ones)."""
-    from .chunkers.registry import get_chunker
+    from .segmenters.registry import get_method
 
-    spec = get_chunker(method)
+    spec = get_method(method)
     if backend is None and spec.needs_llm:
         from .llm import make_backend
 

@@ -264,7 +264,7 @@ def segment_main(args: Any) -> int:
 def _segment_main(args: Any) -> int:
     from .api import check_count, segment_config
     from .chunkers.base import ChunkerError
-    from .chunkers.registry import get_chunker
+    from .segmenters.registry import get_chunker
     from .paths import outputs_dir
     from .safe_io import OutputsNotWritable, ensure_writable
 
@@ -341,7 +341,7 @@ class _Run:
         self.results: list[BookResult] = []
         self.stopped: str | None = None
         self.backend = self.embedder = None
-        self.pooled = not (args.method == "litseg" and getattr(cfg, "calibrate", False))
+        self.pooled = not spec.whole_input(cfg)  # LitSeg calibrating: one book at a time
         self.size = checkpoint_units(cfg, spec.needs_llm)
         self.queue: list[tuple[_Book, Any]] = []
         self.active: list[_Book] = []

@@ -46,7 +46,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..config import ConfigError, StageConfig, at_least, between, one_of
-from ..methods import LLM_METHODS
+from ..chunkers.config import LLM_METHODS
 from ..schema import Book, Chunk, check_coverage
 
 SOURCES = ("hand-checked", "corpus")
@@ -62,7 +62,7 @@ class BoundaryConfig(StageConfig):
     """The boundary benchmark: where the gold comes from, window sizes, methods, statistics."""
 
     methods: tuple[str, ...] = one_of(NON_LLM, *NON_LLM)  # rules/embedder methods: every window
-    llm_methods: tuple[str, ...] = one_of(("perplexity", "margin", "lumber"), *_llm_baselines())
+    llm_methods: tuple[str, ...] = one_of(LLM_METHODS, *_llm_baselines())  # test/smoke: their own subsets
     llm_max_windows: int = at_least(0, 0)  # windows the LLM methods segment (0 = all), chapter and scene alternating
     # windows the embedding-based semantic chunker segments (0 = all; MiniLM on 2 CPU cores embeds ~60
     # three-sentence groups a second, so all ~400 smoke windows would take ~6 min)
@@ -486,11 +486,11 @@ def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
 
 def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequence[str] | None = None,
                     backend: Any = None, embedder: Any = None, report: Any = None) -> dict[str, list[Chunk]]:
-    """Every method's chunks of the windows, through :func:`~litseg_nb.chunkers.book_runs.run_chunker`
+    """Every method's chunks of the windows, through :func:`~litseg_nb.segmenters.book_runs.run_chunker`
     (cached per method and window book, like every other unit)."""
     from tqdm.auto import tqdm
 
-    from ..chunkers.book_runs import run_chunker
+    from ..segmenters.book_runs import run_chunker
 
     bcfg = baselines_config(cfg, books)
     names = list(methods) if methods is not None else list(cfg.methods) + list(cfg.llm_methods)
@@ -517,12 +517,12 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
 
 def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None) -> list[Chunk]:
     """LitSeg on the first ``segmenter_max_windows`` windows through the registry's
-    :func:`~litseg_nb.chunkers.registry.chunk_units` (its profile config: model, caps, calibration on
+    :func:`~litseg_nb.segmenters.registry.chunk_units` (its profile config: model, caps, calibration on
     these windows), cached per window set like every other method's chunks."""
     import hashlib
 
     from ..cache import StepCache
-    from ..chunkers.registry import chunk_units, get_chunker
+    from ..segmenters.registry import chunk_units, get_chunker
 
     spec = get_chunker(name)
     wanted = set(llm_windows(books, cfg.segmenter_max_windows))

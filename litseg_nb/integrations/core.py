@@ -22,7 +22,7 @@ class Segmenter:
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", backend: Any = None, embedder: Any = None,
                  **options: Any):
-        from ..chunkers.registry import get_chunker
+        from ..segmenters.registry import get_chunker
 
         self.method = method
         self.profile = profile
