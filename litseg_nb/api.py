@@ -240,15 +240,20 @@ def check_count(value: Any, name: str) -> int:
     return value
 
 
-def segment_config(method: str, profile: str = DEFAULT_PROFILE, **options: Any) -> Any:
-    """The method's config for ``profile`` with ``options`` (unknown keys raise :class:`ConfigError`)."""
+def _method(method: Any) -> Any:
+    """A registered :class:`~litseg_nb.segmenters.contract.Method` (looked up when given by name)."""
     from .segmenters.registry import get_method
 
-    return get_method(method).config_class().for_profile(profile, **options)
+    return get_method(method) if isinstance(method, str) else method
+
+
+def segment_config(method: Any, profile: str = DEFAULT_PROFILE, **options: Any) -> Any:
+    """The method's config for ``profile`` with ``options`` (unknown keys raise :class:`ConfigError`)."""
+    return _method(method).config_class().for_profile(profile, **options)
 
 
 def checkpoint_units(cfg: Any, needs_llm: bool) -> int:
-    """Units segmented per call of ``chunk_units``: finished batches survive a failing server.
+    """Units segmented per call of ``segment_units``: finished batches survive a failing server.
 
     Large enough to keep the backend's batches (hf/vllm ``batch_size``) or every replica's
     ``max_concurrency`` requests (openai) full."""
@@ -259,7 +264,7 @@ def checkpoint_units(cfg: Any, needs_llm: bool) -> int:
     return max(8, 2 * per)
 
 
-def iter_segment(method: str, items: Sequence[tuple[Book, Any]], cfg: Any, backend: Any = None,
+def iter_segment(method: Any, items: Sequence[tuple[Book, Any]], cfg: Any, backend: Any = None,
                  embedder: Any = None, batch_units: int | None = None) -> Iterator[list[Chunk]]:
     """Segment ``(book, unit)`` pairs in batches and yield each batch's chunks (coverage checked).
 
@@ -269,9 +274,9 @@ def iter_segment(method: str, items: Sequence[tuple[Book, Any]], cfg: Any, backe
     :class:`~litseg_nb.llm.base.LLMError` raised in a batch leaves the earlier batches yielded.
     """
     from .segmenters.contract import Models
-    from .segmenters.registry import get_method, prepare, segment_units
+    from .segmenters.registry import prepare, segment_units
 
-    spec = get_method(method)
+    spec = _method(method)
     models = Models(backend, embedder)
     options = prepare(spec, list(items), cfg, models) if items else None
     size = batch_units or checkpoint_units(cfg, spec.needs_llm)
@@ -310,11 +315,12 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
     retries) raises :class:`~litseg_nb.llm.base.LLMError`: it is never turned into fallbacks.
     """
     check_count(max_units, "max_units")
-    cfg = segment_config(method, profile, **options)
+    spec = _method(method)  # looked up once
+    cfg = segment_config(spec, profile, **options)
     book = prepare_book(book_or_text, cfg, text=text)
     items = segment_items(book, max_units)
-    backend, embedder = build_models(method, cfg, backend, embedder)
-    return [c for batch in iter_segment(method, items, cfg, backend, embedder, batch_units=len(items))
+    backend, embedder = build_models(spec, cfg, backend, embedder)
+    return [c for batch in iter_segment(spec, items, cfg, backend, embedder, batch_units=len(items))
             for c in batch]
 
 
@@ -342,11 +348,9 @@ def segment_items(book: Book, max_units: int = 0) -> list[tuple[Book, Any]]:
     return items
 
 
-def build_models(method: str, cfg: Any, backend: Any = None, embedder: Any = None) -> tuple[Any, Any]:
-    """The LLM backend / embedder ``method`` needs (reusing the given ones)."""
-    from .segmenters.registry import get_method
-
-    spec = get_method(method)
+def build_models(method: Any, cfg: Any, backend: Any = None, embedder: Any = None) -> tuple[Any, Any]:
+    """The LLM backend / embedder ``method`` (a name or a registered method) needs (reusing the given ones)."""
+    spec = _method(method)
     if backend is None and spec.needs_llm:
         from .llm import make_backend
 

@@ -522,9 +522,9 @@ def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, back
     import hashlib
 
     from ..cache import StepCache
-    from ..segmenters.registry import chunk_units, get_chunker
+    from ..segmenters.registry import chunk_units, get_method
 
-    spec = get_chunker(name)
+    spec = get_method(name)
     wanted = set(llm_windows(books, cfg.segmenter_max_windows))
     items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
     if not items:
