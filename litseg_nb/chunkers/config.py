@@ -52,14 +52,19 @@ LLM_METHODS: tuple[str, ...] = tuple(m for m, need in BASELINES.items() if need 
 
 
 @dataclass(frozen=True)
-class BaselinesConfig(CompletionOptions, PropositionOptions, MergeOptions, LumberOptions, MarginOptions,
-                      PerplexityOptions, ParagraphOptions, SemanticOptions, RecursiveOptions, TokenOptions,
-                      StageConfig):
-    """Notebook 04's config: every baseline's options (inherited from the methods' options classes,
-    papers' values as defaults; ``tokenizer`` is the statistics tokenizer of the token windows, the
-    dynamic merge and the chunk statistics) plus the notebook's own settings below."""
+class _Methods(StageConfig):
+    """Which baselines notebook 04 runs (first of BaselinesConfig's own fields, before the methods' options)."""
 
     methods: tuple[str, ...] = one_of(ALL_METHODS, *ALL_METHODS)
+
+
+@dataclass(frozen=True)
+class BaselinesConfig(CompletionOptions, PropositionOptions, MergeOptions, LumberOptions, MarginOptions,
+                      PerplexityOptions, ParagraphOptions, SemanticOptions, RecursiveOptions, TokenOptions,
+                      _Methods):
+    """Notebook 04's config: which methods run (``methods``), every baseline's options (inherited from
+    the methods' options classes, papers' values as defaults; ``tokenizer`` is the statistics tokenizer
+    of the token windows, the dynamic merge and the chunk statistics) and the notebook's own settings."""
 
     # the LLM-based methods run on the shared ``selection`` (litseg_nb.selection.select_units), the
     # units LitSeg and LitSeg-Lite segment; the other methods run on every unit of the corpus
