@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import StageConfig, one_of
+from ..config import StageConfig, _Base, one_of
 from .completion import CompletionOptions
 from .lumber import LumberOptions
 from .margin import MarginOptions
@@ -52,8 +52,9 @@ LLM_METHODS: tuple[str, ...] = tuple(m for m, need in BASELINES.items() if need 
 
 
 @dataclass(frozen=True)
-class _Methods(StageConfig):
-    """Which baselines notebook 04 runs (first of BaselinesConfig's own fields, before the methods' options)."""
+class _Methods(_Base):
+    """Which baselines notebook 04 runs: a base of :class:`BaselinesConfig` only so that this field
+    comes first, before the methods' options (the order of ``config`` listings and manifests)."""
 
     methods: tuple[str, ...] = one_of(ALL_METHODS, *ALL_METHODS)
 
@@ -61,7 +62,7 @@ class _Methods(StageConfig):
 @dataclass(frozen=True)
 class BaselinesConfig(CompletionOptions, PropositionOptions, MergeOptions, LumberOptions, MarginOptions,
                       PerplexityOptions, ParagraphOptions, SemanticOptions, RecursiveOptions, TokenOptions,
-                      _Methods):
+                      _Methods, StageConfig):
     """Notebook 04's config: which methods run (``methods``), every baseline's options (inherited from
     the methods' options classes, papers' values as defaults; ``tokenizer`` is the statistics tokenizer
     of the token windows, the dynamic merge and the chunk statistics) and the notebook's own settings."""
