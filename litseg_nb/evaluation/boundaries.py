@@ -51,6 +51,7 @@ from ..schema import Book, Chunk, check_coverage
 
 SOURCES = ("hand-checked", "corpus")
 NON_LLM = ("token", "recursive", "semantic", "paragraph")
+SEGMENTERS = ("litseg",)  # the paper's segmenters scored here (LitSeg-Lite: from its chunk set, --chunks)
 
 
 def _llm_baselines() -> tuple[str, ...]:
@@ -70,7 +71,7 @@ class BoundaryConfig(StageConfig):
     # the paper's segmenter (LitSegConfig of this profile: its model, caps and calibration) on the first
     # ``segmenter_max_windows`` of the same windows; LitSeg-Lite needs notebook 03's trained student and
     # is scored from its chunk set with --chunks
-    segmenters: tuple[str, ...] = one_of(("litseg",), "litseg")
+    segmenters: tuple[str, ...] = one_of(SEGMENTERS, *SEGMENTERS)
     segmenter_max_windows: int = at_least(8, 0)
     source: str = one_of("corpus", *SOURCES)  # hand-checked: tests/structure_gold.jsonl books; corpus: cfg.corpus
     max_books: int = at_least(0, 0)  # source books (0 = all)
@@ -510,7 +511,7 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
             subset = [b for b in (dataclasses.replace(b, units=[u for u in b.units if f"{b.book_id}/{u.unit_id}" in keep])
                                   for b in books) if b.units]
         out[m] = run_chunker(m, subset, bcfg, backend=backend, embedder=embedder, report=report)
-    for m in (cfg.segmenters if methods is None else [x for x in methods if x in ("litseg",)]):
+    for m in (cfg.segmenters if methods is None else [x for x in methods if x in SEGMENTERS]):
         out[m] = segmenter_chunks(m, books, cfg)
     return out
 
@@ -626,8 +627,8 @@ def cli(args: argparse.Namespace) -> int:
         if args.method:
             ms = [m.strip() for x in args.method for m in x.split(",") if m.strip()]
             over["methods"] = tuple(m for m in ms if m in NON_LLM)
-            over["llm_methods"] = tuple(m for m in ms if m not in NON_LLM and m != "litseg")
-            over["segmenters"] = tuple(m for m in ms if m == "litseg")
+            over["llm_methods"] = tuple(m for m in ms if m not in NON_LLM and m not in SEGMENTERS)
+            over["segmenters"] = tuple(m for m in ms if m in SEGMENTERS)
         if args.llm_windows is not None:
             over["llm_max_windows"] = args.llm_windows
         cfg = BoundaryConfig.for_profile(args.profile, **over)
