@@ -14,7 +14,7 @@ and on the command line::
 removed, wrapped lines joined; a plain text: blank-line paragraphs, wrapped lines joined), detects
 its units (headings, else the whole text; units longer than the profile's ``max_unit_words`` are
 split recursively) and indexes sentences. :func:`segment` then runs the method through
-:func:`litseg_nb.chunkers.registry.chunk_units` with the profile's models (or the given endpoint)
+:func:`litseg_nb.segmenters.registry.segment_units` with the profile's models (or the given endpoint)
 and checks that every sentence of every unit is covered. Each chunk carries exact character spans
 into the cleaned text (``book.text``), its sentence range, LitSeg's subtitle and context sentences
 and ``metadata["unit_title"]``; :func:`raw_offsets` / :func:`raw_span` map cleaned offsets back to
@@ -240,15 +240,20 @@ def check_count(value: Any, name: str) -> int:
     return value
 
 
-def segment_config(method: str, profile: str = DEFAULT_PROFILE, **options: Any) -> Any:
-    """The method's config for ``profile`` with ``options`` (unknown keys raise :class:`ConfigError`)."""
-    from .chunkers.registry import get_chunker
+def _method(method: Any) -> Any:
+    """A registered :class:`~litseg_nb.segmenters.contract.Method` (looked up when given by name)."""
+    from .segmenters.registry import get_method
 
-    return get_chunker(method).config_class().for_profile(profile, **options)
+    return get_method(method) if isinstance(method, str) else method
+
+
+def segment_config(method: Any, profile: str = DEFAULT_PROFILE, **options: Any) -> Any:
+    """The method's config for ``profile`` with ``options`` (unknown keys raise :class:`ConfigError`)."""
+    return _method(method).config_class().for_profile(profile, **options)
 
 
 def checkpoint_units(cfg: Any, needs_llm: bool) -> int:
-    """Units segmented per call of ``chunk_units``: finished batches survive a failing server.
+    """Units segmented per call of ``segment_units``: finished batches survive a failing server.
 
     Large enough to keep the backend's batches (hf/vllm ``batch_size``) or every replica's
     ``max_concurrency`` requests (openai) full."""
@@ -259,30 +264,25 @@ def checkpoint_units(cfg: Any, needs_llm: bool) -> int:
     return max(8, 2 * per)
 
 
-def iter_segment(method: str, items: Sequence[tuple[Book, Any]], cfg: Any, backend: Any = None,
+def iter_segment(method: Any, items: Sequence[tuple[Book, Any]], cfg: Any, backend: Any = None,
                  embedder: Any = None, batch_units: int | None = None) -> Iterator[list[Chunk]]:
     """Segment ``(book, unit)`` pairs in batches and yield each batch's chunks (coverage checked).
 
-    LitSeg's length calibration runs once, on a seeded sample of the units (as in a single call; one
-    dataset per call, since the calibration is per dataset), so the batches
-    give the same chunks as one :func:`~litseg_nb.chunkers.registry.chunk_units` call; an
+    The method's options are prepared once, on all the units (LitSeg: its length calibration on a
+    seeded sample of them, per dataset), so the batches give the same chunks as one
+    :func:`~litseg_nb.segmenters.registry.segment_units` call; an
     :class:`~litseg_nb.llm.base.LLMError` raised in a batch leaves the earlier batches yielded.
     """
-    from .chunkers.registry import chunk_units, get_chunker
+    from .segmenters.contract import Models
+    from .segmenters.registry import prepare, segment_units
 
-    spec = get_chunker(method)
-    if method == "litseg" and getattr(cfg, "calibrate", False) and items:
-        from .litseg.calibrate import measure_length_reference
-
-        refs = measure_length_reference(list(items), backend, cfg, progress=True)["length_reference"]
-        if len(refs) != 1:  # cfg holds one value; each dataset needs its own (no pooled value)
-            raise ValueError(f"LitSeg's length calibration is per dataset, and these units come from "
-                             f"{len(refs)} datasets ({', '.join(refs)}): segment each dataset separately")
-        cfg = cfg.replace(calibrate=False, length_reference=next(iter(refs.values())))
+    spec = _method(method)
+    models = Models(backend, embedder)
+    options = prepare(spec, list(items), cfg, models) if items else None
     size = batch_units or checkpoint_units(cfg, spec.needs_llm)
     titles = {(b.book_id, u.unit_id): u.title for b, u in items}
     for i in range(0, len(items), size):
-        chunks, _ = chunk_units(method, items[i:i + size], cfg, backend=backend, embedder=embedder)
+        chunks = segment_units(spec, items[i:i + size], cfg, models, options=options).chunks
         for c in chunks:
             c.metadata.setdefault("unit_title", titles.get((c.book_id, c.unit_id)))
         yield chunks
@@ -293,7 +293,7 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
             **options: Any) -> list[Chunk]:
     """Segment a book (a :class:`Book`, a ``.txt`` path, or ``text=`` a string) with ``method``.
 
-    ``method`` is any name of :data:`litseg_nb.chunkers.registry.METHOD_NAMES` (``litseg``,
+    ``method`` is any name of :data:`litseg_nb.segmenters.registry.METHOD_NAMES` (``litseg``,
     ``litseg-lite``, ``lumber``, ``token``, ...). A path is a :class:`~pathlib.Path` or a str naming
     a file; a str that looks like a path but names no file is a :class:`FileNotFoundError` (see
     :func:`load_text`); pass a text as ``text=...``. ``options`` are overrides of the method's config
@@ -315,11 +315,12 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
     retries) raises :class:`~litseg_nb.llm.base.LLMError`: it is never turned into fallbacks.
     """
     check_count(max_units, "max_units")
-    cfg = segment_config(method, profile, **options)
+    spec = _method(method)  # looked up once
+    cfg = segment_config(spec, profile, **options)
     book = prepare_book(book_or_text, cfg, text=text)
     items = segment_items(book, max_units)
-    backend, embedder = build_models(method, cfg, backend, embedder)
-    return [c for batch in iter_segment(method, items, cfg, backend, embedder, batch_units=len(items))
+    backend, embedder = build_models(spec, cfg, backend, embedder)
+    return [c for batch in iter_segment(spec, items, cfg, backend, embedder, batch_units=len(items))
             for c in batch]
 
 
@@ -347,11 +348,9 @@ def segment_items(book: Book, max_units: int = 0) -> list[tuple[Book, Any]]:
     return items
 
 
-def build_models(method: str, cfg: Any, backend: Any = None, embedder: Any = None) -> tuple[Any, Any]:
-    """The LLM backend / embedder ``method`` needs (reusing the given ones)."""
-    from .chunkers.registry import get_chunker
-
-    spec = get_chunker(method)
+def build_models(method: Any, cfg: Any, backend: Any = None, embedder: Any = None) -> tuple[Any, Any]:
+    """The LLM backend / embedder ``method`` (a name or a registered method) needs (reusing the given ones)."""
+    spec = _method(method)
     if backend is None and spec.needs_llm:
         from .llm import make_backend
 

@@ -264,16 +264,16 @@ def segment_main(args: Any) -> int:
 def _segment_main(args: Any) -> int:
     from .api import check_count, segment_config
     from .chunkers.base import ChunkerError
-    from .chunkers.registry import get_chunker
+    from .segmenters.registry import get_method
     from .paths import outputs_dir
     from .safe_io import OutputsNotWritable, ensure_writable
 
     # ---- options: every usage error before any work
     try:
         check_count(args.max_units, "--max-units")
-        spec = get_chunker(args.method)
+        spec = get_method(args.method)
         options = _overrides(args)
-        cfg = segment_config(args.method, args.profile, **options)
+        cfg = segment_config(spec, args.profile, **options)
     except ChunkerError as exc:
         raise SegmentUsageError(f"--method {args.method}: {exc}") from None
     except ConfigError as exc:
@@ -341,7 +341,7 @@ class _Run:
         self.results: list[BookResult] = []
         self.stopped: str | None = None
         self.backend = self.embedder = None
-        self.pooled = not (args.method == "litseg" and getattr(cfg, "calibrate", False))
+        self.pooled = not spec.whole_input(cfg)  # LitSeg calibrating: one book at a time
         self.size = checkpoint_units(cfg, spec.needs_llm)
         self.queue: list[tuple[_Book, Any]] = []
         self.active: list[_Book] = []
@@ -382,7 +382,7 @@ class _Run:
             self._fail(res, exc, t0)
             return
         if self.backend is None and self.embedder is None:
-            self.backend, self.embedder = build_models(self.args.method, self.cfg)  # LLMError: stops the run
+            self.backend, self.embedder = build_models(self.spec, self.cfg)  # LLMError: stops the run
         res.units = len(items)
         b = _Book(res, book, input_sha, items, t0, _book_calls(self.backend, book.book_id), left=len(items))
         self.active.append(b)
@@ -416,7 +416,7 @@ class _Run:
         books = list({id(b): b for b, _ in batch}.values())
         by_id = {b.book.book_id: b for b in books}
         try:
-            for part in iter_segment(self.args.method, [it for _, it in batch], self.cfg, self.backend,
+            for part in iter_segment(self.spec, [it for _, it in batch], self.cfg, self.backend,
                                      self.embedder, batch_units=None if whole_book else len(batch)):
                 done: dict[str, set[str]] = {}
                 for c in part:

@@ -5,7 +5,7 @@ breaks printed as an ornament line (``* * *``, ``*****``, ``—————``, `
 This module removes those marks and cuts the remaining text into **windows**: units of their own
 (``Unit`` records with ids, exact character spans and 1-based sentence indices into a derived
 ``Book``), which every segmenter then segments through its normal code path
-(:func:`litseg_nb.chunkers.book_runs.run_chunker`). The gold of a window is the 1-based index of the
+(:func:`litseg_nb.segmenters.book_runs.run_chunker`). The gold of a window is the 1-based index of the
 first sentence after every mark inside it.
 
 * **Narrative stream.** A book's narrative units (whole chapters, never recursive splits) are read

@@ -10,8 +10,8 @@ marked by its ``<name>.import.json``); notebook 07 keeps its ablation variants a
 This module owns
 
 * :data:`METHOD_ORDER` — the order sets are evaluated and tabled in: the registry's method names
-  (:data:`litseg_nb.methods.METHOD_NAMES`, checked against the registry's specs: notebook 04's
-  baselines in table order, then LitSeg and LitSeg-Lite), other names (imported sets, ``lib:``
+  (notebook 04's baselines in table order, :data:`litseg_nb.chunkers.config.ALL_METHODS`, then LitSeg
+  and LitSeg-Lite: the names the registry registers, read from below it), other names (imported sets, ``lib:``
   presets) after them by name;
 * :func:`discover` — which sets exist (and which expected ones are missing; a set asked for by name
   that does not exist is an :class:`EvaluationError`);
@@ -29,12 +29,14 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .artifacts import artifact_dir, artifact_path
 from .lite.heldout import refuse_trained_chunk_file
-from .methods import METHOD_NAMES
+from .chunkers.config import ALL_METHODS
+from .lite.segmenter import METHOD as LITE_METHOD
+from .litseg.segmenter import METHOD as LITSEG_METHOD
 from .schema import Chunk, load_chunks, make_sentence_chunk
 from .errors import LitsegError
 
 #: evaluation and table order of the chunk sets: the registry's methods (not listed again)
-METHOD_ORDER: tuple[str, ...] = METHOD_NAMES
+METHOD_ORDER: tuple[str, ...] = ALL_METHODS + (LITSEG_METHOD, LITE_METHOD)
 FALLBACK_NAME = "fallback-sent5"
 FALLBACK_NOTE = f" | NO chunk artifacts found: '{FALLBACK_NAME}' (5-sentence windows) computed here"
 

@@ -194,6 +194,27 @@ class _Base:
         return _build(type(self), merged, type(self).__name__)
 
 
+class Options(_Base):
+    """Base of a segmentation method's options: a frozen dataclass beside the method (``LumberOptions``
+    in chunkers/lumber.py, ...) whose fields are every knob that changes the method's chunks, so the
+    method's cache key is derived from them (:mod:`litseg_nb.segmenters.contract`).
+
+    A stage config that runs the method carries the same fields by inheriting the options class
+    (``BaselinesConfig(TokenOptions, ..., StageConfig)``): the knob is declared once, its key and its
+    error messages keep their names; :meth:`of` takes a method's own options out of such a config.
+    """
+
+    @classmethod
+    def of(cls, cfg: Any):
+        """The options of this class held by ``cfg`` (a config inheriting it, or an instance of it)."""
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls) if f.init})
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any]):
+        """Construct from a mapping (unknown keys and bad values raise :class:`ConfigError`)."""
+        return _build(cls, values, cls.__name__)
+
+
 LLM_BACKENDS = ("hf", "vllm", "openai")  # litseg_nb.llm.factory.BACKENDS
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda")

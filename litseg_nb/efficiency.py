@@ -38,7 +38,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from .chunkers.config import METHOD_NAMES
+from .chunk_sets import METHOD_ORDER
 from .config import StageConfig, one_of
 from .paths import outputs_dir
 from .schema import load_chunks
@@ -51,7 +51,7 @@ TIMING_DATASETS = ("all", "gutenqa", "literaryqa")
 class EfficiencyConfig(StageConfig):
     """Notebook 08: the method every speed-up is measured against."""
 
-    reference: str = one_of("litseg", *METHOD_NAMES)
+    reference: str = one_of("litseg", *METHOD_ORDER)
     #: §4.4's unit set: the units all three methods segmented, of this dataset ("all": every one;
     #: the paper times "the LiteraryQA test set")
     timing_dataset: str = one_of("literaryqa", *TIMING_DATASETS)

@@ -8,14 +8,11 @@ leaves out keep the dataclass defaults, which are the ``full`` values unless ``f
 Every profile has an entry for every stage (``full`` included, even when it is empty), so a missing
 one is an error here rather than a silent default.
 
-This module imports nothing of the package but :mod:`litseg_nb.methods` (method names): every config
-module reads it, so it sits below all of them.
+This module imports nothing of the package: every config module reads it, so it sits below all of them.
 """
 from __future__ import annotations
 
 from typing import Any
-
-from .methods import LLM_METHODS
 
 PROFILES = ("test", "smoke", "full")
 
@@ -229,7 +226,8 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "RagConfig": {"reranker": "flagembedding", "reranker_max_length": 8192,  # bge-reranker-v2-m3's maximum
                       "context_top_k": 5, "answer_max_new_tokens": 256},
         "SegmentQualityConfig": {},
-        "BoundaryConfig": {"source": "corpus", "llm_methods": LLM_METHODS, "segmenter_max_windows": 0},
+        # llm_methods: every LLM baseline (the dataclass default)
+        "BoundaryConfig": {"source": "corpus", "segmenter_max_windows": 0},
         "EfficiencyConfig": {},
     },
 }

@@ -97,7 +97,7 @@ def test_hf_revision_of_a_local_folder_changes_with_its_files(tmp_path):
 # ------------------------------------------------------------------ item 1: errors reach the caller
 @pytest.mark.parametrize("method", ["lumber", "proposition", "litseg-lite", "margin"])
 def test_dead_server_stops_every_llm_method(method, tmp_path, fresh_dirs):
-    from litseg_nb.chunkers.registry import chunk_units, get_chunker
+    from litseg_nb.segmenters.registry import chunk_units, get_chunker
 
     port = free_port()  # nobody listening
     spec = get_chunker(method)
@@ -304,7 +304,7 @@ def test_a_dead_server_is_reported_after_one_round_not_one_per_queued_request():
 def test_healthy_litseg_run_reports_no_fallbacks():
     # the run's fallback count tested the fallback *string* ("none" is truthy), so a healthy
     # run and a dead one reported the same count
-    from litseg_nb.chunkers.registry import chunk_units
+    from litseg_nb.segmenters.registry import chunk_units
     from litseg_nb.litseg.config import LitSegConfig
     from litseg_nb.llm import ScriptedBackend
 

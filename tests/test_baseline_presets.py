@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from litseg_nb.chunkers import BaselinesConfig, load_tokenizer, run_chunker
+from litseg_nb.chunkers import BaselinesConfig, load_tokenizer
+from litseg_nb.segmenters import run_chunker
 from litseg_nb.chunkers.presets import (PUBLISHED_PRESETS, preset_config, published_comparison,
                                         run_published_presets, unit_cap_effect)
 from litseg_nb.corpus import load_corpus

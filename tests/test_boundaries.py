@@ -292,7 +292,7 @@ def test_windows_segment_through_the_registry_cached_and_an_exported_chunker_sco
     sets = B.segment_windows(gold.books, cfg)
     assert {(c.book_id, c.unit_id) for c in sets["paragraph"]} == {(b.book_id, u.unit_id) for b in gold.books
                                                                   for u in b.units}
-    from litseg_nb.chunkers.book_runs import RunReport
+    from litseg_nb.segmenters.book_runs import RunReport
 
     rep = RunReport()
     again = B.segment_windows(gold.books, cfg, report=rep)

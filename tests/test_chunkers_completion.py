@@ -119,8 +119,8 @@ def test_runs_with_the_tiny_model(data_dir):
 
 @pytest.mark.slow
 def test_registered_method_runs_in_test_profile_with_usage(data_dir, fresh_dirs):
-    from litseg_nb.chunkers import BaselinesConfig, RunReport, run_chunker
-    from litseg_nb.chunkers.registry import ALL_METHODS, LLM_METHODS
+    from litseg_nb.chunkers import ALL_METHODS, LLM_METHODS, BaselinesConfig
+    from litseg_nb.segmenters import RunReport, run_chunker
     from litseg_nb.corpus import load_corpus
     from litseg_nb.embeddings import load_embedder
     from litseg_nb.llm import make_backend

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litseg_nb.chunkers import BaselinesConfig, ChunkerError, get_chunker, load_tokenizer, run_chunker
+from litseg_nb.chunkers import BaselinesConfig, ChunkerError, load_tokenizer
+from litseg_nb.segmenters import get_chunker, run_chunker
 from litseg_nb.chunkers.merge import merge_groups, merge_unit_chunks
 from litseg_nb.chunkers.recursive import locate_chunks, make_recursive_splitter
 from litseg_nb.chunkers.semantic import percentile_breakpoints

@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from litseg_nb.chunkers import BaselinesConfig, run_chunker
+from litseg_nb.chunkers import BaselinesConfig
+from litseg_nb.segmenters import run_chunker
 from litseg_nb.chunkers.lumber import classify_reply, grow_window, lumber_chunks_batch, parse_answer
 from litseg_nb.chunkers.margin import MarginThreshold, margin_chunks_batch, margin_from_logprobs
 from litseg_nb.chunkers.perplexity import (KVWindowScorer, chunk_starts_from_minima, find_minima,

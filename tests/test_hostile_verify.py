@@ -29,7 +29,7 @@ def test_chonkie_slumber_with_a_dead_server_raises_not_whole_windows(alice):
     """chonkie's SlumberChunker catches every exception of its genie and keeps the window together:
     a dead server gave full-coverage chunks, 'no fallbacks' and exit 0."""
     from litseg_nb.chunkers.library import LibraryConfig
-    from litseg_nb.chunkers.registry import chunk_units
+    from litseg_nb.segmenters.registry import chunk_units
 
     cfg = LibraryConfig.for_profile("test", chunk_size=60)
     dead = _DeadBackend()
@@ -68,7 +68,7 @@ def test_library_fallbacks_reach_the_chunks_and_the_segment_summary(alice):
     but no chunk said so: count_fallbacks (the segment summary and meta file) reported 'no fallbacks'."""
     from litseg_nb.api import count_fallbacks
     from litseg_nb.chunkers.library import AlignmentCounts, LibraryConfig, align_unit
-    from litseg_nb.chunkers.registry import chunk_units
+    from litseg_nb.segmenters.registry import chunk_units
 
     cfg = LibraryConfig.for_profile("test", chunk_size=60)
     items = [(alice, u) for u in alice.units if u.n_sentences][:1]

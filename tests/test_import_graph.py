@@ -201,7 +201,7 @@ def graph() -> dict[str, set[str]]:
 
 def test_graph_sees_the_package(graph):
     # the parser finds the modules and their imports (an empty graph would pass the cycle checks)
-    assert "litseg_nb.config" in graph and "litseg_nb.chunkers.registry" in graph
+    assert "litseg_nb.config" in graph and "litseg_nb.segmenters.registry" in graph
     assert "litseg_nb.config" in graph["litseg_nb.chunkers.config"]
     assert {"chunkers", "rag", "metrics", "config"} <= set(package_graph(graph))
 

@@ -82,7 +82,7 @@ def test_unaligned_pieces_are_kept_and_dropped_text_becomes_flagged_gap_chunks(b
 
 def test_comparison_table_puts_ours_next_to_the_library(book):
     from litseg_nb.chunkers import BaselinesConfig, load_tokenizer
-    from litseg_nb.chunkers.registry import chunk_units
+    from litseg_nb.segmenters.registry import chunk_units
 
     items = [(book, u) for u in book.units if u.n_sentences][:3]
     ours, _ = chunk_units("recursive", items, BaselinesConfig.for_profile("test"))
@@ -140,7 +140,7 @@ def test_chonkie_slumber_runs_on_our_llm_backend_and_counts_its_silent_fallbacks
     """chonkie's LumberChunker-style SlumberChunker with the test profile's tiny random model as its
     genie (through the request cache and usage ledger): chunks cover every sentence, every call is
     recorded, and windows chonkie kept together after invalid replies are counted as fallbacks."""
-    from litseg_nb.chunkers.registry import chunk_units
+    from litseg_nb.segmenters.registry import chunk_units
     from litseg_nb.llm import make_backend
 
     cfg = LibraryConfig.for_profile("test", chunk_size=120)

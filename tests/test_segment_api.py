@@ -6,7 +6,8 @@ import json
 import pytest
 
 import litseg_nb
-from litseg_nb.chunkers import registry
+from litseg_nb.chunkers.config import ALL_METHODS, LLM_METHODS
+from litseg_nb.segmenters import registry
 from litseg_nb.chunkers.base import ChunkerError
 from litseg_nb.config import ConfigError
 from litseg_nb.cli import main
@@ -36,12 +37,12 @@ def _check(chunks, book, method):
 
 def test_registry_is_typed_and_names_are_derived():
     assert {"token", "recursive", "semantic", "paragraph", "perplexity", "margin", "lumber", "perplexity+merge",
-            "margin+merge", "lumber+merge", "proposition"} <= set(registry.ALL_METHODS)
-    assert registry.ALL_METHODS == tuple(n for n, s in registry.REGISTRY.items() if s.is_baseline and not s.internal)
+            "margin+merge", "lumber+merge", "proposition"} <= set(ALL_METHODS)
+    assert ALL_METHODS == tuple(n for n, s in registry.REGISTRY.items() if s.is_baseline and not s.internal)
     assert registry.SEGMENTERS == ("litseg", "litseg-lite")
-    assert set(registry.LLM_METHODS) == {m for m in registry.ALL_METHODS if registry.REGISTRY[m].needs == "llm"}
+    assert set(LLM_METHODS) == {m for m in ALL_METHODS if registry.REGISTRY[m].needs == "llm"}
     with pytest.raises(TypeError):  # no positional booleans
-        registry.ChunkerSpec("x", True, False, None, ())
+        registry.Method("x", True, False, None, ())
     with pytest.raises(ChunkerError, match="unknown chunker 'perplexity@merge-base'"):
         registry.get_chunker("perplexity@merge-base")  # internal building block, not a method
 

@@ -16,7 +16,7 @@ import pytest
 
 import litseg_nb
 from litseg_nb import api
-from litseg_nb.chunkers import registry
+from litseg_nb.segmenters import registry
 from litseg_nb.config import ConfigError
 from litseg_nb.data.gutenberg import decode_gutenberg
 from litseg_nb.llm.base import LLMError
@@ -54,15 +54,16 @@ def _err_lines(capsys) -> list[str]:
 # ------------------------------------------------------------------ item 1: fallbacks, dead server
 def test_fallback_none_is_not_counted(tmp_path, fresh_dirs, capsys, monkeypatch):
     # before: every chunk with metadata fallback="none" (a truthy string) counted as a fallback unit
-    real = registry.chunk_units
+    real = registry.segment_units
 
-    def fake(name, items, cfg, **kw):
-        chunks, extra = real(name, items, cfg, **kw)
+    def fake(method, items, cfg, *a, **kw):
+        result = real(method, items, cfg, *a, **kw)
+        chunks = result.chunks
         for c in chunks:
             c.metadata["fallback"] = "whole_unit" if c.unit_id == chunks[0].unit_id else "none"
-        return chunks, extra
+        return result
 
-    monkeypatch.setattr(registry, "chunk_units", fake)
+    monkeypatch.setattr(registry, "segment_units", fake)
     src = _story(tmp_path, text=PLAIN + "\n\nCHAPTER II\n\nAnother day came. It rained.\n")
     assert api.count_fallbacks([]) == {}
     assert main(["segment", str(src), "--method", "paragraph", "--profile", "test", "-o",
@@ -75,16 +76,16 @@ def test_fallback_none_is_not_counted(tmp_path, fresh_dirs, capsys, monkeypatch)
 
 def test_llm_error_stops_writes_finished_units_and_resumes(data_dir, tmp_path, fresh_dirs, capsys, monkeypatch):
     # before: the LLMError escaped as a traceback and nothing was written
-    real = registry.chunk_units
+    real = registry.segment_units
     calls = {"n": 0}
 
-    def dying(name, items, cfg, **kw):
+    def dying(method, items, cfg, *a, **kw):
         calls["n"] += 1
         if calls["n"] == 3:
             raise LLMError("openai backend http://127.0.0.1:9/v1: connection refused after 3 retries")
-        return real(name, items, cfg, **kw)
+        return real(method, items, cfg, *a, **kw)
 
-    monkeypatch.setattr(registry, "chunk_units", dying)
+    monkeypatch.setattr(registry, "segment_units", dying)
     monkeypatch.setattr(api, "checkpoint_units", lambda cfg, needs_llm: 2)
     out = tmp_path / "alice.jsonl"
     argv = ["segment", str(data_dir / "gutenberg" / "11.txt"), "--method", "paragraph", "--profile", "test",
@@ -96,7 +97,7 @@ def test_llm_error_stops_writes_finished_units_and_resumes(data_dir, tmp_path, f
     meta = json.loads(paths_of(tmp_path / "alice")["meta"].read_text())
     assert meta["complete"] is False and meta["n_units"] == 4
     assert len({json.loads(x)["unit_id"] for x in out.read_text().splitlines()}) == 4
-    monkeypatch.setattr(registry, "chunk_units", real)
+    monkeypatch.setattr(registry, "segment_units", real)
     assert main(argv) == 0  # same input and settings: redone without --force
     assert json.loads(paths_of(tmp_path / "alice")["meta"].read_text())["n_units"] == 9
 
@@ -324,27 +325,28 @@ def test_registry_litseg_counter_ignores_fallback_none(monkeypatch):
     # before: sum(1 for r in records if r["fallback"]) counted the string "none" as a fallback
     import types
 
-    from litseg_nb.litseg import calibrate, pipeline  # noqa: F401  (imported before the patch: it binds
-    from litseg_nb.litseg.config import LitSegConfig  # annotate_units by name at import time)
+    from litseg_nb.litseg import segmenter  # binds annotate_units / records_to_chunks by name
+    from litseg_nb.litseg.config import LitSegConfig
+    from litseg_nb.segmenters.contract import Models
 
-    records = [{"fallback": "none"}, {"fallback": "whole_unit"}, {"fallback": "none"}]
-    monkeypatch.setattr(pipeline, "annotate_units", lambda *a, **k: types.SimpleNamespace(records=records))
-    monkeypatch.setattr(pipeline, "records_to_chunks", lambda books, recs: [])
+    records = [{"book_id": "b", "unit_id": str(i), "fallback": f} for i, f in enumerate(["none", "whole_unit", "none"])]
+    monkeypatch.setattr(segmenter, "annotate_units", lambda *a, **k: types.SimpleNamespace(records=records))
+    monkeypatch.setattr(segmenter, "records_to_chunks", lambda books, recs: [])
     cfg = LitSegConfig.for_profile("test", calibrate=False)
-    _, extra = registry._litseg([], cfg, None, None)
-    assert extra["fallbacks"] == 1
+    result = registry.REGISTRY["litseg"].run([], segmenter.LitSegOptions.of(cfg), Models())
+    assert result.fallbacks == 1 and [r.fallback for r in segmenter.segment_units([], segmenter.LitSegOptions.of(cfg), None)[1]] == ["none", "whole_unit", "none"]
 
 
 def test_library_units_of_several_books_share_a_batch(tmp_path, fresh_dirs, monkeypatch):
     # requests of several books in flight (bounded by the batch size), one file per book
-    real = registry.chunk_units
+    real = registry.segment_units
     calls = []
 
-    def spy(name, items, cfg, **kw):
+    def spy(method, items, cfg, *a, **kw):
         calls.append(sorted({b.source for b, _ in items}))
-        return real(name, items, cfg, **kw)
+        return real(method, items, cfg, *a, **kw)
 
-    monkeypatch.setattr(registry, "chunk_units", spy)
+    monkeypatch.setattr(registry, "segment_units", spy)
     lib = tmp_path / "lib"
     for i in range(3):
         _story(lib, f"s{i}.txt", text=f"Story {i}. It was short.\n\nThe end came soon. Nobody minded.\n")

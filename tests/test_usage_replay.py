@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from litseg_nb.chunkers import BaselinesConfig, run_chunker
+from litseg_nb.chunkers import BaselinesConfig
+from litseg_nb.segmenters import run_chunker
 from litseg_nb.chunkers.toy import toy_book
 from litseg_nb.efficiency import efficiency_table
 from litseg_nb.litseg.calibrate import calibrate_length_reference

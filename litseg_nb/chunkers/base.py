@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
-from ..schema import Book, Chunk, Span, Unit, make_sentence_chunk, make_span_chunk
+from ..config import Options
 from ..errors import LitsegError
+from ..schema import Book, Chunk, Span, Unit, make_sentence_chunk, make_span_chunk
 
 
 class ChunkerError(LitsegError, RuntimeError):
@@ -207,3 +209,12 @@ def chunks_from_boundaries(book: Book, unit: Unit, method: str, starts: Sequence
         lo = s - 1 if (k > 0 and k < len(overlap_prev) and overlap_prev[k]) else s
         out.append(make_sentence_chunk(book, unit, method, k, lo, e, metadata))
     return out
+
+
+@dataclass(frozen=True)
+class TokenizerOption(Options):
+    """The statistics tokenizer, an option of every method that counts tokens (token windows, the
+    dynamic merge, the library splitters): a packaged name ("all-MiniLM-L6-v2"), a local path, or
+    "llm" (the LLM backend's own tokenizer)."""
+
+    tokenizer: str = "all-MiniLM-L6-v2"

@@ -38,6 +38,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..config import Options
 from ..llm.base import SamplingParams, UsageTag
 from ..prompts import render_prompt
 from ..replies import answer_text, list_items, read_int
@@ -194,3 +195,17 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
         out.append(Chunk(c.book_id, c.unit_id, c.chunk_id, method, c.from_idx, c.to_idx, list(c.spans), text,
                          c.main_text, list(c.context_idx), c.subtitle, c.is_source_span, md))
     return out, st
+
+
+@dataclass(frozen=True)
+class CompletionOptions(Options):
+    """Options of Meta-Chunking's semantic completion (§3.2, App. C) of the perplexity+merge chunks
+    (method ``perplexity+merge+completion``; own prompts, labelled). ``seed`` seeds its sampled calls."""
+
+    seed: int = 0
+    completion_max_new_tokens: int = 256
+    completion_max_items: int = 5  # missing items kept from the reflection stage
+    completion_min_score: int = 4  # refinement: items scored >= this (1-5) are added
+    completion_related_chunks: int = 2  # context: most similar chunks by embedding (0 = neighbours)
+    completion_context_chars: int = 600  # characters of each context chunk in the prompts
+    completion_index_summary: bool = True  # retriever text = enhanced summary + (rewritten) chunk

@@ -1,4 +1,12 @@
-"""Configuration of the baseline chunkers (notebook 04): :class:`BaselinesConfig`.
+"""Configuration of the baseline chunkers (notebook 04): :class:`BaselinesConfig`, and the baselines' names.
+
+Each method's knobs are declared once, in its options class beside the method (``TokenOptions`` in
+chunkers/token.py, ``LumberOptions`` in chunkers/lumber.py, ...); :class:`BaselinesConfig` inherits
+them all, so ``--set lumber_budget_tokens=400``, the profile table's rows and
+``BaselinesConfig.for_profile(..., lumber_budget_tokens=400)`` name a knob as before, and the registry
+(:mod:`litseg_nb.segmenters.registry`) hands each method only its own options
+(:meth:`~litseg_nb.config.Options.of`), from which its cache key is derived. What is left here are
+notebook 04's own settings: which methods run, on which books, and the extra tables.
 
 Defaults follow the papers where they give a value:
 
@@ -17,60 +25,47 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import ConfigError, StageConfig, at_least, between, one_of
+from ..config import StageConfig, _Base, one_of
+from .completion import CompletionOptions
+from .lumber import LumberOptions
+from .margin import MarginOptions
+from .merge import MergeOptions
+from .paragraph import ParagraphOptions
+from .perplexity import PerplexityOptions
+from .proposition import PropositionOptions
+from .recursive import RecursiveOptions
+from .semantic import SemanticOptions
+from .token import TokenOptions
 
-# the method names (checked against the one registry of segmenters by the registry itself)
-from ..methods import ALL_METHODS, LLM_METHODS, METHOD_NAMES, SEGMENTERS  # noqa: F401
+#: notebook 04's baselines in table order, each with what it needs ("text": rules only, "embedder",
+#: "llm"). Declared here, below the registry, for the configs and chunk sets that need the names; the
+#: registry (litseg_nb.segmenters.registry) registers a method for each name, with this need, and
+#: refuses to import if a name has no method or a method no name.
+BASELINES: dict[str, str] = {
+    "token": "text", "recursive": "text", "semantic": "embedder", "paragraph": "text", "perplexity": "llm",
+    "margin": "llm", "lumber": "llm", "perplexity+merge": "llm", "margin+merge": "llm", "lumber+merge": "llm",
+    "proposition": "llm", "perplexity+merge+completion": "llm",
+}
+ALL_METHODS: tuple[str, ...] = tuple(BASELINES)
+#: the baselines that need an LLM
+LLM_METHODS: tuple[str, ...] = tuple(m for m, need in BASELINES.items() if need == "llm")
 
 
 @dataclass(frozen=True)
-class BaselinesConfig(StageConfig):
-    """Every size knob, threshold and budget of the baselines (papers' values as defaults)."""
+class _Methods(_Base):
+    """Which baselines notebook 04 runs: a base of :class:`BaselinesConfig` only so that this field
+    comes first, before the methods' options (the order of ``config`` listings and manifests)."""
 
     methods: tuple[str, ...] = one_of(ALL_METHODS, *ALL_METHODS)
-    # tokenizer for the token splitter, dynamic-merge lengths and chunk statistics: a packaged
-    # name ("all-MiniLM-L6-v2"), a local path, or "llm" (the LLM backend's own tokenizer)
-    tokenizer: str = "all-MiniLM-L6-v2"
 
-    token_chunk_size: int = at_least(400, 1)  # tokens per window
-    token_chunk_overlap: int = at_least(40, 0)  # < token_chunk_size
 
-    recursive_chunk_size: int = at_least(1800, 1)  # characters (LangChain measures len())
-    recursive_chunk_overlap: int = at_least(200, 0)  # < recursive_chunk_size
-    # LitSeg App. H: "paragraph breaks, newlines, punctuation, and whitespace"
-    recursive_separators: tuple[str, ...] = ("\n\n", "\n", ". ", "! ", "? ", "; ", ", ", " ", "")
-
-    semantic_breakpoint_percentile: float = between(95.0, 0.0, 100.0)
-    semantic_buffer_size: int = at_least(1, 0)
-
-    perplexity_threshold: float = 0.4  # Meta-Chunking App. G (NarrativeQA)
-    perplexity_merge_threshold: float = 0.0  # App. F: θ = 0 before dynamic combination
-    perplexity_dynamic_overlap: bool = False  # the minimum sentence joins both neighbours
-    perplexity_max_context: int = 0  # tokens kept in the KV cache; 0 = llm.max_model_len
-    perplexity_block_tokens: int = 1024  # tokens fed per forward pass
-
-    margin_threshold_window: int = 5  # θ = mean of the last k margins (θ = 0 before k margins)
-    margin_max_left_tokens: int = 0  # cap on the left text in the prompt (0 = whole current chunk)
-
-    lumber_budget_tokens: int = 550
-    lumber_max_retries: int = 2  # extra attempts after an invalid reply
-    lumber_retry_temperature: float = 0.7
-    lumber_max_new_tokens: int = 32
-    lumber_reference_mode: bool = False  # reference script: 1.2 x words estimate, stop before budget
-
-    merge_target_tokens: int = 334  # dynamic merge target L (LumberChunker's published mean)
-
-    proposition_max_new_tokens: int = 512
-    proposition_max_retries: int = 1
-
-    # Meta-Chunking semantic completion (§3.2, App. C) on perplexity+merge chunks: method
-    # "perplexity+merge+completion" (chunkers/completion.py; own prompts, labelled)
-    completion_max_new_tokens: int = 256
-    completion_max_items: int = 5  # missing items kept from the reflection stage
-    completion_min_score: int = 4  # refinement: items scored >= this (1-5) are added
-    completion_related_chunks: int = 2  # context: most similar chunks by embedding (0 = neighbours)
-    completion_context_chars: int = 600  # characters of each context chunk in the prompts
-    completion_index_summary: bool = True  # retriever text = enhanced summary + (rewritten) chunk
+@dataclass(frozen=True)
+class BaselinesConfig(CompletionOptions, PropositionOptions, MergeOptions, LumberOptions, MarginOptions,
+                      PerplexityOptions, ParagraphOptions, SemanticOptions, RecursiveOptions, TokenOptions,
+                      _Methods, StageConfig):
+    """Notebook 04's config: which methods run (``methods``), every baseline's options (inherited from
+    the methods' options classes, papers' values as defaults; ``tokenizer`` is the statistics tokenizer
+    of the token windows, the dynamic merge and the chunk statistics) and the notebook's own settings."""
 
     # the LLM-based methods run on the shared ``selection`` (litseg_nb.selection.select_units), the
     # units LitSeg and LitSeg-Lite segment; the other methods run on every unit of the corpus
@@ -90,14 +85,6 @@ class BaselinesConfig(StageConfig):
     length_match_reference: str = one_of("lumber", *ALL_METHODS)
     length_match_tolerance: float = 0.05
     length_match_max_iter: int = 12
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for size, overlap in (("token_chunk_size", "token_chunk_overlap"),
-                              ("recursive_chunk_size", "recursive_chunk_overlap")):
-            if getattr(self, overlap) >= getattr(self, size):
-                raise ConfigError(f"BaselinesConfig.{overlap}: {getattr(self, overlap)} must be below "
-                                  f"{size} ({getattr(self, size)})")
 
     def describe(self) -> str:  # noqa: D102
         out = super().describe() + f" | tokenizer={self.tokenizer}"

@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..config import ConfigError, StageConfig, between, one_of
 from ..profiles import PROFILES_TABLE
 from ..schema import Book, Chunk, Unit, check_coverage
-from .base import ChunkerError, boundary_positions, chunks_from_spans, load_tokenizer, where
+from .base import ChunkerError, TokenizerOption, boundary_positions, chunks_from_spans, load_tokenizer, where
 from ..llm.base import LLMError
 from .library_adapters import (GenieStats, _langchain_token_splitter, chonkie_embeddings, chonkie_genie,
                                chonkie_tokenizer, langchain_embeddings, llamaindex_embedding)
@@ -135,16 +135,23 @@ def cheap_presets() -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- config
 @dataclass(frozen=True)
-class LibraryConfig(StageConfig):
-    """Options of a ``lib:`` method. Keys that are not fields are the library's own keyword
-    arguments (``--set chunk_size=400``): they land in ``options`` and are checked against the
-    splitter's constructor when it is built (an unknown one is a :class:`ConfigError`)."""
+class LibraryOptions(TokenizerOption):
+    """Options of a ``lib:`` method (``tokenizer``: token counting of the splitters, a packaged name, a
+    path or "llm"): what changes its chunks besides the method name (the preset or class)."""
 
-    tokenizer: str = "all-MiniLM-L6-v2"  # token counting of the splitters (a packaged name, a path, "llm")
     min_score: float = between(0.8, 0.0, 1.0)  # lowest similarity accepted as a fuzzy alignment
     fill_gaps: bool = True  # sentences no piece covers become flagged gap chunks (False: error)
     options: tuple[tuple[str, Any], ...] = ()  # the library's keyword arguments (over the preset's)
     genie_max_new_tokens: int = 16  # chonkie-slumber: reply cap of the LLM (an index is asked for)
+
+
+@dataclass(frozen=True)
+class LibraryConfig(LibraryOptions, StageConfig):
+    """Config of a ``lib:`` method: its :class:`LibraryOptions` and notebook 04's settings of the presets.
+    Keys that are not fields are the library's own keyword arguments (``--set chunk_size=400``): they
+    land in ``options`` and are checked against the splitter's constructor when it is built (an unknown
+    one is a :class:`ConfigError`)."""
+
     # notebook 04: the presets it runs (test: one cheap splitter of each library, no embedder or LLM: CI budget)
     presets: tuple[str, ...] = one_of(PRESET_NAMES, *PRESET_NAMES)
     # notebook 04: the books the presets run on (ids or title substrings; empty = every corpus book).
@@ -268,7 +275,7 @@ class Splitter:
     current_book: list[str] = dataclasses.field(default_factory=lambda: [""])
 
 
-def build_splitter(name: str, cfg: LibraryConfig, backend: Any = None, embedder: Any = None) -> Splitter:
+def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder: Any = None) -> Splitter:
     """Build the splitter of method ``name`` with the preset's and ``cfg.options``' keyword arguments
     and the profile's models injected; unknown keyword arguments raise :class:`ConfigError`."""
     target, kwargs, _ = resolve(name)
@@ -279,7 +286,7 @@ def build_splitter(name: str, cfg: LibraryConfig, backend: Any = None, embedder:
     if params is not None:
         bad = sorted(set(kwargs) - params)
         if bad:
-            ours = sorted(f.name for f in dataclasses.fields(cfg) if f.init)
+            ours = sorted(f.name for f in dataclasses.fields(LibraryConfig) if f.init)
             raise ConfigError(f"{name}: {target} takes no option(s) {', '.join(map(repr, bad))}; it takes: "
                               f"{', '.join(sorted(p for p in params if not p.startswith('_')))} "
                               f"(LibraryConfig's own keys: {', '.join(ours)})")
@@ -433,7 +440,7 @@ def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], count
     return first + lost
 
 
-def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryConfig, backend: Any = None,
+def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryOptions, backend: Any = None,
                    embedder: Any = None, progress: bool = True) -> tuple[list[list[Chunk]], dict[str, Any]]:
     """Run library method ``name`` on each ``(book, unit)``: chunks per unit and the counters."""
     from tqdm.auto import tqdm

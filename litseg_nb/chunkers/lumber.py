@@ -25,12 +25,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ..config import Options
 from ..llm.base import SamplingParams, UsageTag
 from ..prompts import fill_prompt, load_prompt
 from ..replies import answer_text
 from ..schema import Book, Chunk, Unit, word_count
 from .base import chunks_from_boundaries
 from .lockstep import chat_call, run_lockstep
+
 
 # possessive quantifiers: linear however much whitespace a reply holds
 ANSWER_RE = re.compile(r"Answer\s*+:?\s*+ID\s*+:?\s*+([0-9]+)", re.IGNORECASE)
@@ -161,3 +163,14 @@ def lumber_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, budget
               for b, u in items]
     run_lockstep(states, chat_call(backend))
     return [s.chunks(method) for s in states], [s.stats for s in states]
+
+
+@dataclass(frozen=True)
+class LumberOptions(Options):
+    """Options of LumberChunker (Duarte et al., 2024): window budget θ and the reply handling."""
+
+    lumber_budget_tokens: int = 550
+    lumber_max_retries: int = 2  # extra attempts after an invalid reply
+    lumber_retry_temperature: float = 0.7
+    lumber_max_new_tokens: int = 32
+    lumber_reference_mode: bool = False  # reference script: 1.2 x words estimate, stop before budget

@@ -22,11 +22,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ..config import Options
 from ..llm.base import UsageTag
 from ..prompts import fill_prompt, load_prompt
 from ..schema import Book, Chunk, Unit
 from .base import chunks_from_boundaries
 from .lockstep import logprob_call, run_lockstep
+
 
 SPLIT_OPTION, KEEP_OPTION = "1", "2"
 
@@ -121,3 +123,11 @@ def margin_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, window
                           getattr(backend, "count_tokens", None)) for b, u in items]
     run_lockstep(states, logprob_call(backend, [SPLIT_OPTION, KEEP_OPTION]))
     return [s.chunks(method) if s.unit.n_sentences else [] for s in states]
+
+
+@dataclass(frozen=True)
+class MarginOptions(Options):
+    """Options of margin sampling (Meta-Chunking §3.1.2)."""
+
+    margin_threshold_window: int = 5  # θ = mean of the last k margins (θ = 0 before k margins)
+    margin_max_left_tokens: int = 0  # cap on the left text in the prompt (0 = whole current chunk)

@@ -9,9 +9,12 @@ Used for LumberChunker+Merge, Perplexity+Merge and Margin-Sampling+Merge.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..schema import Book, Chunk, Unit, make_span_chunk
+from .base import TokenizerOption
+
 
 
 def merge_groups(lengths_of: Callable[[int, int], int], n: int, target: int) -> list[tuple[int, int]]:
@@ -52,3 +55,11 @@ def merge_unit_chunks(book: Book, unit: Unit, chunks: Sequence[Chunk], target_to
                              {"merged_from": [c.chunk_id for c in chunks[i:j]], "tokens": length(i, j)})
         out.append(ch)
     return out
+
+
+@dataclass(frozen=True)
+class MergeOptions(TokenizerOption):
+    """Options of the dynamic merge of the ``+merge`` variants: neighbouring chunks are merged up to
+    ``merge_target_tokens`` tokens of the statistics tokenizer."""
+
+    merge_target_tokens: int = 334  # dynamic merge target L (LumberChunker's published mean)

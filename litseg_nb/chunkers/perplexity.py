@@ -33,11 +33,14 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..config import Options
 from ..llm.base import Generation, UsageTag
 from ..schema import Book, Chunk, Unit
 from .base import ChunkerError, chunks_from_boundaries, where
+
 
 
 def find_minima(values: Sequence[float], threshold: float) -> list[int]:
@@ -255,3 +258,17 @@ def perplexity_chunks(book: Book, unit: Unit, threshold: float, dynamic_overlap:
     for c in chunks:
         c.metadata["ppl"] = [round(float(v), 4) for v in ppl[c.from_idx - 1:c.to_idx]]
     return chunks
+
+
+@dataclass(frozen=True)
+class PerplexityOptions(Options):
+    """Options of the perplexity chunker (Meta-Chunking §3.1.1): ``perplexity`` splits at θ =
+    ``perplexity_threshold``; ``perplexity+merge`` runs it at θ = ``perplexity_merge_threshold`` before
+    the dynamic merge (App. F). ``perplexity_max_context`` 0 = the LLM's ``max_model_len`` (resolved
+    when a method takes its options, so the key holds the value used)."""
+
+    perplexity_threshold: float = 0.4  # Meta-Chunking App. G (NarrativeQA)
+    perplexity_merge_threshold: float = 0.0  # App. F: θ = 0 before dynamic combination
+    perplexity_dynamic_overlap: bool = False  # the minimum sentence joins both neighbours
+    perplexity_max_context: int = 0  # tokens kept in the KV cache; 0 = llm.max_model_len
+    perplexity_block_tokens: int = 1024  # tokens fed per forward pass

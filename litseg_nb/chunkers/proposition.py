@@ -10,13 +10,16 @@ line is retried (sampling, bounded); after that the paragraph itself is kept as 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..config import Options
 from ..llm.base import SamplingParams, UsageTag
 from ..prompts import fill_prompt, load_prompt
 from ..replies import list_items
 from ..schema import Book, Chunk, Unit, chunk_id
 from .base import chunks_from_spans, unit_paragraphs
+
 
 def parse_propositions(reply: str) -> list[str]:
     """The proposition lines of a reply (``- ``/``* ``/``1.`` items of its answer, reasoning removed)."""
@@ -63,3 +66,11 @@ def proposition_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, m
                 metadata={"paragraph": p.chunk_id, "fallback": not props},
             ))
     return out, len(todo)
+
+
+@dataclass(frozen=True)
+class PropositionOptions(Options):
+    """Options of proposition chunking (Chen et al.'s propositionizer prompt)."""
+
+    proposition_max_new_tokens: int = 512
+    proposition_max_retries: int = 1

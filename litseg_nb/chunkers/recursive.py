@@ -16,10 +16,13 @@ containing anything but whitespace; a violation raises instead of silently losin
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
+from ..config import ConfigError, Options, at_least
 from ..schema import Book, Chunk, Span, Unit
 from .base import ChunkerError, chunks_from_spans, where
+
 
 
 def make_recursive_splitter(chunk_size: int, chunk_overlap: int, separators: Sequence[str]):
@@ -61,3 +64,19 @@ def recursive_chunks(book: Book, unit: Unit, splitter, chunk_overlap: int,
     except ChunkerError as e:
         raise ChunkerError(f"{e} ({where(book, unit)})") from e
     return chunks_from_spans(book, unit, method, [(unit.start + a, unit.start + b) for a, b in spans])
+
+
+@dataclass(frozen=True)
+class RecursiveOptions(Options):
+    """Options of the ``recursive`` method (LangChain's RecursiveCharacterTextSplitter, characters)."""
+
+    recursive_chunk_size: int = at_least(1800, 1)  # characters (LangChain measures len())
+    recursive_chunk_overlap: int = at_least(200, 0)  # < recursive_chunk_size
+    # LitSeg App. H: "paragraph breaks, newlines, punctuation, and whitespace"
+    recursive_separators: tuple[str, ...] = ("\n\n", "\n", ". ", "! ", "? ", "; ", ", ", " ", "")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.recursive_chunk_overlap >= self.recursive_chunk_size:
+            raise ConfigError(f"{type(self).__name__}.recursive_chunk_overlap: {self.recursive_chunk_overlap} must be "
+                              f"below recursive_chunk_size ({self.recursive_chunk_size})")

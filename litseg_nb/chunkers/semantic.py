@@ -11,12 +11,15 @@ sentence indices; embeddings come from the shared cached :class:`~litseg_nb.embe
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from ..config import Options, at_least, between
 from ..schema import Book, Chunk, Unit
 from .base import chunks_from_boundaries
+
 
 
 PROGRESS_MIN_TEXTS = 256  # sentence windows from which embedding them shows a tqdm bar
@@ -83,3 +86,11 @@ def semantic_chunks_many(items: Sequence[tuple[Book, Unit]], embedder, percentil
             part, pos = emb[pos:pos + len(ws)], pos + len(ws)
         out.append(_chunks_from_embeddings(b, u, part, percentile, method))
     return out
+
+
+@dataclass(frozen=True)
+class SemanticOptions(Options):
+    """Options of the ``semantic`` method (LangChain's SemanticChunker defaults)."""
+
+    semantic_breakpoint_percentile: float = between(95.0, 0.0, 100.0)
+    semantic_buffer_size: int = at_least(1, 0)

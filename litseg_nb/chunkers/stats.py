@@ -1,6 +1,6 @@
 """The one chunk-statistics table (notebooks 04 and 06): per method, chunk counts and the length
 distribution in tokens, characters and sentences, beside LumberChunker's published GutenQA averages
-("Avg. #Tokens / Chunk, Total #Chunks"); with a :class:`~litseg_nb.chunkers.book_runs.RunReport`
+("Avg. #Tokens / Chunk, Total #Chunks"); with a :class:`~litseg_nb.segmenters.book_runs.RunReport`
 frame also LLM cost (calls and tokens, also per 1,000 sentences) and throughput (seconds per book)."""
 from __future__ import annotations
 

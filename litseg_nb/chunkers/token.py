@@ -6,8 +6,12 @@ characters the tokenizer skips (whitespace, characters its normaliser drops) are
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ..config import ConfigError, at_least
 from ..schema import Book, Chunk, Unit
-from .base import ChunkerError, Tokenizer, chunks_from_spans, where
+from .base import ChunkerError, Tokenizer, TokenizerOption, chunks_from_spans, where
+
 
 
 def token_windows(n_tokens: int, size: int, overlap: int) -> list[tuple[int, int]]:
@@ -40,3 +44,18 @@ def token_chunks(book: Book, unit: Unit, tokenizer: Tokenizer, size: int, overla
         spans.append((a, b))
     md = [{"tokens": j - i} for i, j in token_windows(len(offs), size, overlap)]
     return chunks_from_spans(book, unit, method, spans, md)
+
+
+@dataclass(frozen=True)
+class TokenOptions(TokenizerOption):
+    """Options of the ``token`` method: windows of ``token_chunk_size`` tokens of the statistics
+    tokenizer, ``token_chunk_overlap`` tokens shared by neighbours."""
+
+    token_chunk_size: int = at_least(400, 1)  # tokens per window
+    token_chunk_overlap: int = at_least(40, 0)  # < token_chunk_size
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.token_chunk_overlap >= self.token_chunk_size:
+            raise ConfigError(f"{type(self).__name__}.token_chunk_overlap: {self.token_chunk_overlap} must be below "
+                              f"token_chunk_size ({self.token_chunk_size})")

@@ -46,11 +46,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..config import ConfigError, StageConfig, at_least, between, one_of
-from ..methods import LLM_METHODS
+from ..chunkers.config import LLM_METHODS
 from ..schema import Book, Chunk, check_coverage
 
 SOURCES = ("hand-checked", "corpus")
 NON_LLM = ("token", "recursive", "semantic", "paragraph")
+SEGMENTERS = ("litseg",)  # the paper's segmenters scored here (LitSeg-Lite: from its chunk set, --chunks)
 
 
 def _llm_baselines() -> tuple[str, ...]:
@@ -62,7 +63,7 @@ class BoundaryConfig(StageConfig):
     """The boundary benchmark: where the gold comes from, window sizes, methods, statistics."""
 
     methods: tuple[str, ...] = one_of(NON_LLM, *NON_LLM)  # rules/embedder methods: every window
-    llm_methods: tuple[str, ...] = one_of(("perplexity", "margin", "lumber"), *_llm_baselines())
+    llm_methods: tuple[str, ...] = one_of(LLM_METHODS, *_llm_baselines())  # test/smoke: their own subsets
     llm_max_windows: int = at_least(0, 0)  # windows the LLM methods segment (0 = all), chapter and scene alternating
     # windows the embedding-based semantic chunker segments (0 = all; MiniLM on 2 CPU cores embeds ~60
     # three-sentence groups a second, so all ~400 smoke windows would take ~6 min)
@@ -70,7 +71,7 @@ class BoundaryConfig(StageConfig):
     # the paper's segmenter (LitSegConfig of this profile: its model, caps and calibration) on the first
     # ``segmenter_max_windows`` of the same windows; LitSeg-Lite needs notebook 03's trained student and
     # is scored from its chunk set with --chunks
-    segmenters: tuple[str, ...] = one_of(("litseg",), "litseg")
+    segmenters: tuple[str, ...] = one_of(SEGMENTERS, *SEGMENTERS)
     segmenter_max_windows: int = at_least(8, 0)
     source: str = one_of("corpus", *SOURCES)  # hand-checked: tests/structure_gold.jsonl books; corpus: cfg.corpus
     max_books: int = at_least(0, 0)  # source books (0 = all)
@@ -486,11 +487,11 @@ def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
 
 def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequence[str] | None = None,
                     backend: Any = None, embedder: Any = None, report: Any = None) -> dict[str, list[Chunk]]:
-    """Every method's chunks of the windows, through :func:`~litseg_nb.chunkers.book_runs.run_chunker`
+    """Every method's chunks of the windows, through :func:`~litseg_nb.segmenters.book_runs.run_chunker`
     (cached per method and window book, like every other unit)."""
     from tqdm.auto import tqdm
 
-    from ..chunkers.book_runs import run_chunker
+    from ..segmenters.book_runs import run_chunker
 
     bcfg = baselines_config(cfg, books)
     names = list(methods) if methods is not None else list(cfg.methods) + list(cfg.llm_methods)
@@ -510,21 +511,21 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
             subset = [b for b in (dataclasses.replace(b, units=[u for u in b.units if f"{b.book_id}/{u.unit_id}" in keep])
                                   for b in books) if b.units]
         out[m] = run_chunker(m, subset, bcfg, backend=backend, embedder=embedder, report=report)
-    for m in (cfg.segmenters if methods is None else [x for x in methods if x in ("litseg",)]):
+    for m in (cfg.segmenters if methods is None else [x for x in methods if x in SEGMENTERS]):
         out[m] = segmenter_chunks(m, books, cfg)
     return out
 
 
 def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None) -> list[Chunk]:
     """LitSeg on the first ``segmenter_max_windows`` windows through the registry's
-    :func:`~litseg_nb.chunkers.registry.chunk_units` (its profile config: model, caps, calibration on
+    :func:`~litseg_nb.segmenters.registry.chunk_units` (its profile config: model, caps, calibration on
     these windows), cached per window set like every other method's chunks."""
     import hashlib
 
     from ..cache import StepCache
-    from ..chunkers.registry import chunk_units, get_chunker
+    from ..segmenters.registry import chunk_units, get_method
 
-    spec = get_chunker(name)
+    spec = get_method(name)
     wanted = set(llm_windows(books, cfg.segmenter_max_windows))
     items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
     if not items:
@@ -626,8 +627,8 @@ def cli(args: argparse.Namespace) -> int:
         if args.method:
             ms = [m.strip() for x in args.method for m in x.split(",") if m.strip()]
             over["methods"] = tuple(m for m in ms if m in NON_LLM)
-            over["llm_methods"] = tuple(m for m in ms if m not in NON_LLM and m != "litseg")
-            over["segmenters"] = tuple(m for m in ms if m == "litseg")
+            over["llm_methods"] = tuple(m for m in ms if m not in NON_LLM and m not in SEGMENTERS)
+            over["segmenters"] = tuple(m for m in ms if m in SEGMENTERS)
         if args.llm_windows is not None:
             over["llm_max_windows"] = args.llm_windows
         cfg = BoundaryConfig.for_profile(args.profile, **over)

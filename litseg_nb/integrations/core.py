@@ -22,12 +22,12 @@ class Segmenter:
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", backend: Any = None, embedder: Any = None,
                  **options: Any):
-        from ..chunkers.registry import get_chunker
+        from ..segmenters.registry import get_method
 
         self.method = method
         self.profile = profile
         self.options = dict(options)
-        self.spec = get_chunker(method)
+        self.spec = get_method(method)
         self.cfg = self.spec.config_class().for_profile(profile, **self.options)  # unknown keys raise here
         self._backend = backend
         self._embedder = embedder

@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 from tqdm.auto import tqdm
 
 from ..artifacts import artifact_path
+from ..config import Options
 from ..litseg.prompting import reference_for
 from ..litseg.reconstruct import reconstruct_unit
 from ..litseg.validate import (ValidationResult, extract_json, finalize_segments, segmentation_object,
@@ -36,6 +37,25 @@ from .heldout import TrainedUnits, assert_not_trained, model_record, refuse_trai
 from .rewards import format_reward_breakdown
 
 METHOD = "litseg-lite"
+
+
+@dataclass(frozen=True)
+class LiteOptions(Options):
+    """LitSeg-Lite's options as a registered method (``litseg-lite``): the reply cap, the retries of an
+    invalid reply and the seed of the sampled retries, taken from a
+    :class:`~litseg_nb.lite.config.LiteConfig` (``infer_max_new_tokens``, ``infer_retries``, ``seed``)."""
+
+    max_new_tokens: int = 4096
+    retries: int = 3
+    seed: int = 0
+
+    @classmethod
+    def of(cls, cfg: Any) -> "LiteOptions":  # noqa: D102
+        return cls(max_new_tokens=cfg.infer_max_new_tokens, retries=cfg.infer_retries, seed=cfg.seed)
+
+    def segmenter(self, backend: LLMBackend) -> "LiteSegmenter":
+        """The :class:`LiteSegmenter` of these options on ``backend``."""
+        return LiteSegmenter(backend, max_new_tokens=self.max_new_tokens, retries=self.retries, seed=self.seed)
 
 
 def validate_single_pass(text: str, n_sentences: int, max_new_tokens: int | None = None) -> ValidationResult:

@@ -7,6 +7,8 @@
   annotations (``annotate_units``, ``records_to_chunks``, ``read_annotations``).
 * :mod:`.reconstruct` – segments → :class:`~litseg_nb.schema.Chunk` (subtitle, context, spans).
 * :mod:`.calibrate` – dataset-calibrated length reference.
+* :mod:`.segmenter` – LitSeg as a registered method: :class:`~.segmenter.LitSegOptions`, the one length
+  calibration of a segmentation (``prepare``), typed per-unit results.
 * :mod:`.report` – notebook 02's tables, figure and HTML rendering.
 * :mod:`.rubric_judge` – the Appendix E.3 rubric judge (notebook 06's judge, LitSeg-Lite's reward).
 * :mod:`.config` – :class:`LitSegConfig`.

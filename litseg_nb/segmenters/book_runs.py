@@ -6,7 +6,9 @@ runs of the ``lib:`` presets (:mod:`litseg_nb.chunkers.library`) through the reg
 units :func:`litseg_nb.selection.select_units` picks — the units LitSeg segments), checks coverage, caches the result per (method, book) with
 :class:`~litseg_nb.cache.StepCache` (so an interrupted run resumes book by book) and, when a
 :class:`RunReport` is given, records seconds, chunks, LLM calls/tokens and fallbacks per book.
-The methods themselves are :data:`litseg_nb.chunkers.registry.REGISTRY`'s.
+The cache key is the method's derived key (:meth:`~.contract.Method.key_parts`: its options, the
+options of what it builds on, the models) plus the units' text. The methods themselves are
+:data:`.registry.REGISTRY`'s.
 """
 from __future__ import annotations
 
@@ -19,15 +21,16 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..cache import StepCache
 from ..chunk_sets import chunk_set_path
+from ..chunkers.base import ChunkerError, load_tokenizer
+from ..chunkers.library import PREFIX, LibraryConfig, is_library_method, needs_of, resolve
+from ..chunkers.merge import merge_unit_chunks
 from ..llm.base import UsageTag
-from ..schema import Book, Chunk, Unit, assert_full_coverage, check_coverage, save_chunks
-from .base import ChunkerError, load_tokenizer
-from .merge import merge_unit_chunks
-from .library import PREFIX, LibraryConfig, is_library_method, needs_of, resolve
-from .registry import REGISTRY, STAGE, ChunkerSpec, chunk_units, get_chunker
+from ..schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
+from .contract import Method, Models
+from .registry import STAGE, chunk_units, get_method, segment_units
 
 if TYPE_CHECKING:
-    from .config import BaselinesConfig
+    from ..chunkers.config import BaselinesConfig
 
 
 @dataclass
@@ -104,17 +107,13 @@ def _usage_delta(before: dict[str, dict[str, Any]], after: dict[str, dict[str, A
 _ACCOUNTED: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
 
 
-def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: "BaselinesConfig", backend: Any,
+def _run_base(spec: Method, book: Book, units: list[Unit], cfg: "BaselinesConfig", backend: Any,
               embedder: Any, report: RunReport | None, report_as: str) -> list[Chunk]:
     """Run ``spec`` on the units of one book with the (method, book) cache."""
-    model_ids: dict[str, Any] = {}
-    if spec.needs_llm:
-        model_ids["llm"] = getattr(backend, "model_id", None) or cfg.llm.model
-    if spec.needs_embedder:
-        model_ids["embedding"] = getattr(embedder, "model_id", cfg.embedding.model)
+    models = Models(backend, embedder)
     cache = StepCache(
         f"chunks-{spec.name}",
-        config={"params": {p: getattr(cfg, p) for p in spec.params}, "models": model_ids},
+        config=spec.key_parts(cfg, models),
         inputs={"book": book.book_id, "units": [(u.unit_id, _unit_fingerprint(book, u)) for u in units]},
         required=("chunks", "run"),
     )
@@ -137,19 +136,14 @@ def _run_base(spec: ChunkerSpec, book: Book, units: list[Unit], cfg: "BaselinesC
         before = _usage(backend, tag_method, book.book_id)
         rows_before = _ledger_rows(backend, tag_method, book.book_id)
         t0 = time.perf_counter()
-        per_unit, extra = spec.run([(book, u) for u in units], cfg, backend, embedder)
+        result = segment_units(spec, [(book, u) for u in units], cfg, models)  # coverage of every unit checked
         secs = time.perf_counter() - t0
         after = _usage(backend, tag_method, book.book_id)
         usage = _usage_delta(rows_before, _ledger_rows(backend, tag_method, book.book_id))
-        chunks = [c for cs in per_unit for c in cs]
+        chunks = result.chunks
         run = BookRun(report_as, book.book_id, len(units), sum(u.n_sentences for u in units), len(chunks),
                       secs, False, after[0] - before[0], after[1] - before[1], after[2] - before[2],
-                      extra.get("fallbacks", 0), extra.get("invalid_replies", 0))
-        for u in units:
-            rep = check_coverage(u, [c for c in chunks if c.unit_id == u.unit_id])
-            if not rep.ok:
-                raise ChunkerError(f"{spec.name} on book {book.book_id!r} unit {u.unit_id}: missing sentences "
-                                   f"{list(rep.missing)[:20]} invalid {list(rep.out_of_range)[:20]}")
+                      result.fallbacks, result.invalid_replies)
         cache.save({"chunks": [c.to_json() for c in chunks], "run": dataclasses.asdict(run), "usage": usage})
         accounted.add(cache.key)
     if report is not None:
@@ -162,7 +156,7 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
                 tokenizer: Any = None) -> list[Chunk]:
     """Chunks of baseline ``name`` for ``books`` (all units; LLM methods: the selected units), cached
     per (method, book) so an interrupted notebook 04 resumes book by book."""
-    spec = get_chunker(name)
+    spec = get_method(name)
     if not spec.is_baseline:
         raise ChunkerError(f"{name} is not a notebook-04 baseline (use chunk_units or litseg_nb.segment)")
     if spec.needs_llm:
@@ -174,7 +168,8 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
             by_book.setdefault(b.book_id, []).append(u)
     else:
         by_book = {b.book_id: [u for u in b.units if u.n_sentences] for b in books
-                   if not (cfg.semantic_books and "semantic" in (name, spec.base)) or _matches(b, cfg.semantic_books)}
+                   if not (cfg.semantic_books and "semantic" in (name, spec.base and spec.base.name))
+                   or _matches(b, cfg.semantic_books)}
     out: list[Chunk] = []
     for book in books:
         units = by_book.get(book.book_id)
@@ -183,12 +178,13 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
         if spec.base is None:
             chunks = _run_base(spec, book, units, cfg, backend, embedder, report, name)
         else:
-            base = _run_base(REGISTRY[spec.base], book, units, cfg, backend, embedder, report, name)
-            tok = tokenizer or load_tokenizer(cfg.tokenizer, backend)
+            base = _run_base(spec.base, book, units, cfg, backend, embedder, report, name)
+            merge = spec.options_of(cfg)  # the variant's MergeOptions
+            tok = tokenizer or load_tokenizer(merge.tokenizer, backend)
             chunks = []
             for u in units:
                 chunks.extend(merge_unit_chunks(book, u, [c for c in base if c.unit_id == u.unit_id],
-                                                cfg.merge_target_tokens, tok.count, name))
+                                                merge.merge_target_tokens, tok.count, name))
         if not spec.needs_llm:
             assert_full_coverage(book, chunks, name)
         out.extend(chunks)
