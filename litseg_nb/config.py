@@ -146,6 +146,13 @@ def _check_profile(profile: str) -> None:
         raise ConfigError(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
 
 
+#: ``Class.old_key`` -> its new name: a config given the old key is an error naming the new one
+RENAMED_KEYS: dict[str, str] = {
+    # the selection's length filter, not the corpus's split cap n (CorpusConfig.max_unit_words)
+    "UnitSelection.max_unit_words": "skip_units_over_words",
+}
+
+
 def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     """Construct dataclass ``cls`` from ``values``, recursing into nested dataclass fields."""
     if not isinstance(values, Mapping):
@@ -153,9 +160,12 @@ def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     known = {f.name: f for f in fields(cls) if f.init}
     unknown = sorted(set(values) - set(known))
     if unknown:
+        renamed = [f"{k} is now {RENAMED_KEYS[f'{cls.__name__}.{k}']}" for k in unknown
+                   if f"{cls.__name__}.{k}" in RENAMED_KEYS]
         raise ConfigError(
-            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"known keys: {', '.join(sorted(known))}"
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}"
+            + (f" ({'; '.join(renamed)})" if renamed else "")
+            + f"; known keys: {', '.join(sorted(known))}"
         )
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
@@ -334,7 +344,8 @@ class CorpusConfig(_Base):
     # still have answerable GutenQA questions and every LLM method sees the same units
     unit_selection: str = one_of("first", *UNIT_SELECTIONS)
     literaryqa_split: str = one_of("validation", *LITERARYQA_SPLITS)
-    max_unit_words: int = at_least(2000, 1)  # the paper's n: longer units are split recursively
+    # the paper's n: units longer than this many words are split recursively; None = never split
+    max_unit_words: int | None = at_least(2000, 1)
     sentence_splitter: str = one_of("nupunkt", *SENTENCE_SPLITTERS)
     # a raw book that cannot be read (empty, undecodable, several books in one file) is skipped and
     # listed in the load report; strict=True makes it an error instead
@@ -363,8 +374,8 @@ class UnitSelection(_Base):
     """Which units the LLM-based methods segment — LitSeg, LitSeg-Lite, the LLM baselines and the
     ablations all take :func:`litseg_nb.selection.select_units` of this, so they see the same units.
 
-    From the loaded corpus: units of ``books`` (ids or title substrings; empty = every book) of at
-    most ``max_unit_words`` words (0 = any length), ordered by ``strategy`` — ``"first"`` (book
+    From the loaded corpus: units of ``books`` (ids or title substrings; empty = every book), except
+    those longer than ``skip_units_over_words`` words (None = any length), ordered by ``strategy`` — ``"first"`` (book
     order) or ``"questions"`` (units holding a GutenQA question's evidence first). ``units`` names
     units explicitly (``"book_id/unit_id"``). ``min_questions`` keeps the fewest evidence units that
     together hold the evidence of at least that many questions (greedy cover, shortest first), so a
@@ -377,7 +388,9 @@ class UnitSelection(_Base):
     units: tuple[str, ...] = ()
     min_questions: int = at_least(0, 0)
     max_units: int = at_least(0, 0)
-    max_unit_words: int = at_least(0, 0)
+    # a length filter (not the corpus's split cap n, CorpusConfig.max_unit_words): longer units are
+    # left out of the selection; None = any length
+    skip_units_over_words: int | None = at_least(None, 1)
 
 
 #: the shared sub-configs' values per profile: the ``"shared"`` rows of :data:`litseg_nb.profiles.PROFILES_TABLE`
