@@ -74,8 +74,7 @@ class NotebookConfig:
     llm_roles: tuple[str, ...] | None = None
 
     def config_class(self) -> type[StageConfig]:
-        module, name = self.config.split(":")
-        return getattr(importlib.import_module(module), name)
+        return _config_class(self.config)
 
 
 #: notebook file stem -> the config its parameters build
@@ -365,6 +364,21 @@ def assert_runnable(notebook: str, cfg: StageConfig) -> None:
         raise ConfigError(f"{notebook} (profile {cfg.profile}) cannot run: " + "; ".join(missing))
 
 
+#: configs the notebooks build inside (``module:Class``, imported by name as :data:`NOTEBOOK_CONFIGS`):
+#: a ``--set`` qualified with one of them is accepted for any selected notebook
+INSIDE_CONFIGS: tuple[str, ...] = (
+    "litseg_nb.litseg.config:LitSegConfig",  # LiteConfig.teacher(), notebook 08's models
+    "litseg_nb.rag.config:RagConfig",  # notebook 07's retrieval
+    "litseg_nb.chunkers.config:BaselinesConfig",  # notebook 05's LumberChunker θ sweep
+    "litseg_nb.evaluation.boundaries:BoundaryConfig",  # notebook 06's boundary benchmark
+)
+
+
+def _config_class(spec: str) -> type[StageConfig]:
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def check_set_keys(sets: Any, notebooks: Any) -> None:
     """Every ``--set`` key must name a field of at least one selected notebook's config (a typo is
     an error naming the key, as for ``-p``)."""
@@ -378,13 +392,9 @@ def check_set_keys(sets: Any, notebooks: Any) -> None:
         qual, parts = _split_key(key)
         pool = [c for c in classes if qual is None or c.__name__ == qual]
         # a qualified key may name a config a selected notebook builds inside (LiteConfig's teacher,
-        # notebook 05's LumberChunker θ sweep: BaselinesConfig)
+        # notebook 05's LumberChunker θ sweep: BaselinesConfig, notebook 06's boundary benchmark)
         if qual is not None and not pool:
-            from .chunkers.config import BaselinesConfig
-            from .litseg.config import LitSegConfig
-            from .rag.config import RagConfig
-
-            pool = [c for c in (LitSegConfig, RagConfig, BaselinesConfig) if c.__name__ == qual]
+            pool = [c for c in map(_config_class, INSIDE_CONFIGS) if c.__name__ == qual]
         if not any(field_hint(c, parts) is not _MISSING for c in pool):
             names = ", ".join(sorted(c.__name__ for c in (pool or classes)))
             raise ConfigError(f"--set {key}: no field {'.'.join(parts)!r} in {names} (the selected notebooks' "

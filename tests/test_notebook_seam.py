@@ -177,3 +177,21 @@ def test_the_runner_injects_the_resolved_config(monkeypatch, fresh_dirs):
     resolved = injected[params.RESOLVED]
     assert resolved["notebook"] == "06_segment_quality" and resolved["parameters"]["chunkers"] == ["litseg", "token"]
     assert resolved["config"]["llm"]["batch_size"] == 2 and resolved["sets"] == [["llm.batch_size", 2]]
+
+
+def test_set_reaches_notebook_06s_boundary_benchmark():
+    """06 builds the boundary benchmark's config inside: a --set for it (qualified, or unqualified
+    like corpus.max_books) is accepted for 06 and reaches it in the kernel."""
+    from litseg_nb.evaluation.boundaries import BoundaryConfig
+
+    nb = NOTEBOOKS_DIR / "06_segment_quality.ipynb"
+    sets = [("BoundaryConfig.llm_max_windows", 3), ("corpus.max_books", 1)]
+    params.check_set_keys(sets, [nb])
+    with config_sets(sets):
+        values = params.check_parameters(nb, {"profile": "test", "seed": 0})
+        injected = params.resolved_parameter(nb, values)
+    before = BoundaryConfig.for_profile("test")
+    cfg, _ = run_context.setup("06", _namespace(nb, **values, **injected))
+    inside = BoundaryConfig.for_profile("test", seed=0)
+    assert (inside.llm_max_windows, inside.corpus.max_books) == (3, 1) != (before.llm_max_windows, before.corpus.max_books)
+    assert cfg.corpus.max_books == 1
