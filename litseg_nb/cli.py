@@ -199,7 +199,7 @@ def _config_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: str) -> list[str]:
     """One line per field of ``key`` per selected stage: value and the layer that set it
     (:func:`litseg_nb.config.explain`); a stage whose config has no such field is left out."""
-    from .config import explain
+    from .config import explain, renamed_hint
     from .params import NOTEBOOK_CONFIGS, config_overrides, convert, parameters_cell
 
     lines, classes = [], []
@@ -219,7 +219,7 @@ def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: st
             continue
         lines += [f"{nb.stem}: {cls.__name__}.{e.key} = {e.value!r}  <- {e.layer}: {e.source}" for e in found]
     if not lines:
-        raise ConfigError(f"--explain {key}: no field {key!r} in {', '.join(sorted(set(classes))) or 'any selected stage'}"
+        raise ConfigError(f"--explain {key}: no field {key!r}{renamed_hint(key.split('.'))} in {', '.join(sorted(set(classes))) or 'any selected stage'}"
                           f"; see `python -m litseg_nb config --profile PROFILE` for the field names")
     return lines
 

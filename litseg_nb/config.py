@@ -153,6 +153,13 @@ RENAMED_KEYS: dict[str, str] = {
 }
 
 
+def renamed_hint(parts: typing.Sequence[str]) -> str:
+    """`` (renamed: selection.skip_units_over_words)`` when the field path ``parts`` ends in a key of
+    :data:`RENAMED_KEYS` (else empty)."""
+    new = [n for old, n in RENAMED_KEYS.items() if old.split(".", 1)[1] == parts[-1]]
+    return f" (renamed: {'.'.join([*parts[:-1], new[0]])})" if new else ""
+
+
 def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     """Construct dataclass ``cls`` from ``values``, recursing into nested dataclass fields."""
     if not isinstance(values, Mapping):
@@ -697,10 +704,13 @@ def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | No
     ``cls.for_profile(profile, **overrides)`` with the ``--set`` overrides in force, and which layer of
     :data:`LAYERS` set it. :class:`ConfigError` when ``cls`` has no such field."""
     qual, parts = _split_key(key)
-    if (qual is not None and qual != cls.__name__) or field_hint(cls, parts) is _MISSING:
-        raise ConfigError(f"--explain {key}: {cls.__name__} has no field {'.'.join(parts)!r}")
+    unknown_engine = len(parts) >= 2 and parts[-2] == "engine" and parts[-1] not in ENGINE_SETTINGS
+    if (qual is not None and qual != cls.__name__) or unknown_engine or field_hint(cls, parts) is _MISSING:
+        raise ConfigError(f"--explain {key}: {cls.__name__} has no field {'.'.join(parts)!r}{renamed_hint(parts)}")
     path = ".".join(parts)
     overrides = dict(overrides or {})
+    if path == "profile":
+        return [Explanation(path, profile, "explicit", "--profile (the notebook's profile parameter)")]
     final = _flat(cls.for_profile(profile, **overrides).to_dict())
     keys = [k for k in final if k == path or k.startswith(path + ".")]
     if not keys:  # an LLMConfig.engine key that is not set: vLLM's own default

@@ -382,7 +382,7 @@ def _config_class(spec: str) -> type[StageConfig]:
 def check_set_keys(sets: Any, notebooks: Any) -> None:
     """Every ``--set`` key must name a field of at least one selected notebook's config (a typo is
     an error naming the key, as for ``-p``)."""
-    from .config import _MISSING, _split_key, field_hint
+    from .config import _MISSING, _split_key, field_hint, renamed_hint
 
     classes = {NOTEBOOK_CONFIGS[Path(nb).stem].config_class() for nb in notebooks
                if Path(nb).stem in NOTEBOOK_CONFIGS}
@@ -397,7 +397,7 @@ def check_set_keys(sets: Any, notebooks: Any) -> None:
             pool = [c for c in map(_config_class, INSIDE_CONFIGS) if c.__name__ == qual]
         if not any(field_hint(c, parts) is not _MISSING for c in pool):
             names = ", ".join(sorted(c.__name__ for c in (pool or classes)))
-            raise ConfigError(f"--set {key}: no field {'.'.join(parts)!r} in {names} (the selected notebooks' "
+            raise ConfigError(f"--set {key}: no field {'.'.join(parts)!r}{renamed_hint(parts)} in {names} (the selected notebooks' "
                               f"configs); see `python -m litseg_nb config --profile PROFILE` for the field names")
 
 
