@@ -202,22 +202,29 @@ def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: st
     from .config import explain, renamed_hint
     from .params import NOTEBOOK_CONFIGS, config_overrides, convert, parameters_cell
 
-    lines, classes = [], []
+    lines, classes, seen = [], [], set()
     for nb in discover_notebooks([o for o in only.split(",") if o.strip()]):
         if nb.stem not in NOTEBOOK_CONFIGS:
             continue
         declared = parameters_cell(nb)
+        seen |= set(declared)
         values = {n: p.default for n, p in declared.items()}
         values.update({k: v for k, v in parameters.items() if k in declared})
         values["profile"] = profile
         cls = NOTEBOOK_CONFIGS[nb.stem].config_class()
         classes.append(cls.__name__)
+        try:  # a bad parameter value is its own error (as for `config` without --explain)
+            overrides = config_overrides(nb.stem, {n: convert(n, v, declared[n].annotation) for n, v in values.items()})
+        except ConfigError as exc:
+            raise ConfigError(f"{nb.name}: {exc}") from None
         try:
-            found = explain(cls, profile, key, config_overrides(nb.stem, {n: convert(n, v, declared[n].annotation)
-                                                                          for n, v in values.items()}))
-        except ConfigError:
+            found = explain(cls, profile, key, overrides)
+        except ConfigError:  # this stage's config has no such field
             continue
         lines += [f"{nb.stem}: {cls.__name__}.{e.key} = {e.value!r}  <- {e.layer}: {e.source}" for e in found]
+    unknown = set(parameters) - seen
+    if unknown:
+        raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
     if not lines:
         raise ConfigError(f"--explain {key}: no field {key!r}{renamed_hint(key.split('.'))} in {', '.join(sorted(set(classes))) or 'any selected stage'}"
                           f"; see `python -m litseg_nb config --profile PROFILE` for the field names")

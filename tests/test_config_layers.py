@@ -75,3 +75,8 @@ def test_config_explain_command(capsys):
     assert main(["config", "--profile", "test", "--explain", "selection.max_unit_words"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "(renamed: selection.skip_units_over_words)" in err
+
+    assert main(["config", "--profile", "test", "--notebook", "05", "-p", "reranker=bogus", "--explain", "llm.model"]) == 2
+    assert "parameter 'reranker': 'bogus' is not accepted" in capsys.readouterr().err
+    assert main(["config", "--profile", "test", "--notebook", "05", "-p", "nope=1", "--explain", "llm.model"]) == 2
+    assert "nope not declared by any selected notebook" in capsys.readouterr().err
