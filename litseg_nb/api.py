@@ -90,7 +90,7 @@ def source_codec(decode: str) -> str:
 
 
 def load_text(source: str | Path | None = None, book_id: str | None = None, title: str | None = None,
-              max_unit_words: int = 2000, sentence_splitter: str = "nupunkt", *, text: str | None = None) -> Book:
+              max_unit_words: int | None = 2000, sentence_splitter: str = "nupunkt", *, text: str | None = None) -> Book:
     """A cleaned, unit-split, sentence-indexed :class:`Book` from a ``.txt`` file or a text.
 
     ``source`` is a path (a :class:`~pathlib.Path`, or a str naming an existing file); ``text=`` is

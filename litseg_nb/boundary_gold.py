@@ -336,7 +336,7 @@ def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt", max_books
             rows.append({"book_id": bid, "file": entry.file, "used": False, "why": f"unreadable: {err}"})
             continue
         author = getattr(cleaned.report, "author", None)
-        units = build_units(bid, cleaned.text, cleaned.paragraphs, max_unit_words=10**9,
+        units = build_units(bid, cleaned.text, cleaned.paragraphs, max_unit_words=None,
                             sentence_splitter=sentence_splitter, whole_title="@front", author=author)
         units = [u for u in units if not u.title.startswith(FRONT_MATTER)]
         score = score_book(entry, cleaned.text, [(u.title, u.start) for u in units])
@@ -356,7 +356,7 @@ def corpus_books(corpus_cfg: Any) -> list[tuple[Book, list[Unit]]]:
     from .corpus import load_corpus
     from .preprocess.structure import FRONT_MATTER
 
-    whole = corpus_cfg.replace(max_unit_words=10**7, max_units_per_book=0)
+    whole = corpus_cfg.replace(max_unit_words=None, max_units_per_book=0)
     return [(b, [u for u in b.units if not u.title.startswith(FRONT_MATTER)]) for b in load_corpus(whole)]
 
 

@@ -8,9 +8,10 @@ by :mod:`litseg_nb.download`, ``boundaries`` by :mod:`litseg_nb.evaluation.bound
 
 * ``run --profile smoke [--only 01,04] [-p key=value ...] [--set section.field=value ...]`` executes
   the numbered notebooks (:func:`litseg_nb.runner.run_notebooks`).
-* ``config --profile smoke [--notebook 05] [-p key=value ...]`` prints each stage's fully resolved
-  configuration (models, data, sizes), built exactly as the notebook builds it from its parameters
-  (:func:`litseg_nb.params.notebook_config`).
+* ``config --profile smoke [--notebook 05] [-p key=value ...] [--explain KEY]`` prints each stage's
+  fully resolved configuration (models, data, sizes), built exactly as the runner builds it for the
+  notebook from its parameters (:func:`litseg_nb.params.notebook_config`); with ``--explain KEY`` only
+  that key, with the layer that set it (:func:`litseg_nb.config.explain`).
 * ``lab [-- extra jupyter args]`` starts JupyterLab on ``notebooks/``; as root it adds
   ``--allow-root`` (JupyterLab refuses to start as root otherwise), and kernels print text progress
   bars without the IProgress warning, as in ``run``.
@@ -106,7 +107,7 @@ def run_main(args: argparse.Namespace) -> int:
 
     try:
         params, sets = _params_and_sets(args, args.only.split(","))
-        with config_sets(sets):  # the runner's checks and every kernel see them ($LITSEG_SET)
+        with config_sets(sets):  # the runner's checks see them; each kernel gets them as a parameter
             run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
                           log_output=args.log_output)
     except NotebookFailed as exc:
@@ -189,7 +190,45 @@ def _config_parser(sub: Any, name: str) -> argparse.ArgumentParser:
                    help="a notebook parameter, as for `run`")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="sets",
                    help="a config field, as for `run --set` (e.g. judge_llm.base_urls=http://host:8000/v1)")
+    p.add_argument("--explain", default="", metavar="KEY",
+                   help="only KEY (e.g. llm.model, or a section such as llm): its value per stage and the layer "
+                        "that set it (default, profile, run: --set or a server variable, explicit: a parameter)")
     return p
+
+
+def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: str) -> list[str]:
+    """One line per field of ``key`` per selected stage: value and the layer that set it
+    (:func:`litseg_nb.config.explain`); a stage whose config has no such field is left out."""
+    from .config import explain, renamed_hint
+    from .params import NOTEBOOK_CONFIGS, config_overrides, convert, parameters_cell
+
+    lines, classes, seen = [], [], set()
+    for nb in discover_notebooks([o for o in only.split(",") if o.strip()]):
+        if nb.stem not in NOTEBOOK_CONFIGS:
+            continue
+        declared = parameters_cell(nb)
+        seen |= set(declared)
+        values = {n: p.default for n, p in declared.items()}
+        values.update({k: v for k, v in parameters.items() if k in declared})
+        values["profile"] = profile
+        cls = NOTEBOOK_CONFIGS[nb.stem].config_class()
+        classes.append(cls.__name__)
+        try:  # a bad parameter value is its own error (as for `config` without --explain)
+            overrides = config_overrides(nb.stem, {n: convert(n, v, declared[n].annotation) for n, v in values.items()})
+        except ConfigError as exc:
+            raise ConfigError(f"{nb.name}: {exc}") from None
+        try:
+            found = explain(cls, profile, key, overrides)
+        except ConfigError:  # this stage's config has no such field
+            continue
+        lines += [f"{nb.stem}: {cls.__name__}.{e.key} = {e.value!r}  <- {e.layer}: {e.source}" for e in found]
+    unknown = set(parameters) - seen
+    if unknown:
+        raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
+    if not lines:
+        raise ConfigError(f"--explain {key}: no field {key!r}{renamed_hint(key.split('.'))} in {', '.join(sorted(set(classes))) or 'any selected stage'}"
+                          f"; see `python -m litseg_nb config --profile PROFILE` for the field names")
+    return lines
 
 
 def config_main(args: argparse.Namespace) -> int:
@@ -200,6 +239,9 @@ def config_main(args: argparse.Namespace) -> int:
     try:
         params, sets = _params_and_sets(args, [o for o in args.notebook.split(",") if o.strip()])
         with config_sets(sets):  # labels (describe) build related configs too: keep the sets active
+            if args.explain:
+                print("\n".join(explain_configs(args.profile, args.notebook, params, args.explain)))
+                return 0
             configs = resolved_configs(args.profile, args.notebook, params, check=False)
             print("\n\n".join(format_config(stem, cfg) for stem, cfg in configs))
     except ConfigError as exc:

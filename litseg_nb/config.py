@@ -14,6 +14,24 @@ overrides, so a papermill parameter such as ``llm={"batch_size": 4}`` works.
 Every profile's values — the shared sub-configs' and each stage's own — are in one table,
 :data:`litseg_nb.profiles.PROFILES_TABLE` (``[profile]["shared"]`` and ``[profile][StageClassName]``),
 read by :meth:`StageConfig.for_profile`.
+
+Where a value comes from
+------------------------
+:meth:`StageConfig.for_profile` decides every field from four layers (:data:`LAYERS`), each over the
+one before; ``python -m litseg_nb config --profile P --notebook NN --explain KEY`` prints the value
+and the layer that set it (:func:`explain`):
+
+1. ``default``  – the dataclass field's default (the ``full`` values, mostly).
+2. ``profile``  – the profile table: the profile's ``shared`` row, then the stage's own row.
+3. ``run``      – the run's settings: ``run/config --set KEY=VALUE`` (held in this process by
+   :func:`config_sets`; a notebook's kernel gets them from :func:`litseg_nb.run_context.setup`,
+   through the parameters papermill injects) and, for an ``openai`` LLM role that still has no
+   address, the server variables of :data:`SERVER_ENV` (``LITSEG_LLM_URLS`` and friends).
+4. ``explicit`` – the caller's keyword overrides: a notebook's parameters, an API call's options.
+
+``--set`` reaches every config the run builds, also those a notebook builds inside (notebook 05's
+``BaselinesConfig`` for the LumberChunker sweep, notebook 06's boundary corpus), because they are built
+by ``for_profile`` in the same process while the sets are active.
 """
 from __future__ import annotations
 
@@ -128,6 +146,20 @@ def _check_profile(profile: str) -> None:
         raise ConfigError(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
 
 
+#: ``Class.old_key`` -> its new name: a config given the old key is an error naming the new one
+RENAMED_KEYS: dict[str, str] = {
+    # the selection's length filter, not the corpus's split cap n (CorpusConfig.max_unit_words)
+    "UnitSelection.max_unit_words": "skip_units_over_words",
+}
+
+
+def renamed_hint(parts: typing.Sequence[str]) -> str:
+    """`` (renamed: selection.skip_units_over_words)`` when the field path ``parts`` ends in a key of
+    :data:`RENAMED_KEYS` (else empty)."""
+    new = [n for old, n in RENAMED_KEYS.items() if old.split(".", 1)[1] == parts[-1]]
+    return f" (renamed: {'.'.join([*parts[:-1], new[0]])})" if new else ""
+
+
 def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     """Construct dataclass ``cls`` from ``values``, recursing into nested dataclass fields."""
     if not isinstance(values, Mapping):
@@ -135,9 +167,12 @@ def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     known = {f.name: f for f in fields(cls) if f.init}
     unknown = sorted(set(values) - set(known))
     if unknown:
+        renamed = [f"{k} is now {RENAMED_KEYS[f'{cls.__name__}.{k}']}" for k in unknown
+                   if f"{cls.__name__}.{k}" in RENAMED_KEYS]
         raise ConfigError(
-            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"known keys: {', '.join(sorted(known))}"
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}"
+            + (f" ({'; '.join(renamed)})" if renamed else "")
+            + f"; known keys: {', '.join(sorted(known))}"
         )
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
@@ -337,7 +372,8 @@ class CorpusConfig(_Base):
     # still have answerable GutenQA questions and every LLM method sees the same units
     unit_selection: str = one_of("first", *UNIT_SELECTIONS)
     literaryqa_split: str = one_of("validation", *LITERARYQA_SPLITS)
-    max_unit_words: int = at_least(2000, 1)  # the paper's n: longer units are split recursively
+    # the paper's n: units longer than this many words are split recursively; None = never split
+    max_unit_words: int | None = at_least(2000, 1)
     sentence_splitter: str = one_of("nupunkt", *SENTENCE_SPLITTERS)
     # a raw book that cannot be read (empty, undecodable, several books in one file) is skipped and
     # listed in the load report; strict=True makes it an error instead
@@ -366,8 +402,8 @@ class UnitSelection(_Base):
     """Which units the LLM-based methods segment — LitSeg, LitSeg-Lite, the LLM baselines and the
     ablations all take :func:`litseg_nb.selection.select_units` of this, so they see the same units.
 
-    From the loaded corpus: units of ``books`` (ids or title substrings; empty = every book) of at
-    most ``max_unit_words`` words (0 = any length), ordered by ``strategy`` — ``"first"`` (book
+    From the loaded corpus: units of ``books`` (ids or title substrings; empty = every book), except
+    those longer than ``skip_units_over_words`` words (None = any length), ordered by ``strategy`` — ``"first"`` (book
     order) or ``"questions"`` (units holding a GutenQA question's evidence first). ``units`` names
     units explicitly (``"book_id/unit_id"``). ``min_questions`` keeps the fewest evidence units that
     together hold the evidence of at least that many questions (greedy cover, shortest first), so a
@@ -380,7 +416,9 @@ class UnitSelection(_Base):
     units: tuple[str, ...] = ()
     min_questions: int = at_least(0, 0)
     max_units: int = at_least(0, 0)
-    max_unit_words: int = at_least(0, 0)
+    # a length filter (not the corpus's split cap n, CorpusConfig.max_unit_words): longer units are
+    # left out of the selection; None = any length
+    skip_units_over_words: int | None = at_least(None, 1)
 
 
 #: the shared sub-configs' values per profile: the ``"shared"`` rows of :data:`litseg_nb.profiles.PROFILES_TABLE`
@@ -418,13 +456,25 @@ class StageConfig(_Base):
     @classmethod
     def for_profile(cls, profile: str, **overrides: Any):
         """Build the config for ``profile`` with explicit ``overrides`` (unknown keys raise)."""
-        _check_profile(profile)
-        values: dict[str, Any] = _merge(copy.deepcopy(SHARED_PROFILE_DEFAULTS[profile]), cls.profile_defaults(profile))
-        values = apply_sets(cls, values, active_sets())  # `run --set` / `config --set` ($LITSEG_SET)
-        values = apply_server_env(cls, values)  # $LITSEG_JUDGE_URLS, ... (see SERVER_ENV)
-        values = _merge(values, overrides)
-        values["profile"] = profile
+        values = cls.layered_values(profile, overrides)["explicit"]
         return _build(cls, values, f"{cls.__name__}[{profile}]")
+
+    @classmethod
+    def layered_values(cls, profile: str, overrides: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+        """The values after each layer of :data:`LAYERS` above ``default`` (the dataclass defaults
+        are applied when the config is built), as nested dicts: ``{"profile": ..., "run": ...,
+        "explicit": ...}``, each including the layers below it."""
+        _check_profile(profile)
+        out: dict[str, dict[str, Any]] = {}
+        values: dict[str, Any] = _merge(copy.deepcopy(SHARED_PROFILE_DEFAULTS[profile]), cls.profile_defaults(profile))
+        out["profile"] = values
+        values = apply_sets(cls, values, active_sets())  # `run --set` / `config --set`
+        values = apply_server_env(cls, values)  # $LITSEG_JUDGE_URLS, ... (see SERVER_ENV)
+        out["run"] = values
+        values = _merge(values, dict(overrides or {}))
+        values["profile"] = profile
+        out["explicit"] = values
+        return out
 
     def describe(self) -> str:
         """One line naming profile, models and data, for table and figure captions."""
@@ -435,12 +485,9 @@ class StageConfig(_Base):
         return f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | embeddings={self.embedding.model}"
 
 
-# ---------------------------------------------------------------- --set and server addresses
-#: ``python -m litseg_nb run|config --set KEY=VALUE`` reaches every stage config (the runner's own
-#: process and the notebooks' kernels) through this environment variable: a JSON list of
-#: ``[key, value]`` pairs, applied by :meth:`StageConfig.for_profile` over the profile's values and
-#: under a notebook's explicit parameters.
-SET_ENV = "LITSEG_SET"
+# ---------------------------------------------------------------- the layers, --set and server addresses
+#: The layers that decide a config value, lowest first (see the module's docstring).
+LAYERS: tuple[str, ...] = ("default", "profile", "run", "explicit")
 
 #: Environment variables holding OpenAI-compatible server addresses (comma- or space-separated
 #: ``http://host:port/v1``), ``(variable, config class or None = any, LLM field)``. They fill
@@ -452,33 +499,32 @@ SERVER_ENV: tuple[tuple[str, str | None, str], ...] = (
     ("LITSEG_LLM_URLS", None, "llm"),  # every stage's main LLM (student, baselines, generator)
 )
 
+#: The ``--set`` overrides in force in this process, in order (:func:`config_sets`, :func:`use_sets`).
+_ACTIVE_SETS: list[tuple[str, Any]] = []
+
 
 def active_sets() -> list[tuple[str, Any]]:
-    """The ``--set`` overrides in force (``$LITSEG_SET``), in order."""
-    raw = os.environ.get(SET_ENV, "").strip()
-    if not raw:
-        return []
-    try:
-        items = json.loads(raw)
-        return [(str(k), v) for k, v in items]
-    except (ValueError, TypeError):
-        raise ConfigError(f"${SET_ENV} must be a JSON list of [key, value] pairs, got {raw[:200]!r}") from None
+    """The ``--set`` overrides in force in this process, in order."""
+    return list(_ACTIVE_SETS)
 
 
 @contextlib.contextmanager
 def config_sets(sets: typing.Sequence[tuple[str, Any]]):
-    """Make ``sets`` the active ``--set`` overrides (also for child processes such as kernels)."""
-    old = os.environ.get(SET_ENV)
-    merged = active_sets() + [(k, v) for k, v in sets]
-    if merged:
-        os.environ[SET_ENV] = json.dumps([[k, v] for k, v in merged], default=list)
+    """Make ``sets`` active ``--set`` overrides (after those already active) inside the block, in
+    this process: every config built there applies them. A notebook's kernel gets them as a
+    parameter (:func:`litseg_nb.run_context.setup`), never through the environment."""
+    old = list(_ACTIVE_SETS)
+    _ACTIVE_SETS.extend((str(k), v) for k, v in sets)
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop(SET_ENV, None)
-        else:
-            os.environ[SET_ENV] = old
+        _ACTIVE_SETS[:] = old
+
+
+def use_sets(sets: typing.Sequence[tuple[str, Any]]) -> None:
+    """Make ``sets`` THE active ``--set`` overrides of this process from now on (a notebook's kernel:
+    :func:`litseg_nb.run_context.setup` with the sets the runner passed)."""
+    _ACTIVE_SETS[:] = [(str(k), v) for k, v in sets]
 
 
 def _split_key(key: str) -> tuple[str | None, list[str]]:
@@ -636,3 +682,96 @@ def missing_settings(cfg: Any, roles: typing.Sequence[str] | None = None) -> lis
                        f"needs a server; set {env}=http://HOST:PORT/v1 (comma-separated for replicas) or "
                        f"--set {role}.base_urls=http://HOST:PORT/v1")
     return out
+
+
+# ---------------------------------------------------------------- which layer set a value
+@dataclass(frozen=True)
+class Explanation:
+    """A config value and the layer of :data:`LAYERS` that set it (``source`` says where, in words)."""
+
+    key: str
+    value: Any
+    layer: str
+    source: str
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if dataclasses.is_dataclass(d) and not isinstance(d, type):
+        d = dataclasses.asdict(d)
+    if isinstance(d, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out if out or not prefix else {prefix[:-1]: d}
+    return {prefix[:-1]: d}
+
+
+def _given(flat: Mapping[str, Any], key: str) -> bool:
+    """Whether the flattened layer ``flat`` gives ``key`` (itself, or a section holding it)."""
+    return any(k == key or key.startswith(k + ".") for k in flat)
+
+
+def _row_name(cls: type, profile: str) -> str | None:
+    for klass in cls.__mro__:
+        if klass is StageConfig:
+            return None
+        if klass.__name__ in PROFILES_TABLE[profile]:
+            return klass.__name__
+    return None
+
+
+def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | None = None) -> list[Explanation]:
+    """The value of ``key`` (``"llm.model"``; a section such as ``"llm"`` gives each of its fields) in
+    ``cls.for_profile(profile, **overrides)`` with the ``--set`` overrides in force, and which layer of
+    :data:`LAYERS` set it. :class:`ConfigError` when ``cls`` has no such field."""
+    qual, parts = _split_key(key)
+    unknown_engine = len(parts) >= 2 and parts[-2] == "engine" and parts[-1] not in ENGINE_SETTINGS
+    if (qual is not None and qual != cls.__name__) or unknown_engine or field_hint(cls, parts) is _MISSING:
+        raise ConfigError(f"--explain {key}: {cls.__name__} has no field {'.'.join(parts)!r}{renamed_hint(parts)}")
+    path = ".".join(parts)
+    overrides = dict(overrides or {})
+    if path == "profile":
+        return [Explanation(path, profile, "explicit", "--profile (the notebook's profile parameter)")]
+    final = _flat(cls.for_profile(profile, **overrides).to_dict())
+    keys = [k for k in final if k == path or k.startswith(path + ".")]
+    if not keys:  # an LLMConfig.engine key that is not set: vLLM's own default
+        return [Explanation(path, None, "default", "not set (the engine's own default)")]
+    layers = cls.layered_values(profile, overrides)
+    explicit = _flat(overrides)
+    sets = [(k, v) for k, v in active_sets() if _split_key(k)[0] in (None, cls.__name__)]
+    after_sets = _flat(apply_sets(cls, layers["profile"], sets))
+    after_run = _flat(layers["run"])
+    row = _row_name(cls, profile)
+    stage_row = _flat(stage_values(profile, row)) if row else {}
+    shared_row = _flat(SHARED_PROFILE_DEFAULTS[profile])
+    default = _flat(cls().to_dict())
+    out = []
+    for k in keys:
+        below = after_run[k] if k in after_run else default.get(k)
+        if _given(explicit, k):
+            layer, source = "explicit", "the notebook's parameter (or a keyword override)"
+        elif final[k] != below:  # LiteConfig's corpus is LitSeg's, LibraryConfig's options, ...
+            layer, source = "explicit", f"derived by {cls.__name__}.for_profile from another config"
+        elif after_run.get(k) != after_sets.get(k) and _given(after_run, k):
+            env = next((e for e, q, r in SERVER_ENV if k == f"{r}.base_urls" and q in (None, cls.__name__)
+                        and os.environ.get(e, "").strip()), "a server variable")
+            layer, source = "run", f"${env}"
+        elif any(_given(_flat(_set_dict(sk)), k) for sk, _ in sets):
+            sk, sv = [(sk, sv) for sk, sv in sets if _given(_flat(_set_dict(sk)), k)][-1]
+            layer, source = "run", f"--set {sk}={sv!r}"
+        elif _given(stage_row, k):
+            layer, source = "profile", f"profile table: PROFILES_TABLE[{profile!r}][{row!r}]"
+        elif _given(shared_row, k):
+            layer, source = "profile", f"profile table: PROFILES_TABLE[{profile!r}]['shared']"
+        else:
+            layer, source = "default", f"the default of {cls.__name__}"
+        out.append(Explanation(k, final[k], layer, source))
+    return out
+
+
+def _set_dict(key: str) -> dict[str, Any]:
+    """``"LiteConfig.judge_llm.model"`` -> ``{"judge_llm": {"model": None}}`` (the path a --set gives)."""
+    node: Any = None
+    for part in reversed(_split_key(key)[1]):
+        node = {part: node}
+    return node

@@ -155,7 +155,7 @@ def _load_dataset(ds: str, root: Path, cfg: CorpusConfig) -> tuple[list[Book], L
 
 
 # ---------------------------------------------------------------- units
-def index_book(book: Book, max_unit_words: int, sentence_splitter: str = "nupunkt") -> Book:
+def index_book(book: Book, max_unit_words: int | None, sentence_splitter: str = "nupunkt") -> Book:
     """Fill ``book.units`` (structure or dataset chapters, recursive splits, sentence indices)."""
     report = StructureReport()
     sections = None

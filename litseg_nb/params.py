@@ -9,9 +9,17 @@ Every numbered notebook has ONE cell tagged ``parameters`` of typed literals::
 
 ``None`` always means "the profile's value". Every other parameter is a field of the notebook's
 stage config (:data:`NOTEBOOK_CONFIGS` names the config class and the few parameters whose field
-has another name), so a notebook turns its parameters into its config with one call::
+has another name). A notebook names its parameters only there; its next cell is the one seam
+between it and the package (:func:`litseg_nb.run_context.setup`)::
 
-    cfg = notebook_config("01_preprocessing", profile=profile, seed=seed, max_books=max_books)
+    cfg, run = setup("01", globals())   # the stage config and the run's context (label, outputs, manifest)
+
+``setup`` learns the parameters from the notebook's own namespace (Python records the annotated names
+of the parameters cell in ``__annotations__``), never by reading the ``.ipynb``. Run by
+``python -m litseg_nb run``, the notebook also gets :data:`RESOLVED` from papermill: the configuration
+the runner resolved (:func:`resolved_parameter`), which ``setup`` takes as it is, with the run's
+``--set`` overrides for the configs the notebook builds inside. Opened in JupyterLab, ``setup``
+resolves the configuration from the parameters itself (:func:`resolve`).
 
 The runner (``python -m litseg_nb run -p key=value``) calls :func:`check_parameters` for every
 selected notebook *before any kernel starts*: each value is converted by the annotation in the
@@ -66,8 +74,7 @@ class NotebookConfig:
     llm_roles: tuple[str, ...] | None = None
 
     def config_class(self) -> type[StageConfig]:
-        module, name = self.config.split(":")
-        return getattr(importlib.import_module(module), name)
+        return _config_class(self.config)
 
 
 #: notebook file stem -> the config its parameters build
@@ -232,6 +239,8 @@ def config_overrides(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]
 
 
 def _declared(notebook: str) -> dict[str, Parameter]:
+    """The declared parameters of the package's notebook ``notebook``, read from its file (for code
+    outside the notebook: the command line, tests; a running notebook uses :func:`declared_in`)."""
     from .paths import NOTEBOOKS_DIR
 
     path = NOTEBOOKS_DIR / f"{notebook}.ipynb"
@@ -241,21 +250,104 @@ def _declared(notebook: str) -> dict[str, Parameter]:
 
 
 def notebook_config(notebook: str, **values: Any) -> StageConfig:
-    """The config of ``notebook`` (file stem, e.g. ``"05_rag_evaluation"``) from its parameter values.
+    """The config of ``notebook`` (file stem, e.g. ``"05_rag_evaluation"``) from its parameter values,
+    for code outside the notebook (the command line, tests); the notebook itself calls
+    :func:`litseg_nb.run_context.setup`.
 
     Every declared parameter must be passed (a parameter left out would be silently ignored); values
     are converted and checked as the runner does, ``None`` keeps the profile's value.
     """
-    declared = _declared(notebook)
-    missing = sorted(set(declared) - set(values))
-    unknown = sorted(set(values) - set(declared))
+    return resolve(notebook, {n: p.annotation for n, p in _declared(notebook).items()}, values)[0]
+
+
+def resolve(notebook: str, annotations: Mapping[str, str], values: Mapping[str, Any]) -> tuple[StageConfig, dict[str, Any]]:
+    """``(config, converted values)`` of ``notebook`` from its parameters: ``annotations`` (name ->
+    annotation as written) and ``values`` must name the same parameters."""
+    missing = sorted(set(annotations) - set(values))
+    unknown = sorted(set(values) - set(annotations))
     if missing or unknown:
         raise ConfigError(f"{notebook}: notebook_config() must get exactly the declared parameters; "
                           f"missing {missing}, undeclared {unknown}")
-    converted = {n: convert(n, v, declared[n].annotation) for n, v in values.items()}
+    converted = {n: convert(n, v, annotations[n]) for n, v in values.items()}
     cfg = _build(notebook, converted)
     assert_runnable(notebook, cfg)
-    return cfg
+    return cfg, converted
+
+
+# ---------------------------------------------------------------- the runner -> the kernel
+#: The parameter through which papermill hands a notebook the configuration the runner resolved.
+RESOLVED = "litseg_resolved"
+
+
+def notebook_stem(notebook: str) -> str:
+    """``"05"`` or ``"05_rag_evaluation"`` -> ``"05_rag_evaluation"`` (a package notebook)."""
+    stems = [s for s in NOTEBOOK_CONFIGS if notebook in (s, s[:2])]
+    if len(stems) != 1:
+        raise ConfigError(f"no package notebook {notebook!r}; expected one of {', '.join(s[:2] for s in NOTEBOOK_CONFIGS)}")
+    return stems[0]
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=list))
+
+
+def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``{RESOLVED: ...}`` for the runner to inject into package notebook ``notebook`` with its
+    checked parameter ``values``: the notebook, every declared parameter's value, the resolved
+    config (:meth:`~litseg_nb.config.StageConfig.to_dict`) and the ``--set`` overrides in force
+    (for the configs the notebook builds inside). Empty for a notebook that is not the package's."""
+    from .config import active_sets
+
+    notebook = Path(notebook)
+    if notebook.stem not in NOTEBOOK_CONFIGS:
+        return {}
+    declared = parameters_cell(notebook)
+    full = {**{n: p.default for n, p in declared.items()},
+            **{n: convert(n, v, declared[n].annotation) for n, v in values.items()}}
+    cfg = _build(notebook.stem, full)
+    return {RESOLVED: _jsonable({"notebook": notebook.stem, "parameters": full, "config": cfg.to_dict(),
+                                 "sets": [[k, v] for k, v in active_sets()]})}
+
+
+def declared_in(namespace: Mapping[str, Any]) -> dict[str, str]:
+    """The parameters a running notebook declared, from its namespace: the annotated names of its
+    parameters cell (``name: type = literal`` records ``name`` in ``__annotations__``), with their
+    annotations as written (``"int | None"``)."""
+    annotations = namespace.get("__annotations__") or {}
+    return {n: (a.__name__ if isinstance(a, type) else a if isinstance(a, str) else repr(a).replace("typing.", ""))
+            for n, a in annotations.items()}
+
+
+def from_namespace(notebook: str, namespace: Mapping[str, Any]) -> tuple[StageConfig, dict[str, Any], list[tuple[str, Any]]]:
+    """``(config, parameters, sets)`` of the running package notebook ``notebook`` (``"05"``): with
+    :data:`RESOLVED` in ``namespace`` (a ``python -m litseg_nb run``) the runner's resolved config and
+    ``--set`` overrides as they are, else resolved here from the parameters' values (JupyterLab)."""
+    from .config import _build as build_dataclass
+
+    stem = notebook_stem(notebook)
+    annotations = declared_in(namespace)
+    if not annotations:
+        raise ConfigError(f"{stem}: no parameters found; run the notebook's `parameters` cell (typed "
+                          f"`name: type = value` lines) before setup()")
+    values = {n: namespace[n] for n in annotations if n in namespace}
+    resolved = namespace.get(RESOLVED)
+    if resolved is None:
+        cfg, converted = resolve(stem, annotations, values)
+        return cfg, converted, []
+    if not isinstance(resolved, Mapping) or resolved.get("notebook") != stem:
+        got = resolved.get("notebook") if isinstance(resolved, Mapping) else type(resolved).__name__
+        raise ConfigError(f"{stem}: the injected {RESOLVED} is for {got!r}, not this notebook")
+    converted = {n: convert(n, v, annotations[n]) for n, v in values.items()}
+    expected = {n: convert(n, v, annotations[n]) for n, v in resolved["parameters"].items() if n in annotations}
+    if set(resolved["parameters"]) != set(annotations) or converted != expected:
+        changed = sorted(n for n in set(converted) | set(expected) if converted.get(n) != expected.get(n))
+        changed += sorted(set(resolved["parameters"]) ^ set(annotations))
+        raise ConfigError(f"{stem}: parameter(s) {', '.join(sorted(set(changed)))} differ from those the runner "
+                          f"resolved the configuration for ({RESOLVED}); rerun the notebook from the top, or "
+                          f"delete the injected-parameters cell to resolve it from the parameters cell")
+    cls = NOTEBOOK_CONFIGS[stem].config_class()
+    cfg = build_dataclass(cls, resolved["config"], f"{cls.__name__}[{resolved['config'].get('profile')}]")
+    return cfg, converted, [(str(k), v) for k, v in resolved.get("sets", [])]
 
 
 def missing_for(notebook: str, cfg: StageConfig) -> list[str]:
@@ -272,10 +364,25 @@ def assert_runnable(notebook: str, cfg: StageConfig) -> None:
         raise ConfigError(f"{notebook} (profile {cfg.profile}) cannot run: " + "; ".join(missing))
 
 
+#: configs the notebooks build inside (``module:Class``, imported by name as :data:`NOTEBOOK_CONFIGS`):
+#: a ``--set`` qualified with one of them is accepted for any selected notebook
+INSIDE_CONFIGS: tuple[str, ...] = (
+    "litseg_nb.litseg.config:LitSegConfig",  # LiteConfig.teacher(), notebook 08's models
+    "litseg_nb.rag.config:RagConfig",  # notebook 07's retrieval
+    "litseg_nb.chunkers.config:BaselinesConfig",  # notebook 05's LumberChunker θ sweep
+    "litseg_nb.evaluation.boundaries:BoundaryConfig",  # notebook 06's boundary benchmark
+)
+
+
+def _config_class(spec: str) -> type[StageConfig]:
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def check_set_keys(sets: Any, notebooks: Any) -> None:
     """Every ``--set`` key must name a field of at least one selected notebook's config (a typo is
     an error naming the key, as for ``-p``)."""
-    from .config import _MISSING, _split_key, field_hint
+    from .config import _MISSING, _split_key, field_hint, renamed_hint
 
     classes = {NOTEBOOK_CONFIGS[Path(nb).stem].config_class() for nb in notebooks
                if Path(nb).stem in NOTEBOOK_CONFIGS}
@@ -285,16 +392,12 @@ def check_set_keys(sets: Any, notebooks: Any) -> None:
         qual, parts = _split_key(key)
         pool = [c for c in classes if qual is None or c.__name__ == qual]
         # a qualified key may name a config a selected notebook builds inside (LiteConfig's teacher,
-        # notebook 05's LumberChunker θ sweep: BaselinesConfig)
+        # notebook 05's LumberChunker θ sweep: BaselinesConfig, notebook 06's boundary benchmark)
         if qual is not None and not pool:
-            from .chunkers.config import BaselinesConfig
-            from .litseg.config import LitSegConfig
-            from .rag.config import RagConfig
-
-            pool = [c for c in (LitSegConfig, RagConfig, BaselinesConfig) if c.__name__ == qual]
+            pool = [c for c in map(_config_class, INSIDE_CONFIGS) if c.__name__ == qual]
         if not any(field_hint(c, parts) is not _MISSING for c in pool):
             names = ", ".join(sorted(c.__name__ for c in (pool or classes)))
-            raise ConfigError(f"--set {key}: no field {'.'.join(parts)!r} in {names} (the selected notebooks' "
+            raise ConfigError(f"--set {key}: no field {'.'.join(parts)!r}{renamed_hint(parts)} in {names} (the selected notebooks' "
                               f"configs); see `python -m litseg_nb config --profile PROFILE` for the field names")
 
 

@@ -3,7 +3,8 @@
 
 ``python -m litseg_nb run --profile smoke [--only 01,04] [-p key=value ...]`` executes
 ``notebooks/NN_*.ipynb`` in order, each in a fresh kernel, injects the parameters (``profile`` and
-``seed`` always, plus any ``-p`` overrides the notebook declares), writes the executed copy to
+``seed`` always, plus any ``-p`` overrides the notebook declares; a package notebook also gets the
+configuration resolved here, :data:`litseg_nb.params.RESOLVED`), writes the executed copy to
 ``outputs/<profile>/executed/``, prints per-notebook wall time and stops with a clear message at
 the first failing notebook. While a notebook runs, the console shows each section as it starts and
 a heartbeat at least every 30 s, plus the package's tqdm progress bars (:mod:`litseg_nb.execution`).
@@ -107,11 +108,13 @@ def run_notebooks(
     unknown = set(extra) - set().union(*map(set, declared.values()))
     if unknown:
         raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
-    # convert each value by the notebook's annotation and build its config, before any kernel starts
-    from .params import check_parameters
+    # convert each value by the notebook's annotation and build its config, before any kernel starts;
+    # a package notebook also gets the resolved config (and the active --set overrides) as a parameter
+    from .params import check_parameters, resolved_parameter
 
     checked = {nb: check_parameters(nb, {k: v for k, v in {"profile": profile, "seed": seed, **extra}.items()
                                          if k in declared[nb]}) for nb in notebooks}
+    checked = {nb: {**values, **resolved_parameter(nb, values)} for nb, values in checked.items()}
 
     # an unwritable outputs folder is one line naming it, before any kernel starts
     executed_dir = ensure_writable(outputs_root() / profile / "executed")

@@ -58,14 +58,15 @@ def select_units(books: Sequence[Book], sel: UnitSelection) -> list[tuple[Book, 
         if sel.books and not book_matches(b, sel.books):
             continue
         units = [u for u in b.units if u.n_sentences
-                 and not (sel.max_unit_words and word_count(u.text(b.text)) > sel.max_unit_words)]
+                 and not (sel.skip_units_over_words is not None
+                          and word_count(u.text(b.text)) > sel.skip_units_over_words)]
         if sel.strategy == "questions":
             holding = [u for u in units if question_cover(b, u)]
             units = holding + [u for u in units if u not in holding]
         candidates.extend((b, u) for u in units)
     if sel.books and not candidates:
         raise SelectionError(f"selection.books={list(sel.books)} matches no unit of the books "
-                             f"{[b.book_id for b in books]} (ids or title substrings; check max_unit_words)")
+                             f"{[b.book_id for b in books]} (ids or title substrings; check skip_units_over_words)")
     if sel.units:
         named = {f"{b.book_id}/{u.unit_id}": (b, u) for b, u in candidates}
         missing = [k for k in sel.units if k not in named]

@@ -25,7 +25,7 @@ def test_preset_config_and_methods_without_a_knob():
 @pytest.fixture(scope="module")
 def emma(data_dir):
     cfg = BaselinesConfig.for_profile("smoke")
-    whole = load_corpus(cfg.corpus.replace(datasets=("gutenqa",), max_units_per_book=0, max_unit_words=10**9))
+    whole = load_corpus(cfg.corpus.replace(datasets=("gutenqa",), max_units_per_book=0, max_unit_words=None))
     capped = load_corpus(cfg.corpus.replace(datasets=("gutenqa",), max_units_per_book=0))
     return cfg, whole, capped
 

@@ -47,7 +47,7 @@ def _synthetic(ornaments=SHAPES, per_scene=6, chapters=3, n_paras=2):
     for p in paras:
         spans.append((pos, pos + len(p)))
         pos += len(p) + 2
-    units = build_units("syn", text, spans, 10**9)
+    units = build_units("syn", text, spans, None)
     return Book("syn", "Synthetic", "gutenberg", text, spans), units, firsts
 
 
@@ -107,7 +107,7 @@ def test_inline_ornament_line_in_verse_is_removed_without_a_mark():
     for p in text.split("\n\n"):
         spans.append((pos, pos + len(p)))
         pos += len(p) + 2
-    units = build_units("v", text, spans, 10**9)
+    units = build_units("v", text, spans, None)
     rep = bg.StreamReport()
     stream = bg.narrative_stream(text, units, rep)
     assert rep.inline_ornaments == 1 and rep.scene_marks == 0
@@ -335,7 +335,7 @@ def test_byline_and_dedication_under_a_heading_are_removed_with_it():
     for p in text.split("\n\n"):
         spans.append((pos, pos + len(p)))
         pos += len(p) + 2
-    units = build_units("h", text, spans, 10**9)
+    units = build_units("h", text, spans, None)
     rep = bg.StreamReport()
     stream = bg.narrative_stream(text, units, rep)
     kept = [text[p.span[0]:p.span[1]] for p in stream]

@@ -85,3 +85,19 @@ def test_smoke_selection_covers_eight_questions_with_the_fewest_emma_units(data_
     base = BaselinesConfig.for_profile("smoke")  # the LLM baselines pick the very same units
     same = select_units(load_corpus(base.corpus), base.selection)
     assert [(b.book_id, u.unit_id) for b, u in same] == [(b.book_id, u.unit_id) for b, u in pairs]
+
+
+def test_the_two_word_caps_have_their_own_names_and_a_real_none():
+    """Issue #30: ``CorpusConfig.max_unit_words`` is the paper's split cap n (None = never split);
+    the selection's length filter is ``UnitSelection.skip_units_over_words`` (None = any length)."""
+    from litseg_nb.config import ConfigError, CorpusConfig, UnitSelection
+    from litseg_nb.preprocess.structure import build_units
+
+    assert UnitSelection().skip_units_over_words is None and CorpusConfig(max_unit_words=None).max_unit_words is None
+    with pytest.raises(ConfigError, match="max_unit_words is now skip_units_over_words"):
+        UnitSelection.replace(UnitSelection(), max_unit_words=5)
+    with pytest.raises(ConfigError, match="below the minimum"):
+        UnitSelection(skip_units_over_words=0)
+    text = " ".join(f"Word{i} is here." for i in range(400))
+    whole = build_units("b", text, [(0, len(text))], None)
+    assert len(whole) == 1 and len(build_units("b", text, [(0, len(text))], 300)) > 1

@@ -482,7 +482,7 @@ def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
         cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(), embedding=cfg.embedding.to_dict(),
         methods=tuple(cfg.methods) + tuple(cfg.llm_methods), semantic_books=(),
         selection={"strategy": "first", "books": (), "units": tuple(sorted(units, key=order.get)),
-                   "min_questions": 0, "max_units": 0, "max_unit_words": 0})
+                   "min_questions": 0, "max_units": 0, "skip_units_over_words": None})
 
 
 def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequence[str] | None = None,

@@ -160,7 +160,7 @@ def detect_units(text: str, paragraphs: list, title: str = FRONT, author: str | 
     """``(title, start)`` of the narrative units :mod:`litseg_nb.preprocess.structure` finds."""
     from .structure import FRONT_MATTER, build_units
 
-    units = build_units("gold", text, paragraphs, max_unit_words=10**9,
+    units = build_units("gold", text, paragraphs, max_unit_words=None,
                         sentences=[tuple(p) for p in paragraphs], whole_title=title, author=author)
     return [(u.title, u.start) for u in units if not u.title.startswith(FRONT_MATTER)]
 

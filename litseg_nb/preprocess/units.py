@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from typing import Sequence
 
@@ -57,7 +58,7 @@ def _pack_blocks(blocks: list[list[tuple[int, int, int]]], n: int) -> list[Span]
     return pieces
 
 
-def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_words: int,
+def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_words: int | None,
                 sentence_splitter: str = "nupunkt", sentences: Sequence[Span] | None = None,
                 use_structure: bool = True, whole_title: str = "Whole text",
                 report: StructureReport | None = None,
@@ -71,12 +72,12 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
     ``author`` (the Gutenberg header's) tells an author's signed preface from an editor's.
     Non-narrative paragraph ranges are recorded in ``report.dropped`` as character spans.
     """
-    if max_unit_words <= 0:
+    if max_unit_words is not None and max_unit_words <= 0:
         raise ValueError(f"book {book_id!r}: max_unit_words must be positive, got {max_unit_words}")
     if not paragraphs or not text.strip():
         raise ValueError(f"book {book_id!r}: no text to split into units")
     report = report if report is not None else StructureReport()
-    n = max_unit_words
+    n = max_unit_words if max_unit_words is not None else math.inf  # None: never split
     para_words = [_words(text[a:b]) for a, b in paragraphs]
 
     given = sections is not None
