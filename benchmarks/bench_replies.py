@@ -24,7 +24,7 @@ from pathlib import Path
 from litseg_nb.lite.rewards import format_reward_breakdown
 from litseg_nb.litseg.validate import Segment, finalize_segments, parse_json_reply, repair_coverage, validate_segments
 from litseg_nb.litseg.rubric_judge import RubricParseError, parse_rubric_reply
-from litseg_nb.replies import MAX_CHARS_PER_TOKEN
+from litseg_nb.llm.replies import MAX_CHARS_PER_TOKEN
 
 SIZES = [16_000, 64_000, 256_000, 1_000_000, 4_000_000]
 

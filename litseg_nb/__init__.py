@@ -10,7 +10,7 @@ Use any segmenter on your own book::
 
 (:func:`litseg_nb.api.segment`; ``python -m litseg_nb segment my_book.txt`` on the command line).
 """
-from . import schema  # noqa: F401  (Chunk, Book: the types segment returns)
+from .core import schema  # noqa: F401  (Chunk, Book: the types segment returns)
 from .api import load_text, segment
 
 from ._version import __version__

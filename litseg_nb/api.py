@@ -19,7 +19,7 @@ and checks that every sentence of every unit is covered. Each chunk carries exac
 into the cleaned text (``book.text``), its sentence range, LitSeg's subtitle and context sentences
 and ``metadata["unit_title"]``; :func:`raw_offsets` / :func:`raw_span` map cleaned offsets back to
 the decoded input file (the ``segment`` command writes them as ``metadata["raw_spans"]``, see
-:mod:`litseg_nb.batch_segment`). A path is a :class:`~pathlib.Path` or a str naming a file; pass a
+:mod:`litseg_nb.front.batch_segment`). A path is a :class:`~pathlib.Path` or a str naming a file; pass a
 text as ``text=...`` (a str that looks like a path but names no file is an error, not a text).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from .config import ConfigError
-from .schema import Book, Chunk
+from .core.schema import Book, Chunk
 
 DEFAULT_PROFILE = "smoke"
 
@@ -309,7 +309,7 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
     ``litseg`` calibrates its soft length reference on a seeded sample of ``calibration_units`` units when the
     profile says so (``calibrate=False`` keeps ``length_reference``). ``litseg-lite`` runs the profile's
     student model with the Lite prompt; for the distilled segmenter point ``llm={"model": ...}`` at a
-    Lite model with notebook 03's adapters merged in (:func:`litseg_nb.ablation.variant_model`). Fallbacks (the paper's whole-unit
+    Lite model with notebook 03's adapters merged in (:func:`litseg_nb.evaluation.ablation.variant_model`). Fallbacks (the paper's whole-unit
     fallback, LumberChunker's retries, ...) are recorded in each chunk's ``metadata`` (count them
     with :func:`count_fallbacks`). A backend that cannot answer (server down, errors after its
     retries) raises :class:`~litseg_nb.llm.base.LLMError`: it is never turned into fallbacks.
@@ -356,7 +356,7 @@ def build_models(method: Any, cfg: Any, backend: Any = None, embedder: Any = Non
 
         backend = make_backend(cfg.llm)
     if embedder is None and spec.needs_embedder:
-        from .embeddings import load_embedder
+        from .llm.embeddings import load_embedder
 
         embedder = load_embedder(cfg.embedding)
     return backend, embedder

@@ -1,16 +1,16 @@
 """The command line, ``python -m litseg_nb <command>`` (also the ``litseg-nb`` console script).
 
 This module owns :func:`main` and every subcommand's argument parser. The work itself is done by
-library functions: notebooks by :mod:`litseg_nb.runner`, ``segment`` by
-:mod:`litseg_nb.batch_segment`, ``import-chunks`` by :mod:`litseg_nb.chunk_import`, ``download-data``
-by :mod:`litseg_nb.download`, ``boundaries`` by :mod:`litseg_nb.evaluation.boundaries`, ``rehearse`` by
-:mod:`litseg_nb.rehearse`, ``gallery`` by :mod:`litseg_nb.gallery`; ``run``, ``list``, ``config`` and ``lab`` are small handlers here.
+library functions: notebooks by :mod:`litseg_nb.front.runner`, ``segment`` by
+:mod:`litseg_nb.front.batch_segment`, ``import-chunks`` by :mod:`litseg_nb.evaluation.chunk_import`, ``download-data``
+by :mod:`litseg_nb.data.download`, ``boundaries`` by :mod:`litseg_nb.evaluation.boundaries`, ``rehearse`` by
+:mod:`litseg_nb.front.rehearse`, ``gallery`` by :mod:`litseg_nb.front.gallery`; ``run``, ``list``, ``config`` and ``lab`` are small handlers here.
 
 * ``run --profile smoke [--only 01,04] [-p key=value ...] [--set section.field=value ...]`` executes
-  the numbered notebooks (:func:`litseg_nb.runner.run_notebooks`).
+  the numbered notebooks (:func:`litseg_nb.front.runner.run_notebooks`).
 * ``config --profile smoke [--notebook 05] [-p key=value ...] [--explain KEY]`` prints each stage's
   fully resolved configuration (models, data, sizes), built exactly as the runner builds it for the
-  notebook from its parameters (:func:`litseg_nb.params.notebook_config`); with ``--explain KEY`` only
+  notebook from its parameters (:func:`litseg_nb.front.params.notebook_config`); with ``--explain KEY`` only
   that key, with the layer that set it (:func:`litseg_nb.config.explain`).
 * ``lab [-- extra jupyter args]`` starts JupyterLab on ``notebooks/``; as root it adds
   ``--allow-root`` (JupyterLab refuses to start as root otherwise), and kernels print text progress
@@ -34,17 +34,17 @@ import os
 import sys
 from typing import Any, Callable, Iterator, Sequence
 
-from . import gallery, rehearse
-from .batch_segment import __doc__ as _SEGMENT_DOC
-from .batch_segment import segment_main
-from .chunk_import import cli as import_chunks_main
+from .front import gallery, rehearse
+from .front.batch_segment import __doc__ as _SEGMENT_DOC
+from .front.batch_segment import segment_main
+from .evaluation.chunk_import import cli as import_chunks_main
 from .config import PROFILES, ConfigError
-from .download import cli as download_main
+from .data.download import cli as download_main
 from .errors import LitsegError
 from .evaluation.boundaries import cli as boundaries_main
-from .paths import REPO_ROOT
-from .runner import Interrupted, NotebookFailed, declared_parameters, discover_notebooks, run_notebooks
-from .safe_io import OutputsNotWritable
+from .core.paths import REPO_ROOT
+from .front.runner import Interrupted, NotebookFailed, declared_parameters, discover_notebooks, run_notebooks
+from .core.safe_io import OutputsNotWritable
 
 _SMOKE_DURATION = "25-45 min on 2 CPU cores (README: measured times)"
 _TEST_DURATION = "tiny random model, about 10 min"
@@ -64,7 +64,7 @@ executed copies go to outputs/<profile>/executed/ (NN_name.FAILED.ipynb when a n
 
 
 def _parse_param(item: str) -> tuple[str, Any]:
-    from .params import parse_key_value
+    from .front.params import parse_key_value
 
     return parse_key_value(item, "parameter")
 
@@ -93,7 +93,7 @@ def _run_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[str, Any], list[Any]]:
     """The ``-p`` parameters and ``--set`` values of ``run``/``config``, the sets checked against the
     configs the notebooks ``only`` selects build (a ConfigError names a bad one)."""
-    from .params import check_set_keys, parse_key_value
+    from .front.params import check_set_keys, parse_key_value
 
     params = dict(_parse_param(p) for p in args.param)
     sets = [parse_key_value(item, "--set") for item in args.sets]
@@ -102,7 +102,7 @@ def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[st
 
 
 def run_main(args: argparse.Namespace) -> int:
-    """Handler of ``run``: :func:`litseg_nb.runner.run_notebooks` with the ``-p``/``--set`` values."""
+    """Handler of ``run``: :func:`litseg_nb.front.runner.run_notebooks` with the ``-p``/``--set`` values."""
     from .config import config_sets
 
     try:
@@ -148,7 +148,7 @@ def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | 
                      check: bool = True) -> list[tuple[str, Any]]:
     """``(notebook stem, config)`` for each selected notebook, from its parameters' defaults
     (``check=False``: also a config that misses a required setting, see ``params.missing_for``)."""
-    from .params import NOTEBOOK_CONFIGS, _build, convert, notebook_config, parameters_cell
+    from .front.params import NOTEBOOK_CONFIGS, _build, convert, notebook_config, parameters_cell
 
     extra = dict(parameters or {})
     out = []
@@ -170,7 +170,7 @@ def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | 
 
 
 def _nb_path(stem: str):
-    from .paths import NOTEBOOKS_DIR
+    from .core.paths import NOTEBOOKS_DIR
 
     return NOTEBOOKS_DIR / f"{stem}.ipynb"
 
@@ -200,7 +200,7 @@ def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: st
     """One line per field of ``key`` per selected stage: value and the layer that set it
     (:func:`litseg_nb.config.explain`); a stage whose config has no such field is left out."""
     from .config import explain, renamed_hint
-    from .params import NOTEBOOK_CONFIGS, config_overrides, convert, parameters_cell
+    from .front.params import NOTEBOOK_CONFIGS, config_overrides, convert, parameters_cell
 
     lines, classes, seen = [], [], set()
     for nb in discover_notebooks([o for o in only.split(",") if o.strip()]):
@@ -234,7 +234,7 @@ def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: st
 def config_main(args: argparse.Namespace) -> int:
     """Handler of ``config``: each selected stage's resolved configuration, then what ``run`` misses."""
     from .config import config_sets
-    from .params import missing_for
+    from .front.params import missing_for
 
     try:
         params, sets = _params_and_sets(args, [o for o in args.notebook.split(",") if o.strip()])
@@ -257,7 +257,7 @@ def config_main(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ lab
 def lab_command(extra: list[str]) -> list[str]:
-    from .paths import NOTEBOOKS_DIR
+    from .core.paths import NOTEBOOKS_DIR
 
     cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS_DIR}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -274,7 +274,7 @@ def _lab_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def lab_main(args: argparse.Namespace) -> int:
-    from .execution import kernel_env_for_lab
+    from .front.execution import kernel_env_for_lab
 
     cmd = lab_command(args.jupyter_args)
     print("[litseg_nb] " + " ".join(cmd), flush=True)

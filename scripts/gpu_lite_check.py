@@ -56,7 +56,7 @@ WORDS = ("the old man walked toward the harbour while his daughter watched from 
 
 def synthetic_units(n_units: int, n_sentences: int, seed: int):
     """Sentence-indexed units of random English-like sentences (book, unit pairs of the shared schema)."""
-    from litseg_nb.schema import Book, Sentence, Unit
+    from litseg_nb.core.schema import Book, Sentence, Unit
 
     rng = random.Random(seed)
     text, units = "", []

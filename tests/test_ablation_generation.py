@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from litseg_nb import ablation
+from litseg_nb.evaluation import ablation
 from litseg_nb.config import EmbeddingConfig
 from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.rag.config import RagConfig
@@ -15,7 +15,7 @@ from test_rag_retrieval import BOOK_A, BOOK_B, QUESTIONS, _chunks
 
 @pytest.fixture(scope="module")
 def embedder(tmp_path_factory):
-    from litseg_nb.embeddings import load_embedder
+    from litseg_nb.llm.embeddings import load_embedder
 
     return load_embedder(EmbeddingConfig(), cache_root=tmp_path_factory.mktemp("emb"))
 

@@ -8,8 +8,9 @@ import nbformat
 import pandas as pd
 import pytest
 
-from litseg_nb import artifacts, runner
-from litseg_nb.safe_io import atomic_path, write_text_atomic
+from litseg_nb.core import artifacts
+from litseg_nb.front import runner
+from litseg_nb.core.safe_io import atomic_path, write_text_atomic
 
 
 def _disk_full(*a, **k):
@@ -47,7 +48,7 @@ def test_manifest_is_written_atomically(fresh_dirs, monkeypatch):
     path = artifacts.write_manifest("test", "99_x", {"profile": "test"})
     good = path.read_text()
     monkeypatch.setattr(artifacts, "git_commit", lambda: "abc")
-    import litseg_nb.safe_io as sio
+    import litseg_nb.core.safe_io as sio
 
     monkeypatch.setattr(sio.os, "replace", _disk_full)
     with pytest.raises(OSError):

@@ -17,7 +17,7 @@ from pathlib import Path
 import conftest
 import pytest
 
-from litseg_nb.cache import CacheWarning
+from litseg_nb.core.cache import CacheWarning
 from litseg_nb.config import LLMConfig
 from litseg_nb.llm import BackendUnavailableError, LLMError, SamplingParams, cache_report, make_backend
 from litseg_nb.llm.openai_backend import OpenAIBackend
@@ -206,7 +206,7 @@ def test_hung_server_is_reported_while_waiting_and_bounded_by_max_wait(capfd):
 
 # ------------------------------------------------------------------ item 11: the embeddings cache
 def test_corrupt_embeddings_cache_is_moved_aside(tmp_path):
-    from litseg_nb.embeddings import EmbeddingCache
+    from litseg_nb.llm.embeddings import EmbeddingCache
 
     db = tmp_path / "emb.sqlite"
     db.write_bytes(b"not a database at all" * 200)
@@ -224,7 +224,7 @@ def test_corrupt_embeddings_cache_is_moved_aside(tmp_path):
 def test_full_embeddings_cache_is_reported_and_the_run_continues(tmp_path):
     import numpy as np
 
-    from litseg_nb.embeddings import EmbeddingCache
+    from litseg_nb.llm.embeddings import EmbeddingCache
 
     cache = EmbeddingCache(tmp_path / "emb.sqlite")
     cache._conn.execute("PRAGMA max_page_count = 3")  # the database is full after a few rows

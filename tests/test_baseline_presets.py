@@ -58,8 +58,8 @@ def test_unit_cap_effect_compares_the_same_text(emma, fresh_dirs):
 
 @pytest.mark.slow
 def test_notebook_04_runs_a_chosen_subset(data_dir, fresh_dirs):
-    from litseg_nb.paths import outputs_dir
-    from litseg_nb.runner import run_notebooks
+    from litseg_nb.core.paths import outputs_dir
+    from litseg_nb.front.runner import run_notebooks
 
     run_notebooks("test", only=("04",), parameters={"chunkers": "token,recursive", "length_match": False})
     tables = outputs_dir("test") / "tables"

@@ -4,11 +4,11 @@ import random
 import numpy as np
 import pytest
 
-from litseg_nb import boundary_gold as bg
+from litseg_nb.evaluation import boundary_gold as bg
 from litseg_nb.config import ConfigError
 from litseg_nb.evaluation import boundaries as B
 from litseg_nb.preprocess.structure import build_units
-from litseg_nb.schema import Book, make_sentence_chunk
+from litseg_nb.core.schema import Book, make_sentence_chunk
 
 SHAPES = ["* * *", "*****", "—————", "§", "x x x", "X  X  X", "-------", "⁂", "* * * * * * *", "~~~", "• • •"]
 NOT_SHAPES = ["XXX", "XX", "...", ". . .", "-", "]", "|", "**", "* x *", "CHAPTER I", "§ 3", "* * *\nMore text."]
@@ -175,7 +175,7 @@ def _windows(n_books=6, per_book=5, n=40, seed=0):
     for b in range(n_books):
         units, gold, pos, text = [], {}, 0, []
         for w in range(per_book):
-            from litseg_nb.schema import Sentence, Unit
+            from litseg_nb.core.schema import Sentence, Unit
             sents, paras, start = [], [], pos
             for p in range(n // 4):
                 pa = pos
@@ -284,7 +284,7 @@ def test_windows_segment_through_the_registry_cached_and_an_exported_chunker_sco
     user's chunk texts for the exported windows score through `boundaries --chunks`."""
     import json
 
-    from litseg_nb.schema import Chunk, load_chunks, save_chunks
+    from litseg_nb.core.schema import Chunk, load_chunks, save_chunks
 
     cfg = B.BoundaryConfig.for_profile("test", methods=("paragraph",), llm_methods=())
     gold = B.load_gold(cfg)

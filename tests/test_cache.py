@@ -1,4 +1,4 @@
-from litseg_nb.cache import StepCache, hash_obj
+from litseg_nb.core.cache import StepCache, hash_obj
 from litseg_nb.config import StageConfig
 
 
@@ -28,7 +28,7 @@ def test_hash_obj_hashes_file_contents(tmp_path):
 
 
 def test_code_version_is_part_of_the_key(tmp_path, monkeypatch):
-    from litseg_nb import cache
+    from litseg_nb.core import cache
 
     a = StepCache("demo", None, inputs=1, root=tmp_path).key
     monkeypatch.setattr(cache, "code_version", lambda: "other-code")

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from litseg_nb.cache import CacheWarning, StepCache
+from litseg_nb.core.cache import CacheWarning, StepCache
 from litseg_nb.llm.request_cache import RequestCache
 
 

@@ -137,7 +137,7 @@ def test_lite_uses_the_units_datasets_reference_in_training_and_at_inference():
 
 def test_e3_judge_shows_each_units_datasets_reference_and_rule_based_chunkers_need_none():
     from litseg_nb.evaluation.segment_quality import SegmentQualityConfig, judge_chunk_sets
-    from litseg_nb.schema import make_sentence_chunk
+    from litseg_nb.core.schema import make_sentence_chunk
 
     g, lq = _books()
     other = make_book("gutenberg:46", units=1, dataset="gutenberg")  # no calibration for this dataset

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from litseg_nb.chunk_align import ChunkImportError, import_chunks, normalize_with_map
-from litseg_nb.chunk_import import import_chunk_file, load_book, read_chunk_texts
-from litseg_nb.schema import Book, Sentence, Unit
+from litseg_nb.core.chunk_align import ChunkImportError, import_chunks, normalize_with_map
+from litseg_nb.evaluation.chunk_import import import_chunk_file, load_book, read_chunk_texts
+from litseg_nb.core.schema import Book, Sentence, Unit
 
 EMMA = "gutenqa:Emma_-_Jane_Austen"
 
@@ -124,9 +124,9 @@ def _emma_paragraph_windows(data_dir, size: int) -> list[str]:
 
 
 def test_import_on_emma_aligns_everything_and_cli_writes_artifact(data_dir, fresh_dirs, capsys):
-    from litseg_nb.paths import outputs_dir
+    from litseg_nb.core.paths import outputs_dir
     from litseg_nb.cli import main
-    from litseg_nb.schema import load_chunks
+    from litseg_nb.core.schema import load_chunks
 
     texts = _emma_paragraph_windows(data_dir, 6)
     rnd = random.Random(1)
@@ -166,7 +166,7 @@ def test_imported_xlsx_dense_scores_equal_an_independent_implementation(data_dir
     import openpyxl
     from sentence_transformers import SentenceTransformer
 
-    from litseg_nb.embeddings import load_embedder, resolve_model_path
+    from litseg_nb.llm.embeddings import load_embedder, resolve_model_path
     from litseg_nb.rag import pipeline
     from litseg_nb.rag.config import RagConfig
 

@@ -6,8 +6,8 @@ import pytest
 
 from litseg_nb.chunkers.completion import complete_book_chunks, parse_items, parse_score
 from litseg_nb.llm.base import ScriptedBackend
-from litseg_nb.prompts import load_prompt, prompt_source
-from litseg_nb.schema import Book, Chunk, Sentence, Unit
+from litseg_nb.core.prompts import load_prompt, prompt_source
+from litseg_nb.core.schema import Book, Chunk, Sentence, Unit
 
 TEMPLATES = ("discriminator", "reflection", "refinement", "rewrite", "summary_global", "summary_local",
              "summary_fuse")
@@ -122,9 +122,9 @@ def test_registered_method_runs_in_test_profile_with_usage(data_dir, fresh_dirs)
     from litseg_nb.chunkers import ALL_METHODS, LLM_METHODS, BaselinesConfig
     from litseg_nb.segmenters import RunReport, run_chunker
     from litseg_nb.corpus import load_corpus
-    from litseg_nb.embeddings import load_embedder
+    from litseg_nb.llm.embeddings import load_embedder
     from litseg_nb.llm import make_backend
-    from litseg_nb.schema import check_coverage
+    from litseg_nb.core.schema import check_coverage
 
     assert "perplexity+merge+completion" in ALL_METHODS and "perplexity+merge+completion" in LLM_METHODS
     cfg = BaselinesConfig.for_profile("test")

@@ -11,7 +11,7 @@ from litseg_nb.chunkers.recursive import locate_chunks, make_recursive_splitter
 from litseg_nb.chunkers.semantic import percentile_breakpoints
 from litseg_nb.chunkers.token import token_windows
 from litseg_nb.chunkers.toy import toy_book
-from litseg_nb.schema import assert_full_coverage, make_sentence_chunk
+from litseg_nb.core.schema import assert_full_coverage, make_sentence_chunk
 
 TEXT = (
     "It was a dark night. The wind howled! Emma sat by the fire.\n\nShe thought of Mr Knightley. "
@@ -30,7 +30,7 @@ def cfg():
 
 @pytest.fixture(scope="module")
 def embedder(cfg):
-    from litseg_nb.embeddings import load_embedder
+    from litseg_nb.llm.embeddings import load_embedder
 
     return load_embedder(cfg.embedding)
 

@@ -14,7 +14,7 @@ from litseg_nb.chunkers.perplexity import (KVWindowScorer, chunk_starts_from_min
 from litseg_nb.chunkers.proposition import parse_propositions, proposition_chunks_batch
 from litseg_nb.chunkers.toy import toy_book
 from litseg_nb.llm.base import ScriptedBackend
-from litseg_nb.schema import check_coverage
+from litseg_nb.core.schema import check_coverage
 
 STORY = " ".join(f"Sentence number {i} tells of event {i}." for i in range(1, 13))
 BOOK = toy_book(STORY + "\n\nA second paragraph starts here. It ends here.")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from litseg_nb.chunk_import import ChunkImportError, import_chunk_file
-from litseg_nb.schema import Book, Chunk, Sentence, Unit, save_chunks
+from litseg_nb.evaluation.chunk_import import ChunkImportError, import_chunk_file
+from litseg_nb.core.schema import Book, Chunk, Sentence, Unit, save_chunks
 
 
 def _book() -> Book:
@@ -33,7 +33,7 @@ def _chunk_file(tmp_path, texts):
 # ------------------------------------------------------------------ item 3
 def test_requested_chunk_set_that_does_not_exist_is_an_error(fresh_dirs):
     # before: discover_chunk_sets returned {} + missing and notebook 05 evaluated 'fallback-sent5' (rc 0)
-    from litseg_nb.artifacts import artifact_path
+    from litseg_nb.core.artifacts import artifact_path
     from litseg_nb.chunk_sets import EvaluationError
     from litseg_nb.chunk_sets import discover as discover_chunk_sets
 
@@ -49,7 +49,7 @@ def test_requested_chunk_set_that_does_not_exist_is_an_error(fresh_dirs):
 # ------------------------------------------------------------------ item 9
 def test_import_cannot_replace_a_method_set_and_is_labelled(tmp_path, fresh_dirs):
     # before: --name token replaced notebook 04's token set and labelled the chunks method "token"
-    from litseg_nb.artifacts import artifact_path
+    from litseg_nb.core.artifacts import artifact_path
 
     book = _book()
     src = _chunk_file(tmp_path, ["Emma smiled at her father. He was pleased.", "Harriet had never seen such a fine house."])
@@ -78,7 +78,7 @@ def test_import_into_unwritable_outputs_is_one_line(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(blocker / "outputs"))
     monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache"))
     src = _chunk_file(tmp_path, ["Emma smiled."])
-    import litseg_nb.chunk_import as ci
+    import litseg_nb.evaluation.chunk_import as ci
 
     monkeypatch.setattr(ci, "load_book", lambda *a: pytest.fail("work started before the destination check"))
     assert main(["import-chunks", "--book", "x", "--name", "tool-set", "--from", str(src), "--profile", "test"]) == 2
@@ -89,7 +89,7 @@ def test_import_into_unwritable_outputs_is_one_line(tmp_path, monkeypatch, capsy
 # ------------------------------------------------------------------ item 11: a step-cache entry with missing keys
 def test_step_cache_entry_missing_keys_is_a_miss(fresh_dirs):
     # before: KeyError 'run' traceback from book_runs._run_base on a hand-edited / older entry
-    from litseg_nb.cache import CacheWarning, StepCache
+    from litseg_nb.core.cache import CacheWarning, StepCache
 
     c = StepCache("chunks-x", config={"a": 1}, inputs={"b": 2}, required=("chunks", "run"))
     c.save({"chunks": []})
@@ -128,7 +128,7 @@ def test_failed_download_leaves_no_cache_folder(tmp_path, monkeypatch):
     # before: dest/gutenqa/.cache/huggingface stayed behind after a failed download
     import huggingface_hub
 
-    from litseg_nb.download import download
+    from litseg_nb.data.download import download
 
     def failing(repo, name, repo_type=None, local_dir=None):
         (Path(local_dir) / ".cache" / "huggingface" / "download").mkdir(parents=True)

@@ -88,7 +88,7 @@ def test_closed_value_sets_and_types_are_checked_when_built():
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_stage_config_builds_in_every_profile(profile):
-    from litseg_nb.params import NOTEBOOK_CONFIGS
+    from litseg_nb.front.params import NOTEBOOK_CONFIGS
 
     for spec in NOTEBOOK_CONFIGS.values():
         cls = spec.config_class()

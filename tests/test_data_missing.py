@@ -9,7 +9,7 @@ import pytest
 
 from litseg_nb import corpus
 from litseg_nb.config import CorpusConfig
-from litseg_nb.paths import DataNotFoundError
+from litseg_nb.core.paths import DataNotFoundError
 
 
 @pytest.fixture

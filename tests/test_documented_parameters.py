@@ -53,7 +53,7 @@ SETS_FOR = {("05", "reranker", "flagembedding"): lambda: [f"RagConfig.reranker_m
 
 
 def _tiny_reranker() -> str:
-    from litseg_nb.rehearse import tiny_reranker_dir
+    from litseg_nb.front.rehearse import tiny_reranker_dir
 
     return str(tiny_reranker_dir())
 

@@ -1,10 +1,10 @@
 import pandas as pd
 import pytest
 
-from litseg_nb import efficiency
+from litseg_nb.evaluation import efficiency
 from litseg_nb.llm.base import Generation, UsageLedger, UsageTag
-from litseg_nb.paths import outputs_dir
-from litseg_nb.schema import Chunk, save_chunks
+from litseg_nb.core.paths import outputs_dir
+from litseg_nb.core.schema import Chunk, save_chunks
 
 
 def _chunk(unit, a, b, method):

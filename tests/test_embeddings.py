@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from litseg_nb.config import EmbeddingConfig
-from litseg_nb.embeddings import EmbeddingError, load_embedder, packaged_model_dir, resolve_model_path
+from litseg_nb.llm.embeddings import EmbeddingError, load_embedder, packaged_model_dir, resolve_model_path
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +58,7 @@ def test_unknown_backend_is_a_clear_error():
 
 def test_batches_are_length_sorted_and_vectors_return_in_input_order():
     """Texts are batched longest first (less padding); each vector still lands on its own text."""
-    from litseg_nb.embeddings import Embedder
+    from litseg_nb.llm.embeddings import Embedder
 
     seen: list[list[str]] = []
 
@@ -87,10 +87,10 @@ def test_flagembedding_lengths_are_explicit_and_read_past_512_tokens(tmp_path):
     import numpy as np
 
     from litseg_nb.config import EmbeddingConfig
-    from litseg_nb.embeddings import limit_report, load_embedder
+    from litseg_nb.llm.embeddings import limit_report, load_embedder
     from litseg_nb.rag.rerank import make_reranker
-    from litseg_nb.rehearse import tiny_bge_m3_dir, tiny_reranker_dir
-    from litseg_nb.schema import Chunk
+    from litseg_nb.front.rehearse import tiny_bge_m3_dir, tiny_reranker_dir
+    from litseg_nb.core.schema import Chunk
 
     a, b = _long_passages()
     m3 = str(tiny_bge_m3_dir())

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import litseg_nb
-from litseg_nb import cli, runner
+from litseg_nb import cli
+from litseg_nb.front import runner
 from litseg_nb.errors import LitsegError, UsageError
 
 from fakes import stderr_lines

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from litseg_nb.config import EmbeddingConfig
-from litseg_nb.embeddings import Embedder
+from litseg_nb.llm.embeddings import Embedder
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.evaluation import segment_quality as sq

@@ -9,8 +9,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from litseg_nb.artifacts import save_figure  # noqa: E402
-from litseg_nb.figures import FOOTER_GID, text_overlaps  # noqa: E402
+from litseg_nb.core.artifacts import save_figure  # noqa: E402
+from litseg_nb.core.figures import FOOTER_GID, text_overlaps  # noqa: E402
 
 LABEL = ("profile=test | LLM=tiny-random (hf) | embeddings=all-MiniLM-L6-v2 | data=gutenqa+gutenberg "
          "max_books=2 max_units/book=2 (questions) | n=300 words | extra words to make it long enough to wrap")
@@ -30,7 +30,7 @@ def unit_lengths_figure():  # notebook 01's figure, as the notebook draws it
 
 
 def llm_cost_figure():  # notebook 08's figure
-    from litseg_nb import efficiency
+    from litseg_nb.evaluation import efficiency
 
     eff = pd.DataFrame({"method": METHODS[:7], "prompt_tokens_per_1k_sent": np.linspace(1e3, 9e6, 7),
                         "completion_tokens_per_1k_sent": np.linspace(1e2, 9e5, 7)})
@@ -40,7 +40,7 @@ def llm_cost_figure():  # notebook 08's figure
 
 
 def ablation_figure():
-    from litseg_nb.ablation import plot_ablation
+    from litseg_nb.evaluation.ablation import plot_ablation
 
     variants = ["full", "no-context", "no-subtitle", "no-format-reward", "sft-only", "grpo-only", "base"]
     b = pd.DataFrame({"variant": variants, "boundary_similarity": np.linspace(0.2, 0.5, 7)})
@@ -49,7 +49,7 @@ def ablation_figure():
 
 
 def ablation_figure_without_boundaries():  # the test profile: no inner boundary, NaN similarity
-    from litseg_nb.ablation import plot_ablation
+    from litseg_nb.evaluation.ablation import plot_ablation
 
     variants = ["LitSeg-Lite", "w/o GRPO", "w/o FT", "+w/o Theo.S.1", "+w/o Theory"]
     b = pd.DataFrame({"variant": variants, "boundary_similarity": [float("nan")] * 5})

@@ -12,8 +12,8 @@ import pytest
 from litseg_nb.config import ConfigError, LLMConfig, active_sets, config_sets
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.litseg.config import LitSegConfig
-from litseg_nb.params import check_set_keys, notebook_config
-from litseg_nb.paths import NOTEBOOKS_DIR
+from litseg_nb.front.params import check_set_keys, notebook_config
+from litseg_nb.core.paths import NOTEBOOKS_DIR
 from litseg_nb.cli import main
 
 
@@ -123,9 +123,9 @@ def test_rehearsal_sets_build_every_notebooks_full_config(monkeypatch, capsys):
     """The rehearsal's overrides (full's code paths, tiny models and sizes) are valid --set keys for
     every notebook and keep full's backends; the judge address comes from LITSEG_JUDGE_URLS."""
     from litseg_nb.cli import resolved_configs
-    from litseg_nb.params import check_set_keys
-    from litseg_nb.rehearse import CPU_ENGINE, NOTEBOOK_ENGINES, notebook_sets
-    from litseg_nb.runner import discover_notebooks
+    from litseg_nb.front.params import check_set_keys
+    from litseg_nb.front.rehearse import CPU_ENGINE, NOTEBOOK_ENGINES, notebook_sets
+    from litseg_nb.front.runner import discover_notebooks
 
     monkeypatch.setenv("LITSEG_JUDGE_URLS", "http://127.0.0.1:9/v1")
     for n in NOTEBOOK_ENGINES:
@@ -161,7 +161,7 @@ def test_gpu_pins_are_one_vllm_release_that_the_pinned_trl_supports():
     from packaging.requirements import Requirement
     from packaging.version import Version
 
-    from litseg_nb.paths import REPO_ROOT
+    from litseg_nb.core.paths import REPO_ROOT
 
     pins = _pins(REPO_ROOT / "scripts" / "gpu-constraints.txt")
     vllm = pins["vllm"]
@@ -180,7 +180,7 @@ def test_grpo_vllm_check_needs_the_synced_policy():
     """scripts/grpo_vllm_check.py (one GRPO step with trl's colocated vLLM rollouts) passes only when
     vLLM's rollout log-probs are the trained policy's (the weight sync reached the engine), the step
     trained, and trl's engine was released."""
-    from litseg_nb.rehearse import grpo_vllm_ok
+    from litseg_nb.front.rehearse import grpo_vllm_ok
 
     good = {"steps": 1, "policy vs disk logp gap": 0.9, "policy vs vLLM logp gap": 0.001,
             "lora l2 change": 0.01, "engines after": 0}
@@ -195,8 +195,8 @@ def test_grpo_vllm_check_needs_the_synced_policy():
 def test_rehearsal_sets_reach_notebook_05s_lumberchunker_sweep():
     """The rehearsal's notebook 05 failed: its LumberChunker θ sweep builds BaselinesConfig, whose
     full LLM (Qwen/Qwen3-8B) the sets did not replace, so a second engine was refused."""
-    from litseg_nb.rehearse import notebook_sets
-    from litseg_nb.runner import discover_notebooks
+    from litseg_nb.front.rehearse import notebook_sets
+    from litseg_nb.front.runner import discover_notebooks
 
     sets = notebook_sets("05", "/m/tiny-bge-m3", "/m/tiny-reranker")
     assert ("BaselinesConfig.llm.model", "smollm2-135m-instruct") in sets

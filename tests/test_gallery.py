@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from litseg_nb import cli, gallery
+from litseg_nb import cli
+from litseg_nb.front import gallery
 from litseg_nb.config import ConfigError
 
 

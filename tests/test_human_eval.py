@@ -4,11 +4,11 @@ import csv
 import numpy as np
 import pytest
 
-from litseg_nb.human_eval import (DIMENSIONS, RatingSheetError, cohen_kappa, export_rating_sheets,
+from litseg_nb.evaluation.human_eval import (DIMENSIONS, RatingSheetError, cohen_kappa, export_rating_sheets,
                                   fleiss_kappa, icc_2_1, import_ratings, labels_to_counts,
                                   pairwise_agreement_table, raw_agreement, summarize_ratings)
 from litseg_nb.metrics.pairwise import pairwise_win_rate
-from litseg_nb.schema import Book, Chunk
+from litseg_nb.core.schema import Book, Chunk
 
 # Shrout & Fleiss (1979), Table 2: 6 targets rated by 4 judges; published ICC(2,1) = .29
 SHROUT_FLEISS = [[9, 2, 5, 8], [6, 1, 3, 2], [8, 4, 6, 8], [7, 1, 2, 6], [10, 5, 6, 9], [6, 2, 4, 7]]
@@ -116,7 +116,7 @@ def test_import_rejects_bad_scores(tmp_path):
 
 def _two_dataset_chunks():
     from conftest import make_book
-    from litseg_nb.schema import make_sentence_chunk
+    from litseg_nb.core.schema import make_sentence_chunk
 
     g, lq = make_book("gutenqa:G", units=1, n=8, dataset="gutenqa"), make_book("literaryqa:L", units=1, n=8, dataset="literaryqa")
     sets = {m: [make_sentence_chunk(b, b.units[0], m, i, i + 1, i + 1) for b in (g, lq) for i in range(8)]
@@ -136,10 +136,10 @@ def test_sheets_sample_n_chunks_per_method_on_each_dataset(tmp_path):
 
 
 def test_filled_human_sheets_give_tables_1_and_9_and_agreement(fresh_dirs):
-    from litseg_nb.human_eval import evaluate_rating_sheets, filled_sheets_dir
+    from litseg_nb.evaluation.human_eval import evaluate_rating_sheets, filled_sheets_dir
 
     books, sets = _two_dataset_chunks()
-    from litseg_nb.paths import outputs_dir
+    from litseg_nb.core.paths import outputs_dir
 
     paths = export_rating_sheets(sets, books, outputs_dir("test") / "artifacts" / "he", n_per_method=3)
     assert evaluate_rating_sheets("test", "segment_quality", paths)["source"] == "none"  # nothing filled, no judge
@@ -173,9 +173,9 @@ def test_filled_human_sheets_give_tables_1_and_9_and_agreement(fresh_dirs):
 
 
 def test_llm_filled_copy_is_labelled_and_scored_by_the_judge(fresh_dirs):
-    from litseg_nb.human_eval import LLM_SOURCE, evaluate_rating_sheets
+    from litseg_nb.evaluation.human_eval import LLM_SOURCE, evaluate_rating_sheets
     from litseg_nb.llm.base import ScriptedBackend
-    from litseg_nb.paths import outputs_dir
+    from litseg_nb.core.paths import outputs_dir
 
     books, sets = _two_dataset_chunks()
     paths = export_rating_sheets(sets, books, outputs_dir("test") / "artifacts" / "he", n_per_method=2)
@@ -198,7 +198,7 @@ def test_llm_filled_copy_is_labelled_and_scored_by_the_judge(fresh_dirs):
 
 
 def test_pairwise_sheets_round_trip_to_kappa_fleiss_and_heatmap(tmp_path):
-    from litseg_nb.human_eval import (export_pairwise_sheets, import_pairwise_verdicts, pairwise_agreement,
+    from litseg_nb.evaluation.human_eval import (export_pairwise_sheets, import_pairwise_verdicts, pairwise_agreement,
                                       plot_agreement_heatmap)
 
     items = [{"dataset": ds, "qid": f"{ds}{i}", "target": "TGT", "opponent": "OPP", "context": "ctx",
@@ -229,7 +229,7 @@ def test_pairwise_sheets_round_trip_to_kappa_fleiss_and_heatmap(tmp_path):
 
 
 def test_llm_filled_pairwise_copy_drops_items_without_a_verdict(fresh_dirs, tmp_path):
-    from litseg_nb.human_eval import LLM_SOURCE, evaluate_pairwise_sheets, export_pairwise_sheets
+    from litseg_nb.evaluation.human_eval import LLM_SOURCE, evaluate_pairwise_sheets, export_pairwise_sheets
     from litseg_nb.llm.base import ScriptedBackend
 
     items = [{"dataset": "literaryqa", "qid": f"q{i}", "target": "T", "opponent": "O", "context": f"ctx{i}",

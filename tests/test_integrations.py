@@ -20,7 +20,7 @@ def text(data_dir):
 @pytest.fixture(scope="module")
 def embedder():
     from litseg_nb.config import EmbeddingConfig
-    from litseg_nb.embeddings import load_embedder
+    from litseg_nb.llm.embeddings import load_embedder
 
     return load_embedder(EmbeddingConfig())
 

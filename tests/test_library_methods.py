@@ -9,7 +9,7 @@ from litseg_nb.chunkers.base import ChunkerError
 from litseg_nb.chunkers.library import (PRESETS, AlignmentCounts, LibraryConfig, align_unit, cheap_presets,
                                         library_comparison)
 from litseg_nb.config import ConfigError
-from litseg_nb.schema import check_coverage, load_chunks
+from litseg_nb.core.schema import check_coverage, load_chunks
 
 BOOK = "gutenberg/11.txt"  # Alice's Adventures in Wonderland, raw Project Gutenberg file
 
@@ -40,7 +40,7 @@ def test_cheap_presets_align_exactly_and_cover_every_sentence(book, preset):
 
 
 def test_semantic_presets_use_the_profile_embedder(book):
-    from litseg_nb.embeddings import load_embedder
+    from litseg_nb.llm.embeddings import load_embedder
 
     emb = load_embedder(LibraryConfig.for_profile("test").embedding)
     for preset in ("chonkie-semantic", "llamaindex-semantic", "langchain-semantic"):

@@ -8,7 +8,7 @@ import pytest
 import conftest
 from litseg_nb.litseg.validate import validate_segments
 from litseg_nb.lite.data import build_examples, lite_system_prompt, segments_of_reply, view_annotation
-from litseg_nb.schema import Book, Unit
+from litseg_nb.core.schema import Book, Unit
 
 
 def make_book(book_id: str, n_units: int = 2, n_sent: int = 6) -> Book:
@@ -105,7 +105,7 @@ def test_lite_prompt_is_the_verbatim_e2_text():
         pytest.skip("paper text not available")
     line = seed.read_text(encoding="utf-8").split("\n")[224]
     assert line.startswith("⬇ # Role")
-    from litseg_nb.prompts import load_prompt
+    from litseg_nb.core.prompts import load_prompt
 
     assert load_prompt("lite/system").replace("\n", " ") == line[2:]
     assert re.search(r"must end with index 9\.", lite_system_prompt(9))

@@ -16,7 +16,7 @@ from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, records_to_chunks
 from litseg_nb.litseg.prompting import system_prompt
 from litseg_nb.llm.base import ScriptedBackend
-from litseg_nb.schema import Book
+from litseg_nb.core.schema import Book
 
 from test_litseg_pipeline import good, items, make_book
 

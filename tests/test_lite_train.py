@@ -14,7 +14,7 @@ from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.lite.data import LiteExample, target_text
 from litseg_nb.lite.rewards import build_reward_funcs, completion_text
-from litseg_nb.schema import check_coverage
+from litseg_nb.core.schema import check_coverage
 
 pytestmark = pytest.mark.slow
 

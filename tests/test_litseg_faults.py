@@ -14,7 +14,7 @@ from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, read_annotations, records_to_chunks
 from litseg_nb.llm import BackendUnavailableError
 from litseg_nb.llm.openai_backend import OpenAIBackend
-from litseg_nb.schema import Book, check_coverage
+from litseg_nb.core.schema import Book, check_coverage
 
 
 def make_book(units=2, n=5) -> Book:

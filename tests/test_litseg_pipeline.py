@@ -9,7 +9,7 @@ import pytest
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, read_annotations, records_to_chunks
 from litseg_nb.llm.base import LLMError, ScriptedBackend
-from litseg_nb.schema import Unit
+from litseg_nb.core.schema import Unit
 
 from conftest import make_book  # the suite's one Book factory (re-exported for other tests)
 
@@ -239,7 +239,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from litseg_nb.litseg import report  # noqa: E402
 from litseg_nb.litseg.calibrate import calibrate_length_reference  # noqa: E402
-from litseg_nb.schema import check_coverage  # noqa: E402
+from litseg_nb.core.schema import check_coverage  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -300,7 +300,7 @@ def test_report_tables_and_html(cfg):
     assert row.fallback_none == 2 and row.first_try_valid_stage3 == 1.0 and row.model == "scripted"
     page = report.render_segments_html(b, run.records[0], "label")
     assert "§1 A" in page and "context:" in page and "[1–3]" in page
-    from litseg_nb.selection import select_units
+    from litseg_nb.corpus.selection import select_units
 
     assert select_units([b], cfg.selection.replace(books=(), units=("b1/u0001",))) == [(b, b.units[1])]
     with pytest.raises(ValueError, match="b1/u9"):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from litseg_nb.prompts import PromptError, fill_prompt, load_prompt, placeholders, prompt_source
+from litseg_nb.core.prompts import PromptError, fill_prompt, load_prompt, placeholders, prompt_source
 
 SEED = Path("/work/shared/seeds/000_52d52c48502729e3.txt")
 # (template, line number of the "⬇ ..." line in the seed text)

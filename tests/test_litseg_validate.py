@@ -11,7 +11,7 @@ from litseg_nb.litseg.reconstruct import reconstruct_unit
 from litseg_nb.litseg.validate import (Segment, finalize_segments, parse_json_reply, repair_coverage,
                                        sanitize_segments, validate_segments, validate_stage1,
                                        validate_stage2)
-from litseg_nb.schema import Book, Unit, check_coverage
+from litseg_nb.core.schema import Book, Unit, check_coverage
 
 
 def make_unit(n: int) -> tuple[Book, Unit]:

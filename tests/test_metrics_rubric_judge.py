@@ -102,8 +102,8 @@ def test_notebook06_judge_gets_the_real_prompt_and_segments_and_windows_long_uni
     its segments with text; a unit with more chunks than one call scores is judged in windows, counted."""
     from conftest import make_book
     from litseg_nb.evaluation.segment_quality import SegmentQualityConfig, judge_chunk_sets
-    from litseg_nb.prompts import load_prompt
-    from litseg_nb.schema import make_sentence_chunk
+    from litseg_nb.core.prompts import load_prompt
+    from litseg_nb.core.schema import make_sentence_chunk
 
     book = make_book("gutenqa:B", units=1, n=5)
     u = book.units[0]

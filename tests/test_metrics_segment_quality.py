@@ -4,8 +4,8 @@ import pytest
 
 from litseg_nb.chunkers.stats import chunk_statistics
 from litseg_nb.evaluation.segment_quality import boundary_pairs, boundary_similarities, boundary_similarity_table
-from litseg_nb.schema import Book
-from litseg_nb.schema import Chunk, Sentence, Unit
+from litseg_nb.core.schema import Book
+from litseg_nb.core.schema import Chunk, Sentence, Unit
 
 TEXT = "Aa one. Bb two. Cc three. Dd four."
 SENTS = tuple(Sentence(i + 1, s, e) for i, (s, e) in enumerate([(0, 7), (8, 15), (16, 25), (26, 34)]))
@@ -55,9 +55,9 @@ def test_boundary_similarity_table_per_dataset_and_per_method():
 
 
 def test_load_evaluated_chunk_sets_names_what_it_leaves_out(fresh_dirs):
-    from litseg_nb.artifacts import artifact_path
+    from litseg_nb.core.artifacts import artifact_path
     from litseg_nb.chunk_sets import for_segment_quality as load_evaluated_chunk_sets
-    from litseg_nb.schema import save_chunks
+    from litseg_nb.core.schema import save_chunks
 
     book = Book("b", "B", "gutenqa", TEXT, units=[UNIT])
     unaligned = Chunk("b", "", "import.c00000", "imported", 0, 0, [], "lost text", "", metadata={"alignment": "not_found"})

@@ -8,7 +8,7 @@ from litseg_nb.litseg.reconstruct import reconstruct_unit
 from litseg_nb.litseg.validate import Segment
 from litseg_nb.metrics.retrieval import (containment_relevant, evidence_char_spans, span_relevant,
                                          spans_cover)
-from litseg_nb.schema import Book, Chunk, make_sentence_chunk
+from litseg_nb.core.schema import Book, Chunk, make_sentence_chunk
 
 WORDS = ("Emma", "Harriet", "Knightley", "orchard", "letter", "carriage", "Mr.", "walked", "said", "never",
          "quite", "rain", "ball", "Highbury", "supper", "dance", "smiled", "away")

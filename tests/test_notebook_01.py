@@ -6,8 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from litseg_nb.paths import outputs_dir
-from litseg_nb.runner import run_notebooks
+from litseg_nb.core.paths import outputs_dir
+from litseg_nb.front.runner import run_notebooks
 
 
 @pytest.mark.slow

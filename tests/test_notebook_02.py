@@ -8,9 +8,9 @@ import pytest
 
 from litseg_nb.corpus import load_corpus
 from litseg_nb.litseg.config import LitSegConfig
-from litseg_nb.paths import outputs_dir
-from litseg_nb.runner import run_notebooks
-from litseg_nb.schema import assert_full_coverage, load_chunks
+from litseg_nb.core.paths import outputs_dir
+from litseg_nb.front.runner import run_notebooks
+from litseg_nb.core.schema import assert_full_coverage, load_chunks
 
 
 @pytest.mark.slow

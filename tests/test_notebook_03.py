@@ -6,8 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from litseg_nb.runner import NotebookFailed, run_notebooks
-from litseg_nb.schema import check_coverage, load_chunks
+from litseg_nb.front.runner import NotebookFailed, run_notebooks
+from litseg_nb.core.schema import check_coverage, load_chunks
 
 pytestmark = pytest.mark.slow
 

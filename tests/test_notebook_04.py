@@ -5,11 +5,11 @@ import pandas as pd
 import pytest
 
 from litseg_nb.chunkers import ALL_METHODS, BaselinesConfig
-from litseg_nb.selection import select_units
+from litseg_nb.corpus.selection import select_units
 from litseg_nb.corpus import load_corpus
-from litseg_nb.paths import outputs_dir
-from litseg_nb.runner import run_notebooks
-from litseg_nb.schema import check_coverage, load_chunks
+from litseg_nb.core.paths import outputs_dir
+from litseg_nb.front.runner import run_notebooks
+from litseg_nb.core.schema import check_coverage, load_chunks
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from litseg_nb import ablation
+from litseg_nb.evaluation import ablation
 
 
 def test_variant_selection_names_unknown_keys():

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from litseg_nb.efficiency import load_usage
+from litseg_nb.evaluation.efficiency import load_usage
 
 
 @pytest.mark.slow
@@ -19,7 +19,7 @@ def test_notebook_08_runs_in_test_profile(notebook_pipeline):
     assert list(walls.columns) == ["notebook", "seconds", "status", "finished"]
     assert (tables / "08_llm_cost.md").read_text().startswith("**08_llm_cost** — profile=test")
     # §4.4 as the paper measures it: same units, ratios beside the paper's, hardware and models named
-    from litseg_nb.efficiency import PAPER_COLUMNS
+    from litseg_nb.evaluation.efficiency import PAPER_COLUMNS
 
     paper = pd.read_csv(tables / "08_paper_efficiency.csv")
     assert list(paper.columns) == PAPER_COLUMNS

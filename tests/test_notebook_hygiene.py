@@ -4,8 +4,8 @@ import json
 import nbformat
 import pytest
 
-from litseg_nb.paths import NOTEBOOKS_DIR
-from litseg_nb.runner import declared_parameters
+from litseg_nb.core.paths import NOTEBOOKS_DIR
+from litseg_nb.front.runner import declared_parameters
 
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 

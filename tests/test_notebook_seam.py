@@ -16,9 +16,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from litseg_nb import params, run_context
+from litseg_nb.front import params, run_context
 from litseg_nb.config import PROFILES, ConfigError, active_sets, config_sets, use_sets
-from litseg_nb.paths import NOTEBOOKS_DIR, REPO_ROOT
+from litseg_nb.core.paths import NOTEBOOKS_DIR, REPO_ROOT
 
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("0*.ipynb"))
 OLD_ENV = "LITSEG" + "_SET"  # spelled in two halves so that this file does not contain it
@@ -161,7 +161,7 @@ def test_a_parameter_edited_after_the_injection_is_an_error():
 
 
 def test_the_runner_injects_the_resolved_config(monkeypatch, fresh_dirs):
-    from litseg_nb import runner
+    from litseg_nb.front import runner
 
     got = {}
 

@@ -83,8 +83,8 @@ def tiny_adapter(path, seed):
 
 
 def test_02_03_07_use_one_engine_per_model(standin_vllm, tmp_path):
-    from litseg_nb import ablation
-    from litseg_nb.artifacts import artifact_dir
+    from litseg_nb.evaluation import ablation
+    from litseg_nb.core.artifacts import artifact_dir
     from litseg_nb.lite import train as lite_train
     from litseg_nb.lite.config import LiteConfig
     from litseg_nb.litseg.config import LitSegConfig

@@ -6,7 +6,7 @@ from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.metrics.pairwise import BOOK_POLICIES, book_judge_context, judge_context_budget
 from litseg_nb.rag.pipeline import EvalQuestion
 from litseg_nb.rag.report import pairwise_vs_target
-from litseg_nb.schema import Chunk
+from litseg_nb.core.schema import Chunk
 
 from conftest import make_book
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from litseg_nb import params
+from litseg_nb.front import params
 from litseg_nb.config import PROFILES, ConfigError
-from litseg_nb.paths import NOTEBOOKS_DIR
-from litseg_nb.runner import run_notebooks
+from litseg_nb.core.paths import NOTEBOOKS_DIR
+from litseg_nb.front.runner import run_notebooks
 
 NOTEBOOKS = sorted(p for p in NOTEBOOKS_DIR.glob("0*.ipynb"))
 
@@ -127,7 +127,7 @@ def test_notebook_config_applies_parameters_and_none_keeps_the_profile():
 
 
 def test_ablation_variant_keys_match_the_config_choices():
-    from litseg_nb import ablation
+    from litseg_nb.evaluation import ablation
     from litseg_nb.lite.config import ABLATION_VARIANTS
 
     assert tuple(v.key for v in ablation.VARIANTS) == ABLATION_VARIANTS

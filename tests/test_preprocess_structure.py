@@ -9,7 +9,7 @@ from litseg_nb.corpus import index_book
 from litseg_nb.data.gutenberg import clean_gutenberg_text
 from litseg_nb.preprocess.structure import (FRONT_MATTER, StructureReport, build_units,
                                             check_unit_coverage, detect_headings)
-from litseg_nb.schema import Book
+from litseg_nb.core.schema import Book
 
 
 def _paras(*paras: str):

@@ -9,7 +9,7 @@ from litseg_nb.rag.fusion import rrf_fuse, weighted_fuse
 from litseg_nb.rag.index import BookIndex, LibraryIndex
 from litseg_nb.rag.pipeline import EvalQuestion, RagEvaluator, evidence_window, retrieval_table
 from litseg_nb.rag.rerank import LLMPointwiseReranker, rerank
-from litseg_nb.schema import Chunk
+from litseg_nb.core.schema import Chunk
 
 BOOK_A = ["The blacksmith hammered a horseshoe in his forge at dawn.",
           "Captain Marlow sailed the steamer up the dark river toward the inner station.",
@@ -27,7 +27,7 @@ def _chunks(book_id, texts):
 
 @pytest.fixture(scope="module")
 def embedder(tmp_path_factory):
-    from litseg_nb.embeddings import load_embedder
+    from litseg_nb.llm.embeddings import load_embedder
 
     return load_embedder(EmbeddingConfig(), cache_root=tmp_path_factory.mktemp("emb"))
 

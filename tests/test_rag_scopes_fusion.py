@@ -12,7 +12,7 @@ from litseg_nb.rag.config import RagConfig
 from litseg_nb.rag.fusion import rrf_fuse, weighted_fuse, weighted_rrf_fuse
 from litseg_nb.rag.index import BookIndex, LibraryIndex
 from litseg_nb.rag.pipeline import EvalQuestion, EvaluationError, RagEvaluator, questions_in_scope, retrieval_table
-from litseg_nb.schema import Book, Chunk
+from litseg_nb.core.schema import Book, Chunk
 
 
 def test_summarize_scopes_reports_both_scopes_and_both_mrrs():
@@ -160,7 +160,7 @@ class _ReverseScorer:
 
 def test_table3_reports_reranked_and_pre_rerank_rankings_on_the_same_questions(tmp_path):
     from litseg_nb.config import EmbeddingConfig
-    from litseg_nb.embeddings import load_embedder
+    from litseg_nb.llm.embeddings import load_embedder
 
     emb = load_embedder(EmbeddingConfig(), cache_root=tmp_path / "emb")
     book = _book("A", PARAS)

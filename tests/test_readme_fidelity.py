@@ -2,7 +2,7 @@
 does not do."""
 import json
 
-from litseg_nb.paths import NOTEBOOKS_DIR, PACKAGE_DIR
+from litseg_nb.core.paths import NOTEBOOKS_DIR, PACKAGE_DIR
 
 README = (PACKAGE_DIR.parent / "README.md").read_text(encoding="utf-8")
 

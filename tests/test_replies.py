@@ -5,7 +5,7 @@ surrogates, Lite's integer reading, the rubric judge's Overflow/RecursionError),
 (reasoning blocks, backticks in JSON strings, fallback labels, ``context_idx: null``, duplicate
 segments, the rubric's worked example) and bounded cost (size caps; linear parsers and repair,
 checked with inputs the old quadratic code needed hours for, under a timeout far above the
-expected seconds). The module under test is :mod:`litseg_nb.replies`.
+expected seconds). The module under test is :mod:`litseg_nb.llm.replies`.
 """
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.metrics.pairwise import parse_verdict
 from litseg_nb.litseg.rubric_judge import (RubricParseError, parse_rubric_reply, rubric_worked_example,
                                             score_chunks_with_rubric)
-from litseg_nb.replies import (MAX_CHARS_PER_TOKEN, answer_text, extract_json, read_int, read_reply,
+from litseg_nb.llm.replies import (MAX_CHARS_PER_TOKEN, answer_text, extract_json, read_int, read_reply,
                                reply_char_limit)
-from litseg_nb.schema import Book
+from litseg_nb.core.schema import Book
 
 N = 10
 

@@ -31,8 +31,8 @@ from litseg_nb.litseg.validate import (finalize_segments, segmentation_object, v
 from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.metrics.pairwise import parse_verdict
 from litseg_nb.litseg.rubric_judge import RubricParseError, parse_rubric_reply, rubric_worked_example
-from litseg_nb.replies import extract_json, parse_json_reply, read_reply
-from litseg_nb.schema import Book, Unit, check_coverage
+from litseg_nb.llm.replies import extract_json, parse_json_reply, read_reply
+from litseg_nb.core.schema import Book, Unit, check_coverage
 
 SCALE = float(os.environ.get("LITSEG_FUZZ_SCALE", "1"))
 

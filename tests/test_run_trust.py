@@ -12,7 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from litseg_nb import cli, runner
+from litseg_nb import cli
+from litseg_nb.front import runner
 
 REPO = Path(__file__).resolve().parents[1]
 NOISE = ("Unable to parse line", "Passed unknown parameter", "without encryption", "IProgress",
@@ -171,7 +172,7 @@ def test_config_prints_every_resolved_field(capsys):
 
 def test_lab_command_works_as_root():
     from litseg_nb.cli import lab_command
-    from litseg_nb.paths import NOTEBOOKS_DIR
+    from litseg_nb.core.paths import NOTEBOOKS_DIR
 
     cmd = lab_command(["--", "--no-browser"])
     assert cmd[1:4] == ["-m", "jupyter", "lab"] and f"--ServerApp.root_dir={NOTEBOOKS_DIR}" in cmd
@@ -217,8 +218,8 @@ def test_lab_starts_as_this_user(tmp_path):
 
 
 def test_outputs_dir_that_cannot_be_created_is_one_clear_error(tmp_path, monkeypatch):
-    from litseg_nb.paths import outputs_dir
-    from litseg_nb.safe_io import OutputsNotWritable
+    from litseg_nb.core.paths import outputs_dir
+    from litseg_nb.core.safe_io import OutputsNotWritable
 
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

@@ -3,7 +3,8 @@ import json
 import nbformat
 import pytest
 
-from litseg_nb import cli, runner
+from litseg_nb import cli
+from litseg_nb.front import runner
 from litseg_nb.config import ConfigError
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from litseg_nb.schema import (Book, Chunk, CoverageError, Sentence, Unit, assert_full_coverage,
+from litseg_nb.core.schema import (Book, Chunk, CoverageError, Sentence, Unit, assert_full_coverage,
                               check_coverage, load_chunks, make_sentence_chunk, make_span_chunk,
                               save_chunks)
 

@@ -14,7 +14,7 @@ import pytest
 from litseg_nb.llm import BackendUnavailableError, LLMError
 from litseg_nb.llm.openai_backend import OpenAIBackend
 
-from litseg_nb import runner
+from litseg_nb.front import runner
 from litseg_nb.config import ConfigError, LLMConfig, StageConfig
 
 from fakes import FakeOpenAI, LoopbackServer, chat_reply
@@ -38,10 +38,10 @@ class KeyServer(LoopbackServer):
 NOTEBOOK_CODE = [
     """import logging, sys
 logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, force=True)  # every log line lands in the notebook
-from litseg_nb.artifacts import artifact_path, save_table, write_manifest
+from litseg_nb.core.artifacts import artifact_path, save_table, write_manifest
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.llm import SamplingParams, UsageTag, make_backend
-from litseg_nb.safe_io import atomic_path
+from litseg_nb.core.safe_io import atomic_path
 cfg = LitSegConfig.for_profile(profile, seed=seed, llm={"backend": "openai", "model": "fake-model",
                                                          "base_urls": [base_url], "api_key_env": key_env})
 label = cfg.describe()

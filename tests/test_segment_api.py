@@ -81,7 +81,7 @@ def test_cli_plain_text_file(tmp_path, fresh_dirs, capsys):
     book = litseg_nb.load_text(src)
     assert {r["book_id"] for r in rows} == {"text:story"}
     assert {"spans", "from_idx", "to_idx", "subtitle", "context_idx", "text"} <= set(rows[0])
-    _check([litseg_nb.schema.Chunk.from_json(r) for r in rows], book, "litseg")
+    _check([litseg_nb.core.schema.Chunk.from_json(r) for r in rows], book, "litseg")
     assert main(["segment", str(src), "--method", "token", "--profile", "test", "--set", "nosuch=1",
                  "-o", str(out)]) == 2
     assert main(["segment", str(tmp_path / "missing.txt"), "--profile", "test"]) == 2
@@ -97,4 +97,4 @@ def test_cli_raw_gutenberg_file(data_dir, tmp_path, fresh_dirs):
     assert book.dataset == "gutenberg" and "Alice" in book.title
     assert "Project Gutenberg" not in book.text[:2000]  # header and licence removed
     assert len({r["unit_id"] for r in rows}) == 2
-    _check([litseg_nb.schema.Chunk.from_json(r) for r in rows], book, "litseg")
+    _check([litseg_nb.core.schema.Chunk.from_json(r) for r in rows], book, "litseg")

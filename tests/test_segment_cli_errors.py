@@ -29,13 +29,13 @@ PLAIN = "The Lighthouse\n\nIt was a cold morning. The wind pushed against the gl
 
 
 def paths_of(base):  # imported here: the module is new, the tests must fail on their own before it
-    from litseg_nb.batch_segment import paths_of as p
+    from litseg_nb.front.batch_segment import paths_of as p
 
     return p(base)
 
 
 def verify_outputs(base):
-    from litseg_nb.batch_segment import verify_outputs as v
+    from litseg_nb.front.batch_segment import verify_outputs as v
 
     return v(base)
 
@@ -204,7 +204,7 @@ def test_unwritable_destination_before_work(tmp_path, fresh_dirs, capsys, monkey
 
 def test_failed_write_leaves_no_tmp(tmp_path, fresh_dirs, monkeypatch):
     # a write that fails half-way (full disk) leaves no *.tmp* file and no complete meta
-    from litseg_nb import safe_io
+    from litseg_nb.core import safe_io
 
     src = _story(tmp_path)
     real = safe_io.write_text_atomic
@@ -216,7 +216,7 @@ def test_failed_write_leaves_no_tmp(tmp_path, fresh_dirs, monkeypatch):
 
     monkeypatch.setattr(safe_io, "write_text_atomic", full)
     with pytest.raises(OSError):
-        from litseg_nb.batch_segment import _write_book
+        from litseg_nb.front.batch_segment import _write_book
 
         _write_book(tmp_path / "o.paragraph", litseg_nb.load_text(src), [], {})
     monkeypatch.setattr(safe_io, "write_text_atomic", real)
@@ -288,8 +288,8 @@ def test_library_run_lists_failures_and_resumes_after_interruption(data_dir, tmp
         shutil.copy(data_dir / "gutenberg" / f"{n}.txt", lib / f"{n}.txt")
     (lib / "broken.txt").write_bytes(b"")
     out = tmp_path / "out"
-    from litseg_nb import schema
-    from litseg_nb.safe_io import atomic_path
+    from litseg_nb.core import schema
+    from litseg_nb.core.safe_io import atomic_path
 
     real = schema.save_chunks
     seen = []

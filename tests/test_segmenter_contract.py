@@ -18,7 +18,7 @@ from litseg_nb.config import ConfigError, Options
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.llm.base import ScriptedBackend
-from litseg_nb.schema import check_coverage
+from litseg_nb.core.schema import check_coverage
 from litseg_nb.segmenters import Method, Models, Segmentation, registry
 
 REGISTERED = [n for n, m in registry.REGISTRY.items() if not m.internal]
@@ -173,7 +173,7 @@ def _reply(conv):
 
 @pytest.fixture(scope="module")
 def models():
-    from litseg_nb.embeddings import load_embedder
+    from litseg_nb.llm.embeddings import load_embedder
     from litseg_nb.config import EmbeddingConfig
 
     return Models(ScriptedBackend(reply_fn=_reply, logprob_fn=lambda conv, c: {"1": -1.2, "2": -0.4}),

@@ -3,7 +3,7 @@ import pytest
 
 from litseg_nb.corpus import cap_units, load_corpus, units_with_evidence
 from litseg_nb.config import CorpusConfig, StageConfig
-from litseg_nb.schema import Book, Question, Sentence, Unit
+from litseg_nb.core.schema import Book, Question, Sentence, Unit
 
 
 def _toy_book():
@@ -32,7 +32,7 @@ def test_test_profile_emma_units_hold_evidence(data_dir):
 
 # ---------------------------------------------------------------- one selection for every LLM method
 from litseg_nb.config import PROFILES, UnitSelection  # noqa: E402
-from litseg_nb.selection import SelectionError, question_cover, select_units  # noqa: E402
+from litseg_nb.corpus.selection import SelectionError, question_cover, select_units  # noqa: E402
 
 
 def _toy_books():

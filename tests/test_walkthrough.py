@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from litseg_nb import walkthrough
+from litseg_nb.front import walkthrough
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import records_to_chunks
 from litseg_nb.llm import ScriptedBackend

@@ -1,7 +1,7 @@
 """Shared helpers of the baseline chunkers: unit paragraphs, tokenizers and chunk assembly.
 
-Every chunker works on one :class:`~litseg_nb.schema.Unit` at a time and returns
-:class:`~litseg_nb.schema.Chunk` records whose ``spans`` are exact character spans into
+Every chunker works on one :class:`~litseg_nb.core.schema.Unit` at a time and returns
+:class:`~litseg_nb.core.schema.Chunk` records whose ``spans`` are exact character spans into
 ``Book.text`` and whose ``from_idx``/``to_idx`` are the unit's (1-based) sentences they overlap.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 from ..config import Options
 from ..errors import LitsegError
-from ..schema import Book, Chunk, Span, Unit, make_sentence_chunk, make_span_chunk
+from ..core.schema import Book, Chunk, Span, Unit, make_sentence_chunk, make_span_chunk
 
 
 class ChunkerError(LitsegError, RuntimeError):

@@ -16,7 +16,7 @@ through:
 3. for every chunk, the two-level summary of §3.2.2: a supplementary summary from the book context,
    a local summary of the chunk, and their fusion into one enhanced summary sentence.
 
-Replies are read with :mod:`litseg_nb.replies` (``answer_text``: reasoning blocks removed; item
+Replies are read with :mod:`litseg_nb.llm.replies` (``answer_text``: reasoning blocks removed; item
 lines and the score digit by regex over that text, ``read_int`` for the number). The paper prints no
 prompts for these steps: the seven ``baselines/completion_*`` templates are our own, labelled so in
 their source headers.
@@ -40,9 +40,9 @@ import numpy as np
 
 from ..config import Options
 from ..llm.base import SamplingParams, UsageTag
-from ..prompts import render_prompt
-from ..replies import answer_text, list_items, read_int
-from ..schema import Book, Chunk
+from ..core.prompts import render_prompt
+from ..llm.replies import answer_text, list_items, read_int
+from ..core.schema import Book, Chunk
 
 _DIGIT = re.compile(r"(?<!\d)([1-5])(?!\d)")
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..schema import Book, Chunk
+from ..core.schema import Book, Chunk
 from .base import MemoTokenizer, Tokenizer
 from .merge import merge_unit_chunks
 from .stats import chunk_token_lengths

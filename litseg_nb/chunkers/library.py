@@ -7,7 +7,7 @@
 
 The third-party splitter runs *itself* (its own code, its own options) on the text of each
 narrative unit; its output pieces are then aligned back to the unit with the ``import-chunks``
-aligner (:class:`litseg_nb.chunk_align.BookAligner`: exact, normalised, anchored-fuzzy), so every
+aligner (:class:`litseg_nb.core.chunk_align.BookAligner`: exact, normalised, anchored-fuzzy), so every
 chunk gets exact character spans into the book text and its sentence range. Nothing is dropped or
 hidden:
 
@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ..config import ConfigError, StageConfig, between, one_of
-from ..profiles import PROFILES_TABLE
-from ..schema import Book, Chunk, Unit, check_coverage
+from ..config.profiles import PROFILES_TABLE
+from ..core.schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, TokenizerOption, boundary_positions, chunks_from_spans, load_tokenizer, where
 from ..llm.base import LLMError
 from .library_adapters import (GenieStats, _langchain_token_splitter, chonkie_embeddings, chonkie_genie,
@@ -296,7 +296,7 @@ def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder
     genie_stats = None
     if params & EMBED_PARAMS and not (params & EMBED_PARAMS & set(kwargs)):
         if embedder is None:
-            raise ChunkerError(f"{name} needs an embedder (litseg_nb.embeddings.load_embedder(cfg.embedding))")
+            raise ChunkerError(f"{name} needs an embedder (litseg_nb.llm.embeddings.load_embedder(cfg.embedding))")
         if "embeddings" in params:
             kwargs["embeddings"] = langchain_embeddings(embedder)
         elif "embed_model" in params:
@@ -377,7 +377,7 @@ class AlignmentCounts:
 
 
 def _nonws_counts(text: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int, int]:
-    from ..chunk_align import _coverage  # the import-chunks coverage measure
+    from ..core.chunk_align import _coverage  # the import-chunks coverage measure
 
     total = sum(1 for ch in text if not ch.isspace())
     if not spans:
@@ -390,7 +390,7 @@ def _nonws_counts(text: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int
 def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], counts: AlignmentCounts,
                min_score: float = 0.8, fill_gaps: bool = True, source: str = "") -> list[Chunk]:
     """Chunks of ``unit`` from a library's output ``pieces`` (in order), aligned to the unit text."""
-    from ..chunk_align import BookAligner
+    from ..core.chunk_align import BookAligner
 
     text = book.text[unit.start:unit.end]
     pieces = [p for p in pieces if p and p.strip()]

@@ -75,7 +75,7 @@ def chonkie_tokenizer(tok: Any) -> Any:
 
 
 def langchain_embeddings(embedder: Any) -> Any:
-    """The package's :class:`~litseg_nb.embeddings.Embedder` as LangChain ``Embeddings``."""
+    """The package's :class:`~litseg_nb.llm.embeddings.Embedder` as LangChain ``Embeddings``."""
     from langchain_core.embeddings import Embeddings
 
     class LitSegEmbeddings(Embeddings):

@@ -27,9 +27,9 @@ from typing import Any, Sequence
 
 from ..config import Options
 from ..llm.base import SamplingParams, UsageTag
-from ..prompts import fill_prompt, load_prompt
-from ..replies import answer_text
-from ..schema import Book, Chunk, Unit, word_count
+from ..core.prompts import fill_prompt, load_prompt
+from ..llm.replies import answer_text
+from ..core.schema import Book, Chunk, Unit, word_count
 from .base import chunks_from_boundaries
 from .lockstep import chat_call, run_lockstep
 
@@ -40,7 +40,7 @@ ANSWER_RE = re.compile(r"Answer\s*+:?\s*+ID\s*+:?\s*+([0-9]+)", re.IGNORECASE)
 
 def parse_answer(reply: str) -> int | None:
     """The ID in the first ``Answer: ID n`` of the reply's answer (reasoning blocks removed by
-    :func:`litseg_nb.replies.answer_text`); None when absent or longer than 9 digits."""
+    :func:`litseg_nb.llm.replies.answer_text`); None when absent or longer than 9 digits."""
     m = ANSWER_RE.search(answer_text(reply))
     return int(m.group(1)) if m and len(m.group(1)) <= 9 else None
 

@@ -24,8 +24,8 @@ from typing import Any, Sequence
 
 from ..config import Options
 from ..llm.base import UsageTag
-from ..prompts import fill_prompt, load_prompt
-from ..schema import Book, Chunk, Unit
+from ..core.prompts import fill_prompt, load_prompt
+from ..core.schema import Book, Chunk, Unit
 from .base import chunks_from_boundaries
 from .lockstep import logprob_call, run_lockstep
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..schema import Book, Chunk, Unit, make_span_chunk
+from ..core.schema import Book, Chunk, Unit, make_span_chunk
 from .base import TokenizerOption
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Options
-from ..schema import Book, Chunk, Unit
+from ..core.schema import Book, Chunk, Unit
 from .base import chunks_from_spans, unit_paragraphs
 
 

@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 from ..config import Options
 from ..llm.base import Generation, UsageTag
-from ..schema import Book, Chunk, Unit
+from ..core.schema import Book, Chunk, Unit
 from .base import ChunkerError, chunks_from_boundaries, where
 
 
@@ -205,7 +205,7 @@ def unit_segments(book: Book, unit: Unit) -> list[str]:
 def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int, block_tokens: int,
                           tag: UsageTag = UsageTag()) -> list[float]:
     """Per-sentence mean NLL given all preceding text of the unit (KV-cache windowed)."""
-    from ..cache import StepCache
+    from ..core.cache import StepCache
 
     parts = hf_parts(backend)
     tok = parts[1] if parts is not None else getattr(backend, "tokenizer", None)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ..schema import Book, Chunk
+from ..core.schema import Book, Chunk
 from .base import Tokenizer
 from .stats import chunk_token_lengths
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from ..schema import Book, Chunk
+from ..core.schema import Book, Chunk
 from .stats import PUBLISHED_LUMBERCHUNKER, chunk_token_lengths
 
 # bisection on Emma (whole chapters, MiniLM tokens): 85.35 -> 184.5 tokens/chunk, 1,111 chunks

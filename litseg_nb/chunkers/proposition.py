@@ -15,9 +15,9 @@ from typing import Any, Sequence
 
 from ..config import Options
 from ..llm.base import SamplingParams, UsageTag
-from ..prompts import fill_prompt, load_prompt
-from ..replies import list_items
-from ..schema import Book, Chunk, Unit, chunk_id
+from ..core.prompts import fill_prompt, load_prompt
+from ..llm.replies import list_items
+from ..core.schema import Book, Chunk, Unit, chunk_id
 from .base import chunks_from_spans, unit_paragraphs
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..config import ConfigError, Options, at_least
-from ..schema import Book, Chunk, Span, Unit
+from ..core.schema import Book, Chunk, Span, Unit
 from .base import ChunkerError, chunks_from_spans, where
 
 

@@ -6,7 +6,7 @@ cosine distance between consecutive combined embeddings is computed, and a chunk
 sentence *i* when ``distance[i]`` is strictly greater than the given percentile of all distances
 of the unit. Units with one sentence are one chunk. Differences from LangChain, on purpose: the
 unit's own sentence segmentation is used (LangChain splits on ``(?<=[.?!])\\s+``) so chunks carry
-sentence indices; embeddings come from the shared cached :class:`~litseg_nb.embeddings.Embedder`.
+sentence indices; embeddings come from the shared cached :class:`~litseg_nb.llm.embeddings.Embedder`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import Options, at_least, between
-from ..schema import Book, Chunk, Unit
+from ..core.schema import Book, Chunk, Unit
 from .base import chunks_from_boundaries
 
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..schema import Chunk
+from ..core.schema import Chunk
 
 # LumberChunker's published GutenQA averages (tokens per chunk, total chunks; Duarte et al. 2024)
 PUBLISHED_LUMBERCHUNKER = {

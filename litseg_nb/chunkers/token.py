@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import ConfigError, at_least
-from ..schema import Book, Chunk, Unit
+from ..core.schema import Book, Chunk, Unit
 from .base import ChunkerError, Tokenizer, TokenizerOption, chunks_from_spans, where
 
 

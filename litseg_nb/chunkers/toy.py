@@ -1,4 +1,4 @@
-"""Toy :class:`~litseg_nb.schema.Book` construction from plain text (tests and demos only).
+"""Toy :class:`~litseg_nb.core.schema.Book` construction from plain text (tests and demos only).
 
 Units are separated by lines of ``###``; paragraphs by blank lines; sentences by a simple regex
 (end punctuation followed by whitespace). Real runs use :func:`litseg_nb.corpus.load_corpus`.
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..schema import Book, Sentence, Unit
+from ..core.schema import Book, Sentence, Unit
 
 _SENT = re.compile(r"\S.*?(?:[.!?]+[\"'’”)]*(?=\s|$)|$)", re.S)
 

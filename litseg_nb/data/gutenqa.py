@@ -19,8 +19,8 @@ import logging
 from pathlib import Path
 from typing import Iterable
 
-from ..schema import Book, Question
-from ..paths import DataNotFoundError
+from ..core.schema import Book, Question
+from ..core.paths import DataNotFoundError
 from .missing import missing_dataset_message
 from .text import join_paragraphs
 from ..errors import UsageError

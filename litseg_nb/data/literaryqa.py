@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ..schema import Book, Question
+from ..core.schema import Book, Question
 from .gutenberg import GutenbergFormatError, clean_gutenberg_file
 from .text import join_paragraphs
 

@@ -1,13 +1,13 @@
 """The one message for a dataset that is not on disk: which files were expected and how to get them.
 
 Below both the loaders (:mod:`litseg_nb.data.gutenqa`, :mod:`litseg_nb.corpus`) and the downloader
-(:mod:`litseg_nb.download`, ``python -m litseg_nb download-data``), which all name it.
+(:mod:`litseg_nb.data.download`, ``python -m litseg_nb download-data``), which all name it.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..paths import DataNotFoundError
+from ..core.paths import DataNotFoundError
 
 _COMMAND = "python -m litseg_nb download-data"
 

@@ -1,6 +1,6 @@
 """Do the methods find the boundaries the authors marked? (notebook 06, ``boundaries`` command)
 
-The gold comes from the books (:mod:`litseg_nb.boundary_gold`): windows of text with their chapter
+The gold comes from the books (:mod:`litseg_nb.evaluation.boundary_gold`): windows of text with their chapter
 headings or scene-break ornaments removed, gold = the first sentence after each removed mark. Every
 method segments the windows through its normal code path (:func:`segment_windows`); a chunk set made
 elsewhere is scored the same way (:func:`score_chunk_file`, ``python -m litseg_nb boundaries``).
@@ -47,7 +47,7 @@ import numpy as np
 
 from ..config import ConfigError, StageConfig, at_least, between, one_of
 from ..chunkers.config import LLM_METHODS
-from ..schema import Book, Chunk, check_coverage
+from ..core.schema import Book, Chunk, check_coverage
 
 SOURCES = ("hand-checked", "corpus")
 NON_LLM = ("token", "recursive", "semantic", "paragraph")
@@ -259,7 +259,7 @@ def method_boundaries(chunks: Sequence[Chunk], n: int) -> list[int]:
 def score_window(method: str, book: Book, unit_id: str, chunks: Sequence[Chunk], tolerances: Sequence[int],
                  draws: int, seed: int) -> WindowScore:
     """Every statistic of one method on one window (see module doc)."""
-    from ..boundary_gold import window_gold
+    from .boundary_gold import window_gold
 
     unit = book.unit(unit_id)
     rep = check_coverage(unit, chunks)
@@ -418,10 +418,10 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
 # ============================================================ gold + segmentation
 def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
     """The window books and per-book counts for ``cfg`` (cached like every heavy step)."""
-    from ..boundary_gold import GoldSet, build_gold, corpus_books, hand_checked_books
-    from ..cache import StepCache
+    from .boundary_gold import GoldSet, build_gold, corpus_books, hand_checked_books
+    from ..core.cache import StepCache
     from ..corpus import book_from_json, book_to_json, data_files
-    from ..paths import data_dir
+    from ..core.paths import data_dir
     from ..preprocess.gold import GOLD_FILE
 
     root = data_dir()
@@ -500,7 +500,7 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
 
         backend = make_backend(cfg.llm)
     if embedder is None and "semantic" in names:
-        from ..embeddings import load_embedder
+        from ..llm.embeddings import load_embedder
 
         embedder = load_embedder(cfg.embedding)
     out = {}
@@ -522,7 +522,7 @@ def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, back
     these windows), cached per window set like every other method's chunks."""
     import hashlib
 
-    from ..cache import StepCache
+    from ..core.cache import StepCache
     from ..segmenters.registry import chunk_units, get_method
 
     spec = get_method(name)
@@ -554,9 +554,9 @@ def counts_table(gold) -> "pd.DataFrame":  # noqa: F821
 
 
 def census_table() -> "pd.DataFrame":  # noqa: F821
-    """:func:`litseg_nb.boundary_gold.ornament_census` over every local book (the rule's test set)."""
-    from ..boundary_gold import local_book_texts, ornament_census
-    from ..paths import data_dir
+    """:func:`litseg_nb.evaluation.boundary_gold.ornament_census` over every local book (the rule's test set)."""
+    from .boundary_gold import local_book_texts, ornament_census
+    from ..core.paths import data_dir
 
     return ornament_census(local_book_texts(data_dir()))
 
@@ -571,8 +571,8 @@ def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
 def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
     """A chunk set file: our chunk schema (``chunk_id``, ``from_idx`` ...) as written by the package, or
     rows ``{"book_id", "unit_id"?, "text"}`` in window order, aligned to the window books."""
-    from ..chunk_align import import_chunks
-    from ..schema import load_chunks, read_jsonl
+    from ..core.chunk_align import import_chunks
+    from ..core.schema import load_chunks, read_jsonl
 
     path = Path(path)
     if not path.is_file():
@@ -609,7 +609,7 @@ def score_chunk_file(path: Path | str, cfg: BoundaryConfig, name: str | None = N
 def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
     """Write the windows (``book_id``, ``unit_id``, ``kind``, ``text``, ``sentences``) as JSONL for an
     external chunker; its output rows ``{"book_id", "text"}`` in order come back through ``--chunks``."""
-    from ..schema import write_jsonl
+    from ..core.schema import write_jsonl
 
     gold = load_gold(cfg)
     rows = [{"book_id": b.book_id, "unit_id": u.unit_id, "kind": b.meta["boundary_gold"][u.unit_id]["kind"],
@@ -620,7 +620,7 @@ def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
 
 
 def cli(args: argparse.Namespace) -> int:
-    from ..artifacts import save_table
+    from ..core.artifacts import save_table
 
     try:
         over: dict[str, Any] = {"seed": args.seed}

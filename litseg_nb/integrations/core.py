@@ -1,6 +1,6 @@
 """What the three host-library adapters share: one :class:`Segmenter` per adapter instance.
 
-It turns a document's text into a :class:`~litseg_nb.schema.Book` *without cleaning* (so every
+It turns a document's text into a :class:`~litseg_nb.core.schema.Book` *without cleaning* (so every
 offset points into the text the host library holds), runs :func:`litseg_nb.segment` with the method,
 profile and config overrides it was given, and builds the backend / embedder once, on first use, for
 all the documents it sees.
@@ -11,7 +11,7 @@ import hashlib
 import re
 from typing import Any, Mapping
 
-from ..schema import Book, Chunk
+from ..core.schema import Book, Chunk
 
 
 class Segmenter:
@@ -43,7 +43,7 @@ class Segmenter:
     @property
     def embedder(self) -> Any:
         if self._embedder is None and self.spec.needs_embedder:
-            from ..embeddings import load_embedder
+            from ..llm.embeddings import load_embedder
 
             self._embedder = load_embedder(self.cfg.embedding)
         return self._embedder

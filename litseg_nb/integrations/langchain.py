@@ -28,7 +28,7 @@ def profile_embeddings(profile: str = "smoke") -> Any:
     """The profile's embedding model (offline MiniLM in test/smoke) as LangChain ``Embeddings``."""
     from ..chunkers.library_adapters import langchain_embeddings
     from ..config import StageConfig
-    from ..embeddings import load_embedder
+    from ..llm.embeddings import load_embedder
 
     return langchain_embeddings(load_embedder(StageConfig.for_profile(profile).embedding))
 

@@ -29,7 +29,7 @@ def profile_embedding(profile: str = "smoke") -> Any:
     """The profile's embedding model (offline MiniLM in test/smoke) as a LlamaIndex ``BaseEmbedding``."""
     from ..chunkers.library_adapters import llamaindex_embedding
     from ..config import StageConfig
-    from ..embeddings import load_embedder
+    from ..llm.embeddings import load_embedder
 
     return llamaindex_embedding(load_embedder(StageConfig.for_profile(profile).embedding))
 

@@ -110,7 +110,7 @@ class LiteConfig(StageConfig):
     infer_retries: int = 3  # same N as LitSeg (max_retries=3): invalid output is retried, then the paper's fallback
     eval_with_judge: bool = True  # score before/after/teacher replies with the judge too
     ablation_max_units: int = at_least(0, 0)  # notebook 07: LitSeg-annotated units per variant (0 = all)
-    # notebook 07: which variants (keys of litseg_nb.ablation.VARIANTS); empty = all seven
+    # notebook 07: which variants (keys of litseg_nb.evaluation.ablation.VARIANTS); empty = all seven
     ablation_variants: tuple[str, ...] = one_of((), *ABLATION_VARIANTS)
     examples_to_show: int = 2
 

@@ -31,9 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..artifacts import artifact_path
-from ..prompts import fill_prompt, load_prompt
-from ..schema import Book, Unit, read_jsonl
+from ..core.artifacts import artifact_path
+from ..core.prompts import fill_prompt, load_prompt
+from ..core.schema import Book, Unit, read_jsonl
 from ..errors import UsageError
 
 LITE_SYSTEM_TEMPLATE = "lite/system"

@@ -17,7 +17,7 @@ import json
 import math
 from typing import Any, Mapping, Sequence
 
-from ..schema import Book, Unit
+from ..core.schema import Book, Unit
 from .config import LiteConfig
 from .data import single_pass_target, target_text, view_annotation
 from .rewards import NarratologicalReward, format_reward_breakdown

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..artifacts import artifact_path
-from ..schema import Book, Unit
+from ..core.artifacts import artifact_path
+from ..core.schema import Book, Unit
 from ..errors import UsageError
 
 TRAINED_UNITS_FILE = "lite_trained_units.json"

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from ..litseg.validate import (coverage_mask, nested_ranges, parse_json_reply, segmentation_object,
                                validate_segments)
 from ..llm.base import LLMBackend, UsageTag
-from ..replies import read_reply
+from ..llm.replies import read_reply
 
 
 def completion_text(completion: Any) -> str:
@@ -78,7 +78,7 @@ def format_rules_table():
 def format_reward_breakdown(text: str, n_sentences: int, max_new_tokens: int | None = None) -> dict[str, float]:
     """Per-rule credit in [0, 1] for one reply, plus ``total`` (the weighted sum) and ``valid``.
 
-    The reply is read by :mod:`litseg_nb.replies` (reasoning blocks removed; with ``max_new_tokens``
+    The reply is read by :mod:`litseg_nb.llm.replies` (reasoning blocks removed; with ``max_new_tokens``
     a reply longer than that budget allows scores 0) and its segments by the shared validator's
     per-segment checks (:func:`~litseg_nb.litseg.validate.read_segments`), so the reward and
     LitSeg-Lite's validation agree on what a valid segment is. ``valid`` (1.0/0.0, not weighted)

@@ -23,15 +23,15 @@ from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from ..artifacts import artifact_path
+from ..core.artifacts import artifact_path
 from ..config import Options
 from ..litseg.prompting import reference_for
 from ..litseg.reconstruct import reconstruct_unit
 from ..litseg.validate import (ValidationResult, extract_json, finalize_segments, segmentation_object,
                                validate_segments)
 from ..llm.base import LLMBackend, SamplingParams, UsageTag
-from ..replies import read_reply
-from ..schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
+from ..llm.replies import read_reply
+from ..core.schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
 from .data import LITE_SYSTEM_TEMPLATE, PAPER_LENGTH_REFERENCE, lite_conversation
 from .heldout import TrainedUnits, assert_not_trained, model_record, refuse_trained_chunks
 from .rewards import format_reward_breakdown
@@ -61,7 +61,7 @@ class LiteOptions(Options):
 def validate_single_pass(text: str, n_sentences: int, max_new_tokens: int | None = None) -> ValidationResult:
     """Validate a single-pass (E.2 or E.4) reply with the shared validator (``segmentation_object``
     finds the segments under any step). With ``max_new_tokens`` a reply longer than that budget
-    allows is not parsed (see :mod:`litseg_nb.replies`)."""
+    allows is not parsed (see :mod:`litseg_nb.llm.replies`)."""
     got = extract_json(text, max_new_tokens=max_new_tokens)
     res = validate_segments(segmentation_object(got.obj), n_sentences)
     if got.obj is None and got.error:  # say why: cut inside reasoning, oversize, empty, not JSON

@@ -473,7 +473,7 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
 # --------------------------------------------------------------------------- loading for inference
 def adapter_fingerprint(*adapter_dirs: Path) -> str:
     """Hash of the adapters' weight files (names the merged model, so caches never go stale)."""
-    from ..cache import hash_file, hash_obj
+    from ..core.cache import hash_file, hash_obj
 
     files = []
     for d in adapter_dirs:

@@ -5,7 +5,7 @@
 * :mod:`.prompting` – conversations from the verbatim templates; soft length reference.
 * :mod:`.pipeline` – batched three-stage annotation with retries, fallbacks and resumable
   annotations (``annotate_units``, ``records_to_chunks``, ``read_annotations``).
-* :mod:`.reconstruct` – segments → :class:`~litseg_nb.schema.Chunk` (subtitle, context, spans).
+* :mod:`.reconstruct` – segments → :class:`~litseg_nb.core.schema.Chunk` (subtitle, context, spans).
 * :mod:`.calibrate` – dataset-calibrated length reference.
 * :mod:`.segmenter` – LitSeg as a registered method: :class:`~.segmenter.LitSegOptions`, the one length
   calibration of a segmentation (``prepare``), typed per-unit results.

@@ -41,8 +41,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..artifacts import artifact_path
-from ..schema import Book, Unit
+from ..core.artifacts import artifact_path
+from ..core.schema import Book, Unit
 from .config import LitSegConfig
 from .pipeline import annotate_units
 

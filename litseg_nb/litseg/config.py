@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 
 from ..config import (SHARED_PROFILE_DEFAULTS, CorpusConfig, LLMConfig, StageConfig, _merge, _split_key, active_sets,
                       at_least, coerce)
-# the teacher of ``full`` (Qwen3-32B) and why: litseg_nb.profiles, next to the profile table
-from ..profiles import FULL_TEACHER_MODEL, stage_values  # noqa: F401
+# the teacher of ``full`` (Qwen3-32B) and why: litseg_nb.config.profiles, next to the profile table
+from ..config.profiles import FULL_TEACHER_MODEL, stage_values  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class LitSegConfig(StageConfig):
     calibration_quantile: float = 0.9
     calibration_units: int = at_least(4, 1)  # K selected units, stratified by dataset and seeded (calibrate.calibration_subset)
     calibration_max_retries: int = -1  # -1 = max_retries
-    # which units: the shared ``selection`` (litseg_nb.selection.select_units), as every LLM method
+    # which units: the shared ``selection`` (litseg_nb.corpus.selection.select_units), as every LLM method
     unit_group_size: int = at_least(0, 0)  # units per batched group (stage 1 → 2 → 3 per group); 0 = all at once
     # notebook 02
     compare_structured: bool = True  # also run with constrained decoding on the same units

@@ -29,7 +29,7 @@ Fallbacks (all counted in the annotation record):
   readable segments (else the last attempt): index sanitising, the paper's left-adjacent coverage
   repair, or the whole unit as one chunk when nothing is usable.
 
-Reading replies. Every reply goes through :mod:`litseg_nb.replies`: reasoning blocks
+Reading replies. Every reply goes through :mod:`litseg_nb.llm.replies`: reasoning blocks
 (``<think>...</think>``) are removed before extraction and only the answer is ever passed on; a reply
 cut off inside its reasoning is an invalid attempt, counted (``truncated_in_reasoning`` per attempt,
 stage and record); a reply longer than the stage's token budget allows is not parsed, is stored
@@ -61,8 +61,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..llm.base import LLMError, SamplingParams, UsageTag
-from ..replies import answer_text, replace_lone_surrogates
-from ..schema import Book, Chunk, Unit, assert_full_coverage, write_jsonl
+from ..llm.replies import answer_text, replace_lone_surrogates
+from ..core.schema import Book, Chunk, Unit, assert_full_coverage, write_jsonl
 from .config import LitSegConfig
 from .prompting import (PAPER_LENGTH_REFERENCE, STAGES, LengthReference, reference_for, stage_conversation,
                         stage_json_schema, stage_result_text, system_prompt)
@@ -113,7 +113,7 @@ class _Job:
 
 def run_key(cfg: LitSegConfig, backend: Any, system: str, structured: bool, max_retries: int) -> str:
     """Hash of everything that determines a unit's annotation except the unit itself."""
-    from ..prompts import load_prompt
+    from ..core.prompts import load_prompt
 
     blob = {
         "v": ANNOTATION_VERSION,
@@ -169,7 +169,7 @@ def _append(path: Path, record: dict[str, Any]) -> None:
 
 def _validate_stage(stage: str, text: str, n: int, max_new_tokens: int | None = None
                     ) -> tuple[Any, list[str], ValidationResult | None, dict[str, Any]]:
-    """Parse (:mod:`litseg_nb.replies`: reasoning removed, size capped by the stage's token budget,
+    """Parse (:mod:`litseg_nb.llm.replies`: reasoning removed, size capped by the stage's token budget,
     surrogates replaced) and validate one stage reply; ``info`` is what the record says about the
     reading (notes, cut inside reasoning, the text to store)."""
     got = extract_json(text, max_new_tokens=max_new_tokens)

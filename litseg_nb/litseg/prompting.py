@@ -20,7 +20,7 @@ import json
 from typing import Any, Mapping, Union
 
 from ..errors import UsageError
-from ..prompts import PromptError, fill_prompt, load_prompt
+from ..core.prompts import PromptError, fill_prompt, load_prompt
 
 LENGTH_SENTENCE = "The recommended maximum length for any single segment is {n} sentences."
 PAPER_LENGTH_REFERENCE = 100

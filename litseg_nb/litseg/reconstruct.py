@@ -1,4 +1,4 @@
-"""Text reconstruction of LitSeg segments into :class:`~litseg_nb.schema.Chunk` records (3.1.2).
+"""Text reconstruction of LitSeg segments into :class:`~litseg_nb.core.schema.Chunk` records (3.1.2).
 
 For each segment: context sentences outside the main range are ordered by their original
 positions; those before the main range are prepended and those after it appended to the main
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..schema import Book, Chunk, Span, Unit, chunk_id
+from ..core.schema import Book, Chunk, Span, Unit, chunk_id
 from .validate import Segment
 
 METHOD = "litseg"

@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..schema import Book, Chunk
+from ..core.schema import Book, Chunk
 from .validate import FALLBACK_ORDER
 
 STAGE_FALLBACKS = ("raw_passthrough", "empty")

@@ -9,7 +9,7 @@ The rubric scores every chunk of a segmentation on three dimensions:
    overlap that makes the chunk readable in isolation; so 0.5-5.5).
 
 The judge replies with JSON ``{"dimension1": [...], "dimension2": [...], "dimension3": [...]}``, one
-score per chunk. :func:`parse_rubric_reply` reads the reply through :mod:`litseg_nb.replies`
+score per chunk. :func:`parse_rubric_reply` reads the reply through :mod:`litseg_nb.llm.replies`
 (reasoning blocks removed, reply size capped by the judge's token budget, linear extraction) and is
 robust to code fences, prose around the JSON, trailing commas, single quotes, key spellings
 (``"Dimension 1"``, ``dimension_1``) and numbers written as strings; it rejects (with a reason) lists
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from ..llm.base import BackendUnavailableError, LLMBackend, SamplingParams, UsageTag
-from ..replies import json_candidates, read_int, read_reply
+from ..llm.replies import json_candidates, read_int, read_reply
 from ..errors import LitsegError
 from .prompting import with_length_reference
 
@@ -181,7 +181,7 @@ def rubric_worked_example() -> tuple[tuple[float, ...], ...]:
     """The scores of the E.3 rubric's own output example (read from the template, cached)."""
     global _WORKED_EXAMPLE
     if _WORKED_EXAMPLE is None:
-        from ..prompts import load_prompt
+        from ..core.prompts import load_prompt
 
         system = load_prompt("judge/e3_rubric_system")
         example: tuple[tuple[float, ...], ...] = ()
@@ -198,7 +198,7 @@ def parse_rubric_reply(text: str, n_chunks: int, max_new_tokens: int | None = No
                        ) -> tuple[list[float], list[float], list[float]]:
     """Per-chunk scores ``(dimension1, dimension2, dimension3)`` from a judge reply.
 
-    The reply is read by :mod:`litseg_nb.replies` (reasoning blocks removed; a reply longer than
+    The reply is read by :mod:`litseg_nb.llm.replies` (reasoning blocks removed; a reply longer than
     ``max_new_tokens`` allows is rejected). Of the candidate JSON objects with all three dimensions
     holding exactly ``n_chunks`` in-range numeric scores, the LAST one is taken (a judge that
     drafts and then corrects itself means its final object); a candidate that repeats the rubric's
@@ -269,7 +269,7 @@ def improper_overlap_flags(segments: Sequence[dict[str, Any]]) -> list[bool]:
 def build_rubric_conversation(original_passage: str, segment_pipeline_prompt: str,
                               segment_pipeline_json: str) -> list[dict[str, str]]:
     """System = E.3 rubric, user = E.3 user template filled with the three inputs."""
-    from ..prompts import fill_prompt, load_prompt
+    from ..core.prompts import fill_prompt, load_prompt
 
     user = fill_prompt(load_prompt("judge/e3_rubric_user"),
                        segment_pipeline_prompt=segment_pipeline_prompt,
@@ -437,7 +437,7 @@ def segment_pipeline_prompt(method: str, length_reference: int | None = None, de
     it; ``{last_index}`` is filled with ``last_index`` when given. ``detail="name"``: one line naming
     the method (a judge with a short context).
     """
-    from ..prompts import load_prompt
+    from ..core.prompts import load_prompt
 
     base, *steps = method.split("@")[0].split("+")
     if detail == "name":

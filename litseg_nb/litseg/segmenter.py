@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..config import Options
-from ..schema import Book, Chunk, Unit
+from ..core.schema import Book, Chunk, Unit
 from .calibrate import measure_length_reference
 from .config import LitSegConfig
 from .pipeline import annotate_units, records_to_chunks

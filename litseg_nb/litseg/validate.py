@@ -3,7 +3,7 @@
 This module is THE shared validator: LitSeg (:mod:`litseg_nb.litseg.pipeline`) and LitSeg-Lite
 both use it.
 
-* :func:`parse_json_reply` – JSON extraction, re-exported from :mod:`litseg_nb.replies` (the one
+* :func:`parse_json_reply` – JSON extraction, re-exported from :mod:`litseg_nb.llm.replies` (the one
   reply reader: reasoning blocks removed, size capped, unpaired surrogates replaced, line-start
   fences, leading/trailing prose).
 * :func:`validate_stage1` / :func:`validate_stage2` – schema checks of the stage-1/2 replies.
@@ -41,8 +41,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .. import replies as _replies
-from ..replies import is_json_int, read_int
+from ..llm import replies as _replies
+from ..llm.replies import is_json_int, read_int
 
 FALLBACK_ORDER = ("none", "schema_repair", "index_repair", "coverage_repair", "whole_unit")
 
@@ -104,7 +104,7 @@ class ValidationResult:
 
 # ----------------------------------------------------------------------------------- parsing
 # Reply reading (reasoning blocks, size caps, surrogates, JSON extraction) lives in ONE module,
-# :mod:`litseg_nb.replies`; it is re-exported here because LitSeg and Lite import it from here.
+# :mod:`litseg_nb.llm.replies`; it is re-exported here because LitSeg and Lite import it from here.
 parse_json_reply = _replies.parse_json_reply
 extract_json = _replies.extract_json
 

@@ -31,8 +31,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..packaged_models import PACKAGED_MODELS, packaged_model_dir
-from ..paths import REPO_ROOT
+from .packaged_models import PACKAGED_MODELS, packaged_model_dir
+from ..core.paths import REPO_ROOT
 from .base import LLMError
 
 TINY_RANDOM = "tiny-random"
@@ -174,7 +174,7 @@ def resolve_model_path(name: str) -> str:
     """Local folder (or hub id) that ``from_pretrained`` should read for model ``name``.
 
     The one resolver of the package (LLMs, embedding models, tokenizers): the packaged LLM names
-    above, a packaged embedding model (:func:`litseg_nb.packaged_models.packaged_model_dir`), an existing
+    above, a packaged embedding model (:func:`litseg_nb.llm.packaged_models.packaged_model_dir`), an existing
     local path (made absolute), otherwise the name as given (a hub id).
     """
     if name == TINY_RANDOM:

@@ -17,7 +17,7 @@ repeats no finished request.
 
 The database uses WAL journaling and one transaction per slice; several processes may share it. A
 file that is not a readable SQLite database is moved aside (``<name>.corrupt-<time>-<pid>``) with a
-:class:`~litseg_nb.cache.CacheWarning` naming both paths, and an empty cache takes its place; an
+:class:`~litseg_nb.core.cache.CacheWarning` naming both paths, and an empty cache takes its place; an
 unreadable row is a miss.
 Hits and misses are counted on the wrapper (``hits``, ``misses``) and each served reply carries
 ``Generation.cache_hit``; :func:`cache_report` says it in one line at the end of a run. A hit returns the stored reply *with its original token counts and
@@ -36,8 +36,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..cache import CacheWarning
-from ..paths import cache_dir
+from ..core.cache import CacheWarning
+from ..core.paths import cache_dir
 from .base import Conversation, Generation, LLMError, SamplingParams, UsageLedger, UsageTag
 
 CACHE_FORMAT = 1

@@ -218,7 +218,7 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
 
     def _set_lora(self, adapter: str) -> None:
         """Serve LoRA adapter folder ``adapter`` on the base engine (a ``LoRARequest`` per call)."""
-        from ..cache import hash_file
+        from ..core.cache import hash_file
 
         path = Path(adapter)
         weights = sorted(path.glob("adapter_model.*"))

@@ -116,7 +116,7 @@ def load_wordnet() -> tuple[Any, str]:
     if (DEBIAN_WORDNET / "data.noun").is_file() and DEBIAN_LEXNAMES_MAN.is_file():
         from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
-        from ..paths import cache_dir
+        from ..core.paths import cache_dir
 
         root = _build_debian_wordnet_dir(cache_dir() / "wordnet-debian")
         for p in (str(root), str(DEBIAN_WORDNET)):

@@ -20,14 +20,14 @@ from itertools import zip_longest
 from typing import Any, Sequence
 
 from ..llm.base import SamplingParams, UsageTag
-from ..replies import answer_text
+from ..llm.replies import answer_text
 
 _VERDICT = re.compile(r"verdict\s*+[:\-]?\s*+\**+\s*+(tie|a|b)\b", re.I)  # possessive: linear
 
 
 def parse_verdict(text: str) -> str | None:
     """``"A"``, ``"B"``, ``"Tie"`` from the last ``Verdict:`` line of the reply's answer (reasoning
-    blocks removed by :func:`litseg_nb.replies.answer_text`), else None."""
+    blocks removed by :func:`litseg_nb.llm.replies.answer_text`), else None."""
     found = _VERDICT.findall(answer_text(text))
     if not found:
         return None
@@ -36,7 +36,7 @@ def parse_verdict(text: str) -> str | None:
 
 
 def pairwise_conversation(context: str, question: str, reference: str, answer_a: str, answer_b: str):
-    from ..prompts import load_prompt, render_prompt
+    from ..core.prompts import load_prompt, render_prompt
 
     return [{"role": "system", "content": load_prompt("judge/pairwise_b2_guideline")},
             {"role": "user", "content": render_prompt("judge/pairwise_user", context=context, question=question,

@@ -81,7 +81,7 @@ def big_book(root: Path, target_mb: float = 20.0) -> tuple[str, list[tuple[int, 
 
 def run_benchmark(root: Path | None = None, max_unit_words: int = 2000, big_mb: float = 20.0) -> dict:
     from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
-    from ..paths import data_dir
+    from ..core.paths import data_dir
 
     root = Path(root) if root else data_dir()
     files = raw_files(root)

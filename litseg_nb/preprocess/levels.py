@@ -5,7 +5,7 @@ titled episodes)" (§3.1.2) and its prompts read ``[Chapter Text Content]``: the
 *chapter-like* level — a chapter inside a BOOK/PART, a story in a collection, an act of a play.
 Headings below it (bare numerals ``1``/``II.``, numbered titles ``1. THE FIRST WEEK``, scenes,
 ``SECTION 3``) are **sections**: they are not units; they are recorded on their unit
-(:attr:`litseg_nb.schema.Unit.sections`) and are the preferred cut points when a unit longer than
+(:attr:`litseg_nb.core.schema.Unit.sections`) and are the preferred cut points when a unit longer than
 ``max_unit_words`` is split recursively.
 
 The rule walks the accepted headings in order and keeps the *open unit* (the last unit-level

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 
-from ..schema import Book, Unit
+from ..core.schema import Book, Unit
 
 _STYLE = """
 <style>

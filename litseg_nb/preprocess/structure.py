@@ -1,7 +1,7 @@
 """Structure-driven splitting of a cleaned book into narrative units (paper §3.1.2).
 
 Input: the cleaned text and its paragraph spans (see :mod:`litseg_nb.data.gutenberg`). Output:
-:class:`~litseg_nb.schema.Unit` records over the book's *narrative* paragraphs, with sentences
+:class:`~litseg_nb.core.schema.Unit` records over the book's *narrative* paragraphs, with sentences
 indexed 1..N. Non-narrative matter (title pages, contents, editors' and translators' prefaces,
 indexes, addenda, notes) is kept in the text but belongs to no unit; it is listed, with character
 spans, in :attr:`StructureReport.dropped` and :func:`check_unit_coverage` checks that every other
@@ -48,7 +48,7 @@ units", its prompts' ``[Chapter Text Content]``): a chapter inside a BOOK/PART, 
 collection, an act of a play. Numbered sections inside a unit (bare numerals, ``1. THE FIRST WEEK``,
 scenes under an act, numerals under a story's title, Arabic sections inside Roman ``I. TITLE``
 chapters, sections not listed by a contents list that lists the chapters) are not units: they are
-recorded on the unit (:attr:`~litseg_nb.schema.Unit.sections`, start offset and title) and are the
+recorded on the unit (:attr:`~litseg_nb.core.schema.Unit.sections`, start offset and title) and are the
 preferred cut points of a recursive split. A preface/note/introduction is never a parent. A title
 heading that would hold every section of the book is the book's title repeated: a parent. The
 rules and the report's ``level_notes`` (chosen level, rejected levels and why) are in

@@ -6,7 +6,7 @@ import math
 import re
 from typing import Sequence
 
-from ..schema import Sentence, Unit
+from ..core.schema import Sentence, Unit
 from .headings import Span, StructureReport, _words
 from .sections import _Section, plan_sections
 from .sentences import split_paragraph_sentences

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..chunk_sets import EvaluationError
 from ..metrics.retrieval import first_relevant_rank, is_relevant, normalize_for_match
-from ..schema import Chunk
+from ..core.schema import Chunk
 from .config import RagConfig
 from .fusion import rrf_fuse, weighted_fuse, weighted_rrf_fuse
 from .index import LibraryIndex

@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..llm.base import UsageTag
 from ..chunk_sets import EvaluationError
-from ..schema import Chunk
+from ..core.schema import Chunk
 from .pipeline import EvalQuestion, RagEvaluator, evidence_window, final_ranking, select_subset
 
 

@@ -32,7 +32,7 @@ class LLMPointwiseReranker:
         self.max_chars = max_chars
 
     def conversation(self, title: str, query: str, doc: str) -> list[dict[str, str]]:
-        from ..prompts import load_prompt, render_prompt
+        from ..core.prompts import load_prompt, render_prompt
 
         if self.max_chars:
             doc = doc[: self.max_chars]
@@ -56,7 +56,7 @@ class FlagReranker:
     def __init__(self, model: str, device: str = "auto", max_chars: int = 0, max_length: int = 0):
         from FlagEmbedding import FlagReranker as _FR
 
-        from ..embeddings import model_max_tokens
+        from ..llm.embeddings import model_max_tokens
         from ..llm.models import resolve_model_path
 
         path = resolve_model_path(model)

@@ -3,8 +3,8 @@
 runs of the ``lib:`` presets (:mod:`litseg_nb.chunkers.library`) through the registry.
 
 ``run_chunker`` runs one method over every unit of the books (LLM-based methods only over the
-units :func:`litseg_nb.selection.select_units` picks — the units LitSeg segments), checks coverage, caches the result per (method, book) with
-:class:`~litseg_nb.cache.StepCache` (so an interrupted run resumes book by book) and, when a
+units :func:`litseg_nb.corpus.selection.select_units` picks — the units LitSeg segments), checks coverage, caches the result per (method, book) with
+:class:`~litseg_nb.core.cache.StepCache` (so an interrupted run resumes book by book) and, when a
 :class:`RunReport` is given, records seconds, chunks, LLM calls/tokens and fallbacks per book.
 The cache key is the method's derived key (:meth:`~.contract.Method.key_parts`: its options, the
 options of what it builds on, the models) plus the units' text. The methods themselves are
@@ -19,13 +19,13 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..cache import StepCache
+from ..core.cache import StepCache
 from ..chunk_sets import chunk_set_path
 from ..chunkers.base import ChunkerError, load_tokenizer
 from ..chunkers.library import PREFIX, LibraryConfig, is_library_method, needs_of, resolve
 from ..chunkers.merge import merge_unit_chunks
 from ..llm.base import UsageTag
-from ..schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
+from ..core.schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
 from .contract import Method, Models
 from .registry import STAGE, chunk_units, get_method, segment_units
 
@@ -63,7 +63,7 @@ class RunReport:
 
 
 def _matches(book: Book, wanted: Sequence[str]) -> bool:
-    from ..selection import book_matches
+    from ..corpus.selection import book_matches
 
     return book_matches(book, wanted)
 
@@ -160,7 +160,7 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
     if not spec.is_baseline:
         raise ChunkerError(f"{name} is not a notebook-04 baseline (use chunk_units or litseg_nb.segment)")
     if spec.needs_llm:
-        from ..selection import select_units
+        from ..corpus.selection import select_units
 
         selected = select_units(books, cfg.selection)
         by_book: dict[str, list[Unit]] = {}
@@ -198,8 +198,8 @@ def run_methods(books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = No
     ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` when ``save_profile`` is given."""
     from tqdm.auto import tqdm
 
-    from ..artifacts import artifact_path
-    from ..schema import save_chunks
+    from ..core.artifacts import artifact_path
+    from ..core.schema import save_chunks
 
     out: dict[str, list[Chunk]] = {}
     for m in tqdm(list(methods or cfg.methods), desc="baselines"):
@@ -226,7 +226,7 @@ def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequ
     import pandas as pd
     from tqdm.auto import tqdm
 
-    from ..selection import book_matches
+    from ..corpus.selection import book_matches
 
     sets, rows = {}, []
     for name in tqdm(list(presets), desc="library presets"):

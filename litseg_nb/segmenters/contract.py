@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..config import Options
-from ..schema import Book, Chunk, Unit
+from ..core.schema import Book, Chunk, Unit
 
 NEEDS = ("text", "embedder", "llm")
 

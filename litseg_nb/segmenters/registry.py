@@ -34,7 +34,7 @@ from ..lite.segmenter import METHOD as LITE, LiteOptions
 from ..litseg import segmenter as litseg_segmenter
 from ..litseg.segmenter import METHOD as LITSEG, LitSegOptions
 from ..llm.base import UsageTag
-from ..schema import Book, Chunk, Unit, check_coverage
+from ..core.schema import Book, Chunk, Unit, check_coverage
 from .contract import Items, Method, Models, Segmentation, per_unit_lists
 
 STAGE = "04"
@@ -64,7 +64,7 @@ def _recursive(items: Items, o: RecursiveOptions, models: Models) -> Segmentatio
 
 def _semantic(items: Items, o: SemanticOptions, models: Models) -> Segmentation:
     if models.embedder is None:
-        raise ChunkerError("semantic chunker needs an embedder (litseg_nb.embeddings.load_embedder)")
+        raise ChunkerError("semantic chunker needs an embedder (litseg_nb.llm.embeddings.load_embedder)")
     return Segmentation(semantic_chunks_many(items, models.embedder, o.semantic_breakpoint_percentile,
                                              o.semantic_buffer_size))
 
@@ -241,7 +241,7 @@ def check_models(method: Method, models: Models) -> None:
     if runner.needs_llm and models.backend is None:
         raise ChunkerError(f"{method.name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
     if runner.needs_embedder and models.embedder is None:
-        raise ChunkerError(f"{method.name} needs an embedder (litseg_nb.embeddings.load_embedder(cfg.embedding))")
+        raise ChunkerError(f"{method.name} needs an embedder (litseg_nb.llm.embeddings.load_embedder(cfg.embedding))")
 
 
 def _check(method: Method, cfg: Any, models: Models) -> None:

@@ -6,7 +6,7 @@ Every notebook's first code cell after its ``parameters`` cell is::
     cfg, run = setup("05", globals())       # the stage config and this run's RunContext
 
 :func:`setup` resolves the notebook's configuration once (or, under ``python -m litseg_nb run``,
-takes the one the runner resolved and papermill injected: :data:`litseg_nb.params.RESOLVED`),
+takes the one the runner resolved and papermill injected: :data:`litseg_nb.front.params.RESOLVED`),
 makes the run's ``--set`` overrides active for the configs the notebook builds inside, and returns
 the typed config and the run's context. The parameters are named only in the ``parameters`` cell.
 
@@ -22,13 +22,13 @@ and the resolved config), so a notebook says ``run.save_table(df, "05_latency")`
     run.save_usage(backend.ledger)                                  # artifacts/usage/05.csv
     run.write_manifest(data_files=..., extra=...)                   # parameters and config: the run's own
 
-The files are written by the existing helpers (:func:`litseg_nb.artifacts.save_table`,
-:func:`~litseg_nb.artifacts.save_figure`, :func:`~litseg_nb.artifacts.artifact_path`,
-:func:`~litseg_nb.artifacts.write_manifest`), so names, contents and atomic writes are theirs.
+The files are written by the existing helpers (:func:`litseg_nb.core.artifacts.save_table`,
+:func:`~litseg_nb.core.artifacts.save_figure`, :func:`~litseg_nb.core.artifacts.artifact_path`,
+:func:`~litseg_nb.core.artifacts.write_manifest`), so names, contents and atomic writes are theirs.
 ``note`` extends the run's label for one table (``label + " | " + note``); ``label=`` replaces it
 (a table that does not depend on the profile's models, say). :meth:`with_note` gives a context whose
 label is extended for every later call, :meth:`relabel` one with another label. :meth:`takeaways`
-prints what a table's numbers say, computed from the table (:mod:`litseg_nb.takeaways`), under the
+prints what a table's numbers say, computed from the table (:mod:`litseg_nb.front.takeaways`), under the
 run's label.
 """
 from __future__ import annotations
@@ -38,11 +38,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from . import artifacts
-from .config import PROFILES, ConfigError, use_sets
+from ..core import artifacts
+from ..config import PROFILES, ConfigError, use_sets
 from .params import RESOLVED, from_namespace, notebook_stem
-from .paths import outputs_dir
-from .safe_io import atomic_path
+from ..core.paths import outputs_dir
+from ..core.safe_io import atomic_path
 
 _NOTEBOOK_RE = re.compile(r"^(\d{2})_[\w\-]+$")
 
@@ -164,7 +164,7 @@ class RunContext:
     def takeaways(self, table: Any, metrics: Mapping[str, str], by: str | Sequence[str] = "method",
                   group: str | Sequence[str] | None = None, title: str | None = None, *, show: bool = True):
         """Print, under the run's label, the best and the runner-up per metric of ``table`` (see
-        :func:`litseg_nb.takeaways.best_per_metric`); returns that frame."""
+        :func:`litseg_nb.front.takeaways.best_per_metric`); returns that frame."""
         from .takeaways import best_per_metric, format_takeaways
 
         best = best_per_metric(table, metrics, by=by, group=group)
@@ -179,7 +179,7 @@ def setup(notebook: str, namespace: Mapping[str, Any]) -> tuple[Any, RunContext]
 
     The parameters are the annotated names of that cell (``namespace["__annotations__"]``); their
     values are converted and checked as the runner does. Under ``python -m litseg_nb run`` the
-    configuration the runner resolved comes in ``namespace`` too (:data:`litseg_nb.params.RESOLVED`,
+    configuration the runner resolved comes in ``namespace`` too (:data:`litseg_nb.front.params.RESOLVED`,
     injected by papermill) and is used as it is, and the run's ``--set`` overrides become this
     process's (:func:`litseg_nb.config.use_sets`): the configs the notebook builds inside see them.
     ``cfg`` is the notebook's stage config; ``run`` its :class:`RunContext` (label ``cfg.describe()``,

@@ -4,10 +4,10 @@
 ``python -m litseg_nb run --profile smoke [--only 01,04] [-p key=value ...]`` executes
 ``notebooks/NN_*.ipynb`` in order, each in a fresh kernel, injects the parameters (``profile`` and
 ``seed`` always, plus any ``-p`` overrides the notebook declares; a package notebook also gets the
-configuration resolved here, :data:`litseg_nb.params.RESOLVED`), writes the executed copy to
+configuration resolved here, :data:`litseg_nb.front.params.RESOLVED`), writes the executed copy to
 ``outputs/<profile>/executed/``, prints per-notebook wall time and stops with a clear message at
 the first failing notebook. While a notebook runs, the console shows each section as it starts and
-a heartbeat at least every 30 s, plus the package's tqdm progress bars (:mod:`litseg_nb.execution`).
+a heartbeat at least every 30 s, plus the package's tqdm progress bars (:mod:`litseg_nb.front.execution`).
 The executed copy is ``NN_name.RUNNING.ipynb`` while running, ``NN_name.ipynb`` once finished and
 ``NN_name.FAILED.ipynb`` (kept for inspection) after a failure or Ctrl-C (one line, exit code 130).
 An unwritable outputs folder is one line naming it, before any kernel starts.
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .config import PROFILES, ConfigError
+from ..config import PROFILES, ConfigError
 from .execution import HEARTBEAT_S, execute, executed_paths
-from .paths import NOTEBOOKS_DIR, outputs_dir, outputs_root
-from .safe_io import ensure_writable
-from .errors import LitsegError
+from ..core.paths import NOTEBOOKS_DIR, outputs_dir, outputs_root
+from ..core.safe_io import ensure_writable
+from ..errors import LitsegError
 
 _NB_RE = re.compile(r"^(\d{2})_[\w\-]+\.ipynb$")
 
@@ -78,7 +78,7 @@ def discover_notebooks(only: Iterable[str] = (), notebooks_dir: Path | None = No
 
 
 def declared_parameters(notebook: Path) -> dict[str, Any]:
-    """Names and default values in the notebook's single ``parameters`` cell (:mod:`litseg_nb.params`)."""
+    """Names and default values in the notebook's single ``parameters`` cell (:mod:`litseg_nb.front.params`)."""
     from .params import parameters_cell
 
     return {name: p.default for name, p in parameters_cell(notebook).items()}
@@ -125,7 +125,7 @@ def run_notebooks(
         failed = executed_paths(executed_dir, nb)["failed"]
         print(f"[litseg_nb] {nb.name} (profile={profile}) ...", flush=True)
         t0 = time.perf_counter()
-        try:  # section/cell progress and heartbeats on the console (litseg_nb.execution)
+        try:  # section/cell progress and heartbeats on the console (litseg_nb.front.execution)
             out = execute(nb, executed_dir, params, kernel_name=kernel_name, log_output=log_output,
                           heartbeat_s=heartbeat_s)
         except KeyboardInterrupt:

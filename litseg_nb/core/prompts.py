@@ -3,7 +3,7 @@
 Templates live in ``litseg_nb/templates/<area>/<name>.txt`` and are addressed as
 ``"<area>/<name>"``::
 
-    from litseg_nb.prompts import load_prompt, fill_prompt
+    from litseg_nb.core.prompts import load_prompt, fill_prompt
     system = load_prompt("litseg/system")
     user = fill_prompt(load_prompt("litseg/stage1"), chapter_content=unit_text)
 
@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .paths import TEMPLATES_DIR
-from .errors import LitsegError
+from ..errors import LitsegError
 
 HEADER_PREFIX = "# source:"
 

@@ -44,7 +44,7 @@ def save_table(df, name: str, profile: str, label: str, index: bool = False) -> 
 
 def save_figure(fig, name: str, profile: str, label: str) -> dict[str, Path]:
     """Write ``figures/<name>.png`` and ``.pdf`` with the label as a footer; deterministic metadata."""
-    # footer laid out below all drawn text, atomic writes (see litseg_nb.figures)
+    # footer laid out below all drawn text, atomic writes (see litseg_nb.core.figures)
     return save_figure_files(fig, outputs_dir(profile) / "figures" / name, label)
 
 
@@ -88,7 +88,7 @@ def write_manifest(profile: str, notebook: str, parameters: dict[str, Any],
     """``outputs/<profile>/manifests/<notebook>.json``: commit, parameters, data hashes, versions."""
     root = outputs_dir(profile) / "manifests"
     root.mkdir(parents=True, exist_ok=True)
-    from ._version import __version__
+    from .._version import __version__
 
     manifest = {
         "notebook": notebook,

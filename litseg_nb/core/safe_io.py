@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from .config import ConfigError
+from ..config import ConfigError
 
 _counter = itertools.count()
 

@@ -10,7 +10,7 @@ Every numbered notebook has ONE cell tagged ``parameters`` of typed literals::
 ``None`` always means "the profile's value". Every other parameter is a field of the notebook's
 stage config (:data:`NOTEBOOK_CONFIGS` names the config class and the few parameters whose field
 has another name). A notebook names its parameters only there; its next cell is the one seam
-between it and the package (:func:`litseg_nb.run_context.setup`)::
+between it and the package (:func:`litseg_nb.front.run_context.setup`)::
 
     cfg, run = setup("01", globals())   # the stage config and the run's context (label, outputs, manifest)
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import PROFILES, ConfigError, StageConfig, _scalar, field_constraint, rejected_choices
+from ..config import PROFILES, ConfigError, StageConfig, _scalar, field_constraint, rejected_choices
 
 _NONE = ("none", "null")
 
@@ -90,7 +90,7 @@ NOTEBOOK_CONFIGS: dict[str, NotebookConfig] = {
     "07_ablations": NotebookConfig("litseg_nb.lite.config:LiteConfig",
                                    fields={"variants": "ablation_variants", "max_units": "ablation_max_units"},
                                    llm_roles=("llm",)),
-    "08_efficiency": NotebookConfig("litseg_nb.efficiency:EfficiencyConfig"),
+    "08_efficiency": NotebookConfig("litseg_nb.evaluation.efficiency:EfficiencyConfig"),
 }
 
 
@@ -189,7 +189,7 @@ def _target(cls: type, name: str, spec: NotebookConfig) -> str:
     if name in {f.name for f in fields(field_owner(cls, "corpus.x"))}:
         return f"corpus.{name}"
     raise ConfigError(f"parameter {name!r} is not a field of {cls.__name__} (nor of its corpus config); "
-                      f"map it in litseg_nb.params.NOTEBOOK_CONFIGS")
+                      f"map it in litseg_nb.front.params.NOTEBOOK_CONFIGS")
 
 
 def field_owner(cls: type, path: str) -> type:
@@ -241,7 +241,7 @@ def config_overrides(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]
 def _declared(notebook: str) -> dict[str, Parameter]:
     """The declared parameters of the package's notebook ``notebook``, read from its file (for code
     outside the notebook: the command line, tests; a running notebook uses :func:`declared_in`)."""
-    from .paths import NOTEBOOKS_DIR
+    from ..core.paths import NOTEBOOKS_DIR
 
     path = NOTEBOOKS_DIR / f"{notebook}.ipynb"
     if not path.is_file():
@@ -252,7 +252,7 @@ def _declared(notebook: str) -> dict[str, Parameter]:
 def notebook_config(notebook: str, **values: Any) -> StageConfig:
     """The config of ``notebook`` (file stem, e.g. ``"05_rag_evaluation"``) from its parameter values,
     for code outside the notebook (the command line, tests); the notebook itself calls
-    :func:`litseg_nb.run_context.setup`.
+    :func:`litseg_nb.front.run_context.setup`.
 
     Every declared parameter must be passed (a parameter left out would be silently ignored); values
     are converted and checked as the runner does, ``None`` keeps the profile's value.
@@ -296,7 +296,7 @@ def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, A
     checked parameter ``values``: the notebook, every declared parameter's value, the resolved
     config (:meth:`~litseg_nb.config.StageConfig.to_dict`) and the ``--set`` overrides in force
     (for the configs the notebook builds inside). Empty for a notebook that is not the package's."""
-    from .config import active_sets
+    from ..config import active_sets
 
     notebook = Path(notebook)
     if notebook.stem not in NOTEBOOK_CONFIGS:
@@ -322,7 +322,7 @@ def from_namespace(notebook: str, namespace: Mapping[str, Any]) -> tuple[StageCo
     """``(config, parameters, sets)`` of the running package notebook ``notebook`` (``"05"``): with
     :data:`RESOLVED` in ``namespace`` (a ``python -m litseg_nb run``) the runner's resolved config and
     ``--set`` overrides as they are, else resolved here from the parameters' values (JupyterLab)."""
-    from .config import _build as build_dataclass
+    from ..config import _build as build_dataclass
 
     stem = notebook_stem(notebook)
     annotations = declared_in(namespace)
@@ -352,7 +352,7 @@ def from_namespace(notebook: str, namespace: Mapping[str, Any]) -> tuple[StageCo
 
 def missing_for(notebook: str, cfg: StageConfig) -> list[str]:
     """What ``notebook``'s config cannot run without (:func:`litseg_nb.config.missing_settings`)."""
-    from .config import missing_settings
+    from ..config import missing_settings
 
     return missing_settings(cfg, NOTEBOOK_CONFIGS[notebook].llm_roles)
 
@@ -382,7 +382,7 @@ def _config_class(spec: str) -> type[StageConfig]:
 def check_set_keys(sets: Any, notebooks: Any) -> None:
     """Every ``--set`` key must name a field of at least one selected notebook's config (a typo is
     an error naming the key, as for ``-p``)."""
-    from .config import _MISSING, _split_key, field_hint, renamed_hint
+    from ..config import _MISSING, _split_key, field_hint, renamed_hint
 
     classes = {NOTEBOOK_CONFIGS[Path(nb).stem].config_class() for nb in notebooks
                if Path(nb).stem in NOTEBOOK_CONFIGS}

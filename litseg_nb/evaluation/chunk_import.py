@@ -3,7 +3,7 @@ and align it back to the cleaned book text, so notebooks 05 and 06 evaluate it l
 
 From Python::
 
-    from litseg_nb.chunk_import import import_chunk_file
+    from litseg_nb.evaluation.chunk_import import import_chunk_file
     chunks, report = import_chunk_file("gutenqa:Emma_-_Jane_Austen", "lumber-published",
                                        "Emma.xlsx", text_column="Chunk", profile="smoke")
     print(report.summary())
@@ -19,7 +19,7 @@ Reading: JSONL (one object per line), CSV, parquet or xlsx; the chunk texts are 
 values in file order (rows with an empty text are skipped and counted).
 
 The alignment itself (exact, normalised, anchored-fuzzy; unaligned chunks kept and flagged) is
-:mod:`litseg_nb.chunk_align`'s, shared with the ``lib:`` methods.
+:mod:`litseg_nb.core.chunk_align`'s, shared with the ``lib:`` methods.
 """
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .chunk_align import ChunkImportError, ImportReport, import_chunks
-from .chunk_sets import METHOD_ORDER, chunk_set_path
-from .schema import Book, Chunk
+from ..core.chunk_align import ChunkImportError, ImportReport, import_chunks
+from ..chunk_sets import METHOD_ORDER, chunk_set_path
+from ..core.schema import Book, Chunk
 
 READERS = (".jsonl", ".json", ".csv", ".parquet", ".xlsx")
 
@@ -75,8 +75,8 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
 
 def load_book(book_id: str, profile: str) -> Book:
     """The cleaned, unit-indexed book ``book_id`` as notebook 05 of ``profile`` loads it (all units)."""
-    from .corpus import load_corpus
-    from .rag.config import RagConfig
+    from ..corpus import load_corpus
+    from ..rag.config import RagConfig
 
     cfg = RagConfig.for_profile(profile)
     datasets = (book_id.split(":", 1)[0],)
@@ -110,15 +110,15 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
 
     Also writes ``<name>.import.json`` (the report) next to it. ``book`` skips loading the corpus.
     """
-    from .schema import save_chunks
+    from ..core.schema import save_chunks
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+@-]*", name):
         raise ChunkImportError(f"chunk set name {name!r}: use letters, digits and _ . + @ - only")
     if not 0.0 < min_score <= 1.0:
         raise ChunkImportError(f"--min-score {min_score}: a similarity in (0, 1]")
     if save:  # an unwritable destination fails before any work, naming the folder
-        from .artifacts import artifact_dir
-        from .safe_io import OutputsNotWritable, ensure_writable
+        from ..core.artifacts import artifact_dir
+        from ..core.safe_io import OutputsNotWritable, ensure_writable
 
         try:
             ensure_writable(artifact_dir(profile, "chunks"))
@@ -135,13 +135,13 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
         out = chunk_set_path(profile, name)
         # merge with chunks of other books already imported under the same name
         if out.is_file():
-            from .schema import load_chunks
+            from ..core.schema import load_chunks
 
             others = [c for c in load_chunks(out) if c.book_id != book_id]
             chunks_all = others + chunks
         else:
             chunks_all = chunks
-        from .safe_io import write_json_atomic
+        from ..core.safe_io import write_json_atomic
 
         # the report of the latest import, and every book's report under "books" (a second book
         # imported under the same name no longer drops the first book's report)

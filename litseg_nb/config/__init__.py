@@ -12,7 +12,7 @@ Unknown keys are an error that names the key (:class:`ConfigError`); so is a val
 overrides, so a papermill parameter such as ``llm={"batch_size": 4}`` works.
 
 Every profile's values — the shared sub-configs' and each stage's own — are in one table,
-:data:`litseg_nb.profiles.PROFILES_TABLE` (``[profile]["shared"]`` and ``[profile][StageClassName]``),
+:data:`litseg_nb.config.profiles.PROFILES_TABLE` (``[profile]["shared"]`` and ``[profile][StageClassName]``),
 read by :meth:`StageConfig.for_profile`.
 
 Where a value comes from
@@ -24,7 +24,7 @@ and the layer that set it (:func:`explain`):
 1. ``default``  – the dataclass field's default (the ``full`` values, mostly).
 2. ``profile``  – the profile table: the profile's ``shared`` row, then the stage's own row.
 3. ``run``      – the run's settings: ``run/config --set KEY=VALUE`` (held in this process by
-   :func:`config_sets`; a notebook's kernel gets them from :func:`litseg_nb.run_context.setup`,
+   :func:`config_sets`; a notebook's kernel gets them from :func:`litseg_nb.front.run_context.setup`,
    through the parameters papermill injects) and, for an ``openai`` LLM role that still has no
    address, the server variables of :data:`SERVER_ENV` (``LITSEG_LLM_URLS`` and friends).
 4. ``explicit`` – the caller's keyword overrides: a notebook's parameters, an API call's options.
@@ -46,7 +46,7 @@ import types
 import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Union
-from .errors import UsageError
+from ..errors import UsageError
 
 from .profiles import PROFILES, PROFILES_TABLE, stage_values
 
@@ -400,7 +400,7 @@ class CorpusConfig(_Base):
 @dataclass(frozen=True)
 class UnitSelection(_Base):
     """Which units the LLM-based methods segment — LitSeg, LitSeg-Lite, the LLM baselines and the
-    ablations all take :func:`litseg_nb.selection.select_units` of this, so they see the same units.
+    ablations all take :func:`litseg_nb.corpus.selection.select_units` of this, so they see the same units.
 
     From the loaded corpus: units of ``books`` (ids or title substrings; empty = every book), except
     those longer than ``skip_units_over_words`` words (None = any length), ordered by ``strategy`` — ``"first"`` (book
@@ -421,7 +421,7 @@ class UnitSelection(_Base):
     skip_units_over_words: int | None = at_least(None, 1)
 
 
-#: the shared sub-configs' values per profile: the ``"shared"`` rows of :data:`litseg_nb.profiles.PROFILES_TABLE`
+#: the shared sub-configs' values per profile: the ``"shared"`` rows of :data:`litseg_nb.config.profiles.PROFILES_TABLE`
 SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {p: PROFILES_TABLE[p]["shared"] for p in PROFILES}
 
 
@@ -430,7 +430,7 @@ class StageConfig(_Base):
     """Base of every notebook/stage config: profile, seed and the shared sub-configs.
 
     Subclasses add their own fields (all with defaults); their per-profile values are the rows of
-    :data:`litseg_nb.profiles.PROFILES_TABLE` under the class's name, with an explicit entry for every
+    :data:`litseg_nb.config.profiles.PROFILES_TABLE` under the class's name, with an explicit entry for every
     profile (``full`` included, even when it is empty: the dataclass defaults are the ``full`` values).
     """
 
@@ -512,7 +512,7 @@ def active_sets() -> list[tuple[str, Any]]:
 def config_sets(sets: typing.Sequence[tuple[str, Any]]):
     """Make ``sets`` active ``--set`` overrides (after those already active) inside the block, in
     this process: every config built there applies them. A notebook's kernel gets them as a
-    parameter (:func:`litseg_nb.run_context.setup`), never through the environment."""
+    parameter (:func:`litseg_nb.front.run_context.setup`), never through the environment."""
     old = list(_ACTIVE_SETS)
     _ACTIVE_SETS.extend((str(k), v) for k, v in sets)
     try:
@@ -523,7 +523,7 @@ def config_sets(sets: typing.Sequence[tuple[str, Any]]):
 
 def use_sets(sets: typing.Sequence[tuple[str, Any]]) -> None:
     """Make ``sets`` THE active ``--set`` overrides of this process from now on (a notebook's kernel:
-    :func:`litseg_nb.run_context.setup` with the sets the runner passed)."""
+    :func:`litseg_nb.front.run_context.setup` with the sets the runner passed)."""
     _ACTIVE_SETS[:] = [(str(k), v) for k, v in sets]
 
 

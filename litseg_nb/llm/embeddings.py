@@ -19,7 +19,7 @@ Cache: one SQLite file per model under ``<cache_dir>/embeddings/``, keyed by the
 encoded string (model id, normalisation and backend are part of the file name). Only missing
 texts are sent to the model, in batches of ``EmbeddingConfig.batch_size``. A cache file that is not
 a readable SQLite database (``sqlite3.DatabaseError``, at open or later) is moved aside like the LLM
-request cache (``<name>.corrupt-<time>-<pid>``, one :class:`~litseg_nb.cache.CacheWarning` line
+request cache (``<name>.corrupt-<time>-<pid>``, one :class:`~litseg_nb.core.cache.CacheWarning` line
 naming both paths) and an empty one takes its place; a full one (disk or database full) is reported
 in one warning line and the run continues without storing new vectors (they are still computed).
 """
@@ -34,10 +34,10 @@ from typing import Any, Iterable, Literal, Sequence
 
 import numpy as np
 
-from .config import EmbeddingConfig
-from .llm.models import resolve_model_path  # the package's one resolver (packaged names, paths)
+from ..config import EmbeddingConfig
+from .models import resolve_model_path  # the package's one resolver (packaged names, paths)
 from .packaged_models import PACKAGED_MODELS, EmbeddingError, packaged_model_dir  # noqa: F401
-from .paths import cache_dir
+from ..core.paths import cache_dir
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
 
@@ -81,7 +81,7 @@ class EmbeddingCache:
 
     def _replace_corrupt(self, exc: Exception) -> sqlite3.Connection:
         """Move the unreadable file aside (the LLM cache's code) and open an empty cache."""
-        from .llm.request_cache import _move_aside_file
+        from .request_cache import _move_aside_file
 
         self.moved_aside = _move_aside_file(self.path, "embeddings cache", exc, stacklevel=4)
         return self._open()
@@ -134,7 +134,7 @@ class EmbeddingCache:
                     if self._is_full(exc) or retry:
                         import warnings
 
-                        from .cache import CacheWarning
+                        from ..core.cache import CacheWarning
 
                         self.full = True
                         warnings.warn(f"embeddings cache {self.path} cannot store vectors ({exc}); "

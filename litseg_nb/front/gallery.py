@@ -17,10 +17,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .config import PROFILES, ConfigError
-from .errors import UsageError
-from .paths import NOTEBOOKS_DIR, REPO_ROOT, outputs_root
-from .safe_io import atomic_path, write_text_atomic
+from ..config import PROFILES, ConfigError
+from ..errors import UsageError
+from ..core.paths import NOTEBOOKS_DIR, REPO_ROOT, outputs_root
+from ..core.safe_io import atomic_path, write_text_atomic
 
 class GalleryError(UsageError, FileNotFoundError):
     """The profile's outputs folder holds nothing to show (run the notebooks first)."""

