@@ -1,4 +1,5 @@
-"""No import cycle in ``litseg_nb``: between modules, and between its packages.
+"""No import cycle in ``litseg_nb`` (between modules, and between its packages), and no import that
+climbs a layer.
 
 Every module of the package is parsed with :mod:`ast` (nothing is imported). An import anywhere in a
 module counts — at module level and inside a function (a function-level import is a dependency all the
@@ -17,6 +18,12 @@ Two graphs are checked:
 A failure names every cycle it finds (one per strongly connected component), e.g.
 ``litseg_nb.a -> litseg_nb.b -> litseg_nb.a``. Nothing is exempt: a cycle is broken by moving the
 shared name down (or the high-level user up), not by a function-level import.
+
+The **layers**: :data:`LAYERS` is the one place that declares the package's architecture, bottom to
+top; every top-level subpackage and root module of ``litseg_nb`` belongs to exactly one layer. A module
+may import its own layer and the layers below it; an import that climbs a layer (function-level ones
+included) fails :func:`test_no_import_climbs_a_layer`, naming the importing module, the imported one
+and both layers. A new top-level package or root module fails until it is given a layer here.
 """
 from __future__ import annotations
 
@@ -28,6 +35,24 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "litseg_nb"
 PACKAGE = "litseg_nb"
+
+#: the architecture, bottom to top: (layer, the top-level packages and root modules in it). A module
+#: imports only from its own layer and the ones below (the cycle tests above keep a layer's members
+#: from importing each other both ways). ``litseg_nb`` is the package's ``__init__``.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ground", ("_version", "errors", "methods")),  # the error root, the version, method names
+    ("configuration", ("config",)),                  # the profile table, frozen stage configs
+    ("core", ("core",)),                             # paths, safe writes, records with spans, caches, artifacts
+    ("engines", ("llm",)),                           # LLM backends, embeddings, request cache, replies
+    ("metrics", ("metrics",)),                       # retrieval, generation, pairwise and RAGAS scores
+    ("data", ("data", "preprocess", "corpus")),      # loaders, cleaning and structure, the cached corpus
+    ("methods", ("litseg", "lite", "chunkers", "chunk_sets")),  # the segmenters and the sets they write
+    ("segmenters", ("segmenters",)),                 # one contract and the registry, above every method
+    ("evaluation", ("rag", "evaluation")),           # RAG, segment quality, boundaries, ablations, efficiency
+    ("public API", ("api",)),                        # litseg_nb.segment, load_text
+    ("front", ("front", "integrations")),            # batch segmenting, notebook runs, framework adapters
+    ("entry points", ("cli", "__main__", PACKAGE)),  # the command line, the package's __init__
+)
 
 def module_name(path: Path, root: Path = ROOT) -> str:
     rel = path.relative_to(root.parent).with_suffix("")
@@ -259,3 +284,82 @@ def test_checker_finds_package_cycle(tmp_path):
     g = module_graph(discover(pkg))
     assert cycles(g) == []  # modules: p.x -> q.y, q.z -> p.x: no cycle
     assert cycles(package_graph(g)) == ["p -> q -> p"]
+
+
+# ------------------------------------------------------------------ layers
+def layer_index(layers=LAYERS) -> dict[str, int]:
+    """Top-level package or root module -> its layer's position (0 = bottom)."""
+    out: dict[str, int] = {}
+    for i, (_, members) in enumerate(layers):
+        for m in members:
+            assert m not in out, f"{m} is in two layers"
+            out[m] = i
+    return out
+
+
+def unplaced(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """The top-level packages and root modules no layer names."""
+    known = layer_index(layers)
+    return sorted({package_of(m) for m in graph} - set(known))
+
+
+def climbing_imports(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """One line per import that climbs a layer: ``a (layer) imports b (higher layer)``."""
+    index = layer_index(layers)
+    names = [name for name, _ in layers]
+    out = []
+    for mod in sorted(graph):
+        src = index.get(package_of(mod))
+        for dep in sorted(graph[mod]):
+            dst = index.get(package_of(dep))
+            if src is not None and dst is not None and dst > src:
+                out.append(f"{mod} ({names[src]}) imports {dep} ({names[dst]})")
+    return out
+
+
+def test_every_package_has_a_layer(graph):
+    missing = unplaced(graph)
+    assert not missing, ("top-level package(s)/module(s) of litseg_nb in no layer (add them to LAYERS in "
+                         "tests/test_import_graph.py): " + ", ".join(missing))
+
+
+def test_no_import_climbs_a_layer(graph):
+    found = climbing_imports(graph)
+    assert not found, ("import(s) that climb a layer (move the shared name down or the user up):\n"
+                       + "\n".join(found))
+
+
+def test_root_holds_few_modules():
+    root = sorted(p.stem for p in ROOT.glob("*.py"))
+    assert len(root) <= 8, f"{len(root)} modules at the root of litseg_nb (at most 8): {', '.join(root)}"
+
+
+def test_checker_finds_a_planted_upward_import(tmp_path):
+    # a layered toy package: low -> mid -> high; one planted function-level import climbs from low to high
+    layers = (("bottom", ("low",)), ("middle", ("mid",)), ("top", ("high", PACKAGE)))
+    pkg = _write(tmp_path, {
+        "litseg_nb/__init__.py": "from .high import api\n",
+        "litseg_nb/low/__init__.py": "", "litseg_nb/low/base.py": "def f():\n    from ..high.api import g\n",
+        "litseg_nb/mid/__init__.py": "", "litseg_nb/mid/work.py": "from ..low.base import f\n",
+        "litseg_nb/high/__init__.py": "", "litseg_nb/high/api.py": "from ..mid import work\ndef g(): pass\n",
+        "litseg_nb/stray.py": "",
+    })
+    g = module_graph(discover(pkg))
+    assert climbing_imports(g, layers) == ["litseg_nb.low.base (bottom) imports litseg_nb.high.api (top)"]
+    assert unplaced(g, layers) == ["stray"]
+    # the same import under TYPE_CHECKING (annotations only) does not climb
+    (pkg / "low" / "base.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..high.api import g\n")
+    assert climbing_imports(module_graph(discover(pkg)), layers) == []
+
+
+def test_planted_upward_import_in_the_real_package_fails(tmp_path):
+    # the real package with one planted upward import: core (ground files) importing the front
+    import shutil
+
+    shutil.copytree(ROOT, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "templates"))
+    target = tmp_path / PACKAGE / "core" / "paths.py"
+    target.write_text(target.read_text(encoding="utf-8") + "\n\ndef _planted():\n    from ..front import runner\n",
+                      encoding="utf-8")
+    g = module_graph(discover(tmp_path / PACKAGE))
+    assert climbing_imports(g) == ["litseg_nb.core.paths (core) imports litseg_nb.front.runner (front)"]
