@@ -101,7 +101,9 @@ def load_text(source: str | Path | None = None, book_id: str | None = None, titl
     For a file, ``book.meta["source_text"]`` holds the file as decoded (``encoding`` in
     ``book.meta["clean"]``, universal newlines): the text :func:`raw_offsets` maps into.
     """
+    # deferred: keeps `import litseg_nb` light (the package root imports this module)
     from .corpus import index_book
+    # deferred: keeps `import litseg_nb` light (the package root imports this module)
     from .data.gutenberg import (GutenbergFormatError, NoStartMarker, clean_gutenberg_text, decode_gutenberg,
                                  gutenberg_title)
 
@@ -242,6 +244,7 @@ def check_count(value: Any, name: str) -> int:
 
 def _method(method: Any) -> Any:
     """A registered :class:`~litseg_nb.segmenters.contract.Method` (looked up when given by name)."""
+    # deferred: keeps `import litseg_nb` light (the package root imports this module)
     from .segmenters.registry import get_method
 
     return get_method(method) if isinstance(method, str) else method
@@ -273,7 +276,9 @@ def iter_segment(method: Any, items: Sequence[tuple[Book, Any]], cfg: Any, backe
     :func:`~litseg_nb.segmenters.registry.segment_units` call; an
     :class:`~litseg_nb.llm.base.LLMError` raised in a batch leaves the earlier batches yielded.
     """
+    # deferred: keeps `import litseg_nb` light (the package root imports this module)
     from .segmenters.contract import Models
+    # deferred: keeps `import litseg_nb` light (the package root imports this module)
     from .segmenters.registry import prepare, segment_units
 
     spec = _method(method)
@@ -330,6 +335,7 @@ def prepare_book(book_or_text: Book | str | Path | None, cfg: Any, text: str | N
             raise TypeError("give either a Book or text=..., not both")
         book = book_or_text
         if not book.units:
+            # deferred: keeps `import litseg_nb` light (the package root imports this module)
             from .corpus import index_book
 
             book = index_book(book, cfg.corpus.max_unit_words, cfg.corpus.sentence_splitter)
@@ -352,10 +358,12 @@ def build_models(method: Any, cfg: Any, backend: Any = None, embedder: Any = Non
     """The LLM backend / embedder ``method`` (a name or a registered method) needs (reusing the given ones)."""
     spec = _method(method)
     if backend is None and spec.needs_llm:
+        # deferred: keeps `import litseg_nb` light (the package root imports this module)
         from .llm import make_backend
 
         backend = make_backend(cfg.llm)
     if embedder is None and spec.needs_embedder:
+        # deferred: keeps `import litseg_nb` light (the package root imports this module)
         from .llm.embeddings import load_embedder
 
         embedder = load_embedder(cfg.embedding)

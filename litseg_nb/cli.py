@@ -38,13 +38,16 @@ from .front import gallery, rehearse
 from .front.batch_segment import __doc__ as _SEGMENT_DOC
 from .front.batch_segment import segment_main
 from .evaluation.chunk_import import cli as import_chunks_main
-from .config import PROFILES, ConfigError
+from .config import PROFILES, ConfigError, config_sets, explain, renamed_hint
 from .data.download import cli as download_main
 from .errors import LitsegError
 from .evaluation.boundaries import cli as boundaries_main
-from .core.paths import REPO_ROOT
+from .core.paths import REPO_ROOT, NOTEBOOKS_DIR
 from .front.runner import Interrupted, NotebookFailed, declared_parameters, discover_notebooks, run_notebooks
 from .core.safe_io import OutputsNotWritable
+from .front.params import parse_key_value, check_set_keys, missing_for
+from .front.execution import kernel_env_for_lab
+from .api import DEFAULT_PROFILE
 
 _SMOKE_DURATION = "25-45 min on 2 CPU cores (README: measured times)"
 _TEST_DURATION = "tiny random model, about 10 min"
@@ -64,8 +67,6 @@ executed copies go to outputs/<profile>/executed/ (NN_name.FAILED.ipynb when a n
 
 
 def _parse_param(item: str) -> tuple[str, Any]:
-    from .front.params import parse_key_value
-
     return parse_key_value(item, "parameter")
 
 
@@ -93,8 +94,6 @@ def _run_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[str, Any], list[Any]]:
     """The ``-p`` parameters and ``--set`` values of ``run``/``config``, the sets checked against the
     configs the notebooks ``only`` selects build (a ConfigError names a bad one)."""
-    from .front.params import check_set_keys, parse_key_value
-
     params = dict(_parse_param(p) for p in args.param)
     sets = [parse_key_value(item, "--set") for item in args.sets]
     check_set_keys(sets, discover_notebooks(only))
@@ -103,8 +102,6 @@ def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[st
 
 def run_main(args: argparse.Namespace) -> int:
     """Handler of ``run``: :func:`litseg_nb.front.runner.run_notebooks` with the ``-p``/``--set`` values."""
-    from .config import config_sets
-
     try:
         params, sets = _params_and_sets(args, args.only.split(","))
         with config_sets(sets):  # the runner's checks see them; each kernel gets them as a parameter
@@ -148,6 +145,7 @@ def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | 
                      check: bool = True) -> list[tuple[str, Any]]:
     """``(notebook stem, config)`` for each selected notebook, from its parameters' defaults
     (``check=False``: also a config that misses a required setting, see ``params.missing_for``)."""
+    # deferred: tests patch litseg_nb.front.params.parameters_cell (read at call time)
     from .front.params import NOTEBOOK_CONFIGS, _build, convert, notebook_config, parameters_cell
 
     extra = dict(parameters or {})
@@ -170,8 +168,6 @@ def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | 
 
 
 def _nb_path(stem: str):
-    from .core.paths import NOTEBOOKS_DIR
-
     return NOTEBOOKS_DIR / f"{stem}.ipynb"
 
 
@@ -199,7 +195,7 @@ def _config_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: str) -> list[str]:
     """One line per field of ``key`` per selected stage: value and the layer that set it
     (:func:`litseg_nb.config.explain`); a stage whose config has no such field is left out."""
-    from .config import explain, renamed_hint
+    # deferred: tests patch litseg_nb.front.params.parameters_cell (read at call time)
     from .front.params import NOTEBOOK_CONFIGS, config_overrides, convert, parameters_cell
 
     lines, classes, seen = [], [], set()
@@ -233,8 +229,6 @@ def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: st
 
 def config_main(args: argparse.Namespace) -> int:
     """Handler of ``config``: each selected stage's resolved configuration, then what ``run`` misses."""
-    from .config import config_sets
-    from .front.params import missing_for
 
     try:
         params, sets = _params_and_sets(args, [o for o in args.notebook.split(",") if o.strip()])
@@ -257,8 +251,6 @@ def config_main(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ lab
 def lab_command(extra: list[str]) -> list[str]:
-    from .core.paths import NOTEBOOKS_DIR
-
     cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS_DIR}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
@@ -274,8 +266,6 @@ def _lab_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def lab_main(args: argparse.Namespace) -> int:
-    from .front.execution import kernel_env_for_lab
-
     cmd = lab_command(args.jupyter_args)
     print("[litseg_nb] " + " ".join(cmd), flush=True)
     os.execve(sys.executable, cmd, kernel_env_for_lab())
@@ -306,8 +296,6 @@ def _download_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     from pathlib import Path
-
-    from .api import DEFAULT_PROFILE
 
     p = sub.add_parser(name, help="segment .txt books (a file, a folder or a glob) with any method",
                        description=_SEGMENT_DOC.split("\n\n", 1)[1].split("\n\nExit codes")[0]

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 from ..config import Options
 from ..errors import LitsegError
 from ..core.schema import Book, Chunk, Span, Unit, make_sentence_chunk, make_span_chunk
+from ..llm.models import load_tokenizer as load_hf_tokenizer  # the package's one loader
 
 
 class ChunkerError(LitsegError, RuntimeError):
@@ -98,8 +99,6 @@ class MemoTokenizer:
 
 @lru_cache(maxsize=8)
 def _load_hf_tokenizer(name: str):
-    from ..llm.models import load_tokenizer as load_hf_tokenizer  # the package's one loader
-
     tok = load_hf_tokenizer(name)
     if not getattr(tok, "is_fast", False):
         raise ChunkerError(f"tokenizer {name!r} is not a fast tokenizer (character offsets are needed)")

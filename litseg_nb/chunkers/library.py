@@ -48,6 +48,8 @@ from .base import ChunkerError, TokenizerOption, boundary_positions, chunks_from
 from ..llm.base import LLMError
 from .library_adapters import (GenieStats, _langchain_token_splitter, chonkie_embeddings, chonkie_genie,
                                chonkie_tokenizer, langchain_embeddings, llamaindex_embedding)
+from ..core.chunk_align import _coverage, BookAligner  # the import-chunks coverage measure
+from .stats import chunk_token_lengths
 
 log = logging.getLogger(__name__)
 
@@ -377,8 +379,6 @@ class AlignmentCounts:
 
 
 def _nonws_counts(text: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int, int]:
-    from ..core.chunk_align import _coverage  # the import-chunks coverage measure
-
     total = sum(1 for ch in text if not ch.isspace())
     if not spans:
         return total, 0, 0
@@ -390,8 +390,6 @@ def _nonws_counts(text: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int
 def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], counts: AlignmentCounts,
                min_score: float = 0.8, fill_gaps: bool = True, source: str = "") -> list[Chunk]:
     """Chunks of ``unit`` from a library's output ``pieces`` (in order), aligned to the unit text."""
-    from ..core.chunk_align import BookAligner
-
     text = book.text[unit.start:unit.end]
     pieces = [p for p in pieces if p and p.strip()]
     als = BookAligner(text, min_score=min_score).align(pieces) if pieces else []
@@ -528,8 +526,6 @@ def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Ma
     one sentence) of the library's chunk starts against ours."""
     import numpy as np
     import pandas as pd
-
-    from .stats import chunk_token_lengths
 
     rows = []
     for name, theirs in library_sets.items():

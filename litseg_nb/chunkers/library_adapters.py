@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .base import ChunkerError
+from ..llm.base import LLMError, SamplingParams, UsageTag
 
 STAGE = "04"
 
@@ -161,8 +162,6 @@ def chonkie_genie(backend: Any, method: str, max_new_tokens: int, stats: GenieSt
     import re
 
     from chonkie.genie import BaseGenie
-
-    from ..llm.base import LLMError, SamplingParams, UsageTag
 
     class LitSegGenie(BaseGenie):
         def generate(self, prompt: str) -> str:

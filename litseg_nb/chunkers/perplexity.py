@@ -40,6 +40,7 @@ from ..config import Options
 from ..llm.base import Generation, UsageTag
 from ..core.schema import Book, Chunk, Unit
 from .base import ChunkerError, chunks_from_boundaries, where
+from ..core.cache import StepCache
 
 
 
@@ -205,8 +206,6 @@ def unit_segments(book: Book, unit: Unit) -> list[str]:
 def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int, block_tokens: int,
                           tag: UsageTag = UsageTag()) -> list[float]:
     """Per-sentence mean NLL given all preceding text of the unit (KV-cache windowed)."""
-    from ..core.cache import StepCache
-
     parts = hf_parts(backend)
     tok = parts[1] if parts is not None else getattr(backend, "tokenizer", None)
     if tok is None:

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 
 from ..core.schema import Book, Chunk
 from .stats import PUBLISHED_LUMBERCHUNKER, chunk_token_lengths
+from .length_match import length_matched_runs
 
 # bisection on Emma (whole chapters, MiniLM tokens): 85.35 -> 184.5 tokens/chunk, 1,111 chunks
 # (the default 95 gives 477.9 tokens/chunk, 429 chunks)
@@ -130,8 +131,6 @@ def unit_cap_effect(books_capped: Sequence[Book], books_whole: Sequence[Book], c
 def calibrate_published_presets(books: Sequence[Book], cfg: Any, tok: Any, run: Any, embedder: Any = None,
                                 methods: Sequence[str] = ("recursive", "semantic")):
     """Re-derive the preset knobs: bisection of each method's size knob to the published mean."""
-    from .length_match import length_matched_runs
-
     out = {}
     c2 = cfg.replace(length_match_tolerance=0.01, length_match_max_iter=14)
     for m in methods:

@@ -19,6 +19,7 @@ from .cache import hash_file
 from .figures import save_figure_files
 from .paths import REPO_ROOT, outputs_dir
 from .safe_io import atomic_path, write_text_atomic
+from .._version import __version__
 
 _TRACKED_PACKAGES = (
     "torch", "transformers", "peft", "trl", "vllm", "ragas", "FlagEmbedding", "faiss-cpu",
@@ -88,7 +89,6 @@ def write_manifest(profile: str, notebook: str, parameters: dict[str, Any],
     """``outputs/<profile>/manifests/<notebook>.json``: commit, parameters, data hashes, versions."""
     root = outputs_dir(profile) / "manifests"
     root.mkdir(parents=True, exist_ok=True)
-    from .._version import __version__
 
     manifest = {
         "notebook": notebook,

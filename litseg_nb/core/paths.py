@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from ..errors import UsageError
+from .safe_io import OutputsNotWritable
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = PACKAGE_DIR.parent
@@ -46,8 +47,6 @@ def outputs_dir(profile: str) -> Path:
         for sub in ("tables", "figures", "executed", "artifacts"):
             (root / sub).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        from .safe_io import OutputsNotWritable
-
         raise OutputsNotWritable(
             f"outputs folder {root} is not writable ({exc.strerror or type(exc).__name__}); make it "
             "writable or point LITSEG_OUTPUTS_DIR at a writable folder") from None

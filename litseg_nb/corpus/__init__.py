@@ -40,6 +40,7 @@ from ..core.paths import data_dir
 from ..preprocess.structure import FRONT_MATTER, StructureReport, build_units
 from ..core.schema import Book, Question, Sentence, Unit
 from ..errors import UsageError
+from ..metrics.retrieval import is_relevant
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +175,6 @@ def index_book(book: Book, max_unit_words: int | None, sentence_splitter: str = 
 
 def units_with_evidence(book: Book) -> list[Unit]:
     """The book's units (in order) whose text holds at least one question's evidence string."""
-    from ..metrics.retrieval import is_relevant
-
     evidence = [q.evidence for q in book.questions if q.evidence]
     return [u for u in book.units if any(is_relevant(u.text(book.text), e) for e in evidence)]
 

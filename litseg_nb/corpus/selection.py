@@ -13,6 +13,7 @@ from typing import Sequence
 from ..config import UnitSelection
 from ..core.schema import Book, Unit, word_count
 from ..errors import UsageError
+from ..metrics.retrieval import is_relevant
 
 
 class SelectionError(UsageError, ValueError):
@@ -27,8 +28,6 @@ def book_matches(book: Book, wanted: Sequence[str]) -> bool:
 
 def question_cover(book: Book, unit: Unit) -> set[str]:
     """Ids of the book's questions whose evidence string lies in ``unit`` (GutenQA)."""
-    from ..metrics.retrieval import is_relevant
-
     text = unit.text(book.text)
     return {q.qid for q in book.questions if q.evidence and is_relevant(text, q.evidence)}
 

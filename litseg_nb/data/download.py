@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..core.paths import REPO_ROOT
+from . import gutenqa as gq, literaryqa as lq
 
 DOWNLOADABLE = ("gutenqa", "literaryqa")
 
@@ -64,8 +65,6 @@ def download(datasets: Sequence[str], dest: Path, literaryqa_split: str = "valid
 
 
 def _download(datasets: Sequence[str], dest: Path, literaryqa_split: str) -> list[Path]:
-    from . import gutenqa as gq
-    from . import literaryqa as lq
 
     written: list[Path] = []
     if "gutenqa" in datasets:

@@ -25,6 +25,13 @@ from ..lite.config import LiteConfig
 from ..lite.segmenter import LiteSegmenter, results_frame
 from ..core.schema import Book, Chunk, Unit, assert_full_coverage, load_chunks
 from ..errors import LitsegError
+from ..lite.train import save_merged_model, student_backend
+from ..llm import make_backend
+from ..corpus.selection import select_units
+from ..llm.base import UsageLedger
+from ..lite.data import student_length_reference
+from ..rag import report
+from ..rag.pipeline import select_subset
 
 
 class AblationError(LitsegError, RuntimeError):
@@ -82,7 +89,6 @@ def variant_model(cfg: LiteConfig, variant: AblationVariant, profile: str) -> st
     """The model a variant runs: the base model, or base + adapters merged once (cached folder)."""
     if variant.model == "base":
         return cfg.llm.model
-    from ..lite.train import save_merged_model
 
     dirs = adapter_dirs(profile)
     adapters = [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
@@ -94,11 +100,8 @@ def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, led
     """The backend a variant runs on: ``cfg.llm`` for the base variants; base + the variant's
     adapters otherwise (:func:`litseg_nb.lite.train.student_backend`: a LoRA request on the base
     model's one vLLM engine, or a merged folder for hf)."""
-    from ..llm import make_backend
-
     if variant.model == "base":
         return make_backend(cfg.llm, ledger)
-    from ..lite.train import student_backend
 
     dirs = adapter_dirs(profile)
     adapters = [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
@@ -109,8 +112,6 @@ def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, led
 def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, Unit]]:
     """The shared unit selection (``cfg.selection``, the units LitSeg segmented in notebook 02), the
     first ``cfg.ablation_max_units`` of them (0 = all); every one must be in ``chunks/litseg.jsonl``."""
-    from ..corpus.selection import select_units
-
     path = artifact_path(cfg.profile, "chunks", "litseg.jsonl")
     if not path.is_file():
         raise AblationError(f"{path} not found; run notebook 02 for profile {cfg.profile!r} first")
@@ -135,10 +136,6 @@ def run_ablations(cfg: LiteConfig, profile: str, pairs: Sequence[tuple[Book, Uni
     model's engine: the base variants directly, the trained ones through a LoRA request, so the
     engine starts once for all variants and notebook 07's generator of the same model reuses it).
     """
-    from ..llm.base import UsageLedger
-
-    from ..lite.data import student_length_reference
-
     ledger = ledger if ledger is not None else UsageLedger()
     length_reference = student_length_reference(cfg.annotations_profile or profile)  # the teacher's value
     chunk_sets: dict[str, list[Chunk]] = {}
@@ -218,6 +215,7 @@ def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame):
 
 def save_ablation_chunks(profile: str, chunk_sets: Mapping[str, Sequence[Chunk]]) -> list[Path]:
     """``artifacts/ablation/chunks/<variant>.jsonl`` (kept apart from notebook 05's chunk sets)."""
+    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
     from ..core.schema import save_chunks
 
     paths = []
@@ -241,8 +239,6 @@ def generation_tables(ev: Any, questions: Sequence[Any], rows: Sequence[Mapping[
     either system's chunks where a book exceeds its context (:func:`litseg_nb.rag.report.pairwise_vs_target`).
     Returns ``(table7_with_cr, table8)``, with a ``variant`` column of the paper's row labels.
     """
-    from ..rag import report
-    from ..rag.pipeline import select_subset
 
     gen_q = select_subset(questions, rag_cfg.generation_max_questions, seed)
     gen = report.generate_for_subset(ev, gen_q, rows, list(names))

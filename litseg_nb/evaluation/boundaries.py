@@ -46,8 +46,21 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..config import ConfigError, StageConfig, at_least, between, one_of
-from ..chunkers.config import LLM_METHODS
-from ..core.schema import Book, Chunk, check_coverage
+from ..chunkers.config import LLM_METHODS, BaselinesConfig
+from ..core.schema import Book, Chunk, check_coverage, load_chunks, read_jsonl, write_jsonl
+from ..litseg.config import LitSegConfig
+from .boundary_gold import (window_gold, GoldSet, build_gold, corpus_books, hand_checked_books,
+                            local_book_texts, ornament_census)
+from ..core.cache import StepCache
+from ..corpus import book_from_json, book_to_json, data_files
+from ..core.paths import data_dir
+from ..preprocess.gold import GOLD_FILE
+from ..segmenters.book_runs import run_chunker
+from ..llm import make_backend
+from ..llm.embeddings import load_embedder
+from ..segmenters.registry import chunk_units, get_method
+from ..core.chunk_align import import_chunks
+from ..core.artifacts import save_table
 
 SOURCES = ("hand-checked", "corpus")
 NON_LLM = ("token", "recursive", "semantic", "paragraph")
@@ -104,8 +117,6 @@ class BoundaryConfig(StageConfig):
                    f"(LLM={self._segmenter_model()})" if self.segmenters else ""))
 
     def _segmenter_model(self) -> str:
-        from ..litseg.config import LitSegConfig
-
         return LitSegConfig.for_profile(self.profile).llm.model
 
 
@@ -259,8 +270,6 @@ def method_boundaries(chunks: Sequence[Chunk], n: int) -> list[int]:
 def score_window(method: str, book: Book, unit_id: str, chunks: Sequence[Chunk], tolerances: Sequence[int],
                  draws: int, seed: int) -> WindowScore:
     """Every statistic of one method on one window (see module doc)."""
-    from .boundary_gold import window_gold
-
     unit = book.unit(unit_id)
     rep = check_coverage(unit, chunks)
     if not rep.ok:
@@ -418,11 +427,6 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
 # ============================================================ gold + segmentation
 def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
     """The window books and per-book counts for ``cfg`` (cached like every heavy step)."""
-    from .boundary_gold import GoldSet, build_gold, corpus_books, hand_checked_books
-    from ..core.cache import StepCache
-    from ..corpus import book_from_json, book_to_json, data_files
-    from ..core.paths import data_dir
-    from ..preprocess.gold import GOLD_FILE
 
     root = data_dir()
     keys = ("source", "max_books", "max_windows_per_book", "window_sentences", "min_side_sentences", "seed")
@@ -474,8 +478,6 @@ def llm_windows(books: Sequence[Book], n: int) -> tuple[str, ...]:
 
 def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
     """The notebook-04 config the methods run with here (same knobs; the LLM methods on the chosen windows)."""
-    from ..chunkers.config import BaselinesConfig
-
     units = llm_windows(books, cfg.llm_max_windows) if cfg.llm_methods else ()
     order = {f"{b.book_id}/{u.unit_id}": i for i, (b, u) in enumerate((b, u) for b in books for u in b.units)}
     return BaselinesConfig.for_profile(
@@ -491,17 +493,11 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
     (cached per method and window book, like every other unit)."""
     from tqdm.auto import tqdm
 
-    from ..segmenters.book_runs import run_chunker
-
     bcfg = baselines_config(cfg, books)
     names = list(methods) if methods is not None else list(cfg.methods) + list(cfg.llm_methods)
     if any(m in _llm_baselines() for m in names) and backend is None:
-        from ..llm import make_backend
-
         backend = make_backend(cfg.llm)
     if embedder is None and "semantic" in names:
-        from ..llm.embeddings import load_embedder
-
         embedder = load_embedder(cfg.embedding)
     out = {}
     for m in tqdm(names, desc="methods on boundary windows"):
@@ -522,8 +518,6 @@ def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, back
     these windows), cached per window set like every other method's chunks."""
     import hashlib
 
-    from ..core.cache import StepCache
-    from ..segmenters.registry import chunk_units, get_method
 
     spec = get_method(name)
     wanted = set(llm_windows(books, cfg.segmenter_max_windows))
@@ -537,8 +531,6 @@ def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, back
     if cache.exists():
         return [Chunk.from_json(d) for d in cache.load()]
     if backend is None:
-        from ..llm import make_backend
-
         backend = make_backend(scfg.llm)
     chunks, _ = chunk_units(name, items, scfg, backend)
     cache.save([c.to_json() for c in chunks])
@@ -555,8 +547,6 @@ def counts_table(gold) -> "pd.DataFrame":  # noqa: F821
 
 def census_table() -> "pd.DataFrame":  # noqa: F821
     """:func:`litseg_nb.evaluation.boundary_gold.ornament_census` over every local book (the rule's test set)."""
-    from .boundary_gold import local_book_texts, ornament_census
-    from ..core.paths import data_dir
 
     return ornament_census(local_book_texts(data_dir()))
 
@@ -571,8 +561,6 @@ def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
 def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
     """A chunk set file: our chunk schema (``chunk_id``, ``from_idx`` ...) as written by the package, or
     rows ``{"book_id", "unit_id"?, "text"}`` in window order, aligned to the window books."""
-    from ..core.chunk_align import import_chunks
-    from ..core.schema import load_chunks, read_jsonl
 
     path = Path(path)
     if not path.is_file():
@@ -609,8 +597,6 @@ def score_chunk_file(path: Path | str, cfg: BoundaryConfig, name: str | None = N
 def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
     """Write the windows (``book_id``, ``unit_id``, ``kind``, ``text``, ``sentences``) as JSONL for an
     external chunker; its output rows ``{"book_id", "text"}`` in order come back through ``--chunks``."""
-    from ..core.schema import write_jsonl
-
     gold = load_gold(cfg)
     rows = [{"book_id": b.book_id, "unit_id": u.unit_id, "kind": b.meta["boundary_gold"][u.unit_id]["kind"],
              "text": u.text(b.text), "sentences": [b.text[s.start:s.end] for s in u.sentences]}
@@ -620,8 +606,6 @@ def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
 
 
 def cli(args: argparse.Namespace) -> int:
-    from ..core.artifacts import save_table
-
     try:
         over: dict[str, Any] = {"seed": args.seed}
         if args.method:

@@ -43,6 +43,11 @@ from typing import Any, Iterable, Sequence
 
 from ..chunkers.base import trim_span
 from ..core.schema import Book, Sentence, Span, Unit
+from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
+from ..preprocess.gold import GOLD_FILE, load_gold, score_book
+from ..preprocess.structure import FRONT_MATTER, build_units
+from ..corpus import load_corpus
+from ..data.gutenqa import load_gutenqa
 
 KINDS = ("chapter", "scene")
 #: unit title of the derived window books' units
@@ -321,9 +326,6 @@ def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt", max_books
                        gold_file: Path | None = None) -> tuple[list[tuple[Book, list[Unit]]], list[dict]]:
     """``[(book, narrative units)]`` of the hand-read gold books whose detected units match the gold
     exactly, and one row per gold book saying whether it was used and why not."""
-    from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
-    from ..preprocess.gold import GOLD_FILE, load_gold, score_book
-    from ..preprocess.structure import FRONT_MATTER, build_units
 
     out, rows = [], []
     for entry in load_gold(gold_file or GOLD_FILE):
@@ -353,8 +355,6 @@ def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt", max_books
 
 def corpus_books(corpus_cfg: Any) -> list[tuple[Book, list[Unit]]]:
     """``[(book, whole narrative units)]`` of a corpus config (units never split recursively)."""
-    from ..corpus import load_corpus
-    from ..preprocess.structure import FRONT_MATTER
 
     whole = corpus_cfg.replace(max_unit_words=None, max_units_per_book=0)
     return [(b, [u for u in b.units if not u.title.startswith(FRONT_MATTER)]) for b in load_corpus(whole)]
@@ -432,8 +432,6 @@ def check_window_book(book: Book) -> None:
 def local_book_texts(root: Path) -> Iterable[tuple[str, str, list[Span]]]:
     """``(book id, cleaned text, paragraphs)`` of every local book: raw Gutenberg books
     (``gutenberg``, ``gutenberg_dev``), LiteraryQA texts (all splits present) and GutenQA's books."""
-    from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
-
     root = Path(root)
     files = sorted((root / "gutenberg").glob("*.txt")) + sorted((root / "gutenberg_dev").glob("*.txt")) \
         + sorted((root / "literaryqa" / "texts").glob("*/*.txt"))
@@ -444,8 +442,6 @@ def local_book_texts(root: Path) -> Iterable[tuple[str, str, list[Span]]]:
             continue
         yield f"{f.relative_to(root).parts[0]}:{f.stem}", c.text, list(c.paragraphs)
     if (root / "gutenqa" / "GutenQA_paragraphs.parquet").is_file():
-        from ..data.gutenqa import load_gutenqa
-
         for b in load_gutenqa(root / "gutenqa"):
             yield b.book_id, b.text, list(b.paragraphs)
 

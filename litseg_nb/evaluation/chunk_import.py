@@ -29,7 +29,11 @@ from typing import Any
 
 from ..core.chunk_align import ChunkImportError, ImportReport, import_chunks
 from ..chunk_sets import METHOD_ORDER, chunk_set_path
-from ..core.schema import Book, Chunk
+from ..core.schema import Book, Chunk, load_chunks
+from ..corpus import load_corpus
+from ..rag.config import RagConfig
+from ..core.artifacts import artifact_dir
+from ..core.safe_io import OutputsNotWritable, ensure_writable, write_json_atomic
 
 READERS = (".jsonl", ".json", ".csv", ".parquet", ".xlsx")
 
@@ -75,8 +79,6 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
 
 def load_book(book_id: str, profile: str) -> Book:
     """The cleaned, unit-indexed book ``book_id`` as notebook 05 of ``profile`` loads it (all units)."""
-    from ..corpus import load_corpus
-    from ..rag.config import RagConfig
 
     cfg = RagConfig.for_profile(profile)
     datasets = (book_id.split(":", 1)[0],)
@@ -110,6 +112,7 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
 
     Also writes ``<name>.import.json`` (the report) next to it. ``book`` skips loading the corpus.
     """
+    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
     from ..core.schema import save_chunks
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+@-]*", name):
@@ -117,8 +120,6 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
     if not 0.0 < min_score <= 1.0:
         raise ChunkImportError(f"--min-score {min_score}: a similarity in (0, 1]")
     if save:  # an unwritable destination fails before any work, naming the folder
-        from ..core.artifacts import artifact_dir
-        from ..core.safe_io import OutputsNotWritable, ensure_writable
 
         try:
             ensure_writable(artifact_dir(profile, "chunks"))
@@ -135,13 +136,10 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
         out = chunk_set_path(profile, name)
         # merge with chunks of other books already imported under the same name
         if out.is_file():
-            from ..core.schema import load_chunks
-
             others = [c for c in load_chunks(out) if c.book_id != book_id]
             chunks_all = others + chunks
         else:
             chunks_all = chunks
-        from ..core.safe_io import write_json_atomic
 
         # the report of the latest import, and every book's report under "books" (a second book
         # imported under the same name no longer drops the first book's report)

@@ -42,6 +42,13 @@ from ..chunk_sets import METHOD_ORDER
 from ..config import StageConfig, one_of
 from ..core.paths import outputs_dir
 from ..core.schema import load_chunks
+from ..core.artifacts import artifact_path
+from ..corpus import load_corpus
+from ..lite.config import LiteConfig
+from ..lite.data import annotation_length_reference, load_annotations
+from ..litseg.config import LitSegConfig
+from ..litseg.pipeline import annotate_units, records_to_chunks
+from ..llm import make_backend
 
 
 TIMING_DATASETS = ("all", "gutenqa", "literaryqa")
@@ -376,13 +383,7 @@ def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any
     to ``artifacts/efficiency/chunks/litseg-student.jsonl`` (never evaluated by notebook 05). Returns
     ``(AnnotationRun, chunk path)``. A unit that is not in the profile's corpus is an error naming it.
     """
-    from ..core.artifacts import artifact_path
-    from ..corpus import load_corpus
-    from ..lite.config import LiteConfig
-    from ..lite.data import annotation_length_reference, load_annotations
-    from ..litseg.config import LitSegConfig
-    from ..litseg.pipeline import annotate_units, records_to_chunks
-    from ..llm import make_backend
+    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
     from ..core.schema import save_chunks
 
     lcfg = LitSegConfig.for_profile(profile, seed=seed)
@@ -434,8 +435,6 @@ def hardware_label() -> str:
 def save_chunk_run(profile: str, results: Iterable[Any]) -> Path:
     """Notebook 03: per-unit record of Lite's chunk-set run (the §4.4 measurement of Lite)."""
     import json
-
-    from ..core.artifacts import artifact_path
 
     path = artifact_path(profile, "lite", "chunk_run.jsonl")
     rows = [{k: v for k, v in r.to_json().items() if k not in ("replies", "errors")} for r in results]

@@ -31,6 +31,12 @@ import numpy as np
 
 from ..core.safe_io import atomic_path, write_text_atomic
 from ..errors import UsageError
+from ..core.paths import outputs_dir
+from ..llm.base import UsageTag, LLMError, SamplingParams
+from ..litseg.rubric_judge import score_many_with_rubric, segment_pipeline_json
+from ..metrics.pairwise import pairwise_win_rate, pairwise_conversation, parse_verdict
+from ..core.artifacts import artifact_dir
+from .segment_quality import SegmentQualityConfig
 
 DIMENSIONS = ("content_completeness", "topical_coherence", "boundary_placement")
 DIMENSION_TEXT = {  # Appendix A.2, verbatim definitions
@@ -309,8 +315,6 @@ LLM_DIMENSION_MAP = {"content_completeness": "unity_of_action", "topical_coheren
 def filled_sheets_dir(profile: str, sheet_set: str) -> Path:
     """Where filled sheets of ``sheet_set`` go: ``outputs/<profile>/human_ratings/<sheet_set>/``, one
     ``<rater>.csv`` per rater (the exported sheet with its score columns filled)."""
-    from ..core.paths import outputs_dir
-
     return outputs_dir(profile) / HUMAN_RATINGS_DIR / sheet_set
 
 
@@ -358,8 +362,6 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
     (neutral) keeps the neutral 3 and is counted. Writes ``<rater>.csv``, ``key.csv`` and
     ``SOURCE.txt`` to ``out_dir``; returns ``(sheets, key, info)``.
     """
-    from ..llm.base import UsageTag
-    from ..litseg.rubric_judge import score_many_with_rubric, segment_pipeline_json
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -523,8 +525,6 @@ def pairwise_agreement(long_df):
     dataset judged count. Returns ``(win_rates, pairs, fleiss)``."""
     import pandas as pd
 
-    from ..metrics.pairwise import pairwise_win_rate
-
     wins, pairs, fl = [], [], []
     for ds, g in long_df.groupby("dataset", sort=True):
         mat = g.pivot_table(index="item_id", columns="annotator", values="verdict", aggfunc="first").dropna()
@@ -554,8 +554,6 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
     ``k`` (in sorted order) decodes greedily (``k = 0``) or samples at T=0.7 with seed ``seed + k``;
     ``max_items`` (0 = all) items, a seeded sample, are judged; an item some annotator left without a
     readable verdict after its retries is dropped from every copy and counted (``n_dropped``)."""
-    from ..llm.base import LLMError, SamplingParams, UsageTag
-    from ..metrics.pairwise import pairwise_conversation, parse_verdict
 
     errors: list[str] = []
     out_dir = Path(out_dir)
@@ -673,8 +671,6 @@ def ablation_table5(profile: str, chunk_sets: Mapping[str, Sequence[Any]], books
     ``SegmentQualityConfig``: ``human_sheet_chunks`` per variant on each dataset, ``human_raters``),
     scored from filled sheets in ``filled_sheets_dir(profile, "ablation")`` or else by the E.3 judge
     (:func:`evaluate_rating_sheets`). ``table5`` carries the paper's variant labels."""
-    from ..core.artifacts import artifact_dir
-    from .segment_quality import SegmentQualityConfig
 
     sq = SegmentQualityConfig.for_profile(profile, seed=seed)
     sheets = export_rating_sheets(chunk_sets, books, artifact_dir(profile, "ablation", "human_eval"),

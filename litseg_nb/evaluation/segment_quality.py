@@ -20,6 +20,10 @@ import numpy as np
 
 from ..chunkers.base import boundary_positions
 from ..config import StageConfig, one_of
+from ..lite.data import annotation_length_reference, annotations_path, load_annotations
+from ..litseg.prompting import reference_for
+from ..llm.base import UsageTag
+from ..litseg import rubric_judge
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,6 @@ def annotated_length_reference(profile: str) -> int | dict[str, int] | None:
     """The length references LitSeg's annotations of ``profile`` carry (notebook 02: dataset -> value,
     or one value when calibration was off), or None when there are none (the prompts then show the
     paper's 100)."""
-    from ..lite.data import annotation_length_reference, annotations_path, load_annotations
-
     if not annotations_path(profile, "eval").is_file():
         return None
     return annotation_length_reference(load_annotations(profile, "eval"))
@@ -134,9 +136,6 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
     """
     import pandas as pd
 
-    from ..litseg.prompting import reference_for
-    from ..llm.base import UsageTag
-    from ..litseg import rubric_judge
 
     book_by_id = {b.book_id: b for b in books}
     units = {(b.book_id, u.unit_id): u for b in books for u in b.units}

@@ -45,6 +45,16 @@ from typing import Any, Sequence
 
 from ..config import ConfigError
 from ..llm.request_cache import cache_report
+from ..core.cache import hash_file, hash_obj
+from ..api import raw_offsets, raw_spans, check_count, segment_config, iter_segment, count_fallbacks
+from ..chunkers.base import ChunkerError
+from ..segmenters.registry import get_method
+from ..core.paths import outputs_dir
+from ..core.safe_io import OutputsNotWritable, ensure_writable
+from ..llm.embeddings import EmbeddingError
+from ..llm.base import LLMError
+from .params import parse_key_value
+from ..core.schema import load_chunks
 
 SUFFIXES = {"chunks": ".jsonl", "text": ".text.txt", "meta": ".meta.json"}
 FORMAT = "litseg_nb.segment/1"
@@ -134,16 +144,12 @@ def paths_of(base: Path) -> dict[str, Path]:
 
 
 def _sha256(path: Path) -> str:
-    from ..core.cache import hash_file
-
     return hash_file(path)
 
 
 def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_units: int) -> str:
     """What makes two runs' outputs the same: method, profile, overrides and ``max_units`` (the
     endpoints ``llm.base_urls`` are left out: adding a replica changes no result)."""
-    from ..core.cache import hash_obj
-
     opts = {**options, "llm": {k: v for k, v in options.get("llm", {}).items() if k != "base_urls"}}
     if not opts["llm"]:
         opts.pop("llm")
@@ -153,6 +159,7 @@ def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_unit
 def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
     """The outputs at ``base`` are a finished run of this input with these settings and this code
     (an output of an older version of the package is redone, without ``--force``)."""
+    # deferred: tests patch litseg_nb.core.cache.code_version (read at call time)
     from ..core.cache import code_version
 
     p = paths_of(base)
@@ -199,7 +206,9 @@ def _existing_foreign(base: Path, input_sha: str, fingerprint: str) -> Path | No
 # ------------------------------------------------------------------ one book
 def _write_book(base: Path, book: Any, chunks: list[Any], meta: dict[str, Any]) -> None:
     """Chunks, cleaned text, then the meta file (last, so a complete meta means complete outputs)."""
+    # deferred: tests patch litseg_nb.core.safe_io.write_text_atomic (read at call time)
     from ..core.safe_io import write_json_atomic, write_text_atomic
+    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
     from ..core.schema import save_chunks
 
     p = paths_of(base)
@@ -213,8 +222,6 @@ def _write_book(base: Path, book: Any, chunks: list[Any], meta: dict[str, Any]) 
 
 def _add_raw_spans(book: Any, chunks: list[Any]) -> int:
     """``metadata["raw_spans"]`` of each chunk (see the module docstring); the number left unmapped."""
-    from ..api import raw_offsets, raw_spans
-
     raw = book.meta.get("source_text")
     if raw is None:
         return 0
@@ -262,11 +269,6 @@ def segment_main(args: Any) -> int:
 
 
 def _segment_main(args: Any) -> int:
-    from ..api import check_count, segment_config
-    from ..chunkers.base import ChunkerError
-    from ..segmenters.registry import get_method
-    from ..core.paths import outputs_dir
-    from ..core.safe_io import OutputsNotWritable, ensure_writable
 
     # ---- options: every usage error before any work
     try:
@@ -334,6 +336,7 @@ class _Run:
                  fingerprint: str, single: bool):
         from tqdm.auto import tqdm
 
+        # deferred: tests patch litseg_nb.api.checkpoint_units (read at call time)
         from ..api import checkpoint_units
 
         self.args, self.cfg, self.spec, self.fingerprint, self.single = args, cfg, spec, fingerprint, single
@@ -354,8 +357,8 @@ class _Run:
 
     # ---- opening a book: skip, refuse, fail or queue its units
     def _open_next(self) -> None:
+        # deferred: tests patch litseg_nb.api.prepare_book (read at call time)
         from ..api import build_models, prepare_book, segment_items
-        from ..chunkers.base import ChunkerError
 
         f, base = self.todo.pop(0)
         res = BookResult(f, base)
@@ -410,8 +413,6 @@ class _Run:
         """Segment ``batch``; a book whose units are all done is written. ``whole_book``: one book,
         checkpointed in :func:`~litseg_nb.api.iter_segment`'s batches (its finished units survive an
         LLM error)."""
-        from ..api import iter_segment
-        from ..chunkers.base import ChunkerError
 
         books = list({id(b): b for b, _ in batch}.values())
         by_id = {b.book.book_id: b for b in books}
@@ -452,8 +453,6 @@ class _Run:
             self.bar.update(1)
 
     def go(self) -> None:
-        from ..llm.embeddings import EmbeddingError
-        from ..llm.base import LLMError
 
         try:
             while True:
@@ -506,8 +505,6 @@ def outside_units(book: Any) -> list[tuple[int, int, int]]:
 
 def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any, args: Any, input_sha: str,
             fingerprint: str, complete: bool, calls: int, stop_reason: str = "") -> None:
-    from ..api import count_fallbacks
-
     unmapped = _add_raw_spans(book, chunks)
     res.fallbacks = count_fallbacks(chunks)
     res.chunks = len(chunks)
@@ -521,6 +518,7 @@ def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any,
     clean = book.meta.get("clean", {})
     outside = outside_units(book)
     res.outside_words = sum(w for *_, w in outside)
+    # deferred: tests patch litseg_nb.core.cache.code_version (read at call time)
     from ..core.cache import code_version
 
     meta = {"format": FORMAT, "complete": complete, "code": code_version(), "input": str(res.source), "input_sha256": input_sha,
@@ -609,8 +607,6 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
 
 # ------------------------------------------------------------------ command-line options
 def _overrides(args: Any) -> dict[str, Any]:
-    from .params import parse_key_value
-
     out: dict[str, Any] = {}
     for item in args.set:
         key, value = parse_key_value(item, "--set")
@@ -638,8 +634,6 @@ def verify_outputs(base: Path) -> dict[str, Any]:
     the raw span of the input file holds the same words (line breaks may differ: the cleaning
     unwraps lines), and every sentence of every unit lies in a chunk. Returns counts; ``ok`` is True
     when every span slices exactly and every unit is covered."""
-    from ..core.schema import load_chunks
-
     p = paths_of(base)
     meta = json.loads(p["meta"].read_text(encoding="utf-8"))
     text = p["text"].read_text(encoding="utf-8")

@@ -39,6 +39,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..config import PROFILES, ConfigError, StageConfig, _scalar, field_constraint, rejected_choices
+from ..core.paths import NOTEBOOKS_DIR
+from ..config import (active_sets, _build as build_dataclass, missing_settings, _MISSING, _split_key,
+                      field_hint, renamed_hint)
 
 _NONE = ("none", "null")
 
@@ -241,8 +244,6 @@ def config_overrides(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]
 def _declared(notebook: str) -> dict[str, Parameter]:
     """The declared parameters of the package's notebook ``notebook``, read from its file (for code
     outside the notebook: the command line, tests; a running notebook uses :func:`declared_in`)."""
-    from ..core.paths import NOTEBOOKS_DIR
-
     path = NOTEBOOKS_DIR / f"{notebook}.ipynb"
     if not path.is_file():
         raise ConfigError(f"no notebook {path}")
@@ -296,8 +297,6 @@ def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, A
     checked parameter ``values``: the notebook, every declared parameter's value, the resolved
     config (:meth:`~litseg_nb.config.StageConfig.to_dict`) and the ``--set`` overrides in force
     (for the configs the notebook builds inside). Empty for a notebook that is not the package's."""
-    from ..config import active_sets
-
     notebook = Path(notebook)
     if notebook.stem not in NOTEBOOK_CONFIGS:
         return {}
@@ -322,8 +321,6 @@ def from_namespace(notebook: str, namespace: Mapping[str, Any]) -> tuple[StageCo
     """``(config, parameters, sets)`` of the running package notebook ``notebook`` (``"05"``): with
     :data:`RESOLVED` in ``namespace`` (a ``python -m litseg_nb run``) the runner's resolved config and
     ``--set`` overrides as they are, else resolved here from the parameters' values (JupyterLab)."""
-    from ..config import _build as build_dataclass
-
     stem = notebook_stem(notebook)
     annotations = declared_in(namespace)
     if not annotations:
@@ -352,8 +349,6 @@ def from_namespace(notebook: str, namespace: Mapping[str, Any]) -> tuple[StageCo
 
 def missing_for(notebook: str, cfg: StageConfig) -> list[str]:
     """What ``notebook``'s config cannot run without (:func:`litseg_nb.config.missing_settings`)."""
-    from ..config import missing_settings
-
     return missing_settings(cfg, NOTEBOOK_CONFIGS[notebook].llm_roles)
 
 
@@ -382,8 +377,6 @@ def _config_class(spec: str) -> type[StageConfig]:
 def check_set_keys(sets: Any, notebooks: Any) -> None:
     """Every ``--set`` key must name a field of at least one selected notebook's config (a typo is
     an error naming the key, as for ``-p``)."""
-    from ..config import _MISSING, _split_key, field_hint, renamed_hint
-
     classes = {NOTEBOOK_CONFIGS[Path(nb).stem].config_class() for nb in notebooks
                if Path(nb).stem in NOTEBOOK_CONFIGS}
     if sets and not classes:

@@ -29,6 +29,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..core.paths import REPO_ROOT
+from ..llm.embeddings import packaged_model_dir, load_embedder
+from ..llm.models import _build_once, models_dir, smollm2_dir, load_model_and_tokenizer, SMOLLM2
+from ..chunkers.config import BaselinesConfig
+from ..litseg.config import LitSegConfig
+from .params import NOTEBOOK_CONFIGS
+from ..rag.config import RagConfig
+from ..config import EmbeddingConfig, LLMConfig
+from ..llm import SamplingParams, make_backend
 
 #: tiny encoder shapes (random weights, fixed seed): enough to run every FlagEmbedding code path
 TINY_ENCODER = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
@@ -44,8 +52,6 @@ VLLM_CLI = REPO_ROOT / "scripts" / "vllm_cpu_cli.py"
 def _minilm_tokenizer(max_length: int):
     """A WordPiece tokenizer available offline (the packaged MiniLM's), allowed ``max_length`` tokens."""
     from transformers import AutoTokenizer
-
-    from ..llm.embeddings import packaged_model_dir
 
     tok = AutoTokenizer.from_pretrained(str(packaged_model_dir("all-MiniLM-L6-v2")))
     tok.model_max_length = max_length
@@ -70,8 +76,6 @@ def tiny_bge_m3_dir() -> Path:
     """A tiny random XLM-RoBERTa saved as a BGE-M3 folder (dense + ``colbert_linear.pt`` +
     ``sparse_linear.pt``), reading up to 8192 tokens like BGE-M3 (folder name holds ``m3``, so the
     embedder loads it with ``BGEM3FlagModel``)."""
-    from ..llm.models import _build_once, models_dir
-
     def build(tmp: Path) -> None:
         import torch
 
@@ -86,8 +90,6 @@ def tiny_bge_m3_dir() -> Path:
 
 def tiny_reranker_dir() -> Path:
     """A tiny random XLM-RoBERTa cross-encoder (one logit), shaped like bge-reranker-v2-m3."""
-    from ..llm.models import _build_once, models_dir
-
     def build(tmp: Path) -> None:
         tok, model, _ = _tiny_xlmr("reranker")
         model.save_pretrained(str(tmp))
@@ -163,10 +165,7 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
 
 def notebook_sets(number: str, m3: str, reranker: str) -> list[tuple[str, Any]]:
     """The sets for notebook ``number``: its own config's and those of the configs it builds inside."""
-    from ..chunkers.config import BaselinesConfig
-    from ..litseg.config import LitSegConfig
-    from .params import NOTEBOOK_CONFIGS
-    from ..rag.config import RagConfig
+    # deferred: loads nbformat (not loaded by importing this module)
     from .runner import discover_notebooks
 
     (nb,) = discover_notebooks([number])
@@ -270,13 +269,9 @@ def grpo_vllm_ok(res: dict[str, Any]) -> bool:
 
 def tiny_smollm2_adapter() -> Path:
     """A random LoRA adapter (r=8) of SmolLM2 for the engine check's LoRA request."""
-    from ..llm.models import _build_once, models_dir, smollm2_dir
-
     def build(tmp: Path) -> None:
         import torch
         from peft import LoraConfig, get_peft_model
-
-        from ..llm.models import load_model_and_tokenizer
 
         model, _, _ = load_model_and_tokenizer(str(smollm2_dir()), "float32", "cpu")
         peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"],
@@ -303,8 +298,7 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
     rows = []
     t0 = time.perf_counter()
     try:
-        from ..config import EmbeddingConfig
-        from ..llm.embeddings import load_embedder
+        # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
         from ..rag.rerank import make_reranker
 
         emb = load_embedder(EmbeddingConfig(backend="flagembedding", model=str(tiny_bge_m3_dir()), device="cpu",
@@ -335,9 +329,6 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
     t0 = time.perf_counter()
     server = None
     try:
-        from ..config import LLMConfig
-        from ..llm import SamplingParams, make_backend
-        from ..llm.models import SMOLLM2, smollm2_dir
 
         server, url = start_server(python, str(smollm2_dir()), SMOLLM2, work / "judge_server.log")
         up = time.perf_counter() - t0
@@ -359,8 +350,6 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
 def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, timeout_s: float) -> list[dict[str, Any]]:
     """Notebooks ``numbers`` in order with ``--profile full`` and :func:`notebook_sets`, each in the
     rehearsal environment, the judge served by `vllm serve`; stops at the first failure."""
-    from ..llm.models import SMOLLM2, smollm2_dir
-
     m3, rr = str(tiny_bge_m3_dir()), str(tiny_reranker_dir())
     rows, server = [], None
     env = {**cpu_env(), "LITSEG_OUTPUTS_DIR": str(work / "outputs"), "LITSEG_CACHE_DIR": str(work / "cache"),

@@ -43,6 +43,7 @@ from ..config import PROFILES, ConfigError, use_sets
 from .params import RESOLVED, from_namespace, notebook_stem
 from ..core.paths import outputs_dir
 from ..core.safe_io import atomic_path
+from .takeaways import best_per_metric, format_takeaways
 
 _NOTEBOOK_RE = re.compile(r"^(\d{2})_[\w\-]+$")
 
@@ -165,8 +166,6 @@ class RunContext:
                   group: str | Sequence[str] | None = None, title: str | None = None, *, show: bool = True):
         """Print, under the run's label, the best and the runner-up per metric of ``table`` (see
         :func:`litseg_nb.front.takeaways.best_per_metric`); returns that frame."""
-        from .takeaways import best_per_metric, format_takeaways
-
         best = best_per_metric(table, metrics, by=by, group=group)
         if show:
             print(format_takeaways(best, title or f"{self.notebook}: what the numbers say", self.label))

@@ -25,6 +25,7 @@ from .execution import HEARTBEAT_S, execute, executed_paths
 from ..core.paths import NOTEBOOKS_DIR, outputs_dir, outputs_root
 from ..core.safe_io import ensure_writable
 from ..errors import LitsegError
+from .params import check_parameters, resolved_parameter
 
 _NB_RE = re.compile(r"^(\d{2})_[\w\-]+\.ipynb$")
 
@@ -79,6 +80,7 @@ def discover_notebooks(only: Iterable[str] = (), notebooks_dir: Path | None = No
 
 def declared_parameters(notebook: Path) -> dict[str, Any]:
     """Names and default values in the notebook's single ``parameters`` cell (:mod:`litseg_nb.front.params`)."""
+    # deferred: tests patch litseg_nb.front.params.parameters_cell (read at call time)
     from .params import parameters_cell
 
     return {name: p.default for name, p in parameters_cell(notebook).items()}
@@ -110,7 +112,6 @@ def run_notebooks(
         raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
     # convert each value by the notebook's annotation and build its config, before any kernel starts;
     # a package notebook also gets the resolved config (and the active --set overrides) as a parameter
-    from .params import check_parameters, resolved_parameter
 
     checked = {nb: check_parameters(nb, {k: v for k, v in {"profile": profile, "seed": seed, **extra}.items()
                                          if k in declared[nb]}) for nb in notebooks}

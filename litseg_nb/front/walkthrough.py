@@ -18,6 +18,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import pandas as pd
+from ..api import load_text
+from ..data.gutenberg import clean_gutenberg_text
+from ..litseg import pipeline
+from ..litseg.prompting import stage_user_prompt
+from ..metrics.retrieval import dcg_at_k, hit_at_k, recall_at_k, reciprocal_rank
+from ..rag.fusion import rrf_fuse
 
 TOY_TITLE = "The Lighthouse Keeper"
 TOY_BOOK_ID = "toy:lighthouse"
@@ -86,8 +92,6 @@ owns a United States copyright in these works.
 
 def toy_book(max_unit_words: int = 2000, sentence_splitter: str = "nupunkt"):
     """``(raw, book)``: :data:`TOY_BOOK` and the cleaned, unit-split, sentence-indexed book."""
-    from ..api import load_text
-
     book = load_text(text=TOY_BOOK, book_id=TOY_BOOK_ID, title=TOY_TITLE, max_unit_words=max_unit_words,
                      sentence_splitter=sentence_splitter)
     return TOY_BOOK, book
@@ -95,8 +99,6 @@ def toy_book(max_unit_words: int = 2000, sentence_splitter: str = "nupunkt"):
 
 def preprocessing_steps(raw: str, book: Any) -> pd.DataFrame:
     """What cleaning and unit detection did to ``raw`` (one row per step), from their own reports."""
-    from ..data.gutenberg import clean_gutenberg_text
-
     report = clean_gutenberg_text(raw, source="<toy book>").report  # the report load_text does not keep
     structure = book.meta["structure"]
     lines = raw.splitlines()
@@ -120,8 +122,6 @@ def preprocessing_steps(raw: str, book: Any) -> pd.DataFrame:
 # ----------------------------------------------------------------------------------------- LitSeg
 def litseg_walkthrough(book: Any, unit: Any, backend: Any, cfg: Any, length_reference: int | None) -> dict[str, Any]:
     """LitSeg's pipeline on one unit (no annotations file): the unit's annotation record."""
-    from ..litseg import pipeline
-
     run = pipeline.annotate_units([(book, unit)], backend, cfg, length_reference=length_reference,
                                   method="litseg-walkthrough", progress=False)
     return run.records[0]
@@ -129,8 +129,6 @@ def litseg_walkthrough(book: Any, unit: Any, backend: Any, cfg: Any, length_refe
 
 def prompt_text(record: dict[str, Any], stage: str) -> str:
     """The user prompt of ``stage`` as the model received it (earlier stages' results filled in)."""
-    from ..litseg.prompting import stage_user_prompt
-
     st = record["stages"]
     return stage_user_prompt(stage, record["chapter_content"], record["n_sentences"],
                              st["stage1"].get("passed_on", ""), st["stage2"].get("passed_on", ""))
@@ -175,8 +173,6 @@ def retrieval_examples(k: int = 60) -> dict[str, Any]:
     Four chunks (0-3); dense ranks them 2, 0, 3, 1 and BM25 ranks them 0, 1, 2, 3; the relevant
     chunk is 1. Three questions have their first relevant chunk at ranks 1, 3 and none.
     """
-    from ..metrics.retrieval import dcg_at_k, hit_at_k, recall_at_k, reciprocal_rank
-    from ..rag.fusion import rrf_fuse
 
     dense = [(2, 0.9), (0, 0.8), (3, 0.5), (1, 0.4)]
     bm25 = [(0, 7.0), (1, 5.0), (2, 1.0), (3, 0.5)]

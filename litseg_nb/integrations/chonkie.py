@@ -22,6 +22,8 @@ from chonkie.pipeline import chunker
 from chonkie.types import Chunk as ChonkieChunk
 
 from .core import Segmenter, chunk_metadata
+from ..chunkers.base import load_tokenizer
+from ..chunkers.library_adapters import chonkie_tokenizer
 
 
 @chunker("litseg")
@@ -31,8 +33,6 @@ class LitSegChunker(BaseChunker):
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", options: dict[str, Any] | None = None,
                  tokenizer: str = "all-MiniLM-L6-v2", backend: Any = None, embedder: Any = None):
-        from ..chunkers.base import load_tokenizer
-        from ..chunkers.library_adapters import chonkie_tokenizer
 
         self._tok = load_tokenizer(tokenizer)
         super().__init__(tokenizer=chonkie_tokenizer(self._tok))

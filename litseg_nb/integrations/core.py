@@ -12,6 +12,12 @@ import re
 from typing import Any, Mapping
 
 from ..core.schema import Book, Chunk
+from ..segmenters.registry import get_method
+from ..llm import make_backend
+from ..llm.embeddings import load_embedder
+from ..corpus import index_book
+from ..api import segment
+from ..chunkers.base import trim_span
 
 
 class Segmenter:
@@ -22,8 +28,6 @@ class Segmenter:
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", backend: Any = None, embedder: Any = None,
                  **options: Any):
-        from ..segmenters.registry import get_method
-
         self.method = method
         self.profile = profile
         self.options = dict(options)
@@ -35,23 +39,17 @@ class Segmenter:
     @property
     def backend(self) -> Any:
         if self._backend is None and self.spec.needs_llm:
-            from ..llm import make_backend
-
             self._backend = make_backend(self.cfg.llm)
         return self._backend
 
     @property
     def embedder(self) -> Any:
         if self._embedder is None and self.spec.needs_embedder:
-            from ..llm.embeddings import load_embedder
-
             self._embedder = load_embedder(self.cfg.embedding)
         return self._embedder
 
     def book(self, text: str, doc_id: str | None = None, title: str | None = None) -> Book:
         """The text as a unit-split, sentence-indexed book (offsets = offsets into ``text``)."""
-        from ..corpus import index_book
-
         doc_id = doc_id or "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
         book = Book(book_id=doc_id, title=title or doc_id, dataset="text", text=text,
                     paragraphs=text_paragraphs(text), source=doc_id)
@@ -59,8 +57,6 @@ class Segmenter:
 
     def segment(self, text: str, doc_id: str | None = None, title: str | None = None) -> tuple[Book, list[Chunk]]:
         """``(book, chunks)`` of ``text``; an empty or whitespace-only text has no chunks."""
-        from ..api import segment
-
         if not text.strip():
             return Book(doc_id or "text:empty", title or "", "text", text), []
         book = self.book(text, doc_id, title)
@@ -73,8 +69,6 @@ class Segmenter:
 
 def text_paragraphs(text: str) -> list[tuple[int, int]]:
     """Spans of the blank-line separated paragraphs of ``text`` (whitespace-trimmed; text unchanged)."""
-    from ..chunkers.base import trim_span
-
     out, pos = [], 0
     for m in [*re.finditer(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)", text), None]:  # LF, CRLF or CR files
         end = m.start() if m else len(text)

@@ -22,13 +22,13 @@ from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
 from .core import Segmenter, chunk_metadata
+from ..chunkers.library_adapters import langchain_embeddings
+from ..config import StageConfig
+from ..llm.embeddings import load_embedder
 
 
 def profile_embeddings(profile: str = "smoke") -> Any:
     """The profile's embedding model (offline MiniLM in test/smoke) as LangChain ``Embeddings``."""
-    from ..chunkers.library_adapters import langchain_embeddings
-    from ..config import StageConfig
-    from ..llm.embeddings import load_embedder
 
     return langchain_embeddings(load_embedder(StageConfig.for_profile(profile).embedding))
 

@@ -21,15 +21,15 @@ from llama_index.core.schema import BaseNode, Document, NodeRelationship, TextNo
 from pydantic import Field, PrivateAttr
 
 from .core import Segmenter, chunk_metadata
+from ..chunkers.library_adapters import llamaindex_embedding
+from ..config import StageConfig
+from ..llm.embeddings import load_embedder
 
 _SPAN_KEY = "_litseg_span"
 
 
 def profile_embedding(profile: str = "smoke") -> Any:
     """The profile's embedding model (offline MiniLM in test/smoke) as a LlamaIndex ``BaseEmbedding``."""
-    from ..chunkers.library_adapters import llamaindex_embedding
-    from ..config import StageConfig
-    from ..llm.embeddings import load_embedder
 
     return llamaindex_embedding(load_embedder(StageConfig.for_profile(profile).embedding))
 

@@ -35,6 +35,9 @@ from ..core.artifacts import artifact_path
 from ..core.prompts import fill_prompt, load_prompt
 from ..core.schema import Book, Unit, read_jsonl
 from ..errors import UsageError
+from ..litseg.prompting import with_length_reference, reference_for
+from ..litseg.validate import parse_json_reply, validate_segments
+from .heldout import unit_fingerprint
 
 LITE_SYSTEM_TEMPLATE = "lite/system"
 PAPER_LENGTH_REFERENCE = 100
@@ -71,8 +74,6 @@ def lite_system_prompt(n_sentences: int, template: str = LITE_SYSTEM_TEMPLATE,
     """The Appendix E.2 system prompt (or an E.4 ablation prompt, ``template="ablation/..."``)
     with ``{last_index}`` = the unit's last sentence index and the recommended maximum segment
     length = ``length_reference`` (the teacher's calibrated value; the paper's text says 100)."""
-    from ..litseg.prompting import with_length_reference
-
     return fill_prompt(with_length_reference(load_prompt(template), length_reference), last_index=n_sentences)
 
 
@@ -85,8 +86,6 @@ def lite_conversation(book: Book, unit: Unit, template: str = LITE_SYSTEM_TEMPLA
     """System + user messages of one Lite call for ``unit`` (the student's whole input);
     ``length_reference`` is one value or the teacher's mapping dataset -> value (the unit's book's
     dataset's value is used; a dataset it lacks raises ``ValueError`` naming the unit)."""
-    from ..litseg.prompting import reference_for
-
     ref = reference_for(length_reference, book, unit)
     return [{"role": "system", "content": lite_system_prompt(unit.n_sentences, template, ref)},
             {"role": "user", "content": lite_user_prompt(unit.indexed_text(book.text))}]
@@ -111,8 +110,6 @@ def _parse(obj: Any) -> dict[str, Any]:
     if isinstance(obj, dict):
         return obj
     if isinstance(obj, str):
-        from ..litseg.validate import parse_json_reply
-
         parsed = parse_json_reply(obj)
         return parsed if isinstance(parsed, dict) else {}
     return {}
@@ -189,8 +186,6 @@ def target_text(obj: Mapping[str, Any]) -> str:
 
 def segments_of_reply(text: str) -> list[dict[str, Any]] | None:
     """The ``step3.segments`` (or top-level ``segments``) list of a single-pass reply, else None."""
-    from ..litseg.validate import parse_json_reply
-
     obj = parse_json_reply(text)
     if not isinstance(obj, dict):
         return None
@@ -272,8 +267,6 @@ def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
     units whose annotation needed a fallback are added with their *post-fallback* segments as the
     target, labelled ``target_source="fallback: ..."`` and counted separately.
     """
-    from ..litseg.validate import validate_segments
-    from .heldout import unit_fingerprint
 
     if fallback_units not in ("exclude", "include_if_needed"):
         raise ValueError(f"fallback_units must be 'exclude' or 'include_if_needed', got {fallback_units!r}")

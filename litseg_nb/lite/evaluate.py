@@ -19,9 +19,10 @@ from typing import Any, Mapping, Sequence
 
 from ..core.schema import Book, Unit
 from .config import LiteConfig
-from .data import single_pass_target, target_text, view_annotation
+from .data import single_pass_target, target_text, view_annotation, lite_conversation
 from .rewards import NarratologicalReward, format_reward_breakdown
 from .segmenter import LiteSegmenter, LiteUnitResult
+from ..corpus import load_corpus
 
 
 def _book_names(b: Book) -> set[str]:
@@ -37,8 +38,6 @@ def load_lite_books(cfg: LiteConfig, need_extra: bool = True) -> tuple[list[Book
     The split is by book: a training book that is also an evaluation book (same id or title, e.g.
     another edition) is an error naming it.
     """
-    from ..corpus import load_corpus
-
     lit = cfg.teacher()
     evaluated = load_corpus(lit.corpus)
     if not need_extra:
@@ -78,8 +77,6 @@ def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: 
                       judge: NarratologicalReward | None, weights: Sequence[float],
                       length_reference: int | Mapping[str, int] = 100) -> list[dict[str, Any]]:
     """Per-unit rows of a finished Lite run; the FIRST reply is scored with the GRPO reward."""
-    from .data import lite_conversation
-
     rows = []
     for (book, unit), r in zip(pairs, results):
         conv = lite_conversation(book, unit, length_reference=length_reference)
@@ -110,8 +107,6 @@ def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Boo
     teacher's final segments reformatted into the single-pass schema (so it is comparable).
     Units without an annotation are skipped.
     """
-    from .data import lite_conversation
-
     by_key = {(r["book_id"], r["unit_id"]): r for r in records}
     rows = []
     for book, unit in pairs:

@@ -26,6 +26,8 @@ from ..litseg.validate import (coverage_mask, nested_ranges, parse_json_reply, s
                                validate_segments)
 from ..llm.base import LLMBackend, UsageTag
 from ..llm.replies import read_reply
+from ..litseg.rubric_judge import (pipeline_analysis, score_chunks_with_rubric, segment_pipeline_json,
+                                   segment_texts_from_passage)
 
 
 def completion_text(completion: Any) -> str:
@@ -187,9 +189,6 @@ class NarratologicalReward:
         self.log: list[dict[str, Any]] = []  # one row per completion
 
     def score_one(self, text: str, passage: str, system_prompt: str, n_sentences: int) -> float:
-        from ..litseg.rubric_judge import (pipeline_analysis, score_chunks_with_rubric, segment_pipeline_json,
-                                            segment_texts_from_passage)
-
         self.stats.completions += 1
         segs = judgeable_segments(text, n_sentences)
         if not segs:

@@ -32,6 +32,12 @@ from typing import Any, Callable, Sequence
 from .config import LiteConfig
 from .data import LiteExample
 from ..errors import LitsegError
+from .heldout import TRAINED_UNITS_FILE, save_profile_record, trained_units_of, TrainedUnits, model_record
+from ..llm.vllm_backend import live_engines, release_engine
+from ..llm.base import LLMError
+from ..core.cache import hash_file, hash_obj
+from ..llm.models import load_model_and_tokenizer
+from ..llm import make_backend
 
 
 # --------------------------------------------------------------------------- helpers
@@ -153,8 +159,6 @@ def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, e
 def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg: LiteConfig) -> None:
     """The units this adapter learned from, in the adapter folder and the profile's record
     (:mod:`litseg_nb.lite.heldout`: the student is never evaluated on them)."""
-    from .heldout import TRAINED_UNITS_FILE, save_profile_record, trained_units_of
-
     trained = trained_units_of(examples)
     trained.save(Path(adapter_dir) / TRAINED_UNITS_FILE)
     save_profile_record(cfg.profile, trained)
@@ -314,12 +318,9 @@ def grpo_rollout_kwargs(cfg: LiteConfig, cap: int) -> dict[str, Any]:
     ``full``) or transformers' ``generate`` (CPU profiles)."""
     if not cfg.grpo_use_vllm:
         return {"use_vllm": False}
-    from ..llm.vllm_backend import live_engines
 
     alive = live_engines()
     if alive:  # trl's engine would be a second one on the GPU
-        from ..llm.base import LLMError
-
         raise LLMError(f"GRPO with vLLM rollouts: a vLLM engine for {', '.join(alive)} is alive; close its "
                        "backends (litseg_nb.llm.factory.release_backend) before training")
     return {"use_vllm": True, "vllm_mode": "colocate",
@@ -361,7 +362,6 @@ def release_rollout_engine(trainer: Any) -> None:
     gen = getattr(trainer, "vllm_generation", None)
     if getattr(gen, "llm", None) is None:
         return
-    from ..llm.vllm_backend import release_engine
 
     release_engine(gen, "llm", "trl's GRPO rollouts")
 
@@ -473,8 +473,6 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
 # --------------------------------------------------------------------------- loading for inference
 def adapter_fingerprint(*adapter_dirs: Path) -> str:
     """Hash of the adapters' weight files (names the merged model, so caches never go stale)."""
-    from ..core.cache import hash_file, hash_obj
-
     files = []
     for d in adapter_dirs:
         for p in sorted(Path(d).glob("adapter_model.*")):
@@ -488,8 +486,6 @@ def load_lite_model(base_model: str, adapter_dirs: Sequence[Path], dtype: str = 
     """Base model with the given adapters applied in order and merged. Returns ``(model, tokenizer)``."""
     from peft import PeftModel
 
-    from ..llm.models import load_model_and_tokenizer
-
     model, tok, _ = load_model_and_tokenizer(base_model, dtype, device)
     for d in adapter_dirs:
         model = PeftModel.from_pretrained(model, str(d)).merge_and_unload()
@@ -499,8 +495,6 @@ def load_lite_model(base_model: str, adapter_dirs: Sequence[Path], dtype: str = 
 
 def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
     """Merge base + adapters once into ``root/merged-<hash>`` (a plain model folder any backend loads)."""
-    from .heldout import TRAINED_UNITS_FILE, TrainedUnits, model_record
-
     target = Path(root) / f"merged-{adapter_fingerprint(*adapter_dirs)}"
     trained = TrainedUnits()
     for d in adapter_dirs:  # the merged model carries every unit its adapters were trained on
@@ -532,8 +526,6 @@ def save_combined_adapter(base_model: str, adapter_dirs: Sequence[Path], root: P
     """
     import torch
     from safetensors.torch import load_file, save_file
-
-    from .heldout import TRAINED_UNITS_FILE, TrainedUnits, model_record
 
     dirs = [Path(d) for d in adapter_dirs]
     if not dirs:
@@ -579,8 +571,6 @@ def student_backend(llm_cfg: Any, adapter_dirs: Sequence[Path], root: Path, ledg
     vLLM: one combined LoRA adapter (:func:`save_combined_adapter`) served on the base model's engine
     (the engine notebook 03's untuned student and notebook 07's base variants already use: one engine
     per model per process). hf/openai: the merged model folder (:func:`save_merged_model`)."""
-    from ..llm import make_backend
-
     if llm_cfg.backend == "vllm":
         path = save_combined_adapter(llm_cfg.model, adapter_dirs, root)
         return make_backend(llm_cfg.replace(lora_adapter=str(path)), ledger), path

@@ -44,7 +44,7 @@ import numpy as np
 from ..core.artifacts import artifact_path
 from ..core.schema import Book, Unit
 from .config import LitSegConfig
-from .pipeline import annotate_units
+from .pipeline import annotate_units, training_items
 
 
 def calibration_subset(items: Sequence[tuple[Book, Unit]], n: int, seed: int = 0) -> list[tuple[Book, Unit]]:
@@ -82,8 +82,6 @@ def calibrate_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any,
     pool = list(items)
     have = {b.dataset for b, _ in pool}
     if train_items is None and set(cfg.train_corpus.datasets) - have:
-        from .pipeline import training_items
-
         train_items = training_items(cfg)[1]
     pool += [(b, u) for b, u in (train_items or ()) if b.dataset not in have]
     result = measure_length_reference(

@@ -69,6 +69,8 @@ from .prompting import (PAPER_LENGTH_REFERENCE, STAGES, LengthReference, referen
 from .reconstruct import reconstruct_unit
 from .validate import (FinalSegmentation, Segment, ValidationResult, extract_json, finalize_segments,
                        parse_json_reply, validate_segments, validate_stage1, validate_stage2)
+from ..core.prompts import load_prompt
+from ..corpus import load_corpus
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +115,6 @@ class _Job:
 
 def run_key(cfg: LitSegConfig, backend: Any, system: str, structured: bool, max_retries: int) -> str:
     """Hash of everything that determines a unit's annotation except the unit itself."""
-    from ..core.prompts import load_prompt
-
     blob = {
         "v": ANNOTATION_VERSION,
         "backend": getattr(backend, "name", ""),
@@ -497,8 +497,6 @@ def training_items(cfg: LitSegConfig) -> tuple[list[Book], list[tuple[Book, Unit
     In ``full`` that is the LiteraryQA train split (``<data>/literaryqa/annotations/train.jsonl`` and
     ``texts/train/``); the CPU profiles use another book than the evaluated ones (a book-level split).
     """
-    from ..corpus import load_corpus
-
     books = load_corpus(cfg.train_corpus)
     items = [(b, u) for b in books for u in b.units if u.n_sentences]
     if cfg.max_train_units:

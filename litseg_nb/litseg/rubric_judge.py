@@ -36,6 +36,7 @@ from ..llm.base import BackendUnavailableError, LLMBackend, SamplingParams, Usag
 from ..llm.replies import json_candidates, read_int, read_reply
 from ..errors import LitsegError
 from .prompting import with_length_reference
+from ..core.prompts import load_prompt, fill_prompt
 
 DIMENSIONS = ("event_validity", "unity_of_action", "cut_point_logic")
 DIMENSION_KEYS = ("dimension1", "dimension2", "dimension3")
@@ -181,8 +182,6 @@ def rubric_worked_example() -> tuple[tuple[float, ...], ...]:
     """The scores of the E.3 rubric's own output example (read from the template, cached)."""
     global _WORKED_EXAMPLE
     if _WORKED_EXAMPLE is None:
-        from ..core.prompts import load_prompt
-
         system = load_prompt("judge/e3_rubric_system")
         example: tuple[tuple[float, ...], ...] = ()
         for cand in json_candidates(system[system.rfind("Example"):]):
@@ -269,8 +268,6 @@ def improper_overlap_flags(segments: Sequence[dict[str, Any]]) -> list[bool]:
 def build_rubric_conversation(original_passage: str, segment_pipeline_prompt: str,
                               segment_pipeline_json: str) -> list[dict[str, str]]:
     """System = E.3 rubric, user = E.3 user template filled with the three inputs."""
-    from ..core.prompts import fill_prompt, load_prompt
-
     user = fill_prompt(load_prompt("judge/e3_rubric_user"),
                        segment_pipeline_prompt=segment_pipeline_prompt,
                        original_passage=original_passage,
@@ -437,8 +434,6 @@ def segment_pipeline_prompt(method: str, length_reference: int | None = None, de
     it; ``{last_index}`` is filled with ``last_index`` when given. ``detail="name"``: one line naming
     the method (a judge with a short context).
     """
-    from ..core.prompts import load_prompt
-
     base, *steps = method.split("@")[0].split("+")
     if detail == "name":
         return f"Chunker {method!r} (prompt not shown: judge context too short)"

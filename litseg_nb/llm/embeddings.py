@@ -38,6 +38,8 @@ from ..config import EmbeddingConfig
 from .models import resolve_model_path  # the package's one resolver (packaged names, paths)
 from .packaged_models import PACKAGED_MODELS, EmbeddingError, packaged_model_dir  # noqa: F401
 from ..core.paths import cache_dir
+from .request_cache import _move_aside_file
+from ..core.cache import CacheWarning
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
 
@@ -81,8 +83,6 @@ class EmbeddingCache:
 
     def _replace_corrupt(self, exc: Exception) -> sqlite3.Connection:
         """Move the unreadable file aside (the LLM cache's code) and open an empty cache."""
-        from .request_cache import _move_aside_file
-
         self.moved_aside = _move_aside_file(self.path, "embeddings cache", exc, stacklevel=4)
         return self._open()
 
@@ -133,8 +133,6 @@ class EmbeddingCache:
                         pass
                     if self._is_full(exc) or retry:
                         import warnings
-
-                        from ..core.cache import CacheWarning
 
                         self.full = True
                         warnings.warn(f"embeddings cache {self.path} cannot store vectors ({exc}); "

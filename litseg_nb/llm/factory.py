@@ -6,6 +6,10 @@ from pathlib import Path
 
 from ..config import LLMConfig
 from .base import LLMBackend, LLMError, UsageLedger
+from .hf import HFBackend
+from .vllm_backend import VLLMBackend
+from .openai_backend import OpenAIBackend
+from .request_cache import CachedBackend, RequestCache
 
 BACKENDS = ("hf", "vllm", "openai")
 
@@ -24,23 +28,17 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
         raise LLMError(f"LLMConfig.lora_adapter ({llm_cfg.lora_adapter}) is served by the vllm backend only; with "
                        f"{kind!r} load a merged model folder (litseg_nb.lite.train.student_backend does either)")
     if kind == "hf":
-        from .hf import HFBackend
-
         backend = HFBackend(llm_cfg.model, dtype=llm_cfg.dtype, device=llm_cfg.device,
                             batch_size=llm_cfg.batch_size, max_model_len=llm_cfg.max_model_len,
                             structured_output=llm_cfg.structured_output, ledger=ledger,
                             prefix_reuse=llm_cfg.prefix_reuse, enable_thinking=llm_cfg.enable_thinking,
                             max_padding=llm_cfg.max_padding)
     elif kind == "vllm":
-        from .vllm_backend import VLLMBackend
-
         backend = VLLMBackend(llm_cfg.model, dtype=llm_cfg.dtype, max_model_len=llm_cfg.max_model_len,
                               structured_output=llm_cfg.structured_output, ledger=ledger,
                               enable_thinking=llm_cfg.enable_thinking,
                               lora_adapter=llm_cfg.lora_adapter, **llm_cfg.engine)
     elif kind == "openai":
-        from .openai_backend import OpenAIBackend
-
         # the key comes only from the environment variable the config names (never from the config)
         api_key = os.environ.get(llm_cfg.api_key_env, "") or "EMPTY"
         backend = OpenAIBackend(llm_cfg.model, base_urls=llm_cfg.base_urls, api_key=api_key,
@@ -54,8 +52,6 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
         raise LLMError(f"unknown LLM backend {kind!r}; expected one of {', '.join(BACKENDS)} "
                        "(tests use litseg_nb.llm.ScriptedBackend directly)")
     if llm_cfg.use_cache:
-        from .request_cache import CachedBackend, RequestCache
-
         chunk = llm_cfg.batch_size if kind != "openai" else max(llm_cfg.batch_size,
                                                                 llm_cfg.max_concurrency)
         return CachedBackend(backend, RequestCache(cache_path), chunk_size=chunk)  # type: ignore[return-value]

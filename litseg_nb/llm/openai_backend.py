@@ -68,6 +68,7 @@ from typing import Any, Sequence
 from .base import (BackendBase, BackendUnavailableError, Conversation, Generation, LLMError,
                    SamplingParams, UsageLedger, UsageTag, one_line, reasoning_text_split, redact_url)
 from ..errors import LitsegError
+from .models import ModelNotAvailableError, load_tokenizer, local_tokenizer_source
 
 RETRYABLE_STATUS_MIN = 500
 
@@ -500,8 +501,6 @@ class OpenAIBackend(BackendBase):
         packaged name, a local path or a model already in the local hub cache. The hub is never
         contacted (a served model's name is often no hub id at all)."""
         if self._tokenizer is None:
-            from .models import ModelNotAvailableError, load_tokenizer, local_tokenizer_source
-
             source = local_tokenizer_source(self.model_id)
             try:
                 self._tokenizer = load_tokenizer(source, local_only=True) if source else False

@@ -40,6 +40,7 @@ from .base import (BackendBase, Conversation, Generation, LLMError, SamplingPara
                    UsageTag, reasoning_token_count, think_token_ids)
 from .local_tokenizer import LocalTokenizerMixin
 from .models import model_revision, resolve_model_path
+from ..core.cache import hash_file
 
 
 def _import_vllm():
@@ -218,8 +219,6 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
 
     def _set_lora(self, adapter: str) -> None:
         """Serve LoRA adapter folder ``adapter`` on the base engine (a ``LoRARequest`` per call)."""
-        from ..core.cache import hash_file
-
         path = Path(adapter)
         weights = sorted(path.glob("adapter_model.*"))
         if not weights:

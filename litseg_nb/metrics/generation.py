@@ -22,6 +22,7 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
+from ..core.paths import cache_dir
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation) | {"\u2018", "\u2019", "\u201c", "\u201d", "\u2014", "\u2013"}
@@ -115,8 +116,6 @@ def load_wordnet() -> tuple[Any, str]:
         pass
     if (DEBIAN_WORDNET / "data.noun").is_file() and DEBIAN_LEXNAMES_MAN.is_file():
         from nltk.corpus.reader.wordnet import WordNetCorpusReader
-
-        from ..core.paths import cache_dir
 
         root = _build_debian_wordnet_dir(cache_dir() / "wordnet-debian")
         for p in (str(root), str(DEBIAN_WORDNET)):

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from ..llm.base import SamplingParams, UsageTag
 from ..llm.replies import answer_text
+from ..core.prompts import load_prompt, render_prompt
 
 _VERDICT = re.compile(r"verdict\s*+[:\-]?\s*+\**+\s*+(tie|a|b)\b", re.I)  # possessive: linear
 
@@ -36,8 +37,6 @@ def parse_verdict(text: str) -> str | None:
 
 
 def pairwise_conversation(context: str, question: str, reference: str, answer_a: str, answer_b: str):
-    from ..core.prompts import load_prompt, render_prompt
-
     return [{"role": "system", "content": load_prompt("judge/pairwise_b2_guideline")},
             {"role": "user", "content": render_prompt("judge/pairwise_user", context=context, question=question,
                                                       reference=reference, answer_a=answer_a or "(empty)",

@@ -25,6 +25,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from .structure import build_units
+from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
+from ..data.text import join_paragraphs
+from ..core.paths import data_dir
 
 TARGET_SECONDS_PER_MB = 0.4
 TARGET_BIG_SECONDS = 15.0
@@ -49,15 +53,11 @@ def raw_files(root: Path) -> list[Path]:
 
 
 def _index(book_id: str, text: str, paragraphs, max_unit_words: int, author=None) -> int:
-    from .structure import build_units
-
     return len(build_units(book_id, text, paragraphs, max_unit_words, author=author))
 
 
 def big_book(root: Path, target_mb: float = 20.0) -> tuple[str, list[tuple[int, int]]]:
     """A ~``target_mb`` MB cleaned book: local paragraphs under ``CHAPTER n`` headings + contents."""
-    from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
-    from ..data.text import join_paragraphs
 
     pool: list[str] = []
     for p in raw_files(root):
@@ -80,8 +80,6 @@ def big_book(root: Path, target_mb: float = 20.0) -> tuple[str, list[tuple[int, 
 
 
 def run_benchmark(root: Path | None = None, max_unit_words: int = 2000, big_mb: float = 20.0) -> dict:
-    from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
-    from ..core.paths import data_dir
 
     root = Path(root) if root else data_dir()
     files = raw_files(root)

@@ -34,6 +34,8 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
+from .structure import FRONT_MATTER, build_units
+from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
 
 FRONT = "@front"
 HELD_OUT_SEED = "litseg-22"
@@ -158,8 +160,6 @@ def summarise(rows: Sequence[dict]) -> dict:
 def detect_units(text: str, paragraphs: list, title: str = FRONT, author: str | None = None
                  ) -> list[tuple[str, int]]:
     """``(title, start)`` of the narrative units :mod:`litseg_nb.preprocess.structure` finds."""
-    from .structure import FRONT_MATTER, build_units
-
     units = build_units("gold", text, paragraphs, max_unit_words=None,
                         sentences=[tuple(p) for p in paragraphs], whole_title=title, author=author)
     return [(u.title, u.start) for u in units if not u.title.startswith(FRONT_MATTER)]
@@ -167,8 +167,6 @@ def detect_units(text: str, paragraphs: list, title: str = FRONT, author: str | 
 
 def score_gold(gold: Sequence[GoldEntry], root: Path, detector: Detector | None = None) -> tuple[list[dict], dict]:
     """Clean and detect every gold book under the data ``root``; returns ``(rows, summary)``."""
-    from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
-
     detector = detector or detect_units
     rows = []
     for entry in gold:

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..llm.base import SamplingParams, UsageTag
+from ..core.prompts import load_prompt, render_prompt
+from ..llm.replies import answer_text
 
 ANSWER_INSTRUCTIONS = {"gutenqa": "rag/answer_instruction_gutenqa", "literaryqa": "rag/answer_instruction_literaryqa"}
 
 
 def answer_conversation(dataset: str, title: str, question: str, chunks: Sequence[str]) -> list[dict[str, str]]:
-    from ..core.prompts import load_prompt, render_prompt
-
     key = "literaryqa" if dataset == "literaryqa" else "gutenqa"
     system = load_prompt("rag/system") + " " + load_prompt(ANSWER_INSTRUCTIONS[key])
     if chunks:
@@ -30,8 +30,6 @@ def answer_conversation(dataset: str, title: str, question: str, chunks: Sequenc
 def clean_answer(text: str) -> str:
     """First non-empty paragraph of the reply's answer, stripped (the prompt asks for one sentence);
     reasoning blocks are removed first (:func:`litseg_nb.llm.replies.answer_text`)."""
-    from ..llm.replies import answer_text
-
     for part in answer_text(text).strip().split("\n\n"):
         if part.strip():
             return part.strip()
@@ -54,13 +52,10 @@ def hyde_passages(backend: Any, titles: Sequence[str], questions: Sequence[str],
 
     An empty generation falls back to the question itself; the caller counts those.
     """
-    from ..core.prompts import render_prompt
-
     convs = [[{"role": "user", "content": render_prompt("rag/hyde", title=t, query=q)}]
              for t, q in zip(titles, questions)]
     if not convs:
         return []
     gens = backend.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed), tag)
-    from ..llm.replies import answer_text
 
     return [answer_text(g.text).strip() for g in gens]  # reasoning blocks removed

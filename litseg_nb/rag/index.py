@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+from ..metrics.retrieval import normalize_for_match
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
@@ -59,8 +60,6 @@ class BookIndex:
 
     def relevant(self, evidence: str) -> set[int]:
         """Indices of the chunks that contain ``evidence`` (normalised containment, cached texts)."""
-        from ..metrics.retrieval import normalize_for_match
-
         norm = self.meta.get("_norm_texts")
         if norm is None:
             norm = self.meta["_norm_texts"] = [normalize_for_match(t) for t in self.texts]

@@ -27,6 +27,9 @@ import pandas as pd
 
 from ..llm.base import UsageTag
 from .pipeline import EvalQuestion
+from .generate import answer_conversation, generate_answers
+from ..metrics.generation import generation_scores
+from .report import add_ragas
 
 MEASURES = ("AA", "EM", "F1", "ROUGE_L", "METEOR")  # Table 4's names (answers' columns: SOURCE)
 SOURCE = {"AA": "answer_accuracy", "EM": "EM", "F1": "F1", "ROUGE_L": "ROUGE-L", "METEOR": "METEOR"}
@@ -56,8 +59,6 @@ def _row(system: str, method: str, frame: pd.DataFrame | None, status: str) -> d
 def long_context_fit(backend: Any, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
                      max_model_len: int, answer_max_new_tokens: int) -> tuple[bool, str]:
     """Whether every question's prompt with its whole book fits the generator's context; the reason if not."""
-    from .generate import answer_conversation
-
     worst: tuple[int, str] | None = None
     book_tokens: dict[str, int] = {}  # each book tokenised once (a GutenQA book is ~1 MB of text)
     for q in questions:
@@ -82,9 +83,6 @@ def lumber_qa_comparison(gen: pd.DataFrame, books: Mapping[str, Any], questions:
     superset of those in ``gen``: their answers are the references). ``cfg`` is the :class:`~litseg_nb.rag.config.RagConfig`
     (generator context ``llm.max_model_len``, ``answer_max_new_tokens``, RAGAS settings). The long-context
     row is generated here when it fits (same generator, prompt and RAGAS subset rule), else stated."""
-    from ..metrics.generation import generation_scores
-    from .generate import generate_answers
-    from .report import add_ragas
 
     g = gen[gen["dataset"] == dataset] if len(gen) else gen
     rows = [_row(f"RAG-{m}", m, part, "run") for m, part in g.groupby("method", sort=False)] if len(g) else []

@@ -39,12 +39,13 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..chunk_sets import EvaluationError
-from ..metrics.retrieval import first_relevant_rank, is_relevant, normalize_for_match
+from ..metrics.retrieval import first_relevant_rank, is_relevant, normalize_for_match, summarize_scopes
 from ..core.schema import Chunk
 from .config import RagConfig
 from .fusion import rrf_fuse, weighted_fuse, weighted_rrf_fuse
 from .index import LibraryIndex
 from .rerank import rerank
+from .generate import hyde_passages
 
 MODES = ("dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear", "dense+hyde", "hybrid+rerank")
 TUNED_MODES = ("hybrid-wrrf", "hybrid-linear")
@@ -214,8 +215,6 @@ class RagEvaluator:
 
     # ------------------------------------------------------------------ HyDE
     def prepare_hyde(self, questions: Sequence[EvalQuestion]) -> list[EvalQuestion]:
-        from .generate import hyde_passages
-
         if not self.cfg.hyde or self.backend is None:
             return []
         n = self.cfg.hyde_max_questions or len(questions)
@@ -418,8 +417,6 @@ def retrieval_table(rows: Sequence[Mapping[str, Any]], qids: set[str] | None = N
     evidence). ``qids`` restricts to those questions. ``MRR`` is kept as an alias of ``MRR@k`` for
     callers that read it (notebook 07)."""
     import pandas as pd
-
-    from ..metrics.retrieval import summarize_scopes
 
     df = pd.DataFrame([r for r in rows if r["answerable"] is not None and (qids is None or r["qid"] in qids)])
     out = []

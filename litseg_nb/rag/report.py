@@ -10,13 +10,22 @@ from ..llm.base import UsageTag
 from ..chunk_sets import EvaluationError
 from ..core.schema import Chunk
 from .pipeline import EvalQuestion, RagEvaluator, evidence_window, final_ranking, select_subset
+from ..metrics.generation import generation_scores
+from .generate import generate_answers
+from ..metrics.ragas_eval import ragas_scores
+from ..metrics.pairwise import (BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs,
+                                pairwise_win_rate)
+from .pipeline import retrieval_table, evaluation_questions, questions_in_scope, common_units
+from ..metrics.retrieval import (span_relevant, is_relevant, chunk_source_spans, evidence_char_spans,
+                                 spans_cover, _normalized_with_offsets, normalize_for_match)
+from ..chunkers.config import BaselinesConfig
+from ..chunkers.lumber import lumber_chunks_batch
+from ..llm import make_backend
 
 
 def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], rows: Sequence[Mapping[str, Any]],
                         methods: Sequence[str]) -> pd.DataFrame:
     """Answers of every method in ``methods`` for ``questions`` (contexts = final ranking's top chunks)."""
-    from ..metrics.generation import generation_scores
-    from .generate import generate_answers
 
     best = final_ranking(rows)
     items, meta = [], []
@@ -44,8 +53,6 @@ def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], row
 def add_ragas(backend: Any, gen: pd.DataFrame, n_per_dataset: int, seed: int, max_new_tokens: int,
               retries: int = 5) -> pd.DataFrame:
     """CR and AA columns for up to ``n_per_dataset`` questions per dataset (others NaN, ``ragas_scored`` False)."""
-    from ..metrics.ragas_eval import ragas_scores
-
     gen = gen.copy()
     gen["context_relevance"], gen["answer_accuracy"], gen["ragas_scored"] = float("nan"), float("nan"), False
     gen["ragas_unrated_CR"], gen["ragas_unrated_AA"] = False, False
@@ -91,8 +98,6 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
     every judged pair (dataset, qid, target, opponent, context, question, reference, both answers):
     notebook 05 exports them as Appendix B's human sheets.
     """
-    from ..metrics.pairwise import BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs
-    from ..metrics.pairwise import pairwise_win_rate
 
     unit_of = {(m, c.book_id, c.chunk_id): c.unit_id for m, cs in (chunk_sets or {}).items() for c in cs}
 
@@ -170,8 +175,6 @@ def table3_reranked(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int
     """Table 3 as the paper computes it (App. I.1: the reranked ranking) with the pre-rerank hybrid
     ranking of the *same questions* beside it; column ``ranking`` labels each row. Empty when no
     question was reranked."""
-    from .pipeline import retrieval_table
-
     rr_q = {r["qid"] for r in rows if r["mode"] == "hybrid+rerank"}
     if not rr_q:
         return pd.DataFrame()
@@ -197,8 +200,6 @@ def table3_scope(cfg: Any, books: Sequence[Any], chunk_sets: Mapping[str, Sequen
     by ``cfg.question_scope``; with ``common-units`` every chunk set is restricted to the units all
     of them cover (the same haystack for all). Returns ``(questions, scope report, chunk sets)``.
     """
-    from .pipeline import evaluation_questions, questions_in_scope
-
     book_by_id = {b.book_id: b for b in books}
     questions = evaluation_questions(books, cfg.literaryqa_max_questions, seed)
     questions, scope = questions_in_scope(questions, chunk_sets, book_by_id, cfg.question_scope)
@@ -211,6 +212,7 @@ def table3_scope(cfg: Any, books: Sequence[Any], chunk_sets: Mapping[str, Sequen
 def table3_evaluator(cfg: Any, embedder: Any, backend: Any, index_root: Any = None, scorer: Any = None) -> RagEvaluator:
     """The evaluator of Table 3 (App. I.1): ``cfg``'s fusion and its reranker (``cfg.reranker``; a
     ``scorer`` given here replaces it, for tests)."""
+    # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
     from .rerank import make_reranker
 
     if scorer is None:
@@ -227,8 +229,6 @@ def rerank_subset(cfg: Any, questions: Sequence[EvalQuestion], seed: int = 0) ->
 def table3_final(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int = 20) -> pd.DataFrame:
     """Table 3 as reported: the reranked ranking where questions were reranked (App. I.1), else the
     hybrid ranking over every question in scope; column ``ranking`` says which."""
-    from .pipeline import retrieval_table
-
     t = table3_reranked(rows, gen, k=k)
     if not t.empty:
         return t[t["ranking"] == RERANK_LABEL].reset_index(drop=True)
@@ -249,8 +249,6 @@ def span_relevance_table(rows: Sequence[Mapping[str, Any]], chunk_sets: Mapping[
     rankings: MRR@k, Hit@1/5/10 and answerable questions under each, and ``n_relevance_differs``
     (questions whose relevant chunk sets differ). ``verbatim`` says whether every chunk of the set is a
     span of the source (there the two agree, up to LitSeg's non-adjacent context junctions)."""
-    from ..metrics.retrieval import span_relevant
-
     per_book: dict[tuple[str, str], list[Chunk]] = {}
     for m, cs in chunk_sets.items():
         for c in cs:  # the index order of LibraryIndex.build: chunks of a book in chunk-set order
@@ -304,8 +302,6 @@ def theta_sweep_for_scope(cfg: Any, books: Mapping[str, Any], scope: Mapping[str
     if "common_units" in scope:
         units, where = list(scope["common_units"]), "of the common scope"
     else:
-        from .pipeline import common_units
-
         units, where = common_units(chunk_sets), f"covered by every chunk set (question_scope={scope.get('scope')})"
     keys = theta_sweep_units(books, units, questions, cfg.lumber_theta_max_units)
     head = f"thetas={list(cfg.lumber_thetas)} | "
@@ -325,8 +321,6 @@ def theta_sweep_units(books: Mapping[str, Any], unit_keys: Sequence[tuple[str, s
                       questions: Sequence[EvalQuestion], max_units: int = 0) -> list[tuple[str, str]]:
     """The units the θ sweep segments: those of ``unit_keys`` holding GutenQA evidence, the most
     evidence first (ties: the given order), at most ``max_units`` (0 = all)."""
-    from ..metrics.retrieval import is_relevant
-
     def n_evidence(key: tuple[str, str]) -> int:
         text = books[key[0]].unit(key[1]).text(books[key[0]].text)
         return sum(1 for q in questions if q.evidence and q.book_id == key[0] and is_relevant(text, q.evidence))
@@ -349,14 +343,9 @@ def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[t
     per θ and mode with DCG@k, Recall@k, MRR, the chunk count and mean chunk tokens. Calls are tagged
     ``lumber-theta`` (stage ``05-theta``); θ = 550 repeats notebook 04's requests (request cache).
     """
-    from ..chunkers.config import BaselinesConfig
-    from ..chunkers.lumber import lumber_chunks_batch
-    from .pipeline import questions_in_scope, retrieval_table
 
     bcfg = BaselinesConfig.for_profile(cfg.profile, seed=seed)
     if bcfg.llm.model != cfg.llm.model:
-        from ..llm import make_backend
-
         backend = make_backend(bcfg.llm)
     # the units holding the most question evidence first (ties: unit order), so a capped sweep is scored
     keys = theta_sweep_units(books, unit_keys, questions, cfg.lumber_theta_max_units)
@@ -409,8 +398,6 @@ PAPER_CASE_BOOKS = ("Barchester Towers", "The Vampyre", "The House of the Seven 
 def _evidence_cut(chunks: Sequence[Chunk], book: Any, evidence: str) -> tuple[int, int] | None:
     """The book-text span of the chunk holding ``evidence`` (a chunk that contains it; else, where the
     evidence is split, the chunk holding its first character), or None when it is not in the book."""
-    from ..metrics.retrieval import chunk_source_spans, evidence_char_spans, spans_cover
-
     occ = evidence_char_spans(book.text, evidence)
     if not occ:
         return None
@@ -450,7 +437,6 @@ def choose_case_question(gen: pd.DataFrame, chunk_sets: Mapping[str, Sequence[Ch
     for m, cs in chunk_sets.items():
         for c in cs:
             per_book.setdefault((m, c.book_id), []).append(c)
-    from ..metrics.retrieval import is_relevant
 
     def score(q: EvalQuestion) -> tuple[int, int, str]:
         rows = gen[gen["qid"] == q.qid]
@@ -472,8 +458,6 @@ def choose_case_question(gen: pd.DataFrame, chunk_sets: Mapping[str, Sequence[Ch
 def case_study(gen: pd.DataFrame, qid: str, questions: Sequence[EvalQuestion]) -> list[dict[str, Any]]:
     """Per method: the top chunk it handed the generator (and how many it handed), whether any handed
     chunk holds the evidence, the evidence's position in the shown chunk, and the method's answer."""
-    from ..metrics.retrieval import _normalized_with_offsets, is_relevant, normalize_for_match
-
     q = next(x for x in questions if x.qid == qid)
     out = []
     for r in gen[gen["qid"] == qid].sort_values("method").itertuples():

@@ -10,6 +10,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..llm.base import UsageTag
+from ..core.prompts import load_prompt, render_prompt
+from ..llm.embeddings import model_max_tokens
+from ..llm.models import resolve_model_path
 
 RERANKERS = ("none", "llm-pointwise", "flagembedding")
 
@@ -32,8 +35,6 @@ class LLMPointwiseReranker:
         self.max_chars = max_chars
 
     def conversation(self, title: str, query: str, doc: str) -> list[dict[str, str]]:
-        from ..core.prompts import load_prompt, render_prompt
-
         if self.max_chars:
             doc = doc[: self.max_chars]
         return [{"role": "system", "content": load_prompt("rag/rerank_system")},
@@ -56,8 +57,6 @@ class FlagReranker:
     def __init__(self, model: str, device: str = "auto", max_chars: int = 0, max_length: int = 0):
         from FlagEmbedding import FlagReranker as _FR
 
-        from ..llm.embeddings import model_max_tokens
-        from ..llm.models import resolve_model_path
 
         path = resolve_model_path(model)
         self.max_length = int(max_length or model_max_tokens(path))

@@ -28,6 +28,8 @@ from ..llm.base import UsageTag
 from ..core.schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
 from .contract import Method, Models
 from .registry import STAGE, chunk_units, get_method, segment_units
+from ..corpus.selection import book_matches, select_units
+from ..core.artifacts import artifact_path
 
 if TYPE_CHECKING:
     from ..chunkers.config import BaselinesConfig
@@ -63,8 +65,6 @@ class RunReport:
 
 
 def _matches(book: Book, wanted: Sequence[str]) -> bool:
-    from ..corpus.selection import book_matches
-
     return book_matches(book, wanted)
 
 
@@ -160,8 +160,6 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
     if not spec.is_baseline:
         raise ChunkerError(f"{name} is not a notebook-04 baseline (use chunk_units or litseg_nb.segment)")
     if spec.needs_llm:
-        from ..corpus.selection import select_units
-
         selected = select_units(books, cfg.selection)
         by_book: dict[str, list[Unit]] = {}
         for b, u in selected:
@@ -198,7 +196,7 @@ def run_methods(books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = No
     ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` when ``save_profile`` is given."""
     from tqdm.auto import tqdm
 
-    from ..core.artifacts import artifact_path
+    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
     from ..core.schema import save_chunks
 
     out: dict[str, list[Chunk]] = {}
@@ -225,8 +223,6 @@ def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequ
     ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` for notebooks 05/06."""
     import pandas as pd
     from tqdm.auto import tqdm
-
-    from ..corpus.selection import book_matches
 
     sets, rows = {}, []
     for name in tqdm(list(presets), desc="library presets"):
