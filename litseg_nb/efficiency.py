@@ -39,7 +39,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from .chunkers.config import METHOD_NAMES
-from .config import StageConfig, one_of
+from .config import StageConfig, at_least, one_of
 from .paths import outputs_dir
 from .schema import load_chunks
 
@@ -57,6 +57,16 @@ class EfficiencyConfig(StageConfig):
     timing_dataset: str = one_of("literaryqa", *TIMING_DATASETS)
     #: also time LitSeg's three stages with the student's model on the §4.4 units (teacher-size control)
     litseg_on_student: bool = True
+    #: §4.4 measured side by side (:mod:`litseg_nb.paired_timing`): the three methods in this process,
+    #: interleaved, on one engine, with one batching, request cache bypassed
+    paired: bool = True
+    #: the first this many §4.4 units (0 = all: the paper's LiteraryQA test units in ``full``)
+    paired_max_units: int = at_least(0, 0)
+    #: units per batch = the most requests one call carries, for every method alike (0 = one batch);
+    #: full: 256, vLLM's default ``max_num_seqs`` (every request of a call in flight at once)
+    paired_batch_units: int = at_least(256, 0)
+    #: passes of every method over every batch (each repeat x batch is one interleaved block)
+    paired_repeats: int = at_least(1, 1)
 
 
 USAGE_COLUMNS = ["method", "book", "stage", "calls", "prompt_tokens", "cached_prompt_tokens",

@@ -97,8 +97,10 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "BoundaryConfig": {"source": "hand-checked", "max_books": 2, "max_windows_per_book": 2,
                            "window_sentences": 40, "methods": ("token", "recursive", "paragraph"),
                            "llm_methods": ("perplexity",), "llm_max_windows": 2, "segmenter_max_windows": 1},
-        # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit
-        "EfficiencyConfig": {"timing_dataset": "all"},
+        # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit; the paired
+        # §4.4 measurement: both units in one batch, three interleaved repeats
+        "EfficiencyConfig": {"timing_dataset": "all", "paired_max_units": 2, "paired_batch_units": 0,
+                             "paired_repeats": 3},
     },
     "smoke": {
         "shared": {
@@ -200,8 +202,10 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "BoundaryConfig": {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
                            "llm_methods": ("perplexity",), "llm_max_windows": 16, "segmenter_max_windows": 2,
                            "embedder_max_windows": 96},
-        # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit
-        "EfficiencyConfig": {"timing_dataset": "all"},
+        # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit; the paired
+        # §4.4 measurement on 2 units (SmolLM2's three methods ~1-2 min per repeat on 2 loaded cores)
+        "EfficiencyConfig": {"timing_dataset": "all", "paired_max_units": 2, "paired_batch_units": 0,
+                             "paired_repeats": 3},
     },
     "full": {
         "shared": {
