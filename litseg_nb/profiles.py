@@ -88,10 +88,18 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                       "generation_max_chunkers": 2, "ragas_max_questions": 1, "pairwise_max_new_tokens": 12,
                       "literaryqa_max_questions": 2, "max_context_chars_per_chunk": 600,
                       "lumber_thetas": (450, 550), "lumber_theta_max_units": 1,
-                      "llm": {"max_model_len": 2048}},
+                      "llm": {"max_model_len": 2048},
+                      # the pairwise judge: the local model (the generator's; full: the judge server)
+                      "judge_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 12,
+                                    "max_model_len": 2048}},
+        # the A.2 raters: the one local model for both (the table label says "same model")
         "SegmentQualityConfig": {"judge_max_units": 1, "judge_max_chunks_per_unit": 6, "judge_retries": 1,
                                  "judge_max_passage_chars": 3000, "human_sheet_chunks": 3, "llm_rating_items": 4,
-                                 "llm": {"max_new_tokens": 48}},
+                                 "llm": {"max_new_tokens": 48},
+                                 "rater_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
+                                               "max_model_len": 8192},
+                                 "rater2_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
+                                                "max_model_len": 8192}},
         # two hand-checked books (Persuasion, Alice: both kinds), two windows of each kind per book,
         # the rule-based methods and the tiny model's perplexity chunker on two windows
         "BoundaryConfig": {"source": "hand-checked", "max_books": 2, "max_windows_per_book": 2,
@@ -183,6 +191,8 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                       "pairwise_max_new_tokens": 48, "literaryqa_max_questions": 3,
                       "max_context_chars_per_chunk": 1500, "lumber_theta_max_units": 1,
                       "pairwise_book_max_tokens": 1500,
+                      "judge_llm": {"backend": "hf", "model": "smollm2-135m-instruct", "max_new_tokens": 48,
+                                    "max_model_len": 8192},
                       "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
         # a judge call is a ~5.5k-token prompt (~1 min on 2 CPU cores), and SmolLM2 rarely
         # returns a parsable rubric: judge the two LitSeg methods only, without retries
@@ -192,6 +202,12 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                                  "judge_pipeline_prompt": "name",
                                  "llm_rating_items": 2,
                                  "judge_methods": ("litseg", "litseg-lite"),
+                                 # the A.2 raters: SmolLM2 is the one local instruct model (tiny-random is
+                                 # random weights, no rater): both raters are it, labelled "same model"
+                                 "rater_llm": {"backend": "hf", "model": "smollm2-135m-instruct",
+                                               "max_new_tokens": 48, "max_model_len": 8192},
+                                 "rater2_llm": {"backend": "hf", "model": "smollm2-135m-instruct",
+                                                "max_new_tokens": 48, "max_model_len": 8192},
                                  "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
         # every hand-checked book (token, recursive, paragraph: every window, ~400); the semantic
         # chunker on 96 windows (~1.5 min on 2 idle cores); SmolLM2-135M's perplexity chunker on 16
