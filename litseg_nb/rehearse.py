@@ -133,7 +133,7 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
         if (isinstance(tv, (int, float)) and not isinstance(tv, bool)) or path in _DATA_PATHS:
             out[path] = tv
     hints = cls.for_profile("full")
-    for role in ("llm", "judge_llm"):
+    for role in ("llm", "judge_llm", "rater_llm", "rater2_llm"):  # every LLM role (05's judge, 06/07's raters)
         if not hasattr(hints, role):
             continue
         out[f"{role}.model"] = llm_model
@@ -366,9 +366,9 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
     env = {**cpu_env(), "LITSEG_OUTPUTS_DIR": str(work / "outputs"), "LITSEG_CACHE_DIR": str(work / "cache"),
            "LITSEG_TORCH_THREADS": os.environ.get("LITSEG_TORCH_THREADS", "2")}
     try:
-        if "03" in numbers:
+        if {"03", "05", "06", "07"} & set(numbers):  # the judge server: GRPO reward, pairwise judge, A.2 raters
             server, url = start_server(python, str(smollm2_dir()), SMOLLM2, work / "judge_server.log")
-            env["LITSEG_JUDGE_URLS"] = url
+            env["LITSEG_JUDGE_URLS"] = env["LITSEG_RATER_URLS"] = env["LITSEG_RATER2_URLS"] = url
         for n in numbers:
             sets = notebook_sets(n, m3, rr)
             cmd = [python, "-m", "litseg_nb", "run", "--profile", "full", "--only", n]

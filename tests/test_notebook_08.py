@@ -62,3 +62,4 @@ def test_notebook_08_runs_in_test_profile(notebook_pipeline):
     assert (pr["wall_ratio_min"] <= pr["wall_ratio_median"]).all() and (pr["wall_ratio_median"] <= pr["wall_ratio_max"]).all()
     md = (tables / "08_paper_ratios.md").read_text()
     assert "PAIRED §4.4 measurement" in md and "request cache bypassed" in md and "load average" in md
+    assert md.startswith("**08_paper_ratios** — profile=test | hardware: ") and "usage ledgers" not in md

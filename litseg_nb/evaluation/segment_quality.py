@@ -267,3 +267,23 @@ def plot_boundary_positions(book: Any, unit_id: str, chunk_sets: Mapping[str, Se
     ax.set_title(f"Where each method cuts one unit ({what})", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def with_table2_reference(t6: Any, profile: str) -> Any:
+    """Table 6 (per dataset) with ``table2_litseg_lite``: notebook 06's Table 2 boundary similarity of
+    LitSeg-Lite on that dataset (``tables/06_table2_boundary_similarity.csv``; NaN where 06 has not run or
+    has no such row) — the paper's Table 6 Lite row is its Table 2 value."""
+    import pandas as pd
+
+    from ..paths import outputs_dir
+
+    out = t6.copy()
+    path = outputs_dir(profile) / "tables" / "06_table2_boundary_similarity.csv"
+    ref: dict[str, float] = {}
+    if path.is_file():
+        t2 = pd.read_csv(path)
+        if {"dataset", "method", "boundary_similarity"} <= set(t2.columns):
+            lite = t2[t2["method"] == "litseg-lite"]
+            ref = dict(zip(lite["dataset"], lite["boundary_similarity"]))
+    out["table2_litseg_lite"] = out["dataset"].map(ref).astype(float) if "dataset" in out else float("nan")
+    return out
