@@ -27,6 +27,10 @@ PROFILES = ("test", "smoke", "full")
 # configuration"). The CPU profiles use one small model for both (labelled: teacher = student).
 FULL_TEACHER_MODEL = "Qwen/Qwen3-32B"
 FULL_STUDENT_MODEL = "Qwen/Qwen3-8B"
+#: the teacher's weights, ``LitSegConfig.teacher_weights``: bf16 (~65 GB: one 80 GB card) or quantised, for
+#: the paper's one 48 GB RTX 6000 Ada (§4.4): FP8 (~33 GB; Ada runs FP8 natively; the closest to bf16 that
+#: fits, the one that card implies) or AWQ 4-bit (~19 GB; room for a larger KV cache)
+FULL_TEACHER_WEIGHTS = {"bf16": FULL_TEACHER_MODEL, "fp8": "Qwen/Qwen3-32B-FP8", "awq": "Qwen/Qwen3-32B-AWQ"}
 
 PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "test": {
@@ -239,7 +243,8 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             "selection": {"strategy": "first"},  # every unit of the evaluation corpus
         },
         "PreprocessConfig": {},
-        "LitSegConfig": {"llm": {"model": FULL_TEACHER_MODEL},
+        # teacher_weights: "bf16" on an 80 GB card; "fp8" (or "awq") on the paper's 48 GB card
+        "LitSegConfig": {"llm": {"model": FULL_TEACHER_MODEL}, "teacher_weights": "bf16",
                          "max_retries": 3, "calibration_units": 50, "compare_units": 50, "unit_group_size": 512,
                          "train_corpus": {"datasets": ("literaryqa",), "literaryqa_split": "train",
                                           "max_unit_words": 6000}},
