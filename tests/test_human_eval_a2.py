@@ -83,3 +83,24 @@ def test_full_raters_are_two_other_models():
     assert not {lite.llm.model, lite.judge_llm.model} & set(models)  # neither Lite's base nor the reward judge
     for p in ("test", "smoke"):  # the one local model for both (labelled "same model" in the tables)
         assert len({c.model for c in SegmentQualityConfig.for_profile(p).rater_llms()}) == 1
+
+
+def test_pairwise_llm_annotators_cycle_over_the_two_rater_models(tmp_path, monkeypatch):
+    from litseg_nb.human_eval import export_pairwise_sheets, llm_fill_pairwise_sheets
+
+    items = [{"dataset": "gutenqa", "qid": f"q{i}", "target": "T", "opponent": "O", "context": "ctx",
+              "question": "q?", "reference": "r", "target_answer": "good", "other_answer": "bad"} for i in range(3)]
+    paths = export_pairwise_sheets(items, tmp_path / "sheets")
+    temps: dict[str, list[float]] = {"m-a": [], "m-b": []}
+
+    def backend(model):
+        be = ScriptedBackend(reply_fn=lambda c: "Verdict: A", model_id=model)
+        orig = be.chat
+        be.chat = lambda convs, params, tag: temps[model].append(params.temperature) or orig(convs, params, tag)
+        return be
+
+    _, _, info = llm_fill_pairwise_sheets(paths["sheets"], paths["key"], tmp_path / "out", [backend("m-a"), backend("m-b")])
+    assert info["models"] == {"A1": "m-a", "A2": "m-b", "A3": "m-a", "A4": "m-b", "A5": "m-a"}
+    assert info["raters_label"].startswith("5 raters on 2 different models (m-a, m-b, m-a, m-b, m-a)")
+    # each model's first annotator greedy, its later annotators sampled
+    assert temps["m-a"] == [0.0, 0.7, 0.7] and temps["m-b"] == [0.0, 0.7]

@@ -109,7 +109,10 @@ def rater_label(models: Sequence[str]) -> str:
     if len(distinct) == 1 and len(models) > 1:
         return (f"{len(models)} raters, the SAME model {distinct[0]} (rater 1 greedy, the others sampled at T=0.7): "
                 "agreement here is one model's self-consistency, not agreement between raters")
-    return f"{len(models)} raters, different models: {', '.join(models)}"
+    if len(distinct) == len(models):
+        return f"{len(models)} raters, different models: {', '.join(models)}"
+    return (f"{len(models)} raters on {len(distinct)} different models ({', '.join(models)}): a model's later raters "
+            "sample at T=0.7")
 
 
 def build_rater_backends(cfgs: Sequence[Any], reuse: tuple[Any, Any] | None = None,
