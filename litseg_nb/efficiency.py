@@ -12,7 +12,12 @@ and resumed LitSeg units (:meth:`~litseg_nb.llm.base.UsageLedger.replay`), so th
 model's cost whether or not this run recomputed it; ``cache_hits`` says how many calls this run
 actually served from a cache. Warm reruns therefore give the same table.
 
-§4.4 as the paper measures it (:func:`paper_efficiency_table`): LitSeg, LitSeg-Lite and LumberChunker,
+The §4.4 MEASUREMENT is :mod:`litseg_nb.paired_timing` (notebook 08 times the three methods itself, side by
+side, interleaved, with one engine and one batching; ``08_paper_efficiency`` / ``08_paper_ratios``). The
+ledger tables below (``08_ledger_efficiency`` / ``08_ledger_ratios``) are the record of what notebooks 02-04
+spent, each at its own time, load and batching; they are not comparable seconds.
+
+§4.4 from the ledgers (:func:`paper_efficiency_table`): LitSeg, LitSeg-Lite and LumberChunker,
 each measured once on the SAME units (the units all three segmented, restricted to
 ``EfficiencyConfig.timing_dataset``: the LiteraryQA test units in ``full`` as in the paper, the
 profile's evaluation units — every unit all three segmented — in ``test``/``smoke``), only their segmentation work (LitSeg's three stages of notebook 02 —
