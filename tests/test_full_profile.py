@@ -19,7 +19,8 @@ from litseg_nb.cli import main
 
 @pytest.fixture(autouse=True)
 def _no_server_env(monkeypatch):
-    for name in ("LITSEG_SET", "LITSEG_JUDGE_URLS", "LITSEG_LLM_URLS", "LITSEG_TEACHER_URLS"):
+    for name in ("LITSEG_SET", "LITSEG_JUDGE_URLS", "LITSEG_LLM_URLS", "LITSEG_TEACHER_URLS", "LITSEG_RATER_URLS",
+                 "LITSEG_RATER2_URLS"):
         monkeypatch.delenv(name, raising=False)
 
 
