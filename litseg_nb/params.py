@@ -285,13 +285,17 @@ def check_set_keys(sets: Any, notebooks: Any) -> None:
         qual, parts = _split_key(key)
         pool = [c for c in classes if qual is None or c.__name__ == qual]
         # a qualified key may name a config a selected notebook builds inside (LiteConfig's teacher,
-        # notebook 05's LumberChunker θ sweep: BaselinesConfig)
+        # notebook 05's LumberChunker θ sweep: BaselinesConfig; 07's A.2 raters: SegmentQualityConfig;
+        # 08's paired §4.4 measurement: LiteConfig)
         if qual is not None and not pool:
             from .chunkers.config import BaselinesConfig
+            from .evaluation.segment_quality import SegmentQualityConfig
+            from .lite.config import LiteConfig
             from .litseg.config import LitSegConfig
             from .rag.config import RagConfig
 
-            pool = [c for c in (LitSegConfig, RagConfig, BaselinesConfig) if c.__name__ == qual]
+            pool = [c for c in (LitSegConfig, RagConfig, BaselinesConfig, LiteConfig, SegmentQualityConfig)
+                    if c.__name__ == qual]
         if not any(field_hint(c, parts) is not _MISSING for c in pool):
             names = ", ".join(sorted(c.__name__ for c in (pool or classes)))
             raise ConfigError(f"--set {key}: no field {'.'.join(parts)!r} in {names} (the selected notebooks' "

@@ -164,6 +164,8 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
 def notebook_sets(number: str, m3: str, reranker: str) -> list[tuple[str, Any]]:
     """The sets for notebook ``number``: its own config's and those of the configs it builds inside."""
     from .chunkers.config import BaselinesConfig
+    from .evaluation.segment_quality import SegmentQualityConfig
+    from .lite.config import LiteConfig
     from .litseg.config import LitSegConfig
     from .params import NOTEBOOK_CONFIGS
     from .rag.config import RagConfig
@@ -171,8 +173,10 @@ def notebook_sets(number: str, m3: str, reranker: str) -> list[tuple[str, Any]]:
 
     (nb,) = discover_notebooks([number])
     classes = [NOTEBOOK_CONFIGS[nb.stem].config_class()] if nb.stem in NOTEBOOK_CONFIGS else []
-    # LiteConfig.teacher(), notebook 07's RagConfig, notebook 05's LumberChunker θ sweep (BaselinesConfig)
-    for extra in (LitSegConfig, RagConfig, BaselinesConfig):
+    # LiteConfig.teacher(), notebook 07's RagConfig and SegmentQualityConfig (its A.2 raters), notebook 05's
+    # LumberChunker θ sweep (BaselinesConfig), notebook 08's paired §4.4 measurement (LiteConfig, LitSegConfig,
+    # BaselinesConfig)
+    for extra in (LitSegConfig, RagConfig, BaselinesConfig, LiteConfig, SegmentQualityConfig):
         if extra not in classes:
             classes.append(extra)
     return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker)]
