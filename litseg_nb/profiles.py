@@ -96,7 +96,8 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                       # the pairwise judge: the local model (the generator's; full: the judge server)
                       "judge_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 12,
                                     "max_model_len": 2048}},
-        # the A.2 raters: the one local model for both (the table label says "same model")
+        # the A.2 raters: the one local model for both (the table label says "same model"); SmolLM2 as the second
+        # rater took > 5 min of notebook 06 on the loaded CI cores (its B.2 annotator prompts are long)
         "SegmentQualityConfig": {"judge_max_units": 1, "judge_max_chunks_per_unit": 6, "judge_retries": 1,
                                  "judge_max_passage_chars": 3000, "human_sheet_chunks": 3, "llm_rating_items": 4,
                                  "llm": {"max_new_tokens": 48},
