@@ -19,7 +19,8 @@ from litseg_nb.cli import main
 
 @pytest.fixture(autouse=True)
 def _no_server_env(monkeypatch):
-    for name in ("LITSEG_JUDGE_URLS", "LITSEG_LLM_URLS", "LITSEG_TEACHER_URLS"):
+    for name in ("LITSEG_JUDGE_URLS", "LITSEG_LLM_URLS", "LITSEG_TEACHER_URLS", "LITSEG_RATER_URLS",
+                 "LITSEG_RATER2_URLS"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -121,13 +122,15 @@ def test_engine_settings_reach_vllm_and_the_manifest(monkeypatch):
 
 def test_rehearsal_sets_build_every_notebooks_full_config(monkeypatch, capsys):
     """The rehearsal's overrides (full's code paths, tiny models and sizes) are valid --set keys for
-    every notebook and keep full's backends; the judge address comes from LITSEG_JUDGE_URLS."""
+    every notebook and keep full's backends; the judge's and the raters' addresses come from
+    LITSEG_JUDGE_URLS, LITSEG_RATER_URLS and LITSEG_RATER2_URLS (the rehearsal's one server)."""
     from litseg_nb.cli import resolved_configs
     from litseg_nb.front.params import check_set_keys
     from litseg_nb.front.rehearse import CPU_ENGINE, NOTEBOOK_ENGINES, notebook_sets
     from litseg_nb.front.runner import discover_notebooks
 
-    monkeypatch.setenv("LITSEG_JUDGE_URLS", "http://127.0.0.1:9/v1")
+    for var in ("LITSEG_JUDGE_URLS", "LITSEG_RATER_URLS", "LITSEG_RATER2_URLS"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9/v1")
     for n in NOTEBOOK_ENGINES:
         sets = notebook_sets(n, "/m/tiny-bge-m3", "/m/tiny-reranker")
         check_set_keys(sets, discover_notebooks([n]))
@@ -142,6 +145,11 @@ def test_rehearsal_sets_build_every_notebooks_full_config(monkeypatch, capsys):
             assert cfg.sft_max_steps == 2 and teacher.train_corpus.datasets == ("gutenberg",)
         if stem == "05_rag_evaluation":
             assert cfg.reranker == "flagembedding" and cfg.reranker_model == "/m/tiny-reranker"
+            # the pairwise judge: full's openai path, the rehearsal's tiny model on its server
+            assert cfg.judge_llm.backend == "openai" and cfg.judge_llm.model == "smollm2-135m-instruct"
+        if stem == "06_segment_quality":
+            for rater in (cfg.rater_llm, cfg.rater2_llm):
+                assert rater.backend == "openai" and rater.model == "smollm2-135m-instruct" and rater.base_urls
 
 
 def _pins(path):

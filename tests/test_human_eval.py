@@ -172,29 +172,60 @@ def test_filled_human_sheets_give_tables_1_and_9_and_agreement(fresh_dirs):
         evaluate_rating_sheets("test", "segment_quality", paths)
 
 
-def test_llm_filled_copy_is_labelled_and_scored_by_the_judge(fresh_dirs):
+def test_llm_filled_copy_is_labelled_and_scored_with_the_a2_rubric(fresh_dirs):
     from litseg_nb.evaluation.human_eval import LLM_SOURCE, evaluate_rating_sheets
     from litseg_nb.llm.base import ScriptedBackend
     from litseg_nb.core.paths import outputs_dir
 
     books, sets = _two_dataset_chunks()
     paths = export_rating_sheets(sets, books, outputs_dir("test") / "artifacts" / "he", n_per_method=2)
-    temps = []
+    temps, systems = [], []
 
-    def judge(conv):
-        return '{"dimension1": [4], "dimension2": [5], "dimension3": [5.5]}'
+    def rater(reply):
+        def fn(conv):
+            systems.append(conv[0]["content"])
+            return reply
+        return fn
 
-    be = ScriptedBackend(reply_fn=judge)
-    orig = be.chat
-    be.chat = lambda convs, params, tag: temps.append(params.temperature) or orig(convs, params, tag)
-    res = evaluate_rating_sheets("test", "segment_quality", paths, backend=be, llm_max_items=4)
+    # two DIFFERENT models as the two raters: each greedy, each its own scores
+    r1 = ScriptedBackend(reply_fn=rater('{"content_completeness": 5, "topical_coherence": 4, "boundary_placement": 5}'),
+                         model_id="rater-a")
+    r2 = ScriptedBackend(reply_fn=rater('{"content_completeness": 3, "topical_coherence": 4, "boundary_placement": 1}'),
+                         model_id="rater-b")
+    for be in (r1, r2):
+        orig = be.chat
+        be.chat = lambda convs, params, tag, _o=orig: temps.append(params.temperature) or _o(convs, params, tag)
+    res = evaluate_rating_sheets("test", "segment_quality", paths, backend=[r1, r2], llm_max_items=4)
     assert res["source"] == LLM_SOURCE and res["info"]["n_items"] == 4
-    t1 = res["table1"]
-    assert (t1["content_completeness"] == 5).all() and (t1["topical_coherence"] == 4).all()
-    assert (t1["boundary_placement"] == 5).all()  # Cut Point Logic 5.5 clipped to the 1-5 scale
-    assert sorted(set(temps)) == [0.0, 0.7]  # rater 1 greedy, rater 2 sampled
+    assert res["info"]["models"] == {"rater1": "rater-a", "rater2": "rater-b"} and not res["info"]["same_model"]
+    assert "different models: rater-a, rater-b" in res["info"]["raters_label"]
+    t1 = res["table1"]  # the mean of the two raters per item
+    assert (t1["content_completeness"] == 4).all() and (t1["topical_coherence"] == 4).all()
+    assert (t1["boundary_placement"] == 3).all()
+    assert set(temps) == {0.0}  # two models: both greedy
+    # the A.2 text verbatim, not the E.3 rubric (the GRPO reward)
+    assert all("Boundary Placement. Whether the cut is made at a natural transition point" in s for s in systems)
+    assert not any("Unity of Action" in s for s in systems)
     filled = next(iter(res["info"]["raters"]))
     assert LLM_SOURCE in (outputs_dir("test") / "artifacts" / "he" / "llm_filled" / f"{filled}.csv").read_text()
+
+
+def test_one_model_for_both_raters_says_so_and_samples_the_second(fresh_dirs):
+    from litseg_nb.evaluation.human_eval import evaluate_rating_sheets
+    from litseg_nb.llm.base import ScriptedBackend
+    from litseg_nb.core.paths import outputs_dir
+
+    books, sets = _two_dataset_chunks()
+    paths = export_rating_sheets(sets, books, outputs_dir("test") / "artifacts" / "he", n_per_method=2)
+    temps = []
+    be = ScriptedBackend(reply_fn=lambda c: "no scores here", model_id="only-model")
+    orig = be.chat
+    be.chat = lambda convs, params, tag: temps.append(params.temperature) or orig(convs, params, tag)
+    res = evaluate_rating_sheets("test", "segment_quality", paths, backend=be, llm_max_items=4, retries=1)
+    assert res["info"]["same_model"] and "the SAME model only-model" in res["info"]["raters_label"]
+    assert sorted(set(temps)) == [0.0, 0.7]  # rater 1 greedy, rater 2 (same model) sampled; retries sampled
+    assert res["info"]["n_neutral"] == 8  # unreadable replies: the neutral 3, counted
+    assert (res["table1"]["content_completeness"] == 3).all()
 
 
 def test_pairwise_sheets_round_trip_to_kappa_fleiss_and_heatmap(tmp_path):

@@ -37,3 +37,8 @@ def test_notebook_06_computes_appendix_a_and_b_statistics_from_llm_filled_sheets
     assert set(t9["dimension"]) == {"content_completeness", "topical_coherence", "boundary_placement"}
     assert (out / "artifacts" / "human_eval" / "pairwise" / "key.csv").is_file()  # notebook 05's B sheets
     assert (out / "artifacts" / "human_eval" / "llm_filled" / "SOURCE.txt").is_file()
+    # the A.2 human rubric, and the raters named: in `test` one local model for both, and the label says so
+    source = (out / "artifacts" / "human_eval" / "llm_filled" / "SOURCE.txt").read_text()
+    assert "A.2 rubric" in source and '"rubric": "Appendix A.2' in source
+    md = (out / "tables" / "06_table1_human_quality.md").read_text()
+    assert "A.2 rubric" in md and "the SAME model tiny-random" in md

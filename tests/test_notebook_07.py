@@ -23,7 +23,11 @@ def test_notebook_07_runs_after_02_and_03(notebook_pipeline):
     assert list(validity["variant"]) == [v.name for v in ablation.VARIANTS]
     assert (validity["units"] > 0).all()
     t6 = pd.read_csv(tables / "07_table6_boundary_similarity.csv")
-    assert {"variant", "boundary_similarity", "n_boundaries"} <= set(t6.columns)
+    assert {"dataset", "variant", "boundary_similarity", "n_boundaries", "table2_litseg_lite"} <= set(t6.columns)
+    # per dataset (the paper's Table 6): one row per dataset and variant
+    assert not t6.duplicated(["dataset", "method"]).any() and t6["dataset"].notna().all()
+    t5 = (tables / "07_table5_human_quality.md").read_text()
+    assert "LLM ratings, not human" in t5 and "A.2 rubric" in t5
     t7 = pd.read_csv(tables / "07_table7_retrieval.csv")
     assert len(t7) == len(ablation.VARIANTS) and (t7["n_questions"] > 0).all()
     assert (out / "figures" / "07_ablation.png").is_file()

@@ -21,7 +21,7 @@ def test_notebook_08_runs_in_test_profile(notebook_pipeline):
     # §4.4 as the paper measures it: same units, ratios beside the paper's, hardware and models named
     from litseg_nb.evaluation.efficiency import PAPER_COLUMNS
 
-    paper = pd.read_csv(tables / "08_paper_efficiency.csv")
+    paper = pd.read_csv(tables / "08_ledger_efficiency.csv")
     assert list(paper.columns) == PAPER_COLUMNS
     # 02-04 ran before: all three methods, measured on the same units, only their segmentation work
     # + LitSeg's three stages on the student's model (teacher-size control; one model in `test`: cached)
@@ -29,9 +29,37 @@ def test_notebook_08_runs_in_test_profile(notebook_pipeline):
     assert (paper["calls"] > 0).all() and (paper["sentences"] == paper["sentences"].iloc[0]).all()
     lit = usage[(usage["method"] == "litseg") & (usage["notebook"] == "02")]
     assert paper.set_index("method").loc["litseg", "calls"] == lit["calls"].sum()  # no calibration/train rows
-    ratios = pd.read_csv(tables / "08_paper_ratios.csv")
+    ratios = pd.read_csv(tables / "08_ledger_ratios.csv")
     assert list(ratios["paper (end-to-end seconds)"]) == [0.37, 0.37, 0.70]
     assert ratios["denominator"].str.contains("student's model").sum() == 1
-    md = (tables / "08_paper_ratios.md").read_text()
+    md = (tables / "08_ledger_ratios.md").read_text()
     assert "hardware: " in md and "LitSeg (teacher)=" in md and "LitSeg-Lite (student)=" in md
     assert "§4.4 units: every unit all three methods segmented (the profile's evaluation set)" in md
+    assert "not the §4.4 measurement" in md
+
+    # §4.4 measured side by side: one process, interleaved, same units, same batching, cache bypassed
+    from litseg_nb.evaluation.paired_timing import PAIRED_COLUMNS
+
+    passes = pd.read_csv(tables / "08_paired_passes.csv")
+    assert set(passes["method"]) == {"litseg", "litseg-lite", "lumber"}
+    assert passes["repeat"].nunique() == 3 and (passes["cache_hits"] == 0).all() and (passes["wall_s"] > 0).all()
+    assert passes["prefix_cache_reset"].all()  # hf: each pass starts with an empty prefix store
+    # interleaved: forward order in block 0, reversed in block 1
+    order = lambda b: list(passes[passes["block"] == b].sort_values("position")["method"])  # noqa: E731
+    assert order(0) == ["litseg", "litseg-lite", "lumber"] and order(1) == ["lumber", "litseg-lite", "litseg"]
+    # the same units for every method in every block, and the same batching (all of them in one call)
+    assert passes.groupby("block")["sentences"].nunique().eq(1).all()
+    assert passes.groupby("block")["units"].nunique().eq(1).all()
+    assert (passes["max_concurrency"] == passes["units"]).all()
+    eff = pd.read_csv(tables / "08_paper_efficiency.csv")
+    assert list(eff.columns) == PAIRED_COLUMNS and set(eff["method"]) == {"litseg", "litseg-lite", "lumber"}
+    assert (eff["max_concurrency"] == eff["units"]).all() and (eff["mean_concurrency"] > 0).all()
+    pr = pd.read_csv(tables / "08_paper_ratios.csv").set_index("ratio")
+    assert list(pr["paper (end-to-end seconds)"]) == [0.37, 0.70]
+    for col in ("wall_ratio_median", "wall_ratio_min", "wall_ratio_max", "wall_ratio_iqr",
+                "computed_prefill_tokens_ratio_median", "prompt_tokens_ratio_median", "load_avg_mean"):
+        assert pr[col].notna().all(), col
+    assert (pr["wall_ratio_min"] <= pr["wall_ratio_median"]).all() and (pr["wall_ratio_median"] <= pr["wall_ratio_max"]).all()
+    md = (tables / "08_paper_ratios.md").read_text()
+    assert "PAIRED §4.4 measurement" in md and "request cache bypassed" in md and "load average" in md
+    assert md.startswith("**08_paper_ratios** — profile=test | hardware: ") and "usage ledgers" not in md

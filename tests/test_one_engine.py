@@ -50,7 +50,8 @@ class StandInLLM:
 
 @pytest.fixture
 def standin_vllm(monkeypatch, fresh_dirs):
-    for name in ("LITSEG_JUDGE_URLS", "LITSEG_LLM_URLS", "LITSEG_TEACHER_URLS"):
+    for name in ("LITSEG_JUDGE_URLS", "LITSEG_LLM_URLS", "LITSEG_TEACHER_URLS", "LITSEG_RATER_URLS",
+                 "LITSEG_RATER2_URLS"):
         monkeypatch.delenv(name, raising=False)
     fake = types.ModuleType("vllm")
     fake.LLM, fake.SamplingParams = StandInLLM, (lambda **kw: kw)

@@ -36,7 +36,7 @@ def test_literaryqa_judge_reads_the_book_not_the_retrieved_chunks():
     be = ScriptedBackend(reply_fn=lambda conv: seen.append(conv[1]["content"]) or "Verdict: A")
     big = pairwise_vs_target(be, gen, {book.book_id: book}, [q], "t", 0, 500, 8, 0, max_model_len=100_000)
     assert book.text in seen[0] and "t chunk" not in seen[0]
-    assert big.iloc[0]["n_context_whole book"] == 1
+    assert big.iloc[0]["n_context_whole book"] == 1 and big.iloc[0]["n_saw_whole_book"] == 1
     seen.clear()
     sets = {"t": [Chunk(book.book_id, "u0001", "x", "t", 1, 6, [(0, 1)], "t chunk", "t chunk")],
             "o": [Chunk(book.book_id, "u0002", "x", "o", 1, 6, [(0, 1)], "o chunk", "o chunk")]}
@@ -44,6 +44,7 @@ def test_literaryqa_judge_reads_the_book_not_the_retrieved_chunks():
     small = pairwise_vs_target(be, gen, {book.book_id: book}, [q], "t", 0, 500, 8, 0, chunk_sets=sets,
                                max_model_len=overhead + words(book.text) - 1)  # the book is one word too long
     assert small.iloc[0]["n_context_chapters holding either system's chunks"] == 1
+    assert small.iloc[0]["n_saw_whole_book"] == 0
     assert book.units[1].text(book.text) in seen[0] and book.units[2].text(book.text) in seen[0]
     assert book.units[0].text(book.text) not in seen[0]
 
@@ -58,3 +59,19 @@ def test_profile_cap_on_the_book_context_is_applied_and_counted():
     capped = pairwise_vs_target(be, gen, {book.book_id: book}, [q], "t", 0, 500, 8, 0, chunk_sets=sets,
                                 max_model_len=100_000, book_max_tokens=words(book.text) - 1)
     assert capped.iloc[0]["n_context_chapters holding either system's chunks"] == 1
+
+
+def test_the_pairwise_judge_is_its_own_setting_and_named_with_the_whole_book_count():
+    from litseg_nb.rag.config import PAIRWISE_JUDGE_CONTEXT, RagConfig
+    from litseg_nb.rag.report import pairwise_judge_note
+
+    full = RagConfig.for_profile("full")
+    # the judge server, not the generator whose answers it compares; Qwen3 + YaRN x4: 131,072 tokens
+    assert full.judge_llm.model == "Qwen/Qwen3-32B" and full.judge_llm.backend == "openai"
+    assert full.judge_llm.model != full.llm.model and full.judge_llm.max_model_len == PAIRWISE_JUDGE_CONTEXT == 131072
+    pair = pd.DataFrame([{"dataset": "literaryqa", "n_pairs": 3, "n_context_whole book": 2},
+                         {"dataset": "literaryqa", "n_pairs": 2, "n_context_whole book": 1},
+                         {"dataset": "gutenqa", "n_pairs": 4}])
+    note = pairwise_judge_note(full, pair)
+    assert "Qwen/Qwen3-32B (openai, context 131,072 tokens)" in note
+    assert "LiteraryQA pairs that saw the whole book: 3 of 5" in note

@@ -18,7 +18,8 @@ def _nb(stem: str):
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_notebook_declares_typed_parameters_with_none_sentinel(nb, monkeypatch):
     # full's judge needs a server address (without one, full is refused: tests/test_full_profile.py)
-    monkeypatch.setenv("LITSEG_JUDGE_URLS", "http://127.0.0.1:9/v1")
+    for var in ("LITSEG_JUDGE_URLS", "LITSEG_RATER_URLS", "LITSEG_RATER2_URLS"):  # 05's judge, 06's raters
+        monkeypatch.setenv(var, "http://127.0.0.1:9/v1")
     declared = params.parameters_cell(nb)
     assert list(declared)[:2] == ["profile", "seed"]
     for name, p in declared.items():

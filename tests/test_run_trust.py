@@ -116,7 +116,8 @@ DRIVER = """
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell may ignore SIGINT
 from pathlib import Path
-from litseg_nb import cli, runner
+from litseg_nb import cli
+from litseg_nb.front import runner
 runner.NOTEBOOKS_DIR = Path(sys.argv[1])
 sys.exit(cli.main(sys.argv[2:]))
 """

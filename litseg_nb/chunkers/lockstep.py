@@ -22,11 +22,13 @@ class StepState(Protocol):
 
 
 def run_lockstep(states: Sequence[StepState], call: Callable[[list[Any], Any, UsageTag], list[Any]],
-                 max_steps: int = 1_000_000) -> int:
+                 max_steps: int = 1_000_000, by_book: bool = True) -> int:
     """Drive ``states`` to completion; ``call(conversations, params, tag)`` answers one batch.
 
-    Requests are grouped by (params, tag) so usage is attributed per book. Returns the number of
-    steps. ``max_steps`` guards against a state that never finishes (raises RuntimeError).
+    Requests are grouped by (params, tag) so usage is attributed per book; ``by_book=False`` groups by
+    (params, method, stage) only, one call per step over every book (tag with an empty book: notebook
+    08's paired §4.4 measurement). Returns the number of steps. ``max_steps`` guards against a state
+    that never finishes (raises RuntimeError).
     """
     steps = 0
     while True:
@@ -39,7 +41,8 @@ def run_lockstep(states: Sequence[StepState], call: Callable[[list[Any], Any, Us
             raise RuntimeError(f"lockstep: states still running after {max_steps} steps")
         groups: dict[tuple[Any, UsageTag], list[tuple[StepState, Any]]] = {}
         for s, (conv, params) in pending:
-            groups.setdefault((params, s.tag), []).append((s, conv))
+            tag = s.tag if by_book else UsageTag(s.tag.method, "", s.tag.stage)
+            groups.setdefault((params, tag), []).append((s, conv))
         for (params, tag), items in groups.items():
             replies = call([c for _, c in items], params, tag)
             if len(replies) != len(items):

@@ -155,13 +155,15 @@ class LumberState:
 def lumber_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, budget: int = 550,
                         max_retries: int = 2, retry_temperature: float = 0.7, max_new_tokens: int = 32,
                         reference_mode: bool = False, stage: str = "04",
-                        method: str = "lumber") -> tuple[list[list[Chunk]], list[LumberStats]]:
-    """LumberChunker chunks for several units, batched across units; also per-unit stats."""
+                        method: str = "lumber", batch_by_book: bool = True
+                        ) -> tuple[list[list[Chunk]], list[LumberStats]]:
+    """LumberChunker chunks for several units, batched across units (per book, or across books with
+    ``batch_by_book=False``); also per-unit stats."""
     template = load_prompt("baselines/lumberchunker")
     states = [LumberState(b, u, template, UsageTag(method, b.book_id, stage), budget, max_retries,
                           retry_temperature, max_new_tokens, backend.count_tokens, reference_mode)
               for b, u in items]
-    run_lockstep(states, chat_call(backend))
+    run_lockstep(states, chat_call(backend), by_book=batch_by_book)
     return [s.chunks(method) for s in states], [s.stats for s in states]
 
 

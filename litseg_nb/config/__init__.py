@@ -495,7 +495,9 @@ LAYERS: tuple[str, ...] = ("default", "profile", "run", "explicit")
 #: the first matching variable wins (so the teacher's own variable beats ``LITSEG_LLM_URLS``).
 SERVER_ENV: tuple[tuple[str, str | None, str], ...] = (
     ("LITSEG_TEACHER_URLS", "LitSegConfig", "llm"),  # notebook 02's teacher
-    ("LITSEG_JUDGE_URLS", None, "judge_llm"),  # notebook 03's GRPO / evaluation judge
+    ("LITSEG_JUDGE_URLS", None, "judge_llm"),  # notebook 03's GRPO / evaluation judge; 05's pairwise judge
+    ("LITSEG_RATER_URLS", None, "rater_llm"),  # notebooks 06/07: the first A.2 LLM rater
+    ("LITSEG_RATER2_URLS", None, "rater2_llm"),  # notebooks 06/07: the second A.2 LLM rater (another model)
     ("LITSEG_LLM_URLS", None, "llm"),  # every stage's main LLM (student, baselines, generator)
 )
 

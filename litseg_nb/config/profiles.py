@@ -24,6 +24,10 @@ PROFILES = ("test", "smoke", "full")
 # configuration"). The CPU profiles use one small model for both (labelled: teacher = student).
 FULL_TEACHER_MODEL = "Qwen/Qwen3-32B"
 FULL_STUDENT_MODEL = "Qwen/Qwen3-8B"
+#: the teacher's weights, ``LitSegConfig.teacher_weights``: bf16 (~65 GB: one 80 GB card) or quantised, for
+#: the paper's one 48 GB RTX 6000 Ada (§4.4): FP8 (~33 GB; Ada runs FP8 natively; the closest to bf16 that
+#: fits, the one that card implies) or AWQ 4-bit (~19 GB; room for a larger KV cache)
+FULL_TEACHER_WEIGHTS = {"bf16": FULL_TEACHER_MODEL, "fp8": "Qwen/Qwen3-32B-FP8", "awq": "Qwen/Qwen3-32B-AWQ"}
 
 PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "test": {
@@ -85,17 +89,28 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                       "generation_max_chunkers": 2, "ragas_max_questions": 1, "pairwise_max_new_tokens": 12,
                       "literaryqa_max_questions": 2, "max_context_chars_per_chunk": 600,
                       "lumber_thetas": (450, 550), "lumber_theta_max_units": 1,
-                      "llm": {"max_model_len": 2048}},
+                      "llm": {"max_model_len": 2048},
+                      # the pairwise judge: the local model (the generator's; full: the judge server)
+                      "judge_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 12,
+                                    "max_model_len": 2048}},
+        # the A.2 raters: the one local model for both (the table label says "same model"); SmolLM2 as the second
+        # rater took > 5 min of notebook 06 on the loaded CI cores (its B.2 annotator prompts are long)
         "SegmentQualityConfig": {"judge_max_units": 1, "judge_max_chunks_per_unit": 6, "judge_retries": 1,
                                  "judge_max_passage_chars": 3000, "human_sheet_chunks": 3, "llm_rating_items": 4,
-                                 "llm": {"max_new_tokens": 48}},
+                                 "llm": {"max_new_tokens": 48},
+                                 "rater_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
+                                               "max_model_len": 8192},
+                                 "rater2_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
+                                                "max_model_len": 8192}},
         # two hand-checked books (Persuasion, Alice: both kinds), two windows of each kind per book,
         # the rule-based methods and the tiny model's perplexity chunker on two windows
         "BoundaryConfig": {"source": "hand-checked", "max_books": 2, "max_windows_per_book": 2,
                            "window_sentences": 40, "methods": ("token", "recursive", "paragraph"),
                            "llm_methods": ("perplexity",), "llm_max_windows": 2, "segmenter_max_windows": 1},
-        # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit
-        "EfficiencyConfig": {"timing_dataset": "all"},
+        # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit; the paired
+        # §4.4 measurement: both units in one batch, three interleaved repeats
+        "EfficiencyConfig": {"timing_dataset": "all", "paired_max_units": 2, "paired_batch_units": 0,
+                             "paired_repeats": 3},
     },
     "smoke": {
         "shared": {
@@ -178,6 +193,8 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                       "pairwise_max_new_tokens": 48, "literaryqa_max_questions": 3,
                       "max_context_chars_per_chunk": 1500, "lumber_theta_max_units": 1,
                       "pairwise_book_max_tokens": 1500,
+                      "judge_llm": {"backend": "hf", "model": "smollm2-135m-instruct", "max_new_tokens": 48,
+                                    "max_model_len": 8192},
                       "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
         # a judge call is a ~5.5k-token prompt (~1 min on 2 CPU cores), and SmolLM2 rarely
         # returns a parsable rubric: judge the two LitSeg methods only, without retries
@@ -187,6 +204,12 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                                  "judge_pipeline_prompt": "name",
                                  "llm_rating_items": 2,
                                  "judge_methods": ("litseg", "litseg-lite"),
+                                 # the A.2 raters: SmolLM2 is the one local instruct model (tiny-random is
+                                 # random weights, no rater): both raters are it, labelled "same model"
+                                 "rater_llm": {"backend": "hf", "model": "smollm2-135m-instruct",
+                                               "max_new_tokens": 48, "max_model_len": 8192},
+                                 "rater2_llm": {"backend": "hf", "model": "smollm2-135m-instruct",
+                                                "max_new_tokens": 48, "max_model_len": 8192},
                                  "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
         # every hand-checked book (token, recursive, paragraph: every window, ~400); the semantic
         # chunker on 96 windows (~1.5 min on 2 idle cores); SmolLM2-135M's perplexity chunker on 16
@@ -197,8 +220,10 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "BoundaryConfig": {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
                            "llm_methods": ("perplexity",), "llm_max_windows": 16, "segmenter_max_windows": 2,
                            "embedder_max_windows": 96},
-        # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit
-        "EfficiencyConfig": {"timing_dataset": "all"},
+        # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit; the paired
+        # §4.4 measurement on 2 units (SmolLM2's three methods ~1-2 min per repeat on 2 loaded cores)
+        "EfficiencyConfig": {"timing_dataset": "all", "paired_max_units": 2, "paired_batch_units": 0,
+                             "paired_repeats": 3},
     },
     "full": {
         "shared": {
@@ -216,7 +241,8 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             "selection": {"strategy": "first"},  # every unit of the evaluation corpus
         },
         "PreprocessConfig": {},
-        "LitSegConfig": {"llm": {"model": FULL_TEACHER_MODEL},
+        # teacher_weights: "bf16" on an 80 GB card; "fp8" (or "awq") on the paper's 48 GB card
+        "LitSegConfig": {"llm": {"model": FULL_TEACHER_MODEL}, "teacher_weights": "bf16",
                          "max_retries": 3, "calibration_units": 50, "compare_units": 50, "unit_group_size": 512,
                          "train_corpus": {"datasets": ("literaryqa",), "literaryqa_split": "train",
                                           "max_unit_words": 6000}},

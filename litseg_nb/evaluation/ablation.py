@@ -229,7 +229,8 @@ def save_ablation_chunks(profile: str, chunk_sets: Mapping[str, Sequence[Chunk]]
 def generation_tables(ev: Any, questions: Sequence[Any], rows: Sequence[Mapping[str, Any]], retrieval: pd.DataFrame,
                       backend: Any, rag_cfg: Any, books: Mapping[str, Book], names: Mapping[str, str],
                       seed: int = 0, target: str = "lite",
-                      chunk_sets: Mapping[str, Sequence[Chunk]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                      chunk_sets: Mapping[str, Sequence[Chunk]] | None = None,
+                      judge_backend: Any = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Table 7's CR column (RAGAS Context Relevance, the paper's LiteraryQA retrieval measure) and
     Table 8 (generation: EM, F1, ROUGE-L, METEOR, AA and the pairwise win rate of LitSeg-Lite
     against each variant) for the ablation variants — notebook 05's generation, RAGAS and pairwise
@@ -237,6 +238,8 @@ def generation_tables(ev: Any, questions: Sequence[Any], rows: Sequence[Mapping[
 
     ``chunk_sets`` (the indexed variants' chunks) lets the LiteraryQA judge read the chapters holding
     either system's chunks where a book exceeds its context (:func:`litseg_nb.rag.report.pairwise_vs_target`).
+    The pairwise judge is ``judge_backend`` (``rag_cfg.judge_llm``'s backend, its context
+    ``rag_cfg.judge_llm.max_model_len``); None: ``backend`` (only where the judge is that model).
     Returns ``(table7_with_cr, table8)``, with a ``variant`` column of the paper's row labels.
     """
 
@@ -245,9 +248,14 @@ def generation_tables(ev: Any, questions: Sequence[Any], rows: Sequence[Mapping[
     if rag_cfg.ragas:
         gen = report.add_ragas(backend, gen, rag_cfg.ragas_max_questions, seed, rag_cfg.ragas_max_new_tokens,
                                rag_cfg.ragas_retries)
-    pair = (report.pairwise_vs_target(backend, gen, books, questions, target, rag_cfg.pairwise_max_questions,
+    if judge_backend is None:
+        if (rag_cfg.judge_llm.backend, rag_cfg.judge_llm.model) != (rag_cfg.llm.backend, rag_cfg.llm.model):
+            raise ValueError(f"generation_tables: the pairwise judge ({rag_cfg.judge_llm.model}) is not the generator "
+                             f"({rag_cfg.llm.model}); pass its backend as judge_backend")
+        judge_backend = backend
+    pair = (report.pairwise_vs_target(judge_backend, gen, books, questions, target, rag_cfg.pairwise_max_questions,
                                       rag_cfg.pairwise_context_chars, rag_cfg.pairwise_max_new_tokens, seed,
-                                      chunk_sets=chunk_sets, max_model_len=rag_cfg.llm.max_model_len,
+                                      chunk_sets=chunk_sets, max_model_len=rag_cfg.judge_llm.max_model_len,
                                       book_max_tokens=rag_cfg.pairwise_book_max_tokens)
             if rag_cfg.pairwise and target in names and len(names) > 1 else pd.DataFrame())
     t7 = report.table3_final(rows, gen, k=rag_cfg.retrieve_top_k)  # Table 3's ranking: reranked where reranked

@@ -12,7 +12,12 @@ and resumed LitSeg units (:meth:`~litseg_nb.llm.base.UsageLedger.replay`), so th
 model's cost whether or not this run recomputed it; ``cache_hits`` says how many calls this run
 actually served from a cache. Warm reruns therefore give the same table.
 
-§4.4 as the paper measures it (:func:`paper_efficiency_table`): LitSeg, LitSeg-Lite and LumberChunker,
+The §4.4 MEASUREMENT is :mod:`litseg_nb.evaluation.paired_timing` (notebook 08 times the three methods itself, side by
+side, interleaved, with one engine and one batching; ``08_paper_efficiency`` / ``08_paper_ratios``). The
+ledger tables below (``08_ledger_efficiency`` / ``08_ledger_ratios``) are the record of what notebooks 02-04
+spent, each at its own time, load and batching; they are not comparable seconds.
+
+§4.4 from the ledgers (:func:`paper_efficiency_table`): LitSeg, LitSeg-Lite and LumberChunker,
 each measured once on the SAME units (the units all three segmented, restricted to
 ``EfficiencyConfig.timing_dataset``: the LiteraryQA test units in ``full`` as in the paper, the
 profile's evaluation units — every unit all three segmented — in ``test``/``smoke``), only their segmentation work (LitSeg's three stages of notebook 02 —
@@ -39,7 +44,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from ..chunk_sets import METHOD_ORDER
-from ..config import StageConfig, one_of
+from ..config import StageConfig, at_least, one_of
 from ..core.paths import outputs_dir
 from ..core.schema import load_chunks
 from ..core.artifacts import artifact_path
@@ -64,6 +69,16 @@ class EfficiencyConfig(StageConfig):
     timing_dataset: str = one_of("literaryqa", *TIMING_DATASETS)
     #: also time LitSeg's three stages with the student's model on the §4.4 units (teacher-size control)
     litseg_on_student: bool = True
+    #: §4.4 measured side by side (:mod:`litseg_nb.evaluation.paired_timing`): the three methods in this process,
+    #: interleaved, on one engine, with one batching, request cache bypassed
+    paired: bool = True
+    #: the first this many §4.4 units (0 = all: the paper's LiteraryQA test units in ``full``)
+    paired_max_units: int = at_least(0, 0)
+    #: units per batch = the most requests one call carries, for every method alike (0 = one batch);
+    #: full: 256, vLLM's default ``max_num_seqs`` (every request of a call in flight at once)
+    paired_batch_units: int = at_least(256, 0)
+    #: passes of every method over every batch (each repeat x batch is one interleaved block)
+    paired_repeats: int = at_least(1, 1)
 
 
 USAGE_COLUMNS = ["method", "book", "stage", "calls", "prompt_tokens", "cached_prompt_tokens",

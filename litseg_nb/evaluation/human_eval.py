@@ -36,6 +36,7 @@ from ..llm.base import UsageTag, LLMError, SamplingParams
 from ..litseg.rubric_judge import score_many_with_rubric, segment_pipeline_json
 from ..metrics.pairwise import pairwise_win_rate, pairwise_conversation, parse_verdict
 from ..core.artifacts import artifact_dir
+from .a2_rater import rate_chunks, rater_label
 from .segment_quality import SegmentQualityConfig
 
 DIMENSIONS = ("content_completeness", "topical_coherence", "boundary_placement")
@@ -307,9 +308,6 @@ def summarize_ratings(long_df):
 HUMAN_RATINGS_DIR = "human_ratings"  # outputs/<profile>/human_ratings/<sheet set>/<rater>.csv
 LLM_SOURCE = "LLM ratings, not human"
 HUMAN_SOURCE = "human ratings"
-#: E.3 rubric dimension -> the Appendix A.2 dimension it stands in for when an LLM fills a sheet
-LLM_DIMENSION_MAP = {"content_completeness": "unity_of_action", "topical_coherence": "event_validity",
-                     "boundary_placement": "cut_point_logic"}
 
 
 def filled_sheets_dir(profile: str, sheet_set: str) -> Path:
@@ -349,47 +347,73 @@ def _llm_subset(item_ids: Sequence[str], max_items: int, seed: int) -> list[str]
     return ids if not max_items or max_items >= len(ids) else sorted(random.Random(f"{seed}-llm-fill").sample(ids, max_items))
 
 
+def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
+    """Rater name -> backend: ``backend`` is one backend (every rater), a sequence (rater ``k`` gets the
+    ``k``-th, the last one repeated) or a mapping by rater name (every rater needs one)."""
+    raters = list(sheets)
+    if isinstance(backend, Mapping):
+        missing = [r for r in raters if r not in backend]
+        if missing:
+            raise UsageError(f"LLM raters: no backend for rater(s) {missing} (given: {sorted(backend)})")
+        return {r: backend[r] for r in raters}
+    if isinstance(backend, (list, tuple)):
+        if not backend:
+            raise UsageError("LLM raters: an empty list of backends")
+        return {r: backend[min(k, len(backend) - 1)] for k, r in enumerate(raters)}
+    return {r: backend for r in raters}
+
+
 def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
                            max_items: int = 0, seed: int = 0, retries: int = 1,
                            max_new_tokens: int | None = None) -> tuple[dict[str, Path], Path, dict[str, Any]]:
-    """A copy of the rating sheets filled by the E.3 judge — **LLM ratings, not human** — so that every
-    statistic of Appendix A can be computed where no human has rated (``test``, ``smoke``).
+    """A copy of the rating sheets filled by LLM raters with the paper's human rubric (Appendix A.2,
+    :mod:`litseg_nb.evaluation.a2_rater`) — **LLM ratings, not human** — so that every statistic of
+    Appendix A can be computed where no human has rated.
 
-    Rater ``k`` is the judge decoding greedily (``k = 0``) or sampling at T=0.7 with seed ``seed + k``;
-    it reads what a human rater reads (the chunk between its grey context) and its E.3 scores stand in
-    for the A.2 dimensions (:data:`LLM_DIMENSION_MAP`; Cut Point Logic clipped to 1-5). ``max_items``
-    (0 = all) items, a seeded sample, are rated; an item the judge could not score after its retries
-    (neutral) keeps the neutral 3 and is counted. Writes ``<rater>.csv``, ``key.csv`` and
-    ``SOURCE.txt`` to ``out_dir``; returns ``(sheets, key, info)``.
+    ``backend``: one per rater (:func:`rater_backends`; notebooks 06/07 give ``rater_llm`` and
+    ``rater2_llm``, two different models where the profile has them). Rater ``k`` decodes greedily
+    when its model is its own; a rater sharing its model with an earlier one samples at T=0.7 with seed
+    ``seed + k`` (one model's self-consistency; the info says so). Each rater reads what a human reads
+    (the chunk between its grey context, no method name). ``max_items`` (0 = all) items, a seeded
+    sample, are rated; an item a rater could not score after its retries keeps the neutral 3 and is
+    counted. Writes ``<rater>.csv``, ``key.csv`` and ``SOURCE.txt`` to ``out_dir``; returns
+    ``(sheets, key, info)``; ``info["models"]`` names each rater's model, ``info["raters_label"]`` says
+    whether they are different models.
     """
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     key_rows = _read_rows(key_path)
     keep = set(_llm_subset([r["item_id"] for r in key_rows], max_items, seed))
+    backends = rater_backends(sheets, backend)
     filled: dict[str, Path] = {}
-    neutral = 0
+    neutral: dict[str, int] = {}
+    models: dict[str, str] = {}
     for k, (rater, path) in enumerate(sheets.items()):
+        be = backends[rater]
+        model = str(getattr(be, "model_id", "") or "?")
+        shared = model in models.values()
+        models[rater] = model
         rows = [r for r in _read_rows(path) if r["item_id"] in keep]
-        seg = [{"subtitle": "", "from_idx": 1, "to_idx": 1, "context_idx": []}]
-        jobs = [("\n".join(p for p in (row["text_before"], row["chunk_text"], row["text_after"]) if p),
-                 "(blinded: the rater is not told the method)", segment_pipeline_json(seg, texts=[row["chunk_text"]]), 1)
-                for row in rows]
-        results = score_many_with_rubric(backend, jobs, retries=retries, max_new_tokens=max_new_tokens,
-                                         tag=UsageTag("llm-rater", stage="llm-rating"), seed=seed + k,
-                                         first_temperature=0.0 if k == 0 else 0.7)
+        kwargs = {} if max_new_tokens is None else {"max_new_tokens": max_new_tokens}
+        results = rate_chunks(be, rows, retries=retries, seed=seed + k, first_temperature=0.7 if shared else 0.0,
+                              tag=UsageTag("llm-rater", stage=f"a2-rating:{rater}"), **kwargs)
+        neutral[rater] = sum(r.neutral for r in results)
         for row, res in zip(rows, results):
-            neutral += int(res.neutral)
             for d in DIMENSIONS:
-                row[d] = f"{min(5.0, max(1.0, getattr(res, LLM_DIMENSION_MAP[d])[0])):g}"
-            row["comment"] = LLM_SOURCE
+                row[d] = str(res.scores[d])
+            row["comment"] = LLM_SOURCE + (" (neutral 3: no valid reply)" if res.neutral else "")
         filled[rater] = out_dir / f"{rater}.csv"
         _write_rows(filled[rater], rows, SHEET_COLUMNS)
     key_out = out_dir / "key.csv"
     _write_rows(key_out, [r for r in key_rows if r["item_id"] in keep], KEY_COLUMNS)
-    info = {"source": LLM_SOURCE, "model": getattr(backend, "model_id", ""), "n_items": len(keep),
-            "n_items_exported": len(key_rows), "n_neutral": neutral, "raters": list(sheets)}
-    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: E.3 judge {info['model']}; {json_dumps(info)}\n")
+    label = rater_label(list(models.values()))
+    info = {"source": LLM_SOURCE, "rubric": "Appendix A.2 (the human rubric), not E.3 (the GRPO reward)",
+            "model": ", ".join(dict.fromkeys(models.values())), "models": models, "raters_label": label,
+            "same_model": len(set(models.values())) < len(models),
+            "n_items": len(keep), "n_items_exported": len(key_rows), "n_neutral": sum(neutral.values()),
+            "n_neutral_by_rater": neutral, "raters": list(sheets)}
+    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: A.2 rubric; {label}; {json_dumps(info)}\n")
     return filled, key_out, info
 
 
@@ -434,8 +458,9 @@ def evaluate_rating_sheets(profile: str, sheet_set: str, sheets: Mapping[str, An
                            llm_max_items: int = 0, seed: int = 0, retries: int = 1) -> dict[str, Any]:
     """Notebooks 06/07: Tables 1/5 and 9 and the rater agreement from the filled sheets of
     ``sheet_set`` in :func:`filled_sheets_dir` (human ratings), or else from a copy filled by the E.3
-    judge on ``backend`` (:func:`llm_fill_rating_sheets`, labelled :data:`LLM_SOURCE`). ``sheets`` is
-    the return value of :func:`export_rating_sheets`. Returns the tables and ``source``."""
+    raters on ``backend`` (one per rater: :func:`rater_backends`; the A.2 rubric,
+    :func:`llm_fill_rating_sheets`, labelled :data:`LLM_SOURCE`). ``sheets`` is the return value of
+    :func:`export_rating_sheets`. Returns the tables and ``source``."""
     raters = list(sheets["sheets"])
     filled = find_filled_sheets(profile, sheet_set, raters)
     info: dict[str, Any] = {"source": HUMAN_SOURCE, "folder": str(filled_sheets_dir(profile, sheet_set))}
@@ -550,8 +575,10 @@ def pairwise_agreement(long_df):
 def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
                              max_items: int = 0, seed: int = 0, max_new_tokens: int = 96,
                              retries: int = 1) -> tuple[dict[str, Path], Path, dict[str, Any]]:
-    """A copy of the pairwise sheets filled by the B.2 judge — **LLM ratings, not human**. Annotator
-    ``k`` (in sorted order) decodes greedily (``k = 0``) or samples at T=0.7 with seed ``seed + k``;
+    """A copy of the pairwise sheets filled by the B.2 judge — **LLM ratings, not human**. ``backend``: one
+    backend, or one per annotator (a sequence is cycled over the annotators in sorted order: with notebook
+    06's two raters A1, A3, A5 are rater 1's model and A2, A4 rater 2's). Annotator ``k`` decodes greedily
+    when its model is new, else samples at T=0.7 with seed ``seed + k``;
     ``max_items`` (0 = all) items, a seeded sample, are judged; an item some annotator left without a
     readable verdict after its retries is dropped from every copy and counted (``n_dropped``)."""
 
@@ -562,7 +589,17 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
     keep = set(_llm_subset([r["item_id"] for r in key_rows], max_items, seed))
     verdicts: dict[str, dict[str, str]] = {}
     rows_of: dict[str, list[dict[str, str]]] = {}
+    names = sorted(sheets)
+    if isinstance(backend, (list, tuple)) and backend:
+        backends = {a: backend[k % len(backend)] for k, a in enumerate(names)}
+    else:
+        backends = rater_backends({a: None for a in names}, backend)
+    models: dict[str, str] = {}
     for k, (a, path) in enumerate(sorted(sheets.items())):
+        be = backends[a]
+        model = str(getattr(be, "model_id", "") or "?")
+        greedy = model not in models.values()
+        models[a] = model
         rows = [r for r in _read_rows(path) if r["item_id"] in keep]
         rows_of[a] = rows
         todo = list(range(len(rows)))
@@ -570,12 +607,12 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
         for attempt in range(retries + 1):
             if not todo:
                 break
-            temp = (0.0 if k == 0 else 0.7) if attempt == 0 else 0.7
+            temp = (0.0 if greedy else 0.7) if attempt == 0 else 0.7
             convs = [pairwise_conversation(rows[i]["original_context"], rows[i]["question"],
                                            rows[i]["reference_answer"], rows[i]["response_a"], rows[i]["response_b"])
                      for i in todo]
             try:
-                gens = backend.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=temp,
+                gens = be.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=temp,
                                                           seed=seed + k + 100 * attempt),
                                     UsageTag("llm-annotator", stage="llm-pairwise"))
             except LLMError as exc:  # one failed attempt for the batch, counted; the next may succeed
@@ -598,7 +635,8 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
         _write_rows(filled[a], out, PAIRWISE_COLUMNS)
     key_out = out_dir / "key.csv"
     _write_rows(key_out, [r for r in key_rows if r["item_id"] in complete], PAIRWISE_KEY_COLUMNS)
-    info = {"source": LLM_SOURCE, "model": getattr(backend, "model_id", ""), "n_items": len(complete),
+    info = {"source": LLM_SOURCE, "model": ", ".join(dict.fromkeys(models.values())), "models": models,
+            "raters_label": rater_label(list(models.values())), "n_items": len(complete),
             "n_dropped": len(keep) - len(complete), "n_items_exported": len(key_rows), "annotators": sorted(sheets),
             "llm_errors": errors[:5], "n_llm_errors": len(errors)}
     write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: B.2 judge {info['model']}; {json_dumps(info)}\n")
@@ -669,7 +707,8 @@ def ablation_table5(profile: str, chunk_sets: Mapping[str, Sequence[Any]], books
                     names: Mapping[str, str], seed: int = 0) -> dict[str, Any]:
     """Notebook 07's Table 5: the ablation variants' rating sheets, sized like notebook 06's (its
     ``SegmentQualityConfig``: ``human_sheet_chunks`` per variant on each dataset, ``human_raters``),
-    scored from filled sheets in ``filled_sheets_dir(profile, "ablation")`` or else by the E.3 judge
+    scored from filled sheets in ``filled_sheets_dir(profile, "ablation")`` or else by the A.2 LLM raters
+    (``backend``: one per rater, :func:`rater_backends`)
     (:func:`evaluate_rating_sheets`). ``table5`` carries the paper's variant labels."""
 
     sq = SegmentQualityConfig.for_profile(profile, seed=seed)

@@ -13,17 +13,23 @@ Chunk length statistics are :func:`litseg_nb.chunkers.stats.chunk_statistics` (o
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..chunkers.base import boundary_positions
-from ..config import StageConfig, one_of
+from ..config import LLMConfig, StageConfig, one_of
 from ..lite.data import annotation_length_reference, annotations_path, load_annotations
 from ..litseg.prompting import reference_for
 from ..llm.base import UsageTag
 from ..litseg import rubric_judge
+
+
+#: ``full``'s two A.2 raters: other model families than the Qwen3 student and reward judge (a judge of
+#: Lite's own family, or the model whose scores were Lite's reward, could favour Lite), open weights, each
+#: on one 80 GB card in bf16 (our choice: the paper's raters are two literary experts)
+FULL_RATER_MODELS = ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "google/gemma-3-27b-it")
 
 
 @dataclass(frozen=True)
@@ -43,9 +49,20 @@ class SegmentQualityConfig(StageConfig):
     judge_pipeline_prompt: str = one_of("full", "full", "name")
     human_sheet_chunks: int = 100  # per method on each dataset (Appendix A.1: n = 100); also the ablation sheets
     human_raters: tuple[str, ...] = ("rater1", "rater2")
-    #: without filled human sheets, the E.3 / B.2 judge fills a copy ("LLM ratings, not human"): this many
-    #: items per sheet set (0 = all)
+    #: without filled human sheets, LLM raters (A.2 rubric) / the B.2 judge fill a copy ("LLM ratings, not
+    #: human"): this many items per sheet set (0 = all)
     llm_rating_items: int = 0
+    #: the two LLM raters of the A.2 stand-in (Tables 1, 5, 9): two DIFFERENT models, neither Lite's base
+    #: (Qwen3-8B) nor the GRPO reward judge (Qwen3-32B), each behind its own OpenAI-compatible server
+    #: ($LITSEG_RATER_URLS, $LITSEG_RATER2_URLS or --set); test/smoke: the one local model for both
+    rater_llm: LLMConfig = field(default_factory=lambda: LLMConfig(
+        backend="openai", model=FULL_RATER_MODELS[0], max_new_tokens=64, temperature=0.0, max_model_len=32768))
+    rater2_llm: LLMConfig = field(default_factory=lambda: LLMConfig(
+        backend="openai", model=FULL_RATER_MODELS[1], max_new_tokens=64, temperature=0.0, max_model_len=32768))
+
+    def rater_llms(self) -> tuple[LLMConfig, ...]:
+        """One LLM config per rater of ``human_raters`` (rater 1: ``rater_llm``, the others ``rater2_llm``)."""
+        return tuple(self.rater_llm if k == 0 else self.rater2_llm for k in range(len(self.human_raters)))
 
 
 def boundary_pairs(chunks: Sequence[Any], units: Mapping[tuple[str, str], Any], book_texts: Mapping[str, str]):
@@ -249,3 +266,23 @@ def plot_boundary_positions(book: Any, unit_id: str, chunk_sets: Mapping[str, Se
     ax.set_title(f"Where each method cuts one unit ({what})", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def with_table2_reference(t6: Any, profile: str) -> Any:
+    """Table 6 (per dataset) with ``table2_litseg_lite``: notebook 06's Table 2 boundary similarity of
+    LitSeg-Lite on that dataset (``tables/06_table2_boundary_similarity.csv``; NaN where 06 has not run or
+    has no such row) — the paper's Table 6 Lite row is its Table 2 value."""
+    import pandas as pd
+
+    from ..core.paths import outputs_dir
+
+    out = t6.copy()
+    path = outputs_dir(profile) / "tables" / "06_table2_boundary_similarity.csv"
+    ref: dict[str, float] = {}
+    if path.is_file():
+        t2 = pd.read_csv(path)
+        if {"dataset", "method", "boundary_similarity"} <= set(t2.columns):
+            lite = t2[t2["method"] == "litseg-lite"]
+            ref = dict(zip(lite["dataset"], lite["boundary_similarity"]))
+    out["table2_litseg_lite"] = out["dataset"].map(ref).astype(float) if "dataset" in out else float("nan")
+    return out

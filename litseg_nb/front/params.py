@@ -366,6 +366,8 @@ INSIDE_CONFIGS: tuple[str, ...] = (
     "litseg_nb.rag.config:RagConfig",  # notebook 07's retrieval
     "litseg_nb.chunkers.config:BaselinesConfig",  # notebook 05's LumberChunker θ sweep
     "litseg_nb.evaluation.boundaries:BoundaryConfig",  # notebook 06's boundary benchmark
+    "litseg_nb.lite.config:LiteConfig",  # notebook 08's paired §4.4 measurement
+    "litseg_nb.evaluation.segment_quality:SegmentQualityConfig",  # notebook 07's A.2 raters
 )
 
 
@@ -385,7 +387,8 @@ def check_set_keys(sets: Any, notebooks: Any) -> None:
         qual, parts = _split_key(key)
         pool = [c for c in classes if qual is None or c.__name__ == qual]
         # a qualified key may name a config a selected notebook builds inside (LiteConfig's teacher,
-        # notebook 05's LumberChunker θ sweep: BaselinesConfig, notebook 06's boundary benchmark)
+        # notebook 05's LumberChunker θ sweep: BaselinesConfig, notebook 06's boundary benchmark, 07's A.2
+        # raters: SegmentQualityConfig, 08's paired §4.4 measurement: LiteConfig)
         if qual is not None and not pool:
             pool = [c for c in map(_config_class, INSIDE_CONFIGS) if c.__name__ == qual]
         if not any(field_hint(c, parts) is not _MISSING for c in pool):

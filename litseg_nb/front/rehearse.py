@@ -32,6 +32,8 @@ from ..core.paths import REPO_ROOT
 from ..llm.embeddings import packaged_model_dir, load_embedder
 from ..llm.models import _build_once, models_dir, smollm2_dir, load_model_and_tokenizer, SMOLLM2
 from ..chunkers.config import BaselinesConfig
+from ..evaluation.segment_quality import SegmentQualityConfig
+from ..lite.config import LiteConfig
 from ..litseg.config import LitSegConfig
 from .params import NOTEBOOK_CONFIGS
 from ..rag.config import RagConfig
@@ -135,7 +137,7 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
         if (isinstance(tv, (int, float)) and not isinstance(tv, bool)) or path in _DATA_PATHS:
             out[path] = tv
     hints = cls.for_profile("full")
-    for role in ("llm", "judge_llm"):
+    for role in ("llm", "judge_llm", "rater_llm", "rater2_llm"):  # every LLM role (05's judge, 06/07's raters)
         if not hasattr(hints, role):
             continue
         out[f"{role}.model"] = llm_model
@@ -170,8 +172,10 @@ def notebook_sets(number: str, m3: str, reranker: str) -> list[tuple[str, Any]]:
 
     (nb,) = discover_notebooks([number])
     classes = [NOTEBOOK_CONFIGS[nb.stem].config_class()] if nb.stem in NOTEBOOK_CONFIGS else []
-    # LiteConfig.teacher(), notebook 07's RagConfig, notebook 05's LumberChunker θ sweep (BaselinesConfig)
-    for extra in (LitSegConfig, RagConfig, BaselinesConfig):
+    # LiteConfig.teacher(), notebook 07's RagConfig and SegmentQualityConfig (its A.2 raters), notebook 05's
+    # LumberChunker θ sweep (BaselinesConfig), notebook 08's paired §4.4 measurement (LiteConfig, LitSegConfig,
+    # BaselinesConfig)
+    for extra in (LitSegConfig, RagConfig, BaselinesConfig, LiteConfig, SegmentQualityConfig):
         if extra not in classes:
             classes.append(extra)
     return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker)]
@@ -355,9 +359,9 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
     env = {**cpu_env(), "LITSEG_OUTPUTS_DIR": str(work / "outputs"), "LITSEG_CACHE_DIR": str(work / "cache"),
            "LITSEG_TORCH_THREADS": os.environ.get("LITSEG_TORCH_THREADS", "2")}
     try:
-        if "03" in numbers:
+        if {"03", "05", "06", "07"} & set(numbers):  # the judge server: GRPO reward, pairwise judge, A.2 raters
             server, url = start_server(python, str(smollm2_dir()), SMOLLM2, work / "judge_server.log")
-            env["LITSEG_JUDGE_URLS"] = url
+            env["LITSEG_JUDGE_URLS"] = env["LITSEG_RATER_URLS"] = env["LITSEG_RATER2_URLS"] = url
         for n in numbers:
             sets = notebook_sets(n, m3, rr)
             cmd = [python, "-m", "litseg_nb", "run", "--profile", "full", "--only", n]

@@ -104,7 +104,7 @@ class LiteSegmenter:
                  retry_temperature: float = 0.7, seed: int = 0, method: str = METHOD,
                  system_template: str = LITE_SYSTEM_TEMPLATE,
                  length_reference: int | Mapping[str, int] = PAPER_LENGTH_REFERENCE, trained: TrainedUnits | None = None,
-                 stage: str = "single-pass"):
+                 stage: str = "single-pass", batch_by_book: bool = True):
         self.backend, self.max_new_tokens, self.retries = backend, max_new_tokens, retries
         self.retry_temperature, self.seed, self.method = retry_temperature, seed, method
         self.system_template = system_template  # E.2 by default; the E.4 prompts for ablations
@@ -113,6 +113,9 @@ class LiteSegmenter:
         # usage-ledger stage: "single-pass" for the chunk set that §4.4 times; evaluation runs use
         # their own stage name so notebook 08 never mixes them in
         self.stage = stage
+        # one chat call per book and attempt (usage per book), or one per attempt over every book
+        # (batch_by_book=False: notebook 08's paired §4.4 measurement, the same request list as LitSeg's)
+        self.batch_by_book = batch_by_book
         # the units the model was trained on: from its folder (a merged Lite model) plus any given
         self.trained = (model_record(getattr(backend, "model_id", "")) or TrainedUnits()).union(trained)
 
@@ -134,7 +137,7 @@ class LiteSegmenter:
             t0 = time.perf_counter()
             by_book: dict[str, list[int]] = {}
             for i in todo:  # one call per unit, batched per book (usage tags carry the book)
-                by_book.setdefault(pairs[i][0].book_id, []).append(i)
+                by_book.setdefault(pairs[i][0].book_id if self.batch_by_book else "", []).append(i)
             got: dict[int, Any] = {}
             for book_id, idx in by_book.items():
                 tag = UsageTag(method=self.method, book=book_id, stage=self.stage)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import (SHARED_PROFILE_DEFAULTS, CorpusConfig, LLMConfig, StageConfig, _merge, _split_key, active_sets,
-                      at_least, coerce)
+from ..config import (SHARED_PROFILE_DEFAULTS, ConfigError, CorpusConfig, LLMConfig, StageConfig, _merge, _split_key,
+                      active_sets, at_least, coerce, one_of)
 # the teacher of ``full`` (Qwen3-32B) and why: litseg_nb.config.profiles, next to the profile table
-from ..config.profiles import FULL_TEACHER_MODEL, stage_values  # noqa: F401
+from ..config.profiles import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS, stage_values  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,21 @@ class LitSegConfig(StageConfig):
     train_corpus: CorpusConfig = field(default_factory=lambda: CorpusConfig(
         datasets=("literaryqa",), literaryqa_split="train", max_unit_words=6000))
     max_train_units: int = at_least(0, 0)  # cap on annotated training units (0 = all of train_corpus)
+    #: the teacher's weights (:data:`litseg_nb.config.profiles.FULL_TEACHER_WEIGHTS`): "bf16" = ``llm.model`` as
+    #: configured (full: Qwen/Qwen3-32B, ~65 GB, an 80 GB card); "fp8" = Qwen/Qwen3-32B-FP8 (~33 GB) or
+    #: "awq" = Qwen/Qwen3-32B-AWQ (~19 GB), which fit the paper's one 48 GB RTX 6000 Ada (fp8: the one it
+    #: implies, see the README). Only for the Qwen3-32B teacher (another ``llm.model`` is an error)
+    teacher_weights: str = one_of("bf16", *FULL_TEACHER_WEIGHTS)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.teacher_weights == "bf16":
+            return
+        want = FULL_TEACHER_WEIGHTS[self.teacher_weights]
+        if self.llm.model not in (FULL_TEACHER_MODEL, want):
+            raise ConfigError(f"LitSegConfig.teacher_weights={self.teacher_weights!r} selects {want}, the quantised "
+                              f"{FULL_TEACHER_MODEL}; llm.model is {self.llm.model!r} (set teacher_weights=bf16 to use it)")
+        object.__setattr__(self, "llm", self.llm.replace(model=want))
 
     def stage_max_new_tokens(self, stage: str) -> int:
         value = {"stage1": self.stage1_max_new_tokens, "stage2": self.stage2_max_new_tokens,

@@ -198,6 +198,7 @@ def annotate_units(
     structured_output: bool | None = None,
     max_retries: int | None = None,
     progress: bool = True,
+    batch_by_book: bool = True,
 ) -> AnnotationRun:
     """Run LitSeg on ``items`` (``(book, unit)`` pairs) and return one record per unit.
 
@@ -205,6 +206,9 @@ def annotate_units(
     dataset -> value gives each unit its dataset's value (see the module docstring).
     ``structured_output`` / ``max_retries`` default to ``cfg.llm.structured_output`` /
     ``cfg.max_retries``. With ``annotations_path`` the run is incremental and resumable.
+    ``batch_by_book=False`` sends each stage attempt of a unit group as ONE ``backend.chat`` call over
+    all its books (usage tagged with an empty book): notebook 08's paired §4.4 measurement, where every
+    method gets the same request list per stage or pass (:mod:`litseg_nb.evaluation.paired_timing`).
     """
     from tqdm.auto import tqdm
 
@@ -264,7 +268,7 @@ def annotate_units(
     try:
         for sjobs in by_system.values():
             calls += _run_groups(sjobs, group, backend, cfg, structured, retries, method, bar, done,
-                                 annotations_path)
+                                 annotations_path, batch_by_book)
     finally:
         bar.close()
     records = [done[j.key] for j in jobs]
@@ -277,7 +281,7 @@ def annotate_units(
 
 def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, structured: bool,
                 retries: int, method: str, bar: Any, done: dict[str, dict[str, Any]],
-                annotations_path: Path | None) -> int:
+                annotations_path: Path | None, batch_by_book: bool = True) -> int:
     """The three stages per group of units; each finished unit's record is appended at once (so a
     backend error in a later group loses nothing finished). Returns the chat calls made."""
     calls = 0
@@ -285,7 +289,7 @@ def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, s
         batch = todo[g:g + group]
         g0 = time.perf_counter()
         for stage in STAGES:
-            calls += _run_stage(stage, batch, backend, cfg, structured, retries, method)
+            calls += _run_stage(stage, batch, backend, cfg, structured, retries, method, batch_by_book)
             bar.update(len(batch))
         group_wall = time.perf_counter() - g0
         for job in batch:
@@ -350,8 +354,9 @@ def _new_record(book: Book, unit: Unit, key: str, rkey: str, content: str, metho
 
 
 def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
-               structured: bool, retries: int, method: str) -> int:
-    """Run one stage for all ``jobs`` with batched retries; returns the number of chat calls."""
+               structured: bool, retries: int, method: str, batch_by_book: bool = True) -> int:
+    """Run one stage for all ``jobs`` with batched retries; returns the number of chat calls (one per
+    book and attempt, or one per attempt with ``batch_by_book=False``)."""
     calls = 0
     for job in jobs:
         job.conv = stage_conversation(job.system, stage, job.content, job.unit.n_sentences,
@@ -372,7 +377,7 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
         )
         by_book: dict[str, list[_Job]] = {}
         for job in pending:
-            by_book.setdefault(job.book.book_id, []).append(job)
+            by_book.setdefault(job.book.book_id if batch_by_book else "", []).append(job)
         still: list[_Job] = []
         for book_id, bjobs in by_book.items():
             calls += 1

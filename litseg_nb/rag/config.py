@@ -1,9 +1,14 @@
 """Configuration of the RAG evaluation (notebook 05): retrieval, fusion, reranking, generation, judges."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from ..config import StageConfig, at_least, one_of
+from dataclasses import dataclass, field
+from ..config import LLMConfig, StageConfig, at_least, one_of
 from .rerank import RERANKERS
+
+#: Qwen3's native context and the YaRN factor its model card gives for long inputs: 4 x 32,768 = 131,072
+QWEN3_NATIVE_CONTEXT = 32768
+PAIRWISE_YARN_FACTOR = 4.0
+PAIRWISE_JUDGE_CONTEXT = int(QWEN3_NATIVE_CONTEXT * PAIRWISE_YARN_FACTOR)
 
 QUESTION_SCOPES = ("common-units", "all")  # see rag.pipeline.questions_in_scope
 FUSIONS = ("rrf", "weighted")
@@ -67,6 +72,14 @@ class RagConfig(StageConfig):
     # LiteraryQA: the whole book, else the chapters holding either system's chunks, within the judge's
     # context; a cap below it (0 = none) keeps small-profile judge prompts short
     pairwise_book_max_tokens: int = 0
+    #: the pairwise judge (Tables 4, 8), a setting of its own: by default the judge server (Qwen3-32B, the
+    #: server of $LITSEG_JUDGE_URLS), never the generator whose answers it compares. Its context is
+    #: Qwen3's 32,768 tokens x YaRN factor 4 = 131,072, so that a LiteraryQA book fits whole where it
+    #: can: serve it with ``--rope-scaling '{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}'
+    #: --max-model-len 131072`` (README); ``max_model_len`` is what the book context is budgeted against
+    judge_llm: LLMConfig = field(default_factory=lambda: LLMConfig(
+        backend="openai", model="Qwen/Qwen3-32B", max_new_tokens=96, temperature=0.0,
+        max_model_len=PAIRWISE_JUDGE_CONTEXT, request_timeout_s=600.0))
     # LumberChunker's θ sweep (its figure: θ ∈ [450, 1000], DCG@k per θ): LumberChunker with each token
     # budget on the first units of the common-unit scope (0 = all of them), scored by hybrid retrieval
     lumber_thetas: tuple[int, ...] = (450, 550, 650, 1000)

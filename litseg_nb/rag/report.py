@@ -83,6 +83,21 @@ PAIRWISE_CONTEXT_NOTE = ("judge context: GutenQA +/-500 chars around the evidenc
                          "else the chapters holding either system's chunks (n_context_* in 05_pairwise)")
 
 
+def pairwise_judge_note(cfg: Any, pair: pd.DataFrame) -> str:
+    """The pairwise judge named in a table label: model, backend, context, and how many LiteraryQA pairs
+    saw the whole book (GutenQA pairs see +/-``pairwise_context_chars`` around the evidence by design)."""
+    from ..metrics.pairwise import BOOK_POLICIES
+
+    j = cfg.judge_llm
+    note = f"{j.model} ({j.backend}, context {j.max_model_len:,} tokens)"
+    col = f"n_context_{BOOK_POLICIES[0]}"
+    if not pair.empty and "dataset" in pair:
+        lq = pair[pair["dataset"] == "literaryqa"]
+        if len(lq) and col in lq:
+            note += f"; LiteraryQA pairs that saw the whole book: {int(lq[col].sum())} of {int(lq['n_pairs'].sum())}"
+    return note
+
+
 def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
                        target: str, n_per_dataset: int, context_chars: int, max_new_tokens: int, seed: int,
                        chunk_sets: Mapping[str, Sequence[Chunk]] | None = None,
@@ -145,6 +160,7 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
             wr = pairwise_win_rate(valid) if valid else {"win_rate": float("nan")}
             counts = ({f"n_context_{p}": pol.count(p) for p in BOOK_POLICIES} if ds == "literaryqa"
                       else {"context": pol[0] if pol else ""})
+            counts["n_saw_whole_book"] = pol.count(BOOK_POLICIES[0])
             rows.append({"dataset": ds, "target": target, "opponent": other, "n_pairs": len(vs),
                          "n_invalid": len(vs) - len(valid), **wr, **counts})
     return pd.DataFrame(rows)
