@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..llm.base import LLMError, SamplingParams, UsageTag
+from ..core.prompts import load_prompt, render_prompt
+from ..litseg.validate import extract_json
 
 A2_DIMENSIONS = ("content_completeness", "topical_coherence", "boundary_placement")
 NEUTRAL = 3
@@ -38,8 +40,6 @@ class A2Rating:
 
 
 def a2_conversation(text_before: str, chunk_text: str, text_after: str) -> list[dict[str, str]]:
-    from ..core.prompts import load_prompt, render_prompt
-
     return [{"role": "system", "content": load_prompt("judge/a2_rubric_system")},
             {"role": "user", "content": render_prompt("judge/a2_rubric_user", text_before=text_before or "(start of the unit)",
                                                       chunk_text=chunk_text, text_after=text_after or "(end of the unit)")}]
@@ -47,8 +47,6 @@ def a2_conversation(text_before: str, chunk_text: str, text_after: str) -> list[
 
 def parse_a2_scores(text: str) -> dict[str, int] | None:
     """The three A.2 scores of a reply (integers 1-5), or None when any is missing or out of range."""
-    from ..litseg.validate import extract_json
-
     got = extract_json(text)
     obj = got.obj
     if not isinstance(obj, Mapping):
@@ -120,6 +118,7 @@ def build_rater_backends(cfgs: Sequence[Any], reuse: tuple[Any, Any] | None = No
     """One backend per rater config (``SegmentQualityConfig.rater_llms()``): ``reuse = (llm_cfg, backend)``
     serves every rater of that model on that backend (the notebook's own, already loaded), the others are
     built once per distinct model and server. Returns ``(backend per rater, the backends built here)``."""
+    # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
     from ..llm import make_backend
 
     out, built = [], {}

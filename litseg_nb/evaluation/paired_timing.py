@@ -45,6 +45,17 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from ..llm.base import SamplingParams, UsageTag
+from ..corpus import load_corpus
+from ..litseg.config import LitSegConfig
+from ..core.artifacts import artifact_dir
+from ..chunkers.config import BaselinesConfig
+from ..lite.config import LiteConfig
+from ..lite.data import annotation_length_reference, load_annotations, student_length_reference
+from .ablation import adapter_dirs
+from ..lite.train import student_backend
+from ..chunkers.lumber import lumber_chunks_batch
+from ..lite.segmenter import LiteSegmenter
+from ..litseg.pipeline import annotate_units
 
 #: the paired methods (numerators and denominators of the paper's two ratios)
 PAIRED_METHODS = ("litseg", "litseg-lite", "lumber")
@@ -303,8 +314,6 @@ def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
 def paired_pairs(profile: str, units: set[tuple[str, str]], max_units: int = 0) -> list[tuple[Any, Any]]:
     """The §4.4 units as ``(book, unit)`` pairs of the profile's corpus, in (book, unit) order, the first
     ``max_units`` (0 = all). A unit not in the corpus is an error naming it."""
-    from ..corpus import load_corpus
-    from ..litseg.config import LitSegConfig
 
     want = sorted(units)[:max_units or None]
     books = {b.book_id: b for b in load_corpus(LitSegConfig.for_profile(profile).corpus)
@@ -330,11 +339,7 @@ def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 
     ``LiteConfig.llm`` (``use_cache=False``) for LitSeg and LumberChunker, the trained student (SFT + GRPO
     adapters) for Lite. ``backend_factory(llm_cfg)`` and ``lite_backend`` replace the real backends
     (tests). Returns ``(methods, info)``; ``info`` names the engine and the backends to release."""
-    from ..core.artifacts import artifact_dir
-    from ..chunkers.config import BaselinesConfig
-    from ..lite.config import LiteConfig
-    from ..lite.data import annotation_length_reference, load_annotations, student_length_reference
-    from ..litseg.config import LitSegConfig
+    # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
     from ..llm import make_backend
 
     lite_cfg = LiteConfig.for_profile(profile, seed=seed)
@@ -342,8 +347,6 @@ def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 
     make = backend_factory or (lambda c: make_backend(c))
     base = make(engine_cfg)
     if lite_backend is None:
-        from .ablation import adapter_dirs
-        from ..lite.train import student_backend
 
         dirs = adapter_dirs(profile)
         lite_backend = student_backend(engine_cfg, [dirs["sft"], dirs["grpo"]], artifact_dir(profile, "lite", "merged"))[0]
@@ -366,9 +369,6 @@ def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, 
     LumberChunker (``baselines_cfg``'s budget, retries and caps) on ``base``, Lite (``lite_cfg``'s
     retries and cap) on ``lite_backend``; every one sends one call per stage attempt / attempt /
     lockstep step over the whole batch (``batch_by_book=False``); nothing is written."""
-    from ..chunkers.lumber import lumber_chunks_batch
-    from ..lite.segmenter import LiteSegmenter
-    from ..litseg.pipeline import annotate_units
 
     lcfg = litseg_cfg.replace(unit_group_size=0)  # the batch is the group
     bcfg = baselines_cfg

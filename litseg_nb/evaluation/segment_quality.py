@@ -24,6 +24,7 @@ from ..lite.data import annotation_length_reference, annotations_path, load_anno
 from ..litseg.prompting import reference_for
 from ..llm.base import UsageTag
 from ..litseg import rubric_judge
+from ..core.paths import outputs_dir
 
 
 #: ``full``'s two A.2 raters: other model families than the Qwen3 student and reward judge (a judge of
@@ -273,8 +274,6 @@ def with_table2_reference(t6: Any, profile: str) -> Any:
     LitSeg-Lite on that dataset (``tables/06_table2_boundary_similarity.csv``; NaN where 06 has not run or
     has no such row) — the paper's Table 6 Lite row is its Table 2 value."""
     import pandas as pd
-
-    from ..core.paths import outputs_dir
 
     out = t6.copy()
     path = outputs_dir(profile) / "tables" / "06_table2_boundary_similarity.csv"

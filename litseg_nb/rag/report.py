@@ -21,6 +21,7 @@ from ..metrics.retrieval import (span_relevant, is_relevant, chunk_source_spans,
 from ..chunkers.config import BaselinesConfig
 from ..chunkers.lumber import lumber_chunks_batch
 from ..llm import make_backend
+from ..metrics.pairwise import BOOK_POLICIES
 
 
 def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], rows: Sequence[Mapping[str, Any]],
@@ -86,8 +87,6 @@ PAIRWISE_CONTEXT_NOTE = ("judge context: GutenQA +/-500 chars around the evidenc
 def pairwise_judge_note(cfg: Any, pair: pd.DataFrame) -> str:
     """The pairwise judge named in a table label: model, backend, context, and how many LiteraryQA pairs
     saw the whole book (GutenQA pairs see +/-``pairwise_context_chars`` around the evidence by design)."""
-    from ..metrics.pairwise import BOOK_POLICIES
-
     j = cfg.judge_llm
     note = f"{j.model} ({j.backend}, context {j.max_model_len:,} tokens)"
     col = f"n_context_{BOOK_POLICIES[0]}"
