@@ -175,9 +175,12 @@ def _profiles_and_notebooks():
     return [(p, nb) for p in PROFILES for nb in sorted(DOCUMENTED)]
 
 
-#: the servers `full` asks for, as the README gives them (one address each; nothing is contacted by `config`)
-SERVERS = {"LITSEG_JUDGE_URLS": "http://127.0.0.1:9/v1", "LITSEG_LLM_URLS": "http://127.0.0.1:9/v1",
-           "LITSEG_TEACHER_URLS": "http://127.0.0.1:9/v1"}
+def _servers() -> dict[str, str]:
+    """The servers `full` asks for, one address each, through the variables the README gives
+    (``config.SERVER_ENV``; nothing is contacted by `config`)."""
+    from litseg_nb.config import SERVER_ENV
+
+    return {name: "http://127.0.0.1:9/v1" for name, *_ in SERVER_ENV}
 
 
 @pytest.mark.parametrize("profile,nb", _profiles_and_notebooks())
@@ -187,7 +190,7 @@ def test_config_shows_every_profile_and_notebook(profile, nb, servers, capsys, m
     need first (an unset server address) a warning, not an error."""
     from litseg_nb.cli import main
 
-    for k, v in SERVERS.items():
+    for k, v in _servers().items():
         if servers:
             monkeypatch.setenv(k, v)
         else:

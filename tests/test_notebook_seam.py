@@ -16,6 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from litseg_nb.config import SERVER_ENV
+
 from litseg_nb.front import params, run_context
 from litseg_nb.config import PROFILES, ConfigError, active_sets, config_sets, use_sets
 from litseg_nb.core.paths import NOTEBOOKS_DIR, REPO_ROOT
@@ -27,7 +29,7 @@ OLD_ENV = "LITSEG" + "_SET"  # spelled in two halves so that this file does not 
 @pytest.fixture(autouse=True)
 def _clean(monkeypatch):
     monkeypatch.delenv(OLD_ENV, raising=False)
-    for name in ("LITSEG_JUDGE_URLS", "LITSEG_LLM_URLS", "LITSEG_TEACHER_URLS"):
+    for name, *_ in SERVER_ENV:
         monkeypatch.delenv(name, raising=False)
     yield
     use_sets([])
@@ -110,13 +112,15 @@ def test_setup_never_reads_the_notebook_file(nb, monkeypatch):
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_kernel_takes_the_config_the_runner_resolved(nb, profile, monkeypatch):
-    monkeypatch.setenv("LITSEG_JUDGE_URLS", "http://127.0.0.1:9/v1")  # full's judge needs an address
+    for name, *_ in SERVER_ENV:  # full's judge and raters need an address
+        monkeypatch.setenv(name, "http://127.0.0.1:9/v1")
     values = params.check_parameters(nb, {"profile": profile, "seed": 1})
     injected = params.resolved_parameter(nb, values)
     defaults = {n: p.default for n, p in params.parameters_cell(nb).items()}
     runner_cfg = params.notebook_config(nb.stem, **{**defaults, "profile": profile, "seed": 1})
     ns = _namespace(nb, **values, **injected)
-    monkeypatch.delenv("LITSEG_JUDGE_URLS")  # the kernel does not resolve again: the address came with the config
+    for name, *_ in SERVER_ENV:  # the kernel does not resolve again: the addresses came with the config
+        monkeypatch.delenv(name)
     cfg, run = run_context.setup(nb.stem[:2], ns)
     assert cfg == runner_cfg and run.profile == profile and run.parameters["seed"] == 1
 
