@@ -58,6 +58,13 @@ class BaselinesConfig(StageConfig):
     lumber_max_new_tokens: int = 32
     lumber_reference_mode: bool = False  # reference script: 1.2 x words estimate, stop before budget
 
+    # the narrative boundary model (chunkers/boundary_model.py, trained by `train-boundary-model`):
+    # round(words / target) - 1 boundaries per unit at its top-scored paragraph starts, chunks of at
+    # least boundary_min_sentences sentences; weights: the packaged file unless a path is given
+    boundary_target_words: int = at_least(300, 1)
+    boundary_min_sentences: int = at_least(2, 1)
+    boundary_model_weights: str = ""
+
     merge_target_tokens: int = 334  # dynamic merge target L (LumberChunker's published mean)
 
     proposition_max_new_tokens: int = 512
@@ -98,6 +105,13 @@ class BaselinesConfig(StageConfig):
             if getattr(self, overlap) >= getattr(self, size):
                 raise ConfigError(f"BaselinesConfig.{overlap}: {getattr(self, overlap)} must be below "
                                   f"{size} ({getattr(self, size)})")
+
+    @property
+    def boundary_model_digest(self) -> str:
+        """SHA-256 (16 hex) of the boundary model's weights file: part of its chunks' cache key."""
+        from .boundary_model import weights_digest
+
+        return weights_digest(self.boundary_model_weights or None)
 
     def describe(self) -> str:  # noqa: D102
         out = super().describe() + f" | tokenizer={self.tokenizer}"

@@ -99,6 +99,15 @@ def _paragraph(items, cfg, backend, embedder):
     return [paragraph_chunks(b, u) for b, u in items], {}
 
 
+def _boundary_model(items, cfg, backend, embedder):
+    """The narrative boundary model (chunkers/boundary_model.py): top-scored paragraph starts under a length target."""
+    from .boundary_model import boundary_model_chunks, load_model
+
+    model = load_model(cfg.boundary_model_weights or None)
+    return [boundary_model_chunks(b, u, cfg.boundary_target_words, cfg.boundary_min_sentences, model)
+            for b, u in items], {}
+
+
 def _max_context(cfg: "BaselinesConfig") -> int:
     return cfg.perplexity_max_context or cfg.llm.max_model_len
 
@@ -194,6 +203,8 @@ _SPECS = (
     ChunkerSpec(name="semantic", needs="embedder", run=_semantic,
                 params=("semantic_breakpoint_percentile", "semantic_buffer_size")),
     ChunkerSpec(name="paragraph", needs="text", run=_paragraph),
+    ChunkerSpec(name="boundary-model", needs="text", run=_boundary_model,
+                params=("boundary_target_words", "boundary_min_sentences", "boundary_model_digest")),
     ChunkerSpec(name="perplexity", needs="llm", run=_perplexity_at("perplexity_threshold", "perplexity"),
                 params=("perplexity_threshold", *_PPL)),
     ChunkerSpec(name="margin", needs="llm", run=_margin, params=("margin_threshold_window", "margin_max_left_tokens")),

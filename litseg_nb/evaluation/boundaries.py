@@ -50,7 +50,7 @@ from ..methods import LLM_METHODS
 from ..schema import Book, Chunk, check_coverage
 
 SOURCES = ("hand-checked", "corpus")
-NON_LLM = ("token", "recursive", "semantic", "paragraph")
+NON_LLM = ("token", "recursive", "semantic", "paragraph", "boundary-model")
 
 
 def _llm_baselines() -> tuple[str, ...]:
