@@ -184,7 +184,7 @@ def test_pick_boundaries_respects_ends_gaps_and_count():
     assert bm.pick_boundaries(scores, 10, 3, 2) == [3, 5, 9]  # 2 is one sentence from the start
     assert bm.pick_boundaries(scores, 10, 1, 2) == [9]
     assert bm.pick_boundaries(scores, 10, 0, 2) == []
-    assert bm.pick_boundaries(scores, 10, 5, 4) == [5, 9]
+    assert bm.pick_boundaries(scores, 10, 5, 4) == [5]  # 5..7 are 4 sentences from both ends
 
 
 def test_boundary_scores_of_a_plain_text():

@@ -126,7 +126,7 @@ def book_features(path: Path, cache_root: Path | None = None) -> dict[str, Any]:
         try:
             z = np.load(cfile, allow_pickle=False)
             return {"dense": z["dense"], "hashed": z["hashed"], "labels": z["labels"], "text_hash": str(z["text_hash"]),
-                    "chapter_marks": int(z["chapter_marks"]), "scene_marks": int(z["scene_marks"])}
+                    "chapter_marks": int(z["chapter_marks"]), "scene_marks": int(z["scene_marks"]), "cached": True}
         except (OSError, KeyError, ValueError):
             pass  # unreadable entry: recomputed and rewritten below
     raw = gzip.decompress(data) if path.name.endswith(".gz") else data
@@ -302,13 +302,15 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
 
     from ..paths import data_dir
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     root = Path(root) if root else data_dir()
     files = training_files(root, cfg.max_books)
     feats: dict[str, dict[str, Any]] = {}
+    cached = 0
     for f in tqdm(files, desc="training books: features", disable=not progress):
         try:
             feats[str(f)] = book_features(f, cache_root)
+            cached += bool(feats[str(f)].get("cached"))
         except (OSError, EOFError, zlib.error, ValueError, LitsegError) as exc:
             raise TrainingDataError(f"training book {f}: {exc}") from None
     t_feat = time.perf_counter() - t0
@@ -375,6 +377,11 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
         card["validation"] = validation_scores(va, feats, model, cfg)
         card["timing_s"]["validation"] = round(time.perf_counter() - t2, 1)
     card["timing_s"]["total"] = round(time.perf_counter() - t0, 1)
+    card["timing_s"]["cpu_total"] = round(time.process_time() - c0, 1)  # this process's CPU seconds
+    card["timing_s"]["features_cached"] = cached
+    import os
+
+    card["timing_s"]["load_average_at_end"] = round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else None
     card_file.write_text(json.dumps(card, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return card
 
