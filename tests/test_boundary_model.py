@@ -243,3 +243,12 @@ def test_cli_trains_into_out(tiny_root, tmp_path, monkeypatch, capsys):
     assert out.is_file() and (tmp_path / "m.card.json").is_file()
     assert "boundary model:" in capsys.readouterr().out
     bm.load_model(out)
+
+
+def test_card_tables_state_the_data_and_the_validation():
+    statement, rows = bm.card_tables()
+    items = dict(zip(statement["item"], statement["value"]))
+    assert "gutenberg_train" in items["training data"] and "overlap 0" in items["evaluation books compared"]
+    assert set(rows["method"]) == {"boundary-model", "boundary-model@top|G|"} and set(rows["kind"]) <= {"chapter", "scene"}
+    with pytest.raises(bm.BoundaryModelError, match="unreadable"):
+        bm.model_card("/nonexistent/card.json")

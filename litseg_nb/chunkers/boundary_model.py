@@ -212,3 +212,37 @@ def boundary_model_chunks(book: Book, unit: Unit, target_words: int, min_sentenc
     if chunks:
         chunks[0].metadata = {**chunks[0].metadata, SCORES_KEY: per_pos}
     return chunks
+
+
+# ------------------------------------------------------------------ the card
+def model_card(path: Path | str | None = None) -> dict[str, Any]:
+    """The packaged model's card (training data statement, features, timing, validation scores)."""
+    p = Path(path) if path else CARD_FILE
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BoundaryModelError(f"boundary model card {p}: unreadable ({exc})") from None
+
+
+def card_tables(card: dict[str, Any] | None = None):
+    """``(data statement, validation rows)`` of a card as two DataFrames (notebook 06)."""
+    import pandas as pd
+
+    c = card or model_card()
+    d = c["data"]
+    statement = pd.DataFrame([
+        ("training data", f"{d['folder']}: {d['books']} raw books, {d['train_books']} for training, "
+                          f"{d['validation_books']} held out ({d['split']})"),
+        ("book list sha256 (16)", d["book_list_sha256_16"]),
+        ("labels", d["labels"]),
+        ("positives", f"{d['positives']['total']} ({d['positives']['chapter']} chapter, {d['positives']['scene']} scene)"),
+        ("negatives", f"{d['negatives']} sampled of {d['candidates_in_train_books']} paragraph starts"),
+        ("evaluation books compared", f"{d['disjoint_from_evaluation']['evaluation_ids']} ebook numbers, "
+                                      f"{d['disjoint_from_evaluation']['evaluation_text_hashes']} cleaned texts: "
+                                      f"overlap {d['disjoint_from_evaluation']['overlap']}"),
+        ("model", c["model"]),
+        ("weights sha256 (16)", c["weights_sha256_16"]),
+        ("held-out ROC AUC (all paragraph starts)", f"{c.get('validation', {}).get('auc_all', float('nan')):.3f}"),
+    ], columns=["item", "value"])
+    rows = pd.DataFrame(c.get("validation", {}).get("benchmark_rows", []))
+    return statement, rows
