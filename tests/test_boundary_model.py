@@ -225,8 +225,12 @@ def test_cli_rejects_bad_arguments_and_writes_nothing(tmp_path, capsys, monkeypa
     assert main(["train-boundary-model", "--out", "../evil.json"]) == 2
     assert main(["train-boundary-model", "--out", str(tmp_path / "w.txt")]) == 2
     assert main(["train-boundary-model", "--max-books", "-1"]) == 2
+    assert main(["train-boundary-model", "--out", "https://user:secret@example.org/w.json"]) == 2
     err = capsys.readouterr().err
-    assert err.count("[litseg_nb] train-boundary-model:") == 3 and "Traceback" not in err
+    assert err.count("[litseg_nb] train-boundary-model:") == 4 and "Traceback" not in err and "secret" not in err
+    with pytest.raises(SystemExit) as exc:
+        main(["train-boundary-model", "--max-books", "many"])
+    assert exc.value.code == 2
     monkeypatch.setenv("LITSEG_DATA_DIR", str(tmp_path))  # a data root without gutenberg_train
     assert main(["train-boundary-model", "--out", str(tmp_path / "w.json")]) == 1
     assert "no training books" in capsys.readouterr().err

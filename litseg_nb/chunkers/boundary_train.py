@@ -440,8 +440,10 @@ def cli(args: Any) -> int:
     cfg = TrainConfig(**cfg_over)
     out = Path(args.out) if args.out else None
     if out is not None:
-        if out.suffix != ".json" or ".." in out.parts:
-            raise UsageError(f"--out {args.out}: expected a .json file path without '..'")
+        if "://" in args.out:  # never echoed: a URL may carry a secret
+            raise UsageError("--out: a URL is not a local file path; give a local .json file path")
+        if out.suffix != ".json" or ".." in out.parts or out.is_dir():
+            raise UsageError(f"--out {args.out!r}: expected a local .json file path without '..'")
     card = train(cfg, weights_file=out, validate=not args.no_validation)
     print(f"[litseg_nb] boundary model: {card['data']['train_books']} training books, "
           f"{card['data']['positives']['total']} positives, {card['data']['negatives']} negatives, "
