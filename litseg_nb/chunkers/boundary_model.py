@@ -135,20 +135,19 @@ def unit_document(book: Book, unit: Unit) -> tuple[list[tuple[str, ...]], list[i
 
 
 def _text_unit(text: str) -> tuple[Book, Unit]:
-    from ..preprocess.units import build_units
-    from .base import unit_paragraphs as _up  # noqa: F401 - same paragraph rule below
-
-    if not isinstance(text, str) or not text.strip():
-        raise LitsegError("boundary_scores: the text is empty")
     import re
+
+    from ..preprocess.units import build_units
+    from .base import trim_span
+
+    if not text.strip():
+        raise LitsegError("boundary_scores: the text is empty")
 
     paragraphs, pos = [], 0
     for m in re.finditer(r"\n[ \t]*\n", text):
         paragraphs.append((pos, m.start()))
         pos = m.end()
     paragraphs.append((pos, len(text)))
-    from .base import trim_span
-
     paragraphs = [t for a, b in paragraphs if (t := trim_span(text, a, b))]
     units = build_units("text", text, paragraphs, max_unit_words=10**9, use_structure=False)
     book = Book(book_id="text", title="text", dataset="text", text=text, paragraphs=paragraphs, units=units)

@@ -348,9 +348,7 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
     weights_file = Path(weights_file) if weights_file else WEIGHTS_FILE
     card_file = Path(card_file) if card_file else (CARD_FILE if weights_file == WEIGHTS_FILE
                                                    else weights_file.with_suffix(".card.json"))
-    weights_file.parent.mkdir(parents=True, exist_ok=True)
     weights_text = json.dumps(model.to_json(), indent=0, sort_keys=True) + "\n"
-    weights_file.write_text(weights_text, encoding="utf-8")
     card: dict[str, Any] = {
         "model": "logistic regression over lexical-cohesion, continuity, shape and hashed first/last-word "
                  "features of every paragraph start (litseg_nb.chunkers.boundary_features)",
@@ -376,6 +374,9 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
         t2 = time.perf_counter()
         card["validation"] = validation_scores(va, feats, model, cfg)
         card["timing_s"]["validation"] = round(time.perf_counter() - t2, 1)
+    # written last, together: a run that fails before this point leaves the previous weights and card
+    weights_file.parent.mkdir(parents=True, exist_ok=True)
+    weights_file.write_text(weights_text, encoding="utf-8")
     card["timing_s"]["total"] = round(time.perf_counter() - t0, 1)
     card["timing_s"]["cpu_total"] = round(time.process_time() - c0, 1)  # this process's CPU seconds
     card["timing_s"]["features_cached"] = cached
