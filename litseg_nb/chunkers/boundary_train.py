@@ -71,9 +71,12 @@ class TrainConfig:
 # ------------------------------------------------------------------ books
 def _feature_code_hash() -> str:
     """Hash of the code the cached features depend on (cleaning, units, stream, features)."""
-    pkg = Path(__file__).resolve().parent.parent
-    files = [pkg / "boundary_gold.py", pkg / "chunkers" / "boundary_features.py", pkg / "data" / "gutenberg.py",
-             pkg / "chunkers" / "base.py"] + sorted((pkg / "preprocess").glob("*.py"))
+    from .. import boundary_gold, preprocess
+    from ..data import gutenberg
+    from . import base, boundary_features
+
+    files = [Path(m.__file__) for m in (boundary_gold, boundary_features, gutenberg, base)]
+    files += sorted(Path(preprocess.__file__).parent.glob("*.py"))  # modules found by import: they may move
     h = hashlib.sha256()
     for f in files:
         h.update(f.name.encode())
