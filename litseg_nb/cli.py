@@ -4,7 +4,8 @@ This module owns :func:`main` and every subcommand's argument parser. The work i
 library functions: notebooks by :mod:`litseg_nb.front.runner`, ``segment`` by
 :mod:`litseg_nb.front.batch_segment`, ``import-chunks`` by :mod:`litseg_nb.evaluation.chunk_import`, ``download-data``
 by :mod:`litseg_nb.data.download`, ``boundaries`` by :mod:`litseg_nb.evaluation.boundaries`, ``rehearse`` by
-:mod:`litseg_nb.front.rehearse`, ``gallery`` by :mod:`litseg_nb.front.gallery`; ``run``, ``list``, ``config`` and ``lab`` are small handlers here.
+:mod:`litseg_nb.front.rehearse`, ``gallery`` by :mod:`litseg_nb.front.gallery`, ``train-boundary-model`` by
+:mod:`litseg_nb.evaluation.boundary_train`; ``run``, ``list``, ``config`` and ``lab`` are small handlers here.
 
 * ``run --profile smoke [--only 01,04] [-p key=value ...] [--set section.field=value ...]`` executes
   the numbered notebooks (:func:`litseg_nb.front.runner.run_notebooks`).
@@ -48,6 +49,7 @@ from .core.safe_io import OutputsNotWritable
 from .front.params import parse_key_value, check_set_keys, missing_for
 from .front.execution import kernel_env_for_lab
 from .api import DEFAULT_PROFILE
+from .evaluation.boundary_train import cli
 
 _SMOKE_DURATION = "25-45 min on 2 CPU cores (README: measured times)"
 _TEST_DURATION = "tiny random model, about 10 min"
@@ -338,6 +340,21 @@ def _boundaries_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     return p
 
 
+def _train_boundary_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="train the narrative boundary model (method boundary-model) on the chapter and "
+                                  "scene breaks of <data>/gutenberg_train; writes the packaged weights and card")
+    p.add_argument("--seed", type=int, default=None, help="seed of the split and the sampling (default: 13)")
+    p.add_argument("--max-books", type=int, default=None, help="first N training books only (0 = all)")
+    p.add_argument("--out", default="", help="weights file to write instead of the packaged "
+                                             "litseg_nb/weights/boundary_model.json (the card lands beside it)")
+    p.add_argument("--no-validation", action="store_true", help="skip the held-out validation scores")
+    return p
+
+
+def _train_boundary_main(args: argparse.Namespace) -> int:
+    return cli(args)
+
+
 def _rehearse_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="the full profile's engines and code paths on the CPU with tiny local models "
                                   "(the step before renting a GPU)",
@@ -377,6 +394,7 @@ COMMANDS: dict[str, tuple[Builder, Handler]] = {
     "download-data": (_download_parser, download_main),
     "segment": (_segment_parser, segment_main),
     "boundaries": (_boundaries_parser, boundaries_main),
+    "train-boundary-model": (_train_boundary_parser, _train_boundary_main),
     "rehearse": (_rehearse_parser, rehearse.main),
     "gallery": (_gallery_parser, gallery.run),
 }

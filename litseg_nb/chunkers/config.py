@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import StageConfig, _Base, one_of
+from .boundary_model import BoundaryModelOptions
 from .completion import CompletionOptions
 from .lumber import LumberOptions
 from .margin import MarginOptions
@@ -42,7 +43,8 @@ from .token import TokenOptions
 #: registry (litseg_nb.segmenters.registry) registers a method for each name, with this need, and
 #: refuses to import if a name has no method or a method no name.
 BASELINES: dict[str, str] = {
-    "token": "text", "recursive": "text", "semantic": "embedder", "paragraph": "text", "perplexity": "llm",
+    "token": "text", "recursive": "text", "semantic": "embedder", "paragraph": "text", "boundary-model": "text",
+    "perplexity": "llm",
     "margin": "llm", "lumber": "llm", "perplexity+merge": "llm", "margin+merge": "llm", "lumber+merge": "llm",
     "proposition": "llm", "perplexity+merge+completion": "llm",
 }
@@ -61,7 +63,7 @@ class _Methods(_Base):
 
 @dataclass(frozen=True)
 class BaselinesConfig(CompletionOptions, PropositionOptions, MergeOptions, LumberOptions, MarginOptions,
-                      PerplexityOptions, ParagraphOptions, SemanticOptions, RecursiveOptions, TokenOptions,
+                      PerplexityOptions, BoundaryModelOptions, ParagraphOptions, SemanticOptions, RecursiveOptions, TokenOptions,
                       _Methods, StageConfig):
     """Notebook 04's config: which methods run (``methods``), every baseline's options (inherited from
     the methods' options classes, papers' values as defaults; ``tokenizer`` is the statistics tokenizer

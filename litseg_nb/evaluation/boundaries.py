@@ -63,7 +63,7 @@ from ..core.chunk_align import import_chunks
 from ..core.artifacts import save_table
 
 SOURCES = ("hand-checked", "corpus")
-NON_LLM = ("token", "recursive", "semantic", "paragraph")
+NON_LLM = ("token", "recursive", "semantic", "paragraph", "boundary-model")
 SEGMENTERS = ("litseg",)  # the paper's segmenters scored here (LitSeg-Lite: from its chunk set, --chunks)
 
 

@@ -395,6 +395,9 @@ RULE_BASED_PIPELINES = {
     "semantic": "Embedding-based, no prompt: LangChain-style SemanticChunker; a boundary where the cosine "
                 "distance of adjacent sentence-group embeddings exceeds a percentile threshold (App. H).",
     "paragraph": "Rule-based, no prompt: one chunk per paragraph of the source text.",
+    "boundary-model": "Trained, no prompt: a logistic regression over lexical-cohesion and paragraph features, "
+                      "trained on the authors' chapter and scene breaks of other books, scores every paragraph "
+                      "start; boundaries at the top-scored ones under a length target.",
     "perplexity": "LLM-based, no prompt: Meta-Chunking's perplexity chunker; boundaries at local minima of "
                   "the sentence-level perplexity curve (App. H).",
 }

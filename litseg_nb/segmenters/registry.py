@@ -24,6 +24,8 @@ from ..chunkers.library import LibraryOptions, library_chunks, needs_of
 from ..chunkers.lumber import LumberOptions, lumber_chunks_batch
 from ..chunkers.margin import MarginOptions, margin_chunks_batch
 from ..chunkers.merge import MergeOptions, merge_unit_chunks
+from ..chunkers.boundary_model import (BoundaryModelOptions, boundary_model_chunks, load_model, weights_path,
+                                       with_digest)
 from ..chunkers.paragraph import ParagraphOptions, paragraph_chunks
 from ..chunkers.perplexity import PerplexityOptions, perplexity_chunks
 from ..chunkers.proposition import PropositionOptions, proposition_chunks_batch
@@ -71,6 +73,18 @@ def _semantic(items: Items, o: SemanticOptions, models: Models) -> Segmentation:
 
 def _paragraph(items: Items, o: ParagraphOptions, models: Models) -> Segmentation:
     return Segmentation([paragraph_chunks(b, u) for b, u in items])
+
+
+def _boundary_model_options(cfg: Any) -> BoundaryModelOptions:
+    """The boundary model's options, its weights file with the file's digest (part of the key)."""
+    o = BoundaryModelOptions.of(cfg)
+    return o.replace(boundary_model_weights=with_digest(o.boundary_model_weights))
+
+
+def _boundary_model(items: Items, o: BoundaryModelOptions, models: Models) -> Segmentation:
+    model = load_model(weights_path(o.boundary_model_weights))
+    return Segmentation([boundary_model_chunks(b, u, o.boundary_target_words, o.boundary_min_sentences, model)
+                         for b, u in items])
 
 
 def _perplexity_options(merge_base: bool):
@@ -179,6 +193,8 @@ _METHODS: tuple[Method, ...] = (
            baseline=True),
     Method(name="paragraph", needs="text", options=ParagraphOptions, config=BASELINES_CONFIG, run=_paragraph,
            baseline=True),
+    Method(name="boundary-model", needs="text", options=BoundaryModelOptions, config=BASELINES_CONFIG,
+           run=_boundary_model, build=_boundary_model_options, baseline=True),
     _PERPLEXITY,
     _MARGIN,
     _LUMBER,

@@ -1,0 +1,273 @@
+"""The narrative boundary model as a chunker (method ``boundary-model``, notebook 04).
+
+A logistic regression trained on the authors' own chapter and scene breaks of the training books
+(:mod:`litseg_nb.evaluation.boundary_train`, ``python -m litseg_nb train-boundary-model``) scores every
+paragraph start of a unit (:mod:`litseg_nb.chunkers.boundary_features`): the probability that a
+narrative boundary falls right before it. The weights ship in the package
+(``litseg_nb/weights/boundary_model.json``, its card beside it).
+
+* :func:`boundary_scores` — ``{sentence index of a paragraph start: score}`` for a ``(book, unit)``
+  pair, a :class:`~litseg_nb.core.schema.Unit` window of a book, or a plain text (paragraphs at blank
+  lines, sentences by the package's splitter).
+* :func:`boundary_model_chunks` — the chunker: ``k = max(0, round(words / target_words) - 1)``
+  boundaries, the top-scored paragraph starts taken greedily, each at least ``min_sentences``
+  sentences from the unit's ends and from every boundary already taken (fewer when the unit holds
+  fewer such places). Chunks are whole sentences (exact spans, every sentence covered once); the
+  first chunk carries every position's score in ``metadata["boundary_scores"]`` (positions 2..n, ``None``
+  where no paragraph starts), the hook the boundary benchmark reads for its top-|G| rows.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..config import Options, at_least
+from ..errors import LitsegError
+from ..core.schema import Book, Chunk, Unit, word_count
+from .base import chunks_from_boundaries, unit_paragraphs, trim_span
+from .boundary_features import DENSE_NAMES, FEATURE_VERSION, HASH_BUCKETS, HASH_SPACES, document_features, n_hashed
+from ..preprocess.units import build_units
+
+METHOD = "boundary-model"
+WEIGHTS_FILE = Path(__file__).resolve().parent.parent / "weights" / "boundary_model.json"
+CARD_FILE = WEIGHTS_FILE.with_name("boundary_model.card.json")
+SCORES_KEY = "boundary_scores"
+
+
+@dataclass(frozen=True)
+class BoundaryModelOptions(Options):
+    """The ``boundary-model`` method's options: ``round(words / boundary_target_words) - 1`` boundaries per
+    unit at its top-scored paragraph starts, chunks of at least ``boundary_min_sentences`` sentences;
+    ``boundary_model_weights``: a weights file (``""`` = the packaged one). The registry's options carry
+    the file's digest after a ``#`` (:func:`with_digest`), so retrained weights change the cache key."""
+
+    boundary_target_words: int = at_least(300, 1)
+    boundary_min_sentences: int = at_least(2, 1)
+    boundary_model_weights: str = ""
+
+
+def with_digest(weights: str) -> str:
+    """``weights#<sha256 of the file>`` (``#unreadable`` when it cannot be read: loading it then raises)."""
+    try:
+        digest = weights_digest(weights or None)
+    except BoundaryModelError:
+        digest = "unreadable"
+    return f"{weights}#{digest}"
+
+
+def weights_path(weights_with_digest: str) -> str | None:
+    """The weights file of :func:`with_digest`'s value (``None`` = the packaged file)."""
+    return weights_with_digest.rsplit("#", 1)[0] or None
+
+
+class BoundaryModelError(LitsegError, ValueError):
+    """The boundary model's weights are missing, unreadable or of another feature version."""
+
+
+@dataclass(frozen=True)
+class BoundaryModel:
+    """Standardisation and logistic-regression weights over :mod:`boundary_features`' features."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    coef_dense: np.ndarray
+    coef_hashed: np.ndarray
+    intercept: float
+    digest: str = ""
+
+    def score_features(self, dense: np.ndarray, hashed: Sequence[Sequence[int]]) -> np.ndarray:
+        if not len(dense):
+            return np.zeros(0)
+        z = (dense - self.mean) / self.std @ self.coef_dense + self.intercept
+        z = z + np.array([self.coef_hashed[list(h)].sum() if h else 0.0 for h in hashed])
+        return 1.0 / (1.0 + np.exp(-z))
+
+    def to_json(self) -> dict[str, Any]:
+        r = lambda a: [round(float(x), 6) for x in a]  # noqa: E731 - fixed precision: byte-identical rebuilds
+        return {"feature_version": FEATURE_VERSION, "dense_names": list(DENSE_NAMES), "hash_spaces": list(HASH_SPACES),
+                "hash_buckets": HASH_BUCKETS, "mean": r(self.mean), "std": r(self.std),
+                "coef_dense": r(self.coef_dense), "coef_hashed": r(self.coef_hashed),
+                "intercept": round(float(self.intercept), 6)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], digest: str = "", where: str = "weights") -> "BoundaryModel":
+        if d.get("feature_version") != FEATURE_VERSION or d.get("dense_names") != list(DENSE_NAMES) \
+                or d.get("hash_spaces") != list(HASH_SPACES) or d.get("hash_buckets") != HASH_BUCKETS:
+            raise BoundaryModelError(f"{where}: trained for other features (feature version "
+                                     f"{d.get('feature_version')!r}, this code {FEATURE_VERSION}); rebuild with "
+                                     f"`python -m litseg_nb train-boundary-model`")
+        arr = {k: np.asarray(d[k], dtype=float) for k in ("mean", "std", "coef_dense", "coef_hashed")}
+        if arr["coef_hashed"].shape != (n_hashed(),) or any(arr[k].shape != (len(DENSE_NAMES),)
+                                                             for k in ("mean", "std", "coef_dense")):
+            raise BoundaryModelError(f"{where}: weight arrays of the wrong shape")
+        return cls(arr["mean"], np.where(arr["std"] > 0, arr["std"], 1.0), arr["coef_dense"], arr["coef_hashed"],
+                   float(d["intercept"]), digest)
+
+
+def weights_digest(path: Path | str | None = None) -> str:
+    """SHA-256 of the weights file (part of the chunk cache key: new weights, new chunks)."""
+    p = Path(path) if path else WEIGHTS_FILE
+    try:
+        return hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+    except OSError as exc:
+        raise BoundaryModelError(f"boundary model weights {p}: {exc.strerror or exc}; rebuild with "
+                                 f"`python -m litseg_nb train-boundary-model`") from None
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, digest: str) -> BoundaryModel:
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BoundaryModelError(f"boundary model weights {path}: unreadable ({exc})") from None
+    if not isinstance(d, dict):
+        raise BoundaryModelError(f"boundary model weights {path}: not a JSON object")
+    try:
+        return BoundaryModel.from_json(d, digest, where=f"boundary model weights {path}")
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, BoundaryModelError):
+            raise
+        raise BoundaryModelError(f"boundary model weights {path}: malformed ({exc})") from None
+
+
+def load_model(path: Path | str | None = None) -> BoundaryModel:
+    """The packaged model (or the weights at ``path``)."""
+    p = Path(path) if path else WEIGHTS_FILE
+    return _load(str(p), weights_digest(p))
+
+
+# ------------------------------------------------------------------ documents
+def unit_document(book: Book, unit: Unit) -> tuple[list[tuple[str, ...]], list[int]]:
+    """The unit's paragraphs as sentence strings, and the 1-based index of each one's first sentence.
+
+    A sentence belongs to the paragraph its start lies in; paragraphs without a sentence are left out."""
+    paras = unit_paragraphs(book, unit)
+    groups: list[list[Any]] = []
+    k = 0
+    for s in unit.sentences:
+        while k + 1 < len(paras) and s.start >= paras[k + 1][0]:
+            k += 1
+        if groups and groups[-1][0] == k:
+            groups[-1][1].append(s)
+        else:
+            groups.append([k, [s]])
+    docs = [tuple(book.text[s.start:s.end] for s in ss) for _, ss in groups]
+    return docs, [ss[0].index for _, ss in groups]
+
+
+def _text_unit(text: str) -> tuple[Book, Unit]:
+    import re
+
+
+    if not text.strip():
+        raise LitsegError("boundary_scores: the text is empty")
+
+    paragraphs, pos = [], 0
+    for m in re.finditer(r"\n[ \t]*\n", text):
+        paragraphs.append((pos, m.start()))
+        pos = m.end()
+    paragraphs.append((pos, len(text)))
+    paragraphs = [t for a, b in paragraphs if (t := trim_span(text, a, b))]
+    units = build_units("text", text, paragraphs, max_unit_words=10**9, use_structure=False)
+    book = Book(book_id="text", title="text", dataset="text", text=text, paragraphs=paragraphs, units=units)
+    if len(units) != 1:
+        raise LitsegError(f"boundary_scores: the text gave {len(units)} units, expected 1")
+    return book, units[0]
+
+
+def boundary_scores(window_or_text: Any, unit: Unit | None = None, model: BoundaryModel | None = None) -> dict[int, float]:
+    """``{first sentence index of every paragraph but the first: P(narrative boundary before it)}``.
+
+    ``window_or_text``: a ``(book, unit)`` pair, a :class:`Book` with ``unit`` (a boundary window of
+    the benchmark is one), or a plain text (paragraphs at blank lines, one unit)."""
+    if isinstance(window_or_text, str):
+        book, unit = _text_unit(window_or_text)
+    elif isinstance(window_or_text, tuple) and len(window_or_text) == 2:
+        book, unit = window_or_text
+    elif isinstance(window_or_text, Book) and unit is not None:
+        book = window_or_text
+    else:
+        raise LitsegError("boundary_scores takes a text, a (book, unit) pair, or a book and its unit")
+    docs, starts = unit_document(book, unit)
+    dense, hashed = document_features(docs)
+    s = (model or load_model()).score_features(dense, hashed)
+    return {starts[j]: float(v) for j, v in zip(range(1, len(starts)), s)}
+
+
+# ------------------------------------------------------------------ chunker
+def pick_boundaries(scores: dict[int, float], n: int, k: int, min_sentences: int) -> list[int]:
+    """Up to ``k`` top-scored positions (ties: the earlier), each ≥ ``min_sentences`` from the ends
+    (positions ``1 + min_sentences .. n + 1 - min_sentences``) and from one another."""
+    order = sorted(scores, key=lambda j: (-scores[j], j))
+    chosen: list[int] = []
+    for j in order:
+        if len(chosen) >= k:
+            break
+        if j - 1 < min_sentences or n + 1 - j < min_sentences:
+            continue
+        if all(abs(j - c) >= min_sentences for c in chosen):
+            chosen.append(j)
+    return sorted(chosen)
+
+
+def boundary_model_chunks(book: Book, unit: Unit, target_words: int, min_sentences: int,
+                          model: BoundaryModel | None = None, method: str = METHOD) -> list[Chunk]:
+    """Chunks of one unit at the model's top-scored paragraph starts under a length target (module doc)."""
+    n = unit.n_sentences
+    if n == 0:
+        return []
+    m = model or load_model()
+    scores = boundary_scores((book, unit), model=m)
+    words = word_count(unit.text(book.text))
+    k = max(0, int(round(words / max(target_words, 1))) - 1)
+    cuts = pick_boundaries(scores, n, k, max(min_sentences, 1))
+    chunks = chunks_from_boundaries(book, unit, method, [1] + cuts,
+                                    metadata={"boundary_model": m.digest, "target_words": target_words})
+    per_pos: list[float | None] = [None] * max(n - 1, 0)
+    for j, v in scores.items():
+        if 2 <= j <= n:
+            per_pos[j - 2] = None if not math.isfinite(v) else round(v, 6)
+    if chunks:
+        chunks[0].metadata = {**chunks[0].metadata, SCORES_KEY: per_pos}
+    return chunks
+
+
+# ------------------------------------------------------------------ the card
+def model_card(path: Path | str | None = None) -> dict[str, Any]:
+    """The packaged model's card (training data statement, features, timing, validation scores)."""
+    p = Path(path) if path else CARD_FILE
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BoundaryModelError(f"boundary model card {p}: unreadable ({exc})") from None
+
+
+def card_tables(card: dict[str, Any] | None = None):
+    """``(data statement, validation rows)`` of a card as two DataFrames (notebook 06)."""
+    import pandas as pd
+
+    c = card or model_card()
+    d = c["data"]
+    statement = pd.DataFrame([
+        ("training data", f"{d['folder']}: {d['books']} raw books, {d['train_books']} for training, "
+                          f"{d['validation_books']} held out ({d['split']})"),
+        ("book list sha256 (16)", d["book_list_sha256_16"]),
+        ("labels", d["labels"]),
+        ("positives", f"{d['positives']['total']} ({d['positives']['chapter']} chapter, {d['positives']['scene']} scene)"),
+        ("negatives", f"{d['negatives']} sampled of {d['candidates_in_train_books']} paragraph starts"),
+        ("evaluation books compared", f"{d['disjoint_from_evaluation']['evaluation_ids']} ebook numbers, "
+                                      f"{d['disjoint_from_evaluation']['evaluation_text_hashes']} cleaned texts: "
+                                      f"overlap {d['disjoint_from_evaluation']['overlap']}"),
+        ("model", c["model"]),
+        ("weights sha256 (16)", c["weights_sha256_16"]),
+        ("held-out ROC AUC (all paragraph starts)", f"{c.get('validation', {}).get('auc_all', float('nan')):.3f}"),
+    ], columns=["item", "value"])
+    rows = pd.DataFrame(c.get("validation", {}).get("benchmark_rows", []))
+    return statement, rows

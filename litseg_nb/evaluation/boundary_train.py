@@ -1,0 +1,452 @@
+"""Training the narrative boundary model on the authors' own breaks (``train-boundary-model``).
+
+**Data.** The raw books of ``<data>/gutenberg_train`` (disjoint from every evaluation book; see the
+data README) go through exactly the benchmark's path: :func:`~litseg_nb.data.gutenberg.clean_gutenberg_text`,
+:func:`~litseg_nb.preprocess.units.build_units` with the arguments of
+:func:`litseg_nb.evaluation.boundary_gold.hand_checked_books` (whole narrative units, front matter left out),
+then :func:`litseg_nb.evaluation.boundary_gold.narrative_stream`, which removes headings and ornaments and
+marks the first paragraph after every chapter heading (*chapter*) and every ornament (*scene*).
+Every paragraph start of the stream but the first is a candidate; a marked one is a positive.
+The headings are detected, not hand-read: a detection error is label noise here, never gold.
+A book whose id or cleaned-text hash equals an evaluation book's (every local book the benchmark
+and the notebooks read: :func:`evaluation_fingerprints`) stops the training with an error.
+
+**Split.** By author (``MANIFEST.tsv``), seeded: ``validation_share`` of the authors are held out; the
+validation scores are the benchmark's own (windows of the held-out books built by
+:func:`litseg_nb.evaluation.boundary_gold.build_gold`, scored by :mod:`litseg_nb.evaluation.boundaries`),
+plus the ROC AUC over every candidate of the held-out streams.
+
+**Sampling.** Per training book all positives, and ``negatives_per_positive`` times as many
+negatives (at least ``min_negatives``, at most ``max_candidates`` candidates per book), drawn with a
+seeded RNG per book. **Head.** L2-regularised logistic regression fitted with L-BFGS (scipy) on
+standardised dense features and 0/1 hashed features, from zeros: the same data give the same
+weights, written at fixed precision (byte-identical rebuilds). Features are cached per book by
+the book's bytes and the feature code (``<cache>/boundary-model/``).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import random
+import time
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import LitsegError, UsageError
+from ..chunkers.boundary_features import DENSE_NAMES, FEATURE_VERSION, document_features, n_hashed
+from ..chunkers.boundary_model import CARD_FILE, WEIGHTS_FILE, BoundaryModel, boundary_model_chunks, boundary_scores
+from . import boundary_gold
+from .. import preprocess
+from ..data import gutenberg
+from ..chunkers import base, boundary_features
+from ..data.gutenberg import clean_gutenberg_text
+from ..preprocess.structure import FRONT_MATTER, build_units
+from ..core.schema import Book
+from .boundary_gold import StreamReport, narrative_stream, local_book_texts, build_gold
+from ..core.paths import cache_dir, data_dir
+from ..preprocess.gold import GOLD_FILE, load_gold
+from .boundaries import BoundaryConfig, score_chunk_sets, summarize
+from ..chunkers.base import chunks_from_boundaries
+
+TRAIN_FOLDER = "gutenberg_train"
+
+
+class TrainingDataError(LitsegError, RuntimeError):
+    """The training books are missing, unreadable, or overlap an evaluation book."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Knobs of the training run (all part of the card)."""
+
+    seed: int = 13
+    validation_share: float = 0.2
+    negatives_per_positive: int = 4
+    min_negatives: int = 20
+    max_candidates: int = 400
+    l2: float = 1.0  # on the summed loss: the penalty 0.5 * l2 * |w|^2
+    max_iter: int = 300
+    window_sentences: int = 60  # the validation windows: the smoke benchmark's sizes
+    min_side_sentences: int = 5
+    max_windows_per_book: int = 8
+    target_words: int = 300  # the chunker's length target (validation of the chunker row)
+    min_sentences: int = 2
+    max_books: int = 0  # 0 = all (tests use a few)
+
+
+# ------------------------------------------------------------------ books
+def _feature_code_hash() -> str:
+    """Hash of the code the cached features depend on (cleaning, units, stream, features)."""
+
+    files = [Path(m.__file__) for m in (boundary_gold, boundary_features, gutenberg, base)]
+    files += sorted(Path(preprocess.__file__).parent.glob("*.py"))  # modules found by import: they may move
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def read_raw(path: Path) -> bytes:
+    data = Path(path).read_bytes()
+    return gzip.decompress(data) if path.name.endswith(".gz") else data
+
+
+def book_id_of(path: Path) -> str:
+    return f"{TRAIN_FOLDER}:{path.name.split('.')[0]}"
+
+
+def clean_and_units(path: Path, raw: bytes | None = None, sentence_splitter: str = "nupunkt"):
+    """``(Book, narrative units)`` of one raw book, exactly as the benchmark reads its books."""
+
+    bid = book_id_of(path)
+    cleaned = clean_gutenberg_text(raw if raw is not None else read_raw(path), source=str(path))
+    author = getattr(cleaned.report, "author", None)
+    units = build_units(bid, cleaned.text, cleaned.paragraphs, max_unit_words=10**9,
+                        sentence_splitter=sentence_splitter, whole_title="@front", author=author)
+    units = [u for u in units if not u.title.startswith(FRONT_MATTER)]
+    book = Book(book_id=bid, title=cleaned.report.title or bid, dataset=TRAIN_FOLDER, text=cleaned.text,
+                paragraphs=cleaned.paragraphs, source=str(path))
+    return book, units
+
+
+def text_hash(text: str) -> str:
+    """SHA-256 of a cleaned text with whitespace runs collapsed (an edition's copy in another folder
+    hashes the same)."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()
+
+
+def book_features(path: Path, cache_root: Path | None = None) -> dict[str, Any]:
+    """Features, labels and the cleaned-text hash of one training book (cached by its bytes and the code)."""
+
+    data = Path(path).read_bytes()
+    key = hashlib.sha256(data + _feature_code_hash().encode()).hexdigest()[:24]
+    cdir = (cache_root or cache_dir()) / "boundary-model"
+    cfile = cdir / f"{book_id_of(path).split(':')[1]}-{key}.npz"
+    if cfile.is_file():
+        try:
+            z = np.load(cfile, allow_pickle=False)
+            return {"dense": z["dense"], "hashed": z["hashed"], "labels": z["labels"], "text_hash": str(z["text_hash"]),
+                    "chapter_marks": int(z["chapter_marks"]), "scene_marks": int(z["scene_marks"]), "cached": True}
+        except (OSError, KeyError, ValueError):
+            pass  # unreadable entry: recomputed and rewritten below
+    raw = gzip.decompress(data) if path.name.endswith(".gz") else data
+    book, units = clean_and_units(path, raw)
+    rep = StreamReport()
+    stream = narrative_stream(book.text, units, rep)
+    paragraphs = [tuple(book.text[a:b] for a, b in p.sentences) for p in stream]
+    dense, hashed = document_features(paragraphs)
+    labels = np.array([{None: 0, "chapter": 1, "scene": 2}[p.mark] for p in stream[1:]], dtype=np.int8)
+    hmat = np.full((len(hashed), 4), -1, dtype=np.int32)
+    for i, h in enumerate(hashed):
+        hmat[i, :len(h)] = h
+    out = {"dense": dense.astype(np.float64), "hashed": hmat, "labels": labels, "text_hash": text_hash(book.text),
+           "chapter_marks": rep.chapter_marks, "scene_marks": rep.scene_marks}
+    cdir.mkdir(parents=True, exist_ok=True)
+    tmp = cfile.with_suffix(".tmp.npz")
+    np.savez_compressed(tmp, **{k: (np.asarray(v) if not isinstance(v, str) else np.asarray(v)) for k, v in out.items()})
+    tmp.replace(cfile)
+    return out
+
+
+def training_files(root: Path, max_books: int = 0) -> list[Path]:
+    folder = Path(root) / TRAIN_FOLDER
+    files = sorted(folder.glob("*.txt.gz"), key=lambda p: (len(p.name), p.name)) + sorted(folder.glob("*.txt"))
+    if not files:
+        raise TrainingDataError(f"no training books in {folder} (expected <ebook>.txt.gz files)")
+    return files[:max_books] if max_books else files
+
+
+def read_authors(root: Path) -> dict[str, str]:
+    """``ebook number -> author`` from the training folder's MANIFEST.tsv (empty when absent)."""
+    path = Path(root) / TRAIN_FOLDER / "MANIFEST.tsv"
+    out: dict[str, str] = {}
+    if path.is_file():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for ln in lines[1:]:
+            parts = ln.split("\t")
+            if len(parts) >= 2:
+                out[parts[0].strip()] = parts[1].strip()
+    return out
+
+
+def split_books(files: Sequence[Path], authors: dict[str, str], share: float, seed: int) -> tuple[list[Path], list[Path]]:
+    """``(train, validation)``: whole authors held out (a book without an author is its own author)."""
+    keys = sorted({authors.get(f.name.split(".")[0], f.name) for f in files})
+    rng = random.Random(f"{seed}:split")
+    rng.shuffle(keys)
+    held = set(keys[:max(1, int(round(share * len(keys))))]) if share > 0 and len(keys) > 1 else set()
+    train = [f for f in files if authors.get(f.name.split(".")[0], f.name) not in held]
+    val = [f for f in files if authors.get(f.name.split(".")[0], f.name) in held]
+    return train, val
+
+
+# ------------------------------------------------------------------ disjointness
+def evaluation_files(root: Path) -> list[Path]:
+    """Every raw book file the benchmark and the notebooks read (all local folders but training)."""
+    root = Path(root)
+    return (sorted((root / "gutenberg").glob("*.txt")) + sorted((root / "gutenberg_dev").glob("*.txt"))
+            + sorted((root / "literaryqa" / "texts").glob("*/*.txt")))
+
+
+@lru_cache(maxsize=4)
+def evaluation_fingerprints(root: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """``(ebook numbers, cleaned-text hashes)`` of every evaluation book: the raw books of
+    ``gutenberg``, ``gutenberg_dev``, LiteraryQA's texts and ids of every split, the hand-read gold
+    books (``tests/structure_gold.jsonl``) and GutenQA's Emma (by text)."""
+    root = Path(root)
+    ids: set[str] = set()
+    for f in evaluation_files(root):
+        ids.add(f.stem)
+    urls = root / "literaryqa" / "literaryqa_urls.tsv"
+    if urls.is_file():
+        for ln in urls.read_text(encoding="utf-8").splitlines()[1:]:
+            parts = ln.split("\t")
+            if len(parts) > 1 and parts[1].strip().isdigit():
+                ids.add(parts[1].strip())
+    try:
+        for e in load_gold(GOLD_FILE):
+            ids.add(Path(e.file).stem)
+    except (ImportError, OSError):
+        pass
+    hashes = {text_hash(text) for _, text, _ in local_book_texts(root)}
+    return frozenset(ids), frozenset(hashes)
+
+
+def check_disjoint(files: Sequence[Path], text_hashes: dict[str, str], evaluation_root: Path) -> dict[str, Any]:
+    """Raise :class:`TrainingDataError` naming the book when a training book is an evaluation book
+    (same ebook number, or the same cleaned text under another name)."""
+    ids, hashes = evaluation_fingerprints(Path(evaluation_root).resolve())
+    for f in files:
+        n = f.name.split(".")[0]
+        if n in ids:
+            raise TrainingDataError(f"training book {f} has the ebook number of an evaluation book ({n})")
+        if text_hashes[str(f)] in hashes:
+            raise TrainingDataError(f"training book {f} has the same text as an evaluation book")
+    return {"evaluation_ids": len(ids), "evaluation_text_hashes": len(hashes), "overlap": 0}
+
+
+# ------------------------------------------------------------------ fitting
+def sample_candidates(labels: np.ndarray, cfg: TrainConfig, book_id: str) -> np.ndarray:
+    pos = np.flatnonzero(labels > 0)
+    neg = np.flatnonzero(labels == 0)
+    rng = random.Random(f"{cfg.seed}:{book_id}")
+    n_neg = min(len(neg), max(cfg.min_negatives, cfg.negatives_per_positive * len(pos)))
+    if cfg.max_candidates:
+        pos = np.array(sorted(rng.sample(list(pos), min(len(pos), cfg.max_candidates // 2))), dtype=int) \
+            if len(pos) > cfg.max_candidates // 2 else pos
+        n_neg = min(n_neg, cfg.max_candidates - len(pos))
+    pick = sorted(rng.sample(list(neg), n_neg)) if n_neg else []
+    return np.array(sorted(list(pos) + list(pick)), dtype=int)
+
+
+def _design(dense: np.ndarray, hashed: np.ndarray, mean: np.ndarray, std: np.ndarray):
+    from scipy import sparse
+
+    z = (dense - mean) / std
+    rows, cols = np.nonzero(hashed >= 0)
+    h = sparse.csr_matrix((np.ones(len(rows)), (rows, hashed[rows, cols])), shape=(len(dense), n_hashed()))
+    return sparse.hstack([sparse.csr_matrix(z), h], format="csr")
+
+
+def fit_logistic(x, y: np.ndarray, l2: float, max_iter: int) -> tuple[np.ndarray, float]:
+    """L2 logistic regression (intercept unpenalised) by L-BFGS from zeros; deterministic."""
+    from scipy.optimize import minimize
+
+    d = x.shape[1]
+    y = y.astype(float)
+
+    def f(w):
+        z = x @ w[:d] + w[d]
+        loss = np.sum(np.logaddexp(0.0, z) - y * z) + 0.5 * l2 * np.dot(w[:d], w[:d])
+        p = 1.0 / (1.0 + np.exp(-z))
+        g = np.empty(d + 1)
+        g[:d] = x.T @ (p - y) + l2 * w[:d]
+        g[d] = np.sum(p - y)
+        return loss, g
+
+    res = minimize(f, np.zeros(d + 1), jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": 1e-6})
+    return res.x[:d], float(res.x[d])
+
+
+def roc_auc(y: np.ndarray, s: np.ndarray) -> float:
+    """ROC AUC by ranks (ties averaged)."""
+    from scipy.stats import rankdata
+
+    y = np.asarray(y) > 0
+    n1, n0 = int(y.sum()), int((~y).sum())
+    if not n1 or not n0:
+        return float("nan")
+    r = rankdata(s)
+    return float((r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+# ------------------------------------------------------------------ the run
+def list_hash(paths: Iterable[Path], hashes: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(f"{p.name}\t{hashes[str(p)]}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_file: Path | None = None,
+          card_file: Path | None = None, validate: bool = True, progress: bool = True,
+          cache_root: Path | None = None, evaluation_root: Path | None = None) -> dict[str, Any]:
+    """Train on ``<root>/gutenberg_train`` and write the weights and the card; returns the card.
+
+    ``evaluation_root``: the data folder whose books must not be trained on (default: the data root)."""
+    from tqdm.auto import tqdm
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    root = Path(root) if root else data_dir()
+    files = training_files(root, cfg.max_books)
+    feats: dict[str, dict[str, Any]] = {}
+    cached = 0
+    for f in tqdm(files, desc="training books: features", disable=not progress):
+        try:
+            feats[str(f)] = book_features(f, cache_root)
+            cached += bool(feats[str(f)].get("cached"))
+        except (OSError, EOFError, zlib.error, ValueError, LitsegError) as exc:
+            raise TrainingDataError(f"training book {f}: {exc}") from None
+    t_feat = time.perf_counter() - t0
+    hashes = {k: v["text_hash"] for k, v in feats.items()}
+    disjoint = check_disjoint(files, hashes, Path(evaluation_root) if evaluation_root else data_dir())
+    authors = read_authors(root)
+    tr, va = split_books(files, authors, cfg.validation_share, cfg.seed)
+    # training matrix
+    d_parts, h_parts, y_parts = [], [], []
+    n_pos = {"chapter": 0, "scene": 0}
+    for f in tr:
+        z = feats[str(f)]
+        idx = sample_candidates(z["labels"], cfg, book_id_of(f))
+        if not len(idx):
+            continue
+        d_parts.append(z["dense"][idx])
+        h_parts.append(z["hashed"][idx])
+        lab = z["labels"][idx]
+        y_parts.append(lab > 0)
+        n_pos["chapter"] += int((lab == 1).sum())
+        n_pos["scene"] += int((lab == 2).sum())
+    if not y_parts or not any(y.any() for y in y_parts):
+        raise TrainingDataError(f"no chapter or scene break in the {len(tr)} training books of {root / TRAIN_FOLDER}")
+    dense = np.concatenate(d_parts)
+    hashed = np.concatenate(h_parts)
+    y = np.concatenate(y_parts)
+    mean = dense.mean(axis=0)
+    std = dense.std(axis=0)
+    std = np.where(std > 1e-9, std, 1.0)
+    t1 = time.perf_counter()
+    w, b = fit_logistic(_design(dense, hashed, mean, std), y, cfg.l2, cfg.max_iter)
+    t_fit = time.perf_counter() - t1
+    nd = len(DENSE_NAMES)
+    model = BoundaryModel(mean, std, w[:nd], w[nd:], b)
+    weights_file = Path(weights_file) if weights_file else WEIGHTS_FILE
+    card_file = Path(card_file) if card_file else (CARD_FILE if weights_file == WEIGHTS_FILE
+                                                   else weights_file.with_suffix(".card.json"))
+    weights_text = json.dumps(model.to_json(), indent=0, sort_keys=True) + "\n"
+    card: dict[str, Any] = {
+        "model": "logistic regression over lexical-cohesion, continuity, shape and hashed first/last-word "
+                 "features of every paragraph start (litseg_nb.chunkers.boundary_features)",
+        "feature_version": FEATURE_VERSION, "dense_features": list(DENSE_NAMES),
+        "hashed_features": f"{n_hashed()} buckets (first 1/2/3 words of the new paragraph, last word + punctuation before)",
+        "weights_sha256_16": hashlib.sha256(weights_text.encode()).hexdigest()[:16],
+        "config": cfg.__dict__,
+        "data": {
+            "folder": f"<data>/{TRAIN_FOLDER}", "books": len(files), "train_books": len(tr), "validation_books": len(va),
+            "split": f"by author (MANIFEST.tsv), {cfg.validation_share:.0%} of the authors held out, seed {cfg.seed}",
+            "book_list_sha256_16": list_hash(files, hashes), "train_list_sha256_16": list_hash(tr, hashes),
+            "validation_list_sha256_16": list_hash(va, hashes),
+            "train_ids": [f.name.split(".")[0] for f in tr], "validation_ids": [f.name.split(".")[0] for f in va],
+            "text_sha256_16": {f.name.split(".")[0]: hashes[str(f)][:16] for f in files},
+            "positives": {**n_pos, "total": int(y.sum())}, "negatives": int((~y).sum()),
+            "candidates_in_train_books": int(sum(len(feats[str(f)]["labels"]) for f in tr)),
+            "labels": "the benchmark's narrative_stream marks (detected chapter headings, ornament lines)",
+            "disjoint_from_evaluation": disjoint,
+        },
+        "timing_s": {"features": round(t_feat, 1), "fit": round(t_fit, 1)},
+    }
+    if validate and va:
+        t2 = time.perf_counter()
+        card["validation"] = validation_scores(va, feats, model, cfg)
+        card["timing_s"]["validation"] = round(time.perf_counter() - t2, 1)
+    # written last, together: a run that fails before this point leaves the previous weights and card
+    weights_file.parent.mkdir(parents=True, exist_ok=True)
+    weights_file.write_text(weights_text, encoding="utf-8")
+    card["timing_s"]["total"] = round(time.perf_counter() - t0, 1)
+    card["timing_s"]["cpu_total"] = round(time.process_time() - c0, 1)  # this process's CPU seconds
+    card["timing_s"]["features_cached"] = cached
+    import os
+
+    card["timing_s"]["load_average_at_end"] = round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else None
+    card_file.write_text(json.dumps(card, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return card
+
+
+def validation_scores(files: Sequence[Path], feats: dict[str, dict[str, Any]], model: BoundaryModel,
+                      cfg: TrainConfig) -> dict[str, Any]:
+    """AUC over the held-out streams and the benchmark's table on windows of the held-out books."""
+
+    ys, ss = [], []
+    for f in files:
+        z = feats[str(f)]
+        hashed = [[int(c) for c in row if c >= 0] for row in z["hashed"]]
+        ys.append(z["labels"])
+        ss.append(model.score_features(z["dense"], hashed))
+    y, s = np.concatenate(ys), np.concatenate(ss)
+    out: dict[str, Any] = {"stream_candidates": int(len(y)), "stream_positives": int((y > 0).sum()),
+                           "auc_all": roc_auc(y > 0, s), "auc_chapter": roc_auc(y[y != 2] == 1, s[y != 2]),
+                           "auc_scene": roc_auc(y[y != 1] == 2, s[y != 1])}
+    sources = [clean_and_units(f) for f in files]
+    gs = build_gold(sources, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book, False)
+    sets: dict[str, list] = {"boundary-model": [], "boundary-model@top|G|": []}
+    for b in gs.books:
+        for u in b.units:
+            sets["boundary-model"].extend(boundary_model_chunks(b, u, cfg.target_words, cfg.min_sentences, model))
+            sc = boundary_scores((b, u), model=model)
+            k = len(b.meta["boundary_gold"][u.unit_id]["gold"])
+            top = sorted(sorted(sc, key=lambda j: (-sc[j], j))[:k])
+            sets["boundary-model@top|G|"].extend(chunks_from_boundaries(b, u, "boundary-model@top|G|", [1] + top))
+    bcfg = BoundaryConfig.for_profile("smoke", window_sentences=cfg.window_sentences,
+                                      min_side_sentences=cfg.min_side_sentences, seed=cfg.seed)
+    table = summarize(score_chunk_sets(sets, gs.books, bcfg), bcfg)
+    th = bcfg.headline_tolerance
+    cols = ["method", "kind", "n_windows", "n_books", "n_gold", "n_boundaries", f"F1@{th}", f"lift_vs_paragraph@{th}",
+            f"lift@{th}", f"lift@{th}_lo", f"lift@{th}_hi", f"p_value@{th}"]
+    out["benchmark_windows"] = {"window_sentences": cfg.window_sentences, "min_side_sentences": cfg.min_side_sentences,
+                                "max_windows_per_book": cfg.max_windows_per_book,
+                                "windows": sum(len(b.units) for b in gs.books), "books": len(gs.books)}
+    out["benchmark_rows"] = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+                              for k, v in r.items()} for r in table[[c for c in cols if c in table]].to_dict("records")]
+    return out
+
+
+# ------------------------------------------------------------------ command line
+def cli(args: Any) -> int:
+    cfg_over = {}
+    if args.seed is not None:
+        cfg_over["seed"] = args.seed
+    if args.max_books is not None:
+        if args.max_books < 0:
+            raise UsageError(f"--max-books must be >= 0, got {args.max_books}")
+        cfg_over["max_books"] = args.max_books
+    cfg = TrainConfig(**cfg_over)
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        if "://" in args.out:  # never echoed: a URL may carry a secret
+            raise UsageError("--out: a URL is not a local file path; give a local .json file path")
+        if out.suffix != ".json" or ".." in out.parts or out.is_dir():
+            raise UsageError(f"--out {args.out!r}: expected a local .json file path without '..'")
+    card = train(cfg, weights_file=out, validate=not args.no_validation)
+    print(f"[litseg_nb] boundary model: {card['data']['train_books']} training books, "
+          f"{card['data']['positives']['total']} positives, {card['data']['negatives']} negatives, "
+          f"{card['timing_s']['total']} s; weights {out or WEIGHTS_FILE} (sha256 {card['weights_sha256_16']})")
+    for r in card.get("validation", {}).get("benchmark_rows", []):
+        print(f"  validation {r['method']:<24} {r['kind']:<8} windows {r['n_windows']:>4} "
+              f"lift vs paragraphs@1 {r.get('lift_vs_paragraph@1')} [{r.get('lift@1_lo')}, {r.get('lift@1_hi')}]")
+    return 0
