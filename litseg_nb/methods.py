@@ -8,7 +8,8 @@ order (a method added there and not here, or in another order, is an ImportError
 from __future__ import annotations
 
 #: notebook 04's baselines, in table order (the registry's baseline specs)
-ALL_METHODS: tuple[str, ...] = ("token", "recursive", "semantic", "paragraph", "perplexity", "margin", "lumber",
+ALL_METHODS: tuple[str, ...] = ("token", "recursive", "semantic", "paragraph", "texttiling", "c99", "perplexity",
+                                "margin", "lumber",
                                 "perplexity+merge", "margin+merge", "lumber+merge", "proposition",
                                 "perplexity+merge+completion")
 #: the baselines that need an LLM

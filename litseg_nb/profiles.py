@@ -95,7 +95,7 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # two hand-checked books (Persuasion, Alice: both kinds), two windows of each kind per book,
         # the rule-based methods and the tiny model's perplexity chunker on two windows
         "BoundaryConfig": {"source": "hand-checked", "max_books": 2, "max_windows_per_book": 2,
-                           "window_sentences": 40, "methods": ("token", "recursive", "paragraph"),
+                           "window_sentences": 40, "methods": ("token", "recursive", "paragraph", "texttiling", "c99"),
                            "llm_methods": ("perplexity",), "llm_max_windows": 2, "segmenter_max_windows": 1},
         # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit
         "EfficiencyConfig": {"timing_dataset": "all"},

@@ -43,6 +43,12 @@ class BaselinesConfig(StageConfig):
     semantic_breakpoint_percentile: float = between(95.0, 0.0, 100.0)
     semantic_buffer_size: int = at_least(1, 0)
 
+    # TextTiling (Hearst 1997; NLTK's defaults) and C99 (Choi 2000's values), not tuned on any benchmark
+    texttiling_w: int = at_least(20, 2)  # words per pseudo-sentence
+    texttiling_k: int = at_least(10, 1)  # pseudo-sentences per block
+    c99_mask: int = at_least(11, 3)  # rank-transform mask (odd)
+    c99_c: float = 1.2  # stop when the density gain falls below mean + c * std
+
     perplexity_threshold: float = 0.4  # Meta-Chunking App. G (NarrativeQA)
     perplexity_merge_threshold: float = 0.0  # App. F: θ = 0 before dynamic combination
     perplexity_dynamic_overlap: bool = False  # the minimum sentence joins both neighbours
@@ -93,6 +99,8 @@ class BaselinesConfig(StageConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.c99_mask % 2 == 0:
+            raise ConfigError(f"BaselinesConfig.c99_mask: {self.c99_mask} must be odd")
         for size, overlap in (("token_chunk_size", "token_chunk_overlap"),
                               ("recursive_chunk_size", "recursive_chunk_overlap")):
             if getattr(self, overlap) >= getattr(self, size):

@@ -26,6 +26,8 @@ from .proposition import proposition_chunks_batch
 from .recursive import make_recursive_splitter, recursive_chunks
 from .semantic import semantic_chunks_many
 from .token import token_chunks
+from .texttiling import texttiling_chunks
+from .c99 import c99_chunks
 
 if TYPE_CHECKING:
     from .config import BaselinesConfig
@@ -97,6 +99,14 @@ def _semantic(items, cfg, backend, embedder):
 
 def _paragraph(items, cfg, backend, embedder):
     return [paragraph_chunks(b, u) for b, u in items], {}
+
+
+def _counted(fn, knobs):
+    """A per-unit rules-only segmenter taking config knobs, its ``too_short`` units counted."""
+    def run(items, cfg, backend, embedder):
+        stats: dict[str, int] = {}
+        return [fn(b, u, *(getattr(cfg, k) for k in knobs), stats=stats) for b, u in items], stats
+    return run
 
 
 def _max_context(cfg: "BaselinesConfig") -> int:
@@ -194,6 +204,9 @@ _SPECS = (
     ChunkerSpec(name="semantic", needs="embedder", run=_semantic,
                 params=("semantic_breakpoint_percentile", "semantic_buffer_size")),
     ChunkerSpec(name="paragraph", needs="text", run=_paragraph),
+    ChunkerSpec(name="texttiling", needs="text", run=_counted(texttiling_chunks, ("texttiling_w", "texttiling_k")),
+                params=("texttiling_w", "texttiling_k")),
+    ChunkerSpec(name="c99", needs="text", run=_counted(c99_chunks, ("c99_mask", "c99_c")), params=("c99_mask", "c99_c")),
     ChunkerSpec(name="perplexity", needs="llm", run=_perplexity_at("perplexity_threshold", "perplexity"),
                 params=("perplexity_threshold", *_PPL)),
     ChunkerSpec(name="margin", needs="llm", run=_margin, params=("margin_threshold_window", "margin_max_left_tokens")),
