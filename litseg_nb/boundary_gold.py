@@ -139,10 +139,15 @@ _BRACKET_RE = re.compile(r"^\[[^\]]{0,80}\]$")  # "[Picture: The Selfish Giant]"
 def leftover_heading(paragraph: str) -> bool:
     """Whether a paragraph is heading text a unit's heading left behind (not prose): a bare numeral
     (``I``, ``XIV.``, a year ``1818.``), an act/scene line (``ACT II.``, ``ACT_3|SC_1``), a numbered
-    title (``I. _He Meets a Shy Gentleman_``), a bracketed caption (``[Picture: ...]``) or a short line in
-    capitals (a story title, a byline ``BY GEOFFREY RANDOLPH.``, a dedication ``TO``, ``END OF VOL. I.``)."""
+    title (``I. _He Meets a Shy Gentleman_``), a bracketed caption (``[Picture: ...]``), a short line in
+    capitals (a story title, a byline ``BY GEOFFREY RANDOLPH.``, a dedication ``TO``, ``END OF VOL. I.``),
+    or a block of at most four short lines, at least half of them in capitals (a title set line by line)."""
+    lines = [ln.strip() for ln in paragraph.strip().split("\n") if ln.strip()]
+    if len(lines) > 1:  # a title block set line by line ("THE LAND OF OZ" / "BY L. FRANK BAUM")
+        return (len(lines) <= 4 and all(len(ln) <= 60 for ln in lines)
+                and 2 * sum(_caps_line(ln) for ln in lines) >= len(lines))
     p = " ".join(paragraph.split())
-    if not p or "\n" in paragraph.strip() or len(p) > 120:
+    if not p or len(p) > 120:
         return False
     core = p.strip("_*“”\"' ")
     return bool(_NUMERAL_RE.match(core) or _ACT_RE.match(core) or _BRACKET_RE.match(p)
@@ -196,6 +201,7 @@ class StreamReport:
     # title page, its epigraph, then "CHAPTER I.")
     leftover_headings_removed: int = 0
     front_matter_paragraphs_removed: int = 0
+    back_matter_paragraphs_removed: int = 0
     shapes: dict[str, int] = field(default_factory=dict)  # removed ornament shapes
 
 
@@ -211,6 +217,17 @@ def _late_heading(text: str, unit: Unit, paragraphs: Sequence[Span], limit: int 
         if i and w and len(p) <= 160 and _is_run(w, title) and any(c.isalpha() for c in p):
             return i + 1
     return 0
+
+
+def _back_matter_start(text: str, paragraphs: Sequence[Span]) -> int:
+    """Index of the first ornament after which at least 3 of the next 6 paragraphs are heading-like lines
+    (book titles, prices, "ILLUSTRATED BY ...": an advertisement), else ``len(paragraphs)``."""
+    for i, (a, b) in enumerate(paragraphs):
+        if is_ornament(text[a:b]):
+            nxt = [(x, y) for x, y in paragraphs[i + 1:] if not is_ornament(text[x:y])][:6]
+            if sum(leftover_heading(text[x:y]) for x, y in nxt) >= 3:
+                return i
+    return len(paragraphs)
 
 
 def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | None = None,
@@ -236,6 +253,10 @@ def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | No
                 e -= 1
             rep.leftover_headings_removed += k + len(paras) - e
             paras = paras[k:e]
+            if ui == len(units) - 1:  # the book's end: a publisher's advertisement after an ornament
+                cut = _back_matter_start(text, paras)
+                rep.back_matter_paragraphs_removed += len(paras) - cut
+                paras = paras[:cut]
         starts = [s.start for s in u.sentences]
         kept: list[tuple[Span, tuple[Span, ...], bool]] = []  # (span, sentences, after an ornament)
         pending_scene = False
@@ -468,6 +489,7 @@ def build_gold(sources: Iterable[tuple[Book, list[Unit]]], window_sentences: int
                                "units": rep.units, "heading_paragraphs_removed": rep.heading_paragraphs,
                                "leftover_headings_removed": rep.leftover_headings_removed,
                                "front_matter_paragraphs_removed": rep.front_matter_paragraphs_removed,
+                               "back_matter_paragraphs_removed": rep.back_matter_paragraphs_removed,
                                "ornaments_removed": rep.ornaments, "ornaments_at_unit_edges": rep.ornaments_at_edges,
                                "inline_ornament_lines_removed": rep.inline_ornaments,
                                "chapter_breaks": rep.chapter_marks, "scene_breaks": rep.scene_marks}
