@@ -45,6 +45,8 @@ from .chunkers.base import trim_span
 from .schema import Book, Sentence, Span, Unit
 
 KINDS = ("chapter", "scene")
+#: version of the rules that make the gold (part of the gold cache key: a rule change rebuilds it)
+GOLD_RULES = 2  # 2: leftover headings, late headings, back matter, forms
 #: unit title of the derived window books' units
 WINDOW_SPLIT = "window"
 
@@ -245,6 +247,10 @@ def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | No
             late = _late_heading(text, u, paras)
             rep.front_matter_paragraphs_removed += late
             paras = paras[late:]
+            if ui == len(units) - 1:  # the book's end: a publisher's advertisement after an ornament
+                cut = _back_matter_start(text, paras)
+                rep.back_matter_paragraphs_removed += len(paras) - cut
+                paras = paras[:cut]
             k = 0
             while k < min(6, len(paras)) and leftover_heading(text[paras[k][0]:paras[k][1]]):
                 k += 1
@@ -253,10 +259,6 @@ def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | No
                 e -= 1
             rep.leftover_headings_removed += k + len(paras) - e
             paras = paras[k:e]
-            if ui == len(units) - 1:  # the book's end: a publisher's advertisement after an ornament
-                cut = _back_matter_start(text, paras)
-                rep.back_matter_paragraphs_removed += len(paras) - cut
-                paras = paras[:cut]
         starts = [s.start for s in u.sentences]
         kept: list[tuple[Span, tuple[Span, ...], bool]] = []  # (span, sentences, after an ornament)
         pending_scene = False

@@ -200,6 +200,8 @@ def boundary_similarity_parts(n: int, gold: Sequence[int], hyp: Sequence[int], n
     gives the micro B."""
     import segeval
 
+    if not any(1 < b <= n for b in gold) and not any(1 < b <= n for b in hyp):
+        return 0.0, 0.0  # segeval raises on two segmentations without a boundary: nothing to edit, B = 1
     num, den, *_ = segeval.boundary_similarity(masses(n, hyp), masses(n, gold), n_t=n_t, return_parts=True)
     return float(num), float(den)
 
@@ -560,7 +562,7 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
 # ============================================================ gold + segmentation
 def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
     """The window books and per-book counts for ``cfg`` (cached like every heavy step)."""
-    from ..boundary_gold import GoldSet, build_gold, corpus_books, hand_checked_books
+    from ..boundary_gold import GOLD_RULES, GoldSet, build_gold, corpus_books, hand_checked_books
     from ..cache import StepCache
     from ..corpus import book_from_json, book_to_json, data_files
     from ..paths import data_dir
@@ -570,6 +572,7 @@ def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
     keys = ("source", "max_books", "max_windows_per_book", "window_sentences", "min_side_sentences", "seed",
             "forms", "clean_gold")
     params = {k: getattr(cfg, k) for k in keys}
+    params["rules"] = GOLD_RULES
     if cfg.source == "hand-checked":
         files = [GOLD_FILE] + sorted(p for d in ("gutenberg", "gutenberg_dev") for p in (root / d).glob("*.txt")) \
             + sorted((root / "literaryqa" / "texts").glob("*/*.txt"))
