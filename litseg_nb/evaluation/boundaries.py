@@ -31,6 +31,22 @@ sentence of every chunk but the first; positions 2..n):
   95% bootstrap intervals resample *books* (windows of one book are not independent); the
   permutation p-value is the share of ``random_draws`` seeded random segmentations (same |H| per
   window, same kind of positions) whose total TP reaches the method's, (1 + #) / (1 + draws).
+* **Headline: lift against random paragraph starts for every method** (``lift_vs_paragraph@t``
+  with ``_lo``/``_hi`` at ``headline_tolerance`` and ``p_vs_paragraph@t``): the null every gold
+  boundary lives in. The permutation is within every window (so within its book): the method's
+  boundaries of a window are replaced by as many random paragraph starts of that window (all of them
+  when it has more boundaries than the window has paragraph starts); the test is exact for the null
+  "the method's boundaries are random paragraph starts", whatever the books' windows share, and the
+  bootstrap interval over books carries the between-book uncertainty. No boundary at all: p is NaN.
+* **Boundary similarity B** (Fournier 2013; ``segeval``, n_t = 2): :func:`boundary_similarity_parts`;
+  ``B`` pools the edits of all windows (micro), ``B_macro`` averages each book's pooled B.
+* **Macro averages**: ``F1@t_macro``, ``R@t_macro``, ``lift_vs_paragraph@t_macro`` (nan-free books) average
+  each source book's value at ``headline_tolerance``, beside the micro values pooled over windows.
+* **Reference rows** (:func:`reference_chunk_sets`): ``no-boundary`` and ``one-cut``; Pk and WindowDiff
+  reward ``no-boundary`` here, so read them beside ``Pk_random`` / ``WindowDiff_random`` and that row.
+* **Top-|G| rows** (:func:`top_g_chunk_sets`): a method whose chunks carry boundary scores (the score
+  hook, :mod:`litseg_nb.chunkers.scores`) also gets ``<method>@top-G``: per window exactly as many
+  boundaries as gold, its top-scored positions. :func:`benchmark_sets` adds both kinds of rows.
 """
 from __future__ import annotations
 
