@@ -79,15 +79,28 @@ def _chain(method: Method) -> list[Method]:
     return out
 
 
+def _other_valid(cfg, f):
+    """``cfg`` with field ``f`` changed to another valid value (an int also by 2: C99's odd mask), or None."""
+    value = getattr(cfg, f.name)
+    candidates = [_changed(value, dict(f.metadata))] if not isinstance(value, (dict, list)) else []
+    if isinstance(value, int) and not isinstance(value, bool):
+        candidates.append(value + 2)
+    for c in candidates:
+        try:
+            return cfg.replace(**{f.name: c})
+        except (ConfigError, AssertionError):
+            continue
+    return None
+
+
 def _stage_knobs(method: Method, cfg) -> list[str]:
     """The stage config's fields that feed the options of ``method`` or of a method it builds on."""
     out = []
     for f in dataclasses.fields(cfg):
         if not f.init or dataclasses.is_dataclass(getattr(cfg, f.name)) or f.name == "profile":
             continue
-        try:
-            other = cfg.replace(**{f.name: _changed(getattr(cfg, f.name), dict(f.metadata))})
-        except (ConfigError, AssertionError):
+        other = _other_valid(cfg, f)
+        if other is None:
             continue
         if any(m.options_of(other) != m.options_of(cfg) for m in _chain(method)):
             out.append(f.name)
@@ -106,7 +119,7 @@ def test_changing_any_option_changes_the_key(name):
     base = m.key(cfg)
     for knob in knobs:
         f = next(f for f in dataclasses.fields(cfg) if f.name == knob)
-        other = cfg.replace(**{knob: _changed(getattr(cfg, knob), dict(f.metadata))})
+        other = _other_valid(cfg, f)
         assert m.key(other) != base, f"{name}: changing {knob} left the key unchanged"
 
 
@@ -220,9 +233,9 @@ def test_a_declared_baseline_without_a_method_stops_the_import():
     import sys
     from pathlib import Path
 
-    code = ("import litseg_nb.chunkers.config as c; c.BASELINES = {**c.BASELINES, 'texttiling': 'text'}; "
+    code = ("import litseg_nb.chunkers.config as c; c.BASELINES = {**c.BASELINES, 'planted-method': 'text'}; "
             "import litseg_nb.segmenters.registry")
     root = Path(__file__).resolve().parents[1]
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(root),
                        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, timeout=120)
-    assert r.returncode != 0 and "ImportError" in r.stderr and "texttiling" in r.stderr, r.stderr[-2000:]
+    assert r.returncode != 0 and "ImportError" in r.stderr and "planted-method" in r.stderr, r.stderr[-2000:]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from ..config import StageConfig, _Base, one_of
 from .boundary_model import BoundaryModelOptions
+from .c99 import C99Options
 from .completion import CompletionOptions
 from .lumber import LumberOptions
 from .margin import MarginOptions
@@ -36,6 +37,7 @@ from .perplexity import PerplexityOptions
 from .proposition import PropositionOptions
 from .recursive import RecursiveOptions
 from .semantic import SemanticOptions
+from .texttiling import TextTilingOptions
 from .token import TokenOptions
 
 #: notebook 04's baselines in table order, each with what it needs ("text": rules only, "embedder",
@@ -43,7 +45,8 @@ from .token import TokenOptions
 #: registry (litseg_nb.segmenters.registry) registers a method for each name, with this need, and
 #: refuses to import if a name has no method or a method no name.
 BASELINES: dict[str, str] = {
-    "token": "text", "recursive": "text", "semantic": "embedder", "paragraph": "text", "boundary-model": "text",
+    "token": "text", "recursive": "text", "semantic": "embedder", "paragraph": "text", "texttiling": "text", "c99": "text",
+    "boundary-model": "text",
     "perplexity": "llm",
     "margin": "llm", "lumber": "llm", "perplexity+merge": "llm", "margin+merge": "llm", "lumber+merge": "llm",
     "proposition": "llm", "perplexity+merge+completion": "llm",
@@ -63,7 +66,7 @@ class _Methods(_Base):
 
 @dataclass(frozen=True)
 class BaselinesConfig(CompletionOptions, PropositionOptions, MergeOptions, LumberOptions, MarginOptions,
-                      PerplexityOptions, BoundaryModelOptions, ParagraphOptions, SemanticOptions, RecursiveOptions, TokenOptions,
+                      PerplexityOptions, BoundaryModelOptions, C99Options, TextTilingOptions, ParagraphOptions, SemanticOptions, RecursiveOptions, TokenOptions,
                       _Methods, StageConfig):
     """Notebook 04's config: which methods run (``methods``), every baseline's options (inherited from
     the methods' options classes, papers' values as defaults; ``tokenizer`` is the statistics tokenizer

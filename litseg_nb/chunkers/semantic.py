@@ -18,6 +18,7 @@ import numpy as np
 
 from ..config import Options, at_least, between
 from ..core.schema import Book, Chunk, Unit
+from .scores import attach_scores
 from .base import chunks_from_boundaries
 
 
@@ -58,7 +59,10 @@ def _chunks_from_embeddings(book: Book, unit: Unit, emb: np.ndarray | None, perc
         return chunks_from_boundaries(book, unit, method, [1]) if unit.sentences else []
     d = cosine_distances(emb)
     starts = [1] + [i + 2 for i in percentile_breakpoints(d, percentile)]
-    return chunks_from_boundaries(book, unit, method, starts)
+    chunks = chunks_from_boundaries(book, unit, method, starts)
+    # the score hook (chunkers/scores.py): the distance across every gap, for the top-|G| evaluation
+    attach_scores(chunks, [float(x) for x in d], unit.n_sentences)
+    return chunks
 
 
 def semantic_chunks(book: Book, unit: Unit, embedder, percentile: float, buffer_size: int,

@@ -105,7 +105,8 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # two hand-checked books (Persuasion, Alice: both kinds), two windows of each kind per book,
         # the rule-based methods and the tiny model's perplexity chunker on two windows
         "BoundaryConfig": {"source": "hand-checked", "max_books": 2, "max_windows_per_book": 2,
-                           "window_sentences": 40, "methods": ("token", "recursive", "paragraph", "boundary-model"),
+                           "window_sentences": 40, "methods": ("token", "recursive", "paragraph", "texttiling", "c99",
+                                                               "boundary-model"),
                            "llm_methods": ("perplexity",), "llm_max_windows": 2, "segmenter_max_windows": 1},
         # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit; the paired
         # §4.4 measurement: both units in one batch, three interleaved repeats

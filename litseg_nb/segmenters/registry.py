@@ -26,7 +26,9 @@ from ..chunkers.margin import MarginOptions, margin_chunks_batch
 from ..chunkers.merge import MergeOptions, merge_unit_chunks
 from ..chunkers.boundary_model import (BoundaryModelOptions, boundary_model_chunks, load_model, weights_path,
                                        with_digest)
+from ..chunkers.c99 import C99Options, c99_chunks
 from ..chunkers.paragraph import ParagraphOptions, paragraph_chunks
+from ..chunkers.texttiling import TextTilingOptions, texttiling_chunks
 from ..chunkers.perplexity import PerplexityOptions, perplexity_chunks
 from ..chunkers.proposition import PropositionOptions, proposition_chunks_batch
 from ..chunkers.recursive import RecursiveOptions, make_recursive_splitter, recursive_chunks
@@ -73,6 +75,17 @@ def _semantic(items: Items, o: SemanticOptions, models: Models) -> Segmentation:
 
 def _paragraph(items: Items, o: ParagraphOptions, models: Models) -> Segmentation:
     return Segmentation([paragraph_chunks(b, u) for b, u in items])
+
+
+def _texttiling(items: Items, o: TextTilingOptions, models: Models) -> Segmentation:
+    stats: dict[str, int] = {}  # too_short: units too short for TextTiling's blocks (one chunk)
+    return Segmentation([texttiling_chunks(b, u, o.texttiling_w, o.texttiling_k, stats=stats) for b, u in items],
+                        details=stats)
+
+
+def _c99(items: Items, o: C99Options, models: Models) -> Segmentation:
+    stats: dict[str, int] = {}
+    return Segmentation([c99_chunks(b, u, o.c99_mask, o.c99_c, stats=stats) for b, u in items], details=stats)
 
 
 def _boundary_model_options(cfg: Any) -> BoundaryModelOptions:
@@ -193,6 +206,9 @@ _METHODS: tuple[Method, ...] = (
            baseline=True),
     Method(name="paragraph", needs="text", options=ParagraphOptions, config=BASELINES_CONFIG, run=_paragraph,
            baseline=True),
+    Method(name="texttiling", needs="text", options=TextTilingOptions, config=BASELINES_CONFIG, run=_texttiling,
+           baseline=True),
+    Method(name="c99", needs="text", options=C99Options, config=BASELINES_CONFIG, run=_c99, baseline=True),
     Method(name="boundary-model", needs="text", options=BoundaryModelOptions, config=BASELINES_CONFIG,
            run=_boundary_model, build=_boundary_model_options, baseline=True),
     _PERPLEXITY,
