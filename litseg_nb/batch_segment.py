@@ -45,6 +45,7 @@ from typing import Any, Sequence
 
 from .config import ConfigError
 from .llm.request_cache import cache_report
+from .redact import redact_obj
 
 SUFFIXES = {"chunks": ".jsonl", "text": ".text.txt", "meta": ".meta.json"}
 FORMAT = "litseg_nb.segment/1"
@@ -524,7 +525,8 @@ def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any,
     from .cache import code_version
 
     meta = {"format": FORMAT, "complete": complete, "code": code_version(), "input": str(res.source), "input_sha256": input_sha,
-            "settings": fingerprint, "method": args.method, "profile": args.profile, "options": _overrides(args),
+            "settings": fingerprint, "method": args.method, "profile": args.profile,
+            "options": redact_obj(_overrides(args)),  # server addresses without their secrets
             "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
             "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
             "raw_spans_unmapped": unmapped, "n_units": len(units), "n_units_total": len(book.units),
