@@ -255,6 +255,11 @@ class LLMConfig(_Base):
     max_retries: int = at_least(3, 0)
     structured_output: bool = False
     use_cache: bool = True
+    # a reply the caller finds invalid (LitSeg's schema, LumberChunker's "Answer: ID"): "drop" takes it out
+    # of the request cache, so a rerun asks again (a server answering nonsense may be fixed since);
+    # "keep" keeps it (a rerun replays the same fallback); "auto": drop for the openai backend, keep for
+    # hf/vllm (a local model's revision is in the key: asked again, it gives the same reply)
+    cache_invalid_replies: str = one_of("auto", "drop", "keep")
     # hf backend: compute a prompt prefix shared by many requests once and reuse its KV cache
     # (vLLM: its own prefix caching, always on; openai: the server's)
     prefix_reuse: bool = True
