@@ -259,7 +259,7 @@ class LLMConfig(_Base):
     # of the request cache, so a rerun asks again (a server answering nonsense may be fixed since);
     # "keep" keeps it (a rerun replays the same fallback); "auto": drop for the openai backend, keep for
     # hf/vllm (a local model's revision is in the key: asked again, it gives the same reply)
-    cache_invalid_replies: str = one_of("auto", "drop", "keep")
+    cache_invalid_replies: str = one_of("auto", "auto", "drop", "keep")
     # hf backend: compute a prompt prefix shared by many requests once and reuse its KV cache
     # (vLLM: its own prefix caching, always on; openai: the server's)
     prefix_reuse: bool = True
