@@ -45,6 +45,7 @@ from typing import Any, Sequence
 
 from .config import ConfigError
 from .llm.request_cache import cache_report
+from .redact import redact_obj
 
 SUFFIXES = {"chunks": ".jsonl", "text": ".text.txt", "meta": ".meta.json"}
 FORMAT = "litseg_nb.segment/1"
@@ -280,10 +281,20 @@ def _segment_main(args: Any) -> int:
         raise SegmentUsageError(f"configuration error: {exc}") from None
     if spec.needs_llm and cfg.llm.backend == "openai" and not cfg.llm.base_urls:
         raise SegmentUsageError("--llm-backend openai needs --base-url URL (e.g. http://127.0.0.1:8000/v1)")
+    if not spec.needs_llm:  # an LLM option given to a method that calls no LLM would be ignored silently
+        given = [f for f, v in (("--base-url", args.base_url), ("--llm-backend", args.llm_backend),
+                                ("--llm-model", args.llm_model)) if v]
+        if given:
+            raise SegmentUsageError(f"--method {args.method} calls no LLM: {', '.join(given)} would be ignored; "
+                                    f"leave {'them' if len(given) > 1 else 'it'} out or choose an LLM method")
     files, missing = expand_inputs(args.inputs)
     if missing:
         raise SegmentUsageError(f"no such file, folder or matching .txt file: {', '.join(missing)}")
     single = len(args.inputs) == 1 and len(files) == 1 and Path(args.inputs[0]).is_file()
+    if not single and args.output is not None and args.output.suffix.lower() in (".jsonl", ".json") \
+            and not args.output.is_dir():
+        raise SegmentUsageError(f"-o {args.output} names a file, but {len(files)} book(s) are segmented "
+                                f"({len(args.inputs)} input(s)): give a folder for their outputs")
     try:
         default_dir = outputs_dir(args.profile) / "segment" if args.output is None else Path(".")
     except OutputsNotWritable as exc:
@@ -524,7 +535,8 @@ def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any,
     from .cache import code_version
 
     meta = {"format": FORMAT, "complete": complete, "code": code_version(), "input": str(res.source), "input_sha256": input_sha,
-            "settings": fingerprint, "method": args.method, "profile": args.profile, "options": _overrides(args),
+            "settings": fingerprint, "method": args.method, "profile": args.profile,
+            "options": redact_obj(_overrides(args)),  # server addresses without their secrets
             "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
             "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
             "raw_spans_unmapped": unmapped, "n_units": len(units), "n_units_total": len(book.units),

@@ -44,8 +44,10 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
         raise ChunkImportError(f"chunk file {path} does not exist")
     suf = path.suffix.lower()
     try:
-        if suf in (".jsonl", ".json"):
-            df = pd.read_json(path, lines=suf == ".jsonl")
+        if suf == ".jsonl":
+            df = pd.DataFrame.from_records(_jsonl_rows(path))
+        elif suf == ".json":
+            df = pd.read_json(path)
         elif suf == ".csv":
             df = pd.read_csv(path, keep_default_na=False)
         elif suf == ".parquet":
@@ -64,13 +66,43 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
         raise ChunkImportError(f"{path}: no column {text_column!r}; columns are {list(df.columns)} "
                                f"(choose one with --text-column)")
     texts, empty = [], 0
-    for v in df[text_column].tolist():
-        s = "" if v is None or (isinstance(v, float) and v != v) else str(v)
+    strict = suf in (".jsonl", ".json")  # JSON types its values: a chunk text is a string there
+    for row, v in enumerate(df[text_column].tolist(), start=1):
+        if v is None or (isinstance(v, float) and v != v):
+            s = ""
+        elif isinstance(v, str):
+            s = v
+        elif isinstance(v, (dict, list, tuple, bytes, bytearray)) or strict:
+            raise ChunkImportError(f"{path}: row {row}: {text_column!r} is a {type(v).__name__}, not a text "
+                                   f"({str(v)[:60]!r}); give the chunk text itself (or another --text-column)")
+        else:  # a spreadsheet cell holding a number
+            s = str(v)
         if s.strip():
             texts.append(s)
         else:
             empty += 1
     return texts, empty
+
+
+def _jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    """The objects of a JSONL file, one per non-blank line; a line that is not JSON, or not an object,
+    is a :class:`ChunkImportError` naming the file and the line."""
+    import json
+
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ChunkImportError(f"{path}: line {n} is not JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(obj, dict):
+                raise ChunkImportError(f"{path}: line {n} is a JSON {type(obj).__name__}, not an object "
+                                       f"such as {{\"Chunk\": \"...\"}}")
+            rows.append(obj)
+    return rows
 
 
 def load_book(book_id: str, profile: str) -> Book:

@@ -42,6 +42,7 @@ from .download import cli as download_main
 from .errors import LitsegError
 from .evaluation.boundaries import cli as boundaries_main
 from .paths import REPO_ROOT
+from .redact import redact_obj
 from .runner import Interrupted, NotebookFailed, declared_parameters, discover_notebooks, run_notebooks
 from .safe_io import OutputsNotWritable
 
@@ -176,7 +177,7 @@ def _nb_path(stem: str):
 
 def format_config(stem: str, cfg: Any) -> str:
     lines = [f"== {stem}: {type(cfg).__name__}  ({cfg.describe()})"]
-    for key, value in _flatten(cfg.to_dict()):
+    for key, value in _flatten(redact_obj(cfg.to_dict())):  # server addresses without their secrets
         lines.append(f"   {key} = {value!r}")
     return "\n".join(lines)
 

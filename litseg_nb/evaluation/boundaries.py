@@ -48,6 +48,7 @@ import numpy as np
 from ..config import ConfigError, StageConfig, at_least, between, one_of
 from ..chunkers.config import LLM_METHODS
 from ..schema import Book, Chunk, check_coverage
+from ..safe_io import check_name, ensure_writable
 
 SOURCES = ("hand-checked", "corpus")
 NON_LLM = ("token", "recursive", "semantic", "paragraph")
@@ -623,9 +624,15 @@ def cli(args: argparse.Namespace) -> int:
     from ..artifacts import save_table
 
     try:
+        # every argument is checked before any book is read: a name is a name, a method list names
+        # methods, an export file's folder is writable
+        name = check_name(args.name, "--name") if args.name else "boundaries"
         over: dict[str, Any] = {"seed": args.seed}
         if args.method:
             ms = [m.strip() for x in args.method for m in x.split(",") if m.strip()]
+            if not ms:
+                raise ConfigError(f"--method {','.join(args.method)!r} names no method; give registered method "
+                                  f"names, comma-separated (e.g. token,recursive)")
             over["methods"] = tuple(m for m in ms if m in NON_LLM)
             over["llm_methods"] = tuple(m for m in ms if m not in NON_LLM and m not in SEGMENTERS)
             over["segmenters"] = tuple(m for m in ms if m in SEGMENTERS)
@@ -633,6 +640,7 @@ def cli(args: argparse.Namespace) -> int:
             over["llm_max_windows"] = args.llm_windows
         cfg = BoundaryConfig.for_profile(args.profile, **over)
         if args.export_windows:
+            ensure_writable(Path(args.export_windows).expanduser().resolve().parent)
             n = export_windows(args.export_windows, cfg)
             print(f"[litseg_nb] wrote {n} windows to {args.export_windows}")
             return 0
@@ -658,7 +666,7 @@ def cli(args: argparse.Namespace) -> int:
         return 2
     n_gold = {k: int(sum(r.get(f"{k}_gold", 0) or 0 for r in gold.counts)) for k in ("chapter", "scene")}
     label = cfg.describe() + f" | {len(gold.books)} books, gold chapter {n_gold['chapter']}, scene {n_gold['scene']}"
-    paths = save_table(table, args.name or "boundaries", cfg.profile, label)
+    paths = save_table(table, name, cfg.profile, label)
     cols = ["method", "kind", "n_windows", "n_gold", "n_boundaries", f"F1@{cfg.headline_tolerance}",
             "Pk", "WindowDiff", f"lift@{cfg.headline_tolerance}", f"lift@{cfg.headline_tolerance}_lo",
             f"lift@{cfg.headline_tolerance}_hi", f"p_value@{cfg.headline_tolerance}"]

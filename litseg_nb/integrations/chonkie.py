@@ -45,8 +45,8 @@ class LitSegChunker(BaseChunker):
             md = chunk_metadata(c)
             a = md["start_index"] if md["start_index"] is not None else -1
             b = md["end_index"] if md["end_index"] is not None else -1
-            out.append(ChonkieChunk(text=c.text, start_index=a, end_index=b, token_count=self._tok.count(c.text),
-                                    context=c.subtitle, metadata=md))
+            out.append(ChonkieChunk(id=md["chunk_id"], text=c.text, start_index=a, end_index=b,
+                                    token_count=self._tok.count(c.text), context=c.subtitle, metadata=md))
         return out
 
     def __repr__(self) -> str:

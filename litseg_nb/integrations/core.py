@@ -52,23 +52,53 @@ class Segmenter:
         """The text as a unit-split, sentence-indexed book (offsets = offsets into ``text``)."""
         from ..corpus import index_book
 
-        doc_id = doc_id or "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+        doc_id = document_id(text, doc_id)
         book = Book(book_id=doc_id, title=title or doc_id, dataset="text", text=text,
                     paragraphs=text_paragraphs(text), source=doc_id)
         return index_book(book, self.cfg.corpus.max_unit_words, self.cfg.corpus.sentence_splitter)
 
     def segment(self, text: str, doc_id: str | None = None, title: str | None = None) -> tuple[Book, list[Chunk]]:
-        """``(book, chunks)`` of ``text``; an empty or whitespace-only text has no chunks."""
+        """``(book, chunks)`` of ``text``; an empty or whitespace-only text has no chunks. ``text`` must be
+        a ``str`` (a :class:`TypeError` naming what was given otherwise: decode bytes first)."""
         from ..api import segment
 
+        check_text(text)
         if not text.strip():
-            return Book(doc_id or "text:empty", title or "", "text", text), []
+            return Book(document_id(text, doc_id), title or "", "text", text), []
         book = self.book(text, doc_id, title)
         if not any(u.n_sentences for u in book.units):
             return book, []
         chunks = segment(book, self.method, profile=self.profile, backend=self.backend, embedder=self.embedder,
                          **self.options)
         return book, chunks
+
+
+def check_text(text: Any, what: str = "text") -> str:
+    """``text`` when it is a ``str``; a :class:`TypeError` naming the type otherwise (``None``, bytes, a
+    number: an adapter never guesses an encoding or stringifies a value)."""
+    if not isinstance(text, str):
+        hint = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+        raise TypeError(f"LitSeg adapters segment a str {what}; got {type(text).__name__}{hint}")
+    return text
+
+
+def document_id(text: str, given: Any = None) -> str:
+    """A document's id: ``given`` (the host's own document id) when there is one, else
+    ``text:<sha256[:12]>`` of the text. Chunk ids are ``<document id>/<unit>.<chunk>`` (:func:`chunk_metadata`)."""
+    if given is not None and str(given) != "":
+        return str(given)
+    return "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def unique_ids(ids: list[str]) -> list[str]:
+    """``ids`` with repeats made unique in order (``a``, ``a`` -> ``a``, ``a#2``): two documents of one call
+    with the same id (pages of one file that share ``source``, a text given twice) never share chunk ids."""
+    seen: dict[str, int] = {}
+    out = []
+    for i in ids:
+        seen[i] = seen.get(i, 0) + 1
+        out.append(i if seen[i] == 1 else f"{i}#{seen[i]}")
+    return out
 
 
 def text_paragraphs(text: str) -> list[tuple[int, int]]:
@@ -86,11 +116,14 @@ def text_paragraphs(text: str) -> list[tuple[int, int]]:
 
 
 def chunk_metadata(c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Flat metadata of one chunk: method, unit, sentence range, spans into the document text
-    (``start_index``/``end_index``: first and last character of the main text; None for a chunk that
-    is not a span of the text), LitSeg's subtitle and context sentence indices."""
+    """Flat metadata of one chunk: its document (``doc_id``) and an id unique across documents
+    (``chunk_id`` = ``<doc_id>/<unit>.<chunk>``; ``local_chunk_id`` the part within the document), method,
+    unit, sentence range, spans into the document text (``start_index``/``end_index``: first and last
+    character of the main text; None for a chunk that is not a span of the text), LitSeg's subtitle and
+    context sentence indices."""
     spans = [list(s) for s in c.spans] if c.is_source_span else []
-    md = {"method": c.method, "chunk_id": c.chunk_id, "unit_id": c.unit_id, "from_idx": c.from_idx,
+    md = {"doc_id": c.book_id, "chunk_id": f"{c.book_id}/{c.chunk_id}", "local_chunk_id": c.chunk_id,
+          "method": c.method, "unit_id": c.unit_id, "from_idx": c.from_idx,
           "to_idx": c.to_idx, "context_idx": list(c.context_idx), "subtitle": c.subtitle, "spans": spans,
           "start_index": spans[0][0] if spans else None, "end_index": spans[-1][1] if spans else None,
           "main_text": c.main_text, "is_source_span": c.is_source_span}

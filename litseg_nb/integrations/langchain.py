@@ -21,7 +21,7 @@ from typing import Any, Iterable
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
-from .core import Segmenter, chunk_metadata
+from .core import Segmenter, check_text, chunk_metadata, document_id, unique_ids
 
 
 def profile_embeddings(profile: str = "smoke") -> Any:
@@ -47,17 +47,33 @@ class LitSegTextSplitter(TextSplitter):
     def split_text(self, text: str) -> list[str]:
         return [c.text for c in self.segmenter.segment(text)[1]]
 
-    def create_documents(self, texts: list[str], metadatas: list[dict[Any, Any]] | None = None) -> list[Document]:
-        metadatas = metadatas or [{}] * len(texts)
-        out = []
+    def create_documents(self, texts: list[str], metadatas: list[dict[Any, Any]] | None = None,
+                         ids: list[Any] | None = None) -> list[Document]:
+        """One ``Document`` per chunk, ``Document.id`` = ``metadata["chunk_id"]`` (unique across the
+        documents: ``<doc_id>/<unit>.<chunk>``). A document's id is ``ids[i]`` (``split_documents`` passes
+        ``Document.id``), else ``<source>:<text hash>`` or the text hash; repeats within one call get ``#2``..."""
+        texts = list(texts)
         for i, text in enumerate(texts):
-            doc_id = (metadatas[i] or {}).get("source") or None
-            _, chunks = self.segmenter.segment(text, doc_id=str(doc_id) if doc_id else None)
+            check_text(text, f"(document {i})")
+        metadatas = metadatas or [{}] * len(texts)
+        given = list(ids) if ids is not None else [None] * len(texts)
+        doc_ids = []
+        for i, text in enumerate(texts):
+            source = (metadatas[i] or {}).get("source")
+            base = document_id(text)
+            doc_ids.append(document_id(text, given[i]) if given[i] else (f"{source}:{base[5:]}" if source else base))
+        out = []
+        for i, (text, doc_id) in enumerate(zip(texts, unique_ids(doc_ids))):
+            _, chunks = self.segmenter.segment(text, doc_id=doc_id)
             for c in chunks:
                 md = chunk_metadata(c, copy.deepcopy(metadatas[i]))
-                out.append(Document(page_content=c.text, metadata=md))
+                out.append(Document(page_content=c.text, metadata=md, id=md["chunk_id"]))
         return out
 
     def split_documents(self, documents: Iterable[Document]) -> list[Document]:
         docs = list(documents)
-        return self.create_documents([d.page_content for d in docs], [d.metadata for d in docs])
+        for i, d in enumerate(docs):
+            if not isinstance(d, Document):
+                raise TypeError(f"split_documents takes LangChain Documents; item {i} is {type(d).__name__}")
+        return self.create_documents([d.page_content for d in docs], [d.metadata for d in docs],
+                                     ids=[d.id for d in docs])

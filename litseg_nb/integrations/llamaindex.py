@@ -20,7 +20,7 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeRelationship, TextNode
 from pydantic import Field, PrivateAttr
 
-from .core import Segmenter, chunk_metadata
+from .core import Segmenter, check_text, chunk_metadata
 
 _SPAN_KEY = "_litseg_span"
 
@@ -60,11 +60,11 @@ class LitSegNodeParser(NodeParser):
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
         out: List[BaseNode] = []
         for node in nodes:
-            text = node.get_content()
-            _, chunks = self._segmenter.segment(text, doc_id=node.node_id)
-            for c in chunks:
+            text = check_text(node.get_content(), f"(node {node.node_id})")
+            _, chunks = self._segmenter.segment(text, doc_id=node.node_id)  # chunk ids: <node id>/<unit>.<chunk>
+            for i, c in enumerate(chunks):
                 md = chunk_metadata(c)
-                tn = TextNode(text=c.text, metadata=md,
+                tn = TextNode(id_=self.id_func(i, node), text=c.text, metadata=md,
                               excluded_embed_metadata_keys=list(md), excluded_llm_metadata_keys=list(md),
                               relationships={NodeRelationship.SOURCE: node.as_related_node_info()})
                 if md["start_index"] is not None:

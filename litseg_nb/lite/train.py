@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 from .config import LiteConfig
 from .data import LiteExample
 from ..errors import LitsegError
+from ..redact import redact_obj
 
 
 # --------------------------------------------------------------------------- helpers
@@ -145,7 +146,7 @@ def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, e
     out_dir.mkdir(parents=True)
     model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
-    meta = {"stage": stage, "base_model": cfg.llm.model, "lite_config": cfg.to_dict(), **(extra or {})}
+    meta = redact_obj({"stage": stage, "base_model": cfg.llm.model, "lite_config": cfg.to_dict(), **(extra or {})})
     (out_dir / "lite_config.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
     return out_dir
 
