@@ -10,7 +10,8 @@
   ``metadata["raw_spans"]`` index the input file as ``Path(file).read_text(encoding=meta["encoding"])``
   reads it (universal newlines), one span per paragraph the chunk touches (between paragraphs the
   file may hold matter the cleaning dropped), the same words with the file's line breaks;
-  ``metadata["unit_title"]`` names the unit. The meta file lists the
+  ``metadata["unit_title"]`` names the unit; ``metadata["token_count"]`` counts the chunk text's
+  tokens with the tokenizer ``meta["tokenizer"]`` names (:data:`TOKEN_COUNTER`). The meta file lists the
   units (id, title, sentences, chunks) and the fallbacks by kind.
 * **Atomic, resumable** — each file is written to a temporary file and renamed; the meta file comes
   last and says ``"complete": true`` with the input's hash and the run's settings. A book whose
@@ -49,6 +50,8 @@ from .redact import redact_obj
 
 SUFFIXES = {"chunks": ".jsonl", "text": ".text.txt", "meta": ".meta.json"}
 FORMAT = "litseg_nb.segment/1"
+#: the tokenizer counting each chunk's ``metadata["token_count"]`` (here and in the adapters)
+TOKEN_COUNTER = "all-MiniLM-L6-v2"
 SPANS_DOC = ("spans index the cleaned text (<name>.text.txt, UTF-8); metadata.raw_spans index the input file "
              "read with the encoding below and universal newlines, one span per paragraph of the chunk")
 
@@ -502,6 +505,18 @@ def _book_calls(backend: Any, book_id: str) -> int:
     return sum(r.get("calls", 0) for r in ledger.rows() if r.get("book") == book_id) if ledger is not None else 0
 
 
+def token_counter(name: str = TOKEN_COUNTER) -> Any:
+    """The :class:`~litseg_nb.chunkers.base.Tokenizer` counting ``token_count`` (loaded once per process)."""
+    if name not in _TOKENIZERS:
+        from .chunkers.base import load_tokenizer
+
+        _TOKENIZERS[name] = load_tokenizer(name)
+    return _TOKENIZERS[name]
+
+
+_TOKENIZERS: dict[str, Any] = {}
+
+
 def outside_units(book: Any) -> list[tuple[int, int, int]]:
     """``(start, end, words)`` of each stretch of the cleaned text that no unit of ``book`` holds and that has
     words in it (front matter, back matter, matter between units): the text no chunk can cover."""
@@ -520,6 +535,9 @@ def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any,
     from .api import count_fallbacks
 
     unmapped = _add_raw_spans(book, chunks)
+    tok = token_counter()
+    for c, n in zip(chunks, tok.count_many([c.text for c in chunks])):
+        c.metadata["token_count"] = n
     res.fallbacks = count_fallbacks(chunks)
     res.chunks = len(chunks)
     res.llm_calls = calls
@@ -539,7 +557,7 @@ def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any,
             "options": redact_obj(_overrides(args)),  # server addresses without their secrets
             "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
             "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
-            "raw_spans_unmapped": unmapped, "n_units": len(units), "n_units_total": len(book.units),
+            "raw_spans_unmapped": unmapped, "tokenizer": tok.name, "n_units": len(units), "n_units_total": len(book.units),
             "n_chunks": len(chunks), "fallbacks": res.fallbacks, "llm_calls": calls,
             "model": cfg.llm.model if hasattr(cfg, "llm") else None, "units": units,
             "outside_units": {"words": res.outside_words, "spans": [[a, b] for a, b, _ in outside],

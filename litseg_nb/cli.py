@@ -274,7 +274,10 @@ def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="FILE|DIR|GLOB",
                    help="Project Gutenberg .txt books or plain text files; a folder means its *.txt files")
-    p.add_argument("--method", default="litseg", help="litseg, litseg-lite or a baseline (default: litseg)")
+    p.add_argument("--method", default="litseg",
+                   help="litseg, litseg-lite, a baseline (lumber, token, paragraph, ...) or a library preset "
+                        "lib:<preset> (lib:langchain-recursive, lib:chonkie-token, ...) or lib:<library>.<Class>; "
+                        "`python -m litseg_nb methods` lists them all with one line each (default: litseg)")
     p.add_argument("--profile", choices=PROFILES, default=DEFAULT_PROFILE,
                    help=f"models and sizes (default: {DEFAULT_PROFILE}; test = a tiny random model)")
     p.add_argument("--llm-backend", choices=("hf", "vllm", "openai"), help="override the profile's LLM backend")
@@ -334,6 +337,19 @@ def _gallery_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     return p
 
 
+def _methods_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help="list every segmentation method and lib: preset with one line each "
+                                     "(for segment --method, boundaries --method)")
+
+
+def methods_main(args: argparse.Namespace) -> int:
+    """Handler of ``methods``: :func:`litseg_nb.segmenters.catalog.methods_text`."""
+    from .segmenters.catalog import methods_text
+
+    print(methods_text())
+    return 0
+
+
 # ------------------------------------------------------------------ the table and main
 Builder = Callable[[Any, str], argparse.ArgumentParser]
 Handler = Callable[[argparse.Namespace], int]
@@ -347,6 +363,7 @@ COMMANDS: dict[str, tuple[Builder, Handler]] = {
     "lab": (_lab_parser, lab_main),
     "download-data": (_download_parser, download_main),
     "segment": (_segment_parser, segment_main),
+    "methods": (_methods_parser, methods_main),
     "boundaries": (_boundaries_parser, boundaries_main),
     "rehearse": (_rehearse_parser, rehearse.main),
     "gallery": (_gallery_parser, gallery.run),

@@ -74,6 +74,9 @@ class BoundaryConfig(StageConfig):
     # is scored from its chunk set with --chunks
     segmenters: tuple[str, ...] = one_of(SEGMENTERS, *SEGMENTERS)
     segmenter_max_windows: int = at_least(8, 0)
+    # library splitters (``lib:<preset>`` / ``lib:<library>.<Class>``, see ``python -m litseg_nb methods``)
+    # on every window (LLM ones on the LLM methods' windows); none by default
+    library_methods: tuple[str, ...] = ()
     source: str = one_of("corpus", *SOURCES)  # hand-checked: tests/structure_gold.jsonl books; corpus: cfg.corpus
     max_books: int = at_least(0, 0)  # source books (0 = all)
     max_windows_per_book: int = at_least(0, 0)  # per kind (0 = all)
@@ -87,6 +90,9 @@ class BoundaryConfig(StageConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        for m in self.library_methods:
+            if not (isinstance(m, str) and m.startswith("lib:")):
+                raise ConfigError(f"BoundaryConfig.library_methods: {m!r} is not a lib: method")
         if self.headline_tolerance not in self.tolerances:
             raise ConfigError(f"BoundaryConfig.headline_tolerance: {self.headline_tolerance} is not one of "
                               f"tolerances {self.tolerances}")
@@ -514,7 +520,45 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
         out[m] = run_chunker(m, subset, bcfg, backend=backend, embedder=embedder, report=report)
     for m in (cfg.segmenters if methods is None else [x for x in methods if x in SEGMENTERS]):
         out[m] = segmenter_chunks(m, books, cfg)
+    for m in (cfg.library_methods if methods is None else [x for x in methods if x.startswith("lib:")]):
+        out[m] = library_chunks(m, books, cfg, backend=backend, embedder=embedder)
     return out
+
+
+def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None,
+                   embedder: Any = None) -> list[Chunk]:
+    """A ``lib:`` splitter's chunks of the windows through the registry (its :class:`LibraryConfig` for
+    the profile, the benchmark's models), every window (an LLM one: the LLM methods' windows),
+    cached per window set like the other methods' chunks."""
+    import hashlib
+
+    from ..cache import StepCache
+    from ..segmenters.registry import chunk_units, get_method
+
+    spec = get_method(name)
+    wanted = set(llm_windows(books, cfg.llm_max_windows)) if spec.needs_llm else None
+    items = [(b, u) for b in books for u in b.units if u.n_sentences
+             and (wanted is None or f"{b.book_id}/{u.unit_id}" in wanted)]
+    if not items:
+        return []
+    lcfg = spec.config_class().for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(),
+                                           embedding=cfg.embedding.to_dict())
+    fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
+           [(x.start, x.end) for x in u.sentences]) for b, u in items]
+    cache = StepCache(f"boundary-chunks-{name.replace(':', '-')}", config=lcfg, inputs={"units": fp, "method": name})
+    if cache.exists():
+        return [Chunk.from_json(d) for d in cache.load()]
+    if backend is None and spec.needs_llm:
+        from ..llm import make_backend
+
+        backend = make_backend(lcfg.llm)
+    if embedder is None and spec.needs_embedder:
+        from ..embeddings import load_embedder
+
+        embedder = load_embedder(lcfg.embedding)
+    chunks, _ = chunk_units(name, items, lcfg, backend, embedder)
+    cache.save([c.to_json() for c in chunks])
+    return chunks
 
 
 def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None) -> list[Chunk]:
@@ -633,9 +677,21 @@ def cli(args: argparse.Namespace) -> int:
             if not ms:
                 raise ConfigError(f"--method {','.join(args.method)!r} names no method; give registered method "
                                   f"names, comma-separated (e.g. token,recursive)")
+            from ..segmenters.registry import METHOD_NAMES, get_method
+
+            for m in ms:  # every registered method and lib: splitter, or one line naming them
+                if m.startswith("lib:"):
+                    get_method(m)  # an unknown preset / library: a ConfigError naming the presets
+                elif m not in METHOD_NAMES:
+                    raise ConfigError(f"--method {m!r} is not a registered method; known: {', '.join(METHOD_NAMES)}, "
+                                      "or lib:<preset> (python -m litseg_nb methods lists them)")
+                elif m not in NON_LLM and m not in SEGMENTERS and m not in LLM_METHODS:
+                    raise ConfigError(f"--method {m!r}: not scored on the windows here (it needs a trained "
+                                      "student); score its chunk set with --chunks")
             over["methods"] = tuple(m for m in ms if m in NON_LLM)
-            over["llm_methods"] = tuple(m for m in ms if m not in NON_LLM and m not in SEGMENTERS)
+            over["llm_methods"] = tuple(m for m in ms if m in LLM_METHODS)
             over["segmenters"] = tuple(m for m in ms if m in SEGMENTERS)
+            over["library_methods"] = tuple(m for m in ms if m.startswith("lib:"))
         if args.llm_windows is not None:
             over["llm_max_windows"] = args.llm_windows
         cfg = BoundaryConfig.for_profile(args.profile, **over)

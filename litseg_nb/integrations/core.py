@@ -8,29 +8,82 @@ all the documents it sees.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import warnings
 from typing import Any, Mapping
 
+from ..config import ConfigError
 from ..schema import Book, Chunk
+
+#: the adapters' own keywords (every other keyword is an override of the method's config)
+ADAPTER_OPTIONS = {
+    "keep_outside_units": "False: text outside the narrative units (title, author lines, front matter) is not "
+                          "chunked and a warning gives its word count; True: each such stretch is one chunk of "
+                          "its own (unit_id 'outside', metadata outside_units=True)",
+    "nested_metadata": "False: metadata values are scalars (lists/dicts as JSON strings, as vector stores "
+                       "want); True: spans and context_idx stay lists",
+    "token_counter": "the tokenizer counting each chunk's token_count (metadata 'tokenizer' names it): a "
+                     "packaged name (default all-MiniLM-L6-v2) or a local path",
+}
+from ..batch_segment import TOKEN_COUNTER as DEFAULT_TOKEN_COUNTER  # noqa: E402  (segment's, too)
+OUTSIDE_UNIT_ID = "outside"
+
+
+class OutsideUnitsWarning(UserWarning):
+    """Text of a document outside its narrative units was not chunked (``keep_outside_units=True`` keeps it)."""
 
 
 class Segmenter:
     """``Segmenter(method, profile, **options)``: ``options`` are overrides of the method's config
     (``llm={"backend": "openai", "base_urls": ("http://host:8000/v1",), "model": "Qwen/Qwen3-8B"}``,
     ``lumber_budget_tokens=400``, a ``lib:`` preset's ``chunk_size=...``). ``backend`` / ``embedder``
-    reuse models already built."""
+    reuse models already built. The adapters' own keywords are :data:`ADAPTER_OPTIONS`
+    (``keep_outside_units``, ``nested_metadata``, ``token_counter``); an unknown keyword is a
+    :class:`~litseg_nb.config.ConfigError` naming the known ones."""
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", backend: Any = None, embedder: Any = None,
-                 **options: Any):
+                 *, keep_outside_units: bool = False, nested_metadata: bool = False,
+                 token_counter: str = DEFAULT_TOKEN_COUNTER, **options: Any):
         from ..segmenters.registry import get_method
 
         self.method = method
         self.profile = profile
         self.options = dict(options)
         self.spec = get_method(method)
-        self.cfg = self.spec.config_class().for_profile(profile, **self.options)  # unknown keys raise here
+        for name, value in (("keep_outside_units", keep_outside_units), ("nested_metadata", nested_metadata)):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name} must be True or False, got {value!r}")
+        if not isinstance(token_counter, str) or not token_counter:
+            raise ConfigError(f"token_counter must be a tokenizer name or path, got {token_counter!r}")
+        self.keep_outside_units = keep_outside_units
+        self.nested_metadata = nested_metadata
+        self.token_counter = token_counter
+        try:
+            self.cfg = self.spec.config_class().for_profile(profile, **self.options)  # unknown keys raise here
+        except ConfigError as exc:
+            if "unknown key" not in str(exc):
+                raise
+            raise ConfigError(f"{exc}; the adapters' own options: {', '.join(ADAPTER_OPTIONS)}") from None
         self._backend = backend
         self._embedder = embedder
+        self._tokenizer: Any = None
+
+    @property
+    def tokenizer(self) -> Any:
+        """The :class:`~litseg_nb.chunkers.base.Tokenizer` counting ``token_count`` (loaded on first use)."""
+        if self._tokenizer is None:
+            from ..batch_segment import token_counter
+
+            self._tokenizer = token_counter(self.token_counter)
+        return self._tokenizer
+
+    def metadata(self, c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """:func:`chunk_metadata` with ``token_count`` / ``tokenizer``, scalar-only unless ``nested_metadata``."""
+        md = chunk_metadata(c, extra)
+        md["token_count"] = self.tokenizer.count(c.text)
+        md["tokenizer"] = self.tokenizer.name
+        return md if self.nested_metadata else flat_metadata(md)
 
     @property
     def backend(self) -> Any:
@@ -66,11 +119,38 @@ class Segmenter:
         if not text.strip():
             return Book(document_id(text, doc_id), title or "", "text", text), []
         book = self.book(text, doc_id, title)
-        if not any(u.n_sentences for u in book.units):
-            return book, []
-        chunks = segment(book, self.method, profile=self.profile, backend=self.backend, embedder=self.embedder,
-                         **self.options)
-        return book, chunks
+        chunks = []
+        if any(u.n_sentences for u in book.units):
+            chunks = segment(book, self.method, profile=self.profile, backend=self.backend, embedder=self.embedder,
+                             **self.options)
+        return book, self.outside(book, chunks)
+
+    def outside(self, book: Book, chunks: list[Chunk]) -> list[Chunk]:
+        """``chunks`` with the text outside the narrative units reported (a :class:`OutsideUnitsWarning`
+        with its word count) or, with ``keep_outside_units``, added as chunks of its own, in text order."""
+        from ..batch_segment import outside_units
+
+        stretches = outside_units(book)
+        if not stretches:
+            return chunks
+        words = sum(w for *_, w in stretches)
+        if not self.keep_outside_units:
+            warnings.warn(f"{book.book_id}: {words} word(s) in {len(stretches)} stretch(es) outside the narrative "
+                          "units (title, author lines, front matter) are not chunked; keep_outside_units=True "
+                          "keeps each as a chunk of its own", OutsideUnitsWarning, stacklevel=3)
+            return chunks
+        from ..chunkers.base import trim_span
+
+        extra = []
+        for k, (a, b, _) in enumerate(stretches, 1):
+            a, b = trim_span(book.text, a, b)
+            piece = book.text[a:b]
+            extra.append(Chunk(book_id=book.book_id, unit_id=OUTSIDE_UNIT_ID, chunk_id=f"{OUTSIDE_UNIT_ID}.{k:03d}",
+                               method=self.method, from_idx=0, to_idx=-1, spans=[(a, b)], text=piece,
+                               main_text=piece, metadata={"outside_units": True}))
+        starts = {u.unit_id: u.start for u in book.units}
+        return sorted([*chunks, *extra], key=lambda c: c.spans[0][0] if c.unit_id == OUTSIDE_UNIT_ID
+                      else starts.get(c.unit_id, 0))  # stable: a unit's chunks keep their order
 
 
 def check_text(text: Any, what: str = "text") -> str:
@@ -127,7 +207,14 @@ def chunk_metadata(c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str
           "to_idx": c.to_idx, "context_idx": list(c.context_idx), "subtitle": c.subtitle, "spans": spans,
           "start_index": spans[0][0] if spans else None, "end_index": spans[-1][1] if spans else None,
           "main_text": c.main_text, "is_source_span": c.is_source_span}
-    for k in ("fallback", "alignment"):
+    for k in ("fallback", "alignment", "outside_units", "unit_title"):
         if k in c.metadata:
             md[k] = c.metadata[k]
     return {**(extra or {}), **md}
+
+
+def flat_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
+    """``md`` with scalar values only (str, int, float, bool, None): lists, tuples and dicts become JSON
+    strings (``json.loads`` gives them back), since several vector stores reject nested metadata."""
+    return {k: (json.dumps(v, ensure_ascii=False) if isinstance(v, (list, tuple, dict)) else v)
+            for k, v in md.items()}

@@ -9,9 +9,19 @@
 
 ``split_text`` returns the chunk texts (LitSeg's subtitle + context + main text; for the baselines
 the main text); ``create_documents`` / ``split_documents`` keep each input document's metadata and
-add the chunk's: ``method, chunk_id, unit_id, from_idx, to_idx, context_idx, subtitle, spans,
-start_index, end_index, main_text`` (``text[start_index:end_index] == main_text`` for a contiguous
-chunk, ``"".join(text[a:b] for a, b in spans) == main_text`` always).
+add the chunk's: ``doc_id, chunk_id, method, unit_id, from_idx, to_idx, context_idx, subtitle, spans,
+start_index, end_index, main_text, token_count, tokenizer``.
+
+Which text is which: ``page_content`` is the text to embed and index (for LitSeg the subtitle and
+context sentences *plus* the main text), so it is generally not a slice of the document;
+``start_index`` / ``end_index`` locate the **main text** only (``text[start_index:end_index] ==
+main_text`` for a contiguous chunk, ``"".join(text[a:b] for a, b in json.loads(spans)) == main_text``
+always). Metadata values are scalars by default (``spans``, ``context_idx`` as JSON strings, which
+every vector store accepts; ``nested_metadata=True`` keeps lists).
+
+Keywords: the adapter's own (``keep_outside_units``, ``nested_metadata``, ``token_counter``: see
+:data:`litseg_nb.integrations.core.ADAPTER_OPTIONS`) and overrides of the method's config; an unknown
+one is a :class:`~litseg_nb.config.ConfigError` naming the known ones.
 """
 from __future__ import annotations
 
@@ -21,7 +31,7 @@ from typing import Any, Iterable
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
-from .core import Segmenter, check_text, chunk_metadata, document_id, unique_ids
+from .core import Segmenter, check_text, document_id, unique_ids
 
 
 def profile_embeddings(profile: str = "smoke") -> Any:
@@ -66,7 +76,7 @@ class LitSegTextSplitter(TextSplitter):
         for i, (text, doc_id) in enumerate(zip(texts, unique_ids(doc_ids))):
             _, chunks = self.segmenter.segment(text, doc_id=doc_id)
             for c in chunks:
-                md = chunk_metadata(c, copy.deepcopy(metadatas[i]))
+                md = self.segmenter.metadata(c, copy.deepcopy(metadatas[i]))
                 out.append(Document(page_content=c.text, metadata=md, id=md["chunk_id"]))
         return out
 
