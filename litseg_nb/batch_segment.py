@@ -268,6 +268,8 @@ def segment_main(args: Any) -> int:
 def _segment_main(args: Any) -> int:
     from .api import check_count, segment_config
     from .chunkers.base import ChunkerError
+    from .chunkers.library import check_options as check_library_options
+    from .chunkers.library import is_library_method
     from .segmenters.registry import get_method
     from .paths import outputs_dir
     from .safe_io import OutputsNotWritable, ensure_writable
@@ -278,6 +280,8 @@ def _segment_main(args: Any) -> int:
         spec = get_method(args.method)
         options = _overrides(args)
         cfg = segment_config(spec, args.profile, **options)
+        if is_library_method(args.method):  # a misspelt library option: once, before any book is loaded
+            check_library_options(args.method, cfg)
     except ChunkerError as exc:
         raise SegmentUsageError(f"--method {args.method}: {exc}") from None
     except ConfigError as exc:

@@ -106,11 +106,26 @@ def _jsonl_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def load_book(book_id: str, profile: str) -> Book:
-    """The cleaned, unit-indexed book ``book_id`` as notebook 05 of ``profile`` loads it (all units)."""
+    """The cleaned, unit-indexed book ``book_id`` as notebook 05 of ``profile`` loads it (all units), or,
+    when ``book_id`` names a file, the user's own book loaded as ``segment`` loads it
+    (:func:`litseg_nb.api.load_text` with the profile's unit cap and sentence splitter; its id is
+    ``text:<stem>`` or ``gutenberg:<stem>``)."""
     from .corpus import load_corpus
     from .rag.config import RagConfig
 
     cfg = RagConfig.for_profile(profile)
+    path = Path(book_id).expanduser()
+    if path.is_file():
+        from .api import load_text
+
+        try:
+            return load_text(path, max_unit_words=cfg.corpus.max_unit_words,
+                             sentence_splitter=cfg.corpus.sentence_splitter)
+        except (ValueError, UnicodeError) as e:
+            raise ChunkImportError(f"{path}: cannot read the book: {e}") from e
+    if ":" not in book_id and (path.suffix or "/" in book_id):
+        raise ChunkImportError(f"--book {book_id!r}: no such file (a book is a file path or an id such as "
+                               "'gutenqa:Emma_-_Jane_Austen')")
     datasets = (book_id.split(":", 1)[0],)
     corpus = cfg.corpus.replace(datasets=datasets, books=(book_id,), max_books=0, max_units_per_book=0)
     try:
@@ -160,6 +175,7 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
     texts, empty = read_chunk_texts(path, text_column)
     if book is None:
         book = load_book(book_id, profile)
+        book_id = book.book_id  # a file path: the id segment gives it
     elif book.book_id != book_id:
         raise ChunkImportError(f"book {book.book_id!r} given for book_id {book_id!r}")
     chunks, rep = import_chunks(book, texts, name, source=str(path), min_score=min_score, n_empty_rows=empty)

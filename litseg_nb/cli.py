@@ -245,7 +245,7 @@ def lab_main(args: argparse.Namespace) -> int:
 def _import_chunks_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="import an external chunk set (jsonl/csv/parquet/xlsx) and "
                                   "align it to a book, for notebooks 05/06")
-    p.add_argument("--book", required=True, help="book id, e.g. gutenqa:Emma_-_Jane_Austen")
+    p.add_argument("--book", required=True, help="book id (e.g. gutenqa:Emma_-_Jane_Austen) or your own book file (a .txt path, loaded as `segment` loads it)")
     p.add_argument("--name", required=True, help="chunk set name (artifacts/chunks/<name>.jsonl)")
     p.add_argument("--from", dest="from_file", required=True, help="chunk file: .jsonl .csv .parquet .xlsx")
     p.add_argument("--text-column", default="Chunk", help="column holding the chunk text (default: Chunk)")

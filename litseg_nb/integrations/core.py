@@ -65,6 +65,10 @@ class Segmenter:
             if "unknown key" not in str(exc):
                 raise
             raise ConfigError(f"{exc}; the adapters' own options: {', '.join(ADAPTER_OPTIONS)}") from None
+        from ..chunkers.library import check_options, is_library_method
+
+        if is_library_method(method):  # a misspelt library option: here, not on the first document
+            check_options(method, self.cfg)
         self._backend = backend
         self._embedder = embedder
         self._tokenizer: Any = None

@@ -42,12 +42,12 @@ def method_lines() -> Iterator[tuple[str, str, str]]:
 
 def methods_text() -> str:
     """The ``methods`` subcommand's listing."""
-    rows = list(method_lines())
+    rows = [(n, f"[{needs}]", d) for n, needs, d in method_lines()]
     width = max(len(n) for n, *_ in rows)
     out = ["Methods (python -m litseg_nb segment BOOK --method NAME; needs: rules = no model, LLM = the "
            "profile's LLM or --base-url, embedder = the profile's embedding model):", ""]
-    out += [f"  {n:<{width}}  {"[" + needs + "]":<10}  {d}" for n, needs, d in rows if not n.startswith("lib:")]
+    out += [f"  {n:<{width}}  {needs:<10}  {d}" for n, needs, d in rows if not n.startswith("lib:")]
     out += ["", "Library presets (the libraries' own splitters, chunks aligned to the text; options with "
                 "--set KEY=VALUE, e.g. --set chunk_size=300; any lib:<library>.<Class> works too):", ""]
-    out += [f"  {n:<{width}}  {"[" + needs + "]":<10}  {d}" for n, needs, d in rows if n.startswith("lib:")]
+    out += [f"  {n:<{width}}  {needs:<10}  {d}" for n, needs, d in rows if n.startswith("lib:")]
     return "\n".join(out)
