@@ -43,8 +43,22 @@ from .errors import LitsegError
 from .evaluation.boundaries import cli as boundaries_main
 from .paths import REPO_ROOT
 from .redact import redact_obj
-from .runner import Interrupted, NotebookFailed, declared_parameters, discover_notebooks, run_notebooks
 from .safe_io import OutputsNotWritable
+
+# the notebook runner (papermill, nbformat: extra `notebooks`) is imported by the commands that run
+# notebooks, so a core install (`pip install litseg_nb`) runs segment, methods, import-chunks, ...
+
+
+def discover_notebooks(*args: Any, **kwargs: Any) -> Any:
+    from .runner import discover_notebooks as discover
+
+    return discover(*args, **kwargs)
+
+
+def declared_parameters(*args: Any, **kwargs: Any) -> Any:
+    from .runner import declared_parameters as declared
+
+    return declared(*args, **kwargs)
 
 _SMOKE_DURATION = "25-45 min on 2 CPU cores (README: measured times)"
 _TEST_DURATION = "tiny random model, about 10 min"
@@ -104,6 +118,7 @@ def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[st
 def run_main(args: argparse.Namespace) -> int:
     """Handler of ``run``: :func:`litseg_nb.runner.run_notebooks` with the ``-p``/``--set`` values."""
     from .config import config_sets
+    from .runner import Interrupted, NotebookFailed, run_notebooks
 
     try:
         params, sets = _params_and_sets(args, args.only.split(","))
