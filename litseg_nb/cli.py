@@ -365,6 +365,12 @@ def methods_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _docs() -> Any:
+    from . import api_docs
+
+    return api_docs
+
+
 # ------------------------------------------------------------------ the table and main
 Builder = Callable[[Any, str], argparse.ArgumentParser]
 Handler = Callable[[argparse.Namespace], int]
@@ -382,6 +388,7 @@ COMMANDS: dict[str, tuple[Builder, Handler]] = {
     "boundaries": (_boundaries_parser, boundaries_main),
     "rehearse": (_rehearse_parser, rehearse.main),
     "gallery": (_gallery_parser, gallery.run),
+    "docs": (lambda sub, name: _docs().add_parser(sub, name), lambda args: _docs().cli(args)),
 }
 
 

@@ -23,10 +23,11 @@ heavy = [m for m in ("torch", "trl", "ragas", "FlagEmbedding", "faiss", "papermi
 sys.exit(f"[core] the core install pulled in {heavy}" if heavy else 0)
 PY
 book="${LITSEG_DATA_DIR:-../shared/data}/gutenberg/11.txt"
+[ -f "$book" ] && book="$(cd "$(dirname "$book")" && pwd)/$(basename "$book")"
 out=$(mktemp -d "${TMPDIR:-/tmp}/litseg-core-out.XXXXXX")
 if [ -f "$book" ]; then
   (cd "$out" && LITSEG_OUTPUTS_DIR="$out/outputs" LITSEG_CACHE_DIR="$out/cache" \
-     "$venv/bin/litseg-nb" segment "$OLDPWD/$book" --method recursive --profile test -o "$out/book.jsonl" 2>&1 | tail -1)
+     "$venv/bin/litseg-nb" segment "$book" --method recursive --profile test -o "$out/book.jsonl" 2>&1 | tail -1)
   [ -s "$out/book.jsonl" ] || { echo "[core] segment wrote no chunks"; exit 1; }
 else
   echo "[core] $book not found: the segment step runs in tests/test_core_install.py only"
