@@ -57,6 +57,11 @@ def _cases(tmp):
         # gallery
         ["gallery", "--profile", "test", "--out", str(afile)],
         ["gallery", "--profile", "nope"],
+        # methods, docs
+        ["methods", "extra"],
+        ["docs", "--out", str(afile)],
+        ["import-chunks", "--book", str(tmp / "no-book.txt"), "--name", "ok-name", "--from", str(afile)],
+        ["boundaries", "--profile", "test", "--method", "lib:../x"],
         # download-data: arguments only (no network is reached)
         ["download-data", "--datasets", "nope"],
         ["download-data", "--datasets", ""],

@@ -38,6 +38,7 @@ import dataclasses
 import importlib
 import inspect
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -196,7 +197,7 @@ class LibraryConfig(LibraryOptions, StageConfig):
 def _import_target(target: str) -> Any:
     """The class or function ``target`` names ("<alias or module>.<Name>")."""
     module, _, attr = target.rpartition(".")
-    if not module or not attr:
+    if not module or not attr or not re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", target):
         raise LibraryMethodError(f"lib:{target}: give <library>.<Class>, e.g. lib:chonkie.TokenChunker, or a preset "
                            f"({', '.join(PRESETS)})")
     candidates = ALIASES.get(module, (module,))
