@@ -2,7 +2,7 @@
 
 This module owns :func:`main` and every subcommand's argument parser. The work itself is done by
 library functions: notebooks by :mod:`litseg_nb.front.runner`, ``segment`` by
-:mod:`litseg_nb.front.batch_segment`, ``import-chunks`` by :mod:`litseg_nb.evaluation.chunk_import`, ``download-data``
+:mod:`litseg_nb.front.batch_segment`, ``import-chunks`` by :mod:`litseg_nb.front.chunk_import`, ``download-data``
 by :mod:`litseg_nb.data.download`, ``boundaries`` by :mod:`litseg_nb.evaluation.boundaries`, ``rehearse`` by
 :mod:`litseg_nb.front.rehearse`, ``gallery`` by :mod:`litseg_nb.front.gallery`, ``train-boundary-model`` by
 :mod:`litseg_nb.evaluation.boundary_train`; ``run``, ``list``, ``config`` and ``lab`` are small handlers here.
@@ -38,20 +38,39 @@ from typing import Any, Callable, Iterator, Sequence
 from .front import gallery, rehearse
 from .front.batch_segment import __doc__ as _SEGMENT_DOC
 from .front.batch_segment import segment_main
-from .evaluation.chunk_import import cli as import_chunks_main
+from .front.chunk_import import cli as import_chunks_main
 from .config import PROFILES, ConfigError, config_sets, explain, renamed_hint
 from .data.download import cli as download_main
 from .errors import LitsegError
 from .evaluation.boundaries import cli as boundaries_main
 from .core.paths import REPO_ROOT, NOTEBOOKS_DIR
-from .front.runner import Interrupted, NotebookFailed, declared_parameters, discover_notebooks, run_notebooks
+from .redact import redact_obj
 from .core.safe_io import OutputsNotWritable
 from .front.params import parse_key_value, check_set_keys, missing_for
-from .front.execution import kernel_env_for_lab
 from .api import DEFAULT_PROFILE
 from .evaluation.boundary_train import cli
+from .segmenters.catalog import methods_text
+from .front import api_docs
 
-_SMOKE_DURATION = "25-45 min on 2 CPU cores (README: measured times)"
+# the notebook runner (papermill, nbformat: extra `notebooks`) is imported by the commands that run
+# notebooks, so a core install (`pip install litseg_nb`) runs segment, methods, import-chunks, ...
+
+
+def discover_notebooks(*args: Any, **kwargs: Any) -> Any:
+    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
+    from .front.runner import discover_notebooks as discover
+
+    return discover(*args, **kwargs)
+
+
+def declared_parameters(*args: Any, **kwargs: Any) -> Any:
+    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
+    from .front.runner import declared_parameters as declared
+
+    return declared(*args, **kwargs)
+
+
+_SMOKE_DURATION = "45-83 min on 2 CPU cores (README: measured times)"
 _TEST_DURATION = "tiny random model, about 10 min"
 _HELP = f"""Run and inspect the LitSeg notebooks.
 
@@ -104,6 +123,9 @@ def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[st
 
 def run_main(args: argparse.Namespace) -> int:
     """Handler of ``run``: :func:`litseg_nb.front.runner.run_notebooks` with the ``-p``/``--set`` values."""
+    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`); a core install runs the rest
+    from .front.runner import Interrupted, NotebookFailed, run_notebooks
+
     try:
         params, sets = _params_and_sets(args, args.only.split(","))
         with config_sets(sets):  # the runner's checks see them; each kernel gets them as a parameter
@@ -175,7 +197,7 @@ def _nb_path(stem: str):
 
 def format_config(stem: str, cfg: Any) -> str:
     lines = [f"== {stem}: {type(cfg).__name__}  ({cfg.describe()})"]
-    for key, value in _flatten(cfg.to_dict()):
+    for key, value in _flatten(redact_obj(cfg.to_dict())):  # server addresses without their secrets
         lines.append(f"   {key} = {value!r}")
     return "\n".join(lines)
 
@@ -270,6 +292,9 @@ def _lab_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 def lab_main(args: argparse.Namespace) -> int:
     cmd = lab_command(args.jupyter_args)
     print("[litseg_nb] " + " ".join(cmd), flush=True)
+    # deferred: the kernel environment comes from the notebook runner's module (extra `notebooks`)
+    from .front.execution import kernel_env_for_lab
+
     os.execve(sys.executable, cmd, kernel_env_for_lab())
     return 0  # pragma: no cover  (execve does not return)
 
@@ -278,7 +303,7 @@ def lab_main(args: argparse.Namespace) -> int:
 def _import_chunks_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="import an external chunk set (jsonl/csv/parquet/xlsx) and "
                                   "align it to a book, for notebooks 05/06")
-    p.add_argument("--book", required=True, help="book id, e.g. gutenqa:Emma_-_Jane_Austen")
+    p.add_argument("--book", required=True, help="book id (e.g. gutenqa:Emma_-_Jane_Austen) or your own book file (a .txt path, loaded as `segment` loads it)")
     p.add_argument("--name", required=True, help="chunk set name (artifacts/chunks/<name>.jsonl)")
     p.add_argument("--from", dest="from_file", required=True, help="chunk file: .jsonl .csv .parquet .xlsx")
     p.add_argument("--text-column", default="Chunk", help="column holding the chunk text (default: Chunk)")
@@ -305,7 +330,10 @@ def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="FILE|DIR|GLOB",
                    help="Project Gutenberg .txt books or plain text files; a folder means its *.txt files")
-    p.add_argument("--method", default="litseg", help="litseg, litseg-lite or a baseline (default: litseg)")
+    p.add_argument("--method", default="litseg",
+                   help="litseg, litseg-lite, a baseline (lumber, token, paragraph, ...) or a library preset "
+                        "lib:<preset> (lib:langchain-recursive, lib:chonkie-token, ...) or lib:<library>.<Class>; "
+                        "`python -m litseg_nb methods` lists them all with one line each (default: litseg)")
     p.add_argument("--profile", choices=PROFILES, default=DEFAULT_PROFILE,
                    help=f"models and sizes (default: {DEFAULT_PROFILE}; test = a tiny random model)")
     p.add_argument("--llm-backend", choices=("hf", "vllm", "openai"), help="override the profile's LLM backend")
@@ -352,6 +380,7 @@ def _train_boundary_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def _train_boundary_main(args: argparse.Namespace) -> int:
+    # deferred: training reads scipy and the benchmark's gold (extras `train`/`eval`)
     return cli(args)
 
 
@@ -380,6 +409,21 @@ def _gallery_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     return p
 
 
+def _methods_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help="list every segmentation method and lib: preset with one line each "
+                                     "(for segment --method, boundaries --method)")
+
+
+def methods_main(args: argparse.Namespace) -> int:
+    """Handler of ``methods``: :func:`litseg_nb.segmenters.catalog.methods_text`."""
+    print(methods_text())
+    return 0
+
+
+def _docs() -> Any:
+    return api_docs
+
+
 # ------------------------------------------------------------------ the table and main
 Builder = Callable[[Any, str], argparse.ArgumentParser]
 Handler = Callable[[argparse.Namespace], int]
@@ -393,10 +437,12 @@ COMMANDS: dict[str, tuple[Builder, Handler]] = {
     "lab": (_lab_parser, lab_main),
     "download-data": (_download_parser, download_main),
     "segment": (_segment_parser, segment_main),
+    "methods": (_methods_parser, methods_main),
     "boundaries": (_boundaries_parser, boundaries_main),
     "train-boundary-model": (_train_boundary_parser, _train_boundary_main),
     "rehearse": (_rehearse_parser, rehearse.main),
     "gallery": (_gallery_parser, gallery.run),
+    "docs": (lambda sub, name: _docs().add_parser(sub, name), lambda args: _docs().cli(args)),
 }
 
 

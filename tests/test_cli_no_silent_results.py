@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from litseg_nb.evaluation.chunk_import import ChunkImportError, import_chunk_file
+from litseg_nb.front.chunk_import import ChunkImportError, import_chunk_file
 from litseg_nb.core.schema import Book, Chunk, Sentence, Unit, save_chunks
 
 
@@ -78,7 +78,7 @@ def test_import_into_unwritable_outputs_is_one_line(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(blocker / "outputs"))
     monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache"))
     src = _chunk_file(tmp_path, ["Emma smiled."])
-    import litseg_nb.evaluation.chunk_import as ci
+    import litseg_nb.front.chunk_import as ci
 
     monkeypatch.setattr(ci, "load_book", lambda *a: pytest.fail("work started before the destination check"))
     assert main(["import-chunks", "--book", "x", "--name", "tool-set", "--from", str(src), "--profile", "test"]) == 2

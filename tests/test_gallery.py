@@ -26,6 +26,7 @@ def test_gallery_page_from_a_fake_outputs_folder(tmp_path):
     dest = tmp_path / "docs" / "gallery" / "test"
     (dest / "figures").mkdir(parents=True)
     (dest / "figures" / "06_old.png").write_bytes(b"old run")  # of an earlier gallery: removed
+    (dest / "README.md").write_text("# Gallery: what the notebooks produce (profile `test`)\n")  # its page
     page = gallery.write_gallery("test", outputs=src, dest=dest)
     text = page.read_text()
     assert page == dest / "README.md"

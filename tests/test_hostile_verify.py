@@ -86,7 +86,7 @@ def test_import_of_a_second_book_keeps_the_first_books_report_and_an_empty_file_
     import json
 
     from litseg_nb.core.artifacts import artifact_path
-    from litseg_nb.evaluation.chunk_import import ChunkImportError, import_chunk_file
+    from litseg_nb.front.chunk_import import ChunkImportError, import_chunk_file
 
     books = {bid: litseg_nb.load_text(text=t, book_id=bid) for bid, t in
              (("b1", "Emma smiled at her father. He was pleased.\n\nThe end came soon."),

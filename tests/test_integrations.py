@@ -26,6 +26,9 @@ def embedder():
 
 
 def _slices(text, start, end, spans, main_text):
+    import json
+
+    spans = json.loads(spans) if isinstance(spans, str) else spans  # scalar metadata: JSON strings
     assert text[start:end] == main_text
     assert "".join(text[a:b] for a, b in spans) == main_text
 

@@ -20,7 +20,7 @@ This module owns
 * :func:`sentence_windows` — the labelled fallback set (``fallback-sent5``: 5-sentence windows of
   every unit) evaluated only when no chunk set exists at all, so a notebook still runs.
 
-Imported sets may not take a method's name (:func:`litseg_nb.evaluation.chunk_import.check_import_name`).
+Imported sets may not take a method's name (:func:`litseg_nb.front.chunk_import.check_import_name`).
 """
 from __future__ import annotations
 

@@ -38,6 +38,7 @@ import dataclasses
 import importlib
 import inspect
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -198,7 +199,7 @@ class LibraryConfig(LibraryOptions, StageConfig):
 def _import_target(target: str) -> Any:
     """The class or function ``target`` names ("<alias or module>.<Name>")."""
     module, _, attr = target.rpartition(".")
-    if not module or not attr:
+    if not module or not attr or not re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", target):
         raise LibraryMethodError(f"lib:{target}: give <library>.<Class>, e.g. lib:chonkie.TokenChunker, or a preset "
                            f"({', '.join(PRESETS)})")
     candidates = ALIASES.get(module, (module,))
@@ -277,13 +278,14 @@ class Splitter:
     current_book: list[str] = dataclasses.field(default_factory=lambda: [""])
 
 
-def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder: Any = None) -> Splitter:
-    """Build the splitter of method ``name`` with the preset's and ``cfg.options``' keyword arguments
-    and the profile's models injected; unknown keyword arguments raise :class:`ConfigError`."""
+def check_options(name: str, cfg: LibraryOptions, obj: Any = None) -> set[str]:
+    """The keyword arguments the splitter of ``name`` accepts, after checking that the preset's and
+    ``cfg.options``' are among them (a :class:`ConfigError` naming the unknown ones and the known
+    ones). Imports the library, builds nothing: ``segment`` and the adapters call it before any book
+    is loaded, so a misspelt option is reported once."""
     target, kwargs, _ = resolve(name)
     kwargs.update(dict(cfg.options))
-    obj = _import_target(target)
-    root = target.split(".")[0]
+    obj = _import_target(target) if obj is None else obj
     params = accepted_params(obj)
     if params is not None:
         bad = sorted(set(kwargs) - params)
@@ -292,7 +294,17 @@ def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder
             raise ConfigError(f"{name}: {target} takes no option(s) {', '.join(map(repr, bad))}; it takes: "
                               f"{', '.join(sorted(p for p in params if not p.startswith('_')))} "
                               f"(LibraryConfig's own keys: {', '.join(ours)})")
-    params = params or set()
+    return params or set()
+
+
+def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder: Any = None) -> Splitter:
+    """Build the splitter of method ``name`` with the preset's and ``cfg.options``' keyword arguments
+    and the profile's models injected; unknown keyword arguments raise :class:`ConfigError`."""
+    target, kwargs, _ = resolve(name)
+    kwargs.update(dict(cfg.options))
+    obj = _import_target(target)
+    root = target.split(".")[0]
+    params = check_options(name, cfg, obj)
     tok = load_tokenizer(cfg.tokenizer, backend)
     current = [""]
     genie_stats = None

@@ -18,12 +18,15 @@ class StepState(Protocol):
 
     def request(self) -> tuple[Any, Any] | None: ...
 
-    def feed(self, reply: Any) -> None: ...
+    def feed(self, reply: Any) -> bool | None: ...  # False: the reply was invalid
 
 
 def run_lockstep(states: Sequence[StepState], call: Callable[[list[Any], Any, UsageTag], list[Any]],
-                 max_steps: int = 1_000_000, by_book: bool = True) -> int:
+                 max_steps: int = 1_000_000, by_book: bool = True,
+                 reject: Callable[[list[Any], Any], Any] | None = None) -> int:
     """Drive ``states`` to completion; ``call(conversations, params, tag)`` answers one batch.
+    A state's ``feed`` returning ``False`` says the reply was invalid: ``reject(conversations, params)``
+    is called with those requests (the request cache forgets them, see ``reject_replies``).
 
     Requests are grouped by (params, tag) so usage is attributed per book; ``by_book=False`` groups by
     (params, method, stage) only, one call per step over every book (tag with an empty book: notebook
@@ -47,8 +50,9 @@ def run_lockstep(states: Sequence[StepState], call: Callable[[list[Any], Any, Us
             replies = call([c for _, c in items], params, tag)
             if len(replies) != len(items):
                 raise RuntimeError(f"backend answered {len(replies)} of {len(items)} requests")
-            for (s, _), r in zip(items, replies):
-                s.feed(r)
+            invalid = [c for (s, c), r in zip(items, replies) if s.feed(r) is False]
+            if invalid and reject is not None:  # replies that failed the state's check: out of the cache
+                reject(invalid, params)
 
 
 def chat_call(backend: Any) -> Callable[[list[Any], SamplingParams, UsageTag], list[str]]:

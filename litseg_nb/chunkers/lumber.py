@@ -29,6 +29,7 @@ from ..config import Options
 from ..llm.base import SamplingParams, UsageTag
 from ..core.prompts import fill_prompt, load_prompt
 from ..llm.replies import answer_text
+from ..llm.request_cache import reject_replies
 from ..core.schema import Book, Chunk, Unit, word_count
 from .base import chunks_from_boundaries
 from .lockstep import chat_call, run_lockstep
@@ -119,20 +120,22 @@ class LumberState:
                                     seed=self.attempt)
         return [{"role": "user", "content": prompt}], params
 
-    def feed(self, reply: str) -> None:
+    def feed(self, reply: str) -> bool:
+        """Take one reply; False when it was invalid (retried, or the window's fallback)."""
         self.stats.calls += 1
         kind, n = classify_reply(reply, self.s, self._window_end)
         if kind == "valid":
             self._start_chunk(n)
-            return
+            return True
         self.stats.invalid[kind] = self.stats.invalid.get(kind, 0) + 1
         if self.attempt < self.max_retries:
             self.attempt += 1
-            return
+            return False
         # fallback: the whole window is one chunk
         self.stats.fallbacks += 1
         self.fallback_chunks.add(self.starts[-1])
         self._start_chunk(self._window_end + 1)
+        return False
 
     def _start_chunk(self, n: int) -> None:
         self.attempt = 0
@@ -163,7 +166,8 @@ def lumber_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, budget
     states = [LumberState(b, u, template, UsageTag(method, b.book_id, stage), budget, max_retries,
                           retry_temperature, max_new_tokens, backend.count_tokens, reference_mode)
               for b, u in items]
-    run_lockstep(states, chat_call(backend), by_book=batch_by_book)
+    run_lockstep(states, chat_call(backend), by_book=batch_by_book,
+                 reject=lambda convs, params: reject_replies(backend, convs, params))
     return [s.chunks(method) for s in states], [s.stats for s in states]
 
 

@@ -49,6 +49,7 @@ from typing import Any, Mapping, Union
 from ..errors import UsageError
 
 from .profiles import PROFILES, PROFILES_TABLE, stage_values
+from ..redact import redact_url
 
 
 class ConfigError(UsageError, ValueError):
@@ -311,6 +312,11 @@ class LLMConfig(_Base):
     max_retries: int = at_least(3, 0)
     structured_output: bool = False
     use_cache: bool = True
+    # a reply the caller finds invalid (LitSeg's schema, LumberChunker's "Answer: ID"): "drop" takes it out
+    # of the request cache, so a rerun asks again (a server answering nonsense may be fixed since);
+    # "keep" keeps it (a rerun replays the same fallback); "auto": drop for the openai backend, keep for
+    # hf/vllm (a local model's revision is in the key: asked again, it gives the same reply)
+    cache_invalid_replies: str = one_of("auto", "auto", "drop", "keep")
     # hf backend: compute a prompt prefix shared by many requests once and reuse its KV cache
     # (vLLM: its own prefix caching, always on; openai: the server's)
     prefix_reuse: bool = True
@@ -331,6 +337,34 @@ class LLMConfig(_Base):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_engine(self.engine)
+        check_sampling_and_servers(self)
+
+
+def check_sampling_and_servers(llm: "LLMConfig") -> None:
+    """Values a model call cannot use, refused when the config is built (a :class:`ConfigError` naming the
+    field) rather than failing later and being blamed on a book: a timeout that is not a positive number,
+    a temperature that is not a finite number >= 0, a ``top_p`` outside (0, 1], and a server address that
+    is not an ``http(s)://host`` URL."""
+    import math
+    from urllib.parse import urlsplit
+
+    if not (math.isfinite(llm.request_timeout_s) and llm.request_timeout_s > 0):
+        raise ConfigError(f"llm.request_timeout_s={llm.request_timeout_s!r}: seconds, a positive number")
+    if not (math.isfinite(llm.temperature) and llm.temperature >= 0):
+        raise ConfigError(f"llm.temperature={llm.temperature!r}: a finite number >= 0 (0 = greedy)")
+    if not (math.isfinite(llm.top_p) and 0 < llm.top_p <= 1):
+        raise ConfigError(f"llm.top_p={llm.top_p!r}: a probability in (0, 1]")
+    for url in llm.base_urls:
+        shown = redact_url(str(url))
+        try:
+            parts = urlsplit(str(url))
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in str(url))
+            parts.port  # noqa: B018  (a port that is not a number raises here)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"llm.base_urls: {shown!r} is not a server address; expected http(s)://HOST[:PORT]/v1 "
+                              f"(an OpenAI-compatible endpoint)")
 
 
 @dataclass(frozen=True)

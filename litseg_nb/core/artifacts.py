@@ -18,7 +18,8 @@ from typing import Any, Iterable
 from .cache import hash_file
 from .figures import save_figure_files
 from .paths import REPO_ROOT, outputs_dir
-from .safe_io import atomic_path, write_text_atomic
+from ..redact import redact_obj
+from .safe_io import atomic_path, check_name, write_text_atomic
 from .._version import __version__
 
 _TRACKED_PACKAGES = (
@@ -29,7 +30,9 @@ _TRACKED_PACKAGES = (
 
 
 def save_table(df, name: str, profile: str, label: str, index: bool = False) -> dict[str, Path]:
-    """Write ``df`` as ``tables/<name>.csv`` and ``tables/<name>.md`` (with the label as caption)."""
+    """Write ``df`` as ``tables/<name>.csv`` and ``tables/<name>.md`` (with the label as caption).
+    ``name`` is a plain name (:func:`~litseg_nb.core.safe_io.check_name`), never a path."""
+    check_name(name, "table name")
     root = outputs_dir(profile) / "tables"
     csv_path, md_path = root / f"{name}.csv", root / f"{name}.md"
     with atomic_path(csv_path) as tmp:  # temp file + rename: a stopped run leaves no partial table
@@ -46,6 +49,7 @@ def save_table(df, name: str, profile: str, label: str, index: bool = False) -> 
 def save_figure(fig, name: str, profile: str, label: str) -> dict[str, Path]:
     """Write ``figures/<name>.png`` and ``.pdf`` with the label as a footer; deterministic metadata."""
     # footer laid out below all drawn text, atomic writes (see litseg_nb.core.figures)
+    check_name(name, "figure name")
     return save_figure_files(fig, outputs_dir(profile) / "figures" / name, label)
 
 
@@ -104,5 +108,5 @@ def write_manifest(profile: str, notebook: str, parameters: dict[str, Any],
         **(extra or {}),
     }
     path = root / f"{notebook}.json"
-    write_text_atomic(path, json.dumps(manifest, indent=2, default=str))
+    write_text_atomic(path, json.dumps(redact_obj(manifest), indent=2, default=str))  # no URL secrets
     return path

@@ -1,5 +1,5 @@
 """Aligning external chunk texts back to the cleaned book text: the aligner of ``import-chunks``
-(:mod:`litseg_nb.evaluation.chunk_import`, which reads the chunk file and loads the book) and of the ``lib:``
+(:mod:`litseg_nb.front.chunk_import`, which reads the chunk file and loads the book) and of the ``lib:``
 methods (:mod:`litseg_nb.chunkers.library`). :class:`BookAligner` locates the texts in the book,
 :func:`import_chunks` turns them into shared-schema chunks with an :class:`ImportReport`.
 

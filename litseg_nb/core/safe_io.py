@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -29,6 +30,25 @@ _counter = itertools.count()
 
 class OutputsNotWritable(ConfigError):
     """An outputs folder cannot be created or written."""
+
+
+class BadName(ConfigError):
+    """A name that becomes part of a file name (a table, figure or chunk set) is not a plain name."""
+
+
+#: a plain name: letters, digits and ``_ . + @ -``, starting with a letter or digit (no path separator,
+#: so nothing that could leave the folder it is written in)
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.+@-]*"
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """``name`` itself when it is a plain name (:data:`NAME_PATTERN`); else :class:`BadName`
+    naming ``what`` (e.g. ``"--name"``). Names become file names under an outputs folder: a name is never
+    a path."""
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name) or len(name) > 200:
+        raise BadName(f"{what} {name!r} is not a plain name: use letters, digits and _ . + @ - only, "
+                      f"starting with a letter or digit (no path separator), at most 200 characters")
+    return name
 
 
 def _tmp_name(path: Path) -> Path:

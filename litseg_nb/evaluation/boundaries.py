@@ -74,12 +74,13 @@ from ..preprocess.gold import GOLD_FILE
 from ..segmenters.book_runs import run_chunker
 from ..llm import make_backend
 from ..llm.embeddings import load_embedder
-from ..segmenters.registry import chunk_units, get_method
+from ..segmenters.registry import chunk_units, get_method, METHOD_NAMES
 from ..core.chunk_align import import_chunks
 from ..core.artifacts import save_table
 from .boundary_gold import window_gold
 from ..chunkers.base import chunks_from_boundaries
 from ..chunkers.scores import top_k, unit_scores
+from ..core.safe_io import check_name, ensure_writable
 
 SOURCES = ("hand-checked", "corpus")
 NON_LLM = ("token", "recursive", "semantic", "paragraph", "texttiling", "c99", "boundary-model")
@@ -109,6 +110,9 @@ class BoundaryConfig(StageConfig):
     # is scored from its chunk set with --chunks
     segmenters: tuple[str, ...] = one_of(SEGMENTERS, *SEGMENTERS)
     segmenter_max_windows: int = at_least(8, 0)
+    # library splitters (``lib:<preset>`` / ``lib:<library>.<Class>``, see ``python -m litseg_nb methods``)
+    # on every window (LLM ones on the LLM methods' windows); none by default
+    library_methods: tuple[str, ...] = ()
     source: str = one_of("corpus", *SOURCES)  # hand-checked: tests/structure_gold.jsonl books; corpus: cfg.corpus
     # forms of book kept (boundary_gold.book_form of the hand-read gold's kind; corpus books: narrative)
     forms: tuple[str, ...] = one_of(("narrative",), "narrative", "collection", "play", "poetry", "non-fiction")
@@ -126,6 +130,9 @@ class BoundaryConfig(StageConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        for m in self.library_methods:
+            if not (isinstance(m, str) and m.startswith("lib:")):
+                raise ConfigError(f"BoundaryConfig.library_methods: {m!r} is not a lib: method")
         if self.headline_tolerance not in self.tolerances:
             raise ConfigError(f"BoundaryConfig.headline_tolerance: {self.headline_tolerance} is not one of "
                               f"tolerances {self.tolerances}")
@@ -670,7 +677,42 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
         out[m] = run_chunker(m, subset, bcfg, backend=backend, embedder=embedder, report=report)
     for m in (cfg.segmenters if methods is None else [x for x in methods if x in SEGMENTERS]):
         out[m] = segmenter_chunks(m, books, cfg)
+    for m in (cfg.library_methods if methods is None else [x for x in methods if x.startswith("lib:")]):
+        out[m] = library_chunks(m, books, cfg, backend=backend, embedder=embedder)
     return out
+
+
+def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None,
+                   embedder: Any = None) -> list[Chunk]:
+    """A ``lib:`` splitter's chunks of the windows through the registry (its :class:`LibraryConfig` for
+    the profile, the benchmark's models), every window (an LLM one: the LLM methods' windows),
+    cached per window set like the other methods' chunks."""
+    import hashlib
+
+
+    spec = get_method(name)
+    wanted = set(llm_windows(books, cfg.llm_max_windows)) if spec.needs_llm else None
+    items = [(b, u) for b in books for u in b.units if u.n_sentences
+             and (wanted is None or f"{b.book_id}/{u.unit_id}" in wanted)]
+    if not items:
+        return []
+    lcfg = spec.config_class().for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(),
+                                           embedding=cfg.embedding.to_dict())
+    fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
+           [(x.start, x.end) for x in u.sentences]) for b, u in items]
+    cache = StepCache(f"boundary-chunks-{name.replace(':', '-')}", config=lcfg, inputs={"units": fp, "method": name})
+    if cache.exists():
+        return [Chunk.from_json(d) for d in cache.load()]
+    if backend is None and spec.needs_llm:
+        # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
+        from ..llm import make_backend
+
+        backend = make_backend(lcfg.llm)
+    if embedder is None and spec.needs_embedder:
+        embedder = load_embedder(lcfg.embedding)
+    chunks, _ = chunk_units(name, items, lcfg, backend, embedder)
+    cache.save([c.to_json() for c in chunks])
+    return chunks
 
 
 def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None) -> list[Chunk]:
@@ -768,16 +810,34 @@ def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
 
 def cli(args: argparse.Namespace) -> int:
     try:
+        # every argument is checked before any book is read: a name is a name, a method list names
+        # methods, an export file's folder is writable
+        table_name = check_name(args.name, "--name") if args.name else "boundaries"
         over: dict[str, Any] = {"seed": args.seed}
         if args.method:
             ms = [m.strip() for x in args.method for m in x.split(",") if m.strip()]
+            if not ms:
+                raise ConfigError(f"--method {','.join(args.method)!r} names no method; give registered method "
+                                  f"names, comma-separated (e.g. token,recursive)")
+
+            for m in ms:  # every registered method and lib: splitter, or one line naming them
+                if m.startswith("lib:"):
+                    get_method(m)  # an unknown preset / library: a ConfigError naming the presets
+                elif m not in METHOD_NAMES:
+                    raise ConfigError(f"--method {m!r} is not a registered method; known: {', '.join(METHOD_NAMES)}, "
+                                      "or lib:<preset> (python -m litseg_nb methods lists them)")
+                elif m not in NON_LLM and m not in SEGMENTERS and m not in LLM_METHODS:
+                    raise ConfigError(f"--method {m!r}: not scored on the windows here (it needs a trained "
+                                      "student); score its chunk set with --chunks")
             over["methods"] = tuple(m for m in ms if m in NON_LLM)
-            over["llm_methods"] = tuple(m for m in ms if m not in NON_LLM and m not in SEGMENTERS)
+            over["llm_methods"] = tuple(m for m in ms if m in LLM_METHODS)
             over["segmenters"] = tuple(m for m in ms if m in SEGMENTERS)
+            over["library_methods"] = tuple(m for m in ms if m.startswith("lib:"))
         if args.llm_windows is not None:
             over["llm_max_windows"] = args.llm_windows
         cfg = BoundaryConfig.for_profile(args.profile, **over)
         if args.export_windows:
+            ensure_writable(Path(args.export_windows).expanduser().resolve().parent)
             n = export_windows(args.export_windows, cfg)
             print(f"[litseg_nb] wrote {n} windows to {args.export_windows}")
             return 0
@@ -803,7 +863,7 @@ def cli(args: argparse.Namespace) -> int:
         return 2
     n_gold = {k: int(sum(r.get(f"{k}_gold", 0) or 0 for r in gold.counts)) for k in ("chapter", "scene")}
     label = cfg.describe() + f" | {len(gold.books)} books, gold chapter {n_gold['chapter']}, scene {n_gold['scene']}"
-    paths = save_table(table, args.name or "boundaries", cfg.profile, label)
+    paths = save_table(table, table_name, cfg.profile, label)
     print(label)
     print(headline_table(table, cfg).to_string(index=False))
     print(f"[litseg_nb] full table: {paths['csv']}")

@@ -10,7 +10,8 @@
   ``metadata["raw_spans"]`` index the input file as ``Path(file).read_text(encoding=meta["encoding"])``
   reads it (universal newlines), one span per paragraph the chunk touches (between paragraphs the
   file may hold matter the cleaning dropped), the same words with the file's line breaks;
-  ``metadata["unit_title"]`` names the unit. The meta file lists the
+  ``metadata["unit_title"]`` names the unit; ``metadata["token_count"]`` counts the chunk text's
+  tokens with the tokenizer ``meta["tokenizer"]`` names (:data:`TOKEN_COUNTER`). The meta file lists the
   units (id, title, sentences, chunks) and the fallbacks by kind.
 * **Atomic, resumable** — each file is written to a temporary file and renamed; the meta file comes
   last and says ``"complete": true`` with the input's hash and the run's settings. A book whose
@@ -55,9 +56,15 @@ from ..llm.embeddings import EmbeddingError
 from ..llm.base import LLMError
 from .params import parse_key_value
 from ..core.schema import load_chunks
+from ..redact import redact_obj
+from ..chunkers.library import check_options as check_library_options
+from ..chunkers.library import is_library_method
+from ..chunkers.base import load_tokenizer
 
 SUFFIXES = {"chunks": ".jsonl", "text": ".text.txt", "meta": ".meta.json"}
 FORMAT = "litseg_nb.segment/1"
+#: the tokenizer counting each chunk's ``metadata["token_count"]`` (here and in the adapters)
+TOKEN_COUNTER = "all-MiniLM-L6-v2"
 SPANS_DOC = ("spans index the cleaned text (<name>.text.txt, UTF-8); metadata.raw_spans index the input file "
              "read with the encoding below and universal newlines, one span per paragraph of the chunk")
 
@@ -276,16 +283,28 @@ def _segment_main(args: Any) -> int:
         spec = get_method(args.method)
         options = _overrides(args)
         cfg = segment_config(spec, args.profile, **options)
+        if is_library_method(args.method):  # a misspelt library option: once, before any book is loaded
+            check_library_options(args.method, cfg)
     except ChunkerError as exc:
         raise SegmentUsageError(f"--method {args.method}: {exc}") from None
     except ConfigError as exc:
         raise SegmentUsageError(f"configuration error: {exc}") from None
     if spec.needs_llm and cfg.llm.backend == "openai" and not cfg.llm.base_urls:
         raise SegmentUsageError("--llm-backend openai needs --base-url URL (e.g. http://127.0.0.1:8000/v1)")
+    if not spec.needs_llm:  # an LLM option given to a method that calls no LLM would be ignored silently
+        given = [f for f, v in (("--base-url", args.base_url), ("--llm-backend", args.llm_backend),
+                                ("--llm-model", args.llm_model)) if v]
+        if given:
+            raise SegmentUsageError(f"--method {args.method} calls no LLM: {', '.join(given)} would be ignored; "
+                                    f"leave {'them' if len(given) > 1 else 'it'} out or choose an LLM method")
     files, missing = expand_inputs(args.inputs)
     if missing:
         raise SegmentUsageError(f"no such file, folder or matching .txt file: {', '.join(missing)}")
     single = len(args.inputs) == 1 and len(files) == 1 and Path(args.inputs[0]).is_file()
+    if not single and args.output is not None and args.output.suffix.lower() in (".jsonl", ".json") \
+            and not args.output.is_dir():
+        raise SegmentUsageError(f"-o {args.output} names a file, but {len(files)} book(s) are segmented "
+                                f"({len(args.inputs)} input(s)): give a folder for their outputs")
     try:
         default_dir = outputs_dir(args.profile) / "segment" if args.output is None else Path(".")
     except OutputsNotWritable as exc:
@@ -490,6 +509,16 @@ def _book_calls(backend: Any, book_id: str) -> int:
     return sum(r.get("calls", 0) for r in ledger.rows() if r.get("book") == book_id) if ledger is not None else 0
 
 
+def token_counter(name: str = TOKEN_COUNTER) -> Any:
+    """The :class:`~litseg_nb.chunkers.base.Tokenizer` counting ``token_count`` (loaded once per process)."""
+    if name not in _TOKENIZERS:
+        _TOKENIZERS[name] = load_tokenizer(name)
+    return _TOKENIZERS[name]
+
+
+_TOKENIZERS: dict[str, Any] = {}
+
+
 def outside_units(book: Any) -> list[tuple[int, int, int]]:
     """``(start, end, words)`` of each stretch of the cleaned text that no unit of ``book`` holds and that has
     words in it (front matter, back matter, matter between units): the text no chunk can cover."""
@@ -506,6 +535,9 @@ def outside_units(book: Any) -> list[tuple[int, int, int]]:
 def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any, args: Any, input_sha: str,
             fingerprint: str, complete: bool, calls: int, stop_reason: str = "") -> None:
     unmapped = _add_raw_spans(book, chunks)
+    tok = token_counter()
+    for c, n in zip(chunks, tok.count_many([c.text for c in chunks])):
+        c.metadata["token_count"] = n
     res.fallbacks = count_fallbacks(chunks)
     res.chunks = len(chunks)
     res.llm_calls = calls
@@ -522,10 +554,11 @@ def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any,
     from ..core.cache import code_version
 
     meta = {"format": FORMAT, "complete": complete, "code": code_version(), "input": str(res.source), "input_sha256": input_sha,
-            "settings": fingerprint, "method": args.method, "profile": args.profile, "options": _overrides(args),
+            "settings": fingerprint, "method": args.method, "profile": args.profile,
+            "options": redact_obj(_overrides(args)),  # server addresses without their secrets
             "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
             "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
-            "raw_spans_unmapped": unmapped, "n_units": len(units), "n_units_total": len(book.units),
+            "raw_spans_unmapped": unmapped, "tokenizer": tok.name, "n_units": len(units), "n_units_total": len(book.units),
             "n_chunks": len(chunks), "fallbacks": res.fallbacks, "llm_calls": calls,
             "model": cfg.llm.model if hasattr(cfg, "llm") else None, "units": units,
             "outside_units": {"words": res.outside_words, "spans": [[a, b] for a, b, _ in outside],

@@ -9,9 +9,16 @@
 
 or directly ``LitSegChunker(method="paragraph", profile="test").chunk(text)``. Each chunk's
 ``start_index`` / ``end_index`` are the main text's offsets in ``text``; ``chunk.text`` is the chunk
-text (LitSeg's subtitle + context + main text), ``chunk.context`` LitSeg's subtitle, and
-``chunk.metadata`` holds unit, sentence range, spans and context indices. A chunk that is not a span
-of the text (propositions, an unaligned library piece) has ``start_index = end_index = -1``.
+text (LitSeg's subtitle + context + main text: the text to embed, not a slice of ``text``), and
+``chunk.metadata`` holds unit, sentence range, spans, LitSeg's ``subtitle`` and ``context_idx``
+(there, not in ``chunk.context``, so chonkie's ``OverlapRefinery``, which writes ``context``, keeps
+them). A chunk that is not a span of the text (propositions, an unaligned library piece) has
+``start_index = end_index = -1``. ``token_count`` is counted by ``token_counter`` (named in
+``metadata["tokenizer"]``).
+
+Keywords: ``LitSegChunker(method, profile, **kw)``: ``kw`` are the adapter's own options
+(``keep_outside_units``, ``nested_metadata``, ``token_counter``) and overrides of the method's config
+(``options={...}`` is the same as keywords); an unknown one is a ConfigError naming the known ones.
 """
 from __future__ import annotations
 
@@ -21,33 +28,37 @@ from chonkie import BaseChunker
 from chonkie.pipeline import chunker
 from chonkie.types import Chunk as ChonkieChunk
 
-from .core import Segmenter, chunk_metadata
-from ..chunkers.base import load_tokenizer
+from ..core.schema import Chunk
+from .core import Segmenter
 from ..chunkers.library_adapters import chonkie_tokenizer
+from ..config import ConfigError
 
 
 @chunker("litseg")
 class LitSegChunker(BaseChunker):
-    """Any registered method as a chonkie chunker. ``options``: overrides of the method's config;
-    ``tokenizer``: the packaged tokenizer counting ``token_count`` (no download)."""
+    """Any registered method as a chonkie chunker (keywords: see the module docstring)."""
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", options: dict[str, Any] | None = None,
-                 tokenizer: str = "all-MiniLM-L6-v2", backend: Any = None, embedder: Any = None):
+                 backend: Any = None, embedder: Any = None, **overrides: Any):
 
-        self._tok = load_tokenizer(tokenizer)
-        super().__init__(tokenizer=chonkie_tokenizer(self._tok))
-        self.segmenter = Segmenter(method, profile, backend=backend, embedder=embedder, **(options or {}))
+        both = sorted(set(options or {}) & set(overrides))
+        if both:
+            raise ConfigError(f"LitSegChunker: {', '.join(both)} given both in options= and as a keyword")
+        self.segmenter = Segmenter(method, profile, backend=backend, embedder=embedder, **{**(options or {}),
+                                                                                             **overrides})
+        super().__init__(tokenizer=chonkie_tokenizer(self.segmenter.tokenizer))
 
     def chunk(self, text: str) -> list[ChonkieChunk]:
         _, chunks = self.segmenter.segment(text)
-        out = []
-        for c in chunks:
-            md = chunk_metadata(c)
-            a = md["start_index"] if md["start_index"] is not None else -1
-            b = md["end_index"] if md["end_index"] is not None else -1
-            out.append(ChonkieChunk(text=c.text, start_index=a, end_index=b, token_count=self._tok.count(c.text),
-                                    context=c.subtitle, metadata=md))
-        return out
+        return [self.to_chonkie(c) for c in chunks]
+
+    def to_chonkie(self, c: Chunk) -> ChonkieChunk:
+        """One chunk as chonkie's ``Chunk`` (``context`` left to chonkie's refineries)."""
+        md = self.segmenter.metadata(c)
+        a = md["start_index"] if md["start_index"] is not None else -1
+        b = md["end_index"] if md["end_index"] is not None else -1
+        return ChonkieChunk(id=md["chunk_id"], text=c.text, start_index=a, end_index=b,
+                            token_count=md["token_count"], metadata=md)
 
     def __repr__(self) -> str:
         return f"LitSegChunker(method={self.segmenter.method!r}, profile={self.segmenter.profile!r})"

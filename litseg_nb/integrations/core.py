@@ -8,37 +8,95 @@ all the documents it sees.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import warnings
 from typing import Any, Mapping
 
+from ..config import ConfigError
 from ..core.schema import Book, Chunk
 from ..segmenters.registry import get_method
-from ..llm import make_backend
+from ..chunkers.library import check_options, is_library_method
+from ..front.batch_segment import token_counter, outside_units
 from ..llm.embeddings import load_embedder
 from ..corpus import index_book
 from ..api import segment
 from ..chunkers.base import trim_span
+
+#: the adapters' own keywords (every other keyword is an override of the method's config)
+ADAPTER_OPTIONS = {
+    "keep_outside_units": "False: text outside the narrative units (title, author lines, front matter) is not "
+                          "chunked and a warning gives its word count; True: each such stretch is one chunk of "
+                          "its own (unit_id 'outside', metadata outside_units=True)",
+    "nested_metadata": "False: metadata values are scalars (lists/dicts as JSON strings, as vector stores "
+                       "want); True: spans and context_idx stay lists",
+    "token_counter": "the tokenizer counting each chunk's token_count (metadata 'tokenizer' names it): a "
+                     "packaged name (default all-MiniLM-L6-v2) or a local path",
+}
+from ..front.batch_segment import TOKEN_COUNTER as DEFAULT_TOKEN_COUNTER  # noqa: E402  (segment's, too)
+OUTSIDE_UNIT_ID = "outside"
+
+
+class OutsideUnitsWarning(UserWarning):
+    """Text of a document outside its narrative units was not chunked (``keep_outside_units=True`` keeps it)."""
 
 
 class Segmenter:
     """``Segmenter(method, profile, **options)``: ``options`` are overrides of the method's config
     (``llm={"backend": "openai", "base_urls": ("http://host:8000/v1",), "model": "Qwen/Qwen3-8B"}``,
     ``lumber_budget_tokens=400``, a ``lib:`` preset's ``chunk_size=...``). ``backend`` / ``embedder``
-    reuse models already built."""
+    reuse models already built. The adapters' own keywords are :data:`ADAPTER_OPTIONS`
+    (``keep_outside_units``, ``nested_metadata``, ``token_counter``); an unknown keyword is a
+    :class:`~litseg_nb.config.ConfigError` naming the known ones."""
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", backend: Any = None, embedder: Any = None,
-                 **options: Any):
+                 *, keep_outside_units: bool = False, nested_metadata: bool = False,
+                 token_counter: str = DEFAULT_TOKEN_COUNTER, **options: Any):
         self.method = method
         self.profile = profile
         self.options = dict(options)
         self.spec = get_method(method)
-        self.cfg = self.spec.config_class().for_profile(profile, **self.options)  # unknown keys raise here
+        for name, value in (("keep_outside_units", keep_outside_units), ("nested_metadata", nested_metadata)):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name} must be True or False, got {value!r}")
+        if not isinstance(token_counter, str) or not token_counter:
+            raise ConfigError(f"token_counter must be a tokenizer name or path, got {token_counter!r}")
+        self.keep_outside_units = keep_outside_units
+        self.nested_metadata = nested_metadata
+        self.token_counter = token_counter
+        try:
+            self.cfg = self.spec.config_class().for_profile(profile, **self.options)  # unknown keys raise here
+        except ConfigError as exc:
+            if "unknown key" not in str(exc):
+                raise
+            raise ConfigError(f"{exc}; the adapters' own options: {', '.join(ADAPTER_OPTIONS)}") from None
+
+        if is_library_method(method):  # a misspelt library option: here, not on the first document
+            check_options(method, self.cfg)
         self._backend = backend
         self._embedder = embedder
+        self._tokenizer: Any = None
+
+    @property
+    def tokenizer(self) -> Any:
+        """The :class:`~litseg_nb.chunkers.base.Tokenizer` counting ``token_count`` (loaded on first use)."""
+        if self._tokenizer is None:
+            self._tokenizer = token_counter(self.token_counter)
+        return self._tokenizer
+
+    def metadata(self, c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """:func:`chunk_metadata` with ``token_count`` / ``tokenizer``, scalar-only unless ``nested_metadata``."""
+        md = chunk_metadata(c, extra)
+        md["token_count"] = self.tokenizer.count(c.text)
+        md["tokenizer"] = self.tokenizer.name
+        return md if self.nested_metadata else flat_metadata(md)
 
     @property
     def backend(self) -> Any:
         if self._backend is None and self.spec.needs_llm:
+            # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
+            from ..llm import make_backend
+
             self._backend = make_backend(self.cfg.llm)
         return self._backend
 
@@ -50,21 +108,75 @@ class Segmenter:
 
     def book(self, text: str, doc_id: str | None = None, title: str | None = None) -> Book:
         """The text as a unit-split, sentence-indexed book (offsets = offsets into ``text``)."""
-        doc_id = doc_id or "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+        doc_id = document_id(text, doc_id)
         book = Book(book_id=doc_id, title=title or doc_id, dataset="text", text=text,
                     paragraphs=text_paragraphs(text), source=doc_id)
         return index_book(book, self.cfg.corpus.max_unit_words, self.cfg.corpus.sentence_splitter)
 
     def segment(self, text: str, doc_id: str | None = None, title: str | None = None) -> tuple[Book, list[Chunk]]:
-        """``(book, chunks)`` of ``text``; an empty or whitespace-only text has no chunks."""
+        """``(book, chunks)`` of ``text``; an empty or whitespace-only text has no chunks. ``text`` must be
+        a ``str`` (a :class:`TypeError` naming what was given otherwise: decode bytes first)."""
+        check_text(text)
         if not text.strip():
-            return Book(doc_id or "text:empty", title or "", "text", text), []
+            return Book(document_id(text, doc_id), title or "", "text", text), []
         book = self.book(text, doc_id, title)
-        if not any(u.n_sentences for u in book.units):
-            return book, []
-        chunks = segment(book, self.method, profile=self.profile, backend=self.backend, embedder=self.embedder,
-                         **self.options)
-        return book, chunks
+        chunks = []
+        if any(u.n_sentences for u in book.units):
+            chunks = segment(book, self.method, profile=self.profile, backend=self.backend, embedder=self.embedder,
+                             **self.options)
+        return book, self.outside(book, chunks)
+
+    def outside(self, book: Book, chunks: list[Chunk]) -> list[Chunk]:
+        """``chunks`` with the text outside the narrative units reported (a :class:`OutsideUnitsWarning`
+        with its word count) or, with ``keep_outside_units``, added as chunks of its own, in text order."""
+        stretches = outside_units(book)
+        if not stretches:
+            return chunks
+        words = sum(w for *_, w in stretches)
+        if not self.keep_outside_units:
+            warnings.warn(f"{book.book_id}: {words} word(s) in {len(stretches)} stretch(es) outside the narrative "
+                          "units (title, author lines, front matter) are not chunked; keep_outside_units=True "
+                          "keeps each as a chunk of its own", OutsideUnitsWarning, stacklevel=3)
+            return chunks
+
+        extra = []
+        for k, (a, b, _) in enumerate(stretches, 1):
+            a, b = trim_span(book.text, a, b)
+            piece = book.text[a:b]
+            extra.append(Chunk(book_id=book.book_id, unit_id=OUTSIDE_UNIT_ID, chunk_id=f"{OUTSIDE_UNIT_ID}.{k:03d}",
+                               method=self.method, from_idx=0, to_idx=-1, spans=[(a, b)], text=piece,
+                               main_text=piece, metadata={"outside_units": True}))
+        starts = {u.unit_id: u.start for u in book.units}
+        return sorted([*chunks, *extra], key=lambda c: c.spans[0][0] if c.unit_id == OUTSIDE_UNIT_ID
+                      else starts.get(c.unit_id, 0))  # stable: a unit's chunks keep their order
+
+
+def check_text(text: Any, what: str = "text") -> str:
+    """``text`` when it is a ``str``; a :class:`TypeError` naming the type otherwise (``None``, bytes, a
+    number: an adapter never guesses an encoding or stringifies a value)."""
+    if not isinstance(text, str):
+        hint = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+        raise TypeError(f"LitSeg adapters segment a str {what}; got {type(text).__name__}{hint}")
+    return text
+
+
+def document_id(text: str, given: Any = None) -> str:
+    """A document's id: ``given`` (the host's own document id) when there is one, else
+    ``text:<sha256[:12]>`` of the text. Chunk ids are ``<document id>/<unit>.<chunk>`` (:func:`chunk_metadata`)."""
+    if given is not None and str(given) != "":
+        return str(given)
+    return "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def unique_ids(ids: list[str]) -> list[str]:
+    """``ids`` with repeats made unique in order (``a``, ``a`` -> ``a``, ``a#2``): two documents of one call
+    with the same id (pages of one file that share ``source``, a text given twice) never share chunk ids."""
+    seen: dict[str, int] = {}
+    out = []
+    for i in ids:
+        seen[i] = seen.get(i, 0) + 1
+        out.append(i if seen[i] == 1 else f"{i}#{seen[i]}")
+    return out
 
 
 def text_paragraphs(text: str) -> list[tuple[int, int]]:
@@ -80,15 +192,25 @@ def text_paragraphs(text: str) -> list[tuple[int, int]]:
 
 
 def chunk_metadata(c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Flat metadata of one chunk: method, unit, sentence range, spans into the document text
-    (``start_index``/``end_index``: first and last character of the main text; None for a chunk that
-    is not a span of the text), LitSeg's subtitle and context sentence indices."""
+    """Flat metadata of one chunk: its document (``doc_id``) and an id unique across documents
+    (``chunk_id`` = ``<doc_id>/<unit>.<chunk>``; ``local_chunk_id`` the part within the document), method,
+    unit, sentence range, spans into the document text (``start_index``/``end_index``: first and last
+    character of the main text; None for a chunk that is not a span of the text), LitSeg's subtitle and
+    context sentence indices."""
     spans = [list(s) for s in c.spans] if c.is_source_span else []
-    md = {"method": c.method, "chunk_id": c.chunk_id, "unit_id": c.unit_id, "from_idx": c.from_idx,
+    md = {"doc_id": c.book_id, "chunk_id": f"{c.book_id}/{c.chunk_id}", "local_chunk_id": c.chunk_id,
+          "method": c.method, "unit_id": c.unit_id, "from_idx": c.from_idx,
           "to_idx": c.to_idx, "context_idx": list(c.context_idx), "subtitle": c.subtitle, "spans": spans,
           "start_index": spans[0][0] if spans else None, "end_index": spans[-1][1] if spans else None,
           "main_text": c.main_text, "is_source_span": c.is_source_span}
-    for k in ("fallback", "alignment"):
+    for k in ("fallback", "alignment", "outside_units", "unit_title"):
         if k in c.metadata:
             md[k] = c.metadata[k]
     return {**(extra or {}), **md}
+
+
+def flat_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
+    """``md`` with scalar values only (str, int, float, bool, None): lists, tuples and dicts become JSON
+    strings (``json.loads`` gives them back), since several vector stores reject nested metadata."""
+    return {k: (json.dumps(v, ensure_ascii=False) if isinstance(v, (list, tuple, dict)) else v)
+            for k, v in md.items()}

@@ -9,9 +9,19 @@
 
 ``split_text`` returns the chunk texts (LitSeg's subtitle + context + main text; for the baselines
 the main text); ``create_documents`` / ``split_documents`` keep each input document's metadata and
-add the chunk's: ``method, chunk_id, unit_id, from_idx, to_idx, context_idx, subtitle, spans,
-start_index, end_index, main_text`` (``text[start_index:end_index] == main_text`` for a contiguous
-chunk, ``"".join(text[a:b] for a, b in spans) == main_text`` always).
+add the chunk's: ``doc_id, chunk_id, method, unit_id, from_idx, to_idx, context_idx, subtitle, spans,
+start_index, end_index, main_text, token_count, tokenizer``.
+
+Which text is which: ``page_content`` is the text to embed and index (for LitSeg the subtitle and
+context sentences *plus* the main text), so it is generally not a slice of the document;
+``start_index`` / ``end_index`` locate the **main text** only (``text[start_index:end_index] ==
+main_text`` for a contiguous chunk, ``"".join(text[a:b] for a, b in json.loads(spans)) == main_text``
+always). Metadata values are scalars by default (``spans``, ``context_idx`` as JSON strings, which
+every vector store accepts; ``nested_metadata=True`` keeps lists).
+
+Keywords: the adapter's own (``keep_outside_units``, ``nested_metadata``, ``token_counter``: see
+:data:`litseg_nb.integrations.core.ADAPTER_OPTIONS`) and overrides of the method's config; an unknown
+one is a :class:`~litseg_nb.config.ConfigError` naming the known ones.
 """
 from __future__ import annotations
 
@@ -21,7 +31,7 @@ from typing import Any, Iterable
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
-from .core import Segmenter, chunk_metadata
+from .core import Segmenter, check_text, document_id, unique_ids
 from ..chunkers.library_adapters import langchain_embeddings
 from ..config import StageConfig
 from ..llm.embeddings import load_embedder
@@ -47,17 +57,33 @@ class LitSegTextSplitter(TextSplitter):
     def split_text(self, text: str) -> list[str]:
         return [c.text for c in self.segmenter.segment(text)[1]]
 
-    def create_documents(self, texts: list[str], metadatas: list[dict[Any, Any]] | None = None) -> list[Document]:
-        metadatas = metadatas or [{}] * len(texts)
-        out = []
+    def create_documents(self, texts: list[str], metadatas: list[dict[Any, Any]] | None = None,
+                         ids: list[Any] | None = None) -> list[Document]:
+        """One ``Document`` per chunk, ``Document.id`` = ``metadata["chunk_id"]`` (unique across the
+        documents: ``<doc_id>/<unit>.<chunk>``). A document's id is ``ids[i]`` (``split_documents`` passes
+        ``Document.id``), else ``<source>:<text hash>`` or the text hash; repeats within one call get ``#2``..."""
+        texts = list(texts)
         for i, text in enumerate(texts):
-            doc_id = (metadatas[i] or {}).get("source") or None
-            _, chunks = self.segmenter.segment(text, doc_id=str(doc_id) if doc_id else None)
+            check_text(text, f"(document {i})")
+        metadatas = metadatas or [{}] * len(texts)
+        given = list(ids) if ids is not None else [None] * len(texts)
+        doc_ids = []
+        for i, text in enumerate(texts):
+            source = (metadatas[i] or {}).get("source")
+            base = document_id(text)
+            doc_ids.append(document_id(text, given[i]) if given[i] else (f"{source}:{base[5:]}" if source else base))
+        out = []
+        for i, (text, doc_id) in enumerate(zip(texts, unique_ids(doc_ids))):
+            _, chunks = self.segmenter.segment(text, doc_id=doc_id)
             for c in chunks:
-                md = chunk_metadata(c, copy.deepcopy(metadatas[i]))
-                out.append(Document(page_content=c.text, metadata=md))
+                md = self.segmenter.metadata(c, copy.deepcopy(metadatas[i]))
+                out.append(Document(page_content=c.text, metadata=md, id=md["chunk_id"]))
         return out
 
     def split_documents(self, documents: Iterable[Document]) -> list[Document]:
         docs = list(documents)
-        return self.create_documents([d.page_content for d in docs], [d.metadata for d in docs])
+        for i, d in enumerate(docs):
+            if not isinstance(d, Document):
+                raise TypeError(f"split_documents takes LangChain Documents; item {i} is {type(d).__name__}")
+        return self.create_documents([d.page_content for d in docs], [d.metadata for d in docs],
+                                     ids=[d.id for d in docs])

@@ -9,8 +9,16 @@
 
 Each node's text is the chunk text (LitSeg's subtitle + context + main text); ``start_char_idx`` /
 ``end_char_idx`` are the main text's offsets in the document text; nodes of one document are linked
-``PREVIOUS`` / ``NEXT`` and to their ``SOURCE`` document; metadata holds unit, sentence range,
-spans, subtitle and context indices (see :func:`litseg_nb.integrations.core.chunk_metadata`).
+``PREVIOUS`` / ``NEXT`` (``include_prev_next_rel``) and to their ``SOURCE`` document; a node's
+metadata holds the document's (``include_metadata``) and the chunk's: unit, sentence range, spans,
+subtitle, context indices, ``token_count`` / ``tokenizer`` (see
+:func:`litseg_nb.integrations.core.chunk_metadata`; scalars only unless ``nested_metadata=True``).
+``id_func`` names the nodes and ``show_progress`` shows a progress bar, as in the stock parsers.
+
+Keywords: the parser's own fields (``include_metadata``, ``include_prev_next_rel``, ``id_func``,
+``callback_manager``), the adapter's (``keep_outside_units``, ``nested_metadata``, ``token_counter``)
+and overrides of the method's config (``LitSegNodeParser(method="lumber", lumber_budget_tokens=400)``,
+or the same in ``options={...}``); an unknown one is a ConfigError naming the known ones.
 """
 from __future__ import annotations
 
@@ -20,9 +28,9 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeRelationship, TextNode
 from pydantic import Field, PrivateAttr
 
-from .core import Segmenter, chunk_metadata
+from .core import ADAPTER_OPTIONS, DEFAULT_TOKEN_COUNTER, Segmenter, check_text
 from ..chunkers.library_adapters import llamaindex_embedding
-from ..config import StageConfig
+from ..config import StageConfig, ConfigError
 from ..llm.embeddings import load_embedder
 
 _SPAN_KEY = "_litseg_span"
@@ -40,31 +48,52 @@ class LitSegNodeParser(NodeParser):
     method: str = Field(default="litseg", description="litseg, litseg-lite, a baseline or lib:<preset>")
     profile: str = Field(default="smoke", description="test | smoke | full")
     options: Dict[str, Any] = Field(default_factory=dict, description="overrides of the method's config")
+    keep_outside_units: bool = Field(default=False, description=ADAPTER_OPTIONS["keep_outside_units"])
+    nested_metadata: bool = Field(default=False, description=ADAPTER_OPTIONS["nested_metadata"])
+    token_counter: str = Field(default=DEFAULT_TOKEN_COUNTER, description=ADAPTER_OPTIONS["token_counter"])
     _segmenter: Any = PrivateAttr(default=None)
+
+    def __init__(self, method: str = "litseg", profile: str = "smoke", options: Dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        own = {k: kwargs.pop(k) for k in list(kwargs) if k in type(self).model_fields}
+        both = sorted(set(options or {}) & set(kwargs))
+        if both:
+            raise ConfigError(f"LitSegNodeParser: {', '.join(both)} given both in options= and as a keyword")
+        options = {**(options or {}), **kwargs}
+        adapter = {k: own[k] for k in ADAPTER_OPTIONS if k in own}
+        Segmenter(method, profile, **adapter, **options)  # a ConfigError naming the known keys (not pydantic's)
+        super().__init__(method=method, profile=profile, options=options, **own)
 
     @classmethod
     def class_name(cls) -> str:
         return "LitSegNodeParser"
 
+    def _make_segmenter(self, backend: Any = None, embedder: Any = None) -> Segmenter:
+        return Segmenter(self.method, self.profile, backend=backend, embedder=embedder,
+                         keep_outside_units=self.keep_outside_units, nested_metadata=self.nested_metadata,
+                         token_counter=self.token_counter, **self.options)
+
     def model_post_init(self, __context: Any) -> None:  # noqa: D102
-        self._segmenter = Segmenter(self.method, self.profile, **self.options)
+        self._segmenter = self._make_segmenter()
 
     @classmethod
     def from_models(cls, method: str = "litseg", profile: str = "smoke", backend: Any = None, embedder: Any = None,
                     **kwargs: Any) -> "LitSegNodeParser":
         """A parser that reuses an already-built LLM backend / embedder."""
         parser = cls(method=method, profile=profile, **kwargs)
-        parser._segmenter = Segmenter(method, profile, backend=backend, embedder=embedder, **parser.options)
+        parser._segmenter = parser._make_segmenter(backend, embedder)
         return parser
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
+        from llama_index.core.utils import get_tqdm_iterable
+
         out: List[BaseNode] = []
-        for node in nodes:
-            text = node.get_content()
-            _, chunks = self._segmenter.segment(text, doc_id=node.node_id)
-            for c in chunks:
-                md = chunk_metadata(c)
-                tn = TextNode(text=c.text, metadata=md,
+        for node in get_tqdm_iterable(nodes, show_progress, "Segmenting documents"):
+            text = check_text(node.get_content(), f"(node {node.node_id})")
+            _, chunks = self._segmenter.segment(text, doc_id=node.node_id)  # chunk ids: <node id>/<unit>.<chunk>
+            for i, c in enumerate(chunks):
+                md = self._segmenter.metadata(c)
+                tn = TextNode(id_=self.id_func(i, node), text=c.text, metadata=md,
                               excluded_embed_metadata_keys=list(md), excluded_llm_metadata_keys=list(md),
                               relationships={NodeRelationship.SOURCE: node.as_related_node_info()})
                 if md["start_index"] is not None:

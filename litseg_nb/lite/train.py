@@ -38,6 +38,7 @@ from ..llm.base import LLMError
 from ..core.cache import hash_file, hash_obj
 from ..llm.models import load_model_and_tokenizer
 from ..llm import make_backend
+from ..redact import redact_obj
 
 
 # --------------------------------------------------------------------------- helpers
@@ -151,7 +152,7 @@ def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, e
     out_dir.mkdir(parents=True)
     model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
-    meta = {"stage": stage, "base_model": cfg.llm.model, "lite_config": cfg.to_dict(), **(extra or {})}
+    meta = redact_obj({"stage": stage, "base_model": cfg.llm.model, "lite_config": cfg.to_dict(), **(extra or {})})
     (out_dir / "lite_config.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
     return out_dir
 

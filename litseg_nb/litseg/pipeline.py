@@ -62,6 +62,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..llm.base import LLMError, SamplingParams, UsageTag
 from ..llm.replies import answer_text, replace_lone_surrogates
+from ..llm.request_cache import reject_replies
 from ..core.schema import Book, Chunk, Unit, assert_full_coverage, write_jsonl
 from .config import LitSegConfig
 from .prompting import (PAPER_LENGTH_REFERENCE, STAGES, LengthReference, reference_for, stage_conversation,
@@ -409,6 +410,9 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
                 job.record["stages"][stage]["attempts"].append(entry)
                 if not valid:
                     still.append(job)
+            # replies that failed validation leave the request cache: a rerun asks again (a server that
+            # answered nonsense may be fixed by then); this run keeps them (retry, repair, fallback)
+            reject_replies(backend, [j.conv for j in bjobs if j in still], params)
         pending = [j for j in pending if j in still]
     for job in jobs:
         _close_stage(stage, job)

@@ -20,12 +20,13 @@ book, stage), for notebook 08.
 """
 from __future__ import annotations
 
-import re
 import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
+
 from ..errors import LitsegError
+from ..redact import redact_url, url_identity  # noqa: F401  (one rule for secrets in URLs; re-exported)
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 Conversation = list[Message]
@@ -224,16 +225,6 @@ class BackendUnavailableError(LLMError):
     retries, repairs and whole-unit fallback are for invalid *replies*): it stops the run, and
     nothing of it is cached. The message is one line naming the server (credentials redacted) and
     the cause."""
-
-
-_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-_URL_SECRET_QUERY = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access_token|auth)=)[^&#\s]+")
-
-
-def redact_url(url: str) -> str:
-    """``url`` without credentials: ``user:token@`` becomes ``***@``, a ``key=``/``token=`` query value
-    ``***`` (for messages, labels and cache keys)."""
-    return _URL_SECRET_QUERY.sub(r"\1***", _URL_USERINFO.sub("***@", str(url)))
 
 
 def one_line(text: str, limit: int = 300) -> str:

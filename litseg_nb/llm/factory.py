@@ -54,8 +54,15 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
     if llm_cfg.use_cache:
         chunk = llm_cfg.batch_size if kind != "openai" else max(llm_cfg.batch_size,
                                                                 llm_cfg.max_concurrency)
-        return CachedBackend(backend, RequestCache(cache_path), chunk_size=chunk)  # type: ignore[return-value]
+        return CachedBackend(backend, RequestCache(cache_path), chunk_size=chunk,  # type: ignore[return-value]
+                             keep_invalid=keeps_invalid_replies(llm_cfg))
     return backend
+
+
+def keeps_invalid_replies(llm_cfg: LLMConfig) -> bool:
+    """Whether the request cache keeps replies that failed validation (``llm.cache_invalid_replies``)."""
+    mode = llm_cfg.cache_invalid_replies
+    return mode == "keep" or (mode == "auto" and llm_cfg.backend != "openai")
 
 
 def release_backend(backend: LLMBackend | None) -> None:

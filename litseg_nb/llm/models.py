@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from .packaged_models import PACKAGED_MODELS, packaged_model_dir
+from .packaged_models import PACKAGED_MODELS, packaged_model_dir, tokenizer_dir
 from ..core.paths import REPO_ROOT
 from .base import LLMError
 
@@ -251,7 +251,9 @@ def load_tokenizer(name: str, local_only: bool = False):
     from transformers import AutoTokenizer
 
     # both packaged names use SmolLM2's tokenizer: load it without building/converting the model
-    path = str(smollm2_tokenizer_dir()) if name in (TINY_RANDOM, SMOLLM2) else resolve_model_path(name)
+    shipped = tokenizer_dir(name)  # a packaged model's tokenizer (shipped files on a core install)
+    path = (str(smollm2_tokenizer_dir()) if name in (TINY_RANDOM, SMOLLM2)
+            else str(shipped) if shipped is not None else resolve_model_path(name))
     try:
         tok = AutoTokenizer.from_pretrained(path, **({"local_files_only": True} if local_only else {}))
     except (OSError, ValueError) as exc:

@@ -66,11 +66,19 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Sequence
 
 from .base import (BackendBase, BackendUnavailableError, Conversation, Generation, LLMError,
-                   SamplingParams, UsageLedger, UsageTag, one_line, reasoning_text_split, redact_url)
+                   SamplingParams, UsageLedger, UsageTag, one_line, reasoning_text_split, redact_url,
+                   url_identity)
 from ..errors import LitsegError
 from .models import ModelNotAvailableError, load_tokenizer, local_tokenizer_source
 
 RETRYABLE_STATUS_MIN = 500
+
+
+def endpoint(base_url: str, route: str) -> str:
+    """``route`` (``/chat/completions``) under ``base_url``, before its query string: a signed or
+    versioned address (``https://host/v1?api-version=…&sig=…``) keeps its query on every request."""
+    head, sep, query = str(base_url).partition("?")
+    return f"{head.rstrip('/')}{route}{sep}{query}"
 
 
 class _Retryable(LitsegError):
@@ -117,7 +125,8 @@ class OpenAIBackend(BackendBase):
         self.model_id = model
         self.base_urls = tuple(u.rstrip("/") for u in base_urls)
         # what identifies the answering model in cache keys: the endpoints and the served model id
-        self.revision = f"{model}@{','.join(sorted(redact_url(u) for u in self.base_urls))}"
+        # (redacted, plus a hash of any secret so that two servers differing only in one still differ)
+        self.revision = f"{model}@{','.join(sorted(url_identity(u) for u in self.base_urls))}"
         self.server = ", ".join(redact_url(u) for u in self.base_urls)  # for messages
         self.timeout_s = timeout_s
         self.max_wait_s = float(max_wait_s) if max_wait_s is not None else \
@@ -259,7 +268,7 @@ class OpenAIBackend(BackendBase):
                 causes.append(f"gave up after llm.max_wait_s={self.max_wait_s:g}s in all")
                 break
             idx = ranking[(start + attempt) % len(ranking)]
-            url = urls[idx] + route
+            url = endpoint(urls[idx], route)
             timeout = min(self.timeout_s, left)
             attempts += 1
             with self._rr_lock:

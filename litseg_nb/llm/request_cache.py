@@ -119,6 +119,17 @@ class RequestCache:
                 [(k, kind, model, json.dumps(v, ensure_ascii=True), now)
                  for k, kind, model, v in items])
 
+    def delete_many(self, keys: Sequence[str]) -> int:
+        """Remove the rows of ``keys`` (one transaction); the number removed."""
+        uniq = list(dict.fromkeys(keys))
+        n = 0
+        with self._lock, self._conn:
+            for i in range(0, len(uniq), 500):
+                part = uniq[i:i + 500]
+                n += self._conn.execute(f"DELETE FROM requests WHERE key IN ({','.join('?' * len(part))})",
+                                        part).rowcount
+        return n
+
     def __len__(self) -> int:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
@@ -154,6 +165,13 @@ def is_failed_reply(kind: str, value: Any) -> bool:
     return any(isinstance(v, float) and v != v for v in vals)
 
 
+def reject_replies(backend: Any, conversations: Sequence[Conversation], params: SamplingParams) -> int:
+    """:meth:`CachedBackend.reject` on a backend that has a request cache; 0 (nothing to do) on one
+    without."""
+    reject = getattr(backend, "reject", None) if isinstance(backend, CachedBackend) else None
+    return reject(conversations, params) if reject is not None else 0
+
+
 def cache_report(backend: Any) -> str:
     """One line on how many LLM replies of this run came from the request cache (for run summaries:
     the ``segment`` command, notebooks); ``""`` for no backend. Counts are those of the
@@ -180,12 +198,15 @@ def _gen_from_json(d: dict[str, Any]) -> Generation:
 class CachedBackend:
     """Wraps a backend with a :class:`RequestCache` (same interface, plus ``hits``/``misses``)."""
 
-    def __init__(self, inner: Any, cache: RequestCache | None = None, chunk_size: int = 8) -> None:
+    def __init__(self, inner: Any, cache: RequestCache | None = None, chunk_size: int = 8,
+                 keep_invalid: bool = False) -> None:
         self.inner = inner
         self.cache = cache if cache is not None else RequestCache()
         self.chunk_size = max(1, int(chunk_size))
+        self.keep_invalid = bool(keep_invalid)
         self.hits = 0
         self.misses = 0
+        self.rejected = 0  # replies a caller found invalid and took out of the cache
         self._count_lock = threading.Lock()
 
     # the wrapped backend's identity and tokenizer pass through
@@ -255,11 +276,27 @@ class CachedBackend:
                 self.hits += 1
         return out
 
+    def _chat_payloads(self, convs: Sequence[Conversation], params: SamplingParams) -> list[dict[str, Any]]:
+        return [{**self._base_payload("chat"), "messages": list(c), "params": dataclasses.asdict(params)}
+                for c in convs]
+
+    def reject(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams()) -> int:
+        """The replies to these chat requests failed the caller's validation (LitSeg's schema, LumberChunker's
+        ``Answer: ID``): take them out of the cache, so that a rerun asks the model again instead of
+        replaying the same fallback (a server answering nonsense, fixed since). This run keeps the
+        replies it has. With ``keep_invalid`` (``llm.cache_invalid_replies``) nothing is removed.
+        Returns the number of cached replies removed."""
+        if self.keep_invalid or not conversations:
+            return 0
+        n = self.cache.delete_many([RequestCache.make_key(p) for p in self._chat_payloads(conversations, params)])
+        with self._count_lock:
+            self.rejected += n
+        return n
+
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
              tag: UsageTag = UsageTag()) -> list[Generation]:
         convs = [list(c) for c in conversations]
-        payloads = [{**self._base_payload("chat"), "messages": c, "params": dataclasses.asdict(params)}
-                    for c in convs]
+        payloads = self._chat_payloads(convs, params)
 
         def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
             gens = self.inner.chat([convs[i] for i in idx], params, tag)

@@ -3,7 +3,7 @@ and align it back to the cleaned book text, so notebooks 05 and 06 evaluate it l
 
 From Python::
 
-    from litseg_nb.evaluation.chunk_import import import_chunk_file
+    from litseg_nb.front.chunk_import import import_chunk_file
     chunks, report = import_chunk_file("gutenqa:Emma_-_Jane_Austen", "lumber-published",
                                        "Emma.xlsx", text_column="Chunk", profile="smoke")
     print(report.summary())
@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..api import load_text
 from ..core.chunk_align import ChunkImportError, ImportReport, import_chunks
 from ..chunk_sets import METHOD_ORDER, chunk_set_path
 from ..core.schema import Book, Chunk, load_chunks
@@ -48,8 +49,10 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
         raise ChunkImportError(f"chunk file {path} does not exist")
     suf = path.suffix.lower()
     try:
-        if suf in (".jsonl", ".json"):
-            df = pd.read_json(path, lines=suf == ".jsonl")
+        if suf == ".jsonl":
+            df = pd.DataFrame.from_records(_jsonl_rows(path))
+        elif suf == ".json":
+            df = pd.read_json(path)
         elif suf == ".csv":
             df = pd.read_csv(path, keep_default_na=False)
         elif suf == ".parquet":
@@ -68,8 +71,17 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
         raise ChunkImportError(f"{path}: no column {text_column!r}; columns are {list(df.columns)} "
                                f"(choose one with --text-column)")
     texts, empty = [], 0
-    for v in df[text_column].tolist():
-        s = "" if v is None or (isinstance(v, float) and v != v) else str(v)
+    strict = suf in (".jsonl", ".json")  # JSON types its values: a chunk text is a string there
+    for row, v in enumerate(df[text_column].tolist(), start=1):
+        if v is None or (isinstance(v, float) and v != v):
+            s = ""
+        elif isinstance(v, str):
+            s = v
+        elif isinstance(v, (dict, list, tuple, bytes, bytearray)) or strict:
+            raise ChunkImportError(f"{path}: row {row}: {text_column!r} is a {type(v).__name__}, not a text "
+                                   f"({str(v)[:60]!r}); give the chunk text itself (or another --text-column)")
+        else:  # a spreadsheet cell holding a number
+            s = str(v)
         if s.strip():
             texts.append(s)
         else:
@@ -77,10 +89,44 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
     return texts, empty
 
 
+def _jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    """The objects of a JSONL file, one per non-blank line; a line that is not JSON, or not an object,
+    is a :class:`ChunkImportError` naming the file and the line."""
+    import json
+
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ChunkImportError(f"{path}: line {n} is not JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(obj, dict):
+                raise ChunkImportError(f"{path}: line {n} is a JSON {type(obj).__name__}, not an object "
+                                       f"such as {{\"Chunk\": \"...\"}}")
+            rows.append(obj)
+    return rows
+
+
 def load_book(book_id: str, profile: str) -> Book:
-    """The cleaned, unit-indexed book ``book_id`` as notebook 05 of ``profile`` loads it (all units)."""
+    """The cleaned, unit-indexed book ``book_id`` as notebook 05 of ``profile`` loads it (all units), or,
+    when ``book_id`` names a file, the user's own book loaded as ``segment`` loads it
+    (:func:`litseg_nb.api.load_text` with the profile's unit cap and sentence splitter; its id is
+    ``text:<stem>`` or ``gutenberg:<stem>``)."""
 
     cfg = RagConfig.for_profile(profile)
+    path = Path(book_id).expanduser()
+    if path.is_file():
+        try:
+            return load_text(path, max_unit_words=cfg.corpus.max_unit_words,
+                             sentence_splitter=cfg.corpus.sentence_splitter)
+        except (ValueError, UnicodeError) as e:
+            raise ChunkImportError(f"{path}: cannot read the book: {e}") from e
+    if ":" not in book_id and (path.suffix or "/" in book_id):
+        raise ChunkImportError(f"--book {book_id!r}: no such file (a book is a file path or an id such as "
+                               "'gutenqa:Emma_-_Jane_Austen')")
     datasets = (book_id.split(":", 1)[0],)
     corpus = cfg.corpus.replace(datasets=datasets, books=(book_id,), max_books=0, max_units_per_book=0)
     try:
@@ -129,6 +175,7 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
     texts, empty = read_chunk_texts(path, text_column)
     if book is None:
         book = load_book(book_id, profile)
+        book_id = book.book_id  # a file path: the id segment gives it
     elif book.book_id != book_id:
         raise ChunkImportError(f"book {book.book_id!r} given for book_id {book_id!r}")
     chunks, rep = import_chunks(book, texts, name, source=str(path), min_score=min_score, n_empty_rows=empty)

@@ -1,0 +1,109 @@
+"""A sweep of every subcommand with empty, malformed, unwritable and traversal-shaped arguments.
+
+Each case must end in a short error (exit 2 for usage, 1 for a failure; argparse's own usage + error
+lines count as one message), never a traceback, and write nothing outside the test's outputs folder:
+neither in the checkout nor in the working directory. No case starts real work (no notebook kernel,
+no download, no model): every argument is checked before any."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from litseg_nb.cli import main
+
+from fakes import stderr_lines
+
+REPO_ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def _cases(tmp):
+    afile = tmp / "a-file.txt"
+    book = tmp / "book.txt"
+    return [
+        # run / config / list
+        ["run", "--profile", "nope"],
+        ["run", "--only", "99"],
+        ["run", "--only", "../01"],
+        ["run", "-p", "max_books"],
+        ["run", "-p", "max_books=abc", "--only", "01"],
+        ["run", "--set", "=", "--only", "01"],
+        ["run", "--set", "no_such.field=1", "--only", "01"],
+        ["config", "--notebook", "../../etc"],
+        ["config", "--set", "llm.base_urls=[[["],
+        # segment
+        ["segment"],
+        ["segment", ""],
+        ["segment", str(tmp / "missing.txt")],
+        ["segment", str(book), "--method", ""],
+        ["segment", str(book), "--method", "../token"],
+        ["segment", str(book), "--method", "token", "-o", str(afile / "x.jsonl")],
+        ["segment", str(book), "--method", "token", "--max-units", "-1"],
+        ["segment", str(book), "--method", "token", "--set", "=="],
+        ["segment", str(book), "--method", "lumber", "--base-url", "ftp://x/v1"],
+        ["segment", str(book), "--method", "lumber", "--base-url", ""],
+        # boundaries
+        ["boundaries", "--profile", "test", "--name", "../../../README"],
+        ["boundaries", "--profile", "test", "--method", ","],
+        ["boundaries", "--profile", "test", "--method", ""],
+        ["boundaries", "--profile", "test", "--export-windows", str(afile / "w.jsonl")],
+        ["boundaries", "--profile", "test", "--chunks", str(tmp / "missing.jsonl")],
+        ["boundaries", "--profile", "test", "--llm-windows", "abc"],
+        # import-chunks
+        ["import-chunks", "--book", "", "--name", "x", "--from", str(afile)],
+        ["import-chunks", "--book", "gutenqa:Emma_-_Jane_Austen", "--name", "../../x", "--from", str(afile)],
+        ["import-chunks", "--book", "gutenqa:Emma_-_Jane_Austen", "--name", "ok-name", "--from", str(tmp / "none.jsonl")],
+        ["import-chunks", "--book", "gutenqa:Emma_-_Jane_Austen", "--name", "ok-name", "--from", str(afile)],
+        # gallery
+        ["gallery", "--profile", "test", "--out", str(afile)],
+        ["gallery", "--profile", "nope"],
+        # methods, docs
+        ["methods", "extra"],
+        ["docs", "--out", str(afile)],
+        ["import-chunks", "--book", str(tmp / "no-book.txt"), "--name", "ok-name", "--from", str(afile)],
+        ["boundaries", "--profile", "test", "--method", "lib:../x"],
+        # download-data: arguments only (no network is reached)
+        ["download-data", "--datasets", "nope"],
+        ["download-data", "--datasets", ""],
+        # rehearse: a python that does not exist
+        ["rehearse", "--python", str(tmp / "no-python"), "--pieces-only"],
+    ]
+
+
+def _git_status() -> list[str]:
+    out = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=REPO_ROOT,
+                         capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if "__pycache__" not in ln and ".pytest_cache" not in ln]
+
+
+@pytest.fixture(scope="module")
+def status_before():
+    return _git_status()
+
+
+def test_every_subcommand_refuses_hostile_arguments_in_one_line(tmp_path, monkeypatch, capsys, status_before):
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "outputs"))
+    monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache"))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    (tmp_path / "a-file.txt").write_text("just a file\n")
+    (tmp_path / "book.txt").write_text("A sentence of the book. And another one.\n")
+    problems = []
+    for argv in _cases(tmp_path):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:  # argparse: usage + one error line, exit 2
+            rc = exc.code
+        out, err = capsys.readouterr()
+        # argparse's usage block (its first line and indented continuations) + one error line count as one
+        lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("usage:", " "))
+                 and ln in stderr_lines(err) + [x for x in err.splitlines() if ": error: " in x]]
+        if rc not in (1, 2):
+            problems.append(f"{argv}: exit {rc} (expected 1 or 2); stderr {err.strip()[:200]!r}")
+        elif "Traceback" in err or len(lines) != 1:
+            problems.append(f"{argv}: {len(lines)} error lines: {err.strip()[:300]!r}")
+        if any(cwd.iterdir()):
+            problems.append(f"{argv}: wrote into the working directory: {sorted(p.name for p in cwd.iterdir())}")
+    assert not problems, "\n".join(problems)
+    assert _git_status() == status_before, "a hostile argument wrote into the checkout"
