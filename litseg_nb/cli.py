@@ -50,7 +50,7 @@ from .front.params import parse_key_value, check_set_keys, missing_for
 from .api import DEFAULT_PROFILE
 from .evaluation.boundary_train import cli
 from .segmenters.catalog import methods_text
-from .front import api_docs
+from . import api_docs
 
 # the notebook runner (papermill, nbformat: extra `notebooks`) is imported by the commands that run
 # notebooks, so a core install (`pip install litseg_nb`) runs segment, methods, import-chunks, ...

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..config import Options, at_least
+from ..core.paths import PACKAGE_DIR
 from ..errors import LitsegError
 from ..core.schema import Book, Chunk, Unit, word_count
 from .base import chunks_from_boundaries, unit_paragraphs, trim_span
@@ -36,7 +37,7 @@ from .boundary_features import DENSE_NAMES, FEATURE_VERSION, HASH_BUCKETS, HASH_
 from ..preprocess.units import build_units
 
 METHOD = "boundary-model"
-WEIGHTS_FILE = Path(__file__).resolve().parent.parent / "weights" / "boundary_model.json"
+WEIGHTS_FILE = PACKAGE_DIR / "weights" / "boundary_model.json"
 CARD_FILE = WEIGHTS_FILE.with_name("boundary_model.card.json")
 SCORES_KEY = "boundary_scores"
 

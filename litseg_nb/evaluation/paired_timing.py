@@ -44,6 +44,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from ..errors import LitsegError
 from ..llm.base import SamplingParams, UsageTag
 from ..corpus import load_corpus
 from ..litseg.config import LitSegConfig
@@ -67,7 +68,7 @@ PAIRED_RATIOS: dict[str, tuple[str, str, float]] = {
 CACHE_NOTE = "request cache bypassed (use_cache=False): every reply computed in this measurement"
 
 
-class PairedTimingError(ValueError):
+class PairedTimingError(LitsegError, ValueError):
     """The paired measurement cannot run (no unit, a method missing, a unit not in the corpus)."""
 
 

@@ -7,6 +7,7 @@ all the documents it sees.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -64,12 +65,15 @@ class Segmenter:
         self.keep_outside_units = keep_outside_units
         self.nested_metadata = nested_metadata
         self.token_counter = token_counter
-        try:
-            self.cfg = self.spec.config_class().for_profile(profile, **self.options)  # unknown keys raise here
-        except ConfigError as exc:
-            if "unknown key" not in str(exc):
-                raise
-            raise ConfigError(f"{exc}; the adapters' own options: {', '.join(ADAPTER_OPTIONS)}") from None
+        cls = self.spec.config_class()
+        known = sorted(f.name for f in dataclasses.fields(cls) if f.init)
+        # (a lib: method takes its library's own options too: check_options below names a misspelt one)
+        unknown = [] if is_library_method(method) else sorted(k for k in self.options if k not in known)
+        if unknown:  # one rule for every adapter: a keyword is a config override or an adapter option
+            raise ConfigError(f"{method}: unknown option(s) {', '.join(map(repr, unknown))}; the config keys of "
+                              f"{cls.__name__}: {', '.join(known)}; the adapters' own options: "
+                              f"{', '.join(ADAPTER_OPTIONS)}")
+        self.cfg = cls.for_profile(profile, **self.options)  # bad values raise here
 
         if is_library_method(method):  # a misspelt library option: here, not on the first document
             check_options(method, self.cfg)

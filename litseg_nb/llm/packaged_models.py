@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.paths import TEMPLATES_DIR
 from ..errors import LitsegError
 
 PACKAGED_MODELS = {
@@ -45,7 +46,7 @@ def shipped_tokenizer_dir(name: str) -> Path | None:
     sub = SHIPPED_TOKENIZERS.get(name.lower())
     if sub is None:
         return None
-    root = Path(__file__).resolve().parent / "templates" / "tokenizers" / sub
+    root = TEMPLATES_DIR / "tokenizers" / sub
     return root if (root / "tokenizer.json").is_file() else None
 
 

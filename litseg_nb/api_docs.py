@@ -14,9 +14,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import LitsegError, UsageError
-from ..core.paths import REPO_ROOT
-from ..core.safe_io import ensure_writable
+from .errors import LitsegError, UsageError
+from .core.paths import REPO_ROOT
+from .core.safe_io import ensure_writable
 
 DEFAULT_OUT = REPO_ROOT / "docs" / "api"
 
