@@ -284,14 +284,12 @@ def check_set_keys(sets: Any, notebooks: Any) -> None:
     for key, _ in sets:
         qual, parts = _split_key(key)
         pool = [c for c in classes if qual is None or c.__name__ == qual]
-        # a qualified key may name a config a selected notebook builds inside (LiteConfig's teacher,
-        # notebook 05's LumberChunker θ sweep: BaselinesConfig)
+        # a qualified key may name any stage config: one a selected notebook builds inside (LiteConfig's
+        # teacher, notebook 05's LumberChunker θ sweep: BaselinesConfig, 06's BoundaryConfig)
         if qual is not None and not pool:
-            from .chunkers.config import BaselinesConfig
-            from .litseg.config import LitSegConfig
-            from .rag.config import RagConfig
+            from .stage_configs import stage_config_classes
 
-            pool = [c for c in (LitSegConfig, RagConfig, BaselinesConfig) if c.__name__ == qual]
+            pool = [c for c in stage_config_classes() if c.__name__ == qual]
         if not any(field_hint(c, parts) is not _MISSING for c in pool):
             names = ", ".join(sorted(c.__name__ for c in (pool or classes)))
             raise ConfigError(f"--set {key}: no field {'.'.join(parts)!r} in {names} (the selected notebooks' "
