@@ -318,6 +318,10 @@ def _rehearse_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=7200, help="seconds per notebook (default 7200)")
     p.add_argument("--work", default=str(REPO_ROOT / "outputs" / "rehearsal"),
                    help="outputs, caches and logs of the rehearsal (never the real full outputs)")
+    p.add_argument("--estimate", action="store_true",
+                   help="print what `run --profile full` costs on one GPU (the rehearsal's counts in --work scaled "
+                        "to full's data sizes, engine memory, GPU-hours at stated throughputs) and stop")
+    p.add_argument("--gpu-gb", default="80,141", help="--estimate: card sizes in GB (stated throughputs: 80, 141)")
     return p
 
 
