@@ -486,11 +486,14 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
             left = watch.left_alive()
             from .rehearse_audit import read_sink
 
-            uncovered = read_sink(audit, n)
+            audited = read_sink(audit, n)
+            uncovered = audited or []
             engines = json.loads(engines_file.read_text())["engines"] if engines_file.is_file() else None
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or [""]
-            ok = rc == 0 and not uncovered and not left and engines in (0, None)
+            ok = rc == 0 and audited is not None and not uncovered and not left and engines in (0, None)
             note = "" if rc == 0 else f"rc={rc}: {tail[0][:300]} (log: {log})"
+            if audited is None:
+                note += " | the config audit was not active in the notebook's kernel (nothing checked)"
             if uncovered:
                 note += f" | {len(uncovered)} config field(s) still full's: " + "; ".join(uncovered[:3])
             if left:
@@ -501,7 +504,7 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
                         "prompt tokens": use["prompt_tokens"], "completion tokens": use["completion_tokens"],
                         "peak RSS GiB": round(watch.peak / 2**30, 2),
                         "engines at end": "?" if engines is None else engines, "processes left": len(left),
-                        "uncovered configs": len(uncovered)})
+                        "uncovered configs": "not audited" if audited is None else len(uncovered)})
             row["note"] = row.pop("note")
             rows.append(row)
             (work / "rehearsal_rows.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
