@@ -3,10 +3,12 @@
 From the rehearsal's own counts (``outputs/rehearsal/rehearsal_rows.json``: LLM calls, prompt and
 completion tokens per notebook, on the rehearsal's data) scaled to ``full``'s data sizes, per notebook:
 
-* the scale factor and what it is the ratio of (words of text the notebook's LLM methods read, or
-  questions for notebook 05): ``full``'s size (stated below: GutenQA and LiteraryQA are not all held
-  here, so their sizes come from the datasets' published book and question counts times mean book
-  lengths measured on the local copies) over the rehearsal's (measured: the units its configs select);
+* the scale factors: units and words of text the notebook's LLM methods read (questions for notebook
+  05), ``full``'s (stated below: GutenQA and LiteraryQA are not all held here, so their sizes come from
+  the datasets' published book and question counts times mean book and unit lengths measured on the
+  local copies) over the rehearsal's (measured: the units its configs select). Calls grow with units;
+  a prompt keeps the rehearsal's tokens per call plus the longer unit text ``full`` puts in it
+  (:data:`TOKENS_PER_WORD` per extra word); completions grow with words (segments, answers);
 * the GPU memory of each engine on one card: weights (parameters x 2 bytes, bf16) plus the KV cache of
   one sequence at the configured context (2 x layers x KV heads x head dim x 2 bytes per token, from
   the models' published configs) and how many such sequences the rest of the card holds;
@@ -30,6 +32,12 @@ from .errors import UsageError
 #: mean words per book measured on the local copies (raw Project Gutenberg texts, headers included)
 GUTENQA_WORDS_PER_BOOK = 698_302 / 11  # the 11 GutenQA books in <data>/gutenberg
 LITERARYQA_WORDS_PER_BOOK = 1_476_595 / 18  # the 18 LiteraryQA validation texts held locally
+#: mean words per unit at full's max_unit_words=6000 (units with sentences), measured on the local books
+#: with full's unit splitter: GutenQA's Emma (56 units, 157,317 words) and the 18 LiteraryQA validation
+#: texts (470 units, 1,417,063 words)
+FULL_WORDS_PER_UNIT = (157_317 + 1_417_063) / (56 + 470)  # 2,993 words
+#: BPE tokens per English word (assumed; a word is ~1.3 tokens for Qwen-style tokenizers)
+TOKENS_PER_WORD = 1.33
 FULL_SIZES: dict[str, float] = {
     # GutenQA: 100 books, 30 questions each (Duarte et al., 2024)
     "gutenqa_books": 100, "gutenqa_questions": 3000,
@@ -44,20 +52,23 @@ def full_quantities(sizes: Mapping[str, float] = FULL_SIZES) -> dict[str, float]
     questions (GutenQA + LiteraryQA test)."""
     eval_words = (sizes["gutenqa_books"] * GUTENQA_WORDS_PER_BOOK
                   + sizes["literaryqa_test_books"] * LITERARYQA_WORDS_PER_BOOK)
-    return {"eval_words": eval_words, "train_words": sizes["literaryqa_train_books"] * LITERARYQA_WORDS_PER_BOOK,
+    train_words = sizes["literaryqa_train_books"] * LITERARYQA_WORDS_PER_BOOK
+    return {"eval_words": eval_words, "train_words": train_words,
+            "eval_units": eval_words / FULL_WORDS_PER_UNIT, "train_units": train_words / FULL_WORDS_PER_UNIT,
             "questions": sizes["gutenqa_questions"]
             + sizes["literaryqa_test_books"] * sizes["literaryqa_questions_per_book"]}
 
 
-#: notebook -> (what its LLM work grows with, the engine model that does most of it)
+#: notebook -> (the data its LLM work grows with: "eval"/"train" units and words, or "questions"; the
+#: engine model that does most of it)
 DRIVERS: dict[str, tuple[tuple[str, ...], str]] = {
     "01": ((), ""),
-    "02": (("eval_words", "train_words"), "Qwen/Qwen3-32B"),  # the teacher annotates both
-    "03": (("train_words",), "Qwen/Qwen3-32B"),  # Lite's training; its judge (GRPO reward) is the 32B
-    "04": (("eval_words",), "Qwen/Qwen3-8B"),
+    "02": (("eval", "train"), "Qwen/Qwen3-32B"),  # the teacher annotates both
+    "03": (("train",), "Qwen/Qwen3-32B"),  # Lite's training; its judge (GRPO reward) is the 32B
+    "04": (("eval",), "Qwen/Qwen3-8B"),
     "05": (("questions",), "Qwen/Qwen3-8B"),
-    "06": (("eval_words",), "Qwen/Qwen3-8B"),
-    "07": (("eval_words",), "Qwen/Qwen3-8B"),
+    "06": (("eval",), "Qwen/Qwen3-8B"),
+    "07": (("eval",), "Qwen/Qwen3-8B"),
     "08": ((), ""),
 }
 
@@ -119,57 +130,72 @@ def engine_memory(card_gb: float, max_model_len: int, utilization: float = 0.9,
 
 # ---------------------------------------------------------------- the arithmetic
 def scale_factors(rehearsal: Mapping[str, float], full: Mapping[str, float]) -> dict[str, dict[str, Any]]:
-    """Per notebook: ``factor`` = full's size / the rehearsal's for the quantities it grows with
-    (:data:`DRIVERS`), and ``basis`` saying which (the sums of both sides)."""
+    """Per notebook (:data:`DRIVERS`): ``units`` and ``words`` = full's / the rehearsal's (the sums over
+    its drivers; for questions both are the questions' ratio), ``extra_words_per_unit`` = how many more
+    words a unit of ``full`` has than one of the rehearsal (0 for questions), and ``basis`` saying which."""
     out = {}
     for nb, (keys, _) in DRIVERS.items():
         if not keys:
-            out[nb] = {"factor": 0.0, "basis": "no LLM"}
+            out[nb] = {"units": 0.0, "words": 0.0, "extra_words_per_unit": 0.0, "basis": "no LLM"}
             continue
-        reh = sum(rehearsal[k] for k in keys)
-        if reh <= 0:
-            raise UsageError(f"rehearse --estimate: the rehearsal's {'+'.join(keys)} is {reh}: nothing to scale from")
-        f = sum(full[k] for k in keys)
-        out[nb] = {"factor": f / reh, "basis": f"{'+'.join(keys)}: full {f:,.0f} / rehearsal {reh:,.0f}"}
+        if keys == ("questions",):
+            if rehearsal["questions"] <= 0:
+                raise UsageError("rehearse --estimate: the rehearsal's questions is 0: nothing to scale from")
+            f = full["questions"] / rehearsal["questions"]
+            out[nb] = {"units": f, "words": f, "extra_words_per_unit": 0.0,
+                       "basis": f"questions: full {full['questions']:,.0f} / rehearsal {rehearsal['questions']:,.0f}"}
+            continue
+        ru, rw = (sum(rehearsal[f"{k}_{m}"] for k in keys) for m in ("units", "words"))
+        fu, fw = (sum(full[f"{k}_{m}"] for k in keys) for m in ("units", "words"))
+        if ru <= 0 or rw <= 0:
+            raise UsageError(f"rehearse --estimate: the rehearsal's {'+'.join(keys)} units/words are {ru}/{rw}: "
+                             f"nothing to scale from")
+        out[nb] = {"units": fu / ru, "words": fw / rw, "extra_words_per_unit": max(0.0, fw / fu - rw / ru),
+                   "basis": f"{'+'.join(keys)} units: full {fu:,.0f} / rehearsal {ru:,.0f}; words: full {fw:,.0f} "
+                            f"/ rehearsal {rw:,.0f}"}
     return out
 
 
 def estimate(rows: Sequence[Mapping[str, Any]], scales: Mapping[str, Mapping[str, Any]], card_gb: int,
-             throughput: Mapping[int, Mapping[str, tuple[float, float]]] = THROUGHPUT) -> list[dict[str, Any]]:
+             throughput: Mapping[int, Mapping[str, tuple[float, float]]] = THROUGHPUT,
+             tokens_per_word: float = TOKENS_PER_WORD) -> list[dict[str, Any]]:
     """The rehearsal's per-notebook counts (``rows``: ``notebook / piece``, ``LLM calls``,
-    ``prompt tokens``, ``completion tokens``) times each notebook's scale factor, and GPU-hours on one
-    ``card_gb`` card: prompt tokens / prefill rate + completion tokens / decode rate of its engine."""
+    ``prompt tokens``, ``completion tokens``) scaled to ``full`` (:func:`scale_factors`): calls x units;
+    prompt tokens = full's calls x (the rehearsal's prompt tokens per call + ``tokens_per_word`` x the
+    extra words per unit); completion tokens x words. GPU-hours on one ``card_gb`` card: prompt tokens /
+    prefill rate + completion tokens / decode rate of the notebook's engine."""
     if card_gb not in throughput:
         raise UsageError(f"rehearse --estimate: no stated throughput for a {card_gb} GB card "
                          f"(stated: {', '.join(map(str, sorted(throughput)))} GB)")
+    gpu = f"GPU-h ({card_gb} GB)"
     out = []
     for r in rows:
         nb = str(r["notebook / piece"])
         if nb not in DRIVERS:
             continue  # the engine pieces
-        s = scales[nb]
-        model = DRIVERS[nb][1]
-        calls, pt, ct = (float(r.get(k) or 0) * s["factor"] for k in ("LLM calls", "prompt tokens", "completion tokens"))
+        s, model = scales[nb], DRIVERS[nb][1]
+        c0, p0, k0 = (float(r.get(k) or 0) for k in ("LLM calls", "prompt tokens", "completion tokens"))
+        calls = c0 * s["units"]
+        pt = calls * ((p0 / c0 if c0 else 0.0) + tokens_per_word * s["extra_words_per_unit"])
+        ct = k0 * s["words"]
         hours = 0.0
         if model and (pt or ct):
             prefill, decode = throughput[card_gb][model]
             hours = (pt / prefill + ct / decode) / 3600
-        out.append({"notebook": nb, "engine": model or "-", "scale": round(s["factor"], 1), "scale basis": s["basis"],
-                    "rehearsal calls": int(r.get("LLM calls") or 0), "LLM calls": int(round(calls)),
-                    "prompt tokens": int(round(pt)), "completion tokens": int(round(ct)),
-                    f"GPU-h ({card_gb} GB)": round(hours, 2)})
-    total = {"notebook": "total", "engine": "", "scale": None, "scale basis": "",
-             "rehearsal calls": sum(x["rehearsal calls"] for x in out),
-             "LLM calls": sum(x["LLM calls"] for x in out), "prompt tokens": sum(x["prompt tokens"] for x in out),
-             "completion tokens": sum(x["completion tokens"] for x in out),
-             f"GPU-h ({card_gb} GB)": round(sum(x[f"GPU-h ({card_gb} GB)"] for x in out), 2)}
+        out.append({"notebook": nb, "engine": model or "-", "units x": round(s["units"], 1),
+                    "words x": round(s["words"], 1), "scale basis": s["basis"], "rehearsal calls": int(c0),
+                    "LLM calls": int(round(calls)), "prompt tokens": int(round(pt)), "completion tokens": int(round(ct)),
+                    gpu: round(hours, 2)})
+    total = {"notebook": "total", "engine": "", "units x": None, "words x": None, "scale basis": "",
+             **{k: sum(x[k] for x in out) for k in ("rehearsal calls", "LLM calls", "prompt tokens", "completion tokens")},
+             gpu: round(sum(x[gpu] for x in out), 2)}
     return [*out, total]
 
 
 # ---------------------------------------------------------------- the rehearsal's side, measured
 def rehearsal_quantities() -> dict[str, float]:
-    """The rehearsal's evaluation words (the units its LitSeg config selects), training words (the
-    units of its training corpus) and questions (per-dataset caps of its RagConfig over the datasets it
+    """The rehearsal's evaluation units and words (the units its LitSeg config selects), training units
+    and words (the units of its training corpus) and questions (per-dataset caps of its RagConfig over the datasets it
     evaluates), from the configs the rehearsal passes (profile ``full`` with its overrides)."""
     from .config import config_sets
     from .corpus import load_corpus
@@ -183,11 +209,12 @@ def rehearsal_quantities() -> dict[str, float]:
         lcfg = LitSegConfig.for_profile("full")
         rcfg = RagConfig.for_profile("full")
     books = load_corpus(lcfg.corpus)
-    ev = sum(word_count(u.text(b.text)) for b, u in select_units(books, lcfg.selection))
+    ev = [word_count(u.text(b.text)) for b, u in select_units(books, lcfg.selection)]
     train = load_corpus(lcfg.train_corpus)
-    tr = sum(word_count(u.text(b.text)) for b in train for u in b.units)
+    tr = [word_count(u.text(b.text)) for b in train for u in b.units if u.n_sentences]
     q = rcfg.generation_max_questions * len(rcfg.corpus.datasets)
-    return {"eval_words": float(ev), "train_words": float(tr), "questions": float(q)}
+    return {"eval_units": float(len(ev)), "eval_words": float(sum(ev)), "train_units": float(len(tr)),
+            "train_words": float(sum(tr)), "questions": float(q)}
 
 
 def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model_len: int = 32768,
@@ -205,7 +232,8 @@ def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model
     scales = scale_factors(reh, full)
     parts = ["Estimate, not a measurement: the rehearsal's LLM counts x scale factors (full's data sizes / "
              "the rehearsal's), GPU time at assumed throughputs (litseg_nb.rehearse_estimate.THROUGHPUT). "
-             "Prompt tokens counted without prefix-cache savings; LoRA training time (notebook 03) not included.",
+             "Prompt tokens counted without prefix-cache savings; LoRA training time (notebook 03) not included. "
+             f"Calls x units, prompts + {TOKENS_PER_WORD} tokens per extra unit word, completions x words.",
              f"rehearsal sizes: {', '.join(f'{k} {v:,.0f}' for k, v in reh.items())}; full sizes: "
              + ", ".join(f"{k} {v:,.0f}" for k, v in full.items())]
     for card in cards:

@@ -12,36 +12,44 @@ TOY = [{"notebook / piece": "FlagEmbedding BGE-M3 + reranker (tiny)", "LLM calls
        {"notebook / piece": "01", "LLM calls": 0, "prompt tokens": 0, "completion tokens": 0},
        {"notebook / piece": "02", "LLM calls": 10, "prompt tokens": 30_000, "completion tokens": 2_000},
        {"notebook / piece": "05", "LLM calls": 4, "prompt tokens": 8_000, "completion tokens": 400}]
-REH = {"eval_words": 500.0, "train_words": 500.0, "questions": 4.0}
-FULL = {"eval_words": 1_000_000.0, "train_words": 3_000_000.0, "questions": 400.0}
+REH = {"eval_units": 2.0, "eval_words": 500.0, "train_units": 2.0, "train_words": 500.0, "questions": 4.0}
+FULL = {"eval_units": 400.0, "eval_words": 1_000_000.0, "train_units": 1000.0, "train_words": 3_000_000.0,
+        "questions": 400.0}
 
 
 def test_scale_factors_are_full_over_rehearsal_per_driver():
     s = re_.scale_factors(REH, FULL)
-    assert s["02"]["factor"] == pytest.approx(4_000_000 / 1000)  # eval + train words
-    assert s["03"]["factor"] == pytest.approx(3_000_000 / 500)
-    assert s["04"]["factor"] == pytest.approx(2000) and s["05"]["factor"] == pytest.approx(100)
-    assert s["01"] == {"factor": 0.0, "basis": "no LLM"} and "full 4,000,000 / rehearsal 1,000" in s["02"]["basis"]
+    assert s["02"]["units"] == pytest.approx(1400 / 4) and s["02"]["words"] == pytest.approx(4_000_000 / 1000)
+    assert s["02"]["extra_words_per_unit"] == pytest.approx(4_000_000 / 1400 - 250)
+    assert s["03"]["units"] == pytest.approx(500) and s["03"]["words"] == pytest.approx(6000)
+    assert s["04"]["units"] == pytest.approx(200) and s["04"]["extra_words_per_unit"] == pytest.approx(2500 - 250)
+    assert s["05"] == {"units": 100.0, "words": 100.0, "extra_words_per_unit": 0.0,
+                       "basis": "questions: full 400 / rehearsal 4"}
+    assert s["01"]["basis"] == "no LLM" and "words: full 4,000,000 / rehearsal 1,000" in s["02"]["basis"]
 
 
 def test_estimate_scales_counts_and_prices_them_at_the_stated_rates():
     s = re_.scale_factors(REH, FULL)
     rates = {80: {"Qwen/Qwen3-32B": (1000.0, 100.0), "Qwen/Qwen3-8B": (2000.0, 200.0)}}
-    rows = {r["notebook"]: r for r in re_.estimate(TOY, s, 80, rates)}
+    rows = {r["notebook"]: r for r in re_.estimate(TOY, s, 80, rates, tokens_per_word=1.0)}
     assert set(rows) == {"01", "02", "05", "total"}  # the engine pieces are not notebooks
-    assert rows["02"]["LLM calls"] == 40_000 and rows["02"]["prompt tokens"] == 120_000_000
-    assert rows["02"]["completion tokens"] == 8_000_000
-    assert rows["02"]["GPU-h (80 GB)"] == pytest.approx((120e6 / 1000 + 8e6 / 100) / 3600, abs=0.01)
-    assert rows["05"]["LLM calls"] == 400 and rows["05"]["GPU-h (80 GB)"] == pytest.approx(
-        (800_000 / 2000 + 40_000 / 200) / 3600, abs=0.01)
-    assert rows["01"]["GPU-h (80 GB)"] == 0 and rows["total"]["LLM calls"] == 40_400
+    calls = 10 * 350  # x units
+    prompt = calls * (3000 + (4_000_000 / 1400 - 250))  # per call: the rehearsal's 3,000 + the longer unit text
+    assert rows["02"]["LLM calls"] == calls and rows["02"]["prompt tokens"] == round(prompt)
+    assert rows["02"]["completion tokens"] == 2000 * 4000  # x words
+    assert rows["02"]["GPU-h (80 GB)"] == pytest.approx((prompt / 1000 + 8e6 / 100) / 3600, abs=0.01)
+    assert rows["05"]["LLM calls"] == 400 and rows["05"]["prompt tokens"] == 800_000
+    assert rows["05"]["GPU-h (80 GB)"] == pytest.approx((800_000 / 2000 + 40_000 / 200) / 3600, abs=0.01)
+    assert rows["01"]["GPU-h (80 GB)"] == 0 and rows["total"]["LLM calls"] == calls + 400
     with pytest.raises(UsageError, match="no stated throughput for a 48 GB card"):
         re_.estimate(TOY, s, 48, rates)
 
 
 def test_nothing_to_scale_from_is_an_error():
-    with pytest.raises(UsageError, match="questions is 0.0"):
+    with pytest.raises(UsageError, match="questions is 0"):
         re_.scale_factors({**REH, "questions": 0.0}, FULL)
+    with pytest.raises(UsageError, match="train units/words are 0.0/500.0"):
+        re_.scale_factors({**REH, "train_units": 0.0}, FULL)
 
 
 def test_engine_memory_from_the_published_shapes():
@@ -61,6 +69,7 @@ def test_full_quantities_from_the_stated_sizes():
     q = re_.full_quantities()
     assert q["questions"] == pytest.approx(3000 + 138 * 1417 / 47)
     assert q["train_words"] == pytest.approx(465 * 1_476_595 / 18)
+    assert q["eval_units"] == pytest.approx(q["eval_words"] / re_.FULL_WORDS_PER_UNIT)
 
 
 def test_format_estimate_needs_the_rehearsals_counts(tmp_path):
