@@ -519,7 +519,8 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     import pandas as pd
 
-    return pd.DataFrame(rows).to_markdown(index=False) if rows else "(nothing ran)"
+    # the engine pieces have no ledger columns: blank, not nan
+    return pd.DataFrame(rows).astype(object).fillna("").to_markdown(index=False) if rows else "(nothing ran)"
 
 
 def main(args: Any) -> int:
