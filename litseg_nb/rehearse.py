@@ -357,19 +357,21 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
 
 
 #: the kernels' start-up file (IPython runs it in every kernel of the rehearsal, $IPYTHONDIR): the
-#: config audit (:mod:`litseg_nb.rehearse_audit`) and, at the kernel's exit, the vLLM engines still alive
+#: config audit (:mod:`litseg_nb.rehearse_audit`) and, after every cell, the vLLM engines alive in the
+#: kernel (the last value: at the notebook's end; the runner then stops the kernel at once, so an
+#: ``atexit`` hook would never run)
 KERNEL_STARTUP = r"""
-import atexit, json, os, sys
+import json, os, sys
 from litseg_nb.rehearse_audit import install_from_env
 install_from_env()
 
-def _litseg_engines_at_exit(path=os.environ.get("LITSEG_AUDIT_ENGINES", "")):
+def _litseg_engines_after_cell(*_args, path=os.environ.get("LITSEG_AUDIT_ENGINES", "")):
     mod = sys.modules.get("litseg_nb.llm.vllm_backend")
     if path:
         with open(path, "w") as fh:
             json.dump({"engines": len(mod.live_engines()) if mod is not None else 0}, fh)
 
-atexit.register(_litseg_engines_at_exit)
+get_ipython().events.register("post_run_cell", _litseg_engines_after_cell)
 """
 
 
@@ -398,7 +400,8 @@ class TreeWatch:
         for p in procs:
             try:
                 total += p.memory_info().rss
-                self.seen.setdefault(p.pid, p.create_time())
+                if p.pid not in self.seen:
+                    self.seen[p.pid] = (p.create_time(), " ".join([p.name(), *p.cmdline()]))
             except psutil.Error:
                 pass
         self.peak = max(self.peak, total)
@@ -417,7 +420,7 @@ class TreeWatch:
         import psutil
 
         out = []
-        for pid, created in self.seen.items():
+        for pid, (created, _) in self.seen.items():
             try:
                 p = psutil.Process(pid)
                 if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
@@ -425,6 +428,10 @@ class TreeWatch:
             except psutil.Error:
                 pass
         return out
+
+    def engines(self, pids: Sequence[int]) -> list[int]:
+        """The vLLM engine processes among ``pids`` (vLLM names its engine core ``VLLM::EngineCore``)."""
+        return [p for p in pids if "EngineCore" in self.seen.get(p, (0, ""))[1]]
 
 
 def notebook_usage(outputs: Path, number: str) -> dict[str, Any]:
@@ -490,7 +497,7 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
             uncovered = audited or []
             engines = json.loads(engines_file.read_text())["engines"] if engines_file.is_file() else None
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or [""]
-            ok = rc == 0 and audited is not None and not uncovered and not left and engines in (0, None)
+            ok = rc == 0 and audited is not None and not uncovered and not left
             note = "" if rc == 0 else f"rc={rc}: {tail[0][:300]} (log: {log})"
             if audited is None:
                 note += " | the config audit was not active in the notebook's kernel (nothing checked)"
@@ -503,7 +510,8 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
             row.update({"LLM calls": use["calls"], "cache hits": use["cache_hits"],
                         "prompt tokens": use["prompt_tokens"], "completion tokens": use["completion_tokens"],
                         "peak RSS GiB": round(watch.peak / 2**30, 2),
-                        "engines at end": "?" if engines is None else engines, "processes left": len(left),
+                        "engines in kernel at end": "?" if engines is None else engines,
+                        "engine processes left": len(watch.engines(left)), "processes left": len(left),
                         "uncovered configs": "not audited" if audited is None else len(uncovered)})
             row["note"] = row.pop("note")
             rows.append(row)

@@ -36,3 +36,9 @@ def test_tree_watch_sees_grandchildren_memory_and_the_ones_left_running():
     psutil.Process(left[0]).kill()
     time.sleep(0.5)
     assert watch.left_alive() == []
+
+
+def test_tree_watch_names_vllm_engine_processes():
+    w = TreeWatch.__new__(TreeWatch)  # no thread: the record of seen processes only
+    w.seen = {1: (0.0, "python -m litseg_nb run"), 2: (0.0, "VLLM::EngineCore python"), 3: (0.0, "python -c x")}
+    assert w.engines([1, 2, 3]) == [2] and w.engines([]) == []
