@@ -233,13 +233,15 @@ def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model
     scales = scale_factors(reh, full)
     parts = ["Estimate, not a measurement: the rehearsal's LLM counts x scale factors (full's data sizes / "
              "the rehearsal's), GPU time at assumed throughputs (litseg_nb.rehearse_estimate.THROUGHPUT). "
-             "Prompt tokens counted without prefix-cache savings; LoRA training time (notebook 03) not included. "
+             "Prompt tokens counted without prefix-cache savings; LoRA training time (notebook 03) not included; "
+             "notebook 02's calibration and comparison subsets scale with the rest (full fixes them at 50 units: "
+             "an overestimate). "
              f"Calls x units, prompts + {TOKENS_PER_WORD} tokens per extra unit word, completions x words.",
              f"rehearsal sizes: {', '.join(f'{k} {v:,.0f}' for k, v in reh.items())}; full sizes: "
              + ", ".join(f"{k} {v:,.0f}" for k, v in full.items())]
     for card in cards:
         parts.append(f"\n### one {card} GB GPU\n")
-        parts.append(pd.DataFrame(estimate(rows, scales, card)).to_markdown(index=False))
+        parts.append(pd.DataFrame(estimate(rows, scales, card)).astype(object).fillna("").to_markdown(index=False))
         parts.append("")
-        parts.append(pd.DataFrame(engine_memory(card, max_model_len)).to_markdown(index=False))
+        parts.append(pd.DataFrame(engine_memory(card, max_model_len)).astype(object).fillna("").to_markdown(index=False))
     return "\n".join(parts)
