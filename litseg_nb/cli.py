@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 import sys
 from typing import Any, Callable, Iterator, Sequence
 
@@ -39,7 +40,7 @@ from .batch_segment import segment_main
 from .chunk_import import cli as import_chunks_main
 from .config import PROFILES, ConfigError
 from .download import cli as download_main
-from .errors import LitsegError
+from .errors import LitsegError, UsageError
 from .evaluation.boundaries import cli as boundaries_main
 from .paths import REPO_ROOT
 from .runner import Interrupted, NotebookFailed, declared_parameters, discover_notebooks, run_notebooks
@@ -325,6 +326,21 @@ def _rehearse_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     return p
 
 
+def rehearse_main(args: argparse.Namespace) -> int:
+    """``rehearse``: the rehearsal (:mod:`litseg_nb.rehearse`), or with ``--estimate`` its cost estimate
+    for ``full`` (:mod:`litseg_nb.rehearse_estimate`)."""
+    if not args.estimate:
+        return rehearse.main(args)
+    from .rehearse_estimate import format_estimate
+
+    try:
+        cards = [int(x) for x in str(args.gpu_gb).split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"rehearse --estimate: --gpu-gb {args.gpu_gb!r} must be integers (GB), e.g. 80,141") from None
+    print(format_estimate(Path(args.work) / "rehearsal_rows.json", cards or (80, 141)))
+    return 0
+
+
 def _gallery_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="a gallery page of outputs/<profile>/ (tables and figures) in docs/gallery/<profile>/",
                        description=gallery.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -349,7 +365,7 @@ COMMANDS: dict[str, tuple[Builder, Handler]] = {
     "download-data": (_download_parser, download_main),
     "segment": (_segment_parser, segment_main),
     "boundaries": (_boundaries_parser, boundaries_main),
-    "rehearse": (_rehearse_parser, rehearse.main),
+    "rehearse": (_rehearse_parser, rehearse_main),
     "gallery": (_gallery_parser, gallery.run),
 }
 

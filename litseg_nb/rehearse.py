@@ -532,17 +532,6 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def main(args: Any) -> int:
-    if getattr(args, "estimate", False):
-        from .rehearse_estimate import format_estimate
-
-        try:
-            cards = [int(x) for x in str(args.gpu_gb).split(",") if x.strip()]
-        except ValueError:
-            print(f"[litseg_nb] rehearse --estimate: --gpu-gb {args.gpu_gb!r} must be integers (GB), e.g. 80,141",
-                  file=sys.stderr)
-            return 2
-        print(format_estimate(Path(args.work) / "rehearsal_rows.json", cards or (80, 141)))
-        return 0
     python = args.python
     if not Path(python).exists():
         print(f"[litseg_nb] rehearse: {python} not found; create it with "

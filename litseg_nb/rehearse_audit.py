@@ -16,7 +16,7 @@ servers. Two ways to run it:
   records to (:func:`install_from_env`, called by :mod:`litseg_nb.config` on import); a notebook
   with an uncovered config fails its row of the rehearsal's table;
 * without vLLM (CI): :func:`audit_notebooks` executes the notebooks' code cells in this process, with
-  ``full`` and the rehearsal's overrides, every engine a stand-in (the tiny random model on
+  ``full`` and the rehearsal's overrides (passed in: this module sits below :mod:`litseg_nb.rehearse`), every engine a stand-in (the tiny random model on
   transformers; vLLM engines and LoRA requests are served by it, FlagEmbedding loads the rehearsal's
   tiny BGE-M3), and returns the records (tests/test_rehearse_audit.py).
 """
@@ -29,7 +29,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 AUDIT_ENV = "LITSEG_CONFIG_AUDIT"  # JSONL file every process of the rehearsal appends its records to
 NOTEBOOK_ENV = "LITSEG_AUDIT_NOTEBOOK"  # the notebook a kernel runs (set by the rehearsal per notebook)
@@ -314,16 +314,15 @@ def execute_notebook(notebook: Path, number: str, parameters: dict[str, Any]) ->
         plt.close("all")
 
 
-def audit_notebooks(numbers: Sequence[str], m3: str, reranker: str, judge_url: str = "http://127.0.0.1:9/v1",
-                    notebooks: Sequence[Path] | None = None) -> dict[str, Any]:
-    """Notebooks ``numbers`` executed here in order with ``profile="full"`` and the rehearsal's overrides
-    (:func:`litseg_nb.rehearse.notebook_sets` of each number, as ``run --set`` passes them), engines
-    stood in (:func:`stand_in_engines`), the judge at ``judge_url``. ``notebooks`` runs other notebook
+def audit_notebooks(numbers: Sequence[str], sets_for: Callable[[str], Sequence[tuple[str, Any]]],
+                    judge_url: str = "http://127.0.0.1:9/v1", notebooks: Sequence[Path] | None = None) -> dict[str, Any]:
+    """Notebooks ``numbers`` executed here in order with ``profile="full"`` and the overrides
+    ``sets_for(number)`` (the rehearsal's: ``lambda n: litseg_nb.rehearse.notebook_sets(n, m3, reranker)``,
+    as ``run --set`` passes them), engines stood in (:func:`stand_in_engines`), the judge at ``judge_url``. ``notebooks`` runs other notebook
     files under those numbers' overrides (a test's planted notebook). Returns ``{"records",
     "uncovered", "engines", "seconds"}``; a notebook that raises stops the audit with its notebook and
     cell in the error."""
     from .config import config_sets
-    from .rehearse import notebook_sets
     from .runner import discover_notebooks
 
     files = list(notebooks) if notebooks is not None else [discover_notebooks([n])[0] for n in numbers]
@@ -335,7 +334,7 @@ def audit_notebooks(numbers: Sequence[str], m3: str, reranker: str, judge_url: s
             for n, nb in zip(numbers, files):
                 t0 = time.perf_counter()
                 with suspended():  # the overrides' own look-ups are not the notebook's configs
-                    sets = notebook_sets(n, m3, reranker)
+                    sets = list(sets_for(n))
                     full_models()
                 with config_sets(sets):
                     try:

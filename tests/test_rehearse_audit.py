@@ -25,6 +25,10 @@ ROOT = Path(__file__).resolve().parents[1] / "litseg_nb"
 NOTEBOOKS = ("01", "02", "03", "04", "05", "06", "07", "08")
 
 
+def SETS(number):  # noqa: N802 - the rehearsal's overrides with placeholder model folders
+    return notebook_sets(number, "/m3", "/rr")
+
+
 @dataclasses.dataclass(frozen=True)
 class PlantedConfig(StageConfig):
     """A stage config the rehearsal's overrides do not know (defined here, not in the package)."""
@@ -92,7 +96,7 @@ def test_audit_fails_on_a_planted_uncovered_config(tmp_path, monkeypatch, fresh_
         "covered = LitSegConfig.for_profile(profile)",
         "planted = PlantedConfig.for_profile(profile)\nllm = planted.llm.replace(max_new_tokens=8)",
     ])
-    res = ra.audit_notebooks(["06"], "/m3", "/rr", notebooks=[nb])
+    res = ra.audit_notebooks(["06"], SETS, notebooks=[nb])
     lines = res["uncovered"]
     assert "notebook 06 cell 2: PlantedConfig.llm.model: 'Qwen/Qwen3-8B' is full's model" in lines[0]
     assert any(x.startswith("notebook 06 cell 2: PlantedConfig.corpus.literaryqa_split: 'test'") for x in lines)
@@ -111,10 +115,10 @@ def test_audit_catches_a_package_config_left_out_of_the_overrides(tmp_path, monk
            if "BoundaryConfig.for_profile" in c][0].splitlines()
     cell = "\n".join(ln for ln in src if "import" in ln or "BoundaryConfig.for_profile" in ln)
     nb = _write_notebook(tmp_path / "nb06.ipynb", ['profile: str = "test"\nseed: int = 0', cell])
-    assert ra.audit_notebooks(["06"], "/m3", "/rr", notebooks=[nb])["uncovered"] == []
+    assert ra.audit_notebooks(["06"], SETS, notebooks=[nb])["uncovered"] == []
     real = sc.stage_config_classes
     monkeypatch.setattr(sc, "stage_config_classes", lambda: [c for c in real() if c.__name__ != "BoundaryConfig"])
-    lines = ra.audit_notebooks(["06"], "/m3", "/rr", notebooks=[nb])["uncovered"]
+    lines = ra.audit_notebooks(["06"], SETS, notebooks=[nb])["uncovered"]
     assert "notebook 06 cell 1: BoundaryConfig.llm.model: 'Qwen/Qwen3-8B' is full's model" in lines[0]
     assert any("BoundaryConfig.corpus.literaryqa_split: 'test'" in x for x in lines)
 
@@ -128,7 +132,8 @@ def test_every_config_notebooks_01_to_08_build_in_full_is_reached_by_the_rehears
 
     monkeypatch.chdir(fresh_dirs)
     with FakeOpenAI() as judge:
-        res = ra.audit_notebooks(NOTEBOOKS, str(tiny_bge_m3_dir()), str(tiny_reranker_dir()), judge_url=judge.url)
+        m3, rr = str(tiny_bge_m3_dir()), str(tiny_reranker_dir())
+        res = ra.audit_notebooks(NOTEBOOKS, lambda n: notebook_sets(n, m3, rr), judge_url=judge.url)
     assert res["uncovered"] == [], "\n".join(res["uncovered"])
     built = {r["notebook"] for r in res["records"] if r["config"].endswith("Config")}
     assert built == set(NOTEBOOKS)  # every notebook built configs: the audit ran each one
