@@ -340,8 +340,11 @@ def audit_notebooks(numbers: Sequence[str], sets_for: Callable[[str], Sequence[t
                     try:
                         execute_notebook(nb, n, {"profile": "full"})
                     except Exception as exc:
-                        raise RuntimeError(f"audit: notebook {n} code cell {_where['cell']} raised "
-                                           f"{type(exc).__name__}: {exc}") from exc
+                        err = RuntimeError(f"audit: notebook {n} code cell {_where['cell']} raised "
+                                           f"{type(exc).__name__}: {exc}")
+                        # what was recorded up to the failure (an uncovered config often causes it)
+                        err.audit = {"records": list(recs), "uncovered": uncovered(recs), "engines": list(engines)}
+                        raise err from exc
                 out["seconds"][n] = round(time.perf_counter() - t0, 1)
             out["records"], out["engines"] = list(recs), list(engines)
     finally:

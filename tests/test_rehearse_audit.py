@@ -106,6 +106,16 @@ def test_audit_fails_on_a_planted_uncovered_config(tmp_path, monkeypatch, fresh_
     assert {r["config"] for r in res["records"] if r["cell"] == 1} >= {"LitSegConfig"}
 
 
+def test_a_notebook_that_fails_keeps_what_the_audit_recorded(tmp_path, fresh_dirs):
+    nb = _write_notebook(tmp_path / "fails.ipynb", [
+        'profile: str = "test"',
+        "from tests.test_rehearse_audit import PlantedConfig\nplanted = PlantedConfig.for_profile(profile)\n"
+        "raise FileNotFoundError('test.jsonl')"])
+    with pytest.raises(RuntimeError, match="notebook 06 code cell 1 raised FileNotFoundError") as exc:
+        ra.audit_notebooks(["06"], SETS, notebooks=[nb])
+    assert exc.value.audit["uncovered"][0].startswith("notebook 06 cell 1: PlantedConfig.llm.model: 'Qwen/Qwen3-8B'")
+
+
 def test_audit_catches_a_package_config_left_out_of_the_overrides(tmp_path, monkeypatch, fresh_dirs):
     """The last known stop of the rehearsal: notebook 06 builds the boundary benchmark's BoundaryConfig
     inside (its code cell 7); with BoundaryConfig left out of the overrides the audit finds it."""
