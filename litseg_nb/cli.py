@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 import sys
 from typing import Any, Callable, Iterator, Sequence
 
@@ -41,7 +42,7 @@ from .front.batch_segment import segment_main
 from .front.chunk_import import cli as import_chunks_main
 from .config import PROFILES, ConfigError, config_sets, explain, renamed_hint
 from .data.download import cli as download_main
-from .errors import LitsegError
+from .errors import LitsegError, UsageError
 from .evaluation.boundaries import cli as boundaries_main
 from .core.paths import REPO_ROOT, NOTEBOOKS_DIR
 from .redact import redact_obj
@@ -51,6 +52,7 @@ from .api import DEFAULT_PROFILE
 from .evaluation.boundary_train import cli
 from .segmenters.catalog import methods_text
 from . import api_docs
+from .front.rehearse_estimate import format_estimate
 
 # the notebook runner (papermill, nbformat: extra `notebooks`) is imported by the commands that run
 # notebooks, so a core install (`pip install litseg_nb`) runs segment, methods, import-chunks, ...
@@ -396,7 +398,25 @@ def _rehearse_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=7200, help="seconds per notebook (default 7200)")
     p.add_argument("--work", default=str(REPO_ROOT / "outputs" / "rehearsal"),
                    help="outputs, caches and logs of the rehearsal (never the real full outputs)")
+    p.add_argument("--estimate", action="store_true",
+                   help="print what `run --profile full` costs on one GPU (the rehearsal's counts in --work scaled "
+                        "to full's data sizes, engine memory, GPU-hours at stated throughputs) and stop")
+    p.add_argument("--gpu-gb", default="80,141", help="--estimate: card sizes in GB (stated throughputs: 80, 141)")
     return p
+
+
+def rehearse_main(args: argparse.Namespace) -> int:
+    """``rehearse``: the rehearsal (:mod:`litseg_nb.front.rehearse`), or with ``--estimate`` its cost estimate
+    for ``full`` (:mod:`litseg_nb.front.rehearse_estimate`)."""
+    if not args.estimate:
+        return rehearse.main(args)
+
+    try:
+        cards = [int(x) for x in str(args.gpu_gb).split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"rehearse --estimate: --gpu-gb {args.gpu_gb!r} must be integers (GB), e.g. 80,141") from None
+    print(format_estimate(Path(args.work) / "rehearsal_rows.json", cards or (80, 141)))
+    return 0
 
 
 def _gallery_parser(sub: Any, name: str) -> argparse.ArgumentParser:
@@ -440,7 +460,7 @@ COMMANDS: dict[str, tuple[Builder, Handler]] = {
     "methods": (_methods_parser, methods_main),
     "boundaries": (_boundaries_parser, boundaries_main),
     "train-boundary-model": (_train_boundary_parser, _train_boundary_main),
-    "rehearse": (_rehearse_parser, rehearse.main),
+    "rehearse": (_rehearse_parser, rehearse_main),
     "gallery": (_gallery_parser, gallery.run),
     "docs": (lambda sub, name: _docs().add_parser(sub, name), lambda args: _docs().cli(args)),
 }

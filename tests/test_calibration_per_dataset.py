@@ -99,17 +99,44 @@ def test_calibration_gives_one_value_per_dataset_including_lites_training_datase
                                         {"subtitle": "b", "from_idx": k + 1, "to_idx": 6}]})
 
     cal = calibrate_length_reference(items(g, lq), ScriptedBackend(reply_fn=reply), cfg, progress=False,
-                                     train_items=items(train) + items(g))  # the selection's datasets come first
+                                     train_items=items(train) + items(g))  # a trained-on dataset: its training units
     # 2 units asked for, 3 datasets: each dataset still gets one (it needs its own value)
     assert sorted(cal["subset_by_dataset"]) == ["gutenberg", "gutenqa", "literaryqa"]
     assert all(len(v) == 1 for v in cal["subset_by_dataset"].values())
     assert cal["length_reference"] == {"gutenberg": 3, "gutenqa": 4, "literaryqa": 5}  # max of (k, 6-k)
-    assert cal["training_datasets"] == ["gutenberg"] and cal["pooled"]["quantile_value"] == 5
+    assert cal["training_datasets"] == ["gutenberg", "gutenqa"] and cal["pooled"]["quantile_value"] == 5
     table = calibration_table(cal, "scripted")
     assert list(table["dataset"]) == ["gutenberg", "gutenqa", "literaryqa", "(pooled, not used)"]
     assert list(table["length_reference"][:3]) == [3, 4, 5] and set(table["source"][:3]) == {"calibrated"}
     off = calibration_table({"length_reference": 100, "source": "config (calibration off)", "subset": []})
     assert list(off["dataset"]) == ["(every dataset)"] and list(off["length_reference"]) == [100]
+
+
+def test_a_dataset_evaluated_and_trained_on_is_calibrated_on_its_training_units(fresh_dirs):
+    """full: LiteraryQA is evaluated on its test split and Lite trains on its train split; the value its
+    test units' prompts carry comes from train units only (GutenQA, never trained on, from the selection)."""
+    g = make_book("gutenqa:G", units=2, dataset="gutenqa")
+    lq_test = make_book("literaryqa:T", units=2, dataset="literaryqa")
+    lq_train = make_book("literaryqa:R", units=2, dataset="literaryqa")
+    cfg = LitSegConfig.for_profile("test", max_retries=0, calibration_units=4, calibration_quantile=1.0)
+    lengths = {"gutenqa:G": 2, "literaryqa:T": 1, "literaryqa:R": 4}
+    seen = []
+
+    def reply(conv):
+        bid = re.search(r"in ([\w:]+)\.", conv[-1]["content"]).group(1)
+        seen.append(bid)
+        if stage_of(conv) != 3:
+            return good(conv)
+        k = lengths[bid]
+        return json.dumps({"segments": [{"subtitle": "a", "from_idx": 1, "to_idx": k},
+                                        {"subtitle": "b", "from_idx": k + 1, "to_idx": 6}]})
+
+    cal = calibrate_length_reference(items(g, lq_test), ScriptedBackend(reply_fn=reply), cfg, progress=False,
+                                     train_items=items(lq_train))
+    assert "literaryqa:T" not in seen and {"gutenqa:G", "literaryqa:R"} <= set(seen)
+    assert cal["length_reference"] == {"gutenqa": 4, "literaryqa": 4}  # max(k, 6 - k) of G (2) and R (4)
+    assert cal["training_datasets"] == ["literaryqa"]
+    assert {u.split("/")[0] for u in cal["subset_by_dataset"]["literaryqa"]} == {"literaryqa:R"}
 
 
 def test_lite_uses_the_units_datasets_reference_in_training_and_at_inference():

@@ -141,6 +141,11 @@ def test_rollout_cap_is_sized_from_the_teacher_replies():
     assert fixed["cap"] == 5 and fixed["share of teacher replies over the cap"] == 1.0
     with pytest.raises(ValueError, match="sized from the teacher"):
         T.train_grpo(None, None, examples, full, [], "/nonexistent")
+    # never above Lite's own inference cap: sized or configured
+    low = T.rollout_cap(examples, count, full.replace(infer_max_new_tokens=longest - 1))
+    assert low["cap"] == longest - 1 and "bounded by infer_max_new_tokens" in low["source"]
+    assert low["teacher replies over the cap"] >= 1
+    assert T.rollout_cap(examples, count, full.replace(grpo_max_completion_length=10 ** 6))["cap"] == 4096
 
 
 def test_rollout_time_estimate_counts_decode_steps_both_ways():

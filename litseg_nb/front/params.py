@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..config import PROFILES, ConfigError, StageConfig, _scalar, field_constraint, rejected_choices
+from .stage_configs import stage_config_classes
 from ..core.paths import NOTEBOOKS_DIR
 from ..config import (active_sets, _build as build_dataclass, missing_settings, _MISSING, _split_key,
                       field_hint, renamed_hint)
@@ -386,11 +387,11 @@ def check_set_keys(sets: Any, notebooks: Any) -> None:
     for key, _ in sets:
         qual, parts = _split_key(key)
         pool = [c for c in classes if qual is None or c.__name__ == qual]
-        # a qualified key may name a config a selected notebook builds inside (LiteConfig's teacher,
-        # notebook 05's LumberChunker θ sweep: BaselinesConfig, notebook 06's boundary benchmark, 07's A.2
-        # raters: SegmentQualityConfig, 08's paired §4.4 measurement: LiteConfig)
+        # a qualified key may name any stage config: one a selected notebook builds inside (LiteConfig's
+        # teacher, notebook 05's LumberChunker θ sweep: BaselinesConfig, 06's BoundaryConfig, 07's A.2 raters:
+        # SegmentQualityConfig, 08's paired §4.4 measurement: LiteConfig)
         if qual is not None and not pool:
-            pool = [c for c in map(_config_class, INSIDE_CONFIGS) if c.__name__ == qual]
+            pool = [c for c in stage_config_classes() if c.__name__ == qual]
         if not any(field_hint(c, parts) is not _MISSING for c in pool):
             names = ", ".join(sorted(c.__name__ for c in (pool or classes)))
             raise ConfigError(f"--set {key}: no field {'.'.join(parts)!r}{renamed_hint(parts)} in {names} (the selected notebooks' "

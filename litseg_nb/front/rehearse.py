@@ -39,6 +39,7 @@ from .params import NOTEBOOK_CONFIGS
 from ..rag.config import RagConfig
 from ..config import EmbeddingConfig, LLMConfig
 from ..llm import SamplingParams, make_backend
+from .rehearse_audit import AUDIT_ENV, NOTEBOOK_ENV, read_sink
 
 #: tiny encoder shapes (random weights, fixed seed): enough to run every FlagEmbedding code path
 TINY_ENCODER = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
@@ -165,20 +166,22 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
     return [(f"{name}.{k}", list(v) if isinstance(v, tuple) else v) for k, v in out.items()]
 
 
-def notebook_sets(number: str, m3: str, reranker: str) -> list[tuple[str, Any]]:
-    """The sets for notebook ``number``: its own config's and those of the configs it builds inside."""
+def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2-135m-instruct"
+                  ) -> list[tuple[str, Any]]:
+    """The sets for notebook ``number``: its own config's first, then those of every other stage config
+    of the package (:func:`litseg_nb.front.stage_configs.stage_config_classes`), since a notebook or a package
+    function it calls may build any of them inside (LiteConfig's teacher: LitSegConfig; notebook 05's
+    LumberChunker θ sweep: BaselinesConfig; 06's boundary benchmark: BoundaryConfig). Which configs a
+    notebook does build, and whether the sets reach them, is :mod:`litseg_nb.front.rehearse_audit`'s check."""
     # deferred: loads nbformat (not loaded by importing this module)
     from .runner import discover_notebooks
+    # deferred: tests patch litseg_nb.front.stage_configs.stage_config_classes (read at call time)
+    from .stage_configs import stage_config_classes
 
     (nb,) = discover_notebooks([number])
     classes = [NOTEBOOK_CONFIGS[nb.stem].config_class()] if nb.stem in NOTEBOOK_CONFIGS else []
-    # LiteConfig.teacher(), notebook 07's RagConfig and SegmentQualityConfig (its A.2 raters), notebook 05's
-    # LumberChunker θ sweep (BaselinesConfig), notebook 08's paired §4.4 measurement (LiteConfig, LitSegConfig,
-    # BaselinesConfig)
-    for extra in (LitSegConfig, RagConfig, BaselinesConfig, LiteConfig, SegmentQualityConfig):
-        if extra not in classes:
-            classes.append(extra)
-    return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker)]
+    classes += [c for c in stage_config_classes() if c not in classes]
+    return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker, llm_model)]
 
 
 # ---------------------------------------------------------------- servers
@@ -351,13 +354,113 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
     return rows
 
 
+#: the kernels' start-up file (IPython runs it in every kernel of the rehearsal, $IPYTHONDIR): the
+#: config audit (:mod:`litseg_nb.front.rehearse_audit`) and, after every cell, the vLLM engines alive in the
+#: kernel (the last value: at the notebook's end; the runner then stops the kernel at once, so an
+#: ``atexit`` hook would never run)
+KERNEL_STARTUP = r"""
+import json, os, sys
+from litseg_nb.front.rehearse_audit import install_from_env
+install_from_env()
+
+def _litseg_engines_after_cell(*_args, path=os.environ.get("LITSEG_AUDIT_ENGINES", "")):
+    mod = sys.modules.get("litseg_nb.llm.vllm_backend")
+    if path:
+        with open(path, "w") as fh:
+            json.dump({"engines": len(mod.live_engines()) if mod is not None else 0}, fh)
+
+get_ipython().events.register("post_run_cell", _litseg_engines_after_cell)
+"""
+
+
+class TreeWatch:
+    """Peak resident memory of a process and all its descendants (the runner, its kernel, vLLM's engine
+    processes), their RSS summed, sampled every ``every_s`` seconds on a thread; and every descendant
+    seen, so the ones still alive after the notebook (an engine left running) can be counted."""
+
+    def __init__(self, pid: int, every_s: float = 2.0) -> None:
+        import threading
+
+        self.pid, self.every_s, self.peak, self.seen = pid, every_s, 0, {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        total = 0
+        for p in procs:
+            try:
+                total += p.memory_info().rss
+                if p.pid not in self.seen:
+                    self.seen[p.pid] = (p.create_time(), " ".join([p.name(), *p.cmdline()]))
+            except psutil.Error:
+                pass
+        self.peak = max(self.peak, total)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def left_alive(self) -> list[int]:
+        """Descendants seen during the run that are still running (same pid, same start time)."""
+        import psutil
+
+        out = []
+        for pid, (created, _) in self.seen.items():
+            try:
+                p = psutil.Process(pid)
+                if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(pid)
+            except psutil.Error:
+                pass
+        return out
+
+    def engines(self, pids: Sequence[int]) -> list[int]:
+        """The vLLM engine processes among ``pids`` (vLLM names its engine core ``VLLM::EngineCore``)."""
+        return [p for p in pids if "EngineCore" in self.seen.get(p, (0, ""))[1]]
+
+
+def notebook_usage(outputs: Path, number: str) -> dict[str, Any]:
+    """LLM calls, cache hits, prompt and completion tokens of notebook ``number`` from its usage ledger
+    (``artifacts/usage/<NN>.csv``; zeros for a notebook that calls no LLM and writes none)."""
+    import pandas as pd
+
+    path = outputs / "full" / "artifacts" / "usage" / f"{number}.csv"
+    keys = ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
+    if not path.is_file():
+        return {k: 0 for k in keys}
+    df = pd.read_csv(path)
+    return {k: int(df[k].sum()) if k in df else 0 for k in keys}
+
+
 def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, timeout_s: float) -> list[dict[str, Any]]:
     """Notebooks ``numbers`` in order with ``--profile full`` and :func:`notebook_sets`, each in the
-    rehearsal environment, the judge served by `vllm serve`; stops at the first failure."""
+    rehearsal environment, the judge served by `vllm serve`; stops at the first failure. A notebook
+    fails its row also when a config it built still points at ``full``'s real models, data or servers
+    (:mod:`litseg_nb.front.rehearse_audit`) or when a vLLM engine (or any process it started) outlives it."""
+
     m3, rr = str(tiny_bge_m3_dir()), str(tiny_reranker_dir())
     rows, server = [], None
+    startup = work / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    (startup / "00-litseg-rehearsal.py").write_text(KERNEL_STARTUP, encoding="utf-8")
+    audit = work / "config_audit.jsonl"
+    audit.unlink(missing_ok=True)
     env = {**cpu_env(), "LITSEG_OUTPUTS_DIR": str(work / "outputs"), "LITSEG_CACHE_DIR": str(work / "cache"),
-           "LITSEG_TORCH_THREADS": os.environ.get("LITSEG_TORCH_THREADS", "2")}
+           "LITSEG_TORCH_THREADS": os.environ.get("LITSEG_TORCH_THREADS", "2"), "IPYTHONDIR": str(work / "ipython"),
+           AUDIT_ENV: str(audit)}
     try:
         if {"03", "05", "06", "07"} & set(numbers):  # the judge server: GRPO reward, pairwise judge, A.2 raters
             server, url = start_server(python, str(smollm2_dir()), SMOLLM2, work / "judge_server.log")
@@ -367,18 +470,48 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
             cmd = [python, "-m", "litseg_nb", "run", "--profile", "full", "--only", n]
             for k, v in sets:
                 cmd += ["--set", f"{k}={v if isinstance(v, str) else repr(v)}"]
+            engines_file = work / f"engines_{n}.json"
+            engines_file.unlink(missing_ok=True)
             t0 = time.perf_counter()
             log = work / f"notebook_{n}.log"
             with open(log, "w") as fh:
+                proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=str(REPO_ROOT),
+                                        env={**env, NOTEBOOK_ENV: n, "LITSEG_AUDIT_ENGINES": str(engines_file)})
+                watch = TreeWatch(proc.pid)
                 try:
-                    rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=str(REPO_ROOT),
-                                        timeout=timeout_s).returncode
+                    rc = proc.wait(timeout=timeout_s)
                 except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
                     rc = 124
+                watch.stop()
+            time.sleep(2.0)  # processes shutting down with the kernel
+            left = watch.left_alive()
+
+            audited = read_sink(audit, n)
+            uncovered = audited or []
+            engines = json.loads(engines_file.read_text())["engines"] if engines_file.is_file() else None
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or [""]
-            rows.append(_row(n, NOTEBOOK_ENGINES.get(n, "?"), time.perf_counter() - t0, rc == 0,
-                             "" if rc == 0 else f"rc={rc}: {tail[0][:300]} (log: {log})"))
-            if rc != 0:
+            ok = rc == 0 and audited is not None and not uncovered and not left
+            note = "" if rc == 0 else f"rc={rc}: {tail[0][:300]} (log: {log})"
+            if audited is None:
+                note += " | the config audit was not active in the notebook's kernel (nothing checked)"
+            if uncovered:
+                note += f" | {len(uncovered)} config field(s) still full's: " + "; ".join(uncovered[:3])
+            if left:
+                note += f" | {len(left)} process(es) outlived the notebook: {left[:5]}"
+            row = _row(n, NOTEBOOK_ENGINES.get(n, "?"), time.perf_counter() - t0, ok, note.strip(" |"))
+            use = notebook_usage(work / "outputs", n)
+            row.update({"LLM calls": use["calls"], "cache hits": use["cache_hits"],
+                        "prompt tokens": use["prompt_tokens"], "completion tokens": use["completion_tokens"],
+                        "peak RSS GiB": round(watch.peak / 2**30, 2),
+                        "engines in kernel at end": "?" if engines is None else engines,
+                        "engine processes left": len(watch.engines(left)), "processes left": len(left),
+                        "uncovered configs": "not audited" if audited is None else len(uncovered)})
+            row["note"] = row.pop("note")
+            rows.append(row)
+            (work / "rehearsal_rows.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+            if not ok:
                 break
     finally:
         if server is not None:
@@ -389,7 +522,8 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     import pandas as pd
 
-    return pd.DataFrame(rows).to_markdown(index=False) if rows else "(nothing ran)"
+    # the engine pieces have no ledger columns: blank, not nan
+    return pd.DataFrame(rows).astype(object).fillna("").to_markdown(index=False) if rows else "(nothing ran)"
 
 
 def main(args: Any) -> int:

@@ -227,8 +227,10 @@ def rollout_cap(examples: Sequence[LiteExample], count_tokens: Callable[[str], i
     ``cfg.grpo_max_completion_length > 0``: that value. 0: sized from the teacher's replies (the SFT
     targets) on the training units: the ``grpo_cap_quantile`` of their token lengths (1.0 = the
     longest) times ``1 + grpo_cap_margin``, so a complete reply fits (DAPO masks truncated
-    rollouts: a cap below the replies' lengths would leave groups without signal). Returns the cap,
-    the teacher reply lengths (max, p99) and the share of teacher replies longer than the cap.
+    rollouts: a cap below the replies' lengths would leave groups without signal). Either way the cap is
+    at most ``cfg.infer_max_new_tokens``, Lite's own inference cap: GRPO does not reward replies longer
+    than the trained student is ever allowed to write (``source`` says when that bound applies). Returns
+    the cap, the teacher reply lengths (max, p99) and the share of teacher replies longer than the cap.
     """
     import math
 
@@ -242,6 +244,8 @@ def rollout_cap(examples: Sequence[LiteExample], count_tokens: Callable[[str], i
         cap = int(math.ceil(q * (1.0 + cfg.grpo_cap_margin)))
         source = (f"teacher replies: {'max' if cfg.grpo_cap_quantile >= 1.0 else f'q{cfg.grpo_cap_quantile:g}'}"
                   f" x {1.0 + cfg.grpo_cap_margin:g}")
+    if cap > cfg.infer_max_new_tokens:
+        cap, source = cfg.infer_max_new_tokens, f"{source}, bounded by infer_max_new_tokens (Lite's inference cap)"
     over = sum(n > cap for n in lengths)
     p99 = lengths[min(len(lengths) - 1, max(0, math.ceil(0.99 * len(lengths)) - 1))]
     return {"cap": cap, "source": source, "teacher replies": len(lengths), "teacher reply tokens max": lengths[-1],

@@ -22,10 +22,11 @@ The subset (:func:`calibration_subset`) is a seeded sample stratified by dataset
 shared out as evenly as possible over the datasets (at least one unit each, since each needs its
 own value; GutenQA and LiteraryQA test in ``full``, where corpus order would make the first 50
 GutenQA-only), each dataset's share drawn at random with ``cfg.seed``, and kept in corpus order.
-Notebook 02 (:func:`calibrate_length_reference`) calibrates every dataset LitSeg annotates: the
-selection's, and the datasets of Lite's training corpus the selection lacks (``test``/``smoke``:
-Gutenberg 46), on those training units. The pooled quantile over all datasets is recorded for
-comparison only (``pooled``); no unit uses it.
+Notebook 02 (:func:`calibrate_length_reference`) calibrates every dataset LitSeg annotates: a dataset
+of Lite's training corpus on its training units (``full``: LiteraryQA on the train split, so no
+LiteraryQA test unit shapes the value its own evaluation prompts carry; ``test``/``smoke``: Gutenberg
+46), every other dataset of the selection on the selection's units (GutenQA has no training split).
+The pooled quantile over all datasets is recorded for comparison only (``pooled``); no unit uses it.
 
 The artifact ``outputs/<profile>/artifacts/litseg/calibration.json`` records the values, the
 quantile, the subset (book/unit ids, per dataset), the lengths, the excluded units and the model;
@@ -75,19 +76,20 @@ def calibration_subset(items: Sequence[tuple[Book, Unit]], n: int, seed: int = 0
 def calibrate_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any, cfg: LitSegConfig,
                                progress: bool = True,
                                train_items: Sequence[tuple[Book, Unit]] | None = None) -> dict[str, Any]:
-    """Notebook 02's calibration: every dataset of ``items`` (the selection) and of Lite's training
-    units (``train_items``; ``None`` = :func:`.pipeline.training_items` of ``cfg``, loaded only when
-    ``cfg.train_corpus`` names a dataset the selection lacks), the training units standing in only for
-    those datasets. Writes ``artifacts/litseg/calibration.json``; returns its content."""
-    pool = list(items)
-    have = {b.dataset for b, _ in pool}
-    if train_items is None and set(cfg.train_corpus.datasets) - have:
+    """Notebook 02's calibration: every dataset of Lite's training units (``train_items``; ``None`` =
+    :func:`.pipeline.training_items` of ``cfg``) on those units, and every other dataset of ``items``
+    (the selection) on the selection's units, so a dataset evaluated and trained on (``full``'s
+    LiteraryQA: test and train splits) is calibrated on its training units, not its evaluation units.
+    Writes ``artifacts/litseg/calibration.json``; returns its content."""
+    if train_items is None and cfg.train_corpus.datasets:
         train_items = training_items(cfg)[1]
-    pool += [(b, u) for b, u in (train_items or ()) if b.dataset not in have]
+    train = list(train_items or ())
+    trained = {b.dataset for b, _ in train}
+    pool = [(b, u) for b, u in items if b.dataset not in trained] + train
     result = measure_length_reference(
         pool, backend, cfg, progress=progress,
         annotations_path=artifact_path(cfg.profile, "litseg", "calibration_annotations.jsonl"))
-    result["training_datasets"] = sorted({b.dataset for b, _ in pool} - have)
+    result["training_datasets"] = sorted(trained)
     path = artifact_path(cfg.profile, "litseg", "calibration.json")
     Path(path).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result

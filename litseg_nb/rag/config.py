@@ -44,7 +44,9 @@ class RagConfig(StageConfig):
     # flagembedding reranker: tokens of query + chunk it reads (0 = the model's own maximum, 8192 for
     # bge-reranker-v2-m3; FlagEmbedding's default 512 would cut long chunks): make_reranker(max_length=...)
     reranker_max_length: int = at_least(0, 0)
-    rerank_candidates: int = 10  # top fused candidates that are rescored
+    # top fused candidates that are rescored; 0 = every candidate of the ranking the metrics read
+    # (retrieve_top_k: MRR@20 and Hit@k then score the reranker's order all the way down). full: 0
+    rerank_candidates: int = at_least(0, 0)
     rerank_max_questions: int = 0  # 0 = all questions
     rerank_chunkers: tuple[str, ...] = ()  # empty = all evaluated chunkers
     # HyDE (LumberChunker's row): hypothetical answer replaces the question for dense retrieval
@@ -84,3 +86,8 @@ class RagConfig(StageConfig):
     # budget on the first units of the common-unit scope (0 = all of them), scored by hybrid retrieval
     lumber_thetas: tuple[int, ...] = (450, 550, 650, 1000)
     lumber_theta_max_units: int = 0
+
+    @property
+    def rerank_depth(self) -> int:
+        """How many fused candidates the reranker rescores (``rerank_candidates``, 0 = ``retrieve_top_k``)."""
+        return self.rerank_candidates or self.retrieve_top_k

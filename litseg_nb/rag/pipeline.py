@@ -268,9 +268,9 @@ class RagEvaluator:
         return dense, sparse, hybrid
 
     def rerank_stage(self, idx: Any, q: EvalQuestion, hybrid: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
-        """The reranker's rescoring of the top ``rerank_candidates`` of ``hybrid`` (the rest keeps its order)."""
+        """The reranker's rescoring of the top ``cfg.rerank_depth`` of ``hybrid`` (the rest keeps its order)."""
         t0 = time.perf_counter()
-        out = rerank(hybrid, idx.texts, self.reranker, q.title, q.question, self.cfg.rerank_candidates)
+        out = rerank(hybrid, idx.texts, self.reranker, q.title, q.question, self.cfg.rerank_depth)
         self.latency.add("rerank", time.perf_counter() - t0)
         return out
 
