@@ -42,10 +42,14 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         },
         # notebook 01: the shared corpus defaults; the test profile times a small big book
         "PreprocessConfig": {"benchmark_big_mb": 1.0},
+        # constrained decoding (llm.structured_output) on for LitSeg and Lite in test and smoke: the replies
+        # follow the stage / E.2 JSON schemas, sentence indices bounded by each unit's sentence count
+        # (litseg.prompting; xgrammar in the hf backend); the validator and the paper's fallbacks
+        # still run on every reply and are counted. Off in full, as in the paper.
         "LitSegConfig": {
             "corpus": {"datasets": ("gutenqa",), "max_books": 1, "max_units_per_book": 2,
                        "max_unit_words": 300},
-            "llm": {"max_new_tokens": 48, "max_model_len": 4096},
+            "llm": {"max_new_tokens": 48, "max_model_len": 4096, "structured_output": True},
             "max_retries": 1,
             "stage1_max_new_tokens": 8,
             "stage2_max_new_tokens": 8,
@@ -58,7 +62,7 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         },
         "LiteConfig": {
             # the E.2 prompt alone is ~2.1k tokens: the shared test context of 2048 is too short
-            "llm": {"max_model_len": 8192},
+            "llm": {"max_model_len": 8192, "structured_output": True},
             "fallback_units": "include_if_needed", "min_train_units": 2,
             "max_train_units": 4, "max_eval_units": 2, "max_seq_tokens": 4096,
             "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "gradient_checkpointing": False,
@@ -115,8 +119,12 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # prompt alone is ~1,800 tokens; ~10 s each) and long-context decoding runs at ~4 tok/s,
         # so retries (which double the cost) are off here; they are exercised by the tests and
         # the test profile. The units are the shared selection (8 Emma units, 147 sentences).
+        # SmolLM2-135M without constrained decoding: 8 of 8 units fell back to the whole unit (the smoke run
+        # at f1ca1bc); with it (stage / E.2 JSON schemas, indices bounded by the unit's sentence count) the
+        # replies parse and the fallbacks left are repairs (benchmarks/smoke_litseg_fallbacks.py)
         "LitSegConfig": {
             "corpus": {"datasets": ("gutenqa",), "max_books": 1},
+            "llm": {"structured_output": True},
             "max_retries": 0,
             "stage1_max_new_tokens": 48,
             "stage2_max_new_tokens": 48,
@@ -132,6 +140,7 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # SmolLM2-135M example is ~3.3k tokens; one SFT step on it took ~98 s and generating 96
         # tokens ~31 s. So: 2 SFT steps, 1 GRPO step, 1 held-out unit, short generations.
         "LiteConfig": {
+            "llm": {"structured_output": True},  # constrained decoding, as LitSeg's (above)
             "fallback_units": "include_if_needed", "min_train_units": 2,
             "max_train_units": 2, "max_eval_units": 1, "max_seq_tokens": 6144,
             "lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "gradient_checkpointing": False,
