@@ -202,12 +202,13 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                                  "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
         # every hand-checked book (token, recursive, paragraph: every window, ~400); the semantic
         # chunker on 96 windows (~1.5 min on 2 idle cores); SmolLM2-135M's perplexity chunker on 16
-        # windows (8 chapter, 8 scene; ~1.5 min) and LitSeg (its smoke config, three prompts per
-        # window: the costliest method here) on 2 (smoke's 30-minute budget). Margin sampling
+        # windows (8 chapter, 8 scene; ~1.5 min) and LitSeg (its smoke config: constrained decoding,
+        # three prompts per window, the costliest method here) on 8 (4 chapter, 4 scene; issue #32).
+        # Margin sampling
         # (one forward pass per sentence) took > 13 min on the same 16 windows of a loaded machine:
         # run it with `boundaries --method margin --llm-windows N`
         "BoundaryConfig": {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
-                           "llm_methods": ("perplexity",), "llm_max_windows": 16, "segmenter_max_windows": 2,
+                           "llm_methods": ("perplexity",), "llm_max_windows": 16, "segmenter_max_windows": 8,
                            "embedder_max_windows": 96},
         # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit
         "EfficiencyConfig": {"timing_dataset": "all"},

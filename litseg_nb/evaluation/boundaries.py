@@ -105,7 +105,8 @@ class BoundaryConfig(StageConfig):
     def _segmenter_model(self) -> str:
         from ..litseg.config import LitSegConfig
 
-        return LitSegConfig.for_profile(self.profile).llm.model
+        llm = LitSegConfig.for_profile(self.profile).llm
+        return f"{llm.model}, structured={'on' if llm.structured_output else 'off'}"
 
 
 # ============================================================ primitives
