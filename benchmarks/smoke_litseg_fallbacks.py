@@ -12,7 +12,7 @@ stage-3 errors, tokens, seconds) and the share of units that fell back to the wh
 
 The length reference is the paper's 100 unless ``--calibrate`` (notebook 02 calibrates it first on
 ``calibration_units`` units; in the smoke run at f1ca1bc that unit fell back, so 100 was kept).
-Nothing is written but the LLM request cache (a rerun of the same requests is free and says so in
+Nothing is written but the LLM request cache and ``--annotations`` (a rerun of the same requests is free and says so in
 ``cache_hits``). Costly on a shared 2-core CPU (~2 min per unit for SmolLM2-135M): run it once.
 """
 from __future__ import annotations
@@ -30,9 +30,13 @@ def main() -> int:
     ap.add_argument("--method", choices=("litseg", "litseg-lite"), default="litseg")
     ap.add_argument("--max-units", type=int, default=0, help="the first N units (0 = all)")
     ap.add_argument("--calibrate", action="store_true", help="calibrate the length reference first (notebook 02)")
+    ap.add_argument("--group", type=int, default=0,
+                    help="LitSeg: units per group (unit_group_size; 0 = the profile's): a finished group's records "
+                         "are in --annotations at once")
+    ap.add_argument("--annotations", default=None, help="LitSeg: annotations file (resumable; default: none)")
     args = ap.parse_args()
-    if args.max_units < 0:
-        print("smoke_litseg_fallbacks: --max-units must be >= 0", file=sys.stderr)
+    if args.max_units < 0 or args.group < 0:
+        print("smoke_litseg_fallbacks: --max-units and --group must be >= 0", file=sys.stderr)
         return 2
 
     import pandas as pd
@@ -46,6 +50,8 @@ def main() -> int:
                           calibrate=None, compare_structured=None)
     if args.structured != "profile":
         cfg = cfg.replace(llm=cfg.llm.replace(structured_output=args.structured == "on"))
+    if args.group:
+        cfg = cfg.replace(unit_group_size=args.group)
     books = load_corpus(cfg.corpus)
     items = select_units(books, cfg.selection)
     if args.max_units:
@@ -58,7 +64,7 @@ def main() -> int:
 
         backend = make_backend(cfg.llm, UsageLedger())
         ref = cal.calibrate_length_reference(items, backend, cfg)["length_reference"] if args.calibrate else 100
-        run = annotate_units(items, backend, cfg, length_reference=ref)
+        run = annotate_units(items, backend, cfg, length_reference=ref, annotations_path=args.annotations)
         for r in run.records:
             rows.append({"unit": f"{r['book_id'].split(':')[-1][:12]}/{r['unit_id']}", "n_sentences": r["n_sentences"],
                          "segments": len(r["segments"]), "fallback": r["fallback"],
