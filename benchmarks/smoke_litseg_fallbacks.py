@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 
 def main() -> int:
@@ -64,7 +65,7 @@ def main() -> int:
 
         backend = make_backend(cfg.llm, UsageLedger())
         ref = cal.calibrate_length_reference(items, backend, cfg)["length_reference"] if args.calibrate else 100
-        run = annotate_units(items, backend, cfg, length_reference=ref, annotations_path=args.annotations)
+        run = annotate_units(items, backend, cfg, length_reference=ref, annotations_path=Path(args.annotations) if args.annotations else None)
         for r in run.records:
             rows.append({"unit": f"{r['book_id'].split(':')[-1][:12]}/{r['unit_id']}", "n_sentences": r["n_sentences"],
                          "segments": len(r["segments"]), "fallback": r["fallback"],

@@ -327,7 +327,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             # constrained and unconstrained rows never share a batch (every row of a constrained
             # batch has its own grammar: a per-conversation schema, e.g. LitSeg's index bounds)
             for batch in self._batches([len(p) for p in prompts], [pr.ids if pr else None for pr in plan],
-                                       apart=[x is not None for x in schemas]):
+                                       apart=[x is not None for x in schemas] if self.structured_output else None):
                 gens = self._generate_batch([prompts[i] for i in batch], params, plan[batch[0]],
                                             [schemas[i] for i in batch])
                 for i, gen, cached in zip(batch, gens, self.prefixes.cached_counts(batch, plan, built)):
