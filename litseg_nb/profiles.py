@@ -120,8 +120,10 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # so retries (which double the cost) are off here; they are exercised by the tests and
         # the test profile. The units are the shared selection (8 Emma units, 147 sentences).
         # SmolLM2-135M without constrained decoding: 8 of 8 units fell back to the whole unit (the smoke run
-        # at f1ca1bc); with it (stage / E.2 JSON schemas, indices bounded by the unit's sentence count) the
-        # replies parse and the fallbacks left are repairs (benchmarks/smoke_litseg_fallbacks.py)
+        # at f1ca1bc); with it (stage JSON schemas, indices bounded by the unit's sentence count) 0 of 8 did
+        # (1 valid, 6 index_repair, 1 coverage_repair; benchmarks/smoke_litseg_fallbacks.py, 1481 s for the
+        # 8 units on 2 cores at load ~18). But the model copies the prompt's placeholder strings and writes
+        # "from 1 to N" (often twice): every unit ends as ONE segment over the whole unit, a small-model result
         "LitSegConfig": {
             "corpus": {"datasets": ("gutenqa",), "max_books": 1},
             "llm": {"structured_output": True},
@@ -204,6 +206,9 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # chunker on 96 windows (~1.5 min on 2 idle cores); SmolLM2-135M's perplexity chunker on 16
         # windows (8 chapter, 8 scene; ~1.5 min) and LitSeg (its smoke config: constrained decoding,
         # three prompts per window, the costliest method here) on 8 (4 chapter, 4 scene; issue #32).
+        # Cost NOT measured on the windows: smoke's 8 LitSeg units (9-25 sentences, ~2.1-3.3k-token
+        # prompts) took 145-340 s each on 2 cores at load ~18; a 60-sentence window (~4k-token prompts)
+        # should take ~1.5-2x that, so expect tens of minutes for the 8 windows on a loaded machine.
         # Margin sampling
         # (one forward pass per sentence) took > 13 min on the same 16 windows of a loaded machine:
         # run it with `boundaries --method margin --llm-windows N`
