@@ -13,7 +13,12 @@ stage-3 errors, tokens, seconds) and the share of units that fell back to the wh
 The length reference is the paper's 100 unless ``--calibrate`` (notebook 02 calibrates it first on
 ``calibration_units`` units; in the smoke run at f1ca1bc that unit fell back, so 100 was kept).
 Nothing is written but the LLM request cache and ``--annotations`` (a rerun of the same requests is free and says so in
-``cache_hits``). Costly on a shared 2-core CPU (~2 min per unit for SmolLM2-135M): run it once.
+``cache_hits``). Costly on a shared 2-core CPU (~2-5 min per unit for SmolLM2-135M): run it once.
+
+Measured (issue #32, 2 cores at load ~18, ``--profile smoke --group 1``): whole-unit fallback 0/8 with
+constrained decoding (1 none, 6 index_repair, 1 coverage_repair; 1481 s), against 8/8 without it in
+the smoke run at f1ca1bc; every unit still ends as one segment 1..N (SmolLM2-135M copies the prompt's
+placeholders and writes "from 1 to N", often twice).
 """
 from __future__ import annotations
 
