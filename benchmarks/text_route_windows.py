@@ -17,6 +17,7 @@ the cap) and 0 with it lifted.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from litseg_nb.api import segment
@@ -30,6 +31,15 @@ def main() -> int:
     ap.add_argument("--method", default="token")
     ap.add_argument("--whole", action="store_true", help="lift the unit cap (corpus.max_unit_words)")
     args = ap.parse_args()
+    from litseg_nb.chunkers.registry import get_chunker
+    from litseg_nb.errors import LitsegError
+
+    try:
+        if get_chunker(args.method).needs != "text":
+            raise LitsegError(f"{args.method} needs a model: this check runs the rule-based methods only")
+    except LitsegError as exc:
+        print(f"text_route_windows: {exc}", file=sys.stderr)
+        return 2
     opts = {"corpus": {"max_unit_words": 10 ** 6}} if args.whole else {}
     t0 = time.perf_counter()
     cfg = BoundaryConfig.for_profile(args.profile)
