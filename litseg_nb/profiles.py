@@ -142,7 +142,9 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # SmolLM2-135M example is ~3.3k tokens; one SFT step on it took ~98 s and generating 96
         # tokens ~31 s. So: 2 SFT steps, 1 GRPO step, 1 held-out unit, short generations.
         "LiteConfig": {
-            "llm": {"structured_output": True},  # constrained decoding, as LitSeg's (above)
+            # constrained decoding, as LitSeg's (above): the untrained SmolLM2 with the E.2 prompt on smoke's 8
+            # LitSeg units, whole-unit fallback 0/8 (6 valid, 2 coverage_repair; one segment each; 757 s)
+            "llm": {"structured_output": True},
             "fallback_units": "include_if_needed", "min_train_units": 2,
             "max_train_units": 2, "max_eval_units": 1, "max_seq_tokens": 6144,
             "lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "gradient_checkpointing": False,
