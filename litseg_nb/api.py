@@ -12,8 +12,9 @@ and on the command line::
 
 :func:`load_text` cleans the file (a Project Gutenberg book: header, licence, credits and notes
 removed, wrapped lines joined; a plain text: blank-line paragraphs, wrapped lines joined), detects
-its units (headings, else the whole text; units longer than the profile's ``max_unit_words`` are
-split recursively) and indexes sentences. :func:`segment` then runs the method through
+its units (a file: headings, else the whole text; a text: the whole text, no heading detection
+unless ``headings=True``; units longer than the profile's ``max_unit_words`` are split recursively)
+and indexes sentences. :func:`segment` then runs the method through
 :func:`litseg_nb.segmenters.registry.segment_units` with the profile's models (or the given endpoint)
 and checks that every sentence of every unit is covered. Each chunk carries exact character spans
 into the cleaned text (``book.text``), its sentence range, LitSeg's subtitle and context sentences
@@ -90,8 +91,17 @@ def source_codec(decode: str) -> str:
 
 
 def load_text(source: str | Path | None = None, book_id: str | None = None, title: str | None = None,
-              max_unit_words: int | None = 2000, sentence_splitter: str = "nupunkt", *, text: str | None = None) -> Book:
+              max_unit_words: int | None = 2000, sentence_splitter: str = "nupunkt", *, text: str | None = None,
+              headings: bool | None = None) -> Book:
     """A cleaned, unit-split, sentence-indexed :class:`Book` from a ``.txt`` file or a text.
+
+    ``headings`` switches heading detection (chapters, front matter, contents lists: what
+    :mod:`litseg_nb.preprocess.structure` finds and drops). ``None`` (the default) means *on for a
+    file* (a book: its chapters become units, its front matter is left out) and *off for a text*
+    (``text=...`` or a str that is not a path): the whole text is narrative, one unit from its first
+    paragraph to its last, and every sentence of it is segmented (a short first paragraph is a
+    sentence, not a title). Either way a unit longer than ``max_unit_words`` is split recursively
+    (paragraphs, then sentences), as a long chapter is.
 
     ``source`` is a path (a :class:`~pathlib.Path`, or a str naming an existing file); ``text=`` is
     the text itself. A str that looks like a path (ends in ``.txt``, or has a path separator and no
@@ -138,7 +148,36 @@ def load_text(source: str | Path | None = None, book_id: str | None = None, titl
                                 "dropped_chars": cleaned.report.dropped_chars}})
     if path is not None:
         book.meta["source_text"] = raw
-    return index_book(book, max_unit_words, sentence_splitter)
+    if headings is None:
+        headings = path is not None
+    if not isinstance(headings, bool):
+        raise TypeError(f"headings= takes True, False or None, got {headings!r}")
+    book.meta["headings"] = headings
+    if headings:
+        return index_book(book, max_unit_words, sentence_splitter)
+    return index_whole_text(book, max_unit_words, sentence_splitter)
+
+
+def index_whole_text(book: Book, max_unit_words: int, sentence_splitter: str = "nupunkt") -> Book:
+    """``book`` indexed as one narrative section from its first paragraph to its last (no heading
+    detection, nothing dropped); split recursively where longer than ``max_unit_words``."""
+    import dataclasses
+
+    # deferred: keeps `import litseg_nb` light (the package root imports this module)
+    from .corpus import CorpusError
+    # deferred: keeps `import litseg_nb` light (the package root imports this module)
+    from .preprocess.structure import StructureReport, build_units
+
+    report = StructureReport()
+    try:
+        units = build_units(book.book_id, book.text, book.paragraphs, max_unit_words,
+                            sentence_splitter=sentence_splitter, report=report, sections=[(0, book.title)])
+    except ValueError as err:
+        raise CorpusError(f"{book.source or book.book_id}: {err}") from err
+    # build_units labels the units of given sections "dataset"; here they are the whole text
+    book.units = [dataclasses.replace(u, split="whole") if u.split == "dataset" else u for u in units]
+    book.meta["structure"] = dataclasses.asdict(report)
+    return book
 
 
 def raw_offsets(book: Book, raw: str) -> list[int]:
@@ -295,7 +334,7 @@ def iter_segment(method: Any, items: Sequence[tuple[Book, Any]], cfg: Any, backe
 
 def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg", *, text: str | None = None,
             profile: str = DEFAULT_PROFILE, max_units: int = 0, backend: Any = None, embedder: Any = None,
-            **options: Any) -> list[Chunk]:
+            headings: bool | None = None, **options: Any) -> list[Chunk]:
     """Segment a book (a :class:`Book`, a ``.txt`` path, or ``text=`` a string) with ``method``.
 
     ``method`` is any name of :data:`litseg_nb.segmenters.registry.METHOD_NAMES` (``litseg``,
@@ -307,6 +346,11 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
     :class:`~litseg_nb.chunkers.config.BaselinesConfig`), e.g. ``llm={"backend": "openai",
     "base_urls": ["http://localhost:8000/v1"], "model": "Qwen/Qwen3-8B"}`` or
     ``lumber_budget_tokens=400``; unknown keys raise :class:`~litseg_nb.config.ConfigError`.
+    ``headings`` (see :func:`load_text`): heading detection, on for a file and off for a text by
+    default, so a text given as text loses no sentence (its units: the whole text, split recursively
+    where longer than the profile's ``corpus.max_unit_words``, e.g. 900 words in ``smoke``; raise it
+    with ``corpus={"max_unit_words": N}`` to keep a longer text one unit, as the boundary benchmark
+    keeps each window). A :class:`Book` is segmented with the units it has.
     ``max_units`` segments only the first units (0 = all; negative is a ConfigError). ``backend`` /
     ``embedder`` reuse already-built models. Returns the chunks, coverage checked for every segmented
     unit; each chunk's ``metadata["unit_title"]`` names its unit.
@@ -322,17 +366,20 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
     check_count(max_units, "max_units")
     spec = _method(method)  # looked up once
     cfg = segment_config(spec, profile, **options)
-    book = prepare_book(book_or_text, cfg, text=text)
+    book = prepare_book(book_or_text, cfg, text=text, headings=headings)
     items = segment_items(book, max_units)
     backend, embedder = build_models(spec, cfg, backend, embedder)
     return [c for batch in iter_segment(spec, items, cfg, backend, embedder, batch_units=len(items))
             for c in batch]
 
 
-def prepare_book(book_or_text: Book | str | Path | None, cfg: Any, text: str | None = None) -> Book:
+def prepare_book(book_or_text: Book | str | Path | None, cfg: Any, text: str | None = None,
+                 headings: bool | None = None) -> Book:
     if isinstance(book_or_text, Book):
         if text is not None:
             raise TypeError("give either a Book or text=..., not both")
+        if headings is not None:
+            raise TypeError("headings= applies to a file or a text; a Book keeps its units")
         book = book_or_text
         if not book.units:
             # deferred: keeps `import litseg_nb` light (the package root imports this module)
@@ -341,7 +388,7 @@ def prepare_book(book_or_text: Book | str | Path | None, cfg: Any, text: str | N
             book = index_book(book, cfg.corpus.max_unit_words, cfg.corpus.sentence_splitter)
         return book
     return load_text(book_or_text, max_unit_words=cfg.corpus.max_unit_words,
-                     sentence_splitter=cfg.corpus.sentence_splitter, text=text)
+                     sentence_splitter=cfg.corpus.sentence_splitter, text=text, headings=headings)
 
 
 def segment_items(book: Book, max_units: int = 0) -> list[tuple[Book, Any]]:

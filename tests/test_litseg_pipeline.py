@@ -203,16 +203,20 @@ def test_structured_output_passes_schema(cfg):
 
     class Spy(ScriptedBackend):
         def chat(self, conversations, params=None, tag=None):
-            seen.append(params.json_schema)
+            seen.append(params.schemas(len(conversations)))
             return super().chat(conversations, params, tag)
 
     b = make_book(units=1)
     annotate_units(items(b), Spy(reply_fn=good), cfg, structured_output=True, progress=False)
-    assert [s["required"] for s in seen] == [["step_1_events"], ["step_2_threads"],
-                                              ["chapter_title", "step_3_turning_points", "segments"]]
+    assert [s[0]["required"] for s in seen] == [["step_1_events"], ["step_2_threads"],
+                                                 ["chapter_title", "step_3_turning_points", "segments"]]
     seen.clear()
+    annotate_units(items(b), Spy(reply_fn=good), cfg, structured_output=False, progress=False)
+    assert seen == [[None], [None], [None]]
+    seen.clear()  # the test profile's own setting: on (litseg_nb.config.profiles)
+    assert cfg.llm.structured_output
     annotate_units(items(b), Spy(reply_fn=good), cfg, progress=False)
-    assert seen == [None, None, None]
+    assert all(s[0] is not None for s in seen)
 
 
 def test_no_length_constraint_prompt(cfg):

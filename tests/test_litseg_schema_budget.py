@@ -27,14 +27,15 @@ def _largest_instance(schema):
     if t == "string":
         return _english(schema["maxLength"])
     if t == "integer":
-        return 123
+        return schema.get("maximum", 123)
     raise AssertionError(t)
 
 
-@pytest.mark.parametrize("stage,budget", [("stage1", 48), ("stage2", 48), ("stage3", 192), ("stage3", 1024)])
-def test_largest_reply_fits_the_budget(stage, budget):
+@pytest.mark.parametrize("stage,budget,n", [("stage1", 48, None), ("stage2", 48, None), ("stage3", 192, None),
+                                            ("stage3", 1024, None), ("stage3", 192, 17), ("stage3", 1024, 250)])
+def test_largest_reply_fits_the_budget(stage, budget, n):
     tok = load_tokenizer("smollm2-135m-instruct")
-    reply = json.dumps(_largest_instance(stage_json_schema(stage, budget)), separators=(",", ":"))
+    reply = json.dumps(_largest_instance(stage_json_schema(stage, budget, n)), separators=(",", ":"))
     n = len(tok(reply, add_special_tokens=False).input_ids)
     assert n <= budget, f"{stage}: the largest allowed reply takes {n} tokens > budget {budget}"
 
@@ -45,3 +46,12 @@ def test_budget_scales_segment_count():
     assert 1 <= small < large
     with pytest.raises(ValueError, match="unknown LitSeg stage"):
         stage_json_schema("stage4", 10)
+
+
+@pytest.mark.parametrize("budget", [192, 512])
+def test_largest_single_pass_reply_fits_the_budget(budget):
+    from litseg_nb.litseg.prompting import single_pass_json_schema
+
+    tok = load_tokenizer("smollm2-135m-instruct")
+    reply = json.dumps(_largest_instance(single_pass_json_schema(budget, 40)), separators=(",", ":"))
+    assert len(tok(reply, add_special_tokens=False).input_ids) <= budget

@@ -31,7 +31,8 @@ def test_notebook_02_runs_in_test_profile(data_dir):
     assert (out / "figures" / "02_segment_lengths.png").is_file()
     assert "<h3>" in (out / "figures" / "02_rendered_unit.html").read_text()
     usage = pd.read_csv(out / "artifacts" / "usage" / "02.csv")
-    assert {"litseg", "litseg-calibration", "litseg-structured"} <= set(usage["method"])
+    # the test profile runs LitSeg constrained (llm.structured_output): the comparison runs it unconstrained
+    assert {"litseg", "litseg-calibration", "litseg-unconstrained"} <= set(usage["method"])
 
     cfg = LitSegConfig.for_profile("test")
     books = load_corpus(cfg.corpus)
@@ -39,6 +40,7 @@ def test_notebook_02_runs_in_test_profile(data_dir):
     assert len(records) == sum(len(b.units) for b in books) == int(summary["units"].sum())
     for r in records:
         assert r["status"] == "done" and set(r["stages"]) == {"stage1", "stage2", "stage3"}
+        assert r["structured_output"] is True
         assert r["stages"]["stage3"]["attempts"] and r["tokens"]["prompt"] > 0
     chunks = load_chunks(out / "artifacts" / "chunks" / "litseg.jsonl")
     assert {c.method for c in chunks} == {"litseg"}

@@ -43,10 +43,14 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         },
         # notebook 01: the shared corpus defaults; the test profile times a small big book
         "PreprocessConfig": {"benchmark_big_mb": 1.0},
+        # constrained decoding (llm.structured_output) on for LitSeg and Lite in test and smoke: the replies
+        # follow the stage / E.2 JSON schemas, sentence indices bounded by each unit's sentence count
+        # (litseg.prompting; xgrammar in the hf backend); the validator and the paper's fallbacks
+        # still run on every reply and are counted. Off in full, as in the paper.
         "LitSegConfig": {
             "corpus": {"datasets": ("gutenqa",), "max_books": 1, "max_units_per_book": 2,
                        "max_unit_words": 300},
-            "llm": {"max_new_tokens": 48, "max_model_len": 4096},
+            "llm": {"max_new_tokens": 48, "max_model_len": 4096, "structured_output": True},
             "max_retries": 1,
             "stage1_max_new_tokens": 8,
             "stage2_max_new_tokens": 8,
@@ -59,7 +63,7 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         },
         "LiteConfig": {
             # the E.2 prompt alone is ~2.1k tokens: the shared test context of 2048 is too short
-            "llm": {"max_model_len": 8192},
+            "llm": {"max_model_len": 8192, "structured_output": True},
             "fallback_units": "include_if_needed", "min_train_units": 2,
             "max_train_units": 4, "max_eval_units": 2, "max_seq_tokens": 4096,
             "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "gradient_checkpointing": False,
@@ -128,8 +132,14 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # prompt alone is ~1,800 tokens; ~10 s each) and long-context decoding runs at ~4 tok/s,
         # so retries (which double the cost) are off here; they are exercised by the tests and
         # the test profile. The units are the shared selection (8 Emma units, 147 sentences).
+        # SmolLM2-135M without constrained decoding: 8 of 8 units fell back to the whole unit (the smoke run
+        # at f1ca1bc); with it (stage JSON schemas, indices bounded by the unit's sentence count) 0 of 8 did
+        # (1 valid, 6 index_repair, 1 coverage_repair; benchmarks/smoke_litseg_fallbacks.py, 1481 s for the
+        # 8 units on 2 cores at load ~18). But the model copies the prompt's placeholder strings and writes
+        # "from 1 to N" (often twice): every unit ends as ONE segment over the whole unit, a small-model result
         "LitSegConfig": {
             "corpus": {"datasets": ("gutenqa",), "max_books": 1},
+            "llm": {"structured_output": True},
             "max_retries": 0,
             "stage1_max_new_tokens": 48,
             "stage2_max_new_tokens": 48,
@@ -145,6 +155,9 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # SmolLM2-135M example is ~3.3k tokens; one SFT step on it took ~98 s and generating 96
         # tokens ~31 s. So: 2 SFT steps, 1 GRPO step, 1 held-out unit, short generations.
         "LiteConfig": {
+            # constrained decoding, as LitSeg's (above): the untrained SmolLM2 with the E.2 prompt on smoke's 8
+            # LitSeg units, whole-unit fallback 0/8 (6 valid, 2 coverage_repair; one segment each; 757 s)
+            "llm": {"structured_output": True},
             "fallback_units": "include_if_needed", "min_train_units": 2,
             "max_train_units": 2, "max_eval_units": 1, "max_seq_tokens": 6144,
             "lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "gradient_checkpointing": False,
@@ -214,12 +227,16 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                                  "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
         # every hand-checked book (token, recursive, paragraph: every window, ~400); the semantic
         # chunker on 96 windows (~1.5 min on 2 idle cores); SmolLM2-135M's perplexity chunker on 16
-        # windows (8 chapter, 8 scene; ~1.5 min) and LitSeg (its smoke config, three prompts per
-        # window: the costliest method here) on 2 (smoke's 30-minute budget). Margin sampling
+        # windows (8 chapter, 8 scene; ~1.5 min) and LitSeg (its smoke config: constrained decoding,
+        # three prompts per window, the costliest method here) on 8 (4 chapter, 4 scene; issue #32).
+        # Cost NOT measured on the windows: smoke's 8 LitSeg units (9-25 sentences, ~2.1-3.3k-token
+        # prompts) took 145-340 s each on 2 cores at load ~18; a 60-sentence window (~4k-token prompts)
+        # should take ~1.5-2x that, so expect tens of minutes for the 8 windows on a loaded machine.
+        # Margin sampling
         # (one forward pass per sentence) took > 13 min on the same 16 windows of a loaded machine:
         # run it with `boundaries --method margin --llm-windows N`
         "BoundaryConfig": {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
-                           "llm_methods": ("perplexity",), "llm_max_windows": 16, "segmenter_max_windows": 2,
+                           "llm_methods": ("perplexity",), "llm_max_windows": 16, "segmenter_max_windows": 8,
                            "embedder_max_windows": 96},
         # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit; the paired
         # §4.4 measurement on 2 units (SmolLM2's three methods ~1-2 min per repeat on 2 loaded cores)

@@ -145,8 +145,11 @@ def run_ablations(cfg: LiteConfig, profile: str, pairs: Sequence[tuple[Book, Uni
             backend = backend_factory(cfg.llm.replace(model=variant_model(cfg, v, profile)))
         else:
             backend = variant_backend(cfg, v, profile, ledger)
+        # unconstrained for every variant: the E.4 prompts ask for other JSON shapes than E.2's schema,
+        # so constraining only the E.2 variants would confound the ablation (stated in the label)
         seg = LiteSegmenter(backend, cfg.infer_max_new_tokens, cfg.infer_retries, seed=cfg.seed,
-                            method=v.key, system_template=v.template, length_reference=length_reference)
+                            method=v.key, system_template=v.template, length_reference=length_reference,
+                            structured=False)
         chunks, results = seg.segment_units(pairs)
         for book in {b.book_id: b for b, _ in pairs}.values():
             units = [u for b, u in pairs if b.book_id == book.book_id]

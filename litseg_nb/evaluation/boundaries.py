@@ -151,7 +151,8 @@ class BoundaryConfig(StageConfig):
                    f"(LLM={self._segmenter_model()})" if self.segmenters else ""))
 
     def _segmenter_model(self) -> str:
-        return LitSegConfig.for_profile(self.profile).llm.model
+        llm = LitSegConfig.for_profile(self.profile).llm
+        return f"{llm.model}, structured={'on' if llm.structured_output else 'off'}"
 
 
 # ============================================================ primitives

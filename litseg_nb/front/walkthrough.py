@@ -93,7 +93,7 @@ owns a United States copyright in these works.
 def toy_book(max_unit_words: int = 2000, sentence_splitter: str = "nupunkt"):
     """``(raw, book)``: :data:`TOY_BOOK` and the cleaned, unit-split, sentence-indexed book."""
     book = load_text(text=TOY_BOOK, book_id=TOY_BOOK_ID, title=TOY_TITLE, max_unit_words=max_unit_words,
-                     sentence_splitter=sentence_splitter)
+                     sentence_splitter=sentence_splitter, headings=True)  # a whole book: find its chapters
     return TOY_BOOK, book
 
 

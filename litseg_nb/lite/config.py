@@ -134,4 +134,6 @@ class LiteConfig(StageConfig):
         t = self.teacher()
         return (super().describe().replace(" | LLM=", " | student LLM=").replace(" | data=", " | evaluation units=")
                 + f" | teacher LLM={t.llm.model} ({t.llm.backend}) | training units=LitSeg annotations of "
-                f"{t.train_data()} ({t.profile}) | judge={self.judge_llm.model} ({self.judge_llm.backend})")
+                f"{t.train_data()} ({t.profile}) | judge={self.judge_llm.model} ({self.judge_llm.backend})"
+                f" | Lite structured={'on' if self.llm.structured_output else 'off'}"
+                f" (E.2 schema; the E.4 ablation variants unconstrained)")

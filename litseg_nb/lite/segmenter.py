@@ -18,14 +18,14 @@ Lite model folder refuses the units that model was trained on (:mod:`litseg_nb.l
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
 from ..core.artifacts import artifact_path
 from ..config import Options
-from ..litseg.prompting import reference_for
+from ..litseg.prompting import reference_for, single_pass_json_schema
 from ..litseg.reconstruct import reconstruct_unit
 from ..litseg.validate import (ValidationResult, extract_json, finalize_segments, segmentation_object,
                                validate_segments)
@@ -92,6 +92,7 @@ class LiteUnitResult:
     model_seconds: float = 0.0  # model latency recorded when each reply was computed
     cache_hits: int = 0  # replies served from the persistent request cache
     truncated_in_reasoning: int = 0  # replies cut off inside their <think> block (no answer)
+    structured_output: bool = False  # decoding constrained to the E.2 JSON schema
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,8 +105,16 @@ class LiteSegmenter:
                  retry_temperature: float = 0.7, seed: int = 0, method: str = METHOD,
                  system_template: str = LITE_SYSTEM_TEMPLATE,
                  length_reference: int | Mapping[str, int] = PAPER_LENGTH_REFERENCE, trained: TrainedUnits | None = None,
-                 stage: str = "single-pass", batch_by_book: bool = True):
+                 stage: str = "single-pass", batch_by_book: bool = True, structured: bool | None = None):
         self.backend, self.max_new_tokens, self.retries = backend, max_new_tokens, retries
+        # constrained decoding of the E.2 reply (``single_pass_json_schema``: indices bounded by each
+        # unit's sentence count): None = as the backend was built (``llm.structured_output``). The
+        # E.4 ablation prompts ask for other JSON shapes: they are never constrained.
+        so = getattr(backend, "structured_output", False) if structured is None else bool(structured)
+        if so and structured and getattr(backend, "structured_output", True) is False:
+            raise ValueError(f"structured output requested but backend {getattr(backend, 'name', '?')} was "
+                             "built without it; build it with make_backend(cfg.llm.replace(structured_output=True))")
+        self.structured = bool(so) and system_template == LITE_SYSTEM_TEMPLATE
         self.retry_temperature, self.seed, self.method = retry_temperature, seed, method
         self.system_template = system_template  # E.2 by default; the E.4 prompts for ablations
         self.length_reference = (dict(length_reference) if isinstance(length_reference, Mapping)
@@ -134,6 +143,8 @@ class LiteSegmenter:
             params = SamplingParams(max_new_tokens=self.max_new_tokens,
                                     temperature=0.0 if attempt == 0 else self.retry_temperature,
                                     seed=self.seed + attempt)
+            schemas = {i: single_pass_json_schema(self.max_new_tokens, pairs[i][1].n_sentences) for i in todo} \
+                if self.structured else {}
             t0 = time.perf_counter()
             by_book: dict[str, list[int]] = {}
             for i in todo:  # one call per unit, batched per book (usage tags carry the book)
@@ -142,7 +153,8 @@ class LiteSegmenter:
             for book_id, idx in by_book.items():
                 tag = UsageTag(method=self.method, book=book_id, stage=self.stage)
                 convs = [lite_conversation(*pairs[i], self.system_template, self.length_reference) for i in idx]
-                gens_b = self.backend.chat(convs, params, tag)
+                call = replace(params, json_schemas=tuple(schemas[i] for i in idx)) if schemas else params
+                gens_b = self.backend.chat(convs, call, tag)
                 got.update(zip(idx, gens_b))
             gens = [got[i] for i in todo]
             dt = (time.perf_counter() - t0) / max(1, len(todo))
@@ -174,8 +186,10 @@ class LiteSegmenter:
         for (book, unit), r, res in zip(pairs, results, last):
             final = finalize_segments(res, unit.n_sentences)
             r.fallback, r.fallback_types, r.n_segments = final.fallback, list(final.fallback_types), len(final.segments)
+            r.structured_output = self.structured
             chunks.extend(reconstruct_unit(book, unit, final.segments, self.method,
-                                           {"fallback": final.fallback, "attempts": r.attempts}))
+                                           {"fallback": final.fallback, "attempts": r.attempts,
+                                            "structured_output": self.structured}))
         return chunks, results
 
 

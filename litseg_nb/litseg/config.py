@@ -13,9 +13,11 @@ from ..config.profiles import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS, stage_va
 class LitSegConfig(StageConfig):
     """LitSeg pipeline settings.
 
-    Constrained decoding is switched with the shared ``llm.structured_output`` (off by default, as
-    in the paper); notebook 02 additionally runs the same units with it on when
-    ``compare_structured`` is set.
+    Constrained decoding is switched with ``llm.structured_output`` (off by default and in ``full``,
+    as in the paper; on in ``test`` and ``smoke``, see :mod:`litseg_nb.config.profiles`): each stage's reply
+    is decoded under its JSON schema (:func:`~litseg_nb.litseg.prompting.stage_json_schema`, stage 3's
+    sentence indices bounded by the unit's sentence count). Notebook 02 additionally runs the same
+    units with the other setting when ``compare_structured`` is set.
     """
 
     # retry / fallback (section 3.1.2): invalid outputs are retried up to N times
@@ -34,7 +36,7 @@ class LitSegConfig(StageConfig):
     # which units: the shared ``selection`` (litseg_nb.corpus.selection.select_units), as every LLM method
     unit_group_size: int = at_least(0, 0)  # units per batched group (stage 1 → 2 → 3 per group); 0 = all at once
     # notebook 02
-    compare_structured: bool = True  # also run with constrained decoding on the same units
+    compare_structured: bool = True  # also run the same units with constrained decoding switched the other way
     compare_units: int = at_least(0, 0)  # units in that comparison (0 = all)
     render_unit: str = ""  # "book_id/unit_id" to render as HTML; "" = the first unit with >1 segment
     # LitSeg-Lite's training units, annotated by this (teacher) stage into

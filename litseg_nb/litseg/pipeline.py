@@ -52,6 +52,7 @@ the teacher's calibration from its training records (:func:`litseg_nb.lite.data.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -65,8 +66,8 @@ from ..llm.replies import answer_text, replace_lone_surrogates
 from ..llm.request_cache import reject_replies
 from ..core.schema import Book, Chunk, Unit, assert_full_coverage, write_jsonl
 from .config import LitSegConfig
-from .prompting import (PAPER_LENGTH_REFERENCE, STAGES, LengthReference, reference_for, stage_conversation,
-                        stage_json_schema, stage_result_text, system_prompt)
+from .prompting import (PAPER_LENGTH_REFERENCE, SCHEMA_VERSION, STAGES, LengthReference, reference_for,
+                        stage_conversation, stage_json_schema, stage_result_text, system_prompt)
 from .reconstruct import reconstruct_unit
 from .validate import (FinalSegmentation, Segment, ValidationResult, extract_json, finalize_segments,
                        parse_json_reply, validate_segments, validate_stage1, validate_stage2)
@@ -130,6 +131,8 @@ def run_key(cfg: LitSegConfig, backend: Any, system: str, structured: bool, max_
         "retry_temperature": cfg.retry_temperature,
         "structured": structured,
     }
+    if structured:  # the schemas constrain the replies (keys of unconstrained runs unchanged)
+        blob["schema_version"] = SCHEMA_VERSION
     return _sha(json.dumps(blob, sort_keys=True))[:20]
 
 
@@ -374,7 +377,6 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
             temperature=temperature,
             top_p=cfg.llm.top_p,
             seed=cfg.seed + attempt,
-            json_schema=stage_json_schema(stage, cfg.stage_max_new_tokens(stage)) if structured else None,
         )
         by_book: dict[str, list[_Job]] = {}
         for job in pending:
@@ -382,9 +384,13 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
         still: list[_Job] = []
         for book_id, bjobs in by_book.items():
             calls += 1
+            # constrained decoding: each unit's own schema (stage 3: indices bounded by its sentence count)
+            call_params = dataclasses.replace(params, json_schemas=tuple(
+                stage_json_schema(stage, params.max_new_tokens, j.unit.n_sentences) for j in bjobs)) \
+                if structured else params
             # a backend error (LLMError: a dead or failing server, an over-long prompt) is not a
             # reply: it propagates and stops the run, never a fallback
-            gens = backend.chat([j.conv for j in bjobs], params, UsageTag(method, book_id, stage))
+            gens = backend.chat([j.conv for j in bjobs], call_params, UsageTag(method, book_id, stage))
             if len(gens) != len(bjobs):
                 raise LLMError(f"backend returned {len(gens)} generations for {len(bjobs)} prompts")
             for job, gen in zip(bjobs, gens):

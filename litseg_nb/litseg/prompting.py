@@ -111,29 +111,39 @@ def stage_conversation(system: str, stage: str, chapter_content: str, n_sentence
     ]
 
 
-# JSON schemas for constrained decoding. The paper does not use constrained decoding; the bounds
-# below are ours. They only bound the *decoding* so that a complete reply fits the stage's token
-# budget (otherwise a small model loops on one field until the cap and the reply is cut off, which
-# no grammar can repair); the validator still applies the paper's rules to whatever comes out.
-# One schema per stage and budget, independent of the unit, so a whole batch shares one grammar.
+# JSON schemas for constrained decoding (``llm.structured_output``). The paper does not use
+# constrained decoding; the schemas are ours. They bound the *decoding*: string lengths and list sizes
+# so that a complete reply fits the stage's token budget (otherwise a small model loops on one field
+# until the cap and the reply is cut off, which no grammar can repair), and, given the unit's sentence
+# count ``n``, every sentence index to ``1..n`` (an index a unit does not have cannot be decoded).
+# What a schema cannot say (segments in order, covering every sentence, first at 1, last at n) the
+# validator still checks, and the paper's fallbacks still repair and are counted.
+SCHEMA_VERSION = 2  # 2: sentence indices bounded by the unit's sentence count (issue #32)
 _CHARS_PER_TOKEN = 2.5  # conservative for English text inside JSON strings
 _SEGMENT_TOKENS = 48  # one segment object with a 40-character subtitle and a short context list (measured)
 _TURNING_POINT_TOKENS = 50
 
 
-def stage_json_schema(stage: str, max_new_tokens: int) -> dict[str, Any]:
-    """The JSON schema of ``stage`` sized so that a complete reply fits ``max_new_tokens``."""
-    if stage in ("stage1", "stage2"):
-        key = "step_1_events" if stage == "stage1" else "step_2_threads"
-        text = {"type": "string", "maxLength": max(16, int((max_new_tokens - 12) * _CHARS_PER_TOKEN))}
-        return {"type": "object", "properties": {key: text}, "required": [key], "additionalProperties": False}
-    if stage != "stage3":
-        raise ValueError(f"unknown LitSeg stage {stage!r}; expected one of {STAGES}")
+def _text_schema(key: str, max_new_tokens: int) -> dict[str, Any]:
+    text = {"type": "string", "maxLength": max(16, int((max_new_tokens - 12) * _CHARS_PER_TOKEN))}
+    return {"type": "object", "properties": {key: text}, "required": [key], "additionalProperties": False}
+
+
+def segmentation_schema(max_new_tokens: int, n_sentences: int | None = None) -> dict[str, Any]:
+    """The stage-3 object (``chapter_title``, ``step_3_turning_points``, ``segments``) sized to
+    ``max_new_tokens``; with ``n_sentences`` every index is bounded to ``1..n_sentences`` and there are
+    at most ``n_sentences`` segments."""
     budget = max_new_tokens - 30  # braces, keys and the chapter title
     n_tp = max(1, min(6, budget // (4 * _TURNING_POINT_TOKENS)))
     n_seg = max(1, min(32, (budget - n_tp * _TURNING_POINT_TOKENS) // _SEGMENT_TOKENS))
+    index: dict[str, Any] = {"type": "integer", "minimum": 1}
+    if n_sentences is not None:
+        n = int(n_sentences)
+        if n < 1:
+            raise ValueError(f"a unit needs at least one sentence, got n_sentences={n_sentences}")
+        index["maximum"] = n
+        n_seg = min(n_seg, n)
     short = {"type": "string", "maxLength": 40}
-    index = {"type": "integer", "minimum": 1}
     return {
         "type": "object",
         "properties": {
@@ -155,5 +165,32 @@ def stage_json_schema(stage: str, max_new_tokens: int) -> dict[str, Any]:
             },
         },
         "required": ["chapter_title", "step_3_turning_points", "segments"],
+        "additionalProperties": False,
+    }
+
+
+def stage_json_schema(stage: str, max_new_tokens: int, n_sentences: int | None = None) -> dict[str, Any]:
+    """The JSON schema of ``stage`` sized so that a complete reply fits ``max_new_tokens``. Stages 1
+    and 2 (one string each) are the same for every unit; stage 3's indices are bounded by
+    ``n_sentences`` when given (one schema per unit size)."""
+    if stage in ("stage1", "stage2"):
+        return _text_schema("step_1_events" if stage == "stage1" else "step_2_threads", max_new_tokens)
+    if stage != "stage3":
+        raise ValueError(f"unknown LitSeg stage {stage!r}; expected one of {STAGES}")
+    return segmentation_schema(max_new_tokens, n_sentences)
+
+
+def single_pass_json_schema(max_new_tokens: int, n_sentences: int | None = None) -> dict[str, Any]:
+    """The schema of LitSeg-Lite's single-pass reply (Appendix E.2: ``{"step1": {"step_1_events"},
+    "step2": {"step_2_threads"}, "step3": {...stage 3...}}``) in one budget of ``max_new_tokens``:
+    a sixth each for the two analysis strings, the rest for step 3 (indices bounded as in stage 3)."""
+    part = max(24, max_new_tokens // 6)
+    rest = max(64, max_new_tokens - 2 * part)
+    return {
+        "type": "object",
+        "properties": {"step1": _text_schema("step_1_events", part),
+                       "step2": _text_schema("step_2_threads", part),
+                       "step3": segmentation_schema(rest, n_sentences)},
+        "required": ["step1", "step2", "step3"],
         "additionalProperties": False,
     }

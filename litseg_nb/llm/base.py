@@ -20,6 +20,8 @@ book, stage), for notebook 08.
 """
 from __future__ import annotations
 
+import dataclasses
+import re
 import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -40,6 +42,34 @@ class SamplingParams:
     seed: int = 0
     json_schema: dict[str, Any] | None = None  # constrained decoding when the backend supports it
     stop: tuple[str, ...] = ()
+    # one schema per conversation of the call (replaces ``json_schema``; None entries: unconstrained),
+    # e.g. LitSeg's stage 3, whose sentence indices are bounded by each unit's own sentence count
+    json_schemas: tuple[dict[str, Any] | None, ...] | None = None
+
+    def schema_for(self, i: int) -> dict[str, Any] | None:
+        """The JSON schema that constrains conversation ``i`` of the call (None: unconstrained)."""
+        if self.json_schemas is None:
+            return self.json_schema
+        return self.json_schemas[i]
+
+    def schemas(self, n: int) -> list[dict[str, Any] | None]:
+        """The schema of each of the call's ``n`` conversations (checks ``json_schemas``' length)."""
+        if self.json_schemas is not None and len(self.json_schemas) != n:
+            raise LLMError(f"SamplingParams.json_schemas has {len(self.json_schemas)} schemas for {n} "
+                           "conversations")
+        return [self.schema_for(i) for i in range(n)]
+
+    def for_item(self, i: int) -> "SamplingParams":
+        """The params of conversation ``i`` alone (its schema as ``json_schema``)."""
+        if self.json_schemas is None:
+            return self
+        return dataclasses.replace(self, json_schema=self.json_schemas[i], json_schemas=None)
+
+    def subset(self, idx: Sequence[int]) -> "SamplingParams":
+        """The params of the conversations ``idx`` of the call (their schemas, in that order)."""
+        if self.json_schemas is None:
+            return self
+        return dataclasses.replace(self, json_schemas=tuple(self.json_schemas[i] for i in idx))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,9 @@
   scheme), so each token sees at least ``max_length // 2`` tokens of context.
 * Structured output: when ``structured_output`` is on and ``SamplingParams.json_schema`` is set,
   decoding is constrained to the schema by xgrammar's transformers logits processor (compact JSON,
-  no free whitespace). With the flag off the schema is ignored, as in the paper.
+  no free whitespace). ``SamplingParams.json_schemas`` gives each conversation its own schema: every
+  row of a batch gets its own grammar (constrained and unconstrained rows are batched apart). With
+  the flag off the schemas are ignored, as in the paper.
 
 Shared-prefix reuse (``prefix_reuse=True``, the default): a prompt prefix shared by many requests
 (the system prompts) has its key/value cache computed once and reused; the store, its rules and how
@@ -177,17 +179,19 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         return [self.prompt_ids(c) for c in conversations]
 
     def _batches(self, lengths: Sequence[int], groups: Sequence[Any] | None = None,
-                 max_padding: float = 1.0) -> list[list[int]]:
+                 max_padding: float = 1.0, apart: Sequence[Any] | None = None) -> list[list[int]]:
         """Item indices grouped into batches of similar length (longest first); items of different
         ``groups`` (prefixes: tuples of token ids, fed once, so only the rest is padded) never share
         a batch. ``max_padding < 1`` also starts a new batch before padding would exceed that
-        fraction of a batch's tokens (see :func:`padded_batches`)."""
+        fraction of a batch's tokens (see :func:`padded_batches`). Items of different ``apart`` values
+        never share a batch either (constrained and unconstrained generation)."""
         tails = [n - (len(groups[i]) if groups is not None and groups[i] is not None else 0)
                  for i, n in enumerate(lengths)]
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
         by_group: dict[Any, list[int]] = {}
         for i in order:
-            by_group.setdefault(groups[i] if groups is not None else None, []).append(i)
+            by_group.setdefault((groups[i] if groups is not None else None,
+                                 apart[i] if apart is not None else None), []).append(i)
         out = []
         for members in by_group.values():
             out.extend(padded_batches(members, tails, self.batch_size, max_padding))
@@ -271,9 +275,18 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         return cache
 
     # --------------------------------------------------------------- structured
-    def _json_logits_processor(self, schema: dict[str, Any]):
-        import xgrammar as xgr
+    def _json_logits_processor(self, schema: dict[str, Any] | Sequence[dict[str, Any]]):
+        """xgrammar's logits processor for one schema (every row of the batch) or one per row."""
         from xgrammar.contrib.hf import LogitsProcessor
+
+        if isinstance(schema, dict):
+            return LogitsProcessor(self._compiled_grammar(schema))
+        grammars = [self._compiled_grammar(x) for x in schema]
+        # a fresh processor per generate() call (it keeps per-sequence matcher state)
+        return LogitsProcessor(grammars[0] if len(grammars) == 1 else grammars)
+
+    def _compiled_grammar(self, schema: dict[str, Any]):
+        import xgrammar as xgr
 
         if self._grammar_compiler is None:
             info = xgr.TokenizerInfo.from_huggingface(
@@ -290,8 +303,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             except Exception as exc:  # xgrammar raises RuntimeError/ValueError for bad schemas
                 raise LLMError(f"hf backend: cannot compile JSON schema for constrained decoding: "
                                f"{exc}") from exc
-        # a fresh processor per generate() call (it keeps per-sequence matcher state)
-        return LogitsProcessor(self._grammars[key])
+        return self._grammars[key]
 
     # --------------------------------------------------------------------- chat
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
@@ -311,8 +323,13 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             t0 = time.perf_counter()
             plan, built = self._plan_prefixes(prompts)
             share = (time.perf_counter() - t0) / len(prompts)  # prefix building, spread evenly
-            for batch in self._batches([len(p) for p in prompts], [pr.ids if pr else None for pr in plan]):
-                gens = self._generate_batch([prompts[i] for i in batch], params, plan[batch[0]])
+            schemas = params.schemas(len(prompts))
+            # constrained and unconstrained rows never share a batch (every row of a constrained
+            # batch has its own grammar: a per-conversation schema, e.g. LitSeg's index bounds)
+            for batch in self._batches([len(p) for p in prompts], [pr.ids if pr else None for pr in plan],
+                                       apart=[x is not None for x in schemas] if self.structured_output else None):
+                gens = self._generate_batch([prompts[i] for i in batch], params, plan[batch[0]],
+                                            [schemas[i] for i in batch])
                 for i, gen, cached in zip(batch, gens, self.prefixes.cached_counts(batch, plan, built)):
                     gen.cached_prompt_tokens = cached
                     gen.latency_s += share
@@ -321,7 +338,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         return results  # type: ignore[return-value]
 
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
-                        prefix: Prefix | None = None) -> list[Generation]:
+                        prefix: Prefix | None = None, schemas: Sequence[dict[str, Any] | None] | None = None
+                        ) -> list[Generation]:
         import torch
         from transformers import GenerationConfig
 
@@ -338,8 +356,11 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         kwargs: dict[str, Any] = {}
         if params.stop:
             kwargs["tokenizer"] = self.tokenizer
-        if params.json_schema is not None and self.structured_output:
-            kwargs["logits_processor"] = [self._json_logits_processor(params.json_schema)]
+        if schemas is None:
+            schemas = [params.json_schema] * len(prompts)
+        if self.structured_output and any(x is not None for x in schemas):
+            kwargs["logits_processor"] = [self._json_logits_processor(
+                schemas[0] if all(json.dumps(x) == json.dumps(schemas[0]) for x in schemas) else list(schemas))]
         reserve = ids.shape[1] + params.max_new_tokens
         if prefix is not None:
             kwargs["past_key_values"] = self.prefixes.cache_for(prefix, len(prompts), reserve)

@@ -409,7 +409,8 @@ class OpenAIBackend(BackendBase):
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
              tag: UsageTag = UsageTag()) -> list[Generation]:
         """One reply per conversation; requests run concurrently (bounded)."""
-        gens = self._map(self._chat_one, [(c, params) for c in conversations])
+        params.schemas(len(conversations))
+        gens = self._map(self._chat_one, [(c, params.for_item(i)) for i, c in enumerate(conversations)])
         for g in gens:
             self.ledger.record(tag, g)
         return gens

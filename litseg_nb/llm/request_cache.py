@@ -195,6 +195,15 @@ def _gen_from_json(d: dict[str, Any]) -> Generation:
     return Generation(**{**d, "cache_hit": True})
 
 
+def _params_payload(params: SamplingParams) -> dict[str, Any]:
+    """A request's sampling params in its cache key: the conversation's own schema as ``json_schema``
+    (so a per-conversation schema keys like the same schema given for the whole call), without the
+    ``json_schemas`` field (keys of calls that never used it are unchanged)."""
+    d = dataclasses.asdict(params)
+    d.pop("json_schemas", None)
+    return d
+
+
 class CachedBackend:
     """Wraps a backend with a :class:`RequestCache` (same interface, plus ``hits``/``misses``)."""
 
@@ -277,8 +286,9 @@ class CachedBackend:
         return out
 
     def _chat_payloads(self, convs: Sequence[Conversation], params: SamplingParams) -> list[dict[str, Any]]:
-        return [{**self._base_payload("chat"), "messages": list(c), "params": dataclasses.asdict(params)}
-                for c in convs]
+        """The cache payloads of chat requests (per conversation: its own schema, if any)."""
+        return [{**self._base_payload("chat"), "messages": list(c), "params": _params_payload(params.for_item(i))}
+                for i, c in enumerate(convs)]
 
     def reject(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams()) -> int:
         """The replies to these chat requests failed the caller's validation (LitSeg's schema, LumberChunker's
@@ -296,10 +306,11 @@ class CachedBackend:
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
              tag: UsageTag = UsageTag()) -> list[Generation]:
         convs = [list(c) for c in conversations]
+        params.schemas(len(convs))  # a wrong number of per-conversation schemas is an error here
         payloads = self._chat_payloads(convs, params)
 
         def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
-            gens = self.inner.chat([convs[i] for i in idx], params, tag)
+            gens = self.inner.chat([convs[i] for i in idx], params.subset(idx), tag)
             return [(g.text, g) for g in gens]
 
         return [gen for _, gen in self._serve("chat", payloads, compute, tag)]

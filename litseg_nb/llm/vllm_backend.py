@@ -30,6 +30,7 @@ computed once per batch; ``Generation.cached_prompt_tokens`` reports vLLM's
 from __future__ import annotations
 
 import gc
+import json
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -288,9 +289,12 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
             return []
         kw: dict[str, Any] = dict(max_tokens=params.max_new_tokens, temperature=params.temperature,
                                   top_p=params.top_p, seed=params.seed, stop=list(params.stop) or None)
-        if params.json_schema is not None and self.structured_output:
-            kw.update(self._guided(params.json_schema))
-        outs, latency = self._run([self.prompt_ids(c) for c in conversations], self._sampling(**kw))
+        schemas = params.schemas(len(conversations)) if self.structured_output else [None] * len(conversations)
+        if len({json.dumps(x, sort_keys=True) for x in schemas}) <= 1:  # one SamplingParams for the call
+            sampling = self._sampling(**kw, **(self._guided(schemas[0]) if schemas[0] is not None else {}))
+        else:  # a schema per request (vLLM takes one SamplingParams per prompt)
+            sampling = [self._sampling(**kw, **(self._guided(x) if x is not None else {})) for x in schemas]
+        outs, latency = self._run([self.prompt_ids(c) for c in conversations], sampling)
         gens = []
         for o in outs:
             comp = o.outputs[0]
