@@ -7,7 +7,7 @@ from pathlib import Path
 from ..config import LLMConfig
 from .base import LLMBackend, LLMError, UsageLedger
 from .hf import HFBackend
-from .vllm_backend import VLLMBackend
+from . import vllm_backend  # (module attribute at call time: the rehearsal audit stands in for VLLMBackend)
 from .openai_backend import OpenAIBackend
 from .request_cache import CachedBackend, RequestCache
 
@@ -34,7 +34,7 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
                             prefix_reuse=llm_cfg.prefix_reuse, enable_thinking=llm_cfg.enable_thinking,
                             max_padding=llm_cfg.max_padding)
     elif kind == "vllm":
-        backend = VLLMBackend(llm_cfg.model, dtype=llm_cfg.dtype, max_model_len=llm_cfg.max_model_len,
+        backend = vllm_backend.VLLMBackend(llm_cfg.model, dtype=llm_cfg.dtype, max_model_len=llm_cfg.max_model_len,
                               structured_output=llm_cfg.structured_output, ledger=ledger,
                               enable_thinking=llm_cfg.enable_thinking,
                               lora_adapter=llm_cfg.lora_adapter, **llm_cfg.engine)
