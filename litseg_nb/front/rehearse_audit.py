@@ -325,8 +325,10 @@ def audit_notebooks(numbers: Sequence[str], sets_for: Callable[[str], Sequence[t
 
     files = list(notebooks) if notebooks is not None else [discover_notebooks([n])[0] for n in numbers]
     out: dict[str, Any] = {"records": [], "seconds": {}}
-    old_judge = os.environ.get("LITSEG_JUDGE_URLS")
-    os.environ["LITSEG_JUDGE_URLS"] = judge_url
+    # the judge server serves every judging role: the GRPO/pairwise judge and notebooks 06/07's two A.2 raters
+    judge_vars = ("LITSEG_JUDGE_URLS", "LITSEG_RATER_URLS", "LITSEG_RATER2_URLS")
+    old_env = {k: os.environ.get(k) for k in judge_vars}
+    os.environ.update({k: judge_url for k in judge_vars})
     try:
         with recording() as recs, stand_in_engines() as engines:
             for n, nb in zip(numbers, files):
@@ -347,9 +349,10 @@ def audit_notebooks(numbers: Sequence[str], sets_for: Callable[[str], Sequence[t
             out["records"], out["engines"] = list(recs), list(engines)
     finally:
         _where.update(notebook=None, cell=None)
-        if old_judge is None:
-            os.environ.pop("LITSEG_JUDGE_URLS", None)
-        else:
-            os.environ["LITSEG_JUDGE_URLS"] = old_judge
+        for k, v in old_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     out["uncovered"] = uncovered(out["records"])
     return out
