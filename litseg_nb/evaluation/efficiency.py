@@ -174,17 +174,37 @@ def speedup_table(eff: pd.DataFrame, reference: str = "litseg",
 
 
 def plot_cost(eff: pd.DataFrame, ax=None):
-    """Bar chart of prompt and completion tokens per 1,000 sentences per method."""
+    """Bar chart of prompt and completion tokens per 1,000 sentences, for the methods that segmented sentences.
+
+    The ledger's other rows (RAG answers and judges, calibration, training annotations, raters: no
+    sentences of their own to divide by, so no per-1,000-sentence value) are not drawn as empty bars; a
+    note under the axis names them (their tokens are in the table). Without ``ax`` the figure is sized
+    to the bars drawn."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
+    cols = ["prompt_tokens_per_1k_sent", "completion_tokens_per_1k_sent"]
+    values = eff[cols].apply(pd.to_numeric, errors="coerce").replace([float("inf"), float("-inf")], float("nan"))
+    has_cost = values.notna().all(axis=1)
+    shown, skipped = eff[has_cost], eff.loc[~has_cost, "method"].astype(str).tolist()
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.5))
-    d = eff.set_index("method")[["prompt_tokens_per_1k_sent", "completion_tokens_per_1k_sent"]]
-    d.columns = ["prompt tokens", "completion tokens"]
-    d.plot.barh(stacked=True, ax=ax)
+        _, ax = plt.subplots(figsize=(7, 0.4 * len(shown) + 1.6))
+    if len(shown):
+        d = shown.set_index("method")[cols]
+        d.columns = ["prompt tokens", "completion tokens"]
+        d.plot.barh(stacked=True, ax=ax)
+    else:
+        ax.text(0.5, 0.5, "no method segmented sentences", ha="center", va="center", transform=ax.transAxes)
+        ax.set_yticks([])
     ax.set_xlabel("tokens per 1,000 sentences segmented")
     ax.set_ylabel("")
     ax.set_title("LLM cost of segmentation")
+    if skipped:  # anchored under the x label, whatever its height
+        note = (f"not shown ({len(skipped)}: no sentences segmented to divide by; their tokens are in table "
+                f"08_llm_cost): " + ", ".join(skipped))
+        ax.annotate("\n".join(textwrap.wrap(note, 95, break_on_hyphens=False)), xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label),
+                    xytext=(0, -6), textcoords="offset points", ha="left", va="top", fontsize=7, color="0.25")
     return ax
 
 
