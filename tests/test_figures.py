@@ -63,11 +63,11 @@ def ablation_figure_without_boundaries():  # the test profile: no inner boundary
     return plot_ablation(b, r)
 
 
-def dcg_figure():
+def dcg_figure(methods=METHODS):
     from litseg_nb.rag.report import plot_dcg_recall
 
     rows = []
-    for m in METHODS:
+    for m in methods:
         row = {"method": m, "mode": "hybrid"}
         for k in (1, 2, 5, 10, 20):
             row[f"DCG@{k}"], row[f"Recall@{k}"] = 0.1 * np.log1p(k), min(1.0, 0.05 * k)
@@ -157,4 +157,24 @@ def test_cost_figure_draws_no_empty_rows_and_names_the_stages_it_leaves_out(fres
     r = fig.canvas.get_renderer()
     assert ax.texts[0].get_window_extent(r).y1 <= ax.xaxis.label.get_window_extent(r).y0  # under the x label
     assert text_overlaps(fig) == []
+    plt.close(fig)
+
+
+def test_dcg_recall_legend_sits_under_both_panels_with_many_methods(fresh_dirs):
+    """The smoke run compares 27 chunk sets: the legend used to sit in the Recall panel and cover it."""
+    methods = METHODS + [f"lib:chonkie-{i}" for i in range(10)] + ["recursive@published", "semantic@published",
+                                                                    "perplexity+merge+completion-long-name"] * 2
+    fig = dcg_figure(methods)
+    paths = save_figure(fig, "05_dcg_recall_many", "test", LABEL)
+    r = fig.canvas.get_renderer()
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+    assert len(legends) == 1 and len(legends[0].get_texts()) == len(methods)  # one legend for both panels
+    legend = legends[0].get_window_extent(r)
+    for ax in fig.axes:  # the whole panel, its tick and axis labels included
+        panel = ax.get_tightbbox(r)
+        assert legend.y1 <= panel.y0, (legend, panel)
+    footer = next(t for t in fig.texts if t.get_gid() == FOOTER_GID).get_window_extent(r)
+    assert footer.y1 <= legend.y0
+    assert text_overlaps(fig) == []
+    assert paths["png"].stat().st_size > 0
     plt.close(fig)

@@ -581,7 +581,11 @@ def table4(gen: pd.DataFrame, pairwise: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_dcg_recall(retrieval: pd.DataFrame, mode: str, ks: Sequence[int] = (1, 2, 5, 10, 20)):
-    """LumberChunker-style DCG@k and Recall@k curves per method (GutenQA)."""
+    """LumberChunker-style DCG@k and Recall@k curves per method (GutenQA).
+
+    One legend for both panels, placed under the measured bottom of both panels (their tick and axis
+    labels included), so that with dozens of methods it never covers a panel; saving with a tight
+    bounding box grows the canvas to hold it."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -599,8 +603,14 @@ def plot_dcg_recall(retrieval: pd.DataFrame, mode: str, ks: Sequence[int] = (1, 
         ax.set_xlabel("k")
         ax.set_ylabel(f"{metric}@k (%)")
         ax.set_title(f"{metric}@k ({mode})")
-    axes[1].legend(fontsize=7)
     fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        bottom = min(ax.get_tightbbox(renderer).y0 for ax in axes) / fig.bbox.height  # figure fraction
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, bottom - 0.02), ncol=min(4, len(handles)),
+                   fontsize=7, frameon=False)
     return fig
 
 
