@@ -297,6 +297,25 @@ def timing_units(profile: str, timing_dataset: str = "all") -> tuple[set[tuple[s
     return common, present
 
 
+def timing_unit_pairs(corpus: Any, units: Iterable[tuple[str, str]], profile: str,
+                      error: type[Exception] = ValueError) -> list[tuple[Any, Any]]:
+    """The §4.4 ``units`` (``(book_id, unit_id)``) as ``(book, unit)`` pairs of the corpus ``corpus`` (a
+    :class:`~litseg_nb.config.CorpusConfig`), in (book, unit) order. Units the corpus lacks raise
+    ``error`` naming them all (notebook 08's LitSeg-on-student run and the paired measurement share this)."""
+    want = sorted(units)
+    books = {b.book_id: b for b in load_corpus(corpus) if b.book_id in {k[0] for k in want}}
+    pairs, missing = [], []
+    for bid, uid in want:
+        unit = next((u for u in books[bid].units if u.unit_id == uid), None) if bid in books else None
+        if unit is None:
+            missing.append(f"{bid}/{uid}")
+        else:
+            pairs.append((books[bid], unit))
+    if missing:
+        raise error(f"§4.4 unit(s) {missing} are not in profile {profile!r}'s corpus; rerun notebooks 01-04")
+    return pairs
+
+
 def describe_timing_set(timing_dataset: str) -> str:
     return ("every unit all three methods segmented (the profile's evaluation set)" if timing_dataset == "all"
             else f"the {timing_dataset} units all three methods segmented")
@@ -426,20 +445,12 @@ def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any
     cfg = lcfg.replace(llm=student.to_dict())
     recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in units]
     ref = annotation_length_reference(recs)  # the teacher's run's value on these units
-    books = {b.book_id: b for b in load_corpus(cfg.corpus) if b.book_id in {k[0] for k in units}}
-    pairs, missing = [], []
-    for bid, uid in sorted(units):
-        unit = next((u for u in books[bid].units if u.unit_id == uid), None) if bid in books else None
-        if unit is None:
-            missing.append(f"{bid}/{uid}")
-        else:
-            pairs.append((books[bid], unit))
-    if missing:
-        raise ValueError(f"§4.4 unit(s) {missing} are not in profile {profile!r}'s corpus; rerun notebooks 01-04")
+    pairs = timing_unit_pairs(cfg.corpus, units, profile)
     backend = (backend_factory or (lambda c: make_backend(c, ledger)))(student)
     run = annotate_units(pairs, backend, cfg, length_reference=ref, method=STUDENT_METHOD,
                          annotations_path=artifact_path(profile, "efficiency", "litseg_student_annotations.jsonl"))
     path = artifact_path(profile, "efficiency", "chunks", f"{STUDENT_METHOD}.jsonl")
+    books = {b.book_id: b for b, _ in pairs}
     save_chunks(path, records_to_chunks(list(books.values()), run.records, method=STUDENT_METHOD))
     return run, path
 
