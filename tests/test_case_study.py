@@ -1,10 +1,15 @@
 """Case studies (Figures 4-5): the question whose evidence the methods split most
 differently, by a stated rule; per method its handed chunk with the evidence marked and its answer."""
-import pandas as pd
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from litseg_nb.rag.pipeline import EvalQuestion
 from litseg_nb.rag.report import case_study, case_study_html, choose_case_question, plot_case_study
 from litseg_nb.core.schema import make_sentence_chunk
+from litseg_nb.core.figures import text_overlaps
 
 from conftest import make_book
 
@@ -34,4 +39,31 @@ def test_case_question_is_the_one_the_methods_split_most_differently():
     assert case1[0]["evidence_handed"] and case1[0]["chunk"][a:b] == sent(1)
     assert "<mark>" + sent(1) in case_study_html(case1, "t", rule)
     fig = plot_case_study(case1, "t")
-    assert len(fig.axes) == 3
+    texts = [t.get_text() for t in fig.texts]
+    assert [t for t in texts if " — evidence " in t] == ["a — evidence handed", "b — evidence handed",
+                                                         "c — evidence handed"]
+    assert sum(t.startswith("answer: ") for t in texts) == 3 and "⟦" + sent(1) + "⟧" in " ".join(texts).replace("\n", " ")
+    plt.close(fig)
+
+
+def _long_case(n_methods=3):
+    passage = ("She was obliged to stop and think, and she could not but pity them as Harriet described it. ") * 30
+    return [{"method": f"m{i}", "chunk": passage, "evidence_handed": False, "mark": None,
+             "answer": "The answer concerns her regret over the actions regarding Harriet. " * (2 + 3 * i)}
+            for i in range(n_methods)]
+
+
+def test_case_study_figure_stacks_passage_and_answer_without_overlap():
+    """A passage cut to 14 lines plus an answer of several lines: every text sits under the one before
+    (the old layout printed the answer line at a fixed axes position, over the passage's last lines)."""
+    fig = plot_case_study(_long_case(), "Emma — question q010")
+    assert text_overlaps(fig) == []
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(r) for t in fig.texts]
+    assert all(a.y0 >= b.y1 for a, b in zip(boxes, boxes[1:]))  # each block wholly above the next
+    fig_box = fig.bbox
+    assert all(fig_box.y0 <= b.y0 and b.y1 <= fig_box.y1 for b in boxes)  # the figure is sized to its text
+    answers = [t.get_text() for t in fig.texts if t.get_text().startswith("answer: ")]
+    assert len(answers) == 3 and answers[-1].count("\n") == 3 and answers[-1].endswith("[…]")  # 4 lines at most
+    plt.close(fig)

@@ -1,10 +1,12 @@
 import pandas as pd
 import pytest
 
-from litseg_nb.evaluation import efficiency
+from litseg_nb.evaluation import efficiency, paired_timing
+from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.llm.base import Generation, UsageLedger, UsageTag
 from litseg_nb.core.paths import outputs_dir
 from litseg_nb.core.schema import Chunk, save_chunks
+from tests.conftest import make_book
 
 
 def _chunk(unit, a, b, method):
@@ -172,3 +174,21 @@ def test_lite_litseg_ratio_is_reported_against_teacher_and_against_litseg_on_the
     # switched off: no control row (a stale chunk file of an earlier run is not read)
     off, _ = efficiency.paper_efficiency_table("test", timing_dataset="literaryqa", controls=False)
     assert efficiency.STUDENT_METHOD not in set(off["method"])
+
+
+def test_timing_unit_pairs_is_the_one_unit_lookup_of_notebook_08(monkeypatch):
+    """LitSeg on the student's model and the paired measurement take their §4.4 units from one helper:
+    (book, unit) order, every missing unit named, each caller's own error type."""
+    books = [make_book("gutenqa:B", units=2, n=3), make_book("gutenqa:A", units=3, n=3)]
+    monkeypatch.setattr(efficiency, "load_corpus", lambda cfg: books)
+    corpus = LitSegConfig.for_profile("test").corpus
+    units = {("gutenqa:B", "u0001"), ("gutenqa:A", "u0002"), ("gutenqa:A", "u0000")}
+    pairs = efficiency.timing_unit_pairs(corpus, units, "test")
+    assert [(b.book_id, u.unit_id) for b, u in pairs] == sorted(units)
+    assert [(b.book_id, u.unit_id) for b, u in paired_timing.paired_pairs("test", units, max_units=2)] == sorted(units)[:2]
+    gone = units | {("gutenqa:A", "u0009"), ("gutenqa:Z", "u0000")}
+    with pytest.raises(ValueError, match=r"\['gutenqa:A/u0009', 'gutenqa:Z/u0000'\] are not in profile 'test'") as e:
+        efficiency.timing_unit_pairs(corpus, gone, "test")
+    assert type(e.value) is ValueError
+    with pytest.raises(paired_timing.PairedTimingError, match="rerun notebooks 01-04"):
+        paired_timing.paired_pairs("test", gone)

@@ -29,14 +29,20 @@ def unit_lengths_figure():  # notebook 01's figure, as the notebook draws it
     return fig
 
 
+NOT_SEGMENTING = ["rag-generate", "rag-pairwise-judge", "litseg-calibration", "llm-rater", "litseg-train"]
+
+
+def cost_table():  # 08_llm_cost's shape: stages that segmented nothing have no per-1,000-sentence value
+    nan = float("nan")
+    return pd.DataFrame({"method": METHODS[:7] + NOT_SEGMENTING,
+                         "prompt_tokens_per_1k_sent": [*np.linspace(1e3, 9e6, 7), *[nan] * 5],
+                         "completion_tokens_per_1k_sent": [*np.linspace(1e2, 9e5, 7), *[nan] * 5]})
+
+
 def llm_cost_figure():  # notebook 08's figure
     from litseg_nb.evaluation import efficiency
 
-    eff = pd.DataFrame({"method": METHODS[:7], "prompt_tokens_per_1k_sent": np.linspace(1e3, 9e6, 7),
-                        "completion_tokens_per_1k_sent": np.linspace(1e2, 9e5, 7)})
-    fig, ax = plt.subplots(figsize=(7, 0.5 * len(eff) + 1.5))
-    efficiency.plot_cost(eff, ax=ax)
-    return fig
+    return efficiency.plot_cost(cost_table()).figure
 
 
 def ablation_figure():
@@ -57,11 +63,11 @@ def ablation_figure_without_boundaries():  # the test profile: no inner boundary
     return plot_ablation(b, r)
 
 
-def dcg_figure():
+def dcg_figure(methods=METHODS):
     from litseg_nb.rag.report import plot_dcg_recall
 
     rows = []
-    for m in METHODS:
+    for m in methods:
         row = {"method": m, "mode": "hybrid"}
         for k in (1, 2, 5, 10, 20):
             row[f"DCG@{k}"], row[f"Recall@{k}"] = 0.1 * np.log1p(k), min(1.0, 0.05 * k)
@@ -135,4 +141,40 @@ def test_ablation_figure_names_every_variant_even_without_values(fresh_dirs):
     assert sorted(labels) == sorted(["LitSeg-Lite", "w/o GRPO", "w/o FT", "+w/o Theo.S.1", "+w/o Theory"])
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert texts.count("n/a (no inner boundary)") == 5 and texts.count("n/a") == 1
+    plt.close(fig)
+
+
+def test_cost_figure_draws_no_empty_rows_and_names_the_stages_it_leaves_out(fresh_dirs):
+    """The ledger's non-segmentation stages (RAG, judges, calibration, ...) have no per-1,000-sentence
+    value: they used to be drawn as empty bars; now only methods with a cost are rows, the rest named."""
+    fig = llm_cost_figure()
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == METHODS[:7]
+    assert all(p.get_width() > 0 for p in ax.patches)  # every drawn bar has a length
+    note = " ".join(t.get_text() for t in ax.texts).replace("\n", " ")
+    assert "not shown (5: no sentences segmented" in note and all(m in note for m in NOT_SEGMENTING)
+    r = fig.canvas.get_renderer()
+    assert ax.texts[0].get_window_extent(r).y1 <= ax.xaxis.label.get_window_extent(r).y0  # under the x label
+    assert text_overlaps(fig) == []
+    plt.close(fig)
+
+
+def test_dcg_recall_legend_sits_under_both_panels_with_many_methods(fresh_dirs):
+    """The smoke run compares 27 chunk sets: the legend used to sit in the Recall panel and cover it."""
+    methods = METHODS + [f"lib:chonkie-{i}" for i in range(10)] + ["recursive@published", "semantic@published",
+                                                                    "perplexity+merge+completion-long-name"] * 2
+    fig = dcg_figure(methods)
+    paths = save_figure(fig, "05_dcg_recall_many", "test", LABEL)
+    r = fig.canvas.get_renderer()
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+    assert len(legends) == 1 and len(legends[0].get_texts()) == len(methods)  # one legend for both panels
+    legend = legends[0].get_window_extent(r)
+    for ax in fig.axes:  # the whole panel, its tick and axis labels included
+        panel = ax.get_tightbbox(r)
+        assert legend.y1 <= panel.y0, (legend, panel)
+    footer = next(t for t in fig.texts if t.get_gid() == FOOTER_GID).get_window_extent(r)
+    assert footer.y1 <= legend.y0
+    assert text_overlaps(fig) == []
+    assert paths["png"].stat().st_size > 0
     plt.close(fig)

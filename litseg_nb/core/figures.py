@@ -9,6 +9,10 @@ axis label, whatever the figure's size or layout engine.
 :func:`text_overlaps` lists pairs of visible text artists whose rendered boxes intersect (tick
 labels, axis labels, titles, legends, annotations, the footer); :func:`save_figure` logs a warning
 naming them, and the tests call it on every plotting function's output.
+
+:func:`stacked_text_figure` lays blocks of text (a passage, its answer, ...) top to bottom, each under
+the measured box of the one before, and sizes the figure to hold them: no block can cover another,
+however long a passage or answer is.
 """
 from __future__ import annotations
 
@@ -47,6 +51,27 @@ def add_label_footer(fig, label: str, fontsize: float = FOOTER_FONTSIZE):
     footer = fig.text(bbox.x0 / width_in, (bbox.y0 - pad_in) / height_in, text, fontsize=fontsize,
                       color="0.35", ha="left", va="top", gid=FOOTER_GID)
     return footer
+
+
+def stacked_text_figure(blocks, width_in: float = 9.5, pad_in: float = 0.1):
+    """A figure of text ``blocks`` ``(text, text_kwargs, gap_after_points)`` stacked top to bottom.
+
+    Each block is placed under the rendered box of the block before it (plus its gap) and the figure's
+    height is set to the stacked content, so text sizes in points keep the layout at any dpi."""
+    import matplotlib.pyplot as plt  # deferred: matplotlib only where a figure is drawn
+
+    fig = plt.figure(figsize=(width_in, 1.0))
+    renderer = fig.canvas.get_renderer()
+    placed, top_in = [], pad_in
+    for text, kwargs, gap_pt in blocks:
+        t = fig.text(pad_in / width_in, 0.5, text, ha="left", va="top", **kwargs)
+        placed.append((t, top_in))
+        top_in += t.get_window_extent(renderer).height / fig.dpi + gap_pt / 72
+    height = top_in + pad_in
+    fig.set_figheight(height)
+    for t, top in placed:
+        t.set_y(1.0 - top / height)
+    return fig
 
 
 def _drawn_tick_labels(fig) -> tuple[set[int], list[Any]]:

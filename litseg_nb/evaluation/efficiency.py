@@ -174,17 +174,37 @@ def speedup_table(eff: pd.DataFrame, reference: str = "litseg",
 
 
 def plot_cost(eff: pd.DataFrame, ax=None):
-    """Bar chart of prompt and completion tokens per 1,000 sentences per method."""
+    """Bar chart of prompt and completion tokens per 1,000 sentences, for the methods that segmented sentences.
+
+    The ledger's other rows (RAG answers and judges, calibration, training annotations, raters: no
+    sentences of their own to divide by, so no per-1,000-sentence value) are not drawn as empty bars; a
+    note under the axis names them (their tokens are in the table). Without ``ax`` the figure is sized
+    to the bars drawn."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
+    cols = ["prompt_tokens_per_1k_sent", "completion_tokens_per_1k_sent"]
+    values = eff[cols].apply(pd.to_numeric, errors="coerce").replace([float("inf"), float("-inf")], float("nan"))
+    has_cost = values.notna().all(axis=1)
+    shown, skipped = eff[has_cost], eff.loc[~has_cost, "method"].astype(str).tolist()
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.5))
-    d = eff.set_index("method")[["prompt_tokens_per_1k_sent", "completion_tokens_per_1k_sent"]]
-    d.columns = ["prompt tokens", "completion tokens"]
-    d.plot.barh(stacked=True, ax=ax)
+        _, ax = plt.subplots(figsize=(7, 0.4 * len(shown) + 1.6))
+    if len(shown):
+        d = shown.set_index("method")[cols]
+        d.columns = ["prompt tokens", "completion tokens"]
+        d.plot.barh(stacked=True, ax=ax)
+    else:
+        ax.text(0.5, 0.5, "no method segmented sentences", ha="center", va="center", transform=ax.transAxes)
+        ax.set_yticks([])
     ax.set_xlabel("tokens per 1,000 sentences segmented")
     ax.set_ylabel("")
     ax.set_title("LLM cost of segmentation")
+    if skipped:  # anchored under the x label, whatever its height
+        note = (f"not shown ({len(skipped)}: no sentences segmented to divide by; their tokens are in table "
+                f"08_llm_cost): " + ", ".join(skipped))
+        ax.annotate("\n".join(textwrap.wrap(note, 95, break_on_hyphens=False)), xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label),
+                    xytext=(0, -6), textcoords="offset points", ha="left", va="top", fontsize=7, color="0.25")
     return ax
 
 
@@ -275,6 +295,25 @@ def timing_units(profile: str, timing_dataset: str = "all") -> tuple[set[tuple[s
     if timing_dataset != "all":
         common = {k for k in common if book_dataset(k[0]) == timing_dataset}
     return common, present
+
+
+def timing_unit_pairs(corpus: Any, units: Iterable[tuple[str, str]], profile: str,
+                      error: type[Exception] = ValueError) -> list[tuple[Any, Any]]:
+    """The §4.4 ``units`` (``(book_id, unit_id)``) as ``(book, unit)`` pairs of the corpus ``corpus`` (a
+    :class:`~litseg_nb.config.CorpusConfig`), in (book, unit) order. Units the corpus lacks raise
+    ``error`` naming them all (notebook 08's LitSeg-on-student run and the paired measurement share this)."""
+    want = sorted(units)
+    books = {b.book_id: b for b in load_corpus(corpus) if b.book_id in {k[0] for k in want}}
+    pairs, missing = [], []
+    for bid, uid in want:
+        unit = next((u for u in books[bid].units if u.unit_id == uid), None) if bid in books else None
+        if unit is None:
+            missing.append(f"{bid}/{uid}")
+        else:
+            pairs.append((books[bid], unit))
+    if missing:
+        raise error(f"§4.4 unit(s) {missing} are not in profile {profile!r}'s corpus; rerun notebooks 01-04")
+    return pairs
 
 
 def describe_timing_set(timing_dataset: str) -> str:
@@ -406,20 +445,12 @@ def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any
     cfg = lcfg.replace(llm=student.to_dict())
     recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in units]
     ref = annotation_length_reference(recs)  # the teacher's run's value on these units
-    books = {b.book_id: b for b in load_corpus(cfg.corpus) if b.book_id in {k[0] for k in units}}
-    pairs, missing = [], []
-    for bid, uid in sorted(units):
-        unit = next((u for u in books[bid].units if u.unit_id == uid), None) if bid in books else None
-        if unit is None:
-            missing.append(f"{bid}/{uid}")
-        else:
-            pairs.append((books[bid], unit))
-    if missing:
-        raise ValueError(f"§4.4 unit(s) {missing} are not in profile {profile!r}'s corpus; rerun notebooks 01-04")
+    pairs = timing_unit_pairs(cfg.corpus, units, profile)
     backend = (backend_factory or (lambda c: make_backend(c, ledger)))(student)
     run = annotate_units(pairs, backend, cfg, length_reference=ref, method=STUDENT_METHOD,
                          annotations_path=artifact_path(profile, "efficiency", "litseg_student_annotations.jsonl"))
     path = artifact_path(profile, "efficiency", "chunks", f"{STUDENT_METHOD}.jsonl")
+    books = {b.book_id: b for b, _ in pairs}
     save_chunks(path, records_to_chunks(list(books.values()), run.records, method=STUDENT_METHOD))
     return run, path
 

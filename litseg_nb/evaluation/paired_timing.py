@@ -46,13 +46,13 @@ import pandas as pd
 
 from ..errors import LitsegError
 from ..llm.base import SamplingParams, UsageTag
-from ..corpus import load_corpus
 from ..litseg.config import LitSegConfig
 from ..core.artifacts import artifact_dir
 from ..chunkers.config import BaselinesConfig
 from ..lite.config import LiteConfig
 from ..lite.data import annotation_length_reference, load_annotations, student_length_reference
 from .ablation import adapter_dirs
+from .efficiency import timing_unit_pairs
 from ..lite.train import student_backend
 from ..chunkers.lumber import lumber_chunks_batch
 from ..lite.segmenter import LiteSegmenter
@@ -314,21 +314,10 @@ def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
 # ----------------------------------------------------------------------------------- the profile's methods
 def paired_pairs(profile: str, units: set[tuple[str, str]], max_units: int = 0) -> list[tuple[Any, Any]]:
     """The §4.4 units as ``(book, unit)`` pairs of the profile's corpus, in (book, unit) order, the first
-    ``max_units`` (0 = all). A unit not in the corpus is an error naming it."""
-
+    ``max_units`` (0 = all). A unit not in the corpus is a :class:`PairedTimingError` naming it
+    (:func:`~litseg_nb.evaluation.efficiency.timing_unit_pairs`)."""
     want = sorted(units)[:max_units or None]
-    books = {b.book_id: b for b in load_corpus(LitSegConfig.for_profile(profile).corpus)
-             if b.book_id in {k[0] for k in want}}
-    pairs, missing = [], []
-    for bid, uid in want:
-        unit = next((u for u in books[bid].units if u.unit_id == uid), None) if bid in books else None
-        if unit is None:
-            missing.append(f"{bid}/{uid}")
-        else:
-            pairs.append((books[bid], unit))
-    if missing:
-        raise PairedTimingError(f"§4.4 unit(s) {missing} are not in profile {profile!r}'s corpus; rerun notebooks 01-04")
-    return pairs
+    return timing_unit_pairs(LitSegConfig.for_profile(profile).corpus, want, profile, PairedTimingError)
 
 
 def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 0,

@@ -9,6 +9,7 @@ import pandas as pd
 from ..llm.base import UsageTag
 from ..chunk_sets import EvaluationError
 from ..core.schema import Chunk
+from ..core.figures import stacked_text_figure
 from .pipeline import EvalQuestion, RagEvaluator, evidence_window, final_ranking, select_subset
 from ..metrics.generation import generation_scores
 from .generate import generate_answers
@@ -518,34 +519,33 @@ def case_study_html(case: Sequence[Mapping[str, Any]], title: str, rule: str) ->
             f"<th>answer</th></tr>" + "".join(rows) + "</table>")
 
 
-def plot_case_study(case: Sequence[Mapping[str, Any]], title: str, width: int = 90, max_lines: int = 14):
-    """Figures 4-5 shape as a figure: per method its handed chunk (evidence between ⟦ ⟧ and in a box) and
-    its answer."""
+def plot_case_study(case: Sequence[Mapping[str, Any]], title: str, width: int = 90, max_lines: int = 14,
+                    answer_width: int = 120, answer_lines: int = 4):
+    """Figures 4-5 shape as a figure: per method its handed chunk (evidence between ⟦ ⟧) and its answer.
+
+    The title, each method's heading, passage and answer are stacked, each under the measured box of
+    the one before, and the figure is as tall as its text (:func:`~litseg_nb.core.figures.stacked_text_figure`):
+    a long passage or answer pushes what follows down instead of printing over it."""
     import textwrap
 
-    import matplotlib.pyplot as plt
-
-    n = max(1, len(case))
-    fig, axes = plt.subplots(n, 1, figsize=(9.5, 2.3 * n), squeeze=False)
-    for ax, c in zip(axes[:, 0], case):
+    blocks: list[tuple[str, dict[str, Any], float]] = [(title, {"fontsize": 9}, 8.0)]
+    for c in case:
         t = c["chunk"]
         if c["mark"]:
             a, b = c["mark"]
             t = t[:a] + "⟦" + t[a:b] + "⟧" + t[b:]
-        lines = textwrap.wrap(" ".join(t.split()), width)
+        lines = textwrap.wrap(" ".join(t.split()), width) or ["(empty chunk)"]
         if len(lines) > max_lines:  # centre the shown lines on the evidence
             at = next((i for i, ln in enumerate(lines) if "⟦" in ln), 0)
             lo = max(0, min(at - max_lines // 2, len(lines) - max_lines))
             lines = (["…"] if lo else []) + lines[lo:lo + max_lines] + (["…"] if lo + max_lines < len(lines) else [])
-        ax.axis("off")
-        ax.text(0.0, 1.0, f"{c['method']} — {'evidence handed' if c['evidence_handed'] else 'evidence NOT handed'}",
-                fontsize=8, fontweight="bold", va="top", transform=ax.transAxes)
-        ax.text(0.0, 0.86, "\n".join(lines), fontsize=6.5, va="top", family="monospace", transform=ax.transAxes)
-        ax.text(0.0, -0.02, "answer: " + textwrap.shorten(c["answer"] or "(empty)", 140), fontsize=7, va="top",
-                color="#1f4e79", transform=ax.transAxes)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    return fig
+        answer = textwrap.wrap("answer: " + " ".join((c["answer"] or "(empty)").split()), answer_width,
+                               max_lines=answer_lines, placeholder=" […]")
+        blocks += [(f"{c['method']} — {'evidence handed' if c['evidence_handed'] else 'evidence NOT handed'}",
+                    {"fontsize": 8, "fontweight": "bold"}, 3.0),
+                   ("\n".join(lines), {"fontsize": 6.5, "family": "monospace"}, 3.0),
+                   ("\n".join(answer), {"fontsize": 7, "color": "#1f4e79"}, 12.0)]
+    return stacked_text_figure(blocks)
 
 
 def fusion_comparison(retrieval: pd.DataFrame, fusion_weights: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
@@ -581,7 +581,11 @@ def table4(gen: pd.DataFrame, pairwise: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_dcg_recall(retrieval: pd.DataFrame, mode: str, ks: Sequence[int] = (1, 2, 5, 10, 20)):
-    """LumberChunker-style DCG@k and Recall@k curves per method (GutenQA)."""
+    """LumberChunker-style DCG@k and Recall@k curves per method (GutenQA).
+
+    One legend for both panels, placed under the measured bottom of both panels (their tick and axis
+    labels included), so that with dozens of methods it never covers a panel; saving with a tight
+    bounding box grows the canvas to hold it."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -599,8 +603,14 @@ def plot_dcg_recall(retrieval: pd.DataFrame, mode: str, ks: Sequence[int] = (1, 
         ax.set_xlabel("k")
         ax.set_ylabel(f"{metric}@k (%)")
         ax.set_title(f"{metric}@k ({mode})")
-    axes[1].legend(fontsize=7)
     fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        bottom = min(ax.get_tightbbox(renderer).y0 for ax in axes) / fig.bbox.height  # figure fraction
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, bottom - 0.02), ncol=min(4, len(handles)),
+                   fontsize=7, frameon=False)
     return fig
 
 
