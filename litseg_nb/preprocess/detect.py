@@ -9,7 +9,8 @@ from typing import Sequence
 from .contents import _contents_blocks, _implicit_contents, _match_contents
 from .levels import chapter_level
 from .headings import (_CONTENTS_RE, _NN, _NUMBERED_TITLE_RE, Heading, Span, StructureReport, _classify,
-                       _is_heading_shaped, _numeral_value, _strip_decor, _verse_share, _words)
+                       _is_heading_shaped, _numeral_value, _strip_decor, _verse_share, _words,
+                       quoted_signature)
 
 
 def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureReport | None = None,
@@ -243,7 +244,7 @@ def _capital_titles(heads: list[Heading], paras: list[str], words: list[int], sh
     poetry book without headings, a capitalised short line over a verse paragraph is a poem's title."""
     def caps(j: int) -> bool:
         return (shaped[j] and "\n" not in paras[j] and paras[j].isupper() and 1 <= words[j] <= 10
-                and not re.search(r"[,:;!?]$", paras[j].strip()))
+                and not re.search(r"[,:;!?]$", paras[j].strip()) and not quoted_signature(paras[j]))
 
     parents = [k for k, h in enumerate(heads) if h.kind in ("part", "book", "volume")]
     if sum(1 for h in heads if h.kind not in _NN) < 2 and _verse_share(paras, words) > 0.5:

@@ -194,11 +194,21 @@ def _strip_number(key: str) -> str:
 _QUOTED_CAPS_RE = re.compile(r"^[“‘\"'«„]+([^“”‘’\"'«»„!?]+?)[”’\"'»]+[.;:,]?$")
 
 
+_SIGNATURE_RE = re.compile(r"^[“‘\"'«„]+\s*([A-Z][A-Z.\s'’-]*?)\s*(?:\.[”’\"'»]+|[”’\"'»]+\.)$")
+
+
+def quoted_signature(para: str) -> bool:
+    """A name in capitals inside quotation marks, ending in a full stop (``"JOHN SMITH."``,
+    ``“P. T. RENAULD.”``): the signature of a letter quoted inside a chapter, not a heading (#36)."""
+    m = _SIGNATURE_RE.match(para.strip())
+    return bool(m) and 1 <= _words(m.group(1)) <= 4 and any(c.isalpha() for c in m.group(1))
+
+
 def _quoted_title(para: str) -> bool:
     """A whole short line in quotes, in capitals, without ``!``/``?`` (``“POLIKUSHKA;”``): a quoted
     story title, not dialogue (``“Amanda!”``, ``“Come in,” said he.``)."""
     m = _QUOTED_CAPS_RE.match(para.strip())
-    if not m:
+    if not m or quoted_signature(para):
         return False
     letters = [c for c in m.group(1) if c.isalpha()]
     return len(letters) >= 3 and all(c.isupper() for c in letters)
