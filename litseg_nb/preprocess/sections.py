@@ -160,7 +160,6 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
     report.front_prose_words = front_words + early_words
     if front_start is not None and front_words >= FRONT_NARRATIVE_WORDS:
         sections.insert(0, _Section(front_start, whole_title, headed=False))
-        inserted.add(front_start)  # a contents list's end marker at the same paragraph must not void it
         report.front_matter = True
         report.front_decision = (f"{front_words} prose words before the first heading: a unit "
                                  f"(at least {FRONT_NARRATIVE_WORDS})")
