@@ -208,7 +208,7 @@ def _quoted_title(para: str) -> bool:
     """A whole short line in quotes, in capitals, without ``!``/``?`` (``“POLIKUSHKA;”``): a quoted
     story title, not dialogue (``“Amanda!”``, ``“Come in,” said he.``)."""
     m = _QUOTED_CAPS_RE.match(para.strip())
-    if not m or quoted_signature(para):
+    if not m:
         return False
     letters = [c for c in m.group(1) if c.isalpha()]
     return len(letters) >= 3 and all(c.isupper() for c in letters)
