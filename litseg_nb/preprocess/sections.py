@@ -230,8 +230,9 @@ def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | 
             tail = [ln for p in paras[max(s.first_para, e - 3):e] for ln in p.split("\n")]
             if _signature_author(author, tail) is False:
                 body = " ".join(paras[s.first_para + 1:e])
-                intro = re.match(r"^introduction\b", s.title.split(" / ")[-1], re.I)
-                if intro and surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I):
+                # a real editor or translator writes about the author; a fictional editor's preface or
+                # a narrator's framing introduction does not (#36: a preface that is part of the fiction)
+                if surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I):
                     if report is not None:
                         report.level_notes.append(
                             f"{s.title!r} is signed by someone else than the author but never names "
