@@ -92,16 +92,20 @@ def test_kind4_narrative_right_after_an_empty_contents_header_is_kept():
 
 
 def test_kind4_a_fictional_preface_is_kept_and_an_editors_preface_dropped():
-    """A preface signed by someone else than the author that never names the author is part of the
-    fiction (a unit; on main it was dropped as an editor's preface); one that names the author stays
-    an editor's (front matter)."""
-    fiction = ["MY BOOK", "PREFACE", _prose(300, "p"), "JOHN EDITOR.", "CHAPTER I", _prose(400, "b"),
-               "CHAPTER II", _prose(400, "c")]
+    """A preface signed by one of the story's people (the signer's name recurs in the story) that never
+    names the author is part of the fiction (a unit; on main it was dropped as an editor's preface);
+    one that names the author, or is signed by a name the story never uses, stays an editor's."""
+    fiction = ["MY BOOK", "PREFACE", _prose(300, "p"), "JOHN EDITOR.", "CHAPTER I",
+               _prose(200, "b") + " Then John Editor opened the trunk. " + _prose(200, "x"), "CHAPTER II", _prose(400, "c")]
     _, units, _ = _units(*fiction, author="Ann Writer")
     assert [u.title for u in units] == ["PREFACE", "CHAPTER I", "CHAPTER II"]
     editor = list(fiction)
     editor[2] = _prose(150, "p") + " Of Writer and her life much has been said. " + _prose(150, "r")
     _, units, _ = _units(*editor, author="Ann Writer")
+    assert [u.title for u in units] == ["CHAPTER I", "CHAPTER II"]
+    stranger = list(fiction)
+    stranger[3] = "MARY TRANSLATOR."
+    _, units, _ = _units(*stranger, author="Ann Writer")
     assert [u.title for u in units] == ["CHAPTER I", "CHAPTER II"]
 
 

@@ -9,7 +9,7 @@ from typing import Sequence
 from .detect import detect_headings
 from .headings import (_NN, _SPECIAL_RE, CONTAINER_GAP_WORDS, FRONT_MATTER, FRONT_NARRATIVE_WORDS, RANKS, Heading,
                        Span, StructureReport, _is_heading_shaped, _prose_words, _signature_author,
-                       _norm_title, _strip_decor, _title_like, _words)
+                       _norm_title, _strip_decor, _title_like, _words, _SMALL_WORDS)
 
 
 _CREDIT_LINE_RE = re.compile(r"^(?:by|with|illustrat|translat|edit|dedicat|this\s+is\s+dedicat|author)\w*\b", re.I)
@@ -230,15 +230,37 @@ def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | 
             tail = [ln for p in paras[max(s.first_para, e - 3):e] for ln in p.split("\n")]
             if _signature_author(author, tail) is False:
                 body = " ".join(paras[s.first_para + 1:e])
-                # a real editor or translator writes about the author; a fictional editor's preface or
-                # a narrator's framing introduction does not (#36: a preface that is part of the fiction)
-                if surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I):
+                intro = re.match(r"^introduction\b", s.title.split(" / ")[-1], re.I)
+                if intro and surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I):
                     if report is not None:
                         report.level_notes.append(
                             f"{s.title!r} is signed by someone else than the author but never names "
                             f"{surname}: a framing introduction, kept as a unit")
                     continue
+                # a preface that is part of the fiction (#36): signed by one of the story's people (the
+                # signer's surname recurs in the narrative after it) and never naming the author
+                signer = _signer_surname(tail)
+                later = " ".join(paras[e:])
+                if (signer and surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I)
+                        and re.search(rf"\b{re.escape(signer)}\b", later, re.I)):
+                    if report is not None:
+                        report.level_notes.append(
+                            f"{s.title!r} is signed by {signer!r}, a name of the story, and never names "
+                            f"{surname}: a preface that is part of the fiction, kept as a unit")
+                    continue
                 s.narrative = False
+
+
+def _signer_surname(lines: Sequence[str]) -> str | None:
+    """The last name (three letters or more, not initials) of a preface's signature line."""
+    for ln in list(reversed([x for x in lines if x.strip()]))[:4]:
+        t = ln.strip().rstrip(".")
+        if 1 <= _words(t) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", t) and (t.isupper() or "." in t):
+            if any(w.lower() in _SMALL_WORDS for w in t.replace(".", " ").split()):
+                return None  # "THE VOYAGE OF THE BEAGLE": the book's title set again, not a signature
+            names = re.findall(r"[A-Za-z][a-z'’-]{2,}|[A-Z][A-Z'’-]{2,}", t)
+            return names[-1] if names else None
+    return None
 
 
 _RULE_RE = re.compile(r"^[\s*.·•_—–=~-]{3,}$")  # "* * *", "-----", ". . . ."
