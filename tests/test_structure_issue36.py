@@ -122,3 +122,20 @@ def test_training_book_cases_of_each_kind_are_tuning_only_and_met(data_dir):
     bad = [r for r in rows if not r["count_exact"] or r["f1"] < 1 or r["words_lost"]]
     assert not bad, bad
     assert summary["books"] == len(train) >= 5
+
+
+def test_kind4_a_story_opening_before_the_contents_is_kept_and_a_blurb_dropped():
+    """A few hundred words of story (quoted speech, no word about books or readers) before a contents
+    list: a unit (on main, prose under 500 words before a contents list was always front matter); a
+    blurb of the same size that talks about the book stays front matter."""
+    story = ('"Where are you going?" asked the girl. ' + _prose(100, "s") + ' "To the river," said the boy, '
+             + _prose(150, "t"))
+    toc = ["CONTENTS", "CHAPTER I\nCHAPTER II", "CHAPTER I", _prose(400, "b"), "CHAPTER II", _prose(400, "c")]
+    text, units, report = _units("MY BOOK", "By A. Writer", story, *toc)
+    assert [u.title for u in units] == ["MY BOOK", "CHAPTER I", "CHAPTER II"]
+    assert "s0" in units[0].text(text) and "read as story" in report.front_decision
+    blurb = '"A fine book," said the critic. ' + _prose(100, "s") + ' "Read it," said the paper, ' + _prose(150, "t")
+    _, units, _ = _units("MY BOOK", "By A. Writer", blurb, *toc)
+    assert [u.title for u in units] == ["CHAPTER I", "CHAPTER II"]
+    _, units, _ = _units("MY BOOK", "To my mother, " + _prose(200, "d"), *toc)  # a dedication: no speech
+    assert [u.title for u in units] == ["CHAPTER I", "CHAPTER II"]

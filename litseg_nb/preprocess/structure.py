@@ -76,7 +76,9 @@ words in paragraphs that read as prose, outside contents and non-narrative secti
 titled by the book (``whole_title``), starting at its first prose paragraph. Prose before a
 contents list or a preface is front matter unless it is long (``LONG_FRONT_WORDS`` = 500 prose
 words: an author's sketch before the contents, a first chapter whose heading was missed): then it
-is a unit, titled by the title lines right above it. An opening preface that is the only heading
+is a unit, titled by the title lines right above it; so is shorter prose there (at least
+:data:`FRONT_NARRATIVE_WORDS` words) that reads as the story's opening: at least two quoted speeches
+and not one word about books, authors, editions, readers or tales. An opening preface that is the only heading
 and holds most of the book ends at a paragraph-level cue (its signature or a dated line, a rule,
 the book's title); the narrative after it is a unit. A ``Contents`` header standing over the
 first heading and its title line, then prose, is no list: that heading opens the narrative. A
