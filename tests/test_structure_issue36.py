@@ -38,6 +38,22 @@ def test_kind1_word_heading_parts_with_restarting_chapters_are_parents_and_the_c
     assert any("they are parts" in note for note in report.level_notes)
 
 
+def test_kind1_capital_lines_over_restarting_chapter_numerals_are_parts_without_a_contents_list():
+    """The same book without a contents list (the part titles are capital lines right above each
+    restarting ``I.``): the parts are found and are the chapters' parents (on main only the numerals
+    were found); an EPILOGUE over its own ``I.`` is no part."""
+    parts = ["THE RIVER.", "THE TOWN.", "THE SEA."]
+    body = [p for k, part in enumerate(parts) for p in [part] + _chapters("abc"[k], 6)]
+    _, units, report = _units(*body, "EPILOGUE.", "I.", _prose(200, "e"), "II.", _prose(200, "f"))
+    assert [u.title for u in units][:18] == [f"{part} / {r}." for part in parts for r in ROMANS[:6]]
+    assert [u.title.split(" / ")[-1] for u in units[18:]] == ["I.", "II."]
+    assert report.sections == 0
+    # two parts with only three chapters each: not enough to call them parts (the numerals stay units)
+    short = [p for k, part in enumerate(parts[:2]) for p in [part] + _chapters("ab"[k], 3)]
+    _, units, _ = _units(*short)
+    assert [u.title for u in units] == ["I.", "II.", "III."] * 2
+
+
 def test_kind1_stories_with_a_few_numbered_sections_stay_the_units():
     """Counter-case: a collection of five stories with numbered sections keeps the stories as units."""
     stories = ["THE DOOR", "THE WINDOW", "THE ROOF", "THE CELLAR", "THE GARDEN"]

@@ -54,7 +54,9 @@ preferred cut points of a recursive split. A preface/note/introduction is never 
 heading that would hold every section of the book is the book's title repeated: a parent. Two to
 four word headings (no ``PART``) that each hold a run of at least five numerals restarting at 1 are
 a novel's parts: parents, and the numerals are the chapters (more titles, or titles with a few
-numbered sections each, are a collection's stories and stay the units). The
+numbered sections each, are a collection's stories and stay the units); in a book whose only
+headings are numerals, the capital lines right above two to four such restarting ``I`` are those
+parts' titles. The
 rules and the report's ``level_notes`` (chosen level, rejected levels and why) are in
 :mod:`.levels` and :mod:`.detect`.
 
