@@ -155,3 +155,14 @@ def test_kind4_a_story_opening_before_the_contents_is_kept_and_a_blurb_dropped()
     assert [u.title for u in units] == ["CHAPTER I", "CHAPTER II"]
     _, units, _ = _units("MY BOOK", "To my mother, " + _prose(200, "d"), *toc)  # a dedication: no speech
     assert [u.title for u in units] == ["CHAPTER I", "CHAPTER II"]
+
+
+def test_a_gold_book_that_is_not_gzip_gives_a_one_line_error_naming_it(tmp_path):
+    import pytest
+
+    from litseg_nb.preprocess.gold import GoldEntry
+
+    (tmp_path / "gutenberg_train").mkdir()
+    (tmp_path / "gutenberg_train" / "1.txt.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(ValueError, match=r"^gutenberg_train/1\.txt\.gz: cannot read the gzipped gold book"):
+        score_gold([GoldEntry("gutenberg_train/1.txt.gz", ["CHAPTER I"], None)], tmp_path)

@@ -178,12 +178,15 @@ def score_gold(gold: Sequence[GoldEntry], root: Path, detector: Detector | None 
         path = Path(root) / entry.file
         try:
             if path.suffix == ".gz":  # a gutenberg_train book (tuning cases only, see TRAIN_GOLD_FILE)
-                cleaned = clean_gutenberg_text(gzip.decompress(path.read_bytes()), source=str(path))
+                try:
+                    data = gzip.decompress(path.read_bytes())
+                except (OSError, EOFError) as err:
+                    raise ValueError(f"{entry.file}: cannot read the gzipped gold book ({err})") from err
+                cleaned = clean_gutenberg_text(data, source=str(path))
             else:
                 cleaned = clean_gutenberg_file(path)
         except GutenbergFormatError as err:  # a book that cannot be cleaned loses everything
-            data = path.read_bytes()
-            raw = (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8", errors="replace")
+            raw = (data if path.suffix == ".gz" else path.read_bytes()).decode("utf-8", errors="replace")
             raw = " ".join(raw.split())
             row = score_book(GoldEntry(entry.file, entry.units, None, entry.kind), raw, [])
             row["error"] = str(err)[:200]
