@@ -77,6 +77,13 @@ def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
                 break
             add(lines, j)
             j += 1
+        # an empty contents header over the book's first heading ("Contents" / "Chapter I" / its title,
+        # then the story): the "entries" are that heading and its title line, not a list (issue #36)
+        first_entry = _classify(paras[i + 1]) if i + 1 < j and "\n" not in paras[i + 1] else []
+        if (first_entry and first_entry[0].kind not in _NN and first_entry[0].kind != "special"
+                and j - (i + 1) <= 2 and j < len(paras) and _words(paras[j]) >= 50 and "\n" not in paras[j]
+                and "\n" not in paras[i]):
+            entries, j = [], i + 1
         out.append((i, j, entries))
         i = max(j, i + 1)
     return out

@@ -7,9 +7,10 @@ import re
 from typing import Sequence
 
 from .contents import _contents_blocks, _implicit_contents, _match_contents
-from .levels import chapter_level
+from .levels import PART_MAX_PARTS, PART_MIN_CHAPTERS, chapter_level
 from .headings import (_CONTENTS_RE, _NN, _NUMBERED_TITLE_RE, Heading, Span, StructureReport, _classify,
-                       _is_heading_shaped, _numeral_value, _strip_decor, _verse_share, _words)
+                       _is_heading_shaped, _numeral_value, _strip_decor, _verse_share, _words,
+                       quoted_signature)
 
 
 def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureReport | None = None,
@@ -243,8 +244,13 @@ def _capital_titles(heads: list[Heading], paras: list[str], words: list[int], sh
     poetry book without headings, a capitalised short line over a verse paragraph is a poem's title."""
     def caps(j: int) -> bool:
         return (shaped[j] and "\n" not in paras[j] and paras[j].isupper() and 1 <= words[j] <= 10
-                and not re.search(r"[,:;!?]$", paras[j].strip()))
+                and not re.search(r"[,:;!?]$", paras[j].strip()) and not quoted_signature(paras[j]))
 
+    if all(h.kind in _NN or h.kind in ("special", "numeral", "volume") for h in heads):
+        # only numerals (and a volume or a preface): word headings over restarting chapter numerals
+        part_titles = _capital_part_titles(heads, paras, words, caps)
+        if part_titles:
+            return sorted(heads + part_titles, key=lambda h: (h.para, h.rank))
     parents = [k for k, h in enumerate(heads) if h.kind in ("part", "book", "volume")]
     if sum(1 for h in heads if h.kind not in _NN) < 2 and _verse_share(paras, words) > 0.5:
         poems = [j for j in range(len(paras) - 1) if caps(j) and paras[j + 1].count("\n") >= 2]
@@ -297,6 +303,27 @@ def _capital_story_titles(heads: list[Heading], paras: list[str], words: list[in
     if sizes[len(sizes) // 2] < STORY_WORDS or sizes[0] < 100:
         return []
     return [Heading(j, "title", paras[j].strip()) for j in cands]
+
+
+def _capital_part_titles(heads: list[Heading], paras: list[str], words: list[int], caps) -> list[Heading]:
+    """Word headings over restarting chapter numerals (#36): in a book whose only headings are numerals,
+    a capital line right above each of two to four numerals ``I`` that restart the series, each run at
+    least :data:`~.levels.PART_MIN_CHAPTERS` long, is a part's title (``THE VICOMTESSE DE CAMBES.`` /
+    ``I.`` ... ``XXIII.``, then ``THE ABBEY OF PEYSSAC.`` / ``I.`` ...); :mod:`.levels` makes the parts
+    parents of those chapters."""
+    nums = [h for h in heads if h.kind == "numeral"]
+    starts = [i for i, h in enumerate(nums) if h.value == 1]
+    headed = {h.para for h in heads}
+    out = []
+    for n, i in enumerate(starts):
+        j = nums[i].para - 1
+        if j in headed:
+            continue  # "EPILOGUE." / "I.": the numerals of a preface or an epilogue, not a part
+        run = (starts[n + 1] if n + 1 < len(starts) else len(nums)) - i
+        if run < PART_MIN_CHAPTERS or j < 0 or not caps(j):
+            return []
+        out.append(Heading(j, "title", paras[j].strip()))
+    return out if 2 <= len(out) <= PART_MAX_PARTS else []
 
 
 def _note(notes: list[str] | None, note: str) -> None:

@@ -194,6 +194,16 @@ def _strip_number(key: str) -> str:
 _QUOTED_CAPS_RE = re.compile(r"^[“‘\"'«„]+([^“”‘’\"'«»„!?]+?)[”’\"'»]+[.;:,]?$")
 
 
+_SIGNATURE_RE = re.compile(r"^[“‘\"'«„]+\s*([A-Z][A-Z.\s'’-]*?)\s*(?:\.[”’\"'»]+|[”’\"'»]+\.)$")
+
+
+def quoted_signature(para: str) -> bool:
+    """A name in capitals inside quotation marks, ending in a full stop (``"JOHN SMITH."``,
+    ``“P. T. RENAULD.”``): the signature of a letter quoted inside a chapter, not a heading (#36)."""
+    m = _SIGNATURE_RE.match(para.strip())
+    return bool(m) and 1 <= _words(m.group(1)) <= 4 and any(c.isalpha() for c in m.group(1))
+
+
 def _quoted_title(para: str) -> bool:
     """A whole short line in quotes, in capitals, without ``!``/``?`` (``“POLIKUSHKA;”``): a quoted
     story title, not dialogue (``“Amanda!”``, ``“Come in,” said he.``)."""
@@ -207,7 +217,22 @@ def _quoted_title(para: str) -> bool:
 def _is_heading_shaped(para: str) -> bool:
     lines = para.split("\n")
     return (len(lines) <= 3 and len(para) <= 120 and _words(para) <= 18
-            and (para.lstrip()[:1] not in _QUOTE_START or (len(lines) == 1 and _quoted_title(para))))
+            and (para.lstrip()[:1] not in _QUOTE_START or (len(lines) == 1 and _quoted_title(para)))
+            or _long_titled_keyword(lines))
+
+
+def _long_titled_keyword(lines: list[str]) -> bool:
+    """``CHAPTER THE FIRST.`` over a long title in capitals set on two or three more lines of the same
+    paragraph (``IN WHICH THE HISTORY BEGINS ...``, over 120 characters in all): a heading (#36).
+    Only a keyword line with nothing after its number, over lines in capitals: prose never is."""
+    lines = [ln.strip() for ln in lines if ln.strip()]
+    if not 2 <= len(lines) <= 4 or sum(len(ln) for ln in lines) > 300 or any(len(ln) > 90 for ln in lines):
+        return False
+    first = _strip_decor(lines[0])
+    m = _KEYWORD_RE.match(first)
+    if not m or m.group("rest").strip(" .:—–-") or m.group("kw").lower() in ("volume", "vol", "book", "part", "act"):
+        return False
+    return all(ln.isupper() for ln in lines[1:])
 
 
 def _title_like(s: str) -> bool:

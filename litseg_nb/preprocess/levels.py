@@ -108,7 +108,44 @@ def chapter_level(heads: list[Heading], toc_paras: set[int]) -> tuple[list[Headi
                                   "book's title, a parent, and its sections are the units")
             restored = sorted(keep + [s for s, _ in subs], key=lambda h: (h.para, h.rank))
             return restored, [], _describe(restored, [], decision, {})
+    parts = _titled_parts(keep, subs)
+    if parts:
+        decision.notes.append(f"{len(parts)} word headings ({', '.join(repr(u.title) for u in parts)}) each hold "
+                              f"a run of at least {PART_MIN_CHAPTERS} numerals restarting at 1: they are parts, "
+                              "parents, and their numerals are the chapters (the units)")
+        moved = {id(s) for s, u in subs if id(u) in {id(p) for p in parts}}
+        restored = sorted(keep + [s for s, _ in subs if id(s) in moved], key=lambda h: (h.para, h.rank))
+        rest = [s for s in subs if id(s[0]) not in moved]
+        return restored, [s for s, _ in rest], _describe(restored, [s for s, _ in rest], decision, why)
     return keep, [s for s, _ in subs], _describe(keep, [s for s, _ in subs], decision, why)
+
+
+PART_MIN_CHAPTERS = 5  # numerals under each word heading for it to be a part of chapters (#36)
+PART_MAX_PARTS = 4  # more word headings than this, each with numerals: a collection of stories
+
+
+def _titled_parts(keep: list[Heading], subs: list[tuple[Heading, Heading]]) -> list[Heading]:
+    """Word headings that are a novel's parts, not stories (issue #36): a book in two to
+    :data:`PART_MAX_PARTS` word headings (a title in capitals, no ``PART``), each holding a run of at
+    least :data:`PART_MIN_CHAPTERS` bare numerals that restarts at 1, and no other word heading.
+    A story collection has more stories, or stories with a few numbered sections each
+    (Wharton's ``THE BOLTED DOOR`` I-VII among ten stories: the stories stay the units)."""
+    held: dict[int, list[Heading]] = {}
+    holder: dict[int, Heading] = {}
+    for s, u in subs:
+        if s.kind == "numeral" and u.kind == "title":
+            held.setdefault(id(u), []).append(s)
+            holder[id(u)] = u
+    titles = [h for h in keep if h.kind == "title"]
+    if not 2 <= len(titles) <= PART_MAX_PARTS or len(held) != len(titles):
+        return []
+    if any(id(t) not in held for t in titles):
+        return []
+    for t in titles:
+        nums = held[id(t)]
+        if len(nums) < PART_MIN_CHAPTERS or nums[0].value != 1:
+            return []
+    return titles
 
 
 def _describe(keep: list[Heading], subs: list[Heading], d: LevelDecision, why: dict[str, str]) -> LevelDecision:

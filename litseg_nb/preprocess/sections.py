@@ -9,7 +9,7 @@ from typing import Sequence
 from .detect import detect_headings
 from .headings import (_NN, _SPECIAL_RE, CONTAINER_GAP_WORDS, FRONT_MATTER, FRONT_NARRATIVE_WORDS, RANKS, Heading,
                        Span, StructureReport, _is_heading_shaped, _prose_words, _signature_author,
-                       _norm_title, _strip_decor, _title_like, _words)
+                       _norm_title, _strip_decor, _title_like, _words, _SMALL_WORDS)
 
 
 _CREDIT_LINE_RE = re.compile(r"^(?:by|with|illustrat|translat|edit|dedicat|this\s+is\s+dedicat|author)\w*\b", re.I)
@@ -164,6 +164,11 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
         report.front_decision = (f"{front_words} prose words before the first heading: a unit "
                                  f"(at least {FRONT_NARRATIVE_WORDS})")
     long_run = _long_run(paras, in_nn, early_start, scan_from, whole_title) if early_start is not None else None
+    story = None
+    if long_run is None and early_start is not None and early_words >= FRONT_NARRATIVE_WORDS:
+        story = _long_run(paras, in_nn, early_start, scan_from, whole_title, FRONT_NARRATIVE_WORDS)
+        if story is not None and not _reads_as_story(paras, in_nn, story[0], scan_from):
+            story = None
     if long_run is not None:
         start, title, run = long_run
         sections.insert(0, _Section(start, title, headed=title != whole_title))
@@ -171,6 +176,13 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
         report.front_matter = True
         report.front_decision = (f"{run} prose words before the contents/preface: long prose "
                                  f"(at least {LONG_FRONT_WORDS} in one run) is kept as a unit ({title[:40]!r})")
+    elif story is not None:
+        start, title, run = story
+        sections.insert(0, _Section(start, title, headed=title != whole_title))
+        inserted.add(start)
+        report.front_matter = True
+        report.front_decision = (f"{run} prose words before the contents/preface read as story (quoted speech, no "
+                                 f"word about the book, its author or readers): kept as a unit ({title[:40]!r})")
     elif early_words and not report.front_decision:
         report.front_decision = (f"{early_words} prose words before the contents/preface: front matter "
                                  f"(no run of {LONG_FRONT_WORDS})")
@@ -180,9 +192,25 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
     return sections
 
 
-def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: str
-              ) -> tuple[int, str, int] | None:
-    """The first run of at least :data:`LONG_FRONT_WORDS` prose words in paragraphs ``[lo, hi)``
+_META_RE = re.compile(r"\b(?:books?|author\w*|edition\w*|readers?|publish\w*|translat\w*|volumes?|copyright|"
+                      r"printed|dedicat\w*|acknowledg\w*|chapters?|preface|introduction|series|tales?|stor(?:y|ies)|"
+                      r"poems?|verses?|pages?|work)\b", re.I)
+_SPEECH_RE = re.compile(r"[“\"][^“”\"]{2,200}?[,!?]?[”\"],?\s+(?:said|asked|cried|replied|answered|exclaimed|"
+                        r"whispered|shouted|called|went on|continued)\b|\b(?:said|asked|cried|replied)\s+\w+,?\s+[“\"]",
+                        re.I)
+
+
+def _reads_as_story(paras: list[str], in_nn: set[int], lo: int, hi: int) -> bool:
+    """Prose before a contents list that is the story's opening, not a blurb, dedication or note (#36):
+    at least two quoted speeches (``"...," said she``) and not one word about books, authors,
+    editions, readers, tales or pages (a publisher's note, a dedication and a preface all have one)."""
+    text = " ".join(paras[k] for k in range(lo, hi) if k not in in_nn and _prose_words(paras[k]))
+    return len(_SPEECH_RE.findall(text)) >= 2 and not _META_RE.search(text)
+
+
+def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: str,
+              min_words: int = LONG_FRONT_WORDS) -> tuple[int, str, int] | None:
+    """The first run of at least ``min_words`` (:data:`LONG_FRONT_WORDS`) prose words in paragraphs ``[lo, hi)``
     (prose and other non-heading paragraphs, outside non-narrative sections): ``(start, title,
     words)``, starting at the (up to two) title-like lines right above it, which are its title
     (epigraphs, title-page and credit lines above them stay front matter)."""
@@ -195,7 +223,7 @@ def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: 
         while j < hi and j not in in_nn and (_prose_words(paras[j]) or not _is_heading_shaped(paras[j])):
             run += _prose_words(paras[j])
             j += 1
-        if run >= LONG_FRONT_WORDS:
+        if run >= min_words:
             # walk up over the title lines (at most two) and the credit lines between them and the
             # text ("DERELICT" / "By A. Writer" / "Illustrated by ..."); a credit above the title ends it
             top, titles, q = k, [], k - 1
@@ -237,7 +265,30 @@ def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | 
                             f"{s.title!r} is signed by someone else than the author but never names "
                             f"{surname}: a framing introduction, kept as a unit")
                     continue
+                # a preface that is part of the fiction (#36): signed by one of the story's people (the
+                # signer's surname recurs in the narrative after it) and never naming the author
+                signer = _signer_surname(tail)
+                later = " ".join(paras[e:])
+                if (signer and surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I)
+                        and re.search(rf"\b{re.escape(signer)}\b", later, re.I)):
+                    if report is not None:
+                        report.level_notes.append(
+                            f"{s.title!r} is signed by {signer!r}, a name of the story, and never names "
+                            f"{surname}: a preface that is part of the fiction, kept as a unit")
+                    continue
                 s.narrative = False
+
+
+def _signer_surname(lines: Sequence[str]) -> str | None:
+    """The last name (three letters or more, not initials) of a preface's signature line."""
+    for ln in list(reversed([x for x in lines if x.strip()]))[:4]:
+        t = ln.strip().rstrip(".")
+        if 1 <= _words(t) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", t) and (t.isupper() or "." in t):
+            if any(w.lower() in _SMALL_WORDS for w in t.replace(".", " ").split()):
+                return None  # "THE VOYAGE OF THE BEAGLE": the book's title set again, not a signature
+            names = re.findall(r"[A-Za-z][a-z'’-]{2,}|[A-Z][A-Z'’-]{2,}", t)
+            return names[-1] if names else None
+    return None
 
 
 _RULE_RE = re.compile(r"^[\s*.·•_—–=~-]{3,}$")  # "* * *", "-----", ". . . ."

@@ -7,7 +7,8 @@ indexes, addenda, notes) is kept in the text but belongs to no unit; it is liste
 spans, in :attr:`StructureReport.dropped` and :func:`check_unit_coverage` checks that every other
 character is in exactly one unit.
 
-**Headings** are short paragraphs (at most 3 lines, 120 characters, 18 words) that do not start
+**Headings** are short paragraphs (at most 3 lines, 120 characters, 18 words; or a keyword line
+such as ``CHAPTER THE FIRST.`` over up to three lines of title in capitals) that do not start
 with a quotation mark, of these kinds, each with a nesting rank (lower = outer):
 
 ====================  ====  ===========================================================
@@ -50,7 +51,12 @@ scenes under an act, numerals under a story's title, Arabic sections inside Roma
 chapters, sections not listed by a contents list that lists the chapters) are not units: they are
 recorded on the unit (:attr:`~litseg_nb.core.schema.Unit.sections`, start offset and title) and are the
 preferred cut points of a recursive split. A preface/note/introduction is never a parent. A title
-heading that would hold every section of the book is the book's title repeated: a parent. The
+heading that would hold every section of the book is the book's title repeated: a parent. Two to
+four word headings (no ``PART``) that each hold a run of at least five numerals restarting at 1 are
+a novel's parts: parents, and the numerals are the chapters (more titles, or titles with a few
+numbered sections each, are a collection's stories and stay the units); in a book whose only
+headings are numerals, the capital lines right above two to four such restarting ``I`` are those
+parts' titles. The
 rules and the report's ``level_notes`` (chosen level, rejected levels and why) are in
 :mod:`.levels` and :mod:`.detect`.
 
@@ -62,7 +68,8 @@ immediately followed by a short title paragraph takes it into its title. In vers
 (poetry) bare numerals under a title are sections of one poem; a poetry book without headings
 gets one unit per capitalised title over verse, a prose book without headings divided by capital
 lines over story-sized prose one unit per story. Inside a PART/BOOK without child headings,
-capitalised short lines are its chapters. A PART/BOOK line between a chapters-only contents list
+capitalised short lines are its chapters (not a quoted name in capitals ending in a full stop,
+``"JOHN SMITH."``: a letter's signature). A PART/BOOK line between a chapters-only contents list
 and the first chapter opens the body (PART I keeps its chapters). A heading with no text under it
 (a repeated title, ``Volume II.`` on a title page) is not a unit.
 
@@ -71,9 +78,15 @@ words in paragraphs that read as prose, outside contents and non-narrative secti
 titled by the book (``whole_title``), starting at its first prose paragraph. Prose before a
 contents list or a preface is front matter unless it is long (``LONG_FRONT_WORDS`` = 500 prose
 words: an author's sketch before the contents, a first chapter whose heading was missed): then it
-is a unit, titled by the title lines right above it. An opening preface that is the only heading
+is a unit, titled by the title lines right above it; so is shorter prose there (at least
+:data:`FRONT_NARRATIVE_WORDS` words) that reads as the story's opening: at least two quoted speeches
+and not one word about books, authors, editions, readers or tales. An opening preface that is the only heading
 and holds most of the book ends at a paragraph-level cue (its signature or a dated line, a rule,
-the book's title); the narrative after it is a unit. ``front_decision`` and ``preface_decision`` in
+the book's title); the narrative after it is a unit. A ``Contents`` header standing over the
+first heading and its title line, then prose, is no list: that heading opens the narrative. A
+preface signed by one of the story's people (the signer's surname recurs in the story) that never
+names the author is part of the fiction and a unit, as a framing introduction that never names the
+author already is; other prefaces signed by someone else are an editor's. ``front_decision`` and ``preface_decision`` in
 the report say what was decided. A book without headings is one unit (``split="whole"``) over the
 same narrative span.
 
