@@ -348,6 +348,16 @@ def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path,
                    help="chunks file (*.jsonl, one input) or folder (default: outputs/<profile>/segment/)")
     p.add_argument("--force", action="store_true", help="replace existing outputs (and redo complete books)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run the books on a Ray cluster (extra `ray`): local (default: a cluster of this machine, "
+                        "started and stopped for the run), auto, HOST:PORT (the head's GCS) or ray://HOST:PORT; "
+                        "outputs as without --ray")
+    p.add_argument("--ray-actors", type=int, default=None, metavar="N",
+                   help="with --ray, for a method with a model: N actors, each holding one backend "
+                        "(default: the cluster's CPUs, at most one per book)")
+    p.add_argument("--ray-cpus", type=int, default=None, metavar="N", help="with --ray local: the local cluster's CPUs")
+    p.add_argument("--ray-gpus", type=float, default=None, metavar="G",
+                   help="with --ray: GPUs each actor reserves (a vllm or hf backend on GPU nodes)")
     return p
 
 

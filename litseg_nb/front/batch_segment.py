@@ -297,6 +297,7 @@ def _segment_main(args: Any) -> int:
         if given:
             raise SegmentUsageError(f"--method {args.method} calls no LLM: {', '.join(given)} would be ignored; "
                                     f"leave {'them' if len(given) > 1 else 'it'} out or choose an LLM method")
+    _check_ray_options(args)
     files, missing = expand_inputs(args.inputs)
     if missing:
         raise SegmentUsageError(f"no such file, folder or matching .txt file: {', '.join(missing)}")
@@ -320,7 +321,13 @@ def _segment_main(args: Any) -> int:
         raise SegmentUsageError(str(exc).replace("outputs folder", "output folder")) from None
 
     fingerprint = run_fingerprint(args.method, args.profile, options, args.max_units)
-    run = _Run(args, cfg, spec, files, bases, fingerprint, single)
+    if getattr(args, "ray", None) is not None:
+        # deferred: ray_segment imports this module (and needs the optional extra `ray`)
+        from .ray_segment import RayRun
+
+        run: Any = RayRun(args, cfg, spec, files, bases, fingerprint, single)
+    else:
+        run = _Run(args, cfg, spec, files, bases, fingerprint, single)
     try:
         run.go()
     finally:
@@ -329,7 +336,38 @@ def _segment_main(args: Any) -> int:
     if run.backend is not None:  # how many replies the request cache served (a warm cache is never silent);
         # a report, not an error: stdout, so that a failed run's stderr is its one error line
         print(f"[litseg_nb] {cache_report(run.backend)}")
+    elif getattr(run, "cache_line", ""):  # --ray: the actors' caches, summed
+        print(f"[litseg_nb] {run.cache_line}")
     return code
+
+
+def _check_ray_options(args: Any) -> None:
+    """``--ray``'s address and its sizing options, before any work (the sizing options without ``--ray``
+    would be ignored: refused)."""
+    ray = getattr(args, "ray", None)
+    sizing = [(f, getattr(args, a, None)) for f, a in (("--ray-actors", "ray_actors"), ("--ray-cpus", "ray_cpus"),
+                                                        ("--ray-gpus", "ray_gpus"))]
+    if ray is None:
+        given = [f for f, v in sizing if v is not None]
+        if given:
+            raise SegmentUsageError(f"{', '.join(given)} without --ray would be ignored; add --ray [ADDRESS]")
+        return
+    for flag, value in sizing:
+        if value is not None and (value != value or value < 0 or (flag != "--ray-gpus" and value < 1)):
+            raise SegmentUsageError(f"{flag} {value}: give a positive number")
+    if ray not in ("", "local", "auto") and Path(ray).exists():
+        raise SegmentUsageError(f"--ray {ray}: that is a file or folder, not a cluster address; put --ray after "
+                                "the inputs (segment DIR --ray) or give the address (--ray local DIR)")
+    # deferred: the optional extra's helpers (importing them needs no ray; require_ray checks it is installed)
+    from ..core.ray_cluster import RayAddressError, parse_address, require_ray
+
+    try:
+        address = parse_address(ray)
+    except RayAddressError as exc:
+        raise SegmentUsageError(str(exc)) from None
+    if address.kind != "local" and args.ray_cpus is not None:
+        raise SegmentUsageError(f"--ray-cpus sizes a local cluster; the cluster at {address} has its own CPUs")
+    require_ray()
 
 
 @dataclass
