@@ -75,7 +75,7 @@ def parse_address(value: str | None) -> RayAddress:
     """The :class:`RayAddress` of a ``--ray`` value (None or empty: ``local``)."""
     if value is None:
         return RayAddress(LOCAL)
-    shown = redact_url(value)
+    shown = redact_url(value) if "://" in value else redact_url("x://" + value)[4:]  # secrets out of the message
     raw = str(value)
     if raw != raw.strip() or any(ord(ch) < 32 for ch in raw):
         raise RayAddressError(f"--ray {shown!r}: an address has no blanks or control characters")
