@@ -40,8 +40,15 @@ def _files(folder: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def local_cluster():
     """A Ray cluster of this machine with 2 CPUs, shut down after the module."""
-    os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")  # a busy shared machine starts raylets slowly
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    for attempt in range(3):  # Ray gives a local raylet 30 s to register: a busy shared machine may need another go
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            break
+        except Exception:
+            if ray.is_initialized():
+                ray.shutdown()
+            if attempt == 2:
+                raise
     try:
         yield ray
     finally:

@@ -156,7 +156,7 @@ def cluster(address: RayAddress, num_cpus: int | None = None, env_vars: dict[str
         if ray.is_initialized():
             ray.shutdown()
         raise RayUnreachable(f"Ray cluster {address} did not start or answer: {type(exc).__name__}: "
-                             f"{' '.join(str(exc).split())[:300]} (a busy machine: raise RAY_raylet_start_wait_time_s)"
+                             f"{' '.join(str(exc).split())[:300]} (a local raylet gets 30 s to start: on a busy machine, rerun)"
                              ) from None
     try:
         yield ray
