@@ -178,3 +178,57 @@ def test_a_worker_killed_mid_run_fails_its_book_and_the_rerun_resumes(local_clus
     out = capsys.readouterr().out
     assert "1 segmented, 3 already complete" in out, out
     assert _files(tmp_path / "one") == _files(tmp_path / "ray")
+
+
+# ------------------------------------------------------------------ notebook 02's annotation on Ray
+def _annotation_view(records):
+    return [(r["key"], r["book_id"], r["unit_id"], r["segments"], r["fallback"], r["fallback_types"], r["retries"])
+            for r in records]
+
+
+def test_annotation_on_ray_gives_the_single_process_records_and_resumes(local_cluster, tmp_path, fresh_dirs):
+    import conftest
+    from litseg_nb.litseg.config import LitSegConfig
+    from litseg_nb.litseg.pipeline import annotate_units, read_annotations, records_to_chunks
+    from litseg_nb.litseg.ray_annotate import RayOptions, annotate_units_on_ray
+    from litseg_nb.llm import make_backend
+
+    books = [conftest.make_book(f"bk{k}", 2, 5) for k in range(3)]
+    items = [(b, u) for b in books for u in b.units]
+    with FakeOpenAI() as srv:
+        cfg = LitSegConfig.for_profile("test", llm={"backend": "openai", "model": "fake-model",
+                                                    "base_urls": (srv.url,), "use_cache": False})
+        one = annotate_units(items, make_backend(cfg.llm), cfg, progress=False)
+        asked_one = len(srv.chat_requests)
+        path = tmp_path / "ann.jsonl"
+        on_ray = annotate_units_on_ray(items, cfg, RayOptions("local", actors=2), annotations_path=path, progress=False)
+        asked_ray = len(srv.chat_requests) - asked_one
+        ray_requests = srv.chat_requests[asked_one:]
+        again = annotate_units_on_ray(items, cfg, RayOptions("local", actors=2), annotations_path=path, progress=False)
+        assert len(srv.chat_requests) - asked_one == asked_ray  # resumed: nothing asked again
+    assert asked_ray == asked_one == 3 * len(items)
+    assert _annotation_view(on_ray.records) == _annotation_view(one.records)
+    assert [c.to_dict() for c in records_to_chunks(books, on_ray.records)] == \
+        [c.to_dict() for c in records_to_chunks(books, one.records)]
+    assert (again.resumed, again.llm_calls) == (len(items), 0)
+    assert _annotation_view(read_annotations(path)) == _annotation_view(one.records)
+    for b, u in items:  # each unit's three stages in order (stage k's request after stage k-1's)
+        marker = f"of unit {u.ordinal} in {b.book_id}."
+        order = [next(i for i, r in enumerate(ray_requests) if marker in r["messages"][-1]["content"]
+                      and f"ONLY Step {k}" in r["messages"][-1]["content"]) for k in (1, 2, 3)]
+        assert order == sorted(order), (b.book_id, u.unit_id, order)
+    # the single process resumes from the Ray run's file (the same keys): the server is gone, nothing is asked
+    assert annotate_units(items, make_backend(cfg.llm), cfg, progress=False, annotations_path=path).resumed == len(items)
+
+
+def test_ray_options_refuse_unknown_keys_and_bad_values():
+    from litseg_nb.errors import UsageError
+    from litseg_nb.litseg.ray_annotate import RayOptions
+
+    assert RayOptions.from_dict({"address": "auto", "actors": 4}) == RayOptions("auto", 4)
+    with pytest.raises(UsageError, match="unknown key"):
+        RayOptions.from_dict({"adress": "auto"})
+    with pytest.raises(UsageError, match="no user"):
+        RayOptions("ray://u:p@h:1")
+    with pytest.raises(UsageError, match=">= 0"):
+        RayOptions("local", actors=-1)

@@ -72,14 +72,16 @@ class RayAddress:
 
 
 def parse_address(value: str | None) -> RayAddress:
-    """The :class:`RayAddress` of a ``--ray`` value (None or empty: ``local``)."""
+    """The :class:`RayAddress` of a ``--ray`` value (None: ``local``)."""
     if value is None:
         return RayAddress(LOCAL)
     shown = redact_url(value) if "://" in value else redact_url("x://" + value)[4:]  # secrets out of the message
     raw = str(value)
     if raw != raw.strip() or any(ord(ch) < 32 for ch in raw):
         raise RayAddressError(f"--ray {shown!r}: an address has no blanks or control characters")
-    if raw in ("", LOCAL):
+    if raw == "":
+        raise RayAddressError("--ray '': give local, auto, HOST:PORT or ray://HOST:PORT (or leave the value out: local)")
+    if raw == LOCAL:
         return RayAddress(LOCAL)
     if raw == AUTO:
         return RayAddress(AUTO)
