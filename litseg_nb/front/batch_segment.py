@@ -52,6 +52,7 @@ from ..chunkers.base import ChunkerError
 from ..segmenters.registry import get_method
 from ..core.paths import outputs_dir
 from ..core.safe_io import OutputsNotWritable, ensure_writable
+from ..core.ray_cluster import RayAddressError, parse_address, require_ray
 from ..llm.embeddings import EmbeddingError
 from ..llm.base import LLMError
 from .params import parse_key_value
@@ -358,9 +359,6 @@ def _check_ray_options(args: Any) -> None:
     if ray not in ("", "local", "auto") and Path(ray).exists():
         raise SegmentUsageError(f"--ray {ray}: that is a file or folder, not a cluster address; put --ray after "
                                 "the inputs (segment DIR --ray) or give the address (--ray local DIR)")
-    # deferred: the optional extra's helpers (importing them needs no ray; require_ray checks it is installed)
-    from ..core.ray_cluster import RayAddressError, parse_address, require_ray
-
     try:
         address = parse_address(ray)
     except RayAddressError as exc:

@@ -190,6 +190,9 @@ class RayRun:
                 self._collect(ray, refs, resubmit=None)
 
     def _with_actors(self, ray: Any, todo: list[_Pending], env: dict[str, Any]) -> None:
+        # deferred: ray is the optional extra; this module is only imported with it installed
+        from ray.exceptions import RayActorError
+
         n = self.args.ray_actors or max(1, min(len(todo), int(ray.cluster_resources().get("CPU", 1))))
         opts: dict[str, Any] = {"num_cpus": 1, "max_restarts": 2, "max_task_retries": 0, "runtime_env": env}
         if self.args.ray_gpus:
@@ -211,14 +214,20 @@ class RayRun:
             submit(a)
         try:
             self._collect(ray, refs, resubmit=submit)
-            counts = [ray.get(a.cache_counts.remote()) for a in actors]
+            counts, lost = [], 0
+            for a in actors:
+                try:
+                    counts.append(ray.get(a.cache_counts.remote()))
+                except RayActorError:  # an actor that died for good took its counts with it
+                    lost += 1
             hits, misses = sum(c[0] for c in counts), sum(c[1] for c in counts)
             paths = sorted({c[2] for c in counts if c[2]})
+            gone = f"; the counts of {lost} dead actor(s) are lost" if lost else ""
             if paths:
                 total = hits + misses
                 self.cache_line = (f"LLM request cache ({n} Ray actor(s)): {hits} of {total} "
                                    f"repl{'y' if total == 1 else 'ies'} from the cache, {misses} computed "
-                                   f"({', '.join(paths)})")
+                                   f"({', '.join(paths)}){gone}")
             elif self.spec.needs_llm:
                 self.cache_line = "LLM request cache: off (every reply computed)"
         finally:
