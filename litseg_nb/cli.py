@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterator, Sequence
 from .front import gallery, rehearse
 from .front.batch_segment import __doc__ as _SEGMENT_DOC
 from .front.batch_segment import segment_main
+from .front.ray_segment import RayRun
 from .front.chunk_import import cli as import_chunks_main
 from .config import PROFILES, ConfigError, config_sets, explain, renamed_hint
 from .data.download import cli as download_main
@@ -361,6 +362,11 @@ def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     return p
 
 
+def _segment(args: Any) -> int:
+    """Handler of ``segment``: the one-process run, or with ``--ray`` :class:`~litseg_nb.front.ray_segment.RayRun`."""
+    return segment_main(args, RayRun if args.ray is not None else None)
+
+
 def _boundaries_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="score chunkers against the authors' chapter and scene breaks: "
                                   "ours (--method) or any chunk set (--chunks)")
@@ -466,7 +472,7 @@ COMMANDS: dict[str, tuple[Builder, Handler]] = {
     "config": (_config_parser, config_main),
     "lab": (_lab_parser, lab_main),
     "download-data": (_download_parser, download_main),
-    "segment": (_segment_parser, segment_main),
+    "segment": (_segment_parser, _segment),
     "methods": (_methods_parser, methods_main),
     "boundaries": (_boundaries_parser, boundaries_main),
     "train-boundary-model": (_train_boundary_parser, _train_boundary_main),

@@ -263,10 +263,12 @@ def _server_name(cfg: Any) -> str:
     return f"{llm.backend} backend (model {llm.model})"
 
 
-def segment_main(args: Any) -> int:
-    """Handler of ``python -m litseg_nb segment``."""
+def segment_main(args: Any, runner: Any = None) -> int:
+    """Handler of ``python -m litseg_nb segment``; ``runner`` replaces the one-process library run (same
+    constructor, ``go``, ``close_bars``, ``results``, ``stopped``, ``backend``: ``--ray``'s
+    :class:`litseg_nb.front.ray_segment.RayRun`)."""
     try:
-        return _segment_main(args)
+        return _segment_main(args, runner)
     except SegmentUsageError as exc:
         print(f"[litseg_nb] segment: {exc}", file=sys.stderr)
         return 2
@@ -276,7 +278,7 @@ def segment_main(args: Any) -> int:
         return 130
 
 
-def _segment_main(args: Any) -> int:
+def _segment_main(args: Any, runner: Any = None) -> int:
 
     # ---- options: every usage error before any work
     try:
@@ -322,13 +324,7 @@ def _segment_main(args: Any) -> int:
         raise SegmentUsageError(str(exc).replace("outputs folder", "output folder")) from None
 
     fingerprint = run_fingerprint(args.method, args.profile, options, args.max_units)
-    if getattr(args, "ray", None) is not None:
-        # deferred: ray_segment imports this module (and needs the optional extra `ray`)
-        from .ray_segment import RayRun
-
-        run: Any = RayRun(args, cfg, spec, files, bases, fingerprint, single)
-    else:
-        run = _Run(args, cfg, spec, files, bases, fingerprint, single)
+    run = (runner or _Run)(args, cfg, spec, files, bases, fingerprint, single)
     try:
         run.go()
     finally:

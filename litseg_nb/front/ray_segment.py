@@ -16,7 +16,7 @@ The same per-book pipeline, spread over the cluster's workers (the optional extr
   paths, and the package installed), and a killed run resumes: a rerun skips every book already written.
 * **Failures.** A book that cannot be read or segmented is listed, as without ``--ray``. A worker that
   dies (killed, out of memory, its node lost) fails the book it held ("Ray worker died ... rerun to
-  resume"); the actor is restarted for the next books. A dead LLM server stops the run as without
+  resume"); a new actor takes the next books. A dead LLM server stops the run as without
   ``--ray``: no new book is started, the books in flight are finished or written with their finished
   units (``complete: false``), and one line names the server.
 
@@ -194,18 +194,27 @@ class RayRun:
         from ray.exceptions import RayActorError
 
         n = self.args.ray_actors or max(1, min(len(todo), int(ray.cluster_resources().get("CPU", 1))))
-        opts: dict[str, Any] = {"num_cpus": 1, "max_restarts": 2, "max_task_retries": 0, "runtime_env": env}
+        # no restarts, no task retries: a dead actor fails the book it held and a new actor takes its place
+        opts: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0, "runtime_env": env}
         if self.args.ray_gpus:
             opts["num_gpus"] = self.args.ray_gpus
         Actor = ray.remote(**opts)(BookSegmenter)
         run_id = f"{time.time_ns():x}"
-        actors = [Actor.options(name=f"litseg-segment-{run_id}-{i}").remote(self.cfg, self.args.method,
-                                                                           self.args.max_units)
-                  for i in range(n)]
+        made = 0
+
+        def new_actor() -> Any:
+            nonlocal made
+            made += 1
+            return Actor.options(name=f"litseg-segment-{run_id}-{made - 1}").remote(self.cfg, self.args.method,
+                                                                                   self.args.max_units)
+
+        actors = [new_actor() for _ in range(n)]
         queue = list(todo)
         refs: dict[Any, tuple[_Pending, Any]] = {}
 
-        def submit(actor: Any) -> None:
+        def submit(actor: Any, died: bool = False) -> None:
+            if died:  # its book is listed as failed; the next book goes to a fresh actor
+                actors[actors.index(actor)] = actor = new_actor()
             if queue and self.stopped is None:
                 p = queue.pop(0)
                 refs[actor.segment.remote(str(p.res.source))] = (p, actor)
@@ -250,11 +259,14 @@ class RayRun:
             except RayTaskError as exc:  # a bug in the worker: its traceback, after the books written so far
                 raise exc.as_instanceof_cause() from None
             except (RayActorError, WorkerCrashedError, ObjectLostError) as exc:
+                died = True
                 out = BookOutcome("failed", reason=f"Ray worker died ({type(exc).__name__}: "
                                                    f"{_one_line(exc)[:160]}); rerun to resume")
+            else:
+                died = False
             self._record(p, out)
             if resubmit is not None:
-                resubmit(actor)
+                resubmit(actor, died)
 
     def _record(self, p: _Pending, out: BookOutcome) -> None:
         res = p.res
