@@ -2,10 +2,11 @@
 process's byte for byte (a rule-based method, LitSeg against the fake OpenAI-compatible server), a
 worker killed mid-run fails only its book and the rerun resumes, a failing book is listed.
 
-The address checks run without a cluster. Everything here is skipped where the extra ``ray`` is not
-installed (``pytest.importorskip``)."""
+The address checks run without a cluster (and without Ray: then ``--ray`` says how to install it); the
+tests on a cluster are skipped where the extra ``ray`` is not installed (``pytest.importorskip``)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -17,8 +18,6 @@ from litseg_nb.cli import main
 from litseg_nb.core.ray_cluster import RayAddressError, RayUnreachable, parse_address, probe
 
 from fakes import FakeOpenAI, free_port, stderr_lines
-
-ray = pytest.importorskip("ray")
 
 
 def _books(folder: Path, n: int = 3, bad: bool = True) -> Path:
@@ -39,15 +38,16 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def local_cluster():
-    """A Ray cluster of this machine with 2 CPUs, shut down after the module."""
-    for attempt in range(3):  # Ray gives a local raylet 30 s to register: a busy shared machine may need another go
+    """A Ray cluster of this machine with 2 CPUs, shut down after the module (skipped without the extra)."""
+    ray = pytest.importorskip("ray")
+    for attempt in range(5):  # Ray gives a local raylet 30 s to register: a busy shared machine may need another go
         try:
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
             break
         except Exception:
             if ray.is_initialized():
                 ray.shutdown()
-            if attempt == 2:
+            if attempt == 4:
                 raise
     try:
         yield ray
@@ -76,7 +76,19 @@ def test_bad_addresses_are_one_line_usage_errors_without_secrets(value, word):
     assert "s3cret" not in str(err.value) and "tok@" not in str(err.value) and "\n" not in str(err.value)
 
 
+def test_without_ray_the_flag_is_one_line_saying_how_to_install_it(tmp_path, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as without the extra
+    books = _books(tmp_path / "books", 1, bad=False)
+    rc = main(["segment", str(books), "--method", "token", "--profile", "test", "-o", str(tmp_path / "out"), "--ray"])
+    err = stderr_lines(capsys.readouterr().err)
+    assert rc == 2 and len(err) == 1 and "pip install 'litseg_nb[ray]'" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
 def test_unreachable_cluster_is_one_line_exit_1_and_nothing_written(tmp_path, capsys):
+    ray = pytest.importorskip("ray")
     books = _books(tmp_path / "books", 1, bad=False)
     port = free_port()
     with pytest.raises(RayUnreachable, match="unreachable"):
@@ -148,6 +160,7 @@ def test_llm_method_outputs_are_the_single_process_bytes(local_cluster, tmp_path
 
 
 def test_a_worker_killed_mid_run_fails_its_book_and_the_rerun_resumes(local_cluster, tmp_path, monkeypatch, capsys):
+    ray = local_cluster
     books = _books(tmp_path / "books", 4, bad=False)
     monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "outputs"))
     monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache-one"))
@@ -209,8 +222,8 @@ def test_annotation_on_ray_gives_the_single_process_records_and_resumes(local_cl
         assert len(srv.chat_requests) - asked_one == asked_ray  # resumed: nothing asked again
     assert asked_ray == asked_one == 3 * len(items)
     assert _annotation_view(on_ray.records) == _annotation_view(one.records)
-    assert [c.to_dict() for c in records_to_chunks(books, on_ray.records)] == \
-        [c.to_dict() for c in records_to_chunks(books, one.records)]
+    assert [dataclasses.asdict(c) for c in records_to_chunks(books, on_ray.records)] == \
+        [dataclasses.asdict(c) for c in records_to_chunks(books, one.records)]
     assert (again.resumed, again.llm_calls) == (len(items), 0)
     assert _annotation_view(read_annotations(path)) == _annotation_view(one.records)
     for b, u in items:  # each unit's three stages in order (stage k's request after stage k-1's)
