@@ -22,6 +22,7 @@ shuts the connection (and a local cluster it started) down afterwards, also on a
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import re
 import socket
@@ -146,7 +147,7 @@ def cluster(address: RayAddress, num_cpus: int | None = None, env_vars: dict[str
         yield ray
         return
     probe(address, connect_timeout_s)
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
                               "runtime_env": {"env_vars": dict(env_vars or {})}}
     if address.kind == LOCAL:
         kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
@@ -157,9 +158,9 @@ def cluster(address: RayAddress, num_cpus: int | None = None, env_vars: dict[str
     except Exception as exc:  # ray.init raises bare Exception too (a local raylet that did not start in time)
         if ray.is_initialized():
             ray.shutdown()
+        hint = " (a local raylet gets 30 s to start: on a busy machine, rerun)" if address.kind == LOCAL else ""
         raise RayUnreachable(f"Ray cluster {address} did not start or answer: {type(exc).__name__}: "
-                             f"{' '.join(str(exc).split())[:300]} (a local raylet gets 30 s to start: on a busy machine, rerun)"
-                             ) from None
+                             f"{' '.join(str(exc).split())[:300]}{hint}") from None
     try:
         yield ray
     finally:
