@@ -28,6 +28,10 @@
   are in flight at once and every replica stays busy; a book is written as soon as all its units
   are done. LitSeg with length calibration (the profile default) calibrates on each book's own first
   units, so it segments one book at a time (still in batches of that size).
+* **On a Ray cluster** — ``--ray [ADDRESS]`` (the extra ``ray``) runs each book on a Ray worker (tasks for a
+  rule-based method, ``--ray-actors`` actors each holding one backend for a method with a model) and writes
+  the same bytes here, with the same skip/resume rules; a worker that dies fails only its book
+  (:mod:`litseg_nb.front.ray_segment`; addresses: :mod:`litseg_nb.core.ray_cluster`).
 
 Exit codes: 0 all books segmented (or already complete); 1 some books failed, or the run stopped on
 an LLM error; 2 a usage error (bad option, no input, unwritable destination) or every book failed.
