@@ -12,7 +12,8 @@
 Anything else (another scheme, a user name or password, a path, a query, a blank) is a
 :class:`RayAddressError` (exit 2) naming the value with its secrets removed. A ``HOST:PORT`` nobody
 answers on is a :class:`RayUnreachable` (exit 1) after a TCP probe of ``connect_timeout_s`` seconds,
-before :func:`ray.init` (which would otherwise wait minutes for a missing head node). Without the
+before :func:`ray.init` (which would otherwise wait minutes for a missing head node). Something other
+than Ray answering on the port passes the probe; Ray then retries on its own (seen: ~20 s to over 10 min). Without the
 extra, :func:`require_ray` is a :class:`RayMissing` (exit 2) saying how to install it.
 
 When the calling process already holds a Ray connection (a notebook or a test called
