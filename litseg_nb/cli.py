@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterator, Sequence
 from .front import gallery, rehearse
 from .front.batch_segment import __doc__ as _SEGMENT_DOC
 from .front.batch_segment import segment_main
+from .front.ray_segment import RayRun
 from .front.chunk_import import cli as import_chunks_main
 from .config import PROFILES, ConfigError, config_sets, explain, renamed_hint
 from .data.download import cli as download_main
@@ -348,7 +349,22 @@ def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path,
                    help="chunks file (*.jsonl, one input) or folder (default: outputs/<profile>/segment/)")
     p.add_argument("--force", action="store_true", help="replace existing outputs (and redo complete books)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run the books on a Ray cluster (extra `ray`): local (default: a cluster of this machine, "
+                        "started and stopped for the run), auto, HOST:PORT (the head's GCS) or ray://HOST:PORT; "
+                        "outputs as without --ray")
+    p.add_argument("--ray-actors", type=int, default=None, metavar="N",
+                   help="with --ray, for a method with a model: N actors, each holding one backend "
+                        "(default: the cluster's CPUs, at most one per book)")
+    p.add_argument("--ray-cpus", type=int, default=None, metavar="N", help="with --ray local: the local cluster's CPUs")
+    p.add_argument("--ray-gpus", type=float, default=None, metavar="G",
+                   help="with --ray: GPUs each actor reserves (a vllm or hf backend on GPU nodes)")
     return p
+
+
+def _segment(args: Any) -> int:
+    """Handler of ``segment``: the one-process run, or with ``--ray`` :class:`~litseg_nb.front.ray_segment.RayRun`."""
+    return segment_main(args, RayRun if args.ray is not None else None)
 
 
 def _boundaries_parser(sub: Any, name: str) -> argparse.ArgumentParser:
@@ -456,7 +472,7 @@ COMMANDS: dict[str, tuple[Builder, Handler]] = {
     "config": (_config_parser, config_main),
     "lab": (_lab_parser, lab_main),
     "download-data": (_download_parser, download_main),
-    "segment": (_segment_parser, segment_main),
+    "segment": (_segment_parser, _segment),
     "methods": (_methods_parser, methods_main),
     "boundaries": (_boundaries_parser, boundaries_main),
     "train-boundary-model": (_train_boundary_parser, _train_boundary_main),

@@ -42,6 +42,13 @@ def _cases(tmp):
         ["segment", str(book), "--method", "token", "--set", "=="],
         ["segment", str(book), "--method", "lumber", "--base-url", "ftp://x/v1"],
         ["segment", str(book), "--method", "lumber", "--base-url", ""],
+        # segment --ray: bad addresses, secrets, traversal, sizing without --ray (refused before Ray starts)
+        ["segment", str(book), "--method", "token", "--ray", "../../etc:1"],
+        ["segment", str(book), "--method", "token", "--ray", "http://user:s3cret@head:6379"],
+        ["segment", str(book), "--method", "token", "--ray", ""],
+        ["segment", str(book), "--method", "token", "--ray", "head:70000"],
+        ["segment", str(book), "--method", "token", "--ray-actors", "3"],
+        ["segment", str(book), "--method", "token", "--ray", "--ray-gpus", "-1"],
         # boundaries
         ["boundaries", "--profile", "test", "--name", "../../../README"],
         ["boundaries", "--profile", "test", "--method", ","],

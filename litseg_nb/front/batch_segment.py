@@ -28,6 +28,10 @@
   are in flight at once and every replica stays busy; a book is written as soon as all its units
   are done. LitSeg with length calibration (the profile default) calibrates on each book's own first
   units, so it segments one book at a time (still in batches of that size).
+* **On a Ray cluster** — ``--ray [ADDRESS]`` (the extra ``ray``) runs each book on a Ray worker (tasks for a
+  rule-based method, ``--ray-actors`` actors each holding one backend for a method with a model) and writes
+  the same bytes here, with the same skip/resume rules; a worker that dies fails only its book
+  (:mod:`litseg_nb.front.ray_segment`; addresses: :mod:`litseg_nb.core.ray_cluster`).
 
 Exit codes: 0 all books segmented (or already complete); 1 some books failed, or the run stopped on
 an LLM error; 2 a usage error (bad option, no input, unwritable destination) or every book failed.
@@ -52,6 +56,7 @@ from ..chunkers.base import ChunkerError
 from ..segmenters.registry import get_method
 from ..core.paths import outputs_dir
 from ..core.safe_io import OutputsNotWritable, ensure_writable
+from ..core.ray_cluster import RayAddressError, parse_address, require_ray
 from ..llm.embeddings import EmbeddingError
 from ..llm.base import LLMError
 from .params import parse_key_value
@@ -262,10 +267,12 @@ def _server_name(cfg: Any) -> str:
     return f"{llm.backend} backend (model {llm.model})"
 
 
-def segment_main(args: Any) -> int:
-    """Handler of ``python -m litseg_nb segment``."""
+def segment_main(args: Any, runner: Any = None) -> int:
+    """Handler of ``python -m litseg_nb segment``; ``runner`` replaces the one-process library run (same
+    constructor, ``go``, ``close_bars``, ``results``, ``stopped``, ``backend``: ``--ray``'s
+    :class:`litseg_nb.front.ray_segment.RayRun`)."""
     try:
-        return _segment_main(args)
+        return _segment_main(args, runner)
     except SegmentUsageError as exc:
         print(f"[litseg_nb] segment: {exc}", file=sys.stderr)
         return 2
@@ -275,7 +282,7 @@ def segment_main(args: Any) -> int:
         return 130
 
 
-def _segment_main(args: Any) -> int:
+def _segment_main(args: Any, runner: Any = None) -> int:
 
     # ---- options: every usage error before any work
     try:
@@ -297,6 +304,7 @@ def _segment_main(args: Any) -> int:
         if given:
             raise SegmentUsageError(f"--method {args.method} calls no LLM: {', '.join(given)} would be ignored; "
                                     f"leave {'them' if len(given) > 1 else 'it'} out or choose an LLM method")
+    _check_ray_options(args)
     files, missing = expand_inputs(args.inputs)
     if missing:
         raise SegmentUsageError(f"no such file, folder or matching .txt file: {', '.join(missing)}")
@@ -320,7 +328,7 @@ def _segment_main(args: Any) -> int:
         raise SegmentUsageError(str(exc).replace("outputs folder", "output folder")) from None
 
     fingerprint = run_fingerprint(args.method, args.profile, options, args.max_units)
-    run = _Run(args, cfg, spec, files, bases, fingerprint, single)
+    run = (runner or _Run)(args, cfg, spec, files, bases, fingerprint, single)
     try:
         run.go()
     finally:
@@ -329,7 +337,35 @@ def _segment_main(args: Any) -> int:
     if run.backend is not None:  # how many replies the request cache served (a warm cache is never silent);
         # a report, not an error: stdout, so that a failed run's stderr is its one error line
         print(f"[litseg_nb] {cache_report(run.backend)}")
+    elif getattr(run, "cache_line", ""):  # --ray: the actors' caches, summed
+        print(f"[litseg_nb] {run.cache_line}")
     return code
+
+
+def _check_ray_options(args: Any) -> None:
+    """``--ray``'s address and its sizing options, before any work (the sizing options without ``--ray``
+    would be ignored: refused)."""
+    ray = getattr(args, "ray", None)
+    sizing = [(f, getattr(args, a, None)) for f, a in (("--ray-actors", "ray_actors"), ("--ray-cpus", "ray_cpus"),
+                                                        ("--ray-gpus", "ray_gpus"))]
+    if ray is None:
+        given = [f for f, v in sizing if v is not None]
+        if given:
+            raise SegmentUsageError(f"{', '.join(given)} without --ray would be ignored; add --ray [ADDRESS]")
+        return
+    for flag, value in sizing:
+        if value is not None and (value != value or value < 0 or (flag != "--ray-gpus" and value < 1)):
+            raise SegmentUsageError(f"{flag} {value}: give a positive number")
+    if ray not in ("", "local", "auto") and Path(ray).exists():
+        raise SegmentUsageError(f"--ray {ray}: that is a file or folder, not a cluster address; put --ray after "
+                                "the inputs (segment DIR --ray) or give the address (--ray local DIR)")
+    try:
+        address = parse_address(ray)
+    except RayAddressError as exc:
+        raise SegmentUsageError(str(exc)) from None
+    if address.kind != "local" and args.ray_cpus is not None:
+        raise SegmentUsageError(f"--ray-cpus sizes a local cluster; the cluster at {address} has its own CPUs")
+    require_ray()
 
 
 @dataclass
