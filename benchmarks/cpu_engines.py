@@ -510,8 +510,9 @@ def run_engine(args) -> None:
         batch = [pool[i % len(pool)] for i in range(b)]
         _, t1, la0, _, c1 = timed(eng.gen, batch, 1, True)
         _, tn, _, la1, cn = timed(eng.gen, batch, args.decode_tokens, True)
-        dec = b * (args.decode_tokens - 1) / max(1e-9, tn - t1)
-        dec_cpu = b * (args.decode_tokens - 1) / max(1e-9, cn - c1)
+        # a difference of two timings: under heavy load the wall one can come out <= 0 (not a figure)
+        dec = b * (args.decode_tokens - 1) / (tn - t1) if tn > t1 else float("nan")
+        dec_cpu = b * (args.decode_tokens - 1) / (cn - c1) if cn > c1 else float("nan")
         m[f"decode_b{b}"] = {"batch": b, "new_tokens": args.decode_tokens, "prompt_tokens": args.decode_prompt,
                              "s_1": round(t1, 2), "s_n": round(tn, 2), "tok_s": round(dec, 1),
                              "cpu_s_1": round(c1, 2), "cpu_s_n": round(cn, 2), "tok_per_cpu_s": round(dec_cpu, 1),
