@@ -53,10 +53,12 @@ def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def out_dir(path: str) -> Path:
+def out_dir(path: str, create: bool = True) -> Path:
+    """``--out`` (relative: to the repository, never to the working directory)."""
     p = Path(path)
     p = p if p.is_absolute() else REPO / p
-    p.mkdir(parents=True, exist_ok=True)
+    if create:
+        p.mkdir(parents=True, exist_ok=True)
     return p
 
 
@@ -159,7 +161,11 @@ def prepare(args) -> None:
 
 
 def load_prompts(args) -> dict[str, Any]:
-    return json.loads((out_dir(args.out) / "prompts.json").read_text())
+    path = out_dir(args.out, create=False) / "prompts.json"
+    if not path.is_file():
+        print(f"cpu_engines: {path} is missing: run `prepare --out {args.out}` first", file=sys.stderr)
+        raise SystemExit(1)
+    return json.loads(path.read_text())
 
 
 # ------------------------------------------------------------------------------------------- bandwidth
@@ -423,12 +429,15 @@ class VLLMEngine:
         return res
 
 
+ENGINES = ("hf", "hf-static", "ct2-int8", "ct2-float32", "llama-cpp", "vllm-cpu")
+
+
 def make_engine(name: str, threads: int):
     if name == "hf":
         return HFEngine()
     if name == "hf-static":
         return HFEngine(static=True)
-    if name in ("ct2-float32", "ct2-int8", "ct2-int8_float32"):
+    if name in ("ct2-float32", "ct2-int8"):
         return CT2Engine(name[4:], threads)
     if name == "llama-cpp":
         return LlamaEngine(threads)
@@ -560,7 +569,11 @@ def run_engine(args) -> None:
 def report(args) -> None:
     import math
 
-    d = out_dir(args.out)
+    d = out_dir(args.out, create=False)
+    if not (d / "bandwidth.json").is_file() or not list(d.glob("engine_*.json")):
+        print(f"cpu_engines: {d} holds no bandwidth.json or engine_*.json: run `bandwidth` and `engine NAME` first",
+              file=sys.stderr)
+        raise SystemExit(1)
     bw = json.loads((d / "bandwidth.json").read_text())
     gbs = bw["gb_s"] * 1e9
     results = [json.loads(p.read_text()) for p in sorted(d.glob("engine_*.json"))]
@@ -586,10 +599,12 @@ def report(args) -> None:
             if key.startswith("decode_b"):
                 b = v["batch"]
                 row[f"decode_b{b}_tok_s"] = v["tok_s"]
-                row[f"decode_b{b}_of_bound"] = round(v["tok_s"] / (b * bound1), 3)
+                # roofline: weights read once per step (b rows) or 2 FLOPs per weight per token, the lower
+                bound = min(b * bound1, compute_bound)
+                row[f"decode_b{b}_of_bound"] = round(v["tok_s"] / bound, 3)
                 if "tok_per_cpu_s" in v:
                     row[f"decode_b{b}_tok_cpu_s"] = v["tok_per_cpu_s"]
-                    row[f"decode_b{b}_cpu_of_bound"] = round(v["tok_per_cpu_s"] / (b * bound1), 3)
+                    row[f"decode_b{b}_cpu_of_bound"] = round(v["tok_per_cpu_s"] / bound, 3)
         if ref is not None:
             same = tot = 0
             for kind, texts in r["replies"].items():
@@ -631,7 +646,7 @@ def report(args) -> None:
     loads = [r["load_before"][0] for r in bw["runs"]]
     print(f"copy bandwidth {bw['gb_s']} GB/s, sgemm {bw['sgemm_gflop_s']} GFLOP/s (best of {len(bw['runs'])} runs, "
           f"1 thread; load {min(loads)}-{max(loads)}); decode bound at batch b = b x bandwidth / weight "
-          f"bytes; prefill/score bound = GFLOP/s / (2 x {N_PARAMS} weights) = {compute_bound:.0f} tok/s")
+          f"bytes, at most the compute bound; prefill/score bound = GFLOP/s / (2 x {N_PARAMS} weights) = {compute_bound:.0f} tok/s")
     print(text)
 
 
@@ -642,9 +657,9 @@ def main(argv: list[str] | None = None) -> None:
         p = sub.add_parser(name)
         p.add_argument("--out", default="outputs/bench/cpu_engines")
         if name == "engine":
-            p.add_argument("name")
+            p.add_argument("name", choices=ENGINES)
             p.add_argument("--threads", type=int, default=int(os.environ.get("LITSEG_TORCH_THREADS") or 1))
-            p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+            p.add_argument("--batches", type=int, nargs="*", default=[1, 8, 32])
             p.add_argument("--decode-tokens", type=int, default=32)
             p.add_argument("--decode-prompt", type=int, default=256)
             p.add_argument("--no-replies", action="store_true", help="figures only (for interleaved A/B runs)")
