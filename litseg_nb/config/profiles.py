@@ -140,6 +140,10 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "LitSegConfig": {
             "corpus": {"datasets": ("gutenqa",), "max_books": 1},
             "llm": {"structured_output": True},
+            # ... so stage 3's schema asks for at least 2 segments (or ceil(n / length reference)): a small-model
+            # accommodation that lets the walk-through show where SmolLM2 puts a boundary (issue #32; counted:
+            # each record's segment_floor; full: 0, the paper's schema-free decoding)
+            "min_segments": 2,
             "max_retries": 0,
             "stage1_max_new_tokens": 48,
             "stage2_max_new_tokens": 48,
