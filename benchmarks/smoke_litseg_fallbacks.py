@@ -74,7 +74,7 @@ def main() -> int:
         run = annotate_units(items, backend, cfg, length_reference=ref, annotations_path=Path(args.annotations) if args.annotations else None)
         for r in run.records:
             rows.append({"unit": f"{r['book_id'].split(':')[-1][:12]}/{r['unit_id']}", "n_sentences": r["n_sentences"],
-                         "segments": len(r["segments"]), "fallback": r["fallback"],
+                         "floor": r.get("segment_floor", 0), "segments": len(r["segments"]), "fallback": r["fallback"],
                          "fallback_types": ",".join(r["fallback_types"]),
                          "stage1": r["stage_fallbacks"]["stage1"], "stage2": r["stage_fallbacks"]["stage2"],
                          "stage3_errors": "; ".join(r["stages"]["stage3"]["attempts"][-1]["errors"][:2])[:90],
@@ -103,8 +103,10 @@ def main() -> int:
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 90):
         print(label)
         print(df.to_string(index=False))
+    multi = int((df["segments"] >= 2).sum())
     print(f"[{args.method}] {len(df)} units: whole-unit fallback {whole}/{len(df)} ({whole / max(1, len(df)):.0%}), "
-          f"fallbacks by type {df['fallback'].value_counts().to_dict()}, wall {wall:.0f} s")
+          f"fallbacks by type {df['fallback'].value_counts().to_dict()}, >= 2 segments {multi}/{len(df)}, "
+          f"wall {wall:.0f} s")
     return 0
 
 
