@@ -18,7 +18,9 @@ Nothing is written but the LLM request cache and ``--annotations`` (a rerun of t
 Measured (issue #32, 2 cores at load ~18, ``--profile smoke --group 1``): whole-unit fallback 0/8 with
 constrained decoding (1 none, 6 index_repair, 1 coverage_repair; 1481 s), against 8/8 without it in
 the smoke run at f1ca1bc; every unit still ends as one segment 1..N (SmolLM2-135M copies the prompt's
-placeholders and writes "from 1 to N", often twice). ``--method litseg-lite`` (the untrained SmolLM2
+placeholders and writes "from 1 to N", often twice). With smoke's segment floor (``LitSegConfig.min_segments=2``,
+364071c, load 11-23): 0/8 whole-unit fallbacks, 8/8 units with 2 segments (3 none, 5 coverage_repair; 3023 s), every cut
+next to an edge of the unit (after sentence 1 or 2, or before the last). ``--method litseg-lite`` (the untrained SmolLM2
 with the E.2 prompt, constrained): 0/8 (6 none, 2 coverage_repair; one segment each; 802 s).
 """
 from __future__ import annotations
