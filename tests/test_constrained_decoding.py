@@ -159,6 +159,8 @@ def test_segment_floor_reads_the_length_target_as_a_lower_bound_and_is_off_by_de
         segment_floor(5, 100, -1)
     assert LitSegConfig.for_profile("full").min_segments == 0
     assert LitSegConfig.for_profile("smoke").min_segments == 2
+    assert "segment_floor>=2" in LitSegConfig.for_profile("smoke").describe()  # the label says so
+    assert "segment_floor" not in LitSegConfig.for_profile("full").describe()
 
 
 def test_floor_schema_requires_segments_the_validator_cannot_merge_into_one():

@@ -99,5 +99,6 @@ class LitSegConfig(StageConfig):
     def describe(self) -> str:
         base = super().describe().replace(" | LLM=", " | teacher LLM=")
         so = "on" if self.llm.structured_output else "off"
+        floor = f" segment_floor>={self.min_segments}" if self.min_segments and self.llm.structured_output else ""
         return (f"{base} | student (Lite)={self.student_model()} | Lite training units={self.train_data()}"
-                f" | LitSeg retries={self.max_retries} structured={so}")
+                f" | LitSeg retries={self.max_retries} structured={so}{floor}")
