@@ -18,7 +18,9 @@ Nothing is written but the LLM request cache and ``--annotations`` (a rerun of t
 Measured (issue #32, 2 cores at load ~18, ``--profile smoke --group 1``): whole-unit fallback 0/8 with
 constrained decoding (1 none, 6 index_repair, 1 coverage_repair; 1481 s), against 8/8 without it in
 the smoke run at f1ca1bc; every unit still ends as one segment 1..N (SmolLM2-135M copies the prompt's
-placeholders and writes "from 1 to N", often twice). ``--method litseg-lite`` (the untrained SmolLM2
+placeholders and writes "from 1 to N", often twice). With smoke's segment floor (``LitSegConfig.min_segments=2``,
+364071c, load 11-23): 0/8 whole-unit fallbacks, 8/8 units with 2 segments (3 none, 5 coverage_repair; 3023 s), every cut
+next to an edge of the unit (after sentence 1 or 2, or before the last). ``--method litseg-lite`` (the untrained SmolLM2
 with the E.2 prompt, constrained): 0/8 (6 none, 2 coverage_repair; one segment each; 802 s).
 """
 from __future__ import annotations
@@ -74,7 +76,7 @@ def main() -> int:
         run = annotate_units(items, backend, cfg, length_reference=ref, annotations_path=Path(args.annotations) if args.annotations else None)
         for r in run.records:
             rows.append({"unit": f"{r['book_id'].split(':')[-1][:12]}/{r['unit_id']}", "n_sentences": r["n_sentences"],
-                         "segments": len(r["segments"]), "fallback": r["fallback"],
+                         "floor": r.get("segment_floor", 0), "segments": len(r["segments"]), "fallback": r["fallback"],
                          "fallback_types": ",".join(r["fallback_types"]),
                          "stage1": r["stage_fallbacks"]["stage1"], "stage2": r["stage_fallbacks"]["stage2"],
                          "stage3_errors": "; ".join(r["stages"]["stage3"]["attempts"][-1]["errors"][:2])[:90],
@@ -103,8 +105,10 @@ def main() -> int:
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 90):
         print(label)
         print(df.to_string(index=False))
+    multi = int((df["segments"] >= 2).sum())
     print(f"[{args.method}] {len(df)} units: whole-unit fallback {whole}/{len(df)} ({whole / max(1, len(df)):.0%}), "
-          f"fallbacks by type {df['fallback'].value_counts().to_dict()}, wall {wall:.0f} s")
+          f"fallbacks by type {df['fallback'].value_counts().to_dict()}, >= 2 segments {multi}/{len(df)}, "
+          f"wall {wall:.0f} s")
     return 0
 
 

@@ -146,3 +146,64 @@ def test_hf_tiny_model_obeys_each_rows_index_bounds():
     be.structured_output = False
     free = be.chat(convs[:1], SamplingParams(max_new_tokens=8, json_schemas=(small[0],)))
     assert free[0].text != gens[0].text
+
+
+def test_segment_floor_reads_the_length_target_as_a_lower_bound_and_is_off_by_default():
+    from litseg_nb.litseg.prompting import segment_floor
+
+    assert segment_floor(25, 100, 0) == 0  # off (full, the paper): one segment over the unit allowed
+    assert [segment_floor(n, 100, 2) for n in (1, 2, 7, 25)] == [1, 2, 2, 2]
+    assert [segment_floor(n, 10, 2) for n in (25, 31, 40)] == [3, 4, 4]  # ceil(n / length reference)
+    assert segment_floor(25, None, 2) == 2  # no length constraint (calibration): the configured floor
+    with pytest.raises(ValueError, match=">= 0"):
+        segment_floor(5, 100, -1)
+    assert LitSegConfig.for_profile("full").min_segments == 0
+    assert LitSegConfig.for_profile("smoke").min_segments == 2
+    assert "segment_floor>=2" in LitSegConfig.for_profile("smoke").describe()  # the label says so
+    assert "segment_floor" not in LitSegConfig.for_profile("full").describe()
+
+
+def test_floor_schema_requires_segments_the_validator_cannot_merge_into_one():
+    import xgrammar as xgr
+
+    plain = stage_json_schema("stage3", 192, 25)
+    assert plain["properties"]["segments"]["minItems"] == 1 and "prefixItems" not in plain["properties"]["segments"]
+    assert stage_json_schema("stage3", 192, 25, 1) == plain  # a floor of one is no floor
+    seg = stage_json_schema("stage3", 192, 25, 2)["properties"]["segments"]
+    assert seg["minItems"] == 2 and seg["maxItems"] >= 2
+    first = seg["prefixItems"][0]["properties"]
+    assert (first["from_idx"]["minimum"], first["from_idx"]["maximum"], first["to_idx"]["maximum"]) == (1, 1, 24)
+    assert seg["items"]["properties"]["from_idx"] == {"type": "integer", "minimum": 2, "maximum": 25}
+    # the floor is capped by the segments the token budget holds (192 tokens: 2) and by the unit
+    assert stage_json_schema("stage3", 192, 40, 4)["properties"]["segments"]["minItems"] == 2
+    assert stage_json_schema("stage3", 4096, 3, 3)["properties"]["segments"]["prefixItems"][0][
+        "properties"]["to_idx"]["maximum"] == 1
+    with pytest.raises(ValueError, match="needs n_sentences"):
+        stage_json_schema("stage3", 192, None, 2)
+    xgr.Grammar.from_json_schema(json.dumps(stage_json_schema("stage3", 192, 25, 2)), any_whitespace=False)
+
+
+def test_litseg_floor_reaches_each_units_schema_and_record_and_keys_apart():
+    from litseg_nb.litseg.pipeline import run_key
+
+    cfg = LitSegConfig.for_profile("test", max_retries=0, min_segments=2, stage3_max_new_tokens=192)
+    book = make_book("b1", units=2, n=6)
+
+    def reply(conv):  # a reply of two segments, as the floor schema demands
+        if stage_of(conv) == 3:
+            return json.dumps({"chapter_title": "c", "step_3_turning_points": [],
+                               "segments": [{"subtitle": "a", "from_idx": 1, "to_idx": 3, "context_idx": []},
+                                            {"subtitle": "b", "from_idx": 4, "to_idx": 6, "context_idx": []}]})
+        return good(conv)
+
+    be = Spy(reply_fn=reply)
+    run = annotate_units([(book, u) for u in book.units], be, cfg, length_reference=100, progress=False)
+    stage3 = [x for stage, s, _ in be.seen if stage == "stage3" for x in s]
+    assert [x["properties"]["segments"]["minItems"] for x in stage3] == [2, 2]
+    assert [r["segment_floor"] for r in run.records] == [2, 2]
+    assert [len(r["segments"]) for r in run.records] == [2, 2] and {r["fallback"] for r in run.records} == {"none"}
+    off = cfg.replace(min_segments=0)
+    assert run_key(off, be, "s", True, 0) != run_key(cfg, be, "s", True, 0)
+    assert run_key(off, be, "s", False, 0) == run_key(cfg, be, "s", False, 0)  # unconstrained: no schema
+    run_off = annotate_units([(book, book.units[0])], Spy(reply_fn=reply), off, length_reference=100, progress=False)
+    assert run_off.records[0]["segment_floor"] == 0

@@ -140,6 +140,12 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "LitSegConfig": {
             "corpus": {"datasets": ("gutenqa",), "max_books": 1},
             "llm": {"structured_output": True},
+            # ... so stage 3's schema asks for at least 2 segments (or ceil(n / length reference)): a small-model
+            # accommodation that lets the walk-through show where SmolLM2 puts a boundary (issue #32; counted:
+            # each record's segment_floor; full: 0, the paper's schema-free decoding). Measured at 364071c: 0 of 8
+            # whole-unit fallbacks, 8 of 8 units with 2 segments (3 valid, 5 coverage_repair; 3023 s at load 11-23),
+            # but every cut next to an edge of the unit (after sentence 1-2 or before the last): no narrative reading
+            "min_segments": 2,
             "max_retries": 0,
             "stage1_max_new_tokens": 48,
             "stage2_max_new_tokens": 48,

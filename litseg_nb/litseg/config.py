@@ -33,6 +33,11 @@ class LitSegConfig(StageConfig):
     calibration_quantile: float = 0.9
     calibration_units: int = at_least(4, 1)  # K selected units, stratified by dataset and seeded (calibrate.calibration_subset)
     calibration_max_retries: int = -1  # -1 = max_retries
+    # constrained decoding only, a small-model accommodation (not the paper's; 0 = off, as in full): stage 3's
+    # schema requires at least max(min_segments, ceil(n / length reference)) segments for a unit of n sentences
+    # (capped at n and at the stage's token budget; prompting.segment_floor). SmolLM2-135M otherwise copies the
+    # prompt's "from 1 to N" and every unit is one segment; where the boundaries go stays the model's choice
+    min_segments: int = at_least(0, 0)
     # which units: the shared ``selection`` (litseg_nb.corpus.selection.select_units), as every LLM method
     unit_group_size: int = at_least(0, 0)  # units per batched group (stage 1 → 2 → 3 per group); 0 = all at once
     # notebook 02
@@ -94,5 +99,6 @@ class LitSegConfig(StageConfig):
     def describe(self) -> str:
         base = super().describe().replace(" | LLM=", " | teacher LLM=")
         so = "on" if self.llm.structured_output else "off"
+        floor = f" segment_floor>={self.min_segments}" if self.min_segments and self.llm.structured_output else ""
         return (f"{base} | student (Lite)={self.student_model()} | Lite training units={self.train_data()}"
-                f" | LitSeg retries={self.max_retries} structured={so}")
+                f" | LitSeg retries={self.max_retries} structured={so}{floor}")

@@ -67,7 +67,8 @@ from ..llm.request_cache import reject_replies
 from ..core.schema import Book, Chunk, Unit, assert_full_coverage, write_jsonl
 from .config import LitSegConfig
 from .prompting import (PAPER_LENGTH_REFERENCE, SCHEMA_VERSION, STAGES, LengthReference, reference_for,
-                        stage_conversation, stage_json_schema, stage_result_text, system_prompt)
+                        segment_budget, segment_floor, stage_conversation, stage_json_schema, stage_result_text,
+                        system_prompt)
 from .reconstruct import reconstruct_unit
 from .validate import (FinalSegmentation, Segment, ValidationResult, extract_json, finalize_segments,
                        parse_json_reply, validate_segments, validate_stage1, validate_stage2)
@@ -133,7 +134,17 @@ def run_key(cfg: LitSegConfig, backend: Any, system: str, structured: bool, max_
     }
     if structured:  # the schemas constrain the replies (keys of unconstrained runs unchanged)
         blob["schema_version"] = SCHEMA_VERSION
+        if cfg.min_segments:  # the segment floor (keys of runs without it unchanged)
+            blob["min_segments"] = cfg.min_segments
     return _sha(json.dumps(blob, sort_keys=True))[:20]
+
+
+def stage3_floor(cfg: LitSegConfig, n_sentences: int, length_reference: int | None) -> int:
+    """The fewest segments stage 3's schema lets a unit of ``n_sentences`` decode under ``cfg`` (constrained
+    decoding; :func:`.prompting.segment_floor` capped by the segments stage 3's token budget holds); 0 = no
+    floor (``cfg.min_segments`` is 0). Recorded per unit as ``segment_floor``."""
+    floor = segment_floor(n_sentences, length_reference, cfg.min_segments)
+    return min(floor, segment_budget(cfg.stage_max_new_tokens("stage3"))[1]) if floor else 0
 
 
 def unit_key(rkey: str, book: Book, unit: Unit, content: str) -> str:
@@ -246,6 +257,7 @@ def annotate_units(
         content = unit.indexed_text(book.text)
         key = unit_key(rkey, book, unit, content)
         record = _new_record(book, unit, key, rkey, content, method, backend, structured, ref, retries)
+        record["segment_floor"] = stage3_floor(cfg, unit.n_sentences, ref) if structured else 0
         record.update(_reference_fields(book, per_dataset, references))
         jobs.append(_Job(book, unit, key, content, record, system))
 
@@ -384,10 +396,11 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
         still: list[_Job] = []
         for book_id, bjobs in by_book.items():
             calls += 1
-            # constrained decoding: each unit's own schema (stage 3: indices bounded by its sentence count)
+            # constrained decoding: each unit's own schema (stage 3: indices bounded by its sentence count, at
+            # least its segment floor of segments when cfg.min_segments is set)
             call_params = dataclasses.replace(params, json_schemas=tuple(
-                stage_json_schema(stage, params.max_new_tokens, j.unit.n_sentences) for j in bjobs)) \
-                if structured else params
+                stage_json_schema(stage, params.max_new_tokens, j.unit.n_sentences, j.record["segment_floor"])
+                for j in bjobs)) if structured else params
             # a backend error (LLMError: a dead or failing server, an over-long prompt) is not a
             # reply: it propagates and stops the run, never a fallback
             gens = backend.chat([j.conv for j in bjobs], call_params, UsageTag(method, book_id, stage))

@@ -17,6 +17,7 @@ string operations that fail loudly if the template text ever changes.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Mapping, Union
 
 from ..errors import UsageError
@@ -129,21 +130,68 @@ def _text_schema(key: str, max_new_tokens: int) -> dict[str, Any]:
     return {"type": "object", "properties": {key: text}, "required": [key], "additionalProperties": False}
 
 
-def segmentation_schema(max_new_tokens: int, n_sentences: int | None = None) -> dict[str, Any]:
-    """The stage-3 object (``chapter_title``, ``step_3_turning_points``, ``segments``) sized to
-    ``max_new_tokens``; with ``n_sentences`` every index is bounded to ``1..n_sentences`` and there are
-    at most ``n_sentences`` segments."""
+def segment_floor(n_sentences: int, length_reference: int | None, min_segments: int) -> int:
+    """The fewest segments stage 3 may decode for a unit of ``n_sentences`` (``LitSegConfig.min_segments``,
+    a small-model accommodation of ``test``/``smoke``, never the paper's): 0 when ``min_segments`` is 0
+    (off: the schema allows one segment over the whole unit), else ``max(min_segments, ceil(n /
+    length_reference))`` – the paper's own length target read as a lower bound on the number of
+    segments – capped at ``n``. ``length_reference=None`` (no length constraint) leaves ``min_segments``."""
+    if min_segments < 0:
+        raise ValueError(f"min_segments must be >= 0, got {min_segments}")
+    if not min_segments:
+        return 0
+    n = int(n_sentences)
+    by_length = math.ceil(n / int(length_reference)) if length_reference else 1
+    return max(1, min(n, max(int(min_segments), by_length)))
+
+
+def segment_budget(max_new_tokens: int) -> tuple[int, int]:
+    """How many turning points and segments a complete stage-3 reply of ``max_new_tokens`` holds."""
     budget = max_new_tokens - 30  # braces, keys and the chapter title
     n_tp = max(1, min(6, budget // (4 * _TURNING_POINT_TOKENS)))
     n_seg = max(1, min(32, (budget - n_tp * _TURNING_POINT_TOKENS) // _SEGMENT_TOKENS))
+    return n_tp, n_seg
+
+
+def segmentation_schema(max_new_tokens: int, n_sentences: int | None = None, min_segments: int = 0) -> dict[str, Any]:
+    """The stage-3 object (``chapter_title``, ``step_3_turning_points``, ``segments``) sized to
+    ``max_new_tokens``; with ``n_sentences`` every index is bounded to ``1..n_sentences`` and there are
+    at most ``n_sentences`` segments.
+
+    ``min_segments`` (a :func:`segment_floor`, needs ``n_sentences``; capped by the token budget's
+    segment count) >= 2 requires that many segments and keeps them apart enough that the validator
+    cannot reduce them to one: the first starts at 1 (the paper's indexing rule 6) and ends before
+    sentence ``n - min_segments + 2`` (a later segment has room to start after it), every later one
+    starts at 2 or later (so none can hold the first). Where the boundaries go is the model's choice;
+    a later segment inside an earlier one, a gap or a wrong order is still the validator's to reject
+    and the paper's fallbacks' to repair, counted as ever."""
+    n_tp, n_seg = segment_budget(max_new_tokens)
     index: dict[str, Any] = {"type": "integer", "minimum": 1}
+    floor = int(min_segments)
+    if floor and n_sentences is None:
+        raise ValueError("min_segments needs n_sentences (the floor is per unit)")
     if n_sentences is not None:
         n = int(n_sentences)
         if n < 1:
             raise ValueError(f"a unit needs at least one sentence, got n_sentences={n_sentences}")
         index["maximum"] = n
         n_seg = min(n_seg, n)
+        floor = min(floor, n_seg)
     short = {"type": "string", "maxLength": 40}
+
+    def segment(from_idx: dict[str, Any], to_idx: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object",
+                "properties": {"subtitle": short, "from_idx": from_idx, "to_idx": to_idx,
+                               "context_idx": {"type": "array", "maxItems": 3, "items": index}},
+                "required": ["subtitle", "from_idx", "to_idx", "context_idx"],
+                "additionalProperties": False}
+
+    segments: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": n_seg, "items": segment(index, index)}
+    if floor >= 2:
+        segments = {"type": "array", "minItems": floor, "maxItems": n_seg,
+                    "prefixItems": [segment({"type": "integer", "minimum": 1, "maximum": 1},
+                                            {**index, "maximum": n - floor + 1})],
+                    "items": segment({**index, "minimum": 2}, index)}
     return {
         "type": "object",
         "properties": {
@@ -155,29 +203,24 @@ def segmentation_schema(max_new_tokens: int, n_sentences: int | None = None) -> 
                                          "description": {"type": "string", "maxLength": 80}},
                           "required": ["type", "description"], "additionalProperties": False},
             },
-            "segments": {
-                "type": "array", "minItems": 1, "maxItems": n_seg,
-                "items": {"type": "object",
-                          "properties": {"subtitle": short, "from_idx": index, "to_idx": index,
-                                         "context_idx": {"type": "array", "maxItems": 3, "items": index}},
-                          "required": ["subtitle", "from_idx", "to_idx", "context_idx"],
-                          "additionalProperties": False},
-            },
+            "segments": segments,
         },
         "required": ["chapter_title", "step_3_turning_points", "segments"],
         "additionalProperties": False,
     }
 
 
-def stage_json_schema(stage: str, max_new_tokens: int, n_sentences: int | None = None) -> dict[str, Any]:
+def stage_json_schema(stage: str, max_new_tokens: int, n_sentences: int | None = None,
+                      min_segments: int = 0) -> dict[str, Any]:
     """The JSON schema of ``stage`` sized so that a complete reply fits ``max_new_tokens``. Stages 1
     and 2 (one string each) are the same for every unit; stage 3's indices are bounded by
-    ``n_sentences`` when given (one schema per unit size)."""
+    ``n_sentences`` when given (one schema per unit size), and ``min_segments`` (a :func:`segment_floor`)
+    >= 2 requires that many segments (see :func:`segmentation_schema`)."""
     if stage in ("stage1", "stage2"):
         return _text_schema("step_1_events" if stage == "stage1" else "step_2_threads", max_new_tokens)
     if stage != "stage3":
         raise ValueError(f"unknown LitSeg stage {stage!r}; expected one of {STAGES}")
-    return segmentation_schema(max_new_tokens, n_sentences)
+    return segmentation_schema(max_new_tokens, n_sentences, min_segments)
 
 
 def single_pass_json_schema(max_new_tokens: int, n_sentences: int | None = None) -> dict[str, Any]:
