@@ -169,20 +169,15 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
         story = _long_run(paras, in_nn, early_start, scan_from, whole_title, FRONT_NARRATIVE_WORDS)
         if story is not None and not _reads_as_story(paras, in_nn, story[0], scan_from):
             story = None
-    if long_run is not None:
-        start, title, run = long_run
+    kept = long_run or story
+    if kept is not None:
+        start, title, run = kept
         sections.insert(0, _Section(start, title, headed=title != whole_title))
         inserted.add(start)
         report.front_matter = True
-        report.front_decision = (f"{run} prose words before the contents/preface: long prose "
-                                 f"(at least {LONG_FRONT_WORDS} in one run) is kept as a unit ({title[:40]!r})")
-    elif story is not None:
-        start, title, run = story
-        sections.insert(0, _Section(start, title, headed=title != whole_title))
-        inserted.add(start)
-        report.front_matter = True
-        report.front_decision = (f"{run} prose words before the contents/preface read as story (quoted speech, no "
-                                 f"word about the book, its author or readers): kept as a unit ({title[:40]!r})")
+        why = (f"long prose (at least {LONG_FRONT_WORDS} in one run) is kept as a unit" if long_run is not None else
+               "read as story (quoted speech, no word about the book, its author or readers): kept as a unit")
+        report.front_decision = f"{run} prose words before the contents/preface: {why} ({title[:40]!r})"
     elif early_words and not report.front_decision:
         report.front_decision = (f"{early_words} prose words before the contents/preface: front matter "
                                  f"(no run of {LONG_FRONT_WORDS})")
