@@ -29,7 +29,8 @@ NOTEBOOKS = REPO_ROOT / "notebooks"
 #: are given as the command line gives them (``-p key=value``).
 DOCUMENTED: dict[str, dict[str, tuple[str, ...]]] = {
     "01": {"max_books": ("1",), "max_unit_words": ("120",)},
-    "02": {"max_units": ("0",), "max_retries": ("0",), "calibrate": ("false",), "compare_structured": ("false",)},
+    "02": {"max_units": ("0",), "max_retries": ("0",), "calibrate": ("false",), "compare_structured": ("false",),
+           "ray_address": ("local",)},
     "03": {"annotations_profile": ("test",), "sft_max_steps": ("1",), "grpo_max_steps": ("0",),
            "max_train_units": ("0",), "max_eval_units": ("0",), "grpo_max_completion_length": ("0",)},
     "04": {"chunkers": ("token,lumber",), "llm_max_units": ("0",),

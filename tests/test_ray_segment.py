@@ -246,3 +246,116 @@ def test_ray_options_refuse_unknown_keys_and_bad_values():
         RayOptions("ray://u:p@h:1")
     with pytest.raises(UsageError, match=">= 0"):
         RayOptions("local", actors=-1)
+
+
+# ------------------------------------------------------------------ the actors' usage reaches the notebook's ledger
+def _usage_view(ledger):
+    return [{k: r[k] for k in ("method", "book", "stage", "calls", "prompt_tokens", "completion_tokens", "cache_hits")}
+            for r in ledger.rows()]
+
+
+def test_ledger_merge_sums_another_ledgers_rows():
+    from litseg_nb.llm import UsageLedger
+    from litseg_nb.llm.base import Generation, UsageTag
+
+    a, b = UsageLedger(), UsageLedger()
+    tag = UsageTag("litseg", "bk0", "stage1")
+    a.record(tag, Generation(text="x", prompt_tokens=10, completion_tokens=2, latency_s=0.5))
+    b.record(tag, Generation(text="y", prompt_tokens=7, completion_tokens=1, latency_s=0.25, cache_hit=True))
+    b.record(UsageTag("litseg", "bk1", "stage2"), Generation(text="z", prompt_tokens=3, completion_tokens=4, latency_s=0.1))
+    a.merge(b.rows())
+    rows = {(r["book"], r["stage"]): r for r in a.rows()}
+    assert (rows["bk0", "stage1"]["calls"], rows["bk0", "stage1"]["prompt_tokens"],
+            rows["bk0", "stage1"]["completion_tokens"], rows["bk0", "stage1"]["cache_hits"]) == (2, 17, 3, 1)
+    assert rows["bk0", "stage1"]["latency_s"] == pytest.approx(0.75)
+    assert (rows["bk1", "stage2"]["calls"], rows["bk1", "stage2"]["prompt_tokens"]) == (1, 3)
+
+
+def test_annotation_on_ray_puts_the_actors_usage_in_the_ledger(local_cluster, tmp_path, fresh_dirs):
+    import conftest
+    from litseg_nb.litseg.config import LitSegConfig
+    from litseg_nb.litseg.pipeline import annotate_units, annotate_with
+    from litseg_nb.litseg.ray_annotate import RayAnnotator, annotator_for
+    from litseg_nb.llm import UsageLedger, make_backend
+
+    books = [conftest.make_book(f"bk{k}", 2, 5) for k in range(3)]
+    items = [(b, u) for b in books for u in b.units]
+    with FakeOpenAI() as srv:
+        cfg = LitSegConfig.for_profile("test", llm={"backend": "openai", "model": "fake-model",
+                                                    "base_urls": (srv.url,), "use_cache": False})
+        one_ledger = UsageLedger()
+        one_backend = make_backend(cfg.llm, one_ledger)
+        assert annotator_for(cfg, one_backend) is one_backend  # not on Ray: the backend itself
+        annotate_units(items, one_backend, cfg, progress=False)
+        ray_cfg = cfg.replace(ray={"address": "local", "actors": 2})
+        ray_ledger = UsageLedger()
+        annotator = annotator_for(ray_cfg, make_backend(ray_cfg.llm, ray_ledger))
+        assert isinstance(annotator, RayAnnotator)
+        path = tmp_path / "ann.jsonl"
+        on_ray = annotate_with(annotator, items, ray_cfg, annotations_path=path, progress=False)
+        assert on_ray.llm_calls > 0
+        assert _usage_view(ray_ledger) == _usage_view(one_ledger)  # the driver's own engine asked nothing
+        # a resumed run on Ray replays the recorded cost as cache hits, as one process does
+        resumed_ray, resumed_one = UsageLedger(), UsageLedger()
+        annotate_with(annotator_for(ray_cfg, make_backend(ray_cfg.llm, resumed_ray)), items, ray_cfg,
+                      annotations_path=path, progress=False)
+        annotate_units(items, make_backend(cfg.llm, resumed_one), cfg, annotations_path=path, progress=False)
+    assert _usage_view(resumed_ray) == _usage_view(resumed_one)
+    assert all(r["cache_hits"] == r["calls"] > 0 for r in resumed_ray.rows())
+
+
+def test_ray_options_are_a_field_of_the_litseg_config():
+    from litseg_nb.config import ConfigError
+    from litseg_nb.litseg.config import LitSegConfig
+
+    assert LitSegConfig.for_profile("test").ray.address == ""  # every profile: one process
+    cfg = LitSegConfig.for_profile("test", ray={"address": "10.0.0.2:6379", "gpus_per_actor": 1})
+    assert "on Ray (10.0.0.2:6379, one engine per GPU)" in cfg.describe()
+    assert "Ray" not in LitSegConfig.for_profile("test").describe()  # the label off Ray is unchanged
+    with pytest.raises(ConfigError, match="RayOptions.address.*no user"):
+        LitSegConfig.for_profile("test", ray={"address": "ray://me:secret@h:1"})
+    with pytest.raises(ConfigError, match="unknown key"):
+        LitSegConfig.for_profile("test", ray={"adress": "local"})
+
+
+@pytest.mark.slow
+def test_notebook_02_on_ray_writes_the_tables_of_one_process(notebook_pipeline, tmp_path, monkeypatch, capsys):
+    """``run --only 02 -p ray_address=local`` (a Ray cluster the kernel starts, a fresh request cache so
+    the actors compute) writes every table of the in-process run with the same values, and its usage
+    ledger (``usage/02.csv``, which notebook 08 reads) counts the same calls and tokens."""
+    pytest.importorskip("ray")
+    import importlib.util
+
+    import pandas as pd
+
+    base = notebook_pipeline("02")
+    spec = importlib.util.spec_from_file_location("compare_runs", conftest_root() / "scripts" / "compare_runs.py")
+    compare_runs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare_runs)
+    outputs = tmp_path / "outputs"
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(outputs))
+    monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache"))
+    capsys.readouterr()
+    assert main(["run", "--profile", "test", "--only", "02", "-p", "ray_address=local"]) == 0, capsys.readouterr().err
+    ray_out = outputs / "test"
+    tables = sorted(p.name for p in (base / "tables").glob("02_*.csv"))
+    assert tables and tables == sorted(p.name for p in (ray_out / "tables").glob("02_*.csv"))
+    for name in tables:
+        verdict, detail = compare_runs.compare_table(base / "tables" / name, ray_out / "tables" / name)
+        if verdict.startswith("same"):
+            continue
+        a, b = pd.read_csv(base / "tables" / name), pd.read_csv(ray_out / "tables" / name)
+        keep = [c for c in a.columns if c != "cache_hits" and not compare_runs.TIMING.search(str(c))]
+        assert a[keep].equals(b[keep]), f"{name}: {detail}"  # only the request cache's hits may differ
+    cols = ["method", "book", "stage", "calls", "prompt_tokens", "completion_tokens"]
+    one = pd.read_csv(base / "artifacts" / "usage" / "02.csv")[cols]
+    on_ray = pd.read_csv(ray_out / "artifacts" / "usage" / "02.csv")[cols]
+    assert on_ray.equals(one)
+    manifest = (ray_out / "manifests").glob("02_*.json")
+    assert any('"address": "local"' in p.read_text() for p in manifest)
+
+
+def conftest_root():
+    from conftest import REPO_ROOT
+
+    return REPO_ROOT

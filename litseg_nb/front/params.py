@@ -85,7 +85,8 @@ class NotebookConfig:
 NOTEBOOK_CONFIGS: dict[str, NotebookConfig] = {
     "01_preprocessing": NotebookConfig("litseg_nb.corpus:PreprocessConfig", minimum={"max_books": 1}),
     "02_litseg_annotation": NotebookConfig("litseg_nb.litseg.config:LitSegConfig",
-                                           fields={"max_units": "selection.max_units"}),
+                                           fields={"max_units": "selection.max_units",
+                                                   "ray_address": "ray.address"}),
     "03_lite_distillation": NotebookConfig("litseg_nb.lite.config:LiteConfig"),
     "04_baselines": NotebookConfig("litseg_nb.chunkers.config:BaselinesConfig",
                                    fields={"llm_max_units": "selection.max_units", "chunkers": "methods"}),

@@ -45,7 +45,7 @@ import numpy as np
 from ..core.artifacts import artifact_path
 from ..core.schema import Book, Unit
 from .config import LitSegConfig
-from .pipeline import annotate_units, training_items
+from .pipeline import annotate_with, training_items
 
 
 def calibration_subset(items: Sequence[tuple[Book, Unit]], n: int, seed: int = 0) -> list[tuple[Book, Unit]]:
@@ -80,6 +80,8 @@ def calibrate_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any,
     :func:`.pipeline.training_items` of ``cfg``) on those units, and every other dataset of ``items``
     (the selection) on the selection's units, so a dataset evaluated and trained on (``full``'s
     LiteraryQA: test and train splits) is calibrated on its training units, not its evaluation units.
+    ``backend``: an LLM backend or what :func:`~litseg_nb.litseg.ray_annotate.annotator_for` returns (the
+    calibration's annotation then runs where the notebook's does).
     Writes ``artifacts/litseg/calibration.json``; returns its content."""
     if train_items is None and cfg.train_corpus.datasets:
         train_items = training_items(cfg)[1]
@@ -135,7 +137,7 @@ def measure_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any, c
     if not subset:
         raise ValueError("calibration subset is empty (no units selected)")
     retries = cfg.max_retries if cfg.calibration_max_retries < 0 else cfg.calibration_max_retries
-    run = annotate_units(subset, backend, cfg, length_reference=None, method="litseg-calibration",
+    run = annotate_with(backend, subset, cfg, length_reference=None, method="litseg-calibration",
                          annotations_path=annotations_path, max_retries=retries, progress=progress)
     dataset_of = {b.book_id: b.dataset for b, _ in subset}
     datasets = sorted(set(dataset_of.values()))

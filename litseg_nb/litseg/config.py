@@ -2,11 +2,51 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
-from ..config import (SHARED_PROFILE_DEFAULTS, ConfigError, CorpusConfig, LLMConfig, StageConfig, _merge, _split_key,
-                      active_sets, at_least, coerce, one_of)
+from ..config import (SHARED_PROFILE_DEFAULTS, ConfigError, CorpusConfig, LLMConfig, StageConfig, _Base, _build,
+                      _merge, _split_key, active_sets, at_least, coerce, one_of)
+from ..core.ray_cluster import RayAddressError, parse_address
 # the teacher of ``full`` (Qwen3-32B) and why: litseg_nb.config.profiles, next to the profile table
 from ..config.profiles import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS, stage_values  # noqa: F401
+
+
+@dataclass(frozen=True)
+class RayOptions(_Base):
+    """Where notebook 02's annotation runs (:mod:`litseg_nb.litseg.ray_annotate`): ``address`` as
+    :func:`~litseg_nb.core.ray_cluster.parse_address` reads it (``""``: this process, not on Ray; ``local``,
+    ``auto``, ``HOST:PORT``, ``ray://HOST:PORT``), ``actors`` engines (0: one per cluster GPU when
+    ``gpus_per_actor`` > 0, else one per CPU), ``gpus_per_actor`` GPUs each engine reserves, ``cpus`` of a
+    local cluster (0: this machine's). Where the work runs changes no annotation: the records and their
+    keys are those of one process."""
+
+    address: str = ""
+    actors: int = 0
+    gpus_per_actor: float = 0.0
+    cpus: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.address:
+            try:
+                parse_address(self.address)
+            except RayAddressError as exc:  # a config error naming the key (secrets already out of the message)
+                raise ConfigError(f"RayOptions.address: {exc}") from None
+        if self.actors < 0 or self.cpus < 0 or not self.gpus_per_actor >= 0:
+            raise ConfigError(f"RayOptions: actors, cpus and gpus_per_actor must be >= 0, got "
+                              f"actors={self.actors}, cpus={self.cpus}, gpus_per_actor={self.gpus_per_actor}")
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "RayOptions":
+        """From a mapping (a config file's ``ray`` block): unknown keys and bad values are a ConfigError."""
+        return _build(cls, values, cls.__name__)
+
+    def describe(self) -> str:
+        """``""`` off Ray, else one phrase for labels."""
+        if not self.address:
+            return ""
+        width = f"{self.actors} engine(s)" if self.actors else "one engine per " + ("GPU" if self.gpus_per_actor else "CPU")
+        return f"on Ray ({parse_address(self.address)}, {width})"
 
 
 @dataclass(frozen=True)
@@ -56,6 +96,9 @@ class LitSegConfig(StageConfig):
     #: "awq" = Qwen/Qwen3-32B-AWQ (~19 GB), which fit the paper's one 48 GB RTX 6000 Ada (fp8: the one it
     #: implies, see the README). Only for the Qwen3-32B teacher (another ``llm.model`` is an error)
     teacher_weights: str = one_of("bf16", *FULL_TEACHER_WEIGHTS)
+    #: where the annotation runs: this process (``ray.address == ""``, every profile's default) or a Ray
+    #: cluster, an engine per actor (notebook 02's ``ray_address``; :mod:`litseg_nb.litseg.ray_annotate`)
+    ray: RayOptions = field(default_factory=RayOptions)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -101,4 +144,5 @@ class LitSegConfig(StageConfig):
         so = "on" if self.llm.structured_output else "off"
         floor = f" segment_floor>={self.min_segments}" if self.min_segments and self.llm.structured_output else ""
         return (f"{base} | student (Lite)={self.student_model()} | Lite training units={self.train_data()}"
-                f" | LitSeg retries={self.max_retries} structured={so}{floor}")
+                f" | LitSeg retries={self.max_retries} structured={so}{floor}"
+                + (f" | {self.ray.describe()}" if self.ray.address else ""))

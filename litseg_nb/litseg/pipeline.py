@@ -332,6 +332,16 @@ def record_usage_rows(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def annotate_with(annotator: Any, items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig, **kwargs: Any
+                  ) -> AnnotationRun:
+    """:func:`annotate_units` on ``annotator``: an LLM backend (this process) or an object with
+    ``annotate(items, cfg, **kwargs)`` that runs it elsewhere
+    (:class:`~litseg_nb.litseg.ray_annotate.RayAnnotator`; :func:`~litseg_nb.litseg.ray_annotate.annotator_for`)."""
+    if hasattr(annotator, "annotate") and not hasattr(annotator, "chat"):
+        return annotator.annotate(items, cfg, **kwargs)
+    return annotate_units(items, annotator, cfg, **kwargs)
+
+
 def replay_record_usage(ledger: Any, record: dict[str, Any], method: str) -> None:
     """Put a resumed unit's recorded cost into ``ledger`` (flagged as cache hits), so a resumed
     run's usage table equals the cold run's."""

@@ -20,58 +20,36 @@ an OpenAI-compatible server):
   before it are kept in ``annotations_path``) and is raised here; a worker that dies raises
   :class:`RayAnnotationError` naming the book (rerun to resume).
 
-The options live in :class:`RayOptions` (frozen, unknown keys refused), so a notebook's parameters or
-a config file can carry them; ``RayOptions().address == ""`` means "not on Ray".
-The length reference is given (calibrate first, or take the config's value): calibration is a
-separate, small run.
+* **usage**: each actor's engine records its calls in a ledger of its own; the rows of every book come
+  back with its records and are merged into ``ledger`` (the notebook's, saved to ``usage/02.csv`` for
+  notebook 08), so a run on Ray costs what the same run in one process costs in the ledger.
+
+The options are :class:`~litseg_nb.litseg.config.RayOptions`, the field ``LitSegConfig.ray`` (notebook
+02's parameter ``ray_address``; frozen, unknown keys refused); ``RayOptions().address == ""`` means
+"not on Ray". :func:`annotator_for` gives notebook 02 one object for both places (:class:`RayAnnotator`
+on Ray, the backend itself in this process), which :func:`~litseg_nb.litseg.pipeline.annotate_with`
+and the calibration take.
 """
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from ..core.ray_cluster import cluster, parse_address, task_env
 from ..core.schema import Book, Unit, write_jsonl
 from ..errors import LitsegError, UsageError
 from ..llm import make_backend
-from .config import LitSegConfig
+from ..llm import UsageLedger
+from .config import LitSegConfig, RayOptions  # noqa: F401  (RayOptions: re-exported, its home was here)
 from .pipeline import AnnotationRun, _append, annotate_units, read_annotations
 from .prompting import PAPER_LENGTH_REFERENCE, LengthReference
 
 
 class RayAnnotationError(LitsegError):
     """A Ray worker died while annotating a book (its finished books are kept: rerun to resume)."""
-
-
-@dataclass(frozen=True)
-class RayOptions:
-    """Where and how wide the annotation runs: ``address`` as :func:`~litseg_nb.core.ray_cluster.parse_address`
-    reads it (``""``: not on Ray; ``local``, ``auto``, ``HOST:PORT``, ``ray://HOST:PORT``), ``actors`` engines
-    (0: one per cluster GPU when ``gpus_per_actor`` > 0, else per CPU), ``gpus_per_actor`` GPUs each engine
-    reserves, ``cpus`` of a local cluster (0: this machine's)."""
-
-    address: str = ""
-    actors: int = 0
-    gpus_per_actor: float = 0.0
-    cpus: int = 0
-
-    def __post_init__(self) -> None:
-        if self.address:
-            parse_address(self.address)  # RayAddressError: a usage error naming the value
-        if self.actors < 0 or self.cpus < 0 or not self.gpus_per_actor >= 0:
-            raise UsageError(f"RayOptions: actors, cpus and gpus_per_actor must be >= 0, got {self}")
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "RayOptions":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise UsageError(f"RayOptions: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        return cls(**dict(values))
 
 
 class BookAnnotator:
@@ -82,25 +60,28 @@ class BookAnnotator:
         self.backend: Any = None
 
     def annotate(self, items: list[tuple[Book, Unit]], done: list[dict[str, Any]], kwargs: dict[str, Any]
-                 ) -> tuple[list[dict[str, Any]], int, int]:
-        """One book's units: (records in input order, chat calls, units resumed from ``done``)."""
+                 ) -> tuple[list[dict[str, Any]], int, int, list[dict[str, Any]]]:
+        """One book's units: (records in input order, chat calls, units resumed from ``done``, the usage
+        rows of this book: its engine's ledger, emptied before the book)."""
         if self.backend is None:
-            self.backend = make_backend(self.cfg.llm)
+            self.backend = make_backend(self.cfg.llm, UsageLedger())
+        self.backend.ledger.reset()
         with tempfile.TemporaryDirectory(prefix="litseg-ray-annotate-") as tmp:
             path = Path(tmp) / "annotations.jsonl"
             if done:
                 write_jsonl(path, done)
             run = annotate_units(items, self.backend, self.cfg, annotations_path=path, progress=False, **kwargs)
-        return run.records, run.llm_calls, run.resumed
+        return run.records, run.llm_calls, run.resumed, self.backend.ledger.rows()
 
 
 def annotate_units_on_ray(items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig, ray_options: RayOptions, *,
                           length_reference: LengthReference = PAPER_LENGTH_REFERENCE,
                           annotations_path: Path | None = None, method: str = "litseg",
                           structured_output: bool | None = None, max_retries: int | None = None,
-                          progress: bool = True) -> AnnotationRun:
+                          progress: bool = True, ledger: UsageLedger | None = None) -> AnnotationRun:
     """:func:`~litseg_nb.litseg.pipeline.annotate_units` over ``ray_options``' cluster (module docstring):
-    the same records (one per unit, input order) and the same ``annotations_path`` file."""
+    the same records (one per unit, input order) and the same ``annotations_path`` file; the actors'
+    usage is merged into ``ledger`` (book by book, as each comes back)."""
     # deferred: tqdm.auto picks the notebook or terminal bar at run time
     from tqdm.auto import tqdm
 
@@ -153,7 +134,7 @@ def annotate_units_on_ray(items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig,
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 book_id, actor = pending.pop(ready[0])
                 try:
-                    recs, c, r = ray.get(ready[0])
+                    recs, c, r, usage = ray.get(ready[0])
                 except RayTaskError as exc:  # LLMError, a bad reply the pipeline raised ...: the cause itself
                     raise exc.as_instanceof_cause() from None
                 except (RayActorError, WorkerCrashedError) as exc:
@@ -167,6 +148,8 @@ def annotate_units_on_ray(items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig,
                         _append(Path(annotations_path), rec)
                 calls += c
                 resumed += r
+                if ledger is not None:
+                    ledger.merge(usage)
                 bar.update(len(recs))
                 submit(actor)
         finally:
@@ -181,3 +164,36 @@ def annotate_units_on_ray(items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig,
                          Path(annotations_path) if annotations_path is not None else None,
                          length_reference, structured, method)
 
+
+
+class RayAnnotator:
+    """Notebook 02's annotation on the cluster of ``cfg.ray``: :meth:`annotate` takes what
+    :func:`~litseg_nb.litseg.pipeline.annotate_units` takes but the backend, and merges the actors' usage
+    into ``ledger``. ``backend`` (this process's engine) is what the notebook still needs here: its
+    walk-through and token counts; on a GPU node it holds a GPU of its own (leave one: ``RayOptions.actors``)."""
+
+    def __init__(self, cfg: LitSegConfig, backend: Any) -> None:
+        if not cfg.ray.address:
+            raise UsageError("RayAnnotator needs LitSegConfig.ray.address (notebook 02's ray_address)")
+        self.cfg = cfg
+        self.backend = backend
+        self.ledger: UsageLedger | None = getattr(backend, "ledger", None)
+        self.name = getattr(backend, "name", "")  # the engine the actors build: the same config
+        self.model_id = getattr(backend, "model_id", "")
+
+    def annotate(self, items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig | None = None, **kwargs: Any
+                 ) -> AnnotationRun:
+        """``cfg`` (default: this annotator's) says how to annotate; the engine the actors build is this
+        annotator's (``self.cfg.llm``, the config of ``backend``), as in one process the backend is."""
+        kwargs.pop("batch_by_book", None)  # a book per actor: always by book
+        run_cfg = self.cfg if cfg is None else cfg.replace(llm=self.cfg.llm.to_dict())
+        return annotate_units_on_ray(items, run_cfg, self.cfg.ray, ledger=self.ledger, **kwargs)
+
+    def describe(self) -> str:
+        return self.cfg.ray.describe()
+
+
+def annotator_for(cfg: LitSegConfig, backend: Any) -> Any:
+    """What notebook 02 annotates with: ``backend`` itself (this process) when ``cfg.ray.address`` is
+    empty, else a :class:`RayAnnotator` over ``cfg.ray`` (the same records either way)."""
+    return RayAnnotator(cfg, backend) if cfg.ray.address else backend

@@ -25,7 +25,7 @@ import re
 import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from ..errors import LitsegError
 from ..redact import redact_url, url_identity  # noqa: F401  (one rule for secrets in URLs; re-exported)
@@ -129,6 +129,16 @@ class UsageLedger:
                 if name != "cache_hits" and row.get(name) is not None:
                     setattr(u, name, getattr(u, name) + (float if f.type in (float, "float") else int)(row[name]))
             u.cache_hits += int(row.get("calls") or 0)
+
+    def merge(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Add another ledger's :meth:`rows` (a Ray actor's, say) as they are: calls, tokens, latency and
+        cache hits summed per (method, book, stage)."""
+        with self._lock:
+            for row in rows:
+                u = self._by_tag[UsageTag(row["method"], row["book"], row["stage"])]
+                for name, f in Usage.__dataclass_fields__.items():
+                    if row.get(name) is not None:
+                        setattr(u, name, getattr(u, name) + (float if f.type in (float, "float") else int)(row[name]))
 
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:
