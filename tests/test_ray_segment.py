@@ -359,3 +359,10 @@ def conftest_root():
     from conftest import REPO_ROOT
 
     return REPO_ROOT
+
+
+@pytest.mark.parametrize("value", ["ray://me:hunter2@h:1", "me:hunter2@h:1", "h:1?token=hunter2", "h:1#k=hunter2"])
+def test_notebook_02_refuses_a_bad_ray_address_before_any_kernel_without_its_secret(value, capsys):
+    assert main(["run", "--profile", "test", "--only", "02", "-p", f"ray_address={value}"]) == 2
+    err = capsys.readouterr().err
+    assert "RayOptions.address" in err and "hunter2" not in err, err

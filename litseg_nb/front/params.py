@@ -41,6 +41,7 @@ from typing import Any, Mapping
 from ..config import PROFILES, ConfigError, StageConfig, _scalar, field_constraint, rejected_choices
 from .stage_configs import stage_config_classes
 from ..core.paths import NOTEBOOKS_DIR
+from ..redact import redact_obj, redact_url
 from ..config import (active_sets, _build as build_dataclass, missing_settings, _MISSING, _split_key,
                       field_hint, renamed_hint)
 
@@ -408,7 +409,16 @@ def _build(notebook: str, converted: Mapping[str, Any]) -> StageConfig:
     try:
         return spec.config_class().for_profile(profile, **overrides)
     except ConfigError as exc:
-        raise ConfigError(f"{notebook}: parameters {dict(converted)} give an invalid config: {exc}") from None
+        shown = {k: _redacted(v) for k, v in converted.items()}
+        raise ConfigError(f"{notebook}: parameters {shown} give an invalid config: {exc}") from None
+
+
+def _redacted(value: Any) -> Any:
+    """A parameter value as an error may print it: URL secrets out (``ray://u:p@h:1``, and a bare
+    ``user:password@host:port`` and ``host:port?token=...`` too)."""
+    if isinstance(value, str) and "://" not in value and any(ch in value for ch in "@?#;"):
+        return redact_url("x://" + value)[4:]
+    return redact_obj(value)
 
 
 def check_parameters(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any]:
