@@ -156,3 +156,44 @@ def stderr_lines(err: str) -> list[str]:
     """The non-empty lines of a command's stderr, tqdm progress bars aside (they redraw with ``\\r``)."""
     return [ln for ln in err.replace("\r", "\n").splitlines()
             if ln.strip() and not re.search(r"\||unit/s|book/s|it/s", ln)]
+
+
+# ------------------------------------------------------------------ boundary-benchmark window books
+def window_books(n_books: int = 6, per_book: int = 5, n: int = 40, seed: int = 0, gold_per_window: int = 2):
+    """Books of boundary-benchmark windows (``n`` sentences each, paragraphs of 4 sentences) whose gold
+    breaks (``gold_per_window`` per window, seeded) sit at paragraph starts away from the edges."""
+    import random
+
+    from litseg_nb.core.schema import Book, Sentence, Unit
+
+    rng = random.Random(seed)
+    books = []
+    for b in range(n_books):
+        units, gold, pos, text = [], {}, 0, []
+        for w in range(per_book):
+            sents, paras, start = [], [], pos
+            for p in range(n // 4):
+                pa = pos
+                for i in range(4):
+                    s = f"S{p}.{i}."
+                    text.append(s + " ")
+                    sents.append(Sentence(len(sents) + 1, pos, pos + len(s)))
+                    pos += len(s) + 1
+                paras.append((pa, pos - 1))
+            pstarts = [4 * p + 1 for p in range(n // 4)]
+            uid = f"c{w:04d}"
+            units.append(Unit(f"windows:b{b}", uid, w, uid, start, pos - 1, tuple(sents), tuple(paras), "window"))
+            gold[uid] = {"kind": "chapter", "gold": sorted(rng.sample(pstarts[2:-2], gold_per_window)),
+                         "paragraph_starts": pstarts}
+        books.append(Book(f"windows:b{b}", "b", "windows", "".join(text), units=units,
+                          meta={"boundary_gold": gold, "source_book": f"b{b}"}))
+    return books
+
+
+def chunks_at(book, unit, starts, method):
+    """Sentence chunks of ``unit`` starting at sentence numbers ``starts`` (1 always a start)."""
+    from litseg_nb.core.schema import make_sentence_chunk
+
+    starts = [1] + sorted(set(starts) - {1})
+    ends = [s - 1 for s in starts[1:]] + [unit.n_sentences]
+    return [make_sentence_chunk(book, unit, method, k, a, e) for k, (a, e) in enumerate(zip(starts, ends))]

@@ -4,6 +4,8 @@ import random
 import numpy as np
 import pytest
 
+from fakes import chunks_at, window_books
+
 from litseg_nb.evaluation import boundary_gold as bg
 from litseg_nb.config import ConfigError
 from litseg_nb.evaluation import boundaries as B
@@ -169,36 +171,10 @@ def test_expected_tp_exact_matches_draws():
 
 
 def _windows(n_books=6, per_book=5, n=40, seed=0):
-    """Window books with gold at paragraph starts (paragraphs of 4 sentences)."""
-    rng = random.Random(seed)
-    books = []
-    for b in range(n_books):
-        units, gold, pos, text = [], {}, 0, []
-        for w in range(per_book):
-            from litseg_nb.core.schema import Sentence, Unit
-            sents, paras, start = [], [], pos
-            for p in range(n // 4):
-                pa = pos
-                for i in range(4):
-                    s = f"S{p}.{i}."
-                    text.append(s + " ")
-                    sents.append(Sentence(len(sents) + 1, pos, pos + len(s)))
-                    pos += len(s) + 1
-                paras.append((pa, pos - 1))
-            pstarts = [4 * p + 1 for p in range(n // 4)]
-            g = sorted(rng.sample(pstarts[2:-2], 2))
-            uid = f"c{w:04d}"
-            units.append(Unit(f"windows:b{b}", uid, w, uid, start, pos - 1, tuple(sents), tuple(paras), "window"))
-            gold[uid] = {"kind": "chapter", "gold": g, "paragraph_starts": pstarts}
-        books.append(Book(f"windows:b{b}", "b", "windows", "".join(text), units=units,
-                          meta={"boundary_gold": gold, "source_book": f"b{b}"}))
-    return books
+    return window_books(n_books, per_book, n, seed, gold_per_window=2)
 
 
-def _chunks(book, unit, starts, method):
-    starts = [1] + sorted(set(starts) - {1})
-    ends = [s - 1 for s in starts[1:]] + [unit.n_sentences]
-    return [make_sentence_chunk(book, unit, method, k, a, e) for k, (a, e) in enumerate(zip(starts, ends))]
+_chunks = chunks_at
 
 
 def test_respecting_paragraphs_alone_earns_no_lift_but_finding_breaks_does():

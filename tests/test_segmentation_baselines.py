@@ -5,12 +5,14 @@ import random
 import numpy as np
 import pytest
 
+from fakes import chunks_at, window_books
+
 from litseg_nb.chunkers import c99, scores, texttiling
 from litseg_nb.chunkers.config import BaselinesConfig
 from litseg_nb.segmenters.registry import chunk_units, get_method
 from litseg_nb.evaluation import boundaries as B
 from litseg_nb.preprocess.structure import build_units
-from litseg_nb.core.schema import Book, Sentence, Unit, check_coverage, make_sentence_chunk
+from litseg_nb.core.schema import Book, check_coverage, make_sentence_chunk
 
 TOPIC_A = ["The ship sailed across the stormy sea while the sailors hauled the ropes and watched the waves.",
            "The captain steered the ship through the waves and the wind tore at the sails and the mast.",
@@ -188,33 +190,10 @@ def test_masses():
 
 # ------------------------------------------------------------------ lift, CI and p where the answer is known
 def _windows(n_books, per_book, n=40, seed=0):
-    rng = random.Random(seed)
-    books = []
-    for b in range(n_books):
-        units, gold, pos, text = [], {}, 0, []
-        for w in range(per_book):
-            sents, paras, start = [], [], pos
-            for p in range(n // 4):
-                pa = pos
-                for i in range(4):
-                    s = f"S{p}.{i}."
-                    text.append(s + " ")
-                    sents.append(Sentence(len(sents) + 1, pos, pos + len(s)))
-                    pos += len(s) + 1
-                paras.append((pa, pos - 1))
-            pstarts = [4 * p + 1 for p in range(n // 4)]
-            uid = f"c{w:04d}"
-            units.append(Unit(f"windows:b{b}", uid, w, uid, start, pos - 1, tuple(sents), tuple(paras), "window"))
-            gold[uid] = {"kind": "chapter", "gold": sorted(rng.sample(pstarts[2:-2], 1)), "paragraph_starts": pstarts}
-        books.append(Book(f"windows:b{b}", "b", "windows", "".join(text), units=units,
-                          meta={"boundary_gold": gold, "source_book": f"b{b}"}))
-    return books
+    return window_books(n_books, per_book, n, seed, gold_per_window=1)
 
 
-def _chunks(book, unit, starts, method):
-    starts = [1] + sorted(set(starts) - {1})
-    ends = [s - 1 for s in starts[1:]] + [unit.n_sentences]
-    return [make_sentence_chunk(book, unit, method, k, a, e) for k, (a, e) in enumerate(zip(starts, ends))]
+_chunks = chunks_at
 
 
 def test_planted_signal_is_significant_with_ci_above_one_and_random_is_not():

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
