@@ -7,7 +7,6 @@ tests on a cluster are skipped where the extra ``ray`` is not installed (``pytes
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import time
 from pathlib import Path
@@ -200,18 +199,28 @@ def _annotation_view(records):
             for r in records]
 
 
-def test_annotation_on_ray_gives_the_single_process_records_and_resumes(local_cluster, tmp_path, fresh_dirs):
+def _three_books():
     import conftest
+
+    books = [conftest.make_book(f"bk{k}", 2, 5) for k in range(3)]
+    return books, [(b, u) for b in books for u in b.units]
+
+
+def _fake_server_config(srv):
     from litseg_nb.litseg.config import LitSegConfig
+
+    return LitSegConfig.for_profile("test", llm={"backend": "openai", "model": "fake-model",
+                                                 "base_urls": (srv.url,), "use_cache": False})
+
+
+def test_annotation_on_ray_gives_the_single_process_records_and_resumes(local_cluster, tmp_path, fresh_dirs):
     from litseg_nb.litseg.pipeline import annotate_units, read_annotations, records_to_chunks
     from litseg_nb.litseg.ray_annotate import RayOptions, annotate_units_on_ray
     from litseg_nb.llm import make_backend
 
-    books = [conftest.make_book(f"bk{k}", 2, 5) for k in range(3)]
-    items = [(b, u) for b in books for u in b.units]
+    books, items = _three_books()
     with FakeOpenAI() as srv:
-        cfg = LitSegConfig.for_profile("test", llm={"backend": "openai", "model": "fake-model",
-                                                    "base_urls": (srv.url,), "use_cache": False})
+        cfg = _fake_server_config(srv)
         one = annotate_units(items, make_backend(cfg.llm), cfg, progress=False)
         asked_one = len(srv.chat_requests)
         path = tmp_path / "ann.jsonl"
@@ -272,17 +281,13 @@ def test_ledger_merge_sums_another_ledgers_rows():
 
 
 def test_annotation_on_ray_puts_the_actors_usage_in_the_ledger(local_cluster, tmp_path, fresh_dirs):
-    import conftest
-    from litseg_nb.litseg.config import LitSegConfig
     from litseg_nb.litseg.pipeline import annotate_units, annotate_with
     from litseg_nb.litseg.ray_annotate import RayAnnotator, annotator_for
     from litseg_nb.llm import UsageLedger, make_backend
 
-    books = [conftest.make_book(f"bk{k}", 2, 5) for k in range(3)]
-    items = [(b, u) for b in books for u in b.units]
+    books, items = _three_books()
     with FakeOpenAI() as srv:
-        cfg = LitSegConfig.for_profile("test", llm={"backend": "openai", "model": "fake-model",
-                                                    "base_urls": (srv.url,), "use_cache": False})
+        cfg = _fake_server_config(srv)
         one_ledger = UsageLedger()
         one_backend = make_backend(cfg.llm, one_ledger)
         assert annotator_for(cfg, one_backend) is one_backend  # not on Ray: the backend itself
