@@ -139,6 +139,28 @@ def test_the_packaged_model_never_saw_an_evaluation_book():
     assert hashlib.sha256(bm.WEIGHTS_FILE.read_bytes()).hexdigest()[:16] == card["weights_sha256_16"]
 
 
+def test_the_packaged_weights_were_trained_on_the_labels_todays_code_finds():
+    """The card records every training book's label counts; a sample of books (spread over the list,
+    the same each run) recomputed with today's cleaning, unit and ornament rules must match, else the
+    packaged weights no longer rebuild (retrain: ``python -m litseg_nb train-boundary-model``)."""
+    card = json.loads(bm.CARD_FILE.read_text(encoding="utf-8"))
+    per_book = card["data"]["labels_per_book"]
+    assert len(per_book) == card["data"]["books"]
+    train = set(card["data"]["train_ids"])
+    assert sum(per_book[n][0] for n in train) >= card["data"]["positives"]["chapter"]  # sampling keeps every positive
+    assert sum(per_book[n][0] for n in train) == card["data"]["positives"]["chapter"]
+    assert sum(per_book[n][1] for n in train) == card["data"]["positives"]["scene"]
+    folder = data_dir() / bt.TRAIN_FOLDER
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is not here: the labels cannot be recomputed")
+    ids = sorted(per_book, key=int)
+    sample = ids[:: max(1, len(ids) // 8)][:8]
+    moved = {n: (per_book[n], list(bt.book_labels(folder / f"{n}.txt.gz"))) for n in sample}
+    moved = {n: v for n, v in moved.items() if v[0] != v[1]}
+    assert not moved, (f"labels moved since the packaged weights were trained ({{book: [card], [today]}}: {moved}); "
+                       "retrain with `python -m litseg_nb train-boundary-model` and re-run the README's rows")
+
+
 # ------------------------------------------------------------------ the chunker
 def _unit_book(tiny_root):
     book, units = bt.clean_and_units(tiny_root / bt.TRAIN_FOLDER / "990003.txt.gz")

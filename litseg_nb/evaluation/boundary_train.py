@@ -116,6 +116,15 @@ def clean_and_units(path: Path, raw: bytes | None = None, sentence_splitter: str
     return book, units
 
 
+def book_labels(path: Path) -> tuple[int, int]:
+    """``(chapter, scene)`` breaks of one training book's narrative stream: the labels of
+    :func:`book_features`, without the features (what the card's ``labels_per_book`` records)."""
+    book, units = clean_and_units(path)
+    stream = narrative_stream(book.text, units, StreamReport())
+    marks = [p.mark for p in stream[1:]]
+    return marks.count("chapter"), marks.count("scene")
+
+
 def text_hash(text: str) -> str:
     """SHA-256 of a cleaned text with whitespace runs collapsed (an edition's copy in another folder
     hashes the same)."""
@@ -365,6 +374,11 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
             "train_ids": [f.name.split(".")[0] for f in tr], "validation_ids": [f.name.split(".")[0] for f in va],
             "text_sha256_16": {f.name.split(".")[0]: hashes[str(f)][:16] for f in files},
             "positives": {**n_pos, "total": int(y.sum())}, "negatives": int((~y).sum()),
+            # every book's label counts before sampling ([chapter, scene] breaks of its narrative stream):
+            # tests/test_boundary_model.py recomputes some with today's code, so a rule change that moves
+            # the labels (and would make a rebuild write other weights) fails a test
+            "labels_per_book": {f.name.split(".")[0]: [int((feats[str(f)]["labels"] == 1).sum()),
+                                                       int((feats[str(f)]["labels"] == 2).sum())] for f in files},
             "candidates_in_train_books": int(sum(len(feats[str(f)]["labels"]) for f in tr)),
             "labels": "the benchmark's narrative_stream marks (detected chapter headings, ornament lines)",
             "disjoint_from_evaluation": disjoint,
