@@ -121,8 +121,11 @@ def test_notebook_config_applies_parameters_and_none_keeps_the_profile():
     cfg = params.notebook_config("07_ablations", profile="test", seed=0, variants="lite, wo-ft", max_units=0)
     assert cfg.ablation_variants == ("lite", "wo-ft") and cfg.ablation_max_units == 0
     cfg = params.notebook_config("02_litseg_annotation", profile="test", seed=0, max_units=None, max_retries=None,
-                                 calibrate="false", compare_structured=None)
-    assert cfg.calibrate is False and cfg.compare_structured is True
+                                 calibrate="false", compare_structured=None, ray_address=None)
+    assert cfg.calibrate is False and cfg.compare_structured is True and cfg.ray.address == ""
+    cfg = params.notebook_config("02_litseg_annotation", profile="test", seed=0, max_units=None, max_retries=None,
+                                 calibrate=None, compare_structured=None, ray_address="local")
+    assert cfg.ray.address == "local"
     with pytest.raises(ConfigError, match="missing"):  # a parameter left out would be silently ignored
         params.notebook_config("01_preprocessing", profile="test", seed=0, max_books=1)
 
