@@ -18,6 +18,8 @@ def test_first_line_timing_is_the_range_of_the_measured_table():
     assert totals, "the measured table's total column"
     low, high = int(first.group(1)), int(first.group(2) or first.group(1))
     assert (low, high) == (round(min(totals)), round(max(totals)))
+    said = f"{low} min" if low == high else f"{low}-{high} min"
+    assert cli._SMOKE_DURATION.startswith(said + " "), "`python -m litseg_nb --help` states the same smoke time"
 
 
 def test_subcommand_list_names_every_subcommand():
