@@ -208,3 +208,31 @@ def test_length_matched_means_are_the_real_tokenizers_means(cfg, embedder, fresh
     for r in results:
         assert r.evaluations >= 1 and r.chunks
         assert r.mean_tokens == pytest.approx(float(chunk_token_lengths(r.chunks, tok).mean()))
+
+
+def test_semantic_units_selection_runs_the_semantic_chunker_on_the_selected_units_only(embedder, fresh_dirs):
+    """``semantic_units="selection"`` (smoke, issue #35): the semantic chunker segments the shared unit
+    selection, every one of its sentences covered; the rule-based methods still cover the whole book, and
+    the boundary benchmark's config keeps the semantic chunker on its own windows (``"all"``)."""
+    from litseg_nb.evaluation.boundaries import BoundaryConfig, baselines_config
+
+    book = toy_book(TEXT, book_id="sem-sel")
+    first, second = book.units[0], book.units[1]
+    sel = {"strategy": "first", "books": (), "units": (f"sem-sel/{second.unit_id}",), "min_questions": 0,
+           "max_units": 0, "skip_units_over_words": None}
+    cfg = BaselinesConfig.for_profile("test", semantic_units="selection", selection=sel)
+    chunks = run_chunker("semantic", [book], cfg, embedder=embedder)
+    assert {c.unit_id for c in chunks} == {second.unit_id}
+    covered = sorted(i for c in chunks for i in range(c.from_idx, c.to_idx + 1))
+    assert covered == [s.index for s in second.sentences]
+    _check_exact(book, chunks)
+    token = run_chunker("token", [book], cfg)
+    assert {c.unit_id for c in token} == {first.unit_id, second.unit_id}
+    assert "semantic chunker on the unit selection" in cfg.describe()
+    everything = BaselinesConfig.for_profile("test", selection=sel)
+    assert {c.unit_id for c in run_chunker("semantic", [book], everything, embedder=embedder)} == \
+        {first.unit_id, second.unit_id}
+    assert baselines_config(BoundaryConfig.for_profile("smoke", llm_methods=()), [book]).semantic_units == "all"
+    assert BaselinesConfig.for_profile("smoke").semantic_units == "selection"
+    with pytest.raises(Exception, match="semantic_units"):
+        BaselinesConfig.for_profile("test", semantic_units="some")

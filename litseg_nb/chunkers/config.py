@@ -78,6 +78,9 @@ class BaselinesConfig(CompletionOptions, PropositionOptions, MergeOptions, Lumbe
     # On 2 CPU cores MiniLM embeds ~65 three-sentence groups per second, so the smoke profile
     # limits it to the evaluation book instead of spending ~10 minutes on the eleven raw books.
     semantic_books: tuple[str, ...] = ()
+    # ... and which of their units: "all" or "selection" (the shared unit selection the LLM methods segment;
+    # smoke: every unit notebooks 05-07 compare the methods on, ~100 s less of embedding than all of Emma)
+    semantic_units: str = one_of("all", "selection", "all")
 
     # notebook 04 also runs the `published` presets (chunkers/presets.py: knobs calibrated to
     # LumberChunker's published GutenQA tokens/chunk) and measures how the unit cap
@@ -95,6 +98,8 @@ class BaselinesConfig(CompletionOptions, PropositionOptions, MergeOptions, Lumbe
         out = super().describe() + f" | tokenizer={self.tokenizer}"
         if self.semantic_books:
             out += f" | semantic chunker on {','.join(self.semantic_books)} only"
+        if self.semantic_units == "selection":
+            out += " | semantic chunker on the unit selection"
         if self.proposition_max_new_tokens < BaselinesConfig.proposition_max_new_tokens:
             out += f" | proposition replies capped at {self.proposition_max_new_tokens} tokens"
         return out

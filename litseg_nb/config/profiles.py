@@ -123,9 +123,11 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                     "max_new_tokens": 384, "max_model_len": 8192},
             "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 64},
             "corpus": {"datasets": ("gutenqa", "gutenberg", "literaryqa"), "max_unit_words": 900},
-            # the LLM methods: the fewest Emma units holding the evidence of >= 8 GutenQA questions
-            # (8 units, 147 sentences at 900 words/unit), so notebook 05 compares every method on 8 questions
-            "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "min_questions": 8},
+            # the LLM methods: the fewest Emma units holding the evidence of >= 4 GutenQA questions
+            # (4 units, 56 sentences at 900 words/unit), so notebook 05 compares every method on >= 4 questions.
+            # Issue #35 (smoke in 15 minutes): 8 questions (8 units, 147 sentences) until 2026-12-02; nearly all
+            # of smoke's LLM work (notebooks 02, 04, 06-08) scales with these units
+            "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "min_questions": 4},
         },
         "PreprocessConfig": {},
         # Every call is a ~2,650-3,000-token prefill with SmolLM2-135M on 2 CPU cores (the system
@@ -147,6 +149,10 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             # but every cut next to an edge of the unit (after sentence 1-2 or before the last): no narrative reading
             "min_segments": 2,
             "max_retries": 0,
+            # no calibration in smoke (issue #35: it ran the three stages a second time on a GutenQA and a
+            # Gutenberg unit, ~1 min, for a value SmolLM2's one- or two-segment units cannot inform): the
+            # paper's length reference of 100; `-p calibrate=true` runs it, the test profile always does
+            "calibrate": False,
             "stage1_max_new_tokens": 48,
             "stage2_max_new_tokens": 48,
             "stage3_max_new_tokens": 192,
@@ -189,6 +195,9 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "BaselinesConfig": {
             "corpus": {"datasets": ("gutenqa", "gutenberg")},
             "semantic_books": ("gutenqa:Emma_-_Jane_Austen",),
+            # ... on the unit selection (the units notebooks 05-07 compare every method on): all of Emma took
+            # 110 s of the idle smoke run (issue #35)
+            "semantic_units": "selection",
             # margin sampling's left text (the current chunk, three times in the prompt) capped
             # at 128 tokens; it rarely binds (SmolLM2 splits often: 64 saved 4% of the prompt
             # tokens and no measurable time, so it stays at 128)
@@ -222,7 +231,7 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "SegmentQualityConfig": {"judge_max_units": 1, "judge_max_chunks_per_unit": 8, "judge_retries": 0,
                                  "judge_max_passage_chars": 6000, "human_sheet_chunks": 20,
                                  "judge_pipeline_prompt": "name",
-                                 "llm_rating_items": 2,
+                                 "llm_rating_items": 1,  # 2 until issue #35 (~70 s less)
                                  "judge_methods": ("litseg", "litseg-lite"),
                                  # the A.2 raters: SmolLM2 is the one local instruct model (tiny-random is
                                  # random weights, no rater): both raters are it, labelled "same model"
@@ -241,13 +250,14 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # Margin sampling
         # (one forward pass per sentence) took > 13 min on the same 16 windows of a loaded machine:
         # run it with `boundaries --method margin --llm-windows N`
+        # Issue #35 (smoke in 15 minutes): 16 perplexity, 8 LitSeg and 96 semantic windows until 2026-12-02
         "BoundaryConfig": {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
-                           "llm_methods": ("perplexity",), "llm_max_windows": 16, "segmenter_max_windows": 8,
-                           "embedder_max_windows": 96},
+                           "llm_methods": ("perplexity",), "llm_max_windows": 8, "segmenter_max_windows": 4,
+                           "embedder_max_windows": 32},
         # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit; the paired
-        # §4.4 measurement on 2 units (SmolLM2's three methods ~1-2 min per repeat on 2 loaded cores)
-        "EfficiencyConfig": {"timing_dataset": "all", "paired_max_units": 2, "paired_batch_units": 0,
-                             "paired_repeats": 3},
+        # §4.4 measurement on 1 unit, 2 interleaved repeats (2 units x 3 repeats took 309 s of the idle smoke run)
+        "EfficiencyConfig": {"timing_dataset": "all", "paired_max_units": 1, "paired_batch_units": 0,
+                             "paired_repeats": 2},
     },
     "full": {
         "shared": {

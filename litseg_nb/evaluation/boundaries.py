@@ -651,7 +651,7 @@ def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
     order = {f"{b.book_id}/{u.unit_id}": i for i, (b, u) in enumerate((b, u) for b in books for u in b.units)}
     return BaselinesConfig.for_profile(
         cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(), embedding=cfg.embedding.to_dict(),
-        methods=tuple(cfg.methods) + tuple(cfg.llm_methods), semantic_books=(),
+        methods=tuple(cfg.methods) + tuple(cfg.llm_methods), semantic_books=(), semantic_units="all",
         selection={"strategy": "first", "books": (), "units": tuple(sorted(units, key=order.get)),
                    "min_questions": 0, "max_units": 0, "skip_units_over_words": None})
 

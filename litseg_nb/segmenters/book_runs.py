@@ -154,19 +154,22 @@ def _run_base(spec: Method, book: Book, units: list[Unit], cfg: "BaselinesConfig
 def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = None,
                 embedder: Any = None, report: RunReport | None = None,
                 tokenizer: Any = None) -> list[Chunk]:
-    """Chunks of baseline ``name`` for ``books`` (all units; LLM methods: the selected units), cached
+    """Chunks of baseline ``name`` for ``books`` (all units; LLM methods, and the semantic chunker with
+    ``semantic_units="selection"``: the selected units), cached
     per (method, book) so an interrupted notebook 04 resumes book by book."""
     spec = get_method(name)
     if not spec.is_baseline:
         raise ChunkerError(f"{name} is not a notebook-04 baseline (use chunk_units or litseg_nb.segment)")
-    if spec.needs_llm:
+    semantic = "semantic" in (name, spec.base and spec.base.name)
+    on_selection = spec.needs_llm or (semantic and cfg.semantic_units == "selection")
+    if on_selection:
         selected = select_units(books, cfg.selection)
         by_book: dict[str, list[Unit]] = {}
         for b, u in selected:
             by_book.setdefault(b.book_id, []).append(u)
     else:
         by_book = {b.book_id: [u for u in b.units if u.n_sentences] for b in books
-                   if not (cfg.semantic_books and "semantic" in (name, spec.base and spec.base.name))
+                   if not (cfg.semantic_books and semantic)
                    or _matches(b, cfg.semantic_books)}
     out: list[Chunk] = []
     for book in books:
@@ -183,7 +186,7 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
             for u in units:
                 chunks.extend(merge_unit_chunks(book, u, [c for c in base if c.unit_id == u.unit_id],
                                                 merge.merge_target_tokens, tok.count, name))
-        if not spec.needs_llm:
+        if not on_selection:  # (segment_units checked every unit's coverage either way)
             assert_full_coverage(book, chunks, name)
         out.extend(chunks)
     return out
