@@ -133,7 +133,8 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # Every call is a ~2,650-3,000-token prefill with SmolLM2-135M on 2 CPU cores (the system
         # prompt alone is ~1,800 tokens; ~10 s each) and long-context decoding runs at ~4 tok/s,
         # so retries (which double the cost) are off here; they are exercised by the tests and
-        # the test profile. The units are the shared selection (8 Emma units, 147 sentences).
+        # the test profile. The units are the shared selection (4 Emma units, 56 sentences; the measurements
+        # below were made on the 8 units, 147 sentences, of the selection before issue #35).
         # SmolLM2-135M without constrained decoding: 8 of 8 units fell back to the whole unit (the smoke run
         # at f1ca1bc); with it (stage JSON schemas, indices bounded by the unit's sentence count) 0 of 8 did
         # (1 valid, 6 index_repair, 1 coverage_repair; benchmarks/smoke_litseg_fallbacks.py, 1481 s for the
@@ -240,16 +241,13 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                                  "rater2_llm": {"backend": "hf", "model": "smollm2-135m-instruct",
                                                 "max_new_tokens": 48, "max_model_len": 8192},
                                  "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
-        # every hand-checked book (token, recursive, paragraph: every window, ~400); the semantic
-        # chunker on 96 windows (~1.5 min on 2 idle cores); SmolLM2-135M's perplexity chunker on 16
-        # windows (8 chapter, 8 scene; ~1.5 min) and LitSeg (its smoke config: constrained decoding,
-        # three prompts per window, the costliest method here) on 8 (4 chapter, 4 scene; issue #32).
-        # Cost NOT measured on the windows: smoke's 8 LitSeg units (9-25 sentences, ~2.1-3.3k-token
-        # prompts) took 145-340 s each on 2 cores at load ~18; a 60-sentence window (~4k-token prompts)
-        # should take ~1.5-2x that, so expect tens of minutes for the 8 windows on a loaded machine.
-        # Margin sampling
-        # (one forward pass per sentence) took > 13 min on the same 16 windows of a loaded machine:
-        # run it with `boundaries --method margin --llm-windows N`
+        # every hand-checked book (token, recursive, paragraph, TextTiling, C99, the boundary model: every
+        # window, ~290); the semantic chunker on 32 windows, SmolLM2-135M's perplexity chunker on 8 (4 chapter,
+        # 4 scene) and LitSeg (its smoke config: constrained decoding, three prompts per window, the costliest
+        # method here) on 4 (2 + 2). Measured idle at b4f0d7c with the sizes before issue #35: semantic on 96
+        # windows 146 s, perplexity on 16 windows 64 s, LitSeg on 8 windows 312 s (60 s of it calibration, now
+        # off in smoke), TextTiling 42 s, scoring 7 s. Margin sampling (one forward pass per sentence) took
+        # > 13 min on 16 windows of a loaded machine: run it with `boundaries --method margin --llm-windows N`
         # Issue #35 (smoke in 15 minutes): 16 perplexity, 8 LitSeg and 96 semantic windows until 2026-12-02
         "BoundaryConfig": {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
                            "llm_methods": ("perplexity",), "llm_max_windows": 8, "segmenter_max_windows": 4,
