@@ -123,17 +123,18 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                     "max_new_tokens": 384, "max_model_len": 8192},
             "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 64},
             "corpus": {"datasets": ("gutenqa", "gutenberg", "literaryqa"), "max_unit_words": 900},
-            # the LLM methods: the fewest Emma units holding the evidence of >= 4 GutenQA questions
-            # (4 units, 56 sentences at 900 words/unit), so notebook 05 compares every method on >= 4 questions.
-            # Issue #35 (smoke in 15 minutes): 8 questions (8 units, 147 sentences) until 2026-12-02; nearly all
-            # of smoke's LLM work (notebooks 02, 04, 06-08) scales with these units
-            "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "min_questions": 4},
+            # the LLM methods: the fewest Emma units holding the evidence of >= 2 GutenQA questions
+            # (2 units, 22 sentences, 525 words at 900 words/unit), so notebook 05 compares every method on >= 2
+            # questions. Issue #35 (smoke in 15 minutes): 8 questions (8 units, 147 sentences) until 2026-12-02,
+            # then 4 (4 units, 56 sentences, 1,868 words; 32 min idle); nearly all of smoke's LLM work
+            # (notebooks 02, 04, 06-08) scales with these units
+            "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "min_questions": 2},
         },
         "PreprocessConfig": {},
         # Every call is a ~2,650-3,000-token prefill with SmolLM2-135M on 2 CPU cores (the system
         # prompt alone is ~1,800 tokens; ~10 s each) and long-context decoding runs at ~4 tok/s,
         # so retries (which double the cost) are off here; they are exercised by the tests and
-        # the test profile. The units are the shared selection (4 Emma units, 56 sentences; the measurements
+        # the test profile. The units are the shared selection (2 Emma units, 22 sentences; the measurements
         # below were made on the 8 units, 147 sentences, of the selection before issue #35).
         # SmolLM2-135M without constrained decoding: 8 of 8 units fell back to the whole unit (the smoke run
         # at f1ca1bc); with it (stage JSON schemas, indices bounded by the unit's sentence count) 0 of 8 did
@@ -161,12 +162,13 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             "calibration_max_retries": 0,
             "compare_units": 1,
             # Lite's training data: 2 units of another book (~3 min of annotation on the CPU)
+            # (600 words per unit until issue #35; 300 as the test profile: shorter SFT examples too)
             "train_corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
-                             "max_units_per_book": 2, "max_unit_words": 600},
+                             "max_units_per_book": 2, "max_unit_words": 300},
         },
         # Sized from measurements on the 2-core CPU: with the verbatim E.2 prompt (~2.1k tokens) a
         # SmolLM2-135M example is ~3.3k tokens; one SFT step on it took ~98 s and generating 96
-        # tokens ~31 s. So: 2 SFT steps, 1 GRPO step, 1 held-out unit, short generations.
+        # tokens ~31 s. So: 1 SFT step (2 until issue #35), 1 GRPO step, 1 held-out unit, short generations.
         "LiteConfig": {
             # constrained decoding, as LitSeg's (above): the untrained SmolLM2 with the E.2 prompt on smoke's 8
             # LitSeg units, whole-unit fallback 0/8 (6 valid, 2 coverage_repair; one segment each; 757 s)
@@ -174,7 +176,7 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             "fallback_units": "include_if_needed", "min_train_units": 2,
             "max_train_units": 2, "max_eval_units": 1, "max_seq_tokens": 6144,
             "lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "gradient_checkpointing": False,
-            "sft_learning_rate": 2e-4, "sft_max_steps": 2, "sft_grad_accum": 1,
+            "sft_learning_rate": 2e-4, "sft_max_steps": 1, "sft_grad_accum": 1,  # 2 steps until issue #35
             "sft_warmup_ratio": 0.0, "sft_lr_scheduler": "constant",
             "grpo_learning_rate": 2e-5, "grpo_max_steps": 1, "grpo_num_generations": 2,
             "grpo_prompts_per_step": 1, "grpo_max_completion_length": 64, "grpo_temperature": 1.0,
@@ -242,16 +244,17 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                                                 "max_new_tokens": 48, "max_model_len": 8192},
                                  "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
         # every hand-checked book (token, recursive, paragraph, TextTiling, C99, the boundary model: every
-        # window, ~290); the semantic chunker on 32 windows, SmolLM2-135M's perplexity chunker on 8 (4 chapter,
-        # 4 scene) and LitSeg (its smoke config: constrained decoding, three prompts per window, the costliest
-        # method here) on 4 (2 + 2). Measured idle at b4f0d7c with the sizes before issue #35: semantic on 96
+        # window, ~290); the semantic chunker on 16 windows, SmolLM2-135M's perplexity chunker on 4 (2 chapter,
+        # 2 scene) and LitSeg (its smoke config: constrained decoding, three prompts per window, the costliest
+        # method here) on 2 (1 + 1). Measured idle at b4f0d7c with the sizes before issue #35: semantic on 96
         # windows 146 s, perplexity on 16 windows 64 s, LitSeg on 8 windows 312 s (60 s of it calibration, now
         # off in smoke), TextTiling 42 s, scoring 7 s. Margin sampling (one forward pass per sentence) took
         # > 13 min on 16 windows of a loaded machine: run it with `boundaries --method margin --llm-windows N`
-        # Issue #35 (smoke in 15 minutes): 16 perplexity, 8 LitSeg and 96 semantic windows until 2026-12-02
+        # Issue #35 (smoke in 15 minutes): 16 perplexity, 8 LitSeg and 96 semantic windows until 2026-12-02,
+        # then 8 / 4 / 32 (the boundary benchmark took 274 s of the 32-min idle run)
         "BoundaryConfig": {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
-                           "llm_methods": ("perplexity",), "llm_max_windows": 8, "segmenter_max_windows": 4,
-                           "embedder_max_windows": 32},
+                           "llm_methods": ("perplexity",), "llm_max_windows": 4, "segmenter_max_windows": 2,
+                           "embedder_max_windows": 16},
         # test/smoke evaluate GutenQA Emma units only: their evaluation set is every shared unit; the paired
         # §4.4 measurement on 1 unit, 2 interleaved repeats (2 units x 3 repeats took 309 s of the idle smoke run)
         "EfficiencyConfig": {"timing_dataset": "all", "paired_max_units": 1, "paired_batch_units": 0,
