@@ -103,3 +103,20 @@ def test_the_two_word_caps_have_their_own_names_and_a_real_none():
     text = " ".join(f"Word{i} is here." for i in range(400))
     whole = build_units("b", text, [(0, len(text))], None)
     assert len(whole) == 1 and len(build_units("b", text, [(0, len(text))], 300)) > 1
+
+
+def test_question_cover_is_the_relevance_test_of_every_question_on_every_emma_unit(data_dir):
+    """``question_cover`` normalises a unit once for all questions (issue #35: it normalised the unit once per
+    question, ~60 s of notebook 04): the same sets as ``is_relevant`` asked question by question."""
+    from litseg_nb.config import CorpusConfig
+    from litseg_nb.metrics.retrieval import is_relevant
+
+    emma, = [b for b in load_corpus(CorpusConfig(datasets=("gutenqa",))) if "Emma" in b.book_id]
+    slow = {u.unit_id: {q.qid for q in emma.questions if q.evidence and is_relevant(u.text(emma.text), q.evidence)}
+            for u in emma.units}
+    assert {u.unit_id: question_cover(emma, u) for u in emma.units} == slow
+    assert sum(map(len, slow.values())) >= 25  # the evidence of (nearly) all 30 questions is found
+    book = _toy_book()
+    book.questions = book.questions + [Question("q9", "b", "?", ("z",), evidence="  \u00ad ")]
+    with pytest.raises(ValueError, match="q9 has an empty evidence"):
+        question_cover(book, book.units[0])

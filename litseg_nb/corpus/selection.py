@@ -13,7 +13,7 @@ from typing import Sequence
 from ..config import UnitSelection
 from ..core.schema import Book, Unit, word_count
 from ..errors import UsageError
-from ..metrics.retrieval import is_relevant
+from ..metrics.retrieval import normalize_for_match
 
 
 class SelectionError(UsageError, ValueError):
@@ -27,9 +27,22 @@ def book_matches(book: Book, wanted: Sequence[str]) -> bool:
 
 
 def question_cover(book: Book, unit: Unit) -> set[str]:
-    """Ids of the book's questions whose evidence string lies in ``unit`` (GutenQA)."""
-    text = unit.text(book.text)
-    return {q.qid for q in book.questions if q.evidence and is_relevant(text, q.evidence)}
+    """Ids of the book's questions whose evidence string lies in ``unit`` (GutenQA): the test of
+    :func:`~litseg_nb.metrics.retrieval.is_relevant`, with the unit's text normalised once for all the
+    book's questions (not once per question: ``select_units`` runs this on every unit of the book, once
+    per LLM method and per length-matching step in notebook 04)."""
+    asked = [q for q in book.questions if q.evidence]
+    if not asked:
+        return set()
+    text = normalize_for_match(unit.text(book.text))
+    out = set()
+    for q in asked:
+        ev = normalize_for_match(q.evidence)
+        if not ev:
+            raise ValueError(f"{book.book_id}: question {q.qid} has an empty evidence string: relevance is undefined")
+        if ev in text:
+            out.add(q.qid)
+    return out
 
 
 def _fewest_covering(pairs: list[tuple[Book, Unit]], need: int) -> list[tuple[Book, Unit]]:
