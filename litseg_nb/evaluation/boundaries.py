@@ -663,7 +663,9 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
     from tqdm.auto import tqdm
 
     bcfg = baselines_config(cfg, books)
-    names = list(methods) if methods is not None else list(cfg.methods) + list(cfg.llm_methods)
+    # ``methods`` may name segmenters and ``lib:`` splitters too: they take their own paths below
+    names = ([m for m in methods if m not in SEGMENTERS and not m.startswith("lib:")] if methods is not None
+             else list(cfg.methods) + list(cfg.llm_methods))
     if any(m in _llm_baselines() for m in names) and backend is None:
         backend = make_backend(cfg.llm)
     if embedder is None and "semantic" in names:
