@@ -77,3 +77,19 @@ def test_executed_notebook_never_looks_finished_when_the_last_write_fails(tmp_pa
         runner.run_notebooks("test")
     executed = fresh_dirs / "outputs" / "test" / "executed"
     assert sorted(p.name for p in executed.iterdir()) == ["01_x.FAILED.ipynb"]
+
+
+def test_shown_path_hides_the_checkout_of_an_outputs_path(tmp_path, monkeypatch):
+    """Tables and labels show a path under the outputs root as ``<outputs>/...`` (08's trained-student model,
+    06/07's rating-sheet folders): two runs in two checkouts then write equal tables."""
+    from litseg_nb.core.paths import outputs_root, shown_path
+
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "out"))
+    inside = outputs_root() / "smoke" / "artifacts" / "lite" / "merged" / "merged-abc"
+    assert shown_path(inside) == "<outputs>/smoke/artifacts/lite/merged/merged-abc"
+    assert shown_path(str(inside)) == shown_path(inside)
+    assert shown_path(tmp_path / "elsewhere") == str(tmp_path / "elsewhere")  # outside: as given
+    assert shown_path("smollm2-135m-instruct") == "smollm2-135m-instruct" and shown_path("?") == "?"
+    outputs_root().mkdir(parents=True)
+    monkeypatch.chdir(outputs_root())  # a relative name is never resolved against the cwd
+    assert shown_path("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"

@@ -53,6 +53,20 @@ def outputs_dir(profile: str) -> Path:
     return root
 
 
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as a table or label shows it: ``<outputs>/<rest>`` for a path inside :func:`outputs_root`
+    (so two runs' tables compare equal whichever checkout or ``LITSEG_OUTPUTS_DIR`` wrote them), else as given."""
+    text = str(path)
+    p = Path(text).expanduser()
+    if not p.is_absolute():  # a model name or hub id ("Qwen/Qwen3-8B"), never resolved against the cwd
+        return text
+    try:
+        rest = p.resolve().relative_to(outputs_root())
+    except (ValueError, OSError):
+        return text
+    return "<outputs>/" + rest.as_posix()
+
+
 def cache_dir() -> Path:
     env = os.environ.get("LITSEG_CACHE_DIR")
     root = Path(env).expanduser().resolve() if env else REPO_ROOT / ".cache"

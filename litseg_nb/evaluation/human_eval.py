@@ -31,7 +31,7 @@ import numpy as np
 
 from ..core.safe_io import atomic_path, write_text_atomic
 from ..errors import UsageError
-from ..core.paths import outputs_dir
+from ..core.paths import outputs_dir, shown_path
 from ..llm.base import UsageTag, LLMError, SamplingParams
 from ..litseg.rubric_judge import score_many_with_rubric, segment_pipeline_json
 from ..metrics.pairwise import pairwise_win_rate, pairwise_conversation, parse_verdict
@@ -463,7 +463,7 @@ def evaluate_rating_sheets(profile: str, sheet_set: str, sheets: Mapping[str, An
     :func:`export_rating_sheets`. Returns the tables and ``source``."""
     raters = list(sheets["sheets"])
     filled = find_filled_sheets(profile, sheet_set, raters)
-    info: dict[str, Any] = {"source": HUMAN_SOURCE, "folder": str(filled_sheets_dir(profile, sheet_set))}
+    info: dict[str, Any] = {"source": HUMAN_SOURCE, "folder": shown_path(filled_sheets_dir(profile, sheet_set))}
     key = sheets["key"]
     if filled is None:
         if backend is None:
@@ -471,7 +471,7 @@ def evaluate_rating_sheets(profile: str, sheet_set: str, sheets: Mapping[str, An
         out = Path(sheets["key"]).parent / "llm_filled"
         filled, key, info = llm_fill_rating_sheets(sheets["sheets"], sheets["key"], out, backend,
                                                    llm_max_items, seed, retries)
-        info["folder"] = str(out)
+        info["folder"] = shown_path(out)
     long_df = import_ratings(filled, key)
     t1, t9, ag = ratings_by_dataset(long_df)
     return {"source": info["source"], "info": info, "table1": t1, "table9": t9, "agreement": ag, "ratings": long_df}
@@ -651,7 +651,7 @@ def evaluate_pairwise_sheets(profile: str, sheets: Mapping[str, Any], backend: A
     read back by :func:`read_pairwise_export`)."""
     annotators = list(sheets["sheets"])
     filled = find_filled_sheets(profile, "pairwise", annotators)
-    info: dict[str, Any] = {"source": HUMAN_SOURCE, "folder": str(filled_sheets_dir(profile, "pairwise"))}
+    info: dict[str, Any] = {"source": HUMAN_SOURCE, "folder": shown_path(filled_sheets_dir(profile, "pairwise"))}
     key = sheets["key"]
     if filled is None:
         if backend is None:
@@ -659,7 +659,7 @@ def evaluate_pairwise_sheets(profile: str, sheets: Mapping[str, Any], backend: A
         out = Path(sheets["key"]).parent / "llm_filled"
         filled, key, info = llm_fill_pairwise_sheets(sheets["sheets"], sheets["key"], out, backend, llm_max_items,
                                                      seed, max_new_tokens)
-        info["folder"] = str(out)
+        info["folder"] = shown_path(out)
     long_df = import_pairwise_verdicts(filled, key)
     wins, pairs, fl = pairwise_agreement(long_df)
     return {"source": info["source"], "info": info, "win_rates": wins, "pairs": pairs, "fleiss": fl,

@@ -48,6 +48,7 @@ from ..errors import LitsegError
 from ..llm.base import SamplingParams, UsageTag
 from ..litseg.config import LitSegConfig
 from ..core.artifacts import artifact_dir
+from ..core.paths import shown_path
 from ..chunkers.config import BaselinesConfig
 from ..lite.config import LiteConfig
 from ..lite.data import annotation_length_reference, load_annotations, student_length_reference
@@ -381,6 +382,6 @@ def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, 
 
     base_id = getattr(base, "model_id", "?")
     return [PairedMethod("litseg", f"{base_id} (LitSeg's 3 stages on the student's base model)", base, run_litseg),
-            PairedMethod("litseg-lite", f"{getattr(lite_backend, 'model_id', '?')} (trained student)", lite_backend,
+            PairedMethod("litseg-lite", f"{shown_path(getattr(lite_backend, 'model_id', '?'))} (trained student)", lite_backend,
                          run_lite),
             PairedMethod("lumber", str(base_id), base, run_lumber)]
