@@ -161,7 +161,7 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             "calibration_units": 1,
             "calibration_max_retries": 0,
             "compare_units": 1,
-            # Lite's training data: 2 units of another book (~3 min of annotation on the CPU)
+            # Lite's training data: 2 units of another book (34 s of annotation in the idle smoke run at b0a5dae)
             # (600 words per unit until issue #35; 300 as the test profile: shorter SFT examples too)
             "train_corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
                              "max_units_per_book": 2, "max_unit_words": 300},
