@@ -112,7 +112,20 @@ def _run_parser(sub: Any, name: str) -> argparse.ArgumentParser:
                         "checked before any kernel starts (`config --set` shows the result)")
     p.add_argument("--log-output", action="store_true",
                    help="also stream the notebooks' printed output (progress bars and warnings always show)")
+    p.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                   help="notebooks run side by side where their needs allow (default: 2 for smoke on >= 2 cores, "
+                        "1 for test and full; 1 = one after another)")
     return p
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--jobs {text!r}: a whole number >= 1")
+    return n
 
 
 def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[str, Any], list[Any]]:
@@ -133,7 +146,7 @@ def run_main(args: argparse.Namespace) -> int:
         params, sets = _params_and_sets(args, args.only.split(","))
         with config_sets(sets):  # the runner's checks see them; each kernel gets them as a parameter
             run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
-                          log_output=args.log_output)
+                          log_output=args.log_output, jobs=args.jobs)
     except NotebookFailed as exc:
         print(f"[litseg_nb] {exc}", file=sys.stderr)
         return 1

@@ -216,15 +216,39 @@ def notebook_wall_times(profile: str) -> pd.DataFrame:
     """Wall time of each executed notebook of ``profile``, from papermill's recorded metadata."""
     import json
 
+    from ..front.schedule import read_schedule
+
+    executed = outputs_dir(profile) / "executed"
+    schedule = read_schedule(executed)
     rows = []
-    for path in sorted((outputs_dir(profile) / "executed").glob("*.ipynb")):
+    for path in sorted(executed.glob("*.ipynb")):
         if path.name.endswith(".RUNNING.ipynb"):  # still running (or killed): not a finished run
             continue
         meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("papermill", {})
         failed = path.name.endswith(".FAILED.ipynb") or bool(meta.get("exception"))
+        rec = schedule.get(path.name[:2], {})
         rows.append({"notebook": path.name, "seconds": meta.get("duration"),
-                     "status": "failed" if failed else "ok", "finished": meta.get("end_time")})
-    return pd.DataFrame(rows, columns=["notebook", "seconds", "status", "finished"])
+                     "status": "failed" if failed else "ok", "finished": meta.get("end_time"),
+                     # the runner's record (executed/schedule.json): what ran beside it, its torch threads
+                     "ran_beside": ", ".join(rec.get("ran_beside", [])) if rec else "not recorded",
+                     "torch_threads": rec.get("torch_threads", "not recorded")})
+    return pd.DataFrame(rows, columns=["notebook", "seconds", "status", "finished", "ran_beside", "torch_threads"])
+
+
+def contention_note(profile: str, notebooks: Iterable[str] = ("02", "03", "04", "05", "06", "07")) -> str:
+    """One label phrase: which of ``notebooks`` ran beside another (``run --jobs 2``,
+    ``executed/schedule.json``), so their ledger seconds and wall times include that contention; ""
+    when none did."""
+    from ..front.schedule import read_schedule
+
+    schedule = read_schedule(outputs_dir(profile) / "executed")
+    beside = {n: schedule[n] for n in notebooks if schedule.get(n, {}).get("ran_beside")}
+    if not beside:
+        return ""
+    parts = [f"{n} beside {'+'.join(r['ran_beside'])} (torch threads {r.get('torch_threads', '?')})"
+             for n, r in sorted(beside.items())]
+    return (" | SIDE BY SIDE (run --jobs): " + ", ".join(parts)
+            + ": those notebooks' seconds were taken sharing the cores, token counts are unaffected")
 
 
 # ----------------------------------------------------------------------------------- §4.4 as the paper measures it

@@ -269,19 +269,34 @@ def plot_boundary_positions(book: Any, unit_id: str, chunk_sets: Mapping[str, Se
     return fig
 
 
-def with_table2_reference(t6: Any, profile: str) -> Any:
-    """Table 6 (per dataset) with ``table2_litseg_lite``: notebook 06's Table 2 boundary similarity of
-    LitSeg-Lite on that dataset (``tables/06_table2_boundary_similarity.csv``; NaN where 06 has not run or
-    has no such row) — the paper's Table 6 Lite row is its Table 2 value."""
-    import pandas as pd
+def table2_lite_reference(profile: str, embedder: Any = None, embedding: Any = None) -> dict[str, float]:
+    """Table 2's boundary similarity of LitSeg-Lite per dataset, computed as notebook 06 computes it: 06's
+    corpus (``SegmentQualityConfig.corpus``), the Lite chunk artifact of ``profile`` (notebook 03) and 06's
+    embedding model (``embedder`` when its config ``embedding`` is 06's, else loaded). {} without a Lite
+    artifact for those books. Each method's row of Table 2 depends on its own chunks only, so this is the
+    number 06 writes, without reading 06's table (notebook 07 need not wait for 06)."""
+    # deferred: chunk_sets imports the chunk-set registry; corpus loading pulls in the readers
+    from ..chunk_sets import for_segment_quality
+    from ..corpus import load_corpus
+    from ..lite.segmenter import METHOD as LITE
+    from ..llm.embeddings import load_embedder
 
+    cfg = SegmentQualityConfig.for_profile(profile)
+    books = load_corpus(cfg.corpus)
+    sets, _ = for_segment_quality(profile, (LITE,), books)
+    if LITE not in sets:
+        return {}
+    if embedder is None or embedding != cfg.embedding:
+        embedder = load_embedder(cfg.embedding)
+    t2 = boundary_similarity_table({LITE: sets[LITE]}, books, embedder)
+    return {d: float(v) for d, v in zip(t2["dataset"], t2["boundary_similarity"])}
+
+
+def with_table2_reference(t6: Any, profile: str, embedder: Any = None, embedding: Any = None) -> Any:
+    """Table 6 (per dataset) with ``table2_litseg_lite``: Table 2's boundary similarity of LitSeg-Lite on
+    that dataset (:func:`table2_lite_reference`; NaN where there is no Lite chunk set or no inner boundary)
+    — the paper's Table 6 Lite row is its Table 2 value."""
     out = t6.copy()
-    path = outputs_dir(profile) / "tables" / "06_table2_boundary_similarity.csv"
-    ref: dict[str, float] = {}
-    if path.is_file():
-        t2 = pd.read_csv(path)
-        if {"dataset", "method", "boundary_similarity"} <= set(t2.columns):
-            lite = t2[t2["method"] == "litseg-lite"]
-            ref = dict(zip(lite["dataset"], lite["boundary_similarity"]))
+    ref = table2_lite_reference(profile, embedder, embedding)
     out["table2_litseg_lite"] = out["dataset"].map(ref).astype(float) if "dataset" in out else float("nan")
     return out

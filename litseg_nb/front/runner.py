@@ -14,6 +14,7 @@ An unwritable outputs folder is one line naming it, before any kernel starts.
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -26,6 +27,18 @@ from ..core.paths import NOTEBOOKS_DIR, outputs_dir, outputs_root
 from ..core.safe_io import ensure_writable
 from ..errors import LitsegError
 from .params import check_parameters, resolved_parameter
+from .schedule import record, run_side_by_side
+
+#: notebooks side by side by default: two in ``smoke`` on a machine with >= 2 cores (the package's
+#: Python, not arithmetic, bounds one notebook there: issue #35 measured 02->03 beside 04 in 352 s
+#: against 521 s one after another); one in ``full``, whose notebooks each hold a GPU engine (two would
+#: need twice the GPU memory), and in ``test`` (CI runs its notebooks one at a time; tests/test_schedule.py
+#: runs the side-by-side path)
+DEFAULT_JOBS = {"test": 1, "smoke": 2, "full": 1}
+
+
+def default_jobs(profile: str) -> int:
+    return min(DEFAULT_JOBS.get(profile, 1), os.cpu_count() or 1)
 
 _NB_RE = re.compile(r"^(\d{2})_[\w\-]+\.ipynb$")
 
@@ -94,14 +107,20 @@ def run_notebooks(
     kernel_name: str = "python3",
     log_output: bool = False,
     heartbeat_s: float = HEARTBEAT_S,
+    jobs: int | None = None,
 ) -> list[NotebookRun]:
     """Execute the notebooks for ``profile``; raises :class:`NotebookFailed` on the first failure.
 
     ``parameters`` are injected into each notebook that declares them; a parameter that no selected
-    notebook declares is an error (a typo must not be ignored silently).
+    notebook declares is an error (a typo must not be ignored silently). ``jobs``: how many notebooks
+    may run side by side where their needs allow (:mod:`litseg_nb.front.schedule`); None = the
+    profile's :data:`DEFAULT_JOBS`; 1 = one after another in this process.
     """
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
+    jobs = default_jobs(profile) if jobs is None else jobs
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ConfigError(f"jobs must be a whole number >= 1, got {jobs!r}")
     notebooks = discover_notebooks(only)
     if not notebooks:
         raise ConfigError("no numbered notebooks found")
@@ -120,21 +139,32 @@ def run_notebooks(
     # an unwritable outputs folder is one line naming it, before any kernel starts
     executed_dir = ensure_writable(outputs_root() / profile / "executed")
     outputs_dir(profile)
+    if jobs > 1 and len(notebooks) > 1:
+        runs = run_side_by_side(notebooks, checked, executed_dir, jobs, kernel_name=kernel_name,
+                                log_output=log_output, heartbeat_s=heartbeat_s)
+        print("[litseg_nb] wall time per notebook: " + ", ".join(f"{r.notebook} {r.seconds:.1f}s" for r in runs)
+              + f"; {jobs} side by side", flush=True)
+        return runs
+    rec = record(executed_dir, 1)
     runs: list[NotebookRun] = []
     for nb in notebooks:
         params = checked[nb]
         failed = executed_paths(executed_dir, nb)["failed"]
         print(f"[litseg_nb] {nb.name} (profile={profile}) ...", flush=True)
         t0 = time.perf_counter()
+        rec.start(nb, os.environ.get("LITSEG_TORCH_THREADS", "default"))
         try:  # section/cell progress and heartbeats on the console (litseg_nb.front.execution)
             out = execute(nb, executed_dir, params, kernel_name=kernel_name, log_output=log_output,
                           heartbeat_s=heartbeat_s)
         except KeyboardInterrupt:
+            rec.end(nb, "interrupted")
             raise Interrupted(nb, failed, time.perf_counter() - t0) from None
         except Exception as exc:  # papermill raises PapermillExecutionError with the cell traceback
+            rec.end(nb, "failed")
             print(f"[litseg_nb] FAILED {nb.name} after {time.perf_counter() - t0:.1f}s", flush=True)
             raise NotebookFailed(nb, failed, exc) from exc
         dt = time.perf_counter() - t0
+        rec.end(nb, "ok")
         runs.append(NotebookRun(nb.name, out, dt))
         print(f"[litseg_nb] done {nb.name} in {dt:.1f}s", flush=True)
     total = sum(r.seconds for r in runs)

@@ -1,0 +1,365 @@
+"""Which notebook needs which, and running independent notebooks side by side (``run --jobs 2``).
+
+Each numbered notebook states the notebooks whose outputs it reads in its metadata,
+``{"litseg_nb": {"needs": ["02", "03"]}}`` (shown in its first markdown cell too); a notebook without
+that entry needs every notebook before it. :func:`plan` turns the selected notebooks into that graph
+(a need outside the selection is taken as done: ``--only 05`` reads an earlier run's 02-04).
+
+With ``jobs`` > 1, :func:`run_side_by_side` starts every notebook whose needs have finished, at most
+``jobs`` at a time, lowest number first. Each runs in a child process (``python -m
+litseg_nb.front.schedule SPEC``) that executes it exactly as the sequential runner does
+(:func:`litseg_nb.front.execution.execute`: same parameters, same executed copy, same kernel); its
+section and heartbeat lines are relayed to the console, its progress bars and warnings go to
+``executed/NN_name.log``. A notebook started while another runs gets ``LITSEG_TORCH_THREADS`` =
+cores / notebooks running (1 on 2 cores), unless the caller set that variable. In smoke the graph
+is 01 → {02 → 03, 04}; {05 → 06, 07} after 02-04; 08 last.
+
+A failed notebook stops the schedule: nothing more starts, the notebooks already running finish
+(their work is kept and cached), then :class:`~litseg_nb.front.runner.NotebookFailed` names the
+first failure. Ctrl-C forwards the interrupt to every running child (each leaves its
+``.FAILED`` copy) and raises :class:`~litseg_nb.front.runner.Interrupted`.
+
+Every run, sequential or not, records each notebook's start, end, torch threads and the notebooks
+that ran beside it in ``executed/schedule.json`` (:func:`record`), which notebook 08 reads to say
+which ledgers and wall times were taken under contention (:func:`read_schedule`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..config import ConfigError
+
+SCHEDULE_FILE = "schedule.json"
+#: notebook metadata key: ``nb.metadata["litseg_nb"]["needs"]``
+NEEDS_KEY = "needs"
+_INTERRUPT_GRACE_S = 60.0
+
+
+def number(notebook: Path) -> str:
+    return notebook.name[:2]
+
+
+def declared_needs(notebook: Path) -> tuple[str, ...] | None:
+    """The notebook numbers ``notebook`` states it reads (metadata ``litseg_nb.needs``), or None."""
+    import nbformat  # deferred: notebook 08 reads the record on a core install too
+
+    meta = nbformat.read(notebook, as_version=4).metadata.get("litseg_nb", {})
+    if NEEDS_KEY not in meta:
+        return None
+    needs = meta[NEEDS_KEY]
+    if not isinstance(needs, list) or not all(isinstance(n, str) and len(n) == 2 and n.isdigit() for n in needs):
+        raise ConfigError(f"{notebook}: metadata litseg_nb.needs must be a list of two-digit notebook numbers, "
+                          f"got {needs!r}")
+    bad = [n for n in needs if n >= number(notebook)]
+    if bad:
+        raise ConfigError(f"{notebook}: metadata litseg_nb.needs names {', '.join(bad)}, not an earlier notebook")
+    return tuple(needs)
+
+
+def plan(notebooks: Sequence[Path]) -> dict[str, tuple[str, ...]]:
+    """Number -> the selected notebooks it waits for (undeclared: every earlier selected one)."""
+    nums = [number(nb) for nb in notebooks]
+    graph: dict[str, tuple[str, ...]] = {}
+    for nb, n in zip(notebooks, nums):
+        needs = declared_needs(nb)
+        earlier = [m for m in nums if m < n]
+        graph[n] = tuple(earlier) if needs is None else tuple(m for m in earlier if m in needs)
+    return graph
+
+
+# ------------------------------------------------------------------------------------------ the record
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Interval:
+    notebook: str  # file name
+    started: float  # time.time()
+    ended: float | None = None
+    torch_threads: str = "default"
+    status: str = "running"
+
+
+@dataclass
+class Record:
+    """The intervals of this run, written to ``executed/schedule.json`` whenever one starts or ends."""
+
+    path: Path
+    jobs: int
+    intervals: dict[str, Interval] = field(default_factory=dict)
+    run_started: str = field(default_factory=_now)
+
+    def start(self, notebook: Path, torch_threads: str) -> None:
+        self.intervals[number(notebook)] = Interval(notebook.name, time.time(), torch_threads=torch_threads)
+        self._write()
+
+    def end(self, notebook: Path, status: str) -> None:
+        iv = self.intervals[number(notebook)]
+        iv.ended, iv.status = time.time(), status
+        self._write()
+
+    def beside(self, num: str) -> list[str]:
+        """The notebooks of this run whose interval overlapped ``num``'s."""
+        now = time.time()
+        me = self.intervals[num]
+        a0, a1 = me.started, me.ended or now
+        return sorted(m for m, iv in self.intervals.items()
+                      if m != num and iv.started < a1 and (iv.ended or now) > a0)
+
+    def _write(self) -> None:
+        from ..core.safe_io import write_json_atomic
+
+        try:
+            old = read_schedule(self.path.parent)
+        except ConfigError as exc:  # a derived record: written anew, said once
+            warnings.warn(f"{exc}; writing it anew", stacklevel=2)
+            old = {}
+        for num, iv in self.intervals.items():
+            old[num] = {"notebook": iv.notebook, "status": iv.status, "run_started": self.run_started,
+                        "jobs": self.jobs, "torch_threads": iv.torch_threads,
+                        "started": datetime.fromtimestamp(iv.started, timezone.utc).isoformat(timespec="seconds"),
+                        "seconds": None if iv.ended is None else round(iv.ended - iv.started, 1),
+                        "ran_beside": self.beside(num)}
+        write_json_atomic(self.path, dict(sorted(old.items())), indent=1)
+
+
+def read_schedule(executed_dir: Path) -> dict[str, dict[str, Any]]:
+    """``executed/schedule.json``: notebook number -> its latest run's record ({} if none)."""
+    path = Path(executed_dir) / SCHEDULE_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: unreadable run schedule ({exc}); delete it, the next run writes it anew") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def record(executed_dir: Path, jobs: int) -> Record:
+    return Record(Path(executed_dir) / SCHEDULE_FILE, jobs)
+
+
+# ------------------------------------------------------------------------------------------ side by side
+@dataclass
+class _Child:
+    notebook: Path
+    proc: subprocess.Popen
+    result: Path
+    log: Path
+    t0: float
+    relay: threading.Thread
+
+
+def _relay(stream: Any, out: Any, lock: threading.Lock) -> None:
+    for line in iter(stream.readline, ""):
+        with lock:
+            out.write(line)
+            out.flush()
+    stream.close()
+
+
+def _threads_for(n_running: int) -> str | None:
+    """``LITSEG_TORCH_THREADS`` for a notebook started with ``n_running`` notebooks running (itself
+    included): None (the torch default) alone or when the caller set the variable."""
+    if "LITSEG_TORCH_THREADS" in os.environ or n_running <= 1:
+        return None
+    return str(max(1, (os.cpu_count() or 1) // n_running))
+
+
+def run_side_by_side(notebooks: Sequence[Path], checked: Mapping[Path, dict[str, Any]], executed_dir: Path,
+                     jobs: int, *, kernel_name: str, log_output: bool, heartbeat_s: float) -> list[Any]:
+    """Execute ``notebooks`` as :func:`plan` allows, ``jobs`` at a time; the runs in finishing order."""
+    from .execution import executed_paths
+    from .runner import Interrupted, NotebookFailed, NotebookRun
+
+    graph = plan(notebooks)
+    by_num = {number(nb): nb for nb in notebooks}
+    pending = [number(nb) for nb in notebooks]
+    done: set[str] = set()
+    running: dict[str, _Child] = {}
+    runs: list[NotebookRun] = []
+    failures: list[NotebookFailed] = []
+    rec = record(executed_dir, jobs)
+    lock = threading.Lock()
+    work = Path(tempfile.mkdtemp(prefix="litseg_sched_"))
+    out = sys.stdout
+    print(f"[litseg_nb] up to {jobs} notebooks side by side; order: "
+          + "; ".join(f"{n} after {','.join(graph[n])}" if graph[n] else f"{n} first" for n in pending), flush=True)
+    try:
+        while pending or running:
+            ready = [n for n in pending if all(d in done for d in graph[n])] if not failures else []
+            starting = ready[:max(0, jobs - len(running))]
+            for n in starting:
+                pending.remove(n)
+                nb = by_num[n]
+                threads = _threads_for(len(running) + len(starting))
+                env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # section lines reach the console as they happen
+                if threads:
+                    env["LITSEG_TORCH_THREADS"] = threads
+                spec, result = work / f"{n}.spec", work / f"{n}.result.json"
+                log = executed_dir / f"{nb.stem}.log"
+                spec.write_bytes(pickle.dumps({"notebook": nb, "executed_dir": executed_dir, "parameters": checked[nb],
+                                               "kernel_name": kernel_name, "log_output": log_output,
+                                               "heartbeat_s": heartbeat_s, "result": result, "log": log}))
+                proc = subprocess.Popen([sys.executable, "-m", "litseg_nb.front.schedule", str(spec)], env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                        start_new_session=True)  # Ctrl-C reaches the children through us only
+                relay = threading.Thread(target=_relay, args=(proc.stdout, out, lock), daemon=True)
+                relay.start()
+                running[n] = _Child(nb, proc, result, log, time.perf_counter(), relay)
+                rec.start(nb, threads or os.environ.get("LITSEG_TORCH_THREADS", "default"))
+                beside = sorted(m for m in running if m != n)
+                with lock:
+                    print(f"[litseg_nb] {nb.name} (profile={checked[nb].get('profile')}"
+                          + (f", beside {', '.join(beside)}, LITSEG_TORCH_THREADS={threads}" if beside else "")
+                          + f") ...; progress bars: {log}", flush=True)
+            if not running:
+                break  # a failure left nothing to run, or nothing is ready (cannot happen: the graph is acyclic)
+            time.sleep(0.2)
+            for n, child in list(running.items()):
+                if child.proc.poll() is None:
+                    continue
+                child.relay.join(timeout=5)
+                del running[n]
+                dt = time.perf_counter() - child.t0
+                res = _read_result(child.result)
+                failed = executed_paths(executed_dir, child.notebook)["failed"]
+                if child.proc.returncode == 0 and res.get("ok"):
+                    rec.end(child.notebook, "ok")
+                    done.add(n)
+                    runs.append(NotebookRun(child.notebook.name, Path(res["executed"]), dt))
+                    with lock:
+                        print(f"[litseg_nb] done {child.notebook.name} in {dt:.1f}s", flush=True)
+                    continue
+                rec.end(child.notebook, "failed")
+                cause = _ChildError(res, child.proc.returncode, child.log)
+                failures.append(NotebookFailed(child.notebook, failed, cause))
+                with lock:
+                    print(f"[litseg_nb] FAILED {child.notebook.name} after {dt:.1f}s"
+                          + (f"; waiting for {', '.join(sorted(running))} to finish" if running else ""), flush=True)
+    except KeyboardInterrupt:
+        _interrupt(running)
+        first = next(iter(running.values()), None)
+        if first is None:
+            raise
+        for child in running.values():
+            rec.end(child.notebook, "interrupted")
+        raise Interrupted(first.notebook, executed_paths(executed_dir, first.notebook)["failed"],
+                          time.perf_counter() - first.t0) from None
+    finally:
+        for p in work.iterdir():
+            p.unlink(missing_ok=True)
+        work.rmdir()
+    if failures:
+        raise failures[0]
+    return runs
+
+
+class _ChildError(Exception):
+    """A notebook's failure as its child process reported it (papermill's cell and error, when known)."""
+
+    def __init__(self, res: Mapping[str, Any], returncode: int | None, log: Path):
+        if res.get("ename"):
+            self.ename, self.evalue, self.exec_count = res["ename"], res.get("evalue", ""), res.get("exec_count", "?")
+            super().__init__(f"{self.ename}: {self.evalue}")
+        else:
+            super().__init__(res.get("what") or f"the notebook's process exited with {returncode} without a result "
+                             f"(see {log})")
+
+
+def _read_result(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _interrupt(running: Mapping[str, _Child]) -> None:
+    """SIGINT to every running child, then wait (a child kills its kernel and marks its copy FAILED)."""
+    for child in running.values():
+        if child.proc.poll() is None:
+            child.proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + _INTERRUPT_GRACE_S
+    for child in running.values():
+        try:
+            child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.proc.kill()
+
+
+# ------------------------------------------------------------------------------------------ the child
+class _LaneStderr:
+    """The kernel's stderr in a side-by-side run: all of it to the log; to the console, each finished
+    line (warnings, a progress bar's last state) and a progress bar's current state at most every
+    ``every_s`` seconds, each as one line naming the notebook (two bars redrawn in place on one console
+    line would garble each other)."""
+
+    def __init__(self, log: Any, console: Any, name: str, every_s: float = 20.0) -> None:
+        self.log, self.console, self.name, self.every_s = log, console, name, every_s
+        self.partial, self.last = "", 0.0
+
+    def write(self, text: str) -> int:
+        self.log.write(text)
+        self.log.flush()
+        buf = self.partial + text
+        *lines, self.partial = buf.split("\n")
+        for line in lines:
+            line = line.rsplit("\r", 1)[-1].strip()
+            if line:
+                self._say(line)
+        bar = self.partial.rsplit("\r", 1)[-1].strip()
+        self.partial = self.partial.rsplit("\r", 1)[-1]
+        if bar and time.monotonic() - self.last >= self.every_s:
+            self._say(bar)
+        return len(text)
+
+    def _say(self, line: str) -> None:
+        self.last = time.monotonic()
+        self.console.write(f"  {self.name}: {line}\n")
+        self.console.flush()
+
+    def flush(self) -> None:
+        self.log.flush()
+
+
+def _child_main(spec_path: str) -> int:
+    """Execute one notebook as the spec says; write ``{"ok": ...}`` to the spec's result path."""
+    from ..core.safe_io import write_json_atomic
+    from .execution import execute
+
+    spec = pickle.loads(Path(spec_path).read_bytes())
+    result: dict[str, Any]
+    with open(spec["log"], "w", encoding="utf-8") as log:
+        err = _LaneStderr(log, sys.stdout, spec["notebook"].stem)
+        try:
+            executed = execute(spec["notebook"], spec["executed_dir"], spec["parameters"],
+                               kernel_name=spec["kernel_name"], log_output=spec["log_output"],
+                               heartbeat_s=spec["heartbeat_s"], out=sys.stdout, err=err)
+            result = {"ok": True, "executed": str(executed)}
+        except KeyboardInterrupt:
+            result = {"ok": False, "what": "interrupted"}
+        except Exception as exc:  # papermill's PapermillExecutionError carries the cell and the error
+            result = {"ok": False, "what": f"{type(exc).__name__}: {str(exc).strip()[-2000:]}"}
+            for attr in ("ename", "evalue", "exec_count"):
+                if hasattr(exc, attr):
+                    result[attr] = getattr(exc, attr)
+    write_json_atomic(spec["result"], result)
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1]))
