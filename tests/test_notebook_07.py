@@ -56,3 +56,20 @@ def test_lite_row_of_table7_is_its_table3_row(notebook_pipeline):
     for col in ("n_questions", "n_no_relevant_chunk", "MRR_full", "Hit@1", "Hit@5", "Hit@10"):
         assert lite7[col] == pytest.approx(lite3[col]), col
     assert lite7["MRR"] == pytest.approx(lite3["MRR@20"])
+
+
+@pytest.mark.slow
+def test_table6_lite_reference_is_notebook_06s_table2_value(notebook_pipeline):
+    """07 computes ``table2_litseg_lite`` itself (it may run beside 06, ``run --jobs 2``); the number is
+    06's Table 2 LitSeg-Lite value on that dataset, whether or not 06 has written its table yet."""
+    out = notebook_pipeline("06", "07")
+    t2 = pd.read_csv(out / "tables" / "06_table2_boundary_similarity.csv")
+    t6 = pd.read_csv(out / "tables" / "07_table6_boundary_similarity.csv")
+    lite2 = t2[t2["method"] == "litseg-lite"].set_index("dataset")["boundary_similarity"]
+    assert len(lite2) and lite2.notna().any()
+    for ds, value in t6.groupby("dataset")["table2_litseg_lite"].first().items():
+        assert value == pytest.approx(lite2[ds]), ds
+    from litseg_nb.evaluation.segment_quality import table2_lite_reference
+
+    ref = table2_lite_reference("test")  # reads 03's chunks and 06's corpus, never 06's table
+    assert {d: v for d, v in ref.items() if v == v} == pytest.approx(lite2.dropna().to_dict())

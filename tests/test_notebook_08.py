@@ -16,7 +16,9 @@ def test_notebook_08_runs_in_test_profile(notebook_pipeline):
     assert set(usage["method"]) == set(cost["method"])
     assert cost.set_index("method").loc["litseg-student", "sentences"] > 0  # notebook 08's own chunk set
     walls = pd.read_csv(tables / "08_notebook_wall_times.csv")
-    assert list(walls.columns) == ["notebook", "seconds", "status", "finished"]
+    assert list(walls.columns) == ["notebook", "seconds", "status", "finished", "ran_beside", "torch_threads"]
+    # the tests run notebooks one at a time (logs/schedule.json): nothing ran beside another
+    assert walls["ran_beside"].astype("string").fillna("").eq("").all(), walls
     assert (tables / "08_llm_cost.md").read_text().startswith("**08_llm_cost** — profile=test")
     # §4.4 as the paper measures it: same units, ratios beside the paper's, hardware and models named
     from litseg_nb.evaluation.efficiency import PAPER_COLUMNS

@@ -74,7 +74,8 @@ def test_independent_notebooks_run_side_by_side_and_the_record_says_so(nbdir, fr
     console = "".join(capfd.readouterr())
     assert sorted(r.notebook for r in runs) == ["01_a.ipynb", "02_b.ipynb", "03_c.ipynb", "04_d.ipynb"]
     executed = fresh_dirs / "outputs" / "test" / "executed"
-    rec = json.loads((executed / schedule.SCHEDULE_FILE).read_text())
+    logs = fresh_dirs / "outputs" / "test" / "logs"
+    rec = json.loads((logs / schedule.SCHEDULE_FILE).read_text())
     assert rec["02"]["ran_beside"] == ["03"] and rec["03"]["ran_beside"] == ["02"]
     assert rec["01"]["ran_beside"] == [] and rec["04"]["ran_beside"] == []
     assert {rec[n]["status"] for n in rec} == {"ok"}
@@ -88,7 +89,7 @@ def test_independent_notebooks_run_side_by_side_and_the_record_says_so(nbdir, fr
     assert rec["01"]["torch_threads"] == rec["04"]["torch_threads"] == "default"
     # the children's section lines reach the console; their stderr goes to a log per notebook
     assert "02_b: Work (cell" in console and "03_c: Work (cell" in console and "beside" in console
-    assert (executed / "02_b.log").is_file()
+    assert (logs / "02_b.log").is_file() and "slept" not in (logs / "02_b.log").read_text()  # stderr only
     assert sorted(p.name for p in executed.glob("*.ipynb")) == ["01_a.ipynb", "02_b.ipynb", "03_c.ipynb",
                                                                 "04_d.ipynb"]
 
@@ -103,7 +104,8 @@ def test_a_failure_starts_nothing_that_needs_it_and_lets_the_others_finish(nbdir
     assert info.value.executed == executed / "01_a.FAILED.ipynb" and info.value.executed.is_file()
     assert "b done" in _outputs_text(executed / "02_b.ipynb")  # ran beside, finished, kept
     assert not list(executed.glob("03_c*"))  # needs the failed one: never started
-    rec = json.loads((executed / schedule.SCHEDULE_FILE).read_text())
+    logs = fresh_dirs / "outputs" / "test" / "logs"
+    rec = json.loads((logs / schedule.SCHEDULE_FILE).read_text())
     assert rec["01"]["status"] == "failed" and rec["02"]["status"] == "ok" and "03" not in rec
 
 
@@ -111,7 +113,7 @@ def test_sequential_runs_are_recorded_too(nbdir, fresh_dirs):
     _nb(nbdir / "01_a.ipynb", "x = 1", [])
     _nb(nbdir / "02_b.ipynb", "x = 2", [])
     runner.run_notebooks("test", jobs=1)
-    rec = schedule.read_schedule(fresh_dirs / "outputs" / "test" / "executed")
+    rec = schedule.read_schedule("test")
     assert rec["01"]["jobs"] == 1 and rec["01"]["ran_beside"] == [] and rec["02"]["status"] == "ok"
 
 

@@ -219,7 +219,7 @@ def notebook_wall_times(profile: str) -> pd.DataFrame:
     from ..front.schedule import read_schedule
 
     executed = outputs_dir(profile) / "executed"
-    schedule = read_schedule(executed)
+    schedule = read_schedule(profile)
     rows = []
     for path in sorted(executed.glob("*.ipynb")):
         if path.name.endswith(".RUNNING.ipynb"):  # still running (or killed): not a finished run
@@ -229,7 +229,7 @@ def notebook_wall_times(profile: str) -> pd.DataFrame:
         rec = schedule.get(path.name[:2], {})
         rows.append({"notebook": path.name, "seconds": meta.get("duration"),
                      "status": "failed" if failed else "ok", "finished": meta.get("end_time"),
-                     # the runner's record (executed/schedule.json): what ran beside it, its torch threads
+                     # the runner's record (logs/schedule.json): what ran beside it, its torch threads
                      "ran_beside": ", ".join(rec.get("ran_beside", [])) if rec else "not recorded",
                      "torch_threads": rec.get("torch_threads", "not recorded")})
     return pd.DataFrame(rows, columns=["notebook", "seconds", "status", "finished", "ran_beside", "torch_threads"])
@@ -237,11 +237,11 @@ def notebook_wall_times(profile: str) -> pd.DataFrame:
 
 def contention_note(profile: str, notebooks: Iterable[str] = ("02", "03", "04", "05", "06", "07")) -> str:
     """One label phrase: which of ``notebooks`` ran beside another (``run --jobs 2``,
-    ``executed/schedule.json``), so their ledger seconds and wall times include that contention; ""
+    ``logs/schedule.json``), so their ledger seconds and wall times include that contention; ""
     when none did."""
     from ..front.schedule import read_schedule
 
-    schedule = read_schedule(outputs_dir(profile) / "executed")
+    schedule = read_schedule(profile)
     beside = {n: schedule[n] for n in notebooks if schedule.get(n, {}).get("ran_beside")}
     if not beside:
         return ""

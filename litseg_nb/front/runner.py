@@ -140,12 +140,12 @@ def run_notebooks(
     executed_dir = ensure_writable(outputs_root() / profile / "executed")
     outputs_dir(profile)
     if jobs > 1 and len(notebooks) > 1:
-        runs = run_side_by_side(notebooks, checked, executed_dir, jobs, kernel_name=kernel_name,
+        runs = run_side_by_side(profile, notebooks, checked, executed_dir, jobs, kernel_name=kernel_name,
                                 log_output=log_output, heartbeat_s=heartbeat_s)
         print("[litseg_nb] wall time per notebook: " + ", ".join(f"{r.notebook} {r.seconds:.1f}s" for r in runs)
               + f"; {jobs} side by side", flush=True)
         return runs
-    rec = record(executed_dir, 1)
+    rec = record(profile, 1)
     runs: list[NotebookRun] = []
     for nb in notebooks:
         params = checked[nb]

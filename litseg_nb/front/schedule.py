@@ -10,7 +10,7 @@ With ``jobs`` > 1, :func:`run_side_by_side` starts every notebook whose needs ha
 litseg_nb.front.schedule SPEC``) that executes it exactly as the sequential runner does
 (:func:`litseg_nb.front.execution.execute`: same parameters, same executed copy, same kernel); its
 section and heartbeat lines are relayed to the console, its progress bars and warnings go to
-``executed/NN_name.log``. A notebook started while another runs gets ``LITSEG_TORCH_THREADS`` =
+``logs/NN_name.log`` (and a line every 20 s to the console). A notebook started while another runs gets ``LITSEG_TORCH_THREADS`` =
 cores / notebooks running (1 on 2 cores), unless the caller set that variable. In smoke the graph
 is 01 → {02 → 03, 04}; {05 → 06, 07} after 02-04; 08 last.
 
@@ -20,7 +20,7 @@ first failure. Ctrl-C forwards the interrupt to every running child (each leaves
 ``.FAILED`` copy) and raises :class:`~litseg_nb.front.runner.Interrupted`.
 
 Every run, sequential or not, records each notebook's start, end, torch threads and the notebooks
-that ran beside it in ``executed/schedule.json`` (:func:`record`), which notebook 08 reads to say
+that ran beside it in ``outputs/<profile>/logs/schedule.json`` (:func:`record`), which notebook 08 reads to say
 which ledgers and wall times were taken under contention (:func:`read_schedule`).
 """
 from __future__ import annotations
@@ -96,7 +96,7 @@ class Interval:
 
 @dataclass
 class Record:
-    """The intervals of this run, written to ``executed/schedule.json`` whenever one starts or ends."""
+    """The intervals of this run, written to ``logs/schedule.json`` whenever one starts or ends."""
 
     path: Path
     jobs: int
@@ -124,7 +124,7 @@ class Record:
         from ..core.safe_io import write_json_atomic
 
         try:
-            old = read_schedule(self.path.parent)
+            old = _read(self.path)
         except ConfigError as exc:  # a derived record: written anew, said once
             warnings.warn(f"{exc}; writing it anew", stacklevel=2)
             old = {}
@@ -137,9 +137,19 @@ class Record:
         write_json_atomic(self.path, dict(sorted(old.items())), indent=1)
 
 
-def read_schedule(executed_dir: Path) -> dict[str, dict[str, Any]]:
-    """``executed/schedule.json``: notebook number -> its latest run's record ({} if none)."""
-    path = Path(executed_dir) / SCHEDULE_FILE
+def logs_dir(profile: str) -> Path:
+    """``outputs/<profile>/logs/``: the run record and, side by side, each notebook's console stream."""
+    from ..core.paths import outputs_root
+
+    return outputs_root() / profile / "logs"
+
+
+def read_schedule(profile: str) -> dict[str, dict[str, Any]]:
+    """``outputs/<profile>/logs/schedule.json``: notebook number -> its latest run's record ({} if none)."""
+    return _read(logs_dir(profile) / SCHEDULE_FILE)
+
+
+def _read(path: Path) -> dict[str, dict[str, Any]]:
     if not path.is_file():
         return {}
     try:
@@ -149,8 +159,10 @@ def read_schedule(executed_dir: Path) -> dict[str, dict[str, Any]]:
     return data if isinstance(data, dict) else {}
 
 
-def record(executed_dir: Path, jobs: int) -> Record:
-    return Record(Path(executed_dir) / SCHEDULE_FILE, jobs)
+def record(profile: str, jobs: int) -> Record:
+    from ..core.safe_io import ensure_writable
+
+    return Record(ensure_writable(logs_dir(profile)) / SCHEDULE_FILE, jobs)
 
 
 # ------------------------------------------------------------------------------------------ side by side
@@ -180,8 +192,9 @@ def _threads_for(n_running: int) -> str | None:
     return str(max(1, (os.cpu_count() or 1) // n_running))
 
 
-def run_side_by_side(notebooks: Sequence[Path], checked: Mapping[Path, dict[str, Any]], executed_dir: Path,
-                     jobs: int, *, kernel_name: str, log_output: bool, heartbeat_s: float) -> list[Any]:
+def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[Path, dict[str, Any]],
+                     executed_dir: Path, jobs: int, *, kernel_name: str, log_output: bool,
+                     heartbeat_s: float) -> list[Any]:
     """Execute ``notebooks`` as :func:`plan` allows, ``jobs`` at a time; the runs in finishing order."""
     from .execution import executed_paths
     from .runner import Interrupted, NotebookFailed, NotebookRun
@@ -193,7 +206,7 @@ def run_side_by_side(notebooks: Sequence[Path], checked: Mapping[Path, dict[str,
     running: dict[str, _Child] = {}
     runs: list[NotebookRun] = []
     failures: list[NotebookFailed] = []
-    rec = record(executed_dir, jobs)
+    rec = record(profile, jobs)
     lock = threading.Lock()
     work = Path(tempfile.mkdtemp(prefix="litseg_sched_"))
     out = sys.stdout
@@ -211,7 +224,7 @@ def run_side_by_side(notebooks: Sequence[Path], checked: Mapping[Path, dict[str,
                 if threads:
                     env["LITSEG_TORCH_THREADS"] = threads
                 spec, result = work / f"{n}.spec", work / f"{n}.result.json"
-                log = executed_dir / f"{nb.stem}.log"
+                log = rec.path.parent / f"{nb.stem}.log"
                 spec.write_bytes(pickle.dumps({"notebook": nb, "executed_dir": executed_dir, "parameters": checked[nb],
                                                "kernel_name": kernel_name, "log_output": log_output,
                                                "heartbeat_s": heartbeat_s, "result": result, "log": log}))
