@@ -276,11 +276,13 @@ def table2_lite_reference(profile: str, embedder: Any = None, embedding: Any = N
     artifact for those books. Each method's row of Table 2 depends on its own chunks only, so this is the
     number 06 writes, without reading 06's table (notebook 07 need not wait for 06)."""
     # deferred: chunk_sets imports the chunk-set registry; corpus loading pulls in the readers
-    from ..chunk_sets import for_segment_quality
+    from ..chunk_sets import discover, for_segment_quality
     from ..corpus import load_corpus
     from ..lite.segmenter import METHOD as LITE
     from ..llm.embeddings import load_embedder
 
+    if LITE not in discover(profile, ())[0]:  # no Lite chunk set (notebook 03 has not run)
+        return {}
     cfg = SegmentQualityConfig.for_profile(profile)
     books = load_corpus(cfg.corpus)
     sets, _ = for_segment_quality(profile, (LITE,), books)
