@@ -152,3 +152,17 @@ def test_every_notebook_states_what_it_reads():
     # what the smoke run overlaps (issue #35): 04 beside 02->03, 07 beside 05->06, 08 alone after all
     assert graph["04"] == ("01",) and graph["07"] == ("02", "03") and graph["06"] == ("02", "03", "04", "05")
     assert graph["08"] == ("02", "03", "04", "05", "06", "07")
+
+
+def test_lane_stderr_logs_everything_and_prints_whole_lines():
+    import io
+
+    log, console = io.StringIO(), io.StringIO()
+    err = schedule._LaneStderr(log, console, "04_baselines", every_s=3600)
+    for part in ("\rbooks:   0%| 0/3", "\rbooks:  33%| 1/3", "\x1b[A\rbooks: 100%| 3/3\n", "UserWarning: x\n"):
+        err.write(part)
+    assert log.getvalue().count("books:") == 3  # the log keeps every redraw
+    lines = console.getvalue().splitlines()
+    # the first redraw (nothing printed yet), then finished lines only, without cursor codes
+    assert lines == ["  04_baselines: books:   0%| 0/3", "  04_baselines: books: 100%| 3/3",
+                     "  04_baselines: UserWarning: x"]

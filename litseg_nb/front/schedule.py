@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -279,7 +280,7 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
         work.rmdir()
     if failures:
         raise failures[0]
-    return runs
+    return sorted(runs, key=lambda r: r.notebook)  # notebook order, as one after another
 
 
 class _ChildError(Exception):
@@ -315,6 +316,9 @@ def _interrupt(running: Mapping[str, _Child]) -> None:
 
 
 # ------------------------------------------------------------------------------------------ the child
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 class _LaneStderr:
     """The kernel's stderr in a side-by-side run: all of it to the log; to the console, each finished
     line (warnings, a progress bar's last state) and a progress bar's current state at most every
@@ -323,7 +327,7 @@ class _LaneStderr:
 
     def __init__(self, log: Any, console: Any, name: str, every_s: float = 20.0) -> None:
         self.log, self.console, self.name, self.every_s = log, console, name, every_s
-        self.partial, self.last = "", 0.0
+        self.partial, self.last = "", float("-inf")  # the first redraw shows at once
 
     def write(self, text: str) -> int:
         self.log.write(text)
@@ -341,6 +345,9 @@ class _LaneStderr:
         return len(text)
 
     def _say(self, line: str) -> None:
+        line = _ANSI.sub("", line).strip()  # tqdm's cursor moves for nested bars
+        if not line:
+            return
         self.last = time.monotonic()
         self.console.write(f"  {self.name}: {line}\n")
         self.console.flush()
