@@ -1,13 +1,16 @@
 """Compare the tables of two runs of the notebooks (e.g. a smoke run before and after a refactoring).
 
-    python scripts/compare_runs.py BEFORE/outputs/smoke AFTER/outputs/smoke [--md report.md]
+    python scripts/compare_runs.py BEFORE/outputs/smoke AFTER/outputs/smoke [--md report.md] \
+        [--renamed 06_pairwise_fleiss=05_pairwise_fleiss ...]
 
 For every ``tables/*.csv`` in either run: same file present, same columns, same rows, and the same
 values, where numbers are compared with a relative tolerance (``--rtol``, default 1e-9); a table
 whose rows match only in another order is reported as such. Columns that measure the machine rather than
 the method (seconds, wall, time, finished, per second, tokens/s, latency, ms, load average, RSS, or a
 ratio of those) are listed but not compared. Figures are compared by file name only (their pixels carry
-timing axes in 08). Prints one line per table and exits 1 when any table differs, 0 otherwise.
+timing axes in 08). ``--renamed OLD=NEW`` compares the before run's table or figure ``OLD`` with the
+after run's ``NEW`` (a table that moved to another notebook; the line names both). Prints one line per
+table and exits 1 when any table differs, 0 otherwise.
 """
 from __future__ import annotations
 
@@ -75,21 +78,41 @@ def compare_table(before: Path, after: Path, rtol: float = 1e-9) -> tuple[str, s
     return "same", ""
 
 
-def compare_runs(before: Path, after: Path, rtol: float = 1e-9) -> list[tuple[str, str, str]]:
-    """One (name, verdict, detail) per table and per figure name of either run."""
+def compare_runs(before: Path, after: Path, rtol: float = 1e-9,
+                 renamed: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """One (name, verdict, detail) per table and per figure name of either run; ``renamed`` maps a
+    before-run name (stem) to its after-run name."""
+    renamed = renamed or {}
     rows = []
-    ta = {p.name: p for p in (before / "tables").glob("*.csv")}
+    ta = {_after_name(p.name, renamed): p for p in (before / "tables").glob("*.csv")}
     tb = {p.name: p for p in (after / "tables").glob("*.csv")}
+    old = {v: k for k, v in renamed.items()}
     for name in sorted(set(ta) | set(tb)):
+        shown = f"{old[name[:-4]]}.csv -> {name}" if name[:-4] in old else name
         if name not in ta or name not in tb:
-            rows.append((name, "MISSING", f"only in {'after' if name in tb else 'before'}"))
+            rows.append((shown, "MISSING", f"only in {'after' if name in tb else 'before'}"))
             continue
-        rows.append((name, *compare_table(ta[name], tb[name], rtol)))
-    fa = {p.name for p in (before / "figures").glob("*.png")}
+        rows.append((shown, *compare_table(ta[name], tb[name], rtol)))
+    fa = {_after_name(p.name, renamed) for p in (before / "figures").glob("*.png")}
     fb = {p.name for p in (after / "figures").glob("*.png")}
     for name in sorted(fa ^ fb):
         rows.append((name, "MISSING", f"figure only in {'after' if name in fb else 'before'}"))
     return rows
+
+
+def _after_name(filename: str, renamed: dict[str, str]) -> str:
+    stem, dot, ext = filename.rpartition(".")
+    return f"{renamed.get(stem, stem)}{dot}{ext}"
+
+
+def _renames(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        old, eq, new = pair.partition("=")
+        if not eq or not old or not new:
+            raise SystemExit(f"compare_runs: --renamed {pair!r}: expected OLD=NEW (table or figure names)")
+        out[old.removesuffix(".csv")] = new.removesuffix(".csv")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,12 +121,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("after", type=Path)
     ap.add_argument("--rtol", type=float, default=1e-9)
     ap.add_argument("--md", type=Path, help="also write the comparison as a Markdown table")
+    ap.add_argument("--renamed", action="append", default=[], metavar="OLD=NEW",
+                    help="the before run's table or figure OLD is the after run's NEW (repeatable)")
     args = ap.parse_args(argv)
+    renamed = _renames(args.renamed)
     for d in (args.before, args.after):
         if not (d / "tables").is_dir():
             print(f"compare_runs: {d}: no tables/ folder (give outputs/<profile> of a run)", file=sys.stderr)
             return 2
-    rows = compare_runs(args.before, args.after, args.rtol)
+    rows = compare_runs(args.before, args.after, args.rtol, renamed)
     for name, verdict, detail in rows:
         print(f"{verdict:22s} {name}" + (f"  [{detail}]" if detail else ""))
     bad = [r for r in rows if r[1] in ("DIFFERS", "MISSING")]

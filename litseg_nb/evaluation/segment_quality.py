@@ -18,11 +18,15 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..chunk_sets import discover, for_segment_quality
 from ..chunkers.base import boundary_positions
 from ..config import LLMConfig, StageConfig, one_of
+from ..corpus import load_corpus
 from ..lite.data import annotation_length_reference, annotations_path, load_annotations
+from ..lite.segmenter import METHOD as LITE
 from ..litseg.prompting import reference_for
 from ..llm.base import UsageTag
+from ..llm.embeddings import load_embedder
 from ..litseg import rubric_judge
 from ..core.paths import outputs_dir
 
@@ -275,12 +279,6 @@ def table2_lite_reference(profile: str, embedder: Any = None, embedding: Any = N
     embedding model (``embedder`` when its config ``embedding`` is 06's, else loaded). {} without a Lite
     artifact for those books. Each method's row of Table 2 depends on its own chunks only, so this is the
     number 06 writes, without reading 06's table (notebook 07 need not wait for 06)."""
-    # deferred: chunk_sets imports the chunk-set registry; corpus loading pulls in the readers
-    from ..chunk_sets import discover, for_segment_quality
-    from ..corpus import load_corpus
-    from ..lite.segmenter import METHOD as LITE
-    from ..llm.embeddings import load_embedder
-
     if LITE not in discover(profile, ())[0]:  # no Lite chunk set (notebook 03 has not run)
         return {}
     cfg = SegmentQualityConfig.for_profile(profile)

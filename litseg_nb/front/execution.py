@@ -28,13 +28,49 @@ import tempfile
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 import nbformat
 
+from ..errors import LitsegError
+
 HEARTBEAT_S = 30.0
 _IPROGRESS_FILTER = "ignore:IProgress not found"
+
+
+# --------------------------------------------------------------------------- a run's outcome
+class NotebookFailed(LitsegError, RuntimeError):
+    """A notebook's cell failed (or its process died): names the notebook, the cell and error, and the
+    ``.FAILED`` executed copy holding the traceback."""
+
+    def __init__(self, notebook: Path, executed: Path, cause: BaseException):
+        self.notebook, self.executed, self.cause = notebook, executed, cause
+        if hasattr(cause, "ename"):  # papermill's PapermillExecutionError: name the cell and error
+            what = f"{cause.ename}: {cause.evalue} (cell {getattr(cause, 'exec_count', '?')})"
+        else:
+            what = f"{type(cause).__name__}: {str(cause).strip()[-2000:]}"
+        what = " ".join(what.split())  # one console line, however many lines the error had
+        super().__init__(f"notebook {notebook.name} failed: {what}; executed copy (with the traceback): {executed}")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a notebook: the partial executed copy is kept as ``NN_name.FAILED.ipynb``."""
+
+    def __init__(self, notebook: Path, executed: Path, seconds: float):
+        self.notebook, self.executed, self.seconds = notebook, executed, seconds
+        super().__init__(f"interrupted {notebook.name} after {seconds:.0f}s; partial executed copy: "
+                         f"{executed}; finished steps are cached, rerun to resume")
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    """One finished notebook: its file name, executed copy and wall seconds."""
+
+    notebook: str
+    executed: Path
+    seconds: float
 
 
 def executed_paths(executed_dir: Path, notebook: Path) -> dict[str, Path]:

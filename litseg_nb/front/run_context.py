@@ -43,6 +43,7 @@ from ..config import PROFILES, ConfigError, use_sets
 from .params import RESOLVED, from_namespace, notebook_stem
 from ..core.paths import outputs_dir
 from ..core.safe_io import atomic_path
+from ..llm.threads import follow_thread_budget
 from .takeaways import best_per_metric, format_takeaways
 
 _NOTEBOOK_RE = re.compile(r"^(\d{2})_[\w\-]+$")
@@ -186,6 +187,7 @@ def setup(notebook: str, namespace: Mapping[str, Any]) -> tuple[Any, RunContext]
     """
     stem = notebook_stem(notebook)
     cfg, parameters, sets = from_namespace(stem, namespace)
+    follow_thread_budget()  # torch work before the first batch follows the runner's budget too
     if RESOLVED in namespace:
         use_sets(sets)
     return cfg, RunContext.for_config(stem, cfg, parameters=parameters, sets=sets)

@@ -17,17 +17,19 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..config import PROFILES, ConfigError
-from .execution import HEARTBEAT_S, execute, executed_paths
 from ..core.paths import NOTEBOOKS_DIR, outputs_dir, outputs_root
+from ..core.run_record import record
 from ..core.safe_io import ensure_writable
-from ..errors import LitsegError
+from .execution import HEARTBEAT_S, Interrupted, NotebookFailed, NotebookRun, execute, executed_paths
 from .params import check_parameters, resolved_parameter
-from .schedule import record, run_side_by_side
+from .schedule import run_side_by_side
+
+__all__ = ["DEFAULT_JOBS", "Interrupted", "NotebookFailed", "NotebookRun", "declared_parameters", "default_jobs",
+           "discover_notebooks", "run_notebooks"]
 
 #: notebooks side by side by default: two in ``smoke`` on a machine with >= 2 cores (the package's
 #: Python, not arithmetic, bounds one notebook there: issue #35 measured 02->03 beside 04 in 352 s
@@ -41,33 +43,6 @@ def default_jobs(profile: str) -> int:
     return min(DEFAULT_JOBS.get(profile, 1), os.cpu_count() or 1)
 
 _NB_RE = re.compile(r"^(\d{2})_[\w\-]+\.ipynb$")
-
-
-class NotebookFailed(LitsegError, RuntimeError):
-    def __init__(self, notebook: Path, executed: Path, cause: BaseException):
-        self.notebook, self.executed, self.cause = notebook, executed, cause
-        if hasattr(cause, "ename"):  # papermill's PapermillExecutionError: name the cell and error
-            what = f"{cause.ename}: {cause.evalue} (cell {getattr(cause, 'exec_count', '?')})"
-        else:
-            what = f"{type(cause).__name__}: {str(cause).strip()[-2000:]}"
-        what = " ".join(what.split())  # one console line, however many lines the error had
-        super().__init__(f"notebook {notebook.name} failed: {what}; executed copy (with the traceback): {executed}")
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a notebook: the partial executed copy is kept as ``NN_name.FAILED.ipynb``."""
-
-    def __init__(self, notebook: Path, executed: Path, seconds: float):
-        self.notebook, self.executed, self.seconds = notebook, executed, seconds
-        super().__init__(f"interrupted {notebook.name} after {seconds:.0f}s; partial executed copy: "
-                         f"{executed}; finished steps are cached, rerun to resume")
-
-
-@dataclass(frozen=True)
-class NotebookRun:
-    notebook: str
-    executed: Path
-    seconds: float
 
 
 def discover_notebooks(only: Iterable[str] = (), notebooks_dir: Path | None = None) -> list[Path]:

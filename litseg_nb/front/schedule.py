@@ -10,18 +10,23 @@ With ``jobs`` > 1, :func:`run_side_by_side` starts every notebook whose needs ha
 litseg_nb.front.schedule SPEC``) that executes it exactly as the sequential runner does
 (:func:`litseg_nb.front.execution.execute`: same parameters, same executed copy, same kernel); its
 section and heartbeat lines are relayed to the console, its progress bars and warnings go to
-``logs/NN_name.log`` (and a line every 20 s to the console). A notebook started while another runs gets ``LITSEG_TORCH_THREADS`` =
-cores / notebooks running (1 on 2 cores), unless the caller set that variable. In smoke the graph
-is 01 → {02 → 03, 04}; {05 → 06, 07} after 02-04; 08 last.
+``logs/NN_name.log`` (and a line every 20 s to the console). In smoke the graph is 01 → {02 → 03, 04};
+{05, 06} after 02-04 and 07 after 02-03 (two at a time, so 07 follows 05 beside 06); 08 last.
+
+Torch threads follow the number of notebooks running: unless the caller set ``LITSEG_TORCH_THREADS``,
+the runner keeps ``logs/torch_threads`` at cores / notebooks running (1 each on 2 cores while two run,
+2 once one runs alone) and hands its path to every child as ``LITSEG_TORCH_THREADS_FILE``; the package's
+torch work re-reads it before each batch (:mod:`litseg_nb.llm.threads`). The record keeps each
+notebook's budgets in order (``"1→2"``: started beside another, finished alone).
 
 A failed notebook stops the schedule: nothing more starts, the notebooks already running finish
-(their work is kept and cached), then :class:`~litseg_nb.front.runner.NotebookFailed` names the
+(their work is kept and cached), then :class:`~litseg_nb.front.execution.NotebookFailed` names the
 first failure. Ctrl-C forwards the interrupt to every running child (each leaves its
-``.FAILED`` copy) and raises :class:`~litseg_nb.front.runner.Interrupted`.
+``.FAILED`` copy) and raises :class:`~litseg_nb.front.execution.Interrupted`.
 
 Every run, sequential or not, records each notebook's start, end, torch threads and the notebooks
-that ran beside it in ``outputs/<profile>/logs/schedule.json`` (:func:`record`), which notebook 08 reads to say
-which ledgers and wall times were taken under contention (:func:`read_schedule`).
+that ran beside it in ``outputs/<profile>/logs/schedule.json`` (:mod:`litseg_nb.core.run_record`), which
+notebook 08 reads to say which ledgers and wall times were taken under contention.
 """
 from __future__ import annotations
 
@@ -35,28 +40,26 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..config import ConfigError
+import nbformat
 
-SCHEDULE_FILE = "schedule.json"
+from ..config import ConfigError
+from ..core.run_record import Record, number, record
+from ..core.safe_io import write_json_atomic, write_text_atomic
+from ..errors import LitsegError
+from ..llm.threads import THREADS_ENV, THREADS_FILE_ENV
+from .execution import Interrupted, NotebookFailed, NotebookRun, execute, executed_paths
+
 #: notebook metadata key: ``nb.metadata["litseg_nb"]["needs"]``
 NEEDS_KEY = "needs"
 _INTERRUPT_GRACE_S = 60.0
 
 
-def number(notebook: Path) -> str:
-    return notebook.name[:2]
-
-
 def declared_needs(notebook: Path) -> tuple[str, ...] | None:
     """The notebook numbers ``notebook`` states it reads (metadata ``litseg_nb.needs``), or None."""
-    import nbformat  # deferred: notebook 08 reads the record on a core install too
-
     meta = nbformat.read(notebook, as_version=4).metadata.get("litseg_nb", {})
     if NEEDS_KEY not in meta:
         return None
@@ -81,91 +84,6 @@ def plan(notebooks: Sequence[Path]) -> dict[str, tuple[str, ...]]:
     return graph
 
 
-# ------------------------------------------------------------------------------------------ the record
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass
-class Interval:
-    notebook: str  # file name
-    started: float  # time.time()
-    ended: float | None = None
-    torch_threads: str = "default"
-    status: str = "running"
-
-
-@dataclass
-class Record:
-    """The intervals of this run, written to ``logs/schedule.json`` whenever one starts or ends."""
-
-    path: Path
-    jobs: int
-    intervals: dict[str, Interval] = field(default_factory=dict)
-    run_started: str = field(default_factory=_now)
-
-    def start(self, notebook: Path, torch_threads: str) -> None:
-        self.intervals[number(notebook)] = Interval(notebook.name, time.time(), torch_threads=torch_threads)
-        self._write()
-
-    def end(self, notebook: Path, status: str) -> None:
-        iv = self.intervals[number(notebook)]
-        iv.ended, iv.status = time.time(), status
-        self._write()
-
-    def beside(self, num: str) -> list[str]:
-        """The notebooks of this run whose interval overlapped ``num``'s."""
-        now = time.time()
-        me = self.intervals[num]
-        a0, a1 = me.started, me.ended or now
-        return sorted(m for m, iv in self.intervals.items()
-                      if m != num and iv.started < a1 and (iv.ended or now) > a0)
-
-    def _write(self) -> None:
-        from ..core.safe_io import write_json_atomic
-
-        try:
-            old = _read(self.path)
-        except ConfigError as exc:  # a derived record: written anew, said once
-            warnings.warn(f"{exc}; writing it anew", stacklevel=2)
-            old = {}
-        for num, iv in self.intervals.items():
-            old[num] = {"notebook": iv.notebook, "status": iv.status, "run_started": self.run_started,
-                        "jobs": self.jobs, "torch_threads": iv.torch_threads,
-                        "started": datetime.fromtimestamp(iv.started, timezone.utc).isoformat(timespec="seconds"),
-                        "seconds": None if iv.ended is None else round(iv.ended - iv.started, 1),
-                        "ran_beside": self.beside(num)}
-        write_json_atomic(self.path, dict(sorted(old.items())), indent=1)
-
-
-def logs_dir(profile: str) -> Path:
-    """``outputs/<profile>/logs/``: the run record and, side by side, each notebook's console stream."""
-    from ..core.paths import outputs_root
-
-    return outputs_root() / profile / "logs"
-
-
-def read_schedule(profile: str) -> dict[str, dict[str, Any]]:
-    """``outputs/<profile>/logs/schedule.json``: notebook number -> its latest run's record ({} if none)."""
-    return _read(logs_dir(profile) / SCHEDULE_FILE)
-
-
-def _read(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: unreadable run schedule ({exc}); delete it, the next run writes it anew") from exc
-    return data if isinstance(data, dict) else {}
-
-
-def record(profile: str, jobs: int) -> Record:
-    from ..core.safe_io import ensure_writable
-
-    return Record(ensure_writable(logs_dir(profile)) / SCHEDULE_FILE, jobs)
-
-
 # ------------------------------------------------------------------------------------------ side by side
 @dataclass
 class _Child:
@@ -185,21 +103,47 @@ def _relay(stream: Any, out: Any, lock: threading.Lock) -> None:
     stream.close()
 
 
-def _threads_for(n_running: int) -> str | None:
-    """``LITSEG_TORCH_THREADS`` for a notebook started with ``n_running`` notebooks running (itself
-    included): None (the torch default) alone or when the caller set the variable."""
-    if "LITSEG_TORCH_THREADS" in os.environ or n_running <= 1:
-        return None
-    return str(max(1, (os.cpu_count() or 1) // n_running))
+THREADS_FILE = "torch_threads"
+
+
+def threads_for(n_running: int, cores: int | None = None) -> int:
+    """Torch threads for each of ``n_running`` notebooks on ``cores`` cores (this machine's by default)."""
+    return max(1, (cores or os.cpu_count() or 1) // max(1, n_running))
+
+
+class ThreadBudget:
+    """``logs/torch_threads``: the torch threads each running notebook may use, rewritten (atomically)
+    whenever a notebook starts or ends; None as a whole when the caller fixed ``LITSEG_TORCH_THREADS``
+    (their choice stands) -- see :func:`ThreadBudget.for_run`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.value: int | None = None
+
+    @classmethod
+    def for_run(cls, rec: Record) -> "ThreadBudget | None":
+        return None if os.environ.get(THREADS_ENV) else cls(rec.path.parent / THREADS_FILE)
+
+    def update(self, n_running: int) -> bool:
+        """Write the budget for ``n_running`` notebooks; True when it changed."""
+        n = threads_for(n_running)
+        if n == self.value:
+            return False
+        write_text_atomic(self.path, f"{n}\n")
+        self.value = n
+        return True
+
+    def child_env(self) -> dict[str, str]:
+        return {THREADS_FILE_ENV: str(self.path), THREADS_ENV: str(self.value)}
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[Path, dict[str, Any]],
                      executed_dir: Path, jobs: int, *, kernel_name: str, log_output: bool,
                      heartbeat_s: float) -> list[Any]:
     """Execute ``notebooks`` as :func:`plan` allows, ``jobs`` at a time; the runs in finishing order."""
-    from .execution import executed_paths
-    from .runner import Interrupted, NotebookFailed, NotebookRun
-
     graph = plan(notebooks)
     by_num = {number(nb): nb for nb in notebooks}
     pending = [number(nb) for nb in notebooks]
@@ -208,6 +152,7 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
     runs: list[NotebookRun] = []
     failures: list[NotebookFailed] = []
     rec = record(profile, jobs)
+    budget = ThreadBudget.for_run(rec)
     lock = threading.Lock()
     work = Path(tempfile.mkdtemp(prefix="litseg_sched_"))
     out = sys.stdout
@@ -217,13 +162,22 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
         while pending or running:
             ready = [n for n in pending if all(d in done for d in graph[n])] if not failures else []
             starting = ready[:max(0, jobs - len(running))]
+            # one budget per pass, after the finished ones left and before the next start (a notebook
+            # ending and its successor starting in the same pass leave the others' budget unchanged)
+            if budget is not None and (running or starting) and budget.update(len(running) + len(starting)):
+                for m in running:  # the ones already running follow the new budget from their next batch
+                    rec.threads_changed(by_num[m], str(budget.value))
+                if running:
+                    with lock:
+                        print(f"[litseg_nb] {', '.join(sorted(running))} now on {budget.value} torch thread(s)",
+                              flush=True)
             for n in starting:
                 pending.remove(n)
                 nb = by_num[n]
-                threads = _threads_for(len(running) + len(starting))
                 env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # section lines reach the console as they happen
-                if threads:
-                    env["LITSEG_TORCH_THREADS"] = threads
+                if budget is not None:
+                    env.update(budget.child_env())
+                threads = str(budget.value) if budget is not None else os.environ.get(THREADS_ENV, "default")
                 spec, result = work / f"{n}.spec", work / f"{n}.result.json"
                 log = rec.path.parent / f"{nb.stem}.log"
                 spec.write_bytes(pickle.dumps({"notebook": nb, "executed_dir": executed_dir, "parameters": checked[nb],
@@ -235,12 +189,12 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
                 relay = threading.Thread(target=_relay, args=(proc.stdout, out, lock), daemon=True)
                 relay.start()
                 running[n] = _Child(nb, proc, result, log, time.perf_counter(), relay)
-                rec.start(nb, threads or os.environ.get("LITSEG_TORCH_THREADS", "default"))
+                rec.start(nb, threads)
                 beside = sorted(m for m in running if m != n)
                 with lock:
                     print(f"[litseg_nb] {nb.name} (profile={checked[nb].get('profile')}"
-                          + (f", beside {', '.join(beside)}, LITSEG_TORCH_THREADS={threads}" if beside else "")
-                          + f") ...; progress bars: {log}", flush=True)
+                          + (f", beside {', '.join(beside)}" if beside else "")
+                          + f", torch threads {threads}) ...; progress bars: {log}", flush=True)
             if not running:
                 break  # a failure left nothing to run, or nothing is ready (cannot happen: the graph is acyclic)
             time.sleep(0.2)
@@ -275,6 +229,8 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
         raise Interrupted(first.notebook, executed_paths(executed_dir, first.notebook)["failed"],
                           time.perf_counter() - first.t0) from None
     finally:
+        if budget is not None:
+            budget.remove()
         for p in work.iterdir():
             p.unlink(missing_ok=True)
         work.rmdir()
@@ -283,7 +239,7 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
     return sorted(runs, key=lambda r: r.notebook)  # notebook order, as one after another
 
 
-class _ChildError(Exception):
+class _ChildError(LitsegError):
     """A notebook's failure as its child process reported it (papermill's cell and error, when known)."""
 
     def __init__(self, res: Mapping[str, Any], returncode: int | None, log: Path):
@@ -358,9 +314,6 @@ class _LaneStderr:
 
 def _child_main(spec_path: str) -> int:
     """Execute one notebook as the spec says; write ``{"ok": ...}`` to the spec's result path."""
-    from ..core.safe_io import write_json_atomic
-    from .execution import execute
-
     spec = pickle.loads(Path(spec_path).read_bytes())
     result: dict[str, Any]
     with open(spec["log"], "w", encoding="utf-8") as log:

@@ -37,6 +37,7 @@ from ..llm.vllm_backend import live_engines, release_engine
 from ..llm.base import LLMError
 from ..core.cache import hash_file, hash_obj
 from ..llm.models import load_model_and_tokenizer
+from ..llm.threads import follow_thread_budget
 from ..llm import make_backend
 from ..redact import redact_obj
 
@@ -166,9 +167,23 @@ def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg
 
 
 # --------------------------------------------------------------------------- stage 1: SFT
+def _follow_thread_budget_callback():
+    """A trainer callback that follows the runner's torch-thread budget at every step
+    (:mod:`litseg_nb.llm.threads`; a notebook beside another trains on fewer threads)."""
+    from transformers import TrainerCallback
+
+    class FollowThreadBudget(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            follow_thread_budget()
+
+    return FollowThreadBudget()
+
+
 def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
     """Run ``trainer.train()``; return the trained PEFT model, seconds and the LoRA weight change."""
     before = lora_state(trainer.model)
+    trainer.add_callback(_follow_thread_budget_callback())
+    follow_thread_budget()
     t0 = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - t0

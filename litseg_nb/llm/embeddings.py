@@ -39,6 +39,7 @@ from .models import resolve_model_path  # the package's one resolver (packaged n
 from .packaged_models import PACKAGED_MODELS, EmbeddingError, packaged_model_dir  # noqa: F401
 from ..core.paths import cache_dir
 from .request_cache import _move_aside_file
+from .threads import follow_thread_budget
 from ..core.cache import CacheWarning
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
@@ -207,6 +208,7 @@ class Embedder:
 
                 batches = tqdm(batches, desc=f"embed {self.model_id}", leave=False)
             for i in batches:
+                follow_thread_budget()  # per batch: the side-by-side runner's budget may have changed
                 vecs = np.asarray(self._encode_fn(todo[i:i + bs]), dtype=np.float32)
                 if vecs.ndim != 2 or len(vecs) != len(todo[i:i + bs]):
                     raise EmbeddingError(f"{self.model_id}: encoder returned shape {vecs.shape}")

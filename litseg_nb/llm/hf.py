@@ -42,7 +42,8 @@ their ``<think>`` block with it; other templates ignore it). When a reply holds 
 block its tokens are counted in ``Generation.reasoning_tokens`` (the text is returned unchanged).
 
 CPU threads: ``$LITSEG_TORCH_THREADS`` (when set) is passed to ``torch.set_num_threads`` when a
-backend is created. On a machine whose cores are shared with other jobs, 1 thread is several
+backend is created, and the side-by-side runner's budget (:mod:`litseg_nb.llm.threads`) is followed
+before every batch. On a machine whose cores are shared with other jobs, 1 thread is several
 times faster than torch's default (measured 6.4 vs 1.2 tok/s for SmolLM2 on 2 oversubscribed cores).
 
 Every call records prompt/completion tokens and latency in :attr:`ledger`. Latency of a batch is
@@ -52,7 +53,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import threading
 import time
 from typing import Any, Sequence
@@ -62,6 +62,7 @@ from .base import (BackendBase, Conversation, Generation, LLMError, SamplingPara
 from .local_tokenizer import LocalTokenizerMixin
 from .models import load_model_and_tokenizer, model_revision
 from .prefix_cache import Prefix, PrefixStore, has_sliding_window
+from .threads import follow_thread_budget
 
 
 @functools.lru_cache(maxsize=1)
@@ -151,11 +152,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         self.max_model_len = max_model_len
         self.structured_output = structured_output
         self.ledger = ledger if ledger is not None else UsageLedger()
-        threads = os.environ.get("LITSEG_TORCH_THREADS")
-        if threads:
-            import torch
-
-            torch.set_num_threads(int(threads))
+        follow_thread_budget()  # $LITSEG_TORCH_THREADS, or the side-by-side runner's budget file
         self.model, self.tokenizer, self.device = load_model_and_tokenizer(model, dtype, device)
         self._lock = threading.Lock()
         self._grammar_compiler = None
@@ -225,6 +222,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         With ``prefix`` only the suffix positions are computed (and returned); the prefix comes
         from its stored key/value cache.
         """
+        follow_thread_budget()  # per batch: the side-by-side runner's budget may have changed
         import torch
 
         ids, mask = self._left_pad(seqs, prefix)
@@ -340,6 +338,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
                         prefix: Prefix | None = None, schemas: Sequence[dict[str, Any] | None] | None = None
                         ) -> list[Generation]:
+        follow_thread_budget()  # per batch: the side-by-side runner's budget may have changed
         import torch
         from transformers import GenerationConfig
 

@@ -1,0 +1,114 @@
+"""The run record: when each notebook of a ``python -m litseg_nb run`` started and ended, with how many
+torch threads, and which notebooks ran beside it (``outputs/<profile>/logs/schedule.json``).
+
+The runner (:mod:`litseg_nb.front.runner`, :mod:`litseg_nb.front.schedule`) writes it whenever a
+notebook starts or ends; notebook 08 reads it (:func:`read_schedule`) to say which usage ledgers and
+wall times were taken while another notebook shared the cores. It lives in ``core`` because both the
+front (writer) and the evaluation layer (reader) need it.
+"""
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..config import ConfigError
+from .paths import outputs_root
+from .safe_io import ensure_writable, write_json_atomic
+
+SCHEDULE_FILE = "schedule.json"
+
+
+def number(notebook: Path) -> str:
+    """A numbered notebook's two-digit number (``04_baselines.ipynb`` -> ``"04"``)."""
+    return notebook.name[:2]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Interval:
+    notebook: str  # file name
+    started: float  # time.time()
+    ended: float | None = None
+    torch_threads: str = "default"
+    status: str = "running"
+
+
+@dataclass
+class Record:
+    """The intervals of this run, written to ``logs/schedule.json`` whenever one starts or ends."""
+
+    path: Path
+    jobs: int
+    intervals: dict[str, Interval] = field(default_factory=dict)
+    run_started: str = field(default_factory=_now)
+
+    def start(self, notebook: Path, torch_threads: str) -> None:
+        self.intervals[number(notebook)] = Interval(notebook.name, time.time(), torch_threads=torch_threads)
+        self._write()
+
+    def end(self, notebook: Path, status: str) -> None:
+        iv = self.intervals[number(notebook)]
+        iv.ended, iv.status = time.time(), status
+        self._write()
+
+    def threads_changed(self, notebook: Path, torch_threads: str) -> None:
+        """A running notebook's torch threads changed: its record keeps the budgets in order (``"1→2"``)."""
+        iv = self.intervals[number(notebook)]
+        if iv.torch_threads.rsplit("→", 1)[-1] != torch_threads:
+            iv.torch_threads += f"→{torch_threads}"
+            self._write()
+
+    def beside(self, num: str) -> list[str]:
+        """The notebooks of this run whose interval overlapped ``num``'s."""
+        now = time.time()
+        me = self.intervals[num]
+        a0, a1 = me.started, me.ended or now
+        return sorted(m for m, iv in self.intervals.items()
+                      if m != num and iv.started < a1 and (iv.ended or now) > a0)
+
+    def _write(self) -> None:
+        try:
+            old = _read(self.path)
+        except ConfigError as exc:  # a derived record: written anew, said once
+            warnings.warn(f"{exc}; writing it anew", stacklevel=2)
+            old = {}
+        for num, iv in self.intervals.items():
+            old[num] = {"notebook": iv.notebook, "status": iv.status, "run_started": self.run_started,
+                        "jobs": self.jobs, "torch_threads": iv.torch_threads,
+                        "started": datetime.fromtimestamp(iv.started, timezone.utc).isoformat(timespec="seconds"),
+                        "seconds": None if iv.ended is None else round(iv.ended - iv.started, 1),
+                        "ran_beside": self.beside(num)}
+        write_json_atomic(self.path, dict(sorted(old.items())), indent=1)
+
+
+def logs_dir(profile: str) -> Path:
+    """``outputs/<profile>/logs/``: the run record and, side by side, each notebook's console stream."""
+    return outputs_root() / profile / "logs"
+
+
+def read_schedule(profile: str) -> dict[str, dict[str, Any]]:
+    """``outputs/<profile>/logs/schedule.json``: notebook number -> its latest run's record ({} if none)."""
+    return _read(logs_dir(profile) / SCHEDULE_FILE)
+
+
+def _read(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: unreadable run schedule ({exc}); delete it, the next run writes it anew") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def record(profile: str, jobs: int) -> Record:
+    """A new record of this run, in an outputs folder checked writable."""
+    return Record(ensure_writable(logs_dir(profile)) / SCHEDULE_FILE, jobs)
