@@ -90,6 +90,36 @@ def test_texttiling_boundaries_equal_nltk_own_segmentation():
     assert len(chunks) == len(segs)
 
 
+@pytest.mark.parametrize("n_paras, k", [(30, 10), (12, 10), (6, 10), (30, 3), (9, 1)])
+def test_block_comparison_equals_nltk_own_bit_for_bit(n_paras, k):
+    """Our prefix-sum block comparison returns exactly NLTK's ``_block_comparison`` scores (== on floats),
+    the middle gaps and the shortened windows at both ends (texts shorter than 2k pseudo-sentences too)."""
+    from nltk.tokenize.texttiling import TextTilingTokenizer
+
+    rng = random.Random(n_paras * 7 + k)
+    words = "alpha beta gamma delta river stone cloud fire night road house light dark tree the a of".split()
+    text = "\n\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(20, 70))) + "." for _ in range(n_paras))
+    tt = TextTilingTokenizer(k=k, stopwords=list(texttiling.english_stopwords()))
+    nopunct = text.lower()  # only letters, spaces and newlines here, plus the full stops NLTK would drop
+    nopunct = nopunct.replace(".", "")
+    tokseqs = tt._divide_to_tokensequences(nopunct)
+    for ts in tokseqs:
+        ts.wrdindex_list = [wi for wi in ts.wrdindex_list if wi[0] not in tt.stopwords]
+    table = tt._create_token_table(tokseqs, tt._mark_paragraph_breaks(nopunct))
+    theirs = tt._block_comparison(tokseqs, table)
+    ours = texttiling.block_comparison(tokseqs, table, k)
+    assert len(theirs) == len(tokseqs) - 1 > 0 and ours == theirs
+    assert texttiling.block_comparison(tokseqs[:1], table, k) == []
+
+
+def test_block_comparison_worked_example():
+    from types import SimpleNamespace as NS
+
+    table = {"a": NS(ts_occurences=[[0, 2], [1, 1]]), "b": NS(ts_occurences=[[0, 1]]), "c": NS(ts_occurences=[[1, 1]])}
+    assert texttiling.block_comparison([0, 1], table, 1) == [pytest.approx(2 / np.sqrt(10))]
+    assert texttiling.block_comparison([0, 1], {"a": NS(ts_occurences=[[0, 1]])}, 1) == [0.0]  # an empty block
+
+
 def test_texttiling_short_unit_is_one_chunk_and_counted():
     book = _book(["CHAPTER I.", "Just one short paragraph here. And a second sentence."])
     stats = {}
