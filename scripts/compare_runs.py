@@ -6,8 +6,8 @@
 For every ``tables/*.csv`` in either run: same file present, same columns, same rows, and the same
 values, where numbers are compared with a relative tolerance (``--rtol``, default 1e-9); a table
 whose rows match only in another order is reported as such. Columns that measure the machine rather than
-the method (seconds, wall, time, finished, per second, tokens/s, latency, ms, load average, RSS, or a
-ratio of those) are listed but not compared. Figures are compared by file name only (their pixels carry
+the method (seconds, wall, time, finished, per second, tokens/s, latency, ms, load average before/after, RSS,
+or a ratio of those) are listed but not compared. Figures are compared by file name only (their pixels carry
 timing axes in 08). ``--renamed OLD=NEW`` compares the before run's table or figure ``OLD`` with the
 after run's ``NEW`` (a table that moved to another notebook; the line names both). Prints one line per
 table and exits 1 when any table differs, 0 otherwise.
@@ -23,8 +23,8 @@ from pathlib import Path
 import pandas as pd
 
 # columns that measure the machine, not the method: time, throughput, load and memory
-TIMING = re.compile(r"(second|wall|time|finished|_s$|per_s|speedup|ratio|duration|elapsed|tokens/s|latency"
-                    r"|(^|_)ms($|_)|load_average|rss)", re.I)
+TIMING = re.compile(r"(second|wall|time|finished|_s$|_s_|per_s|speedup|ratio|duration|elapsed|tokens/s|latency"
+                    r"|(^|_)ms($|_)|load_(average|avg|before|after)|rss)", re.I)
 
 
 def _timing_columns(df: pd.DataFrame) -> list[str]:

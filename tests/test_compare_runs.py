@@ -82,3 +82,8 @@ def test_a_renamed_table_and_figure_are_compared_under_their_new_names(tmp_path,
     for bad in ("05_table3", "=x", "x="):
         with pytest.raises(SystemExit, match="OLD=NEW"):
             compare_runs.main([str(a), str(b), "--renamed", bad])
+
+
+def test_machine_columns_of_notebook_08_are_timing():
+    cols = ["load_before", "load_avg_mean", "model_s_median", "dcg@10", "n_questions", "method"]
+    assert compare_runs._timing_columns(pd.DataFrame(columns=cols)) == ["load_before", "load_avg_mean", "model_s_median"]
