@@ -240,6 +240,10 @@ def test_follow_thread_budget_reads_the_file_then_the_variable(tmp_path, monkeyp
             with pytest.raises(ConfigError, match=str(f)):
                 torch_threads.follow_thread_budget()
         f.unlink()
+        f.mkdir()  # a folder where the file should be: named, not a bare IsADirectoryError
+        with pytest.raises(ConfigError, match="unreadable torch-thread budget"):
+            torch_threads.thread_budget()
+        f.rmdir()
         monkeypatch.setenv("LITSEG_TORCH_THREADS", "x")
         with pytest.raises(ConfigError, match="LITSEG_TORCH_THREADS"):
             torch_threads.thread_budget()

@@ -50,6 +50,8 @@ def thread_budget() -> int | None:
             text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
             text = None
+        except (OSError, UnicodeDecodeError) as exc:  # a folder, unreadable, not text: say which file
+            raise ConfigError(f"{path} (${THREADS_FILE_ENV}): unreadable torch-thread budget ({exc})") from None
         if text is not None:
             return _parse(text, path)
     value = os.environ.get(THREADS_ENV)
