@@ -150,3 +150,26 @@ def test_literaryqa_loader_reads_the_train_split(tmp_path):
     assert [b.book_id for b in books] == ["literaryqa:77"] and report.loaded == ["literaryqa:77"]
     with pytest.raises(FileNotFoundError, match="test.jsonl"):
         load_literaryqa(tmp_path, split="test")
+
+
+def test_saving_an_unchanged_record_leaves_the_file_and_its_stamp(tmp_path):
+    """A merged model folder's file stamp is its request-cache revision: re-saving the same trained-units
+    record must not touch the file (it did, so notebook 07 re-asked every question 03 had asked the
+    same student); a changed record is written."""
+    import os
+
+    from litseg_nb.lite.heldout import TrainedUnits
+
+    path = tmp_path / TRAINED_UNITS_FILE
+    one = TrainedUnits([{"book_id": "b", "unit_id": "u1", "title": "t", "fingerprint": "f1"}])
+    one.save(path)
+    os.utime(path, ns=(10**9, 10**9))
+    one.save(path)
+    assert path.stat().st_mtime_ns == 10**9
+    two = one.union(TrainedUnits([{"book_id": "b", "unit_id": "u2", "title": "t", "fingerprint": "f2"}]))
+    two.save(path)
+    assert path.stat().st_mtime_ns != 10**9
+    assert TrainedUnits.load(path).keys == {("b", "u1"), ("b", "u2")}
+    path.write_bytes(b"\xff\xfe not a record")  # unreadable as text: rewritten, not an error
+    one.save(path)
+    assert TrainedUnits.load(path).keys == {("b", "u1")}

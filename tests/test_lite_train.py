@@ -7,6 +7,7 @@ The examples use a SHORT system prompt to keep these mechanics tests fast; noteb
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -40,6 +41,7 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
     from peft import PeftModel
 
     from litseg_nb.llm.hf import HFBackend
+    from litseg_nb.llm.models import model_revision
     from litseg_nb.llm.models import load_model_and_tokenizer
     from litseg_nb.lite import train as T
     from litseg_nb.lite.segmenter import LiteSegmenter
@@ -91,8 +93,13 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
     # merged base + SFT + GRPO model: a plain folder any backend loads; the segmenter runs on it
     folder = T.save_merged_model("tiny-random", [sft.adapter_dir, grpo.adapter_dir], tmp_path / "merged")
     assert (folder / "config.json").is_file()
+    os.utime(folder / TRAINED_UNITS_FILE, ns=(10**9, 10**9))  # a stamp a rewrite cannot keep, however fast
+    revision = model_revision(str(folder))
     assert T.save_merged_model("tiny-random", [sft.adapter_dir, grpo.adapter_dir], tmp_path / "merged") == folder
     assert (folder / TRAINED_UNITS_FILE).is_file()
+    # asking again leaves the folder's files alone: the same revision, so the request cache still answers
+    # (07's `lite` variant reuses 03's replies; a rewritten record made every request to it a miss)
+    assert model_revision(str(folder)) == revision
     backend = HFBackend(str(folder), batch_size=2)
     seg = LiteSegmenter(backend, max_new_tokens=16, retries=1)
     with pytest.raises(TrainedUnitError):  # the trained student is never run on its training units

@@ -74,10 +74,21 @@ class TrainedUnits:
         return {"n_units": len(self.entries), "units": self.entries}
 
     def save(self, path: Path) -> Path:
+        """Write the record to ``path``; a file that already holds this record is left as it is.
+
+        Not rewriting an unchanged record keeps the folder's file stamp: a merged model folder's
+        :func:`~litseg_nb.llm.models.model_revision` (part of every request-cache key) would
+        otherwise change each time the folder is asked for, and every request to it would miss."""
         path = Path(path)
+        text = json.dumps(self.to_json(), indent=2)
+        try:
+            if path.read_text(encoding="utf-8") == text:
+                return path
+        except (OSError, UnicodeDecodeError):  # absent or unreadable: (re)written below
+            pass
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
         return path
 
