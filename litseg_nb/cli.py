@@ -73,7 +73,7 @@ def declared_parameters(*args: Any, **kwargs: Any) -> Any:
     return declared(*args, **kwargs)
 
 
-_SMOKE_DURATION = "17-18 min on 2 idle CPU cores (README: measured times)"
+_SMOKE_DURATION = "13-18 min on 2 idle CPU cores, by machine (README: measured times)"
 _TEST_DURATION = "tiny random model, about 10 min"
 _HELP = f"""Run and inspect the LitSeg notebooks.
 

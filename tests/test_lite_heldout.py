@@ -154,8 +154,8 @@ def test_literaryqa_loader_reads_the_train_split(tmp_path):
 
 def test_saving_an_unchanged_record_leaves_the_file_and_its_stamp(tmp_path):
     """A merged model folder's file stamp is its request-cache revision: re-saving the same trained-units
-    record must not touch the file (it did, so notebook 07 re-asked every question 03 had asked the
-    same student); a changed record is written."""
+    record must not touch the file (it did, at every save_merged_model, so a rerun of notebook 07 asked
+    the trained students every question again); a changed record is written."""
     import os
 
     from litseg_nb.lite.heldout import TrainedUnits

@@ -98,7 +98,7 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
     assert T.save_merged_model("tiny-random", [sft.adapter_dir, grpo.adapter_dir], tmp_path / "merged") == folder
     assert (folder / TRAINED_UNITS_FILE).is_file()
     # asking again leaves the folder's files alone: the same revision, so the request cache still answers
-    # (07's `lite` variant reuses 03's replies; a rewritten record made every request to it a miss)
+    # (a rewritten record made every request of a rerun of notebook 07 to this student a miss)
     assert model_revision(str(folder)) == revision
     backend = HFBackend(str(folder), batch_size=2)
     seg = LiteSegmenter(backend, max_new_tokens=16, retries=1)
