@@ -41,8 +41,7 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
     from peft import PeftModel
 
     from litseg_nb.llm.hf import HFBackend
-    from litseg_nb.llm.models import model_revision
-    from litseg_nb.llm.models import load_model_and_tokenizer
+    from litseg_nb.llm.models import load_model_and_tokenizer, model_revision
     from litseg_nb.lite import train as T
     from litseg_nb.lite.segmenter import LiteSegmenter
     from test_lite_data import make_book
