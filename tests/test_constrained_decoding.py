@@ -15,7 +15,7 @@ from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, records_to_chunks
 from litseg_nb.litseg.prompting import single_pass_json_schema, stage_json_schema
 from litseg_nb.llm.base import LLMError, SamplingParams, ScriptedBackend
-from litseg_nb.config.profiles import PROFILES_TABLE
+from litseg_nb.config import PROFILES_TABLE
 
 from conftest import make_book
 from test_litseg_pipeline import good, stage_of

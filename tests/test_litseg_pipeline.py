@@ -213,7 +213,7 @@ def test_structured_output_passes_schema(cfg):
     seen.clear()
     annotate_units(items(b), Spy(reply_fn=good), cfg, structured_output=False, progress=False)
     assert seen == [[None], [None], [None]]
-    seen.clear()  # the test profile's own setting: on (litseg_nb.config.profiles)
+    seen.clear()  # the test profile's own setting: on (litseg_nb.config.PROFILES_TABLE)
     assert cfg.llm.structured_output
     annotate_units(items(b), Spy(reply_fn=good), cfg, progress=False)
     assert all(s[0] is not None for s in seen)

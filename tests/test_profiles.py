@@ -1,11 +1,11 @@
-"""The one profile table (litseg_nb.config.profiles.PROFILES_TABLE) covers every stage config in every profile."""
+"""The one profile table (litseg_nb.config.PROFILES_TABLE) covers every stage config in every profile."""
 import copy
 import importlib
 
 import pytest
 
 from litseg_nb.config import PROFILES, ConfigError, StageConfig
-from litseg_nb.config.profiles import PROFILES_TABLE
+from litseg_nb.config import PROFILES_TABLE
 
 STAGE_MODULES = ("litseg_nb.corpus", "litseg_nb.evaluation.efficiency", "litseg_nb.rag.config", "litseg_nb.evaluation.segment_quality",
                  "litseg_nb.evaluation.boundaries", "litseg_nb.lite.config", "litseg_nb.litseg.config",

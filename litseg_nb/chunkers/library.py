@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ..config import ConfigError, StageConfig, between, one_of
-from ..config.profiles import PROFILES_TABLE
+from ..config import PROFILES_TABLE
 from ..core.schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, TokenizerOption, boundary_positions, chunks_from_spans, load_tokenizer, where
 from ..llm.base import LLMError

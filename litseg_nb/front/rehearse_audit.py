@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 from ..config import SERVER_ENV, CorpusConfig, LLMConfig, _Base, active_sets, config_sets, use_sets
-from ..config.profiles import FULL_STUDENT_MODEL, FULL_TEACHER_MODEL
+from ..config import FULL_STUDENT_MODEL, FULL_TEACHER_MODEL
 from .. import config
 from ..llm.hf import HFBackend
 from ..llm.models import TINY_RANDOM

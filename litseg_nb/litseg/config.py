@@ -7,8 +7,8 @@ from typing import Any, Mapping
 from ..config import (SHARED_PROFILE_DEFAULTS, ConfigError, CorpusConfig, LLMConfig, StageConfig, _Base, _build,
                       _merge, _split_key, active_sets, at_least, coerce, one_of)
 from ..core.ray_cluster import RayAddressError, parse_address
-# the teacher of ``full`` (Qwen3-32B) and why: litseg_nb.config.profiles, next to the profile table
-from ..config.profiles import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS, stage_values  # noqa: F401
+# the teacher of ``full`` (Qwen3-32B) and why: litseg_nb.config, next to the profile table
+from ..config import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS, stage_values  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class LitSegConfig(StageConfig):
     """LitSeg pipeline settings.
 
     Constrained decoding is switched with ``llm.structured_output`` (off by default and in ``full``,
-    as in the paper; on in ``test`` and ``smoke``, see :mod:`litseg_nb.config.profiles`): each stage's reply
+    as in the paper; on in ``test`` and ``smoke``, see :data:`litseg_nb.config.PROFILES_TABLE`): each stage's reply
     is decoded under its JSON schema (:func:`~litseg_nb.litseg.prompting.stage_json_schema`, stage 3's
     sentence indices bounded by the unit's sentence count). Notebook 02 additionally runs the same
     units with the other setting when ``compare_structured`` is set.
@@ -91,7 +91,7 @@ class LitSegConfig(StageConfig):
     train_corpus: CorpusConfig = field(default_factory=lambda: CorpusConfig(
         datasets=("literaryqa",), literaryqa_split="train", max_unit_words=6000))
     max_train_units: int = at_least(0, 0)  # cap on annotated training units (0 = all of train_corpus)
-    #: the teacher's weights (:data:`litseg_nb.config.profiles.FULL_TEACHER_WEIGHTS`): "bf16" = ``llm.model`` as
+    #: the teacher's weights (:data:`litseg_nb.config.FULL_TEACHER_WEIGHTS`): "bf16" = ``llm.model`` as
     #: configured (full: Qwen/Qwen3-32B, ~65 GB, an 80 GB card); "fp8" = Qwen/Qwen3-32B-FP8 (~33 GB) or
     #: "awq" = Qwen/Qwen3-32B-AWQ (~19 GB), which fit the paper's one 48 GB RTX 6000 Ada (fp8: the one it
     #: implies, see the README). Only for the Qwen3-32B teacher (another ``llm.model`` is an error)

@@ -1,55 +1,283 @@
-"""Explicit, typed configuration.
+"""Explicit, typed configuration: the profile table and one frozen dataclass config per stage.
 
-Every stage (notebook) has one frozen dataclass config deriving from :class:`StageConfig`. A config
-is built from a *profile* (``test``, ``smoke``, ``full``) plus explicit overrides::
-
-    cfg = PreprocessConfig.for_profile("smoke", max_unit_words=1500)
-
-Unknown keys are an error that names the key (:class:`ConfigError`); so is a value of the wrong type
-(``max_units=1.5``) or outside a field's closed set of values or range (declared with
-:func:`one_of` / :func:`at_least` and checked whenever a config is built). Nested configs
-(:class:`LLMConfig`, :class:`EmbeddingConfig`, :class:`CorpusConfig`) accept plain dicts in
-overrides, so a papermill parameter such as ``llm={"batch_size": 4}`` works.
-
-Every profile's values — the shared sub-configs' and each stage's own — are in one table,
-:data:`litseg_nb.config.profiles.PROFILES_TABLE` (``[profile]["shared"]`` and ``[profile][StageClassName]``),
-read by :meth:`StageConfig.for_profile`.
-
-Where a value comes from
-------------------------
-:meth:`StageConfig.for_profile` decides every field from four layers (:data:`LAYERS`), each over the
-one before; ``python -m litseg_nb config --profile P --notebook NN --explain KEY`` prints the value
-and the layer that set it (:func:`explain`):
-
-1. ``default``  – the dataclass field's default (the ``full`` values, mostly).
-2. ``profile``  – the profile table: the profile's ``shared`` row, then the stage's own row.
-3. ``run``      – the run's settings: ``run/config --set KEY=VALUE`` (held in this process by
-   :func:`config_sets`; a notebook's kernel gets them from :func:`litseg_nb.front.run_context.setup`,
-   through the parameters papermill injects) and, for an ``openai`` LLM role that still has no
-   address, the server variables of :data:`SERVER_ENV` (``LITSEG_LLM_URLS`` and friends).
-4. ``explicit`` – the caller's keyword overrides: a notebook's parameters, an API call's options.
-
-``--set`` reaches every config the run builds, also those a notebook builds inside (notebook 05's
-``BaselinesConfig`` for the LumberChunker sweep, notebook 06's boundary corpus), because they are built
-by ``for_profile`` in the same process while the sets are active.
+A config is built from a profile (``test``, ``smoke``, ``full``) through four layers (:data:`LAYERS`):
+``default`` (the dataclass field), ``profile`` (:data:`PROFILES_TABLE`), ``run`` (``--set`` values, server
+variables) and ``explicit`` (keyword overrides); ``config --explain KEY`` names the layer that set a value.
+pydantic checks every value when a config is built; an error is a one-line :class:`ConfigError`.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
+import math
 import os
 import re
 import types
 import typing
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Union
-from ..errors import UsageError
+from typing import Annotated, Any, Literal, Mapping, Union
+from urllib.parse import urlsplit
 
-from .profiles import PROFILES, PROFILES_TABLE, stage_values
-from ..redact import redact_url
+import pydantic
+from typing_extensions import TypedDict
+
+from .errors import UsageError
+from .redact import redact_url
+
+PROFILES = ("test", "smoke", "full")
+
+# The teacher (LitSeg) and the student (LitSeg-Lite) are separate settings. The paper names neither (its
+# Tables 14-15 are empty); in ``full`` the teacher is Qwen3-32B (the largest dense Qwen3; one 80 GB GPU in
+# bf16) and the student Qwen3-8B, also the LLM baselines' model (§4.4: "LitSeg-Lite and LumberChunker using
+# the same inference configuration"). The CPU profiles use one small model for both.
+FULL_TEACHER_MODEL = "Qwen/Qwen3-32B"
+FULL_STUDENT_MODEL = "Qwen/Qwen3-8B"
+#: ``LitSegConfig.teacher_weights``: bf16 (~65 GB: one 80 GB card), or quantised for the paper's 48 GB
+#: RTX 6000 Ada (§4.4): FP8 (~33 GB, native on Ada) or AWQ 4-bit (~19 GB; room for a larger KV cache)
+FULL_TEACHER_WEIGHTS = {"bf16": FULL_TEACHER_MODEL, "fp8": "Qwen/Qwen3-32B-FP8", "awq": "Qwen/Qwen3-32B-AWQ"}
+
+#: ``[profile]["shared"]``: the sub-configs every stage has; ``[profile][StageClassName]``: a stage's own
+#: values merged over them. Fields left out keep the dataclass defaults (the ``full`` values).
+PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
+    "test": {
+        "shared": {
+            "llm": {"backend": "hf", "model": "tiny-random", "batch_size": 4, "max_new_tokens": 48,
+                    "max_model_len": 2048},
+            "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 32},
+            "corpus": {"datasets": ("gutenqa", "gutenberg"), "max_books": 2, "max_units_per_book": 2,
+                       "unit_selection": "questions",
+                       "max_unit_words": 300},
+            # the LLM methods: Emma's first two units holding a question's evidence (tiny random model)
+            "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "max_units": 2},
+        },
+        # notebook 01: the test profile times a small big book
+        "PreprocessConfig": {"benchmark_big_mb": 1.0},
+        # constrained decoding (llm.structured_output) on for LitSeg and Lite in test and smoke (the stage / E.2
+        # JSON schemas); the validator and the paper's fallbacks still run. Off in full, as in the paper.
+        "LitSegConfig": {
+            "corpus": {"datasets": ("gutenqa",), "max_books": 1, "max_units_per_book": 2,
+                       "max_unit_words": 300},
+            "llm": {"max_new_tokens": 48, "max_model_len": 4096, "structured_output": True},
+            "max_retries": 1,
+            "stage1_max_new_tokens": 8,
+            "stage2_max_new_tokens": 8,
+            "stage3_max_new_tokens": 24,
+            "calibration_units": 1,
+            "calibration_max_retries": 0,
+            "compare_units": 1,
+            "train_corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
+                             "max_units_per_book": 2, "max_unit_words": 300},
+        },
+        "LiteConfig": {
+            # the E.2 prompt alone is ~2.1k tokens: the shared test context of 2048 is too short
+            "llm": {"max_model_len": 8192, "structured_output": True},
+            "fallback_units": "include_if_needed", "min_train_units": 2,
+            "max_train_units": 4, "max_eval_units": 2, "max_seq_tokens": 4096,
+            "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "gradient_checkpointing": False,
+            "sft_learning_rate": 5e-3, "sft_max_steps": 2, "sft_grad_accum": 1, "sft_warmup_ratio": 0.0,
+            "sft_lr_scheduler": "constant",
+            "grpo_learning_rate": 5e-3, "grpo_max_steps": 1, "grpo_num_generations": 2, "grpo_beta": 0.0,
+            "grpo_prompts_per_step": 1, "grpo_max_completion_length": 24, "grpo_temperature": 1.0,
+            # a random model never stops within the cap: masking truncated rollouts would mask all
+            "grpo_mask_truncated_completions": False,
+            # ... and its rollouts all get the same reward: every group is filtered (a no-op step)
+            "grpo_allow_no_signal": True,
+            "judge_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
+                          "max_model_len": 8192},
+            "judge_retries": 1, "infer_max_new_tokens": 16, "infer_retries": 1,
+        },
+        "BaselinesConfig": {"lumber_max_new_tokens": 16, "lumber_max_retries": 1, "proposition_max_new_tokens": 24,
+                            "length_match_max_iter": 6, "perplexity_block_tokens": 256,
+                            "completion_max_new_tokens": 12, "completion_max_items": 2,
+                            "completion_context_chars": 200},
+        # notebook 04's library presets: one cheap splitter of each library, no embedder or LLM (CI budget)
+        "LibraryConfig": {"presets": ("lib:chonkie-token", "lib:llamaindex-sentence", "lib:langchain-recursive",
+                                      "lib:semchunk")},
+        "RagConfig": {"dense_top_k": 10, "sparse_top_k": 10, "rerank_candidates": 3, "rerank_max_questions": 3,
+                      "hyde_max_questions": 3, "hyde_max_new_tokens": 16, "context_top_k": 2,
+                      "answer_max_new_tokens": 12, "generation_max_questions": 3,
+                      "ragas_max_new_tokens": 4, "ragas_retries": 1, "pairwise_max_questions": 2,
+                      "generation_max_chunkers": 2, "ragas_max_questions": 1, "pairwise_max_new_tokens": 12,
+                      "literaryqa_max_questions": 2, "max_context_chars_per_chunk": 600,
+                      "lumber_thetas": (450, 550), "lumber_theta_max_units": 1,
+                      "llm": {"max_model_len": 2048},
+                      # the pairwise judge: the local model (the generator's; full: the judge server)
+                      "judge_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 12,
+                                    "max_model_len": 2048}},
+        # the A.2 raters: the one local model for both (the table label says "same model")
+        "SegmentQualityConfig": {"judge_max_units": 1, "judge_max_chunks_per_unit": 6, "judge_retries": 1,
+                                 "judge_max_passage_chars": 3000, "human_sheet_chunks": 3, "llm_rating_items": 4,
+                                 "llm": {"max_new_tokens": 48},
+                                 "rater_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
+                                               "max_model_len": 8192},
+                                 "rater2_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
+                                                "max_model_len": 8192}},
+        # two hand-checked books (Persuasion, Alice: both kinds), two windows of each kind per book,
+        # the rule-based methods and the tiny model's perplexity chunker on two windows
+        "BoundaryConfig": {"source": "hand-checked", "max_books": 2, "max_windows_per_book": 2,
+                           "window_sentences": 40, "methods": ("token", "recursive", "paragraph", "texttiling", "c99",
+                                                               "boundary-model"),
+                           "llm_methods": ("perplexity",), "llm_max_windows": 2, "segmenter_max_windows": 1},
+        # test/smoke evaluate GutenQA Emma units only; the paired §4.4 measurement: both units in one batch
+        "EfficiencyConfig": {"timing_dataset": "all", "paired_max_units": 2, "paired_batch_units": 0,
+                             "paired_repeats": 3},
+    },
+    "smoke": {
+        "shared": {
+            "llm": {"backend": "hf", "model": "smollm2-135m-instruct", "batch_size": 8,
+                    "max_new_tokens": 384, "max_model_len": 8192},
+            "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 64},
+            "corpus": {"datasets": ("gutenqa", "gutenberg", "literaryqa"), "max_unit_words": 900},
+            # the LLM methods: the fewest Emma units holding the evidence of >= 2 GutenQA questions, so notebook
+            # 05 compares every method on >= 2 questions; nearly all of smoke's LLM work scales with these units
+            "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "min_questions": 2},
+        },
+        "PreprocessConfig": {},
+        # Every call is a long prefill with SmolLM2-135M on CPU, so retries (which double the cost) are off here;
+        # the tests and the test profile exercise them. Constrained decoding keeps SmolLM2 from falling back
+        # to the whole unit, but it still tends to write ONE segment over the whole unit (a small-model result)
+        "LitSegConfig": {
+            "corpus": {"datasets": ("gutenqa",), "max_books": 1},
+            "llm": {"structured_output": True},
+            # ... so stage 3's schema asks for at least 2 segments (or ceil(n / length reference)): a small-model
+            # accommodation that shows where SmolLM2 puts a boundary (counted: each record's segment_floor;
+            # full: 0, the paper's schema-free decoding)
+            "min_segments": 2,
+            "max_retries": 0,
+            # no calibration in smoke (SmolLM2's one- or two-segment units cannot inform it): the paper's length
+            # reference of 100; `-p calibrate=true` runs it, the test profile always does
+            "calibrate": False,
+            "stage1_max_new_tokens": 48,
+            "stage2_max_new_tokens": 48,
+            "stage3_max_new_tokens": 192,
+            "calibration_units": 1,
+            "calibration_max_retries": 0,
+            "compare_units": 1,
+            # Lite's training data: 2 units of another book, 300 words as the test profile (short SFT examples)
+            "train_corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
+                             "max_units_per_book": 2, "max_unit_words": 300},
+        },
+        # sized for a CPU (a SmolLM2-135M example with the verbatim E.2 prompt is ~3.3k tokens): 1 SFT step,
+        # 1 GRPO step, 1 held-out unit, short generations
+        "LiteConfig": {
+            "llm": {"structured_output": True},  # constrained decoding, as LitSeg's (above)
+            "fallback_units": "include_if_needed", "min_train_units": 2,
+            "max_train_units": 2, "max_eval_units": 1, "max_seq_tokens": 6144,
+            "lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "gradient_checkpointing": False,
+            "sft_learning_rate": 2e-4, "sft_max_steps": 1, "sft_grad_accum": 1,
+            "sft_warmup_ratio": 0.0, "sft_lr_scheduler": "constant",
+            "grpo_learning_rate": 2e-5, "grpo_max_steps": 1, "grpo_num_generations": 2,
+            "grpo_prompts_per_step": 1, "grpo_max_completion_length": 64, "grpo_temperature": 1.0,
+            # targets are longer than the CPU-sized cap: masking truncated rollouts would mask all
+            "grpo_mask_truncated_completions": False,
+            # 2 rollouts of a 135M model cut at 64 tokens often score alike: the step may be a no-op
+            "grpo_allow_no_signal": True,
+            "judge_llm": {"backend": "hf", "model": "smollm2-135m-instruct", "max_new_tokens": 64,
+                          "max_model_len": 8192},
+            # retries off on the CPU (each costs a ~3k-token prefill); full uses 3 like LitSeg
+            "judge_retries": 1, "infer_max_new_tokens": 192, "infer_retries": 0,
+            "ablation_max_units": 1,
+            # a judge call is a ~5.5k-token prompt: GRPO keeps the judge, the before/after tables report the
+            # format reward only (labelled)
+            "eval_with_judge": False,
+        },
+        # non-LLM methods: the eleven raw Gutenberg books + GutenQA's Emma; LLM methods: the shared selection
+        "BaselinesConfig": {
+            "corpus": {"datasets": ("gutenqa", "gutenberg")},
+            "semantic_books": ("gutenqa:Emma_-_Jane_Austen",),
+            # ... on the unit selection (the units notebooks 05-07 compare every method on)
+            "semantic_units": "selection",
+            # margin sampling's left text (the current chunk, three times in the prompt) capped at 128 tokens
+            "margin_max_left_tokens": 128,
+            # proposition chunking is decode-bound and SmolLM2-135M often loops to the cap: 128 tokens hold
+            # ~10 propositions
+            "proposition_max_new_tokens": 128,
+            # completion: ~7 calls per chunk, hence the small sizes
+            "completion_max_new_tokens": 32, "completion_max_items": 1, "completion_context_chars": 200,
+            "completion_related_chunks": 1,
+        },
+        # the presets on the evaluation book only (as BaselinesConfig.semantic_books), the embedding
+        # presets on the shared unit selection (see LibraryConfig.books / embedding_units)
+        "LibraryConfig": {"books": ("gutenqa:Emma_-_Jane_Austen",), "embedding_units": "selection"},
+        # SmolLM2-135M on CPU: generation/judges on a subset
+        "RagConfig": {"rerank_candidates": 4, "rerank_max_questions": 3, "hyde_max_questions": 10,
+                      "hyde_max_new_tokens": 48, "context_top_k": 2, "answer_max_new_tokens": 40,
+                      "generation_max_questions": 3, "generation_max_chunkers": 3, "ragas_max_questions": 1,
+                      "ragas_retries": 2, "pairwise_max_questions": 2,
+                      "pairwise_max_new_tokens": 48, "literaryqa_max_questions": 3,
+                      "max_context_chars_per_chunk": 1500, "lumber_theta_max_units": 1,
+                      "pairwise_book_max_tokens": 1500,
+                      "judge_llm": {"backend": "hf", "model": "smollm2-135m-instruct", "max_new_tokens": 48,
+                                    "max_model_len": 8192},
+                      "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
+        # a judge call is a ~5.5k-token prompt and SmolLM2 rarely returns a parsable rubric: judge the two
+        # LitSeg methods only, without retries; SmolLM2's 8k context holds the rubric and the passage only
+        "SegmentQualityConfig": {"judge_max_units": 1, "judge_max_chunks_per_unit": 8, "judge_retries": 0,
+                                 "judge_max_passage_chars": 6000, "human_sheet_chunks": 20,
+                                 "judge_pipeline_prompt": "name",
+                                 "llm_rating_items": 1,
+                                 "judge_methods": ("litseg", "litseg-lite"),
+                                 # the A.2 raters: SmolLM2 is the one local instruct model (tiny-random is
+                                 # random weights, no rater): both raters are it, labelled "same model"
+                                 "rater_llm": {"backend": "hf", "model": "smollm2-135m-instruct",
+                                               "max_new_tokens": 48, "max_model_len": 8192},
+                                 "rater2_llm": {"backend": "hf", "model": "smollm2-135m-instruct",
+                                                "max_new_tokens": 48, "max_model_len": 8192},
+                                 "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
+        # every hand-checked book: the rule-based methods on every window, the semantic chunker on 16, the
+        # perplexity chunker on 4 (2 chapter, 2 scene), LitSeg (the costliest) on 2. Margin sampling (one
+        # forward pass per sentence) is too slow here: `boundaries --method margin --llm-windows N` runs it
+        "BoundaryConfig": {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
+                           "llm_methods": ("perplexity",), "llm_max_windows": 4, "segmenter_max_windows": 2,
+                           "embedder_max_windows": 16},
+        # test/smoke evaluate GutenQA Emma units only; the paired §4.4 measurement on 1 unit, 2 repeats
+        "EfficiencyConfig": {"timing_dataset": "all", "paired_max_units": 1, "paired_batch_units": 0,
+                             "paired_repeats": 2},
+    },
+    "full": {
+        "shared": {
+            "llm": {"backend": "vllm", "model": FULL_STUDENT_MODEL, "batch_size": 256, "max_new_tokens": 4096,
+                    "max_model_len": 32768, "dtype": "bfloat16", "device": "cuda",
+                    # vLLM's defaults for one GPU, stated; LoRA on, so Lite's adapters are requests on the base
+                    # model's engine and every role of one model shares one engine
+                    "engine": {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "enable_lora": True,
+                               "max_lora_rank": 32}},
+            "embedding": {"backend": "flagembedding", "model": "BAAI/bge-m3", "batch_size": 256,
+                          "device": "cuda", "use_instructions": True, "max_passage_tokens": 8192},
+            "corpus": {"datasets": ("gutenqa", "literaryqa"), "literaryqa_split": "test",
+                       "max_unit_words": 6000},
+            "selection": {"strategy": "first"},  # every unit of the evaluation corpus
+        },
+        "PreprocessConfig": {},
+        # teacher_weights: "bf16" on an 80 GB card; "fp8" (or "awq") on the paper's 48 GB card
+        "LitSegConfig": {"llm": {"model": FULL_TEACHER_MODEL}, "teacher_weights": "bf16",
+                         "max_retries": 3, "calibration_units": 50, "compare_units": 50, "unit_group_size": 512,
+                         "train_corpus": {"datasets": ("literaryqa",), "literaryqa_split": "train",
+                                          "max_unit_words": 6000}},
+        "LiteConfig": {"llm": {"model": FULL_STUDENT_MODEL}},
+        "BaselinesConfig": {},
+        "LibraryConfig": {},
+        "RagConfig": {"reranker": "flagembedding", "reranker_max_length": 8192,  # bge-reranker-v2-m3's maximum
+                      "context_top_k": 5, "answer_max_new_tokens": 256},
+        "SegmentQualityConfig": {},
+        # llm_methods: every LLM baseline (the dataclass default)
+        "BoundaryConfig": {"source": "corpus", "segmenter_max_windows": 0},
+        "EfficiencyConfig": {},
+    },
+}
+
+
+def stage_values(profile: str, stage: str) -> dict[str, Any]:
+    """The table's entry for ``stage`` in ``profile`` ({} for a class the table does not know)."""
+    return PROFILES_TABLE[profile].get(stage, {})
+
+
+#: the shared sub-configs' values per profile
+SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {p: PROFILES_TABLE[p]["shared"] for p in PROFILES}
 
 
 class ConfigError(UsageError, ValueError):
@@ -73,44 +301,7 @@ def between(default: Any, minimum: float, maximum: float) -> Any:
 
 def field_constraint(cls: type, name: str) -> dict[str, Any]:
     """The declared ``choices`` / ``ge`` / ``le`` of field ``name`` of dataclass ``cls`` (empty when none)."""
-    for f in fields(cls):
-        if f.name == name:
-            return dict(f.metadata)
-    return {}
-
-
-def _type_ok(value: Any, hint: Any) -> bool:
-    origin = typing.get_origin(hint)
-    if hint is Any:
-        return True
-    if origin in (Union, types.UnionType):
-        return any(_type_ok(value, h) for h in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
-    if origin is dict or hint is dict:
-        return isinstance(value, dict)
-    if origin is tuple:
-        args = typing.get_args(hint)
-        if not isinstance(value, tuple):
-            return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_type_ok(v, args[0]) for v in value)
-        return len(args) == len(value) and all(_type_ok(v, a) for v, a in zip(value, args))
-    if isinstance(hint, type):
-        return isinstance(value, hint)
-    return True
-
-
-def _type_name(hint: Any) -> str:
-    return getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint).replace("typing.", "")
+    return next((dict(f.metadata) for f in fields(cls) if f.name == name), {})
 
 
 def rejected_choices(value: Any, choices: Any) -> list[Any]:
@@ -119,27 +310,78 @@ def rejected_choices(value: Any, choices: Any) -> list[Any]:
     return [v for v in items if v not in choices]
 
 
-def validate_fields(obj: Any) -> None:
-    """Check every field of dataclass ``obj``: type, declared choices and minimum (:class:`ConfigError`)."""
-    cls = type(obj)
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+#: ``LLMConfig.engine``: the ``vllm.LLM`` engine arguments a config may set, with their types (vLLM's own
+#: defaults apply to keys left out); ``enable_lora``/``max_lora_rank`` serve LoRA adapters from one engine.
+ENGINE_SETTINGS: dict[str, Any] = {
+    "tensor_parallel_size": int, "pipeline_parallel_size": int, "gpu_memory_utilization": float,
+    "enforce_eager": bool, "max_num_seqs": int, "max_num_batched_tokens": int, "quantization": str,
+    "kv_cache_dtype": str, "swap_space": float, "cpu_offload_gb": float, "enable_lora": bool,
+    "max_lora_rank": int, "max_loras": int, "trust_remote_code": bool, "max_logprobs": int,
+    "enable_chunked_prefill": bool,
+}
+_ENGINE = pydantic.with_config(pydantic.ConfigDict(extra="forbid"))(
+    TypedDict("EngineSettings", {k: t | None for k, t in ENGINE_SETTINGS.items()}, total=False))
+
+
+def _schema(hint: Any, meta: Mapping[str, Any], name: str) -> Any:
+    """The pydantic type of a dataclass field: its hint with the declared choices and bounds."""
+    if dataclasses.is_dataclass(hint):
+        return pydantic.InstanceOf[hint]  # a nested config was checked when it was built
+    if name == "engine":
+        return _ENGINE
+    if "choices" in meta:
+        choice = Literal[meta["choices"]]
+        return tuple[choice, ...] if typing.get_origin(hint) is tuple else choice
+    if "ge" in meta or "le" in meta:
+        args = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
+        bounded = [Annotated[a, pydantic.Field(ge=meta.get("ge"), le=meta.get("le"))] if a is not type(None) else a
+                   for a in args]
+        return Union[tuple(bounded)]
+    return hint
+
+
+@functools.cache
+def _validator(cls: type) -> pydantic.TypeAdapter:
+    """A strict pydantic validator of the fields of dataclass ``cls`` (built once per class)."""
     hints = typing.get_type_hints(cls)
-    for f in fields(cls):
-        value = getattr(obj, f.name)
-        hint = hints.get(f.name)
-        where = f"{cls.__name__}.{f.name}"
-        if hint is not None and not _type_ok(value, hint):
-            raise ConfigError(f"{where}: expected {_type_name(hint)}, got {value!r} ({type(value).__name__})")
-        choices = f.metadata.get("choices")
-        bad = rejected_choices(value, choices) if choices is not None else []
-        if bad:
-            raise ConfigError(f"{where}: {', '.join(map(repr, bad))} is not accepted; "
-                              f"accepted values: {', '.join(map(str, choices))}")
-        minimum = f.metadata.get("ge")
-        if minimum is not None and value is not None and value < minimum:
-            raise ConfigError(f"{where}: {value!r} is below the minimum {minimum}")
-        maximum = f.metadata.get("le")
-        if maximum is not None and value is not None and value > maximum:
-            raise ConfigError(f"{where}: {value!r} is above the maximum {maximum}")
+    spec = TypedDict(cls.__name__, {f.name: _schema(hints[f.name], f.metadata, f.name) for f in fields(cls)})
+    return pydantic.TypeAdapter(pydantic.with_config(pydantic.ConfigDict(strict=True, arbitrary_types_allowed=True))(spec))
+
+
+def validate_fields(obj: Any) -> None:
+    """Check every field of dataclass ``obj`` with pydantic; the first error as a one-line :class:`ConfigError`."""
+    cls = type(obj)
+    try:
+        _validator(cls).validate_python({f.name: getattr(obj, f.name) for f in fields(cls)})
+    except pydantic.ValidationError as exc:
+        raise _config_error(obj, exc.errors()[0]) from None
+
+
+def _config_error(obj: Any, err: Mapping[str, Any]) -> ConfigError:
+    """pydantic's error ``err`` as today's message: the field, the value and what is accepted."""
+    cls, name = type(obj), err["loc"][0]
+    where, value, meta = f"{cls.__name__}.{name}", getattr(obj, name), field_constraint(type(obj), name)
+    if name == "engine" and err["type"] == "extra_forbidden":
+        unknown = sorted(set(value) - set(ENGINE_SETTINGS))
+        return ConfigError(f"{where}: unknown engine setting(s) {', '.join(map(repr, unknown))}; "
+                           f"known: {', '.join(sorted(ENGINE_SETTINGS))}")
+    if name == "engine" and len(err["loc"]) > 1:
+        key = err["loc"][1]
+        return ConfigError(f"{where}.{key}: expected {_type_name(ENGINE_SETTINGS[key])}, got {value[key]!r}")
+    bad = rejected_choices(value, meta["choices"]) if "choices" in meta else []
+    if bad:
+        return ConfigError(f"{where}: {', '.join(map(repr, bad))} is not accepted; "
+                           f"accepted values: {', '.join(map(str, meta['choices']))}")
+    if err["type"] == "greater_than_equal":
+        return ConfigError(f"{where}: {value!r} is below the minimum {meta['ge']}")
+    if err["type"] == "less_than_equal":
+        return ConfigError(f"{where}: {value!r} is above the maximum {meta['le']}")
+    hint = typing.get_type_hints(cls)[name]
+    return ConfigError(f"{where}: expected {_type_name(hint)}, got {value!r} ({type(value).__name__})")
 
 
 def _check_profile(profile: str) -> None:
@@ -214,6 +456,8 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Base:
+    """Base of every config dataclass: checked by pydantic when built, hashed by its values."""
+
     def __post_init__(self) -> None:
         validate_fields(self)
 
@@ -231,14 +475,8 @@ class _Base:
 
 
 class Options(_Base):
-    """Base of a segmentation method's options: a frozen dataclass beside the method (``LumberOptions``
-    in chunkers/lumber.py, ...) whose fields are every knob that changes the method's chunks, so the
-    method's cache key is derived from them (:mod:`litseg_nb.segmenters.contract`).
-
-    A stage config that runs the method carries the same fields by inheriting the options class
-    (``BaselinesConfig(TokenOptions, ..., StageConfig)``): the knob is declared once, its key and its
-    error messages keep their names; :meth:`of` takes a method's own options out of such a config.
-    """
+    """Base of a segmentation method's options: every knob that changes its chunks (its cache key). A stage
+    config running the method inherits the options class, so each knob is declared once."""
 
     @classmethod
     def of(cls, cfg: Any):
@@ -261,30 +499,6 @@ SENTENCE_SPLITTERS = ("nupunkt", "regex")
 LITERARYQA_SPLITS = ("train", "validation", "test")
 
 
-#: ``LLMConfig.engine``: the ``vllm.LLM`` engine arguments a config may set, with their types (any other
-#: key is an error naming it; vLLM's own defaults apply to keys left out). The backend passes them
-#: through unchanged; ``enable_lora``/``max_lora_rank`` serve LoRA adapters from one engine (notebooks
-#: 03, 07).
-ENGINE_SETTINGS: dict[str, Any] = {
-    "tensor_parallel_size": int, "pipeline_parallel_size": int, "gpu_memory_utilization": float,
-    "enforce_eager": bool, "max_num_seqs": int, "max_num_batched_tokens": int, "quantization": str,
-    "kv_cache_dtype": str, "swap_space": float, "cpu_offload_gb": float, "enable_lora": bool,
-    "max_lora_rank": int, "max_loras": int, "trust_remote_code": bool, "max_logprobs": int,
-    "enable_chunked_prefill": bool,
-}
-
-
-def check_engine(engine: Mapping[str, Any], where: str = "LLMConfig.engine") -> None:
-    """Unknown keys and values of the wrong type in an ``engine`` mapping (:class:`ConfigError`)."""
-    unknown = sorted(set(engine) - set(ENGINE_SETTINGS))
-    if unknown:
-        raise ConfigError(f"{where}: unknown engine setting(s) {', '.join(map(repr, unknown))}; "
-                          f"known: {', '.join(sorted(ENGINE_SETTINGS))}")
-    for key, value in engine.items():
-        if value is not None and not _type_ok(value, ENGINE_SETTINGS[key]):
-            raise ConfigError(f"{where}.{key}: expected {_type_name(ENGINE_SETTINGS[key])}, got {value!r}")
-
-
 @dataclass(frozen=True)
 class LLMConfig(_Base):
     """Which LLM to use and how to call it (see :mod:`litseg_nb.llm`)."""
@@ -299,55 +513,38 @@ class LLMConfig(_Base):
     top_p: float = 1.0
     max_model_len: int = at_least(8192, 1)
     base_urls: tuple[str, ...] = ()
-    # openai backend: the NAME of the environment variable holding the API key. The key itself is
-    # never a config value, so it cannot reach manifests, labels, cache keys or notebooks
+    # openai backend: the NAME of the variable holding the API key (the key never enters a config or a record)
     api_key_env: str = "OPENAI_API_KEY"
     request_timeout_s: float = 120.0
-    # openai backend: the most one request may wait in all, over its attempts and backoffs; after it
-    # the run stops with BackendUnavailableError naming the server. While requests wait, a console
-    # line every wait_report_s says how many and how long the oldest has waited (a hung server)
+    # openai backend: the most one request may wait over its attempts; a console line every wait_report_s
     max_wait_s: float = at_least(300.0, 1.0)
     wait_report_s: float = at_least(30.0, 1.0)
     max_concurrency: int = at_least(8, 1)
     max_retries: int = at_least(3, 0)
     structured_output: bool = False
     use_cache: bool = True
-    # a reply the caller finds invalid (LitSeg's schema, LumberChunker's "Answer: ID"): "drop" takes it out
-    # of the request cache, so a rerun asks again (a server answering nonsense may be fixed since);
-    # "keep" keeps it (a rerun replays the same fallback); "auto": drop for the openai backend, keep for
-    # hf/vllm (a local model's revision is in the key: asked again, it gives the same reply)
+    # a reply the caller finds invalid: "drop" takes it out of the request cache (a rerun asks again),
+    # "keep" keeps it; "auto": drop for openai, keep for hf/vllm (a local model gives the same reply again)
     cache_invalid_replies: str = one_of("auto", "auto", "drop", "keep")
     # hf backend: compute a prompt prefix shared by many requests once and reuse its KV cache
-    # (vLLM: its own prefix caching, always on; openai: the server's)
     prefix_reuse: bool = True
-    # chat template's thinking switch (Qwen3-style `enable_thinking`); off for segmentation,
-    # judging and rewriting, a notebook turns it on where it wants a reasoning model to reason
+    # chat template's thinking switch (Qwen3-style `enable_thinking`)
     enable_thinking: bool = False
-    # hf backend, forward-only calls (log-probs: margin sampling, perplexity, scoring): a batch is cut
-    # before more than this fraction of its tokens would be padding (1 = batches of batch_size only)
+    # hf backend, forward-only calls: a batch is cut before more than this fraction of its tokens is padding
     max_padding: float = between(0.25, 0.0, 1.0)
-    # vllm backend: engine arguments passed to ``vllm.LLM`` (keys of :data:`ENGINE_SETTINGS`, e.g.
-    # tensor_parallel_size, gpu_memory_utilization, enforce_eager, max_num_seqs, quantization);
-    # recorded with the config in every manifest
+    # vllm backend: engine arguments passed to ``vllm.LLM`` (keys of :data:`ENGINE_SETTINGS`)
     engine: dict[str, Any] = field(default_factory=dict)
-    # vllm backend: a LoRA adapter folder served on ``model``'s engine (needs engine enable_lora);
-    # "" = the plain model. See litseg_nb.lite.train.student_backend.
+    # vllm backend: a LoRA adapter folder served on ``model``'s engine (needs engine enable_lora); "" = none
     lora_adapter: str = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_engine(self.engine)
         check_sampling_and_servers(self)
 
 
 def check_sampling_and_servers(llm: "LLMConfig") -> None:
-    """Values a model call cannot use, refused when the config is built (a :class:`ConfigError` naming the
-    field) rather than failing later and being blamed on a book: a timeout that is not a positive number,
-    a temperature that is not a finite number >= 0, a ``top_p`` outside (0, 1], and a server address that
-    is not an ``http(s)://host`` URL."""
-    import math
-    from urllib.parse import urlsplit
-
+    """Values a model call cannot use, refused when the config is built rather than blamed on a book later:
+    a non-positive timeout, a temperature not finite and >= 0, ``top_p`` outside (0, 1], a non-http(s) URL."""
     if not (math.isfinite(llm.request_timeout_s) and llm.request_timeout_s > 0):
         raise ConfigError(f"llm.request_timeout_s={llm.request_timeout_s!r}: seconds, a positive number")
     if not (math.isfinite(llm.temperature) and llm.temperature >= 0):
@@ -377,8 +574,8 @@ class EmbeddingConfig(_Base):
     device: str = one_of("auto", *DEVICES)
     normalize: bool = True
     use_instructions: bool = False
-    # flagembedding backend: tokens read per passage / query (FlagEmbedding's own default is 512, which
-    # silently truncates a long chunk); 0 = the model's own maximum. full: BGE-M3 reads 8192.
+    # flagembedding backend: tokens read per passage / query (its own default, 512, truncates a long chunk);
+    # 0 = the model's own maximum
     max_passage_tokens: int = at_least(0, 0)
     max_query_tokens: int = at_least(512, 0)
     passage_instruction: str = "Represent the literature text chunk for literary question answering:"
@@ -389,34 +586,25 @@ class EmbeddingConfig(_Base):
 
 @dataclass(frozen=True)
 class CorpusConfig(_Base):
-    """Which data a stage runs on.
-
-    ``datasets`` names the sources: ``gutenqa`` (GutenQA, paragraphs per chapter), ``gutenberg``
-    (the raw Project Gutenberg books under ``<data>/gutenberg``) and ``literaryqa``.
-    ``books`` restricts to given book ids (empty = all available); ``max_books`` / ``max_units``
-    cap the amount (0 = no cap).
-    """
+    """Which data a stage runs on: the ``datasets``, the ``books`` (empty = all) and caps (0 = no cap)."""
 
     datasets: tuple[str, ...] = one_of(("gutenqa",), *DATASETS)
     books: tuple[str, ...] = ()
     max_books: int = at_least(0, 0)
     max_units_per_book: int = at_least(0, 0)
-    # which units the max_units_per_book cap keeps: "first" (book order) or "questions" (units that
-    # hold a question's evidence first, in book order, then the first others) — so small profiles
-    # still have answerable GutenQA questions and every LLM method sees the same units
+    # which units the max_units_per_book cap keeps: "first" (book order) or "questions" (units holding a
+    # question's evidence first), so small profiles still have answerable GutenQA questions
     unit_selection: str = one_of("first", *UNIT_SELECTIONS)
     literaryqa_split: str = one_of("validation", *LITERARYQA_SPLITS)
     # the paper's n: units longer than this many words are split recursively; None = never split
     max_unit_words: int | None = at_least(2000, 1)
     sentence_splitter: str = one_of("nupunkt", *SENTENCE_SPLITTERS)
-    # a raw book that cannot be read (empty, undecodable, several books in one file) is skipped and
-    # listed in the load report; strict=True makes it an error instead
+    # a raw book that cannot be read is skipped and listed in the load report; strict=True makes it an error
     strict: bool = False
 
     def summary(self, training: bool = False) -> str:
-        """The data in one phrase, for labels: datasets, books and caps. ``training`` (a training
-        corpus: :meth:`litseg_nb.litseg.config.LitSegConfig.train_data`) names the LiteraryQA split
-        and leaves out ``max_books`` and the unit-selection rule."""
+        """The data in one phrase, for labels; ``training`` names the LiteraryQA split and leaves out
+        ``max_books`` and the unit-selection rule."""
         out = "+".join(self.datasets)
         if training and "literaryqa" in self.datasets:
             out += f" ({self.literaryqa_split} split)"
@@ -433,40 +621,23 @@ class CorpusConfig(_Base):
 
 @dataclass(frozen=True)
 class UnitSelection(_Base):
-    """Which units the LLM-based methods segment — LitSeg, LitSeg-Lite, the LLM baselines and the
-    ablations all take :func:`litseg_nb.corpus.selection.select_units` of this, so they see the same units.
-
-    From the loaded corpus: units of ``books`` (ids or title substrings; empty = every book), except
-    those longer than ``skip_units_over_words`` words (None = any length), ordered by ``strategy`` — ``"first"`` (book
-    order) or ``"questions"`` (units holding a GutenQA question's evidence first). ``units`` names
-    units explicitly (``"book_id/unit_id"``). ``min_questions`` keeps the fewest evidence units that
-    together hold the evidence of at least that many questions (greedy cover, shortest first), so a
-    small run still has answerable questions. ``max_units`` caps the result (0 = no cap). The
-    selected units are returned in corpus order.
-    """
+    """Which units every LLM-based method segments (:func:`litseg_nb.corpus.selection.select_units`), so
+    they all see the same units. ``min_questions`` keeps the fewest evidence units that hold the evidence
+    of that many questions; ``units`` names units (``"book_id/unit_id"``); ``max_units`` 0 = no cap."""
 
     strategy: str = one_of("first", *UNIT_SELECTIONS)
     books: tuple[str, ...] = ()
     units: tuple[str, ...] = ()
     min_questions: int = at_least(0, 0)
     max_units: int = at_least(0, 0)
-    # a length filter (not the corpus's split cap n, CorpusConfig.max_unit_words): longer units are
-    # left out of the selection; None = any length
+    # a length filter (not the corpus's split cap n): longer units are left out; None = any length
     skip_units_over_words: int | None = at_least(None, 1)
-
-
-#: the shared sub-configs' values per profile: the ``"shared"`` rows of :data:`litseg_nb.config.profiles.PROFILES_TABLE`
-SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {p: PROFILES_TABLE[p]["shared"] for p in PROFILES}
 
 
 @dataclass(frozen=True)
 class StageConfig(_Base):
-    """Base of every notebook/stage config: profile, seed and the shared sub-configs.
-
-    Subclasses add their own fields (all with defaults); their per-profile values are the rows of
-    :data:`litseg_nb.config.profiles.PROFILES_TABLE` under the class's name, with an explicit entry for every
-    profile (``full`` included, even when it is empty: the dataclass defaults are the ``full`` values).
-    """
+    """Base of every notebook/stage config: profile, seed and the shared sub-configs. A subclass's
+    per-profile values are the rows of :data:`PROFILES_TABLE` under its class name."""
 
     profile: str = one_of("test", *PROFILES)
     seed: int = 0
@@ -477,15 +648,10 @@ class StageConfig(_Base):
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        """Stage-specific per-profile values (merged over the shared defaults): the profile table's row
-        of the nearest class (this one, else a base) that has one."""
+        """The profile table's row of the nearest class (this one, else a base) that has one."""
         _check_profile(profile)
-        for klass in cls.__mro__:
-            if klass is StageConfig:
-                break
-            if klass.__name__ in PROFILES_TABLE[profile]:
-                return copy.deepcopy(stage_values(profile, klass.__name__))
-        return {}
+        row = _row_name(cls, profile)
+        return copy.deepcopy(stage_values(profile, row)) if row else {}
 
     @classmethod
     def for_profile(cls, profile: str, **overrides: Any):
@@ -495,9 +661,8 @@ class StageConfig(_Base):
 
     @classmethod
     def layered_values(cls, profile: str, overrides: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-        """The values after each layer of :data:`LAYERS` above ``default`` (the dataclass defaults
-        are applied when the config is built), as nested dicts: ``{"profile": ..., "run": ...,
-        "explicit": ...}``, each including the layers below it."""
+        """The values after each layer of :data:`LAYERS` above ``default``, as nested dicts
+        (``{"profile": ..., "run": ..., "explicit": ...}``), each including the layers below it."""
         _check_profile(profile)
         out: dict[str, dict[str, Any]] = {}
         values: dict[str, Any] = _merge(copy.deepcopy(SHARED_PROFILE_DEFAULTS[profile]), cls.profile_defaults(profile))
@@ -580,7 +745,7 @@ def field_hint(cls: type, parts: typing.Sequence[str]) -> Any:
     hint: Any = cls
     for i, part in enumerate(parts):
         if owner is LLMConfig and part == "engine" and i == len(parts) - 2:
-            return ENGINE_SETTINGS.get(parts[-1], Any)  # an unknown key fails in check_engine
+            return ENGINE_SETTINGS.get(parts[-1], Any)  # an unknown key fails when the config is built
         if not dataclasses.is_dataclass(owner) or part not in {f.name for f in fields(owner) if f.init}:
             return _MISSING
         hint = typing.get_type_hints(owner)[part]
