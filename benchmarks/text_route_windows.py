@@ -31,11 +31,11 @@ def main() -> int:
     ap.add_argument("--method", default="token")
     ap.add_argument("--whole", action="store_true", help="lift the unit cap (corpus.max_unit_words)")
     args = ap.parse_args()
-    from litseg_nb.segmenters.registry import get_chunker
+    from litseg_nb.segmenters.registry import get_method
     from litseg_nb.errors import LitsegError
 
     try:
-        if get_chunker(args.method).needs != "text":
+        if get_method(args.method).needs != "text":
             raise LitsegError(f"{args.method} needs a model: this check runs the rule-based methods only")
     except LitsegError as exc:
         print(f"text_route_windows: {exc}", file=sys.stderr)

@@ -7,8 +7,7 @@ import warnings as _warnings
 
 from .core import schema  # noqa: F401  (Chunk, Book: the types segment returns)
 from .api import load_text, segment
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 # transformers 5.x deprecates reading `model.is_gradient_checkpointing`; trl and peft still read it on every
 # step (our code does not): third-party noise, hidden by its exact message only

@@ -282,7 +282,7 @@ def check_count(value: Any, name: str) -> int:
 
 
 def _method(method: Any) -> Any:
-    """A registered :class:`~litseg_nb.segmenters.contract.Method` (looked up when given by name)."""
+    """A registered :class:`~litseg_nb.segmenters.registry.Method` (looked up when given by name)."""
     # deferred: keeps `import litseg_nb` light (the package root imports this module)
     from .segmenters.registry import get_method
 
@@ -291,7 +291,7 @@ def _method(method: Any) -> Any:
 
 def segment_config(method: Any, profile: str = DEFAULT_PROFILE, **options: Any) -> Any:
     """The method's config for ``profile`` with ``options`` (unknown keys raise :class:`ConfigError`)."""
-    return _method(method).config_class().for_profile(profile, **options)
+    return _method(method).config.for_profile(profile, **options)
 
 
 def checkpoint_units(cfg: Any, needs_llm: bool) -> int:
@@ -316,9 +316,7 @@ def iter_segment(method: Any, items: Sequence[tuple[Book, Any]], cfg: Any, backe
     :class:`~litseg_nb.llm.base.LLMError` raised in a batch leaves the earlier batches yielded.
     """
     # deferred: keeps `import litseg_nb` light (the package root imports this module)
-    from .segmenters.contract import Models
-    # deferred: keeps `import litseg_nb` light (the package root imports this module)
-    from .segmenters.registry import prepare, segment_units
+    from .segmenters.registry import Models, prepare, segment_units
 
     spec = _method(method)
     models = Models(backend, embedder)

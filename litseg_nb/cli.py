@@ -51,7 +51,7 @@ from .core.safe_io import OutputsNotWritable
 from .front.params import parse_key_value, check_set_keys, missing_for
 from .api import DEFAULT_PROFILE
 from .evaluation.boundary_train import cli
-from .segmenters.catalog import methods_text
+from .segmenters.registry import methods_text
 from . import api_docs
 from .front.rehearse_estimate import format_estimate
 
@@ -464,7 +464,7 @@ def _methods_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def methods_main(args: argparse.Namespace) -> int:
-    """Handler of ``methods``: :func:`litseg_nb.segmenters.catalog.methods_text`."""
+    """Handler of ``methods``: :func:`litseg_nb.segmenters.registry.methods_text`."""
     print(methods_text())
     return 0
 

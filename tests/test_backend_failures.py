@@ -97,11 +97,11 @@ def test_hf_revision_of_a_local_folder_changes_with_its_files(tmp_path):
 # ------------------------------------------------------------------ item 1: errors reach the caller
 @pytest.mark.parametrize("method", ["lumber", "proposition", "litseg-lite", "margin"])
 def test_dead_server_stops_every_llm_method(method, tmp_path, fresh_dirs):
-    from litseg_nb.segmenters.registry import chunk_units, get_chunker
+    from litseg_nb.segmenters.registry import chunk_units, get_method
 
     port = free_port()  # nobody listening
-    spec = get_chunker(method)
-    cfg = spec.config_class().for_profile("test", llm={"backend": "openai", "model": "fake-model",
+    spec = get_method(method)
+    cfg = spec.config.for_profile("test", llm={"backend": "openai", "model": "fake-model",
                                                        "base_urls": (f"http://127.0.0.1:{port}/v1",),
                                                        "max_retries": 0, "use_cache": False})
     book = conftest.make_book("bk", 1, 4, unit_id="u{u}")

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from litseg_nb.chunkers import BaselinesConfig, ChunkerError, load_tokenizer
-from litseg_nb.segmenters import get_chunker, run_chunker
+from litseg_nb.segmenters import get_method, run_chunker
 from litseg_nb.chunkers.merge import merge_groups, merge_unit_chunks
 from litseg_nb.chunkers.recursive import locate_chunks, make_recursive_splitter
 from litseg_nb.chunkers.semantic import percentile_breakpoints
@@ -101,7 +101,7 @@ def test_semantic_breakpoints_strictly_above_percentile():
 
 def test_unknown_method_and_missing_embedder(cfg):
     with pytest.raises(ChunkerError, match="unknown chunker"):
-        get_chunker("nope")
+        get_method("nope")
     with pytest.raises(ChunkerError, match="embedder"):
         run_chunker("semantic", [toy_book(TEXT, book_id="x2")], cfg)
 

@@ -16,7 +16,7 @@ BOOK = ("CHAPTER I. The Start\n\nIt was a cold morning. The wind came down the h
 
 def test_methods_lists_every_method_and_preset_with_one_line_each(capsys):
     from litseg_nb.chunkers.library import PRESETS
-    from litseg_nb.segmenters.catalog import DESCRIPTIONS
+    from litseg_nb.segmenters.registry import DESCRIPTIONS
     from litseg_nb.segmenters.registry import METHOD_NAMES
 
     assert set(DESCRIPTIONS) == set(METHOD_NAMES)

@@ -40,7 +40,7 @@ PACKAGE = "litseg_nb"
 #: imports only from its own layer and the ones below (the cycle tests above keep a layer's members
 #: from importing each other both ways). ``litseg_nb`` is the package's ``__init__``.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ground", ("errors", "redact")),  # the error root, secrets out of URLs
+    ("ground", ("_version", "errors", "redact")),  # the error root, the version, secrets out of URLs
     ("configuration", ("config",)),                  # the profile table, frozen stage configs
     ("core", ("core",)),                             # paths, safe writes, records with spans, caches, artifacts
     ("engines", ("llm",)),                           # LLM backends, embeddings, request cache, replies

@@ -19,7 +19,7 @@ import pytest
 from litseg_nb.front import rehearse_audit as ra
 from litseg_nb.config import StageConfig, config_sets
 from litseg_nb.front.rehearse import notebook_sets
-from litseg_nb.front.stage_configs import stage_config_classes
+from litseg_nb.front.params import stage_config_classes
 
 ROOT = Path(__file__).resolve().parents[1] / "litseg_nb"
 NOTEBOOKS = ("01", "02", "03", "04", "05", "06", "07", "08")
@@ -119,7 +119,7 @@ def test_a_notebook_that_fails_keeps_what_the_audit_recorded(tmp_path, fresh_dir
 def test_audit_catches_a_package_config_left_out_of_the_overrides(tmp_path, monkeypatch, fresh_dirs):
     """The last known stop of the rehearsal: notebook 06 builds the boundary benchmark's BoundaryConfig
     inside (its code cell 7); with BoundaryConfig left out of the overrides the audit finds it."""
-    import litseg_nb.front.stage_configs as sc
+    import litseg_nb.front.params as sc
 
     src = [c for c in ra.code_cells(Path(__file__).parents[1] / "notebooks" / "06_segment_quality.ipynb")
            if "BoundaryConfig.for_profile" in c][0].splitlines()

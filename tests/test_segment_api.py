@@ -38,13 +38,13 @@ def _check(chunks, book, method):
 def test_registry_is_typed_and_names_are_derived():
     assert {"token", "recursive", "semantic", "paragraph", "perplexity", "margin", "lumber", "perplexity+merge",
             "margin+merge", "lumber+merge", "proposition"} <= set(ALL_METHODS)
-    assert ALL_METHODS == tuple(n for n, s in registry.REGISTRY.items() if s.is_baseline and not s.internal)
+    assert ALL_METHODS == tuple(n for n, s in registry.REGISTRY.items() if s.baseline and not s.internal)
     assert registry.SEGMENTERS == ("litseg", "litseg-lite")
     assert set(LLM_METHODS) == {m for m in ALL_METHODS if registry.REGISTRY[m].needs == "llm"}
     with pytest.raises(TypeError):  # no positional booleans
         registry.Method("x", True, False, None, ())
     with pytest.raises(ChunkerError, match="unknown chunker 'perplexity@merge-base'"):
-        registry.get_chunker("perplexity@merge-base")  # internal building block, not a method
+        registry.get_method("perplexity@merge-base")  # internal building block, not a method
 
 
 @pytest.mark.parametrize("method", ["paragraph", "token", "recursive"])

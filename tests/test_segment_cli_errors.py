@@ -327,7 +327,7 @@ def test_registry_litseg_counter_ignores_fallback_none(monkeypatch):
 
     from litseg_nb.litseg import segmenter  # binds annotate_units / records_to_chunks by name
     from litseg_nb.litseg.config import LitSegConfig
-    from litseg_nb.segmenters.contract import Models
+    from litseg_nb.segmenters.registry import Models
 
     records = [{"book_id": "b", "unit_id": str(i), "fallback": f} for i, f in enumerate(["none", "whole_unit", "none"])]
     monkeypatch.setattr(segmenter, "annotate_units", lambda *a, **k: types.SimpleNamespace(records=records))

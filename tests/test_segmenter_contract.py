@@ -23,17 +23,14 @@ from litseg_nb.segmenters import Method, Models, Segmentation, registry
 
 REGISTERED = [n for n, m in registry.REGISTRY.items() if not m.internal]
 EVERY = REGISTERED + list(PRESET_NAMES)
-CONFIG = {"litseg_nb.chunkers.config:BaselinesConfig": BaselinesConfig,
-          "litseg_nb.chunkers.library:LibraryConfig": LibraryConfig,
-          "litseg_nb.litseg.config:LitSegConfig": LitSegConfig, "litseg_nb.lite.config:LiteConfig": LiteConfig}
 
 
 def _cfg(method: Method):
-    return CONFIG[method.config].for_profile("test")
+    return method.config.for_profile("test")
 
 
 def test_every_method_is_registered_once_with_the_declared_needs():
-    assert tuple(n for n in REGISTERED if registry.REGISTRY[n].is_baseline) == ALL_METHODS
+    assert tuple(n for n in REGISTERED if registry.REGISTRY[n].baseline) == ALL_METHODS
     assert {n: registry.REGISTRY[n].needs for n in ALL_METHODS} == BASELINES
     assert registry.METHOD_NAMES == ALL_METHODS + registry.SEGMENTERS
     assert set(REGISTERED) == set(registry.METHOD_NAMES)
@@ -47,12 +44,12 @@ def test_options_class_is_frozen_rejects_unknown_keys_and_is_held_by_the_config(
     with pytest.raises(ConfigError, match="nosuch"):
         m.options.build({"nosuch": 1})
     cfg = _cfg(m)
-    assert isinstance(cfg, m.config_class())
+    assert isinstance(cfg, m.config)
     opts = m.options_of(cfg)
     assert isinstance(opts, m.options)
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(opts, "x", 1)
-    assert m.key(cfg) == m.key(m.config_class().for_profile("test"))  # deterministic
+    assert m.key(cfg) == m.key(m.config.for_profile("test"))  # deterministic
 
 
 def _changed(value, meta):

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..config import PROFILES, ConfigError, StageConfig, _scalar, field_constraint, rejected_choices
-from .stage_configs import stage_config_classes
 from ..core.paths import NOTEBOOKS_DIR
 from ..redact import redact_obj, redact_url
 from ..config import (active_sets, _build as build_dataclass, missing_settings, _MISSING, _split_key,
@@ -377,6 +376,32 @@ INSIDE_CONFIGS: tuple[str, ...] = (
 def _config_class(spec: str) -> type[StageConfig]:
     module, name = spec.split(":")
     return getattr(importlib.import_module(module), name)
+
+
+def stage_config_classes() -> list[type[StageConfig]]:
+    """Every :class:`~litseg_nb.config.StageConfig` subclass of the package, by name (also those a notebook
+    builds inside, e.g. notebook 06's ``BoundaryConfig``)."""
+    # deferred: the modules defining stage configs (loaded when asked for, not with the CLI)
+    from .. import corpus  # noqa: F401
+    # deferred: as above
+    from ..chunkers import config, library  # noqa: F401
+    # deferred: as above
+    from ..evaluation import boundaries, efficiency, segment_quality  # noqa: F401
+    # deferred: as above
+    from ..lite import config as _lite  # noqa: F401
+    # deferred: as above
+    from ..litseg import config as _litseg  # noqa: F401
+    # deferred: as above
+    from ..rag import config as _rag  # noqa: F401
+
+    out: dict[str, type] = {}
+    todo = list(StageConfig.__subclasses__())
+    while todo:
+        c = todo.pop()
+        if c.__module__.startswith("litseg_nb.") and not c.__module__.startswith("litseg_nb.tests"):
+            out[c.__name__] = c
+        todo.extend(c.__subclasses__())
+    return [out[k] for k in sorted(out)]
 
 
 def check_set_keys(sets: Any, notebooks: Any) -> None:

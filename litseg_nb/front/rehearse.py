@@ -169,14 +169,14 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
 def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2-135m-instruct"
                   ) -> list[tuple[str, Any]]:
     """The sets for notebook ``number``: its own config's first, then those of every other stage config
-    of the package (:func:`litseg_nb.front.stage_configs.stage_config_classes`), since a notebook or a package
+    of the package (:func:`litseg_nb.front.params.stage_config_classes`), since a notebook or a package
     function it calls may build any of them inside (LiteConfig's teacher: LitSegConfig; notebook 05's
     LumberChunker θ sweep: BaselinesConfig; 06's boundary benchmark: BoundaryConfig). Which configs a
     notebook does build, and whether the sets reach them, is :mod:`litseg_nb.front.rehearse_audit`'s check."""
     # deferred: loads nbformat (not loaded by importing this module)
     from .runner import discover_notebooks
-    # deferred: tests patch litseg_nb.front.stage_configs.stage_config_classes (read at call time)
-    from .stage_configs import stage_config_classes
+    # deferred: tests patch litseg_nb.front.params.stage_config_classes (read at call time)
+    from .params import stage_config_classes
 
     (nb,) = discover_notebooks([number])
     classes = [NOTEBOOK_CONFIGS[nb.stem].config_class()] if nb.stem in NOTEBOOK_CONFIGS else []

@@ -77,8 +77,8 @@ def full_models() -> set[str]:
     in ``full`` without overrides): the teacher, student, judges, BGE-M3, the reranker."""
     global _REAL_MODELS
     if _REAL_MODELS is None:
-        # deferred: tests patch litseg_nb.front.stage_configs.stage_config_classes (read at call time)
-        from .stage_configs import stage_config_classes
+        # deferred: tests patch litseg_nb.front.params.stage_config_classes (read at call time)
+        from .params import stage_config_classes
 
         names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
         with _no_sets(), suspended():

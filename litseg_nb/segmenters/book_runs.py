@@ -1,14 +1,7 @@
-"""The cached per-book runner of the registry's baselines (notebook 04, the boundary benchmark):
-``run_chunker``, ``run_methods`` and their per-book records; ``run_library_presets``, notebook 04's
-runs of the ``lib:`` presets (:mod:`litseg_nb.chunkers.library`) through the registry.
-
-``run_chunker`` runs one method over every unit of the books (LLM-based methods only over the
-units :func:`litseg_nb.corpus.selection.select_units` picks — the units LitSeg segments), checks coverage, caches the result per (method, book) with
-:class:`~litseg_nb.core.cache.StepCache` (so an interrupted run resumes book by book) and, when a
-:class:`RunReport` is given, records seconds, chunks, LLM calls/tokens and fallbacks per book.
-The cache key is the method's derived key (:meth:`~.contract.Method.key_parts`: its options, the
-options of what it builds on, the models) plus the units' text. The methods themselves are
-:data:`.registry.REGISTRY`'s.
+"""Notebook 04's cached per-book runs: ``run_chunker`` / ``run_methods`` over the registry's baselines and
+``run_library_presets`` over the ``lib:`` presets. A run is cached per (method, book), keyed by the method's
+derived key plus the units' text, so an interrupted run resumes book by book; :class:`RunReport` records
+seconds, chunks, LLM calls/tokens and fallbacks per book.
 """
 from __future__ import annotations
 
@@ -26,10 +19,8 @@ from ..chunkers.library import PREFIX, LibraryConfig, is_library_method, needs_o
 from ..chunkers.merge import merge_unit_chunks
 from ..llm.base import UsageTag
 from ..core.schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
-from .contract import Method, Models
-from .registry import STAGE, chunk_units, get_method, segment_units
+from .registry import STAGE, Method, Models, chunk_units, get_method, segment_units
 from ..corpus.selection import book_matches, select_units
-from ..core.artifacts import artifact_path
 
 if TYPE_CHECKING:
     from ..chunkers.config import BaselinesConfig
@@ -64,24 +55,10 @@ class RunReport:
         return pd.DataFrame([dataclasses.asdict(r) for r in self.rows], columns=cols)
 
 
-def _matches(book: Book, wanted: Sequence[str]) -> bool:
-    return book_matches(book, wanted)
-
-
 def _unit_fingerprint(book: Book, unit: Unit) -> str:
     h = hashlib.sha256(unit.text(book.text).encode("utf-8"))
     h.update(repr((unit.start, [(s.start, s.end) for s in unit.sentences], list(unit.paragraphs))).encode())
     return h.hexdigest()
-
-
-def _usage(backend: Any, method: str, book_id: str) -> tuple[int, int, int]:
-    ledger = getattr(backend, "ledger", None)
-    if ledger is None:
-        return 0, 0, 0
-    for r in ledger.rows():
-        if r["method"] == method and r["book"] == book_id and r["stage"] == STAGE:
-            return r["calls"], r["prompt_tokens"], r["completion_tokens"]
-    return 0, 0, 0
 
 
 def _ledger_rows(backend: Any, method: str, book_id: str) -> dict[str, dict[str, Any]]:
@@ -89,6 +66,11 @@ def _ledger_rows(backend: Any, method: str, book_id: str) -> dict[str, dict[str,
     if ledger is None:
         return {}
     return {r["stage"]: r for r in ledger.rows() if r["method"] == method and r["book"] == book_id}
+
+
+def _usage(backend: Any, method: str, book_id: str) -> tuple[int, int, int]:
+    r = _ledger_rows(backend, method, book_id).get(STAGE)
+    return (r["calls"], r["prompt_tokens"], r["completion_tokens"]) if r else (0, 0, 0)
 
 
 def _usage_delta(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -119,20 +101,17 @@ def _run_base(spec: Method, book: Book, units: list[Unit], cfg: "BaselinesConfig
     )
     ledger = getattr(backend, "ledger", None)
     accounted = _ACCOUNTED.setdefault(ledger, set()) if ledger is not None else set()
+    tag_method = spec.name.split("@")[0]
     if cache.exists():
         stored = cache.load()
         chunks = [Chunk.from_json(d) for d in stored["chunks"]]
         run = BookRun(**{**stored["run"], "method": report_as, "cached": True})
-        tag_method = spec.name.split("@")[0]
         if ledger is not None and (cache.key not in accounted or not _ledger_rows(backend, tag_method, book.book_id)):
             # a warm rerun keeps the cost recorded when the chunks were computed, flagged as cached
             for row in stored.get("usage") or []:
                 ledger.replay(UsageTag(tag_method, book.book_id, row["stage"]), row)
             accounted.add(cache.key)
     else:
-        if spec.needs_llm and backend is None:
-            raise ChunkerError(f"{spec.name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
-        tag_method = spec.name.split("@")[0]
         before = _usage(backend, tag_method, book.book_id)
         rows_before = _ledger_rows(backend, tag_method, book.book_id)
         t0 = time.perf_counter()
@@ -158,7 +137,7 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
     ``semantic_units="selection"``: the selected units), cached
     per (method, book) so an interrupted notebook 04 resumes book by book."""
     spec = get_method(name)
-    if not spec.is_baseline:
+    if not spec.baseline:
         raise ChunkerError(f"{name} is not a notebook-04 baseline (use chunk_units or litseg_nb.segment)")
     semantic = "semantic" in (name, spec.base and spec.base.name)
     on_selection = spec.needs_llm or (semantic and cfg.semantic_units == "selection")
@@ -170,7 +149,7 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
     else:
         by_book = {b.book_id: [u for u in b.units if u.n_sentences] for b in books
                    if not (cfg.semantic_books and semantic)
-                   or _matches(b, cfg.semantic_books)}
+                   or book_matches(b, cfg.semantic_books)}
     out: list[Chunk] = []
     for book in books:
         units = by_book.get(book.book_id)
@@ -206,7 +185,7 @@ def run_methods(books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = No
     for m in tqdm(list(methods or cfg.methods), desc="baselines"):
         out[m] = run_chunker(m, books, cfg, backend=backend, embedder=embedder, report=report)
         if save_profile:
-            save_chunks(artifact_path(save_profile, "chunks", f"{m}.jsonl"), out[m])
+            save_chunks(chunk_set_path(save_profile, m), out[m])
     return out
 
 

@@ -1,26 +1,21 @@
-"""The one registry of segmentation methods: :func:`get_method` and :func:`segment_units`.
+"""Every segmentation method behind one contract, and the one registry of them.
 
-Every method — notebook 04's baselines, LitSeg (notebook 02), LitSeg-Lite (notebook 03) and any
-library splitter ``lib:<preset>`` / ``lib:<library>.<Class>`` — is a :class:`~.contract.Method` of the
-same shape (:mod:`.contract`): its options class (beside the method), one segment entry returning a
-typed :class:`~.contract.Segmentation`, a cache key derived from its options. This module binds each
-method's code to that shape; it sits above every method package (chunkers, litseg, lite) and imports
-them, none of them imports it. The baselines' names and needs are declared once, below, in
-:data:`litseg_nb.chunkers.config.BASELINES` (the configs and chunk sets need them); every one of them
-is registered here, and a method registered without a declared name (or the reverse) stops the import.
-
-:func:`segment_units` runs any method on ``(book, unit)`` pairs (the public :func:`litseg_nb.segment`
-uses it; :func:`chunk_units` is the same as ``(chunks, counters)``); the cached per-book runner of the
-baselines is :mod:`.book_runs`.
+A :class:`Method` is a name, what it needs (``text``, ``embedder``, ``llm``), an options class (every knob
+that changes its chunks), one segment entry returning a :class:`Segmentation`, and optionally a prepare step
+over the whole input (LitSeg's length calibration). Its cache key is derived from its options, the options of
+what it builds on and its models (:meth:`Method.key_parts`), never listed by hand.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
 from ..chunkers.base import ChunkerError, load_tokenizer
 from ..chunkers.completion import CompletionOptions, complete_book_chunks
-from ..chunkers.config import ALL_METHODS, BASELINES
-from ..chunkers.library import LibraryOptions, library_chunks, needs_of
+from ..chunkers.config import ALL_METHODS, BASELINES, BaselinesConfig
+from ..chunkers.library import PRESETS, LibraryConfig, LibraryOptions, library_chunks, needs_of
 from ..chunkers.lumber import LumberOptions, lumber_chunks_batch
 from ..chunkers.margin import MarginOptions, margin_chunks_batch
 from ..chunkers.merge import MergeOptions, merge_unit_chunks
@@ -34,16 +29,130 @@ from ..chunkers.proposition import PropositionOptions, proposition_chunks_batch
 from ..chunkers.recursive import RecursiveOptions, make_recursive_splitter, recursive_chunks
 from ..chunkers.semantic import SemanticOptions, semantic_chunks_many
 from ..chunkers.token import TokenOptions, token_chunks
+from ..config import Options
+from ..lite.config import LiteConfig
 from ..lite.segmenter import METHOD as LITE, LiteOptions
 from ..litseg import segmenter as litseg_segmenter
+from ..litseg.config import LitSegConfig
 from ..litseg.segmenter import METHOD as LITSEG, LitSegOptions
 from ..llm.base import UsageTag
 from ..core.schema import Book, Chunk, Unit, check_coverage
-from .contract import Items, Method, Models, Segmentation, per_unit_lists
+
+NEEDS = ("text", "embedder", "llm")
+
+#: ``(book, unit)`` pairs, the input of every method
+Items = Sequence[tuple[Book, Unit]]
+
+
+@dataclass(frozen=True)
+class Models:
+    """What a method is given besides its options; None = not given (a tokenizer is then loaded from the
+    options' ``tokenizer``)."""
+
+    backend: Any = None
+    embedder: Any = None
+    tokenizer: Any = None
+
+    def identity(self, needs: str, cfg: Any = None) -> dict[str, Any]:
+        """The models part of a cache key: the model ids of what ``needs`` uses (else the config's)."""
+        out: dict[str, Any] = {}
+        if needs == "llm":
+            out["llm"] = getattr(self.backend, "model_id", None) or getattr(getattr(cfg, "llm", None), "model", None)
+        if needs == "embedder":
+            out["embedding"] = getattr(self.embedder, "model_id", None) or getattr(
+                getattr(cfg, "embedding", None), "model", None)
+        return out
+
+
+@dataclass
+class Segmentation:
+    """A method's result on ``(book, unit)`` pairs: ``per_unit[i]`` are the chunks of the i-th pair, with
+    the method's counters (``details``: LitSeg's length reference, a library splitter's alignment, ...)."""
+
+    per_unit: list[list[Chunk]]
+    fallbacks: int = 0
+    invalid_replies: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def chunks(self) -> list[Chunk]:
+        return [c for cs in self.per_unit for c in cs]
+
+    def counters(self) -> dict[str, Any]:
+        """The counters as one mapping (``fallbacks``, ``invalid_replies`` and the details)."""
+        return {"fallbacks": self.fallbacks, "invalid_replies": self.invalid_replies, **self.details}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Method:
+    """One registered method. A ``+merge`` variant has a ``base`` (whose chunks the dynamic merge combines)
+    instead of a ``run``; ``uses`` are methods whose chunks ``run`` also gets; ``build`` takes the options
+    out of the stage config ``config`` (default: :meth:`Options.of`); ``check`` refuses bad combinations."""
+
+    name: str
+    needs: str
+    options: type[Options]
+    config: type
+    run: Callable[..., Segmentation] | None = None  # (items, options, models, *segmentations of uses)
+    base: "Method | None" = None
+    uses: tuple["Method", ...] = ()
+    build: Callable[[Any], Options] | None = None
+    check: Callable[[Any, Models], None] | None = None
+    prepare: Callable[[Items, Any, Models], Any] | None = None
+    # when the prepare step depends on the input, given the stage config (None: whenever there is one)
+    prepares_when: Callable[[Any], bool] | None = None
+    internal: bool = False  # a building block of another method, not a method of its own
+    baseline: bool = False  # one of notebook 04's baselines (chunkers.config.BASELINES)
+
+    def __post_init__(self) -> None:
+        if self.needs not in NEEDS:
+            raise ValueError(f"{self.name}: needs must be one of {NEEDS}, got {self.needs!r}")
+        if (self.run is None) == (self.base is None):
+            raise ValueError(f"{self.name}: give exactly one of run and base")
+        if not (isinstance(self.options, type) and issubclass(self.options, Options)):
+            raise ValueError(f"{self.name}: options must be an Options class, got {self.options!r}")
+
+    @property
+    def needs_llm(self) -> bool:
+        return self.needs == "llm"
+
+    @property
+    def needs_embedder(self) -> bool:
+        return self.needs == "embedder"
+
+    def whole_input(self, cfg: Any) -> bool:
+        """True when the prepare step depends on the input (LitSeg calibrating): each book prepares alone."""
+        return self.prepare is not None and (self.prepares_when is None or bool(self.prepares_when(cfg)))
+
+    def options_of(self, cfg: Any) -> Options:
+        """The method's options held by its stage config ``cfg``."""
+        return (self.build or self.options.of)(cfg)
+
+    def key_parts(self, cfg: Any, models: Models | None = None) -> dict[str, Any]:
+        """Everything that decides this method's chunks of given units: the derived cache key."""
+        parts: dict[str, Any] = {"method": self.name, "options": self.options_of(cfg).to_dict()}
+        deps = ([self.base] if self.base is not None else []) + list(self.uses)
+        if deps:
+            parts["builds_on"] = [dep.key_parts(cfg) for dep in deps]
+        if models is not None:
+            parts["models"] = models.identity(self.needs, cfg)
+        return parts
+
+    def key(self, cfg: Any, models: Models | None = None) -> str:
+        """:meth:`key_parts` as one hash."""
+        blob = json.dumps(self.key_parts(cfg, models), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def per_unit_lists(items: Items, chunks: Sequence[Chunk]) -> list[list[Chunk]]:
+    """``chunks`` (of several units, any order) as the lists of the pairs of ``items``."""
+    by_unit: dict[tuple[str, str], list[Chunk]] = {}
+    for c in chunks:
+        by_unit.setdefault((c.book_id, c.unit_id), []).append(c)
+    return [by_unit.get((b.book_id, u.unit_id), []) for b, u in items]
+
 
 STAGE = "04"
-BASELINES_CONFIG = "litseg_nb.chunkers.config:BaselinesConfig"
-LIBRARY_CONFIG = "litseg_nb.chunkers.library:LibraryConfig"
 
 #: the paper's segmenters (notebooks 02 and 03)
 SEGMENTERS: tuple[str, ...] = (LITSEG, LITE)
@@ -148,15 +257,15 @@ def _merge(method: Method, items: Items, base: Segmentation, o: MergeOptions, mo
 
 # the internal building block of perplexity+merge (Meta-Chunking App. F: θ = 0 before the dynamic merge)
 PERPLEXITY_MERGE_BASE = Method(name="perplexity@merge-base", needs="llm", options=PerplexityOptions,
-                               config=BASELINES_CONFIG, run=_perplexity, build=_perplexity_options(True),
+                               config=BaselinesConfig, run=_perplexity, build=_perplexity_options(True),
                                internal=True)
-_PERPLEXITY = Method(name="perplexity", needs="llm", options=PerplexityOptions, config=BASELINES_CONFIG,
+_PERPLEXITY = Method(name="perplexity", needs="llm", options=PerplexityOptions, config=BaselinesConfig,
                      run=_perplexity, build=_perplexity_options(False), baseline=True)
-_MARGIN = Method(name="margin", needs="llm", options=MarginOptions, config=BASELINES_CONFIG, run=_margin,
+_MARGIN = Method(name="margin", needs="llm", options=MarginOptions, config=BaselinesConfig, run=_margin,
                  baseline=True)
-_LUMBER = Method(name="lumber", needs="llm", options=LumberOptions, config=BASELINES_CONFIG, run=_lumber,
+_LUMBER = Method(name="lumber", needs="llm", options=LumberOptions, config=BaselinesConfig, run=_lumber,
                  baseline=True)
-_PERPLEXITY_MERGE = Method(name="perplexity+merge", needs="llm", options=MergeOptions, config=BASELINES_CONFIG,
+_PERPLEXITY_MERGE = Method(name="perplexity+merge", needs="llm", options=MergeOptions, config=BaselinesConfig,
                            base=PERPLEXITY_MERGE_BASE, baseline=True)
 
 
@@ -199,35 +308,35 @@ def _lite(items: Items, o: LiteOptions, models: Models) -> Segmentation:
 
 
 _METHODS: tuple[Method, ...] = (
-    Method(name="token", needs="text", options=TokenOptions, config=BASELINES_CONFIG, run=_token, baseline=True),
-    Method(name="recursive", needs="text", options=RecursiveOptions, config=BASELINES_CONFIG, run=_recursive,
+    Method(name="token", needs="text", options=TokenOptions, config=BaselinesConfig, run=_token, baseline=True),
+    Method(name="recursive", needs="text", options=RecursiveOptions, config=BaselinesConfig, run=_recursive,
            baseline=True),
-    Method(name="semantic", needs="embedder", options=SemanticOptions, config=BASELINES_CONFIG, run=_semantic,
+    Method(name="semantic", needs="embedder", options=SemanticOptions, config=BaselinesConfig, run=_semantic,
            baseline=True),
-    Method(name="paragraph", needs="text", options=ParagraphOptions, config=BASELINES_CONFIG, run=_paragraph,
+    Method(name="paragraph", needs="text", options=ParagraphOptions, config=BaselinesConfig, run=_paragraph,
            baseline=True),
-    Method(name="texttiling", needs="text", options=TextTilingOptions, config=BASELINES_CONFIG, run=_texttiling,
+    Method(name="texttiling", needs="text", options=TextTilingOptions, config=BaselinesConfig, run=_texttiling,
            baseline=True),
-    Method(name="c99", needs="text", options=C99Options, config=BASELINES_CONFIG, run=_c99, baseline=True),
-    Method(name="boundary-model", needs="text", options=BoundaryModelOptions, config=BASELINES_CONFIG,
+    Method(name="c99", needs="text", options=C99Options, config=BaselinesConfig, run=_c99, baseline=True),
+    Method(name="boundary-model", needs="text", options=BoundaryModelOptions, config=BaselinesConfig,
            run=_boundary_model, build=_boundary_model_options, baseline=True),
     _PERPLEXITY,
     _MARGIN,
     _LUMBER,
     _PERPLEXITY_MERGE,
-    Method(name="margin+merge", needs="llm", options=MergeOptions, config=BASELINES_CONFIG, base=_MARGIN,
+    Method(name="margin+merge", needs="llm", options=MergeOptions, config=BaselinesConfig, base=_MARGIN,
            baseline=True),
-    Method(name="lumber+merge", needs="llm", options=MergeOptions, config=BASELINES_CONFIG, base=_LUMBER,
+    Method(name="lumber+merge", needs="llm", options=MergeOptions, config=BaselinesConfig, base=_LUMBER,
            baseline=True),
-    Method(name="proposition", needs="llm", options=PropositionOptions, config=BASELINES_CONFIG, run=_proposition,
+    Method(name="proposition", needs="llm", options=PropositionOptions, config=BaselinesConfig, run=_proposition,
            baseline=True),
     # Meta-Chunking §3.2 / App. C: semantic completion of the perplexity+merge chunks
-    Method(name="perplexity+merge+completion", needs="llm", options=CompletionOptions, config=BASELINES_CONFIG,
+    Method(name="perplexity+merge+completion", needs="llm", options=CompletionOptions, config=BaselinesConfig,
            run=_completion, check=_completion_check, uses=(_PERPLEXITY_MERGE,), baseline=True),
     PERPLEXITY_MERGE_BASE,
-    Method(name=LITSEG, needs="llm", options=LitSegOptions, config="litseg_nb.litseg.config:LitSegConfig",
+    Method(name=LITSEG, needs="llm", options=LitSegOptions, config=LitSegConfig,
            run=_litseg, prepare=_litseg_prepare, prepares_when=litseg_segmenter.calibrates),
-    Method(name=LITE, needs="llm", options=LiteOptions, config="litseg_nb.lite.config:LiteConfig", run=_lite),
+    Method(name=LITE, needs="llm", options=LiteOptions, config=LiteConfig, run=_lite),
 )
 REGISTRY: dict[str, Method] = {m.name: m for m in _METHODS}
 
@@ -248,7 +357,7 @@ def _library_method(name: str) -> Method:
         return Segmentation(per_unit, fallbacks=extra.pop("fallbacks", 0),
                             invalid_replies=extra.pop("invalid_replies", 0), details=extra)
 
-    return Method(name=name, needs=needs_of(name), options=LibraryOptions, config=LIBRARY_CONFIG, run=run)
+    return Method(name=name, needs=needs_of(name), options=LibraryOptions, config=LibraryConfig, run=run)
 
 
 def get_method(name: str) -> Method:
@@ -263,23 +372,15 @@ def get_method(name: str) -> Method:
     return method
 
 
-#: the former name of :func:`get_method`
-get_chunker = get_method
-
-
-def check_models(method: Method, models: Models) -> None:
-    """A :class:`ChunkerError` when ``method`` (or its base) needs a model it was not given."""
+def _check(method: Method, cfg: Any, models: Models) -> None:
+    """A :class:`ChunkerError` for the wrong stage config or a model ``method`` (or its base) needs and lacks."""
+    if not isinstance(cfg, method.config):
+        raise ChunkerError(f"{method.name} takes a {method.config.__name__}, got {type(cfg).__name__}")
     runner = method.base or method
     if runner.needs_llm and models.backend is None:
         raise ChunkerError(f"{method.name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
     if runner.needs_embedder and models.embedder is None:
         raise ChunkerError(f"{method.name} needs an embedder (litseg_nb.llm.embeddings.load_embedder(cfg.embedding))")
-
-
-def _check(method: Method, cfg: Any, models: Models) -> None:
-    if not isinstance(cfg, method.config_class()):
-        raise ChunkerError(f"{method.name} takes a {method.config.split(':')[1]}, got {type(cfg).__name__}")
-    check_models(method, models)
 
 
 def prepare(method: Method, items: Items, cfg: Any, models: Models) -> Any:
@@ -302,10 +403,8 @@ def run_prepared(method: Method, items: Items, cfg: Any, options: Any, models: M
 
 def segment_units(method: Method | str, items: Items, cfg: Any, models: Models | None = None,
                   options: Any = None) -> Segmentation:
-    """Run ``method`` on ``(book, unit)`` pairs with its stage config ``cfg``; no cache.
-
-    ``options`` are the method's prepared options (:func:`prepare`; default: prepared here, on these
-    items). The coverage of every unit is checked."""
+    """Run ``method`` on ``(book, unit)`` pairs with its stage config ``cfg`` (no cache; every unit's
+    coverage checked); ``options``: already prepared options (default: :func:`prepare` on these items)."""
     method = get_method(method) if isinstance(method, str) else method
     models = models or Models()
     _check(method, cfg, models)
@@ -326,3 +425,42 @@ def chunk_units(name: str, items: Sequence[tuple[Book, Unit]], cfg: Any, backend
     """:func:`segment_units` as ``(chunks, counters)`` (coverage of every unit checked)."""
     result = segment_units(name, items, cfg, Models(backend, embedder, tokenizer))
     return result.chunks, result.counters()
+
+
+# ------------------------------------------------------------------ the ``methods`` listing
+#: one line per registered method (what it does and the paper it comes from)
+DESCRIPTIONS: dict[str, str] = {
+    "token": "fixed windows of token_chunk_size tokens of the statistics tokenizer",
+    "recursive": "recursive character splitting on paragraph, line, sentence and word separators",
+    "semantic": "breaks where neighbouring sentence embeddings differ most (LangChain's SemanticChunker idea)",
+    "paragraph": "one chunk per paragraph of the unit",
+    "texttiling": "TextTiling (Hearst 1997, NLTK's defaults): cuts at the deepest lexical-cohesion valleys, at paragraph starts",
+    "c99": "C99 (Choi 2000): rank-transformed sentence similarity, divisive clustering until the density gain is small",
+    "boundary-model": "our narrative boundary model (trained on gutenberg_train's own breaks): top-scored paragraph starts",
+    "perplexity": "Meta-Chunking's perplexity chunking: splits at perplexity minima of the LLM",
+    "margin": "Meta-Chunking's margin sampling: the LLM decides, sentence by sentence, whether to split",
+    "lumber": "LumberChunker: the LLM picks where the content shifts in a window of lumber_budget_tokens",
+    "perplexity+merge": "perplexity chunks, then Meta-Chunking's dynamic merge up to a length",
+    "margin+merge": "margin-sampling chunks, then the dynamic merge",
+    "lumber+merge": "LumberChunker chunks, then the dynamic merge",
+    "proposition": "propositions written by the LLM (Chen et al.'s propositionizer; not spans of the text)",
+    "perplexity+merge+completion": "perplexity+merge chunks with Meta-Chunking's semantic completion",
+    "litseg": "LitSeg: narrative-aware segmentation with a subtitle and context per chunk (the paper's method)",
+    "litseg-lite": "LitSeg-Lite: the one-stage student prompt (point llm.model at a distilled model)",
+}
+
+_NEEDS_LABEL = {"text": "rules", "embedder": "embedder", "llm": "LLM"}
+
+
+def methods_text() -> str:
+    """The ``methods`` subcommand's listing: every registered method, then every ``lib:`` preset."""
+    rows = [(n, f"[{_NEEDS_LABEL[get_method(n).needs]}]", DESCRIPTIONS[n]) for n in METHOD_NAMES]
+    libs = [(f"lib:{n}", f"[{_NEEDS_LABEL[p.needs]}]", f"{p.target}: {p.note}") for n, p in PRESETS.items()]
+    width = max(len(n) for n, *_ in rows + libs)
+    out = ["Methods (python -m litseg_nb segment BOOK --method NAME; needs: rules = no model, LLM = the "
+           "profile's LLM or --base-url, embedder = the profile's embedding model):", ""]
+    out += [f"  {n:<{width}}  {needs:<10}  {d}" for n, needs, d in rows]
+    out += ["", "Library presets (the libraries' own splitters, chunks aligned to the text; options with "
+                "--set KEY=VALUE, e.g. --set chunk_size=300; any lib:<library>.<Class> works too):", ""]
+    out += [f"  {n:<{width}}  {needs:<10}  {d}" for n, needs, d in libs]
+    return "\n".join(out)

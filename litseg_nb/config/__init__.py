@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 import pydantic
 from typing_extensions import TypedDict
 
-from .errors import UsageError
-from .redact import redact_url
+from ..errors import UsageError
+from ..redact import redact_url
 
 PROFILES = ("test", "smoke", "full")
 
