@@ -762,7 +762,7 @@ _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
 def _scalar(value: Any, base: type) -> Any:
-    """``value`` as ``base``, or raise ValueError."""
+    """A notebook parameter's ``value`` as ``base`` (bool, int, float or str), or raise ValueError."""
     if base is bool:
         if isinstance(value, bool):
             return value
@@ -788,33 +788,27 @@ def _scalar(value: Any, base: type) -> Any:
     raise ValueError(value)
 
 
+@functools.cache
+def _lax(hint: Any) -> pydantic.TypeAdapter:
+    return pydantic.TypeAdapter(hint, config=pydantic.ConfigDict(coerce_numbers_to_str=True))
+
+
 def coerce(value: Any, hint: Any, where: str) -> Any:
-    """A command-line value (a literal or a string) as the field type ``hint`` (:class:`ConfigError` if not)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (Union, types.UnionType):
-        if type(None) in args and (value is None or (isinstance(value, str) and value.lower() in ("none", "null"))):
-            return None
-        for a in args:
-            if a is not type(None):
-                try:
-                    return coerce(value, a, where)
-                except ConfigError:
-                    continue
-        raise ConfigError(f"{where}: {value!r} is not accepted; expected {_type_name(hint)}")
-    if origin is tuple:
-        items = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
-        if not isinstance(items, (list, tuple)):
-            raise ConfigError(f"{where}: {value!r} is not accepted; expected a comma-separated list")
-        elem = args[0] if args else Any
-        return tuple(coerce(v, elem, where) for v in items)
-    if hint in (bool, int, float, str):
-        try:
-            return _scalar(value, hint)
-        except ValueError:
-            raise ConfigError(f"{where}: {value!r} is not accepted; expected {hint.__name__}") from None
-    if (origin is dict or hint is dict) and not isinstance(value, dict):
-        raise ConfigError(f"{where}: {value!r} is not accepted; expected a mapping such as {{'key': 1}}")
-    return value
+    """A command-line value (a literal or a string; a list comma-separated) as the field type ``hint``,
+    by pydantic's lax conversion (:class:`ConfigError` if it fails)."""
+    args = typing.get_args(hint)
+    if dataclasses.is_dataclass(hint):
+        return value  # a section given whole: built (and checked) with the config
+    if type(None) in args and (value is None or (isinstance(value, str) and value.lower() in ("none", "null"))):
+        return None
+    if isinstance(value, str) and tuple in (typing.get_origin(hint), *map(typing.get_origin, args)):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, str) and str not in (hint, *args):
+        value = value.strip()
+    try:
+        return _lax(hint).validate_python(value)
+    except pydantic.ValidationError:
+        raise ConfigError(f"{where}: {value!r} is not accepted; expected {_type_name(hint)}") from None
 
 
 def apply_sets(cls: type, values: dict[str, Any], sets: typing.Sequence[tuple[str, Any]]) -> dict[str, Any]:
