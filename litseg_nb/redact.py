@@ -1,14 +1,6 @@
-"""Secrets out of everything the package writes or prints.
-
-A server address may carry secrets: userinfo (``http://user:token@host``) and query values
-(``?api_key=…&code=…&sig=…``: signed URLs put them anywhere in the query). :func:`redact_url` replaces
-every userinfo and every query or fragment value by ``***`` in a URL or in any text holding URLs (a
-message, a label); :func:`redact_obj` does so for every string of a JSON-like value (a manifest, a
-``.meta.json`` record, a printed configuration). A request-cache key must still tell two servers apart
-when they differ only in a secret: :func:`url_identity` is the redacted URL plus a short hash of what was
-removed (nothing is added when nothing was removed, so keys of plain URLs stay as they were).
-
-This module imports nothing from the package, so any layer may use it.
+"""Secrets out of everything the package writes or prints: a URL's userinfo (``http://user:token@host``)
+and every query or fragment value (signed URLs put them anywhere) become ``***``. :func:`url_identity`
+still tells two servers apart that differ only in a secret (a short hash of what was removed).
 """
 from __future__ import annotations
 
@@ -37,9 +29,7 @@ def redact_url(text: str) -> str:
 
 
 def url_identity(url: str) -> str:
-    """What identifies a server in a cache key without holding its secrets: the redacted URL, plus
-    ``#<12 hex>`` of the removed parts when there were any (two URLs that differ only in a secret still
-    differ here)."""
+    """A server's identity for a cache key: the redacted URL, plus ``#<12 hex>`` of the removed parts if any."""
     secrets = _secret_parts(str(url))
     red = redact_url(url)
     if not secrets:
@@ -48,8 +38,7 @@ def url_identity(url: str) -> str:
 
 
 def redact_obj(obj: Any) -> Any:
-    """A copy of a JSON-like value (dicts, lists, tuples, strings, scalars) with :func:`redact_url` applied
-    to every string that holds ``://``; keys are kept."""
+    """A copy of a JSON-like value with :func:`redact_url` applied to every string holding ``://``."""
     if isinstance(obj, str):
         return redact_url(obj) if "://" in obj else obj
     if isinstance(obj, dict):

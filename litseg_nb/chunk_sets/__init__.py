@@ -1,26 +1,7 @@
-"""Chunk sets: the one hand-off between the notebooks that write chunks and the ones that evaluate them.
-
-A *chunk set* is ``outputs/<profile>/artifacts/chunks/<name>.jsonl`` (the shared chunk schema,
-:func:`litseg_nb.core.schema.save_chunks`). Producers: notebook 02 (``litseg``), 03 (``litseg-lite``), 04
-(the baselines and the ``lib:`` presets) and ``python -m litseg_nb import-chunks`` (an external set,
-marked by its ``<name>.import.json``); notebook 07 keeps its ablation variants apart
-(``artifacts/ablation/chunks``, passed to the consumers in memory). Consumers: notebook 05 (RAG,
-:func:`for_retrieval`) and 06 (segment quality, :func:`for_segment_quality`).
-
-This module owns
-
-* :data:`METHOD_ORDER` — the order sets are evaluated and tabled in: the registry's method names
-  (notebook 04's baselines in table order, :data:`litseg_nb.chunkers.config.ALL_METHODS`, then LitSeg
-  and LitSeg-Lite: the names the registry registers, read from below it), other names (imported sets, ``lib:``
-  presets) after them by name;
-* :func:`discover` — which sets exist (and which expected ones are missing; a set asked for by name
-  that does not exist is an :class:`EvaluationError`);
-* :func:`load` / :func:`load_evaluable` — the chunks of the evaluated books, refusing a LitSeg-Lite
-  set that holds one of its training units (:func:`litseg_nb.lite.heldout.refuse_trained_chunk_file`);
-* :func:`sentence_windows` — the labelled fallback set (``fallback-sent5``: 5-sentence windows of
-  every unit) evaluated only when no chunk set exists at all, so a notebook still runs.
-
-Imported sets may not take a method's name (:func:`litseg_nb.front.chunk_import.check_import_name`).
+"""Chunk sets: the one hand-off between the notebooks that write chunks (02-04, ``import-chunks``) and those
+that evaluate them (05, 06): ``outputs/<profile>/artifacts/chunks/<name>.jsonl``. Evaluated in
+:data:`METHOD_ORDER`, other names after them; a LitSeg-Lite set holding one of its training units is refused;
+``fallback-sent5`` (5-sentence windows) stands in only when no set exists at all, labelled as such.
 """
 from __future__ import annotations
 
@@ -35,7 +16,7 @@ from ..litseg.segmenter import METHOD as LITSEG_METHOD
 from ..core.schema import Chunk, load_chunks, make_sentence_chunk
 from ..errors import LitsegError
 
-#: evaluation and table order of the chunk sets: the registry's methods (not listed again)
+#: evaluation and table order of the chunk sets: the registry's methods
 METHOD_ORDER: tuple[str, ...] = ALL_METHODS + (LITSEG_METHOD, LITE_METHOD)
 FALLBACK_NAME = "fallback-sent5"
 FALLBACK_NOTE = f" | NO chunk artifacts found: '{FALLBACK_NAME}' (5-sentence windows) computed here"
@@ -51,10 +32,8 @@ def chunk_set_path(profile: str, name: str) -> Path:
 
 
 def discover(profile: str, methods: Sequence[str] = ()) -> tuple[dict[str, Path], list[str]]:
-    """``({method: path}, missing)`` for the chunk artifacts of ``profile`` (all known methods if empty).
-
-    ``missing`` lists the expected methods without an artifact; a set named in ``methods`` that does
-    not exist is an :class:`EvaluationError` listing the sets that do."""
+    """``({method: path}, missing)`` for the chunk artifacts of ``profile`` (all known methods if empty); a
+    set named in ``methods`` that does not exist is an :class:`EvaluationError` listing the sets that do."""
     folder = artifact_dir(profile, "chunks")
     found = {p.stem: p for p in sorted(folder.glob("*.jsonl"))}
     wanted = list(methods) or list(METHOD_ORDER)
@@ -72,9 +51,8 @@ def discover(profile: str, methods: Sequence[str] = ()) -> tuple[dict[str, Path]
 
 def load_evaluable(paths: Mapping[str, Path], book_ids: Iterable[str],
                    required: Iterable[str] = ()) -> tuple[dict[str, list[Chunk]], list[str]]:
-    """``(chunk sets with chunks of the books, names of sets without any)``. A set named in ``required``
-    (chunk sets asked for explicitly) without chunks of these books is an error; Lite sets holding a
-    trained unit are refused (:func:`litseg_nb.lite.heldout.refuse_trained_chunk_file`)."""
+    """``(chunk sets with chunks of the books, names of sets without any)``; a set named in ``required``
+    without chunks of these books is an error, a Lite set holding a trained unit is refused."""
     wanted, req = set(book_ids), set(required)
     out, none = {}, []
     for m, p in paths.items():
@@ -89,22 +67,8 @@ def load_evaluable(paths: Mapping[str, Path], book_ids: Iterable[str],
     return out, none
 
 
-def load(paths: Mapping[str, Path], book_ids: Iterable[str]) -> dict[str, list[Chunk]]:
-    """Chunks of the given books per method; a method with no chunk for a book is an error."""
-    wanted = set(book_ids)
-    out = {}
-    for m, p in paths.items():
-        cs = [c for c in load_chunks(p) if c.book_id in wanted]
-        refuse_trained_chunk_file(m, p, cs)  # Lite is never evaluated on its training units
-        if not cs:
-            raise ValueError(f"chunk set {p} has no chunks for the evaluated books {sorted(wanted)}")
-        out[m] = cs
-    return out
-
-
 def sentence_windows(books: Sequence[Any], n_sentences: int = 5, method: str = FALLBACK_NAME) -> list[Chunk]:
-    """Fixed windows of ``n_sentences`` sentences per unit — used ONLY when no chunk artifact exists,
-    so the notebook still runs; tables label it as computed here."""
+    """Fixed windows of ``n_sentences`` sentences per unit: the stand-in when no chunk artifact exists."""
     out = []
     for b in books:
         for u in b.units:
@@ -115,13 +79,9 @@ def sentence_windows(books: Sequence[Any], n_sentences: int = 5, method: str = F
 
 def for_retrieval(profile: str, methods: Sequence[str], books: Sequence[Any]
                   ) -> tuple[dict[str, list[Chunk]], dict[str, Any]]:
-    """Notebook 05's chunk sets: ``methods`` (empty = every set found) with chunks of ``books``.
-
-    Returns ``(chunk_sets, info)``: ``info`` holds every discovered artifact path (``paths``), the
-    expected methods without an artifact (``missing``), the sets with no chunk in these books
-    (``no_chunks_here``) and the label ``note`` (non-empty only for the fallback set). Imported
-    chunks that could not be aligned stay (retrievers index their text). A set named in ``methods``
-    without chunks of these books is an :class:`EvaluationError`."""
+    """Notebook 05's ``(chunk_sets, info)``: ``methods`` (empty = every set found) with chunks of ``books``;
+    ``info``: ``paths``, ``missing``, ``no_chunks_here`` and the label ``note``. Unaligned imported chunks
+    stay (retrievers index their text)."""
     paths, missing = discover(profile, methods)
     chunk_sets, no_books = load_evaluable(paths, [b.book_id for b in books], required=methods)
     note = ""
@@ -133,21 +93,13 @@ def for_retrieval(profile: str, methods: Sequence[str], books: Sequence[Any]
 
 def for_segment_quality(profile: str, methods: Sequence[str], books: Sequence[Any]
                         ) -> tuple[dict[str, list[Chunk]], dict[str, Any]]:
-    """Notebook 06's chunk sets: the artifacts of ``profile`` (``methods``; empty = every one found)
-    restricted to ``books``.
-
-    Returns ``(chunk_sets, info)``: ``info`` names the artifact paths, the methods without an artifact
-    (``missing``), the artifacts with no chunk in these books (``no_chunks_here``) and, per method, the
-    imported chunks that could not be aligned to the text (``unaligned``; left out), so nothing is
-    dropped silently. With no usable artifact at all, the chunk set is ``fallback-sent5`` (5-sentence
-    windows computed here) and ``info["note"]`` says so for the labels.
-    """
+    """Notebook 06's ``(chunk_sets, info)``, as :func:`for_retrieval`'s but imported chunks that could not be
+    aligned to the text are left out and counted per method (``info["unaligned"]``)."""
     paths, missing = discover(profile, methods)
-    ids = {b.book_id for b in books}
-    present = {m: p for m, p in paths.items() if any(c.book_id in ids for c in load_chunks(p))}
+    chunk_sets, no_books = load_evaluable(paths, {b.book_id for b in books})
+    present = {m: p for m, p in paths.items() if m in chunk_sets}
     info: dict[str, Any] = {"paths": present, "missing": missing,
-                            "no_chunks_here": sorted(set(paths) - set(present)), "note": "", "unaligned": {}}
-    chunk_sets = load(present, ids)  # refuses a Lite set holding a trained unit
+                            "no_chunks_here": sorted(no_books), "note": "", "unaligned": {}}
     for m, cs in list(chunk_sets.items()):  # imported chunks that could not be aligned to the text
         aligned = [c for c in cs if c.unit_id and c.spans]
         if len(aligned) < len(cs):

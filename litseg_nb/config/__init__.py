@@ -685,22 +685,19 @@ class StageConfig(_Base):
 
 
 # ---------------------------------------------------------------- the layers, --set and server addresses
-#: The layers that decide a config value, lowest first (see the module's docstring).
+#: The layers that decide a config value, lowest first.
 LAYERS: tuple[str, ...] = ("default", "profile", "run", "explicit")
 
-#: Environment variables holding OpenAI-compatible server addresses (comma- or space-separated
-#: ``http://host:port/v1``), ``(variable, config class or None = any, LLM field)``. They fill
-#: ``base_urls`` of that LLM role when its backend is ``openai`` and no ``--set`` gave addresses;
-#: the first matching variable wins (so the teacher's own variable beats ``LITSEG_LLM_URLS``).
+#: ``(variable, config class or None = any, LLM field)``: server addresses (comma- or space-separated) that fill
+#: ``base_urls`` of an ``openai`` LLM role no ``--set`` gave addresses; the first matching variable wins.
 SERVER_ENV: tuple[tuple[str, str | None, str], ...] = (
     ("LITSEG_TEACHER_URLS", "LitSegConfig", "llm"),  # notebook 02's teacher
-    ("LITSEG_JUDGE_URLS", None, "judge_llm"),  # notebook 03's GRPO / evaluation judge; 05's pairwise judge
-    ("LITSEG_RATER_URLS", None, "rater_llm"),  # notebooks 06/07: the first A.2 LLM rater
-    ("LITSEG_RATER2_URLS", None, "rater2_llm"),  # notebooks 06/07: the second A.2 LLM rater (another model)
-    ("LITSEG_LLM_URLS", None, "llm"),  # every stage's main LLM (student, baselines, generator)
+    ("LITSEG_JUDGE_URLS", None, "judge_llm"),  # notebook 03's judge; 05's pairwise judge
+    ("LITSEG_RATER_URLS", None, "rater_llm"),  # notebooks 06/07: the A.2 LLM raters
+    ("LITSEG_RATER2_URLS", None, "rater2_llm"),
+    ("LITSEG_LLM_URLS", None, "llm"),  # every stage's main LLM
 )
 
-#: The ``--set`` overrides in force in this process, in order (:func:`config_sets`, :func:`use_sets`).
 _ACTIVE_SETS: list[tuple[str, Any]] = []
 
 
@@ -711,9 +708,8 @@ def active_sets() -> list[tuple[str, Any]]:
 
 @contextlib.contextmanager
 def config_sets(sets: typing.Sequence[tuple[str, Any]]):
-    """Make ``sets`` active ``--set`` overrides (after those already active) inside the block, in
-    this process: every config built there applies them. A notebook's kernel gets them as a
-    parameter (:func:`litseg_nb.front.run_context.setup`), never through the environment."""
+    """Make ``sets`` active ``--set`` overrides (after those already active) inside the block: every config
+    built there in this process applies them."""
     old = list(_ACTIVE_SETS)
     _ACTIVE_SETS.extend((str(k), v) for k, v in sets)
     try:
@@ -723,8 +719,7 @@ def config_sets(sets: typing.Sequence[tuple[str, Any]]):
 
 
 def use_sets(sets: typing.Sequence[tuple[str, Any]]) -> None:
-    """Make ``sets`` THE active ``--set`` overrides of this process from now on (a notebook's kernel:
-    :func:`litseg_nb.front.run_context.setup` with the sets the runner passed)."""
+    """Make ``sets`` THE active ``--set`` overrides of this process from now on (a notebook's kernel)."""
     _ACTIVE_SETS[:] = [(str(k), v) for k, v in sets]
 
 
@@ -739,8 +734,7 @@ def _split_key(key: str) -> tuple[str | None, list[str]]:
 
 
 def field_hint(cls: type, parts: typing.Sequence[str]) -> Any:
-    """The type of field path ``parts`` of dataclass ``cls`` (``_MISSING`` when it has no such field).
-    Inside ``LLMConfig.engine`` the key's type comes from :data:`ENGINE_SETTINGS`."""
+    """The type of field path ``parts`` of dataclass ``cls`` (``_MISSING`` when it has no such field)."""
     owner: Any = cls
     hint: Any = cls
     for i, part in enumerate(parts):
@@ -813,7 +807,7 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
 
 def apply_sets(cls: type, values: dict[str, Any], sets: typing.Sequence[tuple[str, Any]]) -> dict[str, Any]:
     """``values`` with every ``--set`` whose field path exists in ``cls`` applied (a qualified key,
-    ``ClassName.path``, only to that class; a qualified path the class lacks is an error)."""
+    ``ClassName.path``, only to that class)."""
     if not sets:
         return values
     values = copy.deepcopy(values)  # never write into the profile table's nested dicts
@@ -863,8 +857,7 @@ def apply_server_env(cls: type, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def missing_settings(cfg: Any, roles: typing.Sequence[str] | None = None) -> list[str]:
-    """What ``cfg`` cannot run without, one line each (empty = runnable): an ``openai`` LLM role with
-    no server address. ``roles`` restricts the check to the LLM roles a notebook uses."""
+    """What ``cfg`` cannot run without, one line each: an ``openai`` LLM role (of ``roles``) with no server."""
     out = []
     name = type(cfg).__name__
     for role in llm_roles(type(cfg)):
@@ -916,9 +909,8 @@ def _row_name(cls: type, profile: str) -> str | None:
 
 
 def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | None = None) -> list[Explanation]:
-    """The value of ``key`` (``"llm.model"``; a section such as ``"llm"`` gives each of its fields) in
-    ``cls.for_profile(profile, **overrides)`` with the ``--set`` overrides in force, and which layer of
-    :data:`LAYERS` set it. :class:`ConfigError` when ``cls`` has no such field."""
+    """The value of ``key`` (a section gives each of its fields) in ``cls.for_profile(profile, **overrides)``
+    with the ``--set`` overrides in force, and which layer of :data:`LAYERS` set it."""
     qual, parts = _split_key(key)
     unknown_engine = len(parts) >= 2 and parts[-2] == "engine" and parts[-1] not in ENGINE_SETTINGS
     if (qual is not None and qual != cls.__name__) or unknown_engine or field_hint(cls, parts) is _MISSING:
