@@ -349,7 +349,8 @@ def _validator(cls: type) -> pydantic.TypeAdapter:
     """A strict pydantic validator of the fields of dataclass ``cls`` (built once per class)."""
     hints = typing.get_type_hints(cls)
     spec = TypedDict(cls.__name__, {f.name: _schema(hints[f.name], f.metadata, f.name) for f in fields(cls)})
-    return pydantic.TypeAdapter(pydantic.with_config(pydantic.ConfigDict(strict=True, arbitrary_types_allowed=True))(spec))
+    strict = pydantic.ConfigDict(strict=True, arbitrary_types_allowed=True)
+    return pydantic.TypeAdapter(pydantic.with_config(strict)(spec))
 
 
 def validate_fields(obj: Any) -> None:
