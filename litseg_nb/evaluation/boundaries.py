@@ -699,8 +699,8 @@ def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backen
              and (wanted is None or f"{b.book_id}/{u.unit_id}" in wanted)]
     if not items:
         return []
-    lcfg = spec.config_class().for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(),
-                                           embedding=cfg.embedding.to_dict())
+    lcfg = spec.config.for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(),
+                                   embedding=cfg.embedding.to_dict())
     fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
            [(x.start, x.end) for x in u.sentences]) for b, u in items]
     cache = StepCache(f"boundary-chunks-{name.replace(':', '-')}", config=lcfg, inputs={"units": fp, "method": name})
@@ -730,7 +730,7 @@ def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, back
     items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
     if not items:
         return []
-    scfg = spec.config_class().for_profile(cfg.profile, seed=cfg.seed)
+    scfg = spec.config.for_profile(cfg.profile, seed=cfg.seed)
     fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
            [(x.start, x.end) for x in u.sentences]) for b, u in items]
     cache = StepCache(f"boundary-chunks-{name}", config=scfg, inputs={"units": fp})

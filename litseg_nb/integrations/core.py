@@ -65,7 +65,7 @@ class Segmenter:
         self.keep_outside_units = keep_outside_units
         self.nested_metadata = nested_metadata
         self.token_counter = token_counter
-        cls = self.spec.config_class()
+        cls = self.spec.config
         known = sorted(f.name for f in dataclasses.fields(cls) if f.init)
         # (a lib: method takes its library's own options too: check_options below names a misspelt one)
         unknown = [] if is_library_method(method) else sorted(k for k in self.options if k not in known)
