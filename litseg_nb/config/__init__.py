@@ -359,7 +359,10 @@ def validate_fields(obj: Any) -> None:
     try:
         _validator(cls).validate_python({f.name: getattr(obj, f.name) for f in fields(cls)})
     except pydantic.ValidationError as exc:
-        raise _config_error(obj, exc.errors()[0]) from None
+        # a NaN passes the bounds here: the fields that must be finite say so themselves (LLMConfig)
+        errors = [e for e in exc.errors() if not (isinstance(e["input"], float) and math.isnan(e["input"]))]
+        if errors:
+            raise _config_error(obj, errors[0]) from None
 
 
 def _config_error(obj: Any, err: Mapping[str, Any]) -> ConfigError:
