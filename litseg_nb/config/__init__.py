@@ -30,18 +30,14 @@ from ..redact import redact_url
 
 PROFILES = ("test", "smoke", "full")
 
-# The teacher (LitSeg) and the student (LitSeg-Lite) are separate settings. The paper names neither (its
-# Tables 14-15 are empty); in ``full`` the teacher is Qwen3-32B (the largest dense Qwen3; one 80 GB GPU in
-# bf16) and the student Qwen3-8B, also the LLM baselines' model (§4.4: "LitSeg-Lite and LumberChunker using
-# the same inference configuration"). The CPU profiles use one small model for both.
+# Teacher (LitSeg) and student (LitSeg-Lite, also the LLM baselines' model, §4.4) are separate settings; the
+# paper names neither (Tables 14-15 are empty). The CPU profiles use one small model for both.
 FULL_TEACHER_MODEL = "Qwen/Qwen3-32B"
 FULL_STUDENT_MODEL = "Qwen/Qwen3-8B"
-#: ``LitSegConfig.teacher_weights``: bf16 (~65 GB: one 80 GB card), or quantised for the paper's 48 GB
-#: RTX 6000 Ada (§4.4): FP8 (~33 GB, native on Ada) or AWQ 4-bit (~19 GB; room for a larger KV cache)
+#: ``LitSegConfig.teacher_weights``: bf16 for an 80 GB card; FP8 or AWQ for the paper's 48 GB card (§4.4)
 FULL_TEACHER_WEIGHTS = {"bf16": FULL_TEACHER_MODEL, "fp8": "Qwen/Qwen3-32B-FP8", "awq": "Qwen/Qwen3-32B-AWQ"}
 
-#: ``[profile]["shared"]``: the sub-configs every stage has; ``[profile][StageClassName]``: a stage's own
-#: values merged over them. Fields left out keep the dataclass defaults (the ``full`` values).
+#: ``[profile]["shared"]``: every stage's sub-configs; ``[profile][StageClass]``: merged over them.
 PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "test": {
         "shared": {
@@ -54,10 +50,8 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             # the LLM methods: Emma's first two units holding a question's evidence (tiny random model)
             "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "max_units": 2},
         },
-        # notebook 01: the test profile times a small big book
         "PreprocessConfig": {"benchmark_big_mb": 1.0},
-        # constrained decoding (llm.structured_output) on for LitSeg and Lite in test and smoke (the stage / E.2
-        # JSON schemas); the validator and the paper's fallbacks still run. Off in full, as in the paper.
+        # constrained decoding (llm.structured_output) for LitSeg and Lite on the CPU profiles; off in full (the paper)
         "LitSegConfig": {
             "corpus": {"datasets": ("gutenqa",), "max_books": 1, "max_units_per_book": 2,
                        "max_unit_words": 300},
@@ -105,7 +99,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                       "literaryqa_max_questions": 2, "max_context_chars_per_chunk": 600,
                       "lumber_thetas": (450, 550), "lumber_theta_max_units": 1,
                       "llm": {"max_model_len": 2048},
-                      # the pairwise judge: the local model (the generator's; full: the judge server)
                       "judge_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 12,
                                     "max_model_len": 2048}},
         # the A.2 raters: the one local model for both (the table label says "same model")
@@ -116,8 +109,7 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                                                "max_model_len": 8192},
                                  "rater2_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
                                                 "max_model_len": 8192}},
-        # two hand-checked books (Persuasion, Alice: both kinds), two windows of each kind per book,
-        # the rule-based methods and the tiny model's perplexity chunker on two windows
+        # two hand-checked books, two windows of each kind per book
         "BoundaryConfig": {"source": "hand-checked", "max_books": 2, "max_windows_per_book": 2,
                            "window_sentences": 40, "methods": ("token", "recursive", "paragraph", "texttiling", "c99",
                                                                "boundary-model"),
@@ -132,24 +124,18 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                     "max_new_tokens": 384, "max_model_len": 8192},
             "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 64},
             "corpus": {"datasets": ("gutenqa", "gutenberg", "literaryqa"), "max_unit_words": 900},
-            # the LLM methods: the fewest Emma units holding the evidence of >= 2 GutenQA questions, so notebook
-            # 05 compares every method on >= 2 questions; nearly all of smoke's LLM work scales with these units
+            # the LLM methods: the fewest Emma units holding the evidence of >= 2 GutenQA questions
             "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "min_questions": 2},
         },
         "PreprocessConfig": {},
-        # Every call is a long prefill with SmolLM2-135M on CPU, so retries (which double the cost) are off here;
-        # the tests and the test profile exercise them. Constrained decoding keeps SmolLM2 from falling back
-        # to the whole unit, but it still tends to write ONE segment over the whole unit (a small-model result)
+        # SmolLM2-135M on CPU: every call is a long prefill, so retries (which double the cost) are off
         "LitSegConfig": {
             "corpus": {"datasets": ("gutenqa",), "max_books": 1},
             "llm": {"structured_output": True},
-            # ... so stage 3's schema asks for at least 2 segments (or ceil(n / length reference)): a small-model
-            # accommodation that shows where SmolLM2 puts a boundary (counted: each record's segment_floor;
-            # full: 0, the paper's schema-free decoding)
+            # a small-model accommodation: stage 3's schema asks for >= 2 segments (full: 0, as the paper)
             "min_segments": 2,
             "max_retries": 0,
-            # no calibration in smoke (SmolLM2's one- or two-segment units cannot inform it): the paper's length
-            # reference of 100; `-p calibrate=true` runs it, the test profile always does
+            # SmolLM2's one- or two-segment units cannot inform calibration: the paper's length reference of 100
             "calibrate": False,
             "stage1_max_new_tokens": 48,
             "stage2_max_new_tokens": 48,
@@ -161,8 +147,7 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             "train_corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
                              "max_units_per_book": 2, "max_unit_words": 300},
         },
-        # sized for a CPU (a SmolLM2-135M example with the verbatim E.2 prompt is ~3.3k tokens): 1 SFT step,
-        # 1 GRPO step, 1 held-out unit, short generations
+        # sized for a CPU: 1 SFT step, 1 GRPO step, 1 held-out unit, short generations
         "LiteConfig": {
             "llm": {"structured_output": True},  # constrained decoding, as LitSeg's (above)
             "fallback_units": "include_if_needed", "min_train_units": 2,
@@ -181,27 +166,22 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             # retries off on the CPU (each costs a ~3k-token prefill); full uses 3 like LitSeg
             "judge_retries": 1, "infer_max_new_tokens": 192, "infer_retries": 0,
             "ablation_max_units": 1,
-            # a judge call is a ~5.5k-token prompt: GRPO keeps the judge, the before/after tables report the
-            # format reward only (labelled)
+            # a judge call is a ~5.5k-token prompt: the before/after tables report the format reward only
             "eval_with_judge": False,
         },
         # non-LLM methods: the eleven raw Gutenberg books + GutenQA's Emma; LLM methods: the shared selection
         "BaselinesConfig": {
             "corpus": {"datasets": ("gutenqa", "gutenberg")},
             "semantic_books": ("gutenqa:Emma_-_Jane_Austen",),
-            # ... on the unit selection (the units notebooks 05-07 compare every method on)
             "semantic_units": "selection",
-            # margin sampling's left text (the current chunk, three times in the prompt) capped at 128 tokens
             "margin_max_left_tokens": 128,
-            # proposition chunking is decode-bound and SmolLM2-135M often loops to the cap: 128 tokens hold
-            # ~10 propositions
+            # SmolLM2-135M often loops to the cap: 128 tokens hold ~10 propositions
             "proposition_max_new_tokens": 128,
             # completion: ~7 calls per chunk, hence the small sizes
             "completion_max_new_tokens": 32, "completion_max_items": 1, "completion_context_chars": 200,
             "completion_related_chunks": 1,
         },
-        # the presets on the evaluation book only (as BaselinesConfig.semantic_books), the embedding
-        # presets on the shared unit selection (see LibraryConfig.books / embedding_units)
+        # the presets on the evaluation book only; the embedding presets on the shared unit selection
         "LibraryConfig": {"books": ("gutenqa:Emma_-_Jane_Austen",), "embedding_units": "selection"},
         # SmolLM2-135M on CPU: generation/judges on a subset
         "RagConfig": {"rerank_candidates": 4, "rerank_max_questions": 3, "hyde_max_questions": 10,
@@ -214,23 +194,19 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                       "judge_llm": {"backend": "hf", "model": "smollm2-135m-instruct", "max_new_tokens": 48,
                                     "max_model_len": 8192},
                       "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
-        # a judge call is a ~5.5k-token prompt and SmolLM2 rarely returns a parsable rubric: judge the two
-        # LitSeg methods only, without retries; SmolLM2's 8k context holds the rubric and the passage only
+        # SmolLM2 rarely returns a parsable rubric: judge the two LitSeg methods only, without retries
         "SegmentQualityConfig": {"judge_max_units": 1, "judge_max_chunks_per_unit": 8, "judge_retries": 0,
                                  "judge_max_passage_chars": 6000, "human_sheet_chunks": 20,
                                  "judge_pipeline_prompt": "name",
                                  "llm_rating_items": 1,
                                  "judge_methods": ("litseg", "litseg-lite"),
-                                 # the A.2 raters: SmolLM2 is the one local instruct model (tiny-random is
-                                 # random weights, no rater): both raters are it, labelled "same model"
+                                 # the A.2 raters: SmolLM2 (the one local instruct model) for both
                                  "rater_llm": {"backend": "hf", "model": "smollm2-135m-instruct",
                                                "max_new_tokens": 48, "max_model_len": 8192},
                                  "rater2_llm": {"backend": "hf", "model": "smollm2-135m-instruct",
                                                 "max_new_tokens": 48, "max_model_len": 8192},
                                  "corpus": {"datasets": ("gutenqa", "literaryqa"), "max_books": 2}},
-        # every hand-checked book: the rule-based methods on every window, the semantic chunker on 16, the
-        # perplexity chunker on 4 (2 chapter, 2 scene), LitSeg (the costliest) on 2. Margin sampling (one
-        # forward pass per sentence) is too slow here: `boundaries --method margin --llm-windows N` runs it
+        # every hand-checked book; margin sampling (a forward pass per sentence) is too slow here
         "BoundaryConfig": {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
                            "llm_methods": ("perplexity",), "llm_max_windows": 4, "segmenter_max_windows": 2,
                            "embedder_max_windows": 16},
@@ -242,8 +218,7 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "shared": {
             "llm": {"backend": "vllm", "model": FULL_STUDENT_MODEL, "batch_size": 256, "max_new_tokens": 4096,
                     "max_model_len": 32768, "dtype": "bfloat16", "device": "cuda",
-                    # vLLM's defaults for one GPU, stated; LoRA on, so Lite's adapters are requests on the base
-                    # model's engine and every role of one model shares one engine
+                    # LoRA on: Lite's adapters are requests on the base model's engine
                     "engine": {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "enable_lora": True,
                                "max_lora_rank": 32}},
             "embedding": {"backend": "flagembedding", "model": "BAAI/bge-m3", "batch_size": 256,
@@ -276,7 +251,6 @@ def stage_values(profile: str, stage: str) -> dict[str, Any]:
     return PROFILES_TABLE[profile].get(stage, {})
 
 
-#: the shared sub-configs' values per profile
 SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {p: PROFILES_TABLE[p]["shared"] for p in PROFILES}
 
 
@@ -314,8 +288,7 @@ def _type_name(hint: Any) -> str:
     return getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
-#: ``LLMConfig.engine``: the ``vllm.LLM`` engine arguments a config may set, with their types (vLLM's own
-#: defaults apply to keys left out); ``enable_lora``/``max_lora_rank`` serve LoRA adapters from one engine.
+#: ``LLMConfig.engine``: the ``vllm.LLM`` engine arguments a config may set, with their types
 ENGINE_SETTINGS: dict[str, Any] = {
     "tensor_parallel_size": int, "pipeline_parallel_size": int, "gpu_memory_utilization": float,
     "enforce_eager": bool, "max_num_seqs": int, "max_num_batched_tokens": int, "quantization": str,
