@@ -1,9 +1,7 @@
-"""Explicit, typed configuration: the profile table and one frozen dataclass config per stage.
+"""Typed configuration: the profile table and one frozen dataclass config per stage.
 
-A config is built from a profile (``test``, ``smoke``, ``full``) through four layers (:data:`LAYERS`):
-``default`` (the dataclass field), ``profile`` (:data:`PROFILES_TABLE`), ``run`` (``--set`` values, server
-variables) and ``explicit`` (keyword overrides); ``config --explain KEY`` names the layer that set a value.
-pydantic checks every value when a config is built; an error is a one-line :class:`ConfigError`.
+A config is built from a profile through the layers of :data:`LAYERS` (``config --explain KEY`` names the
+one that set a value); pydantic checks every value, an error is a one-line :class:`ConfigError`.
 """
 from __future__ import annotations
 
@@ -247,7 +245,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
 
 
 def stage_values(profile: str, stage: str) -> dict[str, Any]:
-    """The table's entry for ``stage`` in ``profile`` ({} for a class the table does not know)."""
     return PROFILES_TABLE[profile].get(stage, {})
 
 
@@ -255,7 +252,7 @@ SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {p: PROFILES_TAB
 
 
 class ConfigError(UsageError, ValueError):
-    """Raised for an unknown profile, an unknown key or a value of the wrong shape."""
+    """An unknown profile, an unknown key or a value of the wrong shape."""
 
 
 def one_of(default: Any, *choices: Any) -> Any:
@@ -274,12 +271,11 @@ def between(default: Any, minimum: float, maximum: float) -> Any:
 
 
 def field_constraint(cls: type, name: str) -> dict[str, Any]:
-    """The declared ``choices`` / ``ge`` / ``le`` of field ``name`` of dataclass ``cls`` (empty when none)."""
+    """The declared ``choices`` / ``ge`` / ``le`` of field ``name`` of dataclass ``cls``."""
     return next((dict(f.metadata) for f in fields(cls) if f.name == name), {})
 
 
 def rejected_choices(value: Any, choices: Any) -> list[Any]:
-    """The items of ``value`` (one value or a tuple of them) outside ``choices``."""
     items = value if isinstance(value, tuple) else (value,)
     return [v for v in items if v not in choices]
 
@@ -319,7 +315,6 @@ def _schema(hint: Any, meta: Mapping[str, Any], name: str) -> Any:
 
 @functools.cache
 def _validator(cls: type) -> pydantic.TypeAdapter:
-    """A strict pydantic validator of the fields of dataclass ``cls`` (built once per class)."""
     hints = typing.get_type_hints(cls)
     spec = TypedDict(cls.__name__, {f.name: _schema(hints[f.name], f.metadata, f.name) for f in fields(cls)})
     strict = pydantic.ConfigDict(strict=True, arbitrary_types_allowed=True)
@@ -339,7 +334,7 @@ def validate_fields(obj: Any) -> None:
 
 
 def _config_error(obj: Any, err: Mapping[str, Any]) -> ConfigError:
-    """pydantic's error ``err`` as today's message: the field, the value and what is accepted."""
+    """pydantic's error ``err`` as one line: the field, the value and what is accepted."""
     cls, name = type(obj), err["loc"][0]
     where, value, meta = f"{cls.__name__}.{name}", getattr(obj, name), field_constraint(type(obj), name)
     if name == "engine" and err["type"] == "extra_forbidden":
@@ -368,14 +363,12 @@ def _check_profile(profile: str) -> None:
 
 #: ``Class.old_key`` -> its new name: a config given the old key is an error naming the new one
 RENAMED_KEYS: dict[str, str] = {
-    # the selection's length filter, not the corpus's split cap n (CorpusConfig.max_unit_words)
     "UnitSelection.max_unit_words": "skip_units_over_words",
 }
 
 
 def renamed_hint(parts: typing.Sequence[str]) -> str:
-    """`` (renamed: selection.skip_units_over_words)`` when the field path ``parts`` ends in a key of
-    :data:`RENAMED_KEYS` (else empty)."""
+    """`` (renamed: PATH)`` when the field path ``parts`` ends in a key of :data:`RENAMED_KEYS`."""
     new = [n for old, n in RENAMED_KEYS.items() if old.split(".", 1)[1] == parts[-1]]
     return f" (renamed: {'.'.join([*parts[:-1], new[0]])})" if new else ""
 
@@ -399,8 +392,7 @@ def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     for name, value in values.items():
         ftype = hints.get(name)
         if dataclasses.is_dataclass(ftype) and isinstance(value, Mapping):
-            # a partial mapping overrides the field's own default (e.g. LiteConfig.judge_llm's openai
-            # judge), not the nested class's defaults
+            # a partial mapping overrides the field's own default, not the nested class's defaults
             value = _build(ftype, _merge(_field_default(known[name]), value), f"{where}.{name}")
         elif isinstance(value, list) and typing.get_origin(ftype) is tuple:
             value = tuple(value)
@@ -409,7 +401,6 @@ def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
 
 
 def _field_default(f: dataclasses.Field) -> dict[str, Any]:
-    """A nested dataclass field's default as a dict (empty when it has none)."""
     if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
         default = f.default_factory()  # type: ignore[misc]
     elif f.default is not dataclasses.MISSING:
@@ -452,18 +443,13 @@ class _Base:
 
 
 class Options(_Base):
-    """Base of a segmentation method's options: every knob that changes its chunks (its cache key). A stage
-    config running the method inherits the options class, so each knob is declared once."""
+    """A segmentation method's options (its cache key); a stage config running the method inherits them."""
 
     @classmethod
     def of(cls, cfg: Any):
         """The options of this class held by ``cfg`` (a config inheriting it, or an instance of it)."""
         return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls) if f.init})
 
-    @classmethod
-    def build(cls, values: Mapping[str, Any]):
-        """Construct from a mapping (unknown keys and bad values raise :class:`ConfigError`)."""
-        return _build(cls, values, cls.__name__)
 
 
 LLM_BACKENDS = ("hf", "vllm", "openai")  # litseg_nb.llm.factory.BACKENDS

@@ -1,9 +1,7 @@
 """Every segmentation method behind one contract, and the one registry of them.
 
-A :class:`Method` is a name, what it needs (``text``, ``embedder``, ``llm``), an options class (every knob
-that changes its chunks), one segment entry returning a :class:`Segmentation`, and optionally a prepare step
-over the whole input (LitSeg's length calibration). Its cache key is derived from its options, the options of
-what it builds on and its models (:meth:`Method.key_parts`), never listed by hand.
+A :class:`Method` is a name, what it needs, an options class (every knob that changes its chunks) and one
+segment entry; its cache key is derived from its options, those of what it builds on, and its models.
 """
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 from ..chunkers.base import ChunkerError, load_tokenizer
 from ..chunkers.completion import CompletionOptions, complete_book_chunks
-from ..chunkers.config import ALL_METHODS, BASELINES, BaselinesConfig
+from ..chunkers.config import ALL_METHODS, BaselinesConfig
 from ..chunkers.library import PRESETS, LibraryConfig, LibraryOptions, library_chunks, needs_of
 from ..chunkers.lumber import LumberOptions, lumber_chunks_batch
 from ..chunkers.margin import MarginOptions, margin_chunks_batch
@@ -38,23 +36,19 @@ from ..litseg.segmenter import METHOD as LITSEG, LitSegOptions
 from ..llm.base import UsageTag
 from ..core.schema import Book, Chunk, Unit, check_coverage
 
-NEEDS = ("text", "embedder", "llm")
-
 #: ``(book, unit)`` pairs, the input of every method
 Items = Sequence[tuple[Book, Unit]]
 
 
 @dataclass(frozen=True)
 class Models:
-    """What a method is given besides its options; None = not given (a tokenizer is then loaded from the
-    options' ``tokenizer``)."""
+    """What a method is given besides its options; None = not given."""
 
     backend: Any = None
     embedder: Any = None
     tokenizer: Any = None
 
     def identity(self, needs: str, cfg: Any = None) -> dict[str, Any]:
-        """The models part of a cache key: the model ids of what ``needs`` uses (else the config's)."""
         out: dict[str, Any] = {}
         if needs == "llm":
             out["llm"] = getattr(self.backend, "model_id", None) or getattr(getattr(cfg, "llm", None), "model", None)
@@ -66,8 +60,7 @@ class Models:
 
 @dataclass
 class Segmentation:
-    """A method's result on ``(book, unit)`` pairs: ``per_unit[i]`` are the chunks of the i-th pair, with
-    the method's counters (``details``: LitSeg's length reference, a library splitter's alignment, ...)."""
+    """A method's result: ``per_unit[i]`` are the chunks of the i-th ``(book, unit)`` pair, with its counters."""
 
     per_unit: list[list[Chunk]]
     fallbacks: int = 0
@@ -79,15 +72,13 @@ class Segmentation:
         return [c for cs in self.per_unit for c in cs]
 
     def counters(self) -> dict[str, Any]:
-        """The counters as one mapping (``fallbacks``, ``invalid_replies`` and the details)."""
         return {"fallbacks": self.fallbacks, "invalid_replies": self.invalid_replies, **self.details}
 
 
 @dataclass(frozen=True, kw_only=True)
 class Method:
-    """One registered method. A ``+merge`` variant has a ``base`` (whose chunks the dynamic merge combines)
-    instead of a ``run``; ``uses`` are methods whose chunks ``run`` also gets; ``build`` takes the options
-    out of the stage config ``config`` (default: :meth:`Options.of`); ``check`` refuses bad combinations."""
+    """One registered method. A ``+merge`` variant has a ``base`` instead of a ``run``; ``uses`` are methods
+    whose chunks ``run`` also gets; ``build`` takes the options out of the stage config (default: Options.of)."""
 
     name: str
     needs: str
@@ -104,14 +95,6 @@ class Method:
     internal: bool = False  # a building block of another method, not a method of its own
     baseline: bool = False  # one of notebook 04's baselines (chunkers.config.BASELINES)
 
-    def __post_init__(self) -> None:
-        if self.needs not in NEEDS:
-            raise ValueError(f"{self.name}: needs must be one of {NEEDS}, got {self.needs!r}")
-        if (self.run is None) == (self.base is None):
-            raise ValueError(f"{self.name}: give exactly one of run and base")
-        if not (isinstance(self.options, type) and issubclass(self.options, Options)):
-            raise ValueError(f"{self.name}: options must be an Options class, got {self.options!r}")
-
     @property
     def needs_llm(self) -> bool:
         return self.needs == "llm"
@@ -125,7 +108,6 @@ class Method:
         return self.prepare is not None and (self.prepares_when is None or bool(self.prepares_when(cfg)))
 
     def options_of(self, cfg: Any) -> Options:
-        """The method's options held by its stage config ``cfg``."""
         return (self.build or self.options.of)(cfg)
 
     def key_parts(self, cfg: Any, models: Models | None = None) -> dict[str, Any]:
@@ -139,13 +121,11 @@ class Method:
         return parts
 
     def key(self, cfg: Any, models: Models | None = None) -> str:
-        """:meth:`key_parts` as one hash."""
         blob = json.dumps(self.key_parts(cfg, models), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def per_unit_lists(items: Items, chunks: Sequence[Chunk]) -> list[list[Chunk]]:
-    """``chunks`` (of several units, any order) as the lists of the pairs of ``items``."""
     by_unit: dict[tuple[str, str], list[Chunk]] = {}
     for c in chunks:
         by_unit.setdefault((c.book_id, c.unit_id), []).append(c)
@@ -198,7 +178,7 @@ def _c99(items: Items, o: C99Options, models: Models) -> Segmentation:
 
 
 def _boundary_model_options(cfg: Any) -> BoundaryModelOptions:
-    """The boundary model's options, its weights file with the file's digest (part of the key)."""
+    """The weights file with its digest (part of the key)."""
     o = BoundaryModelOptions.of(cfg)
     return o.replace(boundary_model_weights=with_digest(o.boundary_model_weights))
 
@@ -210,8 +190,8 @@ def _boundary_model(items: Items, o: BoundaryModelOptions, models: Models) -> Se
 
 
 def _perplexity_options(merge_base: bool):
-    """Perplexity's options from BaselinesConfig: the context 0 resolved to the LLM's ``max_model_len``
-    (the key holds the value used); the merge base splits at ``perplexity_merge_threshold``."""
+    """Perplexity's options: context 0 resolved to the LLM's ``max_model_len``; the merge base splits at
+    ``perplexity_merge_threshold``."""
     def build(cfg: Any) -> PerplexityOptions:
         o = PerplexityOptions.of(cfg)
         changes: dict[str, Any] = {"perplexity_max_context": o.perplexity_max_context or cfg.llm.max_model_len}
@@ -248,7 +228,6 @@ def _proposition(items: Items, o: PropositionOptions, models: Models) -> Segment
 
 
 def _merge(method: Method, items: Items, base: Segmentation, o: MergeOptions, models: Models) -> Segmentation:
-    """The dynamic merge of a ``+merge`` variant over its base method's chunks."""
     tok = _tokenizer(o, models)
     return Segmentation([merge_unit_chunks(b, u, cs, o.merge_target_tokens, tok.count, method.name)
                          for (b, u), cs in zip(items, base.per_unit)],
@@ -276,7 +255,6 @@ def _completion_check(o: CompletionOptions, models: Models) -> None:
 
 
 def _completion(items: Items, o: CompletionOptions, models: Models, base: Segmentation) -> Segmentation:
-    """Meta-Chunking's semantic completion (chunkers/completion.py) of the perplexity+merge chunks (``base``)."""
     out, fallbacks, invalid = [], 0, 0
     for book in {id(b): b for b, _ in items}.values():
         done, st = complete_book_chunks(
@@ -291,7 +269,6 @@ def _completion(items: Items, o: CompletionOptions, models: Models, base: Segmen
 
 # ------------------------------------------------------------------ the paper's segmenters
 def _litseg(items: Items, o: LitSegOptions, models: Models) -> Segmentation:
-    """LitSeg (notebook 02's method): the length reference resolved once (:func:`litseg.segmenter.prepare`)."""
     chunks, results, used = litseg_segmenter.segment_units(items, o, models.backend)
     return Segmentation(per_unit_lists(items, chunks), fallbacks=sum(1 for r in results if r.fallback != "none"),
                         details={"length_reference": used.length_reference})
@@ -302,7 +279,6 @@ def _litseg_prepare(items: Items, o: LitSegOptions, models: Models) -> LitSegOpt
 
 
 def _lite(items: Items, o: LiteOptions, models: Models) -> Segmentation:
-    """LitSeg-Lite (notebook 03's student): one pass with LitSeg's validation, retries and fallback."""
     chunks, results = o.segmenter(models.backend).segment_units(items, progress=True)
     return Segmentation(per_unit_lists(items, chunks), fallbacks=sum(1 for r in results if r.fallback != "none"))
 
@@ -340,17 +316,8 @@ _METHODS: tuple[Method, ...] = (
 )
 REGISTRY: dict[str, Method] = {m.name: m for m in _METHODS}
 
-# the baselines' names and needs are declared once, below the registry (chunkers.config.BASELINES); what
-# is registered must be exactly that, in that order (a method added on one side only stops the import)
-_registered = {m.name: m.needs for m in _METHODS if m.baseline}
-if list(_registered.items()) != list(BASELINES.items()) or len(REGISTRY) != len(_METHODS):
-    raise ImportError(f"the registry's baselines {_registered} differ from litseg_nb.chunkers.config.BASELINES "
-                      f"{BASELINES} (names, needs or order), or a name is registered twice: register one "
-                      "method for each declared baseline")
-
 
 def _library_method(name: str) -> Method:
-    """``lib:<preset>`` / ``lib:<library>.<Class>``: a third-party splitter (chunkers/library.py)."""
     def run(items: Items, o: LibraryOptions, models: Models) -> Segmentation:
         per_unit, extra = library_chunks(name, items, o, models.backend, models.embedder)
         extra = dict(extra)
@@ -361,8 +328,7 @@ def _library_method(name: str) -> Method:
 
 
 def get_method(name: str) -> Method:
-    """The registered method ``name`` (one of :data:`METHOD_NAMES`, or a library splitter
-    ``lib:<preset>`` / ``lib:<library>.<Class>``: :mod:`litseg_nb.chunkers.library`)."""
+    """The registered method ``name``, or a library splitter ``lib:<preset>`` / ``lib:<library>.<Class>``."""
     if isinstance(name, str) and name.startswith("lib:"):
         return _library_method(name)
     method = REGISTRY.get(name)
@@ -373,7 +339,6 @@ def get_method(name: str) -> Method:
 
 
 def _check(method: Method, cfg: Any, models: Models) -> None:
-    """A :class:`ChunkerError` for the wrong stage config or a model ``method`` (or its base) needs and lacks."""
     if not isinstance(cfg, method.config):
         raise ChunkerError(f"{method.name} takes a {method.config.__name__}, got {type(cfg).__name__}")
     runner = method.base or method
@@ -384,7 +349,7 @@ def _check(method: Method, cfg: Any, models: Models) -> None:
 
 
 def prepare(method: Method, items: Items, cfg: Any, models: Models) -> Any:
-    """The method's options for ``items`` (its prepare step over the whole input, if it has one)."""
+    """The method's options for ``items`` (after its prepare step, if it has one)."""
     _check(method, cfg, models)
     options = method.options_of(cfg)
     return method.prepare(items, options, models) if method.prepare is not None else options
@@ -403,8 +368,7 @@ def run_prepared(method: Method, items: Items, cfg: Any, options: Any, models: M
 
 def segment_units(method: Method | str, items: Items, cfg: Any, models: Models | None = None,
                   options: Any = None) -> Segmentation:
-    """Run ``method`` on ``(book, unit)`` pairs with its stage config ``cfg`` (no cache; every unit's
-    coverage checked); ``options``: already prepared options (default: :func:`prepare` on these items)."""
+    """Run ``method`` on ``(book, unit)`` pairs with its stage config (no cache; every unit's coverage checked)."""
     method = get_method(method) if isinstance(method, str) else method
     models = models or Models()
     _check(method, cfg, models)
