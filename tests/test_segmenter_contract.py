@@ -157,15 +157,6 @@ def test_equal_options_of_two_methods_do_not_collide():
     assert len({p.key(lc) for p in presets}) == len(presets)
 
 
-def test_contract_refuses_a_malformed_method():
-    with pytest.raises(TypeError):  # keyword-only
-        Method("x", "text")
-    with pytest.raises(ValueError, match="needs"):
-        Method(name="x", needs="gpu", options=Options, config="m:C", run=lambda *a: None)
-    with pytest.raises(ValueError, match="options"):
-        Method(name="x", needs="text", options=dict, config="m:C", run=lambda *a: None)
-
-
 # ------------------------------------------------------------------ the segment entry, on a small book
 STORY = " ".join(f"Sentence number {i} tells of event {i}." for i in range(1, 13))
 BOOK = toy_book(STORY + "\n\nA second paragraph starts here. It ends here.\n\nA third one, short.")

@@ -1,7 +1,8 @@
 """Typed configuration: the profile table and one frozen dataclass config per stage.
 
-A config is built from a profile through the layers of :data:`LAYERS` (``config --explain KEY`` names the
-one that set a value); pydantic checks every value, an error is a one-line :class:`ConfigError`.
+Layers (:data:`LAYERS`): ``default`` (the field), ``profile`` (the table), ``run`` (``--set``, server variables),
+``explicit`` (keyword overrides); ``config --explain KEY`` names the one that set a value. pydantic checks
+every value; an error is a one-line :class:`ConfigError`.
 """
 from __future__ import annotations
 
@@ -476,7 +477,7 @@ class LLMConfig(_Base):
     top_p: float = 1.0
     max_model_len: int = at_least(8192, 1)
     base_urls: tuple[str, ...] = ()
-    # openai backend: the NAME of the variable holding the API key (the key never enters a config or a record)
+    # the NAME of the variable holding the API key (the key never enters a config or a record)
     api_key_env: str = "OPENAI_API_KEY"
     request_timeout_s: float = 120.0
     # openai backend: the most one request may wait over its attempts; a console line every wait_report_s
@@ -486,8 +487,7 @@ class LLMConfig(_Base):
     max_retries: int = at_least(3, 0)
     structured_output: bool = False
     use_cache: bool = True
-    # a reply the caller finds invalid: "drop" takes it out of the request cache (a rerun asks again),
-    # "keep" keeps it; "auto": drop for openai, keep for hf/vllm (a local model gives the same reply again)
+    # an invalid reply: "drop" takes it out of the request cache, "keep" keeps it; "auto": drop for openai only
     cache_invalid_replies: str = one_of("auto", "auto", "drop", "keep")
     # hf backend: compute a prompt prefix shared by many requests once and reuse its KV cache
     prefix_reuse: bool = True
@@ -501,30 +501,25 @@ class LLMConfig(_Base):
     lora_adapter: str = ""
 
     def __post_init__(self) -> None:
+        """Also refuses values a model call cannot use, rather than blaming a book later."""
         super().__post_init__()
-        check_sampling_and_servers(self)
-
-
-def check_sampling_and_servers(llm: "LLMConfig") -> None:
-    """Values a model call cannot use, refused when the config is built rather than blamed on a book later:
-    a non-positive timeout, a temperature not finite and >= 0, ``top_p`` outside (0, 1], a non-http(s) URL."""
-    if not (math.isfinite(llm.request_timeout_s) and llm.request_timeout_s > 0):
-        raise ConfigError(f"llm.request_timeout_s={llm.request_timeout_s!r}: seconds, a positive number")
-    if not (math.isfinite(llm.temperature) and llm.temperature >= 0):
-        raise ConfigError(f"llm.temperature={llm.temperature!r}: a finite number >= 0 (0 = greedy)")
-    if not (math.isfinite(llm.top_p) and 0 < llm.top_p <= 1):
-        raise ConfigError(f"llm.top_p={llm.top_p!r}: a probability in (0, 1]")
-    for url in llm.base_urls:
-        shown = redact_url(str(url))
-        try:
-            parts = urlsplit(str(url))
-            ok = parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in str(url))
-            parts.port  # noqa: B018  (a port that is not a number raises here)
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ConfigError(f"llm.base_urls: {shown!r} is not a server address; expected http(s)://HOST[:PORT]/v1 "
-                              f"(an OpenAI-compatible endpoint)")
+        llm = self
+        if not (math.isfinite(llm.request_timeout_s) and llm.request_timeout_s > 0):
+            raise ConfigError(f"llm.request_timeout_s={llm.request_timeout_s!r}: seconds, a positive number")
+        if not (math.isfinite(llm.temperature) and llm.temperature >= 0):
+            raise ConfigError(f"llm.temperature={llm.temperature!r}: a finite number >= 0 (0 = greedy)")
+        if not (math.isfinite(llm.top_p) and 0 < llm.top_p <= 1):
+            raise ConfigError(f"llm.top_p={llm.top_p!r}: a probability in (0, 1]")
+        for url in llm.base_urls:
+            try:
+                parts = urlsplit(str(url))
+                ok = parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)
+                parts.port  # noqa: B018  (a port that is not a number raises here)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ConfigError(f"llm.base_urls: {redact_url(str(url))!r} is not a server address; expected "
+                                  f"http(s)://HOST[:PORT]/v1 (an OpenAI-compatible endpoint)")
 
 
 @dataclass(frozen=True)
@@ -537,8 +532,7 @@ class EmbeddingConfig(_Base):
     device: str = one_of("auto", *DEVICES)
     normalize: bool = True
     use_instructions: bool = False
-    # flagembedding backend: tokens read per passage / query (its own default, 512, truncates a long chunk);
-    # 0 = the model's own maximum
+    # flagembedding backend: tokens read per passage / query; 0 = the model's own maximum
     max_passage_tokens: int = at_least(0, 0)
     max_query_tokens: int = at_least(512, 0)
     passage_instruction: str = "Represent the literature text chunk for literary question answering:"
@@ -555,8 +549,7 @@ class CorpusConfig(_Base):
     books: tuple[str, ...] = ()
     max_books: int = at_least(0, 0)
     max_units_per_book: int = at_least(0, 0)
-    # which units the max_units_per_book cap keeps: "first" (book order) or "questions" (units holding a
-    # question's evidence first), so small profiles still have answerable GutenQA questions
+    # which units the max_units_per_book cap keeps: "first" (book order) or "questions" (evidence units first)
     unit_selection: str = one_of("first", *UNIT_SELECTIONS)
     literaryqa_split: str = one_of("validation", *LITERARYQA_SPLITS)
     # the paper's n: units longer than this many words are split recursively; None = never split
@@ -566,8 +559,7 @@ class CorpusConfig(_Base):
     strict: bool = False
 
     def summary(self, training: bool = False) -> str:
-        """The data in one phrase, for labels; ``training`` names the LiteraryQA split and leaves out
-        ``max_books`` and the unit-selection rule."""
+        """The data in one phrase, for labels (``training``: with the LiteraryQA split, without the caps' rules)."""
         out = "+".join(self.datasets)
         if training and "literaryqa" in self.datasets:
             out += f" ({self.literaryqa_split} split)"
@@ -584,9 +576,8 @@ class CorpusConfig(_Base):
 
 @dataclass(frozen=True)
 class UnitSelection(_Base):
-    """Which units every LLM-based method segments (:func:`litseg_nb.corpus.selection.select_units`), so
-    they all see the same units. ``min_questions`` keeps the fewest evidence units that hold the evidence
-    of that many questions; ``units`` names units (``"book_id/unit_id"``); ``max_units`` 0 = no cap."""
+    """Which units every LLM-based method segments, so they all see the same units; ``min_questions``: the
+    fewest evidence units holding that many questions' evidence; ``units``: ``"book_id/unit_id"``."""
 
     strategy: str = one_of("first", *UNIT_SELECTIONS)
     books: tuple[str, ...] = ()
@@ -599,8 +590,8 @@ class UnitSelection(_Base):
 
 @dataclass(frozen=True)
 class StageConfig(_Base):
-    """Base of every notebook/stage config: profile, seed and the shared sub-configs. A subclass's
-    per-profile values are the rows of :data:`PROFILES_TABLE` under its class name."""
+    """Base of every stage config: profile, seed and the shared sub-configs; a subclass's per-profile values
+    are the rows of :data:`PROFILES_TABLE` under its class name."""
 
     profile: str = one_of("test", *PROFILES)
     seed: int = 0
@@ -624,8 +615,7 @@ class StageConfig(_Base):
 
     @classmethod
     def layered_values(cls, profile: str, overrides: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-        """The values after each layer of :data:`LAYERS` above ``default``, as nested dicts
-        (``{"profile": ..., "run": ..., "explicit": ...}``), each including the layers below it."""
+        """The values after each layer of :data:`LAYERS` above ``default`` (each including those below)."""
         _check_profile(profile)
         out: dict[str, dict[str, Any]] = {}
         values: dict[str, Any] = _merge(copy.deepcopy(SHARED_PROFILE_DEFAULTS[profile]), cls.profile_defaults(profile))
@@ -643,7 +633,6 @@ class StageConfig(_Base):
         return f"{self.describe_models()} | data={self.corpus.summary()}"
 
     def describe_models(self) -> str:
-        """The head of :meth:`describe`: profile, LLM (backend) and embedding model."""
         return f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | embeddings={self.embedding.model}"
 
 
@@ -671,8 +660,7 @@ def active_sets() -> list[tuple[str, Any]]:
 
 @contextlib.contextmanager
 def config_sets(sets: typing.Sequence[tuple[str, Any]]):
-    """Make ``sets`` active ``--set`` overrides (after those already active) inside the block: every config
-    built there in this process applies them."""
+    """Make ``sets`` active ``--set`` overrides (after those already active) inside the block."""
     old = list(_ACTIVE_SETS)
     _ACTIVE_SETS.extend((str(k), v) for k, v in sets)
     try:
@@ -751,8 +739,7 @@ def _lax(hint: Any) -> pydantic.TypeAdapter:
 
 
 def coerce(value: Any, hint: Any, where: str) -> Any:
-    """A command-line value (a literal or a string; a list comma-separated) as the field type ``hint``,
-    by pydantic's lax conversion (:class:`ConfigError` if it fails)."""
+    """A command-line value as the field type ``hint`` (a list comma-separated), by pydantic's lax mode."""
     args = typing.get_args(hint)
     if dataclasses.is_dataclass(hint):
         return value  # a section given whole: built (and checked) with the config
@@ -769,8 +756,7 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
 
 
 def apply_sets(cls: type, values: dict[str, Any], sets: typing.Sequence[tuple[str, Any]]) -> dict[str, Any]:
-    """``values`` with every ``--set`` whose field path exists in ``cls`` applied (a qualified key,
-    ``ClassName.path``, only to that class)."""
+    """``values`` with every ``--set`` whose field path exists in ``cls`` applied (``Class.path``: that class only)."""
     if not sets:
         return values
     values = copy.deepcopy(values)  # never write into the profile table's nested dicts
@@ -838,7 +824,7 @@ def missing_settings(cfg: Any, roles: typing.Sequence[str] | None = None) -> lis
 # ---------------------------------------------------------------- which layer set a value
 @dataclass(frozen=True)
 class Explanation:
-    """A config value and the layer of :data:`LAYERS` that set it (``source`` says where, in words)."""
+    """A config value and the layer of :data:`LAYERS` that set it (``source``: where, in words)."""
 
     key: str
     value: Any
@@ -858,7 +844,6 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _given(flat: Mapping[str, Any], key: str) -> bool:
-    """Whether the flattened layer ``flat`` gives ``key`` (itself, or a section holding it)."""
     return any(k == key or key.startswith(k + ".") for k in flat)
 
 
@@ -872,8 +857,8 @@ def _row_name(cls: type, profile: str) -> str | None:
 
 
 def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | None = None) -> list[Explanation]:
-    """The value of ``key`` (a section gives each of its fields) in ``cls.for_profile(profile, **overrides)``
-    with the ``--set`` overrides in force, and which layer of :data:`LAYERS` set it."""
+    """The value of ``key`` (a section: each of its fields) in ``cls.for_profile(profile, **overrides)`` with
+    the ``--set`` overrides in force, and which layer of :data:`LAYERS` set it."""
     qual, parts = _split_key(key)
     unknown_engine = len(parts) >= 2 and parts[-2] == "engine" and parts[-1] not in ENGINE_SETTINGS
     if (qual is not None and qual != cls.__name__) or unknown_engine or field_hint(cls, parts) is _MISSING:
@@ -889,6 +874,7 @@ def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | No
     layers = cls.layered_values(profile, overrides)
     explicit = _flat(overrides)
     sets = [(k, v) for k, v in active_sets() if _split_key(k)[0] in (None, cls.__name__)]
+    set_paths = [(".".join(_split_key(sk)[1]), sk, sv) for sk, sv in sets]
     after_sets = _flat(apply_sets(cls, layers["profile"], sets))
     after_run = _flat(layers["run"])
     row = _row_name(cls, profile)
@@ -906,8 +892,8 @@ def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | No
             env = next((e for e, q, r in SERVER_ENV if k == f"{r}.base_urls" and q in (None, cls.__name__)
                         and os.environ.get(e, "").strip()), "a server variable")
             layer, source = "run", f"${env}"
-        elif any(_given(_flat(_set_dict(sk)), k) for sk, _ in sets):
-            sk, sv = [(sk, sv) for sk, sv in sets if _given(_flat(_set_dict(sk)), k)][-1]
+        elif hits := [(sk, sv) for p, sk, sv in set_paths if _given({p: None}, k)]:
+            sk, sv = hits[-1]
             layer, source = "run", f"--set {sk}={sv!r}"
         elif _given(stage_row, k):
             layer, source = "profile", f"profile table: PROFILES_TABLE[{profile!r}][{row!r}]"
@@ -917,11 +903,3 @@ def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | No
             layer, source = "default", f"the default of {cls.__name__}"
         out.append(Explanation(k, final[k], layer, source))
     return out
-
-
-def _set_dict(key: str) -> dict[str, Any]:
-    """``"LiteConfig.judge_llm.model"`` -> ``{"judge_llm": {"model": None}}`` (the path a --set gives)."""
-    node: Any = None
-    for part in reversed(_split_key(key)[1]):
-        node = {part: node}
-    return node
