@@ -1,7 +1,5 @@
-"""Notebook 04's cached per-book runs: ``run_chunker`` / ``run_methods`` over the registry's baselines and
-``run_library_presets`` over the ``lib:`` presets. A run is cached per (method, book), keyed by the method's
-derived key plus the units' text, so an interrupted run resumes book by book; :class:`RunReport` records
-seconds, chunks, LLM calls/tokens and fallbacks per book.
+"""Notebook 04's runs of the baselines and the ``lib:`` presets. A baseline run is cached per (method, book),
+keyed by the method's key and the units' text, so an interrupted run resumes book by book.
 """
 from __future__ import annotations
 
@@ -68,13 +66,7 @@ def _ledger_rows(backend: Any, method: str, book_id: str) -> dict[str, dict[str,
     return {r["stage"]: r for r in ledger.rows() if r["method"] == method and r["book"] == book_id}
 
 
-def _usage(backend: Any, method: str, book_id: str) -> tuple[int, int, int]:
-    r = _ledger_rows(backend, method, book_id).get(STAGE)
-    return (r["calls"], r["prompt_tokens"], r["completion_tokens"]) if r else (0, 0, 0)
-
-
 def _usage_delta(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Ledger rows (per stage) this computation added: stored with the cached chunks."""
     out = []
     for stage, row in after.items():
         old = before.get(stage, {})
@@ -91,7 +83,6 @@ _ACCOUNTED: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictiona
 
 def _run_base(spec: Method, book: Book, units: list[Unit], cfg: "BaselinesConfig", backend: Any,
               embedder: Any, report: RunReport | None, report_as: str) -> list[Chunk]:
-    """Run ``spec`` on the units of one book with the (method, book) cache."""
     models = Models(backend, embedder)
     cache = StepCache(
         f"chunks-{spec.name}",
@@ -112,16 +103,15 @@ def _run_base(spec: Method, book: Book, units: list[Unit], cfg: "BaselinesConfig
                 ledger.replay(UsageTag(tag_method, book.book_id, row["stage"]), row)
             accounted.add(cache.key)
     else:
-        before = _usage(backend, tag_method, book.book_id)
         rows_before = _ledger_rows(backend, tag_method, book.book_id)
         t0 = time.perf_counter()
         result = segment_units(spec, [(book, u) for u in units], cfg, models)  # coverage of every unit checked
         secs = time.perf_counter() - t0
-        after = _usage(backend, tag_method, book.book_id)
         usage = _usage_delta(rows_before, _ledger_rows(backend, tag_method, book.book_id))
+        d = next((row for row in usage if row["stage"] == STAGE), {})
         chunks = result.chunks
         run = BookRun(report_as, book.book_id, len(units), sum(u.n_sentences for u in units), len(chunks),
-                      secs, False, after[0] - before[0], after[1] - before[1], after[2] - before[2],
+                      secs, False, d.get("calls", 0), d.get("prompt_tokens", 0), d.get("completion_tokens", 0),
                       result.fallbacks, result.invalid_replies)
         cache.save({"chunks": [c.to_json() for c in chunks], "run": dataclasses.asdict(run), "usage": usage})
         accounted.add(cache.key)
@@ -131,11 +121,9 @@ def _run_base(spec: Method, book: Book, units: list[Unit], cfg: "BaselinesConfig
 
 
 def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = None,
-                embedder: Any = None, report: RunReport | None = None,
-                tokenizer: Any = None) -> list[Chunk]:
-    """Chunks of baseline ``name`` for ``books`` (all units; LLM methods, and the semantic chunker with
-    ``semantic_units="selection"``: the selected units), cached
-    per (method, book) so an interrupted notebook 04 resumes book by book."""
+                embedder: Any = None, report: RunReport | None = None) -> list[Chunk]:
+    """Chunks of baseline ``name`` for ``books``, cached per (method, book): every unit, or the selected units
+    (LLM methods, and the semantic chunker with ``semantic_units="selection"``)."""
     spec = get_method(name)
     if not spec.baseline:
         raise ChunkerError(f"{name} is not a notebook-04 baseline (use chunk_units or litseg_nb.segment)")
@@ -160,7 +148,7 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
         else:
             base = _run_base(spec.base, book, units, cfg, backend, embedder, report, name)
             merge = spec.options_of(cfg)  # the variant's MergeOptions
-            tok = tokenizer or load_tokenizer(merge.tokenizer, backend)
+            tok = load_tokenizer(merge.tokenizer, backend)
             chunks = []
             for u in units:
                 chunks.extend(merge_unit_chunks(book, u, [c for c in base if c.unit_id == u.unit_id],
@@ -174,8 +162,7 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
 def run_methods(books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = None, embedder: Any = None,
                 methods: Sequence[str] | None = None, report: RunReport | None = None,
                 save_profile: str | None = None) -> dict[str, list[Chunk]]:
-    """Run several methods (default ``cfg.methods``); save each set to
-    ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` when ``save_profile`` is given."""
+    """Run several methods (default ``cfg.methods``); save each set when ``save_profile`` is given."""
     from tqdm.auto import tqdm
 
     # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
@@ -198,11 +185,8 @@ RUN_COLUMNS = ("method", "library", "needs", "books", "units", "chunks", "pieces
 def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequence[str], backend: Any = None,
                         embedder: Any = None, llm_items: Sequence[tuple[Book, Unit]] = (),
                         save_profile: str | None = None):
-    """Run the ``lib:`` presets the way notebook 04 runs the baselines: on every unit of the books
-    ``cfg.books`` names (empty = all of ``books``); the embedding presets, with
-    ``cfg.embedding_units == "selection"``, and the LLM preset on ``llm_items`` (the shared unit
-    selection). Returns ``(chunk sets, run table)``; saves each set to
-    ``outputs/<save_profile>/artifacts/chunks/<method>.jsonl`` for notebooks 05/06."""
+    """Run the ``lib:`` presets on every unit of the books ``cfg.books`` names (empty = all), the LLM (and, with
+    ``embedding_units="selection"``, the embedding) presets on ``llm_items``; ``(chunk sets, run table)``."""
     import pandas as pd
     from tqdm.auto import tqdm
 
