@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..core.cache import StepCache
 from ..chunk_sets import chunk_set_path
-from ..chunkers.base import ChunkerError, load_tokenizer
+from ..chunkers.base import ChunkerError
 from ..chunkers.library import PREFIX, LibraryConfig, is_library_method, needs_of, resolve
-from ..chunkers.merge import merge_unit_chunks
 from ..llm.base import UsageTag
 from ..core.schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
-from .registry import STAGE, Method, Models, chunk_units, get_method, segment_units
+from .registry import (STAGE, Method, Models, Segmentation, chunk_units, dynamic_merge, get_method, per_unit_lists,
+                       segment_units)
 from ..corpus.selection import book_matches, select_units
 
 if TYPE_CHECKING:
@@ -143,16 +143,11 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
         units = by_book.get(book.book_id)
         if not units:
             continue
-        if spec.base is None:
-            chunks = _run_base(spec, book, units, cfg, backend, embedder, report, name)
-        else:
-            base = _run_base(spec.base, book, units, cfg, backend, embedder, report, name)
-            merge = spec.options_of(cfg)  # the variant's MergeOptions
-            tok = load_tokenizer(merge.tokenizer, backend)
-            chunks = []
-            for u in units:
-                chunks.extend(merge_unit_chunks(book, u, [c for c in base if c.unit_id == u.unit_id],
-                                                merge.merge_target_tokens, tok.count, name))
+        chunks = _run_base(spec.base or spec, book, units, cfg, backend, embedder, report, name)
+        if spec.base is not None:  # a +merge variant: the dynamic merge of its base's (cached) chunks
+            items = [(book, u) for u in units]
+            base = Segmentation(per_unit_lists(items, chunks))
+            chunks = dynamic_merge(spec, items, base, spec.options_of(cfg), Models(backend)).chunks
         if not on_selection:  # (segment_units checked every unit's coverage either way)
             assert_full_coverage(book, chunks, name)
         out.extend(chunks)

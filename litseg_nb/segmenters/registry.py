@@ -227,7 +227,7 @@ def _proposition(items: Items, o: PropositionOptions, models: Models) -> Segment
     return Segmentation(chunks, fallbacks=fallbacks)
 
 
-def _merge(method: Method, items: Items, base: Segmentation, o: MergeOptions, models: Models) -> Segmentation:
+def dynamic_merge(method: Method, items: Items, base: Segmentation, o: MergeOptions, models: Models) -> Segmentation:
     tok = _tokenizer(o, models)
     return Segmentation([merge_unit_chunks(b, u, cs, o.merge_target_tokens, tok.count, method.name)
                          for (b, u), cs in zip(items, base.per_unit)],
@@ -359,7 +359,7 @@ def run_prepared(method: Method, items: Items, cfg: Any, options: Any, models: M
     """One segment call with already prepared ``options`` (a ``+merge`` variant: its base, then the merge)."""
     if method.base is not None:
         base = run_prepared(method.base, items, cfg, method.base.options_of(cfg), models)
-        return _merge(method, items, base, options, models)
+        return dynamic_merge(method, items, base, options, models)
     if method.check is not None:
         method.check(options, models)
     inputs = [segment_units(dep, items, cfg, models) for dep in method.uses]
