@@ -9,7 +9,6 @@ from .core import schema  # noqa: F401  (Chunk, Book: the types segment returns)
 from .api import load_text, segment
 from ._version import __version__
 
-# transformers 5.x deprecates reading `model.is_gradient_checkpointing`; trl and peft still read it on every
-# step (our code does not): third-party noise, hidden by its exact message only
+# third-party noise (trl and peft read a deprecated transformers attribute every step), by its exact message
 _warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 __all__ = ["load_text", "segment", "__version__"]

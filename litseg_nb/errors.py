@@ -1,7 +1,5 @@
-"""The package's error base: every domain error derives from :class:`LitsegError` and keeps a built-in
-base (``ValueError``, ``RuntimeError``, ...). The command line prints one as one line and exits with its
-:attr:`~LitsegError.exit_code` (2 for a :class:`UsageError`); anything else keeps its traceback.
-"""
+"""The package's error base: the command line prints a :class:`LitsegError` as one line and exits with its
+``exit_code``; anything else keeps its traceback."""
 from __future__ import annotations
 
 

@@ -1,6 +1,5 @@
-"""Secrets out of everything the package writes or prints: a URL's userinfo (``http://user:token@host``)
-and every query or fragment value (signed URLs put them anywhere) become ``***``. :func:`url_identity`
-still tells two servers apart that differ only in a secret (a short hash of what was removed).
+"""Secrets out of everything the package writes or prints: a URL's userinfo and every query or fragment
+value become ``***``; :func:`url_identity` still tells apart servers that differ only in a secret.
 """
 from __future__ import annotations
 
@@ -14,23 +13,17 @@ _PARAM_VALUE = re.compile(r"(?<=[?&#;])([^=&#;\s/]+=)[^&#;\s]+")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 
 
-def _secret_parts(url: str) -> list[str]:
-    parts = [m.group(0) for m in _USERINFO.finditer(url)]
-    for m in _URL.finditer(url):
-        parts += [p.group(0) for p in _PARAM_VALUE.finditer(m.group(0))]
-    return parts
-
-
 def redact_url(text: str) -> str:
-    """``text`` (a URL, or any text with URLs in it) with every userinfo replaced by ``***@`` and every
-    query or fragment value of a URL by ``***`` (the parameter names are kept: ``?api_key=***``)."""
+    """``text`` with every URL's userinfo replaced by ``***@`` and query or fragment values by ``***``."""
     text = _USERINFO.sub("***@", str(text))
     return _URL.sub(lambda m: _PARAM_VALUE.sub(r"\1***", m.group(0)), text)
 
 
 def url_identity(url: str) -> str:
     """A server's identity for a cache key: the redacted URL, plus ``#<12 hex>`` of the removed parts if any."""
-    secrets = _secret_parts(str(url))
+    secrets = [m.group(0) for m in _USERINFO.finditer(str(url))]
+    for m in _URL.finditer(str(url)):
+        secrets += [p.group(0) for p in _PARAM_VALUE.finditer(m.group(0))]
     red = redact_url(url)
     if not secrets:
         return red

@@ -1,7 +1,5 @@
-"""Chunk sets: the one hand-off between the notebooks that write chunks (02-04, ``import-chunks``) and those
-that evaluate them (05, 06): ``outputs/<profile>/artifacts/chunks/<name>.jsonl``. Evaluated in
-:data:`METHOD_ORDER`, other names after them; a LitSeg-Lite set holding one of its training units is refused;
-``fallback-sent5`` (5-sentence windows) stands in only when no set exists at all, labelled as such.
+"""Chunk sets: the hand-off from the notebooks that write chunks (02-04, ``import-chunks``) to those that
+evaluate them (05, 06); ``fallback-sent5`` (5-sentence windows) stands in only when no set exists at all.
 """
 from __future__ import annotations
 
@@ -27,13 +25,11 @@ class EvaluationError(LitsegError, ValueError):
 
 
 def chunk_set_path(profile: str, name: str) -> Path:
-    """``outputs/<profile>/artifacts/chunks/<name>.jsonl``."""
     return artifact_path(profile, "chunks", f"{name}.jsonl")
 
 
 def discover(profile: str, methods: Sequence[str] = ()) -> tuple[dict[str, Path], list[str]]:
-    """``({method: path}, missing)`` for the chunk artifacts of ``profile`` (all known methods if empty); a
-    set named in ``methods`` that does not exist is an :class:`EvaluationError` listing the sets that do."""
+    """``({method: path}, missing)`` for the chunk sets of ``profile``; a named set must exist."""
     folder = artifact_dir(profile, "chunks")
     found = {p.stem: p for p in sorted(folder.glob("*.jsonl"))}
     wanted = list(methods) or list(METHOD_ORDER)
@@ -51,8 +47,7 @@ def discover(profile: str, methods: Sequence[str] = ()) -> tuple[dict[str, Path]
 
 def load_evaluable(paths: Mapping[str, Path], book_ids: Iterable[str],
                    required: Iterable[str] = ()) -> tuple[dict[str, list[Chunk]], list[str]]:
-    """``(chunk sets with chunks of the books, names of sets without any)``; a set named in ``required``
-    without chunks of these books is an error, a Lite set holding a trained unit is refused."""
+    """``(chunk sets with chunks of the books, names of sets without any)``; a Lite set with a trained unit raises."""
     wanted, req = set(book_ids), set(required)
     out, none = {}, []
     for m, p in paths.items():
@@ -68,7 +63,6 @@ def load_evaluable(paths: Mapping[str, Path], book_ids: Iterable[str],
 
 
 def sentence_windows(books: Sequence[Any], n_sentences: int = 5, method: str = FALLBACK_NAME) -> list[Chunk]:
-    """Fixed windows of ``n_sentences`` sentences per unit: the stand-in when no chunk artifact exists."""
     out = []
     for b in books:
         for u in b.units:
@@ -79,9 +73,7 @@ def sentence_windows(books: Sequence[Any], n_sentences: int = 5, method: str = F
 
 def for_retrieval(profile: str, methods: Sequence[str], books: Sequence[Any]
                   ) -> tuple[dict[str, list[Chunk]], dict[str, Any]]:
-    """Notebook 05's ``(chunk_sets, info)``: ``methods`` (empty = every set found) with chunks of ``books``;
-    ``info``: ``paths``, ``missing``, ``no_chunks_here`` and the label ``note``. Unaligned imported chunks
-    stay (retrievers index their text)."""
+    """Notebook 05's ``(chunk_sets, info)``: ``methods`` (empty = every set found) with chunks of ``books``."""
     paths, missing = discover(profile, methods)
     chunk_sets, no_books = load_evaluable(paths, [b.book_id for b in books], required=methods)
     note = ""
@@ -93,8 +85,7 @@ def for_retrieval(profile: str, methods: Sequence[str], books: Sequence[Any]
 
 def for_segment_quality(profile: str, methods: Sequence[str], books: Sequence[Any]
                         ) -> tuple[dict[str, list[Chunk]], dict[str, Any]]:
-    """Notebook 06's ``(chunk_sets, info)``, as :func:`for_retrieval`'s but imported chunks that could not be
-    aligned to the text are left out and counted per method (``info["unaligned"]``)."""
+    """Notebook 06's ``(chunk_sets, info)``; imported chunks not aligned to the text are left out and counted."""
     paths, missing = discover(profile, methods)
     chunk_sets, no_books = load_evaluable(paths, {b.book_id for b in books})
     present = {m: p for m, p in paths.items() if m in chunk_sets}

@@ -238,7 +238,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "RagConfig": {"reranker": "flagembedding", "reranker_max_length": 8192,  # bge-reranker-v2-m3's maximum
                       "context_top_k": 5, "answer_max_new_tokens": 256},
         "SegmentQualityConfig": {},
-        # llm_methods: every LLM baseline (the dataclass default)
         "BoundaryConfig": {"source": "corpus", "segmenter_max_windows": 0},
         "EfficiencyConfig": {},
     },
@@ -257,17 +256,14 @@ class ConfigError(UsageError, ValueError):
 
 
 def one_of(default: Any, *choices: Any) -> Any:
-    """A field whose value (or, for a tuple field, every element) must be one of ``choices``."""
     return field(default=default, metadata={"choices": tuple(choices)})
 
 
 def at_least(default: Any, minimum: float) -> Any:
-    """A numeric field that must be ``>= minimum``."""
     return field(default=default, metadata={"ge": minimum})
 
 
 def between(default: Any, minimum: float, maximum: float) -> Any:
-    """A numeric field that must lie in ``[minimum, maximum]``."""
     return field(default=default, metadata={"ge": minimum, "le": maximum})
 
 
@@ -298,7 +294,6 @@ _ENGINE = pydantic.with_config(pydantic.ConfigDict(extra="forbid"))(
 
 
 def _schema(hint: Any, meta: Mapping[str, Any], name: str) -> Any:
-    """The pydantic type of a dataclass field: its hint with the declared choices and bounds."""
     if dataclasses.is_dataclass(hint):
         return pydantic.InstanceOf[hint]  # a nested config was checked when it was built
     if name == "engine":
@@ -323,7 +318,6 @@ def _validator(cls: type) -> pydantic.TypeAdapter:
 
 
 def validate_fields(obj: Any) -> None:
-    """Check every field of dataclass ``obj`` with pydantic; the first error as a one-line :class:`ConfigError`."""
     cls = type(obj)
     try:
         _validator(cls).validate_python({f.name: getattr(obj, f.name) for f in fields(cls)})
@@ -375,7 +369,6 @@ def renamed_hint(parts: typing.Sequence[str]) -> str:
 
 
 def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
-    """Construct dataclass ``cls`` from ``values``, recursing into nested dataclass fields."""
     if not isinstance(values, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
     known = {f.name: f for f in fields(cls) if f.init}
@@ -412,7 +405,6 @@ def _field_default(f: dataclasses.Field) -> dict[str, Any]:
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """Deep-merge ``over`` into ``base`` (dicts merge, everything else replaces)."""
     out = dict(base)
     for key, value in over.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
@@ -448,7 +440,6 @@ class Options(_Base):
 
     @classmethod
     def of(cls, cfg: Any):
-        """The options of this class held by ``cfg`` (a config inheriting it, or an instance of it)."""
         return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls) if f.init})
 
 
@@ -491,7 +482,6 @@ class LLMConfig(_Base):
     cache_invalid_replies: str = one_of("auto", "auto", "drop", "keep")
     # hf backend: compute a prompt prefix shared by many requests once and reuse its KV cache
     prefix_reuse: bool = True
-    # chat template's thinking switch (Qwen3-style `enable_thinking`)
     enable_thinking: bool = False
     # hf backend, forward-only calls: a batch is cut before more than this fraction of its tokens is padding
     max_padding: float = between(0.25, 0.0, 1.0)
@@ -602,7 +592,6 @@ class StageConfig(_Base):
 
     @classmethod
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
-        """The profile table's row of the nearest class (this one, else a base) that has one."""
         _check_profile(profile)
         row = _row_name(cls, profile)
         return copy.deepcopy(stage_values(profile, row)) if row else {}
@@ -636,12 +625,10 @@ class StageConfig(_Base):
         return f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | embeddings={self.embedding.model}"
 
 
-# ---------------------------------------------------------------- the layers, --set and server addresses
 #: The layers that decide a config value, lowest first.
 LAYERS: tuple[str, ...] = ("default", "profile", "run", "explicit")
 
-#: ``(variable, config class or None = any, LLM field)``: server addresses (comma- or space-separated) that fill
-#: ``base_urls`` of an ``openai`` LLM role no ``--set`` gave addresses; the first matching variable wins.
+#: ``(variable, config class or None = any, LLM field)``: addresses for an ``openai`` role without ``base_urls``
 SERVER_ENV: tuple[tuple[str, str | None, str], ...] = (
     ("LITSEG_TEACHER_URLS", "LitSegConfig", "llm"),  # notebook 02's teacher
     ("LITSEG_JUDGE_URLS", None, "judge_llm"),  # notebook 03's judge; 05's pairwise judge
@@ -654,7 +641,6 @@ _ACTIVE_SETS: list[tuple[str, Any]] = []
 
 
 def active_sets() -> list[tuple[str, Any]]:
-    """The ``--set`` overrides in force in this process, in order."""
     return list(_ACTIVE_SETS)
 
 
@@ -670,12 +656,10 @@ def config_sets(sets: typing.Sequence[tuple[str, Any]]):
 
 
 def use_sets(sets: typing.Sequence[tuple[str, Any]]) -> None:
-    """Make ``sets`` THE active ``--set`` overrides of this process from now on (a notebook's kernel)."""
     _ACTIVE_SETS[:] = [(str(k), v) for k, v in sets]
 
 
 def _split_key(key: str) -> tuple[str | None, list[str]]:
-    """``"LiteConfig.judge_llm.model"`` -> ``("LiteConfig", [...])``; unqualified keys -> ``(None, [...])``."""
     parts = [p.strip() for p in key.strip().split(".")]
     if not all(parts):
         raise ConfigError(f"--set {key!r}: expected section.field=value (e.g. judge_llm.base_urls=http://host:8000/v1)")
@@ -685,7 +669,6 @@ def _split_key(key: str) -> tuple[str | None, list[str]]:
 
 
 def field_hint(cls: type, parts: typing.Sequence[str]) -> Any:
-    """The type of field path ``parts`` of dataclass ``cls`` (``_MISSING`` when it has no such field)."""
     owner: Any = cls
     hint: Any = cls
     for i, part in enumerate(parts):
@@ -707,7 +690,6 @@ _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
 def _scalar(value: Any, base: type) -> Any:
-    """A notebook parameter's ``value`` as ``base`` (bool, int, float or str), or raise ValueError."""
     if base is bool:
         if isinstance(value, bool):
             return value
@@ -781,13 +763,11 @@ def apply_sets(cls: type, values: dict[str, Any], sets: typing.Sequence[tuple[st
 
 
 def llm_roles(cls: type) -> list[str]:
-    """The fields of stage config ``cls`` that are :class:`LLMConfig` (``llm``, ``judge_llm``, ...)."""
     hints = typing.get_type_hints(cls)
     return [f.name for f in fields(cls) if hints.get(f.name) is LLMConfig]
 
 
 def apply_server_env(cls: type, values: dict[str, Any]) -> dict[str, Any]:
-    """``base_urls`` from :data:`SERVER_ENV` for the ``openai`` roles of ``cls`` that have none."""
     roles = {f.name: f for f in fields(cls)}
     for env, qual, role in SERVER_ENV:
         raw = os.environ.get(env, "").strip()
@@ -821,7 +801,6 @@ def missing_settings(cfg: Any, roles: typing.Sequence[str] | None = None) -> lis
     return out
 
 
-# ---------------------------------------------------------------- which layer set a value
 @dataclass(frozen=True)
 class Explanation:
     """A config value and the layer of :data:`LAYERS` that set it (``source``: where, in words)."""

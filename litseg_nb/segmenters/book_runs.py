@@ -76,8 +76,7 @@ def _usage_delta(before: dict[str, dict[str, Any]], after: dict[str, dict[str, A
     return out
 
 
-# (ledger -> step-cache keys whose usage the ledger already holds): a "+merge" variant reuses its base's
-# cached chunks in the same run, and that work must be counted once
+# ledger -> the step-cache keys whose usage it holds: a base reused by its +merge variant is counted once
 _ACCOUNTED: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
 
 
@@ -171,7 +170,6 @@ def run_methods(books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = No
     return out
 
 
-# --------------------------------------------------------------------------- notebook 04: the lib: presets
 RUN_COLUMNS = ("method", "library", "needs", "books", "units", "chunks", "pieces", "exact", "normalised", "fuzzy",
                "not_found", "gap_chunks", "library_coverage", "overlap", "llm_calls", "llm_fallbacks",
                "invalid_replies", "seconds", "note")

@@ -104,14 +104,12 @@ class Method:
         return self.needs == "embedder"
 
     def whole_input(self, cfg: Any) -> bool:
-        """True when the prepare step depends on the input (LitSeg calibrating): each book prepares alone."""
         return self.prepare is not None and (self.prepares_when is None or bool(self.prepares_when(cfg)))
 
     def options_of(self, cfg: Any) -> Options:
         return (self.build or self.options.of)(cfg)
 
     def key_parts(self, cfg: Any, models: Models | None = None) -> dict[str, Any]:
-        """Everything that decides this method's chunks of given units: the derived cache key."""
         parts: dict[str, Any] = {"method": self.name, "options": self.options_of(cfg).to_dict()}
         deps = ([self.base] if self.base is not None else []) + list(self.uses)
         if deps:
@@ -144,7 +142,6 @@ def _tokenizer(options: Any, models: Models):
     return models.tokenizer or load_tokenizer(options.tokenizer, models.backend)
 
 
-# ------------------------------------------------------------------ the segment entries of the baselines
 def _token(items: Items, o: TokenOptions, models: Models) -> Segmentation:
     tok = _tokenizer(o, models)
     return Segmentation([token_chunks(b, u, tok, o.token_chunk_size, o.token_chunk_overlap) for b, u in items])
@@ -178,7 +175,6 @@ def _c99(items: Items, o: C99Options, models: Models) -> Segmentation:
 
 
 def _boundary_model_options(cfg: Any) -> BoundaryModelOptions:
-    """The weights file with its digest (part of the key)."""
     o = BoundaryModelOptions.of(cfg)
     return o.replace(boundary_model_weights=with_digest(o.boundary_model_weights))
 
@@ -190,8 +186,6 @@ def _boundary_model(items: Items, o: BoundaryModelOptions, models: Models) -> Se
 
 
 def _perplexity_options(merge_base: bool):
-    """Perplexity's options: context 0 resolved to the LLM's ``max_model_len``; the merge base splits at
-    ``perplexity_merge_threshold``."""
     def build(cfg: Any) -> PerplexityOptions:
         o = PerplexityOptions.of(cfg)
         changes: dict[str, Any] = {"perplexity_max_context": o.perplexity_max_context or cfg.llm.max_model_len}
@@ -267,7 +261,6 @@ def _completion(items: Items, o: CompletionOptions, models: Models, base: Segmen
     return Segmentation(per_unit_lists(items, out), fallbacks=fallbacks, invalid_replies=invalid)
 
 
-# ------------------------------------------------------------------ the paper's segmenters
 def _litseg(items: Items, o: LitSegOptions, models: Models) -> Segmentation:
     chunks, results, used = litseg_segmenter.segment_units(items, o, models.backend)
     return Segmentation(per_unit_lists(items, chunks), fallbacks=sum(1 for r in results if r.fallback != "none"),
@@ -349,7 +342,6 @@ def _check(method: Method, cfg: Any, models: Models) -> None:
 
 
 def prepare(method: Method, items: Items, cfg: Any, models: Models) -> Any:
-    """The method's options for ``items`` (after its prepare step, if it has one)."""
     _check(method, cfg, models)
     options = method.options_of(cfg)
     return method.prepare(items, options, models) if method.prepare is not None else options
@@ -391,7 +383,6 @@ def chunk_units(name: str, items: Sequence[tuple[Book, Unit]], cfg: Any, backend
     return result.chunks, result.counters()
 
 
-# ------------------------------------------------------------------ the ``methods`` listing
 #: one line per registered method (what it does and the paper it comes from)
 DESCRIPTIONS: dict[str, str] = {
     "token": "fixed windows of token_chunk_size tokens of the statistics tokenizer",
