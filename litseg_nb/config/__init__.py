@@ -317,17 +317,6 @@ def _validator(cls: type) -> pydantic.TypeAdapter:
     return pydantic.TypeAdapter(pydantic.with_config(strict)(spec))
 
 
-def validate_fields(obj: Any) -> None:
-    cls = type(obj)
-    try:
-        _validator(cls).validate_python({f.name: getattr(obj, f.name) for f in fields(cls)})
-    except pydantic.ValidationError as exc:
-        # a NaN passes the bounds here: the fields that must be finite say so themselves (LLMConfig)
-        errors = [e for e in exc.errors() if not (isinstance(e["input"], float) and math.isnan(e["input"]))]
-        if errors:
-            raise _config_error(obj, errors[0]) from None
-
-
 def _config_error(obj: Any, err: Mapping[str, Any]) -> ConfigError:
     """pydantic's error ``err`` as one line: the field, the value and what is accepted."""
     cls, name = type(obj), err["loc"][0]
@@ -395,12 +384,7 @@ def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
 
 
 def _field_default(f: dataclasses.Field) -> dict[str, Any]:
-    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        default = f.default_factory()  # type: ignore[misc]
-    elif f.default is not dataclasses.MISSING:
-        default = f.default
-    else:
-        return {}
+    default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
     return dataclasses.asdict(default) if dataclasses.is_dataclass(default) else {}
 
 
@@ -420,7 +404,13 @@ class _Base:
     """Base of every config dataclass: checked by pydantic when built, hashed by its values."""
 
     def __post_init__(self) -> None:
-        validate_fields(self)
+        try:
+            _validator(type(self)).validate_python({f.name: getattr(self, f.name) for f in fields(self)})
+        except pydantic.ValidationError as exc:
+            # a NaN passes the bounds here: the fields that must be finite say so themselves (LLMConfig)
+            errors = [e for e in exc.errors() if not (isinstance(e["input"], float) and math.isnan(e["input"]))]
+            if errors:
+                raise _config_error(self, errors[0]) from None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[arg-type]
@@ -441,7 +431,6 @@ class Options(_Base):
     @classmethod
     def of(cls, cfg: Any):
         return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls) if f.init})
-
 
 
 LLM_BACKENDS = ("hf", "vllm", "openai")  # litseg_nb.llm.factory.BACKENDS

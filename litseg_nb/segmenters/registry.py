@@ -71,9 +71,6 @@ class Segmentation:
     def chunks(self) -> list[Chunk]:
         return [c for cs in self.per_unit for c in cs]
 
-    def counters(self) -> dict[str, Any]:
-        return {"fallbacks": self.fallbacks, "invalid_replies": self.invalid_replies, **self.details}
-
 
 @dataclass(frozen=True, kw_only=True)
 class Method:
@@ -83,7 +80,7 @@ class Method:
     name: str
     needs: str
     options: type[Options]
-    config: type
+    config: type = BaselinesConfig
     run: Callable[..., Segmentation] | None = None  # (items, options, models, *segmentations of uses)
     base: "Method | None" = None
     uses: tuple["Method", ...] = ()
@@ -93,7 +90,11 @@ class Method:
     # when the prepare step depends on the input, given the stage config (None: whenever there is one)
     prepares_when: Callable[[Any], bool] | None = None
     internal: bool = False  # a building block of another method, not a method of its own
-    baseline: bool = False  # one of notebook 04's baselines (chunkers.config.BASELINES)
+
+    @property
+    def baseline(self) -> bool:
+        """One of notebook 04's baselines (chunkers.config.BASELINES)."""
+        return self.config is BaselinesConfig and not self.internal
 
     @property
     def needs_llm(self) -> bool:
@@ -229,17 +230,13 @@ def dynamic_merge(method: Method, items: Items, base: Segmentation, o: MergeOpti
 
 
 # the internal building block of perplexity+merge (Meta-Chunking App. F: θ = 0 before the dynamic merge)
-PERPLEXITY_MERGE_BASE = Method(name="perplexity@merge-base", needs="llm", options=PerplexityOptions,
-                               config=BaselinesConfig, run=_perplexity, build=_perplexity_options(True),
-                               internal=True)
-_PERPLEXITY = Method(name="perplexity", needs="llm", options=PerplexityOptions, config=BaselinesConfig,
-                     run=_perplexity, build=_perplexity_options(False), baseline=True)
-_MARGIN = Method(name="margin", needs="llm", options=MarginOptions, config=BaselinesConfig, run=_margin,
-                 baseline=True)
-_LUMBER = Method(name="lumber", needs="llm", options=LumberOptions, config=BaselinesConfig, run=_lumber,
-                 baseline=True)
-_PERPLEXITY_MERGE = Method(name="perplexity+merge", needs="llm", options=MergeOptions, config=BaselinesConfig,
-                           base=PERPLEXITY_MERGE_BASE, baseline=True)
+PERPLEXITY_MERGE_BASE = Method(name="perplexity@merge-base", needs="llm", options=PerplexityOptions, run=_perplexity,
+                               build=_perplexity_options(True), internal=True)
+_PERPLEXITY = Method(name="perplexity", needs="llm", options=PerplexityOptions, run=_perplexity,
+                     build=_perplexity_options(False))
+_MARGIN = Method(name="margin", needs="llm", options=MarginOptions, run=_margin)
+_LUMBER = Method(name="lumber", needs="llm", options=LumberOptions, run=_lumber)
+_PERPLEXITY_MERGE = Method(name="perplexity+merge", needs="llm", options=MergeOptions, base=PERPLEXITY_MERGE_BASE)
 
 
 def _completion_check(o: CompletionOptions, models: Models) -> None:
@@ -277,31 +274,24 @@ def _lite(items: Items, o: LiteOptions, models: Models) -> Segmentation:
 
 
 _METHODS: tuple[Method, ...] = (
-    Method(name="token", needs="text", options=TokenOptions, config=BaselinesConfig, run=_token, baseline=True),
-    Method(name="recursive", needs="text", options=RecursiveOptions, config=BaselinesConfig, run=_recursive,
-           baseline=True),
-    Method(name="semantic", needs="embedder", options=SemanticOptions, config=BaselinesConfig, run=_semantic,
-           baseline=True),
-    Method(name="paragraph", needs="text", options=ParagraphOptions, config=BaselinesConfig, run=_paragraph,
-           baseline=True),
-    Method(name="texttiling", needs="text", options=TextTilingOptions, config=BaselinesConfig, run=_texttiling,
-           baseline=True),
-    Method(name="c99", needs="text", options=C99Options, config=BaselinesConfig, run=_c99, baseline=True),
-    Method(name="boundary-model", needs="text", options=BoundaryModelOptions, config=BaselinesConfig,
-           run=_boundary_model, build=_boundary_model_options, baseline=True),
+    Method(name="token", needs="text", options=TokenOptions, run=_token),
+    Method(name="recursive", needs="text", options=RecursiveOptions, run=_recursive),
+    Method(name="semantic", needs="embedder", options=SemanticOptions, run=_semantic),
+    Method(name="paragraph", needs="text", options=ParagraphOptions, run=_paragraph),
+    Method(name="texttiling", needs="text", options=TextTilingOptions, run=_texttiling),
+    Method(name="c99", needs="text", options=C99Options, run=_c99),
+    Method(name="boundary-model", needs="text", options=BoundaryModelOptions, run=_boundary_model,
+           build=_boundary_model_options),
     _PERPLEXITY,
     _MARGIN,
     _LUMBER,
     _PERPLEXITY_MERGE,
-    Method(name="margin+merge", needs="llm", options=MergeOptions, config=BaselinesConfig, base=_MARGIN,
-           baseline=True),
-    Method(name="lumber+merge", needs="llm", options=MergeOptions, config=BaselinesConfig, base=_LUMBER,
-           baseline=True),
-    Method(name="proposition", needs="llm", options=PropositionOptions, config=BaselinesConfig, run=_proposition,
-           baseline=True),
+    Method(name="margin+merge", needs="llm", options=MergeOptions, base=_MARGIN),
+    Method(name="lumber+merge", needs="llm", options=MergeOptions, base=_LUMBER),
+    Method(name="proposition", needs="llm", options=PropositionOptions, run=_proposition),
     # Meta-Chunking §3.2 / App. C: semantic completion of the perplexity+merge chunks
-    Method(name="perplexity+merge+completion", needs="llm", options=CompletionOptions, config=BaselinesConfig,
-           run=_completion, check=_completion_check, uses=(_PERPLEXITY_MERGE,), baseline=True),
+    Method(name="perplexity+merge+completion", needs="llm", options=CompletionOptions, run=_completion,
+           check=_completion_check, uses=(_PERPLEXITY_MERGE,)),
     PERPLEXITY_MERGE_BASE,
     Method(name=LITSEG, needs="llm", options=LitSegOptions, config=LitSegConfig,
            run=_litseg, prepare=_litseg_prepare, prepares_when=litseg_segmenter.calibrates),
@@ -380,7 +370,7 @@ def chunk_units(name: str, items: Sequence[tuple[Book, Unit]], cfg: Any, backend
                 embedder: Any = None, tokenizer: Any = None) -> tuple[list[Chunk], dict[str, Any]]:
     """:func:`segment_units` as ``(chunks, counters)`` (coverage of every unit checked)."""
     result = segment_units(name, items, cfg, Models(backend, embedder, tokenizer))
-    return result.chunks, result.counters()
+    return result.chunks, {"fallbacks": result.fallbacks, "invalid_replies": result.invalid_replies, **result.details}
 
 
 #: one line per registered method (what it does and the paper it comes from)
