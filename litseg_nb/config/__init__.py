@@ -46,7 +46,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             "corpus": {"datasets": ("gutenqa", "gutenberg"), "max_books": 2, "max_units_per_book": 2,
                        "unit_selection": "questions",
                        "max_unit_words": 300},
-            # the LLM methods: Emma's first two units holding a question's evidence (tiny random model)
             "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "max_units": 2},
         },
         "PreprocessConfig": {"benchmark_big_mb": 1.0},
@@ -108,7 +107,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                                                "max_model_len": 8192},
                                  "rater2_llm": {"backend": "hf", "model": "tiny-random", "max_new_tokens": 24,
                                                 "max_model_len": 8192}},
-        # two hand-checked books, two windows of each kind per book
         "BoundaryConfig": {"source": "hand-checked", "max_books": 2, "max_windows_per_book": 2,
                            "window_sentences": 40, "methods": ("token", "recursive", "paragraph", "texttiling", "c99",
                                                                "boundary-model"),
@@ -142,11 +140,9 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             "calibration_units": 1,
             "calibration_max_retries": 0,
             "compare_units": 1,
-            # Lite's training data: 2 units of another book, 300 words as the test profile (short SFT examples)
             "train_corpus": {"datasets": ("gutenberg",), "books": ("46",), "max_books": 1,
                              "max_units_per_book": 2, "max_unit_words": 300},
         },
-        # sized for a CPU: 1 SFT step, 1 GRPO step, 1 held-out unit, short generations
         "LiteConfig": {
             "llm": {"structured_output": True},  # constrained decoding, as LitSeg's (above)
             "fallback_units": "include_if_needed", "min_train_units": 2,
@@ -182,7 +178,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         },
         # the presets on the evaluation book only; the embedding presets on the shared unit selection
         "LibraryConfig": {"books": ("gutenqa:Emma_-_Jane_Austen",), "embedding_units": "selection"},
-        # SmolLM2-135M on CPU: generation/judges on a subset
         "RagConfig": {"rerank_candidates": 4, "rerank_max_questions": 3, "hyde_max_questions": 10,
                       "hyde_max_new_tokens": 48, "context_top_k": 2, "answer_max_new_tokens": 40,
                       "generation_max_questions": 3, "generation_max_chunkers": 3, "ragas_max_questions": 1,
@@ -227,7 +222,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             "selection": {"strategy": "first"},  # every unit of the evaluation corpus
         },
         "PreprocessConfig": {},
-        # teacher_weights: "bf16" on an 80 GB card; "fp8" (or "awq") on the paper's 48 GB card
         "LitSegConfig": {"llm": {"model": FULL_TEACHER_MODEL}, "teacher_weights": "bf16",
                          "max_retries": 3, "calibration_units": 50, "compare_units": 50, "unit_group_size": 512,
                          "train_corpus": {"datasets": ("literaryqa",), "literaryqa_split": "train",
@@ -482,14 +476,13 @@ class LLMConfig(_Base):
     def __post_init__(self) -> None:
         """Also refuses values a model call cannot use, rather than blaming a book later."""
         super().__post_init__()
-        llm = self
-        if not (math.isfinite(llm.request_timeout_s) and llm.request_timeout_s > 0):
-            raise ConfigError(f"llm.request_timeout_s={llm.request_timeout_s!r}: seconds, a positive number")
-        if not (math.isfinite(llm.temperature) and llm.temperature >= 0):
-            raise ConfigError(f"llm.temperature={llm.temperature!r}: a finite number >= 0 (0 = greedy)")
-        if not (math.isfinite(llm.top_p) and 0 < llm.top_p <= 1):
-            raise ConfigError(f"llm.top_p={llm.top_p!r}: a probability in (0, 1]")
-        for url in llm.base_urls:
+        if not (math.isfinite(self.request_timeout_s) and self.request_timeout_s > 0):
+            raise ConfigError(f"llm.request_timeout_s={self.request_timeout_s!r}: seconds, a positive number")
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise ConfigError(f"llm.temperature={self.temperature!r}: a finite number >= 0 (0 = greedy)")
+        if not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
+            raise ConfigError(f"llm.top_p={self.top_p!r}: a probability in (0, 1]")
+        for url in self.base_urls:
             try:
                 parts = urlsplit(str(url))
                 ok = parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)
@@ -790,8 +783,7 @@ def missing_settings(cfg: Any, roles: typing.Sequence[str] | None = None) -> lis
     return out
 
 
-@dataclass(frozen=True)
-class Explanation:
+class Explanation(typing.NamedTuple):
     """A config value and the layer of :data:`LAYERS` that set it (``source``: where, in words)."""
 
     key: str
@@ -816,12 +808,8 @@ def _given(flat: Mapping[str, Any], key: str) -> bool:
 
 
 def _row_name(cls: type, profile: str) -> str | None:
-    for klass in cls.__mro__:
-        if klass is StageConfig:
-            return None
-        if klass.__name__ in PROFILES_TABLE[profile]:
-            return klass.__name__
-    return None
+    stages = cls.__mro__[:cls.__mro__.index(StageConfig)]
+    return next((k.__name__ for k in stages if k.__name__ in PROFILES_TABLE[profile]), None)
 
 
 def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | None = None) -> list[Explanation]:
