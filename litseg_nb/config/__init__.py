@@ -111,7 +111,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                            "window_sentences": 40, "methods": ("token", "recursive", "paragraph", "texttiling", "c99",
                                                                "boundary-model"),
                            "llm_methods": ("perplexity",), "llm_max_windows": 2, "segmenter_max_windows": 1},
-        # test/smoke evaluate GutenQA Emma units only; the paired §4.4 measurement: both units in one batch
         "EfficiencyConfig": {"timing_dataset": "all", "paired_max_units": 2, "paired_batch_units": 0,
                              "paired_repeats": 3},
     },
@@ -121,7 +120,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                     "max_new_tokens": 384, "max_model_len": 8192},
             "embedding": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "batch_size": 64},
             "corpus": {"datasets": ("gutenqa", "gutenberg", "literaryqa"), "max_unit_words": 900},
-            # the LLM methods: the fewest Emma units holding the evidence of >= 2 GutenQA questions
             "selection": {"strategy": "questions", "books": ("gutenqa:Emma_-_Jane_Austen",), "min_questions": 2},
         },
         "PreprocessConfig": {},
@@ -164,7 +162,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             # a judge call is a ~5.5k-token prompt: the before/after tables report the format reward only
             "eval_with_judge": False,
         },
-        # non-LLM methods: the eleven raw Gutenberg books + GutenQA's Emma; LLM methods: the shared selection
         "BaselinesConfig": {
             "corpus": {"datasets": ("gutenqa", "gutenberg")},
             "semantic_books": ("gutenqa:Emma_-_Jane_Austen",),
@@ -176,7 +173,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
             "completion_max_new_tokens": 32, "completion_max_items": 1, "completion_context_chars": 200,
             "completion_related_chunks": 1,
         },
-        # the presets on the evaluation book only; the embedding presets on the shared unit selection
         "LibraryConfig": {"books": ("gutenqa:Emma_-_Jane_Austen",), "embedding_units": "selection"},
         "RagConfig": {"rerank_candidates": 4, "rerank_max_questions": 3, "hyde_max_questions": 10,
                       "hyde_max_new_tokens": 48, "context_top_k": 2, "answer_max_new_tokens": 40,
@@ -204,7 +200,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "BoundaryConfig": {"source": "hand-checked", "window_sentences": 60, "max_windows_per_book": 8,
                            "llm_methods": ("perplexity",), "llm_max_windows": 4, "segmenter_max_windows": 2,
                            "embedder_max_windows": 16},
-        # test/smoke evaluate GutenQA Emma units only; the paired §4.4 measurement on 1 unit, 2 repeats
         "EfficiencyConfig": {"timing_dataset": "all", "paired_max_units": 1, "paired_batch_units": 0,
                              "paired_repeats": 2},
     },
@@ -666,34 +661,23 @@ def field_hint(cls: type, parts: typing.Sequence[str]) -> Any:
 _MISSING = object()
 
 
-_TRUE = ("true", "1", "yes")
-_FALSE = ("false", "0", "no")
-_INT_RE = re.compile(r"^[+-]?\d+$")
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
 def _scalar(value: Any, base: type) -> Any:
-    if base is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
-            return value.strip().lower() in _TRUE
-    elif base is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str) and _INT_RE.match(value.strip()):
-            return int(value.strip())
-    elif base is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            return float(value.strip())  # ValueError for "abc"
-    elif base is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)  # e.g. -p books=46 (the runner reads 46 as a number)
+    """A notebook parameter's ``value`` as ``base`` (bool, int, float or str), or raise ValueError."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    text = value.strip() if isinstance(value, str) else None
+    if base is bool and (isinstance(value, bool) or number and isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    if base is bool and text is not None and text.lower() in _TRUE + _FALSE:
+        return text.lower() in _TRUE
+    if base is int and (number and isinstance(value, int) or text is not None and re.fullmatch(r"[+-]?\d+", text)):
+        return value if text is None else int(text)
+    if base is float and (number or text is not None):
+        return float(value if text is None else text)  # ValueError for "abc"
+    if base is str and (number or text is not None):
+        return value if text is not None else str(value)  # e.g. -p books=46 (read as a number)
     raise ValueError(value)
 
 
@@ -721,8 +705,6 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
 
 def apply_sets(cls: type, values: dict[str, Any], sets: typing.Sequence[tuple[str, Any]]) -> dict[str, Any]:
     """``values`` with every ``--set`` whose field path exists in ``cls`` applied (``Class.path``: that class only)."""
-    if not sets:
-        return values
     values = copy.deepcopy(values)  # never write into the profile table's nested dicts
     for key, value in sets:
         qual, parts = _split_key(key)
