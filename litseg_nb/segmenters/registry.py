@@ -46,16 +46,12 @@ class Models:
 
     backend: Any = None
     embedder: Any = None
-    tokenizer: Any = None
 
     def identity(self, needs: str, cfg: Any = None) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if needs == "llm":
-            out["llm"] = getattr(self.backend, "model_id", None) or getattr(getattr(cfg, "llm", None), "model", None)
-        if needs == "embedder":
-            out["embedding"] = getattr(self.embedder, "model_id", None) or getattr(
-                getattr(cfg, "embedding", None), "model", None)
-        return out
+        if needs == "text":
+            return {}
+        role, model = ("llm", self.backend) if needs == "llm" else ("embedding", self.embedder)
+        return {role: getattr(model, "model_id", None) or getattr(getattr(cfg, role, None), "model", None)}
 
 
 @dataclass
@@ -139,12 +135,8 @@ SEGMENTERS: tuple[str, ...] = (LITSEG, LITE)
 METHOD_NAMES: tuple[str, ...] = ALL_METHODS + SEGMENTERS
 
 
-def _tokenizer(options: Any, models: Models):
-    return models.tokenizer or load_tokenizer(options.tokenizer, models.backend)
-
-
 def _token(items: Items, o: TokenOptions, models: Models) -> Segmentation:
-    tok = _tokenizer(o, models)
+    tok = load_tokenizer(o.tokenizer, models.backend)
     return Segmentation([token_chunks(b, u, tok, o.token_chunk_size, o.token_chunk_overlap) for b, u in items])
 
 
@@ -223,7 +215,7 @@ def _proposition(items: Items, o: PropositionOptions, models: Models) -> Segment
 
 
 def dynamic_merge(method: Method, items: Items, base: Segmentation, o: MergeOptions, models: Models) -> Segmentation:
-    tok = _tokenizer(o, models)
+    tok = load_tokenizer(o.tokenizer, models.backend)
     return Segmentation([merge_unit_chunks(b, u, cs, o.merge_target_tokens, tok.count, method.name)
                          for (b, u), cs in zip(items, base.per_unit)],
                         base.fallbacks, base.invalid_replies, dict(base.details))
@@ -367,9 +359,9 @@ def segment_units(method: Method | str, items: Items, cfg: Any, models: Models |
 
 
 def chunk_units(name: str, items: Sequence[tuple[Book, Unit]], cfg: Any, backend: Any = None,
-                embedder: Any = None, tokenizer: Any = None) -> tuple[list[Chunk], dict[str, Any]]:
+                embedder: Any = None) -> tuple[list[Chunk], dict[str, Any]]:
     """:func:`segment_units` as ``(chunks, counters)`` (coverage of every unit checked)."""
-    result = segment_units(name, items, cfg, Models(backend, embedder, tokenizer))
+    result = segment_units(name, items, cfg, Models(backend, embedder))
     return result.chunks, {"fallbacks": result.fallbacks, "invalid_replies": result.invalid_replies, **result.details}
 
 
