@@ -1,7 +1,6 @@
 """litseg_nb — reproducing LitSeg (narrative-aware segmentation for literary RAG) and its baselines.
 
-Use any segmenter on your own book: ``litseg_nb.segment("my_book.txt", method="litseg", profile="smoke")``
-(:func:`litseg_nb.api.segment`; ``python -m litseg_nb segment my_book.txt`` on the command line).
+Any segmenter on your own book: ``litseg_nb.segment("my_book.txt", method="litseg", profile="smoke")``.
 """
 import warnings as _warnings
 

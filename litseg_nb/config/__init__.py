@@ -422,23 +422,18 @@ class Options(_Base):
         return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls) if f.init})
 
 
-LLM_BACKENDS = ("hf", "vllm", "openai")  # litseg_nb.llm.factory.BACKENDS
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda")
-EMBEDDING_BACKENDS = ("sentence-transformers", "flagembedding")
 DATASETS = ("gutenqa", "gutenberg", "literaryqa")
 UNIT_SELECTIONS = ("first", "questions")
-SENTENCE_SPLITTERS = ("nupunkt", "regex")
-LITERARYQA_SPLITS = ("train", "validation", "test")
 
 
 @dataclass(frozen=True)
 class LLMConfig(_Base):
     """Which LLM to use and how to call it (see :mod:`litseg_nb.llm`)."""
 
-    backend: str = one_of("hf", *LLM_BACKENDS)
+    backend: str = one_of("hf", "hf", "vllm", "openai")  # litseg_nb.llm.factory.BACKENDS
     model: str = "tiny-random"  # "tiny-random", "smollm2-135m-instruct", a local path or a hub id
-    dtype: str = one_of("auto", *DTYPES)
+    dtype: str = one_of("auto", "auto", "float32", "bfloat16", "float16")
     device: str = one_of("auto", *DEVICES)
     batch_size: int = at_least(4, 1)
     max_new_tokens: int = at_least(512, 1)
@@ -463,7 +458,6 @@ class LLMConfig(_Base):
     enable_thinking: bool = False
     # hf backend, forward-only calls: a batch is cut before more than this fraction of its tokens is padding
     max_padding: float = between(0.25, 0.0, 1.0)
-    # vllm backend: engine arguments passed to ``vllm.LLM`` (keys of :data:`ENGINE_SETTINGS`)
     engine: dict[str, Any] = field(default_factory=dict)
     # vllm backend: a LoRA adapter folder served on ``model``'s engine (needs engine enable_lora); "" = none
     lora_adapter: str = ""
@@ -493,7 +487,7 @@ class LLMConfig(_Base):
 class EmbeddingConfig(_Base):
     """Dense embedding model (see :mod:`litseg_nb.rag`)."""
 
-    backend: str = one_of("sentence-transformers", *EMBEDDING_BACKENDS)
+    backend: str = one_of("sentence-transformers", "sentence-transformers", "flagembedding")
     model: str = "all-MiniLM-L6-v2"  # packaged name, local path or hub id
     batch_size: int = at_least(64, 1)
     device: str = one_of("auto", *DEVICES)
@@ -518,10 +512,10 @@ class CorpusConfig(_Base):
     max_units_per_book: int = at_least(0, 0)
     # which units the max_units_per_book cap keeps: "first" (book order) or "questions" (evidence units first)
     unit_selection: str = one_of("first", *UNIT_SELECTIONS)
-    literaryqa_split: str = one_of("validation", *LITERARYQA_SPLITS)
+    literaryqa_split: str = one_of("validation", "train", "validation", "test")
     # the paper's n: units longer than this many words are split recursively; None = never split
     max_unit_words: int | None = at_least(2000, 1)
-    sentence_splitter: str = one_of("nupunkt", *SENTENCE_SPLITTERS)
+    sentence_splitter: str = one_of("nupunkt", "nupunkt", "regex")
     # a raw book that cannot be read is skipped and listed in the load report; strict=True makes it an error
     strict: bool = False
 
@@ -543,8 +537,7 @@ class CorpusConfig(_Base):
 
 @dataclass(frozen=True)
 class UnitSelection(_Base):
-    """Which units every LLM-based method segments, so they all see the same units; ``min_questions``: the
-    fewest evidence units holding that many questions' evidence; ``units``: ``"book_id/unit_id"``."""
+    """Which units every LLM-based method segments (the same for all); ``units``: ``"book_id/unit_id"``."""
 
     strategy: str = one_of("first", *UNIT_SELECTIONS)
     books: tuple[str, ...] = ()
@@ -557,8 +550,7 @@ class UnitSelection(_Base):
 
 @dataclass(frozen=True)
 class StageConfig(_Base):
-    """Base of every stage config: profile, seed and the shared sub-configs; a subclass's per-profile values
-    are the rows of :data:`PROFILES_TABLE` under its class name."""
+    """Base of every stage config; a subclass's per-profile values are its rows of :data:`PROFILES_TABLE`."""
 
     profile: str = one_of("test", *PROFILES)
     seed: int = 0
@@ -795,8 +787,7 @@ def _row_name(cls: type, profile: str) -> str | None:
 
 
 def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | None = None) -> list[Explanation]:
-    """The value of ``key`` (a section: each of its fields) in ``cls.for_profile(profile, **overrides)`` with
-    the ``--set`` overrides in force, and which layer of :data:`LAYERS` set it."""
+    """The value of ``key`` (a section: each field) in ``cls.for_profile``, and the layer that set it."""
     qual, parts = _split_key(key)
     unknown_engine = len(parts) >= 2 and parts[-2] == "engine" and parts[-1] not in ENGINE_SETTINGS
     if (qual is not None and qual != cls.__name__) or unknown_engine or field_hint(cls, parts) is _MISSING:

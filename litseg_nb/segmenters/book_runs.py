@@ -121,8 +121,7 @@ def _run_base(spec: Method, book: Book, units: list[Unit], cfg: "BaselinesConfig
 
 def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = None,
                 embedder: Any = None, report: RunReport | None = None) -> list[Chunk]:
-    """Chunks of baseline ``name`` for ``books``, cached per (method, book): every unit, or the selected units
-    (LLM methods, and the semantic chunker with ``semantic_units="selection"``)."""
+    """Chunks of baseline ``name`` for ``books`` (every unit, or the unit selection), cached per (method, book)."""
     spec = get_method(name)
     if not spec.baseline:
         raise ChunkerError(f"{name} is not a notebook-04 baseline (use chunk_units or litseg_nb.segment)")
@@ -178,8 +177,7 @@ RUN_COLUMNS = ("method", "library", "needs", "books", "units", "chunks", "pieces
 def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequence[str], backend: Any = None,
                         embedder: Any = None, llm_items: Sequence[tuple[Book, Unit]] = (),
                         save_profile: str | None = None):
-    """Run the ``lib:`` presets on every unit of the books ``cfg.books`` names (empty = all), the LLM (and, with
-    ``embedding_units="selection"``, the embedding) presets on ``llm_items``; ``(chunk sets, run table)``."""
+    """Run the ``lib:`` presets on the books ``cfg.books`` names, LLM presets on ``llm_items``: (sets, table)."""
     import pandas as pd
     from tqdm.auto import tqdm
 

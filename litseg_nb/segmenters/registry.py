@@ -1,7 +1,5 @@
-"""Every segmentation method behind one contract, and the one registry of them.
-
-A :class:`Method` is a name, what it needs, an options class (every knob that changes its chunks) and one
-segment entry; its cache key is derived from its options, those of what it builds on, and its models.
+"""Every segmentation method behind one contract (needs, options, one segment entry), and the one registry.
+A method's cache key is derived from its options, those of what it builds on, and its models.
 """
 from __future__ import annotations
 
@@ -70,8 +68,8 @@ class Segmentation:
 
 @dataclass(frozen=True, kw_only=True)
 class Method:
-    """One registered method. A ``+merge`` variant has a ``base`` instead of a ``run``; ``uses`` are methods
-    whose chunks ``run`` also gets; ``build`` takes the options out of the stage config (default: Options.of)."""
+    """One registered method: a ``+merge`` variant has a ``base`` instead of a ``run``; ``uses``: methods whose
+    chunks ``run`` also gets."""
 
     name: str
     needs: str
@@ -150,10 +148,6 @@ def _semantic(items: Items, o: SemanticOptions, models: Models) -> Segmentation:
         raise ChunkerError("semantic chunker needs an embedder (litseg_nb.llm.embeddings.load_embedder)")
     return Segmentation(semantic_chunks_many(items, models.embedder, o.semantic_breakpoint_percentile,
                                              o.semantic_buffer_size))
-
-
-def _paragraph(items: Items, o: ParagraphOptions, models: Models) -> Segmentation:
-    return Segmentation([paragraph_chunks(b, u) for b, u in items])
 
 
 def _texttiling(items: Items, o: TextTilingOptions, models: Models) -> Segmentation:
@@ -256,10 +250,6 @@ def _litseg(items: Items, o: LitSegOptions, models: Models) -> Segmentation:
                         details={"length_reference": used.length_reference})
 
 
-def _litseg_prepare(items: Items, o: LitSegOptions, models: Models) -> LitSegOptions:
-    return litseg_segmenter.prepare(items, o, models.backend)
-
-
 def _lite(items: Items, o: LiteOptions, models: Models) -> Segmentation:
     chunks, results = o.segmenter(models.backend).segment_units(items, progress=True)
     return Segmentation(per_unit_lists(items, chunks), fallbacks=sum(1 for r in results if r.fallback != "none"))
@@ -269,7 +259,8 @@ _METHODS: tuple[Method, ...] = (
     Method(name="token", needs="text", options=TokenOptions, run=_token),
     Method(name="recursive", needs="text", options=RecursiveOptions, run=_recursive),
     Method(name="semantic", needs="embedder", options=SemanticOptions, run=_semantic),
-    Method(name="paragraph", needs="text", options=ParagraphOptions, run=_paragraph),
+    Method(name="paragraph", needs="text", options=ParagraphOptions,
+           run=lambda items, o, models: Segmentation([paragraph_chunks(b, u) for b, u in items])),
     Method(name="texttiling", needs="text", options=TextTilingOptions, run=_texttiling),
     Method(name="c99", needs="text", options=C99Options, run=_c99),
     Method(name="boundary-model", needs="text", options=BoundaryModelOptions, run=_boundary_model,
@@ -286,7 +277,8 @@ _METHODS: tuple[Method, ...] = (
            check=_completion_check, uses=(_PERPLEXITY_MERGE,)),
     PERPLEXITY_MERGE_BASE,
     Method(name=LITSEG, needs="llm", options=LitSegOptions, config=LitSegConfig,
-           run=_litseg, prepare=_litseg_prepare, prepares_when=litseg_segmenter.calibrates),
+           run=_litseg, prepare=lambda items, o, models: litseg_segmenter.prepare(items, o, models.backend),
+           prepares_when=litseg_segmenter.calibrates),
     Method(name=LITE, needs="llm", options=LiteOptions, config=LiteConfig, run=_lite),
 )
 REGISTRY: dict[str, Method] = {m.name: m for m in _METHODS}
@@ -330,7 +322,6 @@ def prepare(method: Method, items: Items, cfg: Any, models: Models) -> Any:
 
 
 def run_prepared(method: Method, items: Items, cfg: Any, options: Any, models: Models) -> Segmentation:
-    """One segment call with already prepared ``options`` (a ``+merge`` variant: its base, then the merge)."""
     if method.base is not None:
         base = run_prepared(method.base, items, cfg, method.base.options_of(cfg), models)
         return dynamic_merge(method, items, base, options, models)
