@@ -1,5 +1,4 @@
-"""The package's error base: the command line prints a :class:`LitsegError` as one line and exits with its
-``exit_code``; anything else keeps its traceback."""
+"""The package's error base: the command line prints a :class:`LitsegError` as one line, exit ``exit_code``."""
 from __future__ import annotations
 
 

@@ -1,6 +1,4 @@
-"""Secrets out of everything the package writes or prints: a URL's userinfo and every query or fragment
-value become ``***``; :func:`url_identity` still tells apart servers that differ only in a secret.
-"""
+"""Secrets out of everything the package writes or prints: URL userinfo, query and fragment values."""
 from __future__ import annotations
 
 import hashlib

@@ -1,6 +1,4 @@
-"""Chunk sets: the hand-off from the notebooks that write chunks (02-04, ``import-chunks``) to those that
-evaluate them (05, 06); ``fallback-sent5`` (5-sentence windows) stands in only when no set exists at all.
-"""
+"""Chunk sets: the hand-off from the notebooks that write chunks (02-04, import-chunks) to those scoring them."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -190,7 +190,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
                                  "judge_pipeline_prompt": "name",
                                  "llm_rating_items": 1,
                                  "judge_methods": ("litseg", "litseg-lite"),
-                                 # the A.2 raters: SmolLM2 (the one local instruct model) for both
                                  "rater_llm": {"backend": "hf", "model": "smollm2-135m-instruct",
                                                "max_new_tokens": 48, "max_model_len": 8192},
                                  "rater2_llm": {"backend": "hf", "model": "smollm2-135m-instruct",
@@ -257,7 +256,6 @@ def between(default: Any, minimum: float, maximum: float) -> Any:
 
 
 def field_constraint(cls: type, name: str) -> dict[str, Any]:
-    """The declared ``choices`` / ``ge`` / ``le`` of field ``name`` of dataclass ``cls``."""
     return next((dict(f.metadata) for f in fields(cls) if f.name == name), {})
 
 
@@ -307,7 +305,6 @@ def _validator(cls: type) -> pydantic.TypeAdapter:
 
 
 def _config_error(obj: Any, err: Mapping[str, Any]) -> ConfigError:
-    """pydantic's error ``err`` as one line: the field, the value and what is accepted."""
     cls, name = type(obj), err["loc"][0]
     where, value, meta = f"{cls.__name__}.{name}", getattr(obj, name), field_constraint(type(obj), name)
     if name == "engine" and err["type"] == "extra_forbidden":
@@ -341,7 +338,6 @@ RENAMED_KEYS: dict[str, str] = {
 
 
 def renamed_hint(parts: typing.Sequence[str]) -> str:
-    """`` (renamed: PATH)`` when the field path ``parts`` ends in a key of :data:`RENAMED_KEYS`."""
     new = [n for old, n in RENAMED_KEYS.items() if old.split(".", 1)[1] == parts[-1]]
     return f" (renamed: {'.'.join([*parts[:-1], new[0]])})" if new else ""
 
@@ -410,8 +406,7 @@ class _Base:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def replace(self, **changes: Any):
-        merged = _merge(self.to_dict(), changes)
-        return _build(type(self), merged, type(self).__name__)
+        return _build(type(self), _merge(self.to_dict(), changes), type(self).__name__)
 
 
 class Options(_Base):
@@ -463,7 +458,6 @@ class LLMConfig(_Base):
     lora_adapter: str = ""
 
     def __post_init__(self) -> None:
-        """Also refuses values a model call cannot use, rather than blaming a book later."""
         super().__post_init__()
         if not (math.isfinite(self.request_timeout_s) and self.request_timeout_s > 0):
             raise ConfigError(f"llm.request_timeout_s={self.request_timeout_s!r}: seconds, a positive number")
@@ -594,7 +588,6 @@ class StageConfig(_Base):
         return f"profile={self.profile} | LLM={self.llm.model} ({self.llm.backend}) | embeddings={self.embedding.model}"
 
 
-#: The layers that decide a config value, lowest first.
 LAYERS: tuple[str, ...] = ("default", "profile", "run", "explicit")
 
 #: ``(variable, config class or None = any, LLM field)``: addresses for an ``openai`` role without ``base_urls``

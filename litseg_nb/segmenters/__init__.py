@@ -1,5 +1,4 @@
-"""Every segmentation method behind one contract (:mod:`.registry`) and notebook 04's cached per-book runs
-(:mod:`.book_runs`). This package sits above the method packages (chunkers, litseg, lite)."""
+"""Every segmentation method behind one contract (:mod:`.registry`) and notebook 04's cached runs."""
 from .registry import (METHOD_NAMES, REGISTRY, SEGMENTERS, Method, Models, Segmentation, chunk_units, get_method,
                        segment_units)
 from .book_runs import BookRun, RunReport, run_chunker, run_library_presets, run_methods

@@ -1,6 +1,4 @@
-"""Notebook 04's runs of the baselines and the ``lib:`` presets. A baseline run is cached per (method, book),
-keyed by the method's key and the units' text, so an interrupted run resumes book by book.
-"""
+"""Notebook 04's runs of the baselines (cached per method and book: a run resumes) and of the ``lib:`` presets."""
 from __future__ import annotations
 
 import dataclasses
@@ -42,8 +40,6 @@ class BookRun:
 
 @dataclass
 class RunReport:
-    """Per (method, book) run records, for the throughput and LLM-cost tables."""
-
     rows: list[BookRun] = field(default_factory=list)
 
     def to_frame(self):
@@ -155,7 +151,6 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
 def run_methods(books: Sequence[Book], cfg: "BaselinesConfig", backend: Any = None, embedder: Any = None,
                 methods: Sequence[str] | None = None, report: RunReport | None = None,
                 save_profile: str | None = None) -> dict[str, list[Chunk]]:
-    """Run several methods (default ``cfg.methods``); save each set when ``save_profile`` is given."""
     from tqdm.auto import tqdm
 
     # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)

@@ -34,7 +34,6 @@ from ..litseg.segmenter import METHOD as LITSEG, LitSegOptions
 from ..llm.base import UsageTag
 from ..core.schema import Book, Chunk, Unit, check_coverage
 
-#: ``(book, unit)`` pairs, the input of every method
 Items = Sequence[tuple[Book, Unit]]
 
 
@@ -68,8 +67,7 @@ class Segmentation:
 
 @dataclass(frozen=True, kw_only=True)
 class Method:
-    """One registered method: a ``+merge`` variant has a ``base`` instead of a ``run``; ``uses``: methods whose
-    chunks ``run`` also gets."""
+    """One registered method; a ``+merge`` variant has a ``base`` (whose chunks it merges) instead of a ``run``."""
 
     name: str
     needs: str
@@ -77,7 +75,7 @@ class Method:
     config: type = BaselinesConfig
     run: Callable[..., Segmentation] | None = None  # (items, options, models, *segmentations of uses)
     base: "Method | None" = None
-    uses: tuple["Method", ...] = ()
+    uses: tuple["Method", ...] = ()  # methods whose chunks ``run`` also gets
     build: Callable[[Any], Options] | None = None
     check: Callable[[Any, Models], None] | None = None
     prepare: Callable[[Items, Any, Models], Any] | None = None
@@ -87,7 +85,6 @@ class Method:
 
     @property
     def baseline(self) -> bool:
-        """One of notebook 04's baselines (chunkers.config.BASELINES)."""
         return self.config is BaselinesConfig and not self.internal
 
     @property
@@ -127,7 +124,6 @@ def per_unit_lists(items: Items, chunks: Sequence[Chunk]) -> list[list[Chunk]]:
 
 STAGE = "04"
 
-#: the paper's segmenters (notebooks 02 and 03)
 SEGMENTERS: tuple[str, ...] = (LITSEG, LITE)
 #: every method name a chunk set can carry (also the order chunk sets are evaluated and tabled in)
 METHOD_NAMES: tuple[str, ...] = ALL_METHODS + SEGMENTERS
@@ -144,8 +140,6 @@ def _recursive(items: Items, o: RecursiveOptions, models: Models) -> Segmentatio
 
 
 def _semantic(items: Items, o: SemanticOptions, models: Models) -> Segmentation:
-    if models.embedder is None:
-        raise ChunkerError("semantic chunker needs an embedder (litseg_nb.llm.embeddings.load_embedder)")
     return Segmentation(semantic_chunks_many(items, models.embedder, o.semantic_breakpoint_percentile,
                                              o.semantic_buffer_size))
 
@@ -295,7 +289,6 @@ def _library_method(name: str) -> Method:
 
 
 def get_method(name: str) -> Method:
-    """The registered method ``name``, or a library splitter ``lib:<preset>`` / ``lib:<library>.<Class>``."""
     if isinstance(name, str) and name.startswith("lib:"):
         return _library_method(name)
     method = REGISTRY.get(name)
@@ -351,12 +344,10 @@ def segment_units(method: Method | str, items: Items, cfg: Any, models: Models |
 
 def chunk_units(name: str, items: Sequence[tuple[Book, Unit]], cfg: Any, backend: Any = None,
                 embedder: Any = None) -> tuple[list[Chunk], dict[str, Any]]:
-    """:func:`segment_units` as ``(chunks, counters)`` (coverage of every unit checked)."""
     result = segment_units(name, items, cfg, Models(backend, embedder))
     return result.chunks, {"fallbacks": result.fallbacks, "invalid_replies": result.invalid_replies, **result.details}
 
 
-#: one line per registered method (what it does and the paper it comes from)
 DESCRIPTIONS: dict[str, str] = {
     "token": "fixed windows of token_chunk_size tokens of the statistics tokenizer",
     "recursive": "recursive character splitting on paragraph, line, sentence and word separators",
