@@ -1,10 +1,6 @@
-"""The run record: when each notebook of a ``python -m litseg_nb run`` started and ended, with how many
-torch threads, and which notebooks ran beside it (``outputs/<profile>/logs/schedule.json``).
-
-The runner (:mod:`litseg_nb.front.runner`, :mod:`litseg_nb.front.schedule`) writes it whenever a
-notebook starts or ends; notebook 08 reads it (:func:`read_schedule`) to say which usage ledgers and
-wall times were taken while another notebook shared the cores. It lives in ``core`` because both the
-front (writer) and the evaluation layer (reader) need it.
+"""The run record, ``outputs/<profile>/logs/schedule.json``: when each notebook of a ``run`` started and
+ended, on how many torch threads, and which notebooks ran beside it. The runner writes it; notebook 08
+reads it (:func:`read_schedule`) to say which ledgers and wall times were taken under contention.
 """
 from __future__ import annotations
 

