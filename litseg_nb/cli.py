@@ -26,7 +26,8 @@ from .evaluation.boundaries import cli as boundaries_main
 from .core.paths import REPO_ROOT, NOTEBOOKS_DIR
 from .redact import redact_obj
 from .core.safe_io import OutputsNotWritable
-from .front.params import parse_key_value, check_set_keys, missing_for
+from .front.params import (NOTEBOOK_CONFIGS, _build, check_set_keys, config_overrides, convert, missing_for,
+                           notebook_config, parameters_cell, parse_key_value)
 from .api import DEFAULT_PROFILE
 from .evaluation.boundary_train import cli as train_boundary_main
 from .segmenters.catalog import methods_text
@@ -103,6 +104,7 @@ def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[st
 
 def run_main(args: argparse.Namespace) -> int:
     """Handler of ``run``: :func:`litseg_nb.front.runner.run_notebooks` with the ``-p``/``--set`` values."""
+    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
     from .front.runner import Interrupted, NotebookFailed, run_notebooks
 
     try:
@@ -130,6 +132,7 @@ def _list_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def list_main(args: argparse.Namespace) -> int:
+    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
     from .front.runner import declared_parameters
 
     for nb in discover_notebooks():
@@ -149,8 +152,6 @@ def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 def _stage_values(profile: str, only: str, parameters: dict[str, Any]) -> Iterator[tuple[Path, dict, dict]]:
     """``(notebook, declared, values)`` per selected package notebook: its parameters' defaults, the
     ``-p`` values it declares, the profile; then a ``-p`` no selected notebook declares is an error."""
-    from .front.params import NOTEBOOK_CONFIGS, parameters_cell
-
     seen: set[str] = set()
     for nb in discover_notebooks([o for o in only.split(",") if o.strip()]):
         if nb.stem not in NOTEBOOK_CONFIGS:
@@ -170,8 +171,6 @@ def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | 
                      check: bool = True) -> list[tuple[str, Any]]:
     """``(notebook stem, config)`` for each selected notebook, from its parameters' defaults
     (``check=False``: also a config that misses a required setting, see ``params.missing_for``)."""
-    from .front.params import _build, convert, notebook_config
-
     out = []
     for nb, declared, values in _stage_values(profile, only, dict(parameters or {})):
         if check:
@@ -205,8 +204,6 @@ def _config_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: str) -> list[str]:
     """One line per field of ``key`` per selected stage: value and the layer that set it
     (:func:`litseg_nb.config.explain`); a stage whose config has no such field is left out."""
-    from .front.params import NOTEBOOK_CONFIGS, config_overrides, convert
-
     lines, classes = [], []
     for nb, declared, values in _stage_values(profile, only, parameters):
         cls = NOTEBOOK_CONFIGS[nb.stem].config_class()
@@ -265,6 +262,7 @@ def _lab_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 def lab_main(args: argparse.Namespace) -> int:
     cmd = lab_command(args.jupyter_args)
     print("[litseg_nb] " + " ".join(cmd), flush=True)
+    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
     from .front.runner import kernel_env_for_lab
 
     os.execve(sys.executable, cmd, kernel_env_for_lab())
@@ -437,6 +435,7 @@ def modules() -> list[str]:
     sub-packages' own modules)."""
     import pkgutil
 
+    # deferred: plain `import` form
     import litseg_nb
 
     names = ["litseg_nb"] + [f"litseg_nb.{m.name}" for m in pkgutil.iter_modules(litseg_nb.__path__)]
