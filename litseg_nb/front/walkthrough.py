@@ -173,7 +173,6 @@ def retrieval_examples(k: int = 60) -> dict[str, Any]:
     Four chunks (0-3); dense ranks them 2, 0, 3, 1 and BM25 ranks them 0, 1, 2, 3; the relevant
     chunk is 1. Three questions have their first relevant chunk at ranks 1, 3 and none.
     """
-
     dense = [(2, 0.9), (0, 0.8), (3, 0.5), (1, 0.4)]
     bm25 = [(0, 7.0), (1, 5.0), (2, 1.0), (3, 0.5)]
     fused = rrf_fuse([dense, bm25], k=k)
@@ -202,8 +201,6 @@ def one_question_stages(ev: Any, question: Any, method: str, depth: int = 5) -> 
             rows.append({"ranking": name, "rank": r, "chunk": idx.chunk_ids[d], "score": round(float(s), 4),
                          "relevant": d in rel, "text": idx.texts[d][:90].replace("\n", " ")})
     return pd.DataFrame(rows)
-
-
 
 
 def demo_question(rows: Sequence[dict[str, Any]], questions: Sequence[Any], method: str) -> Any:
