@@ -1,9 +1,6 @@
-"""The command line, ``python -m litseg_nb <command>`` (also the ``litseg-nb`` console script).
-
-:data:`COMMANDS` is the one table of subcommands: ``"name": (build, handler)``, in ``--help`` order. A
-handler returns the exit status (0 success, 1 a runtime failure, 2 a usage or configuration error); a
-:class:`~litseg_nb.errors.LitsegError` it does not report itself becomes one line on stderr,
-``[litseg_nb] <command>: <message>``, with the error's ``exit_code``; any other exception keeps its traceback.
+"""The command line, ``python -m litseg_nb <command>``: :data:`COMMANDS` is the one table of subcommands. A
+handler returns the exit status (0, 1 a runtime failure, 2 a usage error); a ``LitsegError`` it does not
+report becomes one line on stderr, ``[litseg_nb] <command>: <message>``.
 """
 from __future__ import annotations
 
@@ -57,7 +54,6 @@ _HELP = f"""Run and inspect the LitSeg notebooks.
 executed copies go to outputs/<profile>/executed/ (NN_name.FAILED.ipynb when a notebook failed)."""
 
 
-# ------------------------------------------------------------------ run, list
 def _run_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="execute the numbered notebooks with papermill (default profile: smoke, "
                                   f"{_SMOKE_DURATION})", description=_HELP,
@@ -92,8 +88,7 @@ def _jobs(text: str) -> int:
 
 
 def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[str, Any], list[Any]]:
-    """The ``-p`` parameters and ``--set`` values of ``run``/``config``, the sets checked against the
-    configs the notebooks ``only`` selects build (a ConfigError names a bad one)."""
+    """The ``-p`` parameters and ``--set`` values of ``run``/``config``, the sets checked."""
     params = dict(parse_key_value(p, "parameter") for p in args.param)
     sets = [parse_key_value(item, "--set") for item in args.sets]
     check_set_keys(sets, discover_notebooks(only))
@@ -101,7 +96,6 @@ def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[st
 
 
 def run_main(args: argparse.Namespace) -> int:
-    """Handler of ``run``: :func:`litseg_nb.front.runner.run_notebooks` with the ``-p``/``--set`` values."""
     # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
     from .front.runner import Interrupted, NotebookFailed, run_notebooks
 
@@ -138,7 +132,6 @@ def list_main(args: argparse.Namespace) -> int:
     return 0
 
 
-# ------------------------------------------------------------------ config
 def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     if isinstance(d, dict):
         for k, v in d.items():
@@ -148,8 +141,7 @@ def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def _stage_values(profile: str, only: str, parameters: dict[str, Any]) -> Iterator[tuple[Path, dict, dict]]:
-    """``(notebook, declared, values)`` per selected package notebook: its parameters' defaults, the
-    ``-p`` values it declares, the profile; then a ``-p`` no selected notebook declares is an error."""
+    """``(notebook, declared, values)`` per selected package notebook; an undeclared ``-p`` is an error."""
     seen: set[str] = set()
     for nb in discover_notebooks([o for o in only.split(",") if o.strip()]):
         if nb.stem not in NOTEBOOK_CONFIGS:
@@ -167,8 +159,7 @@ def _stage_values(profile: str, only: str, parameters: dict[str, Any]) -> Iterat
 
 def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | None = None,
                      check: bool = True) -> list[tuple[str, Any]]:
-    """``(notebook stem, config)`` for each selected notebook, from its parameters' defaults
-    (``check=False``: also a config that misses a required setting, see ``params.missing_for``)."""
+    """``(notebook stem, config)`` per selected notebook (``check=False``: also one missing a required setting)."""
     out = []
     for nb, declared, values in _stage_values(profile, only, dict(parameters or {})):
         if check:
@@ -200,8 +191,7 @@ def _config_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: str) -> list[str]:
-    """One line per field of ``key`` per selected stage: value and the layer that set it
-    (:func:`litseg_nb.config.explain`); a stage whose config has no such field is left out."""
+    """One line per field of ``key`` per selected stage: its value and the layer that set it."""
     lines, classes = [], []
     for nb, declared, values in _stage_values(profile, only, parameters):
         cls = NOTEBOOK_CONFIGS[nb.stem].config_class()
@@ -222,7 +212,6 @@ def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: st
 
 
 def config_main(args: argparse.Namespace) -> int:
-    """Handler of ``config``: each selected stage's resolved configuration, then what ``run`` misses."""
     try:
         params, sets = _params_and_sets(args, [o for o in args.notebook.split(",") if o.strip()])
         with config_sets(sets):  # labels (describe) build related configs too: keep the sets active
@@ -241,7 +230,6 @@ def config_main(args: argparse.Namespace) -> int:
     return 0
 
 
-# ------------------------------------------------------------------ lab
 def lab_command(extra: list[str]) -> list[str]:
     cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS_DIR}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -267,7 +255,6 @@ def lab_main(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover  (execve does not return)
 
 
-# ------------------------------------------------------------------ the library commands' parsers
 def _import_chunks_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="import an external chunk set (jsonl/csv/parquet/xlsx) and "
                                   "align it to a book, for notebooks 05/06")
@@ -379,7 +366,6 @@ def _rehearse_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def rehearse_main(args: argparse.Namespace) -> int:
-    """``rehearse``: the rehearsal, or with ``--estimate`` its cost estimate for ``full``."""
     if not args.estimate:
         return rehearse.main(args)
     try:
@@ -410,7 +396,6 @@ def methods_main(args: argparse.Namespace) -> int:
     return 0
 
 
-# ------------------------------------------------------------------ docs
 _DOCS_HELP = """``python -m litseg_nb docs``: the API reference, generated from the docstrings with pdoc.
 
 Writes HTML pages of every module of :mod:`litseg_nb` to ``docs/api/`` in the checkout (ignored by
@@ -423,15 +408,13 @@ DOCS_OUT = REPO_ROOT / "docs" / "api"
 
 
 class DocsError(LitsegError):
-    """The API reference could not be built (pdoc missing, or warnings under ``--strict``)."""
+    """pdoc is missing, or warned under ``--strict``."""
 
 
 def modules() -> list[str]:
-    """The package and its top-level modules and sub-packages, without ``__main__`` (pdoc walks the
-    sub-packages' own modules)."""
+    """The package and its top-level modules and sub-packages, without ``__main__``."""
     import pkgutil
 
-    # deferred: plain `import` form
     import litseg_nb
 
     names = ["litseg_nb"] + [f"litseg_nb.{m.name}" for m in pkgutil.iter_modules(litseg_nb.__path__)]
@@ -443,8 +426,7 @@ _ALIASES = {"pd": "pandas", "np": "numpy"}
 
 
 def _resolve_lazy_names(mod: Any) -> None:
-    """Make what pdoc looks up in ``mod`` resolvable: lazy exports of ``__all__`` (a module ``__getattr__``)
-    and module aliases that string annotations name (``"pd.DataFrame"``)."""
+    """Make lazy ``__all__`` exports and aliases named in string annotations (``"pd.DataFrame"``) resolvable."""
     import importlib
 
     for n in getattr(mod, "__all__", ()):
@@ -457,16 +439,15 @@ def _resolve_lazy_names(mod: Any) -> None:
             setattr(mod, alias, importlib.import_module(real))
 
 
-def resolve_dataclass_inits(names: list[str]) -> int:
-    """Resolve the string annotations of every dataclass ``__init__`` of ``names`` (and sub-modules): they
-    name types of the base classes' modules, which pdoc cannot resolve. The number of classes fixed."""
+def resolve_dataclass_inits(names: list[str]) -> None:
+    """Resolve the string annotations of every dataclass ``__init__`` of ``names`` (pdoc cannot)."""
     import dataclasses
     import importlib
     import inspect
     import pkgutil
     import typing
 
-    seen, fixed = set(), 0
+    seen = set()
     todo = list(names)
     while todo:
         name = todo.pop()
@@ -489,12 +470,10 @@ def resolve_dataclass_inits(names: list[str]) -> int:
             except Exception:  # noqa: BLE001  (left to pdoc, which then warns by name)
                 continue
             init.__annotations__ = {k: hints.get(k, v) for k, v in ann.items() if k != "return"} | {"return": None}
-            fixed += 1
-    return fixed
 
 
 def build_docs(out: Path | str = DOCS_OUT, strict: bool = False) -> tuple[Path, list[str]]:
-    """Build the reference into ``out``; ``(index.html, warnings)``. ``strict``: warnings are a DocsError."""
+    """Build the reference into ``out``; ``(index.html, warnings)``."""
     try:
         import pdoc
         import pdoc.render
@@ -534,7 +513,6 @@ def _docs_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     return p
 
 
-# ------------------------------------------------------------------ the table and main
 Builder = Callable[[Any, str], argparse.ArgumentParser]
 Handler = Callable[[argparse.Namespace], int]
 
@@ -566,7 +544,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default: ``sys.argv[1:]``), run the subcommand's handler, return the exit status."""
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)

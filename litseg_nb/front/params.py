@@ -1,10 +1,6 @@
-"""Notebook parameters: one way to declare, convert, check and apply them.
-
-Every numbered notebook has ONE cell tagged ``parameters`` of typed literals (``seed: int = 0``,
-``max_books: int | None = None``; ``None`` means the profile's value). Each parameter is a field of the
-notebook's stage config (:data:`NOTEBOOK_CONFIGS`). The runner converts and checks ``-p`` values by the
-annotation before any kernel starts and hands the kernel the resolved configuration (:data:`RESOLVED`);
-opened in JupyterLab, :func:`~litseg_nb.front.run_context.setup` resolves it itself (:func:`resolve`).
+"""Notebook parameters: one cell tagged ``parameters`` of typed literals (``max_books: int | None = None``;
+``None``: the profile's value), each a field of the notebook's stage config (:data:`NOTEBOOK_CONFIGS`). The
+runner checks ``-p`` values before any kernel starts and injects the resolved config (:data:`RESOLVED`).
 """
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ _NONE = ("none", "null")
 
 
 def parse_key_value(item: str, option: str = "parameter") -> tuple[str, Any]:
-    """``key=value`` from the command line: the value as a Python literal when it is one, else the string
-    (typed later by the annotation or the config field); ``option`` names the flag in the error."""
+    """``key=value`` from the command line: the value as a Python literal when it is one, else the string."""
     if "=" not in item:
         raise ConfigError(f"{option} {item!r} must look like key=value")
     key, raw = item.split("=", 1)
@@ -40,9 +35,8 @@ def parse_key_value(item: str, option: str = "parameter") -> tuple[str, Any]:
 
 @dataclass(frozen=True)
 class NotebookConfig:
-    """Which stage config a notebook's parameters build. ``fields`` maps a parameter to its field path
-    where the names differ (else the top-level field, or the ``corpus`` field, of that name); ``minimum``
-    tightens a field's minimum (``max_books=0`` is "no cap" in the config; a notebook needs one book)."""
+    """Which stage config a notebook's parameters build; ``fields`` maps a parameter to its field path where
+    the names differ; ``minimum`` tightens a field's minimum (a notebook needs one book)."""
 
     config: str  # "module:Class"
     fields: Mapping[str, str] = field(default_factory=dict)
@@ -51,7 +45,8 @@ class NotebookConfig:
     llm_roles: tuple[str, ...] | None = None
 
     def config_class(self) -> type[StageConfig]:
-        return _config_class(self.config)
+        module, name = self.config.split(":")
+        return getattr(importlib.import_module(module), name)
 
 
 #: notebook file stem -> the config its parameters build
@@ -111,7 +106,6 @@ _BASES = {"bool": bool, "int": int, "float": float, "str": str}
 
 
 def _parse_annotation(annotation: str, name: str) -> tuple[Any, bool]:
-    """``(base, optional)``: base is bool/int/float/str or ``("tuple", element type)``."""
     parts = [p.strip() for p in annotation.split("|")]
     optional = "None" in parts
     parts = [p for p in parts if p != "None"]
@@ -136,7 +130,7 @@ def _describe(base: Any, optional: bool) -> str:
 
 
 def convert(name: str, value: Any, annotation: str) -> Any:
-    """``value`` (a literal or a ``-p`` string) converted to the parameter's annotated type."""
+    """``value`` (a literal or a ``-p`` string) as the parameter's annotated type."""
     base, optional = _parse_annotation(annotation, name)
     if value is None or (isinstance(value, str) and value.strip().lower() in _NONE):
         if optional:
@@ -168,7 +162,7 @@ def _target(cls: type, name: str, spec: NotebookConfig) -> str:
 
 
 def field_owner(cls: type, path: str) -> type:
-    """The dataclass holding the last field of ``path`` (``"selection.max_units"`` -> UnitSelection)."""
+    """The dataclass holding the last field of ``path``."""
     import typing
 
     owner = cls
@@ -195,7 +189,7 @@ def _check_value(name: str, value: Any, cls: type, path: str, spec: NotebookConf
 
 
 def config_overrides(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]:
-    """Nested config overrides from already-converted parameter values (``None`` values are dropped)."""
+    """Nested config overrides from converted parameter values (``None`` values are dropped)."""
     spec = NOTEBOOK_CONFIGS[notebook]
     cls = spec.config_class()
     out: dict[str, Any] = {}
@@ -213,23 +207,16 @@ def config_overrides(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
-def _declared(notebook: str) -> dict[str, Parameter]:
-    """The declared parameters of the package's notebook ``notebook``, read from its file."""
+def notebook_config(notebook: str, **values: Any) -> StageConfig:
+    """The config of ``notebook`` (file stem) from all its declared parameters, checked as the runner does."""
     path = NOTEBOOKS_DIR / f"{notebook}.ipynb"
     if not path.is_file():
         raise ConfigError(f"no notebook {path}")
-    return parameters_cell(path)
-
-
-def notebook_config(notebook: str, **values: Any) -> StageConfig:
-    """The config of ``notebook`` (file stem) from every one of its declared parameters' values, converted
-    and checked as the runner does, for code outside the notebook (the command line, tests)."""
-    return resolve(notebook, {n: p.annotation for n, p in _declared(notebook).items()}, values)[0]
+    return resolve(notebook, {n: p.annotation for n, p in parameters_cell(path).items()}, values)[0]
 
 
 def resolve(notebook: str, annotations: Mapping[str, str], values: Mapping[str, Any]) -> tuple[StageConfig, dict[str, Any]]:
-    """``(config, converted values)`` of ``notebook`` from its parameters: ``annotations`` (name ->
-    annotation as written) and ``values`` must name the same parameters."""
+    """``(config, converted values)`` of ``notebook``; ``annotations`` and ``values`` name the same parameters."""
     missing = sorted(set(annotations) - set(values))
     unknown = sorted(set(values) - set(annotations))
     if missing or unknown:
@@ -241,7 +228,7 @@ def resolve(notebook: str, annotations: Mapping[str, str], values: Mapping[str, 
     return cfg, converted
 
 
-#: The parameter through which papermill hands a notebook the configuration the runner resolved.
+#: the parameter through which papermill hands a notebook the configuration the runner resolved
 RESOLVED = "litseg_resolved"
 
 
@@ -258,9 +245,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any]:
-    """``{RESOLVED: ...}`` to inject into package notebook ``notebook``: every declared parameter's value,
-    the resolved config and the ``--set`` overrides in force (for the configs it builds inside); ``{}``
-    for a notebook that is not the package's."""
+    """``{RESOLVED: ...}`` for a package notebook: its parameters, resolved config and ``--set`` overrides."""
     notebook = Path(notebook)
     if notebook.stem not in NOTEBOOK_CONFIGS:
         return {}
@@ -273,16 +258,14 @@ def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, A
 
 
 def declared_in(namespace: Mapping[str, Any]) -> dict[str, str]:
-    """The parameters a running notebook declared: the annotated names of its parameters cell (recorded
-    in ``__annotations__``), with their annotations as written (``"int | None"``)."""
+    """The parameters a running notebook declared (its ``__annotations__``), annotations as written."""
     annotations = namespace.get("__annotations__") or {}
     return {n: (a.__name__ if isinstance(a, type) else a if isinstance(a, str) else repr(a).replace("typing.", ""))
             for n, a in annotations.items()}
 
 
 def from_namespace(notebook: str, namespace: Mapping[str, Any]) -> tuple[StageConfig, dict[str, Any], list[tuple[str, Any]]]:
-    """``(config, parameters, sets)`` of the running package notebook ``notebook`` (``"05"``): the runner's
-    :data:`RESOLVED` config and ``--set`` overrides when injected, else resolved here (JupyterLab)."""
+    """``(config, parameters, sets)`` of a running notebook: the injected :data:`RESOLVED`, else resolved here."""
     stem = notebook_stem(notebook)
     annotations = declared_in(namespace)
     if not annotations:
@@ -310,25 +293,17 @@ def from_namespace(notebook: str, namespace: Mapping[str, Any]) -> tuple[StageCo
 
 
 def missing_for(notebook: str, cfg: StageConfig) -> list[str]:
-    """What ``notebook``'s config cannot run without (:func:`litseg_nb.config.missing_settings`)."""
     return missing_settings(cfg, NOTEBOOK_CONFIGS[notebook].llm_roles)
 
 
 def assert_runnable(notebook: str, cfg: StageConfig) -> None:
-    """:class:`ConfigError` listing every setting ``notebook`` cannot run without (an unset server)."""
     missing = missing_for(notebook, cfg)
     if missing:
         raise ConfigError(f"{notebook} (profile {cfg.profile}) cannot run: " + "; ".join(missing))
 
 
-def _config_class(spec: str) -> type[StageConfig]:
-    module, name = spec.split(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def check_set_keys(sets: Any, notebooks: Any) -> None:
-    """Every ``--set`` key must name a field of at least one selected notebook's config (a typo is
-    an error naming the key, as for ``-p``)."""
+    """Every ``--set`` key must name a field of at least one selected notebook's config."""
     classes = {NOTEBOOK_CONFIGS[Path(nb).stem].config_class() for nb in notebooks
                if Path(nb).stem in NOTEBOOK_CONFIGS}
     if sets and not classes:
@@ -359,16 +334,14 @@ def _build(notebook: str, converted: Mapping[str, Any]) -> StageConfig:
 
 
 def _redacted(value: Any) -> Any:
-    """A parameter value as an error may print it: URL secrets out (``ray://u:p@h:1``, also a bare
-    ``user:password@host:port`` or ``host:port?token=...``)."""
+    """A parameter value without URL secrets (also of a bare ``user:password@host:port``)."""
     if isinstance(value, str) and "://" not in value and any(ch in value for ch in "@?#;"):
         return redact_url("x://" + value)[4:]
     return redact_obj(value)
 
 
 def check_parameters(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert ``values`` by ``notebook``'s annotations and, for a package notebook, build its config (so
-    closed value sets and ranges are checked); returns them ready to inject (tuples as lists)."""
+    """``values`` converted and, for a package notebook, checked by building its config; ready to inject."""
     notebook = Path(notebook)
     declared = parameters_cell(notebook)
     unknown = sorted(set(values) - set(declared))

@@ -1,9 +1,6 @@
-"""One notebook run: :func:`setup`, the one seam between a notebook and the package, its
-:class:`RunContext` (profile, notebook, label, output paths), and the takeaways that close a notebook.
-
-Every notebook's first code cell after its ``parameters`` cell is ``cfg, run = setup("05", globals())``;
-``run.save_table(df, "05_latency", note)`` then writes the table captioned with the run's label (profile,
-models, data), and ``run.takeaways(table, metrics)`` prints what the table's numbers say.
+"""One notebook run: ``cfg, run = setup("05", globals())`` after the ``parameters`` cell is the one seam
+between a notebook and the package; :class:`RunContext` saves tables captioned with the run's label
+(profile, models, data) and prints the takeaways that close a notebook.
 """
 from __future__ import annotations
 
@@ -20,7 +17,6 @@ from ..core.paths import outputs_dir
 from ..core.safe_io import atomic_path
 from ..llm.threads import follow_thread_budget
 
-# ---------------------------------------------------------------------------- takeaways
 # direction -> (sort ascending, what the direction means, the word for the top row)
 _DIRECTIONS = {"max": (False, "higher is better", "best"), "min": (True, "lower is better", "best"),
                "largest": (False, "largest first", "largest"), "smallest": (True, "smallest first", "smallest")}
@@ -40,9 +36,8 @@ def _name(row: pd.Series, by: list[str]) -> str:
 
 def best_per_metric(table: pd.DataFrame, metrics: Mapping[str, str], by: str | Sequence[str] = "method",
                     group: str | Sequence[str] | None = None) -> pd.DataFrame:
-    """Per ``group`` (e.g. dataset) and metric (column -> ``"max"``/``"min"``/``"largest"``/``"smallest"``):
-    the best row named by ``by`` (ties together, ``"a, b"``), its value, the runner-up, the margin. A
-    column the table lacks is an error naming it (a renamed column must not drop a takeaway silently)."""
+    """Per ``group`` and metric (column -> a :data:`_DIRECTIONS` key): the best row named by ``by`` (ties
+    joined), its value, the runner-up and the margin; a missing column is an error."""
     import pandas as pd
 
     by_c, group_c = _cols(by), _cols(group)
@@ -116,19 +111,17 @@ def format_takeaways(best: pd.DataFrame, title: str, label: str) -> str:
     return "\n".join([title, f"  ({label})", *(f"  - {line}" for line in takeaway_lines(best))])
 
 
-# ---------------------------------------------------------------------------- the run
 _NOTEBOOK_RE = re.compile(r"^(\d{2})_[\w\-]+$")
 
 
 def join_label(label: str, note: str | None) -> str:
-    """``label | note`` (``label`` alone when there is no note)."""
     return f"{label} | {note}" if note else label
 
 
 @dataclass(frozen=True)
 class RunContext:
-    """Profile, notebook (file stem, ``NN_name``) and label of one notebook run; from :func:`setup` also
-    its parameters, resolved stage config and ``--set`` overrides (what :meth:`write_manifest` records)."""
+    """Profile, notebook (``NN_name``) and label of one notebook run; from :func:`setup` also its parameters,
+    stage config and ``--set`` overrides."""
 
     profile: str
     notebook: str
@@ -149,42 +142,33 @@ class RunContext:
     def for_config(cls, notebook: str, cfg: Any, note: str | None = None, *,
                    parameters: Mapping[str, Any] | None = None,
                    sets: Sequence[tuple[str, Any]] = ()) -> "RunContext":
-        """The context of ``notebook`` run with stage config ``cfg``: label ``cfg.describe()`` (+ note)."""
         return cls(cfg.profile, notebook, join_label(cfg.describe(), note), parameters=parameters, config=cfg,
                    sets=tuple((k, v) for k, v in sets))
 
     def with_note(self, note: str | None) -> "RunContext":
-        """The same run with ``note`` appended to its label (for every later table and figure)."""
         return replace(self, label=join_label(self.label, note))
 
     def relabel(self, label: str) -> "RunContext":
-        """The same run under another label (a table set that names its own models and data)."""
         return replace(self, label=label)
 
     def label_for(self, note: str | None = None, label: str | None = None) -> str:
-        """The caption of one table or figure: ``label`` if given, else the run's label (+ note)."""
         return label if label is not None else join_label(self.label, note)
 
     @property
     def number(self) -> str:
-        """The notebook's two-digit number (``"05"``): the usage ledger's file name."""
         return self.notebook[:2]
 
     @property
     def outputs(self) -> Path:
-        """``outputs/<profile>`` (created with its standard sub-folders)."""
         return outputs_dir(self.profile)
 
     def figure_path(self, filename: str) -> Path:
-        """``outputs/<profile>/figures/<filename>`` (an HTML figure, for instance)."""
         return self.outputs / "figures" / filename
 
     def artifact_path(self, *parts: str) -> Path:
-        """``outputs/<profile>/artifacts/<parts...>`` (a file; its folder is created)."""
         return artifacts.artifact_path(self.profile, *parts)
 
     def artifact_dir(self, *parts: str) -> Path:
-        """``outputs/<profile>/artifacts/<parts...>`` (a folder, created)."""
         return artifacts.artifact_dir(self.profile, *parts)
 
     def save_table(self, df: Any, name: str, note: str | None = None, *, label: str | None = None,
@@ -198,8 +182,7 @@ class RunContext:
         return artifacts.save_figure(fig, name, self.profile, self.label_for(note, label))
 
     def save_usage(self, *ledgers: Any):
-        """Write the LLM usage of ``ledgers`` (usage ledgers or frames of one) to ``artifacts/usage/<NN>.csv``
-        atomically (notebook 08 reads it); returns the frame."""
+        """Write the LLM usage of ``ledgers`` to ``artifacts/usage/<NN>.csv``; returns the frame."""
         import pandas as pd
 
         if not ledgers:
@@ -212,8 +195,7 @@ class RunContext:
 
     def write_manifest(self, parameters: Mapping[str, Any] | None = None, data_files: Iterable[Path] = (),
                        extra: Mapping[str, Any] | None = None) -> Path:
-        """``manifests/<notebook>.json`` (commit, parameters, data hashes, package versions); a run from
-        :func:`setup` adds its own parameters, resolved ``config`` and ``--set`` overrides."""
+        """``manifests/<notebook>.json`` (commit, parameters, data hashes, versions, config, ``--set``)."""
         if parameters is None:
             if self.parameters is None:
                 raise ValueError(f"{self.notebook}: write_manifest() needs the parameters (this run is not from setup())")
@@ -229,8 +211,7 @@ class RunContext:
 
     def takeaways(self, table: Any, metrics: Mapping[str, str], by: str | Sequence[str] = "method",
                   group: str | Sequence[str] | None = None, title: str | None = None, *, show: bool = True):
-        """Print, under the run's label, the best and the runner-up per metric of ``table``
-        (:func:`best_per_metric`); returns that frame."""
+        """Print the best and the runner-up per metric of ``table`` (:func:`best_per_metric`); returns that frame."""
         best = best_per_metric(table, metrics, by=by, group=group)
         if show:
             print(format_takeaways(best, title or f"{self.notebook}: what the numbers say", self.label))
@@ -238,9 +219,8 @@ class RunContext:
 
 
 def setup(notebook: str, namespace: Mapping[str, Any]) -> tuple[Any, RunContext]:
-    """``(cfg, run)`` of the running package notebook ``notebook`` (``"05"``) from its parameters (the
-    annotated names of its ``parameters`` cell); under ``run``, the configuration the runner resolved
-    (:data:`~litseg_nb.front.params.RESOLVED`) as it is, its ``--set`` overrides made this process's."""
+    """``(cfg, run)`` of the running package notebook ``notebook`` (``"05"``) from its parameters, or from the
+    configuration and ``--set`` overrides the runner injected."""
     stem = notebook_stem(notebook)
     cfg, parameters, sets = from_namespace(stem, namespace)
     follow_thread_budget()  # torch work before the first batch follows the runner's budget too

@@ -1,11 +1,7 @@
-"""Headless execution of the numbered notebooks with papermill (the command line is :mod:`litseg_nb.cli`).
-
-:func:`run_notebooks` checks every selected notebook's parameters before any kernel starts, then runs
-them one after another in this process, or ``jobs`` at a time in child processes where their declared
-needs allow. The console shows each section as it starts and a heartbeat while a long cell runs; the
-executed copy is ``NN_name.RUNNING.ipynb`` while running, ``NN_name.ipynb`` once finished and
-``NN_name.FAILED.ipynb`` after a failure or Ctrl-C. Side by side, the runner keeps ``logs/torch_threads``
-at cores / notebooks running (:mod:`litseg_nb.llm.threads`) so a notebook left alone takes the freed cores.
+"""Headless execution of the numbered notebooks with papermill: parameters checked before any kernel
+starts, then one after another in this process, or ``jobs`` at a time in child processes where their
+declared needs allow (torch threads = cores / notebooks running). The console shows each section and a
+heartbeat; the executed copy is ``NN_name.RUNNING.ipynb``, then ``NN_name.ipynb`` or ``NN_name.FAILED.ipynb``.
 """
 from __future__ import annotations
 
@@ -43,8 +39,7 @@ __all__ = ["DEFAULT_JOBS", "Interrupted", "NotebookFailed", "NotebookRun", "decl
 
 HEARTBEAT_S = 30.0
 _IPROGRESS_FILTER = "ignore:IProgress not found"
-#: notebooks side by side by default: two in smoke (Python, not arithmetic, bounds one notebook on 2 cores);
-#: one in full, whose notebooks each hold a GPU engine, and in test
+#: notebooks side by side by default: two in smoke (Python, not arithmetic, bounds one notebook on 2 cores)
 DEFAULT_JOBS = {"test": 1, "smoke": 2, "full": 1}
 _INTERRUPT_GRACE_S = 60.0
 THREADS_FILE = "torch_threads"
@@ -52,10 +47,8 @@ _NB_RE = re.compile(r"^(\d{2})_[\w\-]+\.ipynb$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-# --------------------------------------------------------------------------- a run's outcome
 class NotebookFailed(LitsegError, RuntimeError):
-    """A notebook's cell failed (or its process died): names the notebook, the cell and error, and the
-    ``.FAILED`` executed copy holding the traceback."""
+    """A notebook's cell failed (or its process died): names the cell, the error and the ``.FAILED`` copy."""
 
     def __init__(self, notebook: Path, executed: Path, cause: BaseException):
         self.notebook, self.executed, self.cause = notebook, executed, cause
@@ -78,15 +71,12 @@ class Interrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class NotebookRun:
-    """One finished notebook: its file name, executed copy and wall seconds."""
-
     notebook: str
     executed: Path
     seconds: float
 
 
 def executed_paths(executed_dir: Path, notebook: Path) -> dict[str, Path]:
-    """Where the executed copy of ``notebook`` lives while running, after success, after failure."""
     stem = notebook.stem
     return {"running": executed_dir / f"{stem}.RUNNING.ipynb",
             "done": executed_dir / notebook.name,
@@ -104,9 +94,8 @@ def fmt_seconds(s: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s"
 
 
-# --------------------------------------------------------------------------- console and progress
 class ConsoleRelay:
-    """File-like target for the kernel's stderr: writes through to the console stream."""
+    """The kernel's stderr, written through to the console."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -159,7 +148,6 @@ class Progress:
         self._thread: threading.Thread | None = None
 
     def set_cells(self, cells: list[Any]) -> None:
-        """The cells as executed (with papermill's injected-parameters cell)."""
         self.sections: list[str | None] = []
         current = None
         for cell in cells:
@@ -210,13 +198,10 @@ class Progress:
             self._thread.join(timeout=10)
 
 
-# --------------------------------------------------------------------------- papermill and the kernel
 def _engine():
     from papermill.engines import NBClientEngine, papermill_engines
 
     class LitsegEngine(NBClientEngine):
-        """nbclient engine that reports cell starts/completions to a :class:`Progress`."""
-
         @classmethod
         def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
             progress: Progress | None = kwargs.pop("litseg_progress", None)
@@ -244,8 +229,7 @@ _KM_CLASS: list[type] = []
 
 
 def _ipc_kernel_manager():
-    """AsyncKernelManager whose kernels talk over IPC sockets (local only; no TCP warning), remembered so
-    that an interrupted run can stop them at once."""
+    """AsyncKernelManager over IPC sockets, remembering its kernels so that Ctrl-C can stop them at once."""
     if _KM_CLASS:
         return _KM_CLASS[0]
     from jupyter_client.manager import AsyncKernelManager
@@ -290,8 +274,7 @@ def _kill_live_kernels() -> None:
 
 
 class _VerifiedParameterFilter(logging.Filter):
-    """Drops papermill's line-based parameter-cell messages ("Unable to parse line" for a comment holding
-    ``=``, then "unknown parameter") about names the runner already parsed and checked."""
+    """Drops papermill's line-based parameter-cell messages about names the runner already checked."""
 
     def __init__(self, verified: set[str]) -> None:
         super().__init__()
@@ -317,8 +300,7 @@ def kernel_env_for_lab() -> dict[str, str]:
 def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, kernel_name: str = "python3",
             log_output: bool = False, heartbeat_s: float = HEARTBEAT_S, out: TextIO | None = None,
             err: TextIO | None = None) -> Path:
-    """Execute ``notebook`` into ``executed_dir``; returns the finished copy's path. Whatever papermill
-    raises (and KeyboardInterrupt) leaves ``NN_name.FAILED.ipynb`` and propagates."""
+    """Execute ``notebook`` into ``executed_dir``; returns the finished copy. A failure leaves ``.FAILED``."""
     import papermill as pm
 
     out = out if out is not None else sys.stdout
@@ -358,7 +340,6 @@ def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, k
             lg.removeFilter(flt)
 
 
-# --------------------------------------------------------------------------- which notebooks, which parameters
 def default_jobs(profile: str) -> int:
     return min(DEFAULT_JOBS.get(profile, 1), os.cpu_count() or 1)
 
@@ -405,8 +386,7 @@ def declared_needs(notebook: Path) -> tuple[str, ...] | None:
 
 
 def plan(notebooks: Sequence[Path]) -> dict[str, tuple[str, ...]]:
-    """Number -> the selected notebooks it waits for (undeclared: every earlier selected one; a need
-    outside the selection counts as done)."""
+    """Number -> the selected notebooks it waits for (undeclared: every earlier selected one)."""
     nums = [number(nb) for nb in notebooks]
     graph: dict[str, tuple[str, ...]] = {}
     for nb, n in zip(notebooks, nums):
@@ -419,10 +399,8 @@ def plan(notebooks: Sequence[Path]) -> dict[str, tuple[str, ...]]:
 def run_notebooks(profile: str, only: Sequence[str] = (), parameters: dict[str, Any] | None = None, seed: int = 0,
                   kernel_name: str = "python3", log_output: bool = False, heartbeat_s: float = HEARTBEAT_S,
                   jobs: int | None = None) -> list[NotebookRun]:
-    """Execute the notebooks for ``profile``; raises :class:`NotebookFailed` on the first failure.
-
-    ``parameters`` go to each notebook that declares them (one no selected notebook declares is an
-    error); ``jobs``: notebooks side by side (None = :data:`DEFAULT_JOBS`; 1 = one after another here)."""
+    """Execute the notebooks for ``profile``, ``jobs`` side by side; raises :class:`NotebookFailed` on the first
+    failure. ``parameters`` go to each notebook that declares them."""
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
     jobs = default_jobs(profile) if jobs is None else jobs
@@ -476,21 +454,18 @@ def run_notebooks(profile: str, only: Sequence[str] = (), parameters: dict[str, 
     return runs
 
 
-# --------------------------------------------------------------------------- side by side
 def threads_for(n_running: int, cores: int | None = None) -> int:
-    """Torch threads for each of ``n_running`` notebooks on ``cores`` cores (this machine's by default)."""
     return max(1, (cores or os.cpu_count() or 1) // max(1, n_running))
 
 
 class ThreadBudget:
-    """``logs/torch_threads``: each running notebook's torch threads, rewritten atomically when it changes."""
+    """``logs/torch_threads``: each running notebook's torch threads."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.value: int | None = None
 
     def update(self, n_running: int) -> bool:
-        """Write the budget for ``n_running`` notebooks; True when it changed."""
         n = threads_for(n_running)
         if n == self.value:
             return False
@@ -523,8 +498,8 @@ def _relay(stream: Any, out: Any, lock: threading.Lock) -> None:
 def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[Path, dict[str, Any]],
                      executed_dir: Path, jobs: int, *, kernel_name: str, log_output: bool,
                      heartbeat_s: float) -> list[Any]:
-    """Execute ``notebooks`` as :func:`plan` allows, ``jobs`` at a time, each in a child process. A failure
-    starts nothing more, lets the running ones finish and is raised; Ctrl-C reaches every child."""
+    """Execute ``notebooks`` as :func:`plan` allows, ``jobs`` at a time in child processes; a failure starts
+    nothing more and is raised once the running ones finish."""
     graph = plan(notebooks)
     by_num = {number(nb): nb for nb in notebooks}
     pending = [number(nb) for nb in notebooks]
@@ -619,7 +594,6 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
 
 
 class _ChildError(LitsegError):
-    """A notebook's failure as its child process reported it (papermill's cell and error, when known)."""
 
     def __init__(self, res: Mapping[str, Any], returncode: int | None, log: Path):
         if res.get("ename"):
@@ -638,7 +612,6 @@ def _read_result(path: Path) -> dict[str, Any]:
 
 
 def _interrupt(running: Mapping[str, _Child]) -> None:
-    """SIGINT to every running child, then wait (a child kills its kernel and marks its copy FAILED)."""
     for child in running.values():
         if child.proc.poll() is None:
             child.proc.send_signal(signal.SIGINT)
@@ -651,9 +624,8 @@ def _interrupt(running: Mapping[str, _Child]) -> None:
 
 
 class _LaneStderr:
-    """A child's kernel stderr: all of it to the log; to the console each finished line and a progress
-    bar's state at most every ``every_s`` seconds, one line naming the notebook (two bars redrawn in
-    place on one console line would garble each other)."""
+    """A child's kernel stderr: all to the log; to the console each line and a progress bar's state at most
+    every ``every_s`` seconds, prefixed with the notebook (bars redrawn in place would garble each other)."""
 
     def __init__(self, log: Any, console: Any, name: str, every_s: float = 20.0) -> None:
         self.log, self.console, self.name, self.every_s = log, console, name, every_s
@@ -686,7 +658,6 @@ class _LaneStderr:
 
 
 def _child_main(spec_path: str) -> int:
-    """Execute one notebook as the spec says; write ``{"ok": ...}`` to the spec's result path."""
     spec = pickle.loads(Path(spec_path).read_bytes())
     result: dict[str, Any]
     with open(spec["log"], "w", encoding="utf-8") as log:

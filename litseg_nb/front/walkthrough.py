@@ -1,17 +1,6 @@
-"""One small example through each step, for the notebooks' walk-throughs (before their batch runs).
-
-* :data:`TOY_BOOK` – a short Project Gutenberg-style file written for this project: header, a
-  contents list, two chapter headings over hard-wrapped paragraphs, the end marker and licence.
-  :func:`toy_book` puts it through the corpus's own cleaning and unit detection
-  (:func:`litseg_nb.api.load_text`), and :func:`preprocessing_steps` says what each step did.
-* :func:`litseg_walkthrough` runs LitSeg's real pipeline (:func:`litseg_nb.litseg.pipeline.annotate_units`)
-  on one unit and :func:`stage_table` / :func:`prompt_text` show, per stage, the rendered prompt,
-  the raw reply of every attempt and the validator's verdict; the record's final segments and
-  :func:`litseg_nb.litseg.pipeline.records_to_chunks` give the reconstruction.
-* :func:`retrieval_examples` computes the retrieval formulas of notebook 05 (RRF, MRR, DCG@k,
-  Recall@k) on a tiny hand-made ranking with the package's own metric functions.
-
-Nothing here re-implements a step: every number comes from the functions the batch runs use.
+"""One small example through each step, for the notebooks' walk-throughs: a toy Gutenberg book through
+cleaning and unit detection, LitSeg's pipeline on one unit (prompts, replies, verdicts), and the retrieval
+formulas on a hand-made ranking. Nothing is re-implemented: every number comes from the batch runs' functions.
 """
 from __future__ import annotations
 
@@ -28,8 +17,7 @@ from ..rag.fusion import rrf_fuse
 TOY_TITLE = "The Lighthouse Keeper"
 TOY_BOOK_ID = "toy:lighthouse"
 
-# Written for this project (not a real book): a Gutenberg header and licence, a contents list and
-# two chapters, hard-wrapped at 60 columns as Gutenberg texts are.
+# Written for this project (not a real book), hard-wrapped at 60 columns as Gutenberg texts are.
 TOY_BOOK = """\
 The Project Gutenberg eBook of The Lighthouse Keeper
 
@@ -119,7 +107,6 @@ def preprocessing_steps(raw: str, book: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "what it did"])
 
 
-# ----------------------------------------------------------------------------------------- LitSeg
 def litseg_walkthrough(book: Any, unit: Any, backend: Any, cfg: Any, length_reference: int | None) -> dict[str, Any]:
     """LitSeg's pipeline on one unit (no annotations file): the unit's annotation record."""
     run = pipeline.annotate_units([(book, unit)], backend, cfg, length_reference=length_reference,
@@ -166,13 +153,9 @@ def crop_middle(prompt: str, width: int = 1200) -> str:
     return prompt[:half] + f"\n[... {len(prompt) - width:,} characters of the verbatim prompt ...]\n" + prompt[-half:]
 
 
-# ----------------------------------------------------------------------------------------- retrieval
 def retrieval_examples(k: int = 60) -> dict[str, Any]:
-    """The retrieval formulas on a tiny example, computed by the package's functions.
-
-    Four chunks (0-3); dense ranks them 2, 0, 3, 1 and BM25 ranks them 0, 1, 2, 3; the relevant
-    chunk is 1. Three questions have their first relevant chunk at ranks 1, 3 and none.
-    """
+    """The retrieval formulas on four chunks (the relevant one: 1) and three questions (first relevant rank
+    1, 3, none), computed by the package's functions."""
     dense = [(2, 0.9), (0, 0.8), (3, 0.5), (1, 0.4)]
     bm25 = [(0, 7.0), (1, 5.0), (2, 1.0), (3, 0.5)]
     fused = rrf_fuse([dense, bm25], k=k)
@@ -188,9 +171,7 @@ def retrieval_examples(k: int = 60) -> dict[str, Any]:
 
 
 def one_question_stages(ev: Any, question: Any, method: str, depth: int = 5) -> pd.DataFrame:
-    """Dense, BM25 and the fused ranking of one question on one chunk set, side by side (top ``depth``),
-    by the evaluator's own first stage (``ev``: a built :class:`~litseg_nb.rag.pipeline.RagEvaluator`,
-    :meth:`~litseg_nb.rag.pipeline.RagEvaluator.first_stage`; not timed)."""
+    """Dense, BM25 and the fused top ``depth`` of one question, by the evaluator's own first stage (not timed)."""
     idx = ev.indices[method].book(question.book_id)
     q_emb = ev.embedder.encode([question.question], kind="query")[0]
     dense, sparse, fused = ev.first_stage(idx, q_emb, question.question, record=False)
@@ -204,7 +185,6 @@ def one_question_stages(ev: Any, question: Any, method: str, depth: int = 5) -> 
 
 
 def demo_question(rows: Sequence[dict[str, Any]], questions: Sequence[Any], method: str) -> Any:
-    """The first question some chunk of ``method`` can answer (its evidence is in a chunk), else the first
-    question: the one :func:`one_question_stages` shows."""
+    """The first question some chunk of ``method`` can answer, else the first question."""
     answerable = {r["qid"] for r in rows if r["method"] == method and r.get("answerable")}
     return next((q for q in questions if q.qid in answerable), questions[0])

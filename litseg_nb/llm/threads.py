@@ -1,9 +1,5 @@
-"""How many CPU threads torch may use, followed while a notebook runs.
-
-``$LITSEG_TORCH_THREADS`` fixes torch's intra-op threads. Side by side, the runner also sets
-``$LITSEG_TORCH_THREADS_FILE``: a file holding each running notebook's budget (cores / notebooks
-running); the package's torch work calls :func:`follow_thread_budget` before each batch, so a notebook
-left alone takes the freed cores. The count can change the last bits of logits, never the algorithm.
+"""How many CPU threads torch may use: ``$LITSEG_TORCH_THREADS``, or side by side the budget file the runner
+keeps in ``$LITSEG_TORCH_THREADS_FILE`` (cores / notebooks running), followed before each batch.
 """
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ def _parse(value: str, where: str) -> int:
 
 
 def thread_budget() -> int | None:
-    """The file's number when ``$LITSEG_TORCH_THREADS_FILE`` names one that exists (a removed file: the run
-    ended), else ``$LITSEG_TORCH_THREADS``, else None; anything but a whole number >= 1 is a ConfigError."""
+    """The budget file's number while it exists, else ``$LITSEG_TORCH_THREADS``, else None."""
     path = os.environ.get(THREADS_FILE_ENV)
     if path:
         try:
@@ -44,8 +39,7 @@ def thread_budget() -> int | None:
 
 
 def follow_thread_budget() -> int | None:
-    """Set torch's intra-op threads to :func:`thread_budget` when it differs; returns the budget. Call it in
-    the thread that does the work (with OpenMP the setting belongs to the calling thread)."""
+    """Set torch's intra-op threads to :func:`thread_budget`; returns it. Call it in the thread doing the work."""
     n = thread_budget()
     if n is None:
         return None
