@@ -46,6 +46,7 @@ TINY_REVISION = "v1"
 CPU_ENGINE: dict[str, Any] = {"enforce_eager": True, "max_num_seqs": 8, "enable_lora": True, "max_lora_rank": 16,
                               "tensor_parallel_size": 1}
 VLLM_CLI = REPO_ROOT / "scripts" / "vllm_cpu_cli.py"
+ENGINE_CHECK = REPO_ROOT / "scripts" / "vllm_engine_check.py"
 
 
 def _tiny_xlmr(kind: str):
@@ -210,35 +211,6 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait(timeout=30)
 
 
-ENGINE_CHECK = r"""
-import gc, json, sys, time
-from litseg_nb.config import LLMConfig
-from litseg_nb.llm import SamplingParams, make_backend
-from litseg_nb.llm import vllm_backend
-from litseg_nb.llm.factory import release_backend
-cfg = LLMConfig(backend="vllm", model="smollm2-135m-instruct", dtype="float32", max_model_len=2048,
-                max_new_tokens=16, use_cache=False, engine=json.loads(sys.argv[1]))
-out = {}
-t0 = time.time(); b = make_backend(cfg); out["engine start s"] = round(time.time() - t0, 1)
-conv = [[{"role": "user", "content": "What is the capital of France? Answer in one word."}]]
-out["chat"] = b.chat(conv, SamplingParams(max_new_tokens=8))[0].text
-so = make_backend(cfg.replace(structured_output=True))  # the same engine, guided per request
-schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}}, "required": ["answer"]}
-out["guided"] = so.chat([[{"role": "user", "content": "Is Paris in France? JSON."}]],
-                        SamplingParams(max_new_tokens=16, json_schema=schema))[0].text
-ex = b.next_token_logprobs_ex(conv, ["Paris", "London"])
-out["logprobs"], out["logprob prompt tokens"] = ex[0][0], ex[0][1].prompt_tokens
-out["extra logprob requests"] = b.extra_logprob_requests
-lora = make_backend(cfg.replace(lora_adapter=sys.argv[2]))  # a LoRA request on the same engine
-out["lora chat"] = lora.chat(conv, SamplingParams(max_new_tokens=8))[0].text
-out["engines alive"] = len(vllm_backend.live_engines())
-for x in (b, so, lora):
-    release_backend(x)
-out["engines after close"] = len(vllm_backend.live_engines())
-print("RESULT " + json.dumps(out))
-"""
-
-
 def grpo_vllm_ok(res: dict[str, Any]) -> bool:
     """``scripts/grpo_vllm_check.py`` passed: one GRPO step, vLLM's rollout log-probs are the policy's
     (gap under a tenth of the policy-vs-checkpoint gap) and trl's engine was released."""
@@ -295,7 +267,7 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
 
     def engine() -> tuple[bool, str]:
         adapter = tiny_smollm2_adapter()
-        proc = subprocess.run([python, "-c", ENGINE_CHECK, json.dumps(CPU_ENGINE), str(adapter)], env=cpu_env(),
+        proc = subprocess.run([python, str(ENGINE_CHECK), json.dumps(CPU_ENGINE), str(adapter)], env=cpu_env(),
                               capture_output=True, text=True, timeout=1800, cwd=str(REPO_ROOT))
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         res = json.loads(lines[-1][7:]) if lines else {}

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 from ..api import load_text
+from ..core.paths import TEMPLATES_DIR
 from ..data.gutenberg import clean_gutenberg_text
 from ..litseg import pipeline
 from ..litseg.prompting import stage_user_prompt
@@ -18,64 +19,7 @@ TOY_TITLE = "The Lighthouse Keeper"
 TOY_BOOK_ID = "toy:lighthouse"
 
 # Written for this project (not a real book), hard-wrapped at 60 columns as Gutenberg texts are.
-TOY_BOOK = """\
-The Project Gutenberg eBook of The Lighthouse Keeper
-
-This ebook is for the use of anyone anywhere in the United States and
-most other parts of the world at no cost and with almost no restrictions
-whatsoever.
-
-Title: The Lighthouse Keeper
-
-Author: A. N. Example
-
-Release date: January 1, 2026 [eBook #99999]
-
-Language: English
-
-*** START OF THE PROJECT GUTENBERG EBOOK THE LIGHTHOUSE KEEPER ***
-
-THE LIGHTHOUSE KEEPER
-
-By A. N. Example
-
-CONTENTS
-
-CHAPTER I. The Storm
-CHAPTER II. The Letter
-
-CHAPTER I. The Storm
-
-Martha Lowe had kept the light on Gull Point for eleven
-years. Every evening she climbed the ninety steps, trimmed
-the wick and wound the clockwork that turned the lens.
-
-On the night of the great storm the glass rattled in its
-frame. She heard a ship's bell somewhere below the cliff.
-She lit a second lamp and carried it to the gallery.
-
-At dawn the sea was quiet again. A rowing boat lay on the
-shingle, and beside it a boy who would not say his name.
-
-CHAPTER II. The Letter
-
-Three weeks later the boy was still at the lighthouse. He
-swept the stairs without being asked and learned to read
-the barometer.
-
-In March a letter came from the harbour master. A family
-in the town had lost a son at sea, it said, and they had
-seen a boy at the Point.
-
-Martha read the letter twice. Then she folded it, put it
-in her apron pocket and went up to light the lamp.
-
-*** END OF THE PROJECT GUTENBERG EBOOK THE LIGHTHOUSE KEEPER ***
-
-Updated editions will replace the previous one. Creating the works from
-print editions not protected by U.S. copyright law means that no one
-owns a United States copyright in these works.
-"""
+TOY_BOOK = (TEMPLATES_DIR / "walkthrough" / "toy_book.txt").read_text(encoding="utf-8")
 
 
 def toy_book(max_unit_words: int = 2000, sentence_splitter: str = "nupunkt"):
