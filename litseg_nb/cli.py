@@ -415,6 +415,7 @@ def modules() -> list[str]:
     """The package and its top-level modules and sub-packages, without ``__main__``."""
     import pkgutil
 
+    # deferred: plain `import` form
     import litseg_nb
 
     names = ["litseg_nb"] + [f"litseg_nb.{m.name}" for m in pkgutil.iter_modules(litseg_nb.__path__)]

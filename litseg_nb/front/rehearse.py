@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -154,7 +155,9 @@ def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2
                   ) -> list[tuple[str, Any]]:
     """The sets for notebook ``number``: its own config's first, then every other stage config's (a
     notebook may build any of them inside)."""
+    # deferred: loads nbformat (not loaded by importing this module)
     from .runner import discover_notebooks
+    # deferred: tests patch stage_configs.stage_config_classes (read at call time)
     from .stage_configs import stage_config_classes
 
     (nb,) = discover_notebooks([number])
@@ -256,6 +259,7 @@ def _piece(part: str, engine: str, check: Any) -> dict[str, Any]:
 def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
     """The cheap pieces: FlagEmbedding, VLLMBackend, the OpenAI backend against a `vllm serve` judge."""
     def flag() -> tuple[bool, str]:
+        # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
         from ..rag.rerank import make_reranker
 
         emb = load_embedder(EmbeddingConfig(backend="flagembedding", model=str(tiny_bge_m3_dir()), device="cpu",
@@ -499,22 +503,18 @@ def _model_fields(obj: Any, path: str = "") -> Iterator[tuple[str, Any]]:
             yield f"{path}{f.name}", v
 
 
-_REAL_MODELS: set[str] | None = None
-
-
+@functools.cache
 def full_models() -> set[str]:
     """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config)."""
-    global _REAL_MODELS
-    if _REAL_MODELS is None:
-        from .stage_configs import stage_config_classes
+    # deferred: tests patch stage_configs.stage_config_classes (read at call time)
+    from .stage_configs import stage_config_classes
 
-        names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
-        with _no_sets(), suspended():
-            for cls in stage_config_classes():
-                cfg = cls.for_profile("full")
-                names |= {v for _, v in _model_fields(cfg) if isinstance(v, str) and v}
-        _REAL_MODELS = names
-    return _REAL_MODELS
+    names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
+    with _no_sets(), suspended():
+        for cls in stage_config_classes():
+            cfg = cls.for_profile("full")
+            names |= {v for _, v in _model_fields(cfg) if isinstance(v, str) and v}
+    return names
 
 
 def real_targets(obj: Any, path: str = "") -> list[str]:
