@@ -1,76 +1,40 @@
-"""The command line, ``python -m litseg_nb <command>`` (also the ``litseg-nb`` console script).
-
-This module owns :func:`main` and every subcommand's argument parser. The work itself is done by
-library functions: notebooks by :mod:`litseg_nb.front.runner`, ``segment`` by
-:mod:`litseg_nb.front.batch_segment`, ``import-chunks`` by :mod:`litseg_nb.front.chunk_import`, ``download-data``
-by :mod:`litseg_nb.data.download`, ``boundaries`` by :mod:`litseg_nb.evaluation.boundaries`, ``rehearse`` by
-:mod:`litseg_nb.front.rehearse`, ``gallery`` by :mod:`litseg_nb.front.gallery`, ``train-boundary-model`` by
-:mod:`litseg_nb.evaluation.boundary_train`; ``run``, ``list``, ``config`` and ``lab`` are small handlers here.
-
-* ``run --profile smoke [--only 01,04] [-p key=value ...] [--set section.field=value ...]`` executes
-  the numbered notebooks (:func:`litseg_nb.front.runner.run_notebooks`).
-* ``config --profile smoke [--notebook 05] [-p key=value ...] [--explain KEY]`` prints each stage's
-  fully resolved configuration (models, data, sizes), built exactly as the runner builds it for the
-  notebook from its parameters (:func:`litseg_nb.front.params.notebook_config`); with ``--explain KEY`` only
-  that key, with the layer that set it (:func:`litseg_nb.config.explain`).
-* ``lab [-- extra jupyter args]`` starts JupyterLab on ``notebooks/``; as root it adds
-  ``--allow-root`` (JupyterLab refuses to start as root otherwise), and kernels print text progress
-  bars without the IProgress warning, as in ``run``.
-
-Errors: a handler returns the exit status (0 success, 1 a runtime failure, 2 a usage or
-configuration error). A :class:`~litseg_nb.errors.LitsegError` that a handler does not report itself
-becomes one line on stderr, ``[litseg_nb] <command>: <message>``, with the error's ``exit_code``
-(2 for a :class:`~litseg_nb.errors.UsageError`, else 1) and no traceback; any other exception is a
-bug and keeps its traceback.
-
-Adding a subcommand is one entry in :data:`COMMANDS`: ``"name": (build, handler)``, where
-``build(sub, name)`` calls ``sub.add_parser(name, help=...)``, adds the arguments and returns the
-parser, and ``handler(args) -> int`` does the work (a library function in its own module). The
-order of :data:`COMMANDS` is the order of ``--help``.
+"""The command line, ``python -m litseg_nb <command>``: :data:`COMMANDS` is the one table of subcommands. A
+handler returns the exit status (0, 1 a runtime failure, 2 a usage error); a ``LitsegError`` it does not
+report becomes one line on stderr, ``[litseg_nb] <command>: <message>``.
 """
 from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 import sys
+import warnings
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from .front import gallery, rehearse
-from .front.batch_segment import __doc__ as _SEGMENT_DOC
-from .front.batch_segment import segment_main
-from .front.ray_segment import RayRun
-from .front.chunk_import import cli as import_chunks_main
+from .api import DEFAULT_PROFILE
 from .config import PROFILES, ConfigError, config_sets, explain, renamed_hint
+from .core.paths import NOTEBOOKS_DIR, REPO_ROOT
+from .core.safe_io import OutputsNotWritable, ensure_writable
 from .data.download import cli as download_main
 from .errors import LitsegError, UsageError
 from .evaluation.boundaries import cli as boundaries_main
-from .core.paths import REPO_ROOT, NOTEBOOKS_DIR
+from .evaluation.boundary_train import cli as train_boundary_main
+from .front import gallery, rehearse
+from .front.batch_segment import __doc__ as _SEGMENT_DOC
+from .front.batch_segment import segment_main
+from .front.chunk_import import cli as import_chunks_main
+from .front.params import (NOTEBOOK_CONFIGS, _build, check_set_keys, config_overrides, convert, missing_for,
+                           notebook_config, parameters_cell, parse_key_value)
+from .front.ray_segment import RayRun
 from .redact import redact_obj
-from .core.safe_io import OutputsNotWritable
-from .front.params import parse_key_value, check_set_keys, missing_for
-from .api import DEFAULT_PROFILE
-from .evaluation.boundary_train import cli
 from .segmenters.registry import methods_text
-from . import api_docs
-from .front.rehearse_estimate import format_estimate
-
-# the notebook runner (papermill, nbformat: extra `notebooks`) is imported by the commands that run
-# notebooks, so a core install (`pip install litseg_nb`) runs segment, methods, import-chunks, ...
 
 
-def discover_notebooks(*args: Any, **kwargs: Any) -> Any:
-    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
+def discover_notebooks(*args: Any, **kwargs: Any) -> list[Path]:
+    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`); a core install runs the rest
     from .front.runner import discover_notebooks as discover
 
     return discover(*args, **kwargs)
-
-
-def declared_parameters(*args: Any, **kwargs: Any) -> Any:
-    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
-    from .front.runner import declared_parameters as declared
-
-    return declared(*args, **kwargs)
 
 
 _SMOKE_DURATION = "13-18 min on 2 idle CPU cores, by machine (README: measured times)"
@@ -90,11 +54,6 @@ _HELP = f"""Run and inspect the LitSeg notebooks.
 executed copies go to outputs/<profile>/executed/ (NN_name.FAILED.ipynb when a notebook failed)."""
 
 
-def _parse_param(item: str) -> tuple[str, Any]:
-    return parse_key_value(item, "parameter")
-
-
-# ------------------------------------------------------------------ run, list
 def _run_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="execute the numbered notebooks with papermill (default profile: smoke, "
                                   f"{_SMOKE_DURATION})", description=_HELP,
@@ -129,17 +88,15 @@ def _jobs(text: str) -> int:
 
 
 def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[str, Any], list[Any]]:
-    """The ``-p`` parameters and ``--set`` values of ``run``/``config``, the sets checked against the
-    configs the notebooks ``only`` selects build (a ConfigError names a bad one)."""
-    params = dict(_parse_param(p) for p in args.param)
+    """The ``-p`` parameters and ``--set`` values of ``run``/``config``, the sets checked."""
+    params = dict(parse_key_value(p, "parameter") for p in args.param)
     sets = [parse_key_value(item, "--set") for item in args.sets]
     check_set_keys(sets, discover_notebooks(only))
     return params, sets
 
 
 def run_main(args: argparse.Namespace) -> int:
-    """Handler of ``run``: :func:`litseg_nb.front.runner.run_notebooks` with the ``-p``/``--set`` values."""
-    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`); a core install runs the rest
+    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
     from .front.runner import Interrupted, NotebookFailed, run_notebooks
 
     try:
@@ -167,12 +124,14 @@ def _list_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def list_main(args: argparse.Namespace) -> int:
+    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
+    from .front.runner import declared_parameters
+
     for nb in discover_notebooks():
         print(f"{nb.name}: {declared_parameters(nb)}")
     return 0
 
 
-# ------------------------------------------------------------------ config
 def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     if isinstance(d, dict):
         for k, v in d.items():
@@ -181,34 +140,33 @@ def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
         yield prefix[:-1], d
 
 
-def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | None = None,
-                     check: bool = True) -> list[tuple[str, Any]]:
-    """``(notebook stem, config)`` for each selected notebook, from its parameters' defaults
-    (``check=False``: also a config that misses a required setting, see ``params.missing_for``)."""
-    # deferred: tests patch litseg_nb.front.params.parameters_cell (read at call time)
-    from .front.params import NOTEBOOK_CONFIGS, _build, convert, notebook_config, parameters_cell
-
-    extra = dict(parameters or {})
-    out = []
+def _stage_values(profile: str, only: str, parameters: dict[str, Any]) -> Iterator[tuple[Path, dict, dict]]:
+    """``(notebook, declared, values)`` per selected package notebook; an undeclared ``-p`` is an error."""
+    seen: set[str] = set()
     for nb in discover_notebooks([o for o in only.split(",") if o.strip()]):
         if nb.stem not in NOTEBOOK_CONFIGS:
             continue
         declared = parameters_cell(nb)
+        seen |= set(declared)
         values = {n: p.default for n, p in declared.items()}
-        values.update({k: v for k, v in extra.items() if k in declared})
+        values.update({k: v for k, v in parameters.items() if k in declared})
         values["profile"] = profile
+        yield nb, declared, values
+    unknown = set(parameters) - seen
+    if unknown:
+        raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
+
+
+def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | None = None,
+                     check: bool = True) -> list[tuple[str, Any]]:
+    """``(notebook stem, config)`` per selected notebook (``check=False``: also one missing a required setting)."""
+    out = []
+    for nb, declared, values in _stage_values(profile, only, dict(parameters or {})):
         if check:
             out.append((nb.stem, notebook_config(nb.stem, **values)))
         else:
             out.append((nb.stem, _build(nb.stem, {n: convert(n, v, declared[n].annotation) for n, v in values.items()})))
-    unknown = set(extra) - {k for stem, _ in out for k in parameters_cell(_nb_path(stem))}
-    if unknown:
-        raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
     return out
-
-
-def _nb_path(stem: str):
-    return NOTEBOOKS_DIR / f"{stem}.ipynb"
 
 
 def format_config(stem: str, cfg: Any) -> str:
@@ -233,20 +191,9 @@ def _config_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: str) -> list[str]:
-    """One line per field of ``key`` per selected stage: value and the layer that set it
-    (:func:`litseg_nb.config.explain`); a stage whose config has no such field is left out."""
-    # deferred: tests patch litseg_nb.front.params.parameters_cell (read at call time)
-    from .front.params import NOTEBOOK_CONFIGS, config_overrides, convert, parameters_cell
-
-    lines, classes, seen = [], [], set()
-    for nb in discover_notebooks([o for o in only.split(",") if o.strip()]):
-        if nb.stem not in NOTEBOOK_CONFIGS:
-            continue
-        declared = parameters_cell(nb)
-        seen |= set(declared)
-        values = {n: p.default for n, p in declared.items()}
-        values.update({k: v for k, v in parameters.items() if k in declared})
-        values["profile"] = profile
+    """One line per field of ``key`` per selected stage: its value and the layer that set it."""
+    lines, classes = [], []
+    for nb, declared, values in _stage_values(profile, only, parameters):
         cls = NOTEBOOK_CONFIGS[nb.stem].config_class()
         classes.append(cls.__name__)
         try:  # a bad parameter value is its own error (as for `config` without --explain)
@@ -258,9 +205,6 @@ def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: st
         except ConfigError:  # this stage's config has no such field
             continue
         lines += [f"{nb.stem}: {cls.__name__}.{e.key} = {e.value!r}  <- {e.layer}: {e.source}" for e in found]
-    unknown = set(parameters) - seen
-    if unknown:
-        raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
     if not lines:
         raise ConfigError(f"--explain {key}: no field {key!r}{renamed_hint(key.split('.'))} in {', '.join(sorted(set(classes))) or 'any selected stage'}"
                           f"; see `python -m litseg_nb config --profile PROFILE` for the field names")
@@ -268,8 +212,6 @@ def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: st
 
 
 def config_main(args: argparse.Namespace) -> int:
-    """Handler of ``config``: each selected stage's resolved configuration, then what ``run`` misses."""
-
     try:
         params, sets = _params_and_sets(args, [o for o in args.notebook.split(",") if o.strip()])
         with config_sets(sets):  # labels (describe) build related configs too: keep the sets active
@@ -281,15 +223,13 @@ def config_main(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
         return 2
-    # Showing a configuration is not running it: what `run` would refuse to start without (an unset
-    # server address) is a warning here, and `config` succeeds.
+    # showing a configuration is not running it: what `run` needs first is a warning here
     missing = [f"{stem}: {m}" for stem, cfg in configs for m in missing_for(stem, cfg)]
     for line in missing:
         print(f"[litseg_nb] warning: `run` needs this first: {line}", file=sys.stderr)
     return 0
 
 
-# ------------------------------------------------------------------ lab
 def lab_command(extra: list[str]) -> list[str]:
     cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS_DIR}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -308,14 +248,13 @@ def _lab_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 def lab_main(args: argparse.Namespace) -> int:
     cmd = lab_command(args.jupyter_args)
     print("[litseg_nb] " + " ".join(cmd), flush=True)
-    # deferred: the kernel environment comes from the notebook runner's module (extra `notebooks`)
-    from .front.execution import kernel_env_for_lab
+    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
+    from .front.runner import kernel_env_for_lab
 
     os.execve(sys.executable, cmd, kernel_env_for_lab())
     return 0  # pragma: no cover  (execve does not return)
 
 
-# ------------------------------------------------------------------ the library commands' parsers
 def _import_chunks_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="import an external chunk set (jsonl/csv/parquet/xlsx) and "
                                   "align it to a book, for notebooks 05/06")
@@ -338,8 +277,6 @@ def _download_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    from pathlib import Path
-
     p = sub.add_parser(name, help="segment .txt books (a file, a folder or a glob) with any method",
                        description=_SEGMENT_DOC.split("\n\n", 1)[1].split("\n\nExit codes")[0]
                        + "\n\nExit codes" + _SEGMENT_DOC.split("Exit codes", 1)[1],
@@ -376,7 +313,6 @@ def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def _segment(args: Any) -> int:
-    """Handler of ``segment``: the one-process run, or with ``--ray`` :class:`~litseg_nb.front.ray_segment.RayRun`."""
     return segment_main(args, RayRun if args.ray is not None else None)
 
 
@@ -410,11 +346,6 @@ def _train_boundary_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     return p
 
 
-def _train_boundary_main(args: argparse.Namespace) -> int:
-    # deferred: training reads scipy and the benchmark's gold (extras `train`/`eval`)
-    return cli(args)
-
-
 def _rehearse_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="the full profile's engines and code paths on the CPU with tiny local models "
                                   "(the step before renting a GPU)",
@@ -435,16 +366,13 @@ def _rehearse_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def rehearse_main(args: argparse.Namespace) -> int:
-    """``rehearse``: the rehearsal (:mod:`litseg_nb.front.rehearse`), or with ``--estimate`` its cost estimate
-    for ``full`` (:mod:`litseg_nb.front.rehearse_estimate`)."""
     if not args.estimate:
         return rehearse.main(args)
-
     try:
         cards = [int(x) for x in str(args.gpu_gb).split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"rehearse --estimate: --gpu-gb {args.gpu_gb!r} must be integers (GB), e.g. 80,141") from None
-    print(format_estimate(Path(args.work) / "rehearsal_rows.json", cards or (80, 141)))
+    print(rehearse.format_estimate(Path(args.work) / "rehearsal_rows.json", cards or (80, 141)))
     return 0
 
 
@@ -464,16 +392,128 @@ def _methods_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def methods_main(args: argparse.Namespace) -> int:
-    """Handler of ``methods``: :func:`litseg_nb.segmenters.registry.methods_text`."""
     print(methods_text())
     return 0
 
 
-def _docs() -> Any:
-    return api_docs
+_DOCS_HELP = """``python -m litseg_nb docs``: the API reference, generated from the docstrings with pdoc.
+
+Writes HTML pages of every module of :mod:`litseg_nb` to ``docs/api/`` in the checkout (ignored by
+git; ``--out DIR`` elsewhere) and prints where the index is. pdoc imports every module, so it needs
+the full install (``pip install -e ".[all]"``, what ``scripts/setup.sh`` installs; pdoc is in the extra
+``docs``). ``--strict`` (CI) fails when pdoc warns (a module that cannot be imported, a broken
+reference) and names each warning.
+"""
+DOCS_OUT = REPO_ROOT / "docs" / "api"
 
 
-# ------------------------------------------------------------------ the table and main
+class DocsError(LitsegError):
+    """pdoc is missing, or warned under ``--strict``."""
+
+
+def modules() -> list[str]:
+    """The package and its top-level modules and sub-packages, without ``__main__``."""
+    import pkgutil
+
+    # deferred: plain `import` form
+    import litseg_nb
+
+    names = ["litseg_nb"] + [f"litseg_nb.{m.name}" for m in pkgutil.iter_modules(litseg_nb.__path__)]
+    return [n for n in names if not n.endswith("__main__")]
+
+
+#: module aliases that annotations name as strings while the module imports them lazily ('pd.DataFrame')
+_ALIASES = {"pd": "pandas", "np": "numpy"}
+
+
+def _resolve_lazy_names(mod: Any) -> None:
+    """Make lazy ``__all__`` exports and aliases named in string annotations (``"pd.DataFrame"``) resolvable."""
+    import importlib
+
+    for n in getattr(mod, "__all__", ()):
+        if n not in vars(mod) and hasattr(mod, "__getattr__"):
+            setattr(mod, n, getattr(mod, n))
+    src = getattr(mod, "__file__", None)
+    text = Path(src).read_text(encoding="utf-8") if src and src.endswith(".py") else ""
+    for alias, real in _ALIASES.items():
+        if alias not in vars(mod) and (f"'{alias}." in text or f'"{alias}.' in text or f"-> {alias}." in text):
+            setattr(mod, alias, importlib.import_module(real))
+
+
+def resolve_dataclass_inits(names: list[str]) -> None:
+    """Resolve the string annotations of every dataclass ``__init__`` of ``names`` (pdoc cannot)."""
+    import dataclasses
+    import importlib
+    import inspect
+    import pkgutil
+    import typing
+
+    seen = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        mod = importlib.import_module(name)
+        _resolve_lazy_names(mod)
+        if hasattr(mod, "__path__"):
+            todo += [f"{name}.{m.name}" for m in pkgutil.iter_modules(mod.__path__)]
+        for _, cls in inspect.getmembers(mod, inspect.isclass):
+            init = vars(cls).get("__init__")
+            if not (dataclasses.is_dataclass(cls) and cls.__module__ == name and inspect.isfunction(init)):
+                continue
+            ann = getattr(init, "__annotations__", {})
+            if not any(isinstance(v, str) for v in ann.values()):
+                continue
+            try:
+                hints = typing.get_type_hints(cls)
+            except Exception:  # noqa: BLE001  (left to pdoc, which then warns by name)
+                continue
+            init.__annotations__ = {k: hints.get(k, v) for k, v in ann.items() if k != "return"} | {"return": None}
+
+
+def build_docs(out: Path | str = DOCS_OUT, strict: bool = False) -> tuple[Path, list[str]]:
+    """Build the reference into ``out``; ``(index.html, warnings)``."""
+    try:
+        import pdoc
+        import pdoc.render
+    except ImportError as exc:
+        raise DocsError(f"pdoc is not installed ({exc}); pip install -e \".[docs]\" (or scripts/setup.sh)") from None
+    out = Path(out).expanduser().resolve()
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a folder")
+
+    ensure_writable(out)
+    pdoc.render.configure(docformat="restructuredtext", show_source=False, footer_text="litseg_nb API reference")
+    names = modules()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resolve_dataclass_inits(names)
+        pdoc.pdoc(*names, output_directory=out)
+    found = [f"{w.category.__name__}: {' '.join(str(w.message).split())[:300]}" for w in caught
+             if "pdoc" in (w.filename or "") or issubclass(w.category, RuntimeWarning)]
+    if strict and found:
+        raise DocsError(f"{len(found)} warning(s) building the API reference: " + " | ".join(found[:10]))
+    return out / "index.html", found
+
+
+def docs_main(args: argparse.Namespace) -> int:
+    index, found = build_docs(args.out or DOCS_OUT, strict=args.strict)
+    for line in found:
+        print(f"[litseg_nb] docs: warning: {line}", file=sys.stderr)
+    print(f"[litseg_nb] API reference: {index}")
+    return 0
+
+
+def _docs_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="build the API reference from the docstrings (pdoc) into docs/api/",
+                       description=_DOCS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=None, help="folder of the pages (default: docs/api/ in the checkout, git-ignored)")
+    p.add_argument("--strict", action="store_true", help="fail when pdoc warns (CI)")
+    return p
+
+
 Builder = Callable[[Any, str], argparse.ArgumentParser]
 Handler = Callable[[argparse.Namespace], int]
 
@@ -488,10 +528,10 @@ COMMANDS: dict[str, tuple[Builder, Handler]] = {
     "segment": (_segment_parser, _segment),
     "methods": (_methods_parser, methods_main),
     "boundaries": (_boundaries_parser, boundaries_main),
-    "train-boundary-model": (_train_boundary_parser, _train_boundary_main),
+    "train-boundary-model": (_train_boundary_parser, train_boundary_main),
     "rehearse": (_rehearse_parser, rehearse_main),
     "gallery": (_gallery_parser, gallery.run),
-    "docs": (lambda sub, name: _docs().add_parser(sub, name), lambda args: _docs().cli(args)),
+    "docs": (_docs_parser, docs_main),
 }
 
 
@@ -505,7 +545,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default: ``sys.argv[1:]``), run the subcommand's handler, return the exit status."""
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)

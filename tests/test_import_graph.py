@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("evaluation", ("rag", "evaluation")),           # RAG, segment quality, boundaries, ablations, efficiency
     ("public API", ("api",)),                        # litseg_nb.segment, load_text
     ("front", ("front", "integrations")),            # batch segmenting, notebook runs, framework adapters
-    ("entry points", ("cli", "__main__", "api_docs", PACKAGE)),  # the command line, the API reference build, __init__
+    ("entry points", ("cli", "__main__", PACKAGE)),  # the command line (and the API reference build), __init__
 )
 
 def module_name(path: Path, root: Path = ROOT) -> str:

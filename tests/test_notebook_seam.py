@@ -101,7 +101,6 @@ def test_setup_never_reads_the_notebook_file(nb, monkeypatch):
     monkeypatch.setattr(builtins, "open", guarded)
     monkeypatch.setattr(io, "open", guarded)
     monkeypatch.setattr(params, "parameters_cell", refuse)
-    monkeypatch.setattr(params, "_declared", refuse)
     monkeypatch.setattr(nbformat, "read", refuse)
     cfg, run = run_context.setup(nb.stem[:2], ns)
     monkeypatch.setattr(builtins, "open", real_open)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from litseg_nb.front import rehearse_estimate as re_
+from litseg_nb.front import rehearse as re_
 from litseg_nb.errors import UsageError
 
 TOY = [{"notebook / piece": "FlagEmbedding BGE-M3 + reranker (tiny)", "LLM calls": 0},

@@ -16,7 +16,7 @@ from litseg_nb.config import ConfigError  # noqa: E402
 from litseg_nb.llm.base import Generation, UsageLedger, UsageTag  # noqa: E402
 from litseg_nb.core.paths import outputs_dir  # noqa: E402
 from litseg_nb.front.run_context import RunContext  # noqa: E402
-from litseg_nb.front.takeaways import best_per_metric, takeaway_lines  # noqa: E402
+from litseg_nb.front.run_context import best_per_metric, takeaway_lines  # noqa: E402
 
 
 def _ledger(method: str, tokens: int) -> UsageLedger:

@@ -13,7 +13,7 @@ from litseg_nb import cli
 from litseg_nb.config import ConfigError
 from litseg_nb.core.paths import NOTEBOOKS_DIR
 from litseg_nb.core import run_record
-from litseg_nb.front import runner, schedule
+from litseg_nb.front import runner
 from litseg_nb.llm import threads as torch_threads
 
 PARAMS = 'profile: str = "test"\nseed: int = 0'
@@ -51,8 +51,8 @@ def test_plan_follows_the_declared_needs_and_keeps_order_where_none_is_declared(
     b = _nb(tmp_path / "02_b.ipynb", "x = 1", ["01"])
     c = _nb(tmp_path / "03_c.ipynb", "x = 1", ["01"])
     d = _nb(tmp_path / "04_d.ipynb", "x = 1", None)  # undeclared: every earlier selected notebook
-    assert schedule.plan([a, b, c, d]) == {"01": (), "02": ("01",), "03": ("01",), "04": ("01", "02", "03")}
-    assert schedule.plan([b, c]) == {"02": (), "03": ()}  # a need outside the selection: an earlier run's
+    assert runner.plan([a, b, c, d]) == {"01": (), "02": ("01",), "03": ("01",), "04": ("01", "02", "03")}
+    assert runner.plan([b, c]) == {"02": (), "03": ()}  # a need outside the selection: an earlier run's
 
 
 @pytest.mark.parametrize("needs, match", [(["1"], "two-digit"), ("01", "two-digit"), (["02"], "not an earlier"),
@@ -60,7 +60,7 @@ def test_plan_follows_the_declared_needs_and_keeps_order_where_none_is_declared(
 def test_bad_needs_metadata_is_an_error_naming_the_notebook(tmp_path, needs, match):
     nb = _nb(tmp_path / "02_b.ipynb", "x = 1", needs)
     with pytest.raises(ConfigError, match=match) as info:
-        schedule.plan([nb])
+        runner.plan([nb])
     assert "02_b.ipynb" in str(info.value)
 
 
@@ -90,10 +90,10 @@ def test_independent_notebooks_run_side_by_side_and_the_record_says_so(nbdir, fr
     cores = os.cpu_count()
     for n, name in (("02", "02_b"), ("03", "03_c")):
         first = rec[n]["torch_threads"].split("→")[0]
-        assert first == str(schedule.threads_for(2))
+        assert first == str(runner.threads_for(2))
         assert f"threads {first}" in _outputs_text(executed / f"{name}.ipynb")
     assert rec["01"]["torch_threads"] == rec["04"]["torch_threads"] == str(cores)
-    assert not (logs / schedule.THREADS_FILE).exists()  # the budget file goes with the run
+    assert not (logs / runner.THREADS_FILE).exists()  # the budget file goes with the run
     # the children's section lines reach the console; their stderr goes to a log per notebook
     assert "02_b: Work (cell" in console and "03_c: Work (cell" in console and "beside" in console
     assert (logs / "02_b.log").is_file() and "slept" not in (logs / "02_b.log").read_text()  # stderr only
@@ -149,10 +149,10 @@ def test_every_notebook_states_what_it_reads():
     from conftest import NOTEBOOK_NEEDS
 
     notebooks = runner.discover_notebooks(notebooks_dir=NOTEBOOKS_DIR)
-    graph = schedule.plan(notebooks)
+    graph = runner.plan(notebooks)
     for nb in notebooks:
         n = run_record.number(nb)
-        assert schedule.declared_needs(nb) is not None, f"{nb.name}: no metadata litseg_nb.needs"
+        assert runner.declared_needs(nb) is not None, f"{nb.name}: no metadata litseg_nb.needs"
         first = nbformat.read(nb, as_version=4).cells[0]
         assert first.cell_type == "markdown" and "\nReads: " in first.source, nb.name
         assert set(NOTEBOOK_NEEDS.get(n, ())) <= set(graph[n]), nb.name
@@ -166,7 +166,7 @@ def test_lane_stderr_logs_everything_and_prints_whole_lines():
     import io
 
     log, console = io.StringIO(), io.StringIO()
-    err = schedule._LaneStderr(log, console, "04_baselines", every_s=3600)
+    err = runner._LaneStderr(log, console, "04_baselines", every_s=3600)
     for part in ("\rbooks:   0%| 0/3", "\rbooks:  33%| 1/3", "\x1b[A\rbooks: 100%| 3/3\n", "UserWarning: x\n"):
         err.write(part)
     assert log.getvalue().count("books:") == 3  # the log keeps every redraw
@@ -213,13 +213,13 @@ def test_a_fixed_thread_count_is_left_to_the_caller(nbdir, fresh_dirs, monkeypat
 
 def test_the_budget_file_is_rewritten_only_when_the_budget_changes(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    budget = schedule.ThreadBudget(tmp_path / "torch_threads")
+    budget = runner.ThreadBudget(tmp_path / "torch_threads")
     assert budget.update(2) and (tmp_path / "torch_threads").read_text() == "1\n"
     assert not budget.update(2)
     assert budget.update(1) and (tmp_path / "torch_threads").read_text() == "2\n"
     assert budget.child_env() == {"LITSEG_TORCH_THREADS_FILE": str(tmp_path / "torch_threads"),
                                   "LITSEG_TORCH_THREADS": "2"}
-    assert [schedule.threads_for(n, cores=2) for n in (1, 2, 3)] == [2, 1, 1]
+    assert [runner.threads_for(n, cores=2) for n in (1, 2, 3)] == [2, 1, 1]
 
 
 def test_follow_thread_budget_reads_the_file_then_the_variable(tmp_path, monkeypatch):

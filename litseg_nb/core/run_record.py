@@ -1,10 +1,5 @@
-"""The run record: when each notebook of a ``python -m litseg_nb run`` started and ended, with how many
-torch threads, and which notebooks ran beside it (``outputs/<profile>/logs/schedule.json``).
-
-The runner (:mod:`litseg_nb.front.runner`, :mod:`litseg_nb.front.schedule`) writes it whenever a
-notebook starts or ends; notebook 08 reads it (:func:`read_schedule`) to say which usage ledgers and
-wall times were taken while another notebook shared the cores. It lives in ``core`` because both the
-front (writer) and the evaluation layer (reader) need it.
+"""``outputs/<profile>/logs/schedule.json``: when each notebook of a ``run`` started and ended, on how many
+torch threads, and which ran beside it (notebook 08 says which wall times were taken under contention).
 """
 from __future__ import annotations
 
@@ -24,7 +19,6 @@ SCHEDULE_FILE = "schedule.json"
 
 
 def number(notebook: Path) -> str:
-    """A numbered notebook's two-digit number (``04_baselines.ipynb`` -> ``"04"``)."""
     return notebook.name[:2]
 
 
@@ -43,8 +37,6 @@ class Interval:
 
 @dataclass
 class Record:
-    """The intervals of this run, written to ``logs/schedule.json`` whenever one starts or ends."""
-
     path: Path
     jobs: int
     intervals: dict[str, Interval] = field(default_factory=dict)
@@ -60,14 +52,13 @@ class Record:
         self._write()
 
     def threads_changed(self, notebook: Path, torch_threads: str) -> None:
-        """A running notebook's torch threads changed: its record keeps the budgets in order (``"1→2"``)."""
+        """Record a running notebook's new torch threads after the earlier ones (``"1→2"``)."""
         iv = self.intervals[number(notebook)]
         if iv.torch_threads.rsplit("→", 1)[-1] != torch_threads:
             iv.torch_threads += f"→{torch_threads}"
             self._write()
 
     def beside(self, num: str) -> list[str]:
-        """The notebooks of this run whose interval overlapped ``num``'s."""
         now = time.time()
         me = self.intervals[num]
         a0, a1 = me.started, me.ended or now
@@ -77,7 +68,7 @@ class Record:
     def _write(self) -> None:
         try:
             old = _read(self.path)
-        except ConfigError as exc:  # a derived record: written anew, said once
+        except ConfigError as exc:
             warnings.warn(f"{exc}; writing it anew", stacklevel=2)
             old = {}
         for num, iv in self.intervals.items():
@@ -90,12 +81,11 @@ class Record:
 
 
 def logs_dir(profile: str) -> Path:
-    """``outputs/<profile>/logs/``: the run record and, side by side, each notebook's console stream."""
     return outputs_root() / profile / "logs"
 
 
 def read_schedule(profile: str) -> dict[str, dict[str, Any]]:
-    """``outputs/<profile>/logs/schedule.json``: notebook number -> its latest run's record ({} if none)."""
+    """Notebook number -> its latest run's record ({} if none)."""
     return _read(logs_dir(profile) / SCHEDULE_FILE)
 
 
@@ -110,5 +100,4 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def record(profile: str, jobs: int) -> Record:
-    """A new record of this run, in an outputs folder checked writable."""
     return Record(ensure_writable(logs_dir(profile)) / SCHEDULE_FILE, jobs)

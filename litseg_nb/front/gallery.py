@@ -1,13 +1,9 @@
 """A gallery page of what the notebooks produced, for readers who have not run anything.
 
-``python -m litseg_nb gallery --profile smoke`` reads ``outputs/<profile>/tables/*.md`` and
-``outputs/<profile>/figures/*.png`` (what a ``run`` of that profile wrote) and writes
-``docs/gallery/<profile>/README.md``: one section per notebook (its title from the notebook's first
-heading), each table's Markdown with its label line (profile, models, data), and each figure as a PNG
-copied next to the page (``docs/gallery/<profile>/figures/``), so the folder is self-contained and can be
-committed. Files that match no notebook (``boundaries.md`` of the ``boundaries`` command, say) are listed
-under "Other outputs". PNGs of an earlier gallery that the outputs no longer hold are removed, so the page
-and its folder always show one run. Figures carry their label as a footer line inside the image.
+``python -m litseg_nb gallery --profile smoke`` reads ``outputs/<profile>/tables/*.md`` and ``figures/*.png``
+and writes ``docs/gallery/<profile>/README.md``: one section per notebook (tables with their label line,
+figures copied to ``figures/`` beside the page, so the folder can be committed), then "Other outputs".
+PNGs of an earlier gallery that the outputs no longer hold are removed: the page always shows one run.
 """
 from __future__ import annotations
 
@@ -41,9 +37,7 @@ GALLERY_TITLE = "# Gallery: what the notebooks produce"
 
 
 def check_destination(dest: Path) -> None:
-    """The page's folder must be a folder that is empty, new, or an earlier gallery (its ``README.md``
-    opens with :data:`GALLERY_TITLE`): the gallery replaces stale PNGs in ``figures/``, so it never
-    writes into a folder of somebody else's. A :class:`GalleryError` (one line) otherwise."""
+    """The page's folder must be empty, new, or an earlier gallery (the gallery replaces stale PNGs)."""
     if dest.exists() and not dest.is_dir():
         raise GalleryError(f"gallery: --out {dest} is a file, not a folder")
     for part in (dest / "figures", dest / "README.md"):
@@ -105,8 +99,7 @@ def gallery_markdown(profile: str, tables: dict[str, list[Path]], figures: dict[
 
 def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None = None,
                   notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
-    """Write the gallery of ``profile`` (from ``outputs``, default ``outputs/<profile>``) into ``dest``
-    (default ``docs/gallery/<profile>``); returns the page's path."""
+    """Write the gallery of ``profile`` into ``dest`` (default ``docs/gallery/<profile>``); returns the page."""
     if profile not in PROFILES:
         raise ConfigError(f"gallery: unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
     src = Path(outputs) if outputs is not None else outputs_root() / profile

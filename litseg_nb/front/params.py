@@ -1,32 +1,6 @@
-"""Notebook parameters: one way to declare, convert, check and apply them.
-
-Every numbered notebook has ONE cell tagged ``parameters`` of typed literals::
-
-    profile: str = "test"
-    seed: int = 0
-    max_books: int | None = None          # None = the profile's value
-    chunkers: tuple[str, ...] | None = None
-
-``None`` always means "the profile's value". Every other parameter is a field of the notebook's
-stage config (:data:`NOTEBOOK_CONFIGS` names the config class and the few parameters whose field
-has another name). A notebook names its parameters only there; its next cell is the one seam
-between it and the package (:func:`litseg_nb.front.run_context.setup`)::
-
-    cfg, run = setup("01", globals())   # the stage config and the run's context (label, outputs, manifest)
-
-``setup`` learns the parameters from the notebook's own namespace (Python records the annotated names
-of the parameters cell in ``__annotations__``), never by reading the ``.ipynb``. Run by
-``python -m litseg_nb run``, the notebook also gets :data:`RESOLVED` from papermill: the configuration
-the runner resolved (:func:`resolved_parameter`), which ``setup`` takes as it is, with the run's
-``--set`` overrides for the configs the notebook builds inside. Opened in JupyterLab, ``setup``
-resolves the configuration from the parameters itself (:func:`resolve`).
-
-The runner (``python -m litseg_nb run -p key=value``) calls :func:`check_parameters` for every
-selected notebook *before any kernel starts*: each value is converted by the annotation in the
-parameters cell (``bool`` accepts true/false/1/0/yes/no, ``int`` rejects ``1.5`` and ``abc``,
-``X | None`` accepts none/null, ``tuple[str, ...]`` accepts ``a,b,c``), checked against the
-field's declared choices and minimum, and the config is built; anything wrong is a
-:class:`~litseg_nb.config.ConfigError` naming the parameter and the accepted values.
+"""Notebook parameters: one cell tagged ``parameters`` of typed literals (``max_books: int | None = None``;
+``None``: the profile's value), each a field of the notebook's stage config (:data:`NOTEBOOK_CONFIGS`). The
+runner checks ``-p`` values before any kernel starts and injects the resolved config (:data:`RESOLVED`).
 """
 from __future__ import annotations
 
@@ -38,20 +12,17 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..config import PROFILES, ConfigError, StageConfig, _scalar, field_constraint, rejected_choices
+from ..config import (_MISSING, PROFILES, ConfigError, StageConfig, _scalar, _split_key, active_sets, field_constraint,
+                      field_hint, missing_settings, rejected_choices, renamed_hint)
+from ..config import _build as build_dataclass
 from ..core.paths import NOTEBOOKS_DIR
 from ..redact import redact_obj, redact_url
-from ..config import (active_sets, _build as build_dataclass, missing_settings, _MISSING, _split_key,
-                      field_hint, renamed_hint)
 
 _NONE = ("none", "null")
 
 
-
 def parse_key_value(item: str, option: str = "parameter") -> tuple[str, Any]:
-    """``key=value`` from the command line: the value as a Python literal when it is one, else the
-    string (typed later by the notebook's annotation or the config field). ``option`` names the flag
-    in the error."""
+    """``key=value`` from the command line: the value as a Python literal when it is one, else the string."""
     if "=" not in item:
         raise ConfigError(f"{option} {item!r} must look like key=value")
     key, raw = item.split("=", 1)
@@ -63,13 +34,8 @@ def parse_key_value(item: str, option: str = "parameter") -> tuple[str, Any]:
 
 @dataclass(frozen=True)
 class NotebookConfig:
-    """Which stage config a notebook's parameters build, and the parameters named differently.
-
-    ``fields`` maps a parameter to its config field path (``"ablation_max_units"``,
-    ``"corpus.max_books"``); a parameter not listed maps to the top-level field of the same name, or
-    else the ``corpus`` field of that name. ``minimum`` tightens a field's minimum for the notebook
-    parameter (``max_books=0`` means "no cap" in the config; a notebook asks for at least one book).
-    """
+    """Which stage config a notebook's parameters build; ``fields`` maps a parameter to its field path where
+    the names differ; ``minimum`` tightens a field's minimum (a notebook needs one book)."""
 
     config: str  # "module:Class"
     fields: Mapping[str, str] = field(default_factory=dict)
@@ -78,7 +44,8 @@ class NotebookConfig:
     llm_roles: tuple[str, ...] | None = None
 
     def config_class(self) -> type[StageConfig]:
-        return _config_class(self.config)
+        module, name = self.config.split(":")
+        return getattr(importlib.import_module(module), name)
 
 
 #: notebook file stem -> the config its parameters build
@@ -99,7 +66,6 @@ NOTEBOOK_CONFIGS: dict[str, NotebookConfig] = {
 }
 
 
-# ---------------------------------------------------------------- the parameters cell
 @dataclass(frozen=True)
 class Parameter:
     name: str
@@ -131,7 +97,6 @@ def parse_parameters(source: str, where: str = "parameters cell") -> dict[str, P
             default = ast.literal_eval(node.value)
         except ValueError:
             raise ConfigError(f"{where}: parameter {name!r} must default to a literal") from None
-        _parse_annotation(annotation, name)  # unsupported annotations fail here
         out[name] = Parameter(name, annotation, convert(name, default, annotation))
     return out
 
@@ -140,7 +105,6 @@ _BASES = {"bool": bool, "int": int, "float": float, "str": str}
 
 
 def _parse_annotation(annotation: str, name: str) -> tuple[Any, bool]:
-    """``(base, optional)``: base is bool/int/float/str or ``("tuple", element type)``."""
     parts = [p.strip() for p in annotation.split("|")]
     optional = "None" in parts
     parts = [p for p in parts if p != "None"]
@@ -165,7 +129,7 @@ def _describe(base: Any, optional: bool) -> str:
 
 
 def convert(name: str, value: Any, annotation: str) -> Any:
-    """``value`` (a literal or a ``-p`` string) converted to the parameter's annotated type."""
+    """``value`` (a literal or a ``-p`` string) as the parameter's annotated type."""
     base, optional = _parse_annotation(annotation, name)
     if value is None or (isinstance(value, str) and value.strip().lower() in _NONE):
         if optional:
@@ -184,7 +148,6 @@ def convert(name: str, value: Any, annotation: str) -> Any:
                           f"{_describe(base, optional)}") from None
 
 
-# ---------------------------------------------------------------- parameters -> config
 def _target(cls: type, name: str, spec: NotebookConfig) -> str:
     if name in spec.fields:
         return spec.fields[name]
@@ -198,7 +161,7 @@ def _target(cls: type, name: str, spec: NotebookConfig) -> str:
 
 
 def field_owner(cls: type, path: str) -> type:
-    """The dataclass holding the last field of ``path`` (``"selection.max_units"`` -> UnitSelection)."""
+    """The dataclass holding the last field of ``path``."""
     import typing
 
     owner = cls
@@ -225,7 +188,7 @@ def _check_value(name: str, value: Any, cls: type, path: str, spec: NotebookConf
 
 
 def config_overrides(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]:
-    """Nested config overrides from already-converted parameter values (``None`` values are dropped)."""
+    """Nested config overrides from converted parameter values (``None`` values are dropped)."""
     spec = NOTEBOOK_CONFIGS[notebook]
     cls = spec.config_class()
     out: dict[str, Any] = {}
@@ -243,29 +206,16 @@ def config_overrides(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
-def _declared(notebook: str) -> dict[str, Parameter]:
-    """The declared parameters of the package's notebook ``notebook``, read from its file (for code
-    outside the notebook: the command line, tests; a running notebook uses :func:`declared_in`)."""
+def notebook_config(notebook: str, **values: Any) -> StageConfig:
+    """The config of ``notebook`` (file stem) from all its declared parameters, checked as the runner does."""
     path = NOTEBOOKS_DIR / f"{notebook}.ipynb"
     if not path.is_file():
         raise ConfigError(f"no notebook {path}")
-    return parameters_cell(path)
-
-
-def notebook_config(notebook: str, **values: Any) -> StageConfig:
-    """The config of ``notebook`` (file stem, e.g. ``"05_rag_evaluation"``) from its parameter values,
-    for code outside the notebook (the command line, tests); the notebook itself calls
-    :func:`litseg_nb.front.run_context.setup`.
-
-    Every declared parameter must be passed (a parameter left out would be silently ignored); values
-    are converted and checked as the runner does, ``None`` keeps the profile's value.
-    """
-    return resolve(notebook, {n: p.annotation for n, p in _declared(notebook).items()}, values)[0]
+    return resolve(notebook, {n: p.annotation for n, p in parameters_cell(path).items()}, values)[0]
 
 
 def resolve(notebook: str, annotations: Mapping[str, str], values: Mapping[str, Any]) -> tuple[StageConfig, dict[str, Any]]:
-    """``(config, converted values)`` of ``notebook`` from its parameters: ``annotations`` (name ->
-    annotation as written) and ``values`` must name the same parameters."""
+    """``(config, converted values)`` of ``notebook``; ``annotations`` and ``values`` name the same parameters."""
     missing = sorted(set(annotations) - set(values))
     unknown = sorted(set(values) - set(annotations))
     if missing or unknown:
@@ -277,8 +227,7 @@ def resolve(notebook: str, annotations: Mapping[str, str], values: Mapping[str, 
     return cfg, converted
 
 
-# ---------------------------------------------------------------- the runner -> the kernel
-#: The parameter through which papermill hands a notebook the configuration the runner resolved.
+#: the parameter through which papermill hands a notebook the configuration the runner resolved
 RESOLVED = "litseg_resolved"
 
 
@@ -295,10 +244,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any]:
-    """``{RESOLVED: ...}`` for the runner to inject into package notebook ``notebook`` with its
-    checked parameter ``values``: the notebook, every declared parameter's value, the resolved
-    config (:meth:`~litseg_nb.config.StageConfig.to_dict`) and the ``--set`` overrides in force
-    (for the configs the notebook builds inside). Empty for a notebook that is not the package's."""
+    """``{RESOLVED: ...}`` for a package notebook: its parameters, resolved config and ``--set`` overrides."""
     notebook = Path(notebook)
     if notebook.stem not in NOTEBOOK_CONFIGS:
         return {}
@@ -311,18 +257,14 @@ def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, A
 
 
 def declared_in(namespace: Mapping[str, Any]) -> dict[str, str]:
-    """The parameters a running notebook declared, from its namespace: the annotated names of its
-    parameters cell (``name: type = literal`` records ``name`` in ``__annotations__``), with their
-    annotations as written (``"int | None"``)."""
+    """The parameters a running notebook declared (its ``__annotations__``), annotations as written."""
     annotations = namespace.get("__annotations__") or {}
     return {n: (a.__name__ if isinstance(a, type) else a if isinstance(a, str) else repr(a).replace("typing.", ""))
             for n, a in annotations.items()}
 
 
 def from_namespace(notebook: str, namespace: Mapping[str, Any]) -> tuple[StageConfig, dict[str, Any], list[tuple[str, Any]]]:
-    """``(config, parameters, sets)`` of the running package notebook ``notebook`` (``"05"``): with
-    :data:`RESOLVED` in ``namespace`` (a ``python -m litseg_nb run``) the runner's resolved config and
-    ``--set`` overrides as they are, else resolved here from the parameters' values (JupyterLab)."""
+    """``(config, parameters, sets)`` of a running notebook: the injected :data:`RESOLVED`, else resolved here."""
     stem = notebook_stem(notebook)
     annotations = declared_in(namespace)
     if not annotations:
@@ -350,32 +292,13 @@ def from_namespace(notebook: str, namespace: Mapping[str, Any]) -> tuple[StageCo
 
 
 def missing_for(notebook: str, cfg: StageConfig) -> list[str]:
-    """What ``notebook``'s config cannot run without (:func:`litseg_nb.config.missing_settings`)."""
     return missing_settings(cfg, NOTEBOOK_CONFIGS[notebook].llm_roles)
 
 
 def assert_runnable(notebook: str, cfg: StageConfig) -> None:
-    """:class:`ConfigError` listing every setting ``notebook`` cannot run without (an unset server)."""
     missing = missing_for(notebook, cfg)
     if missing:
         raise ConfigError(f"{notebook} (profile {cfg.profile}) cannot run: " + "; ".join(missing))
-
-
-#: configs the notebooks build inside (``module:Class``, imported by name as :data:`NOTEBOOK_CONFIGS`):
-#: a ``--set`` qualified with one of them is accepted for any selected notebook
-INSIDE_CONFIGS: tuple[str, ...] = (
-    "litseg_nb.litseg.config:LitSegConfig",  # LiteConfig.teacher(), notebook 08's models
-    "litseg_nb.rag.config:RagConfig",  # notebook 07's retrieval
-    "litseg_nb.chunkers.config:BaselinesConfig",  # notebook 05's LumberChunker θ sweep
-    "litseg_nb.evaluation.boundaries:BoundaryConfig",  # notebook 06's boundary benchmark
-    "litseg_nb.lite.config:LiteConfig",  # notebook 08's paired §4.4 measurement
-    "litseg_nb.evaluation.segment_quality:SegmentQualityConfig",  # notebook 07's A.2 raters
-)
-
-
-def _config_class(spec: str) -> type[StageConfig]:
-    module, name = spec.split(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def stage_config_classes() -> list[type[StageConfig]]:
@@ -404,9 +327,9 @@ def stage_config_classes() -> list[type[StageConfig]]:
     return [out[k] for k in sorted(out)]
 
 
+
 def check_set_keys(sets: Any, notebooks: Any) -> None:
-    """Every ``--set`` key must name a field of at least one selected notebook's config (a typo is
-    an error naming the key, as for ``-p``)."""
+    """Every ``--set`` key must name a field of at least one selected notebook's config."""
     classes = {NOTEBOOK_CONFIGS[Path(nb).stem].config_class() for nb in notebooks
                if Path(nb).stem in NOTEBOOK_CONFIGS}
     if sets and not classes:
@@ -414,9 +337,7 @@ def check_set_keys(sets: Any, notebooks: Any) -> None:
     for key, _ in sets:
         qual, parts = _split_key(key)
         pool = [c for c in classes if qual is None or c.__name__ == qual]
-        # a qualified key may name any stage config: one a selected notebook builds inside (LiteConfig's
-        # teacher, notebook 05's LumberChunker θ sweep: BaselinesConfig, 06's BoundaryConfig, 07's A.2 raters:
-        # SegmentQualityConfig, 08's paired §4.4 measurement: LiteConfig)
+        # a qualified key may name any stage config (one a selected notebook builds inside)
         if qual is not None and not pool:
             pool = [c for c in stage_config_classes() if c.__name__ == qual]
         if not any(field_hint(c, parts) is not _MISSING for c in pool):
@@ -439,21 +360,14 @@ def _build(notebook: str, converted: Mapping[str, Any]) -> StageConfig:
 
 
 def _redacted(value: Any) -> Any:
-    """A parameter value as an error may print it: URL secrets out (``ray://u:p@h:1``, and a bare
-    ``user:password@host:port`` and ``host:port?token=...`` too)."""
+    """A parameter value without URL secrets (also of a bare ``user:password@host:port``)."""
     if isinstance(value, str) and "://" not in value and any(ch in value for ch in "@?#;"):
         return redact_url("x://" + value)[4:]
     return redact_obj(value)
 
 
 def check_parameters(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert and check ``values`` for ``notebook`` before it runs; returns them ready to inject.
-
-    Used by the runner for every selected notebook before any kernel starts. Values are converted by
-    the parameters cell's annotations; for the package's notebooks (:data:`NOTEBOOK_CONFIGS`) the
-    notebook's config is also built, so closed value sets and ranges are checked too. Tuples are
-    returned as lists (papermill injects lists).
-    """
+    """``values`` converted and, for a package notebook, checked by building its config; ready to inject."""
     notebook = Path(notebook)
     declared = parameters_cell(notebook)
     unknown = sorted(set(values) - set(declared))

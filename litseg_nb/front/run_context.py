@@ -1,38 +1,10 @@
-"""One notebook run's context: profile, label and output paths, in one object, and :func:`setup`,
-the one seam between a notebook and the package.
-
-Every notebook's first code cell after its ``parameters`` cell is::
-
-    cfg, run = setup("05", globals())       # the stage config and this run's RunContext
-
-:func:`setup` resolves the notebook's configuration once (or, under ``python -m litseg_nb run``,
-takes the one the runner resolved and papermill injected: :data:`litseg_nb.front.params.RESOLVED`),
-makes the run's ``--set`` overrides active for the configs the notebook builds inside, and returns
-the typed config and the run's context. The parameters are named only in the ``parameters`` cell.
-
-Every notebook saves its tables and figures under ``outputs/<profile>/`` with a label naming the
-profile, models and data, writes its LLM usage ledger to ``artifacts/usage/<NN>.csv`` and a manifest.
-:class:`RunContext` holds what those calls share (the profile, the notebook, the label, the parameters
-and the resolved config), so a notebook says ``run.save_table(df, "05_latency")`` instead of threading
-``profile`` and ``label`` through every call::
-
-    run = run.with_note("hybrid=rrf")                               # label = cfg.describe() + " | hybrid=rrf"
-    run.save_table(df, "05_latency", "ms per question")             # caption: label + " | ms per question"
-    run.save_figure(fig, "05_dcg_recall_hybrid")
-    run.save_usage(backend.ledger)                                  # artifacts/usage/05.csv
-    run.write_manifest(data_files=..., extra=...)                   # parameters and config: the run's own
-
-The files are written by the existing helpers (:func:`litseg_nb.core.artifacts.save_table`,
-:func:`~litseg_nb.core.artifacts.save_figure`, :func:`~litseg_nb.core.artifacts.artifact_path`,
-:func:`~litseg_nb.core.artifacts.write_manifest`), so names, contents and atomic writes are theirs.
-``note`` extends the run's label for one table (``label + " | " + note``); ``label=`` replaces it
-(a table that does not depend on the profile's models, say). :meth:`with_note` gives a context whose
-label is extended for every later call, :meth:`relabel` one with another label. :meth:`takeaways`
-prints what a table's numbers say, computed from the table (:mod:`litseg_nb.front.takeaways`), under the
-run's label.
+"""One notebook run: ``cfg, run = setup("05", globals())`` after the ``parameters`` cell is the one seam
+between a notebook and the package; :class:`RunContext` saves tables captioned with the run's label
+(profile, models, data) and prints the takeaways that close a notebook.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,21 +16,112 @@ from .params import RESOLVED, from_namespace, notebook_stem
 from ..core.paths import outputs_dir
 from ..core.safe_io import atomic_path
 from ..llm.threads import follow_thread_budget
-from .takeaways import best_per_metric, format_takeaways
+
+# direction -> (sort ascending, what the direction means, the word for the top row)
+_DIRECTIONS = {"max": (False, "higher is better", "best"), "min": (True, "lower is better", "best"),
+               "largest": (False, "largest first", "largest"), "smallest": (True, "smallest first", "smallest")}
+COLUMNS = ["metric", "direction", "best", "value", "runner_up", "runner_up_value", "margin", "n_compared",
+           "n_missing"]
+
+
+def _cols(x: str | Sequence[str] | None) -> list[str]:
+    if x is None:
+        return []
+    return [x] if isinstance(x, str) else list(x)
+
+
+def _name(row: pd.Series, by: list[str]) -> str:
+    return " / ".join(str(row[c]) for c in by)
+
+
+def best_per_metric(table: pd.DataFrame, metrics: Mapping[str, str], by: str | Sequence[str] = "method",
+                    group: str | Sequence[str] | None = None) -> pd.DataFrame:
+    """Per ``group`` and metric (column -> a :data:`_DIRECTIONS` key): the best row named by ``by`` (ties
+    joined), its value, the runner-up and the margin; a missing column is an error."""
+    import pandas as pd
+
+    by_c, group_c = _cols(by), _cols(group)
+    if not by_c:
+        raise ValueError("best_per_metric: 'by' names no column")
+    bad = {m: d for m, d in metrics.items() if d not in _DIRECTIONS}
+    if bad:
+        raise ValueError(f"best_per_metric: direction must be one of {', '.join(_DIRECTIONS)}, got {bad}")
+    missing = [c for c in [*by_c, *group_c, *metrics] if c not in table.columns]
+    if missing:
+        raise KeyError(f"best_per_metric: table has no column {missing}; it has {list(table.columns)}")
+    rows: list[dict[str, Any]] = []
+    groups = table.groupby(group_c, sort=False, dropna=False) if group_c else [((), table)]
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        for metric, direction in metrics.items():
+            values = pd.to_numeric(part[metric], errors="coerce")
+            ok = part[values.notna()].assign(_v=values[values.notna()])
+            ascending, meaning, _ = _DIRECTIONS[direction]
+            row = {**dict(zip(group_c, key)), "metric": metric, "direction": meaning,
+                   "best": None, "value": math.nan, "runner_up": None, "runner_up_value": math.nan,
+                   "margin": math.nan, "n_compared": int(len(ok)), "n_missing": int(len(part) - len(ok))}
+            if len(ok):
+                ordered = ok.sort_values("_v", ascending=ascending, kind="stable")
+                top = ordered["_v"].iloc[0]
+                tied = ordered[ordered["_v"] == top]
+                rest = ordered[ordered["_v"] != top]
+                row["best"] = ", ".join(_name(r, by_c) for _, r in tied.iterrows())
+                row["value"] = float(top)
+                if len(rest):
+                    row["runner_up"] = _name(rest.iloc[0], by_c)
+                    row["runner_up_value"] = float(rest["_v"].iloc[0])
+                    row["margin"] = abs(float(top) - row["runner_up_value"])
+            rows.append(row)
+    return pd.DataFrame(rows, columns=[*group_c, *COLUMNS])
+
+
+def _fmt(v: float) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
+
+
+def takeaway_lines(best: pd.DataFrame) -> list[str]:
+    """One sentence per row of :func:`best_per_metric`'s frame."""
+    import pandas as pd
+
+    group_c = [c for c in best.columns if c not in COLUMNS]
+    lines = []
+    for _, r in best.iterrows():
+        where = " / ".join(str(r[c]) for c in group_c)
+        head = f"[{where}] " if where else ""
+        if pd.isna(r["best"]):
+            lines.append(f"{head}{r['metric']}: no value in any row ({r['n_missing']} row(s) empty)")
+            continue
+        word = "best" if r["direction"].endswith("is better") else r["direction"].split()[0]
+        names = str(r["best"]).split(", ")
+        best = ", ".join(names) if len(names) <= 4 else ", ".join(names[:3]) + f" and {len(names) - 3} more"
+        text = f"{head}{r['metric']} ({r['direction']}): {word} {best} = {_fmt(r['value'])}"
+        if not pd.isna(r["runner_up"]):
+            text += f", next {r['runner_up']} = {_fmt(r['runner_up_value'])} (margin {_fmt(r['margin'])})"
+        elif r["n_compared"] > 1:
+            text += " (all rows tie)"
+        text += f"; {r['n_compared']} compared"
+        if r["n_missing"]:
+            text += f", {r['n_missing']} without a value"
+        lines.append(text)
+    return lines
+
+
+def format_takeaways(best: pd.DataFrame, title: str, label: str) -> str:
+    """The takeaways as printed: a title, the label they hold for, one line per metric."""
+    return "\n".join([title, f"  ({label})", *(f"  - {line}" for line in takeaway_lines(best))])
+
 
 _NOTEBOOK_RE = re.compile(r"^(\d{2})_[\w\-]+$")
 
 
 def join_label(label: str, note: str | None) -> str:
-    """``label | note`` (``label`` alone when there is no note)."""
     return f"{label} | {note}" if note else label
 
 
 @dataclass(frozen=True)
 class RunContext:
-    """Profile, notebook (file stem, ``NN_name``) and label of one notebook run; from :func:`setup`
-    also the notebook's parameters, its resolved stage config and the run's ``--set`` overrides (what
-    :meth:`write_manifest` records)."""
+    """Profile, notebook (``NN_name``) and label of one notebook run; from :func:`setup` also its parameters,
+    stage config and ``--set`` overrides."""
 
     profile: str
     notebook: str
@@ -79,47 +142,35 @@ class RunContext:
     def for_config(cls, notebook: str, cfg: Any, note: str | None = None, *,
                    parameters: Mapping[str, Any] | None = None,
                    sets: Sequence[tuple[str, Any]] = ()) -> "RunContext":
-        """The context of ``notebook`` run with stage config ``cfg``: label ``cfg.describe()`` (+ note)."""
         return cls(cfg.profile, notebook, join_label(cfg.describe(), note), parameters=parameters, config=cfg,
                    sets=tuple((k, v) for k, v in sets))
 
-    # ------------------------------------------------------------------ label
     def with_note(self, note: str | None) -> "RunContext":
-        """The same run with ``note`` appended to its label (for every later table and figure)."""
         return replace(self, label=join_label(self.label, note))
 
     def relabel(self, label: str) -> "RunContext":
-        """The same run under another label (a table set that names its own models and data)."""
         return replace(self, label=label)
 
     def label_for(self, note: str | None = None, label: str | None = None) -> str:
-        """The caption of one table or figure: ``label`` if given, else the run's label (+ note)."""
         return label if label is not None else join_label(self.label, note)
 
-    # ------------------------------------------------------------------ paths
     @property
     def number(self) -> str:
-        """The notebook's two-digit number (``"05"``): the usage ledger's file name."""
         return self.notebook[:2]
 
     @property
     def outputs(self) -> Path:
-        """``outputs/<profile>`` (created with its standard sub-folders)."""
         return outputs_dir(self.profile)
 
     def figure_path(self, filename: str) -> Path:
-        """``outputs/<profile>/figures/<filename>`` (an HTML figure, for instance)."""
         return self.outputs / "figures" / filename
 
     def artifact_path(self, *parts: str) -> Path:
-        """``outputs/<profile>/artifacts/<parts...>`` (a file; its folder is created)."""
         return artifacts.artifact_path(self.profile, *parts)
 
     def artifact_dir(self, *parts: str) -> Path:
-        """``outputs/<profile>/artifacts/<parts...>`` (a folder, created)."""
         return artifacts.artifact_dir(self.profile, *parts)
 
-    # ------------------------------------------------------------------ saving
     def save_table(self, df: Any, name: str, note: str | None = None, *, label: str | None = None,
                    index: bool = False) -> dict[str, Path]:
         """``tables/<name>.csv`` and ``.md`` captioned with the run's label (+ note), or ``label``."""
@@ -131,9 +182,7 @@ class RunContext:
         return artifacts.save_figure(fig, name, self.profile, self.label_for(note, label))
 
     def save_usage(self, *ledgers: Any):
-        """Write the LLM usage of ``ledgers`` (:class:`~litseg_nb.llm.base.UsageLedger`, or frames of
-        one) to ``artifacts/usage/<NN>.csv`` atomically (never a half-written ledger: notebook 08 reads
-        it); returns the frame."""
+        """Write the LLM usage of ``ledgers`` to ``artifacts/usage/<NN>.csv``; returns the frame."""
         import pandas as pd
 
         if not ledgers:
@@ -146,9 +195,7 @@ class RunContext:
 
     def write_manifest(self, parameters: Mapping[str, Any] | None = None, data_files: Iterable[Path] = (),
                        extra: Mapping[str, Any] | None = None) -> Path:
-        """``manifests/<notebook>.json`` (commit, parameters, data hashes, package versions). A run from
-        :func:`setup` records its own parameters, its resolved ``config`` and the ``--set`` overrides
-        (``sets``, when any) besides ``extra``."""
+        """``manifests/<notebook>.json`` (commit, parameters, data hashes, versions, config, ``--set``)."""
         if parameters is None:
             if self.parameters is None:
                 raise ValueError(f"{self.notebook}: write_manifest() needs the parameters (this run is not from setup())")
@@ -162,11 +209,9 @@ class RunContext:
         return artifacts.write_manifest(self.profile, self.notebook, dict(parameters), data_files=data_files,
                                         extra=extra or None)
 
-    # ------------------------------------------------------------------ reading the results
     def takeaways(self, table: Any, metrics: Mapping[str, str], by: str | Sequence[str] = "method",
                   group: str | Sequence[str] | None = None, title: str | None = None, *, show: bool = True):
-        """Print, under the run's label, the best and the runner-up per metric of ``table`` (see
-        :func:`litseg_nb.front.takeaways.best_per_metric`); returns that frame."""
+        """Print the best and the runner-up per metric of ``table`` (:func:`best_per_metric`); returns that frame."""
         best = best_per_metric(table, metrics, by=by, group=group)
         if show:
             print(format_takeaways(best, title or f"{self.notebook}: what the numbers say", self.label))
@@ -174,17 +219,8 @@ class RunContext:
 
 
 def setup(notebook: str, namespace: Mapping[str, Any]) -> tuple[Any, RunContext]:
-    """``(cfg, run)`` of the running package notebook ``notebook`` (``"05"``), called as
-    ``cfg, run = setup("05", globals())`` right after the ``parameters`` cell.
-
-    The parameters are the annotated names of that cell (``namespace["__annotations__"]``); their
-    values are converted and checked as the runner does. Under ``python -m litseg_nb run`` the
-    configuration the runner resolved comes in ``namespace`` too (:data:`litseg_nb.front.params.RESOLVED`,
-    injected by papermill) and is used as it is, and the run's ``--set`` overrides become this
-    process's (:func:`litseg_nb.config.use_sets`): the configs the notebook builds inside see them.
-    ``cfg`` is the notebook's stage config; ``run`` its :class:`RunContext` (label ``cfg.describe()``,
-    the parameters and config for :meth:`RunContext.write_manifest`).
-    """
+    """``(cfg, run)`` of the running package notebook ``notebook`` (``"05"``) from its parameters, or from the
+    configuration and ``--set`` overrides the runner injected."""
     stem = notebook_stem(notebook)
     cfg, parameters, sets = from_namespace(stem, namespace)
     follow_thread_budget()  # torch work before the first batch follows the runner's budget too

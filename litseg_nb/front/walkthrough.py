@@ -1,17 +1,6 @@
-"""One small example through each step, for the notebooks' walk-throughs (before their batch runs).
-
-* :data:`TOY_BOOK` – a short Project Gutenberg-style file written for this project: header, a
-  contents list, two chapter headings over hard-wrapped paragraphs, the end marker and licence.
-  :func:`toy_book` puts it through the corpus's own cleaning and unit detection
-  (:func:`litseg_nb.api.load_text`), and :func:`preprocessing_steps` says what each step did.
-* :func:`litseg_walkthrough` runs LitSeg's real pipeline (:func:`litseg_nb.litseg.pipeline.annotate_units`)
-  on one unit and :func:`stage_table` / :func:`prompt_text` show, per stage, the rendered prompt,
-  the raw reply of every attempt and the validator's verdict; the record's final segments and
-  :func:`litseg_nb.litseg.pipeline.records_to_chunks` give the reconstruction.
-* :func:`retrieval_examples` computes the retrieval formulas of notebook 05 (RRF, MRR, DCG@k,
-  Recall@k) on a tiny hand-made ranking with the package's own metric functions.
-
-Nothing here re-implements a step: every number comes from the functions the batch runs use.
+"""One small example through each step, for the notebooks' walk-throughs: a toy Gutenberg book through
+cleaning and unit detection, LitSeg's pipeline on one unit (prompts, replies, verdicts), and the retrieval
+formulas on a hand-made ranking. Nothing is re-implemented: every number comes from the batch runs' functions.
 """
 from __future__ import annotations
 
@@ -19,6 +8,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 from ..api import load_text
+from ..core.paths import TEMPLATES_DIR
 from ..data.gutenberg import clean_gutenberg_text
 from ..litseg import pipeline
 from ..litseg.prompting import stage_user_prompt
@@ -28,66 +18,8 @@ from ..rag.fusion import rrf_fuse
 TOY_TITLE = "The Lighthouse Keeper"
 TOY_BOOK_ID = "toy:lighthouse"
 
-# Written for this project (not a real book): a Gutenberg header and licence, a contents list and
-# two chapters, hard-wrapped at 60 columns as Gutenberg texts are.
-TOY_BOOK = """\
-The Project Gutenberg eBook of The Lighthouse Keeper
-
-This ebook is for the use of anyone anywhere in the United States and
-most other parts of the world at no cost and with almost no restrictions
-whatsoever.
-
-Title: The Lighthouse Keeper
-
-Author: A. N. Example
-
-Release date: January 1, 2026 [eBook #99999]
-
-Language: English
-
-*** START OF THE PROJECT GUTENBERG EBOOK THE LIGHTHOUSE KEEPER ***
-
-THE LIGHTHOUSE KEEPER
-
-By A. N. Example
-
-CONTENTS
-
-CHAPTER I. The Storm
-CHAPTER II. The Letter
-
-CHAPTER I. The Storm
-
-Martha Lowe had kept the light on Gull Point for eleven
-years. Every evening she climbed the ninety steps, trimmed
-the wick and wound the clockwork that turned the lens.
-
-On the night of the great storm the glass rattled in its
-frame. She heard a ship's bell somewhere below the cliff.
-She lit a second lamp and carried it to the gallery.
-
-At dawn the sea was quiet again. A rowing boat lay on the
-shingle, and beside it a boy who would not say his name.
-
-CHAPTER II. The Letter
-
-Three weeks later the boy was still at the lighthouse. He
-swept the stairs without being asked and learned to read
-the barometer.
-
-In March a letter came from the harbour master. A family
-in the town had lost a son at sea, it said, and they had
-seen a boy at the Point.
-
-Martha read the letter twice. Then she folded it, put it
-in her apron pocket and went up to light the lamp.
-
-*** END OF THE PROJECT GUTENBERG EBOOK THE LIGHTHOUSE KEEPER ***
-
-Updated editions will replace the previous one. Creating the works from
-print editions not protected by U.S. copyright law means that no one
-owns a United States copyright in these works.
-"""
+# Written for this project (not a real book), hard-wrapped at 60 columns as Gutenberg texts are.
+TOY_BOOK = (TEMPLATES_DIR / "walkthrough" / "toy_book.txt").read_text(encoding="utf-8")
 
 
 def toy_book(max_unit_words: int = 2000, sentence_splitter: str = "nupunkt"):
@@ -119,7 +51,6 @@ def preprocessing_steps(raw: str, book: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "what it did"])
 
 
-# ----------------------------------------------------------------------------------------- LitSeg
 def litseg_walkthrough(book: Any, unit: Any, backend: Any, cfg: Any, length_reference: int | None) -> dict[str, Any]:
     """LitSeg's pipeline on one unit (no annotations file): the unit's annotation record."""
     run = pipeline.annotate_units([(book, unit)], backend, cfg, length_reference=length_reference,
@@ -166,14 +97,9 @@ def crop_middle(prompt: str, width: int = 1200) -> str:
     return prompt[:half] + f"\n[... {len(prompt) - width:,} characters of the verbatim prompt ...]\n" + prompt[-half:]
 
 
-# ----------------------------------------------------------------------------------------- retrieval
 def retrieval_examples(k: int = 60) -> dict[str, Any]:
-    """The retrieval formulas on a tiny example, computed by the package's functions.
-
-    Four chunks (0-3); dense ranks them 2, 0, 3, 1 and BM25 ranks them 0, 1, 2, 3; the relevant
-    chunk is 1. Three questions have their first relevant chunk at ranks 1, 3 and none.
-    """
-
+    """The retrieval formulas on four chunks (the relevant one: 1) and three questions (first relevant rank
+    1, 3, none), computed by the package's functions."""
     dense = [(2, 0.9), (0, 0.8), (3, 0.5), (1, 0.4)]
     bm25 = [(0, 7.0), (1, 5.0), (2, 1.0), (3, 0.5)]
     fused = rrf_fuse([dense, bm25], k=k)
@@ -189,9 +115,7 @@ def retrieval_examples(k: int = 60) -> dict[str, Any]:
 
 
 def one_question_stages(ev: Any, question: Any, method: str, depth: int = 5) -> pd.DataFrame:
-    """Dense, BM25 and the fused ranking of one question on one chunk set, side by side (top ``depth``),
-    by the evaluator's own first stage (``ev``: a built :class:`~litseg_nb.rag.pipeline.RagEvaluator`,
-    :meth:`~litseg_nb.rag.pipeline.RagEvaluator.first_stage`; not timed)."""
+    """Dense, BM25 and the fused top ``depth`` of one question, by the evaluator's own first stage (not timed)."""
     idx = ev.indices[method].book(question.book_id)
     q_emb = ev.embedder.encode([question.question], kind="query")[0]
     dense, sparse, fused = ev.first_stage(idx, q_emb, question.question, record=False)
@@ -204,10 +128,7 @@ def one_question_stages(ev: Any, question: Any, method: str, depth: int = 5) -> 
     return pd.DataFrame(rows)
 
 
-
-
 def demo_question(rows: Sequence[dict[str, Any]], questions: Sequence[Any], method: str) -> Any:
-    """The first question some chunk of ``method`` can answer (its evidence is in a chunk), else the first
-    question: the one :func:`one_question_stages` shows."""
+    """The first question some chunk of ``method`` can answer, else the first question."""
     answerable = {r["qid"] for r in rows if r["method"] == method and r.get("answerable")}
     return next((q for q in questions if q.qid in answerable), questions[0])
