@@ -24,6 +24,7 @@ import csv
 import html
 import itertools
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -33,10 +34,10 @@ from ..core.safe_io import atomic_path, write_text_atomic
 from ..errors import UsageError
 from ..core.paths import outputs_dir, shown_path
 from ..llm.base import UsageTag, LLMError, SamplingParams
-from ..litseg.rubric_judge import score_many_with_rubric, segment_pipeline_json
 from ..metrics.pairwise import pairwise_win_rate, pairwise_conversation, parse_verdict
 from ..core.artifacts import artifact_dir
-from .a2_rater import rate_chunks, rater_label
+from ..core.prompts import load_prompt, render_prompt
+from ..litseg.validate import extract_json
 from .segment_quality import SegmentQualityConfig
 
 DIMENSIONS = ("content_completeness", "topical_coherence", "boundary_placement")
@@ -302,6 +303,113 @@ def summarize_ratings(long_df):
     return means.reset_index(), pd.DataFrame(rows)
 
 
+
+
+# --------------------------------------------------------------------------- the A.2 LLM rater
+NEUTRAL = 3
+
+
+@dataclass
+class A2Rating:
+    scores: dict[str, int]
+    neutral: bool  # no valid reply after the retries: the neutral 3 everywhere
+    attempts: int
+    raw: str = ""
+
+
+def a2_conversation(text_before: str, chunk_text: str, text_after: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": load_prompt("judge/a2_rubric_system")},
+            {"role": "user", "content": render_prompt("judge/a2_rubric_user", text_before=text_before or "(start of the unit)",
+                                                      chunk_text=chunk_text, text_after=text_after or "(end of the unit)")}]
+
+
+def parse_a2_scores(text: str) -> dict[str, int] | None:
+    """The three A.2 scores of a reply (integers 1-5), or None when any is missing or out of range."""
+    got = extract_json(text)
+    obj = got.obj
+    if not isinstance(obj, Mapping):
+        return None
+    out: dict[str, int] = {}
+    for d in DIMENSIONS:
+        v = obj.get(d)
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            return None
+        try:
+            f = float(v)
+        except ValueError:
+            return None
+        if f != int(f) or not 1 <= f <= 5:
+            return None
+        out[d] = int(f)
+    return out
+
+
+def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: int = 1, seed: int = 0,
+                first_temperature: float = 0.0, max_new_tokens: int = 64,
+                tag: UsageTag = UsageTag("llm-rater", stage="a2-rating")) -> list[A2Rating]:
+    """Rate every item (``text_before``, ``chunk_text``, ``text_after``) with the A.2 rubric on
+    ``backend``; attempts are batched over the items still unscored. A backend error is not a reply:
+    it propagates (never a neutral score)."""
+    convs = [a2_conversation(it.get("text_before", ""), it["chunk_text"], it.get("text_after", "")) for it in items]
+    out: list[A2Rating | None] = [None] * len(items)
+    attempts = [0] * len(items)
+    raw = [""] * len(items)
+    todo = list(range(len(items)))
+    for attempt in range(retries + 1):
+        if not todo:
+            break
+        params = SamplingParams(max_new_tokens=max_new_tokens,
+                                temperature=first_temperature if attempt == 0 else max(0.7, first_temperature),
+                                seed=seed + 1000 * attempt)
+        gens = backend.chat([convs[i] for i in todo], params, tag)
+        if len(gens) != len(todo):
+            raise LLMError(f"A.2 rater: backend answered {len(gens)} of {len(todo)} requests")
+        left = []
+        for i, g in zip(todo, gens):
+            attempts[i] += 1
+            raw[i] = g.text
+            scores = parse_a2_scores(g.text)
+            if scores is None:
+                left.append(i)
+            else:
+                out[i] = A2Rating(scores, False, attempts[i], g.text)
+        todo = left
+    for i in todo:
+        out[i] = A2Rating({d: NEUTRAL for d in DIMENSIONS}, True, attempts[i], raw[i])
+    return [r for r in out if r is not None]
+
+
+def rater_label(models: Sequence[str]) -> str:
+    """``"2 raters: A, B"`` or, when they are one model, says so."""
+    distinct = list(dict.fromkeys(models))
+    if len(distinct) == 1 and len(models) > 1:
+        return (f"{len(models)} raters, the SAME model {distinct[0]} (rater 1 greedy, the others sampled at T=0.7): "
+                "agreement here is one model's self-consistency, not agreement between raters")
+    if len(distinct) == len(models):
+        return f"{len(models)} raters, different models: {', '.join(models)}"
+    return (f"{len(models)} raters on {len(distinct)} different models ({', '.join(models)}): a model's later raters "
+            "sample at T=0.7")
+
+
+def build_rater_backends(cfgs: Sequence[Any], reuse: tuple[Any, Any] | None = None,
+                         ledger: Any = None) -> tuple[list[Any], list[Any]]:
+    """One backend per rater config (``SegmentQualityConfig.rater_llms()``): ``reuse = (llm_cfg, backend)``
+    serves every rater of that model on that backend (the notebook's own, already loaded), the others are
+    built once per distinct model and server. Returns ``(backend per rater, the backends built here)``."""
+    # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
+    from ..llm import make_backend
+
+    out, built = [], {}
+    for c in cfgs:
+        if reuse is not None and (reuse[0].backend, reuse[0].model, tuple(reuse[0].base_urls)) == \
+                (c.backend, c.model, tuple(c.base_urls)):
+            out.append(reuse[1])
+            continue
+        key = (c.backend, c.model, tuple(c.base_urls), c.max_model_len, c.dtype, c.device)
+        if key not in built:
+            built[key] = make_backend(c, ledger)
+        out.append(built[key])
+    return out, list(built.values())
 
 
 # --------------------------------------------------------------------------- filled sheets: human or LLM
