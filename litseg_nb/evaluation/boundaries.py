@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import math
 import sys
 import zlib
@@ -77,7 +78,6 @@ from ..llm.embeddings import load_embedder
 from ..segmenters.registry import chunk_units, get_method, METHOD_NAMES
 from ..core.chunk_align import import_chunks
 from ..core.artifacts import save_table
-from .boundary_gold import window_gold
 from ..chunkers.base import chunks_from_boundaries
 from ..chunkers.scores import top_k, unit_scores
 from ..core.safe_io import check_name, ensure_writable
@@ -91,32 +91,23 @@ REFERENCE_ROWS = ("no-boundary", "one-cut")
 TOP_G = "@top-G"
 
 
-def _llm_baselines() -> tuple[str, ...]:
-    return LLM_METHODS
-
-
 @dataclass(frozen=True)
 class BoundaryConfig(StageConfig):
     """The boundary benchmark: where the gold comes from, window sizes, methods, statistics."""
 
     methods: tuple[str, ...] = one_of(NON_LLM, *NON_LLM)  # rules/embedder methods: every window
-    llm_methods: tuple[str, ...] = one_of(LLM_METHODS, *_llm_baselines())  # test/smoke: their own subsets
+    llm_methods: tuple[str, ...] = one_of(LLM_METHODS, *LLM_METHODS)  # test/smoke: their own subsets
     llm_max_windows: int = at_least(0, 0)  # windows the LLM methods segment (0 = all), chapter and scene alternating
-    # windows the embedding-based semantic chunker segments (0 = all; MiniLM on 2 CPU cores embeds ~60
-    # three-sentence groups a second, so all ~400 smoke windows would take ~6 min)
-    embedder_max_windows: int = at_least(0, 0)
-    # the paper's segmenter (LitSegConfig of this profile: its model, caps and calibration) on the first
-    # ``segmenter_max_windows`` of the same windows; LitSeg-Lite needs notebook 03's trained student and
-    # is scored from its chunk set with --chunks
+    embedder_max_windows: int = at_least(0, 0)  # windows the embedding-based semantic chunker segments (0 = all)
+    # the paper's segmenter (this profile's LitSegConfig) on the first ``segmenter_max_windows`` windows;
+    # LitSeg-Lite is scored from its chunk set with --chunks
     segmenters: tuple[str, ...] = one_of(SEGMENTERS, *SEGMENTERS)
     segmenter_max_windows: int = at_least(8, 0)
-    # library splitters (``lib:<preset>`` / ``lib:<library>.<Class>``, see ``python -m litseg_nb methods``)
-    # on every window (LLM ones on the LLM methods' windows); none by default
+    # ``lib:`` splitters on every window (LLM ones on the LLM methods' windows)
     library_methods: tuple[str, ...] = ()
     source: str = one_of("corpus", *SOURCES)  # hand-checked: tests/structure_gold.jsonl books; corpus: cfg.corpus
-    # forms of book kept (boundary_gold.book_form of the hand-read gold's kind; corpus books: narrative)
     forms: tuple[str, ...] = one_of(("narrative",), "narrative", "collection", "play", "poetry", "non-fiction")
-    clean_gold: bool = True  # remove heading text left behind by the headings (boundary_gold.leftover_heading)
+    clean_gold: bool = True  # remove heading text left behind by the headings
     reference_rows: bool = True  # the no-boundary and one-cut rows
     max_books: int = at_least(0, 0)  # source books (0 = all)
     max_windows_per_book: int = at_least(0, 0)  # per kind (0 = all)
@@ -315,7 +306,7 @@ class WindowScore:
     tp: dict[int, int]
     pk: float
     wd: float
-    # per candidate kind ("sentence", "paragraph"): exact-or-draws E[TP] per t, draws' TP per t, mean Pk/WD
+    # per candidate kind ("sentence", "paragraph"): E[TP] per t, the draws' TP per t, mean random Pk/WD
     exp_tp: dict[str, dict[int, float]] = field(default_factory=dict)
     draw_tp: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
     rand_pk: dict[str, float] = field(default_factory=dict)
@@ -666,7 +657,7 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
     # ``methods`` may name segmenters and ``lib:`` splitters too: they take their own paths below
     names = ([m for m in methods if m not in SEGMENTERS and not m.startswith("lib:")] if methods is not None
              else list(cfg.methods) + list(cfg.llm_methods))
-    if any(m in _llm_baselines() for m in names) and backend is None:
+    if any(m in LLM_METHODS for m in names) and backend is None:
         backend = make_backend(cfg.llm)
     if embedder is None and "semantic" in names:
         embedder = load_embedder(cfg.embedding)
@@ -685,14 +676,30 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
     return out
 
 
+def _window_chunks(name: str, items: list, rcfg: Any, inputs: dict[str, Any], backend: Any = None,
+                   embedder: Any = None) -> list[Chunk]:
+    """A registry method's chunks of ``items`` (window book, unit), cached per window set and config."""
+    spec = get_method(name)
+    fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
+           [(x.start, x.end) for x in u.sentences]) for b, u in items]
+    cache = StepCache(f"boundary-chunks-{name.replace(':', '-')}", config=rcfg, inputs={"units": fp, **inputs})
+    if cache.exists():
+        return [Chunk.from_json(d) for d in cache.load()]
+    if backend is None and spec.needs_llm:
+        # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
+        from ..llm import make_backend
+
+        backend = make_backend(rcfg.llm)
+    if embedder is None and spec.needs_embedder:
+        embedder = load_embedder(rcfg.embedding)
+    chunks, _ = chunk_units(name, items, rcfg, backend, embedder)
+    cache.save([c.to_json() for c in chunks])
+    return chunks
+
+
 def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None,
                    embedder: Any = None) -> list[Chunk]:
-    """A ``lib:`` splitter's chunks of the windows through the registry (its :class:`LibraryConfig` for
-    the profile, the benchmark's models), every window (an LLM one: the LLM methods' windows),
-    cached per window set like the other methods' chunks."""
-    import hashlib
-
-
+    """A ``lib:`` splitter's chunks of every window (an LLM one: the LLM methods' windows)."""
     spec = get_method(name)
     wanted = set(llm_windows(books, cfg.llm_max_windows)) if spec.needs_llm else None
     items = [(b, u) for b in books for u in b.units if u.n_sentences
@@ -701,46 +708,17 @@ def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backen
         return []
     lcfg = spec.config_class().for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(),
                                            embedding=cfg.embedding.to_dict())
-    fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
-           [(x.start, x.end) for x in u.sentences]) for b, u in items]
-    cache = StepCache(f"boundary-chunks-{name.replace(':', '-')}", config=lcfg, inputs={"units": fp, "method": name})
-    if cache.exists():
-        return [Chunk.from_json(d) for d in cache.load()]
-    if backend is None and spec.needs_llm:
-        # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
-        from ..llm import make_backend
-
-        backend = make_backend(lcfg.llm)
-    if embedder is None and spec.needs_embedder:
-        embedder = load_embedder(lcfg.embedding)
-    chunks, _ = chunk_units(name, items, lcfg, backend, embedder)
-    cache.save([c.to_json() for c in chunks])
-    return chunks
+    return _window_chunks(name, items, lcfg, {"method": name}, backend, embedder)
 
 
 def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None) -> list[Chunk]:
-    """LitSeg on the first ``segmenter_max_windows`` windows through the registry's
-    :func:`~litseg_nb.segmenters.registry.chunk_units` (its profile config: model, caps, calibration on
-    these windows), cached per window set like every other method's chunks."""
-    import hashlib
-
-
-    spec = get_method(name)
+    """A segmenter (its profile config) on the first ``segmenter_max_windows`` windows."""
     wanted = set(llm_windows(books, cfg.segmenter_max_windows))
     items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
     if not items:
         return []
-    scfg = spec.config_class().for_profile(cfg.profile, seed=cfg.seed)
-    fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
-           [(x.start, x.end) for x in u.sentences]) for b, u in items]
-    cache = StepCache(f"boundary-chunks-{name}", config=scfg, inputs={"units": fp})
-    if cache.exists():
-        return [Chunk.from_json(d) for d in cache.load()]
-    if backend is None:
-        backend = make_backend(scfg.llm)
-    chunks, _ = chunk_units(name, items, scfg, backend)
-    cache.save([c.to_json() for c in chunks])
-    return chunks
+    return _window_chunks(name, items, get_method(name).config_class().for_profile(cfg.profile, seed=cfg.seed), {},
+                          backend)
 
 
 def counts_table(gold) -> "pd.DataFrame":  # noqa: F821

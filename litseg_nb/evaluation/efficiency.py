@@ -48,6 +48,7 @@ import pandas as pd
 
 from ..chunk_sets import METHOD_ORDER
 from ..chunkers.config import BaselinesConfig
+from ..chunkers.lumber import lumber_chunks_batch
 from ..config import StageConfig, at_least, one_of
 from ..core.artifacts import artifact_dir, artifact_path
 from ..core.paths import outputs_dir, shown_path
@@ -57,10 +58,13 @@ from ..corpus import load_corpus
 from ..errors import LitsegError
 from ..lite.config import LiteConfig
 from ..lite.data import annotation_length_reference, load_annotations, student_length_reference
+from ..lite.segmenter import LiteSegmenter
+from ..lite.train import student_backend
 from ..litseg.config import LitSegConfig
 from ..litseg.pipeline import annotate_units, records_to_chunks
 from ..llm import make_backend
 from ..llm.base import SamplingParams, UsageTag
+from .ablation import adapter_dirs
 
 TIMING_DATASETS = ("all", "gutenqa", "literaryqa")
 
@@ -788,8 +792,6 @@ def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 
     (tests). Returns ``(methods, info)``; ``info`` names the engine and the backends to release."""
     # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
     from ..llm import make_backend
-    from ..lite.train import student_backend
-    from .ablation import adapter_dirs
 
     lite_cfg = LiteConfig.for_profile(profile, seed=seed)
     engine_cfg = lite_cfg.llm.replace(use_cache=False)
@@ -818,9 +820,6 @@ def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, 
     LumberChunker (``baselines_cfg``'s budget, retries and caps) on ``base``, Lite (``lite_cfg``'s
     retries and cap) on ``lite_backend``; every one sends one call per stage attempt / attempt /
     lockstep step over the whole batch (``batch_by_book=False``); nothing is written."""
-
-    from ..chunkers.lumber import lumber_chunks_batch
-    from ..lite.segmenter import LiteSegmenter
 
     lcfg = litseg_cfg.replace(unit_group_size=0)  # the batch is the group
     bcfg = baselines_cfg
