@@ -1,53 +1,10 @@
 """Do the methods find the boundaries the authors marked? (notebook 06, ``boundaries`` command)
 
-The gold comes from the books (:mod:`litseg_nb.evaluation.boundary_gold`): windows of text with their chapter
-headings or scene-break ornaments removed, gold = the first sentence after each removed mark. Every
-method segments the windows through its normal code path (:func:`segment_windows`); a chunk set made
-elsewhere is scored the same way (:func:`score_chunk_file`, ``python -m litseg_nb boundaries``).
-
-Per window of *n* sentences, with gold boundaries *G* and a method's boundaries *H* (the first
-sentence of every chunk but the first; positions 2..n):
-
-* **P/R/F1 @ t** — a gold boundary is found when a method boundary lies within ±t sentences, each
-  method boundary finding at most one gold boundary (greedy in order, which is a maximum matching on
-  a line); TP summed over windows, P = TP/|H|, R = TP/|G| (micro), F1 their harmonic mean.
-* **Pk, WindowDiff** — NLTK's definitions (:mod:`nltk.metrics.segmentation`) on the gap string of
-  the window (n-1 characters, ``1`` where a boundary falls), k = half the mean gold segment length,
-  ``round(n / (2(|G|+1)))`` (at least 1); the mean over windows. Lower is better.
-* **Random baseline** — the same number of boundaries |H| in each window, drawn uniformly from the
-  kind of position the method's boundaries fall on: *paragraph* starts if all of the method's
-  boundaries are paragraph starts (every gold boundary is one, so respecting paragraphs earns
-  nothing by itself), else *sentence* starts; both are reported. E[TP] is exact where the gold
-  boundaries' ±t neighbourhoods are disjoint (hypergeometric: a gold boundary with *a* candidates
-  within ±t is missed by all |H| draws out of *N* candidates with probability C(N−a,|H|)/C(N,|H|)),
-  else the mean of the seeded draws. (A window with fewer paragraph starts than |H| draws all of them
-  for the paragraph baseline; that baseline is then only the reported one, never the one ``lift@t``
-  uses, since such a method has boundaries off paragraph starts.)
-* **Lift** = TP / E[TP_random] (equal for recall and precision, since |H| is held fixed); 1 is chance.
-  ``lift@t`` uses the baseline of the method's kind of positions; ``lift_vs_sentence@t`` and
-  ``lift_vs_paragraph@t`` give both (a method that mostly, but not always, cuts at paragraph ends —
-  the recursive splitter — is judged against sentence positions by ``lift@t``; its lift over
-  paragraph positions says how much of that is more than respecting paragraphs).
-  95% bootstrap intervals resample *books* (windows of one book are not independent); the
-  permutation p-value is the share of ``random_draws`` seeded random segmentations (same |H| per
-  window, same kind of positions) whose total TP reaches the method's, (1 + #) / (1 + draws).
-* **Headline: lift against random paragraph starts for every method** (``lift_vs_paragraph@t``
-  with ``_lo``/``_hi`` at ``headline_tolerance`` and ``p_vs_paragraph@t``): the null every gold
-  boundary lives in. The permutation is within every window (so within its book): the method's
-  boundaries of a window are replaced by as many random paragraph starts of that window (all of them
-  when it has more boundaries than the window has paragraph starts); the test is exact for the null
-  "the method's boundaries are random paragraph starts", whatever the books' windows share, and the
-  bootstrap interval over books carries the between-book uncertainty. No boundary at all: p is NaN.
-* **Boundary similarity B** (Fournier 2013; ``segeval``, n_t = 2): :func:`boundary_similarity_parts`;
-  ``B`` pools the edits of all windows (micro), ``B_macro`` averages each book's pooled B.
-* **Macro averages**: ``F1@t_macro``, ``R@t_macro``, ``lift_vs_paragraph@t_macro`` (nan-free books) average
-  each source book's value at ``headline_tolerance``, beside the micro values pooled over windows.
-* **Reference rows** (:func:`reference_chunk_sets`): ``no-boundary`` and ``one-cut``; Pk and WindowDiff
-  reward ``no-boundary`` here, so read them beside ``Pk_random`` / ``WindowDiff_random`` and that row.
-* **Top-|G| rows** (:func:`top_g_chunk_sets`): a method whose chunks carry boundary scores (the score
-  hook, :mod:`litseg_nb.chunkers.scores`) also gets ``<method>@top-G``: per window exactly as many
-  boundaries as gold, its top-scored positions. :func:`benchmark_sets` adds both kinds of rows.
-"""
+Gold: windows of book text with chapter headings and scene-break ornaments removed (:mod:`.boundary_gold`).
+Scores per window: P/R/F1 within ±t sentences (greedy matching), NLTK's Pk and WindowDiff, segeval's boundary
+similarity B (Fournier 2013), and lift over random boundaries at paragraph or sentence starts (exact E[TP] where
+the gold neighbourhoods are disjoint, else seeded draws), with bootstrap intervals over books and permutation
+p-values."""
 from __future__ import annotations
 
 import argparse
@@ -148,8 +105,7 @@ class BoundaryConfig(StageConfig):
 
 # ============================================================ primitives
 def gap_string(n: int, boundaries: Sequence[int]) -> str:
-    """The window's gaps as NLTK reads a segmentation: ``n-1`` characters, ``"1"`` at gap ``b-2`` for
-    each boundary ``b`` (the 1-based first sentence of a segment, 2..n)."""
+    """The window's gaps as NLTK reads them: ``n-1`` characters, ``"1"`` at gap ``b-2`` per boundary ``b``."""
     s = ["0"] * max(n - 1, 0)
     for b in boundaries:
         if not 2 <= b <= n:
@@ -217,17 +173,14 @@ def prf(tp: float, n_hyp: float, n_gold: float) -> tuple[float, float, float]:
 
 
 def masses(n: int, boundaries: Sequence[int]) -> tuple[int, ...]:
-    """Segment sizes (segeval's mass format) of a window of ``n`` sentences cut before ``boundaries``."""
+    """Segment sizes (segeval's mass format) of ``n`` sentences cut before ``boundaries``."""
     cuts = [1] + sorted(set(b for b in boundaries if 1 < b <= n)) + [n + 1]
     return tuple(b - a for a, b in zip(cuts, cuts[1:]))
 
 
 def boundary_similarity_parts(n: int, gold: Sequence[int], hyp: Sequence[int], n_t: int = 2) -> tuple[float, float]:
-    """(numerator, denominator) of segeval's boundary similarity B (Fournier 2013) of one window:
-    B = 1 - (|A| + w_T + |S|) / (|A| + |T| + |S| + |M|), additions A (a boundary in one segmentation
-    with no counterpart), transpositions T (a near miss, < n_t positions away, weighted by its span over
-    n_t), matches M; B = num / den, 1 when neither has a boundary. Pooling num and den over windows
-    gives the micro B."""
+    """(numerator, denominator) of segeval's boundary similarity B of one window; pooling both
+    over windows gives the micro B."""
     import segeval
 
     if not any(1 < b <= n for b in gold) and not any(1 < b <= n for b in hyp):
@@ -237,7 +190,7 @@ def boundary_similarity_parts(n: int, gold: Sequence[int], hyp: Sequence[int], n
 
 
 def boundary_similarity(n: int, gold: Sequence[int], hyp: Sequence[int], n_t: int = 2) -> float:
-    """B of one window (see :func:`boundary_similarity_parts`)."""
+    """B of one window (1 when neither segmentation has a boundary)."""
     num, den = boundary_similarity_parts(n, gold, hyp, n_t)
     return num / den if den else 1.0
 
@@ -247,8 +200,8 @@ def _log_comb(n: int, k: int) -> float:
 
 
 def expected_tp(gold: Sequence[int], candidates: Sequence[int], k: int, t: int) -> float | None:
-    """Exact E[TP] of k boundaries drawn uniformly without replacement from ``candidates``, or None
-    when two gold boundaries' ±t neighbourhoods share a candidate (then only draws give it)."""
+    """Exact E[TP] of k boundaries drawn uniformly without replacement from ``candidates`` (hypergeometric),
+    or None when two gold boundaries' ±t neighbourhoods share a candidate."""
     cand = sorted(set(candidates))
     n = len(cand)
     if k > n:
@@ -323,7 +276,7 @@ def method_boundaries(chunks: Sequence[Chunk], n: int) -> list[int]:
 
 def score_window(method: str, book: Book, unit_id: str, chunks: Sequence[Chunk], tolerances: Sequence[int],
                  draws: int, seed: int) -> WindowScore:
-    """Every statistic of one method on one window (see module doc)."""
+    """Every statistic of one method on one window."""
     unit = book.unit(unit_id)
     rep = check_coverage(unit, chunks)
     if not rep.ok:
@@ -378,8 +331,8 @@ def score_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[
 
 
 def reference_chunk_sets(books: Sequence[Book]) -> dict[str, list[Chunk]]:
-    """The rows any method must beat: ``no-boundary`` (each window one chunk: what Pk and WindowDiff
-    reward here) and ``one-cut`` (one boundary per window, at the paragraph start nearest its middle)."""
+    """The ``no-boundary`` row (one chunk per window) and ``one-cut`` (one cut at the paragraph start
+    nearest the middle)."""
 
     out: dict[str, list[Chunk]] = {m: [] for m in REFERENCE_ROWS}
     for b in books:
@@ -393,8 +346,7 @@ def reference_chunk_sets(books: Sequence[Book]) -> dict[str, list[Chunk]]:
 
 
 def top_g_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[Book]) -> dict[str, list[Chunk]]:
-    """``<method>@top-G`` for every method whose chunks carry boundary scores
-    (:mod:`litseg_nb.chunkers.scores`, the score hook): per window exactly |G| boundaries, its |G|
+    """``<method>@top-G`` for every method whose chunks carry boundary scores: per window its |G|
     top-scored positions."""
 
     by_book = {b.book_id: b for b in books}
@@ -440,11 +392,8 @@ def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
 
 
 def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFrame":  # noqa: F821
-    """The table: one row per (method, kind) — P/R/F1@t (micro; F1/R at ``headline_tolerance`` also
-    macro over books), boundary similarity B (micro: pooled edits; macro over books), Pk, WindowDiff
-    and their random expectations, random expectations (both kinds of positions), lift@t, and at
-    ``headline_tolerance`` the lift against random paragraph starts for every method with its
-    bootstrap interval over books and its permutation p-value (see module doc), counts."""
+    """The table: one row per (method, kind) with P/R/F1, B, Pk, WindowDiff, their random expectations, lifts,
+    bootstrap intervals over books and permutation p-values at ``headline_tolerance``."""
     import pandas as pd
 
     rows = []
@@ -510,8 +459,7 @@ def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFra
             row[f"lift@{th}_lo"], row[f"lift@{th}_hi"] = _interval(tps / es, cfg.ci_level)
             row[f"lift_vs_paragraph@{th}_lo"], row[f"lift_vs_paragraph@{th}_hi"] = _interval(tps / ep, cfg.ci_level)
         row[f"F1@{th}_lo"], row[f"F1@{th}_hi"] = _interval(f1s, cfg.ci_level)
-        # permutation p-values: in every window (so within its book) the method's boundaries replaced by as
-        # many random positions of the null's kind; share of the permuted total TPs reaching the method's
+        # permutation p-values: per window as many random positions of the null's kind as the method has
         obs = sum(s.tp[th] for s in ws)
         for name, null in ((f"p_value@{th}", base), (f"p_vs_paragraph@{th}", "paragraph")):
             tot = np.zeros(cfg.random_draws)
@@ -524,9 +472,7 @@ def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFra
 
 
 def headline_table(table: "pd.DataFrame", cfg: BoundaryConfig) -> "pd.DataFrame":  # noqa: F821
-    """The columns the conclusion rests on: lift against random paragraph starts at ``headline_tolerance``
-    with its interval over books and p-value, F1 and B (micro and macro over books), and Pk / WindowDiff
-    beside their random expectations (read them with the no-boundary row)."""
+    """The columns the conclusion rests on, at ``headline_tolerance``."""
     import pandas as pd
 
     th = cfg.headline_tolerance
@@ -550,8 +496,7 @@ def headline_table(table: "pd.DataFrame", cfg: BoundaryConfig) -> "pd.DataFrame"
 
 
 def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
-    """Lift over random paragraph starts at the headline tolerance per method and kind, with the bootstrap
-    interval over books; 1 = chance (the reference rows, which have no or a fixed cut, are left out)."""
+    """Lift over random paragraph starts per method and kind, with its interval over books; 1 = chance."""
     import matplotlib.pyplot as plt
 
     th = cfg.headline_tolerance
@@ -584,7 +529,7 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
 
 # ============================================================ gold + segmentation
 def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
-    """The window books and per-book counts for ``cfg`` (cached like every heavy step)."""
+    """The window books and per-book counts for ``cfg`` (cached)."""
 
     root = data_dir()
     keys = ("source", "max_books", "max_windows_per_book", "window_sentences", "min_side_sentences", "seed",
@@ -649,8 +594,7 @@ def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
 
 def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequence[str] | None = None,
                     backend: Any = None, embedder: Any = None, report: Any = None) -> dict[str, list[Chunk]]:
-    """Every method's chunks of the windows, through :func:`~litseg_nb.segmenters.book_runs.run_chunker`
-    (cached per method and window book, like every other unit)."""
+    """Every method's chunks of the windows (cached per method and window book)."""
     from tqdm.auto import tqdm
 
     bcfg = baselines_config(cfg, books)
@@ -722,7 +666,7 @@ def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, back
 
 
 def counts_table(gold) -> "pd.DataFrame":  # noqa: F821
-    """Per source book: units, marks found and removed, windows and gold boundaries of each kind."""
+    """Per source book: units, marks found and removed, windows and gold of each kind."""
     import pandas as pd
 
     df = pd.DataFrame(gold.counts)
@@ -730,7 +674,7 @@ def counts_table(gold) -> "pd.DataFrame":  # noqa: F821
 
 
 def census_table() -> "pd.DataFrame":  # noqa: F821
-    """:func:`litseg_nb.evaluation.boundary_gold.ornament_census` over every local book (the rule's test set)."""
+    """:func:`.boundary_gold.ornament_census` over every local book."""
 
     return ornament_census(local_book_texts(data_dir()))
 
@@ -743,8 +687,8 @@ def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
 
 # ============================================================ command line
 def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
-    """A chunk set file: our chunk schema (``chunk_id``, ``from_idx`` ...) as written by the package, or
-    rows ``{"book_id", "unit_id"?, "text"}`` in window order, aligned to the window books."""
+    """A chunk set file: the package's chunk JSONL, or rows ``{"book_id", "text"}`` in window order,
+    aligned to the window books."""
 
     path = Path(path)
     if not path.is_file():
@@ -779,8 +723,7 @@ def score_chunk_file(path: Path | str, cfg: BoundaryConfig, name: str | None = N
 
 
 def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
-    """Write the windows (``book_id``, ``unit_id``, ``kind``, ``text``, ``sentences``) as JSONL for an
-    external chunker; its output rows ``{"book_id", "text"}`` in order come back through ``--chunks``."""
+    """Write the windows as JSONL for an external chunker (its rows come back through ``--chunks``)."""
     gold = load_gold(cfg)
     rows = [{"book_id": b.book_id, "unit_id": u.unit_id, "kind": b.meta["boundary_gold"][u.unit_id]["kind"],
              "text": u.text(b.text), "sentences": [b.text[s.start:s.end] for s in u.sentences]}
@@ -791,8 +734,7 @@ def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
 
 def cli(args: argparse.Namespace) -> int:
     try:
-        # every argument is checked before any book is read: a name is a name, a method list names
-        # methods, an export file's folder is writable
+        # every argument is checked before any book is read
         table_name = check_name(args.name, "--name") if args.name else "boundaries"
         over: dict[str, Any] = {"seed": args.seed}
         if args.method:

@@ -1,36 +1,10 @@
-"""Gold narrative boundaries from the books themselves: chapter breaks and scene breaks.
+"""Gold narrative boundaries from the books themselves: chapter breaks and scene-break ornaments.
 
-Authors mark narrative boundaries: every chapter break (a heading) and, inside chapters, scene
-breaks printed as an ornament line (``* * *``, ``*****``, ``—————``, ``§``, a centred ``x x x``).
-This module removes those marks and cuts the remaining text into **windows**: units of their own
-(``Unit`` records with ids, exact character spans and 1-based sentence indices into a derived
-``Book``), which every segmenter then segments through its normal code path
-(:func:`litseg_nb.segmenters.book_runs.run_chunker`). The gold of a window is the 1-based index of the
-first sentence after every mark inside it.
-
-* **Narrative stream.** A book's narrative units (whole chapters, never recursive splits) are read
-  in order; a unit's leading heading paragraphs (those whose words are a run of the unit's title,
-  ``VOLUME II`` / ``CHAPTER I.`` / a subtitle, then up to three short capitalised lines: a byline, a
-  dedication, a letter's heading) are dropped, and so is every ornament paragraph
-  (:func:`is_ornament`). What is left is a list of paragraphs; the first paragraph of every unit
-  after the first carries a *chapter* mark, the first paragraph after an ornament inside a unit a
-  *scene* mark (an ornament at a unit's start or end marks nothing). An ornament line inside a
-  longer paragraph (an elision in quoted verse, a rule in an account table) is not a scene break.
-* **Windows** (:func:`make_windows`). Whole paragraphs, at most ``window_sentences`` sentences (one
-  paragraph more when a single paragraph is longer), holding at least one mark of the window's kind
-  and none of the other kind (a *chapter* window never crosses a scene break, a *scene* window
-  stays inside one chapter), with at least ``min_side_sentences`` sentences before its first and
-  after its last mark. Where the first mark falls in the window is drawn with a seeded RNG, so no
-  fixed-size chunker can line up with it by construction. Windows do not overlap.
-* **Hand-checked units only** (``source="hand-checked"``): the books of ``tests/structure_gold.jsonl``
-  (:mod:`litseg_nb.preprocess.gold`) whose detected units match the hand-read headings exactly
-  (every heading matched, same count): a detection error cannot become a gold chapter break. The
-  ``full`` profile's ``source="corpus"`` uses the evaluation corpus instead (GutenQA's chapters from
-  the dataset; LiteraryQA's detected units, *not* hand-checked — labelled so).
-
-:func:`ornament_census` lists every letterless short line of all local books with whether the rule
-accepts it: the rule's test set.
-"""
+The headings and ornament lines (``* * *``, ``—————``, ``§``, ``x x x``) of a book's narrative units are removed;
+the rest is cut into non-overlapping **windows** of whole paragraphs (units of a derived ``Book``), each holding
+breaks of one kind, with a seeded position of the first break. A window's gold is the 1-based index of the first
+sentence after every removed mark. ``source="hand-checked"`` keeps only books whose detected units match the
+hand-read headings of ``tests/structure_gold.jsonl`` exactly."""
 from __future__ import annotations
 
 import bisect
@@ -51,7 +25,7 @@ from ..data.gutenqa import load_gutenqa
 
 KINDS = ("chapter", "scene")
 #: version of the rules that make the gold (part of the gold cache key: a rule change rebuilds it)
-GOLD_RULES = 2  # 2: leftover headings, late headings, back matter, forms
+GOLD_RULES = 2
 #: unit title of the derived window books' units
 WINDOW_SPLIT = "window"
 
@@ -63,13 +37,8 @@ _XXX_RE = re.compile(r"^(?:[xX]\s+){2,}[xX]$")  # "x x x" (never the numeral "XX
 
 
 def is_ornament(paragraph: str) -> bool:
-    """Whether a whole paragraph is a scene-break ornament line (see module docstring).
-
-    Accepted: three or more ornament glyphs (``* * *``, ``*****``, ``-------``, ``—————``,
-    ``• • •``, ``~~~``), one section sign or asterism or fleuron (``§``, ``⁂``, ``❦``), a spaced
-    ``x x x``. Never: letters or digits (``XXX`` is a chapter numeral), dots (``. . .`` is an
-    ellipsis), brackets or quotes, a lone dash, two glyphs.
-    """
+    """Whether a whole paragraph is a scene-break ornament: three or more ornament glyphs, one section sign,
+    asterism or fleuron, or a spaced ``x x x``; never letters, digits, dots, brackets, quotes or one or two glyphs."""
     s = " ".join(paragraph.split())
     if not s or "\n" in paragraph.strip():
         return False
@@ -121,8 +90,7 @@ def heading_paragraphs(text: str, unit: Unit) -> int:
         if not _is_run(w, title):
             break
         k += 1
-    # then up to three short capitalised lines the title does not hold: a byline ("BY THOMAS HARDY"),
-    # a dedication ("TO" / "MRS. WILLIAM H. GRENFELL"), a letter's heading, a subtitle in capitals
+    # then up to three short capitalised lines: a byline, a dedication, a letter's heading, a subtitle
     for a, b in unit.paragraphs[k:k + 3]:
         if not _caps_line(text[a:b]):
             break
@@ -144,11 +112,8 @@ _BRACKET_RE = re.compile(r"^\[[^\]]{0,80}\]$")  # "[Picture: The Selfish Giant]"
 
 
 def leftover_heading(paragraph: str) -> bool:
-    """Whether a paragraph is heading text a unit's heading left behind (not prose): a bare numeral
-    (``I``, ``XIV.``, a year ``1818.``), an act/scene line (``ACT II.``, ``ACT_3|SC_1``), a numbered
-    title (``I. _He Meets a Shy Gentleman_``), a bracketed caption (``[Picture: ...]``), a short line in
-    capitals (a story title, a byline ``BY GEOFFREY RANDOLPH.``, a dedication ``TO``, ``END OF VOL. I.``),
-    or a block of at most four short lines, at least half of them in capitals (a title set line by line)."""
+    """Whether a paragraph is heading text a unit's heading left behind: a bare numeral, an act/scene line,
+    a numbered title, a bracketed caption, a short line in capitals, or a short block of lines mostly in capitals."""
     lines = [ln.strip() for ln in paragraph.strip().split("\n") if ln.strip()]
     if len(lines) > 1:  # a title block set line by line ("THE LAND OF OZ" / "BY L. FRANK BAUM")
         return (len(lines) <= 4 and all(len(ln) <= 60 for ln in lines)
@@ -161,14 +126,8 @@ def leftover_heading(paragraph: str) -> bool:
                 or (_NUMBERED_TITLE_RE.match(core) and not core.rstrip("_").endswith((".", "?", "!", ","))) or _caps_line(p))
 
 
-#: the hand-read gold's ``kind`` of a book -> its form; the benchmark keeps the forms in BoundaryConfig.forms
-FORMS = ("narrative", "collection", "play", "poetry", "non-fiction")
-
-
 def book_form(kind: str) -> str:
-    """The form of a book from the hand-read gold's ``kind`` (``tests/structure_gold.jsonl``): plays
-    (acts as chapters, speaker names as sentences), story collections (a break between two stories is
-    not one inside a narrative), poetry, non-fiction, else narrative (novels, novellas, a single tale)."""
+    """The form of a book from the hand-read gold's ``kind``: play, poetry, non-fiction, collection or narrative."""
     k = kind.casefold()
     if "play" in k:
         return "play"
@@ -203,9 +162,7 @@ class StreamReport:
     inline_ornaments: int = 0  # ornament lines inside a longer paragraph: removed, no mark
     chapter_marks: int = 0
     scene_marks: int = 0
-    # cleaning (clean=True): heading text the headings left behind, at a unit's start, after a scene
-    # break and at a unit's end; a unit's front matter before a late copy of its heading (a volume's
-    # title page, its epigraph, then "CHAPTER I.")
+    # clean=True: heading text left behind, front matter before a late copy of the heading, back matter
     leftover_headings_removed: int = 0
     front_matter_paragraphs_removed: int = 0
     back_matter_paragraphs_removed: int = 0
@@ -239,8 +196,8 @@ def _back_matter_start(text: str, paragraphs: Sequence[Span]) -> int:
 
 def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | None = None,
                      clean: bool = True) -> list[StreamParagraph]:
-    """The units' paragraphs without headings and ornaments, with chapter/scene marks (module doc);
-    ``clean`` also removes the heading text the headings left behind (:func:`leftover_heading`)."""
+    """The units' paragraphs without headings and ornaments, with chapter/scene marks; ``clean`` also
+    removes heading text the headings left behind."""
     rep = report if report is not None else StreamReport()
     out: list[StreamParagraph] = []
     for ui, u in enumerate(units):
@@ -337,7 +294,7 @@ class Window:
 
 def make_windows(stream: Sequence[StreamParagraph], kind: str, window_sentences: int, min_side_sentences: int,
                  rng: random.Random, max_windows: int = 0) -> tuple[list[Window], int]:
-    """Non-overlapping windows of ``kind`` over ``stream`` (module doc); returns (windows, marks skipped)."""
+    """Non-overlapping windows of ``kind`` over ``stream``; returns (windows, marks skipped)."""
     if kind not in KINDS:
         raise ValueError(f"unknown boundary kind {kind!r}; expected one of {KINDS}")
     other = [i for i, p in enumerate(stream) if p.mark and p.mark != kind]
@@ -374,8 +331,8 @@ def make_windows(stream: Sequence[StreamParagraph], kind: str, window_sentences:
 
 def window_book(source: Book, stream: Sequence[StreamParagraph], windows: Sequence[Window],
                 hand_checked: bool) -> Book:
-    """A derived :class:`Book` whose units are the windows (their text: the kept paragraphs joined by
-    a blank line), with each window's gold in ``book.meta["boundary_gold"][unit_id]``."""
+    """A derived :class:`Book` whose units are the windows, each window's gold in
+    ``book.meta["boundary_gold"][unit_id]``."""
     book_id = f"windows:{source.book_id}"
     pieces: list[str] = []
     pos = 0
@@ -475,8 +432,8 @@ class GoldSet:
 def build_gold(sources: Iterable[tuple[Book, list[Unit]]], window_sentences: int, min_side_sentences: int,
                seed: int, max_windows_per_book: int = 0, hand_checked: bool = True,
                skipped_rows: Sequence[dict] = (), forms: Sequence[str] | None = None, clean: bool = True) -> GoldSet:
-    """Windows of both kinds for every source book (see module doc); books of a form not in ``forms``
-    (None = every form; a book without one is ``narrative``) are counted and left out."""
+    """Windows of both kinds for every source book; books of a form not in ``forms`` (None = all) are
+    counted and left out."""
     books, counts, shapes = [], [], {}
     for book, units in sources:
         form = book.meta.get("form", "narrative")
@@ -516,8 +473,7 @@ def build_gold(sources: Iterable[tuple[Book, list[Unit]]], window_sentences: int
 
 
 def heading_like_gold(books: Sequence[Book]) -> list[dict[str, Any]]:
-    """Gold boundaries whose first sentence is heading text (:func:`leftover_heading`): the leaks the
-    cleaning removes; one row per leak (book, window, kind, sentence)."""
+    """Gold boundaries whose first sentence is heading text: one row per leak."""
     out = []
     for b in books:
         for u in b.units:
@@ -556,13 +512,17 @@ def check_window_book(book: Book) -> None:
 
 
 # ------------------------------------------------------------------ census
-def local_book_texts(root: Path) -> Iterable[tuple[str, str, list[Span]]]:
-    """``(book id, cleaned text, paragraphs)`` of every local book: raw Gutenberg books
-    (``gutenberg``, ``gutenberg_dev``), LiteraryQA texts (all splits present) and GutenQA's books."""
+def local_book_files(root: Path) -> list[Path]:
+    """Every raw local book file: ``gutenberg``, ``gutenberg_dev`` and LiteraryQA's texts (not training)."""
     root = Path(root)
-    files = sorted((root / "gutenberg").glob("*.txt")) + sorted((root / "gutenberg_dev").glob("*.txt")) \
-        + sorted((root / "literaryqa" / "texts").glob("*/*.txt"))
-    for f in files:
+    return (sorted((root / "gutenberg").glob("*.txt")) + sorted((root / "gutenberg_dev").glob("*.txt"))
+            + sorted((root / "literaryqa" / "texts").glob("*/*.txt")))
+
+
+def local_book_texts(root: Path) -> Iterable[tuple[str, str, list[Span]]]:
+    """``(book id, cleaned text, paragraphs)`` of every local book and GutenQA's books."""
+    root = Path(root)
+    for f in local_book_files(root):
         try:
             c = clean_gutenberg_file(f)
         except GutenbergFormatError:
@@ -574,8 +534,8 @@ def local_book_texts(root: Path) -> Iterable[tuple[str, str, list[Span]]]:
 
 
 def ornament_census(texts: Iterable[tuple[str, str, list[Span]]]):
-    """Every letterless short line of the given books: shape, where it stands (a paragraph of its own
-    or a line inside a longer one), whether :func:`is_ornament` accepts it, count and books."""
+    """Every letterless short line of the given books: shape, where it stands, whether
+    :func:`is_ornament` accepts it, count and books."""
     import pandas as pd
 
     rows: dict[tuple[str, str], dict[str, Any]] = {}

@@ -1,28 +1,10 @@
 """Training the narrative boundary model on the authors' own breaks (``train-boundary-model``).
 
-**Data.** The raw books of ``<data>/gutenberg_train`` (disjoint from every evaluation book; see the
-data README) go through exactly the benchmark's path: :func:`~litseg_nb.data.gutenberg.clean_gutenberg_text`,
-:func:`~litseg_nb.preprocess.units.build_units` with the arguments of
-:func:`litseg_nb.evaluation.boundary_gold.hand_checked_books` (whole narrative units, front matter left out),
-then :func:`litseg_nb.evaluation.boundary_gold.narrative_stream`, which removes headings and ornaments and
-marks the first paragraph after every chapter heading (*chapter*) and every ornament (*scene*).
-Every paragraph start of the stream but the first is a candidate; a marked one is a positive.
-The headings are detected, not hand-read: a detection error is label noise here, never gold.
-A book whose id or cleaned-text hash equals an evaluation book's (every local book the benchmark
-and the notebooks read: :func:`evaluation_fingerprints`) stops the training with an error.
-
-**Split.** By author (``MANIFEST.tsv``), seeded: ``validation_share`` of the authors are held out; the
-validation scores are the benchmark's own (windows of the held-out books built by
-:func:`litseg_nb.evaluation.boundary_gold.build_gold`, scored by :mod:`litseg_nb.evaluation.boundaries`),
-plus the ROC AUC over every candidate of the held-out streams.
-
-**Sampling.** Per training book all positives, and ``negatives_per_positive`` times as many
-negatives (at least ``min_negatives``, at most ``max_candidates`` candidates per book), drawn with a
-seeded RNG per book. **Head.** L2-regularised logistic regression fitted with L-BFGS (scipy) on
-standardised dense features and 0/1 hashed features, from zeros: the same data give the same
-weights, written at fixed precision (byte-identical rebuilds). Features are cached per book by
-the book's bytes and the feature code (``<cache>/boundary-model/``).
-"""
+The books of ``<data>/gutenberg_train`` go through the benchmark's own path (cleaning, whole narrative units,
+:func:`.boundary_gold.narrative_stream`); every paragraph start after a chapter heading or ornament is a positive.
+A book that is also an evaluation book (same ebook number or cleaned text) stops the run. Whole authors are held
+out for validation; the head is an L2 logistic regression fitted by L-BFGS from zeros, so the same data give
+byte-identical weights. Features are cached per book by its bytes and the feature code."""
 from __future__ import annotations
 
 import gzip
@@ -48,7 +30,7 @@ from ..chunkers import base, boundary_features
 from ..data.gutenberg import clean_gutenberg_text
 from ..preprocess.structure import FRONT_MATTER, build_units
 from ..core.schema import Book
-from .boundary_gold import StreamReport, narrative_stream, local_book_texts, build_gold
+from .boundary_gold import StreamReport, narrative_stream, local_book_files, local_book_texts, build_gold
 from ..core.paths import cache_dir, data_dir
 from ..preprocess.gold import GOLD_FILE, load_gold
 from .boundaries import BoundaryConfig, score_chunk_sets, summarize
@@ -117,8 +99,7 @@ def clean_and_units(path: Path, raw: bytes | None = None, sentence_splitter: str
 
 
 def book_labels(path: Path) -> tuple[int, int]:
-    """``(chapter, scene)`` breaks of one training book's narrative stream: the labels of
-    :func:`book_features`, without the features (what the card's ``labels_per_book`` records)."""
+    """``(chapter, scene)`` breaks of one training book's narrative stream (the card's ``labels_per_book``)."""
     book, units = clean_and_units(path)
     stream = narrative_stream(book.text, units, StreamReport())
     marks = [p.mark for p in stream[1:]]
@@ -126,8 +107,7 @@ def book_labels(path: Path) -> tuple[int, int]:
 
 
 def text_hash(text: str) -> str:
-    """SHA-256 of a cleaned text with whitespace runs collapsed (an edition's copy in another folder
-    hashes the same)."""
+    """SHA-256 of a cleaned text with whitespace runs collapsed."""
     return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()
 
 
@@ -197,21 +177,13 @@ def split_books(files: Sequence[Path], authors: dict[str, str], share: float, se
 
 
 # ------------------------------------------------------------------ disjointness
-def evaluation_files(root: Path) -> list[Path]:
-    """Every raw book file the benchmark and the notebooks read (all local folders but training)."""
-    root = Path(root)
-    return (sorted((root / "gutenberg").glob("*.txt")) + sorted((root / "gutenberg_dev").glob("*.txt"))
-            + sorted((root / "literaryqa" / "texts").glob("*/*.txt")))
-
-
 @lru_cache(maxsize=4)
 def evaluation_fingerprints(root: Path) -> tuple[frozenset[str], frozenset[str]]:
-    """``(ebook numbers, cleaned-text hashes)`` of every evaluation book: the raw books of
-    ``gutenberg``, ``gutenberg_dev``, LiteraryQA's texts and ids of every split, the hand-read gold
-    books (``tests/structure_gold.jsonl``) and GutenQA's Emma (by text)."""
+    """``(ebook numbers, cleaned-text hashes)`` of every evaluation book: the local books, LiteraryQA's
+    ids of every split, the hand-read gold books and GutenQA's books."""
     root = Path(root)
     ids: set[str] = set()
-    for f in evaluation_files(root):
+    for f in local_book_files(root):
         ids.add(f.stem)
     urls = root / "literaryqa" / "literaryqa_urls.tsv"
     if urls.is_file():
@@ -229,8 +201,7 @@ def evaluation_fingerprints(root: Path) -> tuple[frozenset[str], frozenset[str]]
 
 
 def check_disjoint(files: Sequence[Path], text_hashes: dict[str, str], evaluation_root: Path) -> dict[str, Any]:
-    """Raise :class:`TrainingDataError` naming the book when a training book is an evaluation book
-    (same ebook number, or the same cleaned text under another name)."""
+    """Raise :class:`TrainingDataError` naming a training book that is an evaluation book."""
     ids, hashes = evaluation_fingerprints(Path(evaluation_root).resolve())
     for f in files:
         n = f.name.split(".")[0]
@@ -308,7 +279,6 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
           card_file: Path | None = None, validate: bool = True, progress: bool = True,
           cache_root: Path | None = None, evaluation_root: Path | None = None) -> dict[str, Any]:
     """Train on ``<root>/gutenberg_train`` and write the weights and the card; returns the card.
-
     ``evaluation_root``: the data folder whose books must not be trained on (default: the data root)."""
     from tqdm.auto import tqdm
 
@@ -374,9 +344,7 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
             "train_ids": [f.name.split(".")[0] for f in tr], "validation_ids": [f.name.split(".")[0] for f in va],
             "text_sha256_16": {f.name.split(".")[0]: hashes[str(f)][:16] for f in files},
             "positives": {**n_pos, "total": int(y.sum())}, "negatives": int((~y).sum()),
-            # every book's label counts before sampling ([chapter, scene] breaks of its narrative stream):
-            # tests/test_boundary_model.py recomputes some with today's code, so a rule change that moves
-            # the labels (and would make a rebuild write other weights) fails a test
+            # every book's [chapter, scene] label counts before sampling: a rule change that moves them shows
             "labels_per_book": {f.name.split(".")[0]: [int((feats[str(f)]["labels"] == 1).sum()),
                                                        int((feats[str(f)]["labels"] == 2).sum())] for f in files},
             "candidates_in_train_books": int(sum(len(feats[str(f)]["labels"]) for f in tr)),

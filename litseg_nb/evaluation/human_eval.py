@@ -1,28 +1,14 @@
-"""Human-evaluation toolkit (LitSeg paper, Appendices A and B).
+"""Human evaluation (LitSeg paper, Appendices A and B): blinded rating and pairwise sheets, their import, ICC(2,1),
+Cohen's and Fleiss' kappa, and LLM stand-ins for the raters where no human has rated.
 
-Segment quality (Appendix A): :func:`export_rating_sheets` samples ``n`` chunks per method, blinds
-them (no method name; items shuffled; opaque item ids) and writes, per rater, a CSV to fill in and a
-readable HTML sheet with the three dimensions of Appendix A.2 (Content Completeness, Topical
-Coherence, Boundary Placement; 1-5). The un-blinding key is written separately.
-:func:`import_ratings` reads the filled CSVs back (validating every score, errors name file and
-row) and :func:`summarize_ratings` gives per-method per-dimension and overall means (Overall = mean
-of the three dimensions, averaged over raters) and ICC(2,1) per dimension.
-
-Pairwise preference (Appendix B): :func:`litseg_nb.metrics.pairwise.pairwise_win_rate` scores
-Win/Tie/Loss verdicts as in
-B.2's zero-sum rule (win 1, tie 0.5, loss 0), averaged over annotators per instance, then over
-instances. Agreement: :func:`cohen_kappa`, :func:`raw_agreement`, :func:`pairwise_agreement_table`
-(every annotator pair) and :func:`fleiss_kappa`.
-
-Statistics are implemented from their definitions and tested against the published worked examples
-(Shrout & Fleiss 1979, Table 2, for ICC; the standard Fleiss kappa example of 10 subjects and 14
-raters for Fleiss' kappa).
-"""
+The A.2 LLM rater reads what a human reads (the chunk between its context, no method name) with the A.2 rubric,
+never E.3's (Lite's GRPO reward); its copies of the sheets are labelled :data:`LLM_SOURCE`."""
 from __future__ import annotations
 
 import csv
 import html
 import itertools
+import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,11 +48,8 @@ class RatingSheetError(UsageError, ValueError):
 
 # --------------------------------------------------------------------------- statistics
 def icc_2_1(ratings: np.ndarray | Sequence[Sequence[float]]) -> float:
-    """ICC(2,1): two-way random effects, single rater, absolute agreement (Shrout & Fleiss 1979).
-
-    ``ratings`` is an ``n_targets x k_raters`` matrix without missing values.
-    ``ICC(2,1) = (BMS - EMS) / (BMS + (k-1) EMS + k (JMS - EMS) / n)``.
-    """
+    """ICC(2,1): two-way random effects, single rater, absolute agreement (Shrout & Fleiss 1979) of an
+    ``n_targets x k_raters`` matrix without missing values."""
     x = np.asarray(ratings, dtype=float)
     if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
         raise ValueError(f"ICC needs at least 2 targets x 2 raters, got shape {x.shape}")
@@ -161,9 +144,8 @@ def _context(book_text: str, start: int, end: int, width: int) -> tuple[str, str
 def sample_chunks_for_rating(chunks_by_method: Mapping[str, Sequence[Any]], n: int, seed: int = 0,
                              only_source_spans: bool = True, books: Mapping[str, Any] | None = None
                              ) -> list[tuple[str, Any]]:
-    """``n`` chunks per method (fewer when a method has fewer), sampled reproducibly; with ``books``,
-    ``n`` per method **on each dataset** (Appendix A.1: n = 100 per strategy on each of GutenQA and
-    LiteraryQA)."""
+    """``n`` chunks per method (with ``books``: per method on each dataset, Appendix A.1), sampled
+    reproducibly."""
     rng = random.Random(seed)
     picked = []
     for method in sorted(chunks_by_method):
@@ -180,11 +162,8 @@ def sample_chunks_for_rating(chunks_by_method: Mapping[str, Sequence[Any]], n: i
 def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: Mapping[str, Any],
                          out_dir: Path, n_per_method: int, raters: Sequence[str] = ("rater1", "rater2"),
                          seed: int = 0, context_chars: int = 300) -> dict[str, Any]:
-    """Blinded, shuffled rating sheets: ``<rater>.csv`` + ``<rater>.html`` per rater, and ``key.csv``.
-
-    ``n_per_method`` chunks per method on each dataset (Appendix A.1). Each rater gets the same items
-    in their own random order. Returns the written paths.
-    """
+    """Blinded, shuffled rating sheets: ``<rater>.csv`` + ``<rater>.html`` per rater and ``key.csv``;
+    ``n_per_method`` chunks per method on each dataset, the same items in each rater's own order."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     picked = sample_chunks_for_rating(chunks_by_method, n_per_method, seed, books=books)
@@ -207,18 +186,12 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
         order = list(items)
         random.Random(seed + 100 + r_i).shuffle(order)
         csv_path = out_dir / f"{rater}.csv"
-        with atomic_path(csv_path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(fh, fieldnames=SHEET_COLUMNS)
-            w.writeheader()
-            w.writerows(order)
+        _write_rows(csv_path, order, SHEET_COLUMNS)
         html_path = out_dir / f"{rater}.html"
         write_text_atomic(html_path, _sheet_html(order, rater))
         paths["sheets"][rater], paths["html"][rater] = csv_path, html_path
     key_path = out_dir / "key.csv"
-    with atomic_path(key_path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=KEY_COLUMNS)
-        w.writeheader()
-        w.writerows(sorted(key_rows, key=lambda r: r["item_id"]))
+    _write_rows(key_path, sorted(key_rows, key=lambda r: r["item_id"]), KEY_COLUMNS)
     paths["key"] = key_path
     paths["n_items"] = len(items)
     return paths
@@ -249,10 +222,7 @@ def import_ratings(sheet_paths: Mapping[str, Path], key_path: Path):
     """Filled sheets → long DataFrame (rater, item_id, method, dimension, score); strict validation."""
     import pandas as pd
 
-    key = {}
-    with Path(key_path).open(encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            key[row["item_id"]] = row
+    key = {row["item_id"]: row for row in _read_rows(key_path)}
     records = []
     for rater, path in sheet_paths.items():
         with Path(path).open(encoding="utf-8") as fh:
@@ -295,8 +265,7 @@ def summarize_ratings(long_df):
     rows = []
     for d in DIMENSIONS:
         mat = long_df[long_df.dimension == d].pivot_table(index="item_id", columns="rater", values="score")
-        # ICC needs >= 2 items and >= 2 raters: fewer (a tiny profile's dataset with one rated item) is NaN,
-        # and n_items / n_raters beside it say why
+        # ICC needs >= 2 items and >= 2 raters: else NaN, and n_items / n_raters say why
         computable = mat.shape[0] >= 2 and mat.shape[1] >= 2
         rows.append({"dimension": d, "icc_2_1": icc_2_1(mat.to_numpy()) if computable else float("nan"),
                      "n_items": len(mat), "n_raters": mat.shape[1]})
@@ -347,9 +316,8 @@ def parse_a2_scores(text: str) -> dict[str, int] | None:
 def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: int = 1, seed: int = 0,
                 first_temperature: float = 0.0, max_new_tokens: int = 64,
                 tag: UsageTag = UsageTag("llm-rater", stage="a2-rating")) -> list[A2Rating]:
-    """Rate every item (``text_before``, ``chunk_text``, ``text_after``) with the A.2 rubric on
-    ``backend``; attempts are batched over the items still unscored. A backend error is not a reply:
-    it propagates (never a neutral score)."""
+    """Rate every item (``text_before``, ``chunk_text``, ``text_after``) with the A.2 rubric, retrying unscored
+    items in batches; an item never scored keeps the neutral 3. A backend error propagates."""
     convs = [a2_conversation(it.get("text_before", ""), it["chunk_text"], it.get("text_after", "")) for it in items]
     out: list[A2Rating | None] = [None] * len(items)
     attempts = [0] * len(items)
@@ -393,9 +361,8 @@ def rater_label(models: Sequence[str]) -> str:
 
 def build_rater_backends(cfgs: Sequence[Any], reuse: tuple[Any, Any] | None = None,
                          ledger: Any = None) -> tuple[list[Any], list[Any]]:
-    """One backend per rater config (``SegmentQualityConfig.rater_llms()``): ``reuse = (llm_cfg, backend)``
-    serves every rater of that model on that backend (the notebook's own, already loaded), the others are
-    built once per distinct model and server. Returns ``(backend per rater, the backends built here)``."""
+    """One backend per rater config; ``reuse = (llm_cfg, backend)`` serves every rater of that model, the
+    others are built once per model and server. Returns ``(backend per rater, the backends built here)``."""
     # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
     from ..llm import make_backend
 
@@ -419,14 +386,12 @@ HUMAN_SOURCE = "human ratings"
 
 
 def filled_sheets_dir(profile: str, sheet_set: str) -> Path:
-    """Where filled sheets of ``sheet_set`` go: ``outputs/<profile>/human_ratings/<sheet_set>/``, one
-    ``<rater>.csv`` per rater (the exported sheet with its score columns filled)."""
+    """Where filled sheets go: ``outputs/<profile>/human_ratings/<sheet_set>/<rater>.csv``."""
     return outputs_dir(profile) / HUMAN_RATINGS_DIR / sheet_set
 
 
 def find_filled_sheets(profile: str, sheet_set: str, raters: Sequence[str]) -> dict[str, Path] | None:
-    """The filled sheets of every rater, or None when the folder holds none; some but not all is an
-    error naming the missing files (never a silent partial evaluation)."""
+    """The filled sheets of every rater, or None when there are none; some but not all is an error."""
     folder = filled_sheets_dir(profile, sheet_set)
     paths = {r: folder / f"{r}.csv" for r in raters}
     present = [r for r, p in paths.items() if p.is_file()]
@@ -436,6 +401,21 @@ def find_filled_sheets(profile: str, sheet_set: str, raters: Sequence[str]) -> d
         raise RatingSheetError(f"{folder}: filled sheets of {sorted(set(paths) - set(present))} missing "
                                f"(found {sorted(present)}); every rater's sheet is needed")
     return paths
+
+
+def _filled_sheets(profile: str, sheet_set: str, sheets: Mapping[str, Any], backend: Any, llm_fill: Any) -> dict:
+    """``{"sheets": (filled, key, info)}``: the human-filled sheets, else a copy ``llm_fill(folder)`` fills on
+    ``backend``; ``{"source": "none", "note"}`` when there are neither."""
+    filled = find_filled_sheets(profile, sheet_set, list(sheets["sheets"]))
+    if filled is not None:
+        return {"sheets": (filled, sheets["key"],
+                           {"source": HUMAN_SOURCE, "folder": shown_path(filled_sheets_dir(profile, sheet_set))})}
+    if backend is None:
+        return {"source": "none", "note": f"no filled sheets in {filled_sheets_dir(profile, sheet_set)}"}
+    out = Path(sheets["key"]).parent / "llm_filled"
+    filled, key, info = llm_fill(out)
+    info["folder"] = shown_path(out)
+    return {"sheets": (filled, key, info)}
 
 
 def _read_rows(path: Path) -> list[dict[str, str]]:
@@ -456,8 +436,7 @@ def _llm_subset(item_ids: Sequence[str], max_items: int, seed: int) -> list[str]
 
 
 def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
-    """Rater name -> backend: ``backend`` is one backend (every rater), a sequence (rater ``k`` gets the
-    ``k``-th, the last one repeated) or a mapping by rater name (every rater needs one)."""
+    """Rater name -> backend: one backend for all, a sequence (the last repeated) or a mapping by rater."""
     raters = list(sheets)
     if isinstance(backend, Mapping):
         missing = [r for r in raters if r not in backend]
@@ -474,20 +453,9 @@ def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
 def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
                            max_items: int = 0, seed: int = 0, retries: int = 1,
                            max_new_tokens: int | None = None) -> tuple[dict[str, Path], Path, dict[str, Any]]:
-    """A copy of the rating sheets filled by LLM raters with the paper's human rubric (Appendix A.2,
-    :mod:`litseg_nb.evaluation.a2_rater`) — **LLM ratings, not human** — so that every statistic of
-    Appendix A can be computed where no human has rated.
-
-    ``backend``: one per rater (:func:`rater_backends`; notebooks 06/07 give ``rater_llm`` and
-    ``rater2_llm``, two different models where the profile has them). Rater ``k`` decodes greedily
-    when its model is its own; a rater sharing its model with an earlier one samples at T=0.7 with seed
-    ``seed + k`` (one model's self-consistency; the info says so). Each rater reads what a human reads
-    (the chunk between its grey context, no method name). ``max_items`` (0 = all) items, a seeded
-    sample, are rated; an item a rater could not score after its retries keeps the neutral 3 and is
-    counted. Writes ``<rater>.csv``, ``key.csv`` and ``SOURCE.txt`` to ``out_dir``; returns
-    ``(sheets, key, info)``; ``info["models"]`` names each rater's model, ``info["raters_label"]`` says
-    whether they are different models.
-    """
+    """A copy of the rating sheets filled by LLM raters with the A.2 rubric (**LLM ratings, not human**).
+    A rater decodes greedily unless an earlier rater has its model (then T=0.7, seed ``seed + k``); ``max_items``
+    (0 = all) a seeded sample. Returns ``(sheets, key, info)``."""
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -521,25 +489,13 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
             "same_model": len(set(models.values())) < len(models),
             "n_items": len(keep), "n_items_exported": len(key_rows), "n_neutral": sum(neutral.values()),
             "n_neutral_by_rater": neutral, "raters": list(sheets)}
-    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: A.2 rubric; {label}; {json_dumps(info)}\n")
+    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: A.2 rubric; {label}; {json.dumps(info, ensure_ascii=False, default=str)}\n")
     return filled, key_out, info
 
 
-def json_dumps(obj: Any) -> str:
-    import json
-
-    return json.dumps(obj, ensure_ascii=False, default=str)
-
-
 def ratings_by_dataset(long_df):
-    """Appendix A's tables per dataset from :func:`import_ratings` output: ``(table1, table9, agreement)``.
-
-    * ``table1`` (Tables 1 / 5): per dataset and method the mean of each dimension over items (each
-      item's score averaged over raters) and Overall = the mean of the three dimensions;
-    * ``table9``: ICC(2,1) per dataset and dimension (A.3);
-    * ``agreement``: per dataset and dimension, Cohen's kappa and raw agreement of every rater pair on
-      the scores rounded to whole points, and Fleiss' kappa over all raters.
-    """
+    """Appendix A's tables per dataset: ``(table1, table9, agreement)``: dimension means and Overall per
+    method, ICC(2,1) per dimension, and kappas of the scores rounded to whole points."""
     import pandas as pd
 
     t1, t9, ag = [], [], []
@@ -564,22 +520,13 @@ def ratings_by_dataset(long_df):
 
 def evaluate_rating_sheets(profile: str, sheet_set: str, sheets: Mapping[str, Any], backend: Any = None,
                            llm_max_items: int = 0, seed: int = 0, retries: int = 1) -> dict[str, Any]:
-    """Notebooks 06/07: Tables 1/5 and 9 and the rater agreement from the filled sheets of
-    ``sheet_set`` in :func:`filled_sheets_dir` (human ratings), or else from a copy filled by the E.3
-    raters on ``backend`` (one per rater: :func:`rater_backends`; the A.2 rubric,
-    :func:`llm_fill_rating_sheets`, labelled :data:`LLM_SOURCE`). ``sheets`` is the return value of
-    :func:`export_rating_sheets`. Returns the tables and ``source``."""
-    raters = list(sheets["sheets"])
-    filled = find_filled_sheets(profile, sheet_set, raters)
-    info: dict[str, Any] = {"source": HUMAN_SOURCE, "folder": shown_path(filled_sheets_dir(profile, sheet_set))}
-    key = sheets["key"]
-    if filled is None:
-        if backend is None:
-            return {"source": "none", "note": f"no filled sheets in {filled_sheets_dir(profile, sheet_set)}"}
-        out = Path(sheets["key"]).parent / "llm_filled"
-        filled, key, info = llm_fill_rating_sheets(sheets["sheets"], sheets["key"], out, backend,
-                                                   llm_max_items, seed, retries)
-        info["folder"] = shown_path(out)
+    """Tables 1/5 and 9 and the rater agreement from the human-filled sheets of ``sheet_set``, else from a
+    copy the A.2 LLM raters on ``backend`` filled. ``sheets``: :func:`export_rating_sheets`' return value."""
+    got = _filled_sheets(profile, sheet_set, sheets, backend, lambda out: llm_fill_rating_sheets(
+        sheets["sheets"], sheets["key"], out, backend, llm_max_items, seed, retries))
+    if "note" in got:
+        return got
+    filled, key, info = got["sheets"]
     long_df = import_ratings(filled, key)
     t1, t9, ag = ratings_by_dataset(long_df)
     return {"source": info["source"], "info": info, "table1": t1, "table9": t9, "agreement": ag, "ratings": long_df}
@@ -595,11 +542,8 @@ VERDICTS = ("A", "B", "Tie")
 
 def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, seed: int = 0,
                            annotators: Mapping[str, Sequence[str]] = PAIRWISE_ANNOTATORS) -> dict[str, Any]:
-    """Blinded pairwise sheets of Appendix B: per annotator ``<annotator>.csv`` holding the items of the
-    datasets they annotate (B.1: five annotators on GutenQA, three on LiteraryQA) in their own order,
-    each with the Original Context, question, reference and two responses (which system is A is a
-    seeded coin), and ``key.csv``. ``items``: dicts with dataset, qid, target, opponent, question,
-    context, reference, target_answer, other_answer (:func:`litseg_nb.rag.report.pairwise_vs_target`)."""
+    """Blinded pairwise sheets of Appendix B: per annotator ``<annotator>.csv`` of the datasets they annotate
+    (B.1), which system is A a seeded coin, and ``key.csv``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -630,8 +574,7 @@ def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, se
 
 
 def import_pairwise_verdicts(sheet_paths: Mapping[str, Path], key_path: Path):
-    """Filled pairwise sheets → long DataFrame (annotator, item_id, dataset, opponent, verdict of the
-    target: win/tie/loss); a verdict other than A, B or Tie is an error naming file and row."""
+    """Filled pairwise sheets -> long DataFrame with the target's verdict (win/tie/loss)."""
     import pandas as pd
 
     key = {r["item_id"]: r for r in _read_rows(key_path)}
@@ -652,10 +595,7 @@ def import_pairwise_verdicts(sheet_paths: Mapping[str, Path], key_path: Path):
 
 
 def pairwise_agreement(long_df):
-    """Appendix B.3 from :func:`import_pairwise_verdicts` output, per dataset: win rates per opponent
-    (B.1: points averaged over annotators per item, then over items), Cohen's kappa and raw agreement
-    of every annotator pair, Fleiss' kappa over all annotators. Only items every annotator of the
-    dataset judged count. Returns ``(win_rates, pairs, fleiss)``."""
+    """Appendix B.3 per dataset, over the items every annotator judged: ``(win_rates, pairs, fleiss)``."""
     import pandas as pd
 
     wins, pairs, fl = [], [], []
@@ -683,12 +623,8 @@ def pairwise_agreement(long_df):
 def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
                              max_items: int = 0, seed: int = 0, max_new_tokens: int = 96,
                              retries: int = 1) -> tuple[dict[str, Path], Path, dict[str, Any]]:
-    """A copy of the pairwise sheets filled by the B.2 judge — **LLM ratings, not human**. ``backend``: one
-    backend, or one per annotator (a sequence is cycled over the annotators in sorted order: with notebook
-    06's two raters A1, A3, A5 are rater 1's model and A2, A4 rater 2's). Annotator ``k`` decodes greedily
-    when its model is new, else samples at T=0.7 with seed ``seed + k``;
-    ``max_items`` (0 = all) items, a seeded sample, are judged; an item some annotator left without a
-    readable verdict after its retries is dropped from every copy and counted (``n_dropped``)."""
+    """A copy of the pairwise sheets filled by the B.2 judge (**LLM ratings, not human**); ``backend``: one, or
+    a sequence cycled over the annotators. An item some annotator left without a verdict is dropped and counted."""
 
     errors: list[str] = []
     out_dir = Path(out_dir)
@@ -747,27 +683,19 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
             "raters_label": rater_label(list(models.values())), "n_items": len(complete),
             "n_dropped": len(keep) - len(complete), "n_items_exported": len(key_rows), "annotators": sorted(sheets),
             "llm_errors": errors[:5], "n_llm_errors": len(errors)}
-    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: B.2 judge {info['model']}; {json_dumps(info)}\n")
+    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: B.2 judge {info['model']}; {json.dumps(info, ensure_ascii=False, default=str)}\n")
     return filled, key_out, info
 
 
 def evaluate_pairwise_sheets(profile: str, sheets: Mapping[str, Any], backend: Any = None, llm_max_items: int = 0,
                              seed: int = 0, max_new_tokens: int = 96) -> dict[str, Any]:
-    """Appendix B.3 (Figures 2-3): from filled pairwise sheets in ``filled_sheets_dir(profile,
-    "pairwise")`` (human), or else from a copy the B.2 judge on ``backend`` filled (labelled
-    :data:`LLM_SOURCE`). ``sheets``: :func:`export_pairwise_sheets`' return value (or the same dict
-    read back by :func:`read_pairwise_export`)."""
-    annotators = list(sheets["sheets"])
-    filled = find_filled_sheets(profile, "pairwise", annotators)
-    info: dict[str, Any] = {"source": HUMAN_SOURCE, "folder": shown_path(filled_sheets_dir(profile, "pairwise"))}
-    key = sheets["key"]
-    if filled is None:
-        if backend is None:
-            return {"source": "none", "note": f"no filled sheets in {filled_sheets_dir(profile, 'pairwise')}"}
-        out = Path(sheets["key"]).parent / "llm_filled"
-        filled, key, info = llm_fill_pairwise_sheets(sheets["sheets"], sheets["key"], out, backend, llm_max_items,
-                                                     seed, max_new_tokens)
-        info["folder"] = shown_path(out)
+    """Appendix B.3 (Figures 2-3) from the human-filled pairwise sheets, else from a copy the B.2 judge on
+    ``backend`` filled."""
+    got = _filled_sheets(profile, "pairwise", sheets, backend, lambda out: llm_fill_pairwise_sheets(
+        sheets["sheets"], sheets["key"], out, backend, llm_max_items, seed, max_new_tokens))
+    if "note" in got:
+        return got
+    filled, key, info = got["sheets"]
     long_df = import_pairwise_verdicts(filled, key)
     wins, pairs, fl = pairwise_agreement(long_df)
     return {"source": info["source"], "info": info, "win_rates": wins, "pairs": pairs, "fleiss": fl,
@@ -784,8 +712,7 @@ def read_pairwise_export(folder: Path) -> dict[str, Any] | None:
 
 
 def plot_agreement_heatmap(pairs, fleiss, dataset: str, title: str = ""):
-    """Figures 2-3 shape: annotator x annotator matrix, Cohen's kappa above the diagonal and raw agreement
-    (Ag) below it, for one dataset's pairwise evaluation; Fleiss' kappa in the title."""
+    """Figures 2-3: Cohen's kappa above and raw agreement below the diagonal, Fleiss' kappa in the title."""
     import matplotlib.pyplot as plt
 
     p = pairs[pairs["dataset"] == dataset]
@@ -813,11 +740,8 @@ def plot_agreement_heatmap(pairs, fleiss, dataset: str, title: str = ""):
 
 def ablation_table5(profile: str, chunk_sets: Mapping[str, Sequence[Any]], books: Mapping[str, Any], backend: Any,
                     names: Mapping[str, str], seed: int = 0) -> dict[str, Any]:
-    """Notebook 07's Table 5: the ablation variants' rating sheets, sized like notebook 06's (its
-    ``SegmentQualityConfig``: ``human_sheet_chunks`` per variant on each dataset, ``human_raters``),
-    scored from filled sheets in ``filled_sheets_dir(profile, "ablation")`` or else by the A.2 LLM raters
-    (``backend``: one per rater, :func:`rater_backends`)
-    (:func:`evaluate_rating_sheets`). ``table5`` carries the paper's variant labels."""
+    """Notebook 07's Table 5: the ablation variants' rating sheets, sized like notebook 06's, scored like
+    :func:`evaluate_rating_sheets`; ``table5`` carries the paper's variant labels."""
 
     sq = SegmentQualityConfig.for_profile(profile, seed=seed)
     sheets = export_rating_sheets(chunk_sets, books, artifact_dir(profile, "ablation", "human_eval"),
