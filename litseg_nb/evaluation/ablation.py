@@ -1,17 +1,8 @@
-"""LitSeg-Lite ablations (paper §4.3, Tables 5-8).
+"""LitSeg-Lite ablations (paper §4.3, Tables 5-8): six single-pass variants over the same units.
 
-The paper ablates LitSeg-Lite into six variants, each a single-pass segmenter over the same units:
-
-* **w/o GRPO** — the SFT adapter only (no RL stage);
-* **w/o FT** — the base model with the Lite prompt (Appendix E.2), no fine-tuning;
-* **+w/o Theo.S.1/2/3** — the base model with an Appendix E.4 prompt that drops one theory stage;
-* **+w/o Theory** — the base model with E.4's generic semantic-segmentation prompt.
-
-Every variant goes through :class:`~litseg_nb.lite.segmenter.LiteSegmenter` (LitSeg's validation,
-retry, fallback and reconstruction), so validity and fallbacks are comparable, and writes chunks in
-the shared schema that the segment-quality and retrieval code scores like any other chunker.
-Adapters come from notebook 03 (``artifacts/lite/adapters/{sft,grpo}``).
-"""
+w/o GRPO (SFT adapter only), w/o FT (base model, E.2 prompt), and the base model with an Appendix E.4 prompt that
+drops one theory stage or the whole theory. Every variant runs through :class:`~litseg_nb.lite.segmenter.LiteSegmenter`,
+so validity and fallbacks are comparable."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -97,9 +88,8 @@ def variant_model(cfg: LiteConfig, variant: AblationVariant, profile: str) -> st
 
 
 def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, ledger: Any = None):
-    """The backend a variant runs on: ``cfg.llm`` for the base variants; base + the variant's
-    adapters otherwise (:func:`litseg_nb.lite.train.student_backend`: a LoRA request on the base
-    model's one vLLM engine, or a merged folder for hf)."""
+    """The backend a variant runs on: ``cfg.llm``, or base + its adapters (a LoRA request on vLLM's one
+    engine, a merged folder for hf)."""
     if variant.model == "base":
         return make_backend(cfg.llm, ledger)
 
@@ -110,8 +100,8 @@ def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, led
 
 
 def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, Unit]]:
-    """The shared unit selection (``cfg.selection``, the units LitSeg segmented in notebook 02), the
-    first ``cfg.ablation_max_units`` of them (0 = all); every one must be in ``chunks/litseg.jsonl``."""
+    """The shared unit selection, the first ``cfg.ablation_max_units`` (0 = all); LitSeg must have segmented
+    every one."""
     path = artifact_path(cfg.profile, "chunks", "litseg.jsonl")
     if not path.is_file():
         raise AblationError(f"{path} not found; run notebook 02 for profile {cfg.profile!r} first")
@@ -130,12 +120,7 @@ def run_ablations(cfg: LiteConfig, profile: str, pairs: Sequence[tuple[Book, Uni
                   variants: Sequence[AblationVariant], ledger: Any = None,
                   backend_factory: Any = None) -> tuple[dict[str, list[Chunk]], pd.DataFrame]:
     """Segment ``pairs`` with every variant; returns chunk sets by variant key and per-unit results.
-
-    ``backend_factory(llm_cfg)``, when given, builds each variant's backend from its model
-    (:func:`variant_model`); by default :func:`variant_backend` (on vLLM every variant shares the base
-    model's engine: the base variants directly, the trained ones through a LoRA request, so the
-    engine starts once for all variants and notebook 07's generator of the same model reuses it).
-    """
+    ``backend_factory(llm_cfg)`` replaces :func:`variant_backend` (tests)."""
     ledger = ledger if ledger is not None else UsageLedger()
     length_reference = student_length_reference(cfg.annotations_profile or profile)  # the teacher's value
     chunk_sets: dict[str, list[Chunk]] = {}
@@ -234,17 +219,9 @@ def generation_tables(ev: Any, questions: Sequence[Any], rows: Sequence[Mapping[
                       seed: int = 0, target: str = "lite",
                       chunk_sets: Mapping[str, Sequence[Chunk]] | None = None,
                       judge_backend: Any = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Table 7's CR column (RAGAS Context Relevance, the paper's LiteraryQA retrieval measure) and
-    Table 8 (generation: EM, F1, ROUGE-L, METEOR, AA and the pairwise win rate of LitSeg-Lite
-    against each variant) for the ablation variants — notebook 05's generation, RAGAS and pairwise
-    code unchanged, with ``rag_cfg``'s subset sizes, on Table 3's ranking (reranked where reranked). ``ev`` must have been built with ``backend``.
-
-    ``chunk_sets`` (the indexed variants' chunks) lets the LiteraryQA judge read the chapters holding
-    either system's chunks where a book exceeds its context (:func:`litseg_nb.rag.report.pairwise_vs_target`).
-    The pairwise judge is ``judge_backend`` (``rag_cfg.judge_llm``'s backend, its context
-    ``rag_cfg.judge_llm.max_model_len``); None: ``backend`` (only where the judge is that model).
-    Returns ``(table7_with_cr, table8)``, with a ``variant`` column of the paper's row labels.
-    """
+    """Table 7's CR column and Table 8 (generation and the pairwise win rate of LitSeg-Lite against each
+    variant) with notebook 05's code, on Table 3's ranking. ``judge_backend``: the pairwise judge (None: ``backend``).
+    Returns ``(table7_with_cr, table8)`` with the paper's variant labels."""
 
     gen_q = select_subset(questions, rag_cfg.generation_max_questions, seed)
     gen = report.generate_for_subset(ev, gen_q, rows, list(names))

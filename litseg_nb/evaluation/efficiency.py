@@ -1,42 +1,12 @@
-"""Efficiency analysis (paper §4.4): LLM cost of each segmenter, from the recorded usage ledgers.
+"""Efficiency (paper §4.4): the LLM cost of each segmenter (notebook 08).
 
-Notebooks 02 (LitSeg), 03 (LitSeg-Lite) and 04 (LLM baselines) write their
-:class:`~litseg_nb.llm.base.UsageLedger` to ``artifacts/usage/<NN>.csv``. This module joins those
-ledgers with the chunk artifacts (to know how many sentences each method segmented) and reports
-calls, tokens and seconds per 1,000 sentences — hardware-independent token counts next to the
-wall-clock seconds of this machine.
-
-Requests served from the persistent request cache carry the token counts and latency recorded
-when they were first computed (see :mod:`litseg_nb.llm.request_cache`), and so do step-cache hits
-and resumed LitSeg units (:meth:`~litseg_nb.llm.base.UsageLedger.replay`), so the table reports the
-model's cost whether or not this run recomputed it; ``cache_hits`` says how many calls this run
-actually served from a cache. Warm reruns therefore give the same table.
-
-The §4.4 MEASUREMENT is :mod:`litseg_nb.evaluation.paired_timing` (notebook 08 times the three methods itself, side by
-side, interleaved, with one engine and one batching; ``08_paper_efficiency`` / ``08_paper_ratios``). The
-ledger tables below (``08_ledger_efficiency`` / ``08_ledger_ratios``) are the record of what notebooks 02-04
-spent, each at its own time, load and batching; they are not comparable seconds.
-
-§4.4 from the ledgers (:func:`paper_efficiency_table`): LitSeg, LitSeg-Lite and LumberChunker,
-each measured once on the SAME units (the units all three segmented, restricted to
-``EfficiencyConfig.timing_dataset``: the LiteraryQA test units in ``full`` as in the paper, the
-profile's evaluation units — every unit all three segmented — in ``test``/``smoke``), only their segmentation work (LitSeg's three stages of notebook 02 —
-not calibration, constrained-decoding comparison or Lite's training annotations; Lite's
-``single-pass`` chunk-set run of notebook 03 — not its held-out evaluation runs; LumberChunker of
-notebook 04), with model time and recorded wall time; cached work is shown as cached.
-
-Teacher size. The paper's Lite/LitSeg ratio compares one model run three times (LitSeg) with one pass
-(Lite) on one RTX 6000 Ada (48 GB). The ``full`` teacher (Qwen3-32B, bf16) is 4x the student, so the
-ratio with the configured teacher also measures the model-size gap. With
-``EfficiencyConfig.litseg_on_student`` notebook 08 also runs LitSeg's three stages with the *student's*
-model and inference configuration on the same units (:func:`run_litseg_on_student`, usage tag
-``litseg-student``), and :func:`paper_ratio_table` reports Lite/LitSeg twice: against the configured
-teacher and against LitSeg on the student's model (same weights: 3 stages vs 1 pass). Where teacher and
-student are the same model (``test``, ``smoke``) that run is served from the request cache and
-replays the recorded cost of notebook 02's run.
-"""
+The ledger tables join the usage ledgers notebooks 02-04 wrote with their chunk sets (calls, tokens and seconds per
+1,000 sentences; cached work replays its recorded cost). Those seconds were taken hours apart at different loads,
+so the §4.4 ratios are measured side by side: LitSeg, LitSeg-Lite and LumberChunker in one process on one engine,
+the same units and batching, interleaved blocks (A B C, C B A), request cache bypassed, prefix caches emptied."""
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
@@ -53,7 +23,8 @@ from ..config import StageConfig, at_least, one_of
 from ..core.artifacts import artifact_dir, artifact_path
 from ..core.paths import outputs_dir, shown_path
 from ..core.run_record import read_schedule
-from ..core.schema import load_chunks
+from ..core.safe_io import write_text_atomic
+from ..core.schema import load_chunks, read_jsonl
 from ..corpus import load_corpus
 from ..errors import LitsegError
 from ..lite.config import LiteConfig
@@ -74,18 +45,15 @@ class EfficiencyConfig(StageConfig):
     """Notebook 08: the method every speed-up is measured against."""
 
     reference: str = one_of("litseg", *METHOD_ORDER)
-    #: §4.4's unit set: the units all three methods segmented, of this dataset ("all": every one;
-    #: the paper times "the LiteraryQA test set")
+    #: §4.4's unit set: the units all three methods segmented, of this dataset ("all": every one)
     timing_dataset: str = one_of("literaryqa", *TIMING_DATASETS)
     #: also time LitSeg's three stages with the student's model on the §4.4 units (teacher-size control)
     litseg_on_student: bool = True
-    #: §4.4 measured side by side (:mod:`litseg_nb.evaluation.paired_timing`): the three methods in this process,
-    #: interleaved, on one engine, with one batching, request cache bypassed
+    #: §4.4 measured side by side: the three methods in this process, interleaved, on one engine
     paired: bool = True
     #: the first this many §4.4 units (0 = all: the paper's LiteraryQA test units in ``full``)
     paired_max_units: int = at_least(0, 0)
-    #: units per batch = the most requests one call carries, for every method alike (0 = one batch);
-    #: full: 256, vLLM's default ``max_num_seqs`` (every request of a call in flight at once)
+    #: units per batch = the most requests one call carries, for every method alike (0 = one batch)
     paired_batch_units: int = at_least(256, 0)
     #: passes of every method over every batch (each repeat x batch is one interleaved block)
     paired_repeats: int = at_least(1, 1)
@@ -127,23 +95,25 @@ def load_usage(profile: str, notebooks: Iterable[str] | None = None) -> pd.DataF
 
 
 def sentences_per_method(profile: str, methods: Iterable[str]) -> dict[str, int]:
-    """Number of unit sentences each method's chunk artifact covers (max ``to_idx`` per unit; chunk
-    sets of notebooks 02-04, the ablation variants of notebook 07 and LitSeg on the student's model of
-    notebook 08)."""
+    """Unit sentences each method's chunk artifact covers (chunk sets of notebooks 02-04, 07's ablation
+    variants, 08's LitSeg on the student's model)."""
     out: dict[str, int] = {}
     art = outputs_dir(profile) / "artifacts"
     for method in methods:
         # notebook 07 keeps its ablation variants' chunks apart from the evaluated chunk sets
         path = next((p for p in (art / "chunks" / f"{method}.jsonl", art / "ablation" / "chunks" / f"{method}.jsonl",
                                  art / "efficiency" / "chunks" / f"{method}.jsonl") if p.is_file()), None)
-        if path is None:
-            continue
-        last: dict[tuple[str, str], int] = {}
-        for c in load_chunks(path):
-            key = (c.book_id, c.unit_id)
-            last[key] = max(last.get(key, 0), c.to_idx)
-        out[method] = int(sum(last.values()))
+        if path is not None:
+            out[method] = int(sum(_unit_sentences(path).values()))
     return out
+
+
+def _unit_sentences(path: Path) -> dict[tuple[str, str], int]:
+    """{(book, unit): sentences} of a chunk file (the largest ``to_idx`` per unit)."""
+    units: dict[tuple[str, str], int] = {}
+    for c in load_chunks(path):
+        units[(c.book_id, c.unit_id)] = max(units.get((c.book_id, c.unit_id), 0), c.to_idx)
+    return units
 
 
 def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataFrame:
@@ -184,12 +154,8 @@ def speedup_table(eff: pd.DataFrame, reference: str = "litseg",
 
 
 def plot_cost(eff: pd.DataFrame, ax=None):
-    """Bar chart of prompt and completion tokens per 1,000 sentences, for the methods that segmented sentences.
-
-    The ledger's other rows (RAG answers and judges, calibration, training annotations, raters: no
-    sentences of their own to divide by, so no per-1,000-sentence value) are not drawn as empty bars; a
-    note under the axis names them (their tokens are in the table). Without ``ax`` the figure is sized
-    to the bars drawn."""
+    """Prompt and completion tokens per 1,000 sentences of the methods that segmented sentences; the other
+    ledger rows are named in a note under the axis."""
     import textwrap
 
     import matplotlib.pyplot as plt
@@ -224,8 +190,6 @@ def usage_files(profile: str) -> list[Path]:
 
 def notebook_wall_times(profile: str) -> pd.DataFrame:
     """Wall time of each executed notebook of ``profile``, from papermill's recorded metadata."""
-    import json
-
     executed = outputs_dir(profile) / "executed"
     schedule = read_schedule(profile)
     rows = []
@@ -244,9 +208,7 @@ def notebook_wall_times(profile: str) -> pd.DataFrame:
 
 
 def contention_note(profile: str, notebooks: Iterable[str] = ("02", "03", "04", "05", "06", "07")) -> str:
-    """One label phrase: which of ``notebooks`` ran beside another (``run --jobs 2``,
-    ``logs/schedule.json``), so their ledger seconds and wall times include that contention; ""
-    when none did."""
+    """One label phrase naming which of ``notebooks`` ran beside another (``run --jobs``), "" when none did."""
     schedule = read_schedule(profile)
     beside = {n: schedule[n] for n in notebooks if schedule.get(n, {}).get("ran_beside")}
     if not beside:
@@ -259,7 +221,6 @@ def contention_note(profile: str, notebooks: Iterable[str] = ("02", "03", "04", 
 
 # ----------------------------------------------------------------------------------- §4.4 as the paper measures it
 PAPER_SECONDS = {"litseg": 25362.0, "litseg-lite": 9442.0, "lumber": 13514.0}
-PAPER_RATIOS = {"litseg-lite / litseg": 0.37, "litseg-lite / lumber": 0.70}
 PAPER_SETUP = "paper: LiteraryQA test, vLLM, one RTX 6000 Ada GPU"
 STUDENT_METHOD = "litseg-student"  # LitSeg's three stages run with the student's model (notebook 08)
 # method -> (usage tag method, stages counted (None = all), notebook whose ledger holds the work)
@@ -295,16 +256,7 @@ def _chunk_file(profile: str, method: str) -> Path:
 
 def _unit_sets(profile: str, methods: Iterable[str]) -> dict[str, dict[tuple[str, str], int]]:
     """Per method: {(book, unit): sentences} of its chunk artifact."""
-    out: dict[str, dict[tuple[str, str], int]] = {}
-    for m in methods:
-        path = _chunk_file(profile, m)
-        if not path.is_file():
-            continue
-        units: dict[tuple[str, str], int] = {}
-        for c in load_chunks(path):
-            units[(c.book_id, c.unit_id)] = max(units.get((c.book_id, c.unit_id), 0), c.to_idx)
-        out[m] = units
-    return out
+    return {m: _unit_sentences(_chunk_file(profile, m)) for m in methods if _chunk_file(profile, m).is_file()}
 
 
 def book_dataset(book_id: str) -> str:
@@ -313,8 +265,8 @@ def book_dataset(book_id: str) -> str:
 
 
 def timing_units(profile: str, timing_dataset: str = "all") -> tuple[set[tuple[str, str]], list[str]]:
-    """§4.4's units: those all present methods of :data:`MEASURED` segmented, of ``timing_dataset``
-    (``"all"``: every one). Returns ``(units, methods present)``."""
+    """§4.4's units: those all present methods of :data:`MEASURED` segmented, of ``timing_dataset``.
+    Returns ``(units, methods present)``."""
     if timing_dataset not in TIMING_DATASETS:
         raise ValueError(f"timing_dataset {timing_dataset!r} is not one of {TIMING_DATASETS}")
     units = _unit_sets(profile, MEASURED)
@@ -329,9 +281,8 @@ def timing_units(profile: str, timing_dataset: str = "all") -> tuple[set[tuple[s
 
 def timing_unit_pairs(corpus: Any, units: Iterable[tuple[str, str]], profile: str,
                       error: type[Exception] = ValueError) -> list[tuple[Any, Any]]:
-    """The §4.4 ``units`` (``(book_id, unit_id)``) as ``(book, unit)`` pairs of the corpus ``corpus`` (a
-    :class:`~litseg_nb.config.CorpusConfig`), in (book, unit) order. Units the corpus lacks raise
-    ``error`` naming them all (notebook 08's LitSeg-on-student run and the paired measurement share this)."""
+    """The §4.4 ``units`` as ``(book, unit)`` pairs of ``corpus`` in (book, unit) order; units it lacks raise
+    ``error`` naming them all."""
     want = sorted(units)
     books = {b.book_id: b for b in load_corpus(corpus) if b.book_id in {k[0] for k in want}}
     pairs, missing = [], []
@@ -353,8 +304,6 @@ def describe_timing_set(timing_dataset: str) -> str:
 
 def _wall_seconds(profile: str, method: str, units: set[tuple[str, str]]) -> tuple[float, str]:
     """Wall time recorded when the work was done, on ``units`` (nan + why when not available)."""
-    import json
-
     art = outputs_dir(profile) / "artifacts"
     nan = float("nan")
     if method in ("litseg", STUDENT_METHOD):
@@ -362,8 +311,7 @@ def _wall_seconds(profile: str, method: str, units: set[tuple[str, str]]) -> tup
                 else art / "efficiency" / "litseg_student_annotations.jsonl")
         if not path.is_file():
             return nan, f"no {path.name}"
-        recs = [json.loads(x) for x in path.read_text(encoding="utf-8").split("\n") if x.strip()]
-        recs = [r for r in recs if (r["book_id"], r["unit_id"]) in units]
+        recs = [r for r in read_jsonl(path) if (r["book_id"], r["unit_id"]) in units]
         if method == STUDENT_METHOD and any((r.get("tokens") or {}).get("cache_hits") for r in recs):
             return nan, "replies served from the request cache: this run's wall time is not the model's"
         return (float(sum(r.get("group_wall_share_s") or 0.0 for r in recs)),
@@ -373,8 +321,7 @@ def _wall_seconds(profile: str, method: str, units: set[tuple[str, str]]) -> tup
         path = art / "lite" / "chunk_run.jsonl"
         if not path.is_file():
             return nan, "no lite/chunk_run.jsonl"
-        rows = [json.loads(x) for x in path.read_text(encoding="utf-8").split("\n") if x.strip()]
-        rows = [r for r in rows if (r["book_id"], r["unit_id"]) in units]
+        rows = [r for r in read_jsonl(path) if (r["book_id"], r["unit_id"]) in units]
         if any(r.get("cache_hits") for r in rows):
             return nan, "replies served from the request cache: this run's wall time is not the model's"
         return float(sum(r.get("seconds") or 0.0 for r in rows)), "measured in notebook 03's chunk-set run"
@@ -391,14 +338,8 @@ def _wall_seconds(profile: str, method: str, units: set[tuple[str, str]]) -> tup
 def paper_efficiency_table(profile: str, usage: pd.DataFrame | None = None,
                            models: dict[str, str] | None = None,
                            timing_dataset: str = "all", controls: bool = True) -> tuple[pd.DataFrame, str]:
-    """§4.4: LitSeg, LitSeg-Lite and LumberChunker on the same units, each unit's work counted once.
-
-    Units: those all three chunk sets hold, of ``timing_dataset`` (``"all"``: every one; ``full``:
-    ``"literaryqa"``, the paper's LiteraryQA test set); ``same_units`` says whether a method's units
-    are exactly that set. LitSeg on the student's model (:data:`STUDENT_METHOD`, notebook 08) gets a
-    row when it ran and ``controls`` is on. Usage counts only the books of those units (ledgers are per book). Returns
-    ``(table, note)``; the note names the unit set measured.
-    """
+    """§4.4 from the ledgers: LitSeg, LitSeg-Lite and LumberChunker on the same units (and LitSeg on the
+    student's model with ``controls``), each unit's work counted once. Returns ``(table, note)``."""
     usage = load_usage(profile) if usage is None else usage
     common, present = timing_units(profile, timing_dataset)
     if not present:
@@ -441,8 +382,8 @@ def paper_efficiency_table(profile: str, usage: pd.DataFrame | None = None,
 
 
 def paper_ratio_table(table: pd.DataFrame, models: dict[str, str] | None = None) -> pd.DataFrame:
-    """Lite/LitSeg (twice: configured teacher, and LitSeg on the student's model) and Lite/LumberChunker
-    cost ratios (ours, per 1,000 sentences) beside the paper's; ``litseg_side`` says what each compares."""
+    """Lite/LitSeg (configured teacher, and LitSeg on the student's model) and Lite/LumberChunker cost ratios
+    per 1,000 sentences beside the paper's."""
     metrics = ("model_seconds_per_1k_sent", "wall_seconds_per_1k_sent", "computed_prefill_tokens_per_1k_sent",
                "prompt_tokens_per_1k_sent", "completion_tokens_per_1k_sent", "calls_per_1k_sent")
     by = table.set_index("method") if not table.empty else None
@@ -460,13 +401,9 @@ def paper_ratio_table(table: pd.DataFrame, models: dict[str, str] | None = None)
 
 def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any, seed: int = 0,
                           backend_factory: Any = None) -> tuple[Any, Path]:
-    """LitSeg's three stages (notebook 02's pipeline, prompts and length reference) with the student's
-    model and inference configuration (``LiteConfig.llm``) on ``units``, tagged :data:`STUDENT_METHOD`.
-
-    Annotations go to ``artifacts/efficiency/litseg_student_annotations.jsonl`` (resumable) and chunks
-    to ``artifacts/efficiency/chunks/litseg-student.jsonl`` (never evaluated by notebook 05). Returns
-    ``(AnnotationRun, chunk path)``. A unit that is not in the profile's corpus is an error naming it.
-    """
+    """LitSeg's three stages with the student's model and inference configuration on ``units`` (the
+    teacher-size control), tagged :data:`STUDENT_METHOD`; annotations and chunks under ``artifacts/efficiency/``.
+    Returns ``(AnnotationRun, chunk path)``."""
     # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
     from ..core.schema import save_chunks
 
@@ -487,7 +424,6 @@ def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any
 
 def hardware_label() -> str:
     """The machine the recorded model seconds come from (GPU name, else CPU model and cores)."""
-    import os
     import platform
 
     try:
@@ -510,22 +446,14 @@ def hardware_label() -> str:
 
 def save_chunk_run(profile: str, results: Iterable[Any]) -> Path:
     """Notebook 03: per-unit record of Lite's chunk-set run (the §4.4 measurement of Lite)."""
-    import json
-
     path = artifact_path(profile, "lite", "chunk_run.jsonl")
     rows = [{k: v for k, v in r.to_json().items() if k not in ("replies", "errors")} for r in results]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
 # ----------------------------------------------------------------------------------- §4.4 measured side by side
-#: ratio -> (numerator, denominator, the paper's value)
-PAIRED_RATIOS: dict[str, tuple[str, str, float]] = {
-    "litseg-lite / litseg": ("litseg-lite", "litseg", 0.37),
-    "litseg-lite / lumber": ("litseg-lite", "lumber", 0.70),
-}
+#: ratio -> (numerator, denominator, the paper's value): the configured-teacher ratios (one engine runs all three)
+PAIRED_RATIOS = {k: v[:3] for k, v in RATIOS.items() if v[1] != STUDENT_METHOD}
 CACHE_NOTE = "request cache bypassed (use_cache=False): every reply computed in this measurement"
 
 
@@ -535,8 +463,7 @@ class PairedTimingError(LitsegError, ValueError):
 
 @dataclass
 class MeteredBackend:
-    """A backend proxy that times every ``chat`` call with ``clock`` and records its concurrency
-    (the number of requests it carried) and the usage of its generations."""
+    """A backend proxy that times every ``chat`` call and records its concurrency and usage."""
 
     inner: Any
     clock: Callable[[], float] = time.perf_counter
@@ -608,8 +535,7 @@ class PassRecord:
 
 
 def reset_prefix_cache(backend: Any) -> bool:
-    """Empty ``backend``'s own prefix cache (hf: :meth:`HFBackend.clear_prefixes`; vLLM:
-    ``LLM.reset_prefix_cache``); True when one was emptied."""
+    """Empty ``backend``'s own prefix cache (hf or vLLM); True when one was emptied."""
     inner = getattr(backend, "inner", backend)
     inner = getattr(inner, "inner", inner)  # a MeteredBackend around a CachedBackend
     clear = getattr(inner, "clear_prefixes", None)
@@ -638,8 +564,7 @@ def block_order(methods: Sequence[str], block: int) -> list[str]:
 def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMethod], repeats: int = 1,
                    batch_units: int = 0, clock: Callable[[], float] = time.perf_counter,
                    load: Callable[[], float] = _load_average, progress: bool = True) -> pd.DataFrame:
-    """Run every method on every batch of ``pairs``, interleaved, ``repeats`` times; one row per pass
-    (:class:`PassRecord`). The methods' backends are wrapped in :class:`MeteredBackend` with ``clock``."""
+    """Run every method on every batch of ``pairs``, interleaved, ``repeats`` times; one row per pass."""
     from tqdm.auto import tqdm
 
     if not pairs:
@@ -694,8 +619,7 @@ PAIRED_COLUMNS = ["method", "model", "units", "sentences", "repeats", "blocks", 
 
 
 def paired_method_table(passes: pd.DataFrame, batch_units: int = 0) -> pd.DataFrame:
-    """Per method: units and sentences of one repeat, calls and concurrency, wall seconds per repeat
-    (median, min, max), tokens per repeat (median), load average during its passes."""
+    """Per method: units, calls and concurrency, wall seconds per repeat (median, min, max), tokens."""
     if passes.empty:
         return pd.DataFrame(columns=PAIRED_COLUMNS)
     rows = []
@@ -738,10 +662,8 @@ def _quantile(xs: Sequence[float], q: float) -> float:
 
 
 def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
-    """The paper's two ratios from the paired passes: per block (same units, same order position
-    balanced) the numerator's total over the denominator's; median, min, max and IQR over blocks, the
-    pooled ratio (sums over every block), and the same for model seconds and token counts; the
-    concurrency of both sides and the load average during the blocks."""
+    """The paper's two ratios from the paired passes: median, min, max and IQR over blocks, the pooled
+    ratio, the same for model seconds and tokens, concurrency and load average."""
     rows = []
     for name, (num, den, paper) in PAIRED_RATIOS.items():
         row: dict[str, Any] = {"ratio": name, "paper (end-to-end seconds)": paper}
@@ -774,9 +696,7 @@ def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------------- the profile's methods
 def paired_pairs(profile: str, units: set[tuple[str, str]], max_units: int = 0) -> list[tuple[Any, Any]]:
-    """The §4.4 units as ``(book, unit)`` pairs of the profile's corpus, in (book, unit) order, the first
-    ``max_units`` (0 = all). A unit not in the corpus is a :class:`PairedTimingError` naming it
-    (:func:`timing_unit_pairs`)."""
+    """The first ``max_units`` (0 = all) §4.4 units as ``(book, unit)`` pairs of the profile's corpus."""
     want = sorted(units)[:max_units or None]
     return timing_unit_pairs(LitSegConfig.for_profile(profile).corpus, want, profile, PairedTimingError)
 
@@ -784,12 +704,8 @@ def paired_pairs(profile: str, units: set[tuple[str, str]], max_units: int = 0) 
 def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 0,
                     backend_factory: Callable[[Any], Any] | None = None,
                     lite_backend: Any = None) -> tuple[list[PairedMethod], dict[str, Any]]:
-    """The three methods as their notebooks configure them (LitSeg: notebook 02's prompts, retries and
-    length reference; Lite: notebook 03's trained student, retries and length reference; LumberChunker:
-    notebook 04's budget, retries and caps), on one engine: the student's base model with
-    ``LiteConfig.llm`` (``use_cache=False``) for LitSeg and LumberChunker, the trained student (SFT + GRPO
-    adapters) for Lite. ``backend_factory(llm_cfg)`` and ``lite_backend`` replace the real backends
-    (tests). Returns ``(methods, info)``; ``info`` names the engine and the backends to release."""
+    """The three methods as their notebooks configure them, on one engine (the student's base model with
+    ``LiteConfig.llm``, no request cache; Lite on the trained student). Returns ``(methods, info)``."""
     # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
     from ..llm import make_backend
 
@@ -816,10 +732,8 @@ def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 
 
 def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, baselines_cfg: Any,
                   litseg_ref: Any, lite_ref: Any) -> list[PairedMethod]:
-    """LitSeg (``litseg_cfg``'s stages, retries and token caps; the batch is its unit group) and
-    LumberChunker (``baselines_cfg``'s budget, retries and caps) on ``base``, Lite (``lite_cfg``'s
-    retries and cap) on ``lite_backend``; every one sends one call per stage attempt / attempt /
-    lockstep step over the whole batch (``batch_by_book=False``); nothing is written."""
+    """LitSeg and LumberChunker on ``base``, Lite on ``lite_backend``; each sends one call per stage attempt,
+    attempt or lockstep step over the whole batch; nothing is written."""
 
     lcfg = litseg_cfg.replace(unit_group_size=0)  # the batch is the group
     bcfg = baselines_cfg
