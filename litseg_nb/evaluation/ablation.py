@@ -76,15 +76,17 @@ def adapter_dirs(profile: str) -> dict[str, Path]:
     return dirs
 
 
+def _variant_adapters(variant: AblationVariant, profile: str) -> list[Path]:
+    dirs = adapter_dirs(profile)
+    return [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
+
+
 def variant_model(cfg: LiteConfig, variant: AblationVariant, profile: str) -> str:
     """The model a variant runs: the base model, or base + adapters merged once (cached folder)."""
     if variant.model == "base":
         return cfg.llm.model
-
-    dirs = adapter_dirs(profile)
-    adapters = [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
-    root = artifact_dir(profile, "lite", "merged")
-    return str(save_merged_model(cfg.llm.model, adapters, root))
+    return str(save_merged_model(cfg.llm.model, _variant_adapters(variant, profile),
+                                 artifact_dir(profile, "lite", "merged")))
 
 
 def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, ledger: Any = None):
@@ -92,11 +94,8 @@ def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, led
     engine, a merged folder for hf)."""
     if variant.model == "base":
         return make_backend(cfg.llm, ledger)
-
-    dirs = adapter_dirs(profile)
-    adapters = [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
-    root = artifact_dir(profile, "lite", "merged")
-    return student_backend(cfg.llm, adapters, root, ledger)[0]
+    return student_backend(cfg.llm, _variant_adapters(variant, profile), artifact_dir(profile, "lite", "merged"),
+                           ledger)[0]
 
 
 def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, Unit]]:

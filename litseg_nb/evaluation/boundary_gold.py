@@ -494,23 +494,6 @@ def window_gold(book: Book, unit_id: str) -> dict[str, Any]:
         raise KeyError(f"book {book.book_id!r} unit {unit_id!r} is not a boundary window") from None
 
 
-def check_window_book(book: Book) -> None:
-    """Raise ``AssertionError`` if a window's text keeps an ornament line or a sentence is off."""
-    for u in book.units:
-        for ln in u.text(book.text).split("\n"):
-            if is_ornament(ln):
-                raise AssertionError(f"{book.book_id}/{u.unit_id}: ornament line {ln!r} left")
-        for a, b in u.paragraphs:
-            if is_ornament(book.text[a:b]):
-                raise AssertionError(f"{book.book_id}/{u.unit_id}: ornament paragraph {book.text[a:b]!r} left")
-        for s in u.sentences:
-            if not u.start <= s.start < s.end <= u.end or is_ornament(book.text[s.start:s.end]):
-                raise AssertionError(f"{book.book_id}/{u.unit_id}: sentence {s.index} off or an ornament")
-        g = window_gold(book, u.unit_id)
-        if not all(1 < i <= u.n_sentences for i in g["gold"]) or not set(g["gold"]) <= set(g["paragraph_starts"]):
-            raise AssertionError(f"{book.book_id}/{u.unit_id}: gold {g['gold']} not at paragraph starts")
-
-
 # ------------------------------------------------------------------ census
 def local_book_files(root: Path) -> list[Path]:
     """Every raw local book file: ``gutenberg``, ``gutenberg_dev`` and LiteraryQA's texts (not training)."""

@@ -319,32 +319,43 @@ def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: in
     """Rate every item (``text_before``, ``chunk_text``, ``text_after``) with the A.2 rubric, retrying unscored
     items in batches; an item never scored keeps the neutral 3. A backend error propagates."""
     convs = [a2_conversation(it.get("text_before", ""), it["chunk_text"], it.get("text_after", "")) for it in items]
-    out: list[A2Rating | None] = [None] * len(items)
-    attempts = [0] * len(items)
-    raw = [""] * len(items)
-    todo = list(range(len(items)))
+    got, attempts, raw = _ask_until_read(
+        backend, convs, parse_a2_scores, retries, tag, lambda attempt: SamplingParams(
+            max_new_tokens=max_new_tokens, temperature=first_temperature if attempt == 0 else max(0.7, first_temperature),
+            seed=seed + 1000 * attempt))
+    return [A2Rating(g, False, n, r) if g is not None else A2Rating({d: NEUTRAL for d in DIMENSIONS}, True, n, r)
+            for g, n, r in zip(got, attempts, raw)]
+
+
+def _ask_until_read(backend: Any, convs: Sequence[Any], parse: Any, retries: int, tag: UsageTag, params: Any,
+                    errors: list[str] | None = None, who: str = "") -> tuple[list[Any], list[int], list[str]]:
+    """Ask every conversation until ``parse`` reads its reply (``retries`` more batched attempts over the unread
+    ones); ``(value or None, attempts, last reply)`` per conversation. A backend error propagates, or with
+    ``errors`` is counted there and that attempt skipped."""
+    got: list[Any] = [None] * len(convs)
+    attempts, raw = [0] * len(convs), [""] * len(convs)
+    todo = list(range(len(convs)))
     for attempt in range(retries + 1):
         if not todo:
             break
-        params = SamplingParams(max_new_tokens=max_new_tokens,
-                                temperature=first_temperature if attempt == 0 else max(0.7, first_temperature),
-                                seed=seed + 1000 * attempt)
-        gens = backend.chat([convs[i] for i in todo], params, tag)
-        if len(gens) != len(todo):
+        try:
+            gens = backend.chat([convs[i] for i in todo], params(attempt), tag)
+        except LLMError as exc:
+            if errors is None:
+                raise
+            errors.append(f"{who} attempt {attempt}: {exc}")
+            continue
+        if errors is None and len(gens) != len(todo):
             raise LLMError(f"A.2 rater: backend answered {len(gens)} of {len(todo)} requests")
         left = []
         for i, g in zip(todo, gens):
             attempts[i] += 1
             raw[i] = g.text
-            scores = parse_a2_scores(g.text)
-            if scores is None:
+            got[i] = parse(g.text)
+            if got[i] is None:
                 left.append(i)
-            else:
-                out[i] = A2Rating(scores, False, attempts[i], g.text)
         todo = left
-    for i in todo:
-        out[i] = A2Rating({d: NEUTRAL for d in DIMENSIONS}, True, attempts[i], raw[i])
-    return [r for r in out if r is not None]
+    return got, attempts, raw
 
 
 def rater_label(models: Sequence[str]) -> str:
@@ -646,31 +657,13 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
         models[a] = model
         rows = [r for r in _read_rows(path) if r["item_id"] in keep]
         rows_of[a] = rows
-        todo = list(range(len(rows)))
-        got: dict[str, str] = {}
-        for attempt in range(retries + 1):
-            if not todo:
-                break
-            temp = (0.0 if greedy else 0.7) if attempt == 0 else 0.7
-            convs = [pairwise_conversation(rows[i]["original_context"], rows[i]["question"],
-                                           rows[i]["reference_answer"], rows[i]["response_a"], rows[i]["response_b"])
-                     for i in todo]
-            try:
-                gens = be.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=temp,
-                                                          seed=seed + k + 100 * attempt),
-                                    UsageTag("llm-annotator", stage="llm-pairwise"))
-            except LLMError as exc:  # one failed attempt for the batch, counted; the next may succeed
-                errors.append(f"{a} attempt {attempt}: {exc}")
-                continue
-            left = []
-            for i, g in zip(todo, gens):
-                v = parse_verdict(g.text)
-                if v is None:
-                    left.append(i)
-                else:
-                    got[rows[i]["item_id"]] = v
-            todo = left
-        verdicts[a] = got
+        convs = [pairwise_conversation(r["original_context"], r["question"], r["reference_answer"], r["response_a"],
+                                       r["response_b"]) for r in rows]
+        got, _, _ = _ask_until_read(
+            be, convs, parse_verdict, retries, UsageTag("llm-annotator", stage="llm-pairwise"),
+            lambda attempt: SamplingParams(max_new_tokens=max_new_tokens, temperature=(
+                0.0 if greedy else 0.7) if attempt == 0 else 0.7, seed=seed + k + 100 * attempt), errors, a)
+        verdicts[a] = {r["item_id"]: v for r, v in zip(rows, got) if v is not None}
     complete = {i for i in keep if all(i in verdicts[a] for a in verdicts if any(r["item_id"] == i for r in rows_of[a]))}
     filled: dict[str, Path] = {}
     for a, rows in rows_of.items():
