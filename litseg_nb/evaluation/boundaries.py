@@ -24,7 +24,7 @@ from ..chunkers.config import LLM_METHODS, BaselinesConfig
 from ..core.schema import Book, Chunk, check_coverage, load_chunks, read_jsonl, write_jsonl
 from ..litseg.config import LitSegConfig
 from .boundary_gold import (GOLD_RULES, window_gold, GoldSet, build_gold, corpus_books, hand_checked_books,
-                            local_book_texts, ornament_census)
+                            local_book_files, local_book_texts, ornament_census)
 from ..core.cache import StepCache
 from ..corpus import book_from_json, book_to_json, data_files
 from ..core.paths import data_dir
@@ -309,6 +309,15 @@ def score_window(method: str, book: Book, unit_id: str, chunks: Sequence[Chunk],
     return ws
 
 
+def _per_window(chunks: Sequence[Chunk], by_book: Mapping[str, Book]) -> dict[tuple[str, str], list[Chunk]]:
+    """A method's chunks per (window book, window), chunks of other books left out."""
+    per: dict[tuple[str, str], list[Chunk]] = {}
+    for c in chunks:
+        if c.book_id in by_book:
+            per.setdefault((c.book_id, c.unit_id), []).append(c)
+    return per
+
+
 def score_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[Book], cfg: BoundaryConfig,
                      progress: bool = False) -> list[WindowScore]:
     """Score every method on every window it segmented (windows without its chunks are left out)."""
@@ -317,11 +326,7 @@ def score_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[
     by_book = {b.book_id: b for b in books}
     out = []
     for method, chunks in chunk_sets.items():
-        per: dict[tuple[str, str], list[Chunk]] = {}
-        for c in chunks:
-            if c.book_id not in by_book:
-                continue
-            per.setdefault((c.book_id, c.unit_id), []).append(c)
+        per = _per_window(chunks, by_book)
         if not per:
             raise ValueError(f"{method}: none of its chunks belongs to a boundary window (book ids "
                              f"'windows:<source>'; run `python -m litseg_nb boundaries --export-windows` to get them)")
@@ -354,12 +359,8 @@ def top_g_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[
     for method, chunks in chunk_sets.items():
         if method.endswith(TOP_G) or method in REFERENCE_ROWS:
             continue
-        per: dict[tuple[str, str], list[Chunk]] = {}
-        for c in chunks:
-            if c.book_id in by_book:
-                per.setdefault((c.book_id, c.unit_id), []).append(c)
         rows: list[Chunk] = []
-        for (bid, uid), cs in sorted(per.items()):
+        for (bid, uid), cs in sorted(_per_window(chunks, by_book).items()):
             b = by_book[bid]
             u = b.unit(uid)
             sc = unit_scores(cs, u.n_sentences, method)
@@ -537,8 +538,7 @@ def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
     params = {k: getattr(cfg, k) for k in keys}
     params["rules"] = GOLD_RULES
     if cfg.source == "hand-checked":
-        files = [GOLD_FILE] + sorted(p for d in ("gutenberg", "gutenberg_dev") for p in (root / d).glob("*.txt")) \
-            + sorted((root / "literaryqa" / "texts").glob("*/*.txt"))
+        files = [GOLD_FILE] + local_book_files(root)
     else:
         files = data_files(cfg.corpus, root)
         params["corpus"] = cfg.corpus.to_dict()

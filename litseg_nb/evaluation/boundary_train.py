@@ -344,7 +344,7 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
             "train_ids": [f.name.split(".")[0] for f in tr], "validation_ids": [f.name.split(".")[0] for f in va],
             "text_sha256_16": {f.name.split(".")[0]: hashes[str(f)][:16] for f in files},
             "positives": {**n_pos, "total": int(y.sum())}, "negatives": int((~y).sum()),
-            # every book's [chapter, scene] label counts before sampling: a rule change that moves them shows
+            # every book's [chapter, scene] label counts before sampling, so a rule change that moves them shows
             "labels_per_book": {f.name.split(".")[0]: [int((feats[str(f)]["labels"] == 1).sum()),
                                                        int((feats[str(f)]["labels"] == 2).sum())] for f in files},
             "candidates_in_train_books": int(sum(len(feats[str(f)]["labels"]) for f in tr)),

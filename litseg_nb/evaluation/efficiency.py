@@ -10,7 +10,7 @@ import json
 import os
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -507,33 +507,6 @@ class PairedMethod:
     run: Callable[[Sequence[tuple[Any, Any]], Any], Any]
 
 
-@dataclass
-class PassRecord:
-    repeat: int
-    batch: int
-    block: int
-    position: int  # 0-based place of this pass in its block's order
-    method: str
-    model: str
-    units: int
-    sentences: int
-    chat_calls: int
-    requests: int
-    max_concurrency: int
-    mean_concurrency: float
-    wall_s: float
-    model_s: float
-    prompt_tokens: int
-    cached_prompt_tokens: int
-    computed_prefill_tokens: int
-    completion_tokens: int
-    reasoning_tokens: int
-    cache_hits: int
-    load_before: float
-    load_after: float
-    prefix_cache_reset: bool
-
-
 def reset_prefix_cache(backend: Any) -> bool:
     """Empty ``backend``'s own prefix cache (hf or vLLM); True when one was emptied."""
     inner = getattr(backend, "inner", backend)
@@ -564,7 +537,8 @@ def block_order(methods: Sequence[str], block: int) -> list[str]:
 def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMethod], repeats: int = 1,
                    batch_units: int = 0, clock: Callable[[], float] = time.perf_counter,
                    load: Callable[[], float] = _load_average, progress: bool = True) -> pd.DataFrame:
-    """Run every method on every batch of ``pairs``, interleaved, ``repeats`` times; one row per pass."""
+    """Run every method on every batch of ``pairs``, interleaved, ``repeats`` times; one row per pass
+    (its block, order position, calls, concurrency, seconds, tokens, load)."""
     from tqdm.auto import tqdm
 
     if not pairs:
@@ -578,7 +552,7 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
     batches = [list(pairs[i:i + size]) for i in range(0, len(pairs), size)]
     metered = {m.name: MeteredBackend(m.backend, clock) for m in methods}
     by_name = {m.name: m for m in methods}
-    rows: list[PassRecord] = []
+    rows: list[dict[str, Any]] = []
     bar = tqdm(total=repeats * len(batches) * len(methods), desc="paired §4.4 passes", disable=not progress)
     block = 0
     try:
@@ -596,18 +570,24 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
                     tot = {k: sum(c[k] for c in calls) for k in ("wall_s", "model_s", "prompt_tokens",
                                                                    "cached_prompt_tokens", "completion_tokens",
                                                                    "reasoning_tokens", "cache_hits")}
-                    rows.append(PassRecord(
-                        r, b, block, pos, name, m.model, len(batch), int(sum(u.n_sentences for _, u in batch)),
-                        len(calls), int(sum(req)), max(req, default=0),
-                        float(sum(req) / len(req)) if req else 0.0, float(tot["wall_s"]), float(tot["model_s"]),
-                        int(tot["prompt_tokens"]), int(tot["cached_prompt_tokens"]),
-                        int(tot["prompt_tokens"] - tot["cached_prompt_tokens"]), int(tot["completion_tokens"]),
-                        int(tot["reasoning_tokens"]), int(tot["cache_hits"]), l0, l1, reset))
+                    rows.append({
+                        "repeat": r, "batch": b, "block": block, "position": pos, "method": name, "model": m.model,
+                        "units": len(batch), "sentences": int(sum(u.n_sentences for _, u in batch)),
+                        "chat_calls": len(calls), "requests": int(sum(req)), "max_concurrency": max(req, default=0),
+                        "mean_concurrency": float(sum(req) / len(req)) if req else 0.0,
+                        "wall_s": float(tot["wall_s"]), "model_s": float(tot["model_s"]),
+                        "prompt_tokens": int(tot["prompt_tokens"]),
+                        "cached_prompt_tokens": int(tot["cached_prompt_tokens"]),
+                        "computed_prefill_tokens": int(tot["prompt_tokens"] - tot["cached_prompt_tokens"]),
+                        "completion_tokens": int(tot["completion_tokens"]),
+                        "reasoning_tokens": int(tot["reasoning_tokens"]),
+                        "cache_hits": int(tot["cache_hits"]), "load_before": l0, "load_after": l1,
+                        "prefix_cache_reset": reset})
                     bar.update(1)
                 block += 1
     finally:
         bar.close()
-    return pd.DataFrame([asdict(x) for x in rows])
+    return pd.DataFrame(rows)
 
 
 PAIRED_COLUMNS = ["method", "model", "units", "sentences", "repeats", "blocks", "batch_units", "chat_calls",
