@@ -665,14 +665,6 @@ def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, back
                           backend)
 
 
-def counts_table(gold) -> "pd.DataFrame":  # noqa: F821
-    """Per source book: units, marks found and removed, windows and gold of each kind."""
-    import pandas as pd
-
-    df = pd.DataFrame(gold.counts)
-    return df
-
-
 def census_table() -> "pd.DataFrame":  # noqa: F821
     """:func:`.boundary_gold.ornament_census` over every local book."""
 
@@ -769,7 +761,7 @@ def cli(args: argparse.Namespace) -> int:
             import pandas as pd
 
             with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 500):
-                print(counts_table(gold).drop(columns=["shapes"], errors="ignore").to_string(index=False))
+                print(pd.DataFrame(gold.counts).drop(columns=["shapes"], errors="ignore").to_string(index=False))
                 print(census_table().to_string(index=False))
             return 0
         sets: dict[str, list[Chunk]] = {}

@@ -71,9 +71,8 @@ COST_COLUMNS = ["method", "stages", "sentences", "calls", "cache_hits", "prompt_
 
 def load_usage(profile: str, notebooks: Iterable[str] | None = None) -> pd.DataFrame:
     """All usage ledgers of ``profile`` (one row per method, book, stage and notebook)."""
-    root = outputs_dir(profile) / "artifacts" / "usage"
     frames = []
-    for path in sorted(root.glob("*.csv")):
+    for path in usage_files(profile):
         if notebooks is not None and path.stem not in set(notebooks):
             continue
         # text columns read as text (an all-empty column would otherwise be float NaN)
