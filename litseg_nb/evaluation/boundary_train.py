@@ -139,7 +139,7 @@ def book_features(path: Path, cache_root: Path | None = None) -> dict[str, Any]:
            "chapter_marks": rep.chapter_marks, "scene_marks": rep.scene_marks}
     cdir.mkdir(parents=True, exist_ok=True)
     tmp = cfile.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, **{k: (np.asarray(v) if not isinstance(v, str) else np.asarray(v)) for k, v in out.items()})
+    np.savez_compressed(tmp, **{k: np.asarray(v) for k, v in out.items()})
     tmp.replace(cfile)
     return out
 
@@ -182,9 +182,7 @@ def evaluation_fingerprints(root: Path) -> tuple[frozenset[str], frozenset[str]]
     """``(ebook numbers, cleaned-text hashes)`` of every evaluation book: the local books, LiteraryQA's
     ids of every split, the hand-read gold books and GutenQA's books."""
     root = Path(root)
-    ids: set[str] = set()
-    for f in local_book_files(root):
-        ids.add(f.stem)
+    ids = {f.stem for f in local_book_files(root)}
     urls = root / "literaryqa" / "literaryqa_urls.tsv"
     if urls.is_file():
         for ln in urls.read_text(encoding="utf-8").splitlines()[1:]:
