@@ -1,10 +1,9 @@
 """Do the methods find the boundaries the authors marked? (notebook 06, ``boundaries`` command)
 
-Gold: windows of book text with chapter headings and scene-break ornaments removed (:mod:`.boundary_gold`).
-Scores per window: P/R/F1 within ±t sentences (greedy matching), NLTK's Pk and WindowDiff, segeval's boundary
-similarity B (Fournier 2013), and lift over random boundaries at paragraph or sentence starts (exact E[TP] where
-the gold neighbourhoods are disjoint, else seeded draws), with bootstrap intervals over books and permutation
-p-values."""
+Gold: windows with chapter headings and scene-break ornaments removed (:mod:`.boundary_gold`). Per window: P/R/F1
+within ±t sentences (greedy matching), NLTK's Pk and WindowDiff, segeval's boundary similarity B (Fournier 2013),
+and lift over random boundaries at paragraph or sentence starts (exact E[TP] where the gold neighbourhoods are
+disjoint, else seeded draws), with bootstrap intervals over books and permutation p-values."""
 from __future__ import annotations
 
 import argparse

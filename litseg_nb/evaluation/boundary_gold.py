@@ -1,10 +1,9 @@
 """Gold narrative boundaries from the books themselves: chapter breaks and scene-break ornaments.
 
-The headings and ornament lines (``* * *``, ``—————``, ``§``, ``x x x``) of a book's narrative units are removed;
-the rest is cut into non-overlapping **windows** of whole paragraphs (units of a derived ``Book``), each holding
-breaks of one kind, with a seeded position of the first break. A window's gold is the 1-based index of the first
-sentence after every removed mark. ``source="hand-checked"`` keeps only books whose detected units match the
-hand-read headings of ``tests/structure_gold.jsonl`` exactly."""
+Headings and ornament lines (``* * *``, ``—————``, ``§``, ``x x x``) of narrative units are removed; the rest is
+cut into non-overlapping **windows** of whole paragraphs (units of a derived ``Book``) holding breaks of one
+kind, the first break at a seeded position. A window's gold: the first sentence after every removed mark.
+``source="hand-checked"`` keeps only books whose detected units match ``tests/structure_gold.jsonl`` exactly."""
 from __future__ import annotations
 
 import bisect

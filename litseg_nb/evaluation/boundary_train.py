@@ -1,10 +1,9 @@
 """Training the narrative boundary model on the authors' own breaks (``train-boundary-model``).
 
-The books of ``<data>/gutenberg_train`` go through the benchmark's own path (cleaning, whole narrative units,
-:func:`.boundary_gold.narrative_stream`); every paragraph start after a chapter heading or ornament is a positive.
-A book that is also an evaluation book (same ebook number or cleaned text) stops the run. Whole authors are held
-out for validation; the head is an L2 logistic regression fitted by L-BFGS from zeros, so the same data give
-byte-identical weights. Features are cached per book by its bytes and the feature code."""
+``<data>/gutenberg_train`` goes through the benchmark's own path (cleaning, whole units, the narrative stream): every
+paragraph start after a chapter heading or ornament is a positive; a training book that is an evaluation book stops
+the run. Whole authors are held out for validation; an L2 logistic regression fitted by L-BFGS from zeros gives
+byte-identical weights for the same data. Features are cached per book by its bytes and the feature code."""
 from __future__ import annotations
 
 import gzip

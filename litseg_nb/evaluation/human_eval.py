@@ -321,8 +321,8 @@ def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: in
     convs = [a2_conversation(it.get("text_before", ""), it["chunk_text"], it.get("text_after", "")) for it in items]
     got, attempts, raw = _ask_until_read(
         backend, convs, parse_a2_scores, retries, tag, lambda attempt: SamplingParams(
-            max_new_tokens=max_new_tokens, temperature=first_temperature if attempt == 0 else max(0.7, first_temperature),
-            seed=seed + 1000 * attempt))
+            max_new_tokens=max_new_tokens, seed=seed + 1000 * attempt,
+            temperature=first_temperature if attempt == 0 else max(0.7, first_temperature)))
     return [A2Rating(g, False, n, r) if g is not None else A2Rating({d: NEUTRAL for d in DIMENSIONS}, True, n, r)
             for g, n, r in zip(got, attempts, raw)]
 
@@ -500,7 +500,8 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
             "same_model": len(set(models.values())) < len(models),
             "n_items": len(keep), "n_items_exported": len(key_rows), "n_neutral": sum(neutral.values()),
             "n_neutral_by_rater": neutral, "raters": list(sheets)}
-    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: A.2 rubric; {label}; {json.dumps(info, ensure_ascii=False, default=str)}\n")
+    write_text_atomic(out_dir / "SOURCE.txt",
+                      f"{LLM_SOURCE}: A.2 rubric; {label}; {json.dumps(info, ensure_ascii=False, default=str)}\n")
     return filled, key_out, info
 
 
@@ -676,7 +677,8 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
             "raters_label": rater_label(list(models.values())), "n_items": len(complete),
             "n_dropped": len(keep) - len(complete), "n_items_exported": len(key_rows), "annotators": sorted(sheets),
             "llm_errors": errors[:5], "n_llm_errors": len(errors)}
-    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: B.2 judge {info['model']}; {json.dumps(info, ensure_ascii=False, default=str)}\n")
+    write_text_atomic(out_dir / "SOURCE.txt",
+                      f"{LLM_SOURCE}: B.2 judge {info['model']}; {json.dumps(info, ensure_ascii=False, default=str)}\n")
     return filled, key_out, info
 
 
