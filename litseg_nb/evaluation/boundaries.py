@@ -178,20 +178,13 @@ def masses(n: int, boundaries: Sequence[int]) -> tuple[int, ...]:
 
 
 def boundary_similarity_parts(n: int, gold: Sequence[int], hyp: Sequence[int], n_t: int = 2) -> tuple[float, float]:
-    """(numerator, denominator) of segeval's boundary similarity B of one window; pooling both
-    over windows gives the micro B."""
+    """(numerator, denominator) of segeval's boundary similarity B of one window (pooled: the micro B)."""
     import segeval
 
     if not any(1 < b <= n for b in gold) and not any(1 < b <= n for b in hyp):
         return 0.0, 0.0  # segeval raises on two segmentations without a boundary: nothing to edit, B = 1
     num, den, *_ = segeval.boundary_similarity(masses(n, hyp), masses(n, gold), n_t=n_t, return_parts=True)
     return float(num), float(den)
-
-
-def boundary_similarity(n: int, gold: Sequence[int], hyp: Sequence[int], n_t: int = 2) -> float:
-    """B of one window (1 when neither segmentation has a boundary)."""
-    num, den = boundary_similarity_parts(n, gold, hyp, n_t)
-    return num / den if den else 1.0
 
 
 def _log_comb(n: int, k: int) -> float:
@@ -528,9 +521,8 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
 
 
 # ============================================================ gold + segmentation
-def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
+def load_gold(cfg: BoundaryConfig):
     """The window books and per-book counts for ``cfg`` (cached)."""
-
     root = data_dir()
     keys = ("source", "max_books", "max_windows_per_book", "window_sentences", "min_side_sentences", "seed",
             "forms", "clean_gold")
@@ -542,7 +534,7 @@ def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
         files = data_files(cfg.corpus, root)
         params["corpus"] = cfg.corpus.to_dict()
     cache = StepCache("boundary-gold", config=params, inputs={"files": files, "splitter": cfg.corpus.sentence_splitter})
-    if use_cache and cache.exists():
+    if cache.exists():
         d = cache.load()
         return GoldSet([book_from_json(b) for b in d["books"]], d["counts"], d["shapes"])
     if cfg.source == "hand-checked":
@@ -555,8 +547,7 @@ def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
             sources = sources[:cfg.max_books]
         gs = build_gold(sources, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book,
                         False, forms=None, clean=cfg.clean_gold)
-    if use_cache:
-        cache.save({"books": [book_to_json(b) for b in gs.books], "counts": gs.counts, "shapes": gs.shapes})
+    cache.save({"books": [book_to_json(b) for b in gs.books], "counts": gs.counts, "shapes": gs.shapes})
     return gs
 
 
@@ -654,14 +645,13 @@ def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backen
     return _window_chunks(name, items, lcfg, {"method": name}, backend, embedder)
 
 
-def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None) -> list[Chunk]:
+def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig) -> list[Chunk]:
     """A segmenter (its profile config) on the first ``segmenter_max_windows`` windows."""
     wanted = set(llm_windows(books, cfg.segmenter_max_windows))
     items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
     if not items:
         return []
-    return _window_chunks(name, items, get_method(name).config_class().for_profile(cfg.profile, seed=cfg.seed), {},
-                          backend)
+    return _window_chunks(name, items, get_method(name).config_class().for_profile(cfg.profile, seed=cfg.seed), {})
 
 
 def census_table() -> "pd.DataFrame":  # noqa: F821

@@ -69,12 +69,10 @@ COST_COLUMNS = ["method", "stages", "sentences", "calls", "cache_hits", "prompt_
                 "completion_tokens_per_1k_sent", "seconds_per_1k_sent"]
 
 
-def load_usage(profile: str, notebooks: Iterable[str] | None = None) -> pd.DataFrame:
+def load_usage(profile: str) -> pd.DataFrame:
     """All usage ledgers of ``profile`` (one row per method, book, stage and notebook)."""
     frames = []
     for path in usage_files(profile):
-        if notebooks is not None and path.stem not in set(notebooks):
-            continue
         # text columns read as text (an all-empty column would otherwise be float NaN)
         df = pd.read_csv(path, dtype={"method": str, "book": str, "stage": str})
         missing = set(USAGE_COLUMNS) - set(df.columns)
@@ -141,9 +139,9 @@ def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataF
     return g[COST_COLUMNS]
 
 
-def speedup_table(eff: pd.DataFrame, reference: str = "litseg",
-                  metric: str = "seconds_per_1k_sent") -> pd.DataFrame:
+def speedup_table(eff: pd.DataFrame, reference: str = "litseg") -> pd.DataFrame:
     """Each method's cost relative to ``reference`` (the paper: Lite is 2.69x faster than LitSeg)."""
+    metric = "seconds_per_1k_sent"
     if reference not in set(eff["method"]):
         return pd.DataFrame(columns=["method", metric, f"speedup_vs_{reference}"])
     ref = float(eff.loc[eff["method"] == reference, metric].iloc[0])
@@ -152,7 +150,7 @@ def speedup_table(eff: pd.DataFrame, reference: str = "litseg",
     return out
 
 
-def plot_cost(eff: pd.DataFrame, ax=None):
+def plot_cost(eff: pd.DataFrame):
     """Prompt and completion tokens per 1,000 sentences of the methods that segmented sentences; the other
     ledger rows are named in a note under the axis."""
     import textwrap
@@ -163,8 +161,7 @@ def plot_cost(eff: pd.DataFrame, ax=None):
     values = eff[cols].apply(pd.to_numeric, errors="coerce").replace([float("inf"), float("-inf")], float("nan"))
     has_cost = values.notna().all(axis=1)
     shown, skipped = eff[has_cost], eff.loc[~has_cost, "method"].astype(str).tolist()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 0.4 * len(shown) + 1.6))
+    _, ax = plt.subplots(figsize=(7, 0.4 * len(shown) + 1.6))
     if len(shown):
         d = shown.set_index("method")[cols]
         d.columns = ["prompt tokens", "completion tokens"]
@@ -334,12 +331,11 @@ def _wall_seconds(profile: str, method: str, units: set[tuple[str, str]]) -> tup
     return nan, "not recorded"
 
 
-def paper_efficiency_table(profile: str, usage: pd.DataFrame | None = None,
-                           models: dict[str, str] | None = None,
+def paper_efficiency_table(profile: str, models: dict[str, str] | None = None,
                            timing_dataset: str = "all", controls: bool = True) -> tuple[pd.DataFrame, str]:
     """§4.4 from the ledgers: LitSeg, LitSeg-Lite and LumberChunker on the same units (and LitSeg on the
     student's model with ``controls``), each unit's work counted once. Returns ``(table, note)``."""
-    usage = load_usage(profile) if usage is None else usage
+    usage = load_usage(profile)
     common, present = timing_units(profile, timing_dataset)
     if not present:
         return pd.DataFrame(columns=PAPER_COLUMNS), "no LitSeg, LitSeg-Lite or LumberChunker chunk set yet"
