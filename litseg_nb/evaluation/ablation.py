@@ -116,19 +116,14 @@ def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, U
 
 
 def run_ablations(cfg: LiteConfig, profile: str, pairs: Sequence[tuple[Book, Unit]],
-                  variants: Sequence[AblationVariant], ledger: Any = None,
-                  backend_factory: Any = None) -> tuple[dict[str, list[Chunk]], pd.DataFrame]:
-    """Segment ``pairs`` with every variant; returns chunk sets by variant key and per-unit results.
-    ``backend_factory(llm_cfg)`` replaces :func:`variant_backend` (tests)."""
+                  variants: Sequence[AblationVariant], ledger: Any = None) -> tuple[dict[str, list[Chunk]], pd.DataFrame]:
+    """Segment ``pairs`` with every variant; returns chunk sets by variant key and per-unit results."""
     ledger = ledger if ledger is not None else UsageLedger()
     length_reference = student_length_reference(cfg.annotations_profile or profile)  # the teacher's value
     chunk_sets: dict[str, list[Chunk]] = {}
     frames = []
     for v in variants:
-        if backend_factory is not None:
-            backend = backend_factory(cfg.llm.replace(model=variant_model(cfg, v, profile)))
-        else:
-            backend = variant_backend(cfg, v, profile, ledger)
+        backend = variant_backend(cfg, v, profile, ledger)
         # unconstrained for every variant: the E.4 prompts ask for other JSON shapes than E.2's schema,
         # so constraining only the E.2 variants would confound the ablation (stated in the label)
         seg = LiteSegmenter(backend, cfg.infer_max_new_tokens, cfg.infer_retries, seed=cfg.seed,

@@ -49,11 +49,6 @@ def is_ornament(paragraph: str) -> bool:
     return len(compact) >= 3 or (len(set(compact)) == 1 and compact[0] in _SINGLE_GLYPHS)
 
 
-def ornament_shape(line: str) -> str:
-    """The shape of a candidate line: whitespace runs collapsed to one space."""
-    return " ".join(line.split())
-
-
 _CANDIDATE_RE = re.compile(r"[^\W\d_]|\d")  # a letter or a digit
 
 
@@ -232,7 +227,7 @@ def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | No
             if inline is None and is_ornament(text[a:b]):
                 after_ornament = 0
                 rep.ornaments += 1
-                shape = ornament_shape(text[a:b])
+                shape = " ".join(text[a:b].split())
                 rep.shapes[shape] = rep.shapes.get(shape, 0) + 1
                 if kept:
                     pending_scene = True
@@ -529,7 +524,7 @@ def ornament_census(texts: Iterable[tuple[str, str, list[Span]]]):
             for ln in lines:
                 if not _candidate(ln):
                     continue
-                shape = ornament_shape(ln)
+                shape = " ".join(ln.split())
                 where = "paragraph" if alone else "line in a paragraph"
                 r = rows.setdefault((shape, where), {"shape": shape, "where": where,
                                                      "scene_break": alone and is_ornament(p), "count": 0,

@@ -273,7 +273,7 @@ def list_hash(paths: Iterable[Path], hashes: dict[str, str]) -> str:
 
 
 def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_file: Path | None = None,
-          card_file: Path | None = None, validate: bool = True, progress: bool = True,
+          validate: bool = True, progress: bool = True,
           cache_root: Path | None = None, evaluation_root: Path | None = None) -> dict[str, Any]:
     """Train on ``<root>/gutenberg_train`` and write the weights and the card; returns the card.
     ``evaluation_root``: the data folder whose books must not be trained on (default: the data root)."""
@@ -323,8 +323,7 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
     nd = len(DENSE_NAMES)
     model = BoundaryModel(mean, std, w[:nd], w[nd:], b)
     weights_file = Path(weights_file) if weights_file else WEIGHTS_FILE
-    card_file = Path(card_file) if card_file else (CARD_FILE if weights_file == WEIGHTS_FILE
-                                                   else weights_file.with_suffix(".card.json"))
+    card_file = CARD_FILE if weights_file == WEIGHTS_FILE else weights_file.with_suffix(".card.json")
     weights_text = json.dumps(model.to_json(), indent=0, sort_keys=True) + "\n"
     card: dict[str, Any] = {
         "model": "logistic regression over lexical-cohesion, continuity, shape and hashed first/last-word "

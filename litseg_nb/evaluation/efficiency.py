@@ -394,8 +394,7 @@ def paper_ratio_table(table: pd.DataFrame, models: dict[str, str] | None = None)
     return pd.DataFrame(rows)
 
 
-def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any, seed: int = 0,
-                          backend_factory: Any = None) -> tuple[Any, Path]:
+def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any, seed: int = 0) -> tuple[Any, Path]:
     """LitSeg's three stages with the student's model and inference configuration on ``units`` (the
     teacher-size control), tagged :data:`STUDENT_METHOD`; annotations and chunks under ``artifacts/efficiency/``.
     Returns ``(AnnotationRun, chunk path)``."""
@@ -408,7 +407,7 @@ def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any
     recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in units]
     ref = annotation_length_reference(recs)  # the teacher's run's value on these units
     pairs = timing_unit_pairs(cfg.corpus, units, profile)
-    backend = (backend_factory or (lambda c: make_backend(c, ledger)))(student)
+    backend = make_backend(student, ledger)
     run = annotate_units(pairs, backend, cfg, length_reference=ref, method=STUDENT_METHOD,
                          annotations_path=artifact_path(profile, "efficiency", "litseg_student_annotations.jsonl"))
     path = artifact_path(profile, "efficiency", "chunks", f"{STUDENT_METHOD}.jsonl")
@@ -676,9 +675,7 @@ def paired_pairs(profile: str, units: set[tuple[str, str]], max_units: int = 0) 
     return timing_unit_pairs(LitSegConfig.for_profile(profile).corpus, want, profile, PairedTimingError)
 
 
-def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 0,
-                    backend_factory: Callable[[Any], Any] | None = None,
-                    lite_backend: Any = None) -> tuple[list[PairedMethod], dict[str, Any]]:
+def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 0) -> tuple[list[PairedMethod], dict[str, Any]]:
     """The three methods as their notebooks configure them, on one engine (the student's base model with
     ``LiteConfig.llm``, no request cache; Lite on the trained student). Returns ``(methods, info)``."""
     # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
@@ -686,12 +683,9 @@ def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 
 
     lite_cfg = LiteConfig.for_profile(profile, seed=seed)
     engine_cfg = lite_cfg.llm.replace(use_cache=False)
-    make = backend_factory or (lambda c: make_backend(c))
-    base = make(engine_cfg)
-    if lite_backend is None:
-
-        dirs = adapter_dirs(profile)
-        lite_backend = student_backend(engine_cfg, [dirs["sft"], dirs["grpo"]], artifact_dir(profile, "lite", "merged"))[0]
+    base = make_backend(engine_cfg)
+    dirs = adapter_dirs(profile)
+    lite_backend = student_backend(engine_cfg, [dirs["sft"], dirs["grpo"]], artifact_dir(profile, "lite", "merged"))[0]
     keys = {(b.book_id, u.unit_id) for b, u in pairs}
     recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in keys]
     litseg_ref = annotation_length_reference(recs)  # notebook 02's value on these units

@@ -447,13 +447,8 @@ def _llm_subset(item_ids: Sequence[str], max_items: int, seed: int) -> list[str]
 
 
 def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
-    """Rater name -> backend: one backend for all, a sequence (the last repeated) or a mapping by rater."""
+    """Rater name -> backend: one backend for all, or a sequence (the last repeated)."""
     raters = list(sheets)
-    if isinstance(backend, Mapping):
-        missing = [r for r in raters if r not in backend]
-        if missing:
-            raise UsageError(f"LLM raters: no backend for rater(s) {missing} (given: {sorted(backend)})")
-        return {r: backend[r] for r in raters}
     if isinstance(backend, (list, tuple)):
         if not backend:
             raise UsageError("LLM raters: an empty list of backends")
