@@ -90,8 +90,7 @@ def variant_model(cfg: LiteConfig, variant: AblationVariant, profile: str) -> st
 
 
 def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, ledger: Any = None):
-    """The backend a variant runs on: ``cfg.llm``, or base + its adapters (a LoRA request on vLLM's one
-    engine, a merged folder for hf)."""
+    """The backend a variant runs on: ``cfg.llm``, or base + its adapters."""
     if variant.model == "base":
         return make_backend(cfg.llm, ledger)
     return student_backend(cfg.llm, _variant_adapters(variant, profile), artifact_dir(profile, "lite", "merged"),
@@ -99,8 +98,7 @@ def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, led
 
 
 def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, Unit]]:
-    """The shared unit selection, the first ``cfg.ablation_max_units`` (0 = all); LitSeg must have segmented
-    every one."""
+    """The shared units (first ``cfg.ablation_max_units``, 0 = all); LitSeg must have segmented each."""
     path = artifact_path(cfg.profile, "chunks", "litseg.jsonl")
     if not path.is_file():
         raise AblationError(f"{path} not found; run notebook 02 for profile {cfg.profile!r} first")
@@ -116,7 +114,8 @@ def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, U
 
 
 def run_ablations(cfg: LiteConfig, profile: str, pairs: Sequence[tuple[Book, Unit]],
-                  variants: Sequence[AblationVariant], ledger: Any = None) -> tuple[dict[str, list[Chunk]], pd.DataFrame]:
+                  variants: Sequence[AblationVariant],
+                  ledger: Any = None) -> tuple[dict[str, list[Chunk]], pd.DataFrame]:
     """Segment ``pairs`` with every variant; returns chunk sets by variant key and per-unit results."""
     ledger = ledger if ledger is not None else UsageLedger()
     length_reference = student_length_reference(cfg.annotations_profile or profile)  # the teacher's value
@@ -213,9 +212,7 @@ def generation_tables(ev: Any, questions: Sequence[Any], rows: Sequence[Mapping[
                       seed: int = 0, target: str = "lite",
                       chunk_sets: Mapping[str, Sequence[Chunk]] | None = None,
                       judge_backend: Any = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Table 7's CR column and Table 8 (generation and the pairwise win rate of LitSeg-Lite against each
-    variant) with notebook 05's code, on Table 3's ranking. ``judge_backend``: the pairwise judge (None: ``backend``).
-    Returns ``(table7_with_cr, table8)`` with the paper's variant labels."""
+    """Table 7's CR column and Table 8 with notebook 05's code; returns ``(table7_with_cr, table8)``."""
 
     gen_q = select_subset(questions, rag_cfg.generation_max_questions, seed)
     gen = report.generate_for_subset(ev, gen_q, rows, list(names))

@@ -192,8 +192,7 @@ def _log_comb(n: int, k: int) -> float:
 
 
 def expected_tp(gold: Sequence[int], candidates: Sequence[int], k: int, t: int) -> float | None:
-    """Exact E[TP] of k boundaries drawn uniformly without replacement from ``candidates`` (hypergeometric),
-    or None when two gold boundaries' ±t neighbourhoods share a candidate."""
+    """Exact (hypergeometric) E[TP] of k random candidates; None when gold neighbourhoods overlap."""
     cand = sorted(set(candidates))
     n = len(cand)
     if k > n:
@@ -328,8 +327,7 @@ def score_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[
 
 
 def reference_chunk_sets(books: Sequence[Book]) -> dict[str, list[Chunk]]:
-    """The ``no-boundary`` row (one chunk per window) and ``one-cut`` (one cut at the paragraph start
-    nearest the middle)."""
+    """The ``no-boundary`` row (one chunk per window) and ``one-cut`` (nearest the middle)."""
 
     out: dict[str, list[Chunk]] = {m: [] for m in REFERENCE_ROWS}
     for b in books:
@@ -343,8 +341,7 @@ def reference_chunk_sets(books: Sequence[Book]) -> dict[str, list[Chunk]]:
 
 
 def top_g_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[Book]) -> dict[str, list[Chunk]]:
-    """``<method>@top-G`` for every method whose chunks carry boundary scores: per window its |G|
-    top-scored positions."""
+    """``<method>@top-G``: per window the |G| top-scored positions of a score-based method."""
 
     by_book = {b.book_id: b for b in books}
     out: dict[str, list[Chunk]] = {}
@@ -385,8 +382,7 @@ def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
 
 
 def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFrame":  # noqa: F821
-    """The table: one row per (method, kind) with P/R/F1, B, Pk, WindowDiff, their random expectations, lifts,
-    bootstrap intervals over books and permutation p-values at ``headline_tolerance``."""
+    """One row per (method, kind): P/R/F1, B, Pk, WindowDiff, lifts, intervals and p-values."""
     import pandas as pd
 
     rows = []
@@ -668,8 +664,6 @@ def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
 
 # ============================================================ command line
 def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
-    """A chunk set file: the package's chunk JSONL, or rows ``{"book_id", "text"}`` in window order,
-    aligned to the window books."""
 
     path = Path(path)
     if not path.is_file():

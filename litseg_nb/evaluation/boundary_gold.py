@@ -36,8 +36,7 @@ _XXX_RE = re.compile(r"^(?:[xX]\s+){2,}[xX]$")  # "x x x" (never the numeral "XX
 
 
 def is_ornament(paragraph: str) -> bool:
-    """Whether a whole paragraph is a scene-break ornament: three or more ornament glyphs, one section sign,
-    asterism or fleuron, or a spaced ``x x x``; never letters, digits, dots, brackets, quotes or one or two glyphs."""
+    """Whether a whole paragraph is a scene-break ornament (``* * *``, ``§``, ``x x x``, ...)."""
     s = " ".join(paragraph.split())
     if not s or "\n" in paragraph.strip():
         return False
@@ -106,8 +105,7 @@ _BRACKET_RE = re.compile(r"^\[[^\]]{0,80}\]$")  # "[Picture: The Selfish Giant]"
 
 
 def leftover_heading(paragraph: str) -> bool:
-    """Whether a paragraph is heading text a unit's heading left behind: a bare numeral, an act/scene line,
-    a numbered title, a bracketed caption, a short line in capitals, or a short block of lines mostly in capitals."""
+    """Whether a paragraph is heading text a unit's heading left behind (numeral, caps, caption)."""
     lines = [ln.strip() for ln in paragraph.strip().split("\n") if ln.strip()]
     if len(lines) > 1:  # a title block set line by line ("THE LAND OF OZ" / "BY L. FRANK BAUM")
         return (len(lines) <= 4 and all(len(ln) <= 60 for ln in lines)
@@ -164,8 +162,6 @@ class StreamReport:
 
 
 def _late_heading(text: str, unit: Unit, paragraphs: Sequence[Span], limit: int = 12) -> int:
-    """Paragraphs before and including a copy of the unit's heading among its first ``limit`` short
-    paragraphs (a volume's title page and epigraph, then ``CHAPTER I.``), else 0."""
     title = _words(unit.title)
     for i, (a, b) in enumerate(paragraphs[:limit]):
         p = text[a:b].strip()
@@ -178,8 +174,6 @@ def _late_heading(text: str, unit: Unit, paragraphs: Sequence[Span], limit: int 
 
 
 def _back_matter_start(text: str, paragraphs: Sequence[Span]) -> int:
-    """Index of the first ornament after which at least 3 of the next 6 paragraphs are heading-like lines
-    (book titles, prices, "ILLUSTRATED BY ...": an advertisement), else ``len(paragraphs)``."""
     for i, (a, b) in enumerate(paragraphs):
         if is_ornament(text[a:b]):
             nxt = [(x, y) for x, y in paragraphs[i + 1:] if not is_ornament(text[x:y])][:6]
@@ -190,8 +184,7 @@ def _back_matter_start(text: str, paragraphs: Sequence[Span]) -> int:
 
 def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | None = None,
                      clean: bool = True) -> list[StreamParagraph]:
-    """The units' paragraphs without headings and ornaments, with chapter/scene marks; ``clean`` also
-    removes heading text the headings left behind."""
+    """The units' paragraphs without headings and ornaments, with chapter/scene marks."""
     rep = report if report is not None else StreamReport()
     out: list[StreamParagraph] = []
     for ui, u in enumerate(units):
@@ -256,8 +249,6 @@ def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | No
 
 
 def _split_inline_ornaments(text: str, paragraphs: Sequence[Span], rep: StreamReport):
-    """``(start, end, inline)`` per paragraph; a paragraph holding an ornament *line* among other lines
-    (an elision in quoted verse) is cut around that line, which is removed and marks nothing."""
     for a, b in paragraphs:
         para = text[a:b]
         if "\n" not in para.strip() or not any(is_ornament(ln) for ln in para.split("\n")):
@@ -325,8 +316,7 @@ def make_windows(stream: Sequence[StreamParagraph], kind: str, window_sentences:
 
 def window_book(source: Book, stream: Sequence[StreamParagraph], windows: Sequence[Window],
                 hand_checked: bool) -> Book:
-    """A derived :class:`Book` whose units are the windows, each window's gold in
-    ``book.meta["boundary_gold"][unit_id]``."""
+    """A derived :class:`Book` whose units are the windows, gold in ``meta['boundary_gold']``."""
     book_id = f"windows:{source.book_id}"
     pieces: list[str] = []
     pos = 0
@@ -377,8 +367,7 @@ def _source_id(file: str) -> str:
 
 def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt", max_books: int = 0,
                        gold_file: Path | None = None) -> tuple[list[tuple[Book, list[Unit]]], list[dict]]:
-    """``[(book, narrative units)]`` of the hand-read gold books whose detected units match the gold
-    exactly, and one row per gold book saying whether it was used and why not."""
+    """The hand-read gold books whose detected units match the gold, and a row per gold book."""
 
     out, rows = [], []
     for entry in load_gold(gold_file or GOLD_FILE):
@@ -426,8 +415,7 @@ class GoldSet:
 def build_gold(sources: Iterable[tuple[Book, list[Unit]]], window_sentences: int, min_side_sentences: int,
                seed: int, max_windows_per_book: int = 0, hand_checked: bool = True,
                skipped_rows: Sequence[dict] = (), forms: Sequence[str] | None = None, clean: bool = True) -> GoldSet:
-    """Windows of both kinds for every source book; books of a form not in ``forms`` (None = all) are
-    counted and left out."""
+    """Windows of both kinds for every source book of a form in ``forms`` (None = all)."""
     books, counts, shapes = [], [], {}
     for book, units in sources:
         form = book.meta.get("form", "narrative")
@@ -511,8 +499,7 @@ def local_book_texts(root: Path) -> Iterable[tuple[str, str, list[Span]]]:
 
 
 def ornament_census(texts: Iterable[tuple[str, str, list[Span]]]):
-    """Every letterless short line of the given books: shape, where it stands, whether
-    :func:`is_ornament` accepts it, count and books."""
+    """Every letterless short line of the books: shape, place, :func:`is_ornament`'s verdict, count."""
     import pandas as pd
 
     rows: dict[tuple[str, str], dict[str, Any]] = {}

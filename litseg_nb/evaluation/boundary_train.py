@@ -178,8 +178,7 @@ def split_books(files: Sequence[Path], authors: dict[str, str], share: float, se
 # ------------------------------------------------------------------ disjointness
 @lru_cache(maxsize=4)
 def evaluation_fingerprints(root: Path) -> tuple[frozenset[str], frozenset[str]]:
-    """``(ebook numbers, cleaned-text hashes)`` of every evaluation book: the local books, LiteraryQA's
-    ids of every split, the hand-read gold books and GutenQA's books."""
+    """``(ebook numbers, cleaned-text hashes)`` of every evaluation book."""
     root = Path(root)
     ids = {f.stem for f in local_book_files(root)}
     urls = root / "literaryqa" / "literaryqa_urls.tsv"
@@ -275,8 +274,7 @@ def list_hash(paths: Iterable[Path], hashes: dict[str, str]) -> str:
 def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_file: Path | None = None,
           validate: bool = True, progress: bool = True,
           cache_root: Path | None = None, evaluation_root: Path | None = None) -> dict[str, Any]:
-    """Train on ``<root>/gutenberg_train`` and write the weights and the card; returns the card.
-    ``evaluation_root``: the data folder whose books must not be trained on (default: the data root)."""
+    """Train on ``<root>/gutenberg_train``, write the weights and the card; returns the card."""
     from tqdm.auto import tqdm
 
     t0, c0 = time.perf_counter(), time.process_time()

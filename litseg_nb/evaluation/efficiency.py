@@ -92,8 +92,7 @@ def load_usage(profile: str) -> pd.DataFrame:
 
 
 def sentences_per_method(profile: str, methods: Iterable[str]) -> dict[str, int]:
-    """Unit sentences each method's chunk artifact covers (chunk sets of notebooks 02-04, 07's ablation
-    variants, 08's LitSeg on the student's model)."""
+    """Unit sentences each method's chunk artifact covers."""
     out: dict[str, int] = {}
     art = outputs_dir(profile) / "artifacts"
     for method in methods:
@@ -151,8 +150,7 @@ def speedup_table(eff: pd.DataFrame, reference: str = "litseg") -> pd.DataFrame:
 
 
 def plot_cost(eff: pd.DataFrame):
-    """Prompt and completion tokens per 1,000 sentences of the methods that segmented sentences; the other
-    ledger rows are named in a note under the axis."""
+    """Prompt and completion tokens per 1,000 sentences; rows without sentences named under the axis."""
     import textwrap
 
     import matplotlib.pyplot as plt
@@ -261,8 +259,7 @@ def book_dataset(book_id: str) -> str:
 
 
 def timing_units(profile: str, timing_dataset: str = "all") -> tuple[set[tuple[str, str]], list[str]]:
-    """§4.4's units: those all present methods of :data:`MEASURED` segmented, of ``timing_dataset``.
-    Returns ``(units, methods present)``."""
+    """§4.4's units (all present :data:`MEASURED` methods segmented them): ``(units, methods)``."""
     if timing_dataset not in TIMING_DATASETS:
         raise ValueError(f"timing_dataset {timing_dataset!r} is not one of {TIMING_DATASETS}")
     units = _unit_sets(profile, MEASURED)
@@ -277,8 +274,7 @@ def timing_units(profile: str, timing_dataset: str = "all") -> tuple[set[tuple[s
 
 def timing_unit_pairs(corpus: Any, units: Iterable[tuple[str, str]], profile: str,
                       error: type[Exception] = ValueError) -> list[tuple[Any, Any]]:
-    """The §4.4 ``units`` as ``(book, unit)`` pairs of ``corpus`` in (book, unit) order; units it lacks raise
-    ``error`` naming them all."""
+    """The §4.4 ``units`` as sorted ``(book, unit)`` pairs; missing units raise ``error``."""
     want = sorted(units)
     books = {b.book_id: b for b in load_corpus(corpus) if b.book_id in {k[0] for k in want}}
     pairs, missing = [], []
@@ -333,8 +329,7 @@ def _wall_seconds(profile: str, method: str, units: set[tuple[str, str]]) -> tup
 
 def paper_efficiency_table(profile: str, models: dict[str, str] | None = None,
                            timing_dataset: str = "all", controls: bool = True) -> tuple[pd.DataFrame, str]:
-    """§4.4 from the ledgers: LitSeg, LitSeg-Lite and LumberChunker on the same units (and LitSeg on the
-    student's model with ``controls``), each unit's work counted once. Returns ``(table, note)``."""
+    """§4.4 from the ledgers on the units all three methods segmented: ``(table, note)``."""
     usage = load_usage(profile)
     common, present = timing_units(profile, timing_dataset)
     if not present:
@@ -377,8 +372,7 @@ def paper_efficiency_table(profile: str, models: dict[str, str] | None = None,
 
 
 def paper_ratio_table(table: pd.DataFrame, models: dict[str, str] | None = None) -> pd.DataFrame:
-    """Lite/LitSeg (configured teacher, and LitSeg on the student's model) and Lite/LumberChunker cost ratios
-    per 1,000 sentences beside the paper's."""
+    """Lite/LitSeg and Lite/LumberChunker cost ratios per 1,000 sentences beside the paper's."""
     metrics = ("model_seconds_per_1k_sent", "wall_seconds_per_1k_sent", "computed_prefill_tokens_per_1k_sent",
                "prompt_tokens_per_1k_sent", "completion_tokens_per_1k_sent", "calls_per_1k_sent")
     by = table.set_index("method") if not table.empty else None
@@ -394,10 +388,9 @@ def paper_ratio_table(table: pd.DataFrame, models: dict[str, str] | None = None)
     return pd.DataFrame(rows)
 
 
-def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any, seed: int = 0) -> tuple[Any, Path]:
-    """LitSeg's three stages with the student's model and inference configuration on ``units`` (the
-    teacher-size control), tagged :data:`STUDENT_METHOD`; annotations and chunks under ``artifacts/efficiency/``.
-    Returns ``(AnnotationRun, chunk path)``."""
+def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any,
+                          seed: int = 0) -> tuple[Any, Path]:
+    """LitSeg's three stages on the student's model (teacher-size control): ``(run, chunks)``."""
     # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
     from ..core.schema import save_chunks
 
@@ -531,8 +524,7 @@ def block_order(methods: Sequence[str], block: int) -> list[str]:
 def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMethod], repeats: int = 1,
                    batch_units: int = 0, clock: Callable[[], float] = time.perf_counter,
                    load: Callable[[], float] = _load_average, progress: bool = True) -> pd.DataFrame:
-    """Run every method on every batch of ``pairs``, interleaved, ``repeats`` times; one row per pass
-    (its block, order position, calls, concurrency, seconds, tokens, load)."""
+    """Every method on every batch, interleaved, ``repeats`` times; one row per pass."""
     from tqdm.auto import tqdm
 
     if not pairs:
@@ -636,8 +628,7 @@ def _quantile(xs: Sequence[float], q: float) -> float:
 
 
 def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
-    """The paper's two ratios from the paired passes: median, min, max and IQR over blocks, the pooled
-    ratio, the same for model seconds and tokens, concurrency and load average."""
+    """The paper's ratios from the paired passes: spread over blocks, pooled, load."""
     rows = []
     for name, (num, den, paper) in PAIRED_RATIOS.items():
         row: dict[str, Any] = {"ratio": name, "paper (end-to-end seconds)": paper}
@@ -675,9 +666,9 @@ def paired_pairs(profile: str, units: set[tuple[str, str]], max_units: int = 0) 
     return timing_unit_pairs(LitSegConfig.for_profile(profile).corpus, want, profile, PairedTimingError)
 
 
-def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 0) -> tuple[list[PairedMethod], dict[str, Any]]:
-    """The three methods as their notebooks configure them, on one engine (the student's base model with
-    ``LiteConfig.llm``, no request cache; Lite on the trained student). Returns ``(methods, info)``."""
+def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]],
+                    seed: int = 0) -> tuple[list[PairedMethod], dict[str, Any]]:
+    """The three methods as their notebooks configure them, on one engine: ``(methods, info)``."""
     # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
     from ..llm import make_backend
 
@@ -701,8 +692,7 @@ def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 
 
 def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, baselines_cfg: Any,
                   litseg_ref: Any, lite_ref: Any) -> list[PairedMethod]:
-    """LitSeg and LumberChunker on ``base``, Lite on ``lite_backend``; each sends one call per stage attempt,
-    attempt or lockstep step over the whole batch; nothing is written."""
+    """LitSeg and LumberChunker on ``base``, Lite on ``lite_backend``; nothing is written."""
 
     lcfg = litseg_cfg.replace(unit_group_size=0)  # the batch is the group
     bcfg = baselines_cfg

@@ -48,8 +48,7 @@ class RatingSheetError(UsageError, ValueError):
 
 # --------------------------------------------------------------------------- statistics
 def icc_2_1(ratings: np.ndarray | Sequence[Sequence[float]]) -> float:
-    """ICC(2,1): two-way random effects, single rater, absolute agreement (Shrout & Fleiss 1979) of an
-    ``n_targets x k_raters`` matrix without missing values."""
+    """ICC(2,1) (Shrout & Fleiss 1979) of an ``n_targets x k_raters`` matrix without missing values."""
     x = np.asarray(ratings, dtype=float)
     if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
         raise ValueError(f"ICC needs at least 2 targets x 2 raters, got shape {x.shape}")
@@ -144,8 +143,7 @@ def _context(book_text: str, start: int, end: int, width: int) -> tuple[str, str
 def sample_chunks_for_rating(chunks_by_method: Mapping[str, Sequence[Any]], n: int, seed: int = 0,
                              only_source_spans: bool = True, books: Mapping[str, Any] | None = None
                              ) -> list[tuple[str, Any]]:
-    """``n`` chunks per method (with ``books``: per method on each dataset, Appendix A.1), sampled
-    reproducibly."""
+    """``n`` chunks per method (per dataset with ``books``), sampled reproducibly."""
     rng = random.Random(seed)
     picked = []
     for method in sorted(chunks_by_method):
@@ -162,8 +160,7 @@ def sample_chunks_for_rating(chunks_by_method: Mapping[str, Sequence[Any]], n: i
 def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: Mapping[str, Any],
                          out_dir: Path, n_per_method: int, raters: Sequence[str] = ("rater1", "rater2"),
                          seed: int = 0, context_chars: int = 300) -> dict[str, Any]:
-    """Blinded, shuffled rating sheets: ``<rater>.csv`` + ``<rater>.html`` per rater and ``key.csv``;
-    ``n_per_method`` chunks per method on each dataset, the same items in each rater's own order."""
+    """Blinded, shuffled ``<rater>.csv``/``.html`` sheets per rater and ``key.csv``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     picked = sample_chunks_for_rating(chunks_by_method, n_per_method, seed, books=books)
@@ -316,8 +313,7 @@ def parse_a2_scores(text: str) -> dict[str, int] | None:
 def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: int = 1, seed: int = 0,
                 first_temperature: float = 0.0, max_new_tokens: int = 64,
                 tag: UsageTag = UsageTag("llm-rater", stage="a2-rating")) -> list[A2Rating]:
-    """Rate every item (``text_before``, ``chunk_text``, ``text_after``) with the A.2 rubric, retrying unscored
-    items in batches; an item never scored keeps the neutral 3. A backend error propagates."""
+    """Rate every item with the A.2 rubric; an item never scored keeps the neutral 3."""
     convs = [a2_conversation(it.get("text_before", ""), it["chunk_text"], it.get("text_after", "")) for it in items]
     got, attempts, raw = _ask_until_read(
         backend, convs, parse_a2_scores, retries, tag, lambda attempt: SamplingParams(
@@ -329,9 +325,6 @@ def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: in
 
 def _ask_until_read(backend: Any, convs: Sequence[Any], parse: Any, retries: int, tag: UsageTag, params: Any,
                     errors: list[str] | None = None, who: str = "") -> tuple[list[Any], list[int], list[str]]:
-    """Ask every conversation until ``parse`` reads its reply (``retries`` more batched attempts over the unread
-    ones); ``(value or None, attempts, last reply)`` per conversation. A backend error propagates, or with
-    ``errors`` is counted there and that attempt skipped."""
     got: list[Any] = [None] * len(convs)
     attempts, raw = [0] * len(convs), [""] * len(convs)
     todo = list(range(len(convs)))
@@ -372,8 +365,7 @@ def rater_label(models: Sequence[str]) -> str:
 
 def build_rater_backends(cfgs: Sequence[Any], reuse: tuple[Any, Any] | None = None,
                          ledger: Any = None) -> tuple[list[Any], list[Any]]:
-    """One backend per rater config; ``reuse = (llm_cfg, backend)`` serves every rater of that model, the
-    others are built once per model and server. Returns ``(backend per rater, the backends built here)``."""
+    """One backend per rater config, built once per model: ``(per rater, built here)``."""
     # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
     from ..llm import make_backend
 
@@ -415,8 +407,6 @@ def find_filled_sheets(profile: str, sheet_set: str, raters: Sequence[str]) -> d
 
 
 def _filled_sheets(profile: str, sheet_set: str, sheets: Mapping[str, Any], backend: Any, llm_fill: Any) -> dict:
-    """``{"sheets": (filled, key, info)}``: the human-filled sheets, else a copy ``llm_fill(folder)`` fills on
-    ``backend``; ``{"source": "none", "note"}`` when there are neither."""
     filled = find_filled_sheets(profile, sheet_set, list(sheets["sheets"]))
     if filled is not None:
         return {"sheets": (filled, sheets["key"],
@@ -459,9 +449,7 @@ def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
 def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
                            max_items: int = 0, seed: int = 0, retries: int = 1,
                            max_new_tokens: int | None = None) -> tuple[dict[str, Path], Path, dict[str, Any]]:
-    """A copy of the rating sheets filled by LLM raters with the A.2 rubric (**LLM ratings, not human**).
-    A rater decodes greedily unless an earlier rater has its model (then T=0.7, seed ``seed + k``); ``max_items``
-    (0 = all) a seeded sample. Returns ``(sheets, key, info)``."""
+    """A copy of the rating sheets filled by LLM raters (A.2 rubric): ``(sheets, key, info)``."""
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -501,8 +489,7 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
 
 
 def ratings_by_dataset(long_df):
-    """Appendix A's tables per dataset: ``(table1, table9, agreement)``: dimension means and Overall per
-    method, ICC(2,1) per dimension, and kappas of the scores rounded to whole points."""
+    """Appendix A per dataset: ``(table1, table9, agreement)``."""
     import pandas as pd
 
     t1, t9, ag = [], [], []
@@ -527,8 +514,7 @@ def ratings_by_dataset(long_df):
 
 def evaluate_rating_sheets(profile: str, sheet_set: str, sheets: Mapping[str, Any], backend: Any = None,
                            llm_max_items: int = 0, seed: int = 0, retries: int = 1) -> dict[str, Any]:
-    """Tables 1/5 and 9 and the rater agreement from the human-filled sheets of ``sheet_set``, else from a
-    copy the A.2 LLM raters on ``backend`` filled. ``sheets``: :func:`export_rating_sheets`' return value."""
+    """Tables 1/5, 9 and agreement from human-filled sheets, else from LLM-filled copies."""
     got = _filled_sheets(profile, sheet_set, sheets, backend, lambda out: llm_fill_rating_sheets(
         sheets["sheets"], sheets["key"], out, backend, llm_max_items, seed, retries))
     if "note" in got:
@@ -549,8 +535,7 @@ VERDICTS = ("A", "B", "Tie")
 
 def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, seed: int = 0,
                            annotators: Mapping[str, Sequence[str]] = PAIRWISE_ANNOTATORS) -> dict[str, Any]:
-    """Blinded pairwise sheets of Appendix B: per annotator ``<annotator>.csv`` of the datasets they annotate
-    (B.1), which system is A a seeded coin, and ``key.csv``."""
+    """Blinded pairwise sheets (Appendix B.1) per annotator, and ``key.csv``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -630,8 +615,7 @@ def pairwise_agreement(long_df):
 def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
                              max_items: int = 0, seed: int = 0, max_new_tokens: int = 96,
                              retries: int = 1) -> tuple[dict[str, Path], Path, dict[str, Any]]:
-    """A copy of the pairwise sheets filled by the B.2 judge (**LLM ratings, not human**); ``backend``: one, or
-    a sequence cycled over the annotators. An item some annotator left without a verdict is dropped and counted."""
+    """A copy of the pairwise sheets filled by the B.2 judge: ``(sheets, key, info)``."""
 
     errors: list[str] = []
     out_dir = Path(out_dir)
@@ -679,8 +663,7 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
 
 def evaluate_pairwise_sheets(profile: str, sheets: Mapping[str, Any], backend: Any = None, llm_max_items: int = 0,
                              seed: int = 0, max_new_tokens: int = 96) -> dict[str, Any]:
-    """Appendix B.3 (Figures 2-3) from the human-filled pairwise sheets, else from a copy the B.2 judge on
-    ``backend`` filled."""
+    """Appendix B.3 from human-filled pairwise sheets, else from the B.2 judge's copy."""
     got = _filled_sheets(profile, "pairwise", sheets, backend, lambda out: llm_fill_pairwise_sheets(
         sheets["sheets"], sheets["key"], out, backend, llm_max_items, seed, max_new_tokens))
     if "note" in got:
@@ -730,8 +713,7 @@ def plot_agreement_heatmap(pairs, fleiss, dataset: str, title: str = ""):
 
 def ablation_table5(profile: str, chunk_sets: Mapping[str, Sequence[Any]], books: Mapping[str, Any], backend: Any,
                     names: Mapping[str, str], seed: int = 0) -> dict[str, Any]:
-    """Notebook 07's Table 5: the ablation variants' rating sheets, sized like notebook 06's, scored like
-    :func:`evaluate_rating_sheets`; ``table5`` carries the paper's variant labels."""
+    """Notebook 07's Table 5 from the ablation variants' rating sheets."""
 
     sq = SegmentQualityConfig.for_profile(profile, seed=seed)
     sheets = export_rating_sheets(chunk_sets, books, artifact_dir(profile, "ablation", "human_eval"),

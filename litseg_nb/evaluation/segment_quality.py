@@ -96,8 +96,7 @@ def boundary_similarities(pairs: Sequence[tuple], embedder: Any):
 def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], embedder: Any,
                               by: Sequence[str] = ("dataset", "method"),
                               names: Mapping[str, str] | None = None):
-    """Mean, sd and count of boundary similarities per ``by`` group (Table 2; ``by=("method",)`` with
-    ``names`` is Table 6); a group without inner boundaries keeps its row with NaN."""
+    """Mean, sd and count of boundary similarities per ``by`` group (Tables 2 and 6)."""
     import pandas as pd
 
     units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
@@ -127,9 +126,7 @@ def annotated_length_reference(profile: str) -> int | dict[str, int] | None:
 def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], backend: Any,
                      cfg: SegmentQualityConfig, seed: int = 0,
                      length_reference: int | Mapping[str, int] | None = None):
-    """The Appendix E.3 rubric judge over each method's units, with E.3's three inputs (passage, the method's
-    segment pipeline prompt, its segments); a unit with more chunks than the cap is judged in windows or skipped.
-    Returns ``(per_unit, per_method)`` with the windowed and skipped counts."""
+    """The E.3 rubric judge over each method's units: ``(per_unit, per_method)``."""
     import pandas as pd
 
 
@@ -201,8 +198,7 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
 
 # ---------------------------------------------------------------- notebook 06: the boundary figure
 def comparison_unit(chunk_sets: Mapping[str, Sequence[Any]], reference: str = "litseg") -> tuple[str, str]:
-    """The unit covered by the most methods (the reference among them first), ties to the one where the
-    reference has the most boundaries, then first appearance."""
+    """The unit most methods cover, ties to the most reference boundaries."""
     ref = chunk_sets.get(reference, [])
     keys: dict[tuple[str, str], set[str]] = {}
     for m, cs in chunk_sets.items():
@@ -217,8 +213,7 @@ def comparison_unit(chunk_sets: Mapping[str, Sequence[Any]], reference: str = "l
 
 def plot_boundary_positions(book: Any, unit_id: str, chunk_sets: Mapping[str, Sequence[Any]],
                             reference: str = "litseg", tolerance: int = 1):
-    """One row per method with a tick at every boundary of one unit; the reference's boundaries ±``tolerance``
-    are grey bands, and each row counts its boundaries near one of them."""
+    """One row per method with a tick at every boundary of one unit."""
     import matplotlib.pyplot as plt
 
     unit = book.unit(unit_id)
@@ -247,8 +242,7 @@ def plot_boundary_positions(book: Any, unit_id: str, chunk_sets: Mapping[str, Se
 
 
 def table2_lite_reference(profile: str, embedder: Any = None, embedding: Any = None) -> dict[str, float]:
-    """Table 2's boundary similarity of LitSeg-Lite per dataset, computed as notebook 06 does (its corpus and
-    embedding model), without reading 06's table; {} without a Lite chunk set."""
+    """Table 2's boundary similarity of LitSeg-Lite per dataset ({} without its chunks)."""
     if LITE not in discover(profile, ())[0]:  # no Lite chunk set (notebook 03 has not run)
         return {}
     cfg = SegmentQualityConfig.for_profile(profile)
