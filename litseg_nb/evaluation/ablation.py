@@ -1,8 +1,6 @@
-"""LitSeg-Lite ablations (paper §4.3, Tables 5-8): six single-pass variants over the same units.
+"""LitSeg-Lite ablations (§4.3, Tables 5-8): single-pass variants over the same units.
 
-w/o GRPO (SFT adapter only), w/o FT (base model, E.2 prompt), and the base model with an Appendix E.4 prompt that
-drops one theory stage or the whole theory. Every variant runs through :class:`~litseg_nb.lite.segmenter.LiteSegmenter`,
-so validity and fallbacks are comparable."""
+Every variant runs through :class:`~litseg_nb.lite.segmenter.LiteSegmenter`, so validity and fallbacks compare."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -123,8 +121,7 @@ def run_ablations(cfg: LiteConfig, profile: str, pairs: Sequence[tuple[Book, Uni
     frames = []
     for v in variants:
         backend = variant_backend(cfg, v, profile, ledger)
-        # unconstrained for every variant: the E.4 prompts ask for other JSON shapes than E.2's schema,
-        # so constraining only the E.2 variants would confound the ablation (stated in the label)
+        # unconstrained for every variant: the E.4 prompts ask for other JSON shapes than E.2's schema
         seg = LiteSegmenter(backend, cfg.infer_max_new_tokens, cfg.infer_retries, seed=cfg.seed,
                             method=v.key, system_template=v.template, length_reference=length_reference,
                             structured=False)
@@ -167,8 +164,7 @@ def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame):
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 0.45 * max(len(boundary), 3) + 1.6))
     b = boundary.set_index("variant")["boundary_similarity"]
-    # numeric y positions + explicit labels: every variant is named even when its value is NaN
-    # (a categorical barh drops the labels of all-NaN bars); NaN bars are said to be n/a
+    # numeric y positions: a categorical barh drops the labels of all-NaN bars
     names, ys = list(b.index[::-1]), list(range(len(b)))
     vals = pd.to_numeric(b.iloc[::-1], errors="coerce")
     axes[0].barh(ys, vals.fillna(0.0).to_numpy(), color="#4C72B0")

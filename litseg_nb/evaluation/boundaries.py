@@ -1,9 +1,7 @@
 """Do the methods find the boundaries the authors marked? (notebook 06, ``boundaries`` command)
 
-Gold: windows with chapter headings and scene-break ornaments removed (:mod:`.boundary_gold`). Per window: P/R/F1
-within ±t sentences (greedy matching), NLTK's Pk and WindowDiff, segeval's boundary similarity B (Fournier 2013),
-and lift over random boundaries at paragraph or sentence starts (exact E[TP] where the gold neighbourhoods are
-disjoint, else seeded draws), with bootstrap intervals over books and permutation p-values."""
+Per gold window: P/R/F1 within ±t sentences, NLTK's Pk and WindowDiff, segeval's B, and lift over random boundaries
+(exact E[TP] where possible, else seeded draws), with bootstrap intervals over books and permutation p-values."""
 from __future__ import annotations
 
 import argparse
@@ -55,8 +53,7 @@ class BoundaryConfig(StageConfig):
     llm_methods: tuple[str, ...] = one_of(LLM_METHODS, *LLM_METHODS)  # test/smoke: their own subsets
     llm_max_windows: int = at_least(0, 0)  # windows the LLM methods segment (0 = all), chapter and scene alternating
     embedder_max_windows: int = at_least(0, 0)  # windows the embedding-based semantic chunker segments (0 = all)
-    # the paper's segmenter (this profile's LitSegConfig) on the first ``segmenter_max_windows`` windows;
-    # LitSeg-Lite is scored from its chunk set with --chunks
+    # the paper's segmenter on the first ``segmenter_max_windows`` windows (LitSeg-Lite: --chunks)
     segmenters: tuple[str, ...] = one_of(SEGMENTERS, *SEGMENTERS)
     segmenter_max_windows: int = at_least(8, 0)
     # ``lib:`` splitters on every window (LLM ones on the LLM methods' windows)
@@ -102,7 +99,6 @@ class BoundaryConfig(StageConfig):
         return f"{llm.model}, structured={'on' if llm.structured_output else 'off'}"
 
 
-# ============================================================ primitives
 def gap_string(n: int, boundaries: Sequence[int]) -> str:
     """The window's gaps as NLTK reads them: ``n-1`` characters, ``"1"`` at gap ``b-2`` per boundary ``b``."""
     s = ["0"] * max(n - 1, 0)
@@ -235,7 +231,6 @@ def draws_tp(gold: Sequence[int], drawn: np.ndarray, t: int) -> np.ndarray:
     return np.array([match_count(g.tolist(), row.tolist(), t) for row in drawn], dtype=np.int64)
 
 
-# ============================================================ scoring
 @dataclass
 class WindowScore:
     method: str
@@ -516,7 +511,6 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
     return fig
 
 
-# ============================================================ gold + segmentation
 def load_gold(cfg: BoundaryConfig):
     """The window books and per-book counts for ``cfg`` (cached)."""
     root = data_dir()
@@ -662,7 +656,6 @@ def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
     return pd.DataFrame(sorted(gold.shapes.items(), key=lambda x: -x[1]), columns=["shape", "removed"])
 
 
-# ============================================================ command line
 def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
 
     path = Path(path)
@@ -709,7 +702,6 @@ def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
 
 def cli(args: argparse.Namespace) -> int:
     try:
-        # every argument is checked before any book is read
         table_name = check_name(args.name, "--name") if args.name else "boundaries"
         over: dict[str, Any] = {"seed": args.seed}
         if args.method:

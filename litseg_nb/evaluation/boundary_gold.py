@@ -1,9 +1,7 @@
-"""Gold narrative boundaries from the books themselves: chapter breaks and scene-break ornaments.
+"""Gold narrative boundaries from the books themselves: chapter headings and scene-break ornaments.
 
-Headings and ornament lines (``* * *``, ``—————``, ``§``, ``x x x``) of narrative units are removed; the rest is
-cut into non-overlapping **windows** of whole paragraphs (units of a derived ``Book``) holding breaks of one
-kind, the first break at a seeded position. A window's gold: the first sentence after every removed mark.
-``source="hand-checked"`` keeps only books whose detected units match ``tests/structure_gold.jsonl`` exactly."""
+Marks are removed and the rest cut into windows of whole paragraphs (units of a derived ``Book``); a window's gold
+is the first sentence after every removed mark."""
 from __future__ import annotations
 
 import bisect
@@ -56,7 +54,6 @@ def _candidate(line: str) -> bool:
     return bool(s) and len(s) <= 60 and (not _CANDIDATE_RE.search(s) or bool(_XXX_RE.match(" ".join(s.split()))))
 
 
-# ------------------------------------------------------------------ headings
 def _words(s: str) -> list[str]:
     s = unicodedata.normalize("NFKD", s)
     s = "".join(ch for ch in s if not unicodedata.combining(ch)).casefold()
@@ -132,7 +129,6 @@ def book_form(kind: str) -> str:
     return "narrative"
 
 
-# ------------------------------------------------------------------ narrative stream
 @dataclass(frozen=True)
 class StreamParagraph:
     """A kept paragraph of the narrative stream: its span in the source text and its sentences."""
@@ -266,7 +262,6 @@ def _split_inline_ornaments(text: str, paragraphs: Sequence[Span], rep: StreamRe
             yield t[0], t[1], True
 
 
-# ------------------------------------------------------------------ windows
 @dataclass(frozen=True)
 class Window:
     """Paragraphs ``[first, end)`` of a stream, of one kind, with its marks (stream paragraph indices)."""
@@ -359,7 +354,6 @@ def window_book(source: Book, stream: Sequence[StreamParagraph], windows: Sequen
                 meta={"boundary_gold": gold, "source_book": source.book_id, "hand_checked": hand_checked})
 
 
-# ------------------------------------------------------------------ sources
 def _source_id(file: str) -> str:
     folder, name = file.split("/")[0], Path(file).stem
     return f"{folder}:{name}"
@@ -476,7 +470,6 @@ def window_gold(book: Book, unit_id: str) -> dict[str, Any]:
         raise KeyError(f"book {book.book_id!r} unit {unit_id!r} is not a boundary window") from None
 
 
-# ------------------------------------------------------------------ census
 def local_book_files(root: Path) -> list[Path]:
     """Every raw local book file: ``gutenberg``, ``gutenberg_dev`` and LiteraryQA's texts (not training)."""
     root = Path(root)

@@ -1,9 +1,7 @@
 """Training the narrative boundary model on the authors' own breaks (``train-boundary-model``).
 
-``<data>/gutenberg_train`` goes through the benchmark's own path (cleaning, whole units, the narrative stream): every
-paragraph start after a chapter heading or ornament is a positive; a training book that is an evaluation book stops
-the run. Whole authors are held out for validation; an L2 logistic regression fitted by L-BFGS from zeros gives
-byte-identical weights for the same data. Features are cached per book by its bytes and the feature code."""
+Labels come from the benchmark's narrative stream; whole authors are held out and evaluation books refused. An L2
+logistic regression fitted by L-BFGS from zeros gives byte-identical weights for the same data."""
 from __future__ import annotations
 
 import gzip
@@ -61,7 +59,6 @@ class TrainConfig:
     max_books: int = 0  # 0 = all (tests use a few)
 
 
-# ------------------------------------------------------------------ books
 def _feature_code_hash() -> str:
     """Hash of the code the cached features depend on (cleaning, units, stream, features)."""
 
@@ -175,7 +172,6 @@ def split_books(files: Sequence[Path], authors: dict[str, str], share: float, se
     return train, val
 
 
-# ------------------------------------------------------------------ disjointness
 @lru_cache(maxsize=4)
 def evaluation_fingerprints(root: Path) -> tuple[frozenset[str], frozenset[str]]:
     """``(ebook numbers, cleaned-text hashes)`` of every evaluation book."""
@@ -208,7 +204,6 @@ def check_disjoint(files: Sequence[Path], text_hashes: dict[str, str], evaluatio
     return {"evaluation_ids": len(ids), "evaluation_text_hashes": len(hashes), "overlap": 0}
 
 
-# ------------------------------------------------------------------ fitting
 def sample_candidates(labels: np.ndarray, cfg: TrainConfig, book_id: str) -> np.ndarray:
     pos = np.flatnonzero(labels > 0)
     neg = np.flatnonzero(labels == 0)
@@ -263,7 +258,6 @@ def roc_auc(y: np.ndarray, s: np.ndarray) -> float:
     return float((r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
-# ------------------------------------------------------------------ the run
 def list_hash(paths: Iterable[Path], hashes: dict[str, str]) -> str:
     h = hashlib.sha256()
     for p in paths:
@@ -293,7 +287,6 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
     disjoint = check_disjoint(files, hashes, Path(evaluation_root) if evaluation_root else data_dir())
     authors = read_authors(root)
     tr, va = split_books(files, authors, cfg.validation_share, cfg.seed)
-    # training matrix
     d_parts, h_parts, y_parts = [], [], []
     n_pos = {"chapter": 0, "scene": 0}
     for f in tr:
@@ -338,7 +331,6 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
             "train_ids": [f.name.split(".")[0] for f in tr], "validation_ids": [f.name.split(".")[0] for f in va],
             "text_sha256_16": {f.name.split(".")[0]: hashes[str(f)][:16] for f in files},
             "positives": {**n_pos, "total": int(y.sum())}, "negatives": int((~y).sum()),
-            # every book's [chapter, scene] label counts before sampling, so a rule change that moves them shows
             "labels_per_book": {f.name.split(".")[0]: [int((feats[str(f)]["labels"] == 1).sum()),
                                                        int((feats[str(f)]["labels"] == 2).sum())] for f in files},
             "candidates_in_train_books": int(sum(len(feats[str(f)]["labels"]) for f in tr)),
@@ -402,7 +394,6 @@ def validation_scores(files: Sequence[Path], feats: dict[str, dict[str, Any]], m
     return out
 
 
-# ------------------------------------------------------------------ command line
 def cli(args: Any) -> int:
     cfg_over = {}
     if args.seed is not None:

@@ -1,9 +1,7 @@
 """Efficiency (paper §4.4): the LLM cost of each segmenter (notebook 08).
 
-The ledger tables join the usage ledgers notebooks 02-04 wrote with their chunk sets (calls, tokens and seconds per
-1,000 sentences; cached work replays its recorded cost). Those seconds were taken hours apart at different loads,
-so the §4.4 ratios are measured side by side: LitSeg, LitSeg-Lite and LumberChunker in one process on one engine,
-the same units and batching, interleaved blocks (A B C, C B A), request cache bypassed, prefix caches emptied."""
+From the usage ledgers of notebooks 02-04, and measured side by side: the three methods in one process on one
+engine, interleaved blocks, request cache bypassed, prefix caches emptied."""
 from __future__ import annotations
 
 import json
@@ -213,7 +211,6 @@ def contention_note(profile: str, notebooks: Iterable[str] = ("02", "03", "04", 
             + ": those notebooks' seconds were taken sharing the cores, token counts are unaffected")
 
 
-# ----------------------------------------------------------------------------------- §4.4 as the paper measures it
 PAPER_SECONDS = {"litseg": 25362.0, "litseg-lite": 9442.0, "lumber": 13514.0}
 PAPER_SETUP = "paper: LiteraryQA test, vLLM, one RTX 6000 Ada GPU"
 STUDENT_METHOD = "litseg-student"  # LitSeg's three stages run with the student's model (notebook 08)
@@ -438,7 +435,6 @@ def save_chunk_run(profile: str, results: Iterable[Any]) -> Path:
     return write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
-# ----------------------------------------------------------------------------------- §4.4 measured side by side
 #: ratio -> (numerator, denominator, the paper's value): the configured-teacher ratios (one engine runs all three)
 PAIRED_RATIOS = {k: v[:3] for k, v in RATIOS.items() if v[1] != STUDENT_METHOD}
 CACHE_NOTE = "request cache bypassed (use_cache=False): every reply computed in this measurement"
@@ -659,7 +655,6 @@ def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# ----------------------------------------------------------------------------------- the profile's methods
 def paired_pairs(profile: str, units: set[tuple[str, str]], max_units: int = 0) -> list[tuple[Any, Any]]:
     """The first ``max_units`` (0 = all) §4.4 units as ``(book, unit)`` pairs of the profile's corpus."""
     want = sorted(units)[:max_units or None]

@@ -1,8 +1,6 @@
-"""Human evaluation (LitSeg paper, Appendices A and B): blinded rating and pairwise sheets, their import, ICC(2,1),
-Cohen's and Fleiss' kappa, and LLM stand-ins for the raters where no human has rated.
+"""Human evaluation (Appendices A and B): blinded sheets, their import, ICC(2,1) and kappas, and LLM stand-ins.
 
-The A.2 LLM rater reads what a human reads (the chunk between its context, no method name) with the A.2 rubric,
-never E.3's (Lite's GRPO reward); its copies of the sheets are labelled :data:`LLM_SOURCE`."""
+The A.2 LLM rater reads what a human reads, with the A.2 rubric; its sheets are labelled :data:`LLM_SOURCE`."""
 from __future__ import annotations
 
 import csv
@@ -46,7 +44,6 @@ class RatingSheetError(UsageError, ValueError):
     """A filled rating sheet is malformed (the message names file, row and column)."""
 
 
-# --------------------------------------------------------------------------- statistics
 def icc_2_1(ratings: np.ndarray | Sequence[Sequence[float]]) -> float:
     """ICC(2,1) (Shrout & Fleiss 1979) of an ``n_targets x k_raters`` matrix without missing values."""
     x = np.asarray(ratings, dtype=float)
@@ -133,7 +130,6 @@ def pairwise_agreement_table(labels_by_annotator: Mapping[str, Sequence[Any]]):
     return pd.DataFrame(rows, columns=["annotator_a", "annotator_b", "cohen_kappa", "raw_agreement", "n_items"])
 
 
-# --------------------------------------------------------------------------- rating sheets
 def _context(book_text: str, start: int, end: int, width: int) -> tuple[str, str]:
     before = book_text[max(0, start - width):start]
     after = book_text[end:end + width]
@@ -271,7 +267,6 @@ def summarize_ratings(long_df):
 
 
 
-# --------------------------------------------------------------------------- the A.2 LLM rater
 NEUTRAL = 3
 
 
@@ -382,7 +377,6 @@ def build_rater_backends(cfgs: Sequence[Any], reuse: tuple[Any, Any] | None = No
     return out, list(built.values())
 
 
-# --------------------------------------------------------------------------- filled sheets: human or LLM
 HUMAN_RATINGS_DIR = "human_ratings"  # outputs/<profile>/human_ratings/<sheet set>/<rater>.csv
 LLM_SOURCE = "LLM ratings, not human"
 HUMAN_SOURCE = "human ratings"
@@ -525,7 +519,6 @@ def evaluate_rating_sheets(profile: str, sheet_set: str, sheets: Mapping[str, An
     return {"source": info["source"], "info": info, "table1": t1, "table9": t9, "agreement": ag, "ratings": long_df}
 
 
-# --------------------------------------------------------------------------- pairwise sheets (Appendix B)
 PAIRWISE_ANNOTATORS = {"gutenqa": ("A1", "A2", "A3", "A4", "A5"), "literaryqa": ("A1", "A2", "A3")}  # B.1
 PAIRWISE_COLUMNS = ("item_id", "dataset", "question", "original_context", "reference_answer", "response_a",
                     "response_b", "verdict", "comment")

@@ -1,7 +1,6 @@
-"""Automatic segment quality (LitSeg paper §4.1, Table 2; Table 6 of the ablations) and the E.3 rubric judge.
+"""Automatic segment quality (§4.1, Table 2; Table 6) and the E.3 rubric judge.
 
-Boundary similarity: the cosine similarity of the sentences either side of every inner boundary a chunker chose
-(unit ends excluded; lower = cleaner transition), embedded with the profile's embedding model."""
+Boundary similarity: cosine similarity of the sentences either side of every inner boundary (lower = cleaner)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,8 +31,7 @@ class SegmentQualityConfig(StageConfig):
     chunkers: tuple[str, ...] = ()
     judge_max_units: int = 0  # per method; 0 = all units
     judge_max_chunks_per_unit: int = 12  # the most chunks one judge call scores (E.3's rubric is per chunk)
-    #: a unit with more chunks: judged in consecutive windows of that many chunks, each with the whole
-    #: passage (True), or skipped and counted (False); notebook 06 reports both counts
+    #: a unit with more chunks: judged in windows of that many chunks (True), or skipped and counted (False)
     judge_windows: bool = True
     judge_max_passage_chars: int = 0  # units longer than this are skipped by the judge (0 = no cap)
     judge_retries: int = 2
@@ -42,11 +40,9 @@ class SegmentQualityConfig(StageConfig):
     judge_pipeline_prompt: str = one_of("full", "full", "name")
     human_sheet_chunks: int = 100  # per method on each dataset (Appendix A.1: n = 100); also the ablation sheets
     human_raters: tuple[str, ...] = ("rater1", "rater2")
-    #: without filled human sheets, LLM raters (A.2 rubric) / the B.2 judge fill a copy ("LLM ratings, not
-    #: human"): this many items per sheet set (0 = all)
+    #: items per sheet set the LLM raters fill when no human sheets are filled (0 = all)
     llm_rating_items: int = 0
-    #: the two LLM raters of the A.2 stand-in (Tables 1, 5, 9): two different models, each behind its own
-    #: OpenAI-compatible server ($LITSEG_RATER_URLS, $LITSEG_RATER2_URLS or --set); test/smoke: one local model
+    #: the two A.2 LLM raters, each behind its own OpenAI-compatible server ($LITSEG_RATER_URLS, $LITSEG_RATER2_URLS)
     rater_llm: LLMConfig = field(default_factory=lambda: LLMConfig(
         backend="openai", model=FULL_RATER_MODELS[0], max_new_tokens=64, temperature=0.0, max_model_len=32768))
     rater2_llm: LLMConfig = field(default_factory=lambda: LLMConfig(
@@ -196,7 +192,6 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
     return per_unit, per_method.reindex(columns=list(dict.fromkeys([*per_method.columns, *cols])))
 
 
-# ---------------------------------------------------------------- notebook 06: the boundary figure
 def comparison_unit(chunk_sets: Mapping[str, Sequence[Any]], reference: str = "litseg") -> tuple[str, str]:
     """The unit most methods cover, ties to the most reference boundaries."""
     ref = chunk_sets.get(reference, [])
