@@ -275,8 +275,6 @@ class Window:
 def make_windows(stream: Sequence[StreamParagraph], kind: str, window_sentences: int, min_side_sentences: int,
                  rng: random.Random, max_windows: int = 0) -> tuple[list[Window], int]:
     """Non-overlapping windows of ``kind`` over ``stream``; returns (windows, marks skipped)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown boundary kind {kind!r}; expected one of {KINDS}")
     other = [i for i, p in enumerate(stream) if p.mark and p.mark != kind]
     mine = [i for i, p in enumerate(stream) if p.mark == kind]
     n_sent = [len(p.sentences) for p in stream]
@@ -359,12 +357,11 @@ def _source_id(file: str) -> str:
     return f"{folder}:{name}"
 
 
-def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt", max_books: int = 0,
-                       gold_file: Path | None = None) -> tuple[list[tuple[Book, list[Unit]]], list[dict]]:
+def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt",
+                       max_books: int = 0) -> tuple[list[tuple[Book, list[Unit]]], list[dict]]:
     """The hand-read gold books whose detected units match the gold, and a row per gold book."""
-
     out, rows = [], []
-    for entry in load_gold(gold_file or GOLD_FILE):
+    for entry in load_gold(GOLD_FILE):
         if max_books and len(out) >= max_books:
             break
         bid = _source_id(entry.file)
@@ -392,7 +389,6 @@ def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt", max_books
 
 def corpus_books(corpus_cfg: Any) -> list[tuple[Book, list[Unit]]]:
     """``[(book, whole narrative units)]`` of a corpus config (units never split recursively)."""
-
     whole = corpus_cfg.replace(max_unit_words=None, max_units_per_book=0)
     return [(b, [u for u in b.units if not u.title.startswith(FRONT_MATTER)]) for b in load_corpus(whole)]
 

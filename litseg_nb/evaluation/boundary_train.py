@@ -80,14 +80,14 @@ def book_id_of(path: Path) -> str:
     return f"{TRAIN_FOLDER}:{path.name.split('.')[0]}"
 
 
-def clean_and_units(path: Path, raw: bytes | None = None, sentence_splitter: str = "nupunkt"):
+def clean_and_units(path: Path, raw: bytes | None = None):
     """``(Book, narrative units)`` of one raw book, exactly as the benchmark reads its books."""
 
     bid = book_id_of(path)
     cleaned = clean_gutenberg_text(raw if raw is not None else read_raw(path), source=str(path))
     author = getattr(cleaned.report, "author", None)
     units = build_units(bid, cleaned.text, cleaned.paragraphs, max_unit_words=10**9,
-                        sentence_splitter=sentence_splitter, whole_title="@front", author=author)
+                        sentence_splitter="nupunkt", whole_title="@front", author=author)
     units = [u for u in units if not u.title.startswith(FRONT_MATTER)]
     book = Book(book_id=bid, title=cleaned.report.title or bid, dataset=TRAIN_FOLDER, text=cleaned.text,
                 paragraphs=cleaned.paragraphs, source=str(path))

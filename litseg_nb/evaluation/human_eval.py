@@ -137,13 +137,12 @@ def _context(book_text: str, start: int, end: int, width: int) -> tuple[str, str
 
 
 def sample_chunks_for_rating(chunks_by_method: Mapping[str, Sequence[Any]], n: int, seed: int = 0,
-                             only_source_spans: bool = True, books: Mapping[str, Any] | None = None
-                             ) -> list[tuple[str, Any]]:
+                             books: Mapping[str, Any] | None = None) -> list[tuple[str, Any]]:
     """``n`` chunks per method (per dataset with ``books``), sampled reproducibly."""
     rng = random.Random(seed)
     picked = []
     for method in sorted(chunks_by_method):
-        pool = [c for c in chunks_by_method[method] if c.is_source_span or not only_source_spans]
+        pool = [c for c in chunks_by_method[method] if c.is_source_span]
         groups: dict[str, list[Any]] = {}
         for c in pool:
             groups.setdefault(getattr(books.get(c.book_id), "dataset", "") if books is not None else "", []).append(c)
@@ -526,8 +525,7 @@ PAIRWISE_KEY_COLUMNS = ("item_id", "dataset", "qid", "target", "opponent", "targ
 VERDICTS = ("A", "B", "Tie")
 
 
-def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, seed: int = 0,
-                           annotators: Mapping[str, Sequence[str]] = PAIRWISE_ANNOTATORS) -> dict[str, Any]:
+def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, seed: int = 0) -> dict[str, Any]:
     """Blinded pairwise sheets (Appendix B.1) per annotator, and ``key.csv``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -544,7 +542,7 @@ def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, se
                      "opponent": it["opponent"], "target_shown_as": shown})
     by_annotator: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        for a in annotators.get(r["dataset"], ()):
+        for a in PAIRWISE_ANNOTATORS.get(r["dataset"], ()):
             by_annotator.setdefault(a, []).append(r)
     paths: dict[str, Any] = {"sheets": {}}
     for i, (a, rs) in enumerate(sorted(by_annotator.items())):
