@@ -94,14 +94,6 @@ def clean_and_units(path: Path, raw: bytes | None = None):
     return book, units
 
 
-def book_labels(path: Path) -> tuple[int, int]:
-    """``(chapter, scene)`` breaks of one training book's narrative stream (the card's ``labels_per_book``)."""
-    book, units = clean_and_units(path)
-    stream = narrative_stream(book.text, units, StreamReport())
-    marks = [p.mark for p in stream[1:]]
-    return marks.count("chapter"), marks.count("scene")
-
-
 def text_hash(text: str) -> str:
     """SHA-256 of a cleaned text with whitespace runs collapsed."""
     return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()
