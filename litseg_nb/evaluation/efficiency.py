@@ -91,14 +91,18 @@ def load_usage(profile: str) -> pd.DataFrame:
 
 def sentences_per_method(profile: str, methods: Iterable[str]) -> dict[str, int]:
     """Unit sentences each method's chunk artifact covers."""
-    out: dict[str, int] = {}
+    return {m: int(sum(units.values())) for m, units in _unit_sets(profile, methods).items()}
+
+
+def _unit_sets(profile: str, methods: Iterable[str]) -> dict[str, dict[tuple[str, str], int]]:
+    """Per method: {(book, unit): sentences} of its chunk artifact (evaluated, ablation or efficiency chunks)."""
     art = outputs_dir(profile) / "artifacts"
-    for method in methods:
-        # notebook 07 keeps its ablation variants' chunks apart from the evaluated chunk sets
-        path = next((p for p in (art / "chunks" / f"{method}.jsonl", art / "ablation" / "chunks" / f"{method}.jsonl",
-                                 art / "efficiency" / "chunks" / f"{method}.jsonl") if p.is_file()), None)
+    out = {}
+    for m in methods:
+        path = next((p for p in (art / "chunks" / f"{m}.jsonl", art / "ablation" / "chunks" / f"{m}.jsonl",
+                                 art / "efficiency" / "chunks" / f"{m}.jsonl") if p.is_file()), None)
         if path is not None:
-            out[method] = int(sum(_unit_sentences(path).values()))
+            out[m] = _unit_sentences(path)
     return out
 
 
@@ -236,18 +240,6 @@ PAPER_COLUMNS = ["method", "model", "books", "units", "sentences", "same_units",
                  "model_seconds", "wall_seconds", "wall_note", "calls_per_1k_sent", "prompt_tokens_per_1k_sent",
                  "computed_prefill_tokens_per_1k_sent", "completion_tokens_per_1k_sent",
                  "model_seconds_per_1k_sent", "wall_seconds_per_1k_sent", "paper_seconds"]
-
-
-def _chunk_file(profile: str, method: str) -> Path:
-    art = outputs_dir(profile) / "artifacts"
-    if method in CONTROLS:  # kept apart from the evaluated chunk sets of notebook 05
-        return art / "efficiency" / "chunks" / f"{method}.jsonl"
-    return art / "chunks" / f"{method}.jsonl"
-
-
-def _unit_sets(profile: str, methods: Iterable[str]) -> dict[str, dict[tuple[str, str], int]]:
-    """Per method: {(book, unit): sentences} of its chunk artifact."""
-    return {m: _unit_sentences(_chunk_file(profile, m)) for m in methods if _chunk_file(profile, m).is_file()}
 
 
 def book_dataset(book_id: str) -> str:
