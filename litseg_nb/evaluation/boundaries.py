@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import itertools
 import math
 import sys
 import zlib
@@ -82,6 +83,7 @@ class BoundaryConfig(StageConfig):
                               f"tolerances {self.tolerances}")
 
     def describe(self) -> str:  # noqa: D102
+        llm = LitSegConfig.for_profile(self.profile).llm
         src = ("hand-checked books of tests/structure_gold.jsonl" if self.source == "hand-checked"
                else "corpus " + "+".join(self.corpus.datasets) + " (GutenQA chapters from the dataset, "
                "other books' detected units: not hand-checked)")
@@ -92,11 +94,8 @@ class BoundaryConfig(StageConfig):
                 + (f" | semantic on {self.embedder_max_windows} windows" if "semantic" in self.methods
                    and self.embedder_max_windows else "")
                 + (f" | {','.join(self.segmenters)} on {self.segmenter_max_windows or 'all'} windows "
-                   f"(LLM={self._segmenter_model()})" if self.segmenters else ""))
-
-    def _segmenter_model(self) -> str:
-        llm = LitSegConfig.for_profile(self.profile).llm
-        return f"{llm.model}, structured={'on' if llm.structured_output else 'off'}"
+                   f"(LLM={llm.model}, structured={'on' if llm.structured_output else 'off'})"
+                   if self.segmenters else ""))
 
 
 def gap_string(n: int, boundaries: Sequence[int]) -> str:
@@ -538,14 +537,9 @@ def load_gold(cfg: BoundaryConfig):
 def llm_windows(books: Sequence[Book], n: int) -> tuple[str, ...]:
     """``book_id/unit_id`` of the first ``n`` windows, alternating chapter and scene windows, spread over books."""
     queues: dict[str, list[str]] = {"chapter": [], "scene": []}
-    per_book = [[u for u in b.units] for b in books]
-    depth = 0
-    while any(depth < len(us) for us in per_book):
-        for b, us in zip(books, per_book):
-            if depth < len(us):
-                u = us[depth]
-                queues[b.meta["boundary_gold"][u.unit_id]["kind"]].append(f"{b.book_id}/{u.unit_id}")
-        depth += 1
+    for row in itertools.zip_longest(*[[(b, u) for u in b.units] for b in books]):
+        for b, u in filter(None, row):
+            queues[b.meta["boundary_gold"][u.unit_id]["kind"]].append(f"{b.book_id}/{u.unit_id}")
     out: list[str] = []
     ch, sc = queues["chapter"], queues["scene"]
     while (ch or sc) and (not n or len(out) < n):

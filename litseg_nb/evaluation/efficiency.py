@@ -132,10 +132,8 @@ def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataF
     g["computed_prefill_tokens"] = g["prompt_tokens"] - g["cached_prompt_tokens"]
     g["sentences"] = g["method"].map(sentences).astype("float")
     per_k = 1000.0 / g["sentences"]
-    g["calls_per_1k_sent"] = g["calls"] * per_k
-    g["prompt_tokens_per_1k_sent"] = g["prompt_tokens"] * per_k
-    g["computed_prefill_tokens_per_1k_sent"] = g["computed_prefill_tokens"] * per_k
-    g["completion_tokens_per_1k_sent"] = g["completion_tokens"] * per_k
+    for c in ("calls", "prompt_tokens", "computed_prefill_tokens", "completion_tokens"):
+        g[f"{c}_per_1k_sent"] = g[c] * per_k
     g["seconds_per_1k_sent"] = g["model_seconds"] * per_k
     return g[COST_COLUMNS]
 
