@@ -240,11 +240,6 @@ PAPER_COLUMNS = ["method", "model", "books", "units", "sentences", "same_units",
                  "model_seconds_per_1k_sent", "wall_seconds_per_1k_sent", "paper_seconds"]
 
 
-def book_dataset(book_id: str) -> str:
-    """The dataset a book id belongs to (its ``<dataset>:`` prefix)."""
-    return book_id.split(":", 1)[0] if ":" in book_id else ""
-
-
 def timing_units(profile: str, timing_dataset: str = "all") -> tuple[set[tuple[str, str]], list[str]]:
     """§4.4's units (all present :data:`MEASURED` methods segmented them): ``(units, methods)``."""
     if timing_dataset not in TIMING_DATASETS:
@@ -255,7 +250,7 @@ def timing_units(profile: str, timing_dataset: str = "all") -> tuple[set[tuple[s
         return set(), present
     common = set.intersection(*(set(units[m]) for m in present))
     if timing_dataset != "all":
-        common = {k for k in common if book_dataset(k[0]) == timing_dataset}
+        common = {k for k in common if k[0].startswith(timing_dataset + ":")}
     return common, present
 
 
@@ -502,11 +497,6 @@ def _load_average() -> float:
         return float("nan")
 
 
-def block_order(methods: Sequence[str], block: int) -> list[str]:
-    """Forward order in even blocks, reversed in odd ones (A B C, C B A, ...)."""
-    return list(methods) if block % 2 == 0 else list(reversed(methods))
-
-
 def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMethod], repeats: int = 1,
                    batch_units: int = 0, clock: Callable[[], float] = time.perf_counter,
                    load: Callable[[], float] = _load_average, progress: bool = True) -> pd.DataFrame:
@@ -530,7 +520,7 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
     try:
         for r in range(repeats):
             for b, batch in enumerate(batches):
-                for pos, name in enumerate(block_order(names, block)):
+                for pos, name in enumerate(names if block % 2 == 0 else names[::-1]):  # A B C, C B A, ...
                     m, be = by_name[name], metered[name]
                     reset = reset_prefix_cache(m.backend)
                     be.take()

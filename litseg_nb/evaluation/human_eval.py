@@ -274,7 +274,6 @@ class A2Rating:
     scores: dict[str, int]
     neutral: bool  # no valid reply after the retries: the neutral 3 everywhere
     attempts: int
-    raw: str = ""
 
 
 def a2_conversation(text_before: str, chunk_text: str, text_after: str) -> list[dict[str, str]]:
@@ -309,18 +308,19 @@ def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: in
                 tag: UsageTag = UsageTag("llm-rater", stage="a2-rating")) -> list[A2Rating]:
     """Rate every item with the A.2 rubric; an item never scored keeps the neutral 3."""
     convs = [a2_conversation(it.get("text_before", ""), it["chunk_text"], it.get("text_after", "")) for it in items]
-    got, attempts, raw = _ask_until_read(
+    got, attempts = _ask_until_read(
         backend, convs, parse_a2_scores, retries, tag, lambda attempt: SamplingParams(
             max_new_tokens=max_new_tokens, seed=seed + 1000 * attempt,
             temperature=first_temperature if attempt == 0 else max(0.7, first_temperature)))
-    return [A2Rating(g, False, n, r) if g is not None else A2Rating({d: NEUTRAL for d in DIMENSIONS}, True, n, r)
-            for g, n, r in zip(got, attempts, raw)]
+    return [A2Rating(g, False, n) if g is not None else A2Rating({d: NEUTRAL for d in DIMENSIONS}, True, n)
+            for g, n in zip(got, attempts)]
 
 
 def _ask_until_read(backend: Any, convs: Sequence[Any], parse: Any, retries: int, tag: UsageTag, params: Any,
-                    errors: list[str] | None = None, who: str = "") -> tuple[list[Any], list[int], list[str]]:
+                    errors: list[str] | None = None, who: str = "") -> tuple[list[Any], list[int]]:
+    """Ask until ``parse`` reads each reply, retrying the unread in batches; with ``errors``, backend errors go there."""
     got: list[Any] = [None] * len(convs)
-    attempts, raw = [0] * len(convs), [""] * len(convs)
+    attempts = [0] * len(convs)
     todo = list(range(len(convs)))
     for attempt in range(retries + 1):
         if not todo:
@@ -337,12 +337,11 @@ def _ask_until_read(backend: Any, convs: Sequence[Any], parse: Any, retries: int
         left = []
         for i, g in zip(todo, gens):
             attempts[i] += 1
-            raw[i] = g.text
             got[i] = parse(g.text)
             if got[i] is None:
                 left.append(i)
         todo = left
-    return got, attempts, raw
+    return got, attempts
 
 
 def rater_label(models: Sequence[str]) -> str:
@@ -630,7 +629,7 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
         rows_of[a] = rows
         convs = [pairwise_conversation(r["original_context"], r["question"], r["reference_answer"], r["response_a"],
                                        r["response_b"]) for r in rows]
-        got, _, _ = _ask_until_read(
+        got, _ = _ask_until_read(
             be, convs, parse_verdict, retries, UsageTag("llm-annotator", stage="llm-pairwise"),
             lambda attempt: SamplingParams(max_new_tokens=max_new_tokens, temperature=(
                 0.0 if greedy else 0.7) if attempt == 0 else 0.7, seed=seed + k + 100 * attempt), errors, a)
