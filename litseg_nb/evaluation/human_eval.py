@@ -318,7 +318,7 @@ def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: in
 
 def _ask_until_read(backend: Any, convs: Sequence[Any], parse: Any, retries: int, tag: UsageTag, params: Any,
                     errors: list[str] | None = None, who: str = "") -> tuple[list[Any], list[int]]:
-    """Ask until ``parse`` reads each reply, retrying the unread in batches; with ``errors``, backend errors go there."""
+    """Ask until ``parse`` reads each reply, retrying the unread in batches; backend errors go to ``errors``."""
     got: list[Any] = [None] * len(convs)
     attempts = [0] * len(convs)
     todo = list(range(len(convs)))
