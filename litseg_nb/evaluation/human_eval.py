@@ -123,10 +123,9 @@ def pairwise_agreement_table(labels_by_annotator: Mapping[str, Sequence[Any]]):
     """Cohen's kappa and raw agreement for every annotator pair (Appendix B.3's figures), as a DataFrame."""
     import pandas as pd
 
-    rows = []
-    for (na, a), (nb, b) in itertools.combinations(labels_by_annotator.items(), 2):
-        rows.append({"annotator_a": na, "annotator_b": nb, "cohen_kappa": cohen_kappa(a, b),
-                     "raw_agreement": raw_agreement(a, b), "n_items": len(a)})
+    rows = [{"annotator_a": na, "annotator_b": nb, "cohen_kappa": cohen_kappa(a, b),
+             "raw_agreement": raw_agreement(a, b), "n_items": len(a)}
+            for (na, a), (nb, b) in itertools.combinations(labels_by_annotator.items(), 2)]
     return pd.DataFrame(rows, columns=["annotator_a", "annotator_b", "cohen_kappa", "raw_agreement", "n_items"])
 
 
@@ -191,15 +190,12 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
 
 def _sheet_html(items: Sequence[Mapping[str, str]], rater: str) -> str:
     dims = "".join(f"<li><b>{html.escape(t)}</b>: {html.escape(d)}</li>" for t, d in DIMENSION_TEXT.values())
-    rows = []
-    for it in items:
-        rows.append(
-            f"<section><h3>{html.escape(it['item_id'])} <small>({html.escape(str(it['book']))})</small></h3>"
+    rows = [f"<section><h3>{html.escape(it['item_id'])} <small>({html.escape(str(it['book']))})</small></h3>"
             f"<p class='ctx'>{html.escape(it['text_before'])}</p>"
             f"<p class='chunk'>{html.escape(it['chunk_text']).replace(chr(10), '<br>')}</p>"
             f"<p class='ctx'>{html.escape(it['text_after'])}</p>"
             + "".join(f"<p>{html.escape(DIMENSION_TEXT[d][0])}: 1 2 3 4 5</p>" for d in DIMENSIONS)
-            + "</section>")
+            + "</section>" for it in items]
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Chunk rating sheet – "
             f"{html.escape(rater)}</title><style>body{{font-family:Georgia,serif;max-width:52em;margin:auto}}"
             ".ctx{color:#888;font-size:90%}.chunk{border-left:4px solid #369;padding-left:1em}"
