@@ -16,6 +16,23 @@ SHAPES = ["* * *", "*****", "—————", "§", "x x x", "X  X  X", "------
 NOT_SHAPES = ["XXX", "XX", "...", ". . .", "-", "]", "|", "**", "* x *", "CHAPTER I", "§ 3", "* * *\nMore text."]
 
 
+def check_window_book(book: Book) -> None:
+    """Raise ``AssertionError`` if a window's text keeps an ornament line or a sentence is off."""
+    for u in book.units:
+        for ln in u.text(book.text).split("\n"):
+            if bg.is_ornament(ln):
+                raise AssertionError(f"{book.book_id}/{u.unit_id}: ornament line {ln!r} left")
+        for a, b in u.paragraphs:
+            if bg.is_ornament(book.text[a:b]):
+                raise AssertionError(f"{book.book_id}/{u.unit_id}: ornament paragraph {book.text[a:b]!r} left")
+        for s in u.sentences:
+            if not u.start <= s.start < s.end <= u.end or bg.is_ornament(book.text[s.start:s.end]):
+                raise AssertionError(f"{book.book_id}/{u.unit_id}: sentence {s.index} off or an ornament")
+        g = bg.window_gold(book, u.unit_id)
+        if not all(1 < i <= u.n_sentences for i in g["gold"]) or not set(g["gold"]) <= set(g["paragraph_starts"]):
+            raise AssertionError(f"{book.book_id}/{u.unit_id}: gold {g['gold']} not at paragraph starts")
+
+
 @pytest.mark.parametrize("s", SHAPES)
 def test_every_ornament_shape_is_a_scene_break(s):
     assert bg.is_ornament(s) and bg.is_ornament(f"      {s}   ")
@@ -73,7 +90,7 @@ def test_stream_removes_headings_and_every_ornament_and_marks_the_next_sentence(
     assert "CHAPTER" not in kept and not any(s in kept for s in ("* * *", "§", "x x x", "—————", "⁂"))
     gs = bg.build_gold([(book, units)], window_sentences=1000, min_side_sentences=2, seed=0)
     wb = gs.books[0]
-    bg.check_window_book(wb)
+    check_window_book(wb)
     assert _gold_texts(wb, "chapter") == firsts["chapter"]
     assert _gold_texts(wb, "scene") == firsts["scene"]
     row = gs.counts[0]
@@ -91,7 +108,7 @@ def test_chapter_windows_cross_no_scene_break_and_have_the_size_budget():
     book, units, _ = _synthetic(ornaments=["* * *"], per_scene=10, chapters=4)
     gs = bg.build_gold([(book, units)], window_sentences=12, min_side_sentences=3, seed=1)
     wb = gs.books[0]
-    bg.check_window_book(wb)
+    check_window_book(wb)
     kinds = [wb.meta["boundary_gold"][u.unit_id]["kind"] for u in wb.units]
     assert kinds.count("chapter") == 3 and kinds.count("scene") == 1
     for u in wb.units:
@@ -241,7 +258,7 @@ def test_local_books_gold_counts_and_ornament_census(data_dir):
     gs = bg.build_gold(src, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book,
                        True, rows)
     for b in gs.books:
-        bg.check_window_book(b)
+        check_window_book(b)
     n_ch = sum(r.get("chapter_gold", 0) for r in gs.counts if r["used"])
     n_sc = sum(r.get("scene_gold", 0) for r in gs.counts if r["used"])
     print(f"\nhand-checked books {len(src)}: chapter gold {n_ch}, scene gold {n_sc}; shapes {gs.shapes}")
@@ -409,7 +426,7 @@ def test_cleaning_removes_section_numerals_bylines_and_a_volume_title_page():
     src = Book("c", "C", "gutenberg", text, [], units=units)
     gs = bg.build_gold([(src, units)], 1000, 2, 0)
     for b in gs.books:
-        bg.check_window_book(b)
+        check_window_book(b)
     assert gs.books and bg.heading_like_gold(gs.books) == []
     dirty = bg.build_gold([(src, units)], 1000, 2, 0, clean=False)
     leaks = {r["text"] for r in bg.heading_like_gold(dirty.books)}

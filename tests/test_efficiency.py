@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from litseg_nb.evaluation import efficiency, paired_timing
+from litseg_nb.evaluation import efficiency
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.llm.base import Generation, UsageLedger, UsageTag
 from litseg_nb.core.paths import outputs_dir
@@ -185,10 +185,10 @@ def test_timing_unit_pairs_is_the_one_unit_lookup_of_notebook_08(monkeypatch):
     units = {("gutenqa:B", "u0001"), ("gutenqa:A", "u0002"), ("gutenqa:A", "u0000")}
     pairs = efficiency.timing_unit_pairs(corpus, units, "test")
     assert [(b.book_id, u.unit_id) for b, u in pairs] == sorted(units)
-    assert [(b.book_id, u.unit_id) for b, u in paired_timing.paired_pairs("test", units, max_units=2)] == sorted(units)[:2]
+    assert [(b.book_id, u.unit_id) for b, u in efficiency.paired_pairs("test", units, max_units=2)] == sorted(units)[:2]
     gone = units | {("gutenqa:A", "u0009"), ("gutenqa:Z", "u0000")}
     with pytest.raises(ValueError, match=r"\['gutenqa:A/u0009', 'gutenqa:Z/u0000'\] are not in profile 'test'") as e:
         efficiency.timing_unit_pairs(corpus, gone, "test")
     assert type(e.value) is ValueError
-    with pytest.raises(paired_timing.PairedTimingError, match="rerun notebooks 01-04"):
-        paired_timing.paired_pairs("test", gone)
+    with pytest.raises(efficiency.PairedTimingError, match="rerun notebooks 01-04"):
+        efficiency.paired_pairs("test", gone)

@@ -1,4 +1,4 @@
-"""§4.4 measured side by side (litseg_nb.evaluation.paired_timing): same units, same batching, interleaved, on a fake clock.
+"""§4.4 measured side by side (litseg_nb.evaluation.efficiency): same units, same batching, interleaved, on a fake clock.
 
 The fake backend advances a fake clock by a fixed cost per call and per request (a "sleep" that takes no
 real time), so every ratio is deterministic. Two properties of issue 39: a sleep injected into one
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from litseg_nb.evaluation import efficiency
-from litseg_nb.evaluation import paired_timing as pt
+pt = efficiency
 from litseg_nb.chunkers.config import BaselinesConfig
 from litseg_nb.chunkers.lumber import lumber_chunks_batch
 from litseg_nb.lite.config import LiteConfig

@@ -1,11 +1,11 @@
-"""The A.2 LLM rater (litseg_nb.evaluation.a2_rater): verbatim rubric, strict parsing, retries, backends per rater."""
+"""The A.2 LLM rater (litseg_nb.evaluation.human_eval): verbatim rubric, strict parsing, retries, backends per rater."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from litseg_nb.evaluation import a2_rater
+from litseg_nb.evaluation import human_eval
 from litseg_nb.llm.base import LLMError, ScriptedBackend
 from litseg_nb.core.prompts import load_prompt, prompt_source
 
@@ -34,19 +34,19 @@ def test_a2_template_is_the_papers_text_verbatim():
     ("4, 5, 1", False), ("", False),
 ])
 def test_parse_a2_scores(reply, ok):
-    assert (a2_rater.parse_a2_scores(reply) is not None) == ok
+    assert (human_eval.parse_a2_scores(reply) is not None) == ok
 
 
 def test_retry_then_neutral_and_backend_errors_propagate():
     replies = iter(["junk", '{"content_completeness": 2, "topical_coherence": 3, "boundary_placement": 4}'])
     be = ScriptedBackend(reply_fn=lambda c: next(replies))
-    [r] = a2_rater.rate_chunks(be, [{"chunk_text": "x"}], retries=1)
+    [r] = human_eval.rate_chunks(be, [{"chunk_text": "x"}], retries=1)
     assert r.scores == {"content_completeness": 2, "topical_coherence": 3, "boundary_placement": 4}
     assert r.attempts == 2 and not r.neutral
-    [n] = a2_rater.rate_chunks(ScriptedBackend(reply_fn=lambda c: "junk"), [{"chunk_text": "x"}], retries=2)
+    [n] = human_eval.rate_chunks(ScriptedBackend(reply_fn=lambda c: "junk"), [{"chunk_text": "x"}], retries=2)
     assert n.neutral and n.attempts == 3 and set(n.scores.values()) == {3}
     with pytest.raises(LLMError):
-        a2_rater.rate_chunks(ScriptedBackend(reply_fn=lambda c: LLMError("server down")), [{"chunk_text": "x"}])
+        human_eval.rate_chunks(ScriptedBackend(reply_fn=lambda c: LLMError("server down")), [{"chunk_text": "x"}])
 
 
 def test_rater_backends_reuse_and_build_once(monkeypatch):
@@ -56,7 +56,7 @@ def test_rater_backends_reuse_and_build_once(monkeypatch):
     monkeypatch.setattr("litseg_nb.llm.make_backend", lambda c, ledger=None: built.append(c.model) or f"be:{c.model}")
     main = LLMConfig(model="m0")
     cfgs = [LLMConfig(model="m0", max_new_tokens=9), LLMConfig(model="m1"), LLMConfig(model="m1")]
-    out, new = a2_rater.build_rater_backends(cfgs, reuse=(main, "main-backend"))
+    out, new = human_eval.build_rater_backends(cfgs, reuse=(main, "main-backend"))
     assert out == ["main-backend", "be:m1", "be:m1"] and built == ["m1"] and new == ["be:m1"]
 
 
@@ -66,8 +66,6 @@ def test_rater_backends_mapping_errors():
 
     assert rater_backends({"r1": 0, "r2": 0}, ["a", "b", "c"]) == {"r1": "a", "r2": "b"}
     assert rater_backends({"r1": 0, "r2": 0, "r3": 0}, ["a", "b"]) == {"r1": "a", "r2": "b", "r3": "b"}
-    with pytest.raises(UsageError, match="r2"):
-        rater_backends({"r1": 0, "r2": 0}, {"r1": "a"})
     with pytest.raises(UsageError, match="empty"):
         rater_backends({"r1": 0}, [])
 

@@ -40,7 +40,7 @@ def test_notebook_08_runs_in_test_profile(notebook_pipeline):
     assert "not the §4.4 measurement" in md
 
     # §4.4 measured side by side: one process, interleaved, same units, same batching, cache bypassed
-    from litseg_nb.evaluation.paired_timing import PAIRED_COLUMNS
+    from litseg_nb.evaluation.efficiency import PAIRED_COLUMNS
 
     passes = pd.read_csv(tables / "08_paired_passes.csv")
     assert set(passes["method"]) == {"litseg", "litseg-lite", "lumber"}

@@ -1,17 +1,6 @@
-"""LitSeg-Lite ablations (paper §4.3, Tables 5-8).
+"""LitSeg-Lite ablations (§4.3, Tables 5-8): single-pass variants over the same units.
 
-The paper ablates LitSeg-Lite into six variants, each a single-pass segmenter over the same units:
-
-* **w/o GRPO** — the SFT adapter only (no RL stage);
-* **w/o FT** — the base model with the Lite prompt (Appendix E.2), no fine-tuning;
-* **+w/o Theo.S.1/2/3** — the base model with an Appendix E.4 prompt that drops one theory stage;
-* **+w/o Theory** — the base model with E.4's generic semantic-segmentation prompt.
-
-Every variant goes through :class:`~litseg_nb.lite.segmenter.LiteSegmenter` (LitSeg's validation,
-retry, fallback and reconstruction), so validity and fallbacks are comparable, and writes chunks in
-the shared schema that the segment-quality and retrieval code scores like any other chunker.
-Adapters come from notebook 03 (``artifacts/lite/adapters/{sft,grpo}``).
-"""
+Every variant runs through :class:`~litseg_nb.lite.segmenter.LiteSegmenter`, so validity and fallbacks compare."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -85,33 +74,29 @@ def adapter_dirs(profile: str) -> dict[str, Path]:
     return dirs
 
 
+def _variant_adapters(variant: AblationVariant, profile: str) -> list[Path]:
+    dirs = adapter_dirs(profile)
+    return [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
+
+
 def variant_model(cfg: LiteConfig, variant: AblationVariant, profile: str) -> str:
     """The model a variant runs: the base model, or base + adapters merged once (cached folder)."""
     if variant.model == "base":
         return cfg.llm.model
-
-    dirs = adapter_dirs(profile)
-    adapters = [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
-    root = artifact_dir(profile, "lite", "merged")
-    return str(save_merged_model(cfg.llm.model, adapters, root))
+    return str(save_merged_model(cfg.llm.model, _variant_adapters(variant, profile),
+                                 artifact_dir(profile, "lite", "merged")))
 
 
 def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, ledger: Any = None):
-    """The backend a variant runs on: ``cfg.llm`` for the base variants; base + the variant's
-    adapters otherwise (:func:`litseg_nb.lite.train.student_backend`: a LoRA request on the base
-    model's one vLLM engine, or a merged folder for hf)."""
+    """The backend a variant runs on: ``cfg.llm``, or base + its adapters."""
     if variant.model == "base":
         return make_backend(cfg.llm, ledger)
-
-    dirs = adapter_dirs(profile)
-    adapters = [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
-    root = artifact_dir(profile, "lite", "merged")
-    return student_backend(cfg.llm, adapters, root, ledger)[0]
+    return student_backend(cfg.llm, _variant_adapters(variant, profile), artifact_dir(profile, "lite", "merged"),
+                           ledger)[0]
 
 
 def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, Unit]]:
-    """The shared unit selection (``cfg.selection``, the units LitSeg segmented in notebook 02), the
-    first ``cfg.ablation_max_units`` of them (0 = all); every one must be in ``chunks/litseg.jsonl``."""
+    """The shared units (first ``cfg.ablation_max_units``, 0 = all); LitSeg must have segmented each."""
     path = artifact_path(cfg.profile, "chunks", "litseg.jsonl")
     if not path.is_file():
         raise AblationError(f"{path} not found; run notebook 02 for profile {cfg.profile!r} first")
@@ -127,26 +112,16 @@ def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, U
 
 
 def run_ablations(cfg: LiteConfig, profile: str, pairs: Sequence[tuple[Book, Unit]],
-                  variants: Sequence[AblationVariant], ledger: Any = None,
-                  backend_factory: Any = None) -> tuple[dict[str, list[Chunk]], pd.DataFrame]:
-    """Segment ``pairs`` with every variant; returns chunk sets by variant key and per-unit results.
-
-    ``backend_factory(llm_cfg)``, when given, builds each variant's backend from its model
-    (:func:`variant_model`); by default :func:`variant_backend` (on vLLM every variant shares the base
-    model's engine: the base variants directly, the trained ones through a LoRA request, so the
-    engine starts once for all variants and notebook 07's generator of the same model reuses it).
-    """
+                  variants: Sequence[AblationVariant],
+                  ledger: Any = None) -> tuple[dict[str, list[Chunk]], pd.DataFrame]:
+    """Segment ``pairs`` with every variant; returns chunk sets by variant key and per-unit results."""
     ledger = ledger if ledger is not None else UsageLedger()
     length_reference = student_length_reference(cfg.annotations_profile or profile)  # the teacher's value
     chunk_sets: dict[str, list[Chunk]] = {}
     frames = []
     for v in variants:
-        if backend_factory is not None:
-            backend = backend_factory(cfg.llm.replace(model=variant_model(cfg, v, profile)))
-        else:
-            backend = variant_backend(cfg, v, profile, ledger)
-        # unconstrained for every variant: the E.4 prompts ask for other JSON shapes than E.2's schema,
-        # so constraining only the E.2 variants would confound the ablation (stated in the label)
+        backend = variant_backend(cfg, v, profile, ledger)
+        # unconstrained for every variant: the E.4 prompts ask for other JSON shapes than E.2's schema
         seg = LiteSegmenter(backend, cfg.infer_max_new_tokens, cfg.infer_retries, seed=cfg.seed,
                             method=v.key, system_template=v.template, length_reference=length_reference,
                             structured=False)
@@ -189,8 +164,7 @@ def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame):
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 0.45 * max(len(boundary), 3) + 1.6))
     b = boundary.set_index("variant")["boundary_similarity"]
-    # numeric y positions + explicit labels: every variant is named even when its value is NaN
-    # (a categorical barh drops the labels of all-NaN bars); NaN bars are said to be n/a
+    # numeric y positions: a categorical barh drops the labels of all-NaN bars
     names, ys = list(b.index[::-1]), list(range(len(b)))
     vals = pd.to_numeric(b.iloc[::-1], errors="coerce")
     axes[0].barh(ys, vals.fillna(0.0).to_numpy(), color="#4C72B0")
@@ -234,17 +208,7 @@ def generation_tables(ev: Any, questions: Sequence[Any], rows: Sequence[Mapping[
                       seed: int = 0, target: str = "lite",
                       chunk_sets: Mapping[str, Sequence[Chunk]] | None = None,
                       judge_backend: Any = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Table 7's CR column (RAGAS Context Relevance, the paper's LiteraryQA retrieval measure) and
-    Table 8 (generation: EM, F1, ROUGE-L, METEOR, AA and the pairwise win rate of LitSeg-Lite
-    against each variant) for the ablation variants — notebook 05's generation, RAGAS and pairwise
-    code unchanged, with ``rag_cfg``'s subset sizes, on Table 3's ranking (reranked where reranked). ``ev`` must have been built with ``backend``.
-
-    ``chunk_sets`` (the indexed variants' chunks) lets the LiteraryQA judge read the chapters holding
-    either system's chunks where a book exceeds its context (:func:`litseg_nb.rag.report.pairwise_vs_target`).
-    The pairwise judge is ``judge_backend`` (``rag_cfg.judge_llm``'s backend, its context
-    ``rag_cfg.judge_llm.max_model_len``); None: ``backend`` (only where the judge is that model).
-    Returns ``(table7_with_cr, table8)``, with a ``variant`` column of the paper's row labels.
-    """
+    """Table 7's CR column and Table 8 with notebook 05's code; returns ``(table7_with_cr, table8)``."""
 
     gen_q = select_subset(questions, rag_cfg.generation_max_questions, seed)
     gen = report.generate_for_subset(ev, gen_q, rows, list(names))

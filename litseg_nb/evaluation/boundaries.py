@@ -1,57 +1,13 @@
 """Do the methods find the boundaries the authors marked? (notebook 06, ``boundaries`` command)
 
-The gold comes from the books (:mod:`litseg_nb.evaluation.boundary_gold`): windows of text with their chapter
-headings or scene-break ornaments removed, gold = the first sentence after each removed mark. Every
-method segments the windows through its normal code path (:func:`segment_windows`); a chunk set made
-elsewhere is scored the same way (:func:`score_chunk_file`, ``python -m litseg_nb boundaries``).
-
-Per window of *n* sentences, with gold boundaries *G* and a method's boundaries *H* (the first
-sentence of every chunk but the first; positions 2..n):
-
-* **P/R/F1 @ t** — a gold boundary is found when a method boundary lies within ±t sentences, each
-  method boundary finding at most one gold boundary (greedy in order, which is a maximum matching on
-  a line); TP summed over windows, P = TP/|H|, R = TP/|G| (micro), F1 their harmonic mean.
-* **Pk, WindowDiff** — NLTK's definitions (:mod:`nltk.metrics.segmentation`) on the gap string of
-  the window (n-1 characters, ``1`` where a boundary falls), k = half the mean gold segment length,
-  ``round(n / (2(|G|+1)))`` (at least 1); the mean over windows. Lower is better.
-* **Random baseline** — the same number of boundaries |H| in each window, drawn uniformly from the
-  kind of position the method's boundaries fall on: *paragraph* starts if all of the method's
-  boundaries are paragraph starts (every gold boundary is one, so respecting paragraphs earns
-  nothing by itself), else *sentence* starts; both are reported. E[TP] is exact where the gold
-  boundaries' ±t neighbourhoods are disjoint (hypergeometric: a gold boundary with *a* candidates
-  within ±t is missed by all |H| draws out of *N* candidates with probability C(N−a,|H|)/C(N,|H|)),
-  else the mean of the seeded draws. (A window with fewer paragraph starts than |H| draws all of them
-  for the paragraph baseline; that baseline is then only the reported one, never the one ``lift@t``
-  uses, since such a method has boundaries off paragraph starts.)
-* **Lift** = TP / E[TP_random] (equal for recall and precision, since |H| is held fixed); 1 is chance.
-  ``lift@t`` uses the baseline of the method's kind of positions; ``lift_vs_sentence@t`` and
-  ``lift_vs_paragraph@t`` give both (a method that mostly, but not always, cuts at paragraph ends —
-  the recursive splitter — is judged against sentence positions by ``lift@t``; its lift over
-  paragraph positions says how much of that is more than respecting paragraphs).
-  95% bootstrap intervals resample *books* (windows of one book are not independent); the
-  permutation p-value is the share of ``random_draws`` seeded random segmentations (same |H| per
-  window, same kind of positions) whose total TP reaches the method's, (1 + #) / (1 + draws).
-* **Headline: lift against random paragraph starts for every method** (``lift_vs_paragraph@t``
-  with ``_lo``/``_hi`` at ``headline_tolerance`` and ``p_vs_paragraph@t``): the null every gold
-  boundary lives in. The permutation is within every window (so within its book): the method's
-  boundaries of a window are replaced by as many random paragraph starts of that window (all of them
-  when it has more boundaries than the window has paragraph starts); the test is exact for the null
-  "the method's boundaries are random paragraph starts", whatever the books' windows share, and the
-  bootstrap interval over books carries the between-book uncertainty. No boundary at all: p is NaN.
-* **Boundary similarity B** (Fournier 2013; ``segeval``, n_t = 2): :func:`boundary_similarity_parts`;
-  ``B`` pools the edits of all windows (micro), ``B_macro`` averages each book's pooled B.
-* **Macro averages**: ``F1@t_macro``, ``R@t_macro``, ``lift_vs_paragraph@t_macro`` (nan-free books) average
-  each source book's value at ``headline_tolerance``, beside the micro values pooled over windows.
-* **Reference rows** (:func:`reference_chunk_sets`): ``no-boundary`` and ``one-cut``; Pk and WindowDiff
-  reward ``no-boundary`` here, so read them beside ``Pk_random`` / ``WindowDiff_random`` and that row.
-* **Top-|G| rows** (:func:`top_g_chunk_sets`): a method whose chunks carry boundary scores (the score
-  hook, :mod:`litseg_nb.chunkers.scores`) also gets ``<method>@top-G``: per window exactly as many
-  boundaries as gold, its top-scored positions. :func:`benchmark_sets` adds both kinds of rows.
-"""
+Per gold window: P/R/F1 within ±t sentences, NLTK's Pk and WindowDiff, segeval's B, and lift over random boundaries
+(exact E[TP] where possible, else seeded draws), with bootstrap intervals over books and permutation p-values."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
+import itertools
 import math
 import sys
 import zlib
@@ -66,7 +22,7 @@ from ..chunkers.config import LLM_METHODS, BaselinesConfig
 from ..core.schema import Book, Chunk, check_coverage, load_chunks, read_jsonl, write_jsonl
 from ..litseg.config import LitSegConfig
 from .boundary_gold import (GOLD_RULES, window_gold, GoldSet, build_gold, corpus_books, hand_checked_books,
-                            local_book_texts, ornament_census)
+                            local_book_files, local_book_texts, ornament_census)
 from ..core.cache import StepCache
 from ..corpus import book_from_json, book_to_json, data_files
 from ..core.paths import data_dir
@@ -77,7 +33,6 @@ from ..llm.embeddings import load_embedder
 from ..segmenters.registry import chunk_units, get_method, METHOD_NAMES
 from ..core.chunk_align import import_chunks
 from ..core.artifacts import save_table
-from .boundary_gold import window_gold
 from ..chunkers.base import chunks_from_boundaries
 from ..chunkers.scores import top_k, unit_scores
 from ..core.safe_io import check_name, ensure_writable
@@ -91,32 +46,22 @@ REFERENCE_ROWS = ("no-boundary", "one-cut")
 TOP_G = "@top-G"
 
 
-def _llm_baselines() -> tuple[str, ...]:
-    return LLM_METHODS
-
-
 @dataclass(frozen=True)
 class BoundaryConfig(StageConfig):
     """The boundary benchmark: where the gold comes from, window sizes, methods, statistics."""
 
     methods: tuple[str, ...] = one_of(NON_LLM, *NON_LLM)  # rules/embedder methods: every window
-    llm_methods: tuple[str, ...] = one_of(LLM_METHODS, *_llm_baselines())  # test/smoke: their own subsets
+    llm_methods: tuple[str, ...] = one_of(LLM_METHODS, *LLM_METHODS)  # test/smoke: their own subsets
     llm_max_windows: int = at_least(0, 0)  # windows the LLM methods segment (0 = all), chapter and scene alternating
-    # windows the embedding-based semantic chunker segments (0 = all; MiniLM on 2 CPU cores embeds ~60
-    # three-sentence groups a second, so all ~400 smoke windows would take ~6 min)
-    embedder_max_windows: int = at_least(0, 0)
-    # the paper's segmenter (LitSegConfig of this profile: its model, caps and calibration) on the first
-    # ``segmenter_max_windows`` of the same windows; LitSeg-Lite needs notebook 03's trained student and
-    # is scored from its chunk set with --chunks
+    embedder_max_windows: int = at_least(0, 0)  # windows the embedding-based semantic chunker segments (0 = all)
+    # the paper's segmenter on the first ``segmenter_max_windows`` windows (LitSeg-Lite: --chunks)
     segmenters: tuple[str, ...] = one_of(SEGMENTERS, *SEGMENTERS)
     segmenter_max_windows: int = at_least(8, 0)
-    # library splitters (``lib:<preset>`` / ``lib:<library>.<Class>``, see ``python -m litseg_nb methods``)
-    # on every window (LLM ones on the LLM methods' windows); none by default
+    # ``lib:`` splitters on every window (LLM ones on the LLM methods' windows)
     library_methods: tuple[str, ...] = ()
     source: str = one_of("corpus", *SOURCES)  # hand-checked: tests/structure_gold.jsonl books; corpus: cfg.corpus
-    # forms of book kept (boundary_gold.book_form of the hand-read gold's kind; corpus books: narrative)
     forms: tuple[str, ...] = one_of(("narrative",), "narrative", "collection", "play", "poetry", "non-fiction")
-    clean_gold: bool = True  # remove heading text left behind by the headings (boundary_gold.leftover_heading)
+    clean_gold: bool = True  # remove heading text left behind by the headings
     reference_rows: bool = True  # the no-boundary and one-cut rows
     max_books: int = at_least(0, 0)  # source books (0 = all)
     max_windows_per_book: int = at_least(0, 0)  # per kind (0 = all)
@@ -138,6 +83,7 @@ class BoundaryConfig(StageConfig):
                               f"tolerances {self.tolerances}")
 
     def describe(self) -> str:  # noqa: D102
+        llm = LitSegConfig.for_profile(self.profile).llm
         src = ("hand-checked books of tests/structure_gold.jsonl" if self.source == "hand-checked"
                else "corpus " + "+".join(self.corpus.datasets) + " (GutenQA chapters from the dataset, "
                "other books' detected units: not hand-checked)")
@@ -148,21 +94,14 @@ class BoundaryConfig(StageConfig):
                 + (f" | semantic on {self.embedder_max_windows} windows" if "semantic" in self.methods
                    and self.embedder_max_windows else "")
                 + (f" | {','.join(self.segmenters)} on {self.segmenter_max_windows or 'all'} windows "
-                   f"(LLM={self._segmenter_model()})" if self.segmenters else ""))
-
-    def _segmenter_model(self) -> str:
-        llm = LitSegConfig.for_profile(self.profile).llm
-        return f"{llm.model}, structured={'on' if llm.structured_output else 'off'}"
+                   f"(LLM={llm.model}, structured={'on' if llm.structured_output else 'off'})"
+                   if self.segmenters else ""))
 
 
-# ============================================================ primitives
 def gap_string(n: int, boundaries: Sequence[int]) -> str:
-    """The window's gaps as NLTK reads a segmentation: ``n-1`` characters, ``"1"`` at gap ``b-2`` for
-    each boundary ``b`` (the 1-based first sentence of a segment, 2..n)."""
+    """The window's gaps as NLTK reads them: ``n-1`` characters, ``"1"`` at gap ``b-2`` per boundary ``b``."""
     s = ["0"] * max(n - 1, 0)
     for b in boundaries:
-        if not 2 <= b <= n:
-            raise ValueError(f"boundary {b} outside 2..{n}")
         s[b - 2] = "1"
     return "".join(s)
 
@@ -226,29 +165,19 @@ def prf(tp: float, n_hyp: float, n_gold: float) -> tuple[float, float, float]:
 
 
 def masses(n: int, boundaries: Sequence[int]) -> tuple[int, ...]:
-    """Segment sizes (segeval's mass format) of a window of ``n`` sentences cut before ``boundaries``."""
+    """Segment sizes (segeval's mass format) of ``n`` sentences cut before ``boundaries``."""
     cuts = [1] + sorted(set(b for b in boundaries if 1 < b <= n)) + [n + 1]
     return tuple(b - a for a, b in zip(cuts, cuts[1:]))
 
 
-def boundary_similarity_parts(n: int, gold: Sequence[int], hyp: Sequence[int], n_t: int = 2) -> tuple[float, float]:
-    """(numerator, denominator) of segeval's boundary similarity B (Fournier 2013) of one window:
-    B = 1 - (|A| + w_T + |S|) / (|A| + |T| + |S| + |M|), additions A (a boundary in one segmentation
-    with no counterpart), transpositions T (a near miss, < n_t positions away, weighted by its span over
-    n_t), matches M; B = num / den, 1 when neither has a boundary. Pooling num and den over windows
-    gives the micro B."""
+def boundary_similarity_parts(n: int, gold: Sequence[int], hyp: Sequence[int]) -> tuple[float, float]:
+    """(numerator, denominator) of segeval's boundary similarity B of one window (pooled: the micro B)."""
     import segeval
 
     if not any(1 < b <= n for b in gold) and not any(1 < b <= n for b in hyp):
         return 0.0, 0.0  # segeval raises on two segmentations without a boundary: nothing to edit, B = 1
-    num, den, *_ = segeval.boundary_similarity(masses(n, hyp), masses(n, gold), n_t=n_t, return_parts=True)
+    num, den, *_ = segeval.boundary_similarity(masses(n, hyp), masses(n, gold), n_t=2, return_parts=True)
     return float(num), float(den)
-
-
-def boundary_similarity(n: int, gold: Sequence[int], hyp: Sequence[int], n_t: int = 2) -> float:
-    """B of one window (see :func:`boundary_similarity_parts`)."""
-    num, den = boundary_similarity_parts(n, gold, hyp, n_t)
-    return num / den if den else 1.0
 
 
 def _log_comb(n: int, k: int) -> float:
@@ -256,12 +185,9 @@ def _log_comb(n: int, k: int) -> float:
 
 
 def expected_tp(gold: Sequence[int], candidates: Sequence[int], k: int, t: int) -> float | None:
-    """Exact E[TP] of k boundaries drawn uniformly without replacement from ``candidates``, or None
-    when two gold boundaries' ±t neighbourhoods share a candidate (then only draws give it)."""
+    """Exact (hypergeometric) E[TP] of k random candidates; None when gold neighbourhoods overlap."""
     cand = sorted(set(candidates))
     n = len(cand)
-    if k > n:
-        raise ValueError(f"{k} boundaries cannot be drawn from {n} candidate positions")
     near = [{c for c in cand if abs(c - g) <= t} for g in sorted(set(gold))]
     seen: set[int] = set()
     for s in near:
@@ -283,8 +209,6 @@ def random_draws(candidates: Sequence[int], k: int, draws: int, rng: np.random.G
     cand = np.asarray(sorted(set(candidates)), dtype=np.int64)
     if k == 0:
         return np.zeros((draws, 0), dtype=np.int64)
-    if k > len(cand):
-        raise ValueError(f"{k} boundaries cannot be drawn from {len(cand)} candidate positions")
     idx = np.argpartition(rng.random((draws, len(cand))), k - 1, axis=1)[:, :k]
     return np.sort(cand[idx], axis=1)
 
@@ -300,7 +224,6 @@ def draws_tp(gold: Sequence[int], drawn: np.ndarray, t: int) -> np.ndarray:
     return np.array([match_count(g.tolist(), row.tolist(), t) for row in drawn], dtype=np.int64)
 
 
-# ============================================================ scoring
 @dataclass
 class WindowScore:
     method: str
@@ -315,7 +238,7 @@ class WindowScore:
     tp: dict[int, int]
     pk: float
     wd: float
-    # per candidate kind ("sentence", "paragraph"): exact-or-draws E[TP] per t, draws' TP per t, mean Pk/WD
+    # per candidate kind ("sentence", "paragraph"): E[TP] per t, the draws' TP per t, mean random Pk/WD
     exp_tp: dict[str, dict[int, float]] = field(default_factory=dict)
     draw_tp: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
     rand_pk: dict[str, float] = field(default_factory=dict)
@@ -332,7 +255,7 @@ def method_boundaries(chunks: Sequence[Chunk], n: int) -> list[int]:
 
 def score_window(method: str, book: Book, unit_id: str, chunks: Sequence[Chunk], tolerances: Sequence[int],
                  draws: int, seed: int) -> WindowScore:
-    """Every statistic of one method on one window (see module doc)."""
+    """Every statistic of one method on one window."""
     unit = book.unit(unit_id)
     rep = check_coverage(unit, chunks)
     if not rep.ok:
@@ -365,6 +288,15 @@ def score_window(method: str, book: Book, unit_id: str, chunks: Sequence[Chunk],
     return ws
 
 
+def _per_window(chunks: Sequence[Chunk], by_book: Mapping[str, Book]) -> dict[tuple[str, str], list[Chunk]]:
+    """A method's chunks per (window book, window), chunks of other books left out."""
+    per: dict[tuple[str, str], list[Chunk]] = {}
+    for c in chunks:
+        if c.book_id in by_book:
+            per.setdefault((c.book_id, c.unit_id), []).append(c)
+    return per
+
+
 def score_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[Book], cfg: BoundaryConfig,
                      progress: bool = False) -> list[WindowScore]:
     """Score every method on every window it segmented (windows without its chunks are left out)."""
@@ -373,11 +305,7 @@ def score_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[
     by_book = {b.book_id: b for b in books}
     out = []
     for method, chunks in chunk_sets.items():
-        per: dict[tuple[str, str], list[Chunk]] = {}
-        for c in chunks:
-            if c.book_id not in by_book:
-                continue
-            per.setdefault((c.book_id, c.unit_id), []).append(c)
+        per = _per_window(chunks, by_book)
         if not per:
             raise ValueError(f"{method}: none of its chunks belongs to a boundary window (book ids "
                              f"'windows:<source>'; run `python -m litseg_nb boundaries --export-windows` to get them)")
@@ -387,8 +315,7 @@ def score_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[
 
 
 def reference_chunk_sets(books: Sequence[Book]) -> dict[str, list[Chunk]]:
-    """The rows any method must beat: ``no-boundary`` (each window one chunk: what Pk and WindowDiff
-    reward here) and ``one-cut`` (one boundary per window, at the paragraph start nearest its middle)."""
+    """The ``no-boundary`` row (one chunk per window) and ``one-cut`` (nearest the middle)."""
 
     out: dict[str, list[Chunk]] = {m: [] for m in REFERENCE_ROWS}
     for b in books:
@@ -402,21 +329,15 @@ def reference_chunk_sets(books: Sequence[Book]) -> dict[str, list[Chunk]]:
 
 
 def top_g_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[Book]) -> dict[str, list[Chunk]]:
-    """``<method>@top-G`` for every method whose chunks carry boundary scores
-    (:mod:`litseg_nb.chunkers.scores`, the score hook): per window exactly |G| boundaries, its |G|
-    top-scored positions."""
+    """``<method>@top-G``: per window the |G| top-scored positions of a score-based method."""
 
     by_book = {b.book_id: b for b in books}
     out: dict[str, list[Chunk]] = {}
     for method, chunks in chunk_sets.items():
         if method.endswith(TOP_G) or method in REFERENCE_ROWS:
             continue
-        per: dict[tuple[str, str], list[Chunk]] = {}
-        for c in chunks:
-            if c.book_id in by_book:
-                per.setdefault((c.book_id, c.unit_id), []).append(c)
         rows: list[Chunk] = []
-        for (bid, uid), cs in sorted(per.items()):
+        for (bid, uid), cs in sorted(_per_window(chunks, by_book).items()):
             b = by_book[bid]
             u = b.unit(uid)
             sc = unit_scores(cs, u.n_sentences, method)
@@ -449,11 +370,7 @@ def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
 
 
 def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFrame":  # noqa: F821
-    """The table: one row per (method, kind) — P/R/F1@t (micro; F1/R at ``headline_tolerance`` also
-    macro over books), boundary similarity B (micro: pooled edits; macro over books), Pk, WindowDiff
-    and their random expectations, random expectations (both kinds of positions), lift@t, and at
-    ``headline_tolerance`` the lift against random paragraph starts for every method with its
-    bootstrap interval over books and its permutation p-value (see module doc), counts."""
+    """One row per (method, kind): P/R/F1, B, Pk, WindowDiff, lifts, intervals and p-values."""
     import pandas as pd
 
     rows = []
@@ -519,8 +436,7 @@ def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFra
             row[f"lift@{th}_lo"], row[f"lift@{th}_hi"] = _interval(tps / es, cfg.ci_level)
             row[f"lift_vs_paragraph@{th}_lo"], row[f"lift_vs_paragraph@{th}_hi"] = _interval(tps / ep, cfg.ci_level)
         row[f"F1@{th}_lo"], row[f"F1@{th}_hi"] = _interval(f1s, cfg.ci_level)
-        # permutation p-values: in every window (so within its book) the method's boundaries replaced by as
-        # many random positions of the null's kind; share of the permuted total TPs reaching the method's
+        # permutation p-values: per window as many random positions of the null's kind as the method has
         obs = sum(s.tp[th] for s in ws)
         for name, null in ((f"p_value@{th}", base), (f"p_vs_paragraph@{th}", "paragraph")):
             tot = np.zeros(cfg.random_draws)
@@ -533,9 +449,7 @@ def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFra
 
 
 def headline_table(table: "pd.DataFrame", cfg: BoundaryConfig) -> "pd.DataFrame":  # noqa: F821
-    """The columns the conclusion rests on: lift against random paragraph starts at ``headline_tolerance``
-    with its interval over books and p-value, F1 and B (micro and macro over books), and Pk / WindowDiff
-    beside their random expectations (read them with the no-boundary row)."""
+    """The columns the conclusion rests on, at ``headline_tolerance``."""
     import pandas as pd
 
     th = cfg.headline_tolerance
@@ -559,8 +473,7 @@ def headline_table(table: "pd.DataFrame", cfg: BoundaryConfig) -> "pd.DataFrame"
 
 
 def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
-    """Lift over random paragraph starts at the headline tolerance per method and kind, with the bootstrap
-    interval over books; 1 = chance (the reference rows, which have no or a fixed cut, are left out)."""
+    """Lift over random paragraph starts per method and kind, with its interval over books; 1 = chance."""
     import matplotlib.pyplot as plt
 
     th = cfg.headline_tolerance
@@ -591,23 +504,20 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
     return fig
 
 
-# ============================================================ gold + segmentation
-def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
-    """The window books and per-book counts for ``cfg`` (cached like every heavy step)."""
-
+def load_gold(cfg: BoundaryConfig):
+    """The window books and per-book counts for ``cfg`` (cached)."""
     root = data_dir()
     keys = ("source", "max_books", "max_windows_per_book", "window_sentences", "min_side_sentences", "seed",
             "forms", "clean_gold")
     params = {k: getattr(cfg, k) for k in keys}
     params["rules"] = GOLD_RULES
     if cfg.source == "hand-checked":
-        files = [GOLD_FILE] + sorted(p for d in ("gutenberg", "gutenberg_dev") for p in (root / d).glob("*.txt")) \
-            + sorted((root / "literaryqa" / "texts").glob("*/*.txt"))
+        files = [GOLD_FILE] + local_book_files(root)
     else:
         files = data_files(cfg.corpus, root)
         params["corpus"] = cfg.corpus.to_dict()
     cache = StepCache("boundary-gold", config=params, inputs={"files": files, "splitter": cfg.corpus.sentence_splitter})
-    if use_cache and cache.exists():
+    if cache.exists():
         d = cache.load()
         return GoldSet([book_from_json(b) for b in d["books"]], d["counts"], d["shapes"])
     if cfg.source == "hand-checked":
@@ -620,22 +530,16 @@ def load_gold(cfg: BoundaryConfig, use_cache: bool = True):
             sources = sources[:cfg.max_books]
         gs = build_gold(sources, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book,
                         False, forms=None, clean=cfg.clean_gold)
-    if use_cache:
-        cache.save({"books": [book_to_json(b) for b in gs.books], "counts": gs.counts, "shapes": gs.shapes})
+    cache.save({"books": [book_to_json(b) for b in gs.books], "counts": gs.counts, "shapes": gs.shapes})
     return gs
 
 
 def llm_windows(books: Sequence[Book], n: int) -> tuple[str, ...]:
     """``book_id/unit_id`` of the first ``n`` windows, alternating chapter and scene windows, spread over books."""
     queues: dict[str, list[str]] = {"chapter": [], "scene": []}
-    per_book = [[u for u in b.units] for b in books]
-    depth = 0
-    while any(depth < len(us) for us in per_book):
-        for b, us in zip(books, per_book):
-            if depth < len(us):
-                u = us[depth]
-                queues[b.meta["boundary_gold"][u.unit_id]["kind"]].append(f"{b.book_id}/{u.unit_id}")
-        depth += 1
+    for row in itertools.zip_longest(*[[(b, u) for u in b.units] for b in books]):
+        for b, u in filter(None, row):
+            queues[b.meta["boundary_gold"][u.unit_id]["kind"]].append(f"{b.book_id}/{u.unit_id}")
     out: list[str] = []
     ch, sc = queues["chapter"], queues["scene"]
     while (ch or sc) and (not n or len(out) < n):
@@ -658,15 +562,14 @@ def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
 
 def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequence[str] | None = None,
                     backend: Any = None, embedder: Any = None, report: Any = None) -> dict[str, list[Chunk]]:
-    """Every method's chunks of the windows, through :func:`~litseg_nb.segmenters.book_runs.run_chunker`
-    (cached per method and window book, like every other unit)."""
+    """Every method's chunks of the windows (cached per method and window book)."""
     from tqdm.auto import tqdm
 
     bcfg = baselines_config(cfg, books)
     # ``methods`` may name segmenters and ``lib:`` splitters too: they take their own paths below
     names = ([m for m in methods if m not in SEGMENTERS and not m.startswith("lib:")] if methods is not None
              else list(cfg.methods) + list(cfg.llm_methods))
-    if any(m in _llm_baselines() for m in names) and backend is None:
+    if any(m in LLM_METHODS for m in names) and backend is None:
         backend = make_backend(cfg.llm)
     if embedder is None and "semantic" in names:
         embedder = load_embedder(cfg.embedding)
@@ -685,14 +588,30 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
     return out
 
 
+def _window_chunks(name: str, items: list, rcfg: Any, inputs: dict[str, Any], backend: Any = None,
+                   embedder: Any = None) -> list[Chunk]:
+    """A registry method's chunks of ``items`` (window book, unit), cached per window set and config."""
+    spec = get_method(name)
+    fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
+           [(x.start, x.end) for x in u.sentences]) for b, u in items]
+    cache = StepCache(f"boundary-chunks-{name.replace(':', '-')}", config=rcfg, inputs={"units": fp, **inputs})
+    if cache.exists():
+        return [Chunk.from_json(d) for d in cache.load()]
+    if backend is None and spec.needs_llm:
+        # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
+        from ..llm import make_backend
+
+        backend = make_backend(rcfg.llm)
+    if embedder is None and spec.needs_embedder:
+        embedder = load_embedder(rcfg.embedding)
+    chunks, _ = chunk_units(name, items, rcfg, backend, embedder)
+    cache.save([c.to_json() for c in chunks])
+    return chunks
+
+
 def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None,
                    embedder: Any = None) -> list[Chunk]:
-    """A ``lib:`` splitter's chunks of the windows through the registry (its :class:`LibraryConfig` for
-    the profile, the benchmark's models), every window (an LLM one: the LLM methods' windows),
-    cached per window set like the other methods' chunks."""
-    import hashlib
-
-
+    """A ``lib:`` splitter's chunks of every window (an LLM one: the LLM methods' windows)."""
     spec = get_method(name)
     wanted = set(llm_windows(books, cfg.llm_max_windows)) if spec.needs_llm else None
     items = [(b, u) for b in books for u in b.units if u.n_sentences
@@ -700,59 +619,21 @@ def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backen
     if not items:
         return []
     lcfg = spec.config.for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(),
-                                   embedding=cfg.embedding.to_dict())
-    fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
-           [(x.start, x.end) for x in u.sentences]) for b, u in items]
-    cache = StepCache(f"boundary-chunks-{name.replace(':', '-')}", config=lcfg, inputs={"units": fp, "method": name})
-    if cache.exists():
-        return [Chunk.from_json(d) for d in cache.load()]
-    if backend is None and spec.needs_llm:
-        # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
-        from ..llm import make_backend
-
-        backend = make_backend(lcfg.llm)
-    if embedder is None and spec.needs_embedder:
-        embedder = load_embedder(lcfg.embedding)
-    chunks, _ = chunk_units(name, items, lcfg, backend, embedder)
-    cache.save([c.to_json() for c in chunks])
-    return chunks
+                                           embedding=cfg.embedding.to_dict())
+    return _window_chunks(name, items, lcfg, {"method": name}, backend, embedder)
 
 
-def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None) -> list[Chunk]:
-    """LitSeg on the first ``segmenter_max_windows`` windows through the registry's
-    :func:`~litseg_nb.segmenters.registry.chunk_units` (its profile config: model, caps, calibration on
-    these windows), cached per window set like every other method's chunks."""
-    import hashlib
-
-
-    spec = get_method(name)
+def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig) -> list[Chunk]:
+    """A segmenter (its profile config) on the first ``segmenter_max_windows`` windows."""
     wanted = set(llm_windows(books, cfg.segmenter_max_windows))
     items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
     if not items:
         return []
-    scfg = spec.config.for_profile(cfg.profile, seed=cfg.seed)
-    fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
-           [(x.start, x.end) for x in u.sentences]) for b, u in items]
-    cache = StepCache(f"boundary-chunks-{name}", config=scfg, inputs={"units": fp})
-    if cache.exists():
-        return [Chunk.from_json(d) for d in cache.load()]
-    if backend is None:
-        backend = make_backend(scfg.llm)
-    chunks, _ = chunk_units(name, items, scfg, backend)
-    cache.save([c.to_json() for c in chunks])
-    return chunks
-
-
-def counts_table(gold) -> "pd.DataFrame":  # noqa: F821
-    """Per source book: units, marks found and removed, windows and gold boundaries of each kind."""
-    import pandas as pd
-
-    df = pd.DataFrame(gold.counts)
-    return df
+    return _window_chunks(name, items, get_method(name).config.for_profile(cfg.profile, seed=cfg.seed), {})
 
 
 def census_table() -> "pd.DataFrame":  # noqa: F821
-    """:func:`litseg_nb.evaluation.boundary_gold.ornament_census` over every local book (the rule's test set)."""
+    """:func:`.boundary_gold.ornament_census` over every local book."""
 
     return ornament_census(local_book_texts(data_dir()))
 
@@ -763,10 +644,7 @@ def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
     return pd.DataFrame(sorted(gold.shapes.items(), key=lambda x: -x[1]), columns=["shape", "removed"])
 
 
-# ============================================================ command line
 def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
-    """A chunk set file: our chunk schema (``chunk_id``, ``from_idx`` ...) as written by the package, or
-    rows ``{"book_id", "unit_id"?, "text"}`` in window order, aligned to the window books."""
 
     path = Path(path)
     if not path.is_file():
@@ -801,8 +679,7 @@ def score_chunk_file(path: Path | str, cfg: BoundaryConfig, name: str | None = N
 
 
 def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
-    """Write the windows (``book_id``, ``unit_id``, ``kind``, ``text``, ``sentences``) as JSONL for an
-    external chunker; its output rows ``{"book_id", "text"}`` in order come back through ``--chunks``."""
+    """Write the windows as JSONL for an external chunker (its rows come back through ``--chunks``)."""
     gold = load_gold(cfg)
     rows = [{"book_id": b.book_id, "unit_id": u.unit_id, "kind": b.meta["boundary_gold"][u.unit_id]["kind"],
              "text": u.text(b.text), "sentences": [b.text[s.start:s.end] for s in u.sentences]}
@@ -813,8 +690,6 @@ def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
 
 def cli(args: argparse.Namespace) -> int:
     try:
-        # every argument is checked before any book is read: a name is a name, a method list names
-        # methods, an export file's folder is writable
         table_name = check_name(args.name, "--name") if args.name else "boundaries"
         over: dict[str, Any] = {"seed": args.seed}
         if args.method:
@@ -849,7 +724,7 @@ def cli(args: argparse.Namespace) -> int:
             import pandas as pd
 
             with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 500):
-                print(counts_table(gold).drop(columns=["shapes"], errors="ignore").to_string(index=False))
+                print(pd.DataFrame(gold.counts).drop(columns=["shapes"], errors="ignore").to_string(index=False))
                 print(census_table().to_string(index=False))
             return 0
         sets: dict[str, list[Chunk]] = {}

@@ -1,36 +1,7 @@
-"""Gold narrative boundaries from the books themselves: chapter breaks and scene breaks.
+"""Gold narrative boundaries from the books themselves: chapter headings and scene-break ornaments.
 
-Authors mark narrative boundaries: every chapter break (a heading) and, inside chapters, scene
-breaks printed as an ornament line (``* * *``, ``*****``, ``—————``, ``§``, a centred ``x x x``).
-This module removes those marks and cuts the remaining text into **windows**: units of their own
-(``Unit`` records with ids, exact character spans and 1-based sentence indices into a derived
-``Book``), which every segmenter then segments through its normal code path
-(:func:`litseg_nb.segmenters.book_runs.run_chunker`). The gold of a window is the 1-based index of the
-first sentence after every mark inside it.
-
-* **Narrative stream.** A book's narrative units (whole chapters, never recursive splits) are read
-  in order; a unit's leading heading paragraphs (those whose words are a run of the unit's title,
-  ``VOLUME II`` / ``CHAPTER I.`` / a subtitle, then up to three short capitalised lines: a byline, a
-  dedication, a letter's heading) are dropped, and so is every ornament paragraph
-  (:func:`is_ornament`). What is left is a list of paragraphs; the first paragraph of every unit
-  after the first carries a *chapter* mark, the first paragraph after an ornament inside a unit a
-  *scene* mark (an ornament at a unit's start or end marks nothing). An ornament line inside a
-  longer paragraph (an elision in quoted verse, a rule in an account table) is not a scene break.
-* **Windows** (:func:`make_windows`). Whole paragraphs, at most ``window_sentences`` sentences (one
-  paragraph more when a single paragraph is longer), holding at least one mark of the window's kind
-  and none of the other kind (a *chapter* window never crosses a scene break, a *scene* window
-  stays inside one chapter), with at least ``min_side_sentences`` sentences before its first and
-  after its last mark. Where the first mark falls in the window is drawn with a seeded RNG, so no
-  fixed-size chunker can line up with it by construction. Windows do not overlap.
-* **Hand-checked units only** (``source="hand-checked"``): the books of ``tests/structure_gold.jsonl``
-  (:mod:`litseg_nb.preprocess.gold`) whose detected units match the hand-read headings exactly
-  (every heading matched, same count): a detection error cannot become a gold chapter break. The
-  ``full`` profile's ``source="corpus"`` uses the evaluation corpus instead (GutenQA's chapters from
-  the dataset; LiteraryQA's detected units, *not* hand-checked — labelled so).
-
-:func:`ornament_census` lists every letterless short line of all local books with whether the rule
-accepts it: the rule's test set.
-"""
+Marks are removed and the rest cut into windows of whole paragraphs (units of a derived ``Book``); a window's gold
+is the first sentence after every removed mark."""
 from __future__ import annotations
 
 import bisect
@@ -51,7 +22,7 @@ from ..data.gutenqa import load_gutenqa
 
 KINDS = ("chapter", "scene")
 #: version of the rules that make the gold (part of the gold cache key: a rule change rebuilds it)
-GOLD_RULES = 2  # 2: leftover headings, late headings, back matter, forms
+GOLD_RULES = 2
 #: unit title of the derived window books' units
 WINDOW_SPLIT = "window"
 
@@ -63,13 +34,7 @@ _XXX_RE = re.compile(r"^(?:[xX]\s+){2,}[xX]$")  # "x x x" (never the numeral "XX
 
 
 def is_ornament(paragraph: str) -> bool:
-    """Whether a whole paragraph is a scene-break ornament line (see module docstring).
-
-    Accepted: three or more ornament glyphs (``* * *``, ``*****``, ``-------``, ``—————``,
-    ``• • •``, ``~~~``), one section sign or asterism or fleuron (``§``, ``⁂``, ``❦``), a spaced
-    ``x x x``. Never: letters or digits (``XXX`` is a chapter numeral), dots (``. . .`` is an
-    ellipsis), brackets or quotes, a lone dash, two glyphs.
-    """
+    """Whether a whole paragraph is a scene-break ornament (``* * *``, ``§``, ``x x x``, ...)."""
     s = " ".join(paragraph.split())
     if not s or "\n" in paragraph.strip():
         return False
@@ -81,11 +46,6 @@ def is_ornament(paragraph: str) -> bool:
     return len(compact) >= 3 or (len(set(compact)) == 1 and compact[0] in _SINGLE_GLYPHS)
 
 
-def ornament_shape(line: str) -> str:
-    """The shape of a candidate line: whitespace runs collapsed to one space."""
-    return " ".join(line.split())
-
-
 _CANDIDATE_RE = re.compile(r"[^\W\d_]|\d")  # a letter or a digit
 
 
@@ -94,7 +54,6 @@ def _candidate(line: str) -> bool:
     return bool(s) and len(s) <= 60 and (not _CANDIDATE_RE.search(s) or bool(_XXX_RE.match(" ".join(s.split()))))
 
 
-# ------------------------------------------------------------------ headings
 def _words(s: str) -> list[str]:
     s = unicodedata.normalize("NFKD", s)
     s = "".join(ch for ch in s if not unicodedata.combining(ch)).casefold()
@@ -121,8 +80,7 @@ def heading_paragraphs(text: str, unit: Unit) -> int:
         if not _is_run(w, title):
             break
         k += 1
-    # then up to three short capitalised lines the title does not hold: a byline ("BY THOMAS HARDY"),
-    # a dedication ("TO" / "MRS. WILLIAM H. GRENFELL"), a letter's heading, a subtitle in capitals
+    # then up to three short capitalised lines: a byline, a dedication, a letter's heading, a subtitle
     for a, b in unit.paragraphs[k:k + 3]:
         if not _caps_line(text[a:b]):
             break
@@ -144,11 +102,7 @@ _BRACKET_RE = re.compile(r"^\[[^\]]{0,80}\]$")  # "[Picture: The Selfish Giant]"
 
 
 def leftover_heading(paragraph: str) -> bool:
-    """Whether a paragraph is heading text a unit's heading left behind (not prose): a bare numeral
-    (``I``, ``XIV.``, a year ``1818.``), an act/scene line (``ACT II.``, ``ACT_3|SC_1``), a numbered
-    title (``I. _He Meets a Shy Gentleman_``), a bracketed caption (``[Picture: ...]``), a short line in
-    capitals (a story title, a byline ``BY GEOFFREY RANDOLPH.``, a dedication ``TO``, ``END OF VOL. I.``),
-    or a block of at most four short lines, at least half of them in capitals (a title set line by line)."""
+    """Whether a paragraph is heading text a unit's heading left behind (numeral, caps, caption)."""
     lines = [ln.strip() for ln in paragraph.strip().split("\n") if ln.strip()]
     if len(lines) > 1:  # a title block set line by line ("THE LAND OF OZ" / "BY L. FRANK BAUM")
         return (len(lines) <= 4 and all(len(ln) <= 60 for ln in lines)
@@ -161,14 +115,8 @@ def leftover_heading(paragraph: str) -> bool:
                 or (_NUMBERED_TITLE_RE.match(core) and not core.rstrip("_").endswith((".", "?", "!", ","))) or _caps_line(p))
 
 
-#: the hand-read gold's ``kind`` of a book -> its form; the benchmark keeps the forms in BoundaryConfig.forms
-FORMS = ("narrative", "collection", "play", "poetry", "non-fiction")
-
-
 def book_form(kind: str) -> str:
-    """The form of a book from the hand-read gold's ``kind`` (``tests/structure_gold.jsonl``): plays
-    (acts as chapters, speaker names as sentences), story collections (a break between two stories is
-    not one inside a narrative), poetry, non-fiction, else narrative (novels, novellas, a single tale)."""
+    """The form of a book from the hand-read gold's ``kind``: play, poetry, non-fiction, collection or narrative."""
     k = kind.casefold()
     if "play" in k:
         return "play"
@@ -181,7 +129,6 @@ def book_form(kind: str) -> str:
     return "narrative"
 
 
-# ------------------------------------------------------------------ narrative stream
 @dataclass(frozen=True)
 class StreamParagraph:
     """A kept paragraph of the narrative stream: its span in the source text and its sentences."""
@@ -203,9 +150,7 @@ class StreamReport:
     inline_ornaments: int = 0  # ornament lines inside a longer paragraph: removed, no mark
     chapter_marks: int = 0
     scene_marks: int = 0
-    # cleaning (clean=True): heading text the headings left behind, at a unit's start, after a scene
-    # break and at a unit's end; a unit's front matter before a late copy of its heading (a volume's
-    # title page, its epigraph, then "CHAPTER I.")
+    # clean=True: heading text left behind, front matter before a late copy of the heading, back matter
     leftover_headings_removed: int = 0
     front_matter_paragraphs_removed: int = 0
     back_matter_paragraphs_removed: int = 0
@@ -213,8 +158,6 @@ class StreamReport:
 
 
 def _late_heading(text: str, unit: Unit, paragraphs: Sequence[Span], limit: int = 12) -> int:
-    """Paragraphs before and including a copy of the unit's heading among its first ``limit`` short
-    paragraphs (a volume's title page and epigraph, then ``CHAPTER I.``), else 0."""
     title = _words(unit.title)
     for i, (a, b) in enumerate(paragraphs[:limit]):
         p = text[a:b].strip()
@@ -227,8 +170,6 @@ def _late_heading(text: str, unit: Unit, paragraphs: Sequence[Span], limit: int 
 
 
 def _back_matter_start(text: str, paragraphs: Sequence[Span]) -> int:
-    """Index of the first ornament after which at least 3 of the next 6 paragraphs are heading-like lines
-    (book titles, prices, "ILLUSTRATED BY ...": an advertisement), else ``len(paragraphs)``."""
     for i, (a, b) in enumerate(paragraphs):
         if is_ornament(text[a:b]):
             nxt = [(x, y) for x, y in paragraphs[i + 1:] if not is_ornament(text[x:y])][:6]
@@ -239,8 +180,7 @@ def _back_matter_start(text: str, paragraphs: Sequence[Span]) -> int:
 
 def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | None = None,
                      clean: bool = True) -> list[StreamParagraph]:
-    """The units' paragraphs without headings and ornaments, with chapter/scene marks (module doc);
-    ``clean`` also removes the heading text the headings left behind (:func:`leftover_heading`)."""
+    """The units' paragraphs without headings and ornaments, with chapter/scene marks."""
     rep = report if report is not None else StreamReport()
     out: list[StreamParagraph] = []
     for ui, u in enumerate(units):
@@ -276,7 +216,7 @@ def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | No
             if inline is None and is_ornament(text[a:b]):
                 after_ornament = 0
                 rep.ornaments += 1
-                shape = ornament_shape(text[a:b])
+                shape = " ".join(text[a:b].split())
                 rep.shapes[shape] = rep.shapes.get(shape, 0) + 1
                 if kept:
                     pending_scene = True
@@ -305,8 +245,6 @@ def narrative_stream(text: str, units: Sequence[Unit], report: StreamReport | No
 
 
 def _split_inline_ornaments(text: str, paragraphs: Sequence[Span], rep: StreamReport):
-    """``(start, end, inline)`` per paragraph; a paragraph holding an ornament *line* among other lines
-    (an elision in quoted verse) is cut around that line, which is removed and marks nothing."""
     for a, b in paragraphs:
         para = text[a:b]
         if "\n" not in para.strip() or not any(is_ornament(ln) for ln in para.split("\n")):
@@ -324,7 +262,6 @@ def _split_inline_ornaments(text: str, paragraphs: Sequence[Span], rep: StreamRe
             yield t[0], t[1], True
 
 
-# ------------------------------------------------------------------ windows
 @dataclass(frozen=True)
 class Window:
     """Paragraphs ``[first, end)`` of a stream, of one kind, with its marks (stream paragraph indices)."""
@@ -337,9 +274,7 @@ class Window:
 
 def make_windows(stream: Sequence[StreamParagraph], kind: str, window_sentences: int, min_side_sentences: int,
                  rng: random.Random, max_windows: int = 0) -> tuple[list[Window], int]:
-    """Non-overlapping windows of ``kind`` over ``stream`` (module doc); returns (windows, marks skipped)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown boundary kind {kind!r}; expected one of {KINDS}")
+    """Non-overlapping windows of ``kind`` over ``stream``; returns (windows, marks skipped)."""
     other = [i for i, p in enumerate(stream) if p.mark and p.mark != kind]
     mine = [i for i, p in enumerate(stream) if p.mark == kind]
     n_sent = [len(p.sentences) for p in stream]
@@ -374,8 +309,7 @@ def make_windows(stream: Sequence[StreamParagraph], kind: str, window_sentences:
 
 def window_book(source: Book, stream: Sequence[StreamParagraph], windows: Sequence[Window],
                 hand_checked: bool) -> Book:
-    """A derived :class:`Book` whose units are the windows (their text: the kept paragraphs joined by
-    a blank line), with each window's gold in ``book.meta["boundary_gold"][unit_id]``."""
+    """A derived :class:`Book` whose units are the windows, gold in ``meta['boundary_gold']``."""
     book_id = f"windows:{source.book_id}"
     pieces: list[str] = []
     pos = 0
@@ -418,19 +352,16 @@ def window_book(source: Book, stream: Sequence[StreamParagraph], windows: Sequen
                 meta={"boundary_gold": gold, "source_book": source.book_id, "hand_checked": hand_checked})
 
 
-# ------------------------------------------------------------------ sources
 def _source_id(file: str) -> str:
     folder, name = file.split("/")[0], Path(file).stem
     return f"{folder}:{name}"
 
 
-def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt", max_books: int = 0,
-                       gold_file: Path | None = None) -> tuple[list[tuple[Book, list[Unit]]], list[dict]]:
-    """``[(book, narrative units)]`` of the hand-read gold books whose detected units match the gold
-    exactly, and one row per gold book saying whether it was used and why not."""
-
+def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt",
+                       max_books: int = 0) -> tuple[list[tuple[Book, list[Unit]]], list[dict]]:
+    """The hand-read gold books whose detected units match the gold, and a row per gold book."""
     out, rows = [], []
-    for entry in load_gold(gold_file or GOLD_FILE):
+    for entry in load_gold(GOLD_FILE):
         if max_books and len(out) >= max_books:
             break
         bid = _source_id(entry.file)
@@ -458,7 +389,6 @@ def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt", max_books
 
 def corpus_books(corpus_cfg: Any) -> list[tuple[Book, list[Unit]]]:
     """``[(book, whole narrative units)]`` of a corpus config (units never split recursively)."""
-
     whole = corpus_cfg.replace(max_unit_words=None, max_units_per_book=0)
     return [(b, [u for u in b.units if not u.title.startswith(FRONT_MATTER)]) for b in load_corpus(whole)]
 
@@ -475,8 +405,7 @@ class GoldSet:
 def build_gold(sources: Iterable[tuple[Book, list[Unit]]], window_sentences: int, min_side_sentences: int,
                seed: int, max_windows_per_book: int = 0, hand_checked: bool = True,
                skipped_rows: Sequence[dict] = (), forms: Sequence[str] | None = None, clean: bool = True) -> GoldSet:
-    """Windows of both kinds for every source book (see module doc); books of a form not in ``forms``
-    (None = every form; a book without one is ``narrative``) are counted and left out."""
+    """Windows of both kinds for every source book of a form in ``forms`` (None = all)."""
     books, counts, shapes = [], [], {}
     for book, units in sources:
         form = book.meta.get("form", "narrative")
@@ -516,8 +445,7 @@ def build_gold(sources: Iterable[tuple[Book, list[Unit]]], window_sentences: int
 
 
 def heading_like_gold(books: Sequence[Book]) -> list[dict[str, Any]]:
-    """Gold boundaries whose first sentence is heading text (:func:`leftover_heading`): the leaks the
-    cleaning removes; one row per leak (book, window, kind, sentence)."""
+    """Gold boundaries whose first sentence is heading text: one row per leak."""
     out = []
     for b in books:
         for u in b.units:
@@ -538,31 +466,17 @@ def window_gold(book: Book, unit_id: str) -> dict[str, Any]:
         raise KeyError(f"book {book.book_id!r} unit {unit_id!r} is not a boundary window") from None
 
 
-def check_window_book(book: Book) -> None:
-    """Raise ``AssertionError`` if a window's text keeps an ornament line or a sentence is off."""
-    for u in book.units:
-        for ln in u.text(book.text).split("\n"):
-            if is_ornament(ln):
-                raise AssertionError(f"{book.book_id}/{u.unit_id}: ornament line {ln!r} left")
-        for a, b in u.paragraphs:
-            if is_ornament(book.text[a:b]):
-                raise AssertionError(f"{book.book_id}/{u.unit_id}: ornament paragraph {book.text[a:b]!r} left")
-        for s in u.sentences:
-            if not u.start <= s.start < s.end <= u.end or is_ornament(book.text[s.start:s.end]):
-                raise AssertionError(f"{book.book_id}/{u.unit_id}: sentence {s.index} off or an ornament")
-        g = window_gold(book, u.unit_id)
-        if not all(1 < i <= u.n_sentences for i in g["gold"]) or not set(g["gold"]) <= set(g["paragraph_starts"]):
-            raise AssertionError(f"{book.book_id}/{u.unit_id}: gold {g['gold']} not at paragraph starts")
-
-
-# ------------------------------------------------------------------ census
-def local_book_texts(root: Path) -> Iterable[tuple[str, str, list[Span]]]:
-    """``(book id, cleaned text, paragraphs)`` of every local book: raw Gutenberg books
-    (``gutenberg``, ``gutenberg_dev``), LiteraryQA texts (all splits present) and GutenQA's books."""
+def local_book_files(root: Path) -> list[Path]:
+    """Every raw local book file: ``gutenberg``, ``gutenberg_dev`` and LiteraryQA's texts (not training)."""
     root = Path(root)
-    files = sorted((root / "gutenberg").glob("*.txt")) + sorted((root / "gutenberg_dev").glob("*.txt")) \
-        + sorted((root / "literaryqa" / "texts").glob("*/*.txt"))
-    for f in files:
+    return (sorted((root / "gutenberg").glob("*.txt")) + sorted((root / "gutenberg_dev").glob("*.txt"))
+            + sorted((root / "literaryqa" / "texts").glob("*/*.txt")))
+
+
+def local_book_texts(root: Path) -> Iterable[tuple[str, str, list[Span]]]:
+    """``(book id, cleaned text, paragraphs)`` of every local book and GutenQA's books."""
+    root = Path(root)
+    for f in local_book_files(root):
         try:
             c = clean_gutenberg_file(f)
         except GutenbergFormatError:
@@ -574,8 +488,7 @@ def local_book_texts(root: Path) -> Iterable[tuple[str, str, list[Span]]]:
 
 
 def ornament_census(texts: Iterable[tuple[str, str, list[Span]]]):
-    """Every letterless short line of the given books: shape, where it stands (a paragraph of its own
-    or a line inside a longer one), whether :func:`is_ornament` accepts it, count and books."""
+    """Every letterless short line of the books: shape, place, :func:`is_ornament`'s verdict, count."""
     import pandas as pd
 
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -587,7 +500,7 @@ def ornament_census(texts: Iterable[tuple[str, str, list[Span]]]):
             for ln in lines:
                 if not _candidate(ln):
                     continue
-                shape = ornament_shape(ln)
+                shape = " ".join(ln.split())
                 where = "paragraph" if alone else "line in a paragraph"
                 r = rows.setdefault((shape, where), {"shape": shape, "where": where,
                                                      "scene_break": alone and is_ornament(p), "count": 0,

@@ -1,28 +1,7 @@
 """Training the narrative boundary model on the authors' own breaks (``train-boundary-model``).
 
-**Data.** The raw books of ``<data>/gutenberg_train`` (disjoint from every evaluation book; see the
-data README) go through exactly the benchmark's path: :func:`~litseg_nb.data.gutenberg.clean_gutenberg_text`,
-:func:`~litseg_nb.preprocess.units.build_units` with the arguments of
-:func:`litseg_nb.evaluation.boundary_gold.hand_checked_books` (whole narrative units, front matter left out),
-then :func:`litseg_nb.evaluation.boundary_gold.narrative_stream`, which removes headings and ornaments and
-marks the first paragraph after every chapter heading (*chapter*) and every ornament (*scene*).
-Every paragraph start of the stream but the first is a candidate; a marked one is a positive.
-The headings are detected, not hand-read: a detection error is label noise here, never gold.
-A book whose id or cleaned-text hash equals an evaluation book's (every local book the benchmark
-and the notebooks read: :func:`evaluation_fingerprints`) stops the training with an error.
-
-**Split.** By author (``MANIFEST.tsv``), seeded: ``validation_share`` of the authors are held out; the
-validation scores are the benchmark's own (windows of the held-out books built by
-:func:`litseg_nb.evaluation.boundary_gold.build_gold`, scored by :mod:`litseg_nb.evaluation.boundaries`),
-plus the ROC AUC over every candidate of the held-out streams.
-
-**Sampling.** Per training book all positives, and ``negatives_per_positive`` times as many
-negatives (at least ``min_negatives``, at most ``max_candidates`` candidates per book), drawn with a
-seeded RNG per book. **Head.** L2-regularised logistic regression fitted with L-BFGS (scipy) on
-standardised dense features and 0/1 hashed features, from zeros: the same data give the same
-weights, written at fixed precision (byte-identical rebuilds). Features are cached per book by
-the book's bytes and the feature code (``<cache>/boundary-model/``).
-"""
+Labels come from the benchmark's narrative stream; whole authors are held out and evaluation books refused. An L2
+logistic regression fitted by L-BFGS from zeros gives byte-identical weights for the same data."""
 from __future__ import annotations
 
 import gzip
@@ -48,7 +27,7 @@ from ..chunkers import base, boundary_features
 from ..data.gutenberg import clean_gutenberg_text
 from ..preprocess.structure import FRONT_MATTER, build_units
 from ..core.schema import Book
-from .boundary_gold import StreamReport, narrative_stream, local_book_texts, build_gold
+from .boundary_gold import StreamReport, narrative_stream, local_book_files, local_book_texts, build_gold
 from ..core.paths import cache_dir, data_dir
 from ..preprocess.gold import GOLD_FILE, load_gold
 from .boundaries import BoundaryConfig, score_chunk_sets, summarize
@@ -80,7 +59,6 @@ class TrainConfig:
     max_books: int = 0  # 0 = all (tests use a few)
 
 
-# ------------------------------------------------------------------ books
 def _feature_code_hash() -> str:
     """Hash of the code the cached features depend on (cleaning, units, stream, features)."""
 
@@ -102,32 +80,22 @@ def book_id_of(path: Path) -> str:
     return f"{TRAIN_FOLDER}:{path.name.split('.')[0]}"
 
 
-def clean_and_units(path: Path, raw: bytes | None = None, sentence_splitter: str = "nupunkt"):
+def clean_and_units(path: Path, raw: bytes | None = None):
     """``(Book, narrative units)`` of one raw book, exactly as the benchmark reads its books."""
 
     bid = book_id_of(path)
     cleaned = clean_gutenberg_text(raw if raw is not None else read_raw(path), source=str(path))
     author = getattr(cleaned.report, "author", None)
     units = build_units(bid, cleaned.text, cleaned.paragraphs, max_unit_words=10**9,
-                        sentence_splitter=sentence_splitter, whole_title="@front", author=author)
+                        sentence_splitter="nupunkt", whole_title="@front", author=author)
     units = [u for u in units if not u.title.startswith(FRONT_MATTER)]
     book = Book(book_id=bid, title=cleaned.report.title or bid, dataset=TRAIN_FOLDER, text=cleaned.text,
                 paragraphs=cleaned.paragraphs, source=str(path))
     return book, units
 
 
-def book_labels(path: Path) -> tuple[int, int]:
-    """``(chapter, scene)`` breaks of one training book's narrative stream: the labels of
-    :func:`book_features`, without the features (what the card's ``labels_per_book`` records)."""
-    book, units = clean_and_units(path)
-    stream = narrative_stream(book.text, units, StreamReport())
-    marks = [p.mark for p in stream[1:]]
-    return marks.count("chapter"), marks.count("scene")
-
-
 def text_hash(text: str) -> str:
-    """SHA-256 of a cleaned text with whitespace runs collapsed (an edition's copy in another folder
-    hashes the same)."""
+    """SHA-256 of a cleaned text with whitespace runs collapsed."""
     return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()
 
 
@@ -159,7 +127,7 @@ def book_features(path: Path, cache_root: Path | None = None) -> dict[str, Any]:
            "chapter_marks": rep.chapter_marks, "scene_marks": rep.scene_marks}
     cdir.mkdir(parents=True, exist_ok=True)
     tmp = cfile.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, **{k: (np.asarray(v) if not isinstance(v, str) else np.asarray(v)) for k, v in out.items()})
+    np.savez_compressed(tmp, **{k: np.asarray(v) for k, v in out.items()})
     tmp.replace(cfile)
     return out
 
@@ -196,23 +164,11 @@ def split_books(files: Sequence[Path], authors: dict[str, str], share: float, se
     return train, val
 
 
-# ------------------------------------------------------------------ disjointness
-def evaluation_files(root: Path) -> list[Path]:
-    """Every raw book file the benchmark and the notebooks read (all local folders but training)."""
-    root = Path(root)
-    return (sorted((root / "gutenberg").glob("*.txt")) + sorted((root / "gutenberg_dev").glob("*.txt"))
-            + sorted((root / "literaryqa" / "texts").glob("*/*.txt")))
-
-
 @lru_cache(maxsize=4)
 def evaluation_fingerprints(root: Path) -> tuple[frozenset[str], frozenset[str]]:
-    """``(ebook numbers, cleaned-text hashes)`` of every evaluation book: the raw books of
-    ``gutenberg``, ``gutenberg_dev``, LiteraryQA's texts and ids of every split, the hand-read gold
-    books (``tests/structure_gold.jsonl``) and GutenQA's Emma (by text)."""
+    """``(ebook numbers, cleaned-text hashes)`` of every evaluation book."""
     root = Path(root)
-    ids: set[str] = set()
-    for f in evaluation_files(root):
-        ids.add(f.stem)
+    ids = {f.stem for f in local_book_files(root)}
     urls = root / "literaryqa" / "literaryqa_urls.tsv"
     if urls.is_file():
         for ln in urls.read_text(encoding="utf-8").splitlines()[1:]:
@@ -229,8 +185,7 @@ def evaluation_fingerprints(root: Path) -> tuple[frozenset[str], frozenset[str]]
 
 
 def check_disjoint(files: Sequence[Path], text_hashes: dict[str, str], evaluation_root: Path) -> dict[str, Any]:
-    """Raise :class:`TrainingDataError` naming the book when a training book is an evaluation book
-    (same ebook number, or the same cleaned text under another name)."""
+    """Raise :class:`TrainingDataError` naming a training book that is an evaluation book."""
     ids, hashes = evaluation_fingerprints(Path(evaluation_root).resolve())
     for f in files:
         n = f.name.split(".")[0]
@@ -241,7 +196,6 @@ def check_disjoint(files: Sequence[Path], text_hashes: dict[str, str], evaluatio
     return {"evaluation_ids": len(ids), "evaluation_text_hashes": len(hashes), "overlap": 0}
 
 
-# ------------------------------------------------------------------ fitting
 def sample_candidates(labels: np.ndarray, cfg: TrainConfig, book_id: str) -> np.ndarray:
     pos = np.flatnonzero(labels > 0)
     neg = np.flatnonzero(labels == 0)
@@ -296,7 +250,6 @@ def roc_auc(y: np.ndarray, s: np.ndarray) -> float:
     return float((r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
-# ------------------------------------------------------------------ the run
 def list_hash(paths: Iterable[Path], hashes: dict[str, str]) -> str:
     h = hashlib.sha256()
     for p in paths:
@@ -305,11 +258,9 @@ def list_hash(paths: Iterable[Path], hashes: dict[str, str]) -> str:
 
 
 def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_file: Path | None = None,
-          card_file: Path | None = None, validate: bool = True, progress: bool = True,
+          validate: bool = True, progress: bool = True,
           cache_root: Path | None = None, evaluation_root: Path | None = None) -> dict[str, Any]:
-    """Train on ``<root>/gutenberg_train`` and write the weights and the card; returns the card.
-
-    ``evaluation_root``: the data folder whose books must not be trained on (default: the data root)."""
+    """Train on ``<root>/gutenberg_train``, write the weights and the card; returns the card."""
     from tqdm.auto import tqdm
 
     t0, c0 = time.perf_counter(), time.process_time()
@@ -328,7 +279,6 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
     disjoint = check_disjoint(files, hashes, Path(evaluation_root) if evaluation_root else data_dir())
     authors = read_authors(root)
     tr, va = split_books(files, authors, cfg.validation_share, cfg.seed)
-    # training matrix
     d_parts, h_parts, y_parts = [], [], []
     n_pos = {"chapter": 0, "scene": 0}
     for f in tr:
@@ -356,8 +306,7 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
     nd = len(DENSE_NAMES)
     model = BoundaryModel(mean, std, w[:nd], w[nd:], b)
     weights_file = Path(weights_file) if weights_file else WEIGHTS_FILE
-    card_file = Path(card_file) if card_file else (CARD_FILE if weights_file == WEIGHTS_FILE
-                                                   else weights_file.with_suffix(".card.json"))
+    card_file = CARD_FILE if weights_file == WEIGHTS_FILE else weights_file.with_suffix(".card.json")
     weights_text = json.dumps(model.to_json(), indent=0, sort_keys=True) + "\n"
     card: dict[str, Any] = {
         "model": "logistic regression over lexical-cohesion, continuity, shape and hashed first/last-word "
@@ -374,9 +323,6 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
             "train_ids": [f.name.split(".")[0] for f in tr], "validation_ids": [f.name.split(".")[0] for f in va],
             "text_sha256_16": {f.name.split(".")[0]: hashes[str(f)][:16] for f in files},
             "positives": {**n_pos, "total": int(y.sum())}, "negatives": int((~y).sum()),
-            # every book's label counts before sampling ([chapter, scene] breaks of its narrative stream):
-            # tests/test_boundary_model.py recomputes some with today's code, so a rule change that moves
-            # the labels (and would make a rebuild write other weights) fails a test
             "labels_per_book": {f.name.split(".")[0]: [int((feats[str(f)]["labels"] == 1).sum()),
                                                        int((feats[str(f)]["labels"] == 2).sum())] for f in files},
             "candidates_in_train_books": int(sum(len(feats[str(f)]["labels"]) for f in tr)),
@@ -440,7 +386,6 @@ def validation_scores(files: Sequence[Path], feats: dict[str, dict[str, Any]], m
     return out
 
 
-# ------------------------------------------------------------------ command line
 def cli(args: Any) -> int:
     cfg_over = {}
     if args.seed is not None:

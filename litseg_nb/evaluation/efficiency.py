@@ -1,61 +1,39 @@
-"""Efficiency analysis (paper §4.4): LLM cost of each segmenter, from the recorded usage ledgers.
+"""Efficiency (paper §4.4): the LLM cost of each segmenter (notebook 08).
 
-Notebooks 02 (LitSeg), 03 (LitSeg-Lite) and 04 (LLM baselines) write their
-:class:`~litseg_nb.llm.base.UsageLedger` to ``artifacts/usage/<NN>.csv``. This module joins those
-ledgers with the chunk artifacts (to know how many sentences each method segmented) and reports
-calls, tokens and seconds per 1,000 sentences — hardware-independent token counts next to the
-wall-clock seconds of this machine.
-
-Requests served from the persistent request cache carry the token counts and latency recorded
-when they were first computed (see :mod:`litseg_nb.llm.request_cache`), and so do step-cache hits
-and resumed LitSeg units (:meth:`~litseg_nb.llm.base.UsageLedger.replay`), so the table reports the
-model's cost whether or not this run recomputed it; ``cache_hits`` says how many calls this run
-actually served from a cache. Warm reruns therefore give the same table.
-
-The §4.4 MEASUREMENT is :mod:`litseg_nb.evaluation.paired_timing` (notebook 08 times the three methods itself, side by
-side, interleaved, with one engine and one batching; ``08_paper_efficiency`` / ``08_paper_ratios``). The
-ledger tables below (``08_ledger_efficiency`` / ``08_ledger_ratios``) are the record of what notebooks 02-04
-spent, each at its own time, load and batching; they are not comparable seconds.
-
-§4.4 from the ledgers (:func:`paper_efficiency_table`): LitSeg, LitSeg-Lite and LumberChunker,
-each measured once on the SAME units (the units all three segmented, restricted to
-``EfficiencyConfig.timing_dataset``: the LiteraryQA test units in ``full`` as in the paper, the
-profile's evaluation units — every unit all three segmented — in ``test``/``smoke``), only their segmentation work (LitSeg's three stages of notebook 02 —
-not calibration, constrained-decoding comparison or Lite's training annotations; Lite's
-``single-pass`` chunk-set run of notebook 03 — not its held-out evaluation runs; LumberChunker of
-notebook 04), with model time and recorded wall time; cached work is shown as cached.
-
-Teacher size. The paper's Lite/LitSeg ratio compares one model run three times (LitSeg) with one pass
-(Lite) on one RTX 6000 Ada (48 GB). The ``full`` teacher (Qwen3-32B, bf16) is 4x the student, so the
-ratio with the configured teacher also measures the model-size gap. With
-``EfficiencyConfig.litseg_on_student`` notebook 08 also runs LitSeg's three stages with the *student's*
-model and inference configuration on the same units (:func:`run_litseg_on_student`, usage tag
-``litseg-student``), and :func:`paper_ratio_table` reports Lite/LitSeg twice: against the configured
-teacher and against LitSeg on the student's model (same weights: 3 stages vs 1 pass). Where teacher and
-student are the same model (``test``, ``smoke``) that run is served from the request cache and
-replays the recorded cost of notebook 02's run.
-"""
+From the usage ledgers of notebooks 02-04, and measured side by side: the three methods in one process on one
+engine, interleaved blocks, request cache bypassed, prefix caches emptied."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
 from ..chunk_sets import METHOD_ORDER
+from ..chunkers.config import BaselinesConfig
+from ..chunkers.lumber import lumber_chunks_batch
 from ..config import StageConfig, at_least, one_of
-from ..core.paths import outputs_dir
+from ..core.artifacts import artifact_dir, artifact_path
+from ..core.paths import outputs_dir, shown_path
 from ..core.run_record import read_schedule
-from ..core.schema import load_chunks
-from ..core.artifacts import artifact_path
+from ..core.safe_io import write_text_atomic
+from ..core.schema import load_chunks, read_jsonl
 from ..corpus import load_corpus
+from ..errors import LitsegError
 from ..lite.config import LiteConfig
-from ..lite.data import annotation_length_reference, load_annotations
+from ..lite.data import annotation_length_reference, load_annotations, student_length_reference
+from ..lite.segmenter import LiteSegmenter
+from ..lite.train import student_backend
 from ..litseg.config import LitSegConfig
 from ..litseg.pipeline import annotate_units, records_to_chunks
 from ..llm import make_backend
-
+from ..llm.base import SamplingParams, UsageTag
+from .ablation import adapter_dirs
 
 TIMING_DATASETS = ("all", "gutenqa", "literaryqa")
 
@@ -65,18 +43,15 @@ class EfficiencyConfig(StageConfig):
     """Notebook 08: the method every speed-up is measured against."""
 
     reference: str = one_of("litseg", *METHOD_ORDER)
-    #: §4.4's unit set: the units all three methods segmented, of this dataset ("all": every one;
-    #: the paper times "the LiteraryQA test set")
+    #: §4.4's unit set: the units all three methods segmented, of this dataset ("all": every one)
     timing_dataset: str = one_of("literaryqa", *TIMING_DATASETS)
     #: also time LitSeg's three stages with the student's model on the §4.4 units (teacher-size control)
     litseg_on_student: bool = True
-    #: §4.4 measured side by side (:mod:`litseg_nb.evaluation.paired_timing`): the three methods in this process,
-    #: interleaved, on one engine, with one batching, request cache bypassed
+    #: §4.4 measured side by side: the three methods in this process, interleaved, on one engine
     paired: bool = True
     #: the first this many §4.4 units (0 = all: the paper's LiteraryQA test units in ``full``)
     paired_max_units: int = at_least(0, 0)
-    #: units per batch = the most requests one call carries, for every method alike (0 = one batch);
-    #: full: 256, vLLM's default ``max_num_seqs`` (every request of a call in flight at once)
+    #: units per batch = the most requests one call carries, for every method alike (0 = one batch)
     paired_batch_units: int = at_least(256, 0)
     #: passes of every method over every batch (each repeat x batch is one interleaved block)
     paired_repeats: int = at_least(1, 1)
@@ -92,13 +67,10 @@ COST_COLUMNS = ["method", "stages", "sentences", "calls", "cache_hits", "prompt_
                 "completion_tokens_per_1k_sent", "seconds_per_1k_sent"]
 
 
-def load_usage(profile: str, notebooks: Iterable[str] | None = None) -> pd.DataFrame:
+def load_usage(profile: str) -> pd.DataFrame:
     """All usage ledgers of ``profile`` (one row per method, book, stage and notebook)."""
-    root = outputs_dir(profile) / "artifacts" / "usage"
     frames = []
-    for path in sorted(root.glob("*.csv")):
-        if notebooks is not None and path.stem not in set(notebooks):
-            continue
+    for path in usage_files(profile):
         # text columns read as text (an all-empty column would otherwise be float NaN)
         df = pd.read_csv(path, dtype={"method": str, "book": str, "stage": str})
         missing = set(USAGE_COLUMNS) - set(df.columns)
@@ -118,23 +90,28 @@ def load_usage(profile: str, notebooks: Iterable[str] | None = None) -> pd.DataF
 
 
 def sentences_per_method(profile: str, methods: Iterable[str]) -> dict[str, int]:
-    """Number of unit sentences each method's chunk artifact covers (max ``to_idx`` per unit; chunk
-    sets of notebooks 02-04, the ablation variants of notebook 07 and LitSeg on the student's model of
-    notebook 08)."""
-    out: dict[str, int] = {}
+    """Unit sentences each method's chunk artifact covers."""
+    return {m: int(sum(units.values())) for m, units in _unit_sets(profile, methods).items()}
+
+
+def _unit_sets(profile: str, methods: Iterable[str]) -> dict[str, dict[tuple[str, str], int]]:
+    """Per method: {(book, unit): sentences} of its chunk artifact (evaluated, ablation or efficiency chunks)."""
     art = outputs_dir(profile) / "artifacts"
-    for method in methods:
-        # notebook 07 keeps its ablation variants' chunks apart from the evaluated chunk sets
-        path = next((p for p in (art / "chunks" / f"{method}.jsonl", art / "ablation" / "chunks" / f"{method}.jsonl",
-                                 art / "efficiency" / "chunks" / f"{method}.jsonl") if p.is_file()), None)
-        if path is None:
-            continue
-        last: dict[tuple[str, str], int] = {}
-        for c in load_chunks(path):
-            key = (c.book_id, c.unit_id)
-            last[key] = max(last.get(key, 0), c.to_idx)
-        out[method] = int(sum(last.values()))
+    out = {}
+    for m in methods:
+        path = next((p for p in (art / "chunks" / f"{m}.jsonl", art / "ablation" / "chunks" / f"{m}.jsonl",
+                                 art / "efficiency" / "chunks" / f"{m}.jsonl") if p.is_file()), None)
+        if path is not None:
+            out[m] = _unit_sentences(path)
     return out
+
+
+def _unit_sentences(path: Path) -> dict[tuple[str, str], int]:
+    """{(book, unit): sentences} of a chunk file (the largest ``to_idx`` per unit)."""
+    units: dict[tuple[str, str], int] = {}
+    for c in load_chunks(path):
+        units[(c.book_id, c.unit_id)] = max(units.get((c.book_id, c.unit_id), 0), c.to_idx)
+    return units
 
 
 def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataFrame:
@@ -155,17 +132,15 @@ def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataF
     g["computed_prefill_tokens"] = g["prompt_tokens"] - g["cached_prompt_tokens"]
     g["sentences"] = g["method"].map(sentences).astype("float")
     per_k = 1000.0 / g["sentences"]
-    g["calls_per_1k_sent"] = g["calls"] * per_k
-    g["prompt_tokens_per_1k_sent"] = g["prompt_tokens"] * per_k
-    g["computed_prefill_tokens_per_1k_sent"] = g["computed_prefill_tokens"] * per_k
-    g["completion_tokens_per_1k_sent"] = g["completion_tokens"] * per_k
+    for c in ("calls", "prompt_tokens", "computed_prefill_tokens", "completion_tokens"):
+        g[f"{c}_per_1k_sent"] = g[c] * per_k
     g["seconds_per_1k_sent"] = g["model_seconds"] * per_k
     return g[COST_COLUMNS]
 
 
-def speedup_table(eff: pd.DataFrame, reference: str = "litseg",
-                  metric: str = "seconds_per_1k_sent") -> pd.DataFrame:
+def speedup_table(eff: pd.DataFrame, reference: str = "litseg") -> pd.DataFrame:
     """Each method's cost relative to ``reference`` (the paper: Lite is 2.69x faster than LitSeg)."""
+    metric = "seconds_per_1k_sent"
     if reference not in set(eff["method"]):
         return pd.DataFrame(columns=["method", metric, f"speedup_vs_{reference}"])
     ref = float(eff.loc[eff["method"] == reference, metric].iloc[0])
@@ -174,13 +149,8 @@ def speedup_table(eff: pd.DataFrame, reference: str = "litseg",
     return out
 
 
-def plot_cost(eff: pd.DataFrame, ax=None):
-    """Bar chart of prompt and completion tokens per 1,000 sentences, for the methods that segmented sentences.
-
-    The ledger's other rows (RAG answers and judges, calibration, training annotations, raters: no
-    sentences of their own to divide by, so no per-1,000-sentence value) are not drawn as empty bars; a
-    note under the axis names them (their tokens are in the table). Without ``ax`` the figure is sized
-    to the bars drawn."""
+def plot_cost(eff: pd.DataFrame):
+    """Prompt and completion tokens per 1,000 sentences; rows without sentences named under the axis."""
     import textwrap
 
     import matplotlib.pyplot as plt
@@ -189,8 +159,7 @@ def plot_cost(eff: pd.DataFrame, ax=None):
     values = eff[cols].apply(pd.to_numeric, errors="coerce").replace([float("inf"), float("-inf")], float("nan"))
     has_cost = values.notna().all(axis=1)
     shown, skipped = eff[has_cost], eff.loc[~has_cost, "method"].astype(str).tolist()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 0.4 * len(shown) + 1.6))
+    _, ax = plt.subplots(figsize=(7, 0.4 * len(shown) + 1.6))
     if len(shown):
         d = shown.set_index("method")[cols]
         d.columns = ["prompt tokens", "completion tokens"]
@@ -215,8 +184,6 @@ def usage_files(profile: str) -> list[Path]:
 
 def notebook_wall_times(profile: str) -> pd.DataFrame:
     """Wall time of each executed notebook of ``profile``, from papermill's recorded metadata."""
-    import json
-
     executed = outputs_dir(profile) / "executed"
     schedule = read_schedule(profile)
     rows = []
@@ -235,9 +202,7 @@ def notebook_wall_times(profile: str) -> pd.DataFrame:
 
 
 def contention_note(profile: str, notebooks: Iterable[str] = ("02", "03", "04", "05", "06", "07")) -> str:
-    """One label phrase: which of ``notebooks`` ran beside another (``run --jobs 2``,
-    ``logs/schedule.json``), so their ledger seconds and wall times include that contention; ""
-    when none did."""
+    """One label phrase naming which of ``notebooks`` ran beside another (``run --jobs``), "" when none did."""
     schedule = read_schedule(profile)
     beside = {n: schedule[n] for n in notebooks if schedule.get(n, {}).get("ran_beside")}
     if not beside:
@@ -248,9 +213,7 @@ def contention_note(profile: str, notebooks: Iterable[str] = ("02", "03", "04", 
             + ": those notebooks' seconds were taken sharing the cores, token counts are unaffected")
 
 
-# ----------------------------------------------------------------------------------- §4.4 as the paper measures it
 PAPER_SECONDS = {"litseg": 25362.0, "litseg-lite": 9442.0, "lumber": 13514.0}
-PAPER_RATIOS = {"litseg-lite / litseg": 0.37, "litseg-lite / lumber": 0.70}
 PAPER_SETUP = "paper: LiteraryQA test, vLLM, one RTX 6000 Ada GPU"
 STUDENT_METHOD = "litseg-student"  # LitSeg's three stages run with the student's model (notebook 08)
 # method -> (usage tag method, stages counted (None = all), notebook whose ledger holds the work)
@@ -277,35 +240,8 @@ PAPER_COLUMNS = ["method", "model", "books", "units", "sentences", "same_units",
                  "model_seconds_per_1k_sent", "wall_seconds_per_1k_sent", "paper_seconds"]
 
 
-def _chunk_file(profile: str, method: str) -> Path:
-    art = outputs_dir(profile) / "artifacts"
-    if method in CONTROLS:  # kept apart from the evaluated chunk sets of notebook 05
-        return art / "efficiency" / "chunks" / f"{method}.jsonl"
-    return art / "chunks" / f"{method}.jsonl"
-
-
-def _unit_sets(profile: str, methods: Iterable[str]) -> dict[str, dict[tuple[str, str], int]]:
-    """Per method: {(book, unit): sentences} of its chunk artifact."""
-    out: dict[str, dict[tuple[str, str], int]] = {}
-    for m in methods:
-        path = _chunk_file(profile, m)
-        if not path.is_file():
-            continue
-        units: dict[tuple[str, str], int] = {}
-        for c in load_chunks(path):
-            units[(c.book_id, c.unit_id)] = max(units.get((c.book_id, c.unit_id), 0), c.to_idx)
-        out[m] = units
-    return out
-
-
-def book_dataset(book_id: str) -> str:
-    """The dataset a book id belongs to (its ``<dataset>:`` prefix)."""
-    return book_id.split(":", 1)[0] if ":" in book_id else ""
-
-
 def timing_units(profile: str, timing_dataset: str = "all") -> tuple[set[tuple[str, str]], list[str]]:
-    """§4.4's units: those all present methods of :data:`MEASURED` segmented, of ``timing_dataset``
-    (``"all"``: every one). Returns ``(units, methods present)``."""
+    """§4.4's units (all present :data:`MEASURED` methods segmented them): ``(units, methods)``."""
     if timing_dataset not in TIMING_DATASETS:
         raise ValueError(f"timing_dataset {timing_dataset!r} is not one of {TIMING_DATASETS}")
     units = _unit_sets(profile, MEASURED)
@@ -314,15 +250,13 @@ def timing_units(profile: str, timing_dataset: str = "all") -> tuple[set[tuple[s
         return set(), present
     common = set.intersection(*(set(units[m]) for m in present))
     if timing_dataset != "all":
-        common = {k for k in common if book_dataset(k[0]) == timing_dataset}
+        common = {k for k in common if k[0].startswith(timing_dataset + ":")}
     return common, present
 
 
 def timing_unit_pairs(corpus: Any, units: Iterable[tuple[str, str]], profile: str,
                       error: type[Exception] = ValueError) -> list[tuple[Any, Any]]:
-    """The §4.4 ``units`` (``(book_id, unit_id)``) as ``(book, unit)`` pairs of the corpus ``corpus`` (a
-    :class:`~litseg_nb.config.CorpusConfig`), in (book, unit) order. Units the corpus lacks raise
-    ``error`` naming them all (notebook 08's LitSeg-on-student run and the paired measurement share this)."""
+    """The §4.4 ``units`` as sorted ``(book, unit)`` pairs; missing units raise ``error``."""
     want = sorted(units)
     books = {b.book_id: b for b in load_corpus(corpus) if b.book_id in {k[0] for k in want}}
     pairs, missing = [], []
@@ -344,8 +278,6 @@ def describe_timing_set(timing_dataset: str) -> str:
 
 def _wall_seconds(profile: str, method: str, units: set[tuple[str, str]]) -> tuple[float, str]:
     """Wall time recorded when the work was done, on ``units`` (nan + why when not available)."""
-    import json
-
     art = outputs_dir(profile) / "artifacts"
     nan = float("nan")
     if method in ("litseg", STUDENT_METHOD):
@@ -353,8 +285,7 @@ def _wall_seconds(profile: str, method: str, units: set[tuple[str, str]]) -> tup
                 else art / "efficiency" / "litseg_student_annotations.jsonl")
         if not path.is_file():
             return nan, f"no {path.name}"
-        recs = [json.loads(x) for x in path.read_text(encoding="utf-8").split("\n") if x.strip()]
-        recs = [r for r in recs if (r["book_id"], r["unit_id"]) in units]
+        recs = [r for r in read_jsonl(path) if (r["book_id"], r["unit_id"]) in units]
         if method == STUDENT_METHOD and any((r.get("tokens") or {}).get("cache_hits") for r in recs):
             return nan, "replies served from the request cache: this run's wall time is not the model's"
         return (float(sum(r.get("group_wall_share_s") or 0.0 for r in recs)),
@@ -364,8 +295,7 @@ def _wall_seconds(profile: str, method: str, units: set[tuple[str, str]]) -> tup
         path = art / "lite" / "chunk_run.jsonl"
         if not path.is_file():
             return nan, "no lite/chunk_run.jsonl"
-        rows = [json.loads(x) for x in path.read_text(encoding="utf-8").split("\n") if x.strip()]
-        rows = [r for r in rows if (r["book_id"], r["unit_id"]) in units]
+        rows = [r for r in read_jsonl(path) if (r["book_id"], r["unit_id"]) in units]
         if any(r.get("cache_hits") for r in rows):
             return nan, "replies served from the request cache: this run's wall time is not the model's"
         return float(sum(r.get("seconds") or 0.0 for r in rows)), "measured in notebook 03's chunk-set run"
@@ -379,18 +309,10 @@ def _wall_seconds(profile: str, method: str, units: set[tuple[str, str]]) -> tup
     return nan, "not recorded"
 
 
-def paper_efficiency_table(profile: str, usage: pd.DataFrame | None = None,
-                           models: dict[str, str] | None = None,
+def paper_efficiency_table(profile: str, models: dict[str, str] | None = None,
                            timing_dataset: str = "all", controls: bool = True) -> tuple[pd.DataFrame, str]:
-    """§4.4: LitSeg, LitSeg-Lite and LumberChunker on the same units, each unit's work counted once.
-
-    Units: those all three chunk sets hold, of ``timing_dataset`` (``"all"``: every one; ``full``:
-    ``"literaryqa"``, the paper's LiteraryQA test set); ``same_units`` says whether a method's units
-    are exactly that set. LitSeg on the student's model (:data:`STUDENT_METHOD`, notebook 08) gets a
-    row when it ran and ``controls`` is on. Usage counts only the books of those units (ledgers are per book). Returns
-    ``(table, note)``; the note names the unit set measured.
-    """
-    usage = load_usage(profile) if usage is None else usage
+    """§4.4 from the ledgers on the units all three methods segmented: ``(table, note)``."""
+    usage = load_usage(profile)
     common, present = timing_units(profile, timing_dataset)
     if not present:
         return pd.DataFrame(columns=PAPER_COLUMNS), "no LitSeg, LitSeg-Lite or LumberChunker chunk set yet"
@@ -432,8 +354,7 @@ def paper_efficiency_table(profile: str, usage: pd.DataFrame | None = None,
 
 
 def paper_ratio_table(table: pd.DataFrame, models: dict[str, str] | None = None) -> pd.DataFrame:
-    """Lite/LitSeg (twice: configured teacher, and LitSeg on the student's model) and Lite/LumberChunker
-    cost ratios (ours, per 1,000 sentences) beside the paper's; ``litseg_side`` says what each compares."""
+    """Lite/LitSeg and Lite/LumberChunker cost ratios per 1,000 sentences beside the paper's."""
     metrics = ("model_seconds_per_1k_sent", "wall_seconds_per_1k_sent", "computed_prefill_tokens_per_1k_sent",
                "prompt_tokens_per_1k_sent", "completion_tokens_per_1k_sent", "calls_per_1k_sent")
     by = table.set_index("method") if not table.empty else None
@@ -449,15 +370,9 @@ def paper_ratio_table(table: pd.DataFrame, models: dict[str, str] | None = None)
     return pd.DataFrame(rows)
 
 
-def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any, seed: int = 0,
-                          backend_factory: Any = None) -> tuple[Any, Path]:
-    """LitSeg's three stages (notebook 02's pipeline, prompts and length reference) with the student's
-    model and inference configuration (``LiteConfig.llm``) on ``units``, tagged :data:`STUDENT_METHOD`.
-
-    Annotations go to ``artifacts/efficiency/litseg_student_annotations.jsonl`` (resumable) and chunks
-    to ``artifacts/efficiency/chunks/litseg-student.jsonl`` (never evaluated by notebook 05). Returns
-    ``(AnnotationRun, chunk path)``. A unit that is not in the profile's corpus is an error naming it.
-    """
+def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any,
+                          seed: int = 0) -> tuple[Any, Path]:
+    """LitSeg's three stages on the student's model (teacher-size control): ``(run, chunks)``."""
     # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
     from ..core.schema import save_chunks
 
@@ -467,7 +382,7 @@ def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any
     recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in units]
     ref = annotation_length_reference(recs)  # the teacher's run's value on these units
     pairs = timing_unit_pairs(cfg.corpus, units, profile)
-    backend = (backend_factory or (lambda c: make_backend(c, ledger)))(student)
+    backend = make_backend(student, ledger)
     run = annotate_units(pairs, backend, cfg, length_reference=ref, method=STUDENT_METHOD,
                          annotations_path=artifact_path(profile, "efficiency", "litseg_student_annotations.jsonl"))
     path = artifact_path(profile, "efficiency", "chunks", f"{STUDENT_METHOD}.jsonl")
@@ -478,7 +393,6 @@ def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any
 
 def hardware_label() -> str:
     """The machine the recorded model seconds come from (GPU name, else CPU model and cores)."""
-    import os
     import platform
 
     try:
@@ -501,11 +415,281 @@ def hardware_label() -> str:
 
 def save_chunk_run(profile: str, results: Iterable[Any]) -> Path:
     """Notebook 03: per-unit record of Lite's chunk-set run (the §4.4 measurement of Lite)."""
-    import json
-
     path = artifact_path(profile, "lite", "chunk_run.jsonl")
     rows = [{k: v for k, v in r.to_json().items() if k not in ("replies", "errors")} for r in results]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+#: ratio -> (numerator, denominator, the paper's value): the configured-teacher ratios (one engine runs all three)
+PAIRED_RATIOS = {k: v[:3] for k, v in RATIOS.items() if v[1] != STUDENT_METHOD}
+CACHE_NOTE = "request cache bypassed (use_cache=False): every reply computed in this measurement"
+
+
+class PairedTimingError(LitsegError, ValueError):
+    """The paired measurement cannot run (no unit, a method missing, a unit not in the corpus)."""
+
+
+@dataclass
+class MeteredBackend:
+    """A backend proxy that times every ``chat`` call and records its concurrency and usage."""
+
+    inner: Any
+    clock: Callable[[], float] = time.perf_counter
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def __getattr__(self, item: str) -> Any:  # name, model_id, ledger, tokenizer, structured_output ...
+        if item == "inner":
+            raise AttributeError(item)
+        return getattr(self.inner, item)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def chat(self, conversations, params: SamplingParams = SamplingParams(), tag: UsageTag = UsageTag()):
+        t0 = self.clock()
+        gens = self.inner.chat(conversations, params, tag)
+        wall = self.clock() - t0
+        self.calls.append({
+            "requests": len(conversations), "wall_s": wall,
+            "model_s": float(sum(g.latency_s for g in gens)),
+            "prompt_tokens": int(sum(g.prompt_tokens for g in gens)),
+            "cached_prompt_tokens": int(sum(g.cached_prompt_tokens or 0 for g in gens)),
+            "completion_tokens": int(sum(g.completion_tokens for g in gens)),
+            "reasoning_tokens": int(sum(g.reasoning_tokens or 0 for g in gens)),
+            "cache_hits": int(sum(bool(g.cache_hit) for g in gens)),
+        })
+        return gens
+
+    def take(self) -> list[dict[str, Any]]:
+        out, self.calls = self.calls, []
+        return out
+
+
+@dataclass
+class PairedMethod:
+    """One method of the measurement: ``run(pairs, backend)`` segments the pairs with ``backend``."""
+
+    name: str
+    model: str
+    backend: Any
+    run: Callable[[Sequence[tuple[Any, Any]], Any], Any]
+
+
+def reset_prefix_cache(backend: Any) -> bool:
+    """Empty ``backend``'s own prefix cache (hf or vLLM); True when one was emptied."""
+    inner = getattr(backend, "inner", backend)
+    inner = getattr(inner, "inner", inner)  # a MeteredBackend around a CachedBackend
+    clear = getattr(inner, "clear_prefixes", None)
+    if callable(clear):
+        clear()
+        return True
+    reset = getattr(getattr(inner, "llm", None), "reset_prefix_cache", None)
+    if callable(reset):
+        reset()
+        return True
+    return False
+
+
+def _load_average() -> float:
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):  # a platform without it
+        return float("nan")
+
+
+def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMethod], repeats: int = 1,
+                   batch_units: int = 0, clock: Callable[[], float] = time.perf_counter,
+                   load: Callable[[], float] = _load_average, progress: bool = True) -> pd.DataFrame:
+    """Every method on every batch, interleaved, ``repeats`` times; one row per pass."""
+    from tqdm.auto import tqdm
+
+    if not pairs:
+        raise PairedTimingError("paired §4.4 measurement: no unit to time")
+    if repeats < 1:
+        raise PairedTimingError(f"paired §4.4 measurement: repeats must be >= 1, got {repeats}")
+    names = [m.name for m in methods]
+    if len(set(names)) != len(names):
+        raise PairedTimingError(f"paired §4.4 measurement: method given twice in {names}")
+    size = batch_units or len(pairs)
+    batches = [list(pairs[i:i + size]) for i in range(0, len(pairs), size)]
+    metered = {m.name: MeteredBackend(m.backend, clock) for m in methods}
+    by_name = {m.name: m for m in methods}
+    rows: list[dict[str, Any]] = []
+    bar = tqdm(total=repeats * len(batches) * len(methods), desc="paired §4.4 passes", disable=not progress)
+    block = 0
+    try:
+        for r in range(repeats):
+            for b, batch in enumerate(batches):
+                for pos, name in enumerate(names if block % 2 == 0 else names[::-1]):  # A B C, C B A, ...
+                    m, be = by_name[name], metered[name]
+                    reset = reset_prefix_cache(m.backend)
+                    be.take()
+                    l0 = load()
+                    m.run(batch, be)
+                    l1 = load()
+                    calls = be.take()
+                    req = [c["requests"] for c in calls]
+                    tot = {k: sum(c[k] for c in calls) for k in ("wall_s", "model_s", "prompt_tokens",
+                                                                   "cached_prompt_tokens", "completion_tokens",
+                                                                   "reasoning_tokens", "cache_hits")}
+                    rows.append({
+                        "repeat": r, "batch": b, "block": block, "position": pos, "method": name, "model": m.model,
+                        "units": len(batch), "sentences": int(sum(u.n_sentences for _, u in batch)),
+                        "chat_calls": len(calls), "requests": int(sum(req)), "max_concurrency": max(req, default=0),
+                        "mean_concurrency": float(sum(req) / len(req)) if req else 0.0,
+                        "wall_s": float(tot["wall_s"]), "model_s": float(tot["model_s"]),
+                        "prompt_tokens": int(tot["prompt_tokens"]),
+                        "cached_prompt_tokens": int(tot["cached_prompt_tokens"]),
+                        "computed_prefill_tokens": int(tot["prompt_tokens"] - tot["cached_prompt_tokens"]),
+                        "completion_tokens": int(tot["completion_tokens"]),
+                        "reasoning_tokens": int(tot["reasoning_tokens"]),
+                        "cache_hits": int(tot["cache_hits"]), "load_before": l0, "load_after": l1,
+                        "prefix_cache_reset": reset})
+                    bar.update(1)
+                block += 1
+    finally:
+        bar.close()
+    return pd.DataFrame(rows)
+
+
+PAIRED_COLUMNS = ["method", "model", "units", "sentences", "repeats", "blocks", "batch_units", "chat_calls",
+                  "requests", "mean_concurrency", "max_concurrency", "wall_s_median", "wall_s_min", "wall_s_max",
+                  "wall_seconds_per_1k_sent", "model_s_median", "prompt_tokens", "computed_prefill_tokens",
+                  "completion_tokens", "reasoning_tokens", "prompt_tokens_per_1k_sent",
+                  "computed_prefill_tokens_per_1k_sent", "completion_tokens_per_1k_sent", "cache_hits",
+                  "load_avg_mean", "prefix_cache_reset"]
+
+
+def paired_method_table(passes: pd.DataFrame, batch_units: int = 0) -> pd.DataFrame:
+    """Per method: units, calls and concurrency, wall seconds per repeat (median, min, max), tokens."""
+    if passes.empty:
+        return pd.DataFrame(columns=PAIRED_COLUMNS)
+    rows = []
+    for m, g in passes.groupby("method", sort=False):
+        per_rep = g.groupby("repeat").agg(**{k: (k, "sum") for k in (
+            "units", "sentences", "chat_calls", "requests", "wall_s", "model_s", "prompt_tokens",
+            "computed_prefill_tokens", "completion_tokens", "reasoning_tokens", "cache_hits")})
+        med = per_rep.median()
+        sents = float(med["sentences"])
+        per_k = 1000.0 / sents if sents else float("nan")
+        rows.append({
+            "method": m, "model": g["model"].iloc[0], "units": int(med["units"]), "sentences": int(sents),
+            "repeats": int(g["repeat"].nunique()), "blocks": int(g["block"].nunique()),
+            "batch_units": int(batch_units or g["units"].max()), "chat_calls": int(med["chat_calls"]),
+            "requests": int(med["requests"]),
+            "mean_concurrency": float(med["requests"] / med["chat_calls"]) if med["chat_calls"] else 0.0,
+            "max_concurrency": int(g["max_concurrency"].max()),
+            "wall_s_median": float(med["wall_s"]), "wall_s_min": float(per_rep["wall_s"].min()),
+            "wall_s_max": float(per_rep["wall_s"].max()), "wall_seconds_per_1k_sent": float(med["wall_s"]) * per_k,
+            "model_s_median": float(med["model_s"]), "prompt_tokens": int(med["prompt_tokens"]),
+            "computed_prefill_tokens": int(med["computed_prefill_tokens"]),
+            "completion_tokens": int(med["completion_tokens"]), "reasoning_tokens": int(med["reasoning_tokens"]),
+            "prompt_tokens_per_1k_sent": float(med["prompt_tokens"]) * per_k,
+            "computed_prefill_tokens_per_1k_sent": float(med["computed_prefill_tokens"]) * per_k,
+            "completion_tokens_per_1k_sent": float(med["completion_tokens"]) * per_k,
+            "cache_hits": int(g["cache_hits"].sum()),
+            "load_avg_mean": float(pd.concat([g["load_before"], g["load_after"]]).mean()),
+            "prefix_cache_reset": bool(g["prefix_cache_reset"].all()),
+        })
+    return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+
+
+RATIO_METRICS = {"wall": "wall_s", "model_seconds": "model_s", "computed_prefill_tokens": "computed_prefill_tokens",
+                 "prompt_tokens": "prompt_tokens", "completion_tokens": "completion_tokens"}
+
+
+def _quantile(xs: Sequence[float], q: float) -> float:
+    s = pd.Series(list(xs), dtype=float).dropna()
+    return float(s.quantile(q)) if len(s) else float("nan")
+
+
+def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
+    """The paper's ratios from the paired passes: spread over blocks, pooled, load."""
+    rows = []
+    for name, (num, den, paper) in PAIRED_RATIOS.items():
+        row: dict[str, Any] = {"ratio": name, "paper (end-to-end seconds)": paper}
+        have = not passes.empty and {num, den} <= set(passes["method"])
+        if have:
+            a = passes[passes["method"] == num].set_index("block")
+            b = passes[passes["method"] == den].set_index("block")
+            blocks = sorted(set(a.index) & set(b.index))
+            row["blocks"] = len(blocks)
+            for label, col in RATIO_METRICS.items():
+                per = [a.loc[k, col] / b.loc[k, col] if b.loc[k, col] else float("nan") for k in blocks]
+                row[f"{label}_ratio_median"] = float(statistics.median(per)) if per else float("nan")
+                if label in ("wall", "model_seconds"):
+                    row[f"{label}_ratio_min"] = float(min(per)) if per else float("nan")
+                    row[f"{label}_ratio_max"] = float(max(per)) if per else float("nan")
+                    row[f"{label}_ratio_iqr"] = _quantile(per, 0.75) - _quantile(per, 0.25)
+                den_sum = float(b.loc[blocks, col].sum())
+                row[f"{label}_ratio_pooled"] = float(a.loc[blocks, col].sum()) / den_sum if den_sum else float("nan")
+            for side, g in (("numerator", a), ("denominator", b)):
+                row[f"{side}_mean_concurrency"] = float(g["requests"].sum() / g["chat_calls"].sum()) \
+                    if g["chat_calls"].sum() else 0.0
+                row[f"{side}_max_concurrency"] = int(g["max_concurrency"].max())
+            both = passes[passes["block"].isin(blocks)]
+            loads = pd.concat([both["load_before"], both["load_after"]])
+            row["load_avg_mean"], row["load_avg_min"], row["load_avg_max"] = \
+                float(loads.mean()), float(loads.min()), float(loads.max())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def paired_pairs(profile: str, units: set[tuple[str, str]], max_units: int = 0) -> list[tuple[Any, Any]]:
+    """The first ``max_units`` (0 = all) §4.4 units as ``(book, unit)`` pairs of the profile's corpus."""
+    want = sorted(units)[:max_units or None]
+    return timing_unit_pairs(LitSegConfig.for_profile(profile).corpus, want, profile, PairedTimingError)
+
+
+def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]],
+                    seed: int = 0) -> tuple[list[PairedMethod], dict[str, Any]]:
+    """The three methods as their notebooks configure them, on one engine: ``(methods, info)``."""
+    # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
+    from ..llm import make_backend
+
+    lite_cfg = LiteConfig.for_profile(profile, seed=seed)
+    engine_cfg = lite_cfg.llm.replace(use_cache=False)
+    base = make_backend(engine_cfg)
+    dirs = adapter_dirs(profile)
+    lite_backend = student_backend(engine_cfg, [dirs["sft"], dirs["grpo"]], artifact_dir(profile, "lite", "merged"))[0]
+    keys = {(b.book_id, u.unit_id) for b, u in pairs}
+    recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in keys]
+    litseg_ref = annotation_length_reference(recs)  # notebook 02's value on these units
+    lite_ref = student_length_reference(profile)
+    lcfg = LitSegConfig.for_profile(profile, seed=seed).replace(llm=engine_cfg.to_dict())
+    methods = build_methods(base, lite_backend, lcfg, lite_cfg, BaselinesConfig.for_profile(profile, seed=seed),
+                            litseg_ref, lite_ref)
+    info = {"engine": f"{engine_cfg.backend}:{engine_cfg.model} (LiteConfig.llm, use_cache=False)",
+            "teacher": LitSegConfig.for_profile(profile).llm.model, "backends": [base, lite_backend],
+            "litseg_length_reference": litseg_ref, "lite_length_reference": lite_ref}
+    return methods, info
+
+
+def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, baselines_cfg: Any,
+                  litseg_ref: Any, lite_ref: Any) -> list[PairedMethod]:
+    """LitSeg and LumberChunker on ``base``, Lite on ``lite_backend``; nothing is written."""
+
+    lcfg = litseg_cfg.replace(unit_group_size=0)  # the batch is the group
+    bcfg = baselines_cfg
+
+    def run_litseg(batch, be):
+        annotate_units(batch, be, lcfg, length_reference=litseg_ref, method="litseg", progress=False,
+                       batch_by_book=False)
+
+    lite = LiteSegmenter(lite_backend, lite_cfg.infer_max_new_tokens, lite_cfg.infer_retries, seed=lite_cfg.seed,
+                         length_reference=lite_ref, stage="paired", batch_by_book=False)
+
+    def run_lite(batch, be):
+        lite.backend = be
+        lite.segment_units(batch)
+
+    def run_lumber(batch, be):
+        lumber_chunks_batch(batch, be, bcfg.lumber_budget_tokens, bcfg.lumber_max_retries,
+                            bcfg.lumber_retry_temperature, bcfg.lumber_max_new_tokens, bcfg.lumber_reference_mode,
+                            stage="paired", batch_by_book=False)
+
+    base_id = getattr(base, "model_id", "?")
+    return [PairedMethod("litseg", f"{base_id} (LitSeg's 3 stages on the student's base model)", base, run_litseg),
+            PairedMethod("litseg-lite", f"{shown_path(getattr(lite_backend, 'model_id', '?'))} (trained student)", lite_backend,
+                         run_lite),
+            PairedMethod("lumber", str(base_id), base, run_lumber)]

@@ -1,29 +1,14 @@
-"""Human-evaluation toolkit (LitSeg paper, Appendices A and B).
+"""Human evaluation (Appendices A and B): blinded sheets, their import, ICC(2,1) and kappas, and LLM stand-ins.
 
-Segment quality (Appendix A): :func:`export_rating_sheets` samples ``n`` chunks per method, blinds
-them (no method name; items shuffled; opaque item ids) and writes, per rater, a CSV to fill in and a
-readable HTML sheet with the three dimensions of Appendix A.2 (Content Completeness, Topical
-Coherence, Boundary Placement; 1-5). The un-blinding key is written separately.
-:func:`import_ratings` reads the filled CSVs back (validating every score, errors name file and
-row) and :func:`summarize_ratings` gives per-method per-dimension and overall means (Overall = mean
-of the three dimensions, averaged over raters) and ICC(2,1) per dimension.
-
-Pairwise preference (Appendix B): :func:`litseg_nb.metrics.pairwise.pairwise_win_rate` scores
-Win/Tie/Loss verdicts as in
-B.2's zero-sum rule (win 1, tie 0.5, loss 0), averaged over annotators per instance, then over
-instances. Agreement: :func:`cohen_kappa`, :func:`raw_agreement`, :func:`pairwise_agreement_table`
-(every annotator pair) and :func:`fleiss_kappa`.
-
-Statistics are implemented from their definitions and tested against the published worked examples
-(Shrout & Fleiss 1979, Table 2, for ICC; the standard Fleiss kappa example of 10 subjects and 14
-raters for Fleiss' kappa).
-"""
+The A.2 LLM rater reads what a human reads, with the A.2 rubric; its sheets are labelled :data:`LLM_SOURCE`."""
 from __future__ import annotations
 
 import csv
 import html
 import itertools
+import json
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -33,10 +18,10 @@ from ..core.safe_io import atomic_path, write_text_atomic
 from ..errors import UsageError
 from ..core.paths import outputs_dir, shown_path
 from ..llm.base import UsageTag, LLMError, SamplingParams
-from ..litseg.rubric_judge import score_many_with_rubric, segment_pipeline_json
 from ..metrics.pairwise import pairwise_win_rate, pairwise_conversation, parse_verdict
 from ..core.artifacts import artifact_dir
-from .a2_rater import rate_chunks, rater_label
+from ..core.prompts import load_prompt, render_prompt
+from ..litseg.validate import extract_json
 from .segment_quality import SegmentQualityConfig
 
 DIMENSIONS = ("content_completeness", "topical_coherence", "boundary_placement")
@@ -59,13 +44,8 @@ class RatingSheetError(UsageError, ValueError):
     """A filled rating sheet is malformed (the message names file, row and column)."""
 
 
-# --------------------------------------------------------------------------- statistics
 def icc_2_1(ratings: np.ndarray | Sequence[Sequence[float]]) -> float:
-    """ICC(2,1): two-way random effects, single rater, absolute agreement (Shrout & Fleiss 1979).
-
-    ``ratings`` is an ``n_targets x k_raters`` matrix without missing values.
-    ``ICC(2,1) = (BMS - EMS) / (BMS + (k-1) EMS + k (JMS - EMS) / n)``.
-    """
+    """ICC(2,1) (Shrout & Fleiss 1979) of an ``n_targets x k_raters`` matrix without missing values."""
     x = np.asarray(ratings, dtype=float)
     if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
         raise ValueError(f"ICC needs at least 2 targets x 2 raters, got shape {x.shape}")
@@ -143,14 +123,12 @@ def pairwise_agreement_table(labels_by_annotator: Mapping[str, Sequence[Any]]):
     """Cohen's kappa and raw agreement for every annotator pair (Appendix B.3's figures), as a DataFrame."""
     import pandas as pd
 
-    rows = []
-    for (na, a), (nb, b) in itertools.combinations(labels_by_annotator.items(), 2):
-        rows.append({"annotator_a": na, "annotator_b": nb, "cohen_kappa": cohen_kappa(a, b),
-                     "raw_agreement": raw_agreement(a, b), "n_items": len(a)})
+    rows = [{"annotator_a": na, "annotator_b": nb, "cohen_kappa": cohen_kappa(a, b),
+             "raw_agreement": raw_agreement(a, b), "n_items": len(a)}
+            for (na, a), (nb, b) in itertools.combinations(labels_by_annotator.items(), 2)]
     return pd.DataFrame(rows, columns=["annotator_a", "annotator_b", "cohen_kappa", "raw_agreement", "n_items"])
 
 
-# --------------------------------------------------------------------------- rating sheets
 def _context(book_text: str, start: int, end: int, width: int) -> tuple[str, str]:
     before = book_text[max(0, start - width):start]
     after = book_text[end:end + width]
@@ -158,15 +136,12 @@ def _context(book_text: str, start: int, end: int, width: int) -> tuple[str, str
 
 
 def sample_chunks_for_rating(chunks_by_method: Mapping[str, Sequence[Any]], n: int, seed: int = 0,
-                             only_source_spans: bool = True, books: Mapping[str, Any] | None = None
-                             ) -> list[tuple[str, Any]]:
-    """``n`` chunks per method (fewer when a method has fewer), sampled reproducibly; with ``books``,
-    ``n`` per method **on each dataset** (Appendix A.1: n = 100 per strategy on each of GutenQA and
-    LiteraryQA)."""
+                             books: Mapping[str, Any] | None = None) -> list[tuple[str, Any]]:
+    """``n`` chunks per method (per dataset with ``books``), sampled reproducibly."""
     rng = random.Random(seed)
     picked = []
     for method in sorted(chunks_by_method):
-        pool = [c for c in chunks_by_method[method] if c.is_source_span or not only_source_spans]
+        pool = [c for c in chunks_by_method[method] if c.is_source_span]
         groups: dict[str, list[Any]] = {}
         for c in pool:
             groups.setdefault(getattr(books.get(c.book_id), "dataset", "") if books is not None else "", []).append(c)
@@ -179,11 +154,7 @@ def sample_chunks_for_rating(chunks_by_method: Mapping[str, Sequence[Any]], n: i
 def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: Mapping[str, Any],
                          out_dir: Path, n_per_method: int, raters: Sequence[str] = ("rater1", "rater2"),
                          seed: int = 0, context_chars: int = 300) -> dict[str, Any]:
-    """Blinded, shuffled rating sheets: ``<rater>.csv`` + ``<rater>.html`` per rater, and ``key.csv``.
-
-    ``n_per_method`` chunks per method on each dataset (Appendix A.1). Each rater gets the same items
-    in their own random order. Returns the written paths.
-    """
+    """Blinded, shuffled ``<rater>.csv``/``.html`` sheets per rater and ``key.csv``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     picked = sample_chunks_for_rating(chunks_by_method, n_per_method, seed, books=books)
@@ -206,18 +177,12 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
         order = list(items)
         random.Random(seed + 100 + r_i).shuffle(order)
         csv_path = out_dir / f"{rater}.csv"
-        with atomic_path(csv_path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(fh, fieldnames=SHEET_COLUMNS)
-            w.writeheader()
-            w.writerows(order)
+        _write_rows(csv_path, order, SHEET_COLUMNS)
         html_path = out_dir / f"{rater}.html"
         write_text_atomic(html_path, _sheet_html(order, rater))
         paths["sheets"][rater], paths["html"][rater] = csv_path, html_path
     key_path = out_dir / "key.csv"
-    with atomic_path(key_path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=KEY_COLUMNS)
-        w.writeheader()
-        w.writerows(sorted(key_rows, key=lambda r: r["item_id"]))
+    _write_rows(key_path, sorted(key_rows, key=lambda r: r["item_id"]), KEY_COLUMNS)
     paths["key"] = key_path
     paths["n_items"] = len(items)
     return paths
@@ -225,15 +190,12 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
 
 def _sheet_html(items: Sequence[Mapping[str, str]], rater: str) -> str:
     dims = "".join(f"<li><b>{html.escape(t)}</b>: {html.escape(d)}</li>" for t, d in DIMENSION_TEXT.values())
-    rows = []
-    for it in items:
-        rows.append(
-            f"<section><h3>{html.escape(it['item_id'])} <small>({html.escape(str(it['book']))})</small></h3>"
+    rows = [f"<section><h3>{html.escape(it['item_id'])} <small>({html.escape(str(it['book']))})</small></h3>"
             f"<p class='ctx'>{html.escape(it['text_before'])}</p>"
             f"<p class='chunk'>{html.escape(it['chunk_text']).replace(chr(10), '<br>')}</p>"
             f"<p class='ctx'>{html.escape(it['text_after'])}</p>"
             + "".join(f"<p>{html.escape(DIMENSION_TEXT[d][0])}: 1 2 3 4 5</p>" for d in DIMENSIONS)
-            + "</section>")
+            + "</section>" for it in items]
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Chunk rating sheet – "
             f"{html.escape(rater)}</title><style>body{{font-family:Georgia,serif;max-width:52em;margin:auto}}"
             ".ctx{color:#888;font-size:90%}.chunk{border-left:4px solid #369;padding-left:1em}"
@@ -248,10 +210,7 @@ def import_ratings(sheet_paths: Mapping[str, Path], key_path: Path):
     """Filled sheets → long DataFrame (rater, item_id, method, dimension, score); strict validation."""
     import pandas as pd
 
-    key = {}
-    with Path(key_path).open(encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            key[row["item_id"]] = row
+    key = {row["item_id"]: row for row in _read_rows(key_path)}
     records = []
     for rater, path in sheet_paths.items():
         with Path(path).open(encoding="utf-8") as fh:
@@ -294,8 +253,7 @@ def summarize_ratings(long_df):
     rows = []
     for d in DIMENSIONS:
         mat = long_df[long_df.dimension == d].pivot_table(index="item_id", columns="rater", values="score")
-        # ICC needs >= 2 items and >= 2 raters: fewer (a tiny profile's dataset with one rated item) is NaN,
-        # and n_items / n_raters beside it say why
+        # ICC needs >= 2 items and >= 2 raters: else NaN, and n_items / n_raters say why
         computable = mat.shape[0] >= 2 and mat.shape[1] >= 2
         rows.append({"dimension": d, "icc_2_1": icc_2_1(mat.to_numpy()) if computable else float("nan"),
                      "n_items": len(mat), "n_raters": mat.shape[1]})
@@ -304,21 +262,127 @@ def summarize_ratings(long_df):
 
 
 
-# --------------------------------------------------------------------------- filled sheets: human or LLM
+NEUTRAL = 3
+
+
+@dataclass
+class A2Rating:
+    scores: dict[str, int]
+    neutral: bool  # no valid reply after the retries: the neutral 3 everywhere
+    attempts: int
+
+
+def a2_conversation(text_before: str, chunk_text: str, text_after: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": load_prompt("judge/a2_rubric_system")},
+            {"role": "user", "content": render_prompt("judge/a2_rubric_user", text_before=text_before or "(start of the unit)",
+                                                      chunk_text=chunk_text, text_after=text_after or "(end of the unit)")}]
+
+
+def parse_a2_scores(text: str) -> dict[str, int] | None:
+    """The three A.2 scores of a reply (integers 1-5), or None when any is missing or out of range."""
+    got = extract_json(text)
+    obj = got.obj
+    if not isinstance(obj, Mapping):
+        return None
+    out: dict[str, int] = {}
+    for d in DIMENSIONS:
+        v = obj.get(d)
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            return None
+        try:
+            f = float(v)
+        except ValueError:
+            return None
+        if f != int(f) or not 1 <= f <= 5:
+            return None
+        out[d] = int(f)
+    return out
+
+
+def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: int = 1, seed: int = 0,
+                first_temperature: float = 0.0, max_new_tokens: int = 64,
+                tag: UsageTag = UsageTag("llm-rater", stage="a2-rating")) -> list[A2Rating]:
+    """Rate every item with the A.2 rubric; an item never scored keeps the neutral 3."""
+    convs = [a2_conversation(it.get("text_before", ""), it["chunk_text"], it.get("text_after", "")) for it in items]
+    got, attempts = _ask_until_read(
+        backend, convs, parse_a2_scores, retries, tag, lambda attempt: SamplingParams(
+            max_new_tokens=max_new_tokens, seed=seed + 1000 * attempt,
+            temperature=first_temperature if attempt == 0 else max(0.7, first_temperature)))
+    return [A2Rating(g, False, n) if g is not None else A2Rating({d: NEUTRAL for d in DIMENSIONS}, True, n)
+            for g, n in zip(got, attempts)]
+
+
+def _ask_until_read(backend: Any, convs: Sequence[Any], parse: Any, retries: int, tag: UsageTag, params: Any,
+                    errors: list[str] | None = None, who: str = "") -> tuple[list[Any], list[int]]:
+    """Ask until ``parse`` reads each reply, retrying the unread in batches; backend errors go to ``errors``."""
+    got: list[Any] = [None] * len(convs)
+    attempts = [0] * len(convs)
+    todo = list(range(len(convs)))
+    for attempt in range(retries + 1):
+        if not todo:
+            break
+        try:
+            gens = backend.chat([convs[i] for i in todo], params(attempt), tag)
+        except LLMError as exc:
+            if errors is None:
+                raise
+            errors.append(f"{who} attempt {attempt}: {exc}")
+            continue
+        if errors is None and len(gens) != len(todo):
+            raise LLMError(f"A.2 rater: backend answered {len(gens)} of {len(todo)} requests")
+        left = []
+        for i, g in zip(todo, gens):
+            attempts[i] += 1
+            got[i] = parse(g.text)
+            if got[i] is None:
+                left.append(i)
+        todo = left
+    return got, attempts
+
+
+def rater_label(models: Sequence[str]) -> str:
+    """``"2 raters: A, B"`` or, when they are one model, says so."""
+    distinct = list(dict.fromkeys(models))
+    if len(distinct) == 1 and len(models) > 1:
+        return (f"{len(models)} raters, the SAME model {distinct[0]} (rater 1 greedy, the others sampled at T=0.7): "
+                "agreement here is one model's self-consistency, not agreement between raters")
+    if len(distinct) == len(models):
+        return f"{len(models)} raters, different models: {', '.join(models)}"
+    return (f"{len(models)} raters on {len(distinct)} different models ({', '.join(models)}): a model's later raters "
+            "sample at T=0.7")
+
+
+def build_rater_backends(cfgs: Sequence[Any], reuse: tuple[Any, Any] | None = None,
+                         ledger: Any = None) -> tuple[list[Any], list[Any]]:
+    """One backend per rater config, built once per model: ``(per rater, built here)``."""
+    # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
+    from ..llm import make_backend
+
+    out, built = [], {}
+    for c in cfgs:
+        if reuse is not None and (reuse[0].backend, reuse[0].model, tuple(reuse[0].base_urls)) == \
+                (c.backend, c.model, tuple(c.base_urls)):
+            out.append(reuse[1])
+            continue
+        key = (c.backend, c.model, tuple(c.base_urls), c.max_model_len, c.dtype, c.device)
+        if key not in built:
+            built[key] = make_backend(c, ledger)
+        out.append(built[key])
+    return out, list(built.values())
+
+
 HUMAN_RATINGS_DIR = "human_ratings"  # outputs/<profile>/human_ratings/<sheet set>/<rater>.csv
 LLM_SOURCE = "LLM ratings, not human"
 HUMAN_SOURCE = "human ratings"
 
 
 def filled_sheets_dir(profile: str, sheet_set: str) -> Path:
-    """Where filled sheets of ``sheet_set`` go: ``outputs/<profile>/human_ratings/<sheet_set>/``, one
-    ``<rater>.csv`` per rater (the exported sheet with its score columns filled)."""
+    """Where filled sheets go: ``outputs/<profile>/human_ratings/<sheet_set>/<rater>.csv``."""
     return outputs_dir(profile) / HUMAN_RATINGS_DIR / sheet_set
 
 
 def find_filled_sheets(profile: str, sheet_set: str, raters: Sequence[str]) -> dict[str, Path] | None:
-    """The filled sheets of every rater, or None when the folder holds none; some but not all is an
-    error naming the missing files (never a silent partial evaluation)."""
+    """The filled sheets of every rater, or None when there are none; some but not all is an error."""
     folder = filled_sheets_dir(profile, sheet_set)
     paths = {r: folder / f"{r}.csv" for r in raters}
     present = [r for r, p in paths.items() if p.is_file()]
@@ -328,6 +392,19 @@ def find_filled_sheets(profile: str, sheet_set: str, raters: Sequence[str]) -> d
         raise RatingSheetError(f"{folder}: filled sheets of {sorted(set(paths) - set(present))} missing "
                                f"(found {sorted(present)}); every rater's sheet is needed")
     return paths
+
+
+def _filled_sheets(profile: str, sheet_set: str, sheets: Mapping[str, Any], backend: Any, llm_fill: Any) -> dict:
+    filled = find_filled_sheets(profile, sheet_set, list(sheets["sheets"]))
+    if filled is not None:
+        return {"sheets": (filled, sheets["key"],
+                           {"source": HUMAN_SOURCE, "folder": shown_path(filled_sheets_dir(profile, sheet_set))})}
+    if backend is None:
+        return {"source": "none", "note": f"no filled sheets in {filled_sheets_dir(profile, sheet_set)}"}
+    out = Path(sheets["key"]).parent / "llm_filled"
+    filled, key, info = llm_fill(out)
+    info["folder"] = shown_path(out)
+    return {"sheets": (filled, key, info)}
 
 
 def _read_rows(path: Path) -> list[dict[str, str]]:
@@ -348,14 +425,8 @@ def _llm_subset(item_ids: Sequence[str], max_items: int, seed: int) -> list[str]
 
 
 def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
-    """Rater name -> backend: ``backend`` is one backend (every rater), a sequence (rater ``k`` gets the
-    ``k``-th, the last one repeated) or a mapping by rater name (every rater needs one)."""
+    """Rater name -> backend: one backend for all, or a sequence (the last repeated)."""
     raters = list(sheets)
-    if isinstance(backend, Mapping):
-        missing = [r for r in raters if r not in backend]
-        if missing:
-            raise UsageError(f"LLM raters: no backend for rater(s) {missing} (given: {sorted(backend)})")
-        return {r: backend[r] for r in raters}
     if isinstance(backend, (list, tuple)):
         if not backend:
             raise UsageError("LLM raters: an empty list of backends")
@@ -366,20 +437,7 @@ def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
 def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
                            max_items: int = 0, seed: int = 0, retries: int = 1,
                            max_new_tokens: int | None = None) -> tuple[dict[str, Path], Path, dict[str, Any]]:
-    """A copy of the rating sheets filled by LLM raters with the paper's human rubric (Appendix A.2,
-    :mod:`litseg_nb.evaluation.a2_rater`) — **LLM ratings, not human** — so that every statistic of
-    Appendix A can be computed where no human has rated.
-
-    ``backend``: one per rater (:func:`rater_backends`; notebooks 06/07 give ``rater_llm`` and
-    ``rater2_llm``, two different models where the profile has them). Rater ``k`` decodes greedily
-    when its model is its own; a rater sharing its model with an earlier one samples at T=0.7 with seed
-    ``seed + k`` (one model's self-consistency; the info says so). Each rater reads what a human reads
-    (the chunk between its grey context, no method name). ``max_items`` (0 = all) items, a seeded
-    sample, are rated; an item a rater could not score after its retries keeps the neutral 3 and is
-    counted. Writes ``<rater>.csv``, ``key.csv`` and ``SOURCE.txt`` to ``out_dir``; returns
-    ``(sheets, key, info)``; ``info["models"]`` names each rater's model, ``info["raters_label"]`` says
-    whether they are different models.
-    """
+    """A copy of the rating sheets filled by LLM raters (A.2 rubric): ``(sheets, key, info)``."""
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -413,25 +471,13 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
             "same_model": len(set(models.values())) < len(models),
             "n_items": len(keep), "n_items_exported": len(key_rows), "n_neutral": sum(neutral.values()),
             "n_neutral_by_rater": neutral, "raters": list(sheets)}
-    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: A.2 rubric; {label}; {json_dumps(info)}\n")
+    write_text_atomic(out_dir / "SOURCE.txt",
+                      f"{LLM_SOURCE}: A.2 rubric; {label}; {json.dumps(info, ensure_ascii=False, default=str)}\n")
     return filled, key_out, info
 
 
-def json_dumps(obj: Any) -> str:
-    import json
-
-    return json.dumps(obj, ensure_ascii=False, default=str)
-
-
 def ratings_by_dataset(long_df):
-    """Appendix A's tables per dataset from :func:`import_ratings` output: ``(table1, table9, agreement)``.
-
-    * ``table1`` (Tables 1 / 5): per dataset and method the mean of each dimension over items (each
-      item's score averaged over raters) and Overall = the mean of the three dimensions;
-    * ``table9``: ICC(2,1) per dataset and dimension (A.3);
-    * ``agreement``: per dataset and dimension, Cohen's kappa and raw agreement of every rater pair on
-      the scores rounded to whole points, and Fleiss' kappa over all raters.
-    """
+    """Appendix A per dataset: ``(table1, table9, agreement)``."""
     import pandas as pd
 
     t1, t9, ag = [], [], []
@@ -456,28 +502,17 @@ def ratings_by_dataset(long_df):
 
 def evaluate_rating_sheets(profile: str, sheet_set: str, sheets: Mapping[str, Any], backend: Any = None,
                            llm_max_items: int = 0, seed: int = 0, retries: int = 1) -> dict[str, Any]:
-    """Notebooks 06/07: Tables 1/5 and 9 and the rater agreement from the filled sheets of
-    ``sheet_set`` in :func:`filled_sheets_dir` (human ratings), or else from a copy filled by the E.3
-    raters on ``backend`` (one per rater: :func:`rater_backends`; the A.2 rubric,
-    :func:`llm_fill_rating_sheets`, labelled :data:`LLM_SOURCE`). ``sheets`` is the return value of
-    :func:`export_rating_sheets`. Returns the tables and ``source``."""
-    raters = list(sheets["sheets"])
-    filled = find_filled_sheets(profile, sheet_set, raters)
-    info: dict[str, Any] = {"source": HUMAN_SOURCE, "folder": shown_path(filled_sheets_dir(profile, sheet_set))}
-    key = sheets["key"]
-    if filled is None:
-        if backend is None:
-            return {"source": "none", "note": f"no filled sheets in {filled_sheets_dir(profile, sheet_set)}"}
-        out = Path(sheets["key"]).parent / "llm_filled"
-        filled, key, info = llm_fill_rating_sheets(sheets["sheets"], sheets["key"], out, backend,
-                                                   llm_max_items, seed, retries)
-        info["folder"] = shown_path(out)
+    """Tables 1/5, 9 and agreement from human-filled sheets, else from LLM-filled copies."""
+    got = _filled_sheets(profile, sheet_set, sheets, backend, lambda out: llm_fill_rating_sheets(
+        sheets["sheets"], sheets["key"], out, backend, llm_max_items, seed, retries))
+    if "note" in got:
+        return got
+    filled, key, info = got["sheets"]
     long_df = import_ratings(filled, key)
     t1, t9, ag = ratings_by_dataset(long_df)
     return {"source": info["source"], "info": info, "table1": t1, "table9": t9, "agreement": ag, "ratings": long_df}
 
 
-# --------------------------------------------------------------------------- pairwise sheets (Appendix B)
 PAIRWISE_ANNOTATORS = {"gutenqa": ("A1", "A2", "A3", "A4", "A5"), "literaryqa": ("A1", "A2", "A3")}  # B.1
 PAIRWISE_COLUMNS = ("item_id", "dataset", "question", "original_context", "reference_answer", "response_a",
                     "response_b", "verdict", "comment")
@@ -485,13 +520,8 @@ PAIRWISE_KEY_COLUMNS = ("item_id", "dataset", "qid", "target", "opponent", "targ
 VERDICTS = ("A", "B", "Tie")
 
 
-def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, seed: int = 0,
-                           annotators: Mapping[str, Sequence[str]] = PAIRWISE_ANNOTATORS) -> dict[str, Any]:
-    """Blinded pairwise sheets of Appendix B: per annotator ``<annotator>.csv`` holding the items of the
-    datasets they annotate (B.1: five annotators on GutenQA, three on LiteraryQA) in their own order,
-    each with the Original Context, question, reference and two responses (which system is A is a
-    seeded coin), and ``key.csv``. ``items``: dicts with dataset, qid, target, opponent, question,
-    context, reference, target_answer, other_answer (:func:`litseg_nb.rag.report.pairwise_vs_target`)."""
+def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, seed: int = 0) -> dict[str, Any]:
+    """Blinded pairwise sheets (Appendix B.1) per annotator, and ``key.csv``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -507,7 +537,7 @@ def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, se
                      "opponent": it["opponent"], "target_shown_as": shown})
     by_annotator: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        for a in annotators.get(r["dataset"], ()):
+        for a in PAIRWISE_ANNOTATORS.get(r["dataset"], ()):
             by_annotator.setdefault(a, []).append(r)
     paths: dict[str, Any] = {"sheets": {}}
     for i, (a, rs) in enumerate(sorted(by_annotator.items())):
@@ -522,8 +552,7 @@ def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, se
 
 
 def import_pairwise_verdicts(sheet_paths: Mapping[str, Path], key_path: Path):
-    """Filled pairwise sheets → long DataFrame (annotator, item_id, dataset, opponent, verdict of the
-    target: win/tie/loss); a verdict other than A, B or Tie is an error naming file and row."""
+    """Filled pairwise sheets -> long DataFrame with the target's verdict (win/tie/loss)."""
     import pandas as pd
 
     key = {r["item_id"]: r for r in _read_rows(key_path)}
@@ -544,10 +573,7 @@ def import_pairwise_verdicts(sheet_paths: Mapping[str, Path], key_path: Path):
 
 
 def pairwise_agreement(long_df):
-    """Appendix B.3 from :func:`import_pairwise_verdicts` output, per dataset: win rates per opponent
-    (B.1: points averaged over annotators per item, then over items), Cohen's kappa and raw agreement
-    of every annotator pair, Fleiss' kappa over all annotators. Only items every annotator of the
-    dataset judged count. Returns ``(win_rates, pairs, fleiss)``."""
+    """Appendix B.3 per dataset, over the items every annotator judged: ``(win_rates, pairs, fleiss)``."""
     import pandas as pd
 
     wins, pairs, fl = [], [], []
@@ -575,12 +601,7 @@ def pairwise_agreement(long_df):
 def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
                              max_items: int = 0, seed: int = 0, max_new_tokens: int = 96,
                              retries: int = 1) -> tuple[dict[str, Path], Path, dict[str, Any]]:
-    """A copy of the pairwise sheets filled by the B.2 judge — **LLM ratings, not human**. ``backend``: one
-    backend, or one per annotator (a sequence is cycled over the annotators in sorted order: with notebook
-    06's two raters A1, A3, A5 are rater 1's model and A2, A4 rater 2's). Annotator ``k`` decodes greedily
-    when its model is new, else samples at T=0.7 with seed ``seed + k``;
-    ``max_items`` (0 = all) items, a seeded sample, are judged; an item some annotator left without a
-    readable verdict after its retries is dropped from every copy and counted (``n_dropped``)."""
+    """A copy of the pairwise sheets filled by the B.2 judge: ``(sheets, key, info)``."""
 
     errors: list[str] = []
     out_dir = Path(out_dir)
@@ -602,31 +623,13 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
         models[a] = model
         rows = [r for r in _read_rows(path) if r["item_id"] in keep]
         rows_of[a] = rows
-        todo = list(range(len(rows)))
-        got: dict[str, str] = {}
-        for attempt in range(retries + 1):
-            if not todo:
-                break
-            temp = (0.0 if greedy else 0.7) if attempt == 0 else 0.7
-            convs = [pairwise_conversation(rows[i]["original_context"], rows[i]["question"],
-                                           rows[i]["reference_answer"], rows[i]["response_a"], rows[i]["response_b"])
-                     for i in todo]
-            try:
-                gens = be.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=temp,
-                                                          seed=seed + k + 100 * attempt),
-                                    UsageTag("llm-annotator", stage="llm-pairwise"))
-            except LLMError as exc:  # one failed attempt for the batch, counted; the next may succeed
-                errors.append(f"{a} attempt {attempt}: {exc}")
-                continue
-            left = []
-            for i, g in zip(todo, gens):
-                v = parse_verdict(g.text)
-                if v is None:
-                    left.append(i)
-                else:
-                    got[rows[i]["item_id"]] = v
-            todo = left
-        verdicts[a] = got
+        convs = [pairwise_conversation(r["original_context"], r["question"], r["reference_answer"], r["response_a"],
+                                       r["response_b"]) for r in rows]
+        got, _ = _ask_until_read(
+            be, convs, parse_verdict, retries, UsageTag("llm-annotator", stage="llm-pairwise"),
+            lambda attempt: SamplingParams(max_new_tokens=max_new_tokens, temperature=(
+                0.0 if greedy else 0.7) if attempt == 0 else 0.7, seed=seed + k + 100 * attempt), errors, a)
+        verdicts[a] = {r["item_id"]: v for r, v in zip(rows, got) if v is not None}
     complete = {i for i in keep if all(i in verdicts[a] for a in verdicts if any(r["item_id"] == i for r in rows_of[a]))}
     filled: dict[str, Path] = {}
     for a, rows in rows_of.items():
@@ -639,27 +642,19 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
             "raters_label": rater_label(list(models.values())), "n_items": len(complete),
             "n_dropped": len(keep) - len(complete), "n_items_exported": len(key_rows), "annotators": sorted(sheets),
             "llm_errors": errors[:5], "n_llm_errors": len(errors)}
-    write_text_atomic(out_dir / "SOURCE.txt", f"{LLM_SOURCE}: B.2 judge {info['model']}; {json_dumps(info)}\n")
+    write_text_atomic(out_dir / "SOURCE.txt",
+                      f"{LLM_SOURCE}: B.2 judge {info['model']}; {json.dumps(info, ensure_ascii=False, default=str)}\n")
     return filled, key_out, info
 
 
 def evaluate_pairwise_sheets(profile: str, sheets: Mapping[str, Any], backend: Any = None, llm_max_items: int = 0,
                              seed: int = 0, max_new_tokens: int = 96) -> dict[str, Any]:
-    """Appendix B.3 (Figures 2-3): from filled pairwise sheets in ``filled_sheets_dir(profile,
-    "pairwise")`` (human), or else from a copy the B.2 judge on ``backend`` filled (labelled
-    :data:`LLM_SOURCE`). ``sheets``: :func:`export_pairwise_sheets`' return value (or the same dict
-    read back by :func:`read_pairwise_export`)."""
-    annotators = list(sheets["sheets"])
-    filled = find_filled_sheets(profile, "pairwise", annotators)
-    info: dict[str, Any] = {"source": HUMAN_SOURCE, "folder": shown_path(filled_sheets_dir(profile, "pairwise"))}
-    key = sheets["key"]
-    if filled is None:
-        if backend is None:
-            return {"source": "none", "note": f"no filled sheets in {filled_sheets_dir(profile, 'pairwise')}"}
-        out = Path(sheets["key"]).parent / "llm_filled"
-        filled, key, info = llm_fill_pairwise_sheets(sheets["sheets"], sheets["key"], out, backend, llm_max_items,
-                                                     seed, max_new_tokens)
-        info["folder"] = shown_path(out)
+    """Appendix B.3 from human-filled pairwise sheets, else from the B.2 judge's copy."""
+    got = _filled_sheets(profile, "pairwise", sheets, backend, lambda out: llm_fill_pairwise_sheets(
+        sheets["sheets"], sheets["key"], out, backend, llm_max_items, seed, max_new_tokens))
+    if "note" in got:
+        return got
+    filled, key, info = got["sheets"]
     long_df = import_pairwise_verdicts(filled, key)
     wins, pairs, fl = pairwise_agreement(long_df)
     return {"source": info["source"], "info": info, "win_rates": wins, "pairs": pairs, "fleiss": fl,
@@ -676,8 +671,7 @@ def read_pairwise_export(folder: Path) -> dict[str, Any] | None:
 
 
 def plot_agreement_heatmap(pairs, fleiss, dataset: str, title: str = ""):
-    """Figures 2-3 shape: annotator x annotator matrix, Cohen's kappa above the diagonal and raw agreement
-    (Ag) below it, for one dataset's pairwise evaluation; Fleiss' kappa in the title."""
+    """Figures 2-3: Cohen's kappa above and raw agreement below the diagonal, Fleiss' kappa in the title."""
     import matplotlib.pyplot as plt
 
     p = pairs[pairs["dataset"] == dataset]
@@ -705,11 +699,7 @@ def plot_agreement_heatmap(pairs, fleiss, dataset: str, title: str = ""):
 
 def ablation_table5(profile: str, chunk_sets: Mapping[str, Sequence[Any]], books: Mapping[str, Any], backend: Any,
                     names: Mapping[str, str], seed: int = 0) -> dict[str, Any]:
-    """Notebook 07's Table 5: the ablation variants' rating sheets, sized like notebook 06's (its
-    ``SegmentQualityConfig``: ``human_sheet_chunks`` per variant on each dataset, ``human_raters``),
-    scored from filled sheets in ``filled_sheets_dir(profile, "ablation")`` or else by the A.2 LLM raters
-    (``backend``: one per rater, :func:`rater_backends`)
-    (:func:`evaluate_rating_sheets`). ``table5`` carries the paper's variant labels."""
+    """Notebook 07's Table 5 from the ablation variants' rating sheets."""
 
     sq = SegmentQualityConfig.for_profile(profile, seed=seed)
     sheets = export_rating_sheets(chunk_sets, books, artifact_dir(profile, "ablation", "human_eval"),

@@ -1,16 +1,6 @@
-"""Automatic segment-quality measures (LitSeg paper, Section 4.1 and Table 2; the ablations' Table 6).
+"""Automatic segment quality (§4.1, Table 2; Table 6) and the E.3 rubric judge.
 
-* :func:`boundary_similarities` – for every predicted boundary *inside a unit* (between consecutive
-  chunks' main ranges), the cosine similarity of the last sentence before and the first sentence
-  after it, embedded with the profile's embedding model (lower = cleaner narrative transition).
-  Unit ends are not boundaries a chunker chose, so they are excluded. Overlapping chunks (LitSeg's
-  optional overlap) use the sentence pair at the next chunk's start (``from_idx - 1``, ``from_idx``).
-  Chunks that are not source spans (propositions) have no sentence boundaries and are skipped.
-* :func:`boundary_similarity_table` – the mean, sd and count of those similarities per method (and
-  dataset): Table 2 in notebook 06, Table 6 in notebook 07.
-
-Chunk length statistics are :func:`litseg_nb.chunkers.stats.chunk_statistics` (one table for 04 and 06).
-"""
+Boundary similarity: cosine similarity of the sentences either side of every inner boundary (lower = cleaner)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,12 +18,9 @@ from ..litseg.prompting import reference_for
 from ..llm.base import UsageTag
 from ..llm.embeddings import load_embedder
 from ..litseg import rubric_judge
-from ..core.paths import outputs_dir
 
 
-#: ``full``'s two A.2 raters: other model families than the Qwen3 student and reward judge (a judge of
-#: Lite's own family, or the model whose scores were Lite's reward, could favour Lite), open weights, each
-#: on one 80 GB card in bf16 (our choice: the paper's raters are two literary experts)
+#: ``full``'s two A.2 raters: other model families than the Qwen3 student and reward judge, which could favour Lite
 FULL_RATER_MODELS = ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "google/gemma-3-27b-it")
 
 
@@ -44,8 +31,7 @@ class SegmentQualityConfig(StageConfig):
     chunkers: tuple[str, ...] = ()
     judge_max_units: int = 0  # per method; 0 = all units
     judge_max_chunks_per_unit: int = 12  # the most chunks one judge call scores (E.3's rubric is per chunk)
-    #: a unit with more chunks: judged in consecutive windows of that many chunks, each with the whole
-    #: passage (True), or skipped and counted (False); notebook 06 reports both counts
+    #: a unit with more chunks: judged in windows of that many chunks (True), or skipped and counted (False)
     judge_windows: bool = True
     judge_max_passage_chars: int = 0  # units longer than this are skipped by the judge (0 = no cap)
     judge_retries: int = 2
@@ -54,12 +40,9 @@ class SegmentQualityConfig(StageConfig):
     judge_pipeline_prompt: str = one_of("full", "full", "name")
     human_sheet_chunks: int = 100  # per method on each dataset (Appendix A.1: n = 100); also the ablation sheets
     human_raters: tuple[str, ...] = ("rater1", "rater2")
-    #: without filled human sheets, LLM raters (A.2 rubric) / the B.2 judge fill a copy ("LLM ratings, not
-    #: human"): this many items per sheet set (0 = all)
+    #: items per sheet set the LLM raters fill when no human sheets are filled (0 = all)
     llm_rating_items: int = 0
-    #: the two LLM raters of the A.2 stand-in (Tables 1, 5, 9): two DIFFERENT models, neither Lite's base
-    #: (Qwen3-8B) nor the GRPO reward judge (Qwen3-32B), each behind its own OpenAI-compatible server
-    #: ($LITSEG_RATER_URLS, $LITSEG_RATER2_URLS or --set); test/smoke: the one local model for both
+    #: the two A.2 LLM raters, each behind its own OpenAI-compatible server ($LITSEG_RATER_URLS, $LITSEG_RATER2_URLS)
     rater_llm: LLMConfig = field(default_factory=lambda: LLMConfig(
         backend="openai", model=FULL_RATER_MODELS[0], max_new_tokens=64, temperature=0.0, max_model_len=32768))
     rater2_llm: LLMConfig = field(default_factory=lambda: LLMConfig(
@@ -109,10 +92,7 @@ def boundary_similarities(pairs: Sequence[tuple], embedder: Any):
 def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], embedder: Any,
                               by: Sequence[str] = ("dataset", "method"),
                               names: Mapping[str, str] | None = None):
-    """Per ``by`` group (default: dataset and method, the paper's Table 2), the mean, sd and count of
-    boundary similarities; ``by=("method",)`` with ``names`` (method -> row label) is Table 6. A group
-    with chunks but no inner boundary (e.g. a method that fell back to whole units) keeps its row with
-    ``n_boundaries`` 0 and similarity NaN: no method silently disappears from the table."""
+    """Mean, sd and count of boundary similarities per ``by`` group (Tables 2 and 6)."""
     import pandas as pd
 
     units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
@@ -133,9 +113,7 @@ def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Any]], books: Se
 
 
 def annotated_length_reference(profile: str) -> int | dict[str, int] | None:
-    """The length references LitSeg's annotations of ``profile`` carry (notebook 02: dataset -> value,
-    or one value when calibration was off), or None when there are none (the prompts then show the
-    paper's 100)."""
+    """The length references of LitSeg's annotations of ``profile``, or None when there are none."""
     if not annotations_path(profile, "eval").is_file():
         return None
     return annotation_length_reference(load_annotations(profile, "eval"))
@@ -144,18 +122,7 @@ def annotated_length_reference(profile: str) -> int | dict[str, int] | None:
 def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], backend: Any,
                      cfg: SegmentQualityConfig, seed: int = 0,
                      length_reference: int | Mapping[str, int] | None = None):
-    """The Appendix E.3 rubric judge over each method's units, within the config's caps.
-
-    The judge gets E.3's three inputs for real: the Original Passage (the sentence-indexed unit), the
-    Segment Pipeline Prompt (:func:`~litseg_nb.litseg.rubric_judge.segment_pipeline_prompt`: the method's
-    prompt templates, ``length_reference`` filled in – one value, or the unit's dataset's value of a
-    per-dataset mapping – or its algorithm; ``cfg.judge_pipeline_prompt``)
-    and the Segment Pipeline (its segments with subtitles, ranges, context and text). A unit with more
-    than ``cfg.judge_max_chunks_per_unit`` chunks is judged in consecutive windows of that many chunks,
-    each with the whole passage (``cfg.judge_windows``), or skipped. Returns ``(per_unit, per_method)``;
-    ``n_windowed`` / ``n_windows`` count the windowed units and their judge calls, ``n_skipped_chunks``
-    and ``n_skipped_passage`` the units left out for their chunk count or passage length.
-    """
+    """The E.3 rubric judge over each method's units: ``(per_unit, per_method)``."""
     import pandas as pd
 
 
@@ -225,10 +192,8 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
     return per_unit, per_method.reindex(columns=list(dict.fromkeys([*per_method.columns, *cols])))
 
 
-# ---------------------------------------------------------------- notebook 06: the boundary figure
 def comparison_unit(chunk_sets: Mapping[str, Sequence[Any]], reference: str = "litseg") -> tuple[str, str]:
-    """The unit covered by the most methods (the reference among them when it has chunks), ties to the
-    one where the reference has the most boundaries, then corpus order of first appearance."""
+    """The unit most methods cover, ties to the most reference boundaries."""
     ref = chunk_sets.get(reference, [])
     keys: dict[tuple[str, str], set[str]] = {}
     for m, cs in chunk_sets.items():
@@ -243,9 +208,7 @@ def comparison_unit(chunk_sets: Mapping[str, Sequence[Any]], reference: str = "l
 
 def plot_boundary_positions(book: Any, unit_id: str, chunk_sets: Mapping[str, Sequence[Any]],
                             reference: str = "litseg", tolerance: int = 1):
-    """One row per method: a tick at every boundary on one unit; the reference's boundaries are grey
-    bands across all rows, and each row says how many of its boundaries lie within ``tolerance``
-    sentences of one of the reference's."""
+    """One row per method with a tick at every boundary of one unit."""
     import matplotlib.pyplot as plt
 
     unit = book.unit(unit_id)
@@ -274,11 +237,7 @@ def plot_boundary_positions(book: Any, unit_id: str, chunk_sets: Mapping[str, Se
 
 
 def table2_lite_reference(profile: str, embedder: Any = None, embedding: Any = None) -> dict[str, float]:
-    """Table 2's boundary similarity of LitSeg-Lite per dataset, computed as notebook 06 computes it: 06's
-    corpus (``SegmentQualityConfig.corpus``), the Lite chunk artifact of ``profile`` (notebook 03) and 06's
-    embedding model (``embedder`` when its config ``embedding`` is 06's, else loaded). {} without a Lite
-    artifact for those books. Each method's row of Table 2 depends on its own chunks only, so this is the
-    number 06 writes, without reading 06's table (notebook 07 need not wait for 06)."""
+    """Table 2's boundary similarity of LitSeg-Lite per dataset ({} without its chunks)."""
     if LITE not in discover(profile, ())[0]:  # no Lite chunk set (notebook 03 has not run)
         return {}
     cfg = SegmentQualityConfig.for_profile(profile)
@@ -293,9 +252,7 @@ def table2_lite_reference(profile: str, embedder: Any = None, embedding: Any = N
 
 
 def with_table2_reference(t6: Any, profile: str, embedder: Any = None, embedding: Any = None) -> Any:
-    """Table 6 (per dataset) with ``table2_litseg_lite``: Table 2's boundary similarity of LitSeg-Lite on
-    that dataset (:func:`table2_lite_reference`; NaN where there is no Lite chunk set or no inner boundary)
-    — the paper's Table 6 Lite row is its Table 2 value."""
+    """Table 6 with ``table2_litseg_lite``: Table 2's value of LitSeg-Lite on that dataset."""
     out = t6.copy()
     ref = table2_lite_reference(profile, embedder, embedding)
     out["table2_litseg_lite"] = out["dataset"].map(ref).astype(float) if "dataset" in out else float("nan")

@@ -223,7 +223,7 @@ def annotate_units(
     ``cfg.max_retries``. With ``annotations_path`` the run is incremental and resumable.
     ``batch_by_book=False`` sends each stage attempt of a unit group as ONE ``backend.chat`` call over
     all its books (usage tagged with an empty book): notebook 08's paired §4.4 measurement, where every
-    method gets the same request list per stage or pass (:mod:`litseg_nb.evaluation.paired_timing`).
+    method gets the same request list per stage or pass (:mod:`litseg_nb.evaluation.efficiency`).
     """
     from tqdm.auto import tqdm
 
