@@ -6,11 +6,10 @@ from hypothesis import strategies as st
 
 from litseg_nb.chunkers import BaselinesConfig, ChunkerError, load_tokenizer
 from litseg_nb.segmenters import get_chunker, run_chunker
-from litseg_nb.chunkers.merge import merge_groups, merge_unit_chunks
-from litseg_nb.chunkers.recursive import locate_chunks, make_recursive_splitter
+from litseg_nb.chunkers.base import merge_groups, merge_unit_chunks
 from litseg_nb.chunkers.semantic import percentile_breakpoints
-from litseg_nb.chunkers.token import token_windows
-from litseg_nb.chunkers.toy import toy_book
+from litseg_nb.chunkers.splitters import locate_chunks, make_recursive_splitter, token_windows
+from fakes import toy_book
 from litseg_nb.core.schema import assert_full_coverage, make_sentence_chunk
 
 TEXT = (

@@ -1,8 +1,8 @@
-"""Shared helpers of the baseline chunkers: unit paragraphs, tokenizers and chunk assembly.
+"""Shared helpers of the baseline chunkers: tokenizers, unit paragraphs, chunk assembly, dynamic merge.
 
-Every chunker works on one :class:`~litseg_nb.core.schema.Unit` at a time and returns
-:class:`~litseg_nb.core.schema.Chunk` records whose ``spans`` are exact character spans into
-``Book.text`` and whose ``from_idx``/``to_idx`` are the unit's (1-based) sentences they overlap.
+Every chunker works on one :class:`~litseg_nb.core.schema.Unit` at a time and returns chunks whose
+``spans`` are exact character spans into ``Book.text`` and whose ``from_idx``/``to_idx`` are the
+unit's (1-based) sentences they overlap.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 from ..config import Options
 from ..errors import LitsegError
 from ..core.schema import Book, Chunk, Span, Unit, make_sentence_chunk, make_span_chunk
-from ..llm.models import load_tokenizer as load_hf_tokenizer  # the package's one loader
+from ..llm.models import load_tokenizer as load_hf_tokenizer
 
 
 class ChunkerError(LitsegError, RuntimeError):
@@ -52,13 +52,8 @@ class Tokenizer:
 
 
 class MemoTokenizer:
-    """A tokenizer's counts, remembered: every text counted once (keyed by a 128-bit BLAKE2b digest
-    of its UTF-8 bytes, so the texts themselves are not kept).
-
-    For loops that count the same texts again and again — the length-matching bisection re-merges
-    and re-measures the same chunks at every step (about 40% of its counts were repeats in the
-    smoke run). ``inner`` is a :class:`Tokenizer` (or anything with ``count``; ``count_many`` is
-    used when it has one). Counts are exactly the inner tokenizer's; scope one instance to one loop."""
+    """A tokenizer's counts, each text counted once (keyed by a BLAKE2b digest, the texts are not kept):
+    for loops that re-count the same texts, such as the length-matching bisection."""
 
     def __init__(self, inner: Any):
         self.inner = inner
@@ -72,14 +67,7 @@ class MemoTokenizer:
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     def count(self, text: str) -> int:
-        key = self._key(text)
-        n = self._counts.get(key)
-        if n is None:
-            self.misses += 1
-            n = self._counts[key] = self.inner.count(text)
-        else:
-            self.hits += 1
-        return n
+        return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         keys = [self._key(t) for t in texts]
@@ -115,6 +103,14 @@ def load_tokenizer(name: str, backend: Any = None) -> Tokenizer:
     return Tokenizer(_load_hf_tokenizer(name), name)
 
 
+@dataclass(frozen=True)
+class TokenizerOption(Options):
+    """The statistics tokenizer of the methods that count tokens: a packaged name ("all-MiniLM-L6-v2"),
+    a local path, or "llm" (the LLM backend's own tokenizer)."""
+
+    tokenizer: str = "all-MiniLM-L6-v2"
+
+
 def boundary_positions(chunks: Sequence[Any], book_id: str, unit_id: str) -> list[int]:
     """Sentence indices where a chunk of the unit starts, except the unit's first sentence."""
     return sorted({c.from_idx for c in chunks if c.book_id == book_id and c.unit_id == unit_id
@@ -135,10 +131,8 @@ def trim_span(text: str, start: int, end: int) -> Span | None:
 
 
 def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
-    """Paragraph spans of ``unit`` (clipped to it, whitespace-trimmed, in order, non-empty).
-
-    Uses ``unit.paragraphs``; else the book's paragraphs overlapping the unit; else blank lines.
-    """
+    """Paragraph spans of ``unit`` (clipped, trimmed, in order, non-empty): ``unit.paragraphs``, else
+    the book's paragraphs overlapping the unit, else blank lines."""
     spans: list[Span] = list(unit.paragraphs)
     if not spans and book.paragraphs:
         spans = [(max(a, unit.start), min(b, unit.end)) for a, b in book.paragraphs
@@ -154,19 +148,14 @@ def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
         t = trim_span(book.text, max(a, unit.start), min(b, unit.end))
         if t is not None:
             out.append(t)
-    # paragraphs with no sentence (stray punctuation, headings the splitter dropped) are kept
     return out
 
 
 # --------------------------------------------------------------------------- chunk assembly
 def chunks_from_spans(book: Book, unit: Unit, method: str, spans: Sequence[Span],
                       metadata: Sequence[dict[str, Any]] | None = None) -> list[Chunk]:
-    """Chunks for character spans of the unit, in order.
-
-    Spans are whitespace-trimmed; a span that overlaps no sentence (e.g. a stray quote mark the
-    sentence splitter left between sentences) is joined to the previous span (or the next one when
-    it comes first), so no character is lost and every chunk has a sentence range.
-    """
+    """Chunks for character spans of the unit, in order. Spans are trimmed; a span that overlaps no
+    sentence (a stray quote mark) joins the previous span (or the next one), so no character is lost."""
     sents = unit.sentences
     items: list[list[Any]] = []  # [start, end, metadata]
     pending_start: int | None = None
@@ -193,11 +182,8 @@ def chunks_from_spans(book: Book, unit: Unit, method: str, spans: Sequence[Span]
 def chunks_from_boundaries(book: Book, unit: Unit, method: str, starts: Sequence[int],
                            metadata: dict[str, Any] | None = None,
                            overlap_prev: Sequence[bool] = ()) -> list[Chunk]:
-    """Sentence chunks for 1-based chunk start indices ``starts`` (must begin with 1).
-
-    ``overlap_prev[k]`` True makes chunk k also include the last sentence of chunk k-1
-    (Meta-Chunking's dynamic overlap).
-    """
+    """Sentence chunks for 1-based chunk starts (beginning with 1); ``overlap_prev[k]`` makes chunk k
+    also include the last sentence of chunk k-1 (Meta-Chunking's dynamic overlap)."""
     n = unit.n_sentences
     starts = sorted(set(starts))
     if not starts or starts[0] != 1 or starts[-1] > n:
@@ -210,10 +196,49 @@ def chunks_from_boundaries(book: Book, unit: Unit, method: str, starts: Sequence
     return out
 
 
-@dataclass(frozen=True)
-class TokenizerOption(Options):
-    """The statistics tokenizer, an option of every method that counts tokens (token windows, the
-    dynamic merge, the library splitters): a packaged name ("all-MiniLM-L6-v2"), a local path, or
-    "llm" (the LLM backend's own tokenizer)."""
+# --------------------------------------------------------------------------- dynamic merge
+def merge_groups(lengths_of: Callable[[int, int], int], n: int, target: int) -> list[tuple[int, int]]:
+    """Greedy groups ``[i, j)`` of ``n`` items; ``lengths_of(i, j)`` is the merged length of i..j-1."""
+    if target <= 0:
+        raise ValueError(f"merge target must be positive, got {target}")
+    groups, i = [], 0
+    while i < n:
+        j = i + 1
+        while j < n and lengths_of(i, j + 1) <= target:
+            j += 1
+        groups.append((i, j))
+        i = j
+    return groups
 
-    tokenizer: str = "all-MiniLM-L6-v2"
+
+def merge_unit_chunks(book: Book, unit: Unit, chunks: Sequence[Chunk], target_tokens: int,
+                      count_tokens: Callable[[str], int], method: str) -> list[Chunk]:
+    """Dynamic merge (Meta-Chunking §3.1.3): one unit's chunks, in order, merged greedily while the
+    merged text (first start to last end) stays within ``target_tokens``."""
+    chunks = sorted(chunks, key=lambda c: (c.spans[0][0], c.spans[-1][1]))
+    if not chunks:
+        return []
+
+    cache: dict[tuple[int, int], int] = {}
+
+    def length(i: int, j: int) -> int:
+        if (i, j) not in cache:
+            a = chunks[i].spans[0][0]
+            b = max(c.spans[-1][1] for c in chunks[i:j])
+            cache[(i, j)] = count_tokens(book.text[a:b])
+        return cache[(i, j)]
+
+    out = []
+    for k, (i, j) in enumerate(merge_groups(length, len(chunks), target_tokens)):
+        a = chunks[i].spans[0][0]
+        b = max(c.spans[-1][1] for c in chunks[i:j])
+        out.append(make_span_chunk(book, unit, method, k, a, b,
+                                   {"merged_from": [c.chunk_id for c in chunks[i:j]], "tokens": length(i, j)}))
+    return out
+
+
+@dataclass(frozen=True)
+class MergeOptions(TokenizerOption):
+    """The dynamic merge of the ``+merge`` variants: neighbours merged up to ``merge_target_tokens``."""
+
+    merge_target_tokens: int = 334  # dynamic merge target L (LumberChunker's published mean)

@@ -1,25 +1,10 @@
-"""Features of a candidate narrative boundary: the paragraph start between two stretches of text.
+"""Features of a candidate narrative boundary: every paragraph start but the first of a document.
 
-A *document* is a run of paragraphs, each a tuple of sentence strings (a boundary window, a unit, a
-book's narrative stream). Every paragraph start but the first is a *candidate*; its features look
-only at the document's own text around it (nothing about where the document begins or ends, where
-the windows of the benchmark were cut, or how far the last boundary was), so a model trained on
-whole books' streams scores a window's or a chapter's paragraph starts the same way.
-
-Dense features (``DENSE_NAMES``), for the sentences ``B_k`` before and ``A_k`` after the candidate:
-
-* lexical cohesion across the candidate, TextTiling-style: cosine of the content-word counts of
-  ``B_k`` and ``A_k`` for k = 2, 5, 10; its *depth* (how far it sinks below the nearest peaks to the
-  left and right among the neighbouring candidates) and its rank among the ±8 neighbouring candidates;
-* continuity of people and places: Jaccard overlap of capitalised non-initial words of ``B_10`` and
-  ``A_10``; the share of ``A_5``'s names and of its content words that ``B_20`` never used (novelty);
-* shape: log word counts and sentence counts of the paragraphs before and after, dialogue (a
-  paragraph opening or closing with a quotation mark), the after-paragraph's first sentence length.
-
-Hashed features (``HASH_SPACES``, ``HASH_BUCKETS`` buckets each, 0/1): the first one, two and three
-words of the new paragraph (``"next morning"``, ``"it was"``: time and place shifts the model learns
-itself), the last word of the paragraph before with its final punctuation. CRC-32 hashing, so the
-same string gets the same bucket on every machine and Python run.
+A document is a run of paragraphs (tuples of sentence strings); the features look only at its text
+around the candidate, so windows, chapters and whole books are scored alike. Dense features
+(``DENSE_NAMES``): lexical cohesion of the sentences before and after (cosine, TextTiling depth, local
+rank), continuity of names and novelty of words, paragraph shape and dialogue. Hashed features: the
+new paragraph's first 1-3 words and the last word before it (CRC-32 buckets, stable across runs).
 """
 from __future__ import annotations
 

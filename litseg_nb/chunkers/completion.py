@@ -1,34 +1,9 @@
 """Meta-Chunking's semantic completion (Zhao et al., 2025, §3.2 and Appendix C) on top of a chunk set.
 
-After chunking (by default Meta-Chunking's own perplexity chunking + dynamic merge), every chunk goes
-through:
-
-0. **context** (the paper's optional preprocessing): the ``k`` most similar other chunks of the same
-   book by embedding cosine similarity, or — without an embedder or with ``k = 0`` — the previous and
-   next chunk; each cut to ``context_chars`` characters (``metadata['completion']['context']`` says which);
-1. **discriminator**: the LLM decides whether the chunk lacks context, read as
-   ``log P("yes") > log P("no")`` for the next token after ``baselines/completion_discriminator``
-   (a decision, not a parsed reply);
-2. for chunks that lack context, the three rewriting stages of §3.2.1:
-   *missing reflection* (list of missing items, ``- `` lines, at most ``max_items``),
-   *missing refinement* (each item scored 1-5; items scoring at least ``min_score`` are kept),
-   *missing completion* (the chunk rewritten with the kept items);
-3. for every chunk, the two-level summary of §3.2.2: a supplementary summary from the book context,
-   a local summary of the chunk, and their fusion into one enhanced summary sentence.
-
-Replies are read with :mod:`litseg_nb.llm.replies` (``answer_text``: reasoning blocks removed; item
-lines and the score digit by regex over that text, ``read_int`` for the number). The paper prints no
-prompts for these steps: the seven ``baselines/completion_*`` templates are our own, labelled so in
-their source headers.
-
-Result: each chunk keeps its original ``spans``, ``from_idx``/``to_idx`` and ``main_text`` (the book
-text, so coverage and notebook 06 see the original segmentation); ``text`` — what retrievers index —
-is the enhanced summary followed by the rewritten chunk (the rewrite's token budget is the chunk's
-length plus ``max_new_tokens``, since it repeats the chunk) (or the original chunk when it was judged
-complete or no rewrite was accepted; ``index_summary=False`` leaves the summary out). Everything the
-stages produced is stored in ``metadata['completion']``. Counted, never hidden: replies without a
-usable item list, unparseable scores, rejected rewrites (empty, or shorter than half the original —
-a rewrite must keep the passage) and empty summaries; each keeps the original text in its place.
+Per chunk: a context (the ``k`` most similar chunks of the book, or the neighbours), a discriminator
+(``log P("yes") > log P("no")``: the chunk lacks context), for lacking chunks missing reflection,
+refinement (items scored 1-5) and completion (a rewrite), then the two-level summary of §3.2.2. The
+retriever indexes summary + (rewritten) chunk; spans stay the original's. The prompts are our own.
 """
 from __future__ import annotations
 
@@ -61,11 +36,6 @@ class CompletionStats:
 
     def as_dict(self) -> dict[str, int]:
         return {k: v for k, v in self.__dict__.items() if k != "counters"}
-
-
-def parse_items(reply: str, max_items: int) -> list[str]:
-    """The missing-context items of a reflection reply (its list items), at most ``max_items``."""
-    return list_items(reply, max_items)
 
 
 def parse_score(reply: str) -> int | None:
@@ -102,7 +72,8 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
                          max_new_tokens: int = 256, max_items: int = 5, min_score: int = 4,
                          related_chunks: int = 2, context_chars: int = 600, index_summary: bool = True,
                          stage: str = "04", seed: int = 0) -> tuple[list[Chunk], CompletionStats]:
-    """Semantic completion of one book's chunks (in book order); see the module docstring."""
+    """Semantic completion of one book's chunks (in book order). Replies that give no item list, no score or
+    a rewrite shorter than half the chunk are counted in the stats and keep the original text."""
     st = CompletionStats(chunks=len(chunks))
     if not chunks:
         return [], st
@@ -130,7 +101,7 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
     # 2a. missing reflection
     refl = chat([render_prompt("baselines/completion_reflection", title=title, context=ctx[i], chunk=orig[i])
                  for i in lack_idx])
-    items = {i: parse_items(r, max_items) for i, r in zip(lack_idx, refl)}
+    items = {i: list_items(r, max_items) for i, r in zip(lack_idx, refl)}
     st.no_items = sum(1 for i in lack_idx if not items[i])
     # 2b. missing refinement (one scoring call per item)
     pairs = [(i, it) for i in lack_idx for it in items[i]]

@@ -1,36 +1,10 @@
 """Any library's chunker as a method: ``--method lib:<preset>`` or ``--method lib:<module>.<Class>``.
 
-::
-
-    python -m litseg_nb segment book.txt --method lib:chonkie-semantic --profile smoke
-    python -m litseg_nb segment book.txt --method lib:chonkie.SemanticChunker --set chunk_size=400
-
-The third-party splitter runs *itself* (its own code, its own options) on the text of each
-narrative unit; its output pieces are then aligned back to the unit with the ``import-chunks``
-aligner (:class:`litseg_nb.core.chunk_align.BookAligner`: exact, normalised, anchored-fuzzy), so every
-chunk gets exact character spans into the book text and its sentence range. Nothing is dropped or
-hidden:
-
-* a piece that cannot be aligned is kept (its text, ``spans=[]``, ``is_source_span=False``,
-  ``metadata['alignment']='not_found'``) and counted;
-* sentences of the unit that no aligned piece covers (a library that dropped text) become *gap*
-  chunks flagged ``metadata['alignment']='gap'`` and counted (``fill_gaps=False`` makes them an
-  error instead), so the coverage check of every method holds;
-* the run's counters give pieces, exact/normalised/anchored/not-found alignments, gap chunks and the
-  library's own character coverage and overlap of the units (the share of non-whitespace characters
-  inside some aligned piece, and inside more than one).
-
-Chunk ``text`` is the book text of the aligned span (what the library returned, up to whitespace
-and quote normalisation; ``metadata['alignment_method']`` says which). The splitter gets the
-profile's models, never a download: the statistics tokenizer (``tokenizer``, MiniLM's by default)
-for token counting, the profile's embedder wrapped in the library's embedding interface for the
-semantic splitters, and the profile's LLM backend (through the request cache) as chonkie's
-"genie" for its LumberChunker-style ``SlumberChunker`` (those interfaces: chunkers/library_adapters.py).
-Library options are ``--set key=value``
-overrides (``options``), checked against the class's constructor before anything runs.
-
-:data:`PRESETS` names the splitters users reach for, each with this project's re-implementation of
-the same idea (``ours``) for notebook 04's faithfulness table (:func:`library_comparison`).
+The third-party splitter runs itself on each unit's text with the profile's models (statistics
+tokenizer, embedder and LLM backend wrapped in the library's interfaces, never a download); its
+pieces are aligned back to the unit with the ``import-chunks`` aligner. Nothing is hidden: pieces
+that cannot be aligned are kept and flagged, sentences no piece covers become flagged gap chunks.
+:data:`PRESETS` names common splitters, each beside our re-implementation of the idea (``ours``).
 """
 from __future__ import annotations
 
@@ -42,14 +16,15 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
+
 from ..config import ConfigError, StageConfig, between, one_of
 from ..config.profiles import PROFILES_TABLE
 from ..core.schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, TokenizerOption, boundary_positions, chunks_from_spans, load_tokenizer, where
-from ..llm.base import LLMError
-from .library_adapters import (GenieStats, _langchain_token_splitter, chonkie_embeddings, chonkie_genie,
-                               chonkie_tokenizer, langchain_embeddings, llamaindex_embedding)
+from ..llm.base import LLMError, SamplingParams, UsageTag
 from ..core.chunk_align import _coverage, BookAligner  # the import-chunks coverage measure
+from .splitters import RecursiveOptions
 from .stats import chunk_token_lengths
 
 log = logging.getLogger(__name__)
@@ -79,7 +54,6 @@ class LibraryPreset:
 
 # sizes chosen to match ours: 400 MiniLM tokens (our token windows), 1,800 characters (our recursive
 # splitter), 95th-percentile breakpoints with buffer 1 (our semantic chunker = LangChain's defaults)
-_RECURSIVE_SEPARATORS = ("\n\n", "\n", ". ", "! ", "? ", "; ", ", ", " ", "")
 PRESETS: dict[str, LibraryPreset] = {
     "chonkie-token": LibraryPreset("chonkie.TokenChunker", (("chunk_size", 400), ("chunk_overlap", 40)), "token",
                                    note="400-token windows, 40 overlap (MiniLM tokens)"),
@@ -99,7 +73,7 @@ PRESETS: dict[str, LibraryPreset] = {
                                          needs="embedder", cheap=False, note="95th-percentile breakpoints, buffer 1, profile embedder"),
     "langchain-recursive": LibraryPreset("langchain.RecursiveCharacterTextSplitter",
                                          (("chunk_size", 1800), ("chunk_overlap", 200),
-                                          ("separators", list(_RECURSIVE_SEPARATORS)), ("keep_separator", "end")),
+                                          ("separators", list(RecursiveOptions.recursive_separators)), ("keep_separator", "end")),
                                          "recursive", note="our recursive settings (1,800 chars, 200 overlap, "
                                                            "separators kept at the end of a piece)"),
     "langchain-semantic": LibraryPreset("langchain.SemanticChunker",
@@ -157,15 +131,10 @@ class LibraryConfig(LibraryOptions, StageConfig):
 
     # notebook 04: the presets it runs (test: one cheap splitter of each library, no embedder or LLM: CI budget)
     presets: tuple[str, ...] = one_of(PRESET_NAMES, *PRESET_NAMES)
-    # notebook 04: the books the presets run on (ids or title substrings; empty = every corpus book).
-    # smoke: the evaluation book only, as BaselinesConfig.semantic_books (CPU budget: notebooks 05/06
-    # would also index and score each set on every book)
+    # notebook 04: the books the presets run on (ids or title substrings; empty = every corpus book)
     books: tuple[str, ...] = ()
-    # ... and the units the embedding presets run on: "selection" = the shared unit selection the LLM
-    # methods segment (smoke: chonkie's semantic chunker embeds ~3 texts per sentence, about 10 s per
-    # 900-word unit with MiniLM on a loaded 2-core machine, so all of Emma would take ~30 min), "all" =
-    # every unit of ``books``. The LLM preset always runs on the selection. Notebook 05 compares
-    # chunkers on the units they all cover (the selection), so it loses nothing.
+    # ... and the units the embedding presets run on: "selection" (the shared unit selection the LLM
+    # methods segment) or "all" units of ``books``; the LLM preset always runs on the selection
     embedding_units: str = one_of("all", "selection", "all")
 
     @classmethod
@@ -263,6 +232,187 @@ def needs_of(name: str) -> str:
     if "genie" in params:
         return "llm"
     return "embedder" if params & EMBED_PARAMS else "text"
+
+
+# --------------------------------------------------------------------------- the profile's models as library interfaces
+class PositionTokenizer:
+    """A tokenizer whose token ids are positions: ``decode`` returns the *exact* source slice from
+    the first to the last token, so token-window splitters (LangChain's ``TokenTextSplitter``,
+    chonkie's ``TokenChunker``) cut the text itself instead of a lossy re-decoding (MiniLM's
+    WordPiece lower-cases and re-spaces). Every encoded text keeps its offsets."""
+
+    def __init__(self, tok: Any):
+        self.tok = tok
+        self._where: list[tuple[int, int, int]] = []  # id -> (text index, start, end)
+        self._texts: list[str] = []
+
+    def encode(self, text: str, *args: Any, **kwargs: Any) -> list[int]:
+        k = len(self._texts)
+        self._texts.append(text)
+        base = len(self._where)
+        offs = self.tok.offsets(text)
+        self._where.extend((k, a, b) for a, b in offs)
+        return list(range(base, base + len(offs)))
+
+    def decode(self, ids: Sequence[int], *args: Any, **kwargs: Any) -> str:
+        ids = list(ids)
+        if not ids:
+            return ""
+        k, a, _ = self._where[ids[0]]
+        k2, _, b = self._where[ids[-1]]
+        if k2 != k:
+            raise ChunkerError("PositionTokenizer: token ids of two texts decoded together")
+        return self._texts[k][a:b]
+
+    def count_tokens(self, text: str) -> int:
+        return self.tok.count(text)
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def decode_batch(self, seqs: Sequence[Sequence[int]]) -> list[str]:
+        return [self.decode(s) for s in seqs]
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        return self.tok.count_many(list(texts))
+
+    def tokenize(self, text: str) -> list[str]:
+        return [text[a:b] for a, b in self.tok.offsets(text)]
+
+
+def chonkie_tokenizer(tok: Any) -> Any:
+    """:class:`PositionTokenizer` as a chonkie ``Tokenizer`` (chonkie accepts its own tokenizer class)."""
+    from chonkie.tokenizer import Tokenizer as ChonkieTokenizer
+
+    class _ChonkiePositionTokenizer(PositionTokenizer, ChonkieTokenizer):
+        def __init__(self, inner: Any):
+            ChonkieTokenizer.__init__(self)
+            PositionTokenizer.__init__(self, inner)
+
+        def __repr__(self) -> str:
+            return f"PositionTokenizer({self.tok.name})"
+
+    return _ChonkiePositionTokenizer(tok)
+
+
+def langchain_embeddings(embedder: Any) -> Any:
+    """The package's :class:`~litseg_nb.llm.embeddings.Embedder` as LangChain ``Embeddings``."""
+    from langchain_core.embeddings import Embeddings
+
+    class LitSegEmbeddings(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return embedder.encode(list(texts), "sentence").tolist() if texts else []
+
+        def embed_query(self, text: str) -> list[float]:
+            return embedder.encode([text], "sentence")[0].tolist()
+
+    return LitSegEmbeddings()
+
+
+def llamaindex_embedding(embedder: Any) -> Any:
+    """The package's embedder as a LlamaIndex ``BaseEmbedding``."""
+    from llama_index.core.embeddings import BaseEmbedding
+
+    class LitSegEmbedding(BaseEmbedding):
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return embedder.encode([text], "sentence")[0].tolist()
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return embedder.encode(list(texts), "sentence").tolist() if texts else []
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return embedder.encode([query], "query")[0].tolist()
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_query_embedding(query)
+
+    return LitSegEmbedding(model_name=getattr(embedder, "model_id", "litseg-embedder"))
+
+
+def chonkie_embeddings(embedder: Any, tok: Any) -> Any:
+    """The package's embedder as chonkie ``BaseEmbeddings`` (token counts: the statistics tokenizer)."""
+    from chonkie.embeddings import BaseEmbeddings
+
+    class LitSegChonkieEmbeddings(BaseEmbeddings):
+        def embed(self, text: str) -> np.ndarray:
+            return embedder.encode([text], "sentence")[0]
+
+        def embed_batch(self, texts: list[str]) -> list[np.ndarray]:
+            return list(embedder.encode(list(texts), "sentence")) if texts else []
+
+        @property
+        def dimension(self) -> int:
+            return embedder.dim
+
+        def get_tokenizer(self) -> Any:
+            return chonkie_tokenizer(tok)
+
+        @classmethod
+        def _is_available(cls) -> bool:
+            return True
+
+        def __repr__(self) -> str:
+            return f"LitSegChonkieEmbeddings({getattr(embedder, 'model_id', '?')})"
+
+    return LitSegChonkieEmbeddings()
+
+
+@dataclass
+class GenieStats:
+    """What chonkie's SlumberChunker asked the LLM. chonkie retries a prompt only after an invalid
+    reply (no integer, or an index past the window) and, after ``max_retries``, silently keeps the
+    window's passages together; greedy decoding through the request cache repeats the reply, so a
+    prompt asked more than once is one such fallback (``repeated_prompts``)."""
+
+    calls: int = 0
+    no_integer: int = 0  # replies without any integer
+    prompts: dict[str, int] = dataclasses.field(default_factory=dict)
+    # a backend failure (dead server, 5xx, timeout): chonkie catches every exception of ``generate``
+    # and keeps the window together, so the error is kept here and re-raised after the unit
+    error: BaseException | None = None
+
+    @property
+    def repeated_prompts(self) -> int:
+        return sum(1 for n in self.prompts.values() if n > 1)
+
+
+def chonkie_genie(backend: Any, method: str, max_new_tokens: int, stats: GenieStats, book_id: Callable[[], str]) -> Any:
+    """The profile's LLM backend (request cache, usage ledger) as a chonkie ``BaseGenie`` (text mode)."""
+    from chonkie.genie import BaseGenie
+
+    class LitSegGenie(BaseGenie):
+        def generate(self, prompt: str) -> str:
+            if stats.error is not None:  # the server already failed: ask it nothing more
+                raise stats.error
+            try:
+                gen = backend.chat([[{"role": "user", "content": prompt}]],
+                                   SamplingParams(max_new_tokens=max_new_tokens),
+                                   tag=UsageTag(method, book_id(), "04"))[0]
+            except LLMError as e:
+                stats.error = e
+                raise
+            stats.calls += 1
+            stats.prompts[prompt] = stats.prompts.get(prompt, 0) + 1
+            if not re.search(r"\d+", gen.text or ""):
+                stats.no_integer += 1
+            return gen.text
+
+    return LitSegGenie()
+
+
+def _langchain_token_splitter(tok: Any, **kwargs: Any) -> Any:
+    """LangChain's ``TokenTextSplitter`` (its own ``split_text``) on a local tokenizer instead of
+    tiktoken, whose encodings are downloaded on first use."""
+    from langchain_text_splitters import TextSplitter, TokenTextSplitter
+
+    class LocalTokenTextSplitter(TokenTextSplitter):
+        def __init__(self, **kw: Any):
+            TextSplitter.__init__(self, **kw)
+            self._tokenizer = PositionTokenizer(tok)
+            self._allowed_special = set()
+            self._disallowed_special = ()
+
+    return LocalTokenTextSplitter(**kwargs)
 
 
 # --------------------------------------------------------------------------- building
@@ -536,7 +686,6 @@ def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Ma
     """Each library splitter next to this project's re-implementation of the same idea (its preset's
     ``ours``): chunks and mean tokens of both on the units both cover, boundary F1 (exact and within
     one sentence) of the library's chunk starts against ours."""
-    import numpy as np
     import pandas as pd
 
     rows = []

@@ -1,33 +1,10 @@
 """Perplexity chunking (Meta-Chunking, Zhao et al. 2025, §3.1.1).
 
-1. Every sentence ``x_i`` of the unit is scored by the mean token negative log-likelihood (nats)
-   given *all preceding text of the unit*: Eq. (1) averages token-level values over the sentence's
-   K tokens; like the reference implementation we average the token cross-entropy, which is the
-   scale the paper's thresholds (θ = 0 ... 0.5, App. F/G) refer to. Sentences are tokenised one by
-   one (the leading whitespace belongs to the sentence) and concatenated after one start token
-   (BOS, else EOS), so token-to-sentence attribution is exact.
-2. Boundaries are the minima of that sequence (:func:`find_minima`): ``PPL[i]`` lower than both
-   neighbours with at least one drop ``>= θ``, or a left drop ``>= θ`` with an equal right
-   neighbour. The minimum sentence *ends* its chunk (it is well predicted by what precedes it; the
-   next, less predictable sentence starts a new chunk), as in the reference code; with dynamic
-   overlap it also starts the next chunk (App. D, "PPL Chunking overlap").
-3. Texts longer than the context: the token sequence is fed in blocks while the KV cache is
-   carried; before a block would push the cache past ``max_context`` tokens the *oldest* cached
-   key/value pairs are dropped (§3.1.1). Positions keep counting (rotary keys stay consistent),
-   so when the text fits, the result equals a single full pass (tested).
-
-Backends: with the hf backend (it exposes the model) the KV cache is carried as above
-(:class:`KVWindowScorer`). Any other backend (vLLM, an OpenAI-compatible server) scores the same
-token ids through ``backend.token_logprobs`` (vLLM ``prompt_logprobs``, the server's completions
-``echo``): :func:`window_plan` replays the cache trimming above and gives each block the context the
-hf path would hold (at most ``max_context`` tokens), recomputed from the ids in one request per
-window (windows of a unit go out as one batch; blocks whose context starts at the text's first
-token share one window; as in the hf path a block's first token is predicted by the previous
-block's last position). When the unit fits in ``max_context`` -- always with the profiles'
-defaults, 8,192 tokens against units of at most 2,000 words -- both paths compute the same
-values (tested against each other on the tiny model). When it does not, the hf path's older cached
-keys were computed while now-dropped tokens were still visible, the windows recompute them
-without those tokens, so the values differ slightly (the windows are the cleaner definition).
+Every sentence is scored by its mean token cross-entropy given all preceding text of the unit
+(sentences tokenised one by one after a start token, so attribution is exact); chunks end at the
+minima of that sequence (:func:`find_minima`). Texts longer than ``max_context`` keep the newest
+tokens: the hf backend carries a front-trimmed KV cache (:class:`KVWindowScorer`); other backends
+score the same ids through ``token_logprobs`` in windows that replay that schedule (:func:`window_plan`).
 """
 from __future__ import annotations
 
@@ -43,12 +20,9 @@ from .base import ChunkerError, chunks_from_boundaries, where
 from ..core.cache import StepCache
 
 
-
 def find_minima(values: Sequence[float], threshold: float) -> list[int]:
-    """0-based indices of Meta-Chunking's boundary minima (see the module docstring).
-
-    Only interior points qualify (both neighbours must exist).
-    """
+    """0-based indices of Meta-Chunking's boundary minima: interior ``PPL[i]`` below both neighbours
+    with one drop ``>= threshold``, or a left drop ``>= threshold`` with an equal right neighbour."""
     out = []
     for i in range(1, len(values) - 1):
         left, mid, right = values[i - 1], values[i], values[i + 1]
@@ -69,7 +43,8 @@ def chunk_starts_from_minima(n: int, minima: Sequence[int]) -> list[int]:
 
 
 class KVWindowScorer:
-    """Teacher-forced token log-probabilities with a carried, front-trimmed KV cache."""
+    """Teacher-forced token log-probabilities with a carried KV cache; before a block would push it past
+    ``max_context`` the oldest entries are dropped (positions keep counting, so rotary keys stay valid)."""
 
     def __init__(self, model: Any, max_context: int, block_tokens: int):
         if block_tokens <= 0 or max_context <= 0:
@@ -168,8 +143,8 @@ def window_plan(n_tokens: int, max_context: int, block_tokens: int) -> list[tupl
 
 def windowed_token_logprobs(backend: Any, ids: Sequence[int], max_context: int, block_tokens: int,
                             tag: UsageTag = UsageTag()) -> list[float]:
-    """``lp[k] = log p(ids[k] | context)`` through ``backend.token_logprobs`` (``lp[0]`` is NaN),
-    with the context of :func:`window_plan` (see the module docstring)."""
+    """``lp[k] = log p(ids[k] | context)`` through ``backend.token_logprobs`` (``lp[0]`` is NaN), with the
+    context of :func:`window_plan`: one request per window; equal to the hf path when the text fits."""
     plan = window_plan(len(ids), max_context, block_tokens)
     # merge blocks that see the text from its start into one window (no trimming yet)
     windows: list[tuple[int, int, int]] = []
@@ -218,7 +193,7 @@ def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int
     config = {"model": getattr(backend, "model_id", "?"), "max_context": max_context,
               "block_tokens": block_tokens}
     if parts is None:
-        config["scorer"] = "windows"  # recomputed windows (module docstring), not the carried cache
+        config["scorer"] = "windows"  # recomputed windows, not the carried cache
     cache = StepCache("ppl-sentence-scores", config=config, inputs={"segments": segments})
     if cache.exists():  # e.g. Perplexity+Merge reuses the scores of the Perplexity run
         return [float("nan") if v is None else v for v in cache.load()]

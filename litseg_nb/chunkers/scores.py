@@ -1,18 +1,8 @@
 """Per-candidate boundary scores: the hook the boundary benchmark reads for its top-|G| rows.
 
-A score-based segmenter (TextTiling's depth scores, C99's division order, perplexity minima,
-semantic distances, a trained boundary model) knows more than where it cut: how strongly every
-position looks like a boundary. It hands that on in the **first chunk of each unit**:
-``chunk.metadata["boundary_scores"] = [s_2, ..., s_n]`` — one float per candidate position, the
-score of a boundary *before* sentence ``j`` (1-based, ``j = 2..n``) at list index ``j - 2``; higher
-means more boundary-like; ``None`` marks a position the method cannot score. :func:`attach_scores`
-writes it, :func:`unit_scores` reads it back (it survives the chunk cache and chunk JSONL files, so
-an external chunker's file can carry it too), :func:`top_k` turns it into exactly ``k`` boundaries.
-
-:mod:`litseg_nb.evaluation.boundaries` gives every method whose chunks carry scores a second row
-``<method>@top|G|``: per window, exactly as many boundaries as the window has gold, the top-scored
-ones. Methods that kept their own per-sentence values under another name are read through
-:data:`DERIVED` (perplexity: ``metadata["ppl"]``).
+A score-based segmenter puts ``metadata["boundary_scores"] = [s_2, ..., s_n]`` on the first chunk of
+each unit: the score of a boundary before sentence ``j`` (1-based) at index ``j - 2``, higher = more
+boundary-like, ``None`` = unscored. :data:`DERIVED` reads methods that keep other per-sentence values.
 """
 from __future__ import annotations
 
@@ -52,7 +42,7 @@ def _ppl_scores(chunks: Sequence[Any], n: int) -> list[float | None] | None:
         if m < 2 or m + 1 > n:
             out.append(None)  # find_minima never cuts after the first or before the last sentence
             continue
-        left, mid, right = ppl[m - 1] - ppl[m], ppl[m], ppl[m + 1] - ppl[m]
+        left, right = ppl[m - 1] - ppl[m], ppl[m + 1] - ppl[m]
         if left > 0 and right >= 0:
             out.append(max(left, right))
         else:

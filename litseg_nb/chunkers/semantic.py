@@ -1,12 +1,9 @@
 """Semantic chunker: LangChain experimental ``SemanticChunker`` behaviour on the unit's sentences.
 
-As in LangChain (``breakpoint_threshold_type="percentile"``): each sentence is combined with
-``buffer_size`` neighbours on each side (joined by a space), the combined texts are embedded, the
-cosine distance between consecutive combined embeddings is computed, and a chunk ends after
-sentence *i* when ``distance[i]`` is strictly greater than the given percentile of all distances
-of the unit. Units with one sentence are one chunk. Differences from LangChain, on purpose: the
-unit's own sentence segmentation is used (LangChain splits on ``(?<=[.?!])\\s+``) so chunks carry
-sentence indices; embeddings come from the shared cached :class:`~litseg_nb.llm.embeddings.Embedder`.
+Each sentence joined with ``buffer_size`` neighbours on each side is embedded; a chunk ends after
+sentence *i* when the cosine distance between consecutive windows exceeds the given percentile of
+the unit's distances. Unlike LangChain, the unit's own sentences are used (chunks keep sentence
+indices) and the embeddings come from the shared cached embedder.
 """
 from __future__ import annotations
 
@@ -18,10 +15,8 @@ import numpy as np
 
 from ..config import Options, at_least, between
 from ..core.schema import Book, Chunk, Unit
-from .scores import attach_scores
 from .base import chunks_from_boundaries
-
-
+from .scores import attach_scores
 
 PROGRESS_MIN_TEXTS = 256  # sentence windows from which embedding them shows a tqdm bar
 
@@ -60,7 +55,6 @@ def _chunks_from_embeddings(book: Book, unit: Unit, emb: np.ndarray | None, perc
     d = cosine_distances(emb)
     starts = [1] + [i + 2 for i in percentile_breakpoints(d, percentile)]
     chunks = chunks_from_boundaries(book, unit, method, starts)
-    # the score hook (chunkers/scores.py): the distance across every gap, for the top-|G| evaluation
     attach_scores(chunks, [float(x) for x in d], unit.n_sentences)
     return chunks
 
@@ -74,12 +68,10 @@ def semantic_chunks(book: Book, unit: Unit, embedder, percentile: float, buffer_
 
 def semantic_chunks_many(items: Sequence[tuple[Book, Unit]], embedder, percentile: float, buffer_size: int,
                          method: str = "semantic") -> list[list[Chunk]]:
-    """:func:`semantic_chunks` of every ``(book, unit)``, the windows of all units embedded in one
-    call (the embedder batches them longest first across units: much less padding than one call per
-    unit; the same vectors up to round-off)."""
+    """:func:`semantic_chunks` of every ``(book, unit)``, the windows of all units embedded in one call
+    (batched longest first across units: less padding, the same vectors up to round-off)."""
     windows = [_windows(b, u, buffer_size) for b, u in items]
     flat = [w for ws in windows if len(ws) > 1 for w in ws]
-    # a whole book is minutes of embedding on a CPU (488 KB: ~170 s with MiniLM): show a progress bar
     show = len(flat) >= PROGRESS_MIN_TEXTS and "show_progress" in inspect.signature(embedder.encode).parameters
     emb = (embedder.encode(flat, kind="passage", **({"show_progress": True} if show else {})) if flat
            else np.zeros((0, 0), dtype=np.float32))

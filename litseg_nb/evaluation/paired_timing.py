@@ -17,7 +17,7 @@ measures the paper's two ratios the way a benchmark pairs two commands:
   each batch every method sends ONE ``chat`` call per stage attempt (LitSeg), per attempt (Lite) or per
   lockstep step (LumberChunker) over all of the batch's still-pending units, across books
   (``batch_by_book=False`` in :func:`litseg_nb.litseg.pipeline.annotate_units`,
-  :class:`litseg_nb.lite.segmenter.LiteSegmenter`, :func:`litseg_nb.chunkers.lumber.lumber_chunks_batch`).
+  :class:`litseg_nb.lite.segmenter.LiteSegmenter`, :func:`litseg_nb.chunkers.llm_chunkers.lumber_chunks_batch`).
   The concurrency of every call (its number of requests) is recorded: ``max_concurrency``,
   ``mean_concurrency`` per method;
 * **interleaved**: for every repeat and batch (a *block*) the methods run one after the other, in
@@ -55,7 +55,7 @@ from ..lite.data import annotation_length_reference, load_annotations, student_l
 from .ablation import adapter_dirs
 from .efficiency import timing_unit_pairs
 from ..lite.train import student_backend
-from ..chunkers.lumber import lumber_chunks_batch
+from ..chunkers.llm_chunkers import lumber_chunks_batch
 from ..lite.segmenter import LiteSegmenter
 from ..litseg.pipeline import annotate_units
 

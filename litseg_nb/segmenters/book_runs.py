@@ -23,7 +23,7 @@ from ..core.cache import StepCache
 from ..chunk_sets import chunk_set_path
 from ..chunkers.base import ChunkerError, load_tokenizer
 from ..chunkers.library import PREFIX, LibraryConfig, is_library_method, needs_of, resolve
-from ..chunkers.merge import merge_unit_chunks
+from ..chunkers.base import merge_unit_chunks
 from ..llm.base import UsageTag
 from ..core.schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
 from .contract import Method, Models

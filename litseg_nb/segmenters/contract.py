@@ -91,7 +91,7 @@ class Method:
     """One registered segmentation method (keyword-only: every field is named where it is declared).
 
     ``run`` is the segment entry; a ``+merge`` variant has no ``run`` of its own but a ``base`` method
-    whose chunks the dynamic merge (its :class:`~litseg_nb.chunkers.merge.MergeOptions`) combines.
+    whose chunks the dynamic merge (its :class:`~litseg_nb.chunkers.base.MergeOptions`) combines.
     ``uses`` are methods whose chunks this one builds on: the registry runs them on the same units and
     passes their :class:`Segmentation` to ``run`` after ``models`` (their options enter the key).
     ``build`` takes the options out of the stage config (default: :meth:`Options.of`, the fields of

@@ -1,0 +1,363 @@
+"""The LLM chunkers that ask a model for each decision: LumberChunker, margin sampling, propositions.
+
+LumberChunker and margin sampling are sequential within a unit but independent across units: each is
+a state object (``request()`` -> conversation or None when done, ``feed(reply)``) and
+:func:`run_lockstep` advances all units together, one batched backend call per step.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..config import Options
+from ..core.prompts import fill_prompt, load_prompt
+from ..core.schema import Book, Chunk, Unit, chunk_id, word_count
+from ..llm.base import SamplingParams, UsageTag
+from ..llm.replies import answer_text, list_items
+from ..llm.request_cache import reject_replies
+from .base import chunks_from_boundaries, chunks_from_spans, unit_paragraphs
+
+
+# --------------------------------------------------------------------------- lockstep batching
+def run_lockstep(states: Sequence[Any], call: Callable[[list[Any], Any, UsageTag], list[Any]],
+                 max_steps: int = 1_000_000, by_book: bool = True,
+                 reject: Callable[[list[Any], Any], Any] | None = None) -> int:
+    """Drive ``states`` to completion (returns the number of steps); ``call(conversations, params, tag)``
+    answers one batch, grouped by (params, tag) so usage is attributed per book (``by_book=False``: one
+    call per step over every book). Replies a state's ``feed`` rejects (``False``) go to ``reject``."""
+    steps = 0
+    while True:
+        pending = [(s, s.request()) for s in states]
+        pending = [(s, r) for s, r in pending if r is not None]
+        if not pending:
+            return steps
+        steps += 1
+        if steps > max_steps:
+            raise RuntimeError(f"lockstep: states still running after {max_steps} steps")
+        groups: dict[tuple[Any, UsageTag], list[tuple[Any, Any]]] = {}
+        for s, (conv, params) in pending:
+            tag = s.tag if by_book else UsageTag(s.tag.method, "", s.tag.stage)
+            groups.setdefault((params, tag), []).append((s, conv))
+        for (params, tag), items in groups.items():
+            replies = call([c for _, c in items], params, tag)
+            if len(replies) != len(items):
+                raise RuntimeError(f"backend answered {len(replies)} of {len(items)} requests")
+            invalid = [c for (s, c), r in zip(items, replies) if s.feed(r) is False]
+            if invalid and reject is not None:  # replies that failed the state's check: out of the cache
+                reject(invalid, params)
+
+
+# --------------------------------------------------------------------------- LumberChunker
+# possessive quantifiers: linear however much whitespace a reply holds
+ANSWER_RE = re.compile(r"Answer\s*+:?\s*+ID\s*+:?\s*+([0-9]+)", re.IGNORECASE)
+
+
+def parse_answer(reply: str) -> int | None:
+    """The ID in the first ``Answer: ID n`` of the reply's answer (reasoning blocks removed by
+    :func:`litseg_nb.llm.replies.answer_text`); None when absent or longer than 9 digits."""
+    m = ANSWER_RE.search(answer_text(reply))
+    return int(m.group(1)) if m and len(m.group(1)) <= 9 else None
+
+
+def classify_reply(reply: str, first: int, last: int) -> tuple[str, int | None]:
+    """``("valid", n)`` or an error kind: ``no_answer``, ``first_id``, ``outside_window``."""
+    n = parse_answer(reply)
+    if n is None:
+        return "no_answer", None
+    if n == first:
+        return "first_id", n
+    if not first < n <= last:
+        return "outside_window", n
+    return "valid", n
+
+
+def grow_window(tokens: Sequence[float], start: int, budget: float, reference_mode: bool) -> int:
+    """Last 1-based index of the window starting at ``start`` (``tokens[i-1]`` = size of line i)."""
+    n = len(tokens)
+    total, end = 0.0, start - 1
+    while end < n and total < budget:
+        end += 1
+        total += tokens[end - 1]
+    if reference_mode and total >= budget and end > start:
+        end -= 1  # the reference script drops the line that reached the budget
+    if end < min(start + 1, n):  # at least two lines while two remain
+        end = min(start + 1, n)
+    return end
+
+
+@dataclass
+class LumberStats:
+    calls: int = 0
+    invalid: dict[str, int] = field(default_factory=dict)
+    fallbacks: int = 0
+
+
+class LumberState:
+    """One unit's LumberChunker (Duarte et al., 2024; LitSeg App. H prompt): sentences numbered ``ID n``,
+    a window grown to the token budget, the model names the first ID where the content changes. An
+    invalid reply is retried with sampling (seed = attempt), then the whole window is one chunk (a counted
+    fallback). ``reference_mode``: the reference script's 1.2 x words estimate, stopping before the budget."""
+
+    def __init__(self, book: Book, unit: Unit, template: str, tag: UsageTag, budget: int,
+                 max_retries: int, retry_temperature: float, max_new_tokens: int,
+                 count_tokens: Any, reference_mode: bool = False):
+        self.book, self.unit, self.template, self.tag = book, unit, template, tag
+        self.lines = [f"ID {s.index}: {book.text[s.start:s.end]}" for s in unit.sentences]
+        if reference_mode:
+            self.tokens = [1.2 * word_count(line) for line in self.lines]
+        else:
+            self.tokens = [float(count_tokens(line)) for line in self.lines]
+        self.budget, self.reference_mode = budget, reference_mode
+        self.max_retries, self.retry_temperature = max_retries, retry_temperature
+        self.max_new_tokens = max_new_tokens
+        self.starts = [1] if self.lines else []
+        self.fallback_chunks: set[int] = set()
+        self.s = 1
+        self.attempt = 0
+        self.stats = LumberStats()
+        self._window_end = 0
+        self._advance_trivial()
+
+    def _advance_trivial(self) -> None:
+        """Finish when a single sentence remains (nothing to ask)."""
+        n = len(self.lines)
+        if self.s >= n:
+            self.s = n + 1  # done: the last chunk runs to the end
+        else:
+            self._window_end = grow_window(self.tokens, self.s, self.budget, self.reference_mode)
+
+    def request(self):
+        if self.s > len(self.lines):
+            return None
+        doc = "\n".join(self.lines[self.s - 1:self._window_end])
+        prompt = fill_prompt(self.template, numbered_units=doc)
+        if self.attempt == 0:
+            params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=0.0)
+        else:
+            params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.retry_temperature,
+                                    seed=self.attempt)
+        return [{"role": "user", "content": prompt}], params
+
+    def feed(self, reply: str) -> bool:
+        """Take one reply; False when it was invalid (retried, or the window's fallback)."""
+        self.stats.calls += 1
+        kind, n = classify_reply(reply, self.s, self._window_end)
+        if kind == "valid":
+            self._start_chunk(n)
+            return True
+        self.stats.invalid[kind] = self.stats.invalid.get(kind, 0) + 1
+        if self.attempt < self.max_retries:
+            self.attempt += 1
+            return False
+        # fallback: the whole window is one chunk
+        self.stats.fallbacks += 1
+        self.fallback_chunks.add(self.starts[-1])
+        self._start_chunk(self._window_end + 1)
+        return False
+
+    def _start_chunk(self, n: int) -> None:
+        self.attempt = 0
+        if n <= len(self.lines):
+            self.starts.append(n)
+        self.s = n
+        self._advance_trivial()
+
+    def chunks(self, method: str) -> list[Chunk]:
+        if not self.lines:
+            return []
+        out = chunks_from_boundaries(self.book, self.unit, method, self.starts)
+        for c in out:
+            c.metadata["fallback"] = c.from_idx in self.fallback_chunks
+            if self.reference_mode:
+                c.metadata["mode"] = "reference-script (1.2 x words)"
+        return out
+
+
+def lumber_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, budget: int = 550,
+                        max_retries: int = 2, retry_temperature: float = 0.7, max_new_tokens: int = 32,
+                        reference_mode: bool = False, stage: str = "04",
+                        method: str = "lumber", batch_by_book: bool = True
+                        ) -> tuple[list[list[Chunk]], list[LumberStats]]:
+    """LumberChunker chunks for several units, batched across units (per book, or across books with
+    ``batch_by_book=False``); also per-unit stats."""
+    template = load_prompt("baselines/lumberchunker")
+    states = [LumberState(b, u, template, UsageTag(method, b.book_id, stage), budget, max_retries,
+                          retry_temperature, max_new_tokens, backend.count_tokens, reference_mode)
+              for b, u in items]
+    run_lockstep(states, lambda convs, params, tag: [g.text for g in backend.chat(convs, params, tag)],
+                 by_book=batch_by_book,
+                 reject=lambda convs, params: reject_replies(backend, convs, params))
+    return [s.chunks(method) for s in states], [s.stats for s in states]
+
+
+@dataclass(frozen=True)
+class LumberOptions(Options):
+    """Options of LumberChunker (Duarte et al., 2024): window budget θ and the reply handling."""
+
+    lumber_budget_tokens: int = 550
+    lumber_max_retries: int = 2  # extra attempts after an invalid reply
+    lumber_retry_temperature: float = 0.7
+    lumber_max_new_tokens: int = 32
+    lumber_reference_mode: bool = False  # reference script: 1.2 x words estimate, stop before budget
+
+
+# --------------------------------------------------------------------------- margin sampling
+SPLIT_OPTION, KEEP_OPTION = "1", "2"
+
+
+@dataclass
+class MarginThreshold:
+    """θ = 0, then the mean of the last ``window`` margins."""
+
+    window: int = 5
+    history: list[float] = field(default_factory=list)
+    theta: float = 0.0
+
+    def decide(self, margin: float) -> bool:
+        """True = split before the new sentence. Updates θ afterwards."""
+        split = margin <= self.theta
+        self.history.append(margin)
+        if len(self.history) >= self.window:
+            recent = self.history[-self.window:]
+            self.theta = sum(recent) / len(recent)
+        return split
+
+
+def margin_from_logprobs(lp: dict[str, float]) -> float:
+    """``P(keep) - P(split)`` from the candidates' log-probabilities (missing = probability 0)."""
+    def p(k: str) -> float:
+        v = lp.get(k)
+        return 0.0 if v is None or math.isnan(v) else math.exp(v)
+
+    return p(KEEP_OPTION) - p(SPLIT_OPTION)
+
+
+class MarginState:
+    """One unit's margin sampling (Meta-Chunking §3.1.2, LitSeg App. H prompt): the margin is
+    P("2" keep) - P("1" split), full-vocabulary probabilities; as in the reference code, split when
+    margin <= θ, with θ as it was before the sentence's own margin is recorded."""
+
+    def __init__(self, book: Book, unit: Unit, template: str, window: int, tag: UsageTag,
+                 max_left_tokens: int = 0, count_tokens: Any = None):
+        self.book, self.unit, self.template, self.tag = book, unit, template, tag
+        self.thr = MarginThreshold(window)
+        self.starts = [1]
+        self.next = 2  # 1-based index of the sentence R being decided
+        self.max_left_tokens = max_left_tokens
+        self.count_tokens = count_tokens
+        self._sent_tokens: dict[int, int] = {}
+        self.margins: list[float] = []
+        self.thetas: list[float] = []
+
+    def _left_start(self) -> int:
+        """First sentence of L shown in the prompt (the whole current chunk unless capped)."""
+        lo = self.starts[-1]
+        if self.max_left_tokens <= 0 or self.count_tokens is None:
+            return lo
+        total, i = 0, self.next - 1
+        while i >= lo:
+            if i not in self._sent_tokens:
+                self._sent_tokens[i] = self.count_tokens(self.unit.sentence_text(self.book.text, i))
+            total += self._sent_tokens[i]
+            if total > self.max_left_tokens and i < self.next - 1:
+                return i + 1
+            i -= 1
+        return lo
+
+    def request(self):
+        if self.next > self.unit.n_sentences:
+            return None
+        s = self.unit.sentences
+        left = self.book.text[s[self._left_start() - 1].start:s[self.next - 2].end]
+        right = self.unit.sentence_text(self.book.text, self.next)
+        prompt = fill_prompt(self.template, left=left, right=right)
+        return [{"role": "user", "content": prompt}], None
+
+    def feed(self, reply: dict[str, float]) -> None:
+        m = margin_from_logprobs(reply)
+        self.thetas.append(self.thr.theta)
+        self.margins.append(m)
+        if self.thr.decide(m):
+            self.starts.append(self.next)
+        self.next += 1
+
+    def chunks(self, method: str) -> list[Chunk]:
+        out = chunks_from_boundaries(self.book, self.unit, method, self.starts)
+        for c in out:
+            # margins[k] decided sentence k+2; keep those inside the chunk for inspection
+            c.metadata["margins"] = [round(self.margins[i - 2], 4) for i in range(max(2, c.from_idx), c.to_idx + 1)]
+        return out
+
+
+def margin_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, window: int = 5,
+                        max_left_tokens: int = 0, stage: str = "04", method: str = "margin") -> list[list[Chunk]]:
+    """Margin-sampling chunks for several units, batched across units (one list per unit)."""
+    template = load_prompt("baselines/margin_sampling")
+    states = [MarginState(b, u, template, window, UsageTag(method, b.book_id, stage), max_left_tokens,
+                          getattr(backend, "count_tokens", None)) for b, u in items]
+    options = [SPLIT_OPTION, KEEP_OPTION]
+    run_lockstep(states, lambda convs, _params, tag: backend.next_token_logprobs(convs, list(options), tag))
+    return [s.chunks(method) if s.unit.n_sentences else [] for s in states]
+
+
+@dataclass(frozen=True)
+class MarginOptions(Options):
+    """Options of margin sampling (Meta-Chunking §3.1.2)."""
+
+    margin_threshold_window: int = 5  # θ = mean of the last k margins (θ = 0 before k margins)
+    margin_max_left_tokens: int = 0  # cap on the left text in the prompt (0 = whole current chunk)
+
+
+# --------------------------------------------------------------------------- propositions
+def proposition_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, max_new_tokens: int = 512,
+                             max_retries: int = 1, stage: str = "04",
+                             method: str = "proposition") -> tuple[list[list[Chunk]], int]:
+    """Proposition chunks for several units and the fallback count: an LLM rewrites each paragraph into
+    statements (own prompt); they are not source spans but keep the paragraph's spans. A reply without
+    items is retried with sampling, then the paragraph itself is kept (``fallback``)."""
+    template = load_prompt("baselines/proposition")
+    paras = []  # (item index, paragraph chunk)
+    for k, (b, u) in enumerate(items):
+        for p in chunks_from_spans(b, u, "paragraph", unit_paragraphs(b, u)):
+            paras.append((k, p))
+    results: dict[int, list[str]] = {}
+    todo = list(range(len(paras)))
+    for attempt in range(max_retries + 1):
+        if not todo:
+            break
+        params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0 if attempt == 0 else 0.7,
+                                seed=attempt)
+        by_book: dict[str, list[int]] = {}
+        for i in todo:
+            by_book.setdefault(items[paras[i][0]][0].book_id, []).append(i)
+        for book_id, idxs in by_book.items():
+            convs = [[{"role": "user", "content": fill_prompt(template, paragraph=paras[i][1].text)}] for i in idxs]
+            gens = backend.chat(convs, params, UsageTag(method, book_id, stage))
+            for i, g in zip(idxs, gens):
+                props = list_items(g.text)
+                if props:
+                    results[i] = props
+        todo = [i for i in todo if i not in results]
+    out: list[list[Chunk]] = [[] for _ in items]
+    for i, (k, p) in enumerate(paras):
+        b, u = items[k]
+        props = results.get(i)
+        texts = props if props else [p.text]
+        for t in texts:
+            out[k].append(Chunk(
+                book_id=b.book_id, unit_id=u.unit_id, chunk_id=chunk_id(u.unit_id, len(out[k])), method=method,
+                from_idx=p.from_idx, to_idx=p.to_idx, spans=list(p.spans), text=t, main_text=t,
+                is_source_span=not props,
+                metadata={"paragraph": p.chunk_id, "fallback": not props},
+            ))
+    return out, len(todo)
+
+
+@dataclass(frozen=True)
+class PropositionOptions(Options):
+    """Options of proposition chunking (Chen et al.'s propositionizer prompt)."""
+
+    proposition_max_new_tokens: int = 512
+    proposition_max_retries: int = 1
