@@ -8,7 +8,7 @@ retriever indexes summary + (rewritten) chunk; spans stay the original's. The pr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -32,10 +32,6 @@ class CompletionStats:
     no_kept_items: int = 0
     rejected_rewrites: int = 0
     empty_summaries: int = 0
-    counters: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, int]:
-        return {k: v for k, v in self.__dict__.items() if k != "counters"}
 
 
 def parse_score(reply: str) -> int | None:

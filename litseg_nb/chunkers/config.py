@@ -14,8 +14,7 @@ from .boundary_model import BoundaryModelOptions
 from .completion import CompletionOptions
 from .llm_chunkers import LumberOptions, MarginOptions, PropositionOptions
 from .perplexity import PerplexityOptions
-from .semantic import SemanticOptions
-from .splitters import ParagraphOptions, RecursiveOptions, TokenOptions
+from .splitters import ParagraphOptions, RecursiveOptions, SemanticOptions, TokenOptions
 from .topic import C99Options, TextTilingOptions
 
 #: notebook 04's baselines in table order, each with what it needs ("text": rules only, "embedder",

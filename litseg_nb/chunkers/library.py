@@ -73,7 +73,8 @@ PRESETS: dict[str, LibraryPreset] = {
                                          needs="embedder", cheap=False, note="95th-percentile breakpoints, buffer 1, profile embedder"),
     "langchain-recursive": LibraryPreset("langchain.RecursiveCharacterTextSplitter",
                                          (("chunk_size", 1800), ("chunk_overlap", 200),
-                                          ("separators", list(RecursiveOptions.recursive_separators)), ("keep_separator", "end")),
+                                          ("separators", list(RecursiveOptions.recursive_separators)),
+                                          ("keep_separator", "end")),
                                          "recursive", note="our recursive settings (1,800 chars, 200 overlap, "
                                                            "separators kept at the end of a piece)"),
     "langchain-semantic": LibraryPreset("langchain.SemanticChunker",
@@ -365,7 +366,6 @@ class GenieStats:
     prompt asked more than once is one such fallback (``repeated_prompts``)."""
 
     calls: int = 0
-    no_integer: int = 0  # replies without any integer
     prompts: dict[str, int] = dataclasses.field(default_factory=dict)
     # a backend failure (dead server, 5xx, timeout): chonkie catches every exception of ``generate``
     # and keeps the window together, so the error is kept here and re-raised after the unit
@@ -393,8 +393,6 @@ def chonkie_genie(backend: Any, method: str, max_new_tokens: int, stats: GenieSt
                 raise
             stats.calls += 1
             stats.prompts[prompt] = stats.prompts.get(prompt, 0) + 1
-            if not re.search(r"\d+", gen.text or ""):
-                stats.no_integer += 1
             return gen.text
 
     return LitSegGenie()

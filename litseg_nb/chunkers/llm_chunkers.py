@@ -249,7 +249,6 @@ class MarginState:
         self.count_tokens = count_tokens
         self._sent_tokens: dict[int, int] = {}
         self.margins: list[float] = []
-        self.thetas: list[float] = []
 
     def _left_start(self) -> int:
         """First sentence of L shown in the prompt (the whole current chunk unless capped)."""
@@ -277,7 +276,6 @@ class MarginState:
 
     def feed(self, reply: dict[str, float]) -> None:
         m = margin_from_logprobs(reply)
-        self.thetas.append(self.thr.theta)
         self.margins.append(m)
         if self.thr.decide(m):
             self.starts.append(self.next)

@@ -116,15 +116,6 @@ def segment_nll(token_lp: Sequence[float], bounds: Sequence[tuple[int, int]]) ->
     return out
 
 
-def hf_parts(backend: Any) -> tuple[Any, Any] | None:
-    """The causal LM and tokenizer behind an hf backend; ``None`` for other backends."""
-    model = getattr(backend, "model", None)
-    tok = getattr(backend, "tokenizer", None)
-    if model is None or tok is None or not callable(model):
-        return None
-    return model, tok
-
-
 def window_plan(n_tokens: int, max_context: int, block_tokens: int) -> list[tuple[int, int, int]]:
     """``(context_start, block_start, block_end)`` per block of :class:`KVWindowScorer`'s schedule:
     block ``[block_start, block_end)`` is scored with the tokens from ``context_start`` in view."""
@@ -180,9 +171,10 @@ def unit_segments(book: Book, unit: Unit) -> list[str]:
 
 def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int, block_tokens: int,
                           tag: UsageTag = UsageTag()) -> list[float]:
-    """Per-sentence mean NLL given all preceding text of the unit (KV-cache windowed)."""
-    parts = hf_parts(backend)
-    tok = parts[1] if parts is not None else getattr(backend, "tokenizer", None)
+    """Per-sentence mean NLL given all preceding text of the unit: through the causal LM of an hf backend
+    (carried KV cache), else through ``backend.token_logprobs`` (windows)."""
+    model, tok = getattr(backend, "model", None), getattr(backend, "tokenizer", None)
+    hf = model is not None and tok is not None and callable(model)
     if tok is None:
         raise ChunkerError(
             f"perplexity chunking needs the model's tokenizer locally: backend "
@@ -192,17 +184,17 @@ def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int
     segments = unit_segments(book, unit)
     config = {"model": getattr(backend, "model_id", "?"), "max_context": max_context,
               "block_tokens": block_tokens}
-    if parts is None:
+    if not hf:
         config["scorer"] = "windows"  # recomputed windows, not the carried cache
     cache = StepCache("ppl-sentence-scores", config=config, inputs={"segments": segments})
     if cache.exists():  # e.g. Perplexity+Merge reuses the scores of the Perplexity run
         return [float("nan") if v is None else v for v in cache.load()]
     ids, bounds = segment_token_ids(tok, segments)
-    if parts is None:  # vLLM / OpenAI-compatible: the backend records its own usage
+    if not hf:  # vLLM / OpenAI-compatible: the backend records its own usage
         lp = windowed_token_logprobs(backend, ids, max_context, block_tokens, tag)
     else:
         t0 = time.perf_counter()
-        lp = KVWindowScorer(parts[0], max_context, block_tokens).token_logprobs(ids)
+        lp = KVWindowScorer(model, max_context, block_tokens).token_logprobs(ids)
         ledger = getattr(backend, "ledger", None)
         if ledger is not None:
             ledger.record(tag, Generation("", prompt_tokens=len(ids), completion_tokens=0,

@@ -2,12 +2,12 @@
 
 A score-based segmenter puts ``metadata["boundary_scores"] = [s_2, ..., s_n]`` on the first chunk of
 each unit: the score of a boundary before sentence ``j`` (1-based) at index ``j - 2``, higher = more
-boundary-like, ``None`` = unscored. :data:`DERIVED` reads methods that keep other per-sentence values.
+boundary-like, ``None`` = unscored. Perplexity chunks' scores derive from their ``metadata["ppl"]``.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 KEY = "boundary_scores"
 
@@ -50,10 +50,6 @@ def _ppl_scores(chunks: Sequence[Any], n: int) -> list[float | None] | None:
     return out
 
 
-#: methods whose chunks keep per-sentence values the scores derive from (method -> reader)
-DERIVED: dict[str, Callable[[Sequence[Any], int], list[float | None] | None]] = {"perplexity": _ppl_scores}
-
-
 def unit_scores(chunks: Sequence[Any], n_sentences: int, method: str | None = None) -> list[float | None] | None:
     """The unit's boundary scores (see module doc), or None when its chunks carry none."""
     for c in chunks:
@@ -62,9 +58,8 @@ def unit_scores(chunks: Sequence[Any], n_sentences: int, method: str | None = No
             if len(s) != max(n_sentences - 1, 0):
                 raise ValueError(f"{c.chunk_id}: {len(s)} boundary scores for {n_sentences} sentences")
             return list(s)
-    base = (method or "").split("@")[0]
-    if base in DERIVED and chunks:
-        return DERIVED[base](chunks, n_sentences)
+    if (method or "").split("@")[0] == "perplexity" and chunks:  # its per-sentence values
+        return _ppl_scores(chunks, n_sentences)
     return None
 
 

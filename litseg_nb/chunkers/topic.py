@@ -88,14 +88,15 @@ def block_comparison(tokseqs: Any, token_table: Any, k: int) -> list[float]:
     return scores
 
 
-def _tokenizer(w: int, k: int, demo: bool):
+def _tokenizer(w: int, k: int):
+    """NLTK's TextTiling (in demo mode: it also returns the gap scores) with :func:`block_comparison`."""
     from nltk.tokenize.texttiling import TextTilingTokenizer
 
     class FastBlockTextTiling(TextTilingTokenizer):
         def _block_comparison(self, tokseqs, token_table):
             return block_comparison(tokseqs, token_table, self.k)
 
-    return FastBlockTextTiling(w=w, k=k, stopwords=list(english_stopwords()), demo_mode=demo)
+    return FastBlockTextTiling(w=w, k=k, stopwords=list(english_stopwords()), demo_mode=True)
 
 
 def joined_text(book: Book, unit: Unit) -> tuple[str, list[tuple[int, int]], list[int]]:
@@ -128,7 +129,7 @@ def texttiling_analysis(book: Book, unit: Unit, w: int = 20, k: int = 10) -> dic
     """NLTK's TextTiling on one unit: boundary paragraph indices, per-paragraph depth scores (the deepest
     gap NLTK moves to that paragraph break; None where it has none), or ``too_short``."""
     text, paras, starts = joined_text(book, unit)
-    tt = _tokenizer(w, k, demo=True)
+    tt = _tokenizer(w, k)
     if len(text) > tt.MAX_TEXT_LEN:
         raise ChunkerError(f"texttiling: {where(book, unit)} has {len(text)} characters, over NLTK's "
                            f"MAX_TEXT_LEN {tt.MAX_TEXT_LEN}")

@@ -232,7 +232,7 @@ class _Base:
 
 class Options(_Base):
     """Base of a segmentation method's options: a frozen dataclass beside the method (``LumberOptions``
-    in chunkers/lumber.py, ...) whose fields are every knob that changes the method's chunks, so the
+    in chunkers/llm_chunkers.py, ...) whose fields are every knob that changes the method's chunks, so the
     method's cache key is derived from them (:mod:`litseg_nb.segmenters.contract`).
 
     A stage config that runs the method carries the same fields by inheriting the options class

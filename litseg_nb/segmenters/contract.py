@@ -4,7 +4,7 @@ A method is
 
 * a **name** (``"lumber"``, ``"litseg"``, ``"lib:semchunk"``) and what it **needs** (``"text"``: rules only,
   ``"embedder"``, ``"llm"``);
-* an **options class** beside the method (``LumberOptions`` in chunkers/lumber.py, ``LitSegOptions`` in
+* an **options class** beside the method (``LumberOptions`` in chunkers/llm_chunkers.py, ``LitSegOptions`` in
   litseg/segmenter.py, ...): a frozen :class:`~litseg_nb.config.Options` dataclass whose fields are
   every knob that changes the method's chunks, taken out of the method's **stage config**
   (``BaselinesConfig``, ``LitSegConfig``, ``LiteConfig``, ``LibraryConfig``) by :meth:`Method.options_of`;

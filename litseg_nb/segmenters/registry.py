@@ -26,9 +26,9 @@ from ..chunkers.llm_chunkers import (LumberOptions, MarginOptions, PropositionOp
 from ..chunkers.boundary_model import (BoundaryModelOptions, boundary_model_chunks, load_model, weights_path,
                                        with_digest)
 from ..chunkers.perplexity import PerplexityOptions, perplexity_chunks
-from ..chunkers.semantic import SemanticOptions, semantic_chunks_many
-from ..chunkers.splitters import (ParagraphOptions, RecursiveOptions, TokenOptions, make_recursive_splitter,
-                                  paragraph_chunks, recursive_chunks, token_chunks)
+from ..chunkers.splitters import (ParagraphOptions, RecursiveOptions, SemanticOptions, TokenOptions,
+                                  make_recursive_splitter, paragraph_chunks, recursive_chunks, semantic_chunks_many,
+                                  token_chunks)
 from ..chunkers.topic import C99Options, TextTilingOptions, c99_chunks, texttiling_chunks
 from ..lite.segmenter import METHOD as LITE, LiteOptions
 from ..litseg import segmenter as litseg_segmenter
