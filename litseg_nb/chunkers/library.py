@@ -268,12 +268,6 @@ class PositionTokenizer:
     def count_tokens(self, text: str) -> int:
         return self.tok.count(text)
 
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [self.encode(t) for t in texts]
-
-    def decode_batch(self, seqs: Sequence[Sequence[int]]) -> list[str]:
-        return [self.decode(s) for s in seqs]
-
     def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
         return self.tok.count_many(list(texts))
 

@@ -295,8 +295,8 @@ def margin_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, window
     template = load_prompt("baselines/margin_sampling")
     states = [MarginState(b, u, template, window, UsageTag(method, b.book_id, stage), max_left_tokens,
                           getattr(backend, "count_tokens", None)) for b, u in items]
-    options = [SPLIT_OPTION, KEEP_OPTION]
-    run_lockstep(states, lambda convs, _params, tag: backend.next_token_logprobs(convs, list(options), tag))
+    run_lockstep(states, lambda convs, _params, tag: backend.next_token_logprobs(
+        convs, [SPLIT_OPTION, KEEP_OPTION], tag))
     return [s.chunks(method) if s.unit.n_sentences else [] for s in states]
 
 
