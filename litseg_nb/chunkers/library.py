@@ -237,10 +237,8 @@ def needs_of(name: str) -> str:
 
 # --------------------------------------------------------------------------- the profile's models as library interfaces
 class PositionTokenizer:
-    """A tokenizer whose token ids are positions: ``decode`` returns the *exact* source slice from
-    the first to the last token, so token-window splitters (LangChain's ``TokenTextSplitter``,
-    chonkie's ``TokenChunker``) cut the text itself instead of a lossy re-decoding (MiniLM's
-    WordPiece lower-cases and re-spaces). Every encoded text keeps its offsets."""
+    """A tokenizer whose token ids are positions: ``decode`` returns the exact source slice from the first
+    to the last token, so token-window splitters cut the text itself, not a lossy re-decoding."""
 
     def __init__(self, tok: Any):
         self.tok = tok
@@ -354,10 +352,9 @@ def chonkie_embeddings(embedder: Any, tok: Any) -> Any:
 
 @dataclass
 class GenieStats:
-    """What chonkie's SlumberChunker asked the LLM. chonkie retries a prompt only after an invalid
-    reply (no integer, or an index past the window) and, after ``max_retries``, silently keeps the
-    window's passages together; greedy decoding through the request cache repeats the reply, so a
-    prompt asked more than once is one such fallback (``repeated_prompts``)."""
+    """What chonkie's SlumberChunker asked the LLM. chonkie retries a prompt only after an invalid reply,
+    then silently keeps the window together; greedy decoding repeats the reply, so a prompt asked more
+    than once is one such fallback (``repeated_prompts``)."""
 
     calls: int = 0
     prompts: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -421,10 +418,8 @@ class Splitter:
 
 
 def check_options(name: str, cfg: LibraryOptions, obj: Any = None) -> set[str]:
-    """The keyword arguments the splitter of ``name`` accepts, after checking that the preset's and
-    ``cfg.options``' are among them (a :class:`ConfigError` naming the unknown ones and the known
-    ones). Imports the library, builds nothing: ``segment`` and the adapters call it before any book
-    is loaded, so a misspelt option is reported once."""
+    """The keyword arguments the splitter of ``name`` accepts; a :class:`ConfigError` names the preset's or
+    ``cfg.options``' unknown ones. Builds nothing, so callers check before any book is loaded."""
     target, kwargs, _ = resolve(name)
     kwargs.update(dict(cfg.options))
     obj = _import_target(target) if obj is None else obj

@@ -63,10 +63,8 @@ def run_published_presets(books: Sequence[Book], cfg: Any, run: Any, methods: Se
 
 
 def published_comparison(chunk_sets: Mapping[str, Sequence[Chunk]], tok: Any, books: Sequence[str] = ()):
-    """Chunk-size distribution of each set next to LumberChunker's published mean (tokens/chunk).
-
-    ``books`` restricts to those book ids (GutenQA's Emma: the published table is over GutenQA).
-    """
+    """Chunk-size distribution of each set next to LumberChunker's published mean (tokens/chunk);
+    ``books`` restricts to those book ids (the published table is over GutenQA)."""
     import pandas as pd
 
     rows = []
