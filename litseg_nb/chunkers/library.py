@@ -1,10 +1,7 @@
 """Any library's chunker as a method: ``--method lib:<preset>`` or ``--method lib:<module>.<Class>``.
 
-The third-party splitter runs itself on each unit's text with the profile's models (statistics
-tokenizer, embedder and LLM backend wrapped in the library's interfaces, never a download); its
-pieces are aligned back to the unit with the ``import-chunks`` aligner. Nothing is hidden: pieces
-that cannot be aligned are kept and flagged, sentences no piece covers become flagged gap chunks.
-:data:`PRESETS` names common splitters, each beside our re-implementation of the idea (``ours``).
+The splitter runs on each unit with the profile's models; its pieces are aligned back with the
+``import-chunks`` aligner (unaligned pieces kept and flagged, uncovered sentences become gap chunks).
 """
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ log = logging.getLogger(__name__)
 
 
 class LibraryMethodError(ConfigError, ChunkerError):
-    """A ``lib:`` method that cannot be resolved or built (unknown preset, library not installed, not
-    a splitter): a configuration error (the CLI prints one line) and a chunker error."""
+    """A ``lib:`` method that cannot be resolved or built (the CLI prints one line)."""
 
 
 PREFIX = "lib:"
@@ -41,8 +37,7 @@ PREFIX = "lib:"
 # --------------------------------------------------------------------------- presets
 @dataclass(frozen=True)
 class LibraryPreset:
-    """A named library splitter: ``target`` ("<module>.<Class>", library aliases allowed) with
-    keyword arguments, and the method of this project that re-implements the same idea."""
+    """A named library splitter (``target`` "<module>.<Class>", its kwargs) and our counterpart method."""
 
     target: str
     kwargs: tuple[tuple[str, Any], ...] = ()
@@ -107,15 +102,13 @@ TEST_PRESETS: tuple[str, ...] = PROFILES_TABLE["test"]["LibraryConfig"]["presets
 
 
 def cheap_presets() -> tuple[str, ...]:
-    """The presets that need no embedder and no LLM."""
     return tuple(PREFIX + n for n, p in PRESETS.items() if p.cheap)
 
 
 # --------------------------------------------------------------------------- config
 @dataclass(frozen=True)
 class LibraryOptions(TokenizerOption):
-    """Options of a ``lib:`` method (``tokenizer``: token counting of the splitters, a packaged name, a
-    path or "llm"): what changes its chunks besides the method name (the preset or class)."""
+    """Options of a ``lib:`` method (``tokenizer``: token counting of the splitters)."""
 
     min_score: float = between(0.8, 0.0, 1.0)  # lowest similarity accepted as a fuzzy alignment
     fill_gaps: bool = True  # sentences no piece covers become flagged gap chunks (False: error)
@@ -125,10 +118,8 @@ class LibraryOptions(TokenizerOption):
 
 @dataclass(frozen=True)
 class LibraryConfig(LibraryOptions, StageConfig):
-    """Config of a ``lib:`` method: its :class:`LibraryOptions` and notebook 04's settings of the presets.
-    Keys that are not fields are the library's own keyword arguments (``--set chunk_size=400``): they
-    land in ``options`` and are checked against the splitter's constructor when it is built (an unknown
-    one is a :class:`ConfigError`)."""
+    """Config of a ``lib:`` method and notebook 04's preset settings. Keys that are not fields are the
+    library's own keyword arguments (``--set chunk_size=400``), checked against its constructor."""
 
     # notebook 04: the presets it runs (test: one cheap splitter of each library, no embedder or LLM: CI budget)
     presets: tuple[str, ...] = one_of(PRESET_NAMES, *PRESET_NAMES)
@@ -140,8 +131,7 @@ class LibraryConfig(LibraryOptions, StageConfig):
 
     @classmethod
     def like(cls, cfg: Any, **overrides: Any) -> "LibraryConfig":
-        """The config of notebook 04's ``cfg`` (a BaselinesConfig): same profile, seed, models, corpus,
-        unit selection and statistics tokenizer."""
+        """The config of notebook 04's BaselinesConfig ``cfg`` (same profile, seed, models, corpus, tokenizer)."""
         return cls.for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(), embedding=cfg.embedding.to_dict(),
                                corpus=cfg.corpus.to_dict(), selection=cfg.selection.to_dict(),
                                tokenizer=cfg.tokenizer, **overrides)
@@ -159,7 +149,7 @@ class LibraryConfig(LibraryOptions, StageConfig):
         return super().describe() + f" | tokenizer={self.tokenizer}"
 
     def presets_note(self) -> str:
-        """Where notebook 04 ran the presets and with which library versions (for table captions)."""
+        """Where notebook 04 ran the presets, with the library versions (table captions)."""
         versions = ", ".join(f"{k}=={v}" for k, v in preset_versions().items() if v)
         return (f"library presets on {','.join(self.books) or 'every book'}; embedding presets on "
                 f"{self.embedding_units} units; LLM preset on the unit selection | {versions}")
@@ -167,7 +157,6 @@ class LibraryConfig(LibraryOptions, StageConfig):
 
 # --------------------------------------------------------------------------- resolution
 def _import_target(target: str) -> Any:
-    """The class or function ``target`` names ("<alias or module>.<Name>")."""
     module, _, attr = target.rpartition(".")
     if not module or not attr or not re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", target):
         raise LibraryMethodError(f"lib:{target}: give <library>.<Class>, e.g. lib:chonkie.TokenChunker, or a preset "
@@ -224,8 +213,7 @@ def accepted_params(obj: Any) -> set[str] | None:
 
 
 def needs_of(name: str) -> str:
-    """"text", "embedder" or "llm": what the splitter of ``name`` needs (without importing it when
-    it is a preset)."""
+    """"text", "embedder" or "llm": what the splitter of ``name`` needs."""
     target, kwargs, preset = resolve(name)
     if preset is not None:
         return preset.needs
@@ -237,8 +225,7 @@ def needs_of(name: str) -> str:
 
 # --------------------------------------------------------------------------- the profile's models as library interfaces
 class PositionTokenizer:
-    """A tokenizer whose token ids are positions: ``decode`` returns the exact source slice from the first
-    to the last token, so token-window splitters cut the text itself, not a lossy re-decoding."""
+    """Token ids are positions: ``decode`` returns the exact source slice, not a lossy re-decoding."""
 
     def __init__(self, tok: Any):
         self.tok = tok
@@ -352,14 +339,12 @@ def chonkie_embeddings(embedder: Any, tok: Any) -> Any:
 
 @dataclass
 class GenieStats:
-    """What chonkie's SlumberChunker asked the LLM. chonkie retries a prompt only after an invalid reply,
-    then silently keeps the window together; greedy decoding repeats the reply, so a prompt asked more
-    than once is one such fallback (``repeated_prompts``)."""
+    """What chonkie's SlumberChunker asked the LLM: a prompt asked more than once (greedy decoding) is a
+    window chonkie silently kept together after an invalid reply."""
 
     calls: int = 0
     prompts: dict[str, int] = dataclasses.field(default_factory=dict)
-    # a backend failure (dead server, 5xx, timeout): chonkie catches every exception of ``generate``
-    # and keeps the window together, so the error is kept here and re-raised after the unit
+    # chonkie swallows every exception of ``generate``: a backend failure is kept and re-raised after the unit
     error: BaseException | None = None
 
     @property
@@ -390,8 +375,7 @@ def chonkie_genie(backend: Any, method: str, max_new_tokens: int, stats: GenieSt
 
 
 def _langchain_token_splitter(tok: Any, **kwargs: Any) -> Any:
-    """LangChain's ``TokenTextSplitter`` (its own ``split_text``) on a local tokenizer instead of
-    tiktoken, whose encodings are downloaded on first use."""
+    """LangChain's ``TokenTextSplitter`` on a local tokenizer (tiktoken downloads its encodings)."""
     from langchain_text_splitters import TextSplitter, TokenTextSplitter
 
     class LocalTokenTextSplitter(TokenTextSplitter):
@@ -418,8 +402,7 @@ class Splitter:
 
 
 def check_options(name: str, cfg: LibraryOptions, obj: Any = None) -> set[str]:
-    """The keyword arguments the splitter of ``name`` accepts; a :class:`ConfigError` names the preset's or
-    ``cfg.options``' unknown ones. Builds nothing, so callers check before any book is loaded."""
+    """The keyword arguments the splitter of ``name`` accepts; unknown ones raise :class:`ConfigError`."""
     target, kwargs, _ = resolve(name)
     kwargs.update(dict(cfg.options))
     obj = _import_target(target) if obj is None else obj
@@ -435,8 +418,7 @@ def check_options(name: str, cfg: LibraryOptions, obj: Any = None) -> set[str]:
 
 
 def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder: Any = None) -> Splitter:
-    """Build the splitter of method ``name`` with the preset's and ``cfg.options``' keyword arguments
-    and the profile's models injected; unknown keyword arguments raise :class:`ConfigError`."""
+    """The splitter of method ``name`` with its keyword arguments and the profile's models injected."""
     target, kwargs, _ = resolve(name)
     kwargs.update(dict(cfg.options))
     obj = _import_target(target)
@@ -467,10 +449,9 @@ def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder
         if getattr(obj, "__name__", "") == "TokenTextSplitter" and root == "langchain":
             built = _langchain_token_splitter(tok, **{k: v for k, v in kwargs.items()
                                                       if k not in ("encoding_name", "model_name")})
-        elif target == "semchunk.chunkerify":
-            kwargs.setdefault("tokenizer_or_token_counter", tok.count)
-            built = obj(**kwargs)
         else:
+            if target == "semchunk.chunkerify":
+                kwargs.setdefault("tokenizer_or_token_counter", tok.count)
             built = obj(**kwargs)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{name}: {target}({', '.join(f'{k}=...' for k in kwargs)}) failed: {e}") from e
@@ -600,9 +581,9 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryOp
         kept_before = sp.genie.repeated_prompts if sp.genie is not None else 0
         try:
             pieces = sp.split(b.text[u.start:u.end])
-        except LLMError:  # a dead or failing server is the run's error, not the library's
+        except LLMError:  # a failing server is the run's error, not the library's
             raise
-        except Exception as e:  # the library's own failure: name the method and unit
+        except Exception as e:
             raise ChunkerError(f"{name} ({sp.target}) failed on {where(b, u)}: {type(e).__name__}: {e}") from e
         if sp.genie is not None and sp.genie.error is not None:  # swallowed by the library: never a result
             raise sp.genie.error
@@ -627,7 +608,6 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryOp
 
 # --------------------------------------------------------------------------- notebook 04
 def preset_versions() -> dict[str, str]:
-    """Installed version of each library the presets use ("" when not installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
@@ -644,9 +624,8 @@ COMPARISON_COLUMNS = ("library_method", "ours", "units", "chunks_library", "chun
 
 
 def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int = 0) -> dict[str, float]:
-    """Boundary agreement on the units both sets cover: precision, recall and F1 of the library's
-    inner chunk starts (sentence indices) against ours, a start within ``tolerance`` sentences
-    counting as a match (each of ours matched once)."""
+    """Precision, recall and F1 of the library's inner chunk starts against ours on the units both
+    cover (a start within ``tolerance`` sentences matches; each of ours matched once)."""
     units = ({(c.book_id, c.unit_id) for c in ours if c.is_source_span}
              & {(c.book_id, c.unit_id) for c in theirs if c.is_source_span})
     tp = n_ours = n_theirs = 0
@@ -670,9 +649,8 @@ def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int =
 
 def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Mapping[str, Sequence[Chunk]],
                        tok: Any) -> Any:
-    """Each library splitter next to this project's re-implementation of the same idea (its preset's
-    ``ours``): chunks and mean tokens of both on the units both cover, boundary F1 (exact and within
-    one sentence) of the library's chunk starts against ours."""
+    """Each library splitter next to its preset's ``ours``: chunks, mean tokens and boundary F1 (exact
+    and within one sentence) on the units both cover."""
     import pandas as pd
 
     rows = []

@@ -1,8 +1,7 @@
 """The LLM chunkers that ask a model for each decision: LumberChunker, margin sampling, propositions.
 
-LumberChunker and margin sampling are sequential within a unit but independent across units: each is
-a state object (``request()`` -> conversation or None when done, ``feed(reply)``) and
-:func:`run_lockstep` advances all units together, one batched backend call per step.
+LumberChunker and margin sampling are per-unit state objects (``request()``, ``feed(reply)``) that
+:func:`run_lockstep` advances together, one batched backend call per step.
 """
 from __future__ import annotations
 
@@ -22,20 +21,14 @@ from .base import chunks_from_boundaries, chunks_from_spans, unit_paragraphs
 
 # --------------------------------------------------------------------------- lockstep batching
 def run_lockstep(states: Sequence[Any], call: Callable[[list[Any], Any, UsageTag], list[Any]],
-                 max_steps: int = 1_000_000, by_book: bool = True,
-                 reject: Callable[[list[Any], Any], Any] | None = None) -> int:
-    """Drive ``states`` to completion (returns the number of steps); ``call(conversations, params, tag)``
-    answers one batch, grouped by (params, tag) so usage is attributed per book (``by_book=False``: one
-    call per step over every book). Replies a state's ``feed`` rejects (``False``) go to ``reject``."""
-    steps = 0
+                 by_book: bool = True, reject: Callable[[list[Any], Any], Any] | None = None) -> None:
+    """Drive ``states`` to completion, one ``call(conversations, params, tag)`` per (params, tag) group
+    and step; replies a state's ``feed`` rejects (``False``) go to ``reject``."""
     while True:
         pending = [(s, s.request()) for s in states]
         pending = [(s, r) for s, r in pending if r is not None]
         if not pending:
-            return steps
-        steps += 1
-        if steps > max_steps:
-            raise RuntimeError(f"lockstep: states still running after {max_steps} steps")
+            return
         groups: dict[tuple[Any, UsageTag], list[tuple[Any, Any]]] = {}
         for s, (conv, params) in pending:
             tag = s.tag if by_book else UsageTag(s.tag.method, "", s.tag.stage)
@@ -55,8 +48,7 @@ ANSWER_RE = re.compile(r"Answer\s*+:?\s*+ID\s*+:?\s*+([0-9]+)", re.IGNORECASE)
 
 
 def parse_answer(reply: str) -> int | None:
-    """The ID in the first ``Answer: ID n`` of the reply's answer (reasoning blocks removed by
-    :func:`litseg_nb.llm.replies.answer_text`); None when absent or longer than 9 digits."""
+    """The ID in the first ``Answer: ID n`` of the reply's answer; None when absent or over 9 digits."""
     m = ANSWER_RE.search(answer_text(reply))
     return int(m.group(1)) if m and len(m.group(1)) <= 9 else None
 
@@ -95,10 +87,9 @@ class LumberStats:
 
 
 class LumberState:
-    """One unit's LumberChunker (Duarte et al., 2024; LitSeg App. H prompt): sentences numbered ``ID n``,
-    a window grown to the token budget, the model names the first ID where the content changes. An
-    invalid reply is retried with sampling (seed = attempt), then the whole window is one chunk (a counted
-    fallback). ``reference_mode``: the reference script's 1.2 x words estimate, stopping before the budget."""
+    """One unit's LumberChunker (Duarte et al., 2024; LitSeg App. H prompt): the model names the first ID
+    of a budget-sized window where the content changes. Invalid replies are retried with sampling, then
+    the window is one chunk (a counted fallback)."""
 
     def __init__(self, book: Book, unit: Unit, template: str, tag: UsageTag, budget: int,
                  max_retries: int, retry_temperature: float, max_new_tokens: int,
@@ -121,7 +112,6 @@ class LumberState:
         self._advance_trivial()
 
     def _advance_trivial(self) -> None:
-        """Finish when a single sentence remains (nothing to ask)."""
         n = len(self.lines)
         if self.s >= n:
             self.s = n + 1  # done: the last chunk runs to the end
@@ -180,8 +170,7 @@ def lumber_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, budget
                         reference_mode: bool = False, stage: str = "04",
                         method: str = "lumber", batch_by_book: bool = True
                         ) -> tuple[list[list[Chunk]], list[LumberStats]]:
-    """LumberChunker chunks for several units, batched across units (per book, or across books with
-    ``batch_by_book=False``); also per-unit stats."""
+    """LumberChunker chunks and per-unit stats for several units, batched across units."""
     template = load_prompt("baselines/lumberchunker")
     states = [LumberState(b, u, template, UsageTag(method, b.book_id, stage), budget, max_retries,
                           retry_temperature, max_new_tokens, backend.count_tokens, reference_mode)
@@ -216,7 +205,7 @@ class MarginThreshold:
     theta: float = 0.0
 
     def decide(self, margin: float) -> bool:
-        """True = split before the new sentence. Updates θ afterwards."""
+        """True = split before the new sentence; updates θ afterwards."""
         split = margin <= self.theta
         self.history.append(margin)
         if len(self.history) >= self.window:
@@ -235,9 +224,8 @@ def margin_from_logprobs(lp: dict[str, float]) -> float:
 
 
 class MarginState:
-    """One unit's margin sampling (Meta-Chunking §3.1.2, LitSeg App. H prompt): the margin is
-    P("2" keep) - P("1" split), full-vocabulary probabilities; as in the reference code, split when
-    margin <= θ, with θ as it was before the sentence's own margin is recorded."""
+    """One unit's margin sampling (Meta-Chunking §3.1.2, LitSeg App. H prompt): split when
+    P("2" keep) - P("1" split) <= θ, θ as it was before this margin (as in the reference code)."""
 
     def __init__(self, book: Book, unit: Unit, template: str, window: int, tag: UsageTag,
                  max_left_tokens: int = 0, count_tokens: Any = None):
@@ -251,7 +239,6 @@ class MarginState:
         self.margins: list[float] = []
 
     def _left_start(self) -> int:
-        """First sentence of L shown in the prompt (the whole current chunk unless capped)."""
         lo = self.starts[-1]
         if self.max_left_tokens <= 0 or self.count_tokens is None:
             return lo
@@ -291,7 +278,7 @@ class MarginState:
 
 def margin_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, window: int = 5,
                         max_left_tokens: int = 0, stage: str = "04", method: str = "margin") -> list[list[Chunk]]:
-    """Margin-sampling chunks for several units, batched across units (one list per unit)."""
+    """Margin-sampling chunks for several units, batched across units."""
     template = load_prompt("baselines/margin_sampling")
     states = [MarginState(b, u, template, window, UsageTag(method, b.book_id, stage), max_left_tokens,
                           getattr(backend, "count_tokens", None)) for b, u in items]
@@ -312,9 +299,8 @@ class MarginOptions(Options):
 def proposition_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, max_new_tokens: int = 512,
                              max_retries: int = 1, stage: str = "04",
                              method: str = "proposition") -> tuple[list[list[Chunk]], int]:
-    """Proposition chunks for several units and the fallback count: an LLM rewrites each paragraph into
-    statements (own prompt); they are not source spans but keep the paragraph's spans. A reply without
-    items is retried with sampling, then the paragraph itself is kept (``fallback``)."""
+    """Proposition chunks (each paragraph rewritten into statements, keeping its spans) and the fallback
+    count: a reply without items is retried with sampling, then the paragraph itself is kept."""
     template = load_prompt("baselines/proposition")
     paras = []  # (item index, paragraph chunk)
     for k, (b, u) in enumerate(items):
