@@ -1,8 +1,6 @@
 """Shared helpers of the baseline chunkers: tokenizers, unit paragraphs, chunk assembly, dynamic merge.
 
-Every chunker works on one :class:`~litseg_nb.core.schema.Unit` at a time and returns chunks whose
-``spans`` are exact character spans into ``Book.text`` and whose ``from_idx``/``to_idx`` are the
-unit's (1-based) sentences they overlap.
+Chunks carry exact character ``spans`` into ``Book.text`` and the unit's 1-based sentences they overlap.
 """
 from __future__ import annotations
 
@@ -46,14 +44,12 @@ class Tokenizer:
         return [len(x) for x in enc]
 
     def offsets(self, text: str) -> list[tuple[int, int]]:
-        """Character offsets ``(start, end)`` of each token of ``text`` (no special tokens)."""
         enc = self.hf(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         return [tuple(o) for o in enc["offset_mapping"]]
 
 
 class MemoTokenizer:
-    """A tokenizer's counts, each text counted once (keyed by a BLAKE2b digest, the texts are not kept):
-    for loops that re-count the same texts, such as the length-matching bisection."""
+    """A tokenizer's counts, each text counted once (keyed by its BLAKE2b digest)."""
 
     def __init__(self, inner: Any):
         self.inner = inner
@@ -105,8 +101,7 @@ def load_tokenizer(name: str, backend: Any = None) -> Tokenizer:
 
 @dataclass(frozen=True)
 class TokenizerOption(Options):
-    """The statistics tokenizer of the methods that count tokens: a packaged name ("all-MiniLM-L6-v2"),
-    a local path, or "llm" (the LLM backend's own tokenizer)."""
+    """The statistics tokenizer: a packaged name, a local path, or "llm" (the backend's own)."""
 
     tokenizer: str = "all-MiniLM-L6-v2"
 
@@ -131,8 +126,7 @@ def trim_span(text: str, start: int, end: int) -> Span | None:
 
 
 def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
-    """Paragraph spans of ``unit`` (clipped, trimmed, in order, non-empty): ``unit.paragraphs``, else
-    the book's paragraphs overlapping the unit, else blank lines."""
+    """Trimmed paragraph spans of ``unit``: its own, else the book's overlapping it, else blank lines."""
     spans: list[Span] = list(unit.paragraphs)
     if not spans and book.paragraphs:
         spans = [(max(a, unit.start), min(b, unit.end)) for a, b in book.paragraphs
@@ -154,8 +148,8 @@ def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
 # --------------------------------------------------------------------------- chunk assembly
 def chunks_from_spans(book: Book, unit: Unit, method: str, spans: Sequence[Span],
                       metadata: Sequence[dict[str, Any]] | None = None) -> list[Chunk]:
-    """Chunks for character spans of the unit, in order. Spans are trimmed; a span that overlaps no
-    sentence (a stray quote mark) joins the previous span (or the next one), so no character is lost."""
+    """Chunks for character spans of the unit; a span that overlaps no sentence (a stray quote mark)
+    joins the previous span (or the next one), so no character is lost."""
     sents = unit.sentences
     items: list[list[Any]] = []  # [start, end, metadata]
     pending_start: int | None = None
@@ -213,8 +207,7 @@ def merge_groups(lengths_of: Callable[[int, int], int], n: int, target: int) -> 
 
 def merge_unit_chunks(book: Book, unit: Unit, chunks: Sequence[Chunk], target_tokens: int,
                       count_tokens: Callable[[str], int], method: str) -> list[Chunk]:
-    """Dynamic merge (Meta-Chunking §3.1.3): one unit's chunks, in order, merged greedily while the
-    merged text (first start to last end) stays within ``target_tokens``."""
+    """Dynamic merge (Meta-Chunking §3.1.3): one unit's chunks merged greedily within ``target_tokens``."""
     chunks = sorted(chunks, key=lambda c: (c.spans[0][0], c.spans[-1][1]))
     if not chunks:
         return []
@@ -239,6 +232,6 @@ def merge_unit_chunks(book: Book, unit: Unit, chunks: Sequence[Chunk], target_to
 
 @dataclass(frozen=True)
 class MergeOptions(TokenizerOption):
-    """The dynamic merge of the ``+merge`` variants: neighbours merged up to ``merge_target_tokens``."""
+    """The dynamic merge of the ``+merge`` variants."""
 
     merge_target_tokens: int = 334  # dynamic merge target L (LumberChunker's published mean)

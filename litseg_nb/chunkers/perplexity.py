@@ -1,10 +1,6 @@
-"""Perplexity chunking (Meta-Chunking, Zhao et al. 2025, §3.1.1).
-
-Every sentence is scored by its mean token cross-entropy given all preceding text of the unit
-(sentences tokenised one by one after a start token, so attribution is exact); chunks end at the
-minima of that sequence (:func:`find_minima`). Texts longer than ``max_context`` keep the newest
-tokens: the hf backend carries a front-trimmed KV cache (:class:`KVWindowScorer`); other backends
-score the same ids through ``token_logprobs`` in windows that replay that schedule (:func:`window_plan`).
+"""Perplexity chunking (Meta-Chunking, Zhao et al. 2025, §3.1.1): chunks end at the minima of each
+sentence's mean token cross-entropy given the unit's preceding text. Past ``max_context`` the newest
+tokens are kept: a front-trimmed KV cache (hf) or windows replaying that schedule (other backends).
 """
 from __future__ import annotations
 
@@ -43,8 +39,8 @@ def chunk_starts_from_minima(n: int, minima: Sequence[int]) -> list[int]:
 
 
 class KVWindowScorer:
-    """Teacher-forced token log-probabilities with a carried KV cache; before a block would push it past
-    ``max_context`` the oldest entries are dropped (positions keep counting, so rotary keys stay valid)."""
+    """Teacher-forced token log-probabilities with a carried KV cache, trimmed from the front at
+    ``max_context`` (positions keep counting, so rotary keys stay valid)."""
 
     def __init__(self, model: Any, max_context: int, block_tokens: int):
         if block_tokens <= 0 or max_context <= 0:
@@ -117,8 +113,7 @@ def segment_nll(token_lp: Sequence[float], bounds: Sequence[tuple[int, int]]) ->
 
 
 def window_plan(n_tokens: int, max_context: int, block_tokens: int) -> list[tuple[int, int, int]]:
-    """``(context_start, block_start, block_end)`` per block of :class:`KVWindowScorer`'s schedule:
-    block ``[block_start, block_end)`` is scored with the tokens from ``context_start`` in view."""
+    """``(context_start, block_start, block_end)`` per block of :class:`KVWindowScorer`'s schedule."""
     if block_tokens <= 0 or max_context <= 0:
         raise ValueError("max_context and block_tokens must be positive")
     block = min(block_tokens, max_context)
@@ -134,8 +129,7 @@ def window_plan(n_tokens: int, max_context: int, block_tokens: int) -> list[tupl
 
 def windowed_token_logprobs(backend: Any, ids: Sequence[int], max_context: int, block_tokens: int,
                             tag: UsageTag = UsageTag()) -> list[float]:
-    """``lp[k] = log p(ids[k] | context)`` through ``backend.token_logprobs`` (``lp[0]`` is NaN), with the
-    context of :func:`window_plan`: one request per window; equal to the hf path when the text fits."""
+    """``lp[k] = log p(ids[k] | context)`` through ``backend.token_logprobs``, windows of :func:`window_plan`."""
     plan = window_plan(len(ids), max_context, block_tokens)
     # merge blocks that see the text from its start into one window (no trimming yet)
     windows: list[tuple[int, int, int]] = []
@@ -171,8 +165,7 @@ def unit_segments(book: Book, unit: Unit) -> list[str]:
 
 def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int, block_tokens: int,
                           tag: UsageTag = UsageTag()) -> list[float]:
-    """Per-sentence mean NLL given all preceding text of the unit: through the causal LM of an hf backend
-    (carried KV cache), else through ``backend.token_logprobs`` (windows)."""
+    """Per-sentence mean NLL given the unit's preceding text (hf: carried KV cache; else windows)."""
     model, tok = getattr(backend, "model", None), getattr(backend, "tokenizer", None)
     hf = model is not None and tok is not None and callable(model)
     if tok is None:
@@ -228,10 +221,8 @@ def perplexity_chunks(book: Book, unit: Unit, threshold: float, dynamic_overlap:
 
 @dataclass(frozen=True)
 class PerplexityOptions(Options):
-    """Options of the perplexity chunker (Meta-Chunking §3.1.1): ``perplexity`` splits at θ =
-    ``perplexity_threshold``; ``perplexity+merge`` runs it at θ = ``perplexity_merge_threshold`` before
-    the dynamic merge (App. F). ``perplexity_max_context`` 0 = the LLM's ``max_model_len`` (resolved
-    when a method takes its options, so the key holds the value used)."""
+    """Options of the perplexity chunker (Meta-Chunking §3.1.1); ``perplexity+merge`` splits at
+    ``perplexity_merge_threshold`` before the dynamic merge (App. F)."""
 
     perplexity_threshold: float = 0.4  # Meta-Chunking App. G (NarrativeQA)
     perplexity_merge_threshold: float = 0.0  # App. F: θ = 0 before dynamic combination

@@ -1,10 +1,6 @@
-"""Notebook 04's comparisons at controlled chunk lengths: the ``published`` presets, the unit cap's
-effect, and length matching.
-
-Presets (our choice) set each method's size knob so that its mean tokens per chunk on GutenQA's Emma
-(whole chapters, MiniLM tokens) lands within 1 % of LumberChunker's published mean. Length matching
-tunes each method's knob by bisection until its mean chunk length reaches a common target (Meta-Chunking
-compares methods at a fixed chunk length); methods without a size knob get the dynamic merge.
+"""Notebook 04's comparisons at controlled chunk lengths: the ``published`` presets (each size knob set
+so the mean tokens per chunk on GutenQA's Emma is within 1 % of LumberChunker's), the unit cap's effect,
+and length matching (each knob bisected to a common mean length; the dynamic merge for the others).
 """
 from __future__ import annotations
 
@@ -35,36 +31,20 @@ PRESET_NOTES = {
 }
 
 
-def preset_config(cfg: Any, method: str, preset: str = "published") -> Any:
-    """``cfg`` with the ``preset`` values of ``method`` (``default`` = unchanged)."""
-    if preset == "default":
-        return cfg
-    if preset != "published":
-        raise ValueError(f"unknown preset {preset!r} (default | published)")
-    if method not in PUBLISHED_PRESETS:
-        raise ValueError(f"{method}: no published preset (methods with one: {sorted(PUBLISHED_PRESETS)})")
-    values = PUBLISHED_PRESETS[method]
-    if values is None:
-        raise ValueError(f"{method}: {PRESET_NOTES[method]}")
-    return cfg.replace(**values) if values else cfg
-
-
 def run_published_presets(books: Sequence[Book], cfg: Any, run: Any, methods: Sequence[str],
                           embedder: Any = None, backend: Any = None, report: Any = None) -> dict[str, list[Chunk]]:
-    """``{"<method>@published": chunks}`` for the methods that have a knob preset (``run`` = run_chunker).
-    Chunks carry ``method="<method>@published"``."""
+    """``{"<method>@published": chunks}`` for the methods that have a knob preset (``run`` = run_chunker)."""
     out = {}
     for m in methods:
         if not PUBLISHED_PRESETS.get(m):  # no knob (paragraph: the default is the published construction)
             continue
-        chunks = run(m, books, preset_config(cfg, m), backend=backend, embedder=embedder, report=report)
+        chunks = run(m, books, cfg.replace(**PUBLISHED_PRESETS[m]), backend=backend, embedder=embedder, report=report)
         out[f"{m}@published"] = [dataclasses.replace(c, method=f"{m}@published") for c in chunks]
     return out
 
 
 def published_comparison(chunk_sets: Mapping[str, Sequence[Chunk]], tok: Any, books: Sequence[str] = ()):
-    """Chunk-size distribution of each set next to LumberChunker's published mean (tokens/chunk);
-    ``books`` restricts to those book ids (the published table is over GutenQA)."""
+    """Chunk-size distribution of each set (on ``books`` if given) next to LumberChunker's published mean."""
     import pandas as pd
 
     rows = []
@@ -88,9 +68,7 @@ def published_comparison(chunk_sets: Mapping[str, Sequence[Chunk]], tok: Any, bo
 
 def unit_cap_effect(books_capped: Sequence[Book], books_whole: Sequence[Book], cfg: Any, run: Any,
                     methods: Sequence[str], tok: Any, embedder: Any = None):
-    """Chunk statistics of the same chunkers on the profile's units (``corpus.max_unit_words``) and on
-    whole chapters: chunks, mean/median tokens, share of chunks ending at a unit border that is not a
-    chapter end (cut by the cap)."""
+    """Chunk statistics of the same chunkers on the profile's (capped) units and on whole chapters."""
     import pandas as pd
 
     rows = []
@@ -161,8 +139,7 @@ def merged(books: Sequence[Book], chunks: Sequence[Chunk], target: int, tok: Tok
 
 def length_matched_runs(books: Sequence[Book], native: Mapping[str, Sequence[Chunk]], cfg: Any, target: float,
                         tok: Tokenizer, run: Callable[..., list[Chunk]], embedder: Any = None) -> list[MatchResult]:
-    """Length-matched chunk sets for the methods in ``native`` (``run`` = :func:`run_chunker`); token counts
-    go through one :class:`~.base.MemoTokenizer`, as the bisection re-counts the same merged texts."""
+    """Length-matched chunk sets for the methods in ``native`` (``run`` = :func:`run_chunker`)."""
     out = []
     tok = MemoTokenizer(tok)
     tol, it = cfg.length_match_tolerance, cfg.length_match_max_iter

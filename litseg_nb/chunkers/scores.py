@@ -1,8 +1,7 @@
-"""Per-candidate boundary scores: the hook the boundary benchmark reads for its top-|G| rows.
+"""Per-candidate boundary scores, read by the boundary benchmark's top-|G| rows.
 
-A score-based segmenter puts ``metadata["boundary_scores"] = [s_2, ..., s_n]`` on the first chunk of
-each unit: the score of a boundary before sentence ``j`` (1-based) at index ``j - 2``, higher = more
-boundary-like, ``None`` = unscored. Perplexity chunks' scores derive from their ``metadata["ppl"]``.
+A score-based segmenter puts ``metadata["boundary_scores"] = [s_2, ..., s_n]`` (higher = more
+boundary-like, ``None`` = unscored) on each unit's first chunk; perplexity chunks derive theirs.
 """
 from __future__ import annotations
 
@@ -24,9 +23,8 @@ def attach_scores(chunks: Sequence[Any], scores: Sequence[float | None], n_sente
 
 
 def _ppl_scores(chunks: Sequence[Any], n: int) -> list[float | None] | None:
-    """Perplexity chunking's boundary strength: a boundary before sentence j follows the minimum
-    sentence j-1; strict minima are scored by their larger drop (Meta-Chunking's ``>= θ`` test),
-    every other position below every minimum (by its smaller drop, minus 1e6)."""
+    """Perplexity chunking's boundary strength: strict minima by their larger drop (the ``>= θ`` test),
+    every other position below every minimum."""
     ppl: dict[int, float] = {}
     for c in chunks:
         vals = c.metadata.get("ppl")
@@ -51,7 +49,7 @@ def _ppl_scores(chunks: Sequence[Any], n: int) -> list[float | None] | None:
 
 
 def unit_scores(chunks: Sequence[Any], n_sentences: int, method: str | None = None) -> list[float | None] | None:
-    """The unit's boundary scores (see module doc), or None when its chunks carry none."""
+    """The unit's boundary scores, or None when its chunks carry none."""
     for c in chunks:
         s = c.metadata.get(KEY)
         if s is not None:
@@ -63,14 +61,9 @@ def unit_scores(chunks: Sequence[Any], n_sentences: int, method: str | None = No
     return None
 
 
-def top_k(scores: Sequence[float | None], k: int, candidates: Sequence[int] | None = None) -> list[int]:
-    """The ``k`` top-scored boundary positions (sentence indices 2..n); ties go to the earlier
-    position; unscored positions (None) only when the scored ones run out; ``candidates`` limits
-    the positions (e.g. to paragraph starts)."""
-    n = len(scores) + 1
-    cand = sorted(set(candidates)) if candidates is not None else list(range(2, n + 1))
-    if any(not 2 <= j <= n for j in cand):
-        raise ValueError(f"candidate positions outside 2..{n}")
+def top_k(scores: Sequence[float | None], k: int) -> list[int]:
+    """The ``k`` top-scored boundary positions (sentences 2..n; ties: the earlier; unscored last)."""
+    cand = list(range(2, len(scores) + 2))
 
     def key(j: int):
         v = scores[j - 2]

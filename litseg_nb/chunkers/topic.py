@@ -1,10 +1,7 @@
 """The classic topic segmenters: TextTiling (Hearst 1997, through NLTK) and C99 (Choi 2000), exact spans.
 
-TextTiling: NLTK's ``TextTilingTokenizer`` (defaults ``w=20, k=10``) reads the unit's paragraphs joined
-by a blank line; each boundary it finds is a paragraph start, and the chunks tile the unit. C99 is our
-implementation from the paper: stemmed-word cosine similarities, a rank transform, divisive clustering,
-and Choi's stopping rule ``μ + c √v``. Both attach per-position scores (:mod:`.scores`); a unit too
-short for the method is one chunk, counted as ``too_short``.
+TextTiling cuts at paragraph starts; C99 is our implementation from the paper. Both attach
+per-position scores (:mod:`.scores`); a unit too short for the method is one chunk (``too_short``).
 """
 from __future__ import annotations
 
@@ -32,8 +29,7 @@ _LETTERS = re.compile(r"[^\W\d_]+")
 # --------------------------------------------------------------------------- TextTiling
 @dataclass(frozen=True)
 class TextTilingOptions(Options):
-    """TextTiling (Hearst 1997) with NLTK's defaults, not tuned on any benchmark: ``texttiling_w`` words per
-    pseudo-sentence, ``texttiling_k`` pseudo-sentences per block."""
+    """TextTiling with NLTK's defaults: ``w`` words per pseudo-sentence, ``k`` pseudo-sentences per block."""
 
     texttiling_w: int = at_least(20, 2)
     texttiling_k: int = at_least(10, 1)
@@ -60,9 +56,8 @@ def english_stopwords() -> tuple[str, ...]:
 
 
 def block_comparison(tokseqs: Any, token_table: Any, k: int) -> list[float]:
-    """NLTK's ``_block_comparison`` scores (the cosine of the word counts of the ``k`` pseudo-sentences on
-    either side of each gap) from prefix sums: sums of whole numbers, so equal to NLTK's bit for bit, in
-    time linear in the text instead of gaps x vocabulary."""
+    """NLTK's ``_block_comparison`` scores from prefix sums: equal to NLTK's bit for bit (sums of whole
+    numbers), in time linear in the text instead of gaps x vocabulary."""
     n = len(tokseqs)
     numgaps = n - 1
     if numgaps <= 0:
@@ -115,8 +110,7 @@ def joined_text(book: Book, unit: Unit) -> tuple[str, list[tuple[int, int]], lis
 
 
 def _gap_positions(text: str, n_gaps: int, w: int) -> list[int | None]:
-    """Where NLTK places gap g in the raw text (``_normalize_boundaries``: the character count when
-    the running word count first exceeds ``max(g w, w)``), None past the last word."""
+    """Where NLTK's ``_normalize_boundaries`` places gap g in the raw text; None past the last word."""
     ends = [m.end() for m in _WORD.finditer(text)]
     out: list[int | None] = []
     for g in range(n_gaps):
@@ -126,8 +120,7 @@ def _gap_positions(text: str, n_gaps: int, w: int) -> list[int | None]:
 
 
 def texttiling_analysis(book: Book, unit: Unit, w: int = 20, k: int = 10) -> dict[str, Any]:
-    """NLTK's TextTiling on one unit: boundary paragraph indices, per-paragraph depth scores (the deepest
-    gap NLTK moves to that paragraph break; None where it has none), or ``too_short``."""
+    """NLTK's TextTiling on one unit: boundary paragraph indices and per-paragraph depth scores."""
     text, paras, starts = joined_text(book, unit)
     tt = _tokenizer(w, k)
     if len(text) > tt.MAX_TEXT_LEN:
@@ -190,8 +183,7 @@ def texttiling_chunks(book: Book, unit: Unit, w: int = 20, k: int = 10, method: 
 # --------------------------------------------------------------------------- C99
 @dataclass(frozen=True)
 class C99Options(Options):
-    """C99 (Choi 2000) with the paper's values, not tuned on any benchmark: ``c99_mask`` the rank-transform
-    mask (odd), ``c99_c``: splitting stops when the density gain falls below mean + c * std."""
+    """C99 with the paper's values: rank-transform ``c99_mask`` (odd); stop below mean + c * std of gains."""
 
     c99_mask: int = at_least(11, 3)
     c99_c: float = 1.2
@@ -210,7 +202,7 @@ def _stemmer():
 
 
 def sentence_terms(sentences: Sequence[str]) -> list[list[str]]:
-    """Stemmed content words of each sentence (NLTK's English stop words removed, Porter stems)."""
+    """Porter-stemmed words of each sentence, NLTK's English stop words removed."""
     stop = set(english_stopwords())
     st = _stemmer()
     return [[st.stem(w) for w in _LETTERS.findall(s.lower()) if w not in stop] for s in sentences]
@@ -234,8 +226,6 @@ def similarity_matrix(terms: Sequence[Sequence[str]]) -> np.ndarray:
 
 def rank_matrix(sim: np.ndarray, mask: int = 11) -> np.ndarray:
     """Rank transform: share of the other cells of the ``mask x mask`` neighbourhood with a lower value."""
-    if mask < 3 or mask % 2 == 0:
-        raise ValueError(f"C99 mask must be odd and at least 3, got {mask}")
     n = sim.shape[0]
     h = mask // 2
     pad = np.full((n + 2 * h, n + 2 * h), np.nan)
@@ -254,8 +244,7 @@ def rank_matrix(sim: np.ndarray, mask: int = 11) -> np.ndarray:
 
 
 def divisive_clustering(rank: np.ndarray) -> tuple[list[int], list[float]]:
-    """Divisive clustering: the split positions in the order made (0-based index of a segment's first sentence)
-    and the density ``D(m)`` for ``m = 1..n`` segments."""
+    """Divisive clustering: the split positions in the order made and the density ``D(m)``, m = 1..n."""
     n = rank.shape[0]
     p = np.zeros((n + 1, n + 1))
     p[1:, 1:] = rank.cumsum(0).cumsum(1)
@@ -286,8 +275,7 @@ def divisive_clustering(rank: np.ndarray) -> tuple[list[int], list[float]]:
 
 
 def segment_count(density: Sequence[float], c: float = 1.2) -> int:
-    """The number of segments: stop before the first density gain below mean + c * std (1 when the
-    gains do not vary)."""
+    """The number of segments: stop before the first density gain below mean + c * std."""
     g = np.diff(np.asarray(density, dtype=float))  # δD(2..n)
     if len(g) < 2 or float(np.std(g)) == 0.0:
         return 1
@@ -313,8 +301,7 @@ def c99_boundaries(sentences: Sequence[str], mask: int = 11, c: float = 1.2) -> 
 
 def c99_chunks(book: Book, unit: Unit, mask: int = 11, c: float = 1.2, method: str = "c99",
                stats: dict[str, int] | None = None) -> list[Chunk]:
-    """C99 chunks of one unit (whole sentences); the score before sentence j is minus the step at which
-    the clustering first split there, so the top-|G| positions are the first |G| splits."""
+    """C99 chunks of one unit; the score before sentence j is minus the step that first split there."""
     if not unit.sentences:
         return []
     sents = [unit.sentence_text(book.text, s.index) for s in unit.sentences]
