@@ -1,7 +1,5 @@
-"""Baseline chunkers (notebook 04): token, recursive, semantic, paragraph, TextTiling, C99, the boundary
-model, perplexity, margin sampling, LumberChunker, dynamic merge, propositions, semantic completion, and
-any library's splitter (``lib:``). Each method sits beside its options class; :class:`BaselinesConfig`
-carries them all. The registry above (:mod:`litseg_nb.segmenters`) runs and caches them.
+"""Baseline chunkers (notebook 04), each beside its options class, and any library's splitter (``lib:``);
+:mod:`litseg_nb.segmenters` runs and caches them.
 """
 from .base import ChunkerError, Tokenizer, load_tokenizer
 from .config import ALL_METHODS, BASELINES, LLM_METHODS, BaselinesConfig

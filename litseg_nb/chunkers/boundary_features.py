@@ -1,10 +1,6 @@
-"""Features of a candidate narrative boundary: every paragraph start but the first of a document.
-
-A document is a run of paragraphs (tuples of sentence strings); the features look only at its text
-around the candidate, so windows, chapters and whole books are scored alike. Dense features
-(``DENSE_NAMES``): lexical cohesion of the sentences before and after (cosine, TextTiling depth, local
-rank), continuity of names and novelty of words, paragraph shape and dialogue. Hashed features: the
-new paragraph's first 1-3 words and the last word before it (CRC-32 buckets, stable across runs).
+"""Features of a candidate narrative boundary (every paragraph start but a document's first): lexical
+cohesion around it, name continuity, word novelty, paragraph shape and dialogue (``DENSE_NAMES``), plus
+CRC-32-hashed first words of the new paragraph and last word before it.
 """
 from __future__ import annotations
 
@@ -44,7 +40,7 @@ _QUOTES = "\"“”‘’'«»"
 
 
 def _sentence_words(s: str) -> tuple[list[str], frozenset]:
-    """Content words (lower-cased) and names (capitalised words not at the sentence start) of a sentence."""
+    """Content words and names (capitalised words not at the sentence start) of a sentence."""
     words = _WORD_RE.findall(s)
     content = [w.lower().replace("’", "'") for w in words if len(w) > 2 and w.lower() not in STOPWORDS]
     names = frozenset(w for i, w in enumerate(words) if i > 0 and w[0].isupper() and len(w) > 1
@@ -139,12 +135,8 @@ def _dialogue(p: str) -> tuple[float, float]:
 
 
 def document_features(paragraphs: Sequence[Sequence[str]]) -> tuple[np.ndarray, list[list[int]]]:
-    """Features of every candidate of a document (paragraphs as tuples of sentence strings).
-
-    Returns ``(dense, hashed)``: ``dense`` is ``(len(paragraphs) - 1, len(DENSE_NAMES))`` for the
-    paragraph starts 1..n-1; ``hashed[i]`` the active hashed columns (offsets into
-    ``len(HASH_SPACES) * HASH_BUCKETS``) of candidate i.
-    """
+    """``(dense, hashed)`` features of paragraph starts 1..n-1 of a document (paragraphs as sentence
+    tuples); ``hashed[i]``: the active hashed columns of candidate i."""
     n_par = len(paragraphs)
     if n_par < 2:
         return np.zeros((0, len(DENSE_NAMES))), []

@@ -1,9 +1,6 @@
-"""The narrative boundary model as a chunker (method ``boundary-model``, notebook 04).
-
-A logistic regression trained on the authors' own chapter and scene breaks (``python -m litseg_nb
-train-boundary-model``; weights and card ship in ``litseg_nb/weights/``) scores every paragraph start of
-a unit (:mod:`.boundary_features`); the chunker cuts at the top-scored ones under a length target.
-"""
+"""The narrative boundary model as a chunker (method ``boundary-model``): a logistic regression trained on
+authors' chapter and scene breaks (``train-boundary-model``; weights in ``litseg_nb/weights/``) scores each
+paragraph start; the chunker cuts at the top-scored ones under a length target."""
 from __future__ import annotations
 
 import hashlib
@@ -32,10 +29,8 @@ CARD_FILE = WEIGHTS_FILE.with_name("boundary_model.card.json")
 
 @dataclass(frozen=True)
 class BoundaryModelOptions(Options):
-    """The ``boundary-model`` method's options: ``round(words / boundary_target_words) - 1`` boundaries per
-    unit at its top-scored paragraph starts, chunks of at least ``boundary_min_sentences`` sentences;
-    ``boundary_model_weights``: a weights file (``""`` = the packaged one). The registry's options carry
-    the file's digest after a ``#`` (:func:`with_digest`), so retrained weights change the cache key."""
+    """The ``boundary-model`` method's options (``boundary_model_weights`` ``""`` = the packaged file; the
+    registry appends its digest, :func:`with_digest`, so retrained weights change the cache key)."""
 
     boundary_target_words: int = at_least(300, 1)
     boundary_min_sentences: int = at_least(2, 1)
@@ -43,7 +38,7 @@ class BoundaryModelOptions(Options):
 
 
 def with_digest(weights: str) -> str:
-    """``weights#<sha256 of the file>`` (``#unreadable`` when it cannot be read: loading it then raises)."""
+    """``weights#<sha256 of the file>`` (``#unreadable``: loading it then raises)."""
     try:
         digest = weights_digest(weights or None)
     except BoundaryModelError:
@@ -52,7 +47,6 @@ def with_digest(weights: str) -> str:
 
 
 def weights_path(weights_with_digest: str) -> str | None:
-    """The weights file of :func:`with_digest`'s value (``None`` = the packaged file)."""
     return weights_with_digest.rsplit("#", 1)[0] or None
 
 
@@ -62,7 +56,7 @@ class BoundaryModelError(LitsegError, ValueError):
 
 @dataclass(frozen=True)
 class BoundaryModel:
-    """Standardisation and logistic-regression weights over :mod:`boundary_features`' features."""
+    """Standardisation and logistic-regression weights over :mod:`.boundary_features`."""
 
     mean: np.ndarray
     std: np.ndarray
@@ -127,15 +121,13 @@ def _load(path: str, digest: str) -> BoundaryModel:
 
 
 def load_model(path: Path | str | None = None) -> BoundaryModel:
-    """The packaged model (or the weights at ``path``)."""
     p = Path(path) if path else WEIGHTS_FILE
     return _load(str(p), weights_digest(p))
 
 
 # ------------------------------------------------------------------ documents
 def unit_document(book: Book, unit: Unit) -> tuple[list[tuple[str, ...]], list[int]]:
-    """The unit's paragraphs as sentence strings (a sentence belongs to the paragraph its start lies in;
-    paragraphs without one are left out), and the 1-based index of each one's first sentence."""
+    """The unit's paragraphs as sentence strings and the 1-based index of each one's first sentence."""
     paras = unit_paragraphs(book, unit)
     groups: list[list[Any]] = []
     k = 0
@@ -167,8 +159,8 @@ def _text_unit(text: str) -> tuple[Book, Unit]:
 
 
 def boundary_scores(window_or_text: Any, model: BoundaryModel | None = None) -> dict[int, float]:
-    """``{first sentence index of every paragraph but the first: P(narrative boundary before it)}`` of a
-    ``(book, unit)`` pair or a plain text (paragraphs at blank lines, one unit)."""
+    """``{first sentence of each paragraph but the first: P(boundary before it)}`` of a ``(book, unit)``
+    pair or a plain text (paragraphs at blank lines)."""
     if isinstance(window_or_text, str):
         book, unit = _text_unit(window_or_text)
     elif isinstance(window_or_text, tuple) and len(window_or_text) == 2:
@@ -183,8 +175,8 @@ def boundary_scores(window_or_text: Any, model: BoundaryModel | None = None) -> 
 
 # ------------------------------------------------------------------ chunker
 def pick_boundaries(scores: dict[int, float], n: int, k: int, min_sentences: int) -> list[int]:
-    """Up to ``k`` top-scored positions (ties: the earlier), each ≥ ``min_sentences`` from the ends
-    (positions ``1 + min_sentences .. n + 1 - min_sentences``) and from one another."""
+    """Up to ``k`` top-scored positions (ties: the earlier), each ≥ ``min_sentences`` from the ends and
+    from one another."""
     order = sorted(scores, key=lambda j: (-scores[j], j))
     chosen: list[int] = []
     for j in order:
@@ -199,8 +191,7 @@ def pick_boundaries(scores: dict[int, float], n: int, k: int, min_sentences: int
 
 def boundary_model_chunks(book: Book, unit: Unit, target_words: int, min_sentences: int,
                           model: BoundaryModel | None = None, method: str = METHOD) -> list[Chunk]:
-    """Chunks of one unit: ``k = max(0, round(words / target_words) - 1)`` boundaries at the top-scored
-    paragraph starts (:func:`pick_boundaries`); every position's score goes on the first chunk."""
+    """Chunks of one unit: ``round(words / target_words) - 1`` boundaries at the top-scored paragraph starts."""
     n = unit.n_sentences
     if n == 0:
         return []
@@ -221,7 +212,6 @@ def boundary_model_chunks(book: Book, unit: Unit, target_words: int, min_sentenc
 
 # ------------------------------------------------------------------ the card
 def model_card(path: Path | str | None = None) -> dict[str, Any]:
-    """The packaged model's card (training data statement, features, timing, validation scores)."""
     p = Path(path) if path else CARD_FILE
     try:
         return json.loads(p.read_text(encoding="utf-8"))
@@ -230,7 +220,7 @@ def model_card(path: Path | str | None = None) -> dict[str, Any]:
 
 
 def card_tables(card: dict[str, Any] | None = None):
-    """``(data statement, validation rows)`` of a card as two DataFrames (notebook 06)."""
+    """``(data statement, validation rows)`` of a card as DataFrames (notebook 06)."""
     import pandas as pd
 
     c = card or model_card()

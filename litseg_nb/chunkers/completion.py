@@ -1,9 +1,6 @@
-"""Meta-Chunking's semantic completion (Zhao et al., 2025, §3.2 and Appendix C) on top of a chunk set.
-
-Per chunk: a context (the ``k`` most similar chunks of the book, or the neighbours), a discriminator
-(``log P("yes") > log P("no")``: the chunk lacks context), for lacking chunks missing reflection,
-refinement (items scored 1-5) and completion (a rewrite), then the two-level summary of §3.2.2. The
-retriever indexes summary + (rewritten) chunk; spans stay the original's. The prompts are our own.
+"""Meta-Chunking's semantic completion (Zhao et al., 2025, §3.2 and Appendix C) on top of a chunk set:
+a discriminator, missing reflection, refinement and completion for chunks lacking context, then the
+two-level summary of §3.2.2. Spans stay the original's; the prompts are our own.
 """
 from __future__ import annotations
 
@@ -35,7 +32,7 @@ class CompletionStats:
 
 
 def parse_score(reply: str) -> int | None:
-    """The first standalone digit 1-5 of the reply's answer text (None when there is none)."""
+    """The first standalone digit 1-5 of the reply's answer text."""
     m = _DIGIT.search(answer_text(reply))
     return read_int(m.group(1)) if m else None
 
@@ -68,8 +65,7 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
                          max_new_tokens: int = 256, max_items: int = 5, min_score: int = 4,
                          related_chunks: int = 2, context_chars: int = 600, index_summary: bool = True,
                          stage: str = "04", seed: int = 0) -> tuple[list[Chunk], CompletionStats]:
-    """Semantic completion of one book's chunks (in book order). Replies that give no item list, no score or
-    a rewrite shorter than half the chunk are counted in the stats and keep the original text."""
+    """Semantic completion of one book's chunks; unusable replies are counted and keep the original text."""
     st = CompletionStats(chunks=len(chunks))
     if not chunks:
         return [], st
@@ -166,8 +162,7 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
 
 @dataclass(frozen=True)
 class CompletionOptions(Options):
-    """Options of Meta-Chunking's semantic completion (§3.2, App. C) of the perplexity+merge chunks
-    (method ``perplexity+merge+completion``; own prompts, labelled). ``seed`` seeds its sampled calls."""
+    """Options of the semantic completion (§3.2, App. C) of ``perplexity+merge+completion``."""
 
     seed: int = 0
     completion_max_new_tokens: int = 256

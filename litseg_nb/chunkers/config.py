@@ -1,8 +1,5 @@
-"""Configuration of the baseline chunkers (notebook 04): :class:`BaselinesConfig` and the baselines' names.
-
-Each method's knobs live in its options class beside the method; :class:`BaselinesConfig` inherits
-them all, plus notebook 04's own settings. Defaults follow the papers where they give a value; the
-recursive splitter's sizes are our choice (near LumberChunker's published GutenQA chunk sizes).
+"""Configuration of the baseline chunkers (notebook 04): the baselines' names and :class:`BaselinesConfig`,
+which inherits every method's options class plus the notebook's own settings.
 """
 from __future__ import annotations
 
@@ -17,8 +14,7 @@ from .perplexity import PerplexityOptions
 from .splitters import ParagraphOptions, RecursiveOptions, SemanticOptions, TokenOptions
 from .topic import C99Options, TextTilingOptions
 
-#: notebook 04's baselines in table order, each with what it needs ("text": rules only, "embedder",
-#: "llm"); the registry registers a method for each name and refuses to import on a mismatch.
+#: notebook 04's baselines in table order, each with what it needs ("text", "embedder", "llm")
 BASELINES: dict[str, str] = {
     "token": "text", "recursive": "text", "semantic": "embedder", "paragraph": "text", "texttiling": "text", "c99": "text",
     "boundary-model": "text",
@@ -27,14 +23,12 @@ BASELINES: dict[str, str] = {
     "proposition": "llm", "perplexity+merge+completion": "llm",
 }
 ALL_METHODS: tuple[str, ...] = tuple(BASELINES)
-#: the baselines that need an LLM
 LLM_METHODS: tuple[str, ...] = tuple(m for m, need in BASELINES.items() if need == "llm")
 
 
 @dataclass(frozen=True)
 class _Methods(_Base):
-    """Which baselines notebook 04 runs: a separate base so that this field comes first (the order of
-    ``config`` listings and manifests)."""
+    """A separate base so that ``methods`` comes first in ``config`` listings and manifests."""
 
     methods: tuple[str, ...] = one_of(ALL_METHODS, *ALL_METHODS)
 
@@ -43,9 +37,7 @@ class _Methods(_Base):
 class BaselinesConfig(CompletionOptions, PropositionOptions, MergeOptions, LumberOptions, MarginOptions,
                       PerplexityOptions, BoundaryModelOptions, C99Options, TextTilingOptions, ParagraphOptions, SemanticOptions, RecursiveOptions, TokenOptions,
                       _Methods, StageConfig):
-    """Notebook 04's config: which methods run (``methods``), every baseline's options (inherited from
-    the methods' options classes, papers' values as defaults; ``tokenizer`` is the statistics tokenizer
-    of the token windows, the dynamic merge and the chunk statistics) and the notebook's own settings."""
+    """Notebook 04's config: which methods run, every baseline's options and the notebook's own settings."""
 
     # the LLM methods run on the shared unit ``selection``, the others on every unit of the corpus.
     # The books (ids or title substrings; empty = all) the semantic chunker runs on: embedding is slow on CPUs

@@ -1,12 +1,6 @@
-"""The splitters: token windows, paragraphs, LangChain's recursive character and semantic splitters.
-
-Token windows (LitSeg App. H, "Token splitter") of ``size`` tokens advance by ``size - overlap``; a
-window's span runs from its first token's start to the next token's start, so characters the
-tokenizer skips are never lost. The recursive splitter's chunk texts come from LangChain and are
-located in the unit by construction bounds (:func:`locate_chunks`), never by a guess. The semantic
-chunker follows LangChain experimental's ``SemanticChunker`` on the unit's own sentences: each sentence
-joined with ``buffer_size`` neighbours per side is embedded (the shared cached embedder), and a chunk
-ends where the cosine distance of consecutive windows exceeds the given percentile of the unit's.
+"""The splitters: token windows (LitSeg App. H), paragraphs, LangChain's recursive character splitter,
+and LangChain experimental's ``SemanticChunker`` rule on the unit's own sentences. Spans are exact:
+a token window runs to the next token's start, recursive pieces are located by construction bounds.
 """
 from __future__ import annotations
 
@@ -58,8 +52,7 @@ def token_chunks(book: Book, unit: Unit, tokenizer: Tokenizer, size: int, overla
 
 @dataclass(frozen=True)
 class TokenOptions(TokenizerOption):
-    """The ``token`` method: windows of ``token_chunk_size`` tokens of the statistics tokenizer,
-    ``token_chunk_overlap`` tokens shared by neighbours."""
+    """The ``token`` method: windows of the statistics tokenizer's tokens."""
 
     token_chunk_size: int = at_least(400, 1)  # tokens per window
     token_chunk_overlap: int = at_least(40, 0)  # < token_chunk_size
@@ -93,9 +86,8 @@ def make_recursive_splitter(chunk_size: int, chunk_overlap: int, separators: Seq
 
 
 def locate_chunks(text: str, pieces: Sequence[str], overlap: int) -> list[Span]:
-    """Exact ``[start, end)`` of each piece in ``text``: pieces come in order, each starts after the
-    previous start and no earlier than the previous end minus the overlap; any non-whitespace text
-    left between or after the pieces raises instead of being lost."""
+    """Exact ``[start, end)`` of each piece in ``text`` (in order, within the overlap of the previous);
+    non-whitespace text left between or after the pieces raises instead of being lost."""
     spans: list[Span] = []
     prev_start, prev_end = -1, 0
     for k, piece in enumerate(pieces):
@@ -186,8 +178,7 @@ def _chunks_from_embeddings(book: Book, unit: Unit, emb: np.ndarray | None, perc
 
 def semantic_chunks_many(items: Sequence[tuple[Book, Unit]], embedder, percentile: float, buffer_size: int,
                          method: str = "semantic") -> list[list[Chunk]]:
-    """Semantic chunks of every ``(book, unit)``, the windows of all units embedded in one call (batched
-    longest first across units: less padding, the same vectors up to round-off)."""
+    """Semantic chunks of every ``(book, unit)``, the windows of all units embedded in one call."""
     windows = [_windows(b, u, buffer_size) for b, u in items]
     flat = [w for ws in windows if len(ws) > 1 for w in ws]
     show = len(flat) >= PROGRESS_MIN_TEXTS and "show_progress" in inspect.signature(embedder.encode).parameters

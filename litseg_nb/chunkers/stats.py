@@ -1,5 +1,5 @@
-"""The chunk-statistics table of notebooks 04 and 06 beside LumberChunker's published GutenQA averages
-(with a run report also LLM cost and throughput), and notebook 04's chunk-length and boundary figures."""
+"""The chunk-statistics table of notebooks 04 and 06 beside LumberChunker's published GutenQA averages,
+and notebook 04's chunk-length and boundary figures."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
@@ -17,8 +17,8 @@ PUBLISHED_LUMBERCHUNKER = {
 
 
 def chunk_token_lengths(chunks: Sequence[Chunk], tokenizer: Any = None) -> np.ndarray:
-    """Token length of each chunk's text: ``tokenizer`` is a :class:`~.base.Tokenizer`, a ``text -> int``
-    callable (e.g. an LLM backend's ``count_tokens``) or None (whitespace words)."""
+    """Token length of each chunk's text (a :class:`~.base.Tokenizer`, a ``text -> int`` callable, or
+    None: whitespace words)."""
     texts = [c.text for c in chunks]
     if tokenizer is None:
         counts = [len(t.split()) for t in texts]
@@ -34,9 +34,8 @@ def _stat(fn: Callable[[np.ndarray], Any], values: np.ndarray) -> float:
 
 
 def chunk_statistics(chunk_sets: Mapping[str, Sequence[Chunk]], tokenizer: Any = None, runs=None):
-    """One row per method: chunk counts, token/character/sentence lengths (sentences: the main range)
-    and the published mean; with ``runs`` (:meth:`RunReport.to_frame`) also LLM calls, tokens, fallbacks,
-    seconds per book."""
+    """One row per method: chunk counts, lengths and the published mean; with ``runs``
+    (:meth:`RunReport.to_frame`) also LLM calls, tokens, fallbacks and seconds per book."""
     import pandas as pd
 
     rows = []
