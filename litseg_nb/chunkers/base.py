@@ -24,7 +24,6 @@ def where(book: Book, unit: Unit) -> str:
     return f"book {book.book_id!r} unit {unit.unit_id!r}"
 
 
-# --------------------------------------------------------------------------- tokenizers
 class Tokenizer:
     """A Hugging Face fast tokenizer with the two things chunkers need: counts and offsets."""
 
@@ -112,7 +111,6 @@ def boundary_positions(chunks: Sequence[Any], book_id: str, unit_id: str) -> lis
                    and c.is_source_span and c.from_idx > 1})
 
 
-# --------------------------------------------------------------------------- unit structure
 _BLANK_LINES = re.compile(r"\n[ \t]*\n")
 
 
@@ -145,7 +143,6 @@ def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
     return out
 
 
-# --------------------------------------------------------------------------- chunk assembly
 def chunks_from_spans(book: Book, unit: Unit, method: str, spans: Sequence[Span],
                       metadata: Sequence[dict[str, Any]] | None = None) -> list[Chunk]:
     """Chunks for character spans of the unit; a span that overlaps no sentence (a stray quote mark)
@@ -190,7 +187,6 @@ def chunks_from_boundaries(book: Book, unit: Unit, method: str, starts: Sequence
     return out
 
 
-# --------------------------------------------------------------------------- dynamic merge
 def merge_groups(lengths_of: Callable[[int, int], int], n: int, target: int) -> list[tuple[int, int]]:
     """Greedy groups ``[i, j)`` of ``n`` items; ``lengths_of(i, j)`` is the merged length of i..j-1."""
     if target <= 0:

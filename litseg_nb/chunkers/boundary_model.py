@@ -125,7 +125,6 @@ def load_model(path: Path | str | None = None) -> BoundaryModel:
     return _load(str(p), weights_digest(p))
 
 
-# ------------------------------------------------------------------ documents
 def unit_document(book: Book, unit: Unit) -> tuple[list[tuple[str, ...]], list[int]]:
     """The unit's paragraphs as sentence strings and the 1-based index of each one's first sentence."""
     paras = unit_paragraphs(book, unit)
@@ -173,7 +172,6 @@ def boundary_scores(window_or_text: Any, model: BoundaryModel | None = None) -> 
     return {starts[j]: float(v) for j, v in zip(range(1, len(starts)), s)}
 
 
-# ------------------------------------------------------------------ chunker
 def pick_boundaries(scores: dict[int, float], n: int, k: int, min_sentences: int) -> list[int]:
     """Up to ``k`` top-scored positions (ties: the earlier), each ≥ ``min_sentences`` from the ends and
     from one another."""
@@ -210,7 +208,6 @@ def boundary_model_chunks(book: Book, unit: Unit, target_words: int, min_sentenc
     return chunks
 
 
-# ------------------------------------------------------------------ the card
 def model_card(path: Path | str | None = None) -> dict[str, Any]:
     p = Path(path) if path else CARD_FILE
     try:

@@ -34,7 +34,6 @@ class LibraryMethodError(ConfigError, ChunkerError):
 PREFIX = "lib:"
 
 
-# --------------------------------------------------------------------------- presets
 @dataclass(frozen=True)
 class LibraryPreset:
     """A named library splitter (``target`` "<module>.<Class>", its kwargs) and our counterpart method."""
@@ -105,7 +104,6 @@ def cheap_presets() -> tuple[str, ...]:
     return tuple(PREFIX + n for n, p in PRESETS.items() if p.cheap)
 
 
-# --------------------------------------------------------------------------- config
 @dataclass(frozen=True)
 class LibraryOptions(TokenizerOption):
     """Options of a ``lib:`` method (``tokenizer``: token counting of the splitters)."""
@@ -155,7 +153,6 @@ class LibraryConfig(LibraryOptions, StageConfig):
                 f"{self.embedding_units} units; LLM preset on the unit selection | {versions}")
 
 
-# --------------------------------------------------------------------------- resolution
 def _import_target(target: str) -> Any:
     module, _, attr = target.rpartition(".")
     if not module or not attr or not re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", target):
@@ -223,7 +220,6 @@ def needs_of(name: str) -> str:
     return "embedder" if params & EMBED_PARAMS else "text"
 
 
-# --------------------------------------------------------------------------- the profile's models as library interfaces
 class PositionTokenizer:
     """Token ids are positions: ``decode`` returns the exact source slice, not a lossy re-decoding."""
 
@@ -388,7 +384,6 @@ def _langchain_token_splitter(tok: Any, **kwargs: Any) -> Any:
     return LocalTokenTextSplitter(**kwargs)
 
 
-# --------------------------------------------------------------------------- building
 @dataclass
 class Splitter:
     """A built library splitter: ``split(text) -> list[str]``."""
@@ -475,7 +470,6 @@ def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder
     return Splitter(name, target, built, split, genie_stats, current)
 
 
-# --------------------------------------------------------------------------- alignment
 @dataclass
 class AlignmentCounts:
     pieces: int = 0
@@ -606,7 +600,6 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryOp
     return out, extra
 
 
-# --------------------------------------------------------------------------- notebook 04
 def preset_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 

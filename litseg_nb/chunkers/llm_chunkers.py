@@ -19,7 +19,6 @@ from ..llm.request_cache import reject_replies
 from .base import chunks_from_boundaries, chunks_from_spans, unit_paragraphs
 
 
-# --------------------------------------------------------------------------- lockstep batching
 def run_lockstep(states: Sequence[Any], call: Callable[[list[Any], Any, UsageTag], list[Any]],
                  by_book: bool = True, reject: Callable[[list[Any], Any], Any] | None = None) -> None:
     """Drive ``states`` to completion, one ``call(conversations, params, tag)`` per (params, tag) group
@@ -42,7 +41,6 @@ def run_lockstep(states: Sequence[Any], call: Callable[[list[Any], Any, UsageTag
                 reject(invalid, params)
 
 
-# --------------------------------------------------------------------------- LumberChunker
 # possessive quantifiers: linear however much whitespace a reply holds
 ANSWER_RE = re.compile(r"Answer\s*+:?\s*+ID\s*+:?\s*+([0-9]+)", re.IGNORECASE)
 
@@ -192,7 +190,6 @@ class LumberOptions(Options):
     lumber_reference_mode: bool = False  # reference script: 1.2 x words estimate, stop before budget
 
 
-# --------------------------------------------------------------------------- margin sampling
 SPLIT_OPTION, KEEP_OPTION = "1", "2"
 
 
@@ -295,7 +292,6 @@ class MarginOptions(Options):
     margin_max_left_tokens: int = 0  # cap on the left text in the prompt (0 = whole current chunk)
 
 
-# --------------------------------------------------------------------------- propositions
 def proposition_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, max_new_tokens: int = 512,
                              max_retries: int = 1, stage: str = "04",
                              method: str = "proposition") -> tuple[list[list[Chunk]], int]:

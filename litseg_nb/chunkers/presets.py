@@ -87,7 +87,6 @@ def unit_cap_effect(books_capped: Sequence[Book], books_whole: Sequence[Book], c
     return df
 
 
-# --------------------------------------------------------------------------- length matching
 @dataclass
 class MatchResult:
     method: str

@@ -17,7 +17,6 @@ from .base import (ChunkerError, Tokenizer, TokenizerOption, chunks_from_boundar
 from .scores import attach_scores
 
 
-# --------------------------------------------------------------------------- token windows
 def token_windows(n_tokens: int, size: int, overlap: int) -> list[tuple[int, int]]:
     """``[i, j)`` token index windows covering ``n_tokens`` tokens."""
     if size <= 0 or not 0 <= overlap < size:
@@ -64,7 +63,6 @@ class TokenOptions(TokenizerOption):
                               f"token_chunk_size ({self.token_chunk_size})")
 
 
-# --------------------------------------------------------------------------- paragraphs
 def paragraph_chunks(book: Book, unit: Unit, method: str = "paragraph") -> list[Chunk]:
     """One chunk per paragraph of the unit (a row of LumberChunker's Table 1)."""
     return chunks_from_spans(book, unit, method, unit_paragraphs(book, unit))
@@ -75,7 +73,6 @@ class ParagraphOptions(Options):
     """The ``paragraph`` method has no knob: one chunk per paragraph of the unit."""
 
 
-# --------------------------------------------------------------------------- recursive
 def make_recursive_splitter(chunk_size: int, chunk_overlap: int, separators: Sequence[str]):
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
@@ -134,7 +131,6 @@ class RecursiveOptions(Options):
                               f"below recursive_chunk_size ({self.recursive_chunk_size})")
 
 
-# --------------------------------------------------------------------------- semantic
 PROGRESS_MIN_TEXTS = 256  # sentence windows from which embedding them shows a tqdm bar
 
 

@@ -26,7 +26,6 @@ _NOT_KEPT = re.compile(r"[^a-z\-' \n\t]")  # the characters NLTK drops before it
 _LETTERS = re.compile(r"[^\W\d_]+")
 
 
-# --------------------------------------------------------------------------- TextTiling
 @dataclass(frozen=True)
 class TextTilingOptions(Options):
     """TextTiling with NLTK's defaults: ``w`` words per pseudo-sentence, ``k`` pseudo-sentences per block."""
@@ -180,7 +179,6 @@ def texttiling_chunks(book: Book, unit: Unit, w: int = 20, k: int = 10, method: 
     return chunks
 
 
-# --------------------------------------------------------------------------- C99
 @dataclass(frozen=True)
 class C99Options(Options):
     """C99 with the paper's values: rank-transform ``c99_mask`` (odd); stop below mean + c * std of gains."""
