@@ -42,7 +42,6 @@ class LibraryPreset:
     kwargs: tuple[tuple[str, Any], ...] = ()
     ours: str | None = None  # this project's counterpart (faithfulness table), None = no counterpart
     needs: str = "text"  # "text" | "embedder" | "llm" (what the registry's spec needs)
-    cheap: bool = True  # runs in notebook 04's test profile
     note: str = ""
 
 
@@ -56,15 +55,15 @@ PRESETS: dict[str, LibraryPreset] = {
     "chonkie-recursive": LibraryPreset("chonkie.RecursiveChunker", (("chunk_size", 400),), "recursive",
                                        note="chonkie's default rules, 400 tokens"),
     "chonkie-semantic": LibraryPreset("chonkie.SemanticChunker", (("chunk_size", 400),), "semantic", needs="embedder",
-                                      cheap=False, note="chonkie's similarity threshold 0.8, window 3, profile embedder"),
+                                      note="chonkie's similarity threshold 0.8, window 3, profile embedder"),
     "chonkie-slumber": LibraryPreset("chonkie.SlumberChunker", (("chunk_size", 550), ("extract_mode", "text"),
-                                                                ("verbose", False)), "lumber", needs="llm", cheap=False,
+                                                                ("verbose", False)), "lumber", needs="llm",
                                      note="LumberChunker-style: the profile's LLM picks the split (budget 550 tokens)"),
     "llamaindex-sentence": LibraryPreset("llama_index.SentenceSplitter", (("chunk_size", 400), ("chunk_overlap", 40)),
                                          "token", note="LlamaIndex SentenceSplitter, 400 tokens, 40 overlap"),
     "llamaindex-semantic": LibraryPreset("llama_index.SemanticSplitterNodeParser",
                                          (("buffer_size", 1), ("breakpoint_percentile_threshold", 95)), "semantic",
-                                         needs="embedder", cheap=False, note="95th-percentile breakpoints, buffer 1, profile embedder"),
+                                         needs="embedder", note="95th-percentile breakpoints, buffer 1, profile embedder"),
     "langchain-recursive": LibraryPreset("langchain.RecursiveCharacterTextSplitter",
                                          (("chunk_size", 1800), ("chunk_overlap", 200),
                                           ("separators", list(RecursiveOptions.recursive_separators)),
@@ -74,7 +73,7 @@ PRESETS: dict[str, LibraryPreset] = {
     "langchain-semantic": LibraryPreset("langchain.SemanticChunker",
                                         (("breakpoint_threshold_type", "percentile"),
                                          ("breakpoint_threshold_amount", 95.0), ("buffer_size", 1)), "semantic",
-                                        needs="embedder", cheap=False, note="langchain-experimental, 95th percentile, profile embedder"),
+                                        needs="embedder", note="langchain-experimental, 95th percentile, profile embedder"),
     "langchain-token": LibraryPreset("langchain.TokenTextSplitter", (("chunk_size", 400), ("chunk_overlap", 40)),
                                      "token", note="LangChain's token windows on MiniLM tokens (tiktoken needs a "
                                                    "download, see the README)"),
@@ -98,10 +97,6 @@ def is_library_method(name: str) -> bool:
 
 
 TEST_PRESETS: tuple[str, ...] = PROFILES_TABLE["test"]["LibraryConfig"]["presets"]  # notebook 04 in the test profile
-
-
-def cheap_presets() -> tuple[str, ...]:
-    return tuple(PREFIX + n for n, p in PRESETS.items() if p.cheap)
 
 
 @dataclass(frozen=True)
