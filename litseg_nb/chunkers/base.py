@@ -115,7 +115,6 @@ _BLANK_LINES = re.compile(r"\n[ \t]*\n")
 
 
 def trim_span(text: str, start: int, end: int) -> Span | None:
-    """``[start, end)`` without leading/trailing whitespace; None when only whitespace remains."""
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
@@ -228,6 +227,4 @@ def merge_unit_chunks(book: Book, unit: Unit, chunks: Sequence[Chunk], target_to
 
 @dataclass(frozen=True)
 class MergeOptions(TokenizerOption):
-    """The dynamic merge of the ``+merge`` variants."""
-
     merge_target_tokens: int = 334  # dynamic merge target L (LumberChunker's published mean)

@@ -69,10 +69,7 @@ class _Blocks:
         return np.unique(self.ids[self.offsets[lo]:self.offsets[hi]], return_counts=True)
 
     def name_set(self, lo: int, hi: int) -> set:
-        out: set = set()
-        for x in self.names[max(lo, 0):max(min(hi, self.n), 0)]:
-            out |= x
-        return out
+        return set().union(*self.names[max(lo, 0):max(min(hi, self.n), 0)])
 
 
 def _cos(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import itertools
 import logging
 import re
 from dataclasses import dataclass
@@ -101,8 +102,6 @@ TEST_PRESETS: tuple[str, ...] = PROFILES_TABLE["test"]["LibraryConfig"]["presets
 
 @dataclass(frozen=True)
 class LibraryOptions(TokenizerOption):
-    """Options of a ``lib:`` method (``tokenizer``: token counting of the splitters)."""
-
     min_score: float = between(0.8, 0.0, 1.0)  # lowest similarity accepted as a fuzzy alignment
     fill_gaps: bool = True  # sentences no piece covers become flagged gap chunks (False: error)
     options: tuple[tuple[str, Any], ...] = ()  # the library's keyword arguments (over the preset's)
@@ -252,7 +251,6 @@ class PositionTokenizer:
 
 
 def chonkie_tokenizer(tok: Any) -> Any:
-    """:class:`PositionTokenizer` as a chonkie ``Tokenizer`` (chonkie accepts its own tokenizer class)."""
     from chonkie.tokenizer import Tokenizer as ChonkieTokenizer
 
     class _ChonkiePositionTokenizer(PositionTokenizer, ChonkieTokenizer):
@@ -267,7 +265,6 @@ def chonkie_tokenizer(tok: Any) -> Any:
 
 
 def langchain_embeddings(embedder: Any) -> Any:
-    """The package's :class:`~litseg_nb.llm.embeddings.Embedder` as LangChain ``Embeddings``."""
     from langchain_core.embeddings import Embeddings
 
     class LitSegEmbeddings(Embeddings):
@@ -281,7 +278,6 @@ def langchain_embeddings(embedder: Any) -> Any:
 
 
 def llamaindex_embedding(embedder: Any) -> Any:
-    """The package's embedder as a LlamaIndex ``BaseEmbedding``."""
     from llama_index.core.embeddings import BaseEmbedding
 
     class LitSegEmbedding(BaseEmbedding):
@@ -301,7 +297,6 @@ def llamaindex_embedding(embedder: Any) -> Any:
 
 
 def chonkie_embeddings(embedder: Any, tok: Any) -> Any:
-    """The package's embedder as chonkie ``BaseEmbeddings`` (token counts: the statistics tokenizer)."""
     from chonkie.embeddings import BaseEmbeddings
 
     class LitSegChonkieEmbeddings(BaseEmbeddings):
@@ -381,8 +376,6 @@ def _langchain_token_splitter(tok: Any, **kwargs: Any) -> Any:
 
 @dataclass
 class Splitter:
-    """A built library splitter: ``split(text) -> list[str]``."""
-
     name: str
     target: str
     obj: Any
@@ -539,13 +532,8 @@ def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], count
         if not fill_gaps:
             raise ChunkerError(f"{method}: {where(book, unit)}: the library's pieces cover no part of sentences "
                                f"{missing[:20]} (fill_gaps=False)")
-        runs: list[list[int]] = []
-        for i in missing:
-            if runs and runs[-1][-1] == i - 1:
-                runs[-1].append(i)
-            else:
-                runs.append([i])
-        for r in runs:
+        for _, run in itertools.groupby(enumerate(missing), lambda t: t[1] - t[0]):  # runs of consecutive sentences
+            r = [i for _, i in run]
             s0, s1 = unit.sentences[r[0] - 1], unit.sentences[r[-1] - 1]
             spans.append((s0.start, s1.end))
             mds.append({"library": source, "alignment": "gap", "gap": True, "gap_sentences": [r[0], r[-1]],

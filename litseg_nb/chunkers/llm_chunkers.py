@@ -168,7 +168,6 @@ def lumber_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, budget
                         reference_mode: bool = False, stage: str = "04",
                         method: str = "lumber", batch_by_book: bool = True
                         ) -> tuple[list[list[Chunk]], list[LumberStats]]:
-    """LumberChunker chunks and per-unit stats for several units, batched across units."""
     template = load_prompt("baselines/lumberchunker")
     states = [LumberState(b, u, template, UsageTag(method, b.book_id, stage), budget, max_retries,
                           retry_temperature, max_new_tokens, backend.count_tokens, reference_mode)
@@ -275,7 +274,6 @@ class MarginState:
 
 def margin_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, window: int = 5,
                         max_left_tokens: int = 0, stage: str = "04", method: str = "margin") -> list[list[Chunk]]:
-    """Margin-sampling chunks for several units, batched across units."""
     template = load_prompt("baselines/margin_sampling")
     states = [MarginState(b, u, template, window, UsageTag(method, b.book_id, stage), max_left_tokens,
                           getattr(backend, "count_tokens", None)) for b, u in items]
@@ -298,10 +296,8 @@ def proposition_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, m
     """Proposition chunks (each paragraph rewritten into statements, keeping its spans) and the fallback
     count: a reply without items is retried with sampling, then the paragraph itself is kept."""
     template = load_prompt("baselines/proposition")
-    paras = []  # (item index, paragraph chunk)
-    for k, (b, u) in enumerate(items):
-        for p in chunks_from_spans(b, u, "paragraph", unit_paragraphs(b, u)):
-            paras.append((k, p))
+    paras = [(k, p) for k, (b, u) in enumerate(items)  # (item index, paragraph chunk)
+             for p in chunks_from_spans(b, u, "paragraph", unit_paragraphs(b, u))]
     results: dict[int, list[str]] = {}
     todo = list(range(len(paras)))
     for attempt in range(max_retries + 1):

@@ -104,7 +104,6 @@ def segment_token_ids(tokenizer: Any, segments: Sequence[str]) -> tuple[list[int
 
 
 def segment_nll(token_lp: Sequence[float], bounds: Sequence[tuple[int, int]]) -> list[float]:
-    """Mean negative log-likelihood per segment (NaN for a segment with no tokens)."""
     out = []
     for a, b in bounds:
         vals = [-v for v in token_lp[a:b] if not math.isnan(v)]

@@ -49,7 +49,6 @@ def _ppl_scores(chunks: Sequence[Any], n: int) -> list[float | None] | None:
 
 
 def unit_scores(chunks: Sequence[Any], n_sentences: int, method: str | None = None) -> list[float | None] | None:
-    """The unit's boundary scores, or None when its chunks carry none."""
     for c in chunks:
         s = c.metadata.get(KEY)
         if s is not None:

@@ -18,7 +18,6 @@ from .scores import attach_scores
 
 
 def token_windows(n_tokens: int, size: int, overlap: int) -> list[tuple[int, int]]:
-    """``[i, j)`` token index windows covering ``n_tokens`` tokens."""
     if size <= 0 or not 0 <= overlap < size:
         raise ChunkerError(f"token splitter: need size > 0 and 0 <= overlap < size, got {size}, {overlap}")
     if n_tokens == 0:
@@ -51,8 +50,6 @@ def token_chunks(book: Book, unit: Unit, tokenizer: Tokenizer, size: int, overla
 
 @dataclass(frozen=True)
 class TokenOptions(TokenizerOption):
-    """The ``token`` method: windows of the statistics tokenizer's tokens."""
-
     token_chunk_size: int = at_least(400, 1)  # tokens per window
     token_chunk_overlap: int = at_least(40, 0)  # < token_chunk_size
 
@@ -140,7 +137,6 @@ def combined_sentences(sentences: Sequence[str], buffer_size: int) -> list[str]:
 
 
 def cosine_distances(emb: np.ndarray) -> np.ndarray:
-    """``1 - cos(e_i, e_{i+1})`` for consecutive rows."""
     if len(emb) < 2:
         return np.zeros(0, dtype=np.float64)
     a, b = emb[:-1].astype(np.float64), emb[1:].astype(np.float64)

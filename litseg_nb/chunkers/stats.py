@@ -91,7 +91,6 @@ def plot_length_distributions(chunk_sets: Mapping[str, Sequence[Chunk]], tok: To
 
 
 def plot_boundaries(book: Book, unit_id: str, chunk_sets: Mapping[str, Sequence[Chunk]]):
-    """One row per method: chunk extents over the unit's sentences (1..n)."""
     import matplotlib.pyplot as plt
 
     unit = book.unit(unit_id)

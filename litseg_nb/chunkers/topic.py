@@ -207,7 +207,6 @@ def sentence_terms(sentences: Sequence[str]) -> list[list[str]]:
 
 
 def similarity_matrix(terms: Sequence[Sequence[str]]) -> np.ndarray:
-    """Cosine similarity of the sentences' term-count vectors (0 for an empty sentence)."""
     vocab: dict[str, int] = {}
     for ts in terms:
         for t in ts:
