@@ -32,8 +32,6 @@ class Tokenizer:
         self.name = name
 
     def count(self, text: str) -> int:
-        if not text:
-            return 0
         return len(self.hf(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def count_many(self, texts: Sequence[str]) -> list[int]:

@@ -39,14 +39,12 @@ class BaselinesConfig(CompletionOptions, PropositionOptions, MergeOptions, Lumbe
                       _Methods, StageConfig):
     """Notebook 04's config: which methods run, every baseline's options and the notebook's own settings."""
 
-    # the LLM methods run on the shared unit ``selection``, the others on every unit of the corpus.
-    # The books (ids or title substrings; empty = all) the semantic chunker runs on: embedding is slow on CPUs
+    # the books (ids or title substrings; empty = all) the semantic chunker runs on: embedding is slow on CPUs
     semantic_books: tuple[str, ...] = ()
-    # ... and which of their units: "all" or "selection" (the shared unit selection the LLM methods segment)
+    # ... and which of their units ("selection": the shared unit selection the LLM methods segment)
     semantic_units: str = one_of("all", "selection", "all")
 
-    # notebook 04 also runs the `published` presets (chunkers/presets.py) and measures how the unit cap
-    # (corpus.max_unit_words) changes the statistics of these methods against whole chapters
+    # the `published` presets, and the methods whose statistics are compared on capped units and whole chapters
     published_presets: bool = True
     unit_cap_methods: tuple[str, ...] = ("token", "recursive", "paragraph")
 

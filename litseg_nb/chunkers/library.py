@@ -46,8 +46,7 @@ class LibraryPreset:
     note: str = ""
 
 
-# sizes chosen to match ours: 400 MiniLM tokens (our token windows), 1,800 characters (our recursive
-# splitter), 95th-percentile breakpoints with buffer 1 (our semantic chunker = LangChain's defaults)
+# sizes chosen to match our token, recursive and semantic chunkers
 PRESETS: dict[str, LibraryPreset] = {
     "chonkie-token": LibraryPreset("chonkie.TokenChunker", (("chunk_size", 400), ("chunk_overlap", 40)), "token",
                                    note="400-token windows, 40 overlap (MiniLM tokens)"),
@@ -113,12 +112,10 @@ class LibraryConfig(LibraryOptions, StageConfig):
     """Config of a ``lib:`` method and notebook 04's preset settings. Keys that are not fields are the
     library's own keyword arguments (``--set chunk_size=400``), checked against its constructor."""
 
-    # notebook 04: the presets it runs (test: one cheap splitter of each library, no embedder or LLM: CI budget)
+    # notebook 04: the presets it runs, on ``books`` (ids or title substrings; empty = every corpus book)
     presets: tuple[str, ...] = one_of(PRESET_NAMES, *PRESET_NAMES)
-    # notebook 04: the books the presets run on (ids or title substrings; empty = every corpus book)
     books: tuple[str, ...] = ()
-    # ... and the units the embedding presets run on: "selection" (the shared unit selection the LLM
-    # methods segment) or "all" units of ``books``; the LLM preset always runs on the selection
+    # the units the embedding presets run on (the LLM preset always runs on the unit selection)
     embedding_units: str = one_of("all", "selection", "all")
 
     @classmethod

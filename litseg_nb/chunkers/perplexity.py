@@ -137,8 +137,7 @@ def windowed_token_logprobs(backend: Any, ids: Sequence[int], max_context: int, 
             windows[-1] = (0, windows[-1][1], b)
         else:
             windows.append((ctx, a, b))
-    # as in the hf path, the first token of a block is predicted by the last position of the
-    # previous block (with that block's context): every window but the last takes one token more
+    # as in the hf path, a block's first token is predicted by the previous block: one token more per window
     seqs = [list(ids[ctx:b + 1 if i + 1 < len(windows) else b])
             for i, (ctx, _, b) in enumerate(windows)]
     out = backend.token_logprobs(seqs, tag)

@@ -14,9 +14,7 @@ from ..core.schema import Book, Chunk
 from .base import MemoTokenizer, Tokenizer, merge_unit_chunks
 from .stats import PUBLISHED_LUMBERCHUNKER, chunk_token_lengths
 
-# on Emma: recursive 401.8 tokens/chunk (published 399), semantic 184.5 (published 185; the default 95
-# gives 477.9); paragraph needs no knob (one chunk per GutenQA paragraph is the published construction);
-# lumber has none (its chunk size is the LLM's outcome)
+# on Emma: recursive 401.8 tokens/chunk (published 399), semantic 184.5 (published 185); None: no size knob
 PUBLISHED_PRESETS: dict[str, dict[str, Any] | None] = {
     "recursive": {"recursive_chunk_size": 2162, "recursive_chunk_overlap": 240},
     "semantic": {"semantic_breakpoint_percentile": 85.35},
