@@ -330,7 +330,7 @@ def test_dead_server_stops_perplexity_completion_and_the_pairwise_judge(what, fr
 
             sentence_perplexities(book, book.units[0], b, max_context=256, block_tokens=64)
         elif what == "completion":
-            from litseg_nb.chunkers.completion import complete_book_chunks
+            from litseg_nb.chunkers.llm_chunkers import complete_book_chunks
 
             complete_book_chunks(book, paragraph_chunks(book, book.units[0]), b, "paragraph+completion")
         else:

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from ..config import StageConfig, _Base, one_of
 from .base import MergeOptions
 from .boundary_model import BoundaryModelOptions
-from .completion import CompletionOptions
-from .llm_chunkers import LumberOptions, MarginOptions, PropositionOptions
+from .llm_chunkers import CompletionOptions, LumberOptions, MarginOptions, PropositionOptions
 from .perplexity import PerplexityOptions
 from .splitters import ParagraphOptions, RecursiveOptions, SemanticOptions, TokenOptions
 from .topic import C99Options, TextTilingOptions

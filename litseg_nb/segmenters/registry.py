@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..chunkers.base import ChunkerError, MergeOptions, load_tokenizer, merge_unit_chunks
-from ..chunkers.completion import CompletionOptions, complete_book_chunks
 from ..chunkers.config import ALL_METHODS, BASELINES
 from ..chunkers.library import LibraryOptions, library_chunks, needs_of
-from ..chunkers.llm_chunkers import (LumberOptions, MarginOptions, PropositionOptions, lumber_chunks_batch,
-                                     margin_chunks_batch, proposition_chunks_batch)
+from ..chunkers.llm_chunkers import (CompletionOptions, LumberOptions, MarginOptions, PropositionOptions,
+                                     complete_book_chunks, lumber_chunks_batch, margin_chunks_batch,
+                                     proposition_chunks_batch)
 from ..chunkers.boundary_model import (BoundaryModelOptions, boundary_model_chunks, load_model, weights_path,
                                        with_digest)
 from ..chunkers.perplexity import PerplexityOptions, perplexity_chunks
@@ -163,7 +163,7 @@ def _completion_check(o: CompletionOptions, models: Models) -> None:
 
 
 def _completion(items: Items, o: CompletionOptions, models: Models, base: Segmentation) -> Segmentation:
-    """Meta-Chunking's semantic completion (chunkers/completion.py) of the perplexity+merge chunks (``base``)."""
+    """Meta-Chunking's semantic completion (chunkers/llm_chunkers.py) of the perplexity+merge chunks (``base``)."""
     out, fallbacks, invalid = [], 0, 0
     for book in {id(b): b for b, _ in items}.values():
         done, st = complete_book_chunks(
