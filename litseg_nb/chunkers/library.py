@@ -237,9 +237,6 @@ class PositionTokenizer:
             raise ChunkerError("PositionTokenizer: token ids of two texts decoded together")
         return self._texts[k][a:b]
 
-    def count_tokens(self, text: str) -> int:
-        return self.tok.count(text)
-
     def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
         return self.tok.count_many(list(texts))
 
@@ -322,8 +319,7 @@ def chonkie_embeddings(embedder: Any, tok: Any) -> Any:
 
 @dataclass
 class GenieStats:
-    """What chonkie's SlumberChunker asked the LLM: a prompt asked more than once (greedy decoding) is a
-    window chonkie silently kept together after an invalid reply."""
+    """What chonkie's SlumberChunker asked the LLM; a repeated prompt is a window kept together after a bad reply."""
 
     calls: int = 0
     prompts: dict[str, int] = dataclasses.field(default_factory=dict)

@@ -39,8 +39,7 @@ def chunk_starts_from_minima(n: int, minima: Sequence[int]) -> list[int]:
 
 
 class KVWindowScorer:
-    """Teacher-forced token log-probabilities with a carried KV cache, trimmed from the front at
-    ``max_context`` (positions keep counting, so rotary keys stay valid)."""
+    """Teacher-forced token log-probabilities with a KV cache front-trimmed at ``max_context``."""
 
     def __init__(self, model: Any, max_context: int, block_tokens: int):
         if block_tokens <= 0 or max_context <= 0:

@@ -132,13 +132,9 @@ def texttiling_analysis(book: Book, unit: Unit, w: int = 20, k: int = 10) -> dic
         return {"too_short": True, "boundaries": [], "paragraph_scores": [None] * len(paras)}
     _, _, depth, marks = tt.tokenize(text)
     # a break at text position p (end of paragraph i-1) starts paragraph i: starts[i] = p + 2 after trimming
-    para_of_break = {}
-    for p in breaks:
-        i = bisect.bisect_left(starts, p)
-        if i < len(starts):
-            para_of_break[p] = i
+    para_of_break = {p: i for p in breaks if (i := bisect.bisect_left(starts, p)) < len(starts)}
     scores: list[float | None] = [None] * len(paras)
-    for p, i in para_of_break.items():
+    for i in para_of_break.values():
         scores[i] = 0.0
     bounds: list[int] = []
     cand = [0] + breaks
