@@ -142,8 +142,7 @@ def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
 
 def chunks_from_spans(book: Book, unit: Unit, method: str, spans: Sequence[Span],
                       metadata: Sequence[dict[str, Any]] | None = None) -> list[Chunk]:
-    """Chunks for character spans of the unit; a span that overlaps no sentence (a stray quote mark)
-    joins the previous span (or the next one), so no character is lost."""
+    """Chunks for character spans of the unit; a span overlapping no sentence joins a neighbouring one."""
     sents = unit.sentences
     items: list[list[Any]] = []  # [start, end, metadata]
     pending_start: int | None = None
@@ -170,8 +169,7 @@ def chunks_from_spans(book: Book, unit: Unit, method: str, spans: Sequence[Span]
 def chunks_from_boundaries(book: Book, unit: Unit, method: str, starts: Sequence[int],
                            metadata: dict[str, Any] | None = None,
                            overlap_prev: Sequence[bool] = ()) -> list[Chunk]:
-    """Sentence chunks for 1-based chunk starts (beginning with 1); ``overlap_prev[k]`` makes chunk k
-    also include the last sentence of chunk k-1 (Meta-Chunking's dynamic overlap)."""
+    """Sentence chunks for 1-based chunk starts; ``overlap_prev[k]``: chunk k also takes chunk k-1's last."""
     n = unit.n_sentences
     starts = sorted(set(starts))
     if not starts or starts[0] != 1 or starts[-1] > n:

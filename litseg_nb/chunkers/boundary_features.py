@@ -132,8 +132,7 @@ def _dialogue(p: str) -> tuple[float, float]:
 
 
 def document_features(paragraphs: Sequence[Sequence[str]]) -> tuple[np.ndarray, list[list[int]]]:
-    """``(dense, hashed)`` features of paragraph starts 1..n-1 of a document (paragraphs as sentence
-    tuples); ``hashed[i]``: the active hashed columns of candidate i."""
+    """``(dense, hashed)`` features of paragraph starts 1..n-1 of a document (paragraphs: sentence tuples)."""
     n_par = len(paragraphs)
     if n_par < 2:
         return np.zeros((0, len(DENSE_NAMES))), []

@@ -29,8 +29,7 @@ CARD_FILE = WEIGHTS_FILE.with_name("boundary_model.card.json")
 
 @dataclass(frozen=True)
 class BoundaryModelOptions(Options):
-    """The ``boundary-model`` method's options (``boundary_model_weights`` ``""`` = the packaged file; the
-    registry appends its digest, :func:`with_digest`, so retrained weights change the cache key)."""
+    """The ``boundary-model`` method's options (``boundary_model_weights`` ``""``: the packaged file)."""
 
     boundary_target_words: int = at_least(300, 1)
     boundary_min_sentences: int = at_least(2, 1)
@@ -158,8 +157,7 @@ def _text_unit(text: str) -> tuple[Book, Unit]:
 
 
 def boundary_scores(window_or_text: Any, model: BoundaryModel | None = None) -> dict[int, float]:
-    """``{first sentence of each paragraph but the first: P(boundary before it)}`` of a ``(book, unit)``
-    pair or a plain text (paragraphs at blank lines)."""
+    """``{paragraph's first sentence: P(boundary before it)}`` of a ``(book, unit)`` pair or a plain text."""
     if isinstance(window_or_text, str):
         book, unit = _text_unit(window_or_text)
     elif isinstance(window_or_text, tuple) and len(window_or_text) == 2:
@@ -173,8 +171,7 @@ def boundary_scores(window_or_text: Any, model: BoundaryModel | None = None) -> 
 
 
 def pick_boundaries(scores: dict[int, float], n: int, k: int, min_sentences: int) -> list[int]:
-    """Up to ``k`` top-scored positions (ties: the earlier), each ≥ ``min_sentences`` from the ends and
-    from one another."""
+    """Up to ``k`` top-scored positions, each ≥ ``min_sentences`` from the ends and from one another."""
     order = sorted(scores, key=lambda j: (-scores[j], j))
     chosen: list[int] = []
     for j in order:

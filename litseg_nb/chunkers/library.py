@@ -593,8 +593,7 @@ COMPARISON_COLUMNS = ("library_method", "ours", "units", "chunks_library", "chun
 
 
 def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int = 0) -> dict[str, float]:
-    """Precision, recall and F1 of the library's inner chunk starts against ours on the units both
-    cover (a start within ``tolerance`` sentences matches; each of ours matched once)."""
+    """Precision, recall and F1 of the library's chunk starts against ours (within ``tolerance`` sentences)."""
     units = ({(c.book_id, c.unit_id) for c in ours if c.is_source_span}
              & {(c.book_id, c.unit_id) for c in theirs if c.is_source_span})
     tp = n_ours = n_theirs = 0
@@ -618,8 +617,7 @@ def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int =
 
 def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Mapping[str, Sequence[Chunk]],
                        tok: Any) -> Any:
-    """Each library splitter next to its preset's ``ours``: chunks, mean tokens and boundary F1 (exact
-    and within one sentence) on the units both cover."""
+    """Each library splitter next to its preset's ``ours``: chunks, mean tokens and boundary F1."""
     import pandas as pd
 
     rows = []

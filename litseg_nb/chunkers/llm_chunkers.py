@@ -24,8 +24,7 @@ from .base import chunks_from_boundaries, chunks_from_spans, unit_paragraphs
 
 def run_lockstep(states: Sequence[Any], call: Callable[[list[Any], Any, UsageTag], list[Any]],
                  by_book: bool = True, reject: Callable[[list[Any], Any], Any] | None = None) -> None:
-    """Drive ``states`` to completion, one ``call(conversations, params, tag)`` per (params, tag) group
-    and step; replies a state's ``feed`` rejects (``False``) go to ``reject``."""
+    """Drive ``states`` to completion, one ``call`` per (params, tag) group and step."""
     while True:
         pending = [(s, s.request()) for s in states]
         pending = [(s, r) for s, r in pending if r is not None]
@@ -88,9 +87,8 @@ class LumberStats:
 
 
 class LumberState:
-    """One unit's LumberChunker (Duarte et al., 2024; LitSeg App. H prompt): the model names the first ID
-    of a budget-sized window where the content changes. Invalid replies are retried with sampling, then
-    the window is one chunk (a counted fallback)."""
+    """One unit's LumberChunker (Duarte et al., 2024; LitSeg App. H prompt); invalid replies are retried
+    with sampling, then the window is one chunk (a counted fallback)."""
 
     def __init__(self, book: Book, unit: Unit, template: str, tag: UsageTag, budget: int,
                  max_retries: int, retry_temperature: float, max_new_tokens: int,
@@ -296,8 +294,7 @@ class MarginOptions(Options):
 def proposition_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, max_new_tokens: int = 512,
                              max_retries: int = 1, stage: str = "04",
                              method: str = "proposition") -> tuple[list[list[Chunk]], int]:
-    """Proposition chunks (each paragraph rewritten into statements, keeping its spans) and the fallback
-    count: a reply without items is retried with sampling, then the paragraph itself is kept."""
+    """Proposition chunks (each paragraph rewritten into statements, keeping its spans) and the fallback count."""
     template = load_prompt("baselines/proposition")
     paras = [(k, p) for k, (b, u) in enumerate(items)  # (item index, paragraph chunk)
              for p in chunks_from_spans(b, u, "paragraph", unit_paragraphs(b, u))]

@@ -218,8 +218,7 @@ def perplexity_chunks(book: Book, unit: Unit, threshold: float, dynamic_overlap:
 
 @dataclass(frozen=True)
 class PerplexityOptions(Options):
-    """Options of the perplexity chunker (Meta-Chunking §3.1.1); ``perplexity+merge`` splits at
-    ``perplexity_merge_threshold`` before the dynamic merge (App. F)."""
+    """Options of the perplexity chunker (Meta-Chunking §3.1.1) and of ``perplexity+merge`` (App. F)."""
 
     perplexity_threshold: float = 0.4  # Meta-Chunking App. G (NarrativeQA)
     perplexity_merge_threshold: float = 0.0  # App. F: θ = 0 before dynamic combination

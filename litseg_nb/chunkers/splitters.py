@@ -80,8 +80,7 @@ def make_recursive_splitter(chunk_size: int, chunk_overlap: int, separators: Seq
 
 
 def locate_chunks(text: str, pieces: Sequence[str], overlap: int) -> list[Span]:
-    """Exact ``[start, end)`` of each piece in ``text`` (in order, within the overlap of the previous);
-    non-whitespace text left between or after the pieces raises instead of being lost."""
+    """Exact ``[start, end)`` of each piece in ``text``; text left between or after the pieces raises."""
     spans: list[Span] = []
     prev_start, prev_end = -1, 0
     for k, piece in enumerate(pieces):

@@ -17,8 +17,7 @@ PUBLISHED_LUMBERCHUNKER = {
 
 
 def chunk_token_lengths(chunks: Sequence[Chunk], tokenizer: Any = None) -> np.ndarray:
-    """Token length of each chunk's text (a :class:`~.base.Tokenizer`, a ``text -> int`` callable, or
-    None: whitespace words)."""
+    """Token length of each chunk's text (``tokenizer`` None: whitespace words)."""
     texts = [c.text for c in chunks]
     if tokenizer is None:
         counts = [len(t.split()) for t in texts]

@@ -55,8 +55,7 @@ def english_stopwords() -> tuple[str, ...]:
 
 
 def block_comparison(tokseqs: Any, token_table: Any, k: int) -> list[float]:
-    """NLTK's ``_block_comparison`` scores from prefix sums: equal to NLTK's bit for bit (sums of whole
-    numbers), in time linear in the text instead of gaps x vocabulary."""
+    """NLTK's ``_block_comparison`` scores from prefix sums: bit for bit NLTK's, in linear time."""
     n = len(tokseqs)
     numgaps = n - 1
     if numgaps <= 0:
