@@ -152,10 +152,6 @@ def percentile_breakpoints(distances: np.ndarray, percentile: float) -> list[int
     return [i for i, d in enumerate(distances) if d > thr]
 
 
-def _windows(book: Book, unit: Unit, buffer_size: int) -> list[str]:
-    return combined_sentences([unit.sentence_text(book.text, s.index) for s in unit.sentences], buffer_size)
-
-
 def _chunks_from_embeddings(book: Book, unit: Unit, emb: np.ndarray | None, percentile: float,
                             method: str) -> list[Chunk]:
     if len(unit.sentences) <= 1:
@@ -170,7 +166,8 @@ def _chunks_from_embeddings(book: Book, unit: Unit, emb: np.ndarray | None, perc
 def semantic_chunks_many(items: Sequence[tuple[Book, Unit]], embedder, percentile: float, buffer_size: int,
                          method: str = "semantic") -> list[list[Chunk]]:
     """Semantic chunks of every ``(book, unit)``, the windows of all units embedded in one call."""
-    windows = [_windows(b, u, buffer_size) for b, u in items]
+    windows = [combined_sentences([u.sentence_text(b.text, s.index) for s in u.sentences], buffer_size)
+               for b, u in items]
     flat = [w for ws in windows if len(ws) > 1 for w in ws]
     show = len(flat) >= PROGRESS_MIN_TEXTS and "show_progress" in inspect.signature(embedder.encode).parameters
     emb = (embedder.encode(flat, kind="passage", **({"show_progress": True} if show else {})) if flat
