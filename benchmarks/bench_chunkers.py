@@ -24,9 +24,7 @@ def main() -> None:
     from langchain_text_splitters.base import split_text_on_tokens
 
     from litseg_nb.chunkers import BaselinesConfig, load_tokenizer
-    from litseg_nb.chunkers.paragraph import paragraph_chunks
-    from litseg_nb.chunkers.recursive import make_recursive_splitter, recursive_chunks
-    from litseg_nb.chunkers.token import token_chunks
+    from litseg_nb.chunkers.splitters import make_recursive_splitter, paragraph_chunks, recursive_chunks, token_chunks
     from litseg_nb.corpus import load_corpus
 
     cfg = BaselinesConfig.for_profile(args.profile)

@@ -77,7 +77,7 @@ def prepare(args) -> None:
 
     os.environ.setdefault("LITSEG_CACHE_DIR", tempfile.mkdtemp(prefix="cpu-engines-cache-"))
     from litseg_nb.chunkers.config import BaselinesConfig
-    from litseg_nb.chunkers.lumber import lumber_chunks_batch
+    from litseg_nb.chunkers.llm_chunkers import lumber_chunks_batch
     from litseg_nb.chunkers.perplexity import segment_token_ids, unit_segments, windowed_token_logprobs
     from litseg_nb.corpus import load_corpus
     from litseg_nb.corpus.selection import select_units

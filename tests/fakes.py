@@ -197,3 +197,37 @@ def chunks_at(book, unit, starts, method):
     starts = [1] + sorted(set(starts) - {1})
     ends = [s - 1 for s in starts[1:]] + [unit.n_sentences]
     return [make_sentence_chunk(book, unit, method, k, a, e) for k, (a, e) in enumerate(zip(starts, ends))]
+
+
+# ------------------------------------------------------------------ toy books from plain text
+_TOY_SENT = re.compile(r"\S.*?(?:[.!?]+[\"'’”)]*(?=\s|$)|$)", re.S)
+
+
+def toy_book(text: str, book_id: str = "toy", title: str = "Toy Book"):
+    """A :class:`~litseg_nb.core.schema.Book` from plain text: units split at lines of ``###``,
+    paragraphs at blank lines, sentences at end punctuation followed by whitespace."""
+    from litseg_nb.core.schema import Book, Sentence, Unit
+
+    units, paragraphs = [], []
+    parts = re.split(r"(\n###\n)", text)
+    chunks, offset = [], 0
+    for p in parts:
+        if p != "\n###\n":
+            chunks.append((offset, offset + len(p)))
+        offset += len(p)
+    for k, (a, b) in enumerate(chunks):
+        sents, paras = [], []
+        for pm in re.finditer(r"(?:[^\n]|\n(?![ \t]*\n))+", text[a:b]):
+            pa, pb = a + pm.start(), a + pm.end()
+            if not text[pa:pb].strip():
+                continue
+            paras.append((pa, pb))
+            for sm in _TOY_SENT.finditer(text, pa, pb):
+                s_end = sm.end()
+                while s_end > sm.start() and text[s_end - 1].isspace():
+                    s_end -= 1
+                if s_end > sm.start():
+                    sents.append(Sentence(len(sents) + 1, sm.start(), s_end))
+        paragraphs.extend(paras)
+        units.append(Unit(book_id, f"u{k:04d}", k, f"Unit {k}", a, b, tuple(sents), tuple(paras)))
+    return Book(book_id, title, "toy", text, paragraphs, units)

@@ -114,7 +114,7 @@ def test_dead_server_stops_every_llm_method(method, tmp_path, fresh_dirs):
 # ------------------------------------------------------------------ item 11: LumberChunker and server faults
 @pytest.mark.parametrize("mode", ["500", "hang", "malformed"])
 def test_lumber_server_fault_is_one_line_naming_the_server(mode):
-    from litseg_nb.chunkers.lumber import lumber_chunks_batch
+    from litseg_nb.chunkers.llm_chunkers import lumber_chunks_batch
 
     book = conftest.make_book("bk", 1, 6, unit_id="u{u}")
     with FakeOpenAI(mode, hang_s=1.5) as srv:
@@ -125,7 +125,7 @@ def test_lumber_server_fault_is_one_line_naming_the_server(mode):
 
 
 def test_lumber_null_content_is_an_invalid_reply_retried_and_counted():
-    from litseg_nb.chunkers.lumber import lumber_chunks_batch
+    from litseg_nb.chunkers.llm_chunkers import lumber_chunks_batch
 
     book = conftest.make_book("bk", 1, 4, unit_id="u{u}")
     with FakeOpenAI("null_content") as srv:
@@ -319,7 +319,7 @@ def test_healthy_litseg_run_reports_no_fallbacks():
 
 @pytest.mark.parametrize("what", ["perplexity", "completion", "pairwise"])
 def test_dead_server_stops_perplexity_completion_and_the_pairwise_judge(what, fresh_dirs):
-    from litseg_nb.chunkers.paragraph import paragraph_chunks
+    from litseg_nb.chunkers.splitters import paragraph_chunks
 
     port = free_port()
     b = OpenAIBackend("tiny-random", base_urls=[f"http://127.0.0.1:{port}/v1"], max_retries=0)  # local tokenizer
@@ -330,7 +330,7 @@ def test_dead_server_stops_perplexity_completion_and_the_pairwise_judge(what, fr
 
             sentence_perplexities(book, book.units[0], b, max_context=256, block_tokens=64)
         elif what == "completion":
-            from litseg_nb.chunkers.completion import complete_book_chunks
+            from litseg_nb.chunkers.llm_chunkers import complete_book_chunks
 
             complete_book_chunks(book, paragraph_chunks(book, book.units[0]), b, "paragraph+completion")
         else:

@@ -6,20 +6,8 @@ import pytest
 
 from litseg_nb.chunkers import BaselinesConfig, load_tokenizer
 from litseg_nb.segmenters import run_chunker
-from litseg_nb.chunkers.presets import (PUBLISHED_PRESETS, preset_config, published_comparison,
-                                        run_published_presets, unit_cap_effect)
+from litseg_nb.chunkers.presets import published_comparison, run_published_presets, unit_cap_effect
 from litseg_nb.corpus import load_corpus
-
-
-def test_preset_config_and_methods_without_a_knob():
-    cfg = BaselinesConfig.for_profile("test")
-    rec = preset_config(cfg, "recursive")
-    assert rec.recursive_chunk_size == PUBLISHED_PRESETS["recursive"]["recursive_chunk_size"]
-    assert preset_config(cfg, "paragraph") == cfg and preset_config(cfg, "recursive", "default") == cfg
-    with pytest.raises(ValueError, match="no size knob"):
-        preset_config(cfg, "lumber")
-    with pytest.raises(ValueError, match="no published preset"):
-        preset_config(cfg, "token")
 
 
 @pytest.fixture(scope="module")

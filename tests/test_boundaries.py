@@ -222,7 +222,7 @@ def test_respecting_paragraphs_alone_earns_no_lift_but_finding_breaks_does():
 def test_the_paragraph_chunker_gets_lift_one_exactly():
     cfg = B.BoundaryConfig.for_profile("test")
     books = _windows(n_books=2, per_book=2)
-    from litseg_nb.chunkers.paragraph import paragraph_chunks
+    from litseg_nb.chunkers.splitters import paragraph_chunks
     sets = {"paragraph": [c for b in books for u in b.units for c in paragraph_chunks(b, u)]}
     row = B.summarize(B.score_chunk_sets(sets, books, cfg), cfg).iloc[0]
     assert row["R@0"] == 1.0 and row["lift@0"] == 1.0 and row["lift@1"] == 1.0

@@ -182,7 +182,7 @@ def test_chunker_spans_are_exact_and_cover_every_sentence(tiny_root):
     assert starts <= set(scores)  # boundaries only at paragraph starts
     words = len(unit.text(book.text).split())
     assert len(starts) <= max(0, round(words / 60) - 1)
-    per_pos = chunks[0].metadata[bm.SCORES_KEY]
+    per_pos = chunks[0].metadata["boundary_scores"]
     assert len(per_pos) == unit.n_sentences - 1
     assert {j for j in range(2, unit.n_sentences + 1) if per_pos[j - 2] is not None} == set(scores)
     # the top-scored paragraph starts (at least 2 sentences apart and from the ends) are the ones taken

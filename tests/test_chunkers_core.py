@@ -6,11 +6,9 @@ from hypothesis import strategies as st
 
 from litseg_nb.chunkers import BaselinesConfig, ChunkerError, load_tokenizer
 from litseg_nb.segmenters import get_method, run_chunker
-from litseg_nb.chunkers.merge import merge_groups, merge_unit_chunks
-from litseg_nb.chunkers.recursive import locate_chunks, make_recursive_splitter
-from litseg_nb.chunkers.semantic import percentile_breakpoints
-from litseg_nb.chunkers.token import token_windows
-from litseg_nb.chunkers.toy import toy_book
+from litseg_nb.chunkers.base import merge_groups, merge_unit_chunks
+from litseg_nb.chunkers.splitters import locate_chunks, make_recursive_splitter, percentile_breakpoints, token_windows
+from fakes import toy_book
 from litseg_nb.core.schema import assert_full_coverage, make_sentence_chunk
 
 TEXT = (
@@ -152,12 +150,12 @@ def test_merge_unit_chunks_covers_and_respects_target(sizes, target):
 
 def test_semantic_units_embedded_together_equal_one_call_per_unit(cfg, embedder):
     """The registry embeds every unit's windows in one call; the chunks equal per-unit calls."""
-    from litseg_nb.chunkers.semantic import semantic_chunks, semantic_chunks_many
+    from litseg_nb.chunkers.splitters import semantic_chunks_many
 
     book = toy_book(TEXT, book_id="sem-many")
     items = [(book, u) for u in book.units]
     many = semantic_chunks_many(items, embedder, 50, 1)
-    one = [semantic_chunks(b, u, embedder, 50, 1) for b, u in items]
+    one = [semantic_chunks_many([(b, u)], embedder, 50, 1)[0] for b, u in items]
     assert [[(c.from_idx, c.to_idx) for c in cs] for cs in many] == \
         [[(c.from_idx, c.to_idx) for c in cs] for cs in one]
     assert sum(len(cs) for cs in many) > len(items)  # some unit really was split

@@ -7,12 +7,13 @@ import pytest
 
 from litseg_nb.chunkers import BaselinesConfig
 from litseg_nb.segmenters import run_chunker
-from litseg_nb.chunkers.lumber import classify_reply, grow_window, lumber_chunks_batch, parse_answer
-from litseg_nb.chunkers.margin import MarginThreshold, margin_chunks_batch, margin_from_logprobs
+from litseg_nb.chunkers.llm_chunkers import (MarginThreshold, classify_reply, grow_window, lumber_chunks_batch,
+                                             margin_chunks_batch, margin_from_logprobs, parse_answer,
+                                             proposition_chunks_batch)
 from litseg_nb.chunkers.perplexity import (KVWindowScorer, chunk_starts_from_minima, find_minima,
                                            perplexity_chunks)
-from litseg_nb.chunkers.proposition import parse_propositions, proposition_chunks_batch
-from litseg_nb.chunkers.toy import toy_book
+from litseg_nb.llm.replies import list_items as parse_propositions
+from fakes import toy_book
 from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.core.schema import check_coverage
 

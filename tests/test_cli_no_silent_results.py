@@ -149,7 +149,7 @@ def test_semantic_chunker_on_a_book_shows_progress():
     # before: encode() was called without show_progress: a 170 s silent wait on a 488 KB book
     import numpy as np
 
-    from litseg_nb.chunkers.semantic import PROGRESS_MIN_TEXTS, semantic_chunks_many
+    from litseg_nb.chunkers.splitters import PROGRESS_MIN_TEXTS, semantic_chunks_many
 
     n = PROGRESS_MIN_TEXTS + 10
     text = " ".join(f"Sentence number {i} is here." for i in range(n))

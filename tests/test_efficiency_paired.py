@@ -15,7 +15,7 @@ import pytest
 from litseg_nb.evaluation import efficiency
 pt = efficiency
 from litseg_nb.chunkers.config import BaselinesConfig
-from litseg_nb.chunkers.lumber import lumber_chunks_batch
+from litseg_nb.chunkers.llm_chunkers import lumber_chunks_batch
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.lite.segmenter import LiteSegmenter
 from litseg_nb.litseg.config import LitSegConfig

@@ -37,7 +37,7 @@ def test_langchain_split_documents_into_in_memory_vector_store(text, embedder):
     from langchain_core.documents import Document
     from langchain_core.vectorstores import InMemoryVectorStore
 
-    from litseg_nb.chunkers.library_adapters import langchain_embeddings
+    from litseg_nb.chunkers.library import langchain_embeddings
     from litseg_nb.integrations.langchain import LitSegTextSplitter
 
     splitter = LitSegTextSplitter("paragraph", "test")
@@ -62,7 +62,7 @@ def test_llamaindex_ingestion_pipeline_into_vector_store_index(text, embedder):
     from llama_index.core.ingestion import IngestionPipeline
     from llama_index.core.schema import NodeRelationship
 
-    from litseg_nb.chunkers.library_adapters import llamaindex_embedding
+    from litseg_nb.chunkers.library import llamaindex_embedding
     from litseg_nb.integrations.llamaindex import LitSegNodeParser
 
     doc = Document(text=text, metadata={"source": "alice"})

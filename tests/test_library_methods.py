@@ -6,7 +6,7 @@ import pytest
 
 import litseg_nb
 from litseg_nb.chunkers.base import ChunkerError
-from litseg_nb.chunkers.library import (PRESETS, AlignmentCounts, LibraryConfig, align_unit, cheap_presets,
+from litseg_nb.chunkers.library import (PRESETS, AlignmentCounts, LibraryConfig, align_unit,
                                         library_comparison)
 from litseg_nb.config import ConfigError
 from litseg_nb.core.schema import check_coverage, load_chunks
@@ -31,7 +31,7 @@ def _check(book, chunks, n_units):
         assert c.metadata["alignment"] in ("exact", "fuzzy")
 
 
-@pytest.mark.parametrize("preset", [p[4:] for p in cheap_presets()])
+@pytest.mark.parametrize("preset", [n for n, p in PRESETS.items() if p.needs == "text"])
 def test_cheap_presets_align_exactly_and_cover_every_sentence(book, preset):
     chunks = litseg_nb.segment(book, f"lib:{preset}", profile="test", max_units=3)
     _check(book, chunks, 3)
@@ -130,7 +130,7 @@ def test_token_counting_presets_use_the_configured_local_tokenizer_not_tiktoken(
         return any(tiktoken_inside(v, depth + 1) for v in [*vals, *extra.values()])
 
     cfg = LibraryConfig.for_profile("test")
-    for name in cheap_presets():
+    for name in [f"lib:{n}" for n, p in PRESETS.items() if p.needs == "text"]:
         sp = build_splitter(name, cfg)
         assert not tiktoken_inside(sp.obj), name
 

@@ -14,7 +14,7 @@ from fakes import LoopbackServer
 from litseg_nb.chunkers.perplexity import (KVWindowScorer, perplexity_chunks, segment_token_ids,
                                            sentence_perplexities, unit_segments, window_plan,
                                            windowed_token_logprobs)
-from litseg_nb.chunkers.toy import toy_book
+from fakes import toy_book
 from litseg_nb.llm.hf import HFBackend
 from litseg_nb.llm.openai_backend import OpenAIBackend
 

@@ -16,7 +16,7 @@ def test_fidelity_rows_name_the_fields_and_functions_of_issue_21():
     for name in ("timing_dataset", "litseg_on_student", "run_litseg_on_student", "Qwen3-32B-AWQ",
                  "table3_scope", "book_judge_context", "calibration_subset", "segment_pipeline_prompt",
                  "judge_windows", "MarginThreshold", "bm25_tokenize", "FlagReranker.score", "clean_answer",
-                 "BaselinesConfig.tokenizer", "chunkers/semantic.py",
+                 "BaselinesConfig.tokenizer", "chunkers/splitters.py",
                  # per-dataset calibration and LumberChunker's QA comparison
                  "calibration_table", "length_reference_dataset", "annotation_length_reference",
                  "lumber_qa_comparison", "05_lumber_qa"):

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import conftest
-from litseg_nb.chunkers.lumber import parse_answer
-from litseg_nb.chunkers.proposition import parse_propositions
+from litseg_nb.chunkers.llm_chunkers import parse_answer
+from litseg_nb.llm.replies import list_items as parse_propositions
 from litseg_nb.lite.rewards import format_reward_breakdown, judgeable_segments
 from litseg_nb.lite.segmenter import validate_single_pass
 from litseg_nb.litseg.config import LitSegConfig

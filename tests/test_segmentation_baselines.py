@@ -7,7 +7,8 @@ import pytest
 
 from fakes import chunks_at, window_books
 
-from litseg_nb.chunkers import c99, scores, texttiling
+from litseg_nb.chunkers import scores
+from litseg_nb.chunkers import topic as classic
 from litseg_nb.chunkers.config import BaselinesConfig
 from litseg_nb.segmenters.registry import chunk_units, get_method
 from litseg_nb.evaluation import boundaries as B
@@ -50,7 +51,7 @@ def _check_exact(book, unit, chunks):
 def test_texttiling_finds_the_topic_change_at_a_paragraph_start_and_tiles_the_unit():
     book, k = _topic_book()
     unit = book.units[0]
-    chunks = texttiling.texttiling_chunks(book, unit, w=20, k=10)
+    chunks = classic.texttiling_chunks(book, unit, w=20, k=10)
     _check_exact(book, unit, chunks)
     # the chunks tile the unit: consecutive, nothing between them but whitespace
     for c1, c2 in zip(chunks, chunks[1:]):
@@ -76,16 +77,16 @@ def test_texttiling_boundaries_equal_nltk_own_segmentation():
         paras.append(" ".join(rng.choice(topic + words[:2]) for _ in range(rng.randint(25, 60))) + ".")
     book = _book(paras)
     unit = book.units[0]
-    res = texttiling.texttiling_analysis(book, unit)
-    text, _, starts = texttiling.joined_text(book, unit)
-    segs = TextTilingTokenizer(stopwords=list(texttiling.english_stopwords())).tokenize(text)
+    res = classic.texttiling_analysis(book, unit)
+    text, _, starts = classic.joined_text(book, unit)
+    segs = TextTilingTokenizer(stopwords=list(classic.english_stopwords())).tokenize(text)
     cuts, pos = [], 0
     for s in segs[:-1]:
         pos += len(s)
         cuts.append(pos)
     # NLTK cuts at the break's first whitespace character, i.e. 2 before the next paragraph's start
     assert [starts[i] - 2 for i in res["boundaries"]] == cuts
-    chunks = texttiling.texttiling_chunks(book, unit)
+    chunks = classic.texttiling_chunks(book, unit)
     _check_exact(book, unit, chunks)
     assert len(chunks) == len(segs)
 
@@ -99,7 +100,7 @@ def test_block_comparison_equals_nltk_own_bit_for_bit(n_paras, k):
     rng = random.Random(n_paras * 7 + k)
     words = "alpha beta gamma delta river stone cloud fire night road house light dark tree the a of".split()
     text = "\n\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(20, 70))) + "." for _ in range(n_paras))
-    tt = TextTilingTokenizer(k=k, stopwords=list(texttiling.english_stopwords()))
+    tt = TextTilingTokenizer(k=k, stopwords=list(classic.english_stopwords()))
     nopunct = text.lower()  # only letters, spaces and newlines here, plus the full stops NLTK would drop
     nopunct = nopunct.replace(".", "")
     tokseqs = tt._divide_to_tokensequences(nopunct)
@@ -107,37 +108,35 @@ def test_block_comparison_equals_nltk_own_bit_for_bit(n_paras, k):
         ts.wrdindex_list = [wi for wi in ts.wrdindex_list if wi[0] not in tt.stopwords]
     table = tt._create_token_table(tokseqs, tt._mark_paragraph_breaks(nopunct))
     theirs = tt._block_comparison(tokseqs, table)
-    ours = texttiling.block_comparison(tokseqs, table, k)
+    ours = classic.block_comparison(tokseqs, table, k)
     assert len(theirs) == len(tokseqs) - 1 > 0 and ours == theirs
-    assert texttiling.block_comparison(tokseqs[:1], table, k) == []
+    assert classic.block_comparison(tokseqs[:1], table, k) == []
 
 
 def test_block_comparison_worked_example():
     from types import SimpleNamespace as NS
 
     table = {"a": NS(ts_occurences=[[0, 2], [1, 1]]), "b": NS(ts_occurences=[[0, 1]]), "c": NS(ts_occurences=[[1, 1]])}
-    assert texttiling.block_comparison([0, 1], table, 1) == [pytest.approx(2 / np.sqrt(10))]
-    assert texttiling.block_comparison([0, 1], {"a": NS(ts_occurences=[[0, 1]])}, 1) == [0.0]  # an empty block
+    assert classic.block_comparison([0, 1], table, 1) == [pytest.approx(2 / np.sqrt(10))]
+    assert classic.block_comparison([0, 1], {"a": NS(ts_occurences=[[0, 1]])}, 1) == [0.0]  # an empty block
 
 
 def test_texttiling_short_unit_is_one_chunk_and_counted():
     book = _book(["CHAPTER I.", "Just one short paragraph here. And a second sentence."])
     stats = {}
-    chunks = texttiling.texttiling_chunks(book, book.units[0], stats=stats)
+    chunks = classic.texttiling_chunks(book, book.units[0], stats=stats)
     assert len(chunks) == 1 and stats == {"too_short": 1} and check_coverage(book.units[0], chunks).ok
 
 
 def test_c99_rank_transform_hand_worked():
     # the docstring's example: centre 0.5 is higher than 4 of its 8 neighbours
     sim = np.array([[0.1, 0.2, 0.9], [0.3, 0.5, 0.6], [0.4, 0.5, 0.8]])
-    r = c99.rank_matrix(sim, mask=3)
+    r = classic.rank_matrix(sim, mask=3)
     assert r[1, 1] == pytest.approx(4 / 8)
     # corner (0,0) = 0.1 has 3 neighbours (0.2, 0.3, 0.5), none lower
     assert r[0, 0] == 0.0
     # corner (0,2) = 0.9 has neighbours 0.2, 0.5, 0.6: all lower
     assert r[0, 2] == 1.0
-    with pytest.raises(ValueError):
-        c99.rank_matrix(sim, mask=4)
 
 
 def test_c99_clustering_recovers_planted_blocks():
@@ -145,7 +144,7 @@ def test_c99_clustering_recovers_planted_blocks():
     sim = np.full((n, n), 0.05)
     for a, b in ((0, 4), (4, 9), (9, 12)):
         sim[a:b, a:b] = 0.9
-    order, density = c99.divisive_clustering(c99.rank_matrix(sim, 5))
+    order, density = classic.divisive_clustering(classic.rank_matrix(sim, 5))
     assert sorted(order[:2]) == [4, 9] and len(order) == n - 1 and len(density) == n
     assert density[2] > density[1] > density[0]
 
@@ -154,7 +153,7 @@ def test_c99_chunks_split_the_two_topics_and_cover_every_sentence():
     book, k = _topic_book(n_paras=4)
     unit = book.units[0]
     stats = {}
-    chunks = c99.c99_chunks(book, unit, stats=stats)
+    chunks = classic.c99_chunks(book, unit, stats=stats)
     _check_exact(book, unit, chunks)
     change = 3 * k + 1  # three sentences per paragraph
     assert change in [c.from_idx for c in chunks] and not stats
@@ -162,7 +161,7 @@ def test_c99_chunks_split_the_two_topics_and_cover_every_sentence():
     assert scores.top_k(sc, 1) == [change]  # the first division is the topic change
     tiny = _book(["Two sentences. Only two."])
     st2 = {}
-    assert len(c99.c99_chunks(tiny, tiny.units[0], stats=st2)) == 1 and st2 == {"too_short": 1}
+    assert len(classic.c99_chunks(tiny, tiny.units[0], stats=st2)) == 1 and st2 == {"too_short": 1}
 
 
 def test_both_are_registered_rules_only_methods_with_their_knobs():
@@ -185,7 +184,6 @@ def test_both_are_registered_rules_only_methods_with_their_knobs():
 def test_score_hook_top_k_and_perplexity_scores():
     assert scores.top_k([0.1, 0.9, None, 0.5], 2) == [3, 5]
     assert scores.top_k([None, None, 0.2], 2) == [2, 4]  # unscored only when the scored run out
-    assert scores.top_k([0.1, 0.9, 0.3], 1, candidates=[2, 4]) == [4]
     # perplexity: minima by their larger drop, then the rest
     book = _book(["A one. B two. C three. D four. E five. F six."])
     u = book.units[0]

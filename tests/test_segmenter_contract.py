@@ -13,7 +13,7 @@ import pytest
 from litseg_nb.chunkers.base import ChunkerError
 from litseg_nb.chunkers.config import ALL_METHODS, BASELINES, BaselinesConfig
 from litseg_nb.chunkers.library import PRESET_NAMES, TEST_PRESETS, LibraryConfig
-from litseg_nb.chunkers.toy import toy_book
+from fakes import toy_book
 from litseg_nb.config import ConfigError, Options
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.litseg.config import LitSegConfig

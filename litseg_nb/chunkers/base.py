@@ -1,8 +1,6 @@
-"""Shared helpers of the baseline chunkers: unit paragraphs, tokenizers and chunk assembly.
+"""Shared helpers of the baseline chunkers: tokenizers, unit paragraphs, chunk assembly, dynamic merge.
 
-Every chunker works on one :class:`~litseg_nb.core.schema.Unit` at a time and returns
-:class:`~litseg_nb.core.schema.Chunk` records whose ``spans`` are exact character spans into
-``Book.text`` and whose ``from_idx``/``to_idx`` are the unit's (1-based) sentences they overlap.
+Chunks carry exact character ``spans`` into ``Book.text`` and the unit's 1-based sentences they overlap.
 """
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ from typing import Any, Callable, Sequence
 from ..config import Options
 from ..errors import LitsegError
 from ..core.schema import Book, Chunk, Span, Unit, make_sentence_chunk, make_span_chunk
-from ..llm.models import load_tokenizer as load_hf_tokenizer  # the package's one loader
+from ..llm.models import load_tokenizer as load_hf_tokenizer
 
 
 class ChunkerError(LitsegError, RuntimeError):
@@ -26,7 +24,6 @@ def where(book: Book, unit: Unit) -> str:
     return f"book {book.book_id!r} unit {unit.unit_id!r}"
 
 
-# --------------------------------------------------------------------------- tokenizers
 class Tokenizer:
     """A Hugging Face fast tokenizer with the two things chunkers need: counts and offsets."""
 
@@ -35,8 +32,6 @@ class Tokenizer:
         self.name = name
 
     def count(self, text: str) -> int:
-        if not text:
-            return 0
         return len(self.hf(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
@@ -46,19 +41,12 @@ class Tokenizer:
         return [len(x) for x in enc]
 
     def offsets(self, text: str) -> list[tuple[int, int]]:
-        """Character offsets ``(start, end)`` of each token of ``text`` (no special tokens)."""
         enc = self.hf(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         return [tuple(o) for o in enc["offset_mapping"]]
 
 
 class MemoTokenizer:
-    """A tokenizer's counts, remembered: every text counted once (keyed by a 128-bit BLAKE2b digest
-    of its UTF-8 bytes, so the texts themselves are not kept).
-
-    For loops that count the same texts again and again — the length-matching bisection re-merges
-    and re-measures the same chunks at every step (about 40% of its counts were repeats in the
-    smoke run). ``inner`` is a :class:`Tokenizer` (or anything with ``count``; ``count_many`` is
-    used when it has one). Counts are exactly the inner tokenizer's; scope one instance to one loop."""
+    """A tokenizer's counts, each text counted once (keyed by its BLAKE2b digest)."""
 
     def __init__(self, inner: Any):
         self.inner = inner
@@ -72,14 +60,7 @@ class MemoTokenizer:
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     def count(self, text: str) -> int:
-        key = self._key(text)
-        n = self._counts.get(key)
-        if n is None:
-            self.misses += 1
-            n = self._counts[key] = self.inner.count(text)
-        else:
-            self.hits += 1
-        return n
+        return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         keys = [self._key(t) for t in texts]
@@ -115,18 +96,23 @@ def load_tokenizer(name: str, backend: Any = None) -> Tokenizer:
     return Tokenizer(_load_hf_tokenizer(name), name)
 
 
+@dataclass(frozen=True)
+class TokenizerOption(Options):
+    """The statistics tokenizer: a packaged name, a local path, or "llm" (the backend's own)."""
+
+    tokenizer: str = "all-MiniLM-L6-v2"
+
+
 def boundary_positions(chunks: Sequence[Any], book_id: str, unit_id: str) -> list[int]:
     """Sentence indices where a chunk of the unit starts, except the unit's first sentence."""
     return sorted({c.from_idx for c in chunks if c.book_id == book_id and c.unit_id == unit_id
                    and c.is_source_span and c.from_idx > 1})
 
 
-# --------------------------------------------------------------------------- unit structure
 _BLANK_LINES = re.compile(r"\n[ \t]*\n")
 
 
 def trim_span(text: str, start: int, end: int) -> Span | None:
-    """``[start, end)`` without leading/trailing whitespace; None when only whitespace remains."""
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
@@ -135,10 +121,7 @@ def trim_span(text: str, start: int, end: int) -> Span | None:
 
 
 def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
-    """Paragraph spans of ``unit`` (clipped to it, whitespace-trimmed, in order, non-empty).
-
-    Uses ``unit.paragraphs``; else the book's paragraphs overlapping the unit; else blank lines.
-    """
+    """Trimmed paragraph spans of ``unit``: its own, else the book's overlapping it, else blank lines."""
     spans: list[Span] = list(unit.paragraphs)
     if not spans and book.paragraphs:
         spans = [(max(a, unit.start), min(b, unit.end)) for a, b in book.paragraphs
@@ -154,19 +137,12 @@ def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
         t = trim_span(book.text, max(a, unit.start), min(b, unit.end))
         if t is not None:
             out.append(t)
-    # paragraphs with no sentence (stray punctuation, headings the splitter dropped) are kept
     return out
 
 
-# --------------------------------------------------------------------------- chunk assembly
 def chunks_from_spans(book: Book, unit: Unit, method: str, spans: Sequence[Span],
                       metadata: Sequence[dict[str, Any]] | None = None) -> list[Chunk]:
-    """Chunks for character spans of the unit, in order.
-
-    Spans are whitespace-trimmed; a span that overlaps no sentence (e.g. a stray quote mark the
-    sentence splitter left between sentences) is joined to the previous span (or the next one when
-    it comes first), so no character is lost and every chunk has a sentence range.
-    """
+    """Chunks for character spans of the unit; a span overlapping no sentence joins a neighbouring one."""
     sents = unit.sentences
     items: list[list[Any]] = []  # [start, end, metadata]
     pending_start: int | None = None
@@ -193,11 +169,7 @@ def chunks_from_spans(book: Book, unit: Unit, method: str, spans: Sequence[Span]
 def chunks_from_boundaries(book: Book, unit: Unit, method: str, starts: Sequence[int],
                            metadata: dict[str, Any] | None = None,
                            overlap_prev: Sequence[bool] = ()) -> list[Chunk]:
-    """Sentence chunks for 1-based chunk start indices ``starts`` (must begin with 1).
-
-    ``overlap_prev[k]`` True makes chunk k also include the last sentence of chunk k-1
-    (Meta-Chunking's dynamic overlap).
-    """
+    """Sentence chunks for 1-based chunk starts; ``overlap_prev[k]``: chunk k also takes chunk k-1's last."""
     n = unit.n_sentences
     starts = sorted(set(starts))
     if not starts or starts[0] != 1 or starts[-1] > n:
@@ -210,10 +182,45 @@ def chunks_from_boundaries(book: Book, unit: Unit, method: str, starts: Sequence
     return out
 
 
-@dataclass(frozen=True)
-class TokenizerOption(Options):
-    """The statistics tokenizer, an option of every method that counts tokens (token windows, the
-    dynamic merge, the library splitters): a packaged name ("all-MiniLM-L6-v2"), a local path, or
-    "llm" (the LLM backend's own tokenizer)."""
+def merge_groups(lengths_of: Callable[[int, int], int], n: int, target: int) -> list[tuple[int, int]]:
+    """Greedy groups ``[i, j)`` of ``n`` items; ``lengths_of(i, j)`` is the merged length of i..j-1."""
+    if target <= 0:
+        raise ValueError(f"merge target must be positive, got {target}")
+    groups, i = [], 0
+    while i < n:
+        j = i + 1
+        while j < n and lengths_of(i, j + 1) <= target:
+            j += 1
+        groups.append((i, j))
+        i = j
+    return groups
 
-    tokenizer: str = "all-MiniLM-L6-v2"
+
+def merge_unit_chunks(book: Book, unit: Unit, chunks: Sequence[Chunk], target_tokens: int,
+                      count_tokens: Callable[[str], int], method: str) -> list[Chunk]:
+    """Dynamic merge (Meta-Chunking §3.1.3): one unit's chunks merged greedily within ``target_tokens``."""
+    chunks = sorted(chunks, key=lambda c: (c.spans[0][0], c.spans[-1][1]))
+    if not chunks:
+        return []
+
+    cache: dict[tuple[int, int], int] = {}
+
+    def length(i: int, j: int) -> int:
+        if (i, j) not in cache:
+            a = chunks[i].spans[0][0]
+            b = max(c.spans[-1][1] for c in chunks[i:j])
+            cache[(i, j)] = count_tokens(book.text[a:b])
+        return cache[(i, j)]
+
+    out = []
+    for k, (i, j) in enumerate(merge_groups(length, len(chunks), target_tokens)):
+        a = chunks[i].spans[0][0]
+        b = max(c.spans[-1][1] for c in chunks[i:j])
+        out.append(make_span_chunk(book, unit, method, k, a, b,
+                                   {"merged_from": [c.chunk_id for c in chunks[i:j]], "tokens": length(i, j)}))
+    return out
+
+
+@dataclass(frozen=True)
+class MergeOptions(TokenizerOption):
+    merge_target_tokens: int = 334  # dynamic merge target L (LumberChunker's published mean)

@@ -1,25 +1,6 @@
-"""Features of a candidate narrative boundary: the paragraph start between two stretches of text.
-
-A *document* is a run of paragraphs, each a tuple of sentence strings (a boundary window, a unit, a
-book's narrative stream). Every paragraph start but the first is a *candidate*; its features look
-only at the document's own text around it (nothing about where the document begins or ends, where
-the windows of the benchmark were cut, or how far the last boundary was), so a model trained on
-whole books' streams scores a window's or a chapter's paragraph starts the same way.
-
-Dense features (``DENSE_NAMES``), for the sentences ``B_k`` before and ``A_k`` after the candidate:
-
-* lexical cohesion across the candidate, TextTiling-style: cosine of the content-word counts of
-  ``B_k`` and ``A_k`` for k = 2, 5, 10; its *depth* (how far it sinks below the nearest peaks to the
-  left and right among the neighbouring candidates) and its rank among the ±8 neighbouring candidates;
-* continuity of people and places: Jaccard overlap of capitalised non-initial words of ``B_10`` and
-  ``A_10``; the share of ``A_5``'s names and of its content words that ``B_20`` never used (novelty);
-* shape: log word counts and sentence counts of the paragraphs before and after, dialogue (a
-  paragraph opening or closing with a quotation mark), the after-paragraph's first sentence length.
-
-Hashed features (``HASH_SPACES``, ``HASH_BUCKETS`` buckets each, 0/1): the first one, two and three
-words of the new paragraph (``"next morning"``, ``"it was"``: time and place shifts the model learns
-itself), the last word of the paragraph before with its final punctuation. CRC-32 hashing, so the
-same string gets the same bucket on every machine and Python run.
+"""Features of a candidate narrative boundary (every paragraph start but a document's first): lexical
+cohesion around it, name continuity, word novelty, paragraph shape and dialogue (``DENSE_NAMES``), plus
+CRC-32-hashed first words of the new paragraph and last word before it.
 """
 from __future__ import annotations
 
@@ -59,7 +40,7 @@ _QUOTES = "\"“”‘’'«»"
 
 
 def _sentence_words(s: str) -> tuple[list[str], frozenset]:
-    """Content words (lower-cased) and names (capitalised words not at the sentence start) of a sentence."""
+    """Content words and names (capitalised words not at the sentence start) of a sentence."""
     words = _WORD_RE.findall(s)
     content = [w.lower().replace("’", "'") for w in words if len(w) > 2 and w.lower() not in STOPWORDS]
     names = frozenset(w for i, w in enumerate(words) if i > 0 and w[0].isupper() and len(w) > 1
@@ -88,10 +69,7 @@ class _Blocks:
         return np.unique(self.ids[self.offsets[lo]:self.offsets[hi]], return_counts=True)
 
     def name_set(self, lo: int, hi: int) -> set:
-        out: set = set()
-        for x in self.names[max(lo, 0):max(min(hi, self.n), 0)]:
-            out |= x
-        return out
+        return set().union(*self.names[max(lo, 0):max(min(hi, self.n), 0)])
 
 
 def _cos(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
@@ -154,12 +132,7 @@ def _dialogue(p: str) -> tuple[float, float]:
 
 
 def document_features(paragraphs: Sequence[Sequence[str]]) -> tuple[np.ndarray, list[list[int]]]:
-    """Features of every candidate of a document (paragraphs as tuples of sentence strings).
-
-    Returns ``(dense, hashed)``: ``dense`` is ``(len(paragraphs) - 1, len(DENSE_NAMES))`` for the
-    paragraph starts 1..n-1; ``hashed[i]`` the active hashed columns (offsets into
-    ``len(HASH_SPACES) * HASH_BUCKETS``) of candidate i.
-    """
+    """``(dense, hashed)`` features of paragraph starts 1..n-1 of a document (paragraphs: sentence tuples)."""
     n_par = len(paragraphs)
     if n_par < 2:
         return np.zeros((0, len(DENSE_NAMES))), []

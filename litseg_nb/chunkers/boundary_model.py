@@ -1,26 +1,11 @@
-"""The narrative boundary model as a chunker (method ``boundary-model``, notebook 04).
-
-A logistic regression trained on the authors' own chapter and scene breaks of the training books
-(:mod:`litseg_nb.evaluation.boundary_train`, ``python -m litseg_nb train-boundary-model``) scores every
-paragraph start of a unit (:mod:`litseg_nb.chunkers.boundary_features`): the probability that a
-narrative boundary falls right before it. The weights ship in the package
-(``litseg_nb/weights/boundary_model.json``, its card beside it).
-
-* :func:`boundary_scores` — ``{sentence index of a paragraph start: score}`` for a ``(book, unit)``
-  pair, a :class:`~litseg_nb.core.schema.Unit` window of a book, or a plain text (paragraphs at blank
-  lines, sentences by the package's splitter).
-* :func:`boundary_model_chunks` — the chunker: ``k = max(0, round(words / target_words) - 1)``
-  boundaries, the top-scored paragraph starts taken greedily, each at least ``min_sentences``
-  sentences from the unit's ends and from every boundary already taken (fewer when the unit holds
-  fewer such places). Chunks are whole sentences (exact spans, every sentence covered once); the
-  first chunk carries every position's score in ``metadata["boundary_scores"]`` (positions 2..n, ``None``
-  where no paragraph starts), the hook the boundary benchmark reads for its top-|G| rows.
-"""
+"""The narrative boundary model as a chunker (method ``boundary-model``): a logistic regression trained on
+authors' chapter and scene breaks (``train-boundary-model``; weights in ``litseg_nb/weights/``) scores each
+paragraph start; the chunker cuts at the top-scored ones under a length target."""
 from __future__ import annotations
 
 import hashlib
 import json
-import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -34,20 +19,17 @@ from ..errors import LitsegError
 from ..core.schema import Book, Chunk, Unit, word_count
 from .base import chunks_from_boundaries, unit_paragraphs, trim_span
 from .boundary_features import DENSE_NAMES, FEATURE_VERSION, HASH_BUCKETS, HASH_SPACES, document_features, n_hashed
+from .scores import attach_scores
 from ..preprocess.units import build_units
 
 METHOD = "boundary-model"
 WEIGHTS_FILE = PACKAGE_DIR / "weights" / "boundary_model.json"
 CARD_FILE = WEIGHTS_FILE.with_name("boundary_model.card.json")
-SCORES_KEY = "boundary_scores"
 
 
 @dataclass(frozen=True)
 class BoundaryModelOptions(Options):
-    """The ``boundary-model`` method's options: ``round(words / boundary_target_words) - 1`` boundaries per
-    unit at its top-scored paragraph starts, chunks of at least ``boundary_min_sentences`` sentences;
-    ``boundary_model_weights``: a weights file (``""`` = the packaged one). The registry's options carry
-    the file's digest after a ``#`` (:func:`with_digest`), so retrained weights change the cache key."""
+    """The ``boundary-model`` method's options (``boundary_model_weights`` ``""``: the packaged file)."""
 
     boundary_target_words: int = at_least(300, 1)
     boundary_min_sentences: int = at_least(2, 1)
@@ -55,7 +37,7 @@ class BoundaryModelOptions(Options):
 
 
 def with_digest(weights: str) -> str:
-    """``weights#<sha256 of the file>`` (``#unreadable`` when it cannot be read: loading it then raises)."""
+    """``weights#<sha256 of the file>`` (``#unreadable``: loading it then raises)."""
     try:
         digest = weights_digest(weights or None)
     except BoundaryModelError:
@@ -64,7 +46,6 @@ def with_digest(weights: str) -> str:
 
 
 def weights_path(weights_with_digest: str) -> str | None:
-    """The weights file of :func:`with_digest`'s value (``None`` = the packaged file)."""
     return weights_with_digest.rsplit("#", 1)[0] or None
 
 
@@ -74,7 +55,7 @@ class BoundaryModelError(LitsegError, ValueError):
 
 @dataclass(frozen=True)
 class BoundaryModel:
-    """Standardisation and logistic-regression weights over :mod:`boundary_features`' features."""
+    """Standardisation and logistic-regression weights over :mod:`.boundary_features`."""
 
     mean: np.ndarray
     std: np.ndarray
@@ -139,16 +120,12 @@ def _load(path: str, digest: str) -> BoundaryModel:
 
 
 def load_model(path: Path | str | None = None) -> BoundaryModel:
-    """The packaged model (or the weights at ``path``)."""
     p = Path(path) if path else WEIGHTS_FILE
     return _load(str(p), weights_digest(p))
 
 
-# ------------------------------------------------------------------ documents
 def unit_document(book: Book, unit: Unit) -> tuple[list[tuple[str, ...]], list[int]]:
-    """The unit's paragraphs as sentence strings, and the 1-based index of each one's first sentence.
-
-    A sentence belongs to the paragraph its start lies in; paragraphs without a sentence are left out."""
+    """The unit's paragraphs as sentence strings and the 1-based index of each one's first sentence."""
     paras = unit_paragraphs(book, unit)
     groups: list[list[Any]] = []
     k = 0
@@ -164,12 +141,8 @@ def unit_document(book: Book, unit: Unit) -> tuple[list[tuple[str, ...]], list[i
 
 
 def _text_unit(text: str) -> tuple[Book, Unit]:
-    import re
-
-
     if not text.strip():
         raise LitsegError("boundary_scores: the text is empty")
-
     paragraphs, pos = [], 0
     for m in re.finditer(r"\n[ \t]*\n", text):
         paragraphs.append((pos, m.start()))
@@ -183,29 +156,22 @@ def _text_unit(text: str) -> tuple[Book, Unit]:
     return book, units[0]
 
 
-def boundary_scores(window_or_text: Any, unit: Unit | None = None, model: BoundaryModel | None = None) -> dict[int, float]:
-    """``{first sentence index of every paragraph but the first: P(narrative boundary before it)}``.
-
-    ``window_or_text``: a ``(book, unit)`` pair, a :class:`Book` with ``unit`` (a boundary window of
-    the benchmark is one), or a plain text (paragraphs at blank lines, one unit)."""
+def boundary_scores(window_or_text: Any, model: BoundaryModel | None = None) -> dict[int, float]:
+    """``{paragraph's first sentence: P(boundary before it)}`` of a ``(book, unit)`` pair or a plain text."""
     if isinstance(window_or_text, str):
         book, unit = _text_unit(window_or_text)
     elif isinstance(window_or_text, tuple) and len(window_or_text) == 2:
         book, unit = window_or_text
-    elif isinstance(window_or_text, Book) and unit is not None:
-        book = window_or_text
     else:
-        raise LitsegError("boundary_scores takes a text, a (book, unit) pair, or a book and its unit")
+        raise LitsegError("boundary_scores takes a text or a (book, unit) pair")
     docs, starts = unit_document(book, unit)
     dense, hashed = document_features(docs)
     s = (model or load_model()).score_features(dense, hashed)
     return {starts[j]: float(v) for j, v in zip(range(1, len(starts)), s)}
 
 
-# ------------------------------------------------------------------ chunker
 def pick_boundaries(scores: dict[int, float], n: int, k: int, min_sentences: int) -> list[int]:
-    """Up to ``k`` top-scored positions (ties: the earlier), each ≥ ``min_sentences`` from the ends
-    (positions ``1 + min_sentences .. n + 1 - min_sentences``) and from one another."""
+    """Up to ``k`` top-scored positions, each ≥ ``min_sentences`` from the ends and from one another."""
     order = sorted(scores, key=lambda j: (-scores[j], j))
     chosen: list[int] = []
     for j in order:
@@ -220,7 +186,7 @@ def pick_boundaries(scores: dict[int, float], n: int, k: int, min_sentences: int
 
 def boundary_model_chunks(book: Book, unit: Unit, target_words: int, min_sentences: int,
                           model: BoundaryModel | None = None, method: str = METHOD) -> list[Chunk]:
-    """Chunks of one unit at the model's top-scored paragraph starts under a length target (module doc)."""
+    """Chunks of one unit: ``round(words / target_words) - 1`` boundaries at the top-scored paragraph starts."""
     n = unit.n_sentences
     if n == 0:
         return []
@@ -234,15 +200,12 @@ def boundary_model_chunks(book: Book, unit: Unit, target_words: int, min_sentenc
     per_pos: list[float | None] = [None] * max(n - 1, 0)
     for j, v in scores.items():
         if 2 <= j <= n:
-            per_pos[j - 2] = None if not math.isfinite(v) else round(v, 6)
-    if chunks:
-        chunks[0].metadata = {**chunks[0].metadata, SCORES_KEY: per_pos}
+            per_pos[j - 2] = v
+    attach_scores(chunks, per_pos, n)
     return chunks
 
 
-# ------------------------------------------------------------------ the card
 def model_card(path: Path | str | None = None) -> dict[str, Any]:
-    """The packaged model's card (training data statement, features, timing, validation scores)."""
     p = Path(path) if path else CARD_FILE
     try:
         return json.loads(p.read_text(encoding="utf-8"))
@@ -251,7 +214,7 @@ def model_card(path: Path | str | None = None) -> dict[str, Any]:
 
 
 def card_tables(card: dict[str, Any] | None = None):
-    """``(data statement, validation rows)`` of a card as two DataFrames (notebook 06)."""
+    """``(data statement, validation rows)`` of a card as DataFrames (notebook 06)."""
     import pandas as pd
 
     c = card or model_card()

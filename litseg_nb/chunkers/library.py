@@ -1,85 +1,52 @@
 """Any library's chunker as a method: ``--method lib:<preset>`` or ``--method lib:<module>.<Class>``.
 
-::
-
-    python -m litseg_nb segment book.txt --method lib:chonkie-semantic --profile smoke
-    python -m litseg_nb segment book.txt --method lib:chonkie.SemanticChunker --set chunk_size=400
-
-The third-party splitter runs *itself* (its own code, its own options) on the text of each
-narrative unit; its output pieces are then aligned back to the unit with the ``import-chunks``
-aligner (:class:`litseg_nb.core.chunk_align.BookAligner`: exact, normalised, anchored-fuzzy), so every
-chunk gets exact character spans into the book text and its sentence range. Nothing is dropped or
-hidden:
-
-* a piece that cannot be aligned is kept (its text, ``spans=[]``, ``is_source_span=False``,
-  ``metadata['alignment']='not_found'``) and counted;
-* sentences of the unit that no aligned piece covers (a library that dropped text) become *gap*
-  chunks flagged ``metadata['alignment']='gap'`` and counted (``fill_gaps=False`` makes them an
-  error instead), so the coverage check of every method holds;
-* the run's counters give pieces, exact/normalised/anchored/not-found alignments, gap chunks and the
-  library's own character coverage and overlap of the units (the share of non-whitespace characters
-  inside some aligned piece, and inside more than one).
-
-Chunk ``text`` is the book text of the aligned span (what the library returned, up to whitespace
-and quote normalisation; ``metadata['alignment_method']`` says which). The splitter gets the
-profile's models, never a download: the statistics tokenizer (``tokenizer``, MiniLM's by default)
-for token counting, the profile's embedder wrapped in the library's embedding interface for the
-semantic splitters, and the profile's LLM backend (through the request cache) as chonkie's
-"genie" for its LumberChunker-style ``SlumberChunker`` (those interfaces: chunkers/library_adapters.py).
-Library options are ``--set key=value``
-overrides (``options``), checked against the class's constructor before anything runs.
-
-:data:`PRESETS` names the splitters users reach for, each with this project's re-implementation of
-the same idea (``ours``) for notebook 04's faithfulness table (:func:`library_comparison`).
+The splitter runs on each unit with the profile's models; its pieces are aligned back with the
+``import-chunks`` aligner (unaligned pieces kept and flagged, uncovered sentences become gap chunks).
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import inspect
+import itertools
 import logging
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
+
 from ..config import ConfigError, StageConfig, between, one_of
 from ..config import PROFILES_TABLE
 from ..core.schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, TokenizerOption, boundary_positions, chunks_from_spans, load_tokenizer, where
-from ..llm.base import LLMError
-from .library_adapters import (GenieStats, _langchain_token_splitter, chonkie_embeddings, chonkie_genie,
-                               chonkie_tokenizer, langchain_embeddings, llamaindex_embedding)
+from ..llm.base import LLMError, SamplingParams, UsageTag
 from ..core.chunk_align import _coverage, BookAligner  # the import-chunks coverage measure
+from .splitters import RecursiveOptions
 from .stats import chunk_token_lengths
 
 log = logging.getLogger(__name__)
 
 
 class LibraryMethodError(ConfigError, ChunkerError):
-    """A ``lib:`` method that cannot be resolved or built (unknown preset, library not installed, not
-    a splitter): a configuration error (the CLI prints one line) and a chunker error."""
+    """A ``lib:`` method that cannot be resolved or built (the CLI prints one line)."""
 
 
 PREFIX = "lib:"
 
 
-# --------------------------------------------------------------------------- presets
 @dataclass(frozen=True)
 class LibraryPreset:
-    """A named library splitter: ``target`` ("<module>.<Class>", library aliases allowed) with
-    keyword arguments, and the method of this project that re-implements the same idea."""
+    """A named library splitter (``target`` "<module>.<Class>", its kwargs) and our counterpart method."""
 
     target: str
     kwargs: tuple[tuple[str, Any], ...] = ()
     ours: str | None = None  # this project's counterpart (faithfulness table), None = no counterpart
     needs: str = "text"  # "text" | "embedder" | "llm" (what the registry's spec needs)
-    cheap: bool = True  # runs in notebook 04's test profile
     note: str = ""
 
 
-# sizes chosen to match ours: 400 MiniLM tokens (our token windows), 1,800 characters (our recursive
-# splitter), 95th-percentile breakpoints with buffer 1 (our semantic chunker = LangChain's defaults)
-_RECURSIVE_SEPARATORS = ("\n\n", "\n", ". ", "! ", "? ", "; ", ", ", " ", "")
+# sizes chosen to match our token, recursive and semantic chunkers
 PRESETS: dict[str, LibraryPreset] = {
     "chonkie-token": LibraryPreset("chonkie.TokenChunker", (("chunk_size", 400), ("chunk_overlap", 40)), "token",
                                    note="400-token windows, 40 overlap (MiniLM tokens)"),
@@ -88,24 +55,25 @@ PRESETS: dict[str, LibraryPreset] = {
     "chonkie-recursive": LibraryPreset("chonkie.RecursiveChunker", (("chunk_size", 400),), "recursive",
                                        note="chonkie's default rules, 400 tokens"),
     "chonkie-semantic": LibraryPreset("chonkie.SemanticChunker", (("chunk_size", 400),), "semantic", needs="embedder",
-                                      cheap=False, note="chonkie's similarity threshold 0.8, window 3, profile embedder"),
+                                      note="chonkie's similarity threshold 0.8, window 3, profile embedder"),
     "chonkie-slumber": LibraryPreset("chonkie.SlumberChunker", (("chunk_size", 550), ("extract_mode", "text"),
-                                                                ("verbose", False)), "lumber", needs="llm", cheap=False,
+                                                                ("verbose", False)), "lumber", needs="llm",
                                      note="LumberChunker-style: the profile's LLM picks the split (budget 550 tokens)"),
     "llamaindex-sentence": LibraryPreset("llama_index.SentenceSplitter", (("chunk_size", 400), ("chunk_overlap", 40)),
                                          "token", note="LlamaIndex SentenceSplitter, 400 tokens, 40 overlap"),
     "llamaindex-semantic": LibraryPreset("llama_index.SemanticSplitterNodeParser",
                                          (("buffer_size", 1), ("breakpoint_percentile_threshold", 95)), "semantic",
-                                         needs="embedder", cheap=False, note="95th-percentile breakpoints, buffer 1, profile embedder"),
+                                         needs="embedder", note="95th-percentile breakpoints, buffer 1, profile embedder"),
     "langchain-recursive": LibraryPreset("langchain.RecursiveCharacterTextSplitter",
                                          (("chunk_size", 1800), ("chunk_overlap", 200),
-                                          ("separators", list(_RECURSIVE_SEPARATORS)), ("keep_separator", "end")),
+                                          ("separators", list(RecursiveOptions.recursive_separators)),
+                                          ("keep_separator", "end")),
                                          "recursive", note="our recursive settings (1,800 chars, 200 overlap, "
                                                            "separators kept at the end of a piece)"),
     "langchain-semantic": LibraryPreset("langchain.SemanticChunker",
                                         (("breakpoint_threshold_type", "percentile"),
                                          ("breakpoint_threshold_amount", 95.0), ("buffer_size", 1)), "semantic",
-                                        needs="embedder", cheap=False, note="langchain-experimental, 95th percentile, profile embedder"),
+                                        needs="embedder", note="langchain-experimental, 95th percentile, profile embedder"),
     "langchain-token": LibraryPreset("langchain.TokenTextSplitter", (("chunk_size", 400), ("chunk_overlap", 40)),
                                      "token", note="LangChain's token windows on MiniLM tokens (tiktoken needs a "
                                                    "download, see the README)"),
@@ -131,17 +99,8 @@ def is_library_method(name: str) -> bool:
 TEST_PRESETS: tuple[str, ...] = PROFILES_TABLE["test"]["LibraryConfig"]["presets"]  # notebook 04 in the test profile
 
 
-def cheap_presets() -> tuple[str, ...]:
-    """The presets that need no embedder and no LLM."""
-    return tuple(PREFIX + n for n, p in PRESETS.items() if p.cheap)
-
-
-# --------------------------------------------------------------------------- config
 @dataclass(frozen=True)
 class LibraryOptions(TokenizerOption):
-    """Options of a ``lib:`` method (``tokenizer``: token counting of the splitters, a packaged name, a
-    path or "llm"): what changes its chunks besides the method name (the preset or class)."""
-
     min_score: float = between(0.8, 0.0, 1.0)  # lowest similarity accepted as a fuzzy alignment
     fill_gaps: bool = True  # sentences no piece covers become flagged gap chunks (False: error)
     options: tuple[tuple[str, Any], ...] = ()  # the library's keyword arguments (over the preset's)
@@ -150,28 +109,18 @@ class LibraryOptions(TokenizerOption):
 
 @dataclass(frozen=True)
 class LibraryConfig(LibraryOptions, StageConfig):
-    """Config of a ``lib:`` method: its :class:`LibraryOptions` and notebook 04's settings of the presets.
-    Keys that are not fields are the library's own keyword arguments (``--set chunk_size=400``): they
-    land in ``options`` and are checked against the splitter's constructor when it is built (an unknown
-    one is a :class:`ConfigError`)."""
+    """Config of a ``lib:`` method and notebook 04's preset settings. Keys that are not fields are the
+    library's own keyword arguments (``--set chunk_size=400``), checked against its constructor."""
 
-    # notebook 04: the presets it runs (test: one cheap splitter of each library, no embedder or LLM: CI budget)
+    # notebook 04: the presets it runs, on ``books`` (ids or title substrings; empty = every corpus book)
     presets: tuple[str, ...] = one_of(PRESET_NAMES, *PRESET_NAMES)
-    # notebook 04: the books the presets run on (ids or title substrings; empty = every corpus book).
-    # smoke: the evaluation book only, as BaselinesConfig.semantic_books (CPU budget: notebooks 05/06
-    # would also index and score each set on every book)
     books: tuple[str, ...] = ()
-    # ... and the units the embedding presets run on: "selection" = the shared unit selection the LLM
-    # methods segment (smoke: chonkie's semantic chunker embeds ~3 texts per sentence, about 10 s per
-    # 900-word unit with MiniLM on a loaded 2-core machine, so all of Emma would take ~30 min), "all" =
-    # every unit of ``books``. The LLM preset always runs on the selection. Notebook 05 compares
-    # chunkers on the units they all cover (the selection), so it loses nothing.
+    # the units the embedding presets run on (the LLM preset always runs on the unit selection)
     embedding_units: str = one_of("all", "selection", "all")
 
     @classmethod
     def like(cls, cfg: Any, **overrides: Any) -> "LibraryConfig":
-        """The config of notebook 04's ``cfg`` (a BaselinesConfig): same profile, seed, models, corpus,
-        unit selection and statistics tokenizer."""
+        """The config of notebook 04's BaselinesConfig ``cfg`` (same profile, seed, models, corpus, tokenizer)."""
         return cls.for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(), embedding=cfg.embedding.to_dict(),
                                corpus=cfg.corpus.to_dict(), selection=cfg.selection.to_dict(),
                                tokenizer=cfg.tokenizer, **overrides)
@@ -189,15 +138,13 @@ class LibraryConfig(LibraryOptions, StageConfig):
         return super().describe() + f" | tokenizer={self.tokenizer}"
 
     def presets_note(self) -> str:
-        """Where notebook 04 ran the presets and with which library versions (for table captions)."""
+        """Where notebook 04 ran the presets, with the library versions (table captions)."""
         versions = ", ".join(f"{k}=={v}" for k, v in preset_versions().items() if v)
         return (f"library presets on {','.join(self.books) or 'every book'}; embedding presets on "
                 f"{self.embedding_units} units; LLM preset on the unit selection | {versions}")
 
 
-# --------------------------------------------------------------------------- resolution
 def _import_target(target: str) -> Any:
-    """The class or function ``target`` names ("<alias or module>.<Name>")."""
     module, _, attr = target.rpartition(".")
     if not module or not attr or not re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", target):
         raise LibraryMethodError(f"lib:{target}: give <library>.<Class>, e.g. lib:chonkie.TokenChunker, or a preset "
@@ -254,8 +201,7 @@ def accepted_params(obj: Any) -> set[str] | None:
 
 
 def needs_of(name: str) -> str:
-    """"text", "embedder" or "llm": what the splitter of ``name`` needs (without importing it when
-    it is a preset)."""
+    """"text", "embedder" or "llm": what the splitter of ``name`` needs."""
     target, kwargs, preset = resolve(name)
     if preset is not None:
         return preset.needs
@@ -265,11 +211,164 @@ def needs_of(name: str) -> str:
     return "embedder" if params & EMBED_PARAMS else "text"
 
 
-# --------------------------------------------------------------------------- building
+class PositionTokenizer:
+    """Token ids are positions: ``decode`` returns the exact source slice, not a lossy re-decoding."""
+
+    def __init__(self, tok: Any):
+        self.tok = tok
+        self._where: list[tuple[int, int, int]] = []  # id -> (text index, start, end)
+        self._texts: list[str] = []
+
+    def encode(self, text: str, *args: Any, **kwargs: Any) -> list[int]:
+        k = len(self._texts)
+        self._texts.append(text)
+        base = len(self._where)
+        offs = self.tok.offsets(text)
+        self._where.extend((k, a, b) for a, b in offs)
+        return list(range(base, base + len(offs)))
+
+    def decode(self, ids: Sequence[int], *args: Any, **kwargs: Any) -> str:
+        ids = list(ids)
+        if not ids:
+            return ""
+        k, a, _ = self._where[ids[0]]
+        k2, _, b = self._where[ids[-1]]
+        if k2 != k:
+            raise ChunkerError("PositionTokenizer: token ids of two texts decoded together")
+        return self._texts[k][a:b]
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        return self.tok.count_many(list(texts))
+
+    def tokenize(self, text: str) -> list[str]:
+        return [text[a:b] for a, b in self.tok.offsets(text)]
+
+
+def chonkie_tokenizer(tok: Any) -> Any:
+    from chonkie.tokenizer import Tokenizer as ChonkieTokenizer
+
+    class _ChonkiePositionTokenizer(PositionTokenizer, ChonkieTokenizer):
+        def __init__(self, inner: Any):
+            ChonkieTokenizer.__init__(self)
+            PositionTokenizer.__init__(self, inner)
+
+        def __repr__(self) -> str:
+            return f"PositionTokenizer({self.tok.name})"
+
+    return _ChonkiePositionTokenizer(tok)
+
+
+def langchain_embeddings(embedder: Any) -> Any:
+    from langchain_core.embeddings import Embeddings
+
+    class LitSegEmbeddings(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return embedder.encode(list(texts), "sentence").tolist() if texts else []
+
+        def embed_query(self, text: str) -> list[float]:
+            return embedder.encode([text], "sentence")[0].tolist()
+
+    return LitSegEmbeddings()
+
+
+def llamaindex_embedding(embedder: Any) -> Any:
+    from llama_index.core.embeddings import BaseEmbedding
+
+    class LitSegEmbedding(BaseEmbedding):
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return embedder.encode([text], "sentence")[0].tolist()
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return embedder.encode(list(texts), "sentence").tolist() if texts else []
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return embedder.encode([query], "query")[0].tolist()
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_query_embedding(query)
+
+    return LitSegEmbedding(model_name=getattr(embedder, "model_id", "litseg-embedder"))
+
+
+def chonkie_embeddings(embedder: Any, tok: Any) -> Any:
+    from chonkie.embeddings import BaseEmbeddings
+
+    class LitSegChonkieEmbeddings(BaseEmbeddings):
+        def embed(self, text: str) -> np.ndarray:
+            return embedder.encode([text], "sentence")[0]
+
+        def embed_batch(self, texts: list[str]) -> list[np.ndarray]:
+            return list(embedder.encode(list(texts), "sentence")) if texts else []
+
+        @property
+        def dimension(self) -> int:
+            return embedder.dim
+
+        def get_tokenizer(self) -> Any:
+            return chonkie_tokenizer(tok)
+
+        @classmethod
+        def _is_available(cls) -> bool:
+            return True
+
+        def __repr__(self) -> str:
+            return f"LitSegChonkieEmbeddings({getattr(embedder, 'model_id', '?')})"
+
+    return LitSegChonkieEmbeddings()
+
+
+@dataclass
+class GenieStats:
+    """What chonkie's SlumberChunker asked the LLM; a repeated prompt is a window kept together after a bad reply."""
+
+    calls: int = 0
+    prompts: dict[str, int] = dataclasses.field(default_factory=dict)
+    # chonkie swallows every exception of ``generate``: a backend failure is kept and re-raised after the unit
+    error: BaseException | None = None
+
+    @property
+    def repeated_prompts(self) -> int:
+        return sum(1 for n in self.prompts.values() if n > 1)
+
+
+def chonkie_genie(backend: Any, method: str, max_new_tokens: int, stats: GenieStats, book_id: Callable[[], str]) -> Any:
+    """The profile's LLM backend (request cache, usage ledger) as a chonkie ``BaseGenie`` (text mode)."""
+    from chonkie.genie import BaseGenie
+
+    class LitSegGenie(BaseGenie):
+        def generate(self, prompt: str) -> str:
+            if stats.error is not None:  # the server already failed: ask it nothing more
+                raise stats.error
+            try:
+                gen = backend.chat([[{"role": "user", "content": prompt}]],
+                                   SamplingParams(max_new_tokens=max_new_tokens),
+                                   tag=UsageTag(method, book_id(), "04"))[0]
+            except LLMError as e:
+                stats.error = e
+                raise
+            stats.calls += 1
+            stats.prompts[prompt] = stats.prompts.get(prompt, 0) + 1
+            return gen.text
+
+    return LitSegGenie()
+
+
+def _langchain_token_splitter(tok: Any, **kwargs: Any) -> Any:
+    """LangChain's ``TokenTextSplitter`` on a local tokenizer (tiktoken downloads its encodings)."""
+    from langchain_text_splitters import TextSplitter, TokenTextSplitter
+
+    class LocalTokenTextSplitter(TokenTextSplitter):
+        def __init__(self, **kw: Any):
+            TextSplitter.__init__(self, **kw)
+            self._tokenizer = PositionTokenizer(tok)
+            self._allowed_special = set()
+            self._disallowed_special = ()
+
+    return LocalTokenTextSplitter(**kwargs)
+
+
 @dataclass
 class Splitter:
-    """A built library splitter: ``split(text) -> list[str]``."""
-
     name: str
     target: str
     obj: Any
@@ -279,10 +378,7 @@ class Splitter:
 
 
 def check_options(name: str, cfg: LibraryOptions, obj: Any = None) -> set[str]:
-    """The keyword arguments the splitter of ``name`` accepts, after checking that the preset's and
-    ``cfg.options``' are among them (a :class:`ConfigError` naming the unknown ones and the known
-    ones). Imports the library, builds nothing: ``segment`` and the adapters call it before any book
-    is loaded, so a misspelt option is reported once."""
+    """The keyword arguments the splitter of ``name`` accepts; unknown ones raise :class:`ConfigError`."""
     target, kwargs, _ = resolve(name)
     kwargs.update(dict(cfg.options))
     obj = _import_target(target) if obj is None else obj
@@ -298,8 +394,7 @@ def check_options(name: str, cfg: LibraryOptions, obj: Any = None) -> set[str]:
 
 
 def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder: Any = None) -> Splitter:
-    """Build the splitter of method ``name`` with the preset's and ``cfg.options``' keyword arguments
-    and the profile's models injected; unknown keyword arguments raise :class:`ConfigError`."""
+    """The splitter of method ``name`` with its keyword arguments and the profile's models injected."""
     target, kwargs, _ = resolve(name)
     kwargs.update(dict(cfg.options))
     obj = _import_target(target)
@@ -330,10 +425,9 @@ def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder
         if getattr(obj, "__name__", "") == "TokenTextSplitter" and root == "langchain":
             built = _langchain_token_splitter(tok, **{k: v for k, v in kwargs.items()
                                                       if k not in ("encoding_name", "model_name")})
-        elif target == "semchunk.chunkerify":
-            kwargs.setdefault("tokenizer_or_token_counter", tok.count)
-            built = obj(**kwargs)
         else:
+            if target == "semchunk.chunkerify":
+                kwargs.setdefault("tokenizer_or_token_counter", tok.count)
             built = obj(**kwargs)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{name}: {target}({', '.join(f'{k}=...' for k in kwargs)}) failed: {e}") from e
@@ -357,7 +451,6 @@ def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder
     return Splitter(name, target, built, split, genie_stats, current)
 
 
-# --------------------------------------------------------------------------- alignment
 @dataclass
 class AlignmentCounts:
     pieces: int = 0
@@ -432,13 +525,8 @@ def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], count
         if not fill_gaps:
             raise ChunkerError(f"{method}: {where(book, unit)}: the library's pieces cover no part of sentences "
                                f"{missing[:20]} (fill_gaps=False)")
-        runs: list[list[int]] = []
-        for i in missing:
-            if runs and runs[-1][-1] == i - 1:
-                runs[-1].append(i)
-            else:
-                runs.append([i])
-        for r in runs:
+        for _, run in itertools.groupby(enumerate(missing), lambda t: t[1] - t[0]):  # runs of consecutive sentences
+            r = [i for _, i in run]
             s0, s1 = unit.sentences[r[0] - 1], unit.sentences[r[-1] - 1]
             spans.append((s0.start, s1.end))
             mds.append({"library": source, "alignment": "gap", "gap": True, "gap_sentences": [r[0], r[-1]],
@@ -463,9 +551,9 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryOp
         kept_before = sp.genie.repeated_prompts if sp.genie is not None else 0
         try:
             pieces = sp.split(b.text[u.start:u.end])
-        except LLMError:  # a dead or failing server is the run's error, not the library's
+        except LLMError:  # a failing server is the run's error, not the library's
             raise
-        except Exception as e:  # the library's own failure: name the method and unit
+        except Exception as e:
             raise ChunkerError(f"{name} ({sp.target}) failed on {where(b, u)}: {type(e).__name__}: {e}") from e
         if sp.genie is not None and sp.genie.error is not None:  # swallowed by the library: never a result
             raise sp.genie.error
@@ -488,9 +576,7 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryOp
     return out, extra
 
 
-# --------------------------------------------------------------------------- notebook 04
 def preset_versions() -> dict[str, str]:
-    """Installed version of each library the presets use ("" when not installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
@@ -507,9 +593,7 @@ COMPARISON_COLUMNS = ("library_method", "ours", "units", "chunks_library", "chun
 
 
 def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int = 0) -> dict[str, float]:
-    """Boundary agreement on the units both sets cover: precision, recall and F1 of the library's
-    inner chunk starts (sentence indices) against ours, a start within ``tolerance`` sentences
-    counting as a match (each of ours matched once)."""
+    """Precision, recall and F1 of the library's chunk starts against ours (within ``tolerance`` sentences)."""
     units = ({(c.book_id, c.unit_id) for c in ours if c.is_source_span}
              & {(c.book_id, c.unit_id) for c in theirs if c.is_source_span})
     tp = n_ours = n_theirs = 0
@@ -533,10 +617,7 @@ def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int =
 
 def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Mapping[str, Sequence[Chunk]],
                        tok: Any) -> Any:
-    """Each library splitter next to this project's re-implementation of the same idea (its preset's
-    ``ours``): chunks and mean tokens of both on the units both cover, boundary F1 (exact and within
-    one sentence) of the library's chunk starts against ours."""
-    import numpy as np
+    """Each library splitter next to its preset's ``ours``: chunks, mean tokens and boundary F1."""
     import pandas as pd
 
     rows = []

@@ -1,33 +1,6 @@
-"""Perplexity chunking (Meta-Chunking, Zhao et al. 2025, §3.1.1).
-
-1. Every sentence ``x_i`` of the unit is scored by the mean token negative log-likelihood (nats)
-   given *all preceding text of the unit*: Eq. (1) averages token-level values over the sentence's
-   K tokens; like the reference implementation we average the token cross-entropy, which is the
-   scale the paper's thresholds (θ = 0 ... 0.5, App. F/G) refer to. Sentences are tokenised one by
-   one (the leading whitespace belongs to the sentence) and concatenated after one start token
-   (BOS, else EOS), so token-to-sentence attribution is exact.
-2. Boundaries are the minima of that sequence (:func:`find_minima`): ``PPL[i]`` lower than both
-   neighbours with at least one drop ``>= θ``, or a left drop ``>= θ`` with an equal right
-   neighbour. The minimum sentence *ends* its chunk (it is well predicted by what precedes it; the
-   next, less predictable sentence starts a new chunk), as in the reference code; with dynamic
-   overlap it also starts the next chunk (App. D, "PPL Chunking overlap").
-3. Texts longer than the context: the token sequence is fed in blocks while the KV cache is
-   carried; before a block would push the cache past ``max_context`` tokens the *oldest* cached
-   key/value pairs are dropped (§3.1.1). Positions keep counting (rotary keys stay consistent),
-   so when the text fits, the result equals a single full pass (tested).
-
-Backends: with the hf backend (it exposes the model) the KV cache is carried as above
-(:class:`KVWindowScorer`). Any other backend (vLLM, an OpenAI-compatible server) scores the same
-token ids through ``backend.token_logprobs`` (vLLM ``prompt_logprobs``, the server's completions
-``echo``): :func:`window_plan` replays the cache trimming above and gives each block the context the
-hf path would hold (at most ``max_context`` tokens), recomputed from the ids in one request per
-window (windows of a unit go out as one batch; blocks whose context starts at the text's first
-token share one window; as in the hf path a block's first token is predicted by the previous
-block's last position). When the unit fits in ``max_context`` -- always with the profiles'
-defaults, 8,192 tokens against units of at most 2,000 words -- both paths compute the same
-values (tested against each other on the tiny model). When it does not, the hf path's older cached
-keys were computed while now-dropped tokens were still visible, the windows recompute them
-without those tokens, so the values differ slightly (the windows are the cleaner definition).
+"""Perplexity chunking (Meta-Chunking, Zhao et al. 2025, §3.1.1): chunks end at the minima of each
+sentence's mean token cross-entropy given the unit's preceding text. Past ``max_context`` the newest
+tokens are kept: a front-trimmed KV cache (hf) or windows replaying that schedule (other backends).
 """
 from __future__ import annotations
 
@@ -43,12 +16,9 @@ from .base import ChunkerError, chunks_from_boundaries, where
 from ..core.cache import StepCache
 
 
-
 def find_minima(values: Sequence[float], threshold: float) -> list[int]:
-    """0-based indices of Meta-Chunking's boundary minima (see the module docstring).
-
-    Only interior points qualify (both neighbours must exist).
-    """
+    """0-based indices of Meta-Chunking's boundary minima: interior ``PPL[i]`` below both neighbours
+    with one drop ``>= threshold``, or a left drop ``>= threshold`` with an equal right neighbour."""
     out = []
     for i in range(1, len(values) - 1):
         left, mid, right = values[i - 1], values[i], values[i + 1]
@@ -69,7 +39,7 @@ def chunk_starts_from_minima(n: int, minima: Sequence[int]) -> list[int]:
 
 
 class KVWindowScorer:
-    """Teacher-forced token log-probabilities with a carried, front-trimmed KV cache."""
+    """Teacher-forced token log-probabilities with a KV cache front-trimmed at ``max_context``."""
 
     def __init__(self, model: Any, max_context: int, block_tokens: int):
         if block_tokens <= 0 or max_context <= 0:
@@ -133,7 +103,6 @@ def segment_token_ids(tokenizer: Any, segments: Sequence[str]) -> tuple[list[int
 
 
 def segment_nll(token_lp: Sequence[float], bounds: Sequence[tuple[int, int]]) -> list[float]:
-    """Mean negative log-likelihood per segment (NaN for a segment with no tokens)."""
     out = []
     for a, b in bounds:
         vals = [-v for v in token_lp[a:b] if not math.isnan(v)]
@@ -141,18 +110,8 @@ def segment_nll(token_lp: Sequence[float], bounds: Sequence[tuple[int, int]]) ->
     return out
 
 
-def hf_parts(backend: Any) -> tuple[Any, Any] | None:
-    """The causal LM and tokenizer behind an hf backend; ``None`` for other backends."""
-    model = getattr(backend, "model", None)
-    tok = getattr(backend, "tokenizer", None)
-    if model is None or tok is None or not callable(model):
-        return None
-    return model, tok
-
-
 def window_plan(n_tokens: int, max_context: int, block_tokens: int) -> list[tuple[int, int, int]]:
-    """``(context_start, block_start, block_end)`` per block of :class:`KVWindowScorer`'s schedule:
-    block ``[block_start, block_end)`` is scored with the tokens from ``context_start`` in view."""
+    """``(context_start, block_start, block_end)`` per block of :class:`KVWindowScorer`'s schedule."""
     if block_tokens <= 0 or max_context <= 0:
         raise ValueError("max_context and block_tokens must be positive")
     block = min(block_tokens, max_context)
@@ -168,8 +127,7 @@ def window_plan(n_tokens: int, max_context: int, block_tokens: int) -> list[tupl
 
 def windowed_token_logprobs(backend: Any, ids: Sequence[int], max_context: int, block_tokens: int,
                             tag: UsageTag = UsageTag()) -> list[float]:
-    """``lp[k] = log p(ids[k] | context)`` through ``backend.token_logprobs`` (``lp[0]`` is NaN),
-    with the context of :func:`window_plan` (see the module docstring)."""
+    """``lp[k] = log p(ids[k] | context)`` through ``backend.token_logprobs``, windows of :func:`window_plan`."""
     plan = window_plan(len(ids), max_context, block_tokens)
     # merge blocks that see the text from its start into one window (no trimming yet)
     windows: list[tuple[int, int, int]] = []
@@ -178,8 +136,7 @@ def windowed_token_logprobs(backend: Any, ids: Sequence[int], max_context: int, 
             windows[-1] = (0, windows[-1][1], b)
         else:
             windows.append((ctx, a, b))
-    # as in the hf path, the first token of a block is predicted by the last position of the
-    # previous block (with that block's context): every window but the last takes one token more
+    # as in the hf path, a block's first token is predicted by the previous block: one token more per window
     seqs = [list(ids[ctx:b + 1 if i + 1 < len(windows) else b])
             for i, (ctx, _, b) in enumerate(windows)]
     out = backend.token_logprobs(seqs, tag)
@@ -205,9 +162,9 @@ def unit_segments(book: Book, unit: Unit) -> list[str]:
 
 def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int, block_tokens: int,
                           tag: UsageTag = UsageTag()) -> list[float]:
-    """Per-sentence mean NLL given all preceding text of the unit (KV-cache windowed)."""
-    parts = hf_parts(backend)
-    tok = parts[1] if parts is not None else getattr(backend, "tokenizer", None)
+    """Per-sentence mean NLL given the unit's preceding text (hf: carried KV cache; else windows)."""
+    model, tok = getattr(backend, "model", None), getattr(backend, "tokenizer", None)
+    hf = model is not None and tok is not None and callable(model)
     if tok is None:
         raise ChunkerError(
             f"perplexity chunking needs the model's tokenizer locally: backend "
@@ -217,17 +174,17 @@ def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int
     segments = unit_segments(book, unit)
     config = {"model": getattr(backend, "model_id", "?"), "max_context": max_context,
               "block_tokens": block_tokens}
-    if parts is None:
-        config["scorer"] = "windows"  # recomputed windows (module docstring), not the carried cache
+    if not hf:
+        config["scorer"] = "windows"  # recomputed windows, not the carried cache
     cache = StepCache("ppl-sentence-scores", config=config, inputs={"segments": segments})
     if cache.exists():  # e.g. Perplexity+Merge reuses the scores of the Perplexity run
         return [float("nan") if v is None else v for v in cache.load()]
     ids, bounds = segment_token_ids(tok, segments)
-    if parts is None:  # vLLM / OpenAI-compatible: the backend records its own usage
+    if not hf:  # vLLM / OpenAI-compatible: the backend records its own usage
         lp = windowed_token_logprobs(backend, ids, max_context, block_tokens, tag)
     else:
         t0 = time.perf_counter()
-        lp = KVWindowScorer(parts[0], max_context, block_tokens).token_logprobs(ids)
+        lp = KVWindowScorer(model, max_context, block_tokens).token_logprobs(ids)
         ledger = getattr(backend, "ledger", None)
         if ledger is not None:
             ledger.record(tag, Generation("", prompt_tokens=len(ids), completion_tokens=0,
@@ -261,10 +218,7 @@ def perplexity_chunks(book: Book, unit: Unit, threshold: float, dynamic_overlap:
 
 @dataclass(frozen=True)
 class PerplexityOptions(Options):
-    """Options of the perplexity chunker (Meta-Chunking §3.1.1): ``perplexity`` splits at θ =
-    ``perplexity_threshold``; ``perplexity+merge`` runs it at θ = ``perplexity_merge_threshold`` before
-    the dynamic merge (App. F). ``perplexity_max_context`` 0 = the LLM's ``max_model_len`` (resolved
-    when a method takes its options, so the key holds the value used)."""
+    """Options of the perplexity chunker (Meta-Chunking §3.1.1) and of ``perplexity+merge`` (App. F)."""
 
     perplexity_threshold: float = 0.4  # Meta-Chunking App. G (NarrativeQA)
     perplexity_merge_threshold: float = 0.0  # App. F: θ = 0 before dynamic combination

@@ -1,46 +1,25 @@
-"""``published`` presets of the baselines and the effect of the unit cap on chunk statistics (notebook 04).
-
-LumberChunker's GutenQA table (Duarte et al., 2024) reports mean tokens per chunk: Semantic 185,
-Paragraph 79, Recursive 399, Proposition 12, LumberChunker 334 (:data:`~.stats.PUBLISHED_LUMBERCHUNKER`).
-The tokenizer behind these numbers is not stated; our statistics use the configured statistics
-tokenizer (MiniLM's WordPiece by default), so the presets match the published *means in that
-tokenizer*. For comparison: the published LangChain recursive chunk set of Emma measures 516 MiniLM
-tokens per chunk, so the published table's tokenizer counts fewer tokens than MiniLM.
-
-Presets (our choice, values found by bisection with :func:`~.length_match.length_matched_runs` on
-GutenQA's Emma, whole chapters, MiniLM tokens, to 1 % of the published mean; rerun
-:func:`calibrate_published_presets` to redo it):
-
-* ``recursive``: ``recursive_chunk_size`` 2162 characters, overlap 240 (the default 200/1800 ratio)
-  → 401.8 tokens/chunk on Emma (published 399);
-* ``semantic``: ``semantic_breakpoint_percentile`` 85.35 (:data:`SEMANTIC_PUBLISHED_PERCENTILE`)
-  → 184.5 tokens/chunk on Emma, 1,111 chunks (published 185; the default 95 gives 477.9);
-* ``paragraph``: no knob — one chunk per GutenQA paragraph is exactly the published construction
-  (Emma's paragraphs measure 89.6 MiniLM tokens; published 79 over all 100 books);
-* ``lumber``: no size knob — θ = 550 is the paper's window budget and the chunk size is the LLM's
-  outcome (334 published with Gemini); the small profiles' models cannot reproduce it.
-
-:func:`unit_cap_effect` runs the same chunkers on whole chapters and on the profile's units (the
-paper's *n*: ``corpus.max_unit_words``) so notebook 04 can say how much the cap changes the statistics.
+"""Notebook 04's comparisons at controlled chunk lengths: the ``published`` presets (each size knob set
+so the mean tokens per chunk on GutenQA's Emma is within 1 % of LumberChunker's), the unit cap's effect,
+and length matching (each knob bisected to a common mean length; the dynamic merge for the others).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from ..core.schema import Book, Chunk
+from .base import MemoTokenizer, Tokenizer, merge_unit_chunks
 from .stats import PUBLISHED_LUMBERCHUNKER, chunk_token_lengths
-from .length_match import length_matched_runs
 
-# bisection on Emma (whole chapters, MiniLM tokens): 85.35 -> 184.5 tokens/chunk, 1,111 chunks
-# (the default 95 gives 477.9 tokens/chunk, 429 chunks)
-SEMANTIC_PUBLISHED_PERCENTILE = 85.35
-
+# on Emma: recursive 401.8 tokens/chunk (published 399), semantic 184.5 (published 185); None: no size knob
 PUBLISHED_PRESETS: dict[str, dict[str, Any] | None] = {
     "recursive": {"recursive_chunk_size": 2162, "recursive_chunk_overlap": 240},
-    "semantic": {"semantic_breakpoint_percentile": SEMANTIC_PUBLISHED_PERCENTILE},
+    "semantic": {"semantic_breakpoint_percentile": 85.35},
     "paragraph": {},
-    "lumber": None,  # no size knob (see the module docstring)
+    "lumber": None,
 }
 PRESET_NOTES = {
     "recursive": "chunk size calibrated to the published mean (Emma, whole chapters)",
@@ -50,39 +29,20 @@ PRESET_NOTES = {
 }
 
 
-def preset_config(cfg: Any, method: str, preset: str = "published") -> Any:
-    """``cfg`` with the ``preset`` values of ``method`` (``default`` = unchanged)."""
-    if preset == "default":
-        return cfg
-    if preset != "published":
-        raise ValueError(f"unknown preset {preset!r} (default | published)")
-    if method not in PUBLISHED_PRESETS:
-        raise ValueError(f"{method}: no published preset (methods with one: {sorted(PUBLISHED_PRESETS)})")
-    values = PUBLISHED_PRESETS[method]
-    if values is None:
-        raise ValueError(f"{method}: {PRESET_NOTES[method]}")
-    return cfg.replace(**values) if values else cfg
-
-
 def run_published_presets(books: Sequence[Book], cfg: Any, run: Any, methods: Sequence[str],
                           embedder: Any = None, backend: Any = None, report: Any = None) -> dict[str, list[Chunk]]:
-    """``{"<method>@published": chunks}`` for the methods that have a knob preset (``run`` = run_chunker).
-    Chunks carry ``method="<method>@published"``."""
+    """``{"<method>@published": chunks}`` for the methods that have a knob preset (``run`` = run_chunker)."""
     out = {}
     for m in methods:
         if not PUBLISHED_PRESETS.get(m):  # no knob (paragraph: the default is the published construction)
             continue
-        chunks = run(m, books, preset_config(cfg, m), backend=backend, embedder=embedder, report=report)
+        chunks = run(m, books, cfg.replace(**PUBLISHED_PRESETS[m]), backend=backend, embedder=embedder, report=report)
         out[f"{m}@published"] = [dataclasses.replace(c, method=f"{m}@published") for c in chunks]
     return out
 
 
 def published_comparison(chunk_sets: Mapping[str, Sequence[Chunk]], tok: Any, books: Sequence[str] = ()):
-    """Chunk-size distribution of each set next to LumberChunker's published mean (tokens/chunk).
-
-    ``books`` restricts to those book ids (GutenQA's Emma: the published table is over GutenQA).
-    """
-    import numpy as np
+    """Chunk-size distribution of each set (on ``books`` if given) next to LumberChunker's published mean."""
     import pandas as pd
 
     rows = []
@@ -106,10 +66,7 @@ def published_comparison(chunk_sets: Mapping[str, Sequence[Chunk]], tok: Any, bo
 
 def unit_cap_effect(books_capped: Sequence[Book], books_whole: Sequence[Book], cfg: Any, run: Any,
                     methods: Sequence[str], tok: Any, embedder: Any = None):
-    """Chunk statistics of the same chunkers on the profile's units (``corpus.max_unit_words``) and on
-    whole chapters: chunks, mean/median tokens, share of chunks ending at a unit border that is not a
-    chapter end (cut by the cap)."""
-    import numpy as np
+    """Chunk statistics of the same chunkers on the profile's (capped) units and on whole chapters."""
     import pandas as pd
 
     rows = []
@@ -128,15 +85,98 @@ def unit_cap_effect(books_capped: Sequence[Book], books_whole: Sequence[Book], c
     return df
 
 
-def calibrate_published_presets(books: Sequence[Book], cfg: Any, tok: Any, run: Any, embedder: Any = None,
-                                methods: Sequence[str] = ("recursive", "semantic")):
-    """Re-derive the preset knobs: bisection of each method's size knob to the published mean."""
-    out = {}
-    c2 = cfg.replace(length_match_tolerance=0.01, length_match_max_iter=14)
-    for m in methods:
-        native = run(m, books, cfg, embedder=embedder)
-        target = PUBLISHED_LUMBERCHUNKER[m][0]
-        for r in length_matched_runs(books, {m: native}, c2, target, tok, run, embedder=embedder):
-            out[m] = {"knob": r.knob, "value": r.value, "mean_tokens": r.mean_tokens, "target": target,
-                      "reached": r.reached}
+@dataclass
+class MatchResult:
+    method: str
+    knob: str
+    value: float
+    mean_tokens: float
+    chunks: list[Chunk]
+    evaluations: int
+    reached: bool
+
+
+def bisect_knob(evaluate: Callable[[float], tuple[float, list[Chunk]]], lo: float, hi: float, target: float,
+                tolerance: float, max_iter: int, integer: bool, increasing: bool = True):
+    """Bisection for ``evaluate(knob)[0] ≈ target`` (mean length monotone in the knob)."""
+    best = None
+    for it in range(1, max_iter + 1):
+        mid = (lo + hi) / 2
+        if integer:
+            mid = float(round(mid))
+        mean, chunks = evaluate(mid)
+        if best is None or abs(mean - target) < abs(best[1] - target):
+            best = (mid, mean, chunks)
+        if abs(mean - target) <= tolerance * target:
+            return best, it, True
+        if (mean < target) == increasing:
+            lo = mid
+        else:
+            hi = mid
+        if integer and hi - lo <= 1:
+            return best, it, abs(best[1] - target) <= tolerance * target
+    return best, max_iter, abs(best[1] - target) <= tolerance * target
+
+
+def _mean(chunks: Sequence[Chunk], tok: Tokenizer) -> float:
+    return float(chunk_token_lengths(chunks, tok).mean()) if chunks else float("nan")
+
+
+def merged(books: Sequence[Book], chunks: Sequence[Chunk], target: int, tok: Tokenizer, method: str) -> list[Chunk]:
+    by_unit: dict[tuple[str, str], list[Chunk]] = {}
+    for c in chunks:
+        by_unit.setdefault((c.book_id, c.unit_id), []).append(c)
+    books_by_id = {b.book_id: b for b in books}
+    out = []
+    for (bid, uid), cs in by_unit.items():
+        b = books_by_id[bid]
+        out.extend(merge_unit_chunks(b, b.unit(uid), cs, target, tok.count, method))
+    return out
+
+
+def length_matched_runs(books: Sequence[Book], native: Mapping[str, Sequence[Chunk]], cfg: Any, target: float,
+                        tok: Tokenizer, run: Callable[..., list[Chunk]], embedder: Any = None) -> list[MatchResult]:
+    """Length-matched chunk sets for the methods in ``native`` (``run`` = :func:`run_chunker`)."""
+    out = []
+    tok = MemoTokenizer(tok)
+    tol, it = cfg.length_match_tolerance, cfg.length_match_max_iter
+    for method, chunks in native.items():
+        if method == "proposition" or "+merge" in method or not chunks:
+            continue
+        sel_books = [b for b in books if b.book_id in {c.book_id for c in chunks}]
+        if method in ("token", "recursive"):
+            size_f, ov_f = f"{method}_chunk_size", f"{method}_chunk_overlap"
+            ratio = getattr(cfg, ov_f) / getattr(cfg, size_f)
+            scale = 1.0 if method == "token" else 4.5  # ~characters per token for the bracket
+
+            def ev(v, method=method, size_f=size_f, ov_f=ov_f, ratio=ratio):
+                c2 = cfg.replace(**{size_f: int(v), ov_f: int(v * ratio)})
+                ch = run(method, sel_books, c2, embedder=embedder)
+                return _mean(ch, tok), ch
+
+            best, n, ok = bisect_knob(ev, 8 * scale, 8 * target * scale, target, tol, it, True)
+            knob = size_f
+        elif method == "semantic":
+            def ev(v):
+                ch = run("semantic", sel_books, cfg.replace(semantic_breakpoint_percentile=float(v)),
+                         embedder=embedder)
+                return _mean(ch, tok), ch
+
+            best, n, ok = bisect_knob(ev, 0.0, 100.0, target, tol, it, False)
+            knob = "semantic_breakpoint_percentile"
+        else:
+            base_mean = _mean(chunks, tok)
+            if base_mean >= target:
+                out.append(MatchResult(method, "merge_target_tokens", float("nan"), base_mean, list(chunks), 0,
+                                       False))
+                continue
+
+            def ev(v, chunks=chunks, method=method):
+                ch = merged(sel_books, chunks, int(v), tok, f"{method}@matched")
+                return _mean(ch, tok), ch
+
+            best, n, ok = bisect_knob(ev, target, 4 * target, target, tol, it, True)
+            knob = "merge_target_tokens"
+        value, mean, ch = best
+        out.append(MatchResult(method, knob, value, mean, ch, n, ok))
     return out

@@ -1,23 +1,12 @@
-"""Per-candidate boundary scores: the hook the boundary benchmark reads for its top-|G| rows.
+"""Per-candidate boundary scores, read by the boundary benchmark's top-|G| rows.
 
-A score-based segmenter (TextTiling's depth scores, C99's division order, perplexity minima,
-semantic distances, a trained boundary model) knows more than where it cut: how strongly every
-position looks like a boundary. It hands that on in the **first chunk of each unit**:
-``chunk.metadata["boundary_scores"] = [s_2, ..., s_n]`` — one float per candidate position, the
-score of a boundary *before* sentence ``j`` (1-based, ``j = 2..n``) at list index ``j - 2``; higher
-means more boundary-like; ``None`` marks a position the method cannot score. :func:`attach_scores`
-writes it, :func:`unit_scores` reads it back (it survives the chunk cache and chunk JSONL files, so
-an external chunker's file can carry it too), :func:`top_k` turns it into exactly ``k`` boundaries.
-
-:mod:`litseg_nb.evaluation.boundaries` gives every method whose chunks carry scores a second row
-``<method>@top|G|``: per window, exactly as many boundaries as the window has gold, the top-scored
-ones. Methods that kept their own per-sentence values under another name are read through
-:data:`DERIVED` (perplexity: ``metadata["ppl"]``).
+A score-based segmenter puts ``metadata["boundary_scores"] = [s_2, ..., s_n]`` (higher = more
+boundary-like, ``None`` = unscored) on each unit's first chunk; perplexity chunks derive theirs.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 KEY = "boundary_scores"
 
@@ -34,9 +23,8 @@ def attach_scores(chunks: Sequence[Any], scores: Sequence[float | None], n_sente
 
 
 def _ppl_scores(chunks: Sequence[Any], n: int) -> list[float | None] | None:
-    """Perplexity chunking's boundary strength: a boundary before sentence j follows the minimum
-    sentence j-1; strict minima are scored by their larger drop (Meta-Chunking's ``>= θ`` test),
-    every other position below every minimum (by its smaller drop, minus 1e6)."""
+    """Perplexity chunking's boundary strength: strict minima by their larger drop (the ``>= θ`` test),
+    every other position below every minimum."""
     ppl: dict[int, float] = {}
     for c in chunks:
         vals = c.metadata.get("ppl")
@@ -52,7 +40,7 @@ def _ppl_scores(chunks: Sequence[Any], n: int) -> list[float | None] | None:
         if m < 2 or m + 1 > n:
             out.append(None)  # find_minima never cuts after the first or before the last sentence
             continue
-        left, mid, right = ppl[m - 1] - ppl[m], ppl[m], ppl[m + 1] - ppl[m]
+        left, right = ppl[m - 1] - ppl[m], ppl[m + 1] - ppl[m]
         if left > 0 and right >= 0:
             out.append(max(left, right))
         else:
@@ -60,32 +48,21 @@ def _ppl_scores(chunks: Sequence[Any], n: int) -> list[float | None] | None:
     return out
 
 
-#: methods whose chunks keep per-sentence values the scores derive from (method -> reader)
-DERIVED: dict[str, Callable[[Sequence[Any], int], list[float | None] | None]] = {"perplexity": _ppl_scores}
-
-
 def unit_scores(chunks: Sequence[Any], n_sentences: int, method: str | None = None) -> list[float | None] | None:
-    """The unit's boundary scores (see module doc), or None when its chunks carry none."""
     for c in chunks:
         s = c.metadata.get(KEY)
         if s is not None:
             if len(s) != max(n_sentences - 1, 0):
                 raise ValueError(f"{c.chunk_id}: {len(s)} boundary scores for {n_sentences} sentences")
             return list(s)
-    base = (method or "").split("@")[0]
-    if base in DERIVED and chunks:
-        return DERIVED[base](chunks, n_sentences)
+    if (method or "").split("@")[0] == "perplexity" and chunks:  # its per-sentence values
+        return _ppl_scores(chunks, n_sentences)
     return None
 
 
-def top_k(scores: Sequence[float | None], k: int, candidates: Sequence[int] | None = None) -> list[int]:
-    """The ``k`` top-scored boundary positions (sentence indices 2..n); ties go to the earlier
-    position; unscored positions (None) only when the scored ones run out; ``candidates`` limits
-    the positions (e.g. to paragraph starts)."""
-    n = len(scores) + 1
-    cand = sorted(set(candidates)) if candidates is not None else list(range(2, n + 1))
-    if any(not 2 <= j <= n for j in cand):
-        raise ValueError(f"candidate positions outside 2..{n}")
+def top_k(scores: Sequence[float | None], k: int) -> list[int]:
+    """The ``k`` top-scored boundary positions (sentences 2..n; ties: the earlier; unscored last)."""
+    cand = list(range(2, len(scores) + 2))
 
     def key(j: int):
         v = scores[j - 2]

@@ -1,14 +1,13 @@
-"""The one chunk-statistics table (notebooks 04 and 06): per method, chunk counts and the length
-distribution in tokens, characters and sentences, beside LumberChunker's published GutenQA averages
-("Avg. #Tokens / Chunk, Total #Chunks"); with a :class:`~litseg_nb.segmenters.book_runs.RunReport`
-frame also LLM cost (calls and tokens, also per 1,000 sentences) and throughput (seconds per book)."""
+"""The chunk-statistics table of notebooks 04 and 06 beside LumberChunker's published GutenQA averages,
+and notebook 04's chunk-length and boundary figures."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..core.schema import Chunk
+from ..core.schema import Book, Chunk
+from .base import Tokenizer
 
 # LumberChunker's published GutenQA averages (tokens per chunk, total chunks; Duarte et al. 2024)
 PUBLISHED_LUMBERCHUNKER = {
@@ -18,8 +17,7 @@ PUBLISHED_LUMBERCHUNKER = {
 
 
 def chunk_token_lengths(chunks: Sequence[Chunk], tokenizer: Any = None) -> np.ndarray:
-    """Token length of each chunk's text: ``tokenizer`` is a :class:`~litseg_nb.chunkers.base.Tokenizer`,
-    a ``text -> int`` callable (e.g. an LLM backend's ``count_tokens``) or None (whitespace words)."""
+    """Token length of each chunk's text (``tokenizer`` None: whitespace words)."""
     texts = [c.text for c in chunks]
     if tokenizer is None:
         counts = [len(t.split()) for t in texts]
@@ -35,14 +33,8 @@ def _stat(fn: Callable[[np.ndarray], Any], values: np.ndarray) -> float:
 
 
 def chunk_statistics(chunk_sets: Mapping[str, Sequence[Chunk]], tokenizer: Any = None, runs=None):
-    """One row per method (columns below); ``runs`` is :meth:`RunReport.to_frame` (optional).
-
-    ``method, books, units, total_chunks, mean/median/std/min/p10/p90/max_tokens, mean_chars,
-    mean_sentences, chunks_with_context, published_mean_tokens`` (+ with ``runs``: ``sentences,
-    llm_calls, prompt_tokens, completion_tokens, calls_per_1k_sentences, tokens_per_1k_sentences,
-    fallbacks, seconds_per_book, from_cache``). Tokens are counted with ``tokenizer`` (see
-    :func:`chunk_token_lengths`); sentences per chunk are the main range ``to_idx - from_idx + 1``.
-    """
+    """One row per method: chunk counts, lengths and the published mean; with ``runs``
+    (:meth:`RunReport.to_frame`) also LLM calls, tokens, fallbacks and seconds per book."""
     import pandas as pd
 
     rows = []
@@ -81,3 +73,38 @@ def chunk_statistics(chunk_sets: Mapping[str, Sequence[Chunk]], tokenizer: Any =
             })
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def plot_length_distributions(chunk_sets: Mapping[str, Sequence[Chunk]], tok: Tokenizer):
+    import matplotlib.pyplot as plt
+
+    methods = [m for m, c in chunk_sets.items() if c]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(methods) + 1.5))
+    data = [chunk_token_lengths(chunk_sets[m], tok) for m in methods]
+    ax.boxplot(data, vert=False, showfliers=False)
+    ax.set_yticks(range(1, len(methods) + 1), methods)
+    ax.set_xlabel(f"tokens per chunk ({tok.name})")
+    ax.set_title("Chunk-length distribution per method")
+    fig.tight_layout()
+    return fig
+
+
+def plot_boundaries(book: Book, unit_id: str, chunk_sets: Mapping[str, Sequence[Chunk]]):
+    import matplotlib.pyplot as plt
+
+    unit = book.unit(unit_id)
+    rows = [(m, [c for c in cs if c.book_id == book.book_id and c.unit_id == unit_id])
+            for m, cs in chunk_sets.items()]
+    rows = [(m, cs) for m, cs in rows if cs]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
+    for y, (m, cs) in enumerate(rows):
+        for k, c in enumerate(sorted(cs, key=lambda c: (c.from_idx, c.to_idx))):
+            ax.barh(y, c.to_idx - c.from_idx + 1, left=c.from_idx - 0.5, height=0.6,
+                    color=("C0" if k % 2 == 0 else "C1"), alpha=0.75, edgecolor="k", linewidth=0.3)
+    ax.set_yticks(range(len(rows)), [m for m, _ in rows])
+    ax.set_xlim(0.5, unit.n_sentences + 0.5)
+    ax.set_xlabel(f"sentence index in {book.title[:40]} / {unit_id}")
+    ax.set_title("Chunk boundaries on one unit (alternating colours = consecutive chunks)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    return fig

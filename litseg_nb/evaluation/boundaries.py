@@ -619,7 +619,7 @@ def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backen
     if not items:
         return []
     lcfg = spec.config.for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(),
-                                           embedding=cfg.embedding.to_dict())
+                                   embedding=cfg.embedding.to_dict())
     return _window_chunks(name, items, lcfg, {"method": name}, backend, embedder)
 
 

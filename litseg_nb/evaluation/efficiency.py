@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..chunk_sets import METHOD_ORDER
 from ..chunkers.config import BaselinesConfig
-from ..chunkers.lumber import lumber_chunks_batch
+from ..chunkers.llm_chunkers import lumber_chunks_batch
 from ..config import StageConfig, at_least, one_of
 from ..core.artifacts import artifact_dir, artifact_path
 from ..core.paths import outputs_dir, shown_path

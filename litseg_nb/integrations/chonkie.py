@@ -30,7 +30,7 @@ from chonkie.types import Chunk as ChonkieChunk
 
 from ..core.schema import Chunk
 from .core import Segmenter
-from ..chunkers.library_adapters import chonkie_tokenizer
+from ..chunkers.library import chonkie_tokenizer
 from ..config import ConfigError
 
 

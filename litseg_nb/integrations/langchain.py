@@ -32,7 +32,7 @@ from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
 from .core import Segmenter, check_text, document_id, unique_ids
-from ..chunkers.library_adapters import langchain_embeddings
+from ..chunkers.library import langchain_embeddings
 from ..config import StageConfig
 from ..llm.embeddings import load_embedder
 

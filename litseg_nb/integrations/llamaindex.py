@@ -29,7 +29,7 @@ from llama_index.core.schema import BaseNode, Document, NodeRelationship, TextNo
 from pydantic import Field, PrivateAttr
 
 from .core import ADAPTER_OPTIONS, DEFAULT_TOKEN_COUNTER, Segmenter, check_text
-from ..chunkers.library_adapters import llamaindex_embedding
+from ..chunkers.library import llamaindex_embedding
 from ..config import StageConfig, ConfigError
 from ..llm.embeddings import load_embedder
 

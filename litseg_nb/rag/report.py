@@ -20,7 +20,7 @@ from .pipeline import retrieval_table, evaluation_questions, questions_in_scope,
 from ..metrics.retrieval import (span_relevant, is_relevant, chunk_source_spans, evidence_char_spans,
                                  spans_cover, _normalized_with_offsets, normalize_for_match)
 from ..chunkers.config import BaselinesConfig
-from ..chunkers.lumber import lumber_chunks_batch
+from ..chunkers.llm_chunkers import lumber_chunks_batch
 from ..llm import make_backend
 from ..metrics.pairwise import BOOK_POLICIES
 

@@ -8,23 +8,19 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..chunkers.base import ChunkerError, load_tokenizer
-from ..chunkers.completion import CompletionOptions, complete_book_chunks
+from ..chunkers.base import ChunkerError, MergeOptions, load_tokenizer, merge_unit_chunks
+from ..chunkers.llm_chunkers import (CompletionOptions, LumberOptions, MarginOptions, PropositionOptions,
+                                     complete_book_chunks, lumber_chunks_batch, margin_chunks_batch,
+                                     proposition_chunks_batch)
 from ..chunkers.config import ALL_METHODS, BaselinesConfig
 from ..chunkers.library import PRESETS, LibraryConfig, LibraryOptions, library_chunks, needs_of
-from ..chunkers.lumber import LumberOptions, lumber_chunks_batch
-from ..chunkers.margin import MarginOptions, margin_chunks_batch
-from ..chunkers.merge import MergeOptions, merge_unit_chunks
 from ..chunkers.boundary_model import (BoundaryModelOptions, boundary_model_chunks, load_model, weights_path,
                                        with_digest)
-from ..chunkers.c99 import C99Options, c99_chunks
-from ..chunkers.paragraph import ParagraphOptions, paragraph_chunks
-from ..chunkers.texttiling import TextTilingOptions, texttiling_chunks
+from ..chunkers.topic import C99Options, TextTilingOptions, c99_chunks, texttiling_chunks
+from ..chunkers.splitters import (ParagraphOptions, RecursiveOptions, SemanticOptions, TokenOptions,
+                                  make_recursive_splitter, paragraph_chunks, recursive_chunks, semantic_chunks_many,
+                                  token_chunks)
 from ..chunkers.perplexity import PerplexityOptions, perplexity_chunks
-from ..chunkers.proposition import PropositionOptions, proposition_chunks_batch
-from ..chunkers.recursive import RecursiveOptions, make_recursive_splitter, recursive_chunks
-from ..chunkers.semantic import SemanticOptions, semantic_chunks_many
-from ..chunkers.token import TokenOptions, token_chunks
 from ..config import Options
 from ..lite.config import LiteConfig
 from ..lite.segmenter import METHOD as LITE, LiteOptions
