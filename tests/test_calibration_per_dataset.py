@@ -12,7 +12,7 @@ import pytest
 
 from litseg_nb.lite.data import annotation_length_reference, build_examples
 from litseg_nb.lite.segmenter import LiteSegmenter
-from litseg_nb.litseg.calibrate import calibrate_length_reference, calibration_table
+from litseg_nb.litseg.segmenter import calibrate_length_reference, calibration_table
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units
 from litseg_nb.llm.base import ScriptedBackend

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import conftest
-from litseg_nb.litseg.reconstruct import reconstruct_unit
+from litseg_nb.litseg.pipeline import reconstruct_unit
 from litseg_nb.litseg.validate import (Segment, finalize_segments, parse_json_reply, repair_coverage,
                                        sanitize_segments, validate_segments, validate_stage1,
                                        validate_stage2)

@@ -25,7 +25,7 @@ from litseg_nb.lite.rewards import format_reward_breakdown, judgeable_segments
 from litseg_nb.lite.segmenter import validate_single_pass
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, read_annotations
-from litseg_nb.litseg.reconstruct import reconstruct_unit
+from litseg_nb.litseg.pipeline import reconstruct_unit
 from litseg_nb.litseg.validate import (finalize_segments, segmentation_object, validate_segments,
                                        validate_stage1, validate_stage2)
 from litseg_nb.llm.base import ScriptedBackend

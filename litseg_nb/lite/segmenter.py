@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from ..core.artifacts import artifact_path
 from ..config import Options
 from ..litseg.prompting import reference_for, single_pass_json_schema
-from ..litseg.reconstruct import reconstruct_unit
+from ..litseg.pipeline import reconstruct_unit
 from ..litseg.validate import (ValidationResult, extract_json, finalize_segments, segmentation_object,
                                validate_segments)
 from ..llm.base import LLMBackend, SamplingParams, UsageTag

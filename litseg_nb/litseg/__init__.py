@@ -1,17 +1,8 @@
 """LitSeg: narrative-theory-guided segmentation (paper section 3.1, prompts of Appendix E.1).
 
-* :mod:`.validate` – THE shared validator (JSON extraction, stage schemas, semantic checks,
-  left-adjacent coverage repair, the full fallback chain); LitSeg-Lite uses it too.
-* :mod:`.prompting` – conversations from the verbatim templates; soft length reference.
-* :mod:`.pipeline` – batched three-stage annotation with retries, fallbacks and resumable
-  annotations (``annotate_units``, ``records_to_chunks``, ``read_annotations``).
-* :mod:`.reconstruct` – segments → :class:`~litseg_nb.core.schema.Chunk` (subtitle, context, spans).
-* :mod:`.calibrate` – dataset-calibrated length reference.
-* :mod:`.segmenter` – LitSeg as a registered method: :class:`~.segmenter.LitSegOptions`, the one length
-  calibration of a segmentation (``prepare``), typed per-unit results.
-* :mod:`.report` – notebook 02's tables, figure and HTML rendering.
-* :mod:`.rubric_judge` – the Appendix E.3 rubric judge (notebook 06's judge, LitSeg-Lite's reward).
-* :mod:`.config` – :class:`LitSegConfig`.
+:mod:`.prompting` builds the stage prompts, :mod:`.validate` checks replies and applies the fallbacks,
+:mod:`.pipeline` runs the three stages, :mod:`.segmenter` is the registered method with its length
+calibration, :mod:`.rubric_judge` is the Appendix E.3 judge.
 """
 from .config import LitSegConfig
 from .validate import (FinalSegmentation, Segment, ValidationResult, finalize_segments, parse_json_reply,

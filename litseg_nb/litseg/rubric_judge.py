@@ -1,32 +1,13 @@
-"""LLM judge applying the LitSeg paper's Appendix E.3 rubric (also LitSeg-Lite's reward judge).
+"""The Appendix E.3 rubric judge (notebook 06's judge, LitSeg-Lite's narratological reward).
 
-The rubric scores every chunk of a segmentation on three dimensions:
-
-1. **Event Validity** (``dimension1``, 1-5),
-2. **Event Phase & Unity of Action** (``dimension2``, 1-5),
-3. **Cut Point Logic and Overlapping Connectivity** (``dimension3``, 1-5, then the rubric's overlap
-   rule: -0.5 for an overlap buffer made only of sentences already inside the chunk, +0.5 for an
-   overlap that makes the chunk readable in isolation; so 0.5-5.5).
-
-The judge replies with JSON ``{"dimension1": [...], "dimension2": [...], "dimension3": [...]}``, one
-score per chunk. :func:`parse_rubric_reply` reads the reply through :mod:`litseg_nb.llm.replies`
-(reasoning blocks removed, reply size capped by the judge's token budget, linear extraction) and is
-robust to code fences, prose around the JSON, trailing commas, single quotes, key spellings
-(``"Dimension 1"``, ``dimension_1``) and numbers written as strings; it rejects (with a reason) lists
-of the wrong length, out-of-range, infinite or huge scores, and a reply that only repeats the
-rubric's own worked example. Of several qualifying objects the last one is the judgement.
-
-:func:`score_chunks_with_rubric` calls the judge with bounded retries; when no attempt's reply can be
-read it returns the *neutral* score (3.0 on every dimension of every chunk) with ``neutral=True`` so the caller
-counts it (the LitSeg-Lite reward and notebook 06 report the neutral rate). A backend error
-(:class:`~litseg_nb.llm.base.LLMError`, e.g. a dead judge server) is no reply: it propagates.
-
-Independently of the judge, :func:`improper_overlap_flags` checks the rubric's penalty condition
-deterministically from the segment JSON (a ``context_idx`` entry inside the chunk's own main range).
-It is reported next to the judge's scores and never changes them.
+Every chunk is scored on Event Validity, Event Phase & Unity of Action (1-5) and Cut Point Logic (1-5,
+then the rubric's +/-0.5 overlap rule). Replies are read leniently (fences, prose, key spellings); a
+reply that cannot be read after bounded retries gets the neutral score 3.0, flagged ``neutral``; a
+backend error propagates.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -36,6 +17,7 @@ from ..llm.base import BackendUnavailableError, LLMBackend, SamplingParams, Usag
 from ..llm.replies import json_candidates, read_int, read_reply
 from ..errors import LitsegError
 from .prompting import with_length_reference
+from .validate import _short
 from ..core.prompts import load_prompt, fill_prompt
 
 DIMENSIONS = ("event_validity", "unity_of_action", "cut_point_logic")
@@ -89,8 +71,7 @@ class RubricScores:
 
 
 # --------------------------------------------------------------------------- parsing
-# fallback for broken JSON: "dimension1": [numbers] pairs. Possessive quantifiers and a bracket-free
-# list body keep it linear (each attempt stops at the next bracket; no backtracking).
+# fallback for broken JSON: "dimension1": [numbers] pairs (possessive quantifiers keep it linear)
 _KEY_RE = re.compile(r"""(?:dimension|dim|d)[\s_-]*+([123])\s*+["']?\s*+:\s*+\[([^\[\]]*+)\]""", re.I)
 _NUM_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?", re.ASCII)
 _KEY_NORM = re.compile(r"(?:dimension|dim|d)[\s_-]*+([123])", re.I)
@@ -142,14 +123,6 @@ def _to_float(v: Any) -> float:
     raise RubricParseError(f"score {_short(v)} is not a number")
 
 
-def _short(v: Any, limit: int = 40) -> str:
-    try:
-        text = repr(v)
-    except (ValueError, RecursionError):
-        text = f"<{type(v).__name__}>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def _dims_of(obj: Any) -> dict[str, list[Any]]:
     found: dict[str, list[Any]] = {}
     if isinstance(obj, dict):
@@ -175,34 +148,23 @@ def _candidate_dicts(answer: str) -> tuple[list[dict[str, list[Any]]], list[dict
     return cands, ([loose] if loose else [])
 
 
-_WORKED_EXAMPLE: tuple[tuple[float, ...], ...] | None = None
-
-
+@functools.cache
 def rubric_worked_example() -> tuple[tuple[float, ...], ...]:
     """The scores of the E.3 rubric's own output example (read from the template, cached)."""
-    global _WORKED_EXAMPLE
-    if _WORKED_EXAMPLE is None:
-        system = load_prompt("judge/e3_rubric_system")
-        example: tuple[tuple[float, ...], ...] = ()
-        for cand in json_candidates(system[system.rfind("Example"):]):
-            dims = _dims_of(cand.value)
-            if all(k in dims for k in DIMENSION_KEYS):
-                example = tuple(tuple(float(x) for x in dims[k]) for k in DIMENSION_KEYS)
-                break
-        _WORKED_EXAMPLE = example
-    return _WORKED_EXAMPLE
+    system = load_prompt("judge/e3_rubric_system")
+    for cand in json_candidates(system[system.rfind("Example"):]):
+        dims = _dims_of(cand.value)
+        if all(k in dims for k in DIMENSION_KEYS):
+            return tuple(tuple(float(x) for x in dims[k]) for k in DIMENSION_KEYS)
+    return ()
 
 
 def parse_rubric_reply(text: str, n_chunks: int, max_new_tokens: int | None = None
                        ) -> tuple[list[float], list[float], list[float]]:
     """Per-chunk scores ``(dimension1, dimension2, dimension3)`` from a judge reply.
 
-    The reply is read by :mod:`litseg_nb.llm.replies` (reasoning blocks removed; a reply longer than
-    ``max_new_tokens`` allows is rejected). Of the candidate JSON objects with all three dimensions
-    holding exactly ``n_chunks`` in-range numeric scores, the LAST one is taken (a judge that
-    drafts and then corrects itself means its final object); a candidate that repeats the rubric's
-    worked example verbatim is not a judgement and is skipped. Raises :class:`RubricParseError`
-    naming the problem when no candidate qualifies; never raises anything else for a string reply.
+    The LAST qualifying object wins (a judge that corrects itself); one repeating the rubric's worked
+    example is skipped. Raises :class:`RubricParseError` naming the problem when none qualifies.
     """
     if n_chunks <= 0:
         raise ValueError(f"n_chunks must be positive, got {n_chunks}")
@@ -251,11 +213,7 @@ def parse_rubric_reply(text: str, n_chunks: int, max_new_tokens: int | None = No
 
 # --------------------------------------------------------------------------- judge call
 def improper_overlap_flags(segments: Sequence[dict[str, Any]]) -> list[bool]:
-    """Per segment: does its ``context_idx`` contain a sentence inside its own main range?
-
-    That is the rubric's penalty condition ("the overlap buffer contains sentences entirely from
-    within the current chunk"), checked from the indices alone.
-    """
+    """Per segment: does its ``context_idx`` hold a sentence of its own main range (the rubric's penalty)?"""
     flags = []
     for seg in segments:
         lo, hi = read_int(seg.get("from_idx")), read_int(seg.get("to_idx"))
@@ -305,12 +263,8 @@ def score_chunks_with_rubric(
     seed: int = 0,
     first_temperature: float = 0.0,
 ) -> RubricScores:
-    """Score ``n_chunks`` chunks with the E.3 rubric; at most ``1 + retries`` judge calls.
-
-    Attempt 0 is greedy (or samples at ``first_temperature``: a second LLM rater); retries sample at
-    temperature 0.7 with a new seed so a malformed reply is not simply repeated. If all attempts fail
-    the result is the neutral score with ``neutral=True``.
-    """
+    """Score ``n_chunks`` chunks with the E.3 rubric; at most ``1 + retries`` judge calls (retries sampled at
+    0.7, new seed), else the neutral score with ``neutral=True``."""
     return score_many_with_rubric(backend, [(original_passage, segment_pipeline_prompt, segment_pipeline_json,
                                              n_chunks)], retries, max_new_tokens, tag, seed, first_temperature)[0]
 
@@ -324,9 +278,8 @@ def score_many_with_rubric(
     seed: int = 0,
     first_temperature: float = 0.0,
 ) -> list[RubricScores]:
-    """:func:`score_chunks_with_rubric` for many ``(passage, prompt, pipeline_json, n_chunks)`` jobs, each
-    attempt batched over the jobs still unscored (one backend call per attempt and reply budget). A
-    batch the backend refuses as a whole is retried job by job, so one oversized job fails alone."""
+    """:func:`score_chunks_with_rubric` for many ``(passage, prompt, pipeline_json, n_chunks)`` jobs, batched
+    per attempt; a batch the backend refuses is retried job by job, so one oversized job fails alone."""
     if any(n <= 0 for *_, n in jobs):
         raise ValueError(f"n_chunks must be positive, got {[n for *_, n in jobs]}")
     convs = [build_rubric_conversation(p, sp, js) for p, sp, js, _ in jobs]
@@ -355,9 +308,7 @@ def score_many_with_rubric(
                         replies[i] = g.text
                 except BackendUnavailableError:
                     raise  # a dead or failing server is no reply: it stops the run, never a neutral score
-                except Exception as e:  # noqa: BLE001 - a refused request: each job alone, so one oversized job fails alone
-                    # (e.g. a prompt over the judge's context): a failed attempt of that job, recorded
-                    # in its errors and, after the last attempt, a neutral score flagged ``neutral``
+                except Exception as e:  # noqa: BLE001 - a refused request: each job alone
                     if len(part) > 1:
                         batches.extend([i] for i in part)
                     else:
@@ -385,9 +336,7 @@ def score_many_with_rubric(
 
 
 # --------------------------------------------------------------------------- the E.3 judge's inputs
-# E.3's user turn gives the judge the "Segment Pipeline Prompt" (the prompt the segmenter ran with) and
-# the "Segment Pipeline" (what it produced). Both are filled with the real thing: the method's prompt
-# templates (or, for a rule-based chunker, its algorithm and settings) and its segments with their text.
+# the "Segment Pipeline Prompt": the method's prompt templates, or a rule-based chunker's algorithm
 RULE_BASED_PIPELINES = {
     "token": "Rule-based, no prompt: fixed token windows with overlap (token splitter, App. H).",
     "recursive": "Rule-based, no prompt: recursive character splitter (paragraph, newline, sentence, word "
@@ -420,8 +369,7 @@ def _carries_length_sentence(template: str) -> bool:
 
 
 def uses_length_reference(method: str, detail: str = "full") -> bool:
-    """Whether :func:`segment_pipeline_prompt` of ``method`` shows a length reference (LitSeg's, Lite's
-    and the ablation variants' prompts, quoted in full)."""
+    """Whether :func:`segment_pipeline_prompt` of ``method`` shows a length reference."""
     base = method.split("@")[0].split("+")[0]
     return detail == "full" and any(_carries_length_sentence(t) for t in PIPELINE_TEMPLATES.get(base, ()))
 
@@ -430,12 +378,8 @@ def segment_pipeline_prompt(method: str, length_reference: int | None = None, de
                             last_index: int | None = None) -> str:
     """The E.3 ``{segment_pipeline_prompt}`` for ``method`` (a chunk-set name such as ``lumber+merge``).
 
-    ``detail="full"``: the verbatim prompt templates the method ran with (LitSeg: system prompt and its
-    three stage prompts; Lite and the ablation variants: their single-pass prompt, with the
-    recommended maximum length set to ``length_reference`` when given), or, for a chunker without a
-    prompt, its algorithm; each post-processing step (``+merge``, ``+completion``) is described after
-    it; ``{last_index}`` is filled with ``last_index`` when given. ``detail="name"``: one line naming
-    the method (a judge with a short context).
+    ``detail="full"``: the verbatim templates (length reference and ``{last_index}`` filled when given) or a
+    rule-based chunker's algorithm, then each ``+step``; ``detail="name"``: one line (a short-context judge).
     """
     base, *steps = method.split("@")[0].split("+")
     if detail == "name":
@@ -447,7 +391,7 @@ def segment_pipeline_prompt(method: str, length_reference: int | None = None, de
         for name in PIPELINE_TEMPLATES[base]:
             text = load_prompt(name)
             if length_reference is not None and _carries_length_sentence(name):
-                text = with_length_reference(text, length_reference)  # every such prompt carries the sentence
+                text = with_length_reference(text, length_reference)
             if last_index is not None and "{last_index}" in text:
                 text = text.replace("{last_index}", str(last_index))
             parts.append(text)
@@ -463,9 +407,7 @@ def segment_pipeline_prompt(method: str, length_reference: int | None = None, de
 
 def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None = None,
                           analysis: Any = None) -> str:
-    """The E.3 ``{segment_pipeline}``: the pipeline's output — its analysis when it wrote one (Lite's
-    ``step1``/``step2``) and its segments, each with subtitle, main range, context indices and, when
-    ``texts`` are given, the segment's text (what a reader of the chunk gets)."""
+    """The E.3 ``{segment_pipeline}``: the output's analysis (Lite's steps) and its segments, with their text."""
     segs = []
     for i, s in enumerate(segments):
         get = s.get if isinstance(s, dict) else (lambda k, _s=s: getattr(_s, k))
@@ -482,8 +424,7 @@ def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None =
 
 
 def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]]) -> list[str]:
-    """Each segment's text from a sentence-indexed passage (``[i] sentence`` lines): context sentences
-    before the main range, the main range, context after (LitSeg's reconstruction order)."""
+    """Each segment's text from a sentence-indexed passage, in LitSeg's reconstruction order."""
     sent: dict[int, str] = {}
     for line in passage.split("\n"):
         m = re.match(r"\[(\d+)\]\s?(.*)", line)
@@ -501,8 +442,7 @@ def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]])
 
 
 def pipeline_analysis(obj: Any) -> dict[str, Any]:
-    """The analysis part of a single-pass reply object (Lite's ``step1``, ``step2`` and ``step3`` without
-    its segments), for :func:`segment_pipeline_json`; empty for anything else."""
+    """The analysis part of a single-pass reply object (its steps without segments); empty otherwise."""
     if not isinstance(obj, dict):
         return {}
     out: dict[str, Any] = {}

@@ -1,39 +1,9 @@
-"""Validation, retry bookkeeping and fallback of LitSeg outputs (paper section 3.1.2).
+"""Validation and fallback of LitSeg outputs (paper section 3.1.2), shared by LitSeg and LitSeg-Lite.
 
-This module is THE shared validator: LitSeg (:mod:`litseg_nb.litseg.pipeline`) and LitSeg-Lite
-both use it.
-
-* :func:`parse_json_reply` – JSON extraction, re-exported from :mod:`litseg_nb.llm.replies` (the one
-  reply reader: reasoning blocks removed, size capped, unpaired surrogates replaced, line-start
-  fences, leading/trailing prose).
-* :func:`validate_stage1` / :func:`validate_stage2` – schema checks of the stage-1/2 replies.
-* :func:`validate_segments` – *syntax* (the stage-3 schema: a ``segments`` list of objects with
-  ``subtitle``, ``from_idx``, ``to_idx`` and optional ``context_idx``) and *semantics* (integer
-  indices in ``1..n``, ``from_idx <= to_idx``, segments in source order, first segment starts at 1,
-  last ends at ``n``, main ranges jointly cover every sentence, context indices valid, no sentence
-  only in context, no main range inside another one – exact duplicates included). The
-  per-segment part is :func:`read_segments`, the ONE definition of a valid segment entry that
-  LitSeg-Lite's format and judge rewards use too (``context_idx`` may be absent or ``null``).
-* :func:`repair_coverage` – the paper's gap fallback: every maximal run of uncovered sentences is
-  appended to its left-adjacent segment in source order (the right-adjacent one when there is no
-  segment to the left).
-* :func:`finalize_segments` – the full fallback chain applied after the last retry, returning
-  segments that always cover the unit plus the fallback type:
-
-  ``none``          output valid, used as is;
-  ``schema_repair`` some segment entries were malformed (skipped, subtitle read as text, a
-                    non-list ``context_idx`` ignored);
-  ``index_repair``  indices had to be sanitised (digit strings / integral floats read as integers,
-                    reversed → swapped, out of range → clamped / dropped, context indices cleaned,
-                    duplicate or nested ranges dropped) – the paper does not spell this case out,
-                    so it is counted separately;
-  ``coverage_repair`` gaps were filled by the left-adjacent rule (the paper's fallback);
-  ``whole_unit``    output unparsable / without any usable segment → the whole unit as one chunk
-                    (the paper's last-resort fallback).
-
-  Every type is backed by the actions actually taken (``FinalSegmentation.actions``).
-  A unit can need both index and coverage repair; ``fallback_types`` lists all of them and the
-  primary ``fallback`` is the most severe one (whole_unit > coverage_repair > index_repair > schema_repair > none).
+Stage-3 replies are checked for syntax (the segment schema) and semantics (indices in ``1..n``, order,
+full coverage, no nested ranges). After the last retry :func:`finalize_segments` applies the fallback
+chain and names it: ``schema_repair`` < ``index_repair`` < ``coverage_repair`` (the paper's left-adjacent
+gap rule) < ``whole_unit`` (the paper's last resort), each backed by the actions taken.
 """
 from __future__ import annotations
 
@@ -41,8 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..llm import replies as _replies
-from ..llm.replies import is_json_int, read_int
+from ..llm.replies import extract_json, is_json_int, parse_json_reply, read_int  # noqa: F401 (re-exported)
 
 FALLBACK_ORDER = ("none", "schema_repair", "index_repair", "coverage_repair", "whole_unit")
 
@@ -72,11 +41,7 @@ class Segment:
 
 @dataclass
 class ValidationResult:
-    """Outcome of validating one stage-3 reply.
-
-    ``segments`` holds what could be read from the reply (indices coerced to int where possible,
-    NOT otherwise repaired), so the fallback can start from the model's own segmentation.
-    """
+    """Outcome of validating one stage-3 reply; ``segments`` are as read (not repaired), for the fallback."""
 
     syntax_ok: bool
     semantic_ok: bool
@@ -100,13 +65,6 @@ class ValidationResult:
         return {"syntax_ok": self.syntax_ok, "semantic_ok": self.semantic_ok, "errors": list(self.errors),
                 "warnings": list(self.warnings), "segments": [s.to_json() for s in self.segments],
                 "schema_fixes": list(self.schema_fixes), "index_fixes": list(self.index_fixes)}
-
-
-# ----------------------------------------------------------------------------------- parsing
-# Reply reading (reasoning blocks, size caps, surrogates, JSON extraction) lives in ONE module,
-# :mod:`litseg_nb.llm.replies`; it is re-exported here because LitSeg and Lite import it from here.
-parse_json_reply = _replies.parse_json_reply
-extract_json = _replies.extract_json
 
 
 # ------------------------------------------------------------------------------ stage 1 and 2
@@ -134,11 +92,7 @@ def validate_stage2(obj: Any) -> list[str]:
 
 # ------------------------------------------------------------------------------------ stage 3
 def segmentation_object(obj: Any) -> Any:
-    """The object holding ``segments`` in a reply.
-
-    A LitSeg stage-3 reply holds it at the top level; LitSeg-Lite's E.2 reply under ``step3``; the
-    E.4 ablation prompts that drop a stage under the last remaining step (``step2``).
-    """
+    """The object holding ``segments``: top level (LitSeg), ``step3`` (Lite's E.2) or the last step (E.4)."""
     if isinstance(obj, dict) and "segments" not in obj:
         for key in ("step3", "step2", "step1"):
             if isinstance(obj.get(key), dict) and "segments" in obj[key]:
@@ -149,7 +103,7 @@ def segmentation_object(obj: Any) -> Any:
 
 
 def _short(value: Any, limit: int = 40) -> str:
-    """``repr`` for error messages, bounded (a 4,300-digit string must not flood a record)."""
+    """``repr`` for error messages, bounded."""
     try:
         text = repr(value)
     except (ValueError, RecursionError):
@@ -168,14 +122,9 @@ def _as_text(value: Any) -> str:
 
 @dataclass
 class SegmentReading:
-    """What the shared per-segment checks read from a ``segments`` list.
-
-    This is THE definition of a valid segment entry, used by :func:`validate_segments` (LitSeg and
-    LitSeg-Lite validation), Lite's format reward and the segments Lite's judge reward scores:
-    an object with a string ``subtitle``, JSON-integer ``from_idx <= to_idx`` inside ``1..n``, and
-    ``context_idx`` absent, ``null`` (no context) or a list of JSON integers inside ``1..n``, whose
-    main range is not inside another entry's main range (a duplicate or nested segment repeats text).
-    """
+    """What the per-segment checks read from a ``segments`` list: THE definition of a valid segment entry
+    (string subtitle, JSON integers ``1 <= from_idx <= to_idx <= n``, context absent/null or in ``1..n``,
+    main range not inside another's), used by validation and by Lite's rewards."""
 
     segments: list[Segment]  # every entry whose indices could be read (possibly invalid)
     item_ok: list[bool]  # per entry of the list: valid by the definition above
@@ -276,11 +225,7 @@ def read_segments(raw: Sequence[Any], n: int) -> SegmentReading:
 
 
 def nested_ranges(segments: Sequence[Segment], which: Sequence[int]) -> list[tuple[int, int]]:
-    """``(i, j)`` for every segment ``i`` (of ``which``) whose main range lies inside segment ``j``'s.
-
-    Sorted by start, longest first, then list position: a segment is contained exactly when an
-    earlier one in that order reaches at least as far. O(m log m).
-    """
+    """``(i, j)`` for every segment ``i`` (of ``which``) whose main range lies inside segment ``j``'s."""
     order = sorted(which, key=lambda i: (segments[i].from_idx, -segments[i].to_idx, i))
     out: list[tuple[int, int]] = []
     best = -1
@@ -314,7 +259,7 @@ def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
             semantic.append(f"last segment ends at {segments[-1].to_idx}, not {n}")
         if any(a.from_idx > b.from_idx for a, b in zip(segments, segments[1:])):
             semantic.append("segments are not in source order")
-        covered = _covered(reading.in_range(n), n)
+        covered = coverage_mask(reading.in_range(n), n)
         missing = [i for i in range(1, n + 1) if not covered[i]]
         if missing:
             semantic.append(f"sentences in no main range: {_runs(missing)}")
@@ -327,10 +272,7 @@ def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
 
 
 def coverage_mask(segments: Sequence[Segment], n: int) -> list[bool]:
-    """``mask[i]`` (1-based, ``len = n + 2``): sentence ``i`` lies in some main range (clamped to 1..n).
-
-    A difference array: O(m + n) however long the ranges are.
-    """
+    """``mask[i]`` (1-based, ``len = n + 2``): sentence ``i`` lies in some main range (clamped to 1..n)."""
     diff = [0] * (n + 2)
     for s in segments:
         a, b = max(1, s.from_idx), min(n, s.to_idx)
@@ -343,9 +285,6 @@ def coverage_mask(segments: Sequence[Segment], n: int) -> list[bool]:
         run += diff[i]
         covered[i] = run > 0
     return covered
-
-
-_covered = coverage_mask
 
 
 def _runs(indices: Sequence[int]) -> str:
@@ -365,15 +304,8 @@ def _runs(indices: Sequence[int]) -> str:
 
 # ------------------------------------------------------------------------------- fallbacks
 def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment], list[str]]:
-    """Make every segment a valid range inside ``1..n`` (before coverage repair).
-
-    Reversed ranges are swapped, ranges partly outside ``1..n`` are clamped, ranges entirely
-    outside are dropped; context indices outside ``1..n``, inside the segment's own main range or
-    duplicated are removed; a segment whose main range lies inside another's (an exact duplicate
-    or a nested range) is dropped, the first/longer one kept. The result is sorted in source
-    order (stable). Returns the segments and a list of the actions taken (empty when nothing had
-    to change).
-    """
+    """Make every segment a valid range inside ``1..n``: swap, clamp or drop ranges, clean context, drop
+    nested/duplicate ranges, sort in source order. Returns the segments and the actions taken."""
     actions: list[str] = []
     out: list[tuple[int, Segment]] = []
     for k, s in enumerate(segments, 1):
@@ -412,21 +344,9 @@ def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment
 
 
 def repair_coverage(segments: Sequence[Segment], n: int) -> tuple[list[Segment], list[int]]:
-    """The paper's gap fallback on valid-range segments (see :func:`sanitize_segments`).
-
-    Each maximal run of sentences covered by no main range is appended to its *left-adjacent*
-    segment in source order – the segment ending right before the gap (the last one in source
-    order when several end there) – or, for a gap at the start of the unit, prepended to the
-    *right-adjacent* segment (the first one starting right after the gap). Context indices that end
-    up inside the extended main range are dropped (they are no longer context). Returns the
-    repaired segments in source order and the sentence indices that were added.
-
-    O(m log m + n): the segments ending/starting at each index are looked up in a table built
-    once (a segment extended over a gap can never border a later gap, whose left neighbour
-    ends after the covered sentence that follows this gap).
-
-    ``segments`` must be non-empty and every range inside ``1..n``; raises ``ValueError`` otherwise.
-    """
+    """The paper's gap fallback: each uncovered run joins its left-adjacent segment (the right-adjacent one
+    for a gap at the start). Returns the repaired segments in source order and the indices added;
+    ``segments`` must be non-empty valid ranges (``ValueError`` otherwise)."""
     segs = list(segments)
     if not segs:
         raise ValueError("repair_coverage needs at least one segment (use the whole-unit fallback)")
@@ -484,20 +404,9 @@ class FinalSegmentation:
                 "repaired_indices": list(self.repaired_indices)}
 
 
-def whole_unit_segment(n: int, subtitle: str = "") -> Segment:
-    return Segment(subtitle, 1, n, ())
-
-
 def finalize_segments(result: ValidationResult | None, n: int) -> FinalSegmentation:
-    """Apply the fallback chain to the last (or best) validation result of a unit.
-
-    valid → used as is; usable segments → sanitise indices, then left-adjacent gap repair;
-    nothing usable (unparsable, schema broken without any readable segment, all ranges outside the
-    unit) → the whole unit as one segment. Every fallback type is backed by the actions that
-    were actually taken (``actions``): ``schema_repair`` by the malformed entries skipped or
-    coerced, ``index_repair`` by indices read from non-integers, swapped, clamped, dropped or
-    deduplicated, ``coverage_repair`` by the sentences appended.
-    """
+    """The fallback chain on a unit's last (or best) validation result: valid as is; else sanitise, then
+    gap repair; nothing usable: the whole unit as one segment."""
     if n < 1:
         raise ValueError(f"a unit needs at least one sentence, got n={n}")
     if result is not None and result.ok:
@@ -515,7 +424,7 @@ def finalize_segments(result: ValidationResult | None, n: int) -> FinalSegmentat
             why = result.errors[0]
         else:
             why = "no usable segment: " + "; ".join(result.errors[:3])
-        return FinalSegmentation([whole_unit_segment(n)], "whole_unit", ["whole_unit"], [why], [])
+        return FinalSegmentation([Segment("", 1, n, ())], "whole_unit", ["whole_unit"], [why], [])
     types = []
     if schema_actions:
         types.append("schema_repair")
