@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import conftest
 from litseg_nb.chunkers.lumber import parse_answer
 from litseg_nb.chunkers.proposition import parse_propositions
-from litseg_nb.lite.rewards import format_reward_breakdown, judgeable_segments
+from litseg_nb.lite.train import format_reward_breakdown, judgeable_segments
 from litseg_nb.lite.segmenter import validate_single_pass
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, read_annotations

@@ -16,7 +16,7 @@ This module owns
 * :func:`discover` — which sets exist (and which expected ones are missing; a set asked for by name
   that does not exist is an :class:`EvaluationError`);
 * :func:`load` / :func:`load_evaluable` — the chunks of the evaluated books, refusing a LitSeg-Lite
-  set that holds one of its training units (:func:`litseg_nb.lite.heldout.refuse_trained_chunk_file`);
+  set that holds one of its training units (:func:`litseg_nb.lite.data.refuse_trained_chunk_file`);
 * :func:`sentence_windows` — the labelled fallback set (``fallback-sent5``: 5-sentence windows of
   every unit) evaluated only when no chunk set exists at all, so a notebook still runs.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..core.artifacts import artifact_dir, artifact_path
-from ..lite.heldout import refuse_trained_chunk_file
+from ..lite.data import refuse_trained_chunk_file
 from ..chunkers.config import ALL_METHODS
 from ..lite.segmenter import METHOD as LITE_METHOD
 from ..litseg.segmenter import METHOD as LITSEG_METHOD
@@ -74,7 +74,7 @@ def load_evaluable(paths: Mapping[str, Path], book_ids: Iterable[str],
                    required: Iterable[str] = ()) -> tuple[dict[str, list[Chunk]], list[str]]:
     """``(chunk sets with chunks of the books, names of sets without any)``. A set named in ``required``
     (chunk sets asked for explicitly) without chunks of these books is an error; Lite sets holding a
-    trained unit are refused (:func:`litseg_nb.lite.heldout.refuse_trained_chunk_file`)."""
+    trained unit are refused (:func:`litseg_nb.lite.data.refuse_trained_chunk_file`)."""
     wanted, req = set(book_ids), set(required)
     out, none = {}, []
     for m, p in paths.items():

@@ -1,30 +1,13 @@
-"""LitSeg-Lite training data: LitSeg annotations reformatted into the single-pass schema of E.2.
+"""LitSeg-Lite training data: LitSeg annotations reformatted into the single-pass schema of Appendix E.2.
 
-For every unit that LitSeg annotated *without* a fallback, the three stage outputs are merged into
-one JSON object, exactly the shape the Appendix E.2 prompt asks for::
-
-    {"step1": {"step_1_events": ...},
-     "step2": {"step_2_threads": ...},
-     "step3": {"chapter_title": ..., "step_3_turning_points": [...], "segments": [...]}}
-
-paired with the Lite system prompt (``{last_index}`` filled) and the same sentence-indexed unit as
-user input. Units whose annotation needed a fallback (coverage repair or whole-unit) are excluded
-and counted; every target is checked with the shared LitSeg validator before it is used.
-
-Training units are notebook 02's ``train_annotations.jsonl`` (``LitSegConfig.train_corpus``: the
-LiteraryQA train split in ``full``, another book in ``test``/``smoke``); the student is evaluated on
-the units of ``annotations.jsonl`` and never on a trained unit (:mod:`litseg_nb.lite.heldout`).
-
-The teacher's length references. The teacher's system prompt carried a "recommended maximum length"
-calibrated per dataset (notebook 02; every annotation record says its value, ``length_reference``,
-whose it is, ``length_reference_dataset``, and the run's mapping dataset -> value,
-``length_references``). The student's E.2 prompt gets the value of the unit's dataset from the same
-mapping (:func:`annotation_length_reference`), in training (LiteraryQA train units: LiteraryQA's
-value) and at inference (a GutenQA unit: GutenQA's value); a unit of a dataset the mapping lacks is an
-error naming it.
+A unit annotated without a fallback becomes one example: the E.2 system prompt (carrying the teacher's
+length reference of the unit's dataset), the sentence-indexed unit, and the three stage outputs merged
+into one ``{"step1", "step2", "step3"}`` target, checked by the shared validator. Excluded units are
+counted. The trained units travel with the model, and Lite is never evaluated on one: there is no switch.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -35,12 +18,10 @@ from ..core.artifacts import artifact_path
 from ..core.prompts import fill_prompt, load_prompt
 from ..core.schema import Book, Unit, read_jsonl
 from ..errors import UsageError
-from ..litseg.prompting import with_length_reference, reference_for
+from ..litseg.prompting import PAPER_LENGTH_REFERENCE, reference_for, with_length_reference
 from ..litseg.validate import parse_json_reply, validate_segments
-from .heldout import unit_fingerprint
 
 LITE_SYSTEM_TEMPLATE = "lite/system"
-PAPER_LENGTH_REFERENCE = 100
 LITE_USER_TEMPLATE = "lite/user"
 CHAT_TEMPLATE_MARGIN = 32  # tokens the chat template adds around the three messages (upper bound)
 
@@ -401,3 +382,142 @@ def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int | d
 def student_length_reference(profile: str) -> int | dict[str, int]:
     """The length references of ``profile``'s Lite student: the calibration its training annotations carry."""
     return annotation_length_reference(load_annotations(profile, "train"))
+
+
+# --------------------------------------------------------------------------- held-out units
+TRAINED_UNITS_FILE = "lite_trained_units.json"
+
+
+class TrainedUnitError(UsageError, ValueError):
+    """A Lite evaluation would include a unit the student was trained on."""
+
+
+def unit_fingerprint(book: Book, unit: Unit) -> str:
+    """Hash of the sentence-indexed unit text (what the student sees)."""
+    return hashlib.sha256(unit.indexed_text(book.text).encode("utf-8")).hexdigest()[:24]
+
+
+@dataclass
+class TrainedUnits:
+    """The units a student was trained on."""
+
+    entries: list[dict[str, str]] = field(default_factory=list)  # book_id, unit_id, title, fingerprint
+
+    @property
+    def keys(self) -> set[tuple[str, str]]:
+        return {(e["book_id"], e["unit_id"]) for e in self.entries}
+
+    @property
+    def fingerprints(self) -> set[str]:
+        return {e["fingerprint"] for e in self.entries if e.get("fingerprint")}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def union(self, other: "TrainedUnits | None") -> "TrainedUnits":
+        if other is None:
+            return self
+        seen = {(e["book_id"], e["unit_id"], e.get("fingerprint")) for e in self.entries}
+        extra = [e for e in other.entries if (e["book_id"], e["unit_id"], e.get("fingerprint")) not in seen]
+        return TrainedUnits(self.entries + extra)
+
+    def overlap(self, pairs: Iterable[tuple[Book, Unit]]) -> list[str]:
+        """``book/unit`` of every pair that is a trained unit (by id or by text)."""
+        keys, fps = self.keys, self.fingerprints
+        return [f"{b.book_id}/{u.unit_id}" for b, u in pairs
+                if (b.book_id, u.unit_id) in keys or unit_fingerprint(b, u) in fps]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n_units": len(self.entries), "units": self.entries}
+
+    def save(self, path: Path) -> Path:
+        """Write the record to ``path``; a file that already holds it is left as it is (its stamp kept)."""
+        path = Path(path)
+        text = json.dumps(self.to_json(), indent=2)
+        try:
+            if path.read_text(encoding="utf-8") == text:
+                return path
+        except (OSError, UnicodeDecodeError):  # absent or unreadable: (re)written below
+            pass
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> "TrainedUnits":
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            return cls([dict(e) for e in data["units"]])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise TrainedUnitError(f"cannot read the trained-units record {path}: {e}") from e
+
+
+def trained_units_of(examples: Sequence[Any]) -> TrainedUnits:
+    """The record of training ``examples`` (:class:`LiteExample`)."""
+    return TrainedUnits([{"book_id": e.book_id, "unit_id": e.unit_id, "fingerprint": e.fingerprint}
+                         for e in examples])
+
+
+def save_profile_record(profile: str, trained: TrainedUnits) -> Path:
+    """``artifacts/lite/trained_units.json``: accumulates every unit any student of the profile saw."""
+    path = artifact_path(profile, "lite", "trained_units.json")
+    old = TrainedUnits.load(path) if path.is_file() else None
+    return trained.union(old).save(path)
+
+
+def profile_record(profile: str) -> TrainedUnits:
+    path = artifact_path(profile, "lite", "trained_units.json")
+    return TrainedUnits.load(path) if path.is_file() else TrainedUnits()
+
+
+def model_record(model: str | Path) -> TrainedUnits | None:
+    """The trained units stored in a model or adapter folder (``None``: not a Lite-trained folder)."""
+    path = Path(str(model)) / TRAINED_UNITS_FILE
+    return TrainedUnits.load(path) if path.is_file() else None
+
+
+def assert_not_trained(pairs: Sequence[tuple[Book, Unit]], trained: TrainedUnits | None, what: str) -> None:
+    """Raise :class:`TrainedUnitError` when any of ``pairs`` is a trained unit."""
+    if not trained:
+        return
+    bad = trained.overlap(pairs)
+    if bad:
+        raise TrainedUnitError(
+            f"{what}: {len(bad)} unit(s) were in the student's training data and cannot be used to "
+            f"evaluate it: {', '.join(bad[:10])}{' ...' if len(bad) > 10 else ''}")
+
+
+def refuse_trained_chunks(method: str, chunks: Sequence[Any], profile_or_record: str | TrainedUnits,
+                          books: Sequence[Book] = ()) -> None:
+    """Evaluation guard for a ``litseg-lite*`` chunk set: no chunk of a trained unit (by id, or by text)."""
+    if not str(method).startswith("litseg-lite"):
+        return
+    trained = (profile_or_record if isinstance(profile_or_record, TrainedUnits)
+               else profile_record(profile_or_record))
+    if not trained:
+        return
+    units = {(c.book_id, c.unit_id) for c in chunks}
+    bad = sorted(f"{b}/{u}" for b, u in units & trained.keys)
+    by_id = {b.book_id: b for b in books}
+    fps = trained.fingerprints
+    for b, u in sorted(units - trained.keys):
+        if b in by_id:
+            try:
+                unit = by_id[b].unit(u)
+            except KeyError:
+                continue
+            if unit_fingerprint(by_id[b], unit) in fps:
+                bad.append(f"{b}/{u}")
+    if bad:
+        raise TrainedUnitError(
+            f"chunk set {method!r} contains {len(bad)} unit(s) the student was trained on "
+            f"({', '.join(bad[:10])}); Lite is never evaluated on its training units")
+
+
+def refuse_trained_chunk_file(method: str, path: Path, chunks: Sequence[Any]) -> None:
+    """:func:`refuse_trained_chunks` for ``<artifacts>/chunks/<method>.jsonl`` against that folder's record."""
+    record = Path(path).resolve().parent.parent / "lite" / "trained_units.json"
+    if str(method).startswith("litseg-lite") and record.is_file():
+        refuse_trained_chunks(method, chunks, TrainedUnits.load(record))
