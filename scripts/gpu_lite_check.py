@@ -182,7 +182,7 @@ def main() -> int:
         report["sft"] = sft.summary() | {"tokens_per_s": sft.tokens_per_s, "peak_memory_gib": sft.peak_memory_gib}
         print("SFT", json.dumps(report["sft"], default=str), flush=True)
 
-        merged = T.merge_adapter(sft_model)
+        merged = sft_model.merge_and_unload()
         judge = ScriptedBackend(reply_fn=lambda conv: "{}")  # never called: random rollouts are unscorable
         funcs, narr = build_reward_funcs(judge, retries=0)
         if cuda:

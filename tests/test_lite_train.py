@@ -71,7 +71,7 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
 
     judge = ScriptedBackend(reply_fn=lambda conv: '{"dimension1": [4], "dimension2": [4], "dimension3": [4]}')
     funcs, narr = build_reward_funcs(judge, retries=0)
-    merged = T.merge_adapter(sft_model)
+    merged = sft_model.merge_and_unload()
     grpo_model, grpo = T.train_grpo(merged, tok, examples, cfg, funcs + [_distinct_chars_reward],
                                     tmp_path / "grpo", reward_weights=[0.5, 0.5, 1.0])
     assert grpo.steps == 2

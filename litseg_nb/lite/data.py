@@ -31,8 +31,7 @@ class AnnotationsMissingError(UsageError, FileNotFoundError):
 
 
 def annotations_path(profile: str, split: str = "eval") -> Path:
-    """Notebook 02's LitSeg annotations of ``profile``: ``split="eval"`` → ``annotations.jsonl`` (the
-    evaluated units), ``"train"`` → ``train_annotations.jsonl`` (Lite's training units)."""
+    """Notebook 02's LitSeg annotations of ``profile``: the evaluated units (``eval``) or Lite's (``train``)."""
     if split not in ("eval", "train"):
         raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
     return artifact_path(profile, "litseg", "annotations.jsonl" if split == "eval" else "train_annotations.jsonl")
@@ -52,9 +51,7 @@ def load_annotations(profile: str, split: str = "eval") -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- prompts
 def lite_system_prompt(n_sentences: int, template: str = LITE_SYSTEM_TEMPLATE,
                        length_reference: int | None = PAPER_LENGTH_REFERENCE) -> str:
-    """The Appendix E.2 system prompt (or an E.4 ablation prompt, ``template="ablation/..."``)
-    with ``{last_index}`` = the unit's last sentence index and the recommended maximum segment
-    length = ``length_reference`` (the teacher's calibrated value; the paper's text says 100)."""
+    """The Appendix E.2 (or an E.4 ablation) system prompt with ``{last_index}`` and the length reference."""
     return fill_prompt(with_length_reference(load_prompt(template), length_reference), last_index=n_sentences)
 
 
@@ -64,9 +61,7 @@ def lite_user_prompt(indexed_text: str) -> str:
 
 def lite_conversation(book: Book, unit: Unit, template: str = LITE_SYSTEM_TEMPLATE,
                       length_reference: int | Mapping[str, int] = PAPER_LENGTH_REFERENCE) -> list[dict[str, str]]:
-    """System + user messages of one Lite call for ``unit`` (the student's whole input);
-    ``length_reference`` is one value or the teacher's mapping dataset -> value (the unit's book's
-    dataset's value is used; a dataset it lacks raises ``ValueError`` naming the unit)."""
+    """System + user messages of one Lite call for ``unit``; ``length_reference``: one value or dataset -> value."""
     ref = reference_for(length_reference, book, unit)
     return [{"role": "system", "content": lite_system_prompt(unit.n_sentences, template, ref)},
             {"role": "user", "content": lite_user_prompt(unit.indexed_text(book.text))}]
@@ -107,13 +102,8 @@ def _valid_stage_output(stage: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def view_annotation(rec: Mapping[str, Any]) -> AnnotationView:
-    """Normalise one record of ``annotations.jsonl`` (written by :mod:`litseg_nb.litseg.pipeline`).
-
-    The unit needed a fallback when stage 3 needed one (``fallback != "none"``: index/coverage
-    repair or whole unit) or when stage 1 or 2 was still invalid after the retries
-    (``stage_fallbacks``: raw passthrough / empty). Raises ``ValueError`` naming book and unit
-    when a field distillation needs is absent.
-    """
+    """Normalise one annotation record; ``fallback`` names any stage's fallback. ``ValueError`` naming the
+    unit when a field distillation needs is absent."""
     where = f"annotation of book {rec.get('book_id')!r} unit {rec.get('unit_id')!r}"
     try:
         book_id, unit_id = str(rec["book_id"]), str(rec["unit_id"])
@@ -165,16 +155,6 @@ def target_text(obj: Mapping[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
 
-def segments_of_reply(text: str) -> list[dict[str, Any]] | None:
-    """The ``step3.segments`` (or top-level ``segments``) list of a single-pass reply, else None."""
-    obj = parse_json_reply(text)
-    if not isinstance(obj, dict):
-        return None
-    s3 = obj.get("step3")
-    segs = s3.get("segments") if isinstance(s3, dict) else obj.get("segments")
-    return segs if isinstance(segs, list) else None
-
-
 @dataclass
 class LiteExample:
     """One training/eval example: the Lite conversation and its single-pass target."""
@@ -188,7 +168,7 @@ class LiteExample:
     segments: list[dict[str, Any]] = field(default_factory=list)
     target_source: str = "validated"  # or "fallback: <type>" (CPU demonstrations only, labelled)
     n_tokens: int = 0  # prompt + target tokens (0 = not counted)
-    fingerprint: str = ""  # of the sentence-indexed unit (litseg_nb.lite.heldout.unit_fingerprint)
+    fingerprint: str = ""  # of the sentence-indexed unit (unit_fingerprint)
     length_reference: int = PAPER_LENGTH_REFERENCE  # the teacher's value for this unit, in the system prompt
 
     def prompt_messages(self) -> list[dict[str, str]]:
@@ -237,18 +217,11 @@ class DataReport:
 def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
                    count_tokens=None, max_seq_tokens: int = 0, fallback_units: str = "exclude",
                    min_units: int = 0) -> tuple[list[LiteExample], DataReport]:
-    """Reformat every validated, fallback-free annotation into a :class:`LiteExample`.
+    """Reformat every validated, fallback-free annotation into a :class:`LiteExample`; the rest is counted.
 
-    Excluded (and counted by reason): records needing a fallback, units not in ``books``,
-    sentence-count mismatches, targets the shared validator rejects, and examples longer than
-    ``max_seq_tokens`` (when ``count_tokens`` is given).
-
-    ``fallback_units``: ``"exclude"`` (the paper's recipe) or ``"include_if_needed"`` — only for
-    CPU demonstrations with a tiny teacher: when fewer than ``min_units`` validated examples exist,
-    units whose annotation needed a fallback are added with their *post-fallback* segments as the
-    target, labelled ``target_source="fallback: ..."`` and counted separately.
+    ``fallback_units="include_if_needed"`` (CPU demos only) tops up to ``min_units`` with fallback units'
+    post-fallback segments, labelled.
     """
-
     if fallback_units not in ("exclude", "include_if_needed"):
         raise ValueError(f"fallback_units must be 'exclude' or 'include_if_needed', got {fallback_units!r}")
     by_id = {b.book_id: b for b in books}
@@ -342,14 +315,8 @@ def record_length_reference(rec: Mapping[str, Any]) -> int:
 
 
 def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int | dict[str, int]:
-    """The teacher's length references of a set of annotation records (teacher and student share them).
-
-    Records made with the per-dataset calibration (:mod:`litseg_nb.litseg.calibrate`) give the mapping
-    dataset -> value of their run (``length_references``; :func:`lite_conversation` and the segmenters
-    take it and use each unit's dataset's value); records made with one value for every unit (no
-    calibration) give that value. Raises ``ValueError`` when the records come from different
-    calibrations (different values for one dataset, or mixed kinds), or when a record's own value
-    is not its dataset's value in the mapping."""
+    """The teacher's length references of annotation records: their run's mapping dataset -> value, or the
+    one value; ``ValueError`` when the records come from different calibrations."""
     if not records:
         raise ValueError("no annotation records: no length reference")
     single: set[int] = set()

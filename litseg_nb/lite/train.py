@@ -47,11 +47,7 @@ def lora_state(model) -> dict[str, Any]:
 
 
 def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
-    """L2 norm of the change of all LoRA weights, and how many tensors changed.
-
-    Parameter names are compared after dropping the adapter name (``.default``), so states taken
-    from differently wrapped copies of the same adapter compare.
-    """
+    """L2 norm of the change of all LoRA weights and how many tensors changed (adapter names dropped)."""
     import torch
 
     def norm(d):
@@ -67,9 +63,8 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, floa
 
 
 def _checkpointing_arg(args_cls: Any = None) -> str:
-    """``TrainingArguments``' name for gradient checkpointing: ``activation_checkpointing`` in recent
-    transformers (the old name warns), ``gradient_checkpointing`` before it (e.g. transformers 5.19,
-    the GPU stack's pin: vLLM 0.32 needs < 5.20; found by the CPU rehearsal)."""
+    """``TrainingArguments``' name for gradient checkpointing (renamed ``activation_checkpointing`` in recent
+    transformers; the GPU stack pins an older one)."""
     import dataclasses
 
     if args_cls is None:
@@ -150,8 +145,7 @@ def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, e
 
 
 def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg: LiteConfig) -> None:
-    """The units this adapter learned from, in the adapter folder and the profile's record
-    (:mod:`litseg_nb.lite.heldout`: the student is never evaluated on them)."""
+    """The units this adapter learned from, in the adapter folder and the profile's record."""
     trained = trained_units_of(examples)
     trained.save(Path(adapter_dir) / TRAINED_UNITS_FILE)
     save_profile_record(cfg.profile, trained)
@@ -159,8 +153,7 @@ def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg
 
 # --------------------------------------------------------------------------- stage 1: SFT
 def _follow_thread_budget_callback():
-    """A trainer callback that follows the runner's torch-thread budget at every step
-    (:mod:`litseg_nb.llm.threads`; a notebook beside another trains on fewer threads)."""
+    """A trainer callback that follows the runner's torch-thread budget at every step."""
     from transformers import TrainerCallback
 
     class FollowThreadBudget(TrainerCallback):
@@ -183,10 +176,7 @@ def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
 
 def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, out_dir: Path,
               work_dir: Path | None = None):
-    """LoRA SFT on the single-pass targets. Returns ``(peft_model, TrainResult)``.
-
-    ``model`` is a plain causal LM (it is wrapped with a fresh LoRA adapter from ``cfg``).
-    """
+    """LoRA SFT of a plain causal LM on the single-pass targets. Returns ``(peft_model, TrainResult)``."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -219,8 +209,7 @@ def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, o
 
 # --------------------------------------------------------------------------- stage 2: GRPO
 class GRPONoSignalError(LitsegError, RuntimeError):
-    """A whole GRPO run trained on nothing: every rollout masked or every group filtered
-    (``.steps``: the per-step table, :func:`step_table`)."""
+    """A whole GRPO run trained on nothing (``.steps``: the per-step table, :func:`step_table`)."""
 
     def __init__(self, steps: Any, message: str):
         super().__init__(message)
@@ -228,18 +217,11 @@ class GRPONoSignalError(LitsegError, RuntimeError):
 
 
 def rollout_cap(examples: Sequence[LiteExample], count_tokens: Callable[[str], int], cfg: LiteConfig) -> dict[str, Any]:
-    """The GRPO rollout cap and where it comes from.
+    """The GRPO rollout cap, where it comes from, and how many teacher replies exceed it.
 
-    ``cfg.grpo_max_completion_length > 0``: that value. 0: sized from the teacher's replies (the SFT
-    targets) on the training units: the ``grpo_cap_quantile`` of their token lengths (1.0 = the
-    longest) times ``1 + grpo_cap_margin``, so a complete reply fits (DAPO masks truncated
-    rollouts: a cap below the replies' lengths would leave groups without signal). Either way the cap is
-    at most ``cfg.infer_max_new_tokens``, Lite's own inference cap: GRPO does not reward replies longer
-    than the trained student is ever allowed to write (``source`` says when that bound applies). Returns
-    the cap, the teacher reply lengths (max, p99) and the share of teacher replies longer than the cap.
+    ``grpo_max_completion_length``, or (0) the ``grpo_cap_quantile`` of the teacher replies' token lengths
+    times ``1 + grpo_cap_margin`` (DAPO masks truncated rollouts); never above ``infer_max_new_tokens``.
     """
-    import math
-
     lengths = sorted(count_tokens(e.target) + 1 for e in examples)  # + the end-of-turn token
     if not lengths:
         raise ValueError("rollout_cap: no training examples")
@@ -319,14 +301,8 @@ def _dynamic_sampling_trainer_class():
     return DynamicSamplingGRPOTrainer
 
 
-def merge_adapter(peft_model):
-    """The base model with the adapter's weights merged in (a plain causal LM again)."""
-    return peft_model.merge_and_unload()
-
-
 def grpo_rollout_kwargs(cfg: LiteConfig, cap: int) -> dict[str, Any]:
-    """``GRPOConfig`` arguments for the rollouts: trl's colocated vLLM engine (``grpo_use_vllm``,
-    ``full``) or transformers' ``generate`` (CPU profiles)."""
+    """``GRPOConfig`` arguments for the rollouts: trl's colocated vLLM engine or transformers' ``generate``."""
     if not cfg.grpo_use_vllm:
         return {"use_vllm": False}
 
@@ -339,19 +315,13 @@ def grpo_rollout_kwargs(cfg: LiteConfig, cap: int) -> dict[str, Any]:
             "vllm_max_model_length": cfg.max_seq_tokens + cap}
 
 
-#: assumed decode latency per generated token position (one forward over the batch) for an 8B model
-#: in bf16 on one 80 GB GPU: transformers' eager ``generate`` vs vLLM (CUDA graphs, paged KV cache).
-#: Assumptions for the estimate below, not measurements of this project.
+#: assumed decode latency per token position for an 8B bf16 model on one 80 GB GPU (not measurements)
 ASSUMED_DECODE_MS = {"hf generate": 30.0, "vLLM (trl colocate)": 8.0}
 
 
 def rollout_time_estimate(cfg: LiteConfig, cap: int, decode_ms: dict[str, float] | None = None):
-    """Rollout time per GRPO step both ways, from token counts: ``prompts_per_step`` groups of
-    ``num_generations`` rollouts of up to ``cap`` tokens. transformers' ``generate`` decodes one
-    group (micro-batch) at a time: ``prompts_per_step x cap`` decode steps; vLLM batches every
-    group's rollouts at once: ``cap`` decode steps (continuous batching). Seconds = decode steps x
-    the per-step latency (``decode_ms``, default :data:`ASSUMED_DECODE_MS`), an upper bound since a
-    rollout may stop before the cap; prefill and the training pass are not included."""
+    """Upper-bound rollout time per GRPO step both ways: ``generate`` decodes one group at a time
+    (``prompts_per_step x cap`` steps), vLLM all at once (``cap`` steps); prefill and training excluded."""
     import pandas as pd
 
     ms = dict(decode_ms or ASSUMED_DECODE_MS)
@@ -373,13 +343,11 @@ def release_rollout_engine(trainer: Any) -> None:
     gen = getattr(trainer, "vllm_generation", None)
     if getattr(gen, "llm", None) is None:
         return
-
     release_engine(gen, "llm", "trl's GRPO rollouts")
 
 
 def step_table(rollout_log: Sequence[dict[str, Any]]):
-    """Per GRPO step: rollouts, truncated and masked rollouts (counts and shares), groups filtered
-    (zero reward variance) and the completion tokens that carried a gradient."""
+    """Per GRPO step: rollouts, truncated and masked ones, groups filtered, tokens that carried a gradient."""
     import pandas as pd
 
     cols = ["step", "rollouts", "truncated", "masked (no token trained)", "groups", "groups filtered",
@@ -397,14 +365,9 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
                reward_funcs: Sequence[Callable[..., list[float]]], out_dir: Path,
                reward_weights: Sequence[float] | None = None, work_dir: Path | None = None,
                completion_cap: int | None = None):
-    """GRPO with the DAPO loss on the Lite prompts. Returns ``(peft_model, TrainResult)``.
+    """GRPO with the DAPO loss: a fresh LoRA adapter on a plain causal LM (the SFT-merged model).
 
-    ``model`` is a plain causal LM (normally the SFT-merged model); a fresh LoRA adapter is
-    trained on it. ``reward_funcs`` follow trl's reward-function protocol; the dataset passes the
-    columns ``n_sentences``, ``passage``, ``system_prompt``, ``book_id`` and ``unit_id``.
-    ``completion_cap``: the rollout cap (:func:`rollout_cap`; default ``cfg.grpo_max_completion_length``).
-    The per-step truncated / masked / filtered counts are in ``TrainResult.extra["steps"]``
-    (:func:`step_table`); a run in which no step trained on any token raises
+    Returns ``(peft_model, TrainResult)``; a run in which no step trained on any token raises
     :class:`GRPONoSignalError` unless ``cfg.grpo_allow_no_signal``.
     """
     from datasets import Dataset
@@ -528,12 +491,8 @@ def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path)
 def save_combined_adapter(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
     """ONE LoRA adapter equal to applying ``adapter_dirs`` in order, in ``root/lora-<hash>``.
 
-    Adapter i adds ``s_i * B_i @ A_i`` (``s_i = lora_alpha_i / r_i``) to a weight; the sum over i is
-    exactly one LoRA of rank ``sum(r_i)`` with ``A = [A_1; A_2; ...]`` (rows) and
-    ``B = [s_1 B_1, s_2 B_2, ...]`` (columns), scaling 1 (``lora_alpha = r``). So the SFT adapter
-    and the GRPO adapter trained on the SFT-merged model are served as one ``LoRARequest`` on the base
-    model's vLLM engine, with no merged copy of the model. The folder carries every unit the
-    adapters were trained on (:mod:`litseg_nb.lite.heldout`).
+    ``sum_i s_i B_i A_i`` is one LoRA of rank ``sum(r_i)`` with ``A = [A_1; A_2; ...]`` and
+    ``B = [s_1 B_1, s_2 B_2, ...]`` (scaling 1), served on the base model's vLLM engine without a merged copy.
     """
     import torch
     from safetensors.torch import load_file, save_file
@@ -577,11 +536,8 @@ def save_combined_adapter(base_model: str, adapter_dirs: Sequence[Path], root: P
 
 
 def student_backend(llm_cfg: Any, adapter_dirs: Sequence[Path], root: Path, ledger: Any = None):
-    """The backend of base ``llm_cfg.model`` + ``adapter_dirs``, and the folder it serves.
-
-    vLLM: one combined LoRA adapter (:func:`save_combined_adapter`) served on the base model's engine
-    (the engine notebook 03's untuned student and notebook 07's base variants already use: one engine
-    per model per process). hf/openai: the merged model folder (:func:`save_merged_model`)."""
+    """The backend of base ``llm_cfg.model`` + ``adapter_dirs`` and the folder it serves: vLLM serves one
+    combined adapter on the base model's engine, other backends the merged model folder."""
     if llm_cfg.backend == "vllm":
         path = save_combined_adapter(llm_cfg.model, adapter_dirs, root)
         return make_backend(llm_cfg.replace(lora_adapter=str(path)), ledger), path
@@ -590,8 +546,7 @@ def student_backend(llm_cfg: Any, adapter_dirs: Sequence[Path], root: Path, ledg
 
 
 def free_memory() -> None:
-    """Collect garbage and empty the CUDA cache (call after deleting the training models, before an
-    inference engine such as vLLM claims the GPU)."""
+    """Collect garbage and empty the CUDA cache (before an inference engine claims the GPU)."""
     import gc
 
     import torch
@@ -711,11 +666,6 @@ def judgeable_segments(text: str, n_sentences: int, max_new_tokens: int | None =
     return out
 
 
-def rubric_to_reward(mean_score: float) -> float:
-    """Map a rubric mean on the 1-5 scale to the reward scale (1 -> 0, 5 -> 1)."""
-    return (mean_score - 1.0) / 4.0
-
-
 @dataclass
 class JudgeStats:
     completions: int = 0
@@ -767,7 +717,7 @@ class NarratologicalReward:
         self.stats.neutral += int(res.neutral)
         for k, v in res.dimension_means().items():
             self.stats.dimension_sums[k] += v
-        reward = rubric_to_reward(res.mean)
+        reward = (res.mean - 1.0) / 4.0  # the rubric's 1-5 scale to 0-1
         self.log.append({"judged": True, "neutral": res.neutral, "reward": reward,
                          "n_chunks": len(segs), "attempts": res.attempts, **res.dimension_means()})
         return reward
