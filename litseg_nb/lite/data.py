@@ -19,7 +19,7 @@ from ..core.prompts import fill_prompt, load_prompt
 from ..core.schema import Book, Unit, read_jsonl
 from ..errors import UsageError
 from ..litseg.prompting import PAPER_LENGTH_REFERENCE, reference_for, with_length_reference
-from ..litseg.validate import parse_json_reply, validate_segments
+from ..litseg.validate import Segment, parse_json_reply, validate_segments
 
 LITE_SYSTEM_TEMPLATE = "lite/system"
 LITE_USER_TEMPLATE = "lite/user"
@@ -55,16 +55,13 @@ def lite_system_prompt(n_sentences: int, template: str = LITE_SYSTEM_TEMPLATE,
     return fill_prompt(with_length_reference(load_prompt(template), length_reference), last_index=n_sentences)
 
 
-def lite_user_prompt(indexed_text: str) -> str:
-    return fill_prompt(load_prompt(LITE_USER_TEMPLATE), chapter_content=indexed_text)
-
-
 def lite_conversation(book: Book, unit: Unit, template: str = LITE_SYSTEM_TEMPLATE,
                       length_reference: int | Mapping[str, int] = PAPER_LENGTH_REFERENCE) -> list[dict[str, str]]:
     """System + user messages of one Lite call for ``unit``; ``length_reference``: one value or dataset -> value."""
     ref = reference_for(length_reference, book, unit)
+    user = fill_prompt(load_prompt(LITE_USER_TEMPLATE), chapter_content=unit.indexed_text(book.text))
     return [{"role": "system", "content": lite_system_prompt(unit.n_sentences, template, ref)},
-            {"role": "user", "content": lite_user_prompt(unit.indexed_text(book.text))}]
+            {"role": "user", "content": user}]
 
 
 # --------------------------------------------------------------------------- annotation records
@@ -127,12 +124,6 @@ def view_annotation(rec: Mapping[str, Any]) -> AnnotationView:
 
 
 # --------------------------------------------------------------------------- single-pass target
-def _clean_segment(seg: Mapping[str, Any]) -> dict[str, Any]:
-    return {"subtitle": str(seg.get("subtitle") or ""),
-            "from_idx": int(seg["from_idx"]), "to_idx": int(seg["to_idx"]),
-            "context_idx": [int(i) for i in (seg.get("context_idx") or [])]}
-
-
 def single_pass_target(view: AnnotationView, unit_title: str = "") -> dict[str, Any]:
     """Merge LitSeg's three stage outputs into the one JSON object of the E.2 schema."""
     s3 = view.step3
@@ -145,7 +136,7 @@ def single_pass_target(view: AnnotationView, unit_title: str = "") -> dict[str, 
         "step3": {
             "chapter_title": str(s3.get("chapter_title") or unit_title or ""),
             "step_3_turning_points": tps,
-            "segments": [_clean_segment(s) for s in view.segments],
+            "segments": [Segment.from_json(s).to_json() for s in view.segments],
         },
     }
 

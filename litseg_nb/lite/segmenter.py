@@ -17,12 +17,12 @@ from ..core.artifacts import artifact_path
 from ..config import Options
 from ..corpus import load_corpus
 from ..litseg.prompting import reference_for, single_pass_json_schema
-from ..litseg.pipeline import reconstruct_unit
+from ..litseg.pipeline import assert_units_covered, reconstruct_unit
 from ..litseg.validate import (ValidationResult, extract_json, finalize_segments, segmentation_object,
                                validate_segments)
 from ..llm.base import LLMBackend, SamplingParams, UsageTag
 from ..llm.replies import read_reply
-from ..core.schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
+from ..core.schema import Book, Chunk, Unit, save_chunks
 from .config import LiteConfig
 from .data import (LITE_SYSTEM_TEMPLATE, PAPER_LENGTH_REFERENCE, TrainedUnits, assert_not_trained, lite_conversation,
                    model_record, refuse_trained_chunks, single_pass_target, target_text, view_annotation)
@@ -180,16 +180,7 @@ def check_and_save_chunks(profile: str, books: Sequence[Book], chunks: Sequence[
     """Coverage proof for every segmented unit, then ``artifacts/chunks/<name>.jsonl``; a chunk set holding a
     unit any student of ``profile`` was trained on is refused."""
     refuse_trained_chunks(name, chunks, profile, books)
-    by_book: dict[str, list[Chunk]] = {}
-    for c in chunks:
-        by_book.setdefault(c.book_id, []).append(c)
-    for book in books:
-        if book.book_id not in by_book:
-            continue
-        units = {c.unit_id for c in by_book[book.book_id]}
-        sub = Book(book.book_id, book.title, book.dataset, book.text,
-                   units=[u for u in book.units if u.unit_id in units])
-        assert_full_coverage(sub, by_book[book.book_id], name)
+    assert_units_covered(books, chunks, name)
     path = artifact_path(profile, "chunks", f"{name}.jsonl")
     save_chunks(path, list(chunks))
     return path
@@ -236,9 +227,11 @@ def evaluation_pairs(records: Sequence[Mapping[str, Any]], books: Sequence[Book]
     return pairs[:max_units] if max_units else pairs
 
 
-def score_reply(text: str, n: int, passage: str, system_prompt: str,
-                judge: NarratologicalReward | None, weights: Sequence[float]) -> dict[str, float]:
+def score_reply(text: str, book: Book, unit: Unit, judge: NarratologicalReward | None, weights: Sequence[float],
+                length_reference: int | Mapping[str, int]) -> dict[str, float]:
     """Format reward, narratological reward (nan without a judge) and their weighted sum."""
+    conv = lite_conversation(book, unit, length_reference=length_reference)
+    n, passage, system_prompt = unit.n_sentences, conv[1]["content"].split("\n", 1)[-1], conv[0]["content"]
     fmt = format_reward_breakdown(text, n)["total"]
     narr = judge.score_one(text, passage, system_prompt, n) if judge is not None else float("nan")
     total = weights[0] * fmt + (weights[1] * narr if judge is not None else 0.0)
@@ -252,9 +245,7 @@ def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: 
     """Per-unit rows of a finished Lite run; the FIRST reply is scored with the GRPO reward."""
     rows = []
     for (book, unit), r in zip(pairs, results):
-        conv = lite_conversation(book, unit, length_reference=length_reference)
-        sc = score_reply(r.replies[0], unit.n_sentences, conv[1]["content"].split("\n", 1)[-1],
-                         conv[0]["content"], judge, weights)
+        sc = score_reply(r.replies[0], book, unit, judge, weights, length_reference)
         rows.append({"system": system, "book_id": book.book_id, "unit_id": unit.unit_id,
                      "first_try_valid": r.first_try_valid, "fallback": r.fallback,
                      "segments": r.n_segments, "attempts": r.attempts,
@@ -283,9 +274,7 @@ def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Boo
             continue
         view = view_annotation(rec)
         text = target_text(single_pass_target(view, unit.title))
-        conv = lite_conversation(book, unit, length_reference=length_reference)
-        sc = score_reply(text, unit.n_sentences, conv[1]["content"].split("\n", 1)[-1],
-                         conv[0]["content"], judge, weights)
+        sc = score_reply(text, book, unit, judge, weights, length_reference)
         ftv = rec.get("first_try_valid") or {}
         rows.append({"system": "teacher (LitSeg)", "book_id": book.book_id, "unit_id": unit.unit_id,
                      "first_try_valid": bool(ftv) and all(ftv.values()), "fallback": rec.get("fallback"),

@@ -7,6 +7,7 @@ filter half (zero-variance groups leave the loss, the batch is not re-filled). T
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shutil
@@ -447,10 +448,7 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
 # --------------------------------------------------------------------------- loading for inference
 def adapter_fingerprint(*adapter_dirs: Path) -> str:
     """Hash of the adapters' weight files (names the merged model, so caches never go stale)."""
-    files = []
-    for d in adapter_dirs:
-        for p in sorted(Path(d).glob("adapter_model.*")):
-            files.append(hash_file(p))
+    files = [hash_file(p) for d in adapter_dirs for p in sorted(Path(d).glob("adapter_model.*"))]
     if not files:
         raise FileNotFoundError(f"no adapter_model.* in {', '.join(map(str, adapter_dirs))}")
     return hash_obj(files)[:12]
@@ -470,9 +468,8 @@ def load_lite_model(base_model: str, adapter_dirs: Sequence[Path], dtype: str = 
 def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
     """Merge base + adapters once into ``root/merged-<hash>`` (a plain model folder any backend loads)."""
     target = Path(root) / f"merged-{adapter_fingerprint(*adapter_dirs)}"
-    trained = TrainedUnits()
-    for d in adapter_dirs:  # the merged model carries every unit its adapters were trained on
-        trained = trained.union(model_record(d))
+    # the merged model carries every unit its adapters were trained on
+    trained = functools.reduce(TrainedUnits.union, map(model_record, adapter_dirs), TrainedUnits())
     if (target / "config.json").is_file():
         trained.union(model_record(target)).save(target / TRAINED_UNITS_FILE)
         return target
@@ -501,9 +498,7 @@ def save_combined_adapter(base_model: str, adapter_dirs: Sequence[Path], root: P
     if not dirs:
         raise ValueError("save_combined_adapter: no adapters")
     target = Path(root) / f"lora-{adapter_fingerprint(*dirs)}"
-    trained = TrainedUnits()
-    for d in dirs:
-        trained = trained.union(model_record(d))
+    trained = functools.reduce(TrainedUnits.union, map(model_record, dirs), TrainedUnits())
     if (target / "adapter_model.safetensors").is_file():
         return target
     configs = [json.loads((d / "adapter_config.json").read_text(encoding="utf-8")) for d in dirs]

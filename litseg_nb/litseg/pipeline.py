@@ -99,10 +99,6 @@ def stage3_floor(cfg: LitSegConfig, n_sentences: int, length_reference: int | No
     return min(floor, segment_budget(cfg.stage_max_new_tokens("stage3"))[1]) if floor else 0
 
 
-def unit_key(rkey: str, book: Book, unit: Unit, content: str) -> str:
-    return _sha(f"{rkey}|{book.book_id}|{unit.unit_id}|{_sha(content)}")[:24]
-
-
 def read_annotations(path: Path) -> list[dict[str, Any]]:
     """Records of an annotations file; a truncated last line (a crash mid-write) is skipped."""
     path = Path(path)
@@ -200,7 +196,7 @@ def annotate_units(
             prompts[ref] = (system, run_key(cfg, backend, system, structured, retries))
         system, rkey = prompts[ref]
         content = unit.indexed_text(book.text)
-        key = unit_key(rkey, book, unit, content)
+        key = _sha(f"{rkey}|{book.book_id}|{unit.unit_id}|{_sha(content)}")[:24]
         record = _new_record(book, unit, key, rkey, content, method, backend, structured, ref, retries)
         record["segment_floor"] = stage3_floor(cfg, unit.n_sentences, ref) if structured else 0
         record.update(_reference_fields(book, per_dataset, references))
@@ -538,7 +534,6 @@ def records_to_chunks(books: Iterable[Book], records: Sequence[dict[str, Any]],
     """Reconstruct the chunk set of annotated units; checks full coverage per book."""
     by_id = {b.book_id: b for b in books}
     chunks: list[Chunk] = []
-    per_book: dict[str, list[Chunk]] = {}
     for rec in records:
         book = by_id.get(rec["book_id"])
         if book is None:
@@ -546,13 +541,19 @@ def records_to_chunks(books: Iterable[Book], records: Sequence[dict[str, Any]],
         unit = book.unit(rec["unit_id"])
         meta = {"fallback": rec["fallback"], "fallback_types": rec["fallback_types"],
                 "model": rec["model"], "structured_output": rec["structured_output"]}
-        cs = reconstruct_unit(book, unit, [Segment.from_json(s) for s in rec["segments"]], method, meta)
-        chunks.extend(cs)
-        per_book.setdefault(book.book_id, []).extend(cs)
-    for book_id, cs in per_book.items():
-        book = by_id[book_id]
-        units = {c.unit_id for c in cs}
-        partial = Book(book.book_id, book.title, book.dataset, book.text,
-                       units=[u for u in book.units if u.unit_id in units])
-        assert_full_coverage(partial, cs, method)
+        chunks.extend(reconstruct_unit(book, unit, [Segment.from_json(s) for s in rec["segments"]], method, meta))
+    assert_units_covered(by_id.values(), chunks, method)
     return chunks
+
+
+def assert_units_covered(books: Iterable[Book], chunks: Sequence[Chunk], method: str) -> None:
+    """Full coverage of every unit that has chunks (:class:`~litseg_nb.core.schema.CoverageError` otherwise)."""
+    by_book: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        by_book.setdefault(c.book_id, []).append(c)
+    for book in books:
+        if book.book_id in by_book:
+            units = {c.unit_id for c in by_book[book.book_id]}
+            partial = Book(book.book_id, book.title, book.dataset, book.text,
+                           units=[u for u in book.units if u.unit_id in units])
+            assert_full_coverage(partial, by_book[book.book_id], method)

@@ -34,10 +34,6 @@ class Segment:
         return cls(str(d.get("subtitle") or ""), int(d["from_idx"]), int(d["to_idx"]),
                    tuple(int(i) for i in d.get("context_idx") or ()))
 
-    @property
-    def length(self) -> int:
-        return self.to_idx - self.from_idx + 1
-
 
 @dataclass
 class ValidationResult:
@@ -49,8 +45,8 @@ class ValidationResult:
     segments: list[Segment] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     item_ok: list[bool] = field(default_factory=list)  # per entry of 'segments' (see SegmentReading)
-    schema_fixes: list[str] = field(default_factory=list)  # what reading did to malformed entries
-    index_fixes: list[str] = field(default_factory=list)  # what reading did to non-integer indices
+    schema_fixes: list[str] = field(default_factory=list)
+    index_fixes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -127,15 +123,11 @@ class SegmentReading:
     main range not inside another's), used by validation and by Lite's rewards."""
 
     segments: list[Segment]  # every entry whose indices could be read (possibly invalid)
-    item_ok: list[bool]  # per entry of the list: valid by the definition above
+    item_ok: list[bool]  # per entry of the list
     syntax: list[str]
     semantic: list[str]
-    schema_fixes: list[str]  # what reading had to do to malformed entries (skip / coerce to text)
-    index_fixes: list[str]  # what reading had to do to non-integer indices (coerce / skip / drop)
-
-    def in_range(self, n: int) -> list[Segment]:
-        """The read segments whose main range is a valid range inside ``1..n``."""
-        return [s for s in self.segments if 1 <= s.from_idx <= s.to_idx <= n]
+    schema_fixes: list[str]  # malformed entries skipped or coerced to text
+    index_fixes: list[str]  # non-integer indices coerced, skipped or dropped
 
 
 def read_segments(raw: Sequence[Any], n: int) -> SegmentReading:
@@ -238,7 +230,7 @@ def nested_ranges(segments: Sequence[Segment], which: Sequence[int]) -> list[tup
 
 
 def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
-    """Dual-level validation of a stage-3 reply (already parsed, or ``None`` when unparsable)."""
+    """Syntax and semantic validation of a parsed stage-3 reply (``None``: unparsable)."""
     n = int(n_sentences)
     if obj is None:
         return ValidationResult(False, False, ["reply is not parsable JSON"])
@@ -259,7 +251,7 @@ def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
             semantic.append(f"last segment ends at {segments[-1].to_idx}, not {n}")
         if any(a.from_idx > b.from_idx for a, b in zip(segments, segments[1:])):
             semantic.append("segments are not in source order")
-        covered = coverage_mask(reading.in_range(n), n)
+        covered = coverage_mask([s for s in segments if 1 <= s.from_idx <= s.to_idx <= n], n)
         missing = [i for i in range(1, n + 1) if not covered[i]]
         if missing:
             semantic.append(f"sentences in no main range: {_runs(missing)}")
