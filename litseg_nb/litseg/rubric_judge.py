@@ -17,7 +17,7 @@ from ..llm.base import BackendUnavailableError, LLMBackend, SamplingParams, Usag
 from ..llm.replies import json_candidates, read_int, read_reply
 from ..errors import LitsegError
 from .prompting import with_length_reference
-from .validate import _short
+from .validate import short_repr
 from ..core.prompts import load_prompt, fill_prompt
 
 DIMENSIONS = ("event_validity", "unity_of_action", "cut_point_logic")
@@ -98,18 +98,15 @@ def _norm_key(key: Any) -> str | None:
 def _to_float(v: Any) -> float:
     """A score as a float; :class:`RubricParseError` for anything else (never another exception)."""
     for _ in range(8):  # {"score": 4} style, a few levels at most
-        if isinstance(v, dict):
-            inner = next((v[k] for k in ("score", "value") if k in v), None)
-            if inner is None:
-                break
-            v = inner
-            continue
-        break
+        inner = next((v[k] for k in ("score", "value") if k in v), None) if isinstance(v, dict) else None
+        if inner is None:
+            break
+        v = inner
     if isinstance(v, bool):
-        raise RubricParseError(f"score {_short(v)} is not a number")
+        raise RubricParseError(f"score {short_repr(v)} is not a number")
     if isinstance(v, int):
         if abs(v) > _MAX_SCORE_MAGNITUDE:
-            raise RubricParseError(f"score {_short(v)} is out of range")
+            raise RubricParseError(f"score {short_repr(v)} is out of range")
         return float(v)
     if isinstance(v, float):
         return v
@@ -120,7 +117,7 @@ def _to_float(v: Any) -> float:
                 return float(m.group())
             except (ValueError, OverflowError):
                 pass
-    raise RubricParseError(f"score {_short(v)} is not a number")
+    raise RubricParseError(f"score {short_repr(v)} is not a number")
 
 
 def _dims_of(obj: Any) -> dict[str, list[Any]]:

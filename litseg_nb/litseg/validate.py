@@ -98,7 +98,7 @@ def segmentation_object(obj: Any) -> Any:
     return obj
 
 
-def _short(value: Any, limit: int = 40) -> str:
+def short_repr(value: Any, limit: int = 40) -> str:
     """``repr`` for error messages, bounded."""
     try:
         text = repr(value)
@@ -156,36 +156,36 @@ def read_segments(raw: Sequence[Any], n: int) -> SegmentReading:
         if not isinstance(subtitle, str):
             syntax.append(f"segment {k}: subtitle is not a string")
             subtitle = _as_text(subtitle)
-            schema_fixes.append(f"segment {k}: subtitle {_short(item['subtitle'])} read as text")
+            schema_fixes.append(f"segment {k}: subtitle {short_repr(item['subtitle'])} read as text")
             ok = False
         lo, hi = read_int(item["from_idx"]), read_int(item["to_idx"])
         for name, val, conv in (("from_idx", item["from_idx"], lo), ("to_idx", item["to_idx"], hi)):
             if conv is None:
-                semantic.append(f"segment {k}: {name} {_short(val)} is not an integer")
+                semantic.append(f"segment {k}: {name} {short_repr(val)} is not an integer")
                 ok = False
             elif not is_json_int(val):
-                semantic.append(f"segment {k}: {name} {_short(val)} is not a JSON integer")
-                index_fixes.append(f"segment {k}: {name} {_short(val)} read as {conv}")
+                semantic.append(f"segment {k}: {name} {short_repr(val)} is not a JSON integer")
+                index_fixes.append(f"segment {k}: {name} {short_repr(val)} read as {conv}")
                 ok = False
         ctx_raw = item.get("context_idx")
         if ctx_raw is None:  # absent or null: no context
             ctx_raw = []
         if not isinstance(ctx_raw, list):
             syntax.append(f"segment {k}: context_idx is not a list")
-            schema_fixes.append(f"segment {k}: context_idx {_short(ctx_raw)} ignored (not a list)")
+            schema_fixes.append(f"segment {k}: context_idx {short_repr(ctx_raw)} ignored (not a list)")
             ctx_raw = []
             ok = False
         ctx: list[int] = []
         for c in ctx_raw:
             ci = read_int(c)
             if ci is None:
-                semantic.append(f"segment {k}: context index {_short(c)} is not an integer")
-                index_fixes.append(f"segment {k}: dropped context index {_short(c)} (not an integer)")
+                semantic.append(f"segment {k}: context index {short_repr(c)} is not an integer")
+                index_fixes.append(f"segment {k}: dropped context index {short_repr(c)} (not an integer)")
                 ok = False
                 continue
             if not is_json_int(c):
-                semantic.append(f"segment {k}: context index {_short(c)} is not an integer")
-                index_fixes.append(f"segment {k}: context index {_short(c)} read as {ci}")
+                semantic.append(f"segment {k}: context index {short_repr(c)} is not an integer")
+                index_fixes.append(f"segment {k}: context index {short_repr(c)} read as {ci}")
                 ok = False
             ctx.append(ci)
         if lo is None or hi is None:
