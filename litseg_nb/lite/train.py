@@ -563,7 +563,6 @@ def completion_text(completion: Any) -> str:
     return str(completion)
 
 
-# --------------------------------------------------------------------------- format reward
 @dataclass(frozen=True)
 class FormatRule:
     name: str
