@@ -1,10 +1,7 @@
 """LitSeg-Lite training data: LitSeg annotations reformatted into the single-pass schema of Appendix E.2.
 
-A unit annotated without a fallback becomes one example: the E.2 system prompt (carrying the teacher's
-length reference of the unit's dataset), the sentence-indexed unit, and the three stage outputs merged
-into one ``{"step1", "step2", "step3"}`` target, checked by the shared validator. Excluded units are
-counted. The trained units travel with the model, and Lite is never evaluated on one: there is no switch.
-"""
+A unit annotated without a fallback becomes one example whose target merges the three stage outputs,
+checked by the shared validator; excluded units are counted. Lite is never evaluated on a trained unit."""
 from __future__ import annotations
 
 import hashlib
@@ -99,8 +96,7 @@ def _valid_stage_output(stage: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def view_annotation(rec: Mapping[str, Any]) -> AnnotationView:
-    """Normalise one annotation record; ``fallback`` names any stage's fallback. ``ValueError`` naming the
-    unit when a field distillation needs is absent."""
+    """Normalise one annotation record; ``ValueError`` naming the unit when a needed field is absent."""
     where = f"annotation of book {rec.get('book_id')!r} unit {rec.get('unit_id')!r}"
     try:
         book_id, unit_id = str(rec["book_id"]), str(rec["unit_id"])
@@ -209,10 +205,7 @@ def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
                    count_tokens=None, max_seq_tokens: int = 0, fallback_units: str = "exclude",
                    min_units: int = 0) -> tuple[list[LiteExample], DataReport]:
     """Reformat every validated, fallback-free annotation into a :class:`LiteExample`; the rest is counted.
-
-    ``fallback_units="include_if_needed"`` (CPU demos only) tops up to ``min_units`` with fallback units'
-    post-fallback segments, labelled.
-    """
+    ``fallback_units="include_if_needed"`` (CPU demos) tops up to ``min_units`` with fallback units, labelled."""
     if fallback_units not in ("exclude", "include_if_needed"):
         raise ValueError(f"fallback_units must be 'exclude' or 'include_if_needed', got {fallback_units!r}")
     by_id = {b.book_id: b for b in books}
@@ -306,8 +299,8 @@ def record_length_reference(rec: Mapping[str, Any]) -> int:
 
 
 def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int | dict[str, int]:
-    """The teacher's length references of annotation records: their run's mapping dataset -> value, or the
-    one value; ``ValueError`` when the records come from different calibrations."""
+    """The teacher's length reference(s) of annotation records (dataset -> value, or one value);
+    ``ValueError`` when the records come from different calibrations."""
     if not records:
         raise ValueError("no annotation records: no length reference")
     single: set[int] = set()
@@ -413,7 +406,6 @@ class TrainedUnits:
 
 
 def trained_units_of(examples: Sequence[Any]) -> TrainedUnits:
-    """The record of training ``examples`` (:class:`LiteExample`)."""
     return TrainedUnits([{"book_id": e.book_id, "unit_id": e.unit_id, "fingerprint": e.fingerprint}
                          for e in examples])
 

@@ -1,10 +1,7 @@
 """The LitSeg-Lite chunker and its evaluation (notebook 03).
 
-ONE model call per unit with the Appendix E.2 prompt, then everything LitSeg does after a reply: the
-shared validation, sampled retries, the paper's fallback chain (counted) and reconstruction. A segmenter
-on a trained model refuses that model's training units. The evaluation scores the student's first
-replies and the teacher's segmentation with the GRPO rewards, on the same held-out units.
-"""
+ONE model call per unit with the Appendix E.2 prompt, then LitSeg's validation, retries, fallbacks and
+reconstruction. A segmenter on a trained model refuses that model's training units."""
 from __future__ import annotations
 
 import time
@@ -44,7 +41,6 @@ class LiteOptions(Options):
         return cls(max_new_tokens=cfg.infer_max_new_tokens, retries=cfg.infer_retries, seed=cfg.seed)
 
     def segmenter(self, backend: LLMBackend) -> "LiteSegmenter":
-        """The :class:`LiteSegmenter` of these options on ``backend``."""
         return LiteSegmenter(backend, max_new_tokens=self.max_new_tokens, retries=self.retries, seed=self.seed)
 
 
@@ -177,8 +173,7 @@ class LiteSegmenter:
 
 def check_and_save_chunks(profile: str, books: Sequence[Book], chunks: Sequence[Chunk],
                           name: str = METHOD):
-    """Coverage proof for every segmented unit, then ``artifacts/chunks/<name>.jsonl``; a chunk set holding a
-    unit any student of ``profile`` was trained on is refused."""
+    """Coverage proof, then ``artifacts/chunks/<name>.jsonl``; refuses units any student of ``profile`` saw."""
     refuse_trained_chunks(name, chunks, profile, books)
     assert_units_covered(books, chunks, name)
     path = artifact_path(profile, "chunks", f"{name}.jsonl")
@@ -200,8 +195,7 @@ def _book_names(b: Book) -> set[str]:
 
 
 def load_lite_books(cfg: LiteConfig, need_extra: bool = True) -> tuple[list[Book], list[Book]]:
-    """``(evaluation_books, training_books)`` as notebook 02 indexed them (``need_extra=False``: the first
-    only). A training book that is also evaluated (same id or title) is an error naming it."""
+    """``(evaluation_books, training_books)`` as notebook 02 indexed them; a shared book is an error."""
     lit = cfg.teacher()
     evaluated = load_corpus(lit.corpus)
     if not need_extra:
@@ -264,8 +258,7 @@ def evaluate_segmenter(system: str, segmenter: LiteSegmenter, pairs: Sequence[tu
 def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Book, Unit]],
                  judge: NarratologicalReward | None, weights: Sequence[float],
                  length_reference: int | Mapping[str, int] = 100) -> list[dict[str, Any]]:
-    """The teacher (LitSeg, 3 calls/unit) on the same units, from its records: first-try validity = every
-    stage valid at once; the reward is scored on its segments in the single-pass schema."""
+    """The teacher (LitSeg) on the same units, from its records, scored in the single-pass schema."""
     by_key = {(r["book_id"], r["unit_id"]): r for r in records}
     rows = []
     for book, unit in pairs:

@@ -1,10 +1,7 @@
 """LitSeg-Lite training (paper section 3.2): LoRA SFT (trl ``SFTTrainer``), then GRPO with the DAPO loss.
 
-SFT trains on the completion only; GRPO trains a fresh adapter on the SFT-merged model, so its reference
-policy is the SFT policy. trl has no DAPO dynamic sampling: :class:`DynamicSamplingGRPOTrainer` adds its
-filter half (zero-variance groups leave the loss, the batch is not re-filled). The reward is
-``w_format * format_reward + w_judge * narratological_reward`` (the E.3 rubric mapped to ``(mean - 1) / 4``).
-"""
+GRPO trains a fresh adapter on the SFT-merged model; :class:`DynamicSamplingGRPOTrainer` adds DAPO's
+dynamic-sampling filter, which trl lacks. Reward: ``w_format * format + w_judge * (E.3 mean - 1) / 4``."""
 from __future__ import annotations
 
 import functools
@@ -64,8 +61,7 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, floa
 
 
 def _checkpointing_arg(args_cls: Any = None) -> str:
-    """``TrainingArguments``' name for gradient checkpointing (renamed ``activation_checkpointing`` in recent
-    transformers; the GPU stack pins an older one)."""
+    """``TrainingArguments``' name for gradient checkpointing (renamed in recent transformers)."""
     import dataclasses
 
     if args_cls is None:
@@ -154,7 +150,6 @@ def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg
 
 # --------------------------------------------------------------------------- stage 1: SFT
 def _follow_thread_budget_callback():
-    """A trainer callback that follows the runner's torch-thread budget at every step."""
     from transformers import TrainerCallback
 
     class FollowThreadBudget(TrainerCallback):
@@ -218,11 +213,8 @@ class GRPONoSignalError(LitsegError, RuntimeError):
 
 
 def rollout_cap(examples: Sequence[LiteExample], count_tokens: Callable[[str], int], cfg: LiteConfig) -> dict[str, Any]:
-    """The GRPO rollout cap, where it comes from, and how many teacher replies exceed it.
-
-    ``grpo_max_completion_length``, or (0) the ``grpo_cap_quantile`` of the teacher replies' token lengths
-    times ``1 + grpo_cap_margin`` (DAPO masks truncated rollouts); never above ``infer_max_new_tokens``.
-    """
+    """The GRPO rollout cap (``grpo_max_completion_length``, or a quantile of the teacher replies' lengths plus a
+    margin, never above ``infer_max_new_tokens``), its source, and how many teacher replies exceed it."""
     lengths = sorted(count_tokens(e.target) + 1 for e in examples)  # + the end-of-turn token
     if not lengths:
         raise ValueError("rollout_cap: no training examples")
@@ -321,8 +313,7 @@ ASSUMED_DECODE_MS = {"hf generate": 30.0, "vLLM (trl colocate)": 8.0}
 
 
 def rollout_time_estimate(cfg: LiteConfig, cap: int, decode_ms: dict[str, float] | None = None):
-    """Upper-bound rollout time per GRPO step both ways: ``generate`` decodes one group at a time
-    (``prompts_per_step x cap`` steps), vLLM all at once (``cap`` steps); prefill and training excluded."""
+    """Upper-bound rollout time per GRPO step with ``generate`` (one group at a time) and with vLLM."""
     import pandas as pd
 
     ms = dict(decode_ms or ASSUMED_DECODE_MS)
@@ -366,11 +357,8 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
                reward_funcs: Sequence[Callable[..., list[float]]], out_dir: Path,
                reward_weights: Sequence[float] | None = None, work_dir: Path | None = None,
                completion_cap: int | None = None):
-    """GRPO with the DAPO loss: a fresh LoRA adapter on a plain causal LM (the SFT-merged model).
-
-    Returns ``(peft_model, TrainResult)``; a run in which no step trained on any token raises
-    :class:`GRPONoSignalError` unless ``cfg.grpo_allow_no_signal``.
-    """
+    """GRPO with the DAPO loss: a fresh LoRA adapter on the SFT-merged model; ``(peft_model, TrainResult)``.
+    :class:`GRPONoSignalError` when no step trained on any token (unless ``cfg.grpo_allow_no_signal``)."""
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -486,11 +474,8 @@ def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path)
 
 
 def save_combined_adapter(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
-    """ONE LoRA adapter equal to applying ``adapter_dirs`` in order, in ``root/lora-<hash>``.
-
-    ``sum_i s_i B_i A_i`` is one LoRA of rank ``sum(r_i)`` with ``A = [A_1; A_2; ...]`` and
-    ``B = [s_1 B_1, s_2 B_2, ...]`` (scaling 1), served on the base model's vLLM engine without a merged copy.
-    """
+    """ONE LoRA adapter in ``root/lora-<hash>`` equal to ``adapter_dirs`` applied in order: ``A = [A_1; A_2; ...]``,
+    ``B = [s_1 B_1, s_2 B_2, ...]``, rank ``sum(r_i)``, scaling 1."""
     import torch
     from safetensors.torch import load_file, save_file
 
@@ -531,8 +516,7 @@ def save_combined_adapter(base_model: str, adapter_dirs: Sequence[Path], root: P
 
 
 def student_backend(llm_cfg: Any, adapter_dirs: Sequence[Path], root: Path, ledger: Any = None):
-    """The backend of base ``llm_cfg.model`` + ``adapter_dirs`` and the folder it serves: vLLM serves one
-    combined adapter on the base model's engine, other backends the merged model folder."""
+    """The backend of ``llm_cfg.model`` + ``adapter_dirs`` (vLLM: one combined adapter; else a merged model)."""
     if llm_cfg.backend == "vllm":
         path = save_combined_adapter(llm_cfg.model, adapter_dirs, root)
         return make_backend(llm_cfg.replace(lora_adapter=str(path)), ledger), path
@@ -553,7 +537,6 @@ def free_memory() -> None:
 
 # --------------------------------------------------------------------------- GRPO rewards
 def completion_text(completion: Any) -> str:
-    """The assistant text of a trl completion (plain string or conversational message list)."""
     if isinstance(completion, str):
         return completion
     if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
@@ -599,9 +582,7 @@ def format_rules_table():
 
 
 def format_reward_breakdown(text: str, n_sentences: int, max_new_tokens: int | None = None) -> dict[str, float]:
-    """Per-rule credit in [0, 1] for one reply, ``total`` (the weighted sum) and ``valid`` (the shared
-    validator's verdict). Segments are read by the validator's own checks, so reward and validation agree.
-    Never raises."""
+    """Per-rule credit in [0, 1] of one reply, ``total`` and ``valid`` (the shared validator's verdict)."""
     zero = {r.name: 0.0 for r in FORMAT_RULES}
     obj = parse_json_reply(text, max_new_tokens=max_new_tokens) if isinstance(text, str) and text else None
     if not isinstance(obj, dict) or not TOP_KEYS & set(obj):
@@ -641,8 +622,7 @@ def format_reward(completions: Sequence[Any], n_sentences: Sequence[int], **_: A
 
 # --------------------------------------------------------------------------- narratological reward
 def judgeable_segments(text: str, n_sentences: int, max_new_tokens: int | None = None) -> list[dict[str, Any]]:
-    """The segments of a reply the judge scores: valid main ranges not inside another's, context outside
-    ``1..n`` dropped (context inside its own range is kept: the rubric penalises it). Never raises."""
+    """The reply's segments the judge scores: valid, non-nested main ranges, context outside ``1..n`` dropped."""
     obj = parse_json_reply(text, max_new_tokens=max_new_tokens) if isinstance(text, str) and text else None
     if not isinstance(obj, dict) or n_sentences < 1:
         return []
@@ -680,8 +660,7 @@ class JudgeStats:
 
 
 class NarratologicalReward:
-    """trl reward function backed by the E.3 rubric judge; reads the columns ``passage``, ``system_prompt``
-    (the judge's "Segment Pipeline Prompt") and ``n_sentences``."""
+    """trl reward function backed by the E.3 rubric judge (columns ``passage``, ``system_prompt``, ``n_sentences``)."""
 
     __name__ = "narratological_reward"
 

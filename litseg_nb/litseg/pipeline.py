@@ -1,10 +1,7 @@
 """The LitSeg annotation pipeline (paper section 3.1.2, prompts of Appendix E.1).
 
-Three stages per unit (events, threads, turning points and segments), batched across units; an invalid
-reply is retried (sampled, new seed), then the paper's fallbacks apply (counted in the record). A backend
-error is never answered by a fallback: it stops the run. One JSON record per unit is appended as soon as
-it is finished, so a rerun resumes; records are reconstructed into chunks (section 3.1.2).
-"""
+Three stages per unit, batched across units; an invalid reply is retried, then the paper's fallbacks apply
+(counted). A backend error stops the run. One record per unit is appended when finished, so a rerun resumes."""
 from __future__ import annotations
 
 import dataclasses
@@ -132,7 +129,6 @@ def _append(path: Path, record: dict[str, Any]) -> None:
 
 def _validate_stage(stage: str, text: str, n: int, max_new_tokens: int | None = None
                     ) -> tuple[Any, list[str], ValidationResult | None, dict[str, Any]]:
-    """Parse and validate one stage reply; ``info`` is what the record says about the reading."""
     got = extract_json(text, max_new_tokens=max_new_tokens)
     obj = got.obj
     info = {"reply_notes": got.notes, "truncated_in_reasoning": got.reply.truncated_in_reasoning,
@@ -525,7 +521,6 @@ def reconstruct_segment(book: Book, unit: Unit, seg: Segment, ordinal: int, meth
 
 def reconstruct_unit(book: Book, unit: Unit, segments: Sequence[Segment], method: str = "litseg",
                      metadata: dict[str, Any] | None = None) -> list[Chunk]:
-    """Chunks for all segments of one unit, in the given (source) order."""
     return [reconstruct_segment(book, unit, s, k, method, metadata) for k, s in enumerate(segments)]
 
 

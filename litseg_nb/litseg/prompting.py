@@ -1,9 +1,7 @@
 """LitSeg's conversations from the verbatim Appendix E.1 templates, and the JSON schemas of its replies.
 
-The soft length reference replaces exactly the number of the prompt's "recommended maximum length"
-sentence; the no-length-constraint variant (calibration) removes exactly its three length sentences.
-Both edits fail loudly if the template text changes.
-"""
+The soft length reference replaces the number of the prompt's "recommended maximum length" sentence;
+the no-length-constraint variant (calibration) removes its three length sentences, failing loudly otherwise."""
 from __future__ import annotations
 
 import json

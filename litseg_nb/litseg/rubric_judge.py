@@ -1,10 +1,7 @@
 """The Appendix E.3 rubric judge (notebook 06's judge, LitSeg-Lite's narratological reward).
 
-Every chunk is scored on Event Validity, Event Phase & Unity of Action (1-5) and Cut Point Logic (1-5,
-then the rubric's +/-0.5 overlap rule). Replies are read leniently (fences, prose, key spellings); a
-reply that cannot be read after bounded retries gets the neutral score 3.0, flagged ``neutral``; a
-backend error propagates.
-"""
+Chunks are scored on Event Validity, Unity of Action and Cut Point Logic; replies are read leniently, an
+unreadable one after bounded retries gets the neutral score 3.0 (flagged); a backend error propagates."""
 from __future__ import annotations
 
 import functools
@@ -96,7 +93,6 @@ def _norm_key(key: Any) -> str | None:
 
 
 def _to_float(v: Any) -> float:
-    """A score as a float; :class:`RubricParseError` for anything else (never another exception)."""
     for _ in range(8):  # {"score": 4} style, a few levels at most
         inner = next((v[k] for k in ("score", "value") if k in v), None) if isinstance(v, dict) else None
         if inner is None:
@@ -131,8 +127,7 @@ def _dims_of(obj: Any) -> dict[str, list[Any]]:
 
 
 def _candidate_dicts(answer: str) -> tuple[list[dict[str, list[Any]]], list[dict[str, list[Any]]]]:
-    """Dimension dicts of the answer's JSON objects in text order (fenced duplicates removed),
-    and the loose ``key: [numbers]`` reading of broken JSON (used only when no object qualifies)."""
+    """Dimension dicts of the answer's JSON objects in text order, and the loose ``key: [numbers]`` reading."""
     by_start: dict[int, dict[str, list[Any]]] = {}
     for cand in json_candidates(answer, lenient=True):
         found = _dims_of(cand.value)
@@ -158,11 +153,8 @@ def rubric_worked_example() -> tuple[tuple[float, ...], ...]:
 
 def parse_rubric_reply(text: str, n_chunks: int, max_new_tokens: int | None = None
                        ) -> tuple[list[float], list[float], list[float]]:
-    """Per-chunk scores ``(dimension1, dimension2, dimension3)`` from a judge reply.
-
-    The LAST qualifying object wins (a judge that corrects itself); one repeating the rubric's worked
-    example is skipped. Raises :class:`RubricParseError` naming the problem when none qualifies.
-    """
+    """Per-chunk scores ``(dimension1, dimension2, dimension3)`` of a judge reply; the last qualifying object
+    wins, one repeating the rubric's worked example is skipped; else :class:`RubricParseError`."""
     if n_chunks <= 0:
         raise ValueError(f"n_chunks must be positive, got {n_chunks}")
     if not isinstance(text, str) or not text.strip():
@@ -222,7 +214,6 @@ def improper_overlap_flags(segments: Sequence[dict[str, Any]]) -> list[bool]:
 
 def build_rubric_conversation(original_passage: str, segment_pipeline_prompt: str,
                               segment_pipeline_json: str) -> list[dict[str, str]]:
-    """System = E.3 rubric, user = E.3 user template filled with the three inputs."""
     user = fill_prompt(load_prompt("judge/e3_rubric_user"),
                        segment_pipeline_prompt=segment_pipeline_prompt,
                        original_passage=original_passage,
@@ -373,11 +364,8 @@ def uses_length_reference(method: str, detail: str = "full") -> bool:
 
 def segment_pipeline_prompt(method: str, length_reference: int | None = None, detail: str = "full",
                             last_index: int | None = None) -> str:
-    """The E.3 ``{segment_pipeline_prompt}`` for ``method`` (a chunk-set name such as ``lumber+merge``).
-
-    ``detail="full"``: the verbatim templates (length reference and ``{last_index}`` filled when given) or a
-    rule-based chunker's algorithm, then each ``+step``; ``detail="name"``: one line (a short-context judge).
-    """
+    """The E.3 ``{segment_pipeline_prompt}`` for ``method`` (e.g. ``lumber+merge``): the verbatim templates or
+    the algorithm of a rule-based chunker, then each ``+step``; ``detail="name"``: one line."""
     base, *steps = method.split("@")[0].split("+")
     if detail == "name":
         return f"Chunker {method!r} (prompt not shown: judge context too short)"

@@ -1,10 +1,7 @@
-"""LitSeg as a registered method (``litseg``): its options, its one length calibration, typed results.
+"""LitSeg as a registered method (``litseg``): its options, its length calibration, typed results.
 
-The soft length reference (section 3.1.2) is calibrated once per dataset: LitSeg runs without a length
-constraint on a seeded, dataset-stratified subset, and the ``calibration_quantile`` of each dataset's
-segment lengths (units that fell back to the whole unit excluded) becomes that dataset's value; a dataset
-without usable segments keeps the configured value, and says so. A batched run gives one call's chunks.
-"""
+The soft length reference (section 3.1.2) is calibrated once per dataset: the ``calibration_quantile`` of
+the segment lengths of an unconstrained run on a seeded, stratified subset (whole-unit fallbacks excluded)."""
 from __future__ import annotations
 
 import json
@@ -83,8 +80,7 @@ def segment_units(items: Sequence[tuple[Book, Unit]], options: LitSegOptions, ba
 
 
 def calibration_subset(items: Sequence[tuple[Book, Unit]], n: int, seed: int = 0) -> list[tuple[Book, Unit]]:
-    """``n`` of ``items`` (0: all), stratified by dataset: an even share each (at least one), each share a
-    seeded random sample, kept in the order of ``items``."""
+    """``n`` of ``items`` (0: all), an even seeded share per dataset (at least one), in the order of ``items``."""
     items = list(items)
     by_ds: dict[str, list[int]] = {}
     for i, (b, _) in enumerate(items):
@@ -108,9 +104,8 @@ def calibration_subset(items: Sequence[tuple[Book, Unit]], n: int, seed: int = 0
 def calibrate_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any, cfg: LitSegConfig,
                                progress: bool = True,
                                train_items: Sequence[tuple[Book, Unit]] | None = None) -> dict[str, Any]:
-    """Notebook 02's calibration: a dataset of Lite's training units on those units (never on its evaluated
-    units), every other dataset on the selection's units. ``backend`` may be a Ray annotator.
-    Writes ``artifacts/litseg/calibration.json``; returns its content."""
+    """Notebook 02's calibration (a dataset of Lite's training units on those units, others on the selection);
+    writes ``artifacts/litseg/calibration.json`` and returns its content."""
     if train_items is None and cfg.train_corpus.datasets:
         train_items = training_items(cfg)[1]
     train = list(train_items or ())
@@ -130,8 +125,7 @@ def _quantile_value(values: Sequence[int], q: float) -> int:
 
 
 def calibration_table(calibration: dict[str, Any], model: str = ""):
-    """Notebook 02's calibration table: one row per dataset (one ``(every dataset)`` row for one value), plus
-    the pooled value for comparison."""
+    """Notebook 02's calibration table: one row per dataset, plus the pooled value for comparison."""
     import pandas as pd
 
     by = calibration.get("by_dataset") or {}

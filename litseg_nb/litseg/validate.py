@@ -1,10 +1,7 @@
 """Validation and fallback of LitSeg outputs (paper section 3.1.2), shared by LitSeg and LitSeg-Lite.
 
-Stage-3 replies are checked for syntax (the segment schema) and semantics (indices in ``1..n``, order,
-full coverage, no nested ranges). After the last retry :func:`finalize_segments` applies the fallback
-chain and names it: ``schema_repair`` < ``index_repair`` < ``coverage_repair`` (the paper's left-adjacent
-gap rule) < ``whole_unit`` (the paper's last resort), each backed by the actions taken.
-"""
+After the last retry :func:`finalize_segments` applies the fallback chain ``schema_repair`` < ``index_repair``
+< ``coverage_repair`` (the paper's left-adjacent gap rule) < ``whole_unit`` (the paper's last resort)."""
 from __future__ import annotations
 
 import json
@@ -118,9 +115,8 @@ def _as_text(value: Any) -> str:
 
 @dataclass
 class SegmentReading:
-    """What the per-segment checks read from a ``segments`` list: THE definition of a valid segment entry
-    (string subtitle, JSON integers ``1 <= from_idx <= to_idx <= n``, context absent/null or in ``1..n``,
-    main range not inside another's), used by validation and by Lite's rewards."""
+    """The per-segment checks' reading of a ``segments`` list: THE definition of a valid entry (used by
+    validation and by Lite's rewards)."""
 
     segments: list[Segment]  # every entry whose indices could be read (possibly invalid)
     item_ok: list[bool]  # per entry of the list
@@ -280,7 +276,6 @@ def coverage_mask(segments: Sequence[Segment], n: int) -> list[bool]:
 
 
 def _runs(indices: Sequence[int]) -> str:
-    """``[1, 2, 3, 7]`` → ``"1-3, 7"`` (for short error messages)."""
     out, idx = [], sorted(indices)
     i = 0
     while i < len(idx):
@@ -296,8 +291,7 @@ def _runs(indices: Sequence[int]) -> str:
 
 # ------------------------------------------------------------------------------- fallbacks
 def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment], list[str]]:
-    """Make every segment a valid range inside ``1..n``: swap, clamp or drop ranges, clean context, drop
-    nested/duplicate ranges, sort in source order. Returns the segments and the actions taken."""
+    """Make every segment a valid, non-nested range in ``1..n`` in source order; returns the actions taken."""
     actions: list[str] = []
     out: list[tuple[int, Segment]] = []
     for k, s in enumerate(segments, 1):
@@ -336,9 +330,8 @@ def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment
 
 
 def repair_coverage(segments: Sequence[Segment], n: int) -> tuple[list[Segment], list[int]]:
-    """The paper's gap fallback: each uncovered run joins its left-adjacent segment (the right-adjacent one
-    for a gap at the start). Returns the repaired segments in source order and the indices added;
-    ``segments`` must be non-empty valid ranges (``ValueError`` otherwise)."""
+    """The paper's gap fallback: an uncovered run joins its left-adjacent segment (right-adjacent at the start).
+    Returns the segments in source order and the indices added."""
     segs = list(segments)
     if not segs:
         raise ValueError("repair_coverage needs at least one segment (use the whole-unit fallback)")
@@ -397,8 +390,7 @@ class FinalSegmentation:
 
 
 def finalize_segments(result: ValidationResult | None, n: int) -> FinalSegmentation:
-    """The fallback chain on a unit's last (or best) validation result: valid as is; else sanitise, then
-    gap repair; nothing usable: the whole unit as one segment."""
+    """The fallback chain on a unit's last validation result: sanitise, gap repair, else the whole unit."""
     if n < 1:
         raise ValueError(f"a unit needs at least one sentence, got n={n}")
     if result is not None and result.ok:
