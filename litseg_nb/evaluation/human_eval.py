@@ -33,7 +33,7 @@ from ..core.safe_io import atomic_path, write_text_atomic
 from ..errors import UsageError
 from ..core.paths import outputs_dir, shown_path
 from ..llm.base import UsageTag, LLMError, SamplingParams
-from ..litseg.rubric_judge import score_many_with_rubric, segment_pipeline_json
+from ..litseg.rubric_judge import segment_pipeline_json
 from ..metrics.pairwise import pairwise_win_rate, pairwise_conversation, parse_verdict
 from ..core.artifacts import artifact_dir
 from .a2_rater import rate_chunks, rater_label

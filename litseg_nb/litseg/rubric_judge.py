@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..llm.base import BackendUnavailableError, LLMBackend, SamplingParams, UsageTag
@@ -41,10 +41,6 @@ class RubricScores:
     raw_replies: list[str] = field(default_factory=list)
     improper_overlap: list[bool] = field(default_factory=list)  # deterministic rubric-penalty check
 
-    @property
-    def n_chunks(self) -> int:
-        return len(self.event_validity)
-
     def per_chunk(self) -> list[float]:
         """Mean of the three dimensions for every chunk (the paper averages dimensions first)."""
         return [(a + b + c) / 3.0 for a, b, c in zip(self.event_validity, self.unity_of_action,
@@ -62,9 +58,6 @@ class RubricScores:
             vals = getattr(self, name)
             out[name] = sum(vals) / len(vals) if vals else float("nan")
         return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -249,78 +242,37 @@ def score_chunks_with_rubric(
     max_new_tokens: int | None = None,
     tag: UsageTag = UsageTag(stage="rubric-judge"),
     seed: int = 0,
-    first_temperature: float = 0.0,
 ) -> RubricScores:
     """Score ``n_chunks`` chunks with the E.3 rubric; at most ``1 + retries`` judge calls (retries sampled at
     0.7, new seed), else the neutral score with ``neutral=True``."""
-    return score_many_with_rubric(backend, [(original_passage, segment_pipeline_prompt, segment_pipeline_json,
-                                             n_chunks)], retries, max_new_tokens, tag, seed, first_temperature)[0]
-
-
-def score_many_with_rubric(
-    backend: LLMBackend,
-    jobs: Sequence[tuple[str, str, str, int]],
-    retries: int = 2,
-    max_new_tokens: int | None = None,
-    tag: UsageTag = UsageTag(stage="rubric-judge"),
-    seed: int = 0,
-    first_temperature: float = 0.0,
-) -> list[RubricScores]:
-    """:func:`score_chunks_with_rubric` for many ``(passage, prompt, pipeline_json, n_chunks)`` jobs, batched
-    per attempt; a batch the backend refuses is retried job by job, so one oversized job fails alone."""
-    if any(n <= 0 for *_, n in jobs):
-        raise ValueError(f"n_chunks must be positive, got {[n for *_, n in jobs]}")
-    convs = [build_rubric_conversation(p, sp, js) for p, sp, js, _ in jobs]
-    budgets = [max_new_tokens or (48 + 3 * 8 * n) for *_, n in jobs]
-    errors: list[list[str]] = [[] for _ in jobs]
-    raws: list[list[str]] = [[] for _ in jobs]
-    flags = []
-    for _, _, js, n in jobs:
-        f = improper_overlap_flags(_segments_from_json(js))
-        flags.append(f if len(f) == n else [])
-    done: dict[int, RubricScores] = {}
-    todo = list(range(len(jobs)))
+    if n_chunks <= 0:
+        raise ValueError(f"n_chunks must be positive, got {n_chunks}")
+    conv = build_rubric_conversation(original_passage, segment_pipeline_prompt, segment_pipeline_json)
+    budget = max_new_tokens or (48 + 3 * 8 * n_chunks)
+    flags = improper_overlap_flags(_segments_from_json(segment_pipeline_json))
+    flags = flags if len(flags) == n_chunks else []
+    errors: list[str] = []
+    raws: list[str] = []
     for attempt in range(retries + 1):
-        if not todo:
-            break
-        temp = first_temperature if attempt == 0 else 0.7
-        replies: dict[int, str] = {}
-        for budget in sorted({budgets[i] for i in todo}):
-            group = [i for i in todo if budgets[i] == budget]
-            params = SamplingParams(max_new_tokens=budget, temperature=temp, seed=seed + attempt)
-            batches = [group]
-            while batches:
-                part = batches.pop(0)
-                try:
-                    for i, g in zip(part, backend.chat([convs[i] for i in part], params, tag)):
-                        replies[i] = g.text
-                except BackendUnavailableError:
-                    raise  # a dead or failing server is no reply: it stops the run, never a neutral score
-                except Exception as e:  # noqa: BLE001 - a refused request: each job alone
-                    if len(part) > 1:
-                        batches.extend([i] for i in part)
-                    else:
-                        errors[part[0]].append(f"attempt {attempt}: {type(e).__name__}: {e}")
-        left = []
-        for i in todo:
-            if i not in replies:
-                left.append(i)
-                continue
-            raws[i].append(replies[i])
-            try:
-                d1, d2, d3 = parse_rubric_reply(replies[i], jobs[i][3], max_new_tokens=budgets[i])
-            except RubricParseError as e:
-                errors[i].append(f"attempt {attempt}: {e}")
-                left.append(i)
-                continue
-            done[i] = RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors[i], raw_replies=raws[i],
-                                   improper_overlap=flags[i])
-        todo = left
-    for i in todo:
-        neutral = [NEUTRAL_SCORE] * jobs[i][3]
-        done[i] = RubricScores(list(neutral), list(neutral), list(neutral), attempts=retries + 1, neutral=True,
-                               errors=errors[i], raw_replies=raws[i], improper_overlap=flags[i])
-    return [done[i] for i in range(len(jobs))]
+        params = SamplingParams(max_new_tokens=budget, temperature=0.0 if attempt == 0 else 0.7, seed=seed + attempt)
+        try:
+            reply = backend.chat([conv], params, tag)[0].text
+        except BackendUnavailableError:
+            raise  # a dead or failing server is no reply: it stops the run, never a neutral score
+        except Exception as e:  # noqa: BLE001 - a refused request
+            errors.append(f"attempt {attempt}: {type(e).__name__}: {e}")
+            continue
+        raws.append(reply)
+        try:
+            d1, d2, d3 = parse_rubric_reply(reply, n_chunks, max_new_tokens=budget)
+        except RubricParseError as e:
+            errors.append(f"attempt {attempt}: {e}")
+            continue
+        return RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors, raw_replies=raws,
+                            improper_overlap=flags)
+    neutral = [NEUTRAL_SCORE] * n_chunks
+    return RubricScores(list(neutral), list(neutral), list(neutral), attempts=retries + 1, neutral=True,
+                        errors=errors, raw_replies=raws, improper_overlap=flags)
 
 
 # --------------------------------------------------------------------------- the E.3 judge's inputs

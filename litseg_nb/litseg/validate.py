@@ -49,11 +49,6 @@ class ValidationResult:
     def ok(self) -> bool:
         return self.syntax_ok and self.semantic_ok
 
-    @property
-    def failure_type(self) -> str:
-        """``ok``, ``syntax`` (unparsable / schema) or ``semantic`` (indices / coverage)."""
-        return "ok" if self.ok else ("syntax" if not self.syntax_ok else "semantic")
-
     def to_json(self) -> dict[str, Any]:
         return {"syntax_ok": self.syntax_ok, "semantic_ok": self.semantic_ok, "errors": list(self.errors),
                 "warnings": list(self.warnings), "segments": [s.to_json() for s in self.segments],
