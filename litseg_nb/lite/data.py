@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -29,8 +29,6 @@ class AnnotationsMissingError(UsageError, FileNotFoundError):
 
 def annotations_path(profile: str, split: str = "eval") -> Path:
     """Notebook 02's LitSeg annotations of ``profile``: the evaluated units (``eval``) or Lite's (``train``)."""
-    if split not in ("eval", "train"):
-        raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
     return artifact_path(profile, "litseg", "annotations.jsonl" if split == "eval" else "train_annotations.jsonl")
 
 
@@ -171,9 +169,6 @@ class LiteExample:
         return {"prompt": self.prompt_messages(), "book_id": self.book_id, "unit_id": self.unit_id,
                 "n_sentences": self.n_sentences, "passage": self.user.split("\n", 1)[-1],
                 "system_prompt": self.system}
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

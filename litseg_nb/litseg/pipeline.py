@@ -48,9 +48,6 @@ class AnnotationRun:
     structured_output: bool
     method: str
 
-    def by_unit(self) -> dict[tuple[str, str], dict[str, Any]]:
-        return {(r["book_id"], r["unit_id"]): r for r in self.records}
-
 
 @dataclass
 class _Job:
