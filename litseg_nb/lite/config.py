@@ -104,7 +104,6 @@ class LiteConfig(StageConfig):
         return (self.format_reward_weight, self.judge_reward_weight)
 
     def teacher(self):
-        """The LitSeg (teacher) config whose annotations this student learns from."""
         return LitSegConfig.for_profile(self.annotations_profile or self.profile)
 
     def describe(self) -> str:

@@ -33,7 +33,6 @@ def annotations_path(profile: str, split: str = "eval") -> Path:
 
 
 def load_annotations(profile: str, split: str = "eval") -> list[dict[str, Any]]:
-    """The LitSeg annotation records of ``profile``; a clear error names the missing file."""
     path = annotations_path(profile, split)
     if not path.is_file():
         raise AnnotationsMissingError(
@@ -262,7 +261,6 @@ def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
 
 
 def data_statistics(examples: Sequence[LiteExample], split: str) -> dict[str, Any]:
-    """One row of the training-data table for ``split``."""
     import statistics as st
 
     segs = [len(e.segments) for e in examples]
@@ -285,7 +283,6 @@ def data_statistics(examples: Sequence[LiteExample], split: str) -> dict[str, An
 
 
 def record_length_reference(rec: Mapping[str, Any]) -> int:
-    """The length reference the teacher's prompt carried for this annotation record."""
     ref = rec.get("length_reference")
     if ref is None:
         raise ValueError(f"annotation of book {rec.get('book_id')!r} unit {rec.get('unit_id')!r} was made "
@@ -326,7 +323,6 @@ def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int | d
 
 
 def student_length_reference(profile: str) -> int | dict[str, int]:
-    """The length references of ``profile``'s Lite student: the calibration its training annotations carry."""
     return annotation_length_reference(load_annotations(profile, "train"))
 
 
@@ -424,7 +420,6 @@ def model_record(model: str | Path) -> TrainedUnits | None:
 
 
 def assert_not_trained(pairs: Sequence[tuple[Book, Unit]], trained: TrainedUnits | None, what: str) -> None:
-    """Raise :class:`TrainedUnitError` when any of ``pairs`` is a trained unit."""
     if not trained:
         return
     bad = trained.overlap(pairs)

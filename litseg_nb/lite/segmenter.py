@@ -223,7 +223,6 @@ def evaluation_pairs(records: Sequence[Mapping[str, Any]], books: Sequence[Book]
 
 def score_reply(text: str, book: Book, unit: Unit, judge: NarratologicalReward | None, weights: Sequence[float],
                 length_reference: int | Mapping[str, int]) -> dict[str, float]:
-    """Format reward, narratological reward (nan without a judge) and their weighted sum."""
     conv = lite_conversation(book, unit, length_reference=length_reference)
     n, passage, system_prompt = unit.n_sentences, conv[1]["content"].split("\n", 1)[-1], conv[0]["content"]
     fmt = format_reward_breakdown(text, n)["total"]
@@ -299,7 +298,6 @@ def before_after_table(rows: Sequence[Mapping[str, Any]]):
 
 def segmentation_view(book: Book, unit: Unit, segments: Sequence[Mapping[str, Any]], who: str,
                       max_chars: int = 160):
-    """A small table of one segmentation: subtitle, range, context, first words of the main text."""
     import pandas as pd
 
     rows = []

@@ -142,7 +142,6 @@ def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, e
 
 
 def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg: LiteConfig) -> None:
-    """The units this adapter learned from, in the adapter folder and the profile's record."""
     trained = trained_units_of(examples)
     trained.save(Path(adapter_dir) / TRAINED_UNITS_FILE)
     save_profile_record(cfg.profile, trained)
@@ -160,7 +159,6 @@ def _follow_thread_budget_callback():
 
 
 def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
-    """Run ``trainer.train()``; return the trained PEFT model, seconds and the LoRA weight change."""
     before = lora_state(trainer.model)
     trainer.add_callback(_follow_thread_budget_callback())
     follow_thread_budget()
@@ -525,7 +523,6 @@ def student_backend(llm_cfg: Any, adapter_dirs: Sequence[Path], root: Path, ledg
 
 
 def free_memory() -> None:
-    """Collect garbage and empty the CUDA cache (before an inference engine claims the GPU)."""
     import gc
 
     import torch
@@ -574,7 +571,6 @@ TOP_KEYS = {"step1", "step2", "step3", "segments"}
 
 
 def format_rules_table():
-    """The rule table as a DataFrame (for notebook 03)."""
     import pandas as pd
 
     return pd.DataFrame([{"rule": r.name, "weight": r.weight, "partial credit": r.credit}

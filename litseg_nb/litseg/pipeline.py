@@ -231,7 +231,6 @@ def annotate_units(
 def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, structured: bool,
                 retries: int, method: str, bar: Any, done: dict[str, dict[str, Any]],
                 annotations_path: Path | None, batch_by_book: bool = True) -> int:
-    """The three stages per group of units; each finished record is appended at once. Returns the chat calls."""
     calls = 0
     for g in range(0, len(todo), group):
         batch = todo[g:g + group]
@@ -278,7 +277,6 @@ def replay_record_usage(ledger: Any, record: dict[str, Any], method: str) -> Non
 
 
 def _reference_fields(book: Book, per_dataset: bool, references: dict[str, int] | None) -> dict[str, Any]:
-    """Whose length reference a record carries (its dataset's, or ``None`` for one value) and the run's mapping."""
     return {"dataset": book.dataset, "length_reference_dataset": book.dataset if per_dataset else None,
             "length_references": references}
 
@@ -308,7 +306,6 @@ def _new_record(book: Book, unit: Unit, key: str, rkey: str, content: str, metho
 
 def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
                structured: bool, retries: int, method: str, batch_by_book: bool = True) -> int:
-    """Run one stage for all ``jobs`` with batched retries; returns the number of chat calls."""
     calls = 0
     for job in jobs:
         job.conv = stage_conversation(job.system, stage, job.content, job.unit.n_sentences,

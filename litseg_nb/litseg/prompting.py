@@ -75,7 +75,6 @@ def stage_result_text(parsed: Any, raw: str) -> str:
 
 def stage_user_prompt(stage: str, chapter_content: str, n_sentences: int,
                       step_1_result: str = "", step_2_result: str = "") -> str:
-    """The filled user prompt of ``stage`` (``stage1``/``stage2``/``stage3``)."""
     template = load_prompt(f"litseg/{stage}")
     if stage == "stage1":
         return fill_prompt(template, chapter_content=chapter_content)

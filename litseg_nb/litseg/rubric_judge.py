@@ -220,16 +220,8 @@ def _segments_from_json(segment_pipeline_json: str) -> list[dict[str, Any]]:
         obj = json.loads(segment_pipeline_json)
     except (ValueError, TypeError, RecursionError):
         return []
-    if isinstance(obj, dict):
-        for path in (("segments",), ("step3", "segments"), ("step2", "segments")):
-            cur: Any = obj
-            for p in path:
-                cur = cur.get(p) if isinstance(cur, dict) else None
-            if isinstance(cur, list):
-                return [s for s in cur if isinstance(s, dict)]
-    if isinstance(obj, list):
-        return [s for s in obj if isinstance(s, dict)]
-    return []
+    segs = obj.get("segments") if isinstance(obj, dict) else None
+    return [s for s in segs if isinstance(s, dict)] if isinstance(segs, list) else []
 
 
 def score_chunks_with_rubric(
@@ -309,7 +301,6 @@ def _carries_length_sentence(template: str) -> bool:
 
 
 def uses_length_reference(method: str, detail: str = "full") -> bool:
-    """Whether :func:`segment_pipeline_prompt` of ``method`` shows a length reference."""
     base = method.split("@")[0].split("+")[0]
     return detail == "full" and any(_carries_length_sentence(t) for t in PIPELINE_TEMPLATES.get(base, ()))
 
@@ -379,7 +370,6 @@ def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]])
 
 
 def pipeline_analysis(obj: Any) -> dict[str, Any]:
-    """The analysis part of a single-pass reply object (its steps without segments); empty otherwise."""
     if not isinstance(obj, dict):
         return {}
     out: dict[str, Any] = {}

@@ -54,7 +54,6 @@ class LitSegUnitResult:
 
 
 def calibrates(cfg: LitSegConfig) -> bool:
-    """Whether :func:`prepare` depends on the units (it calibrates on them)."""
     return bool(cfg.calibrate)
 
 

@@ -69,12 +69,10 @@ def _validate_string_field(obj: Any, key: str) -> list[str]:
 
 
 def validate_stage1(obj: Any) -> list[str]:
-    """Errors of a stage-1 reply against ``{"step_1_events": str}`` (empty list = valid)."""
     return _validate_string_field(obj, "step_1_events")
 
 
 def validate_stage2(obj: Any) -> list[str]:
-    """Errors of a stage-2 reply against ``{"step_2_threads": str}`` (empty list = valid)."""
     return _validate_string_field(obj, "step_2_threads")
 
 
@@ -91,7 +89,6 @@ def segmentation_object(obj: Any) -> Any:
 
 
 def short_repr(value: Any, limit: int = 40) -> str:
-    """``repr`` for error messages, bounded."""
     try:
         text = repr(value)
     except (ValueError, RecursionError):
@@ -122,7 +119,6 @@ class SegmentReading:
 
 
 def read_segments(raw: Sequence[Any], n: int) -> SegmentReading:
-    """Apply the per-segment checks to a reply's ``segments`` list (linear in its size)."""
     syntax: list[str] = []
     semantic: list[str] = []
     schema_fixes: list[str] = []
