@@ -1,10 +1,7 @@
 """Configuration of LitSeg-Lite distillation (notebook 03): data, LoRA, SFT, GRPO, reward, inference.
 
-The paper's training tables (Appendix I.3.2, Tables 16-19) are empty in the text we have, so the ``full``
-values are our own, usual for LoRA on a 7-8B student: r=16/alpha=32; SFT lr 1e-4, 3 epochs; GRPO with
-the DAPO loss (lr 1e-6, 8 rollouts, clip [0.2, 0.28], overlong masking, a tiny KL 0.001 so that drift
-from the SFT policy is shown); reward 0.5 format + 0.5 narratological. ``smoke``/``test`` are CPU-sized.
-"""
+The paper's training tables (Appendix I.3.2, Tables 16-19) are empty in our text, so the ``full`` values are
+usual LoRA/DAPO values for a 7-8B student (a tiny KL 0.001 shows drift from the SFT policy)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,13 +20,10 @@ class LiteConfig(StageConfig):
 
     # ---- training data (from notebook 02's annotations artifact)
     annotations_profile: str = one_of("", "", *PROFILES)  # whose annotations to train on; "" = this profile's
-    # training units: notebook 02's train_annotations.jsonl; evaluation units: its annotations.jsonl (never
-    # a trained unit); ``corpus`` is LitSeg's evaluation corpus
     max_train_units: int = 0  # 0 = all
     max_eval_units: int = 0  # units of the before/after evaluation (0 = all evaluation units)
     max_seq_tokens: int = 16384  # prompt + target; longer examples are dropped and counted
-    # "exclude" = the paper (units that needed a LitSeg fallback are not trained on);
-    # "include_if_needed" = CPU demos with a tiny teacher: top up to min_train_units with them, labelled
+    # "exclude" = the paper; "include_if_needed" (CPU demos): top up to min_train_units with fallback units
     fallback_units: str = one_of("exclude", "exclude", "include_if_needed")
     min_train_units: int = 0
 
@@ -61,8 +55,7 @@ class LiteConfig(StageConfig):
     grpo_cap_margin: float = at_least(0.1, 0.0)  # headroom over that length (a sampled reply may be longer)
     # a GRPO run that trained on nothing is an error (GRPONoSignalError); True only for CPU demos, labelled
     grpo_allow_no_signal: bool = False
-    # rollouts by trl's colocated vLLM engine instead of transformers' generate; off in every profile (its
-    # weight sync is unverified here; README "Running `full` on a GPU")
+    # rollouts by trl's colocated vLLM engine instead of generate; off in every profile (weight sync unverified)
     grpo_use_vllm: bool = False
     grpo_vllm_gpu_memory_utilization: float = between(0.3, 0.05, 0.95)
     grpo_temperature: float = 1.0

@@ -74,12 +74,8 @@ class AnnotationView:
 
 
 def _parse(obj: Any) -> dict[str, Any]:
-    if isinstance(obj, dict):
-        return obj
-    if isinstance(obj, str):
-        parsed = parse_json_reply(obj)
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
+    parsed = parse_json_reply(obj) if isinstance(obj, str) else obj
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _valid_stage_output(stage: Mapping[str, Any]) -> dict[str, Any]:
@@ -297,7 +293,6 @@ def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int | d
         raise ValueError("no annotation records: no length reference")
     single: set[int] = set()
     mapping: dict[str, int] = {}
-    where = lambda r: f"book {r.get('book_id')!r} unit {r.get('unit_id')!r}"  # noqa: E731
     for r in records:
         ref = record_length_reference(r)
         refs = r.get("length_references")
@@ -306,8 +301,8 @@ def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int | d
             continue
         ds = r.get("length_reference_dataset")
         if ds not in refs or int(refs[ds]) != ref:
-            raise ValueError(f"annotation of {where(r)}: its length reference {ref} is not dataset {ds!r}'s "
-                             f"value in its run's calibration {dict(refs)}")
+            raise ValueError(f"annotation of book {r.get('book_id')!r} unit {r.get('unit_id')!r}: its length reference "
+                             f"{ref} is not dataset {ds!r}'s value in its run's calibration {dict(refs)}")
         for k, v in refs.items():
             if mapping.setdefault(str(k), int(v)) != int(v):
                 raise ValueError(f"annotation records carry different length references for dataset {k!r} "

@@ -103,7 +103,6 @@ class LiteSegmenter:
                                  else int(length_reference))  # one value, or dataset -> value
         self.stage = stage  # usage-ledger stage: "single-pass" is what §4.4 times
         self.batch_by_book = batch_by_book  # False: one chat call per attempt over every book (paired §4.4)
-        # the units the model was trained on: from its folder plus any given
         self.trained = (model_record(getattr(backend, "model_id", "")) or TrainedUnits()).union(trained)
 
     def segment_units(self, pairs: Sequence[tuple[Book, Unit]], progress: bool = False

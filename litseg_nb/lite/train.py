@@ -454,7 +454,6 @@ def load_lite_model(base_model: str, adapter_dirs: Sequence[Path], dtype: str = 
 def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
     """Merge base + adapters once into ``root/merged-<hash>`` (a plain model folder any backend loads)."""
     target = Path(root) / f"merged-{adapter_fingerprint(*adapter_dirs)}"
-    # the merged model carries every unit its adapters were trained on
     trained = functools.reduce(TrainedUnits.union, map(model_record, adapter_dirs), TrainedUnits())
     if (target / "config.json").is_file():
         trained.union(model_record(target)).save(target / TRAINED_UNITS_FILE)

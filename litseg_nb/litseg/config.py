@@ -63,21 +63,18 @@ class LitSegConfig(StageConfig):
     calibration_quantile: float = 0.9
     calibration_units: int = at_least(4, 1)  # K units, stratified by dataset and seeded
     calibration_max_retries: int = -1  # -1 = max_retries
-    # constrained decoding only, a small-model accommodation (not the paper's; 0 = off): stage 3's schema
-    # requires at least max(min_segments, ceil(n / length reference)) segments (prompting.segment_floor)
+    # constrained decoding only (not the paper's; 0 = off): stage 3's floor of segments (prompting.segment_floor)
     min_segments: int = at_least(0, 0)
     unit_group_size: int = at_least(0, 0)  # units per batched group (stage 1 → 2 → 3 per group); 0 = all at once
     # notebook 02
     compare_structured: bool = True  # also run the same units with constrained decoding switched the other way
     compare_units: int = at_least(0, 0)  # units in that comparison (0 = all)
     render_unit: str = ""  # "book_id/unit_id" to render as HTML; "" = the first unit with >1 segment
-    # LitSeg-Lite's training units, annotated by this (teacher) stage: the LiteraryQA train split in full,
-    # another book in test/smoke (a book-level split from the evaluated units)
+    # LitSeg-Lite's training units, annotated by this (teacher) stage (other books than the evaluated ones)
     train_corpus: CorpusConfig = field(default_factory=lambda: CorpusConfig(
         datasets=("literaryqa",), literaryqa_split="train", max_unit_words=6000))
     max_train_units: int = at_least(0, 0)  # cap on annotated training units (0 = all of train_corpus)
     #: the teacher's weights: "bf16" = ``llm.model`` as configured; "fp8" / "awq" = the quantised Qwen3-32B
-    #: (fits one 48 GB card). Only for the Qwen3-32B teacher
     teacher_weights: str = one_of("bf16", *FULL_TEACHER_WEIGHTS)
     #: where the annotation runs: this process (``ray.address == ""``) or a Ray cluster
     ray: RayOptions = field(default_factory=RayOptions)

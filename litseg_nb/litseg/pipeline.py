@@ -247,21 +247,6 @@ def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, s
     return calls
 
 
-def record_usage_rows(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per stage, the usage a finished record cost when it was computed (attempts that got a reply)."""
-    out: dict[str, dict[str, Any]] = {}
-    for stage in STAGES:
-        atts = [a for a in record["stages"][stage]["attempts"] if a.get("text") is not None]
-        if atts:
-            out[stage] = {"calls": len(atts),
-                          "prompt_tokens": sum(int(a.get("prompt_tokens") or 0) for a in atts),
-                          "cached_prompt_tokens": sum(int(a.get("cached_prompt_tokens") or 0) for a in atts),
-                          "completion_tokens": sum(int(a.get("completion_tokens") or 0) for a in atts),
-                          "reasoning_tokens": sum(int(a.get("reasoning_tokens") or 0) for a in atts),
-                          "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)}
-    return out
-
-
 def annotate_with(annotator: Any, items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig, **kwargs: Any
                   ) -> AnnotationRun:
     """:func:`annotate_units` on an LLM backend, or on an object whose ``annotate`` runs it elsewhere (Ray)."""
@@ -272,8 +257,15 @@ def annotate_with(annotator: Any, items: Sequence[tuple[Book, Unit]], cfg: LitSe
 
 def replay_record_usage(ledger: Any, record: dict[str, Any], method: str) -> None:
     """Put a resumed unit's recorded cost into ``ledger`` (as cache hits): the usage table equals a cold run's."""
-    for stage, row in record_usage_rows(record).items():
-        ledger.replay(UsageTag(method, record["book_id"], stage), row)
+    for stage in STAGES:
+        atts = [a for a in record["stages"][stage]["attempts"] if a.get("text") is not None]
+        if atts:
+            ledger.replay(UsageTag(method, record["book_id"], stage), {
+                "calls": len(atts), "prompt_tokens": sum(int(a.get("prompt_tokens") or 0) for a in atts),
+                "cached_prompt_tokens": sum(int(a.get("cached_prompt_tokens") or 0) for a in atts),
+                "completion_tokens": sum(int(a.get("completion_tokens") or 0) for a in atts),
+                "reasoning_tokens": sum(int(a.get("reasoning_tokens") or 0) for a in atts),
+                "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)})
 
 
 def _reference_fields(book: Book, per_dataset: bool, references: dict[str, int] | None) -> dict[str, Any]:

@@ -95,9 +95,8 @@ def stage_conversation(system: str, stage: str, chapter_content: str, n_sentence
     ]
 
 
-# JSON schemas for constrained decoding (ours, not the paper's): string lengths and list sizes bounded so a
-# complete reply fits the token budget, sentence indices bounded to ``1..n``. Order and coverage stay the
-# validator's to check and the fallbacks' to repair.
+# JSON schemas for constrained decoding (ours, not the paper's): sized so a complete reply fits the token
+# budget, indices bounded to ``1..n``; order and coverage stay the validator's and the fallbacks' to repair.
 SCHEMA_VERSION = 2  # part of the annotation key of constrained runs
 _CHARS_PER_TOKEN = 2.5  # conservative for English text inside JSON strings
 _SEGMENT_TOKENS = 48  # one segment object with a 40-character subtitle and a short context list (measured)
