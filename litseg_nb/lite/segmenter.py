@@ -282,7 +282,7 @@ def before_after_table(rows: Sequence[Mapping[str, Any]]):
     if df.empty:
         return df
     g = df.groupby("system", sort=False)
-    out = pd.DataFrame({
+    return pd.DataFrame({
         "units": g.size(),
         "first-try validity": g["first_try_valid"].mean(),
         "fallback rate": g["fallback"].apply(lambda s: float((s != "none").mean())),
@@ -292,7 +292,6 @@ def before_after_table(rows: Sequence[Mapping[str, Any]]):
         "segments/unit": g["segments"].mean(),
         "completion tokens/unit": g["completion_tokens"].mean(),
     }).reset_index()
-    return out
 
 
 def segmentation_view(book: Book, unit: Unit, segments: Sequence[Mapping[str, Any]], who: str,

@@ -53,8 +53,6 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, floa
 
     b, a = norm(before), norm(after)
     common = sorted(set(b) & set(a))
-    if not common:
-        raise ValueError("no common LoRA parameters to compare")
     diff = [torch.linalg.vector_norm(a[k] - b[k]).item() for k in common]
     return {"l2_change": math.sqrt(sum(d * d for d in diff)), "tensors": len(common),
             "tensors_changed": sum(d > 0 for d in diff)}
@@ -117,8 +115,7 @@ class TrainResult:
     def log_frame(self):
         import pandas as pd
 
-        rows = [r for r in self.log if "train_runtime" not in r]
-        return pd.DataFrame(rows)
+        return pd.DataFrame([r for r in self.log if "train_runtime" not in r])
 
     def summary(self) -> dict[str, Any]:
         return {"stage": self.stage, "steps": self.steps, "seconds": round(self.seconds, 1),
@@ -477,8 +474,6 @@ def save_combined_adapter(base_model: str, adapter_dirs: Sequence[Path], root: P
     from safetensors.torch import load_file, save_file
 
     dirs = [Path(d) for d in adapter_dirs]
-    if not dirs:
-        raise ValueError("save_combined_adapter: no adapters")
     target = Path(root) / f"lora-{adapter_fingerprint(*dirs)}"
     trained = functools.reduce(TrainedUnits.union, map(model_record, dirs), TrainedUnits())
     if (target / "adapter_model.safetensors").is_file():
