@@ -131,7 +131,6 @@ def single_pass_target(view: AnnotationView, unit_title: str = "") -> dict[str, 
 
 
 def target_text(obj: Mapping[str, Any]) -> str:
-    """The completion string the student learns to emit (compact, strict JSON)."""
     return json.dumps(obj, ensure_ascii=False)
 
 
@@ -336,7 +335,6 @@ def unit_fingerprint(book: Book, unit: Unit) -> str:
 
 @dataclass
 class TrainedUnits:
-    """The units a student was trained on."""
 
     entries: list[dict[str, str]] = field(default_factory=list)  # book_id, unit_id, title, fingerprint
 

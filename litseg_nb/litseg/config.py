@@ -12,9 +12,8 @@ from ..config.profiles import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS, stage_va
 
 @dataclass(frozen=True)
 class RayOptions(_Base):
-    """Where notebook 02's annotation runs: ``address`` (``""``: this process; ``local``, ``auto``,
-    ``HOST:PORT``, ``ray://HOST:PORT``), ``actors`` engines (0: one per GPU, or per CPU), ``gpus_per_actor``,
-    ``cpus`` of a local cluster (0: this machine's). The records are those of one process."""
+    """Where notebook 02's annotation runs: ``address`` (``""``: this process; ``local``, ``auto``, ``HOST:PORT``,
+    ``ray://HOST:PORT``), ``actors`` engines (0: one per GPU or CPU), ``cpus`` of a local cluster (0: all)."""
 
     address: str = ""
     actors: int = 0
@@ -38,7 +37,6 @@ class RayOptions(_Base):
         return _build(cls, values, cls.__name__)
 
     def describe(self) -> str:
-        """``""`` off Ray, else one phrase for labels."""
         if not self.address:
             return ""
         width = f"{self.actors} engine(s)" if self.actors else "one engine per " + ("GPU" if self.gpus_per_actor else "CPU")

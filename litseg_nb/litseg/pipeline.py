@@ -463,10 +463,7 @@ def _merge_spans(unit: Unit, indices: Sequence[int]) -> list[Span]:
 
 def reconstruct_segment(book: Book, unit: Unit, seg: Segment, ordinal: int, method: str = "litseg",
                         metadata: dict[str, Any] | None = None) -> Chunk:
-    """One chunk from a valid segment (3.1.2): subtitle, context before, main text, context after.
-
-    ``main_text`` is the verbatim main range; ``spans`` are the context and main spans in source order.
-    """
+    """One chunk from a valid segment (3.1.2): subtitle, context before, main text (verbatim), context after."""
     n = unit.n_sentences
     if not 1 <= seg.from_idx <= seg.to_idx <= n:
         raise ValueError(f"{method}: segment {seg.from_idx}-{seg.to_idx} invalid for unit "

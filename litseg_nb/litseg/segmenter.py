@@ -36,7 +36,6 @@ class LitSegOptions(Options):
 
 @dataclass(frozen=True)
 class LitSegUnitResult:
-    """One unit's outcome of a LitSeg run (read from its annotation record)."""
 
     book_id: str
     unit_id: str
