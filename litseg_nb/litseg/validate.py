@@ -4,6 +4,7 @@ After the last retry :func:`finalize_segments` applies the fallback chain ``sche
 < ``coverage_repair`` (the paper's left-adjacent gap rule) < ``whole_unit`` (the paper's last resort)."""
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -68,12 +69,8 @@ def _validate_string_field(obj: Any, key: str) -> list[str]:
     return []
 
 
-def validate_stage1(obj: Any) -> list[str]:
-    return _validate_string_field(obj, "step_1_events")
-
-
-def validate_stage2(obj: Any) -> list[str]:
-    return _validate_string_field(obj, "step_2_threads")
+validate_stage1 = functools.partial(_validate_string_field, key="step_1_events")
+validate_stage2 = functools.partial(_validate_string_field, key="step_2_threads")
 
 
 # ------------------------------------------------------------------------------------ stage 3
