@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from litseg_nb.lite.rewards import format_reward_breakdown
+from litseg_nb.lite.train import format_reward_breakdown
 from litseg_nb.litseg.validate import Segment, finalize_segments, parse_json_reply, repair_coverage, validate_segments
 from litseg_nb.litseg.rubric_judge import RubricParseError, parse_rubric_reply
 from litseg_nb.llm.replies import MAX_CHARS_PER_TOKEN

@@ -68,7 +68,7 @@ def main() -> int:
     t0 = time.perf_counter()
     rows = []
     if args.method == "litseg":
-        from litseg_nb.litseg import calibrate as cal
+        from litseg_nb.litseg import segmenter as cal
         from litseg_nb.litseg.pipeline import annotate_units
 
         backend = make_backend(cfg.llm, UsageLedger())

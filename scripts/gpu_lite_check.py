@@ -90,7 +90,7 @@ def examples_for(book):
 
 def standin_variance_reward(completions, **_):
     """Stand-in reward with variance across a random model's rollouts (throughput check only)."""
-    from litseg_nb.lite.rewards import completion_text
+    from litseg_nb.lite.train import completion_text
 
     return [len(set(completion_text(c))) / 100.0 for c in completions]
 
@@ -122,7 +122,7 @@ def main() -> int:
     from litseg_nb.llm.base import ScriptedBackend
     from litseg_nb.lite import train as T
     from litseg_nb.lite.config import LiteConfig
-    from litseg_nb.lite.rewards import build_reward_funcs
+    from litseg_nb.lite.train import build_reward_funcs
 
     cuda = torch.cuda.is_available()
     if args.size != "tiny" and not cuda:
@@ -182,7 +182,7 @@ def main() -> int:
         report["sft"] = sft.summary() | {"tokens_per_s": sft.tokens_per_s, "peak_memory_gib": sft.peak_memory_gib}
         print("SFT", json.dumps(report["sft"], default=str), flush=True)
 
-        merged = T.merge_adapter(sft_model)
+        merged = sft_model.merge_and_unload()
         judge = ScriptedBackend(reply_fn=lambda conv: "{}")  # never called: random rollouts are unscorable
         funcs, narr = build_reward_funcs(judge, retries=0)
         if cuda:

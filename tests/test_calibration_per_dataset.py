@@ -12,7 +12,7 @@ import pytest
 
 from litseg_nb.lite.data import annotation_length_reference, build_examples
 from litseg_nb.lite.segmenter import LiteSegmenter
-from litseg_nb.litseg.calibrate import calibrate_length_reference, calibration_table
+from litseg_nb.litseg.segmenter import calibrate_length_reference, calibration_table
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units
 from litseg_nb.llm.base import ScriptedBackend
@@ -47,10 +47,9 @@ def test_each_units_prompt_carries_its_datasets_reference_and_the_record_says_so
         assert _stated(conv) == (7 if "in gutenqa:G." in conv[-1]["content"] else 13)
     # grouped by system prompt: all three stages of one reference's units, then the other's
     assert [_stated(c) for c in be.calls] == [13] * 3 + [7] * 6
-    by = run.by_unit()
     assert [r["book_id"] for r in run.records] == ["literaryqa:L", "gutenqa:G", "gutenqa:G"]  # input order
-    for (bid, _), r in by.items():
-        ds = bid.split(":")[0]
+    for r in run.records:
+        ds = r["book_id"].split(":")[0]
         assert (r["dataset"], r["length_reference_dataset"], r["length_reference"]) == (ds, ds, REFS[ds])
         assert r["length_references"] == REFS
     # rerun: every unit resumed from the file (the key holds its prompt), fields kept, no call

@@ -85,7 +85,7 @@ def segment_length_figure():
 
 
 def training_figure():
-    from litseg_nb.lite.evaluate import plot_training_curves
+    from litseg_nb.lite.segmenter import plot_training_curves
 
     sft = pd.DataFrame({"step": [1, 2, 3], "loss": [2.0, 1.5, 1.2]})
     grpo = pd.DataFrame({"step": [1, 2], "loss": [0.1, 0.05], "reward": [0.2, 0.4], "kl": [0.0, 0.01],

@@ -7,7 +7,7 @@ import pytest
 
 import conftest
 from litseg_nb.litseg.validate import validate_segments
-from litseg_nb.lite.data import build_examples, lite_system_prompt, segments_of_reply, view_annotation
+from litseg_nb.lite.data import build_examples, lite_system_prompt, view_annotation
 from litseg_nb.core.schema import Book, Unit
 
 
@@ -51,7 +51,7 @@ def test_round_trip_targets_parse_back_into_their_segments():
         assert set(obj["step3"]) == {"chapter_title", "step_3_turning_points", "segments"}
         assert obj["step1"]["step_1_events"] == f"events of {rec['unit_id']}"
         assert obj["step2"]["step_2_threads"] == f"threads of {rec['unit_id']}"  # last VALID attempt
-        assert segments_of_reply(ex.target) == rec["segments"]
+        assert obj["step3"]["segments"] == rec["segments"]
         assert validate_segments(obj["step3"], ex.n_sentences).ok
         assert "The last segment must end with index 6." in ex.system
         assert ex.user.splitlines()[1].startswith("[1] Sentence 1 of unit")

@@ -9,7 +9,7 @@ import pytest
 
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.lite.data import annotation_length_reference, build_examples, lite_conversation
-from litseg_nb.lite.heldout import (TRAINED_UNITS_FILE, TrainedUnitError, profile_record, refuse_trained_chunks,
+from litseg_nb.lite.data import (TRAINED_UNITS_FILE, TrainedUnitError, profile_record, refuse_trained_chunks,
                                     save_profile_record, trained_units_of)
 from litseg_nb.lite.segmenter import LiteSegmenter, check_and_save_chunks
 from litseg_nb.litseg.config import LitSegConfig
@@ -158,7 +158,7 @@ def test_saving_an_unchanged_record_leaves_the_file_and_its_stamp(tmp_path):
     the trained students every question again); a changed record is written."""
     import os
 
-    from litseg_nb.lite.heldout import TrainedUnits
+    from litseg_nb.lite.data import TrainedUnits
 
     path = tmp_path / TRAINED_UNITS_FILE
     one = TrainedUnits([{"book_id": "b", "unit_id": "u1", "title": "t", "fingerprint": "f1"}])

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from litseg_nb.litseg.validate import validate_segments
-from litseg_nb.lite.rewards import (FORMAT_RULES, NarratologicalReward, build_reward_funcs,
+from litseg_nb.lite.train import (FORMAT_RULES, NarratologicalReward, build_reward_funcs,
                                     format_reward, format_reward_breakdown, format_rules_table)
 from litseg_nb.llm.base import BackendUnavailableError, ScriptedBackend
 
@@ -124,7 +124,7 @@ def test_unjudgeable_completion_gets_zero_without_a_judge_call():
 
 
 def test_reward_and_validator_share_one_definition_of_a_valid_segment():
-    from litseg_nb.lite.rewards import judgeable_segments
+    from litseg_nb.lite.train import judgeable_segments
     from litseg_nb.lite.segmenter import validate_single_pass
 
     cases = {  # reply -> (validator ok, indices_valid)

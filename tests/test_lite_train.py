@@ -14,7 +14,7 @@ import pytest
 from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.lite.data import LiteExample, target_text
-from litseg_nb.lite.rewards import build_reward_funcs, completion_text
+from litseg_nb.lite.train import build_reward_funcs, completion_text
 from litseg_nb.core.schema import check_coverage
 
 pytestmark = pytest.mark.slow
@@ -46,7 +46,7 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
     from litseg_nb.lite.segmenter import LiteSegmenter
     from test_lite_data import make_book
 
-    from litseg_nb.lite.heldout import TRAINED_UNITS_FILE, TrainedUnitError, model_record
+    from litseg_nb.lite.data import TRAINED_UNITS_FILE, TrainedUnitError, model_record
 
     # grpo_soft_overlong_cache: DAPO's soft overlong punishment is added as a reward
     cfg = LiteConfig.for_profile("test", grpo_beta=0.001, grpo_max_steps=2, grpo_soft_overlong_cache=8)
@@ -71,7 +71,7 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
 
     judge = ScriptedBackend(reply_fn=lambda conv: '{"dimension1": [4], "dimension2": [4], "dimension3": [4]}')
     funcs, narr = build_reward_funcs(judge, retries=0)
-    merged = T.merge_adapter(sft_model)
+    merged = sft_model.merge_and_unload()
     grpo_model, grpo = T.train_grpo(merged, tok, examples, cfg, funcs + [_distinct_chars_reward],
                                     tmp_path / "grpo", reward_weights=[0.5, 0.5, 1.0])
     assert grpo.steps == 2

@@ -242,7 +242,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from litseg_nb.litseg import report  # noqa: E402
-from litseg_nb.litseg.calibrate import calibrate_length_reference  # noqa: E402
+from litseg_nb.litseg.segmenter import calibrate_length_reference  # noqa: E402
 from litseg_nb.core.schema import check_coverage  # noqa: E402
 
 
@@ -348,7 +348,7 @@ def test_interrupted_mid_stage_resumes_through_request_cache(tmp_path):
 def test_calibration_subset_is_a_seeded_sample_stratified_by_dataset():
     """Corpus order (GutenQA's 100 books first) made the first 50 units GutenQA-only; the
     subset now shares the units out over the datasets, each share a seeded random sample."""
-    from litseg_nb.litseg.calibrate import calibration_subset
+    from litseg_nb.litseg.segmenter import calibration_subset
 
     g, lq = make_book("gutenqa:G", units=60, n=2), make_book("literaryqa:L", units=40, n=2)
     g.dataset, lq.dataset = "gutenqa", "literaryqa"

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import conftest
-from litseg_nb.litseg.reconstruct import reconstruct_unit
+from litseg_nb.litseg.pipeline import reconstruct_unit
 from litseg_nb.litseg.validate import (Segment, finalize_segments, parse_json_reply, repair_coverage,
                                        sanitize_segments, validate_segments, validate_stage1,
                                        validate_stage2)
@@ -78,11 +78,11 @@ def test_semantic_errors_are_named():
 
 
 def test_syntax_errors():
-    assert validate_segments(None, 5).failure_type == "syntax"
-    assert validate_segments({"segments": "x"}, 5).failure_type == "syntax"
     res = validate_segments({"segments": [{"from_idx": 1, "to_idx": 5}]}, 5)
     assert not res.syntax_ok and "missing subtitle" in res.errors[0]
     assert "missing key 'chapter_title'" in res.warnings
+    assert not validate_segments(None, 5).syntax_ok
+    assert not validate_segments({"segments": "x"}, 5).syntax_ok
 
 
 # ------------------------------------------------------------------------------------ repair

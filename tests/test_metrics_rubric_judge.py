@@ -128,22 +128,3 @@ def test_notebook06_judge_gets_the_real_prompt_and_segments_and_windows_long_uni
     assert pm.iloc[0]["n_units"] == 0 and pm.iloc[0]["n_skipped_chunks"] == 1  # skipped, and counted
     assert SegmentQualityConfig.for_profile("smoke").judge_pipeline_prompt == "name"
     assert SegmentQualityConfig.for_profile("full").judge_pipeline_prompt == "full"
-
-
-def test_batched_judge_scores_many_and_one_refused_job_fails_alone():
-    from litseg_nb.litseg.rubric_judge import score_many_with_rubric
-
-    calls = []
-
-    class Picky(ScriptedBackend):
-        def chat(self, conversations, params=None, tag=None):
-            calls.append(len(conversations))
-            if any("TOO LONG" in c[1]["content"] for c in conversations):
-                raise LLMError("prompt exceeds max_model_len")
-            return super().chat(conversations, params, tag)
-
-    be = Picky(reply_fn=lambda conv: '{"dimension1": [4], "dimension2": [4], "dimension3": [4]}')
-    jobs = [(f"passage {i}" + (" TOO LONG" if i == 1 else ""), "p", '{"segments": []}', 1) for i in range(3)]
-    res = score_many_with_rubric(be, jobs, retries=0)
-    assert [r.neutral for r in res] == [False, True, False] and "max_model_len" in res[1].errors[0]
-    assert calls[0] == 3 and calls[1:] == [1, 1, 1]  # one batch, refused, then job by job

@@ -4,7 +4,7 @@ credits rewritten chunks (propositions, completions) whose source holds the evid
 import random
 
 import conftest
-from litseg_nb.litseg.reconstruct import reconstruct_unit
+from litseg_nb.litseg.pipeline import reconstruct_unit
 from litseg_nb.litseg.validate import Segment
 from litseg_nb.metrics.retrieval import (containment_relevant, evidence_char_spans, span_relevant,
                                          spans_cover)

@@ -65,7 +65,7 @@ def test_notebook_03_runs_after_02_in_test_profile(notebook_pipeline):
     trained_keys = {(u["book_id"], u["unit_id"]) for u in trained}
     assert trained_keys and trained_keys.isdisjoint({(c.book_id, c.unit_id) for c in chunks})
     # the adapters notebook 03 trained record exactly the units of its training annotations
-    from litseg_nb.lite.heldout import model_record
+    from litseg_nb.lite.data import model_record
 
     for stage in ("sft", "grpo"):
         record = model_record(art / "lite" / "adapters" / stage)

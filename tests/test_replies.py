@@ -16,7 +16,7 @@ import pytest
 import conftest
 from litseg_nb.chunkers.llm_chunkers import parse_answer
 from litseg_nb.llm.replies import list_items as parse_propositions
-from litseg_nb.lite.rewards import (NarratologicalReward, format_reward, format_reward_breakdown,
+from litseg_nb.lite.train import (NarratologicalReward, format_reward, format_reward_breakdown,
                                     judgeable_segments)
 from litseg_nb.lite.segmenter import validate_single_pass
 from litseg_nb.litseg.config import LitSegConfig

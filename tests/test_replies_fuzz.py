@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 import conftest
 from litseg_nb.chunkers.llm_chunkers import parse_answer
 from litseg_nb.llm.replies import list_items as parse_propositions
-from litseg_nb.lite.rewards import format_reward_breakdown, judgeable_segments
+from litseg_nb.lite.train import format_reward_breakdown, judgeable_segments
 from litseg_nb.lite.segmenter import validate_single_pass
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, read_annotations
-from litseg_nb.litseg.reconstruct import reconstruct_unit
+from litseg_nb.litseg.pipeline import reconstruct_unit
 from litseg_nb.litseg.validate import (finalize_segments, segmentation_object, validate_segments,
                                        validate_stage1, validate_stage2)
 from litseg_nb.llm.base import ScriptedBackend

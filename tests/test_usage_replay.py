@@ -9,7 +9,7 @@ from litseg_nb.chunkers import BaselinesConfig
 from litseg_nb.segmenters import run_chunker
 from fakes import toy_book
 from litseg_nb.evaluation.efficiency import efficiency_table
-from litseg_nb.litseg.calibrate import calibrate_length_reference
+from litseg_nb.litseg.segmenter import calibrate_length_reference
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units
 from litseg_nb.llm.base import Generation, ScriptedBackend, UsageLedger, UsageTag

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..core.artifacts import artifact_dir, artifact_path
-from ..lite.heldout import refuse_trained_chunk_file
+from ..lite.data import refuse_trained_chunk_file
 from ..chunkers.config import ALL_METHODS
 from ..lite.segmenter import METHOD as LITE_METHOD
 from ..litseg.segmenter import METHOD as LITSEG_METHOD

@@ -1,33 +1,13 @@
-"""LitSeg-Lite training data: LitSeg annotations reformatted into the single-pass schema of E.2.
+"""LitSeg-Lite training data: LitSeg annotations reformatted into the single-pass schema of Appendix E.2.
 
-For every unit that LitSeg annotated *without* a fallback, the three stage outputs are merged into
-one JSON object, exactly the shape the Appendix E.2 prompt asks for::
-
-    {"step1": {"step_1_events": ...},
-     "step2": {"step_2_threads": ...},
-     "step3": {"chapter_title": ..., "step_3_turning_points": [...], "segments": [...]}}
-
-paired with the Lite system prompt (``{last_index}`` filled) and the same sentence-indexed unit as
-user input. Units whose annotation needed a fallback (coverage repair or whole-unit) are excluded
-and counted; every target is checked with the shared LitSeg validator before it is used.
-
-Training units are notebook 02's ``train_annotations.jsonl`` (``LitSegConfig.train_corpus``: the
-LiteraryQA train split in ``full``, another book in ``test``/``smoke``); the student is evaluated on
-the units of ``annotations.jsonl`` and never on a trained unit (:mod:`litseg_nb.lite.heldout`).
-
-The teacher's length references. The teacher's system prompt carried a "recommended maximum length"
-calibrated per dataset (notebook 02; every annotation record says its value, ``length_reference``,
-whose it is, ``length_reference_dataset``, and the run's mapping dataset -> value,
-``length_references``). The student's E.2 prompt gets the value of the unit's dataset from the same
-mapping (:func:`annotation_length_reference`), in training (LiteraryQA train units: LiteraryQA's
-value) and at inference (a GutenQA unit: GutenQA's value); a unit of a dataset the mapping lacks is an
-error naming it.
-"""
+A unit annotated without a fallback becomes one example whose target merges the three stage outputs,
+checked by the shared validator; excluded units are counted. Lite is never evaluated on a trained unit."""
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -35,12 +15,10 @@ from ..core.artifacts import artifact_path
 from ..core.prompts import fill_prompt, load_prompt
 from ..core.schema import Book, Unit, read_jsonl
 from ..errors import UsageError
-from ..litseg.prompting import with_length_reference, reference_for
-from ..litseg.validate import parse_json_reply, validate_segments
-from .heldout import unit_fingerprint
+from ..litseg.prompting import PAPER_LENGTH_REFERENCE, reference_for, with_length_reference
+from ..litseg.validate import Segment, parse_json_reply, validate_segments
 
 LITE_SYSTEM_TEMPLATE = "lite/system"
-PAPER_LENGTH_REFERENCE = 100
 LITE_USER_TEMPLATE = "lite/user"
 CHAT_TEMPLATE_MARGIN = 32  # tokens the chat template adds around the three messages (upper bound)
 
@@ -50,15 +28,11 @@ class AnnotationsMissingError(UsageError, FileNotFoundError):
 
 
 def annotations_path(profile: str, split: str = "eval") -> Path:
-    """Notebook 02's LitSeg annotations of ``profile``: ``split="eval"`` → ``annotations.jsonl`` (the
-    evaluated units), ``"train"`` → ``train_annotations.jsonl`` (Lite's training units)."""
-    if split not in ("eval", "train"):
-        raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
+    """Notebook 02's LitSeg annotations of ``profile``: the evaluated units (``eval``) or Lite's (``train``)."""
     return artifact_path(profile, "litseg", "annotations.jsonl" if split == "eval" else "train_annotations.jsonl")
 
 
 def load_annotations(profile: str, split: str = "eval") -> list[dict[str, Any]]:
-    """The LitSeg annotation records of ``profile``; a clear error names the missing file."""
     path = annotations_path(profile, split)
     if not path.is_file():
         raise AnnotationsMissingError(
@@ -71,24 +45,17 @@ def load_annotations(profile: str, split: str = "eval") -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- prompts
 def lite_system_prompt(n_sentences: int, template: str = LITE_SYSTEM_TEMPLATE,
                        length_reference: int | None = PAPER_LENGTH_REFERENCE) -> str:
-    """The Appendix E.2 system prompt (or an E.4 ablation prompt, ``template="ablation/..."``)
-    with ``{last_index}`` = the unit's last sentence index and the recommended maximum segment
-    length = ``length_reference`` (the teacher's calibrated value; the paper's text says 100)."""
+    """The Appendix E.2 (or an E.4 ablation) system prompt with ``{last_index}`` and the length reference."""
     return fill_prompt(with_length_reference(load_prompt(template), length_reference), last_index=n_sentences)
-
-
-def lite_user_prompt(indexed_text: str) -> str:
-    return fill_prompt(load_prompt(LITE_USER_TEMPLATE), chapter_content=indexed_text)
 
 
 def lite_conversation(book: Book, unit: Unit, template: str = LITE_SYSTEM_TEMPLATE,
                       length_reference: int | Mapping[str, int] = PAPER_LENGTH_REFERENCE) -> list[dict[str, str]]:
-    """System + user messages of one Lite call for ``unit`` (the student's whole input);
-    ``length_reference`` is one value or the teacher's mapping dataset -> value (the unit's book's
-    dataset's value is used; a dataset it lacks raises ``ValueError`` naming the unit)."""
+    """System + user messages of one Lite call for ``unit``; ``length_reference``: one value or dataset -> value."""
     ref = reference_for(length_reference, book, unit)
+    user = fill_prompt(load_prompt(LITE_USER_TEMPLATE), chapter_content=unit.indexed_text(book.text))
     return [{"role": "system", "content": lite_system_prompt(unit.n_sentences, template, ref)},
-            {"role": "user", "content": lite_user_prompt(unit.indexed_text(book.text))}]
+            {"role": "user", "content": user}]
 
 
 # --------------------------------------------------------------------------- annotation records
@@ -107,12 +74,8 @@ class AnnotationView:
 
 
 def _parse(obj: Any) -> dict[str, Any]:
-    if isinstance(obj, dict):
-        return obj
-    if isinstance(obj, str):
-        parsed = parse_json_reply(obj)
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
+    parsed = parse_json_reply(obj) if isinstance(obj, str) else obj
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _valid_stage_output(stage: Mapping[str, Any]) -> dict[str, Any]:
@@ -126,13 +89,7 @@ def _valid_stage_output(stage: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def view_annotation(rec: Mapping[str, Any]) -> AnnotationView:
-    """Normalise one record of ``annotations.jsonl`` (written by :mod:`litseg_nb.litseg.pipeline`).
-
-    The unit needed a fallback when stage 3 needed one (``fallback != "none"``: index/coverage
-    repair or whole unit) or when stage 1 or 2 was still invalid after the retries
-    (``stage_fallbacks``: raw passthrough / empty). Raises ``ValueError`` naming book and unit
-    when a field distillation needs is absent.
-    """
+    """Normalise one annotation record; ``ValueError`` naming the unit when a needed field is absent."""
     where = f"annotation of book {rec.get('book_id')!r} unit {rec.get('unit_id')!r}"
     try:
         book_id, unit_id = str(rec["book_id"]), str(rec["unit_id"])
@@ -156,12 +113,6 @@ def view_annotation(rec: Mapping[str, Any]) -> AnnotationView:
 
 
 # --------------------------------------------------------------------------- single-pass target
-def _clean_segment(seg: Mapping[str, Any]) -> dict[str, Any]:
-    return {"subtitle": str(seg.get("subtitle") or ""),
-            "from_idx": int(seg["from_idx"]), "to_idx": int(seg["to_idx"]),
-            "context_idx": [int(i) for i in (seg.get("context_idx") or [])]}
-
-
 def single_pass_target(view: AnnotationView, unit_title: str = "") -> dict[str, Any]:
     """Merge LitSeg's three stage outputs into the one JSON object of the E.2 schema."""
     s3 = view.step3
@@ -174,24 +125,13 @@ def single_pass_target(view: AnnotationView, unit_title: str = "") -> dict[str, 
         "step3": {
             "chapter_title": str(s3.get("chapter_title") or unit_title or ""),
             "step_3_turning_points": tps,
-            "segments": [_clean_segment(s) for s in view.segments],
+            "segments": [Segment.from_json(s).to_json() for s in view.segments],
         },
     }
 
 
 def target_text(obj: Mapping[str, Any]) -> str:
-    """The completion string the student learns to emit (compact, strict JSON)."""
     return json.dumps(obj, ensure_ascii=False)
-
-
-def segments_of_reply(text: str) -> list[dict[str, Any]] | None:
-    """The ``step3.segments`` (or top-level ``segments``) list of a single-pass reply, else None."""
-    obj = parse_json_reply(text)
-    if not isinstance(obj, dict):
-        return None
-    s3 = obj.get("step3")
-    segs = s3.get("segments") if isinstance(s3, dict) else obj.get("segments")
-    return segs if isinstance(segs, list) else None
 
 
 @dataclass
@@ -207,7 +147,7 @@ class LiteExample:
     segments: list[dict[str, Any]] = field(default_factory=list)
     target_source: str = "validated"  # or "fallback: <type>" (CPU demonstrations only, labelled)
     n_tokens: int = 0  # prompt + target tokens (0 = not counted)
-    fingerprint: str = ""  # of the sentence-indexed unit (litseg_nb.lite.heldout.unit_fingerprint)
+    fingerprint: str = ""  # of the sentence-indexed unit (unit_fingerprint)
     length_reference: int = PAPER_LENGTH_REFERENCE  # the teacher's value for this unit, in the system prompt
 
     def prompt_messages(self) -> list[dict[str, str]]:
@@ -223,9 +163,6 @@ class LiteExample:
         return {"prompt": self.prompt_messages(), "book_id": self.book_id, "unit_id": self.unit_id,
                 "n_sentences": self.n_sentences, "passage": self.user.split("\n", 1)[-1],
                 "system_prompt": self.system}
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -256,18 +193,8 @@ class DataReport:
 def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
                    count_tokens=None, max_seq_tokens: int = 0, fallback_units: str = "exclude",
                    min_units: int = 0) -> tuple[list[LiteExample], DataReport]:
-    """Reformat every validated, fallback-free annotation into a :class:`LiteExample`.
-
-    Excluded (and counted by reason): records needing a fallback, units not in ``books``,
-    sentence-count mismatches, targets the shared validator rejects, and examples longer than
-    ``max_seq_tokens`` (when ``count_tokens`` is given).
-
-    ``fallback_units``: ``"exclude"`` (the paper's recipe) or ``"include_if_needed"`` — only for
-    CPU demonstrations with a tiny teacher: when fewer than ``min_units`` validated examples exist,
-    units whose annotation needed a fallback are added with their *post-fallback* segments as the
-    target, labelled ``target_source="fallback: ..."`` and counted separately.
-    """
-
+    """Reformat every validated, fallback-free annotation into a :class:`LiteExample`; the rest is counted.
+    ``fallback_units="include_if_needed"`` (CPU demos) tops up to ``min_units`` with fallback units, labelled."""
     if fallback_units not in ("exclude", "include_if_needed"):
         raise ValueError(f"fallback_units must be 'exclude' or 'include_if_needed', got {fallback_units!r}")
     by_id = {b.book_id: b for b in books}
@@ -329,7 +256,6 @@ def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
 
 
 def data_statistics(examples: Sequence[LiteExample], split: str) -> dict[str, Any]:
-    """One row of the training-data table for ``split``."""
     import statistics as st
 
     segs = [len(e.segments) for e in examples]
@@ -352,7 +278,6 @@ def data_statistics(examples: Sequence[LiteExample], split: str) -> dict[str, An
 
 
 def record_length_reference(rec: Mapping[str, Any]) -> int:
-    """The length reference the teacher's prompt carried for this annotation record."""
     ref = rec.get("length_reference")
     if ref is None:
         raise ValueError(f"annotation of book {rec.get('book_id')!r} unit {rec.get('unit_id')!r} was made "
@@ -361,19 +286,12 @@ def record_length_reference(rec: Mapping[str, Any]) -> int:
 
 
 def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int | dict[str, int]:
-    """The teacher's length references of a set of annotation records (teacher and student share them).
-
-    Records made with the per-dataset calibration (:mod:`litseg_nb.litseg.calibrate`) give the mapping
-    dataset -> value of their run (``length_references``; :func:`lite_conversation` and the segmenters
-    take it and use each unit's dataset's value); records made with one value for every unit (no
-    calibration) give that value. Raises ``ValueError`` when the records come from different
-    calibrations (different values for one dataset, or mixed kinds), or when a record's own value
-    is not its dataset's value in the mapping."""
+    """The teacher's length reference(s) of annotation records (dataset -> value, or one value);
+    ``ValueError`` when the records come from different calibrations."""
     if not records:
         raise ValueError("no annotation records: no length reference")
     single: set[int] = set()
     mapping: dict[str, int] = {}
-    where = lambda r: f"book {r.get('book_id')!r} unit {r.get('unit_id')!r}"  # noqa: E731
     for r in records:
         ref = record_length_reference(r)
         refs = r.get("length_references")
@@ -382,8 +300,8 @@ def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int | d
             continue
         ds = r.get("length_reference_dataset")
         if ds not in refs or int(refs[ds]) != ref:
-            raise ValueError(f"annotation of {where(r)}: its length reference {ref} is not dataset {ds!r}'s "
-                             f"value in its run's calibration {dict(refs)}")
+            raise ValueError(f"annotation of book {r.get('book_id')!r} unit {r.get('unit_id')!r}: its length reference "
+                             f"{ref} is not dataset {ds!r}'s value in its run's calibration {dict(refs)}")
         for k, v in refs.items():
             if mapping.setdefault(str(k), int(v)) != int(v):
                 raise ValueError(f"annotation records carry different length references for dataset {k!r} "
@@ -399,5 +317,140 @@ def annotation_length_reference(records: Sequence[Mapping[str, Any]]) -> int | d
 
 
 def student_length_reference(profile: str) -> int | dict[str, int]:
-    """The length references of ``profile``'s Lite student: the calibration its training annotations carry."""
     return annotation_length_reference(load_annotations(profile, "train"))
+
+
+# --------------------------------------------------------------------------- held-out units
+TRAINED_UNITS_FILE = "lite_trained_units.json"
+
+
+class TrainedUnitError(UsageError, ValueError):
+    """A Lite evaluation would include a unit the student was trained on."""
+
+
+def unit_fingerprint(book: Book, unit: Unit) -> str:
+    """Hash of the sentence-indexed unit text (what the student sees)."""
+    return hashlib.sha256(unit.indexed_text(book.text).encode("utf-8")).hexdigest()[:24]
+
+
+@dataclass
+class TrainedUnits:
+
+    entries: list[dict[str, str]] = field(default_factory=list)  # book_id, unit_id, title, fingerprint
+
+    @property
+    def keys(self) -> set[tuple[str, str]]:
+        return {(e["book_id"], e["unit_id"]) for e in self.entries}
+
+    @property
+    def fingerprints(self) -> set[str]:
+        return {e["fingerprint"] for e in self.entries if e.get("fingerprint")}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def union(self, other: "TrainedUnits | None") -> "TrainedUnits":
+        if other is None:
+            return self
+        seen = {(e["book_id"], e["unit_id"], e.get("fingerprint")) for e in self.entries}
+        extra = [e for e in other.entries if (e["book_id"], e["unit_id"], e.get("fingerprint")) not in seen]
+        return TrainedUnits(self.entries + extra)
+
+    def overlap(self, pairs: Iterable[tuple[Book, Unit]]) -> list[str]:
+        """``book/unit`` of every pair that is a trained unit (by id or by text)."""
+        keys, fps = self.keys, self.fingerprints
+        return [f"{b.book_id}/{u.unit_id}" for b, u in pairs
+                if (b.book_id, u.unit_id) in keys or unit_fingerprint(b, u) in fps]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n_units": len(self.entries), "units": self.entries}
+
+    def save(self, path: Path) -> Path:
+        """Write the record to ``path``; a file that already holds it is left as it is (its stamp kept)."""
+        path = Path(path)
+        text = json.dumps(self.to_json(), indent=2)
+        try:
+            if path.read_text(encoding="utf-8") == text:
+                return path
+        except (OSError, UnicodeDecodeError):  # absent or unreadable: (re)written below
+            pass
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> "TrainedUnits":
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            return cls([dict(e) for e in data["units"]])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise TrainedUnitError(f"cannot read the trained-units record {path}: {e}") from e
+
+
+def trained_units_of(examples: Sequence[Any]) -> TrainedUnits:
+    return TrainedUnits([{"book_id": e.book_id, "unit_id": e.unit_id, "fingerprint": e.fingerprint}
+                         for e in examples])
+
+
+def save_profile_record(profile: str, trained: TrainedUnits) -> Path:
+    """``artifacts/lite/trained_units.json``: accumulates every unit any student of the profile saw."""
+    path = artifact_path(profile, "lite", "trained_units.json")
+    old = TrainedUnits.load(path) if path.is_file() else None
+    return trained.union(old).save(path)
+
+
+def profile_record(profile: str) -> TrainedUnits:
+    path = artifact_path(profile, "lite", "trained_units.json")
+    return TrainedUnits.load(path) if path.is_file() else TrainedUnits()
+
+
+def model_record(model: str | Path) -> TrainedUnits | None:
+    """The trained units stored in a model or adapter folder (``None``: not a Lite-trained folder)."""
+    path = Path(str(model)) / TRAINED_UNITS_FILE
+    return TrainedUnits.load(path) if path.is_file() else None
+
+
+def assert_not_trained(pairs: Sequence[tuple[Book, Unit]], trained: TrainedUnits | None, what: str) -> None:
+    if not trained:
+        return
+    bad = trained.overlap(pairs)
+    if bad:
+        raise TrainedUnitError(
+            f"{what}: {len(bad)} unit(s) were in the student's training data and cannot be used to "
+            f"evaluate it: {', '.join(bad[:10])}{' ...' if len(bad) > 10 else ''}")
+
+
+def refuse_trained_chunks(method: str, chunks: Sequence[Any], profile_or_record: str | TrainedUnits,
+                          books: Sequence[Book] = ()) -> None:
+    """Evaluation guard for a ``litseg-lite*`` chunk set: no chunk of a trained unit (by id, or by text)."""
+    if not str(method).startswith("litseg-lite"):
+        return
+    trained = (profile_or_record if isinstance(profile_or_record, TrainedUnits)
+               else profile_record(profile_or_record))
+    if not trained:
+        return
+    units = {(c.book_id, c.unit_id) for c in chunks}
+    bad = sorted(f"{b}/{u}" for b, u in units & trained.keys)
+    by_id = {b.book_id: b for b in books}
+    fps = trained.fingerprints
+    for b, u in sorted(units - trained.keys):
+        if b in by_id:
+            try:
+                unit = by_id[b].unit(u)
+            except KeyError:
+                continue
+            if unit_fingerprint(by_id[b], unit) in fps:
+                bad.append(f"{b}/{u}")
+    if bad:
+        raise TrainedUnitError(
+            f"chunk set {method!r} contains {len(bad)} unit(s) the student was trained on "
+            f"({', '.join(bad[:10])}); Lite is never evaluated on its training units")
+
+
+def refuse_trained_chunk_file(method: str, path: Path, chunks: Sequence[Any]) -> None:
+    """:func:`refuse_trained_chunks` for ``<artifacts>/chunks/<method>.jsonl`` against that folder's record."""
+    record = Path(path).resolve().parent.parent / "lite" / "trained_units.json"
+    if str(method).startswith("litseg-lite") and record.is_file():
+        refuse_trained_chunks(method, chunks, TrainedUnits.load(record))

@@ -1,20 +1,7 @@
-"""The LitSeg-Lite chunker: ONE model call per unit, then LitSeg's validation, fallback, reconstruction.
+"""The LitSeg-Lite chunker and its evaluation (notebook 03).
 
-:class:`LiteSegmenter` takes any backend of the LLM layer (normally an ``hf``/``vllm`` backend on the
-merged Lite model folder written by :func:`litseg_nb.lite.train.save_merged_model`), sends the
-Appendix E.2 system prompt plus the sentence-indexed unit, and reads ``step3.segments`` from the
-reply. Everything after the call is shared with LitSeg: :func:`~litseg_nb.litseg.validate.validate_segments`
-(dual-level validation), up to ``infer_retries`` retries of an invalid reply (sampled, new seed),
-:func:`~litseg_nb.litseg.validate.finalize_segments` (the paper's fallback chain, counted by type)
-and :func:`~litseg_nb.litseg.reconstruct.reconstruct_unit`. The chunks are in the shared result
-schema with ``method="litseg-lite"``.
-
-The system prompt carries the teacher's length reference of the unit's dataset (``length_reference``:
-one value, or the teacher's per-dataset calibration read from the annotations with
-:func:`~litseg_nb.lite.data.annotation_length_reference`; a unit of a dataset it lacks is refused,
-naming the unit, before any model call). A segmenter on a trained
-Lite model folder refuses the units that model was trained on (:mod:`litseg_nb.lite.heldout`).
-"""
+ONE model call per unit with the Appendix E.2 prompt, then LitSeg's validation, retries, fallbacks and
+reconstruction. A segmenter on a trained model refuses that model's training units."""
 from __future__ import annotations
 
 import time
@@ -25,25 +12,25 @@ from tqdm.auto import tqdm
 
 from ..core.artifacts import artifact_path
 from ..config import Options
+from ..corpus import load_corpus
 from ..litseg.prompting import reference_for, single_pass_json_schema
-from ..litseg.reconstruct import reconstruct_unit
+from ..litseg.pipeline import assert_units_covered, reconstruct_unit
 from ..litseg.validate import (ValidationResult, extract_json, finalize_segments, segmentation_object,
                                validate_segments)
 from ..llm.base import LLMBackend, SamplingParams, UsageTag
 from ..llm.replies import read_reply
-from ..core.schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
-from .data import LITE_SYSTEM_TEMPLATE, PAPER_LENGTH_REFERENCE, lite_conversation
-from .heldout import TrainedUnits, assert_not_trained, model_record, refuse_trained_chunks
-from .rewards import format_reward_breakdown
+from ..core.schema import Book, Chunk, Unit, save_chunks
+from .config import LiteConfig
+from .data import (LITE_SYSTEM_TEMPLATE, PAPER_LENGTH_REFERENCE, TrainedUnits, assert_not_trained, lite_conversation,
+                   model_record, refuse_trained_chunks, single_pass_target, target_text, view_annotation)
+from .train import NarratologicalReward, format_reward_breakdown
 
 METHOD = "litseg-lite"
 
 
 @dataclass(frozen=True)
 class LiteOptions(Options):
-    """LitSeg-Lite's options as a registered method (``litseg-lite``): the reply cap, the retries of an
-    invalid reply and the seed of the sampled retries, taken from a
-    :class:`~litseg_nb.lite.config.LiteConfig` (``infer_max_new_tokens``, ``infer_retries``, ``seed``)."""
+    """LitSeg-Lite's options as a registered method: reply cap, retries and seed, from a :class:`LiteConfig`."""
 
     max_new_tokens: int = 4096
     retries: int = 3
@@ -54,14 +41,11 @@ class LiteOptions(Options):
         return cls(max_new_tokens=cfg.infer_max_new_tokens, retries=cfg.infer_retries, seed=cfg.seed)
 
     def segmenter(self, backend: LLMBackend) -> "LiteSegmenter":
-        """The :class:`LiteSegmenter` of these options on ``backend``."""
         return LiteSegmenter(backend, max_new_tokens=self.max_new_tokens, retries=self.retries, seed=self.seed)
 
 
 def validate_single_pass(text: str, n_sentences: int, max_new_tokens: int | None = None) -> ValidationResult:
-    """Validate a single-pass (E.2 or E.4) reply with the shared validator (``segmentation_object``
-    finds the segments under any step). With ``max_new_tokens`` a reply longer than that budget
-    allows is not parsed (see :mod:`litseg_nb.llm.replies`)."""
+    """Validate a single-pass (E.2 or E.4) reply with the shared validator; an over-budget reply is not parsed."""
     got = extract_json(text, max_new_tokens=max_new_tokens)
     res = validate_segments(segmentation_object(got.obj), n_sentences)
     if got.obj is None and got.error:  # say why: cut inside reasoning, oversize, empty, not JSON
@@ -107,9 +91,7 @@ class LiteSegmenter:
                  length_reference: int | Mapping[str, int] = PAPER_LENGTH_REFERENCE, trained: TrainedUnits | None = None,
                  stage: str = "single-pass", batch_by_book: bool = True, structured: bool | None = None):
         self.backend, self.max_new_tokens, self.retries = backend, max_new_tokens, retries
-        # constrained decoding of the E.2 reply (``single_pass_json_schema``: indices bounded by each
-        # unit's sentence count): None = as the backend was built (``llm.structured_output``). The
-        # E.4 ablation prompts ask for other JSON shapes: they are never constrained.
+        # constrained decoding of the E.2 reply (None = as the backend was built); E.4 prompts never are
         so = getattr(backend, "structured_output", False) if structured is None else bool(structured)
         if so and structured and getattr(backend, "structured_output", True) is False:
             raise ValueError(f"structured output requested but backend {getattr(backend, 'name', '?')} was "
@@ -119,13 +101,8 @@ class LiteSegmenter:
         self.system_template = system_template  # E.2 by default; the E.4 prompts for ablations
         self.length_reference = (dict(length_reference) if isinstance(length_reference, Mapping)
                                  else int(length_reference))  # one value, or dataset -> value
-        # usage-ledger stage: "single-pass" for the chunk set that §4.4 times; evaluation runs use
-        # their own stage name so notebook 08 never mixes them in
-        self.stage = stage
-        # one chat call per book and attempt (usage per book), or one per attempt over every book
-        # (batch_by_book=False: notebook 08's paired §4.4 measurement, the same request list as LitSeg's)
-        self.batch_by_book = batch_by_book
-        # the units the model was trained on: from its folder (a merged Lite model) plus any given
+        self.stage = stage  # usage-ledger stage: "single-pass" is what §4.4 times
+        self.batch_by_book = batch_by_book  # False: one chat call per attempt over every book (paired §4.4)
         self.trained = (model_record(getattr(backend, "model_id", "")) or TrainedUnits()).union(trained)
 
     def segment_units(self, pairs: Sequence[tuple[Book, Unit]], progress: bool = False
@@ -195,21 +172,9 @@ class LiteSegmenter:
 
 def check_and_save_chunks(profile: str, books: Sequence[Book], chunks: Sequence[Chunk],
                           name: str = METHOD):
-    """Coverage proof for every segmented unit, then ``artifacts/chunks/<name>.jsonl``.
-
-    Refuses (:class:`~litseg_nb.lite.heldout.TrainedUnitError`) a chunk set holding a unit any
-    student of ``profile`` was trained on: the evaluated Lite chunk sets never contain one."""
+    """Coverage proof, then ``artifacts/chunks/<name>.jsonl``; refuses units any student of ``profile`` saw."""
     refuse_trained_chunks(name, chunks, profile, books)
-    by_book: dict[str, list[Chunk]] = {}
-    for c in chunks:
-        by_book.setdefault(c.book_id, []).append(c)
-    for book in books:
-        if book.book_id not in by_book:
-            continue
-        units = {c.unit_id for c in by_book[book.book_id]}
-        sub = Book(book.book_id, book.title, book.dataset, book.text,
-                   units=[u for u in book.units if u.unit_id in units])
-        assert_full_coverage(sub, by_book[book.book_id], name)
+    assert_units_covered(books, chunks, name)
     path = artifact_path(profile, "chunks", f"{name}.jsonl")
     save_chunks(path, list(chunks))
     return path
@@ -220,3 +185,158 @@ def results_frame(results: Sequence[LiteUnitResult]):
 
     return pd.DataFrame([{k: v for k, v in r.to_json().items() if k not in ("replies", "errors")}
                          for r in results])
+
+
+# --------------------------------------------------------------------------- evaluation (notebook 03)
+def _book_names(b: Book) -> set[str]:
+    return {b.book_id, b.book_id.split(":", 1)[-1].lower(), b.title.strip().lower(),
+            str(b.meta.get("gutenqa_name") or b.title).strip().lower()}
+
+
+def load_lite_books(cfg: LiteConfig, need_extra: bool = True) -> tuple[list[Book], list[Book]]:
+    """``(evaluation_books, training_books)`` as notebook 02 indexed them; a shared book is an error."""
+    lit = cfg.teacher()
+    evaluated = load_corpus(lit.corpus)
+    if not need_extra:
+        return evaluated, []
+    training = load_corpus(lit.train_corpus)
+    names = set().union(*(_book_names(b) for b in evaluated)) if evaluated else set()
+    shared = [b.book_id for b in training if _book_names(b) & names]
+    if shared:
+        raise ValueError(f"Lite training book(s) {shared} are also evaluated (LitSegConfig.corpus); "
+                         "the training corpus must hold other books")
+    return evaluated, training
+
+
+def evaluation_pairs(records: Sequence[Mapping[str, Any]], books: Sequence[Book],
+                     max_units: int = 0) -> list[tuple[Book, Unit]]:
+    """The annotated (``annotations.jsonl``) units, in record order, first ``max_units`` (0 = all)."""
+    by_id = {b.book_id: b for b in books}
+    pairs = []
+    for r in records:
+        if r["book_id"] not in by_id:
+            raise ValueError(f"annotation of unknown book {r['book_id']!r} (corpus settings changed since notebook 02?)")
+        pairs.append((by_id[r["book_id"]], by_id[r["book_id"]].unit(r["unit_id"])))
+    return pairs[:max_units] if max_units else pairs
+
+
+def score_reply(text: str, book: Book, unit: Unit, judge: NarratologicalReward | None, weights: Sequence[float],
+                length_reference: int | Mapping[str, int]) -> dict[str, float]:
+    conv = lite_conversation(book, unit, length_reference=length_reference)
+    n, passage, system_prompt = unit.n_sentences, conv[1]["content"].split("\n", 1)[-1], conv[0]["content"]
+    fmt = format_reward_breakdown(text, n)["total"]
+    narr = judge.score_one(text, passage, system_prompt, n) if judge is not None else float("nan")
+    total = weights[0] * fmt + (weights[1] * narr if judge is not None else 0.0)
+    return {"format_reward": fmt, "narratological_reward": narr,
+            "reward": total if judge is not None else float("nan")}
+
+
+def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: Sequence[LiteUnitResult],
+                      judge: NarratologicalReward | None, weights: Sequence[float],
+                      length_reference: int | Mapping[str, int] = 100) -> list[dict[str, Any]]:
+    """Per-unit rows of a finished Lite run; the FIRST reply is scored with the GRPO reward."""
+    rows = []
+    for (book, unit), r in zip(pairs, results):
+        sc = score_reply(r.replies[0], book, unit, judge, weights, length_reference)
+        rows.append({"system": system, "book_id": book.book_id, "unit_id": unit.unit_id,
+                     "first_try_valid": r.first_try_valid, "fallback": r.fallback,
+                     "segments": r.n_segments, "attempts": r.attempts,
+                     "completion_tokens": r.completion_tokens, **sc})
+    return rows
+
+
+def evaluate_segmenter(system: str, segmenter: LiteSegmenter, pairs: Sequence[tuple[Book, Unit]],
+                       judge: NarratologicalReward | None, weights: Sequence[float]):
+    """Segment ``pairs``; per-unit rows (first reply scored with the GRPO reward), chunks, results."""
+    chunks, results = segmenter.segment_units(pairs)
+    return (rows_from_results(system, pairs, results, judge, weights, segmenter.length_reference),
+            chunks, results)
+
+
+def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Book, Unit]],
+                 judge: NarratologicalReward | None, weights: Sequence[float],
+                 length_reference: int | Mapping[str, int] = 100) -> list[dict[str, Any]]:
+    """The teacher (LitSeg) on the same units, from its records, scored in the single-pass schema."""
+    by_key = {(r["book_id"], r["unit_id"]): r for r in records}
+    rows = []
+    for book, unit in pairs:
+        rec = by_key.get((book.book_id, unit.unit_id))
+        if rec is None:
+            continue
+        view = view_annotation(rec)
+        text = target_text(single_pass_target(view, unit.title))
+        sc = score_reply(text, book, unit, judge, weights, length_reference)
+        ftv = rec.get("first_try_valid") or {}
+        rows.append({"system": "teacher (LitSeg)", "book_id": book.book_id, "unit_id": unit.unit_id,
+                     "first_try_valid": bool(ftv) and all(ftv.values()), "fallback": rec.get("fallback"),
+                     "segments": len(rec["segments"]), "attempts": (rec.get("tokens") or {}).get("calls"),
+                     "completion_tokens": (rec.get("tokens") or {}).get("completion"), **sc})
+    return rows
+
+
+def before_after_table(rows: Sequence[Mapping[str, Any]]):
+    """One row per system: units, first-try validity, fallback rate, rewards, segments/unit."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    g = df.groupby("system", sort=False)
+    return pd.DataFrame({
+        "units": g.size(),
+        "first-try validity": g["first_try_valid"].mean(),
+        "fallback rate": g["fallback"].apply(lambda s: float((s != "none").mean())),
+        "format reward": g["format_reward"].mean(),
+        "narratological reward": g["narratological_reward"].mean(),
+        "mean reward": g["reward"].mean(),
+        "segments/unit": g["segments"].mean(),
+        "completion tokens/unit": g["completion_tokens"].mean(),
+    }).reset_index()
+
+
+def segmentation_view(book: Book, unit: Unit, segments: Sequence[Mapping[str, Any]], who: str,
+                      max_chars: int = 160):
+    import pandas as pd
+
+    rows = []
+    for s in segments:
+        lo, hi = int(s["from_idx"]), int(s["to_idx"])
+        start, end = unit.sentences[lo - 1].start, unit.sentences[hi - 1].end
+        txt = book.text[start:end].replace("\n", " ")
+        rows.append({"by": who, "subtitle": s.get("subtitle") or "", "from_idx": lo, "to_idx": hi,
+                     "context_idx": list(s.get("context_idx") or []),
+                     "main text": txt[:max_chars] + ("…" if len(txt) > max_chars else "")})
+    return pd.DataFrame(rows)
+
+
+def plot_training_curves(sft_log, grpo_log):
+    """Figure: SFT loss | GRPO loss | GRPO reward components | GRPO KL (per step)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
+    ax = axes[0]
+    if sft_log is not None and "loss" in sft_log:
+        ax.plot(sft_log["step"], sft_log["loss"], marker="o")
+    ax.set(title="SFT loss (completion tokens)", xlabel="step")
+    ax = axes[1]
+    if grpo_log is not None and "loss" in grpo_log:
+        ax.plot(grpo_log["step"], grpo_log["loss"], marker="o")
+    ax.set(title="GRPO (DAPO) loss", xlabel="step")
+    ax = axes[2]
+    if grpo_log is not None:
+        for col, label in (("rewards/format_reward/mean", "format"),
+                           ("rewards/narratological_reward/mean", "narratological"),
+                           ("reward", "weighted sum")):
+            if col in grpo_log:
+                ax.plot(grpo_log["step"], grpo_log[col], marker="o", label=label)
+        ax.legend(fontsize=8)
+    ax.set(title="GRPO rewards (mean over rollouts)", xlabel="step")
+    ax = axes[3]
+    if grpo_log is not None and "kl" in grpo_log and grpo_log["kl"].notna().any():
+        ax.plot(grpo_log["step"], grpo_log["kl"], marker="o")
+    else:
+        ax.text(0.5, 0.5, "KL not logged\n(beta = 0, or every step skipped:\nall groups had zero reward variance)",
+                ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4")
+    ax.set(title="GRPO KL to the SFT policy", xlabel="step")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig

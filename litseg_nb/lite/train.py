@@ -1,26 +1,10 @@
-"""LitSeg-Lite training: stage 1 LoRA SFT (trl ``SFTTrainer``), stage 2 GRPO/DAPO (trl ``GRPOTrainer``).
+"""LitSeg-Lite training (paper section 3.2): LoRA SFT (trl ``SFTTrainer``), then GRPO with the DAPO loss.
 
-The same functions run on CPU (fp32; ``test``/``smoke``) and CUDA (bf16; ``full`` and
-``scripts/gpu_lite_check.py``): the precision follows the model's device.
-
-SFT uses trl's conversational *prompt/completion* format, so the loss covers the completion (the
-single-pass JSON) only. After SFT the adapter is saved, then merged into the base weights; GRPO
-trains a fresh LoRA adapter on top of that SFT-merged model, so its reference policy (adapter
-disabled, used for the KL term) is the SFT policy, not the untuned base.
-
-What trl 1.16 offers for DAPO (checked in its source) and what we use:
-
-* ``loss_type="dapo"`` – token-level loss normalised by the active tokens of the global batch: used.
-* ``epsilon`` / ``epsilon_high`` – asymmetric ("clip-higher") clipping: used (0.2 / 0.28 in ``full``).
-* ``mask_truncated_completions`` – DAPO's overlong filtering: used.
-* **Dynamic sampling** (drop prompt groups whose rollouts all get the same reward and re-sample
-  until the batch is full) – *not in trl 1.16*. :class:`DynamicSamplingGRPOTrainer` implements the
-  filtering half: zero-variance groups are masked out of the loss (and counted); the batch is not
-  re-filled, so a step can have fewer effective groups (or none: then it is a no-op step whose
-  forward/backward pass is skipped).
-"""
+GRPO trains a fresh adapter on the SFT-merged model; :class:`DynamicSamplingGRPOTrainer` adds DAPO's
+dynamic-sampling filter, which trl lacks. Reward: ``w_format * format + w_judge * (E.3 mean - 1) / 4``."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shutil
@@ -30,11 +14,16 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .config import LiteConfig
-from .data import LiteExample
+from .data import (TRAINED_UNITS_FILE, LiteExample, TrainedUnits, model_record, save_profile_record,
+                   trained_units_of)
 from ..errors import LitsegError
-from .heldout import TRAINED_UNITS_FILE, save_profile_record, trained_units_of, TrainedUnits, model_record
+from ..litseg.rubric_judge import (pipeline_analysis, score_chunks_with_rubric, segment_pipeline_json,
+                                   segment_texts_from_passage)
+from ..litseg.validate import (coverage_mask, nested_ranges, parse_json_reply, segmentation_object,
+                               validate_segments)
 from ..llm.vllm_backend import live_engines, release_engine
-from ..llm.base import LLMError
+from ..llm.base import LLMBackend, LLMError, UsageTag
+from ..llm.replies import read_reply
 from ..core.cache import hash_file, hash_obj
 from ..llm.models import load_model_and_tokenizer
 from ..llm.threads import follow_thread_budget
@@ -56,11 +45,7 @@ def lora_state(model) -> dict[str, Any]:
 
 
 def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
-    """L2 norm of the change of all LoRA weights, and how many tensors changed.
-
-    Parameter names are compared after dropping the adapter name (``.default``), so states taken
-    from differently wrapped copies of the same adapter compare.
-    """
+    """L2 norm of the change of all LoRA weights and how many tensors changed (adapter names dropped)."""
     import torch
 
     def norm(d):
@@ -68,17 +53,13 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, floa
 
     b, a = norm(before), norm(after)
     common = sorted(set(b) & set(a))
-    if not common:
-        raise ValueError("no common LoRA parameters to compare")
     diff = [torch.linalg.vector_norm(a[k] - b[k]).item() for k in common]
     return {"l2_change": math.sqrt(sum(d * d for d in diff)), "tensors": len(common),
             "tensors_changed": sum(d > 0 for d in diff)}
 
 
 def _checkpointing_arg(args_cls: Any = None) -> str:
-    """``TrainingArguments``' name for gradient checkpointing: ``activation_checkpointing`` in recent
-    transformers (the old name warns), ``gradient_checkpointing`` before it (e.g. transformers 5.19,
-    the GPU stack's pin: vLLM 0.32 needs < 5.20; found by the CPU rehearsal)."""
+    """``TrainingArguments``' name for gradient checkpointing (renamed in recent transformers)."""
     import dataclasses
 
     if args_cls is None:
@@ -134,8 +115,7 @@ class TrainResult:
     def log_frame(self):
         import pandas as pd
 
-        rows = [r for r in self.log if "train_runtime" not in r]
-        return pd.DataFrame(rows)
+        return pd.DataFrame([r for r in self.log if "train_runtime" not in r])
 
     def summary(self) -> dict[str, Any]:
         return {"stage": self.stage, "steps": self.steps, "seconds": round(self.seconds, 1),
@@ -159,8 +139,6 @@ def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, e
 
 
 def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg: LiteConfig) -> None:
-    """The units this adapter learned from, in the adapter folder and the profile's record
-    (:mod:`litseg_nb.lite.heldout`: the student is never evaluated on them)."""
     trained = trained_units_of(examples)
     trained.save(Path(adapter_dir) / TRAINED_UNITS_FILE)
     save_profile_record(cfg.profile, trained)
@@ -168,8 +146,6 @@ def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg
 
 # --------------------------------------------------------------------------- stage 1: SFT
 def _follow_thread_budget_callback():
-    """A trainer callback that follows the runner's torch-thread budget at every step
-    (:mod:`litseg_nb.llm.threads`; a notebook beside another trains on fewer threads)."""
     from transformers import TrainerCallback
 
     class FollowThreadBudget(TrainerCallback):
@@ -180,7 +156,6 @@ def _follow_thread_budget_callback():
 
 
 def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
-    """Run ``trainer.train()``; return the trained PEFT model, seconds and the LoRA weight change."""
     before = lora_state(trainer.model)
     trainer.add_callback(_follow_thread_budget_callback())
     follow_thread_budget()
@@ -192,10 +167,7 @@ def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
 
 def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, out_dir: Path,
               work_dir: Path | None = None):
-    """LoRA SFT on the single-pass targets. Returns ``(peft_model, TrainResult)``.
-
-    ``model`` is a plain causal LM (it is wrapped with a fresh LoRA adapter from ``cfg``).
-    """
+    """LoRA SFT of a plain causal LM on the single-pass targets. Returns ``(peft_model, TrainResult)``."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -228,8 +200,7 @@ def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, o
 
 # --------------------------------------------------------------------------- stage 2: GRPO
 class GRPONoSignalError(LitsegError, RuntimeError):
-    """A whole GRPO run trained on nothing: every rollout masked or every group filtered
-    (``.steps``: the per-step table, :func:`step_table`)."""
+    """A whole GRPO run trained on nothing (``.steps``: the per-step table, :func:`step_table`)."""
 
     def __init__(self, steps: Any, message: str):
         super().__init__(message)
@@ -237,18 +208,8 @@ class GRPONoSignalError(LitsegError, RuntimeError):
 
 
 def rollout_cap(examples: Sequence[LiteExample], count_tokens: Callable[[str], int], cfg: LiteConfig) -> dict[str, Any]:
-    """The GRPO rollout cap and where it comes from.
-
-    ``cfg.grpo_max_completion_length > 0``: that value. 0: sized from the teacher's replies (the SFT
-    targets) on the training units: the ``grpo_cap_quantile`` of their token lengths (1.0 = the
-    longest) times ``1 + grpo_cap_margin``, so a complete reply fits (DAPO masks truncated
-    rollouts: a cap below the replies' lengths would leave groups without signal). Either way the cap is
-    at most ``cfg.infer_max_new_tokens``, Lite's own inference cap: GRPO does not reward replies longer
-    than the trained student is ever allowed to write (``source`` says when that bound applies). Returns
-    the cap, the teacher reply lengths (max, p99) and the share of teacher replies longer than the cap.
-    """
-    import math
-
+    """The GRPO rollout cap (``grpo_max_completion_length``, or a quantile of the teacher replies' lengths plus a
+    margin, never above ``infer_max_new_tokens``), its source, and how many teacher replies exceed it."""
     lengths = sorted(count_tokens(e.target) + 1 for e in examples)  # + the end-of-turn token
     if not lengths:
         raise ValueError("rollout_cap: no training examples")
@@ -328,14 +289,8 @@ def _dynamic_sampling_trainer_class():
     return DynamicSamplingGRPOTrainer
 
 
-def merge_adapter(peft_model):
-    """The base model with the adapter's weights merged in (a plain causal LM again)."""
-    return peft_model.merge_and_unload()
-
-
 def grpo_rollout_kwargs(cfg: LiteConfig, cap: int) -> dict[str, Any]:
-    """``GRPOConfig`` arguments for the rollouts: trl's colocated vLLM engine (``grpo_use_vllm``,
-    ``full``) or transformers' ``generate`` (CPU profiles)."""
+    """``GRPOConfig`` arguments for the rollouts: trl's colocated vLLM engine or transformers' ``generate``."""
     if not cfg.grpo_use_vllm:
         return {"use_vllm": False}
 
@@ -348,19 +303,12 @@ def grpo_rollout_kwargs(cfg: LiteConfig, cap: int) -> dict[str, Any]:
             "vllm_max_model_length": cfg.max_seq_tokens + cap}
 
 
-#: assumed decode latency per generated token position (one forward over the batch) for an 8B model
-#: in bf16 on one 80 GB GPU: transformers' eager ``generate`` vs vLLM (CUDA graphs, paged KV cache).
-#: Assumptions for the estimate below, not measurements of this project.
+#: assumed decode latency per token position for an 8B bf16 model on one 80 GB GPU (not measurements)
 ASSUMED_DECODE_MS = {"hf generate": 30.0, "vLLM (trl colocate)": 8.0}
 
 
 def rollout_time_estimate(cfg: LiteConfig, cap: int, decode_ms: dict[str, float] | None = None):
-    """Rollout time per GRPO step both ways, from token counts: ``prompts_per_step`` groups of
-    ``num_generations`` rollouts of up to ``cap`` tokens. transformers' ``generate`` decodes one
-    group (micro-batch) at a time: ``prompts_per_step x cap`` decode steps; vLLM batches every
-    group's rollouts at once: ``cap`` decode steps (continuous batching). Seconds = decode steps x
-    the per-step latency (``decode_ms``, default :data:`ASSUMED_DECODE_MS`), an upper bound since a
-    rollout may stop before the cap; prefill and the training pass are not included."""
+    """Upper-bound rollout time per GRPO step with ``generate`` (one group at a time) and with vLLM."""
     import pandas as pd
 
     ms = dict(decode_ms or ASSUMED_DECODE_MS)
@@ -382,13 +330,11 @@ def release_rollout_engine(trainer: Any) -> None:
     gen = getattr(trainer, "vllm_generation", None)
     if getattr(gen, "llm", None) is None:
         return
-
     release_engine(gen, "llm", "trl's GRPO rollouts")
 
 
 def step_table(rollout_log: Sequence[dict[str, Any]]):
-    """Per GRPO step: rollouts, truncated and masked rollouts (counts and shares), groups filtered
-    (zero reward variance) and the completion tokens that carried a gradient."""
+    """Per GRPO step: rollouts, truncated and masked ones, groups filtered, tokens that carried a gradient."""
     import pandas as pd
 
     cols = ["step", "rollouts", "truncated", "masked (no token trained)", "groups", "groups filtered",
@@ -406,16 +352,8 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
                reward_funcs: Sequence[Callable[..., list[float]]], out_dir: Path,
                reward_weights: Sequence[float] | None = None, work_dir: Path | None = None,
                completion_cap: int | None = None):
-    """GRPO with the DAPO loss on the Lite prompts. Returns ``(peft_model, TrainResult)``.
-
-    ``model`` is a plain causal LM (normally the SFT-merged model); a fresh LoRA adapter is
-    trained on it. ``reward_funcs`` follow trl's reward-function protocol; the dataset passes the
-    columns ``n_sentences``, ``passage``, ``system_prompt``, ``book_id`` and ``unit_id``.
-    ``completion_cap``: the rollout cap (:func:`rollout_cap`; default ``cfg.grpo_max_completion_length``).
-    The per-step truncated / masked / filtered counts are in ``TrainResult.extra["steps"]``
-    (:func:`step_table`); a run in which no step trained on any token raises
-    :class:`GRPONoSignalError` unless ``cfg.grpo_allow_no_signal``.
-    """
+    """GRPO with the DAPO loss: a fresh LoRA adapter on the SFT-merged model; ``(peft_model, TrainResult)``.
+    :class:`GRPONoSignalError` when no step trained on any token (unless ``cfg.grpo_allow_no_signal``)."""
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -493,10 +431,7 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
 # --------------------------------------------------------------------------- loading for inference
 def adapter_fingerprint(*adapter_dirs: Path) -> str:
     """Hash of the adapters' weight files (names the merged model, so caches never go stale)."""
-    files = []
-    for d in adapter_dirs:
-        for p in sorted(Path(d).glob("adapter_model.*")):
-            files.append(hash_file(p))
+    files = [hash_file(p) for d in adapter_dirs for p in sorted(Path(d).glob("adapter_model.*"))]
     if not files:
         raise FileNotFoundError(f"no adapter_model.* in {', '.join(map(str, adapter_dirs))}")
     return hash_obj(files)[:12]
@@ -516,9 +451,7 @@ def load_lite_model(base_model: str, adapter_dirs: Sequence[Path], dtype: str = 
 def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
     """Merge base + adapters once into ``root/merged-<hash>`` (a plain model folder any backend loads)."""
     target = Path(root) / f"merged-{adapter_fingerprint(*adapter_dirs)}"
-    trained = TrainedUnits()
-    for d in adapter_dirs:  # the merged model carries every unit its adapters were trained on
-        trained = trained.union(model_record(d))
+    trained = functools.reduce(TrainedUnits.union, map(model_record, adapter_dirs), TrainedUnits())
     if (target / "config.json").is_file():
         trained.union(model_record(target)).save(target / TRAINED_UNITS_FILE)
         return target
@@ -535,25 +468,14 @@ def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path)
 
 
 def save_combined_adapter(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
-    """ONE LoRA adapter equal to applying ``adapter_dirs`` in order, in ``root/lora-<hash>``.
-
-    Adapter i adds ``s_i * B_i @ A_i`` (``s_i = lora_alpha_i / r_i``) to a weight; the sum over i is
-    exactly one LoRA of rank ``sum(r_i)`` with ``A = [A_1; A_2; ...]`` (rows) and
-    ``B = [s_1 B_1, s_2 B_2, ...]`` (columns), scaling 1 (``lora_alpha = r``). So the SFT adapter
-    and the GRPO adapter trained on the SFT-merged model are served as one ``LoRARequest`` on the base
-    model's vLLM engine, with no merged copy of the model. The folder carries every unit the
-    adapters were trained on (:mod:`litseg_nb.lite.heldout`).
-    """
+    """ONE LoRA adapter in ``root/lora-<hash>`` equal to ``adapter_dirs`` applied in order: ``A = [A_1; A_2; ...]``,
+    ``B = [s_1 B_1, s_2 B_2, ...]``, rank ``sum(r_i)``, scaling 1."""
     import torch
     from safetensors.torch import load_file, save_file
 
     dirs = [Path(d) for d in adapter_dirs]
-    if not dirs:
-        raise ValueError("save_combined_adapter: no adapters")
     target = Path(root) / f"lora-{adapter_fingerprint(*dirs)}"
-    trained = TrainedUnits()
-    for d in dirs:
-        trained = trained.union(model_record(d))
+    trained = functools.reduce(TrainedUnits.union, map(model_record, dirs), TrainedUnits())
     if (target / "adapter_model.safetensors").is_file():
         return target
     configs = [json.loads((d / "adapter_config.json").read_text(encoding="utf-8")) for d in dirs]
@@ -586,11 +508,7 @@ def save_combined_adapter(base_model: str, adapter_dirs: Sequence[Path], root: P
 
 
 def student_backend(llm_cfg: Any, adapter_dirs: Sequence[Path], root: Path, ledger: Any = None):
-    """The backend of base ``llm_cfg.model`` + ``adapter_dirs``, and the folder it serves.
-
-    vLLM: one combined LoRA adapter (:func:`save_combined_adapter`) served on the base model's engine
-    (the engine notebook 03's untuned student and notebook 07's base variants already use: one engine
-    per model per process). hf/openai: the merged model folder (:func:`save_merged_model`)."""
+    """The backend of ``llm_cfg.model`` + ``adapter_dirs`` (vLLM: one combined adapter; else a merged model)."""
     if llm_cfg.backend == "vllm":
         path = save_combined_adapter(llm_cfg.model, adapter_dirs, root)
         return make_backend(llm_cfg.replace(lora_adapter=str(path)), ledger), path
@@ -599,8 +517,6 @@ def student_backend(llm_cfg: Any, adapter_dirs: Sequence[Path], root: Path, ledg
 
 
 def free_memory() -> None:
-    """Collect garbage and empty the CUDA cache (call after deleting the training models, before an
-    inference engine such as vLLM claims the GPU)."""
     import gc
 
     import torch
@@ -608,3 +524,175 @@ def free_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+# --------------------------------------------------------------------------- GRPO rewards
+def completion_text(completion: Any) -> str:
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    if isinstance(completion, dict):
+        return str(completion.get("content", ""))
+    return str(completion)
+
+
+@dataclass(frozen=True)
+class FormatRule:
+    name: str
+    weight: float
+    credit: str  # how partial credit is given
+
+
+FORMAT_RULES: tuple[FormatRule, ...] = (
+    FormatRule("parses", 0.15, "1 if the reply contains a JSON object with a top-level step1/step2/"
+               "step3/segments key, else 0 (and 0 for every rule; a truncated reply whose only "
+               "complete object is a nested one does not count)"),
+    FormatRule("schema", 0.15, "share of the 5 required fields present with the right type: "
+               "step1.step_1_events (str), step2.step_2_threads (str), step3.chapter_title (str), "
+               "step3.step_3_turning_points (list), step3.segments (non-empty list of objects)"),
+    FormatRule("indices_valid", 0.20, "share of segment entries valid by the shared validator's "
+               "per-segment checks: an object with a string subtitle, JSON integers "
+               "1 <= from_idx <= to_idx <= n, context_idx absent/null or JSON integers in 1..n, "
+               "main range not inside another entry's (no duplicates)"),
+    FormatRule("full_coverage", 0.30, "share of the unit's n sentences inside some valid main range "
+               "(overlaps allowed, context-only sentences do not count)"),
+    FormatRule("first_last", 0.20, "0.5 if the first readable segment starts at 1, plus 0.5 if the "
+               "last one ends at n"),
+)
+assert abs(sum(r.weight for r in FORMAT_RULES) - 1.0) < 1e-9
+TOP_KEYS = {"step1", "step2", "step3", "segments"}
+
+
+def format_rules_table():
+    import pandas as pd
+
+    return pd.DataFrame([{"rule": r.name, "weight": r.weight, "partial credit": r.credit}
+                         for r in FORMAT_RULES])
+
+
+def format_reward_breakdown(text: str, n_sentences: int, max_new_tokens: int | None = None) -> dict[str, float]:
+    """Per-rule credit in [0, 1] of one reply, ``total`` and ``valid`` (the shared validator's verdict)."""
+    zero = {r.name: 0.0 for r in FORMAT_RULES}
+    obj = parse_json_reply(text, max_new_tokens=max_new_tokens) if isinstance(text, str) and text else None
+    if not isinstance(obj, dict) or not TOP_KEYS & set(obj):
+        return {**zero, "total": 0.0, "valid": 0.0}
+    credit = dict(zero, parses=1.0)
+    s1, s2, s3 = obj.get("step1"), obj.get("step2"), obj.get("step3")
+    s3 = s3 if isinstance(s3, dict) else {}
+    holder = segmentation_object(obj)
+    segs = holder.get("segments") if isinstance(holder, dict) else None
+    segs_ok = isinstance(segs, list) and bool(segs) and all(isinstance(s, dict) for s in segs)
+    checks = [
+        isinstance(s1, dict) and isinstance(s1.get("step_1_events"), str),
+        isinstance(s2, dict) and isinstance(s2.get("step_2_threads"), str),
+        isinstance(s3.get("chapter_title"), str),
+        isinstance(s3.get("step_3_turning_points"), list),
+        segs_ok,
+    ]
+    credit["schema"] = sum(checks) / len(checks)
+    n = int(n_sentences)
+    res = validate_segments(holder, n) if n >= 1 else None
+    if res is not None and isinstance(segs, list) and segs:
+        credit["indices_valid"] = sum(res.item_ok) / len(segs)
+        covered = coverage_mask([s for s in res.segments if 1 <= s.from_idx <= s.to_idx <= n], n)
+        credit["full_coverage"] = sum(covered[1:n + 1]) / n
+        if res.segments:
+            credit["first_last"] = 0.5 * (res.segments[0].from_idx == 1) + 0.5 * (res.segments[-1].to_idx == n)
+    credit["total"] = sum(r.weight * credit[r.name] for r in FORMAT_RULES)
+    credit["valid"] = float(res is not None and res.ok)
+    return credit
+
+
+def format_reward(completions: Sequence[Any], n_sentences: Sequence[int], **_: Any) -> list[float]:
+    """trl reward function: the rule-based format reward of every completion."""
+    return [format_reward_breakdown(completion_text(c), int(n))["total"]
+            for c, n in zip(completions, n_sentences)]
+
+
+# --------------------------------------------------------------------------- narratological reward
+def judgeable_segments(text: str, n_sentences: int, max_new_tokens: int | None = None) -> list[dict[str, Any]]:
+    """The reply's segments the judge scores: valid, non-nested main ranges, context outside ``1..n`` dropped."""
+    obj = parse_json_reply(text, max_new_tokens=max_new_tokens) if isinstance(text, str) and text else None
+    if not isinstance(obj, dict) or n_sentences < 1:
+        return []
+    res = validate_segments(segmentation_object(obj), n_sentences)
+    n = n_sentences
+    keep = [i for i, s in enumerate(res.segments) if 1 <= s.from_idx <= s.to_idx <= n]
+    nested = {i for i, _ in nested_ranges(res.segments, keep)}
+    out = []
+    for i in keep:
+        if i in nested:
+            continue
+        s = res.segments[i]
+        out.append({"subtitle": s.subtitle, "from_idx": s.from_idx, "to_idx": s.to_idx,
+                    "context_idx": [c for c in s.context_idx if 1 <= c <= n]})
+    return out
+
+
+@dataclass
+class JudgeStats:
+    completions: int = 0
+    unscorable: int = 0  # no usable segment: reward 0, judge not called
+    truncated_in_reasoning: int = 0  # of the unscorable: cut off inside a <think> block (no answer)
+    judged: int = 0
+    neutral: int = 0  # judge failed after bounded retries: neutral score used
+    judge_calls: int = 0
+    dimension_sums: dict[str, float] = field(default_factory=lambda: {
+        "event_validity": 0.0, "unity_of_action": 0.0, "cut_point_logic": 0.0})
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "dimension_sums"}
+        for k, v in self.dimension_sums.items():
+            d[f"mean_{k}"] = v / self.judged if self.judged else float("nan")
+        d["neutral_rate"] = self.neutral / self.judged if self.judged else float("nan")
+        return d
+
+
+class NarratologicalReward:
+    """trl reward function backed by the E.3 rubric judge (columns ``passage``, ``system_prompt``, ``n_sentences``)."""
+
+    __name__ = "narratological_reward"
+
+    def __init__(self, judge: LLMBackend, retries: int = 2, max_new_tokens: int | None = None,
+                 seed: int = 0):
+        self.judge, self.retries, self.max_new_tokens, self.seed = judge, retries, max_new_tokens, seed
+        self.stats = JudgeStats()
+        self.log: list[dict[str, Any]] = []  # one row per completion
+
+    def score_one(self, text: str, passage: str, system_prompt: str, n_sentences: int) -> float:
+        self.stats.completions += 1
+        segs = judgeable_segments(text, n_sentences)
+        if not segs:
+            self.stats.unscorable += 1
+            self.stats.truncated_in_reasoning += int(read_reply(text).truncated_in_reasoning)
+            self.log.append({"judged": False, "neutral": False, "reward": 0.0, "n_chunks": 0})
+            return 0.0
+        # E.3's Segment Pipeline: the student's output (its analysis and segments, each with its text)
+        pipeline = segment_pipeline_json(segs, texts=segment_texts_from_passage(passage, segs),
+                                         analysis=pipeline_analysis(parse_json_reply(text)))
+        res = score_chunks_with_rubric(
+            self.judge, passage, system_prompt, pipeline,
+            n_chunks=len(segs), retries=self.retries, max_new_tokens=self.max_new_tokens,
+            tag=UsageTag(method="litseg-lite", stage="grpo-judge"), seed=self.seed)
+        self.stats.judged += 1
+        self.stats.judge_calls += res.attempts
+        self.stats.neutral += int(res.neutral)
+        for k, v in res.dimension_means().items():
+            self.stats.dimension_sums[k] += v
+        reward = (res.mean - 1.0) / 4.0  # the rubric's 1-5 scale to 0-1
+        self.log.append({"judged": True, "neutral": res.neutral, "reward": reward,
+                         "n_chunks": len(segs), "attempts": res.attempts, **res.dimension_means()})
+        return reward
+
+    def __call__(self, completions: Sequence[Any], passage: Sequence[str], system_prompt: Sequence[str],
+                 n_sentences: Sequence[int], **_: Any) -> list[float]:
+        return [self.score_one(completion_text(c), p, sp, int(n))
+                for c, p, sp, n in zip(completions, passage, system_prompt, n_sentences)]
+
+
+def build_reward_funcs(judge: LLMBackend, retries: int = 2, max_new_tokens: int | None = None,
+                       seed: int = 0) -> tuple[list[Callable[..., list[float]]], NarratologicalReward]:
+    """``[format_reward, narratological_reward]`` in the order of ``LiteConfig.reward_weights``."""
+    narr = NarratologicalReward(judge, retries=retries, max_new_tokens=max_new_tokens, seed=seed)
+    return [format_reward, narr], narr

@@ -13,12 +13,8 @@ from ..config import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS, stage_values  # n
 
 @dataclass(frozen=True)
 class RayOptions(_Base):
-    """Where notebook 02's annotation runs (:mod:`litseg_nb.litseg.ray_annotate`): ``address`` as
-    :func:`~litseg_nb.core.ray_cluster.parse_address` reads it (``""``: this process, not on Ray; ``local``,
-    ``auto``, ``HOST:PORT``, ``ray://HOST:PORT``), ``actors`` engines (0: one per cluster GPU when
-    ``gpus_per_actor`` > 0, else one per CPU), ``gpus_per_actor`` GPUs each engine reserves, ``cpus`` of a
-    local cluster (0: this machine's). Where the work runs changes no annotation: the records and their
-    keys are those of one process."""
+    """Where notebook 02's annotation runs: ``address`` (``""``: this process; ``local``, ``auto``, ``HOST:PORT``,
+    ``ray://HOST:PORT``), ``actors`` engines (0: one per GPU or CPU), ``cpus`` of a local cluster (0: all)."""
 
     address: str = ""
     actors: int = 0
@@ -30,7 +26,7 @@ class RayOptions(_Base):
         if self.address:
             try:
                 parse_address(self.address)
-            except RayAddressError as exc:  # a config error naming the key (secrets already out of the message)
+            except RayAddressError as exc:  # a config error naming the key
                 raise ConfigError(f"RayOptions.address: {exc}") from None
         if self.actors < 0 or self.cpus < 0 or not self.gpus_per_actor >= 0:
             raise ConfigError(f"RayOptions: actors, cpus and gpus_per_actor must be >= 0, got "
@@ -42,7 +38,6 @@ class RayOptions(_Base):
         return _build(cls, values, cls.__name__)
 
     def describe(self) -> str:
-        """``""`` off Ray, else one phrase for labels."""
         if not self.address:
             return ""
         width = f"{self.actors} engine(s)" if self.actors else "one engine per " + ("GPU" if self.gpus_per_actor else "CPU")
@@ -51,14 +46,8 @@ class RayOptions(_Base):
 
 @dataclass(frozen=True)
 class LitSegConfig(StageConfig):
-    """LitSeg pipeline settings.
-
-    Constrained decoding is switched with ``llm.structured_output`` (off by default and in ``full``,
-    as in the paper; on in ``test`` and ``smoke``, see :data:`litseg_nb.config.PROFILES_TABLE`): each stage's reply
-    is decoded under its JSON schema (:func:`~litseg_nb.litseg.prompting.stage_json_schema`, stage 3's
-    sentence indices bounded by the unit's sentence count). Notebook 02 additionally runs the same
-    units with the other setting when ``compare_structured`` is set.
-    """
+    """LitSeg pipeline settings (notebook 02). Constrained decoding is ``llm.structured_output`` (off in
+    ``full``, as in the paper)."""
 
     # retry / fallback (section 3.1.2): invalid outputs are retried up to N times
     max_retries: int = at_least(3, 0)
@@ -71,33 +60,22 @@ class LitSegConfig(StageConfig):
     length_reference: int = 100
     calibrate: bool = True
     calibration_quantile: float = 0.9
-    calibration_units: int = at_least(4, 1)  # K selected units, stratified by dataset and seeded (calibrate.calibration_subset)
+    calibration_units: int = at_least(4, 1)  # K units, stratified by dataset and seeded
     calibration_max_retries: int = -1  # -1 = max_retries
-    # constrained decoding only, a small-model accommodation (not the paper's; 0 = off, as in full): stage 3's
-    # schema requires at least max(min_segments, ceil(n / length reference)) segments for a unit of n sentences
-    # (capped at n and at the stage's token budget; prompting.segment_floor). SmolLM2-135M otherwise copies the
-    # prompt's "from 1 to N" and every unit is one segment; where the boundaries go stays the model's choice
+    # constrained decoding only (not the paper's; 0 = off): stage 3's floor of segments (prompting.segment_floor)
     min_segments: int = at_least(0, 0)
-    # which units: the shared ``selection`` (litseg_nb.corpus.selection.select_units), as every LLM method
     unit_group_size: int = at_least(0, 0)  # units per batched group (stage 1 → 2 → 3 per group); 0 = all at once
     # notebook 02
     compare_structured: bool = True  # also run the same units with constrained decoding switched the other way
     compare_units: int = at_least(0, 0)  # units in that comparison (0 = all)
     render_unit: str = ""  # "book_id/unit_id" to render as HTML; "" = the first unit with >1 segment
-    # LitSeg-Lite's training units, annotated by this (teacher) stage into
-    # artifacts/litseg/train_annotations.jsonl. The paper trains on "LitSeg annotations of the
-    # LiteraryQA training set" (full: literaryqa_split="train"); only validation texts exist locally,
-    # so test/smoke train on another BOOK (Gutenberg 46), a book-level split from the evaluated units.
+    # LitSeg-Lite's training units, annotated by this (teacher) stage (other books than the evaluated ones)
     train_corpus: CorpusConfig = field(default_factory=lambda: CorpusConfig(
         datasets=("literaryqa",), literaryqa_split="train", max_unit_words=6000))
     max_train_units: int = at_least(0, 0)  # cap on annotated training units (0 = all of train_corpus)
-    #: the teacher's weights (:data:`litseg_nb.config.FULL_TEACHER_WEIGHTS`): "bf16" = ``llm.model`` as
-    #: configured (full: Qwen/Qwen3-32B, ~65 GB, an 80 GB card); "fp8" = Qwen/Qwen3-32B-FP8 (~33 GB) or
-    #: "awq" = Qwen/Qwen3-32B-AWQ (~19 GB), which fit the paper's one 48 GB RTX 6000 Ada (fp8: the one it
-    #: implies, see the README). Only for the Qwen3-32B teacher (another ``llm.model`` is an error)
+    #: the teacher's weights: "bf16" = ``llm.model`` as configured; "fp8" / "awq" = the quantised Qwen3-32B
     teacher_weights: str = one_of("bf16", *FULL_TEACHER_WEIGHTS)
-    #: where the annotation runs: this process (``ray.address == ""``, every profile's default) or a Ray
-    #: cluster, an engine per actor (notebook 02's ``ray_address``; :mod:`litseg_nb.litseg.ray_annotate`)
+    #: where the annotation runs: this process (``ray.address == ""``) or a Ray cluster
     ray: RayOptions = field(default_factory=RayOptions)
 
     def __post_init__(self) -> None:
@@ -116,10 +94,7 @@ class LitSegConfig(StageConfig):
         return value or self.llm.max_new_tokens
 
     def student_model(self) -> str:
-        """The LitSeg-Lite student of this profile (notebook 03's ``LiteConfig.llm.model``), for labels:
-        the profile table's ``LiteConfig`` row over the shared one, with the ``--set`` overrides of
-        ``llm.model`` (unqualified or ``LiteConfig.``) in force, as ``LiteConfig.for_profile`` applies them
-        (the student's config sits above this one: Lite is evaluated on LitSeg's units)."""
+        """The LitSeg-Lite student of this profile (``LiteConfig.llm.model`` with ``--set`` in force), for labels."""
         model = _merge(SHARED_PROFILE_DEFAULTS[self.profile]["llm"],
                        stage_values(self.profile, "LiteConfig").get("llm", {})).get("model", LLMConfig().model)
         for key, value in active_sets():

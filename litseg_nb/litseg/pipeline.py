@@ -1,55 +1,7 @@
 """The LitSeg annotation pipeline (paper section 3.1.2, prompts of Appendix E.1).
 
-For every unit (a sentence-indexed chapter or recursive part of one) three stages run, each
-seeing the previous stages' outputs:
-
-1. ``stage1`` – valid events (``{"step_1_events": str}``);
-2. ``stage2`` – narrative threads (``{"step_2_threads": str}``), given the stage-1 result;
-3. ``stage3`` – turning points and segments, given both results.
-
-Stages are BATCHED across units: for a group of units (``cfg.unit_group_size``, default all),
-all units' stage 1 runs, then stage 2, then stage 3; one ``backend.chat`` call per book and
-attempt (the backend batches internally).
-
-Retries. A reply that fails validation (see :mod:`.validate`) is retried up to
-``max_retries`` times, batched over the still-invalid units. Retries use the same prompt with
-sampling at ``retry_temperature`` and seed ``cfg.seed + attempt`` (greedy decoding would repeat
-the same reply). A backend error (:class:`~litseg_nb.llm.base.LLMError`, e.g.
-:class:`~litseg_nb.llm.base.BackendUnavailableError` after the backend's own bounded connection
-retries) is not a reply: it is never answered by a fallback, it stops the run (units finished in
-earlier unit groups are already in the annotations file; a rerun resumes after them).
-
-Fallbacks (all counted in the annotation record):
-
-* stage 1/2 still invalid after the retries → the last non-empty raw reply is passed on verbatim
-  as ``{step_k_result}`` (``fallback = "raw_passthrough"``); with no non-empty reply an empty
-  string is passed on (``"empty"``). The pipeline continues: stage 3 is what
-  produces segments, and it is validated on its own.
-* stage 3 after the retries → :func:`.validate.finalize_segments` on the last attempt that had
-  readable segments (else the last attempt): index sanitising, the paper's left-adjacent coverage
-  repair, or the whole unit as one chunk when nothing is usable.
-
-Reading replies. Every reply goes through :mod:`litseg_nb.llm.replies`: reasoning blocks
-(``<think>...</think>``) are removed before extraction and only the answer is ever passed on; a reply
-cut off inside its reasoning is an invalid attempt, counted (``truncated_in_reasoning`` per attempt,
-stage and record); a reply longer than the stage's token budget allows is not parsed, is stored
-cropped and says so; unpaired surrogates are replaced so every record can be written.
-
-Annotations. One JSON record per unit is appended to the annotations file as soon as the unit is
-finished (all three raw stage replies of every attempt, validation errors, the segments used, the
-fallback, token counts). A rerun skips units whose record has the same key (config, prompts,
-model, unit text) and ``status == "done"``; records of older versions that ended with backend
-errors (``status == "backend_error"``) are redone. At the end the file is rewritten in unit order with
-exactly this run's records. LLM calls also go through the backend's request cache.
-
-Length reference. ``length_reference`` is one value for every unit, ``None`` (calibration: no length
-constraint) or the per-dataset calibration (dataset -> value, :mod:`.calibrate`): each unit's system
-prompt then carries its book's dataset's value (a dataset without one is an error naming the unit),
-the units are run grouped by their system prompt, and every record says which value it used
-(``length_reference``), whose it is (``length_reference_dataset``: the dataset, or ``None`` for one
-value given for every unit) and the run's whole mapping (``length_references``), so that Lite reads
-the teacher's calibration from its training records (:func:`litseg_nb.lite.data.annotation_length_reference`).
-"""
+Three stages per unit, batched across units; an invalid reply is retried, then the paper's fallbacks apply
+(counted). A backend error stops the run. One record per unit is appended when finished, so a rerun resumes."""
 from __future__ import annotations
 
 import dataclasses
@@ -64,12 +16,11 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..llm.base import LLMError, SamplingParams, UsageTag
 from ..llm.replies import answer_text, replace_lone_surrogates
 from ..llm.request_cache import reject_replies
-from ..core.schema import Book, Chunk, Unit, assert_full_coverage, write_jsonl
+from ..core.schema import Book, Chunk, Span, Unit, assert_full_coverage, chunk_id, write_jsonl
 from .config import LitSegConfig
 from .prompting import (PAPER_LENGTH_REFERENCE, SCHEMA_VERSION, STAGES, LengthReference, reference_for,
                         segment_budget, segment_floor, stage_conversation, stage_json_schema, stage_result_text,
                         system_prompt)
-from .reconstruct import reconstruct_unit
 from .validate import (FinalSegmentation, Segment, ValidationResult, extract_json, finalize_segments,
                        parse_json_reply, validate_segments, validate_stage1, validate_stage2)
 from ..core.prompts import load_prompt
@@ -97,9 +48,6 @@ class AnnotationRun:
     structured_output: bool
     method: str
 
-    def by_unit(self) -> dict[tuple[str, str], dict[str, Any]]:
-        return {(r["book_id"], r["unit_id"]): r for r in self.records}
-
 
 @dataclass
 class _Job:
@@ -117,7 +65,7 @@ class _Job:
 
 
 def run_key(cfg: LitSegConfig, backend: Any, system: str, structured: bool, max_retries: int) -> str:
-    """Hash of everything that determines a unit's annotation except the unit itself."""
+    """Hash of everything that decides a unit's annotation except the unit itself."""
     blob = {
         "v": ANNOTATION_VERSION,
         "backend": getattr(backend, "name", ""),
@@ -140,15 +88,9 @@ def run_key(cfg: LitSegConfig, backend: Any, system: str, structured: bool, max_
 
 
 def stage3_floor(cfg: LitSegConfig, n_sentences: int, length_reference: int | None) -> int:
-    """The fewest segments stage 3's schema lets a unit of ``n_sentences`` decode under ``cfg`` (constrained
-    decoding; :func:`.prompting.segment_floor` capped by the segments stage 3's token budget holds); 0 = no
-    floor (``cfg.min_segments`` is 0). Recorded per unit as ``segment_floor``."""
+    """The fewest segments stage 3's schema lets a unit decode (0 = no floor), capped by its token budget."""
     floor = segment_floor(n_sentences, length_reference, cfg.min_segments)
     return min(floor, segment_budget(cfg.stage_max_new_tokens("stage3"))[1]) if floor else 0
-
-
-def unit_key(rkey: str, book: Book, unit: Unit, content: str) -> str:
-    return _sha(f"{rkey}|{book.book_id}|{unit.unit_id}|{_sha(content)}")[:24]
 
 
 def read_annotations(path: Path) -> list[dict[str, Any]]:
@@ -184,9 +126,6 @@ def _append(path: Path, record: dict[str, Any]) -> None:
 
 def _validate_stage(stage: str, text: str, n: int, max_new_tokens: int | None = None
                     ) -> tuple[Any, list[str], ValidationResult | None, dict[str, Any]]:
-    """Parse (:mod:`litseg_nb.llm.replies`: reasoning removed, size capped by the stage's token budget,
-    surrogates replaced) and validate one stage reply; ``info`` is what the record says about the
-    reading (notes, cut inside reasoning, the text to store)."""
     got = extract_json(text, max_new_tokens=max_new_tokens)
     obj = got.obj
     info = {"reply_notes": got.notes, "truncated_in_reasoning": got.reply.truncated_in_reasoning,
@@ -215,15 +154,10 @@ def annotate_units(
     progress: bool = True,
     batch_by_book: bool = True,
 ) -> AnnotationRun:
-    """Run LitSeg on ``items`` (``(book, unit)`` pairs) and return one record per unit.
+    """Run LitSeg on ``(book, unit)`` pairs and return one record per unit (resumable with ``annotations_path``).
 
-    ``length_reference=None`` uses the no-length-constraint prompt (calibration); a mapping
-    dataset -> value gives each unit its dataset's value (see the module docstring).
-    ``structured_output`` / ``max_retries`` default to ``cfg.llm.structured_output`` /
-    ``cfg.max_retries``. With ``annotations_path`` the run is incremental and resumable.
-    ``batch_by_book=False`` sends each stage attempt of a unit group as ONE ``backend.chat`` call over
-    all its books (usage tagged with an empty book): notebook 08's paired §4.4 measurement, where every
-    method gets the same request list per stage or pass (:mod:`litseg_nb.evaluation.efficiency`).
+    ``length_reference``: one value, ``None`` (no length constraint: calibration) or dataset -> value.
+    ``batch_by_book=False`` sends each stage attempt as ONE chat call over all books (paired §4.4 timing).
     """
     from tqdm.auto import tqdm
 
@@ -255,7 +189,7 @@ def annotate_units(
             prompts[ref] = (system, run_key(cfg, backend, system, structured, retries))
         system, rkey = prompts[ref]
         content = unit.indexed_text(book.text)
-        key = unit_key(rkey, book, unit, content)
+        key = _sha(f"{rkey}|{book.book_id}|{unit.unit_id}|{_sha(content)}")[:24]
         record = _new_record(book, unit, key, rkey, content, method, backend, structured, ref, retries)
         record["segment_floor"] = stage3_floor(cfg, unit.n_sentences, ref) if structured else 0
         record.update(_reference_fields(book, per_dataset, references))
@@ -266,8 +200,7 @@ def annotate_units(
         fields = {j.key: _reference_fields(j.book, per_dataset, references) for j in jobs}
         for rec in read_annotations(annotations_path):
             if rec.get("status") == "done" and rec.get("key") in fields:
-                # the key fixes the prompt (its value) and the unit; the fields say whose value it is
-                # in THIS run (records of older versions lack them)
+                # the key fixes the prompt and the unit; the fields say whose value it is in THIS run
                 done[rec["key"]] = {**rec, **fields[rec["key"]]}
     todo = [j for j in jobs if j.key not in done]
     ledger = getattr(backend, "ledger", None)
@@ -298,8 +231,6 @@ def annotate_units(
 def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, structured: bool,
                 retries: int, method: str, bar: Any, done: dict[str, dict[str, Any]],
                 annotations_path: Path | None, batch_by_book: bool = True) -> int:
-    """The three stages per group of units; each finished unit's record is appended at once (so a
-    backend error in a later group loses nothing finished). Returns the chat calls made."""
     calls = 0
     for g in range(0, len(todo), group):
         batch = todo[g:g + group]
@@ -316,42 +247,28 @@ def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, s
     return calls
 
 
-def record_usage_rows(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per stage, the usage a finished annotation record cost when it was computed (attempts that
-    got a reply; backend errors recorded nothing)."""
-    out: dict[str, dict[str, Any]] = {}
-    for stage in STAGES:
-        atts = [a for a in record["stages"][stage]["attempts"] if a.get("text") is not None]
-        if atts:
-            out[stage] = {"calls": len(atts),
-                          "prompt_tokens": sum(int(a.get("prompt_tokens") or 0) for a in atts),
-                          "cached_prompt_tokens": sum(int(a.get("cached_prompt_tokens") or 0) for a in atts),
-                          "completion_tokens": sum(int(a.get("completion_tokens") or 0) for a in atts),
-                          "reasoning_tokens": sum(int(a.get("reasoning_tokens") or 0) for a in atts),
-                          "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)}
-    return out
-
-
 def annotate_with(annotator: Any, items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig, **kwargs: Any
                   ) -> AnnotationRun:
-    """:func:`annotate_units` on ``annotator``: an LLM backend (this process) or an object with
-    ``annotate(items, cfg, **kwargs)`` that runs it elsewhere
-    (:class:`~litseg_nb.litseg.ray_annotate.RayAnnotator`; :func:`~litseg_nb.litseg.ray_annotate.annotator_for`)."""
+    """:func:`annotate_units` on an LLM backend, or on an object whose ``annotate`` runs it elsewhere (Ray)."""
     if hasattr(annotator, "annotate") and not hasattr(annotator, "chat"):
         return annotator.annotate(items, cfg, **kwargs)
     return annotate_units(items, annotator, cfg, **kwargs)
 
 
 def replay_record_usage(ledger: Any, record: dict[str, Any], method: str) -> None:
-    """Put a resumed unit's recorded cost into ``ledger`` (flagged as cache hits), so a resumed
-    run's usage table equals the cold run's."""
-    for stage, row in record_usage_rows(record).items():
-        ledger.replay(UsageTag(method, record["book_id"], stage), row)
+    """Put a resumed unit's recorded cost into ``ledger`` (as cache hits): the usage table equals a cold run's."""
+    for stage in STAGES:
+        atts = [a for a in record["stages"][stage]["attempts"] if a.get("text") is not None]
+        if atts:
+            ledger.replay(UsageTag(method, record["book_id"], stage), {
+                "calls": len(atts), "prompt_tokens": sum(int(a.get("prompt_tokens") or 0) for a in atts),
+                "cached_prompt_tokens": sum(int(a.get("cached_prompt_tokens") or 0) for a in atts),
+                "completion_tokens": sum(int(a.get("completion_tokens") or 0) for a in atts),
+                "reasoning_tokens": sum(int(a.get("reasoning_tokens") or 0) for a in atts),
+                "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)})
 
 
 def _reference_fields(book: Book, per_dataset: bool, references: dict[str, int] | None) -> dict[str, Any]:
-    """Whose length reference a unit's record carries: its dataset's (per-dataset calibration) or one
-    value given for every unit (``length_reference_dataset = None``), and the run's whole mapping."""
     return {"dataset": book.dataset, "length_reference_dataset": book.dataset if per_dataset else None,
             "length_references": references}
 
@@ -381,8 +298,6 @@ def _new_record(book: Book, unit: Unit, key: str, rkey: str, content: str, metho
 
 def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
                structured: bool, retries: int, method: str, batch_by_book: bool = True) -> int:
-    """Run one stage for all ``jobs`` with batched retries; returns the number of chat calls (one per
-    book and attempt, or one per attempt with ``batch_by_book=False``)."""
     calls = 0
     for job in jobs:
         job.conv = stage_conversation(job.system, stage, job.content, job.unit.n_sentences,
@@ -406,13 +321,11 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
         still: list[_Job] = []
         for book_id, bjobs in by_book.items():
             calls += 1
-            # constrained decoding: each unit's own schema (stage 3: indices bounded by its sentence count, at
-            # least its segment floor of segments when cfg.min_segments is set)
+            # constrained decoding: each unit's own schema (stage 3: indices bounded, its segment floor)
             call_params = dataclasses.replace(params, json_schemas=tuple(
                 stage_json_schema(stage, params.max_new_tokens, j.unit.n_sentences, j.record["segment_floor"])
                 for j in bjobs)) if structured else params
-            # a backend error (LLMError: a dead or failing server, an over-long prompt) is not a
-            # reply: it propagates and stops the run, never a fallback
+            # a backend error (LLMError) is not a reply: it propagates and stops the run, never a fallback
             gens = backend.chat([j.conv for j in bjobs], call_params, UsageTag(method, book_id, stage))
             if len(gens) != len(bjobs):
                 raise LLMError(f"backend returned {len(gens)} generations for {len(bjobs)} prompts")
@@ -439,8 +352,7 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
                 job.record["stages"][stage]["attempts"].append(entry)
                 if not valid:
                     still.append(job)
-            # replies that failed validation leave the request cache: a rerun asks again (a server that
-            # answered nonsense may be fixed by then); this run keeps them (retry, repair, fallback)
+            # invalid replies leave the request cache (a rerun asks again); this run keeps them
             reject_replies(backend, [j.conv for j in bjobs if j in still], params)
         pending = [j for j in pending if j in still]
     for job in jobs:
@@ -464,7 +376,7 @@ def _close_stage(stage: str, job: _Job) -> None:
         passed = stage_result_text(valid[-1]["parsed"], valid[-1]["text"])
     else:
         # the reply's answer is passed on, never its reasoning block (nor an oversize reply)
-        texts = [answer_text(a["text"]) for a in attempts if a["text"] and not _oversize(a)]
+        texts = [answer_text(a["text"]) for a in attempts if a["text"] and not a.get("oversize")]
         texts = [t for t in texts if t.strip()]
         st["fallback"] = "raw_passthrough" if texts else "empty"
         passed = texts[-1].strip() if texts else ""
@@ -507,13 +419,8 @@ def _finish(job: _Job, wall_share: float) -> None:
     rec["group_wall_share_s"] = round(wall_share, 4)
 
 
-def _oversize(attempt: dict[str, Any]) -> bool:
-    return bool(attempt.get("oversize"))
-
-
 def stored_reply_text(text: str, crop_at: int | None = None) -> str:
-    """A reply as the annotation record stores it: unpaired surrogates replaced (the record must be
-    UTF-8), an oversize reply cropped to ``crop_at`` characters with a marker saying so."""
+    """A reply as the record stores it: surrogates replaced (UTF-8), an oversize reply cropped with a marker."""
     clean, _ = replace_lone_surrogates(text)
     if crop_at is not None and len(clean) > crop_at:
         return clean[:crop_at] + f"\n[... cropped: the reply had {len(clean):,} characters]"
@@ -530,11 +437,7 @@ TRAIN_METHOD = "litseg-train"  # usage tag of the training annotations (not part
 
 
 def training_items(cfg: LitSegConfig) -> tuple[list[Book], list[tuple[Book, Unit]]]:
-    """LitSeg-Lite's training units: every unit of ``cfg.train_corpus`` (first ``cfg.max_train_units``).
-
-    In ``full`` that is the LiteraryQA train split (``<data>/literaryqa/annotations/train.jsonl`` and
-    ``texts/train/``); the CPU profiles use another book than the evaluated ones (a book-level split).
-    """
+    """LitSeg-Lite's training units: every unit of ``cfg.train_corpus`` (first ``cfg.max_train_units``)."""
     books = load_corpus(cfg.train_corpus)
     items = [(b, u) for b in books for u in b.units if u.n_sentences]
     if cfg.max_train_units:
@@ -545,8 +448,63 @@ def training_items(cfg: LitSegConfig) -> tuple[list[Book], list[tuple[Book, Unit
 
 
 # ----------------------------------------------------------------------------------- chunks
-def record_segments(record: dict[str, Any]) -> list[Segment]:
-    return [Segment.from_json(s) for s in record["segments"]]
+def _merge_spans(unit: Unit, indices: Sequence[int]) -> list[Span]:
+    spans: list[Span] = []
+    prev = None
+    for i in indices:
+        s = unit.sentences[i - 1]
+        if prev is not None and i == prev + 1:
+            spans[-1] = (spans[-1][0], s.end)
+        else:
+            spans.append((s.start, s.end))
+        prev = i
+    return spans
+
+
+def reconstruct_segment(book: Book, unit: Unit, seg: Segment, ordinal: int, method: str = "litseg",
+                        metadata: dict[str, Any] | None = None) -> Chunk:
+    """One chunk from a valid segment (3.1.2): subtitle, context before, main text (verbatim), context after."""
+    n = unit.n_sentences
+    if not 1 <= seg.from_idx <= seg.to_idx <= n:
+        raise ValueError(f"{method}: segment {seg.from_idx}-{seg.to_idx} invalid for unit "
+                         f"{unit.unit_id} of book {book.book_id} ({n} sentences)")
+    ctx = sorted({c for c in seg.context_idx if not seg.from_idx <= c <= seg.to_idx})
+    bad = [c for c in ctx if not 1 <= c <= n]
+    if bad:
+        raise ValueError(f"{method}: context indices {bad} invalid for unit {unit.unit_id} of book {book.book_id}")
+    before = [c for c in ctx if c < seg.from_idx]
+    after = [c for c in ctx if c > seg.to_idx]
+    main_start = unit.sentences[seg.from_idx - 1].start
+    main_end = unit.sentences[seg.to_idx - 1].end
+    main_text = book.text[main_start:main_end]
+
+    def ctx_text(indices: list[int]) -> str:
+        return " ".join(unit.sentence_text(book.text, i) for i in indices)
+
+    body = "\n".join(p for p in (ctx_text(before), main_text, ctx_text(after)) if p)
+    subtitle = seg.subtitle.strip()
+    text = f"{subtitle}\n{body}" if subtitle else body
+    spans = _merge_spans(unit, before) + [(main_start, main_end)] + _merge_spans(unit, after)
+    meta = {"main_span": [main_start, main_end], **(metadata or {})}
+    return Chunk(
+        book_id=book.book_id,
+        unit_id=unit.unit_id,
+        chunk_id=chunk_id(unit.unit_id, ordinal),
+        method=method,
+        from_idx=seg.from_idx,
+        to_idx=seg.to_idx,
+        spans=spans,
+        text=text,
+        main_text=main_text,
+        context_idx=ctx,
+        subtitle=subtitle or None,
+        metadata=meta,
+    )
+
+
+def reconstruct_unit(book: Book, unit: Unit, segments: Sequence[Segment], method: str = "litseg",
+                     metadata: dict[str, Any] | None = None) -> list[Chunk]:
+    return [reconstruct_segment(book, unit, s, k, method, metadata) for k, s in enumerate(segments)]
 
 
 def records_to_chunks(books: Iterable[Book], records: Sequence[dict[str, Any]],
@@ -554,7 +512,6 @@ def records_to_chunks(books: Iterable[Book], records: Sequence[dict[str, Any]],
     """Reconstruct the chunk set of annotated units; checks full coverage per book."""
     by_id = {b.book_id: b for b in books}
     chunks: list[Chunk] = []
-    per_book: dict[str, list[Chunk]] = {}
     for rec in records:
         book = by_id.get(rec["book_id"])
         if book is None:
@@ -562,13 +519,19 @@ def records_to_chunks(books: Iterable[Book], records: Sequence[dict[str, Any]],
         unit = book.unit(rec["unit_id"])
         meta = {"fallback": rec["fallback"], "fallback_types": rec["fallback_types"],
                 "model": rec["model"], "structured_output": rec["structured_output"]}
-        cs = reconstruct_unit(book, unit, record_segments(rec), method, meta)
-        chunks.extend(cs)
-        per_book.setdefault(book.book_id, []).extend(cs)
-    for book_id, cs in per_book.items():
-        book = by_id[book_id]
-        units = {c.unit_id for c in cs}
-        partial = Book(book.book_id, book.title, book.dataset, book.text,
-                       units=[u for u in book.units if u.unit_id in units])
-        assert_full_coverage(partial, cs, method)
+        chunks.extend(reconstruct_unit(book, unit, [Segment.from_json(s) for s in rec["segments"]], method, meta))
+    assert_units_covered(by_id.values(), chunks, method)
     return chunks
+
+
+def assert_units_covered(books: Iterable[Book], chunks: Sequence[Chunk], method: str) -> None:
+    """Full coverage of every unit that has chunks (:class:`~litseg_nb.core.schema.CoverageError` otherwise)."""
+    by_book: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        by_book.setdefault(c.book_id, []).append(c)
+    for book in books:
+        if book.book_id in by_book:
+            units = {c.unit_id for c in by_book[book.book_id]}
+            partial = Book(book.book_id, book.title, book.dataset, book.text,
+                           units=[u for u in book.units if u.unit_id in units])
+            assert_full_coverage(partial, by_book[book.book_id], method)

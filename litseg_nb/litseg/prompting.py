@@ -1,19 +1,7 @@
-"""Building LitSeg's conversations from the verbatim Appendix E.1 templates.
+"""LitSeg's conversations from the verbatim Appendix E.1 templates, and the JSON schemas of its replies.
 
-* :func:`system_prompt` – the unified system prompt with the soft length reference set to the
-  calibrated value, or the *no length constraint* variant used for calibration.
-* :func:`stage_conversation` – system + user message for stage 1, 2 or 3 of one unit.
-
-The length reference. The verbatim prompt contains, in constraint 2 ("Narrative-Driven
-Granularity"), the sentence ``The recommended maximum length for any single segment is 100
-sentences.`` The calibrated prompt replaces exactly the number in that sentence. The *no length
-constraint* variant removes exactly the three sentences of constraint 2 that state the length
-limit (:data:`LENGTH_SENTENCES`: the recommendation, "This is a guidance threshold ...", "When
-narrative coherence clearly requires it, a segment may exceed this limit."), keeping the rest of
-constraint 2 ("NEVER unnaturally merge distinct narrative blocks ... Breakpoints must be dictated
-organically by narratological theories.") and everything else byte for byte. Both edits are exact
-string operations that fail loudly if the template text ever changes.
-"""
+The soft length reference replaces the number of the prompt's "recommended maximum length" sentence;
+the no-length-constraint variant (calibration) removes its three length sentences, failing loudly otherwise."""
 from __future__ import annotations
 
 import json
@@ -41,9 +29,8 @@ def _replace_once(text: str, old: str, new: str) -> str:
 
 
 def with_length_reference(text: str, length_reference: int | None) -> str:
-    """``text`` (a prompt carrying the paper's length sentence: LitSeg's, Lite's E.2 or an E.4
-    ablation prompt) with the recommended maximum set to ``length_reference``; ``None`` removes the
-    three length sentences (no length constraint)."""
+    """``text`` (a prompt carrying the paper's length sentence) with the recommended maximum set to
+    ``length_reference``; ``None`` removes the three length sentences."""
     if length_reference is None:
         return _replace_once(text, LENGTH_SENTENCES, "")
     n = int(length_reference)
@@ -52,8 +39,7 @@ def with_length_reference(text: str, length_reference: int | None) -> str:
     return _replace_once(text, LENGTH_SENTENCE.format(n=PAPER_LENGTH_REFERENCE), LENGTH_SENTENCE.format(n=n))
 
 
-#: a length reference as the pipelines take it: one value for every unit (``int``), the per-dataset
-#: calibration (dataset -> value, :mod:`.calibrate`), or ``None`` (no length constraint)
+#: one value for every unit, the per-dataset calibration (dataset -> value), or ``None`` (no length constraint)
 LengthReference = Union[int, Mapping[str, int], None]
 
 
@@ -62,9 +48,8 @@ class CalibrationMissing(UsageError, ValueError):
 
 
 def reference_for(length_reference: LengthReference, book: Any, unit: Any = None) -> int | None:
-    """The length reference of ``unit`` of ``book``: ``length_reference`` itself when it is one value
-    (or ``None``), else the value of the book's dataset. A dataset the mapping does not hold is a
-    :class:`CalibrationMissing` naming the unit and the dataset (never a silent fallback to another value)."""
+    """The length reference of ``unit``: the one value, or its book's dataset's; a dataset the mapping lacks
+    is a :class:`CalibrationMissing` naming the unit (never a silent fallback)."""
     if length_reference is None or not isinstance(length_reference, Mapping):
         return None if length_reference is None else int(length_reference)
     ds = getattr(book, "dataset", "")
@@ -72,7 +57,7 @@ def reference_for(length_reference: LengthReference, book: Any, unit: Any = None
         where = f"{book.book_id}/{unit.unit_id}" if unit is not None else f"book {book.book_id}"
         raise CalibrationMissing(f"unit {where}: dataset {ds!r} has no calibrated length reference (calibrated: "
                          f"{sorted(length_reference) or 'none'}); calibrate it (notebook 02: "
-                         "litseg.calibrate.calibrate_length_reference) or give one value for every unit")
+                         "litseg.segmenter.calibrate_length_reference) or give one value for every unit")
     return int(length_reference[ds])
 
 
@@ -82,8 +67,7 @@ def system_prompt(length_reference: int | None = PAPER_LENGTH_REFERENCE) -> str:
 
 
 def stage_result_text(parsed: Any, raw: str) -> str:
-    """What the next stage sees as ``{step_k_result}``: the canonical JSON of a valid reply,
-    otherwise the raw reply text (stripped)."""
+    """What the next stage sees as ``{step_k_result}``: a valid reply's JSON, else the raw text stripped."""
     if parsed is not None:
         return json.dumps(parsed, ensure_ascii=False)
     return raw.strip()
@@ -91,7 +75,6 @@ def stage_result_text(parsed: Any, raw: str) -> str:
 
 def stage_user_prompt(stage: str, chapter_content: str, n_sentences: int,
                       step_1_result: str = "", step_2_result: str = "") -> str:
-    """The filled user prompt of ``stage`` (``stage1``/``stage2``/``stage3``)."""
     template = load_prompt(f"litseg/{stage}")
     if stage == "stage1":
         return fill_prompt(template, chapter_content=chapter_content)
@@ -112,14 +95,9 @@ def stage_conversation(system: str, stage: str, chapter_content: str, n_sentence
     ]
 
 
-# JSON schemas for constrained decoding (``llm.structured_output``). The paper does not use
-# constrained decoding; the schemas are ours. They bound the *decoding*: string lengths and list sizes
-# so that a complete reply fits the stage's token budget (otherwise a small model loops on one field
-# until the cap and the reply is cut off, which no grammar can repair), and, given the unit's sentence
-# count ``n``, every sentence index to ``1..n`` (an index a unit does not have cannot be decoded).
-# What a schema cannot say (segments in order, covering every sentence, first at 1, last at n) the
-# validator still checks, and the paper's fallbacks still repair and are counted.
-SCHEMA_VERSION = 2  # 2: sentence indices bounded by the unit's sentence count (issue #32)
+# JSON schemas for constrained decoding (ours, not the paper's): sized so a complete reply fits the token
+# budget, indices bounded to ``1..n``; order and coverage stay the validator's and the fallbacks' to repair.
+SCHEMA_VERSION = 2  # part of the annotation key of constrained runs
 _CHARS_PER_TOKEN = 2.5  # conservative for English text inside JSON strings
 _SEGMENT_TOKENS = 48  # one segment object with a 40-character subtitle and a short context list (measured)
 _TURNING_POINT_TOKENS = 50
@@ -131,11 +109,8 @@ def _text_schema(key: str, max_new_tokens: int) -> dict[str, Any]:
 
 
 def segment_floor(n_sentences: int, length_reference: int | None, min_segments: int) -> int:
-    """The fewest segments stage 3 may decode for a unit of ``n_sentences`` (``LitSegConfig.min_segments``,
-    a small-model accommodation of ``test``/``smoke``, never the paper's): 0 when ``min_segments`` is 0
-    (off: the schema allows one segment over the whole unit), else ``max(min_segments, ceil(n /
-    length_reference))`` – the paper's own length target read as a lower bound on the number of
-    segments – capped at ``n``. ``length_reference=None`` (no length constraint) leaves ``min_segments``."""
+    """The fewest segments stage 3 may decode (a small-model accommodation, not the paper's): 0 when
+    ``min_segments`` is 0, else ``max(min_segments, ceil(n / length_reference))`` capped at ``n``."""
     if min_segments < 0:
         raise ValueError(f"min_segments must be >= 0, got {min_segments}")
     if not min_segments:
@@ -154,17 +129,10 @@ def segment_budget(max_new_tokens: int) -> tuple[int, int]:
 
 
 def segmentation_schema(max_new_tokens: int, n_sentences: int | None = None, min_segments: int = 0) -> dict[str, Any]:
-    """The stage-3 object (``chapter_title``, ``step_3_turning_points``, ``segments``) sized to
-    ``max_new_tokens``; with ``n_sentences`` every index is bounded to ``1..n_sentences`` and there are
-    at most ``n_sentences`` segments.
+    """The stage-3 object sized to ``max_new_tokens``, indices bounded by ``n_sentences`` when given.
 
-    ``min_segments`` (a :func:`segment_floor`, needs ``n_sentences``; capped by the token budget's
-    segment count) >= 2 requires that many segments and keeps them apart enough that the validator
-    cannot reduce them to one: the first starts at 1 (the paper's indexing rule 6) and ends before
-    sentence ``n - min_segments + 2`` (a later segment has room to start after it), every later one
-    starts at 2 or later (so none can hold the first). Where the boundaries go is the model's choice;
-    a later segment inside an earlier one, a gap or a wrong order is still the validator's to reject
-    and the paper's fallbacks' to repair, counted as ever."""
+    ``min_segments`` >= 2 (a :func:`segment_floor`) requires that many segments, kept apart: the first
+    starts at 1 and leaves room for the others, every later one starts at 2 or later."""
     n_tp, n_seg = segment_budget(max_new_tokens)
     index: dict[str, Any] = {"type": "integer", "minimum": 1}
     floor = int(min_segments)
@@ -212,10 +180,7 @@ def segmentation_schema(max_new_tokens: int, n_sentences: int | None = None, min
 
 def stage_json_schema(stage: str, max_new_tokens: int, n_sentences: int | None = None,
                       min_segments: int = 0) -> dict[str, Any]:
-    """The JSON schema of ``stage`` sized so that a complete reply fits ``max_new_tokens``. Stages 1
-    and 2 (one string each) are the same for every unit; stage 3's indices are bounded by
-    ``n_sentences`` when given (one schema per unit size), and ``min_segments`` (a :func:`segment_floor`)
-    >= 2 requires that many segments (see :func:`segmentation_schema`)."""
+    """The JSON schema of ``stage`` sized so that a complete reply fits ``max_new_tokens``."""
     if stage in ("stage1", "stage2"):
         return _text_schema("step_1_events" if stage == "stage1" else "step_2_threads", max_new_tokens)
     if stage != "stage3":
@@ -224,9 +189,8 @@ def stage_json_schema(stage: str, max_new_tokens: int, n_sentences: int | None =
 
 
 def single_pass_json_schema(max_new_tokens: int, n_sentences: int | None = None) -> dict[str, Any]:
-    """The schema of LitSeg-Lite's single-pass reply (Appendix E.2: ``{"step1": {"step_1_events"},
-    "step2": {"step_2_threads"}, "step3": {...stage 3...}}``) in one budget of ``max_new_tokens``:
-    a sixth each for the two analysis strings, the rest for step 3 (indices bounded as in stage 3)."""
+    """The schema of LitSeg-Lite's single-pass E.2 reply: a sixth of the budget each for step 1 and 2, the
+    rest for step 3."""
     part = max(24, max_new_tokens // 6)
     rest = max(64, max_new_tokens - 2 * part)
     return {

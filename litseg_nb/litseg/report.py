@@ -10,9 +10,6 @@ import pandas as pd
 from ..core.schema import Book, Chunk
 from .validate import FALLBACK_ORDER
 
-STAGE_FALLBACKS = ("raw_passthrough", "empty")
-
-
 def _overlaps(segs: list[dict[str, Any]]) -> list[bool]:
     out = []
     for i, s in enumerate(segs):
@@ -45,8 +42,7 @@ def segment_frame(records: Sequence[dict[str, Any]], chunks: Sequence[Chunk],
 
 
 def summary_table(records: Sequence[dict[str, Any]], segments: pd.DataFrame, model_label: str) -> pd.DataFrame:
-    """Per book: units, segments, length mean/std, overlap/context shares, validity, retries,
-    fallbacks by type, tokens and wall time."""
+    """Per book: units, segments, lengths, overlap/context shares, validity, retries, fallbacks, tokens, time."""
     rows = []
     recs = pd.DataFrame(records)
     for book_id, grp in recs.groupby("book_id", sort=False):
@@ -90,15 +86,8 @@ _SEG_BG = ("#e3f2fd", "#fce4ec", "#e8f5e9", "#fff3e0", "#ede7f6", "#e0f7fa")
 
 
 def render_segments_html(book: Book, record: dict[str, Any], label: str) -> str:
-    """A unit's LitSeg segmentation (an annotation record): its sentences with segment boundaries,
-    subtitles, overlaps and context sentences. (The unit before segmentation, sentence indices only,
-    is :func:`litseg_nb.preprocess.render.render_unit_html`.)
-
-    Each segment is a coloured block headed by its subtitle and range; sentences that are also in
-    another segment's main range are underlined (overlap), and sentences referenced as context of
-    the segment are listed in italics under its header. Repaired (fallback-added) sentences are
-    marked with a dashed outline.
-    """
+    """A unit's LitSeg segmentation as HTML: a coloured block per segment (subtitle, range, context in
+    italics); overlapping sentences underlined, fallback-added ones outlined."""
     unit = book.unit(record["unit_id"])
     repaired = set(record.get("repaired_indices") or [])
     segs = record["segments"]

@@ -1,41 +1,20 @@
-"""LLM judge applying the LitSeg paper's Appendix E.3 rubric (also LitSeg-Lite's reward judge).
+"""The Appendix E.3 rubric judge (notebook 06's judge, LitSeg-Lite's narratological reward).
 
-The rubric scores every chunk of a segmentation on three dimensions:
-
-1. **Event Validity** (``dimension1``, 1-5),
-2. **Event Phase & Unity of Action** (``dimension2``, 1-5),
-3. **Cut Point Logic and Overlapping Connectivity** (``dimension3``, 1-5, then the rubric's overlap
-   rule: -0.5 for an overlap buffer made only of sentences already inside the chunk, +0.5 for an
-   overlap that makes the chunk readable in isolation; so 0.5-5.5).
-
-The judge replies with JSON ``{"dimension1": [...], "dimension2": [...], "dimension3": [...]}``, one
-score per chunk. :func:`parse_rubric_reply` reads the reply through :mod:`litseg_nb.llm.replies`
-(reasoning blocks removed, reply size capped by the judge's token budget, linear extraction) and is
-robust to code fences, prose around the JSON, trailing commas, single quotes, key spellings
-(``"Dimension 1"``, ``dimension_1``) and numbers written as strings; it rejects (with a reason) lists
-of the wrong length, out-of-range, infinite or huge scores, and a reply that only repeats the
-rubric's own worked example. Of several qualifying objects the last one is the judgement.
-
-:func:`score_chunks_with_rubric` calls the judge with bounded retries; when no attempt's reply can be
-read it returns the *neutral* score (3.0 on every dimension of every chunk) with ``neutral=True`` so the caller
-counts it (the LitSeg-Lite reward and notebook 06 report the neutral rate). A backend error
-(:class:`~litseg_nb.llm.base.LLMError`, e.g. a dead judge server) is no reply: it propagates.
-
-Independently of the judge, :func:`improper_overlap_flags` checks the rubric's penalty condition
-deterministically from the segment JSON (a ``context_idx`` entry inside the chunk's own main range).
-It is reported next to the judge's scores and never changes them.
-"""
+Chunks are scored on Event Validity, Unity of Action and Cut Point Logic; replies are read leniently, an
+unreadable one after bounded retries gets the neutral score 3.0 (flagged); a backend error propagates."""
 from __future__ import annotations
 
+import functools
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..llm.base import BackendUnavailableError, LLMBackend, SamplingParams, UsageTag
 from ..llm.replies import json_candidates, read_int, read_reply
 from ..errors import LitsegError
 from .prompting import with_length_reference
+from .validate import short_repr
 from ..core.prompts import load_prompt, fill_prompt
 
 DIMENSIONS = ("event_validity", "unity_of_action", "cut_point_logic")
@@ -62,10 +41,6 @@ class RubricScores:
     raw_replies: list[str] = field(default_factory=list)
     improper_overlap: list[bool] = field(default_factory=list)  # deterministic rubric-penalty check
 
-    @property
-    def n_chunks(self) -> int:
-        return len(self.event_validity)
-
     def per_chunk(self) -> list[float]:
         """Mean of the three dimensions for every chunk (the paper averages dimensions first)."""
         return [(a + b + c) / 3.0 for a, b, c in zip(self.event_validity, self.unity_of_action,
@@ -84,13 +59,9 @@ class RubricScores:
             out[name] = sum(vals) / len(vals) if vals else float("nan")
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 # --------------------------------------------------------------------------- parsing
-# fallback for broken JSON: "dimension1": [numbers] pairs. Possessive quantifiers and a bracket-free
-# list body keep it linear (each attempt stops at the next bracket; no backtracking).
+# fallback for broken JSON: "dimension1": [numbers] pairs (possessive quantifiers keep it linear)
 _KEY_RE = re.compile(r"""(?:dimension|dim|d)[\s_-]*+([123])\s*+["']?\s*+:\s*+\[([^\[\]]*+)\]""", re.I)
 _NUM_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?", re.ASCII)
 _KEY_NORM = re.compile(r"(?:dimension|dim|d)[\s_-]*+([123])", re.I)
@@ -115,20 +86,16 @@ def _norm_key(key: Any) -> str | None:
 
 
 def _to_float(v: Any) -> float:
-    """A score as a float; :class:`RubricParseError` for anything else (never another exception)."""
     for _ in range(8):  # {"score": 4} style, a few levels at most
-        if isinstance(v, dict):
-            inner = next((v[k] for k in ("score", "value") if k in v), None)
-            if inner is None:
-                break
-            v = inner
-            continue
-        break
+        inner = next((v[k] for k in ("score", "value") if k in v), None) if isinstance(v, dict) else None
+        if inner is None:
+            break
+        v = inner
     if isinstance(v, bool):
-        raise RubricParseError(f"score {_short(v)} is not a number")
+        raise RubricParseError(f"score {short_repr(v)} is not a number")
     if isinstance(v, int):
         if abs(v) > _MAX_SCORE_MAGNITUDE:
-            raise RubricParseError(f"score {_short(v)} is out of range")
+            raise RubricParseError(f"score {short_repr(v)} is out of range")
         return float(v)
     if isinstance(v, float):
         return v
@@ -139,15 +106,7 @@ def _to_float(v: Any) -> float:
                 return float(m.group())
             except (ValueError, OverflowError):
                 pass
-    raise RubricParseError(f"score {_short(v)} is not a number")
-
-
-def _short(v: Any, limit: int = 40) -> str:
-    try:
-        text = repr(v)
-    except (ValueError, RecursionError):
-        text = f"<{type(v).__name__}>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    raise RubricParseError(f"score {short_repr(v)} is not a number")
 
 
 def _dims_of(obj: Any) -> dict[str, list[Any]]:
@@ -161,8 +120,7 @@ def _dims_of(obj: Any) -> dict[str, list[Any]]:
 
 
 def _candidate_dicts(answer: str) -> tuple[list[dict[str, list[Any]]], list[dict[str, list[Any]]]]:
-    """Dimension dicts of the answer's JSON objects in text order (fenced duplicates removed),
-    and the loose ``key: [numbers]`` reading of broken JSON (used only when no object qualifies)."""
+    """Dimension dicts of the answer's JSON objects in text order, and the loose ``key: [numbers]`` reading."""
     by_start: dict[int, dict[str, list[Any]]] = {}
     for cand in json_candidates(answer, lenient=True):
         found = _dims_of(cand.value)
@@ -175,35 +133,21 @@ def _candidate_dicts(answer: str) -> tuple[list[dict[str, list[Any]]], list[dict
     return cands, ([loose] if loose else [])
 
 
-_WORKED_EXAMPLE: tuple[tuple[float, ...], ...] | None = None
-
-
+@functools.cache
 def rubric_worked_example() -> tuple[tuple[float, ...], ...]:
     """The scores of the E.3 rubric's own output example (read from the template, cached)."""
-    global _WORKED_EXAMPLE
-    if _WORKED_EXAMPLE is None:
-        system = load_prompt("judge/e3_rubric_system")
-        example: tuple[tuple[float, ...], ...] = ()
-        for cand in json_candidates(system[system.rfind("Example"):]):
-            dims = _dims_of(cand.value)
-            if all(k in dims for k in DIMENSION_KEYS):
-                example = tuple(tuple(float(x) for x in dims[k]) for k in DIMENSION_KEYS)
-                break
-        _WORKED_EXAMPLE = example
-    return _WORKED_EXAMPLE
+    system = load_prompt("judge/e3_rubric_system")
+    for cand in json_candidates(system[system.rfind("Example"):]):
+        dims = _dims_of(cand.value)
+        if all(k in dims for k in DIMENSION_KEYS):
+            return tuple(tuple(float(x) for x in dims[k]) for k in DIMENSION_KEYS)
+    return ()
 
 
 def parse_rubric_reply(text: str, n_chunks: int, max_new_tokens: int | None = None
                        ) -> tuple[list[float], list[float], list[float]]:
-    """Per-chunk scores ``(dimension1, dimension2, dimension3)`` from a judge reply.
-
-    The reply is read by :mod:`litseg_nb.llm.replies` (reasoning blocks removed; a reply longer than
-    ``max_new_tokens`` allows is rejected). Of the candidate JSON objects with all three dimensions
-    holding exactly ``n_chunks`` in-range numeric scores, the LAST one is taken (a judge that
-    drafts and then corrects itself means its final object); a candidate that repeats the rubric's
-    worked example verbatim is not a judgement and is skipped. Raises :class:`RubricParseError`
-    naming the problem when no candidate qualifies; never raises anything else for a string reply.
-    """
+    """Per-chunk scores ``(dimension1, dimension2, dimension3)`` of a judge reply; the last qualifying object
+    wins, one repeating the rubric's worked example is skipped; else :class:`RubricParseError`."""
     if n_chunks <= 0:
         raise ValueError(f"n_chunks must be positive, got {n_chunks}")
     if not isinstance(text, str) or not text.strip():
@@ -251,11 +195,7 @@ def parse_rubric_reply(text: str, n_chunks: int, max_new_tokens: int | None = No
 
 # --------------------------------------------------------------------------- judge call
 def improper_overlap_flags(segments: Sequence[dict[str, Any]]) -> list[bool]:
-    """Per segment: does its ``context_idx`` contain a sentence inside its own main range?
-
-    That is the rubric's penalty condition ("the overlap buffer contains sentences entirely from
-    within the current chunk"), checked from the indices alone.
-    """
+    """Per segment: does its ``context_idx`` hold a sentence of its own main range (the rubric's penalty)?"""
     flags = []
     for seg in segments:
         lo, hi = read_int(seg.get("from_idx")), read_int(seg.get("to_idx"))
@@ -267,7 +207,6 @@ def improper_overlap_flags(segments: Sequence[dict[str, Any]]) -> list[bool]:
 
 def build_rubric_conversation(original_passage: str, segment_pipeline_prompt: str,
                               segment_pipeline_json: str) -> list[dict[str, str]]:
-    """System = E.3 rubric, user = E.3 user template filled with the three inputs."""
     user = fill_prompt(load_prompt("judge/e3_rubric_user"),
                        segment_pipeline_prompt=segment_pipeline_prompt,
                        original_passage=original_passage,
@@ -281,16 +220,8 @@ def _segments_from_json(segment_pipeline_json: str) -> list[dict[str, Any]]:
         obj = json.loads(segment_pipeline_json)
     except (ValueError, TypeError, RecursionError):
         return []
-    if isinstance(obj, dict):
-        for path in (("segments",), ("step3", "segments"), ("step2", "segments")):
-            cur: Any = obj
-            for p in path:
-                cur = cur.get(p) if isinstance(cur, dict) else None
-            if isinstance(cur, list):
-                return [s for s in cur if isinstance(s, dict)]
-    if isinstance(obj, list):
-        return [s for s in obj if isinstance(s, dict)]
-    return []
+    segs = obj.get("segments") if isinstance(obj, dict) else None
+    return [s for s in segs if isinstance(s, dict)] if isinstance(segs, list) else []
 
 
 def score_chunks_with_rubric(
@@ -303,91 +234,41 @@ def score_chunks_with_rubric(
     max_new_tokens: int | None = None,
     tag: UsageTag = UsageTag(stage="rubric-judge"),
     seed: int = 0,
-    first_temperature: float = 0.0,
 ) -> RubricScores:
-    """Score ``n_chunks`` chunks with the E.3 rubric; at most ``1 + retries`` judge calls.
-
-    Attempt 0 is greedy (or samples at ``first_temperature``: a second LLM rater); retries sample at
-    temperature 0.7 with a new seed so a malformed reply is not simply repeated. If all attempts fail
-    the result is the neutral score with ``neutral=True``.
-    """
-    return score_many_with_rubric(backend, [(original_passage, segment_pipeline_prompt, segment_pipeline_json,
-                                             n_chunks)], retries, max_new_tokens, tag, seed, first_temperature)[0]
-
-
-def score_many_with_rubric(
-    backend: LLMBackend,
-    jobs: Sequence[tuple[str, str, str, int]],
-    retries: int = 2,
-    max_new_tokens: int | None = None,
-    tag: UsageTag = UsageTag(stage="rubric-judge"),
-    seed: int = 0,
-    first_temperature: float = 0.0,
-) -> list[RubricScores]:
-    """:func:`score_chunks_with_rubric` for many ``(passage, prompt, pipeline_json, n_chunks)`` jobs, each
-    attempt batched over the jobs still unscored (one backend call per attempt and reply budget). A
-    batch the backend refuses as a whole is retried job by job, so one oversized job fails alone."""
-    if any(n <= 0 for *_, n in jobs):
-        raise ValueError(f"n_chunks must be positive, got {[n for *_, n in jobs]}")
-    convs = [build_rubric_conversation(p, sp, js) for p, sp, js, _ in jobs]
-    budgets = [max_new_tokens or (48 + 3 * 8 * n) for *_, n in jobs]
-    errors: list[list[str]] = [[] for _ in jobs]
-    raws: list[list[str]] = [[] for _ in jobs]
-    flags = []
-    for _, _, js, n in jobs:
-        f = improper_overlap_flags(_segments_from_json(js))
-        flags.append(f if len(f) == n else [])
-    done: dict[int, RubricScores] = {}
-    todo = list(range(len(jobs)))
+    """Score ``n_chunks`` chunks with the E.3 rubric; at most ``1 + retries`` judge calls (retries sampled at
+    0.7, new seed), else the neutral score with ``neutral=True``."""
+    if n_chunks <= 0:
+        raise ValueError(f"n_chunks must be positive, got {n_chunks}")
+    conv = build_rubric_conversation(original_passage, segment_pipeline_prompt, segment_pipeline_json)
+    budget = max_new_tokens or (48 + 3 * 8 * n_chunks)
+    flags = improper_overlap_flags(_segments_from_json(segment_pipeline_json))
+    flags = flags if len(flags) == n_chunks else []
+    errors: list[str] = []
+    raws: list[str] = []
     for attempt in range(retries + 1):
-        if not todo:
-            break
-        temp = first_temperature if attempt == 0 else 0.7
-        replies: dict[int, str] = {}
-        for budget in sorted({budgets[i] for i in todo}):
-            group = [i for i in todo if budgets[i] == budget]
-            params = SamplingParams(max_new_tokens=budget, temperature=temp, seed=seed + attempt)
-            batches = [group]
-            while batches:
-                part = batches.pop(0)
-                try:
-                    for i, g in zip(part, backend.chat([convs[i] for i in part], params, tag)):
-                        replies[i] = g.text
-                except BackendUnavailableError:
-                    raise  # a dead or failing server is no reply: it stops the run, never a neutral score
-                except Exception as e:  # noqa: BLE001 - a refused request: each job alone, so one oversized job fails alone
-                    # (e.g. a prompt over the judge's context): a failed attempt of that job, recorded
-                    # in its errors and, after the last attempt, a neutral score flagged ``neutral``
-                    if len(part) > 1:
-                        batches.extend([i] for i in part)
-                    else:
-                        errors[part[0]].append(f"attempt {attempt}: {type(e).__name__}: {e}")
-        left = []
-        for i in todo:
-            if i not in replies:
-                left.append(i)
-                continue
-            raws[i].append(replies[i])
-            try:
-                d1, d2, d3 = parse_rubric_reply(replies[i], jobs[i][3], max_new_tokens=budgets[i])
-            except RubricParseError as e:
-                errors[i].append(f"attempt {attempt}: {e}")
-                left.append(i)
-                continue
-            done[i] = RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors[i], raw_replies=raws[i],
-                                   improper_overlap=flags[i])
-        todo = left
-    for i in todo:
-        neutral = [NEUTRAL_SCORE] * jobs[i][3]
-        done[i] = RubricScores(list(neutral), list(neutral), list(neutral), attempts=retries + 1, neutral=True,
-                               errors=errors[i], raw_replies=raws[i], improper_overlap=flags[i])
-    return [done[i] for i in range(len(jobs))]
+        params = SamplingParams(max_new_tokens=budget, temperature=0.0 if attempt == 0 else 0.7, seed=seed + attempt)
+        try:
+            reply = backend.chat([conv], params, tag)[0].text
+        except BackendUnavailableError:
+            raise  # a dead or failing server is no reply: it stops the run, never a neutral score
+        except Exception as e:  # noqa: BLE001 - a refused request
+            errors.append(f"attempt {attempt}: {type(e).__name__}: {e}")
+            continue
+        raws.append(reply)
+        try:
+            d1, d2, d3 = parse_rubric_reply(reply, n_chunks, max_new_tokens=budget)
+        except RubricParseError as e:
+            errors.append(f"attempt {attempt}: {e}")
+            continue
+        return RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors, raw_replies=raws,
+                            improper_overlap=flags)
+    neutral = [NEUTRAL_SCORE] * n_chunks
+    return RubricScores(list(neutral), list(neutral), list(neutral), attempts=retries + 1, neutral=True,
+                        errors=errors, raw_replies=raws, improper_overlap=flags)
 
 
 # --------------------------------------------------------------------------- the E.3 judge's inputs
-# E.3's user turn gives the judge the "Segment Pipeline Prompt" (the prompt the segmenter ran with) and
-# the "Segment Pipeline" (what it produced). Both are filled with the real thing: the method's prompt
-# templates (or, for a rule-based chunker, its algorithm and settings) and its segments with their text.
+# the "Segment Pipeline Prompt": the method's prompt templates, or a rule-based chunker's algorithm
 RULE_BASED_PIPELINES = {
     "token": "Rule-based, no prompt: fixed token windows with overlap (token splitter, App. H).",
     "recursive": "Rule-based, no prompt: recursive character splitter (paragraph, newline, sentence, word "
@@ -420,23 +301,14 @@ def _carries_length_sentence(template: str) -> bool:
 
 
 def uses_length_reference(method: str, detail: str = "full") -> bool:
-    """Whether :func:`segment_pipeline_prompt` of ``method`` shows a length reference (LitSeg's, Lite's
-    and the ablation variants' prompts, quoted in full)."""
     base = method.split("@")[0].split("+")[0]
     return detail == "full" and any(_carries_length_sentence(t) for t in PIPELINE_TEMPLATES.get(base, ()))
 
 
 def segment_pipeline_prompt(method: str, length_reference: int | None = None, detail: str = "full",
                             last_index: int | None = None) -> str:
-    """The E.3 ``{segment_pipeline_prompt}`` for ``method`` (a chunk-set name such as ``lumber+merge``).
-
-    ``detail="full"``: the verbatim prompt templates the method ran with (LitSeg: system prompt and its
-    three stage prompts; Lite and the ablation variants: their single-pass prompt, with the
-    recommended maximum length set to ``length_reference`` when given), or, for a chunker without a
-    prompt, its algorithm; each post-processing step (``+merge``, ``+completion``) is described after
-    it; ``{last_index}`` is filled with ``last_index`` when given. ``detail="name"``: one line naming
-    the method (a judge with a short context).
-    """
+    """The E.3 ``{segment_pipeline_prompt}`` for ``method`` (e.g. ``lumber+merge``): the verbatim templates or
+    the algorithm of a rule-based chunker, then each ``+step``; ``detail="name"``: one line."""
     base, *steps = method.split("@")[0].split("+")
     if detail == "name":
         return f"Chunker {method!r} (prompt not shown: judge context too short)"
@@ -447,7 +319,7 @@ def segment_pipeline_prompt(method: str, length_reference: int | None = None, de
         for name in PIPELINE_TEMPLATES[base]:
             text = load_prompt(name)
             if length_reference is not None and _carries_length_sentence(name):
-                text = with_length_reference(text, length_reference)  # every such prompt carries the sentence
+                text = with_length_reference(text, length_reference)
             if last_index is not None and "{last_index}" in text:
                 text = text.replace("{last_index}", str(last_index))
             parts.append(text)
@@ -463,9 +335,7 @@ def segment_pipeline_prompt(method: str, length_reference: int | None = None, de
 
 def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None = None,
                           analysis: Any = None) -> str:
-    """The E.3 ``{segment_pipeline}``: the pipeline's output — its analysis when it wrote one (Lite's
-    ``step1``/``step2``) and its segments, each with subtitle, main range, context indices and, when
-    ``texts`` are given, the segment's text (what a reader of the chunk gets)."""
+    """The E.3 ``{segment_pipeline}``: the output's analysis (Lite's steps) and its segments, with their text."""
     segs = []
     for i, s in enumerate(segments):
         get = s.get if isinstance(s, dict) else (lambda k, _s=s: getattr(_s, k))
@@ -482,8 +352,7 @@ def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None =
 
 
 def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]]) -> list[str]:
-    """Each segment's text from a sentence-indexed passage (``[i] sentence`` lines): context sentences
-    before the main range, the main range, context after (LitSeg's reconstruction order)."""
+    """Each segment's text from a sentence-indexed passage, in LitSeg's reconstruction order."""
     sent: dict[int, str] = {}
     for line in passage.split("\n"):
         m = re.match(r"\[(\d+)\]\s?(.*)", line)
@@ -501,8 +370,6 @@ def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]])
 
 
 def pipeline_analysis(obj: Any) -> dict[str, Any]:
-    """The analysis part of a single-pass reply object (Lite's ``step1``, ``step2`` and ``step3`` without
-    its segments), for :func:`segment_pipeline_json`; empty for anything else."""
     if not isinstance(obj, dict):
         return {}
     out: dict[str, Any] = {}

@@ -1,48 +1,15 @@
-"""Validation, retry bookkeeping and fallback of LitSeg outputs (paper section 3.1.2).
+"""Validation and fallback of LitSeg outputs (paper section 3.1.2), shared by LitSeg and LitSeg-Lite.
 
-This module is THE shared validator: LitSeg (:mod:`litseg_nb.litseg.pipeline`) and LitSeg-Lite
-both use it.
-
-* :func:`parse_json_reply` – JSON extraction, re-exported from :mod:`litseg_nb.llm.replies` (the one
-  reply reader: reasoning blocks removed, size capped, unpaired surrogates replaced, line-start
-  fences, leading/trailing prose).
-* :func:`validate_stage1` / :func:`validate_stage2` – schema checks of the stage-1/2 replies.
-* :func:`validate_segments` – *syntax* (the stage-3 schema: a ``segments`` list of objects with
-  ``subtitle``, ``from_idx``, ``to_idx`` and optional ``context_idx``) and *semantics* (integer
-  indices in ``1..n``, ``from_idx <= to_idx``, segments in source order, first segment starts at 1,
-  last ends at ``n``, main ranges jointly cover every sentence, context indices valid, no sentence
-  only in context, no main range inside another one – exact duplicates included). The
-  per-segment part is :func:`read_segments`, the ONE definition of a valid segment entry that
-  LitSeg-Lite's format and judge rewards use too (``context_idx`` may be absent or ``null``).
-* :func:`repair_coverage` – the paper's gap fallback: every maximal run of uncovered sentences is
-  appended to its left-adjacent segment in source order (the right-adjacent one when there is no
-  segment to the left).
-* :func:`finalize_segments` – the full fallback chain applied after the last retry, returning
-  segments that always cover the unit plus the fallback type:
-
-  ``none``          output valid, used as is;
-  ``schema_repair`` some segment entries were malformed (skipped, subtitle read as text, a
-                    non-list ``context_idx`` ignored);
-  ``index_repair``  indices had to be sanitised (digit strings / integral floats read as integers,
-                    reversed → swapped, out of range → clamped / dropped, context indices cleaned,
-                    duplicate or nested ranges dropped) – the paper does not spell this case out,
-                    so it is counted separately;
-  ``coverage_repair`` gaps were filled by the left-adjacent rule (the paper's fallback);
-  ``whole_unit``    output unparsable / without any usable segment → the whole unit as one chunk
-                    (the paper's last-resort fallback).
-
-  Every type is backed by the actions actually taken (``FinalSegmentation.actions``).
-  A unit can need both index and coverage repair; ``fallback_types`` lists all of them and the
-  primary ``fallback`` is the most severe one (whole_unit > coverage_repair > index_repair > schema_repair > none).
-"""
+After the last retry :func:`finalize_segments` applies the fallback chain ``schema_repair`` < ``index_repair``
+< ``coverage_repair`` (the paper's left-adjacent gap rule) < ``whole_unit`` (the paper's last resort)."""
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..llm import replies as _replies
-from ..llm.replies import is_json_int, read_int
+from ..llm.replies import extract_json, is_json_int, parse_json_reply, read_int  # noqa: F401 (re-exported)
 
 FALLBACK_ORDER = ("none", "schema_repair", "index_repair", "coverage_repair", "whole_unit")
 
@@ -65,18 +32,10 @@ class Segment:
         return cls(str(d.get("subtitle") or ""), int(d["from_idx"]), int(d["to_idx"]),
                    tuple(int(i) for i in d.get("context_idx") or ()))
 
-    @property
-    def length(self) -> int:
-        return self.to_idx - self.from_idx + 1
-
 
 @dataclass
 class ValidationResult:
-    """Outcome of validating one stage-3 reply.
-
-    ``segments`` holds what could be read from the reply (indices coerced to int where possible,
-    NOT otherwise repaired), so the fallback can start from the model's own segmentation.
-    """
+    """Outcome of validating one stage-3 reply; ``segments`` are as read (not repaired), for the fallback."""
 
     syntax_ok: bool
     semantic_ok: bool
@@ -84,29 +43,17 @@ class ValidationResult:
     segments: list[Segment] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     item_ok: list[bool] = field(default_factory=list)  # per entry of 'segments' (see SegmentReading)
-    schema_fixes: list[str] = field(default_factory=list)  # what reading did to malformed entries
-    index_fixes: list[str] = field(default_factory=list)  # what reading did to non-integer indices
+    schema_fixes: list[str] = field(default_factory=list)
+    index_fixes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.syntax_ok and self.semantic_ok
 
-    @property
-    def failure_type(self) -> str:
-        """``ok``, ``syntax`` (unparsable / schema) or ``semantic`` (indices / coverage)."""
-        return "ok" if self.ok else ("syntax" if not self.syntax_ok else "semantic")
-
     def to_json(self) -> dict[str, Any]:
         return {"syntax_ok": self.syntax_ok, "semantic_ok": self.semantic_ok, "errors": list(self.errors),
                 "warnings": list(self.warnings), "segments": [s.to_json() for s in self.segments],
                 "schema_fixes": list(self.schema_fixes), "index_fixes": list(self.index_fixes)}
-
-
-# ----------------------------------------------------------------------------------- parsing
-# Reply reading (reasoning blocks, size caps, surrogates, JSON extraction) lives in ONE module,
-# :mod:`litseg_nb.llm.replies`; it is re-exported here because LitSeg and Lite import it from here.
-parse_json_reply = _replies.parse_json_reply
-extract_json = _replies.extract_json
 
 
 # ------------------------------------------------------------------------------ stage 1 and 2
@@ -122,23 +69,13 @@ def _validate_string_field(obj: Any, key: str) -> list[str]:
     return []
 
 
-def validate_stage1(obj: Any) -> list[str]:
-    """Errors of a stage-1 reply against ``{"step_1_events": str}`` (empty list = valid)."""
-    return _validate_string_field(obj, "step_1_events")
-
-
-def validate_stage2(obj: Any) -> list[str]:
-    """Errors of a stage-2 reply against ``{"step_2_threads": str}`` (empty list = valid)."""
-    return _validate_string_field(obj, "step_2_threads")
+validate_stage1 = functools.partial(_validate_string_field, key="step_1_events")
+validate_stage2 = functools.partial(_validate_string_field, key="step_2_threads")
 
 
 # ------------------------------------------------------------------------------------ stage 3
 def segmentation_object(obj: Any) -> Any:
-    """The object holding ``segments`` in a reply.
-
-    A LitSeg stage-3 reply holds it at the top level; LitSeg-Lite's E.2 reply under ``step3``; the
-    E.4 ablation prompts that drop a stage under the last remaining step (``step2``).
-    """
+    """The object holding ``segments``: top level (LitSeg), ``step3`` (Lite's E.2) or the last step (E.4)."""
     if isinstance(obj, dict) and "segments" not in obj:
         for key in ("step3", "step2", "step1"):
             if isinstance(obj.get(key), dict) and "segments" in obj[key]:
@@ -148,8 +85,7 @@ def segmentation_object(obj: Any) -> Any:
     return obj
 
 
-def _short(value: Any, limit: int = 40) -> str:
-    """``repr`` for error messages, bounded (a 4,300-digit string must not flood a record)."""
+def short_repr(value: Any, limit: int = 40) -> str:
     try:
         text = repr(value)
     except (ValueError, RecursionError):
@@ -168,29 +104,18 @@ def _as_text(value: Any) -> str:
 
 @dataclass
 class SegmentReading:
-    """What the shared per-segment checks read from a ``segments`` list.
-
-    This is THE definition of a valid segment entry, used by :func:`validate_segments` (LitSeg and
-    LitSeg-Lite validation), Lite's format reward and the segments Lite's judge reward scores:
-    an object with a string ``subtitle``, JSON-integer ``from_idx <= to_idx`` inside ``1..n``, and
-    ``context_idx`` absent, ``null`` (no context) or a list of JSON integers inside ``1..n``, whose
-    main range is not inside another entry's main range (a duplicate or nested segment repeats text).
-    """
+    """The per-segment checks' reading of a ``segments`` list: THE definition of a valid entry (used by
+    validation and by Lite's rewards)."""
 
     segments: list[Segment]  # every entry whose indices could be read (possibly invalid)
-    item_ok: list[bool]  # per entry of the list: valid by the definition above
+    item_ok: list[bool]  # per entry of the list
     syntax: list[str]
     semantic: list[str]
-    schema_fixes: list[str]  # what reading had to do to malformed entries (skip / coerce to text)
-    index_fixes: list[str]  # what reading had to do to non-integer indices (coerce / skip / drop)
-
-    def in_range(self, n: int) -> list[Segment]:
-        """The read segments whose main range is a valid range inside ``1..n``."""
-        return [s for s in self.segments if 1 <= s.from_idx <= s.to_idx <= n]
+    schema_fixes: list[str]  # malformed entries skipped or coerced to text
+    index_fixes: list[str]  # non-integer indices coerced, skipped or dropped
 
 
 def read_segments(raw: Sequence[Any], n: int) -> SegmentReading:
-    """Apply the per-segment checks to a reply's ``segments`` list (linear in its size)."""
     syntax: list[str] = []
     semantic: list[str] = []
     schema_fixes: list[str] = []
@@ -215,36 +140,36 @@ def read_segments(raw: Sequence[Any], n: int) -> SegmentReading:
         if not isinstance(subtitle, str):
             syntax.append(f"segment {k}: subtitle is not a string")
             subtitle = _as_text(subtitle)
-            schema_fixes.append(f"segment {k}: subtitle {_short(item['subtitle'])} read as text")
+            schema_fixes.append(f"segment {k}: subtitle {short_repr(item['subtitle'])} read as text")
             ok = False
         lo, hi = read_int(item["from_idx"]), read_int(item["to_idx"])
         for name, val, conv in (("from_idx", item["from_idx"], lo), ("to_idx", item["to_idx"], hi)):
             if conv is None:
-                semantic.append(f"segment {k}: {name} {_short(val)} is not an integer")
+                semantic.append(f"segment {k}: {name} {short_repr(val)} is not an integer")
                 ok = False
             elif not is_json_int(val):
-                semantic.append(f"segment {k}: {name} {_short(val)} is not a JSON integer")
-                index_fixes.append(f"segment {k}: {name} {_short(val)} read as {conv}")
+                semantic.append(f"segment {k}: {name} {short_repr(val)} is not a JSON integer")
+                index_fixes.append(f"segment {k}: {name} {short_repr(val)} read as {conv}")
                 ok = False
         ctx_raw = item.get("context_idx")
         if ctx_raw is None:  # absent or null: no context
             ctx_raw = []
         if not isinstance(ctx_raw, list):
             syntax.append(f"segment {k}: context_idx is not a list")
-            schema_fixes.append(f"segment {k}: context_idx {_short(ctx_raw)} ignored (not a list)")
+            schema_fixes.append(f"segment {k}: context_idx {short_repr(ctx_raw)} ignored (not a list)")
             ctx_raw = []
             ok = False
         ctx: list[int] = []
         for c in ctx_raw:
             ci = read_int(c)
             if ci is None:
-                semantic.append(f"segment {k}: context index {_short(c)} is not an integer")
-                index_fixes.append(f"segment {k}: dropped context index {_short(c)} (not an integer)")
+                semantic.append(f"segment {k}: context index {short_repr(c)} is not an integer")
+                index_fixes.append(f"segment {k}: dropped context index {short_repr(c)} (not an integer)")
                 ok = False
                 continue
             if not is_json_int(c):
-                semantic.append(f"segment {k}: context index {_short(c)} is not an integer")
-                index_fixes.append(f"segment {k}: context index {_short(c)} read as {ci}")
+                semantic.append(f"segment {k}: context index {short_repr(c)} is not an integer")
+                index_fixes.append(f"segment {k}: context index {short_repr(c)} read as {ci}")
                 ok = False
             ctx.append(ci)
         if lo is None or hi is None:
@@ -276,11 +201,7 @@ def read_segments(raw: Sequence[Any], n: int) -> SegmentReading:
 
 
 def nested_ranges(segments: Sequence[Segment], which: Sequence[int]) -> list[tuple[int, int]]:
-    """``(i, j)`` for every segment ``i`` (of ``which``) whose main range lies inside segment ``j``'s.
-
-    Sorted by start, longest first, then list position: a segment is contained exactly when an
-    earlier one in that order reaches at least as far. O(m log m).
-    """
+    """``(i, j)`` for every segment ``i`` (of ``which``) whose main range lies inside segment ``j``'s."""
     order = sorted(which, key=lambda i: (segments[i].from_idx, -segments[i].to_idx, i))
     out: list[tuple[int, int]] = []
     best = -1
@@ -293,7 +214,7 @@ def nested_ranges(segments: Sequence[Segment], which: Sequence[int]) -> list[tup
 
 
 def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
-    """Dual-level validation of a stage-3 reply (already parsed, or ``None`` when unparsable)."""
+    """Syntax and semantic validation of a parsed stage-3 reply (``None``: unparsable)."""
     n = int(n_sentences)
     if obj is None:
         return ValidationResult(False, False, ["reply is not parsable JSON"])
@@ -314,7 +235,7 @@ def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
             semantic.append(f"last segment ends at {segments[-1].to_idx}, not {n}")
         if any(a.from_idx > b.from_idx for a, b in zip(segments, segments[1:])):
             semantic.append("segments are not in source order")
-        covered = _covered(reading.in_range(n), n)
+        covered = coverage_mask([s for s in segments if 1 <= s.from_idx <= s.to_idx <= n], n)
         missing = [i for i in range(1, n + 1) if not covered[i]]
         if missing:
             semantic.append(f"sentences in no main range: {_runs(missing)}")
@@ -327,10 +248,7 @@ def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
 
 
 def coverage_mask(segments: Sequence[Segment], n: int) -> list[bool]:
-    """``mask[i]`` (1-based, ``len = n + 2``): sentence ``i`` lies in some main range (clamped to 1..n).
-
-    A difference array: O(m + n) however long the ranges are.
-    """
+    """``mask[i]`` (1-based, ``len = n + 2``): sentence ``i`` lies in some main range (clamped to 1..n)."""
     diff = [0] * (n + 2)
     for s in segments:
         a, b = max(1, s.from_idx), min(n, s.to_idx)
@@ -345,11 +263,7 @@ def coverage_mask(segments: Sequence[Segment], n: int) -> list[bool]:
     return covered
 
 
-_covered = coverage_mask
-
-
 def _runs(indices: Sequence[int]) -> str:
-    """``[1, 2, 3, 7]`` → ``"1-3, 7"`` (for short error messages)."""
     out, idx = [], sorted(indices)
     i = 0
     while i < len(idx):
@@ -365,15 +279,7 @@ def _runs(indices: Sequence[int]) -> str:
 
 # ------------------------------------------------------------------------------- fallbacks
 def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment], list[str]]:
-    """Make every segment a valid range inside ``1..n`` (before coverage repair).
-
-    Reversed ranges are swapped, ranges partly outside ``1..n`` are clamped, ranges entirely
-    outside are dropped; context indices outside ``1..n``, inside the segment's own main range or
-    duplicated are removed; a segment whose main range lies inside another's (an exact duplicate
-    or a nested range) is dropped, the first/longer one kept. The result is sorted in source
-    order (stable). Returns the segments and a list of the actions taken (empty when nothing had
-    to change).
-    """
+    """Make every segment a valid, non-nested range in ``1..n`` in source order; returns the actions taken."""
     actions: list[str] = []
     out: list[tuple[int, Segment]] = []
     for k, s in enumerate(segments, 1):
@@ -412,21 +318,8 @@ def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment
 
 
 def repair_coverage(segments: Sequence[Segment], n: int) -> tuple[list[Segment], list[int]]:
-    """The paper's gap fallback on valid-range segments (see :func:`sanitize_segments`).
-
-    Each maximal run of sentences covered by no main range is appended to its *left-adjacent*
-    segment in source order – the segment ending right before the gap (the last one in source
-    order when several end there) – or, for a gap at the start of the unit, prepended to the
-    *right-adjacent* segment (the first one starting right after the gap). Context indices that end
-    up inside the extended main range are dropped (they are no longer context). Returns the
-    repaired segments in source order and the sentence indices that were added.
-
-    O(m log m + n): the segments ending/starting at each index are looked up in a table built
-    once (a segment extended over a gap can never border a later gap, whose left neighbour
-    ends after the covered sentence that follows this gap).
-
-    ``segments`` must be non-empty and every range inside ``1..n``; raises ``ValueError`` otherwise.
-    """
+    """The paper's gap fallback: an uncovered run joins its left-adjacent segment (right-adjacent at the start).
+    Returns the segments in source order and the indices added."""
     segs = list(segments)
     if not segs:
         raise ValueError("repair_coverage needs at least one segment (use the whole-unit fallback)")
@@ -484,20 +377,8 @@ class FinalSegmentation:
                 "repaired_indices": list(self.repaired_indices)}
 
 
-def whole_unit_segment(n: int, subtitle: str = "") -> Segment:
-    return Segment(subtitle, 1, n, ())
-
-
 def finalize_segments(result: ValidationResult | None, n: int) -> FinalSegmentation:
-    """Apply the fallback chain to the last (or best) validation result of a unit.
-
-    valid → used as is; usable segments → sanitise indices, then left-adjacent gap repair;
-    nothing usable (unparsable, schema broken without any readable segment, all ranges outside the
-    unit) → the whole unit as one segment. Every fallback type is backed by the actions that
-    were actually taken (``actions``): ``schema_repair`` by the malformed entries skipped or
-    coerced, ``index_repair`` by indices read from non-integers, swapped, clamped, dropped or
-    deduplicated, ``coverage_repair`` by the sentences appended.
-    """
+    """The fallback chain on a unit's last validation result: sanitise, gap repair, else the whole unit."""
     if n < 1:
         raise ValueError(f"a unit needs at least one sentence, got n={n}")
     if result is not None and result.ok:
@@ -515,7 +396,7 @@ def finalize_segments(result: ValidationResult | None, n: int) -> FinalSegmentat
             why = result.errors[0]
         else:
             why = "no usable segment: " + "; ".join(result.errors[:3])
-        return FinalSegmentation([whole_unit_segment(n)], "whole_unit", ["whole_unit"], [why], [])
+        return FinalSegmentation([Segment("", 1, n, ())], "whole_unit", ["whole_unit"], [why], [])
     types = []
     if schema_actions:
         types.append("schema_repair")
