@@ -34,7 +34,7 @@ from ..errors import LitsegError
 from ..core.schema import Book, Chunk, Unit, word_count
 from .base import chunks_from_boundaries, unit_paragraphs, trim_span
 from .boundary_features import DENSE_NAMES, FEATURE_VERSION, HASH_BUCKETS, HASH_SPACES, document_features, n_hashed
-from ..preprocess.units import build_units
+from ..preprocess.structure import build_units
 
 METHOD = "boundary-model"
 WEIGHTS_FILE = PACKAGE_DIR / "weights" / "boundary_model.json"

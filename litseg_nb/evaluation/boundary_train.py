@@ -2,7 +2,7 @@
 
 **Data.** The raw books of ``<data>/gutenberg_train`` (disjoint from every evaluation book; see the
 data README) go through exactly the benchmark's path: :func:`~litseg_nb.data.gutenberg.clean_gutenberg_text`,
-:func:`~litseg_nb.preprocess.units.build_units` with the arguments of
+:func:`~litseg_nb.preprocess.structure.build_units` with the arguments of
 :func:`litseg_nb.evaluation.boundary_gold.hand_checked_books` (whole narrative units, front matter left out),
 then :func:`litseg_nb.evaluation.boundary_gold.narrative_stream`, which removes headings and ornaments and
 marks the first paragraph after every chapter heading (*chapter*) and every ornament (*scene*).

@@ -92,7 +92,7 @@ _SEG_BG = ("#e3f2fd", "#fce4ec", "#e8f5e9", "#fff3e0", "#ede7f6", "#e0f7fa")
 def render_segments_html(book: Book, record: dict[str, Any], label: str) -> str:
     """A unit's LitSeg segmentation (an annotation record): its sentences with segment boundaries,
     subtitles, overlaps and context sentences. (The unit before segmentation, sentence indices only,
-    is :func:`litseg_nb.preprocess.render.render_unit_html`.)
+    is :func:`litseg_nb.preprocess.structure.render_unit_html`.)
 
     Each segment is a coloured block headed by its subtitle and range; sentences that are also in
     another segment's main range are underlined (overlap), and sentences referenced as context of
