@@ -35,8 +35,7 @@ from ..config import CorpusConfig, StageConfig
 from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file, read_manifest
 from ..data.gutenqa import load_gutenqa
 from ..data.literaryqa import LoadReport, load_literaryqa
-from ..data.missing import require_dataset_folder
-from ..core.paths import data_dir
+from ..core.paths import data_dir, require_dataset_folder
 from ..preprocess.structure import FRONT_MATTER, StructureReport, build_units
 from ..core.schema import Book, Question, Sentence, Unit
 from ..errors import UsageError

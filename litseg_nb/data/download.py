@@ -1,8 +1,7 @@
 """Getting the evaluation data onto a machine with internet access (opt-in, never at run time).
 
-Loading a dataset never downloads: a missing folder is an immediate :class:`DataNotFoundError`
-whose message (:func:`litseg_nb.data.missing.missing_dataset_message`) names the expected files and how to obtain them.
-Downloading is one explicit command::
+Loading a dataset never downloads (a missing folder is a :class:`~litseg_nb.core.paths.DataNotFoundError`
+naming the expected files); downloading is one explicit command::
 
     python -m litseg_nb download-data [--datasets gutenqa,literaryqa] [--dest DIR]
 
@@ -21,19 +20,13 @@ which fetches the Hugging Face hub datasets into the layout the loaders read (``
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Sequence
 
-from ..core.paths import REPO_ROOT
+from ..core.paths import data_root
 from . import gutenqa as gq, literaryqa as lq
 
 DOWNLOADABLE = ("gutenqa", "literaryqa")
-
-
-def default_dest() -> Path:
-    env = os.environ.get("LITSEG_DATA_DIR")
-    return Path(env).expanduser().resolve() if env else (REPO_ROOT.parent / "shared" / "data").resolve()
 
 
 def download(datasets: Sequence[str], dest: Path, literaryqa_split: str = "validation") -> list[Path]:
@@ -65,7 +58,6 @@ def download(datasets: Sequence[str], dest: Path, literaryqa_split: str = "valid
 
 
 def _download(datasets: Sequence[str], dest: Path, literaryqa_split: str) -> list[Path]:
-
     written: list[Path] = []
     if "gutenqa" in datasets:
         from huggingface_hub import hf_hub_download
@@ -87,7 +79,7 @@ def cli(args) -> int:
     """Handler of ``python -m litseg_nb download-data`` (arguments: datasets, dest, literaryqa_split)."""
     import sys
 
-    dest = Path(args.dest).expanduser().resolve() if args.dest else default_dest()
+    dest = Path(args.dest).expanduser().resolve() if args.dest else data_root()
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     try:
         files = download(datasets, dest, args.literaryqa_split)

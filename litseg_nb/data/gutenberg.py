@@ -29,13 +29,29 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
-from .text import join_paragraphs
 from ..errors import UsageError
 
 log = logging.getLogger(__name__)
 
 Span = tuple[int, int]
+PARAGRAPH_SEP = "\n\n"
+
+
+def join_paragraphs(paragraphs: Iterable[str]) -> tuple[str, list[Span]]:
+    """``("a\\n\\nb", [(0, 1), (3, 4)])`` for ``["a", "b"]``: ``text[s:e]`` gives each paragraph back."""
+    parts: list[str] = []
+    spans: list[Span] = []
+    pos = 0
+    for k, p in enumerate(paragraphs):
+        if k:
+            parts.append(PARAGRAPH_SEP)
+            pos += len(PARAGRAPH_SEP)
+        spans.append((pos, pos + len(p)))
+        parts.append(p)
+        pos += len(p)
+    return "".join(parts), spans
 
 
 class GutenbergFormatError(UsageError, ValueError):

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Iterable
 
 from ..core.schema import Book, Question
-from ..core.paths import DataNotFoundError
-from .missing import missing_dataset_message
-from .text import join_paragraphs
+from ..core.paths import DataNotFoundError, missing_dataset_message
+from .gutenberg import join_paragraphs
 from ..errors import UsageError
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..core.schema import Book, Question
-from .gutenberg import GutenbergFormatError, clean_gutenberg_file
-from .text import join_paragraphs
+from .gutenberg import GutenbergFormatError, clean_gutenberg_file, join_paragraphs
 
 log = logging.getLogger(__name__)
 
