@@ -32,11 +32,10 @@ import difflib
 import unicodedata
 from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .schema import Book, Chunk, Unit
 from ..errors import UsageError
-from .text_offsets import normalize_with_offsets
 
 _QUOTE_MAP = {
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u0060": "'",
@@ -44,6 +43,30 @@ _QUOTE_MAP = {
     "\u00ab": '"', "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u2015": "-", "\u2212": "-",
     "\u2010": "-", "\u2011": "-", "\u00ad": "",
 }
+
+
+def normalize_with_offsets(text: str, char_form: Callable[[str], str]) -> tuple[str, list[int]]:
+    """``(normalised, offsets)``: each non-space character ``ch`` becomes ``char_form(ch)``, whitespace runs
+    collapse to one space (leading/trailing dropped); ``offsets[k]`` is the index in ``text`` that gave
+    ``normalised[k]``. Shared by the aligner and span-based relevance, each with its own ``char_form``."""
+    out: list[str] = []
+    pos: list[int] = []
+    prev_space = True  # drops leading whitespace
+    for i, ch in enumerate(text):
+        for c in (" " if ch.isspace() else char_form(ch)):
+            if c.isspace():
+                if not prev_space:
+                    out.append(" ")
+                    pos.append(i)
+                    prev_space = True
+            else:
+                out.append(c)
+                pos.append(i)
+                prev_space = False
+    if out and out[-1] == " ":
+        out.pop()
+        pos.pop()
+    return "".join(out), pos
 
 
 class ChunkImportError(UsageError, ValueError):

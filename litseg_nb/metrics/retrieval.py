@@ -31,7 +31,7 @@ import re
 import unicodedata
 from typing import Iterable, Sequence
 
-from ..core.text_offsets import normalize_with_offsets
+from ..core.chunk_align import normalize_with_offsets
 
 KS = (1, 2, 5, 10, 20)
 

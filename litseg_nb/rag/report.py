@@ -9,7 +9,7 @@ import pandas as pd
 from ..llm.base import UsageTag
 from ..chunk_sets import EvaluationError
 from ..core.schema import Chunk
-from ..core.figures import stacked_text_figure
+from ..core.artifacts import stacked_text_figure
 from .pipeline import EvalQuestion, RagEvaluator, evidence_window, final_ranking, select_subset
 from ..metrics.generation import generation_scores
 from .generate import generate_answers
@@ -524,7 +524,7 @@ def plot_case_study(case: Sequence[Mapping[str, Any]], title: str, width: int = 
     """Figures 4-5 shape as a figure: per method its handed chunk (evidence between ⟦ ⟧) and its answer.
 
     The title, each method's heading, passage and answer are stacked, each under the measured box of
-    the one before, and the figure is as tall as its text (:func:`~litseg_nb.core.figures.stacked_text_figure`):
+    the one before, and the figure is as tall as its text (:func:`~litseg_nb.core.artifacts.stacked_text_figure`):
     a long passage or answer pushes what follows down instead of printing over it."""
     import textwrap
 
