@@ -9,10 +9,14 @@
   Debian package ``wordnet-base`` (``/usr/share/wordnet``; its missing ``lexnames`` file is rebuilt
   from the package's own ``lexnames(5WN)`` man page). Without either, METEOR is computed with exact
   and stem matches only, and :func:`meteor_variant` says so — the tables print it.
+* RAGAS Context Relevance and Answer Accuracy (ragas 0.4.3's NVIDIA metrics, Appendix F.5/F.6) are judged
+  by our own :class:`~litseg_nb.llm.base.LLMBackend` behind a ``BaseRagasLLM`` (no network, telemetry off);
+  a reply without a rating is retried, then scored NaN.
 """
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import shutil
 import re
@@ -23,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 from ..core.paths import cache_dir
+from ..llm.base import SamplingParams, UsageTag
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation) | {"\u2018", "\u2019", "\u201c", "\u201d", "\u2014", "\u2013"}
@@ -171,3 +176,72 @@ def generation_scores(prediction: str, references: str | Sequence[str]) -> dict[
     """All four lexical metrics for one answer."""
     return {"EM": exact_match(prediction, references), "F1": token_f1(prediction, references),
             "ROUGE-L": rouge_l(prediction, references), "METEOR": meteor(prediction, references)}
+
+
+def _import_ragas():
+    os.environ["RAGAS_DO_NOT_TRACK"] = "true"
+    from langchain_core.outputs import Generation as LCGeneration
+    from langchain_core.outputs import LLMResult
+    from ragas.dataset_schema import SingleTurnSample
+    from ragas.llms.base import BaseRagasLLM
+    from ragas.metrics._nv_metrics import AnswerAccuracy, ContextRelevance
+    from ragas.run_config import RunConfig
+
+    return LCGeneration, LLMResult, SingleTurnSample, BaseRagasLLM, AnswerAccuracy, ContextRelevance, RunConfig
+
+
+def make_ragas_llm(backend: Any, max_new_tokens: int = 8, tag: UsageTag = UsageTag("rag-ragas-judge", stage="ragas")):
+    """A ragas ``BaseRagasLLM`` that sends every prompt as one user turn to ``backend.chat``."""
+    LCGeneration, LLMResult, _, BaseRagasLLM, _, _, RunConfig = _import_ragas()
+
+    class BackendRagasLLM(BaseRagasLLM):
+        def __init__(self):
+            self.run_config = RunConfig(max_retries=1)
+            self.multiple_completion_supported = False
+            self.cache = None
+            self.backend, self.max_new_tokens, self.tag = backend, max_new_tokens, tag
+
+        def generate_text(self, prompt, n=1, temperature=0.01, stop=None, callbacks=None):
+            conv = [{"role": "user", "content": prompt.to_string()}]
+            temp = 0.0 if temperature is None or temperature <= 0.05 else float(temperature)
+            gens = self.backend.chat([conv] * n, SamplingParams(max_new_tokens=self.max_new_tokens,
+                                                                temperature=temp), self.tag)
+            return LLMResult(generations=[[LCGeneration(text=g.text) for g in gens]])
+
+        async def agenerate_text(self, prompt, n=1, temperature=0.01, stop=None, callbacks=None):
+            return self.generate_text(prompt, n, temperature, stop, callbacks)
+
+        def is_finished(self, response):
+            return True
+
+        def __repr__(self):
+            return f"BackendRagasLLM({getattr(backend, 'model_id', '?')})"
+
+    return BackendRagasLLM()
+
+
+def ragas_scores(backend: Any, samples: Sequence[dict[str, Any]], max_new_tokens: int = 8,
+                 retries: int = 5) -> list[dict[str, float]]:
+    """Per sample ``{"context_relevance", "answer_accuracy"}`` (NaN when the judge gave no rating).
+
+    ``samples``: dicts with ``question``, ``contexts`` (list of str), ``answer``, ``reference``.
+    """
+    _, _, SingleTurnSample, _, AnswerAccuracy, ContextRelevance, _ = _import_ragas()
+    llm = make_ragas_llm(backend, max_new_tokens)
+    cr, aa = ContextRelevance(llm=llm), AnswerAccuracy(llm=llm)
+    cr.retry = aa.retry = max(1, int(retries))  # attempts per judge template
+    out = []
+    # ragas logs a warning per retry of a reply without a rating; only the outcome matters (NaN after
+    # the last retry, in the returned scores), so the per-retry lines are noise
+    nv_log = logging.getLogger("ragas.metrics._nv_metrics")
+    level = nv_log.level
+    nv_log.setLevel(logging.ERROR)
+    try:
+        for s in samples:
+            sample = SingleTurnSample(user_input=s["question"], retrieved_contexts=list(s["contexts"]),
+                                      response=s["answer"] or " ", reference=s["reference"])
+            out.append({"context_relevance": float(cr.single_turn_score(sample)),
+                        "answer_accuracy": float(aa.single_turn_score(sample))})
+    finally:
+        nv_log.setLevel(level)
+    return out

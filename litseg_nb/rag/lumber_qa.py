@@ -26,8 +26,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from ..llm.base import UsageTag
-from .pipeline import EvalQuestion
-from .generate import answer_conversation, generate_answers
+from .pipeline import EvalQuestion, answer_conversation, generate_answers
 from ..metrics.generation import generation_scores
 from .report import add_ragas
 

@@ -10,10 +10,10 @@ from ..llm.base import UsageTag
 from ..chunk_sets import EvaluationError
 from ..core.schema import Chunk
 from ..core.artifacts import stacked_text_figure
-from .pipeline import EvalQuestion, RagEvaluator, evidence_window, final_ranking, select_subset
+from .pipeline import (EvalQuestion, RagEvaluator, evidence_window, final_ranking, generate_answers,
+                       select_subset)
 from ..metrics.generation import generation_scores
-from .generate import generate_answers
-from ..metrics.ragas_eval import ragas_scores
+from ..metrics.generation import ragas_scores
 from ..metrics.pairwise import (BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs,
                                 pairwise_win_rate)
 from .pipeline import retrieval_table, evaluation_questions, questions_in_scope, common_units
