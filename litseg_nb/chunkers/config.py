@@ -72,7 +72,7 @@ class BaselinesConfig(CompletionOptions, PropositionOptions, MergeOptions, Lumbe
     the methods' options classes, papers' values as defaults; ``tokenizer`` is the statistics tokenizer
     of the token windows, the dynamic merge and the chunk statistics) and the notebook's own settings."""
 
-    # the LLM-based methods run on the shared ``selection`` (litseg_nb.corpus.selection.select_units), the
+    # the LLM-based methods run on the shared ``selection`` (litseg_nb.corpus.select_units), the
     # units LitSeg and LitSeg-Lite segment; the other methods run on every unit of the corpus
     # books (ids or title substrings) the embedding-based semantic chunker runs on; empty = all.
     # On 2 CPU cores MiniLM embeds ~65 three-sentence groups per second, so the smoke profile

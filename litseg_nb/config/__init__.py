@@ -434,7 +434,7 @@ class CorpusConfig(_Base):
 @dataclass(frozen=True)
 class UnitSelection(_Base):
     """Which units the LLM-based methods segment — LitSeg, LitSeg-Lite, the LLM baselines and the
-    ablations all take :func:`litseg_nb.corpus.selection.select_units` of this, so they see the same units.
+    ablations all take :func:`litseg_nb.corpus.select_units` of this, so they see the same units.
 
     From the loaded corpus: units of ``books`` (ids or title substrings; empty = every book), except
     those longer than ``skip_units_over_words`` words (None = any length), ordered by ``strategy`` — ``"first"`` (book

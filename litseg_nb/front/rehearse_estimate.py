@@ -33,7 +33,7 @@ from ..litseg.config import LitSegConfig
 from ..rag.config import RagConfig
 from .rehearse import notebook_sets
 from ..core.schema import word_count
-from ..corpus.selection import select_units
+from ..corpus import select_units
 
 # ---------------------------------------------------------------- full's data sizes (stated)
 #: mean words per book measured on the local copies (raw Project Gutenberg texts, headers included)

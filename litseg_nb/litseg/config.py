@@ -78,7 +78,7 @@ class LitSegConfig(StageConfig):
     # (capped at n and at the stage's token budget; prompting.segment_floor). SmolLM2-135M otherwise copies the
     # prompt's "from 1 to N" and every unit is one segment; where the boundaries go stays the model's choice
     min_segments: int = at_least(0, 0)
-    # which units: the shared ``selection`` (litseg_nb.corpus.selection.select_units), as every LLM method
+    # which units: the shared ``selection`` (litseg_nb.corpus.select_units), as every LLM method
     unit_group_size: int = at_least(0, 0)  # units per batched group (stage 1 → 2 → 3 per group); 0 = all at once
     # notebook 02
     compare_structured: bool = True  # also run the same units with constrained decoding switched the other way

@@ -3,7 +3,7 @@
 runs of the ``lib:`` presets (:mod:`litseg_nb.chunkers.library`) through the registry.
 
 ``run_chunker`` runs one method over every unit of the books (LLM-based methods only over the
-units :func:`litseg_nb.corpus.selection.select_units` picks — the units LitSeg segments), checks coverage, caches the result per (method, book) with
+units :func:`litseg_nb.corpus.select_units` picks — the units LitSeg segments), checks coverage, caches the result per (method, book) with
 :class:`~litseg_nb.core.cache.StepCache` (so an interrupted run resumes book by book) and, when a
 :class:`RunReport` is given, records seconds, chunks, LLM calls/tokens and fallbacks per book.
 The cache key is the method's derived key (:meth:`~.contract.Method.key_parts`: its options, the
@@ -28,7 +28,7 @@ from ..llm.base import UsageTag
 from ..core.schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
 from .contract import Method, Models
 from .registry import STAGE, chunk_units, get_method, segment_units
-from ..corpus.selection import book_matches, select_units
+from ..corpus import book_matches, select_units
 from ..core.artifacts import artifact_path
 
 if TYPE_CHECKING:
