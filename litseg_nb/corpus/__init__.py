@@ -1,28 +1,9 @@
 """Assembling the evaluation corpus: datasets → cleaned books → narrative units → indexed sentences.
 
-``load_corpus(corpus_cfg)`` is what every notebook calls::
-
-    books = load_corpus(cfg.corpus)          # list[Book], units and sentences filled in
-
-Datasets (``CorpusConfig.datasets``), read from the data root (:func:`litseg_nb.core.paths.data_dir`):
-
-* ``gutenqa`` — ``<data>/gutenqa`` (a missing folder is an error; ``python -m litseg_nb
-  download-data`` fetches it, see :mod:`litseg_nb.data.download`): units are GutenQA's
-  chapters (``split="dataset"``); ids ``gutenqa:<Book Name>``.
-* ``gutenberg`` — the raw books ``<data>/gutenberg/<pg_id>.txt`` (``MANIFEST.tsv`` names them),
-  cleaned and split by headings (:mod:`litseg_nb.preprocess.structure`); ids ``gutenberg:<pg_id>``.
-* ``literaryqa`` — ``<data>/literaryqa`` annotations + texts of ``literaryqa_split``; books without
-  a text are skipped and reported; ids ``literaryqa:<gutenberg_id>``.
-
-Then ``books`` (ids, or bare names/numbers matched against ids), ``max_books`` (per dataset, in
-dataset order), ``max_unit_words`` (the paper's *n*: longer units are split recursively) and
-``max_units_per_book`` (keep the first *k* narrative units; front matter is kept only when the book
-has nothing else) are applied. The result is cached with :class:`~litseg_nb.core.cache.StepCache`
-(key: corpus config + hashes of the data files read + package version).
-
-Which units the LLM-based methods segment is one rule, :func:`select_units` of the shared
-:class:`~litseg_nb.config.UnitSelection`, so notebooks 02, 03, 04 and 07 see the same units and 05 compares
-them on the same questions.
+``load_corpus(cfg.corpus)`` (every notebook) reads ``gutenqa`` (units are its chapters), ``gutenberg`` (raw books
+cleaned and split by headings) and ``literaryqa`` from the data root, applies ``books``, ``max_books``,
+``max_unit_words`` (the paper's *n*) and ``max_units_per_book``, and caches the result by content. Which units
+the LLM-based methods segment is one rule, :func:`select_units`, so every notebook sees the same units.
 """
 from __future__ import annotations
 
@@ -183,11 +164,8 @@ def units_with_evidence(book: Book) -> list[Unit]:
 
 
 def cap_units(book: Book, max_units: int, selection: str = "first") -> Book:
-    """Keep ``max_units`` narrative units (front matter only if nothing else).
-
-    ``selection="first"`` keeps the first ones; ``"questions"`` keeps units that hold a question's
-    evidence first (GutenQA), then fills up with the first other units; kept units stay in book order.
-    """
+    """Keep ``max_units`` narrative units (front matter only if nothing else), in book order:
+    ``"first"`` the first ones, ``"questions"`` those holding a question's evidence first."""
     if selection not in ("first", "questions"):
         raise CorpusError(f"unknown unit_selection {selection!r} (first | questions) for book {book.book_id}")
     if max_units and len(book.units) > max_units:
@@ -252,10 +230,8 @@ def _build(cfg: CorpusConfig, root: Path, progress: bool) -> tuple[list[Book], C
 
 def load_corpus(corpus_cfg: CorpusConfig, use_cache: bool = True, progress: bool = False,
                 root: Path | None = None) -> Corpus:
-    """Cleaned, unit-split, sentence-indexed books for ``corpus_cfg`` (cached; see module doc).
-
-    Returns a :class:`Corpus` (a list of books) whose ``.report`` says what was loaded and skipped.
-    """
+    """Cleaned, unit-split, sentence-indexed books for ``corpus_cfg`` (cached); a :class:`Corpus` whose
+    ``.report`` says what was loaded and skipped."""
     t0 = time.perf_counter()
     for ds in corpus_cfg.datasets:
         if ds not in DATASETS:
@@ -316,14 +292,8 @@ def unit_table(books: Sequence[Book], tokenizer: Any = None):
 
 
 def corpus_statistics(books: Sequence[Book], tokenizer: Any = None):
-    """Per dataset and book: units, paragraphs, sentences, words, tokens and split-method counts.
-
-    ``narrative_units`` counts top-level units (chapters, staves, ... and front matter) before
-    recursive splitting; ``units`` counts the final units after it.
-
-    ``tokens`` needs a tokenizer (HF tokenizer, an LLM backend with ``count_tokens`` or a callable);
-    without one the column is empty. A ``TOTAL <dataset>`` row follows each dataset's books.
-    """
+    """Per dataset and book: units (``narrative_units`` before recursive splitting), paragraphs, sentences,
+    words, tokens (with a tokenizer, backend or callable) and split counts; a ``TOTAL <dataset>`` row follows each."""
     import pandas as pd
 
     units = unit_table(books, tokenizer)
@@ -370,10 +340,8 @@ def book_matches(book: Book, wanted: Sequence[str]) -> bool:
 
 
 def question_cover(book: Book, unit: Unit) -> set[str]:
-    """Ids of the book's questions whose evidence string lies in ``unit`` (GutenQA): the test of
-    :func:`~litseg_nb.metrics.retrieval.is_relevant`, with the unit's text normalised once for all the
-    book's questions (not once per question: ``select_units`` runs this on every unit of the book, once
-    per LLM method and per length-matching step in notebook 04)."""
+    """Ids of the book's questions whose evidence lies in ``unit`` (GutenQA): :func:`is_relevant`'s test with
+    the unit's text normalised once for all the book's questions."""
     asked = [q for q in book.questions if q.evidence]
     if not asked:
         return set()

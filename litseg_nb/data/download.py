@@ -1,22 +1,8 @@
 """Getting the evaluation data onto a machine with internet access (opt-in, never at run time).
 
-Loading a dataset never downloads (a missing folder is a :class:`~litseg_nb.core.paths.DataNotFoundError`
-naming the expected files); downloading is one explicit command::
-
-    python -m litseg_nb download-data [--datasets gutenqa,literaryqa] [--dest DIR]
-
-which fetches the Hugging Face hub datasets into the layout the loaders read (``DIR`` defaults to
-``LITSEG_DATA_DIR``, else ``<repo>/../shared/data``):
-
-* ``gutenqa/GutenQA_paragraphs.parquet`` (hub dataset ``LumberChunker/GutenQA_Paragraphs``) and
-  ``gutenqa/questions.parquet`` (``LumberChunker/GutenQA``);
-* ``literaryqa/`` — a snapshot of ``sapienzanlp/LiteraryQA`` for one split
-  (``annotations/<split>.jsonl``); the book texts are not on the hub: put Project Gutenberg's plain
-  texts at ``literaryqa/texts/<split>/<gutenberg_id>.txt`` (books without a text are skipped and
-  reported by the loader);
-* ``gutenberg/`` — raw Project Gutenberg books ``<ebook number>.txt`` plus ``MANIFEST.tsv``
-  (GutenQA book name -> file); they are not on the hub: download the plain-text files from
-  gutenberg.org.
+``python -m litseg_nb download-data [--datasets gutenqa,literaryqa] [--dest DIR]`` fetches the hub datasets
+into the layout the loaders read (``DIR``: ``LITSEG_DATA_DIR``, else ``<repo>/../shared/data``). LiteraryQA's
+book texts and the raw Gutenberg books are not on the hub: their plain texts come from gutenberg.org.
 """
 from __future__ import annotations
 

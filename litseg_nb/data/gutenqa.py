@@ -1,17 +1,9 @@
 """GutenQA (Duarte et al., 2024): books as paragraphs grouped by chapter, with evidence questions.
 
-Sources (same files either way):
-
-* the hub datasets ``LumberChunker/GutenQA_Paragraphs`` (``GutenQA_paragraphs.parquet``) and
-  ``LumberChunker/GutenQA`` (``questions.parquet``), downloaded with
-  :func:`huggingface_hub.hf_hub_download` only when asked (``source="hub"``, or once with
-  ``python -m litseg_nb download-data``; the corpus loader never downloads);
-* a local folder ``<data>/gutenqa`` holding the two parquet files.
-
-A book is its paragraphs in ``Chunk ID`` order, grouped into chapters by consecutive runs of the
-``Chapter`` column; ``Book.text`` is the paragraphs joined by ``"\\n\\n"`` and each chapter is one
-unit (``split="dataset"``) with exact offsets. Questions keep ``Chunk Must Contain`` as
-``Question.evidence``. Book ids are ``gutenqa:<Book Name>``.
+Read from ``<data>/gutenqa`` (the two parquet files of the hub datasets ``LumberChunker/GutenQA_Paragraphs``
+and ``LumberChunker/GutenQA``) or, when asked, from the hub. A book is its paragraphs in ``Chunk ID`` order;
+each run of the ``Chapter`` column is one unit (``split="dataset"``); ``Chunk Must Contain`` is the question's
+evidence. Book ids are ``gutenqa:<Book Name>``.
 """
 from __future__ import annotations
 
@@ -71,14 +63,9 @@ def book_id(name: str) -> str:
 
 def load_gutenqa(folder: Path | str | None = None, books: Iterable[str] = (), source: str = "local",
                  cache_dir: str | None = None) -> list[Book]:
-    """Load GutenQA books (``source="local"``: from ``folder``; ``"hub"``: via the hub).
-
-    ``books`` restricts to given book names or ids (``Emma_-_Jane_Austen`` or
-    ``gutenqa:Emma_-_Jane_Austen``); an unknown name is an error naming it.
-    Returns books with ``text``, ``paragraphs``, ``questions`` and ``meta['chapters']`` — a list of
-    ``(title, start, end, first_paragraph, last_paragraph_exclusive)``; units are built by
-    :mod:`litseg_nb.corpus`.
-    """
+    """Load GutenQA books (``source="local"``: from ``folder``; ``"hub"``: via the hub), restricted to ``books``
+    (names or ids; an unknown one is an error). ``meta['chapters']`` holds ``(title, start, end, first_paragraph,
+    last_paragraph_exclusive)``; units are built by :mod:`litseg_nb.corpus`."""
     import pandas as pd
 
     if source == "hub":

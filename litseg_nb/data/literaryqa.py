@@ -1,16 +1,8 @@
 """LiteraryQA (Bonomo et al., EMNLP 2025): books with question/answer pairs, no evidence spans.
 
-Layout read (local folder ``<data>/literaryqa`` or a snapshot of the hub dataset
-``sapienzanlp/LiteraryQA``):
-
-* ``annotations/<split>.jsonl`` — one book per line: ``document_id``, ``gutenberg_id``, ``title``,
-  ``summary``, ``qas`` (``question``, ``answers``), ``metadata``;
-* ``texts/<split>/<gutenberg_id>.txt`` — the raw Project Gutenberg text, cleaned here with
-  :func:`litseg_nb.data.gutenberg.clean_gutenberg_text`. A record that carries a ``text`` field
-  (already cleaned by the dataset's own script) is used as is, split into paragraphs at blank lines.
-
-Books whose text is missing are skipped — logged with their count and ids and returned in the
-:class:`LoadReport` — never silently. Book ids are ``literaryqa:<gutenberg_id>``.
+Reads ``annotations/<split>.jsonl`` and the raw Gutenberg texts ``texts/<split>/<gutenberg_id>.txt`` (a record
+with a ``text`` field is used as is). Books without a text are skipped, logged and listed in the
+:class:`LoadReport`, never silently. Book ids are ``literaryqa:<gutenberg_id>``.
 """
 from __future__ import annotations
 
@@ -71,14 +63,9 @@ def load_literaryqa(folder: Path | str | None = None, split: str = "validation",
                     books: Iterable[str] = (), source: str = "local", missing_markers: str = "error",
                     cache_dir: str | None = None, strict: bool = False, require_all: bool = True,
                     log_summary: bool = True) -> tuple[list[Book], LoadReport]:
-    """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``.
-
-    ``books`` restricts to given ids (only those texts are cleaned); with ``require_all`` an id that
-    is not in the split is an error. A text that cannot be cleaned (empty, undecodable, several
-    books in one file) is skipped and listed in the report, or raises with ``strict=True``.
-    The skipped books are logged as one warning (``log_summary=False``: only in the report, for a
-    caller that prints the report itself, as :func:`litseg_nb.corpus.load_corpus` does).
-    """
+    """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``. A text that cannot be
+    cleaned is skipped and reported (raises with ``strict=True``); ``log_summary=False`` leaves the warning to a
+    caller that prints the report itself."""
     if source == "hub":
         folder = hub_folder(split, cache_dir)
     elif source != "local":

@@ -301,7 +301,7 @@ def _capital_story_titles(heads: list[Heading], paras: list[str], words: list[in
 
 def _capital_part_titles(heads: list[Heading], paras: list[str], words: list[int], caps) -> list[Heading]:
     """In a book whose only headings are numerals, a capital line right above each of two to four restarting
-    ``I`` (each run at least :data:`PART_MIN_CHAPTERS` long) is a part's title; :func:`chapter_level` makes it a parent."""
+    ``I`` (each run at least :data:`PART_MIN_CHAPTERS` long) is a part's title (a parent of those chapters)."""
     nums = [h for h in heads if h.kind == "numeral"]
     starts = [i for i, h in enumerate(nums) if h.value == 1]
     headed = {h.para for h in heads}
@@ -323,11 +323,8 @@ def _note(notes: list[str] | None, note: str) -> None:
 
 
 def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
-    """``(header_para, end_para_exclusive, entries)`` of each contents list.
-
-    The list runs from its header over short paragraphs (one entry per line) and ends at prose, at
-    another list's header (``ILLUSTRATIONS``) or at the first body heading that repeats an entry.
-    """
+    """``(header_para, end_para_exclusive, entries)`` of each contents list: from its header over short
+    paragraphs to prose, another list's header or the first body heading that repeats an entry."""
     out = []
     i = 0
     while i < len(paras):

@@ -199,7 +199,7 @@ _SIGNATURE_RE = re.compile(r"^[“‘\"'«„]+\s*([A-Z][A-Z.\s'’-]*?)\s*(?:\.
 
 def quoted_signature(para: str) -> bool:
     """A name in capitals inside quotation marks, ending in a full stop (``"JOHN SMITH."``,
-    ``“P. T. RENAULD.”``): the signature of a letter quoted inside a chapter, not a heading (#36)."""
+    ``“P. T. RENAULD.”``): the signature of a letter quoted inside a chapter, not a heading."""
     m = _SIGNATURE_RE.match(para.strip())
     return bool(m) and 1 <= _words(m.group(1)) <= 4 and any(c.isalpha() for c in m.group(1))
 
@@ -223,8 +223,7 @@ def _is_heading_shaped(para: str) -> bool:
 
 def _long_titled_keyword(lines: list[str]) -> bool:
     """``CHAPTER THE FIRST.`` over a long title in capitals set on two or three more lines of the same
-    paragraph (``IN WHICH THE HISTORY BEGINS ...``, over 120 characters in all): a heading (#36).
-    Only a keyword line with nothing after its number, over lines in capitals: prose never is."""
+    paragraph (``IN WHICH THE HISTORY BEGINS ...``, over 120 characters in all): a heading."""
     lines = [ln.strip() for ln in lines if ln.strip()]
     if not 2 <= len(lines) <= 4 or sum(len(ln) for ln in lines) > 300 or any(len(ln) > 90 for ln in lines):
         return False

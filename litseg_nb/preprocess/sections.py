@@ -124,15 +124,9 @@ def _sections(text: str, paragraphs: Sequence[Span], heads: list[Heading], para_
 
 def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
                   report: StructureReport) -> list[_Section]:
-    """Narrative prose before the first narrative section becomes a unit.
-
-    Prose after the last contents list / non-narrative section before the first heading is a unit
-    when it holds at least :data:`FRONT_NARRATIVE_WORDS` prose words (a frame story, an unheaded
-    first chapter); prose before a contents list or a preface is front matter (a dedication, a
-    blurb) unless it is long — at least :data:`LONG_FRONT_WORDS` prose words (an author's sketch
-    printed before the contents, a first chapter whose heading was missed): that is a unit too,
-    titled by the heading-shaped lines right above it when there are any. The report says which.
-    """
+    """Narrative prose before the first narrative section becomes a unit: after the last contents list or
+    non-narrative section when it holds :data:`FRONT_NARRATIVE_WORDS` prose words, before them only when long
+    (:data:`LONG_FRONT_WORDS`), titled by the heading-shaped lines right above it; the report says which."""
     n = len(paras)
     first_narr = next((s.first_para for s in sections if s.narrative), n)
     in_nn: set[int] = set()
@@ -196,7 +190,7 @@ _SPEECH_RE = re.compile(r"[“\"][^“”\"]{2,200}?[,!?]?[”\"],?\s+(?:said|as
 
 
 def _reads_as_story(paras: list[str], in_nn: set[int], lo: int, hi: int) -> bool:
-    """Prose before a contents list that is the story's opening, not a blurb, dedication or note (#36):
+    """Prose before a contents list that is the story's opening, not a blurb, dedication or note:
     at least two quoted speeches (``"...," said she``) and not one word about books, authors,
     editions, readers, tales or pages (a publisher's note, a dedication and a preface all have one)."""
     text = " ".join(paras[k] for k in range(lo, hi) if k not in in_nn and _prose_words(paras[k]))
@@ -205,10 +199,8 @@ def _reads_as_story(paras: list[str], in_nn: set[int], lo: int, hi: int) -> bool
 
 def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: str,
               min_words: int = LONG_FRONT_WORDS) -> tuple[int, str, int] | None:
-    """The first run of at least ``min_words`` (:data:`LONG_FRONT_WORDS`) prose words in paragraphs ``[lo, hi)``
-    (prose and other non-heading paragraphs, outside non-narrative sections): ``(start, title,
-    words)``, starting at the (up to two) title-like lines right above it, which are its title
-    (epigraphs, title-page and credit lines above them stay front matter)."""
+    """The first run of at least ``min_words`` prose words in paragraphs ``[lo, hi)`` outside non-narrative
+    sections: ``(start, title, words)``, starting at the (up to two) title-like lines right above it."""
     k = lo
     while k < hi:
         if k in in_nn or not _prose_words(paras[k]):
@@ -241,10 +233,8 @@ def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: 
 
 def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | None,
                       report: StructureReport | None = None) -> None:
-    """An introduction/preface signed by someone else than the author is not narrative — unless an
-    introduction never names the author: a real editor writes about the author; a fictional
-    editor's or narrator's framing introduction does not (it is a unit, and the report says so).
-    A preface/foreword signed by someone else stays an editor's or translator's."""
+    """A preface or introduction signed by someone else than the author is not narrative, unless an
+    introduction never names the author (a fictional editor's framing: a unit, and the report says so)."""
     n = len(paras)
     surname = re.findall(r"[A-Za-z][\w'’-]+", author)[-1] if author and re.search(r"[A-Za-z]{2}", author) else None
     for i, s in enumerate(sections):
@@ -260,7 +250,7 @@ def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | 
                             f"{s.title!r} is signed by someone else than the author but never names "
                             f"{surname}: a framing introduction, kept as a unit")
                     continue
-                # a preface that is part of the fiction (#36): signed by one of the story's people (the
+                # a preface that is part of the fiction: signed by one of the story's people (the
                 # signer's surname recurs in the narrative after it) and never naming the author
                 signer = _signer_surname(tail)
                 later = " ".join(paras[e:])
@@ -293,14 +283,9 @@ SWALLOW_WORDS = 5000  # an opening preface holding more than this (and most of t
 
 def _preface_end(sections: list[_Section], paras: list[str], para_words: list[int], whole_title: str,
                  report: StructureReport) -> list[_Section]:
-    """An opening preface that is the only narrative heading must not swallow an unheaded novel.
-
-    When the first narrative section is a preface/introduction holding more than
-    :data:`SWALLOW_WORDS` words and most of the narrative, it ends at the first paragraph-level cue
-    after its first prose paragraph: its signature or a dated line (``London, May 1850.``), a rule
-    (``* * *``), or the book's title set as a line; the narrative from the next paragraph on is a
-    unit titled by the book. Without a cue the preface stays one unit; the report says which.
-    """
+    """An opening preface holding more than :data:`SWALLOW_WORDS` words and most of the narrative ends at the
+    first cue after its first prose paragraph (a signature or dated line, a rule, the book's title); the rest is
+    a unit titled by the book. Without a cue it stays one unit; the report says which."""
     n = len(paras)
     narr = [i for i, s in enumerate(sections) if s.narrative]
     if not narr:

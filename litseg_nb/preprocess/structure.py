@@ -71,15 +71,9 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
                 use_structure: bool = True, whole_title: str = "Whole text",
                 report: StructureReport | None = None,
                 sections: Sequence[tuple[int, str]] | None = None, author: str | None = None) -> list[Unit]:
-    """Split a cleaned book into indexed narrative units (see module docstring).
-
-    ``sentences`` (spans into ``text``) are computed with ``sentence_splitter`` when not given.
-    ``use_structure=False`` skips heading detection (the whole text is one section).
-    ``sections`` — ``(first_paragraph, title)`` pairs given by the dataset (GutenQA chapters) —
-    replace heading detection; their units get ``split="dataset"`` and nothing is dropped.
-    ``author`` (the Gutenberg header's) tells an author's signed preface from an editor's.
-    Non-narrative paragraph ranges are recorded in ``report.dropped`` as character spans.
-    """
+    """Split a cleaned book into indexed narrative units. ``sections`` (``(first_paragraph, title)``, GutenQA's
+    chapters) replace heading detection (``split="dataset"``); ``author`` tells an author's signed preface from an
+    editor's; non-narrative character spans go to ``report.dropped``."""
     if max_unit_words is not None and max_unit_words <= 0:
         raise ValueError(f"book {book_id!r}: max_unit_words must be positive, got {max_unit_words}")
     if not paragraphs or not text.strip():
@@ -168,11 +162,8 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
 
 def check_unit_coverage(text: str, paragraphs: Sequence[Span], units: Sequence[Unit],
                         dropped: Sequence[Sequence] = ()) -> None:
-    """Raise if units overlap, leave a narrative character uncovered or misplace a sentence.
-
-    ``dropped`` — ``(start, end, why)`` character spans of non-narrative matter (the structure
-    report's ``dropped``): only they may lie outside the units.
-    """
+    """Raise if units overlap, leave a narrative character uncovered or misplace a sentence; only the
+    ``dropped`` ``(start, end, why)`` spans (the report's) may lie outside the units."""
     allowed = sorted((int(d[0]), int(d[1])) for d in dropped)
 
     def outside(a: int, b: int) -> str:
