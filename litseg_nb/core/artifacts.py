@@ -156,10 +156,8 @@ def add_label_footer(fig, label: str, fontsize: float = FOOTER_FONTSIZE):
 
 
 def stacked_text_figure(blocks, width_in: float = 9.5, pad_in: float = 0.1):
-    """A figure of text ``blocks`` ``(text, text_kwargs, gap_after_points)`` stacked top to bottom.
-
-    Each block is placed under the rendered box of the block before it (plus its gap) and the figure's
-    height is set to the stacked content, so text sizes in points keep the layout at any dpi."""
+    """A figure of text ``blocks`` ``(text, text_kwargs, gap_after_points)`` stacked top to bottom, each
+    under the rendered box of the one before; the figure is as tall as its content."""
     import matplotlib.pyplot as plt  # deferred: matplotlib only where a figure is drawn
 
     fig = plt.figure(figsize=(width_in, 1.0))

@@ -1,30 +1,10 @@
-"""Aligning external chunk texts back to the cleaned book text: the aligner of ``import-chunks``
-(:mod:`litseg_nb.front.chunk_import`, which reads the chunk file and loads the book) and of the ``lib:``
-methods (:mod:`litseg_nb.chunkers.library`). :class:`BookAligner` locates the texts in the book,
-:func:`import_chunks` turns them into shared-schema chunks with an :class:`ImportReport`.
+"""Aligning external chunk texts back to the cleaned book text (``import-chunks`` and the ``lib:`` methods).
 
-Alignment (one pass through the book, in chunk order):
-
-1. **exact** – the whitespace-stripped chunk occurs verbatim in the book text, searched forward from
-   just after the previous aligned chunk's start (so overlapping chunk sets align too);
-2. **normalised** – the same search on a normalised copy of both texts (Unicode NFKC, curly quotes
-   and apostrophes to straight ones, dashes to ``-``, soft hyphens removed, whitespace runs to one
-   space, lower case), mapped back to exact book offsets — what a tool that re-joins paragraphs
-   with spaces or straightens quotes needs; recorded as ``fuzzy`` with score 1.0;
-3. **anchored** – for text the tool changed more (dropped or replaced characters): short probes of
-   the normalised chunk are located in the book, the densest agreement gives the region, a
-   ``difflib`` alignment trims it to the first and last matching block and the similarity ratio
-   between chunk and region is the score; accepted as ``fuzzy`` when score >= ``min_score``;
-4. otherwise **not found**.
-
-Each search first looks forward from the cursor; when that fails it looks at the whole book
-(``metadata['out_of_order'] = True``). An aligned chunk gets exact character ``spans`` into the book
-text, ``main_text`` = the book text of that span, and the sentence indices of the unit holding most
-of it (``from_idx``/``to_idx``; every unit it touches is listed in ``metadata['unit_ranges']``).
-Its ``text`` stays the external text — that is what a retriever indexes, exactly as in the
-source. A chunk that cannot be aligned is kept (retrievers still index its text) with
-``spans=[]``, ``is_source_span=False``, ``unit_id=""`` and ``metadata['alignment']='not_found'``;
-it is never dropped. A chunk set that aligns to nothing of the book is an error.
+In chunk order, each chunk is found by **exact** search, then on a **normalised** copy of both texts (NFKC,
+straight quotes, dashes, whitespace, lower case), then **anchored** (probes locate a region, ``difflib``
+scores it, accepted when ``>= min_score``), first forward from the cursor, then anywhere (``out_of_order``).
+An aligned chunk gets exact ``spans`` and its unit's sentence indices; its ``text`` stays the external text.
+A chunk that cannot be aligned is kept with ``spans=[]``; a set that aligns to nothing is an error.
 """
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Filesystem locations, resolved from the package (never from the working directory).
-
-* ``PACKAGE_DIR`` – the installed ``litseg_nb`` package.
-* ``REPO_ROOT`` – the checkout that contains the package (notebooks/, outputs/, tests/).
-* ``data_dir()`` – the evaluation-data root, from ``LITSEG_DATA_DIR`` (default: ``<repo>/../shared/data``);
-  a missing dataset raises :class:`DataNotFoundError` saying which files are expected and how to get them.
-* ``outputs_dir(profile)`` – ``<repo>/outputs/<profile>`` (override the root with ``LITSEG_OUTPUTS_DIR``).
-* ``cache_dir()`` – content-addressed cache and LLM request cache (``LITSEG_CACHE_DIR``).
+"""Filesystem locations, resolved from the package (never from the working directory): the data root
+(``LITSEG_DATA_DIR``), outputs (``LITSEG_OUTPUTS_DIR``) and cache (``LITSEG_CACHE_DIR``) folders, and the
+error for a dataset that is not on disk, naming the expected files and how to get them.
 """
 from __future__ import annotations
 

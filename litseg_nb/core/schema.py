@@ -1,11 +1,8 @@
 """The data model shared by every dataset, preprocessing step and segmenter.
 
-Offsets are *character offsets into the cleaned book text* (``Book.text``), half-open
-``[start, end)``: ``book.text[s.start:s.end]`` is the sentence, character for character.
-Sentence indices are 1-based *within a unit* (the LitSeg prompt numbers them ``[1] ...``).
-
-Every segmenter (LitSeg, LitSeg-Lite, all baselines) returns :class:`Chunk` records; the
-:func:`check_coverage` proof shows that every sentence of a unit lies in at least one main range.
+Offsets are half-open character offsets into the cleaned book text (``Book.text``); sentence indices are
+1-based within a unit (as the LitSeg prompt numbers them). :func:`check_coverage` proves every sentence of a
+unit lies in at least one chunk's main range.
 """
 from __future__ import annotations
 
@@ -89,15 +86,9 @@ class Book:
 
 @dataclass
 class Chunk:
-    """One chunk produced by a segmenter, in the shared result schema.
-
-    ``from_idx``/``to_idx`` is the main sentence range (1-based, inclusive, within the unit).
-    ``context_idx`` are extra sentence indices outside the main range (LitSeg's context list).
-    ``spans`` are the character spans of the main text in the book text (one span for
-    contiguous chunks); ``text`` is the reconstructed chunk (subtitle, context, main text) and
-    ``main_text`` the plain main text. For chunks that are not spans of the source (propositions),
-    ``is_source_span`` is False and ``spans`` hold the *source paragraph* spans instead.
-    """
+    """One chunk in the shared result schema: main sentence range ``from_idx``..``to_idx`` (1-based, inclusive),
+    LitSeg's ``context_idx``, character ``spans`` of the main text (source paragraphs when ``is_source_span`` is
+    False), ``text`` (subtitle, context, main text) and the plain ``main_text``."""
 
     book_id: str
     unit_id: str

@@ -1,17 +1,9 @@
-"""Answer-quality metrics of the LitSeg paper's Appendix F: Exact Match, token F1, ROUGE-L, METEOR.
+"""Answer-quality metrics of the LitSeg paper's Appendix F: EM, token F1, ROUGE-L, METEOR and RAGAS.
 
-* EM and F1 follow the SQuAD convention: answers are normalised (lower case, punctuation and the
-  articles a/an/the removed, whitespace collapsed); with several references the best one counts.
-  An empty prediction scores 1 only against an empty reference.
-* ROUGE-L is the F-measure of ``rouge_score``'s ``rougeL`` (with stemming), best reference.
-* METEOR is NLTK's ``meteor_score`` (Banerjee & Lavie 2005 as implemented by NLTK: exact, stem and
-  WordNet-synonym matching). WordNet comes from NLTK's data path if installed there, else from the
-  Debian package ``wordnet-base`` (``/usr/share/wordnet``; its missing ``lexnames`` file is rebuilt
-  from the package's own ``lexnames(5WN)`` man page). Without either, METEOR is computed with exact
-  and stem matches only, and :func:`meteor_variant` says so — the tables print it.
-* RAGAS Context Relevance and Answer Accuracy (ragas 0.4.3's NVIDIA metrics, Appendix F.5/F.6) are judged
-  by our own :class:`~litseg_nb.llm.base.LLMBackend` behind a ``BaseRagasLLM`` (no network, telemetry off);
-  a reply without a rating is retried, then scored NaN.
+EM and F1 follow SQuAD (normalised answers, best reference); ROUGE-L is ``rouge_score``'s ``rougeL`` with
+stemming; METEOR is NLTK's, with WordNet from NLTK's data path or Debian's ``wordnet-base`` (else exact and
+stem matches only, and :func:`meteor_variant` says so). RAGAS Context Relevance and Answer Accuracy (F.5/F.6,
+ragas 0.4.3's NVIDIA metrics) are judged by our own backend (no network); an unrated reply scores NaN.
 """
 from __future__ import annotations
 
@@ -222,10 +214,8 @@ def make_ragas_llm(backend: Any, max_new_tokens: int = 8, tag: UsageTag = UsageT
 
 def ragas_scores(backend: Any, samples: Sequence[dict[str, Any]], max_new_tokens: int = 8,
                  retries: int = 5) -> list[dict[str, float]]:
-    """Per sample ``{"context_relevance", "answer_accuracy"}`` (NaN when the judge gave no rating).
-
-    ``samples``: dicts with ``question``, ``contexts`` (list of str), ``answer``, ``reference``.
-    """
+    """Per sample (``question``, ``contexts``, ``answer``, ``reference``) ``{"context_relevance",
+    "answer_accuracy"}``, NaN when the judge gave no rating."""
     _, _, SingleTurnSample, _, AnswerAccuracy, ContextRelevance, _ = _import_ragas()
     llm = make_ragas_llm(backend, max_new_tokens)
     cr, aa = ContextRelevance(llm=llm), AnswerAccuracy(llm=llm)

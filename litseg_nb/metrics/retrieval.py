@@ -1,28 +1,9 @@
-"""Retrieval metrics on GutenQA: relevance by ``Chunk Must Contain`` containment, MRR, Hit@k,
-and LumberChunker's DCG@k and Recall@k.
+"""Retrieval metrics on GutenQA, as LumberChunker's evaluation computes them: relevance by ``Chunk Must
+Contain`` containment (both sides :func:`normalize_for_match`-ed), MRR, Hit@k, DCG@k and Recall@k.
 
-Relevance (LumberChunker's evaluation notebook, ``find_index_of_match``): a retrieved chunk is
-relevant when it contains the question's ``Chunk Must Contain`` string; the published code
-lower-cases both sides. Some GutenQA evidence strings differ from the book text by quote characters
-or non-breaking spaces, so here both sides get the same :func:`normalize_for_match` (Unicode NFKC,
-curly quotes/apostrophes to straight ones, dashes to ``-``, whitespace runs to one space, lower case).
-
-Only the *first* relevant chunk in the ranking counts (LumberChunker marks it 1 and every later
-position 0), so with ``r`` the 1-based rank of the first relevant chunk:
-
-* ``DCG@k = (2^1 - 1) / log2(r + 1)`` if ``r <= k`` else 0 (the published ``compute_DCG``),
-* ``Recall@k = 1[r <= k]`` (LumberChunker's Recall@k; identical to Hit@k of the LitSeg paper),
-* ``MRR = mean(1 / r)`` over questions, 0 when nothing relevant is retrieved at the evaluated depth.
-
-Questions whose evidence occurs in *no chunk at all* of a chunk set cannot be hit by any retriever;
-:func:`summarize_retrieval` scores them 0 (as the published numbers do) and reports how many there
-are (``n_no_relevant_chunk``) plus MRR over the answerable questions.
-
-:func:`summarize_scopes` is what every table of notebook 05 uses: both scopes side by side —
-over *all* questions in scope (unanswerable ones count as misses: LumberChunker's convention) and
-over the *answerable* ones (suffix ``_answerable``) — with ``n_questions``, ``n_no_relevant_chunk``
-and ``n_answerable``; and MRR both as ``MRR@k`` (rank within the evaluated top-k, 0 beyond) and
-``MRR_full`` (rank in the complete ranking of the chunk set, as LumberChunker's evaluation computes it).
+Only the first relevant chunk counts: with ``r`` its rank, ``DCG@k = 1 / log2(r + 1)`` and ``Recall@k =
+1[r <= k]`` (Hit@k of the LitSeg paper). :func:`summarize_scopes` reports every question in scope
+(unanswerable ones count as misses) and the ``_answerable`` ones, with ``MRR@k`` and full-rank ``MRR_full``.
 """
 from __future__ import annotations
 
@@ -91,11 +72,8 @@ def dcg_at_k(rank: int | None, k: int) -> float:
 
 def summarize_retrieval(ranks: Sequence[int | None], answerable: Sequence[bool] | None = None,
                         ks: Iterable[int] = KS) -> dict[str, float]:
-    """Mean MRR, Hit@k, DCG@k, Recall@k over questions (+ counts and answerable-only MRR).
-
-    ``ranks[i]`` is the first relevant rank for question i (None = no relevant chunk retrieved);
-    ``answerable[i]`` says whether any chunk of the chunk set is relevant to question i.
-    """
+    """Mean MRR, Hit@k, DCG@k, Recall@k over questions (+ counts and answerable-only MRR); ``ranks[i]`` is
+    question i's first relevant rank (None: none retrieved), ``answerable[i]`` whether any chunk is relevant."""
     ks = tuple(ks)
     n = len(ranks)
     if answerable is None:
@@ -124,12 +102,8 @@ def summarize_retrieval(ranks: Sequence[int | None], answerable: Sequence[bool] 
 def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
                      full_ranks: Sequence[int | None] | None = None, k: int = 20,
                      ks: Iterable[int] = KS) -> dict[str, float]:
-    """Both question scopes in one flat record (see the module docstring).
-
-    ``ranks``: first relevant rank within the top-``k`` ranking (None beyond it); ``full_ranks``:
-    first relevant rank in the full ranking (None only when no relevant chunk is ranked at all).
-    Raises for zero questions (an empty evaluation must not look like a score).
-    """
+    """Both question scopes in one flat record: ``ranks`` within the top-``k`` (None beyond), ``full_ranks``
+    in the full ranking. Raises for zero questions (an empty evaluation must not look like a score)."""
     n = len(ranks)
     if n == 0:
         raise ValueError("no questions to score (an empty evaluation has no MRR)")

@@ -16,11 +16,8 @@ FUSIONS = ("rrf", "weighted")
 
 @dataclass(frozen=True)
 class RagConfig(StageConfig):
-    """All stages of Appendix I.1's pipeline are shared and fixed across chunkers.
-
-    Sizes of the LLM-heavy parts (HyDE, reranking, generation, RAGAS, pairwise judge) are capped per
-    profile; retrieval metrics always cover every question.
-    """
+    """All stages of Appendix I.1's pipeline, shared and fixed across chunkers; the LLM-heavy parts are capped
+    per profile, retrieval metrics always cover every question."""
 
     chunkers: tuple[str, ...] = ()  # empty = every chunk artifact found
     question_scope: str = one_of("common-units", *QUESTION_SCOPES)  # common-units | all (see rag.pipeline.questions_in_scope)

@@ -1,10 +1,8 @@
-"""Per-book retrieval indices: dense (FAISS inner product over normalised embeddings) + sparse (BM25).
+"""Per-book retrieval indices, dense (FAISS inner product over normalised embeddings) and sparse (BM25), and
+the fusion of their rankings (reciprocal rank fusion, the paper's hybrid; weighted RRF; min-max linear).
 
-A question only ever searches its own book's index (the book-level metadata filter of Appendix
-I.1 is enforced by construction: :class:`LibraryIndex` holds one :class:`BookIndex` per book and
-raises for an unknown book). Indices are saved with the artifacts and load back bit-identically.
-Dense and sparse rankings are fused by reciprocal rank fusion (the paper's hybrid), weighted RRF or
-min-max linear fusion.
+A question only ever searches its own book's index (Appendix I.1's book-level filter, by construction);
+indices are saved with the artifacts and load back bit-identically.
 """
 from __future__ import annotations
 
@@ -157,11 +155,8 @@ Ranked = Sequence[tuple[int, float]]  # (doc index, score), best first
 
 def rrf_fuse(lists: Sequence[Ranked], k: int = 60, top_k: int | None = None,
              weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
-    """Reciprocal rank fusion (Cormack et al. 2009): ``score(d) = sum_lists w_l / (k + rank_l(d))``.
-
-    ``weights`` default to 1 for every list (the paper's hybrid). Ties are broken by the best
-    single rank, then by document index (deterministic).
-    """
+    """Reciprocal rank fusion (Cormack et al. 2009): ``score(d) = sum_lists w_l / (k + rank_l(d))``, weights 1
+    by default; ties broken by the best single rank, then document index."""
     if weights is None:
         weights = [1.0] * len(lists)
     if len(weights) != len(lists) or any(w < 0 for w in weights):

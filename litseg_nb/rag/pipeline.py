@@ -1,30 +1,9 @@
 """The RAG evaluation pipeline of Appendix I.1, run for every chunker with the same fixed stages.
 
-Notebook 05 calls, in order:
-
-1. :func:`litseg_nb.chunk_sets.for_retrieval` – which ``outputs/<profile>/artifacts/chunks/<method>.jsonl``
-   exist (and which expected ones are missing), with their chunks of the loaded books;
-2. :func:`evaluation_questions` – GutenQA questions (with ``Chunk Must Contain``) and LiteraryQA
-   questions (capped per book) of the loaded books;
-3. :func:`questions_in_scope` – with ``question_scope="common-units"`` the questions whose evidence
-   lies inside units that *every* evaluated chunker covered (LLM chunkers may cover only a few
-   chapters in the small profiles; comparing them on different question sets would be unfair),
-   plus the questions whose evidence occurs nowhere in the book text (they stay in scope and count
-   as misses, as in LumberChunker's evaluation); zero questions left is an error saying why;
-4. :class:`RagEvaluator` – builds/saves the per-book indices, retrieves (dense, BM25, the paper's RRF
-   hybrid, the weighted fusions, dense with HyDE, hybrid + reranker), records per-stage latency;
-5. :func:`retrieval_table` – per (dataset, method, mode) both question scopes (all questions in
-   scope, misses count; answerable ones) with ``n_questions``/``n_no_relevant_chunk``, and MRR
-   both as ``MRR@k`` and full-rank ``MRR_full``. A mode's full ranking is its configured ranking
-   (top lists fused at the configured candidate depths, reranked where it applies) followed by every
-   other chunk in the order of the same fusion over the complete dense and BM25 rankings.
-
-Fusion modes: ``hybrid`` is the paper's reference (unweighted RRF of the dense and BM25 top lists,
-or the configured ``fusion``); ``hybrid-wrrf`` (RRF with dense weight ``2w`` and sparse weight
-``2(1-w)``) and ``hybrid-linear`` (``w * minmax(dense) + (1-w) * minmax(bm25)``) pick ``w`` from
-``fusion_weight_grid`` by cross-fitting: the GutenQA questions are split into
-``fusion_dev_folds`` seeded folds and each fold is scored with the weight that maximised MRR@k on
-the other folds (never on itself). The chosen weights are in :attr:`RagEvaluator.fusion_weights`.
+Notebook 05: :func:`evaluation_questions`, :func:`questions_in_scope` (``common-units``: questions whose evidence
+lies in units every chunker covered, so chunkers are compared on the same questions), :class:`RagEvaluator`
+(indices; dense, BM25, the paper's RRF hybrid, cross-fitted weighted fusions, HyDE, reranking; latency) and
+:func:`retrieval_table`. Answers are generated with the paper's prompts (Appendix I.1.2).
 """
 from __future__ import annotations
 
@@ -85,10 +64,8 @@ def generate_answers(backend: Any, items: Sequence[dict[str, Any]], max_new_toke
 
 def hyde_passages(backend: Any, titles: Sequence[str], questions: Sequence[str], max_new_tokens: int,
                   seed: int = 0, tag: UsageTag = UsageTag("rag-hyde", stage="hyde")) -> list[str]:
-    """Hypothetical passages answering each question (HyDE, Gao et al. 2023) for dense retrieval.
-
-    An empty generation falls back to the question itself; the caller counts those.
-    """
+    """Hypothetical passages answering each question (HyDE, Gao et al. 2023) for dense retrieval; an empty
+    generation falls back to the question (the caller counts those)."""
     convs = [[{"role": "user", "content": render_prompt("rag/hyde", title=t, query=q)}]
              for t, q in zip(titles, questions)]
     if not convs:
@@ -99,57 +76,7 @@ def hyde_passages(backend: Any, titles: Sequence[str], questions: Sequence[str],
 
 
 MODES = ("dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear", "dense+hyde", "hybrid+rerank")
-TUNED_ANSWER_INSTRUCTIONS = {"gutenqa": "rag/answer_instruction_gutenqa", "literaryqa": "rag/answer_instruction_literaryqa"}
-
-
-def answer_conversation(dataset: str, title: str, question: str, chunks: Sequence[str]) -> list[dict[str, str]]:
-    """The paper's prompts (Appendix I.1.2): system = system prompt + " " + the dataset's answer instruction;
-    user = the template with one ``Chunk:`` block per retrieved chunk, or without references."""
-    key = "literaryqa" if dataset == "literaryqa" else "gutenqa"
-    system = load_prompt("rag/system") + " " + load_prompt(ANSWER_INSTRUCTIONS[key])
-    if chunks:
-        doc = "\nChunk: ".join(c.strip() for c in chunks)
-        user = render_prompt("rag/user_with_reference", title=title, query=question, doc=doc)
-    else:
-        user = render_prompt("rag/user_no_reference", title=title, query=question)
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-
-def clean_answer(text: str) -> str:
-    """First non-empty paragraph of the reply's answer, stripped (the prompt asks for one sentence);
-    reasoning blocks are removed first (:func:`litseg_nb.llm.replies.answer_text`)."""
-    for part in answer_text(text).strip().split("\n\n"):
-        if part.strip():
-            return part.strip()
-    return ""
-
-
-def generate_answers(backend: Any, items: Sequence[dict[str, Any]], max_new_tokens: int, seed: int = 0,
-                     tag: UsageTag = UsageTag("rag-generate", stage="generate")) -> list[str]:
-    """``items``: dicts with dataset, title, question, chunks → one cleaned answer each (batched)."""
-    convs = [answer_conversation(it["dataset"], it["title"], it["question"], it["chunks"]) for it in items]
-    if not convs:
-        return []
-    gens = backend.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed), tag)
-    return [clean_answer(g.text) for g in gens]
-
-
-def hyde_passages(backend: Any, titles: Sequence[str], questions: Sequence[str], max_new_tokens: int,
-                  seed: int = 0, tag: UsageTag = UsageTag("rag-hyde", stage="hyde")) -> list[str]:
-    """Hypothetical passages answering each question (HyDE, Gao et al. 2023) for dense retrieval.
-
-    An empty generation falls back to the question itself; the caller counts those.
-    """
-    convs = [[{"role": "user", "content": render_prompt("rag/hyde", title=t, query=q)}]
-             for t, q in zip(titles, questions)]
-    if not convs:
-        return []
-    gens = backend.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed), tag)
-
-    return [answer_text(g.text).strip() for g in gens]  # reasoning blocks removed
-
-
-MODES = ("hybrid-wrrf", "hybrid-linear")
+TUNED_MODES = ("hybrid-wrrf", "hybrid-linear")
 
 
 @dataclass
@@ -198,13 +125,9 @@ def questions_in_scope(questions: Sequence[EvalQuestion], chunk_sets: Mapping[st
                        books: Mapping[str, Any], scope: str = "common-units") -> tuple[list[EvalQuestion], dict[str, Any]]:
     """Questions every chunker can be fairly evaluated on, and a report of what was left out.
 
-    ``common-units``: the book-text range of a unit counts when every chunk set has chunks in it; a
-    GutenQA question is kept when its evidence occurs in one such unit, or when its evidence occurs
-    nowhere in the book text (it stays in scope as a miss for every chunker, LumberChunker's
-    convention); a LiteraryQA question (no evidence) is kept when every chunk set covers its book.
-    ``all``: every question of the books the chunk sets cover. Raises :class:`EvaluationError`
-    when no question is left, naming the reason.
-    """
+    ``common-units``: a GutenQA question whose evidence lies in a unit every chunk set covers, or occurs nowhere
+    in the book (a miss for all, LumberChunker's convention); a LiteraryQA question whose book every set covers.
+    ``all``: every question of the covered books. No question left raises :class:`EvaluationError` saying why."""
     if not chunk_sets:
         raise EvaluationError("no chunk set to evaluate")
     empty = [m for m, cs in chunk_sets.items() if not cs]
@@ -347,12 +270,9 @@ class RagEvaluator:
         raise ValueError(f"unknown tuned fusion mode {mode!r}")
 
     def first_stage(self, idx: Any, query_emb: Any, query: str, record: bool = True):
-        """``(dense, bm25, hybrid)`` rankings of one query over one book's index ``idx``.
-
-        Single-retriever modes are ranked ``retrieve_top_k`` deep (at least); the fusion takes the
-        configured candidate depths (``dense_top_k``, ``sparse_top_k``) of each list. ``record``: add the
-        stages' seconds to :attr:`latency` (off for a walk-through outside the timed run).
-        """
+        """``(dense, bm25, hybrid)`` rankings of one query over one book's index ``idx``: single retrievers
+        ``retrieve_top_k`` deep, the fusion over ``dense_top_k``/``sparse_top_k``; ``record`` adds the seconds
+        to :attr:`latency`."""
         c = self.cfg
         depth_d, depth_s = max(c.dense_top_k, c.retrieve_top_k), max(c.sparse_top_k, c.retrieve_top_k)
         t0 = time.perf_counter()
@@ -438,11 +358,8 @@ class RagEvaluator:
                 "evidence": q.evidence, "relevant": sorted(rel) if rel is not None else None}
 
     def tuned_fusion_rows(self, questions: Sequence[EvalQuestion]) -> list[dict[str, Any]]:
-        """Rows of the weighted fusion modes, each fold scored with the weight chosen on the other folds.
-
-        Needs :meth:`retrieve` first (it keeps each question's full dense and BM25 lists). The
-        chosen weights are stored in :attr:`fusion_weights` (method, mode, fold, weight, dev MRR).
-        """
+        """Rows of the weighted fusion modes, each fold scored with the weight chosen on the other folds (after
+        :meth:`retrieve`); the weights go to :attr:`fusion_weights`."""
         c = self.cfg
         qs = [q for q in questions if q.evidence]
         if c.fusion_dev_folds < 2:
@@ -511,12 +428,9 @@ def _extend(head: Sequence[tuple[int, float]], full: Sequence[tuple[int, float]]
 
 
 def retrieval_table(rows: Sequence[Mapping[str, Any]], qids: set[str] | None = None, k: int = 20):
-    """Per (dataset, method, mode): both question scopes (see
-    :func:`litseg_nb.metrics.retrieval.summarize_scopes`) — ``n_questions``, ``n_no_relevant_chunk``,
-    ``n_answerable``, ``MRR@k``, ``MRR_full``, Hit@k, DCG@k, Recall@k over all questions in scope
-    (misses count) and the same with suffix ``_answerable`` — GutenQA rows only (LiteraryQA has no
-    evidence). ``qids`` restricts to those questions. ``MRR`` is kept as an alias of ``MRR@k`` for
-    callers that read it (notebook 07)."""
+    """Per (dataset, method, mode), GutenQA only: ``n_questions``, ``n_no_relevant_chunk``, ``n_answerable``,
+    ``MRR@k``, ``MRR_full``, Hit@k, DCG@k, Recall@k over all questions in scope and with suffix ``_answerable``
+    (:func:`summarize_scopes`); ``qids`` restricts the questions; ``MRR`` aliases ``MRR@k``."""
     import pandas as pd
 
     df = pd.DataFrame([r for r in rows if r["answerable"] is not None and (qids is None or r["qid"] in qids)])
