@@ -53,7 +53,6 @@ class ChunkImportError(UsageError, ValueError):
     """The chunk file cannot be read, or the chunk set covers nothing of the book."""
 
 
-# --------------------------------------------------------------------------- normalisation
 def _align_form(ch: str) -> str:
     """The aligner's form of one character: quotes, dashes and hyphens (also ``\u2010``/``\u2011``)
     mapped before and after NFKC, lower-cased, soft hyphen dropped."""
@@ -73,7 +72,6 @@ def normalize_text(text: str) -> str:
     return normalize_with_map(text)[0]
 
 
-# --------------------------------------------------------------------------- alignment
 @dataclass
 class Alignment:
     index: int  # 0-based position in the chunk file
@@ -193,7 +191,6 @@ class BookAligner:
         return out
 
 
-# --------------------------------------------------------------------------- chunks
 def _unit_ranges(units: Sequence[Unit], start: int, end: int) -> list[tuple[Unit, int, int, int]]:
     """``(unit, from_idx, to_idx, overlap_chars)`` for every unit whose sentences overlap the span."""
     out = []

@@ -66,7 +66,6 @@ class PreprocessConfig(StageConfig):
     benchmark_big_mb: float = 20.0  # size of the one-body book the benchmark indexes (20 MB < 15 s)
 
 
-# ---------------------------------------------------------------- data files
 def data_files(corpus_cfg: CorpusConfig, root: Path | None = None) -> list[Path]:
     """The data files a corpus config reads (for cache keys and run manifests)."""
     root = root or data_dir()
@@ -89,7 +88,6 @@ def data_files(corpus_cfg: CorpusConfig, root: Path | None = None) -> list[Path]
     return files
 
 
-# ---------------------------------------------------------------- per dataset
 def _wanted(book_id: str, books: Sequence[str]) -> bool:
     """Whether ``book_id`` is named in ``books`` (full id, or the part after the colon)."""
     return book_id in books or book_id.split(":", 1)[1] in books
@@ -139,7 +137,6 @@ def _load_dataset(ds: str, root: Path, cfg: CorpusConfig) -> tuple[list[Book], L
     raise CorpusError(f"unknown dataset {ds!r}; expected one of {', '.join(DATASETS)}")
 
 
-# ---------------------------------------------------------------- units
 def index_book(book: Book, max_unit_words: int | None, sentence_splitter: str = "nupunkt") -> Book:
     """Fill ``book.units`` (structure or dataset chapters, recursive splits, sentence indices)."""
     report = StructureReport()
@@ -181,7 +178,6 @@ def cap_units(book: Book, max_units: int, selection: str = "first") -> Book:
     return book
 
 
-# ---------------------------------------------------------------- (de)serialisation
 def book_to_json(book: Book) -> dict[str, Any]:
     d = {k: v for k, v in book.__dict__.items() if k not in ("units", "questions")}
     d["paragraphs"] = [list(p) for p in book.paragraphs]
@@ -204,7 +200,6 @@ def book_from_json(d: dict[str, Any]) -> Book:
     return Book(**d, units=units, questions=questions)
 
 
-# ---------------------------------------------------------------- entry point
 def _build(cfg: CorpusConfig, root: Path, progress: bool) -> tuple[list[Book], CorpusReport]:
     report = CorpusReport()
     out: list[Book] = []
@@ -257,7 +252,6 @@ def load_corpus(corpus_cfg: CorpusConfig, use_cache: bool = True, progress: bool
     return Corpus(books, report)
 
 
-# ---------------------------------------------------------------- statistics
 def _token_counter(tokenizer: Any) -> Callable[[list[str]], list[int]] | None:
     if tokenizer is None:
         return None
@@ -326,8 +320,6 @@ def corpus_statistics(books: Sequence[Book], tokenizer: Any = None):
                      "split_method": ""})
     return pd.DataFrame(rows, columns=cols)
 
-
-# ---------------------------------------------------------------- unit selection
 
 class SelectionError(UsageError, ValueError):
     """A unit selection that matches nothing or names units the corpus does not have."""

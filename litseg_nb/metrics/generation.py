@@ -75,7 +75,6 @@ def rouge_l(prediction: str, references: str | Sequence[str]) -> float:
     return max(_rouge().score(r, prediction)["rougeL"].fmeasure for r in _refs(references))
 
 
-# --------------------------------------------------------------------------- WordNet / METEOR
 def _build_debian_wordnet_dir(target: Path) -> Path:
     """A folder NLTK's reader accepts: copies of the Debian files + a rebuilt ``lexnames``."""
     target.mkdir(parents=True, exist_ok=True)

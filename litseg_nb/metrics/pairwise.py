@@ -95,7 +95,6 @@ def pairwise_win_rate(verdicts: Sequence[Sequence[str]]) -> dict[str, float]:
             **{f"{k}_frac": v / total for k, v in counts.items()}}
 
 
-# ------------------------------------------------------------------- LiteraryQA: the source book as context
 BOOK_POLICIES = ("whole book", "chapters holding either system's chunks", "either system's chunks")
 CHAT_MARGIN_TOKENS = 64  # chat-template tokens around the two messages (upper bound)
 

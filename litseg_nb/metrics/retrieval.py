@@ -137,7 +137,6 @@ def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
     return out
 
 
-# ----------------------------------------------------------------------------- span-based relevance
 # Containment (above) is the reference: LumberChunker's rule. A chunk that rewrites its source
 # (propositions, semantic completion) almost never contains the evidence string verbatim although its
 # source text holds it, so beside containment the tables report *span-based* relevance: a chunk is

@@ -314,8 +314,6 @@ def _classify(para: str) -> list[Heading]:
     return []
 
 
-
-
 def _verse_share(paras: list[str], words: list[int]) -> float:
     total = sum(words) or 1
     verse = sum(w for p, w in zip(paras, words) if p.count("\n") >= 2)

@@ -75,7 +75,6 @@ def hyde_passages(backend: Any, titles: Sequence[str], questions: Sequence[str],
     return [answer_text(g.text).strip() for g in gens]  # reasoning blocks removed
 
 
-MODES = ("dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear", "dense+hyde", "hybrid+rerank")
 TUNED_MODES = ("hybrid-wrrf", "hybrid-linear")
 
 
@@ -225,7 +224,6 @@ class RagEvaluator:
         self.hyde_text: dict[str, str] = {}
         self.n_hyde_empty = 0
 
-    # ------------------------------------------------------------------ indexing
     def build_indices(self, chunk_sets: Mapping[str, Sequence[Chunk]]) -> None:
         from tqdm.auto import tqdm
 
@@ -237,7 +235,6 @@ class RagEvaluator:
                 lib.save(self.index_root / re.sub(r"[^A-Za-z0-9_.-]+", "_", m))
             self.indices[m] = lib
 
-    # ------------------------------------------------------------------ HyDE
     def prepare_hyde(self, questions: Sequence[EvalQuestion]) -> list[EvalQuestion]:
         if not self.cfg.hyde or self.backend is None:
             return []
@@ -253,7 +250,6 @@ class RagEvaluator:
             self.hyde_text[q.qid] = t or q.question
         return subset
 
-    # ------------------------------------------------------------------ retrieval
     def _fuse(self, dense, sparse):
         c = self.cfg
         if c.fusion == "rrf":
@@ -473,7 +469,3 @@ def select_subset(questions: Sequence[EvalQuestion], n_per_dataset: int, seed: i
         pick = random.Random(f"{seed}-{ds}").sample(range(len(qs)), min(n_per_dataset, len(qs)))
         keep.update(qs[i].qid for i in pick)
     return [q for q in questions if q.qid in keep]
-
-
-def as_float_ranks(values: Iterable[Any]) -> np.ndarray:
-    return np.array([np.nan if v is None else float(v) for v in values])
