@@ -68,10 +68,6 @@ def normalize_with_map(text: str) -> tuple[str, list[int]]:
     return normalize_with_offsets(text, _align_form)
 
 
-def normalize_text(text: str) -> str:
-    return normalize_with_map(text)[0]
-
-
 @dataclass
 class Alignment:
     index: int  # 0-based position in the chunk file
@@ -163,7 +159,7 @@ class BookAligner:
         cursor = 0  # source offset from which the next chunk is searched
         for i, raw in enumerate(chunks):
             chunk = raw.strip()
-            nchunk = normalize_text(chunk)
+            nchunk = normalize_with_map(chunk)[0]
             al = None
             for forward in (True, False):
                 start_o = cursor if forward else 0
@@ -261,7 +257,6 @@ def import_chunks(book: Book, texts: Sequence[str], name: str, source: str = "",
     als = aligner.align(texts)
     chunks: list[Chunk] = []
     outside = 0
-    per_unit: dict[str, int] = {}
     for al, raw in zip(als, texts):
         md: dict[str, Any] = {"imported": True, "source": source, "source_index": al.index, "alignment": al.quality,
                               "alignment_method": al.method, "alignment_score": al.score}
@@ -286,8 +281,6 @@ def import_chunks(book: Book, texts: Sequence[str], name: str, source: str = "",
             unit_id, lo, hi = "", 0, 0
             md["unit_ranges"] = []
             md["outside_units"] = True
-        k = per_unit.get(unit_id, 0)
-        per_unit[unit_id] = k + 1
         chunks.append(Chunk(book.book_id, unit_id, f"{unit_id or 'nounit'}.i{al.index:05d}", name, lo, hi,
                             [(a, b)], raw, book.text[a:b], metadata=md))
     spans = [s for c in chunks for s in c.spans]

@@ -9,7 +9,8 @@ from typing import Sequence
 
 from .headings import (_CONTENTS_RE, _NN, _NUMBERED_TITLE_RE, CONTAINER_KINDS, Heading, Span, StructureReport,
                        _classify, _is_heading_shaped, _keyword, _norm_title, _numeral_value, _strip_decor,
-                       _strip_leader, _strip_number, _verse_share, _words, quoted_signature)
+                       _strip_leader, _strip_number, _verse_share, quoted_signature)
+from ..core.schema import word_count
 
 
 def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureReport | None = None,
@@ -19,7 +20,7 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
     report = report if report is not None else StructureReport()
     paras = [text[a:b] for a, b in paragraphs]
     shaped = [_is_heading_shaped(p) for p in paras]
-    words = [_words(p) for p in paras]
+    words = [word_count(p) for p in paras]
     blocks = _contents_blocks(paras)
     in_block = {k for h, e, _ in blocks for k in range(h + 1, e)}
     if not blocks:  # a list of titles without a CONTENTS header counts if its lines recur as headings
@@ -357,13 +358,14 @@ def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
             if not lines:
                 break
             first_line = _strip_decor(lines[0])
-            long_entry = _words(paras[j]) <= 60 and _keyword(first_line.split(" ", 2)[0] + " " + (first_line.split(" ", 2) + ["", ""])[1]) is not None
-            if any(len(ln) > 110 or _words(ln) > 18 for ln in lines) and not long_entry:
+            long_entry = word_count(paras[j]) <= 60 and _keyword(
+                first_line.split(" ", 2)[0] + " " + (first_line.split(" ", 2) + ["", ""])[1]) is not None
+            if any(len(ln) > 110 or word_count(ln) > 18 for ln in lines) and not long_entry:
                 break  # prose: the list is over
             if len(lines) == 1 and re.match(r"^(?:list\s+of|illustrations|plates)\b", first_line, re.I):
                 break  # "ILLUSTRATIONS" list follows
             keys = _body_keys(paras[j])
-            nxt_words = _words(paras[j + 1]) if j + 1 < len(paras) else 0
+            nxt_words = word_count(paras[j + 1]) if j + 1 < len(paras) else 0
             starts_body = (len(lines) == 1 and nxt_words >= 50 and "\n" not in paras[j + 1]
                            and bool(_classify(paras[j])))  # a heading followed by prose ("PREFACE")
             if entries and keys and (starts_body or any(k in seen for k in keys)
@@ -391,7 +393,7 @@ def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
         # then the story): the "entries" are that heading and its title line, not a list
         first_entry = _classify(paras[i + 1]) if i + 1 < j and "\n" not in paras[i + 1] else []
         if (first_entry and first_entry[0].kind not in _NN and first_entry[0].kind != "special"
-                and j - (i + 1) <= 2 and j < len(paras) and _words(paras[j]) >= 50 and "\n" not in paras[j]
+                and j - (i + 1) <= 2 and j < len(paras) and word_count(paras[j]) >= 50 and "\n" not in paras[j]
                 and "\n" not in paras[i]):
             entries, j = [], i + 1
         out.append((i, j, entries))
@@ -460,7 +462,7 @@ def _implicit_contents(paras: list[str], shaped: list[bool], limit: int) -> list
     out = []
     for i in range(min(limit, len(paras))):
         lines = [ln.strip() for ln in paras[i].split("\n") if ln.strip()]
-        if len(lines) >= 3 and all(len(ln) <= 90 and _words(ln) <= 14 for ln in lines):
+        if len(lines) >= 3 and all(len(ln) <= 90 and word_count(ln) <= 14 for ln in lines):
             out.append((i, i + 1, [_norm_title(_strip_decor(ln)) for ln in lines]))
     return out
 

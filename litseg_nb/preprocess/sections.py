@@ -9,7 +9,8 @@ from typing import Sequence
 from .detect import detect_headings
 from .headings import (_NN, _SPECIAL_RE, CONTAINER_GAP_WORDS, FRONT_MATTER, FRONT_NARRATIVE_WORDS, RANKS, Heading,
                        Span, StructureReport, _is_heading_shaped, _prose_words, _signature_author,
-                       _norm_title, _strip_decor, _title_like, _words, _SMALL_WORDS)
+                       _norm_title, _strip_decor, _title_like, _SMALL_WORDS)
+from ..core.schema import word_count
 
 
 _CREDIT_LINE_RE = re.compile(r"^(?:by|with|illustrat|translat|edit|dedicat|this\s+is\s+dedicat|author)\w*\b", re.I)
@@ -268,7 +269,7 @@ def _signer_surname(lines: Sequence[str]) -> str | None:
     """The last name (three letters or more, not initials) of a preface's signature line."""
     for ln in list(reversed([x for x in lines if x.strip()]))[:4]:
         t = ln.strip().rstrip(".")
-        if 1 <= _words(t) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", t) and (t.isupper() or "." in t):
+        if 1 <= word_count(t) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", t) and (t.isupper() or "." in t):
             if any(w.lower() in _SMALL_WORDS for w in t.replace(".", " ").split()):
                 return None  # "THE VOYAGE OF THE BEAGLE": the book's title set again, not a signature
             names = re.findall(r"[A-Za-z][a-z'’-]{2,}|[A-Z][A-Z'’-]{2,}", t)
@@ -316,8 +317,8 @@ def _preface_end(sections: list[_Section], paras: list[str], para_words: list[in
             cue = "a rule"
         elif title_key and _norm_title(p) == title_key:
             cue = "the book's title"
-        elif len(lines) <= 2 and _words(p) <= 8 and (
-                (_words(lines[-1]) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", lines[-1])
+        elif len(lines) <= 2 and word_count(p) <= 8 and (
+                (word_count(lines[-1]) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", lines[-1])
                  and (lines[-1].isupper() or "." in lines[-1])) or _DATE_LINE_RE.search(lines[-1])):
             cue = f"a signature or date line {lines[-1][:30]!r}"
         if cue is None:
@@ -401,7 +402,7 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
                   use_structure: bool = True) -> tuple[list[_Section], list[tuple[int, int, str]]]:
     """Narrative sections ``(first_para, title)`` and dropped paragraph ranges ``(a, b, why)``."""
     report = report if report is not None else StructureReport()
-    para_words = [_words(text[a:b]) for a, b in paragraphs]
+    para_words = [word_count(text[a:b]) for a, b in paragraphs]
     paras = [text[a:b] for a, b in paragraphs]
     sub_heads: list[Heading] = []
     heads = detect_headings(text, paragraphs, report, author, sub_heads) if use_structure else []

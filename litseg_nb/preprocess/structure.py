@@ -13,9 +13,9 @@ import math
 import re
 from typing import Sequence
 
-from ..core.schema import Book, Sentence, Unit
+from ..core.schema import Book, Sentence, Unit, word_count
 from .detect import detect_headings  # noqa: F401  (public here)
-from .headings import FRONT_MATTER, Span, StructureReport, _words  # noqa: F401  (FRONT_MATTER: public here)
+from .headings import FRONT_MATTER, Span, StructureReport  # noqa: F401  (FRONT_MATTER: public here)
 from .sections import _Section, plan_sections
 from .sentences import split_paragraph_sentences
 
@@ -80,7 +80,7 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
         raise ValueError(f"book {book_id!r}: no text to split into units")
     report = report if report is not None else StructureReport()
     n = max_unit_words if max_unit_words is not None else math.inf  # None: never split
-    para_words = [_words(text[a:b]) for a, b in paragraphs]
+    para_words = [word_count(text[a:b]) for a, b in paragraphs]
 
     given = sections is not None
     if given:
@@ -105,7 +105,7 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
     # cut sentences longer than n words (they could not fit any unit otherwise)
     sents: list[Span] = []
     for a, b in sentences:
-        if b - a > n and _words(text[a:b]) > n:  # n characters cannot hold more than n words
+        if b - a > n and word_count(text[a:b]) > n:  # n characters cannot hold more than n words
             pieces = _cut_long_sentence(text, a, b, n)
             report.split_sentences += len(pieces) - 1
             sents.extend(pieces)
@@ -151,7 +151,7 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
                     atoms.append((a, b, para_words[p]))
                 else:
                     lo, hi = bisect.bisect_left(sent_starts, a), bisect.bisect_left(sent_starts, b)
-                    atoms.extend((sa, sb, _words(text[sa:sb])) for sa, sb in sents[lo:hi])
+                    atoms.extend((sa, sb, word_count(text[sa:sb])) for sa, sb in sents[lo:hi])
             blocks.append(atoms)
         pieces = _pack_blocks(blocks, n)
         for j, (a, b) in enumerate(pieces, 1):

@@ -136,7 +136,7 @@ class LibraryIndex:
 
     def save(self, folder: Path) -> None:
         for bid, idx in self.books.items():
-            idx.save(Path(folder) / _safe(bid))
+            idx.save(Path(folder) / safe_name(bid))
 
     @classmethod
     def load(cls, folder: Path) -> "LibraryIndex":
@@ -147,8 +147,9 @@ class LibraryIndex:
         return cls(books)
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
 
 Ranked = Sequence[tuple[int, float]]  # (doc index, score), best first
 

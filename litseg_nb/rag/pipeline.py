@@ -24,7 +24,7 @@ from ..core.prompts import load_prompt, render_prompt
 from ..llm.base import SamplingParams, UsageTag
 from ..llm.replies import answer_text
 from .config import RagConfig
-from .index import LibraryIndex, rrf_fuse, weighted_fuse, weighted_rrf_fuse
+from .index import LibraryIndex, rrf_fuse, safe_name, weighted_fuse, weighted_rrf_fuse
 from .rerank import rerank
 
 ANSWER_INSTRUCTIONS = {"gutenqa": "rag/answer_instruction_gutenqa", "literaryqa": "rag/answer_instruction_literaryqa"}
@@ -232,7 +232,7 @@ class RagEvaluator:
             lib = LibraryIndex.build(cs, self.embedder, k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
             self.latency.add(f"index build ({m})", time.perf_counter() - t0, len(cs))
             if self.index_root is not None:
-                lib.save(self.index_root / re.sub(r"[^A-Za-z0-9_.-]+", "_", m))
+                lib.save(self.index_root / safe_name(m))
             self.indices[m] = lib
 
     def prepare_hyde(self, questions: Sequence[EvalQuestion]) -> list[EvalQuestion]:
