@@ -33,19 +33,21 @@ def normalize_for_match(text: str) -> str:
     return t.lower()
 
 
-def is_relevant(chunk_text: str, evidence: str) -> bool:
-    """True when the normalised chunk contains the normalised ``Chunk Must Contain`` string."""
+def _evidence_form(evidence: str) -> str:
     ev = normalize_for_match(evidence)
     if not ev:
         raise ValueError("empty evidence string: relevance is undefined")
-    return ev in normalize_for_match(chunk_text)
+    return ev
+
+
+def is_relevant(chunk_text: str, evidence: str) -> bool:
+    """True when the normalised chunk contains the normalised ``Chunk Must Contain`` string."""
+    return _evidence_form(evidence) in normalize_for_match(chunk_text)
 
 
 def first_relevant_rank(ranked_texts: Sequence[str], evidence: str) -> int | None:
     """1-based rank of the first relevant text in ``ranked_texts`` (None when there is none)."""
-    ev = normalize_for_match(evidence)
-    if not ev:
-        raise ValueError("empty evidence string: relevance is undefined")
+    ev = _evidence_form(evidence)
     for i, t in enumerate(ranked_texts, 1):
         if ev in normalize_for_match(t):
             return i
@@ -137,12 +139,8 @@ def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
     return out
 
 
-# Containment (above) is the reference: LumberChunker's rule. A chunk that rewrites its source
-# (propositions, semantic completion) almost never contains the evidence string verbatim although its
-# source text holds it, so beside containment the tables report *span-based* relevance: a chunk is
-# relevant when its source character spans in the cleaned book text cover an occurrence of the
-# evidence there. On verbatim chunk sets the two agree (tested); they differ only where a chunk's text
-# is not its source text.
+# Span-based relevance, reported beside containment: a chunk that rewrites its source (propositions) rarely
+# contains the evidence verbatim, but its source spans in the book text can cover it.
 
 
 def _normalized_with_offsets(text: str) -> tuple[str, list[int]]:
@@ -160,9 +158,7 @@ def _match_form(ch: str) -> str:
 def evidence_char_spans(book_text: str, evidence: str, _cache: dict | None = None) -> list[tuple[int, int]]:
     """Every occurrence of ``evidence`` in ``book_text`` under :func:`normalize_for_match`, as
     half-open character spans of ``book_text`` (empty when it occurs nowhere)."""
-    ev = normalize_for_match(evidence)
-    if not ev:
-        raise ValueError("empty evidence string: relevance is undefined")
+    ev = _evidence_form(evidence)
     key = id(book_text)
     if _cache is not None and key in _cache:
         norm, pos = _cache[key]
@@ -224,7 +220,5 @@ def span_relevant(chunks: Sequence, book, evidence: str, _cache: dict | None = N
 
 def containment_relevant(chunks: Sequence, evidence: str) -> set[int]:
     """Indices of ``chunks`` whose text contains ``evidence`` (:func:`is_relevant`, the reference)."""
-    ev = normalize_for_match(evidence)
-    if not ev:
-        raise ValueError("empty evidence string: relevance is undefined")
+    ev = _evidence_form(evidence)
     return {i for i, c in enumerate(chunks) if ev in normalize_for_match(c.text)}

@@ -12,8 +12,7 @@ from ..core.schema import Chunk
 from ..core.artifacts import stacked_text_figure
 from .pipeline import (EvalQuestion, RagEvaluator, evidence_window, final_ranking, generate_answers,
                        select_subset)
-from ..metrics.generation import generation_scores
-from ..metrics.generation import ragas_scores
+from ..metrics.generation import generation_scores, ragas_scores
 from ..metrics.pairwise import (BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs,
                                 pairwise_win_rate)
 from .pipeline import retrieval_table, evaluation_questions, questions_in_scope, common_units
@@ -22,7 +21,6 @@ from ..metrics.retrieval import (span_relevant, is_relevant, chunk_source_spans,
 from ..chunkers.config import BaselinesConfig
 from ..chunkers.lumber import lumber_chunks_batch
 from ..llm import make_backend
-from ..metrics.pairwise import BOOK_POLICIES
 
 
 def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], rows: Sequence[Mapping[str, Any]],
@@ -334,17 +332,14 @@ def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[t
                        ks: Sequence[int] = (1, 2, 5, 10, 20)) -> tuple[pd.DataFrame, dict[str, list[Chunk]]]:
     """LumberChunker's θ sweep (its figure: DCG@k per θ ∈ [450, 1000] tokens).
 
-    LumberChunker (notebook 04's settings) segments the first ``cfg.lumber_theta_max_units`` evidence units once
-    per θ; each set is indexed alone and scored by dense and hybrid retrieval (no reranker). Returns
-    ``(table, chunk sets by θ)``; θ = 550 repeats notebook 04's requests (request cache)."""
+    LumberChunker (notebook 04's settings) segments ``unit_keys`` (:func:`theta_sweep_units`) once per θ; each
+    set is indexed alone and scored by dense and hybrid retrieval (no reranker). Returns ``(table, chunk sets
+    by θ)``; θ = 550 repeats notebook 04's requests (request cache)."""
 
     bcfg = BaselinesConfig.for_profile(cfg.profile, seed=seed)
     if bcfg.llm.model != cfg.llm.model:
         backend = make_backend(bcfg.llm)
-    # the units holding the most question evidence first (ties: unit order), so a capped sweep is scored
-    keys = theta_sweep_units(books, unit_keys, questions, cfg.lumber_theta_max_units)
-    if not keys:
-        raise EvaluationError("LumberChunker θ sweep: none of the given units holds GutenQA question evidence")
+    keys = list(unit_keys)
     pairs = [(books[b], books[b].unit(u)) for b, u in keys]
     sets: dict[str, list[Chunk]] = {}
     for theta in cfg.lumber_thetas:
