@@ -33,7 +33,8 @@ def normalize_for_match(text: str) -> str:
     return t.lower()
 
 
-def _evidence_form(evidence: str) -> str:
+def evidence_form(evidence: str) -> str:
+    """The normalised ``Chunk Must Contain`` string; an empty one is an error."""
     ev = normalize_for_match(evidence)
     if not ev:
         raise ValueError("empty evidence string: relevance is undefined")
@@ -42,12 +43,12 @@ def _evidence_form(evidence: str) -> str:
 
 def is_relevant(chunk_text: str, evidence: str) -> bool:
     """True when the normalised chunk contains the normalised ``Chunk Must Contain`` string."""
-    return _evidence_form(evidence) in normalize_for_match(chunk_text)
+    return evidence_form(evidence) in normalize_for_match(chunk_text)
 
 
 def first_relevant_rank(ranked_texts: Sequence[str], evidence: str) -> int | None:
     """1-based rank of the first relevant text in ``ranked_texts`` (None when there is none)."""
-    ev = _evidence_form(evidence)
+    ev = evidence_form(evidence)
     for i, t in enumerate(ranked_texts, 1):
         if ev in normalize_for_match(t):
             return i
@@ -158,7 +159,7 @@ def _match_form(ch: str) -> str:
 def evidence_char_spans(book_text: str, evidence: str, _cache: dict | None = None) -> list[tuple[int, int]]:
     """Every occurrence of ``evidence`` in ``book_text`` under :func:`normalize_for_match`, as
     half-open character spans of ``book_text`` (empty when it occurs nowhere)."""
-    ev = _evidence_form(evidence)
+    ev = evidence_form(evidence)
     key = id(book_text)
     if _cache is not None and key in _cache:
         norm, pos = _cache[key]
@@ -220,5 +221,5 @@ def span_relevant(chunks: Sequence, book, evidence: str, _cache: dict | None = N
 
 def containment_relevant(chunks: Sequence, evidence: str) -> set[int]:
     """Indices of ``chunks`` whose text contains ``evidence`` (:func:`is_relevant`, the reference)."""
-    ev = _evidence_form(evidence)
+    ev = evidence_form(evidence)
     return {i for i, c in enumerate(chunks) if ev in normalize_for_match(c.text)}

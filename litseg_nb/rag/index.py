@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from ..metrics.retrieval import normalize_for_match
+from ..core.schema import read_jsonl, write_jsonl
+from ..metrics.retrieval import evidence_form, normalize_for_match
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
@@ -63,9 +64,7 @@ class BookIndex:
         norm = self.meta.get("_norm_texts")
         if norm is None:
             norm = self.meta["_norm_texts"] = [normalize_for_match(t) for t in self.texts]
-        ev = normalize_for_match(evidence)
-        if not ev:
-            raise ValueError("empty evidence string: relevance is undefined")
+        ev = evidence_form(evidence)
         return {i for i, t in enumerate(norm) if ev in t}
 
     def dense_search(self, query_emb: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -88,9 +87,8 @@ class BookIndex:
         faiss.write_index(self.dense, str(folder / "dense.faiss"))
         self.bm25.save(str(folder / "bm25"))
         np.save(folder / "embeddings.npy", self.embeddings)
-        with (folder / "chunks.jsonl").open("w", encoding="utf-8") as fh:
-            for cid, t in zip(self.chunk_ids, self.texts):
-                fh.write(json.dumps({"chunk_id": cid, "text": t}, ensure_ascii=False) + "\n")
+        write_jsonl(folder / "chunks.jsonl",
+                    ({"chunk_id": cid, "text": t} for cid, t in zip(self.chunk_ids, self.texts)))
         meta = {k: v for k, v in self.meta.items() if not k.startswith("_")}
         (folder / "meta.json").write_text(json.dumps({"book_id": self.book_id, **meta}), encoding="utf-8")
 
@@ -103,7 +101,7 @@ class BookIndex:
         if not (folder / "dense.faiss").is_file():
             raise FileNotFoundError(f"no saved index under {folder}")
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        rows = [json.loads(l) for l in (folder / "chunks.jsonl").read_text(encoding="utf-8").split("\n") if l.strip()]
+        rows = list(read_jsonl(folder / "chunks.jsonl"))
         return cls(meta.pop("book_id"), [r["chunk_id"] for r in rows], [r["text"] for r in rows],
                    np.load(folder / "embeddings.npy"), bm25s.BM25.load(str(folder / "bm25")),
                    faiss.read_index(str(folder / "dense.faiss")), meta)
