@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 from ..errors import LitsegError
+from .safe_io import atomic_path
 
 Span = tuple[int, int]
 
@@ -180,12 +181,9 @@ def sentence_range_for_span(unit: Unit, start: int, end: int) -> tuple[int, int]
 
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         for r in records:
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-    tmp.replace(path)
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -199,34 +197,11 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def save_chunks(path: Path, chunks: Sequence[Chunk]) -> None:
-    """Write chunks as JSONL (and parquet next to it when the suffix is .parquet)."""
-    path = Path(path)
-    if path.suffix == ".parquet":
-        import pandas as pd
-
-        df = pd.DataFrame([c.to_json() for c in chunks])
-        for col in ("spans", "context_idx", "metadata"):
-            if col in df:
-                df[col] = df[col].map(json.dumps)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        df.to_parquet(path, index=False)
-    else:
-        write_jsonl(path, (c.to_json() for c in chunks))
+    """Write chunks as JSONL, one chunk per line (atomically)."""
+    write_jsonl(Path(path), (c.to_json() for c in chunks))
 
 
 def load_chunks(path: Path) -> list[Chunk]:
-    path = Path(path)
-    if path.suffix == ".parquet":
-        import pandas as pd
-
-        out = []
-        for rec in pd.read_parquet(path).to_dict("records"):
-            for col in ("spans", "context_idx", "metadata"):
-                rec[col] = json.loads(rec[col])
-            if not isinstance(rec.get("subtitle"), str):  # parquet stores None as null/NaN
-                rec["subtitle"] = None
-            out.append(Chunk.from_json(rec))
-        return out
     return [Chunk.from_json(d) for d in read_jsonl(path)]
 
 
