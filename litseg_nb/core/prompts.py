@@ -55,12 +55,6 @@ def prompt_source(name: str) -> str:
     return _read(prompt_path(name))[0]
 
 
-def placeholders(template: str, candidates: tuple[str, ...] | None = None) -> set[str]:
-    """Names of ``{identifier}`` placeholders in ``template`` (restricted to ``candidates``)."""
-    found = set(re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", template))
-    return found if candidates is None else found & set(candidates)
-
-
 def fill_prompt(template: str, **values: object) -> str:
     """Replace exactly the placeholders ``{key}`` for the given keys (single pass, no format()); a key missing
     from the template raises :class:`PromptError`, other braces are left untouched."""
