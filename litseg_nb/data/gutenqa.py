@@ -1,7 +1,7 @@
 """GutenQA (Duarte et al., 2024): books as paragraphs grouped by chapter, with evidence questions.
 
 Read from ``<data>/gutenqa`` (the two parquet files of the hub datasets ``LumberChunker/GutenQA_Paragraphs``
-and ``LumberChunker/GutenQA``) or, when asked, from the hub. A book is its paragraphs in ``Chunk ID`` order;
+and ``LumberChunker/GutenQA``, fetched by ``download-data``). A book is its paragraphs in ``Chunk ID`` order;
 each run of the ``Chapter`` column is one unit (``split="dataset"``); ``Chunk Must Contain`` is the question's
 evidence. Book ids are ``gutenqa:<Book Name>``.
 """
@@ -30,17 +30,6 @@ class GutenQAError(UsageError, ValueError):
     """Malformed GutenQA files (missing columns, empty book)."""
 
 
-def hub_files(cache_dir: str | None = None) -> tuple[Path, Path]:
-    """Download (or find in the hub cache) the two GutenQA parquet files."""
-    from huggingface_hub import hf_hub_download
-
-    paragraphs = hf_hub_download(PARAGRAPHS_REPO, PARAGRAPHS_FILE, repo_type="dataset",
-                                 cache_dir=cache_dir)
-    questions = hf_hub_download(QUESTIONS_REPO, QUESTIONS_FILE, repo_type="dataset",
-                                cache_dir=cache_dir)
-    return Path(paragraphs), Path(questions)
-
-
 def local_files(folder: Path | str) -> tuple[Path, Path]:
     folder = Path(folder)
     paragraphs, questions = folder / PARAGRAPHS_FILE, folder / QUESTIONS_FILE
@@ -61,21 +50,13 @@ def book_id(name: str) -> str:
     return f"gutenqa:{name}"
 
 
-def load_gutenqa(folder: Path | str | None = None, books: Iterable[str] = (), source: str = "local",
-                 cache_dir: str | None = None) -> list[Book]:
-    """Load GutenQA books (``source="local"``: from ``folder``; ``"hub"``: via the hub), restricted to ``books``
-    (names or ids; an unknown one is an error). ``meta['chapters']`` holds ``(title, start, end, first_paragraph,
-    last_paragraph_exclusive)``; units are built by :mod:`litseg_nb.corpus`."""
+def load_gutenqa(folder: Path | str, books: Iterable[str] = ()) -> list[Book]:
+    """Load GutenQA books from ``folder``, restricted to ``books`` (names or ids; an unknown one is an error).
+    ``meta['chapters']`` holds ``(title, start, end, first_paragraph, last_paragraph_exclusive)``; units are
+    built by :mod:`litseg_nb.corpus`."""
     import pandas as pd
 
-    if source == "hub":
-        para_path, q_path = hub_files(cache_dir)
-    elif source == "local":
-        if folder is None:
-            raise ValueError("load_gutenqa(source='local') needs a folder")
-        para_path, q_path = local_files(folder)
-    else:
-        raise ValueError(f"source must be 'local' or 'hub', got {source!r}")
+    para_path, q_path = local_files(folder)
     paras = pd.read_parquet(para_path)
     _check_columns(paras, PARAGRAPH_COLUMNS, para_path)
     qs = pd.read_parquet(q_path)

@@ -44,14 +44,6 @@ def book_id(gutenberg_id: str) -> str:
     return f"literaryqa:{gutenberg_id}"
 
 
-def hub_folder(split: str, cache_dir: str | None = None) -> Path:
-    """Download the split's annotation (and any text) files of the hub dataset; returns the folder."""
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(HUB_REPO, repo_type="dataset", cache_dir=cache_dir,
-                                  allow_patterns=[f"*{split}*", "*.md"]))
-
-
 def _paragraphs_of(text: str) -> tuple[str, list[tuple[int, int]]]:
     """Normalise an already-cleaned text to paragraphs joined by blank lines."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -59,19 +51,12 @@ def _paragraphs_of(text: str) -> tuple[str, list[tuple[int, int]]]:
     return join_paragraphs(parts)
 
 
-def load_literaryqa(folder: Path | str | None = None, split: str = "validation",
-                    books: Iterable[str] = (), source: str = "local", missing_markers: str = "error",
-                    cache_dir: str | None = None, strict: bool = False, require_all: bool = True,
+def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterable[str] = (),
+                    missing_markers: str = "error", strict: bool = False, require_all: bool = True,
                     log_summary: bool = True) -> tuple[list[Book], LoadReport]:
     """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``. A text that cannot be
     cleaned is skipped and reported (raises with ``strict=True``); ``log_summary=False`` leaves the warning to a
     caller that prints the report itself."""
-    if source == "hub":
-        folder = hub_folder(split, cache_dir)
-    elif source != "local":
-        raise ValueError(f"source must be 'local' or 'hub', got {source!r}")
-    if folder is None:
-        raise ValueError("load_literaryqa(source='local') needs a folder")
     folder = Path(folder)
     ann = folder / "annotations" / f"{split}.jsonl"
     if not ann.is_file():
