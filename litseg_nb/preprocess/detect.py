@@ -14,7 +14,7 @@ from ..core.schema import word_count
 
 
 def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureReport | None = None,
-                    author: str | None = None, sections_out: list[Heading] | None = None) -> list[Heading]:
+                    sections_out: list[Heading] | None = None) -> list[Heading]:
     """All accepted unit-level and parent headings (narrative and non-narrative), in order, ToC
     entries removed; the section headings inside units (:func:`chapter_level`) go to ``sections_out``."""
     report = report if report is not None else StructureReport()
@@ -24,7 +24,7 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
     blocks = _contents_blocks(paras)
     in_block = {k for h, e, _ in blocks for k in range(h + 1, e)}
     if not blocks:  # a list of titles without a CONTENTS header counts if its lines recur as headings
-        for blk in _implicit_contents(paras, shaped, 60):
+        for blk in _implicit_contents(paras, 60):
             probe = StructureReport()
             if len(_match_contents(paras, shaped, [blk], probe, set(range(blk[0], blk[1])))) >= 3:
                 blocks = [(blk[0] - 1, blk[1], blk[2])]
@@ -246,7 +246,7 @@ def _capital_titles(heads: list[Heading], paras: list[str], words: list[int], sh
 
     if all(h.kind in _NN or h.kind in ("special", "numeral", "volume") for h in heads):
         # only numerals (and a volume or a preface): word headings over restarting chapter numerals
-        part_titles = _capital_part_titles(heads, paras, words, caps)
+        part_titles = _capital_part_titles(heads, paras, caps)
         if part_titles:
             return sorted(heads + part_titles, key=lambda h: (h.para, h.rank))
     parents = [k for k, h in enumerate(heads) if h.kind in ("part", "book", "volume")]
@@ -300,7 +300,7 @@ def _capital_story_titles(heads: list[Heading], paras: list[str], words: list[in
     return [Heading(j, "title", paras[j].strip()) for j in cands]
 
 
-def _capital_part_titles(heads: list[Heading], paras: list[str], words: list[int], caps) -> list[Heading]:
+def _capital_part_titles(heads: list[Heading], paras: list[str], caps) -> list[Heading]:
     """In a book whose only headings are numerals, a capital line right above each of two to four restarting
     ``I`` (each run at least :data:`PART_MIN_CHAPTERS` long) is a part's title (a parent of those chapters)."""
     nums = [h for h in heads if h.kind == "numeral"]
@@ -457,7 +457,7 @@ def _match_contents(paras: list[str], shaped: list[bool], blocks, report: Struct
     return found
 
 
-def _implicit_contents(paras: list[str], shaped: list[bool], limit: int) -> list[tuple[int, int, list[str]]]:
+def _implicit_contents(paras: list[str], limit: int) -> list[tuple[int, int, list[str]]]:
     """A list of short lines near the start (no CONTENTS header) whose lines recur as headings."""
     out = []
     for i in range(min(limit, len(paras))):

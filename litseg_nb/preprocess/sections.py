@@ -405,7 +405,7 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
     para_words = [word_count(text[a:b]) for a, b in paragraphs]
     paras = [text[a:b] for a, b in paragraphs]
     sub_heads: list[Heading] = []
-    heads = detect_headings(text, paragraphs, report, author, sub_heads) if use_structure else []
+    heads = detect_headings(text, paragraphs, report, sub_heads) if use_structure else []
     secs = (_sections(text, paragraphs, heads, para_words, report, whole_title, author,
                       frozenset(h.para for h in sub_heads)) if heads else [])
     secs = _whole_when_headless(secs, paras, para_words, whole_title)
@@ -417,11 +417,11 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
     report.heading_kinds = kinds
     first_seen = list(dict.fromkeys(h.kind for h in heads if h.kind not in _NN and h.kind != "special"))
     report.levels = sorted(first_seen, key=lambda k: (RANKS[k], first_seen.index(k)))
-    _attach_subsections(narrative, sub_heads, paras)
+    _attach_subsections(narrative, sub_heads)
     return narrative, dropped
 
 
-def _attach_subsections(narrative: list[_Section], sub_heads: list[Heading], paras: list[str]) -> None:
+def _attach_subsections(narrative: list[_Section], sub_heads: list[Heading]) -> None:
     """Record each section heading on the narrative section (unit) that holds its paragraph."""
     starts = [s.first_para for s in narrative]
     for h in sub_heads:

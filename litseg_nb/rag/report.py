@@ -512,7 +512,7 @@ def plot_case_study(case: Sequence[Mapping[str, Any]], title: str, width: int = 
     return stacked_text_figure(blocks)
 
 
-def fusion_comparison(retrieval: pd.DataFrame, fusion_weights: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
+def fusion_comparison(retrieval: pd.DataFrame) -> pd.DataFrame:
     """Every fusion mode side by side (dense, BM25, the paper's RRF hybrid, weighted RRF, linear), with
     the cross-fitted dense weights of the tuned modes."""
     modes = ["dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear"]
