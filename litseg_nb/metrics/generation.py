@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 from ..core.paths import cache_dir
+from ..core.safe_io import atomic_path
 from ..llm.base import SamplingParams, UsageTag
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -81,10 +82,8 @@ def _build_debian_wordnet_dir(target: Path) -> Path:
     for f in DEBIAN_WORDNET.iterdir():
         dst = target / f.name
         if f.is_file() and not dst.exists():
-            # NLTK's path sandbox refuses symlinks and hard links: copy (28 MB, once)
-            tmp = dst.with_suffix(dst.suffix + f".tmp{os.getpid()}")
-            shutil.copyfile(f, tmp)
-            tmp.replace(dst)
+            with atomic_path(dst) as tmp:  # NLTK's path sandbox refuses links: copy (28 MB, once)
+                shutil.copyfile(f, tmp)
     lex = target / "lexnames"
     if not lex.exists():
         pos_num = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
