@@ -24,7 +24,7 @@ from ..core.paths import data_dir, require_dataset_folder
 from ..preprocess.structure import FRONT_MATTER, StructureReport, build_units
 from ..core.schema import Book, Question, Sentence, Unit, word_count
 from ..errors import UsageError
-from ..metrics.retrieval import is_relevant, normalize_for_match
+from ..metrics.retrieval import normalize_for_match
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +156,7 @@ def index_book(book: Book, max_unit_words: int | None, sentence_splitter: str = 
 
 def units_with_evidence(book: Book) -> list[Unit]:
     """The book's units (in order) whose text holds at least one question's evidence string."""
-    evidence = [q.evidence for q in book.questions if q.evidence]
-    return [u for u in book.units if any(is_relevant(u.text(book.text), e) for e in evidence)]
+    return [u for u in book.units if question_cover(book, u)]
 
 
 def cap_units(book: Book, max_units: int, selection: str = "first") -> Book:
@@ -332,8 +331,8 @@ def book_matches(book: Book, wanted: Sequence[str]) -> bool:
 
 
 def question_cover(book: Book, unit: Unit) -> set[str]:
-    """Ids of the book's questions whose evidence lies in ``unit`` (GutenQA): :func:`is_relevant`'s test with
-    the unit's text normalised once for all the book's questions."""
+    """Ids of the book's questions whose evidence lies in ``unit`` (GutenQA): the containment test of
+    :func:`~litseg_nb.metrics.retrieval.is_relevant`, the unit's text normalised once for all questions."""
     asked = [q for q in book.questions if q.evidence]
     if not asked:
         return set()
