@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import bisect
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -411,10 +412,7 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
     secs = _whole_when_headless(secs, paras, para_words, whole_title)
     secs = _merge_empty(secs, paras, para_words)
     narrative, dropped = _ranges(secs, len(paragraphs))
-    kinds: dict[str, int] = {}
-    for h in heads:
-        kinds[h.kind] = kinds.get(h.kind, 0) + 1
-    report.heading_kinds = kinds
+    report.heading_kinds = dict(Counter(h.kind for h in heads))
     first_seen = list(dict.fromkeys(h.kind for h in heads if h.kind not in _NN and h.kind != "special"))
     report.levels = sorted(first_seen, key=lambda k: (RANKS[k], first_seen.index(k)))
     _attach_subsections(narrative, sub_heads)

@@ -246,15 +246,21 @@ def table3_final(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int = 
 SPAN_MODES = ("hybrid", "hybrid+rerank")
 
 
+def _chunks_per_book(chunk_sets: Mapping[str, Sequence[Chunk]]) -> dict[tuple[str, str], list[Chunk]]:
+    """``(method, book_id) -> chunks`` in chunk-set order (the index order of :meth:`LibraryIndex.build`)."""
+    out: dict[tuple[str, str], list[Chunk]] = {}
+    for m, cs in chunk_sets.items():
+        for c in cs:
+            out.setdefault((m, c.book_id), []).append(c)
+    return out
+
+
 def span_relevance_table(rows: Sequence[Mapping[str, Any]], chunk_sets: Mapping[str, Sequence[Chunk]],
                          books: Mapping[str, Any], k: int = 20, modes: Sequence[str] = SPAN_MODES) -> pd.DataFrame:
     """Containment relevance (LumberChunker's rule, the reference) beside span-based relevance
     (:func:`span_relevant`) on the same rankings, per (dataset, method, mode), with ``n_relevance_differs``;
     ``verbatim`` says whether every chunk of the set is a span of the source."""
-    per_book: dict[tuple[str, str], list[Chunk]] = {}
-    for m, cs in chunk_sets.items():
-        for c in cs:  # the index order of LibraryIndex.build: chunks of a book in chunk-set order
-            per_book.setdefault((m, c.book_id), []).append(c)
+    per_book = _chunks_per_book(chunk_sets)
     cache: dict = {}
     rel_span: dict[tuple[str, str], set[int]] = {}
     recs = []
@@ -416,10 +422,7 @@ def choose_case_question(gen: pd.DataFrame, chunk_sets: Mapping[str, Sequence[Ch
         raise ValueError("no question was answered by every generating method: no case study")
     preferred = [q for q in cands if any(t.lower() in q.title.lower() for t in prefer_titles)]
     pool = preferred or cands
-    per_book: dict[tuple[str, str], list[Chunk]] = {}
-    for m, cs in chunk_sets.items():
-        for c in cs:
-            per_book.setdefault((m, c.book_id), []).append(c)
+    per_book = _chunks_per_book(chunk_sets)
 
     def score(q: EvalQuestion) -> tuple[int, int, str]:
         rows = gen[gen["qid"] == q.qid]
