@@ -17,7 +17,8 @@ from typing import Any, Callable, Sequence
 from .schema import Book, Chunk, Unit
 from ..errors import UsageError
 
-_QUOTE_MAP = {
+#: quotes, apostrophes, dashes and hyphens to their ASCII form, soft hyphen dropped
+QUOTE_MAP = {
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u0060": "'",
     "\u00b4": "'", "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
     "\u00ab": '"', "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u2015": "-", "\u2212": "-",
@@ -56,10 +57,10 @@ class ChunkImportError(UsageError, ValueError):
 def _align_form(ch: str) -> str:
     """The aligner's form of one character: quotes, dashes and hyphens (also ``\u2010``/``\u2011``)
     mapped before and after NFKC, lower-cased, soft hyphen dropped."""
-    rep = _QUOTE_MAP.get(ch)
+    rep = QUOTE_MAP.get(ch)
     if rep is None:
         rep = unicodedata.normalize("NFKC", ch).lower()
-        rep = "".join(_QUOTE_MAP.get(c, c) for c in rep)
+        rep = "".join(QUOTE_MAP.get(c, c) for c in rep)
     return rep
 
 

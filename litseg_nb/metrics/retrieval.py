@@ -12,16 +12,11 @@ import re
 import unicodedata
 from typing import Iterable, Sequence
 
-from ..core.chunk_align import normalize_with_offsets
+from ..core.chunk_align import QUOTE_MAP, normalize_with_offsets
 
 KS = (1, 2, 5, 10, 20)
 
-_QUOTE_MAP = str.maketrans({
-    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u0060": "'",
-    "\u00b4": "'", "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
-    "\u00ab": '"', "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u2015": "-", "\u2212": "-",
-    "\u00ad": None,  # soft hyphen
-})
+_QUOTE_MAP = str.maketrans({k: v for k, v in QUOTE_MAP.items() if k not in "\u2010\u2011"})  # hyphens kept
 _WS = re.compile(r"\s+")
 
 
