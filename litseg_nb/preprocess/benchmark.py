@@ -14,8 +14,7 @@ import sys
 import time
 from pathlib import Path
 from .structure import build_units
-from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
-from ..data.gutenberg import join_paragraphs
+from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file, join_paragraphs
 from ..core.paths import data_dir
 
 TARGET_SECONDS_PER_MB = 0.4

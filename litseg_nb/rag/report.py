@@ -10,12 +10,11 @@ from ..llm.base import UsageTag
 from ..chunk_sets import EvaluationError
 from ..core.schema import Chunk
 from ..core.artifacts import stacked_text_figure
-from .pipeline import (EvalQuestion, RagEvaluator, evidence_window, final_ranking, generate_answers,
-                       select_subset)
+from .pipeline import (EvalQuestion, RagEvaluator, common_units, evaluation_questions, evidence_window,
+                       final_ranking, generate_answers, questions_in_scope, retrieval_table, select_subset)
 from ..metrics.generation import generation_scores, ragas_scores
 from ..metrics.pairwise import (BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs,
                                 pairwise_win_rate)
-from .pipeline import retrieval_table, evaluation_questions, questions_in_scope, common_units
 from ..metrics.retrieval import (span_relevant, is_relevant, chunk_source_spans, evidence_char_spans,
                                  spans_cover, _normalized_with_offsets, normalize_for_match)
 from ..chunkers.config import BaselinesConfig
