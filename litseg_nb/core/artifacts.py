@@ -1,10 +1,4 @@
-"""Saving tables, figures and run manifests under ``outputs/<profile>/``, atomically.
-
-Every table and figure carries a *label* naming the profile, models and data that produced it
-(``StageConfig.describe()``): a table gets it as the caption line of its Markdown file and in a
-``<name>.label.txt`` sidecar next to the CSV; a figure gets it as a footer laid out below everything
-drawn, so it never covers a label (:func:`text_overlaps` finds text that does overlap).
-"""
+"""Saving tables, figures and run manifests under ``outputs/<profile>/``, atomically."""
 from __future__ import annotations
 
 import json

@@ -1,10 +1,4 @@
 """Aligning external chunk texts back to the cleaned book text (``import-chunks`` and the ``lib:`` methods).
-
-In chunk order, each chunk is found by **exact** search, then on a **normalised** copy of both texts (NFKC,
-straight quotes, dashes, whitespace, lower case), then **anchored** (probes locate a region, ``difflib``
-scores it, accepted when ``>= min_score``), first forward from the cursor, then anywhere (``out_of_order``).
-An aligned chunk gets exact ``spans`` and its unit's sentence indices; its ``text`` stays the external text.
-A chunk that cannot be aligned is kept with ``spans=[]``; a set that aligns to nothing is an error.
 """
 from __future__ import annotations
 

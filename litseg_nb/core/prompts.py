@@ -1,9 +1,4 @@
-"""Prompt templates ``litseg_nb/templates/<area>/<name>.txt``, addressed as ``"<area>/<name>"``.
-
-The first line is a ``# source:`` header (the paper and appendix), required and stripped by
-:func:`load_prompt`; the rest is the prompt verbatim. Templates hold literal JSON braces, so they never go
-through ``str.format``: :func:`fill_prompt` replaces exactly the named ``{placeholders}`` in one pass.
-"""
+"""Prompt templates ``litseg_nb/templates/<area>/<name>.txt``, addressed as ``"<area>/<name>"``."""
 from __future__ import annotations
 
 import re

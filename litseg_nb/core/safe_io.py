@@ -1,9 +1,4 @@
-"""Writing output files so that a stopped run never leaves a file that looks finished.
-
-Every output is written to a hidden temporary file next to its target and renamed (``os.replace``) only once
-complete: a stopped run leaves the previous complete file or none. :func:`ensure_writable` turns an
-unwritable outputs folder into one :class:`OutputsNotWritable` line before any work starts.
-"""
+"""Writing output files so that a stopped run never leaves a file that looks finished."""
 from __future__ import annotations
 
 import contextlib

@@ -1,9 +1,4 @@
-"""The data model shared by every dataset, preprocessing step and segmenter.
-
-Offsets are half-open character offsets into the cleaned book text (``Book.text``); sentence indices are
-1-based within a unit (as the LitSeg prompt numbers them). :func:`check_coverage` proves every sentence of a
-unit lies in at least one chunk's main range.
-"""
+"""The data model shared by every dataset, preprocessing step and segmenter."""
 from __future__ import annotations
 
 import json

@@ -1,10 +1,4 @@
-"""Assembling the evaluation corpus: datasets → cleaned books → narrative units → indexed sentences.
-
-``load_corpus(cfg.corpus)`` (every notebook) reads ``gutenqa`` (units are its chapters), ``gutenberg`` (raw books
-cleaned and split by headings) and ``literaryqa`` from the data root, applies ``books``, ``max_books``,
-``max_unit_words`` (the paper's *n*) and ``max_units_per_book``, and caches the result by content. Which units
-the LLM-based methods segment is one rule, :func:`select_units`, so every notebook sees the same units.
-"""
+"""Assembling the evaluation corpus: datasets → cleaned books → narrative units → indexed sentences."""
 from __future__ import annotations
 
 import logging

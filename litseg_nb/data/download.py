@@ -1,9 +1,4 @@
-"""Getting the evaluation data onto a machine with internet access (opt-in, never at run time).
-
-``python -m litseg_nb download-data [--datasets gutenqa,literaryqa] [--dest DIR]`` fetches the hub datasets
-into the layout the loaders read (``DIR``: ``LITSEG_DATA_DIR``, else ``<repo>/../shared/data``). LiteraryQA's
-book texts and the raw Gutenberg books are not on the hub: their plain texts come from gutenberg.org.
-"""
+"""Getting the evaluation data onto a machine with internet access (opt-in, never at run time)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,9 +11,7 @@ DOWNLOADABLE = ("gutenqa", "literaryqa")
 
 
 def download(datasets: Sequence[str], dest: Path, literaryqa_split: str = "validation") -> list[Path]:
-    """Fetch ``datasets`` from the hub into ``dest`` (the layout the loaders read); the files written.
-
-    A failed download removes the hub's ``.cache/huggingface`` bookkeeping and the folders it created."""
+    """Fetch ``datasets`` from the hub into ``dest`` (the layout the loaders read); the files written."""
     unknown = sorted(set(datasets) - set(DOWNLOADABLE))
     if unknown:
         raise ValueError(f"cannot download {unknown}; downloadable: {', '.join(DOWNLOADABLE)} "

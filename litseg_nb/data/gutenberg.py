@@ -1,10 +1,4 @@
-"""Cleaning raw Project Gutenberg plain-text books into paragraphs joined by ``"\\n\\n"``.
-
-Decoding is UTF-8, else the charset the header declares (never a silent lossy fallback); line ends become LF;
-only the text between the licence START and END markers is kept (producer credits and transcriber notes are
-dropped and counted); hard-wrapped prose is unwrapped while verse, lists and contents keep their line breaks.
-Each paragraph maps back to its raw lines ``[a, b)``.
-"""
+"""Cleaning raw Project Gutenberg plain-text books into paragraphs joined by ``"\\n\\n"``."""
 from __future__ import annotations
 
 import logging
@@ -116,8 +110,7 @@ def _is_latin1(charset: str) -> bool:
 
 
 def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
-    """Decode raw bytes; returns ``(text, how)``. UTF-16 needs a byte-order mark; binary files are errors;
-    a declared ISO-8859-1 text holding C1 controls is decoded as cp1252 (and says so in ``how``)."""
+    """Decode raw bytes; returns ``(text, how)``."""
     if not data.strip():
         raise GutenbergFormatError(f"{source}: file is empty")
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):

@@ -1,10 +1,4 @@
-"""GutenQA (Duarte et al., 2024): books as paragraphs grouped by chapter, with evidence questions.
-
-Read from ``<data>/gutenqa`` (the two parquet files of the hub datasets ``LumberChunker/GutenQA_Paragraphs``
-and ``LumberChunker/GutenQA``, fetched by ``download-data``). A book is its paragraphs in ``Chunk ID`` order;
-each run of the ``Chapter`` column is one unit (``split="dataset"``); ``Chunk Must Contain`` is the question's
-evidence. Book ids are ``gutenqa:<Book Name>``.
-"""
+"""GutenQA (Duarte et al., 2024): books as paragraphs grouped by chapter, with evidence questions."""
 from __future__ import annotations
 
 import logging
@@ -51,9 +45,7 @@ def book_id(name: str) -> str:
 
 
 def load_gutenqa(folder: Path | str, books: Iterable[str] = ()) -> list[Book]:
-    """Load GutenQA books from ``folder``, restricted to ``books`` (names or ids; an unknown one is an error).
-    ``meta['chapters']`` holds ``(title, start, end, first_paragraph, last_paragraph_exclusive)``; units are
-    built by :mod:`litseg_nb.corpus`."""
+    """Load GutenQA books from ``folder``, restricted to ``books`` (names or ids; an unknown one is an error)."""
     import pandas as pd
 
     para_path, q_path = local_files(folder)

@@ -1,9 +1,4 @@
-"""LiteraryQA (Bonomo et al., EMNLP 2025): books with question/answer pairs, no evidence spans.
-
-Reads ``annotations/<split>.jsonl`` and the raw Gutenberg texts ``texts/<split>/<gutenberg_id>.txt`` (a record
-with a ``text`` field is used as is). Books without a text are skipped, logged and listed in the
-:class:`LoadReport`, never silently. Book ids are ``literaryqa:<gutenberg_id>``.
-"""
+"""LiteraryQA (Bonomo et al., EMNLP 2025): books with question/answer pairs, no evidence spans."""
 from __future__ import annotations
 
 import json
@@ -54,9 +49,7 @@ def _paragraphs_of(text: str) -> tuple[str, list[tuple[int, int]]]:
 def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterable[str] = (),
                     missing_markers: str = "error", strict: bool = False, require_all: bool = True,
                     log_summary: bool = True) -> tuple[list[Book], LoadReport]:
-    """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``. A text that cannot be
-    cleaned is skipped and reported (raises with ``strict=True``); ``log_summary=False`` leaves the warning to a
-    caller that prints the report itself."""
+    """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``."""
     folder = Path(folder)
     ann = folder / "annotations" / f"{split}.jsonl"
     if not ann.is_file():

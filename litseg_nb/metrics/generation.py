@@ -1,10 +1,4 @@
-"""Answer-quality metrics of the LitSeg paper's Appendix F: EM, token F1, ROUGE-L, METEOR and RAGAS.
-
-EM and F1 follow SQuAD (normalised answers, best reference); ROUGE-L is ``rouge_score``'s ``rougeL`` with
-stemming; METEOR is NLTK's, with WordNet from NLTK's data path or Debian's ``wordnet-base`` (else exact and
-stem matches only, and :func:`meteor_variant` says so). RAGAS Context Relevance and Answer Accuracy (F.5/F.6,
-ragas 0.4.3's NVIDIA metrics) are judged by our own backend (no network); an unrated reply scores NaN.
-"""
+"""Answer-quality metrics of the LitSeg paper's Appendix F: EM, token F1, ROUGE-L, METEOR and RAGAS."""
 from __future__ import annotations
 
 import gzip

@@ -1,10 +1,4 @@
-"""Pairwise preference between two systems' answers by an LLM judge applying Appendix B.2.
-
-Which system is shown as A alternates with a seeded coin per question (position bias); unparseable verdicts
-are retried, then counted ``invalid`` and left out of the win rate. The context is ±500 characters around the
-evidence for GutenQA, the whole book for LiteraryQA (§4.2, B.1) or, beyond the judge's context, the stated
-excerpt of :func:`book_judge_context`.
-"""
+"""Pairwise preference between two systems' answers by an LLM judge applying Appendix B.2."""
 from __future__ import annotations
 
 import random

@@ -1,10 +1,5 @@
 """Retrieval metrics on GutenQA, as LumberChunker's evaluation computes them: relevance by ``Chunk Must
-Contain`` containment (both sides :func:`normalize_for_match`-ed), MRR, Hit@k, DCG@k and Recall@k.
-
-Only the first relevant chunk counts: with ``r`` its rank, ``DCG@k = 1 / log2(r + 1)`` and ``Recall@k =
-1[r <= k]`` (Hit@k of the LitSeg paper). :func:`summarize_scopes` reports every question in scope
-(unanswerable ones count as misses) and the ``_answerable`` ones, with ``MRR@k`` and full-rank ``MRR_full``.
-"""
+Contain`` containment (both sides :func:`normalize_for_match`-ed), MRR, Hit@k, DCG@k and Recall@k."""
 from __future__ import annotations
 
 import math

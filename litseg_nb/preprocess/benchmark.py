@@ -1,9 +1,6 @@
 """Preprocessing benchmark (targets: < 0.4 s per MB over all local raw books, a 20 MB book indexed in < 15 s,
 < 1 GiB; reported, never asserted): every local raw Gutenberg book cleaned, split and sentence-indexed as
-:func:`litseg_nb.corpus.load_corpus` does, and one synthetic 20 MB book with a contents list. Wall-clock
-and CPU seconds are both reported; :func:`run_benchmark_subprocess` runs it in a fresh interpreter so the
-peak resident memory is this work's alone.
-"""
+:func:`litseg_nb.corpus.load_corpus` does, and one synthetic 20 MB book with a contents list."""
 from __future__ import annotations
 
 import json

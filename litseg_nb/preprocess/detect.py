@@ -488,8 +488,7 @@ class LevelDecision:
 
 def chapter_level(heads: list[Heading], toc_paras: set[int]) -> tuple[list[Heading], list[Heading], LevelDecision]:
     """Split the accepted headings into unit/parent headings and section headings (§3.1.2: the unit is the
-    chapter-like level). A section kind (numeral, numbered title, scene) inner to the open unit, unlisted by a
-    contents list that lists the unit, or numbered in another style, is a section; a container closes the unit."""
+    chapter-like level)."""
     keep: list[Heading] = []
     subs: list[tuple[Heading, Heading]] = []  # (section, its unit heading)
     first_style: dict[str, str] = {}

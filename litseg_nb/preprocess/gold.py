@@ -1,11 +1,4 @@
-"""Scoring narrative-unit detection against hand-read gold headings (``tests/structure_gold.jsonl``).
-
-Each line is a raw book: ``file`` (under the data root), ``units`` (the expected units as printed, a nested
-unit naming its parent first, ``@front`` for narrative before any heading), ``first_text`` (where the
-narrative starts), ``kind``/``note``. :func:`score_book` gives ``count_exact``, heading precision/recall/F1
-(headings aligned in order by longest common subsequence, matched on normalised leading words) and
-``words_lost`` (narrative before the first unit); :data:`TRAIN_GOLD_FILE` holds tuning cases only.
-"""
+"""Scoring narrative-unit detection against hand-read gold headings (``tests/structure_gold.jsonl``)."""
 from __future__ import annotations
 
 import gzip

@@ -1,11 +1,4 @@
-"""Sentence splitting with exact character offsets.
-
-Spans ``(start, end)`` slice the text back character for character; line and paragraph breaks are hard
-boundaries (a verse line without final punctuation never swallows the next). ``"nupunkt"`` (default) is the
-pre-trained Punkt model plus a repair pass that re-joins splits after title abbreviations and initials,
-before a lower-case word, and before a dialogue tag (``“But why?” Taylor asked``); ``"regex"`` is a small
-rule splitter kept as the measured alternative (:func:`measure_splitters` on :data:`HARD_CASES`).
-"""
+"""Sentence splitting with exact character offsets."""
 from __future__ import annotations
 
 import re

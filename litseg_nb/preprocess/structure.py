@@ -1,10 +1,4 @@
-"""Splitting a cleaned book into narrative units (paper §3.1.2), checking their coverage, and showing them.
-
-Headings are found by :mod:`.detect` (with :mod:`.headings`' lexicon), the unit level and sections are planned
-by :mod:`.sections`; here units are built from those sections, a unit longer than ``max_unit_words`` (the
-paper's *n*) is split recursively (sections, then paragraphs, then sentences) and its sentences are indexed 1..N.
-Non-narrative matter (contents, editors' prefaces, notes) belongs to no unit and is listed in the report.
-"""
+"""Splitting a cleaned book into narrative units (paper §3.1.2), checking their coverage, and showing them."""
 from __future__ import annotations
 
 import bisect
@@ -71,9 +65,7 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
                 use_structure: bool = True, whole_title: str = "Whole text",
                 report: StructureReport | None = None,
                 sections: Sequence[tuple[int, str]] | None = None, author: str | None = None) -> list[Unit]:
-    """Split a cleaned book into indexed narrative units. ``sections`` (``(first_paragraph, title)``, GutenQA's
-    chapters) replace heading detection (``split="dataset"``); ``author`` tells an author's signed preface from an
-    editor's; non-narrative character spans go to ``report.dropped``."""
+    """Split a cleaned book into indexed narrative units."""
     if max_unit_words is not None and max_unit_words <= 0:
         raise ValueError(f"book {book_id!r}: max_unit_words must be positive, got {max_unit_words}")
     if not paragraphs or not text.strip():

@@ -1,9 +1,5 @@
 """Per-book retrieval indices, dense (FAISS inner product over normalised embeddings) and sparse (BM25), and
-the fusion of their rankings (reciprocal rank fusion, the paper's hybrid; weighted RRF; min-max linear).
-
-A question only ever searches its own book's index (Appendix I.1's book-level filter, by construction);
-indices are saved with the artifacts and load back bit-identically.
-"""
+the fusion of their rankings (reciprocal rank fusion, the paper's hybrid; weighted RRF; min-max linear)."""
 from __future__ import annotations
 
 import json

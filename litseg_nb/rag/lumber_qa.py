@@ -1,9 +1,4 @@
 """LumberChunker's downstream QA comparison (Duarte et al., 2024), as far as the local data allows (notebook 05).
-
-RAG-<chunker> rows are notebook 05's answers (Table 4's pipeline and measures, ours since LumberChunker does
-not say how it scores); the no-retrieval row puts the whole book in the generator's context only where it
-fits (else the row says which book needs how many tokens; no book is cut); RAG-Manual is not available
-locally (no hand-segmented chunks) and the row says so.
 """
 from __future__ import annotations
 
@@ -64,8 +59,7 @@ def long_context_fit(backend: Any, books: Mapping[str, Any], questions: Sequence
 def lumber_qa_comparison(gen: pd.DataFrame, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
                          backend: Any, cfg: Any, seed: int = 0, dataset: str = "gutenqa") -> pd.DataFrame:
     """One row per system of LumberChunker's QA comparison on ``dataset``'s questions in ``gen`` (notebook 05's
-    answers; ``questions`` give the references). The long-context row is generated here when it fits the
-    generator's ``max_model_len`` (same prompt and RAGAS subset rule), else stated."""
+    answers; ``questions`` give the references)."""
 
     g = gen[gen["dataset"] == dataset] if len(gen) else gen
     rows = [_row(f"RAG-{m}", m, part, "run") for m, part in g.groupby("method", sort=False)] if len(g) else []

@@ -1,10 +1,4 @@
-"""The RAG evaluation pipeline of Appendix I.1, run for every chunker with the same fixed stages.
-
-Notebook 05: :func:`evaluation_questions`, :func:`questions_in_scope` (``common-units``: questions whose evidence
-lies in units every chunker covered, so chunkers are compared on the same questions), :class:`RagEvaluator`
-(indices; dense, BM25, the paper's RRF hybrid, cross-fitted weighted fusions, HyDE, reranking; latency) and
-:func:`retrieval_table`. Answers are generated with the paper's prompts (Appendix I.1.2).
-"""
+"""The RAG evaluation pipeline of Appendix I.1, run for every chunker with the same fixed stages."""
 from __future__ import annotations
 
 import random
@@ -122,11 +116,7 @@ def common_units(chunk_sets: Mapping[str, Sequence[Chunk]]) -> list[tuple[str, s
 
 def questions_in_scope(questions: Sequence[EvalQuestion], chunk_sets: Mapping[str, Sequence[Chunk]],
                        books: Mapping[str, Any], scope: str = "common-units") -> tuple[list[EvalQuestion], dict[str, Any]]:
-    """Questions every chunker can be fairly evaluated on, and a report of what was left out.
-
-    ``common-units``: a GutenQA question whose evidence lies in a unit every chunk set covers, or occurs nowhere
-    in the book (a miss for all, LumberChunker's convention); a LiteraryQA question whose book every set covers.
-    ``all``: every question of the covered books. No question left raises :class:`EvaluationError` saying why."""
+    """Questions every chunker can be fairly evaluated on, and a report of what was left out."""
     if not chunk_sets:
         raise EvaluationError("no chunk set to evaluate")
     empty = [m for m, cs in chunk_sets.items() if not cs]
@@ -417,8 +407,7 @@ class RagEvaluator:
 
 def _extend(head: Sequence[tuple[int, float]], full: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
     """The full ranking of a mode: its configured ranking (candidate lists fused, reranked), then every
-    other chunk in the order of the same fusion over the complete lists. Its top-k is the mode's top-k,
-    so MRR@k <= MRR_full always holds."""
+    other chunk in the order of the same fusion over the complete lists."""
     seen = {d for d, _ in head}
     return list(head) + [x for x in full if x[0] not in seen]
 

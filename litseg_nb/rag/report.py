@@ -100,11 +100,7 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
                        chunk_sets: Mapping[str, Sequence[Chunk]] | None = None,
                        max_model_len: int = 0, collect: list | None = None,
                        book_max_tokens: int = 0) -> pd.DataFrame:
-    """Win rate of ``target`` against every other method by the B.2 LLM judge, per dataset.
-
-    Original Context: GutenQA ``+/-context_chars`` around the evidence; LiteraryQA the whole book or, beyond the
-    judge's context, :func:`book_judge_context`'s excerpt (``book_max_tokens`` > 0 caps it). ``collect`` receives
-    every judged pair (notebook 05's Appendix B human sheets)."""
+    """Win rate of ``target`` against every other method by the B.2 LLM judge, per dataset."""
 
     unit_of = {(m, c.book_id, c.chunk_id): c.unit_id for m, cs in (chunk_sets or {}).items() for c in cs}
 
@@ -181,8 +177,7 @@ def table3(retrieval: pd.DataFrame, gen: pd.DataFrame, mode: str) -> pd.DataFram
 
 def table3_reranked(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int = 20) -> pd.DataFrame:
     """Table 3 as the paper computes it (App. I.1: the reranked ranking) with the pre-rerank hybrid
-    ranking of the *same questions* beside it; column ``ranking`` labels each row. Empty when no
-    question was reranked."""
+    ranking of the *same questions* beside it; column ``ranking`` labels each row."""
     rr_q = {r["qid"] for r in rows if r["mode"] == "hybrid+rerank"}
     if not rr_q:
         return pd.DataFrame()
@@ -335,11 +330,7 @@ def theta_sweep_units(books: Mapping[str, Any], unit_keys: Sequence[tuple[str, s
 def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[tuple[str, str]],
                        questions: Sequence[EvalQuestion], embedder: Any, backend: Any, seed: int = 0,
                        ks: Sequence[int] = (1, 2, 5, 10, 20)) -> tuple[pd.DataFrame, dict[str, list[Chunk]]]:
-    """LumberChunker's θ sweep (its figure: DCG@k per θ ∈ [450, 1000] tokens).
-
-    LumberChunker (notebook 04's settings) segments ``unit_keys`` (:func:`theta_sweep_units`) once per θ; each
-    set is indexed alone and scored by dense and hybrid retrieval (no reranker). Returns ``(table, chunk sets
-    by θ)``; θ = 550 repeats notebook 04's requests (request cache)."""
+    """LumberChunker's θ sweep (its figure: DCG@k per θ ∈ [450, 1000] tokens)."""
 
     bcfg = BaselinesConfig.for_profile(cfg.profile, seed=seed)
     if bcfg.llm.model != cfg.llm.model:
