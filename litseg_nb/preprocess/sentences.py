@@ -277,7 +277,3 @@ def measure_splitters(cases=HARD_CASES) -> list[dict]:
                      "boundary_f1": round(2 * p * r / max(p + r, 1e-9), 3)})
     return rows
 
-
-if __name__ == "__main__":  # pragma: no cover - measurement helper
-    for row in measure_splitters():
-        print(row)
