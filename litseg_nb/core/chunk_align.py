@@ -88,9 +88,6 @@ class BookAligner:
         """Normalised ``[nstart, nend)`` → source ``[start, end)`` (end after the last source char)."""
         return self.nmap[nstart], self.nmap[nend - 1] + 1
 
-    def _o2n(self, opos: int) -> int:
-        return bisect_left(self.nmap, opos)
-
     def _exact(self, chunk: str, cursor: int) -> tuple[int, int] | None:
         p = self.text.find(chunk, cursor)
         return (p, p + len(chunk)) if p >= 0 else None
@@ -162,7 +159,7 @@ class BookAligner:
                 if hit:
                     al = Alignment(i, "exact", "exact", 1.0, *hit)
                 elif nchunk:
-                    ncur = self._o2n(start_o)
+                    ncur = bisect_left(self.nmap, start_o)
                     nh = self._normalised(nchunk, ncur)
                     if nh:
                         al = Alignment(i, "fuzzy", "normalised", 1.0, *self._n2o(*nh))

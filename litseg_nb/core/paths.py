@@ -1,7 +1,5 @@
 """Filesystem locations, resolved from the package (never from the working directory): the data root
-(``LITSEG_DATA_DIR``), outputs (``LITSEG_OUTPUTS_DIR``) and cache (``LITSEG_CACHE_DIR``) folders, and the
-error for a dataset that is not on disk, naming the expected files and how to get them.
-"""
+(``LITSEG_DATA_DIR``), outputs (``LITSEG_OUTPUTS_DIR``) and cache (``LITSEG_CACHE_DIR``) folders."""
 from __future__ import annotations
 
 import os

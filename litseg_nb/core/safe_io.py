@@ -37,18 +37,14 @@ def check_name(name: str, what: str = "name") -> str:
     return name
 
 
-def _tmp_name(path: Path) -> Path:
-    # keep the suffix: writers such as matplotlib and pandas pick the format from it
-    return path.with_name(f".{path.stem}.tmp-{os.getpid()}-{next(_counter)}{path.suffix}")
-
-
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it replaces ``path`` atomically, on any exception
     (KeyboardInterrupt too) it is removed and ``path`` is left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_name(path)
+    # keep the suffix: writers such as matplotlib and pandas pick the format from it
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}-{next(_counter)}{path.suffix}")
     try:
         yield tmp
         if not tmp.exists():

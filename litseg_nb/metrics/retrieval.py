@@ -36,15 +36,6 @@ def is_relevant(chunk_text: str, evidence: str) -> bool:
     return evidence_form(evidence) in normalize_for_match(chunk_text)
 
 
-def first_relevant_rank(ranked_texts: Sequence[str], evidence: str) -> int | None:
-    """1-based rank of the first relevant text in ``ranked_texts`` (None when there is none)."""
-    ev = evidence_form(evidence)
-    for i, t in enumerate(ranked_texts, 1):
-        if ev in normalize_for_match(t):
-            return i
-    return None
-
-
 def reciprocal_rank(rank: int | None) -> float:
     return 0.0 if rank is None else 1.0 / rank
 
@@ -207,9 +198,3 @@ def span_relevant(chunks: Sequence, book, evidence: str, _cache: dict | None = N
         if any(lo <= s and e <= hi and spans_cover(src, s, e, book.text) for s, e in occ):
             out.add(i)
     return out
-
-
-def containment_relevant(chunks: Sequence, evidence: str) -> set[int]:
-    """Indices of ``chunks`` whose text contains ``evidence`` (:func:`is_relevant`, the reference)."""
-    ev = evidence_form(evidence)
-    return {i for i, c in enumerate(chunks) if ev in normalize_for_match(c.text)}

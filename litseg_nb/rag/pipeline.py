@@ -7,12 +7,10 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
-
-import numpy as np
+from typing import Any, Mapping, Sequence
 
 from ..chunk_sets import EvaluationError
-from ..metrics.retrieval import first_relevant_rank, is_relevant, normalize_for_match, summarize_scopes
+from ..metrics.retrieval import is_relevant, normalize_for_match, summarize_scopes
 from ..core.schema import Chunk
 from ..core.prompts import load_prompt, render_prompt
 from ..llm.base import SamplingParams, UsageTag
@@ -242,18 +240,14 @@ class RagEvaluator:
 
     def _fuse(self, dense, sparse):
         c = self.cfg
-        if c.fusion == "rrf":
+        if c.fusion == "rrf":  # else "weighted" (RagConfig checks the value)
             return rrf_fuse([dense, sparse], k=c.rrf_k)
-        if c.fusion == "weighted":
-            return weighted_fuse(dense, sparse, c.dense_weight)
-        raise ValueError(f"unknown fusion {c.fusion!r} (rrf | weighted)")
+        return weighted_fuse(dense, sparse, c.dense_weight)
 
     def _tuned_fuse(self, mode: str, dense, sparse, w: float):
-        if mode == "hybrid-wrrf":
+        if mode == "hybrid-wrrf":  # else "hybrid-linear" (TUNED_MODES)
             return weighted_rrf_fuse(dense, sparse, w, k=self.cfg.rrf_k)
-        if mode == "hybrid-linear":
-            return weighted_fuse(dense, sparse, w)
-        raise ValueError(f"unknown tuned fusion mode {mode!r}")
+        return weighted_fuse(dense, sparse, w)
 
     def first_stage(self, idx: Any, query_emb: Any, query: str, record: bool = True):
         """``(dense, bm25, hybrid)`` rankings of one query over one book's index ``idx``: single retrievers
