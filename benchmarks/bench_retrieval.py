@@ -10,7 +10,7 @@ import time
 from litseg_nb.config import CorpusConfig, EmbeddingConfig
 from litseg_nb.corpus import load_corpus
 from litseg_nb.llm.embeddings import load_embedder
-from litseg_nb.rag.fusion import rrf_fuse
+from litseg_nb.rag.index import rrf_fuse
 from litseg_nb.rag.index import BookIndex
 
 

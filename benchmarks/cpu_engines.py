@@ -80,7 +80,7 @@ def prepare(args) -> None:
     from litseg_nb.chunkers.llm_chunkers import lumber_chunks_batch
     from litseg_nb.chunkers.perplexity import segment_token_ids, unit_segments, windowed_token_logprobs
     from litseg_nb.corpus import load_corpus
-    from litseg_nb.corpus.selection import select_units
+    from litseg_nb.corpus import select_units
     from litseg_nb.lite.config import LiteConfig
     from litseg_nb.lite.segmenter import LiteSegmenter
     from litseg_nb.litseg.config import LitSegConfig

@@ -58,7 +58,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from litseg_nb.corpus import load_corpus
     from litseg_nb.litseg.config import LitSegConfig
-    from litseg_nb.corpus.selection import select_units
+    from litseg_nb.corpus import select_units
 
     cfg = LitSegConfig.for_profile("smoke")
     items = select_units(load_corpus(cfg.corpus), cfg.selection)

@@ -53,7 +53,7 @@ def main() -> int:
     from litseg_nb.corpus import load_corpus
     from litseg_nb.llm import UsageLedger, make_backend
     from litseg_nb.front.params import notebook_config
-    from litseg_nb.corpus.selection import select_units
+    from litseg_nb.corpus import select_units
 
     cfg = notebook_config("02_litseg_annotation", profile=args.profile, seed=0, max_units=None, max_retries=None,
                           calibrate=None, compare_structured=None)

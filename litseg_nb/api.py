@@ -182,7 +182,7 @@ def index_whole_text(book: Book, max_unit_words: int, sentence_splitter: str = "
 
 def raw_offsets(book: Book, raw: str) -> list[int]:
     """For each character of ``book.text``, its offset in ``raw`` (the decoded source file; -1 for the
-    separators :func:`~litseg_nb.data.text.join_paragraphs` inserted, or where it cannot be mapped).
+    separators :func:`~litseg_nb.data.gutenberg.join_paragraphs` inserted, or where it cannot be mapped).
 
     Paragraph *i* came from raw lines ``book.source_map[i]``; inside it the cleaning only joins
     lines and collapses whitespace (and may drop characters), so every non-space character is

@@ -5,7 +5,7 @@ import pytest
 
 from litseg_nb import corpus
 from litseg_nb.config import CorpusConfig, StageConfig
-from litseg_nb.preprocess.structure import check_unit_coverage
+from checks import check_unit_coverage
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from litseg_nb.data.gutenberg import GutenbergFormatError, clean_gutenberg_file, clean_gutenberg_text
-from litseg_nb.preprocess.structure import FRONT_MATTER, StructureReport, build_units, check_unit_coverage
+from litseg_nb.preprocess.structure import FRONT_MATTER, StructureReport, build_units
+from checks import check_unit_coverage
 
 BIG = None  # no recursive splitting: test the structure itself
 

@@ -39,22 +39,6 @@ def test_gutenqa_local(gutenqa_dir):
     _check_emma(books[0])
 
 
-def test_gutenqa_hub_path_uses_hf_hub_download(gutenqa_dir, monkeypatch):
-    calls = []
-
-    def fake_download(repo_id, filename, repo_type=None, cache_dir=None):
-        calls.append((repo_id, filename, repo_type))
-        return str(gutenqa_dir / filename)
-
-    import huggingface_hub
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    books = load_gutenqa(source="hub", books=["Emma_-_Jane_Austen"])
-    _check_emma(books[0])
-    assert calls == [(gutenqa.PARAGRAPHS_REPO, gutenqa.PARAGRAPHS_FILE, "dataset"),
-                     (gutenqa.QUESTIONS_REPO, gutenqa.QUESTIONS_FILE, "dataset")]
-
-
 def test_gutenqa_errors(gutenqa_dir, tmp_path):
     with pytest.raises(FileNotFoundError, match="questions.parquet"):
         shutil.copy(gutenqa_dir / gutenqa.PARAGRAPHS_FILE, tmp_path / gutenqa.PARAGRAPHS_FILE)
@@ -91,15 +75,12 @@ def test_literaryqa_full_split_counts(literaryqa_dir):
     assert sum(len(b.questions) for b in books) == 530
 
 
-def test_literaryqa_record_with_text_and_hub_path(tmp_path, monkeypatch):
+def test_literaryqa_record_with_text(tmp_path):
     (tmp_path / "annotations").mkdir()
     rec = {"gutenberg_id": "1", "title": "T", "qas": [{"question": "Q?", "answers": ["A"]}],
            "text": "First para\r\nline two.\r\n\r\nSecond   para."}
     (tmp_path / "annotations" / "test.jsonl").write_text(json.dumps(rec) + "\n", encoding="utf-8")
-    import huggingface_hub
-
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: str(tmp_path))
-    books, report = load_literaryqa(split="test", source="hub")
+    books, report = load_literaryqa(tmp_path, split="test")
     assert books[0].text == "First para\nline two.\n\nSecond para."
     assert report.loaded == ["literaryqa:1"]
 

@@ -304,7 +304,7 @@ def test_report_tables_and_html(cfg):
     assert row.fallback_none == 2 and row.first_try_valid_stage3 == 1.0 and row.model == "scripted"
     page = report.render_segments_html(b, run.records[0], "label")
     assert "§1 A" in page and "context:" in page and "[1–3]" in page
-    from litseg_nb.corpus.selection import select_units
+    from litseg_nb.corpus import select_units
 
     assert select_units([b], cfg.selection.replace(books=(), units=("b1/u0001",))) == [(b, b.units[1])]
     with pytest.raises(ValueError, match="b1/u9"):

@@ -1,11 +1,17 @@
 """Prompt templates: verbatim against the paper, header stripped, exact placeholder filling."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from litseg_nb.core.prompts import PromptError, fill_prompt, load_prompt, placeholders, prompt_source
+from litseg_nb.core.prompts import PromptError, fill_prompt, load_prompt, prompt_source
+
+
+def placeholders(template: str) -> set[str]:
+    """Names of the ``{identifier}`` placeholders in ``template``."""
+    return set(re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", template))
 
 SEED = Path("/work/shared/seeds/000_52d52c48502729e3.txt")
 # (template, line number of the "⬇ ..." line in the seed text)

@@ -35,7 +35,7 @@ def test_ragas_runs_with_tiny_model_without_network(monkeypatch, tmp_path):
     monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path))
     from litseg_nb.config import LLMConfig
     from litseg_nb.llm import make_backend
-    from litseg_nb.metrics.ragas_eval import ragas_scores
+    from litseg_nb.metrics.generation import ragas_scores
 
     backend = make_backend(LLMConfig(model="tiny-random", max_new_tokens=8, max_model_len=1024))
     attempts = []

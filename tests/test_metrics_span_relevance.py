@@ -6,13 +6,19 @@ import random
 import conftest
 from litseg_nb.litseg.pipeline import reconstruct_unit
 from litseg_nb.litseg.validate import Segment
-from litseg_nb.metrics.retrieval import (containment_relevant, evidence_char_spans, span_relevant,
+from litseg_nb.metrics.retrieval import (evidence_char_spans, evidence_form, normalize_for_match, span_relevant,
                                          spans_cover)
 from litseg_nb.core.schema import Book, Chunk, make_sentence_chunk
 
 WORDS = ("Emma", "Harriet", "Knightley", "orchard", "letter", "carriage", "Mr.", "walked", "said", "never",
          "quite", "rain", "ball", "Highbury", "supper", "dance", "smiled", "away")
 PUNCT = ("\u201cWell,\u201d", "\u2014", "it\u2019s", "Mrs.\u00a0Weston", "--", "\u2018No!\u2019")
+
+
+def containment_relevant(chunks, evidence):
+    """Indices of ``chunks`` whose text contains ``evidence`` (:func:`is_relevant`, the reference)."""
+    ev = evidence_form(evidence)
+    return {i for i, c in enumerate(chunks) if ev in normalize_for_match(c.text)}
 
 
 def _book(seed=0, units=3, n=9):

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from litseg_nb.chunkers import ALL_METHODS, BaselinesConfig
-from litseg_nb.corpus.selection import select_units
+from litseg_nb.corpus import select_units
 from litseg_nb.corpus import load_corpus
 from litseg_nb.core.paths import outputs_dir
 from litseg_nb.front.runner import run_notebooks

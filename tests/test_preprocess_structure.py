@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from litseg_nb.corpus import index_book
 from litseg_nb.data.gutenberg import clean_gutenberg_text
-from litseg_nb.preprocess.structure import (FRONT_MATTER, StructureReport, build_units,
-                                            check_unit_coverage, detect_headings)
+from litseg_nb.preprocess.structure import FRONT_MATTER, StructureReport, build_units, detect_headings
+from checks import check_unit_coverage
 from litseg_nb.core.schema import Book
 
 

@@ -5,7 +5,7 @@ import pytest
 from litseg_nb.config import EmbeddingConfig
 from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.rag.config import RagConfig
-from litseg_nb.rag.fusion import rrf_fuse, weighted_fuse
+from litseg_nb.rag.index import rrf_fuse, weighted_fuse
 from litseg_nb.rag.index import BookIndex, LibraryIndex
 from litseg_nb.rag.pipeline import EvalQuestion, RagEvaluator, evidence_window, retrieval_table
 from litseg_nb.rag.rerank import LLMPointwiseReranker, rerank

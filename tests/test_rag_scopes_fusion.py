@@ -9,7 +9,7 @@ import pytest
 from litseg_nb.metrics.retrieval import summarize_scopes
 from litseg_nb.rag import pipeline, report
 from litseg_nb.rag.config import RagConfig
-from litseg_nb.rag.fusion import rrf_fuse, weighted_fuse, weighted_rrf_fuse
+from litseg_nb.rag.index import rrf_fuse, weighted_fuse, weighted_rrf_fuse
 from litseg_nb.rag.index import BookIndex, LibraryIndex
 from litseg_nb.rag.pipeline import EvalQuestion, EvaluationError, RagEvaluator, questions_in_scope, retrieval_table
 from litseg_nb.core.schema import Book, Chunk

@@ -244,7 +244,7 @@ def test_non_json_parsers_read_the_answer_only():
     assert parse_propositions("<think>- draft claim</think>\n- Emma is clever.\n-   \n2) Harriet") == \
         ["Emma is clever.", "Harriet"]
     assert answer_text("<think>unfinished") == ""
-    from litseg_nb.rag.generate import clean_answer
+    from litseg_nb.rag.pipeline import clean_answer
 
     assert clean_answer("<think>Maybe Harriet?\n\nNo.</think>\n\nMr. Knightley.\n\nExtra.") == "Mr. Knightley."
 

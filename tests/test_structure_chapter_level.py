@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from litseg_nb.preprocess.headings import _classify
-from litseg_nb.preprocess.structure import StructureReport, build_units, check_unit_coverage
+from litseg_nb.preprocess.structure import StructureReport, build_units
+from checks import check_unit_coverage
 from test_preprocess_structure import _paras, _prose  # the same synthetic-book helpers
 
 

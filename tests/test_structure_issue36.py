@@ -6,7 +6,8 @@ from pathlib import Path
 
 from litseg_nb.preprocess.gold import GOLD_FILE, TRAIN_GOLD_FILE, load_gold, score_gold
 from litseg_nb.preprocess.headings import _is_heading_shaped, quoted_signature
-from litseg_nb.preprocess.structure import StructureReport, build_units, check_unit_coverage
+from litseg_nb.preprocess.structure import StructureReport, build_units
+from checks import check_unit_coverage
 from test_preprocess_structure import _paras, _prose  # the same synthetic-book helpers
 
 ROMANS = ["I", "II", "III", "IV", "V", "VI", "VII"]

@@ -32,7 +32,7 @@ def test_test_profile_emma_units_hold_evidence(data_dir):
 
 # ---------------------------------------------------------------- one selection for every LLM method
 from litseg_nb.config import PROFILES, UnitSelection  # noqa: E402
-from litseg_nb.corpus.selection import SelectionError, question_cover, select_units  # noqa: E402
+from litseg_nb.corpus import SelectionError, question_cover, select_units  # noqa: E402
 
 
 def _toy_books():

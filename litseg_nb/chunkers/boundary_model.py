@@ -20,7 +20,7 @@ from ..core.schema import Book, Chunk, Unit, word_count
 from .base import chunks_from_boundaries, unit_paragraphs, trim_span
 from .boundary_features import DENSE_NAMES, FEATURE_VERSION, HASH_BUCKETS, HASH_SPACES, document_features, n_hashed
 from .scores import attach_scores
-from ..preprocess.units import build_units
+from ..preprocess.structure import build_units
 
 METHOD = "boundary-model"
 WEIGHTS_FILE = PACKAGE_DIR / "weights" / "boundary_model.json"

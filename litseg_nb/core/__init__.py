@@ -1,8 +1,3 @@
-"""Ground: what every other layer stands on.
-
-:mod:`.paths` (folders resolved from the package, never the cwd), :mod:`.safe_io` (atomic writes),
-:mod:`.schema` (books, units, sentences and chunks with exact spans), :mod:`.text_offsets` and
-:mod:`.chunk_align` (character offsets, aligning chunk text to its source), :mod:`.cache` (content-keyed
-step cache), :mod:`.artifacts` and :mod:`.figures` (tables, figures and artifacts of a run),
-:mod:`.prompts` (the prompt templates).
+"""Ground: what every other layer stands on (paths, atomic writes, the data schema, chunk alignment, the
+content-keyed cache, run artifacts and figures, prompt templates).
 """

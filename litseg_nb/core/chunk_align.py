@@ -1,30 +1,4 @@
-"""Aligning external chunk texts back to the cleaned book text: the aligner of ``import-chunks``
-(:mod:`litseg_nb.front.chunk_import`, which reads the chunk file and loads the book) and of the ``lib:``
-methods (:mod:`litseg_nb.chunkers.library`). :class:`BookAligner` locates the texts in the book,
-:func:`import_chunks` turns them into shared-schema chunks with an :class:`ImportReport`.
-
-Alignment (one pass through the book, in chunk order):
-
-1. **exact** – the whitespace-stripped chunk occurs verbatim in the book text, searched forward from
-   just after the previous aligned chunk's start (so overlapping chunk sets align too);
-2. **normalised** – the same search on a normalised copy of both texts (Unicode NFKC, curly quotes
-   and apostrophes to straight ones, dashes to ``-``, soft hyphens removed, whitespace runs to one
-   space, lower case), mapped back to exact book offsets — what a tool that re-joins paragraphs
-   with spaces or straightens quotes needs; recorded as ``fuzzy`` with score 1.0;
-3. **anchored** – for text the tool changed more (dropped or replaced characters): short probes of
-   the normalised chunk are located in the book, the densest agreement gives the region, a
-   ``difflib`` alignment trims it to the first and last matching block and the similarity ratio
-   between chunk and region is the score; accepted as ``fuzzy`` when score >= ``min_score``;
-4. otherwise **not found**.
-
-Each search first looks forward from the cursor; when that fails it looks at the whole book
-(``metadata['out_of_order'] = True``). An aligned chunk gets exact character ``spans`` into the book
-text, ``main_text`` = the book text of that span, and the sentence indices of the unit holding most
-of it (``from_idx``/``to_idx``; every unit it touches is listed in ``metadata['unit_ranges']``).
-Its ``text`` stays the external text — that is what a retriever indexes, exactly as in the
-source. A chunk that cannot be aligned is kept (retrievers still index its text) with
-``spans=[]``, ``is_source_span=False``, ``unit_id=""`` and ``metadata['alignment']='not_found'``;
-it is never dropped. A chunk set that aligns to nothing of the book is an error.
+"""Aligning external chunk texts back to the cleaned book text (``import-chunks`` and the ``lib:`` methods).
 """
 from __future__ import annotations
 
@@ -32,13 +6,13 @@ import difflib
 import unicodedata
 from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .schema import Book, Chunk, Unit
 from ..errors import UsageError
-from .text_offsets import normalize_with_offsets
 
-_QUOTE_MAP = {
+#: quotes, apostrophes, dashes and hyphens to their ASCII form, soft hyphen dropped
+QUOTE_MAP = {
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u0060": "'",
     "\u00b4": "'", "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
     "\u00ab": '"', "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u2015": "-", "\u2212": "-",
@@ -46,18 +20,41 @@ _QUOTE_MAP = {
 }
 
 
+def normalize_with_offsets(text: str, char_form: Callable[[str], str]) -> tuple[str, list[int]]:
+    """``(normalised, offsets)``: each non-space character ``ch`` becomes ``char_form(ch)``, whitespace runs
+    collapse to one space (leading/trailing dropped); ``offsets[k]`` is the index in ``text`` that gave
+    ``normalised[k]``. Shared by the aligner and span-based relevance, each with its own ``char_form``."""
+    out: list[str] = []
+    pos: list[int] = []
+    prev_space = True  # drops leading whitespace
+    for i, ch in enumerate(text):
+        for c in (" " if ch.isspace() else char_form(ch)):
+            if c.isspace():
+                if not prev_space:
+                    out.append(" ")
+                    pos.append(i)
+                    prev_space = True
+            else:
+                out.append(c)
+                pos.append(i)
+                prev_space = False
+    if out and out[-1] == " ":
+        out.pop()
+        pos.pop()
+    return "".join(out), pos
+
+
 class ChunkImportError(UsageError, ValueError):
     """The chunk file cannot be read, or the chunk set covers nothing of the book."""
 
 
-# --------------------------------------------------------------------------- normalisation
 def _align_form(ch: str) -> str:
     """The aligner's form of one character: quotes, dashes and hyphens (also ``\u2010``/``\u2011``)
     mapped before and after NFKC, lower-cased, soft hyphen dropped."""
-    rep = _QUOTE_MAP.get(ch)
+    rep = QUOTE_MAP.get(ch)
     if rep is None:
         rep = unicodedata.normalize("NFKC", ch).lower()
-        rep = "".join(_QUOTE_MAP.get(c, c) for c in rep)
+        rep = "".join(QUOTE_MAP.get(c, c) for c in rep)
     return rep
 
 
@@ -66,11 +63,6 @@ def normalize_with_map(text: str) -> tuple[str, list[int]]:
     return normalize_with_offsets(text, _align_form)
 
 
-def normalize_text(text: str) -> str:
-    return normalize_with_map(text)[0]
-
-
-# --------------------------------------------------------------------------- alignment
 @dataclass
 class Alignment:
     index: int  # 0-based position in the chunk file
@@ -95,9 +87,6 @@ class BookAligner:
     def _n2o(self, nstart: int, nend: int) -> tuple[int, int]:
         """Normalised ``[nstart, nend)`` → source ``[start, end)`` (end after the last source char)."""
         return self.nmap[nstart], self.nmap[nend - 1] + 1
-
-    def _o2n(self, opos: int) -> int:
-        return bisect_left(self.nmap, opos)
 
     def _exact(self, chunk: str, cursor: int) -> tuple[int, int] | None:
         p = self.text.find(chunk, cursor)
@@ -162,7 +151,7 @@ class BookAligner:
         cursor = 0  # source offset from which the next chunk is searched
         for i, raw in enumerate(chunks):
             chunk = raw.strip()
-            nchunk = normalize_text(chunk)
+            nchunk = normalize_with_map(chunk)[0]
             al = None
             for forward in (True, False):
                 start_o = cursor if forward else 0
@@ -170,7 +159,7 @@ class BookAligner:
                 if hit:
                     al = Alignment(i, "exact", "exact", 1.0, *hit)
                 elif nchunk:
-                    ncur = self._o2n(start_o)
+                    ncur = bisect_left(self.nmap, start_o)
                     nh = self._normalised(nchunk, ncur)
                     if nh:
                         al = Alignment(i, "fuzzy", "normalised", 1.0, *self._n2o(*nh))
@@ -190,7 +179,6 @@ class BookAligner:
         return out
 
 
-# --------------------------------------------------------------------------- chunks
 def _unit_ranges(units: Sequence[Unit], start: int, end: int) -> list[tuple[Unit, int, int, int]]:
     """``(unit, from_idx, to_idx, overlap_chars)`` for every unit whose sentences overlap the span."""
     out = []
@@ -261,7 +249,6 @@ def import_chunks(book: Book, texts: Sequence[str], name: str, source: str = "",
     als = aligner.align(texts)
     chunks: list[Chunk] = []
     outside = 0
-    per_unit: dict[str, int] = {}
     for al, raw in zip(als, texts):
         md: dict[str, Any] = {"imported": True, "source": source, "source_index": al.index, "alignment": al.quality,
                               "alignment_method": al.method, "alignment_score": al.score}
@@ -286,8 +273,6 @@ def import_chunks(book: Book, texts: Sequence[str], name: str, source: str = "",
             unit_id, lo, hi = "", 0, 0
             md["unit_ranges"] = []
             md["outside_units"] = True
-        k = per_unit.get(unit_id, 0)
-        per_unit[unit_id] = k + 1
         chunks.append(Chunk(book.book_id, unit_id, f"{unit_id or 'nounit'}.i{al.index:05d}", name, lo, hi,
                             [(a, b)], raw, book.text[a:b], metadata=md))
     spans = [s for c in chunks for s in c.spans]

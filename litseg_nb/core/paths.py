@@ -1,11 +1,5 @@
-"""Filesystem locations, resolved from the package (never from the working directory).
-
-* ``PACKAGE_DIR`` – the installed ``litseg_nb`` package.
-* ``REPO_ROOT`` – the checkout that contains the package (notebooks/, outputs/, tests/).
-* ``data_dir()`` – the evaluation-data root, from ``LITSEG_DATA_DIR`` (default: ``<repo>/../shared/data``).
-* ``outputs_dir(profile)`` – ``<repo>/outputs/<profile>`` (override the root with ``LITSEG_OUTPUTS_DIR``).
-* ``cache_dir()`` – content-addressed cache and LLM request cache (``LITSEG_CACHE_DIR``).
-"""
+"""Filesystem locations, resolved from the package (never from the working directory): the data root
+(``LITSEG_DATA_DIR``), outputs (``LITSEG_OUTPUTS_DIR``) and cache (``LITSEG_CACHE_DIR``) folders."""
 from __future__ import annotations
 
 import os
@@ -23,16 +17,49 @@ class DataNotFoundError(UsageError, FileNotFoundError):
     """Raised when the evaluation data root or a file inside it is missing."""
 
 
+def data_root() -> Path:
+    """Where the evaluation data is (or is to be downloaded): ``LITSEG_DATA_DIR``, else ``<repo>/../shared/data``."""
+    env = os.environ.get("LITSEG_DATA_DIR")
+    return Path(env).expanduser().resolve() if env else (REPO_ROOT.parent / "shared" / "data").resolve()
+
+
 def data_dir() -> Path:
     """Root of the evaluation data (GutenQA, Gutenberg, LiteraryQA copies)."""
-    env = os.environ.get("LITSEG_DATA_DIR")
-    root = Path(env).expanduser().resolve() if env else (REPO_ROOT.parent / "shared" / "data").resolve()
+    root = data_root()
     if not root.is_dir():
         raise DataNotFoundError(
             f"data root {root} does not exist; set LITSEG_DATA_DIR to the folder holding "
             "gutenqa/, gutenberg/ and literaryqa/"
         )
     return root
+
+
+_DOWNLOAD = "python -m litseg_nb download-data"
+
+
+def missing_dataset_message(dataset: str, folder: Path) -> str:
+    """Why ``dataset`` cannot be loaded from ``folder`` and how to get it (one paragraph)."""
+    root = folder.parent
+    if dataset == "gutenqa":
+        what = (f"expected {folder / 'GutenQA_paragraphs.parquet'} (hub dataset "
+                f"LumberChunker/GutenQA_Paragraphs) and {folder / 'questions.parquet'} (hub dataset "
+                "LumberChunker/GutenQA)")
+        how = f"on a machine with internet run `{_DOWNLOAD} --datasets gutenqa --dest {root}`"
+    elif dataset == "literaryqa":
+        what = (f"expected {folder / 'annotations'}/<split>.jsonl (hub dataset sapienzanlp/LiteraryQA) "
+                f"and the books' Project Gutenberg texts in {folder / 'texts'}/<split>/<gutenberg_id>.txt")
+        how = f"on a machine with internet run `{_DOWNLOAD} --datasets literaryqa --dest {root}`"
+    else:
+        what = f"expected the dataset folder {folder}"
+        how = "see the README's data section"
+    return (f"{dataset} data not found: {what}. Nothing is downloaded at run time: {how}, or set "
+            f"LITSEG_DATA_DIR to the folder that holds {dataset}/ (see the README, 'Data').")
+
+
+def require_dataset_folder(dataset: str, folder: Path) -> Path:
+    if not folder.is_dir():
+        raise DataNotFoundError(missing_dataset_message(dataset, folder))
+    return folder
 
 
 def outputs_root() -> Path:

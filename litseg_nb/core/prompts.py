@@ -1,22 +1,4 @@
-"""Prompt templates: loading (header stripped) and exact placeholder filling.
-
-Templates live in ``litseg_nb/templates/<area>/<name>.txt`` and are addressed as
-``"<area>/<name>"``::
-
-    from litseg_nb.core.prompts import load_prompt, fill_prompt
-    system = load_prompt("litseg/system")
-    user = fill_prompt(load_prompt("litseg/stage1"), chapter_content=unit_text)
-
-Template file convention (every helper's templates follow it):
-
-* The FIRST line is a header comment that starts with ``# source:`` and names the source (paper +
-  appendix, and any formatting restored). :func:`load_prompt` requires and strips it.
-* The rest is the prompt text, verbatim; one trailing newline (if any) is stripped.
-* Placeholders are ``{name}`` with ``name`` a Python identifier. Templates also contain literal
-  JSON braces, so they are NEVER passed to ``str.format``: :func:`fill_prompt` replaces exactly the
-  named placeholders it is given, in a single pass (a value that itself contains ``{x}`` is not
-  re-scanned), and raises when a given placeholder does not occur in the template.
-"""
+"""Prompt templates ``litseg_nb/templates/<area>/<name>.txt``, addressed as ``"<area>/<name>"``."""
 from __future__ import annotations
 
 import re
@@ -68,18 +50,9 @@ def prompt_source(name: str) -> str:
     return _read(prompt_path(name))[0]
 
 
-def placeholders(template: str, candidates: tuple[str, ...] | None = None) -> set[str]:
-    """Names of ``{identifier}`` placeholders in ``template`` (restricted to ``candidates``)."""
-    found = set(re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", template))
-    return found if candidates is None else found & set(candidates)
-
-
 def fill_prompt(template: str, **values: object) -> str:
-    """Replace exactly the placeholders ``{key}`` for the given keys (single pass, no format()).
-
-    Every given key must occur in the template (a typo raises :class:`PromptError`); other braces,
-    such as the JSON examples in the paper's prompts, are left untouched.
-    """
+    """Replace exactly the placeholders ``{key}`` for the given keys (single pass, no format()); a key missing
+    from the template raises :class:`PromptError`, other braces are left untouched."""
     if not values:
         return template
     missing = [k for k in values if "{" + k + "}" not in template]

@@ -1,17 +1,4 @@
-"""Writing output files so that a stopped run never leaves a file that looks finished.
-
-Every table, figure, artifact and manifest is written to a temporary file next to its target
-(``.<name>.tmp-<pid>-<n><suffix>``, same folder, so the final step is an atomic ``os.replace``) and
-renamed only once it is complete. A run stopped by a full disk, an exception, Ctrl-C or a kill
-leaves either the previous complete file or none, plus at most a hidden temporary file::
-
-    with atomic_path(folder / "table.csv") as tmp:   # a Path: hand it to any writer
-        df.to_csv(tmp, index=False)
-    write_text_atomic(folder / "label.txt", label)
-
-:func:`ensure_writable` turns an unwritable outputs folder into one :class:`OutputsNotWritable`
-line naming the folder, before any work starts.
-"""
+"""Writing output files so that a stopped run never leaves a file that looks finished."""
 from __future__ import annotations
 
 import contextlib
@@ -42,30 +29,22 @@ NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.+@-]*"
 
 
 def check_name(name: str, what: str = "name") -> str:
-    """``name`` itself when it is a plain name (:data:`NAME_PATTERN`); else :class:`BadName`
-    naming ``what`` (e.g. ``"--name"``). Names become file names under an outputs folder: a name is never
-    a path."""
+    """``name`` itself when it is a plain name (:data:`NAME_PATTERN`: it becomes a file name, never a path);
+    else :class:`BadName` naming ``what`` (e.g. ``"--name"``)."""
     if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name) or len(name) > 200:
         raise BadName(f"{what} {name!r} is not a plain name: use letters, digits and _ . + @ - only, "
                       f"starting with a letter or digit (no path separator), at most 200 characters")
     return name
 
 
-def _tmp_name(path: Path) -> Path:
-    # keep the suffix: writers such as matplotlib and pandas pick the format from it
-    return path.with_name(f".{path.stem}.tmp-{os.getpid()}-{next(_counter)}{path.suffix}")
-
-
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on success it replaces ``path`` atomically.
-
-    On any exception (including KeyboardInterrupt) the temporary file is removed and ``path`` is
-    left as it was.
-    """
+    """Yield a temporary path next to ``path``; on success it replaces ``path`` atomically, on any exception
+    (KeyboardInterrupt too) it is removed and ``path`` is left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_name(path)
+    # keep the suffix: writers such as matplotlib and pandas pick the format from it
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}-{next(_counter)}{path.suffix}")
     try:
         yield tmp
         if not tmp.exists():
@@ -87,25 +66,13 @@ def write_text_atomic(path: str | os.PathLike, text: str, encoding: str = "utf-8
     return path
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-    return path
-
-
 def write_json_atomic(path: str | os.PathLike, obj: Any, **dumps_kwargs: Any) -> Path:
     return write_text_atomic(path, json.dumps(obj, **dumps_kwargs))
 
 
 def ensure_writable(folder: str | os.PathLike) -> Path:
-    """Create ``folder`` if needed and check a file can be written in it.
-
-    Raises :class:`OutputsNotWritable` (one line, naming the folder) otherwise.
-    """
+    """Create ``folder`` if needed and check a file can be written in it, else raise
+    :class:`OutputsNotWritable` (one line, naming the folder)."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,4 @@
-"""The data model shared by every dataset, preprocessing step and segmenter.
-
-Offsets are *character offsets into the cleaned book text* (``Book.text``), half-open
-``[start, end)``: ``book.text[s.start:s.end]`` is the sentence, character for character.
-Sentence indices are 1-based *within a unit* (the LitSeg prompt numbers them ``[1] ...``).
-
-Every segmenter (LitSeg, LitSeg-Lite, all baselines) returns :class:`Chunk` records; the
-:func:`check_coverage` proof shows that every sentence of a unit lies in at least one main range.
-"""
+"""The data model shared by every dataset, preprocessing step and segmenter."""
 from __future__ import annotations
 
 import json
@@ -14,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 from ..errors import LitsegError
+from .safe_io import atomic_path
 
 Span = tuple[int, int]
 
@@ -89,15 +82,9 @@ class Book:
 
 @dataclass
 class Chunk:
-    """One chunk produced by a segmenter, in the shared result schema.
-
-    ``from_idx``/``to_idx`` is the main sentence range (1-based, inclusive, within the unit).
-    ``context_idx`` are extra sentence indices outside the main range (LitSeg's context list).
-    ``spans`` are the character spans of the main text in the book text (one span for
-    contiguous chunks); ``text`` is the reconstructed chunk (subtitle, context, main text) and
-    ``main_text`` the plain main text. For chunks that are not spans of the source (propositions),
-    ``is_source_span`` is False and ``spans`` hold the *source paragraph* spans instead.
-    """
+    """One chunk in the shared result schema: main sentence range ``from_idx``..``to_idx`` (1-based, inclusive),
+    LitSeg's ``context_idx``, character ``spans`` of the main text (source paragraphs when ``is_source_span`` is
+    False), ``text`` (subtitle, context, main text) and the plain ``main_text``."""
 
     book_id: str
     unit_id: str
@@ -189,12 +176,9 @@ def sentence_range_for_span(unit: Unit, start: int, end: int) -> tuple[int, int]
 
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         for r in records:
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-    tmp.replace(path)
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -208,34 +192,11 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def save_chunks(path: Path, chunks: Sequence[Chunk]) -> None:
-    """Write chunks as JSONL (and parquet next to it when the suffix is .parquet)."""
-    path = Path(path)
-    if path.suffix == ".parquet":
-        import pandas as pd
-
-        df = pd.DataFrame([c.to_json() for c in chunks])
-        for col in ("spans", "context_idx", "metadata"):
-            if col in df:
-                df[col] = df[col].map(json.dumps)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        df.to_parquet(path, index=False)
-    else:
-        write_jsonl(path, (c.to_json() for c in chunks))
+    """Write chunks as JSONL, one chunk per line (atomically)."""
+    write_jsonl(Path(path), (c.to_json() for c in chunks))
 
 
 def load_chunks(path: Path) -> list[Chunk]:
-    path = Path(path)
-    if path.suffix == ".parquet":
-        import pandas as pd
-
-        out = []
-        for rec in pd.read_parquet(path).to_dict("records"):
-            for col in ("spans", "context_idx", "metadata"):
-                rec[col] = json.loads(rec[col])
-            if not isinstance(rec.get("subtitle"), str):  # parquet stores None as null/NaN
-                rec["subtitle"] = None
-            out.append(Chunk.from_json(rec))
-        return out
     return [Chunk.from_json(d) for d in read_jsonl(path)]
 
 

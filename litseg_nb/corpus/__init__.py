@@ -1,25 +1,4 @@
-"""Assembling the evaluation corpus: datasets → cleaned books → narrative units → indexed sentences.
-
-``load_corpus(corpus_cfg)`` is what every notebook calls::
-
-    books = load_corpus(cfg.corpus)          # list[Book], units and sentences filled in
-
-Datasets (``CorpusConfig.datasets``), read from the data root (:func:`litseg_nb.core.paths.data_dir`):
-
-* ``gutenqa`` — ``<data>/gutenqa`` (a missing folder is an error; ``python -m litseg_nb
-  download-data`` fetches it, see :mod:`litseg_nb.data.download`): units are GutenQA's
-  chapters (``split="dataset"``); ids ``gutenqa:<Book Name>``.
-* ``gutenberg`` — the raw books ``<data>/gutenberg/<pg_id>.txt`` (``MANIFEST.tsv`` names them),
-  cleaned and split by headings (:mod:`litseg_nb.preprocess.structure`); ids ``gutenberg:<pg_id>``.
-* ``literaryqa`` — ``<data>/literaryqa`` annotations + texts of ``literaryqa_split``; books without
-  a text are skipped and reported; ids ``literaryqa:<gutenberg_id>``.
-
-Then ``books`` (ids, or bare names/numbers matched against ids), ``max_books`` (per dataset, in
-dataset order), ``max_unit_words`` (the paper's *n*: longer units are split recursively) and
-``max_units_per_book`` (keep the first *k* narrative units; front matter is kept only when the book
-has nothing else) are applied. The result is cached with :class:`~litseg_nb.core.cache.StepCache`
-(key: corpus config + hashes of the data files read + package version).
-"""
+"""Assembling the evaluation corpus: datasets → cleaned books → narrative units → indexed sentences."""
 from __future__ import annotations
 
 import logging
@@ -31,16 +10,15 @@ from typing import Any, Callable, Iterable, Sequence
 from tqdm.auto import tqdm
 
 from ..core.cache import StepCache
-from ..config import CorpusConfig, StageConfig
+from ..config import CorpusConfig, StageConfig, UnitSelection
 from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file, read_manifest
 from ..data.gutenqa import load_gutenqa
 from ..data.literaryqa import LoadReport, load_literaryqa
-from ..data.missing import require_dataset_folder
-from ..core.paths import data_dir
+from ..core.paths import data_dir, require_dataset_folder
 from ..preprocess.structure import FRONT_MATTER, StructureReport, build_units
-from ..core.schema import Book, Question, Sentence, Unit
+from ..core.schema import Book, Question, Sentence, Unit, word_count
 from ..errors import UsageError
-from ..metrics.retrieval import is_relevant
+from ..metrics.retrieval import normalize_for_match
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +60,6 @@ class PreprocessConfig(StageConfig):
     benchmark_big_mb: float = 20.0  # size of the one-body book the benchmark indexes (20 MB < 15 s)
 
 
-# ---------------------------------------------------------------- data files
 def data_files(corpus_cfg: CorpusConfig, root: Path | None = None) -> list[Path]:
     """The data files a corpus config reads (for cache keys and run manifests)."""
     root = root or data_dir()
@@ -105,7 +82,6 @@ def data_files(corpus_cfg: CorpusConfig, root: Path | None = None) -> list[Path]
     return files
 
 
-# ---------------------------------------------------------------- per dataset
 def _wanted(book_id: str, books: Sequence[str]) -> bool:
     """Whether ``book_id`` is named in ``books`` (full id, or the part after the colon)."""
     return book_id in books or book_id.split(":", 1)[1] in books
@@ -155,7 +131,6 @@ def _load_dataset(ds: str, root: Path, cfg: CorpusConfig) -> tuple[list[Book], L
     raise CorpusError(f"unknown dataset {ds!r}; expected one of {', '.join(DATASETS)}")
 
 
-# ---------------------------------------------------------------- units
 def index_book(book: Book, max_unit_words: int | None, sentence_splitter: str = "nupunkt") -> Book:
     """Fill ``book.units`` (structure or dataset chapters, recursive splits, sentence indices)."""
     report = StructureReport()
@@ -175,16 +150,12 @@ def index_book(book: Book, max_unit_words: int | None, sentence_splitter: str = 
 
 def units_with_evidence(book: Book) -> list[Unit]:
     """The book's units (in order) whose text holds at least one question's evidence string."""
-    evidence = [q.evidence for q in book.questions if q.evidence]
-    return [u for u in book.units if any(is_relevant(u.text(book.text), e) for e in evidence)]
+    return [u for u in book.units if question_cover(book, u)]
 
 
 def cap_units(book: Book, max_units: int, selection: str = "first") -> Book:
-    """Keep ``max_units`` narrative units (front matter only if nothing else).
-
-    ``selection="first"`` keeps the first ones; ``"questions"`` keeps units that hold a question's
-    evidence first (GutenQA), then fills up with the first other units; kept units stay in book order.
-    """
+    """Keep ``max_units`` narrative units (front matter only if nothing else), in book order:
+    ``"first"`` the first ones, ``"questions"`` those holding a question's evidence first."""
     if selection not in ("first", "questions"):
         raise CorpusError(f"unknown unit_selection {selection!r} (first | questions) for book {book.book_id}")
     if max_units and len(book.units) > max_units:
@@ -200,7 +171,6 @@ def cap_units(book: Book, max_units: int, selection: str = "first") -> Book:
     return book
 
 
-# ---------------------------------------------------------------- (de)serialisation
 def book_to_json(book: Book) -> dict[str, Any]:
     d = {k: v for k, v in book.__dict__.items() if k not in ("units", "questions")}
     d["paragraphs"] = [list(p) for p in book.paragraphs]
@@ -223,7 +193,6 @@ def book_from_json(d: dict[str, Any]) -> Book:
     return Book(**d, units=units, questions=questions)
 
 
-# ---------------------------------------------------------------- entry point
 def _build(cfg: CorpusConfig, root: Path, progress: bool) -> tuple[list[Book], CorpusReport]:
     report = CorpusReport()
     out: list[Book] = []
@@ -249,10 +218,8 @@ def _build(cfg: CorpusConfig, root: Path, progress: bool) -> tuple[list[Book], C
 
 def load_corpus(corpus_cfg: CorpusConfig, use_cache: bool = True, progress: bool = False,
                 root: Path | None = None) -> Corpus:
-    """Cleaned, unit-split, sentence-indexed books for ``corpus_cfg`` (cached; see module doc).
-
-    Returns a :class:`Corpus` (a list of books) whose ``.report`` says what was loaded and skipped.
-    """
+    """Cleaned, unit-split, sentence-indexed books for ``corpus_cfg`` (cached); a :class:`Corpus` whose
+    ``.report`` says what was loaded and skipped."""
     t0 = time.perf_counter()
     for ds in corpus_cfg.datasets:
         if ds not in DATASETS:
@@ -278,7 +245,6 @@ def load_corpus(corpus_cfg: CorpusConfig, use_cache: bool = True, progress: bool
     return Corpus(books, report)
 
 
-# ---------------------------------------------------------------- statistics
 def _token_counter(tokenizer: Any) -> Callable[[list[str]], list[int]] | None:
     if tokenizer is None:
         return None
@@ -313,14 +279,8 @@ def unit_table(books: Sequence[Book], tokenizer: Any = None):
 
 
 def corpus_statistics(books: Sequence[Book], tokenizer: Any = None):
-    """Per dataset and book: units, paragraphs, sentences, words, tokens and split-method counts.
-
-    ``narrative_units`` counts top-level units (chapters, staves, ... and front matter) before
-    recursive splitting; ``units`` counts the final units after it.
-
-    ``tokens`` needs a tokenizer (HF tokenizer, an LLM backend with ``count_tokens`` or a callable);
-    without one the column is empty. A ``TOTAL <dataset>`` row follows each dataset's books.
-    """
+    """Per dataset and book: units (``narrative_units`` before recursive splitting), paragraphs, sentences,
+    words, tokens (with a tokenizer, backend or callable) and split counts; a ``TOTAL <dataset>`` row follows each."""
     import pandas as pd
 
     units = unit_table(books, tokenizer)
@@ -352,3 +312,85 @@ def corpus_statistics(books: Sequence[Book], tokenizer: Any = None):
                         for c in cols if c not in ("dataset", "book_id", "title", "split_method")},
                      "split_method": ""})
     return pd.DataFrame(rows, columns=cols)
+
+
+class SelectionError(UsageError, ValueError):
+    """A unit selection that matches nothing or names units the corpus does not have."""
+
+
+def book_matches(book: Book, wanted: Sequence[str]) -> bool:
+    """Whether ``book`` is named in ``wanted`` (its id, or a substring of its title; case-insensitive)."""
+    bid, title = book.book_id.lower(), book.title.lower()
+    return any(w.lower() == bid or w.lower() in title for w in wanted)
+
+
+def question_cover(book: Book, unit: Unit) -> set[str]:
+    """Ids of the book's questions whose evidence lies in ``unit`` (GutenQA): the containment test of
+    :func:`~litseg_nb.metrics.retrieval.is_relevant`, the unit's text normalised once for all questions."""
+    asked = [q for q in book.questions if q.evidence]
+    if not asked:
+        return set()
+    text = normalize_for_match(unit.text(book.text))
+    out = set()
+    for q in asked:
+        ev = normalize_for_match(q.evidence)
+        if not ev:
+            raise ValueError(f"{book.book_id}: question {q.qid} has an empty evidence string: relevance is undefined")
+        if ev in text:
+            out.add(q.qid)
+    return out
+
+
+def _fewest_covering(pairs: list[tuple[Book, Unit]], need: int) -> list[tuple[Book, Unit]]:
+    """Greedy set cover: repeatedly the unit answering the most uncovered questions (fewer sentences
+    first on ties, then corpus order) until ``need`` questions are covered."""
+    cover = {i: {(b.book_id, q) for q in question_cover(b, u)} for i, (b, u) in enumerate(pairs)}
+    cover = {i: c for i, c in cover.items() if c}
+    got: set[tuple[str, str]] = set()
+    chosen: list[int] = []
+    while len(got) < need:
+        gain = {i: len(c - got) for i, c in cover.items() if i not in chosen}
+        if not gain or max(gain.values()) == 0:
+            raise SelectionError(f"the selected units hold the evidence of only {len(got)} question(s); "
+                                 f"min_questions={need}")
+        best = min(gain, key=lambda i: (-gain[i], pairs[i][1].n_sentences, i))
+        chosen.append(best)
+        got |= cover[best]
+    return [pairs[i] for i in sorted(chosen)]
+
+
+def select_units(books: Sequence[Book], sel: UnitSelection) -> list[tuple[Book, Unit]]:
+    """The ``(book, unit)`` pairs ``sel`` picks from ``books``, in corpus order (see :class:`UnitSelection`)."""
+    candidates: list[tuple[Book, Unit]] = []
+    for b in books:
+        if sel.books and not book_matches(b, sel.books):
+            continue
+        units = [u for u in b.units if u.n_sentences
+                 and not (sel.skip_units_over_words is not None
+                          and word_count(u.text(b.text)) > sel.skip_units_over_words)]
+        if sel.strategy == "questions":
+            holding = [u for u in units if question_cover(b, u)]
+            units = holding + [u for u in units if u not in holding]
+        candidates.extend((b, u) for u in units)
+    if sel.books and not candidates:
+        raise SelectionError(f"selection.books={list(sel.books)} matches no unit of the books "
+                             f"{[b.book_id for b in books]} (ids or title substrings; check skip_units_over_words)")
+    if sel.units:
+        named = {f"{b.book_id}/{u.unit_id}": (b, u) for b, u in candidates}
+        missing = [k for k in sel.units if k not in named]
+        if missing:
+            raise SelectionError(f"selection.units not in the corpus: {missing}")
+        candidates = [named[k] for k in sel.units]
+    if sel.min_questions:
+        candidates = _fewest_covering(candidates, sel.min_questions)
+    if sel.max_units:
+        candidates = candidates[:sel.max_units]
+    order = {(b.book_id, u.unit_id): i for i, (b, u) in enumerate((b, u) for b in books for u in b.units)}
+    return sorted(candidates, key=lambda p: order[(p[0].book_id, p[1].unit_id)])
+
+
+def describe_selection(pairs: Sequence[tuple[Book, Unit]]) -> str:
+    """``"8 unit(s), 147 sentences of gutenqa:Emma_-_Jane_Austen"`` for labels."""
+    books = sorted({b.book_id for b, _ in pairs})
+    return (f"{len(pairs)} unit(s), {sum(u.n_sentences for _, u in pairs)} sentences of "
+            f"{', '.join(books) or 'no book'}")

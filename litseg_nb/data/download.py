@@ -1,45 +1,17 @@
-"""Getting the evaluation data onto a machine with internet access (opt-in, never at run time).
-
-Loading a dataset never downloads: a missing folder is an immediate :class:`DataNotFoundError`
-whose message (:func:`litseg_nb.data.missing.missing_dataset_message`) names the expected files and how to obtain them.
-Downloading is one explicit command::
-
-    python -m litseg_nb download-data [--datasets gutenqa,literaryqa] [--dest DIR]
-
-which fetches the Hugging Face hub datasets into the layout the loaders read (``DIR`` defaults to
-``LITSEG_DATA_DIR``, else ``<repo>/../shared/data``):
-
-* ``gutenqa/GutenQA_paragraphs.parquet`` (hub dataset ``LumberChunker/GutenQA_Paragraphs``) and
-  ``gutenqa/questions.parquet`` (``LumberChunker/GutenQA``);
-* ``literaryqa/`` — a snapshot of ``sapienzanlp/LiteraryQA`` for one split
-  (``annotations/<split>.jsonl``); the book texts are not on the hub: put Project Gutenberg's plain
-  texts at ``literaryqa/texts/<split>/<gutenberg_id>.txt`` (books without a text are skipped and
-  reported by the loader);
-* ``gutenberg/`` — raw Project Gutenberg books ``<ebook number>.txt`` plus ``MANIFEST.tsv``
-  (GutenQA book name -> file); they are not on the hub: download the plain-text files from
-  gutenberg.org.
-"""
+"""Getting the evaluation data onto a machine with internet access (opt-in, never at run time)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Sequence
 
-from ..core.paths import REPO_ROOT
+from ..core.paths import data_root
 from . import gutenqa as gq, literaryqa as lq
 
 DOWNLOADABLE = ("gutenqa", "literaryqa")
 
 
-def default_dest() -> Path:
-    env = os.environ.get("LITSEG_DATA_DIR")
-    return Path(env).expanduser().resolve() if env else (REPO_ROOT.parent / "shared" / "data").resolve()
-
-
 def download(datasets: Sequence[str], dest: Path, literaryqa_split: str = "validation") -> list[Path]:
-    """Fetch ``datasets`` from the hub into ``dest`` (the layout the loaders read); the files written.
-
-    A failed download removes the hub's ``.cache/huggingface`` bookkeeping and the folders it created."""
+    """Fetch ``datasets`` from the hub into ``dest`` (the layout the loaders read); the files written."""
     unknown = sorted(set(datasets) - set(DOWNLOADABLE))
     if unknown:
         raise ValueError(f"cannot download {unknown}; downloadable: {', '.join(DOWNLOADABLE)} "
@@ -65,7 +37,6 @@ def download(datasets: Sequence[str], dest: Path, literaryqa_split: str = "valid
 
 
 def _download(datasets: Sequence[str], dest: Path, literaryqa_split: str) -> list[Path]:
-
     written: list[Path] = []
     if "gutenqa" in datasets:
         from huggingface_hub import hf_hub_download
@@ -87,7 +58,7 @@ def cli(args) -> int:
     """Handler of ``python -m litseg_nb download-data`` (arguments: datasets, dest, literaryqa_split)."""
     import sys
 
-    dest = Path(args.dest).expanduser().resolve() if args.dest else default_dest()
+    dest = Path(args.dest).expanduser().resolve() if args.dest else data_root()
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     try:
         files = download(datasets, dest, args.literaryqa_split)

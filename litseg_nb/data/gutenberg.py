@@ -1,41 +1,33 @@
-"""Cleaning raw Project Gutenberg plain-text books.
-
-:func:`clean_gutenberg_text` turns the bytes of a raw ``<id>.txt`` file into a cleaned text made of
-paragraphs joined by ``"\\n\\n"``:
-
-* **Decoding** — UTF-8 (a BOM is dropped). If the bytes are not valid UTF-8 and the Gutenberg
-  header declares another charset (``Character set encoding: ISO-8859-1``), that declared charset
-  is used and recorded as ``decode="declared:<charset>"``. Otherwise :class:`GutenbergFormatError`
-  names the file and the byte offset: there is no silent lossy fallback.
-* **Line ends** — CRLF and lone CR become LF.
-* **Licence header and footer** — the text between the ``*** START OF THE/THIS PROJECT GUTENBERG
-  EBOOK ... ***`` and ``*** END OF ...`` markers is kept (a marker may wrap onto the next line, as in
-  eBook 43). A missing START marker is an error naming the file by default
-  (``missing_markers="error"``); with ``missing_markers="keep"`` the whole text is kept, a warning is
-  logged and ``report.markers_found`` is False. A missing END marker with a present START marker
-  keeps everything after START and is reported the same way. The producer credit paragraph right
-  after START ("Produced by ...") and the "End of (the) Project Gutenberg ..." line right before END
-  are not part of the book and are dropped (counted in the report).
-* **Paragraphs** — blocks separated by blank lines. Hard-wrapped prose blocks are unwrapped (lines
-  joined by one space). Blocks that look like verse, lists or tables of contents (most of their
-  non-final lines are much shorter than the book's wrap width) keep their line breaks, one ``\\n``
-  per line. Runs of spaces/tabs become one space and lines are stripped; no word is changed.
-* **Source map** — paragraph *i* came from raw lines ``[a, b)`` (0-based, after line-end
-  normalisation, counted in the whole file including the header).
-"""
+"""Cleaning raw Project Gutenberg plain-text books into paragraphs joined by ``"\\n\\n"``."""
 from __future__ import annotations
 
 import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
-from .text import join_paragraphs
 from ..errors import UsageError
 
 log = logging.getLogger(__name__)
 
 Span = tuple[int, int]
+PARAGRAPH_SEP = "\n\n"
+
+
+def join_paragraphs(paragraphs: Iterable[str]) -> tuple[str, list[Span]]:
+    """``("a\\n\\nb", [(0, 1), (3, 4)])`` for ``["a", "b"]``: ``text[s:e]`` gives each paragraph back."""
+    parts: list[str] = []
+    spans: list[Span] = []
+    pos = 0
+    for k, p in enumerate(paragraphs):
+        if k:
+            parts.append(PARAGRAPH_SEP)
+            pos += len(PARAGRAPH_SEP)
+        spans.append((pos, pos + len(p)))
+        parts.append(p)
+        pos += len(p)
+    return "".join(parts), spans
 
 
 class GutenbergFormatError(UsageError, ValueError):
@@ -118,13 +110,7 @@ def _is_latin1(charset: str) -> bool:
 
 
 def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
-    """Decode raw bytes (see module docstring); returns ``(text, how)``.
-
-    UTF-16 with a byte-order mark is decoded (``how="utf-16"``); UTF-16 without one is an error that
-    says so, as are zip/xlsx, gzip, PDF and other binary files. A file declaring ISO-8859-1 whose
-    Latin-1 decoding holds C1 control characters (U+0080-U+009F: Windows-1252 curly quotes and dashes)
-    is decoded as cp1252, recorded as ``how="cp1252 (declared:iso-8859-1, ...)"``.
-    """
+    """Decode raw bytes; returns ``(text, how)``."""
     if not data.strip():
         raise GutenbergFormatError(f"{source}: file is empty")
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):

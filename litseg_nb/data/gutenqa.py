@@ -1,18 +1,4 @@
-"""GutenQA (Duarte et al., 2024): books as paragraphs grouped by chapter, with evidence questions.
-
-Sources (same files either way):
-
-* the hub datasets ``LumberChunker/GutenQA_Paragraphs`` (``GutenQA_paragraphs.parquet``) and
-  ``LumberChunker/GutenQA`` (``questions.parquet``), downloaded with
-  :func:`huggingface_hub.hf_hub_download` only when asked (``source="hub"``, or once with
-  ``python -m litseg_nb download-data``; the corpus loader never downloads);
-* a local folder ``<data>/gutenqa`` holding the two parquet files.
-
-A book is its paragraphs in ``Chunk ID`` order, grouped into chapters by consecutive runs of the
-``Chapter`` column; ``Book.text`` is the paragraphs joined by ``"\\n\\n"`` and each chapter is one
-unit (``split="dataset"``) with exact offsets. Questions keep ``Chunk Must Contain`` as
-``Question.evidence``. Book ids are ``gutenqa:<Book Name>``.
-"""
+"""GutenQA (Duarte et al., 2024): books as paragraphs grouped by chapter, with evidence questions."""
 from __future__ import annotations
 
 import logging
@@ -20,9 +6,8 @@ from pathlib import Path
 from typing import Iterable
 
 from ..core.schema import Book, Question
-from ..core.paths import DataNotFoundError
-from .missing import missing_dataset_message
-from .text import join_paragraphs
+from ..core.paths import DataNotFoundError, missing_dataset_message
+from .gutenberg import join_paragraphs
 from ..errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -37,17 +22,6 @@ QUESTION_COLUMNS = ("Book Name", "Question", "Answer", "Chunk Must Contain")
 
 class GutenQAError(UsageError, ValueError):
     """Malformed GutenQA files (missing columns, empty book)."""
-
-
-def hub_files(cache_dir: str | None = None) -> tuple[Path, Path]:
-    """Download (or find in the hub cache) the two GutenQA parquet files."""
-    from huggingface_hub import hf_hub_download
-
-    paragraphs = hf_hub_download(PARAGRAPHS_REPO, PARAGRAPHS_FILE, repo_type="dataset",
-                                 cache_dir=cache_dir)
-    questions = hf_hub_download(QUESTIONS_REPO, QUESTIONS_FILE, repo_type="dataset",
-                                cache_dir=cache_dir)
-    return Path(paragraphs), Path(questions)
 
 
 def local_files(folder: Path | str) -> tuple[Path, Path]:
@@ -70,26 +44,11 @@ def book_id(name: str) -> str:
     return f"gutenqa:{name}"
 
 
-def load_gutenqa(folder: Path | str | None = None, books: Iterable[str] = (), source: str = "local",
-                 cache_dir: str | None = None) -> list[Book]:
-    """Load GutenQA books (``source="local"``: from ``folder``; ``"hub"``: via the hub).
-
-    ``books`` restricts to given book names or ids (``Emma_-_Jane_Austen`` or
-    ``gutenqa:Emma_-_Jane_Austen``); an unknown name is an error naming it.
-    Returns books with ``text``, ``paragraphs``, ``questions`` and ``meta['chapters']`` — a list of
-    ``(title, start, end, first_paragraph, last_paragraph_exclusive)``; units are built by
-    :mod:`litseg_nb.corpus`.
-    """
+def load_gutenqa(folder: Path | str, books: Iterable[str] = ()) -> list[Book]:
+    """Load GutenQA books from ``folder``, restricted to ``books`` (names or ids; an unknown one is an error)."""
     import pandas as pd
 
-    if source == "hub":
-        para_path, q_path = hub_files(cache_dir)
-    elif source == "local":
-        if folder is None:
-            raise ValueError("load_gutenqa(source='local') needs a folder")
-        para_path, q_path = local_files(folder)
-    else:
-        raise ValueError(f"source must be 'local' or 'hub', got {source!r}")
+    para_path, q_path = local_files(folder)
     paras = pd.read_parquet(para_path)
     _check_columns(paras, PARAGRAPH_COLUMNS, para_path)
     qs = pd.read_parquet(q_path)

@@ -1,17 +1,4 @@
-"""LiteraryQA (Bonomo et al., EMNLP 2025): books with question/answer pairs, no evidence spans.
-
-Layout read (local folder ``<data>/literaryqa`` or a snapshot of the hub dataset
-``sapienzanlp/LiteraryQA``):
-
-* ``annotations/<split>.jsonl`` — one book per line: ``document_id``, ``gutenberg_id``, ``title``,
-  ``summary``, ``qas`` (``question``, ``answers``), ``metadata``;
-* ``texts/<split>/<gutenberg_id>.txt`` — the raw Project Gutenberg text, cleaned here with
-  :func:`litseg_nb.data.gutenberg.clean_gutenberg_text`. A record that carries a ``text`` field
-  (already cleaned by the dataset's own script) is used as is, split into paragraphs at blank lines.
-
-Books whose text is missing are skipped — logged with their count and ids and returned in the
-:class:`LoadReport` — never silently. Book ids are ``literaryqa:<gutenberg_id>``.
-"""
+"""LiteraryQA (Bonomo et al., EMNLP 2025): books with question/answer pairs, no evidence spans."""
 from __future__ import annotations
 
 import json
@@ -22,8 +9,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..core.schema import Book, Question
-from .gutenberg import GutenbergFormatError, clean_gutenberg_file
-from .text import join_paragraphs
+from .gutenberg import GutenbergFormatError, clean_gutenberg_file, join_paragraphs
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +39,6 @@ def book_id(gutenberg_id: str) -> str:
     return f"literaryqa:{gutenberg_id}"
 
 
-def hub_folder(split: str, cache_dir: str | None = None) -> Path:
-    """Download the split's annotation (and any text) files of the hub dataset; returns the folder."""
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(HUB_REPO, repo_type="dataset", cache_dir=cache_dir,
-                                  allow_patterns=[f"*{split}*", "*.md"]))
-
-
 def _paragraphs_of(text: str) -> tuple[str, list[tuple[int, int]]]:
     """Normalise an already-cleaned text to paragraphs joined by blank lines."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -68,24 +46,10 @@ def _paragraphs_of(text: str) -> tuple[str, list[tuple[int, int]]]:
     return join_paragraphs(parts)
 
 
-def load_literaryqa(folder: Path | str | None = None, split: str = "validation",
-                    books: Iterable[str] = (), source: str = "local", missing_markers: str = "error",
-                    cache_dir: str | None = None, strict: bool = False, require_all: bool = True,
+def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterable[str] = (),
+                    missing_markers: str = "error", strict: bool = False, require_all: bool = True,
                     log_summary: bool = True) -> tuple[list[Book], LoadReport]:
-    """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``.
-
-    ``books`` restricts to given ids (only those texts are cleaned); with ``require_all`` an id that
-    is not in the split is an error. A text that cannot be cleaned (empty, undecodable, several
-    books in one file) is skipped and listed in the report, or raises with ``strict=True``.
-    The skipped books are logged as one warning (``log_summary=False``: only in the report, for a
-    caller that prints the report itself, as :func:`litseg_nb.corpus.load_corpus` does).
-    """
-    if source == "hub":
-        folder = hub_folder(split, cache_dir)
-    elif source != "local":
-        raise ValueError(f"source must be 'local' or 'hub', got {source!r}")
-    if folder is None:
-        raise ValueError("load_literaryqa(source='local') needs a folder")
+    """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``."""
     folder = Path(folder)
     ann = folder / "annotations" / f"{split}.jsonl"
     if not ann.is_file():

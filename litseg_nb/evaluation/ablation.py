@@ -16,7 +16,7 @@ from ..core.schema import Book, Chunk, Unit, assert_full_coverage, load_chunks
 from ..errors import LitsegError
 from ..lite.train import save_merged_model, student_backend
 from ..llm import make_backend
-from ..corpus.selection import select_units
+from ..corpus import select_units
 from ..llm.base import UsageLedger
 from ..lite.data import student_length_reference
 from ..rag import report

@@ -31,7 +31,7 @@ from ..config import FULL_STUDENT_MODEL, FULL_TEACHER_MODEL
 from ..core.paths import REPO_ROOT
 from ..core.schema import word_count
 from ..corpus import load_corpus
-from ..corpus.selection import select_units
+from ..corpus import select_units
 from ..errors import UsageError
 from ..litseg.config import LitSegConfig
 from ..llm import SamplingParams, make_backend

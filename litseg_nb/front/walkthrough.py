@@ -13,7 +13,7 @@ from ..data.gutenberg import clean_gutenberg_text
 from ..litseg import pipeline
 from ..litseg.prompting import stage_user_prompt
 from ..metrics.retrieval import dcg_at_k, hit_at_k, recall_at_k, reciprocal_rank
-from ..rag.fusion import rrf_fuse
+from ..rag.index import rrf_fuse
 
 TOY_TITLE = "The Lighthouse Keeper"
 TOY_BOOK_ID = "toy:lighthouse"

@@ -1,18 +1,8 @@
-"""Answer-quality metrics of the LitSeg paper's Appendix F: Exact Match, token F1, ROUGE-L, METEOR.
-
-* EM and F1 follow the SQuAD convention: answers are normalised (lower case, punctuation and the
-  articles a/an/the removed, whitespace collapsed); with several references the best one counts.
-  An empty prediction scores 1 only against an empty reference.
-* ROUGE-L is the F-measure of ``rouge_score``'s ``rougeL`` (with stemming), best reference.
-* METEOR is NLTK's ``meteor_score`` (Banerjee & Lavie 2005 as implemented by NLTK: exact, stem and
-  WordNet-synonym matching). WordNet comes from NLTK's data path if installed there, else from the
-  Debian package ``wordnet-base`` (``/usr/share/wordnet``; its missing ``lexnames`` file is rebuilt
-  from the package's own ``lexnames(5WN)`` man page). Without either, METEOR is computed with exact
-  and stem matches only, and :func:`meteor_variant` says so — the tables print it.
-"""
+"""Answer-quality metrics of the LitSeg paper's Appendix F: EM, token F1, ROUGE-L, METEOR and RAGAS."""
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import shutil
 import re
@@ -23,6 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 from ..core.paths import cache_dir
+from ..core.safe_io import atomic_path
+from ..llm.base import SamplingParams, UsageTag
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation) | {"\u2018", "\u2019", "\u201c", "\u201d", "\u2014", "\u2013"}
@@ -78,17 +70,14 @@ def rouge_l(prediction: str, references: str | Sequence[str]) -> float:
     return max(_rouge().score(r, prediction)["rougeL"].fmeasure for r in _refs(references))
 
 
-# --------------------------------------------------------------------------- WordNet / METEOR
 def _build_debian_wordnet_dir(target: Path) -> Path:
     """A folder NLTK's reader accepts: copies of the Debian files + a rebuilt ``lexnames``."""
     target.mkdir(parents=True, exist_ok=True)
     for f in DEBIAN_WORDNET.iterdir():
         dst = target / f.name
         if f.is_file() and not dst.exists():
-            # NLTK's path sandbox refuses symlinks and hard links: copy (28 MB, once)
-            tmp = dst.with_suffix(dst.suffix + f".tmp{os.getpid()}")
-            shutil.copyfile(f, tmp)
-            tmp.replace(dst)
+            with atomic_path(dst) as tmp:  # NLTK's path sandbox refuses links: copy (28 MB, once)
+                shutil.copyfile(f, tmp)
     lex = target / "lexnames"
     if not lex.exists():
         pos_num = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
@@ -171,3 +160,70 @@ def generation_scores(prediction: str, references: str | Sequence[str]) -> dict[
     """All four lexical metrics for one answer."""
     return {"EM": exact_match(prediction, references), "F1": token_f1(prediction, references),
             "ROUGE-L": rouge_l(prediction, references), "METEOR": meteor(prediction, references)}
+
+
+def _import_ragas():
+    os.environ["RAGAS_DO_NOT_TRACK"] = "true"
+    from langchain_core.outputs import Generation as LCGeneration
+    from langchain_core.outputs import LLMResult
+    from ragas.dataset_schema import SingleTurnSample
+    from ragas.llms.base import BaseRagasLLM
+    from ragas.metrics._nv_metrics import AnswerAccuracy, ContextRelevance
+    from ragas.run_config import RunConfig
+
+    return LCGeneration, LLMResult, SingleTurnSample, BaseRagasLLM, AnswerAccuracy, ContextRelevance, RunConfig
+
+
+def make_ragas_llm(backend: Any, max_new_tokens: int = 8, tag: UsageTag = UsageTag("rag-ragas-judge", stage="ragas")):
+    """A ragas ``BaseRagasLLM`` that sends every prompt as one user turn to ``backend.chat``."""
+    LCGeneration, LLMResult, _, BaseRagasLLM, _, _, RunConfig = _import_ragas()
+
+    class BackendRagasLLM(BaseRagasLLM):
+        def __init__(self):
+            self.run_config = RunConfig(max_retries=1)
+            self.multiple_completion_supported = False
+            self.cache = None
+            self.backend, self.max_new_tokens, self.tag = backend, max_new_tokens, tag
+
+        def generate_text(self, prompt, n=1, temperature=0.01, stop=None, callbacks=None):
+            conv = [{"role": "user", "content": prompt.to_string()}]
+            temp = 0.0 if temperature is None or temperature <= 0.05 else float(temperature)
+            gens = self.backend.chat([conv] * n, SamplingParams(max_new_tokens=self.max_new_tokens,
+                                                                temperature=temp), self.tag)
+            return LLMResult(generations=[[LCGeneration(text=g.text) for g in gens]])
+
+        async def agenerate_text(self, prompt, n=1, temperature=0.01, stop=None, callbacks=None):
+            return self.generate_text(prompt, n, temperature, stop, callbacks)
+
+        def is_finished(self, response):
+            return True
+
+        def __repr__(self):
+            return f"BackendRagasLLM({getattr(backend, 'model_id', '?')})"
+
+    return BackendRagasLLM()
+
+
+def ragas_scores(backend: Any, samples: Sequence[dict[str, Any]], max_new_tokens: int = 8,
+                 retries: int = 5) -> list[dict[str, float]]:
+    """Per sample (``question``, ``contexts``, ``answer``, ``reference``) ``{"context_relevance",
+    "answer_accuracy"}``, NaN when the judge gave no rating."""
+    _, _, SingleTurnSample, _, AnswerAccuracy, ContextRelevance, _ = _import_ragas()
+    llm = make_ragas_llm(backend, max_new_tokens)
+    cr, aa = ContextRelevance(llm=llm), AnswerAccuracy(llm=llm)
+    cr.retry = aa.retry = max(1, int(retries))  # attempts per judge template
+    out = []
+    # ragas logs a warning per retry of a reply without a rating; only the outcome matters (NaN after
+    # the last retry, in the returned scores), so the per-retry lines are noise
+    nv_log = logging.getLogger("ragas.metrics._nv_metrics")
+    level = nv_log.level
+    nv_log.setLevel(logging.ERROR)
+    try:
+        for s in samples:
+            sample = SingleTurnSample(user_input=s["question"], retrieved_contexts=list(s["contexts"]),
+                                      response=s["answer"] or " ", reference=s["reference"])
+            out.append({"context_relevance": float(cr.single_turn_score(sample)),
+                        "answer_accuracy": float(aa.single_turn_score(sample))})
+    finally:
+        nv_log.setLevel(level)
+    return out

@@ -1,17 +1,4 @@
-"""Pairwise preference between two systems' answers by an LLM judge applying Appendix B.2.
-
-The judge sees the B.2 guideline as system prompt and our ``judge/pairwise_user`` template (context,
-question, reference answer, responses A and B, a fixed ``Verdict: A|B|Tie`` line). To cancel
-position bias, which system is shown as A alternates with a seeded coin per question. Unparseable
-verdicts are retried a bounded number of times, then counted as ``invalid`` and left out of the win
-rate (reported). :func:`pairwise_win_rate` follows the paper (B.2): win 1, tie 0.5, loss 0, averaged
-over annotators per instance, then over instances — for LLM and human verdicts alike.
-
-Context. GutenQA: +/-500 characters of book text around the evidence (§4.2). LiteraryQA: the entire
-source book (§4.2, B.1), or, where it exceeds the judge's context, the stated deterministic excerpt
-of :func:`book_judge_context` (the chapters holding either system's chunks); each pair records its
-policy and the tables count them.
-"""
+"""Pairwise preference between two systems' answers by an LLM judge applying Appendix B.2."""
 from __future__ import annotations
 
 import random
@@ -45,11 +32,8 @@ def pairwise_conversation(context: str, question: str, reference: str, answer_a:
 
 def judge_pairs(backend: Any, items: Sequence[dict[str, Any]], max_new_tokens: int = 96, retries: int = 1,
                 seed: int = 0, tag: UsageTag = UsageTag(stage="pairwise-judge")) -> list[dict[str, Any]]:
-    """``items``: dicts with context, question, reference, target_answer, other_answer, qid.
-
-    Returns per item ``{"qid", "verdict": win|tie|loss|invalid, "target_shown_as", "raw"}`` (for the
-    target system).
-    """
+    """Per item (context, question, reference, target_answer, other_answer, qid): ``{"qid", "verdict":
+    win|tie|loss|invalid, "target_shown_as", "raw"}`` for the target system."""
     rng = random.Random(seed)
     shown = ["A" if rng.random() < 0.5 else "B" for _ in items]
     convs = []
@@ -83,11 +67,8 @@ VERDICT_POINTS = {"win": 1.0, "tie": 0.5, "loss": 0.0}
 
 
 def pairwise_win_rate(verdicts: Sequence[Sequence[str]]) -> dict[str, float]:
-    """Win rate of system X over Y from per-instance, per-annotator verdicts ``win``/``tie``/``loss``.
-
-    B.2: a win gives 1 point, a tie 0.5 to each side; B.1: per instance the annotators' points are
-    averaged, then instances are averaged. Also returns the win/tie/loss frequencies.
-    """
+    """Win rate of X over Y from per-instance, per-annotator verdicts (B.2: win 1, tie 0.5, loss 0; B.1:
+    averaged over annotators, then instances), with the win/tie/loss frequencies."""
     if not verdicts:
         raise ValueError("no verdicts")
     per_instance, counts = [], {"win": 0, "tie": 0, "loss": 0}
@@ -108,7 +89,6 @@ def pairwise_win_rate(verdicts: Sequence[Sequence[str]]) -> dict[str, float]:
             **{f"{k}_frac": v / total for k, v in counts.items()}}
 
 
-# ------------------------------------------------------------------- LiteraryQA: the source book as context
 BOOK_POLICIES = ("whole book", "chapters holding either system's chunks", "either system's chunks")
 CHAT_MARGIN_TOKENS = 64  # chat-template tokens around the two messages (upper bound)
 
@@ -124,17 +104,9 @@ def judge_context_budget(count_tokens: Any, max_model_len: int, max_new_tokens: 
 
 def book_judge_context(book: Any, units_a: Sequence[str], units_b: Sequence[str], chunks_a: Sequence[str],
                        chunks_b: Sequence[str], count_tokens: Any, budget: int) -> tuple[str, str]:
-    """The Original Context of a LiteraryQA pair (§4.2, B.1: "the entire source book") and its policy.
-
-    Deterministic excerpt policy where the book exceeds ``budget`` tokens (the judge's context):
-
-    1. ``whole book`` — the cleaned book text, when it fits;
-    2. ``chapters holding either system's chunks`` — the units (chapters) that hold a chunk retrieved by
-       either system, taken in the order of the systems' rankings interleaved (A1, B1, A2, B2, ...) while
-       they fit, then printed in book order with their titles;
-    3. ``either system's chunks`` — when not even the first such chapter fits: both systems' retrieved
-       chunks (the context of an ordinary RAG judge).
-    """
+    """The Original Context of a LiteraryQA pair (§4.2, B.1) and its policy: the ``whole book`` when it fits
+    ``budget`` tokens, else the ``chapters holding either system's chunks`` (ranking order interleaved while they fit,
+    printed in book order), else ``either system's chunks``."""
     if count_tokens(book.text) <= budget:
         return book.text, BOOK_POLICIES[0]
     order: list[str] = []

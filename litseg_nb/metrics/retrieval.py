@@ -1,29 +1,5 @@
-"""Retrieval metrics on GutenQA: relevance by ``Chunk Must Contain`` containment, MRR, Hit@k,
-and LumberChunker's DCG@k and Recall@k.
-
-Relevance (LumberChunker's evaluation notebook, ``find_index_of_match``): a retrieved chunk is
-relevant when it contains the question's ``Chunk Must Contain`` string; the published code
-lower-cases both sides. Some GutenQA evidence strings differ from the book text by quote characters
-or non-breaking spaces, so here both sides get the same :func:`normalize_for_match` (Unicode NFKC,
-curly quotes/apostrophes to straight ones, dashes to ``-``, whitespace runs to one space, lower case).
-
-Only the *first* relevant chunk in the ranking counts (LumberChunker marks it 1 and every later
-position 0), so with ``r`` the 1-based rank of the first relevant chunk:
-
-* ``DCG@k = (2^1 - 1) / log2(r + 1)`` if ``r <= k`` else 0 (the published ``compute_DCG``),
-* ``Recall@k = 1[r <= k]`` (LumberChunker's Recall@k; identical to Hit@k of the LitSeg paper),
-* ``MRR = mean(1 / r)`` over questions, 0 when nothing relevant is retrieved at the evaluated depth.
-
-Questions whose evidence occurs in *no chunk at all* of a chunk set cannot be hit by any retriever;
-:func:`summarize_retrieval` scores them 0 (as the published numbers do) and reports how many there
-are (``n_no_relevant_chunk``) plus MRR over the answerable questions.
-
-:func:`summarize_scopes` is what every table of notebook 05 uses: both scopes side by side —
-over *all* questions in scope (unanswerable ones count as misses: LumberChunker's convention) and
-over the *answerable* ones (suffix ``_answerable``) — with ``n_questions``, ``n_no_relevant_chunk``
-and ``n_answerable``; and MRR both as ``MRR@k`` (rank within the evaluated top-k, 0 beyond) and
-``MRR_full`` (rank in the complete ranking of the chunk set, as LumberChunker's evaluation computes it).
-"""
+"""Retrieval metrics on GutenQA, as LumberChunker's evaluation computes them: relevance by ``Chunk Must
+Contain`` containment (both sides :func:`normalize_for_match`-ed), MRR, Hit@k, DCG@k and Recall@k."""
 from __future__ import annotations
 
 import math
@@ -31,16 +7,11 @@ import re
 import unicodedata
 from typing import Iterable, Sequence
 
-from ..core.text_offsets import normalize_with_offsets
+from ..core.chunk_align import QUOTE_MAP, normalize_with_offsets
 
 KS = (1, 2, 5, 10, 20)
 
-_QUOTE_MAP = str.maketrans({
-    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u0060": "'",
-    "\u00b4": "'", "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
-    "\u00ab": '"', "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u2015": "-", "\u2212": "-",
-    "\u00ad": None,  # soft hyphen
-})
+_QUOTE_MAP = str.maketrans({k: v for k, v in QUOTE_MAP.items() if k not in "\u2010\u2011"})  # hyphens kept
 _WS = re.compile(r"\s+")
 
 
@@ -52,23 +23,17 @@ def normalize_for_match(text: str) -> str:
     return t.lower()
 
 
+def evidence_form(evidence: str) -> str:
+    """The normalised ``Chunk Must Contain`` string; an empty one is an error."""
+    ev = normalize_for_match(evidence)
+    if not ev:
+        raise ValueError("empty evidence string: relevance is undefined")
+    return ev
+
+
 def is_relevant(chunk_text: str, evidence: str) -> bool:
     """True when the normalised chunk contains the normalised ``Chunk Must Contain`` string."""
-    ev = normalize_for_match(evidence)
-    if not ev:
-        raise ValueError("empty evidence string: relevance is undefined")
-    return ev in normalize_for_match(chunk_text)
-
-
-def first_relevant_rank(ranked_texts: Sequence[str], evidence: str) -> int | None:
-    """1-based rank of the first relevant text in ``ranked_texts`` (None when there is none)."""
-    ev = normalize_for_match(evidence)
-    if not ev:
-        raise ValueError("empty evidence string: relevance is undefined")
-    for i, t in enumerate(ranked_texts, 1):
-        if ev in normalize_for_match(t):
-            return i
-    return None
+    return evidence_form(evidence) in normalize_for_match(chunk_text)
 
 
 def reciprocal_rank(rank: int | None) -> float:
@@ -91,11 +56,8 @@ def dcg_at_k(rank: int | None, k: int) -> float:
 
 def summarize_retrieval(ranks: Sequence[int | None], answerable: Sequence[bool] | None = None,
                         ks: Iterable[int] = KS) -> dict[str, float]:
-    """Mean MRR, Hit@k, DCG@k, Recall@k over questions (+ counts and answerable-only MRR).
-
-    ``ranks[i]`` is the first relevant rank for question i (None = no relevant chunk retrieved);
-    ``answerable[i]`` says whether any chunk of the chunk set is relevant to question i.
-    """
+    """Mean MRR, Hit@k, DCG@k, Recall@k over questions (+ counts and answerable-only MRR); ``ranks[i]`` is
+    question i's first relevant rank (None: none retrieved), ``answerable[i]`` whether any chunk is relevant."""
     ks = tuple(ks)
     n = len(ranks)
     if answerable is None:
@@ -124,12 +86,8 @@ def summarize_retrieval(ranks: Sequence[int | None], answerable: Sequence[bool] 
 def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
                      full_ranks: Sequence[int | None] | None = None, k: int = 20,
                      ks: Iterable[int] = KS) -> dict[str, float]:
-    """Both question scopes in one flat record (see the module docstring).
-
-    ``ranks``: first relevant rank within the top-``k`` ranking (None beyond it); ``full_ranks``:
-    first relevant rank in the full ranking (None only when no relevant chunk is ranked at all).
-    Raises for zero questions (an empty evaluation must not look like a score).
-    """
+    """Both question scopes in one flat record: ``ranks`` within the top-``k`` (None beyond), ``full_ranks``
+    in the full ranking. Raises for zero questions (an empty evaluation must not look like a score)."""
     n = len(ranks)
     if n == 0:
         raise ValueError("no questions to score (an empty evaluation has no MRR)")
@@ -163,13 +121,8 @@ def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
     return out
 
 
-# ----------------------------------------------------------------------------- span-based relevance
-# Containment (above) is the reference: LumberChunker's rule. A chunk that rewrites its source
-# (propositions, semantic completion) almost never contains the evidence string verbatim although its
-# source text holds it, so beside containment the tables report *span-based* relevance: a chunk is
-# relevant when its source character spans in the cleaned book text cover an occurrence of the
-# evidence there. On verbatim chunk sets the two agree (tested); they differ only where a chunk's text
-# is not its source text.
+# Span-based relevance, reported beside containment: a chunk that rewrites its source (propositions) rarely
+# contains the evidence verbatim, but its source spans in the book text can cover it.
 
 
 def _normalized_with_offsets(text: str) -> tuple[str, list[int]]:
@@ -187,9 +140,7 @@ def _match_form(ch: str) -> str:
 def evidence_char_spans(book_text: str, evidence: str, _cache: dict | None = None) -> list[tuple[int, int]]:
     """Every occurrence of ``evidence`` in ``book_text`` under :func:`normalize_for_match`, as
     half-open character spans of ``book_text`` (empty when it occurs nowhere)."""
-    ev = normalize_for_match(evidence)
-    if not ev:
-        raise ValueError("empty evidence string: relevance is undefined")
+    ev = evidence_form(evidence)
     key = id(book_text)
     if _cache is not None and key in _cache:
         norm, pos = _cache[key]
@@ -247,11 +198,3 @@ def span_relevant(chunks: Sequence, book, evidence: str, _cache: dict | None = N
         if any(lo <= s and e <= hi and spans_cover(src, s, e, book.text) for s, e in occ):
             out.add(i)
     return out
-
-
-def containment_relevant(chunks: Sequence, evidence: str) -> set[int]:
-    """Indices of ``chunks`` whose text contains ``evidence`` (:func:`is_relevant`, the reference)."""
-    ev = normalize_for_match(evidence)
-    if not ev:
-        raise ValueError("empty evidence string: relevance is undefined")
-    return {i for i, c in enumerate(chunks) if ev in normalize_for_match(c.text)}

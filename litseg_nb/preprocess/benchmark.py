@@ -1,21 +1,6 @@
-"""Preprocessing benchmark (targets: < 0.4 s per MB over all local raw books, a 20 MB book
-indexed in < 15 s, < 1 GiB; reported, never asserted).
-
-* ``raw books`` — every raw Project Gutenberg file under ``<data>/gutenberg``, ``<data>/gutenberg_dev``
-  and ``<data>/literaryqa/texts/<split>``: read, cleaned, split into narrative units and
-  sentence-indexed (exactly what :func:`litseg_nb.corpus.load_corpus` does per raw book, without the
-  cache). A file that cannot be cleaned is counted as skipped.
-* ``20 MB book`` — one synthetic book of about 20 MB made from the cleaned local books' paragraphs
-  under ``CHAPTER n`` headings with a contents list, indexed the same way (one body: the size that
-  made the old contents lookup quadratic).
-
-Wall-clock and CPU seconds are both reported, with the 1-minute load average: on a shared machine
-this process's CPU time is the work's own cost; the ``meets_*`` flags are given for both.
-
-:func:`run_benchmark_subprocess` runs it in a fresh interpreter so the peak resident memory
-(``VmHWM``) belongs to this work alone (it includes the interpreter and imports, ~100 MB). This
-module imports only the cleaning and structure modules (no :mod:`litseg_nb.corpus`).
-"""
+"""Preprocessing benchmark (targets: < 0.4 s per MB over all local raw books, a 20 MB book indexed in < 15 s,
+< 1 GiB; reported, never asserted): every local raw Gutenberg book cleaned, split and sentence-indexed as
+:func:`litseg_nb.corpus.load_corpus` does, and one synthetic 20 MB book with a contents list."""
 from __future__ import annotations
 
 import json
@@ -26,8 +11,7 @@ import sys
 import time
 from pathlib import Path
 from .structure import build_units
-from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file
-from ..data.text import join_paragraphs
+from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file, join_paragraphs
 from ..core.paths import data_dir
 
 TARGET_SECONDS_PER_MB = 0.4

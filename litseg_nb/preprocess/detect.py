@@ -1,30 +1,30 @@
-"""Heading detection: classified paragraphs plus contents matches, then the filters (typed contents
-lists, numbering continuity, numerals, capital titles)."""
+"""Heading detection: classified paragraphs plus contents-list matches, then the filters (typed contents
+lists, numbering continuity, numerals, capital titles) and the unit level (chapters, not the sections inside)."""
 from __future__ import annotations
 
 import bisect
 import re
+from dataclasses import dataclass, field
 from typing import Sequence
 
-from .contents import _contents_blocks, _implicit_contents, _match_contents
-from .levels import PART_MAX_PARTS, PART_MIN_CHAPTERS, chapter_level
-from .headings import (_CONTENTS_RE, _NN, _NUMBERED_TITLE_RE, Heading, Span, StructureReport, _classify,
-                       _is_heading_shaped, _numeral_value, _strip_decor, _verse_share, _words,
-                       quoted_signature)
+from .headings import (_CONTENTS_RE, _NN, _NUMBERED_TITLE_RE, CONTAINER_KINDS, Heading, Span, StructureReport,
+                       _classify, _is_heading_shaped, _keyword, _norm_title, _numeral_value, _strip_decor,
+                       _strip_leader, _strip_number, _verse_share, quoted_signature)
+from ..core.schema import word_count
 
 
 def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureReport | None = None,
-                    author: str | None = None, sections_out: list[Heading] | None = None) -> list[Heading]:
+                    sections_out: list[Heading] | None = None) -> list[Heading]:
     """All accepted unit-level and parent headings (narrative and non-narrative), in order, ToC
-    entries removed; the section headings inside units (:mod:`.levels`) go to ``sections_out``."""
+    entries removed; the section headings inside units (:func:`chapter_level`) go to ``sections_out``."""
     report = report if report is not None else StructureReport()
     paras = [text[a:b] for a, b in paragraphs]
     shaped = [_is_heading_shaped(p) for p in paras]
-    words = [_words(p) for p in paras]
+    words = [word_count(p) for p in paras]
     blocks = _contents_blocks(paras)
     in_block = {k for h, e, _ in blocks for k in range(h + 1, e)}
     if not blocks:  # a list of titles without a CONTENTS header counts if its lines recur as headings
-        for blk in _implicit_contents(paras, shaped, 60):
+        for blk in _implicit_contents(paras, 60):
             probe = StructureReport()
             if len(_match_contents(paras, shaped, [blk], probe, set(range(blk[0], blk[1])))) >= 3:
                 blocks = [(blk[0] - 1, blk[1], blk[2])]
@@ -141,9 +141,7 @@ def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureRepo
             if size_a * 4 < size_b and heads[b[0]].value <= heads[a[0]].value:
                 drop.update(a)
     report.demoted_toc_headings += len(drop)
-    out = [h for k, h in enumerate(heads) if k not in drop]
-    # a dropped ACT that had a SCENE on the same line: keep the pair consistent
-    return out
+    return [h for k, h in enumerate(heads) if k not in drop]
 
 
 def _series(h: Heading) -> tuple[str, int, str]:
@@ -248,7 +246,7 @@ def _capital_titles(heads: list[Heading], paras: list[str], words: list[int], sh
 
     if all(h.kind in _NN or h.kind in ("special", "numeral", "volume") for h in heads):
         # only numerals (and a volume or a preface): word headings over restarting chapter numerals
-        part_titles = _capital_part_titles(heads, paras, words, caps)
+        part_titles = _capital_part_titles(heads, paras, caps)
         if part_titles:
             return sorted(heads + part_titles, key=lambda h: (h.para, h.rank))
     parents = [k for k, h in enumerate(heads) if h.kind in ("part", "book", "volume")]
@@ -279,11 +277,8 @@ STORY_WORDS = 500  # median words under a capital-line title for it to be a stor
 
 
 def _capital_story_titles(heads: list[Heading], paras: list[str], words: list[int], caps) -> list[Heading]:
-    """A prose book without any heading but numerals whose text is divided by capital lines over prose
-    or over a numeral (a story collection without contents or ``CHAPTER`` words, some stories in
-    numbered sections): the lines are the stories' titles when at
-    least three divide it into story-sized parts (median >= :data:`STORY_WORDS`, none under 100
-    words); lines before the first prose paragraph are its title page."""
+    """Capital lines over prose (or a numeral) in a book without headings but numerals are story titles when at
+    least three divide it into story-sized parts (median >= :data:`STORY_WORDS`, none under 100 words)."""
     first_prose = next((k for k, p in enumerate(paras) if "\n" not in p and words[k] >= 12 and not p.isupper()),
                        len(paras))
     nn = {h.para for h in heads}
@@ -305,12 +300,9 @@ def _capital_story_titles(heads: list[Heading], paras: list[str], words: list[in
     return [Heading(j, "title", paras[j].strip()) for j in cands]
 
 
-def _capital_part_titles(heads: list[Heading], paras: list[str], words: list[int], caps) -> list[Heading]:
-    """Word headings over restarting chapter numerals (#36): in a book whose only headings are numerals,
-    a capital line right above each of two to four numerals ``I`` that restart the series, each run at
-    least :data:`~.levels.PART_MIN_CHAPTERS` long, is a part's title (``THE VICOMTESSE DE CAMBES.`` /
-    ``I.`` ... ``XXIII.``, then ``THE ABBEY OF PEYSSAC.`` / ``I.`` ...); :mod:`.levels` makes the parts
-    parents of those chapters."""
+def _capital_part_titles(heads: list[Heading], paras: list[str], caps) -> list[Heading]:
+    """In a book whose only headings are numerals, a capital line right above each of two to four restarting
+    ``I`` (each run at least :data:`PART_MIN_CHAPTERS` long) is a part's title (a parent of those chapters)."""
     nums = [h for h in heads if h.kind == "numeral"]
     starts = [i for i, h in enumerate(nums) if h.value == 1]
     headed = {h.para for h in heads}
@@ -329,3 +321,272 @@ def _capital_part_titles(heads: list[Heading], paras: list[str], words: list[int
 def _note(notes: list[str] | None, note: str) -> None:
     if notes is not None and note not in notes:
         notes.append(note)
+
+
+def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
+    """``(header_para, end_para_exclusive, entries)`` of each contents list: from its header over short
+    paragraphs to prose, another list's header or the first body heading that repeats an entry."""
+    out = []
+    i = 0
+    while i < len(paras):
+        first = _strip_decor(paras[i].split("\n", 1)[0]).strip()
+        if not _CONTENTS_RE.match(first):
+            i += 1
+            continue
+        entries: list[str] = []
+        seen: set[str] = set()
+
+        prefixes: set[str] = set()
+
+        entry_para: list[int] = []  # the paragraph of each entry
+
+        def add(lines: list[str], at: int) -> None:
+            for ln in lines:
+                key = _norm_title(_strip_decor(ln))
+                if key and key not in ("page", "chapter", "chap") and not key.isdigit() and key not in seen:
+                    entries.append(key)
+                    entry_para.append(at)
+                    seen.add(key)
+                    seen.add(_strip_number(key))
+                    ws = key.split()
+                    prefixes.update(" ".join(ws[:m]) for m in range(3, len(ws)))
+
+        add([ln for ln in paras[i].split("\n")[1:] if ln.strip()], i)  # entries in the header block
+        j = i + 1
+        while j < len(paras):
+            lines = [_strip_leader(ln).strip() for ln in paras[j].split("\n") if ln.strip()]
+            if not lines:
+                break
+            first_line = _strip_decor(lines[0])
+            long_entry = word_count(paras[j]) <= 60 and _keyword(
+                first_line.split(" ", 2)[0] + " " + (first_line.split(" ", 2) + ["", ""])[1]) is not None
+            if any(len(ln) > 110 or word_count(ln) > 18 for ln in lines) and not long_entry:
+                break  # prose: the list is over
+            if len(lines) == 1 and re.match(r"^(?:list\s+of|illustrations|plates)\b", first_line, re.I):
+                break  # "ILLUSTRATIONS" list follows
+            keys = _body_keys(paras[j])
+            nxt_words = word_count(paras[j + 1]) if j + 1 < len(paras) else 0
+            starts_body = (len(lines) == 1 and nxt_words >= 50 and "\n" not in paras[j + 1]
+                           and bool(_classify(paras[j])))  # a heading followed by prose ("PREFACE")
+            if entries and keys and (starts_body or any(k in seen for k in keys)
+                                     or "\n" not in paras[j] and keys[0] in prefixes):
+                # the first body heading repeats an entry; a numeral/keyword line just before it
+                # ("I" over "Introduction") is that heading's first line, not an entry
+                # ("CHAPTER I." over "MR. JOHN HARSTON ..." matched by its title only)
+                prev = _classify(paras[j - 1]) if j - 1 > i and "\n" not in paras[j - 1] else []
+                prev_key = _norm_title(_strip_decor(paras[j - 1]))
+                if prev and prev[0].kind not in _NN and keys[0] not in entries and (
+                        not starts_body or prev[0].kind == "numeral" or prev_key not in entries):
+                    j -= 1
+                # a one-line PART/BOOK/VOLUME heading right before that body heading opens the body
+                # (the contents listed only the chapters): it is not an entry
+                while j - 1 > i and "\n" not in paras[j - 1] and any(
+                        h.kind in CONTAINER_KINDS - {"act"} for h in _classify(paras[j - 1])):
+                    j -= 1
+                    while entry_para and entry_para[-1] >= j:
+                        entry_para.pop()
+                        entries.pop()
+                break
+            add(lines, j)
+            j += 1
+        # an empty contents header over the book's first heading ("Contents" / "Chapter I" / its title,
+        # then the story): the "entries" are that heading and its title line, not a list
+        first_entry = _classify(paras[i + 1]) if i + 1 < j and "\n" not in paras[i + 1] else []
+        if (first_entry and first_entry[0].kind not in _NN and first_entry[0].kind != "special"
+                and j - (i + 1) <= 2 and j < len(paras) and word_count(paras[j]) >= 50 and "\n" not in paras[j]
+                and "\n" not in paras[i]):
+            entries, j = [], i + 1
+        out.append((i, j, entries))
+        i = max(j, i + 1)
+    return out
+
+
+def _drop_article(key: str) -> str:
+    return re.sub(r"^(?:the|a|an)\s+", "", key)
+
+
+def _body_keys(para: str) -> list[str]:
+    lines = [_strip_decor(ln) for ln in para.split("\n") if ln.strip()]
+    keys = [_norm_title(" ".join(lines))]
+    if len(lines) > 1:
+        keys += [_norm_title(lines[0]), _norm_title(lines[-1])]
+    keys += [_strip_number(k) for k in list(keys)]
+    keys += [_drop_article(k) for k in list(keys)]
+    return [k for k in dict.fromkeys(keys) if k]
+
+
+def _match_contents(paras: list[str], shaped: list[bool], blocks, report: StructureReport,
+                    in_block: set[int]) -> dict[int, str]:
+    """Body paragraphs matched by contents entries, in order (one dictionary pass: linear)."""
+    index: dict[str, list[int]] = {}
+    for k, p in enumerate(paras):
+        if shaped[k] and k not in in_block:
+            for key in _body_keys(p):
+                index.setdefault(key, []).append(k)
+    found: dict[int, str] = {}
+    for head, end, entries in blocks:
+        if len(entries) < 2:
+            continue
+        report.toc_entries += len(entries)
+        pos = end
+        for entry in entries:
+            hit = None
+            variants = [entry, _strip_number(entry), _drop_article(_strip_number(entry)),
+                        re.sub(r"\s+(?:[ivxlc]+|\d+)$", "", entry)]  # "the mixer i" -> "the mixer"
+            for key in dict.fromkeys(variants):
+                if len(key) < 2:
+                    continue
+                cands = index.get(key, [])
+                j = bisect.bisect_left(cands, pos)
+                if j < len(cands) and (hit is None or cands[j] < hit):
+                    hit = cands[j]
+            if hit is None:  # "THE BOX TUNNEL BY CHARLES READE" -> "THE BOX TUNNEL"
+                words = entry.split()
+                for n in range(len(words) - 1, 1, -1):
+                    if n < 3 and words[n] not in ("from", "by"):  # "KINDNESS REWARDED, from ..."
+                        continue
+                    cands = index.get(" ".join(words[:n]), [])
+                    j = bisect.bisect_left(cands, pos)
+                    if j < len(cands):
+                        hit = cands[j]
+                        break
+            if hit is not None:
+                found[hit] = entry
+                report.toc_matched += 1
+                pos = hit + 1
+    return found
+
+
+def _implicit_contents(paras: list[str], limit: int) -> list[tuple[int, int, list[str]]]:
+    """A list of short lines near the start (no CONTENTS header) whose lines recur as headings."""
+    out = []
+    for i in range(min(limit, len(paras))):
+        lines = [ln.strip() for ln in paras[i].split("\n") if ln.strip()]
+        if len(lines) >= 3 and all(len(ln) <= 90 and word_count(ln) <= 14 for ln in lines):
+            out.append((i, i + 1, [_norm_title(_strip_decor(ln)) for ln in lines]))
+    return out
+
+
+SECTION_KINDS = frozenset({"numeral", "numbered", "scene", "section"})
+_CLOSERS = frozenset({"volume", "book", "part"}) | _NN
+
+
+def _style(h: Heading) -> str:
+    t = h.title.lstrip("[(_* ")
+    return "arabic" if t[:1].isdigit() else "roman"
+
+
+@dataclass
+class LevelDecision:
+    """What the unit level is and why (kept in the structure report)."""
+
+    unit_kinds: list[str] = field(default_factory=list)
+    section_kinds: list[str] = field(default_factory=list)
+    sections: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def chapter_level(heads: list[Heading], toc_paras: set[int]) -> tuple[list[Heading], list[Heading], LevelDecision]:
+    """Split the accepted headings into unit/parent headings and section headings (§3.1.2: the unit is the
+    chapter-like level)."""
+    keep: list[Heading] = []
+    subs: list[tuple[Heading, Heading]] = []  # (section, its unit heading)
+    first_style: dict[str, str] = {}
+    why: dict[str, str] = {}
+    open_unit: Heading | None = None
+    for i, h in enumerate(heads):
+        if h.kind in _CLOSERS:
+            open_unit = None
+            keep.append(h)
+            continue
+        if open_unit is not None and open_unit.kind == "special":
+            # a preface is never a parent: only a run of bare numerals that starts at 1 and ends
+            # before the book's own headings (``INTRODUCTION`` / I / II / III, then the chapters)
+            # divides it; numerals that run to the end of the book are its chapters
+            if h.kind == "numeral" and (h.value == 1 or bool(subs) and subs[-1][1] is open_unit):
+                rest = next((g for g in heads[i + 1:] if g.kind not in ("numeral", "special") and g.kind not in _NN),
+                            None)
+                if rest is not None:
+                    subs.append((h, open_unit))
+                    why.setdefault("numeral", f"a run of numerals divides the {open_unit.title!r} before "
+                                              "the book's own headings")
+                    continue
+            keep.append(h)
+            open_unit = h
+            first_style.setdefault(h.kind, _style(h))
+            continue
+        if open_unit is not None and h.kind in SECTION_KINDS:
+            reason = None
+            if h.rank > open_unit.rank:
+                reason = f"inner to {open_unit.kind}"
+            elif h.rank == open_unit.rank and open_unit.kind not in SECTION_KINDS:
+                reason = f"numbered inside a {open_unit.kind} heading (the keyword level is the chapter level)"
+            elif open_unit.para in toc_paras and h.para not in toc_paras:
+                reason = f"not in the contents, which lists the {open_unit.kind} level"
+            elif (h.kind == open_unit.kind and first_style.get(h.kind)
+                  and _style(h) != first_style[h.kind] == _style(open_unit)):
+                reason = f"numbered in another style than the {open_unit.kind} series"
+            if reason is not None:
+                subs.append((h, open_unit))
+                why.setdefault(h.kind, reason)
+                continue
+        first_style.setdefault(h.kind, _style(h))
+        keep.append(h)
+        open_unit = h
+    decision = LevelDecision()
+    holders = {id(u): u for _, u in subs}
+    if len(holders) == 1 and subs:
+        (u,) = holders.values()
+        units_at_level = [h for h in keep if h.kind == u.kind and h.kind not in _CLOSERS]
+        if u.kind == "title" and len(units_at_level) == 1 and len(subs) >= 2:
+            decision.notes.append(f"the title heading {u.title!r} holds every section of the book: it is the "
+                                  "book's title, a parent, and its sections are the units")
+            restored = sorted(keep + [s for s, _ in subs], key=lambda h: (h.para, h.rank))
+            return restored, [], _describe(restored, [], decision, {})
+    parts = _titled_parts(keep, subs)
+    if parts:
+        decision.notes.append(f"{len(parts)} word headings ({', '.join(repr(u.title) for u in parts)}) each hold "
+                              f"a run of at least {PART_MIN_CHAPTERS} numerals restarting at 1: they are parts, "
+                              "parents, and their numerals are the chapters (the units)")
+        moved = {id(s) for s, u in subs if id(u) in {id(p) for p in parts}}
+        restored = sorted(keep + [s for s, _ in subs if id(s) in moved], key=lambda h: (h.para, h.rank))
+        rest = [s for s in subs if id(s[0]) not in moved]
+        return restored, [s for s, _ in rest], _describe(restored, [s for s, _ in rest], decision, why)
+    return keep, [s for s, _ in subs], _describe(keep, [s for s, _ in subs], decision, why)
+
+
+PART_MIN_CHAPTERS = 5  # numerals under each word heading for it to be a part of chapters
+PART_MAX_PARTS = 4  # more word headings than this, each with numerals: a collection of stories
+
+
+def _titled_parts(keep: list[Heading], subs: list[tuple[Heading, Heading]]) -> list[Heading]:
+    """Word headings that are a novel's parts, not stories: two to :data:`PART_MAX_PARTS` word headings,
+    each holding a run of at least :data:`PART_MIN_CHAPTERS` bare numerals restarting at 1."""
+    held: dict[int, list[Heading]] = {}
+    holder: dict[int, Heading] = {}
+    for s, u in subs:
+        if s.kind == "numeral" and u.kind == "title":
+            held.setdefault(id(u), []).append(s)
+            holder[id(u)] = u
+    titles = [h for h in keep if h.kind == "title"]
+    if not 2 <= len(titles) <= PART_MAX_PARTS or len(held) != len(titles):
+        return []
+    if any(id(t) not in held for t in titles):
+        return []
+    for t in titles:
+        nums = held[id(t)]
+        if len(nums) < PART_MIN_CHAPTERS or nums[0].value != 1:
+            return []
+    return titles
+
+
+def _describe(keep: list[Heading], subs: list[Heading], d: LevelDecision, why: dict[str, str]) -> LevelDecision:
+    d.unit_kinds = list(dict.fromkeys(h.kind for h in keep if h.kind not in _NN and h.kind != "special"))
+    if d.unit_kinds:
+        d.notes.insert(0, f"unit level: {' > '.join(d.unit_kinds)} (containers are parents; a special such as "
+                          "a preface is a unit of its own, never a parent)")
+    d.section_kinds = list(dict.fromkeys(h.kind for h in subs))
+    d.sections = len(subs)
+    for kind in d.section_kinds:
+        d.notes.append(f"{kind} headings are sections, not units: {why.get(kind, '')}")
+    return d

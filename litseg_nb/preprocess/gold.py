@@ -1,33 +1,4 @@
-"""Scoring narrative-unit detection against hand-read gold headings.
-
-The gold file (``tests/structure_gold.jsonl``) has one raw book per line:
-
-* ``file`` — path under the data root (``gutenberg/46.txt``, ``gutenberg_dev/844.txt``, ...);
-* ``units`` — the expected narrative units in order, as the book prints their headings. A nested
-  unit names its parent first (``BOOK ONE / Chapter 3``); ``@front`` is narrative that starts before
-  any heading (a frame story, a single tale without a heading);
-* ``first_text`` — the first words of the narrative (after the title page, contents, editor's
-  introduction ...): narrative that starts there must not end up outside the units;
-* ``kind``, ``note`` — what the book is and what counts as front/back matter.
-
-The gold was decided by reading each book's contents and body headings (grep/sed on the raw
-files), not by running the detector. Issue #36's cases from ``gutenberg_train`` (``.txt.gz`` books)
-are in their own file, :data:`TRAIN_GOLD_FILE`: tuning cases only, never held out (training books
-are never for reporting), and outside :data:`GOLD_FILE` because the boundary model's training
-refuses every book of that file as an evaluation book.
-
-Scores per book (:func:`score_book`) and over the file (:func:`summarise`):
-
-* ``count_exact`` — the detector's number of narrative units (top-level units before recursive
-  splitting, non-narrative front/back matter excluded) equals the gold number;
-* heading precision / recall / F1 — predicted and gold headings aligned in order (longest common
-  subsequence); two headings match when the words of one start the words of the other after
-  normalisation (case, accents, punctuation, ``_``/``*``/brackets), compared on the leaf heading
-  (the part after the last `` / ``) or on the whole title; ``@front`` matches a first unit that
-  starts at or before the narrative start;
-* ``words_lost`` — narrative words from ``first_text`` up to the start of the first narrative unit
-  (narrative swallowed by front matter or dropped).
-"""
+"""Scoring narrative-unit detection against hand-read gold headings (``tests/structure_gold.jsonl``)."""
 from __future__ import annotations
 
 import gzip
@@ -205,24 +176,19 @@ def split_scores(gold: Sequence[GoldEntry], rows: Sequence[dict]) -> dict[str, d
             "held_out": summarise([r for r in rows if r["file"] in held])}
 
 
-#: the gold file and the numbers of the detector before issues #9 and #22
+#: the gold file and the recorded numbers of the earlier detectors
 GOLD_FILE = Path(__file__).resolve().parents[2] / "tests" / "structure_gold.jsonl"
 BEFORE_FILE = GOLD_FILE.with_name("structure_gold_before.json")
 BEFORE22_FILE = GOLD_FILE.with_name("structure_gold_before22.json")
-#: issue #36's cases from ``gutenberg_train`` (word-heading parts, CHAPTER THE FIRST, quoted signatures,
-#: narrative after an empty contents header): tuning cases only, in their own file, because a book of
-#: GOLD_FILE counts as an evaluation book that the boundary model's training refuses
+#: tuning cases from ``gutenberg_train``, in their own file: a book of GOLD_FILE is an evaluation book,
+#: which the boundary model's training refuses
 TRAIN_GOLD_FILE = GOLD_FILE.with_name("structure_gold_train.jsonl")
 
 
 def before_after(root: Path, gold_file: Path = GOLD_FILE, before_file: Path = BEFORE_FILE,
                  before22_file: Path = BEFORE22_FILE):
-    """``(per-book rows now, summary table before/after)`` on the gold (pandas DataFrames).
-
-    Rows: the detector before #9 (on that issue's 53-book gold, innermost-level convention), the
-    detector before #22 and now (on this gold, chapter-level convention): all books, the tuning
-    books and the held-out quarter separately.
-    """
+    """``(per-book rows now, summary table before/after)``: the earlier detectors' recorded numbers beside
+    today's, over all books, the tuning books and the held-out quarter."""
     import pandas as pd
 
     gold = load_gold(gold_file)

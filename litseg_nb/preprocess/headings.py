@@ -1,5 +1,6 @@
-"""Heading lexicon and classification: which short paragraph is which kind of heading (see
-:mod:`litseg_nb.preprocess.structure` for the kinds and ranks)."""
+"""Heading lexicon and classification: which short paragraph is which kind of heading (volume, book/part,
+act, title, chapter-like, numbered title, scene, numeral, special, non-narrative) with its nesting rank
+(:data:`RANKS`, lower = outer), and the structure report."""
 from __future__ import annotations
 
 import re
@@ -7,7 +8,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Sequence
 
-Span = tuple[int, int]
+from ..core.schema import Span, word_count
 
 FRONT_MATTER = "Front matter"
 CONTAINER_GAP_WORDS = 150
@@ -161,10 +162,6 @@ def _strip_leader(s: str) -> str:
     return t2 if len(t) - len(t2) >= 3 else s
 
 
-def _words(s: str) -> int:
-    return len(s.split())
-
-
 def _strip_decor(s: str) -> str:
     """Emphasis and bracket marks off: ``[CHAPTER I] _To Mrs._ SAVILLE`` -> ``CHAPTER I To Mrs. SAVILLE``."""
     return " ".join(_DECOR_RE.sub("", s).split())
@@ -199,9 +196,9 @@ _SIGNATURE_RE = re.compile(r"^[“‘\"'«„]+\s*([A-Z][A-Z.\s'’-]*?)\s*(?:\.
 
 def quoted_signature(para: str) -> bool:
     """A name in capitals inside quotation marks, ending in a full stop (``"JOHN SMITH."``,
-    ``“P. T. RENAULD.”``): the signature of a letter quoted inside a chapter, not a heading (#36)."""
+    ``“P. T. RENAULD.”``): the signature of a letter quoted inside a chapter, not a heading."""
     m = _SIGNATURE_RE.match(para.strip())
-    return bool(m) and 1 <= _words(m.group(1)) <= 4 and any(c.isalpha() for c in m.group(1))
+    return bool(m) and 1 <= word_count(m.group(1)) <= 4 and any(c.isalpha() for c in m.group(1))
 
 
 def _quoted_title(para: str) -> bool:
@@ -216,15 +213,14 @@ def _quoted_title(para: str) -> bool:
 
 def _is_heading_shaped(para: str) -> bool:
     lines = para.split("\n")
-    return (len(lines) <= 3 and len(para) <= 120 and _words(para) <= 18
+    return (len(lines) <= 3 and len(para) <= 120 and word_count(para) <= 18
             and (para.lstrip()[:1] not in _QUOTE_START or (len(lines) == 1 and _quoted_title(para)))
             or _long_titled_keyword(lines))
 
 
 def _long_titled_keyword(lines: list[str]) -> bool:
     """``CHAPTER THE FIRST.`` over a long title in capitals set on two or three more lines of the same
-    paragraph (``IN WHICH THE HISTORY BEGINS ...``, over 120 characters in all): a heading (#36).
-    Only a keyword line with nothing after its number, over lines in capitals: prose never is."""
+    paragraph (``IN WHICH THE HISTORY BEGINS ...``, over 120 characters in all): a heading."""
     lines = [ln.strip() for ln in lines if ln.strip()]
     if not 2 <= len(lines) <= 4 or sum(len(ln) for ln in lines) > 300 or any(len(ln) > 90 for ln in lines):
         return False
@@ -251,7 +247,7 @@ def _keyword(line: str) -> Heading | None:
     if m:
         rest = m.group("rest").strip(" .:—–-")
         # "Letter I received ..." is prose: a heading's title is short and starts with a capital
-        if rest and (_words(rest) > 14 or not (rest[0].isupper() or rest[0].isdigit() or rest[0] in "(“‘\"'")):
+        if rest and (word_count(rest) > 14 or not (rest[0].isupper() or rest[0].isdigit() or rest[0] in "(“‘\"'")):
             return None
         value = _numeral_value(m.group("num"))
         if value is None and m.group("num").lower() not in ("last", "final", "the last", "the final"):
@@ -279,7 +275,7 @@ def _classify(para: str) -> list[Heading]:
     if kw:
         # a heading paragraph's title: its first line, and a short title line under it
         title = first
-        if len(lines) > 1 and _words(lines[1]) <= 12 and _title_like(lines[1]):
+        if len(lines) > 1 and word_count(lines[1]) <= 12 and _title_like(lines[1]):
             title = f"{first} {lines[1]}"
         # "ACT I. SCENE I." -> an act and a scene
         m = re.search(rf"\b(scene|sc)\.?\s+({_NUM})\b", first[3:], re.I) if kw.kind == "act" else None
@@ -294,7 +290,7 @@ def _classify(para: str) -> list[Heading]:
             return [Heading(-1, kw.kind, line, kw.value)]  # "IN THREE VOLUMES." / "VOL. II."
     m = _SPECIAL_RE.match(first)
     # "Conclusion, general" (an index entry: a word, a comma, a sub-entry) is not a heading
-    if m and first[0].isupper() and (not m.group("rest").strip(" .:") or _words(m.group("rest")) <= 6) and not (
+    if m and first[0].isupper() and (not m.group("rest").strip(" .:") or word_count(m.group("rest")) <= 6) and not (
             m.group("rest").lstrip().startswith(",")):
         return [Heading(-1, "special", full)]
     if len(lines) == 1:
@@ -315,8 +311,6 @@ def _classify(para: str) -> list[Heading]:
     return []
 
 
-
-
 def _verse_share(paras: list[str], words: list[int]) -> float:
     total = sum(words) or 1
     verse = sum(w for p, w in zip(paras, words) if p.count("\n") >= 2)
@@ -325,9 +319,9 @@ def _verse_share(paras: list[str], words: list[int]) -> float:
 
 def _prose_words(para: str) -> int:
     """Words of a paragraph that reads as prose (not a title-page line, list or heading)."""
-    if "\n" in para or _words(para) < 12 or para.isupper():
+    if "\n" in para or word_count(para) < 12 or para.isupper():
         return 0
-    return _words(para)
+    return word_count(para)
 
 
 def _signature_author(author: str | None, lines: Sequence[str]) -> bool | None:
@@ -336,7 +330,7 @@ def _signature_author(author: str | None, lines: Sequence[str]) -> bool | None:
         s = ln.strip().rstrip(".")
         if re.search(r"\d", s) or _SPECIAL_RE.match(s) or _keyword(s):
             continue
-        if 1 <= _words(s) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", s) and (s.isupper() or "." in s):
+        if 1 <= word_count(s) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", s) and (s.isupper() or "." in s):
             if not author:
                 return None
             initials = {w[0].upper() for w in re.findall(r"[A-Za-z]+", author)}

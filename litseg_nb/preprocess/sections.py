@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import re
 import bisect
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from .detect import detect_headings
 from .headings import (_NN, _SPECIAL_RE, CONTAINER_GAP_WORDS, FRONT_MATTER, FRONT_NARRATIVE_WORDS, RANKS, Heading,
                        Span, StructureReport, _is_heading_shaped, _prose_words, _signature_author,
-                       _norm_title, _strip_decor, _title_like, _words, _SMALL_WORDS)
+                       _norm_title, _strip_decor, _title_like, _SMALL_WORDS)
+from ..core.schema import word_count
 
 
 _CREDIT_LINE_RE = re.compile(r"^(?:by|with|illustrat|translat|edit|dedicat|this\s+is\s+dedicat|author)\w*\b", re.I)
@@ -124,15 +126,9 @@ def _sections(text: str, paragraphs: Sequence[Span], heads: list[Heading], para_
 
 def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
                   report: StructureReport) -> list[_Section]:
-    """Narrative prose before the first narrative section becomes a unit.
-
-    Prose after the last contents list / non-narrative section before the first heading is a unit
-    when it holds at least :data:`FRONT_NARRATIVE_WORDS` prose words (a frame story, an unheaded
-    first chapter); prose before a contents list or a preface is front matter (a dedication, a
-    blurb) unless it is long — at least :data:`LONG_FRONT_WORDS` prose words (an author's sketch
-    printed before the contents, a first chapter whose heading was missed): that is a unit too,
-    titled by the heading-shaped lines right above it when there are any. The report says which.
-    """
+    """Narrative prose before the first narrative section becomes a unit: after the last contents list or
+    non-narrative section when it holds :data:`FRONT_NARRATIVE_WORDS` prose words, before them only when long
+    (:data:`LONG_FRONT_WORDS`), titled by the heading-shaped lines right above it; the report says which."""
     n = len(paras)
     first_narr = next((s.first_para for s in sections if s.narrative), n)
     in_nn: set[int] = set()
@@ -196,7 +192,7 @@ _SPEECH_RE = re.compile(r"[“\"][^“”\"]{2,200}?[,!?]?[”\"],?\s+(?:said|as
 
 
 def _reads_as_story(paras: list[str], in_nn: set[int], lo: int, hi: int) -> bool:
-    """Prose before a contents list that is the story's opening, not a blurb, dedication or note (#36):
+    """Prose before a contents list that is the story's opening, not a blurb, dedication or note:
     at least two quoted speeches (``"...," said she``) and not one word about books, authors,
     editions, readers, tales or pages (a publisher's note, a dedication and a preface all have one)."""
     text = " ".join(paras[k] for k in range(lo, hi) if k not in in_nn and _prose_words(paras[k]))
@@ -205,10 +201,8 @@ def _reads_as_story(paras: list[str], in_nn: set[int], lo: int, hi: int) -> bool
 
 def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: str,
               min_words: int = LONG_FRONT_WORDS) -> tuple[int, str, int] | None:
-    """The first run of at least ``min_words`` (:data:`LONG_FRONT_WORDS`) prose words in paragraphs ``[lo, hi)``
-    (prose and other non-heading paragraphs, outside non-narrative sections): ``(start, title,
-    words)``, starting at the (up to two) title-like lines right above it, which are its title
-    (epigraphs, title-page and credit lines above them stay front matter)."""
+    """The first run of at least ``min_words`` prose words in paragraphs ``[lo, hi)`` outside non-narrative
+    sections: ``(start, title, words)``, starting at the (up to two) title-like lines right above it."""
     k = lo
     while k < hi:
         if k in in_nn or not _prose_words(paras[k]):
@@ -241,10 +235,8 @@ def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: 
 
 def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | None,
                       report: StructureReport | None = None) -> None:
-    """An introduction/preface signed by someone else than the author is not narrative — unless an
-    introduction never names the author: a real editor writes about the author; a fictional
-    editor's or narrator's framing introduction does not (it is a unit, and the report says so).
-    A preface/foreword signed by someone else stays an editor's or translator's."""
+    """A preface or introduction signed by someone else than the author is not narrative, unless an
+    introduction never names the author (a fictional editor's framing: a unit, and the report says so)."""
     n = len(paras)
     surname = re.findall(r"[A-Za-z][\w'’-]+", author)[-1] if author and re.search(r"[A-Za-z]{2}", author) else None
     for i, s in enumerate(sections):
@@ -260,7 +252,7 @@ def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | 
                             f"{s.title!r} is signed by someone else than the author but never names "
                             f"{surname}: a framing introduction, kept as a unit")
                     continue
-                # a preface that is part of the fiction (#36): signed by one of the story's people (the
+                # a preface that is part of the fiction: signed by one of the story's people (the
                 # signer's surname recurs in the narrative after it) and never naming the author
                 signer = _signer_surname(tail)
                 later = " ".join(paras[e:])
@@ -278,7 +270,7 @@ def _signer_surname(lines: Sequence[str]) -> str | None:
     """The last name (three letters or more, not initials) of a preface's signature line."""
     for ln in list(reversed([x for x in lines if x.strip()]))[:4]:
         t = ln.strip().rstrip(".")
-        if 1 <= _words(t) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", t) and (t.isupper() or "." in t):
+        if 1 <= word_count(t) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", t) and (t.isupper() or "." in t):
             if any(w.lower() in _SMALL_WORDS for w in t.replace(".", " ").split()):
                 return None  # "THE VOYAGE OF THE BEAGLE": the book's title set again, not a signature
             names = re.findall(r"[A-Za-z][a-z'’-]{2,}|[A-Z][A-Z'’-]{2,}", t)
@@ -293,14 +285,9 @@ SWALLOW_WORDS = 5000  # an opening preface holding more than this (and most of t
 
 def _preface_end(sections: list[_Section], paras: list[str], para_words: list[int], whole_title: str,
                  report: StructureReport) -> list[_Section]:
-    """An opening preface that is the only narrative heading must not swallow an unheaded novel.
-
-    When the first narrative section is a preface/introduction holding more than
-    :data:`SWALLOW_WORDS` words and most of the narrative, it ends at the first paragraph-level cue
-    after its first prose paragraph: its signature or a dated line (``London, May 1850.``), a rule
-    (``* * *``), or the book's title set as a line; the narrative from the next paragraph on is a
-    unit titled by the book. Without a cue the preface stays one unit; the report says which.
-    """
+    """An opening preface holding more than :data:`SWALLOW_WORDS` words and most of the narrative ends at the
+    first cue after its first prose paragraph (a signature or dated line, a rule, the book's title); the rest is
+    a unit titled by the book. Without a cue it stays one unit; the report says which."""
     n = len(paras)
     narr = [i for i, s in enumerate(sections) if s.narrative]
     if not narr:
@@ -331,8 +318,8 @@ def _preface_end(sections: list[_Section], paras: list[str], para_words: list[in
             cue = "a rule"
         elif title_key and _norm_title(p) == title_key:
             cue = "the book's title"
-        elif len(lines) <= 2 and _words(p) <= 8 and (
-                (_words(lines[-1]) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", lines[-1])
+        elif len(lines) <= 2 and word_count(p) <= 8 and (
+                (word_count(lines[-1]) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", lines[-1])
                  and (lines[-1].isupper() or "." in lines[-1])) or _DATE_LINE_RE.search(lines[-1])):
             cue = f"a signature or date line {lines[-1][:30]!r}"
         if cue is None:
@@ -416,26 +403,23 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
                   use_structure: bool = True) -> tuple[list[_Section], list[tuple[int, int, str]]]:
     """Narrative sections ``(first_para, title)`` and dropped paragraph ranges ``(a, b, why)``."""
     report = report if report is not None else StructureReport()
-    para_words = [_words(text[a:b]) for a, b in paragraphs]
+    para_words = [word_count(text[a:b]) for a, b in paragraphs]
     paras = [text[a:b] for a, b in paragraphs]
     sub_heads: list[Heading] = []
-    heads = detect_headings(text, paragraphs, report, author, sub_heads) if use_structure else []
+    heads = detect_headings(text, paragraphs, report, sub_heads) if use_structure else []
     secs = (_sections(text, paragraphs, heads, para_words, report, whole_title, author,
                       frozenset(h.para for h in sub_heads)) if heads else [])
     secs = _whole_when_headless(secs, paras, para_words, whole_title)
     secs = _merge_empty(secs, paras, para_words)
     narrative, dropped = _ranges(secs, len(paragraphs))
-    kinds: dict[str, int] = {}
-    for h in heads:
-        kinds[h.kind] = kinds.get(h.kind, 0) + 1
-    report.heading_kinds = kinds
+    report.heading_kinds = dict(Counter(h.kind for h in heads))
     first_seen = list(dict.fromkeys(h.kind for h in heads if h.kind not in _NN and h.kind != "special"))
     report.levels = sorted(first_seen, key=lambda k: (RANKS[k], first_seen.index(k)))
-    _attach_subsections(narrative, sub_heads, paras)
+    _attach_subsections(narrative, sub_heads)
     return narrative, dropped
 
 
-def _attach_subsections(narrative: list[_Section], sub_heads: list[Heading], paras: list[str]) -> None:
+def _attach_subsections(narrative: list[_Section], sub_heads: list[Heading]) -> None:
     """Record each section heading on the narrative section (unit) that holds its paragraph."""
     starts = [s.first_para for s in narrative]
     for h in sub_heads:

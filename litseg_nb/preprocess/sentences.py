@@ -1,44 +1,4 @@
-"""Sentence splitting with exact character offsets.
-
-:func:`split_sentences` returns ``(start, end)`` spans into the text it is given: slicing the text
-by a span gives the sentence back character for character, and the whitespace between sentences
-belongs to no sentence. Paragraph breaks (``\\n\\n``) and line breaks kept inside verse/list
-paragraphs (a single ``\\n``, see :mod:`litseg_nb.data.gutenberg`) are hard sentence boundaries,
-so a poetry line without final punctuation never swallows the next line or the next paragraph.
-
-Splitters (``CorpusConfig.sentence_splitter``):
-
-* ``"nupunkt"`` (default) — the pre-trained nupunkt Punkt model, followed by a repair pass that
-  re-joins a split made right after a title abbreviation (Mr., Mrs., Dr., St., Capt., ...) or a
-  single-letter initial (``H. G. Wells``), or before a piece starting with a lower-case letter
-  (``oh! so happy``). The repair is needed: nupunkt alone splits
-  ``“Mrs. Weston ...`` after an opening quote.
-* ``"regex"`` — a small rule splitter (``[.!?…]`` plus closing quotes, then whitespace, then an
-  upper-case letter or opening quote), with the same abbreviation guard. Kept as the measured
-  alternative; nltk's punkt data is not available offline on these machines.
-
-* dialogue tags: a ``?”``/``!”`` followed by a said-verb tag (``“But why?” Taylor asked``) or by
-  a lower-case word continues the sentence (the repair pass re-joins it).
-
-Measurement (``python -m litseg_nb.preprocess.sentences``; :data:`HARD_CASES`, 21 texts with 52
-gold sentences: dialogue tags, abbreviations, initials, ellipses, quotes in quotes, verse lines
-without final punctuation; exact-span match):
-
-=================  ===========  ===========  ==========================================
-splitter           exact cases  boundary F1  failures
-=================  ===========  ===========  ==========================================
-nupunkt (raw)      18/21        0.972        splits ``“Mrs.|Weston``, ``oh!|so happy``,
-                                             ``why?”|Taylor asked``
-nupunkt + repair   21/21        1.000        chosen
-regex              18/21        0.963        splits ``e.g.|Paris``, ``U.S.|Navy``,
-                                             ``Dec.|11th``
-=================  ===========  ===========  ==========================================
-
-A paragraph without an end mark before its last characters is one sentence without calling the
-splitter (most headings and short dialogue lines: a measured speed-up).
-
-Both are fast; nupunkt + repair indexes Emma (880k characters) in well under a second.
-"""
+"""Sentence splitting with exact character offsets."""
 from __future__ import annotations
 
 import re
@@ -54,8 +14,6 @@ TITLE_ABBREVIATIONS = frozenset(
 _ABBREV_END_RE = re.compile(r"(?:^|[\s“‘\"'(\[—-])([A-Za-z]{1,6})\.$")
 _INITIAL_END_RE = re.compile(r"(?:^|[\s“‘\"'(\[])([A-HJ-Z])\.$")  # single capital initial, not "I."
 _BREAK_RE = re.compile(r"\n+")
-
-
 _LOWER_START_RE = re.compile(r"^[“‘\"'(\[]*[a-z]")
 _INNER_END_RE = re.compile(r"[.!?…]")
 #: verbs of a dialogue tag: ``“But why?” Taylor asked`` is one sentence
@@ -152,17 +110,9 @@ def _needs_splitter(block: str) -> bool:
 
 
 def _nupunkt_batch(blocks: Sequence[str]) -> list[list[Span]]:
-    """nupunkt's contiguous spans of each one-line block (relative to it), from one call on the
-    blocks joined by blank lines.
-
-    The result equals one call per block. nupunkt decides each candidate end from the word holding
-    it and the next word, so joining changes only what a block's last word sees, and the spans are
-    cut at the block ends anyway. The exceptions are kept out of batches by :func:`_batches`: a last
-    word with an end mark before its end (``lady?”...``), a first word nupunkt reads back across
-    whitespace (a closing quote it realigns, a spaced ``. . .``). ``tests/test_preprocess_sentences.py``
-    checks the equality on random and adversarial lines; on the 67 local raw books the sentence
-    spans are identical and one call per about 64 KB instead of per line saves the per-call
-    overhead (about 30% of nupunkt's time there)."""
+    """nupunkt's spans of each one-line block (relative to it), from one call on the blocks joined by blank
+    lines: equal to one call per block (nupunkt decides an end from the word holding it and the next word;
+    :func:`_batches` keeps out the blocks where joining could change that), without the per-call overhead."""
     if len(blocks) == 1:
         return [list(_nupunkt_spans()(blocks[0]))]
     joined = _BATCH_SEP.join(blocks)
@@ -188,11 +138,9 @@ _END_CHARS_RE = re.compile(r"[.!?\u2026]")
 
 
 def _ends_plainly(block: str) -> bool:
-    """True when the block's last word holds at most one end mark, as its last character before any
-    closing quotes or brackets (``said.``, ``Yes!”``), and is not punctuation alone (``. . .``). Joined to a next block, only such a last word
-    is read as it is at the end of a text: an end mark at the very end becomes a candidate there
-    (which changes no span once cut at the block end), but one inside ``lady?”...`` or ``spec.?)``
-    would no longer be the word's reported candidate, and nupunkt could decide it differently."""
+    """True when the block's last word holds at most one end mark, as its last character before closing
+    quotes (``said.``, ``Yes!”``), and is not punctuation alone: only such a word reads the same when a
+    next block is joined to it (one inside ``lady?”...`` could be decided differently)."""
     word = block.rstrip().rsplit(None, 1)[-1].rstrip("".join(_REALIGN_CHARS))
     if _END_CHARS_RE.match(word):  # a word of punctuation only: maybe the end of a spaced ``. . .``
         return False
@@ -200,10 +148,8 @@ def _ends_plainly(block: str) -> bool:
 
 
 def _batches(blocks: Sequence[str]) -> list[list[int]]:
-    """Indices of ``blocks`` grouped into batches of at most :data:`_BATCH_CHARS` characters. A block
-    whose first visible character nupunkt realigns across a boundary or is an end mark (a spaced
-    ``. . .`` is read back across whitespace) starts a new batch; a block
-    whose last word does not end plainly (:func:`_ends_plainly`) ends its batch."""
+    """Indices of ``blocks`` in batches of at most :data:`_BATCH_CHARS` characters; a block starting with a
+    character nupunkt realigns or an end mark starts a batch, one not ending plainly ends it."""
     groups: list[list[int]] = []
     size, closed = 0, True
     for i, b in enumerate(blocks):
@@ -331,7 +277,3 @@ def measure_splitters(cases=HARD_CASES) -> list[dict]:
                      "boundary_f1": round(2 * p * r / max(p + r, 1e-9), 3)})
     return rows
 
-
-if __name__ == "__main__":  # pragma: no cover - measurement helper
-    for row in measure_splitters():
-        print(row)

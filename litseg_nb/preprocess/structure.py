@@ -1,115 +1,221 @@
-"""Structure-driven splitting of a cleaned book into narrative units (paper §3.1.2).
-
-Input: the cleaned text and its paragraph spans (see :mod:`litseg_nb.data.gutenberg`). Output:
-:class:`~litseg_nb.core.schema.Unit` records over the book's *narrative* paragraphs, with sentences
-indexed 1..N. Non-narrative matter (title pages, contents, editors' and translators' prefaces,
-indexes, addenda, notes) is kept in the text but belongs to no unit; it is listed, with character
-spans, in :attr:`StructureReport.dropped` and :func:`check_unit_coverage` checks that every other
-character is in exactly one unit.
-
-**Headings** are short paragraphs (at most 3 lines, 120 characters, 18 words; or a keyword line
-such as ``CHAPTER THE FIRST.`` over up to three lines of title in capitals) that do not start
-with a quotation mark, of these kinds, each with a nesting rank (lower = outer):
-
-====================  ====  ===========================================================
-kind                  rank  examples
-====================  ====  ===========================================================
-volume                0     ``VOLUME I``, ``VOL. II.``
-book / part           1     ``BOOK I.``, ``PART ONE``, ``FIRST PART``, ``Book the Second``
-act                   2     ``ACT I.``, ``FIRST ACT`` (plays)
-title                 2     a contents entry found in the body (``THE SISTERS``), a titled
-                            part (``THE RED CAPTAIN.—II.``), capitals inside a part
-chapter-like          3     ``CHAPTER I``, ``LETTER II.``, ``STAVE I: ...``, ``CANTO IV``,
-                            ``LECTURE I``, ``[CHAPTER I]``, ``Purgatorio: Canto I``
-numbered title        3     ``I. A SCANDAL IN BOHEMIA``, ``I. LOUISE ... TO RENEE ...``
-scene                 4     ``SCENE II.`` (``ACT I. SCENE I.`` is an act and a scene)
-numeral               5     a bare ``I``, ``II.``, ``3``
-special               -     ``PREFACE``, ``PROLOGUE``, ``EPILOGUE``, ``INTRODUCTION``,
-                            ``POSTSCRIPT``, ... (a narrative unit of its own, never a parent)
-non-narrative         -     ``CONTENTS``, ``INDEX``, ``ADDENDUM``, ``TRANSLATOR'S PREFACE``,
-                            ``EDITOR'S NOTE``, ``Introduction by <name>``, ``FOOTNOTES``, ...
-====================  ====  ===========================================================
-
-**Contents-aware search.** A contents block (``CONTENTS``, ``LIST OF CHAPTERS`` ... and its
-entries) never yields units. Its entries are normalised (case, accents, punctuation, page numbers)
-and looked up, in order, among the short paragraphs after the block through a dictionary (linear
-time): a match makes that paragraph a heading (kind ``title`` unless it already has a kind), so
-``I. THE OLD PYNCHEON FAMILY`` finds ``I The Old Pyncheon Family``. The load report counts entries
-and matches.
-
-**Numbering continuity.** Numbered headings of one kind and rank form series that count up (a
-series restarts at one under a new parent or goes on from its last number, as chapters numbered
-across books do; a repeated number is kept). A numbered heading that
-breaks its series is not a heading (``L. FRANK BAUM`` after nothing numbered). A run of headings
-that is followed by a restart of the same numbering without a parent between them, and has almost
-no text between its members, is a table of contents typed as headings and is dropped.
-
-**Unit level.** The unit is the *chapter-like* level (the paper's "top-level narrative
-units", its prompts' ``[Chapter Text Content]``): a chapter inside a BOOK/PART, a story in a
-collection, an act of a play. Numbered sections inside a unit (bare numerals, ``1. THE FIRST WEEK``,
-scenes under an act, numerals under a story's title, Arabic sections inside Roman ``I. TITLE``
-chapters, sections not listed by a contents list that lists the chapters) are not units: they are
-recorded on the unit (:attr:`~litseg_nb.core.schema.Unit.sections`, start offset and title) and are the
-preferred cut points of a recursive split. A preface/note/introduction is never a parent. A title
-heading that would hold every section of the book is the book's title repeated: a parent. Two to
-four word headings (no ``PART``) that each hold a run of at least five numerals restarting at 1 are
-a novel's parts: parents, and the numerals are the chapters (more titles, or titles with a few
-numbered sections each, are a collection's stories and stay the units); in a book whose only
-headings are numerals, the capital lines right above two to four such restarting ``I`` are those
-parts' titles. The
-rules and the report's ``level_notes`` (chosen level, rejected levels and why) are in
-:mod:`.levels` and :mod:`.detect`.
-
-**Nesting.** A heading is a parent when the next narrative heading is inner to it (a higher rank).
-A unit's title carries its parents (``BOOK I / CHAPTER III``); the text between a parent heading
-and its first child belongs to the first child unless it is longer than
-:data:`CONTAINER_GAP_WORDS` (then the parent's introduction is a unit of its own). A heading
-immediately followed by a short title paragraph takes it into its title. In verse-dominated books
-(poetry) bare numerals under a title are sections of one poem; a poetry book without headings
-gets one unit per capitalised title over verse, a prose book without headings divided by capital
-lines over story-sized prose one unit per story. Inside a PART/BOOK without child headings,
-capitalised short lines are its chapters (not a quoted name in capitals ending in a full stop,
-``"JOHN SMITH."``: a letter's signature). A PART/BOOK line between a chapters-only contents list
-and the first chapter opens the body (PART I keeps its chapters). A heading with no text under it
-(a repeated title, ``Volume II.`` on a title page) is not a unit.
-
-**Front matter.** Before the first heading, narrative prose (at least :data:`FRONT_NARRATIVE_WORDS`
-words in paragraphs that read as prose, outside contents and non-narrative sections) is a unit
-titled by the book (``whole_title``), starting at its first prose paragraph. Prose before a
-contents list or a preface is front matter unless it is long (``LONG_FRONT_WORDS`` = 500 prose
-words: an author's sketch before the contents, a first chapter whose heading was missed): then it
-is a unit, titled by the title lines right above it; so is shorter prose there (at least
-:data:`FRONT_NARRATIVE_WORDS` words) that reads as the story's opening: at least two quoted speeches
-and not one word about books, authors, editions, readers or tales. An opening preface that is the only heading
-and holds most of the book ends at a paragraph-level cue (its signature or a dated line, a rule,
-the book's title); the narrative after it is a unit. A ``Contents`` header standing over the
-first heading and its title line, then prose, is no list: that heading opens the narrative. A
-preface signed by one of the story's people (the signer's surname recurs in the story) that never
-names the author is part of the fiction and a unit, as a framing introduction that never names the
-author already is; other prefaces signed by someone else are an editor's. ``front_decision`` and ``preface_decision`` in
-the report say what was decided. A book without headings is one unit (``split="whole"``) over the
-same narrative span.
-
-**Recursive splitting.** A unit longer than ``max_unit_words`` (the paper's *n*) is split greedily:
-its sections are packed whole while the piece stays within *n* words; a section longer than *n* is
-packed by atoms — whole paragraphs, or, for a paragraph longer than *n*, its sentences
-(``split="recursive"``, ids ``<unit>.<k>``). A single sentence longer than *n* words is cut at
-whitespace into pieces of at most *n* words, and the pieces are indexed as sentences (counted in the
-unit's sentence list; nothing is lost).
-
-Modules: :mod:`.headings` (lexicon, classification, report), :mod:`.contents` (contents lists and
-matching), :mod:`.detect` (heading filters), :mod:`.levels` (the unit level), :mod:`.sections`
-(section planning in phases), :mod:`.units` (unit building, coverage, structure table); this module
-re-exports the public names.
-"""
+"""Splitting a cleaned book into narrative units (paper §3.1.2) and showing them."""
 from __future__ import annotations
 
-from .contents import _contents_blocks, _match_contents  # noqa: F401
-from .detect import detect_headings  # noqa: F401
-from .headings import (CONTAINER_GAP_WORDS, CONTAINER_KINDS, FRONT_MATTER, FRONT_NARRATIVE_WORDS,  # noqa: F401
-                       RANKS, Heading, StructureReport, _classify, roman_to_int)
-from .sections import plan_sections  # noqa: F401
-from .units import build_units, check_unit_coverage, structure_table  # noqa: F401
+import bisect
+import html
+import math
+import re
+from typing import Sequence
 
-__all__ = ["FRONT_MATTER", "Heading", "StructureReport", "build_units", "check_unit_coverage",
-           "detect_headings", "plan_sections", "structure_table"]
+from ..core.schema import Book, Sentence, Unit, word_count
+from .detect import detect_headings  # noqa: F401  (public here)
+from .headings import FRONT_MATTER, Span, StructureReport  # noqa: F401  (FRONT_MATTER: public here)
+from .sections import _Section, plan_sections
+from .sentences import split_paragraph_sentences
+
+
+def _cut_long_sentence(text: str, a: int, b: int, n: int) -> list[Span]:
+    """Cut ``text[a:b]`` at whitespace into pieces of at most ``n`` words."""
+    words = [(m.start() + a, m.end() + a) for m in re.finditer(r"\S+", text[a:b])]
+    return [(words[i][0], words[min(i + n, len(words)) - 1][1]) for i in range(0, len(words), n)]
+
+
+def _greedy_pieces(atoms: list[tuple[int, int, int]], n: int) -> list[Span]:
+    """Pack ``(start, end, words)`` atoms in order into pieces of at most ``n`` words."""
+    pieces: list[Span] = []
+    cur_start, cur_end, cur_words = None, None, 0
+    for a, b, w in atoms:
+        if cur_start is not None and cur_words + w > n:
+            pieces.append((cur_start, cur_end))
+            cur_start, cur_words = None, 0
+        if cur_start is None:
+            cur_start = a
+        cur_end = b
+        cur_words += w
+    if cur_start is not None:
+        pieces.append((cur_start, cur_end))
+    return pieces
+
+
+def _pack_blocks(blocks: list[list[tuple[int, int, int]]], n: int) -> list[Span]:
+    """Pack blocks (a unit's sections) of atoms into pieces of at most ``n`` words, cutting between
+    blocks when a block does not fit; a block longer than ``n`` is packed atom by atom."""
+    pieces: list[Span] = []
+    cur: list[tuple[int, int, int]] = []
+    cur_words = 0
+    for atoms in blocks:
+        if not atoms:
+            continue
+        w = sum(x[2] for x in atoms)
+        if cur and (w > n or cur_words + w > n):
+            pieces.append((cur[0][0], cur[-1][1]))
+            cur, cur_words = [], 0
+        if w > n:
+            pieces.extend(_greedy_pieces(atoms, n))
+            continue
+        cur.extend(atoms)
+        cur_words += w
+    if cur:
+        pieces.append((cur[0][0], cur[-1][1]))
+    return pieces
+
+
+def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_words: int | None,
+                sentence_splitter: str = "nupunkt", sentences: Sequence[Span] | None = None,
+                use_structure: bool = True, whole_title: str = "Whole text",
+                report: StructureReport | None = None,
+                sections: Sequence[tuple[int, str]] | None = None, author: str | None = None) -> list[Unit]:
+    """Split a cleaned book into indexed narrative units."""
+    if max_unit_words is not None and max_unit_words <= 0:
+        raise ValueError(f"book {book_id!r}: max_unit_words must be positive, got {max_unit_words}")
+    if not paragraphs or not text.strip():
+        raise ValueError(f"book {book_id!r}: no text to split into units")
+    report = report if report is not None else StructureReport()
+    n = max_unit_words if max_unit_words is not None else math.inf  # None: never split
+    para_words = [word_count(text[a:b]) for a, b in paragraphs]
+
+    given = sections is not None
+    if given:
+        secs = [_Section(p, t) for p, t in sections]
+        if not secs or secs[0].first_para != 0:
+            raise ValueError(f"book {book_id!r}: given sections must start at paragraph 0")
+        for k, s in enumerate(secs):
+            s.end_para = secs[k + 1].first_para if k + 1 < len(secs) else len(paragraphs)
+        dropped: list[tuple[int, int, str]] = []
+        whole = False
+    else:
+        secs, dropped = plan_sections(text, paragraphs, report, whole_title=whole_title, author=author,
+                                      use_structure=use_structure)
+        whole = len(secs) == 1 and secs[0].title == whole_title
+    report.dropped = [(paragraphs[a][0], paragraphs[b - 1][1], why) for a, b, why in dropped]
+    report.dropped_chars = sum(e - s for s, e, _ in report.dropped)
+    if sentences is None:  # only the narrative paragraphs are split into sentences
+        sentences = []
+        for s in secs:
+            sentences.extend(split_paragraph_sentences(text, paragraphs[s.first_para:s.end_para],
+                                                       splitter=sentence_splitter))
+    # cut sentences longer than n words (they could not fit any unit otherwise)
+    sents: list[Span] = []
+    for a, b in sentences:
+        if b - a > n and word_count(text[a:b]) > n:  # n characters cannot hold more than n words
+            pieces = _cut_long_sentence(text, a, b, n)
+            report.split_sentences += len(pieces) - 1
+            sents.extend(pieces)
+        else:
+            sents.append((a, b))
+    sent_starts = [a for a, _ in sents]
+
+    units: list[Unit] = []
+    para_starts = [a for a, _ in paragraphs]
+
+    def add_unit(uid: str, title: str, start: int, end: int, split: str, subs=()) -> None:
+        lo = bisect.bisect_left(sent_starts, start)
+        hi = bisect.bisect_left(sent_starts, end)
+        ss = tuple(Sentence(i + 1, a, b) for i, (a, b) in enumerate(sents[lo:hi]))
+        if ss and ss[-1].end > end:
+            raise AssertionError(f"book {book_id!r}: sentence crosses the end of unit {uid}")
+        p_lo = max(bisect.bisect_right(para_starts, start) - 1, 0)
+        p_hi = bisect.bisect_left(para_starts, end)
+        pspans = tuple((max(a, start), min(b, end)) for a, b in paragraphs[p_lo:p_hi] if a < end and b > start)
+        inside = tuple((paragraphs[q][0], t) for q, t in subs if start <= paragraphs[q][0] < end)
+        units.append(Unit(book_id=book_id, unit_id=uid, ordinal=len(units), title=title, start=start,
+                          end=end, sentences=ss, paragraphs=pspans, split=split, sections=inside))
+
+    for k, sec in enumerate(secs):
+        p0, p1 = sec.first_para, sec.end_para
+        start, end = paragraphs[p0][0], paragraphs[p1 - 1][1]
+        uid = f"u{k:04d}"
+        words = sum(para_words[p0:p1])
+        if words <= n:
+            add_unit(uid, sec.title, start, end, "dataset" if given else "whole" if whole else "structure",
+                     sec.subs)
+            report.structure_units += 1
+            continue
+        # the unit's sections are the preferred cut points: whole sections are packed while they
+        # fit; a section longer than n is packed by paragraphs, then sentences
+        cuts = sorted({q for q, _ in sec.subs if p0 < q < p1})
+        blocks: list[list[tuple[int, int, int]]] = []
+        for q0, q1 in zip([p0] + cuts, cuts + [p1]):
+            atoms: list[tuple[int, int, int]] = []
+            for p in range(q0, q1):
+                a, b = paragraphs[p]
+                if para_words[p] <= n:
+                    atoms.append((a, b, para_words[p]))
+                else:
+                    lo, hi = bisect.bisect_left(sent_starts, a), bisect.bisect_left(sent_starts, b)
+                    atoms.extend((sa, sb, word_count(text[sa:sb])) for sa, sb in sents[lo:hi])
+            blocks.append(atoms)
+        pieces = _pack_blocks(blocks, n)
+        for j, (a, b) in enumerate(pieces, 1):
+            add_unit(f"{uid}.{j}", f"{sec.title} [{j}/{len(pieces)}]", a, b, "recursive", sec.subs)
+        report.recursive_units += len(pieces)
+    return units
+
+
+def structure_table(books) -> "pd.DataFrame":  # noqa: F821 - pandas imported lazily
+    """Per book: how its units were found (heading kinds and nesting levels, contents entries matched
+    in the body) and what was dropped as non-narrative (labels with character counts)."""
+    import pandas as pd
+
+    rows = []
+    for b in books:
+        st = b.meta.get("structure") or {}
+        dropped = st.get("dropped") or []
+        rows.append({
+            "book_id": b.book_id, "title": b.title, "units": len({u.unit_id.split(".")[0] for u in b.units}),
+            "levels": " > ".join(st.get("levels") or []) or ("dataset chapters" if b.dataset == "gutenqa" else "none"),
+            "heading_kinds": ", ".join(f"{k}:{v}" for k, v in sorted((st.get("heading_kinds") or {}).items())),
+            "contents_matched": f"{st.get('toc_matched', 0)}/{st.get('toc_entries', 0)}",
+            "sections_in_units": st.get("sections", 0),
+            "section_kinds": ", ".join(st.get("section_kinds") or []),
+            "level_notes": "; ".join(st.get("level_notes") or []),
+            "front_decision": st.get("front_decision", ""),
+            "preface_decision": st.get("preface_decision", ""),
+            "narrative_before_first_heading": bool(st.get("front_matter")),
+            "dropped": "; ".join(f"{d[2][:40]} ({int(d[1]) - int(d[0])} chars)" for d in dropped),
+            "dropped_chars": sum(int(d[1]) - int(d[0]) for d in dropped),
+            "licence_notes_dropped_chars": (b.meta.get("clean") or {}).get("dropped_chars", 0),
+        })
+    return pd.DataFrame(rows)
+
+
+_STYLE = """
+<style>
+.litseg-unit {font-family: Georgia, serif; max-width: 46em; line-height: 1.55;}
+.litseg-unit h3 {font-family: sans-serif;}
+.litseg-unit .meta {font-family: sans-serif; font-size: 0.85em; color: #555;}
+.litseg-unit p {margin: 0.6em 0;}
+.litseg-unit .s {border-bottom: 1px dotted #bbb;}
+.litseg-unit .i {font-family: monospace; font-size: 0.75em; color: #fff; background: #3a6ea5;
+                 border-radius: 3px; padding: 0 3px; margin-right: 3px; vertical-align: super;}
+</style>
+"""
+
+
+def render_unit_html(book: Book, unit: Unit, max_sentences: int | None = None) -> str:
+    """A self-contained HTML fragment showing ``unit`` with numbered sentences per paragraph (the
+    unit before segmentation; a LitSeg annotation of it is
+    :func:`litseg_nb.litseg.report.render_segments_html`)."""
+    sentences = unit.sentences[:max_sentences] if max_sentences else unit.sentences
+    parts = [_STYLE, '<div class="litseg-unit">',
+             f"<h3>{html.escape(book.title)} — {html.escape(unit.title)}</h3>",
+             f'<p class="meta">book <code>{html.escape(book.book_id)}</code>, unit '
+             f"<code>{html.escape(unit.unit_id)}</code> ({unit.split}), {unit.n_sentences} sentences, "
+             f"characters [{unit.start}, {unit.end}) of the cleaned text"
+             + (f"; first {len(sentences)} sentences shown" if len(sentences) < unit.n_sentences else "")
+             + "</p>"]
+    paragraphs = list(unit.paragraphs) or [(unit.start, unit.end)]
+    k = 0
+    for a, b in paragraphs:
+        chunk = []
+        while k < len(sentences) and sentences[k].start < b:
+            s = sentences[k]
+            text = html.escape(book.text[s.start:s.end]).replace("\n", "<br>")
+            chunk.append(f'<span class="s"><span class="i">{s.index}</span>{text}</span>')
+            k += 1
+        if chunk:
+            parts.append("<p>" + " ".join(chunk) + "</p>")
+        if k >= len(sentences):
+            break
+    parts.append("</div>")
+    return "\n".join(parts)

@@ -16,11 +16,8 @@ FUSIONS = ("rrf", "weighted")
 
 @dataclass(frozen=True)
 class RagConfig(StageConfig):
-    """All stages of Appendix I.1's pipeline are shared and fixed across chunkers.
-
-    Sizes of the LLM-heavy parts (HyDE, reranking, generation, RAGAS, pairwise judge) are capped per
-    profile; retrieval metrics always cover every question.
-    """
+    """All stages of Appendix I.1's pipeline, shared and fixed across chunkers; the LLM-heavy parts are capped
+    per profile, retrieval metrics always cover every question."""
 
     chunkers: tuple[str, ...] = ()  # empty = every chunk artifact found
     question_scope: str = one_of("common-units", *QUESTION_SCOPES)  # common-units | all (see rag.pipeline.questions_in_scope)
@@ -31,9 +28,7 @@ class RagConfig(StageConfig):
     fusion: str = one_of("rrf", *FUSIONS)  # rrf | weighted
     rrf_k: int = 60
     dense_weight: float = 0.5  # weighted fusion: w * dense + (1 - w) * sparse (min-max normalised)
-    # extra fusion modes reported beside the paper's RRF hybrid (rag.pipeline): RRF with per-retriever
-    # weights and score-normalised linear fusion; the dense weight w is picked from this grid on a
-    # development fold of the GutenQA questions and scored on the other fold (never on its own fold)
+    # weighted RRF and linear fusion beside the paper's hybrid: w from this grid, cross-fitted over GutenQA folds
     fusion_weight_grid: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
     fusion_dev_folds: int = 2
     bm25_k1: float = 1.5
@@ -41,11 +36,9 @@ class RagConfig(StageConfig):
     # reranking
     reranker: str = one_of("llm-pointwise", *RERANKERS)  # none | llm-pointwise | flagembedding
     reranker_model: str = "BAAI/bge-reranker-v2-m3"
-    # flagembedding reranker: tokens of query + chunk it reads (0 = the model's own maximum, 8192 for
-    # bge-reranker-v2-m3; FlagEmbedding's default 512 would cut long chunks): make_reranker(max_length=...)
+    # flagembedding reranker: tokens of query + chunk it reads (0 = the model's own maximum; its default 512 cuts)
     reranker_max_length: int = at_least(0, 0)
-    # top fused candidates that are rescored; 0 = every candidate of the ranking the metrics read
-    # (retrieve_top_k: MRR@20 and Hit@k then score the reranker's order all the way down). full: 0
+    # top fused candidates that are rescored; 0 = the whole ranking the metrics read (retrieve_top_k)
     rerank_candidates: int = at_least(0, 0)
     rerank_max_questions: int = 0  # 0 = all questions
     rerank_chunkers: tuple[str, ...] = ()  # empty = all evaluated chunkers
@@ -71,19 +64,14 @@ class RagConfig(StageConfig):
     pairwise_max_questions: int = 0
     pairwise_max_new_tokens: int = 96
     pairwise_context_chars: int = 500  # GutenQA: +/-500 characters around the evidence (Section 4.2)
-    # LiteraryQA: the whole book, else the chapters holding either system's chunks, within the judge's
-    # context; a cap below it (0 = none) keeps small-profile judge prompts short
+    # LiteraryQA judge context cap below the judge's own (0 = none): keeps small-profile prompts short
     pairwise_book_max_tokens: int = 0
-    #: the pairwise judge (Tables 4, 8), a setting of its own: by default the judge server (Qwen3-32B, the
-    #: server of $LITSEG_JUDGE_URLS), never the generator whose answers it compares. Its context is
-    #: Qwen3's 32,768 tokens x YaRN factor 4 = 131,072, so that a LiteraryQA book fits whole where it
-    #: can: serve it with ``--rope-scaling '{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}'
-    #: --max-model-len 131072`` (README); ``max_model_len`` is what the book context is budgeted against
+    #: the pairwise judge (Tables 4, 8): the judge server, never the generator it judges; YaRN x4 context
+    #: (131,072 tokens, see the README) so that a LiteraryQA book fits whole where it can
     judge_llm: LLMConfig = field(default_factory=lambda: LLMConfig(
         backend="openai", model="Qwen/Qwen3-32B", max_new_tokens=96, temperature=0.0,
         max_model_len=PAIRWISE_JUDGE_CONTEXT, request_timeout_s=600.0))
-    # LumberChunker's θ sweep (its figure: θ ∈ [450, 1000], DCG@k per θ): LumberChunker with each token
-    # budget on the first units of the common-unit scope (0 = all of them), scored by hybrid retrieval
+    # LumberChunker's θ sweep (its figure: DCG@k per θ) on the first common units (0 = all of them)
     lumber_thetas: tuple[int, ...] = (450, 550, 650, 1000)
     lumber_theta_max_units: int = 0
 

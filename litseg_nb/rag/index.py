@@ -1,9 +1,5 @@
-"""Per-book retrieval indices: dense (FAISS inner product over normalised embeddings) + sparse (BM25).
-
-A question only ever searches its own book's index (the book-level metadata filter of Appendix
-I.1 is enforced by construction: :class:`LibraryIndex` holds one :class:`BookIndex` per book and
-raises for an unknown book). Indices are saved with the artifacts and load back bit-identically.
-"""
+"""Per-book retrieval indices, dense (FAISS inner product over normalised embeddings) and sparse (BM25), and
+the fusion of their rankings (reciprocal rank fusion, the paper's hybrid; weighted RRF; min-max linear)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +9,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from ..metrics.retrieval import normalize_for_match
+from ..core.schema import read_jsonl, write_jsonl
+from ..metrics.retrieval import evidence_form, normalize_for_match
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
@@ -63,9 +60,7 @@ class BookIndex:
         norm = self.meta.get("_norm_texts")
         if norm is None:
             norm = self.meta["_norm_texts"] = [normalize_for_match(t) for t in self.texts]
-        ev = normalize_for_match(evidence)
-        if not ev:
-            raise ValueError("empty evidence string: relevance is undefined")
+        ev = evidence_form(evidence)
         return {i for i, t in enumerate(norm) if ev in t}
 
     def dense_search(self, query_emb: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -88,9 +83,8 @@ class BookIndex:
         faiss.write_index(self.dense, str(folder / "dense.faiss"))
         self.bm25.save(str(folder / "bm25"))
         np.save(folder / "embeddings.npy", self.embeddings)
-        with (folder / "chunks.jsonl").open("w", encoding="utf-8") as fh:
-            for cid, t in zip(self.chunk_ids, self.texts):
-                fh.write(json.dumps({"chunk_id": cid, "text": t}, ensure_ascii=False) + "\n")
+        write_jsonl(folder / "chunks.jsonl",
+                    ({"chunk_id": cid, "text": t} for cid, t in zip(self.chunk_ids, self.texts)))
         meta = {k: v for k, v in self.meta.items() if not k.startswith("_")}
         (folder / "meta.json").write_text(json.dumps({"book_id": self.book_id, **meta}), encoding="utf-8")
 
@@ -103,7 +97,7 @@ class BookIndex:
         if not (folder / "dense.faiss").is_file():
             raise FileNotFoundError(f"no saved index under {folder}")
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        rows = [json.loads(l) for l in (folder / "chunks.jsonl").read_text(encoding="utf-8").split("\n") if l.strip()]
+        rows = list(read_jsonl(folder / "chunks.jsonl"))
         return cls(meta.pop("book_id"), [r["chunk_id"] for r in rows], [r["text"] for r in rows],
                    np.load(folder / "embeddings.npy"), bm25s.BM25.load(str(folder / "bm25")),
                    faiss.read_index(str(folder / "dense.faiss")), meta)
@@ -136,7 +130,7 @@ class LibraryIndex:
 
     def save(self, folder: Path) -> None:
         for bid, idx in self.books.items():
-            idx.save(Path(folder) / _safe(bid))
+            idx.save(Path(folder) / safe_name(bid))
 
     @classmethod
     def load(cls, folder: Path) -> "LibraryIndex":
@@ -147,5 +141,54 @@ class LibraryIndex:
         return cls(books)
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+Ranked = Sequence[tuple[int, float]]  # (doc index, score), best first
+
+
+def rrf_fuse(lists: Sequence[Ranked], k: int = 60, top_k: int | None = None,
+             weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion (Cormack et al. 2009): ``score(d) = sum_lists w_l / (k + rank_l(d))``, weights 1
+    by default; ties broken by the best single rank, then document index."""
+    if weights is None:
+        weights = [1.0] * len(lists)
+    if len(weights) != len(lists) or any(w < 0 for w in weights):
+        raise ValueError(f"need one non-negative weight per list, got {list(weights)} for {len(lists)} lists")
+    score: dict[int, float] = {}
+    best: dict[int, int] = {}
+    for lst, w in zip(lists, weights):
+        for rank, (doc, _s) in enumerate(lst, 1):
+            score[doc] = score.get(doc, 0.0) + w / (k + rank)
+            best[doc] = min(best.get(doc, rank), rank)
+    out = sorted(score.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))
+    return out[:top_k] if top_k else out
+
+
+def weighted_rrf_fuse(dense: Ranked, sparse: Ranked, dense_weight: float, k: int = 60,
+                      top_k: int | None = None) -> list[tuple[int, float]]:
+    """RRF with per-retriever weights ``2w`` (dense) and ``2(1 - w)`` (sparse): ``w = 0.5`` is plain RRF."""
+    if not 0.0 <= dense_weight <= 1.0:
+        raise ValueError(f"dense_weight must be in [0, 1], got {dense_weight}")
+    return rrf_fuse([dense, sparse], k=k, top_k=top_k, weights=[2 * dense_weight, 2 * (1 - dense_weight)])
+
+
+def _minmax(lst: Ranked) -> dict[int, float]:
+    if not lst:
+        return {}
+    vals = [s for _, s in lst]
+    lo, hi = min(vals), max(vals)
+    return {d: (1.0 if hi == lo else (s - lo) / (hi - lo)) for d, s in lst}
+
+
+def weighted_fuse(dense: Ranked, sparse: Ranked, dense_weight: float = 0.5,
+                  top_k: int | None = None) -> list[tuple[int, float]]:
+    """``w * minmax(dense) + (1 - w) * minmax(sparse)``; a document absent from a list scores 0 there."""
+    if not 0.0 <= dense_weight <= 1.0:
+        raise ValueError(f"dense_weight must be in [0, 1], got {dense_weight}")
+    d, s = _minmax(dense), _minmax(sparse)
+    docs = set(d) | set(s)
+    out = sorted(((doc, dense_weight * d.get(doc, 0.0) + (1 - dense_weight) * s.get(doc, 0.0)) for doc in docs),
+                 key=lambda kv: (-kv[1], kv[0]))
+    return out[:top_k] if top_k else out

@@ -1,23 +1,4 @@
-"""LumberChunker's downstream QA comparison, as far as the local data allows (notebook 05).
-
-LumberChunker (Duarte et al., 2024; its "Downstream QA" experiment) plugs each chunker into one
-standard RAG pipeline on a GutenQA subset and compares the answers of RAG-<chunker> with two
-references: RAG-Manual (the same pipeline on hand-segmented ground-truth chunks; LumberChunker is
-second only to it) and a non-retrieval setup with a very large context window (Gemini 1.5 Pro, the
-whole book in context), which does worse than RAG.
-
-Here (:func:`lumber_qa_comparison`), on the GutenQA questions notebook 05 answered:
-
-* **RAG-<chunker>**: every evaluated chunk set through Table 4's pipeline (the same final ranking,
-  generator and prompts: :func:`litseg_nb.rag.report.generate_for_subset`), scored with Table 4's
-  measures (RAGAS answer accuracy where RAGAS rated the question, EM, F1, ROUGE-L, METEOR). The seed
-  text of LumberChunker does not say how its QA accuracy is scored, so the measures are ours.
-* **no retrieval, whole book in context**: the same generator and I.1.2 prompt with the whole cleaned
-  book as the one reference, run only when every book's prompt plus the answer fits the generator's
-  context (``llm.max_model_len``); otherwise the row says which book needs how many tokens (GutenQA's
-  Emma has ~157k words, ~200k tokens; the generator reads 32k in ``full``) and is not run. No book is cut.
-* **RAG-Manual**: not available: the local data has no hand-segmented chunks (the local GutenQA copy
-  holds Emma's paragraph segmentation only); the row says so.
+"""LumberChunker's downstream QA comparison (Duarte et al., 2024), as far as the local data allows (notebook 05).
 """
 from __future__ import annotations
 
@@ -26,8 +7,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from ..llm.base import UsageTag
-from .pipeline import EvalQuestion
-from .generate import answer_conversation, generate_answers
+from .pipeline import EvalQuestion, answer_conversation, generate_answers
 from ..metrics.generation import generation_scores
 from .report import add_ragas
 
@@ -78,11 +58,8 @@ def long_context_fit(backend: Any, books: Mapping[str, Any], questions: Sequence
 
 def lumber_qa_comparison(gen: pd.DataFrame, books: Mapping[str, Any], questions: Sequence[EvalQuestion],
                          backend: Any, cfg: Any, seed: int = 0, dataset: str = "gutenqa") -> pd.DataFrame:
-    """One row per system of LumberChunker's QA comparison on ``dataset``'s questions in ``gen``
-    (notebook 05's answers, RAGAS columns where computed); ``questions``: the evaluation questions (any
-    superset of those in ``gen``: their answers are the references). ``cfg`` is the :class:`~litseg_nb.rag.config.RagConfig`
-    (generator context ``llm.max_model_len``, ``answer_max_new_tokens``, RAGAS settings). The long-context
-    row is generated here when it fits (same generator, prompt and RAGAS subset rule), else stated."""
+    """One row per system of LumberChunker's QA comparison on ``dataset``'s questions in ``gen`` (notebook 05's
+    answers; ``questions`` give the references)."""
 
     g = gen[gen["dataset"] == dataset] if len(gen) else gen
     rows = [_row(f"RAG-{m}", m, part, "run") for m, part in g.groupby("method", sort=False)] if len(g) else []

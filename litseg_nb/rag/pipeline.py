@@ -1,31 +1,4 @@
-"""The RAG evaluation pipeline of Appendix I.1, run for every chunker with the same fixed stages.
-
-Notebook 05 calls, in order:
-
-1. :func:`litseg_nb.chunk_sets.for_retrieval` – which ``outputs/<profile>/artifacts/chunks/<method>.jsonl``
-   exist (and which expected ones are missing), with their chunks of the loaded books;
-2. :func:`evaluation_questions` – GutenQA questions (with ``Chunk Must Contain``) and LiteraryQA
-   questions (capped per book) of the loaded books;
-3. :func:`questions_in_scope` – with ``question_scope="common-units"`` the questions whose evidence
-   lies inside units that *every* evaluated chunker covered (LLM chunkers may cover only a few
-   chapters in the small profiles; comparing them on different question sets would be unfair),
-   plus the questions whose evidence occurs nowhere in the book text (they stay in scope and count
-   as misses, as in LumberChunker's evaluation); zero questions left is an error saying why;
-4. :class:`RagEvaluator` – builds/saves the per-book indices, retrieves (dense, BM25, the paper's RRF
-   hybrid, the weighted fusions, dense with HyDE, hybrid + reranker), records per-stage latency;
-5. :func:`retrieval_table` – per (dataset, method, mode) both question scopes (all questions in
-   scope, misses count; answerable ones) with ``n_questions``/``n_no_relevant_chunk``, and MRR
-   both as ``MRR@k`` and full-rank ``MRR_full``. A mode's full ranking is its configured ranking
-   (top lists fused at the configured candidate depths, reranked where it applies) followed by every
-   other chunk in the order of the same fusion over the complete dense and BM25 rankings.
-
-Fusion modes: ``hybrid`` is the paper's reference (unweighted RRF of the dense and BM25 top lists,
-or the configured ``fusion``); ``hybrid-wrrf`` (RRF with dense weight ``2w`` and sparse weight
-``2(1-w)``) and ``hybrid-linear`` (``w * minmax(dense) + (1-w) * minmax(bm25)``) pick ``w`` from
-``fusion_weight_grid`` by cross-fitting: the GutenQA questions are split into
-``fusion_dev_folds`` seeded folds and each fold is scored with the weight that maximised MRR@k on
-the other folds (never on itself). The chosen weights are in :attr:`RagEvaluator.fusion_weights`.
-"""
+"""The RAG evaluation pipeline of Appendix I.1, run for every chunker with the same fixed stages."""
 from __future__ import annotations
 
 import random
@@ -34,20 +7,66 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
-
-import numpy as np
+from typing import Any, Mapping, Sequence
 
 from ..chunk_sets import EvaluationError
-from ..metrics.retrieval import first_relevant_rank, is_relevant, normalize_for_match, summarize_scopes
+from ..metrics.retrieval import is_relevant, normalize_for_match, summarize_scopes
 from ..core.schema import Chunk
+from ..core.prompts import load_prompt, render_prompt
+from ..llm.base import SamplingParams, UsageTag
+from ..llm.replies import answer_text
 from .config import RagConfig
-from .fusion import rrf_fuse, weighted_fuse, weighted_rrf_fuse
-from .index import LibraryIndex
+from .index import LibraryIndex, rrf_fuse, safe_name, weighted_fuse, weighted_rrf_fuse
 from .rerank import rerank
-from .generate import hyde_passages
 
-MODES = ("dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear", "dense+hyde", "hybrid+rerank")
+ANSWER_INSTRUCTIONS = {"gutenqa": "rag/answer_instruction_gutenqa", "literaryqa": "rag/answer_instruction_literaryqa"}
+
+
+def answer_conversation(dataset: str, title: str, question: str, chunks: Sequence[str]) -> list[dict[str, str]]:
+    """The paper's prompts (Appendix I.1.2): system = system prompt + " " + the dataset's answer instruction;
+    user = the template with one ``Chunk:`` block per retrieved chunk, or without references."""
+    key = "literaryqa" if dataset == "literaryqa" else "gutenqa"
+    system = load_prompt("rag/system") + " " + load_prompt(ANSWER_INSTRUCTIONS[key])
+    if chunks:
+        doc = "\nChunk: ".join(c.strip() for c in chunks)
+        user = render_prompt("rag/user_with_reference", title=title, query=question, doc=doc)
+    else:
+        user = render_prompt("rag/user_no_reference", title=title, query=question)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def clean_answer(text: str) -> str:
+    """First non-empty paragraph of the reply's answer, stripped (the prompt asks for one sentence);
+    reasoning blocks are removed first (:func:`litseg_nb.llm.replies.answer_text`)."""
+    for part in answer_text(text).strip().split("\n\n"):
+        if part.strip():
+            return part.strip()
+    return ""
+
+
+def generate_answers(backend: Any, items: Sequence[dict[str, Any]], max_new_tokens: int, seed: int = 0,
+                     tag: UsageTag = UsageTag("rag-generate", stage="generate")) -> list[str]:
+    """``items``: dicts with dataset, title, question, chunks → one cleaned answer each (batched)."""
+    convs = [answer_conversation(it["dataset"], it["title"], it["question"], it["chunks"]) for it in items]
+    if not convs:
+        return []
+    gens = backend.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed), tag)
+    return [clean_answer(g.text) for g in gens]
+
+
+def hyde_passages(backend: Any, titles: Sequence[str], questions: Sequence[str], max_new_tokens: int,
+                  seed: int = 0, tag: UsageTag = UsageTag("rag-hyde", stage="hyde")) -> list[str]:
+    """Hypothetical passages answering each question (HyDE, Gao et al. 2023) for dense retrieval; an empty
+    generation falls back to the question (the caller counts those)."""
+    convs = [[{"role": "user", "content": render_prompt("rag/hyde", title=t, query=q)}]
+             for t, q in zip(titles, questions)]
+    if not convs:
+        return []
+    gens = backend.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed), tag)
+
+    return [answer_text(g.text).strip() for g in gens]  # reasoning blocks removed
+
+
 TUNED_MODES = ("hybrid-wrrf", "hybrid-linear")
 
 
@@ -95,15 +114,7 @@ def common_units(chunk_sets: Mapping[str, Sequence[Chunk]]) -> list[tuple[str, s
 
 def questions_in_scope(questions: Sequence[EvalQuestion], chunk_sets: Mapping[str, Sequence[Chunk]],
                        books: Mapping[str, Any], scope: str = "common-units") -> tuple[list[EvalQuestion], dict[str, Any]]:
-    """Questions every chunker can be fairly evaluated on, and a report of what was left out.
-
-    ``common-units``: the book-text range of a unit counts when every chunk set has chunks in it; a
-    GutenQA question is kept when its evidence occurs in one such unit, or when its evidence occurs
-    nowhere in the book text (it stays in scope as a miss for every chunker, LumberChunker's
-    convention); a LiteraryQA question (no evidence) is kept when every chunk set covers its book.
-    ``all``: every question of the books the chunk sets cover. Raises :class:`EvaluationError`
-    when no question is left, naming the reason.
-    """
+    """Questions every chunker can be fairly evaluated on, and a report of what was left out."""
     if not chunk_sets:
         raise EvaluationError("no chunk set to evaluate")
     empty = [m for m, cs in chunk_sets.items() if not cs]
@@ -201,7 +212,6 @@ class RagEvaluator:
         self.hyde_text: dict[str, str] = {}
         self.n_hyde_empty = 0
 
-    # ------------------------------------------------------------------ indexing
     def build_indices(self, chunk_sets: Mapping[str, Sequence[Chunk]]) -> None:
         from tqdm.auto import tqdm
 
@@ -210,10 +220,9 @@ class RagEvaluator:
             lib = LibraryIndex.build(cs, self.embedder, k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
             self.latency.add(f"index build ({m})", time.perf_counter() - t0, len(cs))
             if self.index_root is not None:
-                lib.save(self.index_root / re.sub(r"[^A-Za-z0-9_.-]+", "_", m))
+                lib.save(self.index_root / safe_name(m))
             self.indices[m] = lib
 
-    # ------------------------------------------------------------------ HyDE
     def prepare_hyde(self, questions: Sequence[EvalQuestion]) -> list[EvalQuestion]:
         if not self.cfg.hyde or self.backend is None:
             return []
@@ -229,29 +238,21 @@ class RagEvaluator:
             self.hyde_text[q.qid] = t or q.question
         return subset
 
-    # ------------------------------------------------------------------ retrieval
     def _fuse(self, dense, sparse):
         c = self.cfg
-        if c.fusion == "rrf":
+        if c.fusion == "rrf":  # else "weighted" (RagConfig checks the value)
             return rrf_fuse([dense, sparse], k=c.rrf_k)
-        if c.fusion == "weighted":
-            return weighted_fuse(dense, sparse, c.dense_weight)
-        raise ValueError(f"unknown fusion {c.fusion!r} (rrf | weighted)")
+        return weighted_fuse(dense, sparse, c.dense_weight)
 
     def _tuned_fuse(self, mode: str, dense, sparse, w: float):
-        if mode == "hybrid-wrrf":
+        if mode == "hybrid-wrrf":  # else "hybrid-linear" (TUNED_MODES)
             return weighted_rrf_fuse(dense, sparse, w, k=self.cfg.rrf_k)
-        if mode == "hybrid-linear":
-            return weighted_fuse(dense, sparse, w)
-        raise ValueError(f"unknown tuned fusion mode {mode!r}")
+        return weighted_fuse(dense, sparse, w)
 
     def first_stage(self, idx: Any, query_emb: Any, query: str, record: bool = True):
-        """``(dense, bm25, hybrid)`` rankings of one query over one book's index ``idx``.
-
-        Single-retriever modes are ranked ``retrieve_top_k`` deep (at least); the fusion takes the
-        configured candidate depths (``dense_top_k``, ``sparse_top_k``) of each list. ``record``: add the
-        stages' seconds to :attr:`latency` (off for a walk-through outside the timed run).
-        """
+        """``(dense, bm25, hybrid)`` rankings of one query over one book's index ``idx``: single retrievers
+        ``retrieve_top_k`` deep, the fusion over ``dense_top_k``/``sparse_top_k``; ``record`` adds the seconds
+        to :attr:`latency`."""
         c = self.cfg
         depth_d, depth_s = max(c.dense_top_k, c.retrieve_top_k), max(c.sparse_top_k, c.retrieve_top_k)
         t0 = time.perf_counter()
@@ -337,11 +338,8 @@ class RagEvaluator:
                 "evidence": q.evidence, "relevant": sorted(rel) if rel is not None else None}
 
     def tuned_fusion_rows(self, questions: Sequence[EvalQuestion]) -> list[dict[str, Any]]:
-        """Rows of the weighted fusion modes, each fold scored with the weight chosen on the other folds.
-
-        Needs :meth:`retrieve` first (it keeps each question's full dense and BM25 lists). The
-        chosen weights are stored in :attr:`fusion_weights` (method, mode, fold, weight, dev MRR).
-        """
+        """Rows of the weighted fusion modes, each fold scored with the weight chosen on the other folds (after
+        :meth:`retrieve`); the weights go to :attr:`fusion_weights`."""
         c = self.cfg
         qs = [q for q in questions if q.evidence]
         if c.fusion_dev_folds < 2:
@@ -403,19 +401,15 @@ class RagEvaluator:
 
 def _extend(head: Sequence[tuple[int, float]], full: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
     """The full ranking of a mode: its configured ranking (candidate lists fused, reranked), then every
-    other chunk in the order of the same fusion over the complete lists. Its top-k is the mode's top-k,
-    so MRR@k <= MRR_full always holds."""
+    other chunk in the order of the same fusion over the complete lists."""
     seen = {d for d, _ in head}
     return list(head) + [x for x in full if x[0] not in seen]
 
 
 def retrieval_table(rows: Sequence[Mapping[str, Any]], qids: set[str] | None = None, k: int = 20):
-    """Per (dataset, method, mode): both question scopes (see
-    :func:`litseg_nb.metrics.retrieval.summarize_scopes`) — ``n_questions``, ``n_no_relevant_chunk``,
-    ``n_answerable``, ``MRR@k``, ``MRR_full``, Hit@k, DCG@k, Recall@k over all questions in scope
-    (misses count) and the same with suffix ``_answerable`` — GutenQA rows only (LiteraryQA has no
-    evidence). ``qids`` restricts to those questions. ``MRR`` is kept as an alias of ``MRR@k`` for
-    callers that read it (notebook 07)."""
+    """Per (dataset, method, mode), GutenQA only: ``n_questions``, ``n_no_relevant_chunk``, ``n_answerable``,
+    ``MRR@k``, ``MRR_full``, Hit@k, DCG@k, Recall@k over all questions in scope and with suffix ``_answerable``
+    (:func:`summarize_scopes`); ``qids`` restricts the questions; ``MRR`` aliases ``MRR@k``."""
     import pandas as pd
 
     df = pd.DataFrame([r for r in rows if r["answerable"] is not None and (qids is None or r["qid"] in qids)])
@@ -458,7 +452,3 @@ def select_subset(questions: Sequence[EvalQuestion], n_per_dataset: int, seed: i
         pick = random.Random(f"{seed}-{ds}").sample(range(len(qs)), min(n_per_dataset, len(qs)))
         keep.update(qs[i].qid for i in pick)
     return [q for q in questions if q.qid in keep]
-
-
-def as_float_ranks(values: Iterable[Any]) -> np.ndarray:
-    return np.array([np.nan if v is None else float(v) for v in values])

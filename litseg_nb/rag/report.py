@@ -9,20 +9,17 @@ import pandas as pd
 from ..llm.base import UsageTag
 from ..chunk_sets import EvaluationError
 from ..core.schema import Chunk
-from ..core.figures import stacked_text_figure
-from .pipeline import EvalQuestion, RagEvaluator, evidence_window, final_ranking, select_subset
-from ..metrics.generation import generation_scores
-from .generate import generate_answers
-from ..metrics.ragas_eval import ragas_scores
+from ..core.artifacts import stacked_text_figure
+from .pipeline import (EvalQuestion, RagEvaluator, common_units, evaluation_questions, evidence_window,
+                       final_ranking, generate_answers, questions_in_scope, retrieval_table, select_subset)
+from ..metrics.generation import generation_scores, ragas_scores
 from ..metrics.pairwise import (BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs,
                                 pairwise_win_rate)
-from .pipeline import retrieval_table, evaluation_questions, questions_in_scope, common_units
 from ..metrics.retrieval import (span_relevant, is_relevant, chunk_source_spans, evidence_char_spans,
                                  spans_cover, _normalized_with_offsets, normalize_for_match)
 from ..chunkers.config import BaselinesConfig
 from ..chunkers.llm_chunkers import lumber_chunks_batch
 from ..llm import make_backend
-from ..metrics.pairwise import BOOK_POLICIES
 
 
 def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], rows: Sequence[Mapping[str, Any]],
@@ -103,16 +100,7 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
                        chunk_sets: Mapping[str, Sequence[Chunk]] | None = None,
                        max_model_len: int = 0, collect: list | None = None,
                        book_max_tokens: int = 0) -> pd.DataFrame:
-    """Win rate of ``target`` against every other method by the B.2 LLM judge (per dataset).
-
-    Original Context: GutenQA ``+/-context_chars`` around the evidence; LiteraryQA the entire source
-    book, or where it exceeds the judge's context (``max_model_len``, minus the rest of the prompt and
-    the reply) the deterministic excerpt of :func:`litseg_nb.metrics.pairwise.book_judge_context` (the
-    chapters holding either system's chunks; ``chunk_sets`` maps the retrieved chunks to their
-    chapters; ``book_max_tokens`` > 0 caps that budget). ``n_context_<policy>`` columns count the pairs per policy. ``collect`` (a list) receives
-    every judged pair (dataset, qid, target, opponent, context, question, reference, both answers):
-    notebook 05 exports them as Appendix B's human sheets.
-    """
+    """Win rate of ``target`` against every other method by the B.2 LLM judge, per dataset."""
 
     unit_of = {(m, c.book_id, c.chunk_id): c.unit_id for m, cs in (chunk_sets or {}).items() for c in cs}
 
@@ -189,8 +177,7 @@ def table3(retrieval: pd.DataFrame, gen: pd.DataFrame, mode: str) -> pd.DataFram
 
 def table3_reranked(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int = 20) -> pd.DataFrame:
     """Table 3 as the paper computes it (App. I.1: the reranked ranking) with the pre-rerank hybrid
-    ranking of the *same questions* beside it; column ``ranking`` labels each row. Empty when no
-    question was reranked."""
+    ranking of the *same questions* beside it; column ``ranking`` labels each row."""
     rr_q = {r["qid"] for r in rows if r["mode"] == "hybrid+rerank"}
     if not rr_q:
         return pd.DataFrame()
@@ -210,12 +197,8 @@ def table3_reranked(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int
 
 def table3_scope(cfg: Any, books: Sequence[Any], chunk_sets: Mapping[str, Sequence[Chunk]], seed: int = 0
                  ) -> tuple[list[EvalQuestion], dict[str, Any], dict[str, list[Chunk]]]:
-    """Table 3's questions and haystack, as notebook 05 builds them and notebook 07 reuses them.
-
-    The questions of ``books`` (LiteraryQA capped per book by ``cfg.literaryqa_max_questions``), kept
-    by ``cfg.question_scope``; with ``common-units`` every chunk set is restricted to the units all
-    of them cover (the same haystack for all). Returns ``(questions, scope report, chunk sets)``.
-    """
+    """Table 3's ``(questions, scope report, chunk sets)``, as notebook 05 builds them and 07 reuses them: with
+    ``common-units`` every chunk set is restricted to the units all of them cover."""
     book_by_id = {b.book_id: b for b in books}
     questions = evaluation_questions(books, cfg.literaryqa_max_questions, seed)
     questions, scope = questions_in_scope(questions, chunk_sets, book_by_id, cfg.question_scope)
@@ -257,18 +240,21 @@ def table3_final(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int = 
 SPAN_MODES = ("hybrid", "hybrid+rerank")
 
 
+def _chunks_per_book(chunk_sets: Mapping[str, Sequence[Chunk]]) -> dict[tuple[str, str], list[Chunk]]:
+    """``(method, book_id) -> chunks`` in chunk-set order (the index order of :meth:`LibraryIndex.build`)."""
+    out: dict[tuple[str, str], list[Chunk]] = {}
+    for m, cs in chunk_sets.items():
+        for c in cs:
+            out.setdefault((m, c.book_id), []).append(c)
+    return out
+
+
 def span_relevance_table(rows: Sequence[Mapping[str, Any]], chunk_sets: Mapping[str, Sequence[Chunk]],
                          books: Mapping[str, Any], k: int = 20, modes: Sequence[str] = SPAN_MODES) -> pd.DataFrame:
-    """Containment relevance (the reference, LumberChunker's rule) beside span-based relevance (a
-    chunk is relevant when its source spans cover the evidence in the cleaned book text;
-    :func:`litseg_nb.metrics.retrieval.span_relevant`), per (dataset, method, mode), on the same
-    rankings: MRR@k, Hit@1/5/10 and answerable questions under each, and ``n_relevance_differs``
-    (questions whose relevant chunk sets differ). ``verbatim`` says whether every chunk of the set is a
-    span of the source (there the two agree, up to LitSeg's non-adjacent context junctions)."""
-    per_book: dict[tuple[str, str], list[Chunk]] = {}
-    for m, cs in chunk_sets.items():
-        for c in cs:  # the index order of LibraryIndex.build: chunks of a book in chunk-set order
-            per_book.setdefault((m, c.book_id), []).append(c)
+    """Containment relevance (LumberChunker's rule, the reference) beside span-based relevance
+    (:func:`span_relevant`) on the same rankings, per (dataset, method, mode), with ``n_relevance_differs``;
+    ``verbatim`` says whether every chunk of the set is a span of the source."""
+    per_book = _chunks_per_book(chunk_sets)
     cache: dict = {}
     rel_span: dict[tuple[str, str], set[int]] = {}
     recs = []
@@ -309,12 +295,8 @@ def span_relevance_table(rows: Sequence[Mapping[str, Any]], chunk_sets: Mapping[
 def theta_sweep_for_scope(cfg: Any, books: Mapping[str, Any], scope: Mapping[str, Any],
                           chunk_sets: Mapping[str, Sequence[Chunk]], questions: Sequence[EvalQuestion],
                           embedder: Any, backend: Any, seed: int = 0) -> tuple[pd.DataFrame, str]:
-    """Notebook 05's θ sweep under either question scope: ``(table, note)``.
-
-    With ``common-units`` the sweep segments the scope's common units; with ``all`` (whose scope report
-    has no common units) the units every evaluated chunk set covers. When none of those units holds
-    GutenQA evidence the sweep is skipped: the table is empty (its columns kept) and ``note`` says why.
-    """
+    """Notebook 05's θ sweep under either question scope: ``(table, note)``; skipped (empty table, ``note``
+    says why) when none of the units holds GutenQA evidence."""
     if "common_units" in scope:
         units, where = list(scope["common_units"]), "of the common scope"
     else:
@@ -348,25 +330,12 @@ def theta_sweep_units(books: Mapping[str, Any], unit_keys: Sequence[tuple[str, s
 def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[tuple[str, str]],
                        questions: Sequence[EvalQuestion], embedder: Any, backend: Any, seed: int = 0,
                        ks: Sequence[int] = (1, 2, 5, 10, 20)) -> tuple[pd.DataFrame, dict[str, list[Chunk]]]:
-    """LumberChunker's θ sweep (its Figure: θ ∈ [450, 1000] tokens, DCG@k per θ; θ ≈ 550 best).
-
-    LumberChunker (notebook 04's implementation and settings, ``BaselinesConfig``) segments the first
-    ``cfg.lumber_theta_max_units`` of ``unit_keys`` holding GutenQA evidence (0 = all of them, most
-    evidence first) once per budget in ``cfg.lumber_thetas``;
-    each chunk set is indexed alone and scored on the GutenQA questions of ``questions`` whose evidence
-    lies in those units, by dense and by the paper's hybrid retrieval (no reranker: LumberChunker's
-    sweep ranks by embedding similarity). Returns ``(table, chunk sets by θ)``; the table has one row
-    per θ and mode with DCG@k, Recall@k, MRR, the chunk count and mean chunk tokens. Calls are tagged
-    ``lumber-theta`` (stage ``05-theta``); θ = 550 repeats notebook 04's requests (request cache).
-    """
+    """LumberChunker's θ sweep (its figure: DCG@k per θ ∈ [450, 1000] tokens)."""
 
     bcfg = BaselinesConfig.for_profile(cfg.profile, seed=seed)
     if bcfg.llm.model != cfg.llm.model:
         backend = make_backend(bcfg.llm)
-    # the units holding the most question evidence first (ties: unit order), so a capped sweep is scored
-    keys = theta_sweep_units(books, unit_keys, questions, cfg.lumber_theta_max_units)
-    if not keys:
-        raise EvaluationError("LumberChunker θ sweep: none of the given units holds GutenQA question evidence")
+    keys = list(unit_keys)
     pairs = [(books[b], books[b].unit(u)) for b, u in keys]
     sets: dict[str, list[Chunk]] = {}
     for theta in cfg.lumber_thetas:
@@ -433,15 +402,9 @@ def _evidence_cut(chunks: Sequence[Chunk], book: Any, evidence: str) -> tuple[in
 def choose_case_question(gen: pd.DataFrame, chunk_sets: Mapping[str, Sequence[Chunk]], books: Mapping[str, Any],
                          questions: Sequence[EvalQuestion],
                          prefer_titles: Sequence[str] = PAPER_CASE_BOOKS) -> tuple[str, str]:
-    """The case-study question (Figures 4-5) and the rule that chose it.
-
-    Candidates: questions every generating method answered. If some are from the paper's case-study
-    books (``prefer_titles``: Barchester Towers, The Vampyre, The House of the Seven Gables, matched by
-    title), only those. Rule: the question whose evidence the methods split most
-    differently — the most distinct book-text spans among the chunks holding the evidence (one per
-    method); then the most methods whose handed chunks miss the evidence; then the question id. A
-    question without evidence (LiteraryQA) counts the distinct top-1 chunks handed to the generator.
-    """
+    """The case-study question (Figures 4-5) and the rule that chose it: among questions every method
+    answered (those of the paper's case-study books if any), the one whose evidence the methods split most
+    differently, then the most methods missing it, then question id."""
     methods = sorted(set(gen["method"]))
     by_q = gen.groupby("qid")["method"].nunique()
     cands = [q for q in questions if by_q.get(q.qid, 0) == len(methods)]
@@ -449,10 +412,7 @@ def choose_case_question(gen: pd.DataFrame, chunk_sets: Mapping[str, Sequence[Ch
         raise ValueError("no question was answered by every generating method: no case study")
     preferred = [q for q in cands if any(t.lower() in q.title.lower() for t in prefer_titles)]
     pool = preferred or cands
-    per_book: dict[tuple[str, str], list[Chunk]] = {}
-    for m, cs in chunk_sets.items():
-        for c in cs:
-            per_book.setdefault((m, c.book_id), []).append(c)
+    per_book = _chunks_per_book(chunk_sets)
 
     def score(q: EvalQuestion) -> tuple[int, int, str]:
         rows = gen[gen["qid"] == q.qid]
@@ -521,11 +481,8 @@ def case_study_html(case: Sequence[Mapping[str, Any]], title: str, rule: str) ->
 
 def plot_case_study(case: Sequence[Mapping[str, Any]], title: str, width: int = 90, max_lines: int = 14,
                     answer_width: int = 120, answer_lines: int = 4):
-    """Figures 4-5 shape as a figure: per method its handed chunk (evidence between ⟦ ⟧) and its answer.
-
-    The title, each method's heading, passage and answer are stacked, each under the measured box of
-    the one before, and the figure is as tall as its text (:func:`~litseg_nb.core.figures.stacked_text_figure`):
-    a long passage or answer pushes what follows down instead of printing over it."""
+    """Figures 4-5 shape as a figure: per method its handed chunk (evidence between ⟦ ⟧) and its answer,
+    stacked so a long passage pushes what follows down instead of printing over it."""
     import textwrap
 
     blocks: list[tuple[str, dict[str, Any], float]] = [(title, {"fontsize": 9}, 8.0)]
@@ -548,7 +505,7 @@ def plot_case_study(case: Sequence[Mapping[str, Any]], title: str, width: int = 
     return stacked_text_figure(blocks)
 
 
-def fusion_comparison(retrieval: pd.DataFrame, fusion_weights: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
+def fusion_comparison(retrieval: pd.DataFrame) -> pd.DataFrame:
     """Every fusion mode side by side (dense, BM25, the paper's RRF hybrid, weighted RRF, linear), with
     the cross-fitted dense weights of the tuned modes."""
     modes = ["dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear"]
@@ -581,11 +538,8 @@ def table4(gen: pd.DataFrame, pairwise: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_dcg_recall(retrieval: pd.DataFrame, mode: str, ks: Sequence[int] = (1, 2, 5, 10, 20)):
-    """LumberChunker-style DCG@k and Recall@k curves per method (GutenQA).
-
-    One legend for both panels, placed under the measured bottom of both panels (their tick and axis
-    labels included), so that with dozens of methods it never covers a panel; saving with a tight
-    bounding box grows the canvas to hold it."""
+    """LumberChunker-style DCG@k and Recall@k curves per method (GutenQA), one legend placed under both
+    panels so it never covers one."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -624,10 +578,8 @@ def choose_generation_methods(methods: Sequence[str], wanted: Sequence[str], max
 
 
 def restrict_to_units(chunk_sets: Mapping[str, Sequence[Chunk]], keys: set) -> dict[str, list[Chunk]]:
-    """Only the chunks of the given ``(book_id, unit_id)`` units (the common-units comparison).
-
-    Imported chunks that could not be aligned to the book (no spans) stay: retrievers still index
-    them. A chunk set left with no chunk is an error naming it."""
+    """Only the chunks of the given ``(book_id, unit_id)`` units (unaligned imported chunks stay); a chunk
+    set left empty is an error naming it."""
     out = {m: [c for c in cs if (c.book_id, c.unit_id) in keys or not c.spans] for m, cs in chunk_sets.items()}
     empty = [m for m, cs in out.items() if not cs]
     if empty:

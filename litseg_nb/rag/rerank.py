@@ -1,9 +1,6 @@
-"""Reranking stage: ``none``, the embedded LLM as a pointwise yes/no scorer, or FlagEmbedding's reranker.
-
-Offline there is no packaged cross-encoder, so the ``test``/``smoke`` profiles rerank with the LLM:
-``score = log P("yes") - log P("no")`` for the next token after the ``rag/rerank_*`` prompt (own
-prompt, not the paper's). ``full`` uses FlagEmbedding's ``FlagReranker`` (a BGE cross-encoder, as in
-the paper's Table 12). :func:`reranker_label` names the reranker for table captions.
+"""Reranking: ``none``, the LLM as a pointwise yes/no scorer (``log P("yes") - log P("no")`` after the
+``rag/rerank_*`` prompt; offline profiles), or FlagEmbedding's BGE cross-encoder (``full``, as in the paper's
+Table 12).
 """
 from __future__ import annotations
 
@@ -49,10 +46,8 @@ class LLMPointwiseReranker:
 
 
 class FlagReranker:
-    """FlagEmbedding's cross-encoder reranker (``full`` profile; needs the model locally or the hub).
-
-    ``max_length`` (tokens of query + passage) is passed explicitly: FlagEmbedding's default of 512
-    would cut a long chunk silently; 0 = the model's own maximum (8192 for bge-reranker-v2-m3)."""
+    """FlagEmbedding's cross-encoder reranker; ``max_length`` is passed explicitly (its default 512 would cut
+    long chunks; 0 = the model's maximum)."""
 
     def __init__(self, model: str, device: str = "auto", max_chars: int = 0, max_length: int = 0):
         from FlagEmbedding import FlagReranker as _FR

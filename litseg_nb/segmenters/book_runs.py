@@ -16,7 +16,7 @@ from ..llm.base import UsageTag
 from ..core.schema import Book, Chunk, Unit, assert_full_coverage, save_chunks
 from .registry import (STAGE, Method, Models, Segmentation, chunk_units, dynamic_merge, get_method, per_unit_lists,
                        segment_units)
-from ..corpus.selection import book_matches, select_units
+from ..corpus import book_matches, select_units
 
 if TYPE_CHECKING:
     from ..chunkers.config import BaselinesConfig
