@@ -53,7 +53,7 @@ def replicas():
 
 
 def client(reps, **kw) -> OpenAIBackend:
-    opts = dict(timeout_s=5.0, max_retries=2, backoff_s=0.01, max_concurrency=1, tokenizer=False)
+    opts = dict(timeout_s=5.0, max_retries=2, max_concurrency=1, tokenizer=False)
     opts.update(kw)
     return OpenAIBackend("fake", base_urls=[r.url for r in reps], **opts)
 
