@@ -52,7 +52,7 @@ def test_greedy_chat_identical_and_ledger_counts_the_reuse(pair):
     assert [g.completion_tokens for g in got] == [g.completion_tokens for g in want]
     prompts = on._encode_prompts(convs())
     shared = min(len(p) for p in prompts)
-    from litseg_nb.llm.prefix_cache import common_prefix_len
+    from litseg_nb.llm.hf import common_prefix_len
 
     lcp = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
     assert lcp > 32 and on.prefix_builds == 1 and on.prefix_computed_tokens == lcp < shared
@@ -78,7 +78,7 @@ def test_cached_tokens_are_exactly_the_tokens_not_computed(pair):
         handle.remove()
     prompts = on._encode_prompts(convs())
     # prefill widths: batches of 3 and 2 rows, padded to the longest suffix of each batch
-    from litseg_nb.llm.prefix_cache import common_prefix_len
+    from litseg_nb.llm.hf import common_prefix_len
 
     lcp = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
     order = sorted(range(5), key=lambda i: -len(prompts[i]))
@@ -160,7 +160,7 @@ def test_longer_prefix_extends_a_stored_one_and_store_is_bounded(pair):
     assert 32 <= ext < base
     assert sorted(g.cached_prompt_tokens for g in gens)[0] == base  # first user paid the extension
     assert [g.text for g in gens] == [g.text for g in off.chat(convs(long_users), params)]
-    from litseg_nb.llm.prefix_cache import PrefixStore
+    from litseg_nb.llm.hf import PrefixStore
 
     small = PrefixStore.__new__(PrefixStore)  # the LRU bound on its own
     small.__dict__.update(on.prefixes.__dict__)

