@@ -10,7 +10,7 @@ import dataclasses
 import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Sequence
 
 from ..errors import LitsegError
 
@@ -139,37 +139,20 @@ def _add(u: Usage, row: Mapping[str, Any], skip: str = "") -> None:
             setattr(u, name, getattr(u, name) + (float if f.type in (float, "float") else int)(row[name]))
 
 
-@runtime_checkable
-class LLMBackend(Protocol):
+class BackendBase:
+    """The interface every backend shares: ``chat``, ``count_tokens`` and the ``*_ex`` log-prob methods
+    (each result with its usage record); the plain log-prob methods are derived here."""
+
     name: str  # backend name, e.g. "hf"
     model_id: str  # model identifier used in cache keys and table labels
     ledger: UsageLedger
 
-    def chat(self, conversations: Sequence[Conversation], params: SamplingParams,
-             tag: UsageTag = UsageTag()) -> list[Generation]: ...
+    def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
+             tag: UsageTag = UsageTag()) -> list[Generation]:
+        raise NotImplementedError
 
-    def next_token_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str],
-                            tag: UsageTag = UsageTag()) -> list[dict[str, float]]: ...
-
-    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag()) -> list[list[float]]: ...
-
-    def token_logprobs(self, seqs: Sequence[Sequence[int]],
-                       tag: UsageTag = UsageTag()) -> list[list[float]]: ...
-
-    def next_token_logprobs_ex(self, conversations: Sequence[Conversation], candidates: Sequence[str],
-                               tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]: ...
-
-    def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                         max_length: int | None = None) -> list[tuple[list[float], Generation]]: ...
-
-    def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
-                          tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]: ...
-
-    def count_tokens(self, text: str) -> int: ...
-
-
-class BackendBase:
-    """The plain log-prob methods: the ``*_ex`` ones without the usage records."""
+    def count_tokens(self, text: str) -> int:
+        raise NotImplementedError
 
     def next_token_logprobs_ex(self, conversations, candidates, tag=UsageTag()):
         raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score "
@@ -266,6 +249,9 @@ def reasoning_text_split(text: str) -> tuple[str, str]:
     if text.lstrip().startswith("<think>"):
         return text, ""
     return "", text
+
+
+LLMBackend = BackendBase  # the type stages annotate a backend with (the request cache wraps one alike)
 
 
 class LLMError(LitsegError, RuntimeError):

@@ -8,8 +8,6 @@ cache, so tests with a fresh ``LITSEG_CACHE_DIR`` reuse them).
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -17,7 +15,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..core.cache import hash_file
 from ..core.paths import REPO_ROOT, TEMPLATES_DIR
@@ -112,22 +110,13 @@ def smollm2_gguf_path() -> Path:
     return path
 
 
-@contextlib.contextmanager
-def _build_lock(target: Path) -> Iterator[None]:
-    lock_path = target.parent / f".{target.name}.lock"
-    with open(lock_path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _build_once(target: Path, build) -> Path:
     """Run ``build(tmp_dir)`` unless ``target`` exists; publish atomically by renaming."""
     if (target / "config.json").is_file() or (target / "tokenizer_config.json").is_file():
         return target
-    with _build_lock(target):
+    from filelock import FileLock  # (comes with huggingface_hub)
+
+    with FileLock(target.parent / f".{target.name}.lock"):
         if target.is_dir() and any(target.iterdir()):
             return target
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))

@@ -129,13 +129,10 @@ class CachedBackend:
     model_id = property(lambda self: self.inner.model_id)
     ledger: UsageLedger = property(lambda self: self.inner.ledger)  # type: ignore[assignment]
 
-    def __getattr__(self, item: str) -> Any:  # tokenizer, render_prompt, count_tokens helpers ...
+    def __getattr__(self, item: str) -> Any:  # count_tokens, tokenizer, render_prompt ...
         if item == "inner":
             raise AttributeError(item)
         return getattr(self.inner, item)
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
 
     def _base_payload(self, kind: str) -> dict[str, Any]:
         payload = {"kind": kind, "backend": self.inner.name,
