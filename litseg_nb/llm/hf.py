@@ -508,19 +508,27 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                     results[i] = ({c: float(v) for c, v in zip(candidates, logp[row])}, gen)
         return results
 
-    def _scoring_ids(self, text: str) -> tuple[list[int], int]:
-        """Token ids to run (BOS + text) and the number of prefix tokens not scored."""
-        ids = self.tokenizer(text, add_special_tokens=False).input_ids
-        bos = self.tokenizer.bos_token_id
-        return ([bos] + ids, 1) if bos is not None else (ids, 1)
-
     def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
                          max_length: int | None = None) -> list[tuple[list[float], Generation]]:
-        import torch
-
         if max_length is not None and max_length < 2:
             raise LLMError(f"hf backend: max_length must be >= 2, got {max_length}")
-        seqs = [self._scoring_ids(t)[0] for t in texts]
+        bos = [] if self.tokenizer.bos_token_id is None else [self.tokenizer.bos_token_id]
+        seqs = [bos + self.tokenizer(t, add_special_tokens=False).input_ids for t in texts]
+        return self._score(seqs, tag, max_length, None)
+
+    def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
+                          tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]:
+        seqs = [list(s) for s in seqs]
+        if any(len(s) < 1 for s in seqs):
+            raise LLMError("hf backend: token_logprobs needs non-empty sequences")
+        return self._score(seqs, tag, None, 0)
+
+    def _score(self, seqs: list[list[int]], tag: UsageTag, max_length: int | None,
+               cached: int | None) -> list[tuple[list[float], Generation]]:
+        """Teacher-forced log-probs of every token after the first; with ``max_length``, in windows of that
+        many tokens advancing by half of it (each token sees at least half a window of context)."""
+        import torch
+
         results: list[Any] = [None] * len(seqs)
         # split every sequence into windows; each window scores targets[start:end]
         windows: list[tuple[int, list[int], int]] = []  # (item, window ids, n targets scored at end)
@@ -559,36 +567,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         for k, (item, _, _) in enumerate(windows):  # windows are listed in text order
             per_item[item].extend(per_window[k])
         for i, s in enumerate(seqs):
-            gen = Generation("", prompt_tokens=len(s), completion_tokens=0, latency_s=latency[i])
+            gen = Generation("", prompt_tokens=len(s), completion_tokens=0, latency_s=latency[i],
+                             cached_prompt_tokens=cached)
             self.ledger.record(tag, gen)
             results[i] = (per_item[i], gen)
-        return results
-
-    def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
-                          tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]:
-        """Teacher-forced log-probs of token-id sequences (one full pass each, batched)."""
-        import torch
-
-        seqs = [list(s) for s in seqs]
-        if any(len(s) < 1 for s in seqs):
-            raise LLMError("hf backend: token_logprobs needs non-empty sequences")
-        results: list[Any] = [None] * len(seqs)
-        with self._lock:
-            for batch in self._batches([len(s) for s in seqs], max_padding=self.max_padding):
-                t0 = time.perf_counter()
-                logits, _ = self._forward_logits([seqs[i] for i in batch])
-                width = logits.shape[1]
-                for row, i in enumerate(batch):
-                    s = seqs[i]
-                    off = width - len(s)
-                    pred = logits[row, off:width - 1]
-                    tgt = torch.tensor(s[1:], device=pred.device)
-                    lp = torch.log_softmax(pred, dim=-1).gather(-1, tgt[:, None])[:, 0].tolist()
-                    results[i] = lp
-                dt = (time.perf_counter() - t0) / len(batch)
-                for i in batch:
-                    gen = Generation("", prompt_tokens=len(seqs[i]), completion_tokens=0,
-                                     latency_s=dt, cached_prompt_tokens=0)
-                    self.ledger.record(tag, gen)
-                    results[i] = (results[i], gen)
         return results

@@ -36,11 +36,7 @@ def endpoint(base_url: str, route: str) -> str:
 
 
 class ServerRejected(BackendUnavailableError):
-    """The server answered an HTTP 4xx status that is not retried; ``status`` is the code."""
-
-    def __init__(self, message: str, status: int):
-        super().__init__(message)
-        self.status = status
+    """The server answered an HTTP 4xx status that is not retried."""
 
 
 def _hash64(text: str) -> int:
@@ -245,7 +241,7 @@ class OpenAIBackend(BackendBase):
             if 400 <= exc.status_code < 500 and exc.status_code not in (408, 409, 429):
                 raise ServerRejected(self.redact(
                     f"openai server {call.url} answered HTTP {exc.status_code} (not retried): "
-                    f"{one_line(exc.response.text, 300)}"), exc.status_code) from None
+                    f"{one_line(exc.response.text, 300)}")) from None
         except openai.APIError:  # connection errors and timeouts, after the client's retries
             pass
         finally:
