@@ -156,7 +156,8 @@ class OpenAIBackend(BackendBase):
         self.revision = f"{model}@{','.join(sorted(url_identity(u) for u in self.base_urls))}"
         self.server = ", ".join(redact_url(u) for u in self.base_urls)
         self.timeout_s = timeout_s
-        self.max_wait_s = float(max_wait_s) if max_wait_s is not None else (max_retries + 1) * timeout_s + max_retries * 8.0
+        self.max_wait_s = float(max_wait_s) if max_wait_s is not None else \
+            (max_retries + 1) * timeout_s + max_retries * 8.0  # 8 s: the client's longest backoff
         self.wait_report_s = max(0.01, float(wait_report_s))
         self.max_concurrency = max_concurrency
         self.structured_output = structured_output
