@@ -93,7 +93,6 @@ class Embedder:
         self._encode_fn = encode_fn  # (list[str]) -> np.ndarray, no instruction handling
         self.model_id = model_id
         self.n_encoded = 0  # texts actually sent to the model (cache misses)
-        self.n_cache_hits = 0
         self.cache: EmbeddingCache | None = None
         if use_cache:
             slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model_id).strip("_")[-80:]
@@ -123,7 +122,6 @@ class Embedder:
         keys = [EmbeddingCache.key(t) for t in prepared]
         found = self.cache.get_many(keys) if self.cache is not None else {}
         missing = list(dict.fromkeys(k for k in keys if k not in found))
-        self.n_cache_hits += len(keys) - sum(1 for k in keys if k not in found)
         if missing:
             by_key = dict(zip(keys, prepared))
             # longest first, so each batch holds texts of similar length (far less padding; the
