@@ -264,8 +264,7 @@ class OpenAIBackend(BackendBase):
             futures = [pool.submit(fn, x) for x in items]
             for f in as_completed(futures):
                 if f.exception() is not None:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    raise f.exception()
+                    raise f.exception()  # (the pool's shutdown below cancels the requests not yet sent)
             return [f.result() for f in futures]
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
