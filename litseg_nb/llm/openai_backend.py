@@ -1,12 +1,8 @@
 """The OpenAI-compatible backend (``backend="openai"``): ``vllm serve``, SGLang, llama.cpp's server, ...
 
-The ``openai`` client sends every request (its ``max_retries`` with exponential backoff, its timeouts;
-4xx answers other than 408/409/429 are not retried). On top, only what it lacks: routing over several
-``base_urls``, a ``max_wait_s`` bound per request, a console line while requests wait, the API key and
-URL credentials redacted from every message, and a one-line :class:`BackendUnavailableError` naming the
-server (a dead server is never answered by a fallback). Bodies are read as vLLM writes them (usage with
-``cached_tokens``, ``reasoning_content``, completions ``echo`` log-probs, ``/tokenize``).
-"""
+The ``openai`` client sends every request (its retries, backoff and timeouts). On top, only what it lacks:
+routing over several ``base_urls``, a ``max_wait_s`` bound, a line while requests wait, secrets redacted from
+every message, and a one-line :class:`BackendUnavailableError` naming the server."""
 from __future__ import annotations
 
 import hashlib
@@ -27,6 +23,9 @@ from ..redact import redact_url, url_identity
 from .models import ModelNotAvailableError, load_tokenizer, local_tokenizer_source
 
 _PLACEHOLDER = "http://replica.invalid"  # the client's base URL; each attempt is sent to a real replica
+_ROUTE_PREFIX_CHARS = 1024  # characters of a request's content that pick its replica
+_LOAD_SLACK = 0.25  # bounded loads: a replica takes at most (1 + slack) x its fair share in flight
+_TOP_K_LOGPROBS = 20
 
 
 def endpoint(base_url: str, route: str) -> str:
@@ -46,7 +45,6 @@ def _hash64(text: str) -> int:
 @dataclass
 class _Call:
     """One request's state across the client's attempts (kept per thread)."""
-
     order: list[int]  # replicas in the order its attempts try them (the ranking, rotated at the first)
     urls: tuple[str, ...]
     routed: bool
@@ -58,9 +56,8 @@ class _Call:
 
 
 class _Router(httpx.BaseTransport):
-    """The client's transport: sends each attempt to the next replica of its request's order (with the
-    timeout cut to what ``max_wait_s`` leaves), records why it failed, and turns a 2xx body that is not a
-    JSON object into a 502, so the client retries it."""
+    """The client's transport: each attempt goes to the next replica of its request's order, within what
+    ``max_wait_s`` leaves; a 2xx body that is not a JSON object becomes a 502, so the client retries it."""
 
     def __init__(self, backend: "OpenAIBackend", limits: httpx.Limits) -> None:
         self.backend = backend
@@ -74,7 +71,7 @@ class _Router(httpx.BaseTransport):
             return httpx.Response(504, headers={"x-should-retry": "false"}, request=request)
         with b._lock:
             if call.routed and not call.attempts:  # the first replica of the ranking under the load cap
-                cap = math.ceil((sum(b._in_flight) + 1) * (1.0 + b.load_slack) / len(call.order))
+                cap = math.ceil((sum(b._in_flight) + 1) * (1.0 + _LOAD_SLACK) / len(call.order))
                 start = next((p for p, i in enumerate(call.order) if b._in_flight[i] < cap), 0)
                 call.order = call.order[start:] + call.order[:start]
             idx = call.order[call.attempts % len(call.order)]
@@ -121,22 +118,16 @@ class _Router(httpx.BaseTransport):
 
 
 class OpenAIBackend(BackendBase):
-    """Client of one or more OpenAI-compatible servers.
-
-    Several ``base_urls`` (e.g. one vLLM replica each): a request's key is its first
-    ``route_prefix_chars`` characters of content, which ranks the replicas by rendezvous hashing, so
-    requests sharing a prefix meet the same replica's prefix cache. A request goes to the first replica
-    of its ranking whose requests in flight stay within ``ceil((in flight + 1) * (1 + load_slack) /
-    replicas)`` (bounded loads); each retry moves one replica on. ``routed`` counts each replica's attempts.
-    """
+    """Client of one or more OpenAI-compatible servers. A request's content prefix ranks the replicas by
+    rendezvous hashing (requests sharing a prefix meet the same prefix cache); it goes to the first one
+    under the bounded-load cap, and each retry moves one on. ``routed`` counts each replica's attempts."""
 
     name = "openai"
 
     def __init__(self, model: str, *, base_urls: Sequence[str], api_key: str = "EMPTY",
                  timeout_s: float = 120.0, max_concurrency: int = 8, max_retries: int = 3,
-                 structured_output: bool = False, top_k_logprobs: int = 20, ledger: UsageLedger | None = None,
-                 tokenizer: Any = None, enable_thinking: bool = False, route_prefix_chars: int = 1024,
-                 load_slack: float = 0.25, max_wait_s: float | None = None, wait_report_s: float = 30.0) -> None:
+                 structured_output: bool = False, ledger: UsageLedger | None = None, tokenizer: Any = None,
+                 enable_thinking: bool = False, max_wait_s: float | None = None, wait_report_s: float = 30.0) -> None:
         import openai
 
         if not base_urls:
@@ -161,11 +152,8 @@ class OpenAIBackend(BackendBase):
         self.wait_report_s = max(0.01, float(wait_report_s))
         self.max_concurrency = max_concurrency
         self.structured_output = structured_output
-        self.top_k_logprobs = top_k_logprobs
         self.ledger = ledger if ledger is not None else UsageLedger()
         self.enable_thinking = bool(enable_thinking)
-        self.route_prefix_chars = max(1, int(route_prefix_chars))
-        self.load_slack = max(0.0, float(load_slack))
         self._lock = threading.Lock()
         self._local = threading.local()
         self._in_flight = [0] * len(self.base_urls)
@@ -182,14 +170,12 @@ class OpenAIBackend(BackendBase):
         self.wait_reports = 0
         self._counts: dict[str, int] = {}  # /tokenize answers
 
-    # ------------------------------------------------------------------ secrets and hangs
     def redact(self, text: str) -> str:
-        """``text`` with the API key and URL credentials replaced by ``***``."""
         out = redact_url(str(text))
         return out.replace(self._secret, "***") if len(self._secret) >= 4 else out
 
     def _watch(self) -> None:
-        """Print one line every ``wait_report_s`` while a request has waited that long (a hang)."""
+        """Print one line every ``wait_report_s`` while a request has waited that long."""
         from tqdm.auto import tqdm
 
         last = time.monotonic()
@@ -208,22 +194,19 @@ class OpenAIBackend(BackendBase):
                            f"oldest {oldest:.0f}s (gives up after llm.max_wait_s={self.max_wait_s:.0f}s)",
                            file=sys.stderr)
 
-    # ------------------------------------------------------------------ routing and requests
     def route_key(self, body: dict[str, Any]) -> str:
-        """The routing key of a request: its first ``route_prefix_chars`` characters of content."""
         if "messages" in body:
             text = "".join(f"\x1e{m.get('role', '')}\x1f{m.get('content', '')}" for m in body["messages"])
         else:
             text = json.dumps(body.get("prompt"))
-        return text[:self.route_prefix_chars]
+        return text[:_ROUTE_PREFIX_CHARS]
 
     def replica_ranking(self, key: str) -> list[int]:
         """Replica indices in ``key``'s order of preference (rendezvous hashing)."""
         return sorted(range(len(self.base_urls)), key=lambda i: (-_hash64(f"{self.base_urls[i]}\x00{key}"), i))
 
     def _post(self, route: str, body: dict[str, Any], urls: Sequence[str] | None = None) -> dict[str, Any]:
-        """POST ``body`` to ``route`` (routed over the replicas unless ``urls``); the JSON object answered.
-        Every failure is a redacted one-line :class:`BackendUnavailableError`."""
+        """POST ``body`` to ``route`` (routed over the replicas unless ``urls``); the JSON object answered."""
         import openai
 
         order = self.replica_ranking(self.route_key(body)) if not urls else [0]
@@ -254,23 +237,27 @@ class OpenAIBackend(BackendBase):
             f"openai server {self.server} ({self.model_id}) unavailable after {call.attempts} attempt(s): "
             f"{causes[-1]}" + (f"; earlier: {'; '.join(earlier)}" if earlier else "")))
 
-    def _map(self, fn, items: Sequence[Any]) -> list[Any]:
-        """``fn`` over ``items``, at most ``max_concurrency`` at a time, results in order. The first error
-        is raised once the requests in flight end; requests not yet sent are cancelled."""
+    def _map(self, fn, items: Sequence[Any], tag: UsageTag) -> list[Any]:
+        """``fn`` over ``items``, at most ``max_concurrency`` at a time, results in order, each recorded in
+        the ledger. The first error is raised once the requests in flight end; the rest are cancelled."""
         if len(items) <= 1 or self.max_concurrency == 1:
-            return [fn(x) for x in items]
-        pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items)))
-        try:
-            futures = [pool.submit(fn, x) for x in items]
-            for f in as_completed(futures):
-                if f.exception() is not None:
-                    raise f.exception()  # (the pool's shutdown below cancels the requests not yet sent)
-            return [f.result() for f in futures]
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            out = [fn(x) for x in items]
+        else:
+            pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items)))
+            try:
+                futures = [pool.submit(fn, x) for x in items]
+                for f in as_completed(futures):
+                    if f.exception() is not None:
+                        raise f.exception()
+                out = [f.result() for f in futures]
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        for r in out:
+            self.ledger.record(tag, r if isinstance(r, Generation) else r[1])
+        return out
 
     def _field(self, data: dict[str, Any], *path: Any) -> Any:
-        """``data[path...]``; a body without it is not an OpenAI response (a server fault)."""
+        """``data[path...]``; a body without it is not an OpenAI response."""
         cur: Any = data
         for p in path:
             try:
@@ -289,7 +276,6 @@ class OpenAIBackend(BackendBase):
         return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), (
             int(cached) if cached is not None else None)
 
-    # ---------------------------------------------------------------------- chat
     def _chat_body(self, conv: Conversation, params: SamplingParams) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model_id, "messages": list(conv),
                                 "max_tokens": params.max_new_tokens,
@@ -330,8 +316,7 @@ class OpenAIBackend(BackendBase):
 
     def _reasoning_tokens(self, data: dict[str, Any], choice: dict[str, Any], text: str,
                           completion_tokens: int) -> int:
-        """Reasoning tokens of a reply: the usage's count, else the tokens of the reasoning field or
-        ``<think>`` block."""
+        """The usage's reasoning tokens, else the tokens of the reasoning field or ``<think>`` block."""
         details = (data.get("usage") or {}).get("completion_tokens_details") or {}
         n = details.get("reasoning_tokens") if isinstance(details, dict) else None
         if isinstance(n, int) and n > 0:
@@ -348,17 +333,13 @@ class OpenAIBackend(BackendBase):
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
              tag: UsageTag = UsageTag()) -> list[Generation]:
         params.schemas(len(conversations))
-        gens = self._map(self._chat_one, [(c, params.for_item(i)) for i, c in enumerate(conversations)])
-        for g in gens:
-            self.ledger.record(tag, g)
-        return gens
+        return self._map(self._chat_one, [(c, params.for_item(i)) for i, c in enumerate(conversations)], tag)
 
-    # ------------------------------------------------------------------ logprobs
     def _logprobs_one(self, item: tuple[Conversation, tuple[str, ...]]) -> tuple[dict[str, float], Generation]:
         """Candidates matched by exact token text among the top-k first tokens; absent ones get -inf."""
         conv, candidates = item
         body = {"model": self.model_id, "messages": list(conv), "max_tokens": 1, "temperature": 0.0,
-                "logprobs": True, "top_logprobs": self.top_k_logprobs,
+                "logprobs": True, "top_logprobs": _TOP_K_LOGPROBS,
                 "chat_template_kwargs": {"enable_thinking": self.enable_thinking}}
         t0 = time.perf_counter()
         data = self._post("/chat/completions", body)
@@ -376,10 +357,7 @@ class OpenAIBackend(BackendBase):
 
     def next_token_logprobs_ex(self, conversations: Sequence[Conversation], candidates: Sequence[str],
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
-        out = self._map(self._logprobs_one, [(c, tuple(candidates)) for c in conversations])
-        for _, g in out:
-            self.ledger.record(tag, g)
-        return out
+        return self._map(self._logprobs_one, [(c, tuple(candidates)) for c in conversations], tag)
 
     def _text_one(self, text: str) -> tuple[list[float], Generation]:
         prompt: Any = text
@@ -413,29 +391,23 @@ class OpenAIBackend(BackendBase):
         if max_length is not None:
             raise LLMError("openai backend: text_logprobs does not support max_length "
                            "(window the text on the caller's side)")
-        out = self._map(self._text_one, list(texts))
-        for _, g in out:
-            self.ledger.record(tag, g)
-        return out
+        return self._map(self._text_one, list(texts), tag)
 
     def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
                           tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]:
         seqs = [[int(t) for t in s] for s in seqs]
         if any(len(s) < 1 for s in seqs):
             raise LLMError("openai backend: token_logprobs needs non-empty sequences")
-        out = self._map(self._echo_one, seqs)
-        for s, (vals, g) in zip(seqs, out):
+        out = self._map(self._echo_one, seqs, tag)
+        for s, (vals, _) in zip(seqs, out):
             if len(vals) != len(s) - 1:
                 raise LLMError(f"openai backend: echo returned {len(vals)} prompt log-probs for a "
                                f"{len(s)}-token sequence")
-            self.ledger.record(tag, g)
         return out
 
-    # -------------------------------------------------------------------- tokens
     @property
     def tokenizer(self):
-        """A local tokenizer of the served model (a packaged name, a local path or the local hub cache),
-        else ``None``. The hub is never contacted (a served model's name is often no hub id)."""
+        """A local tokenizer of the served model, else ``None`` (the hub is never contacted)."""
         if self._tokenizer is None:
             source = local_tokenizer_source(self.model_id)
             try:
@@ -445,7 +417,6 @@ class OpenAIBackend(BackendBase):
         return self._tokenizer or None
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text``: local tokenizer if available, else the server's ``/tokenize``."""
         tok = self.tokenizer
         if tok is not None:
             return len(tok(text, add_special_tokens=False).input_ids)
