@@ -1,10 +1,6 @@
-"""Content-addressed caches: :class:`StepCache` (one JSON file per heavy step) and :class:`SQLiteStore`
-(the key -> value table under the LLM request and embedding caches).
-
-A step's key hashes its name, config, inputs (file contents, not stamps), the package version and a hash
-of the package's source, so any change recomputes; model calls stay cached in their own stores. An
-unreadable entry or file is a miss, replaced with a :class:`CacheWarning` naming it.
-"""
+"""Content-addressed caches: :class:`StepCache` (one JSON file per heavy step, keyed by name, config,
+input contents and the package's source) and :class:`SQLiteStore` (the table under the LLM request and
+embedding caches). An unreadable entry or file is a miss, replaced with a :class:`CacheWarning`."""
 from __future__ import annotations
 
 import hashlib
@@ -16,7 +12,7 @@ import time
 import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from .._version import __version__
 from .paths import cache_dir
@@ -62,8 +58,8 @@ def code_version() -> str:
 
 
 class StepCache:
-    """One step's cache entry, stored as ``<cache_dir>/steps/<name>/<key>.json`` (written atomically);
-    ``required`` names the keys a stored dict must have (an entry without them is a miss)."""
+    """One step's cache entry, ``<cache_dir>/steps/<name>/<key>.json`` (written atomically); a stored dict
+    without the ``required`` keys is a miss."""
 
     def __init__(self, name: str, config: Any = None, inputs: Any = None, root: Path | None = None,
                  required: tuple[str, ...] = ()):
@@ -76,8 +72,7 @@ class StepCache:
         self._found, self._value = False, None
 
     def exists(self) -> bool:
-        """Whether a readable entry is stored (a corrupt one is removed, with a warning); the value is
-        kept for :meth:`load`."""
+        """Whether a readable entry is stored (a corrupt one is removed, with a warning)."""
         self._found, self._value = self._read()
         return self._found
 
@@ -117,21 +112,10 @@ class StepCache:
                       stacklevel=3)
         return False, None
 
-    def get_or_compute(self, compute: Callable[[], Any], serialize: Callable[[Any], Any] = lambda v: v,
-                       deserialize: Callable[[Any], Any] = lambda v: v) -> Any:
-        found, stored = self._read()
-        if found:
-            return deserialize(stored)
-        value = compute()
-        self.save(serialize(value))
-        return value
-
 
 class SQLiteStore:
-    """A ``key``-indexed table in one SQLite file: WAL journaling, one transaction per write, thread-safe,
-    shared by processes. A file that is not a readable database is moved aside
-    (``<name>.corrupt-<time>-<pid>``, with its WAL/SHM files) with one :class:`CacheWarning` line naming
-    both paths, and an empty one takes its place."""
+    """A ``key``-indexed table in one SQLite file (WAL, thread-safe, shared by processes). A file that is not
+    a readable database is moved aside (``<name>.corrupt-<time>-<pid>``) with one warning naming both paths."""
 
     def __init__(self, path: str | Path, what: str, table: str, columns: str) -> None:
         self.path, self.what, self.table, self.columns = Path(path), what, table, columns

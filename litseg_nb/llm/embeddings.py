@@ -1,11 +1,7 @@
-"""Dense text embeddings with a persistent cache (semantic chunker, RAG indexing and retrieval).
+"""Dense text embeddings (``sentence-transformers`` or ``flagembedding``) with a persistent cache.
 
-:func:`load_embedder` builds an :class:`Embedder` on ``sentence-transformers`` (``all-MiniLM-L6-v2`` is
-the offline packaged copy) or ``flagembedding`` (BGE models; ``bge-m3`` dense vectors). With
-``use_instructions``, passages and queries get the configured instruction prefix (Appendix I.1.2;
-``kind="sentence"`` never does), applied here so the cache key covers exactly the string encoded.
-The cache is one SQLite file per model keyed by the SHA-256 of that string; only misses are encoded.
-"""
+With ``use_instructions``, passages and queries get the configured instruction prefix (Appendix I.1.2),
+applied here so the cache key (SHA-256 of the string encoded, one SQLite file per model) covers it."""
 from __future__ import annotations
 
 import hashlib
@@ -20,26 +16,15 @@ import numpy as np
 from ..config import EmbeddingConfig
 from ..core.cache import CacheWarning, SQLiteStore
 from ..core.paths import cache_dir
-from .models import PACKAGED_MODELS, EmbeddingError, packaged_model_dir, resolve_model_path  # noqa: F401
+from .models import PACKAGED_MODELS, EmbeddingError, packaged_model_dir, pick_device, resolve_model_path  # noqa: F401
 from .threads import follow_thread_budget
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
 
 
-def _resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return "cpu"
-
-
 class EmbeddingCache(SQLiteStore):
-    """Persistent ``sha256(text) -> float32 vector`` store. A file that becomes unreadable while running is
-    replaced (all misses); a full disk is one warning, and new vectors are then computed but not stored."""
+    """Persistent ``sha256(text) -> float32 vector`` store; a full disk is one warning, after which new
+    vectors are computed but not stored."""
 
     def __init__(self, path: Path):
         super().__init__(path, "embeddings cache", "emb", "key TEXT PRIMARY KEY, vec BLOB NOT NULL")
@@ -84,8 +69,7 @@ class EmbeddingCache(SQLiteStore):
 
 
 class Embedder:
-    """Encodes texts with one model; see the module docstring for backends, instructions and cache."""
-
+    """Encodes texts with one model (instruction prefixes and cache as the module docstring says)."""
     def __init__(self, cfg: EmbeddingConfig, model: Any, encode_fn: Any, model_id: str,
                  use_cache: bool = True, cache_root: Path | None = None):
         self.cfg = cfg
@@ -158,7 +142,7 @@ def _load_sentence_transformers(cfg: EmbeddingConfig):
         raise EmbeddingError(f"sentence-transformers is not installed ({e})") from e
     path = resolve_model_path(cfg.model)
     try:
-        model = SentenceTransformer(path, device=_resolve_device(cfg.device))
+        model = SentenceTransformer(path, device=pick_device(cfg.device))
     except Exception as e:  # noqa: BLE001 - re-raised with the model named
         raise EmbeddingError(f"could not load sentence-transformers model {cfg.model!r} from {path}: {e}") from e
 
@@ -170,8 +154,8 @@ def _load_sentence_transformers(cfg: EmbeddingConfig):
 
 
 def model_max_tokens(path: str) -> int:
-    """The longest input (in tokens) an encoder model folder / hub id reads: its position embeddings
-    (less RoBERTa-style models' padding offset), capped by its tokenizer's ``model_max_length``."""
+    """The longest input (in tokens) an encoder model reads: its position embeddings (less RoBERTa-style
+    padding offset), capped by its tokenizer's ``model_max_length``."""
     from transformers import AutoConfig, AutoTokenizer
 
     conf = AutoConfig.from_pretrained(path)
@@ -192,7 +176,7 @@ def _load_flagembedding(cfg: EmbeddingConfig):
     except ImportError as e:
         raise EmbeddingError(f"FlagEmbedding could not be imported ({e})") from e
     path = resolve_model_path(cfg.model)
-    device = _resolve_device(cfg.device)
+    device = pick_device(cfg.device)
     fp16 = device.startswith("cuda")
     try:
         # explicit lengths: FlagEmbedding's default (512) would cut every longer chunk silently
@@ -219,24 +203,17 @@ def _load_flagembedding(cfg: EmbeddingConfig):
     return model, encode
 
 
-def passage_token_limit(embedder: Embedder) -> tuple[Any, int]:
-    """``(tokenizer, tokens read per passage)`` of an embedder's model (FlagEmbedding: the configured
-    ``passage_max_length``; sentence-transformers: ``max_seq_length``)."""
-    model = embedder.model
+def limit_report(chunk_sets: Any, embedder: Embedder, reranker: Any = None):
+    """Per method of ``chunk_sets`` (``{method: [Chunk, ...]}``): how many chunks exceed what the embedder
+    (and a FlagReranker) reads; such a chunk is embedded / reranked on its first tokens only."""
+    import pandas as pd
+
+    model = embedder.model  # FlagEmbedding: the configured passage_max_length; else max_seq_length
     limit = getattr(model, "litseg_max_tokens", None) or getattr(model, "max_seq_length", None)
     tok = getattr(model, "tokenizer", None)
     if tok is None or not limit:
         raise EmbeddingError(f"{embedder.model_id}: no tokenizer / input limit to check chunk lengths against")
-    return tok, int(limit)
-
-
-def limit_report(chunk_sets: Any, embedder: Embedder, reranker: Any = None):
-    """Per method of ``chunk_sets`` (``{method: [Chunk, ...]}``): how many chunks exceed what the embedder
-    reads (instruction and special tokens counted) and what a FlagReranker reads; such a chunk is
-    embedded / reranked on its first tokens only. One DataFrame row per method."""
-    import pandas as pd
-
-    tok, limit = passage_token_limit(embedder)
+    limit = int(limit)
     r_tok = getattr(getattr(reranker, "model", None), "tokenizer", None)
     r_limit = getattr(reranker, "max_length", None)
     rows = []

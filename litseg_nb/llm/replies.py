@@ -1,11 +1,8 @@
-"""Reading LLM replies: the one module that turns a reply's text into something a stage can check.
+"""Reading LLM replies: size cap, unpaired surrogates, reasoning blocks removed, JSON objects extracted.
 
-:func:`read_reply` caps the size (a reply longer than ``max_new_tokens`` x :data:`MAX_CHARS_PER_TOKEN`
-cannot come from its budget: not parsed), replaces unpaired surrogates by U+FFFD, and removes reasoning
-blocks (``<think>``/``<thinking>``; an unclosed leading one means the reply was cut inside it). A tag inside
-a JSON string is text. :func:`extract_json` takes a reply that is one object as is, else the first complete
-object in a line-start code fence, else in the answer; broken JSON gives none. Every step is linear.
-"""
+:func:`read_reply` splits answer from reasoning (a tag inside JSON is text); :func:`extract_json` takes a
+reply that is one object as is, else the first complete object in a code fence, else in the answer.
+Every step is linear in the reply's length."""
 from __future__ import annotations
 
 import json
@@ -36,15 +33,14 @@ def reply_char_limit(max_new_tokens: int | None) -> int | None:
 
 
 def replace_lone_surrogates(text: str) -> tuple[str, int]:
-    """``text`` with every surrogate code point (all unpaired in a ``str``) replaced by U+FFFD, and how many."""
+    """``text`` with every (unpaired) surrogate replaced by U+FFFD, and how many."""
     if not _SURROGATE.search(text):
         return text, 0
     return _SURROGATE.subn("\ufffd", text)
 
 
 def clean_strings(value: Any) -> tuple[Any, int]:
-    """``value`` (decoded JSON) with unpaired surrogates replaced in every string and key (iterative), and
-    how many (the same object when none)."""
+    """Decoded JSON with unpaired surrogates replaced in every string and key (iteratively), and how many."""
     if isinstance(value, str):
         return replace_lone_surrogates(value)
     if not isinstance(value, (dict, list)):
@@ -78,14 +74,9 @@ def clean_strings(value: Any) -> tuple[Any, int]:
     return (root[0], total) if total else (value, 0)
 
 
-def _may_hold_surrogates(text: str) -> bool:
-    return bool(_ESCAPED_SURROGATE.search(text)) or bool(_SURROGATE.search(text))
-
-
 @dataclass(frozen=True)
 class Reply:
     """A reply split into its answer and its reasoning, with everything done to it named."""
-
     raw_chars: int  # length of the reply as received
     answer: str  # the reply without reasoning blocks ('' when oversize or cut inside reasoning)
     reasoning_blocks: int = 0  # reasoning blocks removed (closed, template-opened or unclosed)
@@ -128,8 +119,8 @@ def read_reply(text: Any, *, max_new_tokens: int | None = None, max_chars: int |
 
 
 def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
-    """(answer, blocks removed, reasoning characters, truncated inside reasoning). A tag counts only
-    outside the reply's complete JSON objects and outside a JSON string on its line."""
+    """(answer, blocks removed, reasoning characters, truncated inside reasoning); a tag inside a JSON
+    object or string is text."""
     found = list(_TAG.finditer(s))
     if not found:
         return s, 0, 0, False
@@ -174,8 +165,8 @@ def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
 
 
 def _tags_in_line_strings(s: str, found: list[re.Match]) -> list[bool]:
-    """Per tag: does it sit inside a JSON string value of its line (an odd number of unescaped quotes
-    before it, the string opened after and closed before JSON punctuation)? Prose with a stray quote is not."""
+    """Per tag: does it sit inside a JSON string value of its line (opened after and closed before JSON
+    punctuation)? Prose with a stray quote is not."""
     out = []
     line_end = line_start = -1
     parity = scanned = 0
@@ -219,8 +210,7 @@ _LIST_ITEM = re.compile(r"(?:[-*\u2022]|\d++[.)])\s")  # matched on a stripped l
 
 
 def list_items(text: Any, max_items: int | None = None) -> list[str]:
-    """The ``- ``/``* ``/``• ``/``1.``/``2)`` items of a reply's answer, stripped, empty ones skipped, at most
-    ``max_items``."""
+    """The ``- ``/``* ``/``• ``/``1.``/``2)`` items of a reply's answer, stripped, empty ones skipped."""
     out: list[str] = []
     for line in answer_text(text).splitlines():
         s = line.strip()
@@ -236,7 +226,6 @@ def list_items(text: Any, max_items: int | None = None) -> list[str]:
 @dataclass(frozen=True)
 class JsonCandidate:
     """One complete JSON value found in an answer: where, whether inside a fence, the value."""
-
     start: int
     end: int
     in_fence: bool
@@ -271,15 +260,9 @@ def _balanced_end(s: str, start: int) -> int:
 _TRAILING_COMMA = re.compile(r",\s*+([\]}])")
 
 
-def _lenient_decode(blob: str) -> Any:
-    """``blob`` decoded after the two commonest slips: trailing commas and single quotes."""
-    fixed = _TRAILING_COMMA.sub(r"\1", blob).replace("'", '"')
-    return _DECODER.decode(fixed)
-
-
 def _objects_in(s: str, offset: int, in_fence: bool, lenient: bool) -> Iterator[JsonCandidate]:
-    """Complete top-level JSON objects of ``s`` in order; stops at an object left open (truncated). A ``{``
-    that starts no decodable object is skipped with its balanced block (``lenient``: decoded once more)."""
+    """Complete top-level JSON objects of ``s`` in order, up to one left open; an undecodable ``{`` block
+    is skipped (``lenient``: decoded once more after fixing slips)."""
     pos = 0
     while True:
         start = s.find("{", pos)
@@ -294,7 +277,9 @@ def _objects_in(s: str, offset: int, in_fence: bool, lenient: bool) -> Iterator[
             pos = end
             if lenient:
                 try:
-                    yield JsonCandidate(offset + start, offset + end, in_fence, _lenient_decode(s[start:end]))
+                    # the two commonest slips: trailing commas and single quotes
+                    fixed = _TRAILING_COMMA.sub(r"\1", s[start:end]).replace("'", '"')
+                    yield JsonCandidate(offset + start, offset + end, in_fence, _DECODER.decode(fixed))
                 except (ValueError, RecursionError):
                     pass
             continue
@@ -311,8 +296,7 @@ def _fenced_blocks(s: str) -> Iterator[tuple[int, int]]:
 
 
 def json_candidates(answer: str, lenient: bool = False) -> Iterator[JsonCandidate]:
-    """Every complete JSON object of ``answer``: fenced ones first, then those of the whole text (so one
-    can come twice); ``lenient`` also decodes blocks with trailing commas or single quotes."""
+    """Every complete JSON object of ``answer``: fenced ones first, then those of the whole text."""
     if "```" in answer:
         for a, b in _fenced_blocks(answer):
             if answer.find("{", a, b) >= 0:
@@ -323,7 +307,6 @@ def json_candidates(answer: str, lenient: bool = False) -> Iterator[JsonCandidat
 @dataclass(frozen=True)
 class JsonReply:
     """The outcome of extracting one JSON object from a reply."""
-
     obj: dict | None
     reply: Reply
     source: str = ""  # "whole" (the reply is the object), "fence", "prose"; '' when none
@@ -373,7 +356,7 @@ def extract_json(text: Any, *, max_new_tokens: int | None = None, max_chars: int
 
 def _finish(value: dict, reply: Reply, source: str, text: str) -> JsonReply:
     n = 0
-    if _may_hold_surrogates(text):  # a surrogate in the text, or a \\udXXX escape that decodes to one
+    if _ESCAPED_SURROGATE.search(text) or _SURROGATE.search(text):  # raw, or an escape decoding to one
         value, n = clean_strings(value)
     return JsonReply(value, reply, source, n)
 
@@ -385,8 +368,7 @@ def parse_json_reply(text: Any, *, max_new_tokens: int | None = None, max_chars:
 
 # --------------------------------------------------------------------------- values
 def read_int(value: Any) -> int | None:
-    """``value`` as an integer when it unambiguously is one (a JSON integer, an integral float below 1e12,
-    1-12 ASCII digits with an optional sign), else None. Never raises."""
+    """``value`` as an integer when it unambiguously is one (int, integral float below 1e12, 1-12 digits)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

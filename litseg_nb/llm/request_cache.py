@@ -1,12 +1,7 @@
-"""Persistent LLM request cache (SQLite) in front of any backend.
+"""Persistent LLM request cache (SQLite) in front of any backend, keyed by the SHA-256 of a request's content.
 
-A request's key is the SHA-256 of a canonical JSON of its content: kind, backend, the answering model's
-``revision`` (for ``openai`` also the endpoints, credentials redacted), constrained-decoding flag,
-messages or text, sampling parameters, candidates. :class:`CachedBackend` answers hits from the cache
-(with their original token counts and latency, so a rerun reproduces the efficiency tables) and sends the
-misses to the backend in slices of ``chunk_size``, committing each slice as it returns: an interrupted
-run loses at most one slice. Failures, empty chat replies and NaN log-probs are never stored or served.
-"""
+Hits keep their original token counts and latency (a rerun reproduces the efficiency tables); misses are
+computed in slices, each committed as it returns. Failures, empty replies and NaN log-probs are never stored."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,7 +26,6 @@ def default_cache_path() -> Path:
 
 class RequestCache(SQLiteStore):
     """A key -> JSON-value store (see :class:`~litseg_nb.core.cache.SQLiteStore`)."""
-
     def __init__(self, path: str | Path | None = None) -> None:
         super().__init__(path if path is not None else default_cache_path(), "LLM request cache", "requests",
                          "key TEXT PRIMARY KEY, kind TEXT NOT NULL, model TEXT NOT NULL, value TEXT NOT NULL, "
@@ -77,8 +71,7 @@ def is_failed_reply(kind: str, value: Any) -> bool:
 
 def reject_replies(backend: Any, conversations: Sequence[Conversation], params: SamplingParams) -> int:
     """:meth:`CachedBackend.reject` on a backend that has a request cache; 0 on one without."""
-    reject = getattr(backend, "reject", None) if isinstance(backend, CachedBackend) else None
-    return reject(conversations, params) if reject is not None else 0
+    return backend.reject(conversations, params) if isinstance(backend, CachedBackend) else 0
 
 
 def cache_report(backend: Any) -> str:
@@ -90,23 +83,6 @@ def cache_report(backend: Any) -> str:
     total = backend.hits + backend.misses
     return (f"LLM request cache: {backend.hits} of {total} repl{'y' if total == 1 else 'ies'} from the "
             f"cache, {backend.misses} computed ({backend.cache.path})")
-
-
-def _gen_to_json(gen: Generation) -> dict[str, Any]:
-    d = dataclasses.asdict(gen)
-    d.pop("cache_hit", None)
-    return d
-
-
-def _gen_from_json(d: dict[str, Any]) -> Generation:
-    return Generation(**{**d, "cache_hit": True})
-
-
-def _params_payload(params: SamplingParams) -> dict[str, Any]:
-    """A request's sampling params in its key: its own schema as ``json_schema``, no ``json_schemas``."""
-    d = dataclasses.asdict(params)
-    d.pop("json_schemas", None)
-    return d
 
 
 class CachedBackend:
@@ -121,7 +97,6 @@ class CachedBackend:
         self.keep_invalid = bool(keep_invalid)
         self.hits = 0
         self.misses = 0
-        self.rejected = 0  # replies a caller found invalid and took out of the cache
         self._count_lock = threading.Lock()
 
     # the wrapped backend's identity and tokenizer pass through
@@ -156,7 +131,7 @@ class CachedBackend:
             if k in stored and is_failed_reply(kind, stored[k].get("value")):
                 stored.pop(k)  # an older cache's stored failure: asked again
             if k in stored:
-                value, gen = stored[k]["value"], _gen_from_json(stored[k]["usage"])
+                value, gen = stored[k]["value"], Generation(**{**stored[k]["usage"], "cache_hit": True})
                 out[i] = (value, gen)
                 self.ledger.record(tag, gen)
             elif k in first_of_key:  # identical request twice in one call: compute once
@@ -173,8 +148,9 @@ class CachedBackend:
             if len(results) != len(part):
                 raise LLMError(f"{self.inner.name} backend answered {len(results)} of {len(part)} "
                                "requests")
-            self.cache.put_many([(keys[i], kind, model, {"value": v, "usage": _gen_to_json(g)})
-                                 for i, (v, g) in zip(part, results) if not is_failed_reply(kind, v)])
+            self.cache.put_many([(keys[i], kind, model, {"value": v, "usage": {
+                f: x for f, x in dataclasses.asdict(g).items() if f != "cache_hit"}})
+                for i, (v, g) in zip(part, results) if not is_failed_reply(kind, v)])
             for i, r in zip(part, results):
                 out[i] = r
             with self._count_lock:  # computed = answered by the model (a failed request is not counted)
@@ -190,7 +166,8 @@ class CachedBackend:
 
     def _chat_payloads(self, convs: Sequence[Conversation], params: SamplingParams) -> list[dict[str, Any]]:
         """The cache payloads of chat requests (per conversation: its own schema, if any)."""
-        return [{**self._base_payload("chat"), "messages": list(c), "params": _params_payload(params.for_item(i))}
+        return [{**self._base_payload("chat"), "messages": list(c), "params": {
+                    f: x for f, x in dataclasses.asdict(params.for_item(i)).items() if f != "json_schemas"}}
                 for i, c in enumerate(convs)]
 
     def reject(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams()) -> int:
@@ -198,10 +175,7 @@ class CachedBackend:
         again (unless ``keep_invalid``, ``llm.cache_invalid_replies``); the number removed."""
         if self.keep_invalid or not conversations:
             return 0
-        n = self.cache.delete([RequestCache.make_key(p) for p in self._chat_payloads(conversations, params)])
-        with self._count_lock:
-            self.rejected += n
-        return n
+        return self.cache.delete([RequestCache.make_key(p) for p in self._chat_payloads(conversations, params)])
 
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
              tag: UsageTag = UsageTag()) -> list[Generation]:
