@@ -20,8 +20,7 @@ __all__ = ["BackendUnavailableError", "Conversation", "Generation", "LLMBackend"
 
 def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
                  cache_path: str | Path | None = None) -> LLMBackend:
-    """The backend ``llm_cfg`` names, in the request cache when ``llm_cfg.use_cache`` (database
-    ``cache_path``, default ``cache_dir()/llm_requests.sqlite``); usage goes to ``ledger``."""
+    """The backend ``llm_cfg`` names, behind the request cache when ``llm_cfg.use_cache``."""
     ledger = ledger if ledger is not None else UsageLedger()
     kind = llm_cfg.backend
     if llm_cfg.lora_adapter and kind != "vllm":
@@ -61,8 +60,7 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
 
 
 def release_backend(backend: LLMBackend | None) -> None:
-    """Close ``backend`` (through the request cache): a vLLM engine is shut down with its last backend;
-    other backends hold nothing that needs closing."""
+    """Close ``backend`` (through the request cache) when it is a vLLM one, whose engine holds the GPU."""
     inner = getattr(backend, "inner", backend)
     close = getattr(inner, "close", None)
     if callable(close) and getattr(inner, "name", "") == "vllm":

@@ -1,9 +1,5 @@
-"""The one LLM interface every stage shares (LitSeg, baselines, Lite, judges, RAG generation).
-
-A backend implements ``chat`` and the ``*_ex`` log-prob methods (each result with its usage record, which
-the request cache stores); :class:`BackendBase` derives the plain methods. Every call records its tokens
-and latency in a :class:`UsageLedger` keyed by (method, book, stage), for notebook 08.
-"""
+"""The one LLM interface every stage shares: ``chat``, ``count_tokens`` and log-prob methods, each call
+recording its tokens and latency in a :class:`UsageLedger` keyed by (method, book, stage)."""
 from __future__ import annotations
 
 import dataclasses
@@ -104,8 +100,8 @@ class UsageLedger:
             u.reasoning_tokens += int(gen.reasoning_tokens or 0)
 
     def replay(self, tag: UsageTag, row: dict[str, Any]) -> None:
-        """Add usage recorded when the work was done to a run that did not redo it (a step-cache hit,
-        a resumed unit): the cost is kept as recorded, and every replayed call counts as a cache hit."""
+        """Add usage recorded by a run whose work is reused (a step-cache hit, a resumed unit): every replayed
+        call counts as a cache hit."""
         with self._lock:
             u = self._by_tag[tag]
             _add(u, row, skip="cache_hits")
@@ -140,8 +136,8 @@ def _add(u: Usage, row: Mapping[str, Any], skip: str = "") -> None:
 
 
 class BackendBase:
-    """The interface every backend shares: ``chat``, ``count_tokens`` and the ``*_ex`` log-prob methods
-    (each result with its usage record); the plain log-prob methods are derived here."""
+    """A backend implements ``chat``, ``count_tokens`` and the ``*_ex`` log-prob methods (each result with its
+    usage record); the plain log-prob methods are derived here."""
 
     name: str  # backend name, e.g. "hf"
     model_id: str  # model identifier used in cache keys and table labels
@@ -178,14 +174,12 @@ class BackendBase:
 
     def token_logprobs(self, seqs: Sequence[Sequence[int]],
                        tag: UsageTag = UsageTag()) -> list[list[float]]:
-        """``out[i][k-1] = log p(seqs[i][k] | seqs[i][:k])`` for ``k >= 1`` (the first token of a
-        sequence is not scored)."""
+        """``out[i][k-1] = log p(seqs[i][k] | seqs[i][:k])`` for ``k >= 1``."""
         return [r for r, _ in self.token_logprobs_ex(seqs, tag)]
 
 
 class LocalTokenizerMixin:
-    """Token counting and prompt rendering for backends holding a transformers ``tokenizer`` (``hf``,
-    ``vllm``); ``enable_thinking`` goes to the chat template (Qwen3-style ``<think>`` switch)."""
+    """Token counting and prompt rendering for backends holding a transformers ``tokenizer``."""
 
     name: str
     tokenizer: Any
@@ -195,7 +189,6 @@ class LocalTokenizerMixin:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)
 
     def render_prompt(self, conversation: Conversation) -> str:
-        """The chat-template rendering of ``conversation`` with the assistant turn opened."""
         return self.tokenizer.apply_chat_template(list(conversation), tokenize=False,
                                                   add_generation_prompt=True,
                                                   enable_thinking=self.enable_thinking)
@@ -229,8 +222,7 @@ def think_token_ids(tokenizer: Any) -> tuple[int | None, int | None]:
 
 
 def reasoning_token_count(completion_ids: Sequence[int], think_ids: tuple[int | None, int | None]) -> int:
-    """Completion tokens of the reasoning block: everything up to and including ``</think>``; a
-    reply that opened ``<think>`` and never closed it (cut by ``max_new_tokens``) is all reasoning."""
+    """Completion tokens up to and including ``</think>`` (all of them when ``<think>`` never closed)."""
     start, end = think_ids
     ids = list(completion_ids)
     if end is not None and end in ids:
@@ -241,8 +233,7 @@ def reasoning_token_count(completion_ids: Sequence[int], think_ids: tuple[int | 
 
 
 def reasoning_text_split(text: str) -> tuple[str, str]:
-    """``(reasoning, rest)`` of a reply text holding a ``<think>...</think>`` block (by text; for
-    servers that return token counts nowhere). No block: ``("", text)``."""
+    """``(reasoning, rest)`` of a reply text by its ``<think>...</think>`` block (``("", text)`` without one)."""
     end = text.find("</think>")
     if end >= 0:
         return text[:end + len("</think>")], text[end + len("</think>"):]
@@ -259,9 +250,8 @@ class LLMError(LitsegError, RuntimeError):
 
 
 class BackendUnavailableError(LLMError):
-    """The model server gave no reply (refused, timed out, HTTP errors after the retries, a body that is
-    not an OpenAI response). Never answered by a fallback, which is for invalid *replies*: it stops the
-    run and nothing of it is cached. One line naming the server (credentials redacted) and the cause."""
+    """The model server gave no reply after its retries: it stops the run (never answered by a fallback,
+    which is for invalid replies)."""
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -272,9 +262,8 @@ def one_line(text: str, limit: int = 300) -> str:
 
 @dataclass
 class ScriptedBackend(BackendBase):
-    """A deterministic stand-in backend for tests: ``chat`` consumes ``replies`` in order (or calls
-    ``reply_fn(conversation)``); ``logprob_fn`` scripts next-token log-probs. Tokens are words; an
-    exception in the script is raised."""
+    """A deterministic stand-in backend for tests: ``chat`` consumes ``replies`` (or calls ``reply_fn``);
+    tokens are words; an exception in the script is raised."""
 
     replies: list[Any] = field(default_factory=list)
     reply_fn: Any = None

