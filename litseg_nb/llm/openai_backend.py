@@ -132,8 +132,6 @@ class OpenAIBackend(BackendBase):
 
         if not base_urls:
             raise LLMError("openai backend: no base_urls given (e.g. 'http://127.0.0.1:8000/v1')")
-        if max_concurrency < 1 or max_retries < 0:
-            raise LLMError("openai backend: max_concurrency must be >= 1 and max_retries >= 0")
         for u in base_urls:
             if httpx.URL(str(u)).userinfo:
                 raise LLMError(
@@ -306,7 +304,7 @@ class OpenAIBackend(BackendBase):
                 f"openai server {self.server} ({self.model_id}) answered a message whose content "
                 f"is not text: {one_line(repr(text), 120)}"))
         p, c, cached = self._usage(data)
-        n_reasoning = self._reasoning_tokens(data, choice, text, c)
+        n_reasoning = self._reasoning_tokens(data, reasoning, text, c)
         if isinstance(reasoning, str) and reasoning:
             # put a server-split reasoning block back, so a reply reads the same from every backend
             text = f"<think>{reasoning}" + (f"</think>{text}" if answered else "")
@@ -314,15 +312,12 @@ class OpenAIBackend(BackendBase):
                           cached_prompt_tokens=cached, finish_reason=str(choice.get("finish_reason") or ""),
                           reasoning_tokens=n_reasoning)
 
-    def _reasoning_tokens(self, data: dict[str, Any], choice: dict[str, Any], text: str,
-                          completion_tokens: int) -> int:
+    def _reasoning_tokens(self, data: dict[str, Any], reasoning: Any, text: str, completion_tokens: int) -> int:
         """The usage's reasoning tokens, else the tokens of the reasoning field or ``<think>`` block."""
         details = (data.get("usage") or {}).get("completion_tokens_details") or {}
         n = details.get("reasoning_tokens") if isinstance(details, dict) else None
         if isinstance(n, int) and n > 0:
             return n
-        msg = choice.get("message") or {}
-        reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
         if not (isinstance(reasoning, str) and reasoning):
             reasoning = reasoning_text_split(text)[0]
         if not reasoning:

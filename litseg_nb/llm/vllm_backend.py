@@ -232,12 +232,10 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
         return results
 
     def _guided(self, schema: dict[str, Any]) -> dict[str, Any]:
-        """The SamplingParams keyword for guided JSON (API differs between vLLM versions)."""
+        """The SamplingParams keyword for guided JSON."""
         import vllm.sampling_params as sp
 
-        if hasattr(sp, "StructuredOutputsParams"):
-            return {"structured_outputs": sp.StructuredOutputsParams(json=schema)}
-        return {"guided_decoding": sp.GuidedDecodingParams(json=schema)}  # vLLM < 0.11
+        return {"structured_outputs": sp.StructuredOutputsParams(json=schema)}
 
     def _run(self, prompts: list[list[int]], sampling) -> tuple[list[Any], float]:
         if self.llm is None:
