@@ -3,6 +3,7 @@ input contents and the package's source) and :class:`SQLiteStore` (the table und
 embedding caches). An unreadable entry or file is a miss, replaced with a :class:`CacheWarning`."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -142,6 +143,9 @@ class SQLiteStore:
 
     def _replace(self, exc: Exception) -> None:
         """Move the unreadable file aside, warn, and open an empty store (caller holds the lock)."""
+        if getattr(self, "_conn", None) is not None:  # the file became unreadable under a running process
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
         aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
         os.replace(self.path, aside)
         for suffix in ("-wal", "-shm"):
@@ -152,14 +156,6 @@ class SQLiteStore:
                       "and started an empty cache (cached entries will be recomputed)", CacheWarning, stacklevel=4)
         self.moved_aside = aside
         self._conn = self._open()
-
-    def _reopen(self, exc: Exception) -> None:
-        """Replace a file that became unreadable under a running process (caller holds the lock)."""
-        try:
-            self._conn.close()
-        except sqlite3.Error:
-            pass
-        self._replace(exc)
 
     def select(self, keys: Sequence[str], columns: str) -> list[tuple]:
         """Rows (``columns``) of those ``keys`` that are present."""

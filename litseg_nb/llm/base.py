@@ -100,8 +100,7 @@ class UsageLedger:
             u.reasoning_tokens += int(gen.reasoning_tokens or 0)
 
     def replay(self, tag: UsageTag, row: dict[str, Any]) -> None:
-        """Add usage recorded by a run whose work is reused (a step-cache hit, a resumed unit): every replayed
-        call counts as a cache hit."""
+        """Add usage recorded by a run whose work is reused; every replayed call counts as a cache hit."""
         with self._lock:
             u = self._by_tag[tag]
             _add(u, row, skip="cache_hits")
@@ -250,8 +249,7 @@ class LLMError(LitsegError, RuntimeError):
 
 
 class BackendUnavailableError(LLMError):
-    """The model server gave no reply after its retries: it stops the run (never answered by a fallback,
-    which is for invalid replies)."""
+    """The model server gave no reply after its retries: it stops the run (no fallback answers it)."""
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -262,8 +260,7 @@ def one_line(text: str, limit: int = 300) -> str:
 
 @dataclass
 class ScriptedBackend(BackendBase):
-    """A deterministic stand-in backend for tests: ``chat`` consumes ``replies`` (or calls ``reply_fn``);
-    tokens are words; an exception in the script is raised."""
+    """A deterministic stand-in backend for tests: ``chat`` consumes ``replies`` (or calls ``reply_fn``)."""
 
     replies: list[Any] = field(default_factory=list)
     reply_fn: Any = None

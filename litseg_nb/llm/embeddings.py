@@ -23,8 +23,7 @@ Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instructi
 
 
 class EmbeddingCache(SQLiteStore):
-    """Persistent ``sha256(text) -> float32 vector`` store; a full disk is one warning, after which new
-    vectors are computed but not stored."""
+    """Persistent ``sha256(text) -> float32 vector`` store (on a full disk, one warning and no more stores)."""
 
     def __init__(self, path: Path):
         super().__init__(path, "embeddings cache", "emb", "key TEXT PRIMARY KEY, vec BLOB NOT NULL")
@@ -39,7 +38,7 @@ class EmbeddingCache(SQLiteStore):
             rows = self.select(keys, "key, vec")
         except sqlite3.DatabaseError as exc:  # corrupted under a running process: all misses
             with self._lock:
-                self._reopen(exc)
+                self._replace(exc)
             return {}
         return {k: np.frombuffer(blob, dtype=np.float32) for k, blob in rows}
 
@@ -65,7 +64,7 @@ class EmbeddingCache(SQLiteStore):
                                       "run): free disk space or set LITSEG_CACHE_DIR", CacheWarning,
                                       stacklevel=3)
                         return
-                    self._reopen(exc)
+                    self._replace(exc)
 
 
 class Embedder:
@@ -106,8 +105,7 @@ class Embedder:
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         if missing:
             by_key = dict(zip(keys, prepared))
-            # longest first, so each batch holds texts of similar length (far less padding; the
-            # vectors differ by float round-off only); results are matched back by key
+            # longest first: batches of similar length (less padding); results are matched back by key
             missing.sort(key=lambda k: -len(by_key[k]))
             todo = [by_key[k] for k in missing]
             new: dict[str, np.ndarray] = {}
@@ -152,8 +150,7 @@ def _load_sentence_transformers(cfg: EmbeddingConfig):
 
 
 def model_max_tokens(path: str) -> int:
-    """The longest input (in tokens) an encoder model reads: its position embeddings (less RoBERTa-style
-    padding offset), capped by its tokenizer's ``model_max_length``."""
+    """The longest input (in tokens) an encoder reads: its position embeddings, capped by its tokenizer."""
     from transformers import AutoConfig, AutoTokenizer
 
     conf = AutoConfig.from_pretrained(path)
@@ -236,10 +233,6 @@ def load_embedder(emb_cfg: EmbeddingConfig, use_cache: bool = True, cache_root: 
     """Build the :class:`Embedder` the config names (backend ``sentence-transformers`` or ``flagembedding``)."""
     if emb_cfg.backend == "sentence-transformers":
         model, fn = _load_sentence_transformers(emb_cfg)
-    elif emb_cfg.backend == "flagembedding":
+    else:  # "flagembedding" (the config admits no other)
         model, fn = _load_flagembedding(emb_cfg)
-    else:
-        raise EmbeddingError(
-            f"unknown embedding backend {emb_cfg.backend!r}; expected 'sentence-transformers' or 'flagembedding'"
-        )
     return Embedder(emb_cfg, model, fn, model_id=emb_cfg.model, use_cache=use_cache, cache_root=cache_root)

@@ -11,6 +11,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict, deque
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .base import (BackendBase, Conversation, Generation, LLMError, LocalTokenizerMixin, SamplingParams,
@@ -85,28 +86,26 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
+@dataclass(eq=False, slots=True)
 class Prefix:
     """A stored prompt prefix: its token ids and per-layer key/value tensors (batch size 1)."""
-    __slots__ = ("ids", "kv")
 
-    def __init__(self, ids: tuple[int, ...], kv: list[tuple[Any, Any]]) -> None:
-        self.ids, self.kv = ids, kv
+    ids: tuple[int, ...]
+    kv: list[tuple[Any, Any]]
 
     def __len__(self) -> int:
         return len(self.ids)
 
 
-def has_sliding_window(model_config: Any) -> bool:
+def has_sliding_window(cfg: Any) -> bool:
     """Whether some attention layer keeps only a sliding window of keys (prefix reuse is then off)."""
-    cfg = model_config
     if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
         return True
     return bool(getattr(cfg, "sliding_window", None)) and getattr(cfg, "use_sliding_window", True) is not False
 
 
 class PrefixStore:
-    """The stored prefixes of one backend (least recently used dropped) and its recent prompts; the
-    caller holds the backend's lock."""
+    """One backend's stored prefixes (LRU) and recent prompts; the caller holds the backend's lock."""
 
     def __init__(self, owner: Any, min_prefix_tokens: int = 32, max_prefixes: int = 4) -> None:
         self.owner = weakref.proxy(owner)
@@ -141,8 +140,7 @@ class PrefixStore:
         return best
 
     def build(self, ids: Sequence[int]) -> tuple[Prefix, int]:
-        """Compute and store the key/value cache of ``ids`` (only past the stored prefix sharing the most
-        leading tokens); the prefix and how many of its tokens were not computed now."""
+        """Store the key/value cache of ``ids`` (computed past the longest stored prefix); with that length."""
         import torch
         from transformers import DynamicCache
 
@@ -175,13 +173,11 @@ class PrefixStore:
         return pre, m
 
     def plan(self, prompts: Sequence[Sequence[int]]) -> tuple[list[Prefix | None], dict[tuple[int, ...], int]]:
-        """Which stored prefix each prompt uses (the call's shared prefix built when long enough), and per
-        prefix built now its tokens already stored."""
+        """Which stored prefix each prompt uses, and per prefix built now its tokens already stored."""
         n = len(prompts)
         if n == 0:
             return [], {}
-        # the call's shared prefix: common to all its prompts, or (one prompt) to a recent one;
-        # at least one token of each prompt is left to compute (its logits are needed)
+        # common to all prompts (one prompt: to a recent one), leaving each >= 1 token to compute
         if n > 1:
             shared = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
         else:
@@ -252,8 +248,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
 
     def _batches(self, lengths: Sequence[int], groups: Sequence[Any] | None = None,
                  max_padding: float = 1.0, apart: Sequence[Any] | None = None) -> list[list[int]]:
-        """Item indices in batches of similar length; items of different ``groups`` or ``apart`` values
-        never share a batch."""
+        """Item indices in batches of similar length, never mixing ``groups`` or ``apart`` values."""
         tails = [n - (len(groups[i]) if groups is not None and groups[i] is not None else 0)
                  for i, n in enumerate(lengths)]
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
@@ -345,8 +340,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                 self.tokenizer, vocab_size=self.model.config.vocab_size,
                 stop_token_ids=self.eos_token_ids)
             self._grammar_compiler = xgr.GrammarCompiler(info)
-        # property order matters: xgrammar emits properties in the schema's order, so the schema
-        # is compiled as given (never key-sorted) and the unsorted text is the memo key
+        # xgrammar emits properties in the schema's order: compiled as given, memoised by unsorted text
         key = json.dumps(schema)
         if key not in self._grammars:
             try:
@@ -374,8 +368,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             plan, built = self._plan_prefixes(prompts)
             share = (time.perf_counter() - t0) / len(prompts)  # prefix building, spread evenly
             schemas = params.schemas(len(prompts))
-            # constrained and unconstrained rows never share a batch (every row of a constrained
-            # batch has its own grammar: a per-conversation schema, e.g. LitSeg's index bounds)
+            # constrained and unconstrained rows never share a batch (each constrained row has a grammar)
             for batch in self._batches([len(p) for p in prompts], [pr.ids if pr else None for pr in plan],
                                        apart=[x is not None for x in schemas] if self.structured_output else None):
                 gens = self._generate_batch([prompts[i] for i in batch], params, plan[batch[0]],

@@ -32,8 +32,7 @@ TINY_RANDOM_SEED = 0
 TINY_RANDOM_CONFIG: dict[str, Any] = dict(
     hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
     num_key_value_heads=2, max_position_embeddings=8192, rms_norm_eps=1e-5,
-    # a larger init than the usual 0.02 makes the random model's next-token distribution peaked,
-    # so greedy decoding is not decided by float round-off (tests compare batched vs unbatched)
+    # a large init peaks the random model's next-token distribution: greedy is not decided by round-off
     initializer_range=0.5, tie_word_embeddings=True, rope_theta=100000.0,
 )
 
@@ -68,18 +67,6 @@ def shipped_tokenizer_dir(name: str) -> Path | None:
         return None
     root = TEMPLATES_DIR / "tokenizers" / "all-MiniLM-L6-v2"
     return root if (root / "tokenizer.json").is_file() else None
-
-
-def tokenizer_dir(name: str) -> Path | None:
-    """Packaged model ``name``'s tokenizer folder: its package when installed, else the shipped files."""
-    pkg = PACKAGED_MODELS.get(name.lower())
-    if pkg is None:
-        return None
-    if importlib.util.find_spec(pkg) is None:
-        shipped = shipped_tokenizer_dir(name)
-        if shipped is not None:
-            return shipped
-    return packaged_model_dir(name)
 
 
 def models_dir() -> Path:
@@ -261,8 +248,10 @@ def load_tokenizer(name: str, local_only: bool = False):
     """A new tokenizer of model ``name`` (left padding, pad token set); ``local_only``: never contact the hub."""
     from transformers import AutoTokenizer
 
-    # both packaged LLM names use SmolLM2's tokenizer: loaded without building the model
-    shipped = tokenizer_dir(name)
+    # both packaged LLM names use SmolLM2's tokenizer (loaded without building the model); a packaged
+    # embedding model not installed uses the tokenizer files shipped here
+    pkg = PACKAGED_MODELS.get(name.lower())
+    shipped = shipped_tokenizer_dir(name) if pkg and importlib.util.find_spec(pkg) is None else None
     path = (str(smollm2_tokenizer_dir()) if name in (TINY_RANDOM, SMOLLM2)
             else str(shipped) if shipped is not None else resolve_model_path(name))
     try:
@@ -292,10 +281,7 @@ def pick_dtype(dtype: str, device: str):
         if device.startswith("cuda"):
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    except KeyError:
-        raise LLMError(f"unknown dtype {dtype!r}; expected auto, float32, bfloat16 or float16") from None
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
 
 
 def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "auto"):

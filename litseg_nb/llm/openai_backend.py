@@ -236,8 +236,7 @@ class OpenAIBackend(BackendBase):
             f"{causes[-1]}" + (f"; earlier: {'; '.join(earlier)}" if earlier else "")))
 
     def _map(self, fn, items: Sequence[Any], tag: UsageTag) -> list[Any]:
-        """``fn`` over ``items``, at most ``max_concurrency`` at a time, results in order, each recorded in
-        the ledger. The first error is raised once the requests in flight end; the rest are cancelled."""
+        """``fn`` over ``items`` (``max_concurrency`` at a time), results in order and in the ledger."""
         if len(items) <= 1 or self.max_concurrency == 1:
             out = [fn(x) for x in items]
         else:

@@ -41,36 +41,26 @@ def replace_lone_surrogates(text: str) -> tuple[str, int]:
 
 def clean_strings(value: Any) -> tuple[Any, int]:
     """Decoded JSON with unpaired surrogates replaced in every string and key (iteratively), and how many."""
-    if isinstance(value, str):
-        return replace_lone_surrogates(value)
-    if not isinstance(value, (dict, list)):
-        return value, 0
     total = 0
     root: list[Any] = [value]
-    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (parent, key, node)
+    stack: list[tuple[Any, Any]] = [(root, 0)]  # (container, key) of each node left to clean (copied)
     while stack:
-        parent, key, node = stack.pop()
-        if isinstance(node, dict):
+        parent, key = stack.pop()
+        node = parent[key]
+        if isinstance(node, str):
+            parent[key], c = replace_lone_surrogates(node)
+            total += c
+        elif isinstance(node, list):
+            parent[key] = node = list(node)
+            stack.extend((node, i) for i in range(len(node)))
+        elif isinstance(node, dict):
             new: dict[Any, Any] = {}
             for k, v in node.items():
-                if isinstance(k, str):
-                    k, c = replace_lone_surrogates(k)
-                    total += c
+                k, c = replace_lone_surrogates(k) if isinstance(k, str) else (k, 0)
+                total += c
                 new[k] = v
             parent[key] = new
-            for k, v in new.items():
-                if isinstance(v, (dict, list, str)):
-                    stack.append((new, k, v))
-        elif isinstance(node, list):
-            new_l = list(node)
-            parent[key] = new_l
-            for i, v in enumerate(new_l):
-                if isinstance(v, (dict, list, str)):
-                    stack.append((new_l, i, v))
-        else:  # str
-            s, c = replace_lone_surrogates(node)
-            total += c
-            parent[key] = s
+            stack.extend((new, k) for k in new)
     return (root[0], total) if total else (value, 0)
 
 

@@ -86,8 +86,7 @@ def cache_report(backend: Any) -> str:
 
 
 class CachedBackend:
-    """Wraps a backend with a :class:`RequestCache` (same interface, plus ``hits``/``misses``; each
-    served reply carries ``Generation.cache_hit``)."""
+    """Wraps a backend with a :class:`RequestCache` (same interface, plus ``hits``/``misses``)."""
 
     def __init__(self, inner: Any, cache: RequestCache | None = None, chunk_size: int = 8,
                  keep_invalid: bool = False) -> None:
@@ -99,7 +98,6 @@ class CachedBackend:
         self.misses = 0
         self._count_lock = threading.Lock()
 
-    # the wrapped backend's identity and tokenizer pass through
     name = property(lambda self: self.inner.name)
     model_id = property(lambda self: self.inner.model_id)
     ledger: UsageLedger = property(lambda self: self.inner.ledger)  # type: ignore[assignment]
