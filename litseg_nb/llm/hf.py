@@ -221,6 +221,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                  min_prefix_tokens: int = 32, max_prefixes: int = 4,
                  enable_thinking: bool = False, growing_cache: bool = True,
                  max_padding: float = 0.25) -> None:
+        if not 0.0 <= max_padding <= 1.0:
+            raise LLMError(f"hf backend: max_padding must be in [0, 1], got {max_padding}")
         self.max_padding = float(max_padding)
         self.model_id = model
         self.revision = model_revision(model)

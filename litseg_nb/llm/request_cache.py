@@ -115,11 +115,14 @@ class CachedBackend:
             payload["thinking"] = True
         return payload
 
-    def _serve(self, kind: str, payloads: list[dict[str, Any]],
+    def _keys(self, kind: str, fields: list[dict[str, Any]]) -> list[str]:
+        return [RequestCache.make_key({**self._base_payload(kind), **f}) for f in fields]
+
+    def _serve(self, kind: str, fields: list[dict[str, Any]],
                compute: Callable[[list[int]], list[tuple[Any, Generation]]],
                tag: UsageTag) -> list[tuple[Any, Generation]]:
-        """Answer each payload from the cache or via ``compute(indices)`` (misses, in slices)."""
-        keys = [RequestCache.make_key(p) for p in payloads]
+        """Answer each request (``fields``: its content) from the cache or via ``compute(indices)``."""
+        keys = self._keys(kind, fields)
         stored = self.cache.get_many(keys)
         out: list[Any] = [None] * len(keys)
         todo: list[int] = []
@@ -162,9 +165,10 @@ class CachedBackend:
                 self.hits += 1
         return out
 
-    def _chat_payloads(self, convs: Sequence[Conversation], params: SamplingParams) -> list[dict[str, Any]]:
-        """The cache payloads of chat requests (per conversation: its own schema, if any)."""
-        return [{**self._base_payload("chat"), "messages": list(c), "params": {
+    @staticmethod
+    def _chat_fields(convs: Sequence[Conversation], params: SamplingParams) -> list[dict[str, Any]]:
+        """The key content of chat requests (per conversation: its own schema, if any)."""
+        return [{"messages": list(c), "params": {
                     f: x for f, x in dataclasses.asdict(params.for_item(i)).items() if f != "json_schemas"}}
                 for i, c in enumerate(convs)]
 
@@ -173,50 +177,38 @@ class CachedBackend:
         again (unless ``keep_invalid``, ``llm.cache_invalid_replies``); the number removed."""
         if self.keep_invalid or not conversations:
             return 0
-        return self.cache.delete([RequestCache.make_key(p) for p in self._chat_payloads(conversations, params)])
+        return self.cache.delete(self._keys("chat", self._chat_fields(conversations, params)))
 
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
              tag: UsageTag = UsageTag()) -> list[Generation]:
         convs = [list(c) for c in conversations]
         params.schemas(len(convs))  # a wrong number of per-conversation schemas is an error here
-        payloads = self._chat_payloads(convs, params)
 
         def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
             gens = self.inner.chat([convs[i] for i in idx], params.subset(idx), tag)
             return [(g.text, g) for g in gens]
 
-        return [gen for _, gen in self._serve("chat", payloads, compute, tag)]
+        return [gen for _, gen in self._serve("chat", self._chat_fields(convs, params), compute, tag)]
 
     def next_token_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str],
                             tag: UsageTag = UsageTag()) -> list[dict[str, float]]:
         convs = [list(c) for c in conversations]
         cands = list(candidates)
-        payloads = [{**self._base_payload("next_token_logprobs"), "messages": c, "candidates": cands}
-                    for c in convs]
-
-        def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
-            return self.inner.next_token_logprobs_ex([convs[i] for i in idx], cands, tag)
-
-        return [dict(v) for v, _ in self._serve("next_token_logprobs", payloads, compute, tag)]
+        out = self._serve("next_token_logprobs", [{"messages": c, "candidates": cands} for c in convs],
+                          lambda idx: self.inner.next_token_logprobs_ex([convs[i] for i in idx], cands, tag), tag)
+        return [dict(v) for v, _ in out]
 
     def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
                       max_length: int | None = None) -> list[list[float]]:
         texts = list(texts)
-        payloads = [{**self._base_payload("text_logprobs"), "text": t, "max_length": max_length}
-                    for t in texts]
         kwargs = {} if max_length is None else {"max_length": max_length}
-
-        def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
-            return self.inner.text_logprobs_ex([texts[i] for i in idx], tag, **kwargs)
-
-        return [list(v) for v, _ in self._serve("text_logprobs", payloads, compute, tag)]
+        out = self._serve("text_logprobs", [{"text": t, "max_length": max_length} for t in texts],
+                          lambda idx: self.inner.text_logprobs_ex([texts[i] for i in idx], tag, **kwargs), tag)
+        return [list(v) for v, _ in out]
 
     def token_logprobs(self, seqs: Sequence[Sequence[int]],
                        tag: UsageTag = UsageTag()) -> list[list[float]]:
         seqs = [[int(t) for t in s] for s in seqs]
-        payloads = [{**self._base_payload("token_logprobs"), "ids": s} for s in seqs]
-
-        def compute(idx: list[int]) -> list[tuple[Any, Generation]]:
-            return self.inner.token_logprobs_ex([seqs[i] for i in idx], tag)
-
-        return [list(v) for v, _ in self._serve("token_logprobs", payloads, compute, tag)]
+        out = self._serve("token_logprobs", [{"ids": s} for s in seqs],
+                          lambda idx: self.inner.token_logprobs_ex([seqs[i] for i in idx], tag), tag)
+        return [list(v) for v, _ in out]

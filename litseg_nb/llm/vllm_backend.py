@@ -320,11 +320,6 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
         if max_length is not None:
             raise LLMError("vllm backend: text_logprobs does not support max_length "
                            "(window the text on the caller's side)")
-        if not texts:
-            return []
-        bos = self.tokenizer.bos_token_id
-        seqs = []
-        for t in texts:
-            ids = self.tokenizer(t, add_special_tokens=False).input_ids
-            seqs.append(([bos] if bos is not None else []) + ids)
+        bos = [] if self.tokenizer.bos_token_id is None else [self.tokenizer.bos_token_id]
+        seqs = [bos + self.tokenizer(t, add_special_tokens=False).input_ids for t in texts]
         return self.token_logprobs_ex(seqs, tag)
