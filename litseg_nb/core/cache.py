@@ -59,8 +59,7 @@ def code_version() -> str:
 
 
 class StepCache:
-    """One step's cache entry, ``<cache_dir>/steps/<name>/<key>.json`` (written atomically); a stored dict
-    without the ``required`` keys is a miss."""
+    """One step's cache entry, ``<cache_dir>/steps/<name>/<key>.json``; a dict without ``required`` keys misses."""
 
     def __init__(self, name: str, config: Any = None, inputs: Any = None, root: Path | None = None,
                  required: tuple[str, ...] = ()):
@@ -105,10 +104,8 @@ class StepCache:
             why = f"is incomplete (missing key(s) {', '.join(missing)})"
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             why = f"is corrupt ({exc})"
-        try:
+        with contextlib.suppress(OSError):
             self.path.unlink()
-        except OSError:
-            pass
         warnings.warn(f"step cache entry {self.path} {why}; recomputing and replacing it", CacheWarning,
                       stacklevel=3)
         return False, None
@@ -157,27 +154,22 @@ class SQLiteStore:
         self.moved_aside = aside
         self._conn = self._open()
 
+    def _by_keys(self, verb: str, keys: Sequence[str]):
+        """Cursors of ``<verb> FROM <table> WHERE key IN (...)`` over ``keys``, 500 at a time (lock held)."""
+        uniq = list(dict.fromkeys(keys))
+        for i in range(0, len(uniq), 500):
+            part = uniq[i:i + 500]
+            yield self._conn.execute(f"{verb} FROM {self.table} WHERE key IN ({','.join('?' * len(part))})", part)
+
     def select(self, keys: Sequence[str], columns: str) -> list[tuple]:
         """Rows (``columns``) of those ``keys`` that are present."""
-        uniq = list(dict.fromkeys(keys))
-        rows: list[tuple] = []
         with self._lock:
-            for i in range(0, len(uniq), 500):
-                part = uniq[i:i + 500]
-                rows += self._conn.execute(f"SELECT {columns} FROM {self.table} WHERE key IN "
-                                           f"({','.join('?' * len(part))})", part).fetchall()
-        return rows
+            return [row for cur in self._by_keys(f"SELECT {columns}", keys) for row in cur.fetchall()]
 
     def delete(self, keys: Sequence[str]) -> int:
         """Remove the rows of ``keys`` (one transaction); the number removed."""
-        uniq = list(dict.fromkeys(keys))
-        n = 0
         with self._lock, self._conn:
-            for i in range(0, len(uniq), 500):
-                part = uniq[i:i + 500]
-                n += self._conn.execute(f"DELETE FROM {self.table} WHERE key IN ({','.join('?' * len(part))})",
-                                        part).rowcount
-        return n
+            return sum(cur.rowcount for cur in self._by_keys("DELETE", keys))
 
     def __len__(self) -> int:
         with self._lock:

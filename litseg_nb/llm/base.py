@@ -135,8 +135,7 @@ def _add(u: Usage, row: Mapping[str, Any], skip: str = "") -> None:
 
 
 class BackendBase:
-    """A backend implements ``chat``, ``count_tokens`` and the ``*_ex`` log-prob methods (each result with its
-    usage record); the plain log-prob methods are derived here."""
+    """A backend implements ``chat``, ``count_tokens`` and the ``*_ex`` log-prob methods (with usage records)."""
 
     name: str  # backend name, e.g. "hf"
     model_id: str  # model identifier used in cache keys and table labels

@@ -4,6 +4,7 @@ With ``use_instructions``, passages and queries get the configured instruction p
 applied here so the cache key (SHA-256 of the string encoded, one SQLite file per model) covers it."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import sqlite3
@@ -53,10 +54,8 @@ class EmbeddingCache(SQLiteStore):
                     self._conn.commit()
                     return
                 except sqlite3.DatabaseError as exc:
-                    try:
+                    with contextlib.suppress(sqlite3.Error):
                         self._conn.rollback()
-                    except sqlite3.Error:
-                        pass
                     if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or retry:
                         self.full = True
                         warnings.warn(f"embeddings cache {self.path} cannot store vectors ({exc}); "
@@ -199,8 +198,7 @@ def _load_flagembedding(cfg: EmbeddingConfig):
 
 
 def limit_report(chunk_sets: Any, embedder: Embedder, reranker: Any = None):
-    """Per method of ``chunk_sets`` (``{method: [Chunk, ...]}``): how many chunks exceed what the embedder
-    (and a FlagReranker) reads; such a chunk is embedded / reranked on its first tokens only."""
+    """Per method of ``chunk_sets``: how many chunks exceed what the embedder (and a FlagReranker) reads."""
     import pandas as pd
 
     model = embedder.model  # FlagEmbedding: the configured passage_max_length; else max_seq_length

@@ -62,8 +62,7 @@ def _growing_layer_class():
 
 def padded_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int,
                    max_padding: float = 1.0) -> list[list[int]]:
-    """Consecutive batches of ``order`` (longest first) of at most ``batch_size``, each ending before more
-    than ``max_padding`` of its tokens would be padding."""
+    """Batches of ``order`` (longest first), each ending before ``batch_size`` or ``max_padding`` is exceeded."""
     out: list[list[int]] = []
     cur: list[int] = []
     real = 0
@@ -483,8 +482,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
 
     def _score(self, seqs: list[list[int]], tag: UsageTag, max_length: int | None,
                cached: int | None) -> list[tuple[list[float], Generation]]:
-        """Teacher-forced log-probs of every token after the first; with ``max_length``, in windows of that
-        many tokens advancing by half of it."""
+        """Teacher-forced log-probs of every token after the first (``max_length``: windows advancing by half)."""
         import torch
 
         results: list[Any] = [None] * len(seqs)

@@ -149,8 +149,7 @@ def tiny_random_dir() -> Path:
 
 
 def smollm2_dir() -> Path:
-    """A de-quantised safetensors copy of SmolLM2-135M-Instruct (without ``quantization_config``, which
-    would make transformers and vLLM treat it as GGUF-quantised)."""
+    """A de-quantised safetensors copy of SmolLM2-135M-Instruct (no ``quantization_config``: not GGUF-quantised)."""
     target = models_dir() / f"smollm2-135m-instruct-{SMOLLM2_REVISION}"
 
     def build(tmp: Path) -> None:
@@ -222,9 +221,7 @@ def _content_hash(path: Path, st: os.stat_result) -> str:
 
 def local_tokenizer_source(name: str) -> str | None:
     """Where a tokenizer for ``name`` exists on this machine (packaged, local path or hub cache), else None."""
-    if name in (TINY_RANDOM, SMOLLM2) or Path(name).expanduser().exists():
-        return name
-    if name.lower() in PACKAGED_MODELS:
+    if name in (TINY_RANDOM, SMOLLM2) or name.lower() in PACKAGED_MODELS or Path(name).expanduser().exists():
         return name
     try:
         from huggingface_hub import try_to_load_from_cache

@@ -28,12 +28,6 @@ _LOAD_SLACK = 0.25  # bounded loads: a replica takes at most (1 + slack) x its f
 _TOP_K_LOGPROBS = 20
 
 
-def endpoint(base_url: str, route: str) -> str:
-    """``route`` under ``base_url``, before its query string (a signed address keeps its query)."""
-    head, sep, query = str(base_url).partition("?")
-    return f"{head.rstrip('/')}{route}{sep}{query}"
-
-
 class ServerRejected(BackendUnavailableError):
     """The server answered an HTTP 4xx status that is not retried."""
 
@@ -80,7 +74,8 @@ class _Router(httpx.BaseTransport):
             if call.routed:
                 b._in_flight[idx] += 1
                 b.routed[idx] += 1
-        call.url = url = endpoint(call.urls[idx], request.url.raw_path.decode("ascii"))
+        head, sep, query = call.urls[idx].partition("?")  # the route goes before the query (a signed address)
+        call.url = url = f"{head.rstrip('/')}{request.url.raw_path.decode('ascii')}{sep}{query}"
         timeout = min(b.timeout_s, left)
         ext = {**request.extensions, "timeout": dict.fromkeys(("connect", "read", "write", "pool"), timeout)}
         headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"host"]
@@ -203,10 +198,12 @@ class OpenAIBackend(BackendBase):
         """Replica indices in ``key``'s order of preference (rendezvous hashing)."""
         return sorted(range(len(self.base_urls)), key=lambda i: (-_hash64(f"{self.base_urls[i]}\x00{key}"), i))
 
-    def _post(self, route: str, body: dict[str, Any], urls: Sequence[str] | None = None) -> dict[str, Any]:
-        """POST ``body`` to ``route`` (routed over the replicas unless ``urls``); the JSON object answered."""
+    def _post(self, route: str, body: dict[str, Any], urls: Sequence[str] | None = None) -> tuple[dict, float]:
+        """POST ``body`` to ``route`` (routed over the replicas unless ``urls``); the JSON object answered
+        and the seconds it took."""
         import openai
 
+        t0 = time.perf_counter()
         order = self.replica_ranking(self.route_key(body)) if not urls else [0]
         call = self._local.call = _Call(order, tuple(urls or self.base_urls), not urls,
                                         time.monotonic() + self.max_wait_s)
@@ -218,7 +215,7 @@ class OpenAIBackend(BackendBase):
                 self._monitor.start()
         try:
             self._client.post(route, body=body, cast_to=httpx.Response)
-            return call.data
+            return call.data, time.perf_counter() - t0
         except openai.APIStatusError as exc:
             if 400 <= exc.status_code < 500 and exc.status_code not in (408, 409, 429):
                 raise ServerRejected(self.redact(
@@ -288,9 +285,7 @@ class OpenAIBackend(BackendBase):
 
     def _chat_one(self, item: tuple[Conversation, SamplingParams]) -> Generation:
         conv, params = item
-        t0 = time.perf_counter()
-        data = self._post("/chat/completions", self._chat_body(conv, params))
-        latency = time.perf_counter() - t0
+        data, latency = self._post("/chat/completions", self._chat_body(conv, params))
         choice = self._field(data, "choices", 0)
         msg = self._field(choice, "message")
         text = msg.get("content") if isinstance(msg, dict) else None
@@ -335,9 +330,7 @@ class OpenAIBackend(BackendBase):
         body = {"model": self.model_id, "messages": list(conv), "max_tokens": 1, "temperature": 0.0,
                 "logprobs": True, "top_logprobs": _TOP_K_LOGPROBS,
                 "chat_template_kwargs": {"enable_thinking": self.enable_thinking}}
-        t0 = time.perf_counter()
-        data = self._post("/chat/completions", body)
-        latency = time.perf_counter() - t0
+        data, latency = self._post("/chat/completions", body)
         top = self._field(data, "choices", 0, "logprobs", "content", 0, "top_logprobs")
         table: dict[str, float] = {}
         for entry in top:
@@ -365,9 +358,7 @@ class OpenAIBackend(BackendBase):
         """Log-probs of the prompt's tokens after its first (completions endpoint, ``echo``)."""
         body = {"model": self.model_id, "prompt": prompt, "max_tokens": 1, "temperature": 0.0,
                 "echo": True, "logprobs": 0}
-        t0 = time.perf_counter()
-        data = self._post("/completions", body)
-        latency = time.perf_counter() - t0
+        data, latency = self._post("/completions", body)
         lps = self._field(data, "choices", 0, "logprobs", "token_logprobs")
         p, c, cached = self._usage(data)
         # echo returns the prompt tokens then the generated one; the prompt's first token has no log-prob
@@ -420,7 +411,7 @@ class OpenAIBackend(BackendBase):
         root = self.base_urls[0]
         root = root[:-3] if root.endswith("/v1") else root
         try:
-            data = self._post("/tokenize", {"model": self.model_id, "prompt": text,
+            data, _ = self._post("/tokenize", {"model": self.model_id, "prompt": text,
                                             "add_special_tokens": False}, urls=(root,))
         except ServerRejected as exc:  # no /tokenize on this server (another failure propagates)
             raise LLMError(self.redact(

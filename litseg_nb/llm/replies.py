@@ -109,8 +109,7 @@ def read_reply(text: Any, *, max_new_tokens: int | None = None, max_chars: int |
 
 
 def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
-    """(answer, blocks removed, reasoning characters, truncated inside reasoning); a tag inside a JSON
-    object or string is text."""
+    """(answer, blocks removed, reasoning characters, truncated inside reasoning); tags inside JSON are text."""
     found = list(_TAG.finditer(s))
     if not found:
         return s, 0, 0, False

@@ -173,8 +173,7 @@ class CachedBackend:
                 for i, c in enumerate(convs)]
 
     def reject(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams()) -> int:
-        """Take replies that failed the caller's validation out of the cache, so a rerun asks the model
-        again (unless ``keep_invalid``, ``llm.cache_invalid_replies``); the number removed."""
+        """Remove replies that failed the caller's validation (unless ``keep_invalid``); the number removed."""
         if self.keep_invalid or not conversations:
             return 0
         return self.cache.delete(self._keys("chat", self._chat_fields(conversations, params)))

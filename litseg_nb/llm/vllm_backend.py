@@ -18,16 +18,6 @@ from .models import model_revision, resolve_model_path
 from ..core.cache import hash_file
 
 
-def _import_vllm():
-    try:
-        import vllm
-    except ImportError as exc:
-        raise LLMError("backend 'vllm' needs the vllm package (pip install 'litseg_nb[gpu]'; on CPU "
-                       "use scripts/setup_vllm_cpu.sh and the 'openai' backend against vllm serve)"
-                       ) from exc
-    return vllm
-
-
 # top log-probs returned for the first generated token (vLLM's default ``max_logprobs`` is 20)
 CANDIDATE_TOPK = 20
 
@@ -83,7 +73,12 @@ def acquire_engine(model: str, settings: dict[str, Any]) -> _Engine:
         raise LLMError(f"vllm backend: an engine for {other} is alive in this process; starting one for {model} "
                        "would be a second engine on the GPU: close the first model's backends (backend.close() / "
                        "litseg_nb.llm.vllm_backend.shutdown_engines()) before loading another model")
-    vllm = _import_vllm()
+    try:
+        import vllm
+    except ImportError as exc:
+        raise LLMError("backend 'vllm' needs the vllm package (pip install 'litseg_nb[gpu]'; on CPU "
+                       "use scripts/setup_vllm_cpu.sh and the 'openai' backend against vllm serve)"
+                       ) from exc
     before = _children()
     entry = _Engine(model, dict(settings), vllm.LLM(**settings))
     entry.workers = tuple(sorted(_children() - before))
@@ -100,8 +95,7 @@ def _release(entry: _Engine) -> None:
 
 
 def release_engine(holder: Any, attr: str, what: str, workers: Sequence[int] = (), wait_s: float = 60.0) -> None:
-    """Shut down the ``vllm.LLM`` at ``holder.<attr>`` (also trl's rollout engine), set it to None and
-    check its memory was released (``workers`` exited, or no reference left)."""
+    """Shut down the ``vllm.LLM`` at ``holder.<attr>`` (also trl's) and check its memory was released."""
     engine = getattr(holder, attr)
     setattr(holder, attr, None)
     if engine is None:
@@ -277,8 +271,7 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
 
     def next_token_logprobs_ex(self, conversations: Sequence[Conversation], candidates: Sequence[str],
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
-        """One request per conversation (top-k log-probs of the next token); a candidate outside the top-k
-        costs one more request (prompt + candidate)."""
+        """Top-k next-token log-probs per conversation; a candidate outside the top-k costs one more request."""
         if not conversations:
             return []
         cand_ids = self.candidate_token_ids(candidates)
