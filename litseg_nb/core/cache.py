@@ -162,7 +162,6 @@ class SQLiteStore:
             yield self._conn.execute(f"{verb} FROM {self.table} WHERE key IN ({','.join('?' * len(part))})", part)
 
     def select(self, keys: Sequence[str], columns: str) -> list[tuple]:
-        """Rows (``columns``) of those ``keys`` that are present."""
         with self._lock:
             return [row for cur in self._by_keys(f"SELECT {columns}", keys) for row in cur.fetchall()]
 

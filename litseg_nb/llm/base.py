@@ -26,7 +26,6 @@ class SamplingParams:
     json_schemas: tuple[dict[str, Any] | None, ...] | None = None
 
     def schema_for(self, i: int) -> dict[str, Any] | None:
-        """The JSON schema that constrains conversation ``i`` of the call (None: unconstrained)."""
         if self.json_schemas is None:
             return self.json_schema
         return self.json_schemas[i]
@@ -273,9 +272,7 @@ class ScriptedBackend(BackendBase):
     def count_tokens(self, text: str) -> int:
         return len(text.split())
 
-    @property
-    def tokenizer(self) -> None:
-        return None
+    tokenizer = None  # no tokenizer: tokens are words
 
     def chat(self, conversations, params=SamplingParams(), tag=UsageTag()):
         out = []

@@ -68,6 +68,7 @@ class EmbeddingCache(SQLiteStore):
 
 class Embedder:
     """Encodes texts with one model (instruction prefixes and cache as the module docstring says)."""
+
     def __init__(self, cfg: EmbeddingConfig, model: Any, encode_fn: Any, model_id: str,
                  use_cache: bool = True, cache_root: Path | None = None):
         self.cfg = cfg

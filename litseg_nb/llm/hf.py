@@ -210,8 +210,6 @@ class PrefixStore:
 
 
 class HFBackend(LocalTokenizerMixin, BackendBase):
-    """Batched chat generation and log-probs with a transformers causal LM."""
-
     name = "hf"
 
     def __init__(self, model: str = "tiny-random", *, dtype: str = "auto", device: str = "auto",
@@ -303,7 +301,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
     prefix_computed_tokens = property(lambda self: self.prefixes.computed_tokens)
 
     def clear_prefixes(self) -> None:
-        """Drop every stored prefix and the memory of recent prompts; zero the build counters."""
         with self._lock:
             self.prefixes.clear()
 

@@ -39,6 +39,7 @@ def _hash64(text: str) -> int:
 @dataclass
 class _Call:
     """One request's state across the client's attempts (kept per thread)."""
+
     order: list[int]  # replicas in the order its attempts try them (the ranking, rotated at the first)
     urls: tuple[str, ...]
     routed: bool

@@ -67,6 +67,7 @@ def clean_strings(value: Any) -> tuple[Any, int]:
 @dataclass(frozen=True)
 class Reply:
     """A reply split into its answer and its reasoning, with everything done to it named."""
+
     raw_chars: int  # length of the reply as received
     answer: str  # the reply without reasoning blocks ('' when oversize or cut inside reasoning)
     reasoning_blocks: int = 0  # reasoning blocks removed (closed, template-opened or unclosed)
@@ -215,6 +216,7 @@ def list_items(text: Any, max_items: int | None = None) -> list[str]:
 @dataclass(frozen=True)
 class JsonCandidate:
     """One complete JSON value found in an answer: where, whether inside a fence, the value."""
+
     start: int
     end: int
     in_fence: bool
@@ -296,6 +298,7 @@ def json_candidates(answer: str, lenient: bool = False) -> Iterator[JsonCandidat
 @dataclass(frozen=True)
 class JsonReply:
     """The outcome of extracting one JSON object from a reply."""
+
     obj: dict | None
     reply: Reply
     source: str = ""  # "whole" (the reply is the object), "fence", "prose"; '' when none

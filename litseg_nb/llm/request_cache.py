@@ -26,6 +26,7 @@ def default_cache_path() -> Path:
 
 class RequestCache(SQLiteStore):
     """A key -> JSON-value store (see :class:`~litseg_nb.core.cache.SQLiteStore`)."""
+
     def __init__(self, path: str | Path | None = None) -> None:
         super().__init__(path if path is not None else default_cache_path(), "LLM request cache", "requests",
                          "key TEXT PRIMARY KEY, kind TEXT NOT NULL, model TEXT NOT NULL, value TEXT NOT NULL, "

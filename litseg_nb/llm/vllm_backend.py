@@ -143,8 +143,6 @@ def shutdown_engines() -> list[str]:
 
 
 class VLLMBackend(LocalTokenizerMixin, BackendBase):
-    """Batched generation and log-probs with ``vllm.LLM`` (one shared engine per model)."""
-
     name = "vllm"
 
     def __init__(self, model: str, *, dtype: str = "auto", max_model_len: int = 8192,
@@ -226,7 +224,6 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
         return results
 
     def _guided(self, schema: dict[str, Any]) -> dict[str, Any]:
-        """The SamplingParams keyword for guided JSON."""
         import vllm.sampling_params as sp
 
         return {"structured_outputs": sp.StructuredOutputsParams(json=schema)}
