@@ -30,10 +30,6 @@ class EmbeddingCache(SQLiteStore):
         super().__init__(path, "embeddings cache", "emb", "key TEXT PRIMARY KEY, vec BLOB NOT NULL")
         self.full = False
 
-    @staticmethod
-    def key(text: str) -> str:
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         try:
             rows = self.select(keys, "key, vec")
@@ -100,7 +96,7 @@ class Embedder:
         prepared = self.prepare(texts, kind)
         if not prepared:
             return np.zeros((0, 0), dtype=np.float32)
-        keys = [EmbeddingCache.key(t) for t in prepared]
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in prepared]
         found = self.cache.get_many(keys) if self.cache is not None else {}
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         if missing:

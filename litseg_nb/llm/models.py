@@ -106,8 +106,7 @@ def _build_once(target: Path, build) -> Path:
                 shutil.rmtree(target)
             os.replace(tmp, target)
         finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)  # (gone when published)
     return target
 
 
@@ -271,22 +270,15 @@ def pick_device(device: str = "auto") -> str:
     return device
 
 
-def pick_dtype(dtype: str, device: str):
-    import torch
-
-    if dtype == "auto":
-        if device.startswith("cuda"):
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-
-
 def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "auto"):
     """``(model, tokenizer, device)`` for model ``name``, in eval mode on ``device``."""
+    import torch
     from transformers import AutoModelForCausalLM
 
     device = pick_device(device)
-    torch_dtype = pick_dtype(dtype, device)
+    torch_dtype = torch.float32 if dtype == "auto" else getattr(torch, dtype)  # (a config-checked name)
+    if dtype == "auto" and device.startswith("cuda"):
+        torch_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     path = resolve_model_path(name)
     tok = load_tokenizer(name)
     try:

@@ -20,17 +20,13 @@ from .base import Conversation, Generation, LLMError, SamplingParams, UsageLedge
 CACHE_FORMAT = 1
 
 
-def default_cache_path() -> Path:
-    return cache_dir() / "llm_requests.sqlite"
-
-
 class RequestCache(SQLiteStore):
     """A key -> JSON-value store (see :class:`~litseg_nb.core.cache.SQLiteStore`)."""
 
     def __init__(self, path: str | Path | None = None) -> None:
-        super().__init__(path if path is not None else default_cache_path(), "LLM request cache", "requests",
-                         "key TEXT PRIMARY KEY, kind TEXT NOT NULL, model TEXT NOT NULL, value TEXT NOT NULL, "
-                         "created REAL NOT NULL")
+        super().__init__(path if path is not None else cache_dir() / "llm_requests.sqlite", "LLM request cache",
+                         "requests", "key TEXT PRIMARY KEY, kind TEXT NOT NULL, model TEXT NOT NULL, "
+                         "value TEXT NOT NULL, created REAL NOT NULL")
 
     @staticmethod
     def make_key(payload: dict[str, Any]) -> str:
