@@ -84,6 +84,8 @@ class Embedder:
 
     def prepare(self, texts: Sequence[str], kind: Kind = "passage") -> list[str]:
         """The exact strings sent to the model (instruction prefix applied when configured)."""
+        if kind not in ("passage", "query", "sentence"):
+            raise ValueError(f"kind must be 'passage', 'query' or 'sentence', got {kind!r}")
         if not self.cfg.use_instructions or kind == "sentence":
             return list(texts)
         instr = self.cfg.passage_instruction if kind == "passage" else self.cfg.query_instruction
