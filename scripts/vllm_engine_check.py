@@ -13,7 +13,7 @@ import time
 def main(engine: str, adapter: str) -> None:
     from litseg_nb.config import LLMConfig
     from litseg_nb.llm import SamplingParams, make_backend, vllm_backend
-    from litseg_nb.llm.factory import release_backend
+    from litseg_nb.llm import release_backend
 
     cfg = LLMConfig(backend="vllm", model="smollm2-135m-instruct", dtype="float32", max_model_len=2048,
                     max_new_tokens=16, use_cache=False, engine=json.loads(engine))

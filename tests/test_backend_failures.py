@@ -32,7 +32,7 @@ CONV = [{"role": "user", "content": "hello"}]
 
 
 def client(url: str, **kw) -> OpenAIBackend:
-    opts = dict(timeout_s=1.0, max_retries=1, backoff_s=0.01, max_backoff_s=0.02, max_concurrency=2,
+    opts = dict(timeout_s=1.0, max_retries=1, max_concurrency=2,
                 tokenizer=False)
     opts.update(kw)
     return OpenAIBackend("fake-model", base_urls=[url], **opts)

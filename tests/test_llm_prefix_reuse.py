@@ -50,9 +50,9 @@ def test_greedy_chat_identical_and_ledger_counts_the_reuse(pair):
     got = on.chat(convs(), params, UsageTag("m", "b", "s"))
     assert [g.text for g in got] == [g.text for g in want]
     assert [g.completion_tokens for g in got] == [g.completion_tokens for g in want]
-    prompts = on._encode_prompts(convs())
+    prompts = [on.prompt_ids(c) for c in convs()]
     shared = min(len(p) for p in prompts)
-    from litseg_nb.llm.prefix_cache import common_prefix_len
+    from litseg_nb.llm.hf import common_prefix_len
 
     lcp = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
     assert lcp > 32 and on.prefix_builds == 1 and on.prefix_computed_tokens == lcp < shared
@@ -76,9 +76,9 @@ def test_cached_tokens_are_exactly_the_tokens_not_computed(pair):
         gens = on.chat(convs(), params)
     finally:
         handle.remove()
-    prompts = on._encode_prompts(convs())
+    prompts = [on.prompt_ids(c) for c in convs()]
     # prefill widths: batches of 3 and 2 rows, padded to the longest suffix of each batch
-    from litseg_nb.llm.prefix_cache import common_prefix_len
+    from litseg_nb.llm.hf import common_prefix_len
 
     lcp = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
     order = sorted(range(5), key=lambda i: -len(prompts[i]))
@@ -102,7 +102,7 @@ def test_generation_scores_equal_within_1e5(pair):
     """Per-step log-probs of the greedy continuation agree with and without the prefix."""
     off, on = pair
     on.clear_prefixes()
-    prompts = on._encode_prompts(convs())
+    prompts = [on.prompt_ids(c) for c in convs()]
     plan, _ = on._plan_prefixes(prompts)
     pre = plan[0]
     assert pre is not None
@@ -160,7 +160,7 @@ def test_longer_prefix_extends_a_stored_one_and_store_is_bounded(pair):
     assert 32 <= ext < base
     assert sorted(g.cached_prompt_tokens for g in gens)[0] == base  # first user paid the extension
     assert [g.text for g in gens] == [g.text for g in off.chat(convs(long_users), params)]
-    from litseg_nb.llm.prefix_cache import PrefixStore
+    from litseg_nb.llm.hf import PrefixStore
 
     small = PrefixStore.__new__(PrefixStore)  # the LRU bound on its own
     small.__dict__.update(on.prefixes.__dict__)
@@ -237,7 +237,7 @@ def test_growing_cache_greedy_sampled_and_scores_identical_to_plain_dynamic_cach
     assert grow.growing_cache and not off.growing_cache
     for params in (SamplingParams(max_new_tokens=20), SamplingParams(max_new_tokens=20, temperature=0.9, seed=3)):
         assert [g.text for g in grow.chat(convs(), params)] == [g.text for g in off.chat(convs(), params)]
-    prompts = grow._encode_prompts(convs()[:3])
+    prompts = [grow.prompt_ids(c) for c in convs()[:3]]
     ids, mask = grow._left_pad(prompts)
     kw = dict(max_new_tokens=10, do_sample=False, output_scores=True, return_dict_in_generate=True,
               pad_token_id=grow.tokenizer.pad_token_id, eos_token_id=None)

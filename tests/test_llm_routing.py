@@ -53,7 +53,7 @@ def replicas():
 
 
 def client(reps, **kw) -> OpenAIBackend:
-    opts = dict(timeout_s=5.0, max_retries=2, backoff_s=0.01, max_concurrency=1, tokenizer=False)
+    opts = dict(timeout_s=5.0, max_retries=2, max_concurrency=1, tokenizer=False)
     opts.update(kw)
     return OpenAIBackend("fake", base_urls=[r.url for r in reps], **opts)
 
@@ -118,7 +118,7 @@ def test_failure_moves_to_the_next_replica_of_the_ranking_only(replicas):
 
 def test_one_hot_prefix_is_spread_within_the_load_cap(replicas):
     reps = replicas(4, delay_s=0.15)
-    b = client(reps, max_concurrency=8, load_slack=0.25)
+    b = client(reps, max_concurrency=8)
     convs = [prompt(SYSTEMS[0], f"unit {i}") for i in range(32)]
     b.chat(convs, SamplingParams(max_new_tokens=4))
     cap = math.ceil(8 * 1.25 / 4)  # in-flight bound per replica at 8 requests in flight

@@ -103,7 +103,7 @@ def test_02_03_07_use_one_engine_per_model(standin_vllm, tmp_path):
     assert engine.settings["enable_lora"] and engine.settings["tensor_parallel_size"] == 1
     del engine  # release checks that nothing holds the engine any more
     for b in (backend, backend_so):
-        from litseg_nb.llm.factory import release_backend
+        from litseg_nb.llm import release_backend
 
         release_backend(b)
     assert standin_vllm.alive == [] and vllm_backend.live_engines() == {}  # shut down and released
@@ -184,7 +184,7 @@ def test_grpo_rollouts_use_trls_vllm_in_full_and_its_engine_is_released(standin_
     b = make_backend(full.llm)
     with pytest.raises(LLMError, match="alive"):
         grpo_rollout_kwargs(full, 1000)
-    from litseg_nb.llm.factory import release_backend
+    from litseg_nb.llm import release_backend
 
     release_backend(b)
     trainer = types.SimpleNamespace(vllm_generation=types.SimpleNamespace(llm=StandInLLM(model="trl")))

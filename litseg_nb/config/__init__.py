@@ -420,13 +420,14 @@ class Options(_Base):
 DEVICES = ("auto", "cpu", "cuda")
 DATASETS = ("gutenqa", "gutenberg", "literaryqa")
 UNIT_SELECTIONS = ("first", "questions")
+LLM_BACKENDS = ("hf", "vllm", "openai")
 
 
 @dataclass(frozen=True)
 class LLMConfig(_Base):
     """Which LLM to use and how to call it (see :mod:`litseg_nb.llm`)."""
 
-    backend: str = one_of("hf", "hf", "vllm", "openai")  # litseg_nb.llm.factory.BACKENDS
+    backend: str = one_of("hf", *LLM_BACKENDS)
     model: str = "tiny-random"  # "tiny-random", "smollm2-135m-instruct", a local path or a hub id
     dtype: str = one_of("auto", "auto", "float32", "bfloat16", "float16")
     device: str = one_of("auto", *DEVICES)

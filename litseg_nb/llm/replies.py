@@ -1,37 +1,8 @@
-"""Reading LLM replies: reasoning blocks, size caps, unpaired surrogates and JSON extraction.
+"""Reading LLM replies: size cap, unpaired surrogates, reasoning blocks removed, JSON objects extracted.
 
-This is the ONE module that turns a model's reply text into something a stage can check. LitSeg's
-stage validation (:mod:`litseg_nb.litseg.validate`), LitSeg-Lite's segmenter and GRPO rewards
-(:mod:`litseg_nb.lite`), the E.3 rubric judge (:mod:`litseg_nb.litseg.rubric_judge`), the LLM
-baselines (LumberChunker, proposition chunks, Meta-Chunking rewriting) and the pairwise judge all
-read replies through it, so a reply shape handled here is handled everywhere.
-
-What reading a reply does, in order (:func:`read_reply`):
-
-1. **Size cap.** A reply longer than its token budget allows (``max_new_tokens`` ×
-   :data:`MAX_CHARS_PER_TOKEN` characters; see :func:`reply_char_limit`) cannot have been produced
-   within that budget: it is *not* parsed and the reason is reported (``oversize``). This bounds the
-   cost of every later step.
-2. **Unpaired surrogates** (a lone ``\\ud83d`` — either in the text itself or as a JSON escape) are
-   replaced by U+FFFD, in the text and in every decoded string, so the result can always be
-   written as UTF-8.
-3. **Reasoning blocks** (Qwen3/DeepSeek-style ``<think>...</think>``, also ``<thinking>``) are
-   removed before anything is extracted: every closed block; a leading reply part that ends in a
-   ``</think>`` without an opening tag (the chat template opened the block); and an *unclosed
-   leading* block, which means the reply was cut off inside its reasoning
-   (``truncated_in_reasoning``) and has no answer. A tag inside a complete JSON object of the
-   reply (e.g. a subtitle ``"</think>"``) is text, not a tag.
-
-JSON extraction (:func:`extract_json`, :func:`parse_json_reply`): a reply that is one JSON object is
-taken as it is. Otherwise the answer part is searched for complete JSON objects: first inside
-markdown code fences, then in the whole answer. A fence counts only at the start of a line (JSON
-strings cannot span lines, so triple backticks *inside* a string value never open a fence).
-Truncated or broken JSON gives no object (no guessed repairs); a truncated outer object never
-yields one of its nested objects.
-
-Cost: every step is linear in the reply length (one pass with C-level regex/JSON scanning, each
-character decoded at most twice); ``benchmarks/bench_replies.py`` measures it.
-"""
+:func:`read_reply` splits answer from reasoning (a tag inside JSON is text); :func:`extract_json` takes a
+reply that is one object as is, else the first complete object in a code fence, else in the answer.
+Every step is linear in the reply's length."""
 from __future__ import annotations
 
 import json
@@ -40,20 +11,9 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-__all__ = [
-    "MAX_CHARS_PER_TOKEN", "Reply", "JsonReply", "JsonCandidate", "reply_char_limit",
-    "replace_lone_surrogates", "clean_strings", "read_reply", "answer_text", "json_candidates",
-    "extract_json", "parse_json_reply", "read_int", "is_json_int", "list_items",
-]
-
-# The longest token of the SmolLM2 vocabulary is 81 characters (a newline plus 80 spaces; measured
-# from the packaged tokenizer.json; other vocabularies were not measured here), so 128 characters per
-# token leaves a margin. A reply with more characters than ``max_new_tokens * MAX_CHARS_PER_TOKEN``
-# cannot come from a model that stopped within its budget: it is rejected unparsed (and says so)
-# instead of being scanned.
+# the longest token of the SmolLM2 vocabulary is 81 characters: 128 per token leaves a margin
 MAX_CHARS_PER_TOKEN = 128
 
-REASONING_TAGS = ("think", "thinking")
 _TAG = re.compile(r"<(/?)(?:think|thinking)>", re.I)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -73,57 +33,35 @@ def reply_char_limit(max_new_tokens: int | None) -> int | None:
 
 
 def replace_lone_surrogates(text: str) -> tuple[str, int]:
-    """``text`` with every surrogate code point replaced by U+FFFD, and how many were replaced.
-
-    A well-formed Python string never holds a surrogate *pair* (that is one code point), so every
-    surrogate left in a ``str`` is unpaired and cannot be encoded as UTF-8.
-    """
+    """``text`` with every (unpaired) surrogate replaced by U+FFFD, and how many."""
     if not _SURROGATE.search(text):
         return text, 0
     return _SURROGATE.subn("\ufffd", text)
 
 
 def clean_strings(value: Any) -> tuple[Any, int]:
-    """``value`` (decoded JSON) with unpaired surrogates replaced in every string and key.
-
-    Iterative (no recursion limit); returns the cleaned value (the same object when nothing had
-    to change) and the number of replacements.
-    """
-    if isinstance(value, str):
-        return replace_lone_surrogates(value)
-    if not isinstance(value, (dict, list)):
-        return value, 0
+    """Decoded JSON with unpaired surrogates replaced in every string and key (iteratively), and how many."""
     total = 0
     root: list[Any] = [value]
-    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (parent, key, node)
+    stack: list[tuple[Any, Any]] = [(root, 0)]  # (container, key) of each node left to clean (copied)
     while stack:
-        parent, key, node = stack.pop()
-        if isinstance(node, dict):
+        parent, key = stack.pop()
+        node = parent[key]
+        if isinstance(node, str):
+            parent[key], c = replace_lone_surrogates(node)
+            total += c
+        elif isinstance(node, list):
+            parent[key] = node = list(node)
+            stack.extend((node, i) for i in range(len(node)))
+        elif isinstance(node, dict):
             new: dict[Any, Any] = {}
             for k, v in node.items():
-                if isinstance(k, str):
-                    k, c = replace_lone_surrogates(k)
-                    total += c
+                k, c = replace_lone_surrogates(k) if isinstance(k, str) else (k, 0)
+                total += c
                 new[k] = v
             parent[key] = new
-            for k, v in new.items():
-                if isinstance(v, (dict, list, str)):
-                    stack.append((new, k, v))
-        elif isinstance(node, list):
-            new_l = list(node)
-            parent[key] = new_l
-            for i, v in enumerate(new_l):
-                if isinstance(v, (dict, list, str)):
-                    stack.append((new_l, i, v))
-        else:  # str
-            s, c = replace_lone_surrogates(node)
-            total += c
-            parent[key] = s
+            stack.extend((new, k) for k in new)
     return (root[0], total) if total else (value, 0)
-
-
-def _may_hold_surrogates(text: str) -> bool:
-    return bool(_ESCAPED_SURROGATE.search(text)) or bool(_SURROGATE.search(text))
 
 
 @dataclass(frozen=True)
@@ -152,11 +90,7 @@ class Reply:
 
 
 def read_reply(text: Any, *, max_new_tokens: int | None = None, max_chars: int | None = None) -> Reply:
-    """Split ``text`` into answer and reasoning (see the module docstring). Never raises.
-
-    ``max_chars`` caps the reply directly; otherwise ``max_new_tokens`` gives the cap through
-    :func:`reply_char_limit`; with neither the reply is not capped.
-    """
+    """Split ``text`` into answer and reasoning, capped at ``max_chars`` or by ``max_new_tokens``. Never raises."""
     if not isinstance(text, str):
         return Reply(0, "", notes=(f"reply is {type(text).__name__}, not text",) if text is not None else ())
     limit = max_chars if max_chars is not None else reply_char_limit(max_new_tokens)
@@ -176,13 +110,7 @@ def read_reply(text: Any, *, max_new_tokens: int | None = None, max_chars: int |
 
 
 def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
-    """(answer, blocks removed, reasoning characters, truncated inside reasoning). Linear.
-
-    A tag inside a JSON string is text, not a reasoning tag (a subtitle ``"</think>"``): a tag
-    counts only outside the spans of the reply's complete JSON objects and outside a double-quoted
-    string on its own line (JSON strings cannot span lines), which also holds when garbage before
-    the answer keeps the JSON scan from finding the object.
-    """
+    """(answer, blocks removed, reasoning characters, truncated inside reasoning); tags inside JSON are text."""
     found = list(_TAG.finditer(s))
     if not found:
         return s, 0, 0, False
@@ -227,13 +155,8 @@ def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
 
 
 def _tags_in_line_strings(s: str, found: list[re.Match]) -> list[bool]:
-    """Per tag: does it sit inside a JSON string value of its line? Linear.
-
-    Inside means: an odd number of (unescaped) double quotes before it on its line, the quote
-    opening that string follows JSON punctuation (``:``, ``[``, ``,``, ``{``) and the quote closing
-    it is followed by JSON punctuation (``,``, ``]``, ``}``, ``:``) or the line end. Prose with a
-    stray quote before a tag (``...the "events</think>{"step_1_events": ...``) is not a JSON string.
-    """
+    """Per tag: does it sit inside a JSON string value of its line (opened after and closed before JSON
+    punctuation)? Prose with a stray quote is not."""
     out = []
     line_end = line_start = -1
     parity = scanned = 0
@@ -277,9 +200,7 @@ _LIST_ITEM = re.compile(r"(?:[-*\u2022]|\d++[.)])\s")  # matched on a stripped l
 
 
 def list_items(text: Any, max_items: int | None = None) -> list[str]:
-    """The ``- ``/``* ``/``• ``/``1.``/``2)`` items of a reply's answer (reasoning removed), stripped,
-    empty items skipped, at most ``max_items`` (for list-shaped replies: propositions, the
-    missing-context items of Meta-Chunking's completion)."""
+    """The ``- ``/``* ``/``• ``/``1.``/``2)`` items of a reply's answer, stripped, empty ones skipped."""
     out: list[str] = []
     for line in answer_text(text).splitlines():
         s = line.strip()
@@ -303,11 +224,7 @@ class JsonCandidate:
 
 
 def _balanced_end(s: str, start: int) -> int:
-    """Index just after the bracket closing the one at ``start`` (JSON-string aware), or -1.
-
-    Linear in the distance covered: regex jumps between structural characters, strings skipped in
-    one C-level match.
-    """
+    """Index just after the bracket closing the one at ``start`` (JSON-string aware), or -1."""
     depth = 0
     pos = start
     search, string_rest = _STRUCT.search, _STRING_REST.match
@@ -334,19 +251,9 @@ def _balanced_end(s: str, start: int) -> int:
 _TRAILING_COMMA = re.compile(r",\s*+([\]}])")
 
 
-def _lenient_decode(blob: str) -> Any:
-    """``blob`` decoded after the two commonest slips: trailing commas and single quotes."""
-    fixed = _TRAILING_COMMA.sub(r"\1", blob).replace("'", '"')
-    return _DECODER.decode(fixed)
-
-
 def _objects_in(s: str, offset: int, in_fence: bool, lenient: bool) -> Iterator[JsonCandidate]:
-    """Complete top-level JSON objects of ``s`` in order; stops at an object left open (truncated).
-
-    A ``{`` that does not start a decodable object is skipped together with everything up to its
-    balanced close, so each character is scanned and decoded at most a fixed number of times
-    (``lenient``: the skipped block is decoded once more with :func:`_lenient_decode`).
-    """
+    """Complete top-level JSON objects of ``s`` in order, up to one left open; an undecodable ``{`` block
+    is skipped (``lenient``: decoded once more after fixing slips)."""
     pos = 0
     while True:
         start = s.find("{", pos)
@@ -361,7 +268,9 @@ def _objects_in(s: str, offset: int, in_fence: bool, lenient: bool) -> Iterator[
             pos = end
             if lenient:
                 try:
-                    yield JsonCandidate(offset + start, offset + end, in_fence, _lenient_decode(s[start:end]))
+                    # the two commonest slips: trailing commas and single quotes
+                    fixed = _TRAILING_COMMA.sub(r"\1", s[start:end]).replace("'", '"')
+                    yield JsonCandidate(offset + start, offset + end, in_fence, _DECODER.decode(fixed))
                 except (ValueError, RecursionError):
                     pass
             continue
@@ -378,12 +287,7 @@ def _fenced_blocks(s: str) -> Iterator[tuple[int, int]]:
 
 
 def json_candidates(answer: str, lenient: bool = False) -> Iterator[JsonCandidate]:
-    """Every complete JSON object of ``answer``: fenced ones first, then those of the whole text.
-
-    The same object can be yielded twice (once from its fence, once from the whole text; same
-    ``start``). ``lenient`` also decodes brace-balanced blocks with trailing commas or single
-    quotes. Linear: the fences partition the text, so the text is scanned at most twice.
-    """
+    """Every complete JSON object of ``answer``: fenced ones first, then those of the whole text."""
     if "```" in answer:
         for a, b in _fenced_blocks(answer):
             if answer.find("{", a, b) >= 0:
@@ -421,12 +325,7 @@ class JsonReply:
 
 def extract_json(text: Any, *, max_new_tokens: int | None = None, max_chars: int | None = None,
                  accept: Callable[[dict], bool] | None = None) -> JsonReply:
-    """The first JSON object of a reply (``accept``-ed when given), with how it was found.
-
-    A reply that *is* one JSON object is taken unchanged (``source="whole"``). Otherwise reasoning
-    is removed and the first object inside a line-start code fence, else the first object of the
-    answer, is taken. Never raises.
-    """
+    """The first JSON object of a reply (``accept``-ed when given), with how it was found. Never raises."""
     reply = read_reply(text, max_new_tokens=max_new_tokens, max_chars=max_chars)
     if reply.oversize or not isinstance(text, str):
         return JsonReply(None, reply)
@@ -449,7 +348,7 @@ def extract_json(text: Any, *, max_new_tokens: int | None = None, max_chars: int
 
 def _finish(value: dict, reply: Reply, source: str, text: str) -> JsonReply:
     n = 0
-    if _may_hold_surrogates(text):  # a surrogate in the text, or a \\udXXX escape that decodes to one
+    if _ESCAPED_SURROGATE.search(text) or _SURROGATE.search(text):  # raw, or an escape decoding to one
         value, n = clean_strings(value)
     return JsonReply(value, reply, source, n)
 
@@ -461,12 +360,7 @@ def parse_json_reply(text: Any, *, max_new_tokens: int | None = None, max_chars:
 
 # --------------------------------------------------------------------------- values
 def read_int(value: Any) -> int | None:
-    """``value`` as an integer when it unambiguously is one, else None. Never raises.
-
-    JSON integers (not booleans); floats that are exactly integral and below 1e12; strings of
-    1-12 ASCII digits with an optional sign and surrounding whitespace. Everything else (``"²"``,
-    ``"①"``, ``"--1"``, a 4,300-digit string, ``"1e3"``, NaN) is not an integer.
-    """
+    """``value`` as an integer when it unambiguously is one (int, integral float below 1e12, 1-12 digits)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

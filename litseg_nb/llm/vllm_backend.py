@@ -1,32 +1,7 @@
-"""The offline vLLM engine backend (``backend="vllm"``), for GPU machines (the ``gpu`` extra).
+"""The offline vLLM engine backend (``backend="vllm"``), for GPU machines (the ``gpu`` extra; imported lazily).
 
-``vllm`` is imported lazily: the main environment does not have it. The engine is created with
-``enable_prefix_caching=True``, so the shared system prompt and stage prompts of LitSeg are
-computed once per batch; ``Generation.cached_prompt_tokens`` reports vLLM's
-``RequestOutput.num_cached_tokens``.
-
-* ``chat``: conversations are rendered with the tokenizer's chat template and submitted as token
-  ids in one ``LLM.generate`` call (vLLM schedules the batch itself). Guided JSON decoding when
-  ``structured_output`` is on and ``SamplingParams.json_schema`` is set.
-* ``next_token_logprobs``: exact log-probs of each candidate's **first token** after the chat prompt.
-  ONE request per conversation: the prompt itself, one generated token with the top
-  :data:`CANDIDATE_TOPK` raw log-probs of that position (``SamplingParams.logprobs``; vLLM's default
-  ``logprobs_mode="raw_logprobs"`` is the model's log-softmax, before sampling). Such a request can
-  read the prefix cache (a ``prompt_logprobs`` request cannot: vLLM skips the cache for it). Only a
-  candidate outside the top-k costs one more request, prompt + candidate scored with
-  ``prompt_logprobs``. The ledger records every token computed (``prompt_tokens`` summed over the
-  requests sent), so a fallback request is never hidden.
-* One engine per model per process (:func:`acquire_engine`): backends of the same model share it,
-  whatever their ``structured_output`` (guided decoding is a per-request setting); a LoRA adapter
-  (``lora_adapter``) is a per-request ``LoRARequest`` on the base model's engine
-  (``engine={"enable_lora": True, ...}``); creating an engine for another model while one is alive
-  is an error naming both. :meth:`VLLMBackend.close` (or :func:`shutdown_engines`) shuts an engine
-  down when its last backend closes and checks that its memory was released.
-* ``text_logprobs``: ``prompt_logprobs`` of BOS + text, one value per text token;
-  ``token_logprobs``: ``prompt_logprobs`` of given token-id sequences (perplexity chunking).
-* ``enable_thinking`` goes to the chat template (Qwen3-style thinking switch); the tokens of a
-  ``<think>...</think>`` block in a reply are counted in ``Generation.reasoning_tokens``.
-"""
+One prefix-caching engine per process (:func:`acquire_engine`), shared by a model's backends and LoRA
+adapters; the last backend's :meth:`VLLMBackend.close` shuts it down and checks its memory was released."""
 from __future__ import annotations
 
 import gc
@@ -37,24 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from .base import (BackendBase, Conversation, Generation, LLMError, SamplingParams, UsageLedger,
-                   UsageTag, reasoning_token_count, think_token_ids)
-from .local_tokenizer import LocalTokenizerMixin
+from .base import (BackendBase, Conversation, Generation, LLMError, LocalTokenizerMixin, SamplingParams,
+                   UsageLedger, UsageTag, reasoning_token_count, think_token_ids)
 from .models import model_revision, resolve_model_path
 from ..core.cache import hash_file
 
 
-def _import_vllm():
-    try:
-        import vllm
-    except ImportError as exc:
-        raise LLMError("backend 'vllm' needs the vllm package (pip install 'litseg_nb[gpu]'; on CPU "
-                       "use scripts/setup_vllm_cpu.sh and the 'openai' backend against vllm serve)"
-                       ) from exc
-    return vllm
-
-
-#: top log-probs returned for the first generated token (vLLM's default ``max_logprobs`` is 20)
+# top log-probs returned for the first generated token (vLLM's default ``max_logprobs`` is 20)
 CANDIDATE_TOPK = 20
 
 
@@ -85,7 +49,7 @@ def _children() -> set[int]:
     return out
 
 
-#: the engines alive in this process, by model (at most one on one GPU: see acquire_engine)
+# the engines alive in this process, by model (at most one: see acquire_engine)
 _ENGINES: dict[str, _Engine] = {}
 
 
@@ -95,13 +59,7 @@ def live_engines() -> dict[str, dict[str, Any]]:
 
 
 def acquire_engine(model: str, settings: dict[str, Any]) -> _Engine:
-    """The engine serving ``model`` with ``settings``: the live one, or a new ``vllm.LLM``.
-
-    A second engine would claim ``gpu_memory_utilization`` of the GPU again and fail (or starve the
-    first), so an engine for another model, or for the same model with other engine settings, while
-    one is alive is an :class:`LLMError` naming both; close the backends of the first
-    (:meth:`VLLMBackend.close`) or call :func:`shutdown_engines`.
-    """
+    """The live engine serving ``model`` with ``settings``, or a new ``vllm.LLM`` when none is alive."""
     entry = _ENGINES.get(model)
     if entry is not None:
         if entry.settings != settings:
@@ -115,7 +73,12 @@ def acquire_engine(model: str, settings: dict[str, Any]) -> _Engine:
         raise LLMError(f"vllm backend: an engine for {other} is alive in this process; starting one for {model} "
                        "would be a second engine on the GPU: close the first model's backends (backend.close() / "
                        "litseg_nb.llm.vllm_backend.shutdown_engines()) before loading another model")
-    vllm = _import_vllm()
+    try:
+        import vllm
+    except ImportError as exc:
+        raise LLMError("backend 'vllm' needs the vllm package (pip install 'litseg_nb[gpu]'; on CPU "
+                       "use scripts/setup_vllm_cpu.sh and the 'openai' backend against vllm serve)"
+                       ) from exc
     before = _children()
     entry = _Engine(model, dict(settings), vllm.LLM(**settings))
     entry.workers = tuple(sorted(_children() - before))
@@ -132,11 +95,7 @@ def _release(entry: _Engine) -> None:
 
 
 def release_engine(holder: Any, attr: str, what: str, workers: Sequence[int] = (), wait_s: float = 60.0) -> None:
-    """Shut down the ``vllm.LLM`` at ``holder.<attr>`` (also one this package did not build, e.g.
-    trl's colocated rollout engine), set the attribute to None and check the memory was released:
-    the engine's worker processes (``workers``, vLLM's engine core holding weights and KV cache) have
-    exited, or, for an engine without its own processes, no reference to it is left. Otherwise an
-    :class:`LLMError` naming what is still alive."""
+    """Shut down the ``vllm.LLM`` at ``holder.<attr>`` (also trl's) and check its memory was released."""
     engine = getattr(holder, attr)
     setattr(holder, attr, None)
     if engine is None:
@@ -144,7 +103,7 @@ def release_engine(holder: Any, attr: str, what: str, workers: Sequence[int] = (
     shutdown = getattr(engine, "shutdown", None)
     if callable(shutdown):
         shutdown()
-    else:  # vLLM <= 0.32: the engine core owns the worker processes and the GPU memory
+    else:  # older vLLM: the engine core owns the worker processes and the GPU memory
         core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
         if core is not None and callable(getattr(core, "shutdown", None)):
             core.shutdown()
@@ -184,8 +143,6 @@ def shutdown_engines() -> list[str]:
 
 
 class VLLMBackend(LocalTokenizerMixin, BackendBase):
-    """Batched generation and log-probs with ``vllm.LLM`` (one shared engine per model)."""
-
     name = "vllm"
 
     def __init__(self, model: str, *, dtype: str = "auto", max_model_len: int = 8192,
@@ -203,7 +160,6 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
         self.lora_request = None
         self.extra_logprob_requests = 0  # next_token_logprobs: candidates scored outside the top-k
         self._entry: _Engine | None = None
-        #: every argument of the engine (``vllm.LLM``), for manifests
         self.engine_settings: dict[str, Any] = dict(
             model=resolve_model_path(model), dtype=dtype, max_model_len=max_model_len,
             enable_prefix_caching=True, seed=seed, **engine_kwargs)
@@ -268,12 +224,9 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
         return results
 
     def _guided(self, schema: dict[str, Any]) -> dict[str, Any]:
-        """The SamplingParams keyword for guided JSON (API differs between vLLM versions)."""
         import vllm.sampling_params as sp
 
-        if hasattr(sp, "StructuredOutputsParams"):
-            return {"structured_outputs": sp.StructuredOutputsParams(json=schema)}
-        return {"guided_decoding": sp.GuidedDecodingParams(json=schema)}  # vLLM < 0.11
+        return {"structured_outputs": sp.StructuredOutputsParams(json=schema)}
 
     def _run(self, prompts: list[list[int]], sampling) -> tuple[list[Any], float]:
         if self.llm is None:
@@ -315,8 +268,7 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
 
     def next_token_logprobs_ex(self, conversations: Sequence[Conversation], candidates: Sequence[str],
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
-        """One request per conversation (the prompt, top-k log-probs of the next token); a
-        candidate outside the top-k is scored by one more request (prompt + candidate)."""
+        """Top-k next-token log-probs per conversation; a candidate outside the top-k costs one more request."""
         if not conversations:
             return []
         cand_ids = self.candidate_token_ids(candidates)
@@ -353,24 +305,11 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
             results.append((scores, gen))
         return results
 
-    def next_token_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str],
-                            tag: UsageTag = UsageTag()) -> list[dict[str, float]]:
-        return [r for r, _ in self.next_token_logprobs_ex(conversations, candidates, tag)]
-
     def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
                          max_length: int | None = None) -> list[tuple[list[float], Generation]]:
         if max_length is not None:
             raise LLMError("vllm backend: text_logprobs does not support max_length "
                            "(window the text on the caller's side)")
-        if not texts:
-            return []
-        bos = self.tokenizer.bos_token_id
-        seqs = []
-        for t in texts:
-            ids = self.tokenizer(t, add_special_tokens=False).input_ids
-            seqs.append(([bos] if bos is not None else []) + ids)
+        bos = [] if self.tokenizer.bos_token_id is None else [self.tokenizer.bos_token_id]
+        seqs = [bos + self.tokenizer(t, add_special_tokens=False).input_ids for t in texts]
         return self.token_logprobs_ex(seqs, tag)
-
-    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                      max_length: int | None = None) -> list[list[float]]:
-        return [r for r, _ in self.text_logprobs_ex(texts, tag, max_length=max_length)]
