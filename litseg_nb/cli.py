@@ -39,7 +39,6 @@ from typing import Any, Callable, Iterator, Sequence
 from .front import gallery, rehearse
 from .front.batch_segment import __doc__ as _SEGMENT_DOC
 from .front.batch_segment import segment_main
-from .front.ray_segment import RayRun
 from .front.chunk_import import cli as import_chunks_main
 from .config import PROFILES, ConfigError, config_sets, explain, renamed_hint
 from .data.download import cli as download_main
@@ -376,8 +375,8 @@ def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def _segment(args: Any) -> int:
-    """Handler of ``segment``: the one-process run, or with ``--ray`` :class:`~litseg_nb.front.ray_segment.RayRun`."""
-    return segment_main(args, RayRun if args.ray is not None else None)
+    """Handler of ``segment``: the one-process run, or with ``--ray`` the Ray run."""
+    return segment_main(args)
 
 
 def _boundaries_parser(sub: Any, name: str) -> argparse.ArgumentParser:
