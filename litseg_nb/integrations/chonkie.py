@@ -29,7 +29,7 @@ from chonkie.pipeline import chunker
 from chonkie.types import Chunk as ChonkieChunk
 
 from ..core.schema import Chunk
-from .core import Segmenter
+from . import Segmenter
 from ..chunkers.library_adapters import chonkie_tokenizer
 from ..config import ConfigError
 

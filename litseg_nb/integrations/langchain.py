@@ -20,7 +20,7 @@ always). Metadata values are scalars by default (``spans``, ``context_idx`` as J
 every vector store accepts; ``nested_metadata=True`` keeps lists).
 
 Keywords: the adapter's own (``keep_outside_units``, ``nested_metadata``, ``token_counter``: see
-:data:`litseg_nb.integrations.core.ADAPTER_OPTIONS`) and overrides of the method's config; an unknown
+:data:`litseg_nb.integrations.ADAPTER_OPTIONS`) and overrides of the method's config; an unknown
 one is a :class:`~litseg_nb.config.ConfigError` naming the known ones.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any, Iterable
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
-from .core import Segmenter, check_text, document_id, unique_ids
+from . import Segmenter, check_text, document_id, unique_ids
 from ..chunkers.library_adapters import langchain_embeddings
 from ..config import StageConfig
 from ..llm.embeddings import load_embedder
@@ -46,7 +46,7 @@ def profile_embeddings(profile: str = "smoke") -> Any:
 class LitSegTextSplitter(TextSplitter):
     """Any registered method (``litseg``, ``litseg-lite``, a baseline, ``lib:<preset>``) as a
     LangChain text splitter. ``options`` are overrides of the method's config (see
-    :class:`~litseg_nb.integrations.core.Segmenter`)."""
+    :class:`~litseg_nb.integrations.Segmenter`)."""
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", *, backend: Any = None,
                  embedder: Any = None, **options: Any):

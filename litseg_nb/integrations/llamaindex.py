@@ -12,7 +12,7 @@ Each node's text is the chunk text (LitSeg's subtitle + context + main text); ``
 ``PREVIOUS`` / ``NEXT`` (``include_prev_next_rel``) and to their ``SOURCE`` document; a node's
 metadata holds the document's (``include_metadata``) and the chunk's: unit, sentence range, spans,
 subtitle, context indices, ``token_count`` / ``tokenizer`` (see
-:func:`litseg_nb.integrations.core.chunk_metadata`; scalars only unless ``nested_metadata=True``).
+:func:`litseg_nb.integrations.chunk_metadata`; scalars only unless ``nested_metadata=True``).
 ``id_func`` names the nodes and ``show_progress`` shows a progress bar, as in the stock parsers.
 
 Keywords: the parser's own fields (``include_metadata``, ``include_prev_next_rel``, ``id_func``,
@@ -28,7 +28,7 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeRelationship, TextNode
 from pydantic import Field, PrivateAttr
 
-from .core import ADAPTER_OPTIONS, DEFAULT_TOKEN_COUNTER, Segmenter, check_text
+from . import ADAPTER_OPTIONS, DEFAULT_TOKEN_COUNTER, Segmenter, check_text
 from ..chunkers.library_adapters import llamaindex_embedding
 from ..config import StageConfig, ConfigError
 from ..llm.embeddings import load_embedder
