@@ -38,9 +38,9 @@ an LLM error; 2 a usage error (bad option, no input, unwritable destination) or 
 from __future__ import annotations
 
 import glob as _glob
+from bisect import bisect_right
 import hashlib
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -50,7 +50,7 @@ from typing import Any, Sequence
 from ..config import ConfigError
 from ..llm.request_cache import cache_report
 from ..core.cache import hash_file, hash_obj
-from ..api import raw_offsets, raw_spans, check_count, segment_config, iter_segment, count_fallbacks
+from ..api import check_count, count_fallbacks, iter_segment, segment_config
 from ..chunkers.base import ChunkerError
 from ..segmenters.registry import get_method
 from ..core.paths import outputs_dir
@@ -95,8 +95,7 @@ class BookResult:
 
 # ------------------------------------------------------------------ inputs and outputs
 def expand_inputs(inputs: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
-    """Files named by ``inputs`` (files, folders' ``*.txt``, glob patterns), deduplicated in order,
-    and the inputs that matched nothing."""
+    """Files named by ``inputs`` (files, folders' ``*.txt``, globs), deduplicated in order; inputs matching nothing."""
     files: list[Path] = []
     missing: list[str] = []
     for item in inputs:
@@ -113,14 +112,10 @@ def expand_inputs(inputs: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
         if not found:
             missing.append(str(item))
         files.extend(found)
-    seen: set[Path] = set()
-    out = []
+    unique: dict[Path, Path] = {}
     for f in files:
-        r = f.resolve()
-        if r not in seen:
-            seen.add(r)
-            out.append(f)
-    return out, missing
+        unique.setdefault(f.resolve(), f)
+    return list(unique.values()), missing
 
 
 def _is_our_output(p: Path) -> bool:
@@ -156,8 +151,7 @@ def paths_of(base: Path) -> dict[str, Path]:
 
 
 def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_units: int) -> str:
-    """What makes two runs' outputs the same: method, profile, overrides and ``max_units`` (the
-    endpoints ``llm.base_urls`` are left out: adding a replica changes no result)."""
+    """What makes two runs' outputs the same (``llm.base_urls`` left out: adding a replica changes no result)."""
     opts = {**options, "llm": {k: v for k, v in options.get("llm", {}).items() if k != "base_urls"}}
     if not opts["llm"]:
         opts.pop("llm")
@@ -165,8 +159,7 @@ def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_unit
 
 
 def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
-    """The outputs at ``base`` are a finished run of this input with these settings and this code
-    (an output of an older version of the package is redone, without ``--force``)."""
+    """The outputs at ``base`` are a finished run of this input with these settings and this code."""
     # deferred: tests patch litseg_nb.core.cache.code_version (read at call time)
     from ..core.cache import code_version
 
@@ -182,8 +175,7 @@ def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
 
 
 def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
-    """Refuse an output that is an input, and two inputs writing the same output (existing outputs:
-    :func:`is_complete`, :func:`_existing_foreign`)."""
+    """Refuse an output that is an input, and two inputs writing the same output."""
     inputs = {f.resolve() for f in files}
     for base in bases:
         for path in paths_of(base).values():
@@ -197,7 +189,7 @@ def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
 
 
 def _existing_foreign(base: Path, input_sha: str, fingerprint: str) -> Path | None:
-    """An existing output file at ``base`` that is not a (complete or partial) run of this input and settings."""
+    """An existing output file at ``base`` that is no (complete or partial) run of this input and settings."""
     p = paths_of(base)
     present = [x for x in p.values() if x.exists()]
     if not present:
@@ -228,13 +220,78 @@ def _write_book(base: Path, book: Any, chunks: list[Any], meta: dict[str, Any]) 
     write_json_atomic(p["meta"], meta, indent=1, ensure_ascii=False)
 
 
+def raw_offsets(book: Any, raw: str) -> list[int]:
+    """For each character of ``book.text``, its offset in ``raw`` (the decoded file; -1 where it cannot be
+    mapped). Paragraph *i* came from raw lines ``book.source_map[i]``, where the cleaning only joined lines,
+    collapsed whitespace and dropped characters: each non-space character is matched in order."""
+    out = [-1] * len(book.text)
+    if not book.source_map or len(book.source_map) != len(book.paragraphs):
+        return out
+    starts = [0]
+    for line in raw.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    text = book.text
+    for (ps, pe), (la, lb) in zip(book.paragraphs, book.source_map):
+        r, r_end = starts[la], starts[lb] - 1
+        mapped = []
+        ok = True
+        for c in range(ps, pe):
+            ch = text[c]
+            if ch.isspace():
+                mapped.append(r)
+                continue
+            while r < r_end and raw[r].isspace():
+                r += 1
+            if r >= r_end or raw[r] != ch:
+                j = raw.find(ch, r, r_end)  # characters the cleaning dropped: skip them
+                if j < 0:
+                    ok = False
+                    break
+                r = j
+            mapped.append(r)
+            r += 1
+        if ok:
+            out[ps:pe] = mapped
+    return out
+
+
+def raw_span(offsets: Sequence[int], text: str, start: int, end: int) -> tuple[int, int] | None:
+    """The raw-file span of cleaned span ``[start, end)`` (its first and last non-space character)."""
+    a, b = start, end
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    if a >= b or offsets[a] < 0 or offsets[b - 1] < 0:
+        return None
+    return offsets[a], offsets[b - 1] + 1
+
+
+def raw_spans(book: Any, offsets: Sequence[int], start: int, end: int,
+              starts: Sequence[int]) -> list[tuple[int, int]] | None:
+    """The raw-file spans of cleaned span ``[start, end)``, one per paragraph it touches (between paragraphs
+    the file may hold matter the cleaning dropped); None if a piece cannot be mapped."""
+    paras = book.paragraphs or [(0, len(book.text))]
+    i = max(0, bisect_right(starts, start) - 1)
+    out = []
+    while i < len(paras) and paras[i][0] < end:
+        a, b = max(start, paras[i][0]), min(end, paras[i][1])
+        if a < b and book.text[a:b].strip():
+            span = raw_span(offsets, book.text, a, b)
+            if span is None:
+                return None
+            out.append(span)
+        i += 1
+    return out or None
+
+
 def _add_raw_spans(book: Any, chunks: list[Any]) -> int:
     """``metadata["raw_spans"]`` of each chunk (see the module docstring); the number left unmapped."""
     raw = book.meta.get("source_text")
     if raw is None:
         return 0
     offsets = raw_offsets(book, raw)
-    starts = [p[0] for p in book.paragraphs] if book.paragraphs else None
+    starts = [p[0] for p in book.paragraphs or [(0, len(book.text))]]
     missing = 0
     for c in chunks:
         if not c.is_source_span:
@@ -584,11 +641,12 @@ class _Run:
             self.results.remove(res)
         hits, misses = sum(c[0] for c in counts), sum(c[1] for c in counts)
         paths = sorted({c[2] for c in counts if c[2]})
+        gone = f"; the counts of {lost} dead actor(s) are lost" if lost else ""
         if paths:
             total = hits + misses
             self.cache_line = (f"LLM request cache ({n} Ray actor(s)): {hits} of {total} "
                                f"repl{'y' if total == 1 else 'ies'} from the cache, {misses} computed "
-                               f"({', '.join(paths)}){f'; the counts of {lost} dead actor(s) are lost' if lost else ''}")
+                               f"({', '.join(paths)}){gone}")
         elif self.spec.needs_llm:
             self.cache_line = "LLM request cache: off (every reply computed)"
 
