@@ -37,6 +37,7 @@ an LLM error; 2 a usage error (bad option, no input, unwritable destination) or 
 """
 from __future__ import annotations
 
+import functools
 import glob as _glob
 from bisect import bisect_right
 import hashlib
@@ -473,13 +474,13 @@ class _Run:
             self._in_process()
         except (LLMError, EmbeddingError) as exc:
             self._stop(exc)
+            why = f"{type(exc).__name__}: {_one_line(exc)}"
             for b in list(self.active):  # the finished units of the books in flight, marked incomplete
-                b.res.status, b.res.reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
                 if b.chunks:
                     self._write(b, complete=False)
-                    b.res.status, b.res.reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
+                b.res.status, b.res.reason = "stopped", why
             if not self.active and self.results and self.results[-1].status == "pending":
-                self.results[-1].status, self.results[-1].reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
+                self.results[-1].status, self.results[-1].reason = "stopped", why
 
     def _stop(self, exc: BaseException) -> None:
         what = _server_name(self.cfg) if isinstance(exc, LLMError) else "embedding model"
@@ -687,33 +688,26 @@ class BookSegmenter:
     def __init__(self, cfg: Any, method: str, max_units: int) -> None:
         self.cfg, self.spec, self.max_units = cfg, get_method(method), max_units
         self.backend = self.embedder = None
-        self.built = False
 
     def segment(self, path: str) -> BookOutcome:
-        # deferred: keeps the worker's imports those of one process (api imports this module's neighbours)
+        # deferred: tests patch litseg_nb.api.prepare_book (read at call time)
         from ..api import build_models, checkpoint_units, prepare_book, segment_items
 
         t0 = time.perf_counter()
+        book, chunks, calls0 = None, [], 0
         try:
-            if not self.built:
+            if self.backend is None and self.embedder is None:
                 self.backend, self.embedder = build_models(self.spec, self.cfg)
-                self.built = True
             book = prepare_book(Path(path), self.cfg)
             items = segment_items(book, self.max_units)
-        except (LLMError, EmbeddingError) as exc:
-            return BookOutcome("stopped", reason=f"{type(exc).__name__}: {_one_line(exc)}")
-        except BOOK_ERRORS as exc:
-            return BookOutcome("failed", reason=f"{type(exc).__name__}: {_one_line(exc)}",
-                               seconds=time.perf_counter() - t0)
-        calls0 = _book_calls(self.backend, book.book_id)
-        size = None if self.spec.whole_input(self.cfg) else checkpoint_units(self.cfg, self.spec.needs_llm)
-        chunks: list[Any] = []
-        try:
+            calls0 = _book_calls(self.backend, book.book_id)
+            size = None if self.spec.whole_input(self.cfg) else checkpoint_units(self.cfg, self.spec.needs_llm)
             for part in iter_segment(self.spec, items, self.cfg, self.backend, self.embedder, batch_units=size):
                 chunks.extend(part)
         except (LLMError, EmbeddingError) as exc:
-            return BookOutcome("stopped", book, chunks, _book_calls(self.backend, book.book_id) - calls0,
-                               f"{type(exc).__name__}: {_one_line(exc)}", time.perf_counter() - t0)
+            calls = _book_calls(self.backend, book.book_id) - calls0 if book is not None else 0
+            return BookOutcome("stopped", book, chunks, calls, f"{type(exc).__name__}: {_one_line(exc)}",
+                               time.perf_counter() - t0)
         except BOOK_ERRORS as exc:
             return BookOutcome("failed", reason=f"{type(exc).__name__}: {_one_line(exc)}",
                                seconds=time.perf_counter() - t0)
@@ -732,14 +726,10 @@ def _book_calls(backend: Any, book_id: str) -> int:
     return sum(r.get("calls", 0) for r in ledger.rows() if r.get("book") == book_id) if ledger is not None else 0
 
 
+@functools.lru_cache(maxsize=None)
 def token_counter(name: str = TOKEN_COUNTER) -> Any:
     """The :class:`~litseg_nb.chunkers.base.Tokenizer` counting ``token_count`` (loaded once per process)."""
-    if name not in _TOKENIZERS:
-        _TOKENIZERS[name] = load_tokenizer(name)
-    return _TOKENIZERS[name]
-
-
-_TOKENIZERS: dict[str, Any] = {}
+    return load_tokenizer(name)
 
 
 def outside_units(book: Any) -> list[tuple[int, int, int]]:

@@ -145,8 +145,8 @@ class Segmenter:
 
 
 def check_text(text: Any, what: str = "text") -> str:
-    """``text`` when it is a ``str``; a :class:`TypeError` naming the type otherwise (``None``, bytes, a
-    number: an adapter never guesses an encoding or stringifies a value)."""
+    """``text`` when it is a ``str``; a :class:`TypeError` naming the type otherwise (an adapter never guesses
+    an encoding or stringifies a value)."""
     if not isinstance(text, str):
         hint = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
         raise TypeError(f"LitSeg adapters segment a str {what}; got {type(text).__name__}{hint}")
@@ -154,16 +154,14 @@ def check_text(text: Any, what: str = "text") -> str:
 
 
 def document_id(text: str, given: Any = None) -> str:
-    """A document's id: ``given`` (the host's own document id) when there is one, else
-    ``text:<sha256[:12]>`` of the text. Chunk ids are ``<document id>/<unit>.<chunk>`` (:func:`chunk_metadata`)."""
+    """A document's id: ``given`` (the host's own) when there is one, else ``text:<sha256[:12]>`` of the text."""
     if given is not None and str(given) != "":
         return str(given)
     return "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
 def unique_ids(ids: list[str]) -> list[str]:
-    """``ids`` with repeats made unique in order (``a``, ``a`` -> ``a``, ``a#2``): two documents of one call
-    with the same id (pages of one file that share ``source``, a text given twice) never share chunk ids."""
+    """``ids`` with repeats made unique in order (``a``, ``a`` -> ``a``, ``a#2``): documents never share chunk ids."""
     seen: dict[str, int] = {}
     out = []
     for i in ids:
@@ -185,11 +183,9 @@ def text_paragraphs(text: str) -> list[tuple[int, int]]:
 
 
 def chunk_metadata(c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Flat metadata of one chunk: its document (``doc_id``) and an id unique across documents
-    (``chunk_id`` = ``<doc_id>/<unit>.<chunk>``; ``local_chunk_id`` the part within the document), method,
-    unit, sentence range, spans into the document text (``start_index``/``end_index``: first and last
-    character of the main text; None for a chunk that is not a span of the text), LitSeg's subtitle and
-    context sentence indices."""
+    """One chunk's metadata: ``doc_id``, ``chunk_id`` (``<doc_id>/<unit>.<chunk>``, unique across documents),
+    method, unit, sentence range, spans into the document text (``start_index`` / ``end_index``: the main
+    text's; None for a chunk that is no span of it), LitSeg's subtitle and context sentence indices."""
     spans = [list(s) for s in c.spans] if c.is_source_span else []
     md = {"doc_id": c.book_id, "chunk_id": f"{c.book_id}/{c.chunk_id}", "local_chunk_id": c.chunk_id,
           "method": c.method, "unit_id": c.unit_id, "from_idx": c.from_idx,
@@ -203,8 +199,7 @@ def chunk_metadata(c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str
 
 
 def flat_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
-    """``md`` with scalar values only (str, int, float, bool, None): lists, tuples and dicts become JSON
-    strings (``json.loads`` gives them back), since several vector stores reject nested metadata."""
+    """``md`` with lists and dicts as JSON strings: several vector stores reject nested metadata."""
     return {k: (json.dumps(v, ensure_ascii=False) if isinstance(v, (list, tuple, dict)) else v)
             for k, v in md.items()}
 
