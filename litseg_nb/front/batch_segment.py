@@ -44,6 +44,7 @@ import hashlib
 import json
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -755,9 +756,7 @@ def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any,
     res.chunks = len(chunks)
     res.llm_calls = calls
     res.sentences = len({(c.unit_id, i) for c in chunks if c.is_source_span for i in range(c.from_idx, c.to_idx + 1)})
-    per_unit: dict[str, int] = {}
-    for c in chunks:
-        per_unit[c.unit_id] = per_unit.get(c.unit_id, 0) + 1
+    per_unit = Counter(c.unit_id for c in chunks)
     units = [{"unit_id": u.unit_id, "title": u.title, "sentences": u.n_sentences, "start": u.start, "end": u.end,
               "chunks": per_unit[u.unit_id]} for u in book.units if u.unit_id in per_unit]
     clean = book.meta.get("clean", {})
@@ -821,10 +820,9 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
         widths = [max(len(row[i]) for row in rows) for i in range(7)]
         for row in rows:
             print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[7], file=out)
-        tot_fb: dict[str, int] = {}
+        tot_fb: Counter[str] = Counter()
         for r in results:
-            for k, v in r.fallbacks.items():
-                tot_fb[k] = tot_fb.get(k, 0) + v
+            tot_fb.update(r.fallbacks)
         print(f"[litseg_nb] {len(files)} book(s): {sum(r.status == 'done' for r in results)} segmented, "
               f"{sum(r.status == 'skipped' for r in results)} already complete, {len(failed)} failed"
               + (f", {len(files) - len(results)} not started" if len(results) < len(files) else "")
