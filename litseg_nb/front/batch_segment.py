@@ -874,10 +874,8 @@ def _overrides(args: Any) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ checking written outputs
 def verify_outputs(base: Path) -> dict[str, Any]:
-    """Re-read one book's outputs and check every span: ``text[span]`` is the chunk's main text and
-    the raw span of the input file holds the same words (line breaks may differ: the cleaning
-    unwraps lines), and every sentence of every unit lies in a chunk. Returns counts; ``ok`` is True
-    when every span slices exactly and every unit is covered."""
+    """Re-read one book's outputs and check them: each span slices the chunk's main text, each raw span holds
+    its words, every sentence of every unit lies in a chunk. Counts, and ``ok`` when all of it holds."""
     p = paths_of(base)
     meta = json.loads(p["meta"].read_text(encoding="utf-8"))
     text = p["text"].read_text(encoding="utf-8")
