@@ -1,34 +1,17 @@
-"""The public segmenter API: any method of the registry on your own book.
-
-::
+"""The public segmenter API: any method of the registry on your own book::
 
     import litseg_nb
     chunks = litseg_nb.segment("my_book.txt", method="litseg", profile="smoke")
     chunks = litseg_nb.segment(text=text, method="lumber", llm={"backend": "openai", "base_urls": ["http://host:8000/v1"]})
 
-and on the command line::
-
-    python -m litseg_nb segment my_book.txt --method litseg --profile smoke -o chunks.jsonl
-
-:func:`load_text` cleans the file (a Project Gutenberg book: header, licence, credits and notes
-removed, wrapped lines joined; a plain text: blank-line paragraphs, wrapped lines joined), detects
-its units (a file: headings, else the whole text; a text: the whole text, no heading detection
-unless ``headings=True``; units longer than the profile's ``max_unit_words`` are split recursively)
-and indexes sentences. :func:`segment` then runs the method through
-:func:`litseg_nb.segmenters.registry.segment_units` with the profile's models (or the given endpoint)
-and checks that every sentence of every unit is covered. Each chunk carries exact character spans
-into the cleaned text (``book.text``), its sentence range, LitSeg's subtitle and context sentences
-and ``metadata["unit_title"]``; :func:`raw_offsets` / :func:`raw_span` map cleaned offsets back to
-the decoded input file (the ``segment`` command writes them as ``metadata["raw_spans"]``, see
-:mod:`litseg_nb.front.batch_segment`). A path is a :class:`~pathlib.Path` or a str naming a file; pass a
-text as ``text=...`` (a str that looks like a path but names no file is an error, not a text).
+:func:`load_text` cleans the text, finds its units and indexes sentences; :func:`segment` runs the method
+with the profile's models and checks that every sentence of every unit is covered.
 """
 from __future__ import annotations
 
 import logging
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -43,9 +26,8 @@ _FILE_SUFFIX_RE = re.compile(r"\.(?:txt|text|md|rst|epub|html?|xhtml|pdf|rtf|doc
 
 
 def looks_like_path(source: str) -> bool:
-    """A one-line string that names a file rather than holding a text: one word without whitespace
-    (``my_book``, ``emma.epub``, ``data/my_book.txt``, ``~/books/emma``; no text of a book is one word)
-    or a line ending in a file suffix (``my book.txt``, ``Moby Dick.epub``)."""
+    """A one-line string that names a file rather than holding a text: one word without whitespace (no
+    text of a book is one word) or a line ending in a file suffix (``Moby Dick.epub``)."""
     s = source.strip()
     if not s or "\n" in s or len(s) > 4096:
         return False
@@ -80,7 +62,7 @@ def _resolve_source(source: str | Path | None, text: str | None) -> tuple[Path |
     return None, source
 
 
-#: Python codec that reads a file the way :func:`decode_gutenberg` decoded it (``raw_spans`` index that text)
+#: Python codec that reads a file the way :func:`decode_gutenberg` decoded it
 _CODECS = {"utf-8": "utf-8-sig", "utf-16": "utf-16"}
 
 
@@ -93,27 +75,16 @@ def source_codec(decode: str) -> str:
 def load_text(source: str | Path | None = None, book_id: str | None = None, title: str | None = None,
               max_unit_words: int | None = 2000, sentence_splitter: str = "nupunkt", *, text: str | None = None,
               headings: bool | None = None) -> Book:
-    """A cleaned, unit-split, sentence-indexed :class:`Book` from a ``.txt`` file or a text.
+    """A cleaned, unit-split, sentence-indexed :class:`Book` from a file (``source``: a path or a str naming
+    a file) or a text (``text=``; a str that looks like a path but names no file is a FileNotFoundError).
 
-    ``headings`` switches heading detection (chapters, front matter, contents lists: what
-    :mod:`litseg_nb.preprocess.structure` finds and drops). ``None`` (the default) means *on for a
-    file* (a book: its chapters become units, its front matter is left out) and *off for a text*
-    (``text=...`` or a str that is not a path): the whole text is narrative, one unit from its first
-    paragraph to its last, and every sentence of it is segmented (a short first paragraph is a
-    sentence, not a title). Either way a unit longer than ``max_unit_words`` is split recursively
-    (paragraphs, then sentences), as a long chapter is.
-
-    ``source`` is a path (a :class:`~pathlib.Path`, or a str naming an existing file); ``text=`` is
-    the text itself. A str that looks like a path (ends in ``.txt``, or has a path separator and no
-    whitespace) but names no file is a :class:`FileNotFoundError`, never segmented as text; any
-    other str is the text itself (prefer ``text=`` to say so).
-
-    For a file, ``book.meta["source_text"]`` holds the file as decoded (``encoding`` in
-    ``book.meta["clean"]``, universal newlines): the text :func:`raw_offsets` maps into.
+    ``headings`` (heading detection: chapters become units, front matter is dropped) is on for a file and
+    off for a text (``None``), where the whole text is one narrative unit. Either way a unit longer than
+    ``max_unit_words`` is split recursively. A file's decoded text is ``book.meta["source_text"]``.
     """
-    # deferred: keeps `import litseg_nb` light (the package root imports this module)
+    # deferred: keeps `import litseg_nb` light
     from .corpus import index_book
-    # deferred: keeps `import litseg_nb` light (the package root imports this module)
+    # deferred: keeps `import litseg_nb` light
     from .data.gutenberg import (GutenbergFormatError, NoStartMarker, clean_gutenberg_text, decode_gutenberg,
                                  gutenberg_title)
 
@@ -159,13 +130,12 @@ def load_text(source: str | Path | None = None, book_id: str | None = None, titl
 
 
 def index_whole_text(book: Book, max_unit_words: int, sentence_splitter: str = "nupunkt") -> Book:
-    """``book`` indexed as one narrative section from its first paragraph to its last (no heading
-    detection, nothing dropped); split recursively where longer than ``max_unit_words``."""
+    """``book`` indexed as one narrative section, split recursively where longer than ``max_unit_words``."""
     import dataclasses
 
-    # deferred: keeps `import litseg_nb` light (the package root imports this module)
+    # deferred: keeps `import litseg_nb` light
     from .corpus import CorpusError
-    # deferred: keeps `import litseg_nb` light (the package root imports this module)
+    # deferred: keeps `import litseg_nb` light
     from .preprocess.structure import StructureReport, build_units
 
     report = StructureReport()
@@ -180,82 +150,8 @@ def index_whole_text(book: Book, max_unit_words: int, sentence_splitter: str = "
     return book
 
 
-def raw_offsets(book: Book, raw: str) -> list[int]:
-    """For each character of ``book.text``, its offset in ``raw`` (the decoded source file; -1 for the
-    separators :func:`~litseg_nb.data.gutenberg.join_paragraphs` inserted, or where it cannot be mapped).
-
-    Paragraph *i* came from raw lines ``book.source_map[i]``; inside it the cleaning only joins
-    lines and collapses whitespace (and may drop characters), so every non-space character is
-    matched, in order, to the same character of those lines.
-    """
-    out = [-1] * len(book.text)
-    if not book.source_map or len(book.source_map) != len(book.paragraphs):
-        return out
-    starts = [0]
-    for line in raw.split("\n"):
-        starts.append(starts[-1] + len(line) + 1)
-    text = book.text
-    for (ps, pe), (la, lb) in zip(book.paragraphs, book.source_map):
-        r, r_end = starts[la], starts[lb] - 1
-        mapped = []
-        ok = True
-        for c in range(ps, pe):
-            ch = text[c]
-            if ch.isspace():
-                mapped.append(r)
-                continue
-            while r < r_end and raw[r].isspace():
-                r += 1
-            if r >= r_end or raw[r] != ch:
-                j = raw.find(ch, r, r_end)  # characters the cleaning dropped: skip them
-                if j < 0:
-                    ok = False
-                    break
-                r = j
-            mapped.append(r)
-            r += 1
-        if ok:
-            out[ps:pe] = mapped
-    return out
-
-
-def raw_span(offsets: Sequence[int], text: str, start: int, end: int) -> tuple[int, int] | None:
-    """The raw-file span of cleaned span ``[start, end)`` (its first and last non-space character)."""
-    a, b = start, end
-    while a < b and text[a].isspace():
-        a += 1
-    while b > a and text[b - 1].isspace():
-        b -= 1
-    if a >= b or offsets[a] < 0 or offsets[b - 1] < 0:
-        return None
-    return offsets[a], offsets[b - 1] + 1
-
-
-def raw_spans(book: Book, offsets: Sequence[int], start: int, end: int,
-              para_starts: Sequence[int] | None = None) -> list[tuple[int, int]] | None:
-    """The raw-file spans of cleaned span ``[start, end)``, one per paragraph it touches (between two
-    paragraphs the raw file may hold matter the cleaning dropped: notes, credits), so each raw span
-    holds exactly the words of its piece; None if a piece cannot be mapped."""
-    from bisect import bisect_right
-
-    paras = book.paragraphs or [(0, len(book.text))]
-    starts = para_starts if para_starts is not None else [p[0] for p in paras]
-    i = max(0, bisect_right(starts, start) - 1)
-    out = []
-    while i < len(paras) and paras[i][0] < end:
-        a, b = max(start, paras[i][0]), min(end, paras[i][1])
-        if a < b and book.text[a:b].strip():
-            span = raw_span(offsets, book.text, a, b)
-            if span is None:
-                return None
-            out.append(span)
-        i += 1
-    return out or None
-
-
 def fallback_kind(metadata: dict[str, Any]) -> str | None:
-    """The fallback a chunk's metadata records (``whole_unit``, ``raw_passthrough``, ``retry``...), or
-    None when it records none: LitSeg writes ``fallback: "none"`` (a truthy string) for a clean unit."""
+    """The fallback a chunk's metadata records (``whole_unit``, ``retry`` ...), or None (LitSeg's ``"none"`` too)."""
     value = metadata.get("fallback")
     if value in (None, False, 0, "", "none"):
         return None
@@ -282,8 +178,8 @@ def check_count(value: Any, name: str) -> int:
 
 
 def _method(method: Any) -> Any:
-    """A registered :class:`~litseg_nb.segmenters.registry.Method` (looked up when given by name)."""
-    # deferred: keeps `import litseg_nb` light (the package root imports this module)
+    """A registered :class:`~litseg_nb.segmenters.registry.Method`, looked up when given by name."""
+    # deferred: keeps `import litseg_nb` light
     from .segmenters.registry import get_method
 
     return get_method(method) if isinstance(method, str) else method
@@ -295,10 +191,8 @@ def segment_config(method: Any, profile: str = DEFAULT_PROFILE, **options: Any) 
 
 
 def checkpoint_units(cfg: Any, needs_llm: bool) -> int:
-    """Units segmented per call of ``segment_units``: finished batches survive a failing server.
-
-    Large enough to keep the backend's batches (hf/vllm ``batch_size``) or every replica's
-    ``max_concurrency`` requests (openai) full."""
+    """Units segmented per call of ``segment_units`` (finished batches survive a failing server): enough to
+    keep the backend's batches (hf/vllm) or every replica's ``max_concurrency`` requests (openai) full."""
     if not needs_llm:
         return 64
     llm = cfg.llm
@@ -308,14 +202,10 @@ def checkpoint_units(cfg: Any, needs_llm: bool) -> int:
 
 def iter_segment(method: Any, items: Sequence[tuple[Book, Any]], cfg: Any, backend: Any = None,
                  embedder: Any = None, batch_units: int | None = None) -> Iterator[list[Chunk]]:
-    """Segment ``(book, unit)`` pairs in batches and yield each batch's chunks (coverage checked).
-
-    The method's options are prepared once, on all the units (LitSeg: its length calibration on a
-    seeded sample of them, per dataset), so the batches give the same chunks as one
-    :func:`~litseg_nb.segmenters.registry.segment_units` call; an
-    :class:`~litseg_nb.llm.base.LLMError` raised in a batch leaves the earlier batches yielded.
-    """
-    # deferred: keeps `import litseg_nb` light (the package root imports this module)
+    """Segment ``(book, unit)`` pairs in batches and yield each batch's chunks (coverage checked). The method's
+    options are prepared once, on all the units (LitSeg's length calibration), so the batches give the chunks
+    of one call; an :class:`~litseg_nb.llm.base.LLMError` in a batch leaves the earlier batches yielded."""
+    # deferred: keeps `import litseg_nb` light
     from .segmenters.registry import Models, prepare, segment_units
 
     spec = _method(method)
@@ -333,33 +223,14 @@ def iter_segment(method: Any, items: Sequence[tuple[Book, Any]], cfg: Any, backe
 def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg", *, text: str | None = None,
             profile: str = DEFAULT_PROFILE, max_units: int = 0, backend: Any = None, embedder: Any = None,
             headings: bool | None = None, **options: Any) -> list[Chunk]:
-    """Segment a book (a :class:`Book`, a ``.txt`` path, or ``text=`` a string) with ``method``.
+    """Segment a book (a :class:`Book` with its units, a path, or ``text=`` a string; see :func:`load_text`)
+    with ``method`` (any registered name: ``litseg``, ``litseg-lite``, ``lumber``, ``token`` ...).
 
-    ``method`` is any name of :data:`litseg_nb.segmenters.registry.METHOD_NAMES` (``litseg``,
-    ``litseg-lite``, ``lumber``, ``token``, ...). A path is a :class:`~pathlib.Path` or a str naming
-    a file; a str that looks like a path but names no file is a :class:`FileNotFoundError` (see
-    :func:`load_text`); pass a text as ``text=...``. ``options`` are overrides of the method's config
-    for ``profile`` (:class:`~litseg_nb.litseg.config.LitSegConfig` for LitSeg,
-    :class:`~litseg_nb.lite.config.LiteConfig` for LitSeg-Lite, else
-    :class:`~litseg_nb.chunkers.config.BaselinesConfig`), e.g. ``llm={"backend": "openai",
-    "base_urls": ["http://localhost:8000/v1"], "model": "Qwen/Qwen3-8B"}`` or
-    ``lumber_budget_tokens=400``; unknown keys raise :class:`~litseg_nb.config.ConfigError`.
-    ``headings`` (see :func:`load_text`): heading detection, on for a file and off for a text by
-    default, so a text given as text loses no sentence (its units: the whole text, split recursively
-    where longer than the profile's ``corpus.max_unit_words``, e.g. 900 words in ``smoke``; raise it
-    with ``corpus={"max_unit_words": N}`` to keep a longer text one unit, as the boundary benchmark
-    keeps each window). A :class:`Book` is segmented with the units it has.
-    ``max_units`` segments only the first units (0 = all; negative is a ConfigError). ``backend`` /
-    ``embedder`` reuse already-built models. Returns the chunks, coverage checked for every segmented
-    unit; each chunk's ``metadata["unit_title"]`` names its unit.
-
-    ``litseg`` calibrates its soft length reference on a seeded sample of ``calibration_units`` units when the
-    profile says so (``calibrate=False`` keeps ``length_reference``). ``litseg-lite`` runs the profile's
-    student model with the Lite prompt; for the distilled segmenter point ``llm={"model": ...}`` at a
-    Lite model with notebook 03's adapters merged in (:func:`litseg_nb.evaluation.ablation.variant_model`). Fallbacks (the paper's whole-unit
-    fallback, LumberChunker's retries, ...) are recorded in each chunk's ``metadata`` (count them
-    with :func:`count_fallbacks`). A backend that cannot answer (server down, errors after its
-    retries) raises :class:`~litseg_nb.llm.base.LLMError`: it is never turned into fallbacks.
+    ``options`` override the method's config for ``profile`` (e.g. ``llm={"backend": "openai", "base_urls":
+    [...], "model": ...}``, ``lumber_budget_tokens=400``, ``calibrate=False``; unknown keys are a ConfigError).
+    ``max_units`` segments the first units only (0 = all); ``backend`` / ``embedder`` reuse built models.
+    Fallbacks are recorded in each chunk's ``metadata`` (:func:`count_fallbacks`); a backend that cannot
+    answer raises :class:`~litseg_nb.llm.base.LLMError`, never turned into fallbacks.
     """
     check_count(max_units, "max_units")
     spec = _method(method)  # looked up once
@@ -380,7 +251,7 @@ def prepare_book(book_or_text: Book | str | Path | None, cfg: Any, text: str | N
             raise TypeError("headings= applies to a file or a text; a Book keeps its units")
         book = book_or_text
         if not book.units:
-            # deferred: keeps `import litseg_nb` light (the package root imports this module)
+            # deferred: keeps `import litseg_nb` light
             from .corpus import index_book
 
             book = index_book(book, cfg.corpus.max_unit_words, cfg.corpus.sentence_splitter)
@@ -403,12 +274,12 @@ def build_models(method: Any, cfg: Any, backend: Any = None, embedder: Any = Non
     """The LLM backend / embedder ``method`` (a name or a registered method) needs (reusing the given ones)."""
     spec = _method(method)
     if backend is None and spec.needs_llm:
-        # deferred: keeps `import litseg_nb` light (the package root imports this module)
+        # deferred: keeps `import litseg_nb` light
         from .llm import make_backend
 
         backend = make_backend(cfg.llm)
     if embedder is None and spec.needs_embedder:
-        # deferred: keeps `import litseg_nb` light (the package root imports this module)
+        # deferred: keeps `import litseg_nb` light
         from .llm.embeddings import load_embedder
 
         embedder = load_embedder(cfg.embedding)

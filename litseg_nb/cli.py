@@ -25,7 +25,6 @@ from .front.batch_segment import segment_main
 from .front.chunk_import import cli as import_chunks_main
 from .front.params import (NOTEBOOK_CONFIGS, _build, check_set_keys, config_overrides, convert, missing_for,
                            notebook_config, parameters_cell, parse_key_value)
-from .front.ray_segment import RayRun
 from .redact import redact_obj
 from .segmenters.registry import methods_text
 
@@ -313,7 +312,8 @@ def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def _segment(args: Any) -> int:
-    return segment_main(args, RayRun if args.ray is not None else None)
+    """Handler of ``segment``: the one-process run, or with ``--ray`` the Ray run."""
+    return segment_main(args)
 
 
 def _boundaries_parser(sub: Any, name: str) -> argparse.ArgumentParser:

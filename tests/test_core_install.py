@@ -70,14 +70,14 @@ def test_an_llm_method_over_an_openai_compatible_server(tmp_path):
 
 
 def test_the_adapters_core_without_any_host_library(tmp_path):
-    """The adapters' shared core (litseg_nb.integrations.core.Segmenter): the keyword rule, the text
+    """The adapters' shared core (litseg_nb.integrations.Segmenter): the keyword rule, the text
     outside the units, token counts and scalar metadata, without LlamaIndex or chonkie; the LangChain
     splitter (its host is a core dependency) in a vector store's hands."""
     out = _core(
         "import json, warnings\n"
         "import litseg_nb.integrations\n"
         "from litseg_nb.config import ConfigError\n"
-        "from litseg_nb.integrations.core import Segmenter, OutsideUnitsWarning\n"
+        "from litseg_nb.integrations import Segmenter, OutsideUnitsWarning\n"
         f"text = {BOOK!r}\n"
         "try:\n"
         "    Segmenter('token', 'test', token_chunk_sise=50)\n"

@@ -90,7 +90,7 @@ def test_a_misspelt_library_option_is_one_error_before_any_book(tmp_path, capsys
     assert rc == 2 and err.count("chunk_sise") == 1 and "chunk_size" in err and not loaded
     assert not (tmp_path / "out").exists()
     from litseg_nb.config import ConfigError
-    from litseg_nb.integrations.core import Segmenter
+    from litseg_nb.integrations import Segmenter
 
     with pytest.raises(ConfigError, match="chunk_sise"):
         Segmenter("lib:langchain-recursive", "test", chunk_sise=300)

@@ -107,7 +107,7 @@ def test_import_of_a_second_book_keeps_the_first_books_report_and_an_empty_file_
 @pytest.mark.parametrize("newline", ["\r\n", "\r"])
 def test_adapters_see_the_structure_of_a_windows_text(newline):
     # before: a CRLF (or CR) document passed to the adapters was one paragraph: no chapter found
-    from litseg_nb.integrations.core import Segmenter
+    from litseg_nb.integrations import Segmenter
 
     body = " ".join(f"Body sentence number {i} goes on." for i in range(20))
     lf = "CHAPTER I\n\n" + body + "\n\nCHAPTER II\n\n" + body + "\n\nA last paragraph here."

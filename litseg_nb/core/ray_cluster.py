@@ -1,35 +1,22 @@
-"""Reaching a Ray cluster for the runs that go past one machine (the optional extra ``ray``).
+"""Ray clusters for the runs that go past one machine (the optional extra ``ray``): addresses and actors.
 
-``segment DIR --ray [ADDRESS]`` (:mod:`litseg_nb.front.ray_segment`) and
-:func:`litseg_nb.litseg.ray_annotate.annotate_units_on_ray` name their cluster with one address:
-
-* ``local`` (the default of a bare ``--ray``): a Ray cluster of this machine only, started for the run
-  and shut down after it;
-* ``auto``: the cluster ``RAY_ADDRESS`` names, or the one ``ray start --head`` started on this machine;
-* ``HOST:PORT``: the head node's GCS address (``ray start --head`` prints it; port 6379 by default);
-* ``ray://HOST:PORT``: a Ray Client server (port 10001 by default).
-
-Anything else (another scheme, a user name or password, a path, a query, a blank) is a
-:class:`RayAddressError` (exit 2) naming the value with its secrets removed. A ``HOST:PORT`` nobody
-answers on is a :class:`RayUnreachable` (exit 1) after a TCP probe of ``connect_timeout_s`` seconds,
-before :func:`ray.init` (which would otherwise wait minutes for a missing head node). Something other
-than Ray answering on the port passes the probe; Ray then retries on its own (seen: ~20 s to over 10 min). Without the
-extra, :func:`require_ray` is a :class:`RayMissing` (exit 2) saying how to install it.
-
-When the calling process already holds a Ray connection (a notebook or a test called
-:func:`ray.init`), :func:`cluster` uses it and leaves it open; otherwise it connects for the run and
-shuts the connection (and a local cluster it started) down afterwards, also on an error.
+A ``--ray`` / ``RayOptions.address`` value is ``local`` (a cluster of this machine, started for the run),
+``auto`` (``RAY_ADDRESS`` or the ``ray start --head`` of this machine), ``HOST:PORT`` (the head's GCS) or
+``ray://HOST:PORT`` (Ray Client); anything else is a :class:`RayAddressError` with its secrets removed.
+A ``HOST:PORT`` nobody answers on fails fast (a TCP probe) instead of :func:`ray.init`'s minutes of waiting.
 """
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import logging
 import os
 import re
 import socket
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import LitsegError, UsageError
 from ..redact import redact_url
@@ -44,7 +31,7 @@ class RayMissing(UsageError):
 
 
 class RayAddressError(UsageError):
-    """A ``--ray`` address that is none of the forms the module docstring lists."""
+    """A cluster address that is none of the forms the module docstring lists."""
 
 
 class RayUnreachable(LitsegError):
@@ -136,20 +123,17 @@ def probe(address: RayAddress, connect_timeout_s: float = 5.0) -> None:
 
 
 @contextmanager
-def cluster(address: RayAddress, num_cpus: int | None = None, env_vars: dict[str, str] | None = None,
-            connect_timeout_s: float = 5.0) -> Iterator[Any]:
-    """The :mod:`ray` module connected to ``address`` for the block (see the module docstring).
-
-    ``num_cpus`` sizes a ``local`` cluster (default: this machine's CPUs); ``env_vars`` reach every
-    worker of the run (a new connection: its runtime environment; an existing one: ignored, the
-    caller's workers keep theirs — :func:`task_env` passes them per task instead)."""
+def cluster(address: RayAddress, num_cpus: int | None = None) -> Iterator[Any]:
+    """The :mod:`ray` module connected to ``address`` for the block. A connection the process already holds
+    (a notebook's, a test's) is used and left open; otherwise one is opened for the block and shut down after
+    it, also on an error. ``num_cpus`` sizes a ``local`` cluster (default: this machine's CPUs)."""
     ray = require_ray()
     if ray.is_initialized():
         yield ray
         return
-    probe(address, connect_timeout_s)
+    probe(address)
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
-                              "runtime_env": {"env_vars": dict(env_vars or {})}}
+                              "runtime_env": {"env_vars": {}}}
     if address.kind == LOCAL:
         kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
     else:
@@ -168,15 +152,65 @@ def cluster(address: RayAddress, num_cpus: int | None = None, env_vars: dict[str
         ray.shutdown()
 
 
-#: the driver's environment variables every task of a run carries (where outputs, caches, models and data
-#: live; offline switches; thread caps): a worker started before the run, or on another node, sees the run's
-#: settings. No secret is among them: an API key (``llm.api_key_env``) or a signed ``LITSEG_*_URLS`` is set on
-#: the nodes themselves, never put into a Ray runtime environment (which the cluster stores and shows).
+#: the driver's variables every actor of a run carries (where outputs, caches, models and data live; offline
+#: switches; thread caps). No secret is among them: an API key is set on the nodes, never put into a Ray
+#: runtime environment (which the cluster stores and shows).
 TASK_ENV = ("LITSEG_CACHE_DIR", "LITSEG_DATA_DIR", "LITSEG_MODELS_DIR", "LITSEG_OUTPUTS_DIR", "LITSEG_TORCH_THREADS",
             "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM",
             "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def task_env() -> dict[str, str]:
-    """The driver's variables of :data:`TASK_ENV` that are set (a task's ``runtime_env`` ``env_vars``)."""
+    """The driver's variables of :data:`TASK_ENV` that are set."""
     return {k: os.environ[k] for k in TASK_ENV if k in os.environ}
+
+
+def run_on_actors(ray: Any, worker: type, init: tuple[Any, ...], n: int, jobs: Sequence[Any],
+                  call: Callable[[Any, Any], Any], on_result: Callable[[Any, Any], None],
+                  on_death: Callable[[Any, BaseException], None], *, name: str, num_gpus: float = 0,
+                  more: Callable[[], bool] = lambda: True, last: Callable[[list[Any]], None] | None = None
+                  ) -> list[Any]:
+    """Run ``call(actor, job)`` for each job on ``n`` actors ``worker(*init)``, the next job to whichever actor is
+    free while ``more()``; ``on_result(job, value)`` in completion order. A worker that dies is ``on_death(job,
+    exc)`` (raise to stop) and a fresh actor takes its place (no restarts, no retries); an exception of the job
+    itself is raised here as it is. ``last(actors)`` sees the live actors before they are killed.
+    Returns the jobs never started."""
+    # deferred: ray is the optional extra (cluster() has checked it is installed)
+    from ray.exceptions import ObjectLostError, RayActorError, RayTaskError, WorkerCrashedError
+
+    opts: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0,
+                            "runtime_env": {"env_vars": task_env()}}
+    if num_gpus:
+        opts["num_gpus"] = num_gpus
+    Actor = ray.remote(**opts)(worker)
+    names = (f"{name}-{time.time_ns():x}-{i}" for i in itertools.count())
+    actors = [Actor.options(name=next(names)).remote(*init) for _ in range(n)]
+    queue, refs = list(jobs), {}
+
+    def submit(actor: Any) -> None:
+        if queue and more():
+            job = queue.pop(0)
+            refs[call(actor, job)] = (job, actor)
+
+    try:
+        for a in actors:
+            submit(a)
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            job, actor = refs.pop(ready[0])
+            try:
+                value = ray.get(ready[0])
+            except RayTaskError as exc:  # the job's own error (a bug, a dead server): its cause, not Ray's wrapper
+                raise exc.as_instanceof_cause() from None
+            except (RayActorError, WorkerCrashedError, ObjectLostError) as exc:
+                on_death(job, exc)
+                actors[actors.index(actor)] = actor = Actor.options(name=next(names)).remote(*init)
+            else:
+                on_result(job, value)
+            submit(actor)
+        if last is not None:
+            last(actors)
+    finally:
+        for a in actors:
+            ray.kill(a)
+    return queue

@@ -28,22 +28,23 @@
   are in flight at once and every replica stays busy; a book is written as soon as all its units
   are done. LitSeg with length calibration (the profile default) calibrates on each book's own first
   units, so it segments one book at a time (still in batches of that size).
-* **On a Ray cluster** — ``--ray [ADDRESS]`` (the extra ``ray``) runs each book on a Ray worker (tasks for a
-  rule-based method, ``--ray-actors`` actors each holding one backend for a method with a model) and writes
-  the same bytes here, with the same skip/resume rules; a worker that dies fails only its book
-  (:mod:`litseg_nb.front.ray_segment`; addresses: :mod:`litseg_nb.core.ray_cluster`).
+* **On a Ray cluster** — ``--ray [ADDRESS]`` (the extra ``ray``) runs each book on a Ray worker
+  (``--ray-actors`` actors, each holding one backend for the run) and writes the same bytes here, with the
+  same skip/resume rules; a worker that dies fails only its book (addresses: :mod:`litseg_nb.core.ray_cluster`).
 
 Exit codes: 0 all books segmented (or already complete); 1 some books failed, or the run stopped on
 an LLM error; 2 a usage error (bad option, no input, unwritable destination) or every book failed.
 """
 from __future__ import annotations
 
+import functools
 import glob as _glob
+from bisect import bisect_right
 import hashlib
 import json
-import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -51,12 +52,13 @@ from typing import Any, Sequence
 from ..config import ConfigError
 from ..llm.request_cache import cache_report
 from ..core.cache import hash_file, hash_obj
-from ..api import raw_offsets, raw_spans, check_count, segment_config, iter_segment, count_fallbacks
+from ..api import check_count, count_fallbacks, iter_segment, segment_config
 from ..chunkers.base import ChunkerError
 from ..segmenters.registry import get_method
 from ..core.paths import outputs_dir
 from ..core.safe_io import OutputsNotWritable, ensure_writable
-from ..core.ray_cluster import RayAddressError, parse_address, require_ray
+from ..core.ray_cluster import RayAddressError, cluster, parse_address, require_ray, run_on_actors
+from ..llm.request_cache import CachedBackend
 from ..llm.embeddings import EmbeddingError
 from ..llm.base import LLMError
 from .params import parse_key_value
@@ -95,8 +97,7 @@ class BookResult:
 
 # ------------------------------------------------------------------ inputs and outputs
 def expand_inputs(inputs: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
-    """Files named by ``inputs`` (files, folders' ``*.txt``, glob patterns), deduplicated in order,
-    and the inputs that matched nothing."""
+    """Files named by ``inputs`` (files, folders' ``*.txt``, globs), deduplicated in order; inputs matching nothing."""
     files: list[Path] = []
     missing: list[str] = []
     for item in inputs:
@@ -113,14 +114,10 @@ def expand_inputs(inputs: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
         if not found:
             missing.append(str(item))
         files.extend(found)
-    seen: set[Path] = set()
-    out = []
+    unique: dict[Path, Path] = {}
     for f in files:
-        r = f.resolve()
-        if r not in seen:
-            seen.add(r)
-            out.append(f)
-    return out, missing
+        unique.setdefault(f.resolve(), f)
+    return list(unique.values()), missing
 
 
 def _is_our_output(p: Path) -> bool:
@@ -155,13 +152,8 @@ def paths_of(base: Path) -> dict[str, Path]:
     return {k: base.with_name(base.name + s) for k, s in SUFFIXES.items()}
 
 
-def _sha256(path: Path) -> str:
-    return hash_file(path)
-
-
 def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_units: int) -> str:
-    """What makes two runs' outputs the same: method, profile, overrides and ``max_units`` (the
-    endpoints ``llm.base_urls`` are left out: adding a replica changes no result)."""
+    """What makes two runs' outputs the same (``llm.base_urls`` left out: adding a replica changes no result)."""
     opts = {**options, "llm": {k: v for k, v in options.get("llm", {}).items() if k != "base_urls"}}
     if not opts["llm"]:
         opts.pop("llm")
@@ -169,8 +161,7 @@ def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_unit
 
 
 def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
-    """The outputs at ``base`` are a finished run of this input with these settings and this code
-    (an output of an older version of the package is redone, without ``--force``)."""
+    """The outputs at ``base`` are a finished run of this input with these settings and this code."""
     # deferred: tests patch litseg_nb.core.cache.code_version (read at call time)
     from ..core.cache import code_version
 
@@ -182,12 +173,11 @@ def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
     if not (meta.get("format") == FORMAT and meta.get("complete") is True and meta.get("input_sha256") == input_sha
             and meta.get("settings") == fingerprint and meta.get("code") == code_version()):
         return False
-    return all(p[k].is_file() and _sha256(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text"))
+    return all(p[k].is_file() and hash_file(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text"))
 
 
 def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
-    """Refuse an output that is an input, and two inputs writing the same output (existing outputs:
-    :func:`is_complete`, :func:`_existing_foreign`)."""
+    """Refuse an output that is an input, and two inputs writing the same output."""
     inputs = {f.resolve() for f in files}
     for base in bases:
         for path in paths_of(base).values():
@@ -201,7 +191,7 @@ def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
 
 
 def _existing_foreign(base: Path, input_sha: str, fingerprint: str) -> Path | None:
-    """An existing output file at ``base`` that is not a (complete or partial) run of this input and settings."""
+    """An existing output file at ``base`` that is no (complete or partial) run of this input and settings."""
     p = paths_of(base)
     present = [x for x in p.values() if x.exists()]
     if not present:
@@ -228,8 +218,73 @@ def _write_book(base: Path, book: Any, chunks: list[Any], meta: dict[str, Any]) 
     write_json_atomic(p["meta"], {**meta, "complete": False}, indent=1, ensure_ascii=False)
     save_chunks(p["chunks"], chunks)  # atomic (safe_io)
     write_text_atomic(p["text"], book.text)
-    meta["files"] = {"chunks": _sha256(p["chunks"]), "text": _sha256(p["text"])}
+    meta["files"] = {"chunks": hash_file(p["chunks"]), "text": hash_file(p["text"])}
     write_json_atomic(p["meta"], meta, indent=1, ensure_ascii=False)
+
+
+def raw_offsets(book: Any, raw: str) -> list[int]:
+    """For each character of ``book.text``, its offset in ``raw`` (the decoded file; -1 where it cannot be
+    mapped). Paragraph *i* came from raw lines ``book.source_map[i]``, where the cleaning only joined lines,
+    collapsed whitespace and dropped characters: each non-space character is matched in order."""
+    out = [-1] * len(book.text)
+    if not book.source_map or len(book.source_map) != len(book.paragraphs):
+        return out
+    starts = [0]
+    for line in raw.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    text = book.text
+    for (ps, pe), (la, lb) in zip(book.paragraphs, book.source_map):
+        r, r_end = starts[la], starts[lb] - 1
+        mapped = []
+        ok = True
+        for c in range(ps, pe):
+            ch = text[c]
+            if ch.isspace():
+                mapped.append(r)
+                continue
+            while r < r_end and raw[r].isspace():
+                r += 1
+            if r >= r_end or raw[r] != ch:
+                j = raw.find(ch, r, r_end)  # characters the cleaning dropped: skip them
+                if j < 0:
+                    ok = False
+                    break
+                r = j
+            mapped.append(r)
+            r += 1
+        if ok:
+            out[ps:pe] = mapped
+    return out
+
+
+def raw_span(offsets: Sequence[int], text: str, start: int, end: int) -> tuple[int, int] | None:
+    """The raw-file span of cleaned span ``[start, end)`` (its first and last non-space character)."""
+    a, b = start, end
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    if a >= b or offsets[a] < 0 or offsets[b - 1] < 0:
+        return None
+    return offsets[a], offsets[b - 1] + 1
+
+
+def raw_spans(book: Any, offsets: Sequence[int], start: int, end: int,
+              starts: Sequence[int]) -> list[tuple[int, int]] | None:
+    """The raw-file spans of cleaned span ``[start, end)``, one per paragraph it touches (between paragraphs
+    the file may hold matter the cleaning dropped); None if a piece cannot be mapped."""
+    paras = book.paragraphs or [(0, len(book.text))]
+    i = max(0, bisect_right(starts, start) - 1)
+    out = []
+    while i < len(paras) and paras[i][0] < end:
+        a, b = max(start, paras[i][0]), min(end, paras[i][1])
+        if a < b and book.text[a:b].strip():
+            span = raw_span(offsets, book.text, a, b)
+            if span is None:
+                return None
+            out.append(span)
+        i += 1
+    return out or None
 
 
 def _add_raw_spans(book: Any, chunks: list[Any]) -> int:
@@ -238,7 +293,7 @@ def _add_raw_spans(book: Any, chunks: list[Any]) -> int:
     if raw is None:
         return 0
     offsets = raw_offsets(book, raw)
-    starts = [p[0] for p in book.paragraphs] if book.paragraphs else None
+    starts = [p[0] for p in book.paragraphs or [(0, len(book.text))]]
     missing = 0
     for c in chunks:
         if not c.is_source_span:
@@ -267,12 +322,10 @@ def _server_name(cfg: Any) -> str:
     return f"{llm.backend} backend (model {llm.model})"
 
 
-def segment_main(args: Any, runner: Any = None) -> int:
-    """Handler of ``python -m litseg_nb segment``; ``runner`` replaces the one-process library run (same
-    constructor, ``go``, ``close_bars``, ``results``, ``stopped``, ``backend``: ``--ray``'s
-    :class:`litseg_nb.front.ray_segment.RayRun`)."""
+def segment_main(args: Any) -> int:
+    """Handler of ``python -m litseg_nb segment`` (with ``--ray`` too)."""
     try:
-        return _segment_main(args, runner)
+        return _segment_main(args)
     except SegmentUsageError as exc:
         print(f"[litseg_nb] segment: {exc}", file=sys.stderr)
         return 2
@@ -282,8 +335,7 @@ def segment_main(args: Any, runner: Any = None) -> int:
         return 130
 
 
-def _segment_main(args: Any, runner: Any = None) -> int:
-
+def _segment_main(args: Any) -> int:
     # ---- options: every usage error before any work
     try:
         check_count(args.max_units, "--max-units")
@@ -328,16 +380,17 @@ def _segment_main(args: Any, runner: Any = None) -> int:
         raise SegmentUsageError(str(exc).replace("outputs folder", "output folder")) from None
 
     fingerprint = run_fingerprint(args.method, args.profile, options, args.max_units)
-    run = (runner or _Run)(args, cfg, spec, files, bases, fingerprint, single)
+    run = _Run(args, cfg, spec, files, bases, fingerprint)
     try:
         run.go()
     finally:
         run.close_bars()
     code = _report(run.results, files, run.stopped, args, single)
-    if run.backend is not None:  # how many replies the request cache served (a warm cache is never silent);
-        # a report, not an error: stdout, so that a failed run's stderr is its one error line
+    # how many replies the request cache served (a warm cache is never silent): stdout, so that a failed
+    # run's stderr is its one error line
+    if run.backend is not None:
         print(f"[litseg_nb] {cache_report(run.backend)}")
-    elif getattr(run, "cache_line", ""):  # --ray: the actors' caches, summed
+    elif run.cache_line:
         print(f"[litseg_nb] {run.cache_line}")
     return code
 
@@ -368,9 +421,13 @@ def _check_ray_options(args: Any) -> None:
     require_ray()
 
 
+#: what a book can fail with and the run go on (GutenbergFormatError, CorpusError, CoverageError, ChunkerError ...)
+BOOK_ERRORS = (ValueError, OSError, ChunkerError, UnicodeError, AssertionError)
+
+
 @dataclass
 class _Book:
-    """A book being segmented: its units go to the backend in the shared batches."""
+    """A book being segmented in this process: its units go to the backend in the shared batches."""
 
     res: BookResult
     book: Any
@@ -383,60 +440,115 @@ class _Book:
 
 
 class _Run:
-    """The library run: books are opened lazily and their units pooled into batches of
-    :func:`litseg_nb.api.checkpoint_units` (units of several books in flight at once); LitSeg with
-    length calibration segments one book at a time (each book calibrates on its own first units)."""
+    """The library run: opens each book (skip, refuse or claim it), writes its outputs and records the outcome.
+    Two executors segment the books: :meth:`_in_process` pools units of several books into batches of
+    :func:`litseg_nb.api.checkpoint_units` (LitSeg with length calibration: one book at a time, each book
+    calibrating on its own first units); ``--ray``'s :meth:`_on_ray` sends a book to each free actor."""
 
     def __init__(self, args: Any, cfg: Any, spec: Any, files: Sequence[Path], bases: Sequence[Path],
-                 fingerprint: str, single: bool):
+                 fingerprint: str):
+        # deferred: tqdm.auto picks the notebook or terminal bar at run time
         from tqdm.auto import tqdm
 
-        # deferred: tests patch litseg_nb.api.checkpoint_units (read at call time)
-        from ..api import checkpoint_units
-
-        self.args, self.cfg, self.spec, self.fingerprint, self.single = args, cfg, spec, fingerprint, single
+        self.args, self.cfg, self.spec, self.fingerprint = args, cfg, spec, fingerprint
+        self.on_ray = getattr(args, "ray", None) is not None
         self.todo = list(zip(files, bases))
         self.results: list[BookResult] = []
         self.stopped: str | None = None
         self.backend = self.embedder = None
-        self.pooled = not spec.whole_input(cfg)  # LitSeg calibrating: one book at a time
-        self.size = checkpoint_units(cfg, spec.needs_llm)
+        self.cache_line = ""  # --ray: the actors' request caches, summed
         self.queue: list[tuple[_Book, Any]] = []
         self.active: list[_Book] = []
-        self.bar = tqdm(total=len(files), desc=f"segment {args.method}", unit="book", disable=len(files) < 2, delay=1)
-        self.ubar = tqdm(total=0, desc="units", unit="unit", leave=False, delay=1)
+        self.bar = tqdm(total=len(files), desc=f"segment {args.method}{' (ray)' if self.on_ray else ''}", unit="book",
+                        disable=len(files) < 2, delay=1)
+        self.ubar = tqdm(total=0, desc="units", unit="unit", leave=False, delay=1, disable=self.on_ray)
 
     def close_bars(self) -> None:
         self.ubar.close()
         self.bar.close()
 
-    # ---- opening a book: skip, refuse, fail or queue its units
-    def _open_next(self) -> None:
-        # deferred: tests patch litseg_nb.api.prepare_book (read at call time)
-        from ..api import build_models, prepare_book, segment_items
+    def go(self) -> None:
+        if self.on_ray:
+            self._on_ray()
+            return
+        try:
+            self._in_process()
+        except (LLMError, EmbeddingError) as exc:
+            self._stop(exc)
+            why = f"{type(exc).__name__}: {_one_line(exc)}"
+            for b in list(self.active):  # the finished units of the books in flight, marked incomplete
+                if b.chunks:
+                    self._write(b, complete=False)
+                b.res.status, b.res.reason = "stopped", why
+            if not self.active and self.results and self.results[-1].status == "pending":
+                self.results[-1].status, self.results[-1].reason = "stopped", why
 
-        f, base = self.todo.pop(0)
+    def _stop(self, exc: BaseException) -> None:
+        what = _server_name(self.cfg) if isinstance(exc, LLMError) else "embedding model"
+        self.stopped = self.stopped or f"{what}: {_one_line(exc)}"
+
+    # ---- opening a book: skip, refuse, fail or claim it
+    def _open(self, f: Path, base: Path) -> tuple[BookResult, str, float] | None:
+        """The book's result, input hash and start time; None when it is skipped (complete) or unreadable."""
         res = BookResult(f, base)
         self.results.append(res)
         t0 = time.perf_counter()
         try:
-            input_sha = _sha256(f)
-            if not self.args.force and is_complete(base, input_sha, self.fingerprint):
-                meta = json.loads(paths_of(base)["meta"].read_text(encoding="utf-8"))
-                res.status, res.reason = "skipped", "already complete (use --force to redo)"
-                res.units, res.chunks = meta["n_units"], meta["n_chunks"]
-                res.fallbacks = meta.get("fallbacks", {})
-                self.bar.update(1)
+            input_sha = hash_file(f)
+        except OSError as exc:
+            self._fail(res, exc, t0)
+            return None
+        if not self.args.force and is_complete(base, input_sha, self.fingerprint):
+            meta = json.loads(paths_of(base)["meta"].read_text(encoding="utf-8"))
+            res.status, res.reason = "skipped", "already complete (use --force to redo)"
+            res.units, res.chunks = meta["n_units"], meta["n_chunks"]
+            res.fallbacks = meta.get("fallbacks", {})
+            self.bar.update(1)
+            return None
+        foreign = _existing_foreign(base, input_sha, self.fingerprint)
+        if foreign is not None and not self.args.force:
+            raise SegmentUsageError(f"output {foreign} exists (from another input or other settings); "
+                                    "pass --force to replace it, or choose another -o")
+        return res, input_sha, t0
+
+    def _fail(self, res: BookResult, exc: BaseException | str, t0: float | None = None) -> None:
+        res.status, res.reason = "failed", exc if isinstance(exc, str) else f"{type(exc).__name__}: {_one_line(exc)}"
+        if t0 is not None:
+            res.seconds = time.perf_counter() - t0
+        self.bar.update(1)
+
+    # ---- the in-process executor
+    def _in_process(self) -> None:
+        # deferred: tests patch litseg_nb.api.checkpoint_units (read at call time)
+        from ..api import checkpoint_units
+
+        pooled = not self.spec.whole_input(self.cfg)  # LitSeg calibrating: one book at a time
+        size = checkpoint_units(self.cfg, self.spec.needs_llm)
+        while True:
+            while self.todo and (len(self.queue) < size if pooled else not self.queue):
+                self._open_next()
+            if not self.queue:
                 return
-            foreign = _existing_foreign(base, input_sha, self.fingerprint)
-            if foreign is not None and not self.args.force:
-                raise SegmentUsageError(f"output {foreign} exists (from another input or other settings); "
-                                        "pass --force to replace it, or choose another -o")
-            book = prepare_book(f, self.cfg)
+            if pooled:
+                self._run_batch(self._take(size))
+            else:
+                b = self.queue[0][0]
+                batch = [x for x in self.queue if x[0] is b]
+                self.queue = [x for x in self.queue if x[0] is not b]
+                self._run_batch(batch, whole_book=True)
+
+    def _open_next(self) -> None:
+        # deferred: tests patch litseg_nb.api.prepare_book (read at call time)
+        from ..api import build_models, prepare_book, segment_items
+
+        opened = self._open(*self.todo.pop(0))
+        if opened is None:
+            return
+        res, input_sha, t0 = opened
+        try:
+            book = prepare_book(res.source, self.cfg)
             items = segment_items(book, self.args.max_units)
-        except SegmentUsageError:
-            raise
-        except (ValueError, OSError, ChunkerError, UnicodeError, AssertionError) as exc:
+        except BOOK_ERRORS as exc:
             self._fail(res, exc, t0)
             return
         if self.backend is None and self.embedder is None:
@@ -447,17 +559,11 @@ class _Run:
         self.queue.extend((b, it) for it in items)
         self.ubar.total += len(items)
 
-    def _fail(self, res: BookResult, exc: BaseException, t0: float) -> None:
-        # GutenbergFormatError, CorpusError, CoverageError, ChunkerError ...: this book fails, the run goes on
-        res.status, res.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
-        res.seconds = time.perf_counter() - t0
-        self.bar.update(1)
-
-    def _take(self) -> list[tuple[_Book, Any]]:
+    def _take(self, size: int) -> list[tuple[_Book, Any]]:
         """The next batch: at most ``size`` units, never two books with the same book id."""
         batch: list[tuple[_Book, Any]] = []
         owner: dict[str, _Book] = {}
-        while self.queue and len(batch) < self.size:
+        while self.queue and len(batch) < size:
             b, _ = self.queue[0]
             if owner.setdefault(b.book.book_id, b) is not b:
                 break
@@ -465,10 +571,8 @@ class _Run:
         return batch
 
     def _run_batch(self, batch: list[tuple[_Book, Any]], whole_book: bool = False) -> None:
-        """Segment ``batch``; a book whose units are all done is written. ``whole_book``: one book,
-        checkpointed in :func:`~litseg_nb.api.iter_segment`'s batches (its finished units survive an
-        LLM error)."""
-
+        """Segment ``batch``; a book whose units are all done is written. ``whole_book``: one book, checkpointed
+        in :func:`~litseg_nb.api.iter_segment`'s batches (its finished units survive an LLM error)."""
         books = list({id(b): b for b, _ in batch}.values())
         by_id = {b.book.book_id: b for b in books}
         try:
@@ -483,7 +587,11 @@ class _Run:
                     self.ubar.update(len(units))
         except (ValueError, ChunkerError, AssertionError) as exc:
             if len(books) == 1:
-                self._drop(books[0], exc)
+                b = books[0]
+                self.queue = [x for x in self.queue if x[0] is not b]
+                self.active.remove(b)
+                self.ubar.update(b.left)
+                self._fail(b.res, exc, b.t0)
                 return
             for b in books:  # which book failed: run each book's share alone
                 self._run_batch([x for x in batch if x[0] is b])
@@ -491,12 +599,6 @@ class _Run:
         for b in books:
             if b.left == 0:
                 self._write(b, complete=True)
-
-    def _drop(self, b: _Book, exc: BaseException) -> None:
-        self.queue = [x for x in self.queue if x[0] is not b]
-        self.active.remove(b)
-        self.ubar.update(b.left)
-        self._fail(b.res, exc, b.t0)
 
     def _write(self, b: _Book, complete: bool) -> None:
         calls = _book_calls(self.backend, b.book.book_id) - b.calls0
@@ -507,36 +609,116 @@ class _Run:
         if complete:
             self.bar.update(1)
 
-    def go(self) -> None:
+    # ---- the Ray executor
+    def _on_ray(self) -> None:
+        """Every book's skip / refuse decision first, then a book to each free actor; the driver writes."""
+        opened = [o for o in (self._open(f, base) for f, base in self.todo) if o is not None]
+        self.todo = []
+        if not opened:
+            return
+        args = self.args
+        with cluster(parse_address(args.ray), num_cpus=args.ray_cpus or None) as ray:
+            # deferred: ray is the optional extra (cluster() has checked it is installed)
+            from ray.exceptions import RayActorError
 
+            n = args.ray_actors or max(1, min(len(opened), int(ray.cluster_resources().get("CPU", 1))))
+            counts: list[tuple[int, int, str]] = []
+            lost = 0
+
+            def last(actors: list[Any]) -> None:
+                nonlocal lost
+                for a in actors:
+                    try:
+                        counts.append(ray.get(a.cache_counts.remote()))
+                    except RayActorError:  # an actor that died for good took its counts with it
+                        lost += 1
+
+            left = run_on_actors(ray, BookSegmenter, (self.cfg, args.method, args.max_units), n, opened,
+                                 lambda actor, o: actor.segment.remote(str(o[0].source)), self._landed,
+                                 lambda o, exc: self._fail(o[0], f"Ray worker died ({type(exc).__name__}: "
+                                                                 f"{_one_line(exc)[:160]}); rerun to resume"),
+                                 name="litseg-segment", num_gpus=args.ray_gpus or 0,
+                                 more=lambda: self.stopped is None, last=last)
+        for res, *_ in left:  # never started: the run stopped on a dead server
+            self.results.remove(res)
+        hits, misses = sum(c[0] for c in counts), sum(c[1] for c in counts)
+        paths = sorted({c[2] for c in counts if c[2]})
+        gone = f"; the counts of {lost} dead actor(s) are lost" if lost else ""
+        if paths:
+            total = hits + misses
+            self.cache_line = (f"LLM request cache ({n} Ray actor(s)): {hits} of {total} "
+                               f"repl{'y' if total == 1 else 'ies'} from the cache, {misses} computed "
+                               f"({', '.join(paths)}){gone}")
+        elif self.spec.needs_llm:
+            self.cache_line = "LLM request cache: off (every reply computed)"
+
+    def _landed(self, opened: tuple[BookResult, str, float], out: BookOutcome) -> None:
+        res, input_sha, _ = opened
+        res.seconds = out.seconds
+        if out.status == "failed":
+            self._fail(res, out.reason)
+            return
+        if out.status == "stopped":  # the server (or embedder) died: its finished units are written, incomplete
+            what = "embedding model" if out.reason.startswith("EmbeddingError") else _server_name(self.cfg)
+            self.stopped = self.stopped or f"{what}: {out.reason.split(': ', 1)[-1]}"
+        if out.status == "done" or out.chunks:
+            _finish(res, res.output, out.book, out.chunks, self.cfg, self.args, input_sha, self.fingerprint,
+                    complete=out.status == "done", calls=out.calls,
+                    stop_reason="" if out.status == "done" else self.stopped or "")
+        if out.status == "stopped":
+            res.status, res.reason = "stopped", out.reason
+        self.bar.update(1)
+
+
+@dataclass
+class BookOutcome:
+    """What a Ray worker sends back for one book: ``status`` done | failed | stopped."""
+
+    status: str
+    book: Any = None
+    chunks: list[Any] | None = None
+    calls: int = 0
+    reason: str = ""
+    seconds: float = 0.0
+
+
+class BookSegmenter:
+    """A Ray actor holding one backend and embedder for the run (built on its first book); a book is one
+    call of :meth:`segment`: clean, units and segment, as in one process."""
+
+    def __init__(self, cfg: Any, method: str, max_units: int) -> None:
+        self.cfg, self.spec, self.max_units = cfg, get_method(method), max_units
+        self.backend = self.embedder = None
+
+    def segment(self, path: str) -> BookOutcome:
+        # deferred: tests patch litseg_nb.api.prepare_book (read at call time)
+        from ..api import build_models, checkpoint_units, prepare_book, segment_items
+
+        t0 = time.perf_counter()
+        book, chunks, calls0 = None, [], 0
         try:
-            while True:
-                while self.todo and (len(self.queue) < self.size if self.pooled else not self.queue):
-                    self._open_next()
-                if not self.queue:
-                    return
-                if self.pooled:
-                    self._run_batch(self._take())
-                else:
-                    self._run_batch(self._whole_book(), whole_book=True)
+            if self.backend is None and self.embedder is None:
+                self.backend, self.embedder = build_models(self.spec, self.cfg)
+            book = prepare_book(Path(path), self.cfg)
+            items = segment_items(book, self.max_units)
+            calls0 = _book_calls(self.backend, book.book_id)
+            size = None if self.spec.whole_input(self.cfg) else checkpoint_units(self.cfg, self.spec.needs_llm)
+            for part in iter_segment(self.spec, items, self.cfg, self.backend, self.embedder, batch_units=size):
+                chunks.extend(part)
         except (LLMError, EmbeddingError) as exc:
-            what = _server_name(self.cfg) if isinstance(exc, LLMError) else "embedding model"
-            self.stopped = f"{what}: {_one_line(exc)}"
-            for b in list(self.active):  # the finished units of the books in flight, marked incomplete
-                b.res.status, b.res.reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
-                if b.chunks:
-                    self._write(b, complete=False)
-                    b.res.status, b.res.reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
-            if not self.active and self.results and self.results[-1].status == "pending":
-                self.results[-1].status, self.results[-1].reason = "stopped", f"{type(exc).__name__}: {_one_line(exc)}"
+            calls = _book_calls(self.backend, book.book_id) - calls0 if book is not None else 0
+            return BookOutcome("stopped", book, chunks, calls, f"{type(exc).__name__}: {_one_line(exc)}",
+                               time.perf_counter() - t0)
+        except BOOK_ERRORS as exc:
+            return BookOutcome("failed", reason=f"{type(exc).__name__}: {_one_line(exc)}",
+                               seconds=time.perf_counter() - t0)
+        return BookOutcome("done", book, chunks, _book_calls(self.backend, book.book_id) - calls0,
+                           seconds=time.perf_counter() - t0)
 
-    def _whole_book(self) -> list[tuple[_Book, Any]]:
-        """LitSeg with calibration: one book's units (iter_segment calibrates on its first units and
-        checkpoints in batches)."""
-        b = self.queue[0][0]
-        batch = [x for x in self.queue if x[0] is b]
-        self.queue = [x for x in self.queue if x[0] is not b]
-        return batch
+    def cache_counts(self) -> tuple[int, int, str]:
+        """(hits, misses, cache path) of this actor's request cache ((0, 0, "") without one)."""
+        b = self.backend
+        return (b.hits, b.misses, str(b.cache.path)) if isinstance(b, CachedBackend) else (0, 0, "")
 
 
 def _book_calls(backend: Any, book_id: str) -> int:
@@ -545,14 +727,10 @@ def _book_calls(backend: Any, book_id: str) -> int:
     return sum(r.get("calls", 0) for r in ledger.rows() if r.get("book") == book_id) if ledger is not None else 0
 
 
+@functools.lru_cache(maxsize=None)
 def token_counter(name: str = TOKEN_COUNTER) -> Any:
     """The :class:`~litseg_nb.chunkers.base.Tokenizer` counting ``token_count`` (loaded once per process)."""
-    if name not in _TOKENIZERS:
-        _TOKENIZERS[name] = load_tokenizer(name)
-    return _TOKENIZERS[name]
-
-
-_TOKENIZERS: dict[str, Any] = {}
+    return load_tokenizer(name)
 
 
 def outside_units(book: Any) -> list[tuple[int, int, int]]:
@@ -578,9 +756,7 @@ def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any,
     res.chunks = len(chunks)
     res.llm_calls = calls
     res.sentences = len({(c.unit_id, i) for c in chunks if c.is_source_span for i in range(c.from_idx, c.to_idx + 1)})
-    per_unit: dict[str, int] = {}
-    for c in chunks:
-        per_unit[c.unit_id] = per_unit.get(c.unit_id, 0) + 1
+    per_unit = Counter(c.unit_id for c in chunks)
     units = [{"unit_id": u.unit_id, "title": u.title, "sentences": u.n_sentences, "start": u.start, "end": u.end,
               "chunks": per_unit[u.unit_id]} for u in book.units if u.unit_id in per_unit]
     clean = book.meta.get("clean", {})
@@ -644,10 +820,9 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
         widths = [max(len(row[i]) for row in rows) for i in range(7)]
         for row in rows:
             print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[7], file=out)
-        tot_fb: dict[str, int] = {}
+        tot_fb: Counter[str] = Counter()
         for r in results:
-            for k, v in r.fallbacks.items():
-                tot_fb[k] = tot_fb.get(k, 0) + v
+            tot_fb.update(r.fallbacks)
         print(f"[litseg_nb] {len(files)} book(s): {sum(r.status == 'done' for r in results)} segmented, "
               f"{sum(r.status == 'skipped' for r in results)} already complete, {len(failed)} failed"
               + (f", {len(files) - len(results)} not started" if len(results) < len(files) else "")
@@ -699,10 +874,8 @@ def _overrides(args: Any) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ checking written outputs
 def verify_outputs(base: Path) -> dict[str, Any]:
-    """Re-read one book's outputs and check every span: ``text[span]`` is the chunk's main text and
-    the raw span of the input file holds the same words (line breaks may differ: the cleaning
-    unwraps lines), and every sentence of every unit lies in a chunk. Returns counts; ``ok`` is True
-    when every span slices exactly and every unit is covered."""
+    """Re-read one book's outputs and check them: each span slices the chunk's main text, each raw span holds
+    its words, every sentence of every unit lies in a chunk. Counts, and ``ok`` when all of it holds."""
     p = paths_of(base)
     meta = json.loads(p["meta"].read_text(encoding="utf-8"))
     text = p["text"].read_text(encoding="utf-8")

@@ -1,29 +1,17 @@
-"""Import an external chunk set (a paper's released chunks, LangChain / chonkie / LlamaIndex output)
-and align it back to the cleaned book text, so notebooks 05 and 06 evaluate it like our own chunkers.
+"""Import an external chunk set (a paper's released chunks, another tool's output) aligned to the cleaned
+book text, so notebooks 05 and 06 evaluate it like our own chunkers::
 
-From Python::
+    chunks, report = import_chunk_file("gutenqa:Emma_-_Jane_Austen", "lumber-published", "Emma.xlsx")
 
-    from litseg_nb.front.chunk_import import import_chunk_file
-    chunks, report = import_chunk_file("gutenqa:Emma_-_Jane_Austen", "lumber-published",
-                                       "Emma.xlsx", text_column="Chunk", profile="smoke")
-    print(report.summary())
-
-From the shell: ``python -m litseg_nb import-chunks --book <book_id> --name <name> --from <file>
-[--text-column Chunk] [--profile smoke]``. Either way the result is written to
-``outputs/<profile>/artifacts/chunks/<name>.jsonl`` in the shared chunk schema, every chunk with
-``metadata["imported"] = True``, next to ``<name>.import.json`` (the alignment report, which also
-marks the set as imported). ``<name>`` may not be one of this project's methods (``token``,
-``litseg``, ...) nor a set a notebook wrote: an import never replaces notebook 04's own chunks.
-
-Reading: JSONL (one object per line), CSV, parquet or xlsx; the chunk texts are the ``text_column``
-values in file order (rows with an empty text are skipped and counted).
-
-The alignment itself (exact, normalised, anchored-fuzzy; unaligned chunks kept and flagged) is
-:mod:`litseg_nb.core.chunk_align`'s, shared with the ``lib:`` methods.
+or ``python -m litseg_nb import-chunks --book ID --name NAME --from FILE``. The set is written to
+``outputs/<profile>/artifacts/chunks/<name>.jsonl`` beside ``<name>.import.json`` (the alignment report,
+which also marks the set as imported); an import never replaces a method's or a notebook's own set.
 """
 from __future__ import annotations
 
+import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +29,7 @@ READERS = (".jsonl", ".json", ".csv", ".parquet", ".xlsx")
 
 # --------------------------------------------------------------------------- reading
 def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list[str], int]:
-    """Chunk texts of ``path`` in file order, and the number of empty rows skipped."""
+    """Chunk texts of ``path`` (JSONL, JSON, CSV, parquet, xlsx) in file order, and the number of empty rows skipped."""
     import pandas as pd
 
     path = Path(path)
@@ -90,10 +78,7 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
 
 
 def _jsonl_rows(path: Path) -> list[dict[str, Any]]:
-    """The objects of a JSONL file, one per non-blank line; a line that is not JSON, or not an object,
-    is a :class:`ChunkImportError` naming the file and the line."""
-    import json
-
+    """The objects of a JSONL file, one per non-blank line (else a :class:`ChunkImportError` naming the line)."""
     rows = []
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
@@ -111,10 +96,8 @@ def _jsonl_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def load_book(book_id: str, profile: str) -> Book:
-    """The cleaned, unit-indexed book ``book_id`` as notebook 05 of ``profile`` loads it (all units), or,
-    when ``book_id`` names a file, the user's own book loaded as ``segment`` loads it
-    (:func:`litseg_nb.api.load_text` with the profile's unit cap and sentence splitter; its id is
-    ``text:<stem>`` or ``gutenberg:<stem>``)."""
+    """The cleaned, unit-indexed book ``book_id`` as notebook 05 of ``profile`` loads it, or, when ``book_id``
+    names a file, the user's own book as ``segment`` loads it."""
 
     cfg = RagConfig.for_profile(profile)
     path = Path(book_id).expanduser()
@@ -140,8 +123,7 @@ def load_book(book_id: str, profile: str) -> Book:
 
 
 def check_import_name(name: str, profile: str) -> None:
-    """An imported set may not take the name of one of this project's methods (``token``, ``litseg``...)
-    nor replace a chunk set a notebook wrote: :class:`ChunkImportError` naming the clash."""
+    """An imported set may not take a method's name nor replace a set a notebook wrote: :class:`ChunkImportError`."""
     base = name.split("@")[0]
     if name in METHOD_ORDER or base in METHOD_ORDER:
         raise ChunkImportError(f"chunk set name {name!r} is one of this project's methods; imported sets need "
@@ -154,10 +136,7 @@ def check_import_name(name: str, profile: str) -> None:
 def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: str = "Chunk",
                       profile: str = "smoke", min_score: float = 0.8, book: Book | None = None,
                       save: bool = True) -> tuple[list[Chunk], ImportReport]:
-    """Read, align and (``save``) write ``outputs/<profile>/artifacts/chunks/<name>.jsonl``.
-
-    Also writes ``<name>.import.json`` (the report) next to it. ``book`` skips loading the corpus.
-    """
+    """Read, align and (``save``) write the set and its report (module docstring); ``book`` skips loading it."""
     # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
     from ..core.schema import save_chunks
 
@@ -166,7 +145,6 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
     if not 0.0 < min_score <= 1.0:
         raise ChunkImportError(f"--min-score {min_score}: a similarity in (0, 1]")
     if save:  # an unwritable destination fails before any work, naming the folder
-
         try:
             ensure_writable(artifact_dir(profile, "chunks"))
         except OutputsNotWritable as exc:
@@ -181,20 +159,11 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
     chunks, rep = import_chunks(book, texts, name, source=str(path), min_score=min_score, n_empty_rows=empty)
     if save:
         out = chunk_set_path(profile, name)
-        # merge with chunks of other books already imported under the same name
-        if out.is_file():
-            others = [c for c in load_chunks(out) if c.book_id != book_id]
-            chunks_all = others + chunks
-        else:
-            chunks_all = chunks
-
-        # the report of the latest import, and every book's report under "books" (a second book
-        # imported under the same name no longer drops the first book's report)
+        # the chunks of other books imported under the same name stay, and so do their reports ("books")
+        chunks_all = [c for c in load_chunks(out) if c.book_id != book_id] + chunks if out.is_file() else chunks
         report_path = out.with_suffix(".import.json")
         books: dict[str, Any] = {}
         if report_path.is_file():
-            import json
-
             try:
                 old = json.loads(report_path.read_text(encoding="utf-8"))
                 books = dict(old.get("books") or {old["book_id"]: {k: v for k, v in old.items() if k != "books"}})
@@ -208,9 +177,7 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
 
 
 def cli(args: Any) -> int:
-    """Handler of ``python -m litseg_nb import-chunks`` (arguments: book, name, from_file, ...)."""
-    import sys
-
+    """Handler of ``python -m litseg_nb import-chunks``."""
     try:
         _, rep = import_chunk_file(args.book, args.name, args.from_file, args.text_column, args.profile,
                                    args.min_score)

@@ -1,33 +1,215 @@
-"""LitSeg inside the user's pipeline: a LangChain ``TextSplitter``, a LlamaIndex ``NodeParser`` and a
-chonkie chunker, each wrapping any registered method (``litseg``, ``litseg-lite``, a baseline or a
-``lib:`` preset) on any backend (``hf``, ``vllm``, an OpenAI-compatible server) through
-:func:`litseg_nb.segment`.
-
-::
+"""LitSeg inside the user's pipeline: a LangChain ``TextSplitter``, a LlamaIndex ``NodeParser`` and a chonkie
+chunker, each wrapping any registered method on any backend through :func:`litseg_nb.segment`::
 
     from litseg_nb.integrations.langchain import LitSegTextSplitter
     from litseg_nb.integrations.llamaindex import LitSegNodeParser
     from litseg_nb.integrations.chonkie import LitSegChunker
 
-One module per host library; the host library is imported only when its module is (``import
-litseg_nb.integrations`` works without any of them). Every chunk keeps exact character offsets into
-the text it came from (the document's own text: no cleaning), its unit, sentence range, LitSeg's
-subtitle and context sentence indices.
+One module per host library, imported only when its module is; here the :class:`Segmenter` they share.
 """
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import hashlib
+import importlib
+import json
+import re
+import warnings
+from typing import Any, Mapping
+
+from ..config import ConfigError
+from ..core.schema import Book, Chunk
+from ..segmenters.registry import get_method
+from ..chunkers.library import check_options, is_library_method
+from ..front.batch_segment import TOKEN_COUNTER as DEFAULT_TOKEN_COUNTER
+from ..front.batch_segment import outside_units, token_counter
+from ..corpus import index_book
+from ..api import build_models, segment
+from ..chunkers.base import trim_span
+
+#: the adapters' own keywords (every other keyword is an override of the method's config)
+ADAPTER_OPTIONS = {
+    "keep_outside_units": "False: text outside the narrative units (title, author lines, front matter) is not "
+                          "chunked and a warning gives its word count; True: each such stretch is one chunk of "
+                          "its own (unit_id 'outside', metadata outside_units=True)",
+    "nested_metadata": "False: metadata values are scalars (lists/dicts as JSON strings, as vector stores "
+                       "want); True: spans and context_idx stay lists",
+    "token_counter": "the tokenizer counting each chunk's token_count (metadata 'tokenizer' names it): a "
+                     "packaged name (default all-MiniLM-L6-v2) or a local path",
+}
+OUTSIDE_UNIT_ID = "outside"
+
+
+class OutsideUnitsWarning(UserWarning):
+    """Text of a document outside its narrative units was not chunked (``keep_outside_units=True`` keeps it)."""
+
+
+class Segmenter:
+    """A document's text (not cleaned: every offset points into it) to chunks with ``method``; ``options`` are
+    overrides of the method's config, the adapters' own keywords are :data:`ADAPTER_OPTIONS`, anything else is
+    a :class:`~litseg_nb.config.ConfigError` naming the known ones. The models are built once, on first use."""
+
+    def __init__(self, method: str = "litseg", profile: str = "smoke", backend: Any = None, embedder: Any = None,
+                 *, keep_outside_units: bool = False, nested_metadata: bool = False,
+                 token_counter: str = DEFAULT_TOKEN_COUNTER, **options: Any):
+        self.method = method
+        self.profile = profile
+        self.options = dict(options)
+        self.spec = get_method(method)
+        for name, value in (("keep_outside_units", keep_outside_units), ("nested_metadata", nested_metadata)):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name} must be True or False, got {value!r}")
+        if not isinstance(token_counter, str) or not token_counter:
+            raise ConfigError(f"token_counter must be a tokenizer name or path, got {token_counter!r}")
+        self.keep_outside_units = keep_outside_units
+        self.nested_metadata = nested_metadata
+        self.token_counter = token_counter
+        cls = self.spec.config
+        known = sorted(f.name for f in dataclasses.fields(cls) if f.init)
+        # a lib: method takes its library's own options too: check_options below names a misspelt one
+        unknown = [] if is_library_method(method) else sorted(k for k in self.options if k not in known)
+        if unknown:  # one rule for every adapter: a keyword is a config override or an adapter option
+            raise ConfigError(f"{method}: unknown option(s) {', '.join(map(repr, unknown))}; the config keys of "
+                              f"{cls.__name__}: {', '.join(known)}; the adapters' own options: "
+                              f"{', '.join(ADAPTER_OPTIONS)}")
+        self.cfg = cls.for_profile(profile, **self.options)  # bad values raise here
+        if is_library_method(method):  # a misspelt library option: here, not on the first document
+            check_options(method, self.cfg)
+        self._backend = backend
+        self._embedder = embedder
+        self._tokenizer: Any = None
+
+    @property
+    def tokenizer(self) -> Any:
+        """The :class:`~litseg_nb.chunkers.base.Tokenizer` counting ``token_count`` (loaded on first use)."""
+        if self._tokenizer is None:
+            self._tokenizer = token_counter(self.token_counter)
+        return self._tokenizer
+
+    def metadata(self, c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """:func:`chunk_metadata` with ``token_count`` / ``tokenizer``, scalar-only unless ``nested_metadata``."""
+        md = chunk_metadata(c, extra)
+        md["token_count"] = self.tokenizer.count(c.text)
+        md["tokenizer"] = self.tokenizer.name
+        return md if self.nested_metadata else flat_metadata(md)
+
+    @property
+    def backend(self) -> Any:
+        self._backend, self._embedder = build_models(self.spec, self.cfg, self._backend, self._embedder)
+        return self._backend
+
+    def book(self, text: str, doc_id: str | None = None, title: str | None = None) -> Book:
+        """The text as a unit-split, sentence-indexed book (offsets = offsets into ``text``)."""
+        doc_id = document_id(text, doc_id)
+        book = Book(book_id=doc_id, title=title or doc_id, dataset="text", text=text,
+                    paragraphs=text_paragraphs(text), source=doc_id)
+        return index_book(book, self.cfg.corpus.max_unit_words, self.cfg.corpus.sentence_splitter)
+
+    def segment(self, text: str, doc_id: str | None = None, title: str | None = None) -> tuple[Book, list[Chunk]]:
+        """``(book, chunks)`` of ``text``; an empty or whitespace-only text has no chunks. ``text`` must be
+        a ``str`` (a :class:`TypeError` naming what was given otherwise: decode bytes first)."""
+        check_text(text)
+        if not text.strip():
+            return Book(document_id(text, doc_id), title or "", "text", text), []
+        book = self.book(text, doc_id, title)
+        chunks = []
+        if any(u.n_sentences for u in book.units):
+            backend = self.backend
+            chunks = segment(book, self.method, profile=self.profile, backend=backend, embedder=self._embedder,
+                             **self.options)
+        return book, self.outside(book, chunks)
+
+    def outside(self, book: Book, chunks: list[Chunk]) -> list[Chunk]:
+        """``chunks`` with the text outside the narrative units reported (a :class:`OutsideUnitsWarning`
+        with its word count) or, with ``keep_outside_units``, added as chunks of its own, in text order."""
+        stretches = outside_units(book)
+        if not stretches:
+            return chunks
+        words = sum(w for *_, w in stretches)
+        if not self.keep_outside_units:
+            warnings.warn(f"{book.book_id}: {words} word(s) in {len(stretches)} stretch(es) outside the narrative "
+                          "units (title, author lines, front matter) are not chunked; keep_outside_units=True "
+                          "keeps each as a chunk of its own", OutsideUnitsWarning, stacklevel=3)
+            return chunks
+
+        extra = []
+        for k, (a, b, _) in enumerate(stretches, 1):
+            a, b = trim_span(book.text, a, b)
+            piece = book.text[a:b]
+            extra.append(Chunk(book_id=book.book_id, unit_id=OUTSIDE_UNIT_ID, chunk_id=f"{OUTSIDE_UNIT_ID}.{k:03d}",
+                               method=self.method, from_idx=0, to_idx=-1, spans=[(a, b)], text=piece,
+                               main_text=piece, metadata={"outside_units": True}))
+        starts = {u.unit_id: u.start for u in book.units}
+        return sorted([*chunks, *extra], key=lambda c: c.spans[0][0] if c.unit_id == OUTSIDE_UNIT_ID
+                      else starts.get(c.unit_id, 0))  # stable: a unit's chunks keep their order
+
+
+def check_text(text: Any, what: str = "text") -> str:
+    """``text`` when it is a ``str``; a :class:`TypeError` naming the type otherwise (an adapter never guesses
+    an encoding or stringifies a value)."""
+    if not isinstance(text, str):
+        hint = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+        raise TypeError(f"LitSeg adapters segment a str {what}; got {type(text).__name__}{hint}")
+    return text
+
+
+def document_id(text: str, given: Any = None) -> str:
+    """A document's id: ``given`` (the host's own) when there is one, else ``text:<sha256[:12]>`` of the text."""
+    if given is not None and str(given) != "":
+        return str(given)
+    return "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def unique_ids(ids: list[str]) -> list[str]:
+    """``ids`` with repeats made unique in order (``a``, ``a`` -> ``a``, ``a#2``): documents never share chunk ids."""
+    seen: dict[str, int] = {}
+    out = []
+    for i in ids:
+        seen[i] = seen.get(i, 0) + 1
+        out.append(i if seen[i] == 1 else f"{i}#{seen[i]}")
+    return out
+
+
+def text_paragraphs(text: str) -> list[tuple[int, int]]:
+    """Spans of the blank-line separated paragraphs of ``text`` (whitespace-trimmed; text unchanged)."""
+    out, pos = [], 0
+    for m in [*re.finditer(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)", text), None]:  # LF, CRLF or CR files
+        end = m.start() if m else len(text)
+        span = trim_span(text, pos, end)
+        if span:
+            out.append(span)
+        pos = m.end() if m else pos
+    return out
+
+
+def chunk_metadata(c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One chunk's metadata: ``doc_id``, ``chunk_id`` (``<doc_id>/<unit>.<chunk>``, unique across documents),
+    method, unit, sentence range, spans into the document text (``start_index`` / ``end_index``: the main
+    text's; None for a chunk that is no span of it), LitSeg's subtitle and context sentence indices."""
+    spans = [list(s) for s in c.spans] if c.is_source_span else []
+    md = {"doc_id": c.book_id, "chunk_id": f"{c.book_id}/{c.chunk_id}", "local_chunk_id": c.chunk_id,
+          "method": c.method, "unit_id": c.unit_id, "from_idx": c.from_idx,
+          "to_idx": c.to_idx, "context_idx": list(c.context_idx), "subtitle": c.subtitle, "spans": spans,
+          "start_index": spans[0][0] if spans else None, "end_index": spans[-1][1] if spans else None,
+          "main_text": c.main_text, "is_source_span": c.is_source_span}
+    for k in ("fallback", "alignment", "outside_units", "unit_title"):
+        if k in c.metadata:
+            md[k] = c.metadata[k]
+    return {**(extra or {}), **md}
+
+
+def flat_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
+    """``md`` with lists and dicts as JSON strings: several vector stores reject nested metadata."""
+    return {k: (json.dumps(v, ensure_ascii=False) if isinstance(v, (list, tuple, dict)) else v)
+            for k, v in md.items()}
+
 
 _EXPORTS = {"LitSegTextSplitter": "langchain", "LitSegNodeParser": "llamaindex", "LitSegChunker": "chonkie"}
 __all__ = ["Segmenter", *_EXPORTS]
-
-from .core import Segmenter  # noqa: E402  (no host library needed)
 
 
 def __getattr__(name: str) -> Any:
     mod = _EXPORTS.get(name)
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(f"{__name__}.{mod}"), name)

@@ -7,18 +7,10 @@
     for chunk in doc.chunks:
         print(chunk.start_index, chunk.end_index, chunk.context, chunk.text[:60])
 
-or directly ``LitSegChunker(method="paragraph", profile="test").chunk(text)``. Each chunk's
-``start_index`` / ``end_index`` are the main text's offsets in ``text``; ``chunk.text`` is the chunk
-text (LitSeg's subtitle + context + main text: the text to embed, not a slice of ``text``), and
-``chunk.metadata`` holds unit, sentence range, spans, LitSeg's ``subtitle`` and ``context_idx``
-(there, not in ``chunk.context``, so chonkie's ``OverlapRefinery``, which writes ``context``, keeps
-them). A chunk that is not a span of the text (propositions, an unaligned library piece) has
-``start_index = end_index = -1``. ``token_count`` is counted by ``token_counter`` (named in
-``metadata["tokenizer"]``).
-
-Keywords: ``LitSegChunker(method, profile, **kw)``: ``kw`` are the adapter's own options
-(``keep_outside_units``, ``nested_metadata``, ``token_counter``) and overrides of the method's config
-(``options={...}`` is the same as keywords); an unknown one is a ConfigError naming the known ones.
+``start_index`` / ``end_index`` locate the main text in ``text`` (-1 for a chunk that is no span of it);
+``chunk.text`` is the text to embed (LitSeg: subtitle + context + main text). LitSeg's ``subtitle`` and
+``context_idx`` sit in ``chunk.metadata`` (chonkie's ``OverlapRefinery`` writes ``context``). Keywords
+(or ``options={...}``): as :class:`~litseg_nb.integrations.Segmenter` takes them.
 """
 from __future__ import annotations
 
@@ -29,18 +21,17 @@ from chonkie.pipeline import chunker
 from chonkie.types import Chunk as ChonkieChunk
 
 from ..core.schema import Chunk
-from .core import Segmenter
+from . import Segmenter
 from ..chunkers.library import chonkie_tokenizer
 from ..config import ConfigError
 
 
 @chunker("litseg")
 class LitSegChunker(BaseChunker):
-    """Any registered method as a chonkie chunker (keywords: see the module docstring)."""
+    """Any registered method as a chonkie chunker."""
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", options: dict[str, Any] | None = None,
                  backend: Any = None, embedder: Any = None, **overrides: Any):
-
         both = sorted(set(options or {}) & set(overrides))
         if both:
             raise ConfigError(f"LitSegChunker: {', '.join(both)} given both in options= and as a keyword")

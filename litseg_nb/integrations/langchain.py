@@ -7,21 +7,10 @@
                                   llm={"backend": "openai", "base_urls": ("http://localhost:8000/v1",)})
     docs = splitter.split_documents([Document(page_content=text, metadata={"source": "emma.txt"})])
 
-``split_text`` returns the chunk texts (LitSeg's subtitle + context + main text; for the baselines
-the main text); ``create_documents`` / ``split_documents`` keep each input document's metadata and
-add the chunk's: ``doc_id, chunk_id, method, unit_id, from_idx, to_idx, context_idx, subtitle, spans,
-start_index, end_index, main_text, token_count, tokenizer``.
-
-Which text is which: ``page_content`` is the text to embed and index (for LitSeg the subtitle and
-context sentences *plus* the main text), so it is generally not a slice of the document;
-``start_index`` / ``end_index`` locate the **main text** only (``text[start_index:end_index] ==
-main_text`` for a contiguous chunk, ``"".join(text[a:b] for a, b in json.loads(spans)) == main_text``
-always). Metadata values are scalars by default (``spans``, ``context_idx`` as JSON strings, which
-every vector store accepts; ``nested_metadata=True`` keeps lists).
-
-Keywords: the adapter's own (``keep_outside_units``, ``nested_metadata``, ``token_counter``: see
-:data:`litseg_nb.integrations.core.ADAPTER_OPTIONS`) and overrides of the method's config; an unknown
-one is a :class:`~litseg_nb.config.ConfigError` naming the known ones.
+``page_content`` is the text to embed (LitSeg: subtitle + context + main text); each document's metadata
+is kept and the chunk's added (:func:`~litseg_nb.integrations.chunk_metadata`): ``start_index`` /
+``end_index`` locate the main text only, ``spans`` all of it; scalars unless ``nested_metadata=True``.
+Keywords: as :class:`~litseg_nb.integrations.Segmenter` takes them.
 """
 from __future__ import annotations
 
@@ -31,7 +20,7 @@ from typing import Any, Iterable
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
-from .core import Segmenter, check_text, document_id, unique_ids
+from . import Segmenter, check_text, document_id, unique_ids
 from ..chunkers.library import langchain_embeddings
 from ..config import StageConfig
 from ..llm.embeddings import load_embedder
@@ -39,14 +28,11 @@ from ..llm.embeddings import load_embedder
 
 def profile_embeddings(profile: str = "smoke") -> Any:
     """The profile's embedding model (offline MiniLM in test/smoke) as LangChain ``Embeddings``."""
-
     return langchain_embeddings(load_embedder(StageConfig.for_profile(profile).embedding))
 
 
 class LitSegTextSplitter(TextSplitter):
-    """Any registered method (``litseg``, ``litseg-lite``, a baseline, ``lib:<preset>``) as a
-    LangChain text splitter. ``options`` are overrides of the method's config (see
-    :class:`~litseg_nb.integrations.core.Segmenter`)."""
+    """Any registered method as a LangChain text splitter (``options``: as :class:`.Segmenter` takes them)."""
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", *, backend: Any = None,
                  embedder: Any = None, **options: Any):
@@ -59,9 +45,8 @@ class LitSegTextSplitter(TextSplitter):
 
     def create_documents(self, texts: list[str], metadatas: list[dict[Any, Any]] | None = None,
                          ids: list[Any] | None = None) -> list[Document]:
-        """One ``Document`` per chunk, ``Document.id`` = ``metadata["chunk_id"]`` (unique across the
-        documents: ``<doc_id>/<unit>.<chunk>``). A document's id is ``ids[i]`` (``split_documents`` passes
-        ``Document.id``), else ``<source>:<text hash>`` or the text hash; repeats within one call get ``#2``..."""
+        """One ``Document`` per chunk with ``id`` = its ``chunk_id``; a document's id is ``ids[i]``, else
+        ``<source>:<text hash>`` or the text hash (repeats within one call get ``#2`` ...)."""
         texts = list(texts)
         for i, text in enumerate(texts):
             check_text(text, f"(document {i})")

@@ -7,18 +7,10 @@
     parser = LitSegNodeParser(method="litseg", profile="smoke")
     nodes = IngestionPipeline(transformations=[parser]).run(documents=[Document(text=text)])
 
-Each node's text is the chunk text (LitSeg's subtitle + context + main text); ``start_char_idx`` /
-``end_char_idx`` are the main text's offsets in the document text; nodes of one document are linked
-``PREVIOUS`` / ``NEXT`` (``include_prev_next_rel``) and to their ``SOURCE`` document; a node's
-metadata holds the document's (``include_metadata``) and the chunk's: unit, sentence range, spans,
-subtitle, context indices, ``token_count`` / ``tokenizer`` (see
-:func:`litseg_nb.integrations.core.chunk_metadata`; scalars only unless ``nested_metadata=True``).
-``id_func`` names the nodes and ``show_progress`` shows a progress bar, as in the stock parsers.
-
-Keywords: the parser's own fields (``include_metadata``, ``include_prev_next_rel``, ``id_func``,
-``callback_manager``), the adapter's (``keep_outside_units``, ``nested_metadata``, ``token_counter``)
-and overrides of the method's config (``LitSegNodeParser(method="lumber", lumber_budget_tokens=400)``,
-or the same in ``options={...}``); an unknown one is a ConfigError naming the known ones.
+A node's text is the text to embed (LitSeg: subtitle + context + main text); ``start_char_idx`` /
+``end_char_idx`` locate the main text; nodes link to their ``SOURCE`` document (and ``PREVIOUS`` / ``NEXT``)
+and carry :func:`~litseg_nb.integrations.chunk_metadata`. Keywords: the parser's own fields and what
+:class:`~litseg_nb.integrations.Segmenter` takes (or ``options={...}``).
 """
 from __future__ import annotations
 
@@ -28,7 +20,7 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeRelationship, TextNode
 from pydantic import Field, PrivateAttr
 
-from .core import ADAPTER_OPTIONS, DEFAULT_TOKEN_COUNTER, Segmenter, check_text
+from . import ADAPTER_OPTIONS, DEFAULT_TOKEN_COUNTER, Segmenter, check_text
 from ..chunkers.library import llamaindex_embedding
 from ..config import StageConfig, ConfigError
 from ..llm.embeddings import load_embedder
@@ -38,7 +30,6 @@ _SPAN_KEY = "_litseg_span"
 
 def profile_embedding(profile: str = "smoke") -> Any:
     """The profile's embedding model (offline MiniLM in test/smoke) as a LlamaIndex ``BaseEmbedding``."""
-
     return llamaindex_embedding(load_embedder(StageConfig.for_profile(profile).embedding))
 
 

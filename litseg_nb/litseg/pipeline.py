@@ -215,9 +215,23 @@ def annotate_units(
         by_system.setdefault(job.system, []).append(job)
     calls = 0
     try:
-        for sjobs in by_system.values():
-            calls += _run_groups(sjobs, group, backend, cfg, structured, retries, method, bar, done,
-                                 annotations_path, batch_by_book)
+        if hasattr(backend, "annotate_books"):  # an executor elsewhere (Ray): whole books, their records back
+            keys = {(j.book.book_id, j.unit.unit_id): j.key for j in todo}
+
+            def keep(records: list[dict[str, Any]]) -> None:
+                for rec in records:
+                    done[keys[(rec["book_id"], rec["unit_id"])]] = rec
+                    if annotations_path is not None:
+                        _append(annotations_path, rec)
+                bar.update(3 * len(records))
+
+            calls = backend.annotate_books([(j.book, j.unit) for j in todo], cfg, keep, method=method,
+                                           length_reference=length_reference, structured_output=structured_output,
+                                           max_retries=max_retries)
+        else:
+            for sjobs in by_system.values():
+                calls += _run_groups(sjobs, group, backend, cfg, structured, retries, method, bar, done,
+                                     annotations_path, batch_by_book)
     finally:
         bar.close()
     records = [done[j.key] for j in jobs]
