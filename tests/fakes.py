@@ -231,3 +231,12 @@ def toy_book(text: str, book_id: str = "toy", title: str = "Toy Book"):
         paragraphs.extend(paras)
         units.append(Unit(book_id, f"u{k:04d}", k, f"Unit {k}", a, b, tuple(sents), tuple(paras)))
     return Book(book_id, title, "toy", text, paragraphs, units)
+
+
+def cached(cache, compute):
+    """The stored value, else ``compute()`` stored."""
+    if cache.exists():
+        return cache.load()
+    value = compute()
+    cache.save(value)
+    return value

@@ -1,14 +1,7 @@
 from litseg_nb.core.cache import StepCache, hash_obj
 from litseg_nb.config import StageConfig
 
-
-def cached(cache, compute):
-    """The stored value, else ``compute()`` stored."""
-    if cache.exists():
-        return cache.load()
-    value = compute()
-    cache.save(value)
-    return value
+from fakes import cached
 
 
 def test_step_cache_skips_finished_work_and_tracks_inputs(tmp_path):

@@ -8,14 +8,7 @@ import pytest
 from litseg_nb.core.cache import CacheWarning, StepCache
 from litseg_nb.llm.request_cache import RequestCache
 
-
-def cached(cache, compute):
-    """The stored value, else ``compute()`` stored."""
-    if cache.exists():
-        return cache.load()
-    value = compute()
-    cache.save(value)
-    return value
+from fakes import cached
 
 
 def test_truncated_step_cache_entry_is_a_miss_and_is_replaced(tmp_path):
