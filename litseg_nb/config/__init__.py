@@ -751,7 +751,8 @@ def missing_settings(cfg: Any, roles: typing.Sequence[str] | None = None) -> lis
     return out
 
 
-class Explanation(typing.NamedTuple):
+@dataclass(frozen=True)
+class Explanation:
     """A config value and the layer of :data:`LAYERS` that set it (``source``: where, in words)."""
 
     key: str
