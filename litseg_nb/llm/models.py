@@ -93,7 +93,7 @@ def _build_once(target: Path, build) -> Path:
     """Run ``build(tmp_dir)`` unless ``target`` exists; publish atomically by renaming, under a lock."""
     if (target / "config.json").is_file() or (target / "tokenizer_config.json").is_file():
         return target
-    from filelock import FileLock  # (comes with huggingface_hub)
+    from filelock import FileLock
 
     with FileLock(target.parent / f".{target.name}.lock"):
         if target.is_dir() and any(target.iterdir()):
