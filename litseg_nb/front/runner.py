@@ -6,6 +6,8 @@ heartbeat; the executed copy is ``NN_name.RUNNING.ipynb``, then ``NN_name.ipynb`
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import json
 import logging
 import os
@@ -84,14 +86,9 @@ def executed_paths(executed_dir: Path, notebook: Path) -> dict[str, Path]:
 
 
 def fmt_seconds(s: float) -> str:
-    s = int(round(s))
-    if s < 60:
-        return f"{s}s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m{s:02d}s"
+    m, s = divmod(int(round(s)), 60)
     h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m{s:02d}s"
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
 class ConsoleRelay:
@@ -132,32 +129,24 @@ def _heading(cell: Any) -> str | None:
 
 
 class Progress:
-    """Receives papermill's cell hooks; prints section starts and heartbeats."""
+    """Receives papermill's cell hooks (the engine hands it the cells); prints section starts and heartbeats."""
 
-    def __init__(self, name: str, cells: list[Any], relay: ConsoleRelay, out: TextIO,
-                 heartbeat_s: float = HEARTBEAT_S) -> None:
-        self.name, self.relay, self.out = name, relay, out
-        self.heartbeat_s = heartbeat_s
-        self.set_cells(cells)
-        self.t0 = time.perf_counter()
+    def __init__(self, name: str, relay: ConsoleRelay, out: TextIO, heartbeat_s: float = HEARTBEAT_S) -> None:
+        self.name, self.relay, self.out, self.heartbeat_s = name, relay, out, heartbeat_s
+        self.t0 = self.cell_t0 = self.last_print = time.perf_counter()
         self.cell_index: int | None = None
-        self.cell_t0 = self.t0
-        self.last_print = self.t0
         self.printed_section: str | None = None
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = threading.Thread(target=self._beat, name="litseg-heartbeat", daemon=True)
 
     def set_cells(self, cells: list[Any]) -> None:
-        self.sections: list[str | None] = []
-        current = None
-        for cell in cells:
-            current = _heading(cell) or current
-            self.sections.append(current)
+        # each cell's section: the latest Markdown heading at or above it
+        self.sections = list(itertools.accumulate(map(_heading, cells), lambda current, h: h or current))
         self.code_cells = [i for i, c in enumerate(cells) if c.get("cell_type") == "code"]
 
-    def _where(self, index: int) -> str:
+    def _where(self, index: int) -> tuple[str | None, str]:
         n = self.code_cells.index(index) + 1 if index in self.code_cells else "?"
-        return f"cell {n}/{len(self.code_cells)}"
+        return self.sections[index] if index < len(self.sections) else None, f"cell {n}/{len(self.code_cells)}"
 
     def _say(self, text: str) -> None:
         self.relay.line(f"[litseg_nb] {self.name}: {text}", self.out)
@@ -168,10 +157,10 @@ class Progress:
             return
         now = time.perf_counter()
         self.cell_index, self.cell_t0 = index, now
-        section = self.sections[index] if index < len(self.sections) else None
+        section, where = self._where(index)
         if section != self.printed_section or now - self.last_print >= self.heartbeat_s:
             self.printed_section = section
-            self._say(f"{section or 'setup'} ({self._where(index)}, {fmt_seconds(now - self.t0)} elapsed)")
+            self._say(f"{section or 'setup'} ({where}, {fmt_seconds(now - self.t0)} elapsed)")
 
     def cell_complete(self, cell: Any, index: int) -> None:
         if index == self.cell_index:
@@ -179,23 +168,19 @@ class Progress:
 
     def _beat(self) -> None:
         while not self._stop.wait(min(1.0, self.heartbeat_s / 5)):
-            now = time.perf_counter()
-            idx = self.cell_index
-            if idx is None or now - self.last_print < self.heartbeat_s:
-                continue
-            section = self.sections[idx] if idx < len(self.sections) else None
-            self._say(f"still running {self._where(idx)} ({section or 'setup'}): cell "
-                      f"{fmt_seconds(now - self.cell_t0)}, notebook {fmt_seconds(now - self.t0)}")
+            now, idx = time.perf_counter(), self.cell_index
+            if idx is not None and now - self.last_print >= self.heartbeat_s:
+                section, where = self._where(idx)
+                self._say(f"still running {where} ({section or 'setup'}): cell "
+                          f"{fmt_seconds(now - self.cell_t0)}, notebook {fmt_seconds(now - self.t0)}")
 
     def __enter__(self) -> "Progress":
-        self._thread = threading.Thread(target=self._beat, name="litseg-heartbeat", daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._thread.join(timeout=10)
 
 
 def _engine():
@@ -204,20 +189,19 @@ def _engine():
     class LitsegEngine(NBClientEngine):
         @classmethod
         def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
-            progress: Progress | None = kwargs.pop("litseg_progress", None)
-            if progress is not None:
-                progress.set_cells(nb_man.nb.cells)
-                start, complete = nb_man.cell_start, nb_man.cell_complete
+            progress: Progress = kwargs.pop("litseg_progress")
+            progress.set_cells(nb_man.nb.cells)
+            start, complete = nb_man.cell_start, nb_man.cell_complete
 
-                def cell_start(cell, cell_index=None, **kw):
-                    progress.cell_start(cell, cell_index)
-                    return start(cell, cell_index, **kw)
+            def cell_start(cell, cell_index=None, **kw):
+                progress.cell_start(cell, cell_index)
+                return start(cell, cell_index, **kw)
 
-                def cell_complete(cell, cell_index=None, **kw):
-                    progress.cell_complete(cell, cell_index)
-                    return complete(cell, cell_index, **kw)
+            def cell_complete(cell, cell_index=None, **kw):
+                progress.cell_complete(cell, cell_index)
+                return complete(cell, cell_index, **kw)
 
-                nb_man.cell_start, nb_man.cell_complete = cell_start, cell_complete
+            nb_man.cell_start, nb_man.cell_complete = cell_start, cell_complete
             return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
 
     papermill_engines.register("litseg", LitsegEngine)
@@ -225,13 +209,11 @@ def _engine():
 
 
 _LIVE_KERNELS: "weakref.WeakSet[Any]" = weakref.WeakSet()
-_KM_CLASS: list[type] = []
 
 
+@functools.cache
 def _ipc_kernel_manager():
     """AsyncKernelManager over IPC sockets, remembering its kernels so that Ctrl-C can stop them at once."""
-    if _KM_CLASS:
-        return _KM_CLASS[0]
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import CaselessStrEnum, default
 
@@ -257,7 +239,6 @@ def _ipc_kernel_manager():
 
         start_kernel = _async_start_kernel
 
-    _KM_CLASS.append(IPCKernelManager)
     return IPCKernelManager
 
 
@@ -271,22 +252,6 @@ def _kill_live_kernels() -> None:
             os.killpg(pid, signal.SIGKILL)  # kernels lead their own process group
         if getattr(km, "_ipc_dir", None):
             shutil.rmtree(km._ipc_dir, ignore_errors=True)
-
-
-class _VerifiedParameterFilter(logging.Filter):
-    """Drops papermill's line-based parameter-cell messages about names the runner already checked."""
-
-    def __init__(self, verified: set[str]) -> None:
-        super().__init__()
-        self.verified = verified
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        msg = record.getMessage()
-        if msg.startswith("Unable to parse line"):
-            return False
-        if msg.startswith("Passed unknown parameter:"):
-            return msg.split(":", 1)[1].strip() not in self.verified
-        return True
 
 
 def kernel_env_for_lab() -> dict[str, str]:
@@ -308,16 +273,22 @@ def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, k
     paths = executed_paths(executed_dir, notebook)
     for stale in paths.values():  # the executed folder shows the latest run of each notebook only
         stale.unlink(missing_ok=True)
-    cells = nbformat.read(notebook, as_version=4).cells
     relay = ConsoleRelay(err)
+
+    def flt(record: logging.LogRecord) -> bool:
+        """Drops papermill's line-based parameter-cell messages about names the runner already checked."""
+        msg = record.getMessage()
+        if msg.startswith("Passed unknown parameter:"):
+            return msg.split(":", 1)[1].strip() not in parameters
+        return not msg.startswith("Unable to parse line")
+
     # filters apply to the logger a record is logged on, not to its parents
     pm_logs = [logging.getLogger(n) for n in ("papermill", "papermill.translators")]
-    flt = _VerifiedParameterFilter(set(parameters))
     for lg in pm_logs:
         lg.addFilter(flt)
     try:
         with mock.patch.dict(os.environ, {"PYTHONWARNINGS": kernel_env_for_lab()["PYTHONWARNINGS"]}), \
-                Progress(notebook.stem, cells, relay, out, heartbeat_s) as progress:
+                Progress(notebook.stem, relay, out, heartbeat_s) as progress:
             pm.execute_notebook(
                 str(notebook), str(paths["running"]), parameters=parameters, kernel_name=kernel_name,
                 engine_name=_engine(), cwd=str(notebook.parent), progress_bar=False,
@@ -448,9 +419,8 @@ def run_notebooks(profile: str, only: Sequence[str] = (), parameters: dict[str, 
         rec.end(nb, "ok")
         runs.append(NotebookRun(nb.name, out, dt))
         print(f"[litseg_nb] done {nb.name} in {dt:.1f}s", flush=True)
-    total = sum(r.seconds for r in runs)
     print("[litseg_nb] wall time per notebook: " + ", ".join(f"{r.notebook} {r.seconds:.1f}s" for r in runs)
-          + f"; total {total:.1f}s", flush=True)
+          + f"; total {sum(r.seconds for r in runs):.1f}s", flush=True)
     return runs
 
 
@@ -560,7 +530,10 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
                 child.relay.join(timeout=5)
                 del running[n]
                 dt = time.perf_counter() - child.t0
-                res = _read_result(child.result)
+                try:
+                    res = json.loads(child.result.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    res = {}
                 failed = executed_paths(executed_dir, child.notebook)["failed"]
                 if child.proc.returncode == 0 and res.get("ok"):
                     rec.end(child.notebook, "ok")
@@ -576,7 +549,15 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
                     print(f"[litseg_nb] FAILED {child.notebook.name} after {dt:.1f}s"
                           + (f"; waiting for {', '.join(sorted(running))} to finish" if running else ""), flush=True)
     except KeyboardInterrupt:
-        _interrupt(running)
+        for child in running.values():
+            if child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + _INTERRUPT_GRACE_S
+        for child in running.values():
+            try:
+                child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.proc.kill()
         first = next(iter(running.values()), None)
         if first is None:
             raise
@@ -602,25 +583,6 @@ class _ChildError(LitsegError):
         else:
             super().__init__(res.get("what") or f"the notebook's process exited with {returncode} without a result "
                              f"(see {log})")
-
-
-def _read_result(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-def _interrupt(running: Mapping[str, _Child]) -> None:
-    for child in running.values():
-        if child.proc.poll() is None:
-            child.proc.send_signal(signal.SIGINT)
-    deadline = time.monotonic() + _INTERRUPT_GRACE_S
-    for child in running.values():
-        try:
-            child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.proc.kill()
 
 
 class _LaneStderr:
