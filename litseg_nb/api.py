@@ -25,15 +25,6 @@ _FILE_SUFFIX_RE = re.compile(r"\.(?:txt|text|md|rst|epub|html?|xhtml|pdf|rtf|doc
                              re.I)
 
 
-def looks_like_path(source: str) -> bool:
-    """A one-line string that names a file rather than holding a text: one word without whitespace (no
-    text of a book is one word) or a line ending in a file suffix (``Moby Dick.epub``)."""
-    s = source.strip()
-    if not s or "\n" in s or len(s) > 4096:
-        return False
-    return bool(_FILE_SUFFIX_RE.search(s)) or not re.search(r"\s", s)
-
-
 def _resolve_source(source: str | Path | None, text: str | None) -> tuple[Path | None, str | None]:
     """``(path, text)``: exactly one of them is set (see :func:`load_text`)."""
     if text is not None:
@@ -57,19 +48,12 @@ def _resolve_source(source: str | Path | None, text: str | None) -> tuple[Path |
         return Path(source).expanduser(), None
     if "\n" not in source and len(source) < 4096 and source.strip() and Path(source).expanduser().is_dir():
         raise IsADirectoryError(f"{source} is a folder, not a text file (the segment command takes folders)")
-    if looks_like_path(source):
+    # a one-line string that names a file rather than holding a text: one word without whitespace (no text
+    # of a book is one word) or a line ending in a file suffix (``Moby Dick.epub``)
+    s = source.strip()
+    if s and "\n" not in s and len(s) <= 4096 and (_FILE_SUFFIX_RE.search(s) or not re.search(r"\s", s)):
         raise FileNotFoundError(f"text file {source} does not exist (to segment a string itself, pass text=...)")
     return None, source
-
-
-#: Python codec that reads a file the way :func:`decode_gutenberg` decoded it
-_CODECS = {"utf-8": "utf-8-sig", "utf-16": "utf-16"}
-
-
-def source_codec(decode: str) -> str:
-    """The ``encoding=`` for ``Path(file).read_text`` that gives the text ``raw_spans`` index."""
-    how = decode.split(" ", 1)[0]  # "cp1252 (declared:iso-8859-1; ...)" -> "cp1252"
-    return _CODECS.get(how, how.split(":", 1)[-1])
 
 
 def load_text(source: str | Path | None = None, book_id: str | None = None, title: str | None = None,
@@ -107,15 +91,17 @@ def load_text(source: str | Path | None = None, book_id: str | None = None, titl
             log.setLevel(level)
     except GutenbergFormatError:  # a Gutenberg book missing its END marker: keep it, warn
         cleaned = clean_gutenberg_text(raw, source=where, missing_markers="keep", decode=how)
-    head = raw[:4000]
     is_gutenberg = cleaned.report.markers_found
     name = path.stem if path is not None else "text"
-    title = title or (gutenberg_title(head) if is_gutenberg else None) or name
+    title = title or (gutenberg_title(raw[:4000]) if is_gutenberg else None) or name
+    # the ``encoding=`` for ``Path(file).read_text`` that reads the file as decode_gutenberg did (``raw_spans``)
+    how = cleaned.report.decode.split(" ", 1)[0]  # "cp1252 (declared:iso-8859-1; ...)" -> "cp1252"
+    encoding = {"utf-8": "utf-8-sig", "utf-16": "utf-16"}.get(how, how.split(":", 1)[-1])
     book = Book(book_id=book_id or f"{'gutenberg' if is_gutenberg else 'text'}:{name}", title=title,
                 dataset="gutenberg" if is_gutenberg else "text", text=cleaned.text,
                 paragraphs=cleaned.paragraphs, source=where, source_map=cleaned.source_map,
                 meta={"clean": {"markers_found": is_gutenberg, "decode": cleaned.report.decode,
-                                "encoding": source_codec(cleaned.report.decode) if path is not None else None,
+                                "encoding": encoding if path is not None else None,
                                 "dropped_chars": cleaned.report.dropped_chars}})
     if path is not None:
         book.meta["source_text"] = raw
@@ -150,21 +136,14 @@ def index_whole_text(book: Book, max_unit_words: int, sentence_splitter: str = "
     return book
 
 
-def fallback_kind(metadata: dict[str, Any]) -> str | None:
-    """The fallback a chunk's metadata records (``whole_unit``, ``retry`` ...), or None (LitSeg's ``"none"`` too)."""
-    value = metadata.get("fallback")
-    if value in (None, False, 0, "", "none"):
-        return None
-    return "fallback" if value is True else str(value)
-
-
 def count_fallbacks(chunks: Sequence[Chunk]) -> dict[str, int]:
-    """Units with a fallback, by kind (a unit counts once per kind)."""
+    """Units with a fallback (``whole_unit``, ``retry`` ...; LitSeg's ``"none"`` is none), by kind (a unit counts
+    once per kind)."""
     seen: dict[str, set[tuple[str, str]]] = {}
     for c in chunks:
-        kind = fallback_kind(c.metadata)
-        if kind:
-            seen.setdefault(kind, set()).add((c.book_id, c.unit_id))
+        value = c.metadata.get("fallback")
+        if value not in (None, False, 0, "", "none"):
+            seen.setdefault("fallback" if value is True else str(value), set()).add((c.book_id, c.unit_id))
     return {k: len(v) for k, v in sorted(seen.items())}
 
 

@@ -80,15 +80,12 @@ def run_main(args: argparse.Namespace) -> int:
         with config_sets(sets):  # the runner's checks see them; each kernel gets them as a parameter
             run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
                           log_output=args.log_output, jobs=args.jobs)
-    except NotebookFailed as exc:
+    except (NotebookFailed, OutputsNotWritable) as exc:
         print(f"[litseg_nb] {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     except KeyboardInterrupt as exc:  # one line, no traceback; the partial copy is marked FAILED
         print(f"\n[litseg_nb] {exc if isinstance(exc, Interrupted) else 'interrupted'}", file=sys.stderr)
         return 130
-    except OutputsNotWritable as exc:
-        print(f"[litseg_nb] {exc}", file=sys.stderr)
-        return 2
     except ConfigError as exc:
         print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
         return 2

@@ -11,7 +11,6 @@ import argparse
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 from ..config import PROFILES, ConfigError
 from ..errors import UsageError
@@ -49,10 +48,6 @@ def check_destination(dest: Path) -> None:
         if not first.startswith(GALLERY_TITLE):
             raise GalleryError(f"gallery: --out {dest} is a folder that holds files and no earlier gallery page; "
                                f"choose an empty or new folder (the gallery replaces the PNGs of figures/)")
-
-
-def default_dest(profile: str) -> Path:
-    return REPO_ROOT / "docs" / "gallery" / profile
 
 
 def notebook_titles(notebooks_dir: Path = NOTEBOOKS_DIR) -> dict[str, str]:
@@ -108,7 +103,7 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
     if not table_files and not png_files:
         raise GalleryError(f"gallery: no tables or figures under {src}; run "
                                 f"`python -m litseg_nb run --profile {profile}` first")
-    dest = Path(dest) if dest is not None else default_dest(profile)
+    dest = Path(dest) if dest is not None else REPO_ROOT / "docs" / "gallery" / profile
     check_destination(dest)
     fig_dir = dest / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)

@@ -177,14 +177,10 @@ def _check_value(name: str, value: Any, cls: type, path: str, spec: NotebookConf
     if bad:
         raise ConfigError(f"parameter {name!r}: {', '.join(map(repr, bad))} is not accepted; accepted values: "
                           f"{', '.join(map(str, choices))} (or none for the profile's value)")
-    minimum = spec.minimum.get(name, rule.get("ge"))
-    if minimum is not None and not isinstance(value, tuple) and value < minimum:
-        raise ConfigError(f"parameter {name!r}: {value!r} is not accepted; expected a value >= {minimum:g} "
-                          f"(or none for the profile's value)")
-    maximum = rule.get("le")
-    if maximum is not None and not isinstance(value, tuple) and value > maximum:
-        raise ConfigError(f"parameter {name!r}: {value!r} is not accepted; expected a value <= {maximum:g} "
-                          f"(or none for the profile's value)")
+    for bound, op in ((spec.minimum.get(name, rule.get("ge")), ">="), (rule.get("le"), "<=")):
+        if bound is not None and not isinstance(value, tuple) and (value < bound if op == ">=" else value > bound):
+            raise ConfigError(f"parameter {name!r}: {value!r} is not accepted; expected a value {op} {bound:g} "
+                              f"(or none for the profile's value)")
 
 
 def config_overrides(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -239,10 +235,6 @@ def notebook_stem(notebook: str) -> str:
     return stems[0]
 
 
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=list))
-
-
 def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any]:
     """``{RESOLVED: ...}`` for a package notebook: its parameters, resolved config and ``--set`` overrides."""
     notebook = Path(notebook)
@@ -252,21 +244,17 @@ def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, A
     full = {**{n: p.default for n, p in declared.items()},
             **{n: convert(n, v, declared[n].annotation) for n, v in values.items()}}
     cfg = _build(notebook.stem, full)
-    return {RESOLVED: _jsonable({"notebook": notebook.stem, "parameters": full, "config": cfg.to_dict(),
-                                 "sets": [[k, v] for k, v in active_sets()]})}
-
-
-def declared_in(namespace: Mapping[str, Any]) -> dict[str, str]:
-    """The parameters a running notebook declared (its ``__annotations__``), annotations as written."""
-    annotations = namespace.get("__annotations__") or {}
-    return {n: (a.__name__ if isinstance(a, type) else a if isinstance(a, str) else repr(a).replace("typing.", ""))
-            for n, a in annotations.items()}
+    resolved = {"notebook": notebook.stem, "parameters": full, "config": cfg.to_dict(),
+                "sets": [[k, v] for k, v in active_sets()]}
+    return {RESOLVED: json.loads(json.dumps(resolved, default=list))}  # JSON values, as papermill injects them
 
 
 def from_namespace(notebook: str, namespace: Mapping[str, Any]) -> tuple[StageConfig, dict[str, Any], list[tuple[str, Any]]]:
     """``(config, parameters, sets)`` of a running notebook: the injected :data:`RESOLVED`, else resolved here."""
     stem = notebook_stem(notebook)
-    annotations = declared_in(namespace)
+    # the parameters the notebook declared (its ``__annotations__``), annotations as written
+    annotations = {n: a.__name__ if isinstance(a, type) else a if isinstance(a, str) else repr(a).replace("typing.", "")
+                   for n, a in (namespace.get("__annotations__") or {}).items()}
     if not annotations:
         raise ConfigError(f"{stem}: no parameters found; run the notebook's `parameters` cell (typed "
                           f"`name: type = value` lines) before setup()")
@@ -304,19 +292,10 @@ def assert_runnable(notebook: str, cfg: StageConfig) -> None:
 def stage_config_classes() -> list[type[StageConfig]]:
     """Every :class:`~litseg_nb.config.StageConfig` subclass of the package, by name (also those a notebook
     builds inside, e.g. notebook 06's ``BoundaryConfig``)."""
-    # deferred: the modules defining stage configs (loaded when asked for, not with the CLI)
-    from .. import corpus  # noqa: F401
-    # deferred: as above
-    from ..chunkers import config, library  # noqa: F401
-    # deferred: as above
-    from ..evaluation import boundaries, efficiency, segment_quality  # noqa: F401
-    # deferred: as above
-    from ..lite import config as _lite  # noqa: F401
-    # deferred: as above
-    from ..litseg import config as _litseg  # noqa: F401
-    # deferred: as above
-    from ..rag import config as _rag  # noqa: F401
-
+    # the modules defining stage configs, loaded when asked for (not with the CLI)
+    for module in ("corpus", "chunkers.config", "chunkers.library", "evaluation.boundaries", "evaluation.efficiency",
+                   "evaluation.segment_quality", "lite.config", "litseg.config", "rag.config"):
+        importlib.import_module(f"litseg_nb.{module}")
     out: dict[str, type] = {}
     todo = list(StageConfig.__subclasses__())
     while todo:

@@ -106,11 +106,6 @@ def takeaway_lines(best: pd.DataFrame) -> list[str]:
     return lines
 
 
-def format_takeaways(best: pd.DataFrame, title: str, label: str) -> str:
-    """The takeaways as printed: a title, the label they hold for, one line per metric."""
-    return "\n".join([title, f"  ({label})", *(f"  - {line}" for line in takeaway_lines(best))])
-
-
 _NOTEBOOK_RE = re.compile(r"^(\d{2})_[\w\-]+$")
 
 
@@ -214,7 +209,8 @@ class RunContext:
         """Print the best and the runner-up per metric of ``table`` (:func:`best_per_metric`); returns that frame."""
         best = best_per_metric(table, metrics, by=by, group=group)
         if show:
-            print(format_takeaways(best, title or f"{self.notebook}: what the numbers say", self.label))
+            title = title or f"{self.notebook}: what the numbers say"
+            print("\n".join([title, f"  ({self.label})", *(f"  - {line}" for line in takeaway_lines(best))]))
         return best
 
 
