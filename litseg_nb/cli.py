@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pkgutil
 import sys
 import warnings
 from pathlib import Path
@@ -226,61 +227,36 @@ the full install (``pip install -e ".[all]"``, what ``scripts/setup.sh`` install
 ``docs``). ``--strict`` (CI) fails when pdoc warns (a module that cannot be imported, a broken
 reference) and names each warning.
 """
-DOCS_OUT = REPO_ROOT / "docs" / "api"
 
 
 class DocsError(LitsegError):
     """pdoc is missing, or warned under ``--strict``."""
 
 
-def modules() -> list[str]:
-    """The package and its top-level modules and sub-packages, without ``__main__``."""
-    import pkgutil
-
-    # deferred: plain `import` form
-    import litseg_nb
-
-    names = ["litseg_nb"] + [f"litseg_nb.{m.name}" for m in pkgutil.iter_modules(litseg_nb.__path__)]
-    return [n for n in names if not n.endswith("__main__")]
-
-
+_PACKAGE_PATH = [str(Path(__file__).parent)]
 #: module aliases that annotations name as strings while the module imports them lazily ('pd.DataFrame')
 _ALIASES = {"pd": "pandas", "np": "numpy"}
 
 
-def _resolve_lazy_names(mod: Any) -> None:
-    """Make lazy ``__all__`` exports and aliases named in string annotations (``"pd.DataFrame"``) resolvable."""
-    import importlib
-
-    for n in getattr(mod, "__all__", ()):
-        if n not in vars(mod) and hasattr(mod, "__getattr__"):
-            setattr(mod, n, getattr(mod, n))
-    src = getattr(mod, "__file__", None)
-    text = Path(src).read_text(encoding="utf-8") if src and src.endswith(".py") else ""
-    for alias, real in _ALIASES.items():
-        if alias not in vars(mod) and (f"'{alias}." in text or f'"{alias}.' in text or f"-> {alias}." in text):
-            setattr(mod, alias, importlib.import_module(real))
-
-
-def resolve_dataclass_inits(names: list[str]) -> None:
-    """Resolve the string annotations of every dataclass ``__init__`` of ``names`` (pdoc cannot)."""
+def _resolve_for_pdoc() -> None:
+    """Make what pdoc cannot resolve resolvable in every module of the package: lazy ``__all__`` exports,
+    aliases named in string annotations (``"pd.DataFrame"``) and the string annotations of dataclass ``__init__``s."""
     import dataclasses
     import importlib
     import inspect
-    import pkgutil
     import typing
 
-    seen = set()
-    todo = list(names)
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
+    walked = [m.name for m in pkgutil.walk_packages(_PACKAGE_PATH, "litseg_nb.") if m.name != "litseg_nb.__main__"]
+    for name in ["litseg_nb", *walked]:
         mod = importlib.import_module(name)
-        _resolve_lazy_names(mod)
-        if hasattr(mod, "__path__"):
-            todo += [f"{name}.{m.name}" for m in pkgutil.iter_modules(mod.__path__)]
+        for n in getattr(mod, "__all__", ()):
+            if n not in vars(mod) and hasattr(mod, "__getattr__"):
+                setattr(mod, n, getattr(mod, n))
+        src = getattr(mod, "__file__", None)
+        text = Path(src).read_text(encoding="utf-8") if src and src.endswith(".py") else ""
+        for alias, real in _ALIASES.items():
+            if alias not in vars(mod) and (f"'{alias}." in text or f'"{alias}.' in text or f"-> {alias}." in text):
+                setattr(mod, alias, importlib.import_module(real))
         for _, cls in inspect.getmembers(mod, inspect.isclass):
             init = vars(cls).get("__init__")
             if not (dataclasses.is_dataclass(cls) and cls.__module__ == name and inspect.isfunction(init)):
@@ -295,36 +271,31 @@ def resolve_dataclass_inits(names: list[str]) -> None:
             init.__annotations__ = {k: hints.get(k, v) for k, v in ann.items() if k != "return"} | {"return": None}
 
 
-def build_docs(out: Path | str = DOCS_OUT, strict: bool = False) -> tuple[Path, list[str]]:
-    """Build the reference into ``out``; ``(index.html, warnings)``."""
+def docs_main(args: argparse.Namespace) -> int:
+    """Build the reference into ``--out`` (the package and its top-level modules, without ``__main__``)."""
     try:
         import pdoc
         import pdoc.render
     except ImportError as exc:
         raise DocsError(f"pdoc is not installed ({exc}); pip install -e \".[docs]\" (or scripts/setup.sh)") from None
-    out = Path(out).expanduser().resolve()
+    out = Path(args.out or REPO_ROOT / "docs" / "api").expanduser().resolve()
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a folder")
 
     ensure_writable(out)
     pdoc.render.configure(docformat="restructuredtext", show_source=False, footer_text="litseg_nb API reference")
-    names = modules()
+    names = ["litseg_nb"] + [f"litseg_nb.{m.name}" for m in pkgutil.iter_modules(_PACKAGE_PATH) if m.name != "__main__"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        resolve_dataclass_inits(names)
+        _resolve_for_pdoc()
         pdoc.pdoc(*names, output_directory=out)
     found = [f"{w.category.__name__}: {' '.join(str(w.message).split())[:300]}" for w in caught
              if "pdoc" in (w.filename or "") or issubclass(w.category, RuntimeWarning)]
-    if strict and found:
+    if args.strict and found:
         raise DocsError(f"{len(found)} warning(s) building the API reference: " + " | ".join(found[:10]))
-    return out / "index.html", found
-
-
-def docs_main(args: argparse.Namespace) -> int:
-    index, found = build_docs(args.out or DOCS_OUT, strict=args.strict)
     for line in found:
         print(f"[litseg_nb] docs: warning: {line}", file=sys.stderr)
-    print(f"[litseg_nb] API reference: {index}")
+    print(f"[litseg_nb] API reference: {out / 'index.html'}")
     return 0
 
 
