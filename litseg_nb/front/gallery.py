@@ -50,19 +50,6 @@ def check_destination(dest: Path) -> None:
                                f"choose an empty or new folder (the gallery replaces the PNGs of figures/)")
 
 
-def notebook_titles(notebooks_dir: Path = NOTEBOOKS_DIR) -> dict[str, str]:
-    """``{"05": "05 · RAG evaluation: ..."}`` from each notebook's first Markdown heading."""
-    import nbformat
-
-    titles = {}
-    for path in sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        first = next((c.source for c in nb.cells if c.cell_type == "markdown"), "")
-        line = next((ln for ln in first.splitlines() if ln.startswith("# ")), f"# {path.stem}")
-        titles[path.name[:2]] = line[2:].strip()
-    return titles
-
-
 def _group(paths: list[Path], known: set[str]) -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = {}
     for p in sorted(paths, key=lambda p: p.name):
@@ -92,9 +79,10 @@ def gallery_markdown(profile: str, tables: dict[str, list[Path]], figures: dict[
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None = None,
-                  notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
+def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None = None) -> Path:
     """Write the gallery of ``profile`` into ``dest`` (default ``docs/gallery/<profile>``); returns the page."""
+    import nbformat  # the extra `notebooks`
+
     if profile not in PROFILES:
         raise ConfigError(f"gallery: unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
     src = Path(outputs) if outputs is not None else outputs_root() / profile
@@ -107,7 +95,11 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
     check_destination(dest)
     fig_dir = dest / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    titles = notebook_titles(notebooks_dir)
+    titles = {}  # {"05": "05 · RAG evaluation: ..."} from each notebook's first Markdown heading
+    for path in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")):
+        first = next((c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"), "")
+        line = next((ln for ln in first.splitlines() if ln.startswith("# ")), f"# {path.stem}")
+        titles[path.name[:2]] = line[2:].strip()
     for png in png_files:
         with atomic_path(fig_dir / png.name) as tmp:
             shutil.copyfile(png, tmp)

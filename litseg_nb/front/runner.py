@@ -262,9 +262,8 @@ def kernel_env_for_lab() -> dict[str, str]:
     return {**os.environ, "PYTHONWARNINGS": ",".join(parts)}
 
 
-def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, kernel_name: str = "python3",
-            log_output: bool = False, heartbeat_s: float = HEARTBEAT_S, out: TextIO | None = None,
-            err: TextIO | None = None) -> Path:
+def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, log_output: bool = False,
+            heartbeat_s: float = HEARTBEAT_S, out: TextIO | None = None, err: TextIO | None = None) -> Path:
     """Execute ``notebook`` into ``executed_dir``; returns the finished copy. A failure leaves ``.FAILED``."""
     import papermill as pm
 
@@ -290,7 +289,7 @@ def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, k
         with mock.patch.dict(os.environ, {"PYTHONWARNINGS": kernel_env_for_lab()["PYTHONWARNINGS"]}), \
                 Progress(notebook.stem, relay, out, heartbeat_s) as progress:
             pm.execute_notebook(
-                str(notebook), str(paths["running"]), parameters=parameters, kernel_name=kernel_name,
+                str(notebook), str(paths["running"]), parameters=parameters, kernel_name="python3",
                 engine_name=_engine(), cwd=str(notebook.parent), progress_bar=False,
                 # the kernel's stderr (progress bars, warnings) always, its stdout with --log-output
                 log_output=False, stderr_file=relay, stdout_file=ConsoleRelay(out) if log_output else None,
@@ -368,7 +367,7 @@ def plan(notebooks: Sequence[Path]) -> dict[str, tuple[str, ...]]:
 
 
 def run_notebooks(profile: str, only: Sequence[str] = (), parameters: dict[str, Any] | None = None, seed: int = 0,
-                  kernel_name: str = "python3", log_output: bool = False, heartbeat_s: float = HEARTBEAT_S,
+                  log_output: bool = False, heartbeat_s: float = HEARTBEAT_S,
                   jobs: int | None = None) -> list[NotebookRun]:
     """Execute the notebooks for ``profile``, ``jobs`` side by side; raises :class:`NotebookFailed` on the first
     failure. ``parameters`` go to each notebook that declares them."""
@@ -393,8 +392,7 @@ def run_notebooks(profile: str, only: Sequence[str] = (), parameters: dict[str, 
     executed_dir = ensure_writable(outputs_root() / profile / "executed")
     outputs_dir(profile)
     if jobs > 1 and len(notebooks) > 1:
-        runs = run_side_by_side(profile, notebooks, checked, executed_dir, jobs, kernel_name=kernel_name,
-                                log_output=log_output, heartbeat_s=heartbeat_s)
+        runs = run_side_by_side(profile, notebooks, checked, executed_dir, jobs, log_output, heartbeat_s)
         print("[litseg_nb] wall time per notebook: " + ", ".join(f"{r.notebook} {r.seconds:.1f}s" for r in runs)
               + f"; {jobs} side by side", flush=True)
         return runs
@@ -406,8 +404,7 @@ def run_notebooks(profile: str, only: Sequence[str] = (), parameters: dict[str, 
         t0 = time.perf_counter()
         rec.start(nb, os.environ.get(THREADS_ENV, "default"))
         try:
-            out = execute(nb, executed_dir, checked[nb], kernel_name=kernel_name, log_output=log_output,
-                          heartbeat_s=heartbeat_s)
+            out = execute(nb, executed_dir, checked[nb], log_output=log_output, heartbeat_s=heartbeat_s)
         except KeyboardInterrupt:
             rec.end(nb, "interrupted")
             raise Interrupted(nb, failed, time.perf_counter() - t0) from None
@@ -466,8 +463,7 @@ def _relay(stream: Any, out: Any, lock: threading.Lock) -> None:
 
 
 def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[Path, dict[str, Any]],
-                     executed_dir: Path, jobs: int, *, kernel_name: str, log_output: bool,
-                     heartbeat_s: float) -> list[Any]:
+                     executed_dir: Path, jobs: int, log_output: bool, heartbeat_s: float) -> list[Any]:
     """Execute ``notebooks`` as :func:`plan` allows, ``jobs`` at a time in child processes; a failure starts
     nothing more and is raised once the running ones finish."""
     graph = plan(notebooks)
@@ -506,9 +502,7 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
                 threads = str(budget.value) if budget is not None else os.environ.get(THREADS_ENV, "default")
                 spec, result = work / f"{n}.spec", work / f"{n}.result.json"
                 log = rec.path.parent / f"{nb.stem}.log"
-                spec.write_bytes(pickle.dumps({"notebook": nb, "executed_dir": executed_dir, "parameters": checked[nb],
-                                               "kernel_name": kernel_name, "log_output": log_output,
-                                               "heartbeat_s": heartbeat_s, "result": result, "log": log}))
+                spec.write_bytes(pickle.dumps((nb, executed_dir, checked[nb], log_output, heartbeat_s, result, log)))
                 proc = subprocess.Popen([sys.executable, "-m", "litseg_nb.front.runner", str(spec)], env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                         start_new_session=True)  # Ctrl-C reaches the children through us only
@@ -620,14 +614,14 @@ class _LaneStderr:
 
 
 def _child_main(spec_path: str) -> int:
-    spec = pickle.loads(Path(spec_path).read_bytes())
+    notebook, executed_dir, parameters, log_output, heartbeat_s, result_path, log_path = pickle.loads(
+        Path(spec_path).read_bytes())
     result: dict[str, Any]
-    with open(spec["log"], "w", encoding="utf-8") as log:
-        err = _LaneStderr(log, sys.stdout, spec["notebook"].stem)
+    with open(log_path, "w", encoding="utf-8") as log:
+        err = _LaneStderr(log, sys.stdout, notebook.stem)
         try:
-            executed = execute(spec["notebook"], spec["executed_dir"], spec["parameters"],
-                               kernel_name=spec["kernel_name"], log_output=spec["log_output"],
-                               heartbeat_s=spec["heartbeat_s"], out=sys.stdout, err=err)
+            executed = execute(notebook, executed_dir, parameters, log_output=log_output, heartbeat_s=heartbeat_s,
+                               out=sys.stdout, err=err)
             result = {"ok": True, "executed": str(executed)}
         except KeyboardInterrupt:
             result = {"ok": False, "what": "interrupted"}
@@ -636,7 +630,7 @@ def _child_main(spec_path: str) -> int:
             for attr in ("ename", "evalue", "exec_count"):
                 if hasattr(exc, attr):
                     result[attr] = getattr(exc, attr)
-    write_json_atomic(spec["result"], result)
+    write_json_atomic(result_path, result)
     return 0 if result["ok"] else 1
 
 
