@@ -5,6 +5,7 @@ report becomes one line on stderr, ``[litseg_nb] <command>: <message>``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pkgutil
 import sys
@@ -55,13 +56,10 @@ executed copies go to outputs/<profile>/executed/ (NN_name.FAILED.ipynb when a n
 
 
 def _jobs(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--jobs {text!r}: a whole number >= 1")
-    return n
+    with contextlib.suppress(ValueError):
+        if int(text) >= 1:
+            return int(text)
+    raise argparse.ArgumentTypeError(f"--jobs {text!r}: a whole number >= 1")
 
 
 def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[str, Any], list[Any]]:

@@ -249,9 +249,9 @@ def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, A
     return {RESOLVED: json.loads(json.dumps(resolved, default=list))}  # JSON values, as papermill injects them
 
 
-def from_namespace(notebook: str, namespace: Mapping[str, Any]) -> tuple[StageConfig, dict[str, Any], list[tuple[str, Any]]]:
-    """``(config, parameters, sets)`` of a running notebook: the injected :data:`RESOLVED`, else resolved here."""
-    stem = notebook_stem(notebook)
+def from_namespace(stem: str, namespace: Mapping[str, Any]) -> tuple[StageConfig, dict[str, Any], list[tuple[str, Any]]]:
+    """``(config, parameters, sets)`` of the running notebook ``stem``: the injected :data:`RESOLVED`, else resolved
+    here."""
     # the parameters the notebook declared (its ``__annotations__``), annotations as written
     annotations = {n: a.__name__ if isinstance(a, type) else a if isinstance(a, str) else repr(a).replace("typing.", "")
                    for n, a in (namespace.get("__annotations__") or {}).items()}

@@ -205,12 +205,11 @@ class RunContext:
                                         extra=extra or None)
 
     def takeaways(self, table: Any, metrics: Mapping[str, str], by: str | Sequence[str] = "method",
-                  group: str | Sequence[str] | None = None, title: str | None = None, *, show: bool = True):
+                  group: str | Sequence[str] | None = None, title: str | None = None):
         """Print the best and the runner-up per metric of ``table`` (:func:`best_per_metric`); returns that frame."""
         best = best_per_metric(table, metrics, by=by, group=group)
-        if show:
-            title = title or f"{self.notebook}: what the numbers say"
-            print("\n".join([title, f"  ({self.label})", *(f"  - {line}" for line in takeaway_lines(best))]))
+        title = title or f"{self.notebook}: what the numbers say"
+        print("\n".join([title, f"  ({self.label})", *(f"  - {line}" for line in takeaway_lines(best))]))
         return best
 
 

@@ -113,19 +113,14 @@ class ConsoleRelay:
     def line(self, text: str, out: TextIO) -> None:
         """Print one status line on ``out``, starting a new line if a progress bar is mid-line."""
         with self._lock:
-            prefix = "\n" if self.mid_line else ""
-            self.mid_line = False
-            out.write(prefix + text + "\n")
+            out.write(("\n" if self.mid_line else "") + text + "\n")
             out.flush()
+            self.mid_line = False
 
 
 def _heading(cell: Any) -> str | None:
-    if cell.get("cell_type") != "markdown":
-        return None
-    for line in "".join(cell.get("source", "")).splitlines():
-        if line.lstrip().startswith("#"):
-            return line.lstrip("# ").strip()[:70] or None
-    return None
+    lines = "".join(cell.get("source", "")).splitlines() if cell.get("cell_type") == "markdown" else []
+    return next((ln.lstrip("# ").strip()[:70] or None for ln in lines if ln.lstrip().startswith("#")), None)
 
 
 class Progress:
@@ -478,7 +473,6 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
     budget = None if os.environ.get(THREADS_ENV) else ThreadBudget(rec.path.parent / THREADS_FILE)
     lock = threading.Lock()
     work = Path(tempfile.mkdtemp(prefix="litseg_sched_"))
-    out = sys.stdout
     print(f"[litseg_nb] up to {jobs} notebooks side by side; order: "
           + "; ".join(f"{n} after {','.join(graph[n])}" if graph[n] else f"{n} first" for n in pending), flush=True)
     try:
@@ -506,7 +500,7 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
                 proc = subprocess.Popen([sys.executable, "-m", "litseg_nb.front.runner", str(spec)], env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                         start_new_session=True)  # Ctrl-C reaches the children through us only
-                relay = threading.Thread(target=_relay, args=(proc.stdout, out, lock), daemon=True)
+                relay = threading.Thread(target=_relay, args=(proc.stdout, sys.stdout, lock), daemon=True)
                 relay.start()
                 running[n] = _Child(nb, proc, result, log, time.perf_counter(), relay)
                 rec.start(nb, threads)
