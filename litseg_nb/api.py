@@ -9,6 +9,7 @@ with the profile's models and checks that every sentence of every unit is covere
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -67,17 +68,16 @@ def load_text(source: str | Path | None = None, book_id: str | None = None, titl
     ``max_unit_words`` is split recursively. A file's decoded text is ``book.meta["source_text"]``.
     """
     # deferred: keeps `import litseg_nb` light
-    from .corpus import index_book
+    from .corpus import CorpusError, index_book
     # deferred: keeps `import litseg_nb` light
     from .data.gutenberg import (GutenbergFormatError, NoStartMarker, clean_gutenberg_text, decode_gutenberg,
                                  gutenberg_title)
+    # deferred: keeps `import litseg_nb` light
+    from .preprocess.structure import StructureReport, build_units
 
     path, given = _resolve_source(source, text)
     where = str(path) if path is not None else "<text>"
-    if path is not None:
-        decoded, how = decode_gutenberg(path.read_bytes(), where)
-    else:
-        decoded, how = given, "str"
+    decoded, how = decode_gutenberg(path.read_bytes(), where) if path is not None else (given, "str")
     raw = decoded.replace("\r\n", "\n").replace("\r", "\n")
     try:
         cleaned = clean_gutenberg_text(raw, source=where, decode=how)
@@ -112,19 +112,7 @@ def load_text(source: str | Path | None = None, book_id: str | None = None, titl
     book.meta["headings"] = headings
     if headings:
         return index_book(book, max_unit_words, sentence_splitter)
-    return index_whole_text(book, max_unit_words, sentence_splitter)
-
-
-def index_whole_text(book: Book, max_unit_words: int, sentence_splitter: str = "nupunkt") -> Book:
-    """``book`` indexed as one narrative section, split recursively where longer than ``max_unit_words``."""
-    import dataclasses
-
-    # deferred: keeps `import litseg_nb` light
-    from .corpus import CorpusError
-    # deferred: keeps `import litseg_nb` light
-    from .preprocess.structure import StructureReport, build_units
-
-    report = StructureReport()
+    report = StructureReport()  # one narrative section, split recursively where longer than max_unit_words
     try:
         units = build_units(book.book_id, book.text, book.paragraphs, max_unit_words,
                             sentence_splitter=sentence_splitter, report=report, sections=[(0, book.title)])

@@ -24,7 +24,8 @@ def test_every_notebook_declares_typed_parameters_with_none_sentinel(nb, monkeyp
     assert list(declared)[:2] == ["profile", "seed"]
     for name, p in declared.items():
         if name not in ("profile", "seed"):
-            assert p.default is None and p.optional, f"{nb.name}: {name} must default to None (the profile's value)"
+            optional = params._parse_annotation(p.annotation, name)[1]
+            assert p.default is None and optional, f"{nb.name}: {name} must default to None (the profile's value)"
     assert nb.stem in params.NOTEBOOK_CONFIGS
     for profile in PROFILES:  # the defaults build every profile's config
         assert params.check_parameters(nb, {"profile": profile, "seed": 0})["profile"] == profile

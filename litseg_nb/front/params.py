@@ -72,10 +72,6 @@ class Parameter:
     annotation: str  # as written, e.g. "int | None"
     default: Any
 
-    @property
-    def optional(self) -> bool:
-        return _parse_annotation(self.annotation, self.name)[1]
-
 
 def parameters_cell(notebook: Path) -> dict[str, Parameter]:
     """The typed parameters declared in ``notebook``'s single ``parameters`` cell, in order."""

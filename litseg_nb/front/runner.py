@@ -353,12 +353,8 @@ def declared_needs(notebook: Path) -> tuple[str, ...] | None:
 def plan(notebooks: Sequence[Path]) -> dict[str, tuple[str, ...]]:
     """Number -> the selected notebooks it waits for (undeclared: every earlier selected one)."""
     nums = [number(nb) for nb in notebooks]
-    graph: dict[str, tuple[str, ...]] = {}
-    for nb, n in zip(notebooks, nums):
-        needs = declared_needs(nb)
-        earlier = [m for m in nums if m < n]
-        graph[n] = tuple(earlier) if needs is None else tuple(m for m in earlier if m in needs)
-    return graph
+    needs = [declared_needs(nb) for nb in notebooks]
+    return {n: tuple(m for m in nums if m < n and (need is None or m in need)) for n, need in zip(nums, needs)}
 
 
 def run_notebooks(profile: str, only: Sequence[str] = (), parameters: dict[str, Any] | None = None, seed: int = 0,
