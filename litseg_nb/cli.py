@@ -27,15 +27,10 @@ from .front.batch_segment import segment_main
 from .front.chunk_import import cli as import_chunks_main
 from .front.params import (NOTEBOOK_CONFIGS, _build, check_set_keys, config_overrides, convert, missing_for,
                            notebook_config, parameters_cell, parse_key_value)
+from .front.runner import (Interrupted, NotebookFailed, declared_parameters, discover_notebooks, kernel_env_for_lab,
+                           run_notebooks)
 from .redact import redact_obj
 from .segmenters.registry import methods_text
-
-
-def discover_notebooks(*args: Any, **kwargs: Any) -> list[Path]:
-    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`); a core install runs the rest
-    from .front.runner import discover_notebooks as discover
-
-    return discover(*args, **kwargs)
 
 
 _SMOKE_DURATION = "13-18 min on 2 idle CPU cores, by machine (README: measured times)"
@@ -71,9 +66,6 @@ def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[st
 
 
 def run_main(args: argparse.Namespace) -> int:
-    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
-    from .front.runner import Interrupted, NotebookFailed, run_notebooks
-
     try:
         params, sets = _params_and_sets(args, args.only.split(","))
         with config_sets(sets):  # the runner's checks see them; each kernel gets them as a parameter
@@ -92,9 +84,6 @@ def run_main(args: argparse.Namespace) -> int:
 
 
 def list_main(args: argparse.Namespace) -> int:
-    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
-    from .front.runner import declared_parameters
-
     for nb in discover_notebooks():
         print(f"{nb.name}: {declared_parameters(nb)}")
     return 0
@@ -194,9 +183,6 @@ def lab_command(extra: list[str]) -> list[str]:
 def lab_main(args: argparse.Namespace) -> int:
     cmd = lab_command(args.jupyter_args)
     print("[litseg_nb] " + " ".join(cmd), flush=True)
-    # deferred: the notebook runner loads papermill and nbformat (extra `notebooks`)
-    from .front.runner import kernel_env_for_lab
-
     os.execve(sys.executable, cmd, kernel_env_for_lab())
     return 0  # pragma: no cover  (execve does not return)
 

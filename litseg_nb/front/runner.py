@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 from unittest import mock
 
-import nbformat
-
 from ..config import PROFILES, ConfigError
 from ..core.paths import NOTEBOOKS_DIR, outputs_dir, outputs_root
 from ..core.run_record import number, record
@@ -260,6 +258,7 @@ def kernel_env_for_lab() -> dict[str, str]:
 def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, log_output: bool = False,
             heartbeat_s: float = HEARTBEAT_S, out: TextIO | None = None, err: TextIO | None = None) -> Path:
     """Execute ``notebook`` into ``executed_dir``; returns the finished copy. A failure leaves ``.FAILED``."""
+    import nbformat  # nbformat and papermill: the extra `notebooks`, loaded by a run only
     import papermill as pm
 
     out = out if out is not None else sys.stdout
@@ -337,6 +336,8 @@ def declared_parameters(notebook: Path) -> dict[str, Any]:
 
 def declared_needs(notebook: Path) -> tuple[str, ...] | None:
     """The notebook numbers ``notebook`` states it reads (metadata ``litseg_nb.needs``), or None."""
+    import nbformat
+
     meta = nbformat.read(notebook, as_version=4).metadata.get("litseg_nb", {})
     if "needs" not in meta:
         return None
