@@ -4,7 +4,6 @@ Any segmenter on your own book: ``litseg_nb.segment("my_book.txt", method="litse
 """
 import warnings as _warnings
 
-from .core import schema  # noqa: F401  (Chunk, Book: the types segment returns)
 from .api import load_text, segment
 from ._version import __version__
 

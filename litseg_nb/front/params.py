@@ -116,11 +116,8 @@ def _parse_annotation(annotation: str, name: str) -> tuple[Any, bool]:
 
 
 def _describe(base: Any, optional: bool) -> str:
-    if isinstance(base, tuple):
-        text = f"a comma-separated list of {base[1].__name__}"
-    else:
-        text = {bool: "true/false (also 1/0, yes/no)", int: "an integer", float: "a number",
-                str: "a string"}[base]
+    text = (f"a comma-separated list of {base[1].__name__}" if isinstance(base, tuple) else
+            {bool: "true/false (also 1/0, yes/no)", int: "an integer", float: "a number", str: "a string"}[base])
     return text + (" or none (the profile's value)" if optional else "")
 
 
@@ -147,8 +144,7 @@ def convert(name: str, value: Any, annotation: str) -> Any:
 def _target(cls: type, name: str, spec: NotebookConfig) -> str:
     if name in spec.fields:
         return spec.fields[name]
-    top = {f.name for f in fields(cls)}
-    if name in top:
+    if name in {f.name for f in fields(cls)}:
         return name
     if name in {f.name for f in fields(field_owner(cls, "corpus.x"))}:
         return f"corpus.{name}"

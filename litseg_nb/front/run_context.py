@@ -25,9 +25,7 @@ COLUMNS = ["metric", "direction", "best", "value", "runner_up", "runner_up_value
 
 
 def _cols(x: str | Sequence[str] | None) -> list[str]:
-    if x is None:
-        return []
-    return [x] if isinstance(x, str) else list(x)
+    return [] if x is None else [x] if isinstance(x, str) else list(x)
 
 
 def _name(row: pd.Series, by: list[str]) -> str:

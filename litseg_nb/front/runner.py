@@ -89,46 +89,22 @@ def fmt_seconds(s: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-class ConsoleRelay:
-    """The kernel's stderr, written through to the console."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.mid_line = False
-        self._lock = threading.Lock()
-
-    def write(self, text: str) -> int:
-        with self._lock:
-            self.stream.write(text)
-            self.stream.flush()
-            if text:
-                self.mid_line = not text.endswith("\n")
-        return len(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def line(self, text: str, out: TextIO) -> None:
-        """Print one status line on ``out``, starting a new line if a progress bar is mid-line."""
-        with self._lock:
-            out.write(("\n" if self.mid_line else "") + text + "\n")
-            out.flush()
-            self.mid_line = False
-
-
 def _heading(cell: Any) -> str | None:
     lines = "".join(cell.get("source", "")).splitlines() if cell.get("cell_type") == "markdown" else []
     return next((ln.lstrip("# ").strip()[:70] or None for ln in lines if ln.lstrip().startswith("#")), None)
 
 
 class Progress:
-    """Receives papermill's cell hooks (the engine hands it the cells); prints section starts and heartbeats."""
+    """The kernel's stderr, written through to ``err``; receives papermill's cell hooks (the engine hands it the
+    cells) and prints section starts and heartbeats on ``out``, on a new line if a progress bar is mid-line."""
 
-    def __init__(self, name: str, relay: ConsoleRelay, out: TextIO, heartbeat_s: float = HEARTBEAT_S) -> None:
-        self.name, self.relay, self.out, self.heartbeat_s = name, relay, out, heartbeat_s
+    def __init__(self, name: str, err: TextIO, out: TextIO, heartbeat_s: float = HEARTBEAT_S) -> None:
+        self.name, self.err, self.out, self.heartbeat_s = name, err, out, heartbeat_s
         self.t0 = self.cell_t0 = self.last_print = time.perf_counter()
         self.cell_index: int | None = None
         self.printed_section: str | None = None
+        self.mid_line = False
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="litseg-heartbeat", daemon=True)
 
@@ -141,8 +117,22 @@ class Progress:
         n = self.code_cells.index(index) + 1 if index in self.code_cells else "?"
         return self.sections[index] if index < len(self.sections) else None, f"cell {n}/{len(self.code_cells)}"
 
+    def write(self, text: str) -> int:
+        with self._lock:
+            self.err.write(text)
+            self.err.flush()
+            if text:
+                self.mid_line = not text.endswith("\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.err.flush()
+
     def _say(self, text: str) -> None:
-        self.relay.line(f"[litseg_nb] {self.name}: {text}", self.out)
+        with self._lock:
+            self.out.write(("\n" if self.mid_line else "") + f"[litseg_nb] {self.name}: {text}\n")
+            self.out.flush()
+            self.mid_line = False
         self.last_print = time.perf_counter()
 
     def cell_start(self, cell: Any, index: int) -> None:
@@ -266,7 +256,6 @@ def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, l
     paths = executed_paths(executed_dir, notebook)
     for stale in paths.values():  # the executed folder shows the latest run of each notebook only
         stale.unlink(missing_ok=True)
-    relay = ConsoleRelay(err)
 
     def flt(record: logging.LogRecord) -> bool:
         """Drops papermill's line-based parameter-cell messages about names the runner already checked."""
@@ -281,12 +270,12 @@ def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, l
         lg.addFilter(flt)
     try:
         with mock.patch.dict(os.environ, {"PYTHONWARNINGS": kernel_env_for_lab()["PYTHONWARNINGS"]}), \
-                Progress(notebook.stem, relay, out, heartbeat_s) as progress:
+                Progress(notebook.stem, err, out, heartbeat_s) as progress:
             pm.execute_notebook(
                 str(notebook), str(paths["running"]), parameters=parameters, kernel_name="python3",
                 engine_name=_engine(), cwd=str(notebook.parent), progress_bar=False,
                 # the kernel's stderr (progress bars, warnings) always, its stdout with --log-output
-                log_output=False, stderr_file=relay, stdout_file=ConsoleRelay(out) if log_output else None,
+                log_output=False, stderr_file=progress, stdout_file=out if log_output else None,
                 litseg_progress=progress, kernel_manager_class=_ipc_kernel_manager(),
                 # a graceful shutdown of a kernel still executing prints a ZMQ traceback
                 shutdown_kernel="immediate")

@@ -15,17 +15,15 @@ from ..litseg.prompting import stage_user_prompt
 from ..metrics.retrieval import dcg_at_k, hit_at_k, recall_at_k, reciprocal_rank
 from ..rag.index import rrf_fuse
 
-TOY_TITLE = "The Lighthouse Keeper"
-TOY_BOOK_ID = "toy:lighthouse"
-
 # Written for this project (not a real book), hard-wrapped at 60 columns as Gutenberg texts are.
 TOY_BOOK = (TEMPLATES_DIR / "walkthrough" / "toy_book.txt").read_text(encoding="utf-8")
 
 
 def toy_book(max_unit_words: int = 2000, sentence_splitter: str = "nupunkt"):
     """``(raw, book)``: :data:`TOY_BOOK` and the cleaned, unit-split, sentence-indexed book."""
-    book = load_text(text=TOY_BOOK, book_id=TOY_BOOK_ID, title=TOY_TITLE, max_unit_words=max_unit_words,
-                     sentence_splitter=sentence_splitter, headings=True)  # a whole book: find its chapters
+    book = load_text(text=TOY_BOOK, book_id="toy:lighthouse", title="The Lighthouse Keeper",
+                     max_unit_words=max_unit_words, sentence_splitter=sentence_splitter,
+                     headings=True)  # a whole book: find its chapters
     return TOY_BOOK, book
 
 
