@@ -216,13 +216,12 @@ def prepare_book(book_or_text: Book | str | Path | None, cfg: Any, text: str | N
             raise TypeError("give either a Book or text=..., not both")
         if headings is not None:
             raise TypeError("headings= applies to a file or a text; a Book keeps its units")
-        book = book_or_text
-        if not book.units:
-            # deferred: keeps `import litseg_nb` light
-            from .corpus import index_book
+        if book_or_text.units:
+            return book_or_text
+        # deferred: keeps `import litseg_nb` light
+        from .corpus import index_book
 
-            book = index_book(book, cfg.corpus.max_unit_words, cfg.corpus.sentence_splitter)
-        return book
+        return index_book(book_or_text, cfg.corpus.max_unit_words, cfg.corpus.sentence_splitter)
     return load_text(book_or_text, max_unit_words=cfg.corpus.max_unit_words,
                      sentence_splitter=cfg.corpus.sentence_splitter, text=text, headings=headings)
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import importlib
+import inspect
 import os
 import pkgutil
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, get_type_hints
 
 from .api import DEFAULT_PROFILE
 from .config import PROFILES, ConfigError, config_sets, explain, renamed_hint
@@ -21,14 +24,12 @@ from .data.download import cli as download_main
 from .errors import LitsegError, UsageError
 from .evaluation.boundaries import cli as boundaries_main
 from .evaluation.boundary_train import cli as train_boundary_main
-from .front import gallery, rehearse
+from .front import gallery, rehearse, runner
 from .front.batch_segment import __doc__ as _SEGMENT_DOC
 from .front.batch_segment import segment_main
 from .front.chunk_import import cli as import_chunks_main
-from .front.params import (NOTEBOOK_CONFIGS, _build, check_set_keys, config_overrides, convert, missing_for,
-                           notebook_config, parameters_cell, parse_key_value)
-from .front.runner import (Interrupted, NotebookFailed, declared_parameters, discover_notebooks, kernel_env_for_lab,
-                           run_notebooks)
+from .front.params import (NOTEBOOK_CONFIGS, _build, assert_runnable, check_set_keys, config_overrides, convert,
+                           missing_for, parameters_cell, parse_key_value)
 from .redact import redact_obj
 from .segmenters.registry import methods_text
 
@@ -61,7 +62,7 @@ def _params_and_sets(args: argparse.Namespace, only: list[str]) -> tuple[dict[st
     """The ``-p`` parameters and ``--set`` values of ``run``/``config``, the sets checked."""
     params = dict(parse_key_value(p, "parameter") for p in args.param)
     sets = [parse_key_value(item, "--set") for item in args.sets]
-    check_set_keys(sets, discover_notebooks(only))
+    check_set_keys(sets, runner.discover_notebooks(only))
     return params, sets
 
 
@@ -69,13 +70,13 @@ def run_main(args: argparse.Namespace) -> int:
     try:
         params, sets = _params_and_sets(args, args.only.split(","))
         with config_sets(sets):  # the runner's checks see them; each kernel gets them as a parameter
-            run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
-                          log_output=args.log_output, jobs=args.jobs)
-    except (NotebookFailed, OutputsNotWritable) as exc:
+            runner.run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
+                                 log_output=args.log_output, jobs=args.jobs)
+    except (runner.NotebookFailed, OutputsNotWritable) as exc:
         print(f"[litseg_nb] {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # one line, no traceback; the partial copy is marked FAILED
-        print(f"\n[litseg_nb] {exc if isinstance(exc, Interrupted) else 'interrupted'}", file=sys.stderr)
+        print(f"\n[litseg_nb] {exc if isinstance(exc, runner.Interrupted) else 'interrupted'}", file=sys.stderr)
         return 130
     except ConfigError as exc:
         print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
@@ -84,8 +85,8 @@ def run_main(args: argparse.Namespace) -> int:
 
 
 def list_main(args: argparse.Namespace) -> int:
-    for nb in discover_notebooks():
-        print(f"{nb.name}: {declared_parameters(nb)}")
+    for nb in runner.discover_notebooks():
+        print(f"{nb.name}: {runner.declared_parameters(nb)}")
     return 0
 
 
@@ -100,15 +101,13 @@ def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 def _stage_values(profile: str, only: str, parameters: dict[str, Any]) -> Iterator[tuple[Path, dict, dict]]:
     """``(notebook, declared, values)`` per selected package notebook; an undeclared ``-p`` is an error."""
     seen: set[str] = set()
-    for nb in discover_notebooks([o for o in only.split(",") if o.strip()]):
+    for nb in runner.discover_notebooks([o for o in only.split(",") if o.strip()]):
         if nb.stem not in NOTEBOOK_CONFIGS:
             continue
         declared = parameters_cell(nb)
         seen |= set(declared)
-        values = {n: p.default for n, p in declared.items()}
-        values.update({k: v for k, v in parameters.items() if k in declared})
-        values["profile"] = profile
-        yield nb, declared, values
+        defaults = {n: p.default for n, p in declared.items()}
+        yield nb, declared, {**defaults, **{k: v for k, v in parameters.items() if k in declared}, "profile": profile}
     unknown = set(parameters) - seen
     if unknown:
         raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
@@ -119,18 +118,16 @@ def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | 
     """``(notebook stem, config)`` per selected notebook (``check=False``: also one missing a required setting)."""
     out = []
     for nb, declared, values in _stage_values(profile, only, dict(parameters or {})):
+        out.append((nb.stem, _build(nb.stem, {n: convert(n, v, declared[n].annotation) for n, v in values.items()})))
         if check:
-            out.append((nb.stem, notebook_config(nb.stem, **values)))
-        else:
-            out.append((nb.stem, _build(nb.stem, {n: convert(n, v, declared[n].annotation) for n, v in values.items()})))
+            assert_runnable(*out[-1])
     return out
 
 
 def format_config(stem: str, cfg: Any) -> str:
-    lines = [f"== {stem}: {type(cfg).__name__}  ({cfg.describe()})"]
-    for key, value in _flatten(redact_obj(cfg.to_dict())):  # server addresses without their secrets
-        lines.append(f"   {key} = {value!r}")
-    return "\n".join(lines)
+    # server addresses without their secrets
+    fields = [f"   {key} = {value!r}" for key, value in _flatten(redact_obj(cfg.to_dict()))]
+    return "\n".join([f"== {stem}: {type(cfg).__name__}  ({cfg.describe()})", *fields])
 
 
 def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: str) -> list[str]:
@@ -167,9 +164,9 @@ def config_main(args: argparse.Namespace) -> int:
         print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
         return 2
     # showing a configuration is not running it: what `run` needs first is a warning here
-    missing = [f"{stem}: {m}" for stem, cfg in configs for m in missing_for(stem, cfg)]
-    for line in missing:
-        print(f"[litseg_nb] warning: `run` needs this first: {line}", file=sys.stderr)
+    for stem, cfg in configs:
+        for m in missing_for(stem, cfg):
+            print(f"[litseg_nb] warning: `run` needs this first: {stem}: {m}", file=sys.stderr)
     return 0
 
 
@@ -183,7 +180,7 @@ def lab_command(extra: list[str]) -> list[str]:
 def lab_main(args: argparse.Namespace) -> int:
     cmd = lab_command(args.jupyter_args)
     print("[litseg_nb] " + " ".join(cmd), flush=True)
-    os.execve(sys.executable, cmd, kernel_env_for_lab())
+    os.execve(sys.executable, cmd, runner.kernel_env_for_lab())
     return 0  # pragma: no cover  (execve does not return)
 
 
@@ -225,11 +222,6 @@ _ALIASES = {"pd": "pandas", "np": "numpy"}
 def _resolve_for_pdoc() -> None:
     """Make what pdoc cannot resolve resolvable in every module of the package: lazy ``__all__`` exports,
     aliases named in string annotations (``"pd.DataFrame"``) and the string annotations of dataclass ``__init__``s."""
-    import dataclasses
-    import importlib
-    import inspect
-    import typing
-
     walked = [m.name for m in pkgutil.walk_packages(_PACKAGE_PATH, "litseg_nb.") if m.name != "litseg_nb.__main__"]
     for name in ["litseg_nb", *walked]:
         mod = importlib.import_module(name)
@@ -249,7 +241,7 @@ def _resolve_for_pdoc() -> None:
             if not any(isinstance(v, str) for v in ann.values()):
                 continue
             try:
-                hints = typing.get_type_hints(cls)
+                hints = get_type_hints(cls)
             except Exception:  # noqa: BLE001  (left to pdoc, which then warns by name)
                 continue
             init.__annotations__ = {k: hints.get(k, v) for k, v in ann.items() if k != "return"} | {"return": None}

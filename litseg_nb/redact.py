@@ -20,12 +20,9 @@ def redact_url(text: str) -> str:
 def url_identity(url: str) -> str:
     """A server's identity for a cache key: the redacted URL, plus ``#<12 hex>`` of the removed parts if any."""
     secrets = [m.group(0) for m in _USERINFO.finditer(str(url))]
-    for m in _URL.finditer(str(url)):
-        secrets += [p.group(0) for p in _PARAM_VALUE.finditer(m.group(0))]
+    secrets += [p.group(0) for m in _URL.finditer(str(url)) for p in _PARAM_VALUE.finditer(m.group(0))]
     red = redact_url(url)
-    if not secrets:
-        return red
-    return f"{red}#{hashlib.sha256(chr(0).join(secrets).encode()).hexdigest()[:12]}"
+    return f"{red}#{hashlib.sha256(chr(0).join(secrets).encode()).hexdigest()[:12]}" if secrets else red
 
 
 def redact_obj(obj: Any) -> Any:

@@ -21,9 +21,6 @@ class GalleryError(UsageError, FileNotFoundError):
     """The profile's outputs folder holds nothing to show (run the notebooks first)."""
 
 
-_NN = re.compile(r"^(\d{2})_")
-
-
 def run(args: argparse.Namespace) -> int:
     """``gallery``: write the page, print where it is."""
     page = write_gallery(args.profile, dest=Path(args.out) if args.out else None)
@@ -35,25 +32,10 @@ def run(args: argparse.Namespace) -> int:
 GALLERY_TITLE = "# Gallery: what the notebooks produce"
 
 
-def check_destination(dest: Path) -> None:
-    """The page's folder must be empty, new, or an earlier gallery (the gallery replaces stale PNGs)."""
-    if dest.exists() and not dest.is_dir():
-        raise GalleryError(f"gallery: --out {dest} is a file, not a folder")
-    for part in (dest / "figures", dest / "README.md"):
-        if part.exists() and (part.is_dir() != (part.name == "figures")):
-            raise GalleryError(f"gallery: --out {dest} holds {part} of another kind; choose an empty folder")
-    if dest.is_dir() and any(dest.iterdir()):
-        page = dest / "README.md"
-        first = page.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0] if page.is_file() else ""
-        if not first.startswith(GALLERY_TITLE):
-            raise GalleryError(f"gallery: --out {dest} is a folder that holds files and no earlier gallery page; "
-                               f"choose an empty or new folder (the gallery replaces the PNGs of figures/)")
-
-
 def _group(paths: list[Path], known: set[str]) -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = {}
     for p in sorted(paths, key=lambda p: p.name):
-        m = _NN.match(p.name)
+        m = re.match(r"^(\d{2})_", p.name)
         out.setdefault(m.group(1) if m and m.group(1) in known else "other", []).append(p)
     return out
 
@@ -92,8 +74,18 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
         raise GalleryError(f"gallery: no tables or figures under {src}; run "
                                 f"`python -m litseg_nb run --profile {profile}` first")
     dest = Path(dest) if dest is not None else REPO_ROOT / "docs" / "gallery" / profile
-    check_destination(dest)
-    fig_dir = dest / "figures"
+    # the page's folder must be empty, new, or an earlier gallery (the gallery replaces stale PNGs)
+    page, fig_dir = dest / "README.md", dest / "figures"
+    if dest.exists() and not dest.is_dir():
+        raise GalleryError(f"gallery: --out {dest} is a file, not a folder")
+    for part in (fig_dir, page):
+        if part.exists() and (part.is_dir() != (part.name == "figures")):
+            raise GalleryError(f"gallery: --out {dest} holds {part} of another kind; choose an empty folder")
+    if dest.is_dir() and any(dest.iterdir()):
+        first = page.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0] if page.is_file() else ""
+        if not first.startswith(GALLERY_TITLE):
+            raise GalleryError(f"gallery: --out {dest} is a folder that holds files and no earlier gallery page; "
+                               f"choose an empty or new folder (the gallery replaces the PNGs of figures/)")
     fig_dir.mkdir(parents=True, exist_ok=True)
     titles = {}  # {"05": "05 · RAG evaluation: ..."} from each notebook's first Markdown heading
     for path in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")):
@@ -111,7 +103,6 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
         source = str(src.resolve().relative_to(REPO_ROOT.resolve()))
     except ValueError:
         source = str(src)
-    page = dest / "README.md"
     write_text_atomic(page, gallery_markdown(profile, _group(table_files, set(titles)),
                                              _group(png_files, set(titles)), titles, source))
     return page

@@ -5,20 +5,19 @@ runner checks ``-p`` values before any kernel starts and injects the resolved co
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import json
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, get_type_hints
 
 from ..config import (_MISSING, PROFILES, ConfigError, StageConfig, _scalar, _split_key, active_sets, field_constraint,
                       field_hint, missing_settings, rejected_choices, renamed_hint)
 from ..config import _build as build_dataclass
 from ..core.paths import NOTEBOOKS_DIR
 from ..redact import redact_obj, redact_url
-
-_NONE = ("none", "null")
 
 
 def parse_key_value(item: str, option: str = "parameter") -> tuple[str, Any]:
@@ -124,7 +123,7 @@ def _describe(base: Any, optional: bool) -> str:
 def convert(name: str, value: Any, annotation: str) -> Any:
     """``value`` (a literal or a ``-p`` string) as the parameter's annotated type."""
     base, optional = _parse_annotation(annotation, name)
-    if value is None or (isinstance(value, str) and value.strip().lower() in _NONE):
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
         if optional:
             return None
         raise ConfigError(f"parameter {name!r}: None is not accepted; expected {_describe(base, optional)}")
@@ -154,11 +153,9 @@ def _target(cls: type, name: str, spec: NotebookConfig) -> str:
 
 def field_owner(cls: type, path: str) -> type:
     """The dataclass holding the last field of ``path``."""
-    import typing
-
     owner = cls
     for part in path.split(".")[:-1]:
-        owner = typing.get_type_hints(owner)[part]
+        owner = get_type_hints(owner)[part]
     return owner
 
 
@@ -186,11 +183,8 @@ def config_overrides(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]
         path = "seed" if name == "seed" else _target(cls, name, spec)
         if name != "seed":
             _check_value(name, value, cls, path, spec)
-        node = out
         *parents, leaf = path.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
+        functools.reduce(lambda node, p: node.setdefault(p, {}), parents, out)[leaf] = value
     return out
 
 
@@ -253,8 +247,7 @@ def from_namespace(stem: str, namespace: Mapping[str, Any]) -> tuple[StageConfig
     values = {n: namespace[n] for n in annotations if n in namespace}
     resolved = namespace.get(RESOLVED)
     if resolved is None:
-        cfg, converted = resolve(stem, annotations, values)
-        return cfg, converted, []
+        return *resolve(stem, annotations, values), []
     if not isinstance(resolved, Mapping) or resolved.get("notebook") != stem:
         got = resolved.get("notebook") if isinstance(resolved, Mapping) else type(resolved).__name__
         raise ConfigError(f"{stem}: the injected {RESOLVED} is for {got!r}, not this notebook")

@@ -104,9 +104,6 @@ def takeaway_lines(best: pd.DataFrame) -> list[str]:
     return lines
 
 
-_NOTEBOOK_RE = re.compile(r"^(\d{2})_[\w\-]+$")
-
-
 def join_label(label: str, note: str | None) -> str:
     return f"{label} | {note}" if note else label
 
@@ -126,7 +123,7 @@ class RunContext:
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise ConfigError(f"RunContext: unknown profile {self.profile!r}; expected one of {', '.join(PROFILES)}")
-        if not _NOTEBOOK_RE.match(self.notebook):
+        if not re.match(r"^(\d{2})_[\w\-]+$", self.notebook):
             raise ValueError(f"RunContext: notebook {self.notebook!r} is not a notebook file stem like '05_rag_evaluation'")
         if not self.label.strip():
             raise ValueError(f"RunContext for {self.notebook}: empty label (every table names profile, models and data)")
@@ -193,9 +190,7 @@ class RunContext:
             if self.parameters is None:
                 raise ValueError(f"{self.notebook}: write_manifest() needs the parameters (this run is not from setup())")
             parameters = self.parameters
-        own: dict[str, Any] = {}
-        if self.config is not None:
-            own["config"] = self.config.to_dict()
+        own: dict[str, Any] = {"config": self.config.to_dict()} if self.config is not None else {}
         if self.sets:
             own["sets"] = [[k, v] for k, v in self.sets]
         extra = {**own, **dict(extra or {})}

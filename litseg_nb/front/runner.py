@@ -41,7 +41,6 @@ HEARTBEAT_S = 30.0
 _IPROGRESS_FILTER = "ignore:IProgress not found"
 #: notebooks side by side by default: two in smoke (Python, not arithmetic, bounds one notebook on 2 cores)
 DEFAULT_JOBS = {"test": 1, "smoke": 2, "full": 1}
-_INTERRUPT_GRACE_S = 60.0
 THREADS_FILE = "torch_threads"
 _NB_RE = re.compile(r"^(\d{2})_[\w\-]+\.ipynb$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -77,10 +76,9 @@ class NotebookRun:
 
 
 def executed_paths(executed_dir: Path, notebook: Path) -> dict[str, Path]:
-    stem = notebook.stem
-    return {"running": executed_dir / f"{stem}.RUNNING.ipynb",
+    return {"running": executed_dir / f"{notebook.stem}.RUNNING.ipynb",
             "done": executed_dir / notebook.name,
-            "failed": executed_dir / f"{stem}.FAILED.ipynb"}
+            "failed": executed_dir / f"{notebook.stem}.FAILED.ipynb"}
 
 
 def fmt_seconds(s: float) -> str:
@@ -166,6 +164,11 @@ class Progress:
         self._thread.join(timeout=10)
 
 
+def _hook(mine: Any, papermills: Any, cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
+    mine(cell, cell_index)
+    return papermills(cell, cell_index, **kw)
+
+
 def _engine():
     from papermill.engines import NBClientEngine, papermill_engines
 
@@ -174,17 +177,8 @@ def _engine():
         def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
             progress: Progress = kwargs.pop("litseg_progress")
             progress.set_cells(nb_man.nb.cells)
-            start, complete = nb_man.cell_start, nb_man.cell_complete
-
-            def cell_start(cell, cell_index=None, **kw):
-                progress.cell_start(cell, cell_index)
-                return start(cell, cell_index, **kw)
-
-            def cell_complete(cell, cell_index=None, **kw):
-                progress.cell_complete(cell, cell_index)
-                return complete(cell, cell_index, **kw)
-
-            nb_man.cell_start, nb_man.cell_complete = cell_start, cell_complete
+            for hook in ("cell_start", "cell_complete"):  # progress sees each cell before papermill's manager
+                setattr(nb_man, hook, functools.partial(_hook, getattr(progress, hook), getattr(nb_man, hook)))
             return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
 
     papermill_engines.register("litseg", LitsegEngine)
@@ -476,9 +470,8 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
             for n in starting:
                 pending.remove(n)
                 nb = by_num[n]
-                env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # section lines reach the console as they happen
-                if budget is not None:
-                    env.update(budget.child_env())
+                # PYTHONUNBUFFERED: section lines reach the console as they happen
+                env = {**os.environ, "PYTHONUNBUFFERED": "1", **(budget.child_env() if budget is not None else {})}
                 threads = str(budget.value) if budget is not None else os.environ.get(THREADS_ENV, "default")
                 spec, result = work / f"{n}.spec", work / f"{n}.result.json"
                 log = rec.path.parent / f"{nb.stem}.log"
@@ -508,7 +501,6 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
                     res = json.loads(child.result.read_text(encoding="utf-8"))
                 except (OSError, ValueError):
                     res = {}
-                failed = executed_paths(executed_dir, child.notebook)["failed"]
                 if child.proc.returncode == 0 and res.get("ok"):
                     rec.end(child.notebook, "ok")
                     done.add(n)
@@ -517,8 +509,8 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
                         print(f"[litseg_nb] done {child.notebook.name} in {dt:.1f}s", flush=True)
                     continue
                 rec.end(child.notebook, "failed")
-                cause = _ChildError(res, child.proc.returncode, child.log)
-                failures.append(NotebookFailed(child.notebook, failed, cause))
+                failures.append(NotebookFailed(child.notebook, executed_paths(executed_dir, child.notebook)["failed"],
+                                               _ChildError(res, child.proc.returncode, child.log)))
                 with lock:
                     print(f"[litseg_nb] FAILED {child.notebook.name} after {dt:.1f}s"
                           + (f"; waiting for {', '.join(sorted(running))} to finish" if running else ""), flush=True)
@@ -526,7 +518,7 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
         for child in running.values():
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGINT)
-        deadline = time.monotonic() + _INTERRUPT_GRACE_S
+        deadline = time.monotonic() + 60.0  # the children's grace to stop their kernels
         for child in running.values():
             try:
                 child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -572,13 +564,10 @@ class _LaneStderr:
         self.log.flush()
         *lines, self.partial = (self.partial + text).split("\n")
         for line in lines:
-            line = line.rsplit("\r", 1)[-1].strip()
-            if line:
-                self._say(line)
+            self._say(line.rsplit("\r", 1)[-1])
         self.partial = self.partial.rsplit("\r", 1)[-1]
-        bar = self.partial.strip()
-        if bar and time.monotonic() - self.last >= self.every_s:
-            self._say(bar)
+        if time.monotonic() - self.last >= self.every_s:
+            self._say(self.partial)
         return len(text)
 
     def _say(self, line: str) -> None:
@@ -607,9 +596,7 @@ def _child_main(spec_path: str) -> int:
             result = {"ok": False, "what": "interrupted"}
         except Exception as exc:  # papermill's PapermillExecutionError carries the cell and the error
             result = {"ok": False, "what": f"{type(exc).__name__}: {str(exc).strip()[-2000:]}"}
-            for attr in ("ename", "evalue", "exec_count"):
-                if hasattr(exc, attr):
-                    result[attr] = getattr(exc, attr)
+            result.update({a: getattr(exc, a) for a in ("ename", "evalue", "exec_count") if hasattr(exc, a)})
     write_json_atomic(result_path, result)
     return 0 if result["ok"] else 1
 

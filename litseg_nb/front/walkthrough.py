@@ -51,9 +51,8 @@ def preprocessing_steps(raw: str, book: Any) -> pd.DataFrame:
 
 def litseg_walkthrough(book: Any, unit: Any, backend: Any, cfg: Any, length_reference: int | None) -> dict[str, Any]:
     """LitSeg's pipeline on one unit (no annotations file): the unit's annotation record."""
-    run = pipeline.annotate_units([(book, unit)], backend, cfg, length_reference=length_reference,
-                                  method="litseg-walkthrough", progress=False)
-    return run.records[0]
+    return pipeline.annotate_units([(book, unit)], backend, cfg, length_reference=length_reference,
+                                   method="litseg-walkthrough", progress=False).records[0]
 
 
 def prompt_text(record: dict[str, Any], stage: str) -> str:
