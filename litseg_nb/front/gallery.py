@@ -99,10 +99,8 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
     for old in fig_dir.glob("*.png"):  # a figure the outputs no longer hold: not part of this run
         if old.name not in keep:
             old.unlink()
-    try:
-        source = str(src.resolve().relative_to(REPO_ROOT.resolve()))
-    except ValueError:
-        source = str(src)
+    root = REPO_ROOT.resolve()
+    source = str(src.resolve().relative_to(root)) if src.resolve().is_relative_to(root) else str(src)
     write_text_atomic(page, gallery_markdown(profile, _group(table_files, set(titles)),
                                              _group(png_files, set(titles)), titles, source))
     return page

@@ -229,8 +229,7 @@ def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, A
     declared = parameters_cell(notebook)
     full = {**{n: p.default for n, p in declared.items()},
             **{n: convert(n, v, declared[n].annotation) for n, v in values.items()}}
-    cfg = _build(notebook.stem, full)
-    resolved = {"notebook": notebook.stem, "parameters": full, "config": cfg.to_dict(),
+    resolved = {"notebook": notebook.stem, "parameters": full, "config": _build(notebook.stem, full).to_dict(),
                 "sets": [[k, v] for k, v in active_sets()]}
     return {RESOLVED: json.loads(json.dumps(resolved, default=list))}  # JSON values, as papermill injects them
 

@@ -133,19 +133,21 @@ class Progress:
             self.mid_line = False
         self.last_print = time.perf_counter()
 
-    def cell_start(self, cell: Any, index: int) -> None:
-        if cell.get("cell_type") != "code":
-            return
-        now = time.perf_counter()
-        self.cell_index, self.cell_t0 = index, now
-        section, where = self._where(index)
-        if section != self.printed_section or now - self.last_print >= self.heartbeat_s:
-            self.printed_section = section
-            self._say(f"{section or 'setup'} ({where}, {fmt_seconds(now - self.t0)} elapsed)")
+    def cell_start(self, papermills: Any, cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
+        """Papermill's ``cell_start`` hook (``papermills``: its own), prints the section a code cell starts."""
+        if cell.get("cell_type") == "code":
+            now = time.perf_counter()
+            self.cell_index, self.cell_t0 = cell_index, now
+            section, where = self._where(cell_index)
+            if section != self.printed_section or now - self.last_print >= self.heartbeat_s:
+                self.printed_section = section
+                self._say(f"{section or 'setup'} ({where}, {fmt_seconds(now - self.t0)} elapsed)")
+        return papermills(cell, cell_index, **kw)
 
-    def cell_complete(self, cell: Any, index: int) -> None:
-        if index == self.cell_index:
+    def cell_complete(self, papermills: Any, cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
+        if cell_index == self.cell_index:
             self.cell_index = None
+        return papermills(cell, cell_index, **kw)
 
     def _beat(self) -> None:
         while not self._stop.wait(min(1.0, self.heartbeat_s / 5)):
@@ -164,11 +166,6 @@ class Progress:
         self._thread.join(timeout=10)
 
 
-def _hook(mine: Any, papermills: Any, cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
-    mine(cell, cell_index)
-    return papermills(cell, cell_index, **kw)
-
-
 def _engine():
     from papermill.engines import NBClientEngine, papermill_engines
 
@@ -178,7 +175,7 @@ def _engine():
             progress: Progress = kwargs.pop("litseg_progress")
             progress.set_cells(nb_man.nb.cells)
             for hook in ("cell_start", "cell_complete"):  # progress sees each cell before papermill's manager
-                setattr(nb_man, hook, functools.partial(_hook, getattr(progress, hook), getattr(nb_man, hook)))
+                setattr(nb_man, hook, functools.partial(getattr(progress, hook), getattr(nb_man, hook)))
             return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
 
     papermill_engines.register("litseg", LitsegEngine)
