@@ -213,14 +213,6 @@ def resolve(notebook: str, annotations: Mapping[str, str], values: Mapping[str, 
 RESOLVED = "litseg_resolved"
 
 
-def notebook_stem(notebook: str) -> str:
-    """``"05"`` or ``"05_rag_evaluation"`` -> ``"05_rag_evaluation"`` (a package notebook)."""
-    stems = [s for s in NOTEBOOK_CONFIGS if notebook in (s, s[:2])]
-    if len(stems) != 1:
-        raise ConfigError(f"no package notebook {notebook!r}; expected one of {', '.join(s[:2] for s in NOTEBOOK_CONFIGS)}")
-    return stems[0]
-
-
 def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any]:
     """``{RESOLVED: ...}`` for a package notebook: its parameters, resolved config and ``--set`` overrides."""
     notebook = Path(notebook)

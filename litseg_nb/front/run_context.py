@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..core import artifacts
 from ..config import PROFILES, ConfigError, use_sets
-from .params import RESOLVED, from_namespace, notebook_stem
+from .params import NOTEBOOK_CONFIGS, RESOLVED, from_namespace
 from ..core.paths import outputs_dir
 from ..core.safe_io import atomic_path
 from ..llm.threads import follow_thread_budget
@@ -209,7 +209,11 @@ class RunContext:
 def setup(notebook: str, namespace: Mapping[str, Any]) -> tuple[Any, RunContext]:
     """``(cfg, run)`` of the running package notebook ``notebook`` (``"05"``) from its parameters, or from the
     configuration and ``--set`` overrides the runner injected."""
-    stem = notebook_stem(notebook)
+    stems = [s for s in NOTEBOOK_CONFIGS if notebook in (s, s[:2])]  # "05" or "05_rag_evaluation"
+    if len(stems) != 1:
+        raise ConfigError(f"no package notebook {notebook!r}; expected one of "
+                          f"{', '.join(s[:2] for s in NOTEBOOK_CONFIGS)}")
+    stem = stems[0]
     cfg, parameters, sets = from_namespace(stem, namespace)
     follow_thread_budget()  # torch work before the first batch follows the runner's budget too
     if RESOLVED in namespace:

@@ -582,7 +582,6 @@ class _LaneStderr:
 def _child_main(spec_path: str) -> int:
     notebook, executed_dir, parameters, log_output, heartbeat_s, result_path, log_path = pickle.loads(
         Path(spec_path).read_bytes())
-    result: dict[str, Any]
     with open(log_path, "w", encoding="utf-8") as log:
         err = _LaneStderr(log, sys.stdout, notebook.stem)
         try:
