@@ -20,8 +20,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -128,12 +128,9 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
     for role in ("llm", "judge_llm", "rater_llm", "rater2_llm"):  # every LLM role (05's judge, 06/07's raters)
         if not hasattr(hints, role):
             continue
-        out[f"{role}.model"] = llm_model
+        out.update({f"{role}.model": llm_model, f"{role}.dtype": "float32", f"{role}.device": "cpu"})
         if getattr(hints, role).backend == "vllm":
-            out.update({f"{role}.dtype": "float32", f"{role}.device": "cpu", f"{role}.max_model_len": 8192,
-                        f"{role}.engine": dict(CPU_ENGINE)})
-        else:
-            out.update({f"{role}.dtype": "float32", f"{role}.device": "cpu"})
+            out.update({f"{role}.max_model_len": 8192, f"{role}.engine": dict(CPU_ENGINE)})
     if hasattr(hints, "embedding"):
         out.update({"embedding.model": m3, "embedding.device": "cpu", "embedding.batch_size": 8})
     if hasattr(hints, "corpus"):
@@ -315,35 +312,32 @@ get_ipython().events.register("post_run_cell", _litseg_engines_after_cell)
 """
 
 
-class TreeWatch:
-    """Peak summed RSS of a process tree, sampled on a thread, and every descendant seen (pid -> start
+class TreeWatch(threading.Thread):
+    """Peak summed RSS of a process tree, sampled on this thread, and every descendant seen (pid -> start
     time, command line), to count those left alive."""
 
     def __init__(self, pid: int, every_s: float = 2.0) -> None:
-        import threading
+        super().__init__(daemon=True)
+        self.root, self.every_s, self.peak, self.seen, self.done = pid, every_s, 0, {}, threading.Event()
+        self.start()
 
-        self.pid, self.every_s, self.peak, self.seen = pid, every_s, 0, {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
+    def run(self) -> None:
         import psutil
 
-        while not self._stop.is_set():
+        while not self.done.is_set():
             with contextlib.suppress(psutil.Error):
-                root = psutil.Process(self.pid)
+                root = psutil.Process(self.root)
                 total = 0
                 for p in [root, *root.children(recursive=True)]:
                     with contextlib.suppress(psutil.Error):
                         total += p.memory_info().rss
                         self.seen.setdefault(p.pid, (p.create_time(), " ".join([p.name(), *p.cmdline()])))
                 self.peak = max(self.peak, total)
-            self._stop.wait(self.every_s)
+            self.done.wait(self.every_s)
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        self.done.set()
+        self.join(timeout=10)
 
     def left_alive(self) -> list[int]:
         """Descendants seen during the run that are still running (same pid, same start time)."""
@@ -494,15 +488,6 @@ def _no_sets() -> Iterator[None]:
         os.environ.update(saved)
 
 
-def _model_fields(obj: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    for f in dataclasses.fields(obj):
-        v = getattr(obj, f.name)
-        if dataclasses.is_dataclass(v):
-            yield from _model_fields(v, f"{path}{f.name}.")
-        elif f.name == "model" or f.name.endswith("_model"):
-            yield f"{path}{f.name}", v
-
-
 @functools.cache
 def full_models() -> set[str]:
     """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config)."""
@@ -512,8 +497,8 @@ def full_models() -> set[str]:
     names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
     with _no_sets(), suspended():
         for cls in stage_config_classes():
-            cfg = cls.for_profile("full")
-            names |= {v for _, v in _model_fields(cfg) if isinstance(v, str) and v}
+            names |= {v for k, v in _flatten(cls.for_profile("full").to_dict())
+                      if re.search(r"(^|[._])model$", k) and isinstance(v, str) and v}
     return names
 
 
@@ -562,14 +547,9 @@ def suspended() -> Iterator[None]:
         _suspended -= 1
 
 
-def _cell() -> Any:
-    try:
-        from IPython import get_ipython
-
-        ip = get_ipython()
-        return None if ip is None else f"In [{ip.execution_count}]"
-    except ImportError:
-        return None
+def _cell() -> str | None:
+    ip = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()  # a shell only where IPython runs
+    return None if ip is None else f"In [{ip.execution_count}]"
 
 
 def _observe(cfg: Any) -> None:
@@ -629,16 +609,8 @@ def install_from_env() -> None:
 def uncovered(records: Sequence[dict[str, Any]]) -> list[str]:
     """One line per (notebook, cell, config, issue), deduplicated; a nested config counts as its parent's."""
     nested = {c for r in records for c in r.get("children", ())}
-    seen, out = set(), []
-    for r in records:
-        if r.get("id") in nested:
-            continue
-        for issue in r["issues"]:
-            line = f"notebook {r['notebook']} cell {r['cell']}: {r['config']}.{issue}"
-            if line not in seen:
-                seen.add(line)
-                out.append(line)
-    return out
+    return list(dict.fromkeys(f"notebook {r['notebook']} cell {r['cell']}: {r['config']}.{issue}"
+                              for r in records if r.get("id") not in nested for issue in r["issues"]))
 
 
 def read_sink(path: Path, notebook: str) -> list[str] | None:
@@ -692,27 +664,13 @@ DRIVERS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    params_b: float  # parameters, billions (model card)
-    layers: int  # num_hidden_layers (config.json)
-    kv_heads: int  # num_key_value_heads
-    head_dim: int
-    bytes_per_param: int = 2  # bf16 / fp16
-
-    def weights_gb(self) -> float:
-        return self.params_b * self.bytes_per_param
-
-    def kv_bytes_per_token(self) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * 2  # K and V, bf16
-
-
+#: (parameters in billions, num_hidden_layers, num_key_value_heads, head_dim), weights and KV cache in bf16:
 #: Qwen3 model cards / config.json; BGE-M3 and bge-reranker-v2-m3 are XLM-RoBERTa-large sized (568M)
-MODELS: dict[str, ModelShape] = {
-    "Qwen/Qwen3-32B": ModelShape(32.8, 64, 8, 128),
-    "Qwen/Qwen3-8B": ModelShape(8.2, 36, 8, 128),
-    "BAAI/bge-m3": ModelShape(0.568, 24, 16, 64),
-    "BAAI/bge-reranker-v2-m3": ModelShape(0.568, 24, 16, 64),
+MODELS: dict[str, tuple[float, int, int, int]] = {
+    "Qwen/Qwen3-32B": (32.8, 64, 8, 128),
+    "Qwen/Qwen3-8B": (8.2, 36, 8, 128),
+    "BAAI/bge-m3": (0.568, 24, 16, 64),
+    "BAAI/bge-reranker-v2-m3": (0.568, 24, 16, 64),
 }
 #: what vLLM keeps off the KV cache besides the weights (activations, CUDA graphs): assumed
 ENGINE_OVERHEAD_GB = 2.0
@@ -726,15 +684,16 @@ THROUGHPUT: dict[int, dict[str, tuple[float, float]]] = {
 
 
 def engine_memory(card_gb: float, max_model_len: int, utilization: float = 0.9,
-                  models: Mapping[str, ModelShape] = MODELS) -> list[dict[str, Any]]:
+                  models: Mapping[str, tuple[float, int, int, int]] = MODELS) -> list[dict[str, Any]]:
     """Per engine: weights, KV cache per token and per sequence, and how many sequences fit on the card."""
     rows = []
-    for name, m in models.items():
+    for name, (params_b, layers, kv_heads, head_dim) in models.items():
         llm = name.startswith("Qwen/")
-        budget = utilization * card_gb - m.weights_gb() - (ENGINE_OVERHEAD_GB if llm else 0.0)
-        seq = m.kv_bytes_per_token() * max_model_len / 1e9 if llm else 0.0
-        rows.append({"engine": name, "weights GB": round(m.weights_gb(), 1),
-                     "KV MB/token": round(m.kv_bytes_per_token() / 1e6, 3) if llm else None,
+        weights, kv_token = params_b * 2, 2 * layers * kv_heads * head_dim * 2  # bf16; K and V
+        budget = utilization * card_gb - weights - (ENGINE_OVERHEAD_GB if llm else 0.0)
+        seq = kv_token * max_model_len / 1e9 if llm else 0.0
+        rows.append({"engine": name, "weights GB": round(weights, 1),
+                     "KV MB/token": round(kv_token / 1e6, 3) if llm else None,
                      f"KV GB/sequence @{max_model_len}": round(seq, 2) if llm else None,
                      "sequences that fit": (max(0, math.floor(budget / seq)) if llm else None),
                      "fits": budget > (seq if llm else 0.0)})
