@@ -62,7 +62,6 @@ from ..llm.request_cache import CachedBackend
 from ..llm.embeddings import EmbeddingError
 from ..llm.base import LLMError
 from .params import parse_key_value
-from ..core.schema import load_chunks
 from ..redact import redact_obj
 from ..chunkers.library import check_options as check_library_options
 from ..chunkers.library import is_library_method
@@ -870,33 +869,3 @@ def _overrides(args: Any) -> dict[str, Any]:
     if not llm:
         out.pop("llm")
     return out
-
-
-# ------------------------------------------------------------------ checking written outputs
-def verify_outputs(base: Path) -> dict[str, Any]:
-    """Re-read one book's outputs and check them: each span slices the chunk's main text, each raw span holds
-    its words, every sentence of every unit lies in a chunk. Counts, and ``ok`` when all of it holds."""
-    p = paths_of(base)
-    meta = json.loads(p["meta"].read_text(encoding="utf-8"))
-    text = p["text"].read_text(encoding="utf-8")
-    raw = Path(meta["input"]).read_text(encoding=meta["encoding"]) if meta.get("encoding") else None
-    chunks = load_chunks(p["chunks"])
-    n = span_ok = raw_ok = raw_none = 0
-    for c in chunks:
-        if not c.is_source_span:
-            continue
-        n += 1
-        span_ok += "".join(text[a:b] for a, b in c.spans).strip() == c.main_text.strip()
-        rs = c.metadata.get("raw_spans")
-        if raw is None or not rs:
-            raw_none += 1
-            continue
-        raw_ok += " ".join(" ".join(raw[a:b] for a, b in rs).split()) == " ".join(c.main_text.split())
-    covered: dict[str, set[int]] = {}
-    for c in chunks:
-        covered.setdefault(c.unit_id, set()).update(range(c.from_idx, c.to_idx + 1))
-    uncovered = [u["unit_id"] for u in meta["units"]
-                 if not covered.get(u["unit_id"], set()) >= set(range(1, u["sentences"] + 1))]
-    return {"chunks": n, "spans_exact": span_ok, "raw_spans_exact": raw_ok, "raw_spans_missing": raw_none,
-            "units": meta["n_units"], "units_not_covered": uncovered,
-            "ok": n == span_ok == raw_ok and not raw_none and not uncovered}
