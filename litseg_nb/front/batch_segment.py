@@ -41,6 +41,7 @@ import functools
 import glob as _glob
 from bisect import bisect_right
 import hashlib
+import itertools
 import json
 import sys
 import time
@@ -139,9 +140,7 @@ def output_bases(files: Sequence[Path], method: str, output: Path | None, defaul
     folder = output if output is not None else default_dir
     if folder.exists() and not folder.is_dir():
         raise SegmentUsageError(f"-o {folder}: with several inputs -o must be a folder")
-    stems: dict[str, int] = {}
-    for f in files:
-        stems[f.stem] = stems.get(f.stem, 0) + 1
+    stems = Counter(f.stem for f in files)
     always_hash = output is None  # the shared default folder: inputs of other runs must not collide
     names = [f"{f.stem}-{_path_hash(f)}" if always_hash or stems[f.stem] > 1 else f.stem for f in files]
     return [folder / f"{n}.{method}" for n in names]
@@ -159,18 +158,22 @@ def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_unit
     return hash_obj({"method": method, "profile": profile, "options": opts, "max_units": max_units})[:16]
 
 
+def _read_meta(base: Path) -> Any:
+    try:
+        return json.loads(paths_of(base)["meta"].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
     """The outputs at ``base`` are a finished run of this input with these settings and this code."""
     # deferred: tests patch litseg_nb.core.cache.code_version (read at call time)
     from ..core.cache import code_version
 
-    p = paths_of(base)
-    try:
-        meta = json.loads(p["meta"].read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not (meta.get("format") == FORMAT and meta.get("complete") is True and meta.get("input_sha256") == input_sha
-            and meta.get("settings") == fingerprint and meta.get("code") == code_version()):
+    p, meta = paths_of(base), _read_meta(base)
+    if meta is None or not (meta.get("format") == FORMAT and meta.get("complete") is True
+                            and meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint
+                            and meta.get("code") == code_version()):
         return False
     return all(p[k].is_file() and hash_file(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text"))
 
@@ -191,17 +194,11 @@ def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
 
 def _existing_foreign(base: Path, input_sha: str, fingerprint: str) -> Path | None:
     """An existing output file at ``base`` that is no (complete or partial) run of this input and settings."""
-    p = paths_of(base)
-    present = [x for x in p.values() if x.exists()]
-    if not present:
-        return None
-    try:
-        meta = json.loads(p["meta"].read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return present[0]
-    if meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint:
+    present = [x for x in paths_of(base).values() if x.exists()]
+    meta = _read_meta(base)
+    if meta is not None and meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint:
         return None  # an earlier (maybe interrupted) run of the same book: redo it
-    return present[0]
+    return present[0] if present else None
 
 
 # ------------------------------------------------------------------ one book
@@ -228,14 +225,11 @@ def raw_offsets(book: Any, raw: str) -> list[int]:
     out = [-1] * len(book.text)
     if not book.source_map or len(book.source_map) != len(book.paragraphs):
         return out
-    starts = [0]
-    for line in raw.split("\n"):
-        starts.append(starts[-1] + len(line) + 1)
+    starts = [0, *itertools.accumulate(len(line) + 1 for line in raw.split("\n"))]
     text = book.text
     for (ps, pe), (la, lb) in zip(book.paragraphs, book.source_map):
         r, r_end = starts[la], starts[lb] - 1
         mapped = []
-        ok = True
         for c in range(ps, pe):
             ch = text[c]
             if ch.isspace():
@@ -246,42 +240,31 @@ def raw_offsets(book: Any, raw: str) -> list[int]:
             if r >= r_end or raw[r] != ch:
                 j = raw.find(ch, r, r_end)  # characters the cleaning dropped: skip them
                 if j < 0:
-                    ok = False
                     break
                 r = j
             mapped.append(r)
             r += 1
-        if ok:
+        else:
             out[ps:pe] = mapped
     return out
-
-
-def raw_span(offsets: Sequence[int], text: str, start: int, end: int) -> tuple[int, int] | None:
-    """The raw-file span of cleaned span ``[start, end)`` (its first and last non-space character)."""
-    a, b = start, end
-    while a < b and text[a].isspace():
-        a += 1
-    while b > a and text[b - 1].isspace():
-        b -= 1
-    if a >= b or offsets[a] < 0 or offsets[b - 1] < 0:
-        return None
-    return offsets[a], offsets[b - 1] + 1
 
 
 def raw_spans(book: Any, offsets: Sequence[int], start: int, end: int,
               starts: Sequence[int]) -> list[tuple[int, int]] | None:
     """The raw-file spans of cleaned span ``[start, end)``, one per paragraph it touches (between paragraphs
-    the file may hold matter the cleaning dropped); None if a piece cannot be mapped."""
+    the file may hold matter the cleaning dropped), each from its first to its last non-space character; None if
+    a piece cannot be mapped."""
     paras = book.paragraphs or [(0, len(book.text))]
     i = max(0, bisect_right(starts, start) - 1)
     out = []
     while i < len(paras) and paras[i][0] < end:
         a, b = max(start, paras[i][0]), min(end, paras[i][1])
-        if a < b and book.text[a:b].strip():
-            span = raw_span(offsets, book.text, a, b)
-            if span is None:
+        piece = book.text[a:b]
+        if piece.strip():
+            a, b = a + len(piece) - len(piece.lstrip()), b - len(piece) + len(piece.rstrip())
+            if offsets[a] < 0 or offsets[b - 1] < 0:
                 return None
-            out.append(span)
+            out.append((offsets[a], offsets[b - 1] + 1))
         i += 1
     return out or None
 
@@ -298,11 +281,8 @@ def _add_raw_spans(book: Any, chunks: list[Any]) -> int:
         if not c.is_source_span:
             continue
         pieces = [raw_spans(book, offsets, a, b, starts) for a, b in c.spans]
-        if any(p is None for p in pieces):
-            missing += 1
-            c.metadata["raw_spans"] = None
-        else:
-            c.metadata["raw_spans"] = [list(s) for p in pieces for s in p]
+        missing += None in pieces
+        c.metadata["raw_spans"] = None if None in pieces else [list(s) for p in pieces for s in p]
     return missing
 
 
@@ -312,11 +292,8 @@ def _server_name(cfg: Any) -> str:
     if llm.backend == "openai":
         from urllib.parse import urlsplit
 
-        urls = []
-        for u in llm.base_urls:
-            s = urlsplit(u)
-            host = s.hostname or ""
-            urls.append(f"{s.scheme}://{host}{':' + str(s.port) if s.port else ''}{s.path}")
+        urls = [f"{s.scheme}://{s.hostname or ''}{':' + str(s.port) if s.port else ''}{s.path}"
+                for s in map(urlsplit, llm.base_urls)]
         return f"openai server {', '.join(urls)} (model {llm.model})"
     return f"{llm.backend} backend (model {llm.model})"
 
@@ -498,7 +475,7 @@ class _Run:
             self._fail(res, exc, t0)
             return None
         if not self.args.force and is_complete(base, input_sha, self.fingerprint):
-            meta = json.loads(paths_of(base)["meta"].read_text(encoding="utf-8"))
+            meta = _read_meta(base)
             res.status, res.reason = "skipped", "already complete (use --force to redo)"
             res.units, res.chunks = meta["n_units"], meta["n_chunks"]
             res.fallbacks = meta.get("fallbacks", {})
@@ -601,12 +578,50 @@ class _Run:
 
     def _write(self, b: _Book, complete: bool) -> None:
         calls = _book_calls(self.backend, b.book.book_id) - b.calls0
-        _finish(b.res, b.res.output, b.book, b.chunks, self.cfg, self.args, b.input_sha, self.fingerprint,
-                complete=complete, calls=calls, stop_reason="" if complete else (self.stopped or ""))
+        self._finish(b.res, b.book, b.chunks, b.input_sha, complete, calls)
         b.res.seconds = time.perf_counter() - b.t0
         self.active.remove(b)
         if complete:
             self.bar.update(1)
+
+    def _finish(self, res: BookResult, book: Any, chunks: list[Any], input_sha: str, complete: bool,
+                calls: int) -> None:
+        """Count the chunks and write the book (``complete: false`` when the run stopped on it)."""
+        args = self.args
+        unmapped = _add_raw_spans(book, chunks)
+        tok = token_counter()
+        for c, n in zip(chunks, tok.count_many([c.text for c in chunks])):
+            c.metadata["token_count"] = n
+        res.fallbacks = count_fallbacks(chunks)
+        res.chunks = len(chunks)
+        res.llm_calls = calls
+        res.sentences = len({(c.unit_id, i) for c in chunks if c.is_source_span
+                             for i in range(c.from_idx, c.to_idx + 1)})
+        per_unit = Counter(c.unit_id for c in chunks)
+        units = [{"unit_id": u.unit_id, "title": u.title, "sentences": u.n_sentences, "start": u.start, "end": u.end,
+                  "chunks": per_unit[u.unit_id]} for u in book.units if u.unit_id in per_unit]
+        clean = book.meta.get("clean", {})
+        outside = outside_units(book)
+        res.outside_words = sum(w for *_, w in outside)
+        # deferred: tests patch litseg_nb.core.cache.code_version (read at call time)
+        from ..core.cache import code_version
+
+        meta = {"format": FORMAT, "complete": complete, "code": code_version(), "input": str(res.source),
+                "input_sha256": input_sha, "settings": self.fingerprint, "method": args.method, "profile": args.profile,
+                "options": redact_obj(_overrides(args)),  # server addresses without their secrets
+                "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
+                "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
+                "raw_spans_unmapped": unmapped, "tokenizer": tok.name, "n_units": len(units),
+                "n_units_total": len(book.units),
+                "n_chunks": len(chunks), "fallbacks": res.fallbacks, "llm_calls": calls,
+                "model": self.cfg.llm.model if hasattr(self.cfg, "llm") else None, "units": units,
+                "outside_units": {"words": res.outside_words, "spans": [[a, b] for a, b, _ in outside],
+                                  "why": "front matter, back matter or matter between units (not narrative "
+                                         "by the structure rules): in the cleaned text, in no unit and no chunk"},
+                "stopped": None if complete else self.stopped}
+        _write_book(res.output, book, chunks, meta)
+        res.units = len(units)
+        res.status = "done" if complete else "stopped"
 
     # ---- the Ray executor
     def _on_ray(self) -> None:
@@ -661,9 +676,7 @@ class _Run:
             what = "embedding model" if out.reason.startswith("EmbeddingError") else _server_name(self.cfg)
             self.stopped = self.stopped or f"{what}: {out.reason.split(': ', 1)[-1]}"
         if out.status == "done" or out.chunks:
-            _finish(res, res.output, out.book, out.chunks, self.cfg, self.args, input_sha, self.fingerprint,
-                    complete=out.status == "done", calls=out.calls,
-                    stop_reason="" if out.status == "done" else self.stopped or "")
+            self._finish(res, out.book, out.chunks, input_sha, out.status == "done", out.calls)
         if out.status == "stopped":
             res.status, res.reason = "stopped", out.reason
         self.bar.update(1)
@@ -743,42 +756,6 @@ def outside_units(book: Any) -> list[tuple[int, int, int]]:
                 out.append((pos, start, words))
         pos = max(pos, end)
     return out
-
-
-def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any, args: Any, input_sha: str,
-            fingerprint: str, complete: bool, calls: int, stop_reason: str = "") -> None:
-    unmapped = _add_raw_spans(book, chunks)
-    tok = token_counter()
-    for c, n in zip(chunks, tok.count_many([c.text for c in chunks])):
-        c.metadata["token_count"] = n
-    res.fallbacks = count_fallbacks(chunks)
-    res.chunks = len(chunks)
-    res.llm_calls = calls
-    res.sentences = len({(c.unit_id, i) for c in chunks if c.is_source_span for i in range(c.from_idx, c.to_idx + 1)})
-    per_unit = Counter(c.unit_id for c in chunks)
-    units = [{"unit_id": u.unit_id, "title": u.title, "sentences": u.n_sentences, "start": u.start, "end": u.end,
-              "chunks": per_unit[u.unit_id]} for u in book.units if u.unit_id in per_unit]
-    clean = book.meta.get("clean", {})
-    outside = outside_units(book)
-    res.outside_words = sum(w for *_, w in outside)
-    # deferred: tests patch litseg_nb.core.cache.code_version (read at call time)
-    from ..core.cache import code_version
-
-    meta = {"format": FORMAT, "complete": complete, "code": code_version(), "input": str(res.source), "input_sha256": input_sha,
-            "settings": fingerprint, "method": args.method, "profile": args.profile,
-            "options": redact_obj(_overrides(args)),  # server addresses without their secrets
-            "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
-            "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
-            "raw_spans_unmapped": unmapped, "tokenizer": tok.name, "n_units": len(units), "n_units_total": len(book.units),
-            "n_chunks": len(chunks), "fallbacks": res.fallbacks, "llm_calls": calls,
-            "model": cfg.llm.model if hasattr(cfg, "llm") else None, "units": units,
-            "outside_units": {"words": res.outside_words, "spans": [[a, b] for a, b, _ in outside],
-                              "why": "front matter, back matter or matter between units (not narrative "
-                                     "by the structure rules): in the cleaned text, in no unit and no chunk"},
-            "stopped": stop_reason or None}
-    _write_book(base, book, chunks, meta)
-    res.units = len(units)
-    res.status = "done" if complete else "stopped"
 
 
 def _one_line(exc: BaseException) -> str:
