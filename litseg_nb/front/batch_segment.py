@@ -408,7 +408,6 @@ class _Book:
     res: BookResult
     book: Any
     input_sha: str
-    items: list[Any]
     t0: float
     calls0: int = 0
     chunks: list[Any] = field(default_factory=list)
@@ -450,8 +449,8 @@ class _Run:
         try:
             self._in_process()
         except (LLMError, EmbeddingError) as exc:
-            self._stop(exc)
             why = f"{type(exc).__name__}: {_one_line(exc)}"
+            self._stop(why)
             for b in list(self.active):  # the finished units of the books in flight, marked incomplete
                 if b.chunks:
                     self._write(b, complete=False)
@@ -459,9 +458,10 @@ class _Run:
             if not self.active and self.results and self.results[-1].status == "pending":
                 self.results[-1].status, self.results[-1].reason = "stopped", why
 
-    def _stop(self, exc: BaseException) -> None:
-        what = _server_name(self.cfg) if isinstance(exc, LLMError) else "embedding model"
-        self.stopped = self.stopped or f"{what}: {_one_line(exc)}"
+    def _stop(self, why: str) -> None:
+        """The run stops on a dead server or embedder (``why``: ``"ErrorType: message"``)."""
+        what = "embedding model" if why.startswith("EmbeddingError") else _server_name(self.cfg)
+        self.stopped = self.stopped or f"{what}: {why.split(': ', 1)[-1]}"
 
     # ---- opening a book: skip, refuse, fail or claim it
     def _open(self, f: Path, base: Path) -> tuple[BookResult, str, float] | None:
@@ -507,10 +507,8 @@ class _Run:
                 return
             if pooled:
                 self._run_batch(self._take(size))
-            else:
-                b = self.queue[0][0]
-                batch = [x for x in self.queue if x[0] is b]
-                self.queue = [x for x in self.queue if x[0] is not b]
+            else:  # the queue holds one book
+                batch, self.queue = self.queue, []
                 self._run_batch(batch, whole_book=True)
 
     def _open_next(self) -> None:
@@ -530,7 +528,7 @@ class _Run:
         if self.backend is None and self.embedder is None:
             self.backend, self.embedder = build_models(self.spec, self.cfg)  # LLMError: stops the run
         res.units = len(items)
-        b = _Book(res, book, input_sha, items, t0, _book_calls(self.backend, book.book_id), left=len(items))
+        b = _Book(res, book, input_sha, t0, _book_calls(self.backend, book.book_id), left=len(items))
         self.active.append(b)
         self.queue.extend((b, it) for it in items)
         self.ubar.total += len(items)
@@ -673,8 +671,7 @@ class _Run:
             self._fail(res, out.reason)
             return
         if out.status == "stopped":  # the server (or embedder) died: its finished units are written, incomplete
-            what = "embedding model" if out.reason.startswith("EmbeddingError") else _server_name(self.cfg)
-            self.stopped = self.stopped or f"{what}: {out.reason.split(': ', 1)[-1]}"
+            self._stop(out.reason)
         if out.status == "done" or out.chunks:
             self._finish(res, out.book, out.chunks, input_sha, out.status == "done", out.calls)
         if out.status == "stopped":
@@ -767,50 +764,44 @@ def _fb(fallbacks: dict[str, int]) -> str:
 
 
 def _report(results: list[BookResult], files: Sequence[Path], stopped: str | None, args: Any, single: bool) -> int:
-    out, err = sys.stdout, sys.stderr
-    if single and results and results[0].status == "failed":
-        r = results[0]
-        why = r.reason.split(": ", 1)[-1]
-        print(f"[litseg_nb] segment: {why if str(r.source) in why else f'{r.source}: {why}'}", file=err)
-        return 2
     done = [r for r in results if r.status in ("done", "skipped")]
     failed = [r for r in results if r.status == "failed"]
-    if single and results and results[0].status in ("done", "skipped"):
-        r = results[0]
+    if single and failed:  # one book: one error line
+        r = failed[0]
+        why = r.reason.split(": ", 1)[-1]
+        print(f"[litseg_nb] segment: {why if str(r.source) in why else f'{r.source}: {why}'}", file=sys.stderr)
+        return 2
+    if single and done:
+        r = done[0]
         fb = (f"; {sum(r.fallbacks.values())} unit(s) fell back ({_fb(r.fallbacks)}; see each chunk's metadata)"
               if r.fallbacks else "; no fallbacks")
-        verb = "already complete, skipped (use --force to redo)" if r.status == "skipped" else ""
         print(f"[litseg_nb] {args.method} ({args.profile}): {r.chunks} chunks over {r.units} unit(s)"
               + (f", {r.sentences} sentences covered" if r.status == "done" else "") + fb
               + (f", {r.llm_calls} LLM call(s)" if r.llm_calls else "")
               + (f"; {r.outside_words} word(s) of the cleaned text are outside the narrative units (front/back "
                  "matter, not chunked: meta outside_units)" if r.outside_words else "")
-              + f" -> {paths_of(r.output)['chunks']}" + (f" ({verb})" if verb else ""),
-              file=out)
+              + f" -> {paths_of(r.output)['chunks']}"
+              + (" (already complete, skipped (use --force to redo))" if r.status == "skipped" else ""))
     elif not single:
         rows = [("book", "status", "units", "chunks", "fallbacks", "LLM calls", "seconds", "output / reason")]
-        for r in results:
-            rows.append((r.source.name, r.status, str(r.units), str(r.chunks), _fb(r.fallbacks), str(r.llm_calls),
-                         f"{r.seconds:.1f}", r.reason if r.status in ("failed", "stopped")
-                         else str(paths_of(r.output)["chunks"])))
+        rows += [(r.source.name, r.status, str(r.units), str(r.chunks), _fb(r.fallbacks), str(r.llm_calls),
+                  f"{r.seconds:.1f}", r.reason if r.status in ("failed", "stopped")
+                  else str(paths_of(r.output)["chunks"])) for r in results]
         widths = [max(len(row[i]) for row in rows) for i in range(7)]
         for row in rows:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[7], file=out)
-        tot_fb: Counter[str] = Counter()
-        for r in results:
-            tot_fb.update(r.fallbacks)
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[7])
+        tot_fb = sum((Counter(r.fallbacks) for r in results), Counter())  # counts are positive: nothing dropped
         print(f"[litseg_nb] {len(files)} book(s): {sum(r.status == 'done' for r in results)} segmented, "
               f"{sum(r.status == 'skipped' for r in results)} already complete, {len(failed)} failed"
               + (f", {len(files) - len(results)} not started" if len(results) < len(files) else "")
               + f"; {sum(r.units for r in done)} units, {sum(r.chunks for r in done)} chunks, "
               f"fallbacks: {_fb(tot_fb)}, {sum(r.llm_calls for r in results)} LLM call(s)"
               + (f"; {sum(r.outside_words for r in done)} word(s) outside the narrative units (front/back matter, "
-                 "not chunked: each book's meta outside_units)" if any(r.outside_words for r in done) else ""),
-              file=out)
+                 "not chunked: each book's meta outside_units)" if any(r.outside_words for r in done) else ""))
         if failed:
-            print(f"[litseg_nb] {len(failed)} book(s) failed:", file=err)
+            print(f"[litseg_nb] {len(failed)} book(s) failed:", file=sys.stderr)
             for r in failed:
-                print(f"  {r.source}: {r.reason}", file=err)
+                print(f"  {r.source}: {r.reason}", file=sys.stderr)
     if stopped:
         partial = [r for r in results if r.status == "stopped" and r.chunks]
         wrote = "".join(f"; the {r.units} finished unit(s) of {r.source.name} written to "
@@ -818,7 +809,7 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
         left = len(files) - len(results) + sum(1 for r in results if r.status == "stopped" and not r.chunks)
         print(f"[litseg_nb] segment stopped: the model backend failed, {stopped}{wrote}"
               + (f"; {left} book(s) not segmented" if left else "")
-              + "; every next book would fail too, so the run stops; rerun to resume", file=err)
+              + "; every next book would fail too, so the run stops; rerun to resume", file=sys.stderr)
         return 1
     if failed:
         return 2 if not done else 1
@@ -830,11 +821,8 @@ def _overrides(args: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in args.set:
         key, value = parse_key_value(item, "--set")
-        node = out
         *parents, leaf = key.strip().split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+        functools.reduce(lambda node, part: node.setdefault(part, {}), parents, out)[leaf] = value
     llm = out.setdefault("llm", {})
     if args.llm_backend:
         llm["backend"] = args.llm_backend
