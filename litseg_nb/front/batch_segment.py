@@ -374,15 +374,14 @@ def _segment_main(args: Any) -> int:
 def _check_ray_options(args: Any) -> None:
     """``--ray``'s address and its sizing options, before any work (the sizing options without ``--ray``
     would be ignored: refused)."""
-    ray = getattr(args, "ray", None)
-    sizing = [(f, getattr(args, a, None)) for f, a in (("--ray-actors", "ray_actors"), ("--ray-cpus", "ray_cpus"),
-                                                        ("--ray-gpus", "ray_gpus"))]
+    ray = args.ray
+    sizing = {"--ray-actors": args.ray_actors, "--ray-cpus": args.ray_cpus, "--ray-gpus": args.ray_gpus}
     if ray is None:
-        given = [f for f, v in sizing if v is not None]
+        given = [f for f, v in sizing.items() if v is not None]
         if given:
             raise SegmentUsageError(f"{', '.join(given)} without --ray would be ignored; add --ray [ADDRESS]")
         return
-    for flag, value in sizing:
+    for flag, value in sizing.items():
         if value is not None and (value != value or value < 0 or (flag != "--ray-gpus" and value < 1)):
             raise SegmentUsageError(f"{flag} {value}: give a positive number")
     if ray not in ("", "local", "auto") and Path(ray).exists():
@@ -426,7 +425,7 @@ class _Run:
         from tqdm.auto import tqdm
 
         self.args, self.cfg, self.spec, self.fingerprint = args, cfg, spec, fingerprint
-        self.on_ray = getattr(args, "ray", None) is not None
+        self.on_ray = args.ray is not None
         self.todo = list(zip(files, bases))
         self.results: list[BookResult] = []
         self.stopped: str | None = None

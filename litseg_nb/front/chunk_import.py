@@ -9,6 +9,7 @@ which also marks the set as imported); an import never replaces a method's or a 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -24,9 +25,6 @@ from ..rag.config import RagConfig
 from ..core.artifacts import artifact_dir
 from ..core.safe_io import OutputsNotWritable, ensure_writable, write_json_atomic
 
-READERS = (".jsonl", ".json", ".csv", ".parquet", ".xlsx")
-
-
 # --------------------------------------------------------------------------- reading
 def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list[str], int]:
     """Chunk texts of ``path`` (JSONL, JSON, CSV, parquet, xlsx) in file order, and the number of empty rows skipped."""
@@ -36,19 +34,13 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
     if not path.is_file():
         raise ChunkImportError(f"chunk file {path} does not exist")
     suf = path.suffix.lower()
+    readers = {".jsonl": lambda p: pd.DataFrame.from_records(_jsonl_rows(p)), ".json": pd.read_json,
+               ".csv": lambda p: pd.read_csv(p, keep_default_na=False), ".parquet": pd.read_parquet,
+               ".xlsx": lambda p: pd.read_excel(p, engine="openpyxl")}
+    if suf not in readers:
+        raise ChunkImportError(f"{path}: unsupported format {suf!r}; expected one of {', '.join(readers)}")
     try:
-        if suf == ".jsonl":
-            df = pd.DataFrame.from_records(_jsonl_rows(path))
-        elif suf == ".json":
-            df = pd.read_json(path)
-        elif suf == ".csv":
-            df = pd.read_csv(path, keep_default_na=False)
-        elif suf == ".parquet":
-            df = pd.read_parquet(path)
-        elif suf == ".xlsx":
-            df = pd.read_excel(path, engine="openpyxl")
-        else:
-            raise ChunkImportError(f"{path}: unsupported format {suf!r}; expected one of {', '.join(READERS)}")
+        df = readers[suf](path)
     except ChunkImportError:
         raise
     except Exception as e:  # pandas/openpyxl parse errors: name the file
@@ -164,12 +156,10 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
         report_path = out.with_suffix(".import.json")
         books: dict[str, Any] = {}
         if report_path.is_file():
-            try:
+            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):  # an unreadable report: anew
                 old = json.loads(report_path.read_text(encoding="utf-8"))
                 books = dict(old.get("books") or {old["book_id"]: {k: v for k, v in old.items() if k != "books"}})
-            except (ValueError, KeyError, TypeError, AttributeError):
-                books = {}
-        books = {k: v for k, v in books.items() if k != book_id}
+        books.pop(book_id, None)
         books[book_id] = rep.to_dict()
         write_json_atomic(report_path, {**rep.to_dict(), "books": books}, indent=1)  # first: marks the set imported
         save_chunks(out, chunks_all)

@@ -50,43 +50,37 @@ VLLM_CLI = REPO_ROOT / "scripts" / "vllm_cpu_cli.py"
 ENGINE_CHECK = REPO_ROOT / "scripts" / "vllm_engine_check.py"
 
 
-def _tiny_xlmr(kind: str):
-    import torch
-    from transformers import AutoTokenizer, XLMRobertaConfig, XLMRobertaForSequenceClassification, XLMRobertaModel
+def _tiny_xlmr_dir(kind: str, name: str) -> Path:
+    """A tiny random XLM-RoBERTa (offline WordPiece vocabulary), saved once: ``m3`` a BGE-M3 folder (dense +
+    ColBERT + sparse heads, 8192 tokens), else a cross-encoder (one logit) shaped like bge-reranker-v2-m3."""
+    def build(tmp: Path) -> None:
+        import torch
+        from transformers import AutoTokenizer, XLMRobertaConfig, XLMRobertaForSequenceClassification, XLMRobertaModel
 
-    tok = AutoTokenizer.from_pretrained(str(packaged_model_dir("all-MiniLM-L6-v2")))  # offline WordPiece
-    tok.model_max_length = TINY_ENCODER["max_position_embeddings"] - 2
-    conf = XLMRobertaConfig(vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
-                            eos_token_id=tok.sep_token_id, num_labels=1, **TINY_ENCODER)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(TINY_SEED)
-        model = XLMRobertaModel(conf) if kind == "m3" else XLMRobertaForSequenceClassification(conf)
-        heads = (torch.nn.Linear(conf.hidden_size, conf.hidden_size), torch.nn.Linear(conf.hidden_size, 1))
-    return tok, model, heads
+        tok = AutoTokenizer.from_pretrained(str(packaged_model_dir("all-MiniLM-L6-v2")))  # offline WordPiece
+        tok.model_max_length = TINY_ENCODER["max_position_embeddings"] - 2
+        conf = XLMRobertaConfig(vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
+                                eos_token_id=tok.sep_token_id, num_labels=1, **TINY_ENCODER)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(TINY_SEED)
+            model = XLMRobertaModel(conf) if kind == "m3" else XLMRobertaForSequenceClassification(conf)
+            colbert, sparse = (torch.nn.Linear(conf.hidden_size, conf.hidden_size),
+                               torch.nn.Linear(conf.hidden_size, 1))
+        model.save_pretrained(str(tmp))
+        tok.save_pretrained(str(tmp))
+        if kind == "m3":
+            torch.save(colbert.state_dict(), tmp / "colbert_linear.pt")
+            torch.save(sparse.state_dict(), tmp / "sparse_linear.pt")
+
+    return _build_once(models_dir() / f"tiny-{name}-{TINY_REVISION}", build)
 
 
 def tiny_bge_m3_dir() -> Path:
-    """A tiny random XLM-RoBERTa saved as a BGE-M3 folder (dense + ColBERT + sparse heads, 8192 tokens)."""
-    def build(tmp: Path) -> None:
-        import torch
-
-        tok, model, (colbert, sparse) = _tiny_xlmr("m3")
-        model.save_pretrained(str(tmp))
-        tok.save_pretrained(str(tmp))
-        torch.save(colbert.state_dict(), tmp / "colbert_linear.pt")
-        torch.save(sparse.state_dict(), tmp / "sparse_linear.pt")
-
-    return _build_once(models_dir() / f"tiny-bge-m3-{TINY_REVISION}", build)
+    return _tiny_xlmr_dir("m3", "bge-m3")
 
 
 def tiny_reranker_dir() -> Path:
-    """A tiny random XLM-RoBERTa cross-encoder (one logit), shaped like bge-reranker-v2-m3."""
-    def build(tmp: Path) -> None:
-        tok, model, _ = _tiny_xlmr("reranker")
-        model.save_pretrained(str(tmp))
-        tok.save_pretrained(str(tmp))
-
-    return _build_once(models_dir() / f"tiny-bge-reranker-{TINY_REVISION}", build)
+    return _tiny_xlmr_dir("reranker", "bge-reranker")
 
 
 #: the notebooks, and the engines each one runs in the rehearsal (as in `full`)
@@ -189,11 +183,9 @@ def start_server(python: str, model_dir: str, served: str, log_path: Path, timeo
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"vllm serve exited with {proc.returncode}: {log_path}\n{log_path.read_text()[-3000:]}")
-        try:
+        with contextlib.suppress(httpx.HTTPError):
             if httpx.get(base + "/health", timeout=2.0).status_code == 200:
                 return proc, base + "/v1"
-        except httpx.HTTPError:
-            pass
         if time.time() - t0 > timeout_s:
             stop_server(proc)
             raise RuntimeError(f"vllm serve not healthy after {timeout_s:.0f}s: {log_path}")
