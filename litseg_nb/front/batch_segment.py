@@ -49,8 +49,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import urlsplit
 
+from .. import api
 from ..config import ConfigError
+from ..core import cache, safe_io, schema
 from ..llm.request_cache import cache_report
 from ..core.cache import hash_file, hash_obj
 from ..api import check_count, count_fallbacks, iter_segment, segment_config
@@ -167,13 +170,10 @@ def _read_meta(base: Path) -> Any:
 
 def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
     """The outputs at ``base`` are a finished run of this input with these settings and this code."""
-    # deferred: tests patch litseg_nb.core.cache.code_version (read at call time)
-    from ..core.cache import code_version
-
     p, meta = paths_of(base), _read_meta(base)
     if meta is None or not (meta.get("format") == FORMAT and meta.get("complete") is True
                             and meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint
-                            and meta.get("code") == code_version()):
+                            and meta.get("code") == cache.code_version()):
         return False
     return all(p[k].is_file() and hash_file(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text"))
 
@@ -204,18 +204,13 @@ def _existing_foreign(base: Path, input_sha: str, fingerprint: str) -> Path | No
 # ------------------------------------------------------------------ one book
 def _write_book(base: Path, book: Any, chunks: list[Any], meta: dict[str, Any]) -> None:
     """Chunks, cleaned text, then the meta file (last, so a complete meta means complete outputs)."""
-    # deferred: tests patch litseg_nb.core.safe_io.write_text_atomic (read at call time)
-    from ..core.safe_io import write_json_atomic, write_text_atomic
-    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
-    from ..core.schema import save_chunks
-
     p = paths_of(base)
     # a claim first: a run killed while writing leaves "complete": false, redone on the rerun
-    write_json_atomic(p["meta"], {**meta, "complete": False}, indent=1, ensure_ascii=False)
-    save_chunks(p["chunks"], chunks)  # atomic (safe_io)
-    write_text_atomic(p["text"], book.text)
+    safe_io.write_json_atomic(p["meta"], {**meta, "complete": False}, indent=1, ensure_ascii=False)
+    schema.save_chunks(p["chunks"], chunks)  # atomic (safe_io)
+    safe_io.write_text_atomic(p["text"], book.text)
     meta["files"] = {"chunks": hash_file(p["chunks"]), "text": hash_file(p["text"])}
-    write_json_atomic(p["meta"], meta, indent=1, ensure_ascii=False)
+    safe_io.write_json_atomic(p["meta"], meta, indent=1, ensure_ascii=False)
 
 
 def raw_offsets(book: Any, raw: str) -> list[int]:
@@ -290,8 +285,6 @@ def _add_raw_spans(book: Any, chunks: list[Any]) -> int:
 def _server_name(cfg: Any) -> str:
     llm = cfg.llm
     if llm.backend == "openai":
-        from urllib.parse import urlsplit
-
         urls = [f"{s.scheme}://{s.hostname or ''}{':' + str(s.port) if s.port else ''}{s.path}"
                 for s in map(urlsplit, llm.base_urls)]
         return f"openai server {', '.join(urls)} (model {llm.model})"
@@ -494,11 +487,8 @@ class _Run:
 
     # ---- the in-process executor
     def _in_process(self) -> None:
-        # deferred: tests patch litseg_nb.api.checkpoint_units (read at call time)
-        from ..api import checkpoint_units
-
         pooled = not self.spec.whole_input(self.cfg)  # LitSeg calibrating: one book at a time
-        size = checkpoint_units(self.cfg, self.spec.needs_llm)
+        size = api.checkpoint_units(self.cfg, self.spec.needs_llm)
         while True:
             while self.todo and (len(self.queue) < size if pooled else not self.queue):
                 self._open_next()
@@ -511,21 +501,18 @@ class _Run:
                 self._run_batch(batch, whole_book=True)
 
     def _open_next(self) -> None:
-        # deferred: tests patch litseg_nb.api.prepare_book (read at call time)
-        from ..api import build_models, prepare_book, segment_items
-
         opened = self._open(*self.todo.pop(0))
         if opened is None:
             return
         res, input_sha, t0 = opened
         try:
-            book = prepare_book(res.source, self.cfg)
-            items = segment_items(book, self.args.max_units)
+            book = api.prepare_book(res.source, self.cfg)
+            items = api.segment_items(book, self.args.max_units)
         except BOOK_ERRORS as exc:
             self._fail(res, exc, t0)
             return
         if self.backend is None and self.embedder is None:
-            self.backend, self.embedder = build_models(self.spec, self.cfg)  # LLMError: stops the run
+            self.backend, self.embedder = api.build_models(self.spec, self.cfg)  # LLMError: stops the run
         res.units = len(items)
         b = _Book(res, book, input_sha, t0, _book_calls(self.backend, book.book_id), left=len(items))
         self.active.append(b)
@@ -600,10 +587,7 @@ class _Run:
         clean = book.meta.get("clean", {})
         outside = outside_units(book)
         res.outside_words = sum(w for *_, w in outside)
-        # deferred: tests patch litseg_nb.core.cache.code_version (read at call time)
-        from ..core.cache import code_version
-
-        meta = {"format": FORMAT, "complete": complete, "code": code_version(), "input": str(res.source),
+        meta = {"format": FORMAT, "complete": complete, "code": cache.code_version(), "input": str(res.source),
                 "input_sha256": input_sha, "settings": self.fingerprint, "method": args.method, "profile": args.profile,
                 "options": redact_obj(_overrides(args)),  # server addresses without their secrets
                 "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
@@ -699,18 +683,15 @@ class BookSegmenter:
         self.backend = self.embedder = None
 
     def segment(self, path: str) -> BookOutcome:
-        # deferred: tests patch litseg_nb.api.prepare_book (read at call time)
-        from ..api import build_models, checkpoint_units, prepare_book, segment_items
-
         t0 = time.perf_counter()
         book, chunks, calls0 = None, [], 0
         try:
             if self.backend is None and self.embedder is None:
-                self.backend, self.embedder = build_models(self.spec, self.cfg)
-            book = prepare_book(Path(path), self.cfg)
-            items = segment_items(book, self.max_units)
+                self.backend, self.embedder = api.build_models(self.spec, self.cfg)
+            book = api.prepare_book(Path(path), self.cfg)
+            items = api.segment_items(book, self.max_units)
             calls0 = _book_calls(self.backend, book.book_id)
-            size = None if self.spec.whole_input(self.cfg) else checkpoint_units(self.cfg, self.spec.needs_llm)
+            size = None if self.spec.whole_input(self.cfg) else api.checkpoint_units(self.cfg, self.spec.needs_llm)
             for part in iter_segment(self.spec, items, self.cfg, self.backend, self.embedder, batch_units=size):
                 chunks.extend(part)
         except (LLMError, EmbeddingError) as exc:

@@ -19,6 +19,7 @@ from typing import Any
 from ..api import load_text
 from ..core.chunk_align import ChunkImportError, ImportReport, import_chunks
 from ..chunk_sets import METHOD_ORDER, chunk_set_path
+from ..core import schema
 from ..core.schema import Book, Chunk, load_chunks
 from ..corpus import load_corpus
 from ..rag.config import RagConfig
@@ -129,9 +130,6 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
                       profile: str = "smoke", min_score: float = 0.8, book: Book | None = None,
                       save: bool = True) -> tuple[list[Chunk], ImportReport]:
     """Read, align and (``save``) write the set and its report (module docstring); ``book`` skips loading it."""
-    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
-    from ..core.schema import save_chunks
-
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+@-]*", name):
         raise ChunkImportError(f"chunk set name {name!r}: use letters, digits and _ . + @ - only")
     if not 0.0 < min_score <= 1.0:
@@ -162,7 +160,7 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
         books.pop(book_id, None)
         books[book_id] = rep.to_dict()
         write_json_atomic(report_path, {**rep.to_dict(), "books": books}, indent=1)  # first: marks the set imported
-        save_chunks(out, chunks_all)
+        schema.save_chunks(out, chunks_all)
     return chunks, rep
 
 

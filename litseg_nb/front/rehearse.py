@@ -37,7 +37,9 @@ from ..litseg.config import LitSegConfig
 from ..llm import SamplingParams, make_backend
 from ..llm.embeddings import load_embedder, packaged_model_dir
 from ..llm.models import SMOLLM2, _build_once, load_model_and_tokenizer, models_dir, smollm2_dir
+from ..rag import rerank
 from ..rag.config import RagConfig
+from . import params
 from .params import NOTEBOOK_CONFIGS
 
 TINY_ENCODER = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
@@ -148,12 +150,10 @@ def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2
     notebook may build any of them inside)."""
     # deferred: loads nbformat (not loaded by importing this module)
     from .runner import discover_notebooks
-    # deferred: tests patch params.stage_config_classes (read at call time)
-    from .params import stage_config_classes
 
     (nb,) = discover_notebooks([number])
     classes = [NOTEBOOK_CONFIGS[nb.stem].config_class()] if nb.stem in NOTEBOOK_CONFIGS else []
-    classes += [c for c in stage_config_classes() if c not in classes]
+    classes += [c for c in params.stage_config_classes() if c not in classes]
     return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker, llm_model)]
 
 
@@ -248,13 +248,10 @@ def _piece(part: str, engine: str, check: Any) -> dict[str, Any]:
 def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
     """The cheap pieces: FlagEmbedding, VLLMBackend, the OpenAI backend against a `vllm serve` judge."""
     def flag() -> tuple[bool, str]:
-        # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
-        from ..rag.rerank import make_reranker
-
         emb = load_embedder(EmbeddingConfig(backend="flagembedding", model=str(tiny_bge_m3_dir()), device="cpu",
                                             max_passage_tokens=8192), use_cache=False)
         vec = emb.encode(["a passage " * 700])
-        rr = make_reranker("flagembedding", flag_model=str(tiny_reranker_dir()), device="cpu")
+        rr = rerank.make_reranker("flagembedding", flag_model=str(tiny_reranker_dir()), device="cpu")
         rr.score("t", "q?", ["a passage"])
         return True, f"dim {vec.shape[1]}, passage limit {emb.model.passage_max_length}, reranker {rr.max_length}"
 
@@ -483,12 +480,9 @@ def _no_sets() -> Iterator[None]:
 @functools.cache
 def full_models() -> set[str]:
     """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config)."""
-    # deferred: tests patch params.stage_config_classes (read at call time)
-    from .params import stage_config_classes
-
     names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
     with _no_sets(), suspended():
-        for cls in stage_config_classes():
+        for cls in params.stage_config_classes():
             names |= {v for k, v in _flatten(cls.for_profile("full").to_dict())
                       if re.search(r"(^|[._])model$", k) and isinstance(v, str) and v}
     return names
