@@ -109,12 +109,10 @@ def probe(address: RayAddress, connect_timeout_s: float = 5.0) -> None:
     if address.kind not in ("gcs", "client"):
         return
     try:
-        with socket.create_connection((address.host, address.port), timeout=connect_timeout_s):
-            pass
+        socket.create_connection((address.host, address.port), timeout=connect_timeout_s).close()
     except OSError as exc:
-        why = exc.strerror or type(exc).__name__
-        if isinstance(exc, socket.timeout):
-            why = f"no answer within {connect_timeout_s:g}s"
+        why = (f"no answer within {connect_timeout_s:g}s" if isinstance(exc, socket.timeout)
+               else exc.strerror or type(exc).__name__)
         raise RayUnreachable(f"Ray cluster {address} is unreachable ({why}); start it with "
                              "`ray start --head` or give another --ray address") from None
 

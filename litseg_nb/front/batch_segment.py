@@ -353,7 +353,8 @@ def _segment_main(args: Any) -> int:
     try:
         run.go()
     finally:
-        run.close_bars()
+        run.ubar.close()
+        run.bar.close()
     code = _report(run.results, files, run.stopped, args, single)
     # how many replies the request cache served (a warm cache is never silent): stdout, so that a failed
     # run's stderr is its one error line
@@ -429,10 +430,6 @@ class _Run:
         self.bar = tqdm(total=len(files), desc=f"segment {args.method}{' (ray)' if self.on_ray else ''}", unit="book",
                         disable=len(files) < 2, delay=1)
         self.ubar = tqdm(total=0, desc="units", unit="unit", leave=False, delay=1, disable=self.on_ray)
-
-    def close_bars(self) -> None:
-        self.ubar.close()
-        self.bar.close()
 
     def go(self) -> None:
         if self.on_ray:

@@ -121,9 +121,8 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
         if (isinstance(tv, (int, float)) and not isinstance(tv, bool)) or path in _DATA_PATHS:
             out[path] = tv
     hints = cls.for_profile("full")
-    for role in ("llm", "judge_llm", "rater_llm", "rater2_llm"):  # every LLM role (05's judge, 06/07's raters)
-        if not hasattr(hints, role):
-            continue
+    # every LLM role (05's judge, 06/07's raters)
+    for role in [r for r in ("llm", "judge_llm", "rater_llm", "rater2_llm") if hasattr(hints, r)]:
         out.update({f"{role}.model": llm_model, f"{role}.dtype": "float32", f"{role}.device": "cpu"})
         if getattr(hints, role).backend == "vllm":
             out.update({f"{role}.max_model_len": 8192, f"{role}.engine": dict(CPU_ENGINE)})
@@ -375,10 +374,9 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
             server, url = start_server(python, str(smollm2_dir()), SMOLLM2, work / "judge_server.log")
             env["LITSEG_JUDGE_URLS"] = env["LITSEG_RATER_URLS"] = env["LITSEG_RATER2_URLS"] = url
         for n in numbers:
-            sets = notebook_sets(n, m3, rr)
             cmd = [python, "-m", "litseg_nb", "run", "--profile", "full", "--only", n]
-            for k, v in sets:
-                cmd += ["--set", f"{k}={v if isinstance(v, str) else repr(v)}"]
+            cmd += [x for k, v in notebook_sets(n, m3, rr)
+                    for x in ("--set", f"{k}={v if isinstance(v, str) else repr(v)}")]
             engines_file = work / f"engines_{n}.json"
             engines_file.unlink(missing_ok=True)
             t0 = time.perf_counter()
@@ -762,8 +760,6 @@ def rehearsal_quantities() -> dict[str, float]:
 def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model_len: int = 32768,
                     rehearsal: Mapping[str, float] | None = None) -> str:
     """The Markdown the command prints: the scaled table and the engines' memory per card, and the inputs."""
-    import pandas as pd
-
     if not Path(rows_path).is_file():
         raise UsageError(f"rehearse --estimate: {rows_path} not found; run `python -m litseg_nb rehearse` first "
                          f"(its per-notebook counts are what the estimate scales)")
@@ -780,8 +776,6 @@ def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model
              f"rehearsal sizes: {', '.join(f'{k} {v:,.0f}' for k, v in reh.items())}; full sizes: "
              + ", ".join(f"{k} {v:,.0f}" for k, v in full.items())]
     for card in cards:
-        parts.append(f"\n### one {card} GB GPU\n")
-        parts.append(pd.DataFrame(estimate(rows, scales, card)).astype(object).fillna("").to_markdown(index=False))
-        parts.append("")
-        parts.append(pd.DataFrame(engine_memory(card, max_model_len)).astype(object).fillna("").to_markdown(index=False))
+        parts += [f"\n### one {card} GB GPU\n", format_table(estimate(rows, scales, card)), "",
+                  format_table(engine_memory(card, max_model_len))]
     return "\n".join(parts)
