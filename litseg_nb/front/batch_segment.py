@@ -652,10 +652,9 @@ class _Run:
             return
         if out.status == "stopped":  # the server (or embedder) died: its finished units are written, incomplete
             self._stop(out.reason)
+            res.status, res.reason = "stopped", out.reason
         if out.status == "done" or out.chunks:
             self._finish(res, out.book, out.chunks, input_sha, out.status == "done", out.calls)
-        if out.status == "stopped":
-            res.status, res.reason = "stopped", out.reason
         self.bar.update(1)
 
 
