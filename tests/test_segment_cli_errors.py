@@ -11,6 +11,7 @@ import re
 import shutil
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,10 +35,35 @@ def paths_of(base):  # imported here: the module is new, the tests must fail on 
     return p(base)
 
 
-def verify_outputs(base):
-    from litseg_nb.front.batch_segment import verify_outputs as v
+def verify_outputs(base: Path) -> dict[str, Any]:
+    """Re-read one book's outputs and check them: each span slices the chunk's main text, each raw span holds
+    its words, every sentence of every unit lies in a chunk. Counts, and ``ok`` when all of it holds."""
+    from litseg_nb.core.schema import load_chunks
 
-    return v(base)
+    p = paths_of(base)
+    meta = json.loads(p["meta"].read_text(encoding="utf-8"))
+    text = p["text"].read_text(encoding="utf-8")
+    raw = Path(meta["input"]).read_text(encoding=meta["encoding"]) if meta.get("encoding") else None
+    chunks = load_chunks(p["chunks"])
+    n = span_ok = raw_ok = raw_none = 0
+    for c in chunks:
+        if not c.is_source_span:
+            continue
+        n += 1
+        span_ok += "".join(text[a:b] for a, b in c.spans).strip() == c.main_text.strip()
+        rs = c.metadata.get("raw_spans")
+        if raw is None or not rs:
+            raw_none += 1
+            continue
+        raw_ok += " ".join(" ".join(raw[a:b] for a, b in rs).split()) == " ".join(c.main_text.split())
+    covered: dict[str, set[int]] = {}
+    for c in chunks:
+        covered.setdefault(c.unit_id, set()).update(range(c.from_idx, c.to_idx + 1))
+    uncovered = [u["unit_id"] for u in meta["units"]
+                 if not covered.get(u["unit_id"], set()) >= set(range(1, u["sentences"] + 1))]
+    return {"chunks": n, "spans_exact": span_ok, "raw_spans_exact": raw_ok, "raw_spans_missing": raw_none,
+            "units": meta["n_units"], "units_not_covered": uncovered,
+            "ok": n == span_ok == raw_ok and not raw_none and not uncovered}
 
 
 def _story(folder: Path, name: str = "story.txt", text: str = PLAIN) -> Path:

@@ -65,18 +65,15 @@ def parse_address(value: str | None) -> RayAddress:
     if value is None:
         return RayAddress(LOCAL)
     shown = redact_url(value) if "://" in value else redact_url("x://" + value)[4:]  # secrets out of the message
-    raw = str(value)
-    if raw != raw.strip() or any(ord(ch) < 32 for ch in raw):
+    if value != value.strip() or any(ord(ch) < 32 for ch in value):
         raise RayAddressError(f"--ray {shown!r}: an address has no blanks or control characters")
-    if raw == "":
+    if value == "":
         raise RayAddressError("--ray '': give local, auto, HOST:PORT or ray://HOST:PORT (or leave the value out: local)")
-    if raw == LOCAL:
-        return RayAddress(LOCAL)
-    if raw == AUTO:
-        return RayAddress(AUTO)
-    kind, rest = "gcs", raw
-    if "://" in raw:
-        scheme, rest = raw.split("://", 1)
+    if value in (LOCAL, AUTO):
+        return RayAddress(value)
+    kind, rest = "gcs", value
+    if "://" in value:
+        scheme, rest = value.split("://", 1)
         if scheme != "ray":
             raise RayAddressError(f"--ray {shown}: a cluster address is HOST:PORT (the head's GCS) or "
                                   f"ray://HOST:PORT (Ray Client), not a {scheme}:// URL")
@@ -112,12 +109,10 @@ def probe(address: RayAddress, connect_timeout_s: float = 5.0) -> None:
     if address.kind not in ("gcs", "client"):
         return
     try:
-        with socket.create_connection((address.host, address.port), timeout=connect_timeout_s):
-            pass
+        socket.create_connection((address.host, address.port), timeout=connect_timeout_s).close()
     except OSError as exc:
-        why = exc.strerror or type(exc).__name__
-        if isinstance(exc, socket.timeout):
-            why = f"no answer within {connect_timeout_s:g}s"
+        why = (f"no answer within {connect_timeout_s:g}s" if isinstance(exc, socket.timeout)
+               else exc.strerror or type(exc).__name__)
         raise RayUnreachable(f"Ray cluster {address} is unreachable ({why}); start it with "
                              "`ray start --head` or give another --ray address") from None
 
@@ -160,11 +155,6 @@ TASK_ENV = ("LITSEG_CACHE_DIR", "LITSEG_DATA_DIR", "LITSEG_MODELS_DIR", "LITSEG_
             "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def task_env() -> dict[str, str]:
-    """The driver's variables of :data:`TASK_ENV` that are set."""
-    return {k: os.environ[k] for k in TASK_ENV if k in os.environ}
-
-
 def run_on_actors(ray: Any, worker: type, init: tuple[Any, ...], n: int, jobs: Sequence[Any],
                   call: Callable[[Any, Any], Any], on_result: Callable[[Any, Any], None],
                   on_death: Callable[[Any, BaseException], None], *, name: str, num_gpus: float = 0,
@@ -179,7 +169,7 @@ def run_on_actors(ray: Any, worker: type, init: tuple[Any, ...], n: int, jobs: S
     from ray.exceptions import ObjectLostError, RayActorError, RayTaskError, WorkerCrashedError
 
     opts: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0,
-                            "runtime_env": {"env_vars": task_env()}}
+                            "runtime_env": {"env_vars": {k: os.environ[k] for k in TASK_ENV if k in os.environ}}}
     if num_gpus:
         opts["num_gpus"] = num_gpus
     Actor = ray.remote(**opts)(worker)

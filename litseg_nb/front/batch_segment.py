@@ -41,6 +41,7 @@ import functools
 import glob as _glob
 from bisect import bisect_right
 import hashlib
+import itertools
 import json
 import sys
 import time
@@ -48,8 +49,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import urlsplit
 
+from .. import api
 from ..config import ConfigError
+from ..core import cache, safe_io, schema
 from ..llm.request_cache import cache_report
 from ..core.cache import hash_file, hash_obj
 from ..api import check_count, count_fallbacks, iter_segment, segment_config
@@ -62,7 +66,6 @@ from ..llm.request_cache import CachedBackend
 from ..llm.embeddings import EmbeddingError
 from ..llm.base import LLMError
 from .params import parse_key_value
-from ..core.schema import load_chunks
 from ..redact import redact_obj
 from ..chunkers.library import check_options as check_library_options
 from ..chunkers.library import is_library_method
@@ -140,9 +143,7 @@ def output_bases(files: Sequence[Path], method: str, output: Path | None, defaul
     folder = output if output is not None else default_dir
     if folder.exists() and not folder.is_dir():
         raise SegmentUsageError(f"-o {folder}: with several inputs -o must be a folder")
-    stems: dict[str, int] = {}
-    for f in files:
-        stems[f.stem] = stems.get(f.stem, 0) + 1
+    stems = Counter(f.stem for f in files)
     always_hash = output is None  # the shared default folder: inputs of other runs must not collide
     names = [f"{f.stem}-{_path_hash(f)}" if always_hash or stems[f.stem] > 1 else f.stem for f in files]
     return [folder / f"{n}.{method}" for n in names]
@@ -160,18 +161,19 @@ def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_unit
     return hash_obj({"method": method, "profile": profile, "options": opts, "max_units": max_units})[:16]
 
 
+def _read_meta(base: Path) -> Any:
+    try:
+        return json.loads(paths_of(base)["meta"].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
     """The outputs at ``base`` are a finished run of this input with these settings and this code."""
-    # deferred: tests patch litseg_nb.core.cache.code_version (read at call time)
-    from ..core.cache import code_version
-
-    p = paths_of(base)
-    try:
-        meta = json.loads(p["meta"].read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not (meta.get("format") == FORMAT and meta.get("complete") is True and meta.get("input_sha256") == input_sha
-            and meta.get("settings") == fingerprint and meta.get("code") == code_version()):
+    p, meta = paths_of(base), _read_meta(base)
+    if meta is None or not (meta.get("format") == FORMAT and meta.get("complete") is True
+                            and meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint
+                            and meta.get("code") == cache.code_version()):
         return False
     return all(p[k].is_file() and hash_file(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text"))
 
@@ -192,34 +194,23 @@ def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
 
 def _existing_foreign(base: Path, input_sha: str, fingerprint: str) -> Path | None:
     """An existing output file at ``base`` that is no (complete or partial) run of this input and settings."""
-    p = paths_of(base)
-    present = [x for x in p.values() if x.exists()]
-    if not present:
-        return None
-    try:
-        meta = json.loads(p["meta"].read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return present[0]
-    if meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint:
+    present = [x for x in paths_of(base).values() if x.exists()]
+    meta = _read_meta(base)
+    if meta is not None and meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint:
         return None  # an earlier (maybe interrupted) run of the same book: redo it
-    return present[0]
+    return present[0] if present else None
 
 
 # ------------------------------------------------------------------ one book
 def _write_book(base: Path, book: Any, chunks: list[Any], meta: dict[str, Any]) -> None:
     """Chunks, cleaned text, then the meta file (last, so a complete meta means complete outputs)."""
-    # deferred: tests patch litseg_nb.core.safe_io.write_text_atomic (read at call time)
-    from ..core.safe_io import write_json_atomic, write_text_atomic
-    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
-    from ..core.schema import save_chunks
-
     p = paths_of(base)
     # a claim first: a run killed while writing leaves "complete": false, redone on the rerun
-    write_json_atomic(p["meta"], {**meta, "complete": False}, indent=1, ensure_ascii=False)
-    save_chunks(p["chunks"], chunks)  # atomic (safe_io)
-    write_text_atomic(p["text"], book.text)
+    safe_io.write_json_atomic(p["meta"], {**meta, "complete": False}, indent=1, ensure_ascii=False)
+    schema.save_chunks(p["chunks"], chunks)  # atomic (safe_io)
+    safe_io.write_text_atomic(p["text"], book.text)
     meta["files"] = {"chunks": hash_file(p["chunks"]), "text": hash_file(p["text"])}
-    write_json_atomic(p["meta"], meta, indent=1, ensure_ascii=False)
+    safe_io.write_json_atomic(p["meta"], meta, indent=1, ensure_ascii=False)
 
 
 def raw_offsets(book: Any, raw: str) -> list[int]:
@@ -229,14 +220,11 @@ def raw_offsets(book: Any, raw: str) -> list[int]:
     out = [-1] * len(book.text)
     if not book.source_map or len(book.source_map) != len(book.paragraphs):
         return out
-    starts = [0]
-    for line in raw.split("\n"):
-        starts.append(starts[-1] + len(line) + 1)
+    starts = [0, *itertools.accumulate(len(line) + 1 for line in raw.split("\n"))]
     text = book.text
     for (ps, pe), (la, lb) in zip(book.paragraphs, book.source_map):
         r, r_end = starts[la], starts[lb] - 1
         mapped = []
-        ok = True
         for c in range(ps, pe):
             ch = text[c]
             if ch.isspace():
@@ -247,42 +235,31 @@ def raw_offsets(book: Any, raw: str) -> list[int]:
             if r >= r_end or raw[r] != ch:
                 j = raw.find(ch, r, r_end)  # characters the cleaning dropped: skip them
                 if j < 0:
-                    ok = False
                     break
                 r = j
             mapped.append(r)
             r += 1
-        if ok:
+        else:
             out[ps:pe] = mapped
     return out
-
-
-def raw_span(offsets: Sequence[int], text: str, start: int, end: int) -> tuple[int, int] | None:
-    """The raw-file span of cleaned span ``[start, end)`` (its first and last non-space character)."""
-    a, b = start, end
-    while a < b and text[a].isspace():
-        a += 1
-    while b > a and text[b - 1].isspace():
-        b -= 1
-    if a >= b or offsets[a] < 0 or offsets[b - 1] < 0:
-        return None
-    return offsets[a], offsets[b - 1] + 1
 
 
 def raw_spans(book: Any, offsets: Sequence[int], start: int, end: int,
               starts: Sequence[int]) -> list[tuple[int, int]] | None:
     """The raw-file spans of cleaned span ``[start, end)``, one per paragraph it touches (between paragraphs
-    the file may hold matter the cleaning dropped); None if a piece cannot be mapped."""
+    the file may hold matter the cleaning dropped), each from its first to its last non-space character; None if
+    a piece cannot be mapped."""
     paras = book.paragraphs or [(0, len(book.text))]
     i = max(0, bisect_right(starts, start) - 1)
     out = []
     while i < len(paras) and paras[i][0] < end:
         a, b = max(start, paras[i][0]), min(end, paras[i][1])
-        if a < b and book.text[a:b].strip():
-            span = raw_span(offsets, book.text, a, b)
-            if span is None:
+        piece = book.text[a:b]
+        if piece.strip():
+            a, b = a + len(piece) - len(piece.lstrip()), b - len(piece) + len(piece.rstrip())
+            if offsets[a] < 0 or offsets[b - 1] < 0:
                 return None
-            out.append(span)
+            out.append((offsets[a], offsets[b - 1] + 1))
         i += 1
     return out or None
 
@@ -299,11 +276,8 @@ def _add_raw_spans(book: Any, chunks: list[Any]) -> int:
         if not c.is_source_span:
             continue
         pieces = [raw_spans(book, offsets, a, b, starts) for a, b in c.spans]
-        if any(p is None for p in pieces):
-            missing += 1
-            c.metadata["raw_spans"] = None
-        else:
-            c.metadata["raw_spans"] = [list(s) for p in pieces for s in p]
+        missing += None in pieces
+        c.metadata["raw_spans"] = None if None in pieces else [list(s) for p in pieces for s in p]
     return missing
 
 
@@ -311,13 +285,8 @@ def _add_raw_spans(book: Any, chunks: list[Any]) -> int:
 def _server_name(cfg: Any) -> str:
     llm = cfg.llm
     if llm.backend == "openai":
-        from urllib.parse import urlsplit
-
-        urls = []
-        for u in llm.base_urls:
-            s = urlsplit(u)
-            host = s.hostname or ""
-            urls.append(f"{s.scheme}://{host}{':' + str(s.port) if s.port else ''}{s.path}")
+        urls = [f"{s.scheme}://{s.hostname or ''}{':' + str(s.port) if s.port else ''}{s.path}"
+                for s in map(urlsplit, llm.base_urls)]
         return f"openai server {', '.join(urls)} (model {llm.model})"
     return f"{llm.backend} backend (model {llm.model})"
 
@@ -384,7 +353,8 @@ def _segment_main(args: Any) -> int:
     try:
         run.go()
     finally:
-        run.close_bars()
+        run.ubar.close()
+        run.bar.close()
     code = _report(run.results, files, run.stopped, args, single)
     # how many replies the request cache served (a warm cache is never silent): stdout, so that a failed
     # run's stderr is its one error line
@@ -398,15 +368,14 @@ def _segment_main(args: Any) -> int:
 def _check_ray_options(args: Any) -> None:
     """``--ray``'s address and its sizing options, before any work (the sizing options without ``--ray``
     would be ignored: refused)."""
-    ray = getattr(args, "ray", None)
-    sizing = [(f, getattr(args, a, None)) for f, a in (("--ray-actors", "ray_actors"), ("--ray-cpus", "ray_cpus"),
-                                                        ("--ray-gpus", "ray_gpus"))]
+    ray = args.ray
+    sizing = {"--ray-actors": args.ray_actors, "--ray-cpus": args.ray_cpus, "--ray-gpus": args.ray_gpus}
     if ray is None:
-        given = [f for f, v in sizing if v is not None]
+        given = [f for f, v in sizing.items() if v is not None]
         if given:
             raise SegmentUsageError(f"{', '.join(given)} without --ray would be ignored; add --ray [ADDRESS]")
         return
-    for flag, value in sizing:
+    for flag, value in sizing.items():
         if value is not None and (value != value or value < 0 or (flag != "--ray-gpus" and value < 1)):
             raise SegmentUsageError(f"{flag} {value}: give a positive number")
     if ray not in ("", "local", "auto") and Path(ray).exists():
@@ -432,7 +401,6 @@ class _Book:
     res: BookResult
     book: Any
     input_sha: str
-    items: list[Any]
     t0: float
     calls0: int = 0
     chunks: list[Any] = field(default_factory=list)
@@ -451,7 +419,7 @@ class _Run:
         from tqdm.auto import tqdm
 
         self.args, self.cfg, self.spec, self.fingerprint = args, cfg, spec, fingerprint
-        self.on_ray = getattr(args, "ray", None) is not None
+        self.on_ray = args.ray is not None
         self.todo = list(zip(files, bases))
         self.results: list[BookResult] = []
         self.stopped: str | None = None
@@ -463,10 +431,6 @@ class _Run:
                         disable=len(files) < 2, delay=1)
         self.ubar = tqdm(total=0, desc="units", unit="unit", leave=False, delay=1, disable=self.on_ray)
 
-    def close_bars(self) -> None:
-        self.ubar.close()
-        self.bar.close()
-
     def go(self) -> None:
         if self.on_ray:
             self._on_ray()
@@ -474,8 +438,8 @@ class _Run:
         try:
             self._in_process()
         except (LLMError, EmbeddingError) as exc:
-            self._stop(exc)
             why = f"{type(exc).__name__}: {_one_line(exc)}"
+            self._stop(why)
             for b in list(self.active):  # the finished units of the books in flight, marked incomplete
                 if b.chunks:
                     self._write(b, complete=False)
@@ -483,9 +447,10 @@ class _Run:
             if not self.active and self.results and self.results[-1].status == "pending":
                 self.results[-1].status, self.results[-1].reason = "stopped", why
 
-    def _stop(self, exc: BaseException) -> None:
-        what = _server_name(self.cfg) if isinstance(exc, LLMError) else "embedding model"
-        self.stopped = self.stopped or f"{what}: {_one_line(exc)}"
+    def _stop(self, why: str) -> None:
+        """The run stops on a dead server or embedder (``why``: ``"ErrorType: message"``)."""
+        what = "embedding model" if why.startswith("EmbeddingError") else _server_name(self.cfg)
+        self.stopped = self.stopped or f"{what}: {why.split(': ', 1)[-1]}"
 
     # ---- opening a book: skip, refuse, fail or claim it
     def _open(self, f: Path, base: Path) -> tuple[BookResult, str, float] | None:
@@ -499,7 +464,7 @@ class _Run:
             self._fail(res, exc, t0)
             return None
         if not self.args.force and is_complete(base, input_sha, self.fingerprint):
-            meta = json.loads(paths_of(base)["meta"].read_text(encoding="utf-8"))
+            meta = _read_meta(base)
             res.status, res.reason = "skipped", "already complete (use --force to redo)"
             res.units, res.chunks = meta["n_units"], meta["n_chunks"]
             res.fallbacks = meta.get("fallbacks", {})
@@ -519,11 +484,8 @@ class _Run:
 
     # ---- the in-process executor
     def _in_process(self) -> None:
-        # deferred: tests patch litseg_nb.api.checkpoint_units (read at call time)
-        from ..api import checkpoint_units
-
         pooled = not self.spec.whole_input(self.cfg)  # LitSeg calibrating: one book at a time
-        size = checkpoint_units(self.cfg, self.spec.needs_llm)
+        size = api.checkpoint_units(self.cfg, self.spec.needs_llm)
         while True:
             while self.todo and (len(self.queue) < size if pooled else not self.queue):
                 self._open_next()
@@ -531,30 +493,25 @@ class _Run:
                 return
             if pooled:
                 self._run_batch(self._take(size))
-            else:
-                b = self.queue[0][0]
-                batch = [x for x in self.queue if x[0] is b]
-                self.queue = [x for x in self.queue if x[0] is not b]
+            else:  # the queue holds one book
+                batch, self.queue = self.queue, []
                 self._run_batch(batch, whole_book=True)
 
     def _open_next(self) -> None:
-        # deferred: tests patch litseg_nb.api.prepare_book (read at call time)
-        from ..api import build_models, prepare_book, segment_items
-
         opened = self._open(*self.todo.pop(0))
         if opened is None:
             return
         res, input_sha, t0 = opened
         try:
-            book = prepare_book(res.source, self.cfg)
-            items = segment_items(book, self.args.max_units)
+            book = api.prepare_book(res.source, self.cfg)
+            items = api.segment_items(book, self.args.max_units)
         except BOOK_ERRORS as exc:
             self._fail(res, exc, t0)
             return
         if self.backend is None and self.embedder is None:
-            self.backend, self.embedder = build_models(self.spec, self.cfg)  # LLMError: stops the run
+            self.backend, self.embedder = api.build_models(self.spec, self.cfg)  # LLMError: stops the run
         res.units = len(items)
-        b = _Book(res, book, input_sha, items, t0, _book_calls(self.backend, book.book_id), left=len(items))
+        b = _Book(res, book, input_sha, t0, _book_calls(self.backend, book.book_id), left=len(items))
         self.active.append(b)
         self.queue.extend((b, it) for it in items)
         self.ubar.total += len(items)
@@ -602,12 +559,47 @@ class _Run:
 
     def _write(self, b: _Book, complete: bool) -> None:
         calls = _book_calls(self.backend, b.book.book_id) - b.calls0
-        _finish(b.res, b.res.output, b.book, b.chunks, self.cfg, self.args, b.input_sha, self.fingerprint,
-                complete=complete, calls=calls, stop_reason="" if complete else (self.stopped or ""))
+        self._finish(b.res, b.book, b.chunks, b.input_sha, complete, calls)
         b.res.seconds = time.perf_counter() - b.t0
         self.active.remove(b)
         if complete:
             self.bar.update(1)
+
+    def _finish(self, res: BookResult, book: Any, chunks: list[Any], input_sha: str, complete: bool,
+                calls: int) -> None:
+        """Count the chunks and write the book (``complete: false`` when the run stopped on it)."""
+        args = self.args
+        unmapped = _add_raw_spans(book, chunks)
+        tok = token_counter()
+        for c, n in zip(chunks, tok.count_many([c.text for c in chunks])):
+            c.metadata["token_count"] = n
+        res.fallbacks = count_fallbacks(chunks)
+        res.chunks = len(chunks)
+        res.llm_calls = calls
+        res.sentences = len({(c.unit_id, i) for c in chunks if c.is_source_span
+                             for i in range(c.from_idx, c.to_idx + 1)})
+        per_unit = Counter(c.unit_id for c in chunks)
+        units = [{"unit_id": u.unit_id, "title": u.title, "sentences": u.n_sentences, "start": u.start, "end": u.end,
+                  "chunks": per_unit[u.unit_id]} for u in book.units if u.unit_id in per_unit]
+        clean = book.meta.get("clean", {})
+        outside = outside_units(book)
+        res.outside_words = sum(w for *_, w in outside)
+        meta = {"format": FORMAT, "complete": complete, "code": cache.code_version(), "input": str(res.source),
+                "input_sha256": input_sha, "settings": self.fingerprint, "method": args.method, "profile": args.profile,
+                "options": redact_obj(_overrides(args)),  # server addresses without their secrets
+                "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
+                "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
+                "raw_spans_unmapped": unmapped, "tokenizer": tok.name, "n_units": len(units),
+                "n_units_total": len(book.units),
+                "n_chunks": len(chunks), "fallbacks": res.fallbacks, "llm_calls": calls,
+                "model": self.cfg.llm.model if hasattr(self.cfg, "llm") else None, "units": units,
+                "outside_units": {"words": res.outside_words, "spans": [[a, b] for a, b, _ in outside],
+                                  "why": "front matter, back matter or matter between units (not narrative "
+                                         "by the structure rules): in the cleaned text, in no unit and no chunk"},
+                "stopped": None if complete else self.stopped}
+        _write_book(res.output, book, chunks, meta)
+        res.units = len(units)
+        res.status = "done" if complete else "stopped"
 
     # ---- the Ray executor
     def _on_ray(self) -> None:
@@ -659,14 +651,10 @@ class _Run:
             self._fail(res, out.reason)
             return
         if out.status == "stopped":  # the server (or embedder) died: its finished units are written, incomplete
-            what = "embedding model" if out.reason.startswith("EmbeddingError") else _server_name(self.cfg)
-            self.stopped = self.stopped or f"{what}: {out.reason.split(': ', 1)[-1]}"
-        if out.status == "done" or out.chunks:
-            _finish(res, res.output, out.book, out.chunks, self.cfg, self.args, input_sha, self.fingerprint,
-                    complete=out.status == "done", calls=out.calls,
-                    stop_reason="" if out.status == "done" else self.stopped or "")
-        if out.status == "stopped":
+            self._stop(out.reason)
             res.status, res.reason = "stopped", out.reason
+        if out.status == "done" or out.chunks:
+            self._finish(res, out.book, out.chunks, input_sha, out.status == "done", out.calls)
         self.bar.update(1)
 
 
@@ -691,18 +679,15 @@ class BookSegmenter:
         self.backend = self.embedder = None
 
     def segment(self, path: str) -> BookOutcome:
-        # deferred: tests patch litseg_nb.api.prepare_book (read at call time)
-        from ..api import build_models, checkpoint_units, prepare_book, segment_items
-
         t0 = time.perf_counter()
         book, chunks, calls0 = None, [], 0
         try:
             if self.backend is None and self.embedder is None:
-                self.backend, self.embedder = build_models(self.spec, self.cfg)
-            book = prepare_book(Path(path), self.cfg)
-            items = segment_items(book, self.max_units)
+                self.backend, self.embedder = api.build_models(self.spec, self.cfg)
+            book = api.prepare_book(Path(path), self.cfg)
+            items = api.segment_items(book, self.max_units)
             calls0 = _book_calls(self.backend, book.book_id)
-            size = None if self.spec.whole_input(self.cfg) else checkpoint_units(self.cfg, self.spec.needs_llm)
+            size = None if self.spec.whole_input(self.cfg) else api.checkpoint_units(self.cfg, self.spec.needs_llm)
             for part in iter_segment(self.spec, items, self.cfg, self.backend, self.embedder, batch_units=size):
                 chunks.extend(part)
         except (LLMError, EmbeddingError) as exc:
@@ -746,42 +731,6 @@ def outside_units(book: Any) -> list[tuple[int, int, int]]:
     return out
 
 
-def _finish(res: BookResult, base: Path, book: Any, chunks: list[Any], cfg: Any, args: Any, input_sha: str,
-            fingerprint: str, complete: bool, calls: int, stop_reason: str = "") -> None:
-    unmapped = _add_raw_spans(book, chunks)
-    tok = token_counter()
-    for c, n in zip(chunks, tok.count_many([c.text for c in chunks])):
-        c.metadata["token_count"] = n
-    res.fallbacks = count_fallbacks(chunks)
-    res.chunks = len(chunks)
-    res.llm_calls = calls
-    res.sentences = len({(c.unit_id, i) for c in chunks if c.is_source_span for i in range(c.from_idx, c.to_idx + 1)})
-    per_unit = Counter(c.unit_id for c in chunks)
-    units = [{"unit_id": u.unit_id, "title": u.title, "sentences": u.n_sentences, "start": u.start, "end": u.end,
-              "chunks": per_unit[u.unit_id]} for u in book.units if u.unit_id in per_unit]
-    clean = book.meta.get("clean", {})
-    outside = outside_units(book)
-    res.outside_words = sum(w for *_, w in outside)
-    # deferred: tests patch litseg_nb.core.cache.code_version (read at call time)
-    from ..core.cache import code_version
-
-    meta = {"format": FORMAT, "complete": complete, "code": code_version(), "input": str(res.source), "input_sha256": input_sha,
-            "settings": fingerprint, "method": args.method, "profile": args.profile,
-            "options": redact_obj(_overrides(args)),  # server addresses without their secrets
-            "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
-            "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
-            "raw_spans_unmapped": unmapped, "tokenizer": tok.name, "n_units": len(units), "n_units_total": len(book.units),
-            "n_chunks": len(chunks), "fallbacks": res.fallbacks, "llm_calls": calls,
-            "model": cfg.llm.model if hasattr(cfg, "llm") else None, "units": units,
-            "outside_units": {"words": res.outside_words, "spans": [[a, b] for a, b, _ in outside],
-                              "why": "front matter, back matter or matter between units (not narrative "
-                                     "by the structure rules): in the cleaned text, in no unit and no chunk"},
-            "stopped": stop_reason or None}
-    _write_book(base, book, chunks, meta)
-    res.units = len(units)
-    res.status = "done" if complete else "stopped"
-
-
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:400] or type(exc).__name__
 
@@ -791,50 +740,44 @@ def _fb(fallbacks: dict[str, int]) -> str:
 
 
 def _report(results: list[BookResult], files: Sequence[Path], stopped: str | None, args: Any, single: bool) -> int:
-    out, err = sys.stdout, sys.stderr
-    if single and results and results[0].status == "failed":
-        r = results[0]
-        why = r.reason.split(": ", 1)[-1]
-        print(f"[litseg_nb] segment: {why if str(r.source) in why else f'{r.source}: {why}'}", file=err)
-        return 2
     done = [r for r in results if r.status in ("done", "skipped")]
     failed = [r for r in results if r.status == "failed"]
-    if single and results and results[0].status in ("done", "skipped"):
-        r = results[0]
+    if single and failed:  # one book: one error line
+        r = failed[0]
+        why = r.reason.split(": ", 1)[-1]
+        print(f"[litseg_nb] segment: {why if str(r.source) in why else f'{r.source}: {why}'}", file=sys.stderr)
+        return 2
+    if single and done:
+        r = done[0]
         fb = (f"; {sum(r.fallbacks.values())} unit(s) fell back ({_fb(r.fallbacks)}; see each chunk's metadata)"
               if r.fallbacks else "; no fallbacks")
-        verb = "already complete, skipped (use --force to redo)" if r.status == "skipped" else ""
         print(f"[litseg_nb] {args.method} ({args.profile}): {r.chunks} chunks over {r.units} unit(s)"
               + (f", {r.sentences} sentences covered" if r.status == "done" else "") + fb
               + (f", {r.llm_calls} LLM call(s)" if r.llm_calls else "")
               + (f"; {r.outside_words} word(s) of the cleaned text are outside the narrative units (front/back "
                  "matter, not chunked: meta outside_units)" if r.outside_words else "")
-              + f" -> {paths_of(r.output)['chunks']}" + (f" ({verb})" if verb else ""),
-              file=out)
+              + f" -> {paths_of(r.output)['chunks']}"
+              + (" (already complete, skipped (use --force to redo))" if r.status == "skipped" else ""))
     elif not single:
         rows = [("book", "status", "units", "chunks", "fallbacks", "LLM calls", "seconds", "output / reason")]
-        for r in results:
-            rows.append((r.source.name, r.status, str(r.units), str(r.chunks), _fb(r.fallbacks), str(r.llm_calls),
-                         f"{r.seconds:.1f}", r.reason if r.status in ("failed", "stopped")
-                         else str(paths_of(r.output)["chunks"])))
+        rows += [(r.source.name, r.status, str(r.units), str(r.chunks), _fb(r.fallbacks), str(r.llm_calls),
+                  f"{r.seconds:.1f}", r.reason if r.status in ("failed", "stopped")
+                  else str(paths_of(r.output)["chunks"])) for r in results]
         widths = [max(len(row[i]) for row in rows) for i in range(7)]
         for row in rows:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[7], file=out)
-        tot_fb: Counter[str] = Counter()
-        for r in results:
-            tot_fb.update(r.fallbacks)
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[7])
+        tot_fb = sum((Counter(r.fallbacks) for r in results), Counter())  # counts are positive: nothing dropped
         print(f"[litseg_nb] {len(files)} book(s): {sum(r.status == 'done' for r in results)} segmented, "
               f"{sum(r.status == 'skipped' for r in results)} already complete, {len(failed)} failed"
               + (f", {len(files) - len(results)} not started" if len(results) < len(files) else "")
               + f"; {sum(r.units for r in done)} units, {sum(r.chunks for r in done)} chunks, "
               f"fallbacks: {_fb(tot_fb)}, {sum(r.llm_calls for r in results)} LLM call(s)"
               + (f"; {sum(r.outside_words for r in done)} word(s) outside the narrative units (front/back matter, "
-                 "not chunked: each book's meta outside_units)" if any(r.outside_words for r in done) else ""),
-              file=out)
+                 "not chunked: each book's meta outside_units)" if any(r.outside_words for r in done) else ""))
         if failed:
-            print(f"[litseg_nb] {len(failed)} book(s) failed:", file=err)
+            print(f"[litseg_nb] {len(failed)} book(s) failed:", file=sys.stderr)
             for r in failed:
-                print(f"  {r.source}: {r.reason}", file=err)
+                print(f"  {r.source}: {r.reason}", file=sys.stderr)
     if stopped:
         partial = [r for r in results if r.status == "stopped" and r.chunks]
         wrote = "".join(f"; the {r.units} finished unit(s) of {r.source.name} written to "
@@ -842,7 +785,7 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
         left = len(files) - len(results) + sum(1 for r in results if r.status == "stopped" and not r.chunks)
         print(f"[litseg_nb] segment stopped: the model backend failed, {stopped}{wrote}"
               + (f"; {left} book(s) not segmented" if left else "")
-              + "; every next book would fail too, so the run stops; rerun to resume", file=err)
+              + "; every next book would fail too, so the run stops; rerun to resume", file=sys.stderr)
         return 1
     if failed:
         return 2 if not done else 1
@@ -854,11 +797,8 @@ def _overrides(args: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in args.set:
         key, value = parse_key_value(item, "--set")
-        node = out
         *parents, leaf = key.strip().split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+        functools.reduce(lambda node, part: node.setdefault(part, {}), parents, out)[leaf] = value
     llm = out.setdefault("llm", {})
     if args.llm_backend:
         llm["backend"] = args.llm_backend
@@ -870,33 +810,3 @@ def _overrides(args: Any) -> dict[str, Any]:
     if not llm:
         out.pop("llm")
     return out
-
-
-# ------------------------------------------------------------------ checking written outputs
-def verify_outputs(base: Path) -> dict[str, Any]:
-    """Re-read one book's outputs and check them: each span slices the chunk's main text, each raw span holds
-    its words, every sentence of every unit lies in a chunk. Counts, and ``ok`` when all of it holds."""
-    p = paths_of(base)
-    meta = json.loads(p["meta"].read_text(encoding="utf-8"))
-    text = p["text"].read_text(encoding="utf-8")
-    raw = Path(meta["input"]).read_text(encoding=meta["encoding"]) if meta.get("encoding") else None
-    chunks = load_chunks(p["chunks"])
-    n = span_ok = raw_ok = raw_none = 0
-    for c in chunks:
-        if not c.is_source_span:
-            continue
-        n += 1
-        span_ok += "".join(text[a:b] for a, b in c.spans).strip() == c.main_text.strip()
-        rs = c.metadata.get("raw_spans")
-        if raw is None or not rs:
-            raw_none += 1
-            continue
-        raw_ok += " ".join(" ".join(raw[a:b] for a, b in rs).split()) == " ".join(c.main_text.split())
-    covered: dict[str, set[int]] = {}
-    for c in chunks:
-        covered.setdefault(c.unit_id, set()).update(range(c.from_idx, c.to_idx + 1))
-    uncovered = [u["unit_id"] for u in meta["units"]
-                 if not covered.get(u["unit_id"], set()) >= set(range(1, u["sentences"] + 1))]
-    return {"chunks": n, "spans_exact": span_ok, "raw_spans_exact": raw_ok, "raw_spans_missing": raw_none,
-            "units": meta["n_units"], "units_not_covered": uncovered,
-            "ok": n == span_ok == raw_ok and not raw_none and not uncovered}

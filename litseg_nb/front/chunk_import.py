@@ -9,6 +9,7 @@ which also marks the set as imported); an import never replaces a method's or a 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -18,14 +19,12 @@ from typing import Any
 from ..api import load_text
 from ..core.chunk_align import ChunkImportError, ImportReport, import_chunks
 from ..chunk_sets import METHOD_ORDER, chunk_set_path
+from ..core import schema
 from ..core.schema import Book, Chunk, load_chunks
 from ..corpus import load_corpus
 from ..rag.config import RagConfig
 from ..core.artifacts import artifact_dir
 from ..core.safe_io import OutputsNotWritable, ensure_writable, write_json_atomic
-
-READERS = (".jsonl", ".json", ".csv", ".parquet", ".xlsx")
-
 
 # --------------------------------------------------------------------------- reading
 def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list[str], int]:
@@ -36,19 +35,13 @@ def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list
     if not path.is_file():
         raise ChunkImportError(f"chunk file {path} does not exist")
     suf = path.suffix.lower()
+    readers = {".jsonl": lambda p: pd.DataFrame.from_records(_jsonl_rows(p)), ".json": pd.read_json,
+               ".csv": lambda p: pd.read_csv(p, keep_default_na=False), ".parquet": pd.read_parquet,
+               ".xlsx": lambda p: pd.read_excel(p, engine="openpyxl")}
+    if suf not in readers:
+        raise ChunkImportError(f"{path}: unsupported format {suf!r}; expected one of {', '.join(readers)}")
     try:
-        if suf == ".jsonl":
-            df = pd.DataFrame.from_records(_jsonl_rows(path))
-        elif suf == ".json":
-            df = pd.read_json(path)
-        elif suf == ".csv":
-            df = pd.read_csv(path, keep_default_na=False)
-        elif suf == ".parquet":
-            df = pd.read_parquet(path)
-        elif suf == ".xlsx":
-            df = pd.read_excel(path, engine="openpyxl")
-        else:
-            raise ChunkImportError(f"{path}: unsupported format {suf!r}; expected one of {', '.join(READERS)}")
+        df = readers[suf](path)
     except ChunkImportError:
         raise
     except Exception as e:  # pandas/openpyxl parse errors: name the file
@@ -137,9 +130,6 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
                       profile: str = "smoke", min_score: float = 0.8, book: Book | None = None,
                       save: bool = True) -> tuple[list[Chunk], ImportReport]:
     """Read, align and (``save``) write the set and its report (module docstring); ``book`` skips loading it."""
-    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
-    from ..core.schema import save_chunks
-
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+@-]*", name):
         raise ChunkImportError(f"chunk set name {name!r}: use letters, digits and _ . + @ - only")
     if not 0.0 < min_score <= 1.0:
@@ -164,15 +154,13 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
         report_path = out.with_suffix(".import.json")
         books: dict[str, Any] = {}
         if report_path.is_file():
-            try:
+            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):  # an unreadable report: anew
                 old = json.loads(report_path.read_text(encoding="utf-8"))
                 books = dict(old.get("books") or {old["book_id"]: {k: v for k, v in old.items() if k != "books"}})
-            except (ValueError, KeyError, TypeError, AttributeError):
-                books = {}
-        books = {k: v for k, v in books.items() if k != book_id}
+        books.pop(book_id, None)
         books[book_id] = rep.to_dict()
         write_json_atomic(report_path, {**rep.to_dict(), "books": books}, indent=1)  # first: marks the set imported
-        save_chunks(out, chunks_all)
+        schema.save_chunks(out, chunks_all)
     return chunks, rep
 
 

@@ -20,8 +20,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -37,7 +37,9 @@ from ..litseg.config import LitSegConfig
 from ..llm import SamplingParams, make_backend
 from ..llm.embeddings import load_embedder, packaged_model_dir
 from ..llm.models import SMOLLM2, _build_once, load_model_and_tokenizer, models_dir, smollm2_dir
+from ..rag import rerank
 from ..rag.config import RagConfig
+from . import params
 from .params import NOTEBOOK_CONFIGS
 
 TINY_ENCODER = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
@@ -50,43 +52,37 @@ VLLM_CLI = REPO_ROOT / "scripts" / "vllm_cpu_cli.py"
 ENGINE_CHECK = REPO_ROOT / "scripts" / "vllm_engine_check.py"
 
 
-def _tiny_xlmr(kind: str):
-    import torch
-    from transformers import AutoTokenizer, XLMRobertaConfig, XLMRobertaForSequenceClassification, XLMRobertaModel
+def _tiny_xlmr_dir(kind: str, name: str) -> Path:
+    """A tiny random XLM-RoBERTa (offline WordPiece vocabulary), saved once: ``m3`` a BGE-M3 folder (dense +
+    ColBERT + sparse heads, 8192 tokens), else a cross-encoder (one logit) shaped like bge-reranker-v2-m3."""
+    def build(tmp: Path) -> None:
+        import torch
+        from transformers import AutoTokenizer, XLMRobertaConfig, XLMRobertaForSequenceClassification, XLMRobertaModel
 
-    tok = AutoTokenizer.from_pretrained(str(packaged_model_dir("all-MiniLM-L6-v2")))  # offline WordPiece
-    tok.model_max_length = TINY_ENCODER["max_position_embeddings"] - 2
-    conf = XLMRobertaConfig(vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
-                            eos_token_id=tok.sep_token_id, num_labels=1, **TINY_ENCODER)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(TINY_SEED)
-        model = XLMRobertaModel(conf) if kind == "m3" else XLMRobertaForSequenceClassification(conf)
-        heads = (torch.nn.Linear(conf.hidden_size, conf.hidden_size), torch.nn.Linear(conf.hidden_size, 1))
-    return tok, model, heads
+        tok = AutoTokenizer.from_pretrained(str(packaged_model_dir("all-MiniLM-L6-v2")))  # offline WordPiece
+        tok.model_max_length = TINY_ENCODER["max_position_embeddings"] - 2
+        conf = XLMRobertaConfig(vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
+                                eos_token_id=tok.sep_token_id, num_labels=1, **TINY_ENCODER)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(TINY_SEED)
+            model = XLMRobertaModel(conf) if kind == "m3" else XLMRobertaForSequenceClassification(conf)
+            colbert, sparse = (torch.nn.Linear(conf.hidden_size, conf.hidden_size),
+                               torch.nn.Linear(conf.hidden_size, 1))
+        model.save_pretrained(str(tmp))
+        tok.save_pretrained(str(tmp))
+        if kind == "m3":
+            torch.save(colbert.state_dict(), tmp / "colbert_linear.pt")
+            torch.save(sparse.state_dict(), tmp / "sparse_linear.pt")
+
+    return _build_once(models_dir() / f"tiny-{name}-{TINY_REVISION}", build)
 
 
 def tiny_bge_m3_dir() -> Path:
-    """A tiny random XLM-RoBERTa saved as a BGE-M3 folder (dense + ColBERT + sparse heads, 8192 tokens)."""
-    def build(tmp: Path) -> None:
-        import torch
-
-        tok, model, (colbert, sparse) = _tiny_xlmr("m3")
-        model.save_pretrained(str(tmp))
-        tok.save_pretrained(str(tmp))
-        torch.save(colbert.state_dict(), tmp / "colbert_linear.pt")
-        torch.save(sparse.state_dict(), tmp / "sparse_linear.pt")
-
-    return _build_once(models_dir() / f"tiny-bge-m3-{TINY_REVISION}", build)
+    return _tiny_xlmr_dir("m3", "bge-m3")
 
 
 def tiny_reranker_dir() -> Path:
-    """A tiny random XLM-RoBERTa cross-encoder (one logit), shaped like bge-reranker-v2-m3."""
-    def build(tmp: Path) -> None:
-        tok, model, _ = _tiny_xlmr("reranker")
-        model.save_pretrained(str(tmp))
-        tok.save_pretrained(str(tmp))
-
-    return _build_once(models_dir() / f"tiny-bge-reranker-{TINY_REVISION}", build)
+    return _tiny_xlmr_dir("reranker", "bge-reranker")
 
 
 #: the notebooks, and the engines each one runs in the rehearsal (as in `full`)
@@ -125,15 +121,11 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
         if (isinstance(tv, (int, float)) and not isinstance(tv, bool)) or path in _DATA_PATHS:
             out[path] = tv
     hints = cls.for_profile("full")
-    for role in ("llm", "judge_llm", "rater_llm", "rater2_llm"):  # every LLM role (05's judge, 06/07's raters)
-        if not hasattr(hints, role):
-            continue
-        out[f"{role}.model"] = llm_model
+    # every LLM role (05's judge, 06/07's raters)
+    for role in [r for r in ("llm", "judge_llm", "rater_llm", "rater2_llm") if hasattr(hints, r)]:
+        out.update({f"{role}.model": llm_model, f"{role}.dtype": "float32", f"{role}.device": "cpu"})
         if getattr(hints, role).backend == "vllm":
-            out.update({f"{role}.dtype": "float32", f"{role}.device": "cpu", f"{role}.max_model_len": 8192,
-                        f"{role}.engine": dict(CPU_ENGINE)})
-        else:
-            out.update({f"{role}.dtype": "float32", f"{role}.device": "cpu"})
+            out.update({f"{role}.max_model_len": 8192, f"{role}.engine": dict(CPU_ENGINE)})
     if hasattr(hints, "embedding"):
         out.update({"embedding.model": m3, "embedding.device": "cpu", "embedding.batch_size": 8})
     if hasattr(hints, "corpus"):
@@ -157,12 +149,10 @@ def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2
     notebook may build any of them inside)."""
     # deferred: loads nbformat (not loaded by importing this module)
     from .runner import discover_notebooks
-    # deferred: tests patch params.stage_config_classes (read at call time)
-    from .params import stage_config_classes
 
     (nb,) = discover_notebooks([number])
     classes = [NOTEBOOK_CONFIGS[nb.stem].config_class()] if nb.stem in NOTEBOOK_CONFIGS else []
-    classes += [c for c in stage_config_classes() if c not in classes]
+    classes += [c for c in params.stage_config_classes() if c not in classes]
     return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker, llm_model)]
 
 
@@ -192,11 +182,9 @@ def start_server(python: str, model_dir: str, served: str, log_path: Path, timeo
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"vllm serve exited with {proc.returncode}: {log_path}\n{log_path.read_text()[-3000:]}")
-        try:
+        with contextlib.suppress(httpx.HTTPError):
             if httpx.get(base + "/health", timeout=2.0).status_code == 200:
                 return proc, base + "/v1"
-        except httpx.HTTPError:
-            pass
         if time.time() - t0 > timeout_s:
             stop_server(proc)
             raise RuntimeError(f"vllm serve not healthy after {timeout_s:.0f}s: {log_path}")
@@ -259,13 +247,10 @@ def _piece(part: str, engine: str, check: Any) -> dict[str, Any]:
 def run_pieces(python: str, work: Path) -> list[dict[str, Any]]:
     """The cheap pieces: FlagEmbedding, VLLMBackend, the OpenAI backend against a `vllm serve` judge."""
     def flag() -> tuple[bool, str]:
-        # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
-        from ..rag.rerank import make_reranker
-
         emb = load_embedder(EmbeddingConfig(backend="flagembedding", model=str(tiny_bge_m3_dir()), device="cpu",
                                             max_passage_tokens=8192), use_cache=False)
         vec = emb.encode(["a passage " * 700])
-        rr = make_reranker("flagembedding", flag_model=str(tiny_reranker_dir()), device="cpu")
+        rr = rerank.make_reranker("flagembedding", flag_model=str(tiny_reranker_dir()), device="cpu")
         rr.score("t", "q?", ["a passage"])
         return True, f"dim {vec.shape[1]}, passage limit {emb.model.passage_max_length}, reranker {rr.max_length}"
 
@@ -315,35 +300,32 @@ get_ipython().events.register("post_run_cell", _litseg_engines_after_cell)
 """
 
 
-class TreeWatch:
-    """Peak summed RSS of a process tree, sampled on a thread, and every descendant seen (pid -> start
+class TreeWatch(threading.Thread):
+    """Peak summed RSS of a process tree, sampled on this thread, and every descendant seen (pid -> start
     time, command line), to count those left alive."""
 
     def __init__(self, pid: int, every_s: float = 2.0) -> None:
-        import threading
+        super().__init__(daemon=True)
+        self.root, self.every_s, self.peak, self.seen, self.done = pid, every_s, 0, {}, threading.Event()
+        self.start()
 
-        self.pid, self.every_s, self.peak, self.seen = pid, every_s, 0, {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
+    def run(self) -> None:
         import psutil
 
-        while not self._stop.is_set():
+        while not self.done.is_set():
             with contextlib.suppress(psutil.Error):
-                root = psutil.Process(self.pid)
+                root = psutil.Process(self.root)
                 total = 0
                 for p in [root, *root.children(recursive=True)]:
                     with contextlib.suppress(psutil.Error):
                         total += p.memory_info().rss
                         self.seen.setdefault(p.pid, (p.create_time(), " ".join([p.name(), *p.cmdline()])))
                 self.peak = max(self.peak, total)
-            self._stop.wait(self.every_s)
+            self.done.wait(self.every_s)
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        self.done.set()
+        self.join(timeout=10)
 
     def left_alive(self) -> list[int]:
         """Descendants seen during the run that are still running (same pid, same start time)."""
@@ -392,10 +374,9 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
             server, url = start_server(python, str(smollm2_dir()), SMOLLM2, work / "judge_server.log")
             env["LITSEG_JUDGE_URLS"] = env["LITSEG_RATER_URLS"] = env["LITSEG_RATER2_URLS"] = url
         for n in numbers:
-            sets = notebook_sets(n, m3, rr)
             cmd = [python, "-m", "litseg_nb", "run", "--profile", "full", "--only", n]
-            for k, v in sets:
-                cmd += ["--set", f"{k}={v if isinstance(v, str) else repr(v)}"]
+            cmd += [x for k, v in notebook_sets(n, m3, rr)
+                    for x in ("--set", f"{k}={v if isinstance(v, str) else repr(v)}")]
             engines_file = work / f"engines_{n}.json"
             engines_file.unlink(missing_ok=True)
             t0 = time.perf_counter()
@@ -494,26 +475,14 @@ def _no_sets() -> Iterator[None]:
         os.environ.update(saved)
 
 
-def _model_fields(obj: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    for f in dataclasses.fields(obj):
-        v = getattr(obj, f.name)
-        if dataclasses.is_dataclass(v):
-            yield from _model_fields(v, f"{path}{f.name}.")
-        elif f.name == "model" or f.name.endswith("_model"):
-            yield f"{path}{f.name}", v
-
-
 @functools.cache
 def full_models() -> set[str]:
     """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config)."""
-    # deferred: tests patch params.stage_config_classes (read at call time)
-    from .params import stage_config_classes
-
     names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
     with _no_sets(), suspended():
-        for cls in stage_config_classes():
-            cfg = cls.for_profile("full")
-            names |= {v for _, v in _model_fields(cfg) if isinstance(v, str) and v}
+        for cls in params.stage_config_classes():
+            names |= {v for k, v in _flatten(cls.for_profile("full").to_dict())
+                      if re.search(r"(^|[._])model$", k) and isinstance(v, str) and v}
     return names
 
 
@@ -562,14 +531,9 @@ def suspended() -> Iterator[None]:
         _suspended -= 1
 
 
-def _cell() -> Any:
-    try:
-        from IPython import get_ipython
-
-        ip = get_ipython()
-        return None if ip is None else f"In [{ip.execution_count}]"
-    except ImportError:
-        return None
+def _cell() -> str | None:
+    ip = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()  # a shell only where IPython runs
+    return None if ip is None else f"In [{ip.execution_count}]"
 
 
 def _observe(cfg: Any) -> None:
@@ -629,16 +593,8 @@ def install_from_env() -> None:
 def uncovered(records: Sequence[dict[str, Any]]) -> list[str]:
     """One line per (notebook, cell, config, issue), deduplicated; a nested config counts as its parent's."""
     nested = {c for r in records for c in r.get("children", ())}
-    seen, out = set(), []
-    for r in records:
-        if r.get("id") in nested:
-            continue
-        for issue in r["issues"]:
-            line = f"notebook {r['notebook']} cell {r['cell']}: {r['config']}.{issue}"
-            if line not in seen:
-                seen.add(line)
-                out.append(line)
-    return out
+    return list(dict.fromkeys(f"notebook {r['notebook']} cell {r['cell']}: {r['config']}.{issue}"
+                              for r in records if r.get("id") not in nested for issue in r["issues"]))
 
 
 def read_sink(path: Path, notebook: str) -> list[str] | None:
@@ -692,27 +648,13 @@ DRIVERS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    params_b: float  # parameters, billions (model card)
-    layers: int  # num_hidden_layers (config.json)
-    kv_heads: int  # num_key_value_heads
-    head_dim: int
-    bytes_per_param: int = 2  # bf16 / fp16
-
-    def weights_gb(self) -> float:
-        return self.params_b * self.bytes_per_param
-
-    def kv_bytes_per_token(self) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * 2  # K and V, bf16
-
-
+#: (parameters in billions, num_hidden_layers, num_key_value_heads, head_dim), weights and KV cache in bf16:
 #: Qwen3 model cards / config.json; BGE-M3 and bge-reranker-v2-m3 are XLM-RoBERTa-large sized (568M)
-MODELS: dict[str, ModelShape] = {
-    "Qwen/Qwen3-32B": ModelShape(32.8, 64, 8, 128),
-    "Qwen/Qwen3-8B": ModelShape(8.2, 36, 8, 128),
-    "BAAI/bge-m3": ModelShape(0.568, 24, 16, 64),
-    "BAAI/bge-reranker-v2-m3": ModelShape(0.568, 24, 16, 64),
+MODELS: dict[str, tuple[float, int, int, int]] = {
+    "Qwen/Qwen3-32B": (32.8, 64, 8, 128),
+    "Qwen/Qwen3-8B": (8.2, 36, 8, 128),
+    "BAAI/bge-m3": (0.568, 24, 16, 64),
+    "BAAI/bge-reranker-v2-m3": (0.568, 24, 16, 64),
 }
 #: what vLLM keeps off the KV cache besides the weights (activations, CUDA graphs): assumed
 ENGINE_OVERHEAD_GB = 2.0
@@ -726,15 +668,16 @@ THROUGHPUT: dict[int, dict[str, tuple[float, float]]] = {
 
 
 def engine_memory(card_gb: float, max_model_len: int, utilization: float = 0.9,
-                  models: Mapping[str, ModelShape] = MODELS) -> list[dict[str, Any]]:
+                  models: Mapping[str, tuple[float, int, int, int]] = MODELS) -> list[dict[str, Any]]:
     """Per engine: weights, KV cache per token and per sequence, and how many sequences fit on the card."""
     rows = []
-    for name, m in models.items():
+    for name, (params_b, layers, kv_heads, head_dim) in models.items():
         llm = name.startswith("Qwen/")
-        budget = utilization * card_gb - m.weights_gb() - (ENGINE_OVERHEAD_GB if llm else 0.0)
-        seq = m.kv_bytes_per_token() * max_model_len / 1e9 if llm else 0.0
-        rows.append({"engine": name, "weights GB": round(m.weights_gb(), 1),
-                     "KV MB/token": round(m.kv_bytes_per_token() / 1e6, 3) if llm else None,
+        weights, kv_token = params_b * 2, 2 * layers * kv_heads * head_dim * 2  # bf16; K and V
+        budget = utilization * card_gb - weights - (ENGINE_OVERHEAD_GB if llm else 0.0)
+        seq = kv_token * max_model_len / 1e9 if llm else 0.0
+        rows.append({"engine": name, "weights GB": round(weights, 1),
+                     "KV MB/token": round(kv_token / 1e6, 3) if llm else None,
                      f"KV GB/sequence @{max_model_len}": round(seq, 2) if llm else None,
                      "sequences that fit": (max(0, math.floor(budget / seq)) if llm else None),
                      "fits": budget > (seq if llm else 0.0)})
@@ -817,8 +760,6 @@ def rehearsal_quantities() -> dict[str, float]:
 def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model_len: int = 32768,
                     rehearsal: Mapping[str, float] | None = None) -> str:
     """The Markdown the command prints: the scaled table and the engines' memory per card, and the inputs."""
-    import pandas as pd
-
     if not Path(rows_path).is_file():
         raise UsageError(f"rehearse --estimate: {rows_path} not found; run `python -m litseg_nb rehearse` first "
                          f"(its per-notebook counts are what the estimate scales)")
@@ -835,8 +776,6 @@ def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model
              f"rehearsal sizes: {', '.join(f'{k} {v:,.0f}' for k, v in reh.items())}; full sizes: "
              + ", ".join(f"{k} {v:,.0f}" for k, v in full.items())]
     for card in cards:
-        parts.append(f"\n### one {card} GB GPU\n")
-        parts.append(pd.DataFrame(estimate(rows, scales, card)).astype(object).fillna("").to_markdown(index=False))
-        parts.append("")
-        parts.append(pd.DataFrame(engine_memory(card, max_model_len)).astype(object).fillna("").to_markdown(index=False))
+        parts += [f"\n### one {card} GB GPU\n", format_table(estimate(rows, scales, card)), "",
+                  format_table(engine_memory(card, max_model_len))]
     return "\n".join(parts)
