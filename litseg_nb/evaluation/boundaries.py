@@ -406,17 +406,10 @@ def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFra
         row["WindowDiff_random"] = float(np.mean([s.rand_wd[base] for s in ws]))
         # per book: TP, E[TP] of both nulls, |G|, |H|, B parts at the headline tolerance
         books = sorted({s.source_book for s in ws})
-        bi = {b: i for i, b in enumerate(books)}
-        tp_b, es_b, ep_b, g_b, h_b, bn_b, bd_b = (np.zeros(len(books)) for _ in range(7))
-        for s in ws:
-            i = bi[s.source_book]
-            tp_b[i] += s.tp[th]
-            es_b[i] += s.exp_tp[base][th]
-            ep_b[i] += s.exp_tp["paragraph"][th]
-            g_b[i] += len(s.gold)
-            h_b[i] += len(s.hyp)
-            bn_b[i] += s.b_num
-            bd_b[i] += s.b_den
+        bi = [books.index(s.source_book) for s in ws]
+        tp_b, es_b, ep_b, g_b, h_b, bn_b, bd_b = (np.bincount(bi, [f(s) for s in ws], len(books)) for f in (
+            lambda s: s.tp[th], lambda s: s.exp_tp[base][th], lambda s: s.exp_tp["paragraph"][th],
+            lambda s: len(s.gold), lambda s: len(s.hyp), lambda s: s.b_num, lambda s: s.b_den))
         with np.errstate(divide="ignore", invalid="ignore"):
             p_b, r_b = np.where(h_b > 0, tp_b / h_b, 0.0), tp_b / g_b
             f_b = np.where(p_b + r_b > 0, 2 * p_b * r_b / (p_b + r_b), 0.0)
@@ -439,9 +432,7 @@ def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFra
         # permutation p-values: per window as many random positions of the null's kind as the method has
         obs = sum(s.tp[th] for s in ws)
         for name, null in ((f"p_value@{th}", base), (f"p_vs_paragraph@{th}", "paragraph")):
-            tot = np.zeros(cfg.random_draws)
-            for s in ws:
-                tot = tot + s.draw_tp[null][th]
+            tot = sum((s.draw_tp[null][th] for s in ws), np.zeros(cfg.random_draws))
             row[name] = float((1 + np.sum(tot >= obs)) / (1 + cfg.random_draws)) if n_hyp else float("nan")
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -520,16 +511,13 @@ def load_gold(cfg: BoundaryConfig):
     if cache.exists():
         d = cache.load()
         return GoldSet([book_from_json(b) for b in d["books"]], d["counts"], d["shapes"])
-    if cfg.source == "hand-checked":
+    hand = cfg.source == "hand-checked"
+    if hand:
         sources, rows = hand_checked_books(root, cfg.corpus.sentence_splitter, cfg.max_books)
-        gs = build_gold(sources, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book,
-                        True, rows, forms=cfg.forms, clean=cfg.clean_gold)
     else:
-        sources = corpus_books(cfg.corpus)
-        if cfg.max_books:
-            sources = sources[:cfg.max_books]
-        gs = build_gold(sources, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book,
-                        False, forms=None, clean=cfg.clean_gold)
+        sources, rows = corpus_books(cfg.corpus)[:cfg.max_books or None], ()
+    gs = build_gold(sources, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book, hand,
+                    rows, forms=cfg.forms if hand else None, clean=cfg.clean_gold)
     cache.save({"books": [book_to_json(b) for b in gs.books], "counts": gs.counts, "shapes": gs.shapes})
     return gs
 
@@ -540,13 +528,8 @@ def llm_windows(books: Sequence[Book], n: int) -> tuple[str, ...]:
     for row in itertools.zip_longest(*[[(b, u) for u in b.units] for b in books]):
         for b, u in filter(None, row):
             queues[b.meta["boundary_gold"][u.unit_id]["kind"]].append(f"{b.book_id}/{u.unit_id}")
-    out: list[str] = []
-    ch, sc = queues["chapter"], queues["scene"]
-    while (ch or sc) and (not n or len(out) < n):
-        for q in (sc, ch):
-            if q and (not n or len(out) < n):
-                out.append(q.pop(0))
-    return tuple(out)
+    out = [w for pair in itertools.zip_longest(queues["scene"], queues["chapter"]) for w in pair if w is not None]
+    return tuple(out[:n] if n else out)
 
 
 def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
@@ -668,16 +651,6 @@ def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
     return out
 
 
-def score_chunk_file(path: Path | str, cfg: BoundaryConfig, name: str | None = None):
-    """Score one chunk file against the gold of ``cfg``; returns the summary table."""
-    gold = load_gold(cfg)
-    chunks = _read_external(Path(path), gold.books, name or Path(path).stem)
-    sets: dict[str, list[Chunk]] = {}
-    for c in chunks:
-        sets.setdefault(name or c.method, []).append(c)
-    return summarize(score_chunk_sets(benchmark_sets(sets, gold.books, cfg), gold.books, cfg), cfg)
-
-
 def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
     """Write the windows as JSONL for an external chunker (its rows come back through ``--chunks``)."""
     gold = load_gold(cfg)
@@ -730,9 +703,7 @@ def cli(args: argparse.Namespace) -> int:
         sets: dict[str, list[Chunk]] = {}
         if args.chunks:
             for f in args.chunks:
-                name = Path(f).stem
-                for c in _read_external(Path(f), gold.books, name):
-                    sets.setdefault(name, []).append(c)
+                sets.setdefault(Path(f).stem, []).extend(_read_external(Path(f), gold.books, Path(f).stem))
         if args.method or not args.chunks:
             sets.update(segment_windows(gold.books, cfg))
         table = summarize(score_chunk_sets(benchmark_sets(sets, gold.books, cfg), gold.books, cfg, progress=True), cfg)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..chunk_sets import METHOD_ORDER
@@ -76,9 +77,7 @@ def load_usage(profile: str) -> pd.DataFrame:
         missing = set(USAGE_COLUMNS) - set(df.columns)
         if missing:
             raise ValueError(f"usage ledger {path} lacks columns {sorted(missing)}")
-        for col in OPTIONAL_USAGE_COLUMNS:
-            if col not in df.columns:
-                df[col] = 0
+        df = df.assign(**{c: 0 for c in OPTIONAL_USAGE_COLUMNS if c not in df.columns})
         # a call recorded without a method tag (an empty cell reads as NaN) stays visible, never dropped
         df["method"] = df["method"].fillna("").astype(str).replace("", UNTAGGED)
         df[["book", "stage"]] = df[["book", "stage"]].fillna("").astype(str)
@@ -101,27 +100,18 @@ def _unit_sets(profile: str, methods: Iterable[str]) -> dict[str, dict[tuple[str
     for m in methods:
         path = next((p for p in (art / "chunks" / f"{m}.jsonl", art / "ablation" / "chunks" / f"{m}.jsonl",
                                  art / "efficiency" / "chunks" / f"{m}.jsonl") if p.is_file()), None)
-        if path is not None:
-            out[m] = _unit_sentences(path)
+        if path is not None:  # a unit's sentences: its chunks' largest ``to_idx``
+            units = out[m] = {}
+            for c in load_chunks(path):
+                units[(c.book_id, c.unit_id)] = max(units.get((c.book_id, c.unit_id), 0), c.to_idx)
     return out
-
-
-def _unit_sentences(path: Path) -> dict[tuple[str, str], int]:
-    """{(book, unit): sentences} of a chunk file (the largest ``to_idx`` per unit)."""
-    units: dict[tuple[str, str], int] = {}
-    for c in load_chunks(path):
-        units[(c.book_id, c.unit_id)] = max(units.get((c.book_id, c.unit_id), 0), c.to_idx)
-    return units
 
 
 def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataFrame:
     """Per method: calls, tokens and model seconds, in total and per 1,000 sentences."""
     if usage.empty:
         return pd.DataFrame(columns=COST_COLUMNS)
-    usage = usage.copy()
-    for col in OPTIONAL_USAGE_COLUMNS:
-        if col not in usage.columns:
-            usage[col] = 0
+    usage = usage.assign(**{c: 0 for c in OPTIONAL_USAGE_COLUMNS if c not in usage.columns})
     g = usage.groupby("method", sort=True).agg(
         calls=("calls", "sum"), cache_hits=("cache_hits", "sum"), prompt_tokens=("prompt_tokens", "sum"),
         cached_prompt_tokens=("cached_prompt_tokens", "sum"), completion_tokens=("completion_tokens", "sum"),
@@ -442,9 +432,6 @@ class MeteredBackend:
             raise AttributeError(item)
         return getattr(self.inner, item)
 
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
     def chat(self, conversations, params: SamplingParams = SamplingParams(), tag: UsageTag = UsageTag()):
         t0 = self.clock()
         gens = self.inner.chat(conversations, params, tag)
@@ -566,28 +553,22 @@ def paired_method_table(passes: pd.DataFrame, batch_units: int = 0) -> pd.DataFr
         return pd.DataFrame(columns=PAIRED_COLUMNS)
     rows = []
     for m, g in passes.groupby("method", sort=False):
-        per_rep = g.groupby("repeat").agg(**{k: (k, "sum") for k in (
-            "units", "sentences", "chat_calls", "requests", "wall_s", "model_s", "prompt_tokens",
-            "computed_prefill_tokens", "completion_tokens", "reasoning_tokens", "cache_hits")})
+        tokens = ("prompt_tokens", "computed_prefill_tokens", "completion_tokens")
+        counts = ("units", "chat_calls", "requests", *tokens, "reasoning_tokens")
+        per_rep = g.groupby("repeat").agg(**{k: (k, "sum") for k in ("sentences", "wall_s", "model_s", *counts)})
         med = per_rep.median()
         sents = float(med["sentences"])
         per_k = 1000.0 / sents if sents else float("nan")
-        rows.append({
-            "method": m, "model": g["model"].iloc[0], "units": int(med["units"]), "sentences": int(sents),
+        rows.append({  # in PAIRED_COLUMNS' order by the frame below
+            "method": m, "model": g["model"].iloc[0], "sentences": int(sents), **{k: int(med[k]) for k in counts},
+            **{f"{k}_per_1k_sent": float(med[k]) * per_k for k in tokens},
             "repeats": int(g["repeat"].nunique()), "blocks": int(g["block"].nunique()),
-            "batch_units": int(batch_units or g["units"].max()), "chat_calls": int(med["chat_calls"]),
-            "requests": int(med["requests"]),
+            "batch_units": int(batch_units or g["units"].max()),
             "mean_concurrency": float(med["requests"] / med["chat_calls"]) if med["chat_calls"] else 0.0,
             "max_concurrency": int(g["max_concurrency"].max()),
             "wall_s_median": float(med["wall_s"]), "wall_s_min": float(per_rep["wall_s"].min()),
             "wall_s_max": float(per_rep["wall_s"].max()), "wall_seconds_per_1k_sent": float(med["wall_s"]) * per_k,
-            "model_s_median": float(med["model_s"]), "prompt_tokens": int(med["prompt_tokens"]),
-            "computed_prefill_tokens": int(med["computed_prefill_tokens"]),
-            "completion_tokens": int(med["completion_tokens"]), "reasoning_tokens": int(med["reasoning_tokens"]),
-            "prompt_tokens_per_1k_sent": float(med["prompt_tokens"]) * per_k,
-            "computed_prefill_tokens_per_1k_sent": float(med["computed_prefill_tokens"]) * per_k,
-            "completion_tokens_per_1k_sent": float(med["completion_tokens"]) * per_k,
-            "cache_hits": int(g["cache_hits"].sum()),
+            "model_s_median": float(med["model_s"]), "cache_hits": int(g["cache_hits"].sum()),
             "load_avg_mean": float(pd.concat([g["load_before"], g["load_after"]]).mean()),
             "prefix_cache_reset": bool(g["prefix_cache_reset"].all()),
         })
@@ -596,11 +577,6 @@ def paired_method_table(passes: pd.DataFrame, batch_units: int = 0) -> pd.DataFr
 
 RATIO_METRICS = {"wall": "wall_s", "model_seconds": "model_s", "computed_prefill_tokens": "computed_prefill_tokens",
                  "prompt_tokens": "prompt_tokens", "completion_tokens": "completion_tokens"}
-
-
-def _quantile(xs: Sequence[float], q: float) -> float:
-    s = pd.Series(list(xs), dtype=float).dropna()
-    return float(s.quantile(q)) if len(s) else float("nan")
 
 
 def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
@@ -620,7 +596,9 @@ def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
                 if label in ("wall", "model_seconds"):
                     row[f"{label}_ratio_min"] = float(min(per)) if per else float("nan")
                     row[f"{label}_ratio_max"] = float(max(per)) if per else float("nan")
-                    row[f"{label}_ratio_iqr"] = _quantile(per, 0.75) - _quantile(per, 0.25)
+                    known = [x for x in per if not np.isnan(x)]
+                    q75, q25 = np.percentile(known, [75, 25]) if known else (float("nan"),) * 2
+                    row[f"{label}_ratio_iqr"] = float(q75) - float(q25)
                 den_sum = float(b.loc[blocks, col].sum())
                 row[f"{label}_ratio_pooled"] = float(a.loc[blocks, col].sum()) / den_sum if den_sum else float("nan")
             for side, g in (("numerator", a), ("denominator", b)):

@@ -176,14 +176,9 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
     for r_i, rater in enumerate(raters):
         order = list(items)
         random.Random(seed + 100 + r_i).shuffle(order)
-        csv_path = out_dir / f"{rater}.csv"
-        _write_rows(csv_path, order, SHEET_COLUMNS)
-        html_path = out_dir / f"{rater}.html"
-        write_text_atomic(html_path, _sheet_html(order, rater))
-        paths["sheets"][rater], paths["html"][rater] = csv_path, html_path
-    key_path = out_dir / "key.csv"
-    _write_rows(key_path, sorted(key_rows, key=lambda r: r["item_id"]), KEY_COLUMNS)
-    paths["key"] = key_path
+        paths["sheets"][rater] = _write_rows(out_dir / f"{rater}.csv", order, SHEET_COLUMNS)
+        paths["html"][rater] = write_text_atomic(out_dir / f"{rater}.html", _sheet_html(order, rater))
+    paths["key"] = _write_rows(out_dir / "key.csv", sorted(key_rows, key=lambda r: r["item_id"]), KEY_COLUMNS)
     paths["n_items"] = len(items)
     return paths
 
@@ -280,8 +275,7 @@ def a2_conversation(text_before: str, chunk_text: str, text_after: str) -> list[
 
 def parse_a2_scores(text: str) -> dict[str, int] | None:
     """The three A.2 scores of a reply (integers 1-5), or None when any is missing or out of range."""
-    got = extract_json(text)
-    obj = got.obj
+    obj = extract_json(text).obj
     if not isinstance(obj, Mapping):
         return None
     out: dict[str, int] = {}
@@ -412,16 +406,21 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def _write_rows(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
+def _write_rows(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> Path:
     with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(columns))
         w.writeheader()
         w.writerows(rows)
+    return path
 
 
-def _llm_subset(item_ids: Sequence[str], max_items: int, seed: int) -> list[str]:
-    ids = sorted(item_ids)
-    return ids if not max_items or max_items >= len(ids) else sorted(random.Random(f"{seed}-llm-fill").sample(ids, max_items))
+def _llm_fill_start(key_path: Path, out_dir: Path, max_items: int, seed: int) -> tuple[Path, list[dict], set[str]]:
+    """``(out_dir, created; the key's rows; the item ids the LLM fills: max_items of them, 0 = all)``."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    key_rows = _read_rows(key_path)
+    ids = sorted(r["item_id"] for r in key_rows)
+    keep = ids if not max_items or max_items >= len(ids) else random.Random(f"{seed}-llm-fill").sample(ids, max_items)
+    return Path(out_dir), key_rows, set(keep)
 
 
 def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
@@ -439,10 +438,7 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
                            max_new_tokens: int | None = None) -> tuple[dict[str, Path], Path, dict[str, Any]]:
     """A copy of the rating sheets filled by LLM raters (A.2 rubric): ``(sheets, key, info)``."""
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    key_rows = _read_rows(key_path)
-    keep = set(_llm_subset([r["item_id"] for r in key_rows], max_items, seed))
+    out_dir, key_rows, keep = _llm_fill_start(key_path, out_dir, max_items, seed)
     backends = rater_backends(sheets, backend)
     filled: dict[str, Path] = {}
     neutral: dict[str, int] = {}
@@ -461,10 +457,8 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
             for d in DIMENSIONS:
                 row[d] = str(res.scores[d])
             row["comment"] = LLM_SOURCE + (" (neutral 3: no valid reply)" if res.neutral else "")
-        filled[rater] = out_dir / f"{rater}.csv"
-        _write_rows(filled[rater], rows, SHEET_COLUMNS)
-    key_out = out_dir / "key.csv"
-    _write_rows(key_out, [r for r in key_rows if r["item_id"] in keep], KEY_COLUMNS)
+        filled[rater] = _write_rows(out_dir / f"{rater}.csv", rows, SHEET_COLUMNS)
+    key_out = _write_rows(out_dir / "key.csv", [r for r in key_rows if r["item_id"] in keep], KEY_COLUMNS)
     label = rater_label(list(models.values()))
     info = {"source": LLM_SOURCE, "rubric": "Appendix A.2 (the human rubric), not E.3 (the GRPO reward)",
             "model": ", ".join(dict.fromkeys(models.values())), "models": models, "raters_label": label,
@@ -543,12 +537,8 @@ def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, se
     for i, (a, rs) in enumerate(sorted(by_annotator.items())):
         order = list(rs)
         random.Random(seed + 200 + i).shuffle(order)
-        paths["sheets"][a] = out_dir / f"{a}.csv"
-        _write_rows(paths["sheets"][a], order, PAIRWISE_COLUMNS)
-    paths["key"] = out_dir / "key.csv"
-    _write_rows(paths["key"], keys, PAIRWISE_KEY_COLUMNS)
-    paths["n_items"] = len(rows)
-    return paths
+        paths["sheets"][a] = _write_rows(out_dir / f"{a}.csv", order, PAIRWISE_COLUMNS)
+    return {**paths, "key": _write_rows(out_dir / "key.csv", keys, PAIRWISE_KEY_COLUMNS), "n_items": len(rows)}
 
 
 def import_pairwise_verdicts(sheet_paths: Mapping[str, Path], key_path: Path):
@@ -604,10 +594,7 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
     """A copy of the pairwise sheets filled by the B.2 judge: ``(sheets, key, info)``."""
 
     errors: list[str] = []
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    key_rows = _read_rows(key_path)
-    keep = set(_llm_subset([r["item_id"] for r in key_rows], max_items, seed))
+    out_dir, key_rows, keep = _llm_fill_start(key_path, out_dir, max_items, seed)
     verdicts: dict[str, dict[str, str]] = {}
     rows_of: dict[str, list[dict[str, str]]] = {}
     names = sorted(sheets)
@@ -634,10 +621,8 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
     filled: dict[str, Path] = {}
     for a, rows in rows_of.items():
         out = [{**r, "verdict": verdicts[a][r["item_id"]], "comment": LLM_SOURCE} for r in rows if r["item_id"] in complete]
-        filled[a] = out_dir / f"{a}.csv"
-        _write_rows(filled[a], out, PAIRWISE_COLUMNS)
-    key_out = out_dir / "key.csv"
-    _write_rows(key_out, [r for r in key_rows if r["item_id"] in complete], PAIRWISE_KEY_COLUMNS)
+        filled[a] = _write_rows(out_dir / f"{a}.csv", out, PAIRWISE_COLUMNS)
+    key_out = _write_rows(out_dir / "key.csv", [r for r in key_rows if r["item_id"] in complete], PAIRWISE_KEY_COLUMNS)
     info = {"source": LLM_SOURCE, "model": ", ".join(dict.fromkeys(models.values())), "models": models,
             "raters_label": rater_label(list(models.values())), "n_items": len(complete),
             "n_dropped": len(keep) - len(complete), "n_items_exported": len(key_rows), "annotators": sorted(sheets),
