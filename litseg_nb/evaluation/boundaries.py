@@ -574,6 +574,8 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
 def _window_chunks(name: str, items: list, rcfg: Any, inputs: dict[str, Any], backend: Any = None,
                    embedder: Any = None) -> list[Chunk]:
     """A registry method's chunks of ``items`` (window book, unit), cached per window set and config."""
+    if not items:
+        return []
     spec = get_method(name)
     fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
            [(x.start, x.end) for x in u.sentences]) for b, u in items]
@@ -599,8 +601,6 @@ def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backen
     wanted = set(llm_windows(books, cfg.llm_max_windows)) if spec.needs_llm else None
     items = [(b, u) for b in books for u in b.units if u.n_sentences
              and (wanted is None or f"{b.book_id}/{u.unit_id}" in wanted)]
-    if not items:
-        return []
     lcfg = spec.config.for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(),
                                    embedding=cfg.embedding.to_dict())
     return _window_chunks(name, items, lcfg, {"method": name}, backend, embedder)
@@ -610,8 +610,6 @@ def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig) -> l
     """A segmenter (its profile config) on the first ``segmenter_max_windows`` windows."""
     wanted = set(llm_windows(books, cfg.segmenter_max_windows))
     items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
-    if not items:
-        return []
     return _window_chunks(name, items, get_method(name).config.for_profile(cfg.profile, seed=cfg.seed), {})
 
 
@@ -680,9 +678,8 @@ def cli(args: argparse.Namespace) -> int:
                 elif m not in NON_LLM and m not in SEGMENTERS and m not in LLM_METHODS:
                     raise ConfigError(f"--method {m!r}: not scored on the windows here (it needs a trained "
                                       "student); score its chunk set with --chunks")
-            over["methods"] = tuple(m for m in ms if m in NON_LLM)
-            over["llm_methods"] = tuple(m for m in ms if m in LLM_METHODS)
-            over["segmenters"] = tuple(m for m in ms if m in SEGMENTERS)
+            for key, names in (("methods", NON_LLM), ("llm_methods", LLM_METHODS), ("segmenters", SEGMENTERS)):
+                over[key] = tuple(m for m in ms if m in names)
             over["library_methods"] = tuple(m for m in ms if m.startswith("lib:"))
         if args.llm_windows is not None:
             over["llm_max_windows"] = args.llm_windows
@@ -701,9 +698,8 @@ def cli(args: argparse.Namespace) -> int:
                 print(census_table().to_string(index=False))
             return 0
         sets: dict[str, list[Chunk]] = {}
-        if args.chunks:
-            for f in args.chunks:
-                sets.setdefault(Path(f).stem, []).extend(_read_external(Path(f), gold.books, Path(f).stem))
+        for f in args.chunks or ():
+            sets.setdefault(Path(f).stem, []).extend(_read_external(Path(f), gold.books, Path(f).stem))
         if args.method or not args.chunks:
             sets.update(segment_windows(gold.books, cfg))
         table = summarize(score_chunk_sets(benchmark_sets(sets, gold.books, cfg), gold.books, cfg, progress=True), cfg)

@@ -112,12 +112,10 @@ def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataF
     if usage.empty:
         return pd.DataFrame(columns=COST_COLUMNS)
     usage = usage.assign(**{c: 0 for c in OPTIONAL_USAGE_COLUMNS if c not in usage.columns})
-    g = usage.groupby("method", sort=True).agg(
-        calls=("calls", "sum"), cache_hits=("cache_hits", "sum"), prompt_tokens=("prompt_tokens", "sum"),
-        cached_prompt_tokens=("cached_prompt_tokens", "sum"), completion_tokens=("completion_tokens", "sum"),
-        reasoning_tokens=("reasoning_tokens", "sum"),
-        latency_s=("latency_s", "sum"), stages=("stage", lambda s: ",".join(sorted(set(map(str, s))))),
-    ).reset_index()
+    sums = ("calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens",
+            "latency_s")
+    g = usage.groupby("method", sort=True).agg(**{c: (c, "sum") for c in sums},
+                                               stages=("stage", lambda s: ",".join(sorted(set(map(str, s)))))).reset_index()
     g["model_seconds"] = g["latency_s"]
     g["computed_prefill_tokens"] = g["prompt_tokens"] - g["cached_prompt_tokens"]
     g["sentences"] = g["method"].map(sentences).astype("float")
@@ -248,17 +246,12 @@ def timing_unit_pairs(corpus: Any, units: Iterable[tuple[str, str]], profile: st
                       error: type[Exception] = ValueError) -> list[tuple[Any, Any]]:
     """The §4.4 ``units`` as sorted ``(book, unit)`` pairs; missing units raise ``error``."""
     want = sorted(units)
-    books = {b.book_id: b for b in load_corpus(corpus) if b.book_id in {k[0] for k in want}}
-    pairs, missing = [], []
-    for bid, uid in want:
-        unit = next((u for u in books[bid].units if u.unit_id == uid), None) if bid in books else None
-        if unit is None:
-            missing.append(f"{bid}/{uid}")
-        else:
-            pairs.append((books[bid], unit))
+    found = {(b.book_id, u.unit_id): (b, u) for b in load_corpus(corpus) if b.book_id in {k[0] for k in want}
+             for u in reversed(b.units)}  # reversed: a unit id's first unit wins
+    missing = [f"{bid}/{uid}" for bid, uid in want if (bid, uid) not in found]
     if missing:
         raise error(f"§4.4 unit(s) {missing} are not in profile {profile!r}'s corpus; rerun notebooks 01-04")
-    return pairs
+    return [found[k] for k in want]
 
 
 def describe_timing_set(timing_dataset: str) -> str:
@@ -502,6 +495,8 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
     metered = {m.name: MeteredBackend(m.backend, clock) for m in methods}
     by_name = {m.name: m for m in methods}
     rows: list[dict[str, Any]] = []
+    calls_keys = ("wall_s", "model_s", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens",
+                  "cache_hits")
     bar = tqdm(total=repeats * len(batches) * len(methods), desc="paired §4.4 passes", disable=not progress)
     block = 0
     try:
@@ -516,22 +511,17 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
                     l1 = load()
                     calls = be.take()
                     req = [c["requests"] for c in calls]
-                    tot = {k: sum(c[k] for c in calls) for k in ("wall_s", "model_s", "prompt_tokens",
-                                                                   "cached_prompt_tokens", "completion_tokens",
-                                                                   "reasoning_tokens", "cache_hits")}
+                    tot = {k: sum(c[k] for c in calls) for k in calls_keys}
+                    tot["computed_prefill_tokens"] = tot["prompt_tokens"] - tot["cached_prompt_tokens"]
                     rows.append({
                         "repeat": r, "batch": b, "block": block, "position": pos, "method": name, "model": m.model,
                         "units": len(batch), "sentences": int(sum(u.n_sentences for _, u in batch)),
                         "chat_calls": len(calls), "requests": int(sum(req)), "max_concurrency": max(req, default=0),
                         "mean_concurrency": float(sum(req) / len(req)) if req else 0.0,
                         "wall_s": float(tot["wall_s"]), "model_s": float(tot["model_s"]),
-                        "prompt_tokens": int(tot["prompt_tokens"]),
-                        "cached_prompt_tokens": int(tot["cached_prompt_tokens"]),
-                        "computed_prefill_tokens": int(tot["prompt_tokens"] - tot["cached_prompt_tokens"]),
-                        "completion_tokens": int(tot["completion_tokens"]),
-                        "reasoning_tokens": int(tot["reasoning_tokens"]),
-                        "cache_hits": int(tot["cache_hits"]), "load_before": l0, "load_after": l1,
-                        "prefix_cache_reset": reset})
+                        **{k: int(tot[k]) for k in ("prompt_tokens", "cached_prompt_tokens", "computed_prefill_tokens",
+                                                    "completion_tokens", "reasoning_tokens", "cache_hits")},
+                        "load_before": l0, "load_after": l1, "prefix_cache_reset": reset})
                     bar.update(1)
                 block += 1
     finally:

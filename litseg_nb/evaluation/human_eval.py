@@ -135,29 +135,22 @@ def _context(book_text: str, start: int, end: int, width: int) -> tuple[str, str
     return ("…" + before.lstrip()) if start - width > 0 else before, (after.rstrip() + "…") if end + width < len(book_text) else after
 
 
-def sample_chunks_for_rating(chunks_by_method: Mapping[str, Sequence[Any]], n: int, seed: int = 0,
-                             books: Mapping[str, Any] | None = None) -> list[tuple[str, Any]]:
-    """``n`` chunks per method (per dataset with ``books``), sampled reproducibly."""
-    rng = random.Random(seed)
-    picked = []
-    for method in sorted(chunks_by_method):
-        pool = [c for c in chunks_by_method[method] if c.is_source_span]
-        groups: dict[str, list[Any]] = {}
-        for c in pool:
-            groups.setdefault(getattr(books.get(c.book_id), "dataset", "") if books is not None else "", []).append(c)
-        for ds in sorted(groups):
-            take = rng.sample(groups[ds], min(n, len(groups[ds])))
-            picked.extend((method, c) for c in take)
-    return picked
-
-
 def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: Mapping[str, Any],
                          out_dir: Path, n_per_method: int, raters: Sequence[str] = ("rater1", "rater2"),
                          seed: int = 0, context_chars: int = 300) -> dict[str, Any]:
-    """Blinded, shuffled ``<rater>.csv``/``.html`` sheets per rater and ``key.csv``."""
+    """Blinded, shuffled ``<rater>.csv``/``.html`` sheets per rater and ``key.csv``: ``n_per_method`` chunks per
+    method on each dataset, sampled reproducibly."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    picked = sample_chunks_for_rating(chunks_by_method, n_per_method, seed, books=books)
+    rng = random.Random(seed)
+    picked = []
+    for method in sorted(chunks_by_method):
+        groups: dict[str, list[Any]] = {}
+        for c in chunks_by_method[method]:
+            if c.is_source_span:
+                groups.setdefault(getattr(books.get(c.book_id), "dataset", ""), []).append(c)
+        for ds in sorted(groups):
+            picked.extend((method, c) for c in rng.sample(groups[ds], min(n_per_method, len(groups[ds]))))
     if not picked:
         raise ValueError("no chunks to export for rating")
     rng = random.Random(seed + 1)
@@ -433,9 +426,8 @@ def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
     return {r: backend for r in raters}
 
 
-def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
-                           max_items: int = 0, seed: int = 0, retries: int = 1,
-                           max_new_tokens: int | None = None) -> tuple[dict[str, Path], Path, dict[str, Any]]:
+def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any, max_items: int = 0,
+                           seed: int = 0, retries: int = 1) -> tuple[dict[str, Path], Path, dict[str, Any]]:
     """A copy of the rating sheets filled by LLM raters (A.2 rubric): ``(sheets, key, info)``."""
 
     out_dir, key_rows, keep = _llm_fill_start(key_path, out_dir, max_items, seed)
@@ -449,9 +441,8 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
         shared = model in models.values()
         models[rater] = model
         rows = [r for r in _read_rows(path) if r["item_id"] in keep]
-        kwargs = {} if max_new_tokens is None else {"max_new_tokens": max_new_tokens}
         results = rate_chunks(be, rows, retries=retries, seed=seed + k, first_temperature=0.7 if shared else 0.0,
-                              tag=UsageTag("llm-rater", stage=f"a2-rating:{rater}"), **kwargs)
+                              tag=UsageTag("llm-rater", stage=f"a2-rating:{rater}"))
         neutral[rater] = sum(r.neutral for r in results)
         for row, res in zip(rows, results):
             for d in DIMENSIONS:
@@ -598,18 +589,16 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
     verdicts: dict[str, dict[str, str]] = {}
     rows_of: dict[str, list[dict[str, str]]] = {}
     names = sorted(sheets)
-    if isinstance(backend, (list, tuple)) and backend:
-        backends = {a: backend[k % len(backend)] for k, a in enumerate(names)}
-    else:
-        backends = rater_backends({a: None for a in names}, backend)
+    if isinstance(backend, (list, tuple)) and backend:  # cycled over the annotators
+        backend = [backend[k % len(backend)] for k in range(len(names))]
+    backends = rater_backends(dict.fromkeys(names), backend)
     models: dict[str, str] = {}
     for k, (a, path) in enumerate(sorted(sheets.items())):
         be = backends[a]
         model = str(getattr(be, "model_id", "") or "?")
         greedy = model not in models.values()
         models[a] = model
-        rows = [r for r in _read_rows(path) if r["item_id"] in keep]
-        rows_of[a] = rows
+        rows = rows_of[a] = [r for r in _read_rows(path) if r["item_id"] in keep]
         convs = [pairwise_conversation(r["original_context"], r["question"], r["reference_answer"], r["response_a"],
                                        r["response_b"]) for r in rows]
         got, _ = _ask_until_read(
