@@ -75,17 +75,13 @@ def adapter_dirs(profile: str) -> dict[str, Path]:
     return dirs
 
 
-def _variant_adapters(variant: AblationVariant, profile: str) -> list[Path]:
-    dirs = adapter_dirs(profile)
-    return [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
-
-
 def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, ledger: Any = None):
     """The backend a variant runs on: ``cfg.llm``, or base + its adapters."""
     if variant.model == "base":
         return make_backend(cfg.llm, ledger)
-    return student_backend(cfg.llm, _variant_adapters(variant, profile), artifact_dir(profile, "lite", "merged"),
-                           ledger)[0]
+    dirs = adapter_dirs(profile)
+    adapters = [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
+    return student_backend(cfg.llm, adapters, artifact_dir(profile, "lite", "merged"), ledger)[0]
 
 
 def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, Unit]]:
@@ -93,9 +89,7 @@ def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, U
     path = artifact_path(cfg.profile, "chunks", "litseg.jsonl")
     if not path.is_file():
         raise AblationError(f"{path} not found; run notebook 02 for profile {cfg.profile!r} first")
-    pairs = select_units(books, cfg.selection)
-    if cfg.ablation_max_units:
-        pairs = pairs[:cfg.ablation_max_units]
+    pairs = select_units(books, cfg.selection)[:cfg.ablation_max_units or None]
     done = {(c.book_id, c.unit_id) for c in load_chunks(path)}
     missing = [f"{b.book_id}/{u.unit_id}" for b, u in pairs if (b.book_id, u.unit_id) not in done]
     if missing or not pairs:

@@ -134,8 +134,7 @@ def _window_counts(ind: np.ndarray, k: int) -> np.ndarray:
 def pk_wd_many(n: int, gold: Sequence[int], hyps: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Pk and WindowDiff of many hypotheses at once (rows of a draws x (n-1) 0/1 matrix); equals NLTK."""
     ref = np.zeros((1, n - 1), dtype=np.int64)
-    for b in gold:
-        ref[0, b - 2] = 1
+    ref[0, np.asarray(gold, dtype=np.int64) - 2] = 1
     rc, hc = _window_counts(ref, k), _window_counts(hyps.astype(np.int64), k)
     return ((rc > 0) != (hc > 0)).mean(axis=1), (rc != hc).mean(axis=1)
 
@@ -498,10 +497,9 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
 def load_gold(cfg: BoundaryConfig):
     """The window books and per-book counts for ``cfg`` (cached)."""
     root = data_dir()
-    keys = ("source", "max_books", "max_windows_per_book", "window_sentences", "min_side_sentences", "seed",
-            "forms", "clean_gold")
-    params = {k: getattr(cfg, k) for k in keys}
-    params["rules"] = GOLD_RULES
+    params = {**{k: getattr(cfg, k) for k in ("source", "max_books", "max_windows_per_book", "window_sentences",
+                                               "min_side_sentences", "seed", "forms", "clean_gold")},
+              "rules": GOLD_RULES}
     if cfg.source == "hand-checked":
         files = [GOLD_FILE] + local_book_files(root)
     else:

@@ -375,10 +375,9 @@ def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt",
                                 f"detected {score['units']}, matched {score['matched']})")
         rows.append({"book_id": bid, "file": entry.file, "used": exact, "why": why, "form": book_form(entry.kind)})
         if exact:
-            book = Book(book_id=bid, title=cleaned.report.title or bid, dataset=entry.file.split("/")[0],
-                        text=cleaned.text, paragraphs=cleaned.paragraphs, source=str(Path(root) / entry.file),
-                        meta={"form": book_form(entry.kind), "gold_kind": entry.kind})
-            out.append((book, units))
+            out.append((Book(book_id=bid, title=cleaned.report.title or bid, dataset=entry.file.split("/")[0],
+                             text=cleaned.text, paragraphs=cleaned.paragraphs, source=str(Path(root) / entry.file),
+                             meta={"form": book_form(entry.kind), "gold_kind": entry.kind}), units))
     return out, rows
 
 

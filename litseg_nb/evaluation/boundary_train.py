@@ -274,8 +274,7 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
     t_feat = time.perf_counter() - t0
     hashes = {k: v["text_hash"] for k, v in feats.items()}
     disjoint = check_disjoint(files, hashes, Path(evaluation_root) if evaluation_root else data_dir())
-    authors = read_authors(root)
-    tr, va = split_books(files, authors, cfg.validation_share, cfg.seed)
+    tr, va = split_books(files, read_authors(root), cfg.validation_share, cfg.seed)
     d_parts, h_parts, y_parts = [], [], []
     n_pos = {"chapter": 0, "scene": 0}
     for f in tr:
@@ -382,14 +381,9 @@ def validation_scores(files: Sequence[Path], feats: dict[str, dict[str, Any]], m
 
 
 def cli(args: Any) -> int:
-    cfg_over = {}
-    if args.seed is not None:
-        cfg_over["seed"] = args.seed
-    if args.max_books is not None:
-        if args.max_books < 0:
-            raise UsageError(f"--max-books must be >= 0, got {args.max_books}")
-        cfg_over["max_books"] = args.max_books
-    cfg = TrainConfig(**cfg_over)
+    if args.max_books is not None and args.max_books < 0:
+        raise UsageError(f"--max-books must be >= 0, got {args.max_books}")
+    cfg = TrainConfig(**{k: v for k in ("seed", "max_books") if (v := getattr(args, k)) is not None})
     out = Path(args.out) if args.out else None
     if out is not None:
         if "://" in args.out:  # never echoed: a URL may carry a secret

@@ -114,8 +114,8 @@ def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataF
     usage = usage.assign(**{c: 0 for c in OPTIONAL_USAGE_COLUMNS if c not in usage.columns})
     sums = ("calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens",
             "latency_s")
-    g = usage.groupby("method", sort=True).agg(**{c: (c, "sum") for c in sums},
-                                               stages=("stage", lambda s: ",".join(sorted(set(map(str, s)))))).reset_index()
+    stages = ("stage", lambda s: ",".join(sorted(set(map(str, s)))))
+    g = usage.groupby("method", sort=True).agg(**{c: (c, "sum") for c in sums}, stages=stages).reset_index()
     g["model_seconds"] = g["latency_s"]
     g["computed_prefill_tokens"] = g["prompt_tokens"] - g["cached_prompt_tokens"]
     g["sentences"] = g["method"].map(sentences).astype("float")
@@ -359,9 +359,8 @@ def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any
     # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
     from ..core.schema import save_chunks
 
-    lcfg = LitSegConfig.for_profile(profile, seed=seed)
     student = LiteConfig.for_profile(profile, seed=seed).llm
-    cfg = lcfg.replace(llm=student.to_dict())
+    cfg = LitSegConfig.for_profile(profile, seed=seed).replace(llm=student.to_dict())
     recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in units]
     ref = annotation_length_reference(recs)  # the teacher's run's value on these units
     pairs = timing_unit_pairs(cfg.corpus, units, profile)
@@ -459,14 +458,11 @@ def reset_prefix_cache(backend: Any) -> bool:
     """Empty ``backend``'s own prefix cache (hf or vLLM); True when one was emptied."""
     inner = getattr(backend, "inner", backend)
     inner = getattr(inner, "inner", inner)  # a MeteredBackend around a CachedBackend
-    clear = getattr(inner, "clear_prefixes", None)
-    if callable(clear):
-        clear()
-        return True
-    reset = getattr(getattr(inner, "llm", None), "reset_prefix_cache", None)
-    if callable(reset):
-        reset()
-        return True
+    llm = getattr(inner, "llm", None)
+    for empty in (getattr(inner, "clear_prefixes", None), getattr(llm, "reset_prefix_cache", None)):
+        if callable(empty):
+            empty()
+            return True
     return False
 
 
@@ -574,8 +570,7 @@ def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for name, (num, den, paper) in PAIRED_RATIOS.items():
         row: dict[str, Any] = {"ratio": name, "paper (end-to-end seconds)": paper}
-        have = not passes.empty and {num, den} <= set(passes["method"])
-        if have:
+        if not passes.empty and {num, den} <= set(passes["method"]):
             a = passes[passes["method"] == num].set_index("block")
             b = passes[passes["method"] == den].set_index("block")
             blocks = sorted(set(a.index) & set(b.index))

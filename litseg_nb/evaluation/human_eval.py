@@ -475,11 +475,10 @@ def ratings_by_dataset(long_df):
         for d in DIMENSIONS:
             mat = g[g.dimension == d].pivot_table(index="item_id", columns="rater", values="score")
             labels = {r: [int(round(v)) for v in mat[r]] for r in mat.columns}
-            pairs = pairwise_agreement_table(labels)
             fk = fleiss_kappa(labels_to_counts(list(labels.values()), categories=[1, 2, 3, 4, 5])) \
                 if len(labels) >= 2 and len(mat) else float("nan")
-            for rec in pairs.to_dict("records"):
-                ag.append({"dataset": ds, "dimension": d, **rec, "fleiss_kappa": fk})
+            ag += [{"dataset": ds, "dimension": d, **rec, "fleiss_kappa": fk}
+                   for rec in pairwise_agreement_table(labels).to_dict("records")]
     cat = lambda xs: pd.concat(xs, ignore_index=True) if xs else pd.DataFrame(columns=["dataset"])  # noqa: E731
     return cat(t1), cat(t9), pd.DataFrame(ag, columns=["dataset", "dimension", "annotator_a", "annotator_b",
                                                        "cohen_kappa", "raw_agreement", "n_items", "fleiss_kappa"])
@@ -567,8 +566,7 @@ def pairwise_agreement(long_df):
             wr = pairwise_win_rate([list(mat.loc[i]) for i in ids])
             wins.append({"dataset": ds, "opponent": o, "n_items": len(ids), **wr})
         labels = {a: list(mat[a]) for a in mat.columns}
-        for rec in pairwise_agreement_table(labels).to_dict("records"):
-            pairs.append({"dataset": ds, **rec})
+        pairs += [{"dataset": ds, **rec} for rec in pairwise_agreement_table(labels).to_dict("records")]
         fk = fleiss_kappa(labels_to_counts(list(labels.values()), categories=["win", "tie", "loss"])) \
             if len(labels) >= 2 else float("nan")
         fl.append({"dataset": ds, "fleiss_kappa": fk, "n_items": len(mat), "n_annotators": len(labels)})
