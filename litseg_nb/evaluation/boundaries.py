@@ -337,14 +337,12 @@ def top_g_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[
             continue
         rows: list[Chunk] = []
         for (bid, uid), cs in sorted(_per_window(chunks, by_book).items()):
-            b = by_book[bid]
-            u = b.unit(uid)
+            b, u = by_book[bid], by_book[bid].unit(uid)
             sc = unit_scores(cs, u.n_sentences, method)
             if sc is None:
                 rows = []
                 break  # a method scores every window it segments, or it gets no top-G row
-            k = len(window_gold(b, uid)["gold"])
-            rows += chunks_from_boundaries(b, u, method + TOP_G, [1] + top_k(sc, k))
+            rows += chunks_from_boundaries(b, u, method + TOP_G, [1] + top_k(sc, len(window_gold(b, uid)["gold"])))
         if rows:
             out[method + TOP_G] = rows
     return out
