@@ -622,8 +622,7 @@ def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
 
 
 def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
-
-    path = Path(path)
+    """``--chunks``: the package's chunk JSONL, or rows ``{'book_id', 'text'}`` imported onto the windows."""
     if not path.is_file():
         raise FileNotFoundError(f"--chunks {path}: no such file")
     first = next(iter(read_jsonl(path)), None) if path.suffix == ".jsonl" else None
