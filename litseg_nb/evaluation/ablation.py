@@ -3,6 +3,7 @@
 Every variant runs through :class:`~litseg_nb.lite.segmenter.LiteSegmenter`, so validity and fallbacks compare."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -14,7 +15,7 @@ from ..lite.config import LiteConfig
 from ..lite.segmenter import LiteSegmenter, results_frame
 from ..core.schema import Book, Chunk, Unit, assert_full_coverage, load_chunks
 from ..errors import LitsegError
-from ..lite.train import save_merged_model, student_backend
+from ..lite.train import student_backend
 from ..llm import make_backend
 from ..corpus import select_units
 from ..llm.base import UsageLedger
@@ -74,25 +75,13 @@ def adapter_dirs(profile: str) -> dict[str, Path]:
     return dirs
 
 
-def _variant_adapters(variant: AblationVariant, profile: str) -> list[Path]:
-    dirs = adapter_dirs(profile)
-    return [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
-
-
-def variant_model(cfg: LiteConfig, variant: AblationVariant, profile: str) -> str:
-    """The model a variant runs: the base model, or base + adapters merged once (cached folder)."""
-    if variant.model == "base":
-        return cfg.llm.model
-    return str(save_merged_model(cfg.llm.model, _variant_adapters(variant, profile),
-                                 artifact_dir(profile, "lite", "merged")))
-
-
 def variant_backend(cfg: LiteConfig, variant: AblationVariant, profile: str, ledger: Any = None):
     """The backend a variant runs on: ``cfg.llm``, or base + its adapters."""
     if variant.model == "base":
         return make_backend(cfg.llm, ledger)
-    return student_backend(cfg.llm, _variant_adapters(variant, profile), artifact_dir(profile, "lite", "merged"),
-                           ledger)[0]
+    dirs = adapter_dirs(profile)
+    adapters = [dirs["sft"]] if variant.model == "sft" else [dirs["sft"], dirs["grpo"]]
+    return student_backend(cfg.llm, adapters, artifact_dir(profile, "lite", "merged"), ledger)[0]
 
 
 def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, Unit]]:
@@ -100,9 +89,7 @@ def ablation_units(cfg: LiteConfig, books: Sequence[Book]) -> list[tuple[Book, U
     path = artifact_path(cfg.profile, "chunks", "litseg.jsonl")
     if not path.is_file():
         raise AblationError(f"{path} not found; run notebook 02 for profile {cfg.profile!r} first")
-    pairs = select_units(books, cfg.selection)
-    if cfg.ablation_max_units:
-        pairs = pairs[:cfg.ablation_max_units]
+    pairs = select_units(books, cfg.selection)[:cfg.ablation_max_units or None]
     done = {(c.book_id, c.unit_id) for c in load_chunks(path)}
     missing = [f"{b.book_id}/{u.unit_id}" for b, u in pairs if (b.book_id, u.unit_id) not in done]
     if missing or not pairs:
@@ -145,10 +132,7 @@ def validity_table(results: pd.DataFrame) -> pd.DataFrame:
                                      "segments_per_unit", "completion_tokens"])
     rows = []
     for name, g in results.groupby("variant", sort=False):
-        types: dict[str, int] = {}
-        for ft in g["fallback_types"]:
-            for t in ft:
-                types[t] = types.get(t, 0) + 1
+        types = Counter(t for ft in g["fallback_types"] for t in ft)
         rows.append({"variant": name, "units": len(g), "first_try_valid": float(g["first_try_valid"].mean()),
                      "mean_attempts": float(g["attempts"].mean()),
                      "fallback_units": int((g["fallback"] != "none").sum()),
@@ -166,22 +150,20 @@ def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame):
     b = boundary.set_index("variant")["boundary_similarity"]
     # numeric y positions: a categorical barh drops the labels of all-NaN bars
     names, ys = list(b.index[::-1]), list(range(len(b)))
-    vals = pd.to_numeric(b.iloc[::-1], errors="coerce")
-    axes[0].barh(ys, vals.fillna(0.0).to_numpy(), color="#4C72B0")
-    for y, v in zip(ys, vals):
-        if pd.isna(v):
-            axes[0].text(0.02, y, "n/a (no inner boundary)", transform=axes[0].get_yaxis_transform(),
-                         va="center", fontsize=7, color="0.4")
+
+    def bars(ax, values, color, note):
+        values = pd.to_numeric(values, errors="coerce")
+        ax.barh(ys, values.fillna(0.0).to_numpy(), color=color)
+        for y, v in zip(ys, values):
+            if pd.isna(v):
+                ax.text(0.02, y, note, transform=ax.get_yaxis_transform(), va="center", fontsize=7, color="0.4")
+
+    bars(axes[0], b.iloc[::-1], "#4C72B0", "n/a (no inner boundary)")
     axes[0].set_yticks(ys, names)
     axes[0].set_xlabel("boundary similarity (lower = cleaner cuts)")
     axes[0].set_title("Table 6 shape")
     if not retrieval.empty:
-        r = pd.to_numeric(retrieval.set_index("variant")["MRR"].reindex(b.index).iloc[::-1], errors="coerce")
-        axes[1].barh(ys, r.fillna(0.0).to_numpy(), color="#55A868")
-        for y, v in zip(ys, r):
-            if pd.isna(v):
-                axes[1].text(0.02, y, "n/a", transform=axes[1].get_yaxis_transform(), va="center",
-                             fontsize=7, color="0.4")
+        bars(axes[1], retrieval.set_index("variant")["MRR"].reindex(b.index).iloc[::-1], "#55A868", "n/a")
     axes[1].set_ylim(axes[0].get_ylim())
     axes[1].set_yticks(ys, [""] * len(ys))
     axes[1].set_xlabel("MRR, Table 3 ranking (higher is better)")

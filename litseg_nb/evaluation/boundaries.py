@@ -134,8 +134,7 @@ def _window_counts(ind: np.ndarray, k: int) -> np.ndarray:
 def pk_wd_many(n: int, gold: Sequence[int], hyps: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Pk and WindowDiff of many hypotheses at once (rows of a draws x (n-1) 0/1 matrix); equals NLTK."""
     ref = np.zeros((1, n - 1), dtype=np.int64)
-    for b in gold:
-        ref[0, b - 2] = 1
+    ref[0, np.asarray(gold, dtype=np.int64) - 2] = 1
     rc, hc = _window_counts(ref, k), _window_counts(hyps.astype(np.int64), k)
     return ((rc > 0) != (hc > 0)).mean(axis=1), (rc != hc).mean(axis=1)
 
@@ -338,14 +337,12 @@ def top_g_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[
             continue
         rows: list[Chunk] = []
         for (bid, uid), cs in sorted(_per_window(chunks, by_book).items()):
-            b = by_book[bid]
-            u = b.unit(uid)
+            b, u = by_book[bid], by_book[bid].unit(uid)
             sc = unit_scores(cs, u.n_sentences, method)
             if sc is None:
                 rows = []
                 break  # a method scores every window it segments, or it gets no top-G row
-            k = len(window_gold(b, uid)["gold"])
-            rows += chunks_from_boundaries(b, u, method + TOP_G, [1] + top_k(sc, k))
+            rows += chunks_from_boundaries(b, u, method + TOP_G, [1] + top_k(sc, len(window_gold(b, uid)["gold"])))
         if rows:
             out[method + TOP_G] = rows
     return out
@@ -406,17 +403,10 @@ def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFra
         row["WindowDiff_random"] = float(np.mean([s.rand_wd[base] for s in ws]))
         # per book: TP, E[TP] of both nulls, |G|, |H|, B parts at the headline tolerance
         books = sorted({s.source_book for s in ws})
-        bi = {b: i for i, b in enumerate(books)}
-        tp_b, es_b, ep_b, g_b, h_b, bn_b, bd_b = (np.zeros(len(books)) for _ in range(7))
-        for s in ws:
-            i = bi[s.source_book]
-            tp_b[i] += s.tp[th]
-            es_b[i] += s.exp_tp[base][th]
-            ep_b[i] += s.exp_tp["paragraph"][th]
-            g_b[i] += len(s.gold)
-            h_b[i] += len(s.hyp)
-            bn_b[i] += s.b_num
-            bd_b[i] += s.b_den
+        bi = [books.index(s.source_book) for s in ws]
+        tp_b, es_b, ep_b, g_b, h_b, bn_b, bd_b = (np.bincount(bi, [f(s) for s in ws], len(books)) for f in (
+            lambda s: s.tp[th], lambda s: s.exp_tp[base][th], lambda s: s.exp_tp["paragraph"][th],
+            lambda s: len(s.gold), lambda s: len(s.hyp), lambda s: s.b_num, lambda s: s.b_den))
         with np.errstate(divide="ignore", invalid="ignore"):
             p_b, r_b = np.where(h_b > 0, tp_b / h_b, 0.0), tp_b / g_b
             f_b = np.where(p_b + r_b > 0, 2 * p_b * r_b / (p_b + r_b), 0.0)
@@ -439,9 +429,7 @@ def summarize(scores: Sequence[WindowScore], cfg: BoundaryConfig) -> "pd.DataFra
         # permutation p-values: per window as many random positions of the null's kind as the method has
         obs = sum(s.tp[th] for s in ws)
         for name, null in ((f"p_value@{th}", base), (f"p_vs_paragraph@{th}", "paragraph")):
-            tot = np.zeros(cfg.random_draws)
-            for s in ws:
-                tot = tot + s.draw_tp[null][th]
+            tot = sum((s.draw_tp[null][th] for s in ws), np.zeros(cfg.random_draws))
             row[name] = float((1 + np.sum(tot >= obs)) / (1 + cfg.random_draws)) if n_hyp else float("nan")
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -507,10 +495,9 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
 def load_gold(cfg: BoundaryConfig):
     """The window books and per-book counts for ``cfg`` (cached)."""
     root = data_dir()
-    keys = ("source", "max_books", "max_windows_per_book", "window_sentences", "min_side_sentences", "seed",
-            "forms", "clean_gold")
-    params = {k: getattr(cfg, k) for k in keys}
-    params["rules"] = GOLD_RULES
+    params = {**{k: getattr(cfg, k) for k in ("source", "max_books", "max_windows_per_book", "window_sentences",
+                                               "min_side_sentences", "seed", "forms", "clean_gold")},
+              "rules": GOLD_RULES}
     if cfg.source == "hand-checked":
         files = [GOLD_FILE] + local_book_files(root)
     else:
@@ -520,16 +507,13 @@ def load_gold(cfg: BoundaryConfig):
     if cache.exists():
         d = cache.load()
         return GoldSet([book_from_json(b) for b in d["books"]], d["counts"], d["shapes"])
-    if cfg.source == "hand-checked":
+    hand = cfg.source == "hand-checked"
+    if hand:
         sources, rows = hand_checked_books(root, cfg.corpus.sentence_splitter, cfg.max_books)
-        gs = build_gold(sources, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book,
-                        True, rows, forms=cfg.forms, clean=cfg.clean_gold)
     else:
-        sources = corpus_books(cfg.corpus)
-        if cfg.max_books:
-            sources = sources[:cfg.max_books]
-        gs = build_gold(sources, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book,
-                        False, forms=None, clean=cfg.clean_gold)
+        sources, rows = corpus_books(cfg.corpus)[:cfg.max_books or None], ()
+    gs = build_gold(sources, cfg.window_sentences, cfg.min_side_sentences, cfg.seed, cfg.max_windows_per_book, hand,
+                    rows, forms=cfg.forms if hand else None, clean=cfg.clean_gold)
     cache.save({"books": [book_to_json(b) for b in gs.books], "counts": gs.counts, "shapes": gs.shapes})
     return gs
 
@@ -540,13 +524,8 @@ def llm_windows(books: Sequence[Book], n: int) -> tuple[str, ...]:
     for row in itertools.zip_longest(*[[(b, u) for u in b.units] for b in books]):
         for b, u in filter(None, row):
             queues[b.meta["boundary_gold"][u.unit_id]["kind"]].append(f"{b.book_id}/{u.unit_id}")
-    out: list[str] = []
-    ch, sc = queues["chapter"], queues["scene"]
-    while (ch or sc) and (not n or len(out) < n):
-        for q in (sc, ch):
-            if q and (not n or len(out) < n):
-                out.append(q.pop(0))
-    return tuple(out)
+    out = [w for pair in itertools.zip_longest(queues["scene"], queues["chapter"]) for w in pair if w is not None]
+    return tuple(out[:n] if n else out)
 
 
 def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
@@ -591,6 +570,8 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
 def _window_chunks(name: str, items: list, rcfg: Any, inputs: dict[str, Any], backend: Any = None,
                    embedder: Any = None) -> list[Chunk]:
     """A registry method's chunks of ``items`` (window book, unit), cached per window set and config."""
+    if not items:
+        return []
     spec = get_method(name)
     fp = [(b.book_id, u.unit_id, hashlib.sha256(u.text(b.text).encode()).hexdigest(),
            [(x.start, x.end) for x in u.sentences]) for b, u in items]
@@ -616,8 +597,6 @@ def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backen
     wanted = set(llm_windows(books, cfg.llm_max_windows)) if spec.needs_llm else None
     items = [(b, u) for b in books for u in b.units if u.n_sentences
              and (wanted is None or f"{b.book_id}/{u.unit_id}" in wanted)]
-    if not items:
-        return []
     lcfg = spec.config.for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(),
                                    embedding=cfg.embedding.to_dict())
     return _window_chunks(name, items, lcfg, {"method": name}, backend, embedder)
@@ -627,8 +606,6 @@ def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig) -> l
     """A segmenter (its profile config) on the first ``segmenter_max_windows`` windows."""
     wanted = set(llm_windows(books, cfg.segmenter_max_windows))
     items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
-    if not items:
-        return []
     return _window_chunks(name, items, get_method(name).config.for_profile(cfg.profile, seed=cfg.seed), {})
 
 
@@ -645,8 +622,7 @@ def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
 
 
 def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
-
-    path = Path(path)
+    """``--chunks``: the package's chunk JSONL, or rows ``{'book_id', 'text'}`` imported onto the windows."""
     if not path.is_file():
         raise FileNotFoundError(f"--chunks {path}: no such file")
     first = next(iter(read_jsonl(path)), None) if path.suffix == ".jsonl" else None
@@ -666,16 +642,6 @@ def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
         print(rep.summary(), file=sys.stderr)
         out.extend(c for c in chunks if c.unit_id)
     return out
-
-
-def score_chunk_file(path: Path | str, cfg: BoundaryConfig, name: str | None = None):
-    """Score one chunk file against the gold of ``cfg``; returns the summary table."""
-    gold = load_gold(cfg)
-    chunks = _read_external(Path(path), gold.books, name or Path(path).stem)
-    sets: dict[str, list[Chunk]] = {}
-    for c in chunks:
-        sets.setdefault(name or c.method, []).append(c)
-    return summarize(score_chunk_sets(benchmark_sets(sets, gold.books, cfg), gold.books, cfg), cfg)
 
 
 def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
@@ -707,9 +673,8 @@ def cli(args: argparse.Namespace) -> int:
                 elif m not in NON_LLM and m not in SEGMENTERS and m not in LLM_METHODS:
                     raise ConfigError(f"--method {m!r}: not scored on the windows here (it needs a trained "
                                       "student); score its chunk set with --chunks")
-            over["methods"] = tuple(m for m in ms if m in NON_LLM)
-            over["llm_methods"] = tuple(m for m in ms if m in LLM_METHODS)
-            over["segmenters"] = tuple(m for m in ms if m in SEGMENTERS)
+            for key, names in (("methods", NON_LLM), ("llm_methods", LLM_METHODS), ("segmenters", SEGMENTERS)):
+                over[key] = tuple(m for m in ms if m in names)
             over["library_methods"] = tuple(m for m in ms if m.startswith("lib:"))
         if args.llm_windows is not None:
             over["llm_max_windows"] = args.llm_windows
@@ -728,11 +693,8 @@ def cli(args: argparse.Namespace) -> int:
                 print(census_table().to_string(index=False))
             return 0
         sets: dict[str, list[Chunk]] = {}
-        if args.chunks:
-            for f in args.chunks:
-                name = Path(f).stem
-                for c in _read_external(Path(f), gold.books, name):
-                    sets.setdefault(name, []).append(c)
+        for f in args.chunks or ():
+            sets.setdefault(Path(f).stem, []).extend(_read_external(Path(f), gold.books, Path(f).stem))
         if args.method or not args.chunks:
             sets.update(segment_windows(gold.books, cfg))
         table = summarize(score_chunk_sets(benchmark_sets(sets, gold.books, cfg), gold.books, cfg, progress=True), cfg)

@@ -5,6 +5,7 @@ is the first sentence after every removed mark."""
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 import random
 import re
 import unicodedata
@@ -41,9 +42,8 @@ def is_ornament(paragraph: str) -> bool:
     if _XXX_RE.match(s):
         return True
     compact = s.replace(" ", "")
-    if not _ORNAMENT_RE.match(compact):
-        return False
-    return len(compact) >= 3 or (len(set(compact)) == 1 and compact[0] in _SINGLE_GLYPHS)
+    single = len(set(compact)) == 1 and compact[0] in _SINGLE_GLYPHS
+    return bool(_ORNAMENT_RE.match(compact)) and (len(compact) >= 3 or single)
 
 
 _CANDIDATE_RE = re.compile(r"[^\W\d_]|\d")  # a letter or a digit
@@ -352,11 +352,6 @@ def window_book(source: Book, stream: Sequence[StreamParagraph], windows: Sequen
                 meta={"boundary_gold": gold, "source_book": source.book_id, "hand_checked": hand_checked})
 
 
-def _source_id(file: str) -> str:
-    folder, name = file.split("/")[0], Path(file).stem
-    return f"{folder}:{name}"
-
-
 def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt",
                        max_books: int = 0) -> tuple[list[tuple[Book, list[Unit]]], list[dict]]:
     """The hand-read gold books whose detected units match the gold, and a row per gold book."""
@@ -364,7 +359,7 @@ def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt",
     for entry in load_gold(GOLD_FILE):
         if max_books and len(out) >= max_books:
             break
-        bid = _source_id(entry.file)
+        bid = f"{entry.file.split('/')[0]}:{Path(entry.file).stem}"
         try:
             cleaned = clean_gutenberg_file(Path(root) / entry.file)
         except (GutenbergFormatError, OSError) as err:
@@ -380,10 +375,9 @@ def hand_checked_books(root: Path, sentence_splitter: str = "nupunkt",
                                 f"detected {score['units']}, matched {score['matched']})")
         rows.append({"book_id": bid, "file": entry.file, "used": exact, "why": why, "form": book_form(entry.kind)})
         if exact:
-            book = Book(book_id=bid, title=cleaned.report.title or bid, dataset=entry.file.split("/")[0],
-                        text=cleaned.text, paragraphs=cleaned.paragraphs, source=str(Path(root) / entry.file),
-                        meta={"form": book_form(entry.kind), "gold_kind": entry.kind})
-            out.append((book, units))
+            out.append((Book(book_id=bid, title=cleaned.report.title or bid, dataset=entry.file.split("/")[0],
+                             text=cleaned.text, paragraphs=cleaned.paragraphs, source=str(Path(root) / entry.file),
+                             meta={"form": book_form(entry.kind), "gold_kind": entry.kind}), units))
     return out, rows
 
 
@@ -406,7 +400,7 @@ def build_gold(sources: Iterable[tuple[Book, list[Unit]]], window_sentences: int
                seed: int, max_windows_per_book: int = 0, hand_checked: bool = True,
                skipped_rows: Sequence[dict] = (), forms: Sequence[str] | None = None, clean: bool = True) -> GoldSet:
     """Windows of both kinds for every source book of a form in ``forms`` (None = all)."""
-    books, counts, shapes = [], [], {}
+    books, counts, shapes = [], [], Counter()
     for book, units in sources:
         form = book.meta.get("form", "narrative")
         if forms is not None and form not in forms:
@@ -431,8 +425,7 @@ def build_gold(sources: Iterable[tuple[Book, list[Unit]]], window_sentences: int
             row[f"{kind}_windows"] = len(w)
             row[f"{kind}_gold"] = sum(len(x.marks) for x in w)
             row[f"{kind}_breaks_skipped_short"] = skipped
-        for s, n in rep.shapes.items():
-            shapes[s] = shapes.get(s, 0) + n
+        shapes.update(rep.shapes)
         row["shapes"] = ", ".join(f"{s!r}×{n}" for s, n in sorted(rep.shapes.items()))
         counts.append(row)
         if wins:

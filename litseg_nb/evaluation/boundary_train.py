@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import random
 import time
 import zlib
@@ -145,9 +146,7 @@ def read_authors(root: Path) -> dict[str, str]:
     path = Path(root) / TRAIN_FOLDER / "MANIFEST.tsv"
     out: dict[str, str] = {}
     if path.is_file():
-        lines = path.read_text(encoding="utf-8").splitlines()
-        for ln in lines[1:]:
-            parts = ln.split("\t")
+        for parts in (ln.split("\t") for ln in path.read_text(encoding="utf-8").splitlines()[1:]):
             if len(parts) >= 2:
                 out[parts[0].strip()] = parts[1].strip()
     return out
@@ -155,13 +154,11 @@ def read_authors(root: Path) -> dict[str, str]:
 
 def split_books(files: Sequence[Path], authors: dict[str, str], share: float, seed: int) -> tuple[list[Path], list[Path]]:
     """``(train, validation)``: whole authors held out (a book without an author is its own author)."""
-    keys = sorted({authors.get(f.name.split(".")[0], f.name) for f in files})
-    rng = random.Random(f"{seed}:split")
-    rng.shuffle(keys)
+    author = {f: authors.get(f.name.split(".")[0], f.name) for f in files}
+    keys = sorted(set(author.values()))
+    random.Random(f"{seed}:split").shuffle(keys)
     held = set(keys[:max(1, int(round(share * len(keys))))]) if share > 0 and len(keys) > 1 else set()
-    train = [f for f in files if authors.get(f.name.split(".")[0], f.name) not in held]
-    val = [f for f in files if authors.get(f.name.split(".")[0], f.name) in held]
-    return train, val
+    return [f for f in files if author[f] not in held], [f for f in files if author[f] in held]
 
 
 @lru_cache(maxsize=4)
@@ -277,8 +274,7 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
     t_feat = time.perf_counter() - t0
     hashes = {k: v["text_hash"] for k, v in feats.items()}
     disjoint = check_disjoint(files, hashes, Path(evaluation_root) if evaluation_root else data_dir())
-    authors = read_authors(root)
-    tr, va = split_books(files, authors, cfg.validation_share, cfg.seed)
+    tr, va = split_books(files, read_authors(root), cfg.validation_share, cfg.seed)
     d_parts, h_parts, y_parts = [], [], []
     n_pos = {"chapter": 0, "scene": 0}
     for f in tr:
@@ -341,8 +337,6 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
     card["timing_s"]["total"] = round(time.perf_counter() - t0, 1)
     card["timing_s"]["cpu_total"] = round(time.process_time() - c0, 1)  # this process's CPU seconds
     card["timing_s"]["features_cached"] = cached
-    import os
-
     card["timing_s"]["load_average_at_end"] = round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else None
     card_file.write_text(json.dumps(card, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return card
@@ -387,14 +381,9 @@ def validation_scores(files: Sequence[Path], feats: dict[str, dict[str, Any]], m
 
 
 def cli(args: Any) -> int:
-    cfg_over = {}
-    if args.seed is not None:
-        cfg_over["seed"] = args.seed
-    if args.max_books is not None:
-        if args.max_books < 0:
-            raise UsageError(f"--max-books must be >= 0, got {args.max_books}")
-        cfg_over["max_books"] = args.max_books
-    cfg = TrainConfig(**cfg_over)
+    if args.max_books is not None and args.max_books < 0:
+        raise UsageError(f"--max-books must be >= 0, got {args.max_books}")
+    cfg = TrainConfig(**{k: v for k in ("seed", "max_books") if (v := getattr(args, k)) is not None})
     out = Path(args.out) if args.out else None
     if out is not None:
         if "://" in args.out:  # never echoed: a URL may carry a secret

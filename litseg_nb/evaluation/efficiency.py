@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..chunk_sets import METHOD_ORDER
@@ -76,9 +77,7 @@ def load_usage(profile: str) -> pd.DataFrame:
         missing = set(USAGE_COLUMNS) - set(df.columns)
         if missing:
             raise ValueError(f"usage ledger {path} lacks columns {sorted(missing)}")
-        for col in OPTIONAL_USAGE_COLUMNS:
-            if col not in df.columns:
-                df[col] = 0
+        df = df.assign(**{c: 0 for c in OPTIONAL_USAGE_COLUMNS if c not in df.columns})
         # a call recorded without a method tag (an empty cell reads as NaN) stays visible, never dropped
         df["method"] = df["method"].fillna("").astype(str).replace("", UNTAGGED)
         df[["book", "stage"]] = df[["book", "stage"]].fillna("").astype(str)
@@ -101,33 +100,22 @@ def _unit_sets(profile: str, methods: Iterable[str]) -> dict[str, dict[tuple[str
     for m in methods:
         path = next((p for p in (art / "chunks" / f"{m}.jsonl", art / "ablation" / "chunks" / f"{m}.jsonl",
                                  art / "efficiency" / "chunks" / f"{m}.jsonl") if p.is_file()), None)
-        if path is not None:
-            out[m] = _unit_sentences(path)
+        if path is not None:  # a unit's sentences: its chunks' largest ``to_idx``
+            units = out[m] = {}
+            for c in load_chunks(path):
+                units[(c.book_id, c.unit_id)] = max(units.get((c.book_id, c.unit_id), 0), c.to_idx)
     return out
-
-
-def _unit_sentences(path: Path) -> dict[tuple[str, str], int]:
-    """{(book, unit): sentences} of a chunk file (the largest ``to_idx`` per unit)."""
-    units: dict[tuple[str, str], int] = {}
-    for c in load_chunks(path):
-        units[(c.book_id, c.unit_id)] = max(units.get((c.book_id, c.unit_id), 0), c.to_idx)
-    return units
 
 
 def efficiency_table(usage: pd.DataFrame, sentences: dict[str, int]) -> pd.DataFrame:
     """Per method: calls, tokens and model seconds, in total and per 1,000 sentences."""
     if usage.empty:
         return pd.DataFrame(columns=COST_COLUMNS)
-    usage = usage.copy()
-    for col in OPTIONAL_USAGE_COLUMNS:
-        if col not in usage.columns:
-            usage[col] = 0
-    g = usage.groupby("method", sort=True).agg(
-        calls=("calls", "sum"), cache_hits=("cache_hits", "sum"), prompt_tokens=("prompt_tokens", "sum"),
-        cached_prompt_tokens=("cached_prompt_tokens", "sum"), completion_tokens=("completion_tokens", "sum"),
-        reasoning_tokens=("reasoning_tokens", "sum"),
-        latency_s=("latency_s", "sum"), stages=("stage", lambda s: ",".join(sorted(set(map(str, s))))),
-    ).reset_index()
+    usage = usage.assign(**{c: 0 for c in OPTIONAL_USAGE_COLUMNS if c not in usage.columns})
+    sums = ("calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens",
+            "latency_s")
+    stages = ("stage", lambda s: ",".join(sorted(set(map(str, s)))))
+    g = usage.groupby("method", sort=True).agg(**{c: (c, "sum") for c in sums}, stages=stages).reset_index()
     g["model_seconds"] = g["latency_s"]
     g["computed_prefill_tokens"] = g["prompt_tokens"] - g["cached_prompt_tokens"]
     g["sentences"] = g["method"].map(sentences).astype("float")
@@ -258,17 +246,12 @@ def timing_unit_pairs(corpus: Any, units: Iterable[tuple[str, str]], profile: st
                       error: type[Exception] = ValueError) -> list[tuple[Any, Any]]:
     """The §4.4 ``units`` as sorted ``(book, unit)`` pairs; missing units raise ``error``."""
     want = sorted(units)
-    books = {b.book_id: b for b in load_corpus(corpus) if b.book_id in {k[0] for k in want}}
-    pairs, missing = [], []
-    for bid, uid in want:
-        unit = next((u for u in books[bid].units if u.unit_id == uid), None) if bid in books else None
-        if unit is None:
-            missing.append(f"{bid}/{uid}")
-        else:
-            pairs.append((books[bid], unit))
+    found = {(b.book_id, u.unit_id): (b, u) for b in load_corpus(corpus) if b.book_id in {k[0] for k in want}
+             for u in reversed(b.units)}  # reversed: a unit id's first unit wins
+    missing = [f"{bid}/{uid}" for bid, uid in want if (bid, uid) not in found]
     if missing:
         raise error(f"§4.4 unit(s) {missing} are not in profile {profile!r}'s corpus; rerun notebooks 01-04")
-    return pairs
+    return [found[k] for k in want]
 
 
 def describe_timing_set(timing_dataset: str) -> str:
@@ -376,9 +359,8 @@ def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any
     # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
     from ..core.schema import save_chunks
 
-    lcfg = LitSegConfig.for_profile(profile, seed=seed)
     student = LiteConfig.for_profile(profile, seed=seed).llm
-    cfg = lcfg.replace(llm=student.to_dict())
+    cfg = LitSegConfig.for_profile(profile, seed=seed).replace(llm=student.to_dict())
     recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in units]
     ref = annotation_length_reference(recs)  # the teacher's run's value on these units
     pairs = timing_unit_pairs(cfg.corpus, units, profile)
@@ -442,9 +424,6 @@ class MeteredBackend:
             raise AttributeError(item)
         return getattr(self.inner, item)
 
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
     def chat(self, conversations, params: SamplingParams = SamplingParams(), tag: UsageTag = UsageTag()):
         t0 = self.clock()
         gens = self.inner.chat(conversations, params, tag)
@@ -479,14 +458,11 @@ def reset_prefix_cache(backend: Any) -> bool:
     """Empty ``backend``'s own prefix cache (hf or vLLM); True when one was emptied."""
     inner = getattr(backend, "inner", backend)
     inner = getattr(inner, "inner", inner)  # a MeteredBackend around a CachedBackend
-    clear = getattr(inner, "clear_prefixes", None)
-    if callable(clear):
-        clear()
-        return True
-    reset = getattr(getattr(inner, "llm", None), "reset_prefix_cache", None)
-    if callable(reset):
-        reset()
-        return True
+    llm = getattr(inner, "llm", None)
+    for empty in (getattr(inner, "clear_prefixes", None), getattr(llm, "reset_prefix_cache", None)):
+        if callable(empty):
+            empty()
+            return True
     return False
 
 
@@ -515,6 +491,8 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
     metered = {m.name: MeteredBackend(m.backend, clock) for m in methods}
     by_name = {m.name: m for m in methods}
     rows: list[dict[str, Any]] = []
+    calls_keys = ("wall_s", "model_s", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens",
+                  "cache_hits")
     bar = tqdm(total=repeats * len(batches) * len(methods), desc="paired §4.4 passes", disable=not progress)
     block = 0
     try:
@@ -529,22 +507,17 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
                     l1 = load()
                     calls = be.take()
                     req = [c["requests"] for c in calls]
-                    tot = {k: sum(c[k] for c in calls) for k in ("wall_s", "model_s", "prompt_tokens",
-                                                                   "cached_prompt_tokens", "completion_tokens",
-                                                                   "reasoning_tokens", "cache_hits")}
+                    tot = {k: sum(c[k] for c in calls) for k in calls_keys}
+                    tot["computed_prefill_tokens"] = tot["prompt_tokens"] - tot["cached_prompt_tokens"]
                     rows.append({
                         "repeat": r, "batch": b, "block": block, "position": pos, "method": name, "model": m.model,
                         "units": len(batch), "sentences": int(sum(u.n_sentences for _, u in batch)),
                         "chat_calls": len(calls), "requests": int(sum(req)), "max_concurrency": max(req, default=0),
                         "mean_concurrency": float(sum(req) / len(req)) if req else 0.0,
                         "wall_s": float(tot["wall_s"]), "model_s": float(tot["model_s"]),
-                        "prompt_tokens": int(tot["prompt_tokens"]),
-                        "cached_prompt_tokens": int(tot["cached_prompt_tokens"]),
-                        "computed_prefill_tokens": int(tot["prompt_tokens"] - tot["cached_prompt_tokens"]),
-                        "completion_tokens": int(tot["completion_tokens"]),
-                        "reasoning_tokens": int(tot["reasoning_tokens"]),
-                        "cache_hits": int(tot["cache_hits"]), "load_before": l0, "load_after": l1,
-                        "prefix_cache_reset": reset})
+                        **{k: int(tot[k]) for k in ("prompt_tokens", "cached_prompt_tokens", "computed_prefill_tokens",
+                                                    "completion_tokens", "reasoning_tokens", "cache_hits")},
+                        "load_before": l0, "load_after": l1, "prefix_cache_reset": reset})
                     bar.update(1)
                 block += 1
     finally:
@@ -566,28 +539,22 @@ def paired_method_table(passes: pd.DataFrame, batch_units: int = 0) -> pd.DataFr
         return pd.DataFrame(columns=PAIRED_COLUMNS)
     rows = []
     for m, g in passes.groupby("method", sort=False):
-        per_rep = g.groupby("repeat").agg(**{k: (k, "sum") for k in (
-            "units", "sentences", "chat_calls", "requests", "wall_s", "model_s", "prompt_tokens",
-            "computed_prefill_tokens", "completion_tokens", "reasoning_tokens", "cache_hits")})
+        tokens = ("prompt_tokens", "computed_prefill_tokens", "completion_tokens")
+        counts = ("units", "chat_calls", "requests", *tokens, "reasoning_tokens")
+        per_rep = g.groupby("repeat").agg(**{k: (k, "sum") for k in ("sentences", "wall_s", "model_s", *counts)})
         med = per_rep.median()
         sents = float(med["sentences"])
         per_k = 1000.0 / sents if sents else float("nan")
-        rows.append({
-            "method": m, "model": g["model"].iloc[0], "units": int(med["units"]), "sentences": int(sents),
+        rows.append({  # in PAIRED_COLUMNS' order by the frame below
+            "method": m, "model": g["model"].iloc[0], "sentences": int(sents), **{k: int(med[k]) for k in counts},
+            **{f"{k}_per_1k_sent": float(med[k]) * per_k for k in tokens},
             "repeats": int(g["repeat"].nunique()), "blocks": int(g["block"].nunique()),
-            "batch_units": int(batch_units or g["units"].max()), "chat_calls": int(med["chat_calls"]),
-            "requests": int(med["requests"]),
+            "batch_units": int(batch_units or g["units"].max()),
             "mean_concurrency": float(med["requests"] / med["chat_calls"]) if med["chat_calls"] else 0.0,
             "max_concurrency": int(g["max_concurrency"].max()),
             "wall_s_median": float(med["wall_s"]), "wall_s_min": float(per_rep["wall_s"].min()),
             "wall_s_max": float(per_rep["wall_s"].max()), "wall_seconds_per_1k_sent": float(med["wall_s"]) * per_k,
-            "model_s_median": float(med["model_s"]), "prompt_tokens": int(med["prompt_tokens"]),
-            "computed_prefill_tokens": int(med["computed_prefill_tokens"]),
-            "completion_tokens": int(med["completion_tokens"]), "reasoning_tokens": int(med["reasoning_tokens"]),
-            "prompt_tokens_per_1k_sent": float(med["prompt_tokens"]) * per_k,
-            "computed_prefill_tokens_per_1k_sent": float(med["computed_prefill_tokens"]) * per_k,
-            "completion_tokens_per_1k_sent": float(med["completion_tokens"]) * per_k,
-            "cache_hits": int(g["cache_hits"].sum()),
+            "model_s_median": float(med["model_s"]), "cache_hits": int(g["cache_hits"].sum()),
             "load_avg_mean": float(pd.concat([g["load_before"], g["load_after"]]).mean()),
             "prefix_cache_reset": bool(g["prefix_cache_reset"].all()),
         })
@@ -598,18 +565,12 @@ RATIO_METRICS = {"wall": "wall_s", "model_seconds": "model_s", "computed_prefill
                  "prompt_tokens": "prompt_tokens", "completion_tokens": "completion_tokens"}
 
 
-def _quantile(xs: Sequence[float], q: float) -> float:
-    s = pd.Series(list(xs), dtype=float).dropna()
-    return float(s.quantile(q)) if len(s) else float("nan")
-
-
 def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
     """The paper's ratios from the paired passes: spread over blocks, pooled, load."""
     rows = []
     for name, (num, den, paper) in PAIRED_RATIOS.items():
         row: dict[str, Any] = {"ratio": name, "paper (end-to-end seconds)": paper}
-        have = not passes.empty and {num, den} <= set(passes["method"])
-        if have:
+        if not passes.empty and {num, den} <= set(passes["method"]):
             a = passes[passes["method"] == num].set_index("block")
             b = passes[passes["method"] == den].set_index("block")
             blocks = sorted(set(a.index) & set(b.index))
@@ -620,7 +581,9 @@ def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
                 if label in ("wall", "model_seconds"):
                     row[f"{label}_ratio_min"] = float(min(per)) if per else float("nan")
                     row[f"{label}_ratio_max"] = float(max(per)) if per else float("nan")
-                    row[f"{label}_ratio_iqr"] = _quantile(per, 0.75) - _quantile(per, 0.25)
+                    known = [x for x in per if not np.isnan(x)]
+                    q75, q25 = np.percentile(known, [75, 25]) if known else (float("nan"),) * 2
+                    row[f"{label}_ratio_iqr"] = float(q75) - float(q25)
                 den_sum = float(b.loc[blocks, col].sum())
                 row[f"{label}_ratio_pooled"] = float(a.loc[blocks, col].sum()) / den_sum if den_sum else float("nan")
             for side, g in (("numerator", a), ("denominator", b)):

@@ -135,29 +135,22 @@ def _context(book_text: str, start: int, end: int, width: int) -> tuple[str, str
     return ("…" + before.lstrip()) if start - width > 0 else before, (after.rstrip() + "…") if end + width < len(book_text) else after
 
 
-def sample_chunks_for_rating(chunks_by_method: Mapping[str, Sequence[Any]], n: int, seed: int = 0,
-                             books: Mapping[str, Any] | None = None) -> list[tuple[str, Any]]:
-    """``n`` chunks per method (per dataset with ``books``), sampled reproducibly."""
-    rng = random.Random(seed)
-    picked = []
-    for method in sorted(chunks_by_method):
-        pool = [c for c in chunks_by_method[method] if c.is_source_span]
-        groups: dict[str, list[Any]] = {}
-        for c in pool:
-            groups.setdefault(getattr(books.get(c.book_id), "dataset", "") if books is not None else "", []).append(c)
-        for ds in sorted(groups):
-            take = rng.sample(groups[ds], min(n, len(groups[ds])))
-            picked.extend((method, c) for c in take)
-    return picked
-
-
 def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: Mapping[str, Any],
                          out_dir: Path, n_per_method: int, raters: Sequence[str] = ("rater1", "rater2"),
                          seed: int = 0, context_chars: int = 300) -> dict[str, Any]:
-    """Blinded, shuffled ``<rater>.csv``/``.html`` sheets per rater and ``key.csv``."""
+    """Blinded, shuffled ``<rater>.csv``/``.html`` sheets per rater and ``key.csv``: ``n_per_method`` chunks per
+    method on each dataset, sampled reproducibly."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    picked = sample_chunks_for_rating(chunks_by_method, n_per_method, seed, books=books)
+    rng = random.Random(seed)
+    picked = []
+    for method in sorted(chunks_by_method):
+        groups: dict[str, list[Any]] = {}
+        for c in chunks_by_method[method]:
+            if c.is_source_span:
+                groups.setdefault(getattr(books.get(c.book_id), "dataset", ""), []).append(c)
+        for ds in sorted(groups):
+            picked.extend((method, c) for c in rng.sample(groups[ds], min(n_per_method, len(groups[ds]))))
     if not picked:
         raise ValueError("no chunks to export for rating")
     rng = random.Random(seed + 1)
@@ -176,14 +169,9 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
     for r_i, rater in enumerate(raters):
         order = list(items)
         random.Random(seed + 100 + r_i).shuffle(order)
-        csv_path = out_dir / f"{rater}.csv"
-        _write_rows(csv_path, order, SHEET_COLUMNS)
-        html_path = out_dir / f"{rater}.html"
-        write_text_atomic(html_path, _sheet_html(order, rater))
-        paths["sheets"][rater], paths["html"][rater] = csv_path, html_path
-    key_path = out_dir / "key.csv"
-    _write_rows(key_path, sorted(key_rows, key=lambda r: r["item_id"]), KEY_COLUMNS)
-    paths["key"] = key_path
+        paths["sheets"][rater] = _write_rows(out_dir / f"{rater}.csv", order, SHEET_COLUMNS)
+        paths["html"][rater] = write_text_atomic(out_dir / f"{rater}.html", _sheet_html(order, rater))
+    paths["key"] = _write_rows(out_dir / "key.csv", sorted(key_rows, key=lambda r: r["item_id"]), KEY_COLUMNS)
     paths["n_items"] = len(items)
     return paths
 
@@ -280,8 +268,7 @@ def a2_conversation(text_before: str, chunk_text: str, text_after: str) -> list[
 
 def parse_a2_scores(text: str) -> dict[str, int] | None:
     """The three A.2 scores of a reply (integers 1-5), or None when any is missing or out of range."""
-    got = extract_json(text)
-    obj = got.obj
+    obj = extract_json(text).obj
     if not isinstance(obj, Mapping):
         return None
     out: dict[str, int] = {}
@@ -412,16 +399,21 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def _write_rows(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
+def _write_rows(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> Path:
     with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(columns))
         w.writeheader()
         w.writerows(rows)
+    return path
 
 
-def _llm_subset(item_ids: Sequence[str], max_items: int, seed: int) -> list[str]:
-    ids = sorted(item_ids)
-    return ids if not max_items or max_items >= len(ids) else sorted(random.Random(f"{seed}-llm-fill").sample(ids, max_items))
+def _llm_fill_start(key_path: Path, out_dir: Path, max_items: int, seed: int) -> tuple[Path, list[dict], set[str]]:
+    """``(out_dir, created; the key's rows; the item ids the LLM fills: max_items of them, 0 = all)``."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    key_rows = _read_rows(key_path)
+    ids = sorted(r["item_id"] for r in key_rows)
+    keep = ids if not max_items or max_items >= len(ids) else random.Random(f"{seed}-llm-fill").sample(ids, max_items)
+    return Path(out_dir), key_rows, set(keep)
 
 
 def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
@@ -434,15 +426,11 @@ def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
     return {r: backend for r in raters}
 
 
-def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
-                           max_items: int = 0, seed: int = 0, retries: int = 1,
-                           max_new_tokens: int | None = None) -> tuple[dict[str, Path], Path, dict[str, Any]]:
+def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any, max_items: int = 0,
+                           seed: int = 0, retries: int = 1) -> tuple[dict[str, Path], Path, dict[str, Any]]:
     """A copy of the rating sheets filled by LLM raters (A.2 rubric): ``(sheets, key, info)``."""
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    key_rows = _read_rows(key_path)
-    keep = set(_llm_subset([r["item_id"] for r in key_rows], max_items, seed))
+    out_dir, key_rows, keep = _llm_fill_start(key_path, out_dir, max_items, seed)
     backends = rater_backends(sheets, backend)
     filled: dict[str, Path] = {}
     neutral: dict[str, int] = {}
@@ -453,18 +441,15 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
         shared = model in models.values()
         models[rater] = model
         rows = [r for r in _read_rows(path) if r["item_id"] in keep]
-        kwargs = {} if max_new_tokens is None else {"max_new_tokens": max_new_tokens}
         results = rate_chunks(be, rows, retries=retries, seed=seed + k, first_temperature=0.7 if shared else 0.0,
-                              tag=UsageTag("llm-rater", stage=f"a2-rating:{rater}"), **kwargs)
+                              tag=UsageTag("llm-rater", stage=f"a2-rating:{rater}"))
         neutral[rater] = sum(r.neutral for r in results)
         for row, res in zip(rows, results):
             for d in DIMENSIONS:
                 row[d] = str(res.scores[d])
             row["comment"] = LLM_SOURCE + (" (neutral 3: no valid reply)" if res.neutral else "")
-        filled[rater] = out_dir / f"{rater}.csv"
-        _write_rows(filled[rater], rows, SHEET_COLUMNS)
-    key_out = out_dir / "key.csv"
-    _write_rows(key_out, [r for r in key_rows if r["item_id"] in keep], KEY_COLUMNS)
+        filled[rater] = _write_rows(out_dir / f"{rater}.csv", rows, SHEET_COLUMNS)
+    key_out = _write_rows(out_dir / "key.csv", [r for r in key_rows if r["item_id"] in keep], KEY_COLUMNS)
     label = rater_label(list(models.values()))
     info = {"source": LLM_SOURCE, "rubric": "Appendix A.2 (the human rubric), not E.3 (the GRPO reward)",
             "model": ", ".join(dict.fromkeys(models.values())), "models": models, "raters_label": label,
@@ -490,11 +475,10 @@ def ratings_by_dataset(long_df):
         for d in DIMENSIONS:
             mat = g[g.dimension == d].pivot_table(index="item_id", columns="rater", values="score")
             labels = {r: [int(round(v)) for v in mat[r]] for r in mat.columns}
-            pairs = pairwise_agreement_table(labels)
             fk = fleiss_kappa(labels_to_counts(list(labels.values()), categories=[1, 2, 3, 4, 5])) \
                 if len(labels) >= 2 and len(mat) else float("nan")
-            for rec in pairs.to_dict("records"):
-                ag.append({"dataset": ds, "dimension": d, **rec, "fleiss_kappa": fk})
+            ag += [{"dataset": ds, "dimension": d, **rec, "fleiss_kappa": fk}
+                   for rec in pairwise_agreement_table(labels).to_dict("records")]
     cat = lambda xs: pd.concat(xs, ignore_index=True) if xs else pd.DataFrame(columns=["dataset"])  # noqa: E731
     return cat(t1), cat(t9), pd.DataFrame(ag, columns=["dataset", "dimension", "annotator_a", "annotator_b",
                                                        "cohen_kappa", "raw_agreement", "n_items", "fleiss_kappa"])
@@ -543,12 +527,8 @@ def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, se
     for i, (a, rs) in enumerate(sorted(by_annotator.items())):
         order = list(rs)
         random.Random(seed + 200 + i).shuffle(order)
-        paths["sheets"][a] = out_dir / f"{a}.csv"
-        _write_rows(paths["sheets"][a], order, PAIRWISE_COLUMNS)
-    paths["key"] = out_dir / "key.csv"
-    _write_rows(paths["key"], keys, PAIRWISE_KEY_COLUMNS)
-    paths["n_items"] = len(rows)
-    return paths
+        paths["sheets"][a] = _write_rows(out_dir / f"{a}.csv", order, PAIRWISE_COLUMNS)
+    return {**paths, "key": _write_rows(out_dir / "key.csv", keys, PAIRWISE_KEY_COLUMNS), "n_items": len(rows)}
 
 
 def import_pairwise_verdicts(sheet_paths: Mapping[str, Path], key_path: Path):
@@ -586,8 +566,7 @@ def pairwise_agreement(long_df):
             wr = pairwise_win_rate([list(mat.loc[i]) for i in ids])
             wins.append({"dataset": ds, "opponent": o, "n_items": len(ids), **wr})
         labels = {a: list(mat[a]) for a in mat.columns}
-        for rec in pairwise_agreement_table(labels).to_dict("records"):
-            pairs.append({"dataset": ds, **rec})
+        pairs += [{"dataset": ds, **rec} for rec in pairwise_agreement_table(labels).to_dict("records")]
         fk = fleiss_kappa(labels_to_counts(list(labels.values()), categories=["win", "tie", "loss"])) \
             if len(labels) >= 2 else float("nan")
         fl.append({"dataset": ds, "fleiss_kappa": fk, "n_items": len(mat), "n_annotators": len(labels)})
@@ -604,25 +583,20 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
     """A copy of the pairwise sheets filled by the B.2 judge: ``(sheets, key, info)``."""
 
     errors: list[str] = []
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    key_rows = _read_rows(key_path)
-    keep = set(_llm_subset([r["item_id"] for r in key_rows], max_items, seed))
+    out_dir, key_rows, keep = _llm_fill_start(key_path, out_dir, max_items, seed)
     verdicts: dict[str, dict[str, str]] = {}
     rows_of: dict[str, list[dict[str, str]]] = {}
     names = sorted(sheets)
-    if isinstance(backend, (list, tuple)) and backend:
-        backends = {a: backend[k % len(backend)] for k, a in enumerate(names)}
-    else:
-        backends = rater_backends({a: None for a in names}, backend)
+    if isinstance(backend, (list, tuple)) and backend:  # cycled over the annotators
+        backend = [backend[k % len(backend)] for k in range(len(names))]
+    backends = rater_backends(dict.fromkeys(names), backend)
     models: dict[str, str] = {}
     for k, (a, path) in enumerate(sorted(sheets.items())):
         be = backends[a]
         model = str(getattr(be, "model_id", "") or "?")
         greedy = model not in models.values()
         models[a] = model
-        rows = [r for r in _read_rows(path) if r["item_id"] in keep]
-        rows_of[a] = rows
+        rows = rows_of[a] = [r for r in _read_rows(path) if r["item_id"] in keep]
         convs = [pairwise_conversation(r["original_context"], r["question"], r["reference_answer"], r["response_a"],
                                        r["response_b"]) for r in rows]
         got, _ = _ask_until_read(
@@ -634,10 +608,8 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
     filled: dict[str, Path] = {}
     for a, rows in rows_of.items():
         out = [{**r, "verdict": verdicts[a][r["item_id"]], "comment": LLM_SOURCE} for r in rows if r["item_id"] in complete]
-        filled[a] = out_dir / f"{a}.csv"
-        _write_rows(filled[a], out, PAIRWISE_COLUMNS)
-    key_out = out_dir / "key.csv"
-    _write_rows(key_out, [r for r in key_rows if r["item_id"] in complete], PAIRWISE_KEY_COLUMNS)
+        filled[a] = _write_rows(out_dir / f"{a}.csv", out, PAIRWISE_COLUMNS)
+    key_out = _write_rows(out_dir / "key.csv", [r for r in key_rows if r["item_id"] in complete], PAIRWISE_KEY_COLUMNS)
     info = {"source": LLM_SOURCE, "model": ", ".join(dict.fromkeys(models.values())), "models": models,
             "raters_label": rater_label(list(models.values())), "n_items": len(complete),
             "n_dropped": len(keep) - len(complete), "n_items_exported": len(key_rows), "annotators": sorted(sheets),

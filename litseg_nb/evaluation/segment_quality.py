@@ -65,10 +65,7 @@ def boundary_pairs(chunks: Sequence[Any], units: Mapping[tuple[str, str], Any], 
         if unit is None:
             raise KeyError(f"{m}: chunk refers to unit {uid!r} of book {bid!r}, which the corpus does not have")
         text = book_texts[bid]
-        starts = sorted({c.from_idx for c in cs})
-        for s in starts:
-            if s <= 1 or s > unit.n_sentences:
-                continue
+        for s in sorted({c.from_idx for c in cs if 1 < c.from_idx <= unit.n_sentences}):
             out.append((m, bid, uid, unit.sentence_text(text, s - 1), unit.sentence_text(text, s)))
     return out
 
@@ -154,13 +151,10 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
                    if rubric_judge.uses_length_reference(m, cfg.judge_pipeline_prompt) else None)
             seg_prompt = rubric_judge.segment_pipeline_prompt(m, ref, cfg.judge_pipeline_prompt,
                                                               last_index=unit.n_sentences)
-            results = []
-            for w0 in range(0, len(ucs), win):
-                part = ucs[w0:w0 + win]
-                results.append(rubric_judge.score_chunks_with_rubric(
-                    backend, passage, seg_prompt,
-                    rubric_judge.segment_pipeline_json(part, texts=[c.text for c in part]), len(part),
-                    retries=cfg.judge_retries, seed=seed, tag=UsageTag("rubric-judge", bid, "rubric-judge")))
+            results = [rubric_judge.score_chunks_with_rubric(
+                backend, passage, seg_prompt, rubric_judge.segment_pipeline_json(part, texts=[c.text for c in part]),
+                len(part), retries=cfg.judge_retries, seed=seed, tag=UsageTag("rubric-judge", bid, "rubric-judge"))
+                for part in (ucs[w0:w0 + win] for w0 in range(0, len(ucs), win))]
             done += 1
             dims = {d: [v for r in results for v in getattr(r, d)] for d in rubric_judge.DIMENSIONS}
             per_chunk = [x for r in results for x in r.per_chunk()]
