@@ -306,7 +306,7 @@ def test_healthy_litseg_run_reports_no_fallbacks():
     # run and a dead one reported the same count
     from litseg_nb.segmenters.registry import chunk_units
     from litseg_nb.litseg.config import LitSegConfig
-    from litseg_nb.llm import ScriptedBackend
+    from fakes import ScriptedBackend
 
     from fakes import model_reply
 

@@ -6,7 +6,7 @@ import pytest
 
 from litseg_nb.chunkers.llm_chunkers import complete_book_chunks, parse_score
 from litseg_nb.llm.replies import list_items as parse_items
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.core.prompts import load_prompt, prompt_source
 from litseg_nb.core.schema import Book, Chunk, Sentence, Unit
 

@@ -7,7 +7,8 @@ import sqlite3
 import pytest
 
 from litseg_nb.config import LLMConfig
-from litseg_nb.llm import Generation, LLMError, SamplingParams, ScriptedBackend, UsageTag, make_backend
+from litseg_nb.llm import Generation, LLMError, SamplingParams, UsageTag, make_backend
+from fakes import ScriptedBackend
 from litseg_nb.llm.request_cache import CachedBackend, RequestCache
 
 

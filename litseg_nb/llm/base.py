@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 from ..errors import LitsegError
@@ -254,58 +254,3 @@ def one_line(text: str, limit: int = 300) -> str:
     """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[:limit] + "..."
-
-
-@dataclass
-class ScriptedBackend(BackendBase):
-    """A deterministic stand-in backend for tests: ``chat`` consumes ``replies`` (or calls ``reply_fn``)."""
-
-    replies: list[Any] = field(default_factory=list)
-    reply_fn: Any = None
-    logprob_fn: Any = None
-    text_logprob_fn: Any = None
-    name: str = "scripted"
-    model_id: str = "scripted"
-    ledger: UsageLedger = field(default_factory=UsageLedger)
-    calls: list[Conversation] = field(default_factory=list)
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
-
-    tokenizer = None  # no tokenizer: tokens are words
-
-    def chat(self, conversations, params=SamplingParams(), tag=UsageTag()):
-        out = []
-        for conv in conversations:
-            self.calls.append(list(conv))
-            if self.reply_fn is not None:
-                reply = self.reply_fn(conv)
-            elif self.replies:
-                reply = self.replies.pop(0)
-            else:
-                raise LLMError("ScriptedBackend: script exhausted")
-            if isinstance(reply, BaseException):
-                raise reply
-            prompt = " ".join(m["content"] for m in conv)
-            gen = Generation(text=reply, prompt_tokens=self.count_tokens(prompt),
-                             completion_tokens=self.count_tokens(reply), latency_s=0.0)
-            self.ledger.record(tag, gen)
-            out.append(gen)
-        return out
-
-    def next_token_logprobs_ex(self, conversations, candidates, tag=UsageTag()):
-        if self.logprob_fn is None:
-            raise LLMError("ScriptedBackend: no logprob_fn scripted")
-        out = []
-        for conv in conversations:
-            self.calls.append(list(conv))
-            prompt = " ".join(m["content"] for m in conv)
-            gen = Generation("", self.count_tokens(prompt), 1, 0.0)
-            self.ledger.record(tag, gen)
-            out.append((self.logprob_fn(conv, list(candidates)), gen))
-        return out
-
-    def text_logprobs_ex(self, texts, tag=UsageTag(), max_length=None):
-        if self.text_logprob_fn is None:
-            raise LLMError("ScriptedBackend: no text_logprob_fn scripted")
-        return [(self.text_logprob_fn(t), Generation("", self.count_tokens(t), 0, 0.0)) for t in texts]
