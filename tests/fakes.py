@@ -254,7 +254,6 @@ class ScriptedBackend(BackendBase):
     replies: list[Any] = field(default_factory=list)
     reply_fn: Any = None
     logprob_fn: Any = None
-    text_logprob_fn: Any = None
     name: str = "scripted"
     model_id: str = "scripted"
     ledger: UsageLedger = field(default_factory=UsageLedger)
@@ -295,8 +294,3 @@ class ScriptedBackend(BackendBase):
             self.ledger.record(tag, gen)
             out.append((self.logprob_fn(conv, list(candidates)), gen))
         return out
-
-    def text_logprobs_ex(self, texts, tag=UsageTag(), max_length=None):
-        if self.text_logprob_fn is None:
-            raise LLMError("ScriptedBackend: no text_logprob_fn scripted")
-        return [(self.text_logprob_fn(t), Generation("", self.count_tokens(t), 0, 0.0)) for t in texts]

@@ -151,9 +151,6 @@ class BackendBase:
         raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score "
                        "next tokens")
 
-    def text_logprobs_ex(self, texts, tag=UsageTag(), max_length=None):
-        raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score texts")
-
     def token_logprobs_ex(self, seqs, tag=UsageTag()):
         raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score "
                        "token sequences")
@@ -162,12 +159,6 @@ class BackendBase:
                             tag: UsageTag = UsageTag()) -> list[dict[str, float]]:
         """Log-probability of each candidate's first token as the reply's first token."""
         return [r for r, _ in self.next_token_logprobs_ex(conversations, candidates, tag)]
-
-    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                      max_length: int | None = None) -> list[list[float]]:
-        """Teacher-forced log-probability of every token of each text."""
-        kwargs = {} if max_length is None else {"max_length": max_length}
-        return [r for r, _ in self.text_logprobs_ex(texts, tag, **kwargs)]
 
     def token_logprobs(self, seqs: Sequence[Sequence[int]],
                        tag: UsageTag = UsageTag()) -> list[list[float]]:

@@ -347,15 +347,7 @@ class OpenAIBackend(BackendBase):
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
         return self._map(self._logprobs_one, [(c, tuple(candidates)) for c in conversations], tag)
 
-    def _text_one(self, text: str) -> tuple[list[float], Generation]:
-        prompt: Any = text
-        tok = self.tokenizer
-        if tok is not None and tok.bos_token_id is not None:
-            # BOS + text token ids, so every text token gets a log-prob (as in the hf backend)
-            prompt = [tok.bos_token_id] + tok(text, add_special_tokens=False).input_ids
-        return self._echo_one(prompt)
-
-    def _echo_one(self, prompt: Any) -> tuple[list[float], Generation]:
+    def _echo_one(self, prompt: list[int]) -> tuple[list[float], Generation]:
         """Log-probs of the prompt's tokens after its first (completions endpoint, ``echo``)."""
         body = {"model": self.model_id, "prompt": prompt, "max_tokens": 1, "temperature": 0.0,
                 "echo": True, "logprobs": 0}
@@ -371,13 +363,6 @@ class OpenAIBackend(BackendBase):
         vals = [float(v) for v in prompt_lps[1:]]
         return vals, Generation("", prompt_tokens=p, completion_tokens=0, latency_s=latency,
                                 cached_prompt_tokens=cached)
-
-    def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                         max_length: int | None = None) -> list[tuple[list[float], Generation]]:
-        if max_length is not None:
-            raise LLMError("openai backend: text_logprobs does not support max_length "
-                           "(window the text on the caller's side)")
-        return self._map(self._text_one, list(texts), tag)
 
     def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
                           tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]:
