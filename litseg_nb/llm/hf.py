@@ -214,10 +214,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
 
     def __init__(self, model: str = "tiny-random", *, dtype: str = "auto", device: str = "auto",
                  batch_size: int = 4, max_model_len: int = 8192, structured_output: bool = False,
-                 ledger: UsageLedger | None = None, prefix_reuse: bool = True,
-                 min_prefix_tokens: int = 32, max_prefixes: int = 4,
-                 enable_thinking: bool = False, growing_cache: bool = True,
-                 max_padding: float = 0.25) -> None:
+                 ledger: UsageLedger | None = None, prefix_reuse: bool = True, enable_thinking: bool = False,
+                 growing_cache: bool = True, max_padding: float = 0.25) -> None:
         if not 0.0 <= max_padding <= 1.0:
             raise LLMError(f"hf backend: max_padding must be in [0, 1], got {max_padding}")
         self.max_padding = float(max_padding)
@@ -243,7 +241,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         self.think_ids = think_token_ids(self.tokenizer)
         self.growing_cache = bool(growing_cache)
         self.prefix_reuse = bool(prefix_reuse) and not has_sliding_window(self.model.config)
-        self.prefixes = PrefixStore(self, min_prefix_tokens, max_prefixes)
+        self.prefixes = PrefixStore(self)
 
     def _batches(self, lengths: Sequence[int], groups: Sequence[Any] | None = None,
                  max_padding: float = 1.0, apart: Sequence[Any] | None = None) -> list[list[int]]:
@@ -378,9 +376,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                     self.ledger.record(tag, gen)
         return results  # type: ignore[return-value]
 
-    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
-                        prefix: Prefix | None = None, schemas: Sequence[dict[str, Any] | None] | None = None
-                        ) -> list[Generation]:
+    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams, prefix: Prefix | None,
+                        schemas: Sequence[dict[str, Any] | None]) -> list[Generation]:
         follow_thread_budget()  # per batch: the side-by-side runner's budget may have changed
         import torch
         from transformers import GenerationConfig
@@ -398,8 +395,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         kwargs: dict[str, Any] = {}
         if params.stop:
             kwargs["tokenizer"] = self.tokenizer
-        if schemas is None:
-            schemas = [params.json_schema] * len(prompts)
         if self.structured_output and any(x is not None for x in schemas):
             kwargs["logits_processor"] = [self._json_logits_processor(
                 schemas[0] if all(json.dumps(x) == json.dumps(schemas[0]) for x in schemas) else list(schemas))]

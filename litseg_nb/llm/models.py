@@ -4,6 +4,7 @@
 GGUF de-quantised) are built once, atomically, in :func:`models_dir`; anything else is a path or hub id."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -194,7 +195,8 @@ def model_revision(name: str) -> str:
     if p.is_dir():
         h = hashlib.sha256()
         for f in sorted(x for x in p.iterdir() if x.is_file()):
-            h.update(f"{f.name}\0{_content_hash(f, f.stat())}\n".encode())
+            st = f.stat()
+            h.update(f"{f.name}\0{_content_hash(f.resolve(), st.st_size, st.st_mtime_ns)}\n".encode())
         return f"{p.resolve()}@files-{h.hexdigest()[:12]}"
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -207,15 +209,10 @@ def model_revision(name: str) -> str:
     return name
 
 
-_HASHES: dict[tuple[str, int, int], str] = {}
-
-
-def _content_hash(path: Path, st: os.stat_result) -> str:
+@functools.lru_cache(maxsize=None)
+def _content_hash(path: Path, size: int, mtime_ns: int) -> str:
     """SHA-256 of a file's bytes, memoised per process by path, size and modification time."""
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _HASHES:
-        _HASHES[key] = hash_file(path)
-    return _HASHES[key]
+    return hash_file(path)
 
 
 def local_tokenizer_source(name: str) -> str | None:
