@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from litseg_nb.core.prompts import HEADER_PREFIX, prompt_path
 from litseg_nb.llm.base import BackendBase, Generation, LLMError, SamplingParams, UsageLedger, UsageTag
 
 
@@ -245,6 +246,11 @@ def cached(cache, compute):
     value = compute()
     cache.save(value)
     return value
+
+
+def prompt_source(name: str) -> str:
+    """The source a prompt template's header line names (``# source: ...``)."""
+    return prompt_path(name).read_text(encoding="utf-8").partition("\n")[0].removeprefix(HEADER_PREFIX).strip()
 
 
 @dataclass

@@ -25,17 +25,12 @@ class SamplingParams:
     # one schema per conversation of the call (replaces ``json_schema``; None entries: unconstrained)
     json_schemas: tuple[dict[str, Any] | None, ...] | None = None
 
-    def schema_for(self, i: int) -> dict[str, Any] | None:
-        if self.json_schemas is None:
-            return self.json_schema
-        return self.json_schemas[i]
-
     def schemas(self, n: int) -> list[dict[str, Any] | None]:
         """The schema of each of the call's ``n`` conversations (checks ``json_schemas``' length)."""
         if self.json_schemas is not None and len(self.json_schemas) != n:
             raise LLMError(f"SamplingParams.json_schemas has {len(self.json_schemas)} schemas for {n} "
                            "conversations")
-        return [self.schema_for(i) for i in range(n)]
+        return [self.json_schema if self.json_schemas is None else self.json_schemas[i] for i in range(n)]
 
     def for_item(self, i: int) -> "SamplingParams":
         """The params of conversation ``i`` alone (its schema as ``json_schema``)."""

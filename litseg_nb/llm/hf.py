@@ -295,9 +295,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids, **kwargs)
         return out.logits.float(), mask
 
-    prefix_builds = property(lambda self: self.prefixes.builds)
-    prefix_computed_tokens = property(lambda self: self.prefixes.computed_tokens)
-
     def clear_prefixes(self) -> None:
         with self._lock:
             self.prefixes.clear()
