@@ -93,9 +93,6 @@ def package_versions() -> dict[str, str]:
 def write_manifest(profile: str, notebook: str, parameters: dict[str, Any],
                    data_files: Iterable[Path] = (), extra: dict[str, Any] | None = None) -> Path:
     """``outputs/<profile>/manifests/<notebook>.json``: commit, parameters, data hashes, versions."""
-    root = outputs_dir(profile) / "manifests"
-    root.mkdir(parents=True, exist_ok=True)
-
     manifest = {
         "notebook": notebook,
         "profile": profile,
@@ -109,7 +106,7 @@ def write_manifest(profile: str, notebook: str, parameters: dict[str, Any],
         "packages": package_versions(),
         **(extra or {}),
     }
-    path = root / f"{notebook}.json"
+    path = outputs_dir(profile) / "manifests" / f"{notebook}.json"
     write_text_atomic(path, json.dumps(redact_obj(manifest), indent=2, default=str))  # no URL secrets
     return path
 
@@ -132,9 +129,8 @@ def add_label_footer(fig, label: str, fontsize: float = FOOTER_FONTSIZE):
     chars = max(40, int(content_w * 72 / (fontsize * 0.55)))
     text = "\n".join(textwrap.wrap(label, width=chars, break_on_hyphens=False)) or label
     pad_in = 0.06
-    footer = fig.text(bbox.x0 / width_in, (bbox.y0 - pad_in) / height_in, text, fontsize=fontsize,
-                      color="0.35", ha="left", va="top", gid=FOOTER_GID)
-    return footer
+    return fig.text(bbox.x0 / width_in, (bbox.y0 - pad_in) / height_in, text, fontsize=fontsize,
+                    color="0.35", ha="left", va="top", gid=FOOTER_GID)
 
 
 def stacked_text_figure(blocks, width_in: float = 9.5, pad_in: float = 0.1):
