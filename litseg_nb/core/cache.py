@@ -24,12 +24,9 @@ class CacheWarning(UserWarning):
     """A cache entry or file was unreadable and is being replaced (the run continues)."""
 
 
-def hash_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
+def hash_file(path: Path) -> str:
     with Path(path).open("rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def hash_obj(obj: Any) -> str:

@@ -224,8 +224,7 @@ def _coverage(text: str, spans: Sequence[tuple[int, int]]) -> tuple[float, float
         depth[b] -= 1
     depth = np.cumsum(depth[:-1])
     solid = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    ws = np.isin(solid, [ord(c) for c in " \t\n\r\f\v\u00a0\u2028\u2029"])
-    nonws = ~ws
+    nonws = ~np.isin(solid, [ord(c) for c in " \t\n\r\f\v\u00a0\u2028\u2029"])
     total = int(nonws.sum())
     covered = int((nonws & (depth > 0)).sum())
     multi = int((nonws & (depth > 1)).sum())

@@ -45,7 +45,7 @@ class SamplingParams:
         return dataclasses.replace(self, json_schemas=tuple(self.json_schemas[i] for i in idx))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class UsageTag:
     method: str = ""
     book: str = ""
@@ -108,8 +108,7 @@ class UsageLedger:
 
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [{**asdict(t), **asdict(u)} for t, u in sorted(self._by_tag.items(), key=lambda kv: (
-                kv[0].method, kv[0].book, kv[0].stage))]
+            return [{**asdict(t), **asdict(u)} for t, u in sorted(self._by_tag.items(), key=lambda kv: kv[0])]
 
     def to_frame(self):
         import pandas as pd
