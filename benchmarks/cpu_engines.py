@@ -106,7 +106,7 @@ def prepare(args) -> None:
                 if len(self.chats) >= self.limit:
                     raise _Enough
                 self.chats.append({"conversation": list(conv), "max_new_tokens": params.max_new_tokens,
-                                   "schema": params.schema_for(i), "stage": getattr(tag, "stage", "")})
+                                   "schema": params.for_item(i).json_schema, "stage": getattr(tag, "stage", "")})
             return [Generation(self.reply, 0, 0, 0.0) for _ in conversations]
 
         def token_logprobs_ex(self, seqs, tag=None):

@@ -39,7 +39,7 @@ def run(reuse: bool, items, cfg, growing_cache: bool = True) -> dict:
                for r in res.records]
     return {"prefix_reuse": reuse, "growing_cache": growing_cache, "wall_s": round(wall, 1), **tot,
             "computed_prefill_tokens": tot["prompt_tokens"] - tot["cached_prompt_tokens"],
-            "prefix_builds": getattr(backend, "prefix_builds", 0), "replies": replies}
+            "prefix_builds": backend.prefixes.builds, "replies": replies}
 
 
 def main() -> None:

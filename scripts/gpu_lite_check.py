@@ -119,10 +119,12 @@ def main() -> int:
     import torch
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
-    from litseg_nb.llm.base import ScriptedBackend
     from litseg_nb.lite import train as T
     from litseg_nb.lite.config import LiteConfig
     from litseg_nb.lite.train import build_reward_funcs
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from fakes import ScriptedBackend
 
     cuda = torch.cuda.is_available()
     if args.size != "tiny" and not cuda:

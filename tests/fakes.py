@@ -8,6 +8,8 @@ headers, JSON body) and how many were in flight at once; a subclass answers thro
 ``content: null``, a 401 that echoes the key) and a ``/tokenize`` route; its default replies are
 valid LitSeg stage replies and LumberChunker answers. :func:`free_port` gives a loopback port
 nobody listens on (a DOWN server), which a :class:`FakeOpenAI` can later be started on.
+
+:class:`ScriptedBackend` is a deterministic stand-in LLM backend that replays scripted replies.
 """
 from __future__ import annotations
 
@@ -16,8 +18,12 @@ import re
 import socket
 import threading
 import time
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from litseg_nb.core.prompts import HEADER_PREFIX, prompt_path
+from litseg_nb.llm.base import BackendBase, Generation, LLMError, SamplingParams, UsageLedger, UsageTag
 
 
 def chat_reply(content: str, prompt_tokens: int = 5, completion_tokens: int = 1,
@@ -240,3 +246,57 @@ def cached(cache, compute):
     value = compute()
     cache.save(value)
     return value
+
+
+def prompt_source(name: str) -> str:
+    """The source a prompt template's header line names (``# source: ...``)."""
+    return prompt_path(name).read_text(encoding="utf-8").partition("\n")[0].removeprefix(HEADER_PREFIX).strip()
+
+
+@dataclass
+class ScriptedBackend(BackendBase):
+    """A deterministic stand-in backend for tests: ``chat`` consumes ``replies`` (or calls ``reply_fn``)."""
+
+    replies: list[Any] = field(default_factory=list)
+    reply_fn: Any = None
+    logprob_fn: Any = None
+    name: str = "scripted"
+    model_id: str = "scripted"
+    ledger: UsageLedger = field(default_factory=UsageLedger)
+    calls: list[Conversation] = field(default_factory=list)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    tokenizer = None  # no tokenizer: tokens are words
+
+    def chat(self, conversations, params=SamplingParams(), tag=UsageTag()):
+        out = []
+        for conv in conversations:
+            self.calls.append(list(conv))
+            if self.reply_fn is not None:
+                reply = self.reply_fn(conv)
+            elif self.replies:
+                reply = self.replies.pop(0)
+            else:
+                raise LLMError("ScriptedBackend: script exhausted")
+            if isinstance(reply, BaseException):
+                raise reply
+            prompt = " ".join(m["content"] for m in conv)
+            gen = Generation(text=reply, prompt_tokens=self.count_tokens(prompt),
+                             completion_tokens=self.count_tokens(reply), latency_s=0.0)
+            self.ledger.record(tag, gen)
+            out.append(gen)
+        return out
+
+    def next_token_logprobs_ex(self, conversations, candidates, tag=UsageTag()):
+        if self.logprob_fn is None:
+            raise LLMError("ScriptedBackend: no logprob_fn scripted")
+        out = []
+        for conv in conversations:
+            self.calls.append(list(conv))
+            prompt = " ".join(m["content"] for m in conv)
+            gen = Generation("", self.count_tokens(prompt), 1, 0.0)
+            self.ledger.record(tag, gen)
+            out.append((self.logprob_fn(conv, list(candidates)), gen))
+        return out

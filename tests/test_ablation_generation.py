@@ -6,7 +6,7 @@ import pytest
 
 from litseg_nb.evaluation import ablation
 from litseg_nb.config import EmbeddingConfig
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.rag.config import RagConfig
 from litseg_nb.rag.pipeline import RagEvaluator, retrieval_table
 

@@ -197,7 +197,6 @@ def test_hung_server_is_reported_while_waiting_and_bounded_by_max_wait(capfd):
         assert time.perf_counter() - t0 < 5  # 1.2 s in all (slack for a loaded CI), not 4 x 10 s
     err = capfd.readouterr().err
     assert f"waiting for {srv.url} (fake-model): 2 request(s) unanswered, oldest" in err
-    assert b.wait_reports >= 1
     cfg = LLMConfig()
     assert cfg.wait_report_s <= 60 and cfg.max_wait_s == 300.0
     assert make_backend(LLMConfig(backend="openai", base_urls=(srv.url,), max_wait_s=7, use_cache=False)
@@ -306,7 +305,7 @@ def test_healthy_litseg_run_reports_no_fallbacks():
     # run and a dead one reported the same count
     from litseg_nb.segmenters.registry import chunk_units
     from litseg_nb.litseg.config import LitSegConfig
-    from litseg_nb.llm import ScriptedBackend
+    from fakes import ScriptedBackend
 
     from fakes import model_reply
 

@@ -15,7 +15,7 @@ from litseg_nb.lite.segmenter import LiteSegmenter
 from litseg_nb.litseg.segmenter import calibrate_length_reference, calibration_table
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 
 from conftest import make_book
 from test_lite_heldout import lite_reply

@@ -9,7 +9,7 @@ import pandas as pd  # noqa: E402
 from litseg_nb.rag.pipeline import EvalQuestion
 from litseg_nb.rag.report import case_study, case_study_html, choose_case_question, plot_case_study
 from litseg_nb.core.schema import make_sentence_chunk
-from litseg_nb.core.artifacts import text_overlaps
+from checks import text_overlaps
 
 from conftest import make_book
 

@@ -6,8 +6,9 @@ import pytest
 
 from litseg_nb.chunkers.llm_chunkers import complete_book_chunks, parse_score
 from litseg_nb.llm.replies import list_items as parse_items
-from litseg_nb.llm.base import ScriptedBackend
-from litseg_nb.core.prompts import load_prompt, prompt_source
+from fakes import ScriptedBackend
+from litseg_nb.core.prompts import load_prompt
+from fakes import prompt_source
 from litseg_nb.core.schema import Book, Chunk, Sentence, Unit
 
 TEMPLATES = ("discriminator", "reflection", "refinement", "rewrite", "summary_global", "summary_local",

@@ -14,7 +14,7 @@ from litseg_nb.chunkers.perplexity import (KVWindowScorer, chunk_starts_from_min
                                            perplexity_chunks)
 from litseg_nb.llm.replies import list_items as parse_propositions
 from fakes import toy_book
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.core.schema import check_coverage
 
 STORY = " ".join(f"Sentence number {i} tells of event {i}." for i in range(1, 13))

@@ -14,7 +14,8 @@ from litseg_nb.lite.segmenter import LiteSegmenter
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, records_to_chunks
 from litseg_nb.litseg.prompting import single_pass_json_schema, stage_json_schema
-from litseg_nb.llm.base import LLMError, SamplingParams, ScriptedBackend
+from litseg_nb.llm.base import LLMError, SamplingParams
+from fakes import ScriptedBackend
 from litseg_nb.config import PROFILES_TABLE
 
 from conftest import make_book

@@ -9,7 +9,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from litseg_nb.core.artifacts import FOOTER_GID, save_figure, text_overlaps  # noqa: E402
+from litseg_nb.core.artifacts import FOOTER_GID, save_figure  # noqa: E402
+from checks import text_overlaps  # noqa: E402
 
 LABEL = ("profile=test | LLM=tiny-random (hf) | embeddings=all-MiniLM-L6-v2 | data=gutenqa+gutenberg "
          "max_books=2 max_units/book=2 (questions) | n=300 words | extra words to make it long enough to wrap")

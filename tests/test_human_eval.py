@@ -174,7 +174,7 @@ def test_filled_human_sheets_give_tables_1_and_9_and_agreement(fresh_dirs):
 
 def test_llm_filled_copy_is_labelled_and_scored_with_the_a2_rubric(fresh_dirs):
     from litseg_nb.evaluation.human_eval import LLM_SOURCE, evaluate_rating_sheets
-    from litseg_nb.llm.base import ScriptedBackend
+    from fakes import ScriptedBackend
     from litseg_nb.core.paths import outputs_dir
 
     books, sets = _two_dataset_chunks()
@@ -212,7 +212,7 @@ def test_llm_filled_copy_is_labelled_and_scored_with_the_a2_rubric(fresh_dirs):
 
 def test_one_model_for_both_raters_says_so_and_samples_the_second(fresh_dirs):
     from litseg_nb.evaluation.human_eval import evaluate_rating_sheets
-    from litseg_nb.llm.base import ScriptedBackend
+    from fakes import ScriptedBackend
     from litseg_nb.core.paths import outputs_dir
 
     books, sets = _two_dataset_chunks()
@@ -261,7 +261,7 @@ def test_pairwise_sheets_round_trip_to_kappa_fleiss_and_heatmap(tmp_path):
 
 def test_llm_filled_pairwise_copy_drops_items_without_a_verdict(fresh_dirs, tmp_path):
     from litseg_nb.evaluation.human_eval import LLM_SOURCE, evaluate_pairwise_sheets, export_pairwise_sheets
-    from litseg_nb.llm.base import ScriptedBackend
+    from fakes import ScriptedBackend
 
     items = [{"dataset": "literaryqa", "qid": f"q{i}", "target": "T", "opponent": "O", "context": f"ctx{i}",
               "question": "q?", "reference": "r", "target_answer": "good", "other_answer": "bad"} for i in range(4)]

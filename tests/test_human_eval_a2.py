@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 from litseg_nb.evaluation import human_eval
-from litseg_nb.llm.base import LLMError, ScriptedBackend
-from litseg_nb.core.prompts import load_prompt, prompt_source
+from litseg_nb.llm.base import LLMError
+from fakes import ScriptedBackend
+from litseg_nb.core.prompts import load_prompt
+from fakes import prompt_source
 
 SEED = Path("/work/shared/seeds/000_52d52c48502729e3.txt")
 

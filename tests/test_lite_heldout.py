@@ -15,7 +15,7 @@ from litseg_nb.lite.segmenter import LiteSegmenter, check_and_save_chunks
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, records_to_chunks
 from litseg_nb.litseg.prompting import system_prompt
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.core.schema import Book
 
 from test_litseg_pipeline import good, items, make_book

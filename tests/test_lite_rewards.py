@@ -8,7 +8,8 @@ import pytest
 from litseg_nb.litseg.validate import validate_segments
 from litseg_nb.lite.train import (FORMAT_RULES, NarratologicalReward, build_reward_funcs,
                                     format_reward, format_reward_breakdown, format_rules_table)
-from litseg_nb.llm.base import BackendUnavailableError, ScriptedBackend
+from litseg_nb.llm.base import BackendUnavailableError
+from fakes import ScriptedBackend
 
 N = 10
 W = {r.name: r.weight for r in FORMAT_RULES}

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.lite.data import LiteExample, target_text
 from litseg_nb.lite.train import build_reward_funcs, completion_text

@@ -79,7 +79,7 @@ def test_server_faults_stop_the_run_after_bounded_retries(server, tmp_path):
 
 @pytest.mark.timeout(60)
 def test_backend_error_in_a_later_group_keeps_the_finished_units(tmp_path):
-    from litseg_nb.llm import ScriptedBackend
+    from fakes import ScriptedBackend
 
     good = iter(['{"step_1_events": "e"}', '{"step_2_threads": "t"}', json.dumps(
         {"chapter_title": "c", "step_3_turning_points": [],

@@ -8,7 +8,8 @@ import pytest
 
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, read_annotations, records_to_chunks
-from litseg_nb.llm.base import LLMError, ScriptedBackend
+from litseg_nb.llm.base import LLMError
+from fakes import ScriptedBackend
 from litseg_nb.core.schema import Unit
 
 from conftest import make_book  # the suite's one Book factory (re-exported for other tests)

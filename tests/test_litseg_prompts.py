@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from litseg_nb.core.prompts import PromptError, fill_prompt, load_prompt, prompt_source
+from litseg_nb.core.prompts import PromptError, fill_prompt, load_prompt
+from fakes import prompt_source
 
 
 def placeholders(template: str) -> set[str]:

@@ -7,7 +7,8 @@ import sqlite3
 import pytest
 
 from litseg_nb.config import LLMConfig
-from litseg_nb.llm import Generation, LLMError, SamplingParams, ScriptedBackend, UsageTag, make_backend
+from litseg_nb.llm import Generation, LLMError, SamplingParams, UsageTag, make_backend
+from fakes import ScriptedBackend
 from litseg_nb.llm.request_cache import CachedBackend, RequestCache
 
 
@@ -123,14 +124,11 @@ def test_logprob_calls_cached_with_candidates_in_key(tmp_path):
         return {x: -float(len(x)) for x in cands}
 
     db = tmp_path / "r.sqlite"
-    b = CachedBackend(ScriptedBackend(logprob_fn=lp, text_logprob_fn=lambda t: [-1.0] * len(t)),
-                      RequestCache(db))
+    b = CachedBackend(ScriptedBackend(logprob_fn=lp), RequestCache(db))
     assert b.next_token_logprobs([conv(1)], ["a", "bb"]) == [{"a": -1.0, "bb": -2.0}]
     assert b.next_token_logprobs([conv(1)], ["a", "bb"]) == [{"a": -1.0, "bb": -2.0}]
     b.next_token_logprobs([conv(1)], ["a", "ccc"])
     assert len(seen) == 2 and b.hits == 1
-    assert b.text_logprobs(["xyz"]) == [[-1.0] * 3]
-    assert b.text_logprobs(["xyz"]) == [[-1.0] * 3] and b.hits == 2
 
 
 def test_default_location_and_wal(tmp_path, monkeypatch):

@@ -39,37 +39,18 @@ def _manual_logprobs(b: HFBackend, ids: list[int]) -> list[float]:
     return [float(logp[t - 1, ids[t]]) for t in range(1, len(ids))]
 
 
-def test_text_logprobs_equal_teacher_forced(backend):
+def _ids(b: HFBackend, text: str) -> list[int]:
+    return [b.tokenizer.bos_token_id] + b.tokenizer(text, add_special_tokens=False).input_ids
+
+
+def test_token_logprobs_equal_teacher_forced(backend):
     texts = ["It is a truth universally acknowledged.", "Call me Ishmael. Some years ago",
              "x"]
-    got = backend.text_logprobs(texts)  # batched: different lengths, left padding
+    got = backend.token_logprobs([_ids(backend, t) for t in texts])  # batched: different lengths, left padding
     for text, lps in zip(texts, got):
-        ids = [backend.tokenizer.bos_token_id] + backend.tokenizer(
-            text, add_special_tokens=False).input_ids
-        want = _manual_logprobs(backend, ids)
+        want = _manual_logprobs(backend, _ids(backend, text))
         assert len(lps) == backend.count_tokens(text) == len(want)
         assert lps == pytest.approx(want, abs=2e-4)
-
-
-def test_text_logprobs_windowed_matches_full_when_it_fits_and_is_bounded_otherwise(backend):
-    text = " ".join(f"w{i}" for i in range(40))
-    full = backend.text_logprobs([text])[0]
-    assert backend.text_logprobs([text], max_length=4096)[0] == pytest.approx(full, abs=1e-5)
-    win = backend.text_logprobs([text], max_length=16)[0]
-    assert len(win) == len(full)
-    # the first window (tokens 1..15) sees the same context as the full pass
-    assert win[:15] == pytest.approx(full[:15], abs=2e-4)
-    # a later token is scored with the truncated context: compute it by hand
-    ids = [backend.tokenizer.bos_token_id] + backend.tokenizer(text, add_special_tokens=False).input_ids
-    n = len(ids)
-    # windows begin at 0, 8, 16, ...; the last window is ids[begin:n] with begin = the last start
-    begin = 0
-    while begin + 16 < n:
-        begin += 8
-    want_last = _manual_logprobs(backend, ids[begin:n])[-1]
-    assert win[-1] == pytest.approx(want_last, abs=2e-4)
-    with pytest.raises(LLMError):
-        backend.text_logprobs([text], max_length=1)
 
 
 def test_next_token_logprobs_equal_teacher_forced(backend):
@@ -217,7 +198,7 @@ def test_padding_cap_splits_forward_batches_and_keeps_the_scores(backend, monkey
         monkeypatch.setattr(backend, "max_padding", cap)
         calls.clear()
         got[cap] = backend.next_token_logprobs(convs, cands)
-        got[cap, "texts"] = backend.text_logprobs([c[0]["content"] for c in convs])
+        got[cap, "texts"] = backend.token_logprobs([_ids(backend, c[0]["content"]) for c in convs])
         got[cap, "passes"] = list(calls)
     assert len(got[0.0, "passes"]) > len(got[1.0, "passes"])  # the cap really split batches
     for a, b in zip(got[1.0], got[0.0]):

@@ -57,7 +57,7 @@ class FakeServer(LoopbackServer):
                        "usage": {"prompt_tokens": 7, "completion_tokens": 3,
                                  "prompt_tokens_details": {"cached_tokens": 4}}}
         elif h.path.endswith("/completions"):
-            payload = {"choices": [{"text": body["prompt"] + "!", "logprobs": {
+            payload = {"choices": [{"text": "abc!", "logprobs": {
                 "tokens": ["a", "b", "c", "!"], "token_logprobs": [None, -1.0, -2.0, -0.5]}}],
                 "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
         else:
@@ -109,15 +109,15 @@ def test_chat_usage_and_request_body(server):
     assert "response_format" not in s.requests[-1]
 
 
-def test_logprobs_and_text_logprobs(server):
+def test_logprobs_and_token_logprobs(server):
     s = server()
     b = client(s.url)
     lp = b.next_token_logprobs([CONV], ["Yes", "No", "Maybe"])[0]
     assert lp["Yes"] == -0.25 and lp["No"] == -1.5 and lp["Maybe"] == -math.inf
     req = s.requests[-1]
     assert req["logprobs"] is True and req["top_logprobs"] == 20 and req["max_tokens"] == 1
-    assert b.text_logprobs(["abc"])[0] == [-1.0, -2.0]
-    assert s.requests[-1]["echo"] is True
+    assert b.token_logprobs([[1, 2, 3]])[0] == [-1.0, -2.0]
+    assert s.requests[-1]["echo"] is True and s.requests[-1]["prompt"] == [1, 2, 3]
 
 
 def test_distinct_prefixes_spread_over_base_urls(server):

@@ -55,12 +55,12 @@ def test_greedy_chat_identical_and_ledger_counts_the_reuse(pair):
     from litseg_nb.llm.hf import common_prefix_len
 
     lcp = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
-    assert lcp > 32 and on.prefix_builds == 1 and on.prefix_computed_tokens == lcp < shared
+    assert lcp > 32 and on.prefixes.builds == 1 and on.prefixes.computed_tokens == lcp < shared
     cached = sorted(g.cached_prompt_tokens for g in got)
     assert cached == [0] + [lcp] * 4  # the first user of the new prefix paid for it
     # a later call reuses the stored prefix for every request (nothing rebuilt)
     again = on.chat(convs(USERS[:2]), params)
-    assert [g.cached_prompt_tokens for g in again] == [lcp, lcp] and on.prefix_builds == 1
+    assert [g.cached_prompt_tokens for g in again] == [lcp, lcp] and on.prefixes.builds == 1
     assert [g.text for g in again] == [g.text for g in want[:2]]
     row = [r for r in on.ledger.rows() if r["method"] == "m"][0]
     assert row["prompt_tokens"] == sum(map(len, prompts)) and row["cached_prompt_tokens"] == 4 * lcp
@@ -93,7 +93,7 @@ def test_next_token_logprobs_equal_with_and_without_reuse(pair):
     on.clear_prefixes()
     want = off.next_token_logprobs(convs(), ["1", "2", "yes"])
     got = on.next_token_logprobs(convs(), ["1", "2", "yes"])
-    assert on.prefix_builds >= 1
+    assert on.prefixes.builds >= 1
     for w, g in zip(want, got):  # the tiny model's log-probs are large (-15): relative 2e-6
         assert g == pytest.approx(w, rel=2e-6, abs=1e-5)
 
@@ -133,15 +133,15 @@ def test_single_prompt_calls_share_a_prefix_with_recent_prompts(pair):
     on.clear_prefixes()
     params = SamplingParams(max_new_tokens=8)
     first = on.chat(convs(USERS[:1]), params)[0]
-    assert first.cached_prompt_tokens == 0 and on.prefix_builds == 0  # nothing to share yet
+    assert first.cached_prompt_tokens == 0 and on.prefixes.builds == 0  # nothing to share yet
     second = on.chat(convs(USERS[3:4]), params)[0]
-    assert on.prefix_builds == 1 and second.cached_prompt_tokens == 0  # built now, paid by it
+    assert on.prefixes.builds == 1 and second.cached_prompt_tokens == 0  # built now, paid by it
     # the third shares less with the recent ones (the system prompt only): that shorter prefix is
     # cut from the stored one, nothing is computed, so the third request is served from it
-    computed = on.prefix_computed_tokens
+    computed = on.prefixes.computed_tokens
     third = on.chat(convs(USERS[1:2]), params)[0]
-    assert on.prefix_builds == 2 and third.cached_prompt_tokens > 32
-    assert on.prefix_computed_tokens == computed
+    assert on.prefixes.builds == 2 and third.cached_prompt_tokens > 32
+    assert on.prefixes.computed_tokens == computed
     assert [first.text, second.text, third.text] == [
         g.text for g in off.chat(convs([USERS[0], USERS[3], USERS[1]]), params)]
 
@@ -151,12 +151,12 @@ def test_longer_prefix_extends_a_stored_one_and_store_is_bounded(pair):
     on.clear_prefixes()
     params = SamplingParams(max_new_tokens=4)
     on.chat(convs(USERS[:2]), params)  # prefix = system prompt (+ template up to the user turn)
-    base = on.prefix_computed_tokens
+    base = on.prefixes.computed_tokens
     long_users = ["Step 3: segment the chapter. " * 6 + tail for tail in ("Alpha.", "Beta gamma.")]
     gens = on.chat(convs(long_users), params)
-    assert on.prefix_builds == 2
+    assert on.prefixes.builds == 2
     # the second prefix was built on top of the first: only the extension was computed
-    ext = on.prefix_computed_tokens - base
+    ext = on.prefixes.computed_tokens - base
     assert 32 <= ext < base
     assert sorted(g.cached_prompt_tokens for g in gens)[0] == base  # first user paid the extension
     assert [g.text for g in gens] == [g.text for g in off.chat(convs(long_users), params)]
@@ -189,7 +189,7 @@ def test_structured_output_identical_with_reuse(pair):
         assert [g.text for g in on.chat(convs(), params)] == [g.text for g in off.chat(convs(), params)]
     finally:
         off.structured_output = on.structured_output = False
-    assert on.prefix_builds == 1
+    assert on.prefixes.builds == 1
 
 
 @pytest.mark.smollm2
@@ -208,7 +208,7 @@ def test_smollm2_greedy_and_logprobs_identical_with_reuse():
     params = SamplingParams(max_new_tokens=10)
     want = off.chat(convs(users, system), params)
     got = on.chat(convs(users, system), params)
-    assert on.prefix_builds == 1 and max(g.cached_prompt_tokens for g in got) > 1000
+    assert on.prefixes.builds == 1 and max(g.cached_prompt_tokens for g in got) > 1000
     assert [g.text for g in got] == [g.text for g in want]
     lw = off.next_token_logprobs(convs(users, system), ["{", "1", "The"])
     lg = on.next_token_logprobs(convs(users, system), ["{", "1", "The"])
@@ -226,7 +226,7 @@ def test_config_switches_reuse():
                                prefix_reuse=False))
     assert b.prefix_reuse is False
     gens = b.chat(convs(), SamplingParams(max_new_tokens=2))
-    assert b.prefix_builds == 0 and all(g.cached_prompt_tokens == 0 for g in gens)
+    assert b.prefixes.builds == 0 and all(g.cached_prompt_tokens == 0 for g in gens)
 
 
 # --- the growing decoding cache (buffer instead of torch.cat per token) ----------------------------

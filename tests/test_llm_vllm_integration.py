@@ -141,8 +141,9 @@ def test_openai_backend_against_vllm_serve(vllm_server, tmp_path):
 
     # teacher-forced text log-probs via the completions endpoint (echo)
     text = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
-    tl = backend.text_logprobs([text])[0]
-    print(f"text_logprobs: {len(tl)} values, mean {sum(tl) / len(tl):.3f}")
+    tok = backend.tokenizer
+    tl = backend.token_logprobs([[tok.bos_token_id] + tok(text, add_special_tokens=False).input_ids])[0]
+    print(f"token_logprobs: {len(tl)} values, mean {sum(tl) / len(tl):.3f}")
     assert len(tl) == backend.count_tokens(text) and all(v <= 0.0 for v in tl)
 
     # guided JSON (structured output) through response_format
@@ -173,7 +174,7 @@ guided = b.chat([[{"role": "user", "content": "Is Paris in France? Reply in JSON
                 SamplingParams(max_new_tokens=20, json_schema=schema))[0]
 lps = b.next_token_logprobs(convs[:1], ["Paris", "London"])
 text = "It is a truth universally acknowledged"
-tl = b.text_logprobs([text])[0]
+tl = b.token_logprobs([[b.tokenizer.bos_token_id] + b.tokenizer(text, add_special_tokens=False).input_ids])[0]
 print("RESULT " + json.dumps({"texts": [g.text for g in gens], "usage": [[g.prompt_tokens,
       g.completion_tokens, g.cached_prompt_tokens] for g in gens], "guided": guided.text,
       "lps": lps, "n_text_lps": len(tl), "n_text_tokens": b.count_tokens(text), "tl": tl}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.rag.config import RagConfig
 from litseg_nb.rag.lumber_qa import LONG_CONTEXT, MANUAL, lumber_qa_comparison
 from litseg_nb.rag.pipeline import EvalQuestion

@@ -3,7 +3,7 @@ import socket
 
 import pytest
 
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.metrics.pairwise import judge_pairs, parse_verdict
 
 

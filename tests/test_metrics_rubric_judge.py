@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from litseg_nb.llm.base import BackendUnavailableError, LLMError, ScriptedBackend
+from litseg_nb.llm.base import BackendUnavailableError, LLMError
+from fakes import ScriptedBackend
 from litseg_nb.litseg.rubric_judge import (RubricParseError, improper_overlap_flags,
                                             parse_rubric_reply, score_chunks_with_rubric)
 

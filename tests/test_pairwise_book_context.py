@@ -2,7 +2,7 @@
 deterministic excerpt (the chapters holding either system's chunks) where the book exceeds the judge's context."""
 import pandas as pd
 
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.metrics.pairwise import BOOK_POLICIES, book_judge_context, judge_context_budget
 from litseg_nb.rag.pipeline import EvalQuestion
 from litseg_nb.rag.report import pairwise_vs_target

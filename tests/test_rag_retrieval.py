@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from litseg_nb.config import EmbeddingConfig
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.rag.config import RagConfig
 from litseg_nb.rag.index import rrf_fuse, weighted_fuse
 from litseg_nb.rag.index import BookIndex, LibraryIndex

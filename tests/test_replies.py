@@ -23,7 +23,7 @@ from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units, read_annotations, records_to_chunks
 from litseg_nb.litseg.validate import (Segment, finalize_segments, parse_json_reply, repair_coverage,
                                        validate_segments)
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.metrics.pairwise import parse_verdict
 from litseg_nb.litseg.rubric_judge import (RubricParseError, parse_rubric_reply, rubric_worked_example,
                                             score_chunks_with_rubric)

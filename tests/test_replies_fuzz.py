@@ -28,7 +28,7 @@ from litseg_nb.litseg.pipeline import annotate_units, read_annotations
 from litseg_nb.litseg.pipeline import reconstruct_unit
 from litseg_nb.litseg.validate import (finalize_segments, segmentation_object, validate_segments,
                                        validate_stage1, validate_stage2)
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.metrics.pairwise import parse_verdict
 from litseg_nb.litseg.rubric_judge import RubricParseError, parse_rubric_reply, rubric_worked_example
 from litseg_nb.llm.replies import extract_json, parse_json_reply, read_reply

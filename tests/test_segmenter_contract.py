@@ -17,7 +17,7 @@ from fakes import toy_book
 from litseg_nb.config import ConfigError, Options
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.litseg.config import LitSegConfig
-from litseg_nb.llm.base import ScriptedBackend
+from fakes import ScriptedBackend
 from litseg_nb.core.schema import check_coverage
 from litseg_nb.segmenters import Method, Models, Segmentation, registry
 

@@ -12,7 +12,8 @@ from litseg_nb.evaluation.efficiency import efficiency_table
 from litseg_nb.litseg.segmenter import calibrate_length_reference
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import annotate_units
-from litseg_nb.llm.base import Generation, ScriptedBackend, UsageLedger, UsageTag
+from litseg_nb.llm.base import Generation, UsageLedger, UsageTag
+from fakes import ScriptedBackend
 
 from test_litseg_pipeline import good, items, make_book
 

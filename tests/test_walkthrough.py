@@ -8,7 +8,7 @@ import pytest
 from litseg_nb.front import walkthrough
 from litseg_nb.litseg.config import LitSegConfig
 from litseg_nb.litseg.pipeline import records_to_chunks
-from litseg_nb.llm import ScriptedBackend
+from fakes import ScriptedBackend
 
 
 def test_toy_book_through_cleaning_and_heading_detection():

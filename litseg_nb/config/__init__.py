@@ -447,8 +447,6 @@ class LLMConfig(_Base):
     max_retries: int = at_least(3, 0)
     structured_output: bool = False
     use_cache: bool = True
-    # an invalid reply: "drop" takes it out of the request cache, "keep" keeps it; "auto": drop for openai only
-    cache_invalid_replies: str = one_of("auto", "auto", "drop", "keep")
     # hf backend: compute a prompt prefix shared by many requests once and reuse its KV cache
     prefix_reuse: bool = True
     enable_thinking: bool = False

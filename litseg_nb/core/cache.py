@@ -17,18 +17,16 @@ from typing import Any, Sequence
 
 from .._version import __version__
 from .paths import cache_dir
+from .safe_io import atomic_path
 
 
 class CacheWarning(UserWarning):
     """A cache entry or file was unreadable and is being replaced (the run continues)."""
 
 
-def hash_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
+def hash_file(path: Path) -> str:
     with Path(path).open("rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def hash_obj(obj: Any) -> str:
@@ -82,15 +80,8 @@ class StepCache:
         return self._value
 
     def save(self, value: Any) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        try:
-            with tmp.open("w", encoding="utf-8") as fh:
-                json.dump(value, fh, ensure_ascii=False)
-            tmp.replace(self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        with atomic_path(self.path) as tmp, tmp.open("w", encoding="utf-8") as fh:
+            json.dump(value, fh, ensure_ascii=False)
 
     def _read(self) -> tuple[bool, Any]:
         if not self.path.is_file():

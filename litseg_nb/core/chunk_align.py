@@ -88,14 +88,6 @@ class BookAligner:
         """Normalised ``[nstart, nend)`` → source ``[start, end)`` (end after the last source char)."""
         return self.nmap[nstart], self.nmap[nend - 1] + 1
 
-    def _exact(self, chunk: str, cursor: int) -> tuple[int, int] | None:
-        p = self.text.find(chunk, cursor)
-        return (p, p + len(chunk)) if p >= 0 else None
-
-    def _normalised(self, nchunk: str, ncursor: int) -> tuple[int, int] | None:
-        p = self.norm.find(nchunk, ncursor)
-        return (p, p + len(nchunk)) if p >= 0 else None
-
     def _anchored(self, nchunk: str, ncursor: int) -> tuple[int, int, float] | None:
         L = len(nchunk)
         k = min(self.probe_chars, L)
@@ -155,14 +147,14 @@ class BookAligner:
             al = None
             for forward in (True, False):
                 start_o = cursor if forward else 0
-                hit = self._exact(chunk, start_o) if chunk else None
-                if hit:
-                    al = Alignment(i, "exact", "exact", 1.0, *hit)
+                p = self.text.find(chunk, start_o) if chunk else -1
+                if p >= 0:
+                    al = Alignment(i, "exact", "exact", 1.0, p, p + len(chunk))
                 elif nchunk:
                     ncur = bisect_left(self.nmap, start_o)
-                    nh = self._normalised(nchunk, ncur)
-                    if nh:
-                        al = Alignment(i, "fuzzy", "normalised", 1.0, *self._n2o(*nh))
+                    p = self.norm.find(nchunk, ncur)
+                    if p >= 0:
+                        al = Alignment(i, "fuzzy", "normalised", 1.0, *self._n2o(p, p + len(nchunk)))
                     else:
                         ah = self._anchored(nchunk, ncur)
                         if ah and ah[2] >= self.min_score:
@@ -232,8 +224,7 @@ def _coverage(text: str, spans: Sequence[tuple[int, int]]) -> tuple[float, float
         depth[b] -= 1
     depth = np.cumsum(depth[:-1])
     solid = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    ws = np.isin(solid, [ord(c) for c in " \t\n\r\f\v\u00a0\u2028\u2029"])
-    nonws = ~ws
+    nonws = ~np.isin(solid, [ord(c) for c in " \t\n\r\f\v\u00a0\u2028\u2029"])
     total = int(nonws.sum())
     covered = int((nonws & (depth > 0)).sum())
     multi = int((nonws & (depth > 1)).sum())

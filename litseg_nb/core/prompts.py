@@ -25,29 +25,18 @@ def prompt_path(name: str) -> Path:
 
 
 @lru_cache(maxsize=None)
-def _read(path: Path) -> tuple[str, str]:
+def load_prompt(name: str) -> str:
+    """The text of template ``name`` (e.g. ``"litseg/system"``) without its source header."""
+    path = prompt_path(name)
     if not path.is_file():
         raise PromptError(f"prompt template {path} does not exist")
-    raw = path.read_text(encoding="utf-8")
-    header, sep, body = raw.partition("\n")
+    header, _, body = path.read_text(encoding="utf-8").partition("\n")
     if not header.startswith(HEADER_PREFIX):
         raise PromptError(
             f"prompt template {path}: first line must be a header starting with {HEADER_PREFIX!r} "
             f"naming the prompt's source, got {header[:60]!r}"
         )
-    if body.endswith("\n"):
-        body = body[:-1]
-    return header[len(HEADER_PREFIX):].strip(), body
-
-
-def load_prompt(name: str) -> str:
-    """The text of template ``name`` (e.g. ``"litseg/system"``) without its source header."""
-    return _read(prompt_path(name))[1]
-
-
-def prompt_source(name: str) -> str:
-    """The source description from the template's header line."""
-    return _read(prompt_path(name))[0]
+    return body.removesuffix("\n")
 
 
 def fill_prompt(template: str, **values: object) -> str:

@@ -101,15 +101,11 @@ class Chunk:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["spans"] = [list(s) for s in self.spans]
-        return d
+        return {**asdict(self), "spans": [list(s) for s in self.spans]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Chunk":
-        d = dict(d)
-        d["spans"] = [tuple(s) for s in d["spans"]]
-        return cls(**d)
+        return cls(**{**d, "spans": [tuple(s) for s in d["spans"]]})
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,14 @@ from pathlib import Path
 
 from ..config import LLM_BACKENDS, LLMConfig
 from .base import (BackendUnavailableError, Conversation, Generation, LLMBackend, LLMError, Message,
-                   SamplingParams, ScriptedBackend, Usage, UsageLedger, UsageTag)
+                   SamplingParams, Usage, UsageLedger, UsageTag)
 from . import vllm_backend  # read at call time: the rehearsal audit stands in for VLLMBackend
 from .hf import HFBackend
 from .openai_backend import OpenAIBackend
 from .request_cache import CachedBackend, RequestCache, cache_report
 
 __all__ = ["BackendUnavailableError", "Conversation", "Generation", "LLMBackend", "LLMError", "Message",
-           "SamplingParams", "ScriptedBackend", "Usage", "UsageLedger", "UsageTag", "cache_report",
+           "SamplingParams", "Usage", "UsageLedger", "UsageTag", "cache_report",
            "make_backend", "release_backend"]
 
 
@@ -48,14 +48,12 @@ def make_backend(llm_cfg: LLMConfig, ledger: UsageLedger | None = None, *,
                                 structured_output=llm_cfg.structured_output, ledger=ledger,
                                 enable_thinking=llm_cfg.enable_thinking)
     else:
-        raise LLMError(f"unknown LLM backend {kind!r}; expected one of {', '.join(LLM_BACKENDS)} "
-                       "(tests use litseg_nb.llm.ScriptedBackend directly)")
+        raise LLMError(f"unknown LLM backend {kind!r}; expected one of {', '.join(LLM_BACKENDS)}")
     if llm_cfg.use_cache:
         chunk = llm_cfg.batch_size if kind != "openai" else max(llm_cfg.batch_size,
                                                                 llm_cfg.max_concurrency)
-        mode = llm_cfg.cache_invalid_replies  # keep replies that failed validation?
         return CachedBackend(backend, RequestCache(cache_path), chunk_size=chunk,  # type: ignore[return-value]
-                             keep_invalid=mode == "keep" or (mode == "auto" and kind != "openai"))
+                             keep_invalid=kind != "openai")
     return backend
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 from ..errors import LitsegError
@@ -25,17 +25,12 @@ class SamplingParams:
     # one schema per conversation of the call (replaces ``json_schema``; None entries: unconstrained)
     json_schemas: tuple[dict[str, Any] | None, ...] | None = None
 
-    def schema_for(self, i: int) -> dict[str, Any] | None:
-        if self.json_schemas is None:
-            return self.json_schema
-        return self.json_schemas[i]
-
     def schemas(self, n: int) -> list[dict[str, Any] | None]:
         """The schema of each of the call's ``n`` conversations (checks ``json_schemas``' length)."""
         if self.json_schemas is not None and len(self.json_schemas) != n:
             raise LLMError(f"SamplingParams.json_schemas has {len(self.json_schemas)} schemas for {n} "
                            "conversations")
-        return [self.schema_for(i) for i in range(n)]
+        return [self.json_schema if self.json_schemas is None else self.json_schemas[i] for i in range(n)]
 
     def for_item(self, i: int) -> "SamplingParams":
         """The params of conversation ``i`` alone (its schema as ``json_schema``)."""
@@ -50,7 +45,7 @@ class SamplingParams:
         return dataclasses.replace(self, json_schemas=tuple(self.json_schemas[i] for i in idx))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class UsageTag:
     method: str = ""
     book: str = ""
@@ -113,8 +108,7 @@ class UsageLedger:
 
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [{**asdict(t), **asdict(u)} for t, u in sorted(self._by_tag.items(), key=lambda kv: (
-                kv[0].method, kv[0].book, kv[0].stage))]
+            return [{**asdict(t), **asdict(u)} for t, u in sorted(self._by_tag.items(), key=lambda kv: kv[0])]
 
     def to_frame(self):
         import pandas as pd
@@ -151,9 +145,6 @@ class BackendBase:
         raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score "
                        "next tokens")
 
-    def text_logprobs_ex(self, texts, tag=UsageTag(), max_length=None):
-        raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score texts")
-
     def token_logprobs_ex(self, seqs, tag=UsageTag()):
         raise LLMError(f"backend {getattr(self, 'name', type(self).__name__)!r} does not score "
                        "token sequences")
@@ -162,12 +153,6 @@ class BackendBase:
                             tag: UsageTag = UsageTag()) -> list[dict[str, float]]:
         """Log-probability of each candidate's first token as the reply's first token."""
         return [r for r, _ in self.next_token_logprobs_ex(conversations, candidates, tag)]
-
-    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                      max_length: int | None = None) -> list[list[float]]:
-        """Teacher-forced log-probability of every token of each text."""
-        kwargs = {} if max_length is None else {"max_length": max_length}
-        return [r for r, _ in self.text_logprobs_ex(texts, tag, **kwargs)]
 
     def token_logprobs(self, seqs: Sequence[Sequence[int]],
                        tag: UsageTag = UsageTag()) -> list[list[float]]:
@@ -254,58 +239,3 @@ def one_line(text: str, limit: int = 300) -> str:
     """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[:limit] + "..."
-
-
-@dataclass
-class ScriptedBackend(BackendBase):
-    """A deterministic stand-in backend for tests: ``chat`` consumes ``replies`` (or calls ``reply_fn``)."""
-
-    replies: list[Any] = field(default_factory=list)
-    reply_fn: Any = None
-    logprob_fn: Any = None
-    text_logprob_fn: Any = None
-    name: str = "scripted"
-    model_id: str = "scripted"
-    ledger: UsageLedger = field(default_factory=UsageLedger)
-    calls: list[Conversation] = field(default_factory=list)
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
-
-    tokenizer = None  # no tokenizer: tokens are words
-
-    def chat(self, conversations, params=SamplingParams(), tag=UsageTag()):
-        out = []
-        for conv in conversations:
-            self.calls.append(list(conv))
-            if self.reply_fn is not None:
-                reply = self.reply_fn(conv)
-            elif self.replies:
-                reply = self.replies.pop(0)
-            else:
-                raise LLMError("ScriptedBackend: script exhausted")
-            if isinstance(reply, BaseException):
-                raise reply
-            prompt = " ".join(m["content"] for m in conv)
-            gen = Generation(text=reply, prompt_tokens=self.count_tokens(prompt),
-                             completion_tokens=self.count_tokens(reply), latency_s=0.0)
-            self.ledger.record(tag, gen)
-            out.append(gen)
-        return out
-
-    def next_token_logprobs_ex(self, conversations, candidates, tag=UsageTag()):
-        if self.logprob_fn is None:
-            raise LLMError("ScriptedBackend: no logprob_fn scripted")
-        out = []
-        for conv in conversations:
-            self.calls.append(list(conv))
-            prompt = " ".join(m["content"] for m in conv)
-            gen = Generation("", self.count_tokens(prompt), 1, 0.0)
-            self.ledger.record(tag, gen)
-            out.append((self.logprob_fn(conv, list(candidates)), gen))
-        return out
-
-    def text_logprobs_ex(self, texts, tag=UsageTag(), max_length=None):
-        if self.text_logprob_fn is None:
-            raise LLMError("ScriptedBackend: no text_logprob_fn scripted")
-        return [(self.text_logprob_fn(t), Generation("", self.count_tokens(t), 0, 0.0)) for t in texts]

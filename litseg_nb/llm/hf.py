@@ -214,10 +214,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
 
     def __init__(self, model: str = "tiny-random", *, dtype: str = "auto", device: str = "auto",
                  batch_size: int = 4, max_model_len: int = 8192, structured_output: bool = False,
-                 ledger: UsageLedger | None = None, prefix_reuse: bool = True,
-                 min_prefix_tokens: int = 32, max_prefixes: int = 4,
-                 enable_thinking: bool = False, growing_cache: bool = True,
-                 max_padding: float = 0.25) -> None:
+                 ledger: UsageLedger | None = None, prefix_reuse: bool = True, enable_thinking: bool = False,
+                 growing_cache: bool = True, max_padding: float = 0.25) -> None:
         if not 0.0 <= max_padding <= 1.0:
             raise LLMError(f"hf backend: max_padding must be in [0, 1], got {max_padding}")
         self.max_padding = float(max_padding)
@@ -243,7 +241,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         self.think_ids = think_token_ids(self.tokenizer)
         self.growing_cache = bool(growing_cache)
         self.prefix_reuse = bool(prefix_reuse) and not has_sliding_window(self.model.config)
-        self.prefixes = PrefixStore(self, min_prefix_tokens, max_prefixes)
+        self.prefixes = PrefixStore(self)
 
     def _batches(self, lengths: Sequence[int], groups: Sequence[Any] | None = None,
                  max_padding: float = 1.0, apart: Sequence[Any] | None = None) -> list[list[int]]:
@@ -296,9 +294,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         with torch.inference_mode():
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids, **kwargs)
         return out.logits.float(), mask
-
-    prefix_builds = property(lambda self: self.prefixes.builds)
-    prefix_computed_tokens = property(lambda self: self.prefixes.computed_tokens)
 
     def clear_prefixes(self) -> None:
         with self._lock:
@@ -378,9 +373,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                     self.ledger.record(tag, gen)
         return results  # type: ignore[return-value]
 
-    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
-                        prefix: Prefix | None = None, schemas: Sequence[dict[str, Any] | None] | None = None
-                        ) -> list[Generation]:
+    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams, prefix: Prefix | None,
+                        schemas: Sequence[dict[str, Any] | None]) -> list[Generation]:
         follow_thread_budget()  # per batch: the side-by-side runner's budget may have changed
         import torch
         from transformers import GenerationConfig
@@ -398,8 +392,6 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         kwargs: dict[str, Any] = {}
         if params.stop:
             kwargs["tokenizer"] = self.tokenizer
-        if schemas is None:
-            schemas = [params.json_schema] * len(prompts)
         if self.structured_output and any(x is not None for x in schemas):
             kwargs["logits_processor"] = [self._json_logits_processor(
                 schemas[0] if all(json.dumps(x) == json.dumps(schemas[0]) for x in schemas) else list(schemas))]
@@ -462,66 +454,34 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                     results[i] = ({c: float(v) for c, v in zip(candidates, logp[row])}, gen)
         return results
 
-    def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                         max_length: int | None = None) -> list[tuple[list[float], Generation]]:
-        if max_length is not None and max_length < 2:
-            raise LLMError(f"hf backend: max_length must be >= 2, got {max_length}")
-        bos = [] if self.tokenizer.bos_token_id is None else [self.tokenizer.bos_token_id]
-        seqs = [bos + self.tokenizer(t, add_special_tokens=False).input_ids for t in texts]
-        return self._score(seqs, tag, max_length, None)
-
     def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
                           tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]:
+        """Teacher-forced log-probs of every token after the first of each sequence."""
+        import torch
+
         seqs = [list(s) for s in seqs]
         if any(len(s) < 1 for s in seqs):
             raise LLMError("hf backend: token_logprobs needs non-empty sequences")
-        return self._score(seqs, tag, None, 0)
-
-    def _score(self, seqs: list[list[int]], tag: UsageTag, max_length: int | None,
-               cached: int | None) -> list[tuple[list[float], Generation]]:
-        """Teacher-forced log-probs of every token after the first (``max_length``: windows advancing by half)."""
-        import torch
-
-        results: list[Any] = [None] * len(seqs)
-        # split every sequence into windows; each window scores targets[start:end]
-        windows: list[tuple[int, list[int], int]] = []  # (item, window ids, n targets scored at end)
-        for i, s in enumerate(seqs):
-            if max_length is None or len(s) <= max_length:
-                windows.append((i, s, len(s) - 1))
-                continue
-            stride, prev_end, begin = max_length // 2, 1, 0
-            while True:
-                end = min(begin + max_length, len(s))
-                windows.append((i, s[begin:end], end - prev_end))
-                prev_end = end
-                if end == len(s):
-                    break
-                begin += stride
-        per_window: list[list[float]] = [[] for _ in windows]
+        lps: list[list[float]] = [[] for _ in seqs]
         latency = [0.0] * len(seqs)
         with self._lock:
-            for batch in self._batches([len(w[1]) for w in windows], max_padding=self.max_padding):
+            for batch in self._batches([len(s) for s in seqs], max_padding=self.max_padding):
                 t0 = time.perf_counter()
-                logits, _ = self._forward_logits([windows[k][1] for k in batch])
+                logits, _ = self._forward_logits([seqs[i] for i in batch])
                 width = logits.shape[1]
-                for row, k in enumerate(batch):
-                    item, ids, n_target = windows[k]
-                    if n_target <= 0:
-                        continue
-                    off = width - len(ids)  # left padding
-                    pred = logits[row, off + len(ids) - 1 - n_target: off + len(ids) - 1]
-                    tgt = torch.tensor(ids[len(ids) - n_target:], device=pred.device)
-                    lp = torch.log_softmax(pred, dim=-1).gather(-1, tgt[:, None])[:, 0]
-                    per_window[k] = lp.tolist()
+                for row, i in enumerate(batch):
+                    ids = seqs[i]
+                    if len(ids) > 1:  # left padding: the sequence ends at the last position
+                        pred = logits[row, width - len(ids):width - 1]
+                        tgt = torch.tensor(ids[1:], device=pred.device)
+                        lps[i] = torch.log_softmax(pred, dim=-1).gather(-1, tgt[:, None])[:, 0].tolist()
                 dt = (time.perf_counter() - t0) / len(batch)
-                for k in batch:
-                    latency[windows[k][0]] += dt
-        per_item: list[list[float]] = [[] for _ in seqs]
-        for k, (item, _, _) in enumerate(windows):  # windows are listed in text order
-            per_item[item].extend(per_window[k])
+                for i in batch:
+                    latency[i] += dt
+        results = []
         for i, s in enumerate(seqs):
             gen = Generation("", prompt_tokens=len(s), completion_tokens=0, latency_s=latency[i],
-                             cached_prompt_tokens=cached)
+                             cached_prompt_tokens=0)
             self.ledger.record(tag, gen)
-            results[i] = (per_item[i], gen)
+            results.append((lps[i], gen))
         return results

@@ -4,6 +4,7 @@
 GGUF de-quantised) are built once, atomically, in :func:`models_dir`; anything else is a path or hub id."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -194,41 +195,36 @@ def model_revision(name: str) -> str:
     if p.is_dir():
         h = hashlib.sha256()
         for f in sorted(x for x in p.iterdir() if x.is_file()):
-            h.update(f"{f.name}\0{_content_hash(f, f.stat())}\n".encode())
+            st = f.stat()
+            h.update(f"{f.name}\0{_content_hash(f.resolve(), st.st_size, st.st_mtime_ns)}\n".encode())
         return f"{p.resolve()}@files-{h.hexdigest()[:12]}"
+    hit = _hub_cached(name, "config.json")  # .../snapshots/<commit>/config.json
+    return f"{name}@{Path(hit).parent.name}" if hit else name
+
+
+def _hub_cached(name: str, filename: str) -> str | None:
+    """The local hub cache's copy of ``filename`` of repo ``name``, else None (the hub is never contacted)."""
     try:
         from huggingface_hub import try_to_load_from_cache
 
-        hit = try_to_load_from_cache(name, "config.json")
+        hit = try_to_load_from_cache(name, filename)
     except (ValueError, OSError):  # not a valid repo id (HFValidationError): the name is all we know
-        hit = None
-    if isinstance(hit, str):  # .../snapshots/<commit>/config.json
-        return f"{name}@{Path(hit).parent.name}"
-    return name
+        return None
+    return hit if isinstance(hit, str) else None
 
 
-_HASHES: dict[tuple[str, int, int], str] = {}
-
-
-def _content_hash(path: Path, st: os.stat_result) -> str:
+@functools.lru_cache(maxsize=None)
+def _content_hash(path: Path, size: int, mtime_ns: int) -> str:
     """SHA-256 of a file's bytes, memoised per process by path, size and modification time."""
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _HASHES:
-        _HASHES[key] = hash_file(path)
-    return _HASHES[key]
+    return hash_file(path)
 
 
 def local_tokenizer_source(name: str) -> str | None:
     """Where a tokenizer for ``name`` exists on this machine (packaged, local path or hub cache), else None."""
     if name in (TINY_RANDOM, SMOLLM2) or name.lower() in PACKAGED_MODELS or Path(name).expanduser().exists():
         return name
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        hit = try_to_load_from_cache(name, "tokenizer_config.json")
-    except (ValueError, OSError):  # not a valid repo id (HFValidationError)
-        return None
-    return str(Path(hit).parent) if isinstance(hit, str) else None
+    hit = _hub_cached(name, "tokenizer_config.json")
+    return str(Path(hit).parent) if hit else None
 
 
 def _offline_hint(name: str, exc: Exception) -> ModelNotAvailableError:

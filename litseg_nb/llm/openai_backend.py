@@ -158,10 +158,8 @@ class OpenAIBackend(BackendBase):
             api_key=api_key or "EMPTY", base_url=_PLACEHOLDER, max_retries=max_retries, timeout=timeout_s,
             http_client=httpx.Client(transport=_Router(self, limits), timeout=timeout_s))
         self._tokenizer = tokenizer
-        self._waiting: dict[int, float] = {}  # request id -> start time (not yet answered)
-        self._next_id = 0
+        self._waiting: dict[int, float] = {}  # id of a request's _Call -> start time (not yet answered)
         self._monitor: threading.Thread | None = None
-        self.wait_reports = 0
         self._counts: dict[str, int] = {}  # /tokenize answers
 
     def redact(self, text: str) -> str:
@@ -183,7 +181,6 @@ class OpenAIBackend(BackendBase):
                 n, oldest = len(self._waiting), now - min(self._waiting.values())
             if oldest >= self.wait_report_s and now - last >= self.wait_report_s:
                 last = now
-                self.wait_reports += 1
                 tqdm.write(f"[litseg_nb] waiting for {self.server} ({self.model_id}): {n} request(s) unanswered, "
                            f"oldest {oldest:.0f}s (gives up after llm.max_wait_s={self.max_wait_s:.0f}s)",
                            file=sys.stderr)
@@ -209,8 +206,7 @@ class OpenAIBackend(BackendBase):
         call = self._local.call = _Call(order, tuple(urls or self.base_urls), not urls,
                                         time.monotonic() + self.max_wait_s)
         with self._lock:
-            rid, self._next_id = self._next_id, self._next_id + 1
-            self._waiting[rid] = time.monotonic()
+            self._waiting[id(call)] = time.monotonic()
             if self._monitor is None:
                 self._monitor = threading.Thread(target=self._watch, name="litseg-openai-wait", daemon=True)
                 self._monitor.start()
@@ -226,7 +222,7 @@ class OpenAIBackend(BackendBase):
             pass
         finally:
             with self._lock:
-                self._waiting.pop(rid, None)
+                self._waiting.pop(id(call), None)
         causes = call.causes or ["no answer"]
         earlier = [c for c in dict.fromkeys(causes[:-1]) if c != causes[-1]]
         raise BackendUnavailableError(self.redact(
@@ -242,8 +238,7 @@ class OpenAIBackend(BackendBase):
             try:
                 futures = [pool.submit(fn, x) for x in items]
                 for f in as_completed(futures):
-                    if f.exception() is not None:
-                        raise f.exception()
+                    f.result()  # the first failure to happen is raised
                 out = [f.result() for f in futures]
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -347,15 +342,7 @@ class OpenAIBackend(BackendBase):
                                tag: UsageTag = UsageTag()) -> list[tuple[dict[str, float], Generation]]:
         return self._map(self._logprobs_one, [(c, tuple(candidates)) for c in conversations], tag)
 
-    def _text_one(self, text: str) -> tuple[list[float], Generation]:
-        prompt: Any = text
-        tok = self.tokenizer
-        if tok is not None and tok.bos_token_id is not None:
-            # BOS + text token ids, so every text token gets a log-prob (as in the hf backend)
-            prompt = [tok.bos_token_id] + tok(text, add_special_tokens=False).input_ids
-        return self._echo_one(prompt)
-
-    def _echo_one(self, prompt: Any) -> tuple[list[float], Generation]:
+    def _echo_one(self, prompt: list[int]) -> tuple[list[float], Generation]:
         """Log-probs of the prompt's tokens after its first (completions endpoint, ``echo``)."""
         body = {"model": self.model_id, "prompt": prompt, "max_tokens": 1, "temperature": 0.0,
                 "echo": True, "logprobs": 0}
@@ -371,13 +358,6 @@ class OpenAIBackend(BackendBase):
         vals = [float(v) for v in prompt_lps[1:]]
         return vals, Generation("", prompt_tokens=p, completion_tokens=0, latency_s=latency,
                                 cached_prompt_tokens=cached)
-
-    def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                         max_length: int | None = None) -> list[tuple[list[float], Generation]]:
-        if max_length is not None:
-            raise LLMError("openai backend: text_logprobs does not support max_length "
-                           "(window the text on the caller's side)")
-        return self._map(self._text_one, list(texts), tag)
 
     def token_logprobs_ex(self, seqs: Sequence[Sequence[int]],
                           tag: UsageTag = UsageTag()) -> list[tuple[list[float], Generation]]:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
+from itertools import accumulate
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 # the longest token of the SmolLM2 vocabulary is 81 characters: 128 per token leaves a margin
 MAX_CHARS_PER_TOKEN = 128
@@ -34,8 +35,6 @@ def reply_char_limit(max_new_tokens: int | None) -> int | None:
 
 def replace_lone_surrogates(text: str) -> tuple[str, int]:
     """``text`` with every (unpaired) surrogate replaced by U+FFFD, and how many."""
-    if not _SURROGATE.search(text):
-        return text, 0
     return _SURROGATE.subn("\ufffd", text)
 
 
@@ -89,11 +88,11 @@ class Reply:
         return None
 
 
-def read_reply(text: Any, *, max_new_tokens: int | None = None, max_chars: int | None = None) -> Reply:
-    """Split ``text`` into answer and reasoning, capped at ``max_chars`` or by ``max_new_tokens``. Never raises."""
+def read_reply(text: Any, *, max_new_tokens: int | None = None) -> Reply:
+    """Split ``text`` into answer and reasoning, capped by ``max_new_tokens``. Never raises."""
     if not isinstance(text, str):
         return Reply(0, "", notes=(f"reply is {type(text).__name__}, not text",) if text is not None else ())
-    limit = max_chars if max_chars is not None else reply_char_limit(max_new_tokens)
+    limit = reply_char_limit(max_new_tokens)
     if limit is not None and len(text) > limit:
         bare = Reply(len(text), "", oversize=True, char_limit=limit)
         return Reply(len(text), "", oversize=True, char_limit=limit, notes=(bare.error or "",))
@@ -116,10 +115,7 @@ def _strip_reasoning(s: str) -> tuple[str, int, int, bool]:
         return s, 0, 0, False
     spans = sorted((c.start, c.end) for c in json_candidates(s))
     starts = [a for a, _ in spans]
-    reach, best = [], 0  # reach[k]: furthest end among spans[0..k] (spans may nest/overlap)
-    for _, e in spans:
-        best = max(best, e)
-        reach.append(best)
+    reach = list(accumulate((e for _, e in spans), max))  # furthest end among spans[0..k] (they may nest)
 
     def in_object(i: int) -> bool:
         k = bisect_right(starts, i) - 1
@@ -323,25 +319,23 @@ class JsonReply:
         return out
 
 
-def extract_json(text: Any, *, max_new_tokens: int | None = None, max_chars: int | None = None,
-                 accept: Callable[[dict], bool] | None = None) -> JsonReply:
-    """The first JSON object of a reply (``accept``-ed when given), with how it was found. Never raises."""
-    reply = read_reply(text, max_new_tokens=max_new_tokens, max_chars=max_chars)
+def extract_json(text: Any, *, max_new_tokens: int | None = None) -> JsonReply:
+    """The first JSON object of a reply, with how it was found. Never raises."""
+    reply = read_reply(text, max_new_tokens=max_new_tokens)
     if reply.oversize or not isinstance(text, str):
         return JsonReply(None, reply)
-    ok = accept or (lambda _obj: True)
     whole = text.strip()
     if whole.startswith("{") and whole.endswith("}"):
         try:
             value = _DECODER.decode(whole)
         except (ValueError, RecursionError):
             value = None
-        if isinstance(value, dict) and ok(value):
+        if isinstance(value, dict):
             return _finish(value, reply, "whole", text)
     if reply.truncated_in_reasoning:
         return JsonReply(None, reply)
     for cand in json_candidates(reply.answer):
-        if isinstance(cand.value, dict) and ok(cand.value):
+        if isinstance(cand.value, dict):
             return _finish(cand.value, reply, "fence" if cand.in_fence else "prose", text)
     return JsonReply(None, reply)
 
@@ -353,9 +347,9 @@ def _finish(value: dict, reply: Reply, source: str, text: str) -> JsonReply:
     return JsonReply(value, reply, source, n)
 
 
-def parse_json_reply(text: Any, *, max_new_tokens: int | None = None, max_chars: int | None = None) -> dict | None:
+def parse_json_reply(text: Any, *, max_new_tokens: int | None = None) -> dict | None:
     """The JSON object in an LLM reply, or ``None`` (see :func:`extract_json`). Never raises."""
-    return extract_json(text, max_new_tokens=max_new_tokens, max_chars=max_chars).obj
+    return extract_json(text, max_new_tokens=max_new_tokens).obj
 
 
 # --------------------------------------------------------------------------- values

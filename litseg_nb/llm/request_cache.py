@@ -194,14 +194,6 @@ class CachedBackend:
                           lambda idx: self.inner.next_token_logprobs_ex([convs[i] for i in idx], cands, tag), tag)
         return [dict(v) for v, _ in out]
 
-    def text_logprobs(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                      max_length: int | None = None) -> list[list[float]]:
-        texts = list(texts)
-        kwargs = {} if max_length is None else {"max_length": max_length}
-        out = self._serve("text_logprobs", [{"text": t, "max_length": max_length} for t in texts],
-                          lambda idx: self.inner.text_logprobs_ex([texts[i] for i in idx], tag, **kwargs), tag)
-        return [list(v) for v, _ in out]
-
     def token_logprobs(self, seqs: Sequence[Sequence[int]],
                        tag: UsageTag = UsageTag()) -> list[list[float]]:
         seqs = [[int(t) for t in s] for s in seqs]

@@ -304,12 +304,3 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
             self.ledger.record(tag, gen)
             results.append((scores, gen))
         return results
-
-    def text_logprobs_ex(self, texts: Sequence[str], tag: UsageTag = UsageTag(),
-                         max_length: int | None = None) -> list[tuple[list[float], Generation]]:
-        if max_length is not None:
-            raise LLMError("vllm backend: text_logprobs does not support max_length "
-                           "(window the text on the caller's side)")
-        bos = [] if self.tokenizer.bos_token_id is None else [self.tokenizer.bos_token_id]
-        seqs = [bos + self.tokenizer(t, add_special_tokens=False).input_ids for t in texts]
-        return self.token_logprobs_ex(seqs, tag)
