@@ -52,8 +52,6 @@ class MemoTokenizer:
         self.inner = inner
         self.name = getattr(inner, "name", "tokenizer")
         self._counts: dict[bytes, int] = {}
-        self.hits = 0
-        self.misses = 0
 
     @staticmethod
     def _key(text: str) -> bytes:
@@ -68,8 +66,6 @@ class MemoTokenizer:
         for k, t in zip(keys, texts):
             if k not in self._counts:
                 todo.setdefault(k, t)
-        self.misses += len(todo)
-        self.hits += len(keys) - len(todo)
         new = list(todo.values())
         counts = (self.inner.count_many(new) if hasattr(self.inner, "count_many")
                   else [self.inner.count(t) for t in new])
@@ -112,6 +108,12 @@ def boundary_positions(chunks: Sequence[Any], book_id: str, unit_id: str) -> lis
 _BLANK_LINES = re.compile(r"\n[ \t]*\n")
 
 
+def blank_line_spans(text: str, start: int, end: int, blank: re.Pattern = _BLANK_LINES) -> list[Span]:
+    """The (untrimmed) spans of ``text[start:end]`` between the matches of ``blank``."""
+    cuts = [start, *(i for m in blank.finditer(text, start, end) for i in m.span()), end]
+    return list(zip(cuts[::2], cuts[1::2]))
+
+
 def trim_span(text: str, start: int, end: int) -> Span | None:
     while start < end and text[start].isspace():
         start += 1
@@ -127,11 +129,7 @@ def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
         spans = [(max(a, unit.start), min(b, unit.end)) for a, b in book.paragraphs
                  if a < unit.end and b > unit.start]
     if not spans:
-        pos = unit.start
-        for m in _BLANK_LINES.finditer(book.text, unit.start, unit.end):
-            spans.append((pos, m.start()))
-            pos = m.end()
-        spans.append((pos, unit.end))
+        spans = blank_line_spans(book.text, unit.start, unit.end)
     out = []
     for a, b in sorted(spans):
         t = trim_span(book.text, max(a, unit.start), min(b, unit.end))

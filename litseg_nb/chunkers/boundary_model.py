@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -17,7 +16,7 @@ from ..config import Options, at_least
 from ..core.paths import PACKAGE_DIR
 from ..errors import LitsegError
 from ..core.schema import Book, Chunk, Unit, word_count
-from .base import chunks_from_boundaries, unit_paragraphs, trim_span
+from .base import blank_line_spans, chunks_from_boundaries, unit_paragraphs, trim_span
 from .boundary_features import DENSE_NAMES, FEATURE_VERSION, HASH_BUCKETS, HASH_SPACES, document_features, n_hashed
 from .scores import attach_scores
 from ..preprocess.structure import build_units
@@ -143,12 +142,7 @@ def unit_document(book: Book, unit: Unit) -> tuple[list[tuple[str, ...]], list[i
 def _text_unit(text: str) -> tuple[Book, Unit]:
     if not text.strip():
         raise LitsegError("boundary_scores: the text is empty")
-    paragraphs, pos = [], 0
-    for m in re.finditer(r"\n[ \t]*\n", text):
-        paragraphs.append((pos, m.start()))
-        pos = m.end()
-    paragraphs.append((pos, len(text)))
-    paragraphs = [t for a, b in paragraphs if (t := trim_span(text, a, b))]
+    paragraphs = [t for a, b in blank_line_spans(text, 0, len(text)) if (t := trim_span(text, a, b))]
     units = build_units("text", text, paragraphs, max_unit_words=10**9, use_structure=False)
     book = Book(book_id="text", title="text", dataset="text", text=text, paragraphs=paragraphs, units=units)
     if len(units) != 1:

@@ -122,11 +122,8 @@ class LumberState:
             return None
         doc = "\n".join(self.lines[self.s - 1:self._window_end])
         prompt = fill_prompt(self.template, numbered_units=doc)
-        if self.attempt == 0:
-            params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=0.0)
-        else:
-            params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.retry_temperature,
-                                    seed=self.attempt)
+        params = SamplingParams(max_new_tokens=self.max_new_tokens, seed=self.attempt,
+                                temperature=0.0 if self.attempt == 0 else self.retry_temperature)
         return [{"role": "user", "content": prompt}], params
 
     def feed(self, reply: str) -> bool:
