@@ -406,9 +406,8 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
                                                          context=ctx[i], chunk=orig[i])}] for i in range(len(chunks))]
     lps = backend.next_token_logprobs(convs, ["yes", "no"], tag)
     margin = [float(lp["yes"] - lp["no"]) for lp in lps]
-    lacking = [m > 0 for m in margin]
-    st.lacking = sum(lacking)
-    lack_idx = [i for i, x in enumerate(lacking) if x]
+    lack_idx = [i for i, m in enumerate(margin) if m > 0]
+    st.lacking = len(lack_idx)
 
     # 2a. missing reflection
     refl = chat([render_prompt("baselines/completion_reflection", title=title, context=ctx[i], chunk=orig[i])
@@ -436,24 +435,20 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
     rewrites_raw = chat([render_prompt("baselines/completion_rewrite", title=title, context=ctx[i], chunk=orig[i],
                                        items="\n".join(f"- {x}" for x in kept[i])) for i in rw_idx],
                         SamplingParams(max_new_tokens=rw_tokens, temperature=0.0, seed=seed))
-    rewritten: dict[int, str | None] = {}
+    rewritten: dict[int, str] = {}
     rejected: dict[int, str] = {}
     for i, r in zip(rw_idx, rewrites_raw):
         t = answer_text(r).strip()
         if not t or len(t) < 0.5 * len(orig[i]):
-            st.rejected_rewrites += 1
             rejected[i] = "empty" if not t else f"shorter than half the original ({len(t)} < {len(orig[i])} chars)"
-            rewritten[i] = None
         else:
             rewritten[i] = t
-    st.rewritten = sum(1 for v in rewritten.values() if v)
+    st.rejected_rewrites, st.rewritten = len(rejected), len(rewritten)
 
     # 3. two-level summary
-    glob = chat([render_prompt("baselines/completion_summary_global", title=title, context=ctx[i], chunk=orig[i])
-                 for i in range(len(chunks))])
-    loc = chat([render_prompt("baselines/completion_summary_local", chunk=orig[i]) for i in range(len(chunks))])
-    glob = [_one_line(x) for x in glob]
-    loc = [_one_line(x) for x in loc]
+    glob = [_one_line(x) for x in chat([render_prompt("baselines/completion_summary_global", title=title,
+                                                      context=ctx[i], chunk=orig[i]) for i in range(len(chunks))])]
+    loc = [_one_line(x) for x in chat([render_prompt("baselines/completion_summary_local", chunk=c) for c in orig])]
     fuse_idx = [i for i in range(len(chunks)) if glob[i] or loc[i]]
     fused_raw = chat([render_prompt("baselines/completion_summary_fuse", global_summary=glob[i] or "(none)",
                                     local_summary=loc[i] or "(none)") for i in fuse_idx])
@@ -468,7 +463,7 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
         md = dict(c.metadata)
         md["base_method"] = c.method
         md["completion"] = {
-            "context": ctx_source, "lacks_context": lacking[i], "discriminator_margin": margin[i],
+            "context": ctx_source, "lacks_context": margin[i] > 0, "discriminator_margin": margin[i],
             "missing_items": items.get(i, []), "item_scores": scores.get(i, []), "kept_items": kept.get(i, []),
             "rewritten": rewritten.get(i), "rewrite_rejected": rejected.get(i),
             "summary_global": glob[i], "summary_local": loc[i], "summary": summary,
