@@ -3,8 +3,6 @@ A method's cache key is derived from its options, those of what it builds on, an
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -105,10 +103,6 @@ class Method:
         if models is not None:
             parts["models"] = models.identity(self.needs, cfg)
         return parts
-
-    def key(self, cfg: Any, models: Models | None = None) -> str:
-        blob = json.dumps(self.key_parts(cfg, models), sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def per_unit_lists(items: Items, chunks: Sequence[Chunk]) -> list[list[Chunk]]:
@@ -292,10 +286,9 @@ def get_method(name: str) -> Method:
 def _check(method: Method, cfg: Any, models: Models) -> None:
     if not isinstance(cfg, method.config):
         raise ChunkerError(f"{method.name} takes a {method.config.__name__}, got {type(cfg).__name__}")
-    runner = method.base or method
-    if runner.needs_llm and models.backend is None:
+    if method.needs_llm and models.backend is None:
         raise ChunkerError(f"{method.name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
-    if runner.needs_embedder and models.embedder is None:
+    if method.needs_embedder and models.embedder is None:
         raise ChunkerError(f"{method.name} needs an embedder (litseg_nb.llm.embeddings.load_embedder(cfg.embedding))")
 
 
