@@ -69,8 +69,7 @@ class MemoTokenizer:
         new = list(todo.values())
         counts = (self.inner.count_many(new) if hasattr(self.inner, "count_many")
                   else [self.inner.count(t) for t in new])
-        for k, n in zip(todo, counts):
-            self._counts[k] = n
+        self._counts.update(zip(todo, counts))
         return [self._counts[k] for k in keys]
 
 
@@ -130,12 +129,7 @@ def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
                  if a < unit.end and b > unit.start]
     if not spans:
         spans = blank_line_spans(book.text, unit.start, unit.end)
-    out = []
-    for a, b in sorted(spans):
-        t = trim_span(book.text, max(a, unit.start), min(b, unit.end))
-        if t is not None:
-            out.append(t)
-    return out
+    return [t for a, b in sorted(spans) if (t := trim_span(book.text, max(a, unit.start), min(b, unit.end)))]
 
 
 def chunks_from_spans(book: Book, unit: Unit, method: str, spans: Sequence[Span],
@@ -173,11 +167,8 @@ def chunks_from_boundaries(book: Book, unit: Unit, method: str, starts: Sequence
     if not starts or starts[0] != 1 or starts[-1] > n:
         raise ChunkerError(f"{method}: invalid chunk starts {starts[:10]} for {unit.unit_id} ({n} sentences)")
     ends = [s - 1 for s in starts[1:]] + [n]
-    out = []
-    for k, (s, e) in enumerate(zip(starts, ends)):
-        lo = s - 1 if (k > 0 and k < len(overlap_prev) and overlap_prev[k]) else s
-        out.append(make_sentence_chunk(book, unit, method, k, lo, e, metadata))
-    return out
+    return [make_sentence_chunk(book, unit, method, k, s - 1 if 0 < k < len(overlap_prev) and overlap_prev[k] else s,
+                                e, metadata) for k, (s, e) in enumerate(zip(starts, ends))]
 
 
 def merge_groups(lengths_of: Callable[[int, int], int], n: int, target: int) -> list[tuple[int, int]]:

@@ -26,8 +26,7 @@ def run_lockstep(states: Sequence[Any], call: Callable[[list[Any], Any, UsageTag
                  by_book: bool = True, reject: Callable[[list[Any], Any], Any] | None = None) -> None:
     """Drive ``states`` to completion, one ``call`` per (params, tag) group and step."""
     while True:
-        pending = [(s, s.request()) for s in states]
-        pending = [(s, r) for s, r in pending if r is not None]
+        pending = [(s, r) for s in states if (r := s.request()) is not None]
         if not pending:
             return
         groups: dict[tuple[Any, UsageTag], list[tuple[Any, Any]]] = {}
@@ -317,8 +316,7 @@ def proposition_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, m
     for i, (k, p) in enumerate(paras):
         b, u = items[k]
         props = results.get(i)
-        texts = props if props else [p.text]
-        for t in texts:
+        for t in props or [p.text]:
             out[k].append(Chunk(
                 book_id=b.book_id, unit_id=u.unit_id, chunk_id=chunk_id(u.unit_id, len(out[k])), method=method,
                 from_idx=p.from_idx, to_idx=p.to_idx, spans=list(p.spans), text=t, main_text=t,
@@ -374,11 +372,8 @@ def _contexts(chunks: Sequence[Chunk], embedder: Any, k: int, chars: int) -> tup
     else:
         picks = [[j for j in (i - 1, i + 1) if 0 <= j < n] for i in range(n)]
         source = "neighbouring chunks"
-    out = []
-    for i in range(n):
-        parts = [texts[j][:chars] for j in picks[i]]
-        out.append("\n\n".join(f"[{t + 1}] {p}" for t, p in enumerate(parts)) or "(none)")
-    return out, source
+    return ["\n\n".join(f"[{t + 1}] {texts[j][:chars]}" for t, j in enumerate(pick)) or "(none)"
+            for pick in picks], source
 
 
 def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, method: str, embedder: Any = None,

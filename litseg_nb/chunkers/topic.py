@@ -272,12 +272,7 @@ def segment_count(density: Sequence[float], c: float = 1.2) -> int:
     if len(g) < 2 or float(np.std(g)) == 0.0:
         return 1
     thr = float(np.mean(g) + c * np.std(g))
-    m = 1
-    for x in g:
-        if x < thr:
-            break
-        m += 1
-    return m
+    return 1 + next((i for i, x in enumerate(g) if x < thr), len(g))
 
 
 def c99_boundaries(sentences: Sequence[str], mask: int = 11, c: float = 1.2) -> tuple[list[int], list[int]]:
