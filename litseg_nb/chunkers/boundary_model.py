@@ -4,7 +4,9 @@ paragraph start; the chunker cuts at the top-scored ones under a length target."
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -125,18 +127,9 @@ def load_model(path: Path | str | None = None) -> BoundaryModel:
 
 def unit_document(book: Book, unit: Unit) -> tuple[list[tuple[str, ...]], list[int]]:
     """The unit's paragraphs as sentence strings and the 1-based index of each one's first sentence."""
-    paras = unit_paragraphs(book, unit)
-    groups: list[list[Any]] = []
-    k = 0
-    for s in unit.sentences:
-        while k + 1 < len(paras) and s.start >= paras[k + 1][0]:
-            k += 1
-        if groups and groups[-1][0] == k:
-            groups[-1][1].append(s)
-        else:
-            groups.append([k, [s]])
-    docs = [tuple(book.text[s.start:s.end] for s in ss) for _, ss in groups]
-    return docs, [ss[0].index for _, ss in groups]
+    starts = [a for a, _ in unit_paragraphs(book, unit)]  # a sentence before the first paragraph joins it
+    groups = [list(g) for _, g in itertools.groupby(unit.sentences, lambda s: max(1, bisect_right(starts, s.start)))]
+    return [tuple(book.text[s.start:s.end] for s in ss) for ss in groups], [ss[0].index for ss in groups]
 
 
 def _text_unit(text: str) -> tuple[Book, Unit]:

@@ -103,11 +103,8 @@ def segment_token_ids(tokenizer: Any, segments: Sequence[str]) -> tuple[list[int
 
 
 def segment_nll(token_lp: Sequence[float], bounds: Sequence[tuple[int, int]]) -> list[float]:
-    out = []
-    for a, b in bounds:
-        vals = [-v for v in token_lp[a:b] if not math.isnan(v)]
-        out.append(sum(vals) / len(vals) if vals else float("nan"))
-    return out
+    nlls = [[-v for v in token_lp[a:b] if not math.isnan(v)] for a, b in bounds]
+    return [sum(vals) / len(vals) if vals else float("nan") for vals in nlls]
 
 
 def window_plan(n_tokens: int, max_context: int, block_tokens: int) -> list[tuple[int, int, int]]:
