@@ -553,13 +553,12 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryOp
                 c.metadata.setdefault("fallback", "genie_kept_together")
         out.append(unit_chunks)
     extra: dict[str, Any] = {"fallbacks": counts.gap_chunks + counts.not_found, "alignment": counts.to_dict()}
+    msg = f"[litseg_nb] {name}: {counts.summary()}"
     if sp.genie is not None:
         extra["invalid_replies"] = sp.genie.calls - len(sp.genie.prompts) + sp.genie.repeated_prompts
         extra["genie_calls"] = sp.genie.calls
         extra["genie_fallbacks"] = sp.genie.repeated_prompts  # windows chonkie kept together after failures
         extra["fallbacks"] += sp.genie.repeated_prompts
-    msg = f"[litseg_nb] {name}: {counts.summary()}"
-    if sp.genie is not None:
         msg += f" | LLM calls {sp.genie.calls}, windows kept together after invalid replies {sp.genie.repeated_prompts}"
     (log.warning if extra["fallbacks"] else log.info)(msg)
     return out, extra

@@ -344,7 +344,6 @@ class CompletionStats:
     rewritten: int = 0
     no_items: int = 0  # lacking, but the reflection reply had no item line
     invalid_scores: int = 0
-    no_kept_items: int = 0
     rejected_rewrites: int = 0
     empty_summaries: int = 0
 
@@ -422,7 +421,6 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
             st.invalid_scores += 1
         elif s >= min_score:
             kept[i].append(it)
-    st.no_kept_items = sum(1 for i in lack_idx if items[i] and not kept[i])
     # 2c. missing completion
     rw_idx = [i for i in lack_idx if kept[i]]
     # a rewrite repeats the chunk and adds to it: its budget is the chunk's length plus max_new_tokens
