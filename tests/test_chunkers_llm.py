@@ -45,15 +45,18 @@ def test_minima_rule(values, theta, expected):
     assert find_minima(values, theta) == expected
 
 
-def test_minimum_sentence_ends_its_chunk_and_dynamic_overlap():
+def test_minimum_sentence_ends_its_chunk_and_dynamic_overlap(monkeypatch):
+    from litseg_nb.chunkers import perplexity
+
     u = BOOK.units[0]
     n = u.n_sentences
     scores = [2, 1, 3, 2.5, 1, 4] + [5.0 + i for i in range(n - 6)]
+    monkeypatch.setattr(perplexity, "sentence_perplexities", lambda *a: scores)
     assert chunk_starts_from_minima(6, [1, 4]) == [1, 3, 6]
-    ch = perplexity_chunks(BOOK, u, 0.0, sentence_scores=lambda b, x: scores)
+    ch = perplexity_chunks(BOOK, u, 0.0)
     assert [(c.from_idx, c.to_idx) for c in ch][:2] == [(1, 2), (3, 5)]
     assert covered(u, ch)
-    ov = perplexity_chunks(BOOK, u, 0.0, dynamic_overlap=True, sentence_scores=lambda b, x: scores)
+    ov = perplexity_chunks(BOOK, u, 0.0, dynamic_overlap=True)
     assert [(c.from_idx, c.to_idx) for c in ov][:3] == [(1, 2), (2, 5), (5, n)]
 
 

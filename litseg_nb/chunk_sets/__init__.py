@@ -61,12 +61,8 @@ def load_evaluable(paths: Mapping[str, Path], book_ids: Iterable[str],
 
 
 def sentence_windows(books: Sequence[Any], n_sentences: int = 5, method: str = FALLBACK_NAME) -> list[Chunk]:
-    out = []
-    for b in books:
-        for u in b.units:
-            for i, lo in enumerate(range(1, u.n_sentences + 1, n_sentences)):
-                out.append(make_sentence_chunk(b, u, method, i, lo, min(u.n_sentences, lo + n_sentences - 1)))
-    return out
+    return [make_sentence_chunk(b, u, method, i, lo, min(u.n_sentences, lo + n_sentences - 1))
+            for b in books for u in b.units for i, lo in enumerate(range(1, u.n_sentences + 1, n_sentences))]
 
 
 def for_retrieval(profile: str, methods: Sequence[str], books: Sequence[Any]

@@ -52,8 +52,6 @@ class MemoTokenizer:
         self.inner = inner
         self.name = getattr(inner, "name", "tokenizer")
         self._counts: dict[bytes, int] = {}
-        self.hits = 0
-        self.misses = 0
 
     @staticmethod
     def _key(text: str) -> bytes:
@@ -68,13 +66,10 @@ class MemoTokenizer:
         for k, t in zip(keys, texts):
             if k not in self._counts:
                 todo.setdefault(k, t)
-        self.misses += len(todo)
-        self.hits += len(keys) - len(todo)
         new = list(todo.values())
         counts = (self.inner.count_many(new) if hasattr(self.inner, "count_many")
                   else [self.inner.count(t) for t in new])
-        for k, n in zip(todo, counts):
-            self._counts[k] = n
+        self._counts.update(zip(todo, counts))
         return [self._counts[k] for k in keys]
 
 
@@ -112,6 +107,12 @@ def boundary_positions(chunks: Sequence[Any], book_id: str, unit_id: str) -> lis
 _BLANK_LINES = re.compile(r"\n[ \t]*\n")
 
 
+def blank_line_spans(text: str, start: int, end: int, blank: re.Pattern = _BLANK_LINES) -> list[Span]:
+    """The (untrimmed) spans of ``text[start:end]`` between the matches of ``blank``."""
+    cuts = [start, *(i for m in blank.finditer(text, start, end) for i in m.span()), end]
+    return list(zip(cuts[::2], cuts[1::2]))
+
+
 def trim_span(text: str, start: int, end: int) -> Span | None:
     while start < end and text[start].isspace():
         start += 1
@@ -127,17 +128,8 @@ def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
         spans = [(max(a, unit.start), min(b, unit.end)) for a, b in book.paragraphs
                  if a < unit.end and b > unit.start]
     if not spans:
-        pos = unit.start
-        for m in _BLANK_LINES.finditer(book.text, unit.start, unit.end):
-            spans.append((pos, m.start()))
-            pos = m.end()
-        spans.append((pos, unit.end))
-    out = []
-    for a, b in sorted(spans):
-        t = trim_span(book.text, max(a, unit.start), min(b, unit.end))
-        if t is not None:
-            out.append(t)
-    return out
+        spans = blank_line_spans(book.text, unit.start, unit.end)
+    return [t for a, b in sorted(spans) if (t := trim_span(book.text, max(a, unit.start), min(b, unit.end)))]
 
 
 def chunks_from_spans(book: Book, unit: Unit, method: str, spans: Sequence[Span],
@@ -175,11 +167,8 @@ def chunks_from_boundaries(book: Book, unit: Unit, method: str, starts: Sequence
     if not starts or starts[0] != 1 or starts[-1] > n:
         raise ChunkerError(f"{method}: invalid chunk starts {starts[:10]} for {unit.unit_id} ({n} sentences)")
     ends = [s - 1 for s in starts[1:]] + [n]
-    out = []
-    for k, (s, e) in enumerate(zip(starts, ends)):
-        lo = s - 1 if (k > 0 and k < len(overlap_prev) and overlap_prev[k]) else s
-        out.append(make_sentence_chunk(book, unit, method, k, lo, e, metadata))
-    return out
+    return [make_sentence_chunk(book, unit, method, k, s - 1 if 0 < k < len(overlap_prev) and overlap_prev[k] else s,
+                                e, metadata) for k, (s, e) in enumerate(zip(starts, ends))]
 
 
 def merge_groups(lengths_of: Callable[[int, int], int], n: int, target: int) -> list[tuple[int, int]]:

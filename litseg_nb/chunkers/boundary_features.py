@@ -169,12 +169,9 @@ def document_features(paragraphs: Sequence[Sequence[str]]) -> tuple[np.ndarray, 
                      math.log1p(len(before.split())), math.log1p(len(after.split())),
                      math.log1p(len(paragraphs[j - 1])), math.log1p(len(paragraphs[j])),
                      d_b, d_a, q_b, math.log1p(len(first_sentence.split()))])
-        h = []
-        for si, (space, value) in enumerate((("first1", _first_words(after, 1)), ("first2", _first_words(after, 2)),
-                                             ("first3", _first_words(after, 3)), ("last1", _last_token(before)))):
-            if value:
-                h.append(si * HASH_BUCKETS + hash_bucket(space, value))
-        hashed.append(h)
+        words = (("first1", _first_words(after, 1)), ("first2", _first_words(after, 2)),
+                 ("first3", _first_words(after, 3)), ("last1", _last_token(before)))
+        hashed.append([si * HASH_BUCKETS + hash_bucket(space, v) for si, (space, v) in enumerate(words) if v])
     c5, c10 = cos[5], cos[10]
     dense = np.column_stack([cos[k] for k in COHESION_BLOCKS]
                             + [_depth(c5), _depth(c10), _local_rank(c5, RANK_RADIUS), _local_rank(c10, RANK_RADIUS),

@@ -4,8 +4,9 @@ paragraph start; the chunker cuts at the top-scored ones under a length target."
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -17,7 +18,7 @@ from ..config import Options, at_least
 from ..core.paths import PACKAGE_DIR
 from ..errors import LitsegError
 from ..core.schema import Book, Chunk, Unit, word_count
-from .base import chunks_from_boundaries, unit_paragraphs, trim_span
+from .base import blank_line_spans, chunks_from_boundaries, unit_paragraphs, trim_span
 from .boundary_features import DENSE_NAMES, FEATURE_VERSION, HASH_BUCKETS, HASH_SPACES, document_features, n_hashed
 from .scores import attach_scores
 from ..preprocess.structure import build_units
@@ -126,29 +127,15 @@ def load_model(path: Path | str | None = None) -> BoundaryModel:
 
 def unit_document(book: Book, unit: Unit) -> tuple[list[tuple[str, ...]], list[int]]:
     """The unit's paragraphs as sentence strings and the 1-based index of each one's first sentence."""
-    paras = unit_paragraphs(book, unit)
-    groups: list[list[Any]] = []
-    k = 0
-    for s in unit.sentences:
-        while k + 1 < len(paras) and s.start >= paras[k + 1][0]:
-            k += 1
-        if groups and groups[-1][0] == k:
-            groups[-1][1].append(s)
-        else:
-            groups.append([k, [s]])
-    docs = [tuple(book.text[s.start:s.end] for s in ss) for _, ss in groups]
-    return docs, [ss[0].index for _, ss in groups]
+    starts = [a for a, _ in unit_paragraphs(book, unit)]  # a sentence before the first paragraph joins it
+    groups = [list(g) for _, g in itertools.groupby(unit.sentences, lambda s: max(1, bisect_right(starts, s.start)))]
+    return [tuple(book.text[s.start:s.end] for s in ss) for ss in groups], [ss[0].index for ss in groups]
 
 
 def _text_unit(text: str) -> tuple[Book, Unit]:
     if not text.strip():
         raise LitsegError("boundary_scores: the text is empty")
-    paragraphs, pos = [], 0
-    for m in re.finditer(r"\n[ \t]*\n", text):
-        paragraphs.append((pos, m.start()))
-        pos = m.end()
-    paragraphs.append((pos, len(text)))
-    paragraphs = [t for a, b in paragraphs if (t := trim_span(text, a, b))]
+    paragraphs = [t for a, b in blank_line_spans(text, 0, len(text)) if (t := trim_span(text, a, b))]
     units = build_units("text", text, paragraphs, max_unit_words=10**9, use_structure=False)
     book = Book(book_id="text", title="text", dataset="text", text=text, paragraphs=paragraphs, units=units)
     if len(units) != 1:

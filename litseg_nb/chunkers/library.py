@@ -166,8 +166,6 @@ def _import_target(target: str) -> Any:
 
 def resolve(name: str) -> tuple[str, dict[str, Any], LibraryPreset | None]:
     """``(target, preset keyword arguments, preset)`` of method ``name`` (``lib:...``)."""
-    if not is_library_method(name):
-        raise LibraryMethodError(f"{name!r} is not a library method (lib:<preset> or lib:<library>.<Class>)")
     key = name[len(PREFIX):]
     preset = PRESETS.get(key)
     if preset is not None:
@@ -377,11 +375,12 @@ class Splitter:
     current_book: list[str] = dataclasses.field(default_factory=lambda: [""])
 
 
-def check_options(name: str, cfg: LibraryOptions, obj: Any = None) -> set[str]:
-    """The keyword arguments the splitter of ``name`` accepts; unknown ones raise :class:`ConfigError`."""
+def check_options(name: str, cfg: LibraryOptions) -> tuple[str, dict[str, Any], Any, set[str]]:
+    """``(target, keyword arguments, class or function, the keyword arguments it accepts)`` of the splitter of
+    ``name``; an unknown keyword raises :class:`ConfigError`."""
     target, kwargs, _ = resolve(name)
     kwargs.update(dict(cfg.options))
-    obj = _import_target(target) if obj is None else obj
+    obj = _import_target(target)
     params = accepted_params(obj)
     if params is not None:
         bad = sorted(set(kwargs) - params)
@@ -390,16 +389,13 @@ def check_options(name: str, cfg: LibraryOptions, obj: Any = None) -> set[str]:
             raise ConfigError(f"{name}: {target} takes no option(s) {', '.join(map(repr, bad))}; it takes: "
                               f"{', '.join(sorted(p for p in params if not p.startswith('_')))} "
                               f"(LibraryConfig's own keys: {', '.join(ours)})")
-    return params or set()
+    return target, kwargs, obj, params or set()
 
 
 def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder: Any = None) -> Splitter:
     """The splitter of method ``name`` with its keyword arguments and the profile's models injected."""
-    target, kwargs, _ = resolve(name)
-    kwargs.update(dict(cfg.options))
-    obj = _import_target(target)
+    target, kwargs, obj, params = check_options(name, cfg)
     root = target.split(".")[0]
-    params = check_options(name, cfg, obj)
     tok = load_tokenizer(cfg.tokenizer, backend)
     current = [""]
     genie_stats = None
@@ -483,15 +479,6 @@ class AlignmentCounts:
                 f"({self.gap_sentences} sentences no piece covered)")
 
 
-def _nonws_counts(text: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int, int]:
-    total = sum(1 for ch in text if not ch.isspace())
-    if not spans:
-        return total, 0, 0
-    cov, ovl = _coverage(text, spans)
-    covered = round(cov * total)
-    return total, covered, round(ovl * covered)
-
-
 def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], counts: AlignmentCounts,
                min_score: float = 0.8, fill_gaps: bool = True, source: str = "") -> list[Chunk]:
     """Chunks of ``unit`` from a library's output ``pieces`` (in order), aligned to the unit text."""
@@ -515,10 +502,12 @@ def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], count
         md["out_of_order"] = al.out_of_order
         spans.append((unit.start + al.start, unit.start + al.end))
         mds.append(md)
-    total, covered, multi = _nonws_counts(text, [(a - unit.start, b - unit.start) for a, b in spans])
+    total = sum(1 for ch in text if not ch.isspace())
+    cov, ovl = _coverage(text, [(a - unit.start, b - unit.start) for a, b in spans]) if spans else (0.0, 0.0)
+    covered = round(cov * total)
     counts.chars += total
     counts.covered_chars += covered
-    counts.multi_chars += multi
+    counts.multi_chars += round(ovl * covered)
     first = chunks_from_spans(book, unit, method, spans, mds) if spans else []
     missing = list(check_coverage(unit, first).missing)
     if missing:
@@ -564,13 +553,12 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryOp
                 c.metadata.setdefault("fallback", "genie_kept_together")
         out.append(unit_chunks)
     extra: dict[str, Any] = {"fallbacks": counts.gap_chunks + counts.not_found, "alignment": counts.to_dict()}
+    msg = f"[litseg_nb] {name}: {counts.summary()}"
     if sp.genie is not None:
         extra["invalid_replies"] = sp.genie.calls - len(sp.genie.prompts) + sp.genie.repeated_prompts
         extra["genie_calls"] = sp.genie.calls
         extra["genie_fallbacks"] = sp.genie.repeated_prompts  # windows chonkie kept together after failures
         extra["fallbacks"] += sp.genie.repeated_prompts
-    msg = f"[litseg_nb] {name}: {counts.summary()}"
-    if sp.genie is not None:
         msg += f" | LLM calls {sp.genie.calls}, windows kept together after invalid replies {sp.genie.repeated_prompts}"
     (log.warning if extra["fallbacks"] else log.info)(msg)
     return out, extra

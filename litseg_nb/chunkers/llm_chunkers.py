@@ -26,8 +26,7 @@ def run_lockstep(states: Sequence[Any], call: Callable[[list[Any], Any, UsageTag
                  by_book: bool = True, reject: Callable[[list[Any], Any], Any] | None = None) -> None:
     """Drive ``states`` to completion, one ``call`` per (params, tag) group and step."""
     while True:
-        pending = [(s, s.request()) for s in states]
-        pending = [(s, r) for s, r in pending if r is not None]
+        pending = [(s, r) for s in states if (r := s.request()) is not None]
         if not pending:
             return
         groups: dict[tuple[Any, UsageTag], list[tuple[Any, Any]]] = {}
@@ -122,11 +121,8 @@ class LumberState:
             return None
         doc = "\n".join(self.lines[self.s - 1:self._window_end])
         prompt = fill_prompt(self.template, numbered_units=doc)
-        if self.attempt == 0:
-            params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=0.0)
-        else:
-            params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.retry_temperature,
-                                    seed=self.attempt)
+        params = SamplingParams(max_new_tokens=self.max_new_tokens, seed=self.attempt,
+                                temperature=0.0 if self.attempt == 0 else self.retry_temperature)
         return [{"role": "user", "content": prompt}], params
 
     def feed(self, reply: str) -> bool:
@@ -320,8 +316,7 @@ def proposition_chunks_batch(items: Sequence[tuple[Book, Unit]], backend: Any, m
     for i, (k, p) in enumerate(paras):
         b, u = items[k]
         props = results.get(i)
-        texts = props if props else [p.text]
-        for t in texts:
+        for t in props or [p.text]:
             out[k].append(Chunk(
                 book_id=b.book_id, unit_id=u.unit_id, chunk_id=chunk_id(u.unit_id, len(out[k])), method=method,
                 from_idx=p.from_idx, to_idx=p.to_idx, spans=list(p.spans), text=t, main_text=t,
@@ -349,7 +344,6 @@ class CompletionStats:
     rewritten: int = 0
     no_items: int = 0  # lacking, but the reflection reply had no item line
     invalid_scores: int = 0
-    no_kept_items: int = 0
     rejected_rewrites: int = 0
     empty_summaries: int = 0
 
@@ -377,11 +371,8 @@ def _contexts(chunks: Sequence[Chunk], embedder: Any, k: int, chars: int) -> tup
     else:
         picks = [[j for j in (i - 1, i + 1) if 0 <= j < n] for i in range(n)]
         source = "neighbouring chunks"
-    out = []
-    for i in range(n):
-        parts = [texts[j][:chars] for j in picks[i]]
-        out.append("\n\n".join(f"[{t + 1}] {p}" for t, p in enumerate(parts)) or "(none)")
-    return out, source
+    return ["\n\n".join(f"[{t + 1}] {texts[j][:chars]}" for t, j in enumerate(pick)) or "(none)"
+            for pick in picks], source
 
 
 def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, method: str, embedder: Any = None,
@@ -409,9 +400,8 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
                                                          context=ctx[i], chunk=orig[i])}] for i in range(len(chunks))]
     lps = backend.next_token_logprobs(convs, ["yes", "no"], tag)
     margin = [float(lp["yes"] - lp["no"]) for lp in lps]
-    lacking = [m > 0 for m in margin]
-    st.lacking = sum(lacking)
-    lack_idx = [i for i, x in enumerate(lacking) if x]
+    lack_idx = [i for i, m in enumerate(margin) if m > 0]
+    st.lacking = len(lack_idx)
 
     # 2a. missing reflection
     refl = chat([render_prompt("baselines/completion_reflection", title=title, context=ctx[i], chunk=orig[i])
@@ -431,7 +421,6 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
             st.invalid_scores += 1
         elif s >= min_score:
             kept[i].append(it)
-    st.no_kept_items = sum(1 for i in lack_idx if items[i] and not kept[i])
     # 2c. missing completion
     rw_idx = [i for i in lack_idx if kept[i]]
     # a rewrite repeats the chunk and adds to it: its budget is the chunk's length plus max_new_tokens
@@ -439,24 +428,20 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
     rewrites_raw = chat([render_prompt("baselines/completion_rewrite", title=title, context=ctx[i], chunk=orig[i],
                                        items="\n".join(f"- {x}" for x in kept[i])) for i in rw_idx],
                         SamplingParams(max_new_tokens=rw_tokens, temperature=0.0, seed=seed))
-    rewritten: dict[int, str | None] = {}
+    rewritten: dict[int, str] = {}
     rejected: dict[int, str] = {}
     for i, r in zip(rw_idx, rewrites_raw):
         t = answer_text(r).strip()
         if not t or len(t) < 0.5 * len(orig[i]):
-            st.rejected_rewrites += 1
             rejected[i] = "empty" if not t else f"shorter than half the original ({len(t)} < {len(orig[i])} chars)"
-            rewritten[i] = None
         else:
             rewritten[i] = t
-    st.rewritten = sum(1 for v in rewritten.values() if v)
+    st.rejected_rewrites, st.rewritten = len(rejected), len(rewritten)
 
     # 3. two-level summary
-    glob = chat([render_prompt("baselines/completion_summary_global", title=title, context=ctx[i], chunk=orig[i])
-                 for i in range(len(chunks))])
-    loc = chat([render_prompt("baselines/completion_summary_local", chunk=orig[i]) for i in range(len(chunks))])
-    glob = [_one_line(x) for x in glob]
-    loc = [_one_line(x) for x in loc]
+    glob = [_one_line(x) for x in chat([render_prompt("baselines/completion_summary_global", title=title,
+                                                      context=ctx[i], chunk=orig[i]) for i in range(len(chunks))])]
+    loc = [_one_line(x) for x in chat([render_prompt("baselines/completion_summary_local", chunk=c) for c in orig])]
     fuse_idx = [i for i in range(len(chunks)) if glob[i] or loc[i]]
     fused_raw = chat([render_prompt("baselines/completion_summary_fuse", global_summary=glob[i] or "(none)",
                                     local_summary=loc[i] or "(none)") for i in fuse_idx])
@@ -471,7 +456,7 @@ def complete_book_chunks(book: Book, chunks: Sequence[Chunk], backend: Any, meth
         md = dict(c.metadata)
         md["base_method"] = c.method
         md["completion"] = {
-            "context": ctx_source, "lacks_context": lacking[i], "discriminator_margin": margin[i],
+            "context": ctx_source, "lacks_context": margin[i] > 0, "discriminator_margin": margin[i],
             "missing_items": items.get(i, []), "item_scores": scores.get(i, []), "kept_items": kept.get(i, []),
             "rewritten": rewritten.get(i), "rewrite_rejected": rejected.get(i),
             "summary_global": glob[i], "summary_local": loc[i], "summary": summary,

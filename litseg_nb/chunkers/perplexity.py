@@ -7,12 +7,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..config import Options
 from ..llm.base import Generation, UsageTag
 from ..core.schema import Book, Chunk, Unit
-from .base import ChunkerError, chunks_from_boundaries, where
+from .base import ChunkerError, chunks_from_boundaries
 from ..core.cache import StepCache
 
 
@@ -103,11 +103,8 @@ def segment_token_ids(tokenizer: Any, segments: Sequence[str]) -> tuple[list[int
 
 
 def segment_nll(token_lp: Sequence[float], bounds: Sequence[tuple[int, int]]) -> list[float]:
-    out = []
-    for a, b in bounds:
-        vals = [-v for v in token_lp[a:b] if not math.isnan(v)]
-        out.append(sum(vals) / len(vals) if vals else float("nan"))
-    return out
+    nlls = [[-v for v in token_lp[a:b] if not math.isnan(v)] for a, b in bounds]
+    return [sum(vals) / len(vals) if vals else float("nan") for vals in nlls]
 
 
 def window_plan(n_tokens: int, max_context: int, block_tokens: int) -> list[tuple[int, int, int]]:
@@ -169,8 +166,7 @@ def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int
         raise ChunkerError(
             f"perplexity chunking needs the model's tokenizer locally: backend "
             f"{getattr(backend, 'name', type(backend).__name__)!r} ({getattr(backend, 'model_id', '?')}) "
-            "has none (give a model name or local path the tokenizer loads from, or pass "
-            "sentence_scores= directly)")
+            "has none (give a model name or local path the tokenizer loads from)")
     segments = unit_segments(book, unit)
     config = {"model": getattr(backend, "model_id", "?"), "max_context": max_context,
               "block_tokens": block_tokens}
@@ -196,17 +192,11 @@ def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int
 
 def perplexity_chunks(book: Book, unit: Unit, threshold: float, dynamic_overlap: bool = False,
                       backend: Any = None, max_context: int = 8192, block_tokens: int = 1024,
-                      tag: UsageTag = UsageTag(), method: str = "perplexity",
-                      sentence_scores: Callable[[Book, Unit], Sequence[float]] | None = None) -> list[Chunk]:
-    """Meta-Chunking PPL chunks of one unit; ``sentence_scores`` overrides the model (tests)."""
+                      tag: UsageTag = UsageTag(), method: str = "perplexity") -> list[Chunk]:
+    """Meta-Chunking PPL chunks of one unit."""
     if unit.n_sentences == 0:
         return []
-    if sentence_scores is not None:
-        ppl = list(sentence_scores(book, unit))
-    else:
-        ppl = sentence_perplexities(book, unit, backend, max_context, block_tokens, tag)
-    if len(ppl) != unit.n_sentences:
-        raise ChunkerError(f"{method}: {len(ppl)} scores for {unit.n_sentences} sentences ({where(book, unit)})")
+    ppl = sentence_perplexities(book, unit, backend, max_context, block_tokens, tag)
     minima = find_minima(ppl, threshold)
     starts = chunk_starts_from_minima(unit.n_sentences, minima)
     overlap = [False] + [dynamic_overlap] * (len(starts) - 1)

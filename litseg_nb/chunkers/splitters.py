@@ -40,11 +40,8 @@ def token_chunks(book: Book, unit: Unit, tokenizer: Tokenizer, size: int, overla
             raise ChunkerError(f"{method}: tokenizer {tokenizer.name} gives no tokens for {where(book, unit)}")
         return []
     windows = token_windows(len(offs), size, overlap)
-    spans = []
-    for i, j in windows:
-        a = unit.start + (0 if i == 0 else offs[i][0])
-        b = unit.start + (offs[j][0] if j < len(offs) else len(text))
-        spans.append((a, b))
+    spans = [(unit.start + (0 if i == 0 else offs[i][0]), unit.start + (offs[j][0] if j < len(offs) else len(text)))
+             for i, j in windows]
     return chunks_from_spans(book, unit, method, spans, [{"tokens": j - i} for i, j in windows])
 
 

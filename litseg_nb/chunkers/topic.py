@@ -110,11 +110,9 @@ def joined_text(book: Book, unit: Unit) -> tuple[str, list[tuple[int, int]], lis
 def _gap_positions(text: str, n_gaps: int, w: int) -> list[int | None]:
     """Where NLTK's ``_normalize_boundaries`` places gap g in the raw text; None past the last word."""
     ends = [m.end() for m in _WORD.finditer(text)]
-    out: list[int | None] = []
-    for g in range(n_gaps):
-        x = max(g * w, w)  # the word count must exceed x: reached at the character after word x+1 ends
-        out.append(ends[x] + 1 if x < len(ends) and ends[x] < len(text) else None)
-    return out
+    # gap g: the word count must exceed x = max(g w, w): reached at the character after word x+1 ends
+    return [ends[x] + 1 if x < len(ends) and ends[x] < len(text) else None
+            for x in (max(g * w, w) for g in range(n_gaps))]
 
 
 def texttiling_analysis(book: Book, unit: Unit, w: int = 20, k: int = 10) -> dict[str, Any]:
@@ -272,12 +270,7 @@ def segment_count(density: Sequence[float], c: float = 1.2) -> int:
     if len(g) < 2 or float(np.std(g)) == 0.0:
         return 1
     thr = float(np.mean(g) + c * np.std(g))
-    m = 1
-    for x in g:
-        if x < thr:
-            break
-        m += 1
-    return m
+    return 1 + next((i for i, x in enumerate(g) if x < thr), len(g))
 
 
 def c99_boundaries(sentences: Sequence[str], mask: int = 11, c: float = 1.2) -> tuple[list[int], list[int]]:

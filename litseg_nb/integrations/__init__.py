@@ -10,6 +10,7 @@ One module per host library, imported only when its module is; here the :class:`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib
 import json
@@ -25,7 +26,7 @@ from ..front.batch_segment import TOKEN_COUNTER as DEFAULT_TOKEN_COUNTER
 from ..front.batch_segment import outside_units, token_counter
 from ..corpus import index_book
 from ..api import build_models, segment
-from ..chunkers.base import trim_span
+from ..chunkers.base import blank_line_spans, trim_span
 
 #: the adapters' own keywords (every other keyword is an override of the method's config)
 ADAPTER_OPTIONS = {
@@ -38,6 +39,7 @@ ADAPTER_OPTIONS = {
                      "packaged name (default all-MiniLM-L6-v2) or a local path",
 }
 OUTSIDE_UNIT_ID = "outside"
+_BLANK_LINES = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)")  # LF, CRLF or CR files
 
 
 class OutsideUnitsWarning(UserWarning):
@@ -77,14 +79,11 @@ class Segmenter:
             check_options(method, self.cfg)
         self._backend = backend
         self._embedder = embedder
-        self._tokenizer: Any = None
 
-    @property
+    @functools.cached_property
     def tokenizer(self) -> Any:
         """The :class:`~litseg_nb.chunkers.base.Tokenizer` counting ``token_count`` (loaded on first use)."""
-        if self._tokenizer is None:
-            self._tokenizer = token_counter(self.token_counter)
-        return self._tokenizer
+        return token_counter(self.token_counter)
 
     def metadata(self, c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """:func:`chunk_metadata` with ``token_count`` / ``tokenizer``, scalar-only unless ``nested_metadata``."""
@@ -172,14 +171,7 @@ def unique_ids(ids: list[str]) -> list[str]:
 
 def text_paragraphs(text: str) -> list[tuple[int, int]]:
     """Spans of the blank-line separated paragraphs of ``text`` (whitespace-trimmed; text unchanged)."""
-    out, pos = [], 0
-    for m in [*re.finditer(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)", text), None]:  # LF, CRLF or CR files
-        end = m.start() if m else len(text)
-        span = trim_span(text, pos, end)
-        if span:
-            out.append(span)
-        pos = m.end() if m else pos
-    return out
+    return [t for a, b in blank_line_spans(text, 0, len(text), _BLANK_LINES) if (t := trim_span(text, a, b))]
 
 
 def chunk_metadata(c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:

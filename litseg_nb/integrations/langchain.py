@@ -47,9 +47,7 @@ class LitSegTextSplitter(TextSplitter):
                          ids: list[Any] | None = None) -> list[Document]:
         """One ``Document`` per chunk with ``id`` = its ``chunk_id``; a document's id is ``ids[i]``, else
         ``<source>:<text hash>`` or the text hash (repeats within one call get ``#2`` ...)."""
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            check_text(text, f"(document {i})")
+        texts = [check_text(text, f"(document {i})") for i, text in enumerate(texts)]
         metadatas = metadatas or [{}] * len(texts)
         given = list(ids) if ids is not None else [None] * len(texts)
         doc_ids = []

@@ -25,9 +25,6 @@ from ..chunkers.library import llamaindex_embedding
 from ..config import StageConfig, ConfigError
 from ..llm.embeddings import load_embedder
 
-_SPAN_KEY = "_litseg_span"
-
-
 def profile_embedding(profile: str = "smoke") -> Any:
     """The profile's embedding model (offline MiniLM in test/smoke) as a LlamaIndex ``BaseEmbedding``."""
     return llamaindex_embedding(load_embedder(StageConfig.for_profile(profile).embedding))
@@ -59,21 +56,10 @@ class LitSegNodeParser(NodeParser):
     def class_name(cls) -> str:
         return "LitSegNodeParser"
 
-    def _make_segmenter(self, backend: Any = None, embedder: Any = None) -> Segmenter:
-        return Segmenter(self.method, self.profile, backend=backend, embedder=embedder,
-                         keep_outside_units=self.keep_outside_units, nested_metadata=self.nested_metadata,
-                         token_counter=self.token_counter, **self.options)
-
     def model_post_init(self, __context: Any) -> None:  # noqa: D102
-        self._segmenter = self._make_segmenter()
-
-    @classmethod
-    def from_models(cls, method: str = "litseg", profile: str = "smoke", backend: Any = None, embedder: Any = None,
-                    **kwargs: Any) -> "LitSegNodeParser":
-        """A parser that reuses an already-built LLM backend / embedder."""
-        parser = cls(method=method, profile=profile, **kwargs)
-        parser._segmenter = parser._make_segmenter(backend, embedder)
-        return parser
+        self._segmenter = Segmenter(self.method, self.profile, keep_outside_units=self.keep_outside_units,
+                                    nested_metadata=self.nested_metadata, token_counter=self.token_counter,
+                                    **self.options)
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
         from llama_index.core.utils import get_tqdm_iterable

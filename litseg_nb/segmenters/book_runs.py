@@ -124,9 +124,8 @@ def run_chunker(name: str, books: Sequence[Book], cfg: "BaselinesConfig", backen
     semantic = "semantic" in (name, spec.base and spec.base.name)
     on_selection = spec.needs_llm or (semantic and cfg.semantic_units == "selection")
     if on_selection:
-        selected = select_units(books, cfg.selection)
         by_book: dict[str, list[Unit]] = {}
-        for b, u in selected:
+        for b, u in select_units(books, cfg.selection):
             by_book.setdefault(b.book_id, []).append(u)
     else:
         by_book = {b.book_id: [u for u in b.units if u.n_sentences] for b in books
@@ -195,10 +194,9 @@ def run_library_presets(books: Sequence[Book], cfg: LibraryConfig, presets: Sequ
         al = extra.get("alignment", {})
         rows.append({"method": name, "library": resolve(name)[0], "needs": need,
                      "books": len({b.book_id for b, _ in items}), "units": len(items), "chunks": len(chunks),
-                     "pieces": al.get("pieces"), "exact": al.get("exact"), "normalised": al.get("normalised"),
-                     "fuzzy": al.get("anchored"), "not_found": al.get("not_found"),
-                     "gap_chunks": al.get("gap_chunks"), "library_coverage": al.get("coverage"),
-                     "overlap": al.get("overlap"), "llm_calls": extra.get("genie_calls", 0),
+                     **{k: al.get(k) for k in ("pieces", "exact", "normalised", "not_found", "gap_chunks", "overlap")},
+                     "fuzzy": al.get("anchored"), "library_coverage": al.get("coverage"),
+                     "llm_calls": extra.get("genie_calls", 0),
                      "llm_fallbacks": extra.get("genie_fallbacks", 0),
                      "invalid_replies": extra.get("invalid_replies", 0), "seconds": time.perf_counter() - t0,
                      "note": "unit selection" if len(items) == len(llm_items) and need != "text" else ""})

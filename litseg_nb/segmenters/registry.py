@@ -3,8 +3,6 @@ A method's cache key is derived from its options, those of what it builds on, an
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -106,10 +104,6 @@ class Method:
             parts["models"] = models.identity(self.needs, cfg)
         return parts
 
-    def key(self, cfg: Any, models: Models | None = None) -> str:
-        blob = json.dumps(self.key_parts(cfg, models), sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
 
 def per_unit_lists(items: Items, chunks: Sequence[Chunk]) -> list[list[Chunk]]:
     by_unit: dict[tuple[str, str], list[Chunk]] = {}
@@ -162,14 +156,10 @@ def _boundary_model(items: Items, o: BoundaryModelOptions, models: Models) -> Se
                          for b, u in items])
 
 
-def _perplexity_options(merge_base: bool):
-    def build(cfg: Any) -> PerplexityOptions:
-        o = PerplexityOptions.of(cfg)
-        changes: dict[str, Any] = {"perplexity_max_context": o.perplexity_max_context or cfg.llm.max_model_len}
-        if merge_base:
-            changes["perplexity_threshold"] = o.perplexity_merge_threshold
-        return o.replace(**changes)
-    return build
+def _perplexity_options(cfg: Any, merge_base: bool = False) -> PerplexityOptions:
+    o = PerplexityOptions.of(cfg)
+    return o.replace(perplexity_max_context=o.perplexity_max_context or cfg.llm.max_model_len,
+                     perplexity_threshold=o.perplexity_merge_threshold if merge_base else o.perplexity_threshold)
 
 
 def _perplexity(items: Items, o: PerplexityOptions, models: Models) -> Segmentation:
@@ -207,9 +197,9 @@ def dynamic_merge(method: Method, items: Items, base: Segmentation, o: MergeOpti
 
 # the internal building block of perplexity+merge (Meta-Chunking App. F: θ = 0 before the dynamic merge)
 PERPLEXITY_MERGE_BASE = Method(name="perplexity@merge-base", needs="llm", options=PerplexityOptions, run=_perplexity,
-                               build=_perplexity_options(True), internal=True)
+                               build=lambda cfg: _perplexity_options(cfg, merge_base=True), internal=True)
 _PERPLEXITY = Method(name="perplexity", needs="llm", options=PerplexityOptions, run=_perplexity,
-                     build=_perplexity_options(False))
+                     build=_perplexity_options)
 _MARGIN = Method(name="margin", needs="llm", options=MarginOptions, run=_margin)
 _LUMBER = Method(name="lumber", needs="llm", options=LumberOptions, run=_lumber)
 _PERPLEXITY_MERGE = Method(name="perplexity+merge", needs="llm", options=MergeOptions, base=PERPLEXITY_MERGE_BASE)
@@ -277,7 +267,6 @@ REGISTRY: dict[str, Method] = {m.name: m for m in _METHODS}
 def _library_method(name: str) -> Method:
     def run(items: Items, o: LibraryOptions, models: Models) -> Segmentation:
         per_unit, extra = library_chunks(name, items, o, models.backend, models.embedder)
-        extra = dict(extra)
         return Segmentation(per_unit, fallbacks=extra.pop("fallbacks", 0),
                             invalid_replies=extra.pop("invalid_replies", 0), details=extra)
 
@@ -297,10 +286,9 @@ def get_method(name: str) -> Method:
 def _check(method: Method, cfg: Any, models: Models) -> None:
     if not isinstance(cfg, method.config):
         raise ChunkerError(f"{method.name} takes a {method.config.__name__}, got {type(cfg).__name__}")
-    runner = method.base or method
-    if runner.needs_llm and models.backend is None:
+    if method.needs_llm and models.backend is None:
         raise ChunkerError(f"{method.name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
-    if runner.needs_embedder and models.embedder is None:
+    if method.needs_embedder and models.embedder is None:
         raise ChunkerError(f"{method.name} needs an embedder (litseg_nb.llm.embeddings.load_embedder(cfg.embedding))")
 
 
@@ -325,10 +313,8 @@ def segment_units(method: Method | str, items: Items, cfg: Any, models: Models |
     """Run ``method`` on ``(book, unit)`` pairs with its stage config (no cache; every unit's coverage checked)."""
     method = get_method(method) if isinstance(method, str) else method
     models = models or Models()
-    _check(method, cfg, models)
     items = list(items)
-    if options is None:
-        options = prepare(method, items, cfg, models)
+    options = prepare(method, items, cfg, models) if options is None else options
     result = run_prepared(method, items, cfg, options, models)
     for (b, u), cs in zip(items, result.per_unit):
         rep = check_coverage(u, cs)
