@@ -87,12 +87,6 @@ def run_key(cfg: LitSegConfig, backend: Any, system: str, structured: bool, max_
     return _sha(json.dumps(blob, sort_keys=True))[:20]
 
 
-def stage3_floor(cfg: LitSegConfig, n_sentences: int, length_reference: int | None) -> int:
-    """The fewest segments stage 3's schema lets a unit decode (0 = no floor), capped by its token budget."""
-    floor = segment_floor(n_sentences, length_reference, cfg.min_segments)
-    return min(floor, segment_budget(cfg.stage_max_new_tokens("stage3"))[1]) if floor else 0
-
-
 def read_annotations(path: Path) -> list[dict[str, Any]]:
     """Records of an annotations file; a truncated last line (a crash mid-write) is skipped."""
     path = Path(path)
@@ -162,6 +156,8 @@ def annotate_units(
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
+    if hasattr(backend, "annotate_books"):  # Ray: the engine is the annotator's
+        cfg = cfg.replace(llm=backend.cfg.llm.to_dict())
     structured = cfg.llm.structured_output if structured_output is None else bool(structured_output)
     retries = cfg.max_retries if max_retries is None else int(max_retries)
     if retries < 0:
@@ -190,9 +186,16 @@ def annotate_units(
         system, rkey = prompts[ref]
         content = unit.indexed_text(book.text)
         key = _sha(f"{rkey}|{book.book_id}|{unit.unit_id}|{_sha(content)}")[:24]
-        record = _new_record(book, unit, key, rkey, content, method, backend, structured, ref, retries)
-        record["segment_floor"] = stage3_floor(cfg, unit.n_sentences, ref) if structured else 0
-        record.update(_reference_fields(book, per_dataset, references))
+        # stage 3's schema: the fewest segments a unit may decode (0 = no floor), capped by its token budget
+        floor = segment_floor(unit.n_sentences, ref, cfg.min_segments) if structured else 0
+        record = {
+            "version": ANNOTATION_VERSION, "key": key, "run_key": rkey, "method": method, "book_id": book.book_id,
+            "unit_id": unit.unit_id, "unit_title": unit.title, "unit_ordinal": unit.ordinal,
+            "n_sentences": unit.n_sentences, "chapter_content": content, "model": getattr(backend, "model_id", ""),
+            "backend": getattr(backend, "name", ""), "structured_output": structured, "length_reference": ref,
+            "max_retries": retries, "status": "running", "stages": {s: {"attempts": []} for s in STAGES},
+            "segment_floor": min(floor, segment_budget(cfg.stage_max_new_tokens("stage3"))[1]) if floor else 0,
+            **_reference_fields(book, per_dataset, references)}
         jobs.append(_Job(book, unit, key, content, record, system))
 
     done: dict[str, dict[str, Any]] = {}
@@ -230,8 +233,18 @@ def annotate_units(
                                            max_retries=max_retries)
         else:
             for sjobs in by_system.values():
-                calls += _run_groups(sjobs, group, backend, cfg, structured, retries, method, bar, done,
-                                     annotations_path, batch_by_book)
+                for g in range(0, len(sjobs), group):
+                    batch = sjobs[g:g + group]
+                    g0 = time.perf_counter()
+                    for stage in STAGES:
+                        calls += _run_stage(stage, batch, backend, cfg, structured, retries, method, batch_by_book)
+                        bar.update(len(batch))
+                    group_wall = time.perf_counter() - g0
+                    for job in batch:
+                        _finish(job, group_wall / len(batch))
+                        done[job.key] = job.record
+                        if annotations_path is not None:
+                            _append(annotations_path, job.record)
     finally:
         bar.close()
     records = [done[j.key] for j in jobs]
@@ -240,33 +253,6 @@ def annotate_units(
     return AnnotationRun(records, time.perf_counter() - t0, calls, len(jobs) - len(todo),
                          Path(annotations_path) if annotations_path is not None else None,
                          length_reference, structured, method)
-
-
-def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, structured: bool,
-                retries: int, method: str, bar: Any, done: dict[str, dict[str, Any]],
-                annotations_path: Path | None, batch_by_book: bool = True) -> int:
-    calls = 0
-    for g in range(0, len(todo), group):
-        batch = todo[g:g + group]
-        g0 = time.perf_counter()
-        for stage in STAGES:
-            calls += _run_stage(stage, batch, backend, cfg, structured, retries, method, batch_by_book)
-            bar.update(len(batch))
-        group_wall = time.perf_counter() - g0
-        for job in batch:
-            _finish(job, group_wall / len(batch))
-            done[job.key] = job.record
-            if annotations_path is not None:
-                _append(annotations_path, job.record)
-    return calls
-
-
-def annotate_with(annotator: Any, items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig, **kwargs: Any
-                  ) -> AnnotationRun:
-    """:func:`annotate_units` on an LLM backend, or on an object whose ``annotate`` runs it elsewhere (Ray)."""
-    if hasattr(annotator, "annotate") and not hasattr(annotator, "chat"):
-        return annotator.annotate(items, cfg, **kwargs)
-    return annotate_units(items, annotator, cfg, **kwargs)
 
 
 def replay_record_usage(ledger: Any, record: dict[str, Any], method: str) -> None:
@@ -285,29 +271,6 @@ def replay_record_usage(ledger: Any, record: dict[str, Any], method: str) -> Non
 def _reference_fields(book: Book, per_dataset: bool, references: dict[str, int] | None) -> dict[str, Any]:
     return {"dataset": book.dataset, "length_reference_dataset": book.dataset if per_dataset else None,
             "length_references": references}
-
-
-def _new_record(book: Book, unit: Unit, key: str, rkey: str, content: str, method: str, backend: Any,
-                structured: bool, length_reference: int | None, retries: int) -> dict[str, Any]:
-    return {
-        "version": ANNOTATION_VERSION,
-        "key": key,
-        "run_key": rkey,
-        "method": method,
-        "book_id": book.book_id,
-        "unit_id": unit.unit_id,
-        "unit_title": unit.title,
-        "unit_ordinal": unit.ordinal,
-        "n_sentences": unit.n_sentences,
-        "chapter_content": content,
-        "model": getattr(backend, "model_id", ""),
-        "backend": getattr(backend, "name", ""),
-        "structured_output": structured,
-        "length_reference": length_reference,
-        "max_retries": retries,
-        "status": "running",
-        "stages": {s: {"attempts": []} for s in STAGES},
-    }
 
 
 def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,

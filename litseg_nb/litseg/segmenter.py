@@ -17,7 +17,7 @@ from ..config import Options
 from ..core.artifacts import artifact_path
 from ..core.schema import Book, Chunk, Unit
 from .config import LitSegConfig
-from .pipeline import annotate_units, annotate_with, records_to_chunks, training_items
+from .pipeline import annotate_units, records_to_chunks, training_items
 
 METHOD = "litseg"
 
@@ -155,7 +155,7 @@ def measure_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any, c
     if not subset:
         raise ValueError("calibration subset is empty (no units selected)")
     retries = cfg.max_retries if cfg.calibration_max_retries < 0 else cfg.calibration_max_retries
-    run = annotate_with(backend, subset, cfg, length_reference=None, method="litseg-calibration",
+    run = annotate_units(subset, backend, cfg, length_reference=None, method="litseg-calibration",
                          annotations_path=annotations_path, max_retries=retries, progress=progress)
     dataset_of = {b.book_id: b.dataset for b, _ in subset}
     datasets = sorted(set(dataset_of.values()))
