@@ -48,10 +48,7 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, floa
     """L2 norm of the change of all LoRA weights and how many tensors changed (adapter names dropped)."""
     import torch
 
-    def norm(d):
-        return {k.replace(".default", ""): v for k, v in d.items()}
-
-    b, a = norm(before), norm(after)
+    b, a = ({k.replace(".default", ""): v for k, v in d.items()} for d in (before, after))
     common = sorted(set(b) & set(a))
     diff = [torch.linalg.vector_norm(a[k] - b[k]).item() for k in common]
     return {"l2_change": math.sqrt(sum(d * d for d in diff)), "tensors": len(common),
@@ -145,19 +142,15 @@ def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg
 
 
 # --------------------------------------------------------------------------- stage 1: SFT
-def _follow_thread_budget_callback():
+def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
     from transformers import TrainerCallback
 
     class FollowThreadBudget(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
             follow_thread_budget()
 
-    return FollowThreadBudget()
-
-
-def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
     before = lora_state(trainer.model)
-    trainer.add_callback(_follow_thread_budget_callback())
+    trainer.add_callback(FollowThreadBudget())
     follow_thread_budget()
     t0 = time.perf_counter()
     trainer.train()
@@ -307,14 +300,13 @@ def grpo_rollout_kwargs(cfg: LiteConfig, cap: int) -> dict[str, Any]:
 ASSUMED_DECODE_MS = {"hf generate": 30.0, "vLLM (trl colocate)": 8.0}
 
 
-def rollout_time_estimate(cfg: LiteConfig, cap: int, decode_ms: dict[str, float] | None = None):
+def rollout_time_estimate(cfg: LiteConfig, cap: int):
     """Upper-bound rollout time per GRPO step with ``generate`` (one group at a time) and with vLLM."""
     import pandas as pd
 
-    ms = dict(decode_ms or ASSUMED_DECODE_MS)
     g, p = cfg.grpo_num_generations, cfg.grpo_prompts_per_step
     rows = []
-    for path, lat in ms.items():
+    for path, lat in ASSUMED_DECODE_MS.items():
         steps = p * cap if path.startswith("hf") else cap
         sec = steps * lat / 1000.0
         rows.append({"rollouts by": path, "rollouts per step": g * p, "max tokens per rollout": cap,
@@ -384,10 +376,9 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
         reward_weights=weights, scale_rewards="group", log_completions=False,
         **_common_kwargs(model, cfg))
     ds = Dataset.from_list([e.grpo_record() for e in prompts])
-    cls = _dynamic_sampling_trainer_class()
-    trainer = cls(model=model, reward_funcs=list(reward_funcs), args=args, train_dataset=ds,
-                  processing_class=tokenizer, peft_config=make_lora_config(cfg),
-                  filter_zero_std_groups=cfg.grpo_filter_zero_std_groups)
+    trainer = _dynamic_sampling_trainer_class()(
+        model=model, reward_funcs=reward_funcs, args=args, train_dataset=ds, processing_class=tokenizer,
+        peft_config=make_lora_config(cfg), filter_zero_std_groups=cfg.grpo_filter_zero_std_groups)
     try:
         peft_model, seconds, change = _train_measured(trainer)
     except BaseException:

@@ -260,11 +260,9 @@ def replay_record_usage(ledger: Any, record: dict[str, Any], method: str) -> Non
     for stage in STAGES:
         atts = [a for a in record["stages"][stage]["attempts"] if a.get("text") is not None]
         if atts:
-            ledger.replay(UsageTag(method, record["book_id"], stage), {
-                "calls": len(atts), "prompt_tokens": sum(int(a.get("prompt_tokens") or 0) for a in atts),
-                "cached_prompt_tokens": sum(int(a.get("cached_prompt_tokens") or 0) for a in atts),
-                "completion_tokens": sum(int(a.get("completion_tokens") or 0) for a in atts),
-                "reasoning_tokens": sum(int(a.get("reasoning_tokens") or 0) for a in atts),
+            ledger.replay(UsageTag(method, record["book_id"], stage), {"calls": len(atts), **{
+                k: sum(int(a.get(k) or 0) for a in atts)
+                for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")},
                 "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)})
 
 
@@ -379,14 +377,11 @@ def _finish(job: _Job, wall_share: float) -> None:
     rec["turning_points"] = tps if isinstance(tps, list) else None
     rec["raw_outputs"] = {s: _last_text(rec["stages"][s]) for s in STAGES}
     all_attempts = [a for s in STAGES for a in rec["stages"][s]["attempts"]]
-    rec["tokens"] = {
-        "calls": len(all_attempts),
-        "prompt": sum(a["prompt_tokens"] for a in all_attempts),
-        "completion": sum(a["completion_tokens"] for a in all_attempts),
-        "cached_prompt": sum(a["cached_prompt_tokens"] for a in all_attempts),
-        "cache_hits": sum(a["cache_hit"] for a in all_attempts),
-        "latency_s": round(sum(a["latency_s"] for a in all_attempts), 4),
-    }
+    rec["tokens"] = {"calls": len(all_attempts), **{
+        k: sum(a[f] for a in all_attempts)
+        for k, f in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"),
+                     ("cached_prompt", "cached_prompt_tokens"), ("cache_hits", "cache_hit"))},
+        "latency_s": round(sum(a["latency_s"] for a in all_attempts), 4)}
     rec["first_try_valid"] = {s: rec["stages"][s]["first_try_valid"] for s in STAGES}
     rec["retries"] = sum(rec["stages"][s]["retries"] for s in STAGES)
     rec["truncated_in_reasoning"] = sum(rec["stages"][s]["truncated_in_reasoning"] for s in STAGES)
@@ -509,6 +504,5 @@ def assert_units_covered(books: Iterable[Book], chunks: Sequence[Chunk], method:
     for book in books:
         if book.book_id in by_book:
             units = {c.unit_id for c in by_book[book.book_id]}
-            partial = Book(book.book_id, book.title, book.dataset, book.text,
-                           units=[u for u in book.units if u.unit_id in units])
+            partial = dataclasses.replace(book, units=[u for u in book.units if u.unit_id in units])
             assert_full_coverage(partial, by_book[book.book_id], method)

@@ -53,11 +53,7 @@ class RubricScores:
         return sum(pc) / len(pc) if pc else float("nan")
 
     def dimension_means(self) -> dict[str, float]:
-        out = {}
-        for name in DIMENSIONS:
-            vals = getattr(self, name)
-            out[name] = sum(vals) / len(vals) if vals else float("nan")
-        return out
+        return {name: sum(v) / len(v) if v else float("nan") for name in DIMENSIONS for v in [getattr(self, name)]}
 
 
 # --------------------------------------------------------------------------- parsing
@@ -144,6 +140,26 @@ def rubric_worked_example() -> tuple[tuple[float, ...], ...]:
     return ()
 
 
+def _scores_of(cand: dict[str, list[Any]], n_chunks: int) -> tuple[list[float], list[float], list[float]]:
+    """One candidate's per-chunk scores, checked (count, numbers, ranges, not the worked example)."""
+    missing = [k for k in DIMENSION_KEYS if k not in cand]
+    if missing:
+        raise RubricParseError(f"missing {', '.join(missing)}")
+    dims = []
+    for key, (lo, hi) in zip(DIMENSION_KEYS, SCORE_RANGES):
+        if len(cand[key]) != n_chunks:
+            raise RubricParseError(f"{key} has {len(cand[key])} scores for {n_chunks} chunks")
+        vals = [_to_float(v) for v in cand[key]]
+        bad = [v for v in vals if not lo <= v <= hi]
+        if bad:
+            raise RubricParseError(f"{key} scores {bad[:5]} outside [{lo}, {hi}]")
+        dims.append(vals)
+    example = rubric_worked_example()
+    if example and tuple(tuple(v) for v in dims) == example:
+        raise RubricParseError("scores repeat the rubric's worked example verbatim (not a judgement)")
+    return dims[0], dims[1], dims[2]
+
+
 def parse_rubric_reply(text: str, n_chunks: int, max_new_tokens: int | None = None
                        ) -> tuple[list[float], list[float], list[float]]:
     """Per-chunk scores ``(dimension1, dimension2, dimension3)`` of a judge reply; the last qualifying object
@@ -158,36 +174,15 @@ def parse_rubric_reply(text: str, n_chunks: int, max_new_tokens: int | None = No
     if not reply.answer.strip():
         raise RubricParseError("empty judge reply after its reasoning block")
     problems: list[str] = []
-    example = rubric_worked_example()
-    chosen: tuple[list[float], list[float], list[float]] | None = None
-    objects, loose = _candidate_dicts(reply.answer)
-    for is_loose, cand in [(False, c) for c in objects] + [(True, c) for c in loose]:
-        if is_loose and chosen is not None:  # a JSON object qualified: the loose reading is not needed
-            break
-        missing = [k for k in DIMENSION_KEYS if k not in cand]
-        if missing:
-            problems.append(f"missing {', '.join(missing)}")
-            continue
-        try:
-            dims = []
-            for d, key in enumerate(DIMENSION_KEYS):
-                if len(cand[key]) != n_chunks:
-                    raise RubricParseError(f"{key} has {len(cand[key])} scores for {n_chunks} chunks")
-                vals = [_to_float(v) for v in cand[key]]
-                lo, hi = SCORE_RANGES[d]
-                bad = [v for v in vals if not lo <= v <= hi]
-                if bad:
-                    raise RubricParseError(f"{key} scores {bad[:5]} outside [{lo}, {hi}]")
-                dims.append(vals)
-        except RubricParseError as e:
-            problems.append(str(e))
-            continue
-        if example and tuple(tuple(v) for v in dims) == example:
-            problems.append("scores repeat the rubric's worked example verbatim (not a judgement)")
-            continue
-        chosen = (dims[0], dims[1], dims[2])  # the last qualifying object wins
-    if chosen is not None:
-        return chosen
+    for group in _candidate_dicts(reply.answer):  # the JSON objects, then (none qualified) the loose reading
+        chosen = None
+        for cand in group:
+            try:
+                chosen = _scores_of(cand, n_chunks)  # the last qualifying object wins
+            except RubricParseError as e:
+                problems.append(str(e))
+        if chosen is not None:
+            return chosen
     if not problems:
         problems.append("no JSON object with dimension scores found")
     raise RubricParseError("; ".join(list(dict.fromkeys(problems))[:10]))
