@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..core.artifacts import artifact_path
 from ..core.prompts import fill_prompt, load_prompt
+from ..core.safe_io import write_text_atomic
 from ..core.schema import Book, Unit, read_jsonl
 from ..errors import UsageError
 from ..litseg.prompting import PAPER_LENGTH_REFERENCE, reference_for, with_length_reference
@@ -371,11 +372,7 @@ class TrainedUnits:
                 return path
         except (OSError, UnicodeDecodeError):  # absent or unreadable: (re)written below
             pass
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-        return path
+        return write_text_atomic(path, text)
 
     @classmethod
     def load(cls, path: Path) -> "TrainedUnits":

@@ -122,8 +122,11 @@ def _validate_stage(stage: str, text: str, n: int, max_new_tokens: int | None = 
                     ) -> tuple[Any, list[str], ValidationResult | None, dict[str, Any]]:
     got = extract_json(text, max_new_tokens=max_new_tokens)
     obj = got.obj
+    stored, _ = replace_lone_surrogates(text)  # the reply as the record stores it (UTF-8), an oversize one cropped
+    if got.reply.oversize and len(stored) > got.reply.char_limit:
+        stored = stored[:got.reply.char_limit] + f"\n[... cropped: the reply had {len(stored):,} characters]"
     info = {"reply_notes": got.notes, "truncated_in_reasoning": got.reply.truncated_in_reasoning,
-            "oversize": got.reply.oversize, "text": stored_reply_text(text, got.reply.char_limit if got.reply.oversize else None)}
+            "oversize": got.reply.oversize, "text": stored}
     unread = [got.error or "reply is not parsable JSON"] if obj is None else []
     if stage == "stage1":
         return obj, unread or validate_stage1(obj), None, info
@@ -207,10 +210,14 @@ def annotate_units(
                 done[rec["key"]] = {**rec, **fields[rec["key"]]}
     todo = [j for j in jobs if j.key not in done]
     ledger = getattr(backend, "ledger", None)
-    if ledger is not None:  # resumed units keep the cost recorded when they were annotated (as cached)
-        for job in jobs:
-            if job.key in done:
-                replay_record_usage(ledger, done[job.key], method)
+    # resumed units keep the cost recorded when they were annotated, as cache hits: the usage equals a cold run's
+    for rec, stage in ((done[j.key], s) for j in jobs if ledger is not None and j.key in done for s in STAGES):
+        atts = [a for a in rec["stages"][stage]["attempts"] if a.get("text") is not None]
+        if atts:
+            ledger.replay(UsageTag(method, rec["book_id"], stage), {"calls": len(atts), **{
+                k: sum(int(a.get(k) or 0) for a in atts)
+                for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")},
+                "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)})
     group = cfg.unit_group_size or len(todo) or 1
     bar = tqdm(total=len(todo) * 3, desc=f"{method} stages", disable=not progress or not todo)
     by_system: dict[str, list[_Job]] = {}  # units grouped by their system prompt (length reference)
@@ -253,17 +260,6 @@ def annotate_units(
     return AnnotationRun(records, time.perf_counter() - t0, calls, len(jobs) - len(todo),
                          Path(annotations_path) if annotations_path is not None else None,
                          length_reference, structured, method)
-
-
-def replay_record_usage(ledger: Any, record: dict[str, Any], method: str) -> None:
-    """Put a resumed unit's recorded cost into ``ledger`` (as cache hits): the usage table equals a cold run's."""
-    for stage in STAGES:
-        atts = [a for a in record["stages"][stage]["attempts"] if a.get("text") is not None]
-        if atts:
-            ledger.replay(UsageTag(method, record["book_id"], stage), {"calls": len(atts), **{
-                k: sum(int(a.get(k) or 0) for a in atts)
-                for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")},
-                "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)})
 
 
 def _reference_fields(book: Book, per_dataset: bool, references: dict[str, int] | None) -> dict[str, Any]:
@@ -391,14 +387,6 @@ def _finish(job: _Job, wall_share: float) -> None:
     rec["group_wall_share_s"] = round(wall_share, 4)
 
 
-def stored_reply_text(text: str, crop_at: int | None = None) -> str:
-    """A reply as the record stores it: surrogates replaced (UTF-8), an oversize reply cropped with a marker."""
-    clean, _ = replace_lone_surrogates(text)
-    if crop_at is not None and len(clean) > crop_at:
-        return clean[:crop_at] + f"\n[... cropped: the reply had {len(clean):,} characters]"
-    return clean
-
-
 def _last_text(st: dict[str, Any]) -> str | None:
     texts = [a["text"] for a in st["attempts"] if a["text"] is not None]
     return texts[-1] if texts else None
@@ -433,9 +421,14 @@ def _merge_spans(unit: Unit, indices: Sequence[int]) -> list[Span]:
     return spans
 
 
-def reconstruct_segment(book: Book, unit: Unit, seg: Segment, ordinal: int, method: str = "litseg",
-                        metadata: dict[str, Any] | None = None) -> Chunk:
-    """One chunk from a valid segment (3.1.2): subtitle, context before, main text (verbatim), context after."""
+def reconstruct_unit(book: Book, unit: Unit, segments: Sequence[Segment], method: str = "litseg",
+                     metadata: dict[str, Any] | None = None) -> list[Chunk]:
+    """A chunk per valid segment (3.1.2): subtitle, context before, main text (verbatim), context after."""
+    return [_reconstruct_segment(book, unit, s, k, method, metadata) for k, s in enumerate(segments)]
+
+
+def _reconstruct_segment(book: Book, unit: Unit, seg: Segment, ordinal: int, method: str,
+                         metadata: dict[str, Any] | None) -> Chunk:
     n = unit.n_sentences
     if not 1 <= seg.from_idx <= seg.to_idx <= n:
         raise ValueError(f"{method}: segment {seg.from_idx}-{seg.to_idx} invalid for unit "
@@ -472,11 +465,6 @@ def reconstruct_segment(book: Book, unit: Unit, seg: Segment, ordinal: int, meth
         subtitle=subtitle or None,
         metadata=meta,
     )
-
-
-def reconstruct_unit(book: Book, unit: Unit, segments: Sequence[Segment], method: str = "litseg",
-                     metadata: dict[str, Any] | None = None) -> list[Chunk]:
-    return [reconstruct_segment(book, unit, s, k, method, metadata) for k, s in enumerate(segments)]
 
 
 def records_to_chunks(books: Iterable[Book], records: Sequence[dict[str, Any]],

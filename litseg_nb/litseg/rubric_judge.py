@@ -200,16 +200,6 @@ def improper_overlap_flags(segments: Sequence[dict[str, Any]]) -> list[bool]:
     return flags
 
 
-def build_rubric_conversation(original_passage: str, segment_pipeline_prompt: str,
-                              segment_pipeline_json: str) -> list[dict[str, str]]:
-    user = fill_prompt(load_prompt("judge/e3_rubric_user"),
-                       segment_pipeline_prompt=segment_pipeline_prompt,
-                       original_passage=original_passage,
-                       segment_pipeline=segment_pipeline_json)
-    return [{"role": "system", "content": load_prompt("judge/e3_rubric_system")},
-            {"role": "user", "content": user}]
-
-
 def _segments_from_json(segment_pipeline_json: str) -> list[dict[str, Any]]:
     try:
         obj = json.loads(segment_pipeline_json)
@@ -234,7 +224,9 @@ def score_chunks_with_rubric(
     0.7, new seed), else the neutral score with ``neutral=True``."""
     if n_chunks <= 0:
         raise ValueError(f"n_chunks must be positive, got {n_chunks}")
-    conv = build_rubric_conversation(original_passage, segment_pipeline_prompt, segment_pipeline_json)
+    user = fill_prompt(load_prompt("judge/e3_rubric_user"), segment_pipeline_prompt=segment_pipeline_prompt,
+                       original_passage=original_passage, segment_pipeline=segment_pipeline_json)
+    conv = [{"role": "system", "content": load_prompt("judge/e3_rubric_system")}, {"role": "user", "content": user}]
     budget = max_new_tokens or (48 + 3 * 8 * n_chunks)
     flags = improper_overlap_flags(_segments_from_json(segment_pipeline_json))
     flags = flags if len(flags) == n_chunks else []
@@ -367,9 +359,5 @@ def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]])
 def pipeline_analysis(obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
         return {}
-    out: dict[str, Any] = {}
-    for k, v in obj.items():
-        if k == "segments":
-            continue
-        out[k] = {kk: vv for kk, vv in v.items() if kk != "segments"} if isinstance(v, dict) else v
-    return out
+    return {k: {kk: vv for kk, vv in v.items() if kk != "segments"} if isinstance(v, dict) else v
+            for k, v in obj.items() if k != "segments"}
