@@ -43,10 +43,7 @@ class AnnotationRun:
     wall_s: float
     llm_calls: int  # backend.chat calls made by this run (not counting resumed units)
     resumed: int  # units taken from the annotations file without any LLM call
-    path: Path | None
-    length_reference: LengthReference  # as given: one value, None, or dataset -> value
     structured_output: bool
-    method: str
 
 
 @dataclass
@@ -116,26 +113,6 @@ def _append(path: Path, record: dict[str, Any]) -> None:
     with path.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(record, ensure_ascii=False) + "\n")
         fh.flush()
-
-
-def _validate_stage(stage: str, text: str, n: int, max_new_tokens: int | None = None
-                    ) -> tuple[Any, list[str], ValidationResult | None, dict[str, Any]]:
-    got = extract_json(text, max_new_tokens=max_new_tokens)
-    obj = got.obj
-    stored, _ = replace_lone_surrogates(text)  # the reply as the record stores it (UTF-8), an oversize one cropped
-    if got.reply.oversize and len(stored) > got.reply.char_limit:
-        stored = stored[:got.reply.char_limit] + f"\n[... cropped: the reply had {len(stored):,} characters]"
-    info = {"reply_notes": got.notes, "truncated_in_reasoning": got.reply.truncated_in_reasoning,
-            "oversize": got.reply.oversize, "text": stored}
-    unread = [got.error or "reply is not parsable JSON"] if obj is None else []
-    if stage == "stage1":
-        return obj, unread or validate_stage1(obj), None, info
-    if stage == "stage2":
-        return obj, unread or validate_stage2(obj), None, info
-    res = validate_segments(obj, n)
-    if unread:
-        res.errors = unread
-    return obj, res.errors, res, info
 
 
 def annotate_units(
@@ -257,9 +234,7 @@ def annotate_units(
     records = [done[j.key] for j in jobs]
     if annotations_path is not None:
         write_jsonl(Path(annotations_path), records)
-    return AnnotationRun(records, time.perf_counter() - t0, calls, len(jobs) - len(todo),
-                         Path(annotations_path) if annotations_path is not None else None,
-                         length_reference, structured, method)
+    return AnnotationRun(records, time.perf_counter() - t0, calls, len(jobs) - len(todo), structured)
 
 
 def _reference_fields(book: Book, per_dataset: bool, references: dict[str, int] | None) -> dict[str, Any]:
@@ -301,25 +276,32 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
             if len(gens) != len(bjobs):
                 raise LLMError(f"backend returned {len(gens)} generations for {len(bjobs)} prompts")
             for job, gen in zip(bjobs, gens):
-                obj, errors, vres, info = _validate_stage(stage, gen.text, job.unit.n_sentences,
-                                                          params.max_new_tokens)
+                got = extract_json(gen.text, max_new_tokens=params.max_new_tokens)
+                text, _ = replace_lone_surrogates(gen.text)  # as the record stores it (UTF-8), an oversize one cropped
+                if got.reply.oversize and len(text) > got.reply.char_limit:
+                    text = text[:got.reply.char_limit] + f"\n[... cropped: the reply had {len(text):,} characters]"
+                unread = [got.error or "reply is not parsable JSON"] if got.obj is None else []
+                vres = validate_segments(got.obj, job.unit.n_sentences) if stage == "stage3" else None
+                if vres is not None and unread:
+                    vres.errors = unread
+                validator = validate_stage1 if stage == "stage1" else validate_stage2
+                errors = vres.errors if vres is not None else unread or validator(got.obj)
                 valid = not errors
-                entry = {"attempt": attempt, "text": info["text"], "error": None, "valid": valid,
+                entry = {"attempt": attempt, "text": text, "error": None, "valid": valid,
                          "errors": errors, "prompt_tokens": gen.prompt_tokens,
                          "completion_tokens": gen.completion_tokens,
                          "cached_prompt_tokens": gen.cached_prompt_tokens or 0,
                          "reasoning_tokens": gen.reasoning_tokens,
                          "latency_s": gen.latency_s, "cache_hit": bool(gen.cache_hit),
                          "finish_reason": gen.finish_reason, "temperature": temperature,
-                         "seed": params.seed, "reply_notes": info["reply_notes"],
-                         "truncated_in_reasoning": info["truncated_in_reasoning"],
-                         "oversize": info["oversize"]}
-                if stage != "stage3":
-                    entry["parsed"] = obj if valid else None
+                         "seed": params.seed, "reply_notes": got.notes,
+                         "truncated_in_reasoning": got.reply.truncated_in_reasoning, "oversize": got.reply.oversize}
+                if vres is None:
+                    entry["parsed"] = got.obj if valid else None
                 else:
                     job.last_validation = vres
-                    if vres is not None and (vres.segments or valid):
-                        job.usable_validation, job.usable_text = vres, info["text"]
+                    if vres.segments or valid:
+                        job.usable_validation, job.usable_text = vres, text
                 job.record["stages"][stage]["attempts"].append(entry)
                 if not valid:
                     still.append(job)
