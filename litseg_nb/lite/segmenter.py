@@ -314,14 +314,10 @@ def plot_training_curves(sft_log, grpo_log):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
-    ax = axes[0]
-    if sft_log is not None and "loss" in sft_log:
-        ax.plot(sft_log["step"], sft_log["loss"], marker="o")
-    ax.set(title="SFT loss (completion tokens)", xlabel="step")
-    ax = axes[1]
-    if grpo_log is not None and "loss" in grpo_log:
-        ax.plot(grpo_log["step"], grpo_log["loss"], marker="o")
-    ax.set(title="GRPO (DAPO) loss", xlabel="step")
+    for ax, log, title in ((axes[0], sft_log, "SFT loss (completion tokens)"), (axes[1], grpo_log, "GRPO (DAPO) loss")):
+        if log is not None and "loss" in log:
+            ax.plot(log["step"], log["loss"], marker="o")
+        ax.set(title=title, xlabel="step")
     ax = axes[2]
     if grpo_log is not None:
         for col, label in (("rewards/format_reward/mean", "format"),

@@ -122,23 +122,23 @@ class TrainResult:
                 **self.extra}
 
 
-def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, extra: dict | None = None) -> Path:
-    """Save the LoRA adapter (+ tokenizer) and a ``lite_config.json`` describing how it was made."""
+def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, examples: Sequence[LiteExample],
+                 **extra: Any) -> Path:
+    """Save the LoRA adapter (+ tokenizer), a ``lite_config.json`` describing how it was made, and the trained
+    units (in the folder and in the profile's record)."""
     out_dir = Path(out_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
-    meta = redact_obj({"stage": stage, "base_model": cfg.llm.model, "lite_config": cfg.to_dict(), **(extra or {})})
+    meta = redact_obj({"stage": stage, "base_model": cfg.llm.model, "lite_config": cfg.to_dict(),
+                       "train_units": [f"{e.book_id}/{e.unit_id}" for e in examples], **extra})
     (out_dir / "lite_config.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
-    return out_dir
-
-
-def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg: LiteConfig) -> None:
     trained = trained_units_of(examples)
-    trained.save(Path(adapter_dir) / TRAINED_UNITS_FILE)
+    trained.save(out_dir / TRAINED_UNITS_FILE)
     save_profile_record(cfg.profile, trained)
+    return out_dir
 
 
 # --------------------------------------------------------------------------- stage 1: SFT
@@ -182,9 +182,7 @@ def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, o
     per_pass = sum(len(x) for x in trainer.train_dataset["input_ids"])
     n_pass = steps * cfg.sft_batch_size * cfg.sft_grad_accum / max(1, len(ds))
     tokens = int(per_pass * n_pass)
-    adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "sft",
-                           {"train_units": [f"{e.book_id}/{e.unit_id}" for e in train]})
-    record_trained_units(adapter, train, cfg)
+    adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "sft", train)
     res = TrainResult("sft", adapter, list(trainer.state.log_history), seconds, steps, tokens,
                       _peak_memory_gib(peft_model), change)
     shutil.rmtree(work_dir, ignore_errors=True)
@@ -403,10 +401,7 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
                                                                     add_generation_prompt=True),
                                       add_special_tokens=False).input_ids) for e in prompts[:8])
     tokens += int(prompt_tokens / min(8, len(prompts)) * g * cfg.grpo_prompts_per_step * trainer.state.global_step)
-    adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "grpo",
-                           {"train_units": [f"{e.book_id}/{e.unit_id}" for e in prompts],
-                            "reward_weights": weights})
-    record_trained_units(adapter, prompts, cfg)
+    adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "grpo", prompts, reward_weights=weights)
     release_rollout_engine(trainer)  # after the adapter is saved: a failed release loses no training
     extra = {"groups seen": trainer.groups_seen, "groups filtered (zero reward variance)": trainer.groups_filtered,
              "micro-batches skipped (all filtered)": trainer.skipped_micro_batches, "rollout cap": cap,
@@ -519,13 +514,9 @@ def free_memory() -> None:
 
 # --------------------------------------------------------------------------- GRPO rewards
 def completion_text(completion: Any) -> str:
-    if isinstance(completion, str):
-        return completion
     if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
-        return str(completion[-1].get("content", ""))
-    if isinstance(completion, dict):
-        return str(completion.get("content", ""))
-    return str(completion)
+        completion = completion[-1]  # a conversational completion: its last message
+    return str(completion.get("content", "")) if isinstance(completion, dict) else str(completion)
 
 
 @dataclass(frozen=True)
