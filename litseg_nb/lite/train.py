@@ -17,7 +17,7 @@ from .config import LiteConfig
 from .data import (TRAINED_UNITS_FILE, LiteExample, TrainedUnits, model_record, save_profile_record,
                    trained_units_of)
 from ..errors import LitsegError
-from ..litseg.rubric_judge import (pipeline_analysis, score_chunks_with_rubric, segment_pipeline_json,
+from ..litseg.rubric_judge import (DIMENSIONS, pipeline_analysis, score_chunks_with_rubric, segment_pipeline_json,
                                    segment_texts_from_passage)
 from ..litseg.validate import (coverage_mask, nested_ranges, parse_json_reply, segmentation_object,
                                validate_segments)
@@ -620,8 +620,7 @@ class JudgeStats:
     judged: int = 0
     neutral: int = 0  # judge failed after bounded retries: neutral score used
     judge_calls: int = 0
-    dimension_sums: dict[str, float] = field(default_factory=lambda: {
-        "event_validity": 0.0, "unity_of_action": 0.0, "cut_point_logic": 0.0})
+    dimension_sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DIMENSIONS, 0.0))
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "dimension_sums"}
