@@ -19,8 +19,7 @@ from ..llm.request_cache import reject_replies
 from ..core.schema import Book, Chunk, Span, Unit, assert_full_coverage, chunk_id, write_jsonl
 from .config import LitSegConfig
 from .prompting import (PAPER_LENGTH_REFERENCE, SCHEMA_VERSION, STAGES, LengthReference, reference_for,
-                        segment_budget, segment_floor, stage_conversation, stage_json_schema, stage_result_text,
-                        system_prompt)
+                        segment_budget, segment_floor, stage_json_schema, stage_user_prompt, system_prompt)
 from .validate import (FinalSegmentation, Segment, ValidationResult, extract_json, finalize_segments,
                        parse_json_reply, validate_segments, validate_stage1, validate_stage2)
 from ..core.prompts import load_prompt
@@ -245,8 +244,10 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
                structured: bool, retries: int, method: str, batch_by_book: bool = True) -> int:
     calls = 0
     for job in jobs:
-        job.conv = stage_conversation(job.system, stage, job.content, job.unit.n_sentences,
-                                      job.passed.get("step_1_result", ""), job.passed.get("step_2_result", ""))
+        job.conv = [{"role": "system", "content": job.system},
+                    {"role": "user", "content": stage_user_prompt(stage, job.content, job.unit.n_sentences,
+                                                                  job.passed.get("step_1_result", ""),
+                                                                  job.passed.get("step_2_result", ""))}]
         job.last_validation = job.usable_validation = None
         job.usable_text = ""
     pending = list(jobs)
@@ -325,7 +326,7 @@ def _close_stage(stage: str, job: _Job) -> None:
         return
     if valid:
         st["fallback"] = "none"
-        passed = stage_result_text(valid[-1]["parsed"], valid[-1]["text"])
+        passed = json.dumps(valid[-1]["parsed"], ensure_ascii=False)  # what the next stage sees: its JSON
     else:
         # the reply's answer is passed on, never its reasoning block (nor an oversize reply)
         texts = [answer_text(a["text"]) for a in attempts if a["text"] and not a.get("oversize")]
