@@ -67,19 +67,15 @@ def _checkpointing_arg(args_cls: Any = None) -> str:
 
 
 def _common_kwargs(model, cfg: LiteConfig) -> dict[str, Any]:
-    return {**_precision_kwargs(model), _checkpointing_arg(): cfg.gradient_checkpointing,
-            "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
-            "data_seed": cfg.seed, "dataloader_num_workers": 0, "disable_tqdm": True}
-
-
-def _precision_kwargs(model) -> dict[str, Any]:
-    dev = next(model.parameters()).device
-    if dev.type == "cuda":
+    precision = {"bf16": False, "fp16": False, "use_cpu": True}
+    if next(model.parameters()).device.type == "cuda":
         import torch
 
         bf16 = torch.cuda.is_bf16_supported()
-        return {"bf16": bf16, "fp16": not bf16, "use_cpu": False}
-    return {"bf16": False, "fp16": False, "use_cpu": True}
+        precision = {"bf16": bf16, "fp16": not bf16, "use_cpu": False}
+    return {**precision, _checkpointing_arg(): cfg.gradient_checkpointing,
+            "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
+            "data_seed": cfg.seed, "dataloader_num_workers": 0, "disable_tqdm": True}
 
 
 def _peak_memory_gib(model) -> float | None:
@@ -318,9 +314,8 @@ def rollout_time_estimate(cfg: LiteConfig, cap: int):
 def release_rollout_engine(trainer: Any) -> None:
     """Shut trl's colocated rollout engine down (its GPU memory goes back before inference starts)."""
     gen = getattr(trainer, "vllm_generation", None)
-    if getattr(gen, "llm", None) is None:
-        return
-    release_engine(gen, "llm", "trl's GRPO rollouts")
+    if getattr(gen, "llm", None) is not None:
+        release_engine(gen, "llm", "trl's GRPO rollouts")
 
 
 def step_table(rollout_log: Sequence[dict[str, Any]]):

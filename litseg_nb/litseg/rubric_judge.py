@@ -327,11 +327,8 @@ def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None =
         if texts is not None:
             seg["text"] = texts[i]
         segs.append(seg)
-    out: dict[str, Any] = {}
-    if isinstance(analysis, dict):
-        out.update({k: v for k, v in analysis.items() if k != "segments"})
-    out["segments"] = segs
-    return json.dumps(out, ensure_ascii=False)
+    out = {k: v for k, v in analysis.items() if k != "segments"} if isinstance(analysis, dict) else {}
+    return json.dumps({**out, "segments": segs}, ensure_ascii=False)
 
 
 def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]]) -> list[str]:
