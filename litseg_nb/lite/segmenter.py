@@ -131,12 +131,10 @@ class LiteSegmenter:
                 tag = UsageTag(method=self.method, book=book_id, stage=self.stage)
                 convs = [lite_conversation(*pairs[i], self.system_template, self.length_reference) for i in idx]
                 call = replace(params, json_schemas=tuple(schemas[i] for i in idx)) if schemas else params
-                gens_b = self.backend.chat(convs, call, tag)
-                got.update(zip(idx, gens_b))
-            gens = [got[i] for i in todo]
+                got.update(zip(idx, self.backend.chat(convs, call, tag)))
             dt = (time.perf_counter() - t0) / max(1, len(todo))
             still = []
-            for i, gen in zip(todo, gens):
+            for i, gen in ((i, got[i]) for i in todo):
                 r = results[i]
                 res = validate_single_pass(gen.text, r.n_sentences, self.max_new_tokens)
                 r.replies.append(gen.text)

@@ -597,14 +597,9 @@ def judgeable_segments(text: str, n_sentences: int, max_new_tokens: int | None =
     n = n_sentences
     keep = [i for i, s in enumerate(res.segments) if 1 <= s.from_idx <= s.to_idx <= n]
     nested = {i for i, _ in nested_ranges(res.segments, keep)}
-    out = []
-    for i in keep:
-        if i in nested:
-            continue
-        s = res.segments[i]
-        out.append({"subtitle": s.subtitle, "from_idx": s.from_idx, "to_idx": s.to_idx,
-                    "context_idx": [c for c in s.context_idx if 1 <= c <= n]})
-    return out
+    return [{"subtitle": s.subtitle, "from_idx": s.from_idx, "to_idx": s.to_idx,
+             "context_idx": [c for c in s.context_idx if 1 <= c <= n]}
+            for s in (res.segments[i] for i in keep if i not in nested)]
 
 
 @dataclass
