@@ -333,11 +333,8 @@ def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None =
 
 def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]]) -> list[str]:
     """Each segment's text from a sentence-indexed passage, in LitSeg's reconstruction order."""
-    sent: dict[int, str] = {}
-    for line in passage.split("\n"):
-        m = re.match(r"\[(\d+)\]\s?(.*)", line)
-        if m:
-            sent[int(m.group(1))] = m.group(2)
+    lines = map(re.compile(r"\[(\d+)\]\s?(.*)").match, passage.split("\n"))
+    sent = {int(m.group(1)): m.group(2) for m in lines if m}
     out = []
     for s in segments:
         lo, hi = int(s["from_idx"]), int(s["to_idx"])
