@@ -83,9 +83,7 @@ class LitSegConfig(StageConfig):
         object.__setattr__(self, "llm", self.llm.replace(model=want))
 
     def stage_max_new_tokens(self, stage: str) -> int:
-        value = {"stage1": self.stage1_max_new_tokens, "stage2": self.stage2_max_new_tokens,
-                 "stage3": self.stage3_max_new_tokens}[stage]
-        return value or self.llm.max_new_tokens
+        return getattr(self, f"{stage}_max_new_tokens") or self.llm.max_new_tokens
 
     def student_model(self) -> str:
         """The LitSeg-Lite student of this profile (``LiteConfig.llm.model`` with ``--set`` in force), for labels."""

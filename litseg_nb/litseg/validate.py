@@ -43,7 +43,7 @@ class ValidationResult:
     errors: list[str] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    item_ok: list[bool] = field(default_factory=list)  # per entry of 'segments' (see SegmentReading)
+    item_ok: list[bool] = field(default_factory=list)  # per entry of the reply's 'segments' list
     schema_fixes: list[str] = field(default_factory=list)
     index_fixes: list[str] = field(default_factory=list)
 
