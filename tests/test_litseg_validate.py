@@ -215,15 +215,15 @@ def test_parse_truncated_outer_object_does_not_yield_inner_fragment():
 
 
 def test_one_per_segment_definition_and_linear_coverage_helpers():
-    from litseg_nb.litseg.validate import coverage_mask, read_segments
+    from litseg_nb.litseg.validate import coverage_mask
 
-    r = read_segments([seg_json(1, 5), seg_json(1, 5), seg_json(2, 3), "x", seg_json("2", 9, [None]),
-                       {"subtitle": 1, "from_idx": 6, "to_idx": 9, "context_idx": "3"}], 9)
+    r = validate_segments({"segments": [seg_json(1, 5), seg_json(1, 5), seg_json(2, 3), "x", seg_json("2", 9, [None]),
+                       {"subtitle": 1, "from_idx": 6, "to_idx": 9, "context_idx": "3"}]}, 9)
     assert r.item_ok == [True, False, False, False, False, False]
     assert r.schema_fixes == ["segment 4: skipped (not an object)", "segment 6: subtitle 1 read as text",
                               "segment 6: context_idx '3' ignored (not a list)"]
     assert r.index_fixes == ["segment 5: from_idx '2' read as 2", "segment 5: dropped context index None (not an integer)"]
-    assert any("duplicates the range of segment 1" in e for e in r.semantic)
-    assert "segment 3: range 2-3 lies inside segment 5 (2-9)" in r.semantic
+    assert any("duplicates the range of segment 1" in e for e in r.errors)
+    assert "segment 3: range 2-3 lies inside segment 5 (2-9)" in r.errors
     assert coverage_mask([Segment("", 2, 3), Segment("", 0, 1), Segment("", 9, 20)], 10)[1:11] == \
         [True, True, True, False, False, False, False, False, True, True]

@@ -215,7 +215,7 @@ def _fake_server_config(srv):
 
 def test_annotation_on_ray_gives_the_single_process_records_and_resumes(local_cluster, tmp_path, fresh_dirs):
     from litseg_nb.litseg.pipeline import annotate_units, read_annotations, records_to_chunks
-    from litseg_nb.litseg.ray_annotate import RayOptions, annotate_units_on_ray
+    from litseg_nb.litseg.ray_annotate import RayAnnotator
     from litseg_nb.llm import make_backend
 
     books, items = _three_books()
@@ -224,10 +224,11 @@ def test_annotation_on_ray_gives_the_single_process_records_and_resumes(local_cl
         one = annotate_units(items, make_backend(cfg.llm), cfg, progress=False)
         asked_one = len(srv.chat_requests)
         path = tmp_path / "ann.jsonl"
-        on_ray = annotate_units_on_ray(items, cfg, RayOptions("local", actors=2), annotations_path=path, progress=False)
+        on_ray_annotator = RayAnnotator(cfg.replace(ray={"address": "local", "actors": 2}))
+        on_ray = annotate_units(items, on_ray_annotator, cfg, annotations_path=path, progress=False)
         asked_ray = len(srv.chat_requests) - asked_one
         ray_requests = srv.chat_requests[asked_one:]
-        again = annotate_units_on_ray(items, cfg, RayOptions("local", actors=2), annotations_path=path, progress=False)
+        again = annotate_units(items, on_ray_annotator, cfg, annotations_path=path, progress=False)
         assert len(srv.chat_requests) - asked_one == asked_ray  # resumed: nothing asked again
     assert asked_ray == asked_one == 3 * len(items)
     assert _annotation_view(on_ray.records) == _annotation_view(one.records)
@@ -246,11 +247,12 @@ def test_annotation_on_ray_gives_the_single_process_records_and_resumes(local_cl
 
 def test_ray_options_refuse_unknown_keys_and_bad_values():
     from litseg_nb.errors import UsageError
-    from litseg_nb.litseg.ray_annotate import RayOptions
+    from litseg_nb.litseg.config import LitSegConfig, RayOptions
 
-    assert RayOptions.from_dict({"address": "auto", "actors": 4}) == RayOptions("auto", 4)
+    cfg = LitSegConfig.for_profile("test")
+    assert cfg.replace(ray={"address": "auto", "actors": 4}).ray == RayOptions("auto", 4)
     with pytest.raises(UsageError, match="unknown key"):
-        RayOptions.from_dict({"adress": "auto"})
+        cfg.replace(ray={"adress": "auto"})
     with pytest.raises(UsageError, match="no user"):
         RayOptions("ray://u:p@h:1")
     with pytest.raises(UsageError, match=">= 0"):
@@ -281,7 +283,7 @@ def test_ledger_merge_sums_another_ledgers_rows():
 
 
 def test_annotation_on_ray_puts_the_actors_usage_in_the_ledger(local_cluster, tmp_path, fresh_dirs):
-    from litseg_nb.litseg.pipeline import annotate_units, annotate_with
+    from litseg_nb.litseg.pipeline import annotate_units
     from litseg_nb.litseg.ray_annotate import RayAnnotator, annotator_for
     from litseg_nb.llm import UsageLedger, make_backend
 
@@ -297,13 +299,13 @@ def test_annotation_on_ray_puts_the_actors_usage_in_the_ledger(local_cluster, tm
         annotator = annotator_for(ray_cfg, make_backend(ray_cfg.llm, ray_ledger))
         assert isinstance(annotator, RayAnnotator)
         path = tmp_path / "ann.jsonl"
-        on_ray = annotate_with(annotator, items, ray_cfg, annotations_path=path, progress=False)
+        on_ray = annotate_units(items, annotator, ray_cfg, annotations_path=path, progress=False)
         assert on_ray.llm_calls > 0
         assert _usage_view(ray_ledger) == _usage_view(one_ledger)  # the driver's own engine asked nothing
         # a resumed run on Ray replays the recorded cost as cache hits, as one process does
         resumed_ray, resumed_one = UsageLedger(), UsageLedger()
-        annotate_with(annotator_for(ray_cfg, make_backend(ray_cfg.llm, resumed_ray)), items, ray_cfg,
-                      annotations_path=path, progress=False)
+        annotate_units(items, annotator_for(ray_cfg, make_backend(ray_cfg.llm, resumed_ray)), ray_cfg,
+                       annotations_path=path, progress=False)
         annotate_units(items, make_backend(cfg.llm, resumed_one), cfg, annotations_path=path, progress=False)
     assert _usage_view(resumed_ray) == _usage_view(resumed_one)
     assert all(r["cache_hits"] == r["calls"] > 0 for r in resumed_ray.rows())

@@ -235,7 +235,8 @@ def check_reply(text: str, n: int) -> None:
         assert not any("although validation failed" in a for a in fin.actions), (text, fin)
         if "coverage_repair" in fin.fallback_types:
             assert fin.repaired_indices
-    json.dumps(fin.to_json(), ensure_ascii=False).encode("utf-8")
+    json.dumps({"segments": [s.to_json() for s in fin.segments], "actions": fin.actions},  # as a record holds them
+               ensure_ascii=False).encode("utf-8")
     # Lite's rewards agree with the validator
     b = format_reward_breakdown(text, n)
     assert all(0.0 <= b[k] <= 1.0 for k in b)

@@ -11,7 +11,6 @@ from ..config import PROFILES, LLMConfig, StageConfig, at_least, between, one_of
 from ..litseg.config import LitSegConfig
 
 ABLATION_VARIANTS = ("lite", "wo-grpo", "wo-ft", "wo-theo-s1", "wo-theo-s2", "wo-theo-s3", "wo-theory")
-_ATTN_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,7 @@ class LiteConfig(StageConfig):
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
-    lora_target_modules: tuple[str, ...] = _ATTN_MLP
+    lora_target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
     gradient_checkpointing: bool = True  # saves GPU memory on long sequences; off for tiny CPU runs
 

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..core.artifacts import artifact_path
 from ..core.prompts import fill_prompt, load_prompt
+from ..core.safe_io import write_text_atomic
 from ..core.schema import Book, Unit, read_jsonl
 from ..errors import UsageError
 from ..litseg.prompting import PAPER_LENGTH_REFERENCE, reference_for, with_length_reference
@@ -261,10 +262,7 @@ def data_statistics(examples: Sequence[LiteExample], split: str) -> dict[str, An
     segs = [len(e.segments) for e in examples]
     sents = [e.n_sentences for e in examples]
     ctx = [sum(1 for s in e.segments if s["context_idx"]) for e in examples]
-    overl = []
-    for e in examples:
-        ss = e.segments
-        overl.append(sum(1 for a, b in zip(ss, ss[1:]) if b["from_idx"] <= a["to_idx"]))
+    overl = [sum(1 for a, b in zip(e.segments, e.segments[1:]) if b["from_idx"] <= a["to_idx"]) for e in examples]
     toks = [e.n_tokens for e in examples if e.n_tokens]
     mean = lambda xs: round(st.fmean(xs), 2) if xs else float("nan")  # noqa: E731
     return {
@@ -374,11 +372,7 @@ class TrainedUnits:
                 return path
         except (OSError, UnicodeDecodeError):  # absent or unreadable: (re)written below
             pass
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-        return path
+        return write_text_atomic(path, text)
 
     @classmethod
     def load(cls, path: Path) -> "TrainedUnits":
@@ -396,9 +390,7 @@ def trained_units_of(examples: Sequence[Any]) -> TrainedUnits:
 
 def save_profile_record(profile: str, trained: TrainedUnits) -> Path:
     """``artifacts/lite/trained_units.json``: accumulates every unit any student of the profile saw."""
-    path = artifact_path(profile, "lite", "trained_units.json")
-    old = TrainedUnits.load(path) if path.is_file() else None
-    return trained.union(old).save(path)
+    return trained.union(profile_record(profile)).save(artifact_path(profile, "lite", "trained_units.json"))
 
 
 def profile_record(profile: str) -> TrainedUnits:

@@ -131,12 +131,10 @@ class LiteSegmenter:
                 tag = UsageTag(method=self.method, book=book_id, stage=self.stage)
                 convs = [lite_conversation(*pairs[i], self.system_template, self.length_reference) for i in idx]
                 call = replace(params, json_schemas=tuple(schemas[i] for i in idx)) if schemas else params
-                gens_b = self.backend.chat(convs, call, tag)
-                got.update(zip(idx, gens_b))
-            gens = [got[i] for i in todo]
+                got.update(zip(idx, self.backend.chat(convs, call, tag)))
             dt = (time.perf_counter() - t0) / max(1, len(todo))
             still = []
-            for i, gen in zip(todo, gens):
+            for i, gen in ((i, got[i]) for i in todo):
                 r = results[i]
                 res = validate_single_pass(gen.text, r.n_sentences, self.max_new_tokens)
                 r.replies.append(gen.text)
@@ -314,14 +312,10 @@ def plot_training_curves(sft_log, grpo_log):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
-    ax = axes[0]
-    if sft_log is not None and "loss" in sft_log:
-        ax.plot(sft_log["step"], sft_log["loss"], marker="o")
-    ax.set(title="SFT loss (completion tokens)", xlabel="step")
-    ax = axes[1]
-    if grpo_log is not None and "loss" in grpo_log:
-        ax.plot(grpo_log["step"], grpo_log["loss"], marker="o")
-    ax.set(title="GRPO (DAPO) loss", xlabel="step")
+    for ax, log, title in ((axes[0], sft_log, "SFT loss (completion tokens)"), (axes[1], grpo_log, "GRPO (DAPO) loss")):
+        if log is not None and "loss" in log:
+            ax.plot(log["step"], log["loss"], marker="o")
+        ax.set(title=title, xlabel="step")
     ax = axes[2]
     if grpo_log is not None:
         for col, label in (("rewards/format_reward/mean", "format"),

@@ -17,7 +17,7 @@ from .config import LiteConfig
 from .data import (TRAINED_UNITS_FILE, LiteExample, TrainedUnits, model_record, save_profile_record,
                    trained_units_of)
 from ..errors import LitsegError
-from ..litseg.rubric_judge import (pipeline_analysis, score_chunks_with_rubric, segment_pipeline_json,
+from ..litseg.rubric_judge import (DIMENSIONS, pipeline_analysis, score_chunks_with_rubric, segment_pipeline_json,
                                    segment_texts_from_passage)
 from ..litseg.validate import (coverage_mask, nested_ranges, parse_json_reply, segmentation_object,
                                validate_segments)
@@ -48,10 +48,7 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, floa
     """L2 norm of the change of all LoRA weights and how many tensors changed (adapter names dropped)."""
     import torch
 
-    def norm(d):
-        return {k.replace(".default", ""): v for k, v in d.items()}
-
-    b, a = norm(before), norm(after)
+    b, a = ({k.replace(".default", ""): v for k, v in d.items()} for d in (before, after))
     common = sorted(set(b) & set(a))
     diff = [torch.linalg.vector_norm(a[k] - b[k]).item() for k in common]
     return {"l2_change": math.sqrt(sum(d * d for d in diff)), "tensors": len(common),
@@ -70,19 +67,15 @@ def _checkpointing_arg(args_cls: Any = None) -> str:
 
 
 def _common_kwargs(model, cfg: LiteConfig) -> dict[str, Any]:
-    return {**_precision_kwargs(model), _checkpointing_arg(): cfg.gradient_checkpointing,
-            "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
-            "data_seed": cfg.seed, "dataloader_num_workers": 0, "disable_tqdm": True}
-
-
-def _precision_kwargs(model) -> dict[str, Any]:
-    dev = next(model.parameters()).device
-    if dev.type == "cuda":
+    precision = {"bf16": False, "fp16": False, "use_cpu": True}
+    if next(model.parameters()).device.type == "cuda":
         import torch
 
         bf16 = torch.cuda.is_bf16_supported()
-        return {"bf16": bf16, "fp16": not bf16, "use_cpu": False}
-    return {"bf16": False, "fp16": False, "use_cpu": True}
+        precision = {"bf16": bf16, "fp16": not bf16, "use_cpu": False}
+    return {**precision, _checkpointing_arg(): cfg.gradient_checkpointing,
+            "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
+            "data_seed": cfg.seed, "dataloader_num_workers": 0, "disable_tqdm": True}
 
 
 def _peak_memory_gib(model) -> float | None:
@@ -125,39 +118,35 @@ class TrainResult:
                 **self.extra}
 
 
-def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, extra: dict | None = None) -> Path:
-    """Save the LoRA adapter (+ tokenizer) and a ``lite_config.json`` describing how it was made."""
+def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, examples: Sequence[LiteExample],
+                 **extra: Any) -> Path:
+    """Save the LoRA adapter (+ tokenizer), a ``lite_config.json`` describing how it was made, and the trained
+    units (in the folder and in the profile's record)."""
     out_dir = Path(out_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
-    meta = redact_obj({"stage": stage, "base_model": cfg.llm.model, "lite_config": cfg.to_dict(), **(extra or {})})
+    meta = redact_obj({"stage": stage, "base_model": cfg.llm.model, "lite_config": cfg.to_dict(),
+                       "train_units": [f"{e.book_id}/{e.unit_id}" for e in examples], **extra})
     (out_dir / "lite_config.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    trained = trained_units_of(examples)
+    trained.save(out_dir / TRAINED_UNITS_FILE)
+    save_profile_record(cfg.profile, trained)
     return out_dir
 
 
-def record_trained_units(adapter_dir: Path, examples: Sequence[LiteExample], cfg: LiteConfig) -> None:
-    trained = trained_units_of(examples)
-    trained.save(Path(adapter_dir) / TRAINED_UNITS_FILE)
-    save_profile_record(cfg.profile, trained)
-
-
 # --------------------------------------------------------------------------- stage 1: SFT
-def _follow_thread_budget_callback():
+def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
     from transformers import TrainerCallback
 
     class FollowThreadBudget(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
             follow_thread_budget()
 
-    return FollowThreadBudget()
-
-
-def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
     before = lora_state(trainer.model)
-    trainer.add_callback(_follow_thread_budget_callback())
+    trainer.add_callback(FollowThreadBudget())
     follow_thread_budget()
     t0 = time.perf_counter()
     trainer.train()
@@ -189,9 +178,7 @@ def train_sft(model, tokenizer, train: Sequence[LiteExample], cfg: LiteConfig, o
     per_pass = sum(len(x) for x in trainer.train_dataset["input_ids"])
     n_pass = steps * cfg.sft_batch_size * cfg.sft_grad_accum / max(1, len(ds))
     tokens = int(per_pass * n_pass)
-    adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "sft",
-                           {"train_units": [f"{e.book_id}/{e.unit_id}" for e in train]})
-    record_trained_units(adapter, train, cfg)
+    adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "sft", train)
     res = TrainResult("sft", adapter, list(trainer.state.log_history), seconds, steps, tokens,
                       _peak_memory_gib(peft_model), change)
     shutil.rmtree(work_dir, ignore_errors=True)
@@ -307,14 +294,13 @@ def grpo_rollout_kwargs(cfg: LiteConfig, cap: int) -> dict[str, Any]:
 ASSUMED_DECODE_MS = {"hf generate": 30.0, "vLLM (trl colocate)": 8.0}
 
 
-def rollout_time_estimate(cfg: LiteConfig, cap: int, decode_ms: dict[str, float] | None = None):
+def rollout_time_estimate(cfg: LiteConfig, cap: int):
     """Upper-bound rollout time per GRPO step with ``generate`` (one group at a time) and with vLLM."""
     import pandas as pd
 
-    ms = dict(decode_ms or ASSUMED_DECODE_MS)
     g, p = cfg.grpo_num_generations, cfg.grpo_prompts_per_step
     rows = []
-    for path, lat in ms.items():
+    for path, lat in ASSUMED_DECODE_MS.items():
         steps = p * cap if path.startswith("hf") else cap
         sec = steps * lat / 1000.0
         rows.append({"rollouts by": path, "rollouts per step": g * p, "max tokens per rollout": cap,
@@ -328,9 +314,8 @@ def rollout_time_estimate(cfg: LiteConfig, cap: int, decode_ms: dict[str, float]
 def release_rollout_engine(trainer: Any) -> None:
     """Shut trl's colocated rollout engine down (its GPU memory goes back before inference starts)."""
     gen = getattr(trainer, "vllm_generation", None)
-    if getattr(gen, "llm", None) is None:
-        return
-    release_engine(gen, "llm", "trl's GRPO rollouts")
+    if getattr(gen, "llm", None) is not None:
+        release_engine(gen, "llm", "trl's GRPO rollouts")
 
 
 def step_table(rollout_log: Sequence[dict[str, Any]]):
@@ -384,10 +369,9 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
         reward_weights=weights, scale_rewards="group", log_completions=False,
         **_common_kwargs(model, cfg))
     ds = Dataset.from_list([e.grpo_record() for e in prompts])
-    cls = _dynamic_sampling_trainer_class()
-    trainer = cls(model=model, reward_funcs=list(reward_funcs), args=args, train_dataset=ds,
-                  processing_class=tokenizer, peft_config=make_lora_config(cfg),
-                  filter_zero_std_groups=cfg.grpo_filter_zero_std_groups)
+    trainer = _dynamic_sampling_trainer_class()(
+        model=model, reward_funcs=reward_funcs, args=args, train_dataset=ds, processing_class=tokenizer,
+        peft_config=make_lora_config(cfg), filter_zero_std_groups=cfg.grpo_filter_zero_std_groups)
     try:
         peft_model, seconds, change = _train_measured(trainer)
     except BaseException:
@@ -412,10 +396,7 @@ def train_grpo(model, tokenizer, prompts: Sequence[LiteExample], cfg: LiteConfig
                                                                     add_generation_prompt=True),
                                       add_special_tokens=False).input_ids) for e in prompts[:8])
     tokens += int(prompt_tokens / min(8, len(prompts)) * g * cfg.grpo_prompts_per_step * trainer.state.global_step)
-    adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "grpo",
-                           {"train_units": [f"{e.book_id}/{e.unit_id}" for e in prompts],
-                            "reward_weights": weights})
-    record_trained_units(adapter, prompts, cfg)
+    adapter = save_adapter(peft_model, tokenizer, out_dir, cfg, "grpo", prompts, reward_weights=weights)
     release_rollout_engine(trainer)  # after the adapter is saved: a failed release loses no training
     extra = {"groups seen": trainer.groups_seen, "groups filtered (zero reward variance)": trainer.groups_filtered,
              "micro-batches skipped (all filtered)": trainer.skipped_micro_batches, "rollout cap": cap,
@@ -528,13 +509,9 @@ def free_memory() -> None:
 
 # --------------------------------------------------------------------------- GRPO rewards
 def completion_text(completion: Any) -> str:
-    if isinstance(completion, str):
-        return completion
     if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
-        return str(completion[-1].get("content", ""))
-    if isinstance(completion, dict):
-        return str(completion.get("content", ""))
-    return str(completion)
+        completion = completion[-1]  # a conversational completion: its last message
+    return str(completion.get("content", "")) if isinstance(completion, dict) else str(completion)
 
 
 @dataclass(frozen=True)
@@ -620,14 +597,9 @@ def judgeable_segments(text: str, n_sentences: int, max_new_tokens: int | None =
     n = n_sentences
     keep = [i for i, s in enumerate(res.segments) if 1 <= s.from_idx <= s.to_idx <= n]
     nested = {i for i, _ in nested_ranges(res.segments, keep)}
-    out = []
-    for i in keep:
-        if i in nested:
-            continue
-        s = res.segments[i]
-        out.append({"subtitle": s.subtitle, "from_idx": s.from_idx, "to_idx": s.to_idx,
-                    "context_idx": [c for c in s.context_idx if 1 <= c <= n]})
-    return out
+    return [{"subtitle": s.subtitle, "from_idx": s.from_idx, "to_idx": s.to_idx,
+             "context_idx": [c for c in s.context_idx if 1 <= c <= n]}
+            for s in (res.segments[i] for i in keep if i not in nested)]
 
 
 @dataclass
@@ -638,8 +610,7 @@ class JudgeStats:
     judged: int = 0
     neutral: int = 0  # judge failed after bounded retries: neutral score used
     judge_calls: int = 0
-    dimension_sums: dict[str, float] = field(default_factory=lambda: {
-        "event_validity": 0.0, "unity_of_action": 0.0, "cut_point_logic": 0.0})
+    dimension_sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DIMENSIONS, 0.0))
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "dimension_sums"}

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
 
-from ..config import (SHARED_PROFILE_DEFAULTS, ConfigError, CorpusConfig, LLMConfig, StageConfig, _Base, _build,
-                      _merge, _split_key, active_sets, at_least, coerce, one_of)
+from ..config import (SHARED_PROFILE_DEFAULTS, ConfigError, CorpusConfig, LLMConfig, StageConfig, _Base, _merge,
+                      _split_key, active_sets, at_least, coerce, one_of)
 from ..core.ray_cluster import RayAddressError, parse_address
 # the teacher of ``full`` (Qwen3-32B) and why: litseg_nb.config, next to the profile table
 from ..config import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS, stage_values  # noqa: F401
@@ -31,11 +30,6 @@ class RayOptions(_Base):
         if self.actors < 0 or self.cpus < 0 or not self.gpus_per_actor >= 0:
             raise ConfigError(f"RayOptions: actors, cpus and gpus_per_actor must be >= 0, got "
                               f"actors={self.actors}, cpus={self.cpus}, gpus_per_actor={self.gpus_per_actor}")
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "RayOptions":
-        """From a mapping (a config file's ``ray`` block): unknown keys and bad values are a ConfigError."""
-        return _build(cls, values, cls.__name__)
 
     def describe(self) -> str:
         if not self.address:
@@ -89,9 +83,7 @@ class LitSegConfig(StageConfig):
         object.__setattr__(self, "llm", self.llm.replace(model=want))
 
     def stage_max_new_tokens(self, stage: str) -> int:
-        value = {"stage1": self.stage1_max_new_tokens, "stage2": self.stage2_max_new_tokens,
-                 "stage3": self.stage3_max_new_tokens}[stage]
-        return value or self.llm.max_new_tokens
+        return getattr(self, f"{stage}_max_new_tokens") or self.llm.max_new_tokens
 
     def student_model(self) -> str:
         """The LitSeg-Lite student of this profile (``LiteConfig.llm.model`` with ``--set`` in force), for labels."""

@@ -19,8 +19,7 @@ from ..llm.request_cache import reject_replies
 from ..core.schema import Book, Chunk, Span, Unit, assert_full_coverage, chunk_id, write_jsonl
 from .config import LitSegConfig
 from .prompting import (PAPER_LENGTH_REFERENCE, SCHEMA_VERSION, STAGES, LengthReference, reference_for,
-                        segment_budget, segment_floor, stage_conversation, stage_json_schema, stage_result_text,
-                        system_prompt)
+                        segment_budget, segment_floor, stage_json_schema, stage_user_prompt, system_prompt)
 from .validate import (FinalSegmentation, Segment, ValidationResult, extract_json, finalize_segments,
                        parse_json_reply, validate_segments, validate_stage1, validate_stage2)
 from ..core.prompts import load_prompt
@@ -43,10 +42,7 @@ class AnnotationRun:
     wall_s: float
     llm_calls: int  # backend.chat calls made by this run (not counting resumed units)
     resumed: int  # units taken from the annotations file without any LLM call
-    path: Path | None
-    length_reference: LengthReference  # as given: one value, None, or dataset -> value
     structured_output: bool
-    method: str
 
 
 @dataclass
@@ -87,12 +83,6 @@ def run_key(cfg: LitSegConfig, backend: Any, system: str, structured: bool, max_
     return _sha(json.dumps(blob, sort_keys=True))[:20]
 
 
-def stage3_floor(cfg: LitSegConfig, n_sentences: int, length_reference: int | None) -> int:
-    """The fewest segments stage 3's schema lets a unit decode (0 = no floor), capped by its token budget."""
-    floor = segment_floor(n_sentences, length_reference, cfg.min_segments)
-    return min(floor, segment_budget(cfg.stage_max_new_tokens("stage3"))[1]) if floor else 0
-
-
 def read_annotations(path: Path) -> list[dict[str, Any]]:
     """Records of an annotations file; a truncated last line (a crash mid-write) is skipped."""
     path = Path(path)
@@ -121,24 +111,6 @@ def _append(path: Path, record: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-        fh.flush()
-
-
-def _validate_stage(stage: str, text: str, n: int, max_new_tokens: int | None = None
-                    ) -> tuple[Any, list[str], ValidationResult | None, dict[str, Any]]:
-    got = extract_json(text, max_new_tokens=max_new_tokens)
-    obj = got.obj
-    info = {"reply_notes": got.notes, "truncated_in_reasoning": got.reply.truncated_in_reasoning,
-            "oversize": got.reply.oversize, "text": stored_reply_text(text, got.reply.char_limit if got.reply.oversize else None)}
-    unread = [got.error or "reply is not parsable JSON"] if obj is None else []
-    if stage == "stage1":
-        return obj, unread or validate_stage1(obj), None, info
-    if stage == "stage2":
-        return obj, unread or validate_stage2(obj), None, info
-    res = validate_segments(obj, n)
-    if unread:
-        res.errors = unread
-    return obj, res.errors, res, info
 
 
 def annotate_units(
@@ -162,6 +134,8 @@ def annotate_units(
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
+    if hasattr(backend, "annotate_books"):  # Ray: the engine is the annotator's
+        cfg = cfg.replace(llm=backend.cfg.llm.to_dict())
     structured = cfg.llm.structured_output if structured_output is None else bool(structured_output)
     retries = cfg.max_retries if max_retries is None else int(max_retries)
     if retries < 0:
@@ -190,9 +164,16 @@ def annotate_units(
         system, rkey = prompts[ref]
         content = unit.indexed_text(book.text)
         key = _sha(f"{rkey}|{book.book_id}|{unit.unit_id}|{_sha(content)}")[:24]
-        record = _new_record(book, unit, key, rkey, content, method, backend, structured, ref, retries)
-        record["segment_floor"] = stage3_floor(cfg, unit.n_sentences, ref) if structured else 0
-        record.update(_reference_fields(book, per_dataset, references))
+        # stage 3's schema: the fewest segments a unit may decode (0 = no floor), capped by its token budget
+        floor = segment_floor(unit.n_sentences, ref, cfg.min_segments) if structured else 0
+        record = {
+            "version": ANNOTATION_VERSION, "key": key, "run_key": rkey, "method": method, "book_id": book.book_id,
+            "unit_id": unit.unit_id, "unit_title": unit.title, "unit_ordinal": unit.ordinal,
+            "n_sentences": unit.n_sentences, "chapter_content": content, "model": getattr(backend, "model_id", ""),
+            "backend": getattr(backend, "name", ""), "structured_output": structured, "length_reference": ref,
+            "max_retries": retries, "status": "running", "stages": {s: {"attempts": []} for s in STAGES},
+            "segment_floor": min(floor, segment_budget(cfg.stage_max_new_tokens("stage3"))[1]) if floor else 0,
+            **_reference_fields(book, per_dataset, references)}
         jobs.append(_Job(book, unit, key, content, record, system))
 
     done: dict[str, dict[str, Any]] = {}
@@ -204,10 +185,14 @@ def annotate_units(
                 done[rec["key"]] = {**rec, **fields[rec["key"]]}
     todo = [j for j in jobs if j.key not in done]
     ledger = getattr(backend, "ledger", None)
-    if ledger is not None:  # resumed units keep the cost recorded when they were annotated (as cached)
-        for job in jobs:
-            if job.key in done:
-                replay_record_usage(ledger, done[job.key], method)
+    # resumed units keep the cost recorded when they were annotated, as cache hits: the usage equals a cold run's
+    for rec, stage in ((done[j.key], s) for j in jobs if ledger is not None and j.key in done for s in STAGES):
+        atts = [a for a in rec["stages"][stage]["attempts"] if a.get("text") is not None]
+        if atts:
+            ledger.replay(UsageTag(method, rec["book_id"], stage), {"calls": len(atts), **{
+                k: sum(int(a.get(k) or 0) for a in atts)
+                for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")},
+                "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)})
     group = cfg.unit_group_size or len(todo) or 1
     bar = tqdm(total=len(todo) * 3, desc=f"{method} stages", disable=not progress or not todo)
     by_system: dict[str, list[_Job]] = {}  # units grouped by their system prompt (length reference)
@@ -230,56 +215,24 @@ def annotate_units(
                                            max_retries=max_retries)
         else:
             for sjobs in by_system.values():
-                calls += _run_groups(sjobs, group, backend, cfg, structured, retries, method, bar, done,
-                                     annotations_path, batch_by_book)
+                for g in range(0, len(sjobs), group):
+                    batch = sjobs[g:g + group]
+                    g0 = time.perf_counter()
+                    for stage in STAGES:
+                        calls += _run_stage(stage, batch, backend, cfg, structured, retries, method, batch_by_book)
+                        bar.update(len(batch))
+                    group_wall = time.perf_counter() - g0
+                    for job in batch:
+                        _finish(job, group_wall / len(batch))
+                        done[job.key] = job.record
+                        if annotations_path is not None:
+                            _append(annotations_path, job.record)
     finally:
         bar.close()
     records = [done[j.key] for j in jobs]
     if annotations_path is not None:
         write_jsonl(Path(annotations_path), records)
-    return AnnotationRun(records, time.perf_counter() - t0, calls, len(jobs) - len(todo),
-                         Path(annotations_path) if annotations_path is not None else None,
-                         length_reference, structured, method)
-
-
-def _run_groups(todo: list[_Job], group: int, backend: Any, cfg: LitSegConfig, structured: bool,
-                retries: int, method: str, bar: Any, done: dict[str, dict[str, Any]],
-                annotations_path: Path | None, batch_by_book: bool = True) -> int:
-    calls = 0
-    for g in range(0, len(todo), group):
-        batch = todo[g:g + group]
-        g0 = time.perf_counter()
-        for stage in STAGES:
-            calls += _run_stage(stage, batch, backend, cfg, structured, retries, method, batch_by_book)
-            bar.update(len(batch))
-        group_wall = time.perf_counter() - g0
-        for job in batch:
-            _finish(job, group_wall / len(batch))
-            done[job.key] = job.record
-            if annotations_path is not None:
-                _append(annotations_path, job.record)
-    return calls
-
-
-def annotate_with(annotator: Any, items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig, **kwargs: Any
-                  ) -> AnnotationRun:
-    """:func:`annotate_units` on an LLM backend, or on an object whose ``annotate`` runs it elsewhere (Ray)."""
-    if hasattr(annotator, "annotate") and not hasattr(annotator, "chat"):
-        return annotator.annotate(items, cfg, **kwargs)
-    return annotate_units(items, annotator, cfg, **kwargs)
-
-
-def replay_record_usage(ledger: Any, record: dict[str, Any], method: str) -> None:
-    """Put a resumed unit's recorded cost into ``ledger`` (as cache hits): the usage table equals a cold run's."""
-    for stage in STAGES:
-        atts = [a for a in record["stages"][stage]["attempts"] if a.get("text") is not None]
-        if atts:
-            ledger.replay(UsageTag(method, record["book_id"], stage), {
-                "calls": len(atts), "prompt_tokens": sum(int(a.get("prompt_tokens") or 0) for a in atts),
-                "cached_prompt_tokens": sum(int(a.get("cached_prompt_tokens") or 0) for a in atts),
-                "completion_tokens": sum(int(a.get("completion_tokens") or 0) for a in atts),
-                "reasoning_tokens": sum(int(a.get("reasoning_tokens") or 0) for a in atts),
-                "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)})
+    return AnnotationRun(records, time.perf_counter() - t0, calls, len(jobs) - len(todo), structured)
 
 
 def _reference_fields(book: Book, per_dataset: bool, references: dict[str, int] | None) -> dict[str, Any]:
@@ -287,35 +240,14 @@ def _reference_fields(book: Book, per_dataset: bool, references: dict[str, int] 
             "length_references": references}
 
 
-def _new_record(book: Book, unit: Unit, key: str, rkey: str, content: str, method: str, backend: Any,
-                structured: bool, length_reference: int | None, retries: int) -> dict[str, Any]:
-    return {
-        "version": ANNOTATION_VERSION,
-        "key": key,
-        "run_key": rkey,
-        "method": method,
-        "book_id": book.book_id,
-        "unit_id": unit.unit_id,
-        "unit_title": unit.title,
-        "unit_ordinal": unit.ordinal,
-        "n_sentences": unit.n_sentences,
-        "chapter_content": content,
-        "model": getattr(backend, "model_id", ""),
-        "backend": getattr(backend, "name", ""),
-        "structured_output": structured,
-        "length_reference": length_reference,
-        "max_retries": retries,
-        "status": "running",
-        "stages": {s: {"attempts": []} for s in STAGES},
-    }
-
-
 def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
                structured: bool, retries: int, method: str, batch_by_book: bool = True) -> int:
     calls = 0
     for job in jobs:
-        job.conv = stage_conversation(job.system, stage, job.content, job.unit.n_sentences,
-                                      job.passed.get("step_1_result", ""), job.passed.get("step_2_result", ""))
+        job.conv = [{"role": "system", "content": job.system},
+                    {"role": "user", "content": stage_user_prompt(stage, job.content, job.unit.n_sentences,
+                                                                  job.passed.get("step_1_result", ""),
+                                                                  job.passed.get("step_2_result", ""))}]
         job.last_validation = job.usable_validation = None
         job.usable_text = ""
     pending = list(jobs)
@@ -344,25 +276,32 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
             if len(gens) != len(bjobs):
                 raise LLMError(f"backend returned {len(gens)} generations for {len(bjobs)} prompts")
             for job, gen in zip(bjobs, gens):
-                obj, errors, vres, info = _validate_stage(stage, gen.text, job.unit.n_sentences,
-                                                          params.max_new_tokens)
+                got = extract_json(gen.text, max_new_tokens=params.max_new_tokens)
+                text, _ = replace_lone_surrogates(gen.text)  # as the record stores it (UTF-8), an oversize one cropped
+                if got.reply.oversize and len(text) > got.reply.char_limit:
+                    text = text[:got.reply.char_limit] + f"\n[... cropped: the reply had {len(text):,} characters]"
+                unread = [got.error or "reply is not parsable JSON"] if got.obj is None else []
+                vres = validate_segments(got.obj, job.unit.n_sentences) if stage == "stage3" else None
+                if vres is not None and unread:
+                    vres.errors = unread
+                validator = validate_stage1 if stage == "stage1" else validate_stage2
+                errors = vres.errors if vres is not None else unread or validator(got.obj)
                 valid = not errors
-                entry = {"attempt": attempt, "text": info["text"], "error": None, "valid": valid,
+                entry = {"attempt": attempt, "text": text, "error": None, "valid": valid,
                          "errors": errors, "prompt_tokens": gen.prompt_tokens,
                          "completion_tokens": gen.completion_tokens,
                          "cached_prompt_tokens": gen.cached_prompt_tokens or 0,
                          "reasoning_tokens": gen.reasoning_tokens,
                          "latency_s": gen.latency_s, "cache_hit": bool(gen.cache_hit),
                          "finish_reason": gen.finish_reason, "temperature": temperature,
-                         "seed": params.seed, "reply_notes": info["reply_notes"],
-                         "truncated_in_reasoning": info["truncated_in_reasoning"],
-                         "oversize": info["oversize"]}
-                if stage != "stage3":
-                    entry["parsed"] = obj if valid else None
+                         "seed": params.seed, "reply_notes": got.notes,
+                         "truncated_in_reasoning": got.reply.truncated_in_reasoning, "oversize": got.reply.oversize}
+                if vres is None:
+                    entry["parsed"] = got.obj if valid else None
                 else:
                     job.last_validation = vres
-                    if vres is not None and (vres.segments or valid):
-                        job.usable_validation, job.usable_text = vres, info["text"]
+                    if vres.segments or valid:
+                        job.usable_validation, job.usable_text = vres, text
                 job.record["stages"][stage]["attempts"].append(entry)
                 if not valid:
                     still.append(job)
@@ -387,7 +326,7 @@ def _close_stage(stage: str, job: _Job) -> None:
         return
     if valid:
         st["fallback"] = "none"
-        passed = stage_result_text(valid[-1]["parsed"], valid[-1]["text"])
+        passed = json.dumps(valid[-1]["parsed"], ensure_ascii=False)  # what the next stage sees: its JSON
     else:
         # the reply's answer is passed on, never its reasoning block (nor an oversize reply)
         texts = [answer_text(a["text"]) for a in attempts if a["text"] and not a.get("oversize")]
@@ -416,14 +355,11 @@ def _finish(job: _Job, wall_share: float) -> None:
     rec["turning_points"] = tps if isinstance(tps, list) else None
     rec["raw_outputs"] = {s: _last_text(rec["stages"][s]) for s in STAGES}
     all_attempts = [a for s in STAGES for a in rec["stages"][s]["attempts"]]
-    rec["tokens"] = {
-        "calls": len(all_attempts),
-        "prompt": sum(a["prompt_tokens"] for a in all_attempts),
-        "completion": sum(a["completion_tokens"] for a in all_attempts),
-        "cached_prompt": sum(a["cached_prompt_tokens"] for a in all_attempts),
-        "cache_hits": sum(a["cache_hit"] for a in all_attempts),
-        "latency_s": round(sum(a["latency_s"] for a in all_attempts), 4),
-    }
+    rec["tokens"] = {"calls": len(all_attempts), **{
+        k: sum(a[f] for a in all_attempts)
+        for k, f in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"),
+                     ("cached_prompt", "cached_prompt_tokens"), ("cache_hits", "cache_hit"))},
+        "latency_s": round(sum(a["latency_s"] for a in all_attempts), 4)}
     rec["first_try_valid"] = {s: rec["stages"][s]["first_try_valid"] for s in STAGES}
     rec["retries"] = sum(rec["stages"][s]["retries"] for s in STAGES)
     rec["truncated_in_reasoning"] = sum(rec["stages"][s]["truncated_in_reasoning"] for s in STAGES)
@@ -431,14 +367,6 @@ def _finish(job: _Job, wall_share: float) -> None:
     any_reply = any(a["text"] is not None for a in st3["attempts"])
     rec["status"] = "done" if any_reply else "backend_error"
     rec["group_wall_share_s"] = round(wall_share, 4)
-
-
-def stored_reply_text(text: str, crop_at: int | None = None) -> str:
-    """A reply as the record stores it: surrogates replaced (UTF-8), an oversize reply cropped with a marker."""
-    clean, _ = replace_lone_surrogates(text)
-    if crop_at is not None and len(clean) > crop_at:
-        return clean[:crop_at] + f"\n[... cropped: the reply had {len(clean):,} characters]"
-    return clean
 
 
 def _last_text(st: dict[str, Any]) -> str | None:
@@ -475,9 +403,14 @@ def _merge_spans(unit: Unit, indices: Sequence[int]) -> list[Span]:
     return spans
 
 
-def reconstruct_segment(book: Book, unit: Unit, seg: Segment, ordinal: int, method: str = "litseg",
-                        metadata: dict[str, Any] | None = None) -> Chunk:
-    """One chunk from a valid segment (3.1.2): subtitle, context before, main text (verbatim), context after."""
+def reconstruct_unit(book: Book, unit: Unit, segments: Sequence[Segment], method: str = "litseg",
+                     metadata: dict[str, Any] | None = None) -> list[Chunk]:
+    """A chunk per valid segment (3.1.2): subtitle, context before, main text (verbatim), context after."""
+    return [_reconstruct_segment(book, unit, s, k, method, metadata) for k, s in enumerate(segments)]
+
+
+def _reconstruct_segment(book: Book, unit: Unit, seg: Segment, ordinal: int, method: str,
+                         metadata: dict[str, Any] | None) -> Chunk:
     n = unit.n_sentences
     if not 1 <= seg.from_idx <= seg.to_idx <= n:
         raise ValueError(f"{method}: segment {seg.from_idx}-{seg.to_idx} invalid for unit "
@@ -516,11 +449,6 @@ def reconstruct_segment(book: Book, unit: Unit, seg: Segment, ordinal: int, meth
     )
 
 
-def reconstruct_unit(book: Book, unit: Unit, segments: Sequence[Segment], method: str = "litseg",
-                     metadata: dict[str, Any] | None = None) -> list[Chunk]:
-    return [reconstruct_segment(book, unit, s, k, method, metadata) for k, s in enumerate(segments)]
-
-
 def records_to_chunks(books: Iterable[Book], records: Sequence[dict[str, Any]],
                       method: str = "litseg") -> list[Chunk]:
     """Reconstruct the chunk set of annotated units; checks full coverage per book."""
@@ -546,6 +474,5 @@ def assert_units_covered(books: Iterable[Book], chunks: Sequence[Chunk], method:
     for book in books:
         if book.book_id in by_book:
             units = {c.unit_id for c in by_book[book.book_id]}
-            partial = Book(book.book_id, book.title, book.dataset, book.text,
-                           units=[u for u in book.units if u.unit_id in units])
+            partial = dataclasses.replace(book, units=[u for u in book.units if u.unit_id in units])
             assert_full_coverage(partial, by_book[book.book_id], method)

@@ -4,7 +4,6 @@ The soft length reference replaces the number of the prompt's "recommended maxim
 the no-length-constraint variant (calibration) removes its three length sentences, failing loudly otherwise."""
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Mapping, Union
 
@@ -66,13 +65,6 @@ def system_prompt(length_reference: int | None = PAPER_LENGTH_REFERENCE) -> str:
     return with_length_reference(load_prompt("litseg/system"), length_reference)
 
 
-def stage_result_text(parsed: Any, raw: str) -> str:
-    """What the next stage sees as ``{step_k_result}``: a valid reply's JSON, else the raw text stripped."""
-    if parsed is not None:
-        return json.dumps(parsed, ensure_ascii=False)
-    return raw.strip()
-
-
 def stage_user_prompt(stage: str, chapter_content: str, n_sentences: int,
                       step_1_result: str = "", step_2_result: str = "") -> str:
     template = load_prompt(f"litseg/{stage}")
@@ -84,15 +76,6 @@ def stage_user_prompt(stage: str, chapter_content: str, n_sentences: int,
         return fill_prompt(template, chapter_content=chapter_content, step_1_result=step_1_result,
                            step_2_result=step_2_result, last_index=n_sentences)
     raise ValueError(f"unknown LitSeg stage {stage!r}; expected one of {STAGES}")
-
-
-def stage_conversation(system: str, stage: str, chapter_content: str, n_sentences: int,
-                       step_1_result: str = "", step_2_result: str = "") -> list[dict[str, str]]:
-    return [
-        {"role": "system", "content": system},
-        {"role": "user", "content": stage_user_prompt(stage, chapter_content, n_sentences,
-                                                      step_1_result, step_2_result)},
-    ]
 
 
 # JSON schemas for constrained decoding (ours, not the paper's): sized so a complete reply fits the token

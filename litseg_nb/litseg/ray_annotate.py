@@ -8,15 +8,14 @@ the records are those of one process; the actors' usage is merged into the drive
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Sequence
 
 from ..core.ray_cluster import cluster, parse_address, run_on_actors
 from ..core.schema import Book, Unit
 from ..errors import LitsegError, UsageError
 from ..llm import UsageLedger, make_backend
-from .config import LitSegConfig, RayOptions
-from .pipeline import AnnotationRun, annotate_units
+from .config import LitSegConfig
+from .pipeline import annotate_units
 
 
 class RayAnnotationError(LitsegError):
@@ -54,12 +53,6 @@ class RayAnnotator:
         self.name = getattr(backend, "name", cfg.llm.backend)
         self.model_id = getattr(backend, "model_id", cfg.llm.lora_adapter or cfg.llm.model)
 
-    def annotate(self, items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig | None = None, **kwargs: Any
-                 ) -> AnnotationRun:
-        """:func:`annotate_units` with ``cfg`` (default: this annotator's) on this annotator's engine."""
-        run_cfg = self.cfg if cfg is None else cfg.replace(llm=self.cfg.llm.to_dict())
-        return annotate_units(items, self, run_cfg, **kwargs)
-
     def annotate_books(self, items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig,
                        keep: Callable[[list[dict[str, Any]]], None], **kwargs: Any) -> int:
         """Annotate ``items`` book by book on the actors, ``keep(records)`` as each book comes back; the chat calls."""
@@ -92,20 +85,8 @@ class RayAnnotator:
                           name="litseg-annotate", num_gpus=opts.gpus_per_actor)
         return calls
 
-    def describe(self) -> str:
-        return self.cfg.ray.describe()
-
 
 def annotator_for(cfg: LitSegConfig, backend: Any) -> Any:
     """What notebook 02 annotates with: ``backend`` itself when ``cfg.ray.address`` is empty, else a
     :class:`RayAnnotator` over ``cfg.ray`` (the same records either way)."""
     return RayAnnotator(cfg, backend) if cfg.ray.address else backend
-
-
-def annotate_units_on_ray(items: Sequence[tuple[Book, Unit]], cfg: LitSegConfig, ray_options: RayOptions, *,
-                          ledger: UsageLedger | None = None, **kwargs: Any) -> AnnotationRun:
-    """:func:`~litseg_nb.litseg.pipeline.annotate_units` over ``ray_options``' cluster; the actors' usage goes
-    into ``ledger``."""
-    annotator = RayAnnotator(cfg.replace(ray=dataclasses.asdict(ray_options)))
-    annotator.ledger = ledger
-    return annotate_units(items, annotator, cfg, **kwargs)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+from collections import Counter
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -70,11 +71,9 @@ def summary_table(records: Sequence[dict[str, Any]], segments: pd.DataFrame, mod
             row[f"{stage}_passthrough"] = int(sum(r[stage] != "none" for r in grp.stage_fallbacks))
         row["backend_errors"] = int(sum(sum(grp.stages.iloc[i][s]["backend_errors"] for s in grp.stages.iloc[i])
                                         for i in range(len(grp))))
-        row["llm_calls"] = int(sum(t["calls"] for t in grp.tokens))
-        row["tokens_in"] = int(sum(t["prompt"] for t in grp.tokens))
-        row["tokens_out"] = int(sum(t["completion"] for t in grp.tokens))
-        row["cache_hits"] = int(sum(t["cache_hits"] for t in grp.tokens))
-        row["llm_latency_s"] = float(sum(t["latency_s"] for t in grp.tokens))
+        for col, key in (("llm_calls", "calls"), ("tokens_in", "prompt"), ("tokens_out", "completion"),
+                         ("cache_hits", "cache_hits"), ("llm_latency_s", "latency_s")):
+            row[col] = (float if key == "latency_s" else int)(sum(t[key] for t in grp.tokens))
         row["wall_s"] = float(grp.group_wall_share_s.sum())
         rows.append(row)
     return pd.DataFrame(rows)
@@ -91,11 +90,8 @@ def render_segments_html(book: Book, record: dict[str, Any], label: str) -> str:
     unit = book.unit(record["unit_id"])
     repaired = set(record.get("repaired_indices") or [])
     segs = record["segments"]
-    overl = set()
-    for i, s in enumerate(segs):
-        for j, t in enumerate(segs):
-            if i != j:
-                overl.update(range(max(s["from_idx"], t["from_idx"]), min(s["to_idx"], t["to_idx"]) + 1))
+    in_ranges = Counter(i for s in segs for i in range(s["from_idx"], s["to_idx"] + 1))
+    overl = {i for i, count in in_ranges.items() if count > 1}
     fb = record["fallback"]
     parts = [
         "<div style='font-family:Georgia,serif;max-width:60em'>",

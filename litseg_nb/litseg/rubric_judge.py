@@ -53,11 +53,7 @@ class RubricScores:
         return sum(pc) / len(pc) if pc else float("nan")
 
     def dimension_means(self) -> dict[str, float]:
-        out = {}
-        for name in DIMENSIONS:
-            vals = getattr(self, name)
-            out[name] = sum(vals) / len(vals) if vals else float("nan")
-        return out
+        return {name: sum(v) / len(v) if v else float("nan") for name in DIMENSIONS for v in [getattr(self, name)]}
 
 
 # --------------------------------------------------------------------------- parsing
@@ -99,13 +95,9 @@ def _to_float(v: Any) -> float:
         return float(v)
     if isinstance(v, float):
         return v
-    if isinstance(v, str):
-        m = _NUM_RE.search(v[:200])
-        if m:
-            try:
-                return float(m.group())
-            except (ValueError, OverflowError):
-                pass
+    m = _NUM_RE.search(v[:200]) if isinstance(v, str) else None
+    if m:  # at most 200 digits: float() reads them
+        return float(m.group())
     raise RubricParseError(f"score {short_repr(v)} is not a number")
 
 
@@ -144,6 +136,26 @@ def rubric_worked_example() -> tuple[tuple[float, ...], ...]:
     return ()
 
 
+def _scores_of(cand: dict[str, list[Any]], n_chunks: int) -> tuple[list[float], list[float], list[float]]:
+    """One candidate's per-chunk scores, checked (count, numbers, ranges, not the worked example)."""
+    missing = [k for k in DIMENSION_KEYS if k not in cand]
+    if missing:
+        raise RubricParseError(f"missing {', '.join(missing)}")
+    dims = []
+    for key, (lo, hi) in zip(DIMENSION_KEYS, SCORE_RANGES):
+        if len(cand[key]) != n_chunks:
+            raise RubricParseError(f"{key} has {len(cand[key])} scores for {n_chunks} chunks")
+        vals = [_to_float(v) for v in cand[key]]
+        bad = [v for v in vals if not lo <= v <= hi]
+        if bad:
+            raise RubricParseError(f"{key} scores {bad[:5]} outside [{lo}, {hi}]")
+        dims.append(vals)
+    example = rubric_worked_example()
+    if example and tuple(tuple(v) for v in dims) == example:
+        raise RubricParseError("scores repeat the rubric's worked example verbatim (not a judgement)")
+    return dims[0], dims[1], dims[2]
+
+
 def parse_rubric_reply(text: str, n_chunks: int, max_new_tokens: int | None = None
                        ) -> tuple[list[float], list[float], list[float]]:
     """Per-chunk scores ``(dimension1, dimension2, dimension3)`` of a judge reply; the last qualifying object
@@ -158,36 +170,15 @@ def parse_rubric_reply(text: str, n_chunks: int, max_new_tokens: int | None = No
     if not reply.answer.strip():
         raise RubricParseError("empty judge reply after its reasoning block")
     problems: list[str] = []
-    example = rubric_worked_example()
-    chosen: tuple[list[float], list[float], list[float]] | None = None
-    objects, loose = _candidate_dicts(reply.answer)
-    for is_loose, cand in [(False, c) for c in objects] + [(True, c) for c in loose]:
-        if is_loose and chosen is not None:  # a JSON object qualified: the loose reading is not needed
-            break
-        missing = [k for k in DIMENSION_KEYS if k not in cand]
-        if missing:
-            problems.append(f"missing {', '.join(missing)}")
-            continue
-        try:
-            dims = []
-            for d, key in enumerate(DIMENSION_KEYS):
-                if len(cand[key]) != n_chunks:
-                    raise RubricParseError(f"{key} has {len(cand[key])} scores for {n_chunks} chunks")
-                vals = [_to_float(v) for v in cand[key]]
-                lo, hi = SCORE_RANGES[d]
-                bad = [v for v in vals if not lo <= v <= hi]
-                if bad:
-                    raise RubricParseError(f"{key} scores {bad[:5]} outside [{lo}, {hi}]")
-                dims.append(vals)
-        except RubricParseError as e:
-            problems.append(str(e))
-            continue
-        if example and tuple(tuple(v) for v in dims) == example:
-            problems.append("scores repeat the rubric's worked example verbatim (not a judgement)")
-            continue
-        chosen = (dims[0], dims[1], dims[2])  # the last qualifying object wins
-    if chosen is not None:
-        return chosen
+    for group in _candidate_dicts(reply.answer):  # the JSON objects, then (none qualified) the loose reading
+        chosen = None
+        for cand in group:
+            try:
+                chosen = _scores_of(cand, n_chunks)  # the last qualifying object wins
+            except RubricParseError as e:
+                problems.append(str(e))
+        if chosen is not None:
+            return chosen
     if not problems:
         problems.append("no JSON object with dimension scores found")
     raise RubricParseError("; ".join(list(dict.fromkeys(problems))[:10]))
@@ -203,16 +194,6 @@ def improper_overlap_flags(segments: Sequence[dict[str, Any]]) -> list[bool]:
         ctx = [c for c in (read_int(i) for i in (raw if isinstance(raw, list) else [])) if c is not None]
         flags.append(lo is not None and hi is not None and any(lo <= i <= hi for i in ctx))
     return flags
-
-
-def build_rubric_conversation(original_passage: str, segment_pipeline_prompt: str,
-                              segment_pipeline_json: str) -> list[dict[str, str]]:
-    user = fill_prompt(load_prompt("judge/e3_rubric_user"),
-                       segment_pipeline_prompt=segment_pipeline_prompt,
-                       original_passage=original_passage,
-                       segment_pipeline=segment_pipeline_json)
-    return [{"role": "system", "content": load_prompt("judge/e3_rubric_system")},
-            {"role": "user", "content": user}]
 
 
 def _segments_from_json(segment_pipeline_json: str) -> list[dict[str, Any]]:
@@ -239,7 +220,9 @@ def score_chunks_with_rubric(
     0.7, new seed), else the neutral score with ``neutral=True``."""
     if n_chunks <= 0:
         raise ValueError(f"n_chunks must be positive, got {n_chunks}")
-    conv = build_rubric_conversation(original_passage, segment_pipeline_prompt, segment_pipeline_json)
+    user = fill_prompt(load_prompt("judge/e3_rubric_user"), segment_pipeline_prompt=segment_pipeline_prompt,
+                       original_passage=original_passage, segment_pipeline=segment_pipeline_json)
+    conv = [{"role": "system", "content": load_prompt("judge/e3_rubric_system")}, {"role": "user", "content": user}]
     budget = max_new_tokens or (48 + 3 * 8 * n_chunks)
     flags = improper_overlap_flags(_segments_from_json(segment_pipeline_json))
     flags = flags if len(flags) == n_chunks else []
@@ -344,20 +327,14 @@ def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None =
         if texts is not None:
             seg["text"] = texts[i]
         segs.append(seg)
-    out: dict[str, Any] = {}
-    if isinstance(analysis, dict):
-        out.update({k: v for k, v in analysis.items() if k != "segments"})
-    out["segments"] = segs
-    return json.dumps(out, ensure_ascii=False)
+    out = {k: v for k, v in analysis.items() if k != "segments"} if isinstance(analysis, dict) else {}
+    return json.dumps({**out, "segments": segs}, ensure_ascii=False)
 
 
 def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]]) -> list[str]:
     """Each segment's text from a sentence-indexed passage, in LitSeg's reconstruction order."""
-    sent: dict[int, str] = {}
-    for line in passage.split("\n"):
-        m = re.match(r"\[(\d+)\]\s?(.*)", line)
-        if m:
-            sent[int(m.group(1))] = m.group(2)
+    lines = map(re.compile(r"\[(\d+)\]\s?(.*)").match, passage.split("\n"))
+    sent = {int(m.group(1)): m.group(2) for m in lines if m}
     out = []
     for s in segments:
         lo, hi = int(s["from_idx"]), int(s["to_idx"])
@@ -372,9 +349,5 @@ def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]])
 def pipeline_analysis(obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
         return {}
-    out: dict[str, Any] = {}
-    for k, v in obj.items():
-        if k == "segments":
-            continue
-        out[k] = {kk: vv for kk, vv in v.items() if kk != "segments"} if isinstance(v, dict) else v
-    return out
+    return {k: {kk: vv for kk, vv in v.items() if kk != "segments"} if isinstance(v, dict) else v
+            for k, v in obj.items() if k != "segments"}

@@ -17,7 +17,7 @@ from ..config import Options
 from ..core.artifacts import artifact_path
 from ..core.schema import Book, Chunk, Unit
 from .config import LitSegConfig
-from .pipeline import annotate_units, annotate_with, records_to_chunks, training_items
+from .pipeline import annotate_units, records_to_chunks, training_items
 
 METHOD = "litseg"
 
@@ -155,20 +155,15 @@ def measure_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any, c
     if not subset:
         raise ValueError("calibration subset is empty (no units selected)")
     retries = cfg.max_retries if cfg.calibration_max_retries < 0 else cfg.calibration_max_retries
-    run = annotate_with(backend, subset, cfg, length_reference=None, method="litseg-calibration",
+    run = annotate_units(subset, backend, cfg, length_reference=None, method="litseg-calibration",
                          annotations_path=annotations_path, max_retries=retries, progress=progress)
     dataset_of = {b.book_id: b.dataset for b, _ in subset}
     datasets = sorted(set(dataset_of.values()))
-    lengths: list[int] = []
-    excluded: list[str] = []
-    per_ds: dict[str, list[int]] = {ds: [] for ds in datasets}
-    for rec in run.records:
-        if rec["fallback"] == "whole_unit":
-            excluded.append(f"{rec['book_id']}/{rec['unit_id']}")
-            continue
-        seg_lengths = [s["to_idx"] - s["from_idx"] + 1 for s in rec["segments"]]
-        lengths.extend(seg_lengths)
-        per_ds[dataset_of[rec["book_id"]]].extend(seg_lengths)
+    excluded = [f"{r['book_id']}/{r['unit_id']}" for r in run.records if r["fallback"] == "whole_unit"]
+    usable = [r for r in run.records if r["fallback"] != "whole_unit"]
+    lengths = [s["to_idx"] - s["from_idx"] + 1 for r in usable for s in r["segments"]]
+    per_ds = {ds: [s["to_idx"] - s["from_idx"] + 1 for r in usable if dataset_of[r["book_id"]] == ds
+                   for s in r["segments"]] for ds in datasets}
     by_dataset: dict[str, dict[str, Any]] = {}
     for ds in datasets:
         unit_ids = [f"{b.book_id}/{u.unit_id}" for b, u in subset if b.dataset == ds]
@@ -182,7 +177,7 @@ def measure_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any, c
             "excluded_units": [x for x in excluded if x in set(unit_ids)],
         }
     sources = {d["source"] for d in by_dataset.values()}
-    result = {
+    return {
         "length_reference": {ds: d["length_reference"] for ds, d in by_dataset.items()},
         "per_dataset": True,
         "source": sources.pop() if len(sources) == 1 else "calibrated, default for "
@@ -208,4 +203,3 @@ def measure_length_reference(items: Sequence[tuple[Book, Unit]], backend: Any, c
         "paper_default": 100,
         "label": cfg.describe(),
     }
-    return result

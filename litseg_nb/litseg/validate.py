@@ -5,6 +5,7 @@ After the last retry :func:`finalize_segments` applies the fallback chain ``sche
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -42,7 +43,7 @@ class ValidationResult:
     errors: list[str] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    item_ok: list[bool] = field(default_factory=list)  # per entry of 'segments' (see SegmentReading)
+    item_ok: list[bool] = field(default_factory=list)  # per entry of the reply's 'segments' list
     schema_fixes: list[str] = field(default_factory=list)
     index_fixes: list[str] = field(default_factory=list)
 
@@ -102,104 +103,6 @@ def _as_text(value: Any) -> str:
         return ""
 
 
-@dataclass
-class SegmentReading:
-    """The per-segment checks' reading of a ``segments`` list: THE definition of a valid entry (used by
-    validation and by Lite's rewards)."""
-
-    segments: list[Segment]  # every entry whose indices could be read (possibly invalid)
-    item_ok: list[bool]  # per entry of the list
-    syntax: list[str]
-    semantic: list[str]
-    schema_fixes: list[str]  # malformed entries skipped or coerced to text
-    index_fixes: list[str]  # non-integer indices coerced, skipped or dropped
-
-
-def read_segments(raw: Sequence[Any], n: int) -> SegmentReading:
-    syntax: list[str] = []
-    semantic: list[str] = []
-    schema_fixes: list[str] = []
-    index_fixes: list[str] = []
-    segments: list[Segment] = []
-    seg_item: list[int] = []
-    item_ok: list[bool] = []
-    for k, item in enumerate(raw, 1):
-        if not isinstance(item, dict):
-            syntax.append(f"segment {k}: not an object")
-            schema_fixes.append(f"segment {k}: skipped (not an object)")
-            item_ok.append(False)
-            continue
-        missing = [key for key in ("subtitle", "from_idx", "to_idx") if key not in item]
-        if missing:
-            syntax.append(f"segment {k}: missing {', '.join(missing)}")
-            schema_fixes.append(f"segment {k}: skipped (missing {', '.join(missing)})")
-            item_ok.append(False)
-            continue
-        ok = True
-        subtitle = item["subtitle"]
-        if not isinstance(subtitle, str):
-            syntax.append(f"segment {k}: subtitle is not a string")
-            subtitle = _as_text(subtitle)
-            schema_fixes.append(f"segment {k}: subtitle {short_repr(item['subtitle'])} read as text")
-            ok = False
-        lo, hi = read_int(item["from_idx"]), read_int(item["to_idx"])
-        for name, val, conv in (("from_idx", item["from_idx"], lo), ("to_idx", item["to_idx"], hi)):
-            if conv is None:
-                semantic.append(f"segment {k}: {name} {short_repr(val)} is not an integer")
-                ok = False
-            elif not is_json_int(val):
-                semantic.append(f"segment {k}: {name} {short_repr(val)} is not a JSON integer")
-                index_fixes.append(f"segment {k}: {name} {short_repr(val)} read as {conv}")
-                ok = False
-        ctx_raw = item.get("context_idx")
-        if ctx_raw is None:  # absent or null: no context
-            ctx_raw = []
-        if not isinstance(ctx_raw, list):
-            syntax.append(f"segment {k}: context_idx is not a list")
-            schema_fixes.append(f"segment {k}: context_idx {short_repr(ctx_raw)} ignored (not a list)")
-            ctx_raw = []
-            ok = False
-        ctx: list[int] = []
-        for c in ctx_raw:
-            ci = read_int(c)
-            if ci is None:
-                semantic.append(f"segment {k}: context index {short_repr(c)} is not an integer")
-                index_fixes.append(f"segment {k}: dropped context index {short_repr(c)} (not an integer)")
-                ok = False
-                continue
-            if not is_json_int(c):
-                semantic.append(f"segment {k}: context index {short_repr(c)} is not an integer")
-                index_fixes.append(f"segment {k}: context index {short_repr(c)} read as {ci}")
-                ok = False
-            ctx.append(ci)
-        if lo is None or hi is None:
-            index_fixes.append(f"segment {k}: skipped (an index is not an integer)")
-            item_ok.append(False)
-            continue
-        if not (1 <= lo <= n and 1 <= hi <= n):
-            semantic.append(f"segment {k}: range {lo}-{hi} outside 1..{n}")
-            ok = False
-        if lo > hi:
-            semantic.append(f"segment {k}: from_idx {lo} > to_idx {hi}")
-            ok = False
-        bad_ctx = [c for c in ctx if not 1 <= c <= n]
-        if bad_ctx:
-            semantic.append(f"segment {k}: context indices {bad_ctx[:10]} outside 1..{n}")
-            ok = False
-        segments.append(Segment(subtitle, lo, hi, tuple(ctx)))
-        seg_item.append(len(item_ok))
-        item_ok.append(ok)
-    # a main range inside another one (exact duplicates included) repeats text: the later one is invalid
-    valid_range = [i for i, s in enumerate(segments) if 1 <= s.from_idx <= s.to_idx <= n]
-    for i, j in nested_ranges(segments, valid_range):
-        s, t = segments[i], segments[j]
-        what = "duplicates the range of" if (s.from_idx, s.to_idx) == (t.from_idx, t.to_idx) else "lies inside"
-        semantic.append(f"segment {seg_item[i] + 1}: range {s.from_idx}-{s.to_idx} {what} "
-                        f"segment {seg_item[j] + 1} ({t.from_idx}-{t.to_idx})")
-        item_ok[seg_item[i]] = False
-    return SegmentReading(segments, item_ok, syntax, semantic, schema_fixes, index_fixes)
-
-
 def nested_ranges(segments: Sequence[Segment], which: Sequence[int]) -> list[tuple[int, int]]:
     """``(i, j)`` for every segment ``i`` (of ``which``) whose main range lies inside segment ``j``'s."""
     order = sorted(which, key=lambda i: (segments[i].from_idx, -segments[i].to_idx, i))
@@ -224,8 +127,76 @@ def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
     raw = obj.get("segments")
     if not isinstance(raw, list):
         return ValidationResult(False, False, ["'segments' missing or not a list"], warnings=warnings)
-    reading = read_segments(raw, n)
-    syntax, semantic, segments = reading.syntax, list(reading.semantic), reading.segments
+    # the per-segment checks: THE definition of a valid entry (``item_ok``, also Lite's format reward);
+    # ``segments``: every entry whose indices could be read (possibly invalid), as read (the fallback repairs)
+    res = ValidationResult(False, False, warnings=warnings)
+    syntax, semantic, segments, seg_item, item_ok = res.errors, [], res.segments, [], res.item_ok
+    for k, item in enumerate(raw, 1):
+        missing = ([key for key in ("subtitle", "from_idx", "to_idx") if key not in item]
+                   if isinstance(item, dict) else None)
+        if missing is None or missing:
+            why = "not an object" if missing is None else f"missing {', '.join(missing)}"
+            syntax.append(f"segment {k}: {why}")
+            res.schema_fixes.append(f"segment {k}: skipped ({why})")
+            item_ok.append(False)
+            continue
+        ok = True
+        subtitle = item["subtitle"]
+        if not isinstance(subtitle, str):
+            syntax.append(f"segment {k}: subtitle is not a string")
+            subtitle = _as_text(subtitle)
+            res.schema_fixes.append(f"segment {k}: subtitle {short_repr(item['subtitle'])} read as text")
+            ok = False
+        lo, hi = read_int(item["from_idx"]), read_int(item["to_idx"])
+        for name, val, conv in (("from_idx", item["from_idx"], lo), ("to_idx", item["to_idx"], hi)):
+            if conv is None:
+                semantic.append(f"segment {k}: {name} {short_repr(val)} is not an integer")
+                ok = False
+            elif not is_json_int(val):
+                semantic.append(f"segment {k}: {name} {short_repr(val)} is not a JSON integer")
+                res.index_fixes.append(f"segment {k}: {name} {short_repr(val)} read as {conv}")
+                ok = False
+        ctx_raw = [] if item.get("context_idx") is None else item["context_idx"]  # absent or null: no context
+        if not isinstance(ctx_raw, list):
+            syntax.append(f"segment {k}: context_idx is not a list")
+            res.schema_fixes.append(f"segment {k}: context_idx {short_repr(ctx_raw)} ignored (not a list)")
+            ctx_raw = []
+            ok = False
+        ctx: list[int] = []
+        for c in ctx_raw:
+            ci = read_int(c)
+            if ci is None or not is_json_int(c):
+                semantic.append(f"segment {k}: context index {short_repr(c)} is not an integer")
+                res.index_fixes.append(f"segment {k}: dropped context index {short_repr(c)} (not an integer)"
+                                       if ci is None else f"segment {k}: context index {short_repr(c)} read as {ci}")
+                ok = False
+            if ci is not None:
+                ctx.append(ci)
+        if lo is None or hi is None:
+            res.index_fixes.append(f"segment {k}: skipped (an index is not an integer)")
+            item_ok.append(False)
+            continue
+        if not (1 <= lo <= n and 1 <= hi <= n):
+            semantic.append(f"segment {k}: range {lo}-{hi} outside 1..{n}")
+            ok = False
+        if lo > hi:
+            semantic.append(f"segment {k}: from_idx {lo} > to_idx {hi}")
+            ok = False
+        bad_ctx = [c for c in ctx if not 1 <= c <= n]
+        if bad_ctx:
+            semantic.append(f"segment {k}: context indices {bad_ctx[:10]} outside 1..{n}")
+            ok = False
+        segments.append(Segment(subtitle, lo, hi, tuple(ctx)))
+        seg_item.append(len(item_ok))
+        item_ok.append(ok)
+    # a main range inside another one (exact duplicates included) repeats text: the later one is invalid
+    valid_range = [i for i, s in enumerate(segments) if 1 <= s.from_idx <= s.to_idx <= n]
+    for i, j in nested_ranges(segments, valid_range):
+        s, t = segments[i], segments[j]
+        what = "duplicates the range of" if (s.from_idx, s.to_idx) == (t.from_idx, t.to_idx) else "lies inside"
+        semantic.append(f"segment {seg_item[i] + 1}: range {s.from_idx}-{s.to_idx} {what} "
+                        f"segment {seg_item[j] + 1} ({t.from_idx}-{t.to_idx})")
+        item_ok[seg_item[i]] = False
     if not raw:
         semantic.append("no segments")
     if segments:
@@ -242,9 +213,10 @@ def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
         ctx_only = sorted({c for s in segments for c in s.context_idx if 1 <= c <= n and not covered[c]})
         if ctx_only:
             semantic.append(f"sentences only in context_idx: {_runs(ctx_only)}")
-    return ValidationResult(not syntax, not syntax and not semantic, syntax + semantic, segments, warnings,
-                            item_ok=reading.item_ok, schema_fixes=reading.schema_fixes,
-                            index_fixes=reading.index_fixes)
+    res.syntax_ok = not res.errors
+    res.semantic_ok = res.syntax_ok and not semantic
+    res.errors += semantic
+    return res
 
 
 def coverage_mask(segments: Sequence[Segment], n: int) -> list[bool]:
@@ -255,25 +227,12 @@ def coverage_mask(segments: Sequence[Segment], n: int) -> list[bool]:
         if a <= b:
             diff[a] += 1
             diff[b + 1] -= 1
-    covered = [False] * (n + 2)
-    run = 0
-    for i in range(1, n + 1):
-        run += diff[i]
-        covered[i] = run > 0
-    return covered
+    return [False] + [run > 0 for run in itertools.accumulate(diff[1:n + 1])] + [False]
 
 
 def _runs(indices: Sequence[int]) -> str:
-    out, idx = [], sorted(indices)
-    i = 0
-    while i < len(idx):
-        j = i
-        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
-            j += 1
-        out.append(str(idx[i]) if i == j else f"{idx[i]}-{idx[j]}")
-        i = j + 1
-        if len(out) > 20:
-            break
+    runs = [[i for _, i in g] for _, g in itertools.groupby(enumerate(sorted(indices)), lambda t: t[1] - t[0])]
+    out = [str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs]
     return ", ".join(out[:20]) + (" ..." if len(out) > 20 else "")
 
 
@@ -293,12 +252,7 @@ def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment
         if lo < 1 or hi > n:
             actions.append(f"segment {k}: clamped range {lo}-{hi} to 1..{n}")
             lo, hi = max(1, lo), min(n, hi)
-        ctx: list[int] = []
-        seen: set[int] = set()
-        for c in s.context_idx:
-            if 1 <= c <= n and not lo <= c <= hi and c not in seen:
-                ctx.append(c)
-                seen.add(c)
+        ctx = {c for c in s.context_idx if 1 <= c <= n and not lo <= c <= hi}
         if len(ctx) != len(s.context_idx):
             actions.append(f"segment {k}: removed {len(s.context_idx) - len(ctx)} invalid/redundant context indices")
         out.append((k, Segment(s.subtitle, lo, hi, tuple(sorted(ctx)))))
@@ -320,44 +274,30 @@ def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment
 def repair_coverage(segments: Sequence[Segment], n: int) -> tuple[list[Segment], list[int]]:
     """The paper's gap fallback: an uncovered run joins its left-adjacent segment (right-adjacent at the start).
     Returns the segments in source order and the indices added."""
-    segs = list(segments)
-    if not segs:
+    if not segments:
         raise ValueError("repair_coverage needs at least one segment (use the whole-unit fallback)")
-    for s in segs:
+    for s in segments:
         if not 1 <= s.from_idx <= s.to_idx <= n:
             raise ValueError(f"repair_coverage: invalid range {s.from_idx}-{s.to_idx} for n={n}; sanitize first")
-    order = sorted(range(len(segs)), key=lambda i: (segs[i].from_idx, segs[i].to_idx, i))
-    segs = [segs[i] for i in order]
+    segs = sorted(segments, key=lambda s: (s.from_idx, s.to_idx))
     lo = [s.from_idx for s in segs]
     hi = [s.to_idx for s in segs]
-    last_ending: dict[int, int] = {}
-    first_starting: dict[int, int] = {}
-    for k in range(len(segs)):
-        last_ending[hi[k]] = k  # later in source order overwrites: the last one ending there
-        first_starting.setdefault(lo[k], k)
+    last_ending = {h: k for k, h in enumerate(hi)}  # the last one in source order ending there
+    first_starting = {x: k for k, x in reversed(list(enumerate(lo)))}
     covered = coverage_mask(segs, n)
     repaired: list[int] = []
-    i = 1
-    while i <= n:
-        if covered[i]:
-            i += 1
+    for is_covered, run in itertools.groupby(range(1, n + 1), key=lambda i: covered[i]):
+        if is_covered:
             continue
-        a = i
-        while i + 1 <= n and not covered[i + 1]:
-            i += 1
-        b = i
-        repaired.extend(range(a, b + 1))
-        k = last_ending.get(a - 1)
+        gap = list(run)
+        repaired.extend(gap)
+        k = last_ending.get(gap[0] - 1)
         if k is not None:
-            hi[k] = b
+            hi[k] = gap[-1]
         else:  # a gap with no segment to its left starts at 1: extend the first one after it
-            k = first_starting[b + 1]
-            lo[k] = a
-        i = b + 1
-    out = []
-    for k, s in enumerate(segs):
-        ctx = tuple(c for c in s.context_idx if not lo[k] <= c <= hi[k])
-        out.append(Segment(s.subtitle, lo[k], hi[k], ctx))
+            lo[first_starting[gap[-1] + 1]] = gap[0]
+    out = [Segment(s.subtitle, lo[k], hi[k], tuple(c for c in s.context_idx if not lo[k] <= c <= hi[k]))
+           for k, s in enumerate(segs)]
     return out, repaired
 
 
@@ -371,26 +311,20 @@ class FinalSegmentation:
     actions: list[str]
     repaired_indices: list[int]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"segments": [s.to_json() for s in self.segments], "fallback": self.fallback,
-                "fallback_types": list(self.fallback_types), "actions": list(self.actions),
-                "repaired_indices": list(self.repaired_indices)}
-
 
 def finalize_segments(result: ValidationResult | None, n: int) -> FinalSegmentation:
     """The fallback chain on a unit's last validation result: sanitise, gap repair, else the whole unit."""
     if n < 1:
         raise ValueError(f"a unit needs at least one sentence, got n={n}")
-    if result is not None and result.ok:
+    result = result or ValidationResult(False, False)
+    if result.ok:
         return FinalSegmentation(list(result.segments), "none", ["none"], [], [])
-    segs = list(result.segments) if result is not None else []
-    schema_actions = list(result.schema_fixes) if result is not None else []
-    index_actions = list(result.index_fixes) if result is not None else []
+    segs, schema_actions, index_actions = list(result.segments), list(result.schema_fixes), list(result.index_fixes)
     if segs:
         segs, sanitized = sanitize_segments(segs, n)
         index_actions += sanitized
     if not segs:
-        if result is None or not result.errors:
+        if not result.errors:
             why = "unparsable output"
         elif result.errors[0] in ("reply is not parsable JSON", "reply is not a JSON object"):
             why = result.errors[0]
@@ -410,6 +344,6 @@ def finalize_segments(result: ValidationResult | None, n: int) -> FinalSegmentat
     if not types:  # not expected: every validation error above maps to an action; say so if not
         types = ["index_repair"]
         actions.append("used the segments as read although validation failed: "
-                       + "; ".join(result.errors[:3] if result is not None else []))
+                       + "; ".join(result.errors[:3]))
     primary = max(types, key=FALLBACK_ORDER.index)
     return FinalSegmentation(segs, primary, types, actions, repaired)
