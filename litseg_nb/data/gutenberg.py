@@ -17,17 +17,13 @@ PARAGRAPH_SEP = "\n\n"
 
 def join_paragraphs(paragraphs: Iterable[str]) -> tuple[str, list[Span]]:
     """``("a\\n\\nb", [(0, 1), (3, 4)])`` for ``["a", "b"]``: ``text[s:e]`` gives each paragraph back."""
-    parts: list[str] = []
+    paragraphs = list(paragraphs)
     spans: list[Span] = []
     pos = 0
-    for k, p in enumerate(paragraphs):
-        if k:
-            parts.append(PARAGRAPH_SEP)
-            pos += len(PARAGRAPH_SEP)
+    for p in paragraphs:
         spans.append((pos, pos + len(p)))
-        parts.append(p)
-        pos += len(p)
-    return "".join(parts), spans
+        pos += len(p) + len(PARAGRAPH_SEP)
+    return PARAGRAPH_SEP.join(paragraphs), spans
 
 
 class GutenbergFormatError(UsageError, ValueError):
@@ -103,10 +99,7 @@ _BINARY_MAGIC = ((b"PK\x03\x04", "zip (xlsx, docx, epub or zip)"), (b"\x1f\x8b",
                  (b"%PDF", "PDF"), (b"\xd0\xcf\x11\xe0", "MS Office (xls, doc)"),
                  (b"\xfd7zXZ", "xz-compressed"))
 _C1_RE = re.compile("[\u0080-\u009f]")
-
-
-def _is_latin1(charset: str) -> bool:
-    return charset.replace("_", "-") in ("iso-8859-1", "iso8859-1", "latin-1", "latin1", "l1", "iso-latin-1")
+_LATIN1 = ("iso-8859-1", "iso8859-1", "latin-1", "latin1", "l1", "iso-latin-1")
 
 
 def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
@@ -130,7 +123,7 @@ def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
     except UnicodeDecodeError as err:
         m = _CHARSET_RE.search(data[:5000])
         declared = m.group(1).decode("ascii").lower() if m else None
-        if declared and declared.replace("-", "").replace("_", "") not in ("utf8",):
+        if declared and declared.replace("-", "").replace("_", "") != "utf8":
             try:
                 text = data.decode(declared)
             except (LookupError, UnicodeDecodeError):
@@ -138,7 +131,7 @@ def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
             else:
                 # Windows-1252 bytes (curly quotes, dashes: 0x80-0x9F) in a file declaring Latin-1 decode
                 # to C1 control characters, which no Latin-1 text contains: the file is cp1252
-                if _is_latin1(declared) and _C1_RE.search(text):
+                if declared.replace("_", "-") in _LATIN1 and _C1_RE.search(text):
                     try:
                         return data.decode("cp1252"), f"cp1252 (declared:{declared}; its bytes 0x80-0x9f are cp1252)"
                     except UnicodeDecodeError:  # 0x81/0x8d/0x8f/0x90/0x9d are undefined in cp1252
@@ -232,10 +225,7 @@ def _is_verse_block(block: list[str], width: int) -> bool:
 
 
 def _norm(line: str) -> str:
-    s = line.strip()
-    if "  " in s or "\t" in s or "\u00a0" in s or "\f" in s or "\v" in s:
-        s = _WS_RE.sub(" ", s)
-    return s
+    return _WS_RE.sub(" ", line.strip())
 
 
 def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_markers: str = "error",
@@ -270,25 +260,21 @@ def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_marke
         blocks.append((i, j))
         i = j
 
+    def joined(block: tuple[int, int], sep: str = " ") -> str:
+        return sep.join(_norm(x) for x in lines[block[0]:block[1]])
+
     # drop the producer credit right after START and the "End of the Project Gutenberg" line
     if report.markers_found:
-        while blocks and _CREDIT_RE.match(lines[blocks[0][0]].strip()) and len(blocks) > 1:
-            a, b = blocks.pop(0)
-            report.dropped_paragraphs.append(" ".join(_norm(x) for x in lines[a:b]))
-        while blocks and _EPILOGUE_RE.match(lines[blocks[-1][0]].strip()) and len(blocks) > 1:
-            a, b = blocks.pop()
-            report.dropped_paragraphs.append(" ".join(_norm(x) for x in lines[a:b]))
+        while len(blocks) > 1 and _CREDIT_RE.match(lines[blocks[0][0]].strip()):
+            report.dropped_paragraphs.append(joined(blocks.pop(0)))
+        while len(blocks) > 1 and _EPILOGUE_RE.match(lines[blocks[-1][0]].strip()):
+            report.dropped_paragraphs.append(joined(blocks.pop()))
     # Gutenberg banners and notes anywhere in the body ("<<THIS ELECTRONIC VERSION ...>>")
-    kept = []
-    for a, b in blocks:
-        first = lines[a].strip()
-        if _NOTE_RE.match(first) and len(blocks) > 1:
-            para = " ".join(_norm(x) for x in lines[a:b])
-            report.dropped_notes.append(para[:80])
-            report.dropped_chars += len(para)
-        else:
-            kept.append((a, b))
-    blocks = kept
+    if len(blocks) > 1:
+        notes = [joined(blk) for blk in blocks if _NOTE_RE.match(lines[blk[0]].strip())]
+        blocks = [blk for blk in blocks if not _NOTE_RE.match(lines[blk[0]].strip())]
+        report.dropped_notes += [para[:80] for para in notes]
+        report.dropped_chars += sum(map(len, notes))
     report.dropped_chars += sum(len(p) for p in report.dropped_paragraphs)
     if not blocks:
         raise GutenbergFormatError(f"{source}: no text between the Project Gutenberg markers")
@@ -298,29 +284,19 @@ def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_marke
     if body_end - body_start >= 200:  # a whole book, not a snippet
         width = max(width, MIN_WRAP_WIDTH)
     report.wrap_width = width
-    pieces: list[str] = []
-    source_map: list[Span] = []
-    for a, b in blocks:
-        block = lines[a:b]
-        if _is_verse_block(block, width):
-            report.n_verse_blocks += 1
-            para = "\n".join(_norm(x) for x in block)
-        else:
-            para = " ".join(_norm(x) for x in block)
-        pieces.append(para)
-        source_map.append((a, b))
-
-    text, spans = join_paragraphs(pieces)
-    report.n_paragraphs = len(pieces)
-    return CleanedText(text, spans, source_map, report)
+    verse = [_is_verse_block(lines[a:b], width) for a, b in blocks]
+    report.n_verse_blocks = sum(verse)
+    report.n_paragraphs = len(blocks)
+    text, spans = join_paragraphs(joined(blk, "\n" if v else " ") for blk, v in zip(blocks, verse))
+    return CleanedText(text, spans, blocks, report)
 
 
-def clean_gutenberg_file(path: Path | str, missing_markers: str = "error") -> CleanedText:
+def clean_gutenberg_file(path: Path | str) -> CleanedText:
     """Read and clean one raw Gutenberg ``.txt`` file; errors name the file."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Gutenberg text {path} does not exist")
-    return clean_gutenberg_text(path.read_bytes(), source=str(path), missing_markers=missing_markers)
+    return clean_gutenberg_text(path.read_bytes(), source=str(path))
 
 
 def gutenberg_title(raw_header: str) -> str | None:

@@ -29,6 +29,7 @@ _TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty sevent
 _TENS.update({w: 10 * i for i, w in enumerate(
     "twentieth thirtieth fortieth fiftieth sixtieth seventieth eightieth ninetieth".split(), 2)})
 _TENS.update({"hundred": 100, "hundredth": 100})
+_WORD_VALUES = {**_NUMBER_WORDS, **_ORDINALS, **_TENS}
 _WORDNUM = "|".join(sorted(set(_NUMBER_WORDS) | set(_ORDINALS) | set(_TENS) | {"last", "final"}, key=len,
                            reverse=True))
 _ROMAN = r"[IVXLCDM]+|[ivxlcdm]+"
@@ -93,14 +94,10 @@ def _numeral_value(num: str) -> int | None:
     if num.isdigit():
         return int(num)
     num = re.sub(r"^the\s+", "", num)
-    if num in _NUMBER_WORDS:
-        return _NUMBER_WORDS[num]
-    if num in _ORDINALS:
-        return _ORDINALS[num]
-    if num in _TENS:
-        return _TENS[num]
+    if num in _WORD_VALUES:
+        return _WORD_VALUES[num]
     parts = re.split(r"[\s-]+", num)  # "twenty-third", "forty two"
-    unit = _NUMBER_WORDS.get(parts[-1], _ORDINALS.get(parts[-1])) if len(parts) == 2 else None
+    unit = _WORD_VALUES.get(parts[-1]) if len(parts) == 2 else None
     if unit is not None and 1 <= unit <= 9 and parts[0] in _TENS and _TENS[parts[0]] < 100:
         return _TENS[parts[0]] + unit
     if num in ("last", "final"):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import accumulate
 from typing import Callable, Sequence
 
 Span = tuple[int, int]
@@ -13,7 +14,7 @@ TITLE_ABBREVIATIONS = frozenset(
 )
 _ABBREV_END_RE = re.compile(r"(?:^|[\s“‘\"'(\[—-])([A-Za-z]{1,6})\.$")
 _INITIAL_END_RE = re.compile(r"(?:^|[\s“‘\"'(\[])([A-HJ-Z])\.$")  # single capital initial, not "I."
-_BREAK_RE = re.compile(r"\n+")
+_LINE_RE = re.compile(r"[^\n]+")
 _LOWER_START_RE = re.compile(r"^[“‘\"'(\[]*[a-z]")
 _INNER_END_RE = re.compile(r"[.!?…]")
 #: verbs of a dialogue tag: ``“But why?” Taylor asked`` is one sentence
@@ -113,13 +114,8 @@ def _nupunkt_batch(blocks: Sequence[str]) -> list[list[Span]]:
     """nupunkt's spans of each one-line block (relative to it), from one call on the blocks joined by blank
     lines: equal to one call per block (nupunkt decides an end from the word holding it and the next word;
     :func:`_batches` keeps out the blocks where joining could change that), without the per-call overhead."""
-    if len(blocks) == 1:
-        return [list(_nupunkt_spans()(blocks[0]))]
     joined = _BATCH_SEP.join(blocks)
-    starts, pos = [], 0
-    for b in blocks:
-        starts.append(pos)
-        pos += len(b) + len(_BATCH_SEP)
+    starts = list(accumulate((len(b) + len(_BATCH_SEP) for b in blocks[:-1]), initial=0))
     out: list[list[Span]] = [[] for _ in blocks]
     k = 0
     for a, e in _nupunkt_spans()(joined):
@@ -165,16 +161,7 @@ def _batches(blocks: Sequence[str]) -> list[list[int]]:
 
 def _line_blocks(text: str, offset: int) -> list[tuple[str, int]]:
     """The non-blank lines of ``text`` with their offsets (line breaks are hard boundaries)."""
-    out = []
-    pos = 0
-    for m in list(_BREAK_RE.finditer(text)) + [None]:
-        end = m.start() if m else len(text)
-        block = text[pos:end]
-        if block.strip():
-            out.append((block, offset + pos))
-        if m:
-            pos = m.end()
-    return out
+    return [(m.group(), offset + m.start()) for m in _LINE_RE.finditer(text) if m.group().strip()]
 
 
 def _split_blocks(blocks: Sequence[tuple[str, int]], splitter: str, repair: bool) -> list[Span]:
@@ -262,13 +249,13 @@ def measure_splitters(cases=HARD_CASES) -> list[dict]:
     for name, (splitter, repair) in variants.items():
         exact, tp, n_pred, n_gold = 0, 0, 0, 0
         for text, gold in cases:
-            pred = [text[a:b] for a, b in split_sentences(text, splitter=splitter, repair=repair)]
-            exact += pred == list(gold)
+            spans = split_sentences(text, splitter=splitter, repair=repair)
+            exact += [text[a:b] for a, b in spans] == list(gold)
             gold_ends, pos = set(), 0
             for g in gold:
                 pos = text.index(g, pos) + len(g)
                 gold_ends.add(pos)
-            pred_ends = {b for _, b in split_sentences(text, splitter=splitter, repair=repair)}
+            pred_ends = {b for _, b in spans}
             tp += len(gold_ends & pred_ends)
             n_pred += len(pred_ends)
             n_gold += len(gold_ends)

@@ -76,11 +76,10 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
 
     given = sections is not None
     if given:
-        secs = [_Section(p, t) for p, t in sections]
+        ends = [p for p, _ in sections[1:]] + [len(paragraphs)]
+        secs = [_Section(p, t, e) for (p, t), e in zip(sections, ends)]
         if not secs or secs[0].first_para != 0:
             raise ValueError(f"book {book_id!r}: given sections must start at paragraph 0")
-        for k, s in enumerate(secs):
-            s.end_para = secs[k + 1].first_para if k + 1 < len(secs) else len(paragraphs)
         dropped: list[tuple[int, int, str]] = []
         whole = False
     else:
@@ -112,8 +111,6 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
         lo = bisect.bisect_left(sent_starts, start)
         hi = bisect.bisect_left(sent_starts, end)
         ss = tuple(Sentence(i + 1, a, b) for i, (a, b) in enumerate(sents[lo:hi]))
-        if ss and ss[-1].end > end:
-            raise AssertionError(f"book {book_id!r}: sentence crosses the end of unit {uid}")
         p_lo = max(bisect.bisect_right(para_starts, start) - 1, 0)
         p_hi = bisect.bisect_left(para_starts, end)
         pspans = tuple((max(a, start), min(b, end)) for a, b in paragraphs[p_lo:p_hi] if a < end and b > start)
