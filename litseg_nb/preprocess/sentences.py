@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from itertools import accumulate
 from typing import Callable, Sequence
 
 Span = tuple[int, int]
@@ -98,65 +97,9 @@ def _regex_spans(text: str) -> list[Span]:
     return spans
 
 
-#: characters nupunkt's boundary realignment moves from the start of one sentence to the end of the
-#: previous one (its ``re_boundary_realignment``); a line starting with one never joins a batch
-_REALIGN_CHARS = frozenset("'\")]}\u201d\u2019\u00bb*")
-_BATCH_SEP = "\n\n"
-_BATCH_CHARS = 64_000
-
-
 def _needs_splitter(block: str) -> bool:
     """False when ``block`` has no end mark before its last characters: one sentence, no splitter."""
     return bool(_INNER_END_RE.search(block, 0, max(len(block.rstrip()) - 3, 0)))
-
-
-def _nupunkt_batch(blocks: Sequence[str]) -> list[list[Span]]:
-    """nupunkt's spans of each one-line block (relative to it), from one call on the blocks joined by blank
-    lines: equal to one call per block (nupunkt decides an end from the word holding it and the next word;
-    :func:`_batches` keeps out the blocks where joining could change that), without the per-call overhead."""
-    joined = _BATCH_SEP.join(blocks)
-    starts = list(accumulate((len(b) + len(_BATCH_SEP) for b in blocks[:-1]), initial=0))
-    out: list[list[Span]] = [[] for _ in blocks]
-    k = 0
-    for a, e in _nupunkt_spans()(joined):
-        while k < len(blocks) and starts[k] + len(blocks[k]) <= a:
-            k += 1
-        j = k
-        while j < len(blocks) and starts[j] < e:
-            lo, hi = max(a, starts[j]) - starts[j], min(e, starts[j] + len(blocks[j])) - starts[j]
-            if hi > lo:
-                out[j].append((lo, hi))
-            j += 1
-    return out
-
-
-_END_CHARS_RE = re.compile(r"[.!?\u2026]")
-
-
-def _ends_plainly(block: str) -> bool:
-    """True when the block's last word holds at most one end mark, as its last character before closing
-    quotes (``said.``, ``Yes!”``), and is not punctuation alone: only such a word reads the same when a
-    next block is joined to it (one inside ``lady?”...`` could be decided differently)."""
-    word = block.rstrip().rsplit(None, 1)[-1].rstrip("".join(_REALIGN_CHARS))
-    if _END_CHARS_RE.match(word):  # a word of punctuation only: maybe the end of a spaced ``. . .``
-        return False
-    return not _END_CHARS_RE.search(word, 0, max(len(word) - 1, 0))
-
-
-def _batches(blocks: Sequence[str]) -> list[list[int]]:
-    """Indices of ``blocks`` in batches of at most :data:`_BATCH_CHARS` characters; a block starting with a
-    character nupunkt realigns or an end mark starts a batch, one not ending plainly ends it."""
-    groups: list[list[int]] = []
-    size, closed = 0, True
-    for i, b in enumerate(blocks):
-        head = b.lstrip()[:1]
-        if closed or size + len(b) > _BATCH_CHARS or head in _REALIGN_CHARS or _END_CHARS_RE.match(head):
-            groups.append([])
-            size = 0
-        groups[-1].append(i)
-        size += len(b) + len(_BATCH_SEP)
-        closed = not _ends_plainly(b)
-    return groups
 
 
 def _line_blocks(text: str, offset: int) -> list[tuple[str, int]]:
@@ -167,23 +110,13 @@ def _line_blocks(text: str, offset: int) -> list[tuple[str, int]]:
 def _split_blocks(blocks: Sequence[tuple[str, int]], splitter: str, repair: bool) -> list[Span]:
     if splitter not in ("nupunkt", "regex"):
         raise ValueError(f"unknown sentence splitter {splitter!r}; expected 'nupunkt' or 'regex'")
-    raw: list[list[Span] | None] = [None] * len(blocks)
-    todo = []
-    for i, (block, _) in enumerate(blocks):
-        if not _needs_splitter(block):
-            raw[i] = [(0, len(block))]  # no end mark before the end: one sentence
-        elif splitter == "regex":
-            raw[i] = _regex_spans(block)
-        else:
-            todo.append(i)
-    if todo:
-        for group in _batches([blocks[i][0] for i in todo]):
-            for i, spans in zip((todo[g] for g in group), _nupunkt_batch([blocks[todo[g]][0] for g in group])):
-                raw[i] = spans
     out: list[Span] = []
-    for (block, offset), spans in zip(blocks, raw):
-        trimmed = _trim(block, spans, offset)
-        out.extend(_repair(block, trimmed, offset) if repair and _needs_splitter(block) else trimmed)
+    for block, offset in blocks:
+        if not _needs_splitter(block):  # no end mark before the end: one sentence
+            out.extend(_trim(block, [(0, len(block))], offset))
+            continue
+        trimmed = _trim(block, _regex_spans(block) if splitter == "regex" else _nupunkt_spans()(block), offset)
+        out.extend(_repair(block, trimmed, offset) if repair else trimmed)
     return out
 
 
