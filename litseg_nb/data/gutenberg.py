@@ -173,10 +173,8 @@ def _find_markers(lines: list[str], source: str, missing_markers: str, report: C
     body_start = start + 1
     # the marker may wrap: "*** START OF THIS PROJECT GUTENBERG EBOOK\nTHE STRANGE CASE ... ***"
     if not old and lines[start].rstrip().count("*") < 6:
-        for j in range(start + 1, min(start + 3, len(lines))):
-            if lines[j].rstrip().endswith("***"):
-                body_start = j + 1
-                break
+        body_start = next((j + 1 for j in range(start + 1, min(start + 3, len(lines)))
+                           if lines[j].rstrip().endswith("***")), body_start)
     if old:
         end = next((i for i in range(len(lines) - 1, body_start - 1, -1) if _OLD_END_RE.match(lines[i])
                     or _EPILOGUE_RE.match(lines[i].strip())), None)
@@ -197,9 +195,7 @@ MIN_WRAP_WIDTH = 66
 
 def _wrap_width(lines: list[str]) -> int:
     lengths = sorted(len(ln.strip()) for ln in lines if ln.strip())
-    if not lengths:
-        return 0
-    return lengths[int(0.9 * (len(lengths) - 1))]
+    return lengths[int(0.9 * (len(lengths) - 1))] if lengths else 0
 
 
 def _is_verse_block(block: list[str], width: int) -> bool:
@@ -314,16 +310,11 @@ def gutenberg_author(raw_header: str) -> str | None:
 def read_manifest(folder: Path) -> dict[str, str]:
     """``<data>/gutenberg/MANIFEST.tsv``: Gutenberg id -> GutenQA book name."""
     path = Path(folder) / "MANIFEST.tsv"
-    out: dict[str, str] = {}
     if not path.is_file():
-        return out
+        return {}
     rows = path.read_text(encoding="utf-8").splitlines()
     header = rows[0].split("\t") if rows else []
     if "pg_id" not in header or "gutenqa_book" not in header:
         raise GutenbergFormatError(f"{path}: expected columns gutenqa_book and pg_id, got {header}")
     ib, ip = header.index("gutenqa_book"), header.index("pg_id")
-    for row in rows[1:]:
-        if row.strip():
-            cols = row.split("\t")
-            out[cols[ip].strip()] = cols[ib].strip()
-    return out
+    return {cols[ip].strip(): cols[ib].strip() for cols in (row.split("\t") for row in rows[1:] if row.strip())}

@@ -41,10 +41,8 @@ def _trim(text: str, spans: Sequence[Span], offset: int) -> list[Span]:
     """Strip whitespace from each span; drop empty ones; shift by ``offset``."""
     out = []
     for a, b in spans:
-        while a < b and text[a].isspace():
-            a += 1
-        while b > a and text[b - 1].isspace():
-            b -= 1
+        a += len(text[a:b]) - len(text[a:b].lstrip())
+        b = a + len(text[a:b].rstrip())
         if b > a:
             out.append((a + offset, b + offset))
     return out
@@ -89,12 +87,8 @@ _REGEX_BOUNDARY = re.compile(r"(?:[.!?…]+|\.\s\.\s\.)[”’\"')\]]*(?=\s+[“
 
 
 def _regex_spans(text: str) -> list[Span]:
-    spans, start = [], 0
-    for m in _REGEX_BOUNDARY.finditer(text):
-        spans.append((start, m.end()))
-        start = m.end()
-    spans.append((start, len(text)))
-    return spans
+    ends = [m.end() for m in _REGEX_BOUNDARY.finditer(text)] + [len(text)]
+    return list(zip([0] + ends[:-1], ends))
 
 
 def _needs_splitter(block: str) -> bool:

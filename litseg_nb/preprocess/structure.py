@@ -20,44 +20,29 @@ def _cut_long_sentence(text: str, a: int, b: int, n: int) -> list[Span]:
     return [(words[i][0], words[min(i + n, len(words)) - 1][1]) for i in range(0, len(words), n)]
 
 
-def _greedy_pieces(atoms: list[tuple[int, int, int]], n: int) -> list[Span]:
-    """Pack ``(start, end, words)`` atoms in order into pieces of at most ``n`` words."""
-    pieces: list[Span] = []
-    cur_start, cur_end, cur_words = None, None, 0
-    for a, b, w in atoms:
-        if cur_start is not None and cur_words + w > n:
-            pieces.append((cur_start, cur_end))
-            cur_start, cur_words = None, 0
-        if cur_start is None:
-            cur_start = a
-        cur_end = b
-        cur_words += w
-    if cur_start is not None:
-        pieces.append((cur_start, cur_end))
-    return pieces
-
-
 def _pack_blocks(blocks: list[list[tuple[int, int, int]]], n: int) -> list[Span]:
-    """Pack blocks (a unit's sections) of atoms into pieces of at most ``n`` words, cutting between
-    blocks when a block does not fit; a block longer than ``n`` is packed atom by atom."""
-    pieces: list[Span] = []
-    cur: list[tuple[int, int, int]] = []
-    cur_words = 0
-    for atoms in blocks:
-        if not atoms:
-            continue
+    """Pack blocks (a unit's sections) of ``(start, end, words)`` atoms in order into pieces of at most ``n``
+    words, cutting between blocks when a block does not fit; a block longer than ``n`` is packed atom by atom
+    into pieces of its own."""
+    pieces: list[list[float]] = []  # [start, end, words]; words = inf: closed
+
+    def add(a: int, b: int, w: float) -> None:
+        if pieces and pieces[-1][2] + w <= n:
+            pieces[-1][1:] = [b, pieces[-1][2] + w]
+        else:
+            pieces.append([a, b, w])
+
+    for atoms in filter(None, blocks):
         w = sum(x[2] for x in atoms)
-        if cur and (w > n or cur_words + w > n):
-            pieces.append((cur[0][0], cur[-1][1]))
-            cur, cur_words = [], 0
-        if w > n:
-            pieces.extend(_greedy_pieces(atoms, n))
+        if w <= n:
+            add(atoms[0][0], atoms[-1][1], w)
             continue
-        cur.extend(atoms)
-        cur_words += w
-    if cur:
-        pieces.append((cur[0][0], cur[-1][1]))
-    return pieces
+        if pieces:
+            pieces[-1][2] = math.inf
+        for atom in atoms:
+            add(*atom)
+        pieces[-1][2] = math.inf
+    return [(a, b) for a, b, _ in pieces]
 
 
 def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_words: int | None,
