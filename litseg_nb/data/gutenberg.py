@@ -210,14 +210,11 @@ def _is_verse_block(block: list[str], width: int) -> bool:
     if k >= 2 and k < len(lines) and all(len(ln) >= 0.6 * width for ln in lines[:k - 1]):
         return False
     body = lines[:-1]
-    short = sum(1 for ln in body if len(ln) < 0.6 * width)
-    if short * 2 >= len(body):
-        return True
-    # an enumerated list ("I. THE CLOACA ...", "II. EXPLANATION") keeps one item per line
-    if sum(1 for ln in lines if _ITEM_RE.match(ln)) * 3 >= len(lines) * 2:
-        return True
-    # a contents list typed with page numbers at the right margin ("The Happy Prince      25")
-    return sum(1 for ln in block if _is_listed(ln)) * 2 >= len(block)
+    # mostly short lines; an enumerated list ("I. THE CLOACA ...", "II. EXPLANATION") keeps one item per line,
+    # and so does a contents list typed with page numbers at the right margin ("The Happy Prince      25")
+    return (sum(1 for ln in body if len(ln) < 0.6 * width) * 2 >= len(body)
+            or sum(1 for ln in lines if _ITEM_RE.match(ln)) * 3 >= len(lines) * 2
+            or sum(1 for ln in block if _is_listed(ln)) * 2 >= len(block))
 
 
 def _norm(line: str) -> str:

@@ -92,10 +92,8 @@ def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureRepo
         if h.kind in ("nonnarrative", "special", "resume"):
             continue
         # adjacent same-kind headings with nothing between: a typed contents list
-        j = k + 1
-        while j < n and heads[j].para == h.para:
-            j += 1
-        if j < n and _series(heads[j]) == _series(h) and heads[j].para == h.para + 1 and h.kind not in ("title",):
+        nxt = next((heads[j] for j in range(k + 1, n) if heads[j].para != h.para), None)
+        if nxt is not None and _series(nxt) == _series(h) and nxt.para == h.para + 1 and h.kind != "title":
             drop.add(k)
             continue
         # a short-gapped run whose numbering restarts later without a parent between
@@ -227,24 +225,17 @@ def _capital_titles(heads: list[Heading], paras: list[str], words: list[int], sh
         return (shaped[j] and "\n" not in paras[j] and paras[j].isupper() and 1 <= words[j] <= 10
                 and not re.search(r"[,:;!?]$", paras[j].strip()) and not quoted_signature(paras[j]))
 
+    extra: list[Heading] = []
     if all(h.kind in _NN or h.kind in ("special", "numeral", "volume") for h in heads):
         # only numerals (and a volume or a preface): word headings over restarting chapter numerals
-        part_titles = _capital_part_titles(heads, paras, caps)
-        if part_titles:
-            return sorted(heads + part_titles, key=lambda h: (h.para, h.rank))
-    parents = [k for k, h in enumerate(heads) if h.kind in ("part", "book", "volume")]
-    if sum(1 for h in heads if h.kind not in _NN) < 2 and _verse_share(paras, words) > 0.5:
+        extra = _capital_part_titles(heads, paras, caps)
+    if not extra and sum(1 for h in heads if h.kind not in _NN) < 2 and _verse_share(paras, words) > 0.5:
         poems = [j for j in range(len(paras) - 1) if caps(j) and paras[j + 1].count("\n") >= 2]
-        if len(poems) >= 3:
-            return sorted(heads + [Heading(j, "title", paras[j].strip()) for j in poems], key=lambda h: (h.para, h.rank))
-    if all(h.kind in _NN or h.kind in ("special", "numeral") for h in heads):
+        extra = [Heading(j, "title", paras[j].strip()) for j in poems] if len(poems) >= 3 else []
+    if not extra and all(h.kind in _NN or h.kind in ("special", "numeral") for h in heads):
         # no headings, or only numerals (a story's numbered sections): capital-line story titles
-        stories = _capital_story_titles(heads, paras, words, caps)
-        if stories:
-            return sorted(heads + stories, key=lambda h: (h.para, h.rank))
-    if not parents:
-        return heads
-    extra: list[Heading] = []
+        extra = _capital_story_titles(heads, paras, words, caps)
+    parents = [] if extra else [k for k, h in enumerate(heads) if h.kind in ("part", "book", "volume")]
     for n, k in enumerate(parents):
         a = heads[k].para
         b = heads[parents[n + 1]].para if n + 1 < len(parents) else len(paras)

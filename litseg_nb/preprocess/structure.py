@@ -5,6 +5,7 @@ import bisect
 import html
 import math
 import re
+from itertools import groupby
 from typing import Sequence
 
 from ..core.schema import Book, Sentence, Unit, word_count
@@ -186,18 +187,10 @@ def render_unit_html(book: Book, unit: Unit, max_sentences: int | None = None) -
              f"characters [{unit.start}, {unit.end}) of the cleaned text"
              + (f"; first {len(sentences)} sentences shown" if len(sentences) < unit.n_sentences else "")
              + "</p>"]
-    paragraphs = list(unit.paragraphs) or [(unit.start, unit.end)]
-    k = 0
-    for a, b in paragraphs:
-        chunk = []
-        while k < len(sentences) and sentences[k].start < b:
-            s = sentences[k]
-            text = html.escape(book.text[s.start:s.end]).replace("\n", "<br>")
-            chunk.append(f'<span class="s"><span class="i">{s.index}</span>{text}</span>')
-            k += 1
-        if chunk:
-            parts.append("<p>" + " ".join(chunk) + "</p>")
-        if k >= len(sentences):
-            break
+    ends = [b for _, b in unit.paragraphs] or [unit.end]  # each sentence in the first paragraph ending after it
+    for _, group in groupby([s for s in sentences if s.start < ends[-1]], lambda s: bisect.bisect_right(ends, s.start)):
+        spans = (f'<span class="s"><span class="i">{s.index}</span>'
+                 + html.escape(book.text[s.start:s.end]).replace("\n", "<br>") + "</span>" for s in group)
+        parts.append("<p>" + " ".join(spans) + "</p>")
     parts.append("</div>")
     return "\n".join(parts)
