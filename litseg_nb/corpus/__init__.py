@@ -227,10 +227,7 @@ def _token_counter(tokenizer: Any) -> Callable[[list[str]], list[int]] | None:
     if tokenizer is None:
         return None
     if hasattr(tokenizer, "encode") and callable(tokenizer):  # HF tokenizer: batch call
-        def count(texts: list[str]) -> list[int]:
-            enc = tokenizer(texts, add_special_tokens=False)["input_ids"]
-            return [len(x) for x in enc]
-        return count
+        return lambda texts: [len(x) for x in tokenizer(texts, add_special_tokens=False)["input_ids"]]
     if hasattr(tokenizer, "count_tokens"):
         return lambda texts: [tokenizer.count_tokens(t) for t in texts]
     if callable(tokenizer):

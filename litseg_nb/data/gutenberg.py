@@ -137,8 +137,7 @@ def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
                     except UnicodeDecodeError:  # 0x81/0x8d/0x8f/0x90/0x9d are undefined in cp1252
                         pass
                 return text, f"declared:{declared}"
-        nul = data[:4000].count(b"\x00")
-        if nul or sum(b < 9 or 13 < b < 32 for b in data[:4000]) > len(data[:4000]) // 100 + 1:
+        if b"\x00" in data[:4000] or sum(b < 9 or 13 < b < 32 for b in data[:4000]) > len(data[:4000]) // 100 + 1:
             raise GutenbergFormatError(f"{source}: binary data (control bytes), not a text file")
         raise GutenbergFormatError(
             f"{source}: not valid UTF-8 (byte {err.start}: {data[err.start:err.start + 1]!r}) and no "

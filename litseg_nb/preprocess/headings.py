@@ -15,23 +15,17 @@ CONTAINER_GAP_WORDS = 150
 FRONT_NARRATIVE_WORDS = 150
 CONTAINER_KINDS = frozenset({"volume", "book", "part", "act"})
 
-_NUMBER_WORDS = {
-    w: i for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen twenty".split())
-}
-_ORDINALS = {
-    w: i for i, w in enumerate(
-        "zeroth first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
-        "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth".split())
-}
-_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
-_TENS.update({w: 10 * i for i, w in enumerate(
-    "twentieth thirtieth fortieth fiftieth sixtieth seventieth eightieth ninetieth".split(), 2)})
+_WORD_VALUES = {w: i for words in (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty", "zeroth first second third fourth fifth sixth seventh eighth ninth tenth "
+    "eleventh twelfth thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth")
+    for i, w in enumerate(words.split())}
+_TENS = {w: 10 * i for words in ("twenty thirty forty fifty sixty seventy eighty ninety",
+                                 "twentieth thirtieth fortieth fiftieth sixtieth seventieth eightieth ninetieth")
+         for i, w in enumerate(words.split(), 2)}
 _TENS.update({"hundred": 100, "hundredth": 100})
-_WORD_VALUES = {**_NUMBER_WORDS, **_ORDINALS, **_TENS}
-_WORDNUM = "|".join(sorted(set(_NUMBER_WORDS) | set(_ORDINALS) | set(_TENS) | {"last", "final"}, key=len,
-                           reverse=True))
+_WORD_VALUES.update(_TENS)
+_WORDNUM = "|".join(sorted(set(_WORD_VALUES) | {"last", "final"}, key=len, reverse=True))
 _ROMAN = r"[IVXLCDM]+|[ivxlcdm]+"
 _NUM = rf"(?:{_ROMAN}|\d{{1,3}}|(?:the\s+)?(?:{_WORDNUM})(?:[\s-](?:{_WORDNUM}))?)"
 _KEYWORDS = {

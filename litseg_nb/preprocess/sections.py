@@ -349,15 +349,13 @@ def _ranges(secs: list[_Section], n: int) -> tuple[list[_Section], list[tuple[in
     for s in sorted(secs, key=lambda x: x.first_para):
         if s.first_para not in by_start or s.narrative:
             by_start[s.first_para] = s
-    secs = [by_start[k] for k in sorted(by_start)]
+    secs = list(by_start.values())
     dropped: list[tuple[int, int, str]] = []
     if secs[0].first_para > 0:
         dropped.append((0, secs[0].first_para, "front matter"))
     narrative: list[_Section] = []
     for i, s in enumerate(secs):
         e = secs[i + 1].first_para if i + 1 < len(secs) else n
-        if e <= s.first_para:
-            continue
         if s.narrative:
             narrative.append(_Section(s.first_para, s.title, e))
         else:

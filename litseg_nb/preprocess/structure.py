@@ -104,6 +104,14 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
         units.append(Unit(book_id=book_id, unit_id=uid, ordinal=len(units), title=title, start=start,
                           end=end, sentences=ss, paragraphs=pspans, split=split, sections=inside))
 
+    def atoms(p: int) -> list[tuple[int, int, int]]:
+        """Paragraph ``p`` as one ``(start, end, words)`` atom, or its sentences when longer than n words."""
+        a, b = paragraphs[p]
+        if para_words[p] <= n:
+            return [(a, b, para_words[p])]
+        lo, hi = bisect.bisect_left(sent_starts, a), bisect.bisect_left(sent_starts, b)
+        return [(sa, sb, word_count(text[sa:sb])) for sa, sb in sents[lo:hi]]
+
     for k, sec in enumerate(secs):
         p0, p1 = sec.first_para, sec.end_para
         start, end = paragraphs[p0][0], paragraphs[p1 - 1][1]
@@ -117,17 +125,7 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
         # the unit's sections are the preferred cut points: whole sections are packed while they
         # fit; a section longer than n is packed by paragraphs, then sentences
         cuts = sorted({q for q, _ in sec.subs if p0 < q < p1})
-        blocks: list[list[tuple[int, int, int]]] = []
-        for q0, q1 in zip([p0] + cuts, cuts + [p1]):
-            atoms: list[tuple[int, int, int]] = []
-            for p in range(q0, q1):
-                a, b = paragraphs[p]
-                if para_words[p] <= n:
-                    atoms.append((a, b, para_words[p]))
-                else:
-                    lo, hi = bisect.bisect_left(sent_starts, a), bisect.bisect_left(sent_starts, b)
-                    atoms.extend((sa, sb, word_count(text[sa:sb])) for sa, sb in sents[lo:hi])
-            blocks.append(atoms)
+        blocks = [[x for p in range(q0, q1) for x in atoms(p)] for q0, q1 in zip([p0] + cuts, cuts + [p1])]
         pieces = _pack_blocks(blocks, n)
         for j, (a, b) in enumerate(pieces, 1):
             add_unit(f"{uid}.{j}", f"{sec.title} [{j}/{len(pieces)}]", a, b, "recursive", sec.subs)
