@@ -24,17 +24,14 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
     in_block = {k for h, e, _ in blocks for k in range(h + 1, e)}
     if not blocks:  # a list of titles without a CONTENTS header counts if its lines recur as headings
         for blk in _implicit_contents(paras, 60):
-            probe = StructureReport()
-            if len(_match_contents(paras, shaped, [blk], probe, set(range(blk[0], blk[1])))) >= 3:
+            if len(_match_contents(paras, shaped, [blk], StructureReport(), set(range(blk[0], blk[1])))) >= 3:
                 blocks = [(blk[0] - 1, blk[1], blk[2])]
                 in_block = set(range(blk[0], blk[1]))
                 break
     by_para: dict[int, list[Heading]] = {}
     for k, p in enumerate(paras):
-        if shaped[k] and k not in in_block:
-            hs = _classify(p)
-            if hs:
-                by_para[k] = [Heading(k, h.kind, h.title, h.value) for h in hs]
+        if shaped[k] and k not in in_block and (hs := _classify(p)):
+            by_para[k] = [Heading(k, h.kind, h.title, h.value) for h in hs]
     for h, _, _ in blocks:
         if h not in in_block and h not in by_para and _CONTENTS_RE.match(_strip_decor(paras[h].split("\n")[0])):
             by_para[h] = [Heading(h, "nonnarrative", paras[h].split("\n")[0].strip())]
@@ -440,8 +437,7 @@ _CLOSERS = frozenset({"volume", "book", "part"}) | _NN
 
 
 def _style(h: Heading) -> str:
-    t = h.title.lstrip("[(_* ")
-    return "arabic" if t[:1].isdigit() else "roman"
+    return "arabic" if h.title.lstrip("[(_* ")[:1].isdigit() else "roman"
 
 
 def chapter_level(heads: list[Heading], toc_paras: set[int], report: StructureReport,

@@ -34,14 +34,9 @@ class _Section:
 def _parents(items: list[tuple[int, list[Heading]]]) -> list[bool]:
     """An item is a parent when the next narrative heading is inner to it (a higher rank); a
     special (preface) or non-narrative heading is never one."""
-    is_parent = [False] * len(items)
-    for i, (_, group) in enumerate(items):
-        h = group[-1]
-        if h.kind in ("special", "nonnarrative", "resume") or i + 1 >= len(items):
-            continue
-        g = items[i + 1][1][0]
-        is_parent[i] = g.kind not in _NN and g.kind != "special" and g.rank > h.rank
-    return is_parent
+    pairs = zip((group[-1] for _, group in items), (group[0] for _, group in items[1:]))  # (item, next item)
+    return [h.kind not in ("special", "nonnarrative", "resume") and g.kind not in _NN and g.kind != "special"
+            and g.rank > h.rank for h, g in pairs] + [False]
 
 
 def _walk(items, is_parent: list[bool], paras: list[str], para_words: list[int],

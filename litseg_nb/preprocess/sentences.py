@@ -61,18 +61,16 @@ def _repair(text: str, spans: list[Span], offset: int) -> list[Span]:
     between ``?”``/``!”`` and its dialogue tag (``“But why?” Taylor asked.``)."""
     out: list[Span] = []
     for span in spans:
-        if not out:
-            out.append(span)
-            continue
-        pa, pb = out[-1][0] - offset, out[-1][1] - offset
-        last = text[pb - 2:pb]
-        nxt = text[span[0] - offset:span[0] - offset + 60]
-        if ((last.endswith(".") and _ends_with_abbreviation(text[max(pa, pb - 12):pb]))
-                or _LOWER_START_RE.match(nxt)
-                or (last[:1] in "?!" and _dialogue_tag_follows(last, nxt))):
-            out[-1] = (out[-1][0], span[1])
-        else:
-            out.append(span)
+        if out:
+            pa, pb = out[-1][0] - offset, out[-1][1] - offset
+            last = text[pb - 2:pb]
+            nxt = text[span[0] - offset:span[0] - offset + 60]
+            if ((last.endswith(".") and _ends_with_abbreviation(text[max(pa, pb - 12):pb]))
+                    or _LOWER_START_RE.match(nxt)
+                    or (last[:1] in "?!" and _dialogue_tag_follows(last, nxt))):
+                out[-1] = (out[-1][0], span[1])
+                continue
+        out.append(span)
     return out
 
 
