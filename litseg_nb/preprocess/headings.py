@@ -303,9 +303,7 @@ def _classify(para: str) -> list[Heading]:
 
 
 def _verse_share(paras: list[str], words: list[int]) -> float:
-    total = sum(words) or 1
-    verse = sum(w for p, w in zip(paras, words) if p.count("\n") >= 2)
-    return verse / total
+    return sum(w for p, w in zip(paras, words) if p.count("\n") >= 2) / (sum(words) or 1)
 
 
 def _prose_words(para: str) -> int:
