@@ -41,7 +41,7 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
     toc_paras = set(matched)
     for k in matched:
         if (k - 1 in by_para and by_para[k - 1][0].kind not in _NN and k not in by_para
-                and not (by_para[k - 1][0].is_container and k - 1 not in matched)):
+                and not (by_para[k - 1][0].kind in CONTAINER_KINDS and k - 1 not in matched)):
             # the title line under a "CHAPTER IV" heading: part of that heading (but a listed title
             # under an unlisted PART/BOOK heading is that part's first chapter)
             toc_paras.add(k - 1)

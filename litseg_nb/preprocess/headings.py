@@ -110,10 +110,6 @@ class Heading:
     def rank(self) -> int:
         return RANKS[self.kind]
 
-    @property
-    def is_container(self) -> bool:
-        return self.kind in CONTAINER_KINDS
-
 
 @dataclass
 class StructureReport:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .detect import detect_headings
-from .headings import (_NN, _SPECIAL_RE, CONTAINER_GAP_WORDS, FRONT_MATTER, FRONT_NARRATIVE_WORDS, RANKS, Heading,
-                       Span, StructureReport, _is_heading_shaped, _prose_words, _signature_author,
+from .headings import (_NN, _SPECIAL_RE, CONTAINER_GAP_WORDS, CONTAINER_KINDS, FRONT_MATTER, FRONT_NARRATIVE_WORDS,
+                       RANKS, Heading, Span, StructureReport, _is_heading_shaped, _prose_words, _signature_author,
                        _norm_title, _strip_decor, _title_like, _SMALL_WORDS)
 from ..core.schema import word_count
 
@@ -76,7 +76,7 @@ def _walk(items, is_parent: list[bool], paras: list[str], para_words: list[int],
         if glued and nxt == p + 1 and group[-1].kind not in ("title",):
             pending.append((p, group))  # "I" over "Introduction": one heading
             continue
-        if glued and group[-1].is_container and sum(para_words[p + 1:nxt]) <= CONTAINER_GAP_WORDS:
+        if glued and group[-1].kind in CONTAINER_KINDS and sum(para_words[p + 1:nxt]) <= CONTAINER_GAP_WORDS:
             pending.append((p, group))  # "VOL. I." right before "PREFACE": one unit
             continue
         title = " / ".join([s.title for s in stack] + [g.title for gr in pending for g in gr[1]
