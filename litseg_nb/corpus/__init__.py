@@ -22,7 +22,6 @@ from ..metrics.retrieval import normalize_for_match
 
 log = logging.getLogger(__name__)
 
-DATASETS = ("gutenqa", "gutenberg", "literaryqa")
 CORPUS_CACHE_VERSION = "corpus-v3"
 
 
@@ -72,13 +71,11 @@ def data_files(corpus_cfg: CorpusConfig, root: Path | None = None) -> list[Path]
         elif ds == "gutenberg":
             folder = root / "gutenberg"
             files += sorted(folder.glob("*.txt")) + [p for p in [folder / "MANIFEST.tsv"] if p.is_file()]
-        elif ds == "literaryqa":
+        else:  # literaryqa (CorpusConfig accepts no other dataset)
             folder = root / "literaryqa"
             split = corpus_cfg.literaryqa_split
             ann = folder / "annotations" / f"{split}.jsonl"
             files += ([ann] if ann.is_file() else []) + sorted((folder / "texts" / split).glob("*.txt"))
-        else:
-            raise CorpusError(f"unknown dataset {ds!r}; expected one of {', '.join(DATASETS)}")
     return files
 
 
@@ -87,17 +84,17 @@ def _wanted(book_id: str, books: Sequence[str]) -> bool:
     return book_id in books or book_id.split(":", 1)[1] in books
 
 
-def _load_gutenberg(root: Path, cfg: CorpusConfig, wanted: Sequence[str]) -> tuple[list[Book], LoadReport]:
+def _load_gutenberg(root: Path, cfg: CorpusConfig) -> tuple[list[Book], LoadReport]:
     folder = root / "gutenberg"
     if not folder.is_dir():
         raise CorpusError(f"Gutenberg folder {folder} does not exist (data root {root})")
     names = read_manifest(folder)
     files = sorted(folder.glob("*.txt"), key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.stem))
-    ids = [f"gutenberg:{p.stem}" for p in files]
     report = LoadReport("gutenberg")
     books = []
-    for path, bid in zip(files, ids):
-        if wanted and not _wanted(bid, wanted):
+    for path in files:
+        bid = f"gutenberg:{path.stem}"
+        if cfg.books and not _wanted(bid, cfg.books):
             continue  # a books= filter never cleans the other books
         try:
             cleaned = clean_gutenberg_file(path)
@@ -114,21 +111,6 @@ def _load_gutenberg(root: Path, cfg: CorpusConfig, wanted: Sequence[str]) -> tup
                           meta={"gutenqa_name": names.get(path.stem), "clean": asdict(cleaned.report)}))
         report.loaded.append(bid)
     return books, report
-
-
-def _load_dataset(ds: str, root: Path, cfg: CorpusConfig) -> tuple[list[Book], LoadReport]:
-    if ds == "gutenqa":
-        # never a hub download at run time: a missing folder says what to fetch and how
-        books = load_gutenqa(require_dataset_folder("gutenqa", root / "gutenqa"))
-        report = LoadReport("gutenqa", loaded=[b.book_id for b in books])
-        return books, report
-    if ds == "gutenberg":
-        return _load_gutenberg(root, cfg, cfg.books)
-    if ds == "literaryqa":
-        return load_literaryqa(require_dataset_folder("literaryqa", root / "literaryqa"),
-                               split=cfg.literaryqa_split, books=cfg.books, strict=cfg.strict,
-                               require_all=False, log_summary=False)  # load_corpus logs the report
-    raise CorpusError(f"unknown dataset {ds!r}; expected one of {', '.join(DATASETS)}")
 
 
 def index_book(book: Book, max_unit_words: int | None, sentence_splitter: str = "nupunkt") -> Book:
@@ -148,11 +130,6 @@ def index_book(book: Book, max_unit_words: int | None, sentence_splitter: str = 
     return book
 
 
-def units_with_evidence(book: Book) -> list[Unit]:
-    """The book's units (in order) whose text holds at least one question's evidence string."""
-    return [u for u in book.units if question_cover(book, u)]
-
-
 def cap_units(book: Book, max_units: int, selection: str = "first") -> Book:
     """Keep ``max_units`` narrative units (front matter only if nothing else), in book order:
     ``"first"`` the first ones, ``"questions"`` those holding a question's evidence first."""
@@ -163,7 +140,7 @@ def cap_units(book: Book, max_units: int, selection: str = "first") -> Book:
         narrative = [u for u in book.units if not u.title.startswith(FRONT_MATTER)] or book.units
         chosen = narrative[:max_units]
         if selection == "questions":
-            preferred = [u for u in units_with_evidence(book) if u in narrative][:max_units]
+            preferred = [u for u in narrative if question_cover(book, u)][:max_units]
             rest = [u for u in narrative if u not in preferred][:max_units - len(preferred)]
             chosen = sorted(preferred + rest, key=lambda u: u.ordinal)
         book.meta["units_total"] = len(book.units)
@@ -197,8 +174,15 @@ def _build(cfg: CorpusConfig, root: Path, progress: bool) -> tuple[list[Book], C
     report = CorpusReport()
     out: list[Book] = []
     for ds in cfg.datasets:
-        books, load_report = _load_dataset(ds, root, cfg)
-        report.loads[ds] = load_report
+        if ds == "gutenqa":  # never a hub download at run time: a missing folder says what to fetch and how
+            books = load_gutenqa(require_dataset_folder("gutenqa", root / "gutenqa"))
+            report.loads[ds] = LoadReport("gutenqa", loaded=[b.book_id for b in books])
+        elif ds == "gutenberg":
+            books, report.loads[ds] = _load_gutenberg(root, cfg)
+        else:  # load_corpus logs the report
+            books, report.loads[ds] = load_literaryqa(require_dataset_folder("literaryqa", root / "literaryqa"),
+                                                      split=cfg.literaryqa_split, books=cfg.books, strict=cfg.strict,
+                                                      require_all=False, log_summary=False)
         if cfg.books:
             books = [b for b in books if _wanted(b.book_id, cfg.books)]
         if cfg.max_books:
@@ -207,12 +191,9 @@ def _build(cfg: CorpusConfig, root: Path, progress: bool) -> tuple[list[Book], C
             index_book(book, cfg.max_unit_words, cfg.sentence_splitter)
             cap_units(book, cfg.max_units_per_book, cfg.unit_selection)
             out.append(book)
-    if cfg.books:
-        found = {b.book_id for b in out}
-        keys = {b.book_id.split(":", 1)[1] for b in out}
-        missing = [w for w in cfg.books if w not in found and w not in keys]
-        if missing:
-            raise CorpusError(f"book(s) {missing} not found in datasets {list(cfg.datasets)}")
+    missing = [w for w in cfg.books if not any(_wanted(b.book_id, (w,)) for b in out)]
+    if missing:
+        raise CorpusError(f"book(s) {missing} not found in datasets {list(cfg.datasets)}")
     return out, report
 
 
@@ -221,9 +202,6 @@ def load_corpus(corpus_cfg: CorpusConfig, use_cache: bool = True, progress: bool
     """Cleaned, unit-split, sentence-indexed books for ``corpus_cfg`` (cached); a :class:`Corpus` whose
     ``.report`` says what was loaded and skipped."""
     t0 = time.perf_counter()
-    for ds in corpus_cfg.datasets:
-        if ds not in DATASETS:
-            raise CorpusError(f"unknown dataset {ds!r}; expected one of {', '.join(DATASETS)}")
     root = root or data_dir()
     cache = StepCache("corpus", config=corpus_cfg,
                       inputs={"files": data_files(corpus_cfg, root), "version": CORPUS_CACHE_VERSION},
@@ -249,10 +227,7 @@ def _token_counter(tokenizer: Any) -> Callable[[list[str]], list[int]] | None:
     if tokenizer is None:
         return None
     if hasattr(tokenizer, "encode") and callable(tokenizer):  # HF tokenizer: batch call
-        def count(texts: list[str]) -> list[int]:
-            enc = tokenizer(texts, add_special_tokens=False)["input_ids"]
-            return [len(x) for x in enc]
-        return count
+        return lambda texts: [len(x) for x in tokenizer(texts, add_special_tokens=False)["input_ids"]]
     if hasattr(tokenizer, "count_tokens"):
         return lambda texts: [tokenizer.count_tokens(t) for t in texts]
     if callable(tokenizer):
@@ -293,10 +268,7 @@ def corpus_statistics(books: Sequence[Book], tokenizer: Any = None):
         for b in ds_books:
             u = units[units.book_id == b.book_id]
             counts = u["split"].value_counts().to_dict()
-            methods = [m for m in ("structure", "dataset", "whole") if counts.get(m)]
-            method = "+".join(methods) if methods else ""
-            if counts.get("recursive"):
-                method = f"{method}+recursive" if method else "recursive"
+            method = "+".join(m for m in ("structure", "dataset", "whole", "recursive") if counts.get(m))
             rows.append({"dataset": ds, "book_id": b.book_id, "title": b.title,
                          "narrative_units": u["unit_id"].str.split(".").str[0].nunique(),
                          "units": len(u),

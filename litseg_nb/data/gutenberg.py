@@ -17,17 +17,13 @@ PARAGRAPH_SEP = "\n\n"
 
 def join_paragraphs(paragraphs: Iterable[str]) -> tuple[str, list[Span]]:
     """``("a\\n\\nb", [(0, 1), (3, 4)])`` for ``["a", "b"]``: ``text[s:e]`` gives each paragraph back."""
-    parts: list[str] = []
+    paragraphs = list(paragraphs)
     spans: list[Span] = []
     pos = 0
-    for k, p in enumerate(paragraphs):
-        if k:
-            parts.append(PARAGRAPH_SEP)
-            pos += len(PARAGRAPH_SEP)
+    for p in paragraphs:
         spans.append((pos, pos + len(p)))
-        parts.append(p)
-        pos += len(p)
-    return "".join(parts), spans
+        pos += len(p) + len(PARAGRAPH_SEP)
+    return PARAGRAPH_SEP.join(paragraphs), spans
 
 
 class GutenbergFormatError(UsageError, ValueError):
@@ -103,10 +99,7 @@ _BINARY_MAGIC = ((b"PK\x03\x04", "zip (xlsx, docx, epub or zip)"), (b"\x1f\x8b",
                  (b"%PDF", "PDF"), (b"\xd0\xcf\x11\xe0", "MS Office (xls, doc)"),
                  (b"\xfd7zXZ", "xz-compressed"))
 _C1_RE = re.compile("[\u0080-\u009f]")
-
-
-def _is_latin1(charset: str) -> bool:
-    return charset.replace("_", "-") in ("iso-8859-1", "iso8859-1", "latin-1", "latin1", "l1", "iso-latin-1")
+_LATIN1 = ("iso-8859-1", "iso8859-1", "latin-1", "latin1", "l1", "iso-latin-1")
 
 
 def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
@@ -130,7 +123,7 @@ def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
     except UnicodeDecodeError as err:
         m = _CHARSET_RE.search(data[:5000])
         declared = m.group(1).decode("ascii").lower() if m else None
-        if declared and declared.replace("-", "").replace("_", "") not in ("utf8",):
+        if declared and declared.replace("-", "").replace("_", "") != "utf8":
             try:
                 text = data.decode(declared)
             except (LookupError, UnicodeDecodeError):
@@ -138,14 +131,13 @@ def decode_gutenberg(data: bytes, source: str) -> tuple[str, str]:
             else:
                 # Windows-1252 bytes (curly quotes, dashes: 0x80-0x9F) in a file declaring Latin-1 decode
                 # to C1 control characters, which no Latin-1 text contains: the file is cp1252
-                if _is_latin1(declared) and _C1_RE.search(text):
+                if declared.replace("_", "-") in _LATIN1 and _C1_RE.search(text):
                     try:
                         return data.decode("cp1252"), f"cp1252 (declared:{declared}; its bytes 0x80-0x9f are cp1252)"
                     except UnicodeDecodeError:  # 0x81/0x8d/0x8f/0x90/0x9d are undefined in cp1252
                         pass
                 return text, f"declared:{declared}"
-        nul = data[:4000].count(b"\x00")
-        if nul or sum(b < 9 or 13 < b < 32 for b in data[:4000]) > len(data[:4000]) // 100 + 1:
+        if b"\x00" in data[:4000] or sum(b < 9 or 13 < b < 32 for b in data[:4000]) > len(data[:4000]) // 100 + 1:
             raise GutenbergFormatError(f"{source}: binary data (control bytes), not a text file")
         raise GutenbergFormatError(
             f"{source}: not valid UTF-8 (byte {err.start}: {data[err.start:err.start + 1]!r}) and no "
@@ -180,10 +172,8 @@ def _find_markers(lines: list[str], source: str, missing_markers: str, report: C
     body_start = start + 1
     # the marker may wrap: "*** START OF THIS PROJECT GUTENBERG EBOOK\nTHE STRANGE CASE ... ***"
     if not old and lines[start].rstrip().count("*") < 6:
-        for j in range(start + 1, min(start + 3, len(lines))):
-            if lines[j].rstrip().endswith("***"):
-                body_start = j + 1
-                break
+        body_start = next((j + 1 for j in range(start + 1, min(start + 3, len(lines)))
+                           if lines[j].rstrip().endswith("***")), body_start)
     if old:
         end = next((i for i in range(len(lines) - 1, body_start - 1, -1) if _OLD_END_RE.match(lines[i])
                     or _EPILOGUE_RE.match(lines[i].strip())), None)
@@ -204,9 +194,7 @@ MIN_WRAP_WIDTH = 66
 
 def _wrap_width(lines: list[str]) -> int:
     lengths = sorted(len(ln.strip()) for ln in lines if ln.strip())
-    if not lengths:
-        return 0
-    return lengths[int(0.9 * (len(lengths) - 1))]
+    return lengths[int(0.9 * (len(lengths) - 1))] if lengths else 0
 
 
 def _is_verse_block(block: list[str], width: int) -> bool:
@@ -221,21 +209,15 @@ def _is_verse_block(block: list[str], width: int) -> bool:
     if k >= 2 and k < len(lines) and all(len(ln) >= 0.6 * width for ln in lines[:k - 1]):
         return False
     body = lines[:-1]
-    short = sum(1 for ln in body if len(ln) < 0.6 * width)
-    if short * 2 >= len(body):
-        return True
-    # an enumerated list ("I. THE CLOACA ...", "II. EXPLANATION") keeps one item per line
-    if sum(1 for ln in lines if _ITEM_RE.match(ln)) * 3 >= len(lines) * 2:
-        return True
-    # a contents list typed with page numbers at the right margin ("The Happy Prince      25")
-    return sum(1 for ln in block if _is_listed(ln)) * 2 >= len(block)
+    # mostly short lines; an enumerated list ("I. THE CLOACA ...", "II. EXPLANATION") keeps one item per line,
+    # and so does a contents list typed with page numbers at the right margin ("The Happy Prince      25")
+    return (sum(1 for ln in body if len(ln) < 0.6 * width) * 2 >= len(body)
+            or sum(1 for ln in lines if _ITEM_RE.match(ln)) * 3 >= len(lines) * 2
+            or sum(1 for ln in block if _is_listed(ln)) * 2 >= len(block))
 
 
 def _norm(line: str) -> str:
-    s = line.strip()
-    if "  " in s or "\t" in s or "\u00a0" in s or "\f" in s or "\v" in s:
-        s = _WS_RE.sub(" ", s)
-    return s
+    return _WS_RE.sub(" ", line.strip())
 
 
 def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_markers: str = "error",
@@ -270,25 +252,21 @@ def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_marke
         blocks.append((i, j))
         i = j
 
+    def joined(block: tuple[int, int], sep: str = " ") -> str:
+        return sep.join(_norm(x) for x in lines[block[0]:block[1]])
+
     # drop the producer credit right after START and the "End of the Project Gutenberg" line
     if report.markers_found:
-        while blocks and _CREDIT_RE.match(lines[blocks[0][0]].strip()) and len(blocks) > 1:
-            a, b = blocks.pop(0)
-            report.dropped_paragraphs.append(" ".join(_norm(x) for x in lines[a:b]))
-        while blocks and _EPILOGUE_RE.match(lines[blocks[-1][0]].strip()) and len(blocks) > 1:
-            a, b = blocks.pop()
-            report.dropped_paragraphs.append(" ".join(_norm(x) for x in lines[a:b]))
+        while len(blocks) > 1 and _CREDIT_RE.match(lines[blocks[0][0]].strip()):
+            report.dropped_paragraphs.append(joined(blocks.pop(0)))
+        while len(blocks) > 1 and _EPILOGUE_RE.match(lines[blocks[-1][0]].strip()):
+            report.dropped_paragraphs.append(joined(blocks.pop()))
     # Gutenberg banners and notes anywhere in the body ("<<THIS ELECTRONIC VERSION ...>>")
-    kept = []
-    for a, b in blocks:
-        first = lines[a].strip()
-        if _NOTE_RE.match(first) and len(blocks) > 1:
-            para = " ".join(_norm(x) for x in lines[a:b])
-            report.dropped_notes.append(para[:80])
-            report.dropped_chars += len(para)
-        else:
-            kept.append((a, b))
-    blocks = kept
+    if len(blocks) > 1:
+        notes = [joined(blk) for blk in blocks if _NOTE_RE.match(lines[blk[0]].strip())]
+        blocks = [blk for blk in blocks if not _NOTE_RE.match(lines[blk[0]].strip())]
+        report.dropped_notes += [para[:80] for para in notes]
+        report.dropped_chars += sum(map(len, notes))
     report.dropped_chars += sum(len(p) for p in report.dropped_paragraphs)
     if not blocks:
         raise GutenbergFormatError(f"{source}: no text between the Project Gutenberg markers")
@@ -298,29 +276,19 @@ def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_marke
     if body_end - body_start >= 200:  # a whole book, not a snippet
         width = max(width, MIN_WRAP_WIDTH)
     report.wrap_width = width
-    pieces: list[str] = []
-    source_map: list[Span] = []
-    for a, b in blocks:
-        block = lines[a:b]
-        if _is_verse_block(block, width):
-            report.n_verse_blocks += 1
-            para = "\n".join(_norm(x) for x in block)
-        else:
-            para = " ".join(_norm(x) for x in block)
-        pieces.append(para)
-        source_map.append((a, b))
-
-    text, spans = join_paragraphs(pieces)
-    report.n_paragraphs = len(pieces)
-    return CleanedText(text, spans, source_map, report)
+    verse = [_is_verse_block(lines[a:b], width) for a, b in blocks]
+    report.n_verse_blocks = sum(verse)
+    report.n_paragraphs = len(blocks)
+    text, spans = join_paragraphs(joined(blk, "\n" if v else " ") for blk, v in zip(blocks, verse))
+    return CleanedText(text, spans, blocks, report)
 
 
-def clean_gutenberg_file(path: Path | str, missing_markers: str = "error") -> CleanedText:
+def clean_gutenberg_file(path: Path | str) -> CleanedText:
     """Read and clean one raw Gutenberg ``.txt`` file; errors name the file."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Gutenberg text {path} does not exist")
-    return clean_gutenberg_text(path.read_bytes(), source=str(path), missing_markers=missing_markers)
+    return clean_gutenberg_text(path.read_bytes(), source=str(path))
 
 
 def gutenberg_title(raw_header: str) -> str | None:
@@ -338,16 +306,11 @@ def gutenberg_author(raw_header: str) -> str | None:
 def read_manifest(folder: Path) -> dict[str, str]:
     """``<data>/gutenberg/MANIFEST.tsv``: Gutenberg id -> GutenQA book name."""
     path = Path(folder) / "MANIFEST.tsv"
-    out: dict[str, str] = {}
     if not path.is_file():
-        return out
+        return {}
     rows = path.read_text(encoding="utf-8").splitlines()
     header = rows[0].split("\t") if rows else []
     if "pg_id" not in header or "gutenqa_book" not in header:
         raise GutenbergFormatError(f"{path}: expected columns gutenqa_book and pg_id, got {header}")
     ib, ip = header.index("gutenqa_book"), header.index("pg_id")
-    for row in rows[1:]:
-        if row.strip():
-            cols = row.split("\t")
-            out[cols[ip].strip()] = cols[ib].strip()
-    return out
+    return {cols[ip].strip(): cols[ib].strip() for cols in (row.split("\t") for row in rows[1:] if row.strip())}

@@ -1,6 +1,7 @@
 """GutenQA (Duarte et al., 2024): books as paragraphs grouped by chapter, with evidence questions."""
 from __future__ import annotations
 
+import itertools
 import logging
 from pathlib import Path
 from typing import Iterable
@@ -71,21 +72,17 @@ def load_gutenqa(folder: Path | str, books: Iterable[str] = ()) -> list[Book]:
         text, spans = join_paragraphs(chunks)
         chapters = []
         k = 0
-        while k < len(chunks):
-            j = k
-            while j < len(chunks) and chapters_col[j] == chapters_col[k]:
-                j += 1
-            chapters.append((chapters_col[k], spans[k][0], spans[j - 1][1], k, j))
+        for label, run in itertools.groupby(chapters_col):
+            j = k + len(list(run))
+            chapters.append((label, spans[k][0], spans[j - 1][1], k, j))
             k = j
         titles = [c[0] for c in chapters]
         if len(set(titles)) != len(titles):
             log.warning("GutenQA book %s: chapter labels recur non-contiguously; each run is a unit", name)
         bid = book_id(name)
-        questions = []
-        for qi, d in enumerate(qs[qs["Book Name"] == name].to_dict("records")):
-            questions.append(Question(qid=f"{bid}#q{qi:03d}", book_id=bid, question=str(d["Question"]),
-                                      answers=(str(d["Answer"]),), evidence=str(d["Chunk Must Contain"]),
-                                      dataset="gutenqa"))
+        questions = [Question(qid=f"{bid}#q{qi:03d}", book_id=bid, question=str(d["Question"]),
+                              answers=(str(d["Answer"]),), evidence=str(d["Chunk Must Contain"]), dataset="gutenqa")
+                     for qi, d in enumerate(qs[qs["Book Name"] == name].to_dict("records"))]
         title = name.split("_-_")[0].replace("_", " ")
         out.append(Book(book_id=bid, title=title, dataset="gutenqa", text=text, paragraphs=spans,
                         questions=questions, source=str(para_path),

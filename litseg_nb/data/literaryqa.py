@@ -39,16 +39,8 @@ def book_id(gutenberg_id: str) -> str:
     return f"literaryqa:{gutenberg_id}"
 
 
-def _paragraphs_of(text: str) -> tuple[str, list[tuple[int, int]]]:
-    """Normalise an already-cleaned text to paragraphs joined by blank lines."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    parts = [re.sub(r"[ \t]+", " ", p.strip()) for p in re.split(r"\n\s*\n", text) if p.strip()]
-    return join_paragraphs(parts)
-
-
-def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterable[str] = (),
-                    missing_markers: str = "error", strict: bool = False, require_all: bool = True,
-                    log_summary: bool = True) -> tuple[list[Book], LoadReport]:
+def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterable[str] = (), strict: bool = False,
+                    require_all: bool = True, log_summary: bool = True) -> tuple[list[Book], LoadReport]:
     """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``."""
     folder = Path(folder)
     ann = folder / "annotations" / f"{split}.jsonl"
@@ -76,13 +68,15 @@ def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterab
             meta = {"document_id": rec.get("document_id"), "summary": rec.get("summary", ""),
                     **(rec.get("metadata") or {})}
             path = folder / "texts" / split / f"{gid}.txt"
-            if rec.get("text"):
-                text, paragraphs = _paragraphs_of(rec["text"])
+            if rec.get("text"):  # an already-cleaned text: normalised to paragraphs joined by blank lines
+                raw = rec["text"].replace("\r\n", "\n").replace("\r", "\n")
+                text, paragraphs = join_paragraphs(re.sub(r"[ \t]+", " ", p.strip())
+                                                   for p in re.split(r"\n\s*\n", raw) if p.strip())
                 source_map: list[tuple[int, int]] = []
                 src = f"{ann}:{lineno}"
             elif path.is_file():
                 try:
-                    cleaned = clean_gutenberg_file(path, missing_markers=missing_markers)
+                    cleaned = clean_gutenberg_file(path)
                 except GutenbergFormatError as err:
                     if strict:
                         raise
@@ -95,12 +89,9 @@ def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterab
             else:
                 report.skipped[bid] = f"no text file {path.relative_to(folder)}"
                 continue
-            questions = []
-            for qi, qa in enumerate(rec.get("qas") or []):
-                questions.append(Question(qid=f"{bid}#q{qi:03d}", book_id=bid,
-                                          question=str(qa["question"]),
-                                          answers=tuple(str(a) for a in qa.get("answers", [])),
-                                          evidence=None, dataset="literaryqa"))
+            questions = [Question(qid=f"{bid}#q{qi:03d}", book_id=bid, question=str(qa["question"]),
+                                  answers=tuple(str(a) for a in qa.get("answers", [])), evidence=None,
+                                  dataset="literaryqa") for qi, qa in enumerate(rec.get("qas") or [])]
             out.append(Book(book_id=bid, title=str(rec.get("title") or gid), dataset="literaryqa",
                             text=text, paragraphs=paragraphs, questions=questions, source=src,
                             source_map=source_map, meta=meta))

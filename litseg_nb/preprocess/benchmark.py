@@ -36,10 +36,6 @@ def raw_files(root: Path) -> list[Path]:
     return [p for f in RAW_FOLDERS for p in sorted((Path(root) / f).glob("*.txt"))]
 
 
-def _index(book_id: str, text: str, paragraphs, max_unit_words: int, author=None) -> int:
-    return len(build_units(book_id, text, paragraphs, max_unit_words, author=author))
-
-
 def big_book(root: Path, target_mb: float = 20.0) -> tuple[str, list[tuple[int, int]]]:
     """A ~``target_mb`` MB cleaned book: local paragraphs under ``CHAPTER n`` headings + contents."""
 
@@ -64,7 +60,6 @@ def big_book(root: Path, target_mb: float = 20.0) -> tuple[str, list[tuple[int, 
 
 
 def run_benchmark(root: Path | None = None, max_unit_words: int = 2000, big_mb: float = 20.0) -> dict:
-
     root = Path(root) if root else data_dir()
     files = raw_files(root)
     mb = sum(p.stat().st_size for p in files) / 1e6
@@ -76,7 +71,7 @@ def run_benchmark(root: Path | None = None, max_unit_words: int = 2000, big_mb: 
         except GutenbergFormatError:
             skipped += 1
             continue
-        units += _index(p.stem, c.text, c.paragraphs, max_unit_words, c.report.author)
+        units += len(build_units(p.stem, c.text, c.paragraphs, max_unit_words, author=c.report.author))
         books += 1
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     # wall time and this process's CPU time: on a shared machine the CPU time is the work's own cost
@@ -90,7 +85,7 @@ def run_benchmark(root: Path | None = None, max_unit_words: int = 2000, big_mb: 
     if big_mb:
         text, paragraphs = big_book(root, big_mb)
         t1, c1 = time.perf_counter(), time.process_time()
-        n_units = _index("big", text, paragraphs, max_unit_words)
+        n_units = len(build_units("big", text, paragraphs, max_unit_words))
         big_s, big_cpu = time.perf_counter() - t1, time.process_time() - c1
         out.update({"big_book_mb": round(len(text.encode("utf-8")) / 1e6, 1), "big_book_seconds": round(big_s, 2),
                     "big_book_cpu_seconds": round(big_cpu, 2),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
 from typing import Sequence
 
 from .headings import (_CONTENTS_RE, _NN, _NUMBERED_TITLE_RE, CONTAINER_KINDS, Heading, Span, StructureReport,
@@ -25,28 +24,24 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
     in_block = {k for h, e, _ in blocks for k in range(h + 1, e)}
     if not blocks:  # a list of titles without a CONTENTS header counts if its lines recur as headings
         for blk in _implicit_contents(paras, 60):
-            probe = StructureReport()
-            if len(_match_contents(paras, shaped, [blk], probe, set(range(blk[0], blk[1])))) >= 3:
+            if len(_match_contents(paras, shaped, [blk], StructureReport(), set(range(blk[0], blk[1])))) >= 3:
                 blocks = [(blk[0] - 1, blk[1], blk[2])]
                 in_block = set(range(blk[0], blk[1]))
                 break
     by_para: dict[int, list[Heading]] = {}
     for k, p in enumerate(paras):
-        if shaped[k] and k not in in_block:
-            hs = _classify(p)
-            if hs:
-                by_para[k] = [Heading(k, h.kind, h.title, h.value) for h in hs]
+        if shaped[k] and k not in in_block and (hs := _classify(p)):
+            by_para[k] = [Heading(k, h.kind, h.title, h.value) for h in hs]
     for h, _, _ in blocks:
         if h not in in_block and h not in by_para and _CONTENTS_RE.match(_strip_decor(paras[h].split("\n")[0])):
             by_para[h] = [Heading(h, "nonnarrative", paras[h].split("\n")[0].strip())]
     matched = _match_contents(paras, shaped, blocks, report, in_block | {h for h, _, _ in blocks})
-    matched = {k: v for k, v in matched.items() if not (blocks and blocks[0][0] == 0 and k < 0)}
     if blocks and len(matched) < 2:
         matched = {}
     toc_paras = set(matched)
     for k in matched:
         if (k - 1 in by_para and by_para[k - 1][0].kind not in _NN and k not in by_para
-                and not (by_para[k - 1][0].is_container and k - 1 not in matched)):
+                and not (by_para[k - 1][0].kind in CONTAINER_KINDS and k - 1 not in matched)):
             # the title line under a "CHAPTER IV" heading: part of that heading (but a listed title
             # under an unlisted PART/BOOK heading is that part's first chapter)
             toc_paras.add(k - 1)
@@ -56,9 +51,7 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
             m = _NUMBERED_TITLE_RE.match(title)  # "I The Old Pyncheon Family": a numbered title
             v = _numeral_value(m.group("num")) if m else None
             by_para[k] = [Heading(k, "numbered", title, v) if v else Heading(k, "title", title)]
-    for h, e, _ in blocks:  # the contents list itself; what follows it is decided afresh
-        for k in range(h + 1, e):
-            by_para.pop(k, None)
+    for _, e, _ in blocks:  # what follows a contents list is decided afresh
         if e < len(paras) and e not in by_para:
             by_para[e] = [Heading(e, "resume", "")]
 
@@ -68,13 +61,9 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
     notes: list[str] = []
     heads = _numeral_policy(heads, paras, words, notes)
     heads = _capital_titles(heads, paras, words, shaped)
-    heads, subs, decision = chapter_level(heads, toc_paras)
+    heads, subs = chapter_level(heads, toc_paras, report, notes)
     if sections_out is not None:
         sections_out.extend(subs)
-    report.unit_level = decision.unit_kinds
-    report.section_kinds = decision.section_kinds
-    report.sections = decision.sections
-    report.level_notes = notes + decision.notes
     if report.demoted_toc_headings:
         report.level_notes.append(f"{report.demoted_toc_headings} headings rejected: a contents list typed as "
                                   "headings (no text between them, or their numbering restarts later)")
@@ -100,10 +89,8 @@ def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureRepo
         if h.kind in ("nonnarrative", "special", "resume"):
             continue
         # adjacent same-kind headings with nothing between: a typed contents list
-        j = k + 1
-        while j < n and heads[j].para == h.para:
-            j += 1
-        if j < n and _series(heads[j]) == _series(h) and heads[j].para == h.para + 1 and h.kind not in ("title",):
+        nxt = next((heads[j] for j in range(k + 1, n) if heads[j].para != h.para), None)
+        if nxt is not None and _series(nxt) == _series(h) and nxt.para == h.para + 1 and h.kind != "title":
             drop.add(k)
             continue
         # a short-gapped run whose numbering restarts later without a parent between
@@ -147,8 +134,7 @@ def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureRepo
 def _series(h: Heading) -> tuple[str, int, str]:
     """A numbering series: kind, rank and, for numbered titles, the numeral style (``I. TITLE`` and
     ``1. Section`` are two series: Roman chapters holding Arabic sections)."""
-    style = ("arabic" if h.title.lstrip("[(_* ")[:1].isdigit() else "roman") if h.kind == "numbered" else ""
-    return h.kind, h.rank, style
+    return h.kind, h.rank, _style(h) if h.kind == "numbered" else ""
 
 
 def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
@@ -159,9 +145,7 @@ def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
     for k, h in enumerate(heads):
         if h.value is None or h.kind in ("title",):
             if h.kind not in _NN and h.kind != "special":
-                # an outer heading restarts the series below it
-                for key in [key for key in last if key[1] > h.rank]:
-                    del last[key]
+                last = {key: v for key, v in last.items() if key[1] <= h.rank}  # restarts the series below it
             out.append(h)
             continue
         key = _series(h)
@@ -182,8 +166,7 @@ def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
             ok = nxt is not None and nxt.value == h.value + 1 and prev is not None and h.value > prev
         if ok:
             last[key] = history[key] = h.value
-            for key2 in [key2 for key2 in last if key2[1] > h.rank]:
-                del last[key2]
+            last = {key2: v for key2, v in last.items() if key2[1] <= h.rank}
             out.append(h)
         else:
             report.rejected_numbering += 1
@@ -208,14 +191,9 @@ def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int],
     verse = _verse_share(paras, words) > 0.5
     # numbered stanzas or list items ("1.", "2." a few lines apart) are not units
     nums = [h for h in heads if h.kind == "numeral"]
-    sizes = []
-    para_of = sorted({h.para for h in heads})
-    for h in nums:
-        j = bisect.bisect_right(para_of, h.para)
-        if j < len(para_of) and para_of[j] == h.para + 1:  # "I" over "Introduction"
-            j += 1
-        nxt = para_of[j] if j < len(para_of) else len(paras)
-        sizes.append(sum(words[h.para + 1:nxt]))
+    # words up to the next heading, not counting one right under it ("I" over "Introduction")
+    bounds = sorted({h.para for h in heads}) + [len(paras) + 1]
+    sizes = [sum(words[h.para + 1:bounds[bisect.bisect_right(bounds, h.para + 1)]]) for h in nums]
     small = {id(h) for h, n in zip(nums, sizes) if n < 150}
     if nums and len(small) * 2 > len(nums):
         heads = [h for h in heads if h.kind != "numeral"]
@@ -244,24 +222,17 @@ def _capital_titles(heads: list[Heading], paras: list[str], words: list[int], sh
         return (shaped[j] and "\n" not in paras[j] and paras[j].isupper() and 1 <= words[j] <= 10
                 and not re.search(r"[,:;!?]$", paras[j].strip()) and not quoted_signature(paras[j]))
 
+    extra: list[Heading] = []
     if all(h.kind in _NN or h.kind in ("special", "numeral", "volume") for h in heads):
         # only numerals (and a volume or a preface): word headings over restarting chapter numerals
-        part_titles = _capital_part_titles(heads, paras, caps)
-        if part_titles:
-            return sorted(heads + part_titles, key=lambda h: (h.para, h.rank))
-    parents = [k for k, h in enumerate(heads) if h.kind in ("part", "book", "volume")]
-    if sum(1 for h in heads if h.kind not in _NN) < 2 and _verse_share(paras, words) > 0.5:
+        extra = _capital_part_titles(heads, paras, caps)
+    if not extra and sum(1 for h in heads if h.kind not in _NN) < 2 and _verse_share(paras, words) > 0.5:
         poems = [j for j in range(len(paras) - 1) if caps(j) and paras[j + 1].count("\n") >= 2]
-        if len(poems) >= 3:
-            return sorted(heads + [Heading(j, "title", paras[j].strip()) for j in poems], key=lambda h: (h.para, h.rank))
-    if all(h.kind in _NN or h.kind in ("special", "numeral") for h in heads):
+        extra = [Heading(j, "title", paras[j].strip()) for j in poems] if len(poems) >= 3 else []
+    if not extra and all(h.kind in _NN or h.kind in ("special", "numeral") for h in heads):
         # no headings, or only numerals (a story's numbered sections): capital-line story titles
-        stories = _capital_story_titles(heads, paras, words, caps)
-        if stories:
-            return sorted(heads + stories, key=lambda h: (h.para, h.rank))
-    if not parents:
-        return heads
-    extra: list[Heading] = []
+        extra = _capital_story_titles(heads, paras, words, caps)
+    parents = [] if extra else [k for k, h in enumerate(heads) if h.kind in ("part", "book", "volume")]
     for n, k in enumerate(parents):
         a = heads[k].para
         b = heads[parents[n + 1]].para if n + 1 < len(parents) else len(paras)
@@ -424,32 +395,26 @@ def _match_contents(paras: list[str], shaped: list[bool], blocks, report: Struct
             for key in _body_keys(p):
                 index.setdefault(key, []).append(k)
     found: dict[int, str] = {}
+
+    def first_from(key: str) -> int | None:  # the first body paragraph with ``key`` at or after ``pos``
+        cands = index.get(key, [])
+        j = bisect.bisect_left(cands, pos)
+        return cands[j] if j < len(cands) else None
+
     for head, end, entries in blocks:
         if len(entries) < 2:
             continue
         report.toc_entries += len(entries)
         pos = end
         for entry in entries:
-            hit = None
             variants = [entry, _strip_number(entry), _drop_article(_strip_number(entry)),
                         re.sub(r"\s+(?:[ivxlc]+|\d+)$", "", entry)]  # "the mixer i" -> "the mixer"
-            for key in dict.fromkeys(variants):
-                if len(key) < 2:
-                    continue
-                cands = index.get(key, [])
-                j = bisect.bisect_left(cands, pos)
-                if j < len(cands) and (hit is None or cands[j] < hit):
-                    hit = cands[j]
-            if hit is None:  # "THE BOX TUNNEL BY CHARLES READE" -> "THE BOX TUNNEL"
+            hit = min((x for key in dict.fromkeys(variants) if len(key) >= 2 and (x := first_from(key)) is not None),
+                      default=None)
+            if hit is None:  # "THE BOX TUNNEL BY CHARLES READE" -> "THE BOX TUNNEL"; "KINDNESS REWARDED, from ..."
                 words = entry.split()
-                for n in range(len(words) - 1, 1, -1):
-                    if n < 3 and words[n] not in ("from", "by"):  # "KINDNESS REWARDED, from ..."
-                        continue
-                    cands = index.get(" ".join(words[:n]), [])
-                    j = bisect.bisect_left(cands, pos)
-                    if j < len(cands):
-                        hit = cands[j]
-                        break
+                hit = next((x for n in range(len(words) - 1, 1, -1) if n >= 3 or words[n] in ("from", "by")
+                            if (x := first_from(" ".join(words[:n]))) is not None), None)
             if hit is not None:
                 found[hit] = entry
                 report.toc_matched += 1
@@ -472,23 +437,13 @@ _CLOSERS = frozenset({"volume", "book", "part"}) | _NN
 
 
 def _style(h: Heading) -> str:
-    t = h.title.lstrip("[(_* ")
-    return "arabic" if t[:1].isdigit() else "roman"
+    return "arabic" if h.title.lstrip("[(_* ")[:1].isdigit() else "roman"
 
 
-@dataclass
-class LevelDecision:
-    """What the unit level is and why (kept in the structure report)."""
-
-    unit_kinds: list[str] = field(default_factory=list)
-    section_kinds: list[str] = field(default_factory=list)
-    sections: int = 0
-    notes: list[str] = field(default_factory=list)
-
-
-def chapter_level(heads: list[Heading], toc_paras: set[int]) -> tuple[list[Heading], list[Heading], LevelDecision]:
+def chapter_level(heads: list[Heading], toc_paras: set[int], report: StructureReport,
+                  notes: list[str]) -> tuple[list[Heading], list[Heading]]:
     """Split the accepted headings into unit/parent headings and section headings (§3.1.2: the unit is the
-    chapter-like level)."""
+    chapter-like level); the report gets the levels and ``notes`` followed by why."""
     keep: list[Heading] = []
     subs: list[tuple[Heading, Heading]] = []  # (section, its unit heading)
     first_style: dict[str, str] = {}
@@ -533,26 +488,34 @@ def chapter_level(heads: list[Heading], toc_paras: set[int]) -> tuple[list[Headi
         first_style.setdefault(h.kind, _style(h))
         keep.append(h)
         open_unit = h
-    decision = LevelDecision()
+    level_notes: list[str] = []
+    lifted: set[int] = set()  # unit headings whose sections are the units after all
     holders = {id(u): u for _, u in subs}
-    if len(holders) == 1 and subs:
+    if len(holders) == 1:
         (u,) = holders.values()
         units_at_level = [h for h in keep if h.kind == u.kind and h.kind not in _CLOSERS]
         if u.kind == "title" and len(units_at_level) == 1 and len(subs) >= 2:
-            decision.notes.append(f"the title heading {u.title!r} holds every section of the book: it is the "
-                                  "book's title, a parent, and its sections are the units")
-            restored = sorted(keep + [s for s, _ in subs], key=lambda h: (h.para, h.rank))
-            return restored, [], _describe(restored, [], decision, {})
-    parts = _titled_parts(keep, subs)
+            level_notes.append(f"the title heading {u.title!r} holds every section of the book: it is the "
+                               "book's title, a parent, and its sections are the units")
+            lifted = {id(u)}
+    parts = [] if lifted else _titled_parts(keep, subs)
     if parts:
-        decision.notes.append(f"{len(parts)} word headings ({', '.join(repr(u.title) for u in parts)}) each hold "
-                              f"a run of at least {PART_MIN_CHAPTERS} numerals restarting at 1: they are parts, "
-                              "parents, and their numerals are the chapters (the units)")
-        moved = {id(s) for s, u in subs if id(u) in {id(p) for p in parts}}
-        restored = sorted(keep + [s for s, _ in subs if id(s) in moved], key=lambda h: (h.para, h.rank))
-        rest = [s for s in subs if id(s[0]) not in moved]
-        return restored, [s for s, _ in rest], _describe(restored, [s for s, _ in rest], decision, why)
-    return keep, [s for s, _ in subs], _describe(keep, [s for s, _ in subs], decision, why)
+        level_notes.append(f"{len(parts)} word headings ({', '.join(repr(u.title) for u in parts)}) each hold "
+                           f"a run of at least {PART_MIN_CHAPTERS} numerals restarting at 1: they are parts, "
+                           "parents, and their numerals are the chapters (the units)")
+        lifted = {id(p) for p in parts}
+    if lifted:
+        keep = sorted(keep + [s for s, u in subs if id(u) in lifted], key=lambda h: (h.para, h.rank))
+    sections = [s for s, u in subs if id(u) not in lifted]
+    report.unit_level = list(dict.fromkeys(h.kind for h in keep if h.kind not in _NN and h.kind != "special"))
+    if report.unit_level:
+        notes.append(f"unit level: {' > '.join(report.unit_level)} (containers are parents; a special such as "
+                     "a preface is a unit of its own, never a parent)")
+    report.section_kinds = list(dict.fromkeys(h.kind for h in sections))
+    report.sections = len(sections)
+    report.level_notes = notes + level_notes + [f"{kind} headings are sections, not units: {why.get(kind, '')}"
+                                                for kind in report.section_kinds]
+    return keep, sections
 
 
 PART_MIN_CHAPTERS = 5  # numerals under each word heading for it to be a part of chapters
@@ -563,30 +526,12 @@ def _titled_parts(keep: list[Heading], subs: list[tuple[Heading, Heading]]) -> l
     """Word headings that are a novel's parts, not stories: two to :data:`PART_MAX_PARTS` word headings,
     each holding a run of at least :data:`PART_MIN_CHAPTERS` bare numerals restarting at 1."""
     held: dict[int, list[Heading]] = {}
-    holder: dict[int, Heading] = {}
     for s, u in subs:
         if s.kind == "numeral" and u.kind == "title":
             held.setdefault(id(u), []).append(s)
-            holder[id(u)] = u
     titles = [h for h in keep if h.kind == "title"]
-    if not 2 <= len(titles) <= PART_MAX_PARTS or len(held) != len(titles):
+    if not 2 <= len(titles) <= PART_MAX_PARTS or any(id(t) not in held for t in titles):
         return []
-    if any(id(t) not in held for t in titles):
+    if any(len(held[id(t)]) < PART_MIN_CHAPTERS or held[id(t)][0].value != 1 for t in titles):
         return []
-    for t in titles:
-        nums = held[id(t)]
-        if len(nums) < PART_MIN_CHAPTERS or nums[0].value != 1:
-            return []
     return titles
-
-
-def _describe(keep: list[Heading], subs: list[Heading], d: LevelDecision, why: dict[str, str]) -> LevelDecision:
-    d.unit_kinds = list(dict.fromkeys(h.kind for h in keep if h.kind not in _NN and h.kind != "special"))
-    if d.unit_kinds:
-        d.notes.insert(0, f"unit level: {' > '.join(d.unit_kinds)} (containers are parents; a special such as "
-                          "a preface is a unit of its own, never a parent)")
-    d.section_kinds = list(dict.fromkeys(h.kind for h in subs))
-    d.sections = len(subs)
-    for kind in d.section_kinds:
-        d.notes.append(f"{kind} headings are sections, not units: {why.get(kind, '')}")
-    return d

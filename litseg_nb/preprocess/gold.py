@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
 import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 from .structure import FRONT_MATTER, build_units
 from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file, clean_gutenberg_text
 
@@ -19,42 +20,24 @@ HELD_OUT_SEED = "litseg-22"
 def is_held_out(file: str) -> bool:
     """The held-out quarter of the gold: a seeded hash of the book's path, so a book
     added later is assigned by the same rule, before any score of it is seen."""
-    import hashlib
-
     return int(hashlib.sha256(f"{HELD_OUT_SEED}:{file}".encode()).hexdigest(), 16) % 4 == 0
-
-#: ``detector(text, paragraphs, title, author)`` -> ``(title, start_char)`` of each narrative unit
-Detector = Callable[..., list]
 
 
 def _norm(s: str) -> list[str]:
     s = unicodedata.normalize("NFKD", s)
     s = "".join(ch for ch in s if not unicodedata.combining(ch)).casefold()
-    s = re.sub(r"[_*\[\]]", " ", s)
-    s = re.sub(r"[^\w\s]", " ", s)
-    return s.split()
-
-
-def _prefix_match(a: list[str], b: list[str]) -> bool:
-    if not a or not b:
-        return False
-    n = min(len(a), len(b))
-    return a[:n] == b[:n]
+    return re.sub(r"[\W_]+", " ", s).split()
 
 
 def _keys(title: str) -> list[list[str]]:
     parts = [p for p in title.split(" / ") if p.strip()]
-    keys = [_norm(parts[-1]) if parts else []]
-    keys.append(_norm(" ".join(parts)))
-    for k in range(1, len(parts)):
-        keys.append(_norm(" ".join(parts[k:])))
+    keys = [_norm(parts[-1]) if parts else [], *(_norm(" ".join(parts[k:])) for k in range(len(parts)))]
     return [k for k in keys if k]
 
 
 def headings_match(gold: str, pred: str) -> bool:
-    g = _keys(gold)
-    p = _keys(pred)
-    return any(_prefix_match(x, y) for x in g for y in p)
+    """Some key of one title is a word prefix of a key of the other."""
+    return any(x[:len(y)] == y[:len(x)] for x in _keys(gold) for y in _keys(pred))
 
 
 def _lcs_pairs(gold: Sequence[str], pred: Sequence[str], match) -> int:
@@ -109,25 +92,23 @@ def score_book(entry: GoldEntry, text: str, predicted: Sequence[tuple[str, int]]
     tp = _lcs_pairs(entry.units, titles, match)
     first = predicted[0][1] if predicted else len(text)
     lost = len(text[pos:first].split()) if first > pos else 0
-    p = tp / len(titles) if titles else 0.0
-    r = tp / len(entry.units) if entry.units else 0.0
     return {"file": entry.file, "kind": entry.kind, "gold_units": len(entry.units), "units": len(titles),
             "count_exact": len(titles) == len(entry.units), "matched": tp,
-            "precision": round(p, 4), "recall": round(r, 4),
-            "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0, "words_lost": lost}
+            **_prf(tp, len(titles), len(entry.units)), "words_lost": lost}
+
+
+def _prf(tp: int, n_pred: int, n_gold: int) -> dict:
+    p = tp / n_pred if n_pred else 0.0
+    r = tp / n_gold if n_gold else 0.0
+    return {"precision": round(p, 4), "recall": round(r, 4), "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0}
 
 
 def summarise(rows: Sequence[dict]) -> dict:
     """Micro-averaged heading P/R/F1, share of books with the exact unit count, words lost."""
-    tp = sum(r["matched"] for r in rows)
-    npred = sum(r["units"] for r in rows)
-    ngold = sum(r["gold_units"] for r in rows)
-    p = tp / npred if npred else 0.0
-    rc = tp / ngold if ngold else 0.0
-    return {"books": len(rows), "count_exact": sum(r["count_exact"] for r in rows),
-            "count_exact_pct": round(100 * sum(r["count_exact"] for r in rows) / max(len(rows), 1), 1),
-            "precision": round(p, 4), "recall": round(rc, 4),
-            "f1": round(2 * p * rc / (p + rc), 4) if p + rc else 0.0,
+    totals = {k: sum(r[k] for r in rows) for k in ("matched", "units", "gold_units", "count_exact")}
+    return {"books": len(rows), "count_exact": totals["count_exact"],
+            "count_exact_pct": round(100 * totals["count_exact"] / max(len(rows), 1), 1),
+            **_prf(totals["matched"], totals["units"], totals["gold_units"]),
             "words_lost": sum(r["words_lost"] for r in rows),
             "books_losing_words": sum(1 for r in rows if r["words_lost"])}
 
@@ -140,9 +121,8 @@ def detect_units(text: str, paragraphs: list, title: str = FRONT, author: str | 
     return [(u.title, u.start) for u in units if not u.title.startswith(FRONT_MATTER)]
 
 
-def score_gold(gold: Sequence[GoldEntry], root: Path, detector: Detector | None = None) -> tuple[list[dict], dict]:
+def score_gold(gold: Sequence[GoldEntry], root: Path) -> tuple[list[dict], dict]:
     """Clean and detect every gold book under the data ``root``; returns ``(rows, summary)``."""
-    detector = detector or detect_units
     rows = []
     for entry in gold:
         t0 = time.perf_counter()
@@ -162,7 +142,7 @@ def score_gold(gold: Sequence[GoldEntry], root: Path, detector: Detector | None 
             row = score_book(GoldEntry(entry.file, entry.units, None, entry.kind), raw, [])
             row["error"] = str(err)[:200]
         else:
-            predicted = detector(cleaned.text, cleaned.paragraphs, FRONT, getattr(cleaned.report, "author", None))
+            predicted = detect_units(cleaned.text, cleaned.paragraphs, FRONT, cleaned.report.author)
             row = score_book(entry, cleaned.text, predicted)
         row["seconds"] = round(time.perf_counter() - t0, 3)
         rows.append(row)
@@ -178,24 +158,21 @@ def split_scores(gold: Sequence[GoldEntry], rows: Sequence[dict]) -> dict[str, d
 
 #: the gold file and the recorded numbers of the earlier detectors
 GOLD_FILE = Path(__file__).resolve().parents[2] / "tests" / "structure_gold.jsonl"
-BEFORE_FILE = GOLD_FILE.with_name("structure_gold_before.json")
-BEFORE22_FILE = GOLD_FILE.with_name("structure_gold_before22.json")
 #: tuning cases from ``gutenberg_train``, in their own file: a book of GOLD_FILE is an evaluation book,
 #: which the boundary model's training refuses
 TRAIN_GOLD_FILE = GOLD_FILE.with_name("structure_gold_train.jsonl")
 
 
-def before_after(root: Path, gold_file: Path = GOLD_FILE, before_file: Path = BEFORE_FILE,
-                 before22_file: Path = BEFORE22_FILE):
+def before_after(root: Path):
     """``(per-book rows now, summary table before/after)``: the earlier detectors' recorded numbers beside
     today's, over all books, the tuning books and the held-out quarter."""
     import pandas as pd
 
-    gold = load_gold(gold_file)
+    gold = load_gold(GOLD_FILE)
     rows, now = score_gold(gold, root)
     parts = split_scores(gold, rows)
-    before = json.loads(Path(before_file).read_text(encoding="utf-8"))
-    b22 = json.loads(Path(before22_file).read_text(encoding="utf-8"))
+    before, b22 = (json.loads(GOLD_FILE.with_name(f"structure_gold_{name}.json").read_text(encoding="utf-8"))
+                   for name in ("before", "before22"))
     table = pd.DataFrame(
         [{"detector": "before #9 (" + before.get("measured_with", "") + "; #9 gold)", "books_in": "all",
           **before["summary"]}]

@@ -15,22 +15,17 @@ CONTAINER_GAP_WORDS = 150
 FRONT_NARRATIVE_WORDS = 150
 CONTAINER_KINDS = frozenset({"volume", "book", "part", "act"})
 
-_NUMBER_WORDS = {
-    w: i for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen twenty".split())
-}
-_ORDINALS = {
-    w: i for i, w in enumerate(
-        "zeroth first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
-        "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth".split())
-}
-_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
-_TENS.update({w: 10 * i for i, w in enumerate(
-    "twentieth thirtieth fortieth fiftieth sixtieth seventieth eightieth ninetieth".split(), 2)})
+_WORD_VALUES = {w: i for words in (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty", "zeroth first second third fourth fifth sixth seventh eighth ninth tenth "
+    "eleventh twelfth thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth")
+    for i, w in enumerate(words.split())}
+_TENS = {w: 10 * i for words in ("twenty thirty forty fifty sixty seventy eighty ninety",
+                                 "twentieth thirtieth fortieth fiftieth sixtieth seventieth eightieth ninetieth")
+         for i, w in enumerate(words.split(), 2)}
 _TENS.update({"hundred": 100, "hundredth": 100})
-_WORDNUM = "|".join(sorted(set(_NUMBER_WORDS) | set(_ORDINALS) | set(_TENS) | {"last", "final"}, key=len,
-                           reverse=True))
+_WORD_VALUES.update(_TENS)
+_WORDNUM = "|".join(sorted(set(_WORD_VALUES) | {"last", "final"}, key=len, reverse=True))
 _ROMAN = r"[IVXLCDM]+|[ivxlcdm]+"
 _NUM = rf"(?:{_ROMAN}|\d{{1,3}}|(?:the\s+)?(?:{_WORDNUM})(?:[\s-](?:{_WORDNUM}))?)"
 _KEYWORDS = {
@@ -93,14 +88,10 @@ def _numeral_value(num: str) -> int | None:
     if num.isdigit():
         return int(num)
     num = re.sub(r"^the\s+", "", num)
-    if num in _NUMBER_WORDS:
-        return _NUMBER_WORDS[num]
-    if num in _ORDINALS:
-        return _ORDINALS[num]
-    if num in _TENS:
-        return _TENS[num]
+    if num in _WORD_VALUES:
+        return _WORD_VALUES[num]
     parts = re.split(r"[\s-]+", num)  # "twenty-third", "forty two"
-    unit = _NUMBER_WORDS.get(parts[-1], _ORDINALS.get(parts[-1])) if len(parts) == 2 else None
+    unit = _WORD_VALUES.get(parts[-1]) if len(parts) == 2 else None
     if unit is not None and 1 <= unit <= 9 and parts[0] in _TENS and _TENS[parts[0]] < 100:
         return _TENS[parts[0]] + unit
     if num in ("last", "final"):
@@ -118,10 +109,6 @@ class Heading:
     @property
     def rank(self) -> int:
         return RANKS[self.kind]
-
-    @property
-    def is_container(self) -> bool:
-        return self.kind in CONTAINER_KINDS
 
 
 @dataclass
@@ -312,9 +299,7 @@ def _classify(para: str) -> list[Heading]:
 
 
 def _verse_share(paras: list[str], words: list[int]) -> float:
-    total = sum(words) or 1
-    verse = sum(w for p, w in zip(paras, words) if p.count("\n") >= 2)
-    return verse / total
+    return sum(w for p, w in zip(paras, words) if p.count("\n") >= 2) / (sum(words) or 1)
 
 
 def _prose_words(para: str) -> int:

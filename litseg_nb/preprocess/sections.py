@@ -1,15 +1,16 @@
 """Section planning: from accepted headings to narrative and non-narrative paragraph ranges."""
 from __future__ import annotations
 
-import re
 import bisect
+import re
 from collections import Counter
+from itertools import groupby
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from .detect import detect_headings
-from .headings import (_NN, _SPECIAL_RE, CONTAINER_GAP_WORDS, FRONT_MATTER, FRONT_NARRATIVE_WORDS, RANKS, Heading,
-                       Span, StructureReport, _is_heading_shaped, _prose_words, _signature_author,
+from .headings import (_NN, _SPECIAL_RE, CONTAINER_GAP_WORDS, CONTAINER_KINDS, FRONT_MATTER, FRONT_NARRATIVE_WORDS,
+                       RANKS, Heading, Span, StructureReport, _is_heading_shaped, _prose_words, _signature_author,
                        _norm_title, _strip_decor, _title_like, _SMALL_WORDS)
 from ..core.schema import word_count
 
@@ -30,28 +31,12 @@ class _Section:
     subs: list[tuple[int, str]] = field(default_factory=list)  # (paragraph, title) of sections inside
 
 
-def _group_items(heads: list[Heading]) -> list[tuple[int, list[Heading]]]:
-    """Headings on one paragraph (act + scene) form one item ``(first_para, headings)``."""
-    items: list[tuple[int, list[Heading]]] = []
-    for h in sorted(heads, key=lambda h: (h.para, h.rank)):
-        if items and items[-1][0] == h.para:
-            items[-1][1].append(h)
-        else:
-            items.append((h.para, [h]))
-    return items
-
-
 def _parents(items: list[tuple[int, list[Heading]]]) -> list[bool]:
     """An item is a parent when the next narrative heading is inner to it (a higher rank); a
     special (preface) or non-narrative heading is never one."""
-    is_parent = [False] * len(items)
-    for i, (_, group) in enumerate(items):
-        h = group[-1]
-        if h.kind in ("special", "nonnarrative", "resume") or i + 1 >= len(items):
-            continue
-        g = items[i + 1][1][0]
-        is_parent[i] = g.kind not in _NN and g.kind != "special" and g.rank > h.rank
-    return is_parent
+    pairs = zip((group[-1] for _, group in items), (group[0] for _, group in items[1:]))  # (item, next item)
+    return [h.kind not in ("special", "nonnarrative", "resume") and g.kind not in _NN and g.kind != "special"
+            and g.rank > h.rank for h, g in pairs] + [False]
 
 
 def _walk(items, is_parent: list[bool], paras: list[str], para_words: list[int],
@@ -73,11 +58,8 @@ def _walk(items, is_parent: list[bool], paras: list[str], para_words: list[int],
         if h.kind == "resume":  # the end of a contents list
             if pending or not sections or sections[-1].narrative:
                 continue
-            if any(x.narrative for x in sections):
-                prev = next(x for x in reversed(sections) if x.narrative)
-                sections.append(_Section(p, prev.title))
-            else:
-                sections.append(_Section(p, FRONT_MATTER, narrative=False))
+            prev = next((x for x in reversed(sections) if x.narrative), None)
+            sections.append(_Section(p, prev.title) if prev else _Section(p, FRONT_MATTER, narrative=False))
             continue
         # pop parents of equal or higher rank number (siblings, inner levels)
         stack = [s for s in stack if s.rank < h.rank] if h.kind != "special" else []
@@ -94,7 +76,7 @@ def _walk(items, is_parent: list[bool], paras: list[str], para_words: list[int],
         if glued and nxt == p + 1 and group[-1].kind not in ("title",):
             pending.append((p, group))  # "I" over "Introduction": one heading
             continue
-        if glued and group[-1].is_container and sum(para_words[p + 1:nxt]) <= CONTAINER_GAP_WORDS:
+        if glued and group[-1].kind in CONTAINER_KINDS and sum(para_words[p + 1:nxt]) <= CONTAINER_GAP_WORDS:
             pending.append((p, group))  # "VOL. I." right before "PREFACE": one unit
             continue
         title = " / ".join([s.title for s in stack] + [g.title for gr in pending for g in gr[1]
@@ -110,18 +92,6 @@ def _walk(items, is_parent: list[bool], paras: list[str], para_words: list[int],
     if pending:
         sections.append(_Section(pending[0][0], " / ".join(g.title for _, gr in pending for g in gr)))
     return sections
-
-
-def _sections(text: str, paragraphs: Sequence[Span], heads: list[Heading], para_words: list[int],
-              report: StructureReport, whole_title: str, author: str | None = None,
-              sub_paras: frozenset[int] = frozenset()) -> list[_Section]:
-    """Narrative and non-narrative sections from the accepted headings (see module docstring)."""
-    paras = [text[a:b] for a, b in paragraphs]
-    items = _group_items(heads)
-    sections = _walk(items, _parents(items), paras, para_words, sub_paras)
-    sections = _front_matter(sections, paras, whole_title, report)
-    _foreign_prefaces(sections, paras, author, report)
-    return _preface_end(sections, paras, para_words, whole_title, report)
 
 
 def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
@@ -234,7 +204,7 @@ def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: 
 
 
 def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | None,
-                      report: StructureReport | None = None) -> None:
+                      report: StructureReport) -> None:
     """A preface or introduction signed by someone else than the author is not narrative, unless an
     introduction never names the author (a fictional editor's framing: a unit, and the report says so)."""
     n = len(paras)
@@ -245,23 +215,17 @@ def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | 
             tail = [ln for p in paras[max(s.first_para, e - 3):e] for ln in p.split("\n")]
             if _signature_author(author, tail) is False:
                 body = " ".join(paras[s.first_para + 1:e])
-                intro = re.match(r"^introduction\b", s.title.split(" / ")[-1], re.I)
-                if intro and surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I):
-                    if report is not None:
-                        report.level_notes.append(
-                            f"{s.title!r} is signed by someone else than the author but never names "
-                            f"{surname}: a framing introduction, kept as a unit")
+                unnamed = surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I)
+                if unnamed and re.match(r"^introduction\b", s.title.split(" / ")[-1], re.I):
+                    report.level_notes.append(f"{s.title!r} is signed by someone else than the author but never "
+                                              f"names {surname}: a framing introduction, kept as a unit")
                     continue
                 # a preface that is part of the fiction: signed by one of the story's people (the
                 # signer's surname recurs in the narrative after it) and never naming the author
                 signer = _signer_surname(tail)
-                later = " ".join(paras[e:])
-                if (signer and surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I)
-                        and re.search(rf"\b{re.escape(signer)}\b", later, re.I)):
-                    if report is not None:
-                        report.level_notes.append(
-                            f"{s.title!r} is signed by {signer!r}, a name of the story, and never names "
-                            f"{surname}: a preface that is part of the fiction, kept as a unit")
+                if unnamed and signer and re.search(rf"\b{re.escape(signer)}\b", " ".join(paras[e:]), re.I):
+                    report.level_notes.append(f"{s.title!r} is signed by {signer!r}, a name of the story, and never "
+                                              f"names {surname}: a preface that is part of the fiction, kept as a unit")
                     continue
                 s.narrative = False
 
@@ -289,10 +253,9 @@ def _preface_end(sections: list[_Section], paras: list[str], para_words: list[in
     first cue after its first prose paragraph (a signature or dated line, a rule, the book's title); the rest is
     a unit titled by the book. Without a cue it stays one unit; the report says which."""
     n = len(paras)
-    narr = [i for i, s in enumerate(sections) if s.narrative]
-    if not narr:
+    i = next((i for i, s in enumerate(sections) if s.narrative), None)
+    if i is None:
         return sections
-    i = narr[0]
     s = sections[i]
     m = _SPECIAL_RE.match(s.title.split(" / ")[-1])
     if not m or m.group("kw").lower() not in _OPENING_SPECIALS:
@@ -343,8 +306,7 @@ def _whole_when_headless(secs: list[_Section], paras: list[str], para_words: lis
     """No narrative heading: the whole narrative is one unit from the first prose paragraph."""
     if any(s.narrative for s in secs):
         return secs
-    n = len(paras)
-    start = next((k for k in range(n) if _prose_words(paras[k])), 0)
+    start = next((k for k, p in enumerate(paras) if _prose_words(p)), 0)
     if sum(para_words[start:]) < FRONT_NARRATIVE_WORDS:
         start = 0
     keep = [s for s in secs if not s.narrative and s.first_para > start and s.title != FRONT_MATTER]
@@ -382,15 +344,13 @@ def _ranges(secs: list[_Section], n: int) -> tuple[list[_Section], list[tuple[in
     for s in sorted(secs, key=lambda x: x.first_para):
         if s.first_para not in by_start or s.narrative:
             by_start[s.first_para] = s
-    secs = [by_start[k] for k in sorted(by_start)]
+    secs = list(by_start.values())
     dropped: list[tuple[int, int, str]] = []
     if secs[0].first_para > 0:
         dropped.append((0, secs[0].first_para, "front matter"))
     narrative: list[_Section] = []
     for i, s in enumerate(secs):
         e = secs[i + 1].first_para if i + 1 < len(secs) else n
-        if e <= s.first_para:
-            continue
         if s.narrative:
             narrative.append(_Section(s.first_para, s.title, e))
         else:
@@ -407,8 +367,13 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
     paras = [text[a:b] for a, b in paragraphs]
     sub_heads: list[Heading] = []
     heads = detect_headings(text, paragraphs, report, sub_heads) if use_structure else []
-    secs = (_sections(text, paragraphs, heads, para_words, report, whole_title, author,
-                      frozenset(h.para for h in sub_heads)) if heads else [])
+    secs: list[_Section] = []
+    if heads:  # headings on one paragraph (act + scene) form one item ``(first_para, headings)``
+        items = [(p, list(g)) for p, g in groupby(sorted(heads, key=lambda h: (h.para, h.rank)), lambda h: h.para)]
+        secs = _walk(items, _parents(items), paras, para_words, frozenset(h.para for h in sub_heads))
+        secs = _front_matter(secs, paras, whole_title, report)
+        _foreign_prefaces(secs, paras, author, report)
+        secs = _preface_end(secs, paras, para_words, whole_title, report)
     secs = _whole_when_headless(secs, paras, para_words, whole_title)
     secs = _merge_empty(secs, paras, para_words)
     narrative, dropped = _ranges(secs, len(paragraphs))

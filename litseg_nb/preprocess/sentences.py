@@ -13,7 +13,7 @@ TITLE_ABBREVIATIONS = frozenset(
 )
 _ABBREV_END_RE = re.compile(r"(?:^|[\s“‘\"'(\[—-])([A-Za-z]{1,6})\.$")
 _INITIAL_END_RE = re.compile(r"(?:^|[\s“‘\"'(\[])([A-HJ-Z])\.$")  # single capital initial, not "I."
-_BREAK_RE = re.compile(r"\n+")
+_LINE_RE = re.compile(r"[^\n]+")
 _LOWER_START_RE = re.compile(r"^[“‘\"'(\[]*[a-z]")
 _INNER_END_RE = re.compile(r"[.!?…]")
 #: verbs of a dialogue tag: ``“But why?” Taylor asked`` is one sentence
@@ -41,10 +41,8 @@ def _trim(text: str, spans: Sequence[Span], offset: int) -> list[Span]:
     """Strip whitespace from each span; drop empty ones; shift by ``offset``."""
     out = []
     for a, b in spans:
-        while a < b and text[a].isspace():
-            a += 1
-        while b > a and text[b - 1].isspace():
-            b -= 1
+        a += len(text[a:b]) - len(text[a:b].lstrip())
+        b = a + len(text[a:b].rstrip())
         if b > a:
             out.append((a + offset, b + offset))
     return out
@@ -63,18 +61,16 @@ def _repair(text: str, spans: list[Span], offset: int) -> list[Span]:
     between ``?”``/``!”`` and its dialogue tag (``“But why?” Taylor asked.``)."""
     out: list[Span] = []
     for span in spans:
-        if not out:
-            out.append(span)
-            continue
-        pa, pb = out[-1][0] - offset, out[-1][1] - offset
-        last = text[pb - 2:pb]
-        nxt = text[span[0] - offset:span[0] - offset + 60]
-        if ((last.endswith(".") and _ends_with_abbreviation(text[max(pa, pb - 12):pb]))
-                or _LOWER_START_RE.match(nxt)
-                or (last[:1] in "?!" and _dialogue_tag_follows(last, nxt))):
-            out[-1] = (out[-1][0], span[1])
-        else:
-            out.append(span)
+        if out:
+            pa, pb = out[-1][0] - offset, out[-1][1] - offset
+            last = text[pb - 2:pb]
+            nxt = text[span[0] - offset:span[0] - offset + 60]
+            if ((last.endswith(".") and _ends_with_abbreviation(text[max(pa, pb - 12):pb]))
+                    or _LOWER_START_RE.match(nxt)
+                    or (last[:1] in "?!" and _dialogue_tag_follows(last, nxt))):
+                out[-1] = (out[-1][0], span[1])
+                continue
+        out.append(span)
     return out
 
 
@@ -89,19 +85,8 @@ _REGEX_BOUNDARY = re.compile(r"(?:[.!?…]+|\.\s\.\s\.)[”’\"')\]]*(?=\s+[“
 
 
 def _regex_spans(text: str) -> list[Span]:
-    spans, start = [], 0
-    for m in _REGEX_BOUNDARY.finditer(text):
-        spans.append((start, m.end()))
-        start = m.end()
-    spans.append((start, len(text)))
-    return spans
-
-
-#: characters nupunkt's boundary realignment moves from the start of one sentence to the end of the
-#: previous one (its ``re_boundary_realignment``); a line starting with one never joins a batch
-_REALIGN_CHARS = frozenset("'\")]}\u201d\u2019\u00bb*")
-_BATCH_SEP = "\n\n"
-_BATCH_CHARS = 64_000
+    ends = [m.end() for m in _REGEX_BOUNDARY.finditer(text)] + [len(text)]
+    return list(zip([0] + ends[:-1], ends))
 
 
 def _needs_splitter(block: str) -> bool:
@@ -109,94 +94,21 @@ def _needs_splitter(block: str) -> bool:
     return bool(_INNER_END_RE.search(block, 0, max(len(block.rstrip()) - 3, 0)))
 
 
-def _nupunkt_batch(blocks: Sequence[str]) -> list[list[Span]]:
-    """nupunkt's spans of each one-line block (relative to it), from one call on the blocks joined by blank
-    lines: equal to one call per block (nupunkt decides an end from the word holding it and the next word;
-    :func:`_batches` keeps out the blocks where joining could change that), without the per-call overhead."""
-    if len(blocks) == 1:
-        return [list(_nupunkt_spans()(blocks[0]))]
-    joined = _BATCH_SEP.join(blocks)
-    starts, pos = [], 0
-    for b in blocks:
-        starts.append(pos)
-        pos += len(b) + len(_BATCH_SEP)
-    out: list[list[Span]] = [[] for _ in blocks]
-    k = 0
-    for a, e in _nupunkt_spans()(joined):
-        while k < len(blocks) and starts[k] + len(blocks[k]) <= a:
-            k += 1
-        j = k
-        while j < len(blocks) and starts[j] < e:
-            lo, hi = max(a, starts[j]) - starts[j], min(e, starts[j] + len(blocks[j])) - starts[j]
-            if hi > lo:
-                out[j].append((lo, hi))
-            j += 1
-    return out
-
-
-_END_CHARS_RE = re.compile(r"[.!?\u2026]")
-
-
-def _ends_plainly(block: str) -> bool:
-    """True when the block's last word holds at most one end mark, as its last character before closing
-    quotes (``said.``, ``Yes!”``), and is not punctuation alone: only such a word reads the same when a
-    next block is joined to it (one inside ``lady?”...`` could be decided differently)."""
-    word = block.rstrip().rsplit(None, 1)[-1].rstrip("".join(_REALIGN_CHARS))
-    if _END_CHARS_RE.match(word):  # a word of punctuation only: maybe the end of a spaced ``. . .``
-        return False
-    return not _END_CHARS_RE.search(word, 0, max(len(word) - 1, 0))
-
-
-def _batches(blocks: Sequence[str]) -> list[list[int]]:
-    """Indices of ``blocks`` in batches of at most :data:`_BATCH_CHARS` characters; a block starting with a
-    character nupunkt realigns or an end mark starts a batch, one not ending plainly ends it."""
-    groups: list[list[int]] = []
-    size, closed = 0, True
-    for i, b in enumerate(blocks):
-        head = b.lstrip()[:1]
-        if closed or size + len(b) > _BATCH_CHARS or head in _REALIGN_CHARS or _END_CHARS_RE.match(head):
-            groups.append([])
-            size = 0
-        groups[-1].append(i)
-        size += len(b) + len(_BATCH_SEP)
-        closed = not _ends_plainly(b)
-    return groups
-
-
 def _line_blocks(text: str, offset: int) -> list[tuple[str, int]]:
     """The non-blank lines of ``text`` with their offsets (line breaks are hard boundaries)."""
-    out = []
-    pos = 0
-    for m in list(_BREAK_RE.finditer(text)) + [None]:
-        end = m.start() if m else len(text)
-        block = text[pos:end]
-        if block.strip():
-            out.append((block, offset + pos))
-        if m:
-            pos = m.end()
-    return out
+    return [(m.group(), offset + m.start()) for m in _LINE_RE.finditer(text) if m.group().strip()]
 
 
 def _split_blocks(blocks: Sequence[tuple[str, int]], splitter: str, repair: bool) -> list[Span]:
     if splitter not in ("nupunkt", "regex"):
         raise ValueError(f"unknown sentence splitter {splitter!r}; expected 'nupunkt' or 'regex'")
-    raw: list[list[Span] | None] = [None] * len(blocks)
-    todo = []
-    for i, (block, _) in enumerate(blocks):
-        if not _needs_splitter(block):
-            raw[i] = [(0, len(block))]  # no end mark before the end: one sentence
-        elif splitter == "regex":
-            raw[i] = _regex_spans(block)
-        else:
-            todo.append(i)
-    if todo:
-        for group in _batches([blocks[i][0] for i in todo]):
-            for i, spans in zip((todo[g] for g in group), _nupunkt_batch([blocks[todo[g]][0] for g in group])):
-                raw[i] = spans
     out: list[Span] = []
-    for (block, offset), spans in zip(blocks, raw):
-        trimmed = _trim(block, spans, offset)
-        out.extend(_repair(block, trimmed, offset) if repair and _needs_splitter(block) else trimmed)
+    for block, offset in blocks:
+        if not _needs_splitter(block):  # no end mark before the end: one sentence
+            out.extend(_trim(block, [(0, len(block))], offset))
+            continue
+        trimmed = _trim(block, _regex_spans(block) if splitter == "regex" else _nupunkt_spans()(block), offset)
+        out.extend(_repair(block, trimmed, offset) if repair else trimmed)
     return out
 
 
@@ -262,13 +174,13 @@ def measure_splitters(cases=HARD_CASES) -> list[dict]:
     for name, (splitter, repair) in variants.items():
         exact, tp, n_pred, n_gold = 0, 0, 0, 0
         for text, gold in cases:
-            pred = [text[a:b] for a, b in split_sentences(text, splitter=splitter, repair=repair)]
-            exact += pred == list(gold)
+            spans = split_sentences(text, splitter=splitter, repair=repair)
+            exact += [text[a:b] for a, b in spans] == list(gold)
             gold_ends, pos = set(), 0
             for g in gold:
                 pos = text.index(g, pos) + len(g)
                 gold_ends.add(pos)
-            pred_ends = {b for _, b in split_sentences(text, splitter=splitter, repair=repair)}
+            pred_ends = {b for _, b in spans}
             tp += len(gold_ends & pred_ends)
             n_pred += len(pred_ends)
             n_gold += len(gold_ends)

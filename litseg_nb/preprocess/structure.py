@@ -5,6 +5,7 @@ import bisect
 import html
 import math
 import re
+from itertools import groupby
 from typing import Sequence
 
 from ..core.schema import Book, Sentence, Unit, word_count
@@ -20,44 +21,29 @@ def _cut_long_sentence(text: str, a: int, b: int, n: int) -> list[Span]:
     return [(words[i][0], words[min(i + n, len(words)) - 1][1]) for i in range(0, len(words), n)]
 
 
-def _greedy_pieces(atoms: list[tuple[int, int, int]], n: int) -> list[Span]:
-    """Pack ``(start, end, words)`` atoms in order into pieces of at most ``n`` words."""
-    pieces: list[Span] = []
-    cur_start, cur_end, cur_words = None, None, 0
-    for a, b, w in atoms:
-        if cur_start is not None and cur_words + w > n:
-            pieces.append((cur_start, cur_end))
-            cur_start, cur_words = None, 0
-        if cur_start is None:
-            cur_start = a
-        cur_end = b
-        cur_words += w
-    if cur_start is not None:
-        pieces.append((cur_start, cur_end))
-    return pieces
-
-
 def _pack_blocks(blocks: list[list[tuple[int, int, int]]], n: int) -> list[Span]:
-    """Pack blocks (a unit's sections) of atoms into pieces of at most ``n`` words, cutting between
-    blocks when a block does not fit; a block longer than ``n`` is packed atom by atom."""
-    pieces: list[Span] = []
-    cur: list[tuple[int, int, int]] = []
-    cur_words = 0
-    for atoms in blocks:
-        if not atoms:
-            continue
+    """Pack blocks (a unit's sections) of ``(start, end, words)`` atoms in order into pieces of at most ``n``
+    words, cutting between blocks when a block does not fit; a block longer than ``n`` is packed atom by atom
+    into pieces of its own."""
+    pieces: list[list[float]] = []  # [start, end, words]; words = inf: closed
+
+    def add(a: int, b: int, w: float) -> None:
+        if pieces and pieces[-1][2] + w <= n:
+            pieces[-1][1:] = [b, pieces[-1][2] + w]
+        else:
+            pieces.append([a, b, w])
+
+    for atoms in filter(None, blocks):
         w = sum(x[2] for x in atoms)
-        if cur and (w > n or cur_words + w > n):
-            pieces.append((cur[0][0], cur[-1][1]))
-            cur, cur_words = [], 0
-        if w > n:
-            pieces.extend(_greedy_pieces(atoms, n))
+        if w <= n:
+            add(atoms[0][0], atoms[-1][1], w)
             continue
-        cur.extend(atoms)
-        cur_words += w
-    if cur:
-        pieces.append((cur[0][0], cur[-1][1]))
-    return pieces
+        if pieces:
+            pieces[-1][2] = math.inf
+        for atom in atoms:
+            add(*atom)
+        pieces[-1][2] = math.inf
+    return [(a, b) for a, b, _ in pieces]
 
 
 def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_words: int | None,
@@ -76,11 +62,10 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
 
     given = sections is not None
     if given:
-        secs = [_Section(p, t) for p, t in sections]
+        ends = [p for p, _ in sections[1:]] + [len(paragraphs)]
+        secs = [_Section(p, t, e) for (p, t), e in zip(sections, ends)]
         if not secs or secs[0].first_para != 0:
             raise ValueError(f"book {book_id!r}: given sections must start at paragraph 0")
-        for k, s in enumerate(secs):
-            s.end_para = secs[k + 1].first_para if k + 1 < len(secs) else len(paragraphs)
         dropped: list[tuple[int, int, str]] = []
         whole = False
     else:
@@ -112,14 +97,20 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
         lo = bisect.bisect_left(sent_starts, start)
         hi = bisect.bisect_left(sent_starts, end)
         ss = tuple(Sentence(i + 1, a, b) for i, (a, b) in enumerate(sents[lo:hi]))
-        if ss and ss[-1].end > end:
-            raise AssertionError(f"book {book_id!r}: sentence crosses the end of unit {uid}")
         p_lo = max(bisect.bisect_right(para_starts, start) - 1, 0)
         p_hi = bisect.bisect_left(para_starts, end)
         pspans = tuple((max(a, start), min(b, end)) for a, b in paragraphs[p_lo:p_hi] if a < end and b > start)
         inside = tuple((paragraphs[q][0], t) for q, t in subs if start <= paragraphs[q][0] < end)
         units.append(Unit(book_id=book_id, unit_id=uid, ordinal=len(units), title=title, start=start,
                           end=end, sentences=ss, paragraphs=pspans, split=split, sections=inside))
+
+    def atoms(p: int) -> list[tuple[int, int, int]]:
+        """Paragraph ``p`` as one ``(start, end, words)`` atom, or its sentences when longer than n words."""
+        a, b = paragraphs[p]
+        if para_words[p] <= n:
+            return [(a, b, para_words[p])]
+        lo, hi = bisect.bisect_left(sent_starts, a), bisect.bisect_left(sent_starts, b)
+        return [(sa, sb, word_count(text[sa:sb])) for sa, sb in sents[lo:hi]]
 
     for k, sec in enumerate(secs):
         p0, p1 = sec.first_para, sec.end_para
@@ -134,17 +125,7 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
         # the unit's sections are the preferred cut points: whole sections are packed while they
         # fit; a section longer than n is packed by paragraphs, then sentences
         cuts = sorted({q for q, _ in sec.subs if p0 < q < p1})
-        blocks: list[list[tuple[int, int, int]]] = []
-        for q0, q1 in zip([p0] + cuts, cuts + [p1]):
-            atoms: list[tuple[int, int, int]] = []
-            for p in range(q0, q1):
-                a, b = paragraphs[p]
-                if para_words[p] <= n:
-                    atoms.append((a, b, para_words[p]))
-                else:
-                    lo, hi = bisect.bisect_left(sent_starts, a), bisect.bisect_left(sent_starts, b)
-                    atoms.extend((sa, sb, word_count(text[sa:sb])) for sa, sb in sents[lo:hi])
-            blocks.append(atoms)
+        blocks = [[x for p in range(q0, q1) for x in atoms(p)] for q0, q1 in zip([p0] + cuts, cuts + [p1])]
         pieces = _pack_blocks(blocks, n)
         for j, (a, b) in enumerate(pieces, 1):
             add_unit(f"{uid}.{j}", f"{sec.title} [{j}/{len(pieces)}]", a, b, "recursive", sec.subs)
@@ -204,18 +185,10 @@ def render_unit_html(book: Book, unit: Unit, max_sentences: int | None = None) -
              f"characters [{unit.start}, {unit.end}) of the cleaned text"
              + (f"; first {len(sentences)} sentences shown" if len(sentences) < unit.n_sentences else "")
              + "</p>"]
-    paragraphs = list(unit.paragraphs) or [(unit.start, unit.end)]
-    k = 0
-    for a, b in paragraphs:
-        chunk = []
-        while k < len(sentences) and sentences[k].start < b:
-            s = sentences[k]
-            text = html.escape(book.text[s.start:s.end]).replace("\n", "<br>")
-            chunk.append(f'<span class="s"><span class="i">{s.index}</span>{text}</span>')
-            k += 1
-        if chunk:
-            parts.append("<p>" + " ".join(chunk) + "</p>")
-        if k >= len(sentences):
-            break
+    ends = [b for _, b in unit.paragraphs] or [unit.end]  # each sentence in the first paragraph ending after it
+    for _, group in groupby([s for s in sentences if s.start < ends[-1]], lambda s: bisect.bisect_right(ends, s.start)):
+        spans = (f'<span class="s"><span class="i">{s.index}</span>'
+                 + html.escape(book.text[s.start:s.end]).replace("\n", "<br>") + "</span>" for s in group)
+        parts.append("<p>" + " ".join(spans) + "</p>")
     parts.append("</div>")
     return "\n".join(parts)
