@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from ..core.schema import read_jsonl, write_jsonl
+from ..core.schema import write_jsonl
 from ..metrics.retrieval import evidence_form, normalize_for_match
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
@@ -88,20 +88,6 @@ class BookIndex:
         meta = {k: v for k, v in self.meta.items() if not k.startswith("_")}
         (folder / "meta.json").write_text(json.dumps({"book_id": self.book_id, **meta}), encoding="utf-8")
 
-    @classmethod
-    def load(cls, folder: Path) -> "BookIndex":
-        import bm25s
-        import faiss
-
-        folder = Path(folder)
-        if not (folder / "dense.faiss").is_file():
-            raise FileNotFoundError(f"no saved index under {folder}")
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        rows = list(read_jsonl(folder / "chunks.jsonl"))
-        return cls(meta.pop("book_id"), [r["chunk_id"] for r in rows], [r["text"] for r in rows],
-                   np.load(folder / "embeddings.npy"), bm25s.BM25.load(str(folder / "bm25")),
-                   faiss.read_index(str(folder / "dense.faiss")), meta)
-
 
 class LibraryIndex:
     """One :class:`BookIndex` per book for one chunker; lookups are always per book."""
@@ -132,14 +118,6 @@ class LibraryIndex:
         for bid, idx in self.books.items():
             idx.save(Path(folder) / safe_name(bid))
 
-    @classmethod
-    def load(cls, folder: Path) -> "LibraryIndex":
-        books = {}
-        for sub in sorted(p for p in Path(folder).iterdir() if (p / "dense.faiss").is_file()):
-            idx = BookIndex.load(sub)
-            books[idx.book_id] = idx
-        return cls(books)
-
 
 def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
@@ -148,8 +126,7 @@ def safe_name(name: str) -> str:
 Ranked = Sequence[tuple[int, float]]  # (doc index, score), best first
 
 
-def rrf_fuse(lists: Sequence[Ranked], k: int = 60, top_k: int | None = None,
-             weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
+def rrf_fuse(lists: Sequence[Ranked], k: int = 60, weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
     """Reciprocal rank fusion (Cormack et al. 2009): ``score(d) = sum_lists w_l / (k + rank_l(d))``, weights 1
     by default; ties broken by the best single rank, then document index."""
     if weights is None:
@@ -162,16 +139,14 @@ def rrf_fuse(lists: Sequence[Ranked], k: int = 60, top_k: int | None = None,
         for rank, (doc, _s) in enumerate(lst, 1):
             score[doc] = score.get(doc, 0.0) + w / (k + rank)
             best[doc] = min(best.get(doc, rank), rank)
-    out = sorted(score.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))
-    return out[:top_k] if top_k else out
+    return sorted(score.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))
 
 
-def weighted_rrf_fuse(dense: Ranked, sparse: Ranked, dense_weight: float, k: int = 60,
-                      top_k: int | None = None) -> list[tuple[int, float]]:
+def weighted_rrf_fuse(dense: Ranked, sparse: Ranked, dense_weight: float, k: int = 60) -> list[tuple[int, float]]:
     """RRF with per-retriever weights ``2w`` (dense) and ``2(1 - w)`` (sparse): ``w = 0.5`` is plain RRF."""
     if not 0.0 <= dense_weight <= 1.0:
         raise ValueError(f"dense_weight must be in [0, 1], got {dense_weight}")
-    return rrf_fuse([dense, sparse], k=k, top_k=top_k, weights=[2 * dense_weight, 2 * (1 - dense_weight)])
+    return rrf_fuse([dense, sparse], k=k, weights=[2 * dense_weight, 2 * (1 - dense_weight)])
 
 
 def _minmax(lst: Ranked) -> dict[int, float]:
@@ -182,13 +157,11 @@ def _minmax(lst: Ranked) -> dict[int, float]:
     return {d: (1.0 if hi == lo else (s - lo) / (hi - lo)) for d, s in lst}
 
 
-def weighted_fuse(dense: Ranked, sparse: Ranked, dense_weight: float = 0.5,
-                  top_k: int | None = None) -> list[tuple[int, float]]:
+def weighted_fuse(dense: Ranked, sparse: Ranked, dense_weight: float = 0.5) -> list[tuple[int, float]]:
     """``w * minmax(dense) + (1 - w) * minmax(sparse)``; a document absent from a list scores 0 there."""
     if not 0.0 <= dense_weight <= 1.0:
         raise ValueError(f"dense_weight must be in [0, 1], got {dense_weight}")
     d, s = _minmax(dense), _minmax(sparse)
     docs = set(d) | set(s)
-    out = sorted(((doc, dense_weight * d.get(doc, 0.0) + (1 - dense_weight) * s.get(doc, 0.0)) for doc in docs),
-                 key=lambda kv: (-kv[1], kv[0]))
-    return out[:top_k] if top_k else out
+    return sorted(((doc, dense_weight * d.get(doc, 0.0) + (1 - dense_weight) * s.get(doc, 0.0)) for doc in docs),
+                  key=lambda kv: (-kv[1], kv[0]))

@@ -38,10 +38,7 @@ def answer_conversation(dataset: str, title: str, question: str, chunks: Sequenc
 def clean_answer(text: str) -> str:
     """First non-empty paragraph of the reply's answer, stripped (the prompt asks for one sentence);
     reasoning blocks are removed first (:func:`litseg_nb.llm.replies.answer_text`)."""
-    for part in answer_text(text).strip().split("\n\n"):
-        if part.strip():
-            return part.strip()
-    return ""
+    return next((p.strip() for p in answer_text(text).strip().split("\n\n") if p.strip()), "")
 
 
 def generate_answers(backend: Any, items: Sequence[dict[str, Any]], max_new_tokens: int, seed: int = 0,
@@ -122,8 +119,6 @@ def questions_in_scope(questions: Sequence[EvalQuestion], chunk_sets: Mapping[st
         raise EvaluationError(f"chunk set(s) {empty} have no chunks for the evaluated books {sorted(books)}")
     if not questions:
         raise EvaluationError(f"the evaluated books {sorted(books)} have no questions")
-    if scope not in ("all", "common-units"):
-        raise ValueError(f"unknown question_scope {scope!r} (common-units | all)")
     books_everywhere = set.intersection(*({c.book_id for c in cs} for cs in chunk_sets.values()))
     norm_books = {bid: normalize_for_match(books[bid].text) for bid in {q.book_id for q in questions if q.evidence}
                   if bid in books}
@@ -370,13 +365,9 @@ class RagEvaluator:
                         cache[(qid, w)] = 0.0 if r is None else 1.0 / r
                     return cache[(qid, w)]
 
-                for f in range(c.fusion_dev_folds):
+                for f in range(c.fusion_dev_folds):  # every fold holds questions (checked above)
                     dev = [k for k in keys if fold[k] != f]
                     test = [k for k in keys if fold[k] == f]
-                    if not test:
-                        continue
-                    if not dev:
-                        raise EvaluationError(f"{m}: no development questions for fold {f} of {mode}")
                     scores = {w: sum(rr(k, w) for k in dev) / len(dev) for w in c.fusion_weight_grid}
                     w = max(c.fusion_weight_grid, key=lambda w: (round(scores[w], 12), -abs(w - 0.5), -w))
                     self.fusion_weights.append({"method": m, "mode": mode, "fold": f, "dense_weight": w,
