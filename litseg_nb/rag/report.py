@@ -111,7 +111,7 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
     ans = {(r.method, r.qid): r for r in gen.itertuples()}
     rows = []
     for other in sorted(set(gen.method) - {target}):
-        items, dsets = [], []
+        items = []
         for qid in sorted(subset):
             a, b = ans.get((target, qid)), ans.get((other, qid))
             if a is None or b is None:
@@ -133,21 +133,20 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
                                                  [u for u in units[1] if u], list(a.contexts), list(b.contexts),
                                                  backend.count_tokens, budget)
             items.append({"qid": qid, "context": ctx, "question": q.question, "reference": a.reference,
-                          "target_answer": a.answer, "other_answer": b.answer, "policy": policy})
-            dsets.append(q.dataset)
+                          "target_answer": a.answer, "other_answer": b.answer, "policy": policy, "dataset": q.dataset})
         if not items:
             continue
         if collect is not None:
-            collect.extend({**it, "dataset": d, "target": target, "opponent": other} for it, d in zip(items, dsets))
+            collect.extend({**it, "target": target, "opponent": other} for it in items)
         res = judge_pairs(backend, items, max_new_tokens=max_new_tokens, seed=seed,
                           tag=UsageTag("rag-pairwise-judge", stage="pairwise-judge"))
-        for ds in sorted(set(dsets)):
-            vs = [r["verdict"] for r, d in zip(res, dsets) if d == ds]
-            pol = [it["policy"] for it, d in zip(items, dsets) if d == ds]
+        for ds in sorted({it["dataset"] for it in items}):
+            vs = [r["verdict"] for r, it in zip(res, items) if it["dataset"] == ds]
+            pol = [it["policy"] for it in items if it["dataset"] == ds]
             valid = [[v] for v in vs if v != "invalid"]
             wr = pairwise_win_rate(valid) if valid else {"win_rate": float("nan")}
             counts = ({f"n_context_{p}": pol.count(p) for p in BOOK_POLICIES} if ds == "literaryqa"
-                      else {"context": pol[0] if pol else ""})
+                      else {"context": pol[0]})
             counts["n_saw_whole_book"] = pol.count(BOOK_POLICIES[0])
             rows.append({"dataset": ds, "target": target, "opponent": other, "n_pairs": len(vs),
                          "n_invalid": len(vs) - len(valid), **wr, **counts})
@@ -184,11 +183,10 @@ def table3_reranked(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int
     ret = retrieval_table(rows, qids=rr_q, k=k)
     if ret.empty:
         return ret
-    parts = []
+    parts, rer = [], {r["method"] for r in rows if r["mode"] == "hybrid+rerank"}
     for mode, label in (("hybrid+rerank", RERANK_LABEL), ("hybrid", PRE_RERANK_LABEL)):
         t = table3(ret, gen, mode)
-        rer = {(r["method"]) for r in rows if r["mode"] == "hybrid+rerank"}
-        t = t[t["method"].isin(rer)] if "method" in t else t
+        t = t[t["method"].isin(rer)]
         t.insert(2, "ranking", label)
         parts.append(t)
     out = pd.concat(parts, ignore_index=True)
@@ -354,8 +352,7 @@ def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[t
     size = {m: (len(cs), sum(backend.count_tokens(c.text) for c in cs) / max(1, len(cs))) for m, cs in sets.items()}
     ret["n_chunks"] = ret["method"].map(lambda m: size[m][0])
     ret["mean_chunk_tokens"] = ret["method"].map(lambda m: size[m][1])
-    cols = ["dataset", "theta", "mode", "n_questions", "n_chunks", "mean_chunk_tokens",
-            *(f"DCG@{k}" for k in ks), *(f"Recall@{k}" for k in ks), f"MRR@{cfg.retrieve_top_k}"]
+    cols = [*THETA_SWEEP_COLUMNS, *(f"DCG@{k}" for k in ks), *(f"Recall@{k}" for k in ks), f"MRR@{cfg.retrieve_top_k}"]
     return ret[[c for c in cols if c in ret.columns]].sort_values(["mode", "theta"], ignore_index=True), sets
 
 
@@ -392,10 +389,11 @@ def _evidence_cut(chunks: Sequence[Chunk], book: Any, evidence: str) -> tuple[in
         if not c.spans:
             continue
         src = chunk_source_spans(c, book)
+        span = (src[0][0], max(b for _, b in src))  # src is sorted
         if spans_cover(src, s, e, book.text):
-            return (min(a for a, _ in src), max(b for _, b in src))
+            return span
         if best is None and any(a <= s < b for a, b in src):
-            best = (min(a for a, _ in src), max(b for _, b in src))
+            best = span
     return best
 
 
