@@ -51,19 +51,6 @@ def generate_answers(backend: Any, items: Sequence[dict[str, Any]], max_new_toke
     return [clean_answer(g.text) for g in gens]
 
 
-def hyde_passages(backend: Any, titles: Sequence[str], questions: Sequence[str], max_new_tokens: int,
-                  seed: int = 0, tag: UsageTag = UsageTag("rag-hyde", stage="hyde")) -> list[str]:
-    """Hypothetical passages answering each question (HyDE, Gao et al. 2023) for dense retrieval; an empty
-    generation falls back to the question (the caller counts those)."""
-    convs = [[{"role": "user", "content": render_prompt("rag/hyde", title=t, query=q)}]
-             for t, q in zip(titles, questions)]
-    if not convs:
-        return []
-    gens = backend.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed), tag)
-
-    return [answer_text(g.text).strip() for g in gens]  # reasoning blocks removed
-
-
 TUNED_MODES = ("hybrid-wrrf", "hybrid-linear")
 
 
@@ -219,13 +206,17 @@ class RagEvaluator:
             self.indices[m] = lib
 
     def prepare_hyde(self, questions: Sequence[EvalQuestion]) -> list[EvalQuestion]:
+        """Hypothetical passages answering the first ``hyde_max_questions`` questions (HyDE, Gao et al. 2023) for
+        dense retrieval; an empty generation falls back to the question (counted in ``n_hyde_empty``)."""
         if not self.cfg.hyde or self.backend is None:
             return []
-        n = self.cfg.hyde_max_questions or len(questions)
-        subset = list(questions[:n])
+        subset = list(questions[:self.cfg.hyde_max_questions or len(questions)])
         t0 = time.perf_counter()
-        texts = hyde_passages(self.backend, [q.title for q in subset], [q.question for q in subset],
-                              self.cfg.hyde_max_new_tokens, self.cfg.seed)
+        convs = [[{"role": "user", "content": render_prompt("rag/hyde", title=q.title, query=q.question)}]
+                 for q in subset]
+        params = SamplingParams(max_new_tokens=self.cfg.hyde_max_new_tokens, temperature=0.0, seed=self.cfg.seed)
+        gens = self.backend.chat(convs, params, UsageTag("rag-hyde", stage="hyde")) if convs else []
+        texts = [answer_text(g.text).strip() for g in gens]  # reasoning blocks removed
         self.latency.add("hyde generate", time.perf_counter() - t0, len(subset))
         for q, t in zip(subset, texts):
             if not t:
@@ -262,13 +253,6 @@ class RagEvaluator:
             self.latency.add("sparse search (BM25)", t2 - t1)
             self.latency.add("fusion", t3 - t2)
         return dense, sparse, hybrid
-
-    def rerank_stage(self, idx: Any, q: EvalQuestion, hybrid: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
-        """The reranker's rescoring of the top ``cfg.rerank_depth`` of ``hybrid`` (the rest keeps its order)."""
-        t0 = time.perf_counter()
-        out = rerank(hybrid, idx.texts, self.reranker, q.title, q.question, self.cfg.rerank_depth)
-        self.latency.add("rerank", time.perf_counter() - t0)
-        return out
 
     def retrieve(self, questions: Sequence[EvalQuestion], rerank_qids: set[str] = frozenset(),
                  rerank_methods: set[str] | None = None) -> list[dict[str, Any]]:
@@ -313,7 +297,10 @@ class RagEvaluator:
                     if q.evidence:
                         full["dense+hyde"] = idx.dense_search(h_emb[q.qid], n)
                 if self.reranker is not None and q.qid in rerank_qids and (rerank_methods is None or m in rerank_methods):
-                    ranked["hybrid+rerank"] = self.rerank_stage(idx, q, hybrid)
+                    t0 = time.perf_counter()  # the top rerank_depth of the hybrid rescored, the rest keeps its order
+                    ranked["hybrid+rerank"] = rerank(hybrid, idx.texts, self.reranker, q.title, q.question,
+                                                     c.rerank_depth)
+                    self.latency.add("rerank", time.perf_counter() - t0)
                     if q.evidence:
                         full["hybrid+rerank"] = _extend(ranked["hybrid+rerank"], full["hybrid"])
                 for mode, lst in ranked.items():
@@ -419,16 +406,6 @@ def retrieval_table(rows: Sequence[Mapping[str, Any]], qids: set[str] | None = N
             rec["dense_weights"] = ",".join(f"{w:g}" for w in sorted(set(g["dense_weight"].dropna())))
         out.append(rec)
     return pd.DataFrame(out)
-
-
-def final_ranking(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per (method, qid): the reranked ranking where it exists, else the hybrid one."""
-    best: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in rows:
-        key = (r["method"], r["qid"])
-        if r["mode"] == "hybrid+rerank" or (r["mode"] == "hybrid" and key not in best):
-            best[key] = r
-    return best
 
 
 def select_subset(questions: Sequence[EvalQuestion], n_per_dataset: int, seed: int = 0) -> list[EvalQuestion]:

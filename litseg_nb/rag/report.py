@@ -11,7 +11,7 @@ from ..chunk_sets import EvaluationError
 from ..core.schema import Chunk
 from ..core.artifacts import stacked_text_figure
 from .pipeline import (EvalQuestion, RagEvaluator, common_units, evaluation_questions, evidence_window,
-                       final_ranking, generate_answers, questions_in_scope, retrieval_table, select_subset)
+                       generate_answers, questions_in_scope, retrieval_table, select_subset)
 from ..metrics.generation import generation_scores, ragas_scores
 from ..metrics.pairwise import (BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs,
                                 pairwise_win_rate)
@@ -26,7 +26,10 @@ def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], row
                         methods: Sequence[str]) -> pd.DataFrame:
     """Answers of every method in ``methods`` for ``questions`` (contexts = final ranking's top chunks)."""
 
-    best = final_ranking(rows)
+    best: dict[tuple[str, str], Mapping[str, Any]] = {}  # the reranked ranking where it exists, else the hybrid one
+    for r in rows:
+        if r["mode"] == "hybrid+rerank" or (r["mode"] == "hybrid" and (r["method"], r["qid"]) not in best):
+            best[(r["method"], r["qid"])] = r
     items, meta = [], []
     for m in methods:
         for q in questions:
@@ -317,11 +320,9 @@ def theta_sweep_units(books: Mapping[str, Any], unit_keys: Sequence[tuple[str, s
                       questions: Sequence[EvalQuestion], max_units: int = 0) -> list[tuple[str, str]]:
     """The units the θ sweep segments: those of ``unit_keys`` holding GutenQA evidence, the most
     evidence first (ties: the given order), at most ``max_units`` (0 = all)."""
-    def n_evidence(key: tuple[str, str]) -> int:
-        text = books[key[0]].unit(key[1]).text(books[key[0]].text)
-        return sum(1 for q in questions if q.evidence and q.book_id == key[0] and is_relevant(text, q.evidence))
-
-    counts = {k: n_evidence(k) for k in unit_keys}  # units without GutenQA evidence cannot score a θ
+    texts = {(b, u): books[b].unit(u).text(books[b].text) for b, u in unit_keys}
+    counts = {(b, u): sum(1 for q in questions if q.evidence and q.book_id == b and is_relevant(t, q.evidence))
+              for (b, u), t in texts.items()}  # units without GutenQA evidence cannot score a θ
     return sorted((k for k in unit_keys if counts[k]), key=lambda k: -counts[k])[: max_units or None]
 
 
