@@ -1,6 +1,7 @@
 """The RAG evaluation pipeline of Appendix I.1, run for every chunker with the same fixed stages."""
 from __future__ import annotations
 
+import functools
 import random
 import re
 import time
@@ -19,14 +20,11 @@ from .config import RagConfig
 from .index import LibraryIndex, rrf_fuse, safe_name, weighted_fuse, weighted_rrf_fuse
 from .rerank import rerank
 
-ANSWER_INSTRUCTIONS = {"gutenqa": "rag/answer_instruction_gutenqa", "literaryqa": "rag/answer_instruction_literaryqa"}
-
-
 def answer_conversation(dataset: str, title: str, question: str, chunks: Sequence[str]) -> list[dict[str, str]]:
     """The paper's prompts (Appendix I.1.2): system = system prompt + " " + the dataset's answer instruction;
     user = the template with one ``Chunk:`` block per retrieved chunk, or without references."""
     key = "literaryqa" if dataset == "literaryqa" else "gutenqa"
-    system = load_prompt("rag/system") + " " + load_prompt(ANSWER_INSTRUCTIONS[key])
+    system = load_prompt("rag/system") + " " + load_prompt(f"rag/answer_instruction_{key}")
     if chunks:
         doc = "\nChunk: ".join(c.strip() for c in chunks)
         user = render_prompt("rag/user_with_reference", title=title, query=question, doc=doc)
@@ -342,15 +340,12 @@ class RagEvaluator:
                                                        f"{c.fusion_dev_folds} folds"} for mode in TUNED_MODES)
                 continue
             for mode in TUNED_MODES:
-                cache: dict[tuple[str, float], float] = {}
-
+                @functools.cache
                 def rr(qid: str, w: float) -> float:
-                    if (qid, w) not in cache:
-                        d, s_, rel = self._lists[(m, qid)]
-                        fused = self._tuned_fuse(mode, d[: c.dense_top_k], s_[: c.sparse_top_k], w)[: c.retrieve_top_k]
-                        r = next((i for i, (doc, _) in enumerate(fused, 1) if doc in rel), None)
-                        cache[(qid, w)] = 0.0 if r is None else 1.0 / r
-                    return cache[(qid, w)]
+                    d, s_, rel = self._lists[(m, qid)]
+                    fused = self._tuned_fuse(mode, d[: c.dense_top_k], s_[: c.sparse_top_k], w)[: c.retrieve_top_k]
+                    r = next((i for i, (doc, _) in enumerate(fused, 1) if doc in rel), None)
+                    return 0.0 if r is None else 1.0 / r
 
                 for f in range(c.fusion_dev_folds):  # every fold holds questions (checked above)
                     dev = [k for k in keys if fold[k] != f]
