@@ -109,33 +109,26 @@ def questions_in_scope(questions: Sequence[EvalQuestion], chunk_sets: Mapping[st
                   if bid in books}
     not_in_text = [q for q in questions if q.evidence and q.book_id in norm_books
                    and normalize_for_match(q.evidence) not in norm_books[q.book_id]]
-    if scope == "all":
-        kept = [q for q in questions if q.book_id in books_everywhere]
-        dropped = [q for q in questions if q.book_id not in books_everywhere]
-        rep = {"scope": "all", "n_questions": len(kept), "n_dropped": len(dropped),
-               "n_evidence_not_in_text": len(not_in_text), "dropped_qids": [q.qid for q in dropped]}
-        if not kept:
-            raise EvaluationError(f"question_scope=all: no chunk set covers every book with questions "
-                                  f"(books covered by all sets: {sorted(books_everywhere)})")
-        return kept, rep
-    ranges = [_covered_ranges(cs) for cs in chunk_sets.values()]
-    common = set.intersection(*(set(r) for r in ranges))
-    unit_texts: dict[str, list[str]] = defaultdict(list)
-    for key in common:
-        lo, hi = ranges[0][key]
-        unit_texts[key[0]].append(books[key[0]].text[lo:hi])
-    missing_ev = {q.qid for q in not_in_text}
-    kept, dropped = [], []
-    for q in questions:
-        if q.evidence:
-            ok = q.book_id in books_everywhere and (
-                q.qid in missing_ev or any(is_relevant(t, q.evidence) for t in unit_texts.get(q.book_id, [])))
-        else:
-            ok = q.book_id in books_everywhere
-        (kept if ok else dropped).append(q)
+    ok = [q.book_id in books_everywhere for q in questions]
+    units: dict[str, Any] = {}  # common-units: the units every set covers, which must hold a question's evidence
+    if scope != "all":
+        ranges = [_covered_ranges(cs) for cs in chunk_sets.values()]
+        common = set.intersection(*(set(r) for r in ranges))
+        unit_texts: dict[str, list[str]] = defaultdict(list)
+        for key in common:
+            lo, hi = ranges[0][key]
+            unit_texts[key[0]].append(books[key[0]].text[lo:hi])
+        missing_ev = {q.qid for q in not_in_text}
+        for i, q in enumerate(questions):
+            if q.evidence and q.qid not in missing_ev:
+                ok[i] = ok[i] and any(is_relevant(t, q.evidence) for t in unit_texts.get(q.book_id, []))
+        units = {"n_common_units": len(common), "common_units": sorted(common)}
+    kept, dropped = [q for q, o in zip(questions, ok) if o], [q for q, o in zip(questions, ok) if not o]
     rep = {"scope": scope, "n_questions": len(kept), "n_dropped": len(dropped),
-           "n_evidence_not_in_text": len(not_in_text), "n_common_units": len(common),
-           "common_units": sorted(common), "dropped_qids": [q.qid for q in dropped]}
+           "n_evidence_not_in_text": len(not_in_text), **units, "dropped_qids": [q.qid for q in dropped]}
+    if not kept and scope == "all":
+        raise EvaluationError(f"question_scope=all: no chunk set covers every book with questions "
+                              f"(books covered by all sets: {sorted(books_everywhere)})")
     if not kept:
         per = {m: len(r) for m, r in zip(chunk_sets, ranges)}
         raise EvaluationError(
