@@ -209,15 +209,13 @@ def table3_scope(cfg: Any, books: Sequence[Any], chunk_sets: Mapping[str, Sequen
     return questions, scope, sets
 
 
-def table3_evaluator(cfg: Any, embedder: Any, backend: Any, index_root: Any = None, scorer: Any = None) -> RagEvaluator:
-    """The evaluator of Table 3 (App. I.1): ``cfg``'s fusion and its reranker (``cfg.reranker``; a
-    ``scorer`` given here replaces it, for tests)."""
+def table3_evaluator(cfg: Any, embedder: Any, backend: Any, index_root: Any = None) -> RagEvaluator:
+    """The evaluator of Table 3 (App. I.1): ``cfg``'s fusion and its reranker (``cfg.reranker``)."""
     # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
     from .rerank import make_reranker
 
-    if scorer is None:
-        scorer = make_reranker(cfg.reranker, backend, cfg.reranker_model, cfg.embedding.device,
-                               cfg.max_context_chars_per_chunk, max_length=cfg.reranker_max_length)
+    scorer = make_reranker(cfg.reranker, backend, cfg.reranker_model, cfg.embedding.device,
+                           cfg.max_context_chars_per_chunk, max_length=cfg.reranker_max_length)
     return RagEvaluator(cfg, embedder, backend, scorer, index_root=index_root)
 
 
