@@ -320,12 +320,11 @@ class RagEvaluator:
         order = sorted(qs, key=lambda q: q.qid)
         random.Random(f"{c.seed}-fusion-folds").shuffle(order)
         fold = {q.qid: i % c.fusion_dev_folds for i, q in enumerate(order)}
-        qmap = {q.qid: q for q in qs}
         rows: list[dict[str, Any]] = []
         self.fusion_weights = getattr(self, "fusion_weights", [])
         for m, lib in self.indices.items():
-            keys = [q.qid for q in order if (m, q.qid) in self._lists]
-            if len(keys) < c.fusion_dev_folds or len({fold[k] for k in keys}) < c.fusion_dev_folds:
+            keys = [q for q in order if (m, q.qid) in self._lists]
+            if len(keys) < c.fusion_dev_folds or len({fold[q.qid] for q in keys}) < c.fusion_dev_folds:
                 # too few questions to choose a weight on other questions than the scored ones
                 self.fusion_weights.extend({"method": m, "mode": mode, "fold": None, "dense_weight": None,
                                             "dev_questions": 0, "scored_questions": 0,
@@ -341,16 +340,15 @@ class RagEvaluator:
                     return 0.0 if r is None else 1.0 / r
 
                 for f in range(c.fusion_dev_folds):  # every fold holds questions (checked above)
-                    dev = [k for k in keys if fold[k] != f]
-                    test = [k for k in keys if fold[k] == f]
+                    dev = [q.qid for q in keys if fold[q.qid] != f]
+                    test = [q for q in keys if fold[q.qid] == f]
                     scores = {w: sum(rr(k, w) for k in dev) / len(dev) for w in c.fusion_weight_grid}
                     w = max(c.fusion_weight_grid, key=lambda w: (round(scores[w], 12), -abs(w - 0.5), -w))
                     self.fusion_weights.append({"method": m, "mode": mode, "fold": f, "dense_weight": w,
                                                 "dev_questions": len(dev), "dev_MRR@k": scores[w],
                                                 "scored_questions": len(test)})
-                    for k in test:
-                        q = qmap[k]
-                        d, s_, rel = self._lists[(m, k)]
+                    for q in test:
+                        d, s_, rel = self._lists[(m, q.qid)]
                         idx = lib.book(q.book_id)
                         cand = self._tuned_fuse(mode, d[: c.dense_top_k], s_[: c.sparse_top_k], w)
                         top = [i for i, _ in cand[: c.retrieve_top_k]]
