@@ -5,7 +5,6 @@ from litseg_nb.config import EmbeddingConfig
 from litseg_nb.llm.base import ScriptedBackend
 from litseg_nb.rag.config import RagConfig
 from litseg_nb.rag.index import rrf_fuse, weighted_fuse
-from litseg_nb.rag.index import BookIndex, LibraryIndex
 from litseg_nb.rag.pipeline import EvalQuestion, RagEvaluator, evidence_window, retrieval_table
 from litseg_nb.rag.rerank import LLMPointwiseReranker, rerank
 from litseg_nb.core.schema import Chunk
@@ -41,9 +40,9 @@ QUESTIONS = [_q("q1", "A", "Who sailed the steamer up the river?", "Captain Marl
              _q("q4", "A", "With whom did Emma dance at the wedding?", "Emma danced with Mr. Knightley")]
 
 
-def test_dense_sparse_hybrid_find_known_answers_and_never_leak(embedder, tmp_path):
+def test_dense_sparse_hybrid_find_known_answers_and_never_leak(embedder):
     cfg = RagConfig.for_profile("test", reranker="none", hyde=False, dense_top_k=3, sparse_top_k=3)
-    ev = RagEvaluator(cfg, embedder, index_root=tmp_path / "idx")
+    ev = RagEvaluator(cfg, embedder)
     ev.build_indices({"synthetic": _chunks("A", BOOK_A) + _chunks("B", BOOK_B)})
     rows = ev.retrieve(QUESTIONS)
     for r in rows:
@@ -66,13 +65,6 @@ def test_dense_sparse_hybrid_find_known_answers_and_never_leak(embedder, tmp_pat
     assert set(table["mode"]) == {"dense", "bm25", "hybrid"}
     assert (table["n_no_relevant_chunk"] == 1).all() and (table["MRR"] == 4 / 5).all()
     assert set(ev.latency.frame()["stage"]) >= {"embed query", "dense search", "sparse search (BM25)", "fusion"}
-
-
-def test_index_is_saved_per_book(embedder, tmp_path):
-    lib = LibraryIndex.build(_chunks("A", BOOK_A) + _chunks("B", BOOK_B), embedder)
-    lib.save(tmp_path)
-    assert sorted(p.parent.name for p in tmp_path.rglob("dense.faiss")) == ["A", "B"]
-    assert all((tmp_path / b / f).exists() for b in "AB" for f in ("bm25", "embeddings.npy", "chunks.jsonl", "meta.json"))
 
 
 def test_fusion_hand_computed():

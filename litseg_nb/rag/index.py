@@ -2,14 +2,12 @@
 the fusion of their rankings (reciprocal rank fusion, the paper's hybrid; weighted RRF; min-max linear)."""
 from __future__ import annotations
 
-import json
+import functools
 import re
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from ..core.schema import write_jsonl
 from ..metrics.retrieval import evidence_form, normalize_for_match
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
@@ -33,7 +31,6 @@ class BookIndex:
     embeddings: np.ndarray  # (n, dim) float32, L2-normalised
     bm25: Any = None
     dense: Any = None  # faiss.IndexFlatIP
-    meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def build(cls, book_id: str, chunk_ids: Sequence[str], texts: Sequence[str], embeddings: np.ndarray,
@@ -50,18 +47,19 @@ class BookIndex:
         dense.add(emb)
         bm25 = bm25s.BM25(k1=k1, b=b)
         bm25.index([bm25_tokenize(t) or ["<empty>"] for t in texts], show_progress=False)
-        return cls(book_id, list(chunk_ids), list(texts), emb, bm25, dense, {"k1": k1, "b": b})
+        return cls(book_id, list(chunk_ids), list(texts), emb, bm25, dense)
 
     def __len__(self) -> int:
         return len(self.texts)
 
+    @functools.cached_property
+    def _norm_texts(self) -> list[str]:
+        return [normalize_for_match(t) for t in self.texts]
+
     def relevant(self, evidence: str) -> set[int]:
-        """Indices of the chunks that contain ``evidence`` (normalised containment, cached texts)."""
-        norm = self.meta.get("_norm_texts")
-        if norm is None:
-            norm = self.meta["_norm_texts"] = [normalize_for_match(t) for t in self.texts]
+        """Indices of the chunks that contain ``evidence`` (normalised containment)."""
         ev = evidence_form(evidence)
-        return {i for i, t in enumerate(norm) if ev in t}
+        return {i for i, t in enumerate(self._norm_texts) if ev in t}
 
     def dense_search(self, query_emb: np.ndarray, k: int) -> list[tuple[int, float]]:
         q = np.ascontiguousarray(np.asarray(query_emb, dtype=np.float32).reshape(1, -1))
@@ -74,19 +72,6 @@ class BookIndex:
             return []
         docs, scores = self.bm25.retrieve([toks], k=min(k, len(self)), show_progress=False)
         return [(int(i), float(s)) for i, s in zip(docs[0], scores[0]) if s > 0]  # score 0 = no term match
-
-    def save(self, folder: Path) -> None:
-        import faiss
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        faiss.write_index(self.dense, str(folder / "dense.faiss"))
-        self.bm25.save(str(folder / "bm25"))
-        np.save(folder / "embeddings.npy", self.embeddings)
-        write_jsonl(folder / "chunks.jsonl",
-                    ({"chunk_id": cid, "text": t} for cid, t in zip(self.chunk_ids, self.texts)))
-        meta = {k: v for k, v in self.meta.items() if not k.startswith("_")}
-        (folder / "meta.json").write_text(json.dumps({"book_id": self.book_id, **meta}), encoding="utf-8")
 
 
 class LibraryIndex:
@@ -113,14 +98,6 @@ class LibraryIndex:
             emb = embedder.encode(texts, kind="passage")
             out[bid] = BookIndex.build(bid, [c.chunk_id for c in cs], texts, emb, k1=k1, b=b)
         return cls(out)
-
-    def save(self, folder: Path) -> None:
-        for bid, idx in self.books.items():
-            idx.save(Path(folder) / safe_name(bid))
-
-
-def safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
 Ranked = Sequence[tuple[int, float]]  # (doc index, score), best first

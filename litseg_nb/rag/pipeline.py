@@ -7,7 +7,6 @@ import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..chunk_sets import EvaluationError
@@ -17,7 +16,7 @@ from ..core.prompts import load_prompt, render_prompt
 from ..llm.base import SamplingParams, UsageTag
 from ..llm.replies import answer_text
 from .config import RagConfig
-from .index import LibraryIndex, rrf_fuse, safe_name, weighted_fuse, weighted_rrf_fuse
+from .index import LibraryIndex, rrf_fuse, weighted_fuse, weighted_rrf_fuse
 from .rerank import rerank
 
 def answer_conversation(dataset: str, title: str, question: str, chunks: Sequence[str]) -> list[dict[str, str]]:
@@ -173,13 +172,11 @@ def evidence_window(book_text: str, evidence: str, chars: int) -> str | None:
 class RagEvaluator:
     """Retrieval for one profile's chunk sets with fixed stages; see the module docstring."""
 
-    def __init__(self, cfg: RagConfig, embedder: Any, backend: Any = None, reranker: Any = None,
-                 index_root: Path | None = None):
+    def __init__(self, cfg: RagConfig, embedder: Any, backend: Any = None, reranker: Any = None):
         self.cfg = cfg
         self.embedder = embedder
         self.backend = backend
         self.reranker = reranker
-        self.index_root = index_root
         self.latency = LatencyRecorder()
         self.indices: dict[str, LibraryIndex] = {}
         self.hyde_text: dict[str, str] = {}
@@ -192,8 +189,6 @@ class RagEvaluator:
             t0 = time.perf_counter()
             lib = LibraryIndex.build(cs, self.embedder, k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
             self.latency.add(f"index build ({m})", time.perf_counter() - t0, len(cs))
-            if self.index_root is not None:
-                lib.save(self.index_root / safe_name(m))
             self.indices[m] = lib
 
     def prepare_hyde(self, questions: Sequence[EvalQuestion]) -> list[EvalQuestion]:

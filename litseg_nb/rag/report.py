@@ -209,14 +209,14 @@ def table3_scope(cfg: Any, books: Sequence[Any], chunk_sets: Mapping[str, Sequen
     return questions, scope, sets
 
 
-def table3_evaluator(cfg: Any, embedder: Any, backend: Any, index_root: Any = None) -> RagEvaluator:
+def table3_evaluator(cfg: Any, embedder: Any, backend: Any) -> RagEvaluator:
     """The evaluator of Table 3 (App. I.1): ``cfg``'s fusion and its reranker (``cfg.reranker``)."""
     # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
     from .rerank import make_reranker
 
     scorer = make_reranker(cfg.reranker, backend, cfg.reranker_model, cfg.embedding.device,
                            cfg.max_context_chars_per_chunk, max_length=cfg.reranker_max_length)
-    return RagEvaluator(cfg, embedder, backend, scorer, index_root=index_root)
+    return RagEvaluator(cfg, embedder, backend, scorer)
 
 
 def rerank_subset(cfg: Any, questions: Sequence[EvalQuestion], seed: int = 0) -> list[EvalQuestion]:
