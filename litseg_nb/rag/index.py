@@ -28,7 +28,6 @@ class BookIndex:
     book_id: str
     chunk_ids: list[str]
     texts: list[str]
-    embeddings: np.ndarray  # (n, dim) float32, L2-normalised
     bm25: Any = None
     dense: Any = None  # faiss.IndexFlatIP
 
@@ -47,7 +46,7 @@ class BookIndex:
         dense.add(emb)
         bm25 = bm25s.BM25(k1=k1, b=b)
         bm25.index([bm25_tokenize(t) or ["<empty>"] for t in texts], show_progress=False)
-        return cls(book_id, list(chunk_ids), list(texts), emb, bm25, dense)
+        return cls(book_id, list(chunk_ids), list(texts), bm25, dense)
 
     def __len__(self) -> int:
         return len(self.texts)
