@@ -20,11 +20,11 @@ def embedder(tmp_path_factory):
     return load_embedder(EmbeddingConfig(), cache_root=tmp_path_factory.mktemp("emb"))
 
 
-def test_generation_tables_for_variants(embedder, tmp_path):
+def test_generation_tables_for_variants(embedder):
     cfg = RagConfig.for_profile("test", reranker="none", hyde=False, ragas=True, pairwise=False,
                                 generation_max_questions=0, ragas_max_questions=0)
     backend = ScriptedBackend(reply_fn=lambda conv: "2")  # answers "2"; NV-metric ratings "2" (= 1.0)
-    ev = RagEvaluator(cfg, embedder, backend, index_root=tmp_path / "idx")
+    ev = RagEvaluator(cfg, embedder, backend)
     sets = {"lite": _chunks("A", BOOK_A) + _chunks("B", BOOK_B), "wo-ft": _chunks("A", BOOK_A[::-1]) + _chunks("B", BOOK_B)}
     ev.build_indices(sets)
     rows = ev.retrieve(QUESTIONS)

@@ -6,27 +6,27 @@ import pytest
 from litseg_nb.metrics.generation import (exact_match, load_wordnet, meteor, meteor_variant, rouge_l,
                                           token_f1)
 from litseg_nb.metrics.retrieval import (dcg_at_k, is_relevant,
-                                         normalize_for_match, summarize_retrieval)
+                                         normalize_for_match, summarize_scopes)
 
 
 def test_no_hit_scores_zero_everywhere():
-    s = summarize_retrieval([None])
-    assert s["MRR"] == 0 and s["Hit@20"] == 0 and s["DCG@20"] == 0 and s["Recall@20"] == 0
+    s = summarize_scopes([None], [False])
+    assert s["MRR@20"] == 0 and s["Hit@20"] == 0 and s["DCG@20"] == 0 and s["Recall@20"] == 0
 
 
 def test_rank_one_hit_scores_one_everywhere():
-    s = summarize_retrieval([1])
-    assert s["MRR"] == 1 and s["Hit@1"] == 1 and s["DCG@1"] == 1 and s["DCG@20"] == 1 and s["Recall@1"] == 1
+    s = summarize_scopes([1], [True])
+    assert s["MRR@20"] == 1 and s["Hit@1"] == 1 and s["DCG@1"] == 1 and s["DCG@20"] == 1 and s["Recall@1"] == 1
 
 
 def test_mixed_ranks_hand_computed():
-    s = summarize_retrieval([1, 3, None, 2], answerable=[True, True, False, True])
-    assert s["MRR"] == pytest.approx((1 + 1 / 3 + 0 + 1 / 2) / 4)
+    s = summarize_scopes([1, 3, None, 2], [True, True, False, True])
+    assert s["MRR@20"] == pytest.approx((1 + 1 / 3 + 0 + 1 / 2) / 4)
     assert (s["Hit@1"], s["Hit@2"], s["Hit@5"]) == (0.25, 0.5, 0.75)
     assert s["DCG@2"] == pytest.approx((1 + 1 / math.log2(3)) / 4)
     assert s["DCG@5"] == pytest.approx((1 + 1 / math.log2(3) + 1 / math.log2(4)) / 4)
     assert s["Recall@5"] == s["Hit@5"]
-    assert s["n_no_relevant_chunk"] == 1 and s["MRR_answerable"] == pytest.approx((1 + 1 / 3 + 1 / 2) / 3)
+    assert s["n_no_relevant_chunk"] == 1 and s["MRR@20_answerable"] == pytest.approx((1 + 1 / 3 + 1 / 2) / 3)
 
 
 def test_lumberchunker_published_dcg_is_consistent_with_first_hit_rule():
@@ -38,7 +38,7 @@ def test_several_relevant_chunks_only_first_counts():
     ranked = ["nothing here", "She said Harriet Smith was there", "harriet smith again"]
     r = next(i for i, t in enumerate(ranked, 1) if is_relevant(t, "Harriet Smith"))
     assert r == 2
-    assert summarize_retrieval([r])["DCG@5"] == pytest.approx(1 / math.log2(3))
+    assert summarize_scopes([r], [True])["DCG@5"] == pytest.approx(1 / math.log2(3))
 
 
 def test_unicode_quotes_and_spaces_in_evidence():
@@ -53,7 +53,7 @@ def test_unicode_quotes_and_spaces_in_evidence():
 
 def test_unanswerable_with_hit_is_an_error():
     with pytest.raises(ValueError):
-        summarize_retrieval([1], answerable=[False])
+        summarize_scopes([1], [False])
 
 
 def test_exact_match_and_f1():

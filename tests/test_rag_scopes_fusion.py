@@ -197,7 +197,7 @@ def test_table3_evaluator_passes_the_configured_reranker_length(monkeypatch):
 
     seen = {}
     monkeypatch.setattr(rerank, "make_reranker", lambda *a, **kw: seen.update(kw) or "scorer")
-    monkeypatch.setattr(report, "RagEvaluator", lambda cfg, emb, be, scorer, index_root=None: scorer)
+    monkeypatch.setattr(report, "RagEvaluator", lambda cfg, emb, be, scorer: scorer)
     cfg = RagConfig.for_profile("full")
     assert report.table3_evaluator(cfg, None, None) == "scorer"
     assert seen["max_length"] == cfg.reranker_max_length == 8192

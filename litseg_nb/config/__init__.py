@@ -568,16 +568,10 @@ class StageConfig(_Base):
     def layered_values(cls, profile: str, overrides: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
         """The values after each layer of :data:`LAYERS` above ``default`` (each including those below)."""
         _check_profile(profile)
-        out: dict[str, dict[str, Any]] = {}
         values: dict[str, Any] = _merge(copy.deepcopy(SHARED_PROFILE_DEFAULTS[profile]), cls.profile_defaults(profile))
-        out["profile"] = values
-        values = apply_sets(cls, values, active_sets())  # `run --set` / `config --set`
-        values = apply_server_env(cls, values)  # $LITSEG_JUDGE_URLS, ... (see SERVER_ENV)
-        out["run"] = values
-        values = _merge(values, dict(overrides or {}))
-        values["profile"] = profile
-        out["explicit"] = values
-        return out
+        # `run --set` / `config --set`, then $LITSEG_JUDGE_URLS, ... (see SERVER_ENV)
+        run = apply_server_env(cls, apply_sets(cls, values, active_sets()))
+        return {"profile": values, "run": run, "explicit": {**_merge(run, dict(overrides or {})), "profile": profile}}
 
     def describe(self) -> str:
         """One line naming profile, models and data, for table and figure captions."""
@@ -795,9 +789,9 @@ def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | No
         return [Explanation(path, None, "default", "not set (the engine's own default)")]
     layers = cls.layered_values(profile, overrides)
     explicit = _flat(overrides)
-    sets = [(k, v) for k, v in active_sets() if _split_key(k)[0] in (None, cls.__name__)]
-    set_paths = [(".".join(_split_key(sk)[1]), sk, sv) for sk, sv in sets]
-    after_sets = _flat(apply_sets(cls, layers["profile"], sets))
+    set_paths = [(".".join(_split_key(sk)[1]), sk, sv) for sk, sv in active_sets()
+                 if _split_key(sk)[0] in (None, cls.__name__)]
+    after_sets = _flat(apply_sets(cls, layers["profile"], active_sets()))  # another class's sets are skipped there
     after_run = _flat(layers["run"])
     row = _row_name(cls, profile)
     stage_row = _flat(stage_values(profile, row)) if row else {}

@@ -162,21 +162,12 @@ def generation_scores(prediction: str, references: str | Sequence[str]) -> dict[
             "ROUGE-L": rouge_l(prediction, references), "METEOR": meteor(prediction, references)}
 
 
-def _import_ragas():
-    os.environ["RAGAS_DO_NOT_TRACK"] = "true"
-    from langchain_core.outputs import Generation as LCGeneration
-    from langchain_core.outputs import LLMResult
-    from ragas.dataset_schema import SingleTurnSample
-    from ragas.llms.base import BaseRagasLLM
-    from ragas.metrics._nv_metrics import AnswerAccuracy, ContextRelevance
-    from ragas.run_config import RunConfig
-
-    return LCGeneration, LLMResult, SingleTurnSample, BaseRagasLLM, AnswerAccuracy, ContextRelevance, RunConfig
-
-
 def make_ragas_llm(backend: Any, max_new_tokens: int = 8, tag: UsageTag = UsageTag("rag-ragas-judge", stage="ragas")):
     """A ragas ``BaseRagasLLM`` that sends every prompt as one user turn to ``backend.chat``."""
-    LCGeneration, LLMResult, _, BaseRagasLLM, _, _, RunConfig = _import_ragas()
+    os.environ["RAGAS_DO_NOT_TRACK"] = "true"  # before ragas is imported
+    from langchain_core.outputs import Generation as LCGeneration, LLMResult
+    from ragas.llms.base import BaseRagasLLM
+    from ragas.run_config import RunConfig
 
     class BackendRagasLLM(BaseRagasLLM):
         def __init__(self):
@@ -208,8 +199,10 @@ def ragas_scores(backend: Any, samples: Sequence[dict[str, Any]], max_new_tokens
                  retries: int = 5) -> list[dict[str, float]]:
     """Per sample (``question``, ``contexts``, ``answer``, ``reference``) ``{"context_relevance",
     "answer_accuracy"}``, NaN when the judge gave no rating."""
-    _, _, SingleTurnSample, _, AnswerAccuracy, ContextRelevance, _ = _import_ragas()
     llm = make_ragas_llm(backend, max_new_tokens)
+    from ragas.dataset_schema import SingleTurnSample
+    from ragas.metrics._nv_metrics import AnswerAccuracy, ContextRelevance
+
     cr, aa = ContextRelevance(llm=llm), AnswerAccuracy(llm=llm)
     cr.retry = aa.retry = max(1, int(retries))  # attempts per judge template
     out = []

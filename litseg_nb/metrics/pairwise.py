@@ -109,17 +109,10 @@ def book_judge_context(book: Any, units_a: Sequence[str], units_b: Sequence[str]
     printed in book order), else ``either system's chunks``."""
     if count_tokens(book.text) <= budget:
         return book.text, BOOK_POLICIES[0]
-    order: list[str] = []
-    for pair in zip_longest(units_a, units_b):
-        for u in pair:
-            if u and u not in order:
-                order.append(u)
+    order = dict.fromkeys(u for pair in zip_longest(units_a, units_b) for u in pair if u)
     by_id = {u.unit_id: u for u in book.units}
     keep, used = [], 0
-    for uid in order:
-        if uid not in by_id:
-            continue
-        u = by_id[uid]
+    for u in (by_id[uid] for uid in order if uid in by_id):
         n = count_tokens(f"[{u.title}]\n{u.text(book.text)}\n\n")
         if used + n > budget:
             continue  # a later (shorter) chapter may still fit; the order stays deterministic

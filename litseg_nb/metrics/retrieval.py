@@ -54,40 +54,22 @@ def dcg_at_k(rank: int | None, k: int) -> float:
     return (2.0 ** 1 - 1.0) / math.log2(rank + 1)
 
 
-def summarize_retrieval(ranks: Sequence[int | None], answerable: Sequence[bool] | None = None,
-                        ks: Iterable[int] = KS) -> dict[str, float]:
-    """Mean MRR, Hit@k, DCG@k, Recall@k over questions (+ counts and answerable-only MRR); ``ranks[i]`` is
-    question i's first relevant rank (None: none retrieved), ``answerable[i]`` whether any chunk is relevant."""
-    ks = tuple(ks)
-    n = len(ranks)
-    if answerable is None:
-        answerable = [True] * n
-    if len(answerable) != n:
-        raise ValueError(f"{len(answerable)} answerable flags for {n} questions")
-    bad = [r for r, a in zip(ranks, answerable) if r is not None and not a]
-    if bad:
-        raise ValueError("a question marked unanswerable has a relevant retrieved chunk")
-    out: dict[str, float] = {"n_questions": float(n),
-                             "n_no_relevant_chunk": float(sum(1 for a in answerable if not a))}
-    if n == 0:
-        return out
-    out["MRR"] = sum(reciprocal_rank(r) for r in ranks) / n
-    for k in ks:
-        out[f"Hit@{k}"] = sum(hit_at_k(r, k) for r in ranks) / n
-    for k in ks:
-        out[f"DCG@{k}"] = sum(dcg_at_k(r, k) for r in ranks) / n
-    for k in ks:
-        out[f"Recall@{k}"] = sum(recall_at_k(r, k) for r in ranks) / n
-    ans = [r for r, a in zip(ranks, answerable) if a]
-    out["MRR_answerable"] = sum(reciprocal_rank(r) for r in ans) / len(ans) if ans else float("nan")
-    return out
+def _mrr(ranks: Sequence[int | None]) -> float:
+    return sum(reciprocal_rank(r) for r in ranks) / len(ranks)
+
+
+def _curves(ranks: Sequence[int | None], ks: Sequence[int]) -> dict[str, float]:
+    """Mean Hit@k, DCG@k and Recall@k over questions (``ranks[i]``: question i's first relevant rank or None)."""
+    return {f"{name}@{k}": sum(metric(r, k) for r in ranks) / len(ranks)
+            for name, metric in (("Hit", hit_at_k), ("DCG", dcg_at_k), ("Recall", recall_at_k)) for k in ks}
 
 
 def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
                      full_ranks: Sequence[int | None] | None = None, k: int = 20,
                      ks: Iterable[int] = KS) -> dict[str, float]:
-    """Both question scopes in one flat record: ``ranks`` within the top-``k`` (None beyond), ``full_ranks``
-    in the full ranking. Raises for zero questions (an empty evaluation must not look like a score)."""
+    """Both question scopes in one flat record (the answerable ones with suffix ``_answerable``): ``ranks``
+    within the top-``k`` (None beyond), ``full_ranks`` in the full ranking, ``answerable[i]`` whether any
+    chunk is relevant. Raises for zero questions (an empty evaluation must not look like a score)."""
     n = len(ranks)
     if n == 0:
         raise ValueError("no questions to score (an empty evaluation has no MRR)")
@@ -97,27 +79,20 @@ def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
     full = list(full_ranks) if full_ranks is not None else None
     if full is not None and len(full) != n:
         raise ValueError(f"{len(full)} full ranks for {n} questions")
-    base = summarize_retrieval(ranks, answerable, ks)
-    out: dict[str, float] = {"n_questions": base["n_questions"], "n_no_relevant_chunk": base["n_no_relevant_chunk"],
-                             "n_answerable": float(sum(1 for a in answerable if a)), f"MRR@{k}": base["MRR"]}
-    if full is not None:
-        out["MRR_full"] = sum(reciprocal_rank(r) for r in full) / n
-    for key in base:
-        if key.startswith(("Hit@", "DCG@", "Recall@")):
-            out[key] = base[key]
+    if len(answerable) != n:
+        raise ValueError(f"{len(answerable)} answerable flags for {n} questions")
+    if any(r is not None and not a for r, a in zip(ranks, answerable)):
+        raise ValueError("a question marked unanswerable has a relevant retrieved chunk")
     idx = [i for i, a in enumerate(answerable) if a]
-    if idx:
-        sub = summarize_retrieval([ranks[i] for i in idx], None, ks)
-        out[f"MRR@{k}_answerable"] = sub["MRR"]
-        if full is not None:
-            out["MRR_full_answerable"] = sum(reciprocal_rank(full[i]) for i in idx) / len(idx)
-        for key in sub:
-            if key.startswith(("Hit@", "DCG@", "Recall@")):
-                out[f"{key}_answerable"] = sub[key]
-    else:
-        for key in [f"MRR@{k}", *(["MRR_full"] if full is not None else []),
-                    *(f"{m}@{kk}" for m in ("Hit", "DCG", "Recall") for kk in ks)]:
-            out[f"{key}_answerable"] = float("nan")
+    out: dict[str, float] = {"n_questions": float(n), "n_no_relevant_chunk": float(n - len(idx)),
+                             "n_answerable": float(len(idx)), f"MRR@{k}": _mrr(ranks)}
+    if full is not None:
+        out["MRR_full"] = _mrr(full)
+    out.update(_curves(ranks, ks))
+    sub = [ranks[i] for i in idx] or [None]  # no answerable question: every key NaN
+    ans = {f"MRR@{k}": _mrr(sub), **({"MRR_full": _mrr([full[i] for i in idx] or [None])} if full is not None else {}),
+           **_curves(sub, ks)}
+    out.update({f"{key}_answerable": v if idx else float("nan") for key, v in ans.items()})
     return out
 
 

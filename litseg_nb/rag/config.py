@@ -5,13 +5,8 @@ from dataclasses import dataclass, field
 from ..config import LLMConfig, StageConfig, at_least, one_of
 from .rerank import RERANKERS
 
-#: Qwen3's native context and the YaRN factor its model card gives for long inputs: 4 x 32,768 = 131,072
-QWEN3_NATIVE_CONTEXT = 32768
-PAIRWISE_YARN_FACTOR = 4.0
-PAIRWISE_JUDGE_CONTEXT = int(QWEN3_NATIVE_CONTEXT * PAIRWISE_YARN_FACTOR)
-
-QUESTION_SCOPES = ("common-units", "all")  # see rag.pipeline.questions_in_scope
-FUSIONS = ("rrf", "weighted")
+#: Qwen3's native context (32,768) times the YaRN factor 4 its model card gives for long inputs
+PAIRWISE_JUDGE_CONTEXT = 4 * 32768
 
 
 @dataclass(frozen=True)
@@ -20,12 +15,12 @@ class RagConfig(StageConfig):
     per profile, retrieval metrics always cover every question."""
 
     chunkers: tuple[str, ...] = ()  # empty = every chunk artifact found
-    question_scope: str = one_of("common-units", *QUESTION_SCOPES)  # common-units | all (see rag.pipeline.questions_in_scope)
+    question_scope: str = one_of("common-units", "common-units", "all")  # common-units | all (see rag.pipeline.questions_in_scope)
     # retrieval
     dense_top_k: int = 50
     sparse_top_k: int = 50
     retrieve_top_k: int = 20  # depth of the final ranking (metrics go to k = 20)
-    fusion: str = one_of("rrf", *FUSIONS)  # rrf | weighted
+    fusion: str = one_of("rrf", "rrf", "weighted")  # rrf | weighted
     rrf_k: int = 60
     dense_weight: float = 0.5  # weighted fusion: w * dense + (1 - w) * sparse (min-max normalised)
     # weighted RRF and linear fusion beside the paper's hybrid: w from this grid, cross-fitted over GutenQA folds

@@ -2,14 +2,12 @@
 the fusion of their rankings (reciprocal rank fusion, the paper's hybrid; weighted RRF; min-max linear)."""
 from __future__ import annotations
 
-import json
+import functools
 import re
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from ..core.schema import read_jsonl, write_jsonl
 from ..metrics.retrieval import evidence_form, normalize_for_match
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
@@ -30,10 +28,8 @@ class BookIndex:
     book_id: str
     chunk_ids: list[str]
     texts: list[str]
-    embeddings: np.ndarray  # (n, dim) float32, L2-normalised
     bm25: Any = None
     dense: Any = None  # faiss.IndexFlatIP
-    meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def build(cls, book_id: str, chunk_ids: Sequence[str], texts: Sequence[str], embeddings: np.ndarray,
@@ -50,18 +46,19 @@ class BookIndex:
         dense.add(emb)
         bm25 = bm25s.BM25(k1=k1, b=b)
         bm25.index([bm25_tokenize(t) or ["<empty>"] for t in texts], show_progress=False)
-        return cls(book_id, list(chunk_ids), list(texts), emb, bm25, dense, {"k1": k1, "b": b})
+        return cls(book_id, list(chunk_ids), list(texts), bm25, dense)
 
     def __len__(self) -> int:
         return len(self.texts)
 
+    @functools.cached_property
+    def _norm_texts(self) -> list[str]:
+        return [normalize_for_match(t) for t in self.texts]
+
     def relevant(self, evidence: str) -> set[int]:
-        """Indices of the chunks that contain ``evidence`` (normalised containment, cached texts)."""
-        norm = self.meta.get("_norm_texts")
-        if norm is None:
-            norm = self.meta["_norm_texts"] = [normalize_for_match(t) for t in self.texts]
+        """Indices of the chunks that contain ``evidence`` (normalised containment)."""
         ev = evidence_form(evidence)
-        return {i for i, t in enumerate(norm) if ev in t}
+        return {i for i, t in enumerate(self._norm_texts) if ev in t}
 
     def dense_search(self, query_emb: np.ndarray, k: int) -> list[tuple[int, float]]:
         q = np.ascontiguousarray(np.asarray(query_emb, dtype=np.float32).reshape(1, -1))
@@ -74,33 +71,6 @@ class BookIndex:
             return []
         docs, scores = self.bm25.retrieve([toks], k=min(k, len(self)), show_progress=False)
         return [(int(i), float(s)) for i, s in zip(docs[0], scores[0]) if s > 0]  # score 0 = no term match
-
-    def save(self, folder: Path) -> None:
-        import faiss
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        faiss.write_index(self.dense, str(folder / "dense.faiss"))
-        self.bm25.save(str(folder / "bm25"))
-        np.save(folder / "embeddings.npy", self.embeddings)
-        write_jsonl(folder / "chunks.jsonl",
-                    ({"chunk_id": cid, "text": t} for cid, t in zip(self.chunk_ids, self.texts)))
-        meta = {k: v for k, v in self.meta.items() if not k.startswith("_")}
-        (folder / "meta.json").write_text(json.dumps({"book_id": self.book_id, **meta}), encoding="utf-8")
-
-    @classmethod
-    def load(cls, folder: Path) -> "BookIndex":
-        import bm25s
-        import faiss
-
-        folder = Path(folder)
-        if not (folder / "dense.faiss").is_file():
-            raise FileNotFoundError(f"no saved index under {folder}")
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        rows = list(read_jsonl(folder / "chunks.jsonl"))
-        return cls(meta.pop("book_id"), [r["chunk_id"] for r in rows], [r["text"] for r in rows],
-                   np.load(folder / "embeddings.npy"), bm25s.BM25.load(str(folder / "bm25")),
-                   faiss.read_index(str(folder / "dense.faiss")), meta)
 
 
 class LibraryIndex:
@@ -128,28 +98,11 @@ class LibraryIndex:
             out[bid] = BookIndex.build(bid, [c.chunk_id for c in cs], texts, emb, k1=k1, b=b)
         return cls(out)
 
-    def save(self, folder: Path) -> None:
-        for bid, idx in self.books.items():
-            idx.save(Path(folder) / safe_name(bid))
-
-    @classmethod
-    def load(cls, folder: Path) -> "LibraryIndex":
-        books = {}
-        for sub in sorted(p for p in Path(folder).iterdir() if (p / "dense.faiss").is_file()):
-            idx = BookIndex.load(sub)
-            books[idx.book_id] = idx
-        return cls(books)
-
-
-def safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-
 
 Ranked = Sequence[tuple[int, float]]  # (doc index, score), best first
 
 
-def rrf_fuse(lists: Sequence[Ranked], k: int = 60, top_k: int | None = None,
-             weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
+def rrf_fuse(lists: Sequence[Ranked], k: int = 60, weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
     """Reciprocal rank fusion (Cormack et al. 2009): ``score(d) = sum_lists w_l / (k + rank_l(d))``, weights 1
     by default; ties broken by the best single rank, then document index."""
     if weights is None:
@@ -162,16 +115,14 @@ def rrf_fuse(lists: Sequence[Ranked], k: int = 60, top_k: int | None = None,
         for rank, (doc, _s) in enumerate(lst, 1):
             score[doc] = score.get(doc, 0.0) + w / (k + rank)
             best[doc] = min(best.get(doc, rank), rank)
-    out = sorted(score.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))
-    return out[:top_k] if top_k else out
+    return sorted(score.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))
 
 
-def weighted_rrf_fuse(dense: Ranked, sparse: Ranked, dense_weight: float, k: int = 60,
-                      top_k: int | None = None) -> list[tuple[int, float]]:
+def weighted_rrf_fuse(dense: Ranked, sparse: Ranked, dense_weight: float, k: int = 60) -> list[tuple[int, float]]:
     """RRF with per-retriever weights ``2w`` (dense) and ``2(1 - w)`` (sparse): ``w = 0.5`` is plain RRF."""
     if not 0.0 <= dense_weight <= 1.0:
         raise ValueError(f"dense_weight must be in [0, 1], got {dense_weight}")
-    return rrf_fuse([dense, sparse], k=k, top_k=top_k, weights=[2 * dense_weight, 2 * (1 - dense_weight)])
+    return rrf_fuse([dense, sparse], k=k, weights=[2 * dense_weight, 2 * (1 - dense_weight)])
 
 
 def _minmax(lst: Ranked) -> dict[int, float]:
@@ -182,13 +133,11 @@ def _minmax(lst: Ranked) -> dict[int, float]:
     return {d: (1.0 if hi == lo else (s - lo) / (hi - lo)) for d, s in lst}
 
 
-def weighted_fuse(dense: Ranked, sparse: Ranked, dense_weight: float = 0.5,
-                  top_k: int | None = None) -> list[tuple[int, float]]:
+def weighted_fuse(dense: Ranked, sparse: Ranked, dense_weight: float = 0.5) -> list[tuple[int, float]]:
     """``w * minmax(dense) + (1 - w) * minmax(sparse)``; a document absent from a list scores 0 there."""
     if not 0.0 <= dense_weight <= 1.0:
         raise ValueError(f"dense_weight must be in [0, 1], got {dense_weight}")
     d, s = _minmax(dense), _minmax(sparse)
     docs = set(d) | set(s)
-    out = sorted(((doc, dense_weight * d.get(doc, 0.0) + (1 - dense_weight) * s.get(doc, 0.0)) for doc in docs),
-                 key=lambda kv: (-kv[1], kv[0]))
-    return out[:top_k] if top_k else out
+    return sorted(((doc, dense_weight * d.get(doc, 0.0) + (1 - dense_weight) * s.get(doc, 0.0)) for doc in docs),
+                  key=lambda kv: (-kv[1], kv[0]))

@@ -25,13 +25,9 @@ def _row(system: str, method: str, frame: pd.DataFrame | None, status: str) -> d
     row: dict[str, Any] = {"system": system, "method": method, "status": status,
                            "n_questions": 0 if frame is None else int(frame["qid"].nunique())}
     scored = frame[frame["ragas_scored"].astype(bool)] if frame is not None and "ragas_scored" in frame else None
-    for m in MEASURES:
-        if frame is None:
-            row[m] = float("nan")
-        elif m == "AA":
-            row[m] = float(scored["answer_accuracy"].mean()) if scored is not None and len(scored) else float("nan")
-        else:
-            row[m] = float(frame[SOURCE[m]].mean()) if len(frame) else float("nan")
+    for m in MEASURES:  # AA over the RAGAS-scored answers only
+        part = scored if m == "AA" else frame
+        row[m] = float(part[SOURCE[m]].mean()) if part is not None and len(part) else float("nan")
     row["n_ragas"] = 0 if scored is None else int(len(scored))
     return row
 

@@ -1,12 +1,12 @@
 """The RAG evaluation pipeline of Appendix I.1, run for every chunker with the same fixed stages."""
 from __future__ import annotations
 
+import functools
 import random
 import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..chunk_sets import EvaluationError
@@ -16,17 +16,14 @@ from ..core.prompts import load_prompt, render_prompt
 from ..llm.base import SamplingParams, UsageTag
 from ..llm.replies import answer_text
 from .config import RagConfig
-from .index import LibraryIndex, rrf_fuse, safe_name, weighted_fuse, weighted_rrf_fuse
+from .index import LibraryIndex, rrf_fuse, weighted_fuse, weighted_rrf_fuse
 from .rerank import rerank
-
-ANSWER_INSTRUCTIONS = {"gutenqa": "rag/answer_instruction_gutenqa", "literaryqa": "rag/answer_instruction_literaryqa"}
-
 
 def answer_conversation(dataset: str, title: str, question: str, chunks: Sequence[str]) -> list[dict[str, str]]:
     """The paper's prompts (Appendix I.1.2): system = system prompt + " " + the dataset's answer instruction;
     user = the template with one ``Chunk:`` block per retrieved chunk, or without references."""
     key = "literaryqa" if dataset == "literaryqa" else "gutenqa"
-    system = load_prompt("rag/system") + " " + load_prompt(ANSWER_INSTRUCTIONS[key])
+    system = load_prompt("rag/system") + " " + load_prompt(f"rag/answer_instruction_{key}")
     if chunks:
         doc = "\nChunk: ".join(c.strip() for c in chunks)
         user = render_prompt("rag/user_with_reference", title=title, query=question, doc=doc)
@@ -38,10 +35,7 @@ def answer_conversation(dataset: str, title: str, question: str, chunks: Sequenc
 def clean_answer(text: str) -> str:
     """First non-empty paragraph of the reply's answer, stripped (the prompt asks for one sentence);
     reasoning blocks are removed first (:func:`litseg_nb.llm.replies.answer_text`)."""
-    for part in answer_text(text).strip().split("\n\n"):
-        if part.strip():
-            return part.strip()
-    return ""
+    return next((p.strip() for p in answer_text(text).strip().split("\n\n") if p.strip()), "")
 
 
 def generate_answers(backend: Any, items: Sequence[dict[str, Any]], max_new_tokens: int, seed: int = 0,
@@ -52,19 +46,6 @@ def generate_answers(backend: Any, items: Sequence[dict[str, Any]], max_new_toke
         return []
     gens = backend.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed), tag)
     return [clean_answer(g.text) for g in gens]
-
-
-def hyde_passages(backend: Any, titles: Sequence[str], questions: Sequence[str], max_new_tokens: int,
-                  seed: int = 0, tag: UsageTag = UsageTag("rag-hyde", stage="hyde")) -> list[str]:
-    """Hypothetical passages answering each question (HyDE, Gao et al. 2023) for dense retrieval; an empty
-    generation falls back to the question (the caller counts those)."""
-    convs = [[{"role": "user", "content": render_prompt("rag/hyde", title=t, query=q)}]
-             for t, q in zip(titles, questions)]
-    if not convs:
-        return []
-    gens = backend.chat(convs, SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed), tag)
-
-    return [answer_text(g.text).strip() for g in gens]  # reasoning blocks removed
 
 
 TUNED_MODES = ("hybrid-wrrf", "hybrid-linear")
@@ -122,40 +103,31 @@ def questions_in_scope(questions: Sequence[EvalQuestion], chunk_sets: Mapping[st
         raise EvaluationError(f"chunk set(s) {empty} have no chunks for the evaluated books {sorted(books)}")
     if not questions:
         raise EvaluationError(f"the evaluated books {sorted(books)} have no questions")
-    if scope not in ("all", "common-units"):
-        raise ValueError(f"unknown question_scope {scope!r} (common-units | all)")
     books_everywhere = set.intersection(*({c.book_id for c in cs} for cs in chunk_sets.values()))
     norm_books = {bid: normalize_for_match(books[bid].text) for bid in {q.book_id for q in questions if q.evidence}
                   if bid in books}
     not_in_text = [q for q in questions if q.evidence and q.book_id in norm_books
                    and normalize_for_match(q.evidence) not in norm_books[q.book_id]]
-    if scope == "all":
-        kept = [q for q in questions if q.book_id in books_everywhere]
-        dropped = [q for q in questions if q.book_id not in books_everywhere]
-        rep = {"scope": "all", "n_questions": len(kept), "n_dropped": len(dropped),
-               "n_evidence_not_in_text": len(not_in_text), "dropped_qids": [q.qid for q in dropped]}
-        if not kept:
-            raise EvaluationError(f"question_scope=all: no chunk set covers every book with questions "
-                                  f"(books covered by all sets: {sorted(books_everywhere)})")
-        return kept, rep
-    ranges = [_covered_ranges(cs) for cs in chunk_sets.values()]
-    common = set.intersection(*(set(r) for r in ranges))
-    unit_texts: dict[str, list[str]] = defaultdict(list)
-    for key in common:
-        lo, hi = ranges[0][key]
-        unit_texts[key[0]].append(books[key[0]].text[lo:hi])
-    missing_ev = {q.qid for q in not_in_text}
-    kept, dropped = [], []
-    for q in questions:
-        if q.evidence:
-            ok = q.book_id in books_everywhere and (
-                q.qid in missing_ev or any(is_relevant(t, q.evidence) for t in unit_texts.get(q.book_id, [])))
-        else:
-            ok = q.book_id in books_everywhere
-        (kept if ok else dropped).append(q)
+    ok = [q.book_id in books_everywhere for q in questions]
+    units: dict[str, Any] = {}  # common-units: the units every set covers, which must hold a question's evidence
+    if scope != "all":
+        ranges = [_covered_ranges(cs) for cs in chunk_sets.values()]
+        common = set.intersection(*(set(r) for r in ranges))
+        unit_texts: dict[str, list[str]] = defaultdict(list)
+        for key in common:
+            lo, hi = ranges[0][key]
+            unit_texts[key[0]].append(books[key[0]].text[lo:hi])
+        missing_ev = {q.qid for q in not_in_text}
+        for i, q in enumerate(questions):
+            if q.evidence and q.qid not in missing_ev:
+                ok[i] = ok[i] and any(is_relevant(t, q.evidence) for t in unit_texts.get(q.book_id, []))
+        units = {"n_common_units": len(common), "common_units": sorted(common)}
+    kept, dropped = [q for q, o in zip(questions, ok) if o], [q for q, o in zip(questions, ok) if not o]
     rep = {"scope": scope, "n_questions": len(kept), "n_dropped": len(dropped),
-           "n_evidence_not_in_text": len(not_in_text), "n_common_units": len(common),
-           "common_units": sorted(common), "dropped_qids": [q.qid for q in dropped]}
+           "n_evidence_not_in_text": len(not_in_text), **units, "dropped_qids": [q.qid for q in dropped]}
+    if not kept and scope == "all":
+        raise EvaluationError(f"question_scope=all: no chunk set covers every book with questions "
+                              f"(books covered by all sets: {sorted(books_everywhere)})")
     if not kept:
         per = {m: len(r) for m, r in zip(chunk_sets, ranges)}
         raise EvaluationError(
@@ -200,13 +172,11 @@ def evidence_window(book_text: str, evidence: str, chars: int) -> str | None:
 class RagEvaluator:
     """Retrieval for one profile's chunk sets with fixed stages; see the module docstring."""
 
-    def __init__(self, cfg: RagConfig, embedder: Any, backend: Any = None, reranker: Any = None,
-                 index_root: Path | None = None):
+    def __init__(self, cfg: RagConfig, embedder: Any, backend: Any = None, reranker: Any = None):
         self.cfg = cfg
         self.embedder = embedder
         self.backend = backend
         self.reranker = reranker
-        self.index_root = index_root
         self.latency = LatencyRecorder()
         self.indices: dict[str, LibraryIndex] = {}
         self.hyde_text: dict[str, str] = {}
@@ -219,18 +189,20 @@ class RagEvaluator:
             t0 = time.perf_counter()
             lib = LibraryIndex.build(cs, self.embedder, k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
             self.latency.add(f"index build ({m})", time.perf_counter() - t0, len(cs))
-            if self.index_root is not None:
-                lib.save(self.index_root / safe_name(m))
             self.indices[m] = lib
 
     def prepare_hyde(self, questions: Sequence[EvalQuestion]) -> list[EvalQuestion]:
+        """Hypothetical passages answering the first ``hyde_max_questions`` questions (HyDE, Gao et al. 2023) for
+        dense retrieval; an empty generation falls back to the question (counted in ``n_hyde_empty``)."""
         if not self.cfg.hyde or self.backend is None:
             return []
-        n = self.cfg.hyde_max_questions or len(questions)
-        subset = list(questions[:n])
+        subset = list(questions[:self.cfg.hyde_max_questions or len(questions)])
         t0 = time.perf_counter()
-        texts = hyde_passages(self.backend, [q.title for q in subset], [q.question for q in subset],
-                              self.cfg.hyde_max_new_tokens, self.cfg.seed)
+        convs = [[{"role": "user", "content": render_prompt("rag/hyde", title=q.title, query=q.question)}]
+                 for q in subset]
+        params = SamplingParams(max_new_tokens=self.cfg.hyde_max_new_tokens, temperature=0.0, seed=self.cfg.seed)
+        gens = self.backend.chat(convs, params, UsageTag("rag-hyde", stage="hyde")) if convs else []
+        texts = [answer_text(g.text).strip() for g in gens]  # reasoning blocks removed
         self.latency.add("hyde generate", time.perf_counter() - t0, len(subset))
         for q, t in zip(subset, texts):
             if not t:
@@ -267,13 +239,6 @@ class RagEvaluator:
             self.latency.add("sparse search (BM25)", t2 - t1)
             self.latency.add("fusion", t3 - t2)
         return dense, sparse, hybrid
-
-    def rerank_stage(self, idx: Any, q: EvalQuestion, hybrid: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
-        """The reranker's rescoring of the top ``cfg.rerank_depth`` of ``hybrid`` (the rest keeps its order)."""
-        t0 = time.perf_counter()
-        out = rerank(hybrid, idx.texts, self.reranker, q.title, q.question, self.cfg.rerank_depth)
-        self.latency.add("rerank", time.perf_counter() - t0)
-        return out
 
     def retrieve(self, questions: Sequence[EvalQuestion], rerank_qids: set[str] = frozenset(),
                  rerank_methods: set[str] | None = None) -> list[dict[str, Any]]:
@@ -318,7 +283,10 @@ class RagEvaluator:
                     if q.evidence:
                         full["dense+hyde"] = idx.dense_search(h_emb[q.qid], n)
                 if self.reranker is not None and q.qid in rerank_qids and (rerank_methods is None or m in rerank_methods):
-                    ranked["hybrid+rerank"] = self.rerank_stage(idx, q, hybrid)
+                    t0 = time.perf_counter()  # the top rerank_depth of the hybrid rescored, the rest keeps its order
+                    ranked["hybrid+rerank"] = rerank(hybrid, idx.texts, self.reranker, q.title, q.question,
+                                                     c.rerank_depth)
+                    self.latency.add("rerank", time.perf_counter() - t0)
                     if q.evidence:
                         full["hybrid+rerank"] = _extend(ranked["hybrid+rerank"], full["hybrid"])
                 for mode, lst in ranked.items():
@@ -347,12 +315,11 @@ class RagEvaluator:
         order = sorted(qs, key=lambda q: q.qid)
         random.Random(f"{c.seed}-fusion-folds").shuffle(order)
         fold = {q.qid: i % c.fusion_dev_folds for i, q in enumerate(order)}
-        qmap = {q.qid: q for q in qs}
         rows: list[dict[str, Any]] = []
         self.fusion_weights = getattr(self, "fusion_weights", [])
         for m, lib in self.indices.items():
-            keys = [q.qid for q in order if (m, q.qid) in self._lists]
-            if len(keys) < c.fusion_dev_folds or len({fold[k] for k in keys}) < c.fusion_dev_folds:
+            keys = [q for q in order if (m, q.qid) in self._lists]
+            if len(keys) < c.fusion_dev_folds or len({fold[q.qid] for q in keys}) < c.fusion_dev_folds:
                 # too few questions to choose a weight on other questions than the scored ones
                 self.fusion_weights.extend({"method": m, "mode": mode, "fold": None, "dense_weight": None,
                                             "dev_questions": 0, "scored_questions": 0,
@@ -360,31 +327,23 @@ class RagEvaluator:
                                                        f"{c.fusion_dev_folds} folds"} for mode in TUNED_MODES)
                 continue
             for mode in TUNED_MODES:
-                cache: dict[tuple[str, float], float] = {}
-
+                @functools.cache
                 def rr(qid: str, w: float) -> float:
-                    if (qid, w) not in cache:
-                        d, s_, rel = self._lists[(m, qid)]
-                        fused = self._tuned_fuse(mode, d[: c.dense_top_k], s_[: c.sparse_top_k], w)[: c.retrieve_top_k]
-                        r = next((i for i, (doc, _) in enumerate(fused, 1) if doc in rel), None)
-                        cache[(qid, w)] = 0.0 if r is None else 1.0 / r
-                    return cache[(qid, w)]
+                    d, s_, rel = self._lists[(m, qid)]
+                    fused = self._tuned_fuse(mode, d[: c.dense_top_k], s_[: c.sparse_top_k], w)[: c.retrieve_top_k]
+                    r = next((i for i, (doc, _) in enumerate(fused, 1) if doc in rel), None)
+                    return 0.0 if r is None else 1.0 / r
 
-                for f in range(c.fusion_dev_folds):
-                    dev = [k for k in keys if fold[k] != f]
-                    test = [k for k in keys if fold[k] == f]
-                    if not test:
-                        continue
-                    if not dev:
-                        raise EvaluationError(f"{m}: no development questions for fold {f} of {mode}")
+                for f in range(c.fusion_dev_folds):  # every fold holds questions (checked above)
+                    dev = [q.qid for q in keys if fold[q.qid] != f]
+                    test = [q for q in keys if fold[q.qid] == f]
                     scores = {w: sum(rr(k, w) for k in dev) / len(dev) for w in c.fusion_weight_grid}
                     w = max(c.fusion_weight_grid, key=lambda w: (round(scores[w], 12), -abs(w - 0.5), -w))
                     self.fusion_weights.append({"method": m, "mode": mode, "fold": f, "dense_weight": w,
                                                 "dev_questions": len(dev), "dev_MRR@k": scores[w],
                                                 "scored_questions": len(test)})
-                    for k in test:
-                        q = qmap[k]
-                        d, s_, rel = self._lists[(m, k)]
+                    for q in test:
+                        d, s_, rel = self._lists[(m, q.qid)]
                         idx = lib.book(q.book_id)
                         cand = self._tuned_fuse(mode, d[: c.dense_top_k], s_[: c.sparse_top_k], w)
                         top = [i for i, _ in cand[: c.retrieve_top_k]]
@@ -428,16 +387,6 @@ def retrieval_table(rows: Sequence[Mapping[str, Any]], qids: set[str] | None = N
             rec["dense_weights"] = ",".join(f"{w:g}" for w in sorted(set(g["dense_weight"].dropna())))
         out.append(rec)
     return pd.DataFrame(out)
-
-
-def final_ranking(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per (method, qid): the reranked ranking where it exists, else the hybrid one."""
-    best: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in rows:
-        key = (r["method"], r["qid"])
-        if r["mode"] == "hybrid+rerank" or (r["mode"] == "hybrid" and key not in best):
-            best[key] = r
-    return best
 
 
 def select_subset(questions: Sequence[EvalQuestion], n_per_dataset: int, seed: int = 0) -> list[EvalQuestion]:

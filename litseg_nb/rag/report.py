@@ -11,7 +11,7 @@ from ..chunk_sets import EvaluationError
 from ..core.schema import Chunk
 from ..core.artifacts import stacked_text_figure
 from .pipeline import (EvalQuestion, RagEvaluator, common_units, evaluation_questions, evidence_window,
-                       final_ranking, generate_answers, questions_in_scope, retrieval_table, select_subset)
+                       generate_answers, questions_in_scope, retrieval_table, select_subset)
 from ..metrics.generation import generation_scores, ragas_scores
 from ..metrics.pairwise import (BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs,
                                 pairwise_win_rate)
@@ -26,7 +26,10 @@ def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], row
                         methods: Sequence[str]) -> pd.DataFrame:
     """Answers of every method in ``methods`` for ``questions`` (contexts = final ranking's top chunks)."""
 
-    best = final_ranking(rows)
+    best: dict[tuple[str, str], Mapping[str, Any]] = {}  # the reranked ranking where it exists, else the hybrid one
+    for r in rows:
+        if r["mode"] == "hybrid+rerank" or (r["mode"] == "hybrid" and (r["method"], r["qid"]) not in best):
+            best[(r["method"], r["qid"])] = r
     items, meta = [], []
     for m in methods:
         for q in questions:
@@ -111,7 +114,7 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
     ans = {(r.method, r.qid): r for r in gen.itertuples()}
     rows = []
     for other in sorted(set(gen.method) - {target}):
-        items, dsets = [], []
+        items = []
         for qid in sorted(subset):
             a, b = ans.get((target, qid)), ans.get((other, qid))
             if a is None or b is None:
@@ -133,21 +136,20 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
                                                  [u for u in units[1] if u], list(a.contexts), list(b.contexts),
                                                  backend.count_tokens, budget)
             items.append({"qid": qid, "context": ctx, "question": q.question, "reference": a.reference,
-                          "target_answer": a.answer, "other_answer": b.answer, "policy": policy})
-            dsets.append(q.dataset)
+                          "target_answer": a.answer, "other_answer": b.answer, "policy": policy, "dataset": q.dataset})
         if not items:
             continue
         if collect is not None:
-            collect.extend({**it, "dataset": d, "target": target, "opponent": other} for it, d in zip(items, dsets))
+            collect.extend({**it, "target": target, "opponent": other} for it in items)
         res = judge_pairs(backend, items, max_new_tokens=max_new_tokens, seed=seed,
                           tag=UsageTag("rag-pairwise-judge", stage="pairwise-judge"))
-        for ds in sorted(set(dsets)):
-            vs = [r["verdict"] for r, d in zip(res, dsets) if d == ds]
-            pol = [it["policy"] for it, d in zip(items, dsets) if d == ds]
+        for ds in sorted({it["dataset"] for it in items}):
+            vs = [r["verdict"] for r, it in zip(res, items) if it["dataset"] == ds]
+            pol = [it["policy"] for it in items if it["dataset"] == ds]
             valid = [[v] for v in vs if v != "invalid"]
             wr = pairwise_win_rate(valid) if valid else {"win_rate": float("nan")}
             counts = ({f"n_context_{p}": pol.count(p) for p in BOOK_POLICIES} if ds == "literaryqa"
-                      else {"context": pol[0] if pol else ""})
+                      else {"context": pol[0]})
             counts["n_saw_whole_book"] = pol.count(BOOK_POLICIES[0])
             rows.append({"dataset": ds, "target": target, "opponent": other, "n_pairs": len(vs),
                          "n_invalid": len(vs) - len(valid), **wr, **counts})
@@ -184,11 +186,10 @@ def table3_reranked(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int
     ret = retrieval_table(rows, qids=rr_q, k=k)
     if ret.empty:
         return ret
-    parts = []
+    parts, rer = [], {r["method"] for r in rows if r["mode"] == "hybrid+rerank"}
     for mode, label in (("hybrid+rerank", RERANK_LABEL), ("hybrid", PRE_RERANK_LABEL)):
         t = table3(ret, gen, mode)
-        rer = {(r["method"]) for r in rows if r["mode"] == "hybrid+rerank"}
-        t = t[t["method"].isin(rer)] if "method" in t else t
+        t = t[t["method"].isin(rer)]
         t.insert(2, "ranking", label)
         parts.append(t)
     out = pd.concat(parts, ignore_index=True)
@@ -208,16 +209,14 @@ def table3_scope(cfg: Any, books: Sequence[Any], chunk_sets: Mapping[str, Sequen
     return questions, scope, sets
 
 
-def table3_evaluator(cfg: Any, embedder: Any, backend: Any, index_root: Any = None, scorer: Any = None) -> RagEvaluator:
-    """The evaluator of Table 3 (App. I.1): ``cfg``'s fusion and its reranker (``cfg.reranker``; a
-    ``scorer`` given here replaces it, for tests)."""
+def table3_evaluator(cfg: Any, embedder: Any, backend: Any) -> RagEvaluator:
+    """The evaluator of Table 3 (App. I.1): ``cfg``'s fusion and its reranker (``cfg.reranker``)."""
     # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
     from .rerank import make_reranker
 
-    if scorer is None:
-        scorer = make_reranker(cfg.reranker, backend, cfg.reranker_model, cfg.embedding.device,
-                               cfg.max_context_chars_per_chunk, max_length=cfg.reranker_max_length)
-    return RagEvaluator(cfg, embedder, backend, scorer, index_root=index_root)
+    scorer = make_reranker(cfg.reranker, backend, cfg.reranker_model, cfg.embedding.device,
+                           cfg.max_context_chars_per_chunk, max_length=cfg.reranker_max_length)
+    return RagEvaluator(cfg, embedder, backend, scorer)
 
 
 def rerank_subset(cfg: Any, questions: Sequence[EvalQuestion], seed: int = 0) -> list[EvalQuestion]:
@@ -319,11 +318,9 @@ def theta_sweep_units(books: Mapping[str, Any], unit_keys: Sequence[tuple[str, s
                       questions: Sequence[EvalQuestion], max_units: int = 0) -> list[tuple[str, str]]:
     """The units the θ sweep segments: those of ``unit_keys`` holding GutenQA evidence, the most
     evidence first (ties: the given order), at most ``max_units`` (0 = all)."""
-    def n_evidence(key: tuple[str, str]) -> int:
-        text = books[key[0]].unit(key[1]).text(books[key[0]].text)
-        return sum(1 for q in questions if q.evidence and q.book_id == key[0] and is_relevant(text, q.evidence))
-
-    counts = {k: n_evidence(k) for k in unit_keys}  # units without GutenQA evidence cannot score a θ
+    texts = {(b, u): books[b].unit(u).text(books[b].text) for b, u in unit_keys}
+    counts = {(b, u): sum(1 for q in questions if q.evidence and q.book_id == b and is_relevant(t, q.evidence))
+              for (b, u), t in texts.items()}  # units without GutenQA evidence cannot score a θ
     return sorted((k for k in unit_keys if counts[k]), key=lambda k: -counts[k])[: max_units or None]
 
 
@@ -354,8 +351,7 @@ def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[t
     size = {m: (len(cs), sum(backend.count_tokens(c.text) for c in cs) / max(1, len(cs))) for m, cs in sets.items()}
     ret["n_chunks"] = ret["method"].map(lambda m: size[m][0])
     ret["mean_chunk_tokens"] = ret["method"].map(lambda m: size[m][1])
-    cols = ["dataset", "theta", "mode", "n_questions", "n_chunks", "mean_chunk_tokens",
-            *(f"DCG@{k}" for k in ks), *(f"Recall@{k}" for k in ks), f"MRR@{cfg.retrieve_top_k}"]
+    cols = [*THETA_SWEEP_COLUMNS, *(f"DCG@{k}" for k in ks), *(f"Recall@{k}" for k in ks), f"MRR@{cfg.retrieve_top_k}"]
     return ret[[c for c in cols if c in ret.columns]].sort_values(["mode", "theta"], ignore_index=True), sets
 
 
@@ -392,10 +388,11 @@ def _evidence_cut(chunks: Sequence[Chunk], book: Any, evidence: str) -> tuple[in
         if not c.spans:
             continue
         src = chunk_source_spans(c, book)
+        span = (src[0][0], max(b for _, b in src))  # src is sorted
         if spans_cover(src, s, e, book.text):
-            return (min(a for a, _ in src), max(b for _, b in src))
+            return span
         if best is None and any(a <= s < b for a, b in src):
-            best = (min(a for a, _ in src), max(b for _, b in src))
+            best = span
     return best
 
 

@@ -50,14 +50,14 @@ class FlagReranker:
     long chunks; 0 = the model's maximum)."""
 
     def __init__(self, model: str, device: str = "auto", max_chars: int = 0, max_length: int = 0):
+        import torch
         from FlagEmbedding import FlagReranker as _FR
-
 
         path = resolve_model_path(model)
         self.max_length = int(max_length or model_max_tokens(path))
         kwargs = {} if device == "auto" else {"devices": device}
-        self.model = _FR(path, use_fp16=_cuda(device), max_length=self.max_length,
-                         **kwargs)
+        fp16 = torch.cuda.is_available() if device == "auto" else device.startswith("cuda")
+        self.model = _FR(path, use_fp16=fp16, max_length=self.max_length, **kwargs)
         self.max_chars = max_chars
 
     def score(self, title: str, query: str, docs: Sequence[str], tag: UsageTag = UsageTag()) -> list[float]:
@@ -66,14 +66,6 @@ class FlagReranker:
         pairs = [[query, d[: self.max_chars] if self.max_chars else d] for d in docs]
         s = self.model.compute_score(pairs, max_length=self.max_length)
         return [float(x) for x in (s if isinstance(s, list) else [s])]
-
-
-def _cuda(device: str) -> bool:
-    if device != "auto":
-        return device.startswith("cuda")
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def make_reranker(kind: str, backend: Any = None, flag_model: str = "", device: str = "auto", max_chars: int = 0,
