@@ -28,8 +28,8 @@ from .front import gallery, rehearse, runner
 from .front.batch_segment import __doc__ as _SEGMENT_DOC
 from .front.batch_segment import segment_main
 from .front.chunk_import import cli as import_chunks_main
-from .front.params import (NOTEBOOK_CONFIGS, _build, assert_runnable, check_set_keys, config_overrides, convert,
-                           missing_for, parameters_cell, parse_key_value)
+from .front.params import (NOTEBOOK_CONFIGS, _build, check_set_keys, config_overrides, convert, missing_for,
+                           parameters_cell, parse_key_value)
 from .redact import redact_obj
 from .segmenters.registry import methods_text
 
@@ -113,15 +113,10 @@ def _stage_values(profile: str, only: str, parameters: dict[str, Any]) -> Iterat
         raise ConfigError(f"parameter(s) {', '.join(sorted(unknown))} not declared by any selected notebook")
 
 
-def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | None = None,
-                     check: bool = True) -> list[tuple[str, Any]]:
-    """``(notebook stem, config)`` per selected notebook (``check=False``: also one missing a required setting)."""
-    out = []
-    for nb, declared, values in _stage_values(profile, only, dict(parameters or {})):
-        out.append((nb.stem, _build(nb.stem, {n: convert(n, v, declared[n].annotation) for n, v in values.items()})))
-        if check:
-            assert_runnable(*out[-1])
-    return out
+def resolved_configs(profile: str, only: str = "", parameters: dict[str, Any] | None = None) -> list[tuple[str, Any]]:
+    """``(notebook stem, config)`` per selected notebook, also one missing a required setting."""
+    return [(nb.stem, _build(nb.stem, {n: convert(n, v, declared[n].annotation) for n, v in values.items()}))
+            for nb, declared, values in _stage_values(profile, only, dict(parameters or {}))]
 
 
 def format_config(stem: str, cfg: Any) -> str:
@@ -158,7 +153,7 @@ def config_main(args: argparse.Namespace) -> int:
             if args.explain:
                 print("\n".join(explain_configs(args.profile, args.notebook, params, args.explain)))
                 return 0
-            configs = resolved_configs(args.profile, args.notebook, params, check=False)
+            configs = resolved_configs(args.profile, args.notebook, params)
             print("\n\n".join(format_config(stem, cfg) for stem, cfg in configs))
     except ConfigError as exc:
         print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
@@ -337,8 +332,7 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
         _arg("--literaryqa-split", default="validation"),
     ]), download_main),
     "segment": (dict(help="segment .txt books (a file, a folder or a glob) with any method",
-                     description=_SEGMENT_DOC.split("\n\n", 1)[1].split("\n\nExit codes")[0]
-                     + "\n\nExit codes" + _SEGMENT_DOC.split("Exit codes", 1)[1],
+                     description=_SEGMENT_DOC.split("\n\n", 1)[1],
                      formatter_class=_RAW, args=[
         _arg("inputs", nargs="+", metavar="FILE|DIR|GLOB",
              help="Project Gutenberg .txt books or plain text files; a folder means its *.txt files"),

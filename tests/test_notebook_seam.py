@@ -113,11 +113,10 @@ def test_setup_never_reads_the_notebook_file(nb, monkeypatch):
 def test_the_kernel_takes_the_config_the_runner_resolved(nb, profile, monkeypatch):
     for name, *_ in SERVER_ENV:  # full's judge and raters need an address
         monkeypatch.setenv(name, "http://127.0.0.1:9/v1")
-    values = params.check_parameters(nb, {"profile": profile, "seed": 1})
-    injected = params.resolved_parameter(nb, values)
+    values = params.check_parameters(nb, {"profile": profile, "seed": 1})  # with the resolved config
     defaults = {n: p.default for n, p in params.parameters_cell(nb).items()}
     runner_cfg = params.notebook_config(nb.stem, **{**defaults, "profile": profile, "seed": 1})
-    ns = _namespace(nb, **values, **injected)
+    ns = _namespace(nb, **values)
     for name, *_ in SERVER_ENV:  # the kernel does not resolve again: the addresses came with the config
         monkeypatch.delenv(name)
     cfg, run = run_context.setup(nb.stem[:2], ns)
@@ -133,10 +132,9 @@ def test_set_reaches_the_kernel_as_a_parameter_and_configs_built_inside(fresh_di
     sets = [("BaselinesConfig.llm.model", "smollm2-135m-instruct"), ("rrf_k", 3)]
     with config_sets(sets):
         values = params.check_parameters(nb, {"profile": "test", "seed": 0})
-        injected = params.resolved_parameter(nb, values)
     assert active_sets() == []  # nothing left behind in the runner's process, nothing in the environment
-    assert injected[params.RESOLVED]["sets"] == [list(kv) for kv in sets]
-    cfg, run = run_context.setup("05", _namespace(nb, **values, **injected))
+    assert values[params.RESOLVED]["sets"] == [list(kv) for kv in sets]
+    cfg, run = run_context.setup("05", _namespace(nb, **values))
     assert cfg.rrf_k == 3 and active_sets() == sets  # the kernel's process has them now
     assert BaselinesConfig.for_profile("test").llm.model == "smollm2-135m-instruct"
     import json
@@ -150,7 +148,7 @@ def test_set_reaches_the_kernel_as_a_parameter_and_configs_built_inside(fresh_di
 def test_a_parameter_edited_after_the_injection_is_an_error():
     nb = NOTEBOOKS_DIR / "04_baselines.ipynb"
     values = params.check_parameters(nb, {"profile": "test", "seed": 0})
-    ns = _namespace(nb, **values, **params.resolved_parameter(nb, values))
+    ns = _namespace(nb, **values)
     ns["seed"] = 7
     with pytest.raises(ConfigError, match=r"04_baselines: parameter\(s\) seed differ from those the runner resolved"):
         run_context.setup("04", ns)
@@ -192,9 +190,8 @@ def test_set_reaches_notebook_06s_boundary_benchmark():
     params.check_set_keys(sets, [nb])
     with config_sets(sets):
         values = params.check_parameters(nb, {"profile": "test", "seed": 0})
-        injected = params.resolved_parameter(nb, values)
     before = BoundaryConfig.for_profile("test")
-    cfg, _ = run_context.setup("06", _namespace(nb, **values, **injected))
+    cfg, _ = run_context.setup("06", _namespace(nb, **values))
     inside = BoundaryConfig.for_profile("test", seed=0)
     assert (inside.llm_max_windows, inside.corpus.max_books) == (3, 1) != (before.llm_max_windows, before.corpus.max_books)
     assert cfg.corpus.max_books == 1

@@ -213,19 +213,6 @@ def resolve(notebook: str, annotations: Mapping[str, str], values: Mapping[str, 
 RESOLVED = "litseg_resolved"
 
 
-def resolved_parameter(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any]:
-    """``{RESOLVED: ...}`` for a package notebook: its parameters, resolved config and ``--set`` overrides."""
-    notebook = Path(notebook)
-    if notebook.stem not in NOTEBOOK_CONFIGS:
-        return {}
-    declared = parameters_cell(notebook)
-    full = {**{n: p.default for n, p in declared.items()},
-            **{n: convert(n, v, declared[n].annotation) for n, v in values.items()}}
-    resolved = {"notebook": notebook.stem, "parameters": full, "config": _build(notebook.stem, full).to_dict(),
-                "sets": [[k, v] for k, v in active_sets()]}
-    return {RESOLVED: json.loads(json.dumps(resolved, default=list))}  # JSON values, as papermill injects them
-
-
 def from_namespace(stem: str, namespace: Mapping[str, Any]) -> tuple[StageConfig, dict[str, Any], list[tuple[str, Any]]]:
     """``(config, parameters, sets)`` of the running notebook ``stem``: the injected :data:`RESOLVED`, else resolved
     here."""
@@ -322,18 +309,22 @@ def _redacted(value: Any) -> Any:
 
 
 def check_parameters(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` converted and, for a package notebook, checked by building its config; ready to inject."""
+    """``values`` (declared parameters) converted and, for a package notebook, checked by building its config;
+    ready to inject, a package notebook's with ``{RESOLVED: ...}`` (its parameters, config and ``--set`` overrides).
+    """
     notebook = Path(notebook)
     declared = parameters_cell(notebook)
-    unknown = sorted(set(values) - set(declared))
-    if unknown:
-        raise ConfigError(f"{notebook.name}: parameter(s) {', '.join(unknown)} not declared "
-                          f"(declared: {', '.join(declared)})")
     try:
         converted = {n: convert(n, v, declared[n].annotation) for n, v in values.items()}
         if notebook.stem in NOTEBOOK_CONFIGS:
-            cfg = _build(notebook.stem, {**{n: p.default for n, p in declared.items()}, **converted})
+            full = {**{n: p.default for n, p in declared.items()}, **converted}
+            cfg = _build(notebook.stem, full)
             assert_runnable(notebook.stem, cfg)
     except ConfigError as exc:
         raise ConfigError(f"{notebook.name}: {exc}") from None
-    return {n: list(v) if isinstance(v, tuple) else v for n, v in converted.items()}
+    out = {n: list(v) if isinstance(v, tuple) else v for n, v in converted.items()}
+    if notebook.stem in NOTEBOOK_CONFIGS:
+        resolved = {"notebook": notebook.stem, "parameters": full, "config": cfg.to_dict(),
+                    "sets": [[k, v] for k, v in active_sets()]}
+        out[RESOLVED] = json.loads(json.dumps(resolved, default=list))  # JSON values, as papermill injects them
+    return out

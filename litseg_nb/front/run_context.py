@@ -39,8 +39,6 @@ def best_per_metric(table: pd.DataFrame, metrics: Mapping[str, str], by: str | S
     import pandas as pd
 
     by_c, group_c = _cols(by), _cols(group)
-    if not by_c:
-        raise ValueError("best_per_metric: 'by' names no column")
     bad = {m: d for m, d in metrics.items() if d not in _DIRECTIONS}
     if bad:
         raise ValueError(f"best_per_metric: direction must be one of {', '.join(_DIRECTIONS)}, got {bad}")

@@ -32,7 +32,7 @@ from ..core.run_record import number, record
 from ..core.safe_io import ensure_writable, write_json_atomic, write_text_atomic
 from ..errors import LitsegError
 from ..llm.threads import THREADS_ENV, THREADS_FILE_ENV
-from .params import check_parameters, parameters_cell, resolved_parameter
+from .params import check_parameters, parameters_cell
 
 __all__ = ["DEFAULT_JOBS", "Interrupted", "NotebookFailed", "NotebookRun", "declared_parameters", "default_jobs",
            "discover_notebooks", "run_notebooks"]
@@ -49,14 +49,19 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 class NotebookFailed(LitsegError, RuntimeError):
     """A notebook's cell failed (or its process died): names the cell, the error and the ``.FAILED`` copy."""
 
-    def __init__(self, notebook: Path, executed: Path, cause: BaseException):
-        self.notebook, self.executed, self.cause = notebook, executed, cause
-        if hasattr(cause, "ename"):  # papermill's PapermillExecutionError: name the cell and error
-            what = f"{cause.ename}: {cause.evalue} (cell {getattr(cause, 'exec_count', '?')})"
-        else:
-            what = f"{type(cause).__name__}: {str(cause).strip()[-2000:]}"
-        what = " ".join(what.split())  # one console line, however many lines the error had
+    def __init__(self, notebook: Path, executed: Path, cause: BaseException | str):
+        self.notebook, self.executed = notebook, executed
+        what = " ".join(_what(cause).split())  # one console line, however many lines the error had
         super().__init__(f"notebook {notebook.name} failed: {what}; executed copy (with the traceback): {executed}")
+
+
+def _what(cause: BaseException | str) -> str:
+    """The error of a failed notebook (a child's is already text)."""
+    if isinstance(cause, str):
+        return cause
+    if hasattr(cause, "ename"):  # papermill's PapermillExecutionError: name the cell and error
+        return f"{cause.ename}: {cause.evalue} (cell {getattr(cause, 'exec_count', '?')})"
+    return f"{type(cause).__name__}: {str(cause).strip()[-2000:]}"
 
 
 class Interrupted(KeyboardInterrupt):
@@ -359,7 +364,6 @@ def run_notebooks(profile: str, only: Sequence[str] = (), parameters: dict[str, 
     # converted and checked before any kernel starts; a package notebook also gets its resolved config
     checked = {nb: check_parameters(nb, {k: v for k, v in {"profile": profile, "seed": seed, **extra}.items()
                                          if k in declared[nb]}) for nb in notebooks}
-    checked = {nb: {**values, **resolved_parameter(nb, values)} for nb, values in checked.items()}
     # an unwritable outputs folder is one line naming it, before any kernel starts
     executed_dir = ensure_writable(outputs_root() / profile / "executed")
     outputs_dir(profile)
@@ -506,8 +510,10 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
                         print(f"[litseg_nb] done {child.notebook.name} in {dt:.1f}s", flush=True)
                     continue
                 rec.end(child.notebook, "failed")
+                what = res.get("what") or (f"the notebook's process exited with {child.proc.returncode} without "
+                                           f"a result (see {child.log})")
                 failures.append(NotebookFailed(child.notebook, executed_paths(executed_dir, child.notebook)["failed"],
-                                               _ChildError(res, child.proc.returncode, child.log)))
+                                               what))
                 with lock:
                     print(f"[litseg_nb] FAILED {child.notebook.name} after {dt:.1f}s"
                           + (f"; waiting for {', '.join(sorted(running))} to finish" if running else ""), flush=True)
@@ -535,17 +541,6 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
     if failures:
         raise failures[0]
     return sorted(runs, key=lambda r: r.notebook)  # notebook order, as one after another
-
-
-class _ChildError(LitsegError):
-
-    def __init__(self, res: Mapping[str, Any], returncode: int | None, log: Path):
-        if res.get("ename"):
-            self.ename, self.evalue, self.exec_count = res["ename"], res.get("evalue", ""), res.get("exec_count", "?")
-            super().__init__(f"{self.ename}: {self.evalue}")
-        else:
-            super().__init__(res.get("what") or f"the notebook's process exited with {returncode} without a result "
-                             f"(see {log})")
 
 
 class _LaneStderr:
@@ -591,8 +586,7 @@ def _child_main(spec_path: str) -> int:
         except KeyboardInterrupt:
             result = {"ok": False, "what": "interrupted"}
         except Exception as exc:  # papermill's PapermillExecutionError carries the cell and the error
-            result = {"ok": False, "what": f"{type(exc).__name__}: {str(exc).strip()[-2000:]}"}
-            result.update({a: getattr(exc, a) for a in ("ename", "evalue", "exec_count") if hasattr(exc, a)})
+            result = {"ok": False, "what": _what(exc)}
     write_json_atomic(result_path, result)
     return 0 if result["ok"] else 1
 
