@@ -210,7 +210,7 @@ class DocsError(LitsegError):
 
 
 _PACKAGE_PATH = [str(Path(__file__).parent)]
-#: module aliases that annotations name as strings while the module imports them lazily ('pd.DataFrame')
+#: module aliases that string annotations name while the module imports them lazily ('pd.DataFrame')
 _ALIASES = {"pd": "pandas", "np": "numpy"}
 
 
@@ -223,23 +223,15 @@ def _resolve_for_pdoc() -> None:
         for n in getattr(mod, "__all__", ()):
             if n not in vars(mod) and hasattr(mod, "__getattr__"):
                 setattr(mod, n, getattr(mod, n))
-        src = getattr(mod, "__file__", None)
-        text = Path(src).read_text(encoding="utf-8") if src and src.endswith(".py") else ""
         for alias, real in _ALIASES.items():
-            if alias not in vars(mod) and (f"'{alias}." in text or f'"{alias}.' in text or f"-> {alias}." in text):
-                setattr(mod, alias, importlib.import_module(real))
+            vars(mod).setdefault(alias, importlib.import_module(real))
         for _, cls in inspect.getmembers(mod, inspect.isclass):
             init = vars(cls).get("__init__")
-            if not (dataclasses.is_dataclass(cls) and cls.__module__ == name and inspect.isfunction(init)):
-                continue
-            ann = getattr(init, "__annotations__", {})
-            if not any(isinstance(v, str) for v in ann.values()):
-                continue
-            try:
-                hints = get_type_hints(cls)
-            except Exception:  # noqa: BLE001  (left to pdoc, which then warns by name)
-                continue
-            init.__annotations__ = {k: hints.get(k, v) for k, v in ann.items() if k != "return"} | {"return": None}
+            if dataclasses.is_dataclass(cls) and cls.__module__ == name and inspect.isfunction(init):
+                with contextlib.suppress(Exception):  # left to pdoc, which then warns by name
+                    hints = get_type_hints(cls)
+                    init.__annotations__ = {k: hints.get(k, v) for k, v in init.__annotations__.items()
+                                            if k != "return"} | {"return": None}
 
 
 def docs_main(args: argparse.Namespace) -> int:
