@@ -152,11 +152,6 @@ def _method(method: Any) -> Any:
     return get_method(method) if isinstance(method, str) else method
 
 
-def segment_config(method: Any, profile: str = DEFAULT_PROFILE, **options: Any) -> Any:
-    """The method's config for ``profile`` with ``options`` (unknown keys raise :class:`ConfigError`)."""
-    return _method(method).config.for_profile(profile, **options)
-
-
 def checkpoint_units(cfg: Any, needs_llm: bool) -> int:
     """Units segmented per call of ``segment_units`` (finished batches survive a failing server): enough to
     keep the backend's batches (hf/vllm) or every replica's ``max_concurrency`` requests (openai) full."""
@@ -201,7 +196,7 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
     """
     check_count(max_units, "max_units")
     spec = _method(method)  # looked up once
-    cfg = segment_config(spec, profile, **options)
+    cfg = spec.config.for_profile(profile, **options)
     book = prepare_book(book_or_text, cfg, text=text, headings=headings)
     items = segment_items(book, max_units)
     backend, embedder = build_models(spec, cfg, backend, embedder)

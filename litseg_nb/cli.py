@@ -433,7 +433,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LitsegError as exc:  # a domain error the handler did not report: one line, no traceback
         print(f"[litseg_nb] {args.command}: {' '.join(str(exc).split()) or type(exc).__name__}", file=sys.stderr)
         return exc.exit_code
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

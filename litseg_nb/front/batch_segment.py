@@ -56,7 +56,7 @@ from ..config import ConfigError
 from ..core import cache, safe_io, schema
 from ..llm.request_cache import cache_report
 from ..core.cache import hash_file, hash_obj
-from ..api import check_count, count_fallbacks, iter_segment, segment_config
+from ..api import check_count, count_fallbacks, iter_segment
 from ..chunkers.base import ChunkerError
 from ..segmenters.registry import get_method
 from ..core.paths import outputs_dir
@@ -310,7 +310,7 @@ def _segment_main(args: Any) -> int:
         check_count(args.max_units, "--max-units")
         spec = get_method(args.method)
         options = _overrides(args)
-        cfg = segment_config(spec, args.profile, **options)
+        cfg = spec.config.for_profile(args.profile, **options)
         if is_library_method(args.method):  # a misspelt library option: once, before any book is loaded
             check_library_options(args.method, cfg)
     except ChunkerError as exc:

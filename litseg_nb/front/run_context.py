@@ -5,21 +5,20 @@ between a notebook and the package; :class:`RunContext` saves tables captioned w
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..core import artifacts
-from ..config import PROFILES, ConfigError, use_sets
+from ..config import ConfigError, use_sets
 from .params import NOTEBOOK_CONFIGS, RESOLVED, from_namespace
 from ..core.paths import outputs_dir
 from ..core.safe_io import atomic_path
 from ..llm.threads import follow_thread_budget
 
-# direction -> (sort ascending, what the direction means, the word for the top row)
-_DIRECTIONS = {"max": (False, "higher is better", "best"), "min": (True, "lower is better", "best"),
-               "largest": (False, "largest first", "largest"), "smallest": (True, "smallest first", "smallest")}
+# direction -> (sort ascending, what the direction means)
+_DIRECTIONS = {"max": (False, "higher is better"), "min": (True, "lower is better"),
+               "largest": (False, "largest first"), "smallest": (True, "smallest first")}
 COLUMNS = ["metric", "direction", "best", "value", "runner_up", "runner_up_value", "margin", "n_compared",
            "n_missing"]
 
@@ -52,7 +51,7 @@ def best_per_metric(table: pd.DataFrame, metrics: Mapping[str, str], by: str | S
         for metric, direction in metrics.items():
             values = pd.to_numeric(part[metric], errors="coerce")
             ok = part[values.notna()].assign(_v=values[values.notna()])
-            ascending, meaning, _ = _DIRECTIONS[direction]
+            ascending, meaning = _DIRECTIONS[direction]
             row = {**dict(zip(group_c, key)), "metric": metric, "direction": meaning,
                    "best": None, "value": math.nan, "runner_up": None, "runner_up_value": math.nan,
                    "margin": math.nan, "n_compared": int(len(ok)), "n_missing": int(len(part) - len(ok))}
@@ -118,14 +117,6 @@ class RunContext:
     config: Any = field(default=None, compare=False)
     sets: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
 
-    def __post_init__(self) -> None:
-        if self.profile not in PROFILES:
-            raise ConfigError(f"RunContext: unknown profile {self.profile!r}; expected one of {', '.join(PROFILES)}")
-        if not re.match(r"^(\d{2})_[\w\-]+$", self.notebook):
-            raise ValueError(f"RunContext: notebook {self.notebook!r} is not a notebook file stem like '05_rag_evaluation'")
-        if not self.label.strip():
-            raise ValueError(f"RunContext for {self.notebook}: empty label (every table names profile, models and data)")
-
     @classmethod
     def for_config(cls, notebook: str, cfg: Any, note: str | None = None, *,
                    parameters: Mapping[str, Any] | None = None,
@@ -142,16 +133,8 @@ class RunContext:
     def label_for(self, note: str | None = None, label: str | None = None) -> str:
         return label if label is not None else join_label(self.label, note)
 
-    @property
-    def number(self) -> str:
-        return self.notebook[:2]
-
-    @property
-    def outputs(self) -> Path:
-        return outputs_dir(self.profile)
-
     def figure_path(self, filename: str) -> Path:
-        return self.outputs / "figures" / filename
+        return outputs_dir(self.profile) / "figures" / filename
 
     def artifact_path(self, *parts: str) -> Path:
         return artifacts.artifact_path(self.profile, *parts)
@@ -177,7 +160,7 @@ class RunContext:
             raise ValueError(f"{self.notebook}: save_usage() needs at least one usage ledger")
         frames = [x if isinstance(x, pd.DataFrame) else x.to_frame() for x in ledgers]
         usage = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        with atomic_path(self.artifact_path("usage", f"{self.number}.csv")) as tmp:
+        with atomic_path(self.artifact_path("usage", f"{self.notebook[:2]}.csv")) as tmp:
             usage.to_csv(tmp, index=False)
         return usage
 
