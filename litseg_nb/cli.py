@@ -90,12 +90,10 @@ def list_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    if isinstance(d, dict):
-        for k, v in d.items():
-            yield from _flatten(v, f"{prefix}{k}.")
-    else:
-        yield prefix[:-1], d
+def _flatten(d: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(d, dict):  # an empty dict shows nothing
+        return [kv for k, v in d.items() for kv in _flatten(v, f"{prefix}{k}.")]
+    return [(prefix[:-1], d)]
 
 
 def _stage_values(profile: str, only: str, parameters: dict[str, Any]) -> Iterator[tuple[Path, dict, dict]]:
@@ -175,8 +173,7 @@ def lab_command(extra: list[str]) -> list[str]:
 def lab_main(args: argparse.Namespace) -> int:
     cmd = lab_command(args.jupyter_args)
     print("[litseg_nb] " + " ".join(cmd), flush=True)
-    os.execve(sys.executable, cmd, runner.kernel_env_for_lab())
-    return 0  # pragma: no cover  (execve does not return)
+    os.execve(sys.executable, cmd, runner.kernel_env_for_lab())  # does not return
 
 
 def rehearse_main(args: argparse.Namespace) -> int:
@@ -203,10 +200,6 @@ the full install (``pip install -e ".[all]"``, what ``scripts/setup.sh`` install
 ``docs``). ``--strict`` (CI) fails when pdoc warns (a module that cannot be imported, a broken
 reference) and names each warning.
 """
-
-
-class DocsError(LitsegError):
-    """pdoc is missing, or warned under ``--strict``."""
 
 
 _PACKAGE_PATH = [str(Path(__file__).parent)]
@@ -240,7 +233,7 @@ def docs_main(args: argparse.Namespace) -> int:
         import pdoc
         import pdoc.render
     except ImportError as exc:
-        raise DocsError(f"pdoc is not installed ({exc}); pip install -e \".[docs]\" (or scripts/setup.sh)") from None
+        raise LitsegError(f"pdoc is not installed ({exc}); pip install -e \".[docs]\" (or scripts/setup.sh)") from None
     out = Path(args.out or REPO_ROOT / "docs" / "api").expanduser().resolve()
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a folder")
@@ -255,7 +248,7 @@ def docs_main(args: argparse.Namespace) -> int:
     found = [f"{w.category.__name__}: {' '.join(str(w.message).split())[:300]}" for w in caught
              if "pdoc" in (w.filename or "") or issubclass(w.category, RuntimeWarning)]
     if args.strict and found:
-        raise DocsError(f"{len(found)} warning(s) building the API reference: " + " | ".join(found[:10]))
+        raise LitsegError(f"{len(found)} warning(s) building the API reference: " + " | ".join(found[:10]))
     for line in found:
         print(f"[litseg_nb] docs: warning: {line}", file=sys.stderr)
     print(f"[litseg_nb] API reference: {out / 'index.html'}")

@@ -67,7 +67,6 @@ NOTEBOOK_CONFIGS: dict[str, NotebookConfig] = {
 
 @dataclass(frozen=True)
 class Parameter:
-    name: str
     annotation: str  # as written, e.g. "int | None"
     default: Any
 
@@ -92,7 +91,7 @@ def parse_parameters(source: str, where: str = "parameters cell") -> dict[str, P
             default = ast.literal_eval(node.value)
         except ValueError:
             raise ConfigError(f"{where}: parameter {name!r} must default to a literal") from None
-        out[name] = Parameter(name, annotation, convert(name, default, annotation))
+        out[name] = Parameter(annotation, convert(name, default, annotation))
     return out
 
 
@@ -314,17 +313,16 @@ def check_parameters(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any
     """
     notebook = Path(notebook)
     declared = parameters_cell(notebook)
+    injected: dict[str, Any] = {}
     try:
         converted = {n: convert(n, v, declared[n].annotation) for n, v in values.items()}
         if notebook.stem in NOTEBOOK_CONFIGS:
             full = {**{n: p.default for n, p in declared.items()}, **converted}
             cfg = _build(notebook.stem, full)
             assert_runnable(notebook.stem, cfg)
+            resolved = {"notebook": notebook.stem, "parameters": full, "config": cfg.to_dict(),
+                        "sets": [[k, v] for k, v in active_sets()]}
+            injected[RESOLVED] = json.loads(json.dumps(resolved, default=list))  # JSON, as papermill injects
     except ConfigError as exc:
         raise ConfigError(f"{notebook.name}: {exc}") from None
-    out = {n: list(v) if isinstance(v, tuple) else v for n, v in converted.items()}
-    if notebook.stem in NOTEBOOK_CONFIGS:
-        resolved = {"notebook": notebook.stem, "parameters": full, "config": cfg.to_dict(),
-                    "sets": [[k, v] for k, v in active_sets()]}
-        out[RESOLVED] = json.loads(json.dumps(resolved, default=list))  # JSON values, as papermill injects them
-    return out
+    return {n: list(v) if isinstance(v, tuple) else v for n, v in converted.items()} | injected

@@ -49,16 +49,14 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 class NotebookFailed(LitsegError, RuntimeError):
     """A notebook's cell failed (or its process died): names the cell, the error and the ``.FAILED`` copy."""
 
-    def __init__(self, notebook: Path, executed: Path, cause: BaseException | str):
+    def __init__(self, notebook: Path, executed: Path, what: str):
         self.notebook, self.executed = notebook, executed
-        what = " ".join(_what(cause).split())  # one console line, however many lines the error had
+        what = " ".join(what.split())  # one console line, however many lines the error had
         super().__init__(f"notebook {notebook.name} failed: {what}; executed copy (with the traceback): {executed}")
 
 
-def _what(cause: BaseException | str) -> str:
-    """The error of a failed notebook (a child's is already text)."""
-    if isinstance(cause, str):
-        return cause
+def _what(cause: BaseException) -> str:
+    """The error of a failed notebook, for :class:`NotebookFailed`."""
     if hasattr(cause, "ename"):  # papermill's PapermillExecutionError: name the cell and error
         return f"{cause.ename}: {cause.evalue} (cell {getattr(cause, 'exec_count', '?')})"
     return f"{type(cause).__name__}: {str(cause).strip()[-2000:]}"
@@ -68,7 +66,6 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C during a notebook: the partial executed copy is kept as ``NN_name.FAILED.ipynb``."""
 
     def __init__(self, notebook: Path, executed: Path, seconds: float):
-        self.notebook, self.executed, self.seconds = notebook, executed, seconds
         super().__init__(f"interrupted {notebook.name} after {seconds:.0f}s; partial executed copy: "
                          f"{executed}; finished steps are cached, rerun to resume")
 
@@ -387,7 +384,7 @@ def run_notebooks(profile: str, only: Sequence[str] = (), parameters: dict[str, 
         except Exception as exc:  # papermill raises PapermillExecutionError with the cell traceback
             rec.end(nb, "failed")
             print(f"[litseg_nb] FAILED {nb.name} after {time.perf_counter() - t0:.1f}s", flush=True)
-            raise NotebookFailed(nb, failed, exc) from exc
+            raise NotebookFailed(nb, failed, _what(exc)) from exc
         dt = time.perf_counter() - t0
         rec.end(nb, "ok")
         runs.append(NotebookRun(nb.name, out, dt))
