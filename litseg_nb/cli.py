@@ -408,8 +408,7 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m litseg_nb", description=_HELP,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m litseg_nb", description=_HELP, formatter_class=_RAW)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (spec, handler) in COMMANDS.items():
         p = sub.add_parser(name, **{k: v for k, v in spec.items() if k != "args"})
