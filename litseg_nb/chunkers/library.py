@@ -5,6 +5,7 @@ The splitter runs on each unit with the profile's models; its pieces are aligned
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -139,7 +140,13 @@ class LibraryConfig(LibraryOptions, StageConfig):
 
     def presets_note(self) -> str:
         """Where notebook 04 ran the presets, with the library versions (table captions)."""
-        versions = ", ".join(f"{k}=={v}" for k, v in preset_versions().items() if v)
+        from importlib.metadata import PackageNotFoundError, version
+
+        found = []
+        for dist in ("chonkie", "llama-index-core", "langchain-text-splitters", "langchain-experimental", "semchunk"):
+            with contextlib.suppress(PackageNotFoundError):
+                found.append(f"{dist}=={version(dist)}")
+        versions = ", ".join(found)
         return (f"library presets on {','.join(self.books) or 'every book'}; embedding presets on "
                 f"{self.embedding_units} units; LLM preset on the unit selection | {versions}")
 
@@ -408,9 +415,7 @@ def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder
             kwargs["embed_model"] = llamaindex_embedding(embedder)
         else:
             kwargs["embedding_model"] = chonkie_embeddings(embedder, tok)
-    if "genie" in params and "genie" not in kwargs:
-        if backend is None:
-            raise ChunkerError(f"{name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
+    if "genie" in params and "genie" not in kwargs:  # needs "llm": the registry checked the backend
         genie_stats = GenieStats()
         kwargs["genie"] = chonkie_genie(backend, name, cfg.genie_max_new_tokens, genie_stats, lambda: current[0])
     if root == "chonkie" and "tokenizer" in params and "tokenizer" not in kwargs:
@@ -562,18 +567,6 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryOp
         msg += f" | LLM calls {sp.genie.calls}, windows kept together after invalid replies {sp.genie.repeated_prompts}"
     (log.warning if extra["fallbacks"] else log.info)(msg)
     return out, extra
-
-
-def preset_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for dist in ("chonkie", "llama-index-core", "langchain-text-splitters", "langchain-experimental", "semchunk"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            out[dist] = ""
-    return out
 
 
 COMPARISON_COLUMNS = ("library_method", "ours", "units", "chunks_library", "chunks_ours", "mean_tokens_library",
