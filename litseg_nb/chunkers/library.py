@@ -573,10 +573,9 @@ COMPARISON_COLUMNS = ("library_method", "ours", "units", "chunks_library", "chun
                       "mean_tokens_ours", "boundary_f1", "boundary_f1_pm1", "precision", "recall", "note")
 
 
-def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int = 0) -> dict[str, float]:
+def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], units: set, tolerance: int = 0
+                ) -> tuple[float, float, float]:
     """Precision, recall and F1 of the library's chunk starts against ours (within ``tolerance`` sentences)."""
-    units = ({(c.book_id, c.unit_id) for c in ours if c.is_source_span}
-             & {(c.book_id, c.unit_id) for c in theirs if c.is_source_span})
     tp = n_ours = n_theirs = 0
     for key in sorted(units):
         a = boundary_positions(ours, *key)
@@ -592,8 +591,7 @@ def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int =
     p = tp / n_theirs if n_theirs else float("nan")
     r = tp / n_ours if n_ours else float("nan")
     f1 = 2 * p * r / (p + r) if n_theirs and n_ours and (p + r) else (1.0 if not n_theirs and not n_ours else 0.0)
-    return {"units_compared": len(units), "boundaries_ours": n_ours, "boundaries_library": n_theirs,
-            "precision": p, "recall": r, "f1": f1}
+    return p, r, f1
 
 
 def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Mapping[str, Sequence[Chunk]],
@@ -611,13 +609,13 @@ def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Ma
         t = [c for c in theirs if (c.book_id, c.unit_id) in keys]
         o = [c for c in ours if (c.book_id, c.unit_id) in keys]
         lt, lo = chunk_token_lengths(t, tok), chunk_token_lengths(o, tok)
-        f0, f1 = boundary_f1(o, t, 0), boundary_f1(o, t, 1)
+        (p, r, f0), (_, _, f1) = boundary_f1(o, t, keys, 0), boundary_f1(o, t, keys, 1)
         rows.append({"library_method": name, "ours": ours_name or "(none)", "units": len(keys),
                      "chunks_library": len(t), "chunks_ours": len(o),
                      "mean_tokens_library": float(lt.mean()) if len(lt) else float("nan"),
                      "mean_tokens_ours": float(lo.mean()) if len(lo) else float("nan"),
-                     "boundary_f1": f0["f1"] if keys else float("nan"),
-                     "boundary_f1_pm1": f1["f1"] if keys else float("nan"),
-                     "precision": f0["precision"], "recall": f0["recall"],
+                     "boundary_f1": f0 if keys else float("nan"),
+                     "boundary_f1_pm1": f1 if keys else float("nan"),
+                     "precision": p, "recall": r,
                      "note": preset.note if preset else ""})
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

@@ -24,12 +24,8 @@ def find_minima(values: Sequence[float], threshold: float) -> list[int]:
         left, mid, right = values[i - 1], values[i], values[i + 1]
         if any(math.isnan(v) for v in (left, mid, right)):
             continue
-        if mid < left and mid < right:
-            if left - mid >= threshold or right - mid >= threshold:
-                out.append(i)
-        elif mid < left and mid == right:
-            if left - mid >= threshold:
-                out.append(i)
+        if mid < left and mid <= right and (left - mid >= threshold or (mid < right and right - mid >= threshold)):
+            out.append(i)
     return out
 
 
