@@ -18,7 +18,6 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..config import ConfigError, StageConfig, between, one_of
-from ..config import PROFILES_TABLE
 from ..core.schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, TokenizerOption, boundary_positions, chunks_from_spans, load_tokenizer, where
 from ..llm.base import LLMError, SamplingParams, UsageTag
@@ -95,9 +94,6 @@ EMBED_PARAMS = {"embeddings", "embed_model", "embedding_model"}
 
 def is_library_method(name: str) -> bool:
     return isinstance(name, str) and name.startswith(PREFIX)
-
-
-TEST_PRESETS: tuple[str, ...] = PROFILES_TABLE["test"]["LibraryConfig"]["presets"]  # notebook 04 in the test profile
 
 
 @dataclass(frozen=True)
