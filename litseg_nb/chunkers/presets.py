@@ -126,12 +126,9 @@ def merged(books: Sequence[Book], chunks: Sequence[Chunk], target: int, tok: Tok
     by_unit: dict[tuple[str, str], list[Chunk]] = {}
     for c in chunks:
         by_unit.setdefault((c.book_id, c.unit_id), []).append(c)
-    books_by_id = {b.book_id: b for b in books}
-    out = []
-    for (bid, uid), cs in by_unit.items():
-        b = books_by_id[bid]
-        out.extend(merge_unit_chunks(b, b.unit(uid), cs, target, tok.count, method))
-    return out
+    by_id = {b.book_id: b for b in books}
+    return [c for (bid, uid), cs in by_unit.items()
+            for c in merge_unit_chunks(by_id[bid], by_id[bid].unit(uid), cs, target, tok.count, method)]
 
 
 def length_matched_runs(books: Sequence[Book], native: Mapping[str, Sequence[Chunk]], cfg: Any, target: float,
