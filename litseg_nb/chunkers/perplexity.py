@@ -145,12 +145,8 @@ def windowed_token_logprobs(backend: Any, ids: Sequence[int], max_context: int, 
 
 def unit_segments(book: Book, unit: Unit) -> list[str]:
     """Sentence texts with the whitespace before each (except the first) attached to it."""
-    segs, prev_end = [], None
-    for s in unit.sentences:
-        a = s.start if prev_end is None else prev_end
-        segs.append(book.text[a:s.end])
-        prev_end = s.end
-    return segs
+    sents = unit.sentences
+    return [book.text[sents[i - 1].end if i else s.start:s.end] for i, s in enumerate(sents)]
 
 
 def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int, block_tokens: int,
