@@ -370,7 +370,6 @@ def _langchain_token_splitter(tok: Any, **kwargs: Any) -> Any:
 
 @dataclass
 class Splitter:
-    name: str
     target: str
     obj: Any
     split: Callable[[str], list[str]]
@@ -445,7 +444,7 @@ def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder
     else:
         raise LibraryMethodError(f"{name}: {target} is neither a LangChain TextSplitter, a LlamaIndex NodeParser, a "
                            f"chonkie chunker nor a text -> list[str] callable")
-    return Splitter(name, target, built, split, genie_stats, current)
+    return Splitter(target, built, split, genie_stats, current)
 
 
 @dataclass
