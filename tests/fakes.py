@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from litseg_nb.config import PROFILES_TABLE
 from litseg_nb.core.prompts import HEADER_PREFIX, prompt_path
 from litseg_nb.llm.base import BackendBase, Generation, LLMError, SamplingParams, UsageLedger, UsageTag
+
+TEST_PRESETS: tuple[str, ...] = PROFILES_TABLE["test"]["LibraryConfig"]["presets"]  # notebook 04 in the test profile
 
 
 def chat_reply(content: str, prompt_tokens: int = 5, completion_tokens: int = 1,

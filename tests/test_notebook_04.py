@@ -35,7 +35,7 @@ def test_notebook_04_runs_in_test_profile(data_dir):
     assert {"token", "recursive", "semantic", "paragraph"} <= set(matched["method"])
     assert (tables / "04_runs.csv").is_file()
     # the library splitters (lib: presets), run by the libraries, next to our re-implementations
-    from litseg_nb.chunkers.library import TEST_PRESETS
+    from fakes import TEST_PRESETS
 
     lib = pd.read_csv(tables / "04_library_splitters.csv")
     assert set(lib["method"]) == set(TEST_PRESETS)

@@ -15,7 +15,7 @@ def test_notebook_05_test_profile(notebook_pipeline):
     assert {"dense", "bm25", "hybrid", "hybrid-wrrf", "hybrid-linear", "hybrid+rerank"} <= set(retr["mode"])
     assert (retr["MRR@20"] <= retr["MRR_full"] + 1e-12).all()
     assert (retr["n_questions"] > 0).all()
-    from litseg_nb.chunkers.library import TEST_PRESETS
+    from fakes import TEST_PRESETS
 
     assert set(TEST_PRESETS) <= set(retr["method"])  # notebook 04's library splitters, evaluated beside ours
     label = (tables / "05_retrieval_all_modes.md").read_text()

@@ -11,7 +11,7 @@ def test_notebook_06_test_profile(notebook_pipeline):
     cut = t2.n_boundaries > 0  # a method that never cut inside a unit keeps its row, similarity NaN
     assert t2.boundary_similarity[cut].between(-1, 1).all() and t2.boundary_similarity[~cut].isna().all()
     assert {"litseg", "lumber", "token"} <= set(t2.method)  # LitSeg's and the baselines' chunk sets
-    from litseg_nb.chunkers.library import TEST_PRESETS
+    from fakes import TEST_PRESETS
 
     assert set(TEST_PRESETS) <= set(t2.method)  # and notebook 04's library splitters
     stats = pd.read_csv(out / "tables" / "06_chunk_statistics.csv")

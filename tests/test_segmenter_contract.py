@@ -14,8 +14,8 @@ import pytest
 
 from litseg_nb.chunkers.base import ChunkerError
 from litseg_nb.chunkers.config import ALL_METHODS, BASELINES, BaselinesConfig
-from litseg_nb.chunkers.library import PRESET_NAMES, TEST_PRESETS, LibraryConfig
-from fakes import toy_book
+from litseg_nb.chunkers.library import PRESET_NAMES, LibraryConfig
+from fakes import TEST_PRESETS, toy_book
 from litseg_nb.config import ConfigError, Options
 from litseg_nb.lite.config import LiteConfig
 from litseg_nb.litseg.config import LitSegConfig

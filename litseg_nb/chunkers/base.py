@@ -4,10 +4,10 @@ Chunks carry exact character ``spans`` into ``Book.text`` and the unit's 1-based
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 from ..config import Options
@@ -66,14 +66,11 @@ class MemoTokenizer:
         for k, t in zip(keys, texts):
             if k not in self._counts:
                 todo.setdefault(k, t)
-        new = list(todo.values())
-        counts = (self.inner.count_many(new) if hasattr(self.inner, "count_many")
-                  else [self.inner.count(t) for t in new])
-        self._counts.update(zip(todo, counts))
+        self._counts.update(zip(todo, self.inner.count_many(list(todo.values()))))
         return [self._counts[k] for k in keys]
 
 
-@lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=8)
 def _load_hf_tokenizer(name: str):
     tok = load_hf_tokenizer(name)
     if not getattr(tok, "is_fast", False):
@@ -114,11 +111,10 @@ def blank_line_spans(text: str, start: int, end: int, blank: re.Pattern = _BLANK
 
 
 def trim_span(text: str, start: int, end: int) -> Span | None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if start < end else None
+    piece = text[start:end]
+    a = start + len(piece) - len(piece.lstrip())
+    b = a + len(piece.strip())
+    return (a, b) if a < b else None
 
 
 def unit_paragraphs(book: Book, unit: Unit) -> list[Span]:
@@ -192,14 +188,11 @@ def merge_unit_chunks(book: Book, unit: Unit, chunks: Sequence[Chunk], target_to
     if not chunks:
         return []
 
-    cache: dict[tuple[int, int], int] = {}
-
+    @functools.cache
     def length(i: int, j: int) -> int:
-        if (i, j) not in cache:
-            a = chunks[i].spans[0][0]
-            b = max(c.spans[-1][1] for c in chunks[i:j])
-            cache[(i, j)] = count_tokens(book.text[a:b])
-        return cache[(i, j)]
+        a = chunks[i].spans[0][0]
+        b = max(c.spans[-1][1] for c in chunks[i:j])
+        return count_tokens(book.text[a:b])
 
     out = []
     for k, (i, j) in enumerate(merge_groups(length, len(chunks), target_tokens)):

@@ -4,6 +4,7 @@ CRC-32-hashed first words of the new paragraph and last word before it.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import zlib
@@ -136,11 +137,8 @@ def document_features(paragraphs: Sequence[Sequence[str]]) -> tuple[np.ndarray, 
     n_par = len(paragraphs)
     if n_par < 2:
         return np.zeros((0, len(DENSE_NAMES))), []
-    sentences: list[str] = []
-    starts: list[int] = []
-    for p in paragraphs:
-        starts.append(len(sentences))
-        sentences.extend(p)
+    sentences = [s for p in paragraphs for s in p]
+    starts = list(itertools.accumulate((len(p) for p in paragraphs[:-1]), initial=0))
     blocks = _Blocks(sentences)
     texts = [" ".join(p) for p in paragraphs]
     cand = list(range(1, n_par))

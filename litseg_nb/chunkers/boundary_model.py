@@ -184,11 +184,7 @@ def boundary_model_chunks(book: Book, unit: Unit, target_words: int, min_sentenc
     cuts = pick_boundaries(scores, n, k, max(min_sentences, 1))
     chunks = chunks_from_boundaries(book, unit, method, [1] + cuts,
                                     metadata={"boundary_model": m.digest, "target_words": target_words})
-    per_pos: list[float | None] = [None] * max(n - 1, 0)
-    for j, v in scores.items():
-        if 2 <= j <= n:
-            per_pos[j - 2] = v
-    attach_scores(chunks, per_pos, n)
+    attach_scores(chunks, [scores.get(j) for j in range(2, n + 1)], n)
     return chunks
 
 

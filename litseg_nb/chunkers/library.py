@@ -5,6 +5,7 @@ The splitter runs on each unit with the profile's models; its pieces are aligned
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -17,7 +18,6 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..config import ConfigError, StageConfig, between, one_of
-from ..config import PROFILES_TABLE
 from ..core.schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, TokenizerOption, boundary_positions, chunks_from_spans, load_tokenizer, where
 from ..llm.base import LLMError, SamplingParams, UsageTag
@@ -96,9 +96,6 @@ def is_library_method(name: str) -> bool:
     return isinstance(name, str) and name.startswith(PREFIX)
 
 
-TEST_PRESETS: tuple[str, ...] = PROFILES_TABLE["test"]["LibraryConfig"]["presets"]  # notebook 04 in the test profile
-
-
 @dataclass(frozen=True)
 class LibraryOptions(TokenizerOption):
     min_score: float = between(0.8, 0.0, 1.0)  # lowest similarity accepted as a fuzzy alignment
@@ -139,7 +136,13 @@ class LibraryConfig(LibraryOptions, StageConfig):
 
     def presets_note(self) -> str:
         """Where notebook 04 ran the presets, with the library versions (table captions)."""
-        versions = ", ".join(f"{k}=={v}" for k, v in preset_versions().items() if v)
+        from importlib.metadata import PackageNotFoundError, version
+
+        found = []
+        for dist in ("chonkie", "llama-index-core", "langchain-text-splitters", "langchain-experimental", "semchunk"):
+            with contextlib.suppress(PackageNotFoundError):
+                found.append(f"{dist}=={version(dist)}")
+        versions = ", ".join(found)
         return (f"library presets on {','.join(self.books) or 'every book'}; embedding presets on "
                 f"{self.embedding_units} units; LLM preset on the unit selection | {versions}")
 
@@ -367,7 +370,6 @@ def _langchain_token_splitter(tok: Any, **kwargs: Any) -> Any:
 
 @dataclass
 class Splitter:
-    name: str
     target: str
     obj: Any
     split: Callable[[str], list[str]]
@@ -408,9 +410,7 @@ def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder
             kwargs["embed_model"] = llamaindex_embedding(embedder)
         else:
             kwargs["embedding_model"] = chonkie_embeddings(embedder, tok)
-    if "genie" in params and "genie" not in kwargs:
-        if backend is None:
-            raise ChunkerError(f"{name} needs an LLM backend (litseg_nb.llm.make_backend(cfg.llm))")
+    if "genie" in params and "genie" not in kwargs:  # needs "llm": the registry checked the backend
         genie_stats = GenieStats()
         kwargs["genie"] = chonkie_genie(backend, name, cfg.genie_max_new_tokens, genie_stats, lambda: current[0])
     if root == "chonkie" and "tokenizer" in params and "tokenizer" not in kwargs:
@@ -444,7 +444,7 @@ def build_splitter(name: str, cfg: LibraryOptions, backend: Any = None, embedder
     else:
         raise LibraryMethodError(f"{name}: {target} is neither a LangChain TextSplitter, a LlamaIndex NodeParser, a "
                            f"chonkie chunker nor a text -> list[str] callable")
-    return Splitter(name, target, built, split, genie_stats, current)
+    return Splitter(target, built, split, genie_stats, current)
 
 
 @dataclass
@@ -564,26 +564,13 @@ def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryOp
     return out, extra
 
 
-def preset_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for dist in ("chonkie", "llama-index-core", "langchain-text-splitters", "langchain-experimental", "semchunk"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            out[dist] = ""
-    return out
-
-
 COMPARISON_COLUMNS = ("library_method", "ours", "units", "chunks_library", "chunks_ours", "mean_tokens_library",
                       "mean_tokens_ours", "boundary_f1", "boundary_f1_pm1", "precision", "recall", "note")
 
 
-def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int = 0) -> dict[str, float]:
+def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], units: set, tolerance: int = 0
+                ) -> tuple[float, float, float]:
     """Precision, recall and F1 of the library's chunk starts against ours (within ``tolerance`` sentences)."""
-    units = ({(c.book_id, c.unit_id) for c in ours if c.is_source_span}
-             & {(c.book_id, c.unit_id) for c in theirs if c.is_source_span})
     tp = n_ours = n_theirs = 0
     for key in sorted(units):
         a = boundary_positions(ours, *key)
@@ -599,8 +586,7 @@ def boundary_f1(ours: Sequence[Chunk], theirs: Sequence[Chunk], tolerance: int =
     p = tp / n_theirs if n_theirs else float("nan")
     r = tp / n_ours if n_ours else float("nan")
     f1 = 2 * p * r / (p + r) if n_theirs and n_ours and (p + r) else (1.0 if not n_theirs and not n_ours else 0.0)
-    return {"units_compared": len(units), "boundaries_ours": n_ours, "boundaries_library": n_theirs,
-            "precision": p, "recall": r, "f1": f1}
+    return p, r, f1
 
 
 def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Mapping[str, Sequence[Chunk]],
@@ -618,13 +604,13 @@ def library_comparison(library_sets: Mapping[str, Sequence[Chunk]], our_sets: Ma
         t = [c for c in theirs if (c.book_id, c.unit_id) in keys]
         o = [c for c in ours if (c.book_id, c.unit_id) in keys]
         lt, lo = chunk_token_lengths(t, tok), chunk_token_lengths(o, tok)
-        f0, f1 = boundary_f1(o, t, 0), boundary_f1(o, t, 1)
+        (p, r, f0), (_, _, f1) = boundary_f1(o, t, keys, 0), boundary_f1(o, t, keys, 1)
         rows.append({"library_method": name, "ours": ours_name or "(none)", "units": len(keys),
                      "chunks_library": len(t), "chunks_ours": len(o),
                      "mean_tokens_library": float(lt.mean()) if len(lt) else float("nan"),
                      "mean_tokens_ours": float(lo.mean()) if len(lo) else float("nan"),
-                     "boundary_f1": f0["f1"] if keys else float("nan"),
-                     "boundary_f1_pm1": f1["f1"] if keys else float("nan"),
-                     "precision": f0["precision"], "recall": f0["recall"],
+                     "boundary_f1": f0 if keys else float("nan"),
+                     "boundary_f1_pm1": f1 if keys else float("nan"),
+                     "precision": p, "recall": r,
                      "note": preset.note if preset else ""})
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

@@ -24,12 +24,8 @@ def find_minima(values: Sequence[float], threshold: float) -> list[int]:
         left, mid, right = values[i - 1], values[i], values[i + 1]
         if any(math.isnan(v) for v in (left, mid, right)):
             continue
-        if mid < left and mid < right:
-            if left - mid >= threshold or right - mid >= threshold:
-                out.append(i)
-        elif mid < left and mid == right:
-            if left - mid >= threshold:
-                out.append(i)
+        if mid < left and mid <= right and (left - mid >= threshold or (mid < right and right - mid >= threshold)):
+            out.append(i)
     return out
 
 
@@ -149,12 +145,8 @@ def windowed_token_logprobs(backend: Any, ids: Sequence[int], max_context: int, 
 
 def unit_segments(book: Book, unit: Unit) -> list[str]:
     """Sentence texts with the whitespace before each (except the first) attached to it."""
-    segs, prev_end = [], None
-    for s in unit.sentences:
-        a = s.start if prev_end is None else prev_end
-        segs.append(book.text[a:s.end])
-        prev_end = s.end
-    return segs
+    sents = unit.sentences
+    return [book.text[sents[i - 1].end if i else s.start:s.end] for i, s in enumerate(sents)]
 
 
 def sentence_perplexities(book: Book, unit: Unit, backend: Any, max_context: int, block_tokens: int,

@@ -58,8 +58,7 @@ def published_comparison(chunk_sets: Mapping[str, Sequence[Chunk]], tok: Any, bo
                      "p10_tokens": float(np.percentile(lens, 10)) if len(lens) else float("nan"),
                      "p90_tokens": float(np.percentile(lens, 90)) if len(lens) else float("nan"),
                      "published_mean_tokens": pub[0], "published_total_chunks_100_books": pub[1],
-                     "mean_vs_published_pct": 100 * (mean / pub[0] - 1) if pub[0] == pub[0] and mean == mean
-                     else float("nan"),
+                     "mean_vs_published_pct": 100 * (mean / pub[0] - 1),  # NaN without a published mean
                      "note": PRESET_NOTES.get(base, "") if name.endswith("@published") else ""})
     return pd.DataFrame(rows)
 
@@ -126,12 +125,9 @@ def merged(books: Sequence[Book], chunks: Sequence[Chunk], target: int, tok: Tok
     by_unit: dict[tuple[str, str], list[Chunk]] = {}
     for c in chunks:
         by_unit.setdefault((c.book_id, c.unit_id), []).append(c)
-    books_by_id = {b.book_id: b for b in books}
-    out = []
-    for (bid, uid), cs in by_unit.items():
-        b = books_by_id[bid]
-        out.extend(merge_unit_chunks(b, b.unit(uid), cs, target, tok.count, method))
-    return out
+    by_id = {b.book_id: b for b in books}
+    return [c for (bid, uid), cs in by_unit.items()
+            for c in merge_unit_chunks(by_id[bid], by_id[bid].unit(uid), cs, target, tok.count, method)]
 
 
 def length_matched_runs(books: Sequence[Book], native: Mapping[str, Sequence[Chunk]], cfg: Any, target: float,

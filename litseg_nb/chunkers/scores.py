@@ -34,12 +34,8 @@ def _ppl_scores(chunks: Sequence[Any], n: int) -> list[float | None] | None:
             ppl.setdefault(i, float(v))
     if len(ppl) != n:
         return None
-    out: list[float | None] = []
-    for j in range(2, n + 1):
-        m = j - 1  # the sentence ending the chunk
-        if m < 2 or m + 1 > n:
-            out.append(None)  # find_minima never cuts after the first or before the last sentence
-            continue
+    out: list[float | None] = [None] if n > 1 else []  # find_minima never cuts after the first sentence
+    for m in range(2, n):  # m: the sentence ending the chunk
         left, right = ppl[m - 1] - ppl[m], ppl[m + 1] - ppl[m]
         if left > 0 and right >= 0:
             out.append(max(left, right))

@@ -22,13 +22,8 @@ def token_windows(n_tokens: int, size: int, overlap: int) -> list[tuple[int, int
         raise ChunkerError(f"token splitter: need size > 0 and 0 <= overlap < size, got {size}, {overlap}")
     if n_tokens == 0:
         return []
-    out, i, step = [], 0, size - overlap
-    while True:
-        j = min(i + size, n_tokens)
-        out.append((i, j))
-        if j >= n_tokens:
-            return out
-        i += step
+    step = size - overlap  # windows start every step tokens until one reaches the end
+    return [(i, min(i + size, n_tokens)) for i in range(0, max(n_tokens - size, 0) + step, step)]
 
 
 def token_chunks(book: Book, unit: Unit, tokenizer: Tokenizer, size: int, overlap: int,

@@ -6,6 +6,7 @@ per-position scores (:mod:`.scores`); a unit too short for the method is one chu
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from .scores import attach_scores
 _WORD = re.compile(r"[^ \t\n]+")  # NLTK counts words on the raw text between these characters
 _NOT_KEPT = re.compile(r"[^a-z\-' \n\t]")  # the characters NLTK drops before it counts words
 _LETTERS = re.compile(r"[^\W\d_]+")
+_ONE_LINE = str.maketrans("\r\n\f\v", "    ")  # paragraphs joined by blank lines, as NLTK reads them
 
 
 @dataclass(frozen=True)
@@ -95,16 +97,9 @@ def _tokenizer(w: int, k: int):
 def joined_text(book: Book, unit: Unit) -> tuple[str, list[tuple[int, int]], list[int]]:
     """(text NLTK reads, the unit's paragraph spans in the book, each paragraph's start in that text)."""
     paras = unit_paragraphs(book, unit)
-    parts, starts, pos = [], [], 0
-    for a, b in paras:
-        p = book.text[a:b].replace("\r", " ").replace("\n", " ").replace("\f", " ").replace("\v", " ")
-        if parts:
-            parts.append("\n\n")
-            pos += 2
-        starts.append(pos)
-        parts.append(p)
-        pos += len(p)
-    return "".join(parts), paras, starts
+    texts = [book.text[a:b].translate(_ONE_LINE) for a, b in paras]
+    starts = list(itertools.accumulate((len(p) + 2 for p in texts[:-1]), initial=0)) if texts else []
+    return "\n\n".join(texts), paras, starts
 
 
 def _gap_positions(text: str, n_gaps: int, w: int) -> list[int | None]:
@@ -200,10 +195,7 @@ def sentence_terms(sentences: Sequence[str]) -> list[list[str]]:
 
 
 def similarity_matrix(terms: Sequence[Sequence[str]]) -> np.ndarray:
-    vocab: dict[str, int] = {}
-    for ts in terms:
-        for t in ts:
-            vocab.setdefault(t, len(vocab))
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(itertools.chain.from_iterable(terms)))}
     m = np.zeros((len(terms), max(len(vocab), 1)), dtype=np.float64)
     for i, ts in enumerate(terms):
         for t in ts:

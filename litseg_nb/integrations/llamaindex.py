@@ -49,17 +49,13 @@ class LitSegNodeParser(NodeParser):
             raise ConfigError(f"LitSegNodeParser: {', '.join(both)} given both in options= and as a keyword")
         options = {**(options or {}), **kwargs}
         adapter = {k: own[k] for k in ADAPTER_OPTIONS if k in own}
-        Segmenter(method, profile, **adapter, **options)  # a ConfigError naming the known keys (not pydantic's)
+        segmenter = Segmenter(method, profile, **adapter, **options)  # a ConfigError naming the known keys first
         super().__init__(method=method, profile=profile, options=options, **own)
+        self._segmenter = segmenter
 
     @classmethod
     def class_name(cls) -> str:
         return "LitSegNodeParser"
-
-    def model_post_init(self, __context: Any) -> None:  # noqa: D102
-        self._segmenter = Segmenter(self.method, self.profile, keep_outside_units=self.keep_outside_units,
-                                    nested_metadata=self.nested_metadata, token_counter=self.token_counter,
-                                    **self.options)
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
         from llama_index.core.utils import get_tqdm_iterable
