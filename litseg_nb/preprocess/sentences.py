@@ -26,14 +26,11 @@ _QUOTE_END_RE = re.compile(r"[?!][”’\"']\s*$")
 _TAG_START_RE = re.compile(r"^((?:[A-Z][\w'’.-]*\s+){1,3})([a-z]+)\b")
 
 
-def _ends_with_abbreviation(sentence: str) -> bool:
-    s = sentence.rstrip()
-    if not s.endswith("."):
-        return False
+def _ends_with_abbreviation(s: str) -> bool:
+    """``s`` (ending in a dot) ends with a title abbreviation (``Mr.``) or a single capital initial."""
     m = _ABBREV_END_RE.search(s)
-    if m and m.group(1)[0].isupper() and m.group(1).lower() in TITLE_ABBREVIATIONS:
-        return True
-    return bool(_INITIAL_END_RE.search(s))
+    return bool(m and m.group(1)[0].isupper() and m.group(1).lower() in TITLE_ABBREVIATIONS
+                or _INITIAL_END_RE.search(s))
 
 
 def _trim(text: str, spans: Sequence[Span], offset: int) -> list[Span]:
