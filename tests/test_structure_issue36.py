@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from litseg_nb.preprocess.gold import GOLD_FILE, TRAIN_GOLD_FILE, load_gold, score_gold
+from litseg_nb.preprocess.gold import GOLD_FILE, load_gold, score_gold
 from litseg_nb.preprocess.headings import _is_heading_shaped, quoted_signature
 from litseg_nb.preprocess.structure import StructureReport, build_units
 from checks import check_unit_coverage
@@ -130,7 +130,7 @@ def test_training_book_cases_of_each_kind_are_tuning_only_and_met(data_dir):
     """The hand-read gutenberg_train cases (tests/structure_gold_build.py, issue #36): none held out,
     none in the evaluation gold (the boundary model's training refuses the books of that file), and
     every one exact, fully matched, nothing lost."""
-    train = load_gold(TRAIN_GOLD_FILE)
+    train = load_gold(Path(__file__).with_name("structure_gold_train.jsonl"))
     kinds = " ".join(g.kind for g in train)
     assert all(f"kind {k}" in kinds or f"kinds {k}" in kinds or f"and {k}" in kinds for k in "1234")
     assert all(g.file.startswith("gutenberg_train/") and not g.held_out for g in train)

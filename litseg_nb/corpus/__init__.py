@@ -5,7 +5,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from tqdm.auto import tqdm
 
@@ -150,11 +150,9 @@ def cap_units(book: Book, max_units: int, selection: str = "first") -> Book:
 
 def book_to_json(book: Book) -> dict[str, Any]:
     d = {k: v for k, v in book.__dict__.items() if k not in ("units", "questions")}
-    d["paragraphs"] = [list(p) for p in book.paragraphs]
-    d["source_map"] = [list(p) for p in book.source_map]
     d["units"] = [{**{k: v for k, v in u.__dict__.items() if k not in ("sentences", "paragraphs")},
                    "sentences": [[s.index, s.start, s.end] for s in u.sentences],
-                   "paragraphs": [list(p) for p in u.paragraphs]} for u in book.units]
+                   "paragraphs": u.paragraphs} for u in book.units]
     d["questions"] = [asdict(q) for q in book.questions]
     return d
 
@@ -181,8 +179,7 @@ def _build(cfg: CorpusConfig, root: Path, progress: bool) -> tuple[list[Book], C
             books, report.loads[ds] = _load_gutenberg(root, cfg)
         else:  # load_corpus logs the report
             books, report.loads[ds] = load_literaryqa(require_dataset_folder("literaryqa", root / "literaryqa"),
-                                                      split=cfg.literaryqa_split, books=cfg.books, strict=cfg.strict,
-                                                      require_all=False, log_summary=False)
+                                                      split=cfg.literaryqa_split, books=cfg.books, strict=cfg.strict)
         if cfg.books:
             books = [b for b in books if _wanted(b.book_id, cfg.books)]
         if cfg.max_books:
@@ -223,28 +220,21 @@ def load_corpus(corpus_cfg: CorpusConfig, use_cache: bool = True, progress: bool
     return Corpus(books, report)
 
 
-def _token_counter(tokenizer: Any) -> Callable[[list[str]], list[int]] | None:
-    if tokenizer is None:
-        return None
-    if hasattr(tokenizer, "encode") and callable(tokenizer):  # HF tokenizer: batch call
-        return lambda texts: [len(x) for x in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-    if hasattr(tokenizer, "count_tokens"):
-        return lambda texts: [tokenizer.count_tokens(t) for t in texts]
-    if callable(tokenizer):
-        return lambda texts: [int(tokenizer(t)) for t in texts]
-    raise TypeError(f"tokenizer must be a HF tokenizer, an object with count_tokens, or a callable; "
-                    f"got {type(tokenizer).__name__}")
-
-
 def unit_table(books: Sequence[Book], tokenizer: Any = None):
     """One row per unit: dataset, book, unit id, title, split, paragraphs, sentences, words, tokens."""
     import pandas as pd
 
-    count = _token_counter(tokenizer)
+    if tokenizer is not None and not callable(tokenizer):
+        raise TypeError(f"tokenizer must be a HF tokenizer or a callable; got {type(tokenizer).__name__}")
     rows = []
     for b in books:
         texts = [u.text(b.text) for u in b.units]
-        toks = count(texts) if count else [None] * len(texts)
+        if tokenizer is None:
+            toks = [None] * len(texts)
+        elif hasattr(tokenizer, "encode"):  # HF tokenizer: one batch call
+            toks = [len(x) for x in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        else:
+            toks = [int(tokenizer(t)) for t in texts]
         for u, t, k in zip(b.units, texts, toks):
             rows.append({"dataset": b.dataset, "book_id": b.book_id, "unit_id": u.unit_id,
                          "title": u.title, "split": u.split, "paragraphs": len(u.paragraphs),
@@ -255,7 +245,7 @@ def unit_table(books: Sequence[Book], tokenizer: Any = None):
 
 def corpus_statistics(books: Sequence[Book], tokenizer: Any = None):
     """Per dataset and book: units (``narrative_units`` before recursive splitting), paragraphs, sentences,
-    words, tokens (with a tokenizer, backend or callable) and split counts; a ``TOTAL <dataset>`` row follows each."""
+    words, tokens (with a HF tokenizer or a callable) and split counts; a ``TOTAL <dataset>`` row follows each."""
     import pandas as pd
 
     units = unit_table(books, tokenizer)

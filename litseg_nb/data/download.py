@@ -1,6 +1,7 @@
 """Getting the evaluation data onto a machine with internet access (opt-in, never at run time)."""
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 from typing import Sequence
 
@@ -29,10 +30,8 @@ def download(datasets: Sequence[str], dest: Path, literaryqa_split: str = "valid
         for folder in caches:
             shutil.rmtree(folder, ignore_errors=True)
         for folder in reversed(created):  # only folders this call created, and only if left empty
-            try:
+            with suppress(OSError):
                 folder.rmdir()
-            except OSError:
-                pass
         raise
 
 

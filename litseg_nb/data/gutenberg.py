@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Iterable
 
@@ -18,12 +19,8 @@ PARAGRAPH_SEP = "\n\n"
 def join_paragraphs(paragraphs: Iterable[str]) -> tuple[str, list[Span]]:
     """``("a\\n\\nb", [(0, 1), (3, 4)])`` for ``["a", "b"]``: ``text[s:e]`` gives each paragraph back."""
     paragraphs = list(paragraphs)
-    spans: list[Span] = []
-    pos = 0
-    for p in paragraphs:
-        spans.append((pos, pos + len(p)))
-        pos += len(p) + len(PARAGRAPH_SEP)
-    return PARAGRAPH_SEP.join(paragraphs), spans
+    starts = accumulate((len(p) + len(PARAGRAPH_SEP) for p in paragraphs), initial=0)
+    return PARAGRAPH_SEP.join(paragraphs), [(a, a + len(p)) for a, p in zip(starts, paragraphs)]
 
 
 class GutenbergFormatError(UsageError, ValueError):
@@ -192,11 +189,6 @@ def _find_markers(lines: list[str], source: str, missing_markers: str, report: C
 MIN_WRAP_WIDTH = 66
 
 
-def _wrap_width(lines: list[str]) -> int:
-    lengths = sorted(len(ln.strip()) for ln in lines if ln.strip())
-    return lengths[int(0.9 * (len(lengths) - 1))] if lengths else 0
-
-
 def _is_verse_block(block: list[str], width: int) -> bool:
     """A multi-line block whose non-final lines are mostly far shorter than the wrap width."""
     if len(block) < 2 or width <= 0:
@@ -216,15 +208,9 @@ def _is_verse_block(block: list[str], width: int) -> bool:
             or sum(1 for ln in block if _is_listed(ln)) * 2 >= len(block))
 
 
-def _norm(line: str) -> str:
-    return _WS_RE.sub(" ", line.strip())
-
-
 def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_markers: str = "error",
                          decode: str | None = None) -> CleanedText:
     """Clean a raw Gutenberg book (str or bytes) into paragraphs with a source-line map."""
-    if missing_markers not in ("error", "keep"):
-        raise ValueError(f"missing_markers must be 'error' or 'keep', got {missing_markers!r}")
     report = CleanReport(source=source)
     if isinstance(raw, bytes):
         raw, report.decode = decode_gutenberg(raw, source)
@@ -253,7 +239,7 @@ def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_marke
         i = j
 
     def joined(block: tuple[int, int], sep: str = " ") -> str:
-        return sep.join(_norm(x) for x in lines[block[0]:block[1]])
+        return sep.join(_WS_RE.sub(" ", x.strip()) for x in lines[block[0]:block[1]])
 
     # drop the producer credit right after START and the "End of the Project Gutenberg" line
     if report.markers_found:
@@ -272,7 +258,8 @@ def clean_gutenberg_text(raw: str | bytes, source: str = "<text>", missing_marke
         raise GutenbergFormatError(f"{source}: no text between the Project Gutenberg markers")
 
     # a book of verse has only short lines: its 90th percentile is no wrap width (prose wraps at ~70)
-    width = _wrap_width(lines[body_start:body_end])
+    lengths = sorted(len(ln.strip()) for ln in lines[body_start:body_end] if ln.strip())
+    width = lengths[int(0.9 * (len(lengths) - 1))] if lengths else 0
     if body_end - body_start >= 200:  # a whole book, not a snippet
         width = max(width, MIN_WRAP_WIDTH)
     report.wrap_width = width

@@ -25,45 +25,28 @@ class GutenQAError(UsageError, ValueError):
     """Malformed GutenQA files (missing columns, empty book)."""
 
 
-def local_files(folder: Path | str) -> tuple[Path, Path]:
-    folder = Path(folder)
-    paragraphs, questions = folder / PARAGRAPHS_FILE, folder / QUESTIONS_FILE
-    for p in (paragraphs, questions):
-        if not p.is_file():
-            raise DataNotFoundError(f"GutenQA file {p} is missing; "
-                                    + missing_dataset_message("gutenqa", folder))
-    return paragraphs, questions
-
-
 def _check_columns(df, needed: Iterable[str], path: Path) -> None:
     missing = [c for c in needed if c not in df.columns]
     if missing:
         raise GutenQAError(f"{path}: missing column(s) {missing}; found {list(df.columns)}")
 
 
-def book_id(name: str) -> str:
-    return f"gutenqa:{name}"
-
-
-def load_gutenqa(folder: Path | str, books: Iterable[str] = ()) -> list[Book]:
-    """Load GutenQA books from ``folder``, restricted to ``books`` (names or ids; an unknown one is an error)."""
+def load_gutenqa(folder: Path | str) -> list[Book]:
+    """Load the GutenQA books from ``folder``."""
     import pandas as pd
 
-    para_path, q_path = local_files(folder)
+    folder = Path(folder)
+    para_path, q_path = folder / PARAGRAPHS_FILE, folder / QUESTIONS_FILE
+    for p in (para_path, q_path):
+        if not p.is_file():
+            raise DataNotFoundError(f"GutenQA file {p} is missing; " + missing_dataset_message("gutenqa", folder))
     paras = pd.read_parquet(para_path)
     _check_columns(paras, PARAGRAPH_COLUMNS, para_path)
     qs = pd.read_parquet(q_path)
     _check_columns(qs, QUESTION_COLUMNS, q_path)
 
-    wanted = {b.split(":", 1)[1] if b.startswith("gutenqa:") else b for b in books}
-    names = list(dict.fromkeys(paras["Book Name"]))
-    unknown = sorted(wanted - set(names))
-    if unknown:
-        raise GutenQAError(f"{para_path}: unknown GutenQA book(s) {unknown}; available: {names[:10]}...")
     out = []
-    for name in names:
-        if wanted and name not in wanted:
-            continue
+    for name in dict.fromkeys(paras["Book Name"]):
         rows = paras[paras["Book Name"] == name].sort_values("Chunk ID", kind="stable")
         chunks = [str(c) for c in rows["Chunk"]]
         chapters_col = [str(c) for c in rows["Chapter"]]
@@ -79,7 +62,7 @@ def load_gutenqa(folder: Path | str, books: Iterable[str] = ()) -> list[Book]:
         titles = [c[0] for c in chapters]
         if len(set(titles)) != len(titles):
             log.warning("GutenQA book %s: chapter labels recur non-contiguously; each run is a unit", name)
-        bid = book_id(name)
+        bid = f"gutenqa:{name}"
         questions = [Question(qid=f"{bid}#q{qi:03d}", book_id=bid, question=str(d["Question"]),
                               answers=(str(d["Answer"]),), evidence=str(d["Chunk Must Contain"]), dataset="gutenqa")
                      for qi, d in enumerate(qs[qs["Book Name"] == name].to_dict("records"))]

@@ -24,24 +24,17 @@ class LoadReport:
     loaded: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # book id -> reason
 
-    @property
-    def n_skipped(self) -> int:
-        return len(self.skipped)
-
     def summary(self) -> str:
-        s = f"{self.dataset}: loaded {len(self.loaded)} book(s), skipped {self.n_skipped}"
+        s = f"{self.dataset}: loaded {len(self.loaded)} book(s), skipped {len(self.skipped)}"
         if self.skipped:
             s += ": " + ", ".join(f"{k} ({v})" for k, v in sorted(self.skipped.items()))
         return s
 
 
-def book_id(gutenberg_id: str) -> str:
-    return f"literaryqa:{gutenberg_id}"
-
-
-def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterable[str] = (), strict: bool = False,
-                    require_all: bool = True, log_summary: bool = True) -> tuple[list[Book], LoadReport]:
-    """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)``."""
+def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterable[str] = (),
+                    strict: bool = False) -> tuple[list[Book], LoadReport]:
+    """Load LiteraryQA books of ``split`` that have a text; returns ``(books, report)`` (the caller logs the
+    books skipped; an id of ``books`` not in ``split`` is not an error here)."""
     folder = Path(folder)
     ann = folder / "annotations" / f"{split}.jsonl"
     if not ann.is_file():
@@ -49,7 +42,6 @@ def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterab
     wanted = {b.split(":", 1)[1] if b.startswith("literaryqa:") else b for b in books}
     report = LoadReport("literaryqa")
     out: list[Book] = []
-    seen: set[str] = set()
     with ann.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -63,8 +55,7 @@ def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterab
                 raise ValueError(f"{ann}:{lineno}: record without gutenberg_id")
             if wanted and gid not in wanted:
                 continue
-            seen.add(gid)
-            bid = book_id(gid)
+            bid = f"literaryqa:{gid}"
             meta = {"document_id": rec.get("document_id"), "summary": rec.get("summary", ""),
                     **(rec.get("metadata") or {})}
             path = folder / "texts" / split / f"{gid}.txt"
@@ -96,10 +87,4 @@ def load_literaryqa(folder: Path | str, split: str = "validation", books: Iterab
                             text=text, paragraphs=paragraphs, questions=questions, source=src,
                             source_map=source_map, meta=meta))
             report.loaded.append(bid)
-    unknown = sorted(wanted - seen)
-    if unknown and require_all:
-        raise ValueError(f"{ann}: unknown LiteraryQA gutenberg id(s) {unknown}")
-    if report.skipped and log_summary:
-        log.warning("LiteraryQA %s: skipped %d book(s) without text: %s", split, report.n_skipped,
-                    ", ".join(sorted(report.skipped)))
     return out, report

@@ -48,11 +48,10 @@ def big_book(root: Path, target_mb: float = 20.0) -> tuple[str, list[tuple[int, 
         pool.extend(c.text[a:b] for a, b in c.paragraphs if len(c.text[a:b].split()) >= 20)
         if sum(map(len, pool)) > 4e6:
             break
-    chapters, size, k, body = [], 0, 0, []
+    chapters, size, body = [], 0, []
     while size < target_mb * 1e6:
         n = len(chapters) + 1
-        paras = [pool[(k + j) % len(pool)] for j in range(40)]
-        k += 40
+        paras = [pool[(40 * (n - 1) + j) % len(pool)] for j in range(40)]  # the next 40 pool paragraphs
         chapters.append(f"CHAPTER {n}")
         body += [f"CHAPTER {n}", *paras]
         size += sum(map(len, paras))

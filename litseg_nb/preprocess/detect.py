@@ -22,11 +22,14 @@ def detect_headings(text: str, paragraphs: Sequence[Span], report: StructureRepo
     words = [word_count(p) for p in paras]
     blocks = _contents_blocks(paras)
     in_block = {k for h, e, _ in blocks for k in range(h + 1, e)}
-    if not blocks:  # a list of titles without a CONTENTS header counts if its lines recur as headings
-        for blk in _implicit_contents(paras, 60):
-            if len(_match_contents(paras, shaped, [blk], StructureReport(), set(range(blk[0], blk[1])))) >= 3:
-                blocks = [(blk[0] - 1, blk[1], blk[2])]
-                in_block = set(range(blk[0], blk[1]))
+    if not blocks:  # a list of short lines near the start, without a CONTENTS header, counts if they recur as headings
+        for i, p in enumerate(paras[:60]):
+            lines = [ln.strip() for ln in p.split("\n") if ln.strip()]
+            if len(lines) < 3 or any(len(ln) > 90 or word_count(ln) > 14 for ln in lines):
+                continue
+            entries = [_norm_title(_strip_decor(ln)) for ln in lines]
+            if len(_match_contents(paras, shaped, [(i, i + 1, entries)], StructureReport(), {i})) >= 3:
+                blocks, in_block = [(i - 1, i + 1, entries)], {i}
                 break
     by_para: dict[int, list[Heading]] = {}
     for k, p in enumerate(paras):
@@ -420,16 +423,6 @@ def _match_contents(paras: list[str], shaped: list[bool], blocks, report: Struct
                 report.toc_matched += 1
                 pos = hit + 1
     return found
-
-
-def _implicit_contents(paras: list[str], limit: int) -> list[tuple[int, int, list[str]]]:
-    """A list of short lines near the start (no CONTENTS header) whose lines recur as headings."""
-    out = []
-    for i in range(min(limit, len(paras))):
-        lines = [ln.strip() for ln in paras[i].split("\n") if ln.strip()]
-        if len(lines) >= 3 and all(len(ln) <= 90 and word_count(ln) <= 14 for ln in lines):
-            out.append((i, i + 1, [_norm_title(_strip_decor(ln)) for ln in lines]))
-    return out
 
 
 SECTION_KINDS = frozenset({"numeral", "numbered", "scene", "section"})

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 from .structure import FRONT_MATTER, build_units
-from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file, clean_gutenberg_text
+from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_text
 
 FRONT = "@front"
 HELD_OUT_SEED = "litseg-22"
@@ -46,10 +46,7 @@ def _lcs_pairs(gold: Sequence[str], pred: Sequence[str], match) -> int:
     for i in range(1, n + 1):
         cur = [0] * (m + 1)
         for j in range(1, m + 1):
-            if match(i - 1, j - 1):
-                cur[j] = prev[j - 1] + 1
-            else:
-                cur[j] = max(prev[j], cur[j - 1])
+            cur[j] = prev[j - 1] + 1 if match(i - 1, j - 1) else max(prev[j], cur[j - 1])
         prev = cur
     return prev[m]
 
@@ -113,37 +110,31 @@ def summarise(rows: Sequence[dict]) -> dict:
             "books_losing_words": sum(1 for r in rows if r["words_lost"])}
 
 
-def detect_units(text: str, paragraphs: list, title: str = FRONT, author: str | None = None
-                 ) -> list[tuple[str, int]]:
-    """``(title, start)`` of the narrative units :mod:`litseg_nb.preprocess.structure` finds."""
-    units = build_units("gold", text, paragraphs, max_unit_words=None,
-                        sentences=[tuple(p) for p in paragraphs], whole_title=title, author=author)
-    return [(u.title, u.start) for u in units if not u.title.startswith(FRONT_MATTER)]
-
-
 def score_gold(gold: Sequence[GoldEntry], root: Path) -> tuple[list[dict], dict]:
-    """Clean and detect every gold book under the data ``root``; returns ``(rows, summary)``."""
+    """Clean every gold book under the data ``root`` and score the narrative units
+    :func:`~litseg_nb.preprocess.structure.build_units` finds; returns ``(rows, summary)``."""
     rows = []
     for entry in gold:
         t0 = time.perf_counter()
         path = Path(root) / entry.file
+        data = path.read_bytes()
+        if path.suffix == ".gz":  # a gutenberg_train book (tests/structure_gold_train.jsonl)
+            try:
+                data = gzip.decompress(data)
+            except (OSError, EOFError) as err:
+                raise ValueError(f"{entry.file}: cannot read the gzipped gold book ({err})") from err
         try:
-            if path.suffix == ".gz":  # a gutenberg_train book (tuning cases only, see TRAIN_GOLD_FILE)
-                try:
-                    data = gzip.decompress(path.read_bytes())
-                except (OSError, EOFError) as err:
-                    raise ValueError(f"{entry.file}: cannot read the gzipped gold book ({err})") from err
-                cleaned = clean_gutenberg_text(data, source=str(path))
-            else:
-                cleaned = clean_gutenberg_file(path)
+            cleaned = clean_gutenberg_text(data, source=str(path))
         except GutenbergFormatError as err:  # a book that cannot be cleaned loses everything
-            raw = (data if path.suffix == ".gz" else path.read_bytes()).decode("utf-8", errors="replace")
-            raw = " ".join(raw.split())
+            raw = " ".join(data.decode("utf-8", errors="replace").split())
             row = score_book(GoldEntry(entry.file, entry.units, None, entry.kind), raw, [])
             row["error"] = str(err)[:200]
         else:
-            predicted = detect_units(cleaned.text, cleaned.paragraphs, FRONT, cleaned.report.author)
-            row = score_book(entry, cleaned.text, predicted)
+            units = build_units("gold", cleaned.text, cleaned.paragraphs, max_unit_words=None,
+                                sentences=[tuple(p) for p in cleaned.paragraphs], whole_title=FRONT,
+                                author=cleaned.report.author)
+            row = score_book(entry, cleaned.text,
+                             [(u.title, u.start) for u in units if not u.title.startswith(FRONT_MATTER)])
         row["seconds"] = round(time.perf_counter() - t0, 3)
         rows.append(row)
     return rows, summarise(rows)
@@ -158,9 +149,6 @@ def split_scores(gold: Sequence[GoldEntry], rows: Sequence[dict]) -> dict[str, d
 
 #: the gold file and the recorded numbers of the earlier detectors
 GOLD_FILE = Path(__file__).resolve().parents[2] / "tests" / "structure_gold.jsonl"
-#: tuning cases from ``gutenberg_train``, in their own file: a book of GOLD_FILE is an evaluation book,
-#: which the boundary model's training refuses
-TRAIN_GOLD_FILE = GOLD_FILE.with_name("structure_gold_train.jsonl")
 
 
 def before_after(root: Path):

@@ -71,18 +71,6 @@ _DECOR_RE = re.compile(r"[_*\[\]{}]")
 _SMALL_WORDS = frozenset("a an and as at by for from in into of on or the to with de la le du des el von van".split())
 
 
-def roman_to_int(s: str) -> int | None:
-    s = s.upper()
-    if not s or any(ch not in _ROMAN_VALUES for ch in s):
-        return None
-    total, prev = 0, 0
-    for ch in reversed(s):
-        v = _ROMAN_VALUES[ch]
-        total = total - v if v < prev else total + v
-        prev = max(prev, v)
-    return total
-
-
 def _numeral_value(num: str) -> int | None:
     num = num.strip().rstrip(".").lower()
     if num.isdigit():
@@ -94,9 +82,15 @@ def _numeral_value(num: str) -> int | None:
     unit = _WORD_VALUES.get(parts[-1]) if len(parts) == 2 else None
     if unit is not None and 1 <= unit <= 9 and parts[0] in _TENS and _TENS[parts[0]] < 100:
         return _TENS[parts[0]] + unit
-    if num in ("last", "final"):
+    num = num.upper()  # a Roman numeral ("last", "final": none)
+    if not num or any(ch not in _ROMAN_VALUES for ch in num):
         return None
-    return roman_to_int(num)
+    total, prev = 0, 0
+    for ch in reversed(num):
+        v = _ROMAN_VALUES[ch]
+        total = total - v if v < prev else total + v
+        prev = max(prev, v)
+    return total
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,10 @@ class _Section:
     subs: list[tuple[int, str]] = field(default_factory=list)  # (paragraph, title) of sections inside
 
 
+def _ends(secs: list[_Section], n: int) -> list[int]:
+    return [s.first_para for s in secs[1:]] + [n]
+
+
 def _parents(items: list[tuple[int, list[Heading]]]) -> list[bool]:
     """An item is a parent when the next narrative heading is inner to it (a higher rank); a
     special (preface) or non-narrative heading is never one."""
@@ -103,9 +107,8 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
     first_narr = next((s.first_para for s in sections if s.narrative), n)
     in_nn: set[int] = set()
     nn_ends = []
-    for i, s in enumerate(sections):
+    for s, e in zip(sections, _ends(sections, n)):
         if not s.narrative and s.title != FRONT_MATTER:
-            e = sections[i + 1].first_para if i + 1 < len(sections) else n
             in_nn.update(range(s.first_para, e))
             nn_ends.append(e)
     # prose before a contents list or a non-narrative section, or before a preface, is front matter
@@ -207,11 +210,9 @@ def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | 
                       report: StructureReport) -> None:
     """A preface or introduction signed by someone else than the author is not narrative, unless an
     introduction never names the author (a fictional editor's framing: a unit, and the report says so)."""
-    n = len(paras)
     surname = re.findall(r"[A-Za-z][\w'’-]+", author)[-1] if author and re.search(r"[A-Za-z]{2}", author) else None
-    for i, s in enumerate(sections):
+    for s, e in zip(sections, _ends(sections, len(paras))):
         if s.narrative and re.match(r"^(?:introduction|preface|foreword)\b", s.title.split(" / ")[-1], re.I):
-            e = sections[i + 1].first_para if i + 1 < len(sections) else n
             tail = [ln for p in paras[max(s.first_para, e - 3):e] for ln in p.split("\n")]
             if _signature_author(author, tail) is False:
                 body = " ".join(paras[s.first_para + 1:e])
@@ -252,7 +253,6 @@ def _preface_end(sections: list[_Section], paras: list[str], para_words: list[in
     """An opening preface holding more than :data:`SWALLOW_WORDS` words and most of the narrative ends at the
     first cue after its first prose paragraph (a signature or dated line, a rule, the book's title); the rest is
     a unit titled by the book. Without a cue it stays one unit; the report says which."""
-    n = len(paras)
     i = next((i for i, s in enumerate(sections) if s.narrative), None)
     if i is None:
         return sections
@@ -260,10 +260,10 @@ def _preface_end(sections: list[_Section], paras: list[str], para_words: list[in
     m = _SPECIAL_RE.match(s.title.split(" / ")[-1])
     if not m or m.group("kw").lower() not in _OPENING_SPECIALS:
         return sections
-    e = sections[i + 1].first_para if i + 1 < len(sections) else n
+    ends = _ends(sections, len(paras))
+    e = ends[i]
     words = sum(para_words[s.first_para:e])
-    total = sum(sum(para_words[x.first_para:(sections[j + 1].first_para if j + 1 < len(sections) else n)])
-                for j, x in enumerate(sections) if x.narrative)
+    total = sum(sum(para_words[x.first_para:y]) for x, y in zip(sections, ends) if x.narrative)
     if words <= SWALLOW_WORDS or words < 0.8 * total:
         return sections
     title_key = _norm_title(whole_title)
@@ -317,7 +317,7 @@ def _merge_empty(secs: list[_Section], paras: list[str], para_words: list[int]) 
     """A heading with no text under it ("Volume II." on a title page, a repeated book title) is not
     a unit: before the narrative it is front matter, later it joins the next unit."""
     n = len(paras)
-    ends = [secs[i + 1].first_para if i + 1 < len(secs) else n for i in range(len(secs))]
+    ends = _ends(secs, n)
     merged: list[_Section] = []
     carry: _Section | None = None
     seen_narrative = False
@@ -349,8 +349,7 @@ def _ranges(secs: list[_Section], n: int) -> tuple[list[_Section], list[tuple[in
     if secs[0].first_para > 0:
         dropped.append((0, secs[0].first_para, "front matter"))
     narrative: list[_Section] = []
-    for i, s in enumerate(secs):
-        e = secs[i + 1].first_para if i + 1 < len(secs) else n
+    for s, e in zip(secs, _ends(secs, n)):
         if s.narrative:
             narrative.append(_Section(s.first_para, s.title, e))
         else:
@@ -380,14 +379,9 @@ def plan_sections(text: str, paragraphs: Sequence[Span], report: StructureReport
     report.heading_kinds = dict(Counter(h.kind for h in heads))
     first_seen = list(dict.fromkeys(h.kind for h in heads if h.kind not in _NN and h.kind != "special"))
     report.levels = sorted(first_seen, key=lambda k: (RANKS[k], first_seen.index(k)))
-    _attach_subsections(narrative, sub_heads)
-    return narrative, dropped
-
-
-def _attach_subsections(narrative: list[_Section], sub_heads: list[Heading]) -> None:
-    """Record each section heading on the narrative section (unit) that holds its paragraph."""
     starts = [s.first_para for s in narrative]
-    for h in sub_heads:
+    for h in sub_heads:  # each section heading goes on the unit that holds its paragraph
         i = bisect.bisect_right(starts, h.para) - 1
         if i >= 0 and h.para < narrative[i].end_para:
             narrative[i].subs.append((h.para, " ".join(_strip_decor(h.title).split())))
+    return narrative, dropped

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Sequence
 
 Span = tuple[int, int]
 
@@ -27,14 +26,11 @@ _QUOTE_END_RE = re.compile(r"[?!][”’\"']\s*$")
 _TAG_START_RE = re.compile(r"^((?:[A-Z][\w'’.-]*\s+){1,3})([a-z]+)\b")
 
 
-def _ends_with_abbreviation(sentence: str) -> bool:
-    s = sentence.rstrip()
-    if not s.endswith("."):
-        return False
+def _ends_with_abbreviation(s: str) -> bool:
+    """``s`` (ending in a dot) ends with a title abbreviation (``Mr.``) or a single capital initial."""
     m = _ABBREV_END_RE.search(s)
-    if m and m.group(1)[0].isupper() and m.group(1).lower() in TITLE_ABBREVIATIONS:
-        return True
-    return bool(_INITIAL_END_RE.search(s))
+    return bool(m and m.group(1)[0].isupper() and m.group(1).lower() in TITLE_ABBREVIATIONS
+                or _INITIAL_END_RE.search(s))
 
 
 def _trim(text: str, spans: Sequence[Span], offset: int) -> list[Span]:
@@ -48,14 +44,6 @@ def _trim(text: str, spans: Sequence[Span], offset: int) -> list[Span]:
     return out
 
 
-def _dialogue_tag_follows(prev: str, nxt: str) -> bool:
-    """``“But why?”`` + ``Taylor asked, dazed.``: a ``?”``/``!”`` followed by a said-verb tag."""
-    if not _QUOTE_END_RE.search(prev):
-        return False
-    m = _TAG_START_RE.match(nxt)
-    return bool(m) and m.group(2) in SAID_VERBS
-
-
 def _repair(text: str, spans: list[Span], offset: int) -> list[Span]:
     """Re-join a split made after a title abbreviation or an initial, before a lower-case word, or
     between ``?”``/``!”`` and its dialogue tag (``“But why?” Taylor asked.``)."""
@@ -67,18 +55,12 @@ def _repair(text: str, spans: list[Span], offset: int) -> list[Span]:
             nxt = text[span[0] - offset:span[0] - offset + 60]
             if ((last.endswith(".") and _ends_with_abbreviation(text[max(pa, pb - 12):pb]))
                     or _LOWER_START_RE.match(nxt)
-                    or (last[:1] in "?!" and _dialogue_tag_follows(last, nxt))):
+                    or (last[:1] in "?!" and _QUOTE_END_RE.search(last) and (m := _TAG_START_RE.match(nxt))
+                        and m.group(2) in SAID_VERBS)):
                 out[-1] = (out[-1][0], span[1])
                 continue
         out.append(span)
     return out
-
-
-@lru_cache(maxsize=1)
-def _nupunkt_spans() -> Callable[[str], list[Span]]:
-    import nupunkt
-
-    return nupunkt.sent_spans
 
 
 _REGEX_BOUNDARY = re.compile(r"(?:[.!?…]+|\.\s\.\s\.)[”’\"')\]]*(?=\s+[“‘\"'(\[]?[A-Z0-9])")
@@ -89,11 +71,6 @@ def _regex_spans(text: str) -> list[Span]:
     return list(zip([0] + ends[:-1], ends))
 
 
-def _needs_splitter(block: str) -> bool:
-    """False when ``block`` has no end mark before its last characters: one sentence, no splitter."""
-    return bool(_INNER_END_RE.search(block, 0, max(len(block.rstrip()) - 3, 0)))
-
-
 def _line_blocks(text: str, offset: int) -> list[tuple[str, int]]:
     """The non-blank lines of ``text`` with their offsets (line breaks are hard boundaries)."""
     return [(m.group(), offset + m.start()) for m in _LINE_RE.finditer(text) if m.group().strip()]
@@ -102,12 +79,16 @@ def _line_blocks(text: str, offset: int) -> list[tuple[str, int]]:
 def _split_blocks(blocks: Sequence[tuple[str, int]], splitter: str, repair: bool) -> list[Span]:
     if splitter not in ("nupunkt", "regex"):
         raise ValueError(f"unknown sentence splitter {splitter!r}; expected 'nupunkt' or 'regex'")
+    if splitter == "nupunkt":
+        from nupunkt import sent_spans as spans_of
+    else:
+        spans_of = _regex_spans
     out: list[Span] = []
     for block, offset in blocks:
-        if not _needs_splitter(block):  # no end mark before the end: one sentence
+        if not _INNER_END_RE.search(block, 0, max(len(block.rstrip()) - 3, 0)):  # no end mark before the end
             out.extend(_trim(block, [(0, len(block))], offset))
             continue
-        trimmed = _trim(block, _regex_spans(block) if splitter == "regex" else _nupunkt_spans()(block), offset)
+        trimmed = _trim(block, spans_of(block), offset)
         out.extend(_repair(block, trimmed, offset) if repair else trimmed)
     return out
 

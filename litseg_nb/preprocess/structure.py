@@ -15,12 +15,6 @@ from .sections import _Section, plan_sections
 from .sentences import split_paragraph_sentences
 
 
-def _cut_long_sentence(text: str, a: int, b: int, n: int) -> list[Span]:
-    """Cut ``text[a:b]`` at whitespace into pieces of at most ``n`` words."""
-    words = [(m.start() + a, m.end() + a) for m in re.finditer(r"\S+", text[a:b])]
-    return [(words[i][0], words[min(i + n, len(words)) - 1][1]) for i in range(0, len(words), n)]
-
-
 def _pack_blocks(blocks: list[list[tuple[int, int, int]]], n: int) -> list[Span]:
     """Pack blocks (a unit's sections) of ``(start, end, words)`` atoms in order into pieces of at most ``n``
     words, cutting between blocks when a block does not fit; a block longer than ``n`` is packed atom by atom
@@ -79,11 +73,12 @@ def build_units(book_id: str, text: str, paragraphs: Sequence[Span], max_unit_wo
         for s in secs:
             sentences.extend(split_paragraph_sentences(text, paragraphs[s.first_para:s.end_para],
                                                        splitter=sentence_splitter))
-    # cut sentences longer than n words (they could not fit any unit otherwise)
+    # cut sentences longer than n words at whitespace (they could not fit any unit otherwise)
     sents: list[Span] = []
     for a, b in sentences:
         if b - a > n and word_count(text[a:b]) > n:  # n characters cannot hold more than n words
-            pieces = _cut_long_sentence(text, a, b, n)
+            words = [(m.start() + a, m.end() + a) for m in re.finditer(r"\S+", text[a:b])]
+            pieces = [(words[i][0], words[min(i + n, len(words)) - 1][1]) for i in range(0, len(words), n)]
             report.split_sentences += len(pieces) - 1
             sents.extend(pieces)
         else:
