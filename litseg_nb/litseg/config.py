@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import (SHARED_PROFILE_DEFAULTS, ConfigError, CorpusConfig, LLMConfig, StageConfig, _Base, _merge,
+from ..config import (PROFILES_TABLE, ConfigError, CorpusConfig, LLMConfig, StageConfig, _Base, _merge,
                       _split_key, active_sets, at_least, coerce, one_of)
 from ..core.ray_cluster import RayAddressError, parse_address
 # the teacher of ``full`` (Qwen3-32B) and why: litseg_nb.config, next to the profile table
-from ..config import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS, stage_values  # noqa: F401
+from ..config import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,8 @@ class LitSegConfig(StageConfig):
 
     def student_model(self) -> str:
         """The LitSeg-Lite student of this profile (``LiteConfig.llm.model`` with ``--set`` in force), for labels."""
-        model = _merge(SHARED_PROFILE_DEFAULTS[self.profile]["llm"],
-                       stage_values(self.profile, "LiteConfig").get("llm", {})).get("model", LLMConfig().model)
+        row = PROFILES_TABLE[self.profile]
+        model = _merge(row["shared"]["llm"], row.get("LiteConfig", {}).get("llm", {})).get("model", LLMConfig().model)
         for key, value in active_sets():
             qual, parts = _split_key(key)
             if qual not in (None, "LiteConfig") or parts[0] != "llm":

@@ -77,10 +77,6 @@ def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
     if any(r is not None and r > k for r in ranks):
         raise ValueError(f"a top-{k} rank is larger than {k}")
     full = list(full_ranks) if full_ranks is not None else None
-    if full is not None and len(full) != n:
-        raise ValueError(f"{len(full)} full ranks for {n} questions")
-    if len(answerable) != n:
-        raise ValueError(f"{len(answerable)} answerable flags for {n} questions")
     if any(r is not None and not a for r, a in zip(ranks, answerable)):
         raise ValueError("a question marked unanswerable has a relevant retrieved chunk")
     idx = [i for i, a in enumerate(answerable) if a]
@@ -100,29 +96,16 @@ def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
 # contains the evidence verbatim, but its source spans in the book text can cover it.
 
 
-def _normalized_with_offsets(text: str) -> tuple[str, list[int]]:
-    """``normalize_for_match(text)`` together with, for every character of it, the offset in ``text``
-    of the character it came from (a collapsed whitespace run maps to its first character)."""
-    return normalize_with_offsets(text, _match_form)
-
-
-def _match_form(ch: str) -> str:
-    """:func:`normalize_for_match` of one character: NFKC, quotes and dashes mapped (after NFKC; the
-    soft hyphen dropped), lower-cased."""
-    return unicodedata.normalize("NFKC", ch).translate(_QUOTE_MAP).lower()
-
-
 def evidence_char_spans(book_text: str, evidence: str, _cache: dict | None = None) -> list[tuple[int, int]]:
     """Every occurrence of ``evidence`` in ``book_text`` under :func:`normalize_for_match`, as
-    half-open character spans of ``book_text`` (empty when it occurs nowhere)."""
+    half-open character spans of ``book_text`` (empty when it occurs nowhere); ``_cache`` keeps the normalised
+    text with, per character, the offset in ``book_text`` it came from."""
     ev = evidence_form(evidence)
-    key = id(book_text)
-    if _cache is not None and key in _cache:
-        norm, pos = _cache[key]
-    else:
-        norm, pos = _normalized_with_offsets(book_text)
-        if _cache is not None:
-            _cache[key] = (norm, pos)
+    cache = {} if _cache is None else _cache
+    if id(book_text) not in cache:
+        cache[id(book_text)] = normalize_with_offsets(
+            book_text, lambda ch: unicodedata.normalize("NFKC", ch).translate(_QUOTE_MAP).lower())
+    norm, pos = cache[id(book_text)]
     spans, start = [], norm.find(ev)
     while start >= 0:
         end = start + len(ev) - 1

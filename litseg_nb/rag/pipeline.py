@@ -76,14 +76,14 @@ def evaluation_questions(books: Sequence[Any], literaryqa_max_questions: int = 0
 
 
 def _covered_ranges(chunks: Sequence[Chunk]) -> dict[tuple[str, str], tuple[int, int]]:
-    rng: dict[tuple[str, str], list[int]] = {}
+    rng: dict[tuple[str, str], tuple[int, int]] = {}
     for c in chunks:
         if not c.spans or not c.unit_id:  # imported chunks that could not be aligned to the book
             continue
         lo, hi = min(s[0] for s in c.spans), max(s[1] for s in c.spans)
-        r = rng.setdefault((c.book_id, c.unit_id), [lo, hi])
-        r[0], r[1] = min(r[0], lo), max(r[1], hi)
-    return {k: (v[0], v[1]) for k, v in rng.items()}
+        old = rng.get((c.book_id, c.unit_id), (lo, hi))
+        rng[(c.book_id, c.unit_id)] = (min(old[0], lo), max(old[1], hi))
+    return rng
 
 
 def common_units(chunk_sets: Mapping[str, Sequence[Chunk]]) -> list[tuple[str, str]]:
@@ -204,10 +204,8 @@ class RagEvaluator:
         gens = self.backend.chat(convs, params, UsageTag("rag-hyde", stage="hyde")) if convs else []
         texts = [answer_text(g.text).strip() for g in gens]  # reasoning blocks removed
         self.latency.add("hyde generate", time.perf_counter() - t0, len(subset))
-        for q, t in zip(subset, texts):
-            if not t:
-                self.n_hyde_empty += 1
-            self.hyde_text[q.qid] = t or q.question
+        self.n_hyde_empty += sum(not t for t in texts)
+        self.hyde_text.update({q.qid: t or q.question for q, t in zip(subset, texts)})
         return subset
 
     def _fuse(self, dense, sparse):
