@@ -411,7 +411,6 @@ class Options(_Base):
 
 
 DEVICES = ("auto", "cpu", "cuda")
-DATASETS = ("gutenqa", "gutenberg", "literaryqa")
 UNIT_SELECTIONS = ("first", "questions")
 LLM_BACKENDS = ("hf", "vllm", "openai")
 
@@ -492,7 +491,7 @@ class EmbeddingConfig(_Base):
 class CorpusConfig(_Base):
     """Which data a stage runs on: the ``datasets``, the ``books`` (empty = all) and caps (0 = no cap)."""
 
-    datasets: tuple[str, ...] = one_of(("gutenqa",), *DATASETS)
+    datasets: tuple[str, ...] = one_of(("gutenqa",), "gutenqa", "gutenberg", "literaryqa")
     books: tuple[str, ...] = ()
     max_books: int = at_least(0, 0)
     max_units_per_book: int = at_least(0, 0)

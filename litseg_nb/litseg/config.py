@@ -31,9 +31,7 @@ class RayOptions(_Base):
             raise ConfigError(f"RayOptions: actors, cpus and gpus_per_actor must be >= 0, got "
                               f"actors={self.actors}, cpus={self.cpus}, gpus_per_actor={self.gpus_per_actor}")
 
-    def describe(self) -> str:
-        if not self.address:
-            return ""
+    def describe(self) -> str:  # only called with an address set
         width = f"{self.actors} engine(s)" if self.actors else "one engine per " + ("GPU" if self.gpus_per_actor else "CPU")
         return f"on Ray ({parse_address(self.address)}, {width})"
 

@@ -46,8 +46,7 @@ def _f1(pred: str, ref: str) -> float:
     pt, rt = normalize_answer(pred).split(), normalize_answer(ref).split()
     if not pt or not rt:
         return float(pt == rt)
-    common = Counter(pt) & Counter(rt)
-    same = sum(common.values())
+    same = (Counter(pt) & Counter(rt)).total()
     if same == 0:
         return 0.0
     precision, recall = same / len(pt), same / len(rt)
@@ -114,9 +113,7 @@ def load_wordnet() -> tuple[Any, str]:
             # Debian ships WordNet 3.0, the version NLTK calls "wordnet": the cross-version synset
             # map is the identity, and building it would look up NLTK's own (absent) copy.
             def map_wn(self, version="wordnet"):
-                if self.get_version() != "3.0":
-                    return super().map_wn(version)
-                return None
+                return super().map_wn(version) if self.get_version() != "3.0" else None
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "multilingual functions are not available"

@@ -80,16 +80,15 @@ def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
     if any(r is not None and not a for r, a in zip(ranks, answerable)):
         raise ValueError("a question marked unanswerable has a relevant retrieved chunk")
     idx = [i for i, a in enumerate(answerable) if a]
-    out: dict[str, float] = {"n_questions": float(n), "n_no_relevant_chunk": float(n - len(idx)),
-                             "n_answerable": float(len(idx)), f"MRR@{k}": _mrr(ranks)}
-    if full is not None:
-        out["MRR_full"] = _mrr(full)
-    out.update(_curves(ranks, ks))
-    sub = [ranks[i] for i in idx] or [None]  # no answerable question: every key NaN
-    ans = {f"MRR@{k}": _mrr(sub), **({"MRR_full": _mrr([full[i] for i in idx] or [None])} if full is not None else {}),
-           **_curves(sub, ks)}
-    out.update({f"{key}_answerable": v if idx else float("nan") for key, v in ans.items()})
-    return out
+
+    def scores(picked: Sequence[int]) -> dict[str, float]:
+        sub = [ranks[i] for i in picked] or [None]  # no answerable question: every key NaN (below)
+        fulls = {"MRR_full": _mrr([full[i] for i in picked] or [None])} if full is not None else {}
+        return {f"MRR@{k}": _mrr(sub), **fulls, **_curves(sub, ks)}
+
+    out = {"n_questions": float(n), "n_no_relevant_chunk": float(n - len(idx)), "n_answerable": float(len(idx)),
+           **scores(range(n))}
+    return out | {f"{key}_answerable": v if idx else float("nan") for key, v in scores(idx).items()}
 
 
 # Span-based relevance, reported beside containment: a chunk that rewrites its source (propositions) rarely

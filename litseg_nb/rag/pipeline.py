@@ -69,9 +69,8 @@ def evaluation_questions(books: Sequence[Any], literaryqa_max_questions: int = 0
         qs = list(b.questions)
         if b.dataset == "literaryqa" and literaryqa_max_questions and len(qs) > literaryqa_max_questions:
             qs = random.Random(f"{seed}-{b.book_id}").sample(qs, literaryqa_max_questions)
-        for q in qs:
-            out.append(EvalQuestion(q.qid, q.dataset or b.dataset, b.book_id, b.title, q.question,
-                                    tuple(q.answers), q.evidence))
+        out.extend(EvalQuestion(q.qid, q.dataset or b.dataset, b.book_id, b.title, q.question, tuple(q.answers),
+                                q.evidence) for q in qs)
     return out
 
 
@@ -307,10 +306,9 @@ class RagEvaluator:
         """Rows of the weighted fusion modes, each fold scored with the weight chosen on the other folds (after
         :meth:`retrieve`); the weights go to :attr:`fusion_weights`."""
         c = self.cfg
-        qs = [q for q in questions if q.evidence]
         if c.fusion_dev_folds < 2:
             raise ValueError("fusion_dev_folds must be >= 2 (a weight is never chosen on the questions it scores)")
-        order = sorted(qs, key=lambda q: q.qid)
+        order = sorted((q for q in questions if q.evidence), key=lambda q: q.qid)
         random.Random(f"{c.seed}-fusion-folds").shuffle(order)
         fold = {q.qid: i % c.fusion_dev_folds for i, q in enumerate(order)}
         rows: list[dict[str, Any]] = []

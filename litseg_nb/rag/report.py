@@ -43,13 +43,11 @@ def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], row
     t0 = time.perf_counter()
     answers = generate_answers(ev.backend, items, ev.cfg.answer_max_new_tokens, ev.cfg.seed)
     ev.latency.add("generate", time.perf_counter() - t0, len(items))
-    out = []
-    for (m, q, ctx, mode, ids), a in zip(meta, answers):
-        out.append({"dataset": q.dataset, "method": m, "qid": q.qid, "book_id": q.book_id, "question": q.question,
-                    "reference": q.answers[0] if q.answers else "", "answer": a, "contexts": ctx,
-                    "context_chunk_ids": ids,
-                    "ranking": mode, "empty_answer": not a.strip(), **generation_scores(a, list(q.answers) or [""])})
-    return pd.DataFrame(out)
+    return pd.DataFrame([{"dataset": q.dataset, "method": m, "qid": q.qid, "book_id": q.book_id,
+                          "question": q.question, "reference": q.answers[0] if q.answers else "", "answer": a,
+                          "contexts": ctx, "context_chunk_ids": ids, "ranking": mode, "empty_answer": not a.strip(),
+                          **generation_scores(a, list(q.answers) or [""])}
+                         for (m, q, ctx, mode, ids), a in zip(meta, answers)])
 
 
 def add_ragas(backend: Any, gen: pd.DataFrame, n_per_dataset: int, seed: int, max_new_tokens: int,
@@ -119,10 +117,9 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
             ctx = evidence_window(books[q.book_id].text, q.evidence, context_chars) if q.evidence else None
             policy = f"+/-{context_chars} characters around the evidence"
             if ctx is None:  # LiteraryQA (no evidence span): the source book, or the stated excerpt
-                budget = judge_context_budget(backend.count_tokens, max_model_len, max_new_tokens, q.question,
-                                              a.reference, a.answer, b.answer)
-                if book_max_tokens:  # a profile's cap below the judge's context (RagConfig.pairwise_book_max_tokens)
-                    budget = min(budget, book_max_tokens)
+                # capped by a profile's RagConfig.pairwise_book_max_tokens (0 = the judge's context only)
+                budget = min(judge_context_budget(backend.count_tokens, max_model_len, max_new_tokens, q.question,
+                                                  a.reference, a.answer, b.answer), book_max_tokens or max_model_len)
                 units = [[unit_of.get((m, q.book_id, cid)) for cid in getattr(r, "context_chunk_ids", ())]
                          for m, r in ((target, a), (other, b))]
                 ctx, policy = book_judge_context(books[q.book_id], [u for u in units[0] if u],
@@ -409,12 +406,18 @@ def case_study(gen: pd.DataFrame, qid: str, questions: Sequence[EvalQuestion]) -
         ctx = list(r.contexts)
         shown = next((t for t in ctx if q.evidence and is_relevant(t, q.evidence)), ctx[0] if ctx else "")
         target = q.evidence or (q.answers[0] if q.answers else "")
-        marks = evidence_char_spans(shown, target) if normalize_for_match(target) else []
+        mark = next(iter(evidence_char_spans(shown, target)), None) if normalize_for_match(target) else None
         out.append({"method": r.method, "chunk": shown, "n_handed": len(ctx), "rank_shown": ctx.index(shown) + 1 if ctx else None,
                     "evidence_handed": bool(q.evidence) and any(is_relevant(t, q.evidence) for t in ctx),
-                    "mark": marks[0] if marks else None, "answer": r.answer, "question": q.question, "reference": r.reference,
+                    "mark": mark, "answer": r.answer, "question": q.question, "reference": r.reference,
                     "marked": "evidence" if q.evidence else "reference answer"})
     return out
+
+
+def _marked(case_row: Mapping[str, Any], left: str, right: str, escape: Any = str) -> str:
+    """A case-study row's chunk (each part ``escape``-d) with its evidence mark between ``left`` and ``right``."""
+    t, (a, b) = case_row["chunk"], case_row["mark"] or (0, 0)
+    return escape(t[:a]) + left + escape(t[a:b]) + right + escape(t[b:]) if case_row["mark"] else escape(t)
 
 
 def case_study_html(case: Sequence[Mapping[str, Any]], title: str, rule: str) -> str:
@@ -424,13 +427,7 @@ def case_study_html(case: Sequence[Mapping[str, Any]], title: str, rule: str) ->
 
     rows = []
     for c in case:
-        t = c["chunk"]
-        if c["mark"]:
-            a, b = c["mark"]
-            body = (_h.escape(t[:a]) + "<mark>" + _h.escape(t[a:b]) + "</mark>" + _h.escape(t[b:]))
-        else:
-            body = _h.escape(t)
-        body = body.replace("\n", "<br>")
+        body = _marked(c, "<mark>", "</mark>", _h.escape).replace("\n", "<br>")
         flag = "evidence handed" if c["evidence_handed"] else "evidence NOT handed"
         rows.append(f"<tr><td style='vertical-align:top'><b>{_h.escape(c['method'])}</b><br><small>{flag}; chunk "
                     f"{c['rank_shown']} of {c['n_handed']} handed</small></td><td style='max-width:48em;"
@@ -451,11 +448,7 @@ def plot_case_study(case: Sequence[Mapping[str, Any]], title: str, width: int = 
 
     blocks: list[tuple[str, dict[str, Any], float]] = [(title, {"fontsize": 9}, 8.0)]
     for c in case:
-        t = c["chunk"]
-        if c["mark"]:
-            a, b = c["mark"]
-            t = t[:a] + "⟦" + t[a:b] + "⟧" + t[b:]
-        lines = textwrap.wrap(" ".join(t.split()), width) or ["(empty chunk)"]
+        lines = textwrap.wrap(" ".join(_marked(c, "⟦", "⟧").split()), width) or ["(empty chunk)"]
         if len(lines) > max_lines:  # centre the shown lines on the evidence
             at = next((i for i, ln in enumerate(lines) if "⟦" in ln), 0)
             lo = max(0, min(at - max_lines // 2, len(lines) - max_lines))
