@@ -232,13 +232,6 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-def stage_values(profile: str, stage: str) -> dict[str, Any]:
-    return PROFILES_TABLE[profile].get(stage, {})
-
-
-SHARED_PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {p: PROFILES_TABLE[p]["shared"] for p in PROFILES}
-
-
 class ConfigError(UsageError, ValueError):
     """An unknown profile, an unknown key or a value of the wrong shape."""
 
@@ -418,7 +411,6 @@ class Options(_Base):
 
 
 DEVICES = ("auto", "cpu", "cuda")
-DATASETS = ("gutenqa", "gutenberg", "literaryqa")
 UNIT_SELECTIONS = ("first", "questions")
 LLM_BACKENDS = ("hf", "vllm", "openai")
 
@@ -499,7 +491,7 @@ class EmbeddingConfig(_Base):
 class CorpusConfig(_Base):
     """Which data a stage runs on: the ``datasets``, the ``books`` (empty = all) and caps (0 = no cap)."""
 
-    datasets: tuple[str, ...] = one_of(("gutenqa",), *DATASETS)
+    datasets: tuple[str, ...] = one_of(("gutenqa",), "gutenqa", "gutenberg", "literaryqa")
     books: tuple[str, ...] = ()
     max_books: int = at_least(0, 0)
     max_units_per_book: int = at_least(0, 0)
@@ -556,7 +548,7 @@ class StageConfig(_Base):
     def profile_defaults(cls, profile: str) -> dict[str, Any]:
         _check_profile(profile)
         row = _row_name(cls, profile)
-        return copy.deepcopy(stage_values(profile, row)) if row else {}
+        return copy.deepcopy(PROFILES_TABLE[profile][row]) if row else {}
 
     @classmethod
     def for_profile(cls, profile: str, **overrides: Any):
@@ -568,7 +560,7 @@ class StageConfig(_Base):
     def layered_values(cls, profile: str, overrides: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
         """The values after each layer of :data:`LAYERS` above ``default`` (each including those below)."""
         _check_profile(profile)
-        values: dict[str, Any] = _merge(copy.deepcopy(SHARED_PROFILE_DEFAULTS[profile]), cls.profile_defaults(profile))
+        values: dict[str, Any] = _merge(copy.deepcopy(PROFILES_TABLE[profile]["shared"]), cls.profile_defaults(profile))
         # `run --set` / `config --set`, then $LITSEG_JUDGE_URLS, ... (see SERVER_ENV)
         run = apply_server_env(cls, apply_sets(cls, values, active_sets()))
         return {"profile": values, "run": run, "explicit": {**_merge(run, dict(overrides or {})), "profile": profile}}
@@ -794,8 +786,8 @@ def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | No
     after_sets = _flat(apply_sets(cls, layers["profile"], active_sets()))  # another class's sets are skipped there
     after_run = _flat(layers["run"])
     row = _row_name(cls, profile)
-    stage_row = _flat(stage_values(profile, row)) if row else {}
-    shared_row = _flat(SHARED_PROFILE_DEFAULTS[profile])
+    stage_row = _flat(PROFILES_TABLE[profile][row]) if row else {}
+    shared_row = _flat(PROFILES_TABLE[profile]["shared"])
     default = _flat(cls().to_dict())
     out = []
     for k in keys:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import (SHARED_PROFILE_DEFAULTS, ConfigError, CorpusConfig, LLMConfig, StageConfig, _Base, _merge,
+from ..config import (PROFILES_TABLE, ConfigError, CorpusConfig, LLMConfig, StageConfig, _Base, _merge,
                       _split_key, active_sets, at_least, coerce, one_of)
 from ..core.ray_cluster import RayAddressError, parse_address
 # the teacher of ``full`` (Qwen3-32B) and why: litseg_nb.config, next to the profile table
-from ..config import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS, stage_values  # noqa: F401
+from ..config import FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,7 @@ class RayOptions(_Base):
             raise ConfigError(f"RayOptions: actors, cpus and gpus_per_actor must be >= 0, got "
                               f"actors={self.actors}, cpus={self.cpus}, gpus_per_actor={self.gpus_per_actor}")
 
-    def describe(self) -> str:
-        if not self.address:
-            return ""
+    def describe(self) -> str:  # only called with an address set
         width = f"{self.actors} engine(s)" if self.actors else "one engine per " + ("GPU" if self.gpus_per_actor else "CPU")
         return f"on Ray ({parse_address(self.address)}, {width})"
 
@@ -87,8 +85,8 @@ class LitSegConfig(StageConfig):
 
     def student_model(self) -> str:
         """The LitSeg-Lite student of this profile (``LiteConfig.llm.model`` with ``--set`` in force), for labels."""
-        model = _merge(SHARED_PROFILE_DEFAULTS[self.profile]["llm"],
-                       stage_values(self.profile, "LiteConfig").get("llm", {})).get("model", LLMConfig().model)
+        row = PROFILES_TABLE[self.profile]
+        model = _merge(row["shared"]["llm"], row.get("LiteConfig", {}).get("llm", {})).get("model", LLMConfig().model)
         for key, value in active_sets():
             qual, parts = _split_key(key)
             if qual not in (None, "LiteConfig") or parts[0] != "llm":

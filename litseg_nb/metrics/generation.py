@@ -11,6 +11,7 @@ import warnings
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Sequence
 from ..core.paths import cache_dir
 from ..core.safe_io import atomic_path
@@ -45,8 +46,7 @@ def _f1(pred: str, ref: str) -> float:
     pt, rt = normalize_answer(pred).split(), normalize_answer(ref).split()
     if not pt or not rt:
         return float(pt == rt)
-    common = Counter(pt) & Counter(rt)
-    same = sum(common.values())
+    same = (Counter(pt) & Counter(rt)).total()
     if same == 0:
         return 0.0
     precision, recall = same / len(pt), same / len(rt)
@@ -81,10 +81,9 @@ def _build_debian_wordnet_dir(target: Path) -> Path:
     lex = target / "lexnames"
     if not lex.exists():
         pos_num = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
-        rows = []
         man = gzip.open(DEBIAN_LEXNAMES_MAN, "rt", encoding="utf-8", errors="replace").read()
-        for m in re.finditer(r"^(\d\d)\s+((noun|verb|adj|adv)\.\w+)", man, re.M):
-            rows.append(f"{m.group(1)}\t{m.group(2)}\t{pos_num[m.group(3)]}")
+        rows = [f"{m.group(1)}\t{m.group(2)}\t{pos_num[m.group(3)]}"
+                for m in re.finditer(r"^(\d\d)\s+((noun|verb|adj|adv)\.\w+)", man, re.M)]
         if len(rows) != 45:
             raise RuntimeError(f"expected 45 lexicographer files in {DEBIAN_LEXNAMES_MAN}, found {len(rows)}")
         lex.write_text("\n".join(rows) + "\n", encoding="utf-8")
@@ -114,9 +113,7 @@ def load_wordnet() -> tuple[Any, str]:
             # Debian ships WordNet 3.0, the version NLTK calls "wordnet": the cross-version synset
             # map is the identity, and building it would look up NLTK's own (absent) copy.
             def map_wn(self, version="wordnet"):
-                if self.get_version() != "3.0":
-                    return super().map_wn(version)
-                return None
+                return super().map_wn(version) if self.get_version() != "3.0" else None
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "multilingual functions are not available"
@@ -125,20 +122,13 @@ def load_wordnet() -> tuple[Any, str]:
     return None, "no WordNet found: METEOR with exact and stem matches only (no synonyms)"
 
 
-class _NoSynonyms:
-    """Stands in for WordNet so NLTK's METEOR skips the synonym stage."""
-
-    @staticmethod
-    def synsets(*_a, **_k):
-        return []
-
-
 def meteor_variant() -> str:
     wn, desc = load_wordnet()
     return "METEOR (NLTK, exact+stem+synonym; " + desc + ")" if wn is not None else "METEOR (NLTK; " + desc + ")"
 
 
 _TOKEN = re.compile(r"\w+(?:'\w+)?")
+_NO_SYNONYMS = SimpleNamespace(synsets=lambda *_a, **_k: [])  # stands in for WordNet: METEOR without synonyms
 
 
 def _tok(text: str) -> list[str]:
@@ -153,7 +143,7 @@ def meteor(prediction: str, references: str | Sequence[str]) -> float:
     if not hyp or not any(refs):
         return 0.0
     wn, _ = load_wordnet()
-    return float(meteor_score([r for r in refs if r] or [[""]], hyp, wordnet=wn or _NoSynonyms()))
+    return float(meteor_score([r for r in refs if r] or [[""]], hyp, wordnet=wn or _NO_SYNONYMS))
 
 
 def generation_scores(prediction: str, references: str | Sequence[str]) -> dict[str, float]:
@@ -162,11 +152,16 @@ def generation_scores(prediction: str, references: str | Sequence[str]) -> dict[
             "ROUGE-L": rouge_l(prediction, references), "METEOR": meteor(prediction, references)}
 
 
-def make_ragas_llm(backend: Any, max_new_tokens: int = 8, tag: UsageTag = UsageTag("rag-ragas-judge", stage="ragas")):
-    """A ragas ``BaseRagasLLM`` that sends every prompt as one user turn to ``backend.chat``."""
+def ragas_scores(backend: Any, samples: Sequence[dict[str, Any]], max_new_tokens: int = 8,
+                 retries: int = 5) -> list[dict[str, float]]:
+    """Per sample (``question``, ``contexts``, ``answer``, ``reference``) ``{"context_relevance",
+    "answer_accuracy"}``, NaN when the judge gave no rating; ragas' LLM sends every prompt as one user turn to
+    ``backend.chat``."""
     os.environ["RAGAS_DO_NOT_TRACK"] = "true"  # before ragas is imported
     from langchain_core.outputs import Generation as LCGeneration, LLMResult
+    from ragas.dataset_schema import SingleTurnSample
     from ragas.llms.base import BaseRagasLLM
+    from ragas.metrics._nv_metrics import AnswerAccuracy, ContextRelevance
     from ragas.run_config import RunConfig
 
     class BackendRagasLLM(BaseRagasLLM):
@@ -174,13 +169,12 @@ def make_ragas_llm(backend: Any, max_new_tokens: int = 8, tag: UsageTag = UsageT
             self.run_config = RunConfig(max_retries=1)
             self.multiple_completion_supported = False
             self.cache = None
-            self.backend, self.max_new_tokens, self.tag = backend, max_new_tokens, tag
 
         def generate_text(self, prompt, n=1, temperature=0.01, stop=None, callbacks=None):
             conv = [{"role": "user", "content": prompt.to_string()}]
             temp = 0.0 if temperature is None or temperature <= 0.05 else float(temperature)
-            gens = self.backend.chat([conv] * n, SamplingParams(max_new_tokens=self.max_new_tokens,
-                                                                temperature=temp), self.tag)
+            gens = backend.chat([conv] * n, SamplingParams(max_new_tokens=max_new_tokens, temperature=temp),
+                                UsageTag("rag-ragas-judge", stage="ragas"))
             return LLMResult(generations=[[LCGeneration(text=g.text) for g in gens]])
 
         async def agenerate_text(self, prompt, n=1, temperature=0.01, stop=None, callbacks=None):
@@ -192,17 +186,7 @@ def make_ragas_llm(backend: Any, max_new_tokens: int = 8, tag: UsageTag = UsageT
         def __repr__(self):
             return f"BackendRagasLLM({getattr(backend, 'model_id', '?')})"
 
-    return BackendRagasLLM()
-
-
-def ragas_scores(backend: Any, samples: Sequence[dict[str, Any]], max_new_tokens: int = 8,
-                 retries: int = 5) -> list[dict[str, float]]:
-    """Per sample (``question``, ``contexts``, ``answer``, ``reference``) ``{"context_relevance",
-    "answer_accuracy"}``, NaN when the judge gave no rating."""
-    llm = make_ragas_llm(backend, max_new_tokens)
-    from ragas.dataset_schema import SingleTurnSample
-    from ragas.metrics._nv_metrics import AnswerAccuracy, ContextRelevance
-
+    llm = BackendRagasLLM()
     cr, aa = ContextRelevance(llm=llm), AnswerAccuracy(llm=llm)
     cr.retry = aa.retry = max(1, int(retries))  # attempts per judge template
     out = []

@@ -49,17 +49,12 @@ def judge_pairs(backend: Any, items: Sequence[dict[str, Any]], max_new_tokens: i
         params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0 if attempt == 0 else 0.7,
                                 seed=seed + attempt)
         gens = backend.chat([convs[i] for i in todo], params, tag)
-        left = []
         for i, g in zip(todo, gens):
             v = parse_verdict(g.text)
             results[i]["raw"] = g.text
-            if v is None:
-                left.append(i)
-            elif v == "Tie":
-                results[i]["verdict"] = "tie"
-            else:
-                results[i]["verdict"] = "win" if v == shown[i] else "loss"
-        todo = left
+            if v is not None:
+                results[i]["verdict"] = "tie" if v == "Tie" else "win" if v == shown[i] else "loss"
+        todo = [i for i in todo if results[i]["verdict"] == "invalid"]
     return results
 
 

@@ -77,52 +77,34 @@ def summarize_scopes(ranks: Sequence[int | None], answerable: Sequence[bool],
     if any(r is not None and r > k for r in ranks):
         raise ValueError(f"a top-{k} rank is larger than {k}")
     full = list(full_ranks) if full_ranks is not None else None
-    if full is not None and len(full) != n:
-        raise ValueError(f"{len(full)} full ranks for {n} questions")
-    if len(answerable) != n:
-        raise ValueError(f"{len(answerable)} answerable flags for {n} questions")
     if any(r is not None and not a for r, a in zip(ranks, answerable)):
         raise ValueError("a question marked unanswerable has a relevant retrieved chunk")
     idx = [i for i, a in enumerate(answerable) if a]
-    out: dict[str, float] = {"n_questions": float(n), "n_no_relevant_chunk": float(n - len(idx)),
-                             "n_answerable": float(len(idx)), f"MRR@{k}": _mrr(ranks)}
-    if full is not None:
-        out["MRR_full"] = _mrr(full)
-    out.update(_curves(ranks, ks))
-    sub = [ranks[i] for i in idx] or [None]  # no answerable question: every key NaN
-    ans = {f"MRR@{k}": _mrr(sub), **({"MRR_full": _mrr([full[i] for i in idx] or [None])} if full is not None else {}),
-           **_curves(sub, ks)}
-    out.update({f"{key}_answerable": v if idx else float("nan") for key, v in ans.items()})
-    return out
+
+    def scores(picked: Sequence[int]) -> dict[str, float]:
+        sub = [ranks[i] for i in picked] or [None]  # no answerable question: every key NaN (below)
+        fulls = {"MRR_full": _mrr([full[i] for i in picked] or [None])} if full is not None else {}
+        return {f"MRR@{k}": _mrr(sub), **fulls, **_curves(sub, ks)}
+
+    out = {"n_questions": float(n), "n_no_relevant_chunk": float(n - len(idx)), "n_answerable": float(len(idx)),
+           **scores(range(n))}
+    return out | {f"{key}_answerable": v if idx else float("nan") for key, v in scores(idx).items()}
 
 
 # Span-based relevance, reported beside containment: a chunk that rewrites its source (propositions) rarely
 # contains the evidence verbatim, but its source spans in the book text can cover it.
 
 
-def _normalized_with_offsets(text: str) -> tuple[str, list[int]]:
-    """``normalize_for_match(text)`` together with, for every character of it, the offset in ``text``
-    of the character it came from (a collapsed whitespace run maps to its first character)."""
-    return normalize_with_offsets(text, _match_form)
-
-
-def _match_form(ch: str) -> str:
-    """:func:`normalize_for_match` of one character: NFKC, quotes and dashes mapped (after NFKC; the
-    soft hyphen dropped), lower-cased."""
-    return unicodedata.normalize("NFKC", ch).translate(_QUOTE_MAP).lower()
-
-
 def evidence_char_spans(book_text: str, evidence: str, _cache: dict | None = None) -> list[tuple[int, int]]:
     """Every occurrence of ``evidence`` in ``book_text`` under :func:`normalize_for_match`, as
-    half-open character spans of ``book_text`` (empty when it occurs nowhere)."""
+    half-open character spans of ``book_text`` (empty when it occurs nowhere); ``_cache`` keeps the normalised
+    text with, per character, the offset in ``book_text`` it came from."""
     ev = evidence_form(evidence)
-    key = id(book_text)
-    if _cache is not None and key in _cache:
-        norm, pos = _cache[key]
-    else:
-        norm, pos = _normalized_with_offsets(book_text)
-        if _cache is not None:
-            _cache[key] = (norm, pos)
+    cache = {} if _cache is None else _cache
+    if id(book_text) not in cache:
+        cache[id(book_text)] = normalize_with_offsets(
+            book_text, lambda ch: unicodedata.normalize("NFKC", ch).translate(_QUOTE_MAP).lower())
+    norm, pos = cache[id(book_text)]
     spans, start = [], norm.find(ev)
     while start >= 0:
         end = start + len(ev) - 1

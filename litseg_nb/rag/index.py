@@ -37,11 +37,7 @@ class BookIndex:
         import bm25s
         import faiss
 
-        if not texts:
-            raise ValueError(f"book {book_id!r}: no chunks to index")
         emb = np.ascontiguousarray(np.asarray(embeddings, dtype=np.float32))
-        if emb.shape[0] != len(texts):
-            raise ValueError(f"book {book_id!r}: {emb.shape[0]} embeddings for {len(texts)} chunks")
         dense = faiss.IndexFlatIP(emb.shape[1])
         dense.add(emb)
         bm25 = bm25s.BM25(k1=k1, b=b)

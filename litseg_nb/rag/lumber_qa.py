@@ -61,24 +61,22 @@ def lumber_qa_comparison(gen: pd.DataFrame, books: Mapping[str, Any], questions:
     rows = [_row(f"RAG-{m}", m, part, "run") for m, part in g.groupby("method", sort=False)] if len(g) else []
     qids = set(g["qid"]) if len(g) else set()
     qs = [q for q in questions if q.qid in qids and q.dataset == dataset]
-    if not qs:
-        rows.append(_row(LONG_CONTEXT, "", None, f"not run: no {dataset} question was answered"))
+    fits, why = (long_context_fit(backend, books, qs, cfg.llm.max_model_len, cfg.answer_max_new_tokens) if qs
+                 else (False, f"not run: no {dataset} question was answered"))
+    if not fits:
+        rows.append(_row(LONG_CONTEXT, "", None, why))
     else:
-        fits, why = long_context_fit(backend, books, qs, cfg.llm.max_model_len, cfg.answer_max_new_tokens)
-        if not fits:
-            rows.append(_row(LONG_CONTEXT, "", None, why))
-        else:
-            items = [{"dataset": q.dataset, "title": q.title, "question": q.question,
-                      "chunks": [books[q.book_id].text]} for q in qs]
-            answers = generate_answers(backend, items, cfg.answer_max_new_tokens, cfg.seed,
-                                       tag=UsageTag("rag-long-context", stage="generate"))
-            lc = pd.DataFrame([{"dataset": q.dataset, "method": "", "qid": q.qid, "book_id": q.book_id,
-                                "question": q.question, "reference": q.answers[0] if q.answers else "",
-                                "answer": a, "contexts": [books[q.book_id].text],
-                                **generation_scores(a, list(q.answers) or [""])} for q, a in zip(qs, answers)])
-            if cfg.ragas:
-                lc = add_ragas(backend, lc, cfg.ragas_max_questions, seed, cfg.ragas_max_new_tokens, cfg.ragas_retries)
-            rows.append(_row(LONG_CONTEXT, "", lc, "run"))
+        items = [{"dataset": q.dataset, "title": q.title, "question": q.question,
+                  "chunks": [books[q.book_id].text]} for q in qs]
+        answers = generate_answers(backend, items, cfg.answer_max_new_tokens, cfg.seed,
+                                   tag=UsageTag("rag-long-context", stage="generate"))
+        lc = pd.DataFrame([{"dataset": q.dataset, "method": "", "qid": q.qid, "book_id": q.book_id,
+                            "question": q.question, "reference": q.answers[0] if q.answers else "",
+                            "answer": a, "contexts": [books[q.book_id].text],
+                            **generation_scores(a, list(q.answers) or [""])} for q, a in zip(qs, answers)])
+        if cfg.ragas:
+            lc = add_ragas(backend, lc, cfg.ragas_max_questions, seed, cfg.ragas_max_new_tokens, cfg.ragas_retries)
+        rows.append(_row(LONG_CONTEXT, "", lc, "run"))
     rows.append(_row(MANUAL, "", None, "not available: no hand-segmented chunks in the local data (the GutenQA copy "
                                          "holds paragraphs only)"))
     cols = ["system", "method", "n_questions", *MEASURES, "n_ragas", "status"]

@@ -69,21 +69,20 @@ def evaluation_questions(books: Sequence[Any], literaryqa_max_questions: int = 0
         qs = list(b.questions)
         if b.dataset == "literaryqa" and literaryqa_max_questions and len(qs) > literaryqa_max_questions:
             qs = random.Random(f"{seed}-{b.book_id}").sample(qs, literaryqa_max_questions)
-        for q in qs:
-            out.append(EvalQuestion(q.qid, q.dataset or b.dataset, b.book_id, b.title, q.question,
-                                    tuple(q.answers), q.evidence))
+        out.extend(EvalQuestion(q.qid, q.dataset or b.dataset, b.book_id, b.title, q.question, tuple(q.answers),
+                                q.evidence) for q in qs)
     return out
 
 
 def _covered_ranges(chunks: Sequence[Chunk]) -> dict[tuple[str, str], tuple[int, int]]:
-    rng: dict[tuple[str, str], list[int]] = {}
+    rng: dict[tuple[str, str], tuple[int, int]] = {}
     for c in chunks:
         if not c.spans or not c.unit_id:  # imported chunks that could not be aligned to the book
             continue
         lo, hi = min(s[0] for s in c.spans), max(s[1] for s in c.spans)
-        r = rng.setdefault((c.book_id, c.unit_id), [lo, hi])
-        r[0], r[1] = min(r[0], lo), max(r[1], hi)
-    return {k: (v[0], v[1]) for k, v in rng.items()}
+        old = rng.get((c.book_id, c.unit_id), (lo, hi))
+        rng[(c.book_id, c.unit_id)] = (min(old[0], lo), max(old[1], hi))
+    return rng
 
 
 def common_units(chunk_sets: Mapping[str, Sequence[Chunk]]) -> list[tuple[str, str]]:
@@ -204,10 +203,8 @@ class RagEvaluator:
         gens = self.backend.chat(convs, params, UsageTag("rag-hyde", stage="hyde")) if convs else []
         texts = [answer_text(g.text).strip() for g in gens]  # reasoning blocks removed
         self.latency.add("hyde generate", time.perf_counter() - t0, len(subset))
-        for q, t in zip(subset, texts):
-            if not t:
-                self.n_hyde_empty += 1
-            self.hyde_text[q.qid] = t or q.question
+        self.n_hyde_empty += sum(not t for t in texts)
+        self.hyde_text.update({q.qid: t or q.question for q, t in zip(subset, texts)})
         return subset
 
     def _fuse(self, dense, sparse):
@@ -309,10 +306,9 @@ class RagEvaluator:
         """Rows of the weighted fusion modes, each fold scored with the weight chosen on the other folds (after
         :meth:`retrieve`); the weights go to :attr:`fusion_weights`."""
         c = self.cfg
-        qs = [q for q in questions if q.evidence]
         if c.fusion_dev_folds < 2:
             raise ValueError("fusion_dev_folds must be >= 2 (a weight is never chosen on the questions it scores)")
-        order = sorted(qs, key=lambda q: q.qid)
+        order = sorted((q for q in questions if q.evidence), key=lambda q: q.qid)
         random.Random(f"{c.seed}-fusion-folds").shuffle(order)
         fold = {q.qid: i % c.fusion_dev_folds for i, q in enumerate(order)}
         rows: list[dict[str, Any]] = []

@@ -1,6 +1,7 @@
 """Notebook 05's steps after retrieval: answers, lexical metrics, RAGAS, pairwise judge, paper-shaped tables."""
 from __future__ import annotations
 
+import random
 import time
 from typing import Any, Mapping, Sequence
 
@@ -16,16 +17,16 @@ from ..metrics.generation import generation_scores, ragas_scores
 from ..metrics.pairwise import (BOOK_POLICIES, book_judge_context, judge_context_budget, judge_pairs,
                                 pairwise_win_rate)
 from ..metrics.retrieval import (span_relevant, is_relevant, chunk_source_spans, evidence_char_spans,
-                                 spans_cover, _normalized_with_offsets, normalize_for_match)
+                                 spans_cover, normalize_for_match)
 from ..chunkers.config import BaselinesConfig
 from ..chunkers.llm_chunkers import lumber_chunks_batch
 from ..llm import make_backend
+from . import rerank
 
 
 def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], rows: Sequence[Mapping[str, Any]],
                         methods: Sequence[str]) -> pd.DataFrame:
     """Answers of every method in ``methods`` for ``questions`` (contexts = final ranking's top chunks)."""
-
     best: dict[tuple[str, str], Mapping[str, Any]] = {}  # the reranked ranking where it exists, else the hybrid one
     for r in rows:
         if r["mode"] == "hybrid+rerank" or (r["mode"] == "hybrid" and (r["method"], r["qid"]) not in best):
@@ -40,16 +41,13 @@ def generate_for_subset(ev: RagEvaluator, questions: Sequence[EvalQuestion], row
             items.append({"dataset": q.dataset, "title": q.title, "question": q.question, "chunks": ctx})
             meta.append((m, q, ctx, r["mode"], list(r["top_chunk_ids"][:len(ctx)])))
     t0 = time.perf_counter()
-    answers = generate_answers(ev.backend, items, ev.cfg.answer_max_new_tokens, ev.cfg.seed,
-                               tag=UsageTag("rag-generate", stage="generate"))
+    answers = generate_answers(ev.backend, items, ev.cfg.answer_max_new_tokens, ev.cfg.seed)
     ev.latency.add("generate", time.perf_counter() - t0, len(items))
-    out = []
-    for (m, q, ctx, mode, ids), a in zip(meta, answers):
-        out.append({"dataset": q.dataset, "method": m, "qid": q.qid, "book_id": q.book_id, "question": q.question,
-                    "reference": q.answers[0] if q.answers else "", "answer": a, "contexts": ctx,
-                    "context_chunk_ids": ids,
-                    "ranking": mode, "empty_answer": not a.strip(), **generation_scores(a, list(q.answers) or [""])})
-    return pd.DataFrame(out)
+    return pd.DataFrame([{"dataset": q.dataset, "method": m, "qid": q.qid, "book_id": q.book_id,
+                          "question": q.question, "reference": q.answers[0] if q.answers else "", "answer": a,
+                          "contexts": ctx, "context_chunk_ids": ids, "ranking": mode, "empty_answer": not a.strip(),
+                          **generation_scores(a, list(q.answers) or [""])}
+                         for (m, q, ctx, mode, ids), a in zip(meta, answers)])
 
 
 def add_ragas(backend: Any, gen: pd.DataFrame, n_per_dataset: int, seed: int, max_new_tokens: int,
@@ -64,8 +62,6 @@ def add_ragas(backend: Any, gen: pd.DataFrame, n_per_dataset: int, seed: int, ma
     for ds, g in gen.groupby("dataset"):
         qids = sorted(set(g.qid))
         if n_per_dataset:
-            import random
-
             qids = sorted(random.Random(f"{seed}-ragas-{ds}").sample(qids, min(n_per_dataset, len(qids))))
         keep.update((ds, q) for q in qids)
     idx = [i for i, r in gen.iterrows() if (r.dataset, r.qid) in keep]
@@ -104,9 +100,7 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
                        max_model_len: int = 0, collect: list | None = None,
                        book_max_tokens: int = 0) -> pd.DataFrame:
     """Win rate of ``target`` against every other method by the B.2 LLM judge, per dataset."""
-
     unit_of = {(m, c.book_id, c.chunk_id): c.unit_id for m, cs in (chunk_sets or {}).items() for c in cs}
-
     if gen.empty or target not in set(gen.method):
         return pd.DataFrame()
     qmap = {q.qid: q for q in questions}
@@ -123,13 +117,9 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
             ctx = evidence_window(books[q.book_id].text, q.evidence, context_chars) if q.evidence else None
             policy = f"+/-{context_chars} characters around the evidence"
             if ctx is None:  # LiteraryQA (no evidence span): the source book, or the stated excerpt
-                if not max_model_len:
-                    raise ValueError("pairwise_vs_target: max_model_len (the judge's context) is needed for a "
-                                     f"question without evidence ({qid})")
-                budget = judge_context_budget(backend.count_tokens, max_model_len, max_new_tokens, q.question,
-                                              a.reference, a.answer, b.answer)
-                if book_max_tokens:  # a profile's cap below the judge's context (RagConfig.pairwise_book_max_tokens)
-                    budget = min(budget, book_max_tokens)
+                # capped by a profile's RagConfig.pairwise_book_max_tokens (0 = the judge's context only)
+                budget = min(judge_context_budget(backend.count_tokens, max_model_len, max_new_tokens, q.question,
+                                                  a.reference, a.answer, b.answer), book_max_tokens or max_model_len)
                 units = [[unit_of.get((m, q.book_id, cid)) for cid in getattr(r, "context_chunk_ids", ())]
                          for m, r in ((target, a), (other, b))]
                 ctx, policy = book_judge_context(books[q.book_id], [u for u in units[0] if u],
@@ -180,10 +170,7 @@ def table3(retrieval: pd.DataFrame, gen: pd.DataFrame, mode: str) -> pd.DataFram
 def table3_reranked(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int = 20) -> pd.DataFrame:
     """Table 3 as the paper computes it (App. I.1: the reranked ranking) with the pre-rerank hybrid
     ranking of the *same questions* beside it; column ``ranking`` labels each row."""
-    rr_q = {r["qid"] for r in rows if r["mode"] == "hybrid+rerank"}
-    if not rr_q:
-        return pd.DataFrame()
-    ret = retrieval_table(rows, qids=rr_q, k=k)
+    ret = retrieval_table(rows, qids={r["qid"] for r in rows if r["mode"] == "hybrid+rerank"}, k=k)
     if ret.empty:
         return ret
     parts, rer = [], {r["method"] for r in rows if r["mode"] == "hybrid+rerank"}
@@ -211,17 +198,9 @@ def table3_scope(cfg: Any, books: Sequence[Any], chunk_sets: Mapping[str, Sequen
 
 def table3_evaluator(cfg: Any, embedder: Any, backend: Any) -> RagEvaluator:
     """The evaluator of Table 3 (App. I.1): ``cfg``'s fusion and its reranker (``cfg.reranker``)."""
-    # deferred: tests patch litseg_nb.rag.rerank.make_reranker (read at call time)
-    from .rerank import make_reranker
-
-    scorer = make_reranker(cfg.reranker, backend, cfg.reranker_model, cfg.embedding.device,
+    scorer = rerank.make_reranker(cfg.reranker, backend, cfg.reranker_model, cfg.embedding.device,
                            cfg.max_context_chars_per_chunk, max_length=cfg.reranker_max_length)
     return RagEvaluator(cfg, embedder, backend, scorer)
-
-
-def rerank_subset(cfg: Any, questions: Sequence[EvalQuestion], seed: int = 0) -> list[EvalQuestion]:
-    """The questions Table 3 reranks (``cfg.rerank_max_questions`` per dataset, seeded; 0 = all)."""
-    return select_subset(questions, cfg.rerank_max_questions, seed)
 
 
 def table3_final(rows: Sequence[Mapping[str, Any]], gen: pd.DataFrame, k: int = 20) -> pd.DataFrame:
@@ -294,8 +273,8 @@ def span_relevance_table(rows: Sequence[Mapping[str, Any]], chunk_sets: Mapping[
 def theta_sweep_for_scope(cfg: Any, books: Mapping[str, Any], scope: Mapping[str, Any],
                           chunk_sets: Mapping[str, Sequence[Chunk]], questions: Sequence[EvalQuestion],
                           embedder: Any, backend: Any, seed: int = 0) -> tuple[pd.DataFrame, str]:
-    """Notebook 05's θ sweep under either question scope: ``(table, note)``; skipped (empty table, ``note``
-    says why) when none of the units holds GutenQA evidence."""
+    """LumberChunker's θ sweep (its figure: DCG@k per θ ∈ [450, 1000] tokens) under either question scope:
+    ``(table, note)``; skipped (empty table, ``note`` says why) when none of the units holds GutenQA evidence."""
     if "common_units" in scope:
         units, where = list(scope["common_units"]), "of the common scope"
     else:
@@ -306,9 +285,30 @@ def theta_sweep_for_scope(cfg: Any, books: Mapping[str, Any], scope: Mapping[str
         note = (f"{head}skipped: none of the {len(units)} unit(s) {where} holds GutenQA question evidence, "
                 f"so no θ can be scored")
         return pd.DataFrame(columns=THETA_SWEEP_COLUMNS), note
-    table, _ = lumber_theta_sweep(cfg, books, keys, questions, embedder, backend, seed)
     note = f"{head}{cfg.lumber_theta_max_units or 'all'} unit(s) {where} | no reranker (LumberChunker's sweep)"
-    return table, note
+    bcfg = BaselinesConfig.for_profile(cfg.profile, seed=seed)
+    if bcfg.llm.model != cfg.llm.model:
+        backend = make_backend(bcfg.llm)
+    pairs = [(books[b], books[b].unit(u)) for b, u in keys]
+    sets: dict[str, list[Chunk]] = {}
+    for theta in cfg.lumber_thetas:
+        chunks, _ = lumber_chunks_batch(pairs, backend, int(theta), bcfg.lumber_max_retries,
+                                        bcfg.lumber_retry_temperature, bcfg.lumber_max_new_tokens,
+                                        bcfg.lumber_reference_mode, stage="05-theta", method="lumber-theta")
+        sets[f"lumber@theta={theta}"] = [c for cs in chunks for c in cs]
+    qs = [q for q in questions if q.evidence and q.book_id in {b for b, _ in keys}]
+    qs, _ = questions_in_scope(qs, sets, books, "common-units")
+    ev = RagEvaluator(cfg, embedder, backend, None)
+    ev.build_indices(sets)
+    ret = retrieval_table(ev.retrieve(qs), k=cfg.retrieve_top_k)
+    ret = ret[ret["mode"].isin(["dense", "hybrid"])].copy()
+    ret.insert(1, "theta", ret["method"].map(lambda m: int(m.split("=")[1])))
+    size = {m: (len(cs), sum(backend.count_tokens(c.text) for c in cs) / max(1, len(cs))) for m, cs in sets.items()}
+    ret["n_chunks"] = ret["method"].map(lambda m: size[m][0])
+    ret["mean_chunk_tokens"] = ret["method"].map(lambda m: size[m][1])
+    ks = (1, 2, 5, 10, 20)
+    cols = [*THETA_SWEEP_COLUMNS, *(f"DCG@{k}" for k in ks), *(f"Recall@{k}" for k in ks), f"MRR@{cfg.retrieve_top_k}"]
+    return ret[[c for c in cols if c in ret.columns]].sort_values(["mode", "theta"], ignore_index=True), note
 
 
 THETA_SWEEP_COLUMNS = ("dataset", "theta", "mode", "n_questions", "n_chunks", "mean_chunk_tokens")
@@ -322,37 +322,6 @@ def theta_sweep_units(books: Mapping[str, Any], unit_keys: Sequence[tuple[str, s
     counts = {(b, u): sum(1 for q in questions if q.evidence and q.book_id == b and is_relevant(t, q.evidence))
               for (b, u), t in texts.items()}  # units without GutenQA evidence cannot score a θ
     return sorted((k for k in unit_keys if counts[k]), key=lambda k: -counts[k])[: max_units or None]
-
-
-def lumber_theta_sweep(cfg: Any, books: Mapping[str, Any], unit_keys: Sequence[tuple[str, str]],
-                       questions: Sequence[EvalQuestion], embedder: Any, backend: Any, seed: int = 0,
-                       ks: Sequence[int] = (1, 2, 5, 10, 20)) -> tuple[pd.DataFrame, dict[str, list[Chunk]]]:
-    """LumberChunker's θ sweep (its figure: DCG@k per θ ∈ [450, 1000] tokens)."""
-
-    bcfg = BaselinesConfig.for_profile(cfg.profile, seed=seed)
-    if bcfg.llm.model != cfg.llm.model:
-        backend = make_backend(bcfg.llm)
-    keys = list(unit_keys)
-    pairs = [(books[b], books[b].unit(u)) for b, u in keys]
-    sets: dict[str, list[Chunk]] = {}
-    for theta in cfg.lumber_thetas:
-        name = f"lumber@theta={theta}"
-        chunks, _ = lumber_chunks_batch(pairs, backend, int(theta), bcfg.lumber_max_retries,
-                                        bcfg.lumber_retry_temperature, bcfg.lumber_max_new_tokens,
-                                        bcfg.lumber_reference_mode, stage="05-theta", method="lumber-theta")
-        sets[name] = [c for cs in chunks for c in cs]
-    qs = [q for q in questions if q.evidence and q.book_id in {b for b, _ in keys}]
-    qs, _ = questions_in_scope(qs, sets, books, "common-units")
-    ev = RagEvaluator(cfg, embedder, backend, None)
-    ev.build_indices(sets)
-    ret = retrieval_table(ev.retrieve(qs), k=cfg.retrieve_top_k)
-    ret = ret[ret["mode"].isin(["dense", "hybrid"])].copy()
-    ret.insert(1, "theta", ret["method"].map(lambda m: int(m.split("=")[1])))
-    size = {m: (len(cs), sum(backend.count_tokens(c.text) for c in cs) / max(1, len(cs))) for m, cs in sets.items()}
-    ret["n_chunks"] = ret["method"].map(lambda m: size[m][0])
-    ret["mean_chunk_tokens"] = ret["method"].map(lambda m: size[m][1])
-    cols = [*THETA_SWEEP_COLUMNS, *(f"DCG@{k}" for k in ks), *(f"Recall@{k}" for k in ks), f"MRR@{cfg.retrieve_top_k}"]
-    return ret[[c for c in cols if c in ret.columns]].sort_values(["mode", "theta"], ignore_index=True), sets
 
 
 def plot_theta_sweep(sweep: pd.DataFrame, mode: str = "hybrid", ks: Sequence[int] = (1, 2, 5, 10, 20)):
@@ -436,18 +405,19 @@ def case_study(gen: pd.DataFrame, qid: str, questions: Sequence[EvalQuestion]) -
     for r in gen[gen["qid"] == qid].sort_values("method").itertuples():
         ctx = list(r.contexts)
         shown = next((t for t in ctx if q.evidence and is_relevant(t, q.evidence)), ctx[0] if ctx else "")
-        mark = None
         target = q.evidence or (q.answers[0] if q.answers else "")
-        if target:
-            norm, pos = _normalized_with_offsets(shown)
-            at = norm.find(normalize_for_match(target))
-            if at >= 0:
-                mark = (pos[at], pos[at + len(normalize_for_match(target)) - 1] + 1)
+        mark = next(iter(evidence_char_spans(shown, target)), None) if normalize_for_match(target) else None
         out.append({"method": r.method, "chunk": shown, "n_handed": len(ctx), "rank_shown": ctx.index(shown) + 1 if ctx else None,
                     "evidence_handed": bool(q.evidence) and any(is_relevant(t, q.evidence) for t in ctx),
                     "mark": mark, "answer": r.answer, "question": q.question, "reference": r.reference,
                     "marked": "evidence" if q.evidence else "reference answer"})
     return out
+
+
+def _marked(case_row: Mapping[str, Any], left: str, right: str, escape: Any = str) -> str:
+    """A case-study row's chunk (each part ``escape``-d) with its evidence mark between ``left`` and ``right``."""
+    t, (a, b) = case_row["chunk"], case_row["mark"] or (0, 0)
+    return escape(t[:a]) + left + escape(t[a:b]) + right + escape(t[b:]) if case_row["mark"] else escape(t)
 
 
 def case_study_html(case: Sequence[Mapping[str, Any]], title: str, rule: str) -> str:
@@ -457,13 +427,7 @@ def case_study_html(case: Sequence[Mapping[str, Any]], title: str, rule: str) ->
 
     rows = []
     for c in case:
-        t = c["chunk"]
-        if c["mark"]:
-            a, b = c["mark"]
-            body = (_h.escape(t[:a]) + "<mark>" + _h.escape(t[a:b]) + "</mark>" + _h.escape(t[b:]))
-        else:
-            body = _h.escape(t)
-        body = body.replace("\n", "<br>")
+        body = _marked(c, "<mark>", "</mark>", _h.escape).replace("\n", "<br>")
         flag = "evidence handed" if c["evidence_handed"] else "evidence NOT handed"
         rows.append(f"<tr><td style='vertical-align:top'><b>{_h.escape(c['method'])}</b><br><small>{flag}; chunk "
                     f"{c['rank_shown']} of {c['n_handed']} handed</small></td><td style='max-width:48em;"
@@ -484,11 +448,7 @@ def plot_case_study(case: Sequence[Mapping[str, Any]], title: str, width: int = 
 
     blocks: list[tuple[str, dict[str, Any], float]] = [(title, {"fontsize": 9}, 8.0)]
     for c in case:
-        t = c["chunk"]
-        if c["mark"]:
-            a, b = c["mark"]
-            t = t[:a] + "⟦" + t[a:b] + "⟧" + t[b:]
-        lines = textwrap.wrap(" ".join(t.split()), width) or ["(empty chunk)"]
+        lines = textwrap.wrap(" ".join(_marked(c, "⟦", "⟧").split()), width) or ["(empty chunk)"]
         if len(lines) > max_lines:  # centre the shown lines on the evidence
             at = next((i for i, ln in enumerate(lines) if "⟦" in ln), 0)
             lo = max(0, min(at - max_lines // 2, len(lines) - max_lines))

@@ -31,16 +31,12 @@ class LLMPointwiseReranker:
         self.backend = backend
         self.max_chars = max_chars
 
-    def conversation(self, title: str, query: str, doc: str) -> list[dict[str, str]]:
-        if self.max_chars:
-            doc = doc[: self.max_chars]
-        return [{"role": "system", "content": load_prompt("rag/rerank_system")},
-                {"role": "user", "content": render_prompt("rag/rerank_user", title=title, query=query, doc=doc)}]
-
     def score(self, title: str, query: str, docs: Sequence[str], tag: UsageTag = UsageTag("rag-rerank", stage="rerank")) -> list[float]:
         if not docs:
             return []
-        convs = [self.conversation(title, query, d) for d in docs]
+        convs = [[{"role": "system", "content": load_prompt("rag/rerank_system")},
+                  {"role": "user", "content": render_prompt("rag/rerank_user", title=title, query=query,
+                                                            doc=d[: self.max_chars or None])}] for d in docs]
         out = self.backend.next_token_logprobs(convs, ["yes", "no"], tag)
         return [float(lp["yes"] - lp["no"]) for lp in out]
 
@@ -63,7 +59,7 @@ class FlagReranker:
     def score(self, title: str, query: str, docs: Sequence[str], tag: UsageTag = UsageTag()) -> list[float]:
         if not docs:
             return []
-        pairs = [[query, d[: self.max_chars] if self.max_chars else d] for d in docs]
+        pairs = [[query, d[: self.max_chars or None]] for d in docs]
         s = self.model.compute_score(pairs, max_length=self.max_length)
         return [float(x) for x in (s if isinstance(s, list) else [s])]
 
