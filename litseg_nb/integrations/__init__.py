@@ -5,13 +5,14 @@ chunker, each wrapping any registered method on any backend through :func:`litse
     from litseg_nb.integrations.llamaindex import LitSegNodeParser
     from litseg_nb.integrations.chonkie import LitSegChunker
 
-One module per host library (it imports its library); here the :class:`Segmenter` they share.
+One module per host library, imported only when its module is; here the :class:`Segmenter` they share.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import hashlib
+import importlib
 import json
 import re
 import warnings
@@ -193,3 +194,14 @@ def flat_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
     """``md`` with lists and dicts as JSON strings: several vector stores reject nested metadata."""
     return {k: (json.dumps(v, ensure_ascii=False) if isinstance(v, (list, tuple, dict)) else v)
             for k, v in md.items()}
+
+
+_EXPORTS = {"LitSegTextSplitter": "langchain", "LitSegNodeParser": "llamaindex", "LitSegChunker": "chonkie"}
+__all__ = ["Segmenter", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{mod}"), name)
