@@ -96,13 +96,6 @@ class Prefix:
         return len(self.ids)
 
 
-def has_sliding_window(cfg: Any) -> bool:
-    """Whether some attention layer keeps only a sliding window of keys (prefix reuse is then off)."""
-    if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
-        return True
-    return bool(getattr(cfg, "sliding_window", None)) and getattr(cfg, "use_sliding_window", True) is not False
-
-
 class PrefixStore:
     """One backend's stored prefixes (LRU) and recent prompts; the caller holds the backend's lock."""
 
@@ -129,11 +122,8 @@ class PrefixStore:
 
     def stored(self, ids: Sequence[int], max_len: int) -> Prefix | None:
         """The longest stored prefix of ``ids`` with at most ``max_len`` tokens."""
-        best = None
-        for pre in self.entries.values():
-            if len(pre) <= max_len and (best is None or len(pre) > len(best)) \
-                    and tuple(ids[:len(pre)]) == pre.ids:
-                best = pre
+        best = max((pre for pre in self.entries.values() if len(pre) <= max_len and tuple(ids[:len(pre)]) == pre.ids),
+                   key=len, default=None)
         if best is not None:
             self.entries.move_to_end(best.ids)
         return best
@@ -197,16 +187,8 @@ class PrefixStore:
     def cached_counts(batch: Sequence[int], plan: Sequence[Prefix | None],
                       built: dict[tuple[int, ...], int]) -> list[int]:
         """Prompt tokens served from a stored prefix, per item of ``batch``."""
-        out = []
-        for i in batch:
-            pre = plan[i]
-            if pre is None:
-                out.append(0)
-            elif pre.ids in built:  # first user of a prefix built in this call pays for it
-                out.append(built.pop(pre.ids))
-            else:
-                out.append(len(pre))
-        return out
+        # the first user of a prefix built in this call pays for it
+        return [0 if plan[i] is None else built.pop(plan[i].ids, len(plan[i])) for i in batch]
 
 
 class HFBackend(LocalTokenizerMixin, BackendBase):
@@ -230,17 +212,16 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         self._lock = threading.Lock()
         self._grammar_compiler = None
         self._grammars: dict[str, Any] = {}
-        eos = {self.tokenizer.eos_token_id}
         cfg_eos = getattr(self.model.generation_config, "eos_token_id", None)
-        if isinstance(cfg_eos, int):
-            eos.add(cfg_eos)
-        elif cfg_eos:
-            eos.update(cfg_eos)
+        eos = {self.tokenizer.eos_token_id, *([cfg_eos] if isinstance(cfg_eos, int) else cfg_eos or ())}
         self.eos_token_ids = sorted(i for i in eos if i is not None)
         self.enable_thinking = bool(enable_thinking)
         self.think_ids = think_token_ids(self.tokenizer)
         self.growing_cache = bool(growing_cache)
-        self.prefix_reuse = bool(prefix_reuse) and not has_sliding_window(self.model.config)
+        cfg = self.model.config  # a layer keeping only a sliding window of keys: no prefix reuse
+        sliding = "sliding_attention" in (getattr(cfg, "layer_types", None) or ()) or (
+            bool(getattr(cfg, "sliding_window", None)) and getattr(cfg, "use_sliding_window", True) is not False)
+        self.prefix_reuse = bool(prefix_reuse) and not sliding
         self.prefixes = PrefixStore(self)
 
     def _batches(self, lengths: Sequence[int], groups: Sequence[Any] | None = None,
@@ -253,10 +234,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         for i in order:
             by_group.setdefault((groups[i] if groups is not None else None,
                                  apart[i] if apart is not None else None), []).append(i)
-        out = []
-        for members in by_group.values():
-            out.extend(padded_batches(members, tails, self.batch_size, max_padding))
-        return out
+        return [b for members in by_group.values()
+                for b in padded_batches(members, tails, self.batch_size, max_padding)]
 
     def _left_pad(self, seqs: Sequence[Sequence[int]], prefix: Prefix | None = None):
         """``(ids, mask)``: rows ``[prefix][left padding][suffix]`` (``seqs`` all start with ``prefix``)."""
@@ -284,13 +263,11 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
 
         ids, mask = self._left_pad(seqs, prefix)
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"use_cache": False}
         if prefix is not None:
             p = len(prefix)
             ids, position_ids = ids[:, p:], position_ids[:, p:]
             kwargs = {"past_key_values": self.prefixes.cache_for(prefix, ids.shape[0]), "use_cache": True}
-        else:
-            kwargs = {"use_cache": False}
         with torch.inference_mode():
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids, **kwargs)
         return out.logits.float(), mask
@@ -315,13 +292,11 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             cache.layers = [growing(reserve) if type(layer) is DynamicLayer else layer for layer in cache.layers]
         return cache
 
-    def _json_logits_processor(self, schema: dict[str, Any] | Sequence[dict[str, Any]]):
-        """xgrammar's logits processor for one schema (every row of the batch) or one per row."""
+    def _json_logits_processor(self, schemas: Sequence[dict[str, Any]]):
+        """xgrammar's logits processor: one schema for every row of the batch, or one per row."""
         from xgrammar.contrib.hf import LogitsProcessor
 
-        if isinstance(schema, dict):
-            return LogitsProcessor(self._compiled_grammar(schema))
-        grammars = [self._compiled_grammar(x) for x in schema]
+        grammars = [self._compiled_grammar(x) for x in schemas]
         # a fresh processor per generate() call (it keeps per-sequence matcher state)
         return LogitsProcessor(grammars[0] if len(grammars) == 1 else grammars)
 
@@ -394,7 +369,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             kwargs["tokenizer"] = self.tokenizer
         if self.structured_output and any(x is not None for x in schemas):
             kwargs["logits_processor"] = [self._json_logits_processor(
-                schemas[0] if all(json.dumps(x) == json.dumps(schemas[0]) for x in schemas) else list(schemas))]
+                schemas[:1] if all(json.dumps(x) == json.dumps(schemas[0]) for x in schemas) else list(schemas))]
         reserve = ids.shape[1] + params.max_new_tokens
         if prefix is not None:
             kwargs["past_key_values"] = self.prefixes.cache_for(prefix, len(prompts), reserve)
@@ -410,11 +385,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         gens = []
         eos = set(self.eos_token_ids)
         for prompt, toks in zip(prompts, new):
-            n_gen, finish = len(toks), "length"
-            for j, t in enumerate(toks):
-                if t in eos:
-                    n_gen, finish = j + 1, "stop"
-                    break
+            stop = next((j for j, t in enumerate(toks) if t in eos), None)
+            n_gen, finish = (len(toks), "length") if stop is None else (stop + 1, "stop")
             body = toks[:n_gen - 1] if finish == "stop" else toks[:n_gen]
             text = self.tokenizer.decode(body, skip_special_tokens=True)
             for s in params.stop:
