@@ -108,11 +108,6 @@ class PrefixStore:
         self.builds = 0  # prefixes computed (diagnostics, tests)
         self.computed_tokens = 0  # tokens computed while building them
 
-    def clear(self) -> None:
-        self.entries.clear()
-        self.recent.clear()
-        self.builds = self.computed_tokens = 0
-
     def cache_for(self, prefix: Prefix, batch: int, reserve: int = 0):
         """A fresh cache holding ``prefix`` for ``batch`` rows (the stored tensors are never written)."""
         cache = self.owner._new_cache(reserve)
@@ -162,10 +157,9 @@ class PrefixStore:
         return pre, m
 
     def plan(self, prompts: Sequence[Sequence[int]]) -> tuple[list[Prefix | None], dict[tuple[int, ...], int]]:
-        """Which stored prefix each prompt uses, and per prefix built now its tokens already stored."""
+        """Which stored prefix each of the (one or more) prompts uses, and per prefix built now its tokens
+        already stored."""
         n = len(prompts)
-        if n == 0:
-            return [], {}
         # common to all prompts (one prompt: to a recent one), leaving each >= 1 token to compute
         if n > 1:
             shared = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
@@ -274,12 +268,14 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
 
     def clear_prefixes(self) -> None:
         with self._lock:
-            self.prefixes.clear()
+            self.prefixes = PrefixStore(self)
 
-    def _plan_prefixes(self, prompts: Sequence[Sequence[int]]) -> tuple[list[Prefix | None], dict[tuple[int, ...], int]]:
-        if not self.prefix_reuse or not prompts:
-            return [None] * len(prompts), {}
-        return self.prefixes.plan(prompts)
+    def _plan_prefixes(self, prompts: Sequence[Sequence[int]]):
+        """``(plan, built)`` of :meth:`PrefixStore.plan` (no prefixes without reuse) and the seconds that took
+        per prompt."""
+        t0 = time.perf_counter()
+        plan, built = self.prefixes.plan(prompts) if self.prefix_reuse else ([None] * len(prompts), {})
+        return plan, built, (time.perf_counter() - t0) / len(prompts)
 
     def _new_cache(self, reserve: int = 0):
         """An empty ``DynamicCache`` (with ``growing_cache``, growing full-attention layers)."""
@@ -332,9 +328,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                     f"max_model_len={self.max_model_len}")
         results: list[Generation | None] = [None] * len(prompts)
         with self._lock:
-            t0 = time.perf_counter()
-            plan, built = self._plan_prefixes(prompts)
-            share = (time.perf_counter() - t0) / len(prompts)  # prefix building, spread evenly
+            plan, built, share = self._plan_prefixes(prompts)  # prefix building, spread evenly
             schemas = params.schemas(len(prompts))
             # constrained and unconstrained rows never share a batch (each constrained row has a grammar)
             for batch in self._batches([len(p) for p in prompts], [pr.ids if pr else None for pr in plan],
@@ -410,9 +404,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         prompts = [self.prompt_ids(c) for c in conversations]
         results: list[Any] = [None] * len(prompts)
         with self._lock:
-            t0 = time.perf_counter()
-            plan, built = self._plan_prefixes(prompts)
-            share = (time.perf_counter() - t0) / len(prompts)  # prefix building, spread evenly
+            plan, built, share = self._plan_prefixes(prompts)  # prefix building, spread evenly
             groups = [pr.ids if pr else None for pr in plan]
             for batch in self._batches([len(p) for p in prompts], groups, max_padding=self.max_padding):
                 t0 = time.perf_counter()
