@@ -103,7 +103,7 @@ def test_generation_scores_equal_within_1e5(pair):
     off, on = pair
     on.clear_prefixes()
     prompts = [on.prompt_ids(c) for c in convs()]
-    plan, _ = on._plan_prefixes(prompts)
+    plan, *_ = on._plan_prefixes(prompts)
     pre = plan[0]
     assert pre is not None
     rows = [0, 1, 2]

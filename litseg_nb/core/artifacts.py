@@ -1,6 +1,7 @@
 """Saving tables, figures and run manifests under ``outputs/<profile>/``, atomically."""
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import subprocess
@@ -41,14 +42,31 @@ def save_table(df, name: str, profile: str, label: str, index: bool = False) -> 
     return {"csv": csv_path, "md": md_path}
 
 
+FOOTER_GID = "litseg-label-footer"
+
+
 def save_figure(fig, name: str, profile: str, label: str) -> dict[str, Path]:
-    """Write ``figures/<name>.png`` and ``.pdf`` with the label as a footer; deterministic metadata."""
+    """Write ``figures/<name>.png`` and ``.pdf`` with the label as a footer under all drawn content (wrapped
+    to the figure's width); deterministic metadata."""
     check_name(name, "figure name")
     stem = outputs_dir(profile) / "figures" / name
-    add_label_footer(fig, label)
+    for t in list(fig.texts):  # saving twice must not stack footers
+        if t.get_gid() == FOOTER_GID:
+            t.remove()
+    fig.canvas.draw()
+    bbox = fig.get_tightbbox(fig.canvas.get_renderer())  # inches, everything drawn so far
+    width_in, height_in = fig.get_figwidth(), fig.get_figheight()
+    content_w = max(bbox.width, 0.5 * width_in)
+    fontsize = 7
+    # average glyph width of the default sans font is about 0.55 em
+    chars = max(40, int(content_w * 72 / (fontsize * 0.55)))
+    text = "\n".join(textwrap.wrap(label, width=chars, break_on_hyphens=False)) or label
+    pad_in = 0.06
+    fig.text(bbox.x0 / width_in, (bbox.y0 - pad_in) / height_in, text, fontsize=fontsize, color="0.35",
+             ha="left", va="top", gid=FOOTER_GID)
     png, pdf = stem.with_suffix(".png"), stem.with_suffix(".pdf")
     with atomic_path(png) as tmp:
-        fig.savefig(tmp, dpi=_PNG_DPI, bbox_inches="tight", pad_inches=0.1, metadata={"Software": None})
+        fig.savefig(tmp, dpi=150, bbox_inches="tight", pad_inches=0.1, metadata={"Software": None})
     with atomic_path(pdf) as tmp:
         fig.savefig(tmp, bbox_inches="tight", pad_inches=0.1,
                     metadata={"Creator": None, "Producer": None, "CreationDate": None})
@@ -80,19 +98,13 @@ def git_commit() -> str:
         return "unknown"
 
 
-def package_versions() -> dict[str, str]:
-    out = {}
-    for name in _TRACKED_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
-
-
 def write_manifest(profile: str, notebook: str, parameters: dict[str, Any],
                    data_files: Iterable[Path] = (), extra: dict[str, Any] | None = None) -> Path:
     """``outputs/<profile>/manifests/<notebook>.json``: commit, parameters, data hashes, versions."""
+    packages = {}
+    for name in _TRACKED_PACKAGES:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            packages[name] = metadata.version(name)
     manifest = {
         "notebook": notebook,
         "profile": profile,
@@ -103,34 +115,12 @@ def write_manifest(profile: str, notebook: str, parameters: dict[str, Any],
         "platform": platform.platform(),
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "data_files": {str(p): hash_file(Path(p)) for p in sorted(set(map(str, data_files)))},
-        "packages": package_versions(),
+        "packages": packages,
         **(extra or {}),
     }
     path = outputs_dir(profile) / "manifests" / f"{notebook}.json"
     write_text_atomic(path, json.dumps(redact_obj(manifest), indent=2, default=str))  # no URL secrets
     return path
-
-
-FOOTER_FONTSIZE = 7
-FOOTER_GID = "litseg-label-footer"
-_PNG_DPI = 150
-
-
-def add_label_footer(fig, label: str, fontsize: float = FOOTER_FONTSIZE):
-    """Put ``label`` under all drawn content of ``fig`` (wrapped to its width); returns the Text."""
-    for t in list(fig.texts):  # saving twice must not stack footers
-        if t.get_gid() == FOOTER_GID:
-            t.remove()
-    fig.canvas.draw()
-    bbox = fig.get_tightbbox(fig.canvas.get_renderer())  # inches, everything drawn so far
-    width_in, height_in = fig.get_figwidth(), fig.get_figheight()
-    content_w = max(bbox.width, 0.5 * width_in)
-    # average glyph width of the default sans font is about 0.55 em
-    chars = max(40, int(content_w * 72 / (fontsize * 0.55)))
-    text = "\n".join(textwrap.wrap(label, width=chars, break_on_hyphens=False)) or label
-    pad_in = 0.06
-    return fig.text(bbox.x0 / width_in, (bbox.y0 - pad_in) / height_in, text, fontsize=fontsize,
-                    color="0.35", ha="left", va="top", gid=FOOTER_GID)
 
 
 def stacked_text_figure(blocks, width_in: float = 9.5, pad_in: float = 0.1):

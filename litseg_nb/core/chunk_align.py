@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import unicodedata
 from bisect import bisect_left, bisect_right
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .schema import Book, Chunk, Unit
@@ -58,9 +59,8 @@ def _align_form(ch: str) -> str:
     return rep
 
 
-def normalize_with_map(text: str) -> tuple[str, list[int]]:
-    """Normalised ``text`` and, per normalised character, the index of the source character."""
-    return normalize_with_offsets(text, _align_form)
+# normalised text and, per normalised character, the index of the source character
+normalize_with_map = functools.partial(normalize_with_offsets, char_form=_align_form)
 
 
 @dataclass
@@ -210,9 +210,6 @@ class ImportReport:
                 f"for retrieval, flagged) | book coverage {100 * self.coverage:.2f}% | overlap "
                 f"{100 * self.overlap:.2f}% | out of order {self.n_out_of_order} | outside units "
                 f"{self.n_outside_units} | empty rows skipped {self.n_empty_rows_skipped}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _coverage(text: str, spans: Sequence[tuple[int, int]]) -> tuple[float, float]:

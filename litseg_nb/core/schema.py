@@ -163,14 +163,6 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
-def sentence_range_for_span(unit: Unit, start: int, end: int) -> tuple[int, int]:
-    """1-based inclusive range of the unit's sentences that overlap ``[start, end)``."""
-    idx = [s.index for s in unit.sentences if s.start < end and s.end > start]
-    if not idx:
-        raise ValueError(f"span [{start}, {end}) overlaps no sentence of unit {unit.unit_id}")
-    return idx[0], idx[-1]
-
-
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         for r in records:
@@ -227,14 +219,16 @@ def make_span_chunk(
     end: int,
     metadata: dict[str, Any] | None = None,
 ) -> Chunk:
-    """A contiguous chunk ``book.text[start:end]`` inside ``unit`` with its sentence range."""
+    """A contiguous chunk ``book.text[start:end]`` inside ``unit`` with the range of the sentences it overlaps."""
     if not unit.start <= start < end <= unit.end:
         raise ValueError(
             f"{method}: span [{start}, {end}) is outside unit {unit.unit_id} "
             f"[{unit.start}, {unit.end}) of book {book.book_id}"
         )
-    lo, hi = sentence_range_for_span(unit, start, end)
-    return _contiguous_chunk(book, unit, method, ordinal, lo, hi, start, end, metadata)
+    idx = [s.index for s in unit.sentences if s.start < end and s.end > start]
+    if not idx:
+        raise ValueError(f"span [{start}, {end}) overlaps no sentence of unit {unit.unit_id}")
+    return _contiguous_chunk(book, unit, method, ordinal, idx[0], idx[-1], start, end, metadata)
 
 
 def make_sentence_chunk(

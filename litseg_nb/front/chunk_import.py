@@ -13,6 +13,7 @@ import contextlib
 import json
 import re
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -158,8 +159,8 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
                 old = json.loads(report_path.read_text(encoding="utf-8"))
                 books = dict(old.get("books") or {old["book_id"]: {k: v for k, v in old.items() if k != "books"}})
         books.pop(book_id, None)
-        books[book_id] = rep.to_dict()
-        write_json_atomic(report_path, {**rep.to_dict(), "books": books}, indent=1)  # first: marks the set imported
+        books[book_id] = asdict(rep)
+        write_json_atomic(report_path, {**asdict(rep), "books": books}, indent=1)  # first: marks the set imported
         schema.save_chunks(out, chunks_all)
     return chunks, rep
 

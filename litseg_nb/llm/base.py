@@ -86,19 +86,12 @@ class UsageLedger:
         with self._lock:
             u = self._by_tag[tag]
             u.calls += 1
-            u.prompt_tokens += gen.prompt_tokens
-            u.cached_prompt_tokens += gen.cached_prompt_tokens or 0
-            u.completion_tokens += gen.completion_tokens
-            u.latency_s += gen.latency_s
-            u.cache_hits += int(gen.cache_hit)
-            u.reasoning_tokens += int(gen.reasoning_tokens or 0)
+            _add(u, {**asdict(gen), "cache_hits": gen.cache_hit})
 
     def replay(self, tag: UsageTag, row: dict[str, Any]) -> None:
         """Add usage recorded by a run whose work is reused; every replayed call counts as a cache hit."""
         with self._lock:
-            u = self._by_tag[tag]
-            _add(u, row, skip="cache_hits")
-            u.cache_hits += int(row.get("calls") or 0)
+            _add(self._by_tag[tag], {**row, "cache_hits": row.get("calls")})
 
     def merge(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Add another ledger's :meth:`rows` (a Ray actor's) as they are."""
@@ -121,9 +114,9 @@ class UsageLedger:
             self._by_tag.clear()
 
 
-def _add(u: Usage, row: Mapping[str, Any], skip: str = "") -> None:
+def _add(u: Usage, row: Mapping[str, Any]) -> None:
     for name, f in Usage.__dataclass_fields__.items():
-        if name != skip and row.get(name) is not None:
+        if row.get(name) is not None:
             setattr(u, name, getattr(u, name) + (float if f.type in (float, "float") else int)(row[name]))
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..config import EmbeddingConfig
 from ..core.cache import CacheWarning, SQLiteStore
@@ -108,12 +109,8 @@ class Embedder:
             todo = [by_key[k] for k in missing]
             new: dict[str, np.ndarray] = {}
             bs = max(1, int(self.cfg.batch_size))
-            batches = range(0, len(todo), bs)
-            if show_progress:
-                from tqdm.auto import tqdm
-
-                batches = tqdm(batches, desc=f"embed {self.model_id}", leave=False)
-            for i in batches:
+            for i in tqdm(range(0, len(todo), bs), desc=f"embed {self.model_id}", leave=False,
+                          disable=not show_progress):
                 follow_thread_budget()  # per batch: the side-by-side runner's budget may have changed
                 vecs = np.asarray(self._encode_fn(todo[i:i + bs]), dtype=np.float32)
                 if vecs.ndim != 2 or len(vecs) != len(todo[i:i + bs]):

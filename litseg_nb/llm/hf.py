@@ -96,13 +96,6 @@ class Prefix:
         return len(self.ids)
 
 
-def has_sliding_window(cfg: Any) -> bool:
-    """Whether some attention layer keeps only a sliding window of keys (prefix reuse is then off)."""
-    if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
-        return True
-    return bool(getattr(cfg, "sliding_window", None)) and getattr(cfg, "use_sliding_window", True) is not False
-
-
 class PrefixStore:
     """One backend's stored prefixes (LRU) and recent prompts; the caller holds the backend's lock."""
 
@@ -115,11 +108,6 @@ class PrefixStore:
         self.builds = 0  # prefixes computed (diagnostics, tests)
         self.computed_tokens = 0  # tokens computed while building them
 
-    def clear(self) -> None:
-        self.entries.clear()
-        self.recent.clear()
-        self.builds = self.computed_tokens = 0
-
     def cache_for(self, prefix: Prefix, batch: int, reserve: int = 0):
         """A fresh cache holding ``prefix`` for ``batch`` rows (the stored tensors are never written)."""
         cache = self.owner._new_cache(reserve)
@@ -129,11 +117,8 @@ class PrefixStore:
 
     def stored(self, ids: Sequence[int], max_len: int) -> Prefix | None:
         """The longest stored prefix of ``ids`` with at most ``max_len`` tokens."""
-        best = None
-        for pre in self.entries.values():
-            if len(pre) <= max_len and (best is None or len(pre) > len(best)) \
-                    and tuple(ids[:len(pre)]) == pre.ids:
-                best = pre
+        best = max((pre for pre in self.entries.values() if len(pre) <= max_len and tuple(ids[:len(pre)]) == pre.ids),
+                   key=len, default=None)
         if best is not None:
             self.entries.move_to_end(best.ids)
         return best
@@ -172,10 +157,9 @@ class PrefixStore:
         return pre, m
 
     def plan(self, prompts: Sequence[Sequence[int]]) -> tuple[list[Prefix | None], dict[tuple[int, ...], int]]:
-        """Which stored prefix each prompt uses, and per prefix built now its tokens already stored."""
+        """Which stored prefix each of the (one or more) prompts uses, and per prefix built now its tokens
+        already stored."""
         n = len(prompts)
-        if n == 0:
-            return [], {}
         # common to all prompts (one prompt: to a recent one), leaving each >= 1 token to compute
         if n > 1:
             shared = min(common_prefix_len(prompts[0], p) for p in prompts[1:])
@@ -197,16 +181,8 @@ class PrefixStore:
     def cached_counts(batch: Sequence[int], plan: Sequence[Prefix | None],
                       built: dict[tuple[int, ...], int]) -> list[int]:
         """Prompt tokens served from a stored prefix, per item of ``batch``."""
-        out = []
-        for i in batch:
-            pre = plan[i]
-            if pre is None:
-                out.append(0)
-            elif pre.ids in built:  # first user of a prefix built in this call pays for it
-                out.append(built.pop(pre.ids))
-            else:
-                out.append(len(pre))
-        return out
+        # the first user of a prefix built in this call pays for it
+        return [0 if plan[i] is None else built.pop(plan[i].ids, len(plan[i])) for i in batch]
 
 
 class HFBackend(LocalTokenizerMixin, BackendBase):
@@ -230,17 +206,16 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         self._lock = threading.Lock()
         self._grammar_compiler = None
         self._grammars: dict[str, Any] = {}
-        eos = {self.tokenizer.eos_token_id}
         cfg_eos = getattr(self.model.generation_config, "eos_token_id", None)
-        if isinstance(cfg_eos, int):
-            eos.add(cfg_eos)
-        elif cfg_eos:
-            eos.update(cfg_eos)
+        eos = {self.tokenizer.eos_token_id, *([cfg_eos] if isinstance(cfg_eos, int) else cfg_eos or ())}
         self.eos_token_ids = sorted(i for i in eos if i is not None)
         self.enable_thinking = bool(enable_thinking)
         self.think_ids = think_token_ids(self.tokenizer)
         self.growing_cache = bool(growing_cache)
-        self.prefix_reuse = bool(prefix_reuse) and not has_sliding_window(self.model.config)
+        cfg = self.model.config  # a layer keeping only a sliding window of keys: no prefix reuse
+        sliding = "sliding_attention" in (getattr(cfg, "layer_types", None) or ()) or (
+            bool(getattr(cfg, "sliding_window", None)) and getattr(cfg, "use_sliding_window", True) is not False)
+        self.prefix_reuse = bool(prefix_reuse) and not sliding
         self.prefixes = PrefixStore(self)
 
     def _batches(self, lengths: Sequence[int], groups: Sequence[Any] | None = None,
@@ -253,10 +228,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         for i in order:
             by_group.setdefault((groups[i] if groups is not None else None,
                                  apart[i] if apart is not None else None), []).append(i)
-        out = []
-        for members in by_group.values():
-            out.extend(padded_batches(members, tails, self.batch_size, max_padding))
-        return out
+        return [b for members in by_group.values()
+                for b in padded_batches(members, tails, self.batch_size, max_padding)]
 
     def _left_pad(self, seqs: Sequence[Sequence[int]], prefix: Prefix | None = None):
         """``(ids, mask)``: rows ``[prefix][left padding][suffix]`` (``seqs`` all start with ``prefix``)."""
@@ -284,25 +257,25 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
 
         ids, mask = self._left_pad(seqs, prefix)
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"use_cache": False}
         if prefix is not None:
             p = len(prefix)
             ids, position_ids = ids[:, p:], position_ids[:, p:]
             kwargs = {"past_key_values": self.prefixes.cache_for(prefix, ids.shape[0]), "use_cache": True}
-        else:
-            kwargs = {"use_cache": False}
         with torch.inference_mode():
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids, **kwargs)
         return out.logits.float(), mask
 
     def clear_prefixes(self) -> None:
         with self._lock:
-            self.prefixes.clear()
+            self.prefixes = PrefixStore(self)
 
-    def _plan_prefixes(self, prompts: Sequence[Sequence[int]]) -> tuple[list[Prefix | None], dict[tuple[int, ...], int]]:
-        if not self.prefix_reuse or not prompts:
-            return [None] * len(prompts), {}
-        return self.prefixes.plan(prompts)
+    def _plan_prefixes(self, prompts: Sequence[Sequence[int]]):
+        """``(plan, built)`` of :meth:`PrefixStore.plan` (no prefixes without reuse) and the seconds that took
+        per prompt."""
+        t0 = time.perf_counter()
+        plan, built = self.prefixes.plan(prompts) if self.prefix_reuse else ([None] * len(prompts), {})
+        return plan, built, (time.perf_counter() - t0) / len(prompts)
 
     def _new_cache(self, reserve: int = 0):
         """An empty ``DynamicCache`` (with ``growing_cache``, growing full-attention layers)."""
@@ -315,13 +288,11 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             cache.layers = [growing(reserve) if type(layer) is DynamicLayer else layer for layer in cache.layers]
         return cache
 
-    def _json_logits_processor(self, schema: dict[str, Any] | Sequence[dict[str, Any]]):
-        """xgrammar's logits processor for one schema (every row of the batch) or one per row."""
+    def _json_logits_processor(self, schemas: Sequence[dict[str, Any]]):
+        """xgrammar's logits processor: one schema for every row of the batch, or one per row."""
         from xgrammar.contrib.hf import LogitsProcessor
 
-        if isinstance(schema, dict):
-            return LogitsProcessor(self._compiled_grammar(schema))
-        grammars = [self._compiled_grammar(x) for x in schema]
+        grammars = [self._compiled_grammar(x) for x in schemas]
         # a fresh processor per generate() call (it keeps per-sequence matcher state)
         return LogitsProcessor(grammars[0] if len(grammars) == 1 else grammars)
 
@@ -357,9 +328,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
                     f"max_model_len={self.max_model_len}")
         results: list[Generation | None] = [None] * len(prompts)
         with self._lock:
-            t0 = time.perf_counter()
-            plan, built = self._plan_prefixes(prompts)
-            share = (time.perf_counter() - t0) / len(prompts)  # prefix building, spread evenly
+            plan, built, share = self._plan_prefixes(prompts)  # prefix building, spread evenly
             schemas = params.schemas(len(prompts))
             # constrained and unconstrained rows never share a batch (each constrained row has a grammar)
             for batch in self._batches([len(p) for p in prompts], [pr.ids if pr else None for pr in plan],
@@ -394,7 +363,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
             kwargs["tokenizer"] = self.tokenizer
         if self.structured_output and any(x is not None for x in schemas):
             kwargs["logits_processor"] = [self._json_logits_processor(
-                schemas[0] if all(json.dumps(x) == json.dumps(schemas[0]) for x in schemas) else list(schemas))]
+                schemas[:1] if all(json.dumps(x) == json.dumps(schemas[0]) for x in schemas) else list(schemas))]
         reserve = ids.shape[1] + params.max_new_tokens
         if prefix is not None:
             kwargs["past_key_values"] = self.prefixes.cache_for(prefix, len(prompts), reserve)
@@ -410,11 +379,8 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         gens = []
         eos = set(self.eos_token_ids)
         for prompt, toks in zip(prompts, new):
-            n_gen, finish = len(toks), "length"
-            for j, t in enumerate(toks):
-                if t in eos:
-                    n_gen, finish = j + 1, "stop"
-                    break
+            stop = next((j for j, t in enumerate(toks) if t in eos), None)
+            n_gen, finish = (len(toks), "length") if stop is None else (stop + 1, "stop")
             body = toks[:n_gen - 1] if finish == "stop" else toks[:n_gen]
             text = self.tokenizer.decode(body, skip_special_tokens=True)
             for s in params.stop:
@@ -438,9 +404,7 @@ class HFBackend(LocalTokenizerMixin, BackendBase):
         prompts = [self.prompt_ids(c) for c in conversations]
         results: list[Any] = [None] * len(prompts)
         with self._lock:
-            t0 = time.perf_counter()
-            plan, built = self._plan_prefixes(prompts)
-            share = (time.perf_counter() - t0) / len(prompts)  # prefix building, spread evenly
+            plan, built, share = self._plan_prefixes(prompts)  # prefix building, spread evenly
             groups = [pr.ids if pr else None for pr in plan]
             for batch in self._batches([len(p) for p in prompts], groups, max_padding=self.max_padding):
                 t0 = time.perf_counter()

@@ -284,11 +284,10 @@ class OpenAIBackend(BackendBase):
         data, latency = self._post("/chat/completions", self._chat_body(conv, params))
         choice = self._field(data, "choices", 0)
         msg = self._field(choice, "message")
-        text = msg.get("content") if isinstance(msg, dict) else None
-        reasoning = (msg.get("reasoning_content") or msg.get("reasoning")) if isinstance(msg, dict) else None
+        msg = msg if isinstance(msg, dict) else {}
+        text, reasoning = msg.get("content"), msg.get("reasoning_content") or msg.get("reasoning")
         answered = text is not None  # a reasoning parser leaves content null when </think> never came
-        if text is None:  # an empty reply: the caller's reply checks count it as invalid
-            text = ""
+        text = "" if text is None else text  # an empty reply: the caller's reply checks count it as invalid
         if not isinstance(text, str):
             raise BackendUnavailableError(self.redact(
                 f"openai server {self.server} ({self.model_id}) answered a message whose content "
@@ -386,9 +385,8 @@ class OpenAIBackend(BackendBase):
         tok = self.tokenizer
         if tok is not None:
             return len(tok(text, add_special_tokens=False).input_ids)
-        known = self._counts.get(text)
-        if known is not None:
-            return known
+        if text in self._counts:
+            return self._counts[text]
         root = self.base_urls[0]
         root = root[:-3] if root.endswith("/v1") else root
         try:

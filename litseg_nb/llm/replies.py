@@ -274,18 +274,14 @@ def _objects_in(s: str, offset: int, in_fence: bool, lenient: bool) -> Iterator[
         pos = end
 
 
-def _fenced_blocks(s: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of the contents of markdown code fences whose markers start a line."""
-    marks = _FENCE_LINE.finditer(s)
-    for opening in marks:
-        closing = next(marks, None)
-        yield opening.end(), (closing.start() if closing is not None else len(s))
-
-
 def json_candidates(answer: str, lenient: bool = False) -> Iterator[JsonCandidate]:
-    """Every complete JSON object of ``answer``: fenced ones first, then those of the whole text."""
+    """Every complete JSON object of ``answer``: those in markdown code fences (markers starting a line)
+    first, then those of the whole text."""
     if "```" in answer:
-        for a, b in _fenced_blocks(answer):
+        marks = _FENCE_LINE.finditer(answer)
+        for opening in marks:
+            closing = next(marks, None)
+            a, b = opening.end(), (closing.start() if closing is not None else len(answer))
             if answer.find("{", a, b) >= 0:
                 yield from _objects_in(answer[a:b], a, True, lenient)
     yield from _objects_in(answer, 0, False, lenient)
@@ -359,14 +355,10 @@ def read_int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, float):
-        if value != value or abs(value) >= 1e12 or not value.is_integer():
-            return None
-        return int(value)
-    if isinstance(value, str) and len(value) <= 64:
-        s = value.strip()
-        if _INT.fullmatch(s):
-            return int(s)
+    if isinstance(value, float):  # (NaN and infinities are not integers)
+        return int(value) if value.is_integer() and abs(value) < 1e12 else None
+    if isinstance(value, str) and len(value) <= 64 and _INT.fullmatch(value.strip()):
+        return int(value.strip())
     return None
 
 
