@@ -72,20 +72,15 @@ def _feature_code_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def read_raw(path: Path) -> bytes:
-    data = Path(path).read_bytes()
-    return gzip.decompress(data) if path.name.endswith(".gz") else data
-
-
 def book_id_of(path: Path) -> str:
     return f"{TRAIN_FOLDER}:{path.name.split('.')[0]}"
 
 
-def clean_and_units(path: Path, raw: bytes | None = None):
-    """``(Book, narrative units)`` of one raw book, exactly as the benchmark reads its books."""
-
+def clean_and_units(path: Path, data: bytes | None = None):
+    """``(Book, narrative units)`` of one book file (``data``: its bytes), exactly as the benchmark reads books."""
+    data = Path(path).read_bytes() if data is None else data
     bid = book_id_of(path)
-    cleaned = clean_gutenberg_text(raw if raw is not None else read_raw(path), source=str(path))
+    cleaned = clean_gutenberg_text(gzip.decompress(data) if path.name.endswith(".gz") else data, source=str(path))
     author = getattr(cleaned.report, "author", None)
     units = build_units(bid, cleaned.text, cleaned.paragraphs, max_unit_words=10**9,
                         sentence_splitter="nupunkt", whole_title="@front", author=author)
@@ -114,8 +109,7 @@ def book_features(path: Path, cache_root: Path | None = None) -> dict[str, Any]:
                     "chapter_marks": int(z["chapter_marks"]), "scene_marks": int(z["scene_marks"]), "cached": True}
         except (OSError, KeyError, ValueError):
             pass  # unreadable entry: recomputed and rewritten below
-    raw = gzip.decompress(data) if path.name.endswith(".gz") else data
-    book, units = clean_and_units(path, raw)
+    book, units = clean_and_units(path, data)
     rep = StreamReport()
     stream = narrative_stream(book.text, units, rep)
     paragraphs = [tuple(book.text[a:b] for a, b in p.sentences) for p in stream]

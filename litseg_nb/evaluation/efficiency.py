@@ -23,7 +23,7 @@ from ..core.artifacts import artifact_dir, artifact_path
 from ..core.paths import outputs_dir, shown_path
 from ..core.run_record import read_schedule
 from ..core.safe_io import write_text_atomic
-from ..core.schema import load_chunks, read_jsonl
+from ..core.schema import load_chunks, read_jsonl, save_chunks
 from ..corpus import load_corpus
 from ..errors import LitsegError
 from ..lite.config import LiteConfig
@@ -356,9 +356,6 @@ def paper_ratio_table(table: pd.DataFrame, models: dict[str, str] | None = None)
 def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any,
                           seed: int = 0) -> tuple[Any, Path]:
     """LitSeg's three stages on the student's model (teacher-size control): ``(run, chunks)``."""
-    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
-    from ..core.schema import save_chunks
-
     student = LiteConfig.for_profile(profile, seed=seed).llm
     cfg = LitSegConfig.for_profile(profile, seed=seed).replace(llm=student.to_dict())
     recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in units]
@@ -607,9 +604,6 @@ def paired_pairs(profile: str, units: set[tuple[str, str]], max_units: int = 0) 
 def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]],
                     seed: int = 0) -> tuple[list[PairedMethod], dict[str, Any]]:
     """The three methods as their notebooks configure them, on one engine: ``(methods, info)``."""
-    # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
-    from ..llm import make_backend
-
     lite_cfg = LiteConfig.for_profile(profile, seed=seed)
     engine_cfg = lite_cfg.llm.replace(use_cache=False)
     base = make_backend(engine_cfg)

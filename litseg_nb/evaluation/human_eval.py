@@ -101,14 +101,12 @@ def fleiss_kappa(counts: np.ndarray | Sequence[Sequence[int]]) -> float:
     return float((p_bar - pe_bar) / (1 - pe_bar))
 
 
-def labels_to_counts(labels_by_annotator: Sequence[Sequence[Any]],
-                     categories: Sequence[Any] | None = None) -> np.ndarray:
+def labels_to_counts(labels_by_annotator: Sequence[Sequence[Any]], categories: Sequence[Any]) -> np.ndarray:
     """Per-annotator label lists (same items, same order) → the count matrix of :func:`fleiss_kappa`."""
     n = {len(x) for x in labels_by_annotator}
     if len(n) != 1:
         raise ValueError(f"annotators labelled different numbers of items: {sorted(n)}")
-    cats = list(categories) if categories is not None else sorted({l for x in labels_by_annotator for l in x},
-                                                                  key=str)
+    cats = list(categories)
     index = {c: j for j, c in enumerate(cats)}
     out = np.zeros((n.pop(), len(cats)), dtype=int)
     for labels in labels_by_annotator:
@@ -260,12 +258,6 @@ class A2Rating:
     attempts: int
 
 
-def a2_conversation(text_before: str, chunk_text: str, text_after: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": load_prompt("judge/a2_rubric_system")},
-            {"role": "user", "content": render_prompt("judge/a2_rubric_user", text_before=text_before or "(start of the unit)",
-                                                      chunk_text=chunk_text, text_after=text_after or "(end of the unit)")}]
-
-
 def parse_a2_scores(text: str) -> dict[str, int] | None:
     """The three A.2 scores of a reply (integers 1-5), or None when any is missing or out of range."""
     obj = extract_json(text).obj
@@ -290,7 +282,10 @@ def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: in
                 first_temperature: float = 0.0, max_new_tokens: int = 64,
                 tag: UsageTag = UsageTag("llm-rater", stage="a2-rating")) -> list[A2Rating]:
     """Rate every item with the A.2 rubric; an item never scored keeps the neutral 3."""
-    convs = [a2_conversation(it.get("text_before", ""), it["chunk_text"], it.get("text_after", "")) for it in items]
+    convs = [[{"role": "system", "content": load_prompt("judge/a2_rubric_system")},
+              {"role": "user", "content": render_prompt(
+                  "judge/a2_rubric_user", text_before=it.get("text_before") or "(start of the unit)",
+                  chunk_text=it["chunk_text"], text_after=it.get("text_after") or "(end of the unit)")}] for it in items]
     got, attempts = _ask_until_read(
         backend, convs, parse_a2_scores, retries, tag, lambda attempt: SamplingParams(
             max_new_tokens=max_new_tokens, seed=seed + 1000 * attempt,
@@ -358,36 +353,26 @@ def build_rater_backends(cfgs: Sequence[Any], reuse: tuple[Any, Any] | None = No
     return out, list(built.values())
 
 
-HUMAN_RATINGS_DIR = "human_ratings"  # outputs/<profile>/human_ratings/<sheet set>/<rater>.csv
 LLM_SOURCE = "LLM ratings, not human"
-HUMAN_SOURCE = "human ratings"
 
 
 def filled_sheets_dir(profile: str, sheet_set: str) -> Path:
     """Where filled sheets go: ``outputs/<profile>/human_ratings/<sheet_set>/<rater>.csv``."""
-    return outputs_dir(profile) / HUMAN_RATINGS_DIR / sheet_set
-
-
-def find_filled_sheets(profile: str, sheet_set: str, raters: Sequence[str]) -> dict[str, Path] | None:
-    """The filled sheets of every rater, or None when there are none; some but not all is an error."""
-    folder = filled_sheets_dir(profile, sheet_set)
-    paths = {r: folder / f"{r}.csv" for r in raters}
-    present = [r for r, p in paths.items() if p.is_file()]
-    if not present:
-        return None
-    if len(present) < len(paths):
-        raise RatingSheetError(f"{folder}: filled sheets of {sorted(set(paths) - set(present))} missing "
-                               f"(found {sorted(present)}); every rater's sheet is needed")
-    return paths
+    return outputs_dir(profile) / "human_ratings" / sheet_set
 
 
 def _filled_sheets(profile: str, sheet_set: str, sheets: Mapping[str, Any], backend: Any, llm_fill: Any) -> dict:
-    filled = find_filled_sheets(profile, sheet_set, list(sheets["sheets"]))
-    if filled is not None:
-        return {"sheets": (filled, sheets["key"],
-                           {"source": HUMAN_SOURCE, "folder": shown_path(filled_sheets_dir(profile, sheet_set))})}
+    """Every rater's filled sheet (some but not all is an error), else the LLM-filled copies, else a note."""
+    folder = filled_sheets_dir(profile, sheet_set)
+    paths = {r: folder / f"{r}.csv" for r in sheets["sheets"]}
+    present = [r for r, p in paths.items() if p.is_file()]
+    if present and len(present) < len(paths):
+        raise RatingSheetError(f"{folder}: filled sheets of {sorted(set(paths) - set(present))} missing "
+                               f"(found {sorted(present)}); every rater's sheet is needed")
+    if present:
+        return {"sheets": (paths, sheets["key"], {"source": "human ratings", "folder": shown_path(folder)})}
     if backend is None:
-        return {"source": "none", "note": f"no filled sheets in {filled_sheets_dir(profile, sheet_set)}"}
+        return {"source": "none", "note": f"no filled sheets in {folder}"}
     out = Path(sheets["key"]).parent / "llm_filled"
     filled, key, info = llm_fill(out)
     info["folder"] = shown_path(out)
