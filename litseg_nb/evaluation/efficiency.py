@@ -425,15 +425,11 @@ class MeteredBackend:
         t0 = self.clock()
         gens = self.inner.chat(conversations, params, tag)
         wall = self.clock() - t0
-        self.calls.append({
-            "requests": len(conversations), "wall_s": wall,
-            "model_s": float(sum(g.latency_s for g in gens)),
-            "prompt_tokens": int(sum(g.prompt_tokens for g in gens)),
-            "cached_prompt_tokens": int(sum(g.cached_prompt_tokens or 0 for g in gens)),
-            "completion_tokens": int(sum(g.completion_tokens for g in gens)),
-            "reasoning_tokens": int(sum(g.reasoning_tokens or 0 for g in gens)),
-            "cache_hits": int(sum(bool(g.cache_hit) for g in gens)),
-        })
+        tokens = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
+        self.calls.append({"requests": len(conversations), "wall_s": wall,
+                           "model_s": float(sum(g.latency_s for g in gens)),
+                           **{k: int(sum(getattr(g, k) or 0 for g in gens)) for k in tokens},
+                           "cache_hits": int(sum(bool(g.cache_hit) for g in gens))})
         return gens
 
     def take(self) -> list[dict[str, Any]]:
@@ -627,7 +623,6 @@ def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, 
     """LitSeg and LumberChunker on ``base``, Lite on ``lite_backend``; nothing is written."""
 
     lcfg = litseg_cfg.replace(unit_group_size=0)  # the batch is the group
-    bcfg = baselines_cfg
 
     def run_litseg(batch, be):
         annotate_units(batch, be, lcfg, length_reference=litseg_ref, method="litseg", progress=False,
@@ -641,9 +636,9 @@ def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, 
         lite.segment_units(batch)
 
     def run_lumber(batch, be):
-        lumber_chunks_batch(batch, be, bcfg.lumber_budget_tokens, bcfg.lumber_max_retries,
-                            bcfg.lumber_retry_temperature, bcfg.lumber_max_new_tokens, bcfg.lumber_reference_mode,
-                            stage="paired", batch_by_book=False)
+        b = baselines_cfg
+        lumber_chunks_batch(batch, be, b.lumber_budget_tokens, b.lumber_max_retries, b.lumber_retry_temperature,
+                            b.lumber_max_new_tokens, b.lumber_reference_mode, stage="paired", batch_by_book=False)
 
     base_id = getattr(base, "model_id", "?")
     return [PairedMethod("litseg", f"{base_id} (LitSeg's 3 stages on the student's base model)", base, run_litseg),

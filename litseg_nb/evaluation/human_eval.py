@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 from ..core.safe_io import atomic_path, write_text_atomic
 from ..errors import UsageError
@@ -119,8 +120,6 @@ def labels_to_counts(labels_by_annotator: Sequence[Sequence[Any]], categories: S
 
 def pairwise_agreement_table(labels_by_annotator: Mapping[str, Sequence[Any]]):
     """Cohen's kappa and raw agreement for every annotator pair (Appendix B.3's figures), as a DataFrame."""
-    import pandas as pd
-
     rows = [{"annotator_a": na, "annotator_b": nb, "cohen_kappa": cohen_kappa(a, b),
              "raw_agreement": raw_agreement(a, b), "n_items": len(a)}
             for (na, a), (nb, b) in itertools.combinations(labels_by_annotator.items(), 2)]
@@ -194,8 +193,6 @@ def _sheet_html(items: Sequence[Mapping[str, str]], rater: str) -> str:
 
 def import_ratings(sheet_paths: Mapping[str, Path], key_path: Path):
     """Filled sheets → long DataFrame (rater, item_id, method, dimension, score); strict validation."""
-    import pandas as pd
-
     key = {row["item_id"]: row for row in _read_rows(key_path)}
     records = []
     for rater, path in sheet_paths.items():
@@ -229,8 +226,6 @@ def import_ratings(sheet_paths: Mapping[str, Path], key_path: Path):
 
 def summarize_ratings(long_df):
     """(per-method means table, per-dimension ICC(2,1) table) from :func:`import_ratings` output."""
-    import pandas as pd
-
     item_means = long_df.groupby(["method", "item_id", "dimension"])["score"].mean().reset_index()
     means = item_means.pivot_table(index="method", columns="dimension", values="score", aggfunc="mean")
     means = means.reindex(columns=list(DIMENSIONS))
@@ -448,8 +443,6 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
 
 def ratings_by_dataset(long_df):
     """Appendix A per dataset: ``(table1, table9, agreement)``."""
-    import pandas as pd
-
     t1, t9, ag = [], [], []
     for ds, g in long_df.groupby("dataset", sort=True):
         means, icc = summarize_ratings(g)
@@ -518,8 +511,6 @@ def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, se
 
 def import_pairwise_verdicts(sheet_paths: Mapping[str, Path], key_path: Path):
     """Filled pairwise sheets -> long DataFrame with the target's verdict (win/tie/loss)."""
-    import pandas as pd
-
     key = {r["item_id"]: r for r in _read_rows(key_path)}
     out = []
     for a, path in sheet_paths.items():
@@ -539,8 +530,6 @@ def import_pairwise_verdicts(sheet_paths: Mapping[str, Path], key_path: Path):
 
 def pairwise_agreement(long_df):
     """Appendix B.3 per dataset, over the items every annotator judged: ``(win_rates, pairs, fleiss)``."""
-    import pandas as pd
-
     wins, pairs, fl = [], [], []
     for ds, g in long_df.groupby("dataset", sort=True):
         mat = g.pivot_table(index="item_id", columns="annotator", values="verdict", aggfunc="first").dropna()
