@@ -118,12 +118,9 @@ def leftover_heading(paragraph: str) -> bool:
 def book_form(kind: str) -> str:
     """The form of a book from the hand-read gold's ``kind``: play, poetry, non-fiction, collection or narrative."""
     k = kind.casefold()
-    if "play" in k:
-        return "play"
-    if "poetry" in k:
-        return "poetry"
-    if "non-fiction" in k or "essays" in k:
-        return "non-fiction"
+    for form, words in (("play", ("play",)), ("poetry", ("poetry",)), ("non-fiction", ("non-fiction", "essays"))):
+        if any(w in k for w in words):
+            return form
     if not k.startswith("single") and any(w in k for w in ("stories", "tales", "anthology", "extracts")):
         return "collection"
     return "narrative"

@@ -4,6 +4,7 @@ From the usage ledgers of notebooks 02-04, and measured side by side: the three 
 engine, interleaved blocks, request cache bypassed, prefix caches emptied."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -374,21 +375,16 @@ def hardware_label() -> str:
     """The machine the recorded model seconds come from (GPU name, else CPU model and cores)."""
     import platform
 
-    try:
+    with contextlib.suppress(ImportError):
         import torch
 
         if torch.cuda.is_available():
             return f"GPU {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-    except ImportError:
-        pass
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    lines: list[str] = []
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+    cpu = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")),
+               platform.processor() or platform.machine())
     return f"CPU {cpu}, {os.cpu_count()} cores"
 
 
