@@ -195,12 +195,9 @@ def expected_tp(gold: Sequence[int], candidates: Sequence[int], k: int, t: int) 
         seen |= s
     if k == 0:
         return 0.0
-    out = 0.0
-    for s in near:
-        a = len(s)
-        miss = 0.0 if n - a < k else math.exp(_log_comb(n - a, k) - _log_comb(n, k))
-        out += 1.0 - miss
-    return out
+    # per gold boundary: 1 - P(no drawn candidate within ±t)
+    return sum((1.0 - (0.0 if n - len(s) < k else math.exp(_log_comb(n - len(s), k) - _log_comb(n, k)))
+                for s in near), 0.0)
 
 
 def random_draws(candidates: Sequence[int], k: int, draws: int, rng: np.random.Generator) -> np.ndarray:
@@ -498,7 +495,8 @@ def load_gold(cfg: BoundaryConfig):
     params = {**{k: getattr(cfg, k) for k in ("source", "max_books", "max_windows_per_book", "window_sentences",
                                                "min_side_sentences", "seed", "forms", "clean_gold")},
               "rules": GOLD_RULES}
-    if cfg.source == "hand-checked":
+    hand = cfg.source == "hand-checked"
+    if hand:
         files = [GOLD_FILE] + local_book_files(root)
     else:
         files = data_files(cfg.corpus, root)
@@ -507,7 +505,6 @@ def load_gold(cfg: BoundaryConfig):
     if cache.exists():
         d = cache.load()
         return GoldSet([book_from_json(b) for b in d["books"]], d["counts"], d["shapes"])
-    hand = cfg.source == "hand-checked"
     if hand:
         sources, rows = hand_checked_books(root, cfg.corpus.sentence_splitter, cfg.max_books)
     else:

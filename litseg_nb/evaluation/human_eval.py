@@ -126,12 +126,6 @@ def pairwise_agreement_table(labels_by_annotator: Mapping[str, Sequence[Any]]):
     return pd.DataFrame(rows, columns=["annotator_a", "annotator_b", "cohen_kappa", "raw_agreement", "n_items"])
 
 
-def _context(book_text: str, start: int, end: int, width: int) -> tuple[str, str]:
-    before = book_text[max(0, start - width):start]
-    after = book_text[end:end + width]
-    return ("…" + before.lstrip()) if start - width > 0 else before, (after.rstrip() + "…") if end + width < len(book_text) else after
-
-
 def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: Mapping[str, Any],
                          out_dir: Path, n_per_method: int, raters: Sequence[str] = ("rater1", "rater2"),
                          seed: int = 0, context_chars: int = 300) -> dict[str, Any]:
@@ -156,7 +150,9 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
     for item_no, (method, c) in zip(ids, picked):
         book = books[c.book_id]
         start, end = c.spans[0][0], c.spans[-1][1]
-        before, after = _context(book.text, start, end, context_chars)
+        before, after = book.text[max(0, start - context_chars):start], book.text[end:end + context_chars]
+        before = ("…" + before.lstrip()) if start - context_chars > 0 else before
+        after = (after.rstrip() + "…") if end + context_chars < len(book.text) else after
         item_id = f"item-{item_no}"
         items.append({"item_id": item_id, "book": getattr(book, "title", c.book_id), "text_before": before,
                       "chunk_text": c.text, "text_after": after, **{d: "" for d in DIMENSIONS}, "comment": ""})
