@@ -174,11 +174,9 @@ def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame):
 
 def save_ablation_chunks(profile: str, chunk_sets: Mapping[str, Sequence[Chunk]]) -> list[Path]:
     """``artifacts/ablation/chunks/<variant>.jsonl`` (kept apart from notebook 05's chunk sets)."""
-    paths = []
-    for key, cs in chunk_sets.items():
-        path = artifact_path(profile, "ablation", "chunks", f"{key}.jsonl")
+    paths = [artifact_path(profile, "ablation", "chunks", f"{key}.jsonl") for key in chunk_sets]
+    for path, cs in zip(paths, chunk_sets.values()):
         save_chunks(path, list(cs))
-        paths.append(path)
     return paths
 
 

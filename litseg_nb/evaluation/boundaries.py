@@ -480,8 +480,7 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
             if not np.isfinite(yi):  # no inner boundary at all: nothing to compare with chance
                 ax.text(xi, 0.05, "no cut", rotation=90, ha="center", va="bottom", fontsize=7)
     ax.axhline(1.0, color="grey", ls="--", lw=1)
-    ax.set_xticks(np.arange(len(methods)))
-    ax.set_xticklabels(methods, rotation=30, ha="right")
+    ax.set_xticks(np.arange(len(methods)), methods, rotation=30, ha="right")
     ax.set_ylabel(f"lift over random paragraph starts @±{th}")
     ax.set_title("Recovering the authors' boundaries: lift over random paragraph starts, 95% CI over books")
     ax.legend(loc="upper right", fontsize=8)

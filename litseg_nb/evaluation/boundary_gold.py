@@ -74,10 +74,7 @@ def heading_paragraphs(text: str, unit: Unit) -> int:
         if len(p.strip()) > 160 or p.strip().count("\n") > 2:
             break
         w = _words(p)
-        if not w:  # a letterless line before the text (a rule under the heading): part of it
-            k += 1
-            continue
-        if not _is_run(w, title):
+        if w and not _is_run(w, title):  # a letterless line (a rule under the heading) is part of it
             break
         k += 1
     # then up to three short capitalised lines: a byline, a dedication, a letter's heading, a subtitle

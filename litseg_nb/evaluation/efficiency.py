@@ -319,9 +319,8 @@ def paper_efficiency_table(profile: str, models: dict[str, str] | None = None,
         rows.append({
             "method": m, "model": (models or {}).get(m, ""), "books": len(books), "units": len(mine),
             "sentences": int(sents), "same_units": set(mine) == common,
-            "calls": int(tot["calls"]), "cache_hits": int(tot["cache_hits"]),
-            "prompt_tokens": int(tot["prompt_tokens"]), "computed_prefill_tokens": int(prefill),
-            "completion_tokens": int(tot["completion_tokens"]), "reasoning_tokens": int(tot["reasoning_tokens"]),
+            **{c: int(tot[c]) for c in ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "reasoning_tokens")},
+            "computed_prefill_tokens": int(prefill),
             "model_seconds": tot["latency_s"], "wall_seconds": wall, "wall_note": why,
             "calls_per_1k_sent": tot["calls"] * per_k, "prompt_tokens_per_1k_sent": tot["prompt_tokens"] * per_k,
             "computed_prefill_tokens_per_1k_sent": prefill * per_k,
@@ -428,10 +427,6 @@ class MeteredBackend:
                            "cache_hits": int(sum(bool(g.cache_hit) for g in gens))})
         return gens
 
-    def take(self) -> list[dict[str, Any]]:
-        out, self.calls = self.calls, []
-        return out
-
 
 @dataclass
 class PairedMethod:
@@ -490,11 +485,11 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
                 for pos, name in enumerate(names if block % 2 == 0 else names[::-1]):  # A B C, C B A, ...
                     m, be = by_name[name], metered[name]
                     reset = reset_prefix_cache(m.backend)
-                    be.take()
+                    be.calls = []
                     l0 = load()
                     m.run(batch, be)
                     l1 = load()
-                    calls = be.take()
+                    calls = be.calls
                     req = [c["requests"] for c in calls]
                     tot = {k: sum(c[k] for c in calls) for k in calls_keys}
                     tot["computed_prefill_tokens"] = tot["prompt_tokens"] - tot["cached_prompt_tokens"]

@@ -164,9 +164,8 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
         random.Random(seed + 100 + r_i).shuffle(order)
         paths["sheets"][rater] = _write_rows(out_dir / f"{rater}.csv", order, SHEET_COLUMNS)
         paths["html"][rater] = write_text_atomic(out_dir / f"{rater}.html", _sheet_html(order, rater))
-    paths["key"] = _write_rows(out_dir / "key.csv", sorted(key_rows, key=lambda r: r["item_id"]), KEY_COLUMNS)
-    paths["n_items"] = len(items)
-    return paths
+    return {**paths, "key": _write_rows(out_dir / "key.csv", sorted(key_rows, key=lambda r: r["item_id"]), KEY_COLUMNS),
+            "n_items": len(items)}
 
 
 def _sheet_html(items: Sequence[Mapping[str, str]], rater: str) -> str:
@@ -276,7 +275,8 @@ def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: in
     convs = [[{"role": "system", "content": load_prompt("judge/a2_rubric_system")},
               {"role": "user", "content": render_prompt(
                   "judge/a2_rubric_user", text_before=it.get("text_before") or "(start of the unit)",
-                  chunk_text=it["chunk_text"], text_after=it.get("text_after") or "(end of the unit)")}] for it in items]
+                  chunk_text=it["chunk_text"], text_after=it.get("text_after") or "(end of the unit)")}]
+             for it in items]
     got, attempts = _ask_until_read(
         backend, convs, parse_a2_scores, retries, tag, lambda attempt: SamplingParams(
             max_new_tokens=max_new_tokens, seed=seed + 1000 * attempt,
@@ -441,11 +441,9 @@ def ratings_by_dataset(long_df):
     """Appendix A per dataset: ``(table1, table9, agreement)``."""
     t1, t9, ag = [], [], []
     for ds, g in long_df.groupby("dataset", sort=True):
-        means, icc = summarize_ratings(g)
-        means.insert(0, "dataset", ds)
-        icc.insert(0, "dataset", ds)
-        t1.append(means)
-        t9.append(icc)
+        for out, df in zip((t1, t9), summarize_ratings(g)):  # the means, the ICCs
+            df.insert(0, "dataset", ds)
+            out.append(df)
         for d in DIMENSIONS:
             mat = g[g.dimension == d].pivot_table(index="item_id", columns="rater", values="score")
             labels = {r: [int(round(v)) for v in mat[r]] for r in mat.columns}
