@@ -484,9 +484,7 @@ def ornament_census(texts: Iterable[tuple[str, str, list[Span]]]):
             p = text[a:b]
             lines = [ln for ln in p.split("\n") if ln.strip()]
             alone = len(lines) == 1
-            for ln in lines:
-                if not _candidate(ln):
-                    continue
+            for ln in filter(_candidate, lines):
                 shape = " ".join(ln.split())
                 where = "paragraph" if alone else "line in a paragraph"
                 r = rows.setdefault((shape, where), {"shape": shape, "where": where,

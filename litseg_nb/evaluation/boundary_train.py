@@ -81,9 +81,8 @@ def clean_and_units(path: Path, data: bytes | None = None):
     data = Path(path).read_bytes() if data is None else data
     bid = book_id_of(path)
     cleaned = clean_gutenberg_text(gzip.decompress(data) if path.name.endswith(".gz") else data, source=str(path))
-    author = getattr(cleaned.report, "author", None)
-    units = build_units(bid, cleaned.text, cleaned.paragraphs, max_unit_words=10**9,
-                        sentence_splitter="nupunkt", whole_title="@front", author=author)
+    units = build_units(bid, cleaned.text, cleaned.paragraphs, max_unit_words=10**9, sentence_splitter="nupunkt",
+                        whole_title="@front", author=getattr(cleaned.report, "author", None))
     units = [u for u in units if not u.title.startswith(FRONT_MATTER)]
     book = Book(book_id=bid, title=cleaned.report.title or bid, dataset=TRAIN_FOLDER, text=cleaned.text,
                 paragraphs=cleaned.paragraphs, source=str(path))

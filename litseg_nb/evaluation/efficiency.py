@@ -176,9 +176,8 @@ def notebook_wall_times(profile: str) -> pd.DataFrame:
     executed = outputs_dir(profile) / "executed"
     schedule = read_schedule(profile)
     rows = []
-    for path in sorted(executed.glob("*.ipynb")):
-        if path.name.endswith(".RUNNING.ipynb"):  # still running (or killed): not a finished run
-            continue
+    # a .RUNNING notebook is still running (or was killed): not a finished run
+    for path in (p for p in sorted(executed.glob("*.ipynb")) if not p.name.endswith(".RUNNING.ipynb")):
         meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("papermill", {})
         failed = path.name.endswith(".FAILED.ipynb") or bool(meta.get("exception"))
         rec = schedule.get(path.name[:2], {})
@@ -319,8 +318,9 @@ def paper_efficiency_table(profile: str, models: dict[str, str] | None = None,
         rows.append({
             "method": m, "model": (models or {}).get(m, ""), "books": len(books), "units": len(mine),
             "sentences": int(sents), "same_units": set(mine) == common,
-            **{c: int(tot[c]) for c in ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "reasoning_tokens")},
             "computed_prefill_tokens": int(prefill),
+            **{c: int(tot[c]) for c in ("calls", "cache_hits", "prompt_tokens", "completion_tokens",
+                                        "reasoning_tokens")},
             "model_seconds": tot["latency_s"], "wall_seconds": wall, "wall_note": why,
             "calls_per_1k_sent": tot["calls"] * per_k, "prompt_tokens_per_1k_sent": tot["prompt_tokens"] * per_k,
             "computed_prefill_tokens_per_1k_sent": prefill * per_k,
@@ -451,10 +451,9 @@ def reset_prefix_cache(backend: Any) -> bool:
 
 
 def _load_average() -> float:
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # a platform without it: nan
         return float(os.getloadavg()[0])
-    except (OSError, AttributeError):  # a platform without it
-        return float("nan")
+    return float("nan")
 
 
 def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMethod], repeats: int = 1,

@@ -238,9 +238,6 @@ def summarize_ratings(long_df):
 
 
 
-NEUTRAL = 3
-
-
 @dataclass
 class A2Rating:
     scores: dict[str, int]
@@ -281,7 +278,7 @@ def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: in
         backend, convs, parse_a2_scores, retries, tag, lambda attempt: SamplingParams(
             max_new_tokens=max_new_tokens, seed=seed + 1000 * attempt,
             temperature=first_temperature if attempt == 0 else max(0.7, first_temperature)))
-    return [A2Rating(g, False, n) if g is not None else A2Rating({d: NEUTRAL for d in DIMENSIONS}, True, n)
+    return [A2Rating(g, False, n) if g is not None else A2Rating({d: 3 for d in DIMENSIONS}, True, n)
             for g, n in zip(got, attempts)]
 
 
