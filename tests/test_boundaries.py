@@ -300,8 +300,8 @@ def test_windows_segment_through_the_registry_cached_and_an_exported_chunker_sco
     rep = RunReport()
     again = B.segment_windows(gold.books, cfg, report=rep)
     assert rep.rows and all(r.cached for r in rep.rows) and again["paragraph"] == sets["paragraph"]
-    # ``methods`` may name a lib: splitter (or a segmenter) beside a baseline: each takes its own path
-    picked = B.segment_windows(gold.books, cfg, methods=["paragraph", "lib:semchunk"])
+    # a lib: splitter (or a segmenter) beside a baseline: each takes its own path
+    picked = B.segment_windows(gold.books, cfg.replace(segmenters=(), library_methods=("lib:semchunk",)))
     assert set(picked) == {"paragraph", "lib:semchunk"} and picked["paragraph"] == sets["paragraph"]
     assert {(c.book_id, c.unit_id) for c in picked["lib:semchunk"]} == {(b.book_id, u.unit_id) for b in gold.books
                                                                       for u in b.units if u.n_sentences}

@@ -13,7 +13,7 @@ import pandas as pd
 from ..core.artifacts import artifact_dir, artifact_path
 from ..lite.config import LiteConfig
 from ..lite.segmenter import LiteSegmenter, results_frame
-from ..core.schema import Book, Chunk, Unit, assert_full_coverage, load_chunks
+from ..core.schema import Book, Chunk, Unit, assert_full_coverage, load_chunks, save_chunks
 from ..errors import LitsegError
 from ..lite.train import student_backend
 from ..llm import make_backend
@@ -174,14 +174,9 @@ def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame):
 
 def save_ablation_chunks(profile: str, chunk_sets: Mapping[str, Sequence[Chunk]]) -> list[Path]:
     """``artifacts/ablation/chunks/<variant>.jsonl`` (kept apart from notebook 05's chunk sets)."""
-    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
-    from ..core.schema import save_chunks
-
-    paths = []
-    for key, cs in chunk_sets.items():
-        path = artifact_path(profile, "ablation", "chunks", f"{key}.jsonl")
+    paths = [artifact_path(profile, "ablation", "chunks", f"{key}.jsonl") for key in chunk_sets]
+    for path, cs in zip(paths, chunk_sets.values()):
         save_chunks(path, list(cs))
-        paths.append(path)
     return paths
 
 

@@ -195,12 +195,9 @@ def expected_tp(gold: Sequence[int], candidates: Sequence[int], k: int, t: int) 
         seen |= s
     if k == 0:
         return 0.0
-    out = 0.0
-    for s in near:
-        a = len(s)
-        miss = 0.0 if n - a < k else math.exp(_log_comb(n - a, k) - _log_comb(n, k))
-        out += 1.0 - miss
-    return out
+    # per gold boundary: 1 - P(no drawn candidate within ±t)
+    return sum((1.0 - (0.0 if n - len(s) < k else math.exp(_log_comb(n - len(s), k) - _log_comb(n, k)))
+                for s in near), 0.0)
 
 
 def random_draws(candidates: Sequence[int], k: int, draws: int, rng: np.random.Generator) -> np.ndarray:
@@ -483,8 +480,7 @@ def plot_lift(table: "pd.DataFrame", cfg: BoundaryConfig):  # noqa: F821
             if not np.isfinite(yi):  # no inner boundary at all: nothing to compare with chance
                 ax.text(xi, 0.05, "no cut", rotation=90, ha="center", va="bottom", fontsize=7)
     ax.axhline(1.0, color="grey", ls="--", lw=1)
-    ax.set_xticks(np.arange(len(methods)))
-    ax.set_xticklabels(methods, rotation=30, ha="right")
+    ax.set_xticks(np.arange(len(methods)), methods, rotation=30, ha="right")
     ax.set_ylabel(f"lift over random paragraph starts @±{th}")
     ax.set_title("Recovering the authors' boundaries: lift over random paragraph starts, 95% CI over books")
     ax.legend(loc="upper right", fontsize=8)
@@ -498,7 +494,8 @@ def load_gold(cfg: BoundaryConfig):
     params = {**{k: getattr(cfg, k) for k in ("source", "max_books", "max_windows_per_book", "window_sentences",
                                                "min_side_sentences", "seed", "forms", "clean_gold")},
               "rules": GOLD_RULES}
-    if cfg.source == "hand-checked":
+    hand = cfg.source == "hand-checked"
+    if hand:
         files = [GOLD_FILE] + local_book_files(root)
     else:
         files = data_files(cfg.corpus, root)
@@ -507,7 +504,6 @@ def load_gold(cfg: BoundaryConfig):
     if cache.exists():
         d = cache.load()
         return GoldSet([book_from_json(b) for b in d["books"]], d["counts"], d["shapes"])
-    hand = cfg.source == "hand-checked"
     if hand:
         sources, rows = hand_checked_books(root, cfg.corpus.sentence_splitter, cfg.max_books)
     else:
@@ -539,15 +535,13 @@ def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
                    "min_questions": 0, "max_units": 0, "skip_units_over_words": None})
 
 
-def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequence[str] | None = None,
-                    backend: Any = None, embedder: Any = None, report: Any = None) -> dict[str, list[Chunk]]:
+def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None, embedder: Any = None,
+                    report: Any = None) -> dict[str, list[Chunk]]:
     """Every method's chunks of the windows (cached per method and window book)."""
     from tqdm.auto import tqdm
 
     bcfg = baselines_config(cfg, books)
-    # ``methods`` may name segmenters and ``lib:`` splitters too: they take their own paths below
-    names = ([m for m in methods if m not in SEGMENTERS and not m.startswith("lib:")] if methods is not None
-             else list(cfg.methods) + list(cfg.llm_methods))
+    names = list(cfg.methods) + list(cfg.llm_methods)
     if any(m in LLM_METHODS for m in names) and backend is None:
         backend = make_backend(cfg.llm)
     if embedder is None and "semantic" in names:
@@ -560,9 +554,11 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, methods: Sequenc
             subset = [b for b in (dataclasses.replace(b, units=[u for u in b.units if f"{b.book_id}/{u.unit_id}" in keep])
                                   for b in books) if b.units]
         out[m] = run_chunker(m, subset, bcfg, backend=backend, embedder=embedder, report=report)
-    for m in (cfg.segmenters if methods is None else [x for x in methods if x in SEGMENTERS]):
-        out[m] = segmenter_chunks(m, books, cfg)
-    for m in (cfg.library_methods if methods is None else [x for x in methods if x.startswith("lib:")]):
+    for m in cfg.segmenters:  # its profile config, on the first ``segmenter_max_windows`` windows
+        wanted = set(llm_windows(books, cfg.segmenter_max_windows))
+        items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
+        out[m] = _window_chunks(m, items, get_method(m).config.for_profile(cfg.profile, seed=cfg.seed), {})
+    for m in cfg.library_methods:
         out[m] = library_chunks(m, books, cfg, backend=backend, embedder=embedder)
     return out
 
@@ -579,9 +575,6 @@ def _window_chunks(name: str, items: list, rcfg: Any, inputs: dict[str, Any], ba
     if cache.exists():
         return [Chunk.from_json(d) for d in cache.load()]
     if backend is None and spec.needs_llm:
-        # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
-        from ..llm import make_backend
-
         backend = make_backend(rcfg.llm)
     if embedder is None and spec.needs_embedder:
         embedder = load_embedder(rcfg.embedding)
@@ -600,13 +593,6 @@ def library_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig, backen
     lcfg = spec.config.for_profile(cfg.profile, seed=cfg.seed, llm=cfg.llm.to_dict(),
                                    embedding=cfg.embedding.to_dict())
     return _window_chunks(name, items, lcfg, {"method": name}, backend, embedder)
-
-
-def segmenter_chunks(name: str, books: Sequence[Book], cfg: BoundaryConfig) -> list[Chunk]:
-    """A segmenter (its profile config) on the first ``segmenter_max_windows`` windows."""
-    wanted = set(llm_windows(books, cfg.segmenter_max_windows))
-    items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
-    return _window_chunks(name, items, get_method(name).config.for_profile(cfg.profile, seed=cfg.seed), {})
 
 
 def census_table() -> "pd.DataFrame":  # noqa: F821

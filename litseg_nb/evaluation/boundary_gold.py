@@ -74,10 +74,7 @@ def heading_paragraphs(text: str, unit: Unit) -> int:
         if len(p.strip()) > 160 or p.strip().count("\n") > 2:
             break
         w = _words(p)
-        if not w:  # a letterless line before the text (a rule under the heading): part of it
-            k += 1
-            continue
-        if not _is_run(w, title):
+        if w and not _is_run(w, title):  # a letterless line (a rule under the heading) is part of it
             break
         k += 1
     # then up to three short capitalised lines: a byline, a dedication, a letter's heading, a subtitle
@@ -118,12 +115,9 @@ def leftover_heading(paragraph: str) -> bool:
 def book_form(kind: str) -> str:
     """The form of a book from the hand-read gold's ``kind``: play, poetry, non-fiction, collection or narrative."""
     k = kind.casefold()
-    if "play" in k:
-        return "play"
-    if "poetry" in k:
-        return "poetry"
-    if "non-fiction" in k or "essays" in k:
-        return "non-fiction"
+    for form, words in (("play", ("play",)), ("poetry", ("poetry",)), ("non-fiction", ("non-fiction", "essays"))):
+        if any(w in k for w in words):
+            return form
     if not k.startswith("single") and any(w in k for w in ("stories", "tales", "anthology", "extracts")):
         return "collection"
     return "narrative"
@@ -490,9 +484,7 @@ def ornament_census(texts: Iterable[tuple[str, str, list[Span]]]):
             p = text[a:b]
             lines = [ln for ln in p.split("\n") if ln.strip()]
             alone = len(lines) == 1
-            for ln in lines:
-                if not _candidate(ln):
-                    continue
+            for ln in filter(_candidate, lines):
                 shape = " ".join(ln.split())
                 where = "paragraph" if alone else "line in a paragraph"
                 r = rows.setdefault((shape, where), {"shape": shape, "where": where,

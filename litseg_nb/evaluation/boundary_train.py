@@ -72,23 +72,17 @@ def _feature_code_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def read_raw(path: Path) -> bytes:
-    data = Path(path).read_bytes()
-    return gzip.decompress(data) if path.name.endswith(".gz") else data
-
-
 def book_id_of(path: Path) -> str:
     return f"{TRAIN_FOLDER}:{path.name.split('.')[0]}"
 
 
-def clean_and_units(path: Path, raw: bytes | None = None):
-    """``(Book, narrative units)`` of one raw book, exactly as the benchmark reads its books."""
-
+def clean_and_units(path: Path, data: bytes | None = None):
+    """``(Book, narrative units)`` of one book file (``data``: its bytes), exactly as the benchmark reads books."""
+    data = Path(path).read_bytes() if data is None else data
     bid = book_id_of(path)
-    cleaned = clean_gutenberg_text(raw if raw is not None else read_raw(path), source=str(path))
-    author = getattr(cleaned.report, "author", None)
-    units = build_units(bid, cleaned.text, cleaned.paragraphs, max_unit_words=10**9,
-                        sentence_splitter="nupunkt", whole_title="@front", author=author)
+    cleaned = clean_gutenberg_text(gzip.decompress(data) if path.name.endswith(".gz") else data, source=str(path))
+    units = build_units(bid, cleaned.text, cleaned.paragraphs, max_unit_words=10**9, sentence_splitter="nupunkt",
+                        whole_title="@front", author=getattr(cleaned.report, "author", None))
     units = [u for u in units if not u.title.startswith(FRONT_MATTER)]
     book = Book(book_id=bid, title=cleaned.report.title or bid, dataset=TRAIN_FOLDER, text=cleaned.text,
                 paragraphs=cleaned.paragraphs, source=str(path))
@@ -114,8 +108,7 @@ def book_features(path: Path, cache_root: Path | None = None) -> dict[str, Any]:
                     "chapter_marks": int(z["chapter_marks"]), "scene_marks": int(z["scene_marks"]), "cached": True}
         except (OSError, KeyError, ValueError):
             pass  # unreadable entry: recomputed and rewritten below
-    raw = gzip.decompress(data) if path.name.endswith(".gz") else data
-    book, units = clean_and_units(path, raw)
+    book, units = clean_and_units(path, data)
     rep = StreamReport()
     stream = narrative_stream(book.text, units, rep)
     paragraphs = [tuple(book.text[a:b] for a, b in p.sentences) for p in stream]
@@ -275,24 +268,21 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
     hashes = {k: v["text_hash"] for k, v in feats.items()}
     disjoint = check_disjoint(files, hashes, Path(evaluation_root) if evaluation_root else data_dir())
     tr, va = split_books(files, read_authors(root), cfg.validation_share, cfg.seed)
-    d_parts, h_parts, y_parts = [], [], []
-    n_pos = {"chapter": 0, "scene": 0}
+    d_parts, h_parts, l_parts = [], [], []
     for f in tr:
         z = feats[str(f)]
         idx = sample_candidates(z["labels"], cfg, book_id_of(f))
-        if not len(idx):
-            continue
-        d_parts.append(z["dense"][idx])
-        h_parts.append(z["hashed"][idx])
-        lab = z["labels"][idx]
-        y_parts.append(lab > 0)
-        n_pos["chapter"] += int((lab == 1).sum())
-        n_pos["scene"] += int((lab == 2).sum())
-    if not y_parts or not any(y.any() for y in y_parts):
+        if len(idx):
+            d_parts.append(z["dense"][idx])
+            h_parts.append(z["hashed"][idx])
+            l_parts.append(z["labels"][idx])
+    if not l_parts or not any((lab > 0).any() for lab in l_parts):
         raise TrainingDataError(f"no chapter or scene break in the {len(tr)} training books of {root / TRAIN_FOLDER}")
     dense = np.concatenate(d_parts)
     hashed = np.concatenate(h_parts)
-    y = np.concatenate(y_parts)
+    labels = np.concatenate(l_parts)
+    y = labels > 0
+    n_pos = {"chapter": int((labels == 1).sum()), "scene": int((labels == 2).sum())}
     mean = dense.mean(axis=0)
     std = dense.std(axis=0)
     std = np.where(std > 1e-9, std, 1.0)
@@ -346,13 +336,10 @@ def validation_scores(files: Sequence[Path], feats: dict[str, dict[str, Any]], m
                       cfg: TrainConfig) -> dict[str, Any]:
     """AUC over the held-out streams and the benchmark's table on windows of the held-out books."""
 
-    ys, ss = [], []
-    for f in files:
-        z = feats[str(f)]
-        hashed = [[int(c) for c in row if c >= 0] for row in z["hashed"]]
-        ys.append(z["labels"])
-        ss.append(model.score_features(z["dense"], hashed))
-    y, s = np.concatenate(ys), np.concatenate(ss)
+    zs = [feats[str(f)] for f in files]
+    y = np.concatenate([z["labels"] for z in zs])
+    s = np.concatenate([model.score_features(z["dense"], [[int(c) for c in row if c >= 0] for row in z["hashed"]])
+                        for z in zs])
     out: dict[str, Any] = {"stream_candidates": int(len(y)), "stream_positives": int((y > 0).sum()),
                            "auc_all": roc_auc(y > 0, s), "auc_chapter": roc_auc(y[y != 2] == 1, s[y != 2]),
                            "auc_scene": roc_auc(y[y != 1] == 2, s[y != 1])}

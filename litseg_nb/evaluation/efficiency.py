@@ -4,6 +4,7 @@ From the usage ledgers of notebooks 02-04, and measured side by side: the three 
 engine, interleaved blocks, request cache bypassed, prefix caches emptied."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -23,7 +24,7 @@ from ..core.artifacts import artifact_dir, artifact_path
 from ..core.paths import outputs_dir, shown_path
 from ..core.run_record import read_schedule
 from ..core.safe_io import write_text_atomic
-from ..core.schema import load_chunks, read_jsonl
+from ..core.schema import load_chunks, read_jsonl, save_chunks
 from ..corpus import load_corpus
 from ..errors import LitsegError
 from ..lite.config import LiteConfig
@@ -175,9 +176,8 @@ def notebook_wall_times(profile: str) -> pd.DataFrame:
     executed = outputs_dir(profile) / "executed"
     schedule = read_schedule(profile)
     rows = []
-    for path in sorted(executed.glob("*.ipynb")):
-        if path.name.endswith(".RUNNING.ipynb"):  # still running (or killed): not a finished run
-            continue
+    # a .RUNNING notebook is still running (or was killed): not a finished run
+    for path in (p for p in sorted(executed.glob("*.ipynb")) if not p.name.endswith(".RUNNING.ipynb")):
         meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("papermill", {})
         failed = path.name.endswith(".FAILED.ipynb") or bool(meta.get("exception"))
         rec = schedule.get(path.name[:2], {})
@@ -318,9 +318,9 @@ def paper_efficiency_table(profile: str, models: dict[str, str] | None = None,
         rows.append({
             "method": m, "model": (models or {}).get(m, ""), "books": len(books), "units": len(mine),
             "sentences": int(sents), "same_units": set(mine) == common,
-            "calls": int(tot["calls"]), "cache_hits": int(tot["cache_hits"]),
-            "prompt_tokens": int(tot["prompt_tokens"]), "computed_prefill_tokens": int(prefill),
-            "completion_tokens": int(tot["completion_tokens"]), "reasoning_tokens": int(tot["reasoning_tokens"]),
+            "computed_prefill_tokens": int(prefill),
+            **{c: int(tot[c]) for c in ("calls", "cache_hits", "prompt_tokens", "completion_tokens",
+                                        "reasoning_tokens")},
             "model_seconds": tot["latency_s"], "wall_seconds": wall, "wall_note": why,
             "calls_per_1k_sent": tot["calls"] * per_k, "prompt_tokens_per_1k_sent": tot["prompt_tokens"] * per_k,
             "computed_prefill_tokens_per_1k_sent": prefill * per_k,
@@ -356,9 +356,6 @@ def paper_ratio_table(table: pd.DataFrame, models: dict[str, str] | None = None)
 def run_litseg_on_student(profile: str, units: set[tuple[str, str]], ledger: Any,
                           seed: int = 0) -> tuple[Any, Path]:
     """LitSeg's three stages on the student's model (teacher-size control): ``(run, chunks)``."""
-    # deferred: tests patch litseg_nb.core.schema.save_chunks (read at call time)
-    from ..core.schema import save_chunks
-
     student = LiteConfig.for_profile(profile, seed=seed).llm
     cfg = LitSegConfig.for_profile(profile, seed=seed).replace(llm=student.to_dict())
     recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in units]
@@ -377,21 +374,16 @@ def hardware_label() -> str:
     """The machine the recorded model seconds come from (GPU name, else CPU model and cores)."""
     import platform
 
-    try:
+    with contextlib.suppress(ImportError):
         import torch
 
         if torch.cuda.is_available():
             return f"GPU {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-    except ImportError:
-        pass
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    lines: list[str] = []
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+    cpu = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")),
+               platform.processor() or platform.machine())
     return f"CPU {cpu}, {os.cpu_count()} cores"
 
 
@@ -428,20 +420,12 @@ class MeteredBackend:
         t0 = self.clock()
         gens = self.inner.chat(conversations, params, tag)
         wall = self.clock() - t0
-        self.calls.append({
-            "requests": len(conversations), "wall_s": wall,
-            "model_s": float(sum(g.latency_s for g in gens)),
-            "prompt_tokens": int(sum(g.prompt_tokens for g in gens)),
-            "cached_prompt_tokens": int(sum(g.cached_prompt_tokens or 0 for g in gens)),
-            "completion_tokens": int(sum(g.completion_tokens for g in gens)),
-            "reasoning_tokens": int(sum(g.reasoning_tokens or 0 for g in gens)),
-            "cache_hits": int(sum(bool(g.cache_hit) for g in gens)),
-        })
+        tokens = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
+        self.calls.append({"requests": len(conversations), "wall_s": wall,
+                           "model_s": float(sum(g.latency_s for g in gens)),
+                           **{k: int(sum(getattr(g, k) or 0 for g in gens)) for k in tokens},
+                           "cache_hits": int(sum(bool(g.cache_hit) for g in gens))})
         return gens
-
-    def take(self) -> list[dict[str, Any]]:
-        out, self.calls = self.calls, []
-        return out
 
 
 @dataclass
@@ -467,10 +451,9 @@ def reset_prefix_cache(backend: Any) -> bool:
 
 
 def _load_average() -> float:
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # a platform without it: nan
         return float(os.getloadavg()[0])
-    except (OSError, AttributeError):  # a platform without it
-        return float("nan")
+    return float("nan")
 
 
 def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMethod], repeats: int = 1,
@@ -501,11 +484,11 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
                 for pos, name in enumerate(names if block % 2 == 0 else names[::-1]):  # A B C, C B A, ...
                     m, be = by_name[name], metered[name]
                     reset = reset_prefix_cache(m.backend)
-                    be.take()
+                    be.calls = []
                     l0 = load()
                     m.run(batch, be)
                     l1 = load()
-                    calls = be.take()
+                    calls = be.calls
                     req = [c["requests"] for c in calls]
                     tot = {k: sum(c[k] for c in calls) for k in calls_keys}
                     tot["computed_prefill_tokens"] = tot["prompt_tokens"] - tot["cached_prompt_tokens"]
@@ -607,9 +590,6 @@ def paired_pairs(profile: str, units: set[tuple[str, str]], max_units: int = 0) 
 def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]],
                     seed: int = 0) -> tuple[list[PairedMethod], dict[str, Any]]:
     """The three methods as their notebooks configure them, on one engine: ``(methods, info)``."""
-    # deferred: tests patch litseg_nb.llm.make_backend (read at call time)
-    from ..llm import make_backend
-
     lite_cfg = LiteConfig.for_profile(profile, seed=seed)
     engine_cfg = lite_cfg.llm.replace(use_cache=False)
     base = make_backend(engine_cfg)
@@ -633,7 +613,6 @@ def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, 
     """LitSeg and LumberChunker on ``base``, Lite on ``lite_backend``; nothing is written."""
 
     lcfg = litseg_cfg.replace(unit_group_size=0)  # the batch is the group
-    bcfg = baselines_cfg
 
     def run_litseg(batch, be):
         annotate_units(batch, be, lcfg, length_reference=litseg_ref, method="litseg", progress=False,
@@ -647,9 +626,9 @@ def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, 
         lite.segment_units(batch)
 
     def run_lumber(batch, be):
-        lumber_chunks_batch(batch, be, bcfg.lumber_budget_tokens, bcfg.lumber_max_retries,
-                            bcfg.lumber_retry_temperature, bcfg.lumber_max_new_tokens, bcfg.lumber_reference_mode,
-                            stage="paired", batch_by_book=False)
+        b = baselines_cfg
+        lumber_chunks_batch(batch, be, b.lumber_budget_tokens, b.lumber_max_retries, b.lumber_retry_temperature,
+                            b.lumber_max_new_tokens, b.lumber_reference_mode, stage="paired", batch_by_book=False)
 
     base_id = getattr(base, "model_id", "?")
     return [PairedMethod("litseg", f"{base_id} (LitSeg's 3 stages on the student's base model)", base, run_litseg),

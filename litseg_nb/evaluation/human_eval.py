@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 from ..core.safe_io import atomic_path, write_text_atomic
 from ..errors import UsageError
@@ -101,14 +102,12 @@ def fleiss_kappa(counts: np.ndarray | Sequence[Sequence[int]]) -> float:
     return float((p_bar - pe_bar) / (1 - pe_bar))
 
 
-def labels_to_counts(labels_by_annotator: Sequence[Sequence[Any]],
-                     categories: Sequence[Any] | None = None) -> np.ndarray:
+def labels_to_counts(labels_by_annotator: Sequence[Sequence[Any]], categories: Sequence[Any]) -> np.ndarray:
     """Per-annotator label lists (same items, same order) → the count matrix of :func:`fleiss_kappa`."""
     n = {len(x) for x in labels_by_annotator}
     if len(n) != 1:
         raise ValueError(f"annotators labelled different numbers of items: {sorted(n)}")
-    cats = list(categories) if categories is not None else sorted({l for x in labels_by_annotator for l in x},
-                                                                  key=str)
+    cats = list(categories)
     index = {c: j for j, c in enumerate(cats)}
     out = np.zeros((n.pop(), len(cats)), dtype=int)
     for labels in labels_by_annotator:
@@ -121,18 +120,10 @@ def labels_to_counts(labels_by_annotator: Sequence[Sequence[Any]],
 
 def pairwise_agreement_table(labels_by_annotator: Mapping[str, Sequence[Any]]):
     """Cohen's kappa and raw agreement for every annotator pair (Appendix B.3's figures), as a DataFrame."""
-    import pandas as pd
-
     rows = [{"annotator_a": na, "annotator_b": nb, "cohen_kappa": cohen_kappa(a, b),
              "raw_agreement": raw_agreement(a, b), "n_items": len(a)}
             for (na, a), (nb, b) in itertools.combinations(labels_by_annotator.items(), 2)]
     return pd.DataFrame(rows, columns=["annotator_a", "annotator_b", "cohen_kappa", "raw_agreement", "n_items"])
-
-
-def _context(book_text: str, start: int, end: int, width: int) -> tuple[str, str]:
-    before = book_text[max(0, start - width):start]
-    after = book_text[end:end + width]
-    return ("…" + before.lstrip()) if start - width > 0 else before, (after.rstrip() + "…") if end + width < len(book_text) else after
 
 
 def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: Mapping[str, Any],
@@ -159,7 +150,9 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
     for item_no, (method, c) in zip(ids, picked):
         book = books[c.book_id]
         start, end = c.spans[0][0], c.spans[-1][1]
-        before, after = _context(book.text, start, end, context_chars)
+        before, after = book.text[max(0, start - context_chars):start], book.text[end:end + context_chars]
+        before = ("…" + before.lstrip()) if start - context_chars > 0 else before
+        after = (after.rstrip() + "…") if end + context_chars < len(book.text) else after
         item_id = f"item-{item_no}"
         items.append({"item_id": item_id, "book": getattr(book, "title", c.book_id), "text_before": before,
                       "chunk_text": c.text, "text_after": after, **{d: "" for d in DIMENSIONS}, "comment": ""})
@@ -171,9 +164,8 @@ def export_rating_sheets(chunks_by_method: Mapping[str, Sequence[Any]], books: M
         random.Random(seed + 100 + r_i).shuffle(order)
         paths["sheets"][rater] = _write_rows(out_dir / f"{rater}.csv", order, SHEET_COLUMNS)
         paths["html"][rater] = write_text_atomic(out_dir / f"{rater}.html", _sheet_html(order, rater))
-    paths["key"] = _write_rows(out_dir / "key.csv", sorted(key_rows, key=lambda r: r["item_id"]), KEY_COLUMNS)
-    paths["n_items"] = len(items)
-    return paths
+    return {**paths, "key": _write_rows(out_dir / "key.csv", sorted(key_rows, key=lambda r: r["item_id"]), KEY_COLUMNS),
+            "n_items": len(items)}
 
 
 def _sheet_html(items: Sequence[Mapping[str, str]], rater: str) -> str:
@@ -196,8 +188,6 @@ def _sheet_html(items: Sequence[Mapping[str, str]], rater: str) -> str:
 
 def import_ratings(sheet_paths: Mapping[str, Path], key_path: Path):
     """Filled sheets → long DataFrame (rater, item_id, method, dimension, score); strict validation."""
-    import pandas as pd
-
     key = {row["item_id"]: row for row in _read_rows(key_path)}
     records = []
     for rater, path in sheet_paths.items():
@@ -231,8 +221,6 @@ def import_ratings(sheet_paths: Mapping[str, Path], key_path: Path):
 
 def summarize_ratings(long_df):
     """(per-method means table, per-dimension ICC(2,1) table) from :func:`import_ratings` output."""
-    import pandas as pd
-
     item_means = long_df.groupby(["method", "item_id", "dimension"])["score"].mean().reset_index()
     means = item_means.pivot_table(index="method", columns="dimension", values="score", aggfunc="mean")
     means = means.reindex(columns=list(DIMENSIONS))
@@ -250,20 +238,11 @@ def summarize_ratings(long_df):
 
 
 
-NEUTRAL = 3
-
-
 @dataclass
 class A2Rating:
     scores: dict[str, int]
     neutral: bool  # no valid reply after the retries: the neutral 3 everywhere
     attempts: int
-
-
-def a2_conversation(text_before: str, chunk_text: str, text_after: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": load_prompt("judge/a2_rubric_system")},
-            {"role": "user", "content": render_prompt("judge/a2_rubric_user", text_before=text_before or "(start of the unit)",
-                                                      chunk_text=chunk_text, text_after=text_after or "(end of the unit)")}]
 
 
 def parse_a2_scores(text: str) -> dict[str, int] | None:
@@ -290,12 +269,16 @@ def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: in
                 first_temperature: float = 0.0, max_new_tokens: int = 64,
                 tag: UsageTag = UsageTag("llm-rater", stage="a2-rating")) -> list[A2Rating]:
     """Rate every item with the A.2 rubric; an item never scored keeps the neutral 3."""
-    convs = [a2_conversation(it.get("text_before", ""), it["chunk_text"], it.get("text_after", "")) for it in items]
+    convs = [[{"role": "system", "content": load_prompt("judge/a2_rubric_system")},
+              {"role": "user", "content": render_prompt(
+                  "judge/a2_rubric_user", text_before=it.get("text_before") or "(start of the unit)",
+                  chunk_text=it["chunk_text"], text_after=it.get("text_after") or "(end of the unit)")}]
+             for it in items]
     got, attempts = _ask_until_read(
         backend, convs, parse_a2_scores, retries, tag, lambda attempt: SamplingParams(
             max_new_tokens=max_new_tokens, seed=seed + 1000 * attempt,
             temperature=first_temperature if attempt == 0 else max(0.7, first_temperature)))
-    return [A2Rating(g, False, n) if g is not None else A2Rating({d: NEUTRAL for d in DIMENSIONS}, True, n)
+    return [A2Rating(g, False, n) if g is not None else A2Rating({d: 3 for d in DIMENSIONS}, True, n)
             for g, n in zip(got, attempts)]
 
 
@@ -358,36 +341,26 @@ def build_rater_backends(cfgs: Sequence[Any], reuse: tuple[Any, Any] | None = No
     return out, list(built.values())
 
 
-HUMAN_RATINGS_DIR = "human_ratings"  # outputs/<profile>/human_ratings/<sheet set>/<rater>.csv
 LLM_SOURCE = "LLM ratings, not human"
-HUMAN_SOURCE = "human ratings"
 
 
 def filled_sheets_dir(profile: str, sheet_set: str) -> Path:
     """Where filled sheets go: ``outputs/<profile>/human_ratings/<sheet_set>/<rater>.csv``."""
-    return outputs_dir(profile) / HUMAN_RATINGS_DIR / sheet_set
-
-
-def find_filled_sheets(profile: str, sheet_set: str, raters: Sequence[str]) -> dict[str, Path] | None:
-    """The filled sheets of every rater, or None when there are none; some but not all is an error."""
-    folder = filled_sheets_dir(profile, sheet_set)
-    paths = {r: folder / f"{r}.csv" for r in raters}
-    present = [r for r, p in paths.items() if p.is_file()]
-    if not present:
-        return None
-    if len(present) < len(paths):
-        raise RatingSheetError(f"{folder}: filled sheets of {sorted(set(paths) - set(present))} missing "
-                               f"(found {sorted(present)}); every rater's sheet is needed")
-    return paths
+    return outputs_dir(profile) / "human_ratings" / sheet_set
 
 
 def _filled_sheets(profile: str, sheet_set: str, sheets: Mapping[str, Any], backend: Any, llm_fill: Any) -> dict:
-    filled = find_filled_sheets(profile, sheet_set, list(sheets["sheets"]))
-    if filled is not None:
-        return {"sheets": (filled, sheets["key"],
-                           {"source": HUMAN_SOURCE, "folder": shown_path(filled_sheets_dir(profile, sheet_set))})}
+    """Every rater's filled sheet (some but not all is an error), else the LLM-filled copies, else a note."""
+    folder = filled_sheets_dir(profile, sheet_set)
+    paths = {r: folder / f"{r}.csv" for r in sheets["sheets"]}
+    present = [r for r, p in paths.items() if p.is_file()]
+    if present and len(present) < len(paths):
+        raise RatingSheetError(f"{folder}: filled sheets of {sorted(set(paths) - set(present))} missing "
+                               f"(found {sorted(present)}); every rater's sheet is needed")
+    if present:
+        return {"sheets": (paths, sheets["key"], {"source": "human ratings", "folder": shown_path(folder)})}
     if backend is None:
-        return {"source": "none", "note": f"no filled sheets in {filled_sheets_dir(profile, sheet_set)}"}
+        return {"source": "none", "note": f"no filled sheets in {folder}"}
     out = Path(sheets["key"]).parent / "llm_filled"
     filled, key, info = llm_fill(out)
     info["folder"] = shown_path(out)
@@ -463,15 +436,11 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
 
 def ratings_by_dataset(long_df):
     """Appendix A per dataset: ``(table1, table9, agreement)``."""
-    import pandas as pd
-
     t1, t9, ag = [], [], []
     for ds, g in long_df.groupby("dataset", sort=True):
-        means, icc = summarize_ratings(g)
-        means.insert(0, "dataset", ds)
-        icc.insert(0, "dataset", ds)
-        t1.append(means)
-        t9.append(icc)
+        for out, df in zip((t1, t9), summarize_ratings(g)):  # the means, the ICCs
+            df.insert(0, "dataset", ds)
+            out.append(df)
         for d in DIMENSIONS:
             mat = g[g.dimension == d].pivot_table(index="item_id", columns="rater", values="score")
             labels = {r: [int(round(v)) for v in mat[r]] for r in mat.columns}
@@ -533,8 +502,6 @@ def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, se
 
 def import_pairwise_verdicts(sheet_paths: Mapping[str, Path], key_path: Path):
     """Filled pairwise sheets -> long DataFrame with the target's verdict (win/tie/loss)."""
-    import pandas as pd
-
     key = {r["item_id"]: r for r in _read_rows(key_path)}
     out = []
     for a, path in sheet_paths.items():
@@ -554,8 +521,6 @@ def import_pairwise_verdicts(sheet_paths: Mapping[str, Path], key_path: Path):
 
 def pairwise_agreement(long_df):
     """Appendix B.3 per dataset, over the items every annotator judged: ``(win_rates, pairs, fleiss)``."""
-    import pandas as pd
-
     wins, pairs, fl = [], [], []
     for ds, g in long_df.groupby("dataset", sort=True):
         mat = g.pivot_table(index="item_id", columns="annotator", values="verdict", aggfunc="first").dropna()

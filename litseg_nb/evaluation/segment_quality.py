@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 from ..chunk_sets import discover, for_segment_quality
 from ..chunkers.base import boundary_positions
@@ -72,8 +73,6 @@ def boundary_pairs(chunks: Sequence[Any], units: Mapping[tuple[str, str], Any], 
 
 def boundary_similarities(pairs: Sequence[tuple], embedder: Any):
     """DataFrame of pairs with their cosine similarity (embeddings L2-normalised → dot product)."""
-    import pandas as pd
-
     if not pairs:
         return pd.DataFrame(columns=["method", "book_id", "unit_id", "similarity"])
     # plain sentences, never the retrieval instruction prefix (the paper embeds the sentences)
@@ -90,8 +89,6 @@ def boundary_similarity_table(chunk_sets: Mapping[str, Sequence[Any]], books: Se
                               by: Sequence[str] = ("dataset", "method"),
                               names: Mapping[str, str] | None = None):
     """Mean, sd and count of boundary similarities per ``by`` group (Tables 2 and 6)."""
-    import pandas as pd
-
     units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
     dataset = {b.book_id: b.dataset for b in books}
     pairs = [p for cs in chunk_sets.values() for p in boundary_pairs(cs, units, {b.book_id: b.text for b in books})]
@@ -120,8 +117,6 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
                      cfg: SegmentQualityConfig, seed: int = 0,
                      length_reference: int | Mapping[str, int] | None = None):
     """The E.3 rubric judge over each method's units: ``(per_unit, per_method)``."""
-    import pandas as pd
-
 
     book_by_id = {b.book_id: b for b in books}
     units = {(b.book_id, u.unit_id): u for b in books for u in b.units}
