@@ -22,10 +22,6 @@ def number(notebook: Path) -> str:
     return notebook.name[:2]
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 @dataclass
 class Interval:
     notebook: str  # file name
@@ -40,7 +36,7 @@ class Record:
     path: Path
     jobs: int
     intervals: dict[str, Interval] = field(default_factory=dict)
-    run_started: str = field(default_factory=_now)
+    run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def start(self, notebook: Path, torch_threads: str) -> None:
         self.intervals[number(notebook)] = Interval(notebook.name, time.time(), torch_threads=torch_threads)

@@ -54,22 +54,19 @@ from urllib.parse import urlsplit
 from .. import api
 from ..config import ConfigError
 from ..core import cache, safe_io, schema
-from ..llm.request_cache import cache_report
+from ..llm.request_cache import CachedBackend, cache_report
 from ..core.cache import hash_file, hash_obj
 from ..api import check_count, count_fallbacks, iter_segment, segment_config
-from ..chunkers.base import ChunkerError
+from ..chunkers.base import ChunkerError, load_tokenizer
 from ..segmenters.registry import get_method
 from ..core.paths import outputs_dir
 from ..core.safe_io import OutputsNotWritable, ensure_writable
-from ..core.ray_cluster import RayAddressError, cluster, parse_address, require_ray, run_on_actors
-from ..llm.request_cache import CachedBackend
+from ..core.ray_cluster import cluster, parse_address, require_ray, run_on_actors
 from ..llm.embeddings import EmbeddingError
 from ..llm.base import LLMError
 from .params import parse_key_value
 from ..redact import redact_obj
-from ..chunkers.library import check_options as check_library_options
-from ..chunkers.library import is_library_method
-from ..chunkers.base import load_tokenizer
+from ..chunkers.library import check_options as check_library_options, is_library_method
 
 SUFFIXES = {"chunks": ".jsonl", "text": ".text.txt", "meta": ".meta.json"}
 FORMAT = "litseg_nb.segment/1"
@@ -109,11 +106,9 @@ def expand_inputs(inputs: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
             found = sorted(x for x in p.glob("*.txt") if x.is_file() and not _is_our_output(x))
         elif p.is_file():
             found = [p]
-        elif any(ch in str(item) for ch in "*?["):
+        else:  # a glob pattern (a path that does not exist matches nothing)
             found = sorted(Path(x) for x in _glob.glob(str(p), recursive=True)
                            if Path(x).is_file() and not _is_our_output(Path(x)))
-        else:
-            found = []
         if not found:
             missing.append(str(item))
         files.extend(found)
@@ -168,12 +163,10 @@ def _read_meta(base: Path) -> Any:
         return None
 
 
-def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
-    """The outputs at ``base`` are a finished run of this input with these settings and this code."""
-    p, meta = paths_of(base), _read_meta(base)
-    if meta is None or not (meta.get("format") == FORMAT and meta.get("complete") is True
-                            and meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint
-                            and meta.get("code") == cache.code_version()):
+def is_complete(base: Path, meta: dict[str, Any]) -> bool:
+    """``meta`` (the meta file at ``base``) records a finished run of this code, its files intact."""
+    p = paths_of(base)
+    if not (meta.get("format") == FORMAT and meta.get("complete") is True and meta.get("code") == cache.code_version()):
         return False
     return all(p[k].is_file() and hash_file(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text"))
 
@@ -190,15 +183,6 @@ def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
         if base.resolve() in seen:
             raise SegmentUsageError(f"inputs {seen[base.resolve()]} and {f} would write the same output {base}")
         seen[base.resolve()] = f
-
-
-def _existing_foreign(base: Path, input_sha: str, fingerprint: str) -> Path | None:
-    """An existing output file at ``base`` that is no (complete or partial) run of this input and settings."""
-    present = [x for x in paths_of(base).values() if x.exists()]
-    meta = _read_meta(base)
-    if meta is not None and meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint:
-        return None  # an earlier (maybe interrupted) run of the same book: redo it
-    return present[0] if present else None
 
 
 # ------------------------------------------------------------------ one book
@@ -292,12 +276,10 @@ def _server_name(cfg: Any) -> str:
 
 
 def segment_main(args: Any) -> int:
-    """Handler of ``python -m litseg_nb segment`` (with ``--ray`` too)."""
+    """Handler of ``python -m litseg_nb segment`` (with ``--ray`` too); a usage error (a
+    :class:`~litseg_nb.errors.LitsegError`) is printed as one line by :func:`litseg_nb.cli.main`."""
     try:
         return _segment_main(args)
-    except SegmentUsageError as exc:
-        print(f"[litseg_nb] segment: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("\n[litseg_nb] segment interrupted; finished books are complete, rerun the same command to "
               "resume", file=sys.stderr)
@@ -334,10 +316,7 @@ def _segment_main(args: Any) -> int:
             and not args.output.is_dir():
         raise SegmentUsageError(f"-o {args.output} names a file, but {len(files)} book(s) are segmented "
                                 f"({len(args.inputs)} input(s)): give a folder for their outputs")
-    try:
-        default_dir = outputs_dir(args.profile) / "segment" if args.output is None else Path(".")
-    except OutputsNotWritable as exc:
-        raise SegmentUsageError(str(exc)) from None
+    default_dir = outputs_dir(args.profile) / "segment" if args.output is None else Path(".")
     if args.output is not None and args.output.resolve() in {f.resolve() for f in files}:
         raise SegmentUsageError(f"-o {args.output} is an input book; refusing to write over it")
     bases = output_bases(files, args.method, args.output, default_dir, single)
@@ -381,10 +360,7 @@ def _check_ray_options(args: Any) -> None:
     if ray not in ("", "local", "auto") and Path(ray).exists():
         raise SegmentUsageError(f"--ray {ray}: that is a file or folder, not a cluster address; put --ray after "
                                 "the inputs (segment DIR --ray) or give the address (--ray local DIR)")
-    try:
-        address = parse_address(ray)
-    except RayAddressError as exc:
-        raise SegmentUsageError(str(exc)) from None
+    address = parse_address(ray)  # RayAddressError: a usage error
     if address.kind != "local" and args.ray_cpus is not None:
         raise SegmentUsageError(f"--ray-cpus sizes a local cluster; the cluster at {address} has its own CPUs")
     require_ray()
@@ -463,14 +439,16 @@ class _Run:
         except OSError as exc:
             self._fail(res, exc, t0)
             return None
-        if not self.args.force and is_complete(base, input_sha, self.fingerprint):
-            meta = _read_meta(base)
+        meta = _read_meta(base) or {}
+        # an earlier (complete, or interrupted: redone) run of this input with these settings
+        ours = meta.get("input_sha256") == input_sha and meta.get("settings") == self.fingerprint
+        if not self.args.force and ours and is_complete(base, meta):
             res.status, res.reason = "skipped", "already complete (use --force to redo)"
             res.units, res.chunks = meta["n_units"], meta["n_chunks"]
             res.fallbacks = meta.get("fallbacks", {})
             self.bar.update(1)
             return None
-        foreign = _existing_foreign(base, input_sha, self.fingerprint)
+        foreign = None if ours else next((x for x in paths_of(base).values() if x.exists()), None)
         if foreign is not None and not self.args.force:
             raise SegmentUsageError(f"output {foreign} exists (from another input or other settings); "
                                     "pass --force to replace it, or choose another -o")
@@ -687,8 +665,7 @@ class BookSegmenter:
             book = api.prepare_book(Path(path), self.cfg)
             items = api.segment_items(book, self.max_units)
             calls0 = _book_calls(self.backend, book.book_id)
-            size = None if self.spec.whole_input(self.cfg) else api.checkpoint_units(self.cfg, self.spec.needs_llm)
-            for part in iter_segment(self.spec, items, self.cfg, self.backend, self.embedder, batch_units=size):
+            for part in iter_segment(self.spec, items, self.cfg, self.backend, self.embedder):
                 chunks.extend(part)
         except (LLMError, EmbeddingError) as exc:
             calls = _book_calls(self.backend, book.book_id) - calls0 if book is not None else 0

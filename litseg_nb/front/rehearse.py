@@ -30,8 +30,7 @@ from ..config import SERVER_ENV, CorpusConfig, EmbeddingConfig, LLMConfig, _Base
 from ..config import FULL_STUDENT_MODEL, FULL_TEACHER_MODEL
 from ..core.paths import REPO_ROOT
 from ..core.schema import word_count
-from ..corpus import load_corpus
-from ..corpus import select_units
+from ..corpus import load_corpus, select_units
 from ..errors import UsageError
 from ..litseg.config import LitSegConfig
 from ..llm import SamplingParams, make_backend
@@ -52,9 +51,9 @@ VLLM_CLI = REPO_ROOT / "scripts" / "vllm_cpu_cli.py"
 ENGINE_CHECK = REPO_ROOT / "scripts" / "vllm_engine_check.py"
 
 
-def _tiny_xlmr_dir(kind: str, name: str) -> Path:
+def _tiny_xlmr_dir(kind: str) -> Path:
     """A tiny random XLM-RoBERTa (offline WordPiece vocabulary), saved once: ``m3`` a BGE-M3 folder (dense +
-    ColBERT + sparse heads, 8192 tokens), else a cross-encoder (one logit) shaped like bge-reranker-v2-m3."""
+    ColBERT + sparse heads, 8192 tokens), ``reranker`` a cross-encoder (one logit) shaped like bge-reranker-v2-m3."""
     def build(tmp: Path) -> None:
         import torch
         from transformers import AutoTokenizer, XLMRobertaConfig, XLMRobertaForSequenceClassification, XLMRobertaModel
@@ -74,15 +73,11 @@ def _tiny_xlmr_dir(kind: str, name: str) -> Path:
             torch.save(colbert.state_dict(), tmp / "colbert_linear.pt")
             torch.save(sparse.state_dict(), tmp / "sparse_linear.pt")
 
-    return _build_once(models_dir() / f"tiny-{name}-{TINY_REVISION}", build)
+    return _build_once(models_dir() / f"tiny-{'bge-m3' if kind == 'm3' else 'bge-reranker'}-{TINY_REVISION}", build)
 
 
-def tiny_bge_m3_dir() -> Path:
-    return _tiny_xlmr_dir("m3", "bge-m3")
-
-
-def tiny_reranker_dir() -> Path:
-    return _tiny_xlmr_dir("reranker", "bge-reranker")
+tiny_bge_m3_dir = functools.partial(_tiny_xlmr_dir, "m3")
+tiny_reranker_dir = functools.partial(_tiny_xlmr_dir, "reranker")
 
 
 #: the notebooks, and the engines each one runs in the rehearsal (as in `full`)
@@ -156,12 +151,6 @@ def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2
     return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker, llm_model)]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cpu_env() -> dict[str, str]:
     return {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
             "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -172,7 +161,9 @@ def start_server(python: str, model_dir: str, served: str, log_path: Path, timeo
     """``vllm serve`` of ``model_dir`` on a free port; ``(process, base_url)`` once ``/health`` answers."""
     import httpx
 
-    port = _free_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a free port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     cmd = [python, str(VLLM_CLI), "serve", model_dir, "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", served, "--enforce-eager", "--max-model-len", "8192", "--dtype", "float32",
            "--max-num-seqs", "8", "--max-logprobs", "20", "--enable-prefix-caching", "--enable-prompt-tokens-details"]
@@ -200,14 +191,6 @@ def stop_server(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-
-
-def grpo_vllm_ok(res: dict[str, Any]) -> bool:
-    """``scripts/grpo_vllm_check.py`` passed: one GRPO step, vLLM's rollout log-probs are the policy's
-    (gap under a tenth of the policy-vs-checkpoint gap) and trl's engine was released."""
-    gap, ref = res.get("policy vs vLLM logp gap"), res.get("policy vs disk logp gap") or 0.0
-    return (res.get("steps") == 1 and gap is not None and ref > 0.05 and gap < 0.1 * ref
-            and res.get("lora l2 change", 0) > 0 and res.get("engines after") == 0)
 
 
 def tiny_smollm2_adapter() -> Path:
@@ -531,11 +514,6 @@ def suspended() -> Iterator[None]:
         _suspended -= 1
 
 
-def _cell() -> str | None:
-    ip = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()  # a shell only where IPython runs
-    return None if ip is None else f"In [{ip.execution_count}]"
-
-
 def _observe(cfg: Any) -> None:
     if _suspended or _sink is None:
         return
@@ -543,7 +521,9 @@ def _observe(cfg: Any) -> None:
         issues = real_targets(cfg)
     _kept.append(cfg)
     if issues:  # only what fails is kept (every object would be a big file)
-        rec = {"notebook": os.environ.get(NOTEBOOK_ENV, ""), "cell": _cell(), "config": type(cfg).__name__,
+        ip = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()  # a shell only where IPython runs
+        rec = {"notebook": os.environ.get(NOTEBOOK_ENV, ""),
+               "cell": None if ip is None else f"In [{ip.execution_count}]", "config": type(cfg).__name__,
                "issues": issues, "id": id(cfg), "children": _children(cfg)}
         with open(_sink, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(rec) + "\n")
@@ -558,54 +538,44 @@ def _children(obj: Any) -> list[int]:
     return out
 
 
-def _install() -> None:
-    global _orig_post_init
-
-    if _orig_post_init is not None:
-        return
-    _orig_post_init = _Base.__post_init__
-    field_default = config._field_default
-
-    def quiet_default(f: Any) -> Any:  # a nested field's default, built only to be merged into
-        with suspended():
-            return field_default(f)
-
-    config._field_default = quiet_default
-
-    def __post_init__(self) -> None:  # noqa: N807 - the dataclass hook
-        _orig_post_init(self)
-        _observe(self)
-
-    _Base.__post_init__ = __post_init__
-
-
 def install_from_env() -> None:
-    """Record into ``$LITSEG_CONFIG_AUDIT`` (the rehearsal's kernels) when it is set."""
-    global _sink
+    """Record into ``$LITSEG_CONFIG_AUDIT`` (the rehearsal's kernels) when it is set: every config built
+    after this (once installed, the hooks stay)."""
+    global _sink, _orig_post_init
     target = os.environ.get(AUDIT_ENV, "").strip()
-    if target:
-        _sink = Path(target)
-        _install()
-        with open(_sink, "a", encoding="utf-8") as fh:  # the rehearsal checks every kernel was audited
-            fh.write(json.dumps({"notebook": os.environ.get(NOTEBOOK_ENV, ""), "installed": os.getpid()}) + "\n")
+    if not target:
+        return
+    _sink = Path(target)
+    if _orig_post_init is None:
+        _orig_post_init = _Base.__post_init__
+        field_default = config._field_default
 
+        def quiet_default(f: Any) -> Any:  # a nested field's default, built only to be merged into
+            with suspended():
+                return field_default(f)
 
-def uncovered(records: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per (notebook, cell, config, issue), deduplicated; a nested config counts as its parent's."""
-    nested = {c for r in records for c in r.get("children", ())}
-    return list(dict.fromkeys(f"notebook {r['notebook']} cell {r['cell']}: {r['config']}.{issue}"
-                              for r in records if r.get("id") not in nested for issue in r["issues"]))
+        def __post_init__(self) -> None:  # noqa: N807 - the dataclass hook
+            _orig_post_init(self)
+            _observe(self)
+
+        config._field_default = quiet_default
+        _Base.__post_init__ = __post_init__
+    with open(_sink, "a", encoding="utf-8") as fh:  # the rehearsal checks every kernel was audited
+        fh.write(json.dumps({"notebook": os.environ.get(NOTEBOOK_ENV, ""), "installed": os.getpid()}) + "\n")
 
 
 def read_sink(path: Path, notebook: str) -> list[str] | None:
-    """The uncovered configs ``notebook``'s kernel recorded; None when none of its kernels installed the audit."""
+    """The uncovered configs ``notebook``'s kernel recorded, one line per (cell, config, issue), deduplicated (a
+    nested config counts as its parent's); None when none of its kernels installed the audit."""
     if not Path(path).is_file():
         return None
     recs = [json.loads(ln) for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
     mine = [r for r in recs if r["notebook"] == notebook]
     if not any("installed" in r for r in mine):
         return None
-    return uncovered([r for r in mine if "issues" in r])
+    nested = {c for r in mine for c in r.get("children", ())}
+    return list(dict.fromkeys(f"notebook {r['notebook']} cell {r['cell']}: {r['config']}.{issue}"
+                              for r in mine if "issues" in r and r.get("id") not in nested for issue in r["issues"]))
 
 
 # ================================================================ --estimate
