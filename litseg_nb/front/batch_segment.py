@@ -93,6 +93,8 @@ class BookResult:
     seconds: float = 0.0
     reason: str = ""
     outside_words: int = 0  # words of the cleaned text in no narrative unit (front/back matter: not chunked)
+    input_sha: str = ""
+    t0: float = 0.0  # time.perf_counter() when the book was opened
 
 
 # ------------------------------------------------------------------ inputs and outputs
@@ -376,8 +378,6 @@ class _Book:
 
     res: BookResult
     book: Any
-    input_sha: str
-    t0: float
     calls0: int = 0
     chunks: list[Any] = field(default_factory=list)
     left: int = 0
@@ -429,15 +429,15 @@ class _Run:
         self.stopped = self.stopped or f"{what}: {why.split(': ', 1)[-1]}"
 
     # ---- opening a book: skip, refuse, fail or claim it
-    def _open(self, f: Path, base: Path) -> tuple[BookResult, str, float] | None:
-        """The book's result, input hash and start time; None when it is skipped (complete) or unreadable."""
+    def _open(self, f: Path, base: Path) -> BookResult | None:
+        """The book's result (input hash, start time); None when it is skipped (complete) or unreadable."""
         res = BookResult(f, base)
         self.results.append(res)
-        t0 = time.perf_counter()
+        res.t0 = time.perf_counter()
         try:
-            input_sha = hash_file(f)
+            res.input_sha = input_sha = hash_file(f)
         except OSError as exc:
-            self._fail(res, exc, t0)
+            self._fail(res, exc, timed=True)
             return None
         meta = _read_meta(base) or {}
         # an earlier (complete, or interrupted: redone) run of this input with these settings
@@ -452,12 +452,12 @@ class _Run:
         if foreign is not None and not self.args.force:
             raise SegmentUsageError(f"output {foreign} exists (from another input or other settings); "
                                     "pass --force to replace it, or choose another -o")
-        return res, input_sha, t0
+        return res
 
-    def _fail(self, res: BookResult, exc: BaseException | str, t0: float | None = None) -> None:
+    def _fail(self, res: BookResult, exc: BaseException | str, timed: bool = False) -> None:
         res.status, res.reason = "failed", exc if isinstance(exc, str) else f"{type(exc).__name__}: {_one_line(exc)}"
-        if t0 is not None:
-            res.seconds = time.perf_counter() - t0
+        if timed:
+            res.seconds = time.perf_counter() - res.t0
         self.bar.update(1)
 
     # ---- the in-process executor
@@ -476,20 +476,19 @@ class _Run:
                 self._run_batch(batch, whole_book=True)
 
     def _open_next(self) -> None:
-        opened = self._open(*self.todo.pop(0))
-        if opened is None:
+        res = self._open(*self.todo.pop(0))
+        if res is None:
             return
-        res, input_sha, t0 = opened
         try:
             book = api.prepare_book(res.source, self.cfg)
             items = api.segment_items(book, self.args.max_units)
         except BOOK_ERRORS as exc:
-            self._fail(res, exc, t0)
+            self._fail(res, exc, timed=True)
             return
         if self.backend is None and self.embedder is None:
             self.backend, self.embedder = api.build_models(self.spec, self.cfg)  # LLMError: stops the run
         res.units = len(items)
-        b = _Book(res, book, input_sha, t0, _book_calls(self.backend, book.book_id), left=len(items))
+        b = _Book(res, book, _book_calls(self.backend, book.book_id), left=len(items))
         self.active.append(b)
         self.queue.extend((b, it) for it in items)
         self.ubar.total += len(items)
@@ -526,7 +525,7 @@ class _Run:
                 self.queue = [x for x in self.queue if x[0] is not b]
                 self.active.remove(b)
                 self.ubar.update(b.left)
-                self._fail(b.res, exc, b.t0)
+                self._fail(b.res, exc, timed=True)
                 return
             for b in books:  # which book failed: run each book's share alone
                 self._run_batch([x for x in batch if x[0] is b])
@@ -537,14 +536,13 @@ class _Run:
 
     def _write(self, b: _Book, complete: bool) -> None:
         calls = _book_calls(self.backend, b.book.book_id) - b.calls0
-        self._finish(b.res, b.book, b.chunks, b.input_sha, complete, calls)
-        b.res.seconds = time.perf_counter() - b.t0
+        self._finish(b.res, b.book, b.chunks, complete, calls)
+        b.res.seconds = time.perf_counter() - b.res.t0
         self.active.remove(b)
         if complete:
             self.bar.update(1)
 
-    def _finish(self, res: BookResult, book: Any, chunks: list[Any], input_sha: str, complete: bool,
-                calls: int) -> None:
+    def _finish(self, res: BookResult, book: Any, chunks: list[Any], complete: bool, calls: int) -> None:
         """Count the chunks and write the book (``complete: false`` when the run stopped on it)."""
         args = self.args
         unmapped = _add_raw_spans(book, chunks)
@@ -563,8 +561,8 @@ class _Run:
         outside = outside_units(book)
         res.outside_words = sum(w for *_, w in outside)
         meta = {"format": FORMAT, "complete": complete, "code": cache.code_version(), "input": str(res.source),
-                "input_sha256": input_sha, "settings": self.fingerprint, "method": args.method, "profile": args.profile,
-                "options": redact_obj(_overrides(args)),  # server addresses without their secrets
+                "input_sha256": res.input_sha, "settings": self.fingerprint, "method": args.method,
+                "profile": args.profile, "options": redact_obj(_overrides(args)),  # addresses without secrets
                 "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
                 "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
                 "raw_spans_unmapped": unmapped, "tokenizer": tok.name, "n_units": len(units),
@@ -604,12 +602,12 @@ class _Run:
                         lost += 1
 
             left = run_on_actors(ray, BookSegmenter, (self.cfg, args.method, args.max_units), n, opened,
-                                 lambda actor, o: actor.segment.remote(str(o[0].source)), self._landed,
-                                 lambda o, exc: self._fail(o[0], f"Ray worker died ({type(exc).__name__}: "
+                                 lambda actor, res: actor.segment.remote(str(res.source)), self._landed,
+                                 lambda res, exc: self._fail(res, f"Ray worker died ({type(exc).__name__}: "
                                                                  f"{_one_line(exc)[:160]}); rerun to resume"),
                                  name="litseg-segment", num_gpus=args.ray_gpus or 0,
                                  more=lambda: self.stopped is None, last=last)
-        for res, *_ in left:  # never started: the run stopped on a dead server
+        for res in left:  # never started: the run stopped on a dead server
             self.results.remove(res)
         hits, misses = sum(c[0] for c in counts), sum(c[1] for c in counts)
         paths = sorted({c[2] for c in counts if c[2]})
@@ -622,8 +620,7 @@ class _Run:
         elif self.spec.needs_llm:
             self.cache_line = "LLM request cache: off (every reply computed)"
 
-    def _landed(self, opened: tuple[BookResult, str, float], out: BookOutcome) -> None:
-        res, input_sha, _ = opened
+    def _landed(self, res: BookResult, out: BookOutcome) -> None:
         res.seconds = out.seconds
         if out.status == "failed":
             self._fail(res, out.reason)
@@ -632,7 +629,7 @@ class _Run:
             self._stop(out.reason)
             res.status, res.reason = "stopped", out.reason
         if out.status == "done" or out.chunks:
-            self._finish(res, out.book, out.chunks, input_sha, out.status == "done", out.calls)
+            self._finish(res, out.book, out.chunks, out.status == "done", out.calls)
         self.bar.update(1)
 
 
