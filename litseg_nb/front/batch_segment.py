@@ -158,13 +158,6 @@ def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_unit
     return hash_obj({"method": method, "profile": profile, "options": opts, "max_units": max_units})[:16]
 
 
-def _read_meta(base: Path) -> Any:
-    try:
-        return json.loads(paths_of(base)["meta"].read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def is_complete(base: Path, meta: dict[str, Any]) -> bool:
     """``meta`` (the meta file at ``base``) records a finished run of this code, its files intact."""
     p = paths_of(base)
@@ -439,7 +432,10 @@ class _Run:
         except OSError as exc:
             self._fail(res, exc, timed=True)
             return None
-        meta = _read_meta(base) or {}
+        try:
+            meta = json.loads(paths_of(base)["meta"].read_text(encoding="utf-8")) or {}
+        except (OSError, ValueError):
+            meta = {}
         # an earlier (complete, or interrupted: redone) run of this input with these settings
         ours = meta.get("input_sha256") == input_sha and meta.get("settings") == self.fingerprint
         if not self.args.force and ours and is_complete(base, meta):
@@ -469,11 +465,8 @@ class _Run:
                 self._open_next()
             if not self.queue:
                 return
-            if pooled:
-                self._run_batch(self._take(size))
-            else:  # the queue holds one book
-                batch, self.queue = self.queue, []
-                self._run_batch(batch, whole_book=True)
+            # not pooled: the queue holds one book, segmented whole
+            self._run_batch(self._take(size if pooled else len(self.queue)), whole_book=not pooled)
 
     def _open_next(self) -> None:
         res = self._open(*self.todo.pop(0))

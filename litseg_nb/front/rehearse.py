@@ -103,22 +103,20 @@ def _flatten(d: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix[:-1], d)]
 
 
-def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-135m-instruct"
-                   ) -> list[tuple[str, Any]]:
+def rehearsal_sets(cls: type, m3: str, reranker: str) -> list[tuple[str, Any]]:
     """``--set`` overrides for ``cls``: ``full``'s code paths (every str/bool value) with the ``test``
-    profile's sizes, tiny local models and CPU-safe engine settings."""
+    profile's sizes, tiny local models (SmolLM2 for every LLM) and CPU-safe engine settings."""
     test, full = dict(_flatten(cls.for_profile("test").to_dict())), dict(_flatten(cls.for_profile("full").to_dict()))
     out: dict[str, Any] = {}
     for path, tv in test.items():
-        fv = full.get(path)
-        if path not in full or tv == fv or path.split(".")[-1] in ("seed", "profile") or path in _FULL_KEPT:
+        if path not in full or tv == full[path] or path.split(".")[-1] in ("seed", "profile") or path in _FULL_KEPT:
             continue
         if (isinstance(tv, (int, float)) and not isinstance(tv, bool)) or path in _DATA_PATHS:
             out[path] = tv
     hints = cls.for_profile("full")
     # every LLM role (05's judge, 06/07's raters)
     for role in [r for r in ("llm", "judge_llm", "rater_llm", "rater2_llm") if hasattr(hints, r)]:
-        out.update({f"{role}.model": llm_model, f"{role}.dtype": "float32", f"{role}.device": "cpu"})
+        out.update({f"{role}.model": SMOLLM2, f"{role}.dtype": "float32", f"{role}.device": "cpu"})
         if getattr(hints, role).backend == "vllm":
             out.update({f"{role}.max_model_len": 8192, f"{role}.engine": dict(CPU_ENGINE)})
     if hasattr(hints, "embedding"):
@@ -134,12 +132,10 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
         out["grpo_allow_no_signal"] = True  # a 135M student's rollouts often score alike
         # a 135M teacher at test-sized reply caps falls back on every unit: train on those, as the CPU profiles do
         out["fallback_units"] = "include_if_needed"
-    name = cls.__name__
-    return [(f"{name}.{k}", list(v) if isinstance(v, tuple) else v) for k, v in out.items()]
+    return [(f"{cls.__name__}.{k}", list(v) if isinstance(v, tuple) else v) for k, v in out.items()]
 
 
-def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2-135m-instruct"
-                  ) -> list[tuple[str, Any]]:
+def notebook_sets(number: str, m3: str, reranker: str) -> list[tuple[str, Any]]:
     """The sets for notebook ``number``: its own config's first, then every other stage config's (a
     notebook may build any of them inside)."""
     # deferred: loads nbformat (not loaded by importing this module)
@@ -148,7 +144,7 @@ def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2
     (nb,) = discover_notebooks([number])
     classes = [NOTEBOOK_CONFIGS[nb.stem].config_class()] if nb.stem in NOTEBOOK_CONFIGS else []
     classes += [c for c in params.stage_config_classes() if c not in classes]
-    return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker, llm_model)]
+    return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker)]
 
 
 def cpu_env() -> dict[str, str]:
