@@ -271,8 +271,7 @@ def _server_name(cfg: Any) -> str:
 
 
 def segment_main(args: Any) -> int:
-    """Handler of ``python -m litseg_nb segment`` (with ``--ray`` too); a usage error (a
-    :class:`~litseg_nb.errors.LitsegError`) is printed as one line by :func:`litseg_nb.cli.main`."""
+    """Handler of ``python -m litseg_nb segment`` (``--ray`` too); :func:`litseg_nb.cli.main` prints usage errors."""
     try:
         return _segment_main(args)
     except KeyboardInterrupt:

@@ -147,10 +147,9 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
         chunks_all = [c for c in load_chunks(out) if c.book_id != book_id] + chunks if out.is_file() else chunks
         report_path = out.with_suffix(".import.json")
         books: dict[str, Any] = {}
-        if report_path.is_file():
-            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):  # an unreadable report: anew
-                old = json.loads(report_path.read_text(encoding="utf-8"))
-                books = dict(old.get("books") or {old["book_id"]: {k: v for k, v in old.items() if k != "books"}})
+        with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):  # else anew
+            old = json.loads(report_path.read_text(encoding="utf-8"))
+            books = dict(old.get("books") or {old["book_id"]: {k: v for k, v in old.items() if k != "books"}})
         books.pop(book_id, None)
         books[book_id] = rep.to_dict()
         write_json_atomic(report_path, {**rep.to_dict(), "books": books}, indent=1)  # first: marks the set imported

@@ -441,27 +441,22 @@ _LOOPBACK = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(/|$)"
 LOCAL_LITERARYQA_SPLITS = ("validation",)
 
 
-@contextlib.contextmanager
-def _no_sets() -> Iterator[None]:
-    """No ``--set`` overrides and no server variables inside the block: ``full`` as is."""
+@functools.cache
+def full_models() -> set[str]:
+    """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config), read
+    as is: without ``--set`` overrides and server variables."""
+    names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
     saved = {k: os.environ.pop(k) for k, *_ in SERVER_ENV if k in os.environ}
     sets = active_sets()
     use_sets([])
     try:
-        yield
+        with suspended():
+            for cls in params.stage_config_classes():
+                names |= {v for k, v in _flatten(cls.for_profile("full").to_dict())
+                          if re.search(r"(^|[._])model$", k) and isinstance(v, str) and v}
     finally:
         use_sets(sets)
         os.environ.update(saved)
-
-
-@functools.cache
-def full_models() -> set[str]:
-    """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config)."""
-    names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
-    with _no_sets(), suspended():
-        for cls in params.stage_config_classes():
-            names |= {v for k, v in _flatten(cls.for_profile("full").to_dict())
-                      if re.search(r"(^|[._])model$", k) and isinstance(v, str) and v}
     return names
 
 
