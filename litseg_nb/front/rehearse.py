@@ -208,9 +208,9 @@ def tiny_smollm2_adapter() -> Path:
     return _build_once(models_dir() / f"smollm2-lora-{TINY_REVISION}", build)
 
 
-def _row(part: str, engine: str, seconds: float, ok: bool, note: str = "") -> dict[str, Any]:
+def _row(part: str, engine: str, seconds: float, ok: bool, note: str = "", **columns: Any) -> dict[str, Any]:
     return {"notebook / piece": part, "engine": engine, "seconds": round(seconds, 1),
-            "result": "pass" if ok else "FAIL", "note": note}
+            "result": "pass" if ok else "FAIL", **columns, "note": note}
 
 
 def _piece(part: str, engine: str, check: Any) -> dict[str, Any]:
@@ -386,16 +386,15 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
                 note += f" | {len(uncovered)} config field(s) still full's: " + "; ".join(uncovered[:3])
             if left:
                 note += f" | {len(left)} process(es) outlived the notebook: {left[:5]}"
-            row = _row(n, NOTEBOOK_ENGINES.get(n, "?"), time.perf_counter() - t0, ok, note.strip(" |"))
+            seconds = time.perf_counter() - t0
             use = notebook_usage(work / "outputs", n)
-            row.update({"LLM calls": use["calls"], "cache hits": use["cache_hits"],
-                        "prompt tokens": use["prompt_tokens"], "completion tokens": use["completion_tokens"],
-                        "peak RSS GiB": round(watch.peak / 2**30, 2),
-                        "engines in kernel at end": "?" if engines is None else engines,
-                        "engine processes left": len(watch.engines(left)), "processes left": len(left),
-                        "uncovered configs": "not audited" if audited is None else len(uncovered)})
-            row["note"] = row.pop("note")
-            rows.append(row)
+            rows.append(_row(n, NOTEBOOK_ENGINES.get(n, "?"), seconds, ok, note.strip(" |"), **{
+                "LLM calls": use["calls"], "cache hits": use["cache_hits"],
+                "prompt tokens": use["prompt_tokens"], "completion tokens": use["completion_tokens"],
+                "peak RSS GiB": round(watch.peak / 2**30, 2),
+                "engines in kernel at end": "?" if engines is None else engines,
+                "engine processes left": len(watch.engines(left)), "processes left": len(left),
+                "uncovered configs": "not audited" if audited is None else len(uncovered)}))
             (work / "rehearsal_rows.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
             if not ok:
                 break
@@ -521,12 +520,9 @@ def _observe(cfg: Any) -> None:
 
 
 def _children(obj: Any) -> list[int]:
-    out = []
-    for f in dataclasses.fields(obj):
-        v = getattr(obj, f.name)
-        if dataclasses.is_dataclass(v):
-            out += [id(v), *_children(v)]
-    return out
+    """The ids of the configs nested in ``obj``, recursively."""
+    values = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+    return [i for v in values if dataclasses.is_dataclass(v) for i in (id(v), *_children(v))]
 
 
 def install_from_env() -> None:
