@@ -161,9 +161,8 @@ def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_unit
 def is_complete(base: Path, meta: dict[str, Any]) -> bool:
     """``meta`` (the meta file at ``base``) records a finished run of this code, its files intact."""
     p = paths_of(base)
-    if not (meta.get("format") == FORMAT and meta.get("complete") is True and meta.get("code") == cache.code_version()):
-        return False
-    return all(p[k].is_file() and hash_file(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text"))
+    return (meta.get("format") == FORMAT and meta.get("complete") is True and meta.get("code") == cache.code_version()
+            and all(p[k].is_file() and hash_file(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text")))
 
 
 def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
