@@ -179,14 +179,13 @@ def start_server(python: str, model_dir: str, served: str, log_path: Path, timeo
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+    with contextlib.suppress(ProcessLookupError):  # gone already
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
 
 
 def tiny_smollm2_adapter() -> Path:
@@ -329,9 +328,7 @@ def notebook_usage(outputs: Path, number: str) -> dict[str, Any]:
 
     path = outputs / "full" / "artifacts" / "usage" / f"{number}.csv"
     keys = ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
-    if not path.is_file():
-        return {k: 0 for k in keys}
-    df = pd.read_csv(path)
+    df = pd.read_csv(path) if path.is_file() else pd.DataFrame()
     return {k: int(df[k].sum()) if k in df else 0 for k in keys}
 
 
@@ -707,8 +704,7 @@ def rehearsal_quantities() -> dict[str, float]:
         rcfg = RagConfig.for_profile("full")
     books = load_corpus(lcfg.corpus)
     ev = [word_count(u.text(b.text)) for b, u in select_units(books, lcfg.selection)]
-    train = load_corpus(lcfg.train_corpus)
-    tr = [word_count(u.text(b.text)) for b in train for u in b.units if u.n_sentences]
+    tr = [word_count(u.text(b.text)) for b in load_corpus(lcfg.train_corpus) for u in b.units if u.n_sentences]
     q = rcfg.generation_max_questions * len(rcfg.corpus.datasets)
     return {"eval_units": float(len(ev)), "eval_words": float(sum(ev)), "train_units": float(len(tr)),
             "train_words": float(sum(tr)), "questions": float(q)}
