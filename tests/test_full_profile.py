@@ -188,8 +188,14 @@ def test_grpo_vllm_check_needs_the_synced_policy():
     """scripts/grpo_vllm_check.py (one GRPO step with trl's colocated vLLM rollouts) passes only when
     vLLM's rollout log-probs are the trained policy's (the weight sync reached the engine), the step
     trained, and trl's engine was released."""
-    from litseg_nb.front.rehearse import grpo_vllm_ok
+    import importlib.util
 
+    from litseg_nb.core.paths import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("grpo_vllm_check", REPO_ROOT / "scripts" / "grpo_vllm_check.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    grpo_vllm_ok = script.grpo_vllm_ok
     good = {"steps": 1, "policy vs disk logp gap": 0.9, "policy vs vLLM logp gap": 0.001,
             "lora l2 change": 0.01, "engines after": 0}
     assert grpo_vllm_ok(good)

@@ -34,24 +34,19 @@ def data_dir() -> Path:
     return root
 
 
-_DOWNLOAD = "python -m litseg_nb download-data"
-
-
 def missing_dataset_message(dataset: str, folder: Path) -> str:
     """Why ``dataset`` cannot be loaded from ``folder`` and how to get it (one paragraph)."""
-    root = folder.parent
+    how = ("on a machine with internet run "
+           f"`python -m litseg_nb download-data --datasets {dataset} --dest {folder.parent}`")
     if dataset == "gutenqa":
         what = (f"expected {folder / 'GutenQA_paragraphs.parquet'} (hub dataset "
                 f"LumberChunker/GutenQA_Paragraphs) and {folder / 'questions.parquet'} (hub dataset "
                 "LumberChunker/GutenQA)")
-        how = f"on a machine with internet run `{_DOWNLOAD} --datasets gutenqa --dest {root}`"
     elif dataset == "literaryqa":
         what = (f"expected {folder / 'annotations'}/<split>.jsonl (hub dataset sapienzanlp/LiteraryQA) "
                 f"and the books' Project Gutenberg texts in {folder / 'texts'}/<split>/<gutenberg_id>.txt")
-        how = f"on a machine with internet run `{_DOWNLOAD} --datasets literaryqa --dest {root}`"
     else:
-        what = f"expected the dataset folder {folder}"
-        how = "see the README's data section"
+        what, how = f"expected the dataset folder {folder}", "see the README's data section"
     return (f"{dataset} data not found: {what}. Nothing is downloaded at run time: {how}, or set "
             f"LITSEG_DATA_DIR to the folder that holds {dataset}/ (see the README, 'Data').")
 

@@ -49,10 +49,8 @@ class RayAddress:
     @property
     def init_address(self) -> str | None:
         """What :func:`ray.init` is given (None: start a local cluster)."""
-        if self.kind == LOCAL:
-            return None
-        if self.kind == AUTO:
-            return AUTO
+        if self.kind in (LOCAL, AUTO):
+            return None if self.kind == LOCAL else AUTO
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{'ray://' if self.kind == 'client' else ''}{host}:{self.port}"
 

@@ -22,10 +22,6 @@ def number(notebook: Path) -> str:
     return notebook.name[:2]
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 @dataclass
 class Interval:
     notebook: str  # file name
@@ -40,7 +36,7 @@ class Record:
     path: Path
     jobs: int
     intervals: dict[str, Interval] = field(default_factory=dict)
-    run_started: str = field(default_factory=_now)
+    run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def start(self, notebook: Path, torch_threads: str) -> None:
         self.intervals[number(notebook)] = Interval(notebook.name, time.time(), torch_threads=torch_threads)
@@ -58,25 +54,21 @@ class Record:
             iv.torch_threads += f"→{torch_threads}"
             self._write()
 
-    def beside(self, num: str) -> list[str]:
-        now = time.time()
-        me = self.intervals[num]
-        a0, a1 = me.started, me.ended or now
-        return sorted(m for m, iv in self.intervals.items()
-                      if m != num and iv.started < a1 and (iv.ended or now) > a0)
-
     def _write(self) -> None:
         try:
             old = _read(self.path)
         except ConfigError as exc:
             warnings.warn(f"{exc}; writing it anew", stacklevel=2)
             old = {}
+        now = time.time()
         for num, iv in self.intervals.items():
+            beside = sorted(m for m, other in self.intervals.items() if m != num
+                            and other.started < (iv.ended or now) and (other.ended or now) > iv.started)
             old[num] = {"notebook": iv.notebook, "status": iv.status, "run_started": self.run_started,
                         "jobs": self.jobs, "torch_threads": iv.torch_threads,
                         "started": datetime.fromtimestamp(iv.started, timezone.utc).isoformat(timespec="seconds"),
                         "seconds": None if iv.ended is None else round(iv.ended - iv.started, 1),
-                        "ran_beside": self.beside(num)}
+                        "ran_beside": beside}
         write_json_atomic(self.path, dict(sorted(old.items())), indent=1)
 
 

@@ -58,11 +58,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 def write_text_atomic(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
     path = Path(path)
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding=encoding) as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+    with atomic_path(path) as tmp, open(tmp, "w", encoding=encoding) as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
     return path
 
 

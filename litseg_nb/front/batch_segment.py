@@ -54,22 +54,19 @@ from urllib.parse import urlsplit
 from .. import api
 from ..config import ConfigError
 from ..core import cache, safe_io, schema
-from ..llm.request_cache import cache_report
+from ..llm.request_cache import CachedBackend, cache_report
 from ..core.cache import hash_file, hash_obj
 from ..api import check_count, count_fallbacks, iter_segment
-from ..chunkers.base import ChunkerError
+from ..chunkers.base import ChunkerError, load_tokenizer
 from ..segmenters.registry import get_method
 from ..core.paths import outputs_dir
 from ..core.safe_io import OutputsNotWritable, ensure_writable
-from ..core.ray_cluster import RayAddressError, cluster, parse_address, require_ray, run_on_actors
-from ..llm.request_cache import CachedBackend
+from ..core.ray_cluster import cluster, parse_address, require_ray, run_on_actors
 from ..llm.embeddings import EmbeddingError
 from ..llm.base import LLMError
 from .params import parse_key_value
 from ..redact import redact_obj
-from ..chunkers.library import check_options as check_library_options
-from ..chunkers.library import is_library_method
-from ..chunkers.base import load_tokenizer
+from ..chunkers.library import check_options as check_library_options, is_library_method
 
 SUFFIXES = {"chunks": ".jsonl", "text": ".text.txt", "meta": ".meta.json"}
 FORMAT = "litseg_nb.segment/1"
@@ -96,6 +93,8 @@ class BookResult:
     seconds: float = 0.0
     reason: str = ""
     outside_words: int = 0  # words of the cleaned text in no narrative unit (front/back matter: not chunked)
+    input_sha: str = ""
+    t0: float = 0.0  # time.perf_counter() when the book was opened
 
 
 # ------------------------------------------------------------------ inputs and outputs
@@ -109,11 +108,9 @@ def expand_inputs(inputs: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
             found = sorted(x for x in p.glob("*.txt") if x.is_file() and not _is_our_output(x))
         elif p.is_file():
             found = [p]
-        elif any(ch in str(item) for ch in "*?["):
+        else:  # a glob pattern (a path that does not exist matches nothing)
             found = sorted(Path(x) for x in _glob.glob(str(p), recursive=True)
                            if Path(x).is_file() and not _is_our_output(Path(x)))
-        else:
-            found = []
         if not found:
             missing.append(str(item))
         files.extend(found)
@@ -161,21 +158,11 @@ def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_unit
     return hash_obj({"method": method, "profile": profile, "options": opts, "max_units": max_units})[:16]
 
 
-def _read_meta(base: Path) -> Any:
-    try:
-        return json.loads(paths_of(base)["meta"].read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def is_complete(base: Path, input_sha: str, fingerprint: str) -> bool:
-    """The outputs at ``base`` are a finished run of this input with these settings and this code."""
-    p, meta = paths_of(base), _read_meta(base)
-    if meta is None or not (meta.get("format") == FORMAT and meta.get("complete") is True
-                            and meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint
-                            and meta.get("code") == cache.code_version()):
-        return False
-    return all(p[k].is_file() and hash_file(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text"))
+def is_complete(base: Path, meta: dict[str, Any]) -> bool:
+    """``meta`` (the meta file at ``base``) records a finished run of this code, its files intact."""
+    p = paths_of(base)
+    return (meta.get("format") == FORMAT and meta.get("complete") is True and meta.get("code") == cache.code_version()
+            and all(p[k].is_file() and hash_file(p[k]) == meta.get("files", {}).get(k) for k in ("chunks", "text")))
 
 
 def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
@@ -190,15 +177,6 @@ def check_outputs(files: Sequence[Path], bases: Sequence[Path]) -> None:
         if base.resolve() in seen:
             raise SegmentUsageError(f"inputs {seen[base.resolve()]} and {f} would write the same output {base}")
         seen[base.resolve()] = f
-
-
-def _existing_foreign(base: Path, input_sha: str, fingerprint: str) -> Path | None:
-    """An existing output file at ``base`` that is no (complete or partial) run of this input and settings."""
-    present = [x for x in paths_of(base).values() if x.exists()]
-    meta = _read_meta(base)
-    if meta is not None and meta.get("input_sha256") == input_sha and meta.get("settings") == fingerprint:
-        return None  # an earlier (maybe interrupted) run of the same book: redo it
-    return present[0] if present else None
 
 
 # ------------------------------------------------------------------ one book
@@ -292,12 +270,9 @@ def _server_name(cfg: Any) -> str:
 
 
 def segment_main(args: Any) -> int:
-    """Handler of ``python -m litseg_nb segment`` (with ``--ray`` too)."""
+    """Handler of ``python -m litseg_nb segment`` (``--ray`` too); :func:`litseg_nb.cli.main` prints usage errors."""
     try:
         return _segment_main(args)
-    except SegmentUsageError as exc:
-        print(f"[litseg_nb] segment: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("\n[litseg_nb] segment interrupted; finished books are complete, rerun the same command to "
               "resume", file=sys.stderr)
@@ -334,10 +309,7 @@ def _segment_main(args: Any) -> int:
             and not args.output.is_dir():
         raise SegmentUsageError(f"-o {args.output} names a file, but {len(files)} book(s) are segmented "
                                 f"({len(args.inputs)} input(s)): give a folder for their outputs")
-    try:
-        default_dir = outputs_dir(args.profile) / "segment" if args.output is None else Path(".")
-    except OutputsNotWritable as exc:
-        raise SegmentUsageError(str(exc)) from None
+    default_dir = outputs_dir(args.profile) / "segment" if args.output is None else Path(".")
     if args.output is not None and args.output.resolve() in {f.resolve() for f in files}:
         raise SegmentUsageError(f"-o {args.output} is an input book; refusing to write over it")
     bases = output_bases(files, args.method, args.output, default_dir, single)
@@ -381,10 +353,7 @@ def _check_ray_options(args: Any) -> None:
     if ray not in ("", "local", "auto") and Path(ray).exists():
         raise SegmentUsageError(f"--ray {ray}: that is a file or folder, not a cluster address; put --ray after "
                                 "the inputs (segment DIR --ray) or give the address (--ray local DIR)")
-    try:
-        address = parse_address(ray)
-    except RayAddressError as exc:
-        raise SegmentUsageError(str(exc)) from None
+    address = parse_address(ray)  # RayAddressError: a usage error
     if address.kind != "local" and args.ray_cpus is not None:
         raise SegmentUsageError(f"--ray-cpus sizes a local cluster; the cluster at {address} has its own CPUs")
     require_ray()
@@ -400,8 +369,6 @@ class _Book:
 
     res: BookResult
     book: Any
-    input_sha: str
-    t0: float
     calls0: int = 0
     chunks: list[Any] = field(default_factory=list)
     left: int = 0
@@ -453,33 +420,38 @@ class _Run:
         self.stopped = self.stopped or f"{what}: {why.split(': ', 1)[-1]}"
 
     # ---- opening a book: skip, refuse, fail or claim it
-    def _open(self, f: Path, base: Path) -> tuple[BookResult, str, float] | None:
-        """The book's result, input hash and start time; None when it is skipped (complete) or unreadable."""
+    def _open(self, f: Path, base: Path) -> BookResult | None:
+        """The book's result (input hash, start time); None when it is skipped (complete) or unreadable."""
         res = BookResult(f, base)
         self.results.append(res)
-        t0 = time.perf_counter()
+        res.t0 = time.perf_counter()
         try:
-            input_sha = hash_file(f)
+            res.input_sha = input_sha = hash_file(f)
         except OSError as exc:
-            self._fail(res, exc, t0)
+            self._fail(res, exc, timed=True)
             return None
-        if not self.args.force and is_complete(base, input_sha, self.fingerprint):
-            meta = _read_meta(base)
+        try:
+            meta = json.loads(paths_of(base)["meta"].read_text(encoding="utf-8")) or {}
+        except (OSError, ValueError):
+            meta = {}
+        # an earlier (complete, or interrupted: redone) run of this input with these settings
+        ours = meta.get("input_sha256") == input_sha and meta.get("settings") == self.fingerprint
+        if not self.args.force and ours and is_complete(base, meta):
             res.status, res.reason = "skipped", "already complete (use --force to redo)"
             res.units, res.chunks = meta["n_units"], meta["n_chunks"]
             res.fallbacks = meta.get("fallbacks", {})
             self.bar.update(1)
             return None
-        foreign = _existing_foreign(base, input_sha, self.fingerprint)
+        foreign = None if ours else next((x for x in paths_of(base).values() if x.exists()), None)
         if foreign is not None and not self.args.force:
             raise SegmentUsageError(f"output {foreign} exists (from another input or other settings); "
                                     "pass --force to replace it, or choose another -o")
-        return res, input_sha, t0
+        return res
 
-    def _fail(self, res: BookResult, exc: BaseException | str, t0: float | None = None) -> None:
+    def _fail(self, res: BookResult, exc: BaseException | str, timed: bool = False) -> None:
         res.status, res.reason = "failed", exc if isinstance(exc, str) else f"{type(exc).__name__}: {_one_line(exc)}"
-        if t0 is not None:
-            res.seconds = time.perf_counter() - t0
+        if timed:
+            res.seconds = time.perf_counter() - res.t0
         self.bar.update(1)
 
     # ---- the in-process executor
@@ -491,27 +463,23 @@ class _Run:
                 self._open_next()
             if not self.queue:
                 return
-            if pooled:
-                self._run_batch(self._take(size))
-            else:  # the queue holds one book
-                batch, self.queue = self.queue, []
-                self._run_batch(batch, whole_book=True)
+            # not pooled: the queue holds one book, segmented whole
+            self._run_batch(self._take(size if pooled else len(self.queue)), whole_book=not pooled)
 
     def _open_next(self) -> None:
-        opened = self._open(*self.todo.pop(0))
-        if opened is None:
+        res = self._open(*self.todo.pop(0))
+        if res is None:
             return
-        res, input_sha, t0 = opened
         try:
             book = api.prepare_book(res.source, self.cfg)
             items = api.segment_items(book, self.args.max_units)
         except BOOK_ERRORS as exc:
-            self._fail(res, exc, t0)
+            self._fail(res, exc, timed=True)
             return
         if self.backend is None and self.embedder is None:
             self.backend, self.embedder = api.build_models(self.spec, self.cfg)  # LLMError: stops the run
         res.units = len(items)
-        b = _Book(res, book, input_sha, t0, _book_calls(self.backend, book.book_id), left=len(items))
+        b = _Book(res, book, _book_calls(self.backend, book.book_id), left=len(items))
         self.active.append(b)
         self.queue.extend((b, it) for it in items)
         self.ubar.total += len(items)
@@ -548,7 +516,7 @@ class _Run:
                 self.queue = [x for x in self.queue if x[0] is not b]
                 self.active.remove(b)
                 self.ubar.update(b.left)
-                self._fail(b.res, exc, b.t0)
+                self._fail(b.res, exc, timed=True)
                 return
             for b in books:  # which book failed: run each book's share alone
                 self._run_batch([x for x in batch if x[0] is b])
@@ -559,14 +527,13 @@ class _Run:
 
     def _write(self, b: _Book, complete: bool) -> None:
         calls = _book_calls(self.backend, b.book.book_id) - b.calls0
-        self._finish(b.res, b.book, b.chunks, b.input_sha, complete, calls)
-        b.res.seconds = time.perf_counter() - b.t0
+        self._finish(b.res, b.book, b.chunks, complete, calls)
+        b.res.seconds = time.perf_counter() - b.res.t0
         self.active.remove(b)
         if complete:
             self.bar.update(1)
 
-    def _finish(self, res: BookResult, book: Any, chunks: list[Any], input_sha: str, complete: bool,
-                calls: int) -> None:
+    def _finish(self, res: BookResult, book: Any, chunks: list[Any], complete: bool, calls: int) -> None:
         """Count the chunks and write the book (``complete: false`` when the run stopped on it)."""
         args = self.args
         unmapped = _add_raw_spans(book, chunks)
@@ -585,8 +552,8 @@ class _Run:
         outside = outside_units(book)
         res.outside_words = sum(w for *_, w in outside)
         meta = {"format": FORMAT, "complete": complete, "code": cache.code_version(), "input": str(res.source),
-                "input_sha256": input_sha, "settings": self.fingerprint, "method": args.method, "profile": args.profile,
-                "options": redact_obj(_overrides(args)),  # server addresses without their secrets
+                "input_sha256": res.input_sha, "settings": self.fingerprint, "method": args.method,
+                "profile": args.profile, "options": redact_obj(_overrides(args)),  # addresses without secrets
                 "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
                 "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
                 "raw_spans_unmapped": unmapped, "tokenizer": tok.name, "n_units": len(units),
@@ -626,12 +593,12 @@ class _Run:
                         lost += 1
 
             left = run_on_actors(ray, BookSegmenter, (self.cfg, args.method, args.max_units), n, opened,
-                                 lambda actor, o: actor.segment.remote(str(o[0].source)), self._landed,
-                                 lambda o, exc: self._fail(o[0], f"Ray worker died ({type(exc).__name__}: "
+                                 lambda actor, res: actor.segment.remote(str(res.source)), self._landed,
+                                 lambda res, exc: self._fail(res, f"Ray worker died ({type(exc).__name__}: "
                                                                  f"{_one_line(exc)[:160]}); rerun to resume"),
                                  name="litseg-segment", num_gpus=args.ray_gpus or 0,
                                  more=lambda: self.stopped is None, last=last)
-        for res, *_ in left:  # never started: the run stopped on a dead server
+        for res in left:  # never started: the run stopped on a dead server
             self.results.remove(res)
         hits, misses = sum(c[0] for c in counts), sum(c[1] for c in counts)
         paths = sorted({c[2] for c in counts if c[2]})
@@ -644,8 +611,7 @@ class _Run:
         elif self.spec.needs_llm:
             self.cache_line = "LLM request cache: off (every reply computed)"
 
-    def _landed(self, opened: tuple[BookResult, str, float], out: BookOutcome) -> None:
-        res, input_sha, _ = opened
+    def _landed(self, res: BookResult, out: BookOutcome) -> None:
         res.seconds = out.seconds
         if out.status == "failed":
             self._fail(res, out.reason)
@@ -654,7 +620,7 @@ class _Run:
             self._stop(out.reason)
             res.status, res.reason = "stopped", out.reason
         if out.status == "done" or out.chunks:
-            self._finish(res, out.book, out.chunks, input_sha, out.status == "done", out.calls)
+            self._finish(res, out.book, out.chunks, out.status == "done", out.calls)
         self.bar.update(1)
 
 
@@ -687,8 +653,7 @@ class BookSegmenter:
             book = api.prepare_book(Path(path), self.cfg)
             items = api.segment_items(book, self.max_units)
             calls0 = _book_calls(self.backend, book.book_id)
-            size = None if self.spec.whole_input(self.cfg) else api.checkpoint_units(self.cfg, self.spec.needs_llm)
-            for part in iter_segment(self.spec, items, self.cfg, self.backend, self.embedder, batch_units=size):
+            for part in iter_segment(self.spec, items, self.cfg, self.backend, self.embedder):
                 chunks.extend(part)
         except (LLMError, EmbeddingError) as exc:
             calls = _book_calls(self.backend, book.book_id) - calls0 if book is not None else 0

@@ -25,7 +25,7 @@ from ..core.schema import Book, Chunk, load_chunks
 from ..corpus import load_corpus
 from ..rag.config import RagConfig
 from ..core.artifacts import artifact_dir
-from ..core.safe_io import OutputsNotWritable, ensure_writable, write_json_atomic
+from ..core.safe_io import NAME_PATTERN, OutputsNotWritable, ensure_writable, write_json_atomic
 
 # --------------------------------------------------------------------------- reading
 def read_chunk_texts(path: Path | str, text_column: str = "Chunk") -> tuple[list[str], int]:
@@ -116,22 +116,11 @@ def load_book(book_id: str, profile: str) -> Book:
     return books[0]
 
 
-def check_import_name(name: str, profile: str) -> None:
-    """An imported set may not take a method's name nor replace a set a notebook wrote: :class:`ChunkImportError`."""
-    base = name.split("@")[0]
-    if name in METHOD_ORDER or base in METHOD_ORDER:
-        raise ChunkImportError(f"chunk set name {name!r} is one of this project's methods; imported sets need "
-                               f"their own name (e.g. {name}-imported or <tool>-{name})")
-    out = chunk_set_path(profile, name)
-    if out.is_file() and not out.with_suffix(".import.json").is_file():
-        raise ChunkImportError(f"{out} exists and was not imported (a notebook wrote it); choose another --name")
-
-
 def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: str = "Chunk",
                       profile: str = "smoke", min_score: float = 0.8, book: Book | None = None,
                       save: bool = True) -> tuple[list[Chunk], ImportReport]:
     """Read, align and (``save``) write the set and its report (module docstring); ``book`` skips loading it."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+@-]*", name):
+    if not re.fullmatch(NAME_PATTERN, name):
         raise ChunkImportError(f"chunk set name {name!r}: use letters, digits and _ . + @ - only")
     if not 0.0 < min_score <= 1.0:
         raise ChunkImportError(f"--min-score {min_score}: a similarity in (0, 1]")
@@ -140,7 +129,13 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
             ensure_writable(artifact_dir(profile, "chunks"))
         except OutputsNotWritable as exc:
             raise ChunkImportError(str(exc)) from None
-    check_import_name(name, profile)
+    # an imported set may not take a method's name nor replace a set a notebook wrote
+    if name in METHOD_ORDER or name.split("@")[0] in METHOD_ORDER:
+        raise ChunkImportError(f"chunk set name {name!r} is one of this project's methods; imported sets need "
+                               f"their own name (e.g. {name}-imported or <tool>-{name})")
+    out = chunk_set_path(profile, name)
+    if out.is_file() and not out.with_suffix(".import.json").is_file():
+        raise ChunkImportError(f"{out} exists and was not imported (a notebook wrote it); choose another --name")
     texts, empty = read_chunk_texts(path, text_column)
     if book is None:
         book = load_book(book_id, profile)
@@ -149,15 +144,13 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
         raise ChunkImportError(f"book {book.book_id!r} given for book_id {book_id!r}")
     chunks, rep = import_chunks(book, texts, name, source=str(path), min_score=min_score, n_empty_rows=empty)
     if save:
-        out = chunk_set_path(profile, name)
         # the chunks of other books imported under the same name stay, and so do their reports ("books")
         chunks_all = [c for c in load_chunks(out) if c.book_id != book_id] + chunks if out.is_file() else chunks
         report_path = out.with_suffix(".import.json")
         books: dict[str, Any] = {}
-        if report_path.is_file():
-            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):  # an unreadable report: anew
-                old = json.loads(report_path.read_text(encoding="utf-8"))
-                books = dict(old.get("books") or {old["book_id"]: {k: v for k, v in old.items() if k != "books"}})
+        with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):  # else anew
+            old = json.loads(report_path.read_text(encoding="utf-8"))
+            books = dict(old.get("books") or {old["book_id"]: {k: v for k, v in old.items() if k != "books"}})
         books.pop(book_id, None)
         books[book_id] = asdict(rep)
         write_json_atomic(report_path, {**asdict(rep), "books": books}, indent=1)  # first: marks the set imported

@@ -30,8 +30,7 @@ from ..config import SERVER_ENV, CorpusConfig, EmbeddingConfig, LLMConfig, _Base
 from ..config import FULL_STUDENT_MODEL, FULL_TEACHER_MODEL
 from ..core.paths import REPO_ROOT
 from ..core.schema import word_count
-from ..corpus import load_corpus
-from ..corpus import select_units
+from ..corpus import load_corpus, select_units
 from ..errors import UsageError
 from ..litseg.config import LitSegConfig
 from ..llm import SamplingParams, make_backend
@@ -52,9 +51,9 @@ VLLM_CLI = REPO_ROOT / "scripts" / "vllm_cpu_cli.py"
 ENGINE_CHECK = REPO_ROOT / "scripts" / "vllm_engine_check.py"
 
 
-def _tiny_xlmr_dir(kind: str, name: str) -> Path:
+def _tiny_xlmr_dir(kind: str) -> Path:
     """A tiny random XLM-RoBERTa (offline WordPiece vocabulary), saved once: ``m3`` a BGE-M3 folder (dense +
-    ColBERT + sparse heads, 8192 tokens), else a cross-encoder (one logit) shaped like bge-reranker-v2-m3."""
+    ColBERT + sparse heads, 8192 tokens), ``reranker`` a cross-encoder (one logit) shaped like bge-reranker-v2-m3."""
     def build(tmp: Path) -> None:
         import torch
         from transformers import AutoTokenizer, XLMRobertaConfig, XLMRobertaForSequenceClassification, XLMRobertaModel
@@ -74,15 +73,11 @@ def _tiny_xlmr_dir(kind: str, name: str) -> Path:
             torch.save(colbert.state_dict(), tmp / "colbert_linear.pt")
             torch.save(sparse.state_dict(), tmp / "sparse_linear.pt")
 
-    return _build_once(models_dir() / f"tiny-{name}-{TINY_REVISION}", build)
+    return _build_once(models_dir() / f"tiny-{'bge-m3' if kind == 'm3' else 'bge-reranker'}-{TINY_REVISION}", build)
 
 
-def tiny_bge_m3_dir() -> Path:
-    return _tiny_xlmr_dir("m3", "bge-m3")
-
-
-def tiny_reranker_dir() -> Path:
-    return _tiny_xlmr_dir("reranker", "bge-reranker")
+tiny_bge_m3_dir = functools.partial(_tiny_xlmr_dir, "m3")
+tiny_reranker_dir = functools.partial(_tiny_xlmr_dir, "reranker")
 
 
 #: the notebooks, and the engines each one runs in the rehearsal (as in `full`)
@@ -108,22 +103,20 @@ def _flatten(d: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix[:-1], d)]
 
 
-def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-135m-instruct"
-                   ) -> list[tuple[str, Any]]:
+def rehearsal_sets(cls: type, m3: str, reranker: str) -> list[tuple[str, Any]]:
     """``--set`` overrides for ``cls``: ``full``'s code paths (every str/bool value) with the ``test``
-    profile's sizes, tiny local models and CPU-safe engine settings."""
+    profile's sizes, tiny local models (SmolLM2 for every LLM) and CPU-safe engine settings."""
     test, full = dict(_flatten(cls.for_profile("test").to_dict())), dict(_flatten(cls.for_profile("full").to_dict()))
     out: dict[str, Any] = {}
     for path, tv in test.items():
-        fv = full.get(path)
-        if path not in full or tv == fv or path.split(".")[-1] in ("seed", "profile") or path in _FULL_KEPT:
+        if path not in full or tv == full[path] or path.split(".")[-1] in ("seed", "profile") or path in _FULL_KEPT:
             continue
         if (isinstance(tv, (int, float)) and not isinstance(tv, bool)) or path in _DATA_PATHS:
             out[path] = tv
     hints = cls.for_profile("full")
     # every LLM role (05's judge, 06/07's raters)
     for role in [r for r in ("llm", "judge_llm", "rater_llm", "rater2_llm") if hasattr(hints, r)]:
-        out.update({f"{role}.model": llm_model, f"{role}.dtype": "float32", f"{role}.device": "cpu"})
+        out.update({f"{role}.model": SMOLLM2, f"{role}.dtype": "float32", f"{role}.device": "cpu"})
         if getattr(hints, role).backend == "vllm":
             out.update({f"{role}.max_model_len": 8192, f"{role}.engine": dict(CPU_ENGINE)})
     if hasattr(hints, "embedding"):
@@ -139,12 +132,10 @@ def rehearsal_sets(cls: type, m3: str, reranker: str, llm_model: str = "smollm2-
         out["grpo_allow_no_signal"] = True  # a 135M student's rollouts often score alike
         # a 135M teacher at test-sized reply caps falls back on every unit: train on those, as the CPU profiles do
         out["fallback_units"] = "include_if_needed"
-    name = cls.__name__
-    return [(f"{name}.{k}", list(v) if isinstance(v, tuple) else v) for k, v in out.items()]
+    return [(f"{cls.__name__}.{k}", list(v) if isinstance(v, tuple) else v) for k, v in out.items()]
 
 
-def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2-135m-instruct"
-                  ) -> list[tuple[str, Any]]:
+def notebook_sets(number: str, m3: str, reranker: str) -> list[tuple[str, Any]]:
     """The sets for notebook ``number``: its own config's first, then every other stage config's (a
     notebook may build any of them inside)."""
     # deferred: loads nbformat (not loaded by importing this module)
@@ -153,13 +144,7 @@ def notebook_sets(number: str, m3: str, reranker: str, llm_model: str = "smollm2
     (nb,) = discover_notebooks([number])
     classes = [NOTEBOOK_CONFIGS[nb.stem].config_class()] if nb.stem in NOTEBOOK_CONFIGS else []
     classes += [c for c in params.stage_config_classes() if c not in classes]
-    return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker, llm_model)]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker)]
 
 
 def cpu_env() -> dict[str, str]:
@@ -172,7 +157,9 @@ def start_server(python: str, model_dir: str, served: str, log_path: Path, timeo
     """``vllm serve`` of ``model_dir`` on a free port; ``(process, base_url)`` once ``/health`` answers."""
     import httpx
 
-    port = _free_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a free port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     cmd = [python, str(VLLM_CLI), "serve", model_dir, "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", served, "--enforce-eager", "--max-model-len", "8192", "--dtype", "float32",
            "--max-num-seqs", "8", "--max-logprobs", "20", "--enable-prefix-caching", "--enable-prompt-tokens-details"]
@@ -192,22 +179,13 @@ def start_server(python: str, model_dir: str, served: str, log_path: Path, timeo
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-
-
-def grpo_vllm_ok(res: dict[str, Any]) -> bool:
-    """``scripts/grpo_vllm_check.py`` passed: one GRPO step, vLLM's rollout log-probs are the policy's
-    (gap under a tenth of the policy-vs-checkpoint gap) and trl's engine was released."""
-    gap, ref = res.get("policy vs vLLM logp gap"), res.get("policy vs disk logp gap") or 0.0
-    return (res.get("steps") == 1 and gap is not None and ref > 0.05 and gap < 0.1 * ref
-            and res.get("lora l2 change", 0) > 0 and res.get("engines after") == 0)
+    with contextlib.suppress(ProcessLookupError):  # gone already
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
 
 
 def tiny_smollm2_adapter() -> Path:
@@ -229,9 +207,9 @@ def tiny_smollm2_adapter() -> Path:
     return _build_once(models_dir() / f"smollm2-lora-{TINY_REVISION}", build)
 
 
-def _row(part: str, engine: str, seconds: float, ok: bool, note: str = "") -> dict[str, Any]:
+def _row(part: str, engine: str, seconds: float, ok: bool, note: str = "", **columns: Any) -> dict[str, Any]:
     return {"notebook / piece": part, "engine": engine, "seconds": round(seconds, 1),
-            "result": "pass" if ok else "FAIL", "note": note}
+            "result": "pass" if ok else "FAIL", **columns, "note": note}
 
 
 def _piece(part: str, engine: str, check: Any) -> dict[str, Any]:
@@ -350,9 +328,7 @@ def notebook_usage(outputs: Path, number: str) -> dict[str, Any]:
 
     path = outputs / "full" / "artifacts" / "usage" / f"{number}.csv"
     keys = ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
-    if not path.is_file():
-        return {k: 0 for k in keys}
-    df = pd.read_csv(path)
+    df = pd.read_csv(path) if path.is_file() else pd.DataFrame()
     return {k: int(df[k].sum()) if k in df else 0 for k in keys}
 
 
@@ -407,16 +383,15 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
                 note += f" | {len(uncovered)} config field(s) still full's: " + "; ".join(uncovered[:3])
             if left:
                 note += f" | {len(left)} process(es) outlived the notebook: {left[:5]}"
-            row = _row(n, NOTEBOOK_ENGINES.get(n, "?"), time.perf_counter() - t0, ok, note.strip(" |"))
+            seconds = time.perf_counter() - t0
             use = notebook_usage(work / "outputs", n)
-            row.update({"LLM calls": use["calls"], "cache hits": use["cache_hits"],
-                        "prompt tokens": use["prompt_tokens"], "completion tokens": use["completion_tokens"],
-                        "peak RSS GiB": round(watch.peak / 2**30, 2),
-                        "engines in kernel at end": "?" if engines is None else engines,
-                        "engine processes left": len(watch.engines(left)), "processes left": len(left),
-                        "uncovered configs": "not audited" if audited is None else len(uncovered)})
-            row["note"] = row.pop("note")
-            rows.append(row)
+            rows.append(_row(n, NOTEBOOK_ENGINES.get(n, "?"), seconds, ok, note.strip(" |"), **{
+                "LLM calls": use["calls"], "cache hits": use["cache_hits"],
+                "prompt tokens": use["prompt_tokens"], "completion tokens": use["completion_tokens"],
+                "peak RSS GiB": round(watch.peak / 2**30, 2),
+                "engines in kernel at end": "?" if engines is None else engines,
+                "engine processes left": len(watch.engines(left)), "processes left": len(left),
+                "uncovered configs": "not audited" if audited is None else len(uncovered)}))
             (work / "rehearsal_rows.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
             if not ok:
                 break
@@ -462,27 +437,22 @@ _LOOPBACK = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(/|$)"
 LOCAL_LITERARYQA_SPLITS = ("validation",)
 
 
-@contextlib.contextmanager
-def _no_sets() -> Iterator[None]:
-    """No ``--set`` overrides and no server variables inside the block: ``full`` as is."""
+@functools.cache
+def full_models() -> set[str]:
+    """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config), read
+    as is: without ``--set`` overrides and server variables."""
+    names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
     saved = {k: os.environ.pop(k) for k, *_ in SERVER_ENV if k in os.environ}
     sets = active_sets()
     use_sets([])
     try:
-        yield
+        with suspended():
+            for cls in params.stage_config_classes():
+                names |= {v for k, v in _flatten(cls.for_profile("full").to_dict())
+                          if re.search(r"(^|[._])model$", k) and isinstance(v, str) and v}
     finally:
         use_sets(sets)
         os.environ.update(saved)
-
-
-@functools.cache
-def full_models() -> set[str]:
-    """Every model name ``full`` configures (``model`` and ``*_model`` fields of every stage config)."""
-    names = {FULL_TEACHER_MODEL, FULL_STUDENT_MODEL}
-    with _no_sets(), suspended():
-        for cls in params.stage_config_classes():
-            names |= {v for k, v in _flatten(cls.for_profile("full").to_dict())
-                      if re.search(r"(^|[._])model$", k) and isinstance(v, str) and v}
     return names
 
 
@@ -531,11 +501,6 @@ def suspended() -> Iterator[None]:
         _suspended -= 1
 
 
-def _cell() -> str | None:
-    ip = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()  # a shell only where IPython runs
-    return None if ip is None else f"In [{ip.execution_count}]"
-
-
 def _observe(cfg: Any) -> None:
     if _suspended or _sink is None:
         return
@@ -543,69 +508,58 @@ def _observe(cfg: Any) -> None:
         issues = real_targets(cfg)
     _kept.append(cfg)
     if issues:  # only what fails is kept (every object would be a big file)
-        rec = {"notebook": os.environ.get(NOTEBOOK_ENV, ""), "cell": _cell(), "config": type(cfg).__name__,
+        ip = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()  # a shell only where IPython runs
+        rec = {"notebook": os.environ.get(NOTEBOOK_ENV, ""),
+               "cell": None if ip is None else f"In [{ip.execution_count}]", "config": type(cfg).__name__,
                "issues": issues, "id": id(cfg), "children": _children(cfg)}
         with open(_sink, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(rec) + "\n")
 
 
 def _children(obj: Any) -> list[int]:
-    out = []
-    for f in dataclasses.fields(obj):
-        v = getattr(obj, f.name)
-        if dataclasses.is_dataclass(v):
-            out += [id(v), *_children(v)]
-    return out
-
-
-def _install() -> None:
-    global _orig_post_init
-
-    if _orig_post_init is not None:
-        return
-    _orig_post_init = _Base.__post_init__
-    field_default = config._field_default
-
-    def quiet_default(f: Any) -> Any:  # a nested field's default, built only to be merged into
-        with suspended():
-            return field_default(f)
-
-    config._field_default = quiet_default
-
-    def __post_init__(self) -> None:  # noqa: N807 - the dataclass hook
-        _orig_post_init(self)
-        _observe(self)
-
-    _Base.__post_init__ = __post_init__
+    """The ids of the configs nested in ``obj``, recursively."""
+    values = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+    return [i for v in values if dataclasses.is_dataclass(v) for i in (id(v), *_children(v))]
 
 
 def install_from_env() -> None:
-    """Record into ``$LITSEG_CONFIG_AUDIT`` (the rehearsal's kernels) when it is set."""
-    global _sink
+    """Record into ``$LITSEG_CONFIG_AUDIT`` (the rehearsal's kernels) when it is set: every config built
+    after this (once installed, the hooks stay)."""
+    global _sink, _orig_post_init
     target = os.environ.get(AUDIT_ENV, "").strip()
-    if target:
-        _sink = Path(target)
-        _install()
-        with open(_sink, "a", encoding="utf-8") as fh:  # the rehearsal checks every kernel was audited
-            fh.write(json.dumps({"notebook": os.environ.get(NOTEBOOK_ENV, ""), "installed": os.getpid()}) + "\n")
+    if not target:
+        return
+    _sink = Path(target)
+    if _orig_post_init is None:
+        _orig_post_init = _Base.__post_init__
+        field_default = config._field_default
 
+        def quiet_default(f: Any) -> Any:  # a nested field's default, built only to be merged into
+            with suspended():
+                return field_default(f)
 
-def uncovered(records: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per (notebook, cell, config, issue), deduplicated; a nested config counts as its parent's."""
-    nested = {c for r in records for c in r.get("children", ())}
-    return list(dict.fromkeys(f"notebook {r['notebook']} cell {r['cell']}: {r['config']}.{issue}"
-                              for r in records if r.get("id") not in nested for issue in r["issues"]))
+        def __post_init__(self) -> None:  # noqa: N807 - the dataclass hook
+            _orig_post_init(self)
+            _observe(self)
+
+        config._field_default = quiet_default
+        _Base.__post_init__ = __post_init__
+    with open(_sink, "a", encoding="utf-8") as fh:  # the rehearsal checks every kernel was audited
+        fh.write(json.dumps({"notebook": os.environ.get(NOTEBOOK_ENV, ""), "installed": os.getpid()}) + "\n")
 
 
 def read_sink(path: Path, notebook: str) -> list[str] | None:
-    """The uncovered configs ``notebook``'s kernel recorded; None when none of its kernels installed the audit."""
+    """The uncovered configs ``notebook``'s kernel recorded, one line per (cell, config, issue), deduplicated (a
+    nested config counts as its parent's); None when none of its kernels installed the audit."""
     if not Path(path).is_file():
         return None
     recs = [json.loads(ln) for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
     mine = [r for r in recs if r["notebook"] == notebook]
     if not any("installed" in r for r in mine):
         return None
-    return uncovered([r for r in mine if "issues" in r])
+    nested = {c for r in mine for c in r.get("children", ())}
+    return list(dict.fromkeys(f"notebook {r['notebook']} cell {r['cell']}: {r['config']}.{issue}"
+                              for r in mine if "issues" in r and r.get("id") not in nested for issue in r["issues"]))
 
 
 # ================================================================ --estimate
@@ -750,8 +704,7 @@ def rehearsal_quantities() -> dict[str, float]:
         rcfg = RagConfig.for_profile("full")
     books = load_corpus(lcfg.corpus)
     ev = [word_count(u.text(b.text)) for b, u in select_units(books, lcfg.selection)]
-    train = load_corpus(lcfg.train_corpus)
-    tr = [word_count(u.text(b.text)) for b in train for u in b.units if u.n_sentences]
+    tr = [word_count(u.text(b.text)) for b in load_corpus(lcfg.train_corpus) for u in b.units if u.n_sentences]
     q = rcfg.generation_max_questions * len(rcfg.corpus.datasets)
     return {"eval_units": float(len(ev)), "eval_words": float(sum(ev)), "train_units": float(len(tr)),
             "train_words": float(sum(tr)), "questions": float(q)}
