@@ -191,12 +191,10 @@ def _book_names(b: Book) -> set[str]:
             str(b.meta.get("gutenqa_name") or b.title).strip().lower()}
 
 
-def load_lite_books(cfg: LiteConfig, need_extra: bool = True) -> tuple[list[Book], list[Book]]:
+def load_lite_books(cfg: LiteConfig) -> tuple[list[Book], list[Book]]:
     """``(evaluation_books, training_books)`` as notebook 02 indexed them; a shared book is an error."""
     lit = cfg.teacher()
     evaluated = load_corpus(lit.corpus)
-    if not need_extra:
-        return evaluated, []
     training = load_corpus(lit.train_corpus)
     names = set().union(*(_book_names(b) for b in evaluated)) if evaluated else set()
     shared = [b.book_id for b in training if _book_names(b) & names]
@@ -241,14 +239,6 @@ def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: 
                      "segments": r.n_segments, "attempts": r.attempts,
                      "completion_tokens": r.completion_tokens, **sc})
     return rows
-
-
-def evaluate_segmenter(system: str, segmenter: LiteSegmenter, pairs: Sequence[tuple[Book, Unit]],
-                       judge: NarratologicalReward | None, weights: Sequence[float]):
-    """Segment ``pairs``; per-unit rows (first reply scored with the GRPO reward), chunks, results."""
-    chunks, results = segmenter.segment_units(pairs)
-    return (rows_from_results(system, pairs, results, judge, weights, segmenter.length_reference),
-            chunks, results)
 
 
 def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Book, Unit]],

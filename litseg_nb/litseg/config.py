@@ -32,8 +32,6 @@ class RayOptions(_Base):
                               f"actors={self.actors}, cpus={self.cpus}, gpus_per_actor={self.gpus_per_actor}")
 
     def describe(self) -> str:
-        if not self.address:
-            return ""
         width = f"{self.actors} engine(s)" if self.actors else "one engine per " + ("GPU" if self.gpus_per_actor else "CPU")
         return f"on Ray ({parse_address(self.address)}, {width})"
 

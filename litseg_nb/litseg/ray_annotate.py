@@ -48,7 +48,6 @@ class RayAnnotator:
         if not cfg.ray.address:
             raise UsageError("RayAnnotator needs LitSegConfig.ray.address (notebook 02's ray_address)")
         self.cfg = cfg
-        self.backend = backend
         self.ledger: UsageLedger | None = getattr(backend, "ledger", None)
         self.name = getattr(backend, "name", cfg.llm.backend)
         self.model_id = getattr(backend, "model_id", cfg.llm.lora_adapter or cfg.llm.model)

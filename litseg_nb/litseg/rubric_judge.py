@@ -38,7 +38,6 @@ class RubricScores:
     attempts: int = 1  # judge calls made
     neutral: bool = False  # True when every attempt failed and the neutral score was used
     errors: list[str] = field(default_factory=list)  # parse/LLM errors of failed attempts
-    raw_replies: list[str] = field(default_factory=list)
     improper_overlap: list[bool] = field(default_factory=list)  # deterministic rubric-penalty check
 
     def per_chunk(self) -> list[float]:
@@ -227,7 +226,6 @@ def score_chunks_with_rubric(
     flags = improper_overlap_flags(_segments_from_json(segment_pipeline_json))
     flags = flags if len(flags) == n_chunks else []
     errors: list[str] = []
-    raws: list[str] = []
     for attempt in range(retries + 1):
         params = SamplingParams(max_new_tokens=budget, temperature=0.0 if attempt == 0 else 0.7, seed=seed + attempt)
         try:
@@ -237,17 +235,15 @@ def score_chunks_with_rubric(
         except Exception as e:  # noqa: BLE001 - a refused request
             errors.append(f"attempt {attempt}: {type(e).__name__}: {e}")
             continue
-        raws.append(reply)
         try:
             d1, d2, d3 = parse_rubric_reply(reply, n_chunks, max_new_tokens=budget)
         except RubricParseError as e:
             errors.append(f"attempt {attempt}: {e}")
             continue
-        return RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors, raw_replies=raws,
-                            improper_overlap=flags)
+        return RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors, improper_overlap=flags)
     neutral = [NEUTRAL_SCORE] * n_chunks
     return RubricScores(list(neutral), list(neutral), list(neutral), attempts=retries + 1, neutral=True,
-                        errors=errors, raw_replies=raws, improper_overlap=flags)
+                        errors=errors, improper_overlap=flags)
 
 
 # --------------------------------------------------------------------------- the E.3 judge's inputs
