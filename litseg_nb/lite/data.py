@@ -424,17 +424,9 @@ def refuse_trained_chunks(method: str, chunks: Sequence[Any], profile_or_record:
     if not trained:
         return
     units = {(c.book_id, c.unit_id) for c in chunks}
-    bad = sorted(f"{b}/{u}" for b, u in units & trained.keys)
     by_id = {b.book_id: b for b in books}
-    fps = trained.fingerprints
-    for b, u in sorted(units - trained.keys):
-        if b in by_id:
-            try:
-                unit = by_id[b].unit(u)
-            except KeyError:
-                continue
-            if unit_fingerprint(by_id[b], unit) in fps:
-                bad.append(f"{b}/{u}")
+    bad = sorted(f"{b}/{u}" for b, u in units & trained.keys) + trained.overlap(  # the others: by text
+        (by_id[b], x) for b, u in sorted(units - trained.keys) if b in by_id for x in by_id[b].units if x.unit_id == u)
     if bad:
         raise TrainedUnitError(
             f"chunk set {method!r} contains {len(bad)} unit(s) the student was trained on "

@@ -1,11 +1,6 @@
-"""Notebook 02's annotation on a Ray cluster: :class:`RayAnnotator`, an executor for
-:func:`~litseg_nb.litseg.pipeline.annotate_units` (the optional extra ``ray``).
-
-A book is the unit of work: an actor holding ONE engine (``make_backend(cfg.llm)``) annotates all of a
-book's units with :func:`~litseg_nb.litseg.pipeline.annotate_units` itself, so each unit's stages run in
-order and a book's requests share one engine's prefix cache. Keys, resuming, the annotations file and
-the records are those of one process; the actors' usage is merged into the driver's ledger.
-"""
+"""Notebook 02's annotation on a Ray cluster (extra ``ray``): each actor holds ONE engine and annotates whole
+books with :func:`~litseg_nb.litseg.pipeline.annotate_units` itself (a book's requests share its prefix cache);
+keys, resuming and records are those of one process, the actors' usage merges into the driver's ledger."""
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
