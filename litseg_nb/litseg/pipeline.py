@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import logging
 import time
@@ -391,16 +392,9 @@ def training_items(cfg: LitSegConfig) -> tuple[list[Book], list[tuple[Book, Unit
 
 # ----------------------------------------------------------------------------------- chunks
 def _merge_spans(unit: Unit, indices: Sequence[int]) -> list[Span]:
-    spans: list[Span] = []
-    prev = None
-    for i in indices:
-        s = unit.sentences[i - 1]
-        if prev is not None and i == prev + 1:
-            spans[-1] = (spans[-1][0], s.end)
-        else:
-            spans.append((s.start, s.end))
-        prev = i
-    return spans
+    """One span per run of consecutive sentences (``indices`` sorted, distinct)."""
+    runs = [list(g) for _, g in itertools.groupby(indices, key=lambda i, c=itertools.count(): i - next(c))]
+    return [(unit.sentences[r[0] - 1].start, unit.sentences[r[-1] - 1].end) for r in runs]
 
 
 def reconstruct_unit(book: Book, unit: Unit, segments: Sequence[Segment], method: str = "litseg",
