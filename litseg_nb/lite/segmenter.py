@@ -222,9 +222,8 @@ def score_reply(text: str, book: Book, unit: Unit, judge: NarratologicalReward |
     n, passage, system_prompt = unit.n_sentences, conv[1]["content"].split("\n", 1)[-1], conv[0]["content"]
     fmt = format_reward_breakdown(text, n)["total"]
     narr = judge.score_one(text, passage, system_prompt, n) if judge is not None else float("nan")
-    total = weights[0] * fmt + (weights[1] * narr if judge is not None else 0.0)
     return {"format_reward": fmt, "narratological_reward": narr,
-            "reward": total if judge is not None else float("nan")}
+            "reward": weights[0] * fmt + weights[1] * narr if judge is not None else float("nan")}
 
 
 def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: Sequence[LiteUnitResult],
