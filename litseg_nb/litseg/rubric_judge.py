@@ -314,7 +314,8 @@ def segment_pipeline_prompt(method: str, length_reference: int | None = None, de
 
 def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None = None,
                           analysis: Any = None) -> str:
-    """The E.3 ``{segment_pipeline}``: the output's analysis (Lite's steps) and its segments, with their text."""
+    """The E.3 ``{segment_pipeline}``: the output's analysis (Lite's steps, their segments left out) and its
+    segments, with their text."""
     segs = []
     for i, s in enumerate(segments):
         get = s.get if isinstance(s, dict) else (lambda k, _s=s: getattr(_s, k))
@@ -323,7 +324,8 @@ def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None =
         if texts is not None:
             seg["text"] = texts[i]
         segs.append(seg)
-    out = {k: v for k, v in analysis.items() if k != "segments"} if isinstance(analysis, dict) else {}
+    out = {k: {kk: vv for kk, vv in v.items() if kk != "segments"} if isinstance(v, dict) else v
+           for k, v in analysis.items() if k != "segments"} if isinstance(analysis, dict) else {}
     return json.dumps({**out, "segments": segs}, ensure_ascii=False)
 
 
@@ -340,10 +342,3 @@ def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]])
                  " ".join(sent.get(i, "") for i in ctx if i > hi)]
         out.append("\n".join(p for p in parts if p))
     return out
-
-
-def pipeline_analysis(obj: Any) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        return {}
-    return {k: {kk: vv for kk, vv in v.items() if kk != "segments"} if isinstance(v, dict) else v
-            for k, v in obj.items() if k != "segments"}
