@@ -249,8 +249,6 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
                     {"role": "user", "content": stage_user_prompt(stage, job.content, job.unit.n_sentences,
                                                                   job.passed.get("step_1_result", ""),
                                                                   job.passed.get("step_2_result", ""))}]
-        job.last_validation = job.usable_validation = None
-        job.usable_text = ""
     pending = list(jobs)
     for attempt in range(retries + 1):
         if not pending:
