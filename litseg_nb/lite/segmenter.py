@@ -243,13 +243,12 @@ def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: 
 def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Book, Unit]],
                  judge: NarratologicalReward | None, weights: Sequence[float],
                  length_reference: int | Mapping[str, int] = 100) -> list[dict[str, Any]]:
-    """The teacher (LitSeg) on the same units, from its records, scored in the single-pass schema."""
+    """The teacher (LitSeg) on the same units (``pairs`` of :func:`evaluation_pairs`), from its records, scored in
+    the single-pass schema."""
     by_key = {(r["book_id"], r["unit_id"]): r for r in records}
     rows = []
     for book, unit in pairs:
-        rec = by_key.get((book.book_id, unit.unit_id))
-        if rec is None:
-            continue
+        rec = by_key[(book.book_id, unit.unit_id)]
         view = view_annotation(rec)
         text = target_text(single_pass_target(view, unit.title))
         sc = score_reply(text, book, unit, judge, weights, length_reference)
