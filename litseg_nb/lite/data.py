@@ -403,9 +403,7 @@ def model_record(model: str | Path) -> TrainedUnits | None:
 
 
 def assert_not_trained(pairs: Sequence[tuple[Book, Unit]], trained: TrainedUnits | None, what: str) -> None:
-    if not trained:
-        return
-    bad = trained.overlap(pairs)
+    bad = trained.overlap(pairs) if trained else []
     if bad:
         raise TrainedUnitError(
             f"{what}: {len(bad)} unit(s) were in the student's training data and cannot be used to "
