@@ -196,8 +196,6 @@ def build_examples(records: Iterable[Mapping[str, Any]], books: Sequence[Book],
                    min_units: int = 0) -> tuple[list[LiteExample], DataReport]:
     """Reformat every validated, fallback-free annotation into a :class:`LiteExample`; the rest is counted.
     ``fallback_units="include_if_needed"`` (CPU demos) tops up to ``min_units`` with fallback units, labelled."""
-    if fallback_units not in ("exclude", "include_if_needed"):
-        raise ValueError(f"fallback_units must be 'exclude' or 'include_if_needed', got {fallback_units!r}")
     by_id = {b.book_id: b for b in books}
     report = DataReport()
     out: list[LiteExample] = []
@@ -405,9 +403,7 @@ def model_record(model: str | Path) -> TrainedUnits | None:
 
 
 def assert_not_trained(pairs: Sequence[tuple[Book, Unit]], trained: TrainedUnits | None, what: str) -> None:
-    if not trained:
-        return
-    bad = trained.overlap(pairs)
+    bad = trained.overlap(pairs) if trained else []
     if bad:
         raise TrainedUnitError(
             f"{what}: {len(bad)} unit(s) were in the student's training data and cannot be used to "
@@ -424,17 +420,9 @@ def refuse_trained_chunks(method: str, chunks: Sequence[Any], profile_or_record:
     if not trained:
         return
     units = {(c.book_id, c.unit_id) for c in chunks}
-    bad = sorted(f"{b}/{u}" for b, u in units & trained.keys)
     by_id = {b.book_id: b for b in books}
-    fps = trained.fingerprints
-    for b, u in sorted(units - trained.keys):
-        if b in by_id:
-            try:
-                unit = by_id[b].unit(u)
-            except KeyError:
-                continue
-            if unit_fingerprint(by_id[b], unit) in fps:
-                bad.append(f"{b}/{u}")
+    bad = sorted(f"{b}/{u}" for b, u in units & trained.keys) + trained.overlap(  # the others: by text
+        (by_id[b], x) for b, u in sorted(units - trained.keys) if b in by_id for x in by_id[b].units if x.unit_id == u)
     if bad:
         raise TrainedUnitError(
             f"chunk set {method!r} contains {len(bad)} unit(s) the student was trained on "

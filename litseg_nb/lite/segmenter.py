@@ -191,12 +191,10 @@ def _book_names(b: Book) -> set[str]:
             str(b.meta.get("gutenqa_name") or b.title).strip().lower()}
 
 
-def load_lite_books(cfg: LiteConfig, need_extra: bool = True) -> tuple[list[Book], list[Book]]:
+def load_lite_books(cfg: LiteConfig) -> tuple[list[Book], list[Book]]:
     """``(evaluation_books, training_books)`` as notebook 02 indexed them; a shared book is an error."""
     lit = cfg.teacher()
     evaluated = load_corpus(lit.corpus)
-    if not need_extra:
-        return evaluated, []
     training = load_corpus(lit.train_corpus)
     names = set().union(*(_book_names(b) for b in evaluated)) if evaluated else set()
     shared = [b.book_id for b in training if _book_names(b) & names]
@@ -224,9 +222,8 @@ def score_reply(text: str, book: Book, unit: Unit, judge: NarratologicalReward |
     n, passage, system_prompt = unit.n_sentences, conv[1]["content"].split("\n", 1)[-1], conv[0]["content"]
     fmt = format_reward_breakdown(text, n)["total"]
     narr = judge.score_one(text, passage, system_prompt, n) if judge is not None else float("nan")
-    total = weights[0] * fmt + (weights[1] * narr if judge is not None else 0.0)
     return {"format_reward": fmt, "narratological_reward": narr,
-            "reward": total if judge is not None else float("nan")}
+            "reward": weights[0] * fmt + weights[1] * narr if judge is not None else float("nan")}
 
 
 def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: Sequence[LiteUnitResult],
@@ -243,24 +240,15 @@ def rows_from_results(system: str, pairs: Sequence[tuple[Book, Unit]], results: 
     return rows
 
 
-def evaluate_segmenter(system: str, segmenter: LiteSegmenter, pairs: Sequence[tuple[Book, Unit]],
-                       judge: NarratologicalReward | None, weights: Sequence[float]):
-    """Segment ``pairs``; per-unit rows (first reply scored with the GRPO reward), chunks, results."""
-    chunks, results = segmenter.segment_units(pairs)
-    return (rows_from_results(system, pairs, results, judge, weights, segmenter.length_reference),
-            chunks, results)
-
-
 def teacher_rows(records: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[Book, Unit]],
                  judge: NarratologicalReward | None, weights: Sequence[float],
                  length_reference: int | Mapping[str, int] = 100) -> list[dict[str, Any]]:
-    """The teacher (LitSeg) on the same units, from its records, scored in the single-pass schema."""
+    """The teacher (LitSeg) on the same units (``pairs`` of :func:`evaluation_pairs`), from its records, scored in
+    the single-pass schema."""
     by_key = {(r["book_id"], r["unit_id"]): r for r in records}
     rows = []
     for book, unit in pairs:
-        rec = by_key.get((book.book_id, unit.unit_id))
-        if rec is None:
-            continue
+        rec = by_key[(book.book_id, unit.unit_id)]
         view = view_annotation(rec)
         text = target_text(single_pass_target(view, unit.title))
         sc = score_reply(text, book, unit, judge, weights, length_reference)

@@ -17,7 +17,7 @@ from .config import LiteConfig
 from .data import (TRAINED_UNITS_FILE, LiteExample, TrainedUnits, model_record, save_profile_record,
                    trained_units_of)
 from ..errors import LitsegError
-from ..litseg.rubric_judge import (DIMENSIONS, pipeline_analysis, score_chunks_with_rubric, segment_pipeline_json,
+from ..litseg.rubric_judge import (DIMENSIONS, score_chunks_with_rubric, segment_pipeline_json,
                                    segment_texts_from_passage)
 from ..litseg.validate import (coverage_mask, nested_ranges, parse_json_reply, segmentation_object,
                                validate_segments)
@@ -641,7 +641,7 @@ class NarratologicalReward:
             return 0.0
         # E.3's Segment Pipeline: the student's output (its analysis and segments, each with its text)
         pipeline = segment_pipeline_json(segs, texts=segment_texts_from_passage(passage, segs),
-                                         analysis=pipeline_analysis(parse_json_reply(text)))
+                                         analysis=parse_json_reply(text))
         res = score_chunks_with_rubric(
             self.judge, passage, system_prompt, pipeline,
             n_chunks=len(segs), retries=self.retries, max_new_tokens=self.max_new_tokens,

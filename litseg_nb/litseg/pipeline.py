@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import logging
 import time
@@ -248,8 +249,6 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
                     {"role": "user", "content": stage_user_prompt(stage, job.content, job.unit.n_sentences,
                                                                   job.passed.get("step_1_result", ""),
                                                                   job.passed.get("step_2_result", ""))}]
-        job.last_validation = job.usable_validation = None
-        job.usable_text = ""
     pending = list(jobs)
     for attempt in range(retries + 1):
         if not pending:
@@ -349,11 +348,11 @@ def _finish(job: _Job, wall_share: float) -> None:
     rec["fallback_types"] = final.fallback_types
     rec["repair_actions"] = final.actions
     rec["repaired_indices"] = final.repaired_indices
-    parsed3 = parse_json_reply(job.usable_text or (_last_text(st3) or ""))
+    parsed3 = parse_json_reply(job.usable_text or st3["attempts"][-1]["text"])
     rec["chapter_title"] = parsed3.get("chapter_title") if isinstance(parsed3, dict) else None
     tps = parsed3.get("step_3_turning_points") if isinstance(parsed3, dict) else None
     rec["turning_points"] = tps if isinstance(tps, list) else None
-    rec["raw_outputs"] = {s: _last_text(rec["stages"][s]) for s in STAGES}
+    rec["raw_outputs"] = {s: rec["stages"][s]["attempts"][-1]["text"] for s in STAGES}  # every stage has an attempt
     all_attempts = [a for s in STAGES for a in rec["stages"][s]["attempts"]]
     rec["tokens"] = {"calls": len(all_attempts), **{
         k: sum(a[f] for a in all_attempts)
@@ -364,14 +363,8 @@ def _finish(job: _Job, wall_share: float) -> None:
     rec["retries"] = sum(rec["stages"][s]["retries"] for s in STAGES)
     rec["truncated_in_reasoning"] = sum(rec["stages"][s]["truncated_in_reasoning"] for s in STAGES)
     rec["stage_fallbacks"] = {s: rec["stages"][s]["fallback"] for s in ("stage1", "stage2")}
-    any_reply = any(a["text"] is not None for a in st3["attempts"])
-    rec["status"] = "done" if any_reply else "backend_error"
+    rec["status"] = "done"  # a backend error raises: every attempt holds a reply
     rec["group_wall_share_s"] = round(wall_share, 4)
-
-
-def _last_text(st: dict[str, Any]) -> str | None:
-    texts = [a["text"] for a in st["attempts"] if a["text"] is not None]
-    return texts[-1] if texts else None
 
 
 # ----------------------------------------------------------------------------------- Lite's training units
@@ -391,16 +384,9 @@ def training_items(cfg: LitSegConfig) -> tuple[list[Book], list[tuple[Book, Unit
 
 # ----------------------------------------------------------------------------------- chunks
 def _merge_spans(unit: Unit, indices: Sequence[int]) -> list[Span]:
-    spans: list[Span] = []
-    prev = None
-    for i in indices:
-        s = unit.sentences[i - 1]
-        if prev is not None and i == prev + 1:
-            spans[-1] = (spans[-1][0], s.end)
-        else:
-            spans.append((s.start, s.end))
-        prev = i
-    return spans
+    """One span per run of consecutive sentences (``indices`` sorted, distinct)."""
+    runs = [list(g) for _, g in itertools.groupby(indices, key=lambda i, c=itertools.count(): i - next(c))]
+    return [(unit.sentences[r[0] - 1].start, unit.sentences[r[-1] - 1].end) for r in runs]
 
 
 def reconstruct_unit(book: Book, unit: Unit, segments: Sequence[Segment], method: str = "litseg",

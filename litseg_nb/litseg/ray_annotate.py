@@ -1,11 +1,6 @@
-"""Notebook 02's annotation on a Ray cluster: :class:`RayAnnotator`, an executor for
-:func:`~litseg_nb.litseg.pipeline.annotate_units` (the optional extra ``ray``).
-
-A book is the unit of work: an actor holding ONE engine (``make_backend(cfg.llm)``) annotates all of a
-book's units with :func:`~litseg_nb.litseg.pipeline.annotate_units` itself, so each unit's stages run in
-order and a book's requests share one engine's prefix cache. Keys, resuming, the annotations file and
-the records are those of one process; the actors' usage is merged into the driver's ledger.
-"""
+"""Notebook 02's annotation on a Ray cluster (extra ``ray``): each actor holds ONE engine and annotates whole
+books with :func:`~litseg_nb.litseg.pipeline.annotate_units` itself (a book's requests share its prefix cache);
+keys, resuming and records are those of one process, the actors' usage merges into the driver's ledger."""
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -48,7 +43,6 @@ class RayAnnotator:
         if not cfg.ray.address:
             raise UsageError("RayAnnotator needs LitSegConfig.ray.address (notebook 02's ray_address)")
         self.cfg = cfg
-        self.backend = backend
         self.ledger: UsageLedger | None = getattr(backend, "ledger", None)
         self.name = getattr(backend, "name", cfg.llm.backend)
         self.model_id = getattr(backend, "model_id", cfg.llm.lora_adapter or cfg.llm.model)

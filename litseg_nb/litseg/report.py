@@ -12,11 +12,8 @@ from ..core.schema import Book, Chunk
 from .validate import FALLBACK_ORDER
 
 def _overlaps(segs: list[dict[str, Any]]) -> list[bool]:
-    out = []
-    for i, s in enumerate(segs):
-        out.append(any(j != i and s["from_idx"] <= t["to_idx"] and t["from_idx"] <= s["to_idx"]
-                       for j, t in enumerate(segs)))
-    return out
+    return [any(j != i and s["from_idx"] <= t["to_idx"] and t["from_idx"] <= s["to_idx"] for j, t in enumerate(segs))
+            for i, s in enumerate(segs)]
 
 
 def segment_frame(records: Sequence[dict[str, Any]], chunks: Sequence[Chunk],

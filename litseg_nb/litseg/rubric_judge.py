@@ -38,7 +38,6 @@ class RubricScores:
     attempts: int = 1  # judge calls made
     neutral: bool = False  # True when every attempt failed and the neutral score was used
     errors: list[str] = field(default_factory=list)  # parse/LLM errors of failed attempts
-    raw_replies: list[str] = field(default_factory=list)
     improper_overlap: list[bool] = field(default_factory=list)  # deterministic rubric-penalty check
 
     def per_chunk(self) -> list[float]:
@@ -227,7 +226,6 @@ def score_chunks_with_rubric(
     flags = improper_overlap_flags(_segments_from_json(segment_pipeline_json))
     flags = flags if len(flags) == n_chunks else []
     errors: list[str] = []
-    raws: list[str] = []
     for attempt in range(retries + 1):
         params = SamplingParams(max_new_tokens=budget, temperature=0.0 if attempt == 0 else 0.7, seed=seed + attempt)
         try:
@@ -237,17 +235,15 @@ def score_chunks_with_rubric(
         except Exception as e:  # noqa: BLE001 - a refused request
             errors.append(f"attempt {attempt}: {type(e).__name__}: {e}")
             continue
-        raws.append(reply)
         try:
             d1, d2, d3 = parse_rubric_reply(reply, n_chunks, max_new_tokens=budget)
         except RubricParseError as e:
             errors.append(f"attempt {attempt}: {e}")
             continue
-        return RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors, raw_replies=raws,
-                            improper_overlap=flags)
+        return RubricScores(d1, d2, d3, attempts=attempt + 1, errors=errors, improper_overlap=flags)
     neutral = [NEUTRAL_SCORE] * n_chunks
     return RubricScores(list(neutral), list(neutral), list(neutral), attempts=retries + 1, neutral=True,
-                        errors=errors, raw_replies=raws, improper_overlap=flags)
+                        errors=errors, improper_overlap=flags)
 
 
 # --------------------------------------------------------------------------- the E.3 judge's inputs
@@ -318,7 +314,8 @@ def segment_pipeline_prompt(method: str, length_reference: int | None = None, de
 
 def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None = None,
                           analysis: Any = None) -> str:
-    """The E.3 ``{segment_pipeline}``: the output's analysis (Lite's steps) and its segments, with their text."""
+    """The E.3 ``{segment_pipeline}``: the output's analysis (Lite's steps, their segments left out) and its
+    segments, with their text."""
     segs = []
     for i, s in enumerate(segments):
         get = s.get if isinstance(s, dict) else (lambda k, _s=s: getattr(_s, k))
@@ -327,7 +324,8 @@ def segment_pipeline_json(segments: Sequence[Any], texts: Sequence[str] | None =
         if texts is not None:
             seg["text"] = texts[i]
         segs.append(seg)
-    out = {k: v for k, v in analysis.items() if k != "segments"} if isinstance(analysis, dict) else {}
+    out = {k: {kk: vv for kk, vv in v.items() if kk != "segments"} if isinstance(v, dict) else v
+           for k, v in analysis.items() if k != "segments"} if isinstance(analysis, dict) else {}
     return json.dumps({**out, "segments": segs}, ensure_ascii=False)
 
 
@@ -344,10 +342,3 @@ def segment_texts_from_passage(passage: str, segments: Sequence[dict[str, Any]])
                  " ".join(sent.get(i, "") for i in ctx if i > hi)]
         out.append("\n".join(p for p in parts if p))
     return out
-
-
-def pipeline_analysis(obj: Any) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        return {}
-    return {k: {kk: vv for kk, vv in v.items() if kk != "segments"} if isinstance(v, dict) else v
-            for k, v in obj.items() if k != "segments"}

@@ -46,10 +46,8 @@ class LitSegUnitResult:
 
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> "LitSegUnitResult":
-        fallback = rec.get("fallback")
-        return cls(rec["book_id"], rec["unit_id"], len(rec.get("segments") or ()),
-                   "none" if fallback in (None, "none") else str(fallback),
-                   tuple(rec.get("fallback_types") or ()), rec.get("length_reference"))
+        return cls(rec["book_id"], rec["unit_id"], len(rec["segments"]), rec["fallback"], tuple(rec["fallback_types"]),
+                   rec["length_reference"])
 
 
 def calibrates(cfg: LitSegConfig) -> bool:

@@ -272,13 +272,8 @@ def sanitize_segments(segments: Sequence[Segment], n: int) -> tuple[list[Segment
 
 
 def repair_coverage(segments: Sequence[Segment], n: int) -> tuple[list[Segment], list[int]]:
-    """The paper's gap fallback: an uncovered run joins its left-adjacent segment (right-adjacent at the start).
-    Returns the segments in source order and the indices added."""
-    if not segments:
-        raise ValueError("repair_coverage needs at least one segment (use the whole-unit fallback)")
-    for s in segments:
-        if not 1 <= s.from_idx <= s.to_idx <= n:
-            raise ValueError(f"repair_coverage: invalid range {s.from_idx}-{s.to_idx} for n={n}; sanitize first")
+    """The paper's gap fallback on sanitised ``segments`` (at least one): an uncovered run joins its left-adjacent
+    segment (right-adjacent at the start). Returns the segments in source order and the indices added."""
     segs = sorted(segments, key=lambda s: (s.from_idx, s.to_idx))
     lo = [s.from_idx for s in segs]
     hi = [s.to_idx for s in segs]
