@@ -355,7 +355,8 @@ def test_registry_litseg_counter_ignores_fallback_none(monkeypatch):
     from litseg_nb.litseg.config import LitSegConfig
     from litseg_nb.segmenters.registry import Models
 
-    records = [{"book_id": "b", "unit_id": str(i), "fallback": f} for i, f in enumerate(["none", "whole_unit", "none"])]
+    records = [{"book_id": "b", "unit_id": str(i), "fallback": f, "segments": [], "fallback_types": [],
+                "length_reference": None} for i, f in enumerate(["none", "whole_unit", "none"])]
     monkeypatch.setattr(segmenter, "annotate_units", lambda *a, **k: types.SimpleNamespace(records=records))
     monkeypatch.setattr(segmenter, "records_to_chunks", lambda books, recs: [])
     cfg = LitSegConfig.for_profile("test", calibrate=False)
