@@ -23,6 +23,7 @@ from .core.safe_io import OutputsNotWritable, ensure_writable
 from .data.download import cli as download_main
 from .errors import LitsegError, UsageError
 from .evaluation.boundaries import cli as boundaries_main
+from .rag.benchmark import cli as retrieval_benchmark_main
 from .evaluation.boundary_train import cli as train_boundary_main
 from .front import gallery, rehearse, runner
 from .front.batch_segment import __doc__ as _SEGMENT_DOC
@@ -366,6 +367,16 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
         _arg("--llm-windows", type=int, default=None, help="windows the LLM methods segment (0 = all)"),
         _arg("--name", default="", help="table name under outputs/<profile>/tables (default: boundaries)"),
     ]), boundaries_main),
+    "retrieval-benchmark": (dict(help="whole-book retrieval benchmark: every LLM-free method on every local book "
+                                      "(tier A), the LLM methods on the units they cover (tier B); budget-matched "
+                                      "and paired against recursive", args=[
+        _arg("--profile", default="smoke", choices=("test", "smoke", "full")),
+        _arg("--seed", type=int, default=0),
+        _arg("--books", action="append", default=[],
+             help="tier-A book ids, comma-separated (default: every local GutenQA and LiteraryQA book)"),
+        _arg("--no-embedding-presets", action="store_true",
+             help="leave out the lib: presets that embed (each embeds every book its own way: the slow part)"),
+    ]), retrieval_benchmark_main),
     "train-boundary-model": (dict(help="train the narrative boundary model (method boundary-model) on the chapter "
                                        "and scene breaks of <data>/gutenberg_train; writes the packaged weights "
                                        "and card", args=[

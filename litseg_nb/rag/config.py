@@ -66,6 +66,14 @@ class RagConfig(StageConfig):
     judge_llm: LLMConfig = field(default_factory=lambda: LLMConfig(
         backend="openai", model="Qwen/Qwen3-32B", max_new_tokens=96, temperature=0.0,
         max_model_len=PAIRWISE_JUDGE_CONTEXT, request_timeout_s=600.0))
+    # the whole-book benchmark (rag.benchmark): tier A = every LLM-free method on whole books, every question
+    tier_a_books: tuple[str, ...] = ()  # book ids (GutenQA, LiteraryQA); empty = every local book of the two
+    tier_a_embedding_presets: bool = True  # also the lib: presets that embed (each embeds every book its own way)
+    budgets: tuple[int, ...] = (256, 512, 1024, 2048)  # budget-matched retrieval: tokens of chunk text taken
+    paired_budget: int = 1024  # the budget of the paired comparison, fixed before any run
+    paired_reference: str = "recursive"
+    pooling_check_books: int = at_least(4, 1)  # the shortest tier-A books on which pooling is checked
+    pooling_check_methods: tuple[str, ...] = ()  # empty = every tier-A method
     # LumberChunker's θ sweep (its figure: DCG@k per θ) on the first common units (0 = all of them)
     lumber_thetas: tuple[int, ...] = (450, 550, 650, 1000)
     lumber_theta_max_units: int = 0
