@@ -23,7 +23,6 @@ from .core.safe_io import OutputsNotWritable, ensure_writable
 from .data.download import cli as download_main
 from .errors import LitsegError, UsageError
 from .evaluation.boundaries import cli as boundaries_main
-from .rag.benchmark import cli as retrieval_benchmark_main
 from .evaluation.boundary_train import cli as train_boundary_main
 from .front import gallery, rehearse, runner
 from .front.batch_segment import __doc__ as _SEGMENT_DOC
@@ -257,6 +256,13 @@ def docs_main(args: argparse.Namespace) -> int:
 
 
 _RAW = argparse.RawDescriptionHelpFormatter
+
+
+def retrieval_benchmark_main(args: argparse.Namespace) -> int:
+    # deferred: the benchmark needs the eval extras (pandas, faiss, bm25s); a core install's CLI starts without them
+    from .rag.benchmark import cli
+
+    return cli(args)
 
 
 def _arg(*flags: str, **kw: Any) -> tuple[tuple[str, ...], dict[str, Any]]:

@@ -76,3 +76,25 @@ def test_notebook_05_counts_chunks_over_the_embedder_and_reranker_limits(noteboo
             "reranker limit", "over reranker limit"} <= set(t.columns)
     assert (t["chunks"] > 0).all() and (t["over embedder limit"] <= t["chunks"]).all()
     assert ((t["max chunk tokens (embedder)"] > t["embedder limit"]) == (t["over embedder limit"] > 0)).all()
+
+
+@pytest.mark.slow
+def test_notebook_05_whole_book_benchmark_tiers(notebook_pipeline):
+    """Tier A (whole books, every LLM-free method) and tier B (the LLM methods' units): separate tables, the same
+    questions for every method of a tier, budget-matched columns, paired rows that say what they rest on."""
+    from litseg_nb.rag.benchmark import tier_a_methods
+
+    tables = notebook_pipeline("05") / "tables"
+    a = pd.read_csv(tables / "05_tier_a_retrieval.csv")
+    b = pd.read_csv(tables / "05_tier_b_retrieval.csv")
+    assert set(a["tier"]) == {"A"} and set(b["tier"]) == {"B"}
+    assert {"hit@256", "hit@512", "hit@1024", "hit@2048", "MRR@20", "mean_tokens"} <= set(a.columns)
+    assert set(a["method"]) == set(tier_a_methods(embedding_presets=False))  # the test profile leaves those out
+    assert {"litseg", "litseg-lite", "lumber", "recursive"} <= set(b["method"])
+    for t in (a, b):
+        assert (t.groupby(["dataset", "mode"])["n_questions"].nunique() == 1).all()  # same questions per method
+    paired = pd.read_csv(tables / "05_tier_a_paired.csv")
+    assert set(paired["reference"]) == {"recursive"} and "recursive" not in set(paired["method"])
+    assert {"hit@1024", "MRR@20"} == set(paired["score"]) and (paired["n_questions"] > 0).all()
+    assert "tier A:" in (tables / "05_tier_a_retrieval.md").read_text()
+    assert (notebook_pipeline("05") / "figures" / "05_tier_a_budget_curves.png").is_file()

@@ -2,8 +2,12 @@
 import numpy as np
 import pytest
 
-from litseg_nb.rag.benchmark import (answer_form, answer_relevance_rule, budget_hit_matrix, budget_hits, kept_answers,
-                                     paired_difference, passage_has_answer, ranking_table, tokens_to_first_relevant)
+from conftest import make_book
+from litseg_nb.core.schema import Chunk, Question
+from litseg_nb.rag.benchmark import (BenchQuestion, TierResult, answer_form, answer_relevance_rule, benchmark_questions,
+                                     budget_hit_matrix, budget_hits, kept_answers, paired_difference, paired_table,
+                                     passage_has_answer, pooled_vectors, ranking_table, score_tier, summary_table,
+                                     tokens_to_first_relevant, verdict)
 
 
 def test_budget_hits_hand_computed():
@@ -108,3 +112,107 @@ def test_tiers_never_share_a_ranking():
         ranking_table(rows, "B", by="hit@512")
     t = ranking_table(rows[:2], "A", by="hit@512")
     assert t["method"].tolist() == ["token", "recursive"] and t["rank"].tolist() == [1, 2]
+
+
+def _chunk(book, method, i, spans):
+    text = " ".join(book.text[a:b] for a, b in spans)
+    return Chunk(book.book_id, "u0000", f"{method}-{i}", method, 1, 1, list(spans), text, text)
+
+
+def test_pooled_vectors_weight_sentences_by_overlapping_characters():
+    book = make_book(units=1, n=3)
+    s1, s2, s3 = book.units[0].sentences
+    starts, ends = np.array([s1.start, s2.start, s3.start]), np.array([s1.end, s2.end, s3.end])
+    vecs = np.eye(3, dtype=np.float32)
+    half = (s2.end - s2.start) // 2
+    chunks = [_chunk(book, "m", 0, [(s1.start, s2.start + half)]),  # sentence 1 whole, half of sentence 2
+              _chunk(book, "m", 1, [(s3.start, s3.end)]),
+              _chunk(book, "m", 2, [(s3.end + 5, s3.end + 9)])]  # past every sentence: no vector, counted
+    out, missing = pooled_vectors(chunks, starts, ends, vecs)
+    want = np.array([s1.end - s1.start, half, 0], dtype=float)
+    assert np.allclose(out[0], want / np.linalg.norm(want))
+    assert np.allclose(out[1], [0, 0, 1]) and not out[2].any() and missing == 1
+
+
+class _BagEmbedder:
+    """Hashed bag-of-words vectors: a question shares dimensions with the chunks that hold its words."""
+
+    def encode(self, texts, kind="passage"):
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().replace(".", " ").split():
+                out[i, sum(map(ord, w)) % 64] += 1
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+class _Words:
+    def count_many(self, texts):
+        return [len(t.split()) for t in texts]
+
+
+def test_score_tier_ranks_and_counts_tokens_on_a_toy_book():
+    words = ["Emma walked.", "Harriet sang songs.", "The silver locket lay on the table.", "Rain fell."]
+    book = make_book(units=1, n=4, sentence=lambda i, u, b: words[i - 1], dataset="gutenqa")
+    sents = book.units[0].sentences
+    sets = {"sentence": [_chunk(book, "sentence", i, [(s.start, s.end)]) for i, s in enumerate(sents)],
+            "unit": [_chunk(book, "unit", 0, [(sents[0].start, sents[-1].end)])]}
+    q = BenchQuestion("q1", "gutenqa", book.book_id, "Where was the silver locket?", ("silver locket",))
+    rows, stats = score_tier("A", sets, [book], [q], _BagEmbedder(), _Words(), vectors="text")
+    r = rows.set_index(["method", "mode"])
+    for mode in ("dense", "bm25", "hybrid"):
+        assert r.loc[("sentence", mode), "rank"] == 1 and r.loc[("sentence", mode), "tokens_needed"] == 7
+        assert r.loc[("unit", mode), "rank"] == 1 and r.loc[("unit", mode), "tokens_needed"] == 14
+    summ = summary_table(rows, stats, budgets=(8, 16)).set_index(["method", "mode"])
+    # the one-sentence chunk fits 8 tokens; the whole unit (14 tokens) only 16: the budget tells them apart
+    assert summ.loc[("sentence", "hybrid"), "hit@8"] == 1 and summ.loc[("unit", "hybrid"), "hit@8"] == 0
+    assert summ.loc[("unit", "hybrid"), "hit@16"] == 1 and summ.loc[("unit", "hybrid"), "MRR@20"] == 1
+    assert summ.loc[("unit", "hybrid"), "chunks"] == 1 and summ.loc[("sentence", "hybrid"), "mean_tokens"] == 3.5
+    with pytest.raises(ValueError, match="tier"):
+        score_tier("C", sets, [book], [q], _BagEmbedder(), _Words())
+
+
+def test_benchmark_questions_apply_the_rule_and_report_every_literaryqa_question():
+    book = make_book(units=1, n=2, sentence=lambda i, u, b: ["Knightley found the silver locket.",
+                                                             "Knightley left. Knightley came. Knightley sat."][i - 1],
+                     dataset="literaryqa")
+    book.questions = [Question("a", book.book_id, "Who found it?", ("Knightley",), dataset="literaryqa"),
+                      Question("b", book.book_id, "What was found?", ("the silver locket", "a locket of silver"),
+                               dataset="literaryqa")]
+    qs, report = benchmark_questions([book])
+    assert [(q.qid, q.targets) for q in qs] == [("b", ("the silver locket",))]
+    assert report["kept"].tolist() == [False, True] and report["why"][0].startswith("too frequent")
+    assert qs[0].relevant("he found the silver locket.") and not qs[0].relevant("a silver-ish locket")
+
+
+def _rows(diffs_by_dataset):
+    import pandas as pd
+
+    rows = []
+    for ds, (n_books, ref_hits, m_hits) in diffs_by_dataset.items():
+        for i, (a, b) in enumerate(zip(ref_hits, m_hits)):
+            for m, hit in (("recursive", a), ("m", b)):
+                rows.append({"tier": "A", "dataset": ds, "book_id": f"{ds}{i % n_books}", "qid": f"{ds}{i}",
+                             "method": m, "mode": "hybrid", "rank": 1 if hit else None, "n_relevant": 1,
+                             "tokens_needed": 100.0 if hit else float("inf")})
+    return pd.DataFrame(rows)
+
+
+def test_paired_table_per_dataset_and_pooled_with_question_counts():
+    rows = _rows({"gutenqa": (1, [0] * 20, [1] * 20), "literaryqa": (4, [1, 0] * 6, [1, 0] * 6)})
+    p = paired_table(rows, budget=512, n_boot=200, n_perm=200).set_index(["dataset", "score"])
+    assert set(p.index) == {(d, s) for d in ("gutenqa", "literaryqa", "all") for s in ("hit@512", "MRR@20")}
+    assert p.loc[("gutenqa", "hit@512"), "mean_difference"] == 1 and p.loc[("gutenqa", "hit@512"), "excludes_zero"]
+    assert p.loc[("literaryqa", "MRR@20"), "mean_difference"] == 0 and not p.loc[("literaryqa", "MRR@20"),
+                                                                                   "excludes_zero"]
+    assert p.loc[("all", "hit@512"), "n_questions"] == 32 and p.loc[("all", "hit@512"), "n_books"] == 5
+    res = TierResult("A", rows, None, None, p.reset_index(), "")
+    text = verdict(res, "gutenqa", "hit@512")
+    assert "better with a 95 % interval above 0: m (+1.00)" in text and "20 questions" in text
+
+
+def test_retrieval_benchmark_cli_names_an_unknown_book(data_dir, fresh_dirs, capsys):
+    from litseg_nb.cli import main
+
+    assert main(["retrieval-benchmark", "--profile", "test", "--books", "literaryqa:nosuch"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "retrieval-benchmark" in err[0] and "nosuch" in err[0]

@@ -16,7 +16,22 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import chunk_sets as chunk_set_files
+from ..chunkers.base import MemoTokenizer, load_tokenizer
+from ..chunkers.config import BaselinesConfig
+from ..chunkers.library import PREFIX, PRESETS, LibraryConfig, is_library_method, needs_of
+from ..chunkers.splitters import combined_sentences
+from ..core.artifacts import save_table
+from ..core.paths import outputs_dir
+from ..corpus import load_corpus
+from ..errors import LitsegError
+from ..llm.embeddings import load_embedder
 from ..metrics.retrieval import evidence_form, normalize_for_match
+from ..segmenters.registry import METHOD_NAMES, chunk_units, get_method
+from .config import RagConfig
+from .index import BookIndex, rrf_fuse
+from .pipeline import _extend, common_units
+from .report import restrict_to_units
 
 BUDGETS = (256, 512, 1024, 2048)
 TIERS = ("A", "B")
@@ -214,8 +229,6 @@ def benchmark_questions(books: Sequence[Any], **rule: Any):
 def tier_a_methods(embedding_presets: bool = True) -> list[str]:
     """Every method that runs without an LLM: the registered baselines and the ``lib:`` presets (those that embed
     only with ``embedding_presets``)."""
-    from ..chunkers.library import PREFIX, PRESETS
-    from ..segmenters.registry import METHOD_NAMES, get_method
 
     ours = [m for m in METHOD_NAMES if get_method(m).needs != "llm"]
     libs = [PREFIX + n for n, p in PRESETS.items() if p.needs == "text" or (embedding_presets and p.needs == "embedder")]
@@ -226,8 +239,6 @@ def segment_whole_books(books: Sequence[Any], methods: Sequence[str], cfg: Any, 
     """Each method's chunks of every unit of every book (``cfg``: notebook 04's BaselinesConfig)."""
     from tqdm.auto import tqdm
 
-    from ..chunkers.library import LibraryConfig, is_library_method
-    from ..segmenters.registry import chunk_units
 
     lib_cfg = LibraryConfig.like(cfg)
     out: dict[str, list[Any]] = {}
@@ -241,7 +252,6 @@ def window_vectors(book: Any, embedder: Any, buffer_size: int = 1):
     """``(starts, ends, vectors)`` per sentence of the book, in text order: the embedding of the sentence with
     ``buffer_size`` neighbours on each side within its unit (the windows the ``semantic`` chunker embeds, so one
     pass serves both)."""
-    from ..chunkers.splitters import combined_sentences
 
     starts, ends, texts = [], [], []
     for u in book.units:
@@ -287,8 +297,6 @@ def score_tier(tier: str, chunk_sets: Mapping[str, Sequence[Any]], books: Sequen
     import pandas as pd
     from tqdm.auto import tqdm
 
-    from .index import BookIndex, rrf_fuse
-    from .pipeline import _extend
 
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r} (tiers: {TIERS})")
@@ -454,8 +462,6 @@ class TierResult:
 
 def needs_llm(method: str) -> bool:
     """Whether a chunk set's method segments with an LLM (``name@variant`` and imported names by their base)."""
-    from ..chunkers.library import is_library_method, needs_of
-    from ..segmenters.registry import METHOD_NAMES, get_method
 
     base = method.split("@", 1)[0]
     if is_library_method(base):
@@ -471,7 +477,6 @@ def _result(tier: str, rows, stats, cfg: Any, note: str) -> TierResult:
 
 def tier_a_books(cfg: Any) -> list[Any]:
     """The books of tier A: ``cfg.tier_a_books`` (empty = every local GutenQA and LiteraryQA book), whole."""
-    from ..corpus import load_corpus
 
     return load_corpus(cfg.corpus.replace(datasets=("gutenqa", "literaryqa"), books=cfg.tier_a_books, max_books=0,
                                           max_units_per_book=0))
@@ -480,7 +485,6 @@ def tier_a_books(cfg: Any) -> list[Any]:
 def run_tier_a(cfg: Any, books: Sequence[Any], embedder: Any, tokenizer: Any):
     """Tier A on ``books``: every LLM-free method (:func:`tier_a_methods`) segments every unit; every question
     (:func:`benchmark_questions`) is scored with pooled vectors. ``(result, chunk sets, rule report)``."""
-    from ..chunkers.config import BaselinesConfig
 
     questions, rule = benchmark_questions(books)
     if not questions:
@@ -493,7 +497,8 @@ def run_tier_a(cfg: Any, books: Sequence[Any], embedder: Any, tokenizer: Any):
     sets = segment_whole_books(books, methods, base, embedder)
     rows, stats = score_tier("A", sets, books, questions, embedder, tokenizer, "pooled", cfg)
     n_ds = rows.groupby("dataset").qid.nunique().to_dict()
-    note = (f"tier A: {len(books)} whole books, {', '.join(f'{n} {d} q' for d, n in n_ds.items())}, {len(methods)} "
+    names = ", ".join(b.book_id for b in books) if len(books) <= 8 else f"every local book of {len(n_ds)} datasets"
+    note = (f"tier A: {len(books)} whole books ({names}), {', '.join(f'{n} {d} q' for d, n in n_ds.items())}, {len(methods)} "
             f"LLM-free methods{'' if cfg.tier_a_embedding_presets else ' (lib: presets that embed left out)'} | "
             "dense = sentence windows pooled per chunk")
     return _result("A", rows, stats, cfg, note), sets, rule
@@ -501,8 +506,10 @@ def run_tier_a(cfg: Any, books: Sequence[Any], embedder: Any, tokenizer: Any):
 
 def run_tier_b(cfg: Any, chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any], embedder: Any,
                tokenizer: Any) -> TierResult:
-    """Tier B: ``chunk_sets`` already restricted to the units every set covers (notebook 05's common units), each
-    chunk text embedded; the questions whose evidence or kept answer lies in those units."""
+    """Tier B: ``chunk_sets`` restricted to the units every set covers, each chunk text embedded (rewritten chunks
+    have no sentences to pool); the questions whose evidence or kept answer lies in those units."""
+
+    chunk_sets = restrict_to_units(chunk_sets, set(common_units(chunk_sets)))
     by_book = {b.book_id: b for b in books}
     units = {(c.book_id, c.unit_id) for cs in chunk_sets.values() for c in cs}
     text = {bid: normalize_for_match(" ".join(by_book[bid].text[u.start:u.end] for u in by_book[bid].units
@@ -558,25 +565,15 @@ def cli(args: Any) -> int:
 
     import pandas as pd
 
-    from .. import chunk_sets as chunk_set_files
-    from ..chunkers.base import MemoTokenizer, load_tokenizer
-    from ..core.artifacts import save_table
-    from ..core.paths import outputs_dir
-    from ..corpus import load_corpus
-    from ..errors import LitsegError
-    from ..llm.embeddings import load_embedder
-    from .config import RagConfig
-    from .pipeline import common_units
-    from .report import restrict_to_units
 
     t0 = time.perf_counter()
     try:
         cfg = RagConfig.for_profile(args.profile, seed=args.seed, pooling_check_methods=(),
                                     tier_a_books=tuple(b for x in args.books for b in x.split(",") if b),
                                     tier_a_embedding_presets=not args.no_embedding_presets)
+        books = tier_a_books(cfg)  # an unknown book fails here, before any model loads
         embedder = load_embedder(cfg.embedding)
         tokenizer = MemoTokenizer(load_tokenizer("all-MiniLM-L6-v2"))
-        books = tier_a_books(cfg)
         a, sets, rule = run_tier_a(cfg, books, embedder, tokenizer)
         pool = pooling_check_for(cfg, books, sets, embedder)
         b_books = load_corpus(cfg.corpus)  # the books notebook 05 evaluates the chunk artifacts on
@@ -586,7 +583,7 @@ def cli(args: Any) -> int:
             found, _ = chunk_set_files.load_evaluable(chunk_set_files.discover(cfg.profile)[0],
                                                       [x.book_id for x in b_books])
             found = {m: cs for m, cs in found.items() if needs_llm(m) or m in sets}
-            b = run_tier_b(cfg, restrict_to_units(found, set(common_units(found))), b_books, embedder, tokenizer)
+            b = run_tier_b(cfg, found, b_books, embedder, tokenizer)
     except (LitsegError, ValueError, FileNotFoundError) as exc:
         print(f"[litseg_nb] retrieval-benchmark: {exc}", file=sys.stderr)
         return 2
@@ -616,3 +613,29 @@ def cli(args: Any) -> int:
     print(f"[litseg_nb] retrieval-benchmark: {time.perf_counter() - t0:.0f} s; tables: "
           f"{outputs_dir(cfg.profile) / 'tables'}/retrieval_benchmark_*")
     return 0
+
+
+def plot_budget_curves(summary, methods: Sequence[str], title: str, mode: str = "hybrid"):
+    """hit@B against B, one line per method (at most 8), one panel per dataset of ``summary``."""
+    import matplotlib.pyplot as plt
+
+    if len(methods) > 8:
+        raise ValueError(f"{len(methods)} methods: a readable figure has at most 8 lines")
+    s = summary[(summary["mode"] == mode) & summary.method.isin(methods)]
+    budgets = sorted(int(c.split("@")[1]) for c in s.columns if c.startswith("hit@"))
+    datasets = sorted(s.dataset.unique())
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 3.6), squeeze=False, sharey=True)
+    for ax, ds in zip(axes[0], datasets):
+        for m in methods:
+            r = s[(s.dataset == ds) & (s.method == m)]
+            if len(r):
+                ax.plot(budgets, [r[f"hit@{b}"].iloc[0] for b in budgets], marker="o", label=m)
+        n = int(s[s.dataset == ds].n_questions.max())
+        ax.set(xscale="log", xticks=budgets, xticklabels=[str(b) for b in budgets], xlabel="budget B (tokens)",
+               title=f"{ds} ({n} questions)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"hit@B ({mode})")
+    axes[0][-1].legend(fontsize=8, loc="lower right")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
