@@ -1,20 +1,29 @@
-"""Scoring core of the whole-book retrieval benchmark.
+"""The whole-book retrieval benchmark: can the chunkers be told apart?
 
+Tier A: every method that runs without an LLM segments whole books; every question of those books is scored.
+Tier B: the LLM methods on the units every chunk set covers, beside the tier-A methods restricted to them. The tiers
+never share a ranking.
 Budget-matched hit at B: walk down a ranking taking whole chunks while their token total stays <= B; a hit when a
 taken chunk is relevant, i.e. when the tokens up to and including the first relevant chunk are <= B.
 LiteraryQA relevance: a passage is relevant when it contains a kept answer (normalised, whole words); an answer is
 kept when it is short and occurs at least once and only a few times in its book.
 Paired comparison: per question d = score(method) - score(reference); mean d with a 95 % percentile bootstrap
 interval (books resampled, then questions within each drawn book) and a two-sided sign-flip permutation p-value.
+Dense vectors of tier A: sentence windows embedded once per book, pooled per chunk (:func:`pooled_vectors`).
 """
 from __future__ import annotations
 
 import functools
 import re
+import sys
+import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
 
 from .. import chunk_sets as chunk_set_files
 from ..chunkers.base import MemoTokenizer, load_tokenizer
@@ -25,7 +34,7 @@ from ..core.artifacts import save_table
 from ..core.paths import outputs_dir
 from ..corpus import load_corpus
 from ..errors import LitsegError
-from ..llm.embeddings import load_embedder
+from ..llm.embeddings import limit_report, load_embedder
 from ..metrics.retrieval import evidence_form, normalize_for_match
 from ..segmenters.registry import METHOD_NAMES, chunk_units, get_method
 from .config import RagConfig
@@ -136,8 +145,6 @@ def paired_difference(scores_by_method: Mapping[str, Sequence[float]], books: Se
                       reference: str = "recursive", n_boot: int = 2000, n_perm: int = 10000, seed: int = 0):
     """One row per method other than ``reference``: mean of its per-question score minus the reference's, 95 %
     bootstrap interval (books, then questions), sign-flip p-value, ``n_questions`` and ``n_books``."""
-    import pandas as pd
-
     if reference not in scores_by_method:
         raise ValueError(f"reference method {reference!r} has no scores (methods: {sorted(scores_by_method)})")
     ref = np.asarray(scores_by_method[reference], dtype=float)
@@ -168,8 +175,6 @@ def paired_difference(scores_by_method: Mapping[str, Sequence[float]], books: Se
 def ranking_table(rows: Sequence[Mapping[str, Any]], tier: str, by: str):
     """Rows of one tier (each with ``tier``, ``method`` and ``by``) sorted by ``by``, best first, with a ``rank``;
     rows of another tier raise: the tiers never share a ranking."""
-    import pandas as pd
-
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r} (tiers: {TIERS})")
     other = sorted({str(r.get("tier")) for r in rows} - {tier})
@@ -207,8 +212,6 @@ class BenchQuestion:
 def benchmark_questions(books: Sequence[Any], **rule: Any):
     """``(questions, rule_report)``: every GutenQA question with evidence, and the LiteraryQA questions with an
     answer :func:`answer_relevance_rule` keeps; the report has one row per LiteraryQA question (kept, why)."""
-    import pandas as pd
-
     out, report = [], []
     for b in books:
         for q in b.questions:
@@ -229,7 +232,6 @@ def benchmark_questions(books: Sequence[Any], **rule: Any):
 def tier_a_methods(embedding_presets: bool = True) -> list[str]:
     """Every method that runs without an LLM: the registered baselines and the ``lib:`` presets (those that embed
     only with ``embedding_presets``)."""
-
     ours = [m for m in METHOD_NAMES if get_method(m).needs != "llm"]
     libs = [PREFIX + n for n, p in PRESETS.items() if p.needs == "text" or (embedding_presets and p.needs == "embedder")]
     return ours + libs
@@ -237,8 +239,6 @@ def tier_a_methods(embedding_presets: bool = True) -> list[str]:
 
 def segment_whole_books(books: Sequence[Any], methods: Sequence[str], cfg: Any, embedder: Any) -> dict[str, list[Any]]:
     """Each method's chunks of every unit of every book (``cfg``: notebook 04's BaselinesConfig)."""
-    from tqdm.auto import tqdm
-
 
     lib_cfg = LibraryConfig.like(cfg)
     out: dict[str, list[Any]] = {}
@@ -248,20 +248,22 @@ def segment_whole_books(books: Sequence[Any], methods: Sequence[str], cfg: Any, 
     return out
 
 
-def window_vectors(book: Any, embedder: Any, buffer_size: int = 1):
-    """``(starts, ends, vectors)`` per sentence of the book, in text order: the embedding of the sentence with
-    ``buffer_size`` neighbours on each side within its unit (the windows the ``semantic`` chunker embeds, so one
-    pass serves both)."""
-
+def sentence_windows(book: Any, buffer_size: int = 1) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``(starts, ends, texts)`` per sentence of the book, in text order: the sentence with ``buffer_size`` neighbours
+    on each side within its unit (the windows the ``semantic`` chunker embeds, so one pass serves both)."""
     starts, ends, texts = [], [], []
     for u in book.units:
-        sents = [u.sentence_text(book.text, s.index) for s in u.sentences]
-        texts += combined_sentences(sents, buffer_size)
+        texts += combined_sentences([u.sentence_text(book.text, s.index) for s in u.sentences], buffer_size)
         starts += [s.start for s in u.sentences]
         ends += [s.end for s in u.sentences]
     order = np.argsort(starts, kind="stable")
-    vecs = embedder.encode(texts, kind="passage")
-    return np.asarray(starts)[order], np.asarray(ends)[order], vecs[order]
+    return np.asarray(starts)[order], np.asarray(ends)[order], [texts[i] for i in order]
+
+
+def window_vectors(book: Any, embedder: Any, buffer_size: int = 1):
+    """``(starts, ends, vectors)``: :func:`sentence_windows` with each window embedded as a passage."""
+    starts, ends, texts = sentence_windows(book, buffer_size)
+    return starts, ends, embedder.encode(texts, kind="passage")
 
 
 def pooled_vectors(chunks: Sequence[Any], starts: np.ndarray, ends: np.ndarray, vecs: np.ndarray):
@@ -294,9 +296,6 @@ def score_tier(tier: str, chunk_sets: Mapping[str, Sequence[Any]], books: Sequen
     ``tokens_needed`` (:func:`tokens_to_first_relevant`). ``vectors``: ``"pooled"`` (:func:`pooled_vectors` over
     :func:`window_vectors`) or ``"text"`` (each chunk text embedded, cut where the embedder stops reading). Modes:
     dense, BM25 and the paper's hybrid (RRF over the top ``cfg.dense_top_k``/``sparse_top_k``, then the rest)."""
-    import pandas as pd
-    from tqdm.auto import tqdm
-
 
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r} (tiers: {TIERS})")
@@ -341,8 +340,6 @@ def score_tier(tier: str, chunk_sets: Mapping[str, Sequence[Any]], books: Sequen
 def summary_table(rows, chunk_stats, budgets: Sequence[int] = BUDGETS, k: int = 20):
     """Per (tier, dataset, mode, method): ``n_questions``, ``n_no_relevant_chunk``, MRR@k, Hit@5, Hit@k, the
     budget-matched hits ``hit@B``, chunks and mean tokens per chunk (over the scored books)."""
-    import pandas as pd
-
     out = []
     for (tier, ds, mode, m), g in rows.groupby(["tier", "dataset", "mode", "method"], sort=False):
         r = g["rank"].astype(float).to_numpy()
@@ -362,8 +359,6 @@ def paired_table(rows, reference: str = "recursive", budget: int = 1024, mode: s
                  **kw: Any):
     """:func:`paired_difference` of every method against ``reference`` (``mode``), per dataset and over all of them,
     for two scores per question: ``hit@budget`` and ``MRR@k``; ``excludes_zero`` marks a 95 % interval without 0."""
-    import pandas as pd
-
     g = rows[rows["mode"] == mode]
     parts = []
     for tier in g["tier"].unique():
@@ -391,8 +386,6 @@ def paired_table(rows, reference: str = "recursive", budget: int = 1024, mode: s
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    import pandas as pd
-
     ra, rb = pd.Series(a).rank().to_numpy(), pd.Series(b).rank().to_numpy()
     return float(np.corrcoef(ra, rb)[0, 1]) if len(a) > 1 and ra.std() > 0 and rb.std() > 0 else float("nan")
 
@@ -403,8 +396,6 @@ def pooling_check(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[Any],
     ``books``: per method the mean Spearman correlation of the two score vectors over a book's chunks (per
     question), how often both rank the same chunk first, and dense MRR@k each way; ``attrs["method_ranking_rho"]``
     is the Spearman correlation of the methods' MRR@k under the two."""
-    import pandas as pd
-
     by_book = {b.book_id: b for b in books}
     qs = [q for q in questions if q.book_id in by_book]
     if not qs:
@@ -462,7 +453,6 @@ class TierResult:
 
 def needs_llm(method: str) -> bool:
     """Whether a chunk set's method segments with an LLM (``name@variant`` and imported names by their base)."""
-
     base = method.split("@", 1)[0]
     if is_library_method(base):
         return needs_of(base) == "llm"
@@ -477,7 +467,6 @@ def _result(tier: str, rows, stats, cfg: Any, note: str) -> TierResult:
 
 def tier_a_books(cfg: Any) -> list[Any]:
     """The books of tier A: ``cfg.tier_a_books`` (empty = every local GutenQA and LiteraryQA book), whole."""
-
     return load_corpus(cfg.corpus.replace(datasets=("gutenqa", "literaryqa"), books=cfg.tier_a_books, max_books=0,
                                           max_units_per_book=0))
 
@@ -485,7 +474,6 @@ def tier_a_books(cfg: Any) -> list[Any]:
 def run_tier_a(cfg: Any, books: Sequence[Any], embedder: Any, tokenizer: Any):
     """Tier A on ``books``: every LLM-free method (:func:`tier_a_methods`) segments every unit; every question
     (:func:`benchmark_questions`) is scored with pooled vectors. ``(result, chunk sets, rule report)``."""
-
     questions, rule = benchmark_questions(books)
     if not questions:
         raise ValueError(f"tier A: no question with evidence or a kept answer in {[b.book_id for b in books]}")
@@ -496,11 +484,14 @@ def run_tier_a(cfg: Any, books: Sequence[Any], embedder: Any, tokenizer: Any):
         raise ValueError(f"paired_reference {cfg.paired_reference!r} is not a tier-A method ({', '.join(methods)})")
     sets = segment_whole_books(books, methods, base, embedder)
     rows, stats = score_tier("A", sets, books, questions, embedder, tokenizer, "pooled", cfg)
+    windows = {"windows": [SimpleNamespace(text=t) for b in books for t in sentence_windows(b)[2]]}
+    over = limit_report(windows, embedder).iloc[0]
     n_ds = rows.groupby("dataset").qid.nunique().to_dict()
     names = ", ".join(b.book_id for b in books) if len(books) <= 8 else f"every local book of {len(n_ds)} datasets"
     note = (f"tier A: {len(books)} whole books ({names}), {', '.join(f'{n} {d} q' for d, n in n_ds.items())}, {len(methods)} "
             f"LLM-free methods{'' if cfg.tier_a_embedding_presets else ' (lib: presets that embed left out)'} | "
-            "dense = sentence windows pooled per chunk")
+            f"dense = sentence windows pooled per chunk (no chunk is cut; {over['over embedder limit']} of "
+            f"{over['chunks']} windows longer than the embedder's {over['embedder limit']} tokens)")
     return _result("A", rows, stats, cfg, note), sets, rule
 
 
@@ -508,7 +499,6 @@ def run_tier_b(cfg: Any, chunk_sets: Mapping[str, Sequence[Any]], books: Sequenc
                tokenizer: Any) -> TierResult:
     """Tier B: ``chunk_sets`` restricted to the units every set covers, each chunk text embedded (rewritten chunks
     have no sentences to pool); the questions whose evidence or kept answer lies in those units."""
-
     chunk_sets = restrict_to_units(chunk_sets, set(common_units(chunk_sets)))
     by_book = {b.book_id: b for b in books}
     units = {(c.book_id, c.unit_id) for cs in chunk_sets.values() for c in cs}
@@ -560,11 +550,6 @@ def pooling_check_for(cfg: Any, books: Sequence[Any], chunk_sets: Mapping[str, S
 def cli(args: Any) -> int:
     """``python -m litseg_nb retrieval-benchmark``: tier A on every local book (or ``--books``), the pooling check,
     tier B on the profile's chunk artifacts; tables in outputs/<profile>/tables/retrieval_benchmark_*."""
-    import sys
-    import time
-
-    import pandas as pd
-
 
     t0 = time.perf_counter()
     try:
