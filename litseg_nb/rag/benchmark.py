@@ -225,7 +225,7 @@ def benchmark_questions(books: Sequence[Any], **rule: Any):
             if kept:
                 out.append(BenchQuestion(q.qid, ds, b.book_id, q.question, kept))
             report.append({"book_id": b.book_id, "question": q.question, "answers": " | ".join(q.answers),
-                           "kept": bool(kept), "why": "; ".join(dict.fromkeys(r for *_, r in verdicts))})
+                           "kept": bool(kept), "why": " | ".join(r for *_, r in verdicts)})
     return out, pd.DataFrame(report, columns=["book_id", "question", "answers", "kept", "why"])
 
 
