@@ -211,7 +211,8 @@ class BenchQuestion:
 
 def benchmark_questions(books: Sequence[Any], **rule: Any):
     """``(questions, rule_report)``: every GutenQA question with evidence, and the LiteraryQA questions with an
-    answer :func:`answer_relevance_rule` keeps; the report has one row per LiteraryQA question (kept, why)."""
+    answer :func:`answer_relevance_rule` keeps; the report has one row per LiteraryQA question: its answers and, in
+    the same order, the rule's verdict on each (``why``)."""
     out, report = [], []
     for b in books:
         for q in b.questions:
