@@ -210,9 +210,24 @@ def test_paired_table_per_dataset_and_pooled_with_question_counts():
     assert "better with a 95 % interval above 0: m (+1.00)" in text and "20 questions" in text
 
 
-def test_retrieval_benchmark_cli_names_an_unknown_book(data_dir, fresh_dirs, capsys):
+
+
+@pytest.mark.parametrize("argv, says", [(["--books", " , "], "names no book"),
+                                        (["--books", "literaryqa:nosuch"], "nosuch")])
+def test_retrieval_benchmark_cli_refuses_bad_books_in_one_line(argv, says, data_dir, fresh_dirs, capsys):
     from litseg_nb.cli import main
 
-    assert main(["retrieval-benchmark", "--profile", "test", "--books", "literaryqa:nosuch"]) == 2
+    assert main(["retrieval-benchmark", "--profile", "test", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "retrieval-benchmark" in err[0] and "nosuch" in err[0]
+    assert len(err) == 1 and err[0].startswith("[litseg_nb] retrieval-benchmark:") and says in err[0]
+
+
+def test_retrieval_benchmark_cli_checks_the_outputs_folder_before_any_work(data_dir, tmp_path, monkeypatch, capsys):
+    from litseg_nb.cli import main
+
+    blocker = tmp_path / "outputs"
+    blocker.write_text("a file where the outputs folder should be")
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(blocker))
+    assert main(["retrieval-benchmark", "--profile", "test", "--books", "literaryqa:31976"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not writable" in err[0]

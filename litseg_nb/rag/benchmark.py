@@ -32,6 +32,7 @@ from ..chunkers.library import PREFIX, PRESETS, LibraryConfig, is_library_method
 from ..chunkers.splitters import combined_sentences
 from ..core.artifacts import save_table
 from ..core.paths import outputs_dir
+from ..core.safe_io import ensure_writable
 from ..corpus import load_corpus
 from ..errors import LitsegError
 from ..llm.embeddings import limit_report, load_embedder
@@ -554,9 +555,13 @@ def cli(args: Any) -> int:
 
     t0 = time.perf_counter()
     try:
-        cfg = RagConfig.for_profile(args.profile, seed=args.seed, pooling_check_methods=(),
-                                    tier_a_books=tuple(b for x in args.books for b in x.split(",") if b),
+        chosen = tuple(b.strip() for x in args.books for b in x.split(",") if b.strip())
+        if args.books and not chosen:
+            raise ValueError(f"--books {','.join(args.books)!r} names no book; give book ids, comma-separated "
+                             "(e.g. gutenqa:Emma_-_Jane_Austen,literaryqa:1710), or leave --books out for every book")
+        cfg = RagConfig.for_profile(args.profile, seed=args.seed, pooling_check_methods=(), tier_a_books=chosen,
                                     tier_a_embedding_presets=not args.no_embedding_presets)
+        ensure_writable(outputs_dir(cfg.profile) / "tables")  # before the work, not after it
         books = tier_a_books(cfg)  # an unknown book fails here, before any model loads
         embedder = load_embedder(cfg.embedding)
         tokenizer = MemoTokenizer(load_tokenizer("all-MiniLM-L6-v2"))
