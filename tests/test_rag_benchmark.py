@@ -205,6 +205,8 @@ def test_paired_table_per_dataset_and_pooled_with_question_counts():
     assert p.loc[("literaryqa", "MRR@20"), "mean_difference"] == 0 and not p.loc[("literaryqa", "MRR@20"),
                                                                                    "excludes_zero"]
     assert p.loc[("all", "hit@512"), "n_questions"] == 32 and p.loc[("all", "hit@512"), "n_books"] == 5
+    with pytest.raises(ValueError, match=r"\['m'\] have no ranking"):  # a question m was not scored on
+        paired_table(rows.drop(rows.index[(rows.method == "m") & (rows.qid == "gutenqa3")]), budget=512)
     res = TierResult("A", rows, None, None, p.reset_index(), "")
     text = verdict(res, "gutenqa", "hit@512")
     assert "better with a 95 % interval above 0: m (+1.00)" in text and "20 questions" in text

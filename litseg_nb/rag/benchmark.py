@@ -373,6 +373,10 @@ def paired_table(rows, reference: str = "recursive", budget: int = 1024, mode: s
             wide_rank = d.pivot_table(index=["book_id", "qid"], columns="method", values="rank", aggfunc="first",
                                       dropna=False)
             wide_rank = wide_rank.reindex(wide_tok.index)
+            unscored = wide_tok.columns[wide_tok.isna().any()].tolist()
+            if unscored:  # a method without a ranking for some question would count as a miss there
+                raise ValueError(f"tier {tier}, {ds}: {unscored} have no ranking for some questions; every method "
+                                 "must be scored on the same questions")
             books = wide_tok.index.get_level_values(0).to_numpy()
             for score, wide in ((f"hit@{budget}", (wide_tok <= budget).astype(float)),
                                 (f"MRR@{k}", wide_rank.where(wide_rank <= k).rtruediv(1.0).fillna(0.0))):
