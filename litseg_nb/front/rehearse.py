@@ -93,8 +93,9 @@ NOTEBOOK_ENGINES = {
 }
 #: numbers kept at full's value (the code path they select)
 _FULL_KEPT = ("grpo_max_completion_length",)
-#: corpus slices: data the rehearsal has locally (LiteraryQA: the validation split only)
-_DATA_PATHS = ("corpus.books", "corpus.unit_selection", "selection.books", "selection.strategy", "selection.units")
+#: corpus slices: data the rehearsal has locally (LiteraryQA: the validation split only; tier A of the benchmark)
+_DATA_PATHS = ("corpus.books", "corpus.unit_selection", "selection.books", "selection.strategy", "selection.units",
+               "tier_a_books")
 
 
 def _flatten(d: Any, prefix: str = "") -> list[tuple[str, Any]]:
