@@ -380,8 +380,9 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
         _arg("--seed", type=int, default=0),
         _arg("--books", action="append", default=[],
              help="tier-A book ids, comma-separated (default: every local GutenQA and LiteraryQA book)"),
-        _arg("--no-embedding-presets", action="store_true",
-             help="leave out the lib: presets that embed (each embeds every book its own way: the slow part)"),
+        _arg("--embedding-presets", action=argparse.BooleanOptionalAction, default=None,
+             help="also the lib: presets that embed (each embeds every book its own way: on 2 CPU cores about half "
+                  "an hour each for the local books); default: the profile's (smoke and test: no, full: yes)"),
     ]), retrieval_benchmark_main),
     "train-boundary-model": (dict(help="train the narrative boundary model (method boundary-model) on the chapter "
                                        "and scene breaks of <data>/gutenberg_train; writes the packaged weights "

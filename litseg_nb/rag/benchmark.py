@@ -563,8 +563,9 @@ def cli(args: Any) -> int:
         if args.books and not chosen:
             raise ValueError(f"--books {','.join(args.books)!r} names no book; give book ids, comma-separated "
                              "(e.g. gutenqa:Emma_-_Jane_Austen,literaryqa:1710), or leave --books out for every book")
+        presets = {} if args.embedding_presets is None else {"tier_a_embedding_presets": args.embedding_presets}
         cfg = RagConfig.for_profile(args.profile, seed=args.seed, pooling_check_methods=(), tier_a_books=chosen,
-                                    tier_a_embedding_presets=not args.no_embedding_presets)
+                                    **presets)
         ensure_writable(outputs_dir(cfg.profile) / "tables")  # before the work, not after it
         books = tier_a_books(cfg)  # an unknown book fails here, before any model loads
         embedder = load_embedder(cfg.embedding)
