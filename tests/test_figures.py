@@ -178,3 +178,22 @@ def test_dcg_recall_legend_sits_under_both_panels_with_many_methods(fresh_dirs):
     assert text_overlaps(fig) == []
     assert paths["png"].stat().st_size > 0
     plt.close(fig)
+
+
+def test_budget_curves_figure_is_readable(tmp_path, monkeypatch):
+    """Notebook 05's tier-A figure: at most 8 lines, budget ticks without minor labels, no overlapping text."""
+    from litseg_nb.rag.benchmark import plot_budget_curves
+
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path))
+    methods = ["recursive", "token", "paragraph", "semantic", "texttiling", "c99", "boundary-model"]
+    rows = [{"mode": "hybrid", "dataset": ds, "method": m, "n_questions": 30, **{f"hit@{b}": (i + 1) * b / 20000
+                                                                                  for b in (256, 512, 1024, 2048)}}
+            for ds in ("gutenqa", "literaryqa") for i, m in enumerate(methods)]
+    fig = plot_budget_curves(pd.DataFrame(rows), methods)
+    assert [len(ax.get_lines()) for ax in fig.axes] == [7, 7]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["256", "512", "1024", "2048"]
+    save_figure(fig, "budget", "test", LABEL)
+    assert text_overlaps(fig) == []
+    with pytest.raises(ValueError, match="at most 8"):
+        plot_budget_curves(pd.DataFrame(rows), methods + ["a", "b"])
+    plt.close(fig)

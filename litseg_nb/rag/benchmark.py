@@ -611,8 +611,9 @@ def cli(args: Any) -> int:
     return 0
 
 
-def plot_budget_curves(summary, methods: Sequence[str], title: str, mode: str = "hybrid"):
-    """hit@B against B, one line per method (at most 8), one panel per dataset of ``summary``."""
+def plot_budget_curves(summary, methods: Sequence[str], mode: str = "hybrid"):
+    """hit@B against B, one line per method (at most 8), one panel per dataset of ``summary`` (the run's label goes
+    under it as :func:`~litseg_nb.core.artifacts.save_figure`'s footer)."""
     import matplotlib.pyplot as plt
 
     if len(methods) > 8:
@@ -620,18 +621,19 @@ def plot_budget_curves(summary, methods: Sequence[str], title: str, mode: str = 
     s = summary[(summary["mode"] == mode) & summary.method.isin(methods)]
     budgets = sorted(int(c.split("@")[1]) for c in s.columns if c.startswith("hit@"))
     datasets = sorted(s.dataset.unique())
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 3.6), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.5 * len(datasets), 3.4), squeeze=False, sharey=True)
     for ax, ds in zip(axes[0], datasets):
         for m in methods:
             r = s[(s.dataset == ds) & (s.method == m)]
             if len(r):
                 ax.plot(budgets, [r[f"hit@{b}"].iloc[0] for b in budgets], marker="o", label=m)
         n = int(s[s.dataset == ds].n_questions.max())
-        ax.set(xscale="log", xticks=budgets, xticklabels=[str(b) for b in budgets], xlabel="budget B (tokens)",
+        ax.set_xscale("log", base=2)
+        ax.minorticks_off()
+        ax.set(xticks=budgets, xticklabels=[str(b) for b in budgets], xlabel="budget B (tokens of chunk text)",
                title=f"{ds} ({n} questions)")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(f"hit@B ({mode})")
-    axes[0][-1].legend(fontsize=8, loc="lower right")
-    fig.suptitle(title, fontsize=9)
+    axes[0][0].set_ylabel(f"hit@B ({mode} retrieval)")
+    axes[0][-1].legend(fontsize=7, loc="upper left", frameon=False)
     fig.tight_layout()
     return fig
