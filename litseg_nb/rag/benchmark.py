@@ -95,16 +95,10 @@ def answer_form(answer: str) -> str:
     return re.sub(r"^(the|an|a) ", "", a).strip(_EDGE_PUNCT)
 
 
-def passage_has_answer(passage: str, answer: str) -> bool:
-    """True when the answer's :func:`answer_form` occurs in the normalised passage as whole words (never if empty)."""
-    a = answer_form(answer)
-    return bool(a) and _answer_pattern(a).search(normalize_for_match(passage)) is not None
-
-
 def answer_relevance_rule(book_text: str, answer: str, max_words: int = MAX_ANSWER_WORDS,
                           max_occurrences: int = MAX_ANSWER_OCCURRENCES) -> tuple[bool, str]:
     """``(keep, reason)``: keep an answer of at most ``max_words`` words found 1..``max_occurrences`` times in the
-    book (whole words of its :func:`answer_form`, as :func:`passage_has_answer` matches)."""
+    book (whole words of its :func:`answer_form`, as :meth:`BenchQuestion.relevant` matches)."""
     a = answer_form(answer)
     if not a:
         return False, "empty answer"
@@ -117,12 +111,6 @@ def answer_relevance_rule(book_text: str, answer: str, max_words: int = MAX_ANSW
     if n > max_occurrences:
         return False, f"too frequent ({n} occurrences > {max_occurrences})"
     return True, f"kept ({n_words} words, {n} occurrence(s))"
-
-
-def kept_answers(book_text: str, answers: Sequence[str], **rule: Any) -> tuple[str, ...]:
-    """The answers of one question that pass :func:`answer_relevance_rule`; the question is kept when any does and a
-    passage is relevant when it has any of them."""
-    return tuple(a for a in answers if answer_relevance_rule(book_text, a, **rule)[0])
 
 
 def _bootstrap_interval(d: np.ndarray, groups: list[np.ndarray], n_boot: int,
@@ -195,7 +183,7 @@ def ranking_table(rows: Sequence[Mapping[str, Any]], tier: str, by: str):
 @dataclass(frozen=True)
 class BenchQuestion:
     """A question with the strings that make a passage relevant: GutenQA's "Chunk Must Contain" evidence
-    (normalised containment), or LiteraryQA's kept answers (:func:`passage_has_answer`)."""
+    (normalised containment), or LiteraryQA's kept answers (:func:`answer_form`, whole words)."""
 
     qid: str
     dataset: str
@@ -573,12 +561,10 @@ def cli(args: Any) -> int:
         a, sets, rule = run_tier_a(cfg, books, embedder, tokenizer)
         pool = pooling_check_for(cfg, books, sets, embedder)
         b_books = load_corpus(cfg.corpus)  # the books notebook 05 evaluates the chunk artifacts on
-        llm_paths = {m: p for m, p in chunk_set_files.discover(cfg.profile)[0].items() if needs_llm(m)}
+        paths = {m: p for m, p in chunk_set_files.discover(cfg.profile)[0].items() if needs_llm(m) or m in sets}
         b = None
-        if llm_paths:
-            found, _ = chunk_set_files.load_evaluable(chunk_set_files.discover(cfg.profile)[0],
-                                                      [x.book_id for x in b_books])
-            found = {m: cs for m, cs in found.items() if needs_llm(m) or m in sets}
+        if any(needs_llm(m) for m in paths):
+            found = chunk_set_files.load_evaluable(paths, [x.book_id for x in b_books])[0]
             b = run_tier_b(cfg, found, b_books, embedder, tokenizer)
     except (LitsegError, ValueError, FileNotFoundError) as exc:
         print(f"[litseg_nb] retrieval-benchmark: {exc}", file=sys.stderr)
