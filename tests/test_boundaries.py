@@ -460,3 +460,82 @@ def test_book_forms_and_left_out_forms():
     assert not row["used"] and "play" in row["why"]
     with pytest.raises(ConfigError):
         B.BoundaryConfig.for_profile("smoke", forms=("novel",))
+
+
+# ------------------------------------------------------------------ --chunks names, rows and --name
+def _export(cfg, tmp_path):
+    import json
+
+    out = tmp_path / "windows.jsonl"
+    B.export_windows(out, cfg)
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def _write_rows(path, rows):
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_chunk_files_with_one_name_or_a_methods_name_are_refused(data_dir, tmp_path, capsys):
+    """A set takes its file's name: two files of one name are not merged into one row, and a file named after
+    a method run beside it is not replaced by the method's row."""
+    from litseg_nb.cli import main
+
+    cfg = B.BoundaryConfig.for_profile("test")
+    whole = [{"book_id": r["book_id"], "text": r["text"]} for r in _export(cfg, tmp_path)]
+    a = _write_rows(tmp_path / "a" / "x.jsonl", whole)
+    b = _write_rows(tmp_path / "b" / "x.jsonl", whole)
+    assert main(["boundaries", "--profile", "test", "--chunks", str(a), "--chunks", str(b)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "both name the set 'x'" in err and str(a) in err and str(b) in err
+    tok = _write_rows(tmp_path / "token.jsonl", whole)
+    assert main(["boundaries", "--profile", "test", "--method", "token", "--chunks", str(tok)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'token'" in err and "rename the file" in err
+    with pytest.raises(ValueError, match="computes itself"):
+        B.chunk_set_names([str(tmp_path / "one-cut.jsonl")], ())
+    assert B.chunk_set_names([str(a), str(tok)], ()) == {"x": a, "token": tok}
+
+
+@pytest.mark.parametrize("first_line, field", [("5", "Input should be an object"),
+                                               ('{"book_id": ["w"], "text": "t"}', "book_id"),
+                                               ('{"book_id": "w", "text": null}', "text"),
+                                               ('{"book_id": "w", "text": 3}', "text"),
+                                               ('{"book_id": "w", "from_idx": "1"}', "unit_id")])
+def test_chunk_file_rows_are_checked_in_one_line(data_dir, tmp_path, capsys, first_line, field):
+    from litseg_nb.cli import main
+
+    f = tmp_path / "mine.jsonl"
+    f.write_text(first_line + "\n")
+    assert main(["boundaries", "--profile", "test", "--chunks", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and f"{f}: line 1" in err and field in err
+
+
+def test_name_and_export_never_replace_what_exists(data_dir, fresh_dirs, capsys):
+    from litseg_nb.cli import main
+    from litseg_nb.core.paths import outputs_dir
+
+    tables = outputs_dir("test") / "tables"
+    tables.mkdir(parents=True, exist_ok=True)
+    (tables / "my_table.csv").write_text("a\n1\n")
+    for name in ("06_boundary_ornament_census", "retrieval_benchmark_tier_a", "my_table"):
+        assert main(["boundaries", "--profile", "test", "--name", name]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and name in err
+    assert (tables / "my_table.csv").read_text() == "a\n1\n" and [p.name for p in tables.iterdir()] == ["my_table.csv"]
+    folder = fresh_dirs / "a-folder"
+    folder.mkdir()
+    assert main(["boundaries", "--profile", "test", "--export-windows", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "exists" in err
+    # the benchmark's own table under a --name is replaced by a rerun
+    cfg = B.BoundaryConfig.for_profile("test")
+    whole = _write_rows(fresh_dirs / "whole.jsonl",
+                        [{"book_id": r["book_id"], "text": r["text"]} for r in _export(cfg, fresh_dirs)])
+    for _ in range(2):
+        assert main(["boundaries", "--profile", "test", "--chunks", str(whole), "--name", "mine"]) == 0
+    assert (tables / "mine.label.txt").read_text().startswith(B.LABEL_PREFIX)

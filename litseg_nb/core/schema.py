@@ -1,11 +1,17 @@
 """The data model shared by every dataset, preprocessing step and segmenter."""
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import asdict, dataclass, field
+import typing
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
-from ..errors import LitsegError
+
+import pydantic
+import typing_extensions
+
+from ..errors import LitsegError, UsageError
 from .safe_io import atomic_path
 
 Span = tuple[int, int]
@@ -184,8 +190,57 @@ def save_chunks(path: Path, chunks: Sequence[Chunk]) -> None:
     write_jsonl(Path(path), (c.to_json() for c in chunks))
 
 
+class RowError(UsageError, ValueError):
+    """A line of a JSONL file that is not the row it must be: the message names the file, the line and the field."""
+
+
+@dataclass(frozen=True)
+class TextRow:
+    """A row of a user's chunker output: the chunk ``text`` of book ``book_id`` (rows in book order)."""
+
+    book_id: str
+    text: str
+
+
+@functools.lru_cache(maxsize=None)
+def _row_adapter(row_type: type) -> pydantic.TypeAdapter:
+    """A strict validator of ``row_type``'s fields (a field with a default may be absent; others are ignored)."""
+    hints = typing.get_type_hints(row_type)
+    spec = {f.name: hints[f.name] if f.default is MISSING and f.default_factory is MISSING
+            else typing_extensions.NotRequired[hints[f.name]] for f in fields(row_type)}
+    return pydantic.TypeAdapter(pydantic.with_config(pydantic.ConfigDict(strict=True))(
+        typing_extensions.TypedDict(row_type.__name__, spec)))
+
+
+def _row_problem(exc: pydantic.ValidationError) -> str:
+    e = exc.errors(include_url=False)[0]
+    where = ".".join(str(x) for x in e["loc"])
+    got = e.get("input")
+    shown = "" if isinstance(got, dict) or e["type"] == "json_invalid" else f" (got {json.dumps(got, ensure_ascii=False, default=str)[:60]})"
+    return f"{where + ': ' if where else ''}{e['msg']}{shown}"
+
+
+def read_rows(path: Path | str, row_type: type, progress: Any = None) -> Iterator[Any]:
+    """The rows of a JSONL file, each checked as ``row_type`` (strict: a text is a string, an index an int);
+    the first line that is not one raises :class:`RowError` naming the file, the line and the field. The one
+    validator of every row read from a JSONL file (a chunk set: :class:`Chunk`; a chunker's output:
+    :class:`TextRow`). ``progress``: a callable given the bytes of each line read."""
+    adapter = _row_adapter(row_type)
+    with Path(path).open("rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if progress is not None:
+                progress(len(line))
+            if not line.strip():
+                continue
+            try:
+                yield row_type(**adapter.validate_json(line))
+            except pydantic.ValidationError as exc:
+                raise RowError(f"{path}: line {lineno}: not a {row_type.__name__} row: {_row_problem(exc)}") from None
+
+
 def load_chunks(path: Path) -> list[Chunk]:
-    return [Chunk.from_json(d) for d in read_jsonl(path)]
+    """The chunks of a chunk JSONL file, each row checked (:func:`read_rows`)."""
+    return list(read_rows(path, Chunk))
 
 
 def chunk_id(unit_id: str, ordinal: int) -> str:

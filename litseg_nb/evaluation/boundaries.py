@@ -7,8 +7,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import contextlib
 import itertools
+import json
 import math
+import re
 import sys
 import zlib
 from dataclasses import dataclass, field
@@ -19,13 +22,13 @@ import numpy as np
 
 from ..config import ConfigError, StageConfig, at_least, between, one_of
 from ..chunkers.config import LLM_METHODS, BaselinesConfig
-from ..core.schema import Book, Chunk, check_coverage, load_chunks, read_jsonl, write_jsonl
+from ..core.schema import Book, Chunk, TextRow, check_coverage, read_rows, write_jsonl
 from ..litseg.config import LitSegConfig
 from .boundary_gold import (GOLD_RULES, window_gold, GoldSet, build_gold, corpus_books, hand_checked_books,
                             local_book_files, local_book_texts, ornament_census)
 from ..core.cache import StepCache
 from ..corpus import book_from_json, book_to_json, data_files
-from ..core.paths import data_dir
+from ..core.paths import data_dir, outputs_dir
 from ..preprocess.gold import GOLD_FILE
 from ..segmenters.book_runs import run_chunker
 from ..llm import make_backend
@@ -42,6 +45,8 @@ NON_LLM = ("token", "recursive", "semantic", "paragraph", "texttiling", "c99", "
 SEGMENTERS = ("litseg",)  # the paper's segmenters scored here (LitSeg-Lite: from its chunk set, --chunks)
 #: rows the benchmark adds itself: no inner boundary, one cut at the paragraph start nearest the middle
 REFERENCE_ROWS = ("no-boundary", "one-cut")
+#: how the table's label starts (``--name`` replaces only a table that starts so)
+LABEL_PREFIX = "boundary benchmark | "
 #: suffix of a score-based method's row with exactly |G| boundaries per window (its top-scored positions)
 TOP_G = "@top-G"
 
@@ -608,26 +613,80 @@ def shapes_table(gold) -> "pd.DataFrame":  # noqa: F821
 
 
 def _read_external(path: Path, books: Sequence[Book], name: str) -> list[Chunk]:
-    """``--chunks``: the package's chunk JSONL, or rows ``{'book_id', 'text'}`` imported onto the windows."""
+    """``--chunks``: the package's chunk JSONL, or rows ``{'book_id', 'text'}`` imported onto the windows; every
+    row checked (:func:`~litseg_nb.core.schema.read_rows`), progress on stderr in a terminal."""
+    from tqdm.auto import tqdm
+
     if not path.is_file():
         raise FileNotFoundError(f"--chunks {path}: no such file")
-    first = next(iter(read_jsonl(path)), None) if path.suffix == ".jsonl" else None
-    if first is not None and "from_idx" in first:
-        return load_chunks(path)
-    if first is None or "text" not in first or "book_id" not in first:
-        raise ValueError(f"--chunks {path}: expected the package's chunk JSONL or rows with 'book_id' and 'text'")
+    if path.suffix != ".jsonl":
+        raise ValueError(f"--chunks {path}: expected a .jsonl file (the package's chunk JSONL or rows with "
+                         "'book_id' and 'text')")
+    first = b""
+    with path.open("rb") as fh:
+        for line in fh:
+            if line.strip():
+                first = line
+                break
+    try:
+        package = isinstance(row := json.loads(first), dict) and "from_idx" in row
+    except ValueError:
+        package = False  # read_rows names the line
+    with tqdm(total=path.stat().st_size, unit="B", unit_scale=True, desc=f"reading {path.name}", disable=None,
+              file=sys.stderr) as bar:
+        rows = list(read_rows(path, Chunk if package else TextRow, progress=bar.update))
+    if not rows:
+        raise ValueError(f"--chunks {path}: the file holds no rows")
+    if package:
+        return rows
     by_book: dict[str, list[str]] = {}
-    for r in read_jsonl(path):
-        by_book.setdefault(r["book_id"], []).append(r["text"])
+    for r in rows:
+        by_book.setdefault(r.book_id, []).append(r.text)
     index = {b.book_id: b for b in books}
     out = []
-    for bid, texts in by_book.items():
+    for bid, texts in tqdm(by_book.items(), desc=f"aligning {path.name}", disable=None, file=sys.stderr):
         if bid not in index:
             raise ValueError(f"--chunks {path}: book {bid!r} is not a boundary window book of this profile")
         chunks, rep = import_chunks(index[bid], texts, name, source=str(path))
         print(rep.summary(), file=sys.stderr)
         out.extend(c for c in chunks if c.unit_id)
     return out
+
+
+def chunk_set_names(files: Sequence[str], methods: Sequence[str]) -> dict[str, Path]:
+    """``{set name: file}`` of ``--chunks`` files: a set is named after its file, and a name may be neither
+    another file's nor a row the benchmark adds (``methods``, the reference rows, ``<method>@top-G``)."""
+    out: dict[str, Path] = {}
+    for f in files:
+        path = Path(f)
+        name = path.stem
+        if name in out:
+            raise ValueError(f"--chunks {out[name]} and {path} both name the set {name!r} (a set takes its file's "
+                             "name): rename one file")
+        if name in methods or name in REFERENCE_ROWS or name.endswith(TOP_G):
+            raise ValueError(f"--chunks {path}: its set name {name!r} (the file's name) is also a row the benchmark "
+                             "computes itself: rename the file")
+        out[name] = path
+    return out
+
+
+def table_name(name: str, profile: str) -> str:
+    """``--name``: a plain name that replaces no table of a notebook or another command (``NN_...``,
+    ``retrieval_benchmark...``, or an existing table whose label is not this benchmark's)."""
+    if not name:
+        return "boundaries"
+    check_name(name, "--name")
+    if re.match(r"\d\d_", name) or name.startswith("retrieval_benchmark"):
+        raise ValueError(f"--name {name!r} is a notebook's or the retrieval benchmark's table name; choose another")
+    table = outputs_dir(profile) / "tables" / f"{name}.csv"
+    if table.exists() or table.with_suffix(".md").exists():
+        label = ""
+        with contextlib.suppress(OSError, UnicodeError):
+            label = table.with_suffix(".label.txt").read_text(encoding="utf-8")
+        if not label.startswith(LABEL_PREFIX):
+            raise ValueError(f"--name {name!r}: {table} exists and was not written by `boundaries`; choose "
+                             "another --name")
+    return name
 
 
 def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
@@ -642,7 +701,7 @@ def export_windows(path: Path | str, cfg: BoundaryConfig) -> int:
 
 def cli(args: argparse.Namespace) -> int:
     try:
-        table_name = check_name(args.name, "--name") if args.name else "boundaries"
+        name = table_name(args.name, args.profile)
         over: dict[str, Any] = {"seed": args.seed}
         if args.method:
             ms = [m.strip() for x in args.method for m in x.split(",") if m.strip()]
@@ -665,7 +724,12 @@ def cli(args: argparse.Namespace) -> int:
         if args.llm_windows is not None:
             over["llm_max_windows"] = args.llm_windows
         cfg = BoundaryConfig.for_profile(args.profile, **over)
+        run_methods = args.method or not args.chunks
+        computed = (*cfg.methods, *cfg.llm_methods, *cfg.segmenters, *cfg.library_methods) if run_methods else ()
+        files = chunk_set_names(args.chunks or (), computed)
         if args.export_windows:
+            if Path(args.export_windows).expanduser().exists():
+                raise ValueError(f"--export-windows {args.export_windows}: exists; give a new file name")
             ensure_writable(Path(args.export_windows).expanduser().resolve().parent)
             n = export_windows(args.export_windows, cfg)
             print(f"[litseg_nb] wrote {n} windows to {args.export_windows}")
@@ -678,18 +742,16 @@ def cli(args: argparse.Namespace) -> int:
                 print(pd.DataFrame(gold.counts).drop(columns=["shapes"], errors="ignore").to_string(index=False))
                 print(census_table().to_string(index=False))
             return 0
-        sets: dict[str, list[Chunk]] = {}
-        for f in args.chunks or ():
-            sets.setdefault(Path(f).stem, []).extend(_read_external(Path(f), gold.books, Path(f).stem))
-        if args.method or not args.chunks:
+        sets = {n: _read_external(f, gold.books, n) for n, f in files.items()}
+        if run_methods:
             sets.update(segment_windows(gold.books, cfg))
         table = summarize(score_chunk_sets(benchmark_sets(sets, gold.books, cfg), gold.books, cfg, progress=True), cfg)
-    except (ConfigError, ValueError, FileNotFoundError, KeyError) as exc:
+    except (ConfigError, ValueError, FileNotFoundError, KeyError, OSError) as exc:
         print(f"[litseg_nb] boundaries: {exc}", file=sys.stderr)
         return 2
     n_gold = {k: int(sum(r.get(f"{k}_gold", 0) or 0 for r in gold.counts)) for k in ("chapter", "scene")}
-    label = cfg.describe() + f" | {len(gold.books)} books, gold chapter {n_gold['chapter']}, scene {n_gold['scene']}"
-    paths = save_table(table, table_name, cfg.profile, label)
+    label = LABEL_PREFIX + cfg.describe() + f" | {len(gold.books)} books, gold chapter {n_gold['chapter']}, scene {n_gold['scene']}"
+    paths = save_table(table, name, cfg.profile, label)
     print(label)
     print(headline_table(table, cfg).to_string(index=False))
     print(f"[litseg_nb] full table: {paths['csv']}")
