@@ -217,3 +217,23 @@ def test_imported_xlsx_dense_scores_equal_an_independent_implementation(data_dir
     assert ours["MRR@20"] <= ours["MRR_full"]
     print(f"emma-w8 dense MiniLM: MRR_full={ours['MRR_full']:.6f} MRR@20={ours['MRR@20']:.6f} "
           f"Recall@20={ours['Recall@20']:.4f} DCG@20={ours['DCG@20']:.6f} (independent MRR {np.mean(rr):.6f})")
+
+
+@pytest.mark.parametrize("damage", ['{"book_id": "other", "unit_id": "u0000", "chunk_id', '{"book_id": "other"}', "5"])
+def test_import_over_a_damaged_set_is_one_line_and_keeps_the_set(fresh_dirs, capsys, damage):
+    from litseg_nb.chunk_sets import chunk_set_path
+    from litseg_nb.cli import main
+
+    book = fresh_dirs / "book.txt"
+    book.write_text("One sentence here. Another one there.\n\nA second paragraph of the book.\n")
+    rows = fresh_dirs / "mine.jsonl"
+    rows.write_text(json.dumps({"Chunk": "One sentence here. Another one there."}) + "\n")
+    out = chunk_set_path("test", "mine")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(damage + "\n")
+    out.with_suffix(".import.json").write_text("{}")
+    assert main(["import-chunks", "--book", str(book), "--name", "mine", "--from", str(rows),
+                 "--profile", "test"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and str(out) in err and "line 1" in err
+    assert out.read_text() == damage + "\n"

@@ -136,6 +136,11 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
     out = chunk_set_path(profile, name)
     if out.is_file() and not out.with_suffix(".import.json").is_file():
         raise ChunkImportError(f"{out} exists and was not imported (a notebook wrote it); choose another --name")
+    try:  # a damaged set is never rewritten (its other books' chunks would be lost): checked before any work
+        existing = load_chunks(out) if save and out.is_file() else []
+    except (schema.RowError, OSError) as e:
+        raise ChunkImportError(f"the existing set {out} cannot be read ({e}); repair or remove it, or choose "
+                               "another --name") from None
     texts, empty = read_chunk_texts(path, text_column)
     if book is None:
         book = load_book(book_id, profile)
@@ -145,7 +150,7 @@ def import_chunk_file(book_id: str, name: str, path: Path | str, text_column: st
     chunks, rep = import_chunks(book, texts, name, source=str(path), min_score=min_score, n_empty_rows=empty)
     if save:
         # the chunks of other books imported under the same name stay, and so do their reports ("books")
-        chunks_all = [c for c in load_chunks(out) if c.book_id != book_id] + chunks if out.is_file() else chunks
+        chunks_all = [c for c in existing if c.book_id != book_id] + chunks
         report_path = out.with_suffix(".import.json")
         books: dict[str, Any] = {}
         with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):  # else anew
