@@ -385,12 +385,15 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
                   "an hour each for the local books); default: the profile's (smoke and test: no, full: yes)"),
     ]), retrieval_benchmark_main),
     "train-boundary-model": (dict(help="train the narrative boundary model (method boundary-model) on the chapter "
-                                       "and scene breaks of <data>/gutenberg_train; writes the packaged weights "
-                                       "and card", args=[
+                                       "and scene breaks of <data>/gutenberg_train; writes the weights and their "
+                                       "card (default: boundary_model.json in the working directory)", args=[
         _arg("--seed", type=int, default=None, help="seed of the split and the sampling (default: 13)"),
         _arg("--max-books", type=int, default=None, help="first N training books only (0 = all)"),
-        _arg("--out", default="", help="weights file to write instead of the packaged "
-                                       "litseg_nb/weights/boundary_model.json (the card lands beside it)"),
+        _arg("--out", default="", help="weights file to write (default: boundary_model.json in the working "
+                                       "directory; the card lands beside it as <name>.card.json)"),
+        _arg("--force", action="store_true", help="replace an existing --out file and its card"),
+        _arg("--packaged", action="store_true", help="replace the package's own weights and card "
+                                                     "(litseg_nb/weights/boundary_model{,.card}.json) instead"),
         _arg("--no-validation", action="store_true", help="skip the held-out validation scores"),
     ]), train_boundary_main),
     "rehearse": (dict(help="the full profile's engines and code paths on the CPU with tiny local models "

@@ -256,7 +256,7 @@ def test_cli_rejects_bad_arguments_and_writes_nothing(tmp_path, capsys, monkeypa
         main(["train-boundary-model", "--max-books", "many"])
     assert exc.value.code == 2
     monkeypatch.setenv("LITSEG_DATA_DIR", str(tmp_path))  # a data root without gutenberg_train
-    assert main(["train-boundary-model", "--out", str(tmp_path / "w.json")]) == 1
+    assert main(["train-boundary-model", "--out", str(tmp_path / "w.json")]) == 2  # input errors: exit 2
     assert "no training books" in capsys.readouterr().err
     assert not (tmp_path / "w.json").exists() and bm.WEIGHTS_FILE.read_bytes() == before
 
@@ -280,3 +280,79 @@ def test_card_tables_state_the_data_and_the_validation():
     assert set(rows["method"]) == {"boundary-model", "boundary-model@top|G|"} and set(rows["kind"]) <= {"chapter", "scene"}
     with pytest.raises(bm.BoundaryModelError, match="unreadable"):
         bm.model_card("/nonexistent/card.json")
+
+
+def test_cli_never_writes_the_package_nor_replaces_a_file_unasked(tiny_root, tmp_path, monkeypatch, capsys):
+    """Without --out the weights land in the working directory; an existing file is replaced only with
+    --force; the package's weights only with --packaged; an unwritable --out fails before any training."""
+    from litseg_nb.cli import main
+
+    before = (bm.WEIGHTS_FILE.read_bytes(), bm.CARD_FILE.read_bytes())
+    monkeypatch.setenv("LITSEG_DATA_DIR", str(tiny_root))
+    monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache"))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    assert main(["train-boundary-model", "--no-validation"]) == 0
+    assert (cwd / "boundary_model.json").is_file() and (cwd / "boundary_model.card.json").is_file()
+    assert (bm.WEIGHTS_FILE.read_bytes(), bm.CARD_FILE.read_bytes()) == before
+    capsys.readouterr()
+    mine = cwd / "boundary_model.json"
+    mine.write_text("my own file")
+    assert main(["train-boundary-model", "--no-validation"]) == 2
+    assert mine.read_text() == "my own file" and "--force" in capsys.readouterr().err
+    assert main(["train-boundary-model", "--no-validation", "--force"]) == 0
+    bm.load_model(mine)
+    capsys.readouterr()
+
+    def no_training(*a, **k):
+        raise AssertionError("trained before the arguments were checked")
+
+    monkeypatch.setattr(bt, "train", no_training)
+    (tmp_path / "a-file").write_text("x")
+    for argv in (["--out", str(tmp_path / "a-file" / "m.json")], ["--out", str(bm.WEIGHTS_FILE)],
+                 ["--packaged", "--out", str(tmp_path / "m.json")]):
+        assert main(["train-boundary-model", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+    assert (bm.WEIGHTS_FILE.read_bytes(), bm.CARD_FILE.read_bytes()) == before
+
+
+def test_truncated_feature_cache_is_recomputed_and_counted(tiny_root, empty_eval_root, tmp_path):
+    kw = dict(root=tiny_root, progress=False, cache_root=tmp_path / "c", evaluation_root=empty_eval_root,
+              validate=False)
+    bt.train(CFG, weights_file=tmp_path / "a.json", **kw)
+    entry = sorted((tmp_path / "c" / "boundary-model").glob("*.npz"))[0]
+    entry.write_bytes(entry.read_bytes()[:100])
+    card = bt.train(CFG, weights_file=tmp_path / "b.json", **kw)
+    assert card["timing_s"]["features_cache_repaired"] == 1
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_validation_without_a_window_is_said_not_a_traceback(tmp_path, empty_eval_root, capsys, monkeypatch):
+    """A data folder whose held-out book has no break: the card has no validation rows, and says so."""
+    from litseg_nb.cli import main
+
+    root = tmp_path / "data"
+    folder = root / bt.TRAIN_FOLDER
+    folder.mkdir(parents=True)
+    rng = random.Random(5)
+    short = ("Title: X\n\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\nA short story. It ends.\n\n"
+             "The end came.\n\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\n")
+    lines = ["ebook\tauthor\ttitle\tsha256_16\tsource_path"]
+    for i in range(4):
+        text = short if i == 3 else _synthetic_book(i, rng)
+        (folder / f"{990001 + i}.txt.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
+        lines.append(f"{990001 + i}\tAuthor {i}\tBook {i}\tx\tx")
+    (folder / "MANIFEST.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cfg = bt.TrainConfig(seed=2)
+    _, va = bt.split_books(bt.training_files(root), bt.read_authors(root), cfg.validation_share, cfg.seed)
+    assert [f.name for f in va] == ["990004.txt.gz"]  # the short book is the held-out one
+    card = bt.train(cfg, root=root, weights_file=tmp_path / "m.json", progress=False, cache_root=tmp_path / "c",
+                    evaluation_root=empty_eval_root)
+    assert card["validation"]["benchmark_rows"] == [] and card["validation"]["benchmark_windows"]["windows"] == 0
+    monkeypatch.setenv("LITSEG_DATA_DIR", str(root))
+    monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setattr(bt, "check_disjoint", lambda *a: {})
+    assert main(["train-boundary-model", "--seed", "2", "--out", str(tmp_path / "n.json")]) == 0
+    assert "no validation rows" in capsys.readouterr().out

@@ -10,6 +10,7 @@ import json
 import os
 import random
 import time
+import zipfile
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,6 +19,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..core.safe_io import OutputsNotWritable, ensure_writable
 from ..errors import LitsegError, UsageError
 from ..chunkers.boundary_features import DENSE_NAMES, FEATURE_VERSION, document_features, n_hashed
 from ..chunkers.boundary_model import CARD_FILE, WEIGHTS_FILE, BoundaryModel, boundary_model_chunks, boundary_scores
@@ -37,7 +39,7 @@ from ..chunkers.base import chunks_from_boundaries
 TRAIN_FOLDER = "gutenberg_train"
 
 
-class TrainingDataError(LitsegError, RuntimeError):
+class TrainingDataError(UsageError, RuntimeError):
     """The training books are missing, unreadable, or overlap an evaluation book."""
 
 
@@ -101,13 +103,14 @@ def book_features(path: Path, cache_root: Path | None = None) -> dict[str, Any]:
     key = hashlib.sha256(data + _feature_code_hash().encode()).hexdigest()[:24]
     cdir = (cache_root or cache_dir()) / "boundary-model"
     cfile = cdir / f"{book_id_of(path).split(':')[1]}-{key}.npz"
+    repaired = False
     if cfile.is_file():
         try:
             z = np.load(cfile, allow_pickle=False)
             return {"dense": z["dense"], "hashed": z["hashed"], "labels": z["labels"], "text_hash": str(z["text_hash"]),
                     "chapter_marks": int(z["chapter_marks"]), "scene_marks": int(z["scene_marks"]), "cached": True}
-        except (OSError, KeyError, ValueError):
-            pass  # unreadable entry: recomputed and rewritten below
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error):
+            repaired = True  # unreadable entry: recomputed, rewritten below and counted
     book, units = clean_and_units(path, data)
     rep = StreamReport()
     stream = narrative_stream(book.text, units, rep)
@@ -123,7 +126,7 @@ def book_features(path: Path, cache_root: Path | None = None) -> dict[str, Any]:
     tmp = cfile.with_suffix(".tmp.npz")
     np.savez_compressed(tmp, **{k: np.asarray(v) for k, v in out.items()})
     tmp.replace(cfile)
-    return out
+    return {**out, "repaired": repaired}
 
 
 def training_files(root: Path, max_books: int = 0) -> list[Path]:
@@ -247,21 +250,23 @@ def list_hash(paths: Iterable[Path], hashes: dict[str, str]) -> str:
     return h.hexdigest()[:16]
 
 
-def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_file: Path | None = None,
-          validate: bool = True, progress: bool = True,
-          cache_root: Path | None = None, evaluation_root: Path | None = None) -> dict[str, Any]:
-    """Train on ``<root>/gutenberg_train``, write the weights and the card; returns the card."""
+def train(cfg: TrainConfig, root: Path | None = None, *, weights_file: Path, validate: bool = True,
+          progress: bool = True, cache_root: Path | None = None, evaluation_root: Path | None = None
+          ) -> dict[str, Any]:
+    """Train on ``<root>/gutenberg_train``, write the weights to ``weights_file`` and the card beside it (the
+    packaged :data:`WEIGHTS_FILE` gets the packaged :data:`CARD_FILE`); returns the card."""
     from tqdm.auto import tqdm
 
     t0, c0 = time.perf_counter(), time.process_time()
     root = Path(root) if root else data_dir()
     files = training_files(root, cfg.max_books)
     feats: dict[str, dict[str, Any]] = {}
-    cached = 0
+    cached = repaired = 0
     for f in tqdm(files, desc="training books: features", disable=not progress):
         try:
             feats[str(f)] = book_features(f, cache_root)
             cached += bool(feats[str(f)].get("cached"))
+            repaired += bool(feats[str(f)].get("repaired"))
         except (OSError, EOFError, zlib.error, ValueError, LitsegError) as exc:
             raise TrainingDataError(f"training book {f}: {exc}") from None
     t_feat = time.perf_counter() - t0
@@ -291,8 +296,8 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
     t_fit = time.perf_counter() - t1
     nd = len(DENSE_NAMES)
     model = BoundaryModel(mean, std, w[:nd], w[nd:], b)
-    weights_file = Path(weights_file) if weights_file else WEIGHTS_FILE
-    card_file = CARD_FILE if weights_file == WEIGHTS_FILE else weights_file.with_suffix(".card.json")
+    weights_file = Path(weights_file)
+    card_file = card_path(weights_file)
     weights_text = json.dumps(model.to_json(), indent=0, sort_keys=True) + "\n"
     card: dict[str, Any] = {
         "model": "logistic regression over lexical-cohesion, continuity, shape and hashed first/last-word "
@@ -327,6 +332,7 @@ def train(cfg: TrainConfig = TrainConfig(), root: Path | None = None, weights_fi
     card["timing_s"]["total"] = round(time.perf_counter() - t0, 1)
     card["timing_s"]["cpu_total"] = round(time.process_time() - c0, 1)  # this process's CPU seconds
     card["timing_s"]["features_cached"] = cached
+    card["timing_s"]["features_cache_repaired"] = repaired  # unreadable cache entries recomputed
     card["timing_s"]["load_average_at_end"] = round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else None
     card_file.write_text(json.dumps(card, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return card
@@ -355,33 +361,77 @@ def validation_scores(files: Sequence[Path], feats: dict[str, dict[str, Any]], m
             sets["boundary-model@top|G|"].extend(chunks_from_boundaries(b, u, "boundary-model@top|G|", [1] + top))
     bcfg = BoundaryConfig.for_profile("smoke", window_sentences=cfg.window_sentences,
                                       min_side_sentences=cfg.min_side_sentences, seed=cfg.seed)
+    out["benchmark_windows"] = {"window_sentences": cfg.window_sentences, "min_side_sentences": cfg.min_side_sentences,
+                                "max_windows_per_book": cfg.max_windows_per_book,
+                                "windows": sum(len(b.units) for b in gs.books), "books": len(gs.books)}
+    out["benchmark_rows"] = []
+    if not out["benchmark_windows"]["windows"]:  # held-out books without a window: no benchmark rows, said so
+        return out
     table = summarize(score_chunk_sets(sets, gs.books, bcfg), bcfg)
     th = bcfg.headline_tolerance
     cols = ["method", "kind", "n_windows", "n_books", "n_gold", "n_boundaries", f"F1@{th}", f"lift_vs_paragraph@{th}",
             f"lift@{th}", f"lift@{th}_lo", f"lift@{th}_hi", f"p_value@{th}"]
-    out["benchmark_windows"] = {"window_sentences": cfg.window_sentences, "min_side_sentences": cfg.min_side_sentences,
-                                "max_windows_per_book": cfg.max_windows_per_book,
-                                "windows": sum(len(b.units) for b in gs.books), "books": len(gs.books)}
     out["benchmark_rows"] = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v)
                               for k, v in r.items()} for r in table[[c for c in cols if c in table]].to_dict("records")]
     return out
+
+
+#: where ``train-boundary-model`` writes without ``--out`` (in the working directory; never the package)
+DEFAULT_OUT = "boundary_model.json"
+
+
+def card_path(weights_file: Path) -> Path:
+    """The card beside ``weights_file`` (the packaged weights: the packaged card)."""
+    return CARD_FILE if Path(weights_file).resolve() == WEIGHTS_FILE.resolve() else \
+        Path(weights_file).with_suffix(".card.json")
+
+
+def output_paths(out: str, packaged: bool, force: bool) -> Path:
+    """The weights file of ``--out`` (default :data:`DEFAULT_OUT`; ``--packaged``: the package's), checked
+    before any training: a local .json path in a writable folder, replacing no file unless ``--force``, and
+    the package's weights only with ``--packaged``."""
+    if packaged:
+        if out:
+            raise UsageError("--packaged writes the package's weights: give it without --out")
+        return WEIGHTS_FILE
+    out = out or DEFAULT_OUT
+    if "://" in out:  # never echoed: a URL may carry a secret
+        raise UsageError("--out: a URL is not a local file path; give a local .json file path")
+    path = Path(out).expanduser()
+    if path.suffix != ".json" or ".." in path.parts or path.is_dir():
+        raise UsageError(f"--out {out!r}: expected a local .json file path without '..'")
+    if path.resolve() == WEIGHTS_FILE.resolve():
+        raise UsageError(f"--out {out!r} is the package's weights: replace them with --packaged only")
+    existing = [p for p in (path, card_path(path)) if p.exists()]
+    if existing and not force:
+        raise UsageError(f"--out {out!r}: {existing[0]} exists; choose another --out or give --force to replace it")
+    try:
+        ensure_writable(path.resolve().parent)
+    except OutputsNotWritable:
+        raise UsageError(f"--out {out!r}: its folder {path.resolve().parent} cannot be created or written") from None
+    for p in existing:
+        if not os.access(p, os.W_OK):
+            raise UsageError(f"--out {out!r}: {p} is not writable")
+    return path
 
 
 def cli(args: Any) -> int:
     if args.max_books is not None and args.max_books < 0:
         raise UsageError(f"--max-books must be >= 0, got {args.max_books}")
     cfg = TrainConfig(**{k: v for k in ("seed", "max_books") if (v := getattr(args, k)) is not None})
-    out = Path(args.out) if args.out else None
-    if out is not None:
-        if "://" in args.out:  # never echoed: a URL may carry a secret
-            raise UsageError("--out: a URL is not a local file path; give a local .json file path")
-        if out.suffix != ".json" or ".." in out.parts or out.is_dir():
-            raise UsageError(f"--out {args.out!r}: expected a local .json file path without '..'")
+    out = output_paths(args.out, args.packaged, args.force)
     card = train(cfg, weights_file=out, validate=not args.no_validation)
     print(f"[litseg_nb] boundary model: {card['data']['train_books']} training books, "
           f"{card['data']['positives']['total']} positives, {card['data']['negatives']} negatives, "
-          f"{card['timing_s']['total']} s; weights {out or WEIGHTS_FILE} (sha256 {card['weights_sha256_16']})")
-    for r in card.get("validation", {}).get("benchmark_rows", []):
+          f"{card['timing_s']['total']} s; weights {out}, card {card_path(out)} (sha256 {card['weights_sha256_16']})"
+          + (f"; {n} unreadable feature-cache entr{'y' if n == 1 else 'ies'} recomputed"
+             if (n := card["timing_s"]["features_cache_repaired"]) else ""))
+    val = card.get("validation")
+    if val is not None and not val["benchmark_rows"]:
+        print(f"  validation: the {len(card['data']['validation_ids'])} held-out book(s) give no benchmark window "
+              f"(none with a chapter or scene break inside {cfg.window_sentences}-sentence windows): "
+              "no validation rows")
+    for r in (val or {}).get("benchmark_rows", []):
         print(f"  validation {r['method']:<24} {r['kind']:<8} windows {r['n_windows']:>4} "
               f"lift vs paragraphs@1 {r.get('lift_vs_paragraph@1')} [{r.get('lift@1_lo')}, {r.get('lift@1_hi')}]")
     return 0
