@@ -442,7 +442,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        status = args.handler(args)
+        sys.stdout.flush()  # a closed pipe (`methods | head`) surfaces here, not at exit
+        return status
     except LitsegError as exc:  # a domain error the handler did not report: one line, no traceback
         print(f"[litseg_nb] {args.command}: {' '.join(str(exc).split()) or type(exc).__name__}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # the reader went away: as Python's docs recommend, no more output, exit 1
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

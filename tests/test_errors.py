@@ -171,3 +171,15 @@ def test_one_table_lists_every_subcommand_of_the_help(capsys):
         cli.main(["--help"])
     out = capsys.readouterr().out
     assert "{" + ",".join(cli.COMMANDS) + "}" in out
+
+
+def test_output_into_a_closed_pipe_is_no_traceback():
+    """`python -m litseg_nb methods | head`: the reader goes away; no BrokenPipeError traceback, exit 1."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "litseg_nb", "methods"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=str(Path(litseg_nb.__file__).parents[1]))
+    proc.stdout.close()  # the reader is gone before the first line is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and "Traceback" not in err and "BrokenPipe" not in err, err

@@ -87,3 +87,28 @@ def test_cli_estimate_errors_are_one_line(tmp_path, capsys):
     assert main(["rehearse", "--estimate", "--gpu-gb", "eighty", "--work", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "not found" in err[0] and "must be integers" in err[1]
+
+
+@pytest.mark.parametrize("content, word", [('[{"notebook / piece": "02", "LLM calls"', "Invalid JSON"),
+                                           ('{"rows": []}', "array"),
+                                           ('[["02", 10]]', "0"),
+                                           ('[{"notebook / piece": "02", "LLM calls": [10]}]', "LLM calls"),
+                                           ('[{"notebook / piece": "02", "prompt tokens": "many"}]', "prompt tokens")])
+def test_cli_estimate_with_a_damaged_rows_file_is_one_line(tmp_path, capsys, content, word):
+    from litseg_nb.cli import main
+
+    (tmp_path / "rehearsal_rows.json").write_text(content)
+    assert main(["rehearse", "--estimate", "--work", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "rehearsal_rows.json" in err and word in err
+
+
+def test_cli_unwritable_work_folder_is_one_line(tmp_path, capsys):
+    from litseg_nb.cli import main
+
+    (tmp_path / "a-file").write_text("x")
+    python = tmp_path / "python"
+    python.write_text("")
+    assert main(["rehearse", "--python", str(python), "--work", str(tmp_path / "a-file" / "w")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "--work" in err

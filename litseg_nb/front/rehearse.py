@@ -25,10 +25,14 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+import pydantic
+import typing_extensions
+
 from .. import config
 from ..config import SERVER_ENV, CorpusConfig, EmbeddingConfig, LLMConfig, _Base, active_sets, config_sets, use_sets
 from ..config import FULL_STUDENT_MODEL, FULL_TEACHER_MODEL
 from ..core.paths import REPO_ROOT
+from ..core.safe_io import OutputsNotWritable, ensure_writable
 from ..core.schema import word_count
 from ..corpus import load_corpus, select_units
 from ..errors import UsageError
@@ -415,7 +419,10 @@ def main(args: Any) -> int:
               f"`bash scripts/setup_vllm_cpu.sh {Path(python).parent.parent} --with-project`", file=sys.stderr)
         return 2
     work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    try:
+        ensure_writable(work)
+    except OutputsNotWritable:
+        raise UsageError(f"rehearse --work {work}: cannot be created or written; give a writable folder") from None
     rows: list[dict[str, Any]] = []
     if not args.no_pieces:
         rows += run_pieces(python, work)
@@ -711,13 +718,34 @@ def rehearsal_quantities() -> dict[str, float]:
             "train_words": float(sum(tr)), "questions": float(q)}
 
 
+#: a row of ``rehearsal_rows.json`` as ``--estimate`` reads it (other keys are the table's own columns)
+_ROW = typing_extensions.TypedDict("RehearsalRow", {
+    "notebook / piece": str, **{k: typing_extensions.NotRequired[int | float | None]
+                                for k in ("LLM calls", "prompt tokens", "completion tokens")}})
+_ROWS = pydantic.TypeAdapter(list[pydantic.with_config(pydantic.ConfigDict(strict=True))(_ROW)])
+
+
+def read_rows_file(path: Path) -> list[dict[str, Any]]:
+    """The rehearsal's rows, checked (a list of rows naming their notebook or piece, counts as numbers), else
+    a :class:`UsageError` naming the file and the first bad row."""
+    try:
+        return _ROWS.validate_json(path.read_bytes())
+    except pydantic.ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        where = " ".join(map(str, e["loc"]))
+        raise UsageError(f"rehearse --estimate: {path} is not the rehearsal's rows ({where + ': ' if where else ''}"
+                         f"{e['msg']}); rerun `python -m litseg_nb rehearse`") from None
+    except OSError as exc:
+        raise UsageError(f"rehearse --estimate: cannot read {path} ({exc.strerror or exc})") from None
+
+
 def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model_len: int = 32768,
                     rehearsal: Mapping[str, float] | None = None) -> str:
     """The Markdown the command prints: the scaled table and the engines' memory per card, and the inputs."""
     if not Path(rows_path).is_file():
         raise UsageError(f"rehearse --estimate: {rows_path} not found; run `python -m litseg_nb rehearse` first "
                          f"(its per-notebook counts are what the estimate scales)")
-    rows = json.loads(Path(rows_path).read_text(encoding="utf-8"))
+    rows = read_rows_file(Path(rows_path))
     reh = dict(rehearsal) if rehearsal is not None else rehearsal_quantities()
     full = full_quantities()
     scales = scale_factors(reh, full)
