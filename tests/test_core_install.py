@@ -96,7 +96,7 @@ def test_the_adapters_core_without_any_host_library(tmp_path):
         "    md = s.metadata(c)\n"
         "    assert md['tokenizer'] == 'all-MiniLM-L6-v2' and md['token_count'] > 0\n"
         "    assert all(v is None or isinstance(v, (str, int, float, bool)) for v in md.values())\n"
-        "    assert ''.join(text[a:b] for a, b in json.loads(md['spans'])) == md['main_text']\n"
+        "    assert ''.join(text[a:b] for a, b in json.loads(md['spans'])) == c.main_text\n"
         "from langchain_core.documents import Document\n"
         "from litseg_nb.integrations.langchain import LitSegTextSplitter\n"
         "docs = LitSegTextSplitter('paragraph', 'test', keep_outside_units=True).split_documents("

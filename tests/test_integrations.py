@@ -25,12 +25,13 @@ def embedder():
     return load_embedder(EmbeddingConfig())
 
 
-def _slices(text, start, end, spans, main_text):
+def _slices(text, start, end, spans, chunk_text):
+    """The offsets and spans locate the main text, which is in the chunk's text (no second copy in metadata)."""
     import json
 
     spans = json.loads(spans) if isinstance(spans, str) else spans  # scalar metadata: JSON strings
-    assert text[start:end] == main_text
-    assert "".join(text[a:b] for a, b in spans) == main_text
+    main_text = "".join(text[a:b] for a, b in spans)
+    assert text[start:end] == main_text and main_text and main_text in chunk_text
 
 
 def test_langchain_split_documents_into_in_memory_vector_store(text, embedder):
@@ -47,7 +48,8 @@ def test_langchain_split_documents_into_in_memory_vector_store(text, embedder):
         md = d.metadata
         assert md["source"] == "alice" and md["author"] == "Carroll" and md["method"] == "paragraph"
         assert {"unit_id", "from_idx", "to_idx", "context_idx", "subtitle"} <= set(md)
-        _slices(text, md["start_index"], md["end_index"], md["spans"], md["main_text"])
+        _slices(text, md["start_index"], md["end_index"], md["spans"], d.page_content)
+        assert "main_text" not in md
     assert [d.page_content for d in docs] == splitter.split_text(text)
     assert len(splitter.create_documents([text, text], [{"k": 1}, {"k": 2}])) == 2 * len(docs)
     store = InMemoryVectorStore(embedding=langchain_embeddings(embedder))
@@ -70,7 +72,7 @@ def test_llamaindex_ingestion_pipeline_into_vector_store_index(text, embedder):
                                                                 options={"chunk_size": 120})]).run(documents=[doc])
     assert len(nodes) > 5
     for i, n in enumerate(nodes):
-        _slices(text, n.start_char_idx, n.end_char_idx, n.metadata["spans"], n.metadata["main_text"])
+        _slices(text, n.start_char_idx, n.end_char_idx, n.metadata["spans"], n.text)
         assert n.metadata["source"] == "alice" and n.ref_doc_id == doc.doc_id
         if i:
             assert n.relationships[NodeRelationship.PREVIOUS].node_id == nodes[i - 1].node_id
@@ -89,7 +91,7 @@ def test_chonkie_pipeline_with_the_registered_litseg_chunker(text):
         texts=text)
     assert len(doc.chunks) > 5
     for c in doc.chunks:
-        _slices(text, c.start_index, c.end_index, c.metadata["spans"], c.metadata["main_text"])
+        _slices(text, c.start_index, c.end_index, c.metadata["spans"], c.text)
         assert c.token_count > 0 and c.metadata["method"] == "token"
 
 
@@ -103,8 +105,7 @@ def test_litseg_itself_through_the_langchain_splitter_on_the_tiny_model(text):
     for d in docs:
         md = d.metadata
         if md["is_source_span"]:
-            _slices(short, md["start_index"], md["end_index"], md["spans"], md["main_text"])
-            assert d.page_content.endswith(md["main_text"]) or md["subtitle"] or md["context_idx"]
+            _slices(short, md["start_index"], md["end_index"], md["spans"], d.page_content)
 
 
 def test_an_openai_compatible_server_drives_the_llm_method_inside_llamaindex(text):
@@ -133,7 +134,7 @@ def test_an_openai_compatible_server_drives_the_llm_method_inside_llamaindex(tex
         assert srv.requests and all(r["path"].endswith("/chat/completions") for r in srv.requests)
     assert len(nodes) >= 2
     for n in nodes:
-        _slices(short, n.start_char_idx, n.end_char_idx, n.metadata["spans"], n.metadata["main_text"])
+        _slices(short, n.start_char_idx, n.end_char_idx, n.metadata["spans"], n.text)
     ledger = parser._segmenter.backend.ledger.to_frame()
     assert int(ledger[ledger.method == "lib:chonkie-slumber"]["calls"].sum()) == len(srv.requests)
 

@@ -110,7 +110,7 @@ def test_token_counts_with_a_named_tokenizer_and_scalar_metadata(host):
         assert md["tokenizer"] == "all-MiniLM-L6-v2" and md["token_count"] == tok.count(t) > 0
         assert all(v is None or isinstance(v, (str, int, float, bool)) for v in md.values()), md
         spans = json.loads(md["spans"])
-        assert "".join(TEXT[a:b] for a, b in spans) == md["main_text"]
+        assert _texts(host, [c])[0].endswith("".join(TEXT[a:b] for a, b in spans)) and "main_text" not in md
         assert json.loads(md["context_idx"]) == []
     if host == "chonkie":
         assert all(c.token_count == _md(c)["token_count"] for c in chunks)
@@ -130,7 +130,7 @@ def test_llamaindex_honours_the_node_parser_options(capsys):
     assert "Segmenting documents" in capsys.readouterr().err  # the progress bar
     assert [n.node_id for n in nodes] == [f"{doc.doc_id}-n{i}" for i in range(len(nodes))]
     for i, n in enumerate(nodes):
-        assert TEXT[n.start_char_idx:n.end_char_idx] == n.metadata["main_text"]
+        assert TEXT[n.start_char_idx:n.end_char_idx] == n.text
         assert n.relationships[NodeRelationship.SOURCE].node_id == doc.doc_id and n.ref_doc_id == doc.doc_id
         assert n.metadata["source"] == "t"
         assert (NodeRelationship.PREVIOUS in n.relationships) == (i > 0)
@@ -161,3 +161,68 @@ def test_litseg_subtitle_and_context_survive_chonkies_overlap_refinery():
         assert c.metadata["subtitle"] == f"Subtitle {i}" and json.loads(c.metadata["context_idx"]) == [i]
         assert c.text.endswith(f"Subtitle {i}\n{TEXT[a:b]}")
         assert (c.start_index, c.end_index) == (a, b)
+
+
+# ------------------------------------------------------------------ the user's metadata, ids across calls
+def test_the_documents_own_metadata_is_never_overwritten():
+    import datetime
+
+    from langchain_core.documents import Document as LCDocument
+    from llama_index.core import Document as LIDocument
+
+    from litseg_nb.integrations.langchain import LitSegTextSplitter
+    from litseg_nb.integrations.llamaindex import LitSegNodeParser
+
+    own = {"doc_id": "my-doc", "method": "scanned", "chunk_id": "mine-1", "source": "s"}
+    docs = _quiet(LitSegTextSplitter("paragraph", "test").split_documents,
+                  [LCDocument(page_content=TEXT, metadata=dict(own), id="d1")])
+    nodes = _quiet(LitSegNodeParser(method="paragraph", profile="test").get_nodes_from_documents,
+                   [LIDocument(text=TEXT, metadata=dict(own), doc_id="d1")])
+    for md, uid in [(d.metadata, d.id) for d in docs] + [(n.metadata, None) for n in nodes]:
+        assert {k: md[k] for k in own} == own  # the user's values, untouched
+        assert md["litseg_doc_id"] == "d1" and md["litseg_method"] == "paragraph"
+        assert md["litseg_chunk_id"].startswith("d1/") and uid in (None, md["litseg_chunk_id"])
+    assert all(k in nodes[0].excluded_embed_metadata_keys for k in ("litseg_doc_id", "spans"))
+    assert not set(own) & set(nodes[0].excluded_embed_metadata_keys)  # the user's keys embed as before
+    # scalar-only metadata: sets, dates and other objects become JSON strings too
+    odd = {"tags": {"b", "a"}, "when": datetime.date(2020, 1, 2), "nested": {"s": {1}}}
+    md = _quiet(LitSegTextSplitter("paragraph", "test").split_documents,
+                [LCDocument(page_content=TEXT, metadata=odd)])[0].metadata
+    assert (md["tags"], md["when"], md["nested"]) == ('["a", "b"]', '"2020-01-02"', '{"s": [1]}')
+
+
+def test_one_document_id_for_two_texts_gives_other_chunk_ids_and_a_lone_surrogate_hashes():
+    from langchain_core.documents import Document as LCDocument
+
+    from litseg_nb.integrations.chonkie import LitSegChunker
+    from litseg_nb.integrations.langchain import LitSegTextSplitter
+
+    sp = LitSegTextSplitter("paragraph", "test")
+    first = _quiet(sp.split_documents, [LCDocument(page_content=TEXT, id="same")])
+    again = _quiet(sp.split_documents, [LCDocument(page_content=TEXT, id="same")])
+    edited = _quiet(sp.split_documents, [LCDocument(page_content=TEXT.replace("e", "E"), id="same")])
+    assert [d.id for d in first] == [d.id for d in again]  # the same text: the same ids (an idempotent upsert)
+    assert not {d.id for d in first} & {d.id for d in edited}
+    assert all(d.metadata["doc_id"] == "same" and d.id.startswith("same/") for d in first + edited)
+    broken = "A sentence with a lone surrogate \ud800 in it. Another one follows.\n\nA second paragraph."
+    for chunks in (_quiet(sp.split_text, broken), _quiet(LitSegChunker(method="paragraph", profile="test").chunk,
+                                                         broken)):
+        assert chunks
+
+
+def test_llamaindex_relates_each_document_once_not_once_per_node(monkeypatch):
+    """The SOURCE link hashes the whole document text: built once per document, and no search of each
+    node's text in the document (what made a 5 MB book take minutes)."""
+    from llama_index.core import Document
+    from llama_index.core.schema import NodeRelationship
+
+    from litseg_nb.integrations.llamaindex import LitSegNodeParser
+
+    calls = []
+    real = Document.as_related_node_info
+    monkeypatch.setattr(Document, "as_related_node_info", lambda self: calls.append(self.doc_id) or real(self))
+    doc = Document(text=TEXT, doc_id="d")
+    nodes = _quiet(LitSegNodeParser(method="paragraph", profile="test").get_nodes_from_documents, [doc])
+    assert len(nodes) >= 2 and calls == ["d"]
+    assert all(n.relationships[NodeRelationship.SOURCE].node_id == "d" for n in nodes)
+    assert [NodeRelationship.NEXT in n.relationships for n in nodes] == [True] * (len(nodes) - 1) + [False]

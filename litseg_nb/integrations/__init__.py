@@ -39,6 +39,9 @@ ADAPTER_OPTIONS = {
                      "packaged name (default all-MiniLM-L6-v2) or a local path",
 }
 OUTSIDE_UNIT_ID = "outside"
+#: the chunk metadata naming the version of the document text: its SHA-256's first 8 hex digits
+TEXT_VERSION = "text_sha256_8"
+_SURROGATE = re.compile("[\ud800-\udfff]")  # unpaired (a str decoded with errors="surrogateescape")
 _BLANK_LINES = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)")  # LF, CRLF or CR files
 
 
@@ -88,7 +91,7 @@ class Segmenter:
     def metadata(self, c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """:func:`chunk_metadata` with ``token_count`` / ``tokenizer``, scalar-only unless ``nested_metadata``."""
         md = chunk_metadata(c, extra)
-        md["token_count"] = self.tokenizer.count(c.text)
+        md["token_count"] = self.tokenizer.count(_SURROGATE.sub("\ufffd", c.text))  # tokenizers refuse them
         md["tokenizer"] = self.tokenizer.name
         return md if self.nested_metadata else flat_metadata(md)
 
@@ -116,7 +119,11 @@ class Segmenter:
             backend = self.backend
             chunks = segment(book, self.method, profile=self.profile, backend=backend, embedder=self._embedder,
                              **self.options)
-        return book, self.outside(book, chunks)
+        chunks = self.outside(book, chunks)
+        version = text_hash(text)[:8]  # in the chunk ids: one document id given to two texts never repeats them
+        for c in chunks:
+            c.metadata[TEXT_VERSION] = version
+        return book, chunks
 
     def outside(self, book: Book, chunks: list[Chunk]) -> list[Chunk]:
         """``chunks`` with the text outside the narrative units reported (a :class:`OutsideUnitsWarning`
@@ -152,11 +159,16 @@ def check_text(text: Any, what: str = "text") -> str:
     return text
 
 
+def text_hash(text: str) -> str:
+    """The SHA-256 of ``text`` (hex); a lone surrogate (a str that is no valid Unicode) hashes too."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def document_id(text: str, given: Any = None) -> str:
     """A document's id: ``given`` (the host's own) when there is one, else ``text:<sha256[:12]>`` of the text."""
     if given is not None and str(given) != "":
         return str(given)
-    return "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return "text:" + text_hash(text)[:12]
 
 
 def unique_ids(ids: list[str]) -> list[str]:
@@ -174,26 +186,55 @@ def text_paragraphs(text: str) -> list[tuple[int, int]]:
     return [t for a, b in blank_line_spans(text, 0, len(text), _BLANK_LINES) if (t := trim_span(text, a, b))]
 
 
+#: prefix of a chunk key whose name the document's own metadata already uses (the document's value is kept)
+CLASH_PREFIX = "litseg_"
+
+
+def chunk_key(key: str, extra: Mapping[str, Any] | None) -> str:
+    """Where :func:`chunk_metadata` puts the chunk's ``key`` beside the document's own metadata ``extra``:
+    ``key`` itself, or ``litseg_<key>`` (repeated) when ``extra`` already has that name."""
+    while extra and key in extra:
+        key = CLASH_PREFIX + key
+    return key
+
+
 def chunk_metadata(c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """One chunk's metadata: ``doc_id``, ``chunk_id`` (``<doc_id>/<unit>.<chunk>``, unique across documents),
+    """One chunk's metadata: ``doc_id``, ``chunk_id`` (:func:`chunk_uid`, unique across documents and calls),
     method, unit, sentence range, spans into the document text (``start_index`` / ``end_index``: the main
-    text's; None for a chunk that is no span of it), LitSeg's subtitle and context sentence indices."""
+    text's; None for a chunk that is no span of it; the main text is ``text[start_index:end_index]``, or the
+    spans joined), LitSeg's subtitle and context sentence indices. Beside the document's own metadata
+    ``extra``, which is never overwritten: a name it already uses gets the chunk's value as ``litseg_<name>``."""
     spans = [list(s) for s in c.spans] if c.is_source_span else []
-    md = {"doc_id": c.book_id, "chunk_id": f"{c.book_id}/{c.chunk_id}", "local_chunk_id": c.chunk_id,
+    md = {"doc_id": c.book_id, "chunk_id": chunk_uid(c), "local_chunk_id": c.chunk_id,
           "method": c.method, "unit_id": c.unit_id, "from_idx": c.from_idx,
           "to_idx": c.to_idx, "context_idx": list(c.context_idx), "subtitle": c.subtitle, "spans": spans,
           "start_index": spans[0][0] if spans else None, "end_index": spans[-1][1] if spans else None,
-          "main_text": c.main_text, "is_source_span": c.is_source_span}
-    for k in ("fallback", "alignment", "outside_units", "unit_title"):
+          "is_source_span": c.is_source_span}
+    for k in ("fallback", "alignment", "outside_units", "unit_title", TEXT_VERSION):
         if k in c.metadata:
             md[k] = c.metadata[k]
-    return {**(extra or {}), **md}
+    out = dict(extra or {})
+    out.update({chunk_key(k, extra): v for k, v in md.items()})
+    return out
+
+
+def chunk_uid(c: Chunk) -> str:
+    """A chunk's id across documents and calls: ``<doc_id>/<text sha256[:8]>/<unit>.<chunk>`` (the same text
+    under the same id: the same ids; another text under that id: other ids)."""
+    return "/".join(p for p in (c.book_id, c.metadata.get(TEXT_VERSION), c.chunk_id) if p)
 
 
 def flat_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
-    """``md`` with lists and dicts as JSON strings: several vector stores reject nested metadata."""
-    return {k: (json.dumps(v, ensure_ascii=False) if isinstance(v, (list, tuple, dict)) else v)
-            for k, v in md.items()}
+    """``md`` with every value that is not a str, int, float, bool or None as a JSON string (a set as its
+    sorted list, a date or other object as its str): several vector stores reject anything else."""
+    def scalar(v: Any) -> Any:
+        if v is None or isinstance(v, (str, int, float, bool)):
+            return v
+        if isinstance(v, (set, frozenset)):
+            v = sorted(v, key=repr)
+        return json.dumps(v, ensure_ascii=False, default=lambda x: sorted(x, key=repr)
+                          if isinstance(x, (set, frozenset)) else str(x))
+    return {k: scalar(v) for k, v in md.items()}
 
 
 _EXPORTS = {"LitSegTextSplitter": "langchain", "LitSegNodeParser": "llamaindex", "LitSegChunker": "chonkie"}

@@ -21,7 +21,7 @@ from chonkie.pipeline import chunker
 from chonkie.types import Chunk as ChonkieChunk
 
 from ..core.schema import Chunk
-from . import Segmenter
+from . import Segmenter, chunk_uid
 from ..chunkers.library import chonkie_tokenizer
 from ..config import ConfigError
 
@@ -48,7 +48,7 @@ class LitSegChunker(BaseChunker):
         md = self.segmenter.metadata(c)
         a = md["start_index"] if md["start_index"] is not None else -1
         b = md["end_index"] if md["end_index"] is not None else -1
-        return ChonkieChunk(id=md["chunk_id"], text=c.text, start_index=a, end_index=b,
+        return ChonkieChunk(id=chunk_uid(c), text=c.text, start_index=a, end_index=b,
                             token_count=md["token_count"], metadata=md)
 
     def __repr__(self) -> str:

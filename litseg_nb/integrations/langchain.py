@@ -20,7 +20,7 @@ from typing import Any, Iterable
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
-from . import Segmenter, check_text, document_id, unique_ids
+from . import Segmenter, check_text, chunk_uid, document_id, unique_ids
 from ..chunkers.library import langchain_embeddings
 from ..config import StageConfig
 from ..llm.embeddings import load_embedder
@@ -60,7 +60,7 @@ class LitSegTextSplitter(TextSplitter):
             _, chunks = self.segmenter.segment(text, doc_id=doc_id)
             for c in chunks:
                 md = self.segmenter.metadata(c, copy.deepcopy(metadatas[i]))
-                out.append(Document(page_content=c.text, metadata=md, id=md["chunk_id"]))
+                out.append(Document(page_content=c.text, metadata=md, id=chunk_uid(c)))
         return out
 
     def split_documents(self, documents: Iterable[Document]) -> list[Document]:

@@ -20,7 +20,7 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeRelationship, TextNode
 from pydantic import Field, PrivateAttr
 
-from . import ADAPTER_OPTIONS, DEFAULT_TOKEN_COUNTER, Segmenter, check_text
+from . import ADAPTER_OPTIONS, DEFAULT_TOKEN_COUNTER, Segmenter, check_text, chunk_key
 from ..chunkers.library import llamaindex_embedding
 from ..config import StageConfig, ConfigError
 from ..llm.embeddings import load_embedder
@@ -64,21 +64,32 @@ class LitSegNodeParser(NodeParser):
         for node in get_tqdm_iterable(nodes, show_progress, "Segmenting documents"):
             text = check_text(node.get_content(), f"(node {node.node_id})")
             _, chunks = self._segmenter.segment(text, doc_id=node.node_id)  # chunk ids: <node id>/<unit>.<chunk>
+            source = node.as_related_node_info()  # once per document: it hashes the whole text
+            own = dict(node.metadata) if self.include_metadata else {}
             for i, c in enumerate(chunks):
-                md = self._segmenter.metadata(c)
+                md = self._segmenter.metadata(c, own)  # the document's keys kept (ours beside a clash)
+                ours = [k for k in md if k not in own]
                 tn = TextNode(id_=self.id_func(i, node), text=c.text, metadata=md,
-                              excluded_embed_metadata_keys=list(md), excluded_llm_metadata_keys=list(md),
-                              relationships={NodeRelationship.SOURCE: node.as_related_node_info()})
-                if md["start_index"] is not None:
-                    tn.start_char_idx, tn.end_char_idx = md["start_index"], md["end_index"]
+                              excluded_embed_metadata_keys=ours, excluded_llm_metadata_keys=ours,
+                              relationships={NodeRelationship.SOURCE: source})
+                start = md[chunk_key("start_index", own)]
+                if start is not None:
+                    tn.start_char_idx, tn.end_char_idx = start, md[chunk_key("end_index", own)]
                 out.append(tn)
         return out
 
     def _postprocess_parsed_nodes(self, nodes: List[BaseNode], parent_doc_map: Dict[str, Document]) -> List[BaseNode]:
-        # the base class re-locates each node by searching its text in the document; LitSeg's text
-        # (subtitle + context) is not a substring, so the exact offsets are put back afterwards
-        spans = [(n.start_char_idx, n.end_char_idx) for n in nodes]
-        nodes = super()._postprocess_parsed_nodes(nodes, parent_doc_map)
-        for n, (a, b) in zip(nodes, spans):
-            n.start_char_idx, n.end_char_idx = a, b
+        # the base class re-locates each node by searching its text in the whole document (LitSeg's text,
+        # subtitle + context, is no substring: a scan of the document per node) and merges the document's
+        # metadata over nothing new (done in _parse_nodes); here only its links: SOURCE, PREVIOUS, NEXT
+        for i, node in enumerate(nodes):
+            parent = parent_doc_map.get(node.ref_doc_id or "")
+            if parent is not None and parent.source_node is not None:
+                node.relationships[NodeRelationship.SOURCE] = parent.source_node
+            if not self.include_prev_next_rel or node.source_node is None:
+                continue
+            for j, rel in ((i - 1, NodeRelationship.PREVIOUS), (i + 1, NodeRelationship.NEXT)):
+                if 0 <= j < len(nodes) and nodes[j].source_node is not None \
+                        and nodes[j].source_node.node_id == node.source_node.node_id:
+                    node.relationships[rel] = nodes[j].as_related_node_info()
         return nodes
