@@ -373,3 +373,21 @@ def test_notebook_02_refuses_a_bad_ray_address_before_any_kernel_without_its_sec
     assert main(["run", "--profile", "test", "--only", "02", "-p", f"ray_address={value}"]) == 2
     err = capsys.readouterr().err
     assert "RayOptions.address" in err and "hunter2" not in err, err
+
+
+def test_actors_asking_for_gpus_a_cluster_without_any_fail_fast():
+    """Ray would queue such actors silently for ever (segment --ray-gpus 1, notebook 02's gpus_per_actor=1)."""
+    pytest.importorskip("ray")
+    from litseg_nb.core.ray_cluster import RayResourcesError, run_on_actors
+
+    class NoGpuCluster:
+        def cluster_resources(self):
+            return {"CPU": 2.0}
+
+        def remote(self, **kw):
+            raise AssertionError("an actor was requested")
+
+    for gpus in (1, 0.5):
+        with pytest.raises(RayResourcesError, match="0 GPU"):
+            run_on_actors(NoGpuCluster(), object, (), 1, ["book"], None, None, None, name="litseg-segment",
+                          num_gpus=gpus)

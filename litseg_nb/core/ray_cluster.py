@@ -34,6 +34,10 @@ class RayAddressError(UsageError):
     """A cluster address that is none of the forms the module docstring lists."""
 
 
+class RayResourcesError(UsageError):
+    """Actors that ask for more of a resource (GPUs) than the whole cluster has: they would wait forever."""
+
+
 class RayUnreachable(LitsegError):
     """A well-formed cluster address nobody answers on (or :func:`ray.init` refused it)."""
 
@@ -166,6 +170,12 @@ def run_on_actors(ray: Any, worker: type, init: tuple[Any, ...], n: int, jobs: S
     # deferred: ray is the optional extra (cluster() has checked it is installed)
     from ray.exceptions import ObjectLostError, RayActorError, RayTaskError, WorkerCrashedError
 
+    if num_gpus:  # Ray queues an actor the cluster cannot place without a word, for ever: refuse it here
+        total = float(ray.cluster_resources().get("GPU", 0))
+        if total < num_gpus:
+            raise RayResourcesError(f"the Ray cluster has {total:g} GPU(s) and each {name} actor reserves "
+                                    f"{num_gpus:g}: it would never start; add GPU nodes or reserve none "
+                                    "(--ray-gpus 0, ray.gpus_per_actor=0)")
     opts: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0,
                             "runtime_env": {"env_vars": {k: os.environ[k] for k in TASK_ENV if k in os.environ}}}
     if num_gpus:
