@@ -69,6 +69,29 @@ def _cases(tmp):
         ["docs", "--out", str(afile)],
         ["import-chunks", "--book", str(tmp / "no-book.txt"), "--name", "ok-name", "--from", str(afile)],
         ["boundaries", "--profile", "test", "--method", "lib:../x"],
+        # boundaries: damaged or clashing chunk files, a notebook's table name, an existing export folder
+        ["boundaries", "--profile", "test", "--chunks", str(tmp / "bad-rows.jsonl")],
+        ["boundaries", "--profile", "test", "--chunks", str(tmp / "a" / "x.jsonl"), "--chunks", str(tmp / "b" / "x.jsonl")],
+        ["boundaries", "--profile", "test", "--method", "token", "--chunks", str(tmp / "token.jsonl")],
+        ["boundaries", "--profile", "test", "--name", "06_boundary_ornament_census"],
+        ["boundaries", "--profile", "test", "--export-windows", str(tmp)],
+        # train-boundary-model: every output checked before any training
+        ["train-boundary-model", "--out", str(afile / "m.json")],
+        ["train-boundary-model", "--packaged", "--out", str(tmp / "m.json")],
+        ["train-boundary-model", "--out", str(REPO_ROOT / "litseg_nb" / "weights" / "boundary_model.json")],
+        ["train-boundary-model", "--max-books", "-3"],
+        # rehearse: a damaged rows file, an unwritable work folder
+        ["rehearse", "--estimate", "--work", str(tmp / "rows-bad")],
+        ["rehearse", "--estimate", "--work", str(tmp / "rows-list")],
+        ["rehearse", "--python", str(afile), "--work", str(afile / "w")],
+        # import-chunks over a damaged set of that name
+        ["import-chunks", "--book", str(book), "--name", "damaged", "--from", str(tmp / "rows.jsonl"), "--profile", "test"],
+        # retrieval-benchmark
+        ["retrieval-benchmark", "--books", ""],
+        ["retrieval-benchmark", "--books", "../../etc"],
+        ["retrieval-benchmark", "--profile", "nope"],
+        ["retrieval-benchmark", "--seed", "x"],
+        ["methods", "--profile", "test"],
         # download-data: arguments only (no network is reached)
         ["download-data", "--datasets", "nope"],
         ["download-data", "--datasets", ""],
@@ -96,6 +119,19 @@ def test_every_subcommand_refuses_hostile_arguments_in_one_line(tmp_path, monkey
     monkeypatch.chdir(cwd)
     (tmp_path / "a-file.txt").write_text("just a file\n")
     (tmp_path / "book.txt").write_text("A sentence of the book. And another one.\n")
+    (tmp_path / "bad-rows.jsonl").write_text('{"book_id": ["w"], "text": null}\n')
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "x.jsonl").write_text('{"book_id": "w", "text": "t"}\n')
+    (tmp_path / "token.jsonl").write_text('{"book_id": "w", "text": "t"}\n')
+    for d, rows in (("rows-bad", '[{"notebook / piece": "02", "LLM calls"'), ("rows-list", '[["02", 1]]')):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "rehearsal_rows.json").write_text(rows)
+    (tmp_path / "rows.jsonl").write_text('{"Chunk": "A sentence of the book."}\n')
+    damaged = tmp_path / "outputs" / "test" / "artifacts" / "chunks" / "damaged.jsonl"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_text('{"book_id": "x", "unit_id"\n')
+    damaged.with_suffix(".import.json").write_text("{}")
     problems = []
     for argv in _cases(tmp_path):
         try:
