@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, get_type_hints
 
 from .api import DEFAULT_PROFILE
-from .config import PROFILES, ConfigError, config_sets, explain, renamed_hint
+from .config import PROFILES, ConfigError, NoSuchField, config_sets, explain, renamed_hint
 from .core.paths import NOTEBOOKS_DIR, REPO_ROOT
 from .core.safe_io import OutputsNotWritable, ensure_writable
 from .data.download import cli as download_main
@@ -125,6 +125,8 @@ def format_config(stem: str, cfg: Any) -> str:
 
 def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: str) -> list[str]:
     """One line per field of ``key`` per selected stage: its value and the layer that set it."""
+    if not key.strip():
+        raise ConfigError("--explain '': give a key such as llm.model, or a section such as llm")
     lines, classes = [], []
     for nb, declared, values in _stage_values(profile, only, parameters):
         cls = NOTEBOOK_CONFIGS[nb.stem].config_class()
@@ -135,7 +137,7 @@ def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: st
             raise ConfigError(f"{nb.name}: {exc}") from None
         try:
             found = explain(cls, profile, key, overrides)
-        except ConfigError:  # this stage's config has no such field
+        except NoSuchField:  # this stage's config has no such field (a bad value is its own error)
             continue
         lines += [f"{nb.stem}: {cls.__name__}.{e.key} = {e.value!r}  <- {e.layer}: {e.source}" for e in found]
     if not lines:
@@ -148,7 +150,7 @@ def config_main(args: argparse.Namespace) -> int:
     try:
         params, sets = _params_and_sets(args, [o for o in args.notebook.split(",") if o.strip()])
         with config_sets(sets):  # labels (describe) build related configs too: keep the sets active
-            if args.explain:
+            if args.explain is not None:
                 print("\n".join(explain_configs(args.profile, args.notebook, params, args.explain)))
                 return 0
             configs = resolved_configs(args.profile, args.notebook, params)
@@ -308,7 +310,7 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
              help="a notebook parameter, as for `run`"),
         _arg("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="sets",
              help="a config field, as for `run --set` (e.g. judge_llm.base_urls=http://host:8000/v1)"),
-        _arg("--explain", default="", metavar="KEY",
+        _arg("--explain", default=None, metavar="KEY",
              help="only KEY (e.g. llm.model, or a section such as llm): its value per stage and the layer "
                   "that set it (default, profile, run: --set or a server variable, explicit: a parameter)"),
     ]), config_main),

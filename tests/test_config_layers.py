@@ -80,3 +80,13 @@ def test_config_explain_command(capsys):
     assert "parameter 'reranker': 'bogus' is not accepted" in capsys.readouterr().err
     assert main(["config", "--profile", "test", "--notebook", "05", "-p", "nope=1", "--explain", "llm.model"]) == 2
     assert "nope not declared by any selected notebook" in capsys.readouterr().err
+
+
+def test_config_explain_of_nothing_or_of_a_bad_value_says_so(capsys):
+    assert main(["config", "--profile", "test", "--notebook", "02", "--explain", ""]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1 and "--explain ''" in err
+    assert main(["config", "--profile", "test", "--notebook", "02", "--set", "llm.temperature=abc",
+                 "--explain", "llm.temperature"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'abc' is not accepted" in err and "no field" not in err

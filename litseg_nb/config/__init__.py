@@ -244,6 +244,10 @@ class ConfigError(UsageError, ValueError):
     """An unknown profile, an unknown key or a value of the wrong shape."""
 
 
+class NoSuchField(ConfigError):
+    """``config --explain KEY``: a config class without the field ``KEY``."""
+
+
 def one_of(default: Any, *choices: Any) -> Any:
     return field(default=default, metadata={"choices": tuple(choices)})
 
@@ -778,7 +782,7 @@ def explain(cls: type, profile: str, key: str, overrides: Mapping[str, Any] | No
     qual, parts = _split_key(key)
     unknown_engine = len(parts) >= 2 and parts[-2] == "engine" and parts[-1] not in ENGINE_SETTINGS
     if (qual is not None and qual != cls.__name__) or unknown_engine or field_hint(cls, parts) is _MISSING:
-        raise ConfigError(f"--explain {key}: {cls.__name__} has no field {'.'.join(parts)!r}{renamed_hint(parts)}")
+        raise NoSuchField(f"--explain {key}: {cls.__name__} has no field {'.'.join(parts)!r}{renamed_hint(parts)}")
     path = ".".join(parts)
     overrides = dict(overrides or {})
     if path == "profile":
