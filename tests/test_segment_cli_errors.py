@@ -411,3 +411,20 @@ def test_library_resumes_after_kill_9(data_dir, tmp_path, fresh_dirs):
     assert not [p for p in out.iterdir() if ".tmp" in p.name]
     for b in sorted(lib.glob("*.txt")):
         assert verify_outputs(out / f"{b.stem}.paragraph")["ok"]
+
+
+def test_a_resumed_run_counts_the_words_outside_units_of_the_books_it_skips(fresh_dirs, capsys):
+    from litseg_nb.cli import main
+
+    text = "THE BOOK OF TESTS\n\nby A. Writer\n\nA dedication line for someone.\n\n" + "\n\n".join(
+        f"CHAPTER {r}\n\n" + "\n\n".join("The man walked along the road and saw a tree. He sat down." for _ in range(8))
+        for r in ("I", "II", "III"))
+    books = [fresh_dirs / f"book{i}.txt" for i in (1, 2)]
+    for b in books:
+        b.write_text(text)
+    totals = []
+    for _ in range(2):  # the second run skips both books (complete)
+        assert main(["segment", *map(str, books), "--method", "token", "--profile", "test"]) == 0
+        line = [ln for ln in capsys.readouterr().out.splitlines() if "book(s):" in ln][0]
+        totals.append(line.split("; ")[-1])
+    assert "word(s) outside the narrative units" in totals[0] and totals[1] == totals[0]

@@ -440,6 +440,7 @@ class _Run:
             res.status, res.reason = "skipped", "already complete (use --force to redo)"
             res.units, res.chunks = meta["n_units"], meta["n_chunks"]
             res.fallbacks = meta.get("fallbacks", {})
+            res.outside_words = int((meta.get("outside_units") or {}).get("words") or 0)
             self.bar.update(1)
             return None
         foreign = None if ours else next((x for x in paths_of(base).values() if x.exists()), None)
