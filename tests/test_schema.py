@@ -62,3 +62,25 @@ def test_chunks_round_trip(tmp_path):
     path = tmp_path / "chunks.jsonl"
     save_chunks(path, chunks)
     assert load_chunks(path) == chunks
+
+
+def test_every_chunk_row_is_checked_naming_file_line_and_field(tmp_path):
+    """One strict validator for every row read from a JSONL file: a chunk set and a chunker's text rows."""
+    import json
+
+    from litseg_nb.core.schema import RowError, TextRow, load_chunks, read_rows, save_chunks
+
+    good = Chunk("b", "u1", "u1.c0000", "m", 1, 2, [(0, 5)], "hello", "hello")
+    path = tmp_path / "set.jsonl"
+    save_chunks(path, [good])
+    assert load_chunks(path) == [good]
+    for row, field in [({**good.to_json(), "from_idx": 1.5}, "from_idx"), ({**good.to_json(), "text": None}, "text"),
+                       ({**good.to_json(), "spans": [[0, "5"]]}, "spans"), (5, "object")]:
+        path.write_text(json.dumps(good.to_json()) + "\n\n" + json.dumps(row) + "\n")
+        with pytest.raises(RowError, match=rf"set.jsonl: line 3: .*{field}"):
+            load_chunks(path)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"book_id": "b", "text": "x", "extra": 1}\n{"book_id": "b", "text": "y"}\n')
+    seen = []
+    assert [r.text for r in read_rows(rows, TextRow, progress=seen.append)] == ["x", "y"]
+    assert sum(seen) == rows.stat().st_size  # progress: every byte read is reported
