@@ -8,7 +8,8 @@
     docs = splitter.split_documents([Document(page_content=text, metadata={"source": "emma.txt"})])
 
 ``page_content`` is the text to embed (LitSeg: subtitle + context + main text); each document's metadata
-is kept and the chunk's added (:func:`~litseg_nb.integrations.chunk_metadata`): ``start_index`` /
+is kept and the chunk's added (:func:`~litseg_nb.integrations.chunk_metadata`; a name the document already
+uses keeps the document's value, the chunk's goes under ``litseg_<name>``): ``start_index`` /
 ``end_index`` locate the main text only, ``spans`` all of it; scalars unless ``nested_metadata=True``.
 Keywords: as :class:`~litseg_nb.integrations.Segmenter` takes them.
 """
