@@ -367,13 +367,15 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
              help="registered method(s) to run on the windows, comma-separated (default: the profile's)"),
         _arg("--chunks", action="append", default=[],
              help="a chunk set to score: the package's chunk JSONL on the windows, or JSONL rows "
-                  "{'book_id', 'text'} in order from your own chunker (see --export-windows)"),
+                  "{'book_id', 'text'} in order from your own chunker (see --export-windows); its row is named "
+                  "after the file (two files of one name, or a method's name: an error)"),
         _arg("--export-windows", default="", metavar="FILE",
              help="write the windows (book_id, unit_id, kind, text, sentences) as JSONL and stop"),
         _arg("--counts", action="store_true",
              help="print the gold found per source book and the ornament census of all local books, and stop"),
         _arg("--llm-windows", type=int, default=None, help="windows the LLM methods segment (0 = all)"),
-        _arg("--name", default="", help="table name under outputs/<profile>/tables (default: boundaries)"),
+        _arg("--name", default="", help="table name under outputs/<profile>/tables (default: boundaries); never "
+                                        "a notebook's (NN_...) or another command's table"),
     ]), boundaries_main),
     "retrieval-benchmark": (dict(help="whole-book retrieval benchmark: every LLM-free method on every local book "
                                       "(tier A), the LLM methods on the units they cover (tier B); budget-matched "
