@@ -3,6 +3,7 @@ text is invalid; a reply that failed validation is never replayed from the reque
 reaches no output; nothing the user or the repository has is overwritten. Each test fails on the code before."""
 from __future__ import annotations
 
+import gzip
 import json
 
 import conftest
@@ -14,7 +15,10 @@ from litseg_nb.litseg.pipeline import annotate_units
 from litseg_nb.litseg.validate import finalize_segments, validate_segments, validate_stage1, validate_stage2
 from litseg_nb.lite.segmenter import LiteSegmenter, validate_single_pass
 
+from litseg_nb.evaluation import boundary_train as bt
+
 from fakes import FakeOpenAI, ScriptedBackend, chat_reply, model_reply
+from test_boundary_model import tiny_root  # noqa: F401 (a fixture: eight synthetic training books, one evaluation book)
 
 # SmolLM2-135M's replies in the smoke run (constrained decoding): the prompt's placeholders, one cut short
 ECHO_STAGE1 = '{"step_1_events": "A string briefly listing the core dynamic events extracted (filtering out noise)."}'
@@ -126,3 +130,58 @@ def test_fake_server_answers_lite_with_a_valid_reply():
     seg = LiteSegmenter(ScriptedBackend(reply_fn=lambda conv: model_reply({"messages": conv})), retries=0)
     _, results = seg.segment_units([(book, book.units[0])])
     assert results[0].first_try_valid and results[0].fallback == "none"
+
+
+# ------------------------------------------------------------------ training texts never leak into validation or evaluation
+def _train(root, tmp_path, evaluation_root=None):
+    return bt.train(bt.TrainConfig(validation_share=0.25, max_windows_per_book=2, window_sentences=30), root=root,
+                    weights_file=tmp_path / "w.json", progress=False, cache_root=tmp_path / "cache",
+                    evaluation_root=evaluation_root or root, validate=False)
+
+
+def _add_training_book(root, number: str, raw: str, author: str) -> None:
+    folder = root / bt.TRAIN_FOLDER
+    (folder / f"{number}.txt.gz").write_bytes(gzip.compress(raw.encode("utf-8"), mtime=0))
+    with (folder / "MANIFEST.tsv").open("a", encoding="utf-8") as fh:
+        fh.write(f"{number}\t{author}\tA copy\tx\tx\n")
+
+
+def test_a_copy_of_a_validation_book_under_a_training_author_stays_on_its_side(tiny_root, tmp_path):
+    card = _train(tiny_root, tmp_path)
+    held = card["data"]["validation_ids"][0]
+    manifest = (tiny_root / bt.TRAIN_FOLDER / "MANIFEST.tsv").read_text().splitlines()[1:]
+    train_author = dict(ln.split("\t")[:2] for ln in manifest)[card["data"]["train_ids"][0]]
+    raw = gzip.decompress((tiny_root / bt.TRAIN_FOLDER / f"{held}.txt.gz").read_bytes()).decode()
+    _add_training_book(tiny_root, "990200", raw.replace("Title: ", "Title: Another edition of "), train_author)
+    card = _train(tiny_root, tmp_path)
+    side = {n: "train" for n in card["data"]["train_ids"]} | {n: "validation" for n in card["data"]["validation_ids"]}
+    assert side["990200"] == side[held], card["data"]["split"]
+    assert [held, "990200"] in [sorted(p[:2]) for p in card["data"]["same_text_books"]]
+
+
+def test_an_evaluation_book_with_a_changed_front_is_refused_by_its_text(tiny_root, tmp_path):
+    raw = (tiny_root / "gutenberg" / "990050.txt").read_text(encoding="utf-8")
+    _add_training_book(tiny_root, "990300", raw.replace("Title: ", "Title: Reissued: ").replace(
+        "CHAPTER I.", "A NOTE ON THIS EDITION\n\nReset from the first printing.\n\nCHAPTER I."), "Someone Else")
+    with pytest.raises(bt.TrainingDataError, match=r"990300.*shares \d+% of its text with evaluation book"):
+        _train(tiny_root, tmp_path)
+    assert not (tmp_path / "w.json").exists()
+
+
+def test_a_data_folder_without_evaluation_books_is_refused_not_vacuously_disjoint(tiny_root, tmp_path):
+    (tmp_path / "no-eval").mkdir()
+    with pytest.raises(bt.TrainingDataError, match="no evaluation books under"):
+        _train(tiny_root, tmp_path, evaluation_root=tmp_path / "no-eval")
+
+
+def test_lite_training_book_that_is_an_evaluated_book_under_another_name_is_refused():
+    from litseg_nb.lite.segmenter import check_books_disjoint
+    from fakes import toy_book
+
+    text = " ".join(f"Anna walked to the mill on day {i} and thought of Boris at the river." for i in range(80))
+    evaluated = toy_book(text, "gutenberg:1342", "Pride and Prejudice")
+    copy = toy_book("A new preface.\n\n" + text, "train:99999", "Elizabeth's Story")
+    other = toy_book(" ".join(f"The ship left port {i} times before the storm." for i in range(80)), "train:5", "Sea")
+    check_books_disjoint([other], [evaluated])
+    with pytest.raises(ValueError, match=r"train:99999 \(shares \d+% of its text with gutenberg:1342\)"):
+        check_books_disjoint([other, copy], [evaluated])

@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
+from ..core import text_overlap
 from ..core.artifacts import artifact_path
 from ..config import Options
 from ..corpus import load_corpus
@@ -211,12 +212,22 @@ def load_lite_books(cfg: LiteConfig) -> tuple[list[Book], list[Book]]:
     lit = cfg.teacher()
     evaluated = load_corpus(lit.corpus)
     training = load_corpus(lit.train_corpus)
+    check_books_disjoint(training, evaluated)
+    return evaluated, training
+
+
+def check_books_disjoint(training: Sequence[Book], evaluated: Sequence[Book]) -> None:
+    """A training book that is an evaluated one, by name or by most of its text (another name, another edition:
+    :mod:`~litseg_nb.core.text_overlap`), is an error naming both."""
     names = set().union(*(_book_names(b) for b in evaluated)) if evaluated else set()
     shared = [b.book_id for b in training if _book_names(b) & names]
+    if not shared:
+        same = text_overlap.overlapping({b.book_id: text_overlap.fingerprint(b.text) for b in training},
+                                        {b.book_id: text_overlap.fingerprint(b.text) for b in evaluated})
+        shared = [f"{a} (shares {x:.0%} of its text with {b})" for a, b, x in same]
     if shared:
         raise ValueError(f"Lite training book(s) {shared} are also evaluated (LitSegConfig.corpus); "
                          "the training corpus must hold other books")
-    return evaluated, training
 
 
 def evaluation_pairs(records: Sequence[Mapping[str, Any]], books: Sequence[Book],
