@@ -185,3 +185,79 @@ def test_lite_training_book_that_is_an_evaluated_book_under_another_name_is_refu
     check_books_disjoint([other], [evaluated])
     with pytest.raises(ValueError, match=r"train:99999 \(shares \d+% of its text with gutenberg:1342\)"):
         check_books_disjoint([other, copy], [evaluated])
+
+
+# ------------------------------------------------------------------ one redaction path for everything written or printed
+def test_a_bare_query_secret_reaches_the_server_and_no_file(tmp_path, monkeypatch, capsys):
+    import sqlite3
+
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "outputs"))
+    monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache"))
+    book = tmp_path / "book.txt"
+    book.write_text(" ".join(f"Sentence number {i} is here." for i in range(30)) + "\n")
+    with FakeOpenAI("ok") as srv:
+        rc = main(["segment", str(book), "--method", "lumber", "--profile", "test", "--base-url",
+                   f"{srv.url}?SECRET789", "--llm-model", "fake-model", "-o", str(tmp_path / "out")])
+        paths = [r["path"] for r in srv.chat_requests]
+    console = "".join(capsys.readouterr())
+    assert rc == 0, console
+    assert paths and all(p.endswith("/chat/completions?SECRET789") for p in paths)
+    written = [p for root in ("out", "outputs", "cache") for p in (tmp_path / root).rglob("*") if p.is_file()]
+    assert any(p.name.endswith(".meta.json") for p in written)
+    for p in written:
+        assert b"SECRET789" not in p.read_bytes(), f"URL secret written to {p}"
+    db = next(p for p in written if p.name == "llm_requests.sqlite")
+    models = {m for (m,) in sqlite3.connect(db).execute("SELECT DISTINCT model FROM requests")}
+    assert models and all("?***#" in m for m in models)  # redacted + hash of the secret: another secret, another key
+    assert "SECRET789" not in console
+
+
+def test_a_base_url_with_a_fragment_is_one_line_and_sends_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "outputs"))
+    monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "cache"))
+    book = tmp_path / "book.txt"
+    book.write_text("A sentence of the book. And another one.\n")
+    with FakeOpenAI("ok") as srv:
+        rc = main(["segment", str(book), "--method", "lumber", "--profile", "test", "--base-url",
+                   f"{srv.url}#SECRET789", "--llm-model", "fake-model", "-o", str(tmp_path / "out")])
+        sent = len(srv.requests)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2 and sent == 0 and len(lines) == 1 and "fragment" in lines[0], err
+    assert "SECRET789" not in err and "#***" in lines[0]
+
+
+def test_config_explain_redacts_set_values_and_server_variables(monkeypatch, capsys):
+    monkeypatch.setenv("LITSEG_LLM_URLS", "http://user:PW123@h:1/v1?SECRET789")
+    argv = ["config", "--profile", "test", "--notebook", "04", "--set", "llm.backend=openai", "--explain"]
+    assert main(argv + ["llm.base_urls"]) == 0
+    assert main(argv + ["llm.base_urls", "--set", "llm.base_urls=http://h:2/v1?tok=SECRET111"]) == 0
+    out = capsys.readouterr().out
+    assert "$LITSEG_LLM_URLS" in out and "--set llm.base_urls=" in out
+    for secret in ("PW123", "SECRET789", "SECRET111"):
+        assert secret not in out, out
+
+
+def test_the_injected_configuration_holds_no_secret_and_the_kernel_gets_it_back(monkeypatch):
+    from litseg_nb.config import ConfigError
+    from litseg_nb.core.paths import NOTEBOOKS_DIR
+    from litseg_nb.front import params, run_context
+
+    from test_notebook_seam import _namespace
+
+    url = "http://user:PW123@127.0.0.1:9/v1?SECRET789"
+    monkeypatch.setenv("LITSEG_LLM_URLS", url)
+    monkeypatch.delenv(params.SECRETS_ENV, raising=False)
+    nb = NOTEBOOKS_DIR / "04_baselines.ipynb"
+    from litseg_nb.config import config_sets
+
+    with config_sets([("llm.backend", "openai")]):
+        values = params.check_parameters(nb, {"profile": "test", "seed": 0})
+    written = json.dumps(values)  # what papermill writes into the executed notebook (cell and metadata)
+    assert "PW123" not in written and "SECRET789" not in written and "***" in written
+    monkeypatch.delenv("LITSEG_LLM_URLS")
+    cfg, _ = run_context.setup("04", _namespace(nb, **values))  # the kernel: the runner's environment
+    assert cfg.llm.base_urls == (url,)
+    monkeypatch.delenv(params.SECRETS_ENV)  # the executed copy opened later, elsewhere: said, not sent redacted
+    with pytest.raises(ConfigError, match="redacted addresses"):
+        run_context.setup("04", _namespace(nb, **values))
