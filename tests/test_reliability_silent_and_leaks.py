@@ -261,3 +261,51 @@ def test_the_injected_configuration_holds_no_secret_and_the_kernel_gets_it_back(
     monkeypatch.delenv(params.SECRETS_ENV)  # the executed copy opened later, elsewhere: said, not sent redacted
     with pytest.raises(ConfigError, match="redacted addresses"):
         run_context.setup("04", _namespace(nb, **values))
+
+
+# ------------------------------------------------------------------ never overwrite what the user or the repository has
+def _outputs_with(root, tables=(), figures=()):
+    (root / "tables").mkdir(parents=True, exist_ok=True)
+    (root / "figures").mkdir(parents=True, exist_ok=True)
+    for name in tables:
+        (root / "tables" / f"{name}.md").write_text(f"**{name}** — profile=test\n\n| a |\n|---|\n| 1 |\n")
+    for name in figures:
+        (root / "figures" / f"{name}.png").write_bytes(b"\x89PNG " + name.encode())
+    return root
+
+
+def test_gallery_from_partial_outputs_never_shrinks_an_earlier_gallery(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "outputs"))
+    full = _outputs_with(tmp_path / "outputs" / "test", ["01_a", "04_b", "05_c"], ["02_fig", "05_fig"])
+    dest = tmp_path / "gallery"
+    assert main(["gallery", "--profile", "test", "--out", str(dest)]) == 0
+    before = {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    for p in list(full.rglob("*.*")):  # a run of notebook 01 alone: its outputs only
+        if not p.name.startswith("01_"):
+            p.unlink()
+    capsys.readouterr()
+    assert main(["gallery", "--profile", "test", "--out", str(dest)]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "would replace or remove" in err[0] and "04_b" in err[0], err
+    assert {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()} == before  # nothing lost
+    _outputs_with(full, ["04_b", "05_c", "06_new"], ["02_fig", "05_fig"])  # the whole run again, and more: fine
+    assert main(["gallery", "--profile", "test", "--out", str(dest)]) == 0
+    assert "**06_new**" in (dest / "README.md").read_text()
+
+
+def test_gallery_bad_table_and_unwritable_out_are_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "outputs"))
+    src = _outputs_with(tmp_path / "outputs" / "test", ["01_a"], ["01_fig"])
+    (src / "tables" / "02_latin1.md").write_bytes("**02_latin1** - caf\xe9\n".encode("latin-1"))
+    assert main(["gallery", "--profile", "test", "--out", str(tmp_path / "g")]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err and "02_latin1.md" in lines[0] and "UTF-8" in lines[0], err
+    assert not (tmp_path / "g").exists()
+    (src / "tables" / "02_latin1.md").unlink()
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where a folder is needed")
+    assert main(["gallery", "--profile", "test", "--out", str(blocked / "g")]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err and "cannot write" in lines[0], err
