@@ -309,3 +309,25 @@ def test_gallery_bad_table_and_unwritable_out_are_one_line(tmp_path, monkeypatch
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in err and "cannot write" in lines[0], err
+
+
+def test_the_packaged_model_held_out_no_copy_of_a_training_book():
+    """The packaged card's validation books share most of their text with no training book (Gutenberg has several
+    editions of a book under different authors' names: they count as one group of the split)."""
+    from litseg_nb.chunkers import boundary_model as bm
+    from litseg_nb.core import text_overlap
+    from litseg_nb.core.paths import data_dir
+    from litseg_nb.data.gutenberg import clean_gutenberg_text
+
+    card = json.loads(bm.CARD_FILE.read_text(encoding="utf-8"))
+    folder = data_dir() / bt.TRAIN_FOLDER
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is not here: the training texts cannot be compared")
+
+    def fp(n):
+        f = folder / f"{n}.txt.gz"
+        return text_overlap.fingerprint(clean_gutenberg_text(gzip.decompress(f.read_bytes()), source=str(f)).text)
+
+    held = {n: fp(n) for n in card["data"]["validation_ids"]}
+    trained = {n: fp(n) for n in card["data"]["train_ids"]}
+    assert text_overlap.overlapping(held, trained) == []
