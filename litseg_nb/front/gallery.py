@@ -62,12 +62,9 @@ def gallery_markdown(profile: str, tables: dict[str, list[Path]], figures: dict[
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _shown_items(page: Path) -> set[str]:
+def _shown_items(text: str) -> set[str]:
     """The names of the tables and figures a gallery page shows (their ``**name**`` lines)."""
-    if not page.is_file():
-        return set()
-    return set(re.findall(r"(?m)^\*\*([A-Za-z0-9][A-Za-z0-9_.+@-]*)\*\*", page.read_text(encoding="utf-8",
-                                                                                      errors="replace")))
+    return set(re.findall(r"(?m)^\*\*([A-Za-z0-9][A-Za-z0-9_.+@-]*)\*\*", text))
 
 
 def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None = None) -> Path:
@@ -113,7 +110,8 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
                            "rewrite it or remove it from the outputs") from None
     # what the earlier gallery shows and these outputs lack: partial outputs never shrink a gallery
     fig_names = {p.name for p in png_files}
-    lost = (_shown_items(page) - {p.stem for p in table_files + png_files}) \
+    before = page.read_text(encoding="utf-8", errors="replace") if page.is_file() else ""
+    lost = (_shown_items(before) - _shown_items(text)) \
         | {f"figures/{p.name}" for p in fig_dir.glob("*.png") if p.name not in fig_names}
     refuse_loss("gallery", dest, lost, f"run the notebooks that make them first (python -m litseg_nb run --profile "
                                       f"{profile}), write elsewhere (--out), or remove {dest} to replace it")
