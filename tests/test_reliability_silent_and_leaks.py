@@ -249,18 +249,21 @@ def test_the_injected_configuration_holds_no_secret_and_the_kernel_gets_it_back(
     monkeypatch.setenv("LITSEG_LLM_URLS", url)
     monkeypatch.delenv(params.SECRETS_ENV, raising=False)
     nb = NOTEBOOKS_DIR / "04_baselines.ipynb"
-    from litseg_nb.config import config_sets
+    from litseg_nb.config import config_sets, use_sets
 
     with config_sets([("llm.backend", "openai")]):
         values = params.check_parameters(nb, {"profile": "test", "seed": 0})
     written = json.dumps(values)  # what papermill writes into the executed notebook (cell and metadata)
     assert "PW123" not in written and "SECRET789" not in written and "***" in written
     monkeypatch.delenv("LITSEG_LLM_URLS")
-    cfg, _ = run_context.setup("04", _namespace(nb, **values))  # the kernel: the runner's environment
-    assert cfg.llm.base_urls == (url,)
-    monkeypatch.delenv(params.SECRETS_ENV)  # the executed copy opened later, elsewhere: said, not sent redacted
-    with pytest.raises(ConfigError, match="redacted addresses"):
-        run_context.setup("04", _namespace(nb, **values))
+    try:
+        cfg, _ = run_context.setup("04", _namespace(nb, **values))  # the kernel: the runner's environment
+        assert cfg.llm.base_urls == (url,)
+        monkeypatch.delenv(params.SECRETS_ENV)  # the executed copy opened later, elsewhere: said, not sent redacted
+        with pytest.raises(ConfigError, match="redacted addresses"):
+            run_context.setup("04", _namespace(nb, **values))
+    finally:
+        use_sets([])  # setup() made the injected --set this process's own (as a kernel's)
 
 
 # ------------------------------------------------------------------ never overwrite what the user or the repository has
