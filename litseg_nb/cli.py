@@ -30,7 +30,7 @@ from .front.batch_segment import segment_main
 from .front.chunk_import import cli as import_chunks_main
 from .front.params import (NOTEBOOK_CONFIGS, _build, check_set_keys, config_overrides, convert, missing_for,
                            parameters_cell, parse_key_value)
-from .redact import redact_obj
+from .redact import redact_obj, redact_url
 from .segmenters.registry import methods_text
 
 
@@ -73,13 +73,13 @@ def run_main(args: argparse.Namespace) -> int:
             runner.run_notebooks(args.profile, only=args.only.split(","), parameters=params, seed=args.seed,
                                  log_output=args.log_output, jobs=args.jobs)
     except (runner.NotebookFailed, OutputsNotWritable) as exc:
-        print(f"[litseg_nb] {exc}", file=sys.stderr)
+        print(redact_url(f"[litseg_nb] {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # one line, no traceback; the partial copy is marked FAILED
         print(f"\n[litseg_nb] {exc if isinstance(exc, runner.Interrupted) else 'interrupted'}", file=sys.stderr)
         return 130
     except ConfigError as exc:
-        print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
+        print(redact_url(f"[litseg_nb] configuration error: {exc}"), file=sys.stderr)
         return 2
     return 0
 
@@ -139,7 +139,8 @@ def explain_configs(profile: str, only: str, parameters: dict[str, Any], key: st
             found = explain(cls, profile, key, overrides)
         except NoSuchField:  # this stage's config has no such field (a bad value is its own error)
             continue
-        lines += [f"{nb.stem}: {cls.__name__}.{e.key} = {e.value!r}  <- {e.layer}: {e.source}" for e in found]
+        lines += [redact_url(f"{nb.stem}: {cls.__name__}.{e.key} = {e.value!r}  <- {e.layer}: {e.source}")
+                  for e in found]
     if not lines:
         raise ConfigError(f"--explain {key}: no field {key!r}{renamed_hint(key.split('.'))} in {', '.join(sorted(set(classes))) or 'any selected stage'}"
                           f"; see `python -m litseg_nb config --profile PROFILE` for the field names")
@@ -156,7 +157,7 @@ def config_main(args: argparse.Namespace) -> int:
             configs = resolved_configs(args.profile, args.notebook, params)
             print("\n\n".join(format_config(stem, cfg) for stem, cfg in configs))
     except ConfigError as exc:
-        print(f"[litseg_nb] configuration error: {exc}", file=sys.stderr)
+        print(redact_url(f"[litseg_nb] configuration error: {exc}"), file=sys.stderr)
         return 2
     # showing a configuration is not running it: what `run` needs first is a warning here
     for stem, cfg in configs:
@@ -450,7 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe (`methods | head`) surfaces here, not at exit
         return status
     except LitsegError as exc:  # a domain error the handler did not report: one line, no traceback
-        print(f"[litseg_nb] {args.command}: {' '.join(str(exc).split()) or type(exc).__name__}", file=sys.stderr)
+        print(redact_url(f"[litseg_nb] {args.command}: {' '.join(str(exc).split()) or type(exc).__name__}"),
+              file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:  # the reader went away: as Python's docs recommend, no more output, exit 1
         with contextlib.suppress(OSError, ValueError):

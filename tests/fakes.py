@@ -106,17 +106,21 @@ _LUMBER_IDS = re.compile(r"(?m)^ID (\d+): ")
 
 
 def model_reply(body: dict) -> str:
-    """A valid reply for the package's prompts: LitSeg stage 1/2/3 (the whole unit as one segment),
-    LumberChunker (the window's second ID), else an echo of the last message."""
+    """A valid reply for the package's prompts: LitSeg stage 1/2/3 and LitSeg-Lite's single pass (the whole
+    unit as one segment), LumberChunker (the window's second ID), else an echo of the last message."""
     user = body["messages"][-1]["content"]
     if "ONLY Step 1" in user:
         return '{"step_1_events": "events"}'
     if "ONLY Step 2" in user:
         return '{"step_2_threads": "threads"}'
+    n = max((int(m) for m in _INDEX.findall(user)), default=1)
+    step3 = {"chapter_title": "c", "step_3_turning_points": [],
+             "segments": [{"subtitle": "s", "from_idx": 1, "to_idx": n, "context_idx": []}]}
     if "ONLY Step 3" in user:
-        n = max((int(m) for m in _INDEX.findall(user)), default=1)
-        return json.dumps({"chapter_title": "c", "step_3_turning_points": [],
-                           "segments": [{"subtitle": "s", "from_idx": 1, "to_idx": n, "context_idx": []}]})
+        return json.dumps(step3)
+    if user.startswith("[Chapter Text Content]\n"):  # LitSeg-Lite's user prompt
+        return json.dumps({"step1": {"step_1_events": "events"}, "step2": {"step_2_threads": "threads"},
+                           "step3": step3})
     ids = [int(m) for m in _LUMBER_IDS.findall(user)]
     if len(ids) >= 2:
         return f"Answer: ID {ids[1]}"

@@ -48,28 +48,29 @@ def tiny_root(tmp_path):
         (folder / f"{n}.txt.gz").write_bytes(gzip.compress(_synthetic_book(i, rng).encode(), mtime=0))
         lines.append(f"{n}\tAuthor {i % 4}\tSynthetic Book {i}\tx\tx")
     (folder / "MANIFEST.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (root / "gutenberg").mkdir()  # one evaluation book of its own: the training books are compared with it
+    (root / "gutenberg" / "990050.txt").write_text(_synthetic_book(50, random.Random(50)), encoding="utf-8")
     return root
 
 
 @pytest.fixture()
-def empty_eval_root(tmp_path):
-    (tmp_path / "eval").mkdir()
-    return tmp_path / "eval"
+def eval_root(tiny_root):
+    return tiny_root
 
 
 CFG = bt.TrainConfig(validation_share=0.25, max_windows_per_book=2, window_sentences=30)
 
 
-def test_rebuild_is_deterministic_on_a_tiny_synthetic_corpus(tiny_root, empty_eval_root, tmp_path):
+def test_rebuild_is_deterministic_on_a_tiny_synthetic_corpus(tiny_root, eval_root, tmp_path):
     cards, texts = [], []
     for run in ("a", "b"):  # two cold rebuilds: separate feature caches
         w = tmp_path / f"w_{run}.json"
         cards.append(bt.train(CFG, root=tiny_root, weights_file=w, progress=False, cache_root=tmp_path / f"cache_{run}",
-                              evaluation_root=empty_eval_root))
+                              evaluation_root=eval_root))
         texts.append(w.read_bytes())
     warm = tmp_path / "w_warm.json"  # and a warm one (features from cache_a)
     bt.train(CFG, root=tiny_root, weights_file=warm, progress=False, cache_root=tmp_path / "cache_a",
-             evaluation_root=empty_eval_root, validate=False)
+             evaluation_root=eval_root, validate=False)
     assert texts[0] == texts[1] == warm.read_bytes()
     a, b = cards
     assert a["weights_sha256_16"] == b["weights_sha256_16"]
@@ -80,7 +81,7 @@ def test_rebuild_is_deterministic_on_a_tiny_synthetic_corpus(tiny_root, empty_ev
     # another seed: another split or sample, other weights
     other = tmp_path / "w_other.json"
     bt.train(bt.TrainConfig(**{**CFG.__dict__, "seed": 99}), root=tiny_root, weights_file=other, progress=False,
-             cache_root=tmp_path / "cache_a", evaluation_root=empty_eval_root, validate=False)
+             cache_root=tmp_path / "cache_a", evaluation_root=eval_root, validate=False)
     assert other.read_bytes() != texts[0]
     # the model it wrote loads and scores the synthetic chapter openings above the other paragraph starts
     model = bm.load_model(tmp_path / "w_a.json")
@@ -120,7 +121,7 @@ def test_the_packaged_model_never_saw_an_evaluation_book():
     all splits, the hand-read gold books, GutenQA's Emma); a few card hashes are recomputed from the files."""
     card = json.loads(bm.CARD_FILE.read_text(encoding="utf-8"))
     root = data_dir()
-    ids, hashes = bt.evaluation_fingerprints(root.resolve())
+    ids, hashes, _ = bt.evaluation_fingerprints(root.resolve())
     assert len(ids) > 50 and len(hashes) > 50  # the evaluation books were found
     used = card["data"]["train_ids"] + card["data"]["validation_ids"]
     assert len(used) == card["data"]["books"] == len(card["data"]["text_sha256_16"])

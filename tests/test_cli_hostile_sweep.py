@@ -64,6 +64,11 @@ def _cases(tmp):
         # gallery
         ["gallery", "--profile", "test", "--out", str(afile)],
         ["gallery", "--profile", "nope"],
+        ["gallery", "--profile", "test", "--out", str(afile / "g")],
+        # secrets in a query or fragment without '=': never echoed; a fragment is refused before any request
+        ["segment", str(book), "--method", "lumber", "--base-url", "http://127.0.0.1:9/v1#SECRET789"],
+        ["config", "--notebook", "04", "--set", "llm.backend=openai", "--set",
+         "llm.base_urls=http://127.0.0.1:9/v1?SECRET789#x", "--explain", "llm.base_urls"],
         # methods, docs
         ["methods", "extra"],
         ["docs", "--out", str(afile)],
@@ -146,6 +151,8 @@ def test_every_subcommand_refuses_hostile_arguments_in_one_line(tmp_path, monkey
             problems.append(f"{argv}: exit {rc} (expected 1 or 2); stderr {err.strip()[:200]!r}")
         elif "Traceback" in err or len(lines) != 1:
             problems.append(f"{argv}: {len(lines)} error lines: {err.strip()[:300]!r}")
+        if "SECRET789" in out + err:
+            problems.append(f"{argv}: printed a URL secret: {(out + err).strip()[:200]!r}")
         if any(cwd.iterdir()):
             problems.append(f"{argv}: wrote into the working directory: {sorted(p.name for p in cwd.iterdir())}")
     assert not problems, "\n".join(problems)

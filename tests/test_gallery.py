@@ -1,4 +1,4 @@
-"""The gallery page is built from an outputs folder: tables' Markdown, figures copied, stale ones removed."""
+"""The gallery page is built from an outputs folder: tables' Markdown, figures copied; an earlier gallery never shrinks."""
 from __future__ import annotations
 
 
@@ -25,13 +25,12 @@ def test_gallery_page_from_a_fake_outputs_folder(tmp_path):
     src = _fake_outputs(tmp_path / "outputs" / "test")
     dest = tmp_path / "docs" / "gallery" / "test"
     (dest / "figures").mkdir(parents=True)
-    (dest / "figures" / "06_old.png").write_bytes(b"old run")  # of an earlier gallery: removed
-    (dest / "README.md").write_text("# Gallery: what the notebooks produce (profile `test`)\n")  # its page
+    (dest / "README.md").write_text("# Gallery: what the notebooks produce (profile `test`)\n")  # an earlier page
     page = gallery.write_gallery("test", outputs=src, dest=dest)
     text = page.read_text()
     assert page == dest / "README.md"
     assert (dest / "figures" / "05_case_study.png").read_bytes() == b"\x89PNG fake 1"
-    assert not (dest / "figures" / "06_old.png").exists() and not (dest / "figures" / "05_case_study.pdf").exists()
+    assert not (dest / "figures" / "05_case_study.pdf").exists()
     assert "small-model numbers" in text and "not the paper's results" in text
     # one section per notebook, titled by the notebook's own heading, in notebook order; unknown names last
     h01 = text.index("## 01 · Preprocessing")

@@ -478,6 +478,9 @@ class LLMConfig(_Base):
             if not ok:
                 raise ConfigError(f"llm.base_urls: {redact_url(str(url))!r} is not a server address; expected "
                                   f"http(s)://HOST[:PORT]/v1 (an OpenAI-compatible endpoint)")
+            if "#" in str(url):  # a fragment never reaches the server: the request path would be cut there
+                raise ConfigError(f"llm.base_urls: {redact_url(str(url))!r} has a fragment ('#...'), which no request "
+                                  "sends; give the address without it (a secret belongs in the query or the API key)")
 
 
 @dataclass(frozen=True)

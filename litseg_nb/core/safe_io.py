@@ -8,15 +8,32 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from ..config import ConfigError
+from ..errors import UsageError
 
 _counter = itertools.count()
 
 
 class OutputsNotWritable(ConfigError):
     """An outputs folder cannot be created or written."""
+
+
+class WouldLoseData(UsageError):
+    """A write would replace or remove what the user or the repository already has (:func:`refuse_loss`)."""
+
+
+def refuse_loss(what: str, dest: str | os.PathLike, lost: Iterable[Any], how: str) -> None:
+    """THE rule for a destination that already holds something: a command adds to it and rewrites what it would
+    write there again, never replaces or removes anything else without being told. ``lost``: the names of what this
+    write would replace or remove; any -> :class:`WouldLoseData`, one line naming ``what`` (the command),
+    ``dest``, how many and the first few, then ``how`` to do it deliberately. Call it before writing anything."""
+    names = sorted({str(x) for x in lost})
+    if names:
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise WouldLoseData(f"{what}: {dest} holds {len(names)} item(s) this run would replace or remove "
+                            f"({shown}); nothing written; {how}")
 
 
 class BadName(ConfigError):

@@ -35,6 +35,7 @@ from ..core.paths import cache_dir, data_dir
 from ..preprocess.gold import GOLD_FILE, load_gold
 from .boundaries import BoundaryConfig, score_chunk_sets, summarize
 from ..chunkers.base import chunks_from_boundaries
+from ..core import text_overlap
 
 TRAIN_FOLDER = "gutenberg_train"
 
@@ -65,7 +66,7 @@ class TrainConfig:
 def _feature_code_hash() -> str:
     """Hash of the code the cached features depend on (cleaning, units, stream, features)."""
 
-    files = [Path(m.__file__) for m in (boundary_gold, boundary_features, gutenberg, base)]
+    files = [Path(m.__file__) for m in (boundary_gold, boundary_features, gutenberg, base, text_overlap)]
     files += sorted(Path(preprocess.__file__).parent.glob("*.py"))  # modules found by import: they may move
     h = hashlib.sha256()
     for f in files:
@@ -108,7 +109,8 @@ def book_features(path: Path, cache_root: Path | None = None) -> dict[str, Any]:
         try:
             z = np.load(cfile, allow_pickle=False)
             return {"dense": z["dense"], "hashed": z["hashed"], "labels": z["labels"], "text_hash": str(z["text_hash"]),
-                    "chapter_marks": int(z["chapter_marks"]), "scene_marks": int(z["scene_marks"]), "cached": True}
+                    "fingerprint": z["fingerprint"], "chapter_marks": int(z["chapter_marks"]),
+                    "scene_marks": int(z["scene_marks"]), "cached": True}
         except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error):
             repaired = True  # unreadable entry: recomputed, rewritten below and counted
     book, units = clean_and_units(path, data)
@@ -121,7 +123,8 @@ def book_features(path: Path, cache_root: Path | None = None) -> dict[str, Any]:
     for i, h in enumerate(hashed):
         hmat[i, :len(h)] = h
     out = {"dense": dense.astype(np.float64), "hashed": hmat, "labels": labels, "text_hash": text_hash(book.text),
-           "chapter_marks": rep.chapter_marks, "scene_marks": rep.scene_marks}
+           "fingerprint": text_overlap.fingerprint(book.text), "chapter_marks": rep.chapter_marks,
+           "scene_marks": rep.scene_marks}
     cdir.mkdir(parents=True, exist_ok=True)
     tmp = cfile.with_suffix(".tmp.npz")
     np.savez_compressed(tmp, **{k: np.asarray(v) for k, v in out.items()})
@@ -148,18 +151,39 @@ def read_authors(root: Path) -> dict[str, str]:
     return out
 
 
-def split_books(files: Sequence[Path], authors: dict[str, str], share: float, seed: int) -> tuple[list[Path], list[Path]]:
-    """``(train, validation)``: whole authors held out (a book without an author is its own author)."""
-    author = {f: authors.get(f.name.split(".")[0], f.name) for f in files}
-    keys = sorted(set(author.values()))
+def split_groups(files: Sequence[Path], authors: dict[str, str],
+                 fingerprints: dict[str, np.ndarray] | None = None) -> dict[Path, str]:
+    """Each book's group, held out whole: its author (a book without one is its own), joined with the groups of the
+    books that share most of its text (:mod:`~litseg_nb.core.text_overlap`: a copy or another edition under
+    another author's name never sits on the other side of the split)."""
+    group = {f: authors.get(f.name.split(".")[0], f.name) for f in files}
+    parent = {g: g for g in group.values()}
+
+    def root(g: str) -> str:
+        while parent[g] != g:
+            g = parent[g]
+        return g
+
+    by_name = {str(f): f for f in files}
+    for a, b, _ in text_overlap.overlapping({k: v for k, v in (fingerprints or {}).items() if k in by_name}):
+        ra, rb = sorted((root(group[by_name[a]]), root(group[by_name[b]])))
+        parent[rb] = ra
+    return {f: root(g) for f, g in group.items()}
+
+
+def split_books(files: Sequence[Path], authors: dict[str, str], share: float, seed: int,
+                fingerprints: dict[str, np.ndarray] | None = None) -> tuple[list[Path], list[Path]]:
+    """``(train, validation)``: whole groups (:func:`split_groups`) held out."""
+    group = split_groups(files, authors, fingerprints)
+    keys = sorted(set(group.values()))
     random.Random(f"{seed}:split").shuffle(keys)
     held = set(keys[:max(1, int(round(share * len(keys))))]) if share > 0 and len(keys) > 1 else set()
-    return [f for f in files if author[f] not in held], [f for f in files if author[f] in held]
+    return [f for f in files if group[f] not in held], [f for f in files if group[f] in held]
 
 
 @lru_cache(maxsize=4)
-def evaluation_fingerprints(root: Path) -> tuple[frozenset[str], frozenset[str]]:
-    """``(ebook numbers, cleaned-text hashes)`` of every evaluation book."""
+def evaluation_fingerprints(root: Path) -> tuple[frozenset[str], frozenset[str], dict[str, np.ndarray]]:
+    """``(ebook numbers, cleaned-text hashes, book id -> text fingerprint)`` of every evaluation book."""
     root = Path(root)
     ids = {f.stem for f in local_book_files(root)}
     urls = root / "literaryqa" / "literaryqa_urls.tsv"
@@ -173,20 +197,32 @@ def evaluation_fingerprints(root: Path) -> tuple[frozenset[str], frozenset[str]]
             ids.add(Path(e.file).stem)
     except (ImportError, OSError):
         pass
-    hashes = {text_hash(text) for _, text, _ in local_book_texts(root)}
-    return frozenset(ids), frozenset(hashes)
+    texts = {bid: text for bid, text, _ in local_book_texts(root)}
+    hashes = {text_hash(text) for text in texts.values()}
+    return frozenset(ids), frozenset(hashes), {bid: text_overlap.fingerprint(t) for bid, t in texts.items()}
 
 
-def check_disjoint(files: Sequence[Path], text_hashes: dict[str, str], evaluation_root: Path) -> dict[str, Any]:
-    """Raise :class:`TrainingDataError` naming a training book that is an evaluation book."""
-    ids, hashes = evaluation_fingerprints(Path(evaluation_root).resolve())
+def check_disjoint(files: Sequence[Path], text_hashes: dict[str, str], evaluation_root: Path,
+                   fingerprints: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Raise :class:`TrainingDataError` naming a training book that is an evaluation book: by ebook number, by
+    cleaned text, or by most of its text (``fingerprints``: training file -> :func:`text_overlap.fingerprint`).
+    An evaluation root without any evaluation book is an error too: nothing would have been compared."""
+    root = Path(evaluation_root).resolve()
+    ids, hashes, eval_fps = evaluation_fingerprints(root)
+    if not hashes:
+        raise TrainingDataError(f"no evaluation books under {root} (gutenberg/, gutenberg_dev/, literaryqa/texts/, "
+                                "gutenqa/): the training books cannot be checked against them; point the data folder "
+                                "(LITSEG_DATA_DIR) at the one the benchmarks read")
     for f in files:
         n = f.name.split(".")[0]
         if n in ids:
             raise TrainingDataError(f"training book {f} has the ebook number of an evaluation book ({n})")
         if text_hashes[str(f)] in hashes:
             raise TrainingDataError(f"training book {f} has the same text as an evaluation book")
-    return {"evaluation_ids": len(ids), "evaluation_text_hashes": len(hashes), "overlap": 0}
+    for name, bid, share in text_overlap.overlapping(fingerprints or {}, eval_fps)[:1]:
+        raise TrainingDataError(f"training book {name} shares {share:.0%} of its text with evaluation book {bid}")
+    return {"evaluation_ids": len(ids), "evaluation_text_hashes": len(hashes), "overlap": 0,
+            "shared_text_threshold": text_overlap.SHARED_SHARE}
 
 
 def sample_candidates(labels: np.ndarray, cfg: TrainConfig, book_id: str) -> np.ndarray:
@@ -271,8 +307,12 @@ def train(cfg: TrainConfig, root: Path | None = None, *, weights_file: Path, val
             raise TrainingDataError(f"training book {f}: {exc}") from None
     t_feat = time.perf_counter() - t0
     hashes = {k: v["text_hash"] for k, v in feats.items()}
-    disjoint = check_disjoint(files, hashes, Path(evaluation_root) if evaluation_root else data_dir())
-    tr, va = split_books(files, read_authors(root), cfg.validation_share, cfg.seed)
+    fps = {k: v["fingerprint"] for k, v in feats.items()}
+    disjoint = check_disjoint(files, hashes, Path(evaluation_root) if evaluation_root else data_dir(), fps)
+    authors = read_authors(root)
+    tr, va = split_books(files, authors, cfg.validation_share, cfg.seed, fps)
+    same_text = [[Path(a).name.split(".")[0], Path(b).name.split(".")[0], round(x, 3)]
+                 for a, b, x in text_overlap.overlapping(fps)]
     d_parts, h_parts, l_parts = [], [], []
     for f in tr:
         z = feats[str(f)]
@@ -308,7 +348,9 @@ def train(cfg: TrainConfig, root: Path | None = None, *, weights_file: Path, val
         "config": cfg.__dict__,
         "data": {
             "folder": f"<data>/{TRAIN_FOLDER}", "books": len(files), "train_books": len(tr), "validation_books": len(va),
-            "split": f"by author (MANIFEST.tsv), {cfg.validation_share:.0%} of the authors held out, seed {cfg.seed}",
+            "split": f"by author (MANIFEST.tsv; books sharing most of their text join one group), "
+                     f"{cfg.validation_share:.0%} of the groups held out, seed {cfg.seed}",
+            "same_text_books": same_text,
             "book_list_sha256_16": list_hash(files, hashes), "train_list_sha256_16": list_hash(tr, hashes),
             "validation_list_sha256_16": list_hash(va, hashes),
             "train_ids": [f.name.split(".")[0] for f in tr], "validation_ids": [f.name.split(".")[0] for f in va],

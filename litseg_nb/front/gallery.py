@@ -3,7 +3,8 @@
 ``python -m litseg_nb gallery --profile smoke`` reads ``outputs/<profile>/tables/*.md`` and ``figures/*.png``
 and writes ``docs/gallery/<profile>/README.md``: one section per notebook (tables with their label line,
 figures copied to ``figures/`` beside the page, so the folder can be committed), then "Other outputs".
-PNGs of an earlier gallery that the outputs no longer hold are removed: the page always shows one run.
+An earlier gallery is rewritten only when the outputs hold every table and figure it shows: partial outputs
+never shrink it (remove the folder to replace it).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from ..config import PROFILES, ConfigError
 from ..errors import UsageError
 from ..core.paths import NOTEBOOKS_DIR, REPO_ROOT, outputs_root
-from ..core.safe_io import atomic_path, write_text_atomic
+from ..core.safe_io import atomic_path, refuse_loss, write_text_atomic
 
 class GalleryError(UsageError, FileNotFoundError):
     """The profile's outputs folder holds nothing to show (run the notebooks first)."""
@@ -61,8 +62,15 @@ def gallery_markdown(profile: str, tables: dict[str, list[Path]], figures: dict[
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _shown_items(text: str) -> set[str]:
+    """The names of the tables and figures a gallery page shows (their ``**name**`` lines)."""
+    return set(re.findall(r"(?m)^\*\*([A-Za-z0-9][A-Za-z0-9_.+@-]*)\*\*", text))
+
+
 def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None = None) -> Path:
-    """Write the gallery of ``profile`` into ``dest`` (default ``docs/gallery/<profile>``); returns the page."""
+    """Write the gallery of ``profile`` into ``dest`` (default ``docs/gallery/<profile>``); returns the page.
+
+    An earlier gallery there is rewritten only when the outputs hold everything it shows (:func:`refuse_loss`)."""
     import nbformat  # the extra `notebooks`
 
     if profile not in PROFILES:
@@ -74,7 +82,7 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
         raise GalleryError(f"gallery: no tables or figures under {src}; run "
                                 f"`python -m litseg_nb run --profile {profile}` first")
     dest = Path(dest) if dest is not None else REPO_ROOT / "docs" / "gallery" / profile
-    # the page's folder must be empty, new, or an earlier gallery (the gallery replaces stale PNGs)
+    # the page's folder must be empty, new, or an earlier gallery
     page, fig_dir = dest / "README.md", dest / "figures"
     if dest.exists() and not dest.is_dir():
         raise GalleryError(f"gallery: --out {dest} is a file, not a folder")
@@ -85,22 +93,43 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
         first = page.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0] if page.is_file() else ""
         if not first.startswith(GALLERY_TITLE):
             raise GalleryError(f"gallery: --out {dest} is a folder that holds files and no earlier gallery page; "
-                               f"choose an empty or new folder (the gallery replaces the PNGs of figures/)")
-    fig_dir.mkdir(parents=True, exist_ok=True)
+                               f"choose an empty or new folder")
     titles = {}  # {"05": "05 · RAG evaluation: ..."} from each notebook's first Markdown heading
     for path in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")):
         first = next((c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"), "")
         line = next((ln for ln in first.splitlines() if ln.startswith("# ")), f"# {path.stem}")
         titles[path.name[:2]] = line[2:].strip()
-    for png in png_files:
-        with atomic_path(fig_dir / png.name) as tmp:
-            shutil.copyfile(png, tmp)
-    keep = {p.name for p in png_files}
-    for old in fig_dir.glob("*.png"):  # a figure the outputs no longer hold: not part of this run
-        if old.name not in keep:
-            old.unlink()
     root = REPO_ROOT.resolve()
     source = str(src.resolve().relative_to(root)) if src.resolve().is_relative_to(root) else str(src)
-    write_text_atomic(page, gallery_markdown(profile, _group(table_files, set(titles)),
-                                             _group(png_files, set(titles)), titles, source))
+    try:
+        text = gallery_markdown(profile, _group(table_files, set(titles)), _group(png_files, set(titles)), titles,
+                                source)
+    except UnicodeDecodeError as exc:
+        bad = next(t for t in table_files if not _is_utf8(t))
+        raise GalleryError(f"gallery: table {bad} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                           "rewrite it or remove it from the outputs") from None
+    # what the earlier gallery shows and these outputs lack: partial outputs never shrink a gallery
+    fig_names = {p.name for p in png_files}
+    before = page.read_text(encoding="utf-8", errors="replace") if page.is_file() else ""
+    lost = (_shown_items(before) - _shown_items(text)) \
+        | {f"figures/{p.name}" for p in fig_dir.glob("*.png") if p.name not in fig_names}
+    refuse_loss("gallery", dest, lost, f"run the notebooks that make them first (python -m litseg_nb run --profile "
+                                      f"{profile}), write elsewhere (--out), or remove {dest} to replace it")
+    try:
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        for png in png_files:
+            with atomic_path(fig_dir / png.name) as tmp:
+                shutil.copyfile(png, tmp)
+        write_text_atomic(page, text)
+    except OSError as exc:
+        raise GalleryError(f"gallery: cannot write into {dest} ({exc.strerror or type(exc).__name__}); "
+                           "choose a writable folder (--out)") from None
     return page
+
+
+def _is_utf8(path: Path) -> bool:
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -8,6 +8,7 @@ import ast
 import functools
 import importlib
 import json
+import os
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -17,7 +18,7 @@ from ..config import (_MISSING, PROFILES, ConfigError, StageConfig, _scalar, _sp
                       field_hint, missing_settings, rejected_choices, renamed_hint)
 from ..config import _build as build_dataclass
 from ..core.paths import NOTEBOOKS_DIR
-from ..redact import redact_obj, redact_url
+from ..redact import MASK, redact_obj, redact_url, redacted_secrets, restore_obj
 
 
 def parse_key_value(item: str, option: str = "parameter") -> tuple[str, Any]:
@@ -208,8 +209,45 @@ def resolve(notebook: str, annotations: Mapping[str, str], values: Mapping[str, 
     return cfg, converted
 
 
-#: the parameter through which papermill hands a notebook the configuration the runner resolved
+#: the parameter through which papermill hands a notebook the configuration the runner resolved (redacted)
 RESOLVED = "litseg_resolved"
+#: the secrets redacted from :data:`RESOLVED` (redacted -> original, JSON): the kernel inherits them from the
+#: runner's environment, so no executed notebook holds them
+SECRETS_ENV = "LITSEG_RESOLVED_SECRETS"
+
+
+def _env_secrets() -> dict[str, str]:
+    try:
+        found = json.loads(os.environ.get(SECRETS_ENV) or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def inject_redacted(resolved: Any) -> Any:
+    """``resolved`` without secrets, to write into a notebook; the secrets go to :data:`SECRETS_ENV`."""
+    secrets = redacted_secrets(resolved)
+    if secrets:
+        os.environ[SECRETS_ENV] = json.dumps({**_env_secrets(), **secrets})
+    return redact_obj(resolved)
+
+
+def _unredacted(stem: str, resolved: Any) -> Any:
+    restored = restore_obj(resolved, _env_secrets())
+
+    def strings(o: Any) -> list[str]:
+        if isinstance(o, str):
+            return [o]
+        items = o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ()
+        return [x for i in items for x in strings(i)]
+
+    left = [v for v in strings(restored) if "://" in v and MASK in v and redact_url(v) == v]
+    if left:
+        raise ConfigError(f"{stem}: the injected {RESOLVED} holds redacted addresses ({redact_url(left[0])!r}) whose "
+                          f"secrets are not in this kernel's environment ({SECRETS_ENV}); rerun it with "
+                          "`python -m litseg_nb run`, or delete the injected-parameters cell to resolve the "
+                          "configuration from the parameters cell and your environment")
+    return restored
 
 
 def from_namespace(stem: str, namespace: Mapping[str, Any]) -> tuple[StageConfig, dict[str, Any], list[tuple[str, Any]]]:
@@ -236,6 +274,7 @@ def from_namespace(stem: str, namespace: Mapping[str, Any]) -> tuple[StageConfig
         raise ConfigError(f"{stem}: parameter(s) {', '.join(sorted(set(changed)))} differ from those the runner "
                           f"resolved the configuration for ({RESOLVED}); rerun the notebook from the top, or "
                           f"delete the injected-parameters cell to resolve it from the parameters cell")
+    resolved = _unredacted(stem, resolved)
     cls = NOTEBOOK_CONFIGS[stem].config_class()
     cfg = build_dataclass(cls, resolved["config"], f"{cls.__name__}[{resolved['config'].get('profile')}]")
     return cfg, converted, [(str(k), v) for k, v in resolved.get("sets", [])]
@@ -322,7 +361,7 @@ def check_parameters(notebook: Path, values: Mapping[str, Any]) -> dict[str, Any
             assert_runnable(notebook.stem, cfg)
             resolved = {"notebook": notebook.stem, "parameters": full, "config": cfg.to_dict(),
                         "sets": [[k, v] for k, v in active_sets()]}
-            injected[RESOLVED] = json.loads(json.dumps(resolved, default=list))  # JSON, as papermill injects
+            injected[RESOLVED] = inject_redacted(json.loads(json.dumps(resolved, default=list)))  # JSON, as papermill injects
     except ConfigError as exc:
         raise ConfigError(f"{notebook.name}: {exc}") from None
     return {n: list(v) if isinstance(v, tuple) else v for n, v in converted.items()} | injected

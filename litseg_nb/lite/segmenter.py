@@ -10,15 +10,17 @@ from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
+from ..core import text_overlap
 from ..core.artifacts import artifact_path
 from ..config import Options
 from ..corpus import load_corpus
 from ..litseg.prompting import reference_for, single_pass_json_schema
 from ..litseg.pipeline import assert_units_covered, reconstruct_unit
-from ..litseg.validate import (ValidationResult, extract_json, finalize_segments, segmentation_object,
-                               validate_segments)
+from ..litseg.validate import (ECHO, ValidationResult, echo_error, extract_json, finalize_segments,
+                               segmentation_object, validate_segments)
 from ..llm.base import LLMBackend, SamplingParams, UsageTag
 from ..llm.replies import read_reply
+from ..llm.request_cache import reject_replies
 from ..core.schema import Book, Chunk, Unit, save_chunks
 from .config import LiteConfig
 from .data import (LITE_SYSTEM_TEMPLATE, PAPER_LENGTH_REFERENCE, TrainedUnits, assert_not_trained, lite_conversation,
@@ -47,9 +49,18 @@ class LiteOptions(Options):
 def validate_single_pass(text: str, n_sentences: int, max_new_tokens: int | None = None) -> ValidationResult:
     """Validate a single-pass (E.2 or E.4) reply with the shared validator; an over-budget reply is not parsed."""
     got = extract_json(text, max_new_tokens=max_new_tokens)
-    res = validate_segments(segmentation_object(got.obj), n_sentences)
+    holder = segmentation_object(got.obj)
+    res = validate_segments(holder, n_sentences)
     if got.obj is None and got.error:  # say why: cut inside reasoning, oversize, empty, not JSON
         res.errors = [got.error]
+    elif isinstance(got.obj, dict):  # the earlier steps' text: a copied placeholder answers nothing
+        for step, sub in got.obj.items():
+            for key, value in (sub.items() if isinstance(sub, dict) and sub is not holder else ()):
+                echo = echo_error(f"{step}.{key}", value)
+                if echo:
+                    res.errors.append(echo)
+                    res.schema_fixes.append(f"{step}.{key}: ignored ({ECHO})")
+                    res.semantic_ok = False
     return res
 
 
@@ -127,11 +138,13 @@ class LiteSegmenter:
             for i in todo:  # one call per unit, batched per book (usage tags carry the book)
                 by_book.setdefault(pairs[i][0].book_id if self.batch_by_book else "", []).append(i)
             got: dict[int, Any] = {}
+            convs_of: dict[int, Any] = {}
             for book_id, idx in by_book.items():
                 tag = UsageTag(method=self.method, book=book_id, stage=self.stage)
                 convs = [lite_conversation(*pairs[i], self.system_template, self.length_reference) for i in idx]
                 call = replace(params, json_schemas=tuple(schemas[i] for i in idx)) if schemas else params
                 got.update(zip(idx, self.backend.chat(convs, call, tag)))
+                convs_of.update(zip(idx, convs))
             dt = (time.perf_counter() - t0) / max(1, len(todo))
             still = []
             for i, gen in ((i, got[i]) for i in todo):
@@ -156,6 +169,9 @@ class LiteSegmenter:
                     last[i] = res
                 if not res.ok:
                     still.append(i)
+            # invalid replies leave the request cache (a rerun asks again); this run keeps them
+            reject_replies(self.backend, [convs_of[i] for i in still],
+                           replace(params, json_schemas=tuple(schemas[i] for i in still)) if schemas else params)
             todo = still
         chunks: list[Chunk] = []
         for (book, unit), r, res in zip(pairs, results, last):
@@ -196,12 +212,22 @@ def load_lite_books(cfg: LiteConfig) -> tuple[list[Book], list[Book]]:
     lit = cfg.teacher()
     evaluated = load_corpus(lit.corpus)
     training = load_corpus(lit.train_corpus)
+    check_books_disjoint(training, evaluated)
+    return evaluated, training
+
+
+def check_books_disjoint(training: Sequence[Book], evaluated: Sequence[Book]) -> None:
+    """A training book that is an evaluated one, by name or by most of its text (another name, another edition:
+    :mod:`~litseg_nb.core.text_overlap`), is an error naming both."""
     names = set().union(*(_book_names(b) for b in evaluated)) if evaluated else set()
     shared = [b.book_id for b in training if _book_names(b) & names]
+    if not shared:
+        same = text_overlap.overlapping({b.book_id: text_overlap.fingerprint(b.text) for b in training},
+                                        {b.book_id: text_overlap.fingerprint(b.text) for b in evaluated})
+        shared = [f"{a} (shares {x:.0%} of its text with {b})" for a, b, x in same]
     if shared:
         raise ValueError(f"Lite training book(s) {shared} are also evaluated (LitSegConfig.corpus); "
                          "the training corpus must hold other books")
-    return evaluated, training
 
 
 def evaluation_pairs(records: Sequence[Mapping[str, Any]], books: Sequence[Book],

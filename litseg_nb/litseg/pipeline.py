@@ -304,8 +304,10 @@ def _run_stage(stage: str, jobs: list[_Job], backend: Any, cfg: LitSegConfig,
                 job.record["stages"][stage]["attempts"].append(entry)
                 if not valid:
                     still.append(job)
-            # invalid replies leave the request cache (a rerun asks again); this run keeps them
-            reject_replies(backend, [j.conv for j in bjobs if j in still], params)
+            # invalid replies leave the request cache (a rerun asks again); this run keeps them. Their keys
+            # hold the params they were asked with (each unit's own schema under constrained decoding)
+            bad = [k for k, j in enumerate(bjobs) if j in still]
+            reject_replies(backend, [bjobs[k].conv for k in bad], call_params.subset(bad))
         pending = [j for j in pending if j in still]
     for job in jobs:
         _close_stage(stage, job)

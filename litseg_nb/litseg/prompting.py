@@ -4,10 +4,14 @@ The soft length reference replaces the number of the prompt's "recommended maxim
 the no-length-constraint variant (calibration) removes its three length sentences, failing loudly otherwise."""
 from __future__ import annotations
 
+import functools
+import json
 import math
+import re
 from typing import Any, Mapping, Union
 
 from ..errors import UsageError
+from ..core.paths import TEMPLATES_DIR
 from ..core.prompts import PromptError, fill_prompt, load_prompt
 
 LENGTH_SENTENCE = "The recommended maximum length for any single segment is {n} sentences."
@@ -18,6 +22,41 @@ LENGTH_SENTENCES = (
     "When narrative coherence clearly requires it, a segment may exceed this limit. "
 )
 STAGES = ("stage1", "stage2", "stage3")
+
+
+REPLY_FORMAT_MARKER = "Return STRICT JSON only (no markdown): "  # the templates' reply formats follow it
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return [s for v in items for s in _strings(v)]
+
+
+def normalize_words(text: str) -> str:
+    """``text`` lower-cased, every run of non-alphanumeric characters one space (what an echo check compares)."""
+    return " ".join(re.sub(r"[^0-9a-z]+", " ", text.casefold()).split())
+
+
+@functools.lru_cache(maxsize=None)
+def reply_placeholders() -> tuple[str, ...]:
+    """The placeholder strings of every reply format a template spells out after :data:`REPLY_FORMAT_MARKER`
+    (``"The subtitle of the plot block"`` ...), normalised (:func:`normalize_words`); read from the verbatim
+    template files, a format that is not JSON is a :class:`PromptError`."""
+    found: set[str] = set()
+    for path in sorted(TEMPLATES_DIR.rglob("*.txt")):
+        if REPLY_FORMAT_MARKER not in path.read_text(encoding="utf-8"):
+            continue
+        text = load_prompt(str(path.relative_to(TEMPLATES_DIR)))
+        for part in text.split(REPLY_FORMAT_MARKER)[1:]:
+            try:
+                spec, _ = json.JSONDecoder().raw_decode(part)
+            except json.JSONDecodeError as e:
+                raise PromptError(f"prompt template {path}: the reply format after {REPLY_FORMAT_MARKER!r} is not "
+                                  f"JSON ({e})") from e
+            found.update(w for w in map(normalize_words, _strings(spec)) if w)
+    return tuple(sorted(found))
 
 
 def _replace_once(text: str, old: str, new: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..llm.replies import extract_json, is_json_int, parse_json_reply, read_int  # noqa: F401 (re-exported)
+from .prompting import normalize_words, reply_placeholders
 
 FALLBACK_ORDER = ("none", "schema_repair", "index_repair", "coverage_repair", "whole_unit")
 
@@ -57,6 +58,36 @@ class ValidationResult:
                 "schema_fixes": list(self.schema_fixes), "index_fixes": list(self.index_fixes)}
 
 
+# ------------------------------------------------------------------------------ template echoes
+ECHO = "template echo"  # how an error about a copied placeholder starts (notebooks show it as the verdict)
+_ECHO_MIN_WORDS = 4  # a shorter piece of a placeholder may be a real answer ("The letter")
+
+
+def template_echo(value: Any) -> str | None:
+    """The prompt's placeholder that ``value`` copies, else ``None``: the same words; or mostly (three quarters,
+    at least four words) the placeholder's opening words, as a copy cut short; or the whole placeholder inside.
+
+    The placeholders are the description strings of the verbatim templates' reply formats
+    (:func:`~litseg_nb.litseg.prompting.reply_placeholders`): a reply repeating one answers nothing."""
+    if not isinstance(value, str):
+        return None
+    v = normalize_words(value)
+    words = v.split()
+    for p in reply_placeholders() if words else ():
+        same = len(list(itertools.takewhile(lambda t: t[0] == t[1], zip(words, p.split()))))
+        if v == p or (same >= _ECHO_MIN_WORDS and 4 * same >= 3 * len(words)):
+            return p
+        if len(p.split()) >= _ECHO_MIN_WORDS and f" {p} " in f" {v} ":
+            return p
+    return None
+
+
+def echo_error(where: str, value: Any) -> str | None:
+    """``"template echo: <where> copies the prompt's placeholder ..."`` when ``value`` is one, else ``None``."""
+    p = template_echo(value)
+    return None if p is None else f"{ECHO}: {where} copies the prompt's placeholder text ({short_repr(p, 60)})"
+
+
 # ------------------------------------------------------------------------------ stage 1 and 2
 def _validate_string_field(obj: Any, key: str) -> list[str]:
     if not isinstance(obj, dict):
@@ -67,7 +98,8 @@ def _validate_string_field(obj: Any, key: str) -> list[str]:
         return [f"{key!r} must be a string, got {type(obj[key]).__name__}"]
     if not obj[key].strip():
         return [f"{key!r} is empty"]
-    return []
+    echo = echo_error(repr(key), obj[key])
+    return [echo] if echo else []
 
 
 validate_stage1 = functools.partial(_validate_string_field, key="step_1_events")
@@ -146,6 +178,12 @@ def validate_segments(obj: Any, n_sentences: int) -> ValidationResult:
             syntax.append(f"segment {k}: subtitle is not a string")
             subtitle = _as_text(subtitle)
             res.schema_fixes.append(f"segment {k}: subtitle {short_repr(item['subtitle'])} read as text")
+            ok = False
+        echo = echo_error(f"segment {k}: subtitle", subtitle)
+        if echo:  # the range may be real: the repair keeps it, without the copied subtitle
+            semantic.append(echo)
+            res.schema_fixes.append(f"segment {k}: subtitle dropped ({ECHO})")
+            subtitle = ""
             ok = False
         lo, hi = read_int(item["from_idx"]), read_int(item["to_idx"])
         for name, val, conv in (("from_idx", item["from_idx"], lo), ("to_idx", item["to_idx"], hi)):
