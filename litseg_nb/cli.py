@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence, get_type_hints
 
 from .api import DEFAULT_PROFILE
 from .config import PROFILES, ConfigError, config_sets, explain, renamed_hint
-from .core.paths import NOTEBOOKS_DIR, REPO_ROOT
+from .core.paths import NOTEBOOKS_DIR, REPO_ROOT, outputs_root
 from .core.safe_io import OutputsNotWritable, ensure_writable
 from .data.download import cli as download_main
 from .errors import LitsegError, UsageError
@@ -342,7 +342,7 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
         _arg("--set", action="append", default=[], metavar="KEY=VALUE",
              help="config override of the method, e.g. lumber_budget_tokens=400 (repeatable)"),
         _arg("-o", "--output", type=Path,
-             help="chunks file (*.jsonl, one input) or folder (default: outputs/<profile>/segment/)"),
+             help="chunks file (*.jsonl, one input) or folder (default: ./outputs/<profile>/segment/)"),
         _arg("--force", action="store_true", help="replace existing outputs (and redo complete books)"),
         _arg("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
              help="run the books on a Ray cluster (extra `ray`): local (default: a cluster of this machine, "
@@ -402,7 +402,7 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
         _arg("--pieces-only", action="store_true", help="only the engine pieces (a few minutes)"),
         _arg("--no-pieces", action="store_true", help="skip the engine pieces"),
         _arg("--timeout", type=float, default=7200, help="seconds per notebook (default 7200)"),
-        _arg("--work", default=str(REPO_ROOT / "outputs" / "rehearsal"),
+        _arg("--work", default=str(outputs_root() / "rehearsal"),
              help="outputs, caches and logs of the rehearsal (never the real full outputs)"),
         _arg("--estimate", action="store_true",
              help="print what `run --profile full` costs on one GPU (the rehearsal's counts in --work scaled "

@@ -2,7 +2,7 @@
 
 * **Inputs** — files, folders (their ``*.txt`` files, sorted) and glob patterns (``'books/*.txt'``).
   One input file: ``-o`` is the chunks file (``.jsonl``) or a folder. Several: ``-o`` is a folder.
-  Default: ``outputs/<profile>/segment/``.
+  Default: ``outputs/<profile>/segment/`` in the working directory (``LITSEG_OUTPUTS_DIR`` when set).
 * **Per book, three files** (``<stem>.<method>`` unless two inputs share a stem, then
   ``<stem>-<hash of the input path>.<method>``; the default folder always adds the hash):
   ``.jsonl`` the chunks, ``.text.txt`` the cleaned text, ``.meta.json`` the record of the run.
@@ -59,7 +59,7 @@ from ..core.cache import hash_file, hash_obj
 from ..api import check_count, count_fallbacks, iter_segment
 from ..chunkers.base import ChunkerError, load_tokenizer
 from ..segmenters.registry import get_method
-from ..core.paths import outputs_dir
+from ..core.paths import cli_outputs_root
 from ..core.safe_io import OutputsNotWritable, ensure_writable
 from ..core.ray_cluster import cluster, parse_address, require_ray, run_on_actors
 from ..llm.embeddings import EmbeddingError
@@ -309,7 +309,7 @@ def _segment_main(args: Any) -> int:
             and not args.output.is_dir():
         raise SegmentUsageError(f"-o {args.output} names a file, but {len(files)} book(s) are segmented "
                                 f"({len(args.inputs)} input(s)): give a folder for their outputs")
-    default_dir = outputs_dir(args.profile) / "segment" if args.output is None else Path(".")
+    default_dir = cli_outputs_root() / args.profile / "segment" if args.output is None else Path(".")
     if args.output is not None and args.output.resolve() in {f.resolve() for f in files}:
         raise SegmentUsageError(f"-o {args.output} is an input book; refusing to write over it")
     bases = output_bases(files, args.method, args.output, default_dir, single)

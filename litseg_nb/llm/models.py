@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.cache import hash_file
-from ..core.paths import REPO_ROOT, TEMPLATES_DIR
+from ..core.paths import TEMPLATES_DIR, default_cache_root
 from ..errors import LitsegError
 from .base import LLMError
 
@@ -71,9 +71,10 @@ def shipped_tokenizer_dir(name: str) -> Path | None:
 
 
 def models_dir() -> Path:
-    """Folder of derived model copies (``$LITSEG_MODELS_DIR``, default ``<repo>/.cache/models``)."""
+    """Folder of derived model copies (``$LITSEG_MODELS_DIR``, default ``<repo>/.cache/models`` in a checkout,
+    the user's cache folder otherwise: :func:`~litseg_nb.core.paths.default_cache_root`)."""
     env = os.environ.get("LITSEG_MODELS_DIR")
-    root = Path(env).expanduser().resolve() if env else REPO_ROOT / ".cache" / "models"
+    root = Path(env).expanduser().resolve() if env else default_cache_root() / "models"
     root.mkdir(parents=True, exist_ok=True)
     return root
 
