@@ -34,9 +34,10 @@ def _adapters():
     from litseg_nb.integrations.langchain import LitSegTextSplitter
     from litseg_nb.integrations.llamaindex import LitSegNodeParser
 
-    return {"langchain": lambda **kw: LitSegTextSplitter("lumber", "test", **kw),
-            "llamaindex": lambda **kw: LitSegNodeParser(method="lumber", profile="test", **kw),
-            "chonkie": lambda **kw: LitSegChunker("lumber", "test", **kw)}
+    hf = {"llm": {"backend": "hf"}}
+    return {"langchain": lambda **kw: LitSegTextSplitter("lumber", "test", **hf, **kw),
+            "llamaindex": lambda **kw: LitSegNodeParser(method="lumber", profile="test", **hf, **kw),
+            "chonkie": lambda **kw: LitSegChunker("lumber", "test", **hf, **kw)}
 
 
 def _segmenter(adapter):

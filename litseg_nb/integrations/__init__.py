@@ -25,7 +25,7 @@ from ..segmenters.registry import get_method
 from ..chunkers.library import check_options, is_library_method
 from ..front.batch_segment import outside_units, token_counter
 from ..corpus import index_book
-from ..api import build_models, segment
+from ..api import build_models, require_llm, segment
 from ..chunkers.base import blank_line_spans, trim_span
 from ..llm.models import packaged_model_dir, shipped_tokenizer_dir
 
@@ -97,6 +97,7 @@ class Segmenter:
                               f"options: {', '.join(ADAPTER_OPTIONS)}; the config keys of {cls.__name__}: "
                               f"{', '.join(known)}")
         self.cfg = cls.for_profile(profile, **self.options)  # bad values raise here
+        require_llm(self.spec, self.cfg, self.options, backend)
         if is_library_method(method):  # a misspelt library option: here, not on the first document
             check_options(method, self.cfg)
         embedding = getattr(self.cfg, "embedding", None) or StageConfig.for_profile(profile).embedding
