@@ -164,7 +164,12 @@ def config_main(args: argparse.Namespace) -> int:
 
 
 def lab_command(extra: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS_DIR}"]
+    if not NOTEBOOKS_DIR.is_dir():
+        raise UsageError(f"lab opens the notebooks of a checkout; {NOTEBOOKS_DIR} does not exist (an installed package "
+                         "has no notebooks: clone the repository)")
+    # rooted at the checkout (notebooks/ and outputs/ both reachable), opened on notebooks/
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={REPO_ROOT}",
+           f"--LabApp.default_url=/lab/tree/{NOTEBOOKS_DIR.relative_to(REPO_ROOT).as_posix()}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     return cmd + [a for a in extra if a != "--"]
@@ -312,8 +317,9 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
              help="only KEY (e.g. llm.model, or a section such as llm): its value per stage and the layer "
                   "that set it (default, profile, run: --set or a server variable, explicit: a parameter)"),
     ]), config_main),
-    "lab": (dict(help="start JupyterLab on notebooks/ (works as root too)",
-                 description="Start JupyterLab on notebooks/. Extra arguments after `--` go to "
+    "lab": (dict(help="start JupyterLab at the checkout, on notebooks/ (works as root too)",
+                 description="Start JupyterLab rooted at the checkout (notebooks/ and outputs/), opened on "
+                             "notebooks/. Extra arguments after `--` go to "
                              "jupyter lab, e.g. `python -m litseg_nb lab -- --no-browser --port 8890`.", args=[
         _arg("jupyter_args", nargs=argparse.REMAINDER, help="extra arguments for jupyter lab"),
     ]), lab_main),

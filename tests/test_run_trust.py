@@ -176,7 +176,9 @@ def test_lab_command_works_as_root():
     from litseg_nb.core.paths import NOTEBOOKS_DIR
 
     cmd = lab_command(["--", "--no-browser"])
-    assert cmd[1:4] == ["-m", "jupyter", "lab"] and f"--ServerApp.root_dir={NOTEBOOKS_DIR}" in cmd
+    # rooted at the checkout, so outputs/ opens too; the browser starts on notebooks/
+    assert cmd[1:4] == ["-m", "jupyter", "lab"] and f"--ServerApp.root_dir={NOTEBOOKS_DIR.parent}" in cmd
+    assert "--LabApp.default_url=/lab/tree/notebooks" in cmd
     assert cmd[-1] == "--no-browser"
     if os.geteuid() == 0:
         assert "--allow-root" in cmd
