@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -241,9 +242,28 @@ def _offline_hint(name: str, exc: Exception) -> ModelNotAvailableError:
            "the local hub cache or a local path can be used" if offline else ""))
 
 
+def import_transformers() -> Any:
+    """``transformers``. Without torch (the core install uses its tokenizers only) its import-time advice that
+    PyTorch is missing is turned off the library's own way, ``TRANSFORMERS_NO_ADVISORY_WARNINGS``, for the
+    import alone."""
+    if "transformers" not in sys.modules and importlib.util.find_spec("torch") is None:
+        old = os.environ.get("TRANSFORMERS_NO_ADVISORY_WARNINGS")
+        os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = "1"
+        try:
+            import transformers
+        finally:
+            if old is None:
+                os.environ.pop("TRANSFORMERS_NO_ADVISORY_WARNINGS", None)
+            else:
+                os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = old
+    import transformers
+
+    return transformers
+
+
 def load_tokenizer(name: str, local_only: bool = False):
     """A new tokenizer of model ``name`` (left padding, pad token set); ``local_only``: never contact the hub."""
-    from transformers import AutoTokenizer
+    AutoTokenizer = import_transformers().AutoTokenizer
 
     # both packaged LLM names use SmolLM2's tokenizer (loaded without building the model); a packaged
     # embedding model not installed uses the tokenizer files shipped here
