@@ -27,7 +27,7 @@ from ..front.batch_segment import outside_units, token_counter
 from ..corpus import index_book
 from ..api import build_models, require_llm, segment
 from ..chunkers.base import blank_line_spans, trim_span
-from ..llm.models import packaged_model_dir, shipped_tokenizer_dir
+from ..llm.models import EmbeddingError, packaged_model_dir, shipped_tokenizer_dir
 
 #: the adapters' own keywords (every other keyword is an override of the method's config)
 ADAPTER_OPTIONS = {
@@ -206,7 +206,7 @@ def model_window(name: str, tokenizer: Any) -> int | None:
     dirs = [shipped_tokenizer_dir(name), Path(name).expanduser()]
     try:
         dirs.insert(0, packaged_model_dir(name))
-    except Exception:  # noqa: BLE001 - the model package is optional (the shipped files say the same)
+    except EmbeddingError:  # the model package is optional (the shipped files say the same)
         pass
     for d in dirs:
         f = d / "sentence_bert_config.json" if d is not None else None
