@@ -4,7 +4,8 @@
     from llama_index.core.ingestion import IngestionPipeline
     from litseg_nb.integrations.llamaindex import LitSegNodeParser
 
-    parser = LitSegNodeParser(method="litseg", profile="smoke")
+    parser = LitSegNodeParser(method="litseg", profile="smoke", chunk_size=256,
+                              llm={"backend": "openai", "base_urls": ("http://localhost:8000/v1",)})
     nodes = IngestionPipeline(transformations=[parser]).run(documents=[Document(text=text)])
 
 A node's text is the text to embed (LitSeg: subtitle + context + main text); ``start_char_idx`` /
