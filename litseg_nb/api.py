@@ -135,6 +135,20 @@ def count_fallbacks(chunks: Sequence[Chunk]) -> dict[str, int]:
     return {k: len(v) for k, v in sorted(seen.items())}
 
 
+class LLMNotChosenError(ConfigError):
+    """An LLM method was asked to run and no LLM was chosen (``llm=...`` or a built ``backend``)."""
+
+
+def require_llm(spec: Any, cfg: Any, options: Any, backend: Any = None) -> None:
+    """An LLM method runs only on an LLM the caller chose (``llm=`` or ``backend=``), never silently on the
+    profile's default model: an :class:`LLMNotChosenError` naming both ways to choose one otherwise."""
+    if spec.needs_llm and backend is None and not options.get("llm"):
+        raise LLMNotChosenError(
+            f"{spec.name} calls an LLM and none is chosen: pass llm={{'backend': 'openai', 'base_urls': "
+            f"['http://localhost:8000/v1'], 'model': '...'}} (an OpenAI-compatible server), or llm={{'backend': "
+            f"'hf'}} to run the {cfg.profile} profile's local model {cfg.llm.model} on this machine")
+
+
 def check_count(value: Any, name: str) -> int:
     """A count option (``max_units`` ...): an int >= 0 (0 = all); negative counts are errors."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -190,6 +204,7 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
 
     ``options`` override the method's config for ``profile`` (e.g. ``llm={"backend": "openai", "base_urls":
     [...], "model": ...}``, ``lumber_budget_tokens=400``, ``calibrate=False``; unknown keys are a ConfigError).
+    An LLM method needs ``llm=`` (``{"backend": "hf"}``: the profile's local model) or ``backend=``.
     ``max_units`` segments the first units only (0 = all); ``backend`` / ``embedder`` reuse built models.
     Fallbacks are recorded in each chunk's ``metadata`` (:func:`count_fallbacks`); a backend that cannot
     answer raises :class:`~litseg_nb.llm.base.LLMError`, never turned into fallbacks.
@@ -197,6 +212,7 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
     check_count(max_units, "max_units")
     spec = _method(method)  # looked up once
     cfg = spec.config.for_profile(profile, **options)
+    require_llm(spec, cfg, options, backend)
     book = prepare_book(book_or_text, cfg, text=text, headings=headings)
     items = segment_items(book, max_units)
     backend, embedder = build_models(spec, cfg, backend, embedder)

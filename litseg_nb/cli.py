@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence, get_type_hints
 
 from .api import DEFAULT_PROFILE
 from .config import PROFILES, ConfigError, NoSuchField, config_sets, explain, renamed_hint
-from .core.paths import NOTEBOOKS_DIR, REPO_ROOT
+from .core.paths import NOTEBOOKS_DIR, REPO_ROOT, outputs_root
 from .core.safe_io import OutputsNotWritable, ensure_writable
 from .data.download import cli as download_main
 from .errors import LitsegError, UsageError
@@ -167,7 +167,12 @@ def config_main(args: argparse.Namespace) -> int:
 
 
 def lab_command(extra: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS_DIR}"]
+    if not NOTEBOOKS_DIR.is_dir():
+        raise UsageError(f"lab opens the notebooks of a checkout; {NOTEBOOKS_DIR} does not exist (an installed package "
+                         "has no notebooks: clone the repository)")
+    # rooted at the checkout (notebooks/ and outputs/ both reachable), opened on notebooks/
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={REPO_ROOT}",
+           f"--LabApp.default_url=/lab/tree/{NOTEBOOKS_DIR.relative_to(REPO_ROOT).as_posix()}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     return cmd + [a for a in extra if a != "--"]
@@ -315,8 +320,9 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
              help="only KEY (e.g. llm.model, or a section such as llm): its value per stage and the layer "
                   "that set it (default, profile, run: --set or a server variable, explicit: a parameter)"),
     ]), config_main),
-    "lab": (dict(help="start JupyterLab on notebooks/ (works as root too)",
-                 description="Start JupyterLab on notebooks/. Extra arguments after `--` go to "
+    "lab": (dict(help="start JupyterLab at the checkout, on notebooks/ (works as root too)",
+                 description="Start JupyterLab rooted at the checkout (notebooks/ and outputs/), opened on "
+                             "notebooks/. Extra arguments after `--` go to "
                              "jupyter lab, e.g. `python -m litseg_nb lab -- --no-browser --port 8890`.", args=[
         _arg("jupyter_args", nargs=argparse.REMAINDER, help="extra arguments for jupyter lab"),
     ]), lab_main),
@@ -345,7 +351,7 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
         _arg("--set", action="append", default=[], metavar="KEY=VALUE",
              help="config override of the method, e.g. lumber_budget_tokens=400 (repeatable)"),
         _arg("-o", "--output", type=Path,
-             help="chunks file (*.jsonl, one input) or folder (default: outputs/<profile>/segment/)"),
+             help="chunks file (*.jsonl, one input) or folder (default: ./outputs/<profile>/segment/)"),
         _arg("--force", action="store_true", help="replace existing outputs (and redo complete books)"),
         _arg("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
              help="run the books on a Ray cluster (extra `ray`): local (default: a cluster of this machine, "
@@ -410,7 +416,7 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
         _arg("--pieces-only", action="store_true", help="only the engine pieces (a few minutes)"),
         _arg("--no-pieces", action="store_true", help="skip the engine pieces"),
         _arg("--timeout", type=float, default=7200, help="seconds per notebook (default 7200)"),
-        _arg("--work", default=str(REPO_ROOT / "outputs" / "rehearsal"),
+        _arg("--work", default=str(outputs_root() / "rehearsal"),
              help="outputs, caches and logs of the rehearsal (never the real full outputs)"),
         _arg("--estimate", action="store_true",
              help="print what `run --profile full` costs on one GPU (the rehearsal's counts in --work scaled "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The core install alone (`pip install .`, no extras) in a fresh venv: it segments a book with a
-# rule-based method and runs tests/test_core_install.py (the core path, the adapters' core, an LLM
-# method over an OpenAI-compatible server). Exits non-zero when any step fails (CI: .ci/run).
+# rule-based method, runs the README's splitter examples on a raw Gutenberg book and runs
+# tests/test_core_install.py (the core path, the adapters' core, an LLM method over an
+# OpenAI-compatible server). Exits non-zero when any step fails (CI: .ci/run).
 #
 #   bash scripts/core_install_check.sh [VENV_DIR]     # default: a temporary folder, removed afterwards
 set -euo pipefail
@@ -33,6 +34,15 @@ else
   echo "[core] $book not found: the segment step runs in tests/test_core_install.py only"
 fi
 rm -rf "$out"
+# the README's splitter examples as written, on a raw Gutenberg book (Ethan Frome: a prologue before chapter I):
+# every word of the story kept, no licence text, no chunk over chunk_size (a host not in the core is skipped)
+frome="${LITSEG_DATA_DIR:-../shared/data}/gutenberg_dev/4517.txt"
+if [ -f "$frome" ]; then
+  (cd "${TMPDIR:-/tmp}" && LITSEG_CACHE_DIR="$venv/litseg-cache" \
+     "$venv/bin/python" "$OLDPWD/scripts/readme_splitter_check.py" "$(cd "$(dirname "$frome")" && pwd)/4517.txt")
+else
+  echo "[core] $frome not found: the README's splitter examples run in tests/test_splitter_keeps_the_text.py only"
+fi
 # the console script (not python -m) so the checkout's litseg_nb is not put on sys.path: the installed one runs
 HF_HUB_OFFLINE=1 "$venv/bin/pytest" -q -p no:cacheprovider tests/test_core_install.py
 echo "[core] core install checked in $(( $(date +%s) - start ))s"

@@ -51,6 +51,14 @@ fi
 "$VPY" -c 'from litseg_nb.llm import models; models.smollm2_dir(); models.smollm2_tokenizer_dir()' \
   || { echo "[setup] could not convert the embedded SmolLM2 GGUF (see the error above)"; exit 1; }
 
+# Notebooks stay output-free in git: nbstripout (extra `notebooks`) as the clean filter that .gitattributes names
+# for notebooks/*.ipynb (cell ids kept, so a committed notebook is its own clean form)
+if git rev-parse --git-dir >/dev/null 2>&1; then
+  git config filter.nbstripout.clean "\"$PWD/$VPY\" -m nbstripout --keep-id"
+  git config filter.nbstripout.smudge cat
+  git config diff.ipynb.textconv "\"$PWD/$VPY\" -m nbstripout --keep-id -t"
+fi
+
 # WordNet for METEOR's synonym matching (Debian's wordnet-base); optional, METEOR says which variant ran.
 if [ ! -d /usr/share/wordnet ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "[setup] installing Debian's wordnet-base for METEOR"

@@ -85,12 +85,12 @@ def test_the_adapters_core_without_any_host_library(tmp_path):
         "    assert 'token_chunk_size' in str(e) and 'keep_outside_units' in str(e)\n"
         "else:\n"
         "    raise SystemExit('no error')\n"
-        "s = Segmenter('token', 'test', token_chunk_size=50)\n"
+        "s = Segmenter('token', 'test', token_chunk_size=50, keep_outside_units=False)\n"
         "with warnings.catch_warnings(record=True) as w:\n"
         "    warnings.simplefilter('always')\n"
         "    book, chunks = s.segment(text, doc_id='d')\n"
         "assert [x.category for x in w] == [OutsideUnitsWarning] and '6 word(s)' in str(w[0].message)\n"
-        "kept = Segmenter('token', 'test', token_chunk_size=50, keep_outside_units=True).segment(text, doc_id='d')[1]\n"
+        "kept = Segmenter('token', 'test', token_chunk_size=50).segment(text, doc_id='d')[1]\n"
         "assert len(kept) == len(chunks) + 1 and kept[0].unit_id == 'outside'\n"
         "for c in chunks:\n"
         "    md = s.metadata(c)\n"
@@ -99,7 +99,7 @@ def test_the_adapters_core_without_any_host_library(tmp_path):
         "    assert ''.join(text[a:b] for a, b in json.loads(md['spans'])) == c.main_text\n"
         "from langchain_core.documents import Document\n"
         "from litseg_nb.integrations.langchain import LitSegTextSplitter\n"
-        "docs = LitSegTextSplitter('paragraph', 'test', keep_outside_units=True).split_documents("
+        "docs = LitSegTextSplitter('paragraph', 'test').split_documents("
         "[Document(page_content=text, metadata={'source': 'b'})])\n"
         "assert docs and docs[0].metadata['unit_id'] == 'outside' and all(d.id == d.metadata['chunk_id'] for d in docs)\n"
         "try:\n"
@@ -116,5 +116,5 @@ def test_the_shipped_tokenizer_files_are_the_packaged_models():
     from litseg_nb.llm.models import packaged_model_dir, shipped_tokenizer_dir
 
     ours, theirs = shipped_tokenizer_dir("all-MiniLM-L6-v2"), packaged_model_dir("all-MiniLM-L6-v2")
-    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "sentence_bert_config.json"):
         assert (ours / f).read_bytes() == (theirs / f).read_bytes(), f

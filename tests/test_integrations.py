@@ -100,7 +100,7 @@ def test_litseg_itself_through_the_langchain_splitter_on_the_tiny_model(text):
     from litseg_nb.integrations.langchain import LitSegTextSplitter
 
     short = text[:text.index("\n\n", 1200)]
-    docs = LitSegTextSplitter("litseg", "test", calibrate=False).create_documents([short])
+    docs = LitSegTextSplitter("litseg", "test", calibrate=False, llm={"backend": "hf"}).create_documents([short])
     assert docs and {d.metadata["method"] for d in docs} == {"litseg"}
     for d in docs:
         md = d.metadata

@@ -1,7 +1,7 @@
 """The adapters keep their hosts' contracts (issue #34): one rule for keywords (config overrides; an
 unknown one is a ConfigError naming the known ones) in all three; LlamaIndex's show_progress,
 include_metadata, include_prev_next_rel, id_func, char offsets and SOURCE; text outside the narrative
-units reported (a warning with its word count) or kept as its own chunks; token counts with a named
+units chunked (dropped only with keep_outside_units=False, and reported); token counts with a named
 tokenizer; scalar-only metadata by default; LitSeg's subtitle and context through chonkie's overlap
 refinery."""
 from __future__ import annotations
@@ -34,9 +34,10 @@ def _adapters():
     from litseg_nb.integrations.langchain import LitSegTextSplitter
     from litseg_nb.integrations.llamaindex import LitSegNodeParser
 
-    return {"langchain": lambda **kw: LitSegTextSplitter("lumber", "test", **kw),
-            "llamaindex": lambda **kw: LitSegNodeParser(method="lumber", profile="test", **kw),
-            "chonkie": lambda **kw: LitSegChunker("lumber", "test", **kw)}
+    hf = {"llm": {"backend": "hf"}}
+    return {"langchain": lambda **kw: LitSegTextSplitter("lumber", "test", **hf, **kw),
+            "llamaindex": lambda **kw: LitSegNodeParser(method="lumber", profile="test", **hf, **kw),
+            "chonkie": lambda **kw: LitSegChunker("lumber", "test", **hf, **kw)}
 
 
 def _segmenter(adapter):
@@ -82,20 +83,20 @@ def _run(host, text=TEXT, **kw):
 
 
 @pytest.mark.parametrize("host", ["langchain", "llamaindex", "chonkie"])
-def test_text_outside_the_units_is_reported_with_its_count_or_kept_as_its_own_chunk(host):
-    with pytest.warns(UserWarning, match=r"6 word\(s\) in 1 stretch\(es\) outside the narrative units"):
-        dropped = _run(host)
-    assert not any("TEST BOOK" in t for t in _texts(host, dropped))
+def test_text_outside_the_units_is_chunked_by_default_and_dropped_only_when_asked(host):
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no warning when it is kept
-        kept = _run(host, keep_outside_units=True)
-    assert len(kept) == len(dropped) + 1
+        warnings.simplefilter("error")  # nothing to report: every word is in a chunk
+        kept = _run(host)
     first = _md(kept[0])
     assert first["unit_id"] == "outside" and first["outside_units"] is True
     assert _texts(host, kept)[0] == "THE TEST BOOK\n\nA. N. Author"
     assert TEXT[first["start_index"]:first["end_index"]] == "THE TEST BOOK\n\nA. N. Author"
     words = " ".join(_texts(host, kept)).split()
     assert sorted(words) == sorted(TEXT.split())  # every word of the document in exactly one chunk
+    with pytest.warns(UserWarning, match=r"6 word\(s\) in 1 stretch\(es\) outside the narrative units"):
+        dropped = _run(host, keep_outside_units=False)
+    assert not any("TEST BOOK" in t for t in _texts(host, dropped))
+    assert len(kept) == len(dropped) + 1
 
 
 @pytest.mark.parametrize("host", ["langchain", "llamaindex", "chonkie"])

@@ -176,7 +176,9 @@ def test_lab_command_works_as_root():
     from litseg_nb.core.paths import NOTEBOOKS_DIR
 
     cmd = lab_command(["--", "--no-browser"])
-    assert cmd[1:4] == ["-m", "jupyter", "lab"] and f"--ServerApp.root_dir={NOTEBOOKS_DIR}" in cmd
+    # rooted at the checkout, so outputs/ opens too; the browser starts on notebooks/
+    assert cmd[1:4] == ["-m", "jupyter", "lab"] and f"--ServerApp.root_dir={NOTEBOOKS_DIR.parent}" in cmd
+    assert "--LabApp.default_url=/lab/tree/notebooks" in cmd
     assert cmd[-1] == "--no-browser"
     if os.geteuid() == 0:
         assert "--allow-root" in cmd
@@ -184,7 +186,7 @@ def test_lab_command_works_as_root():
 
 @pytest.mark.slow
 def test_lab_starts_as_this_user(tmp_path):
-    """`python -m litseg_nb lab` really starts a server (as root too) and serves the notebooks."""
+    """`python -m litseg_nb lab` really starts a server (as root too) at the checkout and serves the notebooks."""
     import socket
     import urllib.request
 
@@ -209,7 +211,9 @@ def test_lab_starts_as_this_user(tmp_path):
         assert proc.poll() is None, proc.stdout.read()
         assert body is not None
         names = {c["name"] for c in body["content"]}
-        assert "01_preprocessing.ipynb" in names
+        assert {"notebooks", "outputs"} <= names  # rooted at the checkout: the outputs open too
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/notebooks?token=t0k", timeout=5) as r:
+            assert "01_preprocessing.ipynb" in {c["name"] for c in json.loads(r.read())["content"]}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

@@ -58,7 +58,7 @@ def test_segment_plain_text_rule_based(method, fresh_dirs):
 @pytest.mark.parametrize("method", ["litseg", "litseg-lite", "lumber+merge"])
 def test_segment_llm_methods_tiny_model(method, fresh_dirs):
     book = litseg_nb.load_text(PLAIN)
-    chunks = litseg_nb.segment(book, method, profile="test")
+    chunks = litseg_nb.segment(book, method, profile="test", llm={"backend": "hf"})
     _check(chunks, book, method)
 
 
@@ -75,7 +75,8 @@ def test_cli_plain_text_file(tmp_path, fresh_dirs, capsys):
     src = tmp_path / "story.txt"
     src.write_text(PLAIN, encoding="utf-8")
     out = tmp_path / "chunks.jsonl"
-    assert main(["segment", str(src), "--method", "litseg", "--profile", "test", "-o", str(out)]) == 0
+    assert main(["segment", str(src), "--method", "litseg", "--profile", "test", "--llm-backend", "hf", "-o",
+                 str(out)]) == 0
     assert "sentences covered" in capsys.readouterr().out
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     book = litseg_nb.load_text(src)
@@ -90,7 +91,7 @@ def test_cli_plain_text_file(tmp_path, fresh_dirs, capsys):
 def test_cli_raw_gutenberg_file(data_dir, tmp_path, fresh_dirs):
     src = data_dir / "gutenberg" / "11.txt"  # Alice's Adventures in Wonderland, with the licence text
     out = tmp_path / "alice.jsonl"
-    assert main(["segment", str(src), "--method", "litseg", "--profile", "test", "--max-units", "2",
+    assert main(["segment", str(src), "--method", "litseg", "--profile", "test", "--llm-backend", "hf", "--max-units", "2",
                  "-o", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     book = litseg_nb.load_text(src, max_unit_words=300)

@@ -1,5 +1,8 @@
-"""Filesystem locations, resolved from the package (never from the working directory): the data root
-(``LITSEG_DATA_DIR``), outputs (``LITSEG_OUTPUTS_DIR``) and cache (``LITSEG_CACHE_DIR``) folders."""
+"""Filesystem locations: the data root (``LITSEG_DATA_DIR``), outputs (``LITSEG_OUTPUTS_DIR``) and cache
+(``LITSEG_CACHE_DIR``) folders. In a checkout (the notebooks' home) they are resolved from the package, never
+from the working directory; an installed package (no checkout around it) never writes inside itself: its
+outputs go to the working directory and its cache to the user's cache folder. The ``segment`` command writes
+to the working directory either way (:func:`cli_outputs_root`)."""
 from __future__ import annotations
 
 import os
@@ -11,6 +14,12 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = PACKAGE_DIR.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
+
+
+def in_checkout(root: Path | None = None) -> bool:
+    """Whether the package runs from a source checkout (its notebooks beside it), not from an installation."""
+    root = REPO_ROOT if root is None else root
+    return (root / "pyproject.toml").is_file() and (root / "notebooks").is_dir()
 
 
 class DataNotFoundError(UsageError, FileNotFoundError):
@@ -58,8 +67,26 @@ def require_dataset_folder(dataset: str, folder: Path) -> Path:
 
 
 def outputs_root() -> Path:
+    """``LITSEG_OUTPUTS_DIR``, else ``<checkout>/outputs``, else (an installed package) ``./outputs``."""
     env = os.environ.get("LITSEG_OUTPUTS_DIR")
-    return Path(env).expanduser().resolve() if env else REPO_ROOT / "outputs"
+    if env:
+        return Path(env).expanduser().resolve()
+    return REPO_ROOT / "outputs" if in_checkout() else Path.cwd().resolve() / "outputs"
+
+
+def cli_outputs_root() -> Path:
+    """Where a command run on the user's own files writes by default: ``LITSEG_OUTPUTS_DIR``, else
+    ``./outputs`` in the working directory (checkout or not)."""
+    env = os.environ.get("LITSEG_OUTPUTS_DIR")
+    return Path(env).expanduser().resolve() if env else Path.cwd().resolve() / "outputs"
+
+
+def default_cache_root() -> Path:
+    """``<checkout>/.cache``, else (an installed package) the user's cache folder (``$XDG_CACHE_HOME`` or
+    ``~/.cache``) ``/litseg_nb``."""
+    if in_checkout():
+        return REPO_ROOT / ".cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser().resolve() / "litseg_nb"
 
 
 def outputs_dir(profile: str) -> Path:
@@ -91,6 +118,6 @@ def shown_path(path: str | os.PathLike) -> str:
 
 def cache_dir() -> Path:
     env = os.environ.get("LITSEG_CACHE_DIR")
-    root = Path(env).expanduser().resolve() if env else REPO_ROOT / ".cache"
+    root = Path(env).expanduser().resolve() if env else default_cache_root()
     root.mkdir(parents=True, exist_ok=True)
     return root

@@ -2,7 +2,7 @@
 
 * **Inputs** — files, folders (their ``*.txt`` files, sorted) and glob patterns (``'books/*.txt'``).
   One input file: ``-o`` is the chunks file (``.jsonl``) or a folder. Several: ``-o`` is a folder.
-  Default: ``outputs/<profile>/segment/``.
+  Default: ``outputs/<profile>/segment/`` in the working directory (``LITSEG_OUTPUTS_DIR`` when set).
 * **Per book, three files** (``<stem>.<method>`` unless two inputs share a stem, then
   ``<stem>-<hash of the input path>.<method>``; the default folder always adds the hash):
   ``.jsonl`` the chunks, ``.text.txt`` the cleaned text, ``.meta.json`` the record of the run.
@@ -59,7 +59,7 @@ from ..core.cache import hash_file, hash_obj
 from ..api import check_count, count_fallbacks, iter_segment
 from ..chunkers.base import ChunkerError, load_tokenizer
 from ..segmenters.registry import get_method
-from ..core.paths import outputs_dir
+from ..core.paths import cli_outputs_root
 from ..core.safe_io import OutputsNotWritable, ensure_writable
 from ..core.ray_cluster import cluster, parse_address, require_ray, run_on_actors
 from ..llm.embeddings import EmbeddingError
@@ -301,15 +301,21 @@ def _segment_main(args: Any) -> int:
             raise SegmentUsageError(f"--method {args.method} calls no LLM: {', '.join(given)} would be ignored; "
                                     f"leave {'them' if len(given) > 1 else 'it'} out or choose an LLM method")
     _check_ray_options(args)
+    if spec.needs_llm and "llm" not in options:  # never the profile's model unasked (an hour on a CPU)
+        raise SegmentUsageError(f"--method {args.method} calls an LLM and none is chosen: give --base-url URL "
+                                f"[--llm-model NAME] (an OpenAI-compatible server, e.g. vLLM), or --llm-backend hf "
+                                f"to run the {args.profile} profile's local model {cfg.llm.model} on this machine")
     files, missing = expand_inputs(args.inputs)
     if missing:
         raise SegmentUsageError(f"no such file, folder or matching .txt file: {', '.join(missing)}")
+    if spec.needs_llm and cfg.llm.backend == "hf":
+        print(local_model_notice(args.method, cfg.llm.model, files), file=sys.stderr)
     single = len(args.inputs) == 1 and len(files) == 1 and Path(args.inputs[0]).is_file()
     if not single and args.output is not None and args.output.suffix.lower() in (".jsonl", ".json") \
             and not args.output.is_dir():
         raise SegmentUsageError(f"-o {args.output} names a file, but {len(files)} book(s) are segmented "
                                 f"({len(args.inputs)} input(s)): give a folder for their outputs")
-    default_dir = outputs_dir(args.profile) / "segment" if args.output is None else Path(".")
+    default_dir = cli_outputs_root() / args.profile / "segment" if args.output is None else Path(".")
     if args.output is not None and args.output.resolve() in {f.resolve() for f in files}:
         raise SegmentUsageError(f"-o {args.output} is an input book; refusing to write over it")
     bases = output_bases(files, args.method, args.output, default_dir, single)
@@ -676,6 +682,24 @@ def _book_calls(backend: Any, book_id: str) -> int:
     """LLM calls the backend's ledger recorded for ``book_id`` (all methods and stages)."""
     ledger = getattr(backend, "ledger", None)
     return sum(r.get("calls", 0) for r in ledger.rows() if r.get("book") == book_id) if ledger is not None else 0
+
+
+#: CPU minutes per 1,000 words of the packaged local models with LitSeg (SmolLM2-135M: Ethan Frome, about
+#: 35,000 words, took about 75 minutes on a CPU); other models: no estimate
+LOCAL_MINUTES_PER_1000_WORDS = {"smollm2-135m-instruct": 2.0, "tiny-random": 0.05}
+
+
+def local_model_notice(method: str, model: str, files: Sequence[Path]) -> str:
+    """The line printed before an LLM method runs a local model: which one, and what to expect."""
+    words = sum(len(f.read_bytes().split()) for f in files if f.is_file())
+    rate = LOCAL_MINUTES_PER_1000_WORDS.get(model.lower())
+    if rate is None:
+        eta = "no time estimate for this model; the progress line follows"
+    else:
+        eta = f"about {max(1, round(rate * words / 1000))} minute(s) on a CPU for {words:,} words"
+    small = (" (a small model for trying the pipeline: its chunks do not show what the method does with a "
+             "capable LLM)" if model.lower() in LOCAL_MINUTES_PER_1000_WORDS else "")
+    return f"[litseg_nb] {method} runs the local model {model} (--llm-backend hf){small}: {eta}"
 
 
 @functools.lru_cache(maxsize=None)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..config import PROFILES, ConfigError
 from ..errors import UsageError
-from ..core.paths import NOTEBOOKS_DIR, REPO_ROOT, outputs_root
+from ..core.paths import NOTEBOOKS_DIR, REPO_ROOT, in_checkout, outputs_root
 from ..core.safe_io import atomic_path, refuse_loss, write_text_atomic
 
 class GalleryError(UsageError, FileNotFoundError):
@@ -81,7 +81,9 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
     if not table_files and not png_files:
         raise GalleryError(f"gallery: no tables or figures under {src}; run "
                                 f"`python -m litseg_nb run --profile {profile}` first")
-    dest = Path(dest) if dest is not None else REPO_ROOT / "docs" / "gallery" / profile
+    if dest is None:  # an installed package never writes inside itself: the working directory
+        dest = (REPO_ROOT / "docs" if in_checkout() else Path.cwd()) / "gallery" / profile
+    dest = Path(dest)
     # the page's folder must be empty, new, or an earlier gallery
     page, fig_dir = dest / "README.md", dest / "figures"
     if dest.exists() and not dest.is_dir():

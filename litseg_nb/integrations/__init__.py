@@ -16,27 +16,34 @@ import importlib
 import json
 import re
 import warnings
+from pathlib import Path
 from typing import Any, Mapping
 
-from ..config import ConfigError
+from ..config import ConfigError, StageConfig
 from ..core.schema import Book, Chunk
 from ..segmenters.registry import get_method
 from ..chunkers.library import check_options, is_library_method
-from ..front.batch_segment import TOKEN_COUNTER as DEFAULT_TOKEN_COUNTER
 from ..front.batch_segment import outside_units, token_counter
 from ..corpus import index_book
-from ..api import build_models, segment
+from ..api import build_models, require_llm, segment
 from ..chunkers.base import blank_line_spans, trim_span
+from ..llm.models import EmbeddingError, packaged_model_dir, shipped_tokenizer_dir
 
 #: the adapters' own keywords (every other keyword is an override of the method's config)
 ADAPTER_OPTIONS = {
-    "keep_outside_units": "False: text outside the narrative units (title, author lines, front matter) is not "
-                          "chunked and a warning gives its word count; True: each such stretch is one chunk of "
-                          "its own (unit_id 'outside', metadata outside_units=True)",
+    "chunk_size": "None: the method's chunks as they are, and a ChunkSizeWarning counts those longer than the "
+                  "tokenizer's model reads (all-MiniLM-L6-v2: 256 tokens), which an embedder would truncate; "
+                  "N: no chunk has more than N tokens of the tokenizer: a longer one is split at paragraph, "
+                  "then sentence, then token boundaries (metadata split_from names the chunk it came from)",
+    "keep_outside_units": "True: text outside the narrative units (title page, front or back matter) is chunked "
+                          "too, in pieces of at most chunk_size tokens (unit_id 'outside', metadata "
+                          "outside_units=True), so every word of the text is in a chunk; False: it is not "
+                          "chunked and an OutsideUnitsWarning gives its word count",
     "nested_metadata": "False: metadata values are scalars (lists/dicts as JSON strings, as vector stores "
                        "want); True: spans and context_idx stay lists",
-    "token_counter": "the tokenizer counting each chunk's token_count (metadata 'tokenizer' names it): a "
-                     "packaged name (default all-MiniLM-L6-v2) or a local path",
+    "token_counter": "the tokenizer of chunk_size and of each chunk's token_count (metadata 'tokenizer' names "
+                     "it): a packaged name, a local path or a hub id; None: the profile's embedding model "
+                     "(test, smoke: all-MiniLM-L6-v2)",
 }
 OUTSIDE_UNIT_ID = "outside"
 #: the chunk metadata naming the version of the document text: its SHA-256's first 8 hex digits
@@ -46,17 +53,29 @@ _BLANK_LINES = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)")  # LF, CRLF or 
 
 
 class OutsideUnitsWarning(UserWarning):
-    """Text of a document outside its narrative units was not chunked (``keep_outside_units=True`` keeps it)."""
+    """Text of a document outside its narrative units was not chunked (``keep_outside_units=False``)."""
+
+
+class ChunkSizeWarning(UserWarning):
+    """Chunks longer than the tokenizer's model reads (``chunk_size=N`` splits them)."""
+
+
+class RawGutenbergWarning(UserWarning):
+    """A document still holds Project Gutenberg's licence header: it is chunked like the rest."""
+
+
+_GUTENBERG_START = re.compile(r"^\s*\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK", re.I | re.M)
 
 
 class Segmenter:
     """A document's text (not cleaned: every offset points into it) to chunks with ``method``; ``options`` are
     overrides of the method's config, the adapters' own keywords are :data:`ADAPTER_OPTIONS`, anything else is
-    a :class:`~litseg_nb.config.ConfigError` naming the known ones. The models are built once, on first use."""
+    a :class:`~litseg_nb.config.ConfigError` naming the known ones. Every word of the text is in a chunk (unless
+    ``keep_outside_units=False``). The models are built once, on first use."""
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", backend: Any = None, embedder: Any = None,
-                 *, keep_outside_units: bool = False, nested_metadata: bool = False,
-                 token_counter: str = DEFAULT_TOKEN_COUNTER, **options: Any):
+                 *, chunk_size: int | None = None, keep_outside_units: bool = True, nested_metadata: bool = False,
+                 token_counter: str | None = None, **options: Any):
         self.method = method
         self.profile = profile
         self.options = dict(options)
@@ -64,29 +83,41 @@ class Segmenter:
         for name, value in (("keep_outside_units", keep_outside_units), ("nested_metadata", nested_metadata)):
             if not isinstance(value, bool):
                 raise ConfigError(f"{name} must be True or False, got {value!r}")
-        if not isinstance(token_counter, str) or not token_counter:
+        if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
+                                       or chunk_size < 16):
+            raise ConfigError(f"chunk_size must be a number of tokens >= 16 (or None), got {chunk_size!r}")
+        if token_counter is not None and (not isinstance(token_counter, str) or not token_counter):
             raise ConfigError(f"token_counter must be a tokenizer name or path, got {token_counter!r}")
         self.keep_outside_units = keep_outside_units
         self.nested_metadata = nested_metadata
-        self.token_counter = token_counter
+        self.chunk_size = chunk_size
         cls = self.spec.config
         known = sorted(f.name for f in dataclasses.fields(cls) if f.init)
         # a lib: method takes its library's own options too: check_options below names a misspelt one
         unknown = [] if is_library_method(method) else sorted(k for k in self.options if k not in known)
         if unknown:  # one rule for every adapter: a keyword is a config override or an adapter option
-            raise ConfigError(f"{method}: unknown option(s) {', '.join(map(repr, unknown))}; the config keys of "
-                              f"{cls.__name__}: {', '.join(known)}; the adapters' own options: "
-                              f"{', '.join(ADAPTER_OPTIONS)}")
+            raise ConfigError(f"{method}: unknown option(s) {', '.join(map(repr, unknown))}; the adapters' own "
+                              f"options: {', '.join(ADAPTER_OPTIONS)}; the config keys of {cls.__name__}: "
+                              f"{', '.join(known)}")
         self.cfg = cls.for_profile(profile, **self.options)  # bad values raise here
+        require_llm(self.spec, self.cfg, self.options, backend)
         if is_library_method(method):  # a misspelt library option: here, not on the first document
             check_options(method, self.cfg)
+        embedding = getattr(self.cfg, "embedding", None) or StageConfig.for_profile(profile).embedding
+        self.token_counter = token_counter or embedding.model
         self._backend = backend
         self._embedder = embedder
 
     @functools.cached_property
     def tokenizer(self) -> Any:
-        """The :class:`~litseg_nb.chunkers.base.Tokenizer` counting ``token_count`` (loaded on first use)."""
+        """The :class:`~litseg_nb.chunkers.base.Tokenizer` of ``chunk_size`` and ``token_count`` (loaded on
+        first use)."""
         return token_counter(self.token_counter)
+
+    @functools.cached_property
+    def window(self) -> int | None:
+        """The tokens the tokenizer's embedding model reads (None when unknown)."""
+        return model_window(self.token_counter, self.tokenizer)
 
     def metadata(self, c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """:func:`chunk_metadata` with ``token_count`` / ``tokenizer``, scalar-only unless ``nested_metadata``."""
@@ -114,40 +145,150 @@ class Segmenter:
         if not text.strip():
             return Book(document_id(text, doc_id), title or "", "text", text), []
         book = self.book(text, doc_id, title)
+        if _GUTENBERG_START.search(text[:100_000]):
+            warnings.warn(f"{book.book_id}: the text holds Project Gutenberg's licence header and footer, which "
+                          "are chunked like the rest; clean a Gutenberg file first: "
+                          "litseg_nb.load_text(path).text", RawGutenbergWarning, stacklevel=3)
         chunks = []
         if any(u.n_sentences for u in book.units):
             backend = self.backend
             chunks = segment(book, self.method, profile=self.profile, backend=backend, embedder=self._embedder,
                              **self.options)
-        chunks = self.outside(book, chunks)
+        chunks = self.fit(book, self.outside(book, chunks))
         version = text_hash(text)[:8]  # in the chunk ids: one document id given to two texts never repeats them
         for c in chunks:
             c.metadata[TEXT_VERSION] = version
         return book, chunks
 
+    def fit(self, book: Book, chunks: list[Chunk]) -> list[Chunk]:
+        """``chunks`` with those over ``chunk_size`` tokens split (:func:`split_chunk`); without a
+        ``chunk_size``, those over the model's window reported in a :class:`ChunkSizeWarning`."""
+        counts = self.tokenizer.count_many([c.text for c in chunks])
+        if self.chunk_size is None:
+            over = [n for n in counts if self.window and n > self.window]
+            if over:
+                warnings.warn(f"{book.book_id}: {len(over)} of {len(chunks)} chunk(s) are longer than the {self.window} "
+                              f"tokens {self.tokenizer.name} reads (up to {max(over)}); an embedder reads only their "
+                              f"start: chunk_size={self.window} splits them", ChunkSizeWarning, stacklevel=4)
+            return chunks
+        units = {u.unit_id: u for u in book.units}
+        out: list[Chunk] = []
+        for c, n in zip(chunks, counts):
+            out.extend([c] if n <= self.chunk_size else
+                       split_chunk(book, c, units.get(c.unit_id), self.tokenizer, self.chunk_size))
+        return out
+
     def outside(self, book: Book, chunks: list[Chunk]) -> list[Chunk]:
-        """``chunks`` with the text outside the narrative units reported (a :class:`OutsideUnitsWarning`
-        with its word count) or, with ``keep_outside_units``, added as chunks of its own, in text order."""
+        """``chunks`` with the text outside the narrative units added as chunks of their own (at most
+        ``chunk_size`` tokens, or the model's window, each), in text order; with ``keep_outside_units=False``
+        only reported (a :class:`OutsideUnitsWarning` with its word count)."""
         stretches = outside_units(book)
         if not stretches:
             return chunks
         words = sum(w for *_, w in stretches)
         if not self.keep_outside_units:
             warnings.warn(f"{book.book_id}: {words} word(s) in {len(stretches)} stretch(es) outside the narrative "
-                          "units (title, author lines, front matter) are not chunked; keep_outside_units=True "
-                          "keeps each as a chunk of its own", OutsideUnitsWarning, stacklevel=3)
+                          "units (title, author lines, front matter) are not chunked (keep_outside_units=False)",
+                          OutsideUnitsWarning, stacklevel=4)
             return chunks
 
+        limit = self.chunk_size or self.window
         extra = []
-        for k, (a, b, _) in enumerate(stretches, 1):
+        for a, b, _ in stretches:
             a, b = trim_span(book.text, a, b)
-            piece = book.text[a:b]
-            extra.append(Chunk(book_id=book.book_id, unit_id=OUTSIDE_UNIT_ID, chunk_id=f"{OUTSIDE_UNIT_ID}.{k:03d}",
-                               method=self.method, from_idx=0, to_idx=-1, spans=[(a, b)], text=piece,
-                               main_text=piece, metadata={"outside_units": True}))
+            for pa, pb in (pack_spans(book.text, a, b, self.tokenizer, limit) if limit else [(a, b)]):
+                piece = book.text[pa:pb]
+                extra.append(Chunk(book_id=book.book_id, unit_id=OUTSIDE_UNIT_ID,
+                                   chunk_id=f"{OUTSIDE_UNIT_ID}.{len(extra) + 1:03d}", method=self.method,
+                                   from_idx=0, to_idx=-1, spans=[(pa, pb)], text=piece, main_text=piece,
+                                   metadata={"outside_units": True}))
         starts = {u.unit_id: u.start for u in book.units}
         return sorted([*chunks, *extra], key=lambda c: c.spans[0][0] if c.unit_id == OUTSIDE_UNIT_ID
                       else starts.get(c.unit_id, 0))  # stable: a unit's chunks keep their order
+
+
+def model_window(name: str, tokenizer: Any) -> int | None:
+    """The tokens an embedding model reads: its ``sentence_bert_config.json`` ``max_seq_length`` (packaged,
+    shipped or local files), else the tokenizer's ``model_max_length`` when it is a real limit."""
+    dirs = [shipped_tokenizer_dir(name), Path(name).expanduser()]
+    try:
+        dirs.insert(0, packaged_model_dir(name))
+    except EmbeddingError:  # the model package is optional (the shipped files say the same)
+        pass
+    for d in dirs:
+        f = d / "sentence_bert_config.json" if d is not None else None
+        if f is not None and f.is_file():
+            return int(json.loads(f.read_text(encoding="utf-8"))["max_seq_length"])
+    limit = getattr(getattr(tokenizer, "hf", None), "model_max_length", None)
+    return int(limit) if isinstance(limit, int) and 0 < limit < 1_000_000 else None
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])[\"'\u201d\u2019)\]]*\s+")
+
+
+def _cuts(text: str, a: int, b: int, pattern: re.Pattern) -> list[tuple[int, int]]:
+    """``text[a:b]`` cut after each match of ``pattern`` (trimmed, non-empty pieces)."""
+    cuts = [a, *(m.end() for m in pattern.finditer(text, a, b)), b]
+    return [t for x, y in zip(cuts, cuts[1:]) if (t := trim_span(text, x, y)) and t[0] < t[1]]
+
+
+def pack_spans(text: str, a: int, b: int, tokenizer: Any, limit: int) -> list[tuple[int, int]]:
+    """``text[a:b]`` as consecutive spans of at most ``limit`` tokens each that together hold all of its words:
+    whole paragraphs where they fit, else sentences, else token windows; neighbours packed greedily."""
+    atoms: list[tuple[int, int]] = []
+    for para in _cuts(text, a, b, _BLANK_LINES):
+        if tokenizer.count(text[para[0]:para[1]]) <= limit:
+            atoms.append(para)
+            continue
+        for sent in _cuts(text, *para, _SENTENCE_END):
+            if tokenizer.count(text[sent[0]:sent[1]]) <= limit:
+                atoms.append(sent)
+                continue
+            offsets = [(sent[0] + x, sent[0] + y) for x, y in tokenizer.offsets(text[sent[0]:sent[1]])]
+            starts = [offsets[i][0] for i in range(0, len(offsets), limit)] + [sent[1]]
+            atoms.extend(t for x, y in zip(starts, starts[1:]) if (t := trim_span(text, x, y)) and t[0] < t[1])
+    counts = tokenizer.count_many([text[x:y] for x, y in atoms])
+    out: list[tuple[int, int]] = []
+    i = 0
+    while i < len(atoms):
+        j, total = i + 1, counts[i]
+        while j < len(atoms) and total + counts[j] <= limit:
+            total += counts[j]
+            j += 1
+        while j > i + 1 and tokenizer.count(text[atoms[i][0]:atoms[j - 1][1]]) > limit:
+            j -= 1  # the joined text counts more than its parts (a merge across the seam): one part less
+        out.append((atoms[i][0], atoms[j - 1][1]))
+        i = j
+    return out
+
+
+def split_chunk(book: Book, c: Chunk, unit: Any, tokenizer: Any, limit: int) -> list[Chunk]:
+    """``c`` (over ``limit`` tokens) as pieces of at most ``limit`` tokens holding all of its main text, each
+    headed by its subtitle (LitSeg's context sentences, copies of text that other chunks hold, are left out);
+    ``metadata["split_from"]`` names ``c``."""
+    header = f"{c.subtitle}\n" if c.subtitle and c.text.startswith(c.subtitle) else ""
+    budget = limit - tokenizer.count(header)
+    if budget < limit // 2:
+        header, budget = "", limit
+    if c.is_source_span:
+        main = [tuple(c.metadata["main_span"])] if "main_span" in c.metadata else [tuple(s) for s in c.spans]
+        pieces = [(book.text, s) for x, y in main for s in pack_spans(book.text, x, y, tokenizer, budget)]
+    else:  # rewritten text (propositions): split the text itself; spans stay the source's
+        pieces = [(c.main_text, s) for s in pack_spans(c.main_text, 0, len(c.main_text), tokenizer, budget)]
+    out = []
+    for k, (src, (x, y)) in enumerate(pieces, 1):
+        lo, hi = c.from_idx, c.to_idx
+        if c.is_source_span and unit is not None and unit.sentences:
+            inside = [s.index for s in unit.sentences if s.start < y and s.end > x]
+            lo, hi = (min(inside), max(inside)) if inside else (lo, hi)
+        meta = {**c.metadata, "split_from": c.chunk_id}
+        if "main_span" in meta:
+            meta["main_span"] = [x, y]
+        out.append(dataclasses.replace(
+            c, chunk_id=f"{c.chunk_id}.s{k:02d}", from_idx=lo, to_idx=hi, context_idx=[],
+            spans=[(x, y)] if c.is_source_span else list(c.spans), text=header + src[x:y], main_text=src[x:y],
+            metadata=meta))
+    return out
 
 
 def check_text(text: Any, what: str = "text") -> str:

@@ -3,7 +3,8 @@
     from chonkie import Pipeline
     import litseg_nb.integrations.chonkie  # registers the "litseg" chunker
 
-    doc = Pipeline().chunk_with("litseg", method="litseg", profile="smoke").run(texts=text)
+    llm = {"backend": "openai", "base_urls": ("http://localhost:8000/v1",)}  # an LLM method runs on the LLM given
+    doc = Pipeline().chunk_with("litseg", method="litseg", profile="smoke", llm=llm, chunk_size=256).run(texts=text)
     for chunk in doc.chunks:
         print(chunk.start_index, chunk.end_index, chunk.context, chunk.text[:60])
 

@@ -4,7 +4,8 @@
     from llama_index.core.ingestion import IngestionPipeline
     from litseg_nb.integrations.llamaindex import LitSegNodeParser
 
-    parser = LitSegNodeParser(method="litseg", profile="smoke")
+    parser = LitSegNodeParser(method="litseg", profile="smoke", chunk_size=256,
+                              llm={"backend": "openai", "base_urls": ("http://localhost:8000/v1",)})
     nodes = IngestionPipeline(transformations=[parser]).run(documents=[Document(text=text)])
 
 A node's text is the text to embed (LitSeg: subtitle + context + main text); ``start_char_idx`` /
@@ -14,13 +15,13 @@ and carry :func:`~litseg_nb.integrations.chunk_metadata`. Keywords: the parser's
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeRelationship, TextNode
 from pydantic import Field, PrivateAttr
 
-from . import ADAPTER_OPTIONS, DEFAULT_TOKEN_COUNTER, Segmenter, check_text, chunk_key
+from . import ADAPTER_OPTIONS, Segmenter, check_text, chunk_key
 from ..chunkers.library import llamaindex_embedding
 from ..config import StageConfig, ConfigError
 from ..llm.embeddings import load_embedder
@@ -36,9 +37,10 @@ class LitSegNodeParser(NodeParser):
     method: str = Field(default="litseg", description="litseg, litseg-lite, a baseline or lib:<preset>")
     profile: str = Field(default="smoke", description="test | smoke | full")
     options: Dict[str, Any] = Field(default_factory=dict, description="overrides of the method's config")
-    keep_outside_units: bool = Field(default=False, description=ADAPTER_OPTIONS["keep_outside_units"])
+    chunk_size: Optional[int] = Field(default=None, description=ADAPTER_OPTIONS["chunk_size"])
+    keep_outside_units: bool = Field(default=True, description=ADAPTER_OPTIONS["keep_outside_units"])
     nested_metadata: bool = Field(default=False, description=ADAPTER_OPTIONS["nested_metadata"])
-    token_counter: str = Field(default=DEFAULT_TOKEN_COUNTER, description=ADAPTER_OPTIONS["token_counter"])
+    token_counter: Optional[str] = Field(default=None, description=ADAPTER_OPTIONS["token_counter"])
     _segmenter: Any = PrivateAttr(default=None)
 
     def __init__(self, method: str = "litseg", profile: str = "smoke", options: Dict[str, Any] | None = None,

@@ -18,7 +18,8 @@ from tqdm.auto import tqdm
 from ..config import EmbeddingConfig
 from ..core.cache import CacheWarning, SQLiteStore
 from ..core.paths import cache_dir
-from .models import PACKAGED_MODELS, EmbeddingError, packaged_model_dir, pick_device, resolve_model_path  # noqa: F401
+from .models import (MODELS_EXTRA, PACKAGED_MODELS, EmbeddingError, packaged_model_dir, pick_device,  # noqa: F401
+                     resolve_model_path)
 from .threads import follow_thread_budget
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
@@ -130,7 +131,7 @@ def _load_sentence_transformers(cfg: EmbeddingConfig):
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as e:  # pragma: no cover - dependency
-        raise EmbeddingError(f"sentence-transformers is not installed ({e})") from e
+        raise EmbeddingError(f"the embedder needs sentence-transformers ({e}), in {MODELS_EXTRA}") from e
     path = resolve_model_path(cfg.model)
     try:
         model = SentenceTransformer(path, device=pick_device(cfg.device))

