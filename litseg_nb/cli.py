@@ -29,7 +29,7 @@ from .redact import redact_obj
 from .segmenters.registry import methods_text
 
 
-_SMOKE_DURATION = "13-18 min on 2 idle CPU cores, by machine (README: measured times)"
+_SMOKE_DURATION = "13-18 min on 2 idle CPU cores, by machine (docs/measurements.md)"
 _TEST_DURATION = "tiny random model, about 10 min"
 _HELP = f"""Run and inspect the LitSeg notebooks.
 
