@@ -55,3 +55,21 @@ html_title = "LitSeg notebooks"
 html_theme_options = {"description": "LitSeg and its baselines as notebooks over a thin package",
                       "fixed_sidebar": True, "page_width": "1200px", "sidebar_width": "260px"}
 html_static_path: list[str] = []
+
+
+def setup(app):
+    """Module data whose value is long (the command table, prompt texts) is documented without its repr."""
+    from sphinx.ext.autodoc import DataDocumenter
+    from sphinx.util.inspect import object_description
+
+    class ShortDataDocumenter(DataDocumenter):
+        priority = DataDocumenter.priority + 1
+
+        def should_suppress_value_header(self) -> bool:
+            try:
+                long = len(object_description(self.object)) > 300
+            except ValueError:
+                long = True
+            return long or super().should_suppress_value_header()
+
+    app.add_autodocumenter(ShortDataDocumenter, override=True)
