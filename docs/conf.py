@@ -28,7 +28,7 @@ extensions = [
     "sphinx-mathjax-offline",
 ]
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "_autosummary/**.ipynb", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
 
@@ -45,6 +45,8 @@ autodoc_default_options = {"members": True, "undoc-members": False, "show-inheri
                            "ignore-module-all": True}
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
+# the module tree of the API page lists modules, not every function in them
+toc_object_entries = False
 # the docstrings' single-backquoted names (`~litseg_nb.api.segment`) are Python cross-references
 default_role = "py:obj"
 napoleon_google_docstring = False

@@ -30,6 +30,8 @@ from ..errors import LitsegError, UsageError
 
 DOCS_DIR = REPO_ROOT / "docs"
 DEFAULT_OUT = DOCS_DIR / "_build" / "html"
+#: autosummary's generated sources of the API pages, under ``docs/`` (ignored by git)
+GENERATED = "_autosummary"
 #: the file that marks a folder as a build of this site (``--out`` may replace such a folder's files)
 MARKER = ".litseg-docs-build"
 
@@ -94,6 +96,8 @@ def build(out: str | os.PathLike | None = None, notebooks: str | None = None) ->
         copied = refresh_notebooks(notebooks)
         print(f"[litseg_nb] docs: {len(copied)} executed notebooks copied into {copied[0].parent}")
     ensure_writable(path)
+    # the API pages' sources are generated on every build (a module removed since the last one leaves no page)
+    shutil.rmtree(DOCS_DIR / GENERATED, ignore_errors=True)
     (path / MARKER).write_text("a build of the litseg_nb documentation site (python -m litseg_nb docs)\n")
     cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-E", "-q",
            "-d", str(path / ".doctrees"), str(DOCS_DIR), str(path)]
