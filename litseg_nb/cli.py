@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import importlib
-import inspect
 import os
-import pkgutil
 import sys
-import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, get_type_hints
+from typing import Any, Callable, Iterator, Sequence
 
 from .api import DEFAULT_PROFILE
 from .config import PROFILES, ConfigError, NoSuchField, config_sets, explain, renamed_hint
@@ -24,7 +19,7 @@ from .data.download import cli as download_main
 from .errors import LitsegError, UsageError
 from .evaluation.boundaries import cli as boundaries_main
 from .evaluation.boundary_train import cli as train_boundary_main
-from .front import gallery, rehearse, runner
+from .front import docs_site, gallery, rehearse, runner
 from .front.batch_segment import __doc__ as _SEGMENT_DOC
 from .front.batch_segment import segment_main
 from .front.chunk_import import cli as import_chunks_main
@@ -34,7 +29,7 @@ from .redact import redact_obj, redact_url
 from .segmenters.registry import methods_text
 
 
-_SMOKE_DURATION = "13-18 min on 2 idle CPU cores, by machine (README: measured times)"
+_SMOKE_DURATION = "13-18 min on 2 idle CPU cores, by machine (docs/measurements.md)"
 _TEST_DURATION = "tiny random model, about 10 min"
 _HELP = f"""Run and inspect the LitSeg notebooks.
 
@@ -197,69 +192,6 @@ def rehearse_main(args: argparse.Namespace) -> int:
 
 def methods_main(args: argparse.Namespace) -> int:
     print(methods_text())
-    return 0
-
-
-_DOCS_HELP = """``python -m litseg_nb docs``: the API reference, generated from the docstrings with pdoc.
-
-Writes HTML pages of every module of :mod:`litseg_nb` to ``docs/api/`` in the checkout (ignored by
-git; ``--out DIR`` elsewhere) and prints where the index is. pdoc imports every module, so it needs
-the full install (``pip install -e ".[all]"``, what ``scripts/setup.sh`` installs; pdoc is in the extra
-``docs``). ``--strict`` (CI) fails when pdoc warns (a module that cannot be imported, a broken
-reference) and names each warning.
-"""
-
-
-_PACKAGE_PATH = [str(Path(__file__).parent)]
-#: module aliases that string annotations name while the module imports them lazily ('pd.DataFrame')
-_ALIASES = {"pd": "pandas", "np": "numpy"}
-
-
-def _resolve_for_pdoc() -> None:
-    """Make what pdoc cannot resolve resolvable in every module of the package: lazy ``__all__`` exports,
-    aliases named in string annotations (``"pd.DataFrame"``) and the string annotations of dataclass ``__init__``s."""
-    walked = [m.name for m in pkgutil.walk_packages(_PACKAGE_PATH, "litseg_nb.") if m.name != "litseg_nb.__main__"]
-    for name in ["litseg_nb", *walked]:
-        mod = importlib.import_module(name)
-        for n in getattr(mod, "__all__", ()):
-            if n not in vars(mod) and hasattr(mod, "__getattr__"):
-                setattr(mod, n, getattr(mod, n))
-        for alias, real in _ALIASES.items():
-            vars(mod).setdefault(alias, importlib.import_module(real))
-        for _, cls in inspect.getmembers(mod, inspect.isclass):
-            init = vars(cls).get("__init__")
-            if dataclasses.is_dataclass(cls) and cls.__module__ == name and inspect.isfunction(init):
-                with contextlib.suppress(Exception):  # left to pdoc, which then warns by name
-                    hints = get_type_hints(cls)
-                    init.__annotations__ = {k: hints.get(k, v) for k, v in init.__annotations__.items()
-                                            if k != "return"} | {"return": None}
-
-
-def docs_main(args: argparse.Namespace) -> int:
-    """Build the reference into ``--out`` (the package and its top-level modules, without ``__main__``)."""
-    try:
-        import pdoc
-        import pdoc.render
-    except ImportError as exc:
-        raise LitsegError(f"pdoc is not installed ({exc}); pip install -e \".[docs]\" (or scripts/setup.sh)") from None
-    out = Path(args.out or REPO_ROOT / "docs" / "api").expanduser().resolve()
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a folder")
-
-    ensure_writable(out)
-    pdoc.render.configure(docformat="restructuredtext", show_source=False, footer_text="litseg_nb API reference")
-    names = ["litseg_nb"] + [f"litseg_nb.{m.name}" for m in pkgutil.iter_modules(_PACKAGE_PATH) if m.name != "__main__"]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        _resolve_for_pdoc()
-        pdoc.pdoc(*names, output_directory=out)
-    found = [f"{w.category.__name__}: {' '.join(str(w.message).split())[:300]}" for w in caught
-             if "pdoc" in (w.filename or "") or issubclass(w.category, RuntimeWarning)]
-    if args.strict and found:
-        raise LitsegError(f"{len(found)} warning(s) building the API reference: " + " | ".join(found[:10]))
-    for line in found:
-        print(f"[litseg_nb] docs: warning: {line}", file=sys.stderr)
-    print(f"[litseg_nb] API reference: {out / 'index.html'}")
     return 0
 
 
@@ -430,11 +362,13 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
         _arg("--out", default=None,
              help="folder of the page (default: docs/gallery/<profile>/ in the checkout)"),
     ]), gallery.run),
-    "docs": (dict(help="build the API reference from the docstrings (pdoc) into docs/api/",
-                  description=_DOCS_HELP, formatter_class=_RAW, args=[
-        _arg("--out", default=None, help="folder of the pages (default: docs/api/ in the checkout, git-ignored)"),
-        _arg("--strict", action="store_true", help="fail when pdoc warns (CI)"),
-    ]), docs_main),
+    "docs": (dict(help="build the documentation site (Sphinx + MyST-NB, warnings as errors) into docs/_build/html/",
+                  description=docs_site.__doc__, formatter_class=_RAW, args=[
+        _arg("--out", default=None, help="folder of the site (default: docs/_build/html/ in the checkout, "
+                                          "git-ignored); new, empty or an earlier build, never a folder of yours"),
+        _arg("--notebooks", default=None, choices=PROFILES, metavar="PROFILE",
+             help="first copy the executed notebooks of outputs/PROFILE/executed/ into docs/notebooks/PROFILE/"),
+    ]), docs_site.run),
 
 }
 

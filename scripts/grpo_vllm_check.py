@@ -1,7 +1,7 @@
 """One GRPO step of notebook 03's ``train_grpo`` with trl's colocated vLLM rollouts, weight sync checked.
 
 ``full``'s ``LiteConfig`` with ``grpo_use_vllm=True`` (off in every profile until this passes on a GPU;
-README "Running `full` on a GPU") on the packaged SmolLM2-135M, the test profile's sizes. The policy in
+see docs/guide/full-on-gpu.md) on the packaged SmolLM2-135M, the test profile's sizes. The policy in
 memory is SmolLM2 with its final norm scaled by 1.5, so it differs from the checkpoint on disk that
 trl's engine starts from: vLLM's rollout log-probs equal the policy's only if trl's weight sync reached
 the engine. trl logs that gap (``sampling/sampling_logp_difference/mean``, mean |policy - vLLM| per

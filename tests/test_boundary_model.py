@@ -160,7 +160,8 @@ def test_the_packaged_weights_were_trained_on_the_labels_todays_code_finds(tmp_p
     moved = {n: (per_book[n], [int((lab == 1).sum()), int((lab == 2).sum())]) for n, lab in labels.items()}
     moved = {n: v for n, v in moved.items() if v[0] != v[1]}
     assert not moved, (f"labels moved since the packaged weights were trained ({{book: [card], [today]}}: {moved}); "
-                       "retrain with `python -m litseg_nb train-boundary-model` and re-run the README's rows")
+                       "retrain with `python -m litseg_nb train-boundary-model` and re-run the rows of "
+                       "docs/guide/boundary-benchmark.md")
 
 
 # ------------------------------------------------------------------ the chunker

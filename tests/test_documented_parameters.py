@@ -177,7 +177,7 @@ def _profiles_and_notebooks():
 
 
 def _servers() -> dict[str, str]:
-    """The servers `full` asks for, one address each, through the variables the README gives
+    """The servers `full` asks for, one address each, through the variables docs/guide/full-on-gpu.md gives
     (``config.SERVER_ENV``; nothing is contacted by `config`)."""
     from litseg_nb.config import SERVER_ENV
 

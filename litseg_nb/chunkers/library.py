@@ -76,7 +76,7 @@ PRESETS: dict[str, LibraryPreset] = {
                                         needs="embedder", note="langchain-experimental, 95th percentile, profile embedder"),
     "langchain-token": LibraryPreset("langchain.TokenTextSplitter", (("chunk_size", 400), ("chunk_overlap", 40)),
                                      "token", note="LangChain's token windows on MiniLM tokens (tiktoken needs a "
-                                                   "download, see the README)"),
+                                                   "download, see docs/guide/adapters.md)"),
     "semchunk": LibraryPreset("semchunk.chunkerify", (("chunk_size", 400),), "recursive",
                               note="semchunk, 400 MiniLM tokens"),
 }
@@ -164,7 +164,7 @@ def _import_target(target: str) -> Any:
             return getattr(m, attr)
         errors.append(f"{mod} has no {attr!r}")
     raise LibraryMethodError(f"lib:{target}: cannot load ({'; '.join(errors)}); install the library "
-                       f"(see the README's library presets)")
+                       f"(see docs/guide/adapters.md, the lib: presets)")
 
 
 def resolve(name: str) -> tuple[str, dict[str, Any], LibraryPreset | None]:

@@ -1,4 +1,4 @@
-"""Per-candidate boundary scores, read by the boundary benchmark's top-|G| rows.
+"""Per-candidate boundary scores, read by the boundary benchmark's top-``|G|`` rows.
 
 A score-based segmenter puts ``metadata["boundary_scores"] = [s_2, ..., s_n]`` (higher = more
 boundary-like, ``None`` = unscored) on each unit's first chunk; perplexity chunks derive theirs.

@@ -55,9 +55,9 @@ def missing_dataset_message(dataset: str, folder: Path) -> str:
         what = (f"expected {folder / 'annotations'}/<split>.jsonl (hub dataset sapienzanlp/LiteraryQA) "
                 f"and the books' Project Gutenberg texts in {folder / 'texts'}/<split>/<gutenberg_id>.txt")
     else:
-        what, how = f"expected the dataset folder {folder}", "see the README's data section"
+        what, how = f"expected the dataset folder {folder}", "see docs/guide/data.md"
     return (f"{dataset} data not found: {what}. Nothing is downloaded at run time: {how}, or set "
-            f"LITSEG_DATA_DIR to the folder that holds {dataset}/ (see the README, 'Data').")
+            f"LITSEG_DATA_DIR to the folder that holds {dataset}/ (see docs/guide/data.md).")
 
 
 def require_dataset_folder(dataset: str, folder: Path) -> Path:

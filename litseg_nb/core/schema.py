@@ -88,7 +88,7 @@ class Book:
 
 @dataclass
 class Chunk:
-    """One chunk in the shared result schema: main sentence range ``from_idx``..``to_idx`` (1-based, inclusive),
+    """One chunk in the shared result schema: main sentence range ``from_idx`` to ``to_idx`` (1-based, inclusive),
     LitSeg's ``context_idx``, character ``spans`` of the main text (source paragraphs when ``is_source_span`` is
     False), ``text`` (subtitle, context, main text) and the plain ``main_text``."""
 

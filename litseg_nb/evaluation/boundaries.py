@@ -47,7 +47,7 @@ SEGMENTERS = ("litseg",)  # the paper's segmenters scored here (LitSeg-Lite: fro
 REFERENCE_ROWS = ("no-boundary", "one-cut")
 #: how the table's label starts (``--name`` replaces only a table that starts so)
 LABEL_PREFIX = "boundary benchmark | "
-#: suffix of a score-based method's row with exactly |G| boundaries per window (its top-scored positions)
+#: suffix of a score-based method's row with exactly ``|G|`` boundaries per window (its top-scored positions)
 TOP_G = "@top-G"
 
 
@@ -330,7 +330,7 @@ def reference_chunk_sets(books: Sequence[Book]) -> dict[str, list[Chunk]]:
 
 
 def top_g_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[Book]) -> dict[str, list[Chunk]]:
-    """``<method>@top-G``: per window the |G| top-scored positions of a score-based method."""
+    """``<method>@top-G``: per window the ``|G|`` top-scored positions of a score-based method."""
 
     by_book = {b.book_id: b for b in books}
     out: dict[str, list[Chunk]] = {}

@@ -1,4 +1,4 @@
-"""``python -m litseg_nb segment FILE|DIR|GLOB ... [-o OUT]``: segment one book or a whole library.
+"""``python -m litseg_nb segment FILE|DIR|GLOB [-o OUT]``: segment one book or a whole library.
 
 * **Inputs** — files, folders (their ``*.txt`` files, sorted) and glob patterns (``'books/*.txt'``).
   One input file: ``-o`` is the chunks file (``.jsonl``) or a folder. Several: ``-o`` is a folder.

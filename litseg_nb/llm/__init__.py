@@ -1,4 +1,4 @@
-"""The LLM layer: one interface (:mod:`.base`), three backends (``hf``, ``vllm``, ``openai``), a persistent
+"""The LLM layer: one interface (:mod:`~litseg_nb.llm.base`), three backends (``hf``, ``vllm``, ``openai``), a persistent
 request cache, and :func:`make_backend`, the one way stages get an LLM from an :class:`LLMConfig`."""
 from __future__ import annotations
 

@@ -196,7 +196,8 @@ _LIST_ITEM = re.compile(r"(?:[-*\u2022]|\d++[.)])\s")  # matched on a stripped l
 
 
 def list_items(text: Any, max_items: int | None = None) -> list[str]:
-    """The ``- ``/``* ``/``• ``/``1.``/``2)`` items of a reply's answer, stripped, empty ones skipped."""
+    """The items of a reply's answer (lines opening with ``-``, ``*``, ``•``, ``1.`` or ``2)``), stripped, empty
+    ones skipped."""
     out: list[str] = []
     for line in answer_text(text).splitlines():
         s = line.strip()

@@ -37,7 +37,7 @@ def raw_files(root: Path) -> list[Path]:
 
 
 def big_book(root: Path, target_mb: float = 20.0) -> tuple[str, list[tuple[int, int]]]:
-    """A ~``target_mb`` MB cleaned book: local paragraphs under ``CHAPTER n`` headings + contents."""
+    """A cleaned book of about ``target_mb`` MB: local paragraphs under ``CHAPTER n`` headings + contents."""
 
     pool: list[str] = []
     for p in raw_files(root):

@@ -97,7 +97,7 @@ def answer_form(answer: str) -> str:
 
 def answer_relevance_rule(book_text: str, answer: str, max_words: int = MAX_ANSWER_WORDS,
                           max_occurrences: int = MAX_ANSWER_OCCURRENCES) -> tuple[bool, str]:
-    """``(keep, reason)``: keep an answer of at most ``max_words`` words found 1..``max_occurrences`` times in the
+    """``(keep, reason)``: keep an answer of at most ``max_words`` words found 1 to ``max_occurrences`` times in the
     book (whole words of its :func:`answer_form`, as :meth:`BenchQuestion.relevant` matches)."""
     a = answer_form(answer)
     if not a:

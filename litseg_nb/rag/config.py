@@ -62,7 +62,7 @@ class RagConfig(StageConfig):
     # LiteraryQA judge context cap below the judge's own (0 = none): keeps small-profile prompts short
     pairwise_book_max_tokens: int = 0
     #: the pairwise judge (Tables 4, 8): the judge server, never the generator it judges; YaRN x4 context
-    #: (131,072 tokens, see the README) so that a LiteraryQA book fits whole where it can
+    #: (131,072 tokens, see docs/guide/fidelity.md) so that a LiteraryQA book fits whole where it can
     judge_llm: LLMConfig = field(default_factory=lambda: LLMConfig(
         backend="openai", model="Qwen/Qwen3-32B", max_new_tokens=96, temperature=0.0,
         max_model_len=PAIRWISE_JUDGE_CONTEXT, request_timeout_s=600.0))
