@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import textwrap
 import time
 from typing import Any, Mapping, Sequence
 
@@ -11,6 +12,7 @@ from ..llm.base import UsageTag
 from ..chunk_sets import EvaluationError
 from ..core.schema import Chunk
 from ..core.artifacts import stacked_text_figure
+from ..core.figures import MAX_SERIES, left_out_note, pick_groups
 from .pipeline import (EvalQuestion, RagEvaluator, common_units, evaluation_questions, evidence_window,
                        generate_answers, questions_in_scope, retrieval_table, select_subset)
 from ..metrics.generation import generation_scores, ragas_scores
@@ -494,34 +496,46 @@ def table4(gen: pd.DataFrame, pairwise: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-def plot_dcg_recall(retrieval: pd.DataFrame, mode: str, ks: Sequence[int] = (1, 2, 5, 10, 20)):
-    """LumberChunker-style DCG@k and Recall@k curves per method (GutenQA), one legend placed under both
-    panels so it never covers one."""
+def plot_dcg_recall(retrieval: pd.DataFrame, mode: str, ks: Sequence[int] = (1, 2, 5, 10, 20),
+                    max_series: int = MAX_SERIES, table: str = "05_retrieval_all_modes"):
+    """LumberChunker-style DCG@k and Recall@k curves (GutenQA): at most ``max_series`` lines, the anchor methods
+    (:data:`~litseg_nb.core.figures.ANCHOR_METHODS`) then the best of the rest by mean DCG@k; chunk sets with the
+    same curves share one line; one legend under both panels, the chunk sets left out named under it."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     sub = retrieval[(retrieval["mode"] == mode)] if not retrieval.empty else retrieval
-    # more methods than the default 10 colours: tab20 colours and varied markers keep lines apart
-    colors = plt.get_cmap("tab20").colors
-    markers = "os^vDP*Xph<>"
-    for i, (_, r) in enumerate(sub.iterrows()):
-        for ax, metric in zip(axes, ("DCG", "Recall")):
-            ax.plot(ks, [100 * r[f"{metric}@{k}"] for k in ks], marker=markers[i % len(markers)],
-                    color=colors[i % len(colors)], label=f"{r['method']}")
+    curves = {str(r["method"]): tuple(round(100 * float(r[f"{m}@{k}"]), 9) for m in ("DCG", "Recall") for k in ks)
+              for _, r in sub.iterrows()}
+    shown, left_out = pick_groups(curves, {m: sum(c[:len(ks)]) / len(ks) for m, c in curves.items()}, n=max_series)
+    for i, group in enumerate(shown):
+        c = curves[group[0]]
+        for j, ax in enumerate(axes):
+            ax.plot(ks, c[j * len(ks):(j + 1) * len(ks)], marker="os^vDP*X"[i % 8], color=f"C{i}",
+                    label=textwrap.fill(" = ".join(group), 45, break_on_hyphens=False), alpha=0.85)
+    n_q = int(sub["n_questions"].max()) if len(sub) and "n_questions" in sub else None
     for ax, metric in zip(axes, ("DCG", "Recall")):
         ax.set_xscale("log")
         ax.set_xticks(list(ks), [str(k) for k in ks])
+        ax.minorticks_off()
         ax.set_xlabel("k")
         ax.set_ylabel(f"{metric}@k (%)")
-        ax.set_title(f"{metric}@k ({mode})")
+        ax.set_title(f"{metric}@k ({mode}{f', {n_q} questions' if n_q else ''})")
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     handles, labels = axes[0].get_legend_handles_labels()
     if handles:
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
         bottom = min(ax.get_tightbbox(renderer).y0 for ax in axes) / fig.bbox.height  # figure fraction
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, bottom - 0.02), ncol=min(4, len(handles)),
-                   fontsize=7, frameon=False)
+        legend = fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, bottom - 0.02),
+                            ncol=min(3, len(handles)), fontsize=7, frameon=False)
+        note = left_out_note(left_out, "chunk sets", table)
+        if note:  # under the legend, wrapped to the figure's width
+            fig.canvas.draw()
+            y = legend.get_window_extent(renderer).y0 / fig.bbox.height
+            fig.text(0.5, y - 0.01, "\n".join(textwrap.wrap(note, 150, break_on_hyphens=False)), ha="center",
+                     va="top", fontsize=7, color="0.25")
     return fig
 
 
