@@ -21,7 +21,7 @@ from ..chunkers.config import BaselinesConfig
 from ..chunkers.llm_chunkers import lumber_chunks_batch
 from ..config import StageConfig, at_least, one_of
 from ..core.artifacts import artifact_dir, artifact_path
-from ..core.figures import MAX_SERIES, left_out_note, pick_groups
+from ..core.display import MAX_SERIES, left_out_note, pick_groups
 from ..core.paths import outputs_dir, shown_path
 from ..core.run_record import read_schedule
 from ..core.safe_io import write_text_atomic

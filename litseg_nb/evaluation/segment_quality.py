@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..chunk_sets import discover, for_segment_quality
 from ..chunkers.base import boundary_positions
-from ..core.figures import ANCHOR_METHODS, MAX_SERIES, pick_series
+from ..core.display import ANCHOR_METHODS, MAX_SERIES, pick_series
 from ..config import LLMConfig, StageConfig, one_of
 from ..corpus import load_corpus
 from ..lite.data import annotation_length_reference, annotations_path, load_annotations
@@ -203,7 +203,7 @@ def comparison_unit(chunk_sets: Mapping[str, Sequence[Any]], reference: str = "l
 def plot_boundary_positions(book: Any, unit_id: str, chunk_sets: Mapping[str, Sequence[Any]],
                             reference: str = "litseg", tolerance: int = 1, max_rows: int = MAX_SERIES):
     """A row per method with a tick at every boundary of one unit, at most ``max_rows`` rows: the anchor methods
-    (:data:`~litseg_nb.core.figures.ANCHOR_METHODS`) that cut the unit, then those whose boundaries fall most
+    (:data:`~litseg_nb.core.display.ANCHOR_METHODS`) that cut the unit, then those whose boundaries fall most
     often near the reference's; methods that do not cut it, and those left out, are named under the axis."""
     import textwrap
 

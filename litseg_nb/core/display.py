@@ -1,11 +1,13 @@
-"""What a figure shows when a run has more methods than a reader can tell apart: at most :data:`MAX_SERIES`
-series, the anchor methods first, then the best of the rest; methods whose values coincide share one
-series; what is left out is named under the figure (its table keeps every row)."""
+"""What a notebook shows of a run's results. A figure: at most :data:`MAX_SERIES` series, the anchor methods
+first, then the best of the rest; methods whose values coincide share one series; what is left out is named
+under the figure. A table: at most :data:`MAX_COLUMNS` columns, the paper's. The saved CSV keeps everything."""
 from __future__ import annotations
 
 import math
 from typing import Hashable, Mapping, Sequence
 
+#: the most columns a table shown in a notebook has (its CSV has them all)
+MAX_COLUMNS = 12
 #: the most series (lines, bar rows, tick rows) one panel draws
 MAX_SERIES = 8
 #: always shown where present: the paper's two methods, its strongest baseline (LumberChunker, §4.4) and
@@ -57,3 +59,11 @@ def left_out_note(left_out: Sequence[str], what: str, table: str) -> str:
     if not left_out:
         return ""
     return f"not shown: {len(left_out)} more {what} ({', '.join(left_out)}); every one is in table {table}"
+
+
+def paper_view(table, columns: Sequence[str]):
+    """The ``columns`` of ``table`` that it has, in that order: the view a notebook shows (the saved CSV keeps
+    every column); more than :data:`MAX_COLUMNS` is an error."""
+    if len(columns) > MAX_COLUMNS:
+        raise ValueError(f"paper_view: {len(columns)} columns; a shown table has at most {MAX_COLUMNS}")
+    return table[[c for c in columns if c in table.columns]]
