@@ -3,6 +3,7 @@
 Every variant runs through :class:`~litseg_nb.lite.segmenter.LiteSegmenter`, so validity and fallbacks compare."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..lite.train import student_backend
 from ..llm import make_backend
 from ..corpus import select_units
 from ..llm.base import UsageLedger
-from ..lite.data import student_length_reference
+from ..lite.data import PAPER_LENGTH_REFERENCE, lite_conversation, student_length_reference
 from ..rag import report
 from ..rag.pipeline import select_subset
 
@@ -52,6 +53,43 @@ VARIANTS: tuple[AblationVariant, ...] = (
 def variants_table() -> pd.DataFrame:
     return pd.DataFrame([{"variant": v.name, "model": v.model, "prompt": v.template, "removes": v.removes}
                          for v in VARIANTS])
+
+
+THEORY_STEPS = {"events": "events (Theo.S.1)", "threads": "threads (Theo.S.2)",
+                "turning_points": "turning points (Theo.S.3)"}
+WEIGHTS = {"lite": "base + SFT + GRPO", "sft": "base + SFT", "base": "base"}
+
+
+def prompt_table(book: Book, unit: Unit, variants: Sequence[AblationVariant] = VARIANTS) -> pd.DataFrame:
+    """What each variant gives the model for ``unit``: its weights, the theory steps its prompt's JSON schema asks
+    for (``step_N_<name>`` keys), the steps it removes, and the prompt's size; every prompt built as the run builds
+    it (``lite_conversation``)."""
+    rows = []
+    for v in variants:
+        messages = lite_conversation(book, unit, v.template, PAPER_LENGTH_REFERENCE)
+        text = "\n".join(m["content"] for m in messages)
+        asked = [name for name in THEORY_STEPS if re.search(rf'"step_\d_{name}"', text)]
+        rows.append({"variant": v.name, "weights": WEIGHTS[v.model],
+                     "theory steps asked": ", ".join(THEORY_STEPS[n] for n in asked) or "none (generic prompt)",
+                     "steps removed": ", ".join(THEORY_STEPS[n] for n in THEORY_STEPS if n not in asked) or "-",
+                     "prompt words": len(text.split())})
+    return pd.DataFrame(rows)
+
+
+def differences(table: pd.DataFrame, metric: str, reference: str = "LitSeg-Lite", by: str = "variant",
+                group: str | None = "dataset") -> pd.DataFrame:
+    """Per variant (and ``group``): ``metric`` and :math:`\\Delta = m(\\text{reference}) - m(\\text{variant})`; a
+    group without the reference row, or a missing value, gives NaN."""
+    keys = [group] if group and group in table else []
+    out = []
+    for _, g in (table.groupby(keys, sort=False) if keys else [((), table)]):
+        ref = pd.to_numeric(g.loc[g[by] == reference, metric], errors="coerce")
+        r = float(ref.iloc[0]) if len(ref) else float("nan")
+        part = g[[*keys, by, metric]].copy()
+        part[metric] = pd.to_numeric(part[metric], errors="coerce")
+        part[f"delta ({reference} - variant)"] = r - part[metric]
+        out.append(part)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=[*keys, by, metric])
 
 
 def select_variants(keys: Sequence[str]) -> list[AblationVariant]:
