@@ -652,3 +652,14 @@ def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, 
             PairedMethod("litseg-lite", f"{shown_path(getattr(lite_backend, 'model_id', '?'))} (trained student)", lite_backend,
                          run_lite),
             PairedMethod("lumber", str(base_id), base, run_lumber)]
+
+
+def toy_passes(seconds: dict[str, Sequence[float]]) -> pd.DataFrame:
+    """Paired passes with only seconds (block ``b`` of method ``m`` took ``seconds[m][b]``; no tokens, one request
+    per call, no load): the input of :func:`paired_ratio_table` for a worked example."""
+    return pd.DataFrame([{"repeat": b, "batch": 0, "block": b, "position": i, "method": m, "model": "toy", "units": 1,
+                          "sentences": 1, "chat_calls": 1, "requests": 1, "max_concurrency": 1, "mean_concurrency": 1.0,
+                          "wall_s": float(s), "model_s": float(s), "prompt_tokens": 0, "cached_prompt_tokens": 0,
+                          "computed_prefill_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0, "cache_hits": 0,
+                          "load_before": 0.0, "load_after": 0.0, "prefix_cache_reset": True}
+                         for i, (m, per_block) in enumerate(seconds.items()) for b, s in enumerate(per_block)])
