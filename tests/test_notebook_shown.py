@@ -60,3 +60,22 @@ def test_executed_notebook_shows_no_wide_table_and_no_repr(number, notebook_pipe
     out = notebook_pipeline(number)
     executed = out / "executed" / discover_notebooks((number,))[0].name
     assert shown_problems(executed) == []
+
+
+@pytest.mark.parametrize("number", ["05", "06", "07", "08"])
+def test_notebook_opens_with_its_claim_and_teaches_one_idea(number):
+    """d2l's shape: an opening cell of at most 120 words naming the paper's table, the idea as a displayed
+    formula, a closing cell that reads this run's tables with one labelled small-model line; no history."""
+    from litseg_nb.core.paths import NOTEBOOKS_DIR
+
+    path = next(NOTEBOOKS_DIR.glob(f"{number}_*.ipynb"))
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    md = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    opening = md[0]
+    assert len(opening.split()) <= 120, f"{path.name}: opening cell of {len(opening.split())} words"
+    assert "**Claim.**" in opening and re.search(r"Table \d|§4\.\d", opening), path.name
+    assert any("$$" in m for m in md), f"{path.name}: no displayed formula"
+    closing = md[-1]
+    assert closing.startswith("## What it says at this scale") and closing.count("**Small models:**") == 1, path.name
+    text = "\n".join("".join(c["source"]) for c in cells)
+    assert not re.search(r"(?<![\w&])#\d+\b|\bissue \d+|\b[0-9a-f]{7,40}\b(?=.*commit)", text), path.name
