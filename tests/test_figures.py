@@ -64,6 +64,16 @@ def ablation_figure_without_boundaries():  # the test profile: no inner boundary
     return plot_ablation(b, r)
 
 
+def ablation_figure_two_datasets():  # the full profile: Table 6 per dataset, Table 7 on GutenQA
+    from litseg_nb.evaluation.ablation import plot_ablation
+
+    v = ["LitSeg-Lite", "w/o GRPO", "w/o FT", "+w/o Theory"]
+    b = pd.DataFrame({"variant": v * 2, "dataset": ["gutenqa"] * 4 + ["literaryqa"] * 4,
+                      "boundary_similarity": [0.4025, 0.41, 0.43, 0.44, 0.3699, 0.3711, 0.3989, 0.3991]})
+    r = pd.DataFrame({"variant": v, "dataset": "gutenqa", "MRR": [0.683, 0.675, 0.646, 0.632]})
+    return plot_ablation(b, r)
+
+
 def dcg_figure(methods=METHODS):
     from litseg_nb.rag.report import plot_dcg_recall
 
@@ -167,14 +177,14 @@ def readability_problems(fig) -> list[str]:
 
 
 FIGURES = {"01_unit_lengths": unit_lengths_figure, "08_llm_cost": llm_cost_figure, "07_ablation": ablation_figure,
-           "07_ablation_nan": ablation_figure_without_boundaries,
+           "07_ablation_nan": ablation_figure_without_boundaries, "07_ablation_two_datasets": ablation_figure_two_datasets,
            "05_dcg_recall_hybrid": dcg_figure, "02_segment_lengths": segment_length_figure,
            "03_training_curves": training_figure, "05_dcg_recall_smoke": smoke_dcg_figure,
            "06_boundary_positions_smoke": smoke_boundary_positions_figure, "08_llm_cost_smoke": duplicated_cost_figure}
 
 #: the figures of notebooks 05-08 (their package functions), at the scale of a smoke run
 NOTEBOOK_FIGURES = ["05_dcg_recall_hybrid", "05_dcg_recall_smoke", "06_boundary_positions_smoke", "07_ablation",
-                    "07_ablation_nan", "08_llm_cost", "08_llm_cost_smoke"]
+                    "07_ablation_nan", "07_ablation_two_datasets", "08_llm_cost", "08_llm_cost_smoke"]
 
 
 @pytest.mark.parametrize("name", NOTEBOOK_FIGURES)

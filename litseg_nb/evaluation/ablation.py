@@ -223,9 +223,10 @@ def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame, validity: pd.
         tie = frame.groupby("dataset")["_v"].nunique().max() if "dataset" in frame else frame["_v"].nunique()
         ax.set_title(title + (" (all variants tie)" if tie == 1 and len(variants) > 1 else ""), fontsize=10)
         ax.set_xlabel(xlabel)
-        ax.set_xlim(0, 1.25 * max(float(frame["_v"].max()), 1e-9))
+        room = 1.25 if len(datasets) == 1 else 1.6  # the values written beside the bars, and the legend
+        ax.set_xlim(0, room * max(float(frame["_v"].max()), 1e-9))
         if len(datasets) > 1:
-            ax.legend(fontsize=7, loc="lower right", frameon=False)
+            ax.legend(fontsize=7, loc="upper right", frameon=False)
     for i, ax in enumerate(axes):
         ax.set_yticks(ys, variants if i == 0 else [""] * len(ys))
         ax.set_ylim(-0.6, len(variants) - 0.4)
