@@ -50,11 +50,6 @@ VARIANTS: tuple[AblationVariant, ...] = (
 )
 
 
-def variants_table() -> pd.DataFrame:
-    return pd.DataFrame([{"variant": v.name, "model": v.model, "prompt": v.template, "removes": v.removes}
-                         for v in VARIANTS])
-
-
 THEORY_STEPS = {"events": "events (Theo.S.1)", "threads": "threads (Theo.S.2)",
                 "turning_points": "turning points (Theo.S.3)"}
 WEIGHTS = {"lite": "base + SFT + GRPO", "sft": "base + SFT", "base": "base"}
