@@ -67,3 +67,38 @@ def test_case_study_figure_stacks_passage_and_answer_without_overlap():
     answers = [t.get_text() for t in fig.texts if t.get_text().startswith("answer: ")]
     assert len(answers) == 3 and answers[-1].count("\n") == 3 and answers[-1].endswith("[…]")  # 4 lines at most
     plt.close(fig)
+
+
+def test_case_study_avoids_and_names_answers_that_copy_a_prompt_template():
+    """A small model copies the prompt's schema placeholder (Lite's subtitle "The subtitle of the plot block")
+    into its chunk, and the generator repeats it as the answer: the case study picks a question without such
+    an answer where there is one, and says so in one labelled line where it shows one."""
+    from litseg_nb.rag.report import schema_placeholders, template_echo
+
+    assert {"The subtitle of the plot block",
+            "A string briefly listing the core dynamic events extracted (filtering out noise)."} <= set(schema_placeholders())
+    assert template_echo("The plot block:  the SUBTITLE of the\nplot block The plot: ...") == "The subtitle of the plot block"
+    assert template_echo("Emma refuses Mr. Elton.") is None
+    book = make_book("gutenqa:E", units=1, n=8, dataset="gutenqa")
+    u, t = book.units[0], book.text
+    sent = lambda i: t[u.sentences[i - 1].start:u.sentences[i - 1].end]  # noqa: E731
+    sets = {"a": [make_sentence_chunk(book, u, "a", 0, 1, 4), make_sentence_chunk(book, u, "a", 1, 5, 8)],
+            "c": [make_sentence_chunk(book, u, "c", i, i + 1, i + 1) for i in range(8)]}
+    qs = [EvalQuestion(f"q{i}", "gutenqa", book.book_id, book.title, "?", ("x",), sent(i)) for i in (3, 6)]
+    echo = "The plot block: The subtitle of the plot block"
+    gen = pd.DataFrame([{"method": m, "qid": q.qid, "reference": "x", "contexts": [sets[m][0].text],
+                         "answer": echo if (m, q.qid) == ("c", "q6") else f"{m} says"} for m in sets for q in qs])
+    qid, rule = choose_case_question(gen, sets, {book.book_id: book}, qs)
+    assert qid == "q3" and "no answer copying a prompt template's placeholder" in rule  # q6 split more, but echoes
+    only = gen[gen.qid == "q6"]
+    qid, rule = choose_case_question(only, sets, {book.book_id: book}, qs)
+    assert qid == "q6" and "every one has an answer copying" in rule
+    case = case_study(only, qid, qs)
+    line = "Template echo (small model): c's answer copies the prompt's placeholder \"The subtitle of the plot block\""
+    import html
+
+    assert line in html.unescape(case_study_html(case, "t", rule))
+    fig = plot_case_study(case, "t")
+    assert any(line in t.get_text().replace("\n", " ") for t in fig.texts)
+    assert text_overlaps(fig) == []
+    plt.close(fig)

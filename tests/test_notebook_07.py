@@ -15,6 +15,30 @@ def test_missing_adapters_are_named(fresh_dirs):
         ablation.adapter_dirs("test")
 
 
+def test_prompt_table_shows_what_each_variant_removes():
+    """Notebook 07's toy example: each variant's prompt for one unit, built as the run builds it."""
+    from litseg_nb.front import walkthrough
+
+    _, book = walkthrough.toy_book()
+    t = ablation.prompt_table(book, book.units[0]).set_index("variant")
+    assert list(t.index) == [v.name for v in ablation.VARIANTS]
+    assert t.loc["LitSeg-Lite", "steps removed"] == "-" and t.loc["LitSeg-Lite", "weights"] == "base + SFT + GRPO"
+    assert t.loc["w/o GRPO", "weights"] == "base + SFT" and t.loc["w/o FT", "weights"] == "base"
+    for k, step in ((1, "events"), (2, "threads"), (3, "turning points")):
+        assert t.loc[f"+w/o Theo.S.{k}", "steps removed"] == f"{step} (Theo.S.{k})"
+    assert t.loc["+w/o Theory", "theory steps asked"] == "none (generic prompt)"
+    assert t.loc["+w/o Theory", "prompt words"] < t.loc["+w/o Theo.S.3", "prompt words"] < t.loc["w/o FT", "prompt words"]
+
+
+def test_differences_against_litseg_lite_per_dataset():
+    t = pd.DataFrame({"variant": ["LitSeg-Lite", "w/o FT", "LitSeg-Lite", "w/o FT"],
+                      "dataset": ["a", "a", "b", "b"], "MRR": [0.683, 0.646, 0.5, None]})
+    d = ablation.differences(t, "MRR")
+    delta = d["delta (LitSeg-Lite - variant)"].round(3).tolist()
+    assert delta[:3] == [0.0, 0.037, 0.0] and pd.isna(delta[3])
+    assert ablation.differences(t[t.variant != "LitSeg-Lite"], "MRR")["delta (LitSeg-Lite - variant)"].isna().all()
+
+
 @pytest.mark.slow
 def test_notebook_07_runs_after_02_and_03(notebook_pipeline):
     out = notebook_pipeline("07")

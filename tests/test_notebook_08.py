@@ -65,3 +65,15 @@ def test_notebook_08_runs_in_test_profile(notebook_pipeline):
     md = (tables / "08_paper_ratios.md").read_text()
     assert "PAIRED §4.4 measurement" in md and "request cache bypassed" in md and "load average" in md
     assert md.startswith("**08_paper_ratios** — profile=test | hardware: ") and "usage ledgers" not in md
+
+
+def test_toy_passes_give_the_papers_ratios_from_its_seconds():
+    """Notebook 08's worked example: the paper's §4.4 seconds, one block, through the paired ratio code."""
+    from litseg_nb.evaluation import efficiency
+
+    t = efficiency.paired_ratio_table(efficiency.toy_passes({"litseg-lite": [9442], "litseg": [25362],
+                                                             "lumber": [13514]})).set_index("ratio")
+    assert round(t.loc["litseg-lite / litseg", "wall_ratio_median"], 3) == 0.372
+    assert round(t.loc["litseg-lite / lumber", "wall_ratio_pooled"], 3) == 0.699
+    two = efficiency.paired_ratio_table(efficiency.toy_passes({"litseg-lite": [10, 11], "litseg": [27, 29]}))
+    assert round(two["wall_ratio_median"].iloc[0], 3) == 0.375 and round(two["wall_ratio_pooled"].iloc[0], 3) == 0.375

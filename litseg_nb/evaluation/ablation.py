@@ -3,6 +3,7 @@
 Every variant runs through :class:`~litseg_nb.lite.segmenter.LiteSegmenter`, so validity and fallbacks compare."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..lite.train import student_backend
 from ..llm import make_backend
 from ..corpus import select_units
 from ..llm.base import UsageLedger
-from ..lite.data import student_length_reference
+from ..lite.data import PAPER_LENGTH_REFERENCE, lite_conversation, student_length_reference
 from ..rag import report
 from ..rag.pipeline import select_subset
 
@@ -49,9 +50,41 @@ VARIANTS: tuple[AblationVariant, ...] = (
 )
 
 
-def variants_table() -> pd.DataFrame:
-    return pd.DataFrame([{"variant": v.name, "model": v.model, "prompt": v.template, "removes": v.removes}
-                         for v in VARIANTS])
+THEORY_STEPS = {"events": "events (Theo.S.1)", "threads": "threads (Theo.S.2)",
+                "turning_points": "turning points (Theo.S.3)"}
+WEIGHTS = {"lite": "base + SFT + GRPO", "sft": "base + SFT", "base": "base"}
+
+
+def prompt_table(book: Book, unit: Unit, variants: Sequence[AblationVariant] = VARIANTS) -> pd.DataFrame:
+    """What each variant gives the model for ``unit``: its weights, the theory steps its prompt's JSON schema asks
+    for (``step_N_<name>`` keys), the steps it removes, and the prompt's size; every prompt built as the run builds
+    it (``lite_conversation``)."""
+    rows = []
+    for v in variants:
+        messages = lite_conversation(book, unit, v.template, PAPER_LENGTH_REFERENCE)
+        text = "\n".join(m["content"] for m in messages)
+        asked = [name for name in THEORY_STEPS if re.search(rf'"step_\d_{name}"', text)]
+        rows.append({"variant": v.name, "weights": WEIGHTS[v.model],
+                     "theory steps asked": ", ".join(THEORY_STEPS[n] for n in asked) or "none (generic prompt)",
+                     "steps removed": ", ".join(THEORY_STEPS[n] for n in THEORY_STEPS if n not in asked) or "-",
+                     "prompt words": len(text.split())})
+    return pd.DataFrame(rows)
+
+
+def differences(table: pd.DataFrame, metric: str, reference: str = "LitSeg-Lite", by: str = "variant",
+                group: str | None = "dataset") -> pd.DataFrame:
+    """Per variant (and ``group``): ``metric`` and :math:`\\Delta = m(\\text{reference}) - m(\\text{variant})`; a
+    group without the reference row, or a missing value, gives NaN."""
+    keys = [group] if group and group in table else []
+    out = []
+    for _, g in (table.groupby(keys, sort=False) if keys else [((), table)]):
+        ref = pd.to_numeric(g.loc[g[by] == reference, metric], errors="coerce")
+        r = float(ref.iloc[0]) if len(ref) else float("nan")
+        part = g[[*keys, by, metric]].copy()
+        part[metric] = pd.to_numeric(part[metric], errors="coerce")
+        part[f"delta ({reference} - variant)"] = r - part[metric]
+        out.append(part)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=[*keys, by, metric])
 
 
 def select_variants(keys: Sequence[str]) -> list[AblationVariant]:
@@ -142,33 +175,64 @@ def validity_table(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame):
-    """Two panels: boundary similarity (lower is better) and hybrid-retrieval MRR per variant."""
+def plot_ablation(boundary: pd.DataFrame, retrieval: pd.DataFrame, validity: pd.DataFrame | None = None):
+    """Per variant, a panel per measure that has a value: Table 6's boundary similarity (lower is better),
+    Table 7's MRR (higher is better), one bar per dataset, its value written beside it; with ``validity``
+    (``validity_table``) also the segments per unit, which says when every variant fell back to whole units.
+    A measure no variant has (no inner boundary, no question) is named under the figure, not drawn empty."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 0.45 * max(len(boundary), 3) + 1.6))
-    b = boundary.set_index("variant")["boundary_similarity"]
-    # numeric y positions: a categorical barh drops the labels of all-NaN bars
-    names, ys = list(b.index[::-1]), list(range(len(b)))
-
-    def bars(ax, values, color, note):
-        values = pd.to_numeric(values, errors="coerce")
-        ax.barh(ys, values.fillna(0.0).to_numpy(), color=color)
-        for y, v in zip(ys, values):
-            if pd.isna(v):
-                ax.text(0.02, y, note, transform=ax.get_yaxis_transform(), va="center", fontsize=7, color="0.4")
-
-    bars(axes[0], b.iloc[::-1], "#4C72B0", "n/a (no inner boundary)")
-    axes[0].set_yticks(ys, names)
-    axes[0].set_xlabel("boundary similarity (lower = cleaner cuts)")
-    axes[0].set_title("Table 6 shape")
-    if not retrieval.empty:
-        bars(axes[1], retrieval.set_index("variant")["MRR"].reindex(b.index).iloc[::-1], "#55A868", "n/a")
-    axes[1].set_ylim(axes[0].get_ylim())
-    axes[1].set_yticks(ys, [""] * len(ys))
-    axes[1].set_xlabel("MRR, Table 3 ranking (higher is better)")
-    axes[1].set_title("Table 7 shape")
+    variants = list(dict.fromkeys([*boundary.get("variant", []), *retrieval.get("variant", [])]))
+    panels, missing = [], []
+    for frame, col, title, xlabel, why in (
+            (boundary, "boundary_similarity", "Table 6 shape", "boundary similarity (lower = cleaner cuts)",
+             "no variant put a boundary inside a unit"),
+            (retrieval, "MRR", "Table 7 shape", "MRR, Table 3 ranking (higher is better)",
+             "no question in scope"),
+            (validity if validity is not None else pd.DataFrame(), "segments_per_unit", "Segments per unit",
+             "segments per unit (1 = whole units, see 07_validity)", None)):
+        if frame.empty or col not in frame:
+            continue
+        values = pd.to_numeric(frame[col], errors="coerce")
+        if values.notna().any():
+            panels.append((frame.assign(_v=values), title, xlabel))
+        elif why:
+            missing.append(f"{title} not drawn: {why} ({col} is empty for every variant)")
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(4.6 * max(len(panels), 1) + 1,
+                                                              0.45 * max(len(variants), 3) + 1.6), squeeze=False)
+    axes = axes[0]
+    ys = list(range(len(variants)))[::-1]  # the first variant on top
+    for ax, (frame, title, xlabel) in zip(axes, panels):
+        datasets = list(dict.fromkeys(frame["dataset"])) if "dataset" in frame else [None]
+        height = 0.8 / len(datasets)
+        for j, ds in enumerate(datasets):
+            part = frame if ds is None else frame[frame["dataset"] == ds]
+            v = part.groupby("variant", sort=False)["_v"].first().reindex(variants)
+            pos = [y + (len(datasets) - 1) / 2 * height - j * height for y in ys]
+            ax.barh(pos, v.fillna(0.0).to_numpy(), height=height, label=ds, color=f"C{j}")
+            for y, x in zip(pos, v):
+                ax.annotate("n/a" if pd.isna(x) else f"{x:.3g}", xy=(0 if pd.isna(x) else x, y), xytext=(3, 0),
+                            textcoords="offset points", va="center", fontsize=7, color="0.25")
+        tie = frame.groupby("dataset")["_v"].nunique().max() if "dataset" in frame else frame["_v"].nunique()
+        ax.set_title(title + (" (all variants tie)" if tie == 1 and len(variants) > 1 else ""), fontsize=10)
+        ax.set_xlabel(xlabel)
+        room = 1.25 if len(datasets) == 1 else 1.6  # the values written beside the bars, and the legend
+        ax.set_xlim(0, room * max(float(frame["_v"].max()), 1e-9))
+        if len(datasets) > 1:
+            ax.legend(fontsize=7, loc="upper right", frameon=False)
+    for i, ax in enumerate(axes):
+        ax.set_yticks(ys, variants if i == 0 else [""] * len(ys))
+        ax.set_ylim(-0.6, len(variants) - 0.4)
+    if not panels:
+        axes[0].set_axis_off()
+        missing.insert(0, "nothing to draw: no variant has a value in Table 6 or Table 7")
     fig.tight_layout()
+    if missing:  # anchored under the first panel's x label
+        axes[0].annotate("\n".join(textwrap.fill(m, 100) for m in missing), xy=(0, 0),
+                         xycoords=("axes fraction", axes[0].xaxis.label), xytext=(0, -6),
+                         textcoords="offset points", ha="left", va="top", fontsize=7, color="0.25")
     return fig
 
 

@@ -21,6 +21,7 @@ from ..chunkers.config import BaselinesConfig
 from ..chunkers.llm_chunkers import lumber_chunks_batch
 from ..config import StageConfig, at_least, one_of
 from ..core.artifacts import artifact_dir, artifact_path
+from ..core.display import MAX_SERIES, left_out_note, pick_groups
 from ..core.paths import outputs_dir, shown_path
 from ..core.run_record import read_schedule
 from ..core.safe_io import write_text_atomic
@@ -138,8 +139,11 @@ def speedup_table(eff: pd.DataFrame, reference: str = "litseg") -> pd.DataFrame:
     return out
 
 
-def plot_cost(eff: pd.DataFrame):
-    """Prompt and completion tokens per 1,000 sentences; rows without sentences named under the axis."""
+def plot_cost(eff: pd.DataFrame, max_rows: int = MAX_SERIES):
+    """Prompt and completion tokens per 1,000 sentences, at most ``max_rows`` rows: §4.4's methods (LitSeg, on
+    the teacher and on the student's model, LitSeg-Lite, LumberChunker), then the other segmenters in the
+    registry's order; methods with the same cost share a row (``a = b``); rows without sentences and rows left
+    out are named under the axis."""
     import textwrap
 
     import matplotlib.pyplot as plt
@@ -148,21 +152,34 @@ def plot_cost(eff: pd.DataFrame):
     values = eff[cols].apply(pd.to_numeric, errors="coerce").replace([float("inf"), float("-inf")], float("nan"))
     has_cost = values.notna().all(axis=1)
     shown, skipped = eff[has_cost], eff.loc[~has_cost, "method"].astype(str).tolist()
-    _, ax = plt.subplots(figsize=(7, 0.4 * len(shown) + 1.6))
-    if len(shown):
-        d = shown.set_index("method")[cols]
+    keys = [c for c in [*cols, "calls", "sentences"] if c in shown]  # the same cost: the same row
+    same = {str(r["method"]): tuple(round(float(r[c]), 6) for c in keys) for _, r in shown.iterrows()}
+    order = {m: i for i, m in enumerate(METHOD_ORDER)}
+    groups, left_out = pick_groups(same, {m: order.get(m, float("nan")) for m in same},
+                                   ("litseg", STUDENT_METHOD, "litseg-lite", "lumber"), n=max_rows,
+                                   higher_is_better=False)
+    _, ax = plt.subplots(figsize=(7, 0.4 * max(len(groups), 1) + 1.6))
+    if groups:
+        d = shown.set_index("method").loc[[g[0] for g in groups], cols]
+        d.index = [" = ".join(g) for g in groups]
         d.columns = ["prompt tokens", "completion tokens"]
         d.plot.barh(stacked=True, ax=ax)
+        ax.invert_yaxis()  # §4.4's methods on top
     else:
         ax.text(0.5, 0.5, "no method segmented sentences", ha="center", va="center", transform=ax.transAxes)
         ax.set_yticks([])
     ax.set_xlabel("tokens per 1,000 sentences segmented")
     ax.set_ylabel("")
     ax.set_title("LLM cost of segmentation")
-    if skipped:  # anchored under the x label, whatever its height
-        note = (f"not shown ({len(skipped)}: no sentences segmented to divide by; their tokens are in table "
-                f"08_llm_cost): " + ", ".join(skipped))
-        ax.annotate("\n".join(textwrap.wrap(note, 95, break_on_hyphens=False)), xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label),
+    notes = []
+    if left_out:
+        notes.append(left_out_note(left_out, "segmenters", "08_llm_cost"))
+    if skipped:
+        notes.append(f"not shown ({len(skipped)}: no sentences segmented to divide by; their tokens are in table "
+                     f"08_llm_cost): " + ", ".join(skipped))
+    if notes:  # anchored under the x label, whatever its height
+        text = "\n".join(textwrap.fill(n, 95, break_on_hyphens=False) for n in notes)
+        ax.annotate(text, xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label),
                     xytext=(0, -6), textcoords="offset points", ha="left", va="top", fontsize=7, color="0.25")
     return ax
 
@@ -635,3 +652,14 @@ def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, 
             PairedMethod("litseg-lite", f"{shown_path(getattr(lite_backend, 'model_id', '?'))} (trained student)", lite_backend,
                          run_lite),
             PairedMethod("lumber", str(base_id), base, run_lumber)]
+
+
+def toy_passes(seconds: dict[str, Sequence[float]]) -> pd.DataFrame:
+    """Paired passes with only seconds (block ``b`` of method ``m`` took ``seconds[m][b]``; no tokens, one request
+    per call, no load): the input of :func:`paired_ratio_table` for a worked example."""
+    return pd.DataFrame([{"repeat": b, "batch": 0, "block": b, "position": i, "method": m, "model": "toy", "units": 1,
+                          "sentences": 1, "chat_calls": 1, "requests": 1, "max_concurrency": 1, "mean_concurrency": 1.0,
+                          "wall_s": float(s), "model_s": float(s), "prompt_tokens": 0, "cached_prompt_tokens": 0,
+                          "computed_prefill_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0, "cache_hits": 0,
+                          "load_before": 0.0, "load_after": 0.0, "prefix_cache_reset": True}
+                         for i, (m, per_block) in enumerate(seconds.items()) for b, s in enumerate(per_block)])

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..chunk_sets import discover, for_segment_quality
 from ..chunkers.base import boundary_positions
+from ..core.display import ANCHOR_METHODS, MAX_SERIES, pick_series
 from ..config import LLMConfig, StageConfig, one_of
 from ..corpus import load_corpus
 from ..lite.data import annotation_length_reference, annotations_path, load_annotations
@@ -182,45 +183,68 @@ def judge_chunk_sets(chunk_sets: Mapping[str, Sequence[Any]], books: Sequence[An
 
 
 def comparison_unit(chunk_sets: Mapping[str, Sequence[Any]], reference: str = "litseg") -> tuple[str, str]:
-    """The unit most methods cover, ties to the most reference boundaries."""
-    ref = chunk_sets.get(reference, [])
-    keys: dict[tuple[str, str], set[str]] = {}
+    """The unit of the reference (where it has one) in which most methods cut, then which most methods cover,
+    ties to the most reference boundaries."""
+    covered: dict[tuple[str, str], set[str]] = {}
+    cut: dict[tuple[str, str], set[str]] = {}
     for m, cs in chunk_sets.items():
         for c in cs:
-            keys.setdefault((c.book_id, c.unit_id), set()).add(m)
-    if not keys:
+            covered.setdefault((c.book_id, c.unit_id), set()).add(m)
+            if c.is_source_span and c.from_idx > 1:  # a boundary inside the unit (boundary_positions' rule)
+                cut.setdefault((c.book_id, c.unit_id), set()).add(m)
+    if not covered:
         raise ValueError("no chunks to compare")
-    order = list(keys)
-    return max(order, key=lambda k: (reference in keys[k], len(keys[k]),
+    ref = chunk_sets.get(reference, [])
+    order = list(covered)
+    return max(order, key=lambda k: (reference in covered[k], len(cut.get(k, ())), len(covered[k]),
                                      len(boundary_positions(ref, *k)), -order.index(k)))
 
 
 def plot_boundary_positions(book: Any, unit_id: str, chunk_sets: Mapping[str, Sequence[Any]],
-                            reference: str = "litseg", tolerance: int = 1):
-    """One row per method with a tick at every boundary of one unit."""
+                            reference: str = "litseg", tolerance: int = 1, max_rows: int = MAX_SERIES):
+    """A row per method with a tick at every boundary of one unit, at most ``max_rows`` rows: the anchor methods
+    (:data:`~litseg_nb.core.display.ANCHOR_METHODS`) that cut the unit, then those whose boundaries fall most
+    often near the reference's; methods that do not cut it, and those left out, are named under the axis."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
     unit = book.unit(unit_id)
-    rows = [(m, boundary_positions(cs, book.book_id, unit_id)) for m, cs in chunk_sets.items()
-            if any(c.book_id == book.book_id and c.unit_id == unit_id for c in cs)]
-    ref = dict(rows).get(reference, [])
-    fig, ax = plt.subplots(figsize=(9, 0.42 * len(rows) + 1.9))
+    positions = {m: boundary_positions(cs, book.book_id, unit_id) for m, cs in chunk_sets.items()
+                 if any(c.book_id == book.book_id and c.unit_id == unit_id for c in cs)}
+    ref = positions.get(reference, [])
+    near = {m: sum(1 for p in pos if any(abs(p - r) <= tolerance for r in ref)) for m, pos in positions.items()}
+    cutting = {m: near[m] / len(pos) for m, pos in positions.items() if pos and m != reference}
+    anchors = [a for a in ANCHOR_METHODS if a != reference]
+    shown, left_out = pick_series(cutting, anchors, n=max_rows - (reference in positions and bool(ref)))
+    rows = ([reference] if ref else []) + shown
+    fig, ax = plt.subplots(figsize=(9, 0.42 * max(len(rows), 1) + 2.2))
     for r in ref:
         ax.axvspan(r - 0.5 - tolerance, r - 0.5 + tolerance, color="0.88", zorder=0)
-    for y, (m, pos) in enumerate(rows):
+    for y, m in enumerate(rows):
+        pos = positions[m]
         ax.scatter([p - 0.5 for p in pos], [y] * len(pos), marker="|", s=160,
                    color="C3" if m == reference else "C0", zorder=2)
         if m != reference and ref:
-            near = sum(1 for p in pos if any(abs(p - r) <= tolerance for r in ref))
-            ax.text(1.01, y, f"{near}/{len(pos)}", transform=ax.get_yaxis_transform(), va="center", fontsize=8)
-    ax.set_yticks(range(len(rows)), [m for m, _ in rows])
-    ax.set_ylim(len(rows) - 0.5, -0.5)
+            ax.text(1.01, y, f"{near[m]}/{len(pos)}", transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_ylim(max(len(rows), 1) - 0.5, -0.5)
     ax.set_xlim(0.5, unit.n_sentences + 0.5)
     ax.set_xlabel(f"boundary position (between sentences) in {book.title[:40]} / {unit_id}, "
                   f"{unit.n_sentences} sentences")
     what = (f"grey = {reference}'s boundaries ±{tolerance}; right: boundaries near one of them"
             if ref else f"{reference} has no boundary on this unit")
     ax.set_title(f"Where each method cuts one unit ({what})", fontsize=9)
+    uncut = [m for m, pos in positions.items() if not pos]
+    notes = [f"no boundary inside this unit (one chunk): {', '.join(uncut)}" if uncut else "",
+             f"not shown: {len(left_out)} more methods that cut it ({', '.join(left_out)})" if left_out else ""]
+    note = "\n".join(textwrap.fill(n, 110, break_on_hyphens=False) for n in notes if n)
+    if not rows:
+        ax.set_yticks([])
+        note = "no method cuts inside this unit\n" + note
+    if note:  # anchored under the x label, whatever its height
+        ax.annotate(note, xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label), xytext=(0, -6),
+                    textcoords="offset points", ha="left", va="top", fontsize=7, color="0.25")
     fig.tight_layout()
     return fig
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import random
+import re
+import textwrap
 import time
 from typing import Any, Mapping, Sequence
 
@@ -11,6 +13,8 @@ from ..llm.base import UsageTag
 from ..chunk_sets import EvaluationError
 from ..core.schema import Chunk
 from ..core.artifacts import stacked_text_figure
+from ..core.prompts import load_prompt
+from ..core.display import MAX_SERIES, left_out_note, pick_groups
 from .pipeline import (EvalQuestion, RagEvaluator, common_units, evaluation_questions, evidence_window,
                        generate_answers, questions_in_scope, retrieval_table, select_subset)
 from ..metrics.generation import generation_scores, ragas_scores
@@ -343,6 +347,33 @@ def plot_theta_sweep(sweep: pd.DataFrame, mode: str = "hybrid", ks: Sequence[int
 
 
 PAPER_CASE_BOOKS = ("Barchester Towers", "The Vampyre", "The House of the Seven Gables")  # App. C, Figures 4-5
+#: the segmentation prompts whose JSON output schema shows a placeholder text for every field
+SCHEMA_TEMPLATES = ("lite/system", "litseg/stage1", "litseg/stage2", "litseg/stage3")
+
+
+def schema_placeholders() -> tuple[str, ...]:
+    """The placeholder texts of the segmentation prompts' output schemas (``"subtitle": "The subtitle of the
+    plot block"``), read from the template files: what a model that copies the template writes back."""
+    found = {v for name in SCHEMA_TEMPLATES for v in re.findall(r'"[a-z_0-9]+": *"([^"{}]{12,})"', load_prompt(name))}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def template_echo(text: str) -> str | None:
+    """The first schema placeholder that ``text`` contains (case and spacing ignored), else ``None``."""
+    flat = " ".join(str(text or "").split()).lower()
+    return next((p for p in schema_placeholders() if " ".join(p.split()).lower() in flat), None)
+
+
+def echo_notes(case: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per case-study row whose chunk or answer copies a prompt template's placeholder."""
+    out = []
+    for c in case:
+        where = [w for w in ("chunk", "answer") if c.get(f"{w}_echo")]
+        if where:
+            phrase = c.get("chunk_echo") or c.get("answer_echo")
+            out.append(f"Template echo (small model): {c['method']}'s {' and '.join(where)} "
+                       f"cop{'y' if len(where) > 1 else 'ies'} the prompt's placeholder \"{phrase}\", not a text of its own")
+    return out
 
 
 def _evidence_cut(chunks: Sequence[Chunk], book: Any, evidence: str) -> tuple[int, int] | None:
@@ -378,6 +409,9 @@ def choose_case_question(gen: pd.DataFrame, chunk_sets: Mapping[str, Sequence[Ch
         raise ValueError("no question was answered by every generating method: no case study")
     preferred = [q for q in cands if any(t.lower() in q.title.lower() for t in prefer_titles)]
     pool = preferred or cands
+    echoed = set(gen.loc[gen["answer"].map(lambda a: template_echo(a) is not None), "qid"])
+    clean = [q for q in pool if q.qid not in echoed]  # no answer that copies a prompt template
+    pool = clean or pool
     per_book = _chunks_per_book(chunk_sets)
 
     def score(q: EvalQuestion) -> tuple[int, int, str]:
@@ -391,6 +425,8 @@ def choose_case_question(gen: pd.DataFrame, chunk_sets: Mapping[str, Sequence[Ch
     best = min(pool, key=score)
     n_cuts = -score(best)[0]
     where = "the paper's case-study books" if preferred else "all answered questions"
+    where += ("" if not echoed else "; those with no answer copying a prompt template's placeholder" if clean
+              else "; every one has an answer copying a prompt template's placeholder")
     rule = (f"among {len(pool)} question(s) answered by all {len(methods)} methods ({where}): the one whose evidence "
             f"the methods split most differently ({n_cuts} distinct chunk spans holding the evidence), then the most "
             "methods missing it, then question id")
@@ -410,7 +446,8 @@ def case_study(gen: pd.DataFrame, qid: str, questions: Sequence[EvalQuestion]) -
         out.append({"method": r.method, "chunk": shown, "n_handed": len(ctx), "rank_shown": ctx.index(shown) + 1 if ctx else None,
                     "evidence_handed": bool(q.evidence) and any(is_relevant(t, q.evidence) for t in ctx),
                     "mark": mark, "answer": r.answer, "question": q.question, "reference": r.reference,
-                    "marked": "evidence" if q.evidence else "reference answer"})
+                    "marked": "evidence" if q.evidence else "reference answer",
+                    "chunk_echo": template_echo(shown), "answer_echo": template_echo(r.answer)})
     return out
 
 
@@ -436,7 +473,8 @@ def case_study_html(case: Sequence[Mapping[str, Any]], title: str, rule: str) ->
     q = case[0] if case else {"question": "", "reference": "", "marked": ""}
     return (f"<h4>{_h.escape(title)}</h4><p><b>Question:</b> {_h.escape(q['question'])}<br><b>Reference:</b> "
             f"{_h.escape(q['reference'])}<br><small>highlighted: {_h.escape(q['marked'])}; chosen by: "
-            f"{_h.escape(rule)}</small></p><table><tr><th>method</th><th>chunk handed to the generator</th>"
+            f"{_h.escape(rule)}</small></p>" + "".join(f"<p><b>{_h.escape(n)}</b></p>" for n in echo_notes(case))
+            + "<table><tr><th>method</th><th>chunk handed to the generator</th>"
             f"<th>answer</th></tr>" + "".join(rows) + "</table>")
 
 
@@ -447,6 +485,7 @@ def plot_case_study(case: Sequence[Mapping[str, Any]], title: str, width: int = 
     import textwrap
 
     blocks: list[tuple[str, dict[str, Any], float]] = [(title, {"fontsize": 9}, 8.0)]
+    blocks += [(textwrap.fill(n, 140), {"fontsize": 7.5, "color": "#8b0000"}, 6.0) for n in echo_notes(case)]
     for c in case:
         lines = textwrap.wrap(" ".join(_marked(c, "⟦", "⟧").split()), width) or ["(empty chunk)"]
         if len(lines) > max_lines:  # centre the shown lines on the evidence
@@ -494,34 +533,46 @@ def table4(gen: pd.DataFrame, pairwise: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-def plot_dcg_recall(retrieval: pd.DataFrame, mode: str, ks: Sequence[int] = (1, 2, 5, 10, 20)):
-    """LumberChunker-style DCG@k and Recall@k curves per method (GutenQA), one legend placed under both
-    panels so it never covers one."""
+def plot_dcg_recall(retrieval: pd.DataFrame, mode: str, ks: Sequence[int] = (1, 2, 5, 10, 20),
+                    max_series: int = MAX_SERIES, table: str = "05_retrieval_all_modes"):
+    """LumberChunker-style DCG@k and Recall@k curves (GutenQA): at most ``max_series`` lines, the anchor methods
+    (:data:`~litseg_nb.core.display.ANCHOR_METHODS`) then the best of the rest by mean DCG@k; chunk sets with the
+    same curves share one line; one legend under both panels, the chunk sets left out named under it."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     sub = retrieval[(retrieval["mode"] == mode)] if not retrieval.empty else retrieval
-    # more methods than the default 10 colours: tab20 colours and varied markers keep lines apart
-    colors = plt.get_cmap("tab20").colors
-    markers = "os^vDP*Xph<>"
-    for i, (_, r) in enumerate(sub.iterrows()):
-        for ax, metric in zip(axes, ("DCG", "Recall")):
-            ax.plot(ks, [100 * r[f"{metric}@{k}"] for k in ks], marker=markers[i % len(markers)],
-                    color=colors[i % len(colors)], label=f"{r['method']}")
+    curves = {str(r["method"]): tuple(round(100 * float(r[f"{m}@{k}"]), 9) for m in ("DCG", "Recall") for k in ks)
+              for _, r in sub.iterrows()}
+    shown, left_out = pick_groups(curves, {m: sum(c[:len(ks)]) / len(ks) for m, c in curves.items()}, n=max_series)
+    for i, group in enumerate(shown):
+        c = curves[group[0]]
+        for j, ax in enumerate(axes):
+            ax.plot(ks, c[j * len(ks):(j + 1) * len(ks)], marker="os^vDP*X"[i % 8], color=f"C{i}",
+                    label=textwrap.fill(" = ".join(group), 45, break_on_hyphens=False), alpha=0.85)
+    n_q = int(sub["n_questions"].max()) if len(sub) and "n_questions" in sub else None
     for ax, metric in zip(axes, ("DCG", "Recall")):
         ax.set_xscale("log")
         ax.set_xticks(list(ks), [str(k) for k in ks])
+        ax.minorticks_off()
         ax.set_xlabel("k")
         ax.set_ylabel(f"{metric}@k (%)")
-        ax.set_title(f"{metric}@k ({mode})")
+        ax.set_title(f"{metric}@k ({mode}{f', {n_q} questions' if n_q else ''})")
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     handles, labels = axes[0].get_legend_handles_labels()
     if handles:
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
         bottom = min(ax.get_tightbbox(renderer).y0 for ax in axes) / fig.bbox.height  # figure fraction
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, bottom - 0.02), ncol=min(4, len(handles)),
-                   fontsize=7, frameon=False)
+        legend = fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, bottom - 0.02),
+                            ncol=min(3, len(handles)), fontsize=7, frameon=False)
+        note = left_out_note(left_out, "chunk sets", table)
+        if note:  # under the legend, wrapped to the figure's width
+            fig.canvas.draw()
+            y = legend.get_window_extent(renderer).y0 / fig.bbox.height
+            fig.text(0.5, y - 0.01, "\n".join(textwrap.wrap(note, 150, break_on_hyphens=False)), ha="center",
+                     va="top", fontsize=7, color="0.25")
     return fig
 
 
