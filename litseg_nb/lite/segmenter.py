@@ -8,9 +8,8 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from tqdm.auto import tqdm
-
 from ..core.artifacts import artifact_path
+from ..core.progress import bar
 from ..config import Options
 from ..corpus import load_corpus
 from ..litseg.prompting import reference_for, single_pass_json_schema
@@ -114,7 +113,7 @@ class LiteSegmenter:
         results = [LiteUnitResult(b.book_id, u.unit_id, u.n_sentences) for b, u in pairs]
         last: list[ValidationResult | None] = [None] * len(pairs)
         todo = list(range(len(pairs)))
-        for attempt in tqdm(range(self.retries + 1), desc="litseg-lite attempts", disable=not progress):
+        for attempt in bar(range(self.retries + 1), progress=progress, desc="litseg-lite attempts"):
             if not todo:
                 break
             params = SamplingParams(max_new_tokens=self.max_new_tokens,
