@@ -104,6 +104,8 @@ def text_overlaps(fig, tolerance_px: float = 1.0) -> list[tuple[str, str]]:
 MAX_STDERR_LINES = 6
 #: a cell's value that is plumbing, not a result: a path, a config object, a figure object, a dict of them
 PLUMBING_REPR = re.compile(r"\b(?:Posix|Windows)Path\(|<Figure size [^>]*>|<matplotlib\.|\b[A-Z]\w*Config\(")
+#: at most this many columns in a table a notebook shows (the CSV keeps every column)
+MAX_SHOWN_COLUMNS = 12
 #: a tqdm bar, whatever its description: "12%|███  | 3/25 [00:01<...]"
 PROGRESS_BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d*|\d+/\d+ \[\d+:\d+")
 
@@ -111,7 +113,8 @@ PROGRESS_BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d*|\d+/\d+ \[\d+:\d+")
 def executed_output_problems(path: Path, max_stderr_lines: int = MAX_STDERR_LINES) -> list[str]:
     """What a reader of the executed notebook ``path`` should not see, one line each: progress bars, more
     than ``max_stderr_lines`` stderr lines, a path/config/figure repr as a cell's shown value (a figure
-    drawn as an image is fine: its plain-text twin is ``<Figure size ...>``)."""
+    drawn as an image is fine: its plain-text twin is ``<Figure size ...>``), a table of more than
+    :data:`MAX_SHOWN_COLUMNS` columns."""
     nb = json.loads(Path(path).read_text(encoding="utf-8"))
     problems, stderr_lines = [], 0
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
@@ -125,6 +128,11 @@ def executed_output_problems(path: Path, max_stderr_lines: int = MAX_STDERR_LINE
                     problems.append(f"code cell {k}: progress bar on stderr: {bars[0].strip()[:80]!r}")
             elif out["output_type"] in ("execute_result", "display_data"):
                 data = out.get("data", {})
+                html = "".join(data.get("text/html", ""))
+                head = re.search(r"<thead>.*?<tr[^>]*>(.*?)</tr>", html, re.S)  # a DataFrame's column row
+                n_cols = len(re.findall(r"<th\b", head.group(1))) - 1 if head else 0  # the index's cell aside
+                if n_cols > MAX_SHOWN_COLUMNS:
+                    problems.append(f"code cell {k}: shows a table of {n_cols} columns (at most {MAX_SHOWN_COLUMNS})")
                 if any(m.startswith("image/") or m == "text/html" for m in data):
                     continue  # a drawn figure or a rendered table
                 plain = "".join(data.get("text/plain", ""))

@@ -43,6 +43,9 @@ def test_the_check_names_each_kind_of_plumbing(tmp_path):
                _result("   a  b\n0  1  2", **{"text/html": "<table/>"}),
                {"output_type": "stream", "name": "stderr", "text": "literaryqa: skipped 1 book\n"})
     assert executed_output_problems(fine) == []
+    wide = "<table><thead><tr><th></th>" + "".join(f"<th>c{i}</th>" for i in range(13)) + "</tr></thead></table>"
+    assert executed_output_problems(_nb(tmp_path, _result("...", **{"text/html": wide}))) == [
+        "code cell 1: shows a table of 13 columns (at most 12)"]
     many = _nb(tmp_path, {"output_type": "stream", "name": "stderr", "text": "warning\n" * 7})
     assert executed_output_problems(many) == ["7 stderr lines (at most 6)"]
 

@@ -29,6 +29,10 @@ def test_saves_match_the_helpers_byte_for_byte(fresh_dirs):
     df = pd.DataFrame({"method": ["a", "b"], "MRR": [0.5, 0.25]})
     run = RunContext("test", "05_rag_evaluation", "profile=test | LLM=tiny")
     assert run.save_table(df, "05_x", "q in scope") is df  # a cell ending in a save shows the table
+    assert list(run.save_table(df, "05_w", show=["MRR"]).columns) == ["MRR"]  # the file keeps every column
+    assert list(pd.read_csv(outputs_dir("test") / "tables" / "05_w.csv").columns) == ["method", "MRR"]
+    with pytest.raises(KeyError, match="no column"):
+        run.save_table(df, "05_v", show=["nDCG"])
     artifacts.save_table(df, "05_y", "test", "profile=test | LLM=tiny | q in scope")
     tables = outputs_dir("test") / "tables"
     assert (tables / "05_x.csv").read_bytes() == (tables / "05_y.csv").read_bytes()

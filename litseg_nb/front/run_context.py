@@ -143,11 +143,15 @@ class RunContext:
         return artifacts.artifact_dir(self.profile, *parts)
 
     def save_table(self, df: Any, name: str, note: str | None = None, *, label: str | None = None,
-                   index: bool = False) -> Any:
+                   index: bool = False, show: Sequence[str] | None = None) -> Any:
         """``tables/<name>.csv`` and ``.md`` captioned with the run's label (+ note), or ``label``; returns
-        ``df``, so that a cell ending in a save shows the table (the files are under ``tables/``)."""
+        ``df`` (or its ``show`` columns: the paper's, where the files keep every column), so that a cell
+        ending in a save shows the table."""
         artifacts.save_table(df, name, self.profile, self.label_for(note, label), index=index)
-        return df
+        missing = [c for c in show or () if c not in df.columns]
+        if missing:
+            raise KeyError(f"{name}: no column {missing} to show; the table has {list(df.columns)}")
+        return df if show is None else df[list(show)]
 
     def save_figure(self, fig: Any, name: str, note: str | None = None, *,
                     label: str | None = None) -> None:
