@@ -96,3 +96,13 @@ def test_a_broken_reference_is_reported_not_hidden(tmp_path, monkeypatch):
     ref = walkthrough.reference_annotation(book, book.units[0])
     assert not ref["replies"]["valid"].iloc[2] and "sentences in no main range: 7" in ref["replies"]["errors"].iloc[2]
     assert ref["final"].fallback == "coverage_repair"
+
+
+def test_reward_examples_rank_the_reference_above_a_gap_an_echo_and_a_cut_reply():
+    _, book = walkthrough.toy_book(300)
+    table = walkthrough.reward_examples(book.units[0]).set_index("reply")
+    totals = list(table["total"])
+    assert totals[0] == 1.0 and table["valid"].iloc[0] == 1.0  # the reference: every rule met
+    assert totals == sorted(totals, reverse=True) and len(set(totals)) == 4
+    assert table.loc["template echoed", "indices_valid"] == 0.0  # "Integer start index, ..." is no index
+    assert table.loc["reply cut off", "parses"] == 0.0

@@ -110,6 +110,40 @@ def reference_annotation(book: Any, unit: Any) -> dict[str, Any]:
     return {"replies": pd.DataFrame(rows), "final": final, "chunks": chunks}
 
 
+def reference_single_pass(unit: Any) -> str:
+    """The reference annotation of ``unit`` as one reply in LitSeg-Lite's single-pass format (Appendix E.2:
+    ``step1``, ``step2``, ``step3``), the form a distilled student is trained to write."""
+    ref = json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))["units"][unit.title]
+    return json.dumps({"step1": ref["stage1"], "step2": ref["stage2"], "step3": ref["stage3"]}, ensure_ascii=False)
+
+
+def template_echo(n_sentences: int) -> str:
+    """The JSON skeleton of the Lite prompt (Appendix E.2) copied back as a reply: what a model that copies the
+    prompt's placeholders writes."""
+    from ..lite.data import lite_system_prompt  # deferred: the training stack, for notebook 03 only
+
+    prompt = lite_system_prompt(n_sentences)
+    obj, end = json.JSONDecoder().raw_decode(prompt[prompt.index('{ "step1"'):])
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def reward_examples(unit: Any) -> pd.DataFrame:
+    """Four single-pass replies for ``unit`` and their format reward, rule by rule (the reward GRPO trains on):
+    the reference, the reference with a sentence left out, the prompt's template echoed, a reply cut off."""
+    from ..lite.train import format_reward_breakdown  # deferred: the training stack, for notebook 03 only
+
+    ref = reference_single_pass(unit)
+    gap = json.loads(ref)
+    last = gap["step3"]["segments"][-1]
+    last["from_idx"] += 1  # the first sentence of the last segment in no main range
+    replies = {"reference (hand-written)": ref,
+               f"reference, sentence {last['from_idx'] - 1} left out": json.dumps(gap, ensure_ascii=False),
+               "template echoed": template_echo(unit.n_sentences),
+               "reply cut off": ref[:len(ref) // 2]}
+    return pd.DataFrame([{"reply": name, **format_reward_breakdown(text, unit.n_sentences)}
+                         for name, text in replies.items()])
+
+
 def chunk_table(chunks: Sequence[Any]) -> pd.DataFrame:
     """A row per chunk: subtitle, main range, context indices, character spans and the reconstructed text."""
     return pd.DataFrame([{"chunk": c.chunk_id, "subtitle": c.subtitle, "from_idx": c.from_idx, "to_idx": c.to_idx,
