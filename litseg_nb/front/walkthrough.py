@@ -120,7 +120,8 @@ def reference_single_pass(unit: Any) -> str:
 def template_echo(n_sentences: int) -> str:
     """The JSON skeleton of the Lite prompt (Appendix E.2) copied back as a reply: what a model that copies the
     prompt's placeholders writes."""
-    from ..lite.data import lite_system_prompt  # deferred: the training stack, for notebook 03 only
+    # deferred: the training stack, for notebook 03 only
+    from ..lite.data import lite_system_prompt
 
     prompt = lite_system_prompt(n_sentences)
     obj, end = json.JSONDecoder().raw_decode(prompt[prompt.index('{ "step1"'):])
@@ -130,7 +131,8 @@ def template_echo(n_sentences: int) -> str:
 def reward_examples(unit: Any) -> pd.DataFrame:
     """Four single-pass replies for ``unit`` and their format reward, rule by rule (the reward GRPO trains on):
     the reference, the reference with a sentence left out, the prompt's template echoed, a reply cut off."""
-    from ..lite.train import format_reward_breakdown  # deferred: the training stack, for notebook 03 only
+    # deferred: the training stack, for notebook 03 only
+    from ..lite.train import format_reward_breakdown
 
     ref = reference_single_pass(unit)
     gap = json.loads(ref)
