@@ -1,6 +1,10 @@
-"""Checks the tests share: unit coverage (structure tests) and overlapping text in figures."""
+"""Checks the tests share: unit coverage (structure tests), overlapping text in figures and the plumbing an
+executed notebook must not show."""
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any, Sequence
 
 from litseg_nb.core.schema import Unit
@@ -94,3 +98,47 @@ def text_overlaps(fig, tolerance_px: float = 1.0) -> list[tuple[str, str]]:
             if w > tolerance_px and h > tolerance_px:
                 pairs.append((items[i][0], items[j][0]))
     return pairs
+
+
+#: at most this many stderr lines per executed notebook (eight notebooks: the 50 lines of a clean run)
+MAX_STDERR_LINES = 6
+#: a cell's value that is plumbing, not a result: a path, a config object, a figure object, a dict of them
+PLUMBING_REPR = re.compile(r"\b(?:Posix|Windows)Path\(|<Figure size [^>]*>|<matplotlib\.|\b[A-Z]\w*Config\(")
+#: at most this many columns in a table a notebook shows (the CSV keeps every column)
+MAX_SHOWN_COLUMNS = 12
+#: a tqdm bar, whatever its description: "12%|███  | 3/25 [00:01<...]"
+PROGRESS_BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d*|\d+/\d+ \[\d+:\d+")
+
+
+def executed_output_problems(path: Path, max_stderr_lines: int = MAX_STDERR_LINES) -> list[str]:
+    """What a reader of the executed notebook ``path`` should not see, one line each: progress bars, more
+    than ``max_stderr_lines`` stderr lines, a path/config/figure repr as a cell's shown value (a figure
+    drawn as an image is fine: its plain-text twin is ``<Figure size ...>``), a table of more than
+    :data:`MAX_SHOWN_COLUMNS` columns."""
+    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    problems, stderr_lines = [], 0
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    for k, cell in enumerate(code, 1):
+        for out in cell.get("outputs", []):
+            if out["output_type"] == "stream" and out["name"] == "stderr":
+                lines = [ln for ln in re.split(r"[\r\n]+", "".join(out["text"])) if ln.strip()]
+                stderr_lines += len(lines)
+                bars = [ln for ln in lines if PROGRESS_BAR.search(ln)]
+                if bars:
+                    problems.append(f"code cell {k}: progress bar on stderr: {bars[0].strip()[:80]!r}")
+            elif out["output_type"] in ("execute_result", "display_data"):
+                data = out.get("data", {})
+                html = "".join(data.get("text/html", ""))
+                head = re.search(r"<thead>.*?<tr[^>]*>(.*?)</tr>", html, re.S)  # a DataFrame's column row
+                n_cols = len(re.findall(r"<th\b", head.group(1))) - 1 if head else 0  # the index's cell aside
+                if n_cols > MAX_SHOWN_COLUMNS:
+                    problems.append(f"code cell {k}: shows a table of {n_cols} columns (at most {MAX_SHOWN_COLUMNS})")
+                if any(m.startswith("image/") or m == "text/html" for m in data):
+                    continue  # a drawn figure or a rendered table
+                plain = "".join(data.get("text/plain", ""))
+                hit = PLUMBING_REPR.search(plain)
+                if hit:
+                    problems.append(f"code cell {k}: shows {hit.group(0)!r} ({plain.strip()[:80]!r})")
+    if stderr_lines > max_stderr_lines:
+        problems.append(f"{stderr_lines} stderr lines (at most {max_stderr_lines})")
+    return problems

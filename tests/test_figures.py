@@ -382,3 +382,22 @@ def test_cost_figure_gives_one_row_to_methods_with_the_same_cost(fresh_dirs):
     assert "every one is in table 08_llm_cost" in note
     assert readability_problems(fig) == []
     plt.close(fig)
+
+
+def test_training_curves_draw_only_what_was_logged():
+    """A one-step run without KL (the CPU profiles): three panels, each with its point, none empty."""
+    from litseg_nb.lite.segmenter import plot_training_curves
+
+    sft = pd.DataFrame({"step": [1], "loss": [0.76]})
+    grpo = pd.DataFrame({"step": [1], "loss": [0.0], "reward": [0.0], "kl": [float("nan")],
+                         "rewards/format_reward/mean": [0.0], "rewards/narratological_reward/mean": [0.0]})
+    fig = plot_training_curves(sft, grpo)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["SFT loss (completion tokens)", "GRPO (DAPO) loss", "GRPO rewards (mean over rollouts)"]
+    assert all(ax.lines for ax in fig.axes)
+    assert "SFT loss: 0.76" in [t.get_text() for t in fig.axes[0].texts]
+    assert text_overlaps(fig) == []
+    plt.close(fig)
+    full = training_figure()  # several steps with KL: four panels
+    assert len(full.axes) == 4 and all(ax.lines for ax in full.axes)
+    plt.close(full)

@@ -37,7 +37,7 @@ def _distinct_chars_reward(completions, **_):
     return [len(set(completion_text(c))) / 100.0 for c in completions]
 
 
-def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_path, monkeypatch):
+def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_path, monkeypatch, capfd):
     from peft import PeftModel
 
     from litseg_nb.llm.hf import HFBackend
@@ -54,7 +54,9 @@ def test_sft_then_grpo_change_lora_weights_and_adapters_reload_and_segment(tmp_p
     examples = _examples(book)
     model, tok, _ = load_model_and_tokenizer("tiny-random")
 
+    capfd.readouterr()
     sft_model, sft = T.train_sft(model, tok, examples, cfg, tmp_path / "sft")
+    assert "'loss'" not in capfd.readouterr().out  # the log dicts stay in the log, not printed into a notebook
     assert sft.steps == 2 and sft.lora_change["tensors_changed"] == sft.lora_change["tensors"] > 0
     assert sft.lora_change["l2_change"] > 0
     log = sft.log_frame()

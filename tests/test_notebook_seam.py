@@ -139,7 +139,8 @@ def test_set_reaches_the_kernel_as_a_parameter_and_configs_built_inside(fresh_di
     assert BaselinesConfig.for_profile("test").llm.model == "smollm2-135m-instruct"
     import json
 
-    manifest = json.loads(run.write_manifest(data_files=[]).read_text())
+    run.write_manifest(data_files=[])
+    manifest = json.loads(run.manifest_path().read_text())
     assert manifest["parameters"] == {"profile": "test", "seed": 0, "reranker": None, "fusion": None,
                                       "question_scope": None, "chunkers": None}
     assert manifest["config"]["rrf_k"] == 3 and manifest["sets"] == [list(kv) for kv in sets]

@@ -143,3 +143,22 @@ def test_batched_nupunkt_equals_one_call_per_line_on_adversarial_endings():
     want = [s for k, ln in enumerate(lines) for s in split_sentences(ln, offset=sum(len(x) + 1 for x in lines[:k]))]
     assert split_paragraph_sentences(text, [(0, len(text))]) == want
     assert split_sentences(text) == want
+
+
+@pytest.mark.parametrize("splitter", ["nupunkt", "regex"])
+def test_a_keyword_heading_line_is_one_sentence(splitter):
+    # nupunkt kept "CHAPTER I. The Storm" whole but cut "CHAPTER II.|The Letter": a heading is one sentence
+    for heading in ("CHAPTER I. The Storm", "CHAPTER II. The Letter", "CHAPTER IV. MR. COLLINS CALLS",
+                    "STAVE III. THE SECOND OF THE THREE SPIRITS", "Letter 4. To Mrs. Saville"):
+        assert split_sentences(heading, splitter=splitter) == [(0, len(heading))], heading
+    # prose that starts with a keyword is still split
+    text = "Chapter 3 was hard to write. He left it. Letter I received today. It was long."
+    assert len(split_sentences(text, splitter=splitter)) == 4
+
+
+def test_toy_book_headings_are_one_sentence_each():
+    from litseg_nb.front.walkthrough import toy_book
+
+    _, book = toy_book(300)
+    firsts = [book.text[u.sentences[0].start:u.sentences[0].end] for u in book.units]
+    assert firsts == [u.title for u in book.units] == ["CHAPTER I. The Storm", "CHAPTER II. The Letter"]

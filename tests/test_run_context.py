@@ -28,7 +28,11 @@ def _ledger(method: str, tokens: int) -> UsageLedger:
 def test_saves_match_the_helpers_byte_for_byte(fresh_dirs):
     df = pd.DataFrame({"method": ["a", "b"], "MRR": [0.5, 0.25]})
     run = RunContext("test", "05_rag_evaluation", "profile=test | LLM=tiny")
-    run.save_table(df, "05_x", "q in scope")
+    assert run.save_table(df, "05_x", "q in scope") is df  # a cell ending in a save shows the table
+    assert list(run.save_table(df, "05_w", show=["MRR"]).columns) == ["MRR"]  # the file keeps every column
+    assert list(pd.read_csv(outputs_dir("test") / "tables" / "05_w.csv").columns) == ["method", "MRR"]
+    with pytest.raises(KeyError, match="no column"):
+        run.save_table(df, "05_v", show=["nDCG"])
     artifacts.save_table(df, "05_y", "test", "profile=test | LLM=tiny | q in scope")
     tables = outputs_dir("test") / "tables"
     assert (tables / "05_x.csv").read_bytes() == (tables / "05_y.csv").read_bytes()
@@ -39,6 +43,8 @@ def test_saves_match_the_helpers_byte_for_byte(fresh_dirs):
     noted = run.with_note("fallback set")  # a context whose label is extended for every later call
     assert noted.label == "profile=test | LLM=tiny | fallback set" and run.label == "profile=test | LLM=tiny"
     figs = {}
+    assert run.save_figure(plt.figure(), "05_f0") is None  # no {'png': PosixPath(...)} under a figure
+    plt.close("all")
     for name, save in (("05_f1", lambda f: run.save_figure(f, "05_f1", "k=20")),
                        ("05_f2", lambda f: artifacts.save_figure(f, "05_f2", "test", "profile=test | LLM=tiny | k=20"))):
         fig, ax = plt.subplots(figsize=(3, 2))
@@ -62,7 +68,8 @@ def test_usage_and_manifest(fresh_dirs):
     assert path.read_text() == a.to_frame().to_csv(index=False)
     with pytest.raises(ValueError, match="at least one"):
         run.save_usage()
-    m = run.write_manifest({"profile": "test", "seed": 0}, extra={"units": 3})
+    assert run.write_manifest({"profile": "test", "seed": 0}, extra={"units": 3}) is None  # a last cell shows nothing
+    m = run.manifest_path()
     assert m == outputs_dir("test") / "manifests" / "07_ablations.json"
     assert json.loads(m.read_text())["units"] == 3
 

@@ -58,3 +58,51 @@ def test_retrieval_examples_are_the_package_formulas():
     assert ex["rrf"]["RRF score"].iloc[0] == pytest.approx(1 / 62 + 1 / 61)
     assert ex["means"]["MRR"] == pytest.approx(4 / 9) and ex["means"]["DCG@5"] == pytest.approx(0.5)
     assert ex["means"]["Recall@2"] == pytest.approx(1 / 3)
+
+
+def test_the_reference_annotation_passes_the_validator_and_reconstructs_exactly():
+    """The hand-written reference (teaching material) goes through the model replies' checks: valid at every
+    stage, no fallback, and chunks whose spans are the unit's own sentences."""
+    _, book = walkthrough.toy_book(300)
+    template = (walkthrough.TEMPLATES_DIR / "litseg" / "stage3.txt").read_text(encoding="utf-8")
+    for unit in book.units:
+        ref = walkthrough.reference_annotation(book, unit)
+        assert list(ref["replies"]["stage"]) == ["stage1", "stage2", "stage3"]
+        assert ref["replies"]["valid"].all() and set(ref["replies"]["errors"]) == {"-"}, ref["replies"]
+        assert ref["final"].fallback == "none" and len(ref["final"].segments) >= 2
+        sents = {i: (s.start, s.end) for i, s in enumerate(unit.sentences, 1)}
+        covered = set()
+        for seg, chunk in zip(ref["final"].segments, ref["chunks"]):
+            main = (sents[seg.from_idx][0], sents[seg.to_idx][1])
+            assert chunk.main_text == book.text[main[0]:main[1]]
+            ctx = [sents[i] for i in chunk.context_idx]
+            assert sorted(chunk.spans) == sorted([main, *ctx])  # single context sentences: one span each
+            for a, b in chunk.spans:
+                assert book.text[a:b] in chunk.text
+            assert chunk.text.startswith(seg.subtitle + "\n") and seg.subtitle not in template
+            covered.update(range(seg.from_idx, seg.to_idx + 1))
+        assert covered == set(sents)
+        assert any(c.context_idx for c in ref["chunks"])  # the format's context indices at work
+
+
+def test_a_broken_reference_is_reported_not_hidden(tmp_path, monkeypatch):
+    data = json.loads(walkthrough.REFERENCE_FILE.read_text(encoding="utf-8"))
+    segs = data["units"]["CHAPTER I. The Storm"]["stage3"]["segments"]
+    segs[1]["from_idx"] = 8  # sentence 7 in no segment
+    path = tmp_path / "ref.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(walkthrough, "REFERENCE_FILE", path)
+    _, book = walkthrough.toy_book(300)
+    ref = walkthrough.reference_annotation(book, book.units[0])
+    assert not ref["replies"]["valid"].iloc[2] and "sentences in no main range: 7" in ref["replies"]["errors"].iloc[2]
+    assert ref["final"].fallback == "coverage_repair"
+
+
+def test_reward_examples_rank_the_reference_above_a_gap_an_echo_and_a_cut_reply():
+    _, book = walkthrough.toy_book(300)
+    table = walkthrough.reward_examples(book.units[0]).set_index("reply")
+    totals = list(table["total"])
+    assert totals[0] == 1.0 and table["valid"].iloc[0] == 1.0  # the reference: every rule met
+    assert totals == sorted(totals, reverse=True) and len(set(totals)) == 4
+    assert table.loc["template echoed", "indices_valid"] == 0.0  # "Integer start index, ..." is no index
+    assert table.loc["reply cut off", "parses"] == 0.0

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..config import ConfigError, StageConfig, between, one_of
+from ..core.progress import bar
 from ..core.schema import Book, Chunk, Unit, check_coverage
 from .base import ChunkerError, TokenizerOption, boundary_positions, chunks_from_spans, load_tokenizer, where
 from ..llm.base import LLMError, SamplingParams, UsageTag
@@ -530,12 +531,11 @@ def align_unit(book: Book, unit: Unit, method: str, pieces: Sequence[str], count
 def library_chunks(name: str, items: Sequence[tuple[Book, Unit]], cfg: LibraryOptions, backend: Any = None,
                    embedder: Any = None, progress: bool = True) -> tuple[list[list[Chunk]], dict[str, Any]]:
     """Run library method ``name`` on each ``(book, unit)``: chunks per unit and the counters."""
-    from tqdm.auto import tqdm
 
     sp = build_splitter(name, cfg, backend, embedder)
     counts = AlignmentCounts()
     out = []
-    for b, u in tqdm(items, desc=name, disable=not progress, leave=False):
+    for b, u in bar(items, progress=progress, desc=name, leave=False):
         sp.current_book[0] = b.book_id
         kept_before = sp.genie.repeated_prompts if sp.genie is not None else 0
         try:

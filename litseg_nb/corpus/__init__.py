@@ -7,9 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from tqdm.auto import tqdm
-
 from ..core.cache import StepCache
+from ..core.progress import bar
 from ..config import CorpusConfig, StageConfig, UnitSelection
 from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file, read_manifest
 from ..data.gutenqa import load_gutenqa
@@ -184,7 +183,7 @@ def _build(cfg: CorpusConfig, root: Path, progress: bool) -> tuple[list[Book], C
             books = [b for b in books if _wanted(b.book_id, cfg.books)]
         if cfg.max_books:
             books = books[:cfg.max_books]
-        for book in tqdm(books, desc=f"indexing {ds}", disable=not progress):
+        for book in bar(books, progress=progress, desc=f"indexing {ds}"):
             index_book(book, cfg.max_unit_words, cfg.sentence_splitter)
             cap_units(book, cfg.max_units_per_book, cfg.unit_selection)
             out.append(book)

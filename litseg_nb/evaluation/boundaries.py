@@ -27,6 +27,7 @@ from ..litseg.config import LitSegConfig
 from .boundary_gold import (GOLD_RULES, window_gold, GoldSet, build_gold, corpus_books, hand_checked_books,
                             local_book_files, local_book_texts, ornament_census)
 from ..core.cache import StepCache
+from ..core.progress import bar
 from ..corpus import book_from_json, book_to_json, data_files
 from ..core.paths import data_dir, outputs_dir
 from ..preprocess.gold import GOLD_FILE
@@ -301,8 +302,6 @@ def _per_window(chunks: Sequence[Chunk], by_book: Mapping[str, Book]) -> dict[tu
 def score_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[Book], cfg: BoundaryConfig,
                      progress: bool = False) -> list[WindowScore]:
     """Score every method on every window it segmented (windows without its chunks are left out)."""
-    from tqdm.auto import tqdm
-
     by_book = {b.book_id: b for b in books}
     out = []
     for method, chunks in chunk_sets.items():
@@ -310,7 +309,7 @@ def score_chunk_sets(chunk_sets: Mapping[str, Sequence[Chunk]], books: Sequence[
         if not per:
             raise ValueError(f"{method}: none of its chunks belongs to a boundary window (book ids "
                              f"'windows:<source>'; run `python -m litseg_nb boundaries --export-windows` to get them)")
-        for (bid, uid), cs in tqdm(sorted(per.items()), desc=f"scoring {method}", disable=not progress):
+        for (bid, uid), cs in bar(sorted(per.items()), progress=progress, desc=f"scoring {method}"):
             out.append(score_window(method, by_book[bid], uid, cs, cfg.tolerances, cfg.random_draws, cfg.seed))
     return out
 

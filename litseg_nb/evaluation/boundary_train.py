@@ -32,6 +32,7 @@ from ..preprocess.structure import FRONT_MATTER, build_units
 from ..core.schema import Book
 from .boundary_gold import StreamReport, narrative_stream, local_book_files, local_book_texts, build_gold
 from ..core.paths import cache_dir, data_dir
+from ..core.progress import bar
 from ..preprocess.gold import GOLD_FILE, load_gold
 from .boundaries import BoundaryConfig, score_chunk_sets, summarize
 from ..chunkers.base import chunks_from_boundaries
@@ -291,14 +292,13 @@ def train(cfg: TrainConfig, root: Path | None = None, *, weights_file: Path, val
           ) -> dict[str, Any]:
     """Train on ``<root>/gutenberg_train``, write the weights to ``weights_file`` and the card beside it (the
     packaged :data:`WEIGHTS_FILE` gets the packaged :data:`CARD_FILE`); returns the card."""
-    from tqdm.auto import tqdm
 
     t0, c0 = time.perf_counter(), time.process_time()
     root = Path(root) if root else data_dir()
     files = training_files(root, cfg.max_books)
     feats: dict[str, dict[str, Any]] = {}
     cached = repaired = 0
-    for f in tqdm(files, desc="training books: features", disable=not progress):
+    for f in bar(files, progress=progress, desc="training books: features"):
         try:
             feats[str(f)] = book_features(f, cache_root)
             cached += bool(feats[str(f)].get("cached"))

@@ -23,6 +23,7 @@ from ..config import StageConfig, at_least, one_of
 from ..core.artifacts import artifact_dir, artifact_path
 from ..core.display import MAX_SERIES, left_out_note, pick_groups
 from ..core.paths import outputs_dir, shown_path
+from ..core.progress import bar as progress_bar
 from ..core.run_record import read_schedule
 from ..core.safe_io import write_text_atomic
 from ..core.schema import load_chunks, read_jsonl, save_chunks
@@ -477,7 +478,6 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
                    batch_units: int = 0, clock: Callable[[], float] = time.perf_counter,
                    load: Callable[[], float] = _load_average, progress: bool = True) -> pd.DataFrame:
     """Every method on every batch, interleaved, ``repeats`` times; one row per pass."""
-    from tqdm.auto import tqdm
 
     if not pairs:
         raise PairedTimingError("paired §4.4 measurement: no unit to time")
@@ -493,7 +493,7 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
     rows: list[dict[str, Any]] = []
     calls_keys = ("wall_s", "model_s", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens",
                   "cache_hits")
-    bar = tqdm(total=repeats * len(batches) * len(methods), desc="paired §4.4 passes", disable=not progress)
+    bar = progress_bar(total=repeats * len(batches) * len(methods), progress=progress, desc="paired §4.4 passes")
     block = 0
     try:
         for r in range(repeats):

@@ -143,14 +143,21 @@ class RunContext:
         return artifacts.artifact_dir(self.profile, *parts)
 
     def save_table(self, df: Any, name: str, note: str | None = None, *, label: str | None = None,
-                   index: bool = False) -> dict[str, Path]:
-        """``tables/<name>.csv`` and ``.md`` captioned with the run's label (+ note), or ``label``."""
-        return artifacts.save_table(df, name, self.profile, self.label_for(note, label), index=index)
+                   index: bool = False, show: Sequence[str] | None = None) -> Any:
+        """``tables/<name>.csv`` and ``.md`` captioned with the run's label (+ note), or ``label``; returns
+        ``df`` (or its ``show`` columns: the paper's, where the files keep every column), so that a cell
+        ending in a save shows the table."""
+        artifacts.save_table(df, name, self.profile, self.label_for(note, label), index=index)
+        missing = [c for c in show or () if c not in df.columns]
+        if missing:
+            raise KeyError(f"{name}: no column {missing} to show; the table has {list(df.columns)}")
+        return df if show is None else df[list(show)]
 
     def save_figure(self, fig: Any, name: str, note: str | None = None, *,
-                    label: str | None = None) -> dict[str, Path]:
-        """``figures/<name>.png`` and ``.pdf`` with the run's label (+ note), or ``label``, as footer."""
-        return artifacts.save_figure(fig, name, self.profile, self.label_for(note, label))
+                    label: str | None = None) -> None:
+        """``figures/<name>.png`` and ``.pdf`` with the run's label (+ note), or ``label``, as footer (returns
+        nothing: the notebook shows the figure itself; :meth:`figure_path` names the files)."""
+        artifacts.save_figure(fig, name, self.profile, self.label_for(note, label))
 
     def save_usage(self, *ledgers: Any):
         """Write the LLM usage of ``ledgers`` to ``artifacts/usage/<NN>.csv``; returns the frame."""
@@ -165,8 +172,9 @@ class RunContext:
         return usage
 
     def write_manifest(self, parameters: Mapping[str, Any] | None = None, data_files: Iterable[Path] = (),
-                       extra: Mapping[str, Any] | None = None) -> Path:
-        """``manifests/<notebook>.json`` (commit, parameters, data hashes, versions, config, ``--set``)."""
+                       extra: Mapping[str, Any] | None = None) -> None:
+        """``manifests/<notebook>.json`` (commit, parameters, data hashes, versions, config, ``--set``): the
+        run's record, not a result, so a notebook's last cell shows nothing (:meth:`manifest_path` names it)."""
         if parameters is None:
             if self.parameters is None:
                 raise ValueError(f"{self.notebook}: write_manifest() needs the parameters (this run is not from setup())")
@@ -175,8 +183,11 @@ class RunContext:
         if self.sets:
             own["sets"] = [[k, v] for k, v in self.sets]
         extra = {**own, **dict(extra or {})}
-        return artifacts.write_manifest(self.profile, self.notebook, dict(parameters), data_files=data_files,
-                                        extra=extra or None)
+        artifacts.write_manifest(self.profile, self.notebook, dict(parameters), data_files=data_files,
+                                 extra=extra or None)
+
+    def manifest_path(self) -> Path:
+        return outputs_dir(self.profile) / "manifests" / f"{self.notebook}.json"
 
     def takeaways(self, table: Any, metrics: Mapping[str, str], by: str | Sequence[str] = "method",
                   group: str | Sequence[str] | None = None, title: str | None = None):

@@ -230,6 +230,14 @@ def _kill_live_kernels() -> None:
             shutil.rmtree(km._ipc_dir, ignore_errors=True)
 
 
+def kernel_env_for_run() -> dict[str, str]:
+    """What a papermill kernel's environment adds: no progress bars (``TQDM_DISABLE``, tqdm's own switch,
+    which the package's bars, transformers' and datasets' follow; a value the caller set stands). The executed
+    notebook keeps results and warnings; this console shows each section and a heartbeat instead."""
+    return {"PYTHONWARNINGS": kernel_env_for_lab()["PYTHONWARNINGS"],
+            "TQDM_DISABLE": os.environ.get("TQDM_DISABLE", "1")}
+
+
 def kernel_env_for_lab() -> dict[str, str]:
     """This environment plus the filter that keeps tqdm's "IProgress not found" out of kernels."""
     parts = [p for p in os.environ.get("PYTHONWARNINGS", "").split(",") if p]
@@ -262,12 +270,12 @@ def execute(notebook: Path, executed_dir: Path, parameters: dict[str, Any], *, l
     for lg in pm_logs:
         lg.addFilter(flt)
     try:
-        with mock.patch.dict(os.environ, {"PYTHONWARNINGS": kernel_env_for_lab()["PYTHONWARNINGS"]}), \
+        with mock.patch.dict(os.environ, kernel_env_for_run()), \
                 Progress(notebook.stem, err, out, heartbeat_s) as progress:
             pm.execute_notebook(
                 str(notebook), str(paths["running"]), parameters=parameters, kernel_name="python3",
                 engine_name=_engine(), cwd=str(notebook.parent), progress_bar=False,
-                # the kernel's stderr (progress bars, warnings) always, its stdout with --log-output
+                # the kernel's stderr (warnings) always, its stdout with --log-output
                 log_output=False, stderr_file=progress, stdout_file=out if log_output else None,
                 litseg_progress=progress, kernel_manager_class=_ipc_kernel_manager(),
                 # a graceful shutdown of a kernel still executing prints a ZMQ traceback
@@ -485,7 +493,7 @@ def run_side_by_side(profile: str, notebooks: Sequence[Path], checked: Mapping[P
                 with lock:
                     print(f"[litseg_nb] {nb.name} (profile={checked[nb].get('profile')}"
                           + (f", beside {', '.join(beside)}" if beside else "")
-                          + f", torch threads {threads}) ...; progress bars: {log}", flush=True)
+                          + f", torch threads {threads}) ...; its stderr: {log}", flush=True)
             if not running:
                 break  # a failure left nothing to run
             time.sleep(0.2)

@@ -4,6 +4,7 @@ formulas on a hand-made ranking. Nothing is re-implemented: every number comes f
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence
 
 import pandas as pd
@@ -12,11 +13,16 @@ from ..core.paths import TEMPLATES_DIR
 from ..data.gutenberg import clean_gutenberg_text
 from ..litseg import pipeline
 from ..litseg.prompting import stage_user_prompt
+from ..litseg.validate import finalize_segments, validate_segments, validate_stage1, validate_stage2
+from ..llm.replies import extract_json
 from ..metrics.retrieval import dcg_at_k, hit_at_k, recall_at_k, reciprocal_rank
 from ..rag.index import rrf_fuse
 
 # Written for this project (not a real book), hard-wrapped at 60 columns as Gutenberg texts are.
 TOY_BOOK = (TEMPLATES_DIR / "walkthrough" / "toy_book.txt").read_text(encoding="utf-8")
+#: a hand-written annotation of the toy book in the LitSeg replies' format, per chapter title: teaching
+#: material that shows what the method asks for, never a model's output
+REFERENCE_FILE = TEMPLATES_DIR / "walkthrough" / "toy_reference_annotation.json"
 
 
 def toy_book(max_unit_words: int = 2000, sentence_splitter: str = "nupunkt"):
@@ -76,6 +82,74 @@ def stage_table(record: dict[str, Any], reply_chars: int = 300) -> pd.DataFrame:
                          # what the stage handed on: the valid reply ("none") or a fallback
                          "passed on": (st.get("fallback", "") if stage != "stage3" else "") if a is attempts[-1] else ""})
     return pd.DataFrame(rows)
+
+
+def reference_annotation(book: Any, unit: Any) -> dict[str, Any]:
+    """The hand-written reference replies for ``unit`` of the toy book (:data:`REFERENCE_FILE`) through the
+    checks a model's replies get: each stage read as JSON and validated (stage 3 against the unit's sentence
+    count), the fallback chain (``none`` when valid), then the reconstruction. Returns ``replies`` (a row per
+    stage: reply, valid, errors), ``final`` (:class:`~litseg_nb.litseg.validate.FinalSegmentation`) and
+    ``chunks``."""
+    units = json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))["units"]
+    if unit.title not in units:
+        raise KeyError(f"{REFERENCE_FILE.name}: no reference annotation for unit {unit.title!r} "
+                       f"(it has {', '.join(map(repr, units))})")
+    rows, result = [], None
+    for stage, obj in units[unit.title].items():
+        text = json.dumps(obj, ensure_ascii=False)
+        got = extract_json(text)
+        if stage == "stage3":
+            result = validate_segments(got.obj, unit.n_sentences)
+            errors = result.errors
+        else:
+            errors = (validate_stage1 if stage == "stage1" else validate_stage2)(got.obj)
+        rows.append({"stage": stage, "valid": not errors, "errors": "; ".join(errors) or "-", "reply": text})
+    final = finalize_segments(result, unit.n_sentences)
+    chunks = pipeline.reconstruct_unit(book, unit, final.segments, method="reference (hand-written)")
+    pipeline.assert_units_covered([book], chunks, "reference (hand-written)")
+    return {"replies": pd.DataFrame(rows), "final": final, "chunks": chunks}
+
+
+def reference_single_pass(unit: Any) -> str:
+    """The reference annotation of ``unit`` as one reply in LitSeg-Lite's single-pass format (Appendix E.2:
+    ``step1``, ``step2``, ``step3``), the form a distilled student is trained to write."""
+    ref = json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))["units"][unit.title]
+    return json.dumps({"step1": ref["stage1"], "step2": ref["stage2"], "step3": ref["stage3"]}, ensure_ascii=False)
+
+
+def template_echo(n_sentences: int) -> str:
+    """The JSON skeleton of the Lite prompt (Appendix E.2) copied back as a reply: what a model that copies the
+    prompt's placeholders writes."""
+    # deferred: the training stack, for notebook 03 only
+    from ..lite.data import lite_system_prompt
+
+    prompt = lite_system_prompt(n_sentences)
+    obj, end = json.JSONDecoder().raw_decode(prompt[prompt.index('{ "step1"'):])
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def reward_examples(unit: Any) -> pd.DataFrame:
+    """Four single-pass replies for ``unit`` and their format reward, rule by rule (the reward GRPO trains on):
+    the reference, the reference with a sentence left out, the prompt's template echoed, a reply cut off."""
+    # deferred: the training stack, for notebook 03 only
+    from ..lite.train import format_reward_breakdown
+
+    ref = reference_single_pass(unit)
+    gap = json.loads(ref)
+    last = gap["step3"]["segments"][-1]
+    last["from_idx"] += 1  # the first sentence of the last segment in no main range
+    replies = {"reference (hand-written)": ref,
+               f"reference, sentence {last['from_idx'] - 1} left out": json.dumps(gap, ensure_ascii=False),
+               "template echoed": template_echo(unit.n_sentences),
+               "reply cut off": ref[:len(ref) // 2]}
+    return pd.DataFrame([{"reply": name, **format_reward_breakdown(text, unit.n_sentences)}
+                         for name, text in replies.items()])
+
+
+def chunk_table(chunks: Sequence[Any]) -> pd.DataFrame:
+    """A row per chunk: subtitle, main range, context indices, character spans and the reconstructed text."""
+    return pd.DataFrame([{"chunk": c.chunk_id, "subtitle": c.subtitle, "from_idx": c.from_idx, "to_idx": c.to_idx,
+                          "context_idx": c.context_idx, "spans": c.spans, "text": c.text} for c in chunks])
 
 
 def verdict_table(record: dict[str, Any]) -> pd.DataFrame:

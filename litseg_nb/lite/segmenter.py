@@ -8,10 +8,9 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from tqdm.auto import tqdm
-
 from ..core import text_overlap
 from ..core.artifacts import artifact_path
+from ..core.progress import bar
 from ..config import Options
 from ..corpus import load_corpus
 from ..litseg.prompting import reference_for, single_pass_json_schema
@@ -125,7 +124,7 @@ class LiteSegmenter:
         results = [LiteUnitResult(b.book_id, u.unit_id, u.n_sentences) for b, u in pairs]
         last: list[ValidationResult | None] = [None] * len(pairs)
         todo = list(range(len(pairs)))
-        for attempt in tqdm(range(self.retries + 1), desc="litseg-lite attempts", disable=not progress):
+        for attempt in bar(range(self.retries + 1), progress=progress, desc="litseg-lite attempts"):
             if not todo:
                 break
             params = SamplingParams(max_new_tokens=self.max_new_tokens,
@@ -322,29 +321,43 @@ def segmentation_view(book: Book, unit: Unit, segments: Sequence[Mapping[str, An
 
 
 def plot_training_curves(sft_log, grpo_log):
-    """Figure: SFT loss | GRPO loss | GRPO reward components | GRPO KL (per step)."""
+    """Figure: a panel per logged quantity (SFT loss, GRPO loss, GRPO reward components, GRPO KL), per step;
+    a quantity that was not logged (KL with beta = 0, or every step skipped) gets no panel, and a run of one
+    step shows its values written next to the points."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
-    for ax, log, title in ((axes[0], sft_log, "SFT loss (completion tokens)"), (axes[1], grpo_log, "GRPO (DAPO) loss")):
-        if log is not None and "loss" in log:
-            ax.plot(log["step"], log["loss"], marker="o")
+    def series(log, cols):
+        if log is None or "step" not in log:
+            return {}
+        return {label: log[["step", col]].dropna() for col, label in cols
+                if col in log and log[col].notna().any()}
+
+    panels = [(title, s) for title, s in (
+        ("SFT loss (completion tokens)", series(sft_log, [("loss", "SFT loss")])),
+        ("GRPO (DAPO) loss", series(grpo_log, [("loss", "GRPO loss")])),
+        ("GRPO rewards (mean over rollouts)", series(grpo_log, [
+            ("rewards/format_reward/mean", "format"), ("rewards/narratological_reward/mean", "narratological"),
+            ("reward", "weighted sum")])),
+        ("GRPO KL to the SFT policy", series(grpo_log, [("kl", "KL")]))) if s]
+    if not panels:
+        raise ValueError("plot_training_curves: neither log has a value to draw")
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4), squeeze=False)
+    for ax, (title, lines) in zip(axes[0], panels):
+        for label, frame in lines.items():
+            x, y = frame.iloc[:, 0], frame.iloc[:, 1]
+            ax.plot(x, y, marker="o", label=label)
+            if len(frame) == 1:  # one step: the value itself is what there is to read
+                ax.annotate(f"{label}: {y.iloc[0]:.3g}", (x.iloc[0], y.iloc[0]), textcoords="offset points",
+                            xytext=(6, 6 + 12 * list(lines).index(label)), fontsize=8)
+        if len(lines) > 1 and max(len(f) for f in lines.values()) > 1:
+            ax.legend(fontsize=8)
+        steps = sorted({int(v) for f in lines.values() for v in f.iloc[:, 0]})
+        if len(steps) <= 10:
+            ax.set_xticks(steps)
+            ax.set_xlim(steps[0] - 0.5, steps[-1] + 0.5)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set(title=title, xlabel="step")
-    ax = axes[2]
-    if grpo_log is not None:
-        for col, label in (("rewards/format_reward/mean", "format"),
-                           ("rewards/narratological_reward/mean", "narratological"),
-                           ("reward", "weighted sum")):
-            if col in grpo_log:
-                ax.plot(grpo_log["step"], grpo_log[col], marker="o", label=label)
-        ax.legend(fontsize=8)
-    ax.set(title="GRPO rewards (mean over rollouts)", xlabel="step")
-    ax = axes[3]
-    if grpo_log is not None and "kl" in grpo_log and grpo_log["kl"].notna().any():
-        ax.plot(grpo_log["step"], grpo_log["kl"], marker="o")
-    else:
-        ax.text(0.5, 0.5, "KL not logged\n(beta = 0, or every step skipped:\nall groups had zero reward variance)",
-                ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4")
-    ax.set(title="GRPO KL to the SFT policy", xlabel="step")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig

@@ -139,7 +139,7 @@ def save_adapter(model, tokenizer, out_dir: Path, cfg: LiteConfig, stage: str, e
 
 # --------------------------------------------------------------------------- stage 1: SFT
 def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
-    from transformers import TrainerCallback
+    from transformers import PrinterCallback, TrainerCallback
 
     class FollowThreadBudget(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
@@ -147,6 +147,8 @@ def _train_measured(trainer) -> tuple[Any, float, dict[str, float]]:
 
     before = lora_state(trainer.model)
     trainer.add_callback(FollowThreadBudget())
+    # with disable_tqdm the trainer prints every log dict; they stay in trainer.state.log_history (log_frame)
+    trainer.remove_callback(PrinterCallback)
     follow_thread_budget()
     t0 = time.perf_counter()
     trainer.train()

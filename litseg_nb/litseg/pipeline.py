@@ -23,6 +23,7 @@ from .prompting import (PAPER_LENGTH_REFERENCE, SCHEMA_VERSION, STAGES, LengthRe
                         segment_budget, segment_floor, stage_json_schema, stage_user_prompt, system_prompt)
 from .validate import (FinalSegmentation, Segment, ValidationResult, extract_json, finalize_segments,
                        parse_json_reply, validate_segments, validate_stage1, validate_stage2)
+from ..core.progress import bar as progress_bar
 from ..core.prompts import load_prompt
 from ..corpus import load_corpus
 
@@ -132,7 +133,6 @@ def annotate_units(
     ``length_reference``: one value, ``None`` (no length constraint: calibration) or dataset -> value.
     ``batch_by_book=False`` sends each stage attempt as ONE chat call over all books (paired §4.4 timing).
     """
-    from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
     if hasattr(backend, "annotate_books"):  # Ray: the engine is the annotator's
@@ -195,7 +195,7 @@ def annotate_units(
                 for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")},
                 "latency_s": sum(float(a.get("latency_s") or 0.0) for a in atts)})
     group = cfg.unit_group_size or len(todo) or 1
-    bar = tqdm(total=len(todo) * 3, desc=f"{method} stages", disable=not progress or not todo)
+    bar = progress_bar(total=len(todo) * 3, progress=progress and bool(todo), desc=f"{method} stages")
     by_system: dict[str, list[_Job]] = {}  # units grouped by their system prompt (length reference)
     for job in todo:
         by_system.setdefault(job.system, []).append(job)

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
-
 from ..config import EmbeddingConfig
 from ..core.cache import CacheWarning, SQLiteStore
 from ..core.paths import cache_dir
+from ..core.progress import bar
 from .models import (MODELS_EXTRA, PACKAGED_MODELS, EmbeddingError, packaged_model_dir, pick_device,  # noqa: F401
                      resolve_model_path)
 from .threads import follow_thread_budget
@@ -110,8 +109,8 @@ class Embedder:
             todo = [by_key[k] for k in missing]
             new: dict[str, np.ndarray] = {}
             bs = max(1, int(self.cfg.batch_size))
-            for i in tqdm(range(0, len(todo), bs), desc=f"embed {self.model_id}", leave=False,
-                          disable=not show_progress):
+            for i in bar(range(0, len(todo), bs), progress=show_progress, desc=f"embed {self.model_id}",
+                         leave=False):
                 follow_thread_budget()  # per batch: the side-by-side runner's budget may have changed
                 vecs = np.asarray(self._encode_fn(todo[i:i + bs]), dtype=np.float32)
                 if vecs.ndim != 2 or len(vecs) != len(todo[i:i + bs]):

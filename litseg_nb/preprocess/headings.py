@@ -241,6 +241,12 @@ def _keyword(line: str) -> Heading | None:
     return None
 
 
+def is_keyword_heading(line: str) -> bool:
+    """``line`` is a keyword heading (``CHAPTER II. The Letter``, ``Stave One``): one sentence, however its
+    numeral's dot looks to a sentence splitter."""
+    return _keyword(_strip_decor(line.strip())) is not None
+
+
 def _classify(para: str) -> list[Heading]:
     """The heading(s) a short paragraph is (empty when it is none); ``para`` index left at -1."""
     # an anchor tag line ("ACT_3|SC_1") is markup, not text

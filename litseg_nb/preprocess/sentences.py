@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from .headings import is_keyword_heading
+
 Span = tuple[int, int]
 
 #: title abbreviations after which a sentence never ends (lower-case, without the dot)
@@ -85,7 +87,8 @@ def _split_blocks(blocks: Sequence[tuple[str, int]], splitter: str, repair: bool
         spans_of = _regex_spans
     out: list[Span] = []
     for block, offset in blocks:
-        if not _INNER_END_RE.search(block, 0, max(len(block.rstrip()) - 3, 0)):  # no end mark before the end
+        # no end mark before the end, or a heading line ("CHAPTER II. The Letter"): one sentence
+        if not _INNER_END_RE.search(block, 0, max(len(block.rstrip()) - 3, 0)) or is_keyword_heading(block):
             out.extend(_trim(block, [(0, len(block))], offset))
             continue
         trimmed = _trim(block, spans_of(block), offset)
@@ -95,7 +98,8 @@ def _split_blocks(blocks: Sequence[tuple[str, int]], splitter: str, repair: bool
 
 def split_sentences(text: str, splitter: str = "nupunkt", repair: bool = True,
                     offset: int = 0) -> list[Span]:
-    """Sentence spans of ``text`` (shifted by ``offset``); line breaks are hard boundaries."""
+    """Sentence spans of ``text`` (shifted by ``offset``); line breaks are hard boundaries, and a keyword
+    heading line is one sentence."""
     return _split_blocks(_line_blocks(text, offset), splitter, repair)
 
 
