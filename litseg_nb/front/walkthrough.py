@@ -117,7 +117,7 @@ def reference_single_pass(unit: Any) -> str:
     return json.dumps({"step1": ref["stage1"], "step2": ref["stage2"], "step3": ref["stage3"]}, ensure_ascii=False)
 
 
-def template_echo(n_sentences: int) -> str:
+def echoed_template_reply(n_sentences: int) -> str:
     """The JSON skeleton of the Lite prompt (Appendix E.2) copied back as a reply: what a model that copies the
     prompt's placeholders writes."""
     # deferred: the training stack, for notebook 03 only
@@ -140,7 +140,7 @@ def reward_examples(unit: Any) -> pd.DataFrame:
     last["from_idx"] += 1  # the first sentence of the last segment in no main range
     replies = {"reference (hand-written)": ref,
                f"reference, sentence {last['from_idx'] - 1} left out": json.dumps(gap, ensure_ascii=False),
-               "template echoed": template_echo(unit.n_sentences),
+               "template echoed": echoed_template_reply(unit.n_sentences),
                "reply cut off": ref[:len(ref) // 2]}
     return pd.DataFrame([{"reply": name, **format_reward_breakdown(text, unit.n_sentences)}
                          for name, text in replies.items()])

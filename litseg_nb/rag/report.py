@@ -13,7 +13,7 @@ from ..llm.base import UsageTag
 from ..chunk_sets import EvaluationError
 from ..core.schema import Chunk
 from ..core.artifacts import stacked_text_figure
-from ..core.prompts import load_prompt
+from ..litseg.validate import template_echo
 from ..core.display import MAX_SERIES, left_out_note, pick_groups
 from .pipeline import (EvalQuestion, RagEvaluator, common_units, evaluation_questions, evidence_window,
                        generate_answers, questions_in_scope, retrieval_table, select_subset)
@@ -347,22 +347,6 @@ def plot_theta_sweep(sweep: pd.DataFrame, mode: str = "hybrid", ks: Sequence[int
 
 
 PAPER_CASE_BOOKS = ("Barchester Towers", "The Vampyre", "The House of the Seven Gables")  # App. C, Figures 4-5
-#: the segmentation prompts whose JSON output schema shows a placeholder text for every field
-SCHEMA_TEMPLATES = ("lite/system", "litseg/stage1", "litseg/stage2", "litseg/stage3")
-
-
-def schema_placeholders() -> tuple[str, ...]:
-    """The placeholder texts of the segmentation prompts' output schemas (``"subtitle": "The subtitle of the
-    plot block"``), read from the template files: what a model that copies the template writes back."""
-    found = {v for name in SCHEMA_TEMPLATES for v in re.findall(r'"[a-z_0-9]+": *"([^"{}]{12,})"', load_prompt(name))}
-    return tuple(sorted(found, key=len, reverse=True))
-
-
-def template_echo(text: str) -> str | None:
-    """The first schema placeholder that ``text`` contains (case and spacing ignored), else ``None``."""
-    flat = " ".join(str(text or "").split()).lower()
-    return next((p for p in schema_placeholders() if " ".join(p.split()).lower() in flat), None)
-
 
 def echo_notes(case: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per case-study row whose chunk or answer copies a prompt template's placeholder."""
