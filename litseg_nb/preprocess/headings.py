@@ -39,8 +39,9 @@ RANKS = {"volume": 0, "book": 1, "part": 1, "act": 2, "title": 2, "chapter": 3, 
          "lecture": 3, "essay": 3, "numbered": 3, "scene": 4, "numeral": 5, "special": 1,
          "nonnarrative": 1, "resume": 1}
 _KW = "|".join(sorted(_KEYWORDS, key=len, reverse=True))
+_SEPARATORS = " .:;—–-~=|/\\·•#+"  # between a heading's keyword and number and its title
 _KEYWORD_RE = re.compile(
-    rf"^(?:[\w'’ ]{{1,30}}:\s+)?(?P<kw>{_KW})\.?\s+(?P<num>{_NUM})\b\.?(?P<rest>(?:[\s:.—–-].*)?)$", re.I)
+    rf"^(?:[\w'’ ]{{1,30}}:\s+)?(?P<kw>{_KW})\.?\s+(?P<num>{_NUM})\b\.?(?P<rest>(?:[\s:.—–~=|·•-].*)?)$", re.I)
 _ORDINAL_KW_RE = re.compile(
     rf"^(?P<num>(?:the\s+)?(?:{_WORDNUM})(?:[\s-](?:{_WORDNUM}))?)\s+"
     rf"(?P<kw>part|book|volume|act|canto|story|chapter|letter|stave|lecture|tale)\.?$", re.I)  # THE FIRST CHAPTER
@@ -207,7 +208,7 @@ def _long_titled_keyword(lines: list[str]) -> bool:
         return False
     first = _strip_decor(lines[0])
     m = _KEYWORD_RE.match(first)
-    if not m or m.group("rest").strip(" .:—–-") or m.group("kw").lower() in ("volume", "vol", "book", "part", "act"):
+    if not m or m.group("rest").strip(_SEPARATORS) or m.group("kw").lower() in ("volume", "vol", "book", "part", "act"):
         return False
     return all(ln.isupper() for ln in lines[1:])
 
@@ -226,7 +227,7 @@ def _keyword(line: str) -> Heading | None:
     """A keyword heading on one line (``para`` filled in by the caller)."""
     m = _KEYWORD_RE.match(line)
     if m:
-        rest = m.group("rest").strip(" .:—–-")
+        rest = m.group("rest").strip(_SEPARATORS)  # "CHAPTER THE FIRST ~~ THE BOY GROWS UP"
         # "Letter I received ..." is prose: a heading's title is short and starts with a capital
         if rest and (word_count(rest) > 14 or not (rest[0].isupper() or rest[0].isdigit() or rest[0] in "(“‘\"'")):
             return None
