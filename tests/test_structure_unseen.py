@@ -3,6 +3,7 @@ own made-up text), each with the real local book of that kind where one exists."
 from __future__ import annotations
 
 import gzip
+import textwrap
 
 import pytest
 
@@ -88,3 +89,73 @@ def test_a_separator_does_not_make_prose_a_heading():
     _, units, _ = _units("CHAPTER I.", _prose(200, "a"), "Chapter one ~~ was the one he liked best of all.",
                          _prose(200, "b"), "CHAPTER II.", _prose(200, "c"))
     assert [u.title for u in units] == ["CHAPTER I.", "CHAPTER II."]
+
+
+# kind 4: contents entries with their page numbers glued on ---------------------------------------------
+
+def test_contents_entries_with_page_numbers_glued_on_still_match_their_chapters():
+    """``IV Different Opinions47``: the page number glued to the entry's last word is no part of the
+    title; every listed chapter is found (on main chapter IV was demoted into III as a section)."""
+    titles = ["The Arrival", "A Walk in the Park", "The Letter", "Different Opinions", "The Storm"]
+    pages = [1, 12, 30, 47, 61]
+    contents = "\n".join(f"{ROMANS[k]} {t}{p}" for k, (t, p) in enumerate(zip(titles, pages)))
+    body = [x for k, t in enumerate(titles) for x in (ROMANS[k], t, _prose(300, f"c{k}x"))]
+    _, units, report = _units("MY BOOK", "CONTENTS", contents, *body)
+    assert [u.title for u in units] == [f"{r} {t}" for r, t in zip(ROMANS, titles)]
+    assert report.toc_matched == 5 and report.sections == 0
+    # a title that ends in a number is left alone when its body heading has it too
+    _, units, _ = _units("CONTENTS", "I Room 101\nII Catch 22", "I", "Room 101", _prose(300, "a"),
+                         "II", "Catch 22", _prose(300, "b"))
+    assert len(units) == 2
+
+
+# kind 5: a contents list that swallows the first heading -----------------------------------------------
+
+@pytest.mark.parametrize("first_line", ["It was late.", "_Spring, 1850._"])
+def test_a_contents_list_ends_at_the_first_chapter_over_a_short_line_and_prose(first_line):
+    """``CHAPTER I`` / a short first line / prose right after a contents list that does not name it: the
+    chapter is the body's first unit, none of its words are dropped (on main the heading and the line
+    were read as contents entries and the rest of chapter I was dropped as front matter, while the
+    report said it was a unit)."""
+    body = ["MY BOOK", "by A. Writer", "CONTENTS", "The Arrival\nThe Storm\nHome Again",
+            "CHAPTER I", first_line, _prose(880, "a"), "CHAPTER II", _prose(300, "b"), "CHAPTER III", _prose(300, "c")]
+    text, units, report = _units(*body)
+    assert [u.title.split(" ", 2)[:2] for u in units] == [["CHAPTER", n] for n in ("I", "II", "III")]
+    assert units[0].text(text).startswith("CHAPTER I") and "a879" in units[0].text(text)
+    assert [d[2] for d in report.dropped] == ["front matter", "CONTENTS"]
+
+
+def test_prose_after_a_contents_list_reported_as_a_unit_is_one():
+    """The load report's "prose words before the first heading: a unit" is kept: the unit exists and
+    holds that prose (on main a "Front matter" mark at the same paragraph dropped it)."""
+    body = ["MY BOOK", "CONTENTS", "The Arrival\nThe Storm", "Some Opening Words", _prose(400, "a"),
+            "THE STORM", _prose(300, "b")]
+    text, units, report = _units(*body)
+    assert "a unit" in report.front_decision
+    assert any("a399" in u.text(text) for u in units)
+    assert not any(d[2] == "Front matter" for d in report.dropped)
+
+
+def test_a_contents_list_whose_items_wrap_stays_a_list():
+    """Numbered contents items that wrap over two lines (``IV. Farther Ascent. ...`` / its continuation)
+    are a list, not a prose paragraph that would become a front unit."""
+    items = []
+    for k in range(8):
+        items += [f"   {ROMANS[k]}. The Place of the {k}th Meeting.  The Friends.  The Long Road",
+                  f"        and the Return Home by the Sea.  The {k}th Storm.  The End."]
+    prose = [textwrap.fill(_prose(300, tag), 70) for tag in "ab"]
+    raw = "\n".join(["MY BOOK", "", "CONTENTS", "", *items, "", "CANTO I", "", prose[0], "", "CANTO II", "", prose[1]])
+    cleaned = clean_gutenberg_text(_gutenberg_file([raw], "A. Writer"))
+    report = StructureReport()
+    units = build_units("b", cleaned.text, cleaned.paragraphs, None, report=report, whole_title="My Book")
+    assert [u.title for u in units] == ["CANTO I", "CANTO II"]
+    assert "\n" in cleaned.text[slice(*cleaned.paragraphs[2])]  # one item a line
+
+
+def test_real_book_a_contents_list_over_a_footnoted_first_title(data_dir):
+    """Turgenev's stories (``A RECKLESS CHARACTER[1]`` / ``(1881)`` / ``I`` / a short first line, right after
+    the contents): the first story is a unit and its opening is in it (main dropped 9,009 words)."""
+    text, units, report = _real(data_dir, "gutenberg_train/15994.txt.gz")
+    first = next(u for u in units if "There were eight of us in the room" in u.text(text))
+    assert first.title.startswith("A RECKLESS CHARACTER")
+    assert not any(d[2] == "Front matter" for d in report.dropped)

@@ -342,6 +342,7 @@ def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
             nxt_words = word_count(paras[j + 1]) if j + 1 < len(paras) else 0
             starts_body = (len(lines) == 1 and nxt_words >= 50 and "\n" not in paras[j + 1]
                            and bool(_classify(paras[j])))  # a heading followed by prose ("PREFACE")
+            starts_body = starts_body or len(lines) == 1 and _opens_first_chapter(paras, j)
             if entries and keys and (starts_body or any(k in seen for k in keys)
                                      or "\n" not in paras[j] and keys[0] in prefixes):
                 # the first body heading repeats an entry; a numeral/keyword line just before it
@@ -375,12 +376,25 @@ def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
     return out
 
 
+def _opens_first_chapter(paras: list[str], j: int) -> bool:
+    """Paragraph ``j`` is a first chapter's heading (``CHAPTER I``, numbered 1) over prose, with at most one
+    short line between them (``It was late.``, a date): the body starts there, not another contents entry."""
+    hs = _classify(paras[j])
+    if not hs or hs[0].kind in _NN or hs[0].kind == "special" or hs[0].value != 1:
+        return False
+    k = j + 1
+    if k < len(paras) and "\n" not in paras[k] and word_count(paras[k]) < 12 and not _classify(paras[k]):
+        k += 1
+    return k < len(paras) and "\n" not in paras[k] and word_count(paras[k]) >= 50
+
+
 def _drop_article(key: str) -> str:
     return re.sub(r"^(?:the|a|an)\s+", "", key)
 
 
 def _body_keys(para: str) -> list[str]:
-    lines = [_strip_decor(ln) for ln in para.split("\n") if ln.strip()]
+    # a footnote mark on a heading ("A RECKLESS CHARACTER[1]") is no part of its title
+    lines = [_strip_decor(re.sub(r"\[\d{1,3}\]", "", ln)) for ln in para.split("\n") if ln.strip()]
     keys = [_norm_title(" ".join(lines))]
     if len(lines) > 1:
         keys += [_norm_title(lines[0]), _norm_title(lines[-1])]

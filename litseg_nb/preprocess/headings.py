@@ -151,7 +151,7 @@ def _strip_decor(s: str) -> str:
 
 def _norm_title(s: str) -> str:
     """Contents/body heading key: no accents, case, punctuation, decoration or page number."""
-    s = _strip_leader(s)
+    s = re.sub(r"(?<=[a-z]{2})\d{1,4}\s*$", "", _strip_leader(s))  # a page number glued on: "Opinions47"
     m = re.search(r"[\s.]+(?:\d+|[ivxlc]+)\s*$", s.strip())  # trailing page number (vii, 25) ...
     if m:
         before = s.strip()[:m.start()].split()

@@ -128,7 +128,11 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
     early_start, early_words = prose(0, scan_from)
     report.front_prose_words = front_words + early_words
     if front_start is not None and front_words >= FRONT_NARRATIVE_WORDS:
-        sections.insert(0, _Section(front_start, whole_title, headed=False))
+        # the end of a contents list above that prose ("Front matter" up to it) is where the unit starts
+        marker = next((x.first_para for x in sections if x.title == FRONT_MATTER and not x.narrative
+                       and scan_from <= x.first_para <= front_start), front_start)
+        sections.insert(0, _Section(marker, whole_title, headed=False))
+        inserted.add(marker)
         report.front_matter = True
         report.front_decision = (f"{front_words} prose words before the first heading: a unit "
                                  f"(at least {FRONT_NARRATIVE_WORDS})")
