@@ -159,3 +159,80 @@ def test_real_book_a_contents_list_over_a_footnoted_first_title(data_dir):
     first = next(u for u in units if "There were eight of us in the room" in u.text(text))
     assert first.title.startswith("A RECKLESS CHARACTER")
     assert not any(d[2] == "Front matter" for d in report.dropped)
+
+
+# kind 3: whose preface it is ----------------------------------------------------------------------------
+
+def _editor_note(n: int = 3) -> str:
+    return " ".join(f"In {1800 + k} Writer began the work, and Writer's friends thought it his best." for k in range(n))
+
+
+@pytest.mark.parametrize("title", ["INTRODUCTION", "INTRODUCTORY NOTE", "PREFATORY NOTE"])
+def test_an_unsigned_editors_note_speaking_of_the_author_is_not_narrative(title):
+    """An unsigned introduction that speaks of the author in the third person (his surname, no I/my) is an
+    editor's: front matter (on main it was kept as a unit, and an ``INTRODUCTORY NOTE`` never checked)."""
+    _, units, report = _units("THE BOOK", title, _editor_note(8), _prose(200, "n"), "CHAPTER I.", _prose(300, "a"),
+                              "CHAPTER II.", _prose(300, "b"), author="John Writer")
+    assert [u.title for u in units] == ["CHAPTER I.", "CHAPTER II."]
+    assert [d[2] for d in report.dropped][-1] == title
+    assert any("editor's note" in n for n in report.level_notes)
+
+
+def test_the_authors_own_unsigned_preface_speaking_in_the_first_person_stays():
+    """Counter-case: the author's preface says I and my; naming the book's hero (no surname of the author)
+    it stays a unit."""
+    own = " ".join("I wrote this story of Tom in my own house, and I thank my readers." for _ in range(8))
+    _, units, _ = _units("THE BOOK", "INTRODUCTORY NOTE", own, "CHAPTER I.", _prose(300, "a"),
+                         "CHAPTER II.", _prose(300, "b"), author="John Writer")
+    assert [u.title for u in units] == ["INTRODUCTORY NOTE", "CHAPTER I.", "CHAPTER II."]
+
+
+def test_a_signature_with_a_place_and_a_date_is_read():
+    """``E. A. V. MERTON, SURREY: August, 1898.``: a name with its place and date, someone else's (on main the
+    line was skipped for its digits, the preface read as unsigned and kept)."""
+    _, units, report = _units("THE BOOK", "PREFACE", _prose(200, "p"), "Writer is the finest author of his time.",
+                              "E. A. V. MERTON, SURREY: August, 1898.", "CHAPTER I.", _prose(300, "a"),
+                              "CHAPTER II.", _prose(300, "b"), author="John Writer")
+    assert [u.title for u in units] == ["CHAPTER I.", "CHAPTER II."]
+    assert "PREFACE" in [d[2] for d in report.dropped]
+    # a dated place is no name: the author's preface dated "LONDON, May 1850." stays
+    _, units, _ = _units("THE BOOK", "PREFACE", _prose(200, "p"), "LONDON, May 1850.", "CHAPTER I.",
+                         _prose(300, "a"), "CHAPTER II.", _prose(300, "b"), author="John Writer")
+    assert units[0].title == "PREFACE"
+
+
+def test_the_authors_preface_to_the_first_edition_is_a_unit():
+    """``PREFACE TO THE FIRST EDITION`` signed with the author's initials is the author's: a unit (on main
+    any preface to an edition was non-narrative)."""
+    _, units, _ = _units("THE BOOK", "PREFACE TO THE FIRST EDITION", _prose(200, "p"), "J. W.", "CHAPTER I.",
+                         _prose(300, "a"), "CHAPTER II.", _prose(300, "b"), author="John Writer")
+    assert [u.title for u in units] == ["PREFACE TO THE FIRST EDITION", "CHAPTER I.", "CHAPTER II."]
+
+
+def test_a_title_page_after_the_authors_preface_is_no_signature():
+    """The author's preface followed by a second title page (``THE HOUSE OF MIRTH`` / ``by`` / the author):
+    the title is not read as someone else's signature, the preface stays (on main it was dropped)."""
+    _, units, _ = _units("THE HOUSE OF MIRTH", "PREFACE", _prose(200, "p"), "THE HOUSE OF MIRTH", "by",
+                         "John Writer", "CHAPTER I.", _prose(300, "a"), "CHAPTER II.", _prose(300, "b"),
+                         author="John Writer")
+    assert units[0].title == "PREFACE" and len(units) == 3
+
+
+@pytest.mark.parametrize("sig, own", [("H. M.", False), ("H. W.", True), ("HORACE WALPOLE.", True), ("WALPOLE.", True),
+                                      ("M. H. W.", False), ("THE AUTHOR.", True)])
+def test_initials_must_be_the_authors_in_order(sig, own):
+    """``H. M.`` is not Horace Walpole (on main one shared initial was enough)."""
+    _, units, _ = _units("THE BOOK", "PREFACE", _prose(200, "p"), sig, "CHAPTER I.", _prose(300, "a"),
+                         "CHAPTER II.", _prose(300, "b"), author="Horace Walpole")
+    assert (units[0].title == "PREFACE") is own
+
+
+def test_real_books_whose_preface(data_dir):
+    """An editor's unsigned introductory note speaking of Goethe is front matter; Harris's own introductory
+    note (``J. C. H.``, then the book's title) and Defoe's preface to the first edition are units."""
+    _, units, report = _real(data_dir, "gutenberg_train/1945.txt.gz")
+    assert units[0].title == "ACT I" and "INTRODUCTORY NOTE" in [d[2] for d in report.dropped]
+    _, units, _ = _real(data_dir, "gutenberg_train/50701.txt.gz")
+    assert units[0].title.startswith("INTRODUCTORY NOTE")
+    _, units, _ = _real(data_dir, "gutenberg_train/12259.txt.gz")
+    assert units[0].title.startswith("PREFACE TO THE FIRST EDITION")
