@@ -236,3 +236,16 @@ def test_real_books_whose_preface(data_dir):
     assert units[0].title.startswith("INTRODUCTORY NOTE")
     _, units, _ = _real(data_dir, "gutenberg_train/12259.txt.gz")
     assert units[0].title.startswith("PREFACE TO THE FIRST EDITION")
+
+
+# kind 6: a book without headings keeps its opening scene ------------------------------------------------
+
+def test_a_book_without_headings_keeps_an_opening_scene_of_short_speeches():
+    """No heading, an opening scene in short quoted speeches (no paragraph of twelve words), then ``* * *``:
+    the whole-text unit starts at the first speech (on main it started at the first long paragraph, after
+    the rule, and the opening was dropped as front matter)."""
+    opening = [f'"Is that you, Tom{k}?" she called.' if k % 2 else f'"It is, mother{k}."' for k in range(60)]
+    text, units, report = _units("THE LONG NIGHT", "by A. Writer", *opening, "* * * * *", _prose(2000, "b"),
+                                 "* * * * *", _prose(2000, "c"), whole_title="The Long Night")
+    assert len(units) == 1 and units[0].text(text).startswith('"It is, mother0."')
+    assert [text[a:b] for a, b, _ in report.dropped] == ["THE LONG NIGHT\n\nby A. Writer"]

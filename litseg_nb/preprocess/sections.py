@@ -346,10 +346,11 @@ def _preface_end(sections: list[_Section], paras: list[str], para_words: list[in
 
 def _whole_when_headless(secs: list[_Section], paras: list[str], para_words: list[int],
                          whole_title: str) -> list[_Section]:
-    """No narrative heading: the whole narrative is one unit from the first prose paragraph."""
+    """No narrative heading: the whole narrative is one unit from its first paragraph of text: prose, or a line
+    no title page has (a quoted line of dialogue: an opening scene in short speeches)."""
     if any(s.narrative for s in secs):
         return secs
-    start = next((k for k, p in enumerate(paras) if _prose_words(p)), 0)
+    start = next((k for k, p in enumerate(paras) if _prose_words(p) or not _is_heading_shaped(p)), 0)
     if sum(para_words[start:]) < FRONT_NARRATIVE_WORDS:
         start = 0
     keep = [s for s in secs if not s.narrative and s.first_para > start and s.title != FRONT_MATTER]
