@@ -249,3 +249,26 @@ def test_a_book_without_headings_keeps_an_opening_scene_of_short_speeches():
                                  "* * * * *", _prose(2000, "c"), whole_title="The Long Night")
     assert len(units) == 1 and units[0].text(text).startswith('"It is, mother0."')
     assert [text[a:b] for a, b, _ in report.dropped] == ["THE LONG NIGHT\n\nby A. Writer"]
+
+
+# kind 1: numbered sections inside chapters that restart in each part ------------------------------------
+
+NAMES = ["THE RIVER", "THE TOWN", "THE SEA", "THE HILL", "THE ROAD"]
+
+
+@pytest.mark.parametrize("chapter", ["{r}", "{r}|{n}", "{r}\n{n}"])
+def test_arabic_sections_inside_restarting_roman_chapters_are_sections(chapter):
+    """Three parts, five chapters each (``I`` .. ``V``, restarting in each part; bare, or over their title in
+    the next paragraph or the same one), each chapter with sections ``1``, ``2``, ``3`` on lines of their own:
+    the fifteen chapters are the units (on main the 45 sections were)."""
+    body = ["THE BOOK"]
+    for p, part in enumerate(["PART ONE", "PART TWO", "PART THREE"]):
+        body.append(part)
+        for c in range(5):
+            body += chapter.format(r=ROMANS[c], n=NAMES[c]).split("|")
+            for s in range(1, 4):
+                body += [str(s), _prose(300, f"p{p}c{c}s{s}x")]
+    _, units, report = _units(*body)
+    assert len(units) == 15 and report.sections == 45
+    assert [u.title.split(" / ")[1].split()[0] for u in units] == ROMANS[:5] * 3
+    assert [t for _, t in units[0].sections] == ["1", "2", "3"]

@@ -135,9 +135,9 @@ def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureRepo
 
 
 def _series(h: Heading) -> tuple[str, int, str]:
-    """A numbering series: kind, rank and, for numbered titles, the numeral style (``I. TITLE`` and
-    ``1. Section`` are two series: Roman chapters holding Arabic sections)."""
-    return h.kind, h.rank, _style(h) if h.kind == "numbered" else ""
+    """A numbering series: kind, rank and, for numbered titles and bare numerals, the numeral style (``I. TITLE``
+    and ``1. Section``, ``I`` and ``1`` are two series: Roman chapters holding Arabic sections)."""
+    return h.kind, h.rank, _style(h) if h.kind in ("numbered", "numeral") else ""
 
 
 def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
@@ -194,9 +194,13 @@ def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int],
     verse = _verse_share(paras, words) > 0.5
     # numbered stanzas or list items ("1.", "2." a few lines apart) are not units
     nums = [h for h in heads if h.kind == "numeral"]
-    # words up to the next heading, not counting one right under it ("I" over "Introduction")
-    bounds = sorted({h.para for h in heads}) + [len(paras) + 1]
-    sizes = [sum(words[h.para + 1:bounds[bisect.bisect_right(bounds, h.para + 1)]]) for h in nums]
+    # words up to the next heading, not counting one right under it ("I" over "Introduction"), nor the
+    # numerals of the other style inside it (Roman chapters "I" holding Arabic sections "1", "2")
+    def size(h: Heading) -> int:
+        bounds = sorted({g.para for g in heads if g.kind != "numeral" or _style(g) == _style(h)}) + [len(paras) + 1]
+        return sum(words[h.para + 1:bounds[bisect.bisect_right(bounds, h.para + 1)]])
+
+    sizes = [size(h) for h in nums]
     small = {id(h) for h, n in zip(nums, sizes) if n < 150}
     if nums and len(small) * 2 > len(nums):
         heads = [h for h in heads if h.kind != "numeral"]

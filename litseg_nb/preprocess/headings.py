@@ -284,6 +284,10 @@ def _classify(para: str) -> list[Heading]:
         if (m and _title_like(m.group("base")) and not re.search(r"[\d()]", m.group("base"))
                 and _numeral_value(m.group("num"))):
             return [Heading(-1, "title", full, _numeral_value(m.group("num")))]
+    m = _BARE_NUM_RE.match(first) if len(lines) == 2 else None
+    if m and _numeral_value(m.group("num")) and word_count(lines[1]) <= 12 and _title_like(lines[1]) \
+            and not re.search(r"[,;]$", lines[1]):
+        return [Heading(-1, "numbered", full, _numeral_value(m.group("num")))]  # "I" over "THE RIVER"
     m = _NUMBERED_TITLE_RE.match(full)
     if m and _title_like(m.group("rest")) and not re.search(r"[,;]$", full):
         v = _numeral_value(m.group("num"))
