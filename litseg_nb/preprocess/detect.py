@@ -196,8 +196,11 @@ def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int],
     nums = [h for h in heads if h.kind == "numeral"]
     # words up to the next heading, not counting one right under it ("I" over "Introduction"), nor the
     # numerals of the other style inside it (Roman chapters "I" holding Arabic sections "1", "2")
+    bounds_of = {style: sorted({g.para for g in heads if g.kind != "numeral" or _style(g) == style}) + [len(paras) + 1]
+                 for style in ("roman", "arabic")}
+
     def size(h: Heading) -> int:
-        bounds = sorted({g.para for g in heads if g.kind != "numeral" or _style(g) == _style(h)}) + [len(paras) + 1]
+        bounds = bounds_of[_style(h)]
         return sum(words[h.para + 1:bounds[bisect.bisect_right(bounds, h.para + 1)]])
 
     sizes = [size(h) for h in nums]
