@@ -22,7 +22,7 @@ from ..metrics.retrieval import normalize_for_match
 
 log = logging.getLogger(__name__)
 
-CORPUS_CACHE_VERSION = "corpus-v3"
+CORPUS_CACHE_VERSION = "corpus-v4"  # raised when unit building changes, so cached corpora are rebuilt
 
 
 class CorpusError(UsageError, ValueError):
