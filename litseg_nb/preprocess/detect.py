@@ -400,8 +400,7 @@ def _drop_article(key: str) -> str:
 
 
 def _body_keys(para: str) -> list[str]:
-    # a footnote mark on a heading ("A RECKLESS CHARACTER[1]") is no part of its title
-    lines = [_strip_decor(re.sub(r"\[\d{1,3}\]", "", ln)) for ln in para.split("\n") if ln.strip()]
+    lines = [_strip_decor(ln) for ln in para.split("\n") if ln.strip()]
     keys = [_norm_title(" ".join(lines))]
     if len(lines) > 1:
         keys += [_norm_title(lines[0]), _norm_title(lines[-1])]

@@ -69,6 +69,7 @@ _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000
 _NN = frozenset({"nonnarrative", "resume"})
 _ANCHOR_RE = re.compile(r"^\S*\|\S*$")
 _DECOR_RE = re.compile(r"[_*\[\]{}]")
+_FOOTNOTE_MARK_RE = re.compile(r"(?<=\w)\[\d{1,3}\]")  # "A RECKLESS CHARACTER[1]": a footnote's mark
 _SMALL_WORDS = frozenset("a an and as at by for from in into of on or the to with de la le du des el von van".split())
 
 
@@ -146,7 +147,7 @@ def _strip_leader(s: str) -> str:
 
 def _strip_decor(s: str) -> str:
     """Emphasis and bracket marks off: ``[CHAPTER I] _To Mrs._ SAVILLE`` -> ``CHAPTER I To Mrs. SAVILLE``."""
-    return " ".join(_DECOR_RE.sub("", s).split())
+    return " ".join(_DECOR_RE.sub("", _FOOTNOTE_MARK_RE.sub("", s)).split())
 
 
 def _norm_title(s: str) -> str:
