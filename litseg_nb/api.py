@@ -68,10 +68,9 @@ def load_text(source: str | Path | None = None, book_id: str | None = None, titl
     ``max_unit_words`` is split recursively. A file's decoded text is ``book.meta["source_text"]``.
     """
     # deferred: keeps `import litseg_nb` light
-    from .corpus import CorpusError, index_book
+    from .corpus import CorpusError, cleaned_book, index_book
     # deferred: keeps `import litseg_nb` light
-    from .data.gutenberg import (GutenbergFormatError, NoStartMarker, clean_gutenberg_text, decode_gutenberg,
-                                 gutenberg_title)
+    from .data.gutenberg import GutenbergFormatError, NoStartMarker, clean_gutenberg_text, decode_gutenberg
     # deferred: keeps `import litseg_nb` light
     from .preprocess.structure import StructureReport, build_units
 
@@ -93,16 +92,14 @@ def load_text(source: str | Path | None = None, book_id: str | None = None, titl
         cleaned = clean_gutenberg_text(raw, source=where, missing_markers="keep", decode=how)
     is_gutenberg = cleaned.report.markers_found
     name = path.stem if path is not None else "text"
-    title = title or (gutenberg_title(raw[:4000]) if is_gutenberg else None) or name
+    # the same Book, and so the same units, as load_corpus builds from this file
+    book = cleaned_book(cleaned, book_id or f"{'gutenberg' if is_gutenberg else 'text'}:{name}", name, where,
+                        dataset="gutenberg" if is_gutenberg else "text")
+    book.title = title or book.title
     # the ``encoding=`` for ``Path(file).read_text`` that reads the file as decode_gutenberg did (``raw_spans``)
     how = cleaned.report.decode.split(" ", 1)[0]  # "cp1252 (declared:iso-8859-1; ...)" -> "cp1252"
     encoding = {"utf-8": "utf-8-sig", "utf-16": "utf-16"}.get(how, how.split(":", 1)[-1])
-    book = Book(book_id=book_id or f"{'gutenberg' if is_gutenberg else 'text'}:{name}", title=title,
-                dataset="gutenberg" if is_gutenberg else "text", text=cleaned.text,
-                paragraphs=cleaned.paragraphs, source=where, source_map=cleaned.source_map,
-                meta={"clean": {"markers_found": is_gutenberg, "decode": cleaned.report.decode,
-                                "encoding": encoding if path is not None else None,
-                                "dropped_chars": cleaned.report.dropped_chars}})
+    book.meta["clean"]["encoding"] = encoding if path is not None else None
     if path is not None:
         book.meta["source_text"] = raw
     if headings is None:

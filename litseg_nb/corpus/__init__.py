@@ -10,7 +10,7 @@ from typing import Any, Iterable, Sequence
 from ..core.cache import StepCache
 from ..core.progress import bar
 from ..config import CorpusConfig, StageConfig, UnitSelection
-from ..data.gutenberg import GutenbergFormatError, clean_gutenberg_file, read_manifest
+from ..data.gutenberg import CleanedText, GutenbergFormatError, clean_gutenberg_file, read_manifest
 from ..data.gutenqa import load_gutenqa
 from ..data.literaryqa import LoadReport, load_literaryqa
 from ..core.paths import data_dir, require_dataset_folder
@@ -21,7 +21,7 @@ from ..metrics.retrieval import normalize_for_match
 
 log = logging.getLogger(__name__)
 
-CORPUS_CACHE_VERSION = "corpus-v3"
+CORPUS_CACHE_VERSION = "corpus-v4"  # raised when unit building changes, so cached corpora are rebuilt
 
 
 class CorpusError(UsageError, ValueError):
@@ -103,13 +103,21 @@ def _load_gutenberg(root: Path, cfg: CorpusConfig) -> tuple[list[Book], LoadRepo
             log.warning("skipping %s: %s", bid, err)
             report.skipped[bid] = str(err)
             continue
-        title = cleaned.report.title or names.get(path.stem, path.stem)
-        books.append(Book(book_id=bid, title=title, dataset="gutenberg", text=cleaned.text,
-                          paragraphs=cleaned.paragraphs, source=str(path),
-                          source_map=cleaned.source_map,
-                          meta={"gutenqa_name": names.get(path.stem), "clean": asdict(cleaned.report)}))
+        books.append(cleaned_book(cleaned, bid, names.get(path.stem, path.stem), str(path),
+                                  gutenqa_name=names.get(path.stem)))
         report.loaded.append(bid)
     return books, report
+
+
+def cleaned_book(cleaned: CleanedText, book_id: str, fallback_title: str, source: str,
+                 dataset: str = "gutenberg", **meta: Any) -> Book:
+    """A :class:`Book` (no units yet) from a cleaned text: titled by its Gutenberg header (else
+    ``fallback_title``), its clean report (with the header's author, which :func:`index_book` gives to unit
+    building) in ``meta["clean"]``. :func:`load_corpus` and :func:`litseg_nb.api.load_text` both build their
+    books here, so one file gets the same units either way."""
+    return Book(book_id=book_id, title=cleaned.report.title or fallback_title, dataset=dataset, text=cleaned.text,
+                paragraphs=cleaned.paragraphs, source=source, source_map=cleaned.source_map,
+                meta={**meta, "clean": asdict(cleaned.report)})
 
 
 def index_book(book: Book, max_unit_words: int | None, sentence_splitter: str = "nupunkt") -> Book:

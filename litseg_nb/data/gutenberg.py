@@ -49,7 +49,23 @@ _CREDIT_RE = re.compile(
 _EPILOGUE_RE = re.compile(r"^End of (?:the )?Project Gutenberg", re.I)
 
 
-_ITEM_RE = re.compile(r"^(?:[IVXLC]{1,7}|\d{1,3})\.\s+\S")
+_ITEM_RE = re.compile(r"^(?P<num>[IVXLC]{1,7}|\d{1,3})\.\s+\S")
+
+
+def _roman(n: int) -> str:
+    out = ""
+    for value, numeral in ((100, "C"), (90, "XC"), (50, "L"), (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"),
+                           (1, "I")):
+        out += numeral * (n // value)
+        n %= value
+    return out
+
+
+def _counted_items(lines: list[str]) -> int:
+    """Lines that start a list item numbered ``I.``, ``II.``, ... (or ``1.``, ``2.``, ...) counting up from one."""
+    nums = [m.group("num") for ln in lines if (m := _ITEM_RE.match(ln))]
+    expected = [str(k) if nums and nums[0].isdigit() else _roman(k) for k in range(1, len(nums) + 1)]
+    return len(nums) if nums == expected else 0
 
 
 _ANCHOR_LINE_RE = re.compile(r"^[A-Z]+_\d+\|[A-Z]+_\d+$")
@@ -205,6 +221,7 @@ def _is_verse_block(block: list[str], width: int) -> bool:
     # and so does a contents list typed with page numbers at the right margin ("The Happy Prince      25")
     return (sum(1 for ln in body if len(ln) < 0.6 * width) * 2 >= len(body)
             or sum(1 for ln in lines if _ITEM_RE.match(ln)) * 3 >= len(lines) * 2
+            or _counted_items(lines) >= 3 and _counted_items(lines) * 2 >= len(lines)  # items over two lines
             or sum(1 for ln in block if _is_listed(ln)) * 2 >= len(block))
 
 

@@ -135,9 +135,9 @@ def _drop_toc_runs(heads: list[Heading], words: list[int], report: StructureRepo
 
 
 def _series(h: Heading) -> tuple[str, int, str]:
-    """A numbering series: kind, rank and, for numbered titles, the numeral style (``I. TITLE`` and
-    ``1. Section`` are two series: Roman chapters holding Arabic sections)."""
-    return h.kind, h.rank, _style(h) if h.kind == "numbered" else ""
+    """A numbering series: kind, rank and, for numbered titles and bare numerals, the numeral style (``I. TITLE``
+    and ``1. Section``, ``I`` and ``1`` are two series: Roman chapters holding Arabic sections)."""
+    return h.kind, h.rank, _style(h) if h.kind in ("numbered", "numeral") else ""
 
 
 def _continuity(heads: list[Heading], report: StructureReport) -> list[Heading]:
@@ -194,9 +194,16 @@ def _numeral_policy(heads: list[Heading], paras: list[str], words: list[int],
     verse = _verse_share(paras, words) > 0.5
     # numbered stanzas or list items ("1.", "2." a few lines apart) are not units
     nums = [h for h in heads if h.kind == "numeral"]
-    # words up to the next heading, not counting one right under it ("I" over "Introduction")
-    bounds = sorted({h.para for h in heads}) + [len(paras) + 1]
-    sizes = [sum(words[h.para + 1:bounds[bisect.bisect_right(bounds, h.para + 1)]]) for h in nums]
+    # words up to the next heading, not counting one right under it ("I" over "Introduction"), nor the
+    # numerals of the other style inside it (Roman chapters "I" holding Arabic sections "1", "2")
+    bounds_of = {style: sorted({g.para for g in heads if g.kind != "numeral" or _style(g) == style}) + [len(paras) + 1]
+                 for style in ("roman", "arabic")}
+
+    def size(h: Heading) -> int:
+        bounds = bounds_of[_style(h)]
+        return sum(words[h.para + 1:bounds[bisect.bisect_right(bounds, h.para + 1)]])
+
+    sizes = [size(h) for h in nums]
     small = {id(h) for h, n in zip(nums, sizes) if n < 150}
     if nums and len(small) * 2 > len(nums):
         heads = [h for h in heads if h.kind != "numeral"]
@@ -342,6 +349,7 @@ def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
             nxt_words = word_count(paras[j + 1]) if j + 1 < len(paras) else 0
             starts_body = (len(lines) == 1 and nxt_words >= 50 and "\n" not in paras[j + 1]
                            and bool(_classify(paras[j])))  # a heading followed by prose ("PREFACE")
+            starts_body = starts_body or len(lines) == 1 and _opens_first_chapter(paras, j)
             if entries and keys and (starts_body or any(k in seen for k in keys)
                                      or "\n" not in paras[j] and keys[0] in prefixes):
                 # the first body heading repeats an entry; a numeral/keyword line just before it
@@ -373,6 +381,18 @@ def _contents_blocks(paras: list[str]) -> list[tuple[int, int, list[str]]]:
         out.append((i, j, entries))
         i = max(j, i + 1)
     return out
+
+
+def _opens_first_chapter(paras: list[str], j: int) -> bool:
+    """Paragraph ``j`` is a first chapter's heading (``CHAPTER I``, numbered 1) over prose, with at most one
+    short line between them (``It was late.``, a date): the body starts there, not another contents entry."""
+    hs = _classify(paras[j])
+    if not hs or hs[0].kind in _NN or hs[0].kind == "special" or hs[0].value != 1:
+        return False
+    k = j + 1
+    if k < len(paras) and "\n" not in paras[k] and word_count(paras[k]) < 12 and not _classify(paras[k]):
+        k += 1
+    return k < len(paras) and "\n" not in paras[k] and word_count(paras[k]) >= 50
 
 
 def _drop_article(key: str) -> str:

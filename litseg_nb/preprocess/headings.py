@@ -39,8 +39,9 @@ RANKS = {"volume": 0, "book": 1, "part": 1, "act": 2, "title": 2, "chapter": 3, 
          "lecture": 3, "essay": 3, "numbered": 3, "scene": 4, "numeral": 5, "special": 1,
          "nonnarrative": 1, "resume": 1}
 _KW = "|".join(sorted(_KEYWORDS, key=len, reverse=True))
+_SEPARATORS = " .:;—–-~=|/\\·•#+"  # between a heading's keyword and number and its title
 _KEYWORD_RE = re.compile(
-    rf"^(?:[\w'’ ]{{1,30}}:\s+)?(?P<kw>{_KW})\.?\s+(?P<num>{_NUM})\b\.?(?P<rest>(?:[\s:.—–-].*)?)$", re.I)
+    rf"^(?:[\w'’ ]{{1,30}}:\s+)?(?P<kw>{_KW})\.?\s+(?P<num>{_NUM})\b\.?(?P<rest>(?:[\s:.—–~=|·•-].*)?)$", re.I)
 _ORDINAL_KW_RE = re.compile(
     rf"^(?P<num>(?:the\s+)?(?:{_WORDNUM})(?:[\s-](?:{_WORDNUM}))?)\s+"
     rf"(?P<kw>part|book|volume|act|canto|story|chapter|letter|stave|lecture|tale)\.?$", re.I)  # THE FIRST CHAPTER
@@ -58,7 +59,7 @@ _NON_NARRATIVE_RE = re.compile(
     r"(?:preface|note|notes|introduction|foreword)|editorial\s+note|critical\s+introduction|"
     r"biographical\s+(?:note|sketch|introduction)|credits|dramatis\s+person(?:ae|æ)|"
     r"the\s+persons\s+(?:in|of)\s+the\s+play|the\s+scenes\s+of\s+the\s+play|"
-    r"(?:introduction|preface|foreword)\s+(?:by|to\s+the\s+\w+\s+edition)\b.*)[.:]?$", re.I)
+    r"(?:introduction|preface|foreword)(?:\s+and\s+\w+)?\s+by\b(?!\s+the\s+author).*)[.:]?$", re.I)  # whose "PREFACE TO THE FIRST EDITION" is: its signature
 _CONTENTS_RE = re.compile(r"^(?:(?:table\s+of\s+)?contents?|list\s+of\s+(?:chapters|stories|poems))[.:]?$", re.I)
 _NUMBERED_TITLE_RE = re.compile(rf"^(?P<num>{_ROMAN}|\d{{1,3}})(?:\.|:|\s*[—–-]+)?\s+(?P<rest>\S.{{1,110}})$")
 _TITLE_PART_RE = re.compile(rf"^(?P<base>.*?\w.*?)[.,]?\s*[—–-]+\s*(?P<num>{_ROMAN}|\d{{1,3}})\.?$")
@@ -68,6 +69,7 @@ _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000
 _NN = frozenset({"nonnarrative", "resume"})
 _ANCHOR_RE = re.compile(r"^\S*\|\S*$")
 _DECOR_RE = re.compile(r"[_*\[\]{}]")
+_FOOTNOTE_MARK_RE = re.compile(r"(?<=\w)\[\d{1,3}\]")  # "A RECKLESS CHARACTER[1]": a footnote's mark
 _SMALL_WORDS = frozenset("a an and as at by for from in into of on or the to with de la le du des el von van".split())
 
 
@@ -145,12 +147,12 @@ def _strip_leader(s: str) -> str:
 
 def _strip_decor(s: str) -> str:
     """Emphasis and bracket marks off: ``[CHAPTER I] _To Mrs._ SAVILLE`` -> ``CHAPTER I To Mrs. SAVILLE``."""
-    return " ".join(_DECOR_RE.sub("", s).split())
+    return " ".join(_DECOR_RE.sub("", _FOOTNOTE_MARK_RE.sub("", s)).split())
 
 
 def _norm_title(s: str) -> str:
     """Contents/body heading key: no accents, case, punctuation, decoration or page number."""
-    s = _strip_leader(s)
+    s = re.sub(r"(?<=[a-z]{2})\d{1,4}\s*$", "", _strip_leader(s))  # a page number glued on: "Opinions47"
     m = re.search(r"[\s.]+(?:\d+|[ivxlc]+)\s*$", s.strip())  # trailing page number (vii, 25) ...
     if m:
         before = s.strip()[:m.start()].split()
@@ -207,7 +209,7 @@ def _long_titled_keyword(lines: list[str]) -> bool:
         return False
     first = _strip_decor(lines[0])
     m = _KEYWORD_RE.match(first)
-    if not m or m.group("rest").strip(" .:—–-") or m.group("kw").lower() in ("volume", "vol", "book", "part", "act"):
+    if not m or m.group("rest").strip(_SEPARATORS) or m.group("kw").lower() in ("volume", "vol", "book", "part", "act"):
         return False
     return all(ln.isupper() for ln in lines[1:])
 
@@ -226,7 +228,7 @@ def _keyword(line: str) -> Heading | None:
     """A keyword heading on one line (``para`` filled in by the caller)."""
     m = _KEYWORD_RE.match(line)
     if m:
-        rest = m.group("rest").strip(" .:—–-")
+        rest = m.group("rest").strip(_SEPARATORS)  # "CHAPTER THE FIRST ~~ THE BOY GROWS UP"
         # "Letter I received ..." is prose: a heading's title is short and starts with a capital
         if rest and (word_count(rest) > 14 or not (rest[0].isupper() or rest[0].isdigit() or rest[0] in "(“‘\"'")):
             return None
@@ -289,6 +291,10 @@ def _classify(para: str) -> list[Heading]:
         if (m and _title_like(m.group("base")) and not re.search(r"[\d()]", m.group("base"))
                 and _numeral_value(m.group("num"))):
             return [Heading(-1, "title", full, _numeral_value(m.group("num")))]
+    m = _BARE_NUM_RE.match(first) if len(lines) == 2 else None
+    if m and _numeral_value(m.group("num")) and word_count(lines[1]) <= 12 and _title_like(lines[1]) \
+            and not re.search(r"[,;]$", lines[1]):
+        return [Heading(-1, "numbered", full, _numeral_value(m.group("num")))]  # "I" over "THE RIVER"
     m = _NUMBERED_TITLE_RE.match(full)
     if m and _title_like(m.group("rest")) and not re.search(r"[,;]$", full):
         v = _numeral_value(m.group("num"))
@@ -309,16 +315,56 @@ def _prose_words(para: str) -> int:
     return word_count(para)
 
 
+_INITIAL_RE = re.compile(r"\b[A-Z]\.")
+_TITLE_WORDS = frozenset("a an and as at by for from in into of on or the to with".split())
+
+
+def _signature_name(line: str) -> str | None:
+    """The name a signature line gives (``E. A. V. MERTON`` of ``E. A. V. MERTON, SURREY: August, 1898.``),
+    else None: a name in capitals or with initials, up to five words; a place and a date after a comma
+    only follow a name with initials (``LONDON, May 1850.`` is a dated place, not a name)."""
+    s = line.strip().rstrip(".,;:")
+    if re.search(r"\d", s):
+        head = s.split(",", 1)[0].strip().rstrip(".")
+        if head == s or not _INITIAL_RE.search(head + "."):
+            return None
+        s = head
+    if _SPECIAL_RE.match(s) or _keyword(s) or _BARE_NUM_RE.match(s):
+        return None
+    if 1 <= word_count(s) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", s) and (s.isupper() or "." in s):
+        return s
+    return None
+
+
 def _signature_author(author: str | None, lines: Sequence[str]) -> bool | None:
-    """Whether a signature line names the book's author (None: no signature found)."""
-    for ln in list(reversed([x for x in lines if x.strip()]))[:4]:
-        s = ln.strip().rstrip(".")
-        if re.search(r"\d", s) or _SPECIAL_RE.match(s) or _keyword(s):
-            continue
-        if 1 <= word_count(s) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", s) and (s.isupper() or "." in s):
-            if not author:
-                return None
-            initials = {w[0].upper() for w in re.findall(r"[A-Za-z]+", author)}
-            sig = {w[0].upper() for w in re.findall(r"[A-Za-z]+", s)}
-            return bool(sig & initials) and len(sig - initials) <= 1
+    """Whether a signature line names the book's author (None: no signature found). A signature of initials
+    or names matches when its first and last initials are the author's first and last (``J. C. H.``, a pen
+    name with the same initials) and its initials are the author's in order (``H. M.`` is not Horace
+    Walpole); a one-word signature is the author's surname; ``THE AUTHOR`` is the author."""
+    seen = 0
+    for ln in reversed(lines):
+        words = re.findall(r"[A-Za-z][A-Za-z'’-]*", ln)
+        if not words or ln.isupper() and any(len(w) > 1 and w.lower() in _TITLE_WORDS for w in words):
+            continue  # a rule, or a title set after the signature ("THE BANQUET OF DANTE", "ON THE PLANTATION.")
+        seen += 1
+        if seen > 4:
+            return None
+        name = _signature_name(ln)
+        if name is None:
+            if re.search(r"\d", ln) or word_count(ln) <= 4 or re.fullmatch(r"\[.*\]", ln.strip()):
+                continue  # a date, a place, a closing word or a bracketed note after the signature
+            return None  # text after it: a name above is no signature at the end
+        if not author:
+            return None
+        words = re.findall(r"[A-Za-z][A-Za-z'’-]*", name)
+        if any(w.lower() == "author" for w in words):
+            return True
+        names = [w for w in re.findall(r"[^\W\d_][\w'’-]*", author) if len(w) == 1 or w.lower() not in _SMALL_WORDS]
+        if not names:
+            return None
+        if len(words) == 1 and len(words[0]) > 1:
+            return words[0].lower() == names[-1].lower()
+        sig, own = [w[0].upper() for w in words], [w[0].upper() for w in names]
+        it = iter(own)
+        return sig[0] == own[0] and sig[-1] == own[-1] and all(c in it for c in sig)
     return None

@@ -10,7 +10,8 @@ from typing import Sequence
 
 from .detect import detect_headings
 from .headings import (_NN, _SPECIAL_RE, CONTAINER_GAP_WORDS, CONTAINER_KINDS, FRONT_MATTER, FRONT_NARRATIVE_WORDS,
-                       RANKS, Heading, Span, StructureReport, _is_heading_shaped, _prose_words, _signature_author,
+                       RANKS, Heading, Span, StructureReport, _INITIAL_RE, _is_heading_shaped, _prose_words,
+                       _classify, _signature_author, _signature_name,
                        _norm_title, _strip_decor, _title_like, _SMALL_WORDS)
 from ..core.schema import word_count
 
@@ -128,7 +129,11 @@ def _front_matter(sections: list[_Section], paras: list[str], whole_title: str,
     early_start, early_words = prose(0, scan_from)
     report.front_prose_words = front_words + early_words
     if front_start is not None and front_words >= FRONT_NARRATIVE_WORDS:
-        sections.insert(0, _Section(front_start, whole_title, headed=False))
+        # the end of a contents list above that prose ("Front matter" up to it) is where the unit starts
+        marker = next((x.first_para for x in sections if x.title == FRONT_MATTER and not x.narrative
+                       and scan_from <= x.first_para <= front_start), front_start)
+        sections.insert(0, _Section(marker, whole_title, headed=False))
+        inserted.add(marker)
         report.front_matter = True
         report.front_decision = (f"{front_words} prose words before the first heading: a unit "
                                  f"(at least {FRONT_NARRATIVE_WORDS})")
@@ -206,36 +211,74 @@ def _long_run(paras: list[str], in_nn: set[int], lo: int, hi: int, whole_title: 
     return None
 
 
+_PREFACE_TITLE_RE = re.compile(r"^(?:the\s+)?(?:author[’']?s\s+)?(?:introduction|introductory|preface|prefatory|foreword)\b",
+                               re.I)
+_BY_LINE_RE = re.compile(r"^by\b.{0,60}$", re.I)
+_FIRST_PERSON_RE = re.compile(r"\b(?:I|me|my|myself|mine)\b")
+
+
+def _signature_lines(paras: list[str], a: int, e: int) -> list[str]:
+    """The last lines of the section ``paras[a:e]``, where its signature is, without a title page set after
+    it (``THE HOUSE OF THE SEVEN GABLES`` / ``by`` / ``Nathaniel Hawthorne``: the title is no signature)."""
+    lines = [ln.strip() for p in paras[max(a + 1, e - 6):e] for ln in p.split("\n") if ln.strip()]
+    by = next((i for i in range(len(lines) - 1, max(len(lines) - 5, -1), -1) if _BY_LINE_RE.match(lines[i])), None)
+    if by is not None:
+        top = by
+        while top > 0 and by - top < 3 and not _prose_words(lines[top - 1]) and word_count(lines[top - 1]) <= 8 \
+                and not _INITIAL_RE.search(lines[top - 1]) and (lines[top - 1].isupper() or _title_like(lines[top - 1])):
+            top -= 1
+        lines = lines[:top]
+    return lines
+
+
 def _foreign_prefaces(sections: list[_Section], paras: list[str], author: str | None,
                       report: StructureReport) -> None:
-    """A preface or introduction signed by someone else than the author is not narrative, unless an
-    introduction never names the author (a fictional editor's framing: a unit, and the report says so)."""
+    """A preface, introduction or introductory note by someone else than the author is not narrative: signed by
+    another name (unless an introduction never names the author: a fictional editor's framing, a unit, and the
+    report says so), or unsigned and speaking of the author (the author's surname at least twice, more often
+    than ``I``/``my``: an editor's note)."""
     surname = re.findall(r"[A-Za-z][\w'’-]+", author)[-1] if author and re.search(r"[A-Za-z]{2}", author) else None
+    total = sum(len(p.split()) for p in paras)
     for s, e in zip(sections, _ends(sections, len(paras))):
-        if s.narrative and re.match(r"^(?:introduction|preface|foreword)\b", s.title.split(" / ")[-1], re.I):
-            tail = [ln for p in paras[max(s.first_para, e - 3):e] for ln in p.split("\n")]
-            if _signature_author(author, tail) is False:
-                body = " ".join(paras[s.first_para + 1:e])
-                unnamed = surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I)
-                if unnamed and re.match(r"^introduction\b", s.title.split(" / ")[-1], re.I):
-                    report.level_notes.append(f"{s.title!r} is signed by someone else than the author but never "
-                                              f"names {surname}: a framing introduction, kept as a unit")
-                    continue
-                # a preface that is part of the fiction: signed by one of the story's people (the
-                # signer's surname recurs in the narrative after it) and never naming the author
-                signer = _signer_surname(tail)
-                if unnamed and signer and re.search(rf"\b{re.escape(signer)}\b", " ".join(paras[e:]), re.I):
-                    report.level_notes.append(f"{s.title!r} is signed by {signer!r}, a name of the story, and never "
-                                              f"names {surname}: a preface that is part of the fiction, kept as a unit")
-                    continue
+        if not s.narrative or not s.headed:
+            continue
+        if any(h.value is not None and h.kind not in CONTAINER_KINDS for h in _classify(paras[s.first_para])):
+            break  # the book's numbered units have begun: an "Introductory" chapter among them is no preface
+        if not _PREFACE_TITLE_RE.match(s.title.split(" / ")[-1]):
+            continue
+        if sum(len(p.split()) for p in paras[s.first_para:e]) * 2 > total:
+            continue  # a "preface" holding most of the book is never dropped (see _preface_end)
+        tail = _signature_lines(paras, s.first_para, e)
+        signed = _signature_author(author, tail)
+        body = " ".join(paras[s.first_para + 1:e])
+        if signed is None and surname and sum(len(p.split()) for p in paras[s.first_para:e]) <= SWALLOW_WORDS:
+            named = len(re.findall(rf"\b{re.escape(surname)}\b", body))
+            if named >= 2 and len(_FIRST_PERSON_RE.findall(body)) < named:
+                report.level_notes.append(f"{s.title!r} is unsigned and speaks of the author ({surname!r} {named} "
+                                          "times, more than I/my): an editor's note, not narrative")
                 s.narrative = False
+            continue
+        if signed is False:
+            unnamed = surname and not re.search(rf"\b{re.escape(surname)}\b", body, re.I)
+            if unnamed and re.match(r"^introduction\b", s.title.split(" / ")[-1], re.I):
+                report.level_notes.append(f"{s.title!r} is signed by someone else than the author but never "
+                                          f"names {surname}: a framing introduction, kept as a unit")
+                continue
+            # a preface that is part of the fiction: signed by one of the story's people (the
+            # signer's surname recurs in the narrative after it) and never naming the author
+            signer = _signer_surname(tail)
+            if unnamed and signer and re.search(rf"\b{re.escape(signer)}\b", " ".join(paras[e:]), re.I):
+                report.level_notes.append(f"{s.title!r} is signed by {signer!r}, a name of the story, and never "
+                                          f"names {surname}: a preface that is part of the fiction, kept as a unit")
+                continue
+            s.narrative = False
 
 
 def _signer_surname(lines: Sequence[str]) -> str | None:
     """The last name (three letters or more, not initials) of a preface's signature line."""
     for ln in list(reversed([x for x in lines if x.strip()]))[:4]:
-        t = ln.strip().rstrip(".")
-        if 1 <= word_count(t) <= 5 and re.fullmatch(r"[A-Z][A-Za-z.\s'’-]*", t) and (t.isupper() or "." in t):
+        t = _signature_name(ln)
+        if t is not None:
             if any(w.lower() in _SMALL_WORDS for w in t.replace(".", " ").split()):
                 return None  # "THE VOYAGE OF THE BEAGLE": the book's title set again, not a signature
             names = re.findall(r"[A-Za-z][a-z'’-]{2,}|[A-Z][A-Z'’-]{2,}", t)
@@ -303,10 +346,11 @@ def _preface_end(sections: list[_Section], paras: list[str], para_words: list[in
 
 def _whole_when_headless(secs: list[_Section], paras: list[str], para_words: list[int],
                          whole_title: str) -> list[_Section]:
-    """No narrative heading: the whole narrative is one unit from the first prose paragraph."""
+    """No narrative heading: the whole narrative is one unit from its first paragraph of text: prose, or a line
+    no title page has (a quoted line of dialogue: an opening scene in short speeches)."""
     if any(s.narrative for s in secs):
         return secs
-    start = next((k for k, p in enumerate(paras) if _prose_words(p)), 0)
+    start = next((k for k, p in enumerate(paras) if _prose_words(p) or not _is_heading_shaped(p)), 0)
     if sum(para_words[start:]) < FRONT_NARRATIVE_WORDS:
         start = 0
     keep = [s for s in secs if not s.narrative and s.first_para > start and s.title != FRONT_MATTER]
