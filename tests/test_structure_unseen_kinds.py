@@ -1,4 +1,4 @@
-"""Issue #36: the four kinds of unit misses on unseen books, one synthetic test each (the books are our
+"""Four kinds of unit misses on unseen books, one synthetic test each (the books are our
 own made-up text), plus the hand-read training-book cases of each kind (tuning only)."""
 from __future__ import annotations
 
