@@ -7,7 +7,7 @@ the three prompts, printing one row per unit (sentences, segments, fallback and 
 stage-3 errors, tokens, seconds) and the share of units that fell back to the whole unit.
 
     python benchmarks/smoke_litseg_fallbacks.py --profile smoke                 # the profile's setting (on)
-    python benchmarks/smoke_litseg_fallbacks.py --profile smoke --structured off  # as before issue #32
+    python benchmarks/smoke_litseg_fallbacks.py --profile smoke --structured off  # without constrained decoding
     python benchmarks/smoke_litseg_fallbacks.py --profile smoke --method litseg-lite
 
 The length reference is the paper's 100 unless ``--calibrate`` (notebook 02 calibrates it first on
@@ -15,7 +15,7 @@ The length reference is the paper's 100 unless ``--calibrate`` (notebook 02 cali
 Nothing is written but the LLM request cache and ``--annotations`` (a rerun of the same requests is free and says so in
 ``cache_hits``). Costly on a shared 2-core CPU (~2-5 min per unit for SmolLM2-135M): run it once.
 
-Measured (issue #32, 2 cores at load ~18, ``--profile smoke --group 1``): whole-unit fallback 0/8 with
+Measured (2 cores at load ~18, ``--profile smoke --group 1``): whole-unit fallback 0/8 with
 constrained decoding (1 none, 6 index_repair, 1 coverage_repair; 1481 s), against 8/8 without it in
 the smoke run at f1ca1bc; every unit still ends as one segment 1..N (SmolLM2-135M copies the prompt's
 placeholders and writes "from 1 to N", often twice). With smoke's segment floor (``LitSegConfig.min_segments=2``,

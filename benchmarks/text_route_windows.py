@@ -9,7 +9,7 @@ keeps each window one unit).
 
     python benchmarks/text_route_windows.py --profile smoke --method token [--whole]
 
-Issue #32 (smoke, token, 451 windows): before, 370 differed with the smoke cap (900 words) and 99
+Smoke, token, 451 windows: before, 370 differed with the smoke cap (900 words) and 99
 with the cap lifted (heading detection on a text: short first paragraphs dropped as titles, some
 windows cut at heading-like lines); after, 329 with the cap (every one of them cut into units by
 the cap) and 0 with it lifted.

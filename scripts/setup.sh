@@ -46,7 +46,7 @@ fi
 
 # The embedded SmolLM2's de-quantised safetensors copy and its tokenizer, converted once from the packaged GGUF
 # into .cache/models (litseg_nb.llm.models.smollm2_dir; a deterministic function of the GGUF, skipped when
-# present): part of installing the model, so no notebook run pays for it (issue #35: ~20 s of notebook 02 and
+# present): part of installing the model, so no notebook run pays for it (~20 s of notebook 02 and
 # ~13 s of 01 in a fresh clone's first smoke run)
 "$VPY" -c 'from litseg_nb.llm import models; models.smollm2_dir(); models.smollm2_tokenizer_dir()' \
   || { echo "[setup] could not convert the embedded SmolLM2 GGUF (see the error above)"; exit 1; }

@@ -150,7 +150,7 @@ FT = {'gutenberg/215.txt': 'Buck did not read the newspapers,', 'gutenberg/219.t
 for g in G:
     if g['file'] in FT: g['first_text'] = FT[g['file']]
 
-# ---- issue #36: the four kinds, from gutenberg_train (hand-read with zcat/grep/sed). These books are
+# ---- the four kinds of unseen-book misses, from gutenberg_train (hand-read with zcat/grep/sed). These books are
 # training books: they go to their own file (structure_gold_train.jsonl), never into structure_gold.jsonl
 # (whose books the boundary model's training refuses as evaluation books), and are tuning cases only:
 # gutenberg_train is never for reporting, so none of them is held out.

@@ -208,7 +208,7 @@ def test_length_matched_means_are_the_real_tokenizers_means(cfg, embedder, fresh
 
 
 def test_semantic_units_selection_runs_the_semantic_chunker_on_the_selected_units_only(embedder, fresh_dirs):
-    """``semantic_units="selection"`` (smoke, issue #35): the semantic chunker segments the shared unit
+    """``semantic_units="selection"`` (smoke): the semantic chunker segments the shared unit
     selection, every one of its sentences covered; the rule-based methods still cover the whole book, and
     the boundary benchmark's config keeps the semantic chunker on its own windows (``"all"``)."""
     from litseg_nb.evaluation.boundaries import BoundaryConfig, baselines_config

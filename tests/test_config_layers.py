@@ -1,4 +1,4 @@
-"""Where a config value comes from: four layers (issue #30 item 4) and `config --explain KEY`."""
+"""Where a config value comes from: four layers and `config --explain KEY`."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Constrained decoding of LitSeg and LitSeg-Lite (issue #32): per-unit JSON schemas whose sentence
+"""Constrained decoding of LitSeg and LitSeg-Lite: per-unit JSON schemas whose sentence
 indices are bounded by the unit's sentence count, requested per conversation, obeyed by the hf
 backend (xgrammar) on the tiny test model, keyed per request in the cache, and still followed by the
 validator and the paper's counted fallbacks."""

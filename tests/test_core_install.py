@@ -1,4 +1,4 @@
-"""The core install (issue #34): ``pip install litseg_nb`` without extras segments a book with the
+"""The core install: ``pip install litseg_nb`` without extras segments a book with the
 rule-based methods and an LLM method over an OpenAI-compatible server, lists the methods and runs the
 adapters' core (the part without a host library), without importing the research stack.
 

@@ -1,4 +1,4 @@
-"""Discover and compose (issue #34): ``methods`` lists every method and lib: preset with one line each
+"""Discover and compose: ``methods`` lists every method and lib: preset with one line each
 and ``segment --help`` points at it; ``boundaries --method lib:...`` is accepted; ``import-chunks``
 takes a user's own book file; a misspelt library option of a folder run is one usage error before
 any book is loaded (and in the adapters, at construction); ``segment`` writes token counts."""

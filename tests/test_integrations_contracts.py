@@ -1,4 +1,4 @@
-"""The adapters keep their hosts' contracts (issue #34): one rule for keywords (config overrides; an
+"""The adapters keep their hosts' contracts: one rule for keywords (config overrides; an
 unknown one is a ConfigError naming the known ones) in all three; LlamaIndex's show_progress,
 include_metadata, include_prev_next_rel, id_func, char offsets and SOURCE; text outside the narrative
 units chunked (dropped only with keep_outside_units=False, and reported); token counts with a named

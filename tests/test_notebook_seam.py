@@ -1,4 +1,4 @@
-"""One seam between a notebook and the package (issue #30 item 3): ``cfg, run = setup("NN", globals())``.
+"""One seam between a notebook and the package: ``cfg, run = setup("NN", globals())``.
 
 A notebook names its parameters once (its ``parameters`` cell), never reads its own ``.ipynb``, and
 gets the configuration the runner resolved as a papermill parameter (``litseg_resolved``), with the

@@ -1,4 +1,4 @@
-"""The README's "Just the splitter" quick start (issue #34): five lines for LangChain and five for
+"""The README's "Just the splitter" quick start: five lines for LangChain and five for
 LlamaIndex, run as written on a book file (``my_book.txt`` is a copy of a local Gutenberg book)."""
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ def test_every_notebook_states_what_it_reads():
         first = nbformat.read(nb, as_version=4).cells[0]
         assert first.cell_type == "markdown" and "\nReads: " in first.source, nb.name
         assert set(NOTEBOOK_NEEDS.get(n, ())) <= set(graph[n]), nb.name
-    # what the smoke run overlaps (issue #35): 04 beside 02->03; 05, 06 and 07 two at a time; 08 alone after all
+    # what the smoke run overlaps: 04 beside 02->03; 05, 06 and 07 two at a time; 08 alone after all
     assert graph["04"] == ("01",) and graph["07"] == ("02", "03") and graph["06"] == ("02", "03", "04")
     assert graph["05"] == ("02", "03", "04")
     assert graph["08"] == ("02", "03", "04", "05", "06", "07")

@@ -127,7 +127,7 @@ def test_kind4_a_fictional_preface_is_kept_and_an_editors_preface_dropped():
 
 
 def test_training_book_cases_of_each_kind_are_tuning_only_and_met(data_dir):
-    """The hand-read gutenberg_train cases (tests/structure_gold_build.py, issue #36): none held out,
+    """The hand-read gutenberg_train cases (tests/structure_gold_build.py): none held out,
     none in the evaluation gold (the boundary model's training refuses the books of that file), and
     every one exact, fully matched, nothing lost."""
     train = load_gold(Path(__file__).with_name("structure_gold_train.jsonl"))

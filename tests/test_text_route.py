@@ -3,7 +3,7 @@
 Black box: the text of every benchmark window (built from the local books by
 :mod:`litseg_nb.evaluation.boundaries`) is given as ``text=``; the chunks must cover every character
 and sentence of it, and their boundaries (chunk starts as character offsets into the text) must be
-the benchmark's own segmentation of that window by the same method. Before issue #32 the text route
+the benchmark's own segmentation of that window by the same method. Before constrained decoding the text route
 ran heading detection on a text (a short first paragraph was dropped as a title, some windows were
 cut into several units): on the 451 smoke windows 99 differed for ``token`` even with the unit cap
 lifted (``benchmarks/text_route_windows.py`` measures it at every scale).

@@ -73,7 +73,7 @@ def test_every_llm_stage_shares_one_selection(profile):
 
 
 def test_smoke_selection_covers_two_questions_with_the_fewest_emma_units(data_dir):
-    """Smoke's selection (issue #35: 2 questions; 8, then 4 until 2026-12-02): the fewest Emma units holding
+    """Smoke's selection (2 questions): the fewest Emma units holding
     >= 2 questions' evidence, the same units for every stage."""
     from litseg_nb.chunkers.config import BaselinesConfig
     from litseg_nb.litseg.config import LitSegConfig
@@ -90,7 +90,7 @@ def test_smoke_selection_covers_two_questions_with_the_fewest_emma_units(data_di
 
 
 def test_the_two_word_caps_have_their_own_names_and_a_real_none():
-    """Issue #30: ``CorpusConfig.max_unit_words`` is the paper's split cap n (None = never split);
+    """``CorpusConfig.max_unit_words`` is the paper's split cap n (None = never split);
     the selection's length filter is ``UnitSelection.skip_units_over_words`` (None = any length)."""
     from litseg_nb.config import ConfigError, CorpusConfig, UnitSelection
     from litseg_nb.preprocess.structure import build_units
@@ -106,7 +106,7 @@ def test_the_two_word_caps_have_their_own_names_and_a_real_none():
 
 
 def test_question_cover_is_the_relevance_test_of_every_question_on_every_emma_unit(data_dir):
-    """``question_cover`` normalises a unit once for all questions (issue #35: it normalised the unit once per
+    """``question_cover`` normalises a unit once for all questions (it used to normalise the unit once per
     question, ~60 s of notebook 04): the same sets as ``is_relevant`` asked question by question."""
     from litseg_nb.config import CorpusConfig
     from litseg_nb.metrics.retrieval import is_relevant
