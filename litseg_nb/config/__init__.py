@@ -233,7 +233,8 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "LibraryConfig": {},
         "RagConfig": {"reranker": "flagembedding", "reranker_max_length": 8192,  # bge-reranker-v2-m3's maximum
                       "context_top_k": 5, "answer_max_new_tokens": 256},
-        "SegmentQualityConfig": {},
+        # the raters read Appendix B's whole-book contexts too (budgeted to their 32,768 tokens): the judge's timeout
+        "SegmentQualityConfig": {"rater_llm": {"request_timeout_s": 600.0}, "rater2_llm": {"request_timeout_s": 600.0}},
         "BoundaryConfig": {"source": "corpus", "segmenter_max_windows": 0},
         "EfficiencyConfig": {},
     },
