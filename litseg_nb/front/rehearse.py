@@ -27,7 +27,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from .. import config
 from ..config import SERVER_ENV, CorpusConfig, EmbeddingConfig, LLMConfig, _Base, active_sets, config_sets, use_sets
-from ..config import FULL_STUDENT_MODEL, FULL_TEACHER_MODEL
+from ..config import FULL_CARD_GB, FULL_STUDENT_MODEL, FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS
 from ..core.paths import REPO_ROOT
 from ..core.schema import word_count
 from ..corpus import load_corpus, select_units
@@ -636,10 +636,13 @@ DRIVERS: dict[str, tuple[tuple[str, ...], str]] = {
 #: Qwen3 model cards / config.json; BGE-M3 and bge-reranker-v2-m3 are XLM-RoBERTa-large sized (568M)
 MODELS: dict[str, tuple[float, int, int, int]] = {
     "Qwen/Qwen3-32B": (32.8, 64, 8, 128),
+    "Qwen/Qwen3-32B-FP8": (32.8, 64, 8, 128),  # LitSegConfig.teacher_weights=fp8: the card's other choice
     "Qwen/Qwen3-8B": (8.2, 36, 8, 128),
     "BAAI/bge-m3": (0.568, 24, 16, 64),
     "BAAI/bge-reranker-v2-m3": (0.568, 24, 16, 64),
 }
+#: bytes per parameter of a model's weights (others: bf16, 2)
+WEIGHT_BYTES: dict[str, float] = {"Qwen/Qwen3-32B-FP8": 1.0}
 #: what vLLM keeps off the KV cache besides the weights (activations, CUDA graphs): assumed
 ENGINE_OVERHEAD_GB = 2.0
 
@@ -657,7 +660,7 @@ def engine_memory(card_gb: float, max_model_len: int, utilization: float = 0.9,
     rows = []
     for name, (params_b, layers, kv_heads, head_dim) in models.items():
         llm = name.startswith("Qwen/")
-        weights, kv_token = params_b * 2, 2 * layers * kv_heads * head_dim * 2  # bf16; K and V
+        weights, kv_token = params_b * WEIGHT_BYTES.get(name, 2.0), 2 * layers * kv_heads * head_dim * 2  # KV: bf16
         budget = utilization * card_gb - weights - (ENGINE_OVERHEAD_GB if llm else 0.0)
         seq = kv_token * max_model_len / 1e9 if llm else 0.0
         rows.append({"engine": name, "weights GB": round(weights, 1),
@@ -758,7 +761,15 @@ def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model
              f"Calls x units, prompts + {TOKENS_PER_WORD} tokens per extra unit word, completions x words.",
              f"rehearsal sizes: {', '.join(f'{k} {v:,.0f}' for k, v in reh.items())}; full sizes: "
              + ", ".join(f"{k} {v:,.0f}" for k, v in full.items())]
+    teacher = FULL_TEACHER_WEIGHTS[LitSegConfig.for_profile("full").teacher_weights]
+    parts.append(f"full's teacher: {teacher}; full is sized for one {FULL_CARD_GB} GB card")
     for card in cards:
         parts += [f"\n### one {card} GB GPU\n", format_table(estimate(rows, scales, card)), "",
                   format_table(engine_memory(card, max_model_len))]
+        fits = {r["engine"]: r["fits"] for r in engine_memory(card, max_model_len)}
+        if not fits.get(teacher, True):
+            parts.append(f"\n**{teacher} does not fit one {card} GB card at max_model_len {max_model_len}: `run "
+                         f"--profile full` fails there as configured. Its rows above price the 32B work at the "
+                         f"assumed rates of a card it fits; here run it with `--set LitSegConfig.teacher_weights=fp8`"
+                         f" (Qwen/Qwen3-32B-FP8, the row above) and the judge server with the same weights.**")
     return "\n".join(parts)
