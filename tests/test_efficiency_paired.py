@@ -283,18 +283,19 @@ def test_profile_methods_put_litseg_on_the_teacher_and_every_engine_plain(fresh_
     monkeypatch.setattr(pt, "make_backend", fake_backend)
     monkeypatch.setattr(pt, "student_backend", fake_student_backend)
     monkeypatch.setattr(pt, "adapter_dirs", lambda profile: adapters)
-    monkeypatch.setattr(pt, "save_merged_model", lambda base, dirs, root: root / "merged-x")
+    merged = {}
+    monkeypatch.setattr(pt, "save_merged_model", lambda base, dirs, root, dtype: merged.setdefault(dtype, root / "merged-x"))
     monkeypatch.setattr(pt, "annotation_length_reference", lambda recs: 100)
     monkeypatch.setattr(pt, "student_length_reference", lambda profile: 100)
     monkeypatch.setattr(pt, "load_annotations", lambda profile, split: [])
     engine = {"enable_lora": True, "max_lora_rank": 16, "max_num_seqs": 8}
-    sets = [("llm.backend", "vllm"), ("llm.engine", engine), ("LitSegConfig.llm.model", "teacher-model"),
+    sets = [("llm.backend", "vllm"), ("llm.engine", engine), ("llm.dtype", "bfloat16"), ("LitSegConfig.llm.model", "teacher-model"),
             ("LiteConfig.llm.model", "student-model")]
     with config_sets(sets):
         methods, info = pt.profile_methods("test", _pairs())
     assert [m.name for m in methods] == ["litseg", pt.STUDENT_METHOD, "lumber", pt.LITE_LORA_METHOD, "litseg-lite"]
     assert {m.name: m.engine.name for m in methods}["litseg"] == "teacher" and not info["same_model"]
-    assert all(m.engine.exclusive for m in methods)
+    assert all(m.engine.exclusive for m in methods) and list(merged) == ["bfloat16"]  # merged in the engine's dtype
     passes = pt.measure_paired(_pairs(), methods, clock=Clock(), load=lambda: 1.0, progress=False)
     models = passes.set_index("method")["model"]
     assert models["litseg"].startswith("teacher-model") and models[pt.STUDENT_METHOD].startswith("student-model")

@@ -686,7 +686,9 @@ def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 
     student, teacher = paired_llm(lite_cfg.llm), paired_llm(teacher_cfg.llm)
     dirs = adapter_dirs(profile)
     adapters, root = [dirs["sft"], dirs["grpo"]], artifact_dir(profile, "lite", "merged")
-    merged = paired_llm(student.replace(model=str(save_merged_model(student.model, adapters, root))))
+    # vLLM: merged in the engine's dtype (an 8B model in float32 would be 32 GB); hf: float32, as notebook 03's
+    dtype = student.dtype if student.backend == "vllm" and student.dtype in ("bfloat16", "float16") else "float32"
+    merged = paired_llm(student.replace(model=str(save_merged_model(student.model, adapters, root, dtype))))
     student_engine = llm_engine("student", student)
     engines = {"teacher": student_engine if teacher == student else llm_engine("teacher", teacher),
                "student": student_engine, "lite": llm_engine("lite", merged)}
