@@ -1,7 +1,9 @@
 """Efficiency (paper §4.4): the LLM cost of each segmenter (notebook 08).
 
-From the usage ledgers of notebooks 02-04, and measured side by side: the three methods in one process on one
-engine, interleaved blocks, request cache bypassed, prefix caches emptied."""
+From the usage ledgers of notebooks 02-04, and measured side by side: the methods in one process, one engine per
+model (LitSeg on the teacher: the headline ratio; LitSeg's three stages and LumberChunker on the student's base
+model; Lite on its merged weights), interleaved blocks, engine start-ups timed apart, request cache bypassed,
+prefix caches emptied."""
 from __future__ import annotations
 
 import contextlib
@@ -48,9 +50,10 @@ class EfficiencyConfig(StageConfig):
     reference: str = one_of("litseg", *METHOD_ORDER)
     #: §4.4's unit set: the units all three methods segmented, of this dataset ("all": every one)
     timing_dataset: str = one_of("literaryqa", *TIMING_DATASETS)
-    #: also time LitSeg's three stages with the student's model on the §4.4 units (teacher-size control)
+    #: also run LitSeg's three stages with the student's model on the §4.4 units into the ledger (the paired
+    #: measurement times them beside the teacher either way)
     litseg_on_student: bool = True
-    #: §4.4 measured side by side: the three methods in this process, interleaved, on one engine
+    #: §4.4 measured side by side: the methods in this process, interleaved, one engine per model
     paired: bool = True
     #: the first this many §4.4 units (0 = all: the paper's LiteraryQA test units in ``full``)
     paired_max_units: int = at_least(0, 0)
