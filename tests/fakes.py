@@ -133,10 +133,14 @@ class FakeOpenAI(LoopbackServer):
     ``ok`` (:func:`model_reply`), ``500`` (HTTP 500), ``hang`` (answers after ``hang_s``),
     ``malformed`` (a body that is not JSON), ``null_content`` (``"content": null``), ``401_echo``
     (HTTP 401 whose body repeats the Authorization header it got). ``/tokenize`` counts words
-    (HTTP 404 when ``tokenize=False``)."""
+    (HTTP 404 when ``tokenize=False``). ``max_words``: a chat request whose messages hold more words is
+    refused with HTTP 400, as vLLM refuses a prompt over ``max_model_len``; ``reply``: the reply text of
+    a request body (default :func:`model_reply`)."""
 
-    def __init__(self, mode: str = "ok", port: int = 0, hang_s: float = 3.0, tokenize: bool = True) -> None:
+    def __init__(self, mode: str = "ok", port: int = 0, hang_s: float = 3.0, tokenize: bool = True,
+                 max_words: int = 0, reply: Any = None) -> None:
         self.mode, self.hang_s, self.tokenize = mode, hang_s, tokenize
+        self.max_words, self.reply = max_words, reply or model_reply
         super().__init__(port)
 
     def respond(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
@@ -145,6 +149,10 @@ class FakeOpenAI(LoopbackServer):
                 return self.send(handler, 404, {"detail": "Not Found"})
             return self.send(handler, 200, {"count": len(str(body.get("prompt", "")).split())})
         mode = self.mode
+        words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        if self.max_words and words > self.max_words:
+            return self.send(handler, 400, {"error": {"message": f"This model's maximum context length is "
+                                                                 f"{self.max_words} tokens; the messages have {words}"}})
         if mode == "500":
             return self.send(handler, 500, {"error": {"message": "internal server error"}})
         if mode == "hang":
@@ -158,7 +166,7 @@ class FakeOpenAI(LoopbackServer):
             return self.send(handler, 200, {"choices": [{"message": {"role": "assistant", "content": None},
                                                          "finish_reason": "stop"}],
                                             "usage": {"prompt_tokens": 5, "completion_tokens": 0}})
-        self.send(handler, 200, chat_reply(model_reply(body), completion_tokens=4))
+        self.send(handler, 200, chat_reply(self.reply(body), completion_tokens=4))
 
     @property
     def chat_requests(self) -> list[dict]:

@@ -77,15 +77,17 @@ def _cfgs():
     return lcfg, LiteConfig.for_profile("test"), BaselinesConfig.for_profile("test")
 
 
-def _methods(clock: Clock, sleep: dict[str, float] | None = None):
+def _methods(clock: Clock, sleep: dict[str, float] | None = None, teacher_cost: float = 0.1):
+    """Teacher, student base and Lite as three engines (the teacher ``teacher_cost`` s per request)."""
     sleep = sleep or {}
     lcfg, lite_cfg, bcfg = _cfgs()
+    teacher = ClockBackend(clock, "teacher", per_request=teacher_cost)
     base = ClockBackend(clock, "base")
     lite = ClockBackend(clock, "lite")
-    methods = pt.build_methods(base, lite, lcfg, lite_cfg, bcfg, 100, 100)
+    methods = pt.build_methods(teacher, base, lite, lcfg, lite_cfg, bcfg, 100, 100)
     for m in methods:  # one method's backend slowed: a separate backend of the same model with the sleep
         if sleep.get(m.name):
-            m.backend = ClockBackend(clock, m.backend.model_id, sleep=sleep[m.name])
+            m.engine = pt.PairedEngine.fixed(ClockBackend(clock, m.engine.backend.model_id, sleep=sleep[m.name]))
     return methods
 
 
@@ -105,9 +107,10 @@ def test_same_batching_for_every_method_and_interleaved_order():
     # 4 units of 2 books: every method's first call carries all four (across books), none more
     assert set(passes["max_concurrency"]) == {4}
     first = passes[passes["block"] == 0]
-    assert list(first.sort_values("position")["method"]) == ["litseg", "litseg-lite", "lumber"]
+    order = ["litseg", pt.STUDENT_METHOD, "lumber", "litseg-lite"]
+    assert list(first.sort_values("position")["method"]) == order
     second = passes[passes["block"] == 1]
-    assert list(second.sort_values("position")["method"]) == ["lumber", "litseg-lite", "litseg"]
+    assert list(second.sort_values("position")["method"]) == order[::-1]
     # LitSeg: three stages (at least 3 calls); every pass computed (no cache hit); load recorded
     lit = passes[passes["method"] == "litseg"]
     assert (lit["chat_calls"] >= 3).all() and (passes["cache_hits"] == 0).all()
@@ -202,3 +205,105 @@ def test_metered_backend_resets_prefix_caches():
     clock = Clock()
     assert pt.reset_prefix_cache(pt.MeteredBackend(WithPrefixes(clock))) and WithPrefixes.cleared == 1
     assert not pt.reset_prefix_cache(ClockBackend(clock))
+
+
+def test_headline_row_is_lite_against_the_teacher():
+    """The teacher costs 5x the student per request: the headline row divides Lite by the teacher's passes,
+    the same-weights row by LitSeg's three stages on the student's base model."""
+    clock = Clock()
+    passes = pt.measure_paired(_pairs(), _methods(clock, teacher_cost=0.5), repeats=2, clock=clock,
+                               load=lambda: 1.0, progress=False)
+    ratios = pt.paired_ratio_table(passes)
+    head = ratios.iloc[0]
+    assert head["ratio"] == "litseg-lite / litseg" and head["quantity"].startswith("HEADLINE")
+    assert head["denominator_model"].startswith("teacher") and head["numerator_model"].startswith("lite")
+    lite, teacher, student = (passes[passes["method"] == m].set_index("block")["wall_s"]
+                              for m in ("litseg-lite", "litseg", pt.STUDENT_METHOD))
+    assert head["wall_ratio_median"] == pytest.approx(float((lite / teacher).median()))
+    same = ratios.set_index("ratio").loc[f"litseg-lite / {pt.STUDENT_METHOD}"]
+    assert same["wall_ratio_median"] == pytest.approx(float((lite / student).median()))
+    assert head["wall_ratio_median"] < same["wall_ratio_median"]  # the teacher is the slower model here
+    # the same request lists: LitSeg on the teacher and on the student sends the same prompts (tokens)
+    tok = passes.groupby("method")["prompt_tokens"].sum()
+    assert tok["litseg"] == tok[pt.STUDENT_METHOD]
+    lora = ratios.set_index("ratio").loc[f"{pt.LITE_LORA_METHOD} / litseg-lite"]
+    assert lora["note"].startswith("not measured") and pd.isna(lora["wall_ratio_median"])
+
+
+class Engines:
+    """Fake engines: each start advances the clock by ``start_s``; records the engines alive."""
+
+    def __init__(self, clock: Clock, start_s: float = 30.0) -> None:
+        self.clock, self.start_s, self.alive, self.most = clock, start_s, set(), 0
+
+    def engine(self, name: str, per_request: float = 0.1) -> pt.PairedEngine:
+        def start():
+            self.clock.t += self.start_s
+            self.alive.add(name)
+            self.most = max(self.most, len(self.alive))
+            return ClockBackend(self.clock, name, per_request=per_request)
+
+        return pt.PairedEngine(name, name, start, lambda _b: self.alive.discard(name), exclusive=True)
+
+
+def test_exclusive_engines_run_one_at_a_time_alternate_and_start_up_is_timed_apart():
+    clock = Clock()
+    fake = Engines(clock)
+    lcfg, lite_cfg, bcfg = _cfgs()
+    teacher, base, lite, lora = (fake.engine(n) for n in ("teacher", "base", "lite", "base+lora"))
+    methods = pt.build_methods(teacher, base, lite, lcfg, lite_cfg, bcfg, 100, 100, lite_lora=lora)
+    passes = pt.measure_paired(_pairs(), methods, repeats=3, clock=clock, load=lambda: 1.0, progress=False)
+    assert fake.most == 1 and not fake.alive  # one engine alive at a time; all released at the end
+    starts = pt.engine_start_table(methods)
+    # A B C D, D C B A, A B C D: 4 starts in the first block, 3 in each later one (the last engine stays)
+    assert len(starts) == 4 + 3 + 3 and starts["start_s"].round(6).eq(30.0).all()
+    assert starts.groupby("engine")["methods"].first()["base"] == f"{pt.STUDENT_METHOD}, lumber"
+    # the passes hold no start-up: with a 30 s start per engine, no pass takes that long
+    assert passes["wall_s"].max() < 30.0
+    lora_row = pt.paired_ratio_table(passes).set_index("ratio").loc[f"{pt.LITE_LORA_METHOD} / litseg-lite"]
+    assert lora_row["note"] == "" and lora_row["blocks"] == 3
+
+
+def test_profile_methods_put_litseg_on_the_teacher_and_every_engine_plain(fresh_dirs, monkeypatch):
+    """In full's shape (vLLM, LoRA-enabled engine settings, a teacher other than the student), the paired
+    methods run LitSeg on the teacher's config, Lite on merged weights, all without LoRA or request cache,
+    and Lite's LoRA requests on the LoRA engine as their own row."""
+    from litseg_nb.config import config_sets
+
+    built = []
+
+    def fake_backend(cfg, ledger=None, **_):
+        built.append(cfg)
+        return ClockBackend(Clock(), cfg.lora_adapter or cfg.model)
+
+    def fake_student_backend(cfg, adapters, root, ledger=None):
+        return fake_backend(cfg.replace(lora_adapter=str(root / "lora-x"))), root / "lora-x"
+
+    adapters = {"sft": fresh_dirs / "sft", "grpo": fresh_dirs / "grpo"}
+    monkeypatch.setattr(pt, "make_backend", fake_backend)
+    monkeypatch.setattr(pt, "student_backend", fake_student_backend)
+    monkeypatch.setattr(pt, "adapter_dirs", lambda profile: adapters)
+    merged = {}
+    monkeypatch.setattr(pt, "save_merged_model", lambda base, dirs, root, dtype: merged.setdefault(dtype, root / "merged-x"))
+    monkeypatch.setattr(pt, "annotation_length_reference", lambda recs: 100)
+    monkeypatch.setattr(pt, "student_length_reference", lambda profile: 100)
+    monkeypatch.setattr(pt, "load_annotations", lambda profile, split: [])
+    engine = {"enable_lora": True, "max_lora_rank": 16, "max_num_seqs": 8}
+    sets = [("llm.backend", "vllm"), ("llm.engine", engine), ("llm.dtype", "bfloat16"), ("LitSegConfig.llm.model", "teacher-model"),
+            ("LiteConfig.llm.model", "student-model")]
+    with config_sets(sets):
+        methods, info = pt.profile_methods("test", _pairs())
+    assert [m.name for m in methods] == ["litseg", pt.STUDENT_METHOD, "lumber", pt.LITE_LORA_METHOD, "litseg-lite"]
+    assert {m.name: m.engine.name for m in methods}["litseg"] == "teacher" and not info["same_model"]
+    assert all(m.engine.exclusive for m in methods) and list(merged) == ["bfloat16"]  # merged in the engine's dtype
+    passes = pt.measure_paired(_pairs(), methods, clock=Clock(), load=lambda: 1.0, progress=False)
+    models = passes.set_index("method")["model"]
+    assert models["litseg"].startswith("teacher-model") and models[pt.STUDENT_METHOD].startswith("student-model")
+    assert "merged-x" in models["litseg-lite"] and models[pt.LITE_LORA_METHOD].startswith("student-model")
+    plain = [c for c in built if not c.lora_adapter]
+    assert {c.model for c in plain} == {"teacher-model", "student-model", str(fresh_dirs / "outputs" / "test" /
+                                                                               "artifacts" / "lite" / "merged" / "merged-x")}
+    assert all(not c.use_cache and "enable_lora" not in c.engine and c.engine["max_num_seqs"] == 8 for c in plain)
+    assert all(not c.use_cache for c in built)
+    lora = next(c for c in built if c.lora_adapter)
+    assert lora.engine["enable_lora"] and lora.model == "student-model"

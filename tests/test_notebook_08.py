@@ -20,7 +20,7 @@ def test_notebook_08_runs_in_test_profile(notebook_pipeline):
     # the tests run notebooks one at a time (logs/schedule.json): nothing ran beside another
     assert walls["ran_beside"].astype("string").fillna("").eq("").all(), walls
     assert (tables / "08_llm_cost.md").read_text().startswith("**08_llm_cost** — profile=test")
-    # §4.4 as the paper measures it: same units, ratios beside the paper's, hardware and models named
+    # §4.4 from the ledgers: same units, ratios beside the paper's, hardware and models named
     from litseg_nb.evaluation.efficiency import PAPER_COLUMNS
 
     paper = pd.read_csv(tables / "08_ledger_efficiency.csv")
@@ -39,25 +39,34 @@ def test_notebook_08_runs_in_test_profile(notebook_pipeline):
     assert "§4.4 units: every unit all three methods segmented (the profile's evaluation set)" in md
     assert "not the §4.4 measurement" in md
 
-    # §4.4 measured side by side: one process, interleaved, same units, same batching, cache bypassed
+    # §4.4 measured side by side: one process, one engine per model, interleaved, same units, same batching,
+    # cache bypassed; `test`'s teacher and student are one model in two configurations (max_model_len): LitSeg
+    # runs on each; hf serves Lite merged only (no LoRA row)
     from litseg_nb.evaluation.efficiency import PAIRED_COLUMNS
 
+    methods = ["litseg", "litseg-student", "lumber", "litseg-lite"]
     passes = pd.read_csv(tables / "08_paired_passes.csv")
-    assert set(passes["method"]) == {"litseg", "litseg-lite", "lumber"}
+    assert set(passes["method"]) == set(methods)
     assert passes["repeat"].nunique() == 3 and (passes["cache_hits"] == 0).all() and (passes["wall_s"] > 0).all()
     assert passes["prefix_cache_reset"].all()  # hf: each pass starts with an empty prefix store
     # interleaved: forward order in block 0, reversed in block 1
     order = lambda b: list(passes[passes["block"] == b].sort_values("position")["method"])  # noqa: E731
-    assert order(0) == ["litseg", "litseg-lite", "lumber"] and order(1) == ["lumber", "litseg-lite", "litseg"]
+    assert order(0) == methods and order(1) == methods[::-1]
+    starts = pd.read_csv(tables / "08_paired_engine_starts.csv")  # hf engines stay loaded: one start each
+    assert sorted(starts["engine"]) == ["lite", "student", "teacher"] and (starts["start_s"] > 0).all()
     # the same units for every method in every block, and the same batching (all of them in one call)
     assert passes.groupby("block")["sentences"].nunique().eq(1).all()
     assert passes.groupby("block")["units"].nunique().eq(1).all()
     assert (passes["max_concurrency"] == passes["units"]).all()
     eff = pd.read_csv(tables / "08_paper_efficiency.csv")
-    assert list(eff.columns) == PAIRED_COLUMNS and set(eff["method"]) == {"litseg", "litseg-lite", "lumber"}
+    assert list(eff.columns) == PAIRED_COLUMNS and set(eff["method"]) == set(methods)
     assert (eff["max_concurrency"] == eff["units"]).all() and (eff["mean_concurrency"] > 0).all()
     pr = pd.read_csv(tables / "08_paper_ratios.csv").set_index("ratio")
-    assert list(pr["paper (end-to-end seconds)"]) == [0.37, 0.70]
+    assert pr.index[0] == "litseg-lite / litseg" and pr["quantity"].iloc[0].startswith("HEADLINE")
+    assert pr.loc["litseg-lite / litseg", "denominator_model"].endswith("(teacher: LitSeg's 3 stages)")
+    assert pr.loc["litseg-lite-lora / litseg-lite", "note"].startswith("not measured")
+    pr = pr[pr["note"].isna()]  # the measured rows
+    assert list(pr["paper (end-to-end seconds)"].fillna(-1)) == [0.37, -1, 0.70]
     for col in ("wall_ratio_median", "wall_ratio_min", "wall_ratio_max", "wall_ratio_iqr",
                 "computed_prefill_tokens_ratio_median", "prompt_tokens_ratio_median", "load_avg_mean"):
         assert pr[col].notna().all(), col

@@ -112,3 +112,19 @@ def test_cli_unwritable_work_folder_is_one_line(tmp_path, capsys):
     assert main(["rehearse", "--python", str(python), "--work", str(tmp_path / "a-file" / "w")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and "--work" in err
+
+
+def test_profile_and_estimate_agree_on_the_card_and_the_teachers_weights(tmp_path):
+    from litseg_nb.config import FULL_CARD_GB, FULL_TEACHER_WEIGHTS
+    from litseg_nb.litseg.config import LitSegConfig
+
+    teacher = FULL_TEACHER_WEIGHTS[LitSegConfig.for_profile("full").teacher_weights]
+    by = {c: {r["engine"]: r for r in re_.engine_memory(c, 32768)} for c in (80, FULL_CARD_GB)}
+    assert by[FULL_CARD_GB][teacher]["fits"]  # full's teacher fits full's card at full's max_model_len
+    assert not by[80]["Qwen/Qwen3-32B"]["fits"] and by[80]["Qwen/Qwen3-32B-FP8"]["fits"]
+    assert by[80]["Qwen/Qwen3-32B-FP8"]["weights GB"] == 32.8
+    (tmp_path / "rehearsal_rows.json").write_text(json.dumps(TOY))
+    md = re_.format_estimate(tmp_path / "rehearsal_rows.json", cards=(80, FULL_CARD_GB), rehearsal=REH)
+    assert f"full is sized for one {FULL_CARD_GB} GB card" in md
+    one80, big = md.split(f"### one {FULL_CARD_GB} GB GPU")
+    assert "does not fit one 80 GB card" in one80 and "teacher_weights=fp8" in one80 and "does not fit" not in big

@@ -33,8 +33,11 @@ PROFILES = ("test", "smoke", "full")
 # paper names neither (Tables 14-15 are empty). The CPU profiles use one small model for both.
 FULL_TEACHER_MODEL = "Qwen/Qwen3-32B"
 FULL_STUDENT_MODEL = "Qwen/Qwen3-8B"
-#: ``LitSegConfig.teacher_weights``: bf16 for an 80 GB card; FP8 or AWQ for the paper's 48 GB card (§4.4)
+#: ``LitSegConfig.teacher_weights``: bf16 (full's default) needs :data:`FULL_CARD_GB`; FP8 fits an 80 GB card and,
+#: like AWQ, the paper's 48 GB card (§4.4)
 FULL_TEACHER_WEIGHTS = {"bf16": FULL_TEACHER_MODEL, "fp8": "Qwen/Qwen3-32B-FP8", "awq": "Qwen/Qwen3-32B-AWQ"}
+#: the one card ``full`` is sized for: the bf16 teacher (~66 GB) with a 32,768-token sequence does not fit 80 GB
+FULL_CARD_GB = 141
 
 #: ``[profile]["shared"]``: every stage's sub-configs; ``[profile][StageClass]``: merged over them.
 PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
@@ -233,9 +236,11 @@ PROFILES_TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "LibraryConfig": {},
         "RagConfig": {"reranker": "flagembedding", "reranker_max_length": 8192,  # bge-reranker-v2-m3's maximum
                       "context_top_k": 5, "answer_max_new_tokens": 256},
-        "SegmentQualityConfig": {},
+        # the raters read Appendix B's whole-book contexts too (budgeted to their 32,768 tokens): the judge's timeout
+        "SegmentQualityConfig": {"rater_llm": {"request_timeout_s": 600.0}, "rater2_llm": {"request_timeout_s": 600.0}},
         "BoundaryConfig": {"source": "corpus", "segmenter_max_windows": 0},
-        "EfficiencyConfig": {},
+        # the paired §4.4 measurement times LitSeg on the student's model beside the teacher: no second ledger run
+        "EfficiencyConfig": {"litseg_on_student": False},
     },
 }
 

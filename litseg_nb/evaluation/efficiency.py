@@ -1,10 +1,13 @@
 """Efficiency (paper §4.4): the LLM cost of each segmenter (notebook 08).
 
-From the usage ledgers of notebooks 02-04, and measured side by side: the three methods in one process on one
-engine, interleaved blocks, request cache bypassed, prefix caches emptied."""
+From the usage ledgers of notebooks 02-04, and measured side by side: the methods in one process, one engine per
+model (LitSeg on the teacher: the headline ratio; LitSeg's three stages and LumberChunker on the student's base
+model; Lite on its merged weights), interleaved blocks, engine start-ups timed apart, request cache bypassed,
+prefix caches emptied."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
@@ -32,10 +35,10 @@ from ..errors import LitsegError
 from ..lite.config import LiteConfig
 from ..lite.data import annotation_length_reference, load_annotations, student_length_reference
 from ..lite.segmenter import LiteSegmenter
-from ..lite.train import student_backend
+from ..lite.train import save_merged_model, student_backend
 from ..litseg.config import LitSegConfig
 from ..litseg.pipeline import annotate_units, records_to_chunks
-from ..llm import make_backend
+from ..llm import make_backend, release_backend
 from ..llm.base import SamplingParams, UsageTag
 from .ablation import adapter_dirs
 
@@ -49,9 +52,10 @@ class EfficiencyConfig(StageConfig):
     reference: str = one_of("litseg", *METHOD_ORDER)
     #: §4.4's unit set: the units all three methods segmented, of this dataset ("all": every one)
     timing_dataset: str = one_of("literaryqa", *TIMING_DATASETS)
-    #: also time LitSeg's three stages with the student's model on the §4.4 units (teacher-size control)
+    #: also run LitSeg's three stages with the student's model on the §4.4 units into the ledger (the paired
+    #: measurement times them beside the teacher either way)
     litseg_on_student: bool = True
-    #: §4.4 measured side by side: the three methods in this process, interleaved, on one engine
+    #: §4.4 measured side by side: the methods in this process, interleaved, one engine per model
     paired: bool = True
     #: the first this many §4.4 units (0 = all: the paper's LiteraryQA test units in ``full``)
     paired_max_units: int = at_least(0, 0)
@@ -59,6 +63,8 @@ class EfficiencyConfig(StageConfig):
     paired_batch_units: int = at_least(256, 0)
     #: passes of every method over every batch (each repeat x batch is one interleaved block)
     paired_repeats: int = at_least(1, 1)
+    #: vLLM: also time Lite's requests as LoRA requests on the student's engine (the LoRA cost row)
+    paired_lora_row: bool = True
 
 
 USAGE_COLUMNS = ["method", "book", "stage", "calls", "prompt_tokens", "cached_prompt_tokens",
@@ -412,8 +418,20 @@ def save_chunk_run(profile: str, results: Iterable[Any]) -> Path:
     return write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
-#: ratio -> (numerator, denominator, the paper's value): the configured-teacher ratios (one engine runs all three)
-PAIRED_RATIOS = {k: v[:3] for k, v in RATIOS.items() if v[1] != STUDENT_METHOD}
+LITE_LORA_METHOD = "litseg-lite-lora"  # Lite's requests as LoRA requests on the student's base engine
+#: ratio -> (numerator, denominator, the paper's value, what it measures); the first row is §4.4's headline
+PAIRED_RATIOS: dict[str, tuple[str, str, float, str]] = {
+    "litseg-lite / litseg": (
+        "litseg-lite", "litseg", 0.37,
+        "HEADLINE (the paper's quantity): Lite against LitSeg on the teacher's weights, one engine per model"),
+    f"litseg-lite / {STUDENT_METHOD}": (
+        "litseg-lite", STUDENT_METHOD, float("nan"),
+        "same weights: LitSeg's 3 stages on the student's base model against Lite's 1 pass (not the paper's quantity)"),
+    "litseg-lite / lumber": ("litseg-lite", "lumber", 0.70, "LumberChunker on the student's base model"),
+    f"{LITE_LORA_METHOD} / litseg-lite": (
+        LITE_LORA_METHOD, "litseg-lite", float("nan"),
+        "LoRA cost: Lite's requests as LoRA requests on the base engine against the merged weights"),
+}
 CACHE_NOTE = "request cache bypassed (use_cache=False): every reply computed in this measurement"
 
 
@@ -447,13 +465,58 @@ class MeteredBackend:
 
 
 @dataclass
-class PairedMethod:
-    """One method of the measurement: ``run(pairs, backend)`` segments the pairs with ``backend``."""
+class PairedEngine:
+    """One model's engine in the measurement: ``start()`` builds its backend (timed apart from the passes),
+    ``stop(backend)`` releases it. An ``exclusive`` engine (vLLM: one per process, it holds the GPU) runs
+    alone: every other engine is stopped before it starts, and it is stopped before another starts."""
 
     name: str
     model: str
-    backend: Any
+    start: Callable[[], Any]
+    stop: Callable[[Any], None] = lambda backend: None
+    exclusive: bool = False
+    backend: Any = None
+    starts: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def fixed(cls, backend: Any, name: str = "") -> "PairedEngine":
+        """An engine already running (``backend``), never stopped by the measurement."""
+        return cls(name or str(getattr(backend, "model_id", "?")), str(getattr(backend, "model_id", "?")),
+                   lambda: backend, backend=backend)
+
+    def ensure(self, clock: Callable[[], float], block: int) -> Any:
+        if self.backend is None:
+            t0 = clock()
+            self.backend = self.start()
+            self.starts.append({"engine": self.name, "model": self.model, "block": block, "start_s": clock() - t0})
+        return self.backend
+
+    def release(self) -> None:
+        backend, self.backend = self.backend, None
+        if backend is not None:
+            self.stop(backend)
+
+
+@dataclass
+class PairedMethod:
+    """One method of the measurement: ``run(pairs, backend)`` segments the pairs with ``engine``'s backend
+    (a :class:`PairedEngine`, or a backend already built)."""
+
+    name: str
+    model: str
+    engine: Any
     run: Callable[[Sequence[tuple[Any, Any]], Any], Any]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.engine, PairedEngine):
+            self.engine = PairedEngine.fixed(self.engine)
+
+
+def engine_start_table(methods: Sequence[PairedMethod]) -> pd.DataFrame:
+    """Every engine start-up of the measurement (not part of any pass): engine, model, block, seconds."""
+    engines = list({id(m.engine): m.engine for m in methods}.values())
+    rows = [{**s, "methods": ", ".join(m.name for m in methods if m.engine is e)} for e in engines for s in e.starts]
+    return pd.DataFrame(rows, columns=["engine", "model", "block", "start_s", "methods"])
 
 
 def reset_prefix_cache(backend: Any) -> bool:
@@ -477,7 +540,10 @@ def _load_average() -> float:
 def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMethod], repeats: int = 1,
                    batch_units: int = 0, clock: Callable[[], float] = time.perf_counter,
                    load: Callable[[], float] = _load_average, progress: bool = True) -> pd.DataFrame:
-    """Every method on every batch, interleaved, ``repeats`` times; one row per pass."""
+    """Every method on every batch, interleaved, ``repeats`` times; one row per pass. Methods of one engine
+    should be adjacent in ``methods``: the reversed order of odd blocks then alternates the engines A B, B A
+    (one engine switch per block); start-ups are recorded on the engines (:func:`engine_start_table`) and
+    every engine is released at the end."""
 
     if not pairs:
         raise PairedTimingError("paired §4.4 measurement: no unit to time")
@@ -488,8 +554,8 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
         raise PairedTimingError(f"paired §4.4 measurement: method given twice in {names}")
     size = batch_units or len(pairs)
     batches = [list(pairs[i:i + size]) for i in range(0, len(pairs), size)]
-    metered = {m.name: MeteredBackend(m.backend, clock) for m in methods}
     by_name = {m.name: m for m in methods}
+    engines = list({id(m.engine): m.engine for m in methods}.values())
     rows: list[dict[str, Any]] = []
     calls_keys = ("wall_s", "model_s", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens",
                   "cache_hits")
@@ -499,8 +565,13 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
         for r in range(repeats):
             for b, batch in enumerate(batches):
                 for pos, name in enumerate(names if block % 2 == 0 else names[::-1]):  # A B C, C B A, ...
-                    m, be = by_name[name], metered[name]
-                    reset = reset_prefix_cache(m.backend)
+                    m = by_name[name]
+                    if m.engine.backend is None:  # start-up timed apart; an exclusive engine runs alone
+                        for e in engines:
+                            if e is not m.engine and (e.exclusive or m.engine.exclusive):
+                                e.release()
+                    be = MeteredBackend(m.engine.ensure(clock, block), clock)
+                    reset = reset_prefix_cache(be)
                     be.calls = []
                     l0 = load()
                     m.run(batch, be)
@@ -522,6 +593,8 @@ def measure_paired(pairs: Sequence[tuple[Any, Any]], methods: Sequence[PairedMet
                 block += 1
     finally:
         bar.close()
+        for e in engines:
+            e.release()
     return pd.DataFrame(rows)
 
 
@@ -566,11 +639,16 @@ RATIO_METRICS = {"wall": "wall_s", "model_seconds": "model_s", "computed_prefill
 
 
 def paired_ratio_table(passes: pd.DataFrame) -> pd.DataFrame:
-    """The paper's ratios from the paired passes: spread over blocks, pooled, load."""
+    """The paper's ratios from the paired passes: spread over blocks, pooled, load; the first row is the
+    headline (Lite against the teacher); a ratio whose methods did not both run says so in ``note``."""
     rows = []
-    for name, (num, den, paper) in PAIRED_RATIOS.items():
-        row: dict[str, Any] = {"ratio": name, "paper (end-to-end seconds)": paper}
-        if not passes.empty and {num, den} <= set(passes["method"]):
+    for name, (num, den, paper, quantity) in PAIRED_RATIOS.items():
+        row: dict[str, Any] = {"ratio": name, "quantity": quantity, "paper (end-to-end seconds)": paper}
+        ran = set(passes["method"]) if not passes.empty else set()
+        row["note"] = "" if {num, den} <= ran else f"not measured: {', '.join(sorted({num, den} - ran))} did not run"
+        if {num, den} <= ran:
+            row["numerator_model"] = str(passes.loc[passes["method"] == num, "model"].iloc[0])
+            row["denominator_model"] = str(passes.loc[passes["method"] == den, "model"].iloc[0])
             a = passes[passes["method"] == num].set_index("block")
             b = passes[passes["method"] == den].set_index("block")
             blocks = sorted(set(a.index) & set(b.index))
@@ -604,54 +682,99 @@ def paired_pairs(profile: str, units: set[tuple[str, str]], max_units: int = 0) 
     return timing_unit_pairs(LitSegConfig.for_profile(profile).corpus, want, profile, PairedTimingError)
 
 
-def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]],
-                    seed: int = 0) -> tuple[list[PairedMethod], dict[str, Any]]:
-    """The three methods as their notebooks configure them, on one engine: ``(methods, info)``."""
+def paired_llm(cfg: Any) -> Any:
+    """``cfg`` as a paired engine: request cache bypassed, no LoRA (every engine of the measurement plain)."""
+    engine = {k: v for k, v in cfg.engine.items() if k not in ("enable_lora", "max_lora_rank", "max_loras")}
+    return dataclasses.replace(cfg, use_cache=False, engine=engine, lora_adapter="")
+
+
+def llm_engine(name: str, cfg: Any, start: Callable[[], Any] | None = None) -> PairedEngine:
+    """The engine of LLM config ``cfg`` (vLLM: exclusive, released when another model's engine starts)."""
+    return PairedEngine(name, shown_path(cfg.lora_adapter or cfg.model), start or (lambda: make_backend(cfg)),
+                        release_backend, exclusive=cfg.backend == "vllm")
+
+
+def profile_methods(profile: str, pairs: Sequence[tuple[Any, Any]], seed: int = 0,
+                    lora_row: bool = True) -> tuple[list[PairedMethod], dict[str, Any]]:
+    """The methods as their notebooks configure them, one engine per model: LitSeg on the teacher, Lite on
+    its merged weights, LumberChunker (and LitSeg's three stages, when the student is another model or
+    configuration) on the student's base model; with ``lora_row`` on vLLM also Lite's requests as LoRA
+    requests on the student's engine. Every engine plain (no LoRA) and the request cache bypassed:
+    ``(methods, info)``; nothing is started here but the merged weights are written once."""
     lite_cfg = LiteConfig.for_profile(profile, seed=seed)
-    engine_cfg = lite_cfg.llm.replace(use_cache=False)
-    base = make_backend(engine_cfg)
+    teacher_cfg = LitSegConfig.for_profile(profile, seed=seed)
+    student, teacher = paired_llm(lite_cfg.llm), paired_llm(teacher_cfg.llm)
     dirs = adapter_dirs(profile)
-    lite_backend = student_backend(engine_cfg, [dirs["sft"], dirs["grpo"]], artifact_dir(profile, "lite", "merged"))[0]
+    adapters, root = [dirs["sft"], dirs["grpo"]], artifact_dir(profile, "lite", "merged")
+    # vLLM: merged in the engine's dtype (an 8B model in float32 would be 32 GB); hf: float32, as notebook 03's
+    dtype = student.dtype if student.backend == "vllm" and student.dtype in ("bfloat16", "float16") else "float32"
+    merged = paired_llm(student.replace(model=str(save_merged_model(student.model, adapters, root, dtype))))
+    student_engine = llm_engine("student", student)
+    engines = {"teacher": student_engine if teacher == student else llm_engine("teacher", teacher),
+               "student": student_engine, "lite": llm_engine("lite", merged)}
+    lora_note = "off (lora_row=False)"
+    if lora_row and student.backend == "vllm":
+        lora_cfg = lite_cfg.llm.replace(use_cache=False)  # the engine notebooks 03 and 07 serve Lite on
+        engines["lite-lora"] = llm_engine("student+lora", lora_cfg, lambda: student_backend(lora_cfg, adapters, root)[0])
+        lora_note = "Lite's combined adapter as LoRA requests on the student's engine with enable_lora"
+    elif lora_row:
+        lora_note = f"not measured: the {student.backend} backend serves Lite as merged weights only"
     keys = {(b.book_id, u.unit_id) for b, u in pairs}
     recs = [r for r in load_annotations(profile, "eval") if (r["book_id"], r["unit_id"]) in keys]
     litseg_ref = annotation_length_reference(recs)  # notebook 02's value on these units
     lite_ref = student_length_reference(profile)
-    lcfg = LitSegConfig.for_profile(profile, seed=seed).replace(llm=engine_cfg.to_dict())
-    methods = build_methods(base, lite_backend, lcfg, lite_cfg, BaselinesConfig.for_profile(profile, seed=seed),
-                            litseg_ref, lite_ref)
-    info = {"engine": f"{engine_cfg.backend}:{engine_cfg.model} (LiteConfig.llm, use_cache=False)",
-            "teacher": LitSegConfig.for_profile(profile).llm.model, "backends": [base, lite_backend],
+    methods = build_methods(engines["teacher"], engines["student"], engines["lite"], teacher_cfg, lite_cfg,
+                            BaselinesConfig.for_profile(profile, seed=seed), litseg_ref, lite_ref,
+                            lite_lora=engines.get("lite-lora"))
+    same = engines["teacher"] is engines["student"]
+    info = {"engine": ("one engine per model, started one at a time (vLLM) and timed apart; every engine without "
+                       "LoRA and with the request cache bypassed"),
+            "teacher": teacher.model, "student": student.model, "lite": merged.model, "lora": lora_note,
+            "same_model": same,
+            "note": (f"teacher {teacher.model} and student {student.model} are one model and configuration: LitSeg "
+                     f"runs once, so the same-weights row is the headline row" if same else
+                     f"teacher {teacher.model}, student {student.model}, Lite = the student + adapters merged"),
             "litseg_length_reference": litseg_ref, "lite_length_reference": lite_ref}
     return methods, info
 
 
-def build_methods(base: Any, lite_backend: Any, litseg_cfg: Any, lite_cfg: Any, baselines_cfg: Any,
-                  litseg_ref: Any, lite_ref: Any) -> list[PairedMethod]:
-    """LitSeg and LumberChunker on ``base``, Lite on ``lite_backend``; nothing is written."""
+def build_methods(teacher: Any, student: Any, lite: Any, litseg_cfg: Any, lite_cfg: Any, baselines_cfg: Any,
+                  litseg_ref: Any, lite_ref: Any, lite_lora: Any = None) -> list[PairedMethod]:
+    """LitSeg on ``teacher``; LitSeg's three stages (when ``student`` is another engine) and LumberChunker on
+    ``student``; Lite on ``lite`` (and on ``lite_lora``); engines (:class:`PairedEngine`) or backends. The
+    methods of one engine are adjacent (engines alternate A B, B A between blocks); nothing is written."""
+    teacher_cfg = litseg_cfg.replace(unit_group_size=0)  # the batch is the group
+    student_cfg = teacher_cfg.replace(llm=lite_cfg.llm.to_dict())
 
-    lcfg = litseg_cfg.replace(unit_group_size=0)  # the batch is the group
-
-    def run_litseg(batch, be):
-        annotate_units(batch, be, lcfg, length_reference=litseg_ref, method="litseg", progress=False,
-                       batch_by_book=False)
-
-    lite = LiteSegmenter(lite_backend, lite_cfg.infer_max_new_tokens, lite_cfg.infer_retries, seed=lite_cfg.seed,
-                         length_reference=lite_ref, stage="paired", batch_by_book=False)
+    def litseg_run(cfg, method):
+        def run(batch, be):
+            annotate_units(batch, be, cfg, length_reference=litseg_ref, method=method, progress=False,
+                           batch_by_book=False)
+        return run
 
     def run_lite(batch, be):
-        lite.backend = be
-        lite.segment_units(batch)
+        LiteSegmenter(be, lite_cfg.infer_max_new_tokens, lite_cfg.infer_retries, seed=lite_cfg.seed,
+                      length_reference=lite_ref, stage="paired", batch_by_book=False).segment_units(batch)
 
     def run_lumber(batch, be):
         b = baselines_cfg
         lumber_chunks_batch(batch, be, b.lumber_budget_tokens, b.lumber_max_retries, b.lumber_retry_temperature,
                             b.lumber_max_new_tokens, b.lumber_reference_mode, stage="paired", batch_by_book=False)
 
-    base_id = getattr(base, "model_id", "?")
-    return [PairedMethod("litseg", f"{base_id} (LitSeg's 3 stages on the student's base model)", base, run_litseg),
-            PairedMethod("litseg-lite", f"{shown_path(getattr(lite_backend, 'model_id', '?'))} (trained student)", lite_backend,
-                         run_lite),
-            PairedMethod("lumber", str(base_id), base, run_lumber)]
+    def model(engine):
+        return engine.model if isinstance(engine, PairedEngine) else shown_path(str(getattr(engine, "model_id", "?")))
+
+    out = [PairedMethod("litseg", f"{model(teacher)} (teacher: LitSeg's 3 stages)", teacher,
+                        litseg_run(teacher_cfg, "litseg"))]
+    if student is not teacher:
+        out.append(PairedMethod(STUDENT_METHOD, f"{model(student)} (student's base: LitSeg's 3 stages)", student,
+                                litseg_run(student_cfg, STUDENT_METHOD)))
+    out.append(PairedMethod("lumber", f"{model(student)} (student's base)", student, run_lumber))
+    if lite_lora is not None:
+        out.append(PairedMethod(LITE_LORA_METHOD, f"{model(lite_lora)} (trained student: LoRA requests)", lite_lora,
+                                run_lite))
+    out.append(PairedMethod("litseg-lite", f"{model(lite)} (trained student: merged weights)", lite, run_lite))
+    return out
 
 
 def toy_passes(seconds: dict[str, Sequence[float]]) -> pd.DataFrame:

@@ -8,6 +8,7 @@ import html
 import itertools
 import json
 import random
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -19,7 +20,8 @@ from ..core.safe_io import atomic_path, write_text_atomic
 from ..errors import UsageError
 from ..core.paths import outputs_dir, shown_path
 from ..llm.base import UsageTag, LLMError, SamplingParams
-from ..metrics.pairwise import pairwise_win_rate, pairwise_conversation, parse_verdict
+from ..metrics.pairwise import (book_judge_context, judge_context_budget, pairwise_conversation, pairwise_win_rate,
+                                parse_verdict)
 from ..core.artifacts import artifact_dir
 from ..core.prompts import load_prompt, render_prompt
 from ..litseg.validate import extract_json
@@ -291,23 +293,38 @@ def _ask_until_read(backend: Any, convs: Sequence[Any], parse: Any, retries: int
     for attempt in range(retries + 1):
         if not todo:
             break
-        try:
+        if errors is None:
             gens = backend.chat([convs[i] for i in todo], params(attempt), tag)
-        except LLMError as exc:
-            if errors is None:
-                raise
-            errors.append(f"{who} attempt {attempt}: {exc}")
-            continue
-        if errors is None and len(gens) != len(todo):
-            raise LLMError(f"A.2 rater: backend answered {len(gens)} of {len(todo)} requests")
+            if len(gens) != len(todo):
+                raise LLMError(f"A.2 rater: backend answered {len(gens)} of {len(todo)} requests")
+            answered = dict(zip(todo, gens))
+        else:  # a failed request fails its item only: the call is split until it stands alone
+            answered = _chat_split(backend, todo, convs, params(attempt), tag, errors, f"{who} attempt {attempt}")
         left = []
-        for i, g in zip(todo, gens):
-            attempts[i] += 1
-            got[i] = parse(g.text)
+        for i in todo:
+            if i in answered:
+                attempts[i] += 1
+                got[i] = parse(answered[i].text)
             if got[i] is None:
                 left.append(i)
         todo = left
     return got, attempts
+
+
+def _chat_split(backend: Any, idx: Sequence[int], convs: Sequence[Any], params: Any, tag: UsageTag,
+                errors: list[str], who: str) -> dict[int, Any]:
+    """``{index: reply}`` for ``idx``: a call that fails (a request refused, timed out) is split in halves
+    until each failing request is alone; its error goes to ``errors`` (``"<who> item <index>: ..."``)."""
+    try:
+        gens = backend.chat([convs[i] for i in idx], params, tag)
+    except LLMError as exc:
+        if len(idx) == 1:
+            errors.append(f"{who} item {idx[0]}: {exc}")
+            return {}
+        mid = len(idx) // 2
+        return {**_chat_split(backend, idx[:mid], convs, params, tag, errors, who),
+                **_chat_split(backend, idx[mid:], convs, params, tag, errors, who)}
+    return dict(zip(idx, gens))
 
 
 def rater_label(models: Sequence[str]) -> str:
@@ -470,6 +487,9 @@ PAIRWISE_ANNOTATORS = {"gutenqa": ("A1", "A2", "A3", "A4", "A5"), "literaryqa": 
 PAIRWISE_COLUMNS = ("item_id", "dataset", "question", "original_context", "reference_answer", "response_a",
                     "response_b", "verdict", "comment")
 PAIRWISE_KEY_COLUMNS = ("item_id", "dataset", "qid", "target", "opponent", "target_shown_as")
+#: beside the key: per book-context item, what rebuilds its Original Context for a reader with a shorter context
+BOOK_CONTEXTS_FILE = "contexts.jsonl"
+BOOK_CONTEXT_KEYS = ("book_id", "units_a", "units_b", "chunks_a", "chunks_b")
 VERDICTS = ("A", "B", "Tie")
 
 
@@ -478,7 +498,7 @@ def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, se
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    rows, keys = [], []
+    rows, keys, rebuild = [], [], []
     for n, it in enumerate(items):
         shown = "A" if rng.random() < 0.5 else "B"
         a, b = (it["target_answer"], it["other_answer"]) if shown == "A" else (it["other_answer"], it["target_answer"])
@@ -488,6 +508,11 @@ def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, se
                      "response_b": b, "verdict": "", "comment": ""})
         keys.append({"item_id": item_id, "dataset": it["dataset"], "qid": it["qid"], "target": it["target"],
                      "opponent": it["opponent"], "target_shown_as": shown})
+        if all(k in it for k in BOOK_CONTEXT_KEYS):  # a and b as shown on the sheet
+            a_side, b_side = ("a", "b") if shown == "A" else ("b", "a")
+            rebuild.append({"item_id": item_id, "book_id": it["book_id"],
+                            "units_a": it[f"units_{a_side}"], "units_b": it[f"units_{b_side}"],
+                            "chunks_a": it[f"chunks_{a_side}"], "chunks_b": it[f"chunks_{b_side}"]})
     by_annotator: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         for a in PAIRWISE_ANNOTATORS.get(r["dataset"], ()):
@@ -497,6 +522,7 @@ def export_pairwise_sheets(items: Sequence[Mapping[str, Any]], out_dir: Path, se
         order = list(rs)
         random.Random(seed + 200 + i).shuffle(order)
         paths["sheets"][a] = _write_rows(out_dir / f"{a}.csv", order, PAIRWISE_COLUMNS)
+    write_text_atomic(out_dir / BOOK_CONTEXTS_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rebuild))
     return {**paths, "key": _write_rows(out_dir / "key.csv", keys, PAIRWISE_KEY_COLUMNS), "n_items": len(rows)}
 
 
@@ -542,42 +568,104 @@ def pairwise_agreement(long_df):
             pd.DataFrame(fl, columns=["dataset", "fleiss_kappa", "n_items", "n_annotators"]))
 
 
+def _cycled(value: Any, n: int) -> list[Any]:
+    """``value`` for each of ``n`` annotators: a sequence cycled over them, else the one value for all."""
+    if isinstance(value, (list, tuple)) and value:
+        return [value[k % len(value)] for k in range(n)]
+    return [value] * n
+
+
+def read_book_contexts(key_path: Path) -> dict[str, dict[str, Any]]:
+    """What rebuilds each book-context item's Original Context (``contexts.jsonl`` beside the key), by item."""
+    path = Path(key_path).parent / BOOK_CONTEXTS_FILE
+    if not path.is_file():
+        return {}
+    rows = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return {r["item_id"]: r for r in rows}
+
+
+def fit_context(row: Mapping[str, str], backend: Any, max_model_len: int, max_new_tokens: int,
+                rebuild: Mapping[str, Any] | None, books: Mapping[str, Any] | None) -> tuple[str | None, str]:
+    """The Original Context ``backend`` can read within ``max_model_len`` (0 = unchecked): the sheet's, else
+    rebuilt from the book for this reader's budget; ``(None, why)`` when none fits."""
+    ctx = row["original_context"]
+    if not max_model_len:
+        return ctx, "as exported"
+    budget = judge_context_budget(backend.count_tokens, max_model_len, max_new_tokens, row["question"],
+                                  row["reference_answer"], row["response_a"], row["response_b"])
+    if backend.count_tokens(ctx) <= budget:
+        return ctx, "as exported"
+    book = (books or {}).get((rebuild or {}).get("book_id", ""))
+    if book is None:
+        return None, f"context over this reader's {budget} tokens and no book to rebuild it from"
+    ctx, policy = book_judge_context(book, rebuild["units_a"], rebuild["units_b"], rebuild["chunks_a"],
+                                     rebuild["chunks_b"], backend.count_tokens, budget)
+    if backend.count_tokens(ctx) > budget:
+        return None, f"context over this reader's {budget} tokens even as {policy}"
+    return ctx, f"rebuilt for this reader's {budget} tokens: {policy}"
+
+
 def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any,
                              max_items: int = 0, seed: int = 0, max_new_tokens: int = 96,
-                             retries: int = 1) -> tuple[dict[str, Path], Path, dict[str, Any]]:
-    """A copy of the pairwise sheets filled by the B.2 judge: ``(sheets, key, info)``."""
+                             retries: int = 1, context_limits: Any = 0,
+                             books: Mapping[str, Any] | None = None) -> tuple[dict[str, Path], Path, dict[str, Any]]:
+    """A copy of the pairwise sheets filled by the B.2 judge: ``(sheets, key, info)``. ``backend`` and
+    ``context_limits`` (each reader's ``max_model_len``; 0 = unchecked) are cycled over the annotators; a
+    context longer than its reader's is rebuilt from ``books`` for that reader, else that item alone fails for it;
+    a request that fails fails its item only. Items not judged by every annotator are dropped and counted."""
 
     errors: list[str] = []
     out_dir, key_rows, keep = _llm_fill_start(key_path, out_dir, max_items, seed)
+    rebuild = read_book_contexts(key_path)
     verdicts: dict[str, dict[str, str]] = {}
     rows_of: dict[str, list[dict[str, str]]] = {}
     names = sorted(sheets)
     if isinstance(backend, (list, tuple)) and backend:  # cycled over the annotators
-        backend = [backend[k % len(backend)] for k in range(len(names))]
+        backend = _cycled(backend, len(names))
     backends = rater_backends(dict.fromkeys(names), backend)
+    limits = dict(zip(names, _cycled(context_limits, len(names))))
     models: dict[str, str] = {}
+    greedy_of: dict[str, bool] = {}
+    lost: dict[str, dict[str, int]] = {}
     for k, (a, path) in enumerate(sorted(sheets.items())):
         be = backends[a]
         model = str(getattr(be, "model_id", "") or "?")
-        greedy = model not in models.values()
+        greedy = greedy_of[a] = model not in models.values()
         models[a] = model
-        rows = rows_of[a] = [r for r in _read_rows(path) if r["item_id"] in keep]
+        rows, why = [], {}
+        for r in (r for r in _read_rows(path) if r["item_id"] in keep):
+            ctx, note = fit_context(r, be, int(limits[a] or 0), max_new_tokens, rebuild.get(r["item_id"]), books)
+            if ctx is None:
+                why[r["item_id"]] = note
+                continue
+            rows.append({**r, "original_context": ctx, "comment": LLM_SOURCE + ("" if note == "as exported" else
+                                                                                  f" (context {note})")})
+        rows_of[a] = rows
         convs = [pairwise_conversation(r["original_context"], r["question"], r["reference_answer"], r["response_a"],
                                        r["response_b"]) for r in rows]
+        n_err = len(errors)
         got, _ = _ask_until_read(
             be, convs, parse_verdict, retries, UsageTag("llm-annotator", stage="llm-pairwise"),
             lambda attempt: SamplingParams(max_new_tokens=max_new_tokens, temperature=(
                 0.0 if greedy else 0.7) if attempt == 0 else 0.7, seed=seed + k + 100 * attempt), errors, a)
         verdicts[a] = {r["item_id"]: v for r, v in zip(rows, got) if v is not None}
+        failed = {int(e.split(" item ", 1)[1].split(":", 1)[0]) for e in errors[n_err:] if " item " in e}
+        lost[a] = {"over_context": len(why), "rebuilt_context": sum("rebuilt" in r["comment"] for r in rows),
+                   "request_failed": sum(rows[i]["item_id"] not in verdicts[a] for i in failed),
+                   "unreadable": sum(r["item_id"] not in verdicts[a] for i, r in enumerate(rows) if i not in failed)}
+        rows_of[a] += [{"item_id": i} for i in why]  # the annotator held them: the item is incomplete
     complete = {i for i in keep if all(i in verdicts[a] for a in verdicts if any(r["item_id"] == i for r in rows_of[a]))}
     filled: dict[str, Path] = {}
     for a, rows in rows_of.items():
-        out = [{**r, "verdict": verdicts[a][r["item_id"]], "comment": LLM_SOURCE} for r in rows if r["item_id"] in complete]
+        out = [{**r, "verdict": verdicts[a][r["item_id"]]} for r in rows if r["item_id"] in complete]
         filled[a] = _write_rows(out_dir / f"{a}.csv", out, PAIRWISE_COLUMNS)
     key_out = _write_rows(out_dir / "key.csv", [r for r in key_rows if r["item_id"] in complete], PAIRWISE_KEY_COLUMNS)
     info = {"source": LLM_SOURCE, "model": ", ".join(dict.fromkeys(models.values())), "models": models,
-            "raters_label": rater_label(list(models.values())), "n_items": len(complete),
+            "greedy": greedy_of, "raters_label": rater_label(list(models.values())), "n_items": len(complete),
             "n_dropped": len(keep) - len(complete), "n_items_exported": len(key_rows), "annotators": sorted(sheets),
+            "lost_by_annotator": lost, "context_limits": limits,  # "lost": summed over the annotators
+            "lost": {k: sum(v[k] for v in lost.values()) for k in ("over_context", "rebuilt_context",
+                                                                   "request_failed", "unreadable")},
             "llm_errors": errors[:5], "n_llm_errors": len(errors)}
     write_text_atomic(out_dir / "SOURCE.txt",
                       f"{LLM_SOURCE}: B.2 judge {info['model']}; {json.dumps(info, ensure_ascii=False, default=str)}\n")
@@ -585,15 +673,24 @@ def llm_fill_pairwise_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir
 
 
 def evaluate_pairwise_sheets(profile: str, sheets: Mapping[str, Any], backend: Any = None, llm_max_items: int = 0,
-                             seed: int = 0, max_new_tokens: int = 96) -> dict[str, Any]:
-    """Appendix B.3 from human-filled pairwise sheets, else from the B.2 judge's copy."""
+                             seed: int = 0, max_new_tokens: int = 96, context_limits: Any = 0,
+                             books: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Appendix B.3 from human-filled pairwise sheets, else from the B.2 judge's copy (each annotator's
+    contexts budgeted to ``context_limits``, rebuilt from ``books``: :func:`llm_fill_pairwise_sheets`)."""
     got = _filled_sheets(profile, "pairwise", sheets, backend, lambda out: llm_fill_pairwise_sheets(
-        sheets["sheets"], sheets["key"], out, backend, llm_max_items, seed, max_new_tokens))
+        sheets["sheets"], sheets["key"], out, backend, llm_max_items, seed, max_new_tokens,
+        context_limits=context_limits, books=books))
     if "note" in got:
         return got
     filled, key, info = got["sheets"]
     long_df = import_pairwise_verdicts(filled, key)
     wins, pairs, fl = pairwise_agreement(long_df)
+    models, greedy = info.get("models") or {}, info.get("greedy") or {}
+    if models:  # which pairs are one model with itself (an LLM copy): shown in the table and in Figures 2-3
+        def who(a: str) -> str:
+            return f"{models.get(a, '?')} ({'greedy' if greedy.get(a, True) else 'T=0.7'})"
+        pairs["model_a"], pairs["model_b"] = pairs["annotator_a"].map(who), pairs["annotator_b"].map(who)
+        pairs["same_model"] = pairs["annotator_a"].map(models) == pairs["annotator_b"].map(models)
     return {"source": info["source"], "info": info, "win_rates": wins, "pairs": pairs, "fleiss": fl,
             "verdicts": long_df}
 
@@ -619,14 +716,25 @@ def plot_agreement_heatmap(pairs, fleiss, dataset: str, title: str = ""):
         i, j = names.index(r.annotator_a), names.index(r.annotator_b)
         i, j = min(i, j), max(i, j)
         kap[i, j], kap[j, i] = r.cohen_kappa, r.raw_agreement
+    same = p[p["same_model"]] if "same_model" in p else p.iloc[:0]
+    same_cells = {(names.index(a), names.index(b)) for a, b in zip(same["annotator_a"], same["annotator_b"])}
+    same_cells |= {(j, i) for i, j in same_cells}
     fig, ax = plt.subplots(figsize=(1.1 * n + 2.2, 1.0 * n + 1.4))
     ax.imshow(np.nan_to_num(kap, nan=0.0), cmap="Blues", vmin=0.0, vmax=1.0)
     for i in range(n):
         for j in range(n):
             if i != j and not np.isnan(kap[i, j]):
-                ax.text(j, i, f"{'κ' if i < j else 'Ag'}={kap[i, j]:.2f}", ha="center", va="center", fontsize=7)
+                mark = "*" if (i, j) in same_cells else ""
+                ax.text(j, i, f"{'κ' if i < j else 'Ag'}={kap[i, j]:.2f}{mark}", ha="center", va="center", fontsize=7)
     ax.set_xticks(range(n), names)
     ax.set_yticks(range(n), names)
+    if "model_a" in p:  # which model each annotator is
+        who = {**dict(zip(p["annotator_a"], p["model_a"])), **dict(zip(p["annotator_b"], p["model_b"]))}
+        notes = ["; ".join(f"{a} = {who[a]}" for a in names if a in who)]
+        if len(same):
+            notes.append(f"* {len(same)} of {len(p)} pairs are ONE model with itself (greedy vs sampled at T=0.7): "
+                         f"self-consistency, not agreement between raters")
+        ax.set_xlabel("\n".join(ln for t in notes for ln in textwrap.wrap(t, 60 + 12 * n)), fontsize=6, loc="left")
     fk = fleiss[fleiss["dataset"] == dataset]["fleiss_kappa"]
     fk_text = f"Fleiss' κ = {float(fk.iloc[0]):.4f}" if len(fk) else "Fleiss' κ n/a"
     ax.set_title((title + "\n" if title else "") + f"{dataset}: κ above, Ag below the diagonal; {fk_text}", fontsize=8)

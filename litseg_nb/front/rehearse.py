@@ -30,7 +30,7 @@ import typing_extensions
 
 from .. import config
 from ..config import SERVER_ENV, CorpusConfig, EmbeddingConfig, LLMConfig, _Base, active_sets, config_sets, use_sets
-from ..config import FULL_STUDENT_MODEL, FULL_TEACHER_MODEL
+from ..config import FULL_CARD_GB, FULL_STUDENT_MODEL, FULL_TEACHER_MODEL, FULL_TEACHER_WEIGHTS
 from ..core.paths import REPO_ROOT
 from ..core.safe_io import OutputsNotWritable, ensure_writable
 from ..core.schema import word_count
@@ -83,6 +83,22 @@ def _tiny_xlmr_dir(kind: str) -> Path:
 tiny_bge_m3_dir = functools.partial(_tiny_xlmr_dir, "m3")
 tiny_reranker_dir = functools.partial(_tiny_xlmr_dir, "reranker")
 
+#: the rehearsal's student keeps this many of SmolLM2-135M's 30 layers (a quarter, as Qwen3-8B to Qwen3-32B)
+STUDENT_LAYERS = 8
+
+
+def tiny_student_dir() -> Path:
+    """The rehearsal's student, another model than its teacher (SmolLM2-135M-Instruct): SmolLM2 cut to its
+    first :data:`STUDENT_LAYERS` layers (same tokenizer and architecture, a smaller model), saved once."""
+    def build(tmp: Path) -> None:
+        model, tok, _ = load_model_and_tokenizer(str(smollm2_dir()), "float32", "cpu")
+        model.model.layers = model.model.layers[:STUDENT_LAYERS]
+        model.config.num_hidden_layers = STUDENT_LAYERS
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        tok.save_pretrained(str(tmp))
+
+    return _build_once(models_dir() / f"smollm2-{STUDENT_LAYERS}-layers-{TINY_REVISION}", build)
+
 
 #: the notebooks, and the engines each one runs in the rehearsal (as in `full`)
 NOTEBOOK_ENGINES = {
@@ -93,13 +109,13 @@ NOTEBOOK_ENGINES = {
     "05": "vLLM offline (generator, judges) + FlagEmbedding BGE-M3 + reranker + FAISS",
     "06": "vLLM offline (E.3 judge) + FlagEmbedding BGE-M3",
     "07": "vLLM offline (variants as LoRA requests, generator) + FlagEmbedding",
-    "08": "ledgers only (no LLM)",
+    "08": "vLLM offline, one engine at a time (paired §4.4: teacher, student, Lite merged, student + LoRA request)",
 }
 #: numbers kept at full's value (the code path they select)
-_FULL_KEPT = ("grpo_max_completion_length",)
+_FULL_KEPT = ("grpo_max_completion_length", "paired_repeats")
 #: corpus slices: data the rehearsal has locally (LiteraryQA: the validation split only; tier A of the benchmark)
 _DATA_PATHS = ("corpus.books", "corpus.unit_selection", "selection.books", "selection.strategy", "selection.units",
-               "tier_a_books")
+               "tier_a_books", "timing_dataset")
 
 
 def _flatten(d: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -108,9 +124,10 @@ def _flatten(d: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix[:-1], d)]
 
 
-def rehearsal_sets(cls: type, m3: str, reranker: str) -> list[tuple[str, Any]]:
+def rehearsal_sets(cls: type, m3: str, reranker: str, student: str = SMOLLM2) -> list[tuple[str, Any]]:
     """``--set`` overrides for ``cls``: ``full``'s code paths (every str/bool value) with the ``test``
-    profile's sizes, tiny local models (SmolLM2 for every LLM) and CPU-safe engine settings."""
+    profile's sizes, tiny local models and CPU-safe engine settings: SmolLM2 for the teacher (LitSeg's
+    ``llm``) and every judge and rater, ``student`` for every other stage's ``llm`` (full's student roles)."""
     test, full = dict(_flatten(cls.for_profile("test").to_dict())), dict(_flatten(cls.for_profile("full").to_dict()))
     out: dict[str, Any] = {}
     for path, tv in test.items():
@@ -121,7 +138,8 @@ def rehearsal_sets(cls: type, m3: str, reranker: str) -> list[tuple[str, Any]]:
     hints = cls.for_profile("full")
     # every LLM role (05's judge, 06/07's raters)
     for role in [r for r in ("llm", "judge_llm", "rater_llm", "rater2_llm") if hasattr(hints, r)]:
-        out.update({f"{role}.model": SMOLLM2, f"{role}.dtype": "float32", f"{role}.device": "cpu"})
+        model = student if role == "llm" and cls is not LitSegConfig else SMOLLM2
+        out.update({f"{role}.model": model, f"{role}.dtype": "float32", f"{role}.device": "cpu"})
         if getattr(hints, role).backend == "vllm":
             out.update({f"{role}.max_model_len": 8192, f"{role}.engine": dict(CPU_ENGINE)})
     if hasattr(hints, "embedding"):
@@ -130,6 +148,8 @@ def rehearsal_sets(cls: type, m3: str, reranker: str) -> list[tuple[str, Any]]:
         out["corpus.literaryqa_split"] = "validation"  # the split held locally
     if hasattr(hints, "train_corpus"):  # LiteraryQA train is not held locally: the test profile's book
         out["train_corpus"] = cls.for_profile("test").train_corpus.to_dict()
+    if hasattr(hints, "paired_batch_units"):  # two §4.4 units in two blocks: the engines alternate A B, B A
+        out["paired_batch_units"] = 1
     if hasattr(hints, "reranker_model"):
         out["reranker_model"] = reranker
     if hasattr(hints, "gradient_checkpointing"):
@@ -140,7 +160,7 @@ def rehearsal_sets(cls: type, m3: str, reranker: str) -> list[tuple[str, Any]]:
     return [(f"{cls.__name__}.{k}", list(v) if isinstance(v, tuple) else v) for k, v in out.items()]
 
 
-def notebook_sets(number: str, m3: str, reranker: str) -> list[tuple[str, Any]]:
+def notebook_sets(number: str, m3: str, reranker: str, student: str = SMOLLM2) -> list[tuple[str, Any]]:
     """The sets for notebook ``number``: its own config's first, then every other stage config's (a
     notebook may build any of them inside)."""
     # deferred: loads nbformat (not loaded by importing this module)
@@ -149,7 +169,7 @@ def notebook_sets(number: str, m3: str, reranker: str) -> list[tuple[str, Any]]:
     (nb,) = discover_notebooks([number])
     classes = [NOTEBOOK_CONFIGS[nb.stem].config_class()] if nb.stem in NOTEBOOK_CONFIGS else []
     classes += [c for c in params.stage_config_classes() if c not in classes]
-    return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker)]
+    return [kv for c in classes for kv in rehearsal_sets(c, m3, reranker, student)]
 
 
 def cpu_env() -> dict[str, str]:
@@ -328,19 +348,26 @@ class TreeWatch(threading.Thread):
 
 
 def notebook_usage(outputs: Path, number: str) -> dict[str, Any]:
-    """LLM calls, cache hits, prompt and completion tokens from notebook ``number``'s usage ledger."""
+    """LLM calls, cache hits, prompt and completion tokens from notebook ``number``'s usage ledger, and for
+    08 its paired §4.4 passes (timed outside any ledger: ``tables/08_paired_passes.csv``)."""
     import pandas as pd
 
     path = outputs / "full" / "artifacts" / "usage" / f"{number}.csv"
     keys = ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
     df = pd.read_csv(path) if path.is_file() else pd.DataFrame()
-    return {k: int(df[k].sum()) if k in df else 0 for k in keys}
+    out = {k: int(df[k].sum()) if k in df else 0 for k in keys}
+    passes = outputs / "full" / "tables" / f"{number}_paired_passes.csv"
+    if passes.is_file() and passes.stat().st_size:
+        p = pd.read_csv(passes)
+        for k, col in (("calls", "requests"), *((k, k) for k in keys[1:])):
+            out[k] += int(p[col].sum()) if col in p else 0
+    return out
 
 
 def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, timeout_s: float) -> list[dict[str, Any]]:
     """Notebooks ``numbers`` in order with ``--profile full`` and :func:`notebook_sets`; stops at the first
     failure (also: a config still pointing at ``full``'s real targets, a process outliving its notebook)."""
-    m3, rr = str(tiny_bge_m3_dir()), str(tiny_reranker_dir())
+    m3, rr, student = str(tiny_bge_m3_dir()), str(tiny_reranker_dir()), str(tiny_student_dir())
     rows, server = [], None
     startup = work / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True, exist_ok=True)
@@ -356,7 +383,7 @@ def run_notebook_rehearsal(python: str, numbers: Sequence[str], work: Path, time
             env["LITSEG_JUDGE_URLS"] = env["LITSEG_RATER_URLS"] = env["LITSEG_RATER2_URLS"] = url
         for n in numbers:
             cmd = [python, "-m", "litseg_nb", "run", "--profile", "full", "--only", n]
-            cmd += [x for k, v in notebook_sets(n, m3, rr)
+            cmd += [x for k, v in notebook_sets(n, m3, rr, student)
                     for x in ("--set", f"{k}={v if isinstance(v, str) else repr(v)}")]
             engines_file = work / f"engines_{n}.json"
             engines_file.unlink(missing_ok=True)
@@ -606,7 +633,9 @@ DRIVERS: dict[str, tuple[tuple[str, ...], str]] = {
     "05": (("questions",), "Qwen/Qwen3-8B"),
     "06": (("eval",), "Qwen/Qwen3-8B"),
     "07": (("eval",), "Qwen/Qwen3-8B"),
-    "08": ((), ""),
+    # the paired §4.4 measurement on the LiteraryQA test units: all of it at the teacher's rates (LitSeg on the
+    # teacher is most of it), scaled with every evaluation unit (GutenQA's too): an overestimate
+    "08": (("eval",), "Qwen/Qwen3-32B"),
 }
 
 
@@ -614,10 +643,13 @@ DRIVERS: dict[str, tuple[tuple[str, ...], str]] = {
 #: Qwen3 model cards / config.json; BGE-M3 and bge-reranker-v2-m3 are XLM-RoBERTa-large sized (568M)
 MODELS: dict[str, tuple[float, int, int, int]] = {
     "Qwen/Qwen3-32B": (32.8, 64, 8, 128),
+    "Qwen/Qwen3-32B-FP8": (32.8, 64, 8, 128),  # LitSegConfig.teacher_weights=fp8: the card's other choice
     "Qwen/Qwen3-8B": (8.2, 36, 8, 128),
     "BAAI/bge-m3": (0.568, 24, 16, 64),
     "BAAI/bge-reranker-v2-m3": (0.568, 24, 16, 64),
 }
+#: bytes per parameter of a model's weights (others: bf16, 2)
+WEIGHT_BYTES: dict[str, float] = {"Qwen/Qwen3-32B-FP8": 1.0}
 #: what vLLM keeps off the KV cache besides the weights (activations, CUDA graphs): assumed
 ENGINE_OVERHEAD_GB = 2.0
 
@@ -635,7 +667,7 @@ def engine_memory(card_gb: float, max_model_len: int, utilization: float = 0.9,
     rows = []
     for name, (params_b, layers, kv_heads, head_dim) in models.items():
         llm = name.startswith("Qwen/")
-        weights, kv_token = params_b * 2, 2 * layers * kv_heads * head_dim * 2  # bf16; K and V
+        weights, kv_token = params_b * WEIGHT_BYTES.get(name, 2.0), 2 * layers * kv_heads * head_dim * 2  # KV: bf16
         budget = utilization * card_gb - weights - (ENGINE_OVERHEAD_GB if llm else 0.0)
         seq = kv_token * max_model_len / 1e9 if llm else 0.0
         rows.append({"engine": name, "weights GB": round(weights, 1),
@@ -757,7 +789,15 @@ def format_estimate(rows_path: Path, cards: Sequence[int] = (80, 141), max_model
              f"Calls x units, prompts + {TOKENS_PER_WORD} tokens per extra unit word, completions x words.",
              f"rehearsal sizes: {', '.join(f'{k} {v:,.0f}' for k, v in reh.items())}; full sizes: "
              + ", ".join(f"{k} {v:,.0f}" for k, v in full.items())]
+    teacher = FULL_TEACHER_WEIGHTS[LitSegConfig.for_profile("full").teacher_weights]
+    parts.append(f"full's teacher: {teacher}; full is sized for one {FULL_CARD_GB} GB card")
     for card in cards:
         parts += [f"\n### one {card} GB GPU\n", format_table(estimate(rows, scales, card)), "",
                   format_table(engine_memory(card, max_model_len))]
+        fits = {r["engine"]: r["fits"] for r in engine_memory(card, max_model_len)}
+        if not fits.get(teacher, True):
+            parts.append(f"\n**{teacher} does not fit one {card} GB card at max_model_len {max_model_len}: `run "
+                         f"--profile full` fails there as configured. Its rows above price the 32B work at the "
+                         f"assumed rates of a card it fits; here run it with `--set LitSegConfig.teacher_weights=fp8`"
+                         f" (Qwen/Qwen3-32B-FP8, the row above) and the judge server with the same weights.**")
     return "\n".join(parts)

@@ -431,14 +431,15 @@ def load_lite_model(base_model: str, adapter_dirs: Sequence[Path], dtype: str = 
     return model, tok
 
 
-def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path) -> Path:
-    """Merge base + adapters once into ``root/merged-<hash>`` (a plain model folder any backend loads)."""
-    target = Path(root) / f"merged-{adapter_fingerprint(*adapter_dirs)}"
+def save_merged_model(base_model: str, adapter_dirs: Sequence[Path], root: Path, dtype: str = "float32") -> Path:
+    """Merge base + adapters once into ``root/merged-<hash>`` (a plain model folder any backend loads), merged
+    and saved in ``dtype`` (another than float32: in the folder's name)."""
+    target = Path(root) / f"merged-{adapter_fingerprint(*adapter_dirs)}{'' if dtype == 'float32' else '-' + dtype}"
     trained = functools.reduce(TrainedUnits.union, map(model_record, adapter_dirs), TrainedUnits())
     if (target / "config.json").is_file():
         trained.union(model_record(target)).save(target / TRAINED_UNITS_FILE)
         return target
-    model, tok = load_lite_model(base_model, adapter_dirs, dtype="float32", device="cpu")
+    model, tok = load_lite_model(base_model, adapter_dirs, dtype=dtype, device="cpu")
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp), safe_serialization=True)

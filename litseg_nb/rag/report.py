@@ -120,17 +120,21 @@ def pairwise_vs_target(backend: Any, gen: pd.DataFrame, books: Mapping[str, Any]
             q = qmap[qid]
             ctx = evidence_window(books[q.book_id].text, q.evidence, context_chars) if q.evidence else None
             policy = f"+/-{context_chars} characters around the evidence"
+            rebuild = {}  # what rebuilds a book context for a reader with a shorter context (the B.2 annotators)
             if ctx is None:  # LiteraryQA (no evidence span): the source book, or the stated excerpt
                 # capped by a profile's RagConfig.pairwise_book_max_tokens (0 = the judge's context only)
                 budget = min(judge_context_budget(backend.count_tokens, max_model_len, max_new_tokens, q.question,
                                                   a.reference, a.answer, b.answer), book_max_tokens or max_model_len)
                 units = [[unit_of.get((m, q.book_id, cid)) for cid in getattr(r, "context_chunk_ids", ())]
                          for m, r in ((target, a), (other, b))]
-                ctx, policy = book_judge_context(books[q.book_id], [u for u in units[0] if u],
-                                                 [u for u in units[1] if u], list(a.contexts), list(b.contexts),
-                                                 backend.count_tokens, budget)
+                rebuild = {"book_id": q.book_id, "units_a": [u for u in units[0] if u],
+                           "units_b": [u for u in units[1] if u], "chunks_a": list(a.contexts),
+                           "chunks_b": list(b.contexts)}
+                ctx, policy = book_judge_context(books[q.book_id], rebuild["units_a"], rebuild["units_b"],
+                                                 rebuild["chunks_a"], rebuild["chunks_b"], backend.count_tokens, budget)
             items.append({"qid": qid, "context": ctx, "question": q.question, "reference": a.reference,
-                          "target_answer": a.answer, "other_answer": b.answer, "policy": policy, "dataset": q.dataset})
+                          "target_answer": a.answer, "other_answer": b.answer, "policy": policy, "dataset": q.dataset,
+                          **rebuild})
         if not items:
             continue
         if collect is not None:
