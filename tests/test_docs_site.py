@@ -77,18 +77,29 @@ def test_refresh_notebooks_copies_all_or_nothing(tmp_path):
     names = sorted(p.name for p in (REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     src, dest = tmp_path / "executed", tmp_path / "docs"
     src.mkdir()
+
+    def executed(n):  # papermill's shape: an injected-parameters cell and the machine's paths
+        return json.dumps({"metadata": {"papermill": {"input_path": f"/home/me/x/notebooks/{n}",
+                                                      "output_path": f"/home/me/x/outputs/{n}",
+                                                      "parameters": {"litseg_resolved": {"url": "http://h"}}}},
+                           "cells": [{"cell_type": "code", "metadata": {"tags": ["injected-parameters"]},
+                                      "source": "litseg_resolved = {...}"},
+                                     {"cell_type": "markdown", "metadata": {}, "source": n}]})
+
     for n in names[:-1]:
-        (src / n).write_text(json.dumps({"name": n}))
+        (src / n).write_text(executed(n))
     (src / names[-1].replace(".ipynb", ".FAILED.ipynb")).write_text("{}")
     with pytest.raises(docs_site.DocsError, match=names[-1]):
         docs_site.refresh_notebooks("smoke", outputs=src, dest=dest)
     assert not dest.exists() or not any(dest.iterdir())
-    (src / names[-1]).write_text(json.dumps({"name": names[-1]}))
+    (src / names[-1]).write_text(executed(names[-1]))
     dest.mkdir(exist_ok=True)
     (dest / "99_gone.ipynb").write_text("{}")
     copied = docs_site.refresh_notebooks("smoke", outputs=src, dest=dest)
     assert [p.name for p in copied] == names == sorted(p.name for p in dest.iterdir())
-    assert json.loads((dest / names[0]).read_text()) == {"name": names[0]}
+    site = json.loads((dest / names[0]).read_text())
+    assert [c["source"] for c in site["cells"]] == [names[0]]  # the injected configuration is not published
+    assert "/home/me" not in (dest / names[0]).read_text() and "parameters" not in site["metadata"]["papermill"]
 
 
 def test_committed_notebooks_are_the_executed_copies():

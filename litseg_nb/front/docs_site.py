@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -76,12 +77,23 @@ def refresh_notebooks(profile: str, outputs: Path | None = None, dest: Path | No
     copied = []
     for name in names:
         with atomic_path(dest / name) as tmp:
-            shutil.copyfile(src / name, tmp)
+            tmp.write_text(json.dumps(published(json.loads((src / name).read_text(encoding="utf-8")), name),
+                                      indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         copied.append(dest / name)
     for old in dest.glob("*.ipynb"):  # a notebook the project no longer has
         if old.name not in names:
             old.unlink()
     return copied
+
+
+def published(nb: dict, name: str) -> dict:
+    """An executed notebook as the site shows it: without papermill's injected-parameters cell (the resolved
+    configuration, plumbing) and without the machine's paths in its papermill metadata."""
+    nb["cells"] = [c for c in nb["cells"] if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+    pm = nb.get("metadata", {}).get("papermill", {})
+    pm.update({k: f"notebooks/{name}" for k in ("input_path", "output_path") if k in pm})
+    pm.pop("parameters", None)
+    return nb
 
 
 def build(out: str | os.PathLike | None = None, notebooks: str | None = None) -> Path:
