@@ -31,6 +31,7 @@ OUTSIDE_UNIT_ID = "outside"
 MIN_CHUNK_SIZE = 16
 BLANK_LINES = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)")  # LF, CRLF or CR files
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])[\"'\u201d\u2019)\]]*\s+")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # unpaired (a str decoded with errors="surrogateescape")
 
 
 class ChunkSizeWarning(UserWarning):
@@ -78,11 +79,21 @@ def model_window(name: str, tokenizer: Any) -> int | None:
     return int(limit) if isinstance(limit, int) and 0 < limit < 1_000_000 else None
 
 
+def countable(text: str) -> str:
+    """``text`` as a tokenizer takes it: a lone surrogate (no valid Unicode) as U+FFFD, offsets unchanged."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def count_tokens(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+    """The token count of each of ``texts`` (:func:`countable`)."""
+    return tokenizer.count_many([countable(t) for t in texts])
+
+
 def over_window(chunks: Sequence[Chunk], tokenizer: Any, window: int | None) -> list[int]:
     """The token counts of the chunks longer than ``window`` (none when the window is unknown)."""
     if not window or not chunks:
         return []
-    return [n for n in tokenizer.count_many([c.text for c in chunks]) if n > window]
+    return [n for n in count_tokens(tokenizer, [c.text for c in chunks]) if n > window]
 
 
 def over_window_message(where: str, over: Sequence[int], n_chunks: int, window: int, name: str,
@@ -129,7 +140,7 @@ def fit_chunks(book: Book, chunks: Sequence[Chunk], tokenizer: Any, chunk_size: 
     """``chunks`` with each one over ``chunk_size`` tokens split (:func:`split_chunk`)."""
     units = {u.unit_id: u for u in book.units}
     out: list[Chunk] = []
-    for c, n in zip(chunks, tokenizer.count_many([c.text for c in chunks])):
+    for c, n in zip(chunks, count_tokens(tokenizer, [c.text for c in chunks])):
         out.extend([c] if n <= chunk_size else split_chunk(book, c, units.get(c.unit_id), tokenizer, chunk_size))
     return out
 
@@ -143,6 +154,7 @@ def _cuts(text: str, a: int, b: int, pattern: re.Pattern) -> list[tuple[int, int
 def pack_spans(text: str, a: int, b: int, tokenizer: Any, limit: int) -> list[tuple[int, int]]:
     """``text[a:b]`` as consecutive spans of at most ``limit`` tokens each that together hold all of its words:
     whole paragraphs where they fit, else sentences, else token windows; neighbours packed greedily."""
+    text = countable(text)  # the same offsets
     atoms: list[tuple[int, int]] = []
     for para in _cuts(text, a, b, BLANK_LINES):
         if tokenizer.count(text[para[0]:para[1]]) <= limit:
@@ -175,7 +187,7 @@ def split_chunk(book: Book, c: Chunk, unit: Any, tokenizer: Any, limit: int) -> 
     headed by its subtitle (LitSeg's context sentences, copies of text that other chunks hold, are left out);
     ``metadata["split_from"]`` names ``c``."""
     header = f"{c.subtitle}\n" if c.subtitle and c.text.startswith(c.subtitle) else ""
-    budget = limit - tokenizer.count(header)
+    budget = limit - tokenizer.count(countable(header))
     if budget < limit // 2:
         header, budget = "", limit
     if c.is_source_span:

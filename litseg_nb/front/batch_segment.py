@@ -64,9 +64,9 @@ from ..llm.request_cache import CachedBackend, cache_report
 from ..core.cache import hash_file, hash_obj
 from ..api import check_count, count_fallbacks, iter_segment
 from ..chunkers.base import ChunkerError
-from ..chunkers.sizing import (check_chunk_size, check_token_counter, fit_chunks, in_text_order, library_options,
-                               model_window, outside_chunks, outside_units, over_window, over_window_message,
-                               token_counter)
+from ..chunkers.sizing import (check_chunk_size, check_token_counter, count_tokens, fit_chunks, in_text_order,
+                               library_options, model_window, outside_chunks, outside_units, over_window,
+                               over_window_message, token_counter)
 from ..segmenters.registry import get_method
 from ..core.paths import cli_outputs_root
 from ..core.safe_io import OutputsNotWritable, ensure_writable
@@ -582,7 +582,7 @@ class _Run:
         if self.chunk_size is not None:
             chunks = fit_chunks(book, chunks, tok, self.chunk_size)
         unmapped = _add_raw_spans(book, chunks)
-        for c, n in zip(chunks, tok.count_many([c.text for c in chunks])):
+        for c, n in zip(chunks, count_tokens(tok, [c.text for c in chunks])):
             c.metadata["token_count"] = n
         res.over_window = over_window(chunks, tok, self.window) if self.chunk_size is None else []
         res.fallbacks = count_fallbacks(chunks)
@@ -802,7 +802,8 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
               + f"; {sum(r.units for r in done)} units, {sum(r.chunks for r in done)} chunks, "
               f"fallbacks: {_fb(tot_fb)}, {sum(r.llm_calls for r in results)} LLM call(s)"
               + (f"; {sum(r.outside_words for r in done)} word(s) outside the narrative units (front/back matter, "
-                 f"{_outside_how(args)}: each book's meta outside_units)" if any(r.outside_words for r in done) else ""))
+                 f"{_outside_how(args)}: each book's meta outside_units)"
+                 if any(r.outside_words for r in done) else ""))
         if failed:
             print(f"[litseg_nb] {len(failed)} book(s) failed:", file=sys.stderr)
             for r in failed:

@@ -26,8 +26,8 @@ from ..corpus import index_book
 from ..api import build_models, require_llm, segment
 from ..chunkers.base import blank_line_spans, trim_span
 from ..chunkers.sizing import ChunkSizeWarning  # noqa: F401 (the adapters' warning, caught as theirs)
-from ..chunkers.sizing import (BLANK_LINES, check_chunk_size, check_token_counter, in_text_order, model_window,
-                               outside_chunks, outside_units, token_counter)
+from ..chunkers.sizing import (BLANK_LINES, check_chunk_size, check_token_counter, count_tokens, in_text_order,
+                               model_window, outside_chunks, outside_units, token_counter)
 
 #: the adapters' own keywords (every other keyword is an override of the method's config)
 ADAPTER_OPTIONS = {
@@ -47,7 +47,6 @@ ADAPTER_OPTIONS = {
 }
 #: the chunk metadata naming the version of the document text: its SHA-256's first 8 hex digits
 TEXT_VERSION = "text_sha256_8"
-_SURROGATE = re.compile("[\ud800-\udfff]")  # unpaired (a str decoded with errors="surrogateescape")
 
 
 class OutsideUnitsWarning(UserWarning):
@@ -111,7 +110,7 @@ class Segmenter:
     def metadata(self, c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """:func:`chunk_metadata` with ``token_count`` / ``tokenizer``, scalar-only unless ``nested_metadata``."""
         md = chunk_metadata(c, extra)
-        md["token_count"] = self.tokenizer.count(_SURROGATE.sub("\ufffd", c.text))  # tokenizers refuse them
+        md["token_count"] = count_tokens(self.tokenizer, [c.text])[0]
         md["tokenizer"] = self.tokenizer.name
         return md if self.nested_metadata else flat_metadata(md)
 
