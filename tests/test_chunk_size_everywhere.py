@@ -119,3 +119,23 @@ def test_a_bad_chunk_size_is_one_line_rc2(value, tmp_path, fresh_dirs, capsys):
     lines = stderr_lines(capsys.readouterr().err)
     assert len(lines) == 1 and "--chunk-size" in lines[0], lines
     assert not list(tmp_path.glob("o.*"))
+
+
+def test_segment_command_counts_with_the_chosen_tokenizer(tmp_path, fresh_dirs):
+    from litseg_nb.chunkers.base import load_tokenizer
+    from litseg_nb.llm.models import shipped_tokenizer_dir
+
+    from test_segment_cli_errors import paths_of
+
+    src = tmp_path / "book.txt"
+    src.write_text("CHAPTER I\n\n" + " ".join(f"Sentence number {i} of the long paragraph goes on." for i in range(200)),
+                   encoding="utf-8")
+    folder = str(shipped_tokenizer_dir("all-MiniLM-L6-v2"))  # a tokenizer given by its folder
+    out = tmp_path / "o.jsonl"
+    assert main(["segment", str(src), "--method", "paragraph", "--profile", "test", "--chunk-size", "40",
+                 "--token-counter", folder, "-o", str(out)]) == 0
+    chunks = load_chunks(out)
+    tok = load_tokenizer(folder)
+    assert len(chunks) > 10 and max(tok.count_many([c.text for c in chunks])) <= 40
+    meta = json.loads(paths_of(out.with_suffix(""))["meta"].read_text(encoding="utf-8"))
+    assert meta["tokenizer"] == folder and meta["chunk_size"] == 40
