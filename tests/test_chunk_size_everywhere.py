@@ -128,8 +128,8 @@ def test_segment_command_counts_with_the_chosen_tokenizer(tmp_path, fresh_dirs):
     from test_segment_cli_errors import paths_of
 
     src = tmp_path / "book.txt"
-    src.write_text("CHAPTER I\n\n" + " ".join(f"Sentence number {i} of the long paragraph goes on." for i in range(200)),
-                   encoding="utf-8")
+    body = " ".join(f"Sentence number {i} of the long paragraph goes on." for i in range(200))
+    src.write_text("CHAPTER I\n\n" + body, encoding="utf-8")
     folder = str(shipped_tokenizer_dir("all-MiniLM-L6-v2"))  # a tokenizer given by its folder
     out = tmp_path / "o.jsonl"
     assert main(["segment", str(src), "--method", "paragraph", "--profile", "test", "--chunk-size", "40",
