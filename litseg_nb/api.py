@@ -195,7 +195,8 @@ def iter_segment(method: Any, items: Sequence[tuple[Book, Any]], cfg: Any, backe
 
 def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg", *, text: str | None = None,
             profile: str = DEFAULT_PROFILE, max_units: int = 0, backend: Any = None, embedder: Any = None,
-            headings: bool | None = None, **options: Any) -> list[Chunk]:
+            headings: bool | None = None, chunk_size: int | None = None, token_counter: str | None = None,
+            **options: Any) -> list[Chunk]:
     """Segment a book (a :class:`Book` with its units, a path, or ``text=`` a string; see :func:`load_text`)
     with ``method`` (any registered name: ``litseg``, ``litseg-lite``, ``lumber``, ``token`` ...).
 
@@ -205,16 +206,30 @@ def segment(book_or_text: Book | str | Path | None = None, method: str = "litseg
     ``max_units`` segments the first units only (0 = all); ``backend`` / ``embedder`` reuse built models.
     Fallbacks are recorded in each chunk's ``metadata`` (:func:`count_fallbacks`); a backend that cannot
     answer raises :class:`~litseg_nb.llm.base.LLMError`, never turned into fallbacks.
+
+    ``chunk_size=N``: no chunk has more than N tokens of ``token_counter`` (a packaged name, a local path or
+    a hub id; default: the profile's embedding model, all-MiniLM-L6-v2 for test and smoke): a longer one
+    is split at paragraph, then sentence, then token boundaries (``metadata["split_from"]`` names the
+    chunk it came from; spans stay exact); a ``lib:`` method's splitter gets N as its own ``chunk_size``
+    too. Without it, a :class:`~litseg_nb.chunkers.sizing.ChunkSizeWarning` counts the chunks longer than
+    the model reads, which an embedder would truncate.
     """
+    # deferred: keeps `import litseg_nb` light
+    from .chunkers.sizing import check_chunk_size, check_token_counter, fit_or_report, library_options
+
     check_count(max_units, "max_units")
+    check_chunk_size(chunk_size)
     spec = _method(method)  # looked up once
+    options = library_options(spec.name, spec.config, profile, options, chunk_size)
     cfg = spec.config.for_profile(profile, **options)
+    counter = check_token_counter(token_counter, cfg)
     require_llm(spec, cfg, options, backend)
     book = prepare_book(book_or_text, cfg, text=text, headings=headings)
     items = segment_items(book, max_units)
     backend, embedder = build_models(spec, cfg, backend, embedder)
-    return [c for batch in iter_segment(spec, items, cfg, backend, embedder, batch_units=len(items))
-            for c in batch]
+    chunks = [c for batch in iter_segment(spec, items, cfg, backend, embedder, batch_units=len(items))
+              for c in batch]
+    return fit_or_report(book, chunks, counter, chunk_size, stacklevel=2)
 
 
 def prepare_book(book_or_text: Book | str | Path | None, cfg: Any, text: str | None = None,

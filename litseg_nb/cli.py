@@ -282,6 +282,15 @@ COMMANDS: dict[str, tuple[dict[str, Any], Callable[[argparse.Namespace], int]]] 
         _arg("--max-units", type=int, default=0, help="segment only the first N units per book (0 = all)"),
         _arg("--set", action="append", default=[], metavar="KEY=VALUE",
              help="config override of the method, e.g. lumber_budget_tokens=400 (repeatable)"),
+        _arg("--chunk-size", default=None, metavar="N",
+             help="no chunk over N tokens of --token-counter: longer ones are split at paragraph, sentence, "
+                  "then token boundaries (default: none; chunks longer than the model reads are counted)"),
+        _arg("--token-counter", default=None, metavar="NAME",
+             help="tokenizer of --chunk-size and token_count: a packaged name, a folder or a hub id "
+                  "(default: the profile's embedding model)"),
+        _arg("--keep-outside-units", action=argparse.BooleanOptionalAction, default=True,
+             help="chunk the text outside the narrative units (title page, front/back matter) as unit "
+                  "'outside' (default); --no-keep-outside-units leaves it out, still counted"),
         _arg("-o", "--output", type=Path,
              help="chunks file (*.jsonl, one input) or folder (default: ./outputs/<profile>/segment/)"),
         _arg("--force", action="store_true", help="replace existing outputs (and redo complete books)"),

@@ -40,6 +40,11 @@ def _cases(tmp):
         ["segment", str(book), "--method", "token", "-o", str(afile / "x.jsonl")],
         ["segment", str(book), "--method", "token", "--max-units", "-1"],
         ["segment", str(book), "--method", "token", "--set", "=="],
+        ["segment", str(book), "--method", "token", "--chunk-size", "0"],
+        ["segment", str(book), "--method", "token", "--chunk-size", "-1"],
+        ["segment", str(book), "--method", "token", "--chunk-size", "x"],
+        ["segment", str(book), "--method", "token", "--chunk-size", ""],
+        ["segment", str(book), "--method", "token", "--chunk-size", "1e9"],
         ["segment", str(book), "--method", "lumber", "--base-url", "ftp://x/v1"],
         ["segment", str(book), "--method", "lumber", "--base-url", ""],
         # segment --ray: bad addresses, secrets, traversal, sizing without --ray (refused before Ray starts)

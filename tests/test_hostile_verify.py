@@ -120,9 +120,10 @@ def test_adapters_see_the_structure_of_a_windows_text(newline):
     assert len(book.paragraphs) == len(seg.book(lf).paragraphs)
 
 
-def test_text_outside_every_unit_is_reported_not_silently_unchunked(tmp_path):
-    """Words before the first heading that the structure rules call front matter are in no chunk: the
-    summary says how many and the meta lists their spans (they were silently absent before)."""
+def test_text_outside_every_unit_is_chunked_or_reported_never_silently_dropped(tmp_path):
+    """Words before the first heading that the structure rules call front matter are in no unit: they are
+    chunked (unit ``outside``), or left out with ``--no-keep-outside-units``; either way the summary says how
+    many and the meta lists their spans."""
     import json
     import subprocess
     import sys
@@ -140,5 +141,11 @@ def test_text_outside_every_unit_is_reported_not_silently_unchunked(tmp_path):
     text = out.with_name("fm.text.txt").read_text(encoding="utf-8")
     (a, b), = meta["outside_units"]["spans"]
     assert meta["outside_units"]["words"] == 11 and "treasure" in text[a:b]
-    chunks = [json.loads(line)["text"] for line in out.read_text().splitlines()]
-    assert not any("treasure" in c for c in chunks)  # still not chunked: reported, not hidden
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["unit_id"] for r in rows if "treasure" in r["text"]] == ["outside"]  # chunked, in a unit of its own
+    r = subprocess.run([sys.executable, "-m", "litseg_nb", "segment", str(book), "--method", "paragraph",
+                        "--profile", "test", "--no-keep-outside-units", "--force", "-o", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "11 word(s) of the cleaned text are outside the narrative units" in r.stdout and "not chunked" in r.stdout
+    assert not any("treasure" in line for line in out.read_text().splitlines())  # left out on request: reported

@@ -96,7 +96,8 @@ def test_chunks_longer_than_the_embedder_reads_are_reported_without_a_chunk_size
 def test_a_litseg_chunk_over_the_size_keeps_its_subtitle_and_all_its_main_text():
     from litseg_nb.chunkers.base import load_tokenizer
     from litseg_nb.core.schema import Chunk
-    from litseg_nb.integrations import Segmenter, split_chunk
+    from litseg_nb.chunkers.sizing import split_chunk
+    from litseg_nb.integrations import Segmenter
 
     text = "CHAPTER I\n\n" + " ".join(f"Sentence number {i} of the long paragraph goes on." for i in range(60))
     seg = Segmenter("paragraph", "test")

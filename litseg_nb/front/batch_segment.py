@@ -11,8 +11,14 @@
   reads it (universal newlines), one span per paragraph the chunk touches (between paragraphs the
   file may hold matter the cleaning dropped), the same words with the file's line breaks;
   ``metadata["unit_title"]`` names the unit; ``metadata["token_count"]`` counts the chunk text's
-  tokens with the tokenizer ``meta["tokenizer"]`` names (:data:`TOKEN_COUNTER`). The meta file lists the
-  units (id, title, sentences, chunks) and the fallbacks by kind.
+  tokens with the tokenizer ``meta["tokenizer"]`` names (``--token-counter``; default: the profile's
+  embedding model). The meta file lists the units (id, title, sentences, chunks) and the fallbacks by kind.
+* **Sizes** — ``--chunk-size N``: no chunk has more than N tokens of that tokenizer; a longer one is split
+  at paragraph, then sentence, then token boundaries (``metadata["split_from"]`` names the chunk it came
+  from, spans stay exact). Without it, the summary counts the chunks longer than the model reads (an
+  embedder would read only their start). Text outside the narrative units (title page, front or back
+  matter) becomes chunks of unit ``outside`` (at most N tokens, or the model's window, each), so every
+  word of the cleaned text is in a chunk; ``--no-keep-outside-units`` leaves it out, still counted.
 * **Atomic, resumable** — each file is written to a temporary file and renamed; the meta file comes
   last and says ``"complete": true`` with the input's hash and the run's settings. A book whose
   complete outputs match is skipped on a rerun (resume after a kill); an existing output from
@@ -57,7 +63,10 @@ from ..core import cache, safe_io, schema
 from ..llm.request_cache import CachedBackend, cache_report
 from ..core.cache import hash_file, hash_obj
 from ..api import check_count, count_fallbacks, iter_segment
-from ..chunkers.base import ChunkerError, load_tokenizer
+from ..chunkers.base import ChunkerError
+from ..chunkers.sizing import (check_chunk_size, check_token_counter, count_tokens, fit_chunks, in_text_order,
+                               library_options, model_window, outside_chunks, outside_units, over_window,
+                               over_window_message, token_counter)
 from ..segmenters.registry import get_method
 from ..core.paths import cli_outputs_root
 from ..core.safe_io import OutputsNotWritable, ensure_writable
@@ -70,8 +79,6 @@ from ..chunkers.library import check_options as check_library_options, is_librar
 
 SUFFIXES = {"chunks": ".jsonl", "text": ".text.txt", "meta": ".meta.json"}
 FORMAT = "litseg_nb.segment/1"
-#: the tokenizer counting each chunk's ``metadata["token_count"]`` (here and in the adapters)
-TOKEN_COUNTER = "all-MiniLM-L6-v2"
 SPANS_DOC = ("spans index the cleaned text (<name>.text.txt, UTF-8); metadata.raw_spans index the input file "
              "read with the encoding below and universal newlines, one span per paragraph of the chunk")
 
@@ -92,7 +99,8 @@ class BookResult:
     llm_calls: int = 0
     seconds: float = 0.0
     reason: str = ""
-    outside_words: int = 0  # words of the cleaned text in no narrative unit (front/back matter: not chunked)
+    outside_words: int = 0  # words of the cleaned text in no narrative unit (front/back matter)
+    over_window: list[int] = field(default_factory=list)  # token counts of the chunks over the model's window
     input_sha: str = ""
     t0: float = 0.0  # time.perf_counter() when the book was opened
 
@@ -150,12 +158,15 @@ def paths_of(base: Path) -> dict[str, Path]:
     return {k: base.with_name(base.name + s) for k, s in SUFFIXES.items()}
 
 
-def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_units: int) -> str:
-    """What makes two runs' outputs the same (``llm.base_urls`` left out: adding a replica changes no result)."""
+def run_fingerprint(method: str, profile: str, options: dict[str, Any], max_units: int,
+                    sizing: dict[str, Any] | None = None) -> str:
+    """What makes two runs' outputs the same (``llm.base_urls`` left out: adding a replica changes no result;
+    ``sizing``: chunk size, tokenizer, outside text kept)."""
     opts = {**options, "llm": {k: v for k, v in options.get("llm", {}).items() if k != "base_urls"}}
     if not opts["llm"]:
         opts.pop("llm")
-    return hash_obj({"method": method, "profile": profile, "options": opts, "max_units": max_units})[:16]
+    return hash_obj({"method": method, "profile": profile, "options": opts, "max_units": max_units,
+                     **({"sizing": sizing} if sizing else {})})[:16]
 
 
 def is_complete(base: Path, meta: dict[str, Any]) -> bool:
@@ -281,11 +292,13 @@ def segment_main(args: Any) -> int:
 
 def _segment_main(args: Any) -> int:
     # ---- options: every usage error before any work
+    chunk_size = _chunk_size(args.chunk_size)
     try:
         check_count(args.max_units, "--max-units")
         spec = get_method(args.method)
-        options = _overrides(args)
+        options = library_options(args.method, spec.config, args.profile, _overrides(args), chunk_size)
         cfg = spec.config.for_profile(args.profile, **options)
+        counter = check_token_counter(args.token_counter, cfg, "--token-counter")
         if is_library_method(args.method):  # a misspelt library option: once, before any book is loaded
             check_library_options(args.method, cfg)
     except ChunkerError as exc:
@@ -326,14 +339,28 @@ def _segment_main(args: Any) -> int:
     except OutputsNotWritable as exc:
         raise SegmentUsageError(str(exc).replace("outputs folder", "output folder")) from None
 
-    fingerprint = run_fingerprint(args.method, args.profile, options, args.max_units)
-    run = _Run(args, cfg, spec, files, bases, fingerprint)
+    try:
+        tok = token_counter(counter)
+    except Exception as exc:  # noqa: BLE001 (any loader error: one line naming the option)
+        raise SegmentUsageError(f"--token-counter {counter}: cannot load that tokenizer ({type(exc).__name__}: "
+                                f"{_one_line(exc)[:200]}); name a packaged one (all-MiniLM-L6-v2), a local "
+                                "folder or a hub id") from None
+    sizing = {"chunk_size": chunk_size, "token_counter": counter, "keep_outside_units": args.keep_outside_units}
+    fingerprint = run_fingerprint(args.method, args.profile, options, args.max_units, sizing)
+    run = _Run(args, cfg, spec, files, bases, fingerprint, options)
+    run.tok, run.window, run.chunk_size = tok, model_window(counter, tok), chunk_size
     try:
         run.go()
     finally:
         run.ubar.close()
         run.bar.close()
     code = _report(run.results, files, run.stopped, args, single)
+    over = [n for r in run.results if r.status in ("done", "skipped") for n in r.over_window]
+    if over:  # never silently truncated by the embedder downstream
+        n_chunks = sum(r.chunks for r in run.results if r.status in ("done", "skipped"))
+        where = run.results[0].source.name if single else f"{len(files)} book(s)"
+        print("[litseg_nb] warning: " + over_window_message(where, over, n_chunks, run.window, tok.name,
+                                                            "--chunk-size "))
     # how many replies the request cache served (a warm cache is never silent): stdout, so that a failed
     # run's stderr is its one error line
     if run.backend is not None:
@@ -387,11 +414,14 @@ class _Run:
     calibrating on its own first units); ``--ray``'s :meth:`_on_ray` sends a book to each free actor."""
 
     def __init__(self, args: Any, cfg: Any, spec: Any, files: Sequence[Path], bases: Sequence[Path],
-                 fingerprint: str):
+                 fingerprint: str, options: dict[str, Any]):
         # deferred: tqdm.auto picks the notebook or terminal bar at run time
         from tqdm.auto import tqdm
 
-        self.args, self.cfg, self.spec, self.fingerprint = args, cfg, spec, fingerprint
+        self.args, self.cfg, self.spec, self.fingerprint, self.options = args, cfg, spec, fingerprint, options
+        self.tok: Any = None  # the tokenizer of --chunk-size and token_count, its model's window, --chunk-size
+        self.window: int | None = None
+        self.chunk_size: int | None = None
         self.on_ray = args.ray is not None
         self.todo = list(zip(files, bases))
         self.results: list[BookResult] = []
@@ -447,6 +477,7 @@ class _Run:
             res.units, res.chunks = meta["n_units"], meta["n_chunks"]
             res.fallbacks = meta.get("fallbacks", {})
             res.outside_words = int((meta.get("outside_units") or {}).get("words") or 0)
+            res.over_window = list(meta.get("over_window") or [])
             self.bar.update(1)
             return None
         foreign = None if ours else next((x for x in paths_of(base).values() if x.exists()), None)
@@ -543,10 +574,17 @@ class _Run:
     def _finish(self, res: BookResult, book: Any, chunks: list[Any], complete: bool, calls: int) -> None:
         """Count the chunks and write the book (``complete: false`` when the run stopped on it)."""
         args = self.args
+        tok = self.tok
+        outside = outside_units(book)
+        if args.keep_outside_units:
+            chunks = in_text_order(book, [*chunks, *outside_chunks(book, args.method, tok,
+                                                                   self.chunk_size or self.window)])
+        if self.chunk_size is not None:
+            chunks = fit_chunks(book, chunks, tok, self.chunk_size)
         unmapped = _add_raw_spans(book, chunks)
-        tok = token_counter()
-        for c, n in zip(chunks, tok.count_many([c.text for c in chunks])):
+        for c, n in zip(chunks, count_tokens(tok, [c.text for c in chunks])):
             c.metadata["token_count"] = n
+        res.over_window = over_window(chunks, tok, self.window) if self.chunk_size is None else []
         res.fallbacks = count_fallbacks(chunks)
         res.chunks = len(chunks)
         res.llm_calls = calls
@@ -556,20 +594,22 @@ class _Run:
         units = [{"unit_id": u.unit_id, "title": u.title, "sentences": u.n_sentences, "start": u.start, "end": u.end,
                   "chunks": per_unit[u.unit_id]} for u in book.units if u.unit_id in per_unit]
         clean = book.meta.get("clean", {})
-        outside = outside_units(book)
         res.outside_words = sum(w for *_, w in outside)
         meta = {"format": FORMAT, "complete": complete, "code": cache.code_version(), "input": str(res.source),
                 "input_sha256": res.input_sha, "settings": self.fingerprint, "method": args.method,
-                "profile": args.profile, "options": redact_obj(_overrides(args)),  # addresses without secrets
+                "profile": args.profile, "options": redact_obj(self.options),  # addresses without secrets
                 "max_units": args.max_units, "book_id": book.book_id, "title": book.title,
                 "encoding": clean.get("encoding"), "decode": clean.get("decode"), "spans": SPANS_DOC,
-                "raw_spans_unmapped": unmapped, "tokenizer": tok.name, "n_units": len(units),
+                "raw_spans_unmapped": unmapped, "tokenizer": tok.name, "chunk_size": self.chunk_size,
+                "window": self.window, "over_window": res.over_window, "n_units": len(units),
                 "n_units_total": len(book.units),
                 "n_chunks": len(chunks), "fallbacks": res.fallbacks, "llm_calls": calls,
                 "model": self.cfg.llm.model if hasattr(self.cfg, "llm") else None, "units": units,
                 "outside_units": {"words": res.outside_words, "spans": [[a, b] for a, b, _ in outside],
+                                  "chunked": args.keep_outside_units,
                                   "why": "front matter, back matter or matter between units (not narrative "
-                                         "by the structure rules): in the cleaned text, in no unit and no chunk"},
+                                         "by the structure rules): in the cleaned text and in no unit; chunked "
+                                         "as unit 'outside' unless --no-keep-outside-units"},
                 "stopped": None if complete else self.stopped}
         _write_book(res.output, book, chunks, meta)
         res.units = len(units)
@@ -702,23 +742,22 @@ def local_model_notice(method: str, model: str, files: Sequence[Path]) -> str:
     return f"[litseg_nb] {method} runs the local model {model} (--llm-backend hf){small}: {eta}"
 
 
-@functools.lru_cache(maxsize=None)
-def token_counter(name: str = TOKEN_COUNTER) -> Any:
-    """The :class:`~litseg_nb.chunkers.base.Tokenizer` counting ``token_count`` (loaded once per process)."""
-    return load_tokenizer(name)
+def _outside_how(args: Any) -> str:
+    return "chunked as unit 'outside'" if args.keep_outside_units else "not chunked (--no-keep-outside-units)"
 
 
-def outside_units(book: Any) -> list[tuple[int, int, int]]:
-    """``(start, end, words)`` of each stretch of the cleaned text that no unit of ``book`` holds and that has
-    words in it (front matter, back matter, matter between units): the text no chunk can cover."""
-    out, pos = [], 0
-    for start, end in sorted((u.start, u.end) for u in book.units) + [(len(book.text), len(book.text))]:
-        if start > pos:
-            words = len(book.text[pos:start].split())
-            if words:
-                out.append((pos, start, words))
-        pos = max(pos, end)
-    return out
+def _chunk_size(text: str | None) -> int | None:
+    """``--chunk-size``: None, or a whole number of tokens (a usage error otherwise)."""
+    if text is None:
+        return None
+    try:
+        size = int(text.strip())
+    except ValueError:
+        raise SegmentUsageError(f"--chunk-size {text!r}: give a whole number of tokens (e.g. 256)") from None
+    try:
+        return check_chunk_size(size, "--chunk-size")
+    except ConfigError as exc:
+        raise SegmentUsageError(str(exc).replace(" (or None)", "")) from None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -745,7 +784,7 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
               + (f", {r.sentences} sentences covered" if r.status == "done" else "") + fb
               + (f", {r.llm_calls} LLM call(s)" if r.llm_calls else "")
               + (f"; {r.outside_words} word(s) of the cleaned text are outside the narrative units (front/back "
-                 "matter, not chunked: meta outside_units)" if r.outside_words else "")
+                 f"matter, {_outside_how(args)}: meta outside_units)" if r.outside_words else "")
               + f" -> {paths_of(r.output)['chunks']}"
               + (" (already complete, skipped (use --force to redo))" if r.status == "skipped" else ""))
     elif not single:
@@ -763,7 +802,8 @@ def _report(results: list[BookResult], files: Sequence[Path], stopped: str | Non
               + f"; {sum(r.units for r in done)} units, {sum(r.chunks for r in done)} chunks, "
               f"fallbacks: {_fb(tot_fb)}, {sum(r.llm_calls for r in results)} LLM call(s)"
               + (f"; {sum(r.outside_words for r in done)} word(s) outside the narrative units (front/back matter, "
-                 "not chunked: each book's meta outside_units)" if any(r.outside_words for r in done) else ""))
+                 f"{_outside_how(args)}: each book's meta outside_units)"
+                 if any(r.outside_words for r in done) else ""))
         if failed:
             print(f"[litseg_nb] {len(failed)} book(s) failed:", file=sys.stderr)
             for r in failed:

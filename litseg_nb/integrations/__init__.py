@@ -16,18 +16,18 @@ import importlib
 import json
 import re
 import warnings
-from pathlib import Path
 from typing import Any, Mapping
 
-from ..config import ConfigError, StageConfig
+from ..config import ConfigError
 from ..core.schema import Book, Chunk
 from ..segmenters.registry import get_method
 from ..chunkers.library import check_options, is_library_method
-from ..front.batch_segment import outside_units, token_counter
 from ..corpus import index_book
 from ..api import build_models, require_llm, segment
 from ..chunkers.base import blank_line_spans, trim_span
-from ..llm.models import EmbeddingError, packaged_model_dir, shipped_tokenizer_dir
+from ..chunkers.sizing import ChunkSizeWarning  # noqa: F401 (the adapters' warning, caught as theirs)
+from ..chunkers.sizing import (BLANK_LINES, check_chunk_size, check_token_counter, count_tokens, in_text_order,
+                               model_window, outside_chunks, outside_units, token_counter)
 
 #: the adapters' own keywords (every other keyword is an override of the method's config)
 ADAPTER_OPTIONS = {
@@ -45,19 +45,12 @@ ADAPTER_OPTIONS = {
                      "it): a packaged name, a local path or a hub id; None: the profile's embedding model "
                      "(test, smoke: all-MiniLM-L6-v2)",
 }
-OUTSIDE_UNIT_ID = "outside"
 #: the chunk metadata naming the version of the document text: its SHA-256's first 8 hex digits
 TEXT_VERSION = "text_sha256_8"
-_SURROGATE = re.compile("[\ud800-\udfff]")  # unpaired (a str decoded with errors="surrogateescape")
-_BLANK_LINES = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)")  # LF, CRLF or CR files
 
 
 class OutsideUnitsWarning(UserWarning):
     """Text of a document outside its narrative units was not chunked (``keep_outside_units=False``)."""
-
-
-class ChunkSizeWarning(UserWarning):
-    """Chunks longer than the tokenizer's model reads (``chunk_size=N`` splits them)."""
 
 
 class RawGutenbergWarning(UserWarning):
@@ -83,11 +76,7 @@ class Segmenter:
         for name, value in (("keep_outside_units", keep_outside_units), ("nested_metadata", nested_metadata)):
             if not isinstance(value, bool):
                 raise ConfigError(f"{name} must be True or False, got {value!r}")
-        if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
-                                       or chunk_size < 16):
-            raise ConfigError(f"chunk_size must be a number of tokens >= 16 (or None), got {chunk_size!r}")
-        if token_counter is not None and (not isinstance(token_counter, str) or not token_counter):
-            raise ConfigError(f"token_counter must be a tokenizer name or path, got {token_counter!r}")
+        check_chunk_size(chunk_size)
         self.keep_outside_units = keep_outside_units
         self.nested_metadata = nested_metadata
         self.chunk_size = chunk_size
@@ -103,8 +92,7 @@ class Segmenter:
         require_llm(self.spec, self.cfg, self.options, backend)
         if is_library_method(method):  # a misspelt library option: here, not on the first document
             check_options(method, self.cfg)
-        embedding = getattr(self.cfg, "embedding", None) or StageConfig.for_profile(profile).embedding
-        self.token_counter = token_counter or embedding.model
+        self.token_counter = check_token_counter(token_counter, self.cfg)
         self._backend = backend
         self._embedder = embedder
 
@@ -122,7 +110,7 @@ class Segmenter:
     def metadata(self, c: Chunk, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """:func:`chunk_metadata` with ``token_count`` / ``tokenizer``, scalar-only unless ``nested_metadata``."""
         md = chunk_metadata(c, extra)
-        md["token_count"] = self.tokenizer.count(_SURROGATE.sub("\ufffd", c.text))  # tokenizers refuse them
+        md["token_count"] = count_tokens(self.tokenizer, [c.text])[0]
         md["tokenizer"] = self.tokenizer.name
         return md if self.nested_metadata else flat_metadata(md)
 
@@ -153,30 +141,12 @@ class Segmenter:
         if any(u.n_sentences for u in book.units):
             backend = self.backend
             chunks = segment(book, self.method, profile=self.profile, backend=backend, embedder=self._embedder,
-                             **self.options)
-        chunks = self.fit(book, self.outside(book, chunks))
+                             chunk_size=self.chunk_size, token_counter=self.token_counter, **self.options)
+        chunks = self.outside(book, chunks)
         version = text_hash(text)[:8]  # in the chunk ids: one document id given to two texts never repeats them
         for c in chunks:
             c.metadata[TEXT_VERSION] = version
         return book, chunks
-
-    def fit(self, book: Book, chunks: list[Chunk]) -> list[Chunk]:
-        """``chunks`` with those over ``chunk_size`` tokens split (:func:`split_chunk`); without a
-        ``chunk_size``, those over the model's window reported in a :class:`ChunkSizeWarning`."""
-        counts = self.tokenizer.count_many([c.text for c in chunks])
-        if self.chunk_size is None:
-            over = [n for n in counts if self.window and n > self.window]
-            if over:
-                warnings.warn(f"{book.book_id}: {len(over)} of {len(chunks)} chunk(s) are longer than the {self.window} "
-                              f"tokens {self.tokenizer.name} reads (up to {max(over)}); an embedder reads only their "
-                              f"start: chunk_size={self.window} splits them", ChunkSizeWarning, stacklevel=4)
-            return chunks
-        units = {u.unit_id: u for u in book.units}
-        out: list[Chunk] = []
-        for c, n in zip(chunks, counts):
-            out.extend([c] if n <= self.chunk_size else
-                       split_chunk(book, c, units.get(c.unit_id), self.tokenizer, self.chunk_size))
-        return out
 
     def outside(self, book: Book, chunks: list[Chunk]) -> list[Chunk]:
         """``chunks`` with the text outside the narrative units added as chunks of their own (at most
@@ -192,103 +162,8 @@ class Segmenter:
                           OutsideUnitsWarning, stacklevel=4)
             return chunks
 
-        limit = self.chunk_size or self.window
-        extra = []
-        for a, b, _ in stretches:
-            a, b = trim_span(book.text, a, b)
-            for pa, pb in (pack_spans(book.text, a, b, self.tokenizer, limit) if limit else [(a, b)]):
-                piece = book.text[pa:pb]
-                extra.append(Chunk(book_id=book.book_id, unit_id=OUTSIDE_UNIT_ID,
-                                   chunk_id=f"{OUTSIDE_UNIT_ID}.{len(extra) + 1:03d}", method=self.method,
-                                   from_idx=0, to_idx=-1, spans=[(pa, pb)], text=piece, main_text=piece,
-                                   metadata={"outside_units": True}))
-        starts = {u.unit_id: u.start for u in book.units}
-        return sorted([*chunks, *extra], key=lambda c: c.spans[0][0] if c.unit_id == OUTSIDE_UNIT_ID
-                      else starts.get(c.unit_id, 0))  # stable: a unit's chunks keep their order
-
-
-def model_window(name: str, tokenizer: Any) -> int | None:
-    """The tokens an embedding model reads: its ``sentence_bert_config.json`` ``max_seq_length`` (packaged,
-    shipped or local files), else the tokenizer's ``model_max_length`` when it is a real limit."""
-    dirs = [shipped_tokenizer_dir(name), Path(name).expanduser()]
-    try:
-        dirs.insert(0, packaged_model_dir(name))
-    except EmbeddingError:  # the model package is optional (the shipped files say the same)
-        pass
-    for d in dirs:
-        f = d / "sentence_bert_config.json" if d is not None else None
-        if f is not None and f.is_file():
-            return int(json.loads(f.read_text(encoding="utf-8"))["max_seq_length"])
-    limit = getattr(getattr(tokenizer, "hf", None), "model_max_length", None)
-    return int(limit) if isinstance(limit, int) and 0 < limit < 1_000_000 else None
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])[\"'\u201d\u2019)\]]*\s+")
-
-
-def _cuts(text: str, a: int, b: int, pattern: re.Pattern) -> list[tuple[int, int]]:
-    """``text[a:b]`` cut after each match of ``pattern`` (trimmed, non-empty pieces)."""
-    cuts = [a, *(m.end() for m in pattern.finditer(text, a, b)), b]
-    return [t for x, y in zip(cuts, cuts[1:]) if (t := trim_span(text, x, y)) and t[0] < t[1]]
-
-
-def pack_spans(text: str, a: int, b: int, tokenizer: Any, limit: int) -> list[tuple[int, int]]:
-    """``text[a:b]`` as consecutive spans of at most ``limit`` tokens each that together hold all of its words:
-    whole paragraphs where they fit, else sentences, else token windows; neighbours packed greedily."""
-    atoms: list[tuple[int, int]] = []
-    for para in _cuts(text, a, b, _BLANK_LINES):
-        if tokenizer.count(text[para[0]:para[1]]) <= limit:
-            atoms.append(para)
-            continue
-        for sent in _cuts(text, *para, _SENTENCE_END):
-            if tokenizer.count(text[sent[0]:sent[1]]) <= limit:
-                atoms.append(sent)
-                continue
-            offsets = [(sent[0] + x, sent[0] + y) for x, y in tokenizer.offsets(text[sent[0]:sent[1]])]
-            starts = [offsets[i][0] for i in range(0, len(offsets), limit)] + [sent[1]]
-            atoms.extend(t for x, y in zip(starts, starts[1:]) if (t := trim_span(text, x, y)) and t[0] < t[1])
-    counts = tokenizer.count_many([text[x:y] for x, y in atoms])
-    out: list[tuple[int, int]] = []
-    i = 0
-    while i < len(atoms):
-        j, total = i + 1, counts[i]
-        while j < len(atoms) and total + counts[j] <= limit:
-            total += counts[j]
-            j += 1
-        while j > i + 1 and tokenizer.count(text[atoms[i][0]:atoms[j - 1][1]]) > limit:
-            j -= 1  # the joined text counts more than its parts (a merge across the seam): one part less
-        out.append((atoms[i][0], atoms[j - 1][1]))
-        i = j
-    return out
-
-
-def split_chunk(book: Book, c: Chunk, unit: Any, tokenizer: Any, limit: int) -> list[Chunk]:
-    """``c`` (over ``limit`` tokens) as pieces of at most ``limit`` tokens holding all of its main text, each
-    headed by its subtitle (LitSeg's context sentences, copies of text that other chunks hold, are left out);
-    ``metadata["split_from"]`` names ``c``."""
-    header = f"{c.subtitle}\n" if c.subtitle and c.text.startswith(c.subtitle) else ""
-    budget = limit - tokenizer.count(header)
-    if budget < limit // 2:
-        header, budget = "", limit
-    if c.is_source_span:
-        main = [tuple(c.metadata["main_span"])] if "main_span" in c.metadata else [tuple(s) for s in c.spans]
-        pieces = [(book.text, s) for x, y in main for s in pack_spans(book.text, x, y, tokenizer, budget)]
-    else:  # rewritten text (propositions): split the text itself; spans stay the source's
-        pieces = [(c.main_text, s) for s in pack_spans(c.main_text, 0, len(c.main_text), tokenizer, budget)]
-    out = []
-    for k, (src, (x, y)) in enumerate(pieces, 1):
-        lo, hi = c.from_idx, c.to_idx
-        if c.is_source_span and unit is not None and unit.sentences:
-            inside = [s.index for s in unit.sentences if s.start < y and s.end > x]
-            lo, hi = (min(inside), max(inside)) if inside else (lo, hi)
-        meta = {**c.metadata, "split_from": c.chunk_id}
-        if "main_span" in meta:
-            meta["main_span"] = [x, y]
-        out.append(dataclasses.replace(
-            c, chunk_id=f"{c.chunk_id}.s{k:02d}", from_idx=lo, to_idx=hi, context_idx=[],
-            spans=[(x, y)] if c.is_source_span else list(c.spans), text=header + src[x:y], main_text=src[x:y],
-            metadata=meta))
-    return out
+        return in_text_order(book, [*chunks, *outside_chunks(book, self.method, self.tokenizer,
+                                                             self.chunk_size or self.window)])
 
 
 def check_text(text: Any, what: str = "text") -> str:
@@ -324,7 +199,7 @@ def unique_ids(ids: list[str]) -> list[str]:
 
 def text_paragraphs(text: str) -> list[tuple[int, int]]:
     """Spans of the blank-line separated paragraphs of ``text`` (whitespace-trimmed; text unchanged)."""
-    return [t for a, b in blank_line_spans(text, 0, len(text), _BLANK_LINES) if (t := trim_span(text, a, b))]
+    return [t for a, b in blank_line_spans(text, 0, len(text), BLANK_LINES) if (t := trim_span(text, a, b))]
 
 
 #: prefix of a chunk key whose name the document's own metadata already uses (the document's value is kept)
