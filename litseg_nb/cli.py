@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -195,7 +196,26 @@ def methods_main(args: argparse.Namespace) -> int:
     return 0
 
 
-_RAW = argparse.RawDescriptionHelpFormatter
+_REST = ((re.compile(r":[a-z]+:`~?(?:[\w.]+\.)?([^`]+)`"), r"`\1`"),  # :func:`~litseg_nb.x.name` -> `name`
+         (re.compile(r"``([^`]+)``"), r"`\1`"), (re.compile(r"\*\*([^*]+)\*\*"), r"\1"),
+         (re.compile(r"::$", re.M), ":"))
+
+
+def plain_help(text: str) -> str:
+    """A docstring as terminal help: its reST markup (double backquotes, roles, bold, ``::``) shown plain."""
+    for pattern, repl in _REST:
+        text = pattern.sub(repl, text)
+    return text
+
+
+class _RAW(argparse.RawDescriptionHelpFormatter):
+    """Descriptions keep their line breaks; docstrings' reST markup is shown plain."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return super()._fill_text(plain_help(text), width, indent)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return super()._split_lines(plain_help(text), width)
 
 
 def retrieval_benchmark_main(args: argparse.Namespace) -> int:
