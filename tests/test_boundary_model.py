@@ -320,8 +320,8 @@ def test_cli_never_writes_the_package_nor_replaces_a_file_unasked(tiny_root, tmp
     assert (bm.WEIGHTS_FILE.read_bytes(), bm.CARD_FILE.read_bytes()) == before
 
 
-def test_truncated_feature_cache_is_recomputed_and_counted(tiny_root, empty_eval_root, tmp_path):
-    kw = dict(root=tiny_root, progress=False, cache_root=tmp_path / "c", evaluation_root=empty_eval_root,
+def test_truncated_feature_cache_is_recomputed_and_counted(tiny_root, eval_root, tmp_path):
+    kw = dict(root=tiny_root, progress=False, cache_root=tmp_path / "c", evaluation_root=eval_root,
               validate=False)
     bt.train(CFG, weights_file=tmp_path / "a.json", **kw)
     entry = sorted((tmp_path / "c" / "boundary-model").glob("*.npz"))[0]
@@ -331,11 +331,11 @@ def test_truncated_feature_cache_is_recomputed_and_counted(tiny_root, empty_eval
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
 
 
-def test_validation_without_a_window_is_said_not_a_traceback(tmp_path, empty_eval_root, capsys, monkeypatch):
+def test_validation_without_a_window_is_said_not_a_traceback(tmp_path, eval_root, capsys, monkeypatch):
     """A data folder whose held-out book has no break: the card has no validation rows, and says so."""
     from litseg_nb.cli import main
 
-    root = tmp_path / "data"
+    root = tmp_path / "short_data"
     folder = root / bt.TRAIN_FOLDER
     folder.mkdir(parents=True)
     rng = random.Random(5)
@@ -351,7 +351,7 @@ def test_validation_without_a_window_is_said_not_a_traceback(tmp_path, empty_eva
     _, va = bt.split_books(bt.training_files(root), bt.read_authors(root), cfg.validation_share, cfg.seed)
     assert [f.name for f in va] == ["990004.txt.gz"]  # the short book is the held-out one
     card = bt.train(cfg, root=root, weights_file=tmp_path / "m.json", progress=False, cache_root=tmp_path / "c",
-                    evaluation_root=empty_eval_root)
+                    evaluation_root=eval_root)
     assert card["validation"]["benchmark_rows"] == [] and card["validation"]["benchmark_windows"]["windows"] == 0
     monkeypatch.setenv("LITSEG_DATA_DIR", str(root))
     monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path / "c"))

@@ -31,8 +31,8 @@ def test_tiny_random_weights_follow_the_seed(tmp_path, monkeypatch):
     monkeypatch.setenv("LITSEG_MODELS_DIR", str(tmp_path / "models"))
     # reuse the extracted tokenizer (slow to extract from the GGUF) by linking it in
     from litseg_nb.llm import models as m
-    monkeypatch.setattr(m, "smollm2_tokenizer_dir", lambda: m.REPO_ROOT / ".cache" / "models" /
-                        f"smollm2-tokenizer-{m.SMOLLM2_REVISION}")
+    default = m.default_cache_root() / "models" / f"smollm2-tokenizer-{m.SMOLLM2_REVISION}"
+    monkeypatch.setattr(m, "smollm2_tokenizer_dir", lambda: default)
     if not m.smollm2_tokenizer_dir().is_dir():
         pytest.skip("tokenizer not extracted in the default models dir")
     rebuilt_dir = tiny_random_dir()
