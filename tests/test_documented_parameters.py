@@ -208,7 +208,8 @@ def test_config_shows_every_profile_and_notebook(profile, nb, servers, capsys, m
 
 @pytest.mark.parametrize("profile", ["test", "smoke", "full"])
 def test_segment_runs_a_rule_based_method_in_every_profile(profile, tmp_path, monkeypatch):
-    """`segment --profile P` for a rule-based method needs no model, server or GPU in any profile."""
+    """`segment --profile P` for a rule-based method needs no model, server or GPU in any profile (offline,
+    `full` names a local tokenizer: its default, BGE-M3's, is on the hub)."""
     from litseg_nb.cli import main
 
     monkeypatch.setenv("LITSEG_OUTPUTS_DIR", str(tmp_path / "outputs"))
@@ -216,6 +217,7 @@ def test_segment_runs_a_rule_based_method_in_every_profile(profile, tmp_path, mo
     book.write_text("CHAPTER I.\n\n" + " ".join(f"Sentence number {i} of the first chapter." for i in range(40))
                     + "\n\nCHAPTER II.\n\n" + " ".join(f"Sentence {i} of the second." for i in range(40)) + "\n")
     out = tmp_path / "chunks.jsonl"
-    assert main(["segment", str(book), "--method", "token", "--profile", profile, "-o", str(out)]) == 0
+    offline = ["--token-counter", "all-MiniLM-L6-v2"] if profile == "full" else []
+    assert main(["segment", str(book), "--method", "token", "--profile", profile, "-o", str(out), *offline]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     assert rows and all(r["spans"] for r in rows)
