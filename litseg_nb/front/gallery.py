@@ -102,7 +102,7 @@ def write_gallery(profile: str, outputs: Path | None = None, dest: Path | None =
         line = next((ln for ln in first.splitlines() if ln.startswith("# ")), f"# {path.stem}")
         titles[path.name[:2]] = line[2:].strip()
     root = REPO_ROOT.resolve()
-    source = str(src.resolve().relative_to(root)) if src.resolve().is_relative_to(root) else str(src)
+    source = str(src.resolve().relative_to(root)) if src.resolve().is_relative_to(root) else f"<outputs>/{profile}"
     try:
         text = gallery_markdown(profile, _group(table_files, set(titles)), _group(png_files, set(titles)), titles,
                                 source)
