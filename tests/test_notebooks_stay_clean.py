@@ -29,9 +29,9 @@ def _extra(name):
     return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"][name]
 
 
-def test_the_filter_strips_an_executed_notebook_back_to_the_committed_one(tmp_path):
+@pytest.mark.parametrize("nb_path", sorted((ROOT / "notebooks").glob("0*.ipynb")), ids=lambda p: p.name[:2])
+def test_the_filter_strips_an_executed_notebook_back_to_the_committed_one(tmp_path, nb_path):
     pytest.importorskip("nbstripout", reason="nbstripout (extra `notebooks`) is not installed")
-    nb_path = sorted((ROOT / "notebooks").glob("0*.ipynb"))[0]
     committed = nb_path.read_text(encoding="utf-8")
     nb = json.loads(committed)
     for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
