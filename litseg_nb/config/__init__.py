@@ -492,7 +492,8 @@ class LLMConfig(_Base):
 class EmbeddingConfig(_Base):
     """Dense embedding model (see :mod:`litseg_nb.rag`)."""
 
-    backend: str = one_of("sentence-transformers", "sentence-transformers", "flagembedding")
+    # numpy: BERT encoders such as MiniLM on the core install, no torch (litseg_nb.llm.bert_numpy)
+    backend: str = one_of("sentence-transformers", "sentence-transformers", "flagembedding", "numpy")
     model: str = "all-MiniLM-L6-v2"  # packaged name, local path or hub id
     batch_size: int = at_least(64, 1)
     device: str = one_of("auto", *DEVICES)

@@ -27,9 +27,10 @@ from ..config import StageConfig
 from ..llm.embeddings import load_embedder
 
 
-def profile_embeddings(profile: str = "smoke") -> Any:
-    """The profile's embedding model (offline MiniLM in test/smoke) as LangChain ``Embeddings``."""
-    return langchain_embeddings(load_embedder(StageConfig.for_profile(profile).embedding))
+def profile_embeddings(profile: str = "smoke", **embedding: Any) -> Any:
+    """The profile's embedding model (offline MiniLM in test/smoke) as LangChain ``Embeddings``; ``embedding``
+    overrides its config (``backend="numpy"``: the core install's torch-free encoder)."""
+    return langchain_embeddings(load_embedder(StageConfig.for_profile(profile).embedding.replace(**embedding)))
 
 
 class LitSegTextSplitter(TextSplitter):

@@ -26,9 +26,10 @@ from ..chunkers.library import llamaindex_embedding
 from ..config import StageConfig, ConfigError
 from ..llm.embeddings import load_embedder
 
-def profile_embedding(profile: str = "smoke") -> Any:
-    """The profile's embedding model (offline MiniLM in test/smoke) as a LlamaIndex ``BaseEmbedding``."""
-    return llamaindex_embedding(load_embedder(StageConfig.for_profile(profile).embedding))
+def profile_embedding(profile: str = "smoke", **embedding: Any) -> Any:
+    """The profile's embedding model (offline MiniLM in test/smoke) as a LlamaIndex ``BaseEmbedding``; ``embedding``
+    overrides its config (``backend="numpy"``: the core install's torch-free encoder)."""
+    return llamaindex_embedding(load_embedder(StageConfig.for_profile(profile).embedding.replace(**embedding)))
 
 
 class LitSegNodeParser(NodeParser):

