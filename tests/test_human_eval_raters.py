@@ -107,3 +107,34 @@ def test_figures_2_3_name_the_annotators_that_are_one_model_with_itself(fresh_di
     label = " ".join(fig.axes[0].get_xlabel().split())
     assert "4 of 10 pairs are ONE model with itself" in label and "A3 = model-1 (T=0.7)" in label
     assert sum(t.get_text().endswith("*") for t in fig.axes[0].texts) == 8  # both triangles
+
+
+def test_an_a2_rater_request_refused_loses_that_item_for_every_rater_and_is_counted(fresh_dirs, tmp_path):
+    """Tables 1/5/9 (A.2 rubric): a refused request fails its item, not the rater's call; the item leaves every
+    sheet (the raters rate the same items) and the info counts it."""
+    import csv
+
+    from litseg_nb.core.schema import make_sentence_chunk
+
+    book = make_book("gutenqa:G", units=1, n=8, dataset="gutenqa")
+    sets = {m: [make_sentence_chunk(book, book.units[0], m, i, i + 1, i + 1) for i in range(8)] for m in ("a", "b")}
+    paths = he.export_rating_sheets(sets, {book.book_id: book}, tmp_path / "sheets", n_per_method=2)
+    long_item = sorted(r["item_id"] for r in csv.DictReader(paths["key"].open()))[0]
+    for sheet in paths["sheets"].values():  # one chunk too long for the server
+        rows = list(csv.DictReader(sheet.open()))
+        for r in rows:
+            if r["item_id"] == long_item:
+                r["chunk_text"] = "word " * 2 * LONG_WORDS
+        with sheet.open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    reply = json.dumps({d: 4 for d in he.DIMENSIONS})
+    with FakeOpenAI(max_words=LONG_WORDS, reply=lambda body: reply) as server:
+        filled, key, info = he.llm_fill_rating_sheets(paths["sheets"], paths["key"], tmp_path / "filled",
+                                                      [_backend(server.url), _backend(server.url)])
+    assert info["n_items_exported"] == 4 and info["n_items"] == 3 and info["n_dropped"] == 1
+    assert info["request_failed_by_rater"] == {"rater1": 1, "rater2": 1} and info["n_neutral"] == 0
+    assert "maximum context length" in info["llm_errors"][0]
+    long_df = he.import_ratings(filled, key)  # every sheet rates the key's items: the strict import passes
+    assert long_item not in set(long_df.item_id) and long_df.item_id.nunique() == 3 and (long_df.score == 4).all()

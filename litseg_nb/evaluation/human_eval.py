@@ -269,8 +269,10 @@ def parse_a2_scores(text: str) -> dict[str, int] | None:
 
 def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: int = 1, seed: int = 0,
                 first_temperature: float = 0.0, max_new_tokens: int = 64,
-                tag: UsageTag = UsageTag("llm-rater", stage="a2-rating")) -> list[A2Rating]:
-    """Rate every item with the A.2 rubric; an item never scored keeps the neutral 3."""
+                tag: UsageTag = UsageTag("llm-rater", stage="a2-rating"),
+                errors: list[str] | None = None) -> list[A2Rating | None]:
+    """Rate every item with the A.2 rubric; an item never scored keeps the neutral 3. With ``errors``, a
+    request the backend fails (refused, timed out) fails its item only: ``None``, its error in ``errors``."""
     convs = [[{"role": "system", "content": load_prompt("judge/a2_rubric_system")},
               {"role": "user", "content": render_prompt(
                   "judge/a2_rubric_user", text_before=it.get("text_before") or "(start of the unit)",
@@ -279,9 +281,9 @@ def rate_chunks(backend: Any, items: Sequence[Mapping[str, str]], *, retries: in
     got, attempts = _ask_until_read(
         backend, convs, parse_a2_scores, retries, tag, lambda attempt: SamplingParams(
             max_new_tokens=max_new_tokens, seed=seed + 1000 * attempt,
-            temperature=first_temperature if attempt == 0 else max(0.7, first_temperature)))
-    return [A2Rating(g, False, n) if g is not None else A2Rating({d: 3 for d in DIMENSIONS}, True, n)
-            for g, n in zip(got, attempts)]
+            temperature=first_temperature if attempt == 0 else max(0.7, first_temperature)), errors, "A.2 rater")
+    return [A2Rating(g, False, n) if g is not None else None if n == 0
+            else A2Rating({d: 3 for d in DIMENSIONS}, True, n) for g, n in zip(got, attempts)]
 
 
 def _ask_until_read(backend: Any, convs: Sequence[Any], parse: Any, retries: int, tag: UsageTag, params: Any,
@@ -418,12 +420,15 @@ def rater_backends(sheets: Mapping[str, Any], backend: Any) -> dict[str, Any]:
 
 def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: Path, backend: Any, max_items: int = 0,
                            seed: int = 0, retries: int = 1) -> tuple[dict[str, Path], Path, dict[str, Any]]:
-    """A copy of the rating sheets filled by LLM raters (A.2 rubric): ``(sheets, key, info)``."""
+    """A copy of the rating sheets filled by LLM raters (A.2 rubric): ``(sheets, key, info)``. A request a
+    rater's backend fails loses that item (for every rater, so each sheet rates the same items), counted."""
 
     out_dir, key_rows, keep = _llm_fill_start(key_path, out_dir, max_items, seed)
     backends = rater_backends(sheets, backend)
-    filled: dict[str, Path] = {}
+    rows_of: dict[str, list[dict[str, str]]] = {}
     neutral: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    errors: list[str] = []
     models: dict[str, str] = {}
     for k, (rater, path) in enumerate(sheets.items()):
         be = backends[rater]
@@ -432,20 +437,26 @@ def llm_fill_rating_sheets(sheets: Mapping[str, Path], key_path: Path, out_dir: 
         models[rater] = model
         rows = [r for r in _read_rows(path) if r["item_id"] in keep]
         results = rate_chunks(be, rows, retries=retries, seed=seed + k, first_temperature=0.7 if shared else 0.0,
-                              tag=UsageTag("llm-rater", stage=f"a2-rating:{rater}"))
-        neutral[rater] = sum(r.neutral for r in results)
+                              tag=UsageTag("llm-rater", stage=f"a2-rating:{rater}"), errors=errors)
+        neutral[rater] = sum(r is not None and r.neutral for r in results)
+        failed[rater] = sum(r is None for r in results)
+        rows_of[rater] = []
         for row, res in zip(rows, results):
-            for d in DIMENSIONS:
-                row[d] = str(res.scores[d])
-            row["comment"] = LLM_SOURCE + (" (neutral 3: no valid reply)" if res.neutral else "")
-        filled[rater] = _write_rows(out_dir / f"{rater}.csv", rows, SHEET_COLUMNS)
-    key_out = _write_rows(out_dir / "key.csv", [r for r in key_rows if r["item_id"] in keep], KEY_COLUMNS)
+            if res is not None:
+                rows_of[rater].append({**row, **{d: str(res.scores[d]) for d in DIMENSIONS}, "comment": LLM_SOURCE
+                                       + (" (neutral 3: no valid reply)" if res.neutral else "")})
+    rated = [{r["item_id"] for r in rows} for rows in rows_of.values()]
+    complete = set(keep).intersection(*rated)
+    filled = {rater: _write_rows(out_dir / f"{rater}.csv", [r for r in rows if r["item_id"] in complete],
+                                 SHEET_COLUMNS) for rater, rows in rows_of.items()}
+    key_out = _write_rows(out_dir / "key.csv", [r for r in key_rows if r["item_id"] in complete], KEY_COLUMNS)
     label = rater_label(list(models.values()))
     info = {"source": LLM_SOURCE, "rubric": "Appendix A.2 (the human rubric), not E.3 (the GRPO reward)",
             "model": ", ".join(dict.fromkeys(models.values())), "models": models, "raters_label": label,
             "same_model": len(set(models.values())) < len(models),
-            "n_items": len(keep), "n_items_exported": len(key_rows), "n_neutral": sum(neutral.values()),
-            "n_neutral_by_rater": neutral, "raters": list(sheets)}
+            "n_items": len(complete), "n_items_exported": len(key_rows), "n_neutral": sum(neutral.values()),
+            "n_neutral_by_rater": neutral, "raters": list(sheets), "n_dropped": len(keep) - len(complete),
+            "request_failed_by_rater": failed, "llm_errors": errors[:5], "n_llm_errors": len(errors)}
     write_text_atomic(out_dir / "SOURCE.txt",
                       f"{LLM_SOURCE}: A.2 rubric; {label}; {json.dumps(info, ensure_ascii=False, default=str)}\n")
     return filled, key_out, info
