@@ -1,5 +1,5 @@
 """The rehearsal's VLLMBackend piece (``python -m litseg_nb rehearse``): one engine, chat, guided JSON,
-log-probs, a LoRA request on the same engine and release. Prints one ``RESULT {...}`` line.
+log-probs (next-token, and a batch of prompt log-probs), a LoRA request on the same engine and release. Prints one ``RESULT {...}`` line.
 
     python scripts/vllm_engine_check.py ENGINE_JSON LORA_ADAPTER_DIR
 """
@@ -31,6 +31,9 @@ def main(engine: str, adapter: str) -> None:
     ex = b.next_token_logprobs_ex(conv, ["Paris", "London"])
     out["logprobs"], out["logprob prompt tokens"] = ex[0][0], ex[0][1].prompt_tokens
     out["extra logprob requests"] = b.extra_logprob_requests
+    # prompt log-probs of a batch (perplexity, margin sampling) on this engine with LoRA enabled
+    seqs = [b.prompt_ids(c) for c in (conv[0], conv[0][:1], [{"role": "user", "content": "Hello there."}])]
+    out["prompt log-probs, batch of 3"] = [len(v) for v, _ in b.token_logprobs_ex(seqs)]
     lora = make_backend(cfg.replace(lora_adapter=adapter))  # a LoRA request on the same engine
     out["lora chat"] = lora.chat(conv, SamplingParams(max_new_tokens=8))[0].text
     out["engines alive"] = len(vllm_backend.live_engines())

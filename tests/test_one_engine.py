@@ -191,3 +191,27 @@ def test_grpo_rollouts_use_trls_vllm_in_full_and_its_engine_is_released(standin_
     assert len(standin_vllm.alive) == 1
     release_rollout_engine(trainer)
     assert standin_vllm.alive == [] and trainer.vllm_generation.llm is None
+
+
+def test_prompt_log_probs_on_an_engine_with_lora_go_one_request_at_a_time(standin_vllm):
+    """vLLM maps one LoRA row per request when it computes prompt log-probs, so a batch of several fails in an
+    engine with enable_lora (EngineDeadError): the backend sends them one at a time there, batched elsewhere."""
+    from litseg_nb.config import LLMConfig
+
+    class Scoring(StandInLLM):
+        def generate(self, prompts, sampling, use_tqdm=False, lora_request=None):
+            if self.settings.get("enable_lora") and len(prompts) > 1:
+                raise RuntimeError("einsum(): subscript b has size 3 ... does not broadcast")
+            self.calls.append((len(prompts), lora_request))
+            return [types.SimpleNamespace(prompt_token_ids=p["prompt_token_ids"], num_cached_tokens=0, outputs=[],
+                                          prompt_logprobs=[None] + [{t: types.SimpleNamespace(logprob=-1.0)}
+                                                                    for t in p["prompt_token_ids"][1:]])
+                    for p in prompts]
+
+    sys.modules["vllm"].LLM = Scoring
+    seqs = [[5, 6, 7], [8, 9], [10, 11, 12, 13]]
+    for lora, calls in (({"enable_lora": True, "max_lora_rank": 16}, [1, 1, 1]), ({}, [3])):
+        b = make_backend(LLMConfig(backend="vllm", model="tiny-random", use_cache=False, engine=lora))
+        assert [v for v, _ in b.token_logprobs_ex(seqs)] == [[-1.0] * 2, [-1.0], [-1.0] * 3]
+        assert [n for n, _ in Scoring.alive[0].calls] == calls
+        b.close()

@@ -212,8 +212,8 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
             return []
         if any(len(s) < 1 for s in seqs):
             raise LLMError("vllm backend: token_logprobs needs non-empty sequences")
-        outs, latency = self._run(seqs, self._sampling(max_tokens=1, temperature=0.0,
-                                                       prompt_logprobs=0))
+        outs, latency = self._run(seqs, self._sampling(max_tokens=1, temperature=0.0, prompt_logprobs=0),
+                                  scores_prompt=True)
         results = []
         for s, o in zip(seqs, outs):
             vals = [self._prompt_logprob(e, t) for e, t in zip(o.prompt_logprobs[1:], s[1:])]
@@ -228,12 +228,17 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
 
         return {"structured_outputs": sp.StructuredOutputsParams(json=schema)}
 
-    def _run(self, prompts: list[list[int]], sampling) -> tuple[list[Any], float]:
+    def _run(self, prompts: list[list[int]], sampling, scores_prompt: bool = False) -> tuple[list[Any], float]:
+        """``(outputs, seconds per prompt)``; ``scores_prompt``: the sampling asks for prompt log-probs."""
         if self.llm is None:
             raise LLMError(f"vllm backend for {self.model_id} was closed")
         t0 = time.perf_counter()
         kw = {"lora_request": self.lora_request} if self.lora_request is not None else {}
-        outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], sampling, use_tqdm=False, **kw)
+        # an engine with enable_lora maps one LoRA row per request, not per prompt token, when it computes
+        # prompt log-probs: a batch of several fails inside the engine, so each prompt goes alone
+        groups = [[p] for p in prompts] if scores_prompt and self.engine_settings.get("enable_lora") else [prompts]
+        outs = [o for g in groups if g
+                for o in self.llm.generate([{"prompt_token_ids": p} for p in g], sampling, use_tqdm=False, **kw)]
         return outs, (time.perf_counter() - t0) / max(1, len(prompts))
 
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams = SamplingParams(),
@@ -289,7 +294,8 @@ class VLLMBackend(LocalTokenizerMixin, BackendBase):
         extra_latency = [0.0] * len(prompts)
         if missing:  # exact value of a candidate the model ranks below the top-k
             seqs = [prompts[i] + [t] for i, t in missing]
-            more, lat2 = self._run(seqs, self._sampling(max_tokens=1, temperature=0.0, prompt_logprobs=0))
+            more, lat2 = self._run(seqs, self._sampling(max_tokens=1, temperature=0.0, prompt_logprobs=0),
+                                   scores_prompt=True)
             for (i, t), seq, o in zip(missing, seqs, more):
                 found[i][t] = self._prompt_logprob(o.prompt_logprobs[-1], t)
                 computed[i] += len(seq)
