@@ -539,3 +539,42 @@ def test_name_and_export_never_replace_what_exists(data_dir, fresh_dirs, capsys)
     for _ in range(2):
         assert main(["boundaries", "--profile", "test", "--chunks", str(whole), "--name", "mine"]) == 0
     assert (tables / "mine.label.txt").read_text().startswith(B.LABEL_PREFIX)
+
+
+def test_the_segmenters_start_their_own_engines_after_the_llm_methods_engine_is_released(data_dir, fresh_dirs,
+                                                                                          monkeypatch):
+    """vLLM holds one engine per GPU: the boundary benchmark runs the LLM methods on the caller's backend, then
+    releases it, and the segmenter (LitSeg, on the teacher) starts and releases its own."""
+    from types import SimpleNamespace
+
+    events, alive = [], []
+
+    def make_backend(llm_cfg):
+        assert not alive, f"a second engine ({llm_cfg.model}) while {alive} is alive"
+        alive.append(llm_cfg.model)
+        events.append(f"start {llm_cfg.model}")
+        return SimpleNamespace(model=llm_cfg.model)
+
+    def release_backend(backend):
+        if backend is not None and backend.model in alive:
+            alive.remove(backend.model)
+            events.append(f"release {backend.model}")
+
+    def chunk_units(name, items, rcfg, backend, embedder):
+        assert backend.model in alive
+        events.append(f"{name} on {backend.model}")
+        return [], None
+
+    monkeypatch.setattr(B, "make_backend", make_backend)
+    monkeypatch.setattr(B, "release_backend", release_backend)
+    monkeypatch.setattr(B, "chunk_units", chunk_units)
+    monkeypatch.setattr(B, "run_chunker", lambda m, books, cfg, backend=None, **kw: events.append(f"{m} on {backend.model}") or [])
+    from litseg_nb.config import config_sets
+
+    with config_sets([("LitSegConfig.llm.model", "teacher")]):
+        cfg = B.BoundaryConfig.for_profile("test", methods=(), llm_methods=("perplexity",), segmenters=("litseg",),
+                                           segmenter_max_windows=1)
+        passed = make_backend(SimpleNamespace(model="student"))
+        B.segment_windows(B.load_gold(cfg).books, cfg, backend=passed)
+    assert events == ["start student", "perplexity on student", "release student", "start teacher",
+                      "litseg on teacher", "release teacher"]

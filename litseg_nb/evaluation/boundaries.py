@@ -32,7 +32,7 @@ from ..corpus import book_from_json, book_to_json, data_files
 from ..core.paths import data_dir, outputs_dir
 from ..preprocess.gold import GOLD_FILE
 from ..segmenters.book_runs import run_chunker
-from ..llm import make_backend
+from ..llm import make_backend, release_backend
 from ..llm.embeddings import load_embedder
 from ..segmenters.registry import chunk_units, get_method, METHOD_NAMES
 from ..core.chunk_align import import_chunks
@@ -541,7 +541,8 @@ def baselines_config(cfg: BoundaryConfig, books: Sequence[Book]):
 
 def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, backend: Any = None, embedder: Any = None,
                     report: Any = None) -> dict[str, list[Chunk]]:
-    """Every method's chunks of the windows (cached per method and window book)."""
+    """Every method's chunks of the windows (cached per method and window book). With segmenters, ``backend``
+    is released after the LLM methods (a vLLM engine: the segmenters' models need the GPU)."""
     from tqdm.auto import tqdm
 
     bcfg = baselines_config(cfg, books)
@@ -558,12 +559,14 @@ def segment_windows(books: Sequence[Book], cfg: BoundaryConfig, backend: Any = N
             subset = [b for b in (dataclasses.replace(b, units=[u for u in b.units if f"{b.book_id}/{u.unit_id}" in keep])
                                   for b in books) if b.units]
         out[m] = run_chunker(m, subset, bcfg, backend=backend, embedder=embedder, report=report)
+    for m in cfg.library_methods:
+        out[m] = library_chunks(m, books, cfg, backend=backend, embedder=embedder)
+    if cfg.segmenters:  # vLLM holds one engine per GPU: each segmenter starts its own model's, then releases it
+        release_backend(backend)
     for m in cfg.segmenters:  # its profile config, on the first ``segmenter_max_windows`` windows
         wanted = set(llm_windows(books, cfg.segmenter_max_windows))
         items = [(b, u) for b in books for u in b.units if f"{b.book_id}/{u.unit_id}" in wanted]
         out[m] = _window_chunks(m, items, get_method(m).config.for_profile(cfg.profile, seed=cfg.seed), {})
-    for m in cfg.library_methods:
-        out[m] = library_chunks(m, books, cfg, backend=backend, embedder=embedder)
     return out
 
 
@@ -578,11 +581,16 @@ def _window_chunks(name: str, items: list, rcfg: Any, inputs: dict[str, Any], ba
     cache = StepCache(f"boundary-chunks-{name.replace(':', '-')}", config=rcfg, inputs={"units": fp, **inputs})
     if cache.exists():
         return [Chunk.from_json(d) for d in cache.load()]
-    if backend is None and spec.needs_llm:
+    own = backend is None and spec.needs_llm
+    if own:
         backend = make_backend(rcfg.llm)
     if embedder is None and spec.needs_embedder:
         embedder = load_embedder(rcfg.embedding)
-    chunks, _ = chunk_units(name, items, rcfg, backend, embedder)
+    try:
+        chunks, _ = chunk_units(name, items, rcfg, backend, embedder)
+    finally:
+        if own:
+            release_backend(backend)
     cache.save([c.to_json() for c in chunks])
     return chunks
 
