@@ -17,6 +17,7 @@ from ..config import EmbeddingConfig
 from ..core.cache import CacheWarning, SQLiteStore
 from ..core.paths import cache_dir
 from ..core.progress import bar
+from .bert_numpy import BertEncoder
 from .models import (MODELS_EXTRA, NUMPY_EMBEDDER, PACKAGED_MODELS, EmbeddingError, model_folder,  # noqa: F401
                      packaged_model_dir, pick_device, resolve_model_path)
 from .threads import follow_thread_budget
@@ -146,8 +147,6 @@ def _load_sentence_transformers(cfg: EmbeddingConfig):
 
 
 def _load_numpy(cfg: EmbeddingConfig):
-    from .bert_numpy import BertEncoder
-
     model = BertEncoder(model_folder(cfg.model))
     return model, model.encode
 
