@@ -237,7 +237,10 @@ class Browser:
 def check_site(site: Path, browser: Browser, shots: dict[str, Path] | None = None) -> tuple[list[str], int]:
     """Open every HTML page of ``site`` over HTTP; returns the problems (a page that fails to load, a request that
     fails, an image that does not decode, a link to a missing page, file or in-page anchor) and the page count."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    class Server(http.server.ThreadingHTTPServer):
+        request_queue_size = 128  # the default backlog (5) resets the browser's parallel connections on a busy machine
+
+    server = Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     pages = sorted(str(p.relative_to(site)) for p in site.rglob("*.html") if not p.name.startswith("."))
@@ -245,6 +248,8 @@ def check_site(site: Path, browser: Browser, shots: dict[str, Path] | None = Non
     try:
         for rel in pages:
             info = browser.open(base + urllib.parse.quote(rel))
+            if any("net::ERR_CONNECTION" in f for f in info["failed"]):  # the connection, not the site: once more
+                info = browser.open(base + urllib.parse.quote(rel))
             seen[rel] = set(info["ids"])
             problems += [f"{rel}: request failed: {f}" for f in info["failed"]]
             problems += [f"{rel}: image does not load: {i['src']}" for i in info["imgs"] if not i["ok"]]
